@@ -1,0 +1,448 @@
+/**
+ * The agent: a frozen plugin registry, a provider, tools and a session store. Sessions run
+ * turns (turn.ts); the agent owns the event stream and the phase runner.
+ */
+import { randomUUID } from "node:crypto";
+import type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
+import { PhaseRunner } from "./dispatch.ts";
+import { errorMessage, KeelError } from "./errors.ts";
+import type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, LiveEvent } from "./events.ts";
+import { isTerminalEvent } from "./events.ts";
+import type { MergeCaps } from "./merge.ts";
+import { applyMessageEdits, DEFAULT_CAPS } from "./merge.ts";
+import type { Message } from "./messages.ts";
+import type { PhaseName } from "./phases.ts";
+import { PHASE_NAMES, PHASES } from "./phases.ts";
+import type { PluginEntry } from "./plugin.ts";
+import type { ModelProvider, RequestOptions } from "./provider.ts";
+import type { PluginRegistry } from "./registry.ts";
+import { buildRegistry, KERNEL_VERSION } from "./registry.ts";
+import { repairToolPairs } from "./repair.ts";
+import type { SessionInfo, SessionStore } from "./session-store.ts";
+import { defaultKeelHome, defaultSessionDbPath, SqliteSessionStore } from "./sqlite-store.ts";
+import { TokenCounter } from "./tokens.ts";
+import type { ToolCallView } from "./phases.ts";
+import type { ToolCategory, ToolDefinition } from "./tools.ts";
+import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "./tools.ts";
+import type { TurnResult } from "./verdict.ts";
+import { runTurn } from "./turn.ts";
+
+/**
+ * Loop guards. Contract: when one runs out the model gets one final round without tools.
+ * Defaults: 50 rounds, 200 tool calls, 1,000,000 tokens, 600 s, 0.95 of the context window.
+ */
+export interface Limits {
+  maxRounds: number;
+  maxToolCalls: number;
+  tokenBudget: number;
+  wallTimeMs: number;
+  /** Fraction of the provider's context window a request may fill. */
+  contextCeiling: number;
+}
+
+export const DEFAULT_LIMITS: Limits = { maxRounds: 50, maxToolCalls: 200, tokenBudget: 1_000_000, wallTimeMs: 600_000, contextCeiling: 0.95 };
+
+/** What the approval callback is asked. */
+export interface ApprovalRequest {
+  sessionId: string;
+  turnId: string;
+  call: ToolCallView;
+  reason?: string;
+  plugin?: string;
+}
+
+/**
+ * How to build an agent.
+ * Contract: only `provider` is required; `store` defaults to SQLite at
+ * `<home>/sessions.sqlite`, `home` to KEEL_HOME or ~/.keel.
+ */
+export interface AgentOptions {
+  name?: string;
+  provider: ModelProvider;
+  instructions?: string;
+  tools?: readonly ToolDefinition[];
+  plugins?: readonly PluginEntry[];
+  store?: SessionStore;
+  home?: string;
+  limits?: Partial<Limits>;
+  toolTimeouts?: Partial<Record<ToolCategory, number>>;
+  /** Answers `ask` decisions; without it, `ask` means deny. */
+  approve?: (request: ApprovalRequest) => boolean | Promise<boolean>;
+  caps?: Partial<MergeCaps>;
+  requestOptions?: RequestOptions;
+  tokenCounter?: TokenCounter;
+}
+
+/** One row of the phase map (`keel inspect`). */
+export interface PhaseMapRow {
+  phase: PhaseName;
+  kind: string;
+  accepts: readonly string[];
+  subscriptions: Array<{ id: string; plugin: string; stage: string; priority: number; after: readonly string[]; before: readonly string[]; await: string; timeoutMs: number; failure: string }>;
+}
+
+type Listener = (event: AgentEvent) => void;
+
+/** Build an agent: validate and set up plugins, freeze the registry, open the store. */
+export async function createAgent(options: AgentOptions): Promise<Agent> {
+  if (!options || typeof options.provider?.stream !== "function") throw new TypeError("createAgent: `provider` must be a ModelProvider with a stream() method.");
+  const registry = await buildRegistry(options.plugins ?? []);
+  const builtin = options.tools ?? [];
+  const seen = new Set<string>();
+  for (const [i, t] of builtin.entries()) {
+    if (!t || !TOOL_NAME_PATTERN.test(t.name) || typeof t.execute !== "function" || typeof t.description !== "string") {
+      throw new KeelError("KEEL_TOOL_INVALID", `tools[${i}] (${JSON.stringify(t?.name)}) is malformed.`, { path: `tools[${i}]` });
+    }
+    if (seen.has(t.name)) throw new KeelError("KEEL_TOOL_DUPLICATE", `"${t.name}" is given twice.`, { tool: t.name, path: `tools[${i}]` });
+    seen.add(t.name);
+  }
+  const ownsStore = !options.store;
+  const store = options.store ?? new SqliteSessionStore({ path: defaultSessionDbPath(options.home ?? defaultKeelHome()) });
+  return new Agent(options, registry, store, ownsStore);
+}
+
+/**
+ * A built agent. Contract: its plugin registry is frozen; it may hold many sessions, each
+ * running at most one turn at a time.
+ */
+export class Agent {
+  readonly name: string;
+  readonly registry: PluginRegistry;
+  readonly store: SessionStore;
+  readonly runner: PhaseRunner;
+  readonly options: AgentOptions;
+  readonly limits: Limits;
+  readonly caps: MergeCaps;
+  readonly toolTimeouts: Record<ToolCategory, number>;
+  readonly tokens: TokenCounter;
+  private readonly listeners = new Set<Listener>();
+  private readonly open = new Map<string, Session>();
+  private readonly ownsStore: boolean;
+  private closed = false;
+
+  constructor(options: AgentOptions, registry: PluginRegistry, store: SessionStore, ownsStore: boolean) {
+    this.options = options;
+    this.name = options.name ?? "agent";
+    this.registry = registry;
+    this.store = store;
+    this.ownsStore = ownsStore;
+    this.limits = { ...DEFAULT_LIMITS, ...options.limits };
+    this.caps = { ...DEFAULT_CAPS, ...options.caps };
+    this.toolTimeouts = { ...DEFAULT_TOOL_TIMEOUTS, ...options.toolTimeouts };
+    this.tokens = options.tokenCounter ?? new TokenCounter();
+    const tracer: PhaseTracer = {
+      phaseStarted: () => {},
+      backgroundSettled: (phase, handler, contributions, records, diagnostics, owner) => {
+        const o = owner as { session: Session; turnId: string | null } | undefined;
+        o?.session.backgroundSettled(phase, o.turnId, handler, contributions, records, diagnostics);
+      },
+    };
+    this.runner = new PhaseRunner(registry, tracer);
+  }
+
+  /** Receive every event (stored and live). Returns an unsubscribe function. */
+  subscribe(listener: Listener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** @internal */
+  publish(event: AgentEvent): void {
+    if (this.listeners.size === 0) return;
+    for (const l of this.listeners) {
+      try {
+        l(event);
+      } catch {
+        // A listener's failure must not break the turn.
+      }
+    }
+  }
+
+  /** True when anything listens (lets the loop skip building live events). */
+  get hasListeners(): boolean {
+    return this.listeners.size > 0;
+  }
+
+  /**
+   * Open a session: a new one, or an existing one by id (resume).
+   * Contract: resuming replays the stored events; a turn that never ended is marked
+   * interrupted and its user message stays in the history.
+   */
+  async session(id?: string): Promise<Session> {
+    if (this.closed) throw new Error("The agent is closed.");
+    if (id && this.open.has(id)) return this.open.get(id)!;
+    let session: Session;
+    if (id && (await this.store.getSession(id))) {
+      session = new Session(this, id);
+      await session.load();
+    } else if (id) {
+      throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}".`);
+    } else {
+      session = new Session(this, randomUUID());
+      await this.store.createSession({ id: session.id, agent: this.name, createdAt: Date.now() });
+      await session.emit({ type: "session.created", agent: this.name }, null, true);
+    }
+    this.open.set(session.id, session);
+    await session.phase("session.start", { sessionId: session.id, agent: this.name, resumed: session.resumed });
+    return session;
+  }
+
+  /** Past sessions of this agent, newest first. */
+  async sessions(limit = 50): Promise<SessionInfo[]> {
+    return this.store.listSessions({ agent: this.name, limit });
+  }
+
+  /** The phase map: every phase, its subscriptions in order, with policies. */
+  inspect(): PhaseMapRow[] {
+    return PHASE_NAMES.map((phase) => ({
+      phase,
+      kind: PHASES[phase].kind,
+      accepts: PHASES[phase].accepts,
+      subscriptions: this.runner.subscriptions(phase).map((s) => ({ id: s.id, plugin: s.plugin, stage: s.stage, priority: s.priority, after: s.after, before: s.before, await: s.await, timeoutMs: s.timeoutMs, failure: s.failure })),
+    }));
+  }
+
+  /** Wait for background handlers and jobs still running. */
+  async drain(): Promise<void> {
+    const pending = [...this.runner.background];
+    for (const s of this.open.values()) pending.push(...s.jobs);
+    await Promise.allSettled(pending);
+  }
+
+  /** Close every open session (session.end), drain background work, close an owned store. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    for (const s of [...this.open.values()]) await s.close();
+    await this.drain();
+    this.closed = true;
+    if (this.ownsStore) await this.store.close();
+  }
+
+  /** @internal */
+  forget(id: string): void {
+    this.open.delete(id);
+  }
+}
+
+/** Options of one turn. */
+export interface RunOptions {
+  signal?: AbortSignal;
+  metadata?: Record<string, unknown>;
+}
+
+/**
+ * A conversation with durable state.
+ * Contract: `run` persists the input before any provider call; at most one turn runs at a
+ * time; `steer` and `followUp` are durable the moment they return.
+ */
+export class Session {
+  readonly id: string;
+  readonly agent: Agent;
+  /** The conversation as the model sees it. */
+  messages: readonly Message[] = [];
+  seq = 0;
+  turnCount = 0;
+  resumed = false;
+  readonly steering: Array<{ queueId: string; text: string }> = [];
+  readonly followUps: Array<{ queueId: string; text: string }> = [];
+  readonly completedJobs = new Set<string>();
+  readonly jobs = new Set<Promise<unknown>>();
+  private readonly runningJobs = new Set<string>();
+  private current: AbortController | undefined;
+  private writes: Promise<unknown> | undefined;
+
+  constructor(agent: Agent, id: string) {
+    this.agent = agent;
+    this.id = id;
+  }
+
+  /** True while a turn runs. */
+  get busy(): boolean {
+    return this.current !== undefined;
+  }
+
+  /** Run one turn. Contract: resolves with the verdict; rejects only for KEEL_TURN_BUSY or a store failure. */
+  async run(input: string, options: RunOptions = {}): Promise<TurnResult> {
+    if (this.current) throw new KeelError("KEEL_TURN_BUSY", `Session "${this.id}" is running a turn.`);
+    const ctrl = new AbortController();
+    this.current = ctrl;
+    const outer = options.signal;
+    const onAbort = () => ctrl.abort(outer!.reason);
+    if (outer?.aborted) ctrl.abort(outer.reason);
+    else outer?.addEventListener("abort", onAbort, { once: true });
+    try {
+      return await runTurn(this, input, ctrl.signal, options.metadata ?? {});
+    } finally {
+      outer?.removeEventListener("abort", onAbort);
+      this.current = undefined;
+      await this.flush();
+    }
+  }
+
+  /** Cancel the running turn, if any. */
+  cancel(reason: unknown = new KeelError("KEEL_TURN_ABORTED", "cancel() was called.")): void {
+    this.current?.abort(reason);
+  }
+
+  /** Queue a message for the running turn; it is injected before the next model call and skips tool calls not yet started. */
+  async steer(text: string): Promise<void> {
+    const queueId = randomUUID();
+    await this.emit({ type: "message.queued", queue: "steering", queueId, text }, null, true);
+    this.steering.push({ queueId, text });
+  }
+
+  /** Queue a message to be handled after the model would otherwise stop. */
+  async followUp(text: string): Promise<void> {
+    const queueId = randomUUID();
+    await this.emit({ type: "message.queued", queue: "follow_up", queueId, text }, null, true);
+    this.followUps.push({ queueId, text });
+  }
+
+  /** The session's stored events. */
+  async events(): Promise<KeelEvent[]> {
+    await this.flush();
+    return this.agent.store.events(this.id);
+  }
+
+  /** Run session.end and detach the session from the agent. */
+  async close(): Promise<void> {
+    this.cancel();
+    await this.phase("session.end", { sessionId: this.id, agent: this.agent.name });
+    await this.flush();
+    this.agent.forget(this.id);
+  }
+
+  /**
+   * Append an event to the log and publish it.
+   * Contract: with `durable`, resolves only once the store reports it on disk.
+   */
+  emit(data: KeelEventData, turnId: string | null, durable = false): Promise<void> | void {
+    const event = { ...data, sessionId: this.id, seq: ++this.seq, ts: Date.now(), turnId } as KeelEvent;
+    const w = this.agent.store.append(event, durable ? { durable: true } : undefined);
+    this.agent.publish(event);
+    if (w && typeof (w as Promise<void>).then === "function") {
+      const chained = (this.writes ?? Promise.resolve()).then(() => w);
+      this.writes = chained;
+      if (durable) return chained.then(() => {});
+    }
+  }
+
+  /** @internal publish a live-only event */
+  live(event: LiveEvent): void {
+    this.agent.publish(event);
+  }
+
+  /** Wait for queued (asynchronous) store writes. */
+  async flush(): Promise<void> {
+    while (this.writes) {
+      const w = this.writes;
+      await w;
+      if (this.writes === w) this.writes = undefined;
+    }
+  }
+
+  /** Run a session-scoped phase and record it. */
+  async phase(phase: "session.start" | "session.end", event: object): Promise<void> {
+    if (!this.agent.runner.has(phase)) return;
+    const res = await this.agent.runner.run(phase, { ...event, phase }, new AbortController().signal, undefined, { session: this, turnId: null });
+    this.record(res, null);
+    this.startJobs(res.contributions, null);
+  }
+
+  /** @internal record a phase result: the phase event, then its diagnostics. */
+  record(res: PhaseResult, turnId: string | null): void {
+    void this.emit({ type: "phase.completed", phase: res.phase, durationMs: Math.round(res.durationMs * 1000) / 1000, handlers: res.handlers, contributions: res.records }, turnId);
+    for (const d of res.diagnostics) void this.emit({ type: "diagnostic", ...d }, turnId);
+  }
+
+  /** @internal a background handler settled after its phase closed */
+  backgroundSettled(phase: PhaseName, turnId: string | null, handler: HandlerSummary, contributions: Contributed[], records: ContributionRecord[], diagnostics: PhaseDiagnostic[]): void {
+    void this.emit({ type: "phase.background", phase, handler, contributions: records }, turnId);
+    for (const d of diagnostics) void this.emit({ type: "diagnostic", ...d }, turnId);
+    this.startJobs(contributions, turnId);
+  }
+
+  /**
+   * @internal Start background jobs, once per idempotency key per session.
+   * Contract: never awaited by a turn; each ends in one `job.completed` event.
+   */
+  startJobs(contributions: readonly Contributed[], turnId: string | null): void {
+    for (const { plugin, value } of contributions) {
+      if (value.kind !== "background_job") continue;
+      const key = value.idempotencyKey;
+      if (this.completedJobs.has(key) || this.runningJobs.has(key)) {
+        void this.emit({ type: "job.completed", plugin, name: value.name, idempotencyKey: key, status: "skipped_duplicate", durationMs: 0 }, turnId);
+        continue;
+      }
+      this.runningJobs.add(key);
+      const t0 = performance.now();
+      const ctrl = new AbortController();
+      const timeoutMs = value.timeoutMs ?? 180_000;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          ctrl.abort();
+          reject(new KeelError("KEEL_HANDLER_TIMEOUT", `Background job "${value.name}" ran past ${timeoutMs} ms.`, { plugin }));
+        }, timeoutMs);
+      });
+      const job = Promise.race([Promise.resolve().then(() => value.run(ctrl.signal)), timeout]).then(
+        () => ({ status: "ok" as const }),
+        (err: unknown) => ({ status: err instanceof KeelError && err.code === "KEEL_HANDLER_TIMEOUT" ? ("timeout" as const) : ("failed" as const), error: errorMessage(err) }),
+      ).then((r) => {
+        clearTimeout(timer);
+        this.runningJobs.delete(key);
+        if (r.status === "ok") this.completedJobs.add(key);
+        void this.emit({ type: "job.completed", plugin, name: value.name, idempotencyKey: key, durationMs: Math.round(performance.now() - t0), ...r }, turnId);
+      });
+      this.jobs.add(job);
+      void job.finally(() => this.jobs.delete(job));
+    }
+  }
+
+  /** Rebuild state from the log. */
+  async load(): Promise<void> {
+    const events = await this.agent.store.events(this.id);
+    let open: string | null = null;
+    let messages: Message[] = [];
+    for (const e of events) {
+      this.seq = e.seq;
+      switch (e.type) {
+        case "turn.started":
+          open = e.turnId;
+          this.turnCount++;
+          break;
+        case "message.appended":
+          messages.push(e.message);
+          break;
+        case "context.edited":
+          messages = applyMessageEdits(messages, e.edits);
+          break;
+        case "context.repaired":
+          messages = [...repairToolPairs(messages).messages];
+          break;
+        case "message.queued":
+          (e.queue === "steering" ? this.steering : this.followUps).push({ queueId: e.queueId, text: e.text });
+          break;
+        case "message.dequeued": {
+          const q = e.queue === "steering" ? this.steering : this.followUps;
+          const at = q.findIndex((m) => m.queueId === e.queueId);
+          if (at >= 0) q.splice(at, 1);
+          break;
+        }
+        case "job.completed":
+          if (e.status === "ok") this.completedJobs.add(e.idempotencyKey);
+          break;
+        default:
+          if (isTerminalEvent(e) && e.turnId === open) open = null;
+      }
+    }
+    this.messages = messages;
+    this.resumed = true;
+    await this.emit({ type: "session.resumed", agent: this.agent.name, ...(open ? { interruptedTurn: open } : {}) }, null);
+    if (open) {
+      await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason: "process_exit" }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: 0, toolCalls: 0 }, open, true);
+    }
+  }
+}
+
+export { KERNEL_VERSION, errorMessage };

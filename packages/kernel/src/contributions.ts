@@ -1,0 +1,172 @@
+/**
+ * Contributions: the only way a plugin changes a turn. Each is a zod-validated member of
+ * one tagged union; the kernel validates, merges (merge.ts) and records every one.
+ */
+import { z } from "zod";
+import type { ToolDefinition } from "./tools.ts";
+import { TOOL_NAME_PATTERN } from "./tools.ts";
+
+const fn = <T>(what: string) =>
+  z.custom<T>((v) => typeof v === "function", { message: `expected ${what} to be a function` });
+
+const priority = z.number().finite().default(0);
+const id = z.string().min(1).max(200);
+
+const TextBlockSchema = z.object({ type: z.literal("text"), text: z.string() });
+const ImageBlockSchema = z.object({ type: z.literal("image"), mediaType: z.string().min(1), data: z.string() });
+const ContentBlockSchema = z.discriminatedUnion("type", [TextBlockSchema, ImageBlockSchema]);
+
+/** Zod schema of a conversation message (see messages.ts). */
+export const MessageSchema = z.discriminatedUnion("role", [
+  z.object({ role: z.literal("user"), content: z.array(ContentBlockSchema) }),
+  z.object({
+    role: z.literal("assistant"),
+    content: z.array(
+      z.discriminatedUnion("type", [
+        TextBlockSchema,
+        z.object({ type: z.literal("thinking"), text: z.string(), redacted: z.boolean().optional(), providerData: z.unknown().optional() }),
+        z.object({ type: z.literal("tool_call"), id: z.string().min(1), name: z.string().min(1), args: z.unknown() }),
+      ]),
+    ),
+  }),
+  z.object({
+    role: z.literal("tool"),
+    toolCallId: z.string().min(1),
+    toolName: z.string(),
+    content: z.array(ContentBlockSchema),
+    isError: z.boolean(),
+    rewrittenBy: z.array(z.string()).optional(),
+  }),
+]);
+
+const ToolDefinitionSchema = z
+  .object({
+    name: z.string().regex(TOOL_NAME_PATTERN, "tool names must match ^[a-zA-Z0-9_-]{1,64}$"),
+    description: z.string().min(1),
+    execute: fn("execute"),
+    category: z.enum(["exec", "mcp", "info", "edit"]).optional(),
+    timeoutMs: z.number().int().positive().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+  })
+  .passthrough()
+  .transform((t) => t as unknown as ToolDefinition);
+
+const MessageEditSchema = z.discriminatedUnion("op", [
+  z.object({ op: z.literal("replace"), start: z.number().int().min(0), end: z.number().int().min(0), messages: z.array(MessageSchema) }),
+  z.object({ op: z.literal("mask_tool_result"), toolCallId: z.string().min(1), text: z.string() }),
+]);
+
+/** Zod schema of every contribution kind, keyed by kind. */
+export const CONTRIBUTION_SCHEMAS = {
+  policy: z.object({ kind: z.literal("policy"), domain: z.string().min(1), key: z.string().min(1), value: z.unknown(), priority }),
+  prompt_context: z.object({
+    kind: z.literal("prompt_context"),
+    id,
+    domain: z.string().min(1),
+    priority,
+    content: z.string(),
+    maxChars: z.number().int().positive().optional(),
+    sourceRefs: z.array(z.string()).optional(),
+  }),
+  prompt_section: z.object({
+    kind: z.literal("prompt_section"),
+    id,
+    sectionId: z.string().regex(/^[a-z0-9_.-]{1,64}$/, "section ids are lowercase [a-z0-9_.-], 1-64 chars"),
+    title: z.string().optional(),
+    domain: z.string().min(1),
+    priority,
+    content: z.string(),
+    maxChars: z.number().int().positive().optional(),
+  }),
+  tool_bundle: z.object({
+    kind: z.literal("tool_bundle"),
+    bundleId: id,
+    domain: z.string().min(1).optional(),
+    priority,
+    tools: z.array(ToolDefinitionSchema),
+  }),
+  message_edit: z.object({ kind: z.literal("message_edit"), reason: z.string().min(1), edits: z.array(MessageEditSchema).min(1) }),
+  request_options: z.object({
+    kind: z.literal("request_options"),
+    priority,
+    options: z
+      .object({
+        maxTokens: z.number().int().positive().optional(),
+        temperature: z.number().min(0).max(2).optional(),
+        toolChoice: z.enum(["auto", "none", "required"]).optional(),
+        cache: z.enum(["none", "5m", "1h"]).optional(),
+        metadata: z.record(z.string(), z.string()).optional(),
+        extra: z.record(z.string(), z.unknown()).optional(),
+      })
+      .strict(),
+  }),
+  tool_decision: z.object({
+    kind: z.literal("tool_decision"),
+    decision: z.enum(["allow", "ask", "deny"]),
+    reason: z.string().optional(),
+    args: z.unknown().optional(),
+  }),
+  tool_result_rewrite: z.object({
+    kind: z.literal("tool_result_rewrite"),
+    content: z.union([z.string(), z.array(ContentBlockSchema)]),
+    isError: z.boolean().optional(),
+    reason: z.string().min(1),
+  }),
+  diagnostic: z.object({
+    kind: z.literal("diagnostic"),
+    level: z.enum(["info", "warn", "error"]).default("info"),
+    code: z.string().min(1),
+    message: z.string(),
+    data: z.unknown().optional(),
+  }),
+  background_job: z.object({
+    kind: z.literal("background_job"),
+    idempotencyKey: z.string().min(1),
+    name: z.string().min(1),
+    run: fn<(signal: AbortSignal) => unknown>("run"),
+    timeoutMs: z.number().int().positive().optional(),
+  }),
+  stop: z.object({ kind: z.literal("stop"), reason: z.string().min(1) }),
+} as const;
+
+/** Every contribution kind. */
+export type ContributionKind = keyof typeof CONTRIBUTION_SCHEMAS;
+
+/** A validated contribution of kind K (defaults applied). */
+export type ContributionOf<K extends ContributionKind> = z.output<(typeof CONTRIBUTION_SCHEMAS)[K]>;
+
+/** What a handler may return for kind K (defaults optional). */
+export type ContributionInputOf<K extends ContributionKind> = z.input<(typeof CONTRIBUTION_SCHEMAS)[K]>;
+
+/** A validated contribution. Contract: `kind` discriminates; every field passed its schema. */
+export type Contribution = { [K in ContributionKind]: ContributionOf<K> }[ContributionKind];
+
+/** The contribution union as handlers write it. */
+export type ContributionInput = { [K in ContributionKind]: ContributionInputOf<K> }[ContributionKind];
+
+/** The tagged union schema of all contributions. */
+export const ContributionSchema = z.discriminatedUnion("kind", Object.values(CONTRIBUTION_SCHEMAS) as unknown as [
+  (typeof CONTRIBUTION_SCHEMAS)["policy"],
+  ...(typeof CONTRIBUTION_SCHEMAS)[ContributionKind][],
+]);
+
+/** One message edit of a `message_edit` contribution. */
+export type MessageEdit = z.output<typeof MessageEditSchema>;
+
+/** The outcome of validating one raw contribution. */
+export type ValidationResult =
+  | { ok: true; value: Contribution }
+  | { ok: false; kind: string | undefined; path: string; message: string };
+
+/** Validate one raw value as a contribution. Contract: never throws. */
+export function validateContribution(raw: unknown): ValidationResult {
+  const kind = typeof raw === "object" && raw !== null ? (raw as { kind?: unknown }).kind : undefined;
+  const schema = typeof kind === "string" ? (CONTRIBUTION_SCHEMAS as Record<string, z.ZodType>)[kind] : undefined;
+  if (!schema) {
+    return { ok: false, kind: typeof kind === "string" ? kind : undefined, path: "kind", message: `unknown contribution kind ${JSON.stringify(kind)}; expected one of ${Object.keys(CONTRIBUTION_SCHEMAS).join(", ")}` };
+  }
+  const parsed = schema.safeParse(raw);
+  if (parsed.success) return { ok: true, value: parsed.data as Contribution };
+  const issue = parsed.error.issues[0]!;
+  return { ok: false, kind: kind as string, path: issue.path.map(String).join(".") || "(root)", message: issue.message };
+}

@@ -1,0 +1,323 @@
+/**
+ * Phase dispatch on tapable. Each phase of the table gets one tapable hook whose taps are
+ * the phase's subscriptions in resolved order; one tracing interceptor is installed on all
+ * of them. A handler call runs under its await and failure policies and is reduced to an
+ * Outcome; the kernel only ever sees validated contributions.
+ */
+import { AsyncSeriesHook } from "tapable";
+import type { Contribution } from "./contributions.ts";
+import { validateContribution } from "./contributions.ts";
+import type { ErrorCode } from "./errors.ts";
+import { errorMessage, KeelError } from "./errors.ts";
+import type { ContributionRecord, HandlerSummary } from "./events.ts";
+import type { PhaseName } from "./phases.ts";
+import { PHASES } from "./phases.ts";
+import type { HookContext } from "./plugin.ts";
+import type { PluginRegistry, Subscription } from "./registry.ts";
+
+/** A diagnostic produced while running a phase. */
+export interface PhaseDiagnostic {
+  level: "info" | "warn" | "error";
+  code: string;
+  message: string;
+  plugin: string;
+  phase: PhaseName;
+  data?: unknown;
+}
+
+/** A contribution with the plugin that made it. */
+export interface Contributed<C extends Contribution = Contribution> {
+  plugin: string;
+  value: C;
+}
+
+/**
+ * The result of one phase run.
+ * Contract: `contributions` are valid, accepted by the phase, in subscription order;
+ * `failed` is set when a required or fail-closed subscription failed.
+ */
+export interface PhaseResult {
+  phase: PhaseName;
+  durationMs: number;
+  handlers: HandlerSummary[];
+  contributions: Contributed[];
+  records: ContributionRecord[];
+  diagnostics: PhaseDiagnostic[];
+  failed?: KeelError;
+}
+
+/** Called after each waterfall handler with its accepted contributions; returns the event for the next handler. */
+export type WaterfallStep = (event: any, added: Contributed[]) => any;
+
+/** Receives what the runner observes. Contract: called synchronously, must not throw. */
+export interface PhaseTracer {
+  phaseStarted(phase: PhaseName): void;
+  /** A background handler settled after its phase closed. */
+  backgroundSettled(phase: PhaseName, summary: HandlerSummary, contributions: Contributed[], records: ContributionRecord[], diagnostics: PhaseDiagnostic[], owner: unknown): void;
+}
+
+interface Outcome {
+  sub: Subscription;
+  status: HandlerSummary["status"];
+  durationMs: number;
+  valid: Contribution[];
+  invalid: Array<{ kind: string | undefined; reason: string }>;
+  error?: unknown;
+}
+
+const LATE_KINDS = new Set(["diagnostic", "background_job"]);
+
+class Run {
+  readonly slots: Array<Outcome | Promise<Outcome> | undefined> = [];
+  pending: Promise<Outcome>[] | undefined;
+  waterfallStop: KeelError | undefined;
+  readonly phase: PhaseName;
+  event: any;
+  readonly signal: AbortSignal;
+  readonly step: WaterfallStep | undefined;
+  readonly result: PhaseResult;
+  owner: unknown;
+  constructor(phase: PhaseName, event: any, signal: AbortSignal, step: WaterfallStep | undefined, result: PhaseResult) {
+    this.phase = phase;
+    this.event = event;
+    this.signal = signal;
+    this.step = step;
+    this.result = result;
+  }
+}
+
+class HookCtx implements HookContext {
+  private ctrl: AbortController | undefined;
+  private reason: unknown;
+  readonly plugin: string;
+  readonly phase: PhaseName;
+  readonly subscription: string;
+  private readonly parent: AbortSignal;
+  constructor(plugin: string, phase: PhaseName, subscription: string, parent: AbortSignal) {
+    this.plugin = plugin;
+    this.phase = phase;
+    this.subscription = subscription;
+    this.parent = parent;
+  }
+  get signal(): AbortSignal {
+    if (!this.ctrl) {
+      this.ctrl = new AbortController();
+      if (this.reason !== undefined) this.ctrl.abort(this.reason);
+      else if (this.parent.aborted) this.ctrl.abort(this.parent.reason);
+      else this.parent.addEventListener("abort", () => this.ctrl!.abort(this.parent.reason), { once: true });
+    }
+    return this.ctrl.signal;
+  }
+  abort(reason: unknown): void {
+    this.reason = reason;
+    this.ctrl?.abort(reason);
+  }
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return v !== null && (typeof v === "object" || typeof v === "function") && typeof (v as { then?: unknown }).then === "function";
+}
+
+/**
+ * Runs phases for one frozen registry.
+ * Contract: `run` never throws for a plugin's fault; it reports it in the PhaseResult.
+ */
+export class PhaseRunner {
+  private readonly hooks = new Map<PhaseName, AsyncSeriesHook<[Run]>>();
+  readonly background = new Set<Promise<unknown>>();
+  readonly registry: PluginRegistry;
+  private readonly tracer: PhaseTracer;
+
+  constructor(registry: PluginRegistry, tracer: PhaseTracer) {
+    this.registry = registry;
+    this.tracer = tracer;
+    const interceptor = { call: (run: Run) => tracer.phaseStarted(run.phase) };
+    for (const [phase, subs] of registry.phases) {
+      const hook = new AsyncSeriesHook<[Run]>(["run"], phase);
+      hook.intercept(interceptor);
+      const waterfall = PHASES[phase].kind === "waterfall";
+      for (const sub of subs) {
+        const tap = { name: sub.id, stage: sub.position };
+        if (sub.await === "background") hook.tap(tap, (run) => this.launchBackground(run, sub));
+        else if (waterfall) hook.tapAsync(tap, (run, cb) => this.step(run, sub, cb));
+        else hook.tap(tap, (run) => this.launch(run, sub));
+      }
+      this.hooks.set(phase, hook);
+    }
+  }
+
+  /** True when any plugin subscribes to `phase`. */
+  has(phase: PhaseName): boolean {
+    return this.hooks.has(phase);
+  }
+
+  /** The subscriptions of `phase` in run order. */
+  subscriptions(phase: PhaseName): readonly Subscription[] {
+    return this.registry.phases.get(phase) ?? [];
+  }
+
+  /** Run every subscription of `phase` on `event`. */
+  async run(phase: PhaseName, event: object, signal: AbortSignal, step?: WaterfallStep, owner?: unknown): Promise<PhaseResult> {
+    const result: PhaseResult = { phase, durationMs: 0, handlers: [], contributions: [], records: [], diagnostics: [] };
+    const hook = this.hooks.get(phase);
+    if (!hook) return result;
+    const t0 = performance.now();
+    const run = new Run(phase, event, signal, step, result);
+    run.owner = owner;
+    await new Promise<void>((resolve) => hook.callAsync(run, () => resolve()));
+    if (run.pending) await Promise.all(run.pending);
+    if (!step) {
+      for (const slot of run.slots) if (slot) this.settle(run, slot as Outcome);
+    }
+    if (run.waterfallStop && !result.failed) result.failed = run.waterfallStop;
+    result.durationMs = performance.now() - t0;
+    return result;
+  }
+
+  private launch(run: Run, sub: Subscription): void {
+    let slot: Outcome | Promise<Outcome>;
+    const waits = sub.waitFor.length ? sub.waitFor.map((p) => run.slots[p]).filter(isThenable) : [];
+    if (waits.length) slot = Promise.all(waits).then(() => this.invoke(run, sub, run.event));
+    else slot = this.invoke(run, sub, run.event);
+    run.slots[sub.position] = slot;
+    if (isThenable(slot)) (run.pending ??= []).push(slot);
+  }
+
+  private step(run: Run, sub: Subscription, cb: () => void): void {
+    if (run.waterfallStop) return cb();
+    const out = this.invoke(run, sub, run.event);
+    if (!isThenable(out)) {
+      this.settleStep(run, out);
+      return cb();
+    }
+    out.then((o) => {
+      this.settleStep(run, o);
+      cb();
+    });
+  }
+
+  private settleStep(run: Run, out: Outcome): void {
+    const before = run.result.contributions.length;
+    this.settle(run, out);
+    if (run.result.failed) {
+      run.waterfallStop = run.result.failed;
+      return;
+    }
+    const added = run.result.contributions.slice(before);
+    if (added.length && run.step) run.event = run.step(run.event, added);
+  }
+
+  private launchBackground(run: Run, sub: Subscription): void {
+    const out = this.invoke(run, sub, run.event, true);
+    run.result.handlers.push({ plugin: sub.plugin, subscription: sub.id, status: "queued", durationMs: 0, contributions: 0 });
+    const p = Promise.resolve(out).then((o) => {
+      const r: PhaseResult = { phase: run.phase, durationMs: 0, handlers: [], contributions: [], records: [], diagnostics: [] };
+      for (const c of o.valid) if (!LATE_KINDS.has(c.kind)) o.invalid.push({ kind: c.kind, reason: "late" });
+      o.valid = o.valid.filter((c) => LATE_KINDS.has(c.kind));
+      this.settle(new Run(run.phase, undefined, run.signal, undefined, r), o);
+      this.tracer.backgroundSettled(run.phase, r.handlers[0]!, r.contributions, r.records, r.diagnostics, run.owner);
+    });
+    this.background.add(p);
+    p.finally(() => this.background.delete(p));
+  }
+
+  /** Call one handler under its deadline; never throws. */
+  private invoke(run: Run, sub: Subscription, event: object, background = false): Outcome | Promise<Outcome> {
+    const t0 = performance.now();
+    const signal = background ? new AbortController().signal : run.signal;
+    const ctx = new HookCtx(sub.plugin, sub.phase, sub.id, signal);
+    let raw: unknown;
+    try {
+      raw = sub.handler(event, ctx);
+    } catch (error) {
+      return { sub, status: "threw", durationMs: performance.now() - t0, valid: [], invalid: [], error };
+    }
+    if (!isThenable(raw)) return this.validate(sub, raw, t0);
+    return new Promise<Outcome>((resolve) => {
+      let settled = false;
+      const finish = (o: Outcome) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
+        resolve(o);
+      };
+      const onAbort = () => {
+        ctx.abort(signal.reason);
+        finish({ sub, status: "aborted", durationMs: performance.now() - t0, valid: [], invalid: [], error: signal.reason });
+      };
+      const timer = setTimeout(() => {
+        const err = new KeelError("KEEL_HANDLER_TIMEOUT", `The handler ran past its ${sub.timeoutMs} ms deadline.`, { plugin: sub.plugin, phase: sub.phase, subscription: sub.id });
+        ctx.abort(err);
+        finish({ sub, status: "timeout", durationMs: performance.now() - t0, valid: [], invalid: [], error: err });
+      }, sub.timeoutMs);
+      if (signal.aborted) return onAbort();
+      signal.addEventListener("abort", onAbort, { once: true });
+      raw.then(
+        (v) => finish(this.validate(sub, v, t0)),
+        (error) => finish({ sub, status: "threw", durationMs: performance.now() - t0, valid: [], invalid: [], error }),
+      );
+    });
+  }
+
+  private validate(sub: Subscription, raw: unknown, t0: number): Outcome {
+    const out: Outcome = { sub, status: "ok", durationMs: performance.now() - t0, valid: [], invalid: [] };
+    if (raw === undefined || raw === null) return out;
+    const accepts = PHASES[sub.phase].accepts as readonly string[];
+    for (const item of Array.isArray(raw) ? raw : [raw]) {
+      if (item === undefined || item === null || item === false) continue;
+      const v = validateContribution(item);
+      if (!v.ok) out.invalid.push({ kind: v.kind, reason: `invalid at ${v.path}: ${v.message}` });
+      else if (!accepts.includes(v.value.kind)) out.invalid.push({ kind: v.value.kind, reason: `not accepted by ${sub.phase} (accepts ${accepts.join(", ")})` });
+      else out.valid.push(v.value);
+    }
+    if (out.invalid.length) out.status = "invalid";
+    return out;
+  }
+
+  /** Apply the failure policy to an outcome and record everything. */
+  private settle(run: Run, o: Outcome): void {
+    const { sub } = o;
+    const r = run.result;
+    const loc = { plugin: sub.plugin, phase: sub.phase, subscription: sub.id };
+    for (const bad of o.invalid) {
+      const late = bad.reason === "late";
+      r.records.push({ plugin: sub.plugin, kind: bad.kind ?? "unknown", status: "rejected", reason: late ? "arrived after the phase closed" : bad.reason });
+      const code: ErrorCode = late ? "KEEL_CONTRIBUTION_LATE" : bad.reason.startsWith("not accepted") ? "KEEL_CONTRIBUTION_NOT_ACCEPTED" : "KEEL_CONTRIBUTION_INVALID";
+      r.diagnostics.push({ level: "warn", code, message: new KeelError(code, `Rejected a "${bad.kind ?? "unknown"}" contribution: ${late ? "it arrived after the phase closed" : bad.reason}.`, loc).message, plugin: sub.plugin, phase: sub.phase });
+    }
+    const failed = o.status === "threw" || o.status === "timeout" || (o.status === "invalid" && !o.invalid.every((b) => b.reason === "late"));
+    r.handlers.push({ plugin: sub.plugin, subscription: sub.id, status: o.status, durationMs: round(o.durationMs), contributions: o.valid.length, ...(o.error !== undefined ? { error: errorMessage(o.error) } : {}) });
+    let accepted = o.valid;
+    if (failed && o.status !== "invalid") {
+      const code: ErrorCode = o.status === "timeout" ? "KEEL_HANDLER_TIMEOUT" : "KEEL_HANDLER_THREW";
+      const message = o.error instanceof KeelError ? o.error.message : new KeelError(code, errorMessage(o.error), loc).message;
+      r.diagnostics.push({ level: sub.failure === "best_effort" || sub.failure === "fallback" ? "warn" : "error", code, message, plugin: sub.plugin, phase: sub.phase });
+    }
+    if (failed) {
+      if (sub.failure === "fallback") {
+        accepted = [...sub.fallback];
+        for (const c of accepted) r.records.push({ plugin: sub.plugin, kind: c.kind, ...idOf(c), status: "fallback", reason: `handler ${o.status}` });
+        for (const c of accepted) r.contributions.push({ plugin: sub.plugin, value: c });
+        return;
+      }
+      if (sub.failure === "required" || sub.failure === "fail_closed") {
+        r.failed ??= new KeelError("KEEL_PHASE_FAILED", `Subscription "${sub.id}" (failure: ${sub.failure}) ${o.status === "invalid" ? "returned an invalid contribution" : o.status === "timeout" ? "timed out" : `threw: ${errorMessage(o.error)}`}.`, loc, { cause: o.error, details: { failure: sub.failure } });
+        return;
+      }
+    }
+    for (const c of accepted) {
+      r.contributions.push({ plugin: sub.plugin, value: c });
+      if (c.kind === "diagnostic") r.diagnostics.push({ level: c.level, code: c.code, message: c.message, plugin: sub.plugin, phase: sub.phase, data: c.data });
+    }
+  }
+}
+
+function idOf(c: Contribution): { id?: string } {
+  const id = "id" in c ? c.id : "bundleId" in c ? c.bundleId : undefined;
+  return id === undefined ? {} : { id };
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}

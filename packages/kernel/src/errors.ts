@@ -1,0 +1,102 @@
+/**
+ * The one table of Keel's error codes. Every error and diagnostic the kernel raises comes
+ * from here, so a code always means the same thing and always says what to do.
+ */
+export const ERROR_CODES = {
+  // Registration: raised by createAgent before the first turn.
+  KEEL_PLUGIN_INVALID: "The plugin definition is malformed. Give it a non-empty `name`, a `version` and a `setup(ctx)` function (use definePlugin).",
+  KEEL_PLUGIN_DUPLICATE: "Two plugins share a name. Remove one of them from the plugins list, or give a copy its own name.",
+  KEEL_PLUGIN_OPTIONS_INVALID: "The plugin's options do not match its options schema. Fix the option at the path shown.",
+  KEEL_PLUGIN_SETUP_FAILED: "The plugin's setup(ctx) threw. Fix the plugin or remove it from the plugins list.",
+  KEEL_KERNEL_RANGE_UNSUPPORTED: "The plugin does not support this kernel version. Upgrade the plugin, or use a kernel inside its `kernel` range.",
+  KEEL_DEPENDENCY_MISSING: "A plugin depends on a plugin that is not in the plugins list. Add the dependency to the list.",
+  KEEL_DEPENDENCY_VERSION: "A dependency is present but its version is outside the required range. Install a matching version.",
+  KEEL_DEPENDENCY_CYCLE: "Plugins or subscriptions depend on each other in a cycle. Remove one of the dependencies or `after`/`before` edges named.",
+  KEEL_PHASE_UNKNOWN: "The subscription names a phase that does not exist. Use one of the phases listed in PHASES.",
+  KEEL_SUBSCRIPTION_DUPLICATE: "A plugin subscribed twice to the same phase with the same id. Give each subscription a distinct `id`.",
+  KEEL_SUBSCRIPTION_INVALID: "The subscription's options are invalid. Fix the option named.",
+  KEEL_ORDER_UNKNOWN_PLUGIN: "`after`/`before` names a plugin that is not registered. Fix the name, or only add the edge when ctx.hasPlugin(name) is true.",
+  KEEL_FALLBACK_EMPTY: "A subscription with failure policy `fallback` must declare at least one fallback contribution.",
+  KEEL_REGISTRY_FROZEN: "Subscriptions can only be added during setup(ctx). Move the ctx.on(...) call into setup.",
+  KEEL_TOOL_DUPLICATE: "Two tools share a name. Rename one; built-in tools always win over plugin tools.",
+  KEEL_TOOL_INVALID: "The tool definition is malformed. Give it a name matching ^[a-zA-Z0-9_-]{1,64}$, a description and an execute function.",
+  // Turn time: recorded as diagnostics, or the verdict of a failed turn.
+  KEEL_HANDLER_THREW: "A plugin handler threw. The failure policy decided what happened next; fix the plugin (its name and phase are given).",
+  KEEL_HANDLER_TIMEOUT: "A plugin handler did not finish before its deadline and was aborted. Make it faster or raise its `timeoutMs`.",
+  KEEL_CONTRIBUTION_INVALID: "A plugin returned a contribution that fails validation and was rejected. Fix the field at the path shown.",
+  KEEL_CONTRIBUTION_NOT_ACCEPTED: "A plugin returned a contribution kind this phase does not accept. See the phase's `accepts` list.",
+  KEEL_CONTRIBUTION_LATE: "A background handler's contribution arrived after its phase closed. Only diagnostics and background jobs are taken late.",
+  KEEL_MERGE_CONFLICT: "Two contributions conflict at equal priority; the first was kept. Give one of them a higher priority.",
+  KEEL_MERGE_CAPPED: "Contributions exceeded a cap (entries or characters) and were truncated or omitted. Lower what the plugin contributes or raise its priority.",
+  KEEL_PHASE_FAILED: "A required or fail-closed subscription failed, so the phase failed and the turn stopped. Fix the plugin named or relax its failure policy.",
+  KEEL_TOOL_UNKNOWN: "The model called a tool that is not available this turn.",
+  KEEL_TOOL_ARGS_INVALID: "The model called a tool with arguments that fail its input schema.",
+  KEEL_TOOL_TIMEOUT: "The tool did not finish before its timeout and was aborted. Raise the tool's or its category's timeout if it needs longer.",
+  KEEL_TOOL_DENIED: "The tool call was denied by a plugin decision or by the approval callback.",
+  KEEL_TOOL_FAILED: "The tool threw an error; the error text was returned to the model.",
+  KEEL_TOOL_SKIPPED: "The tool call was not run (queued user message, stop request, cancellation or final round); a synthetic result was returned.",
+  KEEL_PROVIDER_ERROR: "The model provider failed. See the error class: retry later (rate_limited, overloaded, network), fix credentials (auth) or the request (invalid_request, context_too_long).",
+  KEEL_GUARD_TRIPPED: "A loop guard (rounds, tool calls, tokens, wall time, context ceiling) ran out; the model got one final round without tools. Raise the limit in `limits` if the task needs it.",
+  KEEL_TURN_ABORTED: "The turn was cancelled through its AbortSignal.",
+  KEEL_TURN_BUSY: "A turn is already running in this session. Queue the message with steer() or followUp(), or wait for the turn to end.",
+  KEEL_SESSION_NOT_FOUND: "No session has that id in this store. List sessions to find the id, or start a new session.",
+  KEEL_STORE_FAILED: "The session store could not be opened or written. Check that KEEL_HOME is writable and the disk has room.",
+  KEEL_SCRIPT_INVALID: "The provider script does not match its schema. Fix the step at the path shown.",
+  KEEL_SCRIPT_EXHAUSTED: "The scripted provider has no model turn left for this request. Add a step to the script.",
+} as const;
+
+/** A code from Keel's error table. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** Where an error happened. Contract: every field is optional; present fields are exact. */
+export interface ErrorLocation {
+  plugin?: string;
+  phase?: string;
+  subscription?: string;
+  tool?: string;
+  path?: string;
+}
+
+/**
+ * An error raised by Keel.
+ * Contract: `code` is a key of ERROR_CODES; `message` is the specific problem followed by
+ * the code's instruction; `plugin` and `phase` name the culprit when one is known.
+ */
+export class KeelError extends Error {
+  readonly code: ErrorCode;
+  readonly plugin: string | undefined;
+  readonly phase: string | undefined;
+  readonly location: ErrorLocation;
+  readonly details: unknown;
+
+  constructor(code: ErrorCode, problem: string, location: ErrorLocation = {}, options: { cause?: unknown; details?: unknown } = {}) {
+    super(formatMessage(code, problem, location), options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "KeelError";
+    this.code = code;
+    this.plugin = location.plugin;
+    this.phase = location.phase;
+    this.location = location;
+    this.details = options.details;
+  }
+}
+
+function formatMessage(code: ErrorCode, problem: string, loc: ErrorLocation): string {
+  const where: string[] = [];
+  if (loc.plugin) where.push(`plugin "${loc.plugin}"`);
+  if (loc.phase) where.push(`phase "${loc.phase}"`);
+  if (loc.tool) where.push(`tool "${loc.tool}"`);
+  if (loc.path) where.push(`at ${loc.path}`);
+  const prefix = where.length ? ` (${where.join(", ")})` : "";
+  return `${code}${prefix}: ${problem} ${ERROR_CODES[code]}`;
+}
+
+/** True when `err` is a KeelError, optionally with the given code. */
+export function isKeelError(err: unknown, code?: ErrorCode): err is KeelError {
+  return err instanceof KeelError && (code === undefined || err.code === code);
+}
+
+/** The message of any thrown value, for diagnostics. */
+export function errorMessage(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  return typeof err === "string" ? err : JSON.stringify(err);
+}

@@ -1,0 +1,77 @@
+/**
+ * The session's append-only event log: one discriminated union of typed events. The
+ * conversation, every phase run, every prompt manifest and every verdict are here, so a
+ * session can be resumed and audited from its log alone.
+ */
+import type { ContributionKind, MessageEdit } from "./contributions.ts";
+import type { PromptManifest } from "./manifest.ts";
+import type { Message } from "./messages.ts";
+import type { ProviderErrorClass, StopReason } from "./provider.ts";
+import type { Usage } from "./usage.ts";
+import type { GuardName, TurnVerdict } from "./verdict.ts";
+
+/** What happened to one contribution. */
+export interface ContributionRecord {
+  plugin: string;
+  kind: ContributionKind | string;
+  id?: string;
+  status: "applied" | "rejected" | "truncated" | "omitted" | "fallback";
+  reason?: string;
+}
+
+/** Summary of one handler run. Contract: `durationMs` is wall time to settle (or to the deadline). */
+export interface HandlerSummary {
+  plugin: string;
+  subscription: string;
+  status: "ok" | "threw" | "timeout" | "invalid" | "queued" | "aborted";
+  durationMs: number;
+  contributions: number;
+  error?: string;
+}
+
+/** Durable events, by type. */
+export type KeelEventData =
+  | { type: "session.created"; agent: string }
+  | { type: "session.resumed"; agent: string; interruptedTurn?: string }
+  | { type: "turn.started"; input: string; trigger: "user" | "follow_up" | "resume"; metadata: Record<string, unknown> }
+  | { type: "message.appended"; message: Message }
+  | { type: "message.queued"; queue: "steering" | "follow_up"; queueId: string; text: string }
+  | { type: "message.dequeued"; queue: "steering" | "follow_up"; queueId: string }
+  | { type: "context.edited"; plugin: string; reason: string; edits: MessageEdit[]; before: number; after: number }
+  | { type: "context.repaired"; synthesizedResults: string[]; droppedResults: string[] }
+  | { type: "phase.completed"; phase: string; durationMs: number; handlers: HandlerSummary[]; contributions: ContributionRecord[] }
+  | { type: "phase.background"; phase: string; handler: HandlerSummary; contributions: ContributionRecord[] }
+  | { type: "prompt.compiled"; manifest: PromptManifest }
+  | { type: "model.responded"; round: number; stopReason: StopReason; usage: Partial<Usage>; durationMs: number; attempt: number }
+  | { type: "model.failed"; round: number; errorClass: ProviderErrorClass; message: string; status?: number }
+  | { type: "tool.started"; round: number; callId: string; name: string; args: unknown }
+  | { type: "tool.completed"; round: number; callId: string; name: string; status: "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled"; durationMs: number; decision?: string; rewrittenBy?: string[] }
+  | { type: "guard.tripped"; guard: GuardName; limit: number; value: number }
+  | { type: "diagnostic"; level: "info" | "warn" | "error"; code: string; message: string; plugin?: string; phase?: string; data?: unknown }
+  | { type: "job.completed"; plugin: string; name: string; idempotencyKey: string; status: "ok" | "failed" | "timeout" | "skipped_duplicate"; durationMs: number; error?: string }
+  | { type: "turn.completed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number }
+  | { type: "turn.failed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number }
+  | { type: "turn.interrupted"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number };
+
+/** A durable event type. */
+export type KeelEventType = KeelEventData["type"];
+
+/**
+ * One stored event.
+ * Contract: `seq` starts at 1 and increases by 1 within a session; events are never
+ * updated or deleted.
+ */
+export type KeelEvent = KeelEventData & { sessionId: string; seq: number; ts: number; turnId: string | null };
+
+/** Live-only events: streamed to subscribers, never stored. */
+export type LiveEvent =
+  | { type: "model.delta"; sessionId: string; turnId: string; round: number; channel: "text" | "thinking" | "tool_args"; text: string }
+  | { type: "phase.started"; sessionId: string; turnId: string | null; phase: string };
+
+/** Everything an agent subscriber sees. */
+export type AgentEvent = KeelEvent | LiveEvent;
+
+/** True for events that end a turn. */
+export function isTerminalEvent(e: { type: string }): boolean {
+  return e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted";
+}

@@ -1,0 +1,16 @@
+/**
+ * What the model saw on one request, and why. Recorded as a `prompt.compiled` event
+ * for every request.
+ * Contract: every section names the plugins whose contributions built it.
+ */
+export interface PromptManifest {
+  round: number;
+  sections: Array<{ sectionId: string; title?: string; chars: number; plugins: string[] }>;
+  context: Array<{ id: string; domain: string; chars: number; plugin: string }>;
+  tools: Array<{ name: string; source: string }>;
+  messageCount: number;
+  systemChars: number;
+  tokenEstimate: { system: number; tools: number; messages: number; total: number };
+  options: Record<string, unknown>;
+  finalRound: boolean;
+}

@@ -1,0 +1,92 @@
+/**
+ * The plugin contract: an object with a name, a version, the kernel range it supports,
+ * its dependencies, an optional zod options schema, and one entry point, `setup(ctx)`,
+ * where it subscribes handlers to phases.
+ */
+import type { z, ZodType } from "zod";
+import type { ContributionInputOf } from "./contributions.ts";
+import type { AcceptedKind, AwaitPolicy, FailurePolicy, PhaseEvent, PhaseName } from "./phases.ts";
+
+/** A value or a promise of it. */
+export type MaybePromise<T> = T | Promise<T>;
+
+/** A contribution phase P accepts, as a handler writes it. */
+export type ContributionFor<P extends PhaseName> = { [K in AcceptedKind<P>]: ContributionInputOf<K> }[AcceptedKind<P>];
+
+/** What a handler of phase P may return. Contract: nothing, one contribution, or a list. */
+export type HandlerResult<P extends PhaseName> = MaybePromise<ContributionFor<P> | readonly ContributionFor<P>[] | void | undefined | null>;
+
+/**
+ * Given to every handler call.
+ * Contract: `signal` aborts when the handler's deadline passes or the turn is cancelled;
+ * reading it is cheap, so read it only when you need it.
+ */
+export interface HookContext {
+  readonly plugin: string;
+  readonly phase: PhaseName;
+  readonly subscription: string;
+  readonly signal: AbortSignal;
+}
+
+/** A phase handler. */
+export type Handler<P extends PhaseName> = (event: PhaseEvent<P>, ctx: HookContext) => HandlerResult<P>;
+
+/** Named ordering stages: all `pre` handlers run before `normal`, then `post`. */
+export type Stage = "pre" | "normal" | "post";
+
+/**
+ * How a subscription runs.
+ * Contract: defaults are stage `normal`, priority 0 (lower runs first), await `blocking`
+ * with a 30 s timeout (`deadline`: 1 s; `background`: 180 s), and the phase's default
+ * failure policy; `fallback` requires non-empty `fallback` contributions.
+ */
+export interface SubscribeOptions<P extends PhaseName> {
+  id?: string;
+  stage?: Stage;
+  priority?: number;
+  after?: readonly string[];
+  before?: readonly string[];
+  await?: AwaitPolicy;
+  timeoutMs?: number;
+  failure?: FailurePolicy;
+  fallback?: readonly ContributionFor<P>[];
+}
+
+/**
+ * What `setup(ctx)` receives.
+ * Contract: `on` may only be called during setup; after setup the registry is frozen.
+ */
+export interface PluginSetupContext<O> {
+  readonly plugin: string;
+  readonly options: O;
+  readonly kernelVersion: string;
+  /** True when a plugin with that name is registered (for optional `after`/`before` edges). */
+  hasPlugin(name: string): boolean;
+  on<P extends PhaseName>(phase: P, handler: Handler<P>, options?: SubscribeOptions<P>): void;
+}
+
+/**
+ * A Keel plugin.
+ * Contract: `name` is unique among an agent's plugins; `kernel` is a semver range the
+ * kernel version must satisfy; `dependencies` (name → range, or names) must all be present;
+ * `input` is validated against `options` before `setup` runs.
+ */
+export interface KeelPlugin<S extends ZodType = ZodType> {
+  name: string;
+  version: string;
+  kernel?: string;
+  description?: string;
+  dependencies?: Readonly<Record<string, string>> | readonly string[];
+  options?: S;
+  /** The raw options the user gave (validated against `options`). */
+  input?: z.input<S>;
+  setup(ctx: PluginSetupContext<z.output<S>>): void | Promise<void>;
+}
+
+/** Identity function that types a plugin. Contract: returns its argument unchanged. */
+export function definePlugin<S extends ZodType = ZodType<undefined>>(plugin: KeelPlugin<S>): KeelPlugin<S> {
+  return plugin;
+}
+
+/** An entry of an agent's plugin list; falsy entries are ignored so `cond && plugin()` works. */
+export type PluginEntry = KeelPlugin<any> | false | null | undefined | 0 | "";

@@ -1,0 +1,87 @@
+import type { AssistantMessage, Message } from "./messages.ts";
+import type { ToolSchema } from "./tools.ts";
+import type { Usage } from "./usage.ts";
+
+/** Prompt-cache tier a request asks for. */
+export type CacheTier = "none" | "5m" | "1h";
+
+/** Options of one provider request, merged from `request_options` contributions. */
+export interface RequestOptions {
+  maxTokens?: number;
+  temperature?: number;
+  toolChoice?: "auto" | "none" | "required";
+  cache?: CacheTier;
+  metadata?: Record<string, string>;
+  /** Provider-specific passthrough, e.g. `{ thinking: { budget_tokens: 2048 } }`. */
+  extra?: Record<string, unknown>;
+}
+
+/**
+ * One request to a model. Contract: `messages` has no orphaned tool call or result (the
+ * kernel repairs them before every request); `tools` is empty in a final round.
+ */
+export interface ModelRequest {
+  system: string;
+  messages: readonly Message[];
+  tools: readonly ToolSchema[];
+  options: RequestOptions;
+}
+
+/** Why a model stopped. */
+export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | "refusal" | "other";
+
+/**
+ * Events a provider streams. Contract: zero or more deltas, then exactly one `response`
+ * carrying the whole assistant message; or the iterator throws a ProviderError.
+ */
+export type ModelEvent =
+  | { type: "text_delta"; text: string }
+  | { type: "thinking_delta"; text: string }
+  | { type: "tool_call_delta"; id: string; name?: string; argsText: string }
+  | { type: "response"; message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage> };
+
+/**
+ * A model provider (Anthropic, OpenAI, a local server, or the scripted provider).
+ * Contract: `stream` honours `signal` by ending with a ProviderError of class `aborted`;
+ * it never mutates the request.
+ */
+export interface ModelProvider {
+  /** `<provider>:<model>`, e.g. `anthropic:claude-sonnet-4-5`. */
+  readonly id: string;
+  /** The model's context window in tokens, when known. */
+  readonly contextWindow?: number;
+  stream(request: ModelRequest, options: { signal: AbortSignal }): AsyncIterable<ModelEvent>;
+}
+
+/** How a provider failure is classified. */
+export type ProviderErrorClass =
+  | "rate_limited"
+  | "overloaded"
+  | "auth"
+  | "context_too_long"
+  | "invalid_request"
+  | "network"
+  | "aborted"
+  | "unknown";
+
+/**
+ * A classified provider failure. Contract: `errorClass` is always set; `retryable` says
+ * whether the same request may succeed later.
+ */
+export class ProviderError extends Error {
+  readonly errorClass: ProviderErrorClass;
+  readonly status: number | undefined;
+  readonly retryAfterMs: number | undefined;
+
+  constructor(errorClass: ProviderErrorClass, message: string, options: { status?: number; retryAfterMs?: number; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "ProviderError";
+    this.errorClass = errorClass;
+    this.status = options.status;
+    this.retryAfterMs = options.retryAfterMs;
+  }
+
+  get retryable(): boolean {
+    return this.errorClass === "rate_limited" || this.errorClass === "overloaded" || this.errorClass === "network";
+  }
+}

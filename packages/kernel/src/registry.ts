@@ -1,0 +1,281 @@
+/**
+ * The plugin registry: checks every plugin's metadata in one place before any plugin runs,
+ * runs the setups, resolves the order of every phase's subscriptions, and freezes.
+ */
+import type { Contribution } from "./contributions.ts";
+import { validateContribution } from "./contributions.ts";
+import { errorMessage, KeelError } from "./errors.ts";
+import type { AwaitPolicy, FailurePolicy, PhaseName } from "./phases.ts";
+import { isPhaseName, PHASE_NAMES, PHASES } from "./phases.ts";
+import type { Handler, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
+import { satisfies, validRange } from "./semver.ts";
+
+/** The kernel's version; plugins' `kernel` ranges are checked against it. */
+export const KERNEL_VERSION = "1.0.0";
+
+/** Default timeouts (ms) by await policy. */
+export const DEFAULT_TIMEOUTS: Record<AwaitPolicy, number> = { blocking: 30_000, deadline: 1_000, background: 180_000 };
+
+const STAGE_RANK: Record<Stage, number> = { pre: 0, normal: 1, post: 2 };
+const AWAITS = new Set<AwaitPolicy>(["blocking", "deadline", "background"]);
+const FAILURES = new Set<FailurePolicy>(["best_effort", "required", "fallback", "fail_closed"]);
+
+/**
+ * One resolved subscription.
+ * Contract: immutable after the registry is built; `position` is its index in its phase's
+ * order; `waitFor` lists positions it must wait for (its `after`/`before` edges).
+ */
+export interface Subscription {
+  readonly id: string;
+  readonly plugin: string;
+  readonly phase: PhaseName;
+  readonly handler: Handler<any>;
+  readonly stage: Stage;
+  readonly priority: number;
+  readonly after: readonly string[];
+  readonly before: readonly string[];
+  readonly await: AwaitPolicy;
+  readonly timeoutMs: number;
+  readonly failure: FailurePolicy;
+  readonly fallback: readonly Contribution[];
+  readonly position: number;
+  readonly waitFor: readonly number[];
+}
+
+/** A registered plugin. */
+export interface RegisteredPlugin {
+  readonly name: string;
+  readonly version: string;
+  readonly kernel: string | undefined;
+  readonly dependencies: Readonly<Record<string, string>>;
+  readonly options: unknown;
+}
+
+/** The frozen result of registration. Contract: never changes after `buildRegistry` resolves. */
+export interface PluginRegistry {
+  readonly kernelVersion: string;
+  readonly plugins: readonly RegisteredPlugin[];
+  readonly phases: ReadonlyMap<PhaseName, readonly Subscription[]>;
+}
+
+type Draft = Omit<Subscription, "position" | "waitFor"> & { order: number[] };
+
+/**
+ * Validate plugins, run their setups in dependency order and resolve subscription order.
+ * Contract: throws a KeelError (registration codes of errors.ts) naming the plugin and what
+ * to fix; never runs a setup when any plugin's metadata is invalid.
+ */
+export async function buildRegistry(entries: readonly PluginEntry[], kernelVersion = KERNEL_VERSION): Promise<PluginRegistry> {
+  const plugins = checkPlugins(entries, kernelVersion);
+  const names = new Set(plugins.map((p) => p.plugin.name));
+  const drafts: Draft[] = [];
+  let frozen = false;
+  for (const { plugin, index, options } of setupOrder(plugins)) {
+    const seen = new Set<string>();
+    let local = 0;
+    const ctx = {
+      plugin: plugin.name,
+      options,
+      kernelVersion,
+      hasPlugin: (name: string) => names.has(name),
+      on<P extends PhaseName>(phase: P, handler: Handler<P>, opts: SubscribeOptions<P> = {}) {
+        if (frozen) throw new KeelError("KEEL_REGISTRY_FROZEN", `ctx.on("${phase}") was called after setup finished.`, { plugin: plugin.name, phase });
+        const draft = subscription(plugin.name, phase, handler, opts, [index, local++]);
+        if (seen.has(draft.id)) throw new KeelError("KEEL_SUBSCRIPTION_DUPLICATE", `Subscription "${draft.id}" is declared twice.`, { plugin: plugin.name, phase, subscription: draft.id });
+        seen.add(draft.id);
+        drafts.push(draft);
+      },
+    };
+    try {
+      await plugin.setup(ctx);
+    } catch (err) {
+      if (err instanceof KeelError) throw err;
+      throw new KeelError("KEEL_PLUGIN_SETUP_FAILED", `setup() threw: ${errorMessage(err)}.`, { plugin: plugin.name, path: `plugins[${index}]` }, { cause: err });
+    }
+  }
+  frozen = true;
+  const phases = new Map<PhaseName, readonly Subscription[]>();
+  for (const phase of PHASE_NAMES) {
+    const subs = resolveOrder(phase, drafts.filter((d) => d.phase === phase), names);
+    if (subs.length) phases.set(phase, subs);
+  }
+  return Object.freeze({
+    kernelVersion,
+    plugins: Object.freeze(plugins.map(({ plugin, options }) => Object.freeze({ name: plugin.name, version: plugin.version, kernel: plugin.kernel, dependencies: deps(plugin), options }))),
+    phases,
+  });
+}
+
+interface Checked {
+  plugin: KeelPlugin;
+  index: number;
+  options: unknown;
+}
+
+function deps(p: KeelPlugin): Record<string, string> {
+  const d = p.dependencies;
+  if (!d) return {};
+  if (Array.isArray(d)) return Object.fromEntries((d as string[]).map((n) => [n, "*"]));
+  return { ...(d as Record<string, string>) };
+}
+
+function checkPlugins(entries: readonly PluginEntry[], kernelVersion: string): Checked[] {
+  const out: Checked[] = [];
+  const byName = new Map<string, Checked>();
+  entries.forEach((entry, index) => {
+    if (!entry) return;
+    const path = `plugins[${index}]`;
+    const p = entry as Partial<KeelPlugin>;
+    if (typeof p !== "object" || typeof p.name !== "string" || !p.name.trim()) {
+      throw new KeelError("KEEL_PLUGIN_INVALID", `The entry is ${describe(entry)}, not a plugin with a name.`, { path });
+    }
+    if (typeof p.version !== "string" || typeof p.setup !== "function") {
+      throw new KeelError("KEEL_PLUGIN_INVALID", `Missing ${typeof p.version !== "string" ? "`version`" : "`setup`"}.`, { plugin: p.name, path });
+    }
+    if (byName.has(p.name)) {
+      throw new KeelError("KEEL_PLUGIN_DUPLICATE", `"${p.name}" appears at plugins[${byName.get(p.name)!.index}] and ${path}.`, { plugin: p.name, path });
+    }
+    if (p.kernel !== undefined && (!validRange(p.kernel) || !satisfies(kernelVersion, p.kernel))) {
+      throw new KeelError("KEEL_KERNEL_RANGE_UNSUPPORTED", `It requires kernel "${p.kernel}" but this kernel is ${kernelVersion}.`, { plugin: p.name, path });
+    }
+    let options: unknown = p.input;
+    if (p.options) {
+      const parsed = p.options.safeParse(p.input);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        const at = [`${path}.options`, ...issue.path.map(String)].join(".");
+        throw new KeelError("KEEL_PLUGIN_OPTIONS_INVALID", `${issue.message} (found ${describe(valueAt(p.input, issue.path))}).`, { plugin: p.name, path: at });
+      }
+      options = parsed.data;
+    }
+    const checked = { plugin: p as KeelPlugin, index, options };
+    byName.set(p.name, checked);
+    out.push(checked);
+  });
+  for (const c of out) {
+    for (const [dep, range] of Object.entries(deps(c.plugin))) {
+      const target = byName.get(dep);
+      if (!target) throw new KeelError("KEEL_DEPENDENCY_MISSING", `It depends on "${dep}", which is not in the plugins list.`, { plugin: c.plugin.name, path: `plugins[${c.index}].dependencies` });
+      if (range !== "*" && !satisfies(target.plugin.version, range)) {
+        throw new KeelError("KEEL_DEPENDENCY_VERSION", `It needs "${dep}" ${range} but ${target.plugin.version} is registered.`, { plugin: c.plugin.name, path: `plugins[${c.index}].dependencies` });
+      }
+    }
+  }
+  return out;
+}
+
+/** Plugins ordered so that dependencies set up first; stable by list order. */
+function setupOrder(plugins: Checked[]): Checked[] {
+  const byName = new Map(plugins.map((p) => [p.plugin.name, p]));
+  const state = new Map<string, "visiting" | "done">();
+  const out: Checked[] = [];
+  const visit = (p: Checked, trail: string[]) => {
+    const s = state.get(p.plugin.name);
+    if (s === "done") return;
+    if (s === "visiting") {
+      const cycle = [...trail.slice(trail.indexOf(p.plugin.name)), p.plugin.name];
+      throw new KeelError("KEEL_DEPENDENCY_CYCLE", `Plugin dependencies form a cycle: ${cycle.join(" -> ")}.`, { plugin: p.plugin.name });
+    }
+    state.set(p.plugin.name, "visiting");
+    for (const dep of Object.keys(deps(p.plugin))) visit(byName.get(dep)!, [...trail, p.plugin.name]);
+    state.set(p.plugin.name, "done");
+    out.push(p);
+  };
+  for (const p of plugins) visit(p, []);
+  return out;
+}
+
+function subscription<P extends PhaseName>(plugin: string, phase: P, handler: Handler<P>, o: SubscribeOptions<P>, order: number[]): Draft {
+  if (!isPhaseName(phase)) {
+    throw new KeelError("KEEL_PHASE_UNKNOWN", `"${String(phase)}" is not a phase.`, { plugin, phase: String(phase) });
+  }
+  const id = o.id ? `${plugin}:${phase}#${o.id}` : `${plugin}:${phase}`;
+  const bad = (what: string) => new KeelError("KEEL_SUBSCRIPTION_INVALID", what, { plugin, phase, subscription: id });
+  if (typeof handler !== "function") throw bad("The handler is not a function.");
+  const awaitPolicy = o.await ?? "blocking";
+  if (!AWAITS.has(awaitPolicy)) throw bad(`await "${awaitPolicy}" is not one of blocking, deadline, background.`);
+  const failure = o.failure ?? PHASES[phase].failure;
+  if (!FAILURES.has(failure)) throw bad(`failure "${failure}" is not one of best_effort, required, fallback, fail_closed.`);
+  const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUTS[awaitPolicy];
+  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw bad(`timeoutMs must be a positive number, got ${String(o.timeoutMs)}.`);
+  const stage = o.stage ?? "normal";
+  if (!(stage in STAGE_RANK)) throw bad(`stage "${stage}" is not one of pre, normal, post.`);
+  const priority = o.priority ?? 0;
+  if (!Number.isFinite(priority)) throw bad("priority must be a finite number.");
+  const fallback: Contribution[] = [];
+  for (const [i, raw] of (o.fallback ?? []).entries()) {
+    const v = validateContribution(raw);
+    if (!v.ok) throw bad(`fallback[${i}] is invalid at ${v.path}: ${v.message}.`);
+    if (!(PHASES[phase].accepts as readonly string[]).includes(v.value.kind)) throw bad(`fallback[${i}] is a "${v.value.kind}" contribution, which ${phase} does not accept.`);
+    fallback.push(v.value);
+  }
+  if (failure === "fallback" && fallback.length === 0) throw new KeelError("KEEL_FALLBACK_EMPTY", `Subscription "${id}" has no fallback contributions.`, { plugin, phase, subscription: id });
+  return { id, plugin, phase, handler, stage, priority, after: [...(o.after ?? [])], before: [...(o.before ?? [])], await: awaitPolicy, timeoutMs, failure, fallback, order };
+}
+
+/** Sort by stage, priority, list order; then honour after/before edges (stable topological sort). */
+function resolveOrder(phase: PhaseName, drafts: Draft[], names: Set<string>): Subscription[] {
+  const key = (d: Draft) => [STAGE_RANK[d.stage], d.priority, ...d.order];
+  const sorted = [...drafts].sort((a, b) => {
+    const ka = key(a), kb = key(b);
+    for (let i = 0; i < ka.length; i++) if (ka[i] !== kb[i]) return ka[i]! - kb[i]!;
+    return 0;
+  });
+  const n = sorted.length;
+  const preds: Set<number>[] = sorted.map(() => new Set());
+  const byPlugin = new Map<string, number[]>();
+  sorted.forEach((d, i) => byPlugin.set(d.plugin, [...(byPlugin.get(d.plugin) ?? []), i]));
+  sorted.forEach((d, i) => {
+    for (const [list, dir] of [[d.after, "after"], [d.before, "before"]] as const) {
+      for (const name of list) {
+        if (!names.has(name)) throw new KeelError("KEEL_ORDER_UNKNOWN_PLUGIN", `${dir}: ["${name}"] names no registered plugin.`, { plugin: d.plugin, phase, subscription: d.id });
+        for (const j of byPlugin.get(name) ?? []) {
+          if (j === i) continue;
+          if (dir === "after") preds[i]!.add(j);
+          else preds[j]!.add(i);
+        }
+      }
+    }
+  });
+  const done = new Array<boolean>(n).fill(false);
+  const out: number[] = [];
+  while (out.length < n) {
+    let next = -1;
+    for (let i = 0; i < n; i++) {
+      if (!done[i] && [...preds[i]!].every((p) => done[p])) {
+        next = i;
+        break;
+      }
+    }
+    if (next < 0) {
+      const stuck = sorted.filter((_, i) => !done[i]).map((d) => d.id);
+      throw new KeelError("KEEL_DEPENDENCY_CYCLE", `after/before edges in ${phase} form a cycle among: ${stuck.join(", ")}.`, { plugin: sorted.find((_, i) => !done[i])!.plugin, phase });
+    }
+    done[next] = true;
+    out.push(next);
+  }
+  const position = new Map(out.map((orig, pos) => [orig, pos]));
+  return out.map((orig, pos) => {
+    const { order: _order, ...d } = sorted[orig]!;
+    return Object.freeze({ ...d, position: pos, waitFor: Object.freeze([...preds[orig]!].map((p) => position.get(p)!).sort((a, b) => a - b)) });
+  });
+}
+
+function describe(v: unknown): string {
+  if (v === undefined) return "undefined";
+  if (v === null) return "null";
+  if (typeof v === "string") return JSON.stringify(v.length > 40 ? v.slice(0, 40) + "…" : v);
+  if (typeof v === "function") return "a function";
+  if (Array.isArray(v)) return "an array";
+  if (typeof v === "object") return "an object";
+  return `${typeof v} ${String(v)}`;
+}
+
+function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
+  let cur = root;
+  for (const k of path) {
+    if (cur === null || typeof cur !== "object") return undefined;
+    cur = (cur as Record<PropertyKey, unknown>)[k];
+  }
+  return cur;
+}

@@ -1,0 +1,25 @@
+import type { KeelEvent } from "./events.ts";
+
+/** A session as the store lists it. */
+export interface SessionInfo {
+  id: string;
+  agent: string;
+  createdAt: number;
+  updatedAt: number;
+  eventCount: number;
+}
+
+/**
+ * Where sessions live. The default is SQLite (sqlite-store.ts); tests and benchmarks may use
+ * the in-memory store; a PostgreSQL store implements the same interface.
+ * Contract: `append` keeps the order of calls; when it returns (or its promise resolves) with
+ * `durable: true` the event survives a process kill; `events` returns events in `seq` order.
+ */
+export interface SessionStore {
+  createSession(info: { id: string; agent: string; createdAt: number }): void | Promise<void>;
+  getSession(id: string): SessionInfo | undefined | Promise<SessionInfo | undefined>;
+  listSessions(options?: { agent?: string; limit?: number }): SessionInfo[] | Promise<SessionInfo[]>;
+  append(event: KeelEvent, options?: { durable?: boolean }): void | Promise<void>;
+  events(sessionId: string, options?: { afterSeq?: number }): KeelEvent[] | Promise<KeelEvent[]>;
+  close(): void | Promise<void>;
+}

@@ -1,0 +1,71 @@
+import { errorMessage, KeelError } from "./errors.ts";
+import type { ContentBlock, ToolResultMessage } from "./messages.ts";
+import { textContent } from "./messages.ts";
+import type { ToolContext, ToolDefinition, ToolOutput } from "./tools.ts";
+
+/** How a tool call ended. */
+export type ToolRunStatus = "ok" | "error" | "timeout" | "cancelled";
+
+/** A finished tool run. Contract: `result` is always set, also on timeout or cancellation. */
+export interface ToolRun {
+  status: ToolRunStatus;
+  result: ToolResultMessage;
+  durationMs: number;
+}
+
+/** Build an error result for a call. */
+export function errorResult(callId: string, toolName: string, text: string): ToolResultMessage {
+  return { role: "tool", toolCallId: callId, toolName, content: textContent(text), isError: true };
+}
+
+function normalize(callId: string, toolName: string, out: ToolOutput): ToolResultMessage {
+  if (typeof out === "string") return { role: "tool", toolCallId: callId, toolName, content: textContent(out), isError: false };
+  if (out === null || typeof out !== "object" || !("content" in out)) {
+    return { role: "tool", toolCallId: callId, toolName, content: textContent(out === undefined ? "" : JSON.stringify(out)), isError: false };
+  }
+  const content: ContentBlock[] = typeof out.content === "string" ? textContent(out.content) : out.content;
+  return { role: "tool", toolCallId: callId, toolName, content, isError: out.isError === true };
+}
+
+/**
+ * Run one tool call under its timeout and the turn's signal.
+ * Contract: never throws and never waits past the timeout or the abort, even when the tool
+ * ignores its signal.
+ */
+export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolContext, "signal">, timeoutMs: number, turnSignal: AbortSignal): Promise<ToolRun> {
+  const t0 = performance.now();
+  const ctrl = new AbortController();
+  const ms = () => Math.round((performance.now() - t0) * 1000) / 1000;
+  return new Promise<ToolRun>((resolve) => {
+    let done = false;
+    const finish = (status: ToolRunStatus, result: ToolResultMessage) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      turnSignal.removeEventListener("abort", onAbort);
+      resolve({ status, result, durationMs: ms() });
+    };
+    const onAbort = () => {
+      ctrl.abort(turnSignal.reason);
+      finish("cancelled", errorResult(ctx.callId, tool.name, `Cancelled: the turn was cancelled while "${tool.name}" was running.`));
+    };
+    const timer = setTimeout(() => {
+      const err = new KeelError("KEEL_TOOL_TIMEOUT", `"${tool.name}" ran past ${timeoutMs} ms.`, { tool: tool.name });
+      ctrl.abort(err);
+      finish("timeout", errorResult(ctx.callId, tool.name, `Error: ${err.message}`));
+    }, timeoutMs);
+    if (turnSignal.aborted) return onAbort();
+    turnSignal.addEventListener("abort", onAbort, { once: true });
+    try {
+      Promise.resolve(tool.execute(args, { ...ctx, signal: ctrl.signal })).then(
+        (out) => {
+          const result = normalize(ctx.callId, tool.name, out);
+          finish(result.isError ? "error" : "ok", result);
+        },
+        (err) => finish("error", errorResult(ctx.callId, tool.name, `Error: ${errorMessage(err)}`)),
+      );
+    } catch (err) {
+      finish("error", errorResult(ctx.callId, tool.name, `Error: ${errorMessage(err)}`));
+    }
+  });
+}

@@ -1,0 +1,435 @@
+/**
+ * One turn of the agent loop: persist the input, run the turn phases, then rounds of
+ * [pre_request → provider stream → post_response → tool calls] until the model stops, a
+ * guard trips, the signal aborts or a plugin asks to stop; then post_turn.
+ */
+import type { Session } from "./agent.ts";
+import type { ContributionOf } from "./contributions.ts";
+import type { Contributed, PhaseResult } from "./dispatch.ts";
+import { errorMessage, isKeelError, KeelError } from "./errors.ts";
+import type { PromptManifest } from "./manifest.ts";
+import type { ResolvedTool, ToolDecision } from "./merge.ts";
+import { applyMessageEdits, mergeDecisions, mergePromptContext, mergePromptSections, mergeRequestOptions, mergeToolBundles, PolicySet } from "./merge.ts";
+import type { AssistantMessage, Message, ToolCallBlock, ToolResultMessage, UserMessage } from "./messages.ts";
+import { messageText, textContent, toolCallsOf } from "./messages.ts";
+import type { PhaseEvents, PhaseName, ToolCallView, TurnEventBase } from "./phases.ts";
+import { compileSystemPrompt, finalRoundInstruction } from "./prompt.ts";
+import type { ModelRequest, RequestOptions, StopReason } from "./provider.ts";
+import { ProviderError } from "./provider.ts";
+import { repairToolPairs } from "./repair.ts";
+import type { ToolRun } from "./tool-exec.ts";
+import { errorResult, executeTool } from "./tool-exec.ts";
+import type { ToolDefinition, ToolSchema } from "./tools.ts";
+import type { Usage } from "./usage.ts";
+import { addUsage, emptyUsage } from "./usage.ts";
+import type { GuardName, TurnResult, TurnVerdict } from "./verdict.ts";
+import { z } from "zod";
+
+interface Prepared {
+  call: ToolCallBlock;
+  result?: ToolResultMessage;
+  ready?: { def: ToolDefinition; args: unknown; timeoutMs: number; view: ToolCallView; approvedByUser: boolean; decision: ToolDecision };
+}
+
+const SKIPPED_STEERING = "Skipped due to queued user message.";
+
+class TurnFailure extends Error {
+  readonly verdict: TurnVerdict;
+  constructor(verdict: TurnVerdict) {
+    super("turn failed");
+    this.verdict = verdict;
+  }
+}
+
+function phaseFailed(err: KeelError): TurnFailure {
+  return new TurnFailure({ status: "failed", reason: "phase_failed", code: err.code, message: err.message, ...(err.plugin ? { plugin: err.plugin } : {}), ...(err.phase ? { phase: err.phase } : {}) });
+}
+
+function userMessage(text: string): UserMessage {
+  return Object.freeze({ role: "user", content: Object.freeze(textContent(text)) as never });
+}
+
+const schemaCache = new WeakMap<object, ToolSchema>();
+
+function toolSchema(t: ResolvedTool): ToolSchema {
+  let s = schemaCache.get(t.def);
+  if (!s) {
+    const parameters = t.def.parameters ?? (t.def.input ? (z.toJSONSchema(t.def.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>) : { type: "object", properties: {} });
+    s = { name: t.def.name, description: t.def.description, parameters };
+    schemaCache.set(t.def, s);
+  }
+  return s;
+}
+
+/** Run one turn for `session`. Contract: see Session.run. */
+export async function runTurn(session: Session, input: string, signal: AbortSignal, metadata: Record<string, unknown>): Promise<TurnResult> {
+  const agent = session.agent;
+  const { runner, limits } = agent;
+  const turnId = `${session.id}/${++session.turnCount}`;
+  const t0 = Date.now();
+  const usage = emptyUsage();
+  const history = session.messages;
+  let rounds = 0;
+  let toolCalls = 0;
+  let finalText = "";
+  const startCount = history.length;
+
+  // The user's words are durable before anything else happens.
+  await session.emit({ type: "turn.started", input, trigger: "user", metadata }, turnId);
+  await append(session, turnId, userMessage(input), true);
+
+  const policies = new PolicySet();
+  const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, trigger: "user", history, policies, metadata: Object.freeze({ ...metadata }) });
+  const ev = <P extends PhaseName>(phase: P, extra: Omit<PhaseEvents[P], keyof TurnEventBase> | object = {}) => Object.freeze({ ...base, ...extra, phase });
+  const phase = async (name: PhaseName, event: object, step?: (e: any, added: Contributed[]) => any): Promise<PhaseResult | undefined> => {
+    if (!runner.has(name)) return undefined;
+    const res = await runner.run(name, event, signal, step, { session, turnId });
+    session.record(res, turnId);
+    session.startJobs(res.contributions, turnId);
+    if (res.failed) throw phaseFailed(res.failed);
+    return res;
+  };
+  const of = <K extends ContributionOf<any>["kind"]>(res: PhaseResult | undefined, kind: K) => (res?.contributions.filter((c) => c.value.kind === kind) ?? []) as Contributed<Extract<ContributionOf<any>, { kind: K }>>[];
+  const merged = (res: PhaseResult | undefined, log: { records: PhaseResult["records"]; diagnostics: PhaseResult["diagnostics"] }, turn: string) => {
+    if (!log.records.length && !log.diagnostics.length) return;
+    if (res) res.records.push(...log.records);
+    void session.emit({ type: "phase.completed", phase: `${res?.phase ?? "merge"}.merge`, durationMs: 0, handlers: [], contributions: log.records }, turn);
+    for (const d of log.diagnostics) void session.emit({ type: "diagnostic", ...d }, turn);
+  };
+
+  let verdict: TurnVerdict;
+  let tools = new Map<string, ResolvedTool>();
+  try {
+    // Turn phases.
+    const rPolicy = await phase("turn.pre_policy", ev("turn.pre_policy"));
+    merged(rPolicy, policies.merge(of(rPolicy, "policy"), "turn.pre_policy"), turnId);
+    const rContext = await phase("turn.pre_prompt_context", ev("turn.pre_prompt_context"));
+    const builtin = agent.options.tools ?? [];
+    const rTools = await phase("turn.pre_tool_materialization", ev("turn.pre_tool_materialization", { tools: builtin.map((t) => t.name) }));
+    merged(rTools, policies.merge(of(rTools, "policy"), "turn.pre_tool_materialization"), turnId);
+    const bundles = mergeToolBundles(builtin, of(rTools, "tool_bundle"), "turn.pre_tool_materialization");
+    merged(rTools, bundles, turnId);
+    tools = new Map(bundles.tools.map((t) => [t.def.name, t]));
+    const firstContext = mergePromptContext(of(rContext, "prompt_context"), "turn.pre_prompt_context", agent.caps);
+    const rPreflight = await phase("turn.post_preflight_prompt_context", ev("turn.post_preflight_prompt_context", { context: firstContext.entries }));
+    const context = rPreflight ? mergePromptContext([...of(rContext, "prompt_context"), ...of(rPreflight, "prompt_context")], "turn.post_preflight_prompt_context", agent.caps) : firstContext;
+    merged(rPreflight ?? rContext, context, turnId);
+    const toolNames = [...tools.keys()];
+    const rCompile = await phase("turn.pre_prompt_compile", ev("turn.pre_prompt_compile", { context: context.entries, tools: toolNames }));
+    const sections = mergePromptSections(of(rCompile, "prompt_section"), "turn.pre_prompt_compile", agent.caps);
+    merged(rCompile, sections, turnId);
+    const system = compileSystemPrompt(agent.options.instructions ?? "", sections.sections, context.entries);
+    const schemas = [...tools.values()].map(toolSchema);
+    const manifestBase = {
+      sections: sections.sections.map((s) => ({ sectionId: s.sectionId, ...(s.title !== undefined ? { title: s.title } : {}), chars: s.content.length, plugins: s.plugins })),
+      context: context.entries.map((e) => ({ id: e.id, domain: e.domain, chars: e.content.length, plugin: e.plugin })),
+      tools: [...tools.values()].map((t) => ({ name: t.def.name, source: t.source.kind === "builtin" ? "builtin" : `${t.source.plugin}/${t.source.bundle}` })),
+    };
+    await phase("turn.post_prompt_compile", ev("turn.post_prompt_compile", { system, manifest: { round: 0, ...manifestBase, messageCount: session.messages.length, systemChars: system.length, tokenEstimate: { system: 0, tools: 0, messages: 0, total: 0 }, options: {}, finalRound: false } }));
+
+    // Rounds.
+    let finalGuard: GuardName | undefined;
+    let stopReason: StopReason = "end_turn";
+    verdict = { status: "completed", reason: "end_turn" };
+    for (;;) {
+      if (signal.aborted) throw signal.reason ?? new KeelError("KEEL_TURN_ABORTED", "aborted");
+      if (!finalGuard) {
+        const tripped = checkGuards();
+        if (tripped) {
+          finalGuard = tripped.guard;
+          void session.emit({ type: "guard.tripped", ...tripped }, turnId);
+        }
+      }
+      drain("steering");
+      rounds++;
+      const repaired = repairToolPairs(session.messages);
+      if (repaired.messages !== session.messages) {
+        session.messages = repaired.messages;
+        void session.emit({ type: "context.repaired", synthesizedResults: repaired.synthesized, droppedResults: repaired.dropped }, turnId);
+      }
+      let options: RequestOptions = { ...agent.options.requestOptions };
+      let retry: { reason: "context_too_long" } | undefined;
+      let response: { message: AssistantMessage; stopReason: StopReason } | undefined;
+      let stopAsked: string | undefined;
+      for (let attempt = 1; !response; attempt++) {
+        const sendTools = finalGuard ? [] : schemas;
+        const sys = finalGuard ? `${system}\n\n${finalRoundInstruction(finalGuard)}` : system;
+        let estimate = agent.tokens.countRequest({ system: sys, messages: session.messages, tools: sendTools });
+        const rReq = await phase(
+          "round.pre_request",
+          ev("round.pre_request", { round: rounds, messages: session.messages, tokenEstimate: estimate.total, contextWindow: agent.options.provider.contextWindow, options, ...(retry ? { retry } : {}) }),
+          (e, added) => {
+            let next = e;
+            for (const c of added) {
+              if (c.value.kind !== "message_edit") continue;
+              try {
+                const messages = applyMessageEdits(next.messages, c.value.edits);
+                void session.emit({ type: "context.edited", plugin: c.plugin, reason: c.value.reason, edits: c.value.edits, before: next.messages.length, after: messages.length }, turnId);
+                session.messages = messages;
+                next = Object.freeze({ ...next, messages });
+              } catch (err) {
+                void session.emit({ type: "diagnostic", level: "warn", code: "KEEL_CONTRIBUTION_INVALID", message: new KeelError("KEEL_CONTRIBUTION_INVALID", `message_edit rejected: ${errorMessage(err)}.`, { plugin: c.plugin, phase: "round.pre_request" }).message, plugin: c.plugin, phase: "round.pre_request" }, turnId);
+              }
+            }
+            return next;
+          },
+        );
+        if (rReq) {
+          const ro = mergeRequestOptions(options, of(rReq, "request_options"), "round.pre_request");
+          merged(rReq, ro, turnId);
+          options = ro.options;
+          stopAsked = of(rReq, "stop")[0]?.value.reason;
+          const again = repairToolPairs(session.messages);
+          if (again.messages !== session.messages) {
+            session.messages = again.messages;
+            void session.emit({ type: "context.repaired", synthesizedResults: again.synthesized, droppedResults: again.dropped }, turnId);
+          }
+          estimate = agent.tokens.countRequest({ system: sys, messages: session.messages, tools: sendTools });
+        }
+        if (stopAsked) break;
+        const window = agent.options.provider.contextWindow;
+        if (!finalGuard && window && estimate.total > window * limits.contextCeiling) {
+          finalGuard = "context_ceiling";
+          void session.emit({ type: "guard.tripped", guard: "context_ceiling", limit: Math.floor(window * limits.contextCeiling), value: estimate.total }, turnId);
+          continue;
+        }
+        const manifest: PromptManifest = { round: rounds, ...manifestBase, tools: finalGuard ? [] : manifestBase.tools, messageCount: session.messages.length, systemChars: sys.length, tokenEstimate: estimate, options: options as Record<string, unknown>, finalRound: !!finalGuard };
+        void session.emit({ type: "prompt.compiled", manifest }, turnId);
+        const request: ModelRequest = { system: sys, messages: session.messages, tools: sendTools, options };
+        try {
+          response = await stream(request, attempt);
+        } catch (err) {
+          if (err instanceof ProviderError && err.errorClass === "context_too_long" && !retry && runner.has("round.pre_request")) {
+            retry = { reason: "context_too_long" };
+            continue;
+          }
+          throw err;
+        }
+      }
+      if (stopAsked || !response) {
+        verdict = { status: "stopped", reason: "plugin_stop", detail: stopAsked ?? "stopped before the request" };
+        break;
+      }
+      stopReason = response.stopReason;
+      await append(session, turnId, response.message);
+      finalText = messageText(response.message) || finalText;
+      const rResp = await phase("round.post_response", ev("round.post_response", { round: rounds, response: response.message, stopReason: response.stopReason, usage: {} }));
+      const stop = of(rResp, "stop")[0];
+      const calls = toolCallsOf(response.message);
+      if (finalGuard) {
+        if (calls.length) {
+          for (const c of calls) await skip(c, "Error: tools are disabled in the final round after a limit was reached.");
+          verdict = { status: "failed", reason: "final_round_tool_use", code: "KEEL_GUARD_TRIPPED", message: new KeelError("KEEL_GUARD_TRIPPED", `The model called tools in the final round after ${finalGuard}.`).message };
+        } else verdict = { status: "stopped", reason: finalGuard };
+        break;
+      }
+      if (calls.length) {
+        await runTools(calls, stop?.value.reason);
+        if (stop) {
+          verdict = { status: "stopped", reason: "plugin_stop", detail: stop.value.reason };
+          break;
+        }
+        continue;
+      }
+      if (stop) {
+        verdict = { status: "stopped", reason: "plugin_stop", detail: stop.value.reason };
+        break;
+      }
+      if (session.steering.length) continue;
+      if (session.followUps.length) {
+        drain("follow_up");
+        continue;
+      }
+      verdict = { status: "completed", reason: stopReason === "max_tokens" || stopReason === "refusal" ? stopReason : stopReason === "end_turn" || stopReason === "stop_sequence" || stopReason === "tool_use" ? "end_turn" : "other" };
+      break;
+    }
+  } catch (err) {
+    if (err instanceof TurnFailure) verdict = err.verdict;
+    else if (signal.aborted || (err instanceof ProviderError && err.errorClass === "aborted")) verdict = { status: "interrupted", reason: "aborted" };
+    else if (err instanceof ProviderError) verdict = { status: "failed", reason: "provider_error", errorClass: err.errorClass, code: "KEEL_PROVIDER_ERROR", message: new KeelError("KEEL_PROVIDER_ERROR", `${agent.options.provider.id}: ${err.message} (class ${err.errorClass}).`).message };
+    else if (isKeelError(err)) verdict = { status: "failed", reason: "provider_error", code: err.code, message: err.message };
+    else throw err;
+  }
+
+  // Every tool call has a result even when the turn ended mid-way.
+  const repaired = repairToolPairs(session.messages);
+  if (repaired.messages !== session.messages) {
+    session.messages = repaired.messages;
+    void session.emit({ type: "context.repaired", synthesizedResults: repaired.synthesized, droppedResults: repaired.dropped }, turnId);
+  }
+  const type = verdict.status === "failed" ? "turn.failed" : verdict.status === "interrupted" ? "turn.interrupted" : "turn.completed";
+  await session.emit({ type, verdict, usage, rounds, toolCalls }, turnId, true);
+  if (runner.has("turn.post_turn")) {
+    const post = await runner.run("turn.post_turn", ev("turn.post_turn", { verdict, usage, messages: session.messages.slice(startCount), finalText }), new AbortController().signal, undefined, { session, turnId });
+    session.record(post, turnId);
+    session.startJobs(post.contributions, turnId);
+  }
+  return { sessionId: session.id, turnId, verdict, text: finalText, usage, rounds, toolCalls };
+
+  function checkGuards(): { guard: GuardName; limit: number; value: number } | undefined {
+    if (rounds >= limits.maxRounds) return { guard: "max_rounds", limit: limits.maxRounds, value: rounds };
+    if (toolCalls >= limits.maxToolCalls) return { guard: "max_tool_calls", limit: limits.maxToolCalls, value: toolCalls };
+    const used = usage.inputTokens + usage.outputTokens;
+    if (used >= limits.tokenBudget) return { guard: "token_budget", limit: limits.tokenBudget, value: used };
+    const elapsed = Date.now() - t0;
+    if (elapsed >= limits.wallTimeMs) return { guard: "wall_time", limit: limits.wallTimeMs, value: elapsed };
+    return undefined;
+  }
+
+  function drain(queue: "steering" | "follow_up"): void {
+    const q = queue === "steering" ? session.steering : session.followUps;
+    while (q.length) {
+      const m = q.shift()!;
+      void session.emit({ type: "message.dequeued", queue, queueId: m.queueId }, turnId);
+      void append(session, turnId, userMessage(m.text));
+    }
+  }
+
+  async function stream(request: ModelRequest, attempt: number): Promise<{ message: AssistantMessage; stopReason: StopReason }> {
+    const started = performance.now();
+    const provider = agent.options.provider;
+    try {
+      for await (const e of provider.stream(request, { signal })) {
+        if (e.type === "response") {
+          addUsage(usage, e.usage);
+          void session.emit({ type: "model.responded", round: rounds, stopReason: e.stopReason, usage: e.usage, durationMs: Math.round(performance.now() - started), attempt }, turnId);
+          return { message: e.message, stopReason: e.stopReason };
+        }
+        if (agent.hasListeners) {
+          session.live({ type: "model.delta", sessionId: session.id, turnId, round: rounds, channel: e.type === "text_delta" ? "text" : e.type === "thinking_delta" ? "thinking" : "tool_args", text: e.type === "tool_call_delta" ? e.argsText : e.text });
+        }
+      }
+      throw new ProviderError("network", "The provider stream ended without a final response.");
+    } catch (err) {
+      const pe = err instanceof ProviderError ? err : signal.aborted ? new ProviderError("aborted", "aborted", { cause: err }) : isKeelError(err) ? undefined : new ProviderError("unknown", errorMessage(err), { cause: err });
+      if (pe) void session.emit({ type: "model.failed", round: rounds, errorClass: pe.errorClass, message: pe.message, ...(pe.status !== undefined ? { status: pe.status } : {}) }, turnId);
+      if (signal.aborted) throw new ProviderError("aborted", "The turn was cancelled during the model call.", { cause: err });
+      throw pe ?? err;
+    }
+  }
+
+  async function skip(call: ToolCallBlock, text: string, status: "skipped" | "cancelled" | "denied" = "skipped"): Promise<void> {
+    void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status, durationMs: 0 }, turnId);
+    await append(session, turnId, errorResult(call.id, call.name, text));
+  }
+
+  async function runTools(calls: ToolCallBlock[], stopReasonText: string | undefined): Promise<void> {
+    // Group consecutive parallel-safe calls; others run alone.
+    const groups: Array<{ parallel: boolean; calls: ToolCallBlock[] }> = [];
+    for (const c of calls) {
+      const t = tools.get(c.name);
+      const parallel = t ? (t.def.parallel ?? (t.def.category === undefined || t.def.category === "info" || t.def.category === "mcp")) : true;
+      const last = groups[groups.length - 1];
+      if (parallel && last?.parallel) last.calls.push(c);
+      else groups.push({ parallel, calls: [c] });
+    }
+    let skipRest: string | undefined = stopReasonText ? `Skipped: a plugin asked to stop (${stopReasonText}).` : undefined;
+    for (const { calls: group } of groups) {
+      if (!skipRest && signal.aborted) skipRest = "Cancelled: the turn was cancelled before this call started.";
+      if (skipRest) {
+        for (const c of group) await skip(c, skipRest, signal.aborted ? "cancelled" : "skipped");
+        continue;
+      }
+      // Decisions in call order, then the runs concurrently, then results in call order.
+      const prepared: Prepared[] = [];
+      for (const c of group) prepared.push(await prepare(c));
+      const runs = await Promise.all(prepared.map((p) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId }, p.ready.timeoutMs, signal) : undefined)));
+      for (const [i, p] of prepared.entries()) await append(session, turnId, await finish(p, runs[i]));
+      if (session.steering.length) skipRest = SKIPPED_STEERING;
+    }
+  }
+
+  async function prepare(call: ToolCallBlock): Promise<Prepared> {
+    toolCalls++;
+    const resolved = tools.get(call.name);
+    if (!resolved) {
+      const names = [...tools.keys()];
+      void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status: "error", durationMs: 0 }, turnId);
+      return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_UNKNOWN", `There is no tool "${call.name}". Available: ${names.slice(0, 40).join(", ") || "(none)"}.`, { tool: call.name }).message}`) };
+    }
+    const def = resolved.def;
+    let view: ToolCallView = Object.freeze({ id: call.id, name: call.name, args: call.args, category: def.category ?? "info", source: resolved.source });
+    let decision: ReturnType<typeof mergeDecisions> = { decision: "allow" };
+    if (runner.has("tool.pre_call")) {
+      const res = await runner.run("tool.pre_call", ev("tool.pre_call", { round: rounds, call: view }), signal, (e, added) => {
+        const withArgs = added.filter((c) => c.value.kind === "tool_decision" && c.value.args !== undefined);
+        if (!withArgs.length) return e;
+        view = Object.freeze({ ...view, args: (withArgs[withArgs.length - 1]!.value as ContributionOf<"tool_decision">).args });
+        return Object.freeze({ ...e, call: view });
+      }, { session, turnId });
+      session.record(res, turnId);
+      if (res.failed) {
+        const failure = (res.failed.details as { failure?: string } | undefined)?.failure;
+        if (failure === "required") throw phaseFailed(res.failed);
+        decision = { decision: "deny", reason: `a fail-closed check failed: ${res.failed.message}`, ...(res.failed.plugin ? { plugin: res.failed.plugin } : {}) };
+      } else decision = mergeDecisions(of(res, "tool_decision"));
+    }
+    let approvedByUser = false;
+    if (decision.decision === "ask") {
+      const approve = agent.options.approve;
+      let ok = false;
+      try {
+        ok = approve ? (await approve({ sessionId: session.id, turnId, call: view, ...(decision.reason ? { reason: decision.reason } : {}), ...(decision.plugin ? { plugin: decision.plugin } : {}) })) === true : false;
+      } catch {
+        ok = false;
+      }
+      if (ok) approvedByUser = true;
+      else decision = { decision: "deny", reason: approve ? "the user did not approve it" : "approval was required but no approve() callback is configured", ...(decision.plugin ? { plugin: decision.plugin } : {}) };
+    }
+    if (decision.decision === "deny") {
+      void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status: "denied", durationMs: 0, decision: `deny${decision.plugin ? ` by ${decision.plugin}` : ""}` }, turnId);
+      return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_DENIED", `The call was denied${decision.plugin ? ` by ${decision.plugin}` : ""}${decision.reason ? `: ${decision.reason}` : ""}.`, { tool: call.name }).message}`) };
+    }
+    let args = view.args;
+    if (def.input) {
+      const parsed = def.input.safeParse(args);
+      if (!parsed.success) {
+        void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status: "error", durationMs: 0 }, turnId);
+        const issues = parsed.error.issues.slice(0, 5).map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`).join("; ");
+        return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_ARGS_INVALID", `Invalid arguments — ${issues}.`, { tool: call.name }).message}`) };
+      }
+      args = parsed.data;
+    }
+    void session.emit({ type: "tool.started", round: rounds, callId: call.id, name: call.name, args }, turnId);
+    const timeoutMs = def.timeoutMs ?? agent.toolTimeouts[def.category ?? "info"];
+    return { call, ready: { def, args, timeoutMs, view, approvedByUser, decision } };
+  }
+
+  async function finish(p: Prepared, run: ToolRun | undefined): Promise<ToolResultMessage> {
+    if (!p.ready || !run) return p.result!;
+    const { call } = p;
+    const { view, approvedByUser, decision } = p.ready;
+    let result: ToolResultMessage = run.result;
+    if (run.status !== "cancelled" && runner.has("tool.post_result")) {
+      const res = await runner.run("tool.post_result", ev("tool.post_result", { round: rounds, call: view, result, durationMs: run.durationMs, approvedByUser }), signal, (e, added) => {
+        for (const c of added) {
+          if (c.value.kind !== "tool_result_rewrite") continue;
+          const v = c.value;
+          result = Object.freeze({ ...result, content: typeof v.content === "string" ? textContent(v.content) : v.content, isError: v.isError ?? result.isError, rewrittenBy: [...(result.rewrittenBy ?? []), c.plugin] });
+        }
+        return Object.freeze({ ...e, result });
+      }, { session, turnId });
+      session.record(res, turnId);
+      if (res.failed) throw phaseFailed(res.failed);
+    }
+    void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status: run.status, durationMs: run.durationMs, ...(decision.plugin ? { decision: decision.decision } : approvedByUser ? { decision: "ask→approved" } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) }, turnId);
+    return result;
+  }
+}
+
+function deepFreeze<T>(m: T): T {
+  if (m && typeof m === "object" && !Object.isFrozen(m)) {
+    Object.freeze(m);
+    for (const v of Object.values(m)) deepFreeze(v);
+  }
+  return m;
+}
+
+/** Append a message to the conversation and the log. */
+function append(session: Session, turnId: string, message: Message, durable = false): Promise<void> | void {
+  deepFreeze(message);
+  session.messages = [...session.messages, message];
+  return session.emit({ type: "message.appended", message }, turnId, durable);
+}
+
+export type { Usage };
