@@ -1,0 +1,100 @@
+/** A SessionStore in process memory, for tests and benchmarks. Nothing survives the process. */
+import { KeelError } from "./errors.ts";
+import type { KeelEvent } from "./events.ts";
+import type { SessionInfo, SessionStore } from "./session-store.ts";
+
+interface MemorySession {
+  info: SessionInfo;
+  events: KeelEvent[];
+  seqs: Set<number>;
+  /** False once an append arrived with a lower seq than the last one. */
+  sorted: boolean;
+}
+
+/**
+ * A SessionStore kept in Maps, with the same semantics and errors as SqliteSessionStore.
+ * Contract: `append` is O(1) and stores a frozen shallow copy of the event (nested objects are
+ * shared with the caller, so do not mutate them); `events` returns a fresh array of those
+ * frozen copies; `durable` is accepted and ignored.
+ */
+export class MemorySessionStore implements SessionStore {
+  readonly #sessions = new Map<string, MemorySession>();
+  #closed = false;
+
+  /** Create an empty session. Contract: an existing id throws KEEL_STORE_FAILED. */
+  createSession(info: { id: string; agent: string; createdAt: number }): void {
+    this.#assertOpen();
+    if (this.#sessions.has(info.id)) {
+      throw new KeelError("KEEL_STORE_FAILED", `Session "${info.id}" already exists in the in-memory store.`);
+    }
+    this.#sessions.set(info.id, {
+      info: { id: info.id, agent: info.agent, createdAt: info.createdAt, updatedAt: info.createdAt, eventCount: 0 },
+      events: [],
+      seqs: new Set(),
+      sorted: true,
+    });
+  }
+
+  /** The session, or undefined when the id is unknown. */
+  getSession(id: string): SessionInfo | undefined {
+    this.#assertOpen();
+    const session = this.#sessions.get(id);
+    return session === undefined ? undefined : { ...session.info };
+  }
+
+  /** Sessions, most recently updated first (ties: most recently created first). */
+  listSessions(options: { agent?: string; limit?: number } = {}): SessionInfo[] {
+    this.#assertOpen();
+    const out: SessionInfo[] = [];
+    for (const s of this.#sessions.values()) if (options.agent === undefined || s.info.agent === options.agent) out.push({ ...s.info });
+    // Map order is creation order; reverse it so the stable sort breaks ties newest-first.
+    out.reverse().sort((a, b) => b.updatedAt - a.updatedAt);
+    const limit = options.limit;
+    return limit === undefined || limit < 0 ? out : out.slice(0, limit);
+  }
+
+  /** Append one event (see the class contract). */
+  append(event: KeelEvent, _options?: { durable?: boolean }): void {
+    this.#assertOpen();
+    const session = this.#sessions.get(event.sessionId);
+    if (session === undefined) {
+      throw new KeelError("KEEL_SESSION_NOT_FOUND", `Cannot append event ${event.seq} (${event.type}): no session "${event.sessionId}" in the in-memory store.`);
+    }
+    if (session.seqs.has(event.seq)) {
+      throw new KeelError(
+        "KEEL_STORE_FAILED",
+        `Session "${event.sessionId}" already has an event with seq ${event.seq} in the in-memory store; two writers are appending to the same session.`,
+      );
+    }
+    const last = session.events[session.events.length - 1];
+    if (last !== undefined && event.seq < last.seq) session.sorted = false;
+    session.seqs.add(event.seq);
+    session.events.push(Object.freeze({ ...event }));
+    session.info.eventCount++;
+    if (event.ts > session.info.updatedAt) session.info.updatedAt = event.ts;
+  }
+
+  /** The session's events in `seq` order, those after `afterSeq` when given; empty for an unknown session. */
+  events(sessionId: string, options?: { afterSeq?: number }): KeelEvent[] {
+    this.#assertOpen();
+    const session = this.#sessions.get(sessionId);
+    if (session === undefined) return [];
+    if (!session.sorted) {
+      session.events.sort((a, b) => a.seq - b.seq);
+      session.sorted = true;
+    }
+    const afterSeq = options?.afterSeq;
+    if (afterSeq === undefined) return session.events.slice();
+    return session.events.filter((e) => e.seq > afterSeq);
+  }
+
+  /** Drop every session. Contract: idempotent; later calls throw KEEL_STORE_FAILED. */
+  close(): void {
+    this.#closed = true;
+    this.#sessions.clear();
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new KeelError("KEEL_STORE_FAILED", "The in-memory session store is closed.");
+  }
+}

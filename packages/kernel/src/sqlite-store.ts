@@ -1,0 +1,303 @@
+/**
+ * The default session store: one SQLite file (WAL mode) through Node's built-in `node:sqlite`.
+ * Several processes may open the same file; SQLite's locking serializes their writes.
+ */
+import { mkdirSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { DatabaseSync, type StatementSync } from "node:sqlite";
+import { errorMessage, KeelError } from "./errors.ts";
+import type { KeelEvent } from "./events.ts";
+import type { SessionInfo, SessionStore } from "./session-store.ts";
+
+/**
+ * Schema migrations: entry `i` moves the schema from version `i` to `i + 1`.
+ * Contract: entries are never edited once released; new versions append an entry.
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE IF NOT EXISTS sessions (
+     id TEXT PRIMARY KEY,
+     agent TEXT NOT NULL,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL,
+     event_count INTEGER NOT NULL DEFAULT 0
+   );
+   CREATE TABLE IF NOT EXISTS events (
+     session_id TEXT NOT NULL REFERENCES sessions(id),
+     seq INTEGER NOT NULL,
+     ts INTEGER NOT NULL,
+     turn_id TEXT,
+     type TEXT NOT NULL,
+     data TEXT NOT NULL,
+     PRIMARY KEY (session_id, seq)
+   );
+   CREATE INDEX IF NOT EXISTS events_session_turn ON events(session_id, turn_id);
+   CREATE INDEX IF NOT EXISTS events_type ON events(type);`,
+];
+
+/** The schema version this Keel writes (`PRAGMA user_version`). */
+export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;
+
+/** SQLite's extended result code for a PRIMARY KEY violation. */
+const SQLITE_CONSTRAINT_PRIMARYKEY = 1555;
+
+/** Options of the SQLite store. */
+export interface SqliteSessionStoreOptions {
+  /** The database file (parent directories are created), or `":memory:"`. */
+  path: string;
+  /** Sync level of ordinary commits; durable appends always commit with FULL. Default NORMAL. */
+  synchronous?: "NORMAL" | "FULL";
+}
+
+/** Keel's home directory. Contract: `KEEL_HOME` when set and non-empty, else `~/.keel`. */
+export function defaultKeelHome(env: NodeJS.ProcessEnv = process.env): string {
+  const home = env["KEEL_HOME"];
+  return home ? home : join(homedir(), ".keel");
+}
+
+/** The default session database. Contract: `<home>/sessions.sqlite`. */
+export function defaultSessionDbPath(home: string): string {
+  return join(home, "sessions.sqlite");
+}
+
+/**
+ * A SessionStore in one SQLite file.
+ * Contract: every append is one transaction that also bumps the session's `updatedAt`
+ * (to the latest event `ts`) and `eventCount`; with `durable: true` that commit is fsynced
+ * before `append` returns. A duplicate `(sessionId, seq)` throws KEEL_STORE_FAILED (two
+ * writers on one session); an unknown session throws KEEL_SESSION_NOT_FOUND; `events` of an
+ * unknown session is empty. After `close()` every other method throws KEEL_STORE_FAILED.
+ */
+export class SqliteSessionStore implements SessionStore {
+  /** The database file this store opened. */
+  readonly path: string;
+  readonly #db: DatabaseSync;
+  readonly #syncDefault: string;
+  readonly #begin: StatementSync;
+  readonly #commit: StatementSync;
+  readonly #rollback: StatementSync;
+  readonly #insertSession: StatementSync;
+  readonly #getSession: StatementSync;
+  readonly #listSessions: StatementSync;
+  readonly #touchSession: StatementSync;
+  readonly #insertEvent: StatementSync;
+  readonly #selectEvents: StatementSync;
+  readonly #durableIsDefault: boolean;
+  #closed = false;
+
+  constructor(options: SqliteSessionStoreOptions) {
+    const path = options.path;
+    const synchronous = options.synchronous === "FULL" ? "FULL" : "NORMAL";
+    this.path = path;
+    this.#durableIsDefault = synchronous === "FULL";
+    let db: DatabaseSync | undefined;
+    try {
+      if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+      db = new DatabaseSync(path);
+      db.exec("PRAGMA busy_timeout=5000");
+      db.exec("PRAGMA journal_mode=WAL");
+      db.exec(`PRAGMA synchronous=${synchronous}`);
+      db.exec("PRAGMA foreign_keys=ON");
+      migrate(db, path);
+      this.#syncDefault = `PRAGMA synchronous=${synchronous}`;
+      this.#begin = db.prepare("BEGIN IMMEDIATE");
+      this.#commit = db.prepare("COMMIT");
+      this.#rollback = db.prepare("ROLLBACK");
+      this.#insertSession = db.prepare(
+        "INSERT INTO sessions (id, agent, created_at, updated_at, event_count) VALUES (?, ?, ?, ?, 0)",
+      );
+      this.#getSession = db.prepare("SELECT id, agent, created_at, updated_at, event_count FROM sessions WHERE id = ?");
+      this.#listSessions = db.prepare(
+        `SELECT id, agent, created_at, updated_at, event_count FROM sessions
+         WHERE (:agent IS NULL OR agent = :agent) ORDER BY updated_at DESC, rowid DESC LIMIT :limit`,
+      );
+      this.#touchSession = db.prepare(
+        "UPDATE sessions SET updated_at = MAX(updated_at, ?), event_count = event_count + 1 WHERE id = ?",
+      );
+      this.#insertEvent = db.prepare(
+        "INSERT INTO events (session_id, seq, ts, turn_id, type, data) VALUES (?, ?, ?, ?, ?, ?)",
+      );
+      this.#selectEvents = db.prepare(
+        "SELECT seq, ts, turn_id, type, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
+      );
+      this.#db = db;
+    } catch (err) {
+      try {
+        db?.close();
+      } catch {
+        // Already failing; the open error is the one to report.
+      }
+      if (err instanceof KeelError) throw err;
+      throw new KeelError("KEEL_STORE_FAILED", `Could not open the session database ${path}: ${errorMessage(err)}.`, { path }, { cause: err });
+    }
+  }
+
+  /** Create an empty session. Contract: an existing id throws KEEL_STORE_FAILED. */
+  createSession(info: { id: string; agent: string; createdAt: number }): void {
+    this.#assertOpen();
+    try {
+      this.#insertSession.run(info.id, info.agent, info.createdAt, info.createdAt);
+    } catch (err) {
+      if (sqliteErrcode(err) === SQLITE_CONSTRAINT_PRIMARYKEY) {
+        throw new KeelError("KEEL_STORE_FAILED", `Session "${info.id}" already exists in ${this.path}.`, { path: this.path }, { cause: err });
+      }
+      throw this.#failed(`create session "${info.id}"`, err);
+    }
+  }
+
+  /** The session, or undefined when the id is unknown. */
+  getSession(id: string): SessionInfo | undefined {
+    this.#assertOpen();
+    let row: Record<string, unknown> | undefined;
+    try {
+      row = this.#getSession.get(id);
+    } catch (err) {
+      throw this.#failed(`read session "${id}"`, err);
+    }
+    return row === undefined ? undefined : toSessionInfo(row);
+  }
+
+  /** Sessions, most recently updated first. Contract: a negative or absent `limit` means all. */
+  listSessions(options: { agent?: string; limit?: number } = {}): SessionInfo[] {
+    this.#assertOpen();
+    try {
+      const rows = this.#listSessions.all({ agent: options.agent ?? null, limit: options.limit ?? -1 });
+      return rows.map(toSessionInfo);
+    } catch (err) {
+      throw this.#failed("list sessions", err);
+    }
+  }
+
+  /** Append one event (see the class contract). */
+  append(event: KeelEvent, options?: { durable?: boolean }): void {
+    this.#assertOpen();
+    const { sessionId, seq, ts, turnId, type, ...data } = event;
+    const json = JSON.stringify(data);
+    const switchSync = options?.durable === true && !this.#durableIsDefault;
+    let inTransaction = false;
+    try {
+      // SQLite refuses to change the sync level inside a transaction, so switch around it.
+      // exec, not a cached statement: SQLite applies this pragma when it is compiled, so
+      // re-running a prepared copy does not reliably apply it again.
+      if (switchSync) this.#db.exec("PRAGMA synchronous=FULL");
+      this.#begin.run();
+      inTransaction = true;
+      if (this.#touchSession.run(ts, sessionId).changes === 0) {
+        throw new KeelError("KEEL_SESSION_NOT_FOUND", `Cannot append event ${seq} (${type}): no session "${sessionId}" in ${this.path}.`, {
+          path: this.path,
+        });
+      }
+      try {
+        this.#insertEvent.run(sessionId, seq, ts, turnId, type, json);
+      } catch (err) {
+        if (sqliteErrcode(err) !== SQLITE_CONSTRAINT_PRIMARYKEY) throw err;
+        throw new KeelError(
+          "KEEL_STORE_FAILED",
+          `Session "${sessionId}" already has an event with seq ${seq} in ${this.path}; two writers are appending to the same session.`,
+          { path: this.path },
+          { cause: err },
+        );
+      }
+      this.#commit.run();
+      inTransaction = false;
+    } catch (err) {
+      if (inTransaction) this.#rollbackQuietly();
+      throw err instanceof KeelError ? err : this.#failed(`append event ${seq} (${type}) to session "${sessionId}"`, err);
+    } finally {
+      if (switchSync) this.#restoreSync();
+    }
+  }
+
+  /** The session's events in `seq` order, those after `afterSeq` when given. */
+  events(sessionId: string, options?: { afterSeq?: number }): KeelEvent[] {
+    this.#assertOpen();
+    try {
+      const rows = this.#selectEvents.all(sessionId, options?.afterSeq ?? -1);
+      const out: KeelEvent[] = new Array(rows.length);
+      for (let i = 0; i < rows.length; i++) {
+        const row = rows[i] as Record<string, unknown>;
+        const data = JSON.parse(row["data"] as string) as Record<string, unknown>;
+        out[i] = { type: row["type"], ...data, sessionId, seq: row["seq"], ts: row["ts"], turnId: row["turn_id"] } as KeelEvent;
+      }
+      return out;
+    } catch (err) {
+      throw this.#failed(`read the events of session "${sessionId}"`, err);
+    }
+  }
+
+  /** Close the database. Contract: idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      this.#db.close();
+    } catch (err) {
+      throw this.#failed("close the database", err);
+    }
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new KeelError("KEEL_STORE_FAILED", `The session store ${this.path} is closed.`, { path: this.path });
+  }
+
+  #rollbackQuietly(): void {
+    try {
+      this.#rollback.run();
+    } catch {
+      // SQLite may already have rolled back (e.g. on SQLITE_FULL); the original error matters.
+    }
+  }
+
+  #restoreSync(): void {
+    try {
+      this.#db.exec(this.#syncDefault);
+    } catch {
+      // Only fails when the connection is broken; the next write reports that.
+    }
+  }
+
+  #failed(what: string, err: unknown): KeelError {
+    return new KeelError("KEEL_STORE_FAILED", `Could not ${what} in ${this.path}: ${errorMessage(err)}.`, { path: this.path }, { cause: err });
+  }
+}
+
+/** Bring the schema to SQLITE_SCHEMA_VERSION; safe when several processes open a new file at once. */
+function migrate(db: DatabaseSync, path: string): void {
+  if (userVersion(db) === SQLITE_SCHEMA_VERSION) return;
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    const version = userVersion(db);
+    if (version > SQLITE_SCHEMA_VERSION) {
+      throw new KeelError(
+        "KEEL_STORE_FAILED",
+        `The session database ${path} has schema version ${version} but this Keel only knows up to ${SQLITE_SCHEMA_VERSION}; upgrade Keel to open it.`,
+        { path },
+      );
+    }
+    for (let v = version; v < SQLITE_SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v] as string);
+    db.exec(`PRAGMA user_version=${SQLITE_SCHEMA_VERSION}`);
+    db.exec("COMMIT");
+  } catch (err) {
+    db.exec("ROLLBACK");
+    throw err;
+  }
+}
+
+function userVersion(db: DatabaseSync): number {
+  return (db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version;
+}
+
+function toSessionInfo(row: Record<string, unknown>): SessionInfo {
+  return {
+    id: row["id"] as string,
+    agent: row["agent"] as string,
+    createdAt: row["created_at"] as number,
+    updatedAt: row["updated_at"] as number,
+    eventCount: row["event_count"] as number,
+  };
+}
+
+function sqliteErrcode(err: unknown): number | undefined {
+  const code = (err as { errcode?: unknown } | null)?.errcode;
+  return typeof code === "number" ? code : undefined;
+}
