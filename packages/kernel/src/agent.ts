@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
 import { PhaseRunner } from "./dispatch.ts";
 import { errorMessage, KeelError } from "./errors.ts";
-import type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, LiveEvent } from "./events.ts";
+import type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, LiveEvent, TurnTimings } from "./events.ts";
 import { isTerminalEvent } from "./events.ts";
 import type { MergeCaps } from "./merge.ts";
 import { applyMessageEdits, DEFAULT_CAPS } from "./merge.ts";
@@ -71,6 +71,12 @@ export interface AgentOptions {
   caps?: Partial<MergeCaps>;
   requestOptions?: RequestOptions;
   tokenCounter?: TokenCounter;
+  /**
+   * What phase runs are logged as `phase.completed` events. `notable` (default): runs with a
+   * contribution, a diagnostic, a failure, or a handler slower than 1 ms; every run's timing
+   * still lands in the turn's terminal event (`timings`). `full`: every run.
+   */
+  trace?: "notable" | "full";
 }
 
 /** One row of the phase map (`keel inspect`). */
@@ -82,6 +88,9 @@ export interface PhaseMapRow {
 }
 
 type Listener = (event: AgentEvent) => void;
+
+/** A handler slower than this always gets its phase recorded, even in `notable` tracing. */
+const SLOW_HANDLER_MS = 1;
 
 /** Build an agent: validate and set up plugins, freeze the registry, open the store. */
 export async function createAgent(options: AgentOptions): Promise<Agent> {
@@ -115,6 +124,7 @@ export class Agent {
   readonly caps: MergeCaps;
   readonly toolTimeouts: Record<ToolCategory, number>;
   readonly tokens: TokenCounter;
+  readonly trace: "notable" | "full";
   private readonly listeners = new Set<Listener>();
   private readonly open = new Map<string, Session>();
   private readonly ownsStore: boolean;
@@ -130,6 +140,7 @@ export class Agent {
     this.caps = { ...DEFAULT_CAPS, ...options.caps };
     this.toolTimeouts = { ...DEFAULT_TOOL_TIMEOUTS, ...options.toolTimeouts };
     this.tokens = options.tokenCounter ?? new TokenCounter();
+    this.trace = options.trace ?? "notable";
     const tracer: PhaseTracer = {
       phaseStarted: () => {},
       backgroundSettled: (phase, handler, contributions, records, diagnostics, owner) => {
@@ -249,7 +260,10 @@ export class Session {
   readonly jobs = new Set<Promise<unknown>>();
   private readonly runningJobs = new Set<string>();
   private current: AbortController | undefined;
-  private writes: Promise<unknown> | undefined;
+  private writes: Promise<void> | undefined;
+  private pending: KeelEvent[] = [];
+  private timings: TurnTimings = { phases: {}, plugins: {} };
+  private writeError: unknown;
 
   constructor(agent: Agent, id: string) {
     this.agent = agent;
@@ -280,8 +294,8 @@ export class Session {
   }
 
   /** Cancel the running turn, if any. */
-  cancel(reason: unknown = new KeelError("KEEL_TURN_ABORTED", "cancel() was called.")): void {
-    this.current?.abort(reason);
+  cancel(reason?: unknown): void {
+    this.current?.abort(reason ?? new KeelError("KEEL_TURN_ABORTED", "cancel() was called."));
   }
 
   /** Queue a message for the running turn; it is injected before the next model call and skips tool calls not yet started. */
@@ -313,17 +327,58 @@ export class Session {
   }
 
   /**
-   * Append an event to the log and publish it.
-   * Contract: with `durable`, resolves only once the store reports it on disk.
+   * Append an event to the log and publish it. Events are written in batches (one
+   * transaction) when the loop next waits for I/O; a durable event writes the batch at once.
+   * Contract: with `durable`, resolves only once the store reports it on disk; order is kept.
    */
   emit(data: KeelEventData, turnId: string | null, durable = false): Promise<void> | void {
     const event = { ...data, sessionId: this.id, seq: ++this.seq, ts: Date.now(), turnId } as KeelEvent;
-    const w = this.agent.store.append(event, durable ? { durable: true } : undefined);
+    this.pending.push(event);
     this.agent.publish(event);
+    if (durable) return this.write(true);
+    if (this.pending.length === 1) setImmediate(this.writeSoon);
+  }
+
+  private readonly writeSoon = (): void => {
+    try {
+      const w = this.write(false);
+      if (w) w.catch((err: unknown) => (this.writeError ??= err));
+    } catch (err) {
+      this.writeError ??= err;
+    }
+  };
+
+  /** Write the pending batch. Contract: throws (or rejects) with the first store failure seen. */
+  private write(durable: boolean): Promise<void> | void {
+    if (this.writeError) {
+      const err = this.writeError;
+      this.writeError = undefined;
+      throw err;
+    }
+    if (!this.pending.length) return this.writes ? this.writes.then(() => {}) : undefined;
+    const batch = this.pending;
+    this.pending = [];
+    const store = this.agent.store;
+    const options = durable ? { durable: true } : undefined;
+    const run = (): void | Promise<void> => {
+      if (store.appendMany) return store.appendMany(batch, options);
+      let chain: Promise<void> | undefined;
+      for (const e of batch) {
+        if (chain) chain = chain.then(() => store.append(e, options));
+        else {
+          const r = store.append(e, options);
+          if (r && typeof (r as Promise<void>).then === "function") chain = r as Promise<void>;
+        }
+      }
+      return chain;
+    };
+    const w = this.writes ? this.writes.then(run) : run();
     if (w && typeof (w as Promise<void>).then === "function") {
-      const chained = (this.writes ?? Promise.resolve()).then(() => w);
-      this.writes = chained;
-      if (durable) return chained.then(() => {});
+      const p = (w as Promise<void>).finally(() => {
+        if (this.writes === p) this.writes = undefined;
+      });
+      this.writes = p;
+      return p;
     }
   }
 
@@ -332,13 +387,10 @@ export class Session {
     this.agent.publish(event);
   }
 
-  /** Wait for queued (asynchronous) store writes. */
+  /** Write every pending event and wait for the store. Contract: rejects with a store failure. */
   async flush(): Promise<void> {
-    while (this.writes) {
-      const w = this.writes;
-      await w;
-      if (this.writes === w) this.writes = undefined;
-    }
+    await this.write(false);
+    while (this.writes) await this.writes;
   }
 
   /** Run a session-scoped phase and record it. */
@@ -351,8 +403,26 @@ export class Session {
 
   /** @internal record a phase result: the phase event, then its diagnostics. */
   record(res: PhaseResult, turnId: string | null): void {
-    void this.emit({ type: "phase.completed", phase: res.phase, durationMs: Math.round(res.durationMs * 1000) / 1000, handlers: res.handlers, contributions: res.records }, turnId);
+    const t = (this.timings.phases[res.phase] ??= { runs: 0, ms: 0 });
+    t.runs++;
+    t.ms += res.durationMs;
+    let notable = this.agent.trace === "full" || res.records.length > 0 || res.diagnostics.length > 0 || res.failed !== undefined;
+    for (const h of res.handlers) {
+      const p = (this.timings.plugins[h.plugin] ??= { calls: 0, ms: 0 });
+      p.calls++;
+      p.ms += h.durationMs;
+      if (h.status !== "ok" || h.durationMs >= SLOW_HANDLER_MS) notable = true;
+    }
+    if (notable) void this.emit({ type: "phase.completed", phase: res.phase, durationMs: Math.round(res.durationMs * 1000) / 1000, handlers: res.handlers, contributions: res.records }, turnId);
     for (const d of res.diagnostics) void this.emit({ type: "diagnostic", ...d }, turnId);
+  }
+
+  /** @internal take the timings gathered since the last call (one turn's worth). */
+  takeTimings(): TurnTimings {
+    const t = this.timings;
+    this.timings = { phases: {}, plugins: {} };
+    for (const v of [...Object.values(t.phases), ...Object.values(t.plugins)]) v.ms = Math.round(v.ms * 1000) / 1000;
+    return t;
   }
 
   /** @internal a background handler settled after its phase closed */

@@ -39,7 +39,7 @@ export const MessageSchema = z.discriminatedUnion("role", [
   }),
 ]);
 
-const ToolDefinitionSchema = z
+const ToolShape = z
   .object({
     name: z.string().regex(TOOL_NAME_PATTERN, "tool names must match ^[a-zA-Z0-9_-]{1,64}$"),
     description: z.string().min(1),
@@ -48,8 +48,13 @@ const ToolDefinitionSchema = z
     timeoutMs: z.number().int().positive().optional(),
     parameters: z.record(z.string(), z.unknown()).optional(),
   })
-  .passthrough()
-  .transform((t) => t as unknown as ToolDefinition);
+  .loose();
+
+/** A tool inside a bundle: checked structurally, typed as the kernel's ToolDefinition. */
+const ToolDefinitionSchema = z.custom<ToolDefinition>().superRefine((value, ctx) => {
+  const r = ToolShape.safeParse(value);
+  if (!r.success) for (const issue of r.error.issues) ctx.addIssue({ code: "custom", message: issue.message, path: issue.path });
+});
 
 const MessageEditSchema = z.discriminatedUnion("op", [
   z.object({ op: z.literal("replace"), start: z.number().int().min(0), end: z.number().int().min(0), messages: z.array(MessageSchema) }),
@@ -161,7 +166,7 @@ export type ValidationResult =
 /** Validate one raw value as a contribution. Contract: never throws. */
 export function validateContribution(raw: unknown): ValidationResult {
   const kind = typeof raw === "object" && raw !== null ? (raw as { kind?: unknown }).kind : undefined;
-  const schema = typeof kind === "string" ? (CONTRIBUTION_SCHEMAS as Record<string, z.ZodType>)[kind] : undefined;
+  const schema = typeof kind === "string" && Object.hasOwn(CONTRIBUTION_SCHEMAS, kind) ? (CONTRIBUTION_SCHEMAS as Record<string, z.ZodType>)[kind] : undefined;
   if (!schema) {
     return { ok: false, kind: typeof kind === "string" ? kind : undefined, path: "kind", message: `unknown contribution kind ${JSON.stringify(kind)}; expected one of ${Object.keys(CONTRIBUTION_SCHEMAS).join(", ")}` };
   }

@@ -167,7 +167,8 @@ export class PhaseRunner {
     await new Promise<void>((resolve) => hook.callAsync(run, () => resolve()));
     if (run.pending) await Promise.all(run.pending);
     if (!step) {
-      for (const slot of run.slots) if (slot) this.settle(run, slot as Outcome);
+      // Slots of async handlers hold their (now settled) promises: unwrap them, in subscription order.
+      for (const slot of run.slots) if (slot) this.settle(run, await slot);
     }
     if (run.waterfallStop && !result.failed) result.failed = run.waterfallStop;
     result.durationMs = performance.now() - t0;

@@ -29,6 +29,12 @@ export interface HandlerSummary {
   error?: string;
 }
 
+/** Time spent in phases and plugin handlers during one turn (ms, rounded to µs). */
+export interface TurnTimings {
+  phases: Record<string, { runs: number; ms: number }>;
+  plugins: Record<string, { calls: number; ms: number }>;
+}
+
 /** Durable events, by type. */
 export type KeelEventData =
   | { type: "session.created"; agent: string }
@@ -49,9 +55,9 @@ export type KeelEventData =
   | { type: "guard.tripped"; guard: GuardName; limit: number; value: number }
   | { type: "diagnostic"; level: "info" | "warn" | "error"; code: string; message: string; plugin?: string; phase?: string; data?: unknown }
   | { type: "job.completed"; plugin: string; name: string; idempotencyKey: string; status: "ok" | "failed" | "timeout" | "skipped_duplicate"; durationMs: number; error?: string }
-  | { type: "turn.completed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number }
-  | { type: "turn.failed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number }
-  | { type: "turn.interrupted"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number };
+  | { type: "turn.completed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings }
+  | { type: "turn.failed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings }
+  | { type: "turn.interrupted"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings };
 
 /** A durable event type. */
 export type KeelEventType = KeelEventData["type"];

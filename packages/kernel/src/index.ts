@@ -29,7 +29,7 @@ export type { Usage } from "./usage.ts";
 export type { GuardName, TurnResult, TurnVerdict } from "./verdict.ts";
 export type { PromptManifest } from "./manifest.ts";
 export { isTerminalEvent } from "./events.ts";
-export type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, KeelEventType, LiveEvent } from "./events.ts";
+export type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, KeelEventType, LiveEvent, TurnTimings } from "./events.ts";
 export type { SessionInfo, SessionStore } from "./session-store.ts";
 export { SqliteSessionStore, defaultKeelHome, defaultSessionDbPath } from "./sqlite-store.ts";
 export { MemorySessionStore } from "./memory-store.ts";

@@ -54,6 +54,11 @@ export class MemorySessionStore implements SessionStore {
   }
 
   /** Append one event (see the class contract). */
+  /** Append events in order (see SessionStore.appendMany). Contract: stops at the first failing event. */
+  appendMany(events: readonly KeelEvent[], _options?: { durable?: boolean }): void {
+    for (const e of events) this.append(e);
+  }
+
   append(event: KeelEvent, _options?: { durable?: boolean }): void {
     this.#assertOpen();
     const session = this.#sessions.get(event.sessionId);

@@ -73,13 +73,14 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
   for (const { plugin, index, options } of setupOrder(plugins)) {
     const seen = new Set<string>();
     let local = 0;
+    let active = true;
     const ctx = {
       plugin: plugin.name,
       options,
       kernelVersion,
       hasPlugin: (name: string) => names.has(name),
       on<P extends PhaseName>(phase: P, handler: Handler<P>, opts: SubscribeOptions<P> = {}) {
-        if (frozen) throw new KeelError("KEEL_REGISTRY_FROZEN", `ctx.on("${phase}") was called after setup finished.`, { plugin: plugin.name, phase });
+        if (frozen || !active) throw new KeelError("KEEL_REGISTRY_FROZEN", `ctx.on("${phase}") was called after setup finished.`, { plugin: plugin.name, phase });
         const draft = subscription(plugin.name, phase, handler, opts, [index, local++]);
         if (seen.has(draft.id)) throw new KeelError("KEEL_SUBSCRIPTION_DUPLICATE", `Subscription "${draft.id}" is declared twice.`, { plugin: plugin.name, phase, subscription: draft.id });
         seen.add(draft.id);
@@ -91,6 +92,8 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
     } catch (err) {
       if (err instanceof KeelError) throw err;
       throw new KeelError("KEEL_PLUGIN_SETUP_FAILED", `setup() threw: ${errorMessage(err)}.`, { plugin: plugin.name, path: `plugins[${index}]` }, { cause: err });
+    } finally {
+      active = false;
     }
   }
   frozen = true;
@@ -214,7 +217,7 @@ function subscription<P extends PhaseName>(plugin: string, phase: P, handler: Ha
 }
 
 /** Sort by stage, priority, list order; then honour after/before edges (stable topological sort). */
-function resolveOrder(phase: PhaseName, drafts: Draft[], names: Set<string>): Subscription[] {
+function resolveOrder(phase: PhaseName, drafts: Draft[], names: Set<string>): readonly Subscription[] {
   const key = (d: Draft) => [STAGE_RANK[d.stage], d.priority, ...d.order];
   const sorted = [...drafts].sort((a, b) => {
     const ka = key(a), kb = key(b);
@@ -255,10 +258,10 @@ function resolveOrder(phase: PhaseName, drafts: Draft[], names: Set<string>): Su
     out.push(next);
   }
   const position = new Map(out.map((orig, pos) => [orig, pos]));
-  return out.map((orig, pos) => {
+  return Object.freeze(out.map((orig, pos) => {
     const { order: _order, ...d } = sorted[orig]!;
     return Object.freeze({ ...d, position: pos, waitFor: Object.freeze([...preds[orig]!].map((p) => position.get(p)!).sort((a, b) => a - b)) });
-  });
+  }));
 }
 
 function describe(v: unknown): string {

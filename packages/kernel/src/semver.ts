@@ -63,6 +63,7 @@ function bounds(c: string): Array<(v: Triple) => boolean> | undefined {
 
 /** True when `range` is a range this module understands. */
 export function validRange(range: string): boolean {
+  if (typeof range !== "string") return false;
   return range.split("||").every((alt) => {
     const cs = alt.trim().split(/\s+/).filter(Boolean);
     return cs.length === 0 || cs.every((c) => bounds(c) !== undefined);
@@ -74,8 +75,9 @@ export function validRange(range: string): boolean {
  * Contract: a malformed version or range never satisfies.
  */
 export function satisfies(version: string, range: string): boolean {
+  if (typeof version !== "string" || typeof range !== "string") return false;
   const v = parse(version);
-  if (!v || v.parts < 3) return false;
+  if (!v || v.parts < 3 || !validRange(range)) return false;
   return range.split("||").some((alt) => {
     const cs = alt.trim().split(/\s+/).filter(Boolean);
     if (cs.length === 0) return true;

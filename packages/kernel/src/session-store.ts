@@ -20,6 +20,12 @@ export interface SessionStore {
   getSession(id: string): SessionInfo | undefined | Promise<SessionInfo | undefined>;
   listSessions(options?: { agent?: string; limit?: number }): SessionInfo[] | Promise<SessionInfo[]>;
   append(event: KeelEvent, options?: { durable?: boolean }): void | Promise<void>;
+  /**
+   * Append several events of one session atomically (one transaction), in order.
+   * Contract: all or nothing; with `durable: true` the whole batch is on disk when it returns.
+   * Optional: without it the kernel calls `append` once per event.
+   */
+  appendMany?(events: readonly KeelEvent[], options?: { durable?: boolean }): void | Promise<void>;
   events(sessionId: string, options?: { afterSeq?: number }): KeelEvent[] | Promise<KeelEvent[]>;
   close(): void | Promise<void>;
 }

@@ -170,11 +170,19 @@ export class SqliteSessionStore implements SessionStore {
 
   /** Append one event (see the class contract). */
   append(event: KeelEvent, options?: { durable?: boolean }): void {
+    this.appendMany([event], options);
+  }
+
+  /**
+   * Append a batch of events in one transaction (see the class contract).
+   * Contract: all or nothing; one session bump per session in the batch.
+   */
+  appendMany(events: readonly KeelEvent[], options?: { durable?: boolean }): void {
     this.#assertOpen();
-    const { sessionId, seq, ts, turnId, type, ...data } = event;
-    const json = JSON.stringify(data);
+    if (events.length === 0) return;
     const switchSync = options?.durable === true && !this.#durableIsDefault;
     let inTransaction = false;
+    let current: KeelEvent | undefined;
     try {
       // SQLite refuses to change the sync level inside a transaction, so switch around it.
       // exec, not a cached statement: SQLite applies this pragma when it is compiled, so
@@ -182,27 +190,31 @@ export class SqliteSessionStore implements SessionStore {
       if (switchSync) this.#db.exec("PRAGMA synchronous=FULL");
       this.#begin.run();
       inTransaction = true;
-      if (this.#touchSession.run(ts, sessionId).changes === 0) {
-        throw new KeelError("KEEL_SESSION_NOT_FOUND", `Cannot append event ${seq} (${type}): no session "${sessionId}" in ${this.path}.`, {
-          path: this.path,
-        });
-      }
-      try {
-        this.#insertEvent.run(sessionId, seq, ts, turnId, type, json);
-      } catch (err) {
-        if (sqliteErrcode(err) !== SQLITE_CONSTRAINT_PRIMARYKEY) throw err;
-        throw new KeelError(
-          "KEEL_STORE_FAILED",
-          `Session "${sessionId}" already has an event with seq ${seq} in ${this.path}; two writers are appending to the same session.`,
-          { path: this.path },
-          { cause: err },
-        );
+      for (const event of events) {
+        current = event;
+        const { sessionId, seq, ts, turnId, type, ...data } = event;
+        if (this.#touchSession.run(ts, sessionId).changes === 0) {
+          throw new KeelError("KEEL_SESSION_NOT_FOUND", `Cannot append event ${seq} (${type}): no session "${sessionId}" in ${this.path}.`, {
+            path: this.path,
+          });
+        }
+        try {
+          this.#insertEvent.run(sessionId, seq, ts, turnId, type, JSON.stringify(data));
+        } catch (err) {
+          if (sqliteErrcode(err) !== SQLITE_CONSTRAINT_PRIMARYKEY) throw err;
+          throw new KeelError(
+            "KEEL_STORE_FAILED",
+            `Session "${sessionId}" already has an event with seq ${seq} in ${this.path}; two writers are appending to the same session.`,
+            { path: this.path },
+            { cause: err },
+          );
+        }
       }
       this.#commit.run();
       inTransaction = false;
     } catch (err) {
       if (inTransaction) this.#rollbackQuietly();
-      throw err instanceof KeelError ? err : this.#failed(`append event ${seq} (${type}) to session "${sessionId}"`, err);
+      throw err instanceof KeelError ? err : this.#failed(`append event ${current?.seq} (${current?.type}) to session "${current?.sessionId}"`, err);
     } finally {
       if (switchSync) this.#restoreSync();
     }

@@ -154,7 +154,8 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       for (let attempt = 1; !response; attempt++) {
         const sendTools = finalGuard ? [] : schemas;
         const sys = finalGuard ? `${system}\n\n${finalRoundInstruction(finalGuard)}` : system;
-        let estimate = agent.tokens.countRequest({ system: sys, messages: session.messages, tools: sendTools });
+        const counted = session.messages;
+        let estimate = agent.tokens.countRequest({ system: sys, messages: counted, tools: sendTools });
         const rReq = await phase(
           "round.pre_request",
           ev("round.pre_request", { round: rounds, messages: session.messages, tokenEstimate: estimate.total, contextWindow: agent.options.provider.contextWindow, options, ...(retry ? { retry } : {}) }),
@@ -179,12 +180,14 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
           merged(rReq, ro, turnId);
           options = ro.options;
           stopAsked = of(rReq, "stop")[0]?.value.reason;
-          const again = repairToolPairs(session.messages);
-          if (again.messages !== session.messages) {
-            session.messages = again.messages;
-            void session.emit({ type: "context.repaired", synthesizedResults: again.synthesized, droppedResults: again.dropped }, turnId);
+          if (session.messages !== counted) {
+            const again = repairToolPairs(session.messages);
+            if (again.messages !== session.messages) {
+              session.messages = again.messages;
+              void session.emit({ type: "context.repaired", synthesizedResults: again.synthesized, droppedResults: again.dropped }, turnId);
+            }
+            estimate = agent.tokens.countRequest({ system: sys, messages: session.messages, tools: sendTools });
           }
-          estimate = agent.tokens.countRequest({ system: sys, messages: session.messages, tools: sendTools });
         }
         if (stopAsked) break;
         const window = agent.options.provider.contextWindow;
@@ -258,12 +261,15 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     void session.emit({ type: "context.repaired", synthesizedResults: repaired.synthesized, droppedResults: repaired.dropped }, turnId);
   }
   const type = verdict.status === "failed" ? "turn.failed" : verdict.status === "interrupted" ? "turn.interrupted" : "turn.completed";
-  await session.emit({ type, verdict, usage, rounds, toolCalls }, turnId, true);
+  let post: PhaseResult | undefined;
   if (runner.has("turn.post_turn")) {
-    const post = await runner.run("turn.post_turn", ev("turn.post_turn", { verdict, usage, messages: session.messages.slice(startCount), finalText }), new AbortController().signal, undefined, { session, turnId });
+    // Runs before the terminal event is written so its timing is in it; a crash here still
+    // leaves the turn's messages on disk (the terminal write is durable either way).
+    post = await runner.run("turn.post_turn", ev("turn.post_turn", { verdict, usage, messages: session.messages.slice(startCount), finalText }), new AbortController().signal, undefined, { session, turnId });
     session.record(post, turnId);
-    session.startJobs(post.contributions, turnId);
   }
+  await session.emit({ type, verdict, usage, rounds, toolCalls, timings: session.takeTimings() }, turnId, true);
+  if (post) session.startJobs(post.contributions, turnId);
   return { sessionId: session.id, turnId, verdict, text: finalText, usage, rounds, toolCalls };
 
   function checkGuards(): { guard: GuardName; limit: number; value: number } | undefined {
@@ -333,6 +339,9 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       // Decisions in call order, then the runs concurrently, then results in call order.
       const prepared: Prepared[] = [];
       for (const c of group) prepared.push(await prepare(c));
+      // Tools may have side effects: their calls (the assistant message, tool.started) reach the
+      // store before they run, so a process killed mid-tool resumes with the call (and repairs it).
+      await session.flush();
       const runs = await Promise.all(prepared.map((p) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId }, p.ready.timeoutMs, signal) : undefined)));
       for (const [i, p] of prepared.entries()) await append(session, turnId, await finish(p, runs[i]));
       if (session.steering.length) skipRest = SKIPPED_STEERING;

@@ -1,0 +1,112 @@
+/**
+ * Kernel overhead per turn: one turn with 3 tool calls, 5 plugins subscribed to every phase
+ * with no-op handlers, scripted provider — through the kernel versus the same handlers,
+ * provider and tools driven by a hand-written loop. Both run in this process, interleaved,
+ * so the ratio is measured in one run. Run with `pnpm bench`.
+ */
+import { createAgent, definePlugin, MemorySessionStore, PHASE_NAMES, ScriptedProvider, SqliteSessionStore, toolCallsOf } from "../src/index.ts";
+import type { Message, ModelProvider, ModelRequest, PhaseName, ToolDefinition, ToolResultMessage } from "../src/index.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const TURNS = Number(process.env.BENCH_TURNS ?? 3000);
+const WARMUP = 300;
+const PLUGINS = 5;
+
+const step = [{ toolCalls: [{ name: "t0", args: { q: "a" } }, { name: "t1", args: { q: "b" } }, { name: "t2", args: { q: "c" } }] }, { text: "All three lookups are done." }];
+const provider = () => new ScriptedProvider({ steps: Array.from({ length: 2 * (TURNS + WARMUP) }, (_, i) => step[i % 2]!) });
+const tools: ToolDefinition[] = [0, 1, 2].map((i) => ({ name: `t${i}`, description: `tool ${i}`, parameters: { type: "object", properties: { q: { type: "string" } } }, category: "info", execute: () => "ok" }));
+const noop = () => undefined;
+const plugins = Array.from({ length: PLUGINS }, (_, i) =>
+  definePlugin({ name: `noop-${i}`, version: "1.0.0", kernel: "^1", setup(ctx) { for (const p of PHASE_NAMES) ctx.on(p, noop); } }),
+);
+
+/** The same handlers, provider and tools, driven by hand. */
+async function handLoop(p: ModelProvider, signal: AbortSignal): Promise<void> {
+  const call = async (phase: PhaseName, event: object) => {
+    for (let i = 0; i < PLUGINS; i++) {
+      const r: unknown = (noop as (e: object) => unknown)({ ...event, phase });
+      if (r && typeof (r as Promise<unknown>).then === "function") await r;
+    }
+  };
+  const messages: Message[] = [{ role: "user", content: [{ type: "text", text: "look things up" }] }];
+  const schemas = tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters! }));
+  for (const phase of ["turn.pre_policy", "turn.pre_prompt_context", "turn.pre_tool_materialization", "turn.post_preflight_prompt_context", "turn.pre_prompt_compile", "turn.post_prompt_compile"] as const) await call(phase, { messages });
+  for (let round = 1; ; round++) {
+    await call("round.pre_request", { messages, round });
+    const request: ModelRequest = { system: "You are a bench.", messages, tools: schemas, options: {} };
+    let message: Message | undefined;
+    for await (const e of p.stream(request, { signal })) if (e.type === "response") message = e.message;
+    messages.push(message!);
+    await call("round.post_response", { message });
+    const calls = toolCallsOf(message!);
+    if (!calls.length) break;
+    for (const c of calls) await call("tool.pre_call", { call: c });
+    const outs = await Promise.all(calls.map(async (c) => ({ c, out: await tools.find((t) => t.name === c.name)!.execute(c.args, { signal, callId: c.id, toolName: c.name, sessionId: "s", turnId: "t" }) })));
+    for (const { c, out } of outs) {
+      const result: ToolResultMessage = { role: "tool", toolCallId: c.id, toolName: c.name, content: [{ type: "text", text: String(out) }], isError: false };
+      await call("tool.post_result", { result });
+      messages.push(result);
+    }
+  }
+  await call("turn.post_turn", { messages });
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+async function main(): Promise<void> {
+  const kp = provider();
+  const agent = await createAgent({ name: "bench", provider: kp, tools, plugins, store: new MemorySessionStore() });
+  const hp = provider();
+  const signal = new AbortController().signal;
+  const kernel: number[] = [];
+  const hand: number[] = [];
+  for (let i = 0; i < TURNS + WARMUP; i++) {
+    const session = await agent.session();
+    const t0 = performance.now();
+    const r = await session.run("look things up");
+    const t1 = performance.now();
+    await handLoop(hp, signal);
+    const t2 = performance.now();
+    if (r.verdict.status !== "completed" || r.toolCalls !== 3) throw new Error(`unexpected verdict ${JSON.stringify(r.verdict)}`);
+    if (i >= WARMUP) {
+      kernel.push(t1 - t0);
+      hand.push(t2 - t1);
+    }
+    await session.close();
+  }
+  await agent.close();
+
+  // The same turn with the durable SQLite store, for scale (not part of the ratio).
+  const dir = mkdtempSync(join(tmpdir(), "keel-bench-"));
+  const durable: number[] = [];
+  const durableTurns = process.env.BENCH_SQLITE === "0" ? 60 : 400;
+  const sp = new ScriptedProvider({ steps: Array.from({ length: 2 * durableTurns }, (_, i) => step[i % 2]!) });
+  const sqliteAgent = await createAgent({ name: "bench", provider: sp, tools, plugins, store: new SqliteSessionStore({ path: join(dir, "sessions.sqlite") }) });
+  for (let i = 0; i < durableTurns; i++) {
+    const session = await sqliteAgent.session();
+    const t0 = performance.now();
+    await session.run("look things up");
+    if (i >= 50) durable.push(performance.now() - t0);
+  }
+  await sqliteAgent.close();
+  rmSync(dir, { recursive: true, force: true });
+
+  const k = median(kernel) * 1000;
+  const h = median(hand) * 1000;
+  const rows = [
+    ["kernel turn (5 plugins x 13 phases, 3 tool calls, memory store)", `${k.toFixed(1)} µs`],
+    ["hand-written loop, same handlers/provider/tools", `${h.toFixed(1)} µs`],
+    ["ratio kernel / hand loop (target <= 1.5)", (k / h).toFixed(2)],
+    ["kernel overhead per turn (kernel - hand; target < 100 µs)", `${(k - h).toFixed(1)} µs`],
+    ["kernel turn with the SQLite store (durable user message)", `${(median(durable) * 1000).toFixed(1)} µs`],
+  ];
+  console.log(`kernel overhead — ${TURNS} turns each, interleaved, medians (node ${process.version})`);
+  for (const [name, value] of rows) console.log(`  ${name!.padEnd(66)} ${value}`);
+}
+
+await main();

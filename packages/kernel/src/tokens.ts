@@ -1,0 +1,210 @@
+/**
+ * Token counting with js-tiktoken (o200k_base). The ranks take most of a second to load,
+ * so they are loaded on first use, never at import time; counts are cached per message and
+ * per tool object (both are immutable once created), so recounting a long history is cheap.
+ */
+import { createRequire } from "node:module";
+import { Tiktoken, type TiktokenBPE } from "js-tiktoken/lite";
+import type { Message } from "./messages.ts";
+import type { ToolSchema } from "./tools.ts";
+
+/**
+ * js-tiktoken's byte-pair merge is quadratic in the length of one pre-tokenized piece
+ * (20,000 letters without a space take ~45 s, 4,000 spaces ~1.5 s). Runs of one character
+ * class (ASCII letters, whitespace, ASCII punctuation, non-ASCII) longer than this are
+ * encoded in slices of this length: linear time, counts within about 1% on such runs.
+ * Ordinary text, code and JSON have no such runs and are encoded whole, exactly.
+ */
+export const MAX_RUN_CHARS = 64;
+
+const SPACE = 0;
+const LETTER = 1;
+const DIGIT = 2;
+const PUNCT = 3;
+const OTHER = 4;
+
+/** A rough class of the tokenizer's pre-split pieces: letters, digits, whitespace, punctuation, non-ASCII. */
+function charClass(c: number): number {
+  if (c <= 32 || c === 0x85 || c === 0xa0 || c === 0x3000 || (c >= 0x2000 && c <= 0x200a)) return SPACE;
+  if (c >= 128) return OTHER;
+  if ((c >= 97 && c <= 122) || (c >= 65 && c <= 90)) return LETTER;
+  if (c >= 48 && c <= 57) return DIGIT;
+  return PUNCT;
+}
+
+/** Tokens added per message for role and framing. */
+export const MESSAGE_OVERHEAD_TOKENS = 4;
+/** Flat token count of one image block. */
+export const IMAGE_TOKENS = 1_000;
+
+let encoder: Tiktoken | undefined;
+let piecePattern: RegExp | undefined;
+let wholePieces: Map<string, number> | undefined;
+const utf8 = new TextEncoder();
+/** Pieces (words, punctuation runs) repeat heavily in real text; their counts are memoised. */
+const pieceCounts = new Map<string, number>();
+const PIECE_CACHE_MAX = 200_000;
+
+function getEncoder(): Tiktoken {
+  if (!encoder) {
+    const ranks = createRequire(import.meta.url)("js-tiktoken/ranks/o200k_base") as TiktokenBPE;
+    encoder = new Tiktoken(ranks);
+    // js-tiktoken's encode() compiles its split regex and special-token regexes on every
+    // call (~10 µs for a short text). Counting only needs the pieces: split once with a
+    // compiled pattern and count a piece that is itself a token as 1, else let encode()
+    // merge it. Falls back to plain encode() if the library's internals change.
+    const internals = encoder as unknown as { patStr?: unknown; rankMap?: unknown };
+    if (typeof internals.patStr === "string" && internals.rankMap instanceof Map) {
+      piecePattern = new RegExp(internals.patStr, "ug");
+      wholePieces = internals.rankMap as Map<string, number>;
+    }
+  }
+  return encoder;
+}
+
+/** Token count of ordinary text (special-token text counted as plain text). */
+function countOrdinary(enc: Tiktoken, text: string): number {
+  if (!piecePattern || !wholePieces) return enc.encode(text, [], []).length;
+  const re = piecePattern;
+  re.lastIndex = 0;
+  let n = 0;
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    const piece = m[0];
+    if (piece.length === 0) {
+      re.lastIndex++;
+      continue;
+    }
+    let c = pieceCounts.get(piece);
+    if (c === undefined) {
+      c = wholePieces.has(utf8.encode(piece).join(",")) ? 1 : enc.encode(piece, [], []).length;
+      if (pieceCounts.size >= PIECE_CACHE_MAX) pieceCounts.clear();
+      pieceCounts.set(piece, c);
+    }
+    n += c;
+  }
+  return n;
+}
+
+/**
+ * A cheap estimate: one token per four characters.
+ * Contract: never loads the tokenizer; `Math.ceil(text.length / 4)`.
+ */
+export function estimateTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
+
+/** Token counts of one request, by part. */
+export interface RequestTokenCount {
+  system: number;
+  tools: number;
+  messages: number;
+  total: number;
+}
+
+/**
+ * Counts tokens with the o200k_base encoding.
+ * Contract: exact for ordinary text (runs of at most MAX_RUN_CHARS), within about 1% on
+ * longer runs; special-token text (e.g. `<|endoftext|>`) is counted as plain text, never
+ * thrown on; counts of a message or tool object are cached, so callers must not mutate them.
+ */
+export class TokenCounter {
+  #messages = new WeakMap<Message, number>();
+  #tools = new WeakMap<ToolSchema, number>();
+  #lastSystem: { text: string; count: number } | undefined;
+  #encodes = 0;
+  #cacheHits = 0;
+
+  /** Counters for tests: texts encoded and cache hits (messages, tools, system). */
+  get stats(): { encodes: number; cacheHits: number } {
+    return { encodes: this.#encodes, cacheHits: this.#cacheHits };
+  }
+
+  /** Contract: o200k token count (see the class contract); "" is 0 without touching the tokenizer. */
+  countText(text: string): number {
+    if (text.length === 0) return 0;
+    this.#encodes++;
+    const enc = getEncoder();
+    let total = 0;
+    let start = 0;
+    let runStart = 0;
+    let runClass = -1;
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      const cls = charClass(c);
+      if (cls !== runClass) {
+        runClass = cls;
+        runStart = i;
+      } else if (cls !== DIGIT && i - runStart >= MAX_RUN_CHARS && (c < 0xdc00 || c > 0xdfff)) {
+        total += countOrdinary(enc, text.slice(start, i));
+        start = runStart = i;
+      }
+    }
+    return total + countOrdinary(enc, start === 0 ? text : text.slice(start));
+  }
+
+  /**
+   * Tokens of one message: its text, thinking and tool call name/args JSON (one encode),
+   * plus 4 per message and 1,000 per image. Contract: cached per message object.
+   */
+  countMessage(message: Message): number {
+    const cached = this.#messages.get(message);
+    if (cached !== undefined) {
+      this.#cacheHits++;
+      return cached;
+    }
+    const parts: string[] = [];
+    let images = 0;
+    if (message.role === "tool") parts.push(message.toolName);
+    for (const block of message.content) {
+      if (block.type === "image") images++;
+      else if (block.type === "tool_call") parts.push(block.name, JSON.stringify(block.args ?? {}));
+      else parts.push(block.text);
+    }
+    const count = this.countText(parts.join("\n")) + MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS;
+    this.#messages.set(message, count);
+    return count;
+  }
+
+  /** Contract: the sum of countMessage over `messages`. */
+  countMessages(messages: readonly Message[]): number {
+    let total = 0;
+    for (const m of messages) total += this.countMessage(m);
+    return total;
+  }
+
+  /** Tokens of tool schemas (JSON of name, description, parameters). Contract: cached per tool object. */
+  countTools(tools: readonly ToolSchema[]): number {
+    let total = 0;
+    for (const tool of tools) {
+      let count = this.#tools.get(tool);
+      if (count === undefined) {
+        count = this.countText(JSON.stringify({ name: tool.name, description: tool.description, parameters: tool.parameters }));
+        this.#tools.set(tool, count);
+      } else this.#cacheHits++;
+      total += count;
+    }
+    return total;
+  }
+
+  /** Tokens of a whole request by part. Contract: `total` is the sum of the parts. */
+  countRequest(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }): RequestTokenCount {
+    let system: number;
+    if (this.#lastSystem?.text === request.system) {
+      this.#cacheHits++;
+      system = this.#lastSystem.count;
+    } else {
+      system = this.countText(request.system);
+      this.#lastSystem = { text: request.system, count: system };
+    }
+    const tools = this.countTools(request.tools);
+    const messages = this.countMessages(request.messages);
+    return { system, tools, messages, total: system + tools + messages };
+  }
+}
+
+let shared: TokenCounter | undefined;
+
+/** The process-wide counter. Contract: the same instance on every call; created lazily. */
+export function defaultTokenCounter(): TokenCounter {
+  return (shared ??= new TokenCounter());
+}

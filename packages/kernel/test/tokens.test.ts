@@ -1,0 +1,149 @@
+import { spawnSync } from "node:child_process";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+import { Tiktoken } from "js-tiktoken/lite";
+import { describe, expect, it } from "vitest";
+import type { Message } from "../src/messages.ts";
+import { IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, TokenCounter, defaultTokenCounter, estimateTokens } from "../src/tokens.ts";
+import type { ToolSchema } from "../src/tools.ts";
+
+const direct = new Tiktoken(createRequire(import.meta.url)("js-tiktoken/ranks/o200k_base"));
+const encodeLen = (s: string) => direct.encode(s).length;
+
+const sample = "Keel is a hook-and-plugin microkernel for LLM agents. Ünïcödé, emoji 😀, code: `const x = 42;`\n\tand numbers 1234567.";
+const user = (text: string): Message => ({ role: "user", content: [{ type: "text", text }] });
+
+describe("TokenCounter counts", () => {
+  it("agrees with a direct o200k_base encode", () => {
+    const c = new TokenCounter();
+    expect(c.countText(sample)).toBe(encodeLen(sample));
+    expect(c.countText(sample)).toBeGreaterThan(10);
+    expect(c.countText("")).toBe(0);
+  });
+
+  it("counts special-token text as plain text instead of throwing", () => {
+    const c = new TokenCounter();
+    expect(c.countText("a <|endoftext|> b")).toBeGreaterThan(3);
+  });
+
+  it("counts a message as its parts in one encode plus overhead and flat images", () => {
+    const c = new TokenCounter();
+    const m: Message = {
+      role: "assistant",
+      content: [
+        { type: "thinking", text: "think" },
+        { type: "text", text: sample },
+        { type: "tool_call", id: "c1", name: "read_file", args: { path: "/tmp/a.txt" } },
+      ],
+    };
+    const expected = encodeLen(["think", sample, "read_file", '{"path":"/tmp/a.txt"}'].join("\n")) + MESSAGE_OVERHEAD_TOKENS;
+    expect(c.countMessage(m)).toBe(expected);
+    expect(c.stats.encodes).toBe(1);
+
+    const withImages: Message = {
+      role: "user",
+      content: [{ type: "text", text: "look" }, { type: "image", mediaType: "image/png", data: "AAAA".repeat(10_000) }, { type: "image", mediaType: "image/png", data: "" }],
+    };
+    expect(c.countMessage(withImages)).toBe(encodeLen("look") + MESSAGE_OVERHEAD_TOKENS + 2 * IMAGE_TOKENS);
+    const result: Message = { role: "tool", toolCallId: "c1", toolName: "read_file", content: [{ type: "text", text: "contents" }], isError: false };
+    expect(c.countMessage(result)).toBe(encodeLen("read_file\ncontents") + MESSAGE_OVERHEAD_TOKENS);
+  });
+
+  it("counts pathological runs (no whitespace, long whitespace) fast and close to exact", () => {
+    const c = new TokenCounter();
+    c.countText("warm up");
+    const start = performance.now();
+    const letters = c.countText("x".repeat(20_000)); // ~45 s with a single encode
+    const spaces = c.countText(" ".repeat(4_000) + "end"); // ~1.5 s with a single encode
+    expect(performance.now() - start).toBeLessThan(3_000);
+    expect(Math.abs(letters - 2_500) / 2_500).toBeLessThan(0.02);
+    expect(spaces).toBeGreaterThan(1);
+    // CJK without spaces is one long piece too: sliced, close to exact.
+    const cjk = "我们的系统使用插件和钩子来构建智能代理".repeat(20);
+    expect(Math.abs(c.countText(cjk) - encodeLen(cjk)) / encodeLen(cjk)).toBeLessThan(0.02);
+    // Base64 and compact JSON have no long single-class runs: counted exactly.
+    const b64 = Buffer.from(Array.from({ length: 6_000 }, (_, i) => (i * 7919) % 256)).toString("base64");
+    expect(c.countText(b64)).toBe(encodeLen(b64));
+    const json = JSON.stringify(Array.from({ length: 300 }, (_, i) => ({ id: i, name: `item${i}`, tags: ["a", "b"] })));
+    expect(c.countText(json)).toBe(encodeLen(json));
+  });
+
+  it("does not load the o200k ranks at import time", () => {
+    const url = new URL("../src/tokens.ts", import.meta.url).href;
+    const code = `await import(${JSON.stringify(url)});
+      const { createRequire } = await import("node:module");
+      const cache = createRequire(${JSON.stringify(url)}).cache;
+      const loaded = () => Object.keys(cache).some((k) => k.includes("o200k_base"));
+      const before = loaded();
+      const { defaultTokenCounter } = await import(${JSON.stringify(url)});
+      defaultTokenCounter().countText("hello");
+      console.log(JSON.stringify({ before, after: loaded() }));`;
+    const run = spawnSync(process.execPath, ["--input-type=module", "-e", code], { encoding: "utf8", cwd: fileURLToPath(new URL("..", import.meta.url)) });
+    expect(run.status, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout.trim().split("\n").at(-1)!)).toEqual({ before: false, after: true });
+  });
+
+  it("estimateTokens is chars/4 rounded up", () => {
+    expect(estimateTokens("")).toBe(0);
+    expect(estimateTokens("abcd")).toBe(1);
+    expect(estimateTokens("abcde")).toBe(2);
+  });
+});
+
+describe("TokenCounter caching", () => {
+  it("recounting a long history after one new message costs one encode", () => {
+    const c = new TokenCounter();
+    const history: Message[] = [];
+    for (let i = 0; i < 500; i++) history.push(i % 2 ? { role: "assistant", content: [{ type: "text", text: `reply ${i} ${sample}` }] } : user(`question ${i}`));
+    const first = c.countMessages(history);
+    expect(c.stats.encodes).toBe(500);
+    const hitsBefore = c.stats.cacheHits;
+
+    const added = user("one more question about tokens");
+    history.push(added);
+    const second = c.countMessages(history);
+    expect(c.stats.encodes).toBe(501);
+    expect(c.stats.cacheHits - hitsBefore).toBe(500);
+    expect(second - first).toBe(encodeLen("one more question about tokens") + MESSAGE_OVERHEAD_TOKENS);
+  });
+
+  it("caches by object identity: an equal but new message is encoded again", () => {
+    const c = new TokenCounter();
+    c.countMessage(user("same"));
+    c.countMessage(user("same"));
+    expect(c.stats.encodes).toBe(2);
+  });
+
+  it("caches tool counts per tool object", () => {
+    const c = new TokenCounter();
+    const tools: ToolSchema[] = [
+      { name: "read", description: "Read a file", parameters: { type: "object", properties: { path: { type: "string" } } } },
+      { name: "write", description: "Write a file", parameters: { type: "object", properties: { path: { type: "string" }, text: { type: "string" } } } },
+    ];
+    const n = c.countTools(tools);
+    const expected = tools.reduce((s, t) => s + encodeLen(JSON.stringify({ name: t.name, description: t.description, parameters: t.parameters })), 0);
+    expect(n).toBe(expected);
+    expect(c.stats).toEqual({ encodes: 2, cacheHits: 0 });
+    expect(c.countTools(tools)).toBe(n);
+    expect(c.stats).toEqual({ encodes: 2, cacheHits: 2 });
+  });
+
+  it("countRequest sums its parts and reuses the last system count", () => {
+    const c = new TokenCounter();
+    const tools: ToolSchema[] = [{ name: "ls", description: "List", parameters: { type: "object" } }];
+    const messages = [user("hi"), user("there")];
+    const r = c.countRequest({ system: sample, messages, tools });
+    expect(r.system).toBe(encodeLen(sample));
+    expect(r.tools).toBe(c.countTools(tools));
+    expect(r.messages).toBe(c.countMessages(messages));
+    expect(r.total).toBe(r.system + r.tools + r.messages);
+    const encodes = c.stats.encodes;
+    expect(c.countRequest({ system: sample, messages, tools })).toEqual(r);
+    expect(c.stats.encodes).toBe(encodes);
+  });
+
+  it("defaultTokenCounter is a shared instance", () => {
+    expect(defaultTokenCounter()).toBe(defaultTokenCounter());
+    expect(defaultTokenCounter()).toBeInstanceOf(TokenCounter);
+  });
+});
