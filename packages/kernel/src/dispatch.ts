@@ -168,7 +168,7 @@ export class PhaseRunner {
     if (run.pending) await Promise.all(run.pending);
     if (!step) {
       // Slots of async handlers hold their (now settled) promises: unwrap them, in subscription order.
-      for (const slot of run.slots) if (slot) this.settle(run, await slot);
+      for (const slot of run.slots) if (slot) this.settle(run, isThenable(slot) ? await slot : slot);
     }
     if (run.waterfallStop && !result.failed) result.failed = run.waterfallStop;
     result.durationMs = performance.now() - t0;
