@@ -413,7 +413,7 @@ export class Session {
       p.ms += h.durationMs;
       if (h.status !== "ok" || h.durationMs >= SLOW_HANDLER_MS) notable = true;
     }
-    if (notable) void this.emit({ type: "phase.completed", phase: res.phase, durationMs: Math.round(res.durationMs * 1000) / 1000, handlers: res.handlers, contributions: res.records }, turnId);
+    if (notable) void this.emit({ type: "phase.completed", phase: res.phase, durationMs: Math.round(res.durationMs * 1000) / 1000, handlers: [...res.handlers], contributions: [...res.records] }, turnId);
     for (const d of res.diagnostics) void this.emit({ type: "diagnostic", ...d }, turnId);
   }
 

@@ -10,7 +10,8 @@ export interface PromptManifest {
   tools: Array<{ name: string; source: string }>;
   messageCount: number;
   systemChars: number;
-  tokenEstimate: { system: number; tools: number; messages: number; total: number };
+  /** `exact: false` means chars/4 estimates: the request was far below the context ceiling. */
+  tokenEstimate: { exact: boolean; system: number; tools: number; messages: number; total: number };
   options: Record<string, unknown>;
   finalRound: boolean;
 }

@@ -143,7 +143,12 @@ function checkPlugins(entries: readonly PluginEntry[], kernelVersion: string): C
     }
     let options: unknown = p.input;
     if (p.options) {
-      const parsed = p.options.safeParse(p.input);
+      // No input means "all defaults": an object schema with defaults accepts {} but not undefined.
+      let parsed = p.options.safeParse(p.input);
+      if (!parsed.success && p.input === undefined) {
+        const empty = p.options.safeParse({});
+        if (empty.success) parsed = empty;
+      }
       if (!parsed.success) {
         const issue = parsed.error.issues[0]!;
         const at = [`${path}.options`, ...issue.path.map(String)].join(".");

@@ -61,11 +61,16 @@ function bounds(c: string): Array<(v: Triple) => boolean> | undefined {
   }
 }
 
+/** The comparators of one `||` alternative; `>= 1.2` is read as `>=1.2`, as npm does. */
+function comparators(alt: string): string[] {
+  return alt.replace(/(\^|~|>=|<=|>|<|=)\s+/g, "$1").trim().split(/\s+/).filter(Boolean);
+}
+
 /** True when `range` is a range this module understands. */
 export function validRange(range: string): boolean {
   if (typeof range !== "string") return false;
   return range.split("||").every((alt) => {
-    const cs = alt.trim().split(/\s+/).filter(Boolean);
+    const cs = comparators(alt);
     return cs.length === 0 || cs.every((c) => bounds(c) !== undefined);
   });
 }
@@ -79,7 +84,7 @@ export function satisfies(version: string, range: string): boolean {
   const v = parse(version);
   if (!v || v.parts < 3 || !validRange(range)) return false;
   return range.split("||").some((alt) => {
-    const cs = alt.trim().split(/\s+/).filter(Boolean);
+    const cs = comparators(alt);
     if (cs.length === 0) return true;
     const tests: Array<(v: Triple) => boolean> = [];
     for (const c of cs) {

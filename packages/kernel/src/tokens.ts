@@ -95,6 +95,8 @@ export function estimateTokens(text: string): number {
 
 /** Token counts of one request, by part. */
 export interface RequestTokenCount {
+  /** False when the parts are chars/4 estimates (the tokenizer was not needed yet). */
+  exact: boolean;
   system: number;
   tools: number;
   messages: number;
@@ -186,8 +188,26 @@ export class TokenCounter {
     return total;
   }
 
-  /** Tokens of a whole request by part. Contract: `total` is the sum of the parts. */
-  countRequest(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }): RequestTokenCount {
+  /** True once the tokenizer is loaded (then every count is exact). */
+  get loaded(): boolean {
+    return encoder !== undefined;
+  }
+
+  /**
+   * Tokens of a whole request by part. Contract: `total` is the sum of the parts. With
+   * `exactAbove`, while the tokenizer is not loaded yet and the request's UTF-8 size (a hard
+   * upper bound on its tokens) is below `exactAbove`, the parts are chars/4 estimates
+   * (`exact: false`) and the tokenizer stays unloaded; otherwise they are exact.
+   */
+  countRequest(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }, options: { exactAbove?: number } = {}): RequestTokenCount {
+    if (!encoder && options.exactAbove !== undefined && this.#bytes(request) < options.exactAbove) {
+      let messages = 0;
+      for (const m of request.messages) messages += this.#estimate(m);
+      let tools = 0;
+      for (const t of request.tools) tools += estimateTokens(t.name + t.description) + estimateTokens(JSON.stringify(t.parameters));
+      const system = estimateTokens(request.system);
+      return { exact: false, system, tools, messages, total: system + tools + messages };
+    }
     let system: number;
     if (this.#lastSystem?.text === request.system) {
       this.#cacheHits++;
@@ -198,7 +218,41 @@ export class TokenCounter {
     }
     const tools = this.countTools(request.tools);
     const messages = this.countMessages(request.messages);
-    return { system, tools, messages, total: system + tools + messages };
+    return { exact: true, system, tools, messages, total: system + tools + messages };
+  }
+
+  #sizes = new WeakMap<object, number>();
+
+  /** UTF-8 bytes of a request: no text encodes to more tokens than bytes. */
+  #bytes(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }): number {
+    let n = Buffer.byteLength(request.system);
+    for (const m of request.messages) n += this.#size(m, () => Buffer.byteLength(JSON.stringify(m.content)) + MESSAGE_OVERHEAD_TOKENS);
+    for (const t of request.tools) n += this.#size(t, () => Buffer.byteLength(JSON.stringify(t)));
+    return n;
+  }
+
+  #size(o: object, f: () => number): number {
+    let v = this.#sizes.get(o);
+    if (v === undefined) this.#sizes.set(o, (v = f()));
+    return v;
+  }
+
+  #estimates = new WeakMap<Message, number>();
+
+  #estimate(m: Message): number {
+    let v = this.#estimates.get(m);
+    if (v === undefined) {
+      let chars = 0;
+      let images = 0;
+      for (const b of m.content) {
+        if (b.type === "image") images++;
+        else if (b.type === "tool_call") chars += b.name.length + JSON.stringify(b.args ?? {}).length;
+        else chars += b.text.length;
+      }
+      v = Math.ceil(chars / 4) + MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS;
+      this.#estimates.set(m, v);
+    }
+    return v;
   }
 }
 

@@ -125,9 +125,11 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       context: context.entries.map((e) => ({ id: e.id, domain: e.domain, chars: e.content.length, plugin: e.plugin })),
       tools: [...tools.values()].map((t) => ({ name: t.def.name, source: t.source.kind === "builtin" ? "builtin" : `${t.source.plugin}/${t.source.bundle}` })),
     };
-    await phase("turn.post_prompt_compile", ev("turn.post_prompt_compile", { system, manifest: { round: 0, ...manifestBase, messageCount: session.messages.length, systemChars: system.length, tokenEstimate: { system: 0, tools: 0, messages: 0, total: 0 }, options: {}, finalRound: false } }));
+    await phase("turn.post_prompt_compile", ev("turn.post_prompt_compile", { system, manifest: { round: 0, ...manifestBase, messageCount: session.messages.length, systemChars: system.length, tokenEstimate: { exact: false, system: 0, tools: 0, messages: 0, total: 0 }, options: {}, finalRound: false } }));
 
-    // Rounds.
+    // Rounds. Counting is exact whenever a request could come near the context ceiling.
+    const window = agent.options.provider.contextWindow;
+    const exactAbove = { exactAbove: window ? window * limits.contextCeiling * 0.5 : Infinity };
     let finalGuard: GuardName | undefined;
     let stopReason: StopReason = "end_turn";
     verdict = { status: "completed", reason: "end_turn" };
@@ -155,7 +157,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
         const sendTools = finalGuard ? [] : schemas;
         const sys = finalGuard ? `${system}\n\n${finalRoundInstruction(finalGuard)}` : system;
         const counted = session.messages;
-        let estimate = agent.tokens.countRequest({ system: sys, messages: counted, tools: sendTools });
+        let estimate = agent.tokens.countRequest({ system: sys, messages: counted, tools: sendTools }, exactAbove);
         const rReq = await phase(
           "round.pre_request",
           ev("round.pre_request", { round: rounds, messages: session.messages, tokenEstimate: estimate.total, contextWindow: agent.options.provider.contextWindow, options, ...(retry ? { retry } : {}) }),
@@ -186,11 +188,10 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
               session.messages = again.messages;
               void session.emit({ type: "context.repaired", synthesizedResults: again.synthesized, droppedResults: again.dropped }, turnId);
             }
-            estimate = agent.tokens.countRequest({ system: sys, messages: session.messages, tools: sendTools });
+            estimate = agent.tokens.countRequest({ system: sys, messages: session.messages, tools: sendTools }, exactAbove);
           }
         }
         if (stopAsked) break;
-        const window = agent.options.provider.contextWindow;
         if (!finalGuard && window && estimate.total > window * limits.contextCeiling) {
           finalGuard = "context_ceiling";
           void session.emit({ type: "guard.tripped", guard: "context_ceiling", limit: Math.floor(window * limits.contextCeiling), value: estimate.total }, turnId);
@@ -332,6 +333,8 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     let skipRest: string | undefined = stopReasonText ? `Skipped: a plugin asked to stop (${stopReasonText}).` : undefined;
     for (const { calls: group } of groups) {
       if (!skipRest && signal.aborted) skipRest = "Cancelled: the turn was cancelled before this call started.";
+      // Steering queued at any point before a group starts (also during the model's stream) skips it.
+      if (!skipRest && session.steering.length) skipRest = SKIPPED_STEERING;
       if (skipRest) {
         for (const c of group) await skip(c, skipRest, signal.aborted ? "cancelled" : "skipped");
         continue;
@@ -344,7 +347,6 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       await session.flush();
       const runs = await Promise.all(prepared.map((p) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId }, p.ready.timeoutMs, signal) : undefined)));
       for (const [i, p] of prepared.entries()) await append(session, turnId, await finish(p, runs[i]));
-      if (session.steering.length) skipRest = SKIPPED_STEERING;
     }
   }
 
