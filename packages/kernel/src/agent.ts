@@ -32,9 +32,13 @@ import { runTurn } from "./turn.ts";
  * Defaults: 50 rounds, 200 tool calls, 1,000,000 tokens, 600 s, 0.95 of the context window.
  */
 export interface Limits {
+  /** Normal rounds (provider requests with tools); the final round without tools comes on top. */
   maxRounds: number;
+  /** Tool calls per turn; calls past it in one response get a "skipped" result. */
   maxToolCalls: number;
+  /** Input + output tokens the provider reported for this turn. */
   tokenBudget: number;
+  /** Checked between rounds: a running tool or stream is not cut short by it. */
   wallTimeMs: number;
   /** Fraction of the provider's context window a request may fill. */
   contextCeiling: number;

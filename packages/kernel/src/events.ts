@@ -47,6 +47,8 @@ export type KeelEventData =
   | { type: "context.repaired"; synthesizedResults: string[]; droppedResults: string[] }
   | { type: "phase.completed"; phase: string; durationMs: number; handlers: HandlerSummary[]; contributions: ContributionRecord[] }
   | { type: "phase.background"; phase: string; handler: HandlerSummary; contributions: ContributionRecord[] }
+  /** What the merge of a phase's contributions applied, truncated, omitted or rejected (caps, conflicts). */
+  | { type: "contributions.merged"; phase: string; contributions: ContributionRecord[] }
   | { type: "prompt.compiled"; manifest: PromptManifest }
   | { type: "model.responded"; round: number; stopReason: StopReason; usage: Partial<Usage>; durationMs: number; attempt: number }
   | { type: "model.failed"; round: number; errorClass: ProviderErrorClass; message: string; status?: number }

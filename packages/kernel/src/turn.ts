@@ -92,8 +92,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
   const of = <K extends ContributionOf<any>["kind"]>(res: PhaseResult | undefined, kind: K) => (res?.contributions.filter((c) => c.value.kind === kind) ?? []) as Contributed<Extract<ContributionOf<any>, { kind: K }>>[];
   const merged = (res: PhaseResult | undefined, log: { records: PhaseResult["records"]; diagnostics: PhaseResult["diagnostics"] }, turn: string) => {
     if (!log.records.length && !log.diagnostics.length) return;
-    if (res) res.records.push(...log.records);
-    void session.emit({ type: "phase.completed", phase: `${res?.phase ?? "merge"}.merge`, durationMs: 0, handlers: [], contributions: log.records }, turn);
+    void session.emit({ type: "contributions.merged", phase: res?.phase ?? "turn", contributions: log.records }, turn);
     for (const d of log.diagnostics) void session.emit({ type: "diagnostic", ...d }, turn);
   };
 
@@ -351,6 +350,10 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
   }
 
   async function prepare(call: ToolCallBlock): Promise<Prepared> {
+    if (toolCalls >= limits.maxToolCalls) {
+      void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status: "skipped", durationMs: 0 }, turnId);
+      return { call, result: errorResult(call.id, call.name, `Skipped: this turn reached its limit of ${limits.maxToolCalls} tool calls.`) };
+    }
     toolCalls++;
     const resolved = tools.get(call.name);
     if (!resolved) {
@@ -423,7 +426,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       session.record(res, turnId);
       if (res.failed) throw phaseFailed(res.failed);
     }
-    void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status: run.status, durationMs: run.durationMs, ...(decision.plugin ? { decision: decision.decision } : approvedByUser ? { decision: "ask→approved" } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) }, turnId);
+    void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status: run.status, durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) }, turnId);
     return result;
   }
 }

@@ -273,7 +273,7 @@ describe("session resume", () => {
         ["style", "ok", 1],
       ]);
       // The section merge records what became of each fragment.
-      const records = phases.filter((p) => p.turnId === e.turnId && p.phase === "turn.pre_prompt_compile.merge").flatMap((p) => p.contributions);
+      const records = ofType(live.events, "contributions.merged").filter((p) => p.turnId === e.turnId && p.phase === "turn.pre_prompt_compile").flatMap((p) => p.contributions);
       expect(records).toEqual(expect.arrayContaining([expect.objectContaining({ plugin: "persona", kind: "prompt_section", status: "applied" }), expect.objectContaining({ plugin: "style", kind: "prompt_section", status: "applied" })]));
     }
 
