@@ -67,6 +67,9 @@ interface Outcome {
 
 const LATE_KINDS = new Set(["diagnostic", "background_job"]);
 
+/** A handler's pending outcome; `outcome` is set once it settles. */
+type SettledPromise = Promise<Outcome> & { outcome?: Outcome };
+
 class Run {
   readonly slots: Array<Outcome | Promise<Outcome> | undefined> = [];
   pending: Promise<Outcome>[] | undefined;
@@ -156,20 +159,36 @@ export class PhaseRunner {
     return this.registry.phases.get(phase) ?? [];
   }
 
-  /** Run every subscription of `phase` on `event`. */
-  async run(phase: PhaseName, event: object, signal: AbortSignal, step?: WaterfallStep, owner?: unknown): Promise<PhaseResult> {
+  /**
+   * Run every subscription of `phase` on `event`.
+   * Contract: when every handler answers synchronously the result is returned directly (no
+   * promise, no microtask); otherwise a promise of it.
+   */
+  run(phase: PhaseName, event: object, signal: AbortSignal, step?: WaterfallStep, owner?: unknown): PhaseResult | Promise<PhaseResult> {
     const result: PhaseResult = { phase, durationMs: 0, handlers: [], contributions: [], records: [], diagnostics: [] };
     const hook = this.hooks.get(phase);
     if (!hook) return result;
     const t0 = performance.now();
     const run = new Run(phase, event, signal, step, result);
     run.owner = owner;
-    await new Promise<void>((resolve) => hook.callAsync(run, () => resolve()));
-    if (run.pending) await Promise.all(run.pending);
-    if (!step) {
-      // Slots of async handlers hold their (now settled) promises: unwrap them, in subscription order.
-      for (const slot of run.slots) if (slot) this.settle(run, isThenable(slot) ? await slot : slot);
-    }
+    let called = false;
+    let resume: (() => void) | undefined;
+    hook.callAsync(run, () => {
+      called = true;
+      resume?.();
+    });
+    if (called && !run.pending) return this.finish(run, t0);
+    return (async () => {
+      if (!called) await new Promise<void>((r) => (resume = r));
+      if (run.pending) await Promise.all(run.pending);
+      return this.finish(run, t0);
+    })();
+  }
+
+  /** Settle collect-phase slots in subscription order (all have settled by now). */
+  private finish(run: Run, t0: number): PhaseResult {
+    const result = run.result;
+    if (!run.step) for (const slot of run.slots) if (slot) this.settle(run, isThenable(slot) ? (slot as SettledPromise).outcome! : slot);
     if (run.waterfallStop && !result.failed) result.failed = run.waterfallStop;
     result.durationMs = performance.now() - t0;
     return result;
@@ -180,8 +199,12 @@ export class PhaseRunner {
     const waits = sub.waitFor.length ? sub.waitFor.map((p) => run.slots[p]).filter(isThenable) : [];
     if (waits.length) slot = Promise.all(waits).then(() => this.invoke(run, sub, run.event));
     else slot = this.invoke(run, sub, run.event);
+    if (isThenable(slot)) {
+      const p = slot as SettledPromise;
+      p.then((o) => (p.outcome = o));
+      (run.pending ??= []).push(p);
+    }
     run.slots[sub.position] = slot;
-    if (isThenable(slot)) (run.pending ??= []).push(slot);
   }
 
   private step(run: Run, sub: Subscription, cb: () => void): void {

@@ -195,18 +195,32 @@ export class TokenCounter {
 
   /**
    * Tokens of a whole request by part. Contract: `total` is the sum of the parts. With
-   * `exactAbove`, while the tokenizer is not loaded yet and the request's UTF-8 size (a hard
-   * upper bound on its tokens) is below `exactAbove`, the parts are chars/4 estimates
-   * (`exact: false`) and the tokenizer stays unloaded; otherwise they are exact.
+   * `exactAbove`, while the tokenizer is not loaded yet and an upper bound on the request's
+   * tokens (3 × its UTF-16 length: no token is shorter than a UTF-8 byte) is below
+   * `exactAbove`, the parts are chars/4 estimates (`exact: false`) and the tokenizer stays
+   * unloaded; otherwise they are exact.
    */
   countRequest(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }, options: { exactAbove?: number } = {}): RequestTokenCount {
-    if (!encoder && options.exactAbove !== undefined && this.#bytes(request) < options.exactAbove) {
+    if (!encoder && options.exactAbove !== undefined) {
+      // One pass: chars/4 estimates, and 3 × UTF-16 length as a hard upper bound on tokens
+      // (no code unit encodes to more than 3 UTF-8 bytes, no token is shorter than a byte).
       let messages = 0;
-      for (const m of request.messages) messages += this.#estimate(m);
+      let bound = request.system.length * 3;
+      for (const m of request.messages) {
+        const e = this.#estimate(m);
+        messages += e.tokens;
+        bound += e.bound;
+      }
       let tools = 0;
-      for (const t of request.tools) tools += estimateTokens(t.name + t.description) + estimateTokens(JSON.stringify(t.parameters));
-      const system = estimateTokens(request.system);
-      return { exact: false, system, tools, messages, total: system + tools + messages };
+      for (const t of request.tools) {
+        const e = this.#estimate(t);
+        tools += e.tokens;
+        bound += e.bound;
+      }
+      if (bound < options.exactAbove) {
+        const system = estimateTokens(request.system);
+        return { exact: false, system, tools, messages, total: system + tools + messages };
+      }
     }
     let system: number;
     if (this.#lastSystem?.text === request.system) {
@@ -221,36 +235,26 @@ export class TokenCounter {
     return { exact: true, system, tools, messages, total: system + tools + messages };
   }
 
-  #sizes = new WeakMap<object, number>();
+  #estimates = new WeakMap<object, { tokens: number; bound: number }>();
 
-  /** UTF-8 bytes of a request: no text encodes to more tokens than bytes. */
-  #bytes(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }): number {
-    let n = Buffer.byteLength(request.system);
-    for (const m of request.messages) n += this.#size(m, () => Buffer.byteLength(JSON.stringify(m.content)) + MESSAGE_OVERHEAD_TOKENS);
-    for (const t of request.tools) n += this.#size(t, () => Buffer.byteLength(JSON.stringify(t)));
-    return n;
-  }
-
-  #size(o: object, f: () => number): number {
-    let v = this.#sizes.get(o);
-    if (v === undefined) this.#sizes.set(o, (v = f()));
-    return v;
-  }
-
-  #estimates = new WeakMap<Message, number>();
-
-  #estimate(m: Message): number {
-    let v = this.#estimates.get(m);
+  /** chars/4 estimate and a hard token upper bound of a message or tool; cached per object. */
+  #estimate(o: Message | ToolSchema): { tokens: number; bound: number } {
+    let v = this.#estimates.get(o);
     if (v === undefined) {
       let chars = 0;
       let images = 0;
-      for (const b of m.content) {
-        if (b.type === "image") images++;
-        else if (b.type === "tool_call") chars += b.name.length + JSON.stringify(b.args ?? {}).length;
-        else chars += b.text.length;
-      }
-      v = Math.ceil(chars / 4) + MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS;
-      this.#estimates.set(m, v);
+      if ("role" in o) {
+        for (const b of o.content) {
+          if (b.type === "image") images++;
+          else if (b.type === "tool_call") chars += b.name.length + JSON.stringify(b.args ?? {}).length;
+          else chars += b.text.length;
+        }
+        if (o.role === "tool") chars += o.toolName.length;
+        chars += o.content.length;
+      } else chars = JSON.stringify({ name: o.name, description: o.description, parameters: o.parameters }).length;
+      const extra = "role" in o ? MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS : 0;
+      v = { tokens: Math.ceil(chars / 4) + extra, bound: chars * 3 + extra };
+      this.#estimates.set(o, v);
     }
     return v;
   }
