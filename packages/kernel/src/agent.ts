@@ -3,6 +3,7 @@
  * turns (turn.ts); the agent owns the event stream and the phase runner.
  */
 import { randomUUID } from "node:crypto";
+import { z } from "zod";
 import type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
 import { PhaseRunner } from "./dispatch.ts";
 import { errorMessage, KeelError } from "./errors.ts";
@@ -16,7 +17,7 @@ import { PHASE_NAMES, PHASES } from "./phases.ts";
 import type { PluginEntry } from "./plugin.ts";
 import type { ModelProvider, RequestOptions } from "./provider.ts";
 import type { PluginRegistry } from "./registry.ts";
-import { buildRegistry, KERNEL_VERSION } from "./registry.ts";
+import { buildRegistry } from "./registry.ts";
 import { repairToolPairs } from "./repair.ts";
 import type { SessionInfo, SessionStore } from "./session-store.ts";
 import { defaultKeelHome, defaultSessionDbPath, SqliteSessionStore } from "./sqlite-store.ts";
@@ -93,17 +94,40 @@ export interface PhaseMapRow {
 
 type Listener = (event: AgentEvent) => void;
 
+const positive = z.number().positive();
+const AgentOptionsSchema = z.object({
+  name: z.string().min(1).optional(),
+  provider: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method" }),
+  instructions: z.string().optional(),
+  tools: z.array(z.unknown()).optional(),
+  plugins: z.array(z.unknown()).optional(),
+  home: z.string().min(1).optional(),
+  limits: z.object({ maxRounds: z.number().int().positive(), maxToolCalls: z.number().int().positive(), tokenBudget: positive, wallTimeMs: positive, contextCeiling: z.number().gt(0).max(1) }).partial().strict().optional(),
+  toolTimeouts: z.object({ exec: positive, mcp: positive, info: positive, edit: positive }).partial().strict().optional(),
+  caps: z.object({ contextEntries: z.number().int().positive(), contextChars: positive, sections: z.number().int().positive(), sectionChars: positive, sectionsTotalChars: positive }).partial().strict().optional(),
+  approve: z.custom<NonNullable<AgentOptions["approve"]>>((f) => typeof f === "function", { message: "expected a function" }).optional(),
+  trace: z.enum(["notable", "full"]).optional(),
+  store: z.custom<SessionStore>((v) => typeof (v as SessionStore | undefined)?.append === "function", { message: "expected a SessionStore" }).optional(),
+  tokenCounter: z.instanceof(TokenCounter).optional(),
+  requestOptions: z.record(z.string(), z.unknown()).optional(),
+}).strict();
+
 /** A handler slower than this always gets its phase recorded, even in `notable` tracing. */
 const SLOW_HANDLER_MS = 1;
 
 /** Build an agent: validate and set up plugins, freeze the registry, open the store. */
 export async function createAgent(options: AgentOptions): Promise<Agent> {
-  if (!options || typeof options.provider?.stream !== "function") throw new TypeError("createAgent: `provider` must be a ModelProvider with a stream() method.");
+  const checked = AgentOptionsSchema.safeParse(options);
+  if (!checked.success) {
+    const issue = checked.error.issues[0]!;
+    const path = issue.path.map(String).join(".") || "(options)";
+    throw new KeelError("KEEL_AGENT_OPTIONS_INVALID", `${path}: ${issue.message}.`, { path });
+  }
   const registry = await buildRegistry(options.plugins ?? []);
   const builtin = options.tools ?? [];
   const seen = new Set<string>();
   for (const [i, t] of builtin.entries()) {
-    if (!t || !TOOL_NAME_PATTERN.test(t.name) || typeof t.execute !== "function" || typeof t.description !== "string") {
+    if (!t || typeof t.name !== "string" || !TOOL_NAME_PATTERN.test(t.name) || typeof t.execute !== "function" || typeof t.description !== "string" || (t.input !== undefined && typeof t.input?.safeParse !== "function")) {
       throw new KeelError("KEEL_TOOL_INVALID", `tools[${i}] (${JSON.stringify(t?.name)}) is malformed.`, { path: `tools[${i}]` });
     }
     if (seen.has(t.name)) throw new KeelError("KEEL_TOOL_DUPLICATE", `"${t.name}" is given twice.`, { tool: t.name, path: `tools[${i}]` });
@@ -146,7 +170,11 @@ export class Agent {
     this.tokens = options.tokenCounter ?? new TokenCounter();
     this.trace = options.trace ?? "notable";
     const tracer: PhaseTracer = {
-      phaseStarted: () => {},
+      phaseStarted: (phase, owner) => {
+        if (this.listeners.size === 0) return;
+        const o = owner as { session: Session; turnId: string | null } | undefined;
+        if (o) this.publish({ type: "phase.started", sessionId: o.session.id, turnId: o.turnId, phase });
+      },
       backgroundSettled: (phase, handler, contributions, records, diagnostics, owner) => {
         const o = owner as { session: Session; turnId: string | null } | undefined;
         o?.session.backgroundSettled(phase, o.turnId, handler, contributions, records, diagnostics);
@@ -281,6 +309,7 @@ export class Session {
 
   /** Run one turn. Contract: resolves with the verdict; rejects only for KEEL_TURN_BUSY or a store failure. */
   async run(input: string, options: RunOptions = {}): Promise<TurnResult> {
+    if (typeof input !== "string") throw new KeelError("KEEL_INPUT_INVALID", `run() got ${input === null ? "null" : typeof input}.`);
     if (this.current) throw new KeelError("KEEL_TURN_BUSY", `Session "${this.id}" is running a turn.`);
     const ctrl = new AbortController();
     this.current = ctrl;
@@ -519,4 +548,3 @@ export class Session {
   }
 }
 
-export { KERNEL_VERSION, errorMessage };

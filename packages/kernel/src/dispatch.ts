@@ -51,7 +51,7 @@ export type WaterfallStep = (event: any, added: Contributed[]) => any;
 
 /** Receives what the runner observes. Contract: called synchronously, must not throw. */
 export interface PhaseTracer {
-  phaseStarted(phase: PhaseName): void;
+  phaseStarted(phase: PhaseName, owner: unknown): void;
   /** A background handler settled after its phase closed. */
   backgroundSettled(phase: PhaseName, summary: HandlerSummary, contributions: Contributed[], records: ContributionRecord[], diagnostics: PhaseDiagnostic[], owner: unknown): void;
 }
@@ -134,7 +134,7 @@ export class PhaseRunner {
   constructor(registry: PluginRegistry, tracer: PhaseTracer) {
     this.registry = registry;
     this.tracer = tracer;
-    const interceptor = { call: (run: Run) => tracer.phaseStarted(run.phase) };
+    const interceptor = { call: (run: Run) => tracer.phaseStarted(run.phase, run.owner) };
     for (const [phase, subs] of registry.phases) {
       const hook = new AsyncSeriesHook<[Run]>(["run"], phase);
       hook.intercept(interceptor);

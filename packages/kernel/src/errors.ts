@@ -20,6 +20,7 @@ export const ERROR_CODES = {
   KEEL_REGISTRY_FROZEN: "Subscriptions can only be added during setup(ctx). Move the ctx.on(...) call into setup.",
   KEEL_TOOL_DUPLICATE: "Two tools share a name. Rename one; built-in tools always win over plugin tools.",
   KEEL_TOOL_INVALID: "The tool definition is malformed. Give it a name matching ^[a-zA-Z0-9_-]{1,64}$, a description and an execute function.",
+  KEEL_AGENT_OPTIONS_INVALID: "createAgent() was given an invalid option. Fix the option at the path shown.",
   // Turn time: recorded as diagnostics, or the verdict of a failed turn.
   KEEL_HANDLER_THREW: "A plugin handler threw. The failure policy decided what happened next; fix the plugin (its name and phase are given).",
   KEEL_HANDLER_TIMEOUT: "A plugin handler did not finish before its deadline and was aborted. Make it faster or raise its `timeoutMs`.",
@@ -38,6 +39,7 @@ export const ERROR_CODES = {
   KEEL_PROVIDER_ERROR: "The model provider failed. See the error class: retry later (rate_limited, overloaded, network), fix credentials (auth) or the request (invalid_request, context_too_long).",
   KEEL_GUARD_TRIPPED: "A loop guard (rounds, tool calls, tokens, wall time, context ceiling) ran out; the model got one final round without tools. Raise the limit in `limits` if the task needs it.",
   KEEL_TURN_ABORTED: "The turn was cancelled through its AbortSignal.",
+  KEEL_INPUT_INVALID: "run() takes the user's message as a string. Pass text; put structured data in `metadata`.",
   KEEL_TURN_BUSY: "A turn is already running in this session. Queue the message with steer() or followUp(), or wait for the turn to end.",
   KEEL_SESSION_NOT_FOUND: "No session has that id in this store. List sessions to find the id, or start a new session.",
   KEEL_STORE_FAILED: "The session store could not be opened or written. Check that KEEL_HOME is writable and the disk has room.",
