@@ -34,7 +34,7 @@ export interface PhaseSpec {
 
 /**
  * The phase table, in lifecycle order.
- * Contract: the only phases that exist; registration rejects any other name.
+ * Contract: the only phases that exist (registration rejects any other name); frozen.
  */
 export const PHASES = {
   "session.start": { scope: "session", kind: "collect", accepts: ["diagnostic", "background_job"], failure: "best_effort", runs: "once, when a session is opened or resumed" },
@@ -51,6 +51,9 @@ export const PHASES = {
   "turn.post_turn": { scope: "turn", kind: "collect", accepts: ["background_job", "diagnostic"], failure: "best_effort", runs: "turn ended (success or failure), with the verdict" },
   "session.end": { scope: "session", kind: "collect", accepts: ["diagnostic", "background_job"], failure: "best_effort", runs: "once, when a session is closed" },
 } as const satisfies Record<string, PhaseSpec>;
+
+for (const spec of Object.values(PHASES)) Object.freeze(Object.freeze(spec).accepts);
+Object.freeze(PHASES);
 
 /** The name of a phase. */
 export type PhaseName = keyof typeof PHASES;
