@@ -281,8 +281,16 @@ export interface RunOptions {
 export class Session {
   readonly id: string;
   readonly agent: Agent;
-  /** The conversation as the model sees it. */
-  messages: readonly Message[] = [];
+  #messages: readonly Message[] = Object.freeze([]);
+
+  /** The conversation as the model sees it. Contract: a frozen array, replaced on every change. */
+  get messages(): readonly Message[] {
+    return this.#messages;
+  }
+
+  set messages(next: readonly Message[]) {
+    this.#messages = Object.isFrozen(next) ? next : Object.freeze(next);
+  }
   seq = 0;
   turnCount = 0;
   resumed = false;

@@ -109,7 +109,8 @@ export const CONTRIBUTION_SCHEMAS = {
     kind: z.literal("tool_decision"),
     decision: z.enum(["allow", "ask", "deny"]),
     reason: z.string().optional(),
-    args: z.unknown().optional(),
+    /** Rewritten tool arguments (JSON). */
+    args: z.json().optional(),
   }),
   tool_result_rewrite: z.object({
     kind: z.literal("tool_result_rewrite"),

@@ -47,6 +47,8 @@ export const ERROR_CODES = {
   KEEL_SCRIPT_EXHAUSTED: "The scripted provider has no model turn left for this request. Add a step to the script.",
 } as const;
 
+Object.freeze(ERROR_CODES);
+
 /** A code from Keel's error table. */
 export type ErrorCode = keyof typeof ERROR_CODES;
 

@@ -87,3 +87,16 @@ export function toolCallsOf(message: Message): ToolCallBlock[] {
   if (message.role !== "assistant") return [];
   return message.content.filter((b): b is ToolCallBlock => b.type === "tool_call");
 }
+
+/**
+ * Freeze a value and everything reachable from it. Contract: returns its argument; handles
+ * cycles; a shallowly frozen parent still gets its parts frozen.
+ */
+export function freezeDeep<T>(value: T, seen: WeakSet<object> = new WeakSet()): T {
+  if (value !== null && typeof value === "object" && !seen.has(value)) {
+    seen.add(value);
+    Object.freeze(value);
+    for (const v of Object.values(value)) freezeDeep(v, seen);
+  }
+  return value;
+}

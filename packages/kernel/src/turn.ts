@@ -11,7 +11,7 @@ import type { PromptManifest } from "./manifest.ts";
 import type { ResolvedTool, ToolDecision } from "./merge.ts";
 import { applyMessageEdits, mergeDecisions, mergePromptContext, mergePromptSections, mergeRequestOptions, mergeToolBundles, PolicySet } from "./merge.ts";
 import type { AssistantMessage, Message, ToolCallBlock, ToolResultMessage, UserMessage } from "./messages.ts";
-import { messageText, textContent, toolCallsOf } from "./messages.ts";
+import { freezeDeep, messageText, textContent, toolCallsOf } from "./messages.ts";
 import type { PhaseEvents, PhaseName, ToolCallView, TurnEventBase } from "./phases.ts";
 import { compileSystemPrompt, finalRoundInstruction } from "./prompt.ts";
 import type { ModelRequest, RequestOptions, StopReason } from "./provider.ts";
@@ -46,7 +46,7 @@ function phaseFailed(err: KeelError): TurnFailure {
 }
 
 function userMessage(text: string): UserMessage {
-  return Object.freeze({ role: "user", content: Object.freeze(textContent(text)) as never });
+  return { role: "user", content: textContent(text) };
 }
 
 const schemaCache = new WeakMap<object, ToolSchema>();
@@ -145,7 +145,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       rounds++;
       const repaired = repairToolPairs(session.messages);
       if (repaired.messages !== session.messages) {
-        session.messages = repaired.messages;
+        session.messages = freezeDeep(repaired.messages);
         void session.emit({ type: "context.repaired", synthesizedResults: repaired.synthesized, droppedResults: repaired.dropped }, turnId);
       }
       let options: RequestOptions = { ...agent.options.requestOptions };
@@ -168,6 +168,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
                 const messages = applyMessageEdits(next.messages, c.value.edits);
                 void session.emit({ type: "context.edited", plugin: c.plugin, reason: c.value.reason, edits: c.value.edits, before: next.messages.length, after: messages.length }, turnId);
                 session.messages = messages;
+                freezeDeep(messages);
                 next = Object.freeze({ ...next, messages });
               } catch (err) {
                 void session.emit({ type: "diagnostic", level: "warn", code: "KEEL_CONTRIBUTION_INVALID", message: new KeelError("KEEL_CONTRIBUTION_INVALID", `message_edit rejected: ${errorMessage(err)}.`, { plugin: c.plugin, phase: "round.pre_request" }).message, plugin: c.plugin, phase: "round.pre_request" }, turnId);
@@ -184,7 +185,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
           if (session.messages !== counted) {
             const again = repairToolPairs(session.messages);
             if (again.messages !== session.messages) {
-              session.messages = again.messages;
+              session.messages = freezeDeep(again.messages);
               void session.emit({ type: "context.repaired", synthesizedResults: again.synthesized, droppedResults: again.dropped }, turnId);
             }
             estimate = agent.tokens.countRequest({ system: sys, messages: session.messages, tools: sendTools }, exactAbove);
@@ -257,7 +258,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
   // Every tool call has a result even when the turn ended mid-way.
   const repaired = repairToolPairs(session.messages);
   if (repaired.messages !== session.messages) {
-    session.messages = repaired.messages;
+    session.messages = freezeDeep(repaired.messages);
     void session.emit({ type: "context.repaired", synthesizedResults: repaired.synthesized, droppedResults: repaired.dropped }, turnId);
   }
   const type = verdict.status === "failed" ? "turn.failed" : verdict.status === "interrupted" ? "turn.interrupted" : "turn.completed";
@@ -362,13 +363,13 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_UNKNOWN", `There is no tool "${call.name}". Available: ${names.slice(0, 40).join(", ") || "(none)"}.`, { tool: call.name }).message}`) };
     }
     const def = resolved.def;
-    let view: ToolCallView = Object.freeze({ id: call.id, name: call.name, args: call.args, category: def.category ?? "info", source: resolved.source });
+    let view: ToolCallView = freezeDeep({ id: call.id, name: call.name, args: call.args, category: def.category ?? "info", source: { ...resolved.source } });
     let decision: ReturnType<typeof mergeDecisions> = { decision: "allow" };
     if (runner.has("tool.pre_call")) {
       const res = await runner.run("tool.pre_call", ev("tool.pre_call", { round: rounds, call: view }), signal, (e, added) => {
         const withArgs = added.filter((c) => c.value.kind === "tool_decision" && c.value.args !== undefined);
         if (!withArgs.length) return e;
-        view = Object.freeze({ ...view, args: (withArgs[withArgs.length - 1]!.value as ContributionOf<"tool_decision">).args });
+        view = freezeDeep({ ...view, args: (withArgs[withArgs.length - 1]!.value as ContributionOf<"tool_decision">).args });
         return Object.freeze({ ...e, call: view });
       }, { session, turnId });
       session.record(res, turnId);
@@ -413,13 +414,13 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     if (!p.ready || !run) return p.result!;
     const { call } = p;
     const { view, approvedByUser, decision } = p.ready;
-    let result: ToolResultMessage = run.result;
+    let result: ToolResultMessage = freezeDeep(run.result);
     if (run.status !== "cancelled" && runner.has("tool.post_result")) {
       const res = await runner.run("tool.post_result", ev("tool.post_result", { round: rounds, call: view, result, durationMs: run.durationMs, approvedByUser }), signal, (e, added) => {
         for (const c of added) {
           if (c.value.kind !== "tool_result_rewrite") continue;
           const v = c.value;
-          result = Object.freeze({ ...result, content: typeof v.content === "string" ? textContent(v.content) : v.content, isError: v.isError ?? result.isError, rewrittenBy: [...(result.rewrittenBy ?? []), c.plugin] });
+          result = freezeDeep({ ...result, content: typeof v.content === "string" ? textContent(v.content) : v.content, isError: v.isError ?? result.isError, rewrittenBy: [...(result.rewrittenBy ?? []), c.plugin] });
         }
         return Object.freeze({ ...e, result });
       }, { session, turnId });
@@ -431,17 +432,9 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
   }
 }
 
-function deepFreeze<T>(m: T): T {
-  if (m && typeof m === "object" && !Object.isFrozen(m)) {
-    Object.freeze(m);
-    for (const v of Object.values(m)) deepFreeze(v);
-  }
-  return m;
-}
-
 /** Append a message to the conversation and the log. */
 function append(session: Session, turnId: string, message: Message, durable = false): Promise<void> | void {
-  deepFreeze(message);
+  freezeDeep(message);
   session.messages = [...session.messages, message];
   return session.emit({ type: "message.appended", message }, turnId, durable);
 }
