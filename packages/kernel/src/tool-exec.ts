@@ -21,10 +21,26 @@ export function errorResult(callId: string, toolName: string, text: string): Too
 function normalize(callId: string, toolName: string, out: ToolOutput): ToolResultMessage {
   if (typeof out === "string") return { role: "tool", toolCallId: callId, toolName, content: textContent(out), isError: false };
   if (out === null || typeof out !== "object" || !("content" in out)) {
-    return { role: "tool", toolCallId: callId, toolName, content: textContent(out === undefined ? "" : JSON.stringify(out)), isError: false };
+    return { role: "tool", toolCallId: callId, toolName, content: textContent(out === undefined ? "" : safeJson(out)), isError: false };
   }
-  const content: ContentBlock[] = typeof out.content === "string" ? textContent(out.content) : out.content;
+  const content: ContentBlock[] = typeof out.content === "string" ? textContent(out.content) : Array.isArray(out.content) ? out.content.map(block) : textContent(safeJson(out.content));
   return { role: "tool", toolCallId: callId, toolName, content, isError: out.isError === true };
+}
+
+/** A content block as given, or, when it is not a valid text or image block, its JSON as text. */
+function block(b: unknown): ContentBlock {
+  const o = b as Partial<ContentBlock> | null;
+  if (o?.type === "text" && typeof o.text === "string") return { type: "text", text: o.text };
+  if (o?.type === "image" && typeof o.mediaType === "string" && typeof o.data === "string") return { type: "image", mediaType: o.mediaType, data: o.data };
+  return { type: "text", text: safeJson(b) };
+}
+
+function safeJson(v: unknown): string {
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return String(v);
+  }
 }
 
 /**

@@ -5,6 +5,7 @@
  */
 import type { Session } from "./agent.ts";
 import type { ContributionOf } from "./contributions.ts";
+import { MessageSchema } from "./contributions.ts";
 import type { Contributed, PhaseResult } from "./dispatch.ts";
 import { errorMessage, isKeelError, KeelError } from "./errors.ts";
 import type { PromptManifest } from "./manifest.ts";
@@ -298,6 +299,10 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     try {
       for await (const e of provider.stream(request, { signal })) {
         if (e.type === "response") {
+          const valid = MessageSchema.safeParse(e.message);
+          if (!valid.success || e.message.role !== "assistant") {
+            throw new ProviderError("unknown", `The provider returned a malformed response message (${valid.success ? "not an assistant message" : `${valid.error.issues[0]!.path.join(".")}: ${valid.error.issues[0]!.message}`}).`);
+          }
           addUsage(usage, e.usage);
           void session.emit({ type: "model.responded", round: rounds, stopReason: e.stopReason, usage: e.usage, durationMs: Math.round(performance.now() - started), attempt }, turnId);
           return { message: e.message, stopReason: e.stopReason };
