@@ -1,0 +1,28 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+describe("README", () => {
+  it("the plugin-and-agent snippet runs as written", async () => {
+    const readme = readFileSync(join(root, "README.md"), "utf8");
+    const snippet = /## A plugin and an agent\s+```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(snippet).toBeTruthy();
+    // Inside the example package so that @keel/kernel and zod resolve as they would for a user.
+    const file = join(root, "examples/minimal", `.readme-snippet-${process.pid}.ts`);
+    const home = mkdtempSync(join(tmpdir(), "keel-readme-"));
+    writeFileSync(file, snippet!);
+    try {
+      const { stdout } = await promisify(execFile)(process.execPath, [file], { env: { ...process.env, KEEL_HOME: home, DEBUG: "" } });
+      expect(stdout.trim()).toBe("Hello!");
+    } finally {
+      rmSync(file, { force: true });
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
