@@ -8,7 +8,7 @@ import { AsyncSeriesHook } from "tapable";
 import type { Contribution } from "./contributions.ts";
 import { validateContribution } from "./contributions.ts";
 import type { ErrorCode } from "./errors.ts";
-import { errorMessage, KeelError } from "./errors.ts";
+import { errorMessage, KeelError, preview } from "./errors.ts";
 import type { ContributionRecord, HandlerSummary } from "./events.ts";
 import type { PhaseName } from "./phases.ts";
 import { PHASES } from "./phases.ts";
@@ -311,11 +311,11 @@ export class PhaseRunner {
       r.diagnostics.push({ level: "warn", code, message: new KeelError(code, `Rejected a "${bad.kind ?? "unknown"}" contribution: ${late ? "it arrived after the phase closed" : bad.reason}.`, loc).message, plugin: sub.plugin, phase: sub.phase });
     }
     const failed = o.status === "threw" || o.status === "timeout" || (o.status === "invalid" && !o.invalid.every((b) => b.reason === "late"));
-    r.handlers.push({ plugin: sub.plugin, subscription: sub.id, status: o.status, durationMs: round(o.durationMs), contributions: o.valid.length, ...(o.error !== undefined ? { error: errorMessage(o.error) } : {}) });
+    r.handlers.push({ plugin: sub.plugin, subscription: sub.id, status: o.status, durationMs: round(o.durationMs), contributions: o.valid.length, ...(o.error !== undefined ? { error: preview(errorMessage(o.error)) } : {}) });
     let accepted = o.valid;
     if (failed && o.status !== "invalid") {
       const code: ErrorCode = o.status === "timeout" ? "KEEL_HANDLER_TIMEOUT" : "KEEL_HANDLER_THREW";
-      const message = o.error instanceof KeelError ? o.error.message : new KeelError(code, errorMessage(o.error), loc).message;
+      const message = o.error instanceof KeelError ? o.error.message : new KeelError(code, preview(errorMessage(o.error)), loc).message;
       r.diagnostics.push({ level: sub.failure === "best_effort" || sub.failure === "fallback" ? "warn" : "error", code, message, plugin: sub.plugin, phase: sub.phase });
     }
     if (failed) {
@@ -326,13 +326,13 @@ export class PhaseRunner {
         return;
       }
       if (sub.failure === "required" || sub.failure === "fail_closed") {
-        r.failed ??= new KeelError("KEEL_PHASE_FAILED", `Subscription "${sub.id}" (failure: ${sub.failure}) ${o.status === "invalid" ? "returned an invalid contribution" : o.status === "timeout" ? "timed out" : `threw: ${errorMessage(o.error)}`}.`, loc, { cause: o.error, details: { failure: sub.failure } });
+        r.failed ??= new KeelError("KEEL_PHASE_FAILED", `Subscription "${sub.id}" (failure: ${sub.failure}) ${o.status === "invalid" ? "returned an invalid contribution" : o.status === "timeout" ? "timed out" : `threw: ${preview(errorMessage(o.error))}`}.`, loc, { cause: o.error, details: { failure: sub.failure } });
         return;
       }
     }
     for (const c of accepted) {
       r.contributions.push({ plugin: sub.plugin, value: c });
-      if (c.kind === "diagnostic") r.diagnostics.push({ level: c.level, code: c.code, message: c.message, plugin: sub.plugin, phase: sub.phase, data: c.data });
+      if (c.kind === "diagnostic") r.diagnostics.push({ level: c.level, code: c.code, message: preview(c.message), plugin: sub.plugin, phase: sub.phase, data: c.data });
     }
   }
 }

@@ -104,3 +104,11 @@ export function errorMessage(err: unknown): string {
   if (err instanceof Error) return err.message;
   return typeof err === "string" ? err : JSON.stringify(err);
 }
+
+/** Longest text a log record keeps of a plugin's error or diagnostic message. */
+export const PREVIEW_CHARS = 512;
+
+/** `text` cut to PREVIEW_CHARS (with a marker saying how much was cut). */
+export function preview(text: string, max = PREVIEW_CHARS): string {
+  return text.length <= max ? text : `${text.slice(0, max)}… [${text.length - max} more chars]`;
+}

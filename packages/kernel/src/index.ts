@@ -12,7 +12,7 @@ export { CONTRIBUTION_SCHEMAS, ContributionSchema, MessageSchema, validateContri
 export type { Contribution, ContributionInput, ContributionInputOf, ContributionKind, ContributionOf, MessageEdit, ValidationResult } from "./contributions.ts";
 export { DEFAULT_CAPS, PolicySet, applyMessageEdits, mergeDecisions, mergePromptContext, mergePromptSections, mergeRequestOptions, mergeToolBundles } from "./merge.ts";
 export type { MergeCaps, MergedSection, ResolvedTool, ToolDecision } from "./merge.ts";
-export { ERROR_CODES, KeelError, errorMessage, isKeelError } from "./errors.ts";
+export { ERROR_CODES, KeelError, PREVIEW_CHARS, errorMessage, isKeelError, preview } from "./errors.ts";
 export type { ErrorCode, ErrorLocation } from "./errors.ts";
 export { KERNEL_VERSION, DEFAULT_TIMEOUTS, buildRegistry } from "./registry.ts";
 export type { PluginRegistry, RegisteredPlugin, Subscription } from "./registry.ts";

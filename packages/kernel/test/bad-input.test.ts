@@ -85,3 +85,32 @@ describe("tools that return odd things", () => {
     ]);
   });
 });
+
+describe("oversized plugin messages", () => {
+  it("a handler's 10,000-char error and diagnostic are kept as 512-char previews in the log", async () => {
+    const { definePlugin, scriptedProvider, PREVIEW_CHARS } = await import("../src/index.ts");
+    const loud = definePlugin({
+      name: "loud",
+      version: "1.0.0",
+      setup(ctx) {
+        ctx.on("turn.pre_policy", () => {
+          throw new Error("x".repeat(10_000));
+        });
+        ctx.on("turn.pre_prompt_context", () => ({ kind: "diagnostic", code: "loud.note", message: "y".repeat(10_000) }));
+      },
+    });
+    const agent = await createAgent({ provider: scriptedProvider([{ text: "ok" }]), store: new MemorySessionStore(), plugins: [loud] });
+    const session = await agent.session();
+    await session.run("hi");
+    const events = await session.events();
+    const diagnostics = events.filter((e) => e.type === "diagnostic");
+    expect(diagnostics).toHaveLength(2);
+    for (const d of diagnostics) {
+      expect(d.type === "diagnostic" && d.message.length).toBeLessThan(PREVIEW_CHARS + 300);
+      expect(d.type === "diagnostic" && d.message).toContain("9488 more chars");
+    }
+    const summary = events.find((e) => e.type === "phase.completed" && e.phase === "turn.pre_policy");
+    expect(summary?.type === "phase.completed" && summary.handlers[0]!.error!.length).toBeLessThan(PREVIEW_CHARS + 40);
+    await agent.close();
+  });
+});
