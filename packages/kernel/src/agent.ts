@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
 import { PhaseRunner } from "./dispatch.ts";
-import { errorMessage, KeelError } from "./errors.ts";
+import { errorMessage, isKeelError, KeelError, preview } from "./errors.ts";
 import type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, LiveEvent, TurnTimings } from "./events.ts";
 import { isTerminalEvent } from "./events.ts";
 import type { MergeCaps } from "./merge.ts";
@@ -52,6 +52,8 @@ export interface ApprovalRequest {
   sessionId: string;
   turnId: string;
   call: ToolCallView;
+  /** Aborts when the turn is cancelled; the kernel stops waiting for the answer then. */
+  signal: AbortSignal;
   reason?: string;
   plugin?: string;
 }
@@ -155,6 +157,7 @@ export class Agent {
   readonly trace: "notable" | "full";
   private readonly listeners = new Set<Listener>();
   private readonly open = new Map<string, Session>();
+  private readonly opening = new Map<string, Promise<Session>>();
   private readonly ownsStore: boolean;
   private closed = false;
 
@@ -212,8 +215,21 @@ export class Agent {
    * interrupted and its user message stays in the history.
    */
   async session(id?: string): Promise<Session> {
-    if (this.closed) throw new Error("The agent is closed.");
+    if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `session(${id ? `"${id}"` : ""}) was called after close().`);
     if (id && this.open.has(id)) return this.open.get(id)!;
+    if (id && this.opening.has(id)) return this.opening.get(id)!;
+    const opening = this.openSession(id);
+    if (id) {
+      this.opening.set(id, opening);
+      void opening.then(
+        () => this.opening.delete(id),
+        () => this.opening.delete(id),
+      );
+    }
+    return opening;
+  }
+
+  private async openSession(id: string | undefined): Promise<Session> {
     let session: Session;
     if (id && (await this.store.getSession(id))) {
       session = new Session(this, id);
@@ -253,11 +269,12 @@ export class Agent {
   }
 
   /** Close every open session (session.end), drain background work, close an owned store. */
-  async close(): Promise<void> {
+  async close(options: CloseOptions = {}): Promise<void> {
     if (this.closed) return;
-    for (const s of [...this.open.values()]) await s.close();
-    await this.drain();
     this.closed = true;
+    await Promise.allSettled(this.opening.values());
+    for (const s of [...this.open.values()]) await s.close(options);
+    await Promise.allSettled([...this.runner.background]);
     if (this.ownsStore) await this.store.close();
   }
 
@@ -265,6 +282,14 @@ export class Agent {
   forget(id: string): void {
     this.open.delete(id);
   }
+}
+
+/**
+ * How to close. Contract: running turns are cancelled and awaited; background jobs and
+ * handlers get `graceMs` (default 30 s) to finish, then their signals abort.
+ */
+export interface CloseOptions {
+  graceMs?: number;
 }
 
 /** Options of one turn. */
@@ -300,6 +325,9 @@ export class Session {
   readonly jobs = new Set<Promise<unknown>>();
   private readonly runningJobs = new Set<string>();
   private current: AbortController | undefined;
+  private running: Promise<TurnResult> | undefined;
+  private closed = false;
+  private readonly life = new AbortController();
   private writes: Promise<void> | undefined;
   private pending: KeelEvent[] = [];
   private timings: TurnTimings = { phases: {}, plugins: {} };
@@ -308,6 +336,11 @@ export class Session {
   constructor(agent: Agent, id: string) {
     this.agent = agent;
     this.id = id;
+  }
+
+  /** Aborts when the session is closed (after the grace period): background work listens to it. */
+  get lifetime(): AbortSignal {
+    return this.life.signal;
   }
 
   /** True while a turn runs. */
@@ -319,15 +352,19 @@ export class Session {
   async run(input: string, options: RunOptions = {}): Promise<TurnResult> {
     if (typeof input !== "string") throw new KeelError("KEEL_INPUT_INVALID", `run() got ${input === null ? "null" : typeof input}.`);
     if (this.current) throw new KeelError("KEEL_TURN_BUSY", `Session "${this.id}" is running a turn.`);
+    if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `Session "${this.id}" is closed.`);
     const ctrl = new AbortController();
     this.current = ctrl;
     const outer = options.signal;
     const onAbort = () => ctrl.abort(outer!.reason);
     if (outer?.aborted) ctrl.abort(outer.reason);
     else outer?.addEventListener("abort", onAbort, { once: true });
+    const turn = runTurn(this, input, ctrl.signal, options.metadata ?? {});
+    this.running = turn;
     try {
-      return await runTurn(this, input, ctrl.signal, options.metadata ?? {});
+      return await turn;
     } finally {
+      this.running = undefined;
       outer?.removeEventListener("abort", onAbort);
       this.current = undefined;
       await this.flush();
@@ -360,9 +397,21 @@ export class Session {
   }
 
   /** Run session.end and detach the session from the agent. */
-  async close(): Promise<void> {
-    this.cancel();
+  async close(options: CloseOptions = {}): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.cancel(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
+    await this.running?.catch(() => undefined);
     await this.phase("session.end", { sessionId: this.id, agent: this.agent.name });
+    const background = [...this.jobs, ...this.agent.runner.background];
+    if (background.length) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const grace = new Promise<void>((r) => (timer = setTimeout(r, options.graceMs ?? 30_000)));
+      await Promise.race([Promise.allSettled(background), grace]);
+      clearTimeout(timer);
+    }
+    this.life.abort(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
+    await Promise.allSettled([...this.jobs]);
     await this.flush();
     this.agent.forget(this.id);
   }
@@ -413,9 +462,19 @@ export class Session {
       }
       return chain;
     };
-    const w = this.writes ? this.writes.then(run) : run();
+    // A batch that fails goes back to the front of the queue, so a later write retries it.
+    const failed = (err: unknown): never => {
+      this.pending = batch.concat(this.pending);
+      throw isKeelError(err) ? err : new KeelError("KEEL_STORE_FAILED", `Writing ${batch.length} event(s) of session "${this.id}" failed: ${errorMessage(err)}.`, {}, { cause: err });
+    };
+    let w: void | Promise<void>;
+    try {
+      w = this.writes ? this.writes.then(run) : run();
+    } catch (err) {
+      return failed(err);
+    }
     if (w && typeof (w as Promise<void>).then === "function") {
-      const p = (w as Promise<void>).finally(() => {
+      const p: Promise<void> = (w as Promise<void>).catch(failed).finally(() => {
         if (this.writes === p) this.writes = undefined;
       });
       this.writes = p;
@@ -437,7 +496,7 @@ export class Session {
   /** Run a session-scoped phase and record it. */
   async phase(phase: "session.start" | "session.end", event: object): Promise<void> {
     if (!this.agent.runner.has(phase)) return;
-    const res = await this.agent.runner.run(phase, { ...event, phase }, new AbortController().signal, undefined, { session: this, turnId: null });
+    const res = await this.agent.runner.run(phase, { ...event, phase }, { signal: this.lifetime, owner: { session: this, turnId: null }, backgroundSignal: this.lifetime });
     this.record(res, null);
     this.startJobs(res.contributions, null);
   }
@@ -496,9 +555,17 @@ export class Session {
           reject(new KeelError("KEEL_HANDLER_TIMEOUT", `Background job "${value.name}" ran past ${timeoutMs} ms.`, { plugin }));
         }, timeoutMs);
       });
-      const job = Promise.race([Promise.resolve().then(() => value.run(ctrl.signal)), timeout]).then(
+      const onClose = () => ctrl.abort(this.life.signal.reason);
+      const closed = new Promise<never>((_, reject) => {
+        if (this.life.signal.aborted) reject(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
+        this.life.signal.addEventListener("abort", () => {
+          onClose();
+          reject(new KeelError("KEEL_TURN_ABORTED", "The session was closed before the job finished."));
+        }, { once: true });
+      });
+      const job = Promise.race([Promise.resolve().then(() => value.run(ctrl.signal)), timeout, closed]).then(
         () => ({ status: "ok" as const }),
-        (err: unknown) => ({ status: err instanceof KeelError && err.code === "KEEL_HANDLER_TIMEOUT" ? ("timeout" as const) : ("failed" as const), error: errorMessage(err) }),
+        (err: unknown) => ({ status: isKeelError(err, "KEEL_HANDLER_TIMEOUT") ? ("timeout" as const) : isKeelError(err, "KEEL_TURN_ABORTED") ? ("aborted" as const) : ("failed" as const), error: preview(errorMessage(err)) }),
       ).then((r) => {
         clearTimeout(timer);
         this.runningJobs.delete(key);

@@ -47,6 +47,7 @@ const ToolShape = z
     category: z.enum(["exec", "mcp", "info", "edit"]).optional(),
     timeoutMs: z.number().int().positive().optional(),
     parameters: z.record(z.string(), z.unknown()).optional(),
+    input: z.custom((v) => v === undefined || typeof (v as { safeParse?: unknown } | null)?.safeParse === "function", { message: "expected a zod schema" }).optional(),
   })
   .loose();
 
@@ -123,7 +124,8 @@ export const CONTRIBUTION_SCHEMAS = {
     level: z.enum(["info", "warn", "error"]).default("info"),
     code: z.string().min(1),
     message: z.string(),
-    data: z.unknown().optional(),
+    /** Structured detail; must be JSON (it is stored in the event log). */
+    data: z.json().optional(),
   }),
   background_job: z.object({
     kind: z.literal("background_job"),
@@ -166,6 +168,14 @@ export type ValidationResult =
 
 /** Validate one raw value as a contribution. Contract: never throws. */
 export function validateContribution(raw: unknown): ValidationResult {
+  try {
+    return validateUnsafe(raw);
+  } catch (err) {
+    return { ok: false, kind: undefined, path: "(root)", message: `reading the contribution threw: ${err instanceof Error ? err.message : String(err)}` };
+  }
+}
+
+function validateUnsafe(raw: unknown): ValidationResult {
   const kind = typeof raw === "object" && raw !== null ? (raw as { kind?: unknown }).kind : undefined;
   const schema = typeof kind === "string" && Object.hasOwn(CONTRIBUTION_SCHEMAS, kind) ? (CONTRIBUTION_SCHEMAS as Record<string, z.ZodType>)[kind] : undefined;
   if (!schema) {

@@ -67,35 +67,46 @@ interface Outcome {
 
 const LATE_KINDS = new Set(["diagnostic", "background_job"]);
 
-/** A handler's pending outcome; `outcome` is set once it settles. */
-type SettledPromise = Promise<Outcome> & { outcome?: Outcome };
+/** How one phase run is made. */
+export interface RunPhaseOptions {
+  /** Aborts the handlers of this run (the turn's signal). */
+  signal: AbortSignal;
+  /** Waterfall phases: applies each handler's contributions before the next handler. */
+  step?: WaterfallStep;
+  /** Passed back to the tracer (the session and turn the run belongs to). */
+  owner?: unknown;
+  /** Aborts background handlers (they outlive the run); default: never. */
+  backgroundSignal?: AbortSignal;
+}
 
 class Run {
   readonly slots: Array<Outcome | Promise<Outcome> | undefined> = [];
-  pending: Promise<Outcome>[] | undefined;
+  async = false;
+  crashed: unknown;
   waterfallStop: KeelError | undefined;
   readonly phase: PhaseName;
   event: any;
-  readonly signal: AbortSignal;
-  readonly step: WaterfallStep | undefined;
+  readonly options: RunPhaseOptions;
   readonly result: PhaseResult;
-  owner: unknown;
-  constructor(phase: PhaseName, event: any, signal: AbortSignal, step: WaterfallStep | undefined, result: PhaseResult) {
+  constructor(phase: PhaseName, event: any, options: RunPhaseOptions, result: PhaseResult) {
     this.phase = phase;
     this.event = event;
-    this.signal = signal;
-    this.step = step;
+    this.options = options;
     this.result = result;
   }
 }
 
+const NEVER = new AbortController().signal;
+
 class HookCtx implements HookContext {
   private ctrl: AbortController | undefined;
   private reason: unknown;
+  private settled = false;
   readonly plugin: string;
   readonly phase: PhaseName;
   readonly subscription: string;
   private readonly parent: AbortSignal;
+  private readonly onParent = (): void => this.abort(this.parent.reason);
   constructor(plugin: string, phase: PhaseName, subscription: string, parent: AbortSignal) {
     this.plugin = plugin;
     this.phase = phase;
@@ -107,13 +118,24 @@ class HookCtx implements HookContext {
       this.ctrl = new AbortController();
       if (this.reason !== undefined) this.ctrl.abort(this.reason);
       else if (this.parent.aborted) this.ctrl.abort(this.parent.reason);
-      else this.parent.addEventListener("abort", () => this.ctrl!.abort(this.parent.reason), { once: true });
+      else if (!this.settled) this.parent.addEventListener("abort", this.onParent, { once: true });
     }
     return this.ctrl.signal;
   }
+  /** Abort the handler's signal, unless the handler has already settled. */
   abort(reason: unknown): void {
+    if (this.settled) return;
     this.reason = reason;
-    this.ctrl?.abort(reason);
+    try {
+      this.ctrl?.abort(reason);
+    } catch {
+      // A plugin's abort listener threw; that is the plugin's fault and must not escape.
+    }
+  }
+  /** The handler settled: stop listening to the turn, never abort this context again. */
+  dispose(): void {
+    this.settled = true;
+    this.parent.removeEventListener("abort", this.onParent);
   }
 }
 
@@ -123,7 +145,8 @@ function isThenable(v: unknown): v is PromiseLike<unknown> {
 
 /**
  * Runs phases for one frozen registry.
- * Contract: `run` never throws for a plugin's fault; it reports it in the PhaseResult.
+ * Contract: `run` never throws or rejects for a plugin's fault (a throw, a hang, a thenable
+ * that misbehaves, a contribution whose getters throw); it reports it in the PhaseResult.
  */
 export class PhaseRunner {
   private readonly hooks = new Map<PhaseName, AsyncSeriesHook<[Run]>>();
@@ -134,7 +157,7 @@ export class PhaseRunner {
   constructor(registry: PluginRegistry, tracer: PhaseTracer) {
     this.registry = registry;
     this.tracer = tracer;
-    const interceptor = { call: (run: Run) => tracer.phaseStarted(run.phase, run.owner) };
+    const interceptor = { call: (run: Run) => tracer.phaseStarted(run.phase, run.options.owner) };
     for (const [phase, subs] of registry.phases) {
       const hook = new AsyncSeriesHook<[Run]>(["run"], phase);
       hook.intercept(interceptor);
@@ -162,59 +185,57 @@ export class PhaseRunner {
   /**
    * Run every subscription of `phase` on `event`.
    * Contract: when every handler answers synchronously the result is returned directly (no
-   * promise, no microtask); otherwise a promise of it.
+   * promise, no microtask); otherwise a promise of it, which never rejects.
    */
-  run(phase: PhaseName, event: object, signal: AbortSignal, step?: WaterfallStep, owner?: unknown): PhaseResult | Promise<PhaseResult> {
+  run(phase: PhaseName, event: object, options: RunPhaseOptions): PhaseResult | Promise<PhaseResult> {
     const result: PhaseResult = { phase, durationMs: 0, handlers: [], contributions: [], records: [], diagnostics: [] };
     const hook = this.hooks.get(phase);
     if (!hook) return result;
     const t0 = performance.now();
-    const run = new Run(phase, event, signal, step, result);
-    run.owner = owner;
+    const run = new Run(phase, event, options, result);
     let called = false;
     let resume: (() => void) | undefined;
-    hook.callAsync(run, () => {
+    hook.callAsync(run, (err) => {
+      if (err) run.crashed = err;
       called = true;
       resume?.();
     });
-    if (called && !run.pending) return this.finish(run, t0);
+    if (called && !run.async) return this.finish(run, t0, run.slots as Array<Outcome | undefined>);
+    const done = called ? undefined : new Promise<void>((r) => (resume = r));
     return (async () => {
-      if (!called) await new Promise<void>((r) => (resume = r));
-      if (run.pending) await Promise.all(run.pending);
-      return this.finish(run, t0);
+      await done;
+      return this.finish(run, t0, await Promise.all(run.slots));
     })();
   }
 
-  /** Settle collect-phase slots in subscription order (all have settled by now). */
-  private finish(run: Run, t0: number): PhaseResult {
+  /** Settle collect-phase outcomes in subscription order. */
+  private finish(run: Run, t0: number, outcomes: Array<Outcome | undefined>): PhaseResult {
     const result = run.result;
-    if (!run.step) for (const slot of run.slots) if (slot) this.settle(run, isThenable(slot) ? (slot as SettledPromise).outcome! : slot);
+    if (!run.options.step) for (const o of outcomes) if (o) this.settle(run, o);
+    if (run.crashed !== undefined) {
+      // Unreachable unless the dispatcher itself has a bug: record it rather than lose it.
+      result.diagnostics.push({ level: "error", code: "KEEL_HANDLER_THREW", message: `Dispatch of ${run.phase} failed: ${preview(errorMessage(run.crashed))}`, plugin: "(kernel)", phase: run.phase });
+    }
     if (run.waterfallStop && !result.failed) result.failed = run.waterfallStop;
     result.durationMs = performance.now() - t0;
     return result;
   }
 
   private launch(run: Run, sub: Subscription): void {
-    let slot: Outcome | Promise<Outcome>;
     const waits = sub.waitFor.length ? sub.waitFor.map((p) => run.slots[p]).filter(isThenable) : [];
-    if (waits.length) slot = Promise.all(waits).then(() => this.invoke(run, sub, run.event));
-    else slot = this.invoke(run, sub, run.event);
-    if (isThenable(slot)) {
-      const p = slot as SettledPromise;
-      p.then((o) => (p.outcome = o));
-      (run.pending ??= []).push(p);
-    }
+    const slot = waits.length ? Promise.all(waits).then(() => this.invoke(run, sub)) : this.invoke(run, sub);
+    if (isThenable(slot)) run.async = true;
     run.slots[sub.position] = slot;
   }
 
   private step(run: Run, sub: Subscription, cb: () => void): void {
     if (run.waterfallStop) return cb();
-    const out = this.invoke(run, sub, run.event);
+    const out = this.invoke(run, sub);
     if (!isThenable(out)) {
       this.settleStep(run, out);
       return cb();
     }
-    out.then((o) => {
+    void out.then((o) => {
       this.settleStep(run, o);
       cb();
     });
@@ -228,35 +249,54 @@ export class PhaseRunner {
       return;
     }
     const added = run.result.contributions.slice(before);
-    if (added.length && run.step) run.event = run.step(run.event, added);
+    if (!added.length || !run.options.step) return;
+    try {
+      run.event = run.options.step(run.event, added);
+    } catch (err) {
+      const { sub } = out;
+      run.result.diagnostics.push({ level: "warn", code: "KEEL_CONTRIBUTION_INVALID", message: new KeelError("KEEL_CONTRIBUTION_INVALID", `The contributions could not be applied: ${preview(errorMessage(err))}.`, { plugin: sub.plugin, phase: sub.phase }).message, plugin: sub.plugin, phase: sub.phase });
+    }
   }
 
   private launchBackground(run: Run, sub: Subscription): void {
-    const out = this.invoke(run, sub, run.event, true);
+    const out = this.invoke(run, sub, run.options.backgroundSignal ?? NEVER);
     run.result.handlers.push({ plugin: sub.plugin, subscription: sub.id, status: "queued", durationMs: 0, contributions: 0 });
     const p = Promise.resolve(out).then((o) => {
       const r: PhaseResult = { phase: run.phase, durationMs: 0, handlers: [], contributions: [], records: [], diagnostics: [] };
       for (const c of o.valid) if (!LATE_KINDS.has(c.kind)) o.invalid.push({ kind: c.kind, reason: "late" });
       o.valid = o.valid.filter((c) => LATE_KINDS.has(c.kind));
-      this.settle(new Run(run.phase, undefined, run.signal, undefined, r), o);
-      this.tracer.backgroundSettled(run.phase, r.handlers[0]!, r.contributions, r.records, r.diagnostics, run.owner);
+      this.settle(new Run(run.phase, undefined, run.options, r), o);
+      try {
+        this.tracer.backgroundSettled(run.phase, r.handlers[0]!, r.contributions, r.records, r.diagnostics, run.options.owner);
+      } catch {
+        // The tracer records into a store that may be closed by now; nothing else to tell.
+      }
     });
     this.background.add(p);
-    p.finally(() => this.background.delete(p));
+    void p.finally(() => this.background.delete(p));
   }
 
-  /** Call one handler under its deadline; never throws. */
-  private invoke(run: Run, sub: Subscription, event: object, background = false): Outcome | Promise<Outcome> {
+  /**
+   * Call one handler under its deadline.
+   * Contract: never throws; a returned promise never rejects.
+   */
+  private invoke(run: Run, sub: Subscription, signal: AbortSignal = run.options.signal): Outcome | Promise<Outcome> {
     const t0 = performance.now();
-    const signal = background ? new AbortController().signal : run.signal;
     const ctx = new HookCtx(sub.plugin, sub.phase, sub.id, signal);
+    const failed = (status: "threw" | "timeout" | "aborted", error: unknown): Outcome => ({ sub, status, durationMs: performance.now() - t0, valid: [], invalid: [], error });
     let raw: unknown;
+    let thenable: boolean;
     try {
-      raw = sub.handler(event, ctx);
+      raw = sub.handler(run.event, ctx);
+      thenable = isThenable(raw);
     } catch (error) {
-      return { sub, status: "threw", durationMs: performance.now() - t0, valid: [], invalid: [], error };
+      ctx.dispose();
+      return failed("threw", error);
     }
-    if (!isThenable(raw)) return this.validate(sub, raw, t0);
+    if (!thenable) {
+      ctx.dispose();
+      return this.validate(sub, raw, t0);
+    }
     return new Promise<Outcome>((resolve) => {
       let settled = false;
       const finish = (o: Outcome) => {
@@ -264,31 +304,45 @@ export class PhaseRunner {
         settled = true;
         clearTimeout(timer);
         signal.removeEventListener("abort", onAbort);
+        ctx.dispose();
         resolve(o);
       };
       const onAbort = () => {
         ctx.abort(signal.reason);
-        finish({ sub, status: "aborted", durationMs: performance.now() - t0, valid: [], invalid: [], error: signal.reason });
+        finish(failed("aborted", signal.reason));
       };
       const timer = setTimeout(() => {
         const err = new KeelError("KEEL_HANDLER_TIMEOUT", `The handler ran past its ${sub.timeoutMs} ms deadline.`, { plugin: sub.plugin, phase: sub.phase, subscription: sub.id });
         ctx.abort(err);
-        finish({ sub, status: "timeout", durationMs: performance.now() - t0, valid: [], invalid: [], error: err });
+        finish(failed("timeout", err));
       }, sub.timeoutMs);
       if (signal.aborted) return onAbort();
       signal.addEventListener("abort", onAbort, { once: true });
-      raw.then(
-        (v) => finish(this.validate(sub, v, t0)),
-        (error) => finish({ sub, status: "threw", durationMs: performance.now() - t0, valid: [], invalid: [], error }),
-      );
+      try {
+        (raw as PromiseLike<unknown>).then(
+          (v) => finish(this.validate(sub, v, t0)),
+          (error) => finish(failed("threw", error)),
+        );
+      } catch (error) {
+        finish(failed("threw", error));
+      }
     });
   }
 
+  /** Validate what a handler returned. Contract: never throws (a throwing getter is an invalid contribution). */
   private validate(sub: Subscription, raw: unknown, t0: number): Outcome {
     const out: Outcome = { sub, status: "ok", durationMs: performance.now() - t0, valid: [], invalid: [] };
     if (raw === undefined || raw === null) return out;
     const accepts = PHASES[sub.phase].accepts as readonly string[];
-    for (const item of Array.isArray(raw) ? raw : [raw]) {
+    let items: unknown[];
+    try {
+      items = Array.isArray(raw) ? [...raw] : [raw];
+    } catch (err) {
+      out.invalid.push({ kind: undefined, reason: `invalid at (root): reading it threw ${preview(errorMessage(err))}` });
+      out.status = "invalid";
+      return out;
+    }
+    for (const item of items) {
       if (item === undefined || item === null || item === false) continue;
       const v = validateContribution(item);
       if (!v.ok) out.invalid.push({ kind: v.kind, reason: `invalid at ${v.path}: ${v.message}` });

@@ -20,6 +20,7 @@ export const ERROR_CODES = {
   KEEL_REGISTRY_FROZEN: "Subscriptions can only be added during setup(ctx). Move the ctx.on(...) call into setup.",
   KEEL_TOOL_DUPLICATE: "Two tools share a name. Rename one; built-in tools always win over plugin tools.",
   KEEL_TOOL_INVALID: "The tool definition is malformed. Give it a name matching ^[a-zA-Z0-9_-]{1,64}$, a description and an execute function.",
+  KEEL_AGENT_CLOSED: "The agent or session is closed. Create a new agent (or open the session again) to go on.",
   KEEL_AGENT_OPTIONS_INVALID: "createAgent() was given an invalid option. Fix the option at the path shown.",
   // Turn time: recorded as diagnostics, or the verdict of a failed turn.
   KEEL_HANDLER_THREW: "A plugin handler threw. The failure policy decided what happened next; fix the plugin (its name and phase are given).",

@@ -56,7 +56,7 @@ export type KeelEventData =
   | { type: "tool.completed"; round: number; callId: string; name: string; status: "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled"; durationMs: number; decision?: string; rewrittenBy?: string[] }
   | { type: "guard.tripped"; guard: GuardName; limit: number; value: number }
   | { type: "diagnostic"; level: "info" | "warn" | "error"; code: string; message: string; plugin?: string; phase?: string; data?: unknown }
-  | { type: "job.completed"; plugin: string; name: string; idempotencyKey: string; status: "ok" | "failed" | "timeout" | "skipped_duplicate"; durationMs: number; error?: string }
+  | { type: "job.completed"; plugin: string; name: string; idempotencyKey: string; status: "ok" | "failed" | "timeout" | "aborted" | "skipped_duplicate"; durationMs: number; error?: string }
   | { type: "turn.completed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings }
   | { type: "turn.failed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings }
   | { type: "turn.interrupted"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings };

@@ -202,8 +202,9 @@ function subscription<P extends PhaseName>(plugin: string, phase: P, handler: Ha
   if (typeof handler !== "function") throw bad("The handler is not a function.");
   const awaitPolicy = o.await ?? "blocking";
   if (!AWAITS.has(awaitPolicy)) throw bad(`await "${awaitPolicy}" is not one of blocking, deadline, background.`);
-  const failure = o.failure ?? PHASES[phase].failure;
+  const failure = o.failure ?? (awaitPolicy === "background" ? "best_effort" : PHASES[phase].failure);
   if (!FAILURES.has(failure)) throw bad(`failure "${failure}" is not one of best_effort, required, fallback, fail_closed.`);
+  if (awaitPolicy === "background" && failure !== "best_effort") throw bad(`failure "${failure}" cannot apply to a background handler: nothing waits for it. Use best_effort, or await it.`);
   const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUTS[awaitPolicy];
   if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw bad(`timeoutMs must be a positive number, got ${String(o.timeoutMs)}.`);
   const stage = o.stage ?? "normal";

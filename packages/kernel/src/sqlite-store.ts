@@ -199,7 +199,7 @@ export class SqliteSessionStore implements SessionStore {
           });
         }
         try {
-          this.#insertEvent.run(sessionId, seq, ts, turnId, type, JSON.stringify(data));
+          this.#insertEvent.run(sessionId, seq, ts, turnId, type, toJson(data));
         } catch (err) {
           if (sqliteErrcode(err) !== SQLITE_CONSTRAINT_PRIMARYKEY) throw err;
           throw new KeelError(
@@ -312,4 +312,25 @@ function toSessionInfo(row: Record<string, unknown>): SessionInfo {
 function sqliteErrcode(err: unknown): number | undefined {
   const code = (err as { errcode?: unknown } | null)?.errcode;
   return typeof code === "number" ? code : undefined;
+}
+
+/**
+ * JSON of an event's data that never throws: BigInts become strings, cycles become
+ * "[Circular]", so one odd value (a plugin's diagnostic, a tool's transformed arguments)
+ * cannot fail a whole batch of events.
+ */
+function toJson(data: unknown): string {
+  try {
+    return JSON.stringify(data, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v));
+  } catch {
+    const seen = new WeakSet<object>();
+    return JSON.stringify(data, (_k, v: unknown) => {
+      if (typeof v === "bigint") return v.toString();
+      if (v !== null && typeof v === "object") {
+        if (seen.has(v)) return "[Circular]";
+        seen.add(v);
+      }
+      return v;
+    });
+  }
 }

@@ -15,7 +15,7 @@ import type { AssistantMessage, Message, ToolCallBlock, ToolResultMessage, UserM
 import { freezeDeep, messageText, textContent, toolCallsOf } from "./messages.ts";
 import type { PhaseEvents, PhaseName, ToolCallView, TurnEventBase } from "./phases.ts";
 import { compileSystemPrompt, finalRoundInstruction } from "./prompt.ts";
-import type { ModelRequest, RequestOptions, StopReason } from "./provider.ts";
+import type { ModelEvent, ModelRequest, RequestOptions, StopReason } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
 import type { ToolRun } from "./tool-exec.ts";
@@ -50,6 +50,25 @@ function userMessage(text: string): UserMessage {
   return { role: "user", content: textContent(text) };
 }
 
+/** `p`, or a rejection as soon as `signal` aborts. */
+function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
 const schemaCache = new WeakMap<object, ToolSchema>();
 
 function toolSchema(t: ResolvedTool): ToolSchema {
@@ -75,16 +94,20 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
   let finalText = "";
   const startCount = history.length;
 
-  // The user's words are durable before anything else happens.
+  // The user's words are durable before anything else happens. Messages queued while no turn
+  // was running (a steer or follow-up that arrived just after the last turn ended) came first.
   await session.emit({ type: "turn.started", input, trigger: "user", metadata }, turnId);
-  await append(session, turnId, userMessage(input), true);
+  drain("steering");
+  drain("follow_up");
+  const inputMessage = userMessage(input);
+  await append(session, turnId, inputMessage, true);
 
   const policies = new PolicySet();
   const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, trigger: "user", history, policies, metadata: Object.freeze({ ...metadata }) });
   const ev = <P extends PhaseName>(phase: P, extra: Omit<PhaseEvents[P], keyof TurnEventBase> | object = {}) => Object.freeze({ ...base, ...extra, phase });
   const phase = async (name: PhaseName, event: object, step?: (e: any, added: Contributed[]) => any): Promise<PhaseResult | undefined> => {
     if (!runner.has(name)) return undefined;
-    const res = await runner.run(name, event, signal, step, { session, turnId });
+    const res = await runner.run(name, event, { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, ...(step ? { step } : {}) });
     session.record(res, turnId);
     session.startJobs(res.contributions, turnId);
     if (res.failed) throw phaseFailed(res.failed);
@@ -144,14 +167,10 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       }
       drain("steering");
       rounds++;
-      const repaired = repairToolPairs(session.messages);
-      if (repaired.messages !== session.messages) {
-        session.messages = freezeDeep(repaired.messages);
-        void session.emit({ type: "context.repaired", synthesizedResults: repaired.synthesized, droppedResults: repaired.dropped }, turnId);
-      }
+      repair();
       let options: RequestOptions = { ...agent.options.requestOptions };
       let retry: { reason: "context_too_long" } | undefined;
-      let response: { message: AssistantMessage; stopReason: StopReason } | undefined;
+      let response: { message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage> } | undefined;
       let stopAsked: string | undefined;
       for (let attempt = 1; !response; attempt++) {
         const sendTools = finalGuard ? [] : schemas;
@@ -167,12 +186,15 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
               if (c.value.kind !== "message_edit") continue;
               try {
                 const messages = applyMessageEdits(next.messages, c.value.edits);
+                if (messages[0]?.role !== "user") throw new Error("the history must start with a user message");
+                if (!messages.includes(inputMessage)) throw new Error("the edit removes or changes this turn's user message");
+                if (messages[messages.length - 1]!.role === "assistant") throw new Error("the history must not end with an assistant message");
                 void session.emit({ type: "context.edited", plugin: c.plugin, reason: c.value.reason, edits: c.value.edits, before: next.messages.length, after: messages.length }, turnId);
                 session.messages = messages;
                 freezeDeep(messages);
                 next = Object.freeze({ ...next, messages });
               } catch (err) {
-                void session.emit({ type: "diagnostic", level: "warn", code: "KEEL_CONTRIBUTION_INVALID", message: new KeelError("KEEL_CONTRIBUTION_INVALID", `message_edit rejected: ${errorMessage(err)}.`, { plugin: c.plugin, phase: "round.pre_request" }).message, plugin: c.plugin, phase: "round.pre_request" }, turnId);
+                void session.emit({ type: "diagnostic", level: "warn", code: "KEEL_CONTRIBUTION_INVALID", message: new KeelError("KEEL_CONTRIBUTION_INVALID", `message_edit rejected (history left as it was): ${errorMessage(err)}.`, { plugin: c.plugin, phase: "round.pre_request" }).message, plugin: c.plugin, phase: "round.pre_request" }, turnId);
               }
             }
             return next;
@@ -184,11 +206,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
           options = ro.options;
           stopAsked = of(rReq, "stop")[0]?.value.reason;
           if (session.messages !== counted) {
-            const again = repairToolPairs(session.messages);
-            if (again.messages !== session.messages) {
-              session.messages = freezeDeep(again.messages);
-              void session.emit({ type: "context.repaired", synthesizedResults: again.synthesized, droppedResults: again.dropped }, turnId);
-            }
+            repair();
             estimate = agent.tokens.countRequest({ system: sys, messages: session.messages, tools: sendTools }, exactAbove);
           }
         }
@@ -218,7 +236,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       stopReason = response.stopReason;
       await append(session, turnId, response.message);
       finalText = messageText(response.message) || finalText;
-      const rResp = await phase("round.post_response", ev("round.post_response", { round: rounds, response: response.message, stopReason: response.stopReason, usage: {} }));
+      const rResp = await phase("round.post_response", ev("round.post_response", { round: rounds, response: response.message, stopReason: response.stopReason, usage: response.usage }));
       const stop = of(rResp, "stop")[0];
       const calls = toolCallsOf(response.message);
       if (finalGuard) {
@@ -252,27 +270,34 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     if (err instanceof TurnFailure) verdict = err.verdict;
     else if (signal.aborted || (err instanceof ProviderError && err.errorClass === "aborted")) verdict = { status: "interrupted", reason: "aborted" };
     else if (err instanceof ProviderError) verdict = { status: "failed", reason: "provider_error", errorClass: err.errorClass, code: "KEEL_PROVIDER_ERROR", message: new KeelError("KEEL_PROVIDER_ERROR", `${agent.options.provider.id}: ${err.message} (class ${err.errorClass}).`).message };
-    else if (isKeelError(err)) verdict = { status: "failed", reason: "provider_error", code: err.code, message: err.message };
+    else if (isKeelError(err) && err.code !== "KEEL_STORE_FAILED") verdict = { status: "failed", reason: "provider_error", code: err.code, message: err.message };
     else throw err;
   }
 
   // Every tool call has a result even when the turn ended mid-way.
-  const repaired = repairToolPairs(session.messages);
-  if (repaired.messages !== session.messages) {
-    session.messages = freezeDeep(repaired.messages);
-    void session.emit({ type: "context.repaired", synthesizedResults: repaired.synthesized, droppedResults: repaired.dropped }, turnId);
-  }
+  repair();
   const type = verdict.status === "failed" ? "turn.failed" : verdict.status === "interrupted" ? "turn.interrupted" : "turn.completed";
   let post: PhaseResult | undefined;
   if (runner.has("turn.post_turn")) {
     // Runs before the terminal event is written so its timing is in it; a crash here still
     // leaves the turn's messages on disk (the terminal write is durable either way).
-    post = await runner.run("turn.post_turn", ev("turn.post_turn", { verdict, usage, messages: session.messages.slice(startCount), finalText }), new AbortController().signal, undefined, { session, turnId });
+    post = await runner.run("turn.post_turn", ev("turn.post_turn", { verdict, usage, messages: session.messages.slice(startCount), finalText }), { signal: session.lifetime, owner: { session, turnId }, backgroundSignal: session.lifetime });
     session.record(post, turnId);
   }
   await session.emit({ type, verdict, usage, rounds, toolCalls, timings: session.takeTimings() }, turnId, true);
   if (post) session.startJobs(post.contributions, turnId);
   return { sessionId: session.id, turnId, verdict, text: finalText, usage, rounds, toolCalls };
+
+  function repair(): void {
+    const r = repairToolPairs(session.messages);
+    if (r.messages === session.messages) return;
+    session.messages = freezeDeep(r.messages);
+    void session.emit({ type: "context.repaired", synthesizedResults: r.synthesized, droppedResults: r.dropped }, turnId);
+  }
+
+  function completed(call: ToolCallBlock, status: "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled", extra: { durationMs?: number; decision?: string; rewrittenBy?: string[] } = {}): void {
+    void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status, durationMs: extra.durationMs ?? 0, ...(extra.decision ? { decision: extra.decision } : {}), ...(extra.rewrittenBy ? { rewrittenBy: extra.rewrittenBy } : {}) }, turnId);
+  }
 
   function checkGuards(): { guard: GuardName; limit: number; value: number } | undefined {
     if (rounds >= limits.maxRounds) return { guard: "max_rounds", limit: limits.maxRounds, value: rounds };
@@ -293,35 +318,61 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     }
   }
 
-  async function stream(request: ModelRequest, attempt: number): Promise<{ message: AssistantMessage; stopReason: StopReason }> {
+  /** One provider call. Contract: settles promptly on abort, even if the provider ignores the signal. */
+  async function stream(request: ModelRequest, attempt: number): Promise<{ message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage> }> {
     const started = performance.now();
     const provider = agent.options.provider;
+    let iterator: AsyncIterator<ModelEvent> | undefined;
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => reject(new ProviderError("aborted", "The turn was cancelled during the model call."));
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
+    });
+    aborted.catch(() => {});
+    let finished = false;
     try {
-      for await (const e of provider.stream(request, { signal })) {
+      iterator = provider.stream(request, { signal })[Symbol.asyncIterator]();
+      for (;;) {
+        const next = await Promise.race([iterator.next(), aborted]);
+        if (next.done) break;
+        const e = next.value;
         if (e.type === "response") {
           const valid = MessageSchema.safeParse(e.message);
           if (!valid.success || e.message.role !== "assistant") {
             throw new ProviderError("unknown", `The provider returned a malformed response message (${valid.success ? "not an assistant message" : `${valid.error.issues[0]!.path.join(".")}: ${valid.error.issues[0]!.message}`}).`);
           }
+          finished = true;
           addUsage(usage, e.usage);
           void session.emit({ type: "model.responded", round: rounds, stopReason: e.stopReason, usage: e.usage, durationMs: Math.round(performance.now() - started), attempt }, turnId);
-          return { message: e.message, stopReason: e.stopReason };
+          return { message: e.message, stopReason: e.stopReason, usage: e.usage ?? {} };
         }
         if (agent.hasListeners) {
           session.live({ type: "model.delta", sessionId: session.id, turnId, round: rounds, channel: e.type === "text_delta" ? "text" : e.type === "thinking_delta" ? "thinking" : "tool_args", text: e.type === "tool_call_delta" ? e.argsText : e.text });
         }
       }
+      finished = true;
       throw new ProviderError("network", "The provider stream ended without a final response.");
     } catch (err) {
       const pe = err instanceof ProviderError ? err : signal.aborted ? new ProviderError("aborted", "aborted", { cause: err }) : isKeelError(err) ? undefined : new ProviderError("unknown", errorMessage(err), { cause: err });
       if (pe) void session.emit({ type: "model.failed", round: rounds, errorClass: pe.errorClass, message: pe.message, ...(pe.status !== undefined ? { status: pe.status } : {}) }, turnId);
       if (signal.aborted) throw new ProviderError("aborted", "The turn was cancelled during the model call.", { cause: err });
       throw pe ?? err;
+    } finally {
+      signal.removeEventListener("abort", onAbort!);
+      if (!finished && iterator?.return) {
+        // Stop a stream we walked away from (abort or error); a provider that throws here is ignored.
+        try {
+          void Promise.resolve(iterator.return()).catch(() => {});
+        } catch {
+          // ignored, see above
+        }
+      }
     }
   }
 
   async function skip(call: ToolCallBlock, text: string, status: "skipped" | "cancelled" | "denied" = "skipped"): Promise<void> {
-    void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status, durationMs: 0 }, turnId);
+    completed(call, status);
     await append(session, turnId, errorResult(call.id, call.name, text));
   }
 
@@ -357,26 +408,26 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
 
   async function prepare(call: ToolCallBlock): Promise<Prepared> {
     if (toolCalls >= limits.maxToolCalls) {
-      void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status: "skipped", durationMs: 0 }, turnId);
+      completed(call, "skipped");
       return { call, result: errorResult(call.id, call.name, `Skipped: this turn reached its limit of ${limits.maxToolCalls} tool calls.`) };
     }
     toolCalls++;
     const resolved = tools.get(call.name);
     if (!resolved) {
       const names = [...tools.keys()];
-      void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status: "error", durationMs: 0 }, turnId);
+      completed(call, "error");
       return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_UNKNOWN", `There is no tool "${call.name}". Available: ${names.slice(0, 40).join(", ") || "(none)"}.`, { tool: call.name }).message}`) };
     }
     const def = resolved.def;
     let view: ToolCallView = freezeDeep({ id: call.id, name: call.name, args: call.args, category: def.category ?? "info", source: { ...resolved.source } });
     let decision: ReturnType<typeof mergeDecisions> = { decision: "allow" };
     if (runner.has("tool.pre_call")) {
-      const res = await runner.run("tool.pre_call", ev("tool.pre_call", { round: rounds, call: view }), signal, (e, added) => {
+      const res = await runner.run("tool.pre_call", ev("tool.pre_call", { round: rounds, call: view }), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, step: (e, added) => {
         const withArgs = added.filter((c) => c.value.kind === "tool_decision" && c.value.args !== undefined);
         if (!withArgs.length) return e;
         view = freezeDeep({ ...view, args: (withArgs[withArgs.length - 1]!.value as ContributionOf<"tool_decision">).args });
         return Object.freeze({ ...e, call: view });
-      }, { session, turnId });
+      } });
       session.record(res, turnId);
       if (res.failed) {
         const failure = (res.failed.details as { failure?: string } | undefined)?.failure;
@@ -389,22 +440,27 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       const approve = agent.options.approve;
       let ok = false;
       try {
-        ok = approve ? (await approve({ sessionId: session.id, turnId, call: view, ...(decision.reason ? { reason: decision.reason } : {}), ...(decision.plugin ? { plugin: decision.plugin } : {}) })) === true : false;
+        const asked = approve ? approve({ sessionId: session.id, turnId, call: view, signal, ...(decision.reason ? { reason: decision.reason } : {}), ...(decision.plugin ? { plugin: decision.plugin } : {}) }) : false;
+        ok = (await raceAbort(Promise.resolve(asked), signal)) === true;
       } catch {
         ok = false;
+      }
+      if (signal.aborted) {
+        completed(call, "cancelled");
+        return { call, result: errorResult(call.id, call.name, "Cancelled: the turn was cancelled while waiting for approval.") };
       }
       if (ok) approvedByUser = true;
       else decision = { decision: "deny", reason: approve ? "the user did not approve it" : "approval was required but no approve() callback is configured", ...(decision.plugin ? { plugin: decision.plugin } : {}) };
     }
     if (decision.decision === "deny") {
-      void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status: "denied", durationMs: 0, decision: `deny${decision.plugin ? ` by ${decision.plugin}` : ""}` }, turnId);
+      completed(call, "denied", { decision: `deny${decision.plugin ? ` by ${decision.plugin}` : ""}` });
       return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_DENIED", `The call was denied${decision.plugin ? ` by ${decision.plugin}` : ""}${decision.reason ? `: ${decision.reason}` : ""}.`, { tool: call.name }).message}`) };
     }
     let args = view.args;
     if (def.input) {
       const parsed = def.input.safeParse(args);
       if (!parsed.success) {
-        void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status: "error", durationMs: 0 }, turnId);
+        completed(call, "error");
         const issues = parsed.error.issues.slice(0, 5).map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`).join("; ");
         return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_ARGS_INVALID", `Invalid arguments — ${issues}.`, { tool: call.name }).message}`) };
       }
@@ -421,18 +477,18 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     const { view, approvedByUser, decision } = p.ready;
     let result: ToolResultMessage = freezeDeep(run.result);
     if (run.status !== "cancelled" && runner.has("tool.post_result")) {
-      const res = await runner.run("tool.post_result", ev("tool.post_result", { round: rounds, call: view, result, durationMs: run.durationMs, approvedByUser }), signal, (e, added) => {
+      const res = await runner.run("tool.post_result", ev("tool.post_result", { round: rounds, call: view, result, durationMs: run.durationMs, approvedByUser }), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, step: (e, added) => {
         for (const c of added) {
           if (c.value.kind !== "tool_result_rewrite") continue;
           const v = c.value;
           result = freezeDeep({ ...result, content: typeof v.content === "string" ? textContent(v.content) : v.content, isError: v.isError ?? result.isError, rewrittenBy: [...(result.rewrittenBy ?? []), c.plugin] });
         }
         return Object.freeze({ ...e, result });
-      }, { session, turnId });
+      } });
       session.record(res, turnId);
       if (res.failed) throw phaseFailed(res.failed);
     }
-    void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status: run.status, durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) }, turnId);
+    completed(call, run.status, { durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) });
     return result;
   }
 }

@@ -541,7 +541,7 @@ describe("background handlers", () => {
             await gate;
             throw new Error("late failure");
           },
-          { await: "background", failure: "required" },
+          { await: "background" },
         );
       },
     });

@@ -341,8 +341,12 @@ describe("loop guards", () => {
       const { provider, session, agent, pings } = await setup([{ toolCalls: [call()] }, { text: "answer" }, { text: "never used" }], {
         plugins: [stopper("round.post_response", (round) => round === 2, seen)],
       });
-      await session.followUp("and then?");
+      // Queue the follow-up while the turn runs (after its first response).
+      const unsubscribe = agent.subscribe((e) => {
+        if (e.type === "tool.started") void session.followUp("and then?");
+      });
       const r = await session.run("go");
+      unsubscribe();
       expect(r.verdict).toEqual({ status: "stopped", reason: "plugin_stop", detail: "budget exhausted" });
       expect(r.text).toBe("answer");
       expect(seen).toEqual([1, 2]);

@@ -169,13 +169,16 @@ describe("steering", () => {
     await agent.close();
   });
 
-  it("steering queued before a turn starts is injected right after the turn's input", async () => {
-    const { agent, session, provider } = await setup([{ text: "answer to both" }], [pingTool({ n: 0 })]);
+  it("messages queued while no turn runs come before the next input, in the order they were sent", async () => {
+    const { agent, session, provider } = await setup([{ text: "answer to all" }], [pingTool({ n: 0 })]);
     await session.steer("and a detail");
+    await session.followUp("and another task");
     const r = await session.run("question");
-    expect(r.text).toBe("answer to both");
+    expect(r.text).toBe("answer to all");
     expect(provider.requests).toHaveLength(1);
-    expect(texts(provider.requests[0]!.messages)).toEqual(["user:question", "user:and a detail"]);
+    expect(texts(provider.requests[0]!.messages)).toEqual(["user:and a detail", "user:and another task", "user:question"]);
+    expect(session.steering).toEqual([]);
+    expect(session.followUps).toEqual([]);
     await agent.close();
   });
 });
@@ -240,19 +243,15 @@ describe("durable queues", () => {
     store1.close();
 
     const store2 = new SqliteSessionStore({ path: db });
-    const provider2 = scriptedProvider([
-      { text: "saw the steering", expect: { lastUserIncludes: "steer me" } },
-      { text: "saw the follow-up", expect: { lastUserIncludes: "follow me" } },
-    ]);
+    const provider2 = scriptedProvider([{ text: "saw all three", expect: { lastUserIncludes: "go" } }]);
     const agent2 = await createAgent({ provider: provider2, store: store2 });
     const s2 = await agent2.session(s1.id);
     expect(s2.steering.map((m) => m.text)).toEqual(["steer me"]);
     expect(s2.followUps.map((m) => m.text)).toEqual(["follow me"]);
     const r = await s2.run("go");
     expect(r.verdict).toEqual({ status: "completed", reason: "end_turn" });
-    expect(r.text).toBe("saw the follow-up");
-    expect(texts(provider2.requests[0]!.messages)).toEqual(["user:go", "user:steer me"]);
-    expect(texts(provider2.requests[1]!.messages)).toEqual(["user:go", "user:steer me", "assistant:saw the steering", "user:follow me"]);
+    expect(r.text).toBe("saw all three");
+    expect(texts(provider2.requests[0]!.messages)).toEqual(["user:steer me", "user:follow me", "user:go"]);
     expect(s2.steering).toEqual([]);
     expect(s2.followUps).toEqual([]);
     await agent2.close();
@@ -264,7 +263,7 @@ describe("durable queues", () => {
     const s3 = await agent3.session(s1.id);
     expect(s3.steering).toEqual([]);
     expect(s3.followUps).toEqual([]);
-    expect(texts(s3.messages)).toEqual(["user:go", "user:steer me", "assistant:saw the steering", "user:follow me", "assistant:saw the follow-up"]);
+    expect(texts(s3.messages)).toEqual(["user:steer me", "user:follow me", "user:go", "assistant:saw all three"]);
     await agent3.close();
     store3.close();
   });

@@ -619,7 +619,7 @@ describe("agent.inspect()", () => {
     const agent = await agentWith([
       subscriber("a-post", (ctx) => ctx.on("turn.pre_policy", noop, { stage: "post" })),
       subscriber("b-prio5", (ctx) => ctx.on("turn.pre_policy", noop, { priority: 5, await: "deadline" })),
-      subscriber("c-after-b", (ctx) => ctx.on("turn.pre_policy", noop, { priority: -1, after: ["b-prio5"], await: "background", failure: "required" })),
+      subscriber("c-after-b", (ctx) => ctx.on("turn.pre_policy", noop, { priority: -1, after: ["b-prio5"], await: "background" })),
       subscriber("d-pre", (ctx) => ctx.on("turn.pre_policy", noop, { stage: "pre", timeoutMs: 250 })),
       subscriber("e-before-b", (ctx) => ctx.on("turn.pre_policy", noop, { priority: 10, before: ["b-prio5"] })),
       subscriber("f-normal", (ctx) => {
@@ -642,7 +642,7 @@ describe("agent.inspect()", () => {
     ]);
     const byId = Object.fromEntries(row.subscriptions.map((s) => [s.id, s]));
     expect(byId["b-prio5:turn.pre_policy"]).toEqual({ id: "b-prio5:turn.pre_policy", plugin: "b-prio5", stage: "normal", priority: 5, after: [], before: [], await: "deadline", timeoutMs: 1_000, failure: "best_effort" });
-    expect(byId["c-after-b:turn.pre_policy"]).toMatchObject({ priority: -1, after: ["b-prio5"], await: "background", timeoutMs: 180_000, failure: "required" });
+    expect(byId["c-after-b:turn.pre_policy"]).toMatchObject({ priority: -1, after: ["b-prio5"], await: "background", timeoutMs: 180_000, failure: "best_effort" });
     expect(byId["d-pre:turn.pre_policy"]).toMatchObject({ stage: "pre", await: "blocking", timeoutMs: 250 });
     expect(byId["e-before-b:turn.pre_policy"]).toMatchObject({ stage: "normal", priority: 10, before: ["b-prio5"], after: [], timeoutMs: 30_000 });
     expect(byId["a-post:turn.pre_policy"]).toMatchObject({ stage: "post", priority: 0 });
@@ -699,5 +699,24 @@ describe("options without input", () => {
   it("a schema that needs a value still fails without input", async () => {
     const p = definePlugin({ name: "needs-key", version: "1.0.0", options: z.object({ apiKey: z.string() }), setup() {} });
     await expect(buildRegistry([p])).rejects.toMatchObject({ code: "KEEL_PLUGIN_OPTIONS_INVALID", plugin: "needs-key" });
+  });
+});
+
+describe("background subscriptions", () => {
+  it.each(["required", "fail_closed", "fallback"] as const)("refuse failure %s (nothing waits for them) with KEEL_SUBSCRIPTION_INVALID", async (failure) => {
+    const p = definePlugin({
+      name: "bg",
+      version: "1.0.0",
+      setup(ctx) {
+        ctx.on("turn.post_turn", () => undefined, { await: "background", failure, fallback: [{ kind: "diagnostic", code: "x", message: "y" }] });
+      },
+    });
+    await expect(buildRegistry([p])).rejects.toMatchObject({ code: "KEEL_SUBSCRIPTION_INVALID", plugin: "bg", message: expect.stringContaining("nothing waits for it") });
+  });
+
+  it("default to best_effort even on a fail_closed phase", async () => {
+    const p = definePlugin({ name: "bg", version: "1.0.0", setup: (ctx) => ctx.on("tool.pre_call", () => undefined, { await: "background" }) });
+    const registry = await buildRegistry([p]);
+    expect(registry.phases.get("tool.pre_call")![0]!.failure).toBe("best_effort");
   });
 });
