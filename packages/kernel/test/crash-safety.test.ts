@@ -19,6 +19,7 @@ import { messageText } from "../src/messages.ts";
 import { INTERRUPTED_RESULT, repairToolPairs } from "../src/repair.ts";
 import { scriptedProvider } from "../src/scripted-provider.ts";
 import { defaultSessionDbPath, SqliteSessionStore } from "../src/sqlite-store.ts";
+import { expectContiguousSeqs, userMsg } from "./support/helpers.ts";
 
 const CHILD_SCRIPT = fileURLToPath(new URL("./support/turn-child.ts", import.meta.url));
 /** Must match turn-child.ts. */
@@ -133,16 +134,8 @@ function startChild(home: string, mode: Mode, args: string[]): Child {
   };
 }
 
-function userMsg(text: string): UserMessage {
-  return { role: "user", content: [{ type: "text", text }] };
-}
-
 function userTexts(messages: readonly Message[]): string[] {
   return messages.filter((m) => m.role === "user").map(messageText);
-}
-
-function expectContiguousSeqs(events: readonly KeelEvent[]): void {
-  expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
 }
 
 /** A history a provider accepts: every tool call answered once, no stray results. */

@@ -13,12 +13,7 @@ import {
   scriptedProvider,
 } from "../src/index.ts";
 import type { AgentOptions, KeelEvent, Message, ScriptedProvider, ScriptStep, ToolDefinition } from "../src/index.ts";
-
-type EventOf<T extends KeelEvent["type"]> = Extract<KeelEvent, { type: T }>;
-
-function ofType<T extends KeelEvent["type"]>(events: readonly KeelEvent[], type: T): EventOf<T>[] {
-  return events.filter((e): e is EventOf<T> => e.type === type);
-}
+import { ofType, pingTool, type EventOf } from "./support/helpers.ts";
 
 /** Every tool call has exactly one result, placed after its assistant message and before the next one. */
 function expectPaired(messages: readonly Message[]): void {
@@ -42,17 +37,6 @@ function expectPaired(messages: readonly Message[]): void {
 
 function toolResults(messages: readonly Message[]): Array<{ id: string; text: string; isError: boolean }> {
   return messages.flatMap((m) => (m.role === "tool" ? [{ id: m.toolCallId, text: messageText(m), isError: m.isError }] : []));
-}
-
-function pingTool(counter: { n: number }): ToolDefinition {
-  return defineTool({
-    name: "ping",
-    description: "Answers pong.",
-    execute: () => {
-      counter.n++;
-      return "pong";
-    },
-  });
 }
 
 async function setup(steps: ScriptStep[] | ScriptedProvider, extra: Partial<AgentOptions> = {}) {

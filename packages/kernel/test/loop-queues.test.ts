@@ -9,18 +9,7 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAgent, defineTool, isKeelError, MemorySessionStore, messageText, scriptedProvider, SqliteSessionStore } from "../src/index.ts";
 import type { AgentOptions, KeelEvent, Message, ScriptStep, ToolDefinition } from "../src/index.ts";
-
-type EventOf<T extends KeelEvent["type"]> = Extract<KeelEvent, { type: T }>;
-
-function ofType<T extends KeelEvent["type"]>(events: readonly KeelEvent[], type: T): EventOf<T>[] {
-  return events.filter((e): e is EventOf<T> => e.type === type);
-}
-
-function deferred<T = void>() {
-  let resolve!: (v: T) => void;
-  const promise = new Promise<T>((r) => (resolve = r));
-  return { promise, resolve };
-}
+import { ofType, deferred, pingTool, type EventOf } from "./support/helpers.ts";
 
 const tmpDirs: string[] = [];
 afterEach(() => {
@@ -55,10 +44,6 @@ function gatedTool() {
     },
   });
   return { tool, started: started.promise, release: (v = "work done") => gate.resolve(v), runs: () => runs };
-}
-
-function pingTool(counter: { n: number }): ToolDefinition {
-  return defineTool({ name: "ping", description: "pong", execute: () => (counter.n++, "pong") });
 }
 
 async function setup(steps: ScriptStep[], tools: ToolDefinition[], extra: Partial<AgentOptions> = {}) {

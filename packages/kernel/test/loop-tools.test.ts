@@ -20,18 +20,7 @@ import {
   SqliteSessionStore,
 } from "../src/index.ts";
 import type { AgentOptions, ApprovalRequest, KeelEvent, Message, ScriptStep, ToolDefinition } from "../src/index.ts";
-
-type EventOf<T extends KeelEvent["type"]> = Extract<KeelEvent, { type: T }>;
-
-function ofType<T extends KeelEvent["type"]>(events: readonly KeelEvent[], type: T): EventOf<T>[] {
-  return events.filter((e): e is EventOf<T> => e.type === type);
-}
-
-function deferred<T = void>() {
-  let resolve!: (v: T) => void;
-  const promise = new Promise<T>((r) => (resolve = r));
-  return { promise, resolve };
-}
+import { ofType, deferred, type EventOf } from "./support/helpers.ts";
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 

@@ -22,6 +22,7 @@ import { repairToolPairs } from "../src/repair.ts";
 import { scriptedProvider } from "../src/scripted-provider.ts";
 import { defaultSessionDbPath, SqliteSessionStore } from "../src/sqlite-store.ts";
 import type { ToolDefinition } from "../src/tools.ts";
+import { ofType, keelErrorOf, expectContiguousSeqs, userMsg } from "./support/helpers.ts";
 
 const dirs: string[] = [];
 const stores: SqliteSessionStore[] = [];
@@ -42,29 +43,6 @@ function openStore(home: string): SqliteSessionStore {
   const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
   stores.push(store);
   return store;
-}
-
-function userMsg(text: string): UserMessage {
-  return { role: "user", content: [{ type: "text", text }] };
-}
-
-function ofType<T extends KeelEvent["type"]>(events: readonly KeelEvent[], type: T): Extract<KeelEvent, { type: T }>[] {
-  return events.filter((e): e is Extract<KeelEvent, { type: T }> => e.type === type);
-}
-
-function expectContiguousSeqs(events: readonly KeelEvent[]): void {
-  expect(events.length).toBeGreaterThan(0);
-  expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
-}
-
-async function keelErrorOf(fn: () => unknown): Promise<Error & { code: string }> {
-  try {
-    await fn();
-  } catch (err) {
-    if (isKeelError(err)) return err;
-    throw err;
-  }
-  throw new Error("expected a KeelError, nothing was thrown");
 }
 
 const lookup: ToolDefinition = {

@@ -11,6 +11,7 @@ import { MemorySessionStore } from "../src/memory-store.ts";
 import type { Message } from "../src/messages.ts";
 import type { SessionStore } from "../src/session-store.ts";
 import { defaultKeelHome, defaultSessionDbPath, SQLITE_SCHEMA_VERSION, SqliteSessionStore } from "../src/sqlite-store.ts";
+import { keelErrorOf } from "./support/helpers.ts";
 
 const SQLITE_STORE_URL = pathToFileURL(path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../src/sqlite-store.ts")).href;
 
@@ -19,17 +20,6 @@ function ev(sessionId: string, seq: number, data: KeelEventData, ts = 1_000 + se
 }
 
 const diag = (code: string): KeelEventData => ({ type: "diagnostic", level: "info", code, message: `m-${code}` });
-
-/** Run `fn`, expecting a KeelError; return it. */
-async function keelErrorOf(fn: () => unknown): Promise<Error & { code: string }> {
-  try {
-    await fn();
-  } catch (err) {
-    if (isKeelError(err)) return err;
-    throw err;
-  }
-  throw new Error("expected a KeelError, nothing was thrown");
-}
 
 let tmpDirs: string[] = [];
 function freshDir(): string {
