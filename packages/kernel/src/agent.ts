@@ -400,7 +400,7 @@ export class Session {
   async close(options: CloseOptions = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.cancel(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
+    if (this.current) this.cancel(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
     await this.running?.catch(() => undefined);
     await this.phase("session.end", { sessionId: this.id, agent: this.agent.name });
     const background = [...this.jobs, ...this.agent.runner.background];
@@ -410,7 +410,8 @@ export class Session {
       await Promise.race([Promise.allSettled(background), grace]);
       clearTimeout(timer);
     }
-    this.life.abort(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
+    if (this.jobs.size || this.agent.runner.background.size) this.life.abort(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
+    else this.life.abort();
     await Promise.allSettled([...this.jobs]);
     await this.flush();
     this.agent.forget(this.id);

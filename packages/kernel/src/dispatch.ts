@@ -106,7 +106,7 @@ class HookCtx implements HookContext {
   readonly phase: PhaseName;
   readonly subscription: string;
   private readonly parent: AbortSignal;
-  private readonly onParent = (): void => this.abort(this.parent.reason);
+  private onParent: (() => void) | undefined;
   constructor(plugin: string, phase: PhaseName, subscription: string, parent: AbortSignal) {
     this.plugin = plugin;
     this.phase = phase;
@@ -118,7 +118,10 @@ class HookCtx implements HookContext {
       this.ctrl = new AbortController();
       if (this.reason !== undefined) this.ctrl.abort(this.reason);
       else if (this.parent.aborted) this.ctrl.abort(this.parent.reason);
-      else if (!this.settled) this.parent.addEventListener("abort", this.onParent, { once: true });
+      else if (!this.settled) {
+        this.onParent = () => this.abort(this.parent.reason);
+        this.parent.addEventListener("abort", this.onParent, { once: true });
+      }
     }
     return this.ctrl.signal;
   }
@@ -135,7 +138,7 @@ class HookCtx implements HookContext {
   /** The handler settled: stop listening to the turn, never abort this context again. */
   dispose(): void {
     this.settled = true;
-    this.parent.removeEventListener("abort", this.onParent);
+    if (this.onParent) this.parent.removeEventListener("abort", this.onParent);
   }
 }
 

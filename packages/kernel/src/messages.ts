@@ -89,14 +89,14 @@ export function toolCallsOf(message: Message): ToolCallBlock[] {
 }
 
 /**
- * Freeze a value and everything reachable from it. Contract: returns its argument; handles
- * cycles; a shallowly frozen parent still gets its parts frozen.
+ * Freeze a value and everything reachable from it (to a depth of 64, which also ends cycles).
+ * Contract: returns its argument; a shallowly frozen parent still gets its parts frozen.
  */
-export function freezeDeep<T>(value: T, seen: WeakSet<object> = new WeakSet()): T {
-  if (value !== null && typeof value === "object" && !seen.has(value)) {
-    seen.add(value);
+export function freezeDeep<T>(value: T, depth = 0): T {
+  if (value !== null && typeof value === "object" && depth < 64) {
     Object.freeze(value);
-    for (const v of Object.values(value)) freezeDeep(v, seen);
+    if (Array.isArray(value)) for (const v of value) freezeDeep(v, depth + 1);
+    else for (const k in value) freezeDeep((value as Record<string, unknown>)[k], depth + 1);
   }
   return value;
 }
