@@ -19,7 +19,7 @@ import { messageText } from "../src/messages.ts";
 import { INTERRUPTED_RESULT, repairToolPairs } from "../src/repair.ts";
 import { scriptedProvider } from "../src/scripted-provider.ts";
 import { defaultSessionDbPath, SqliteSessionStore } from "../src/sqlite-store.ts";
-import { expectContiguousSeqs, userMsg } from "./support/helpers.ts";
+import { expectContiguousSeqs, tempHomes, userMsg } from "./support/helpers.ts";
 
 const CHILD_SCRIPT = fileURLToPath(new URL("./support/turn-child.ts", import.meta.url));
 /** Must match turn-child.ts. */
@@ -41,8 +41,9 @@ interface Child {
 }
 
 const children = new Set<ChildProcess>();
-const stores: SqliteSessionStore[] = [];
-const dirs: string[] = [];
+const homes = tempHomes("keel-crash-");
+const freshHome = homes.fresh;
+const openStore = homes.open;
 
 afterEach(async () => {
   // No leaked processes, also when a test failed before it killed its child.
@@ -54,21 +55,8 @@ afterEach(async () => {
     }
   }
   children.clear();
-  for (const s of stores.splice(0)) s.close();
-  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+  homes.cleanup();
 });
-
-function freshHome(): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "keel-crash-"));
-  dirs.push(dir);
-  return dir;
-}
-
-function openStore(home: string): SqliteSessionStore {
-  const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
-  stores.push(store);
-  return store;
-}
 
 function startChild(home: string, mode: Mode, args: string[]): Child {
   const proc = spawn(process.execPath, ["--no-warnings", CHILD_SCRIPT, mode, ...args], {

@@ -22,28 +22,16 @@ import { repairToolPairs } from "../src/repair.ts";
 import { scriptedProvider } from "../src/scripted-provider.ts";
 import { defaultSessionDbPath, SqliteSessionStore } from "../src/sqlite-store.ts";
 import type { ToolDefinition } from "../src/tools.ts";
-import { ofType, keelErrorOf, expectContiguousSeqs, userMsg } from "./support/helpers.ts";
+import { ofType, keelErrorOf, expectContiguousSeqs, tempHomes, userMsg } from "./support/helpers.ts";
 
-const dirs: string[] = [];
-const stores: SqliteSessionStore[] = [];
+const homes = tempHomes("keel-resume-");
+const freshDir = homes.fresh;
+const openStore = homes.open;
 
 afterEach(() => {
   vi.unstubAllEnvs();
-  for (const s of stores.splice(0)) s.close();
-  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+  homes.cleanup();
 });
-
-function freshDir(): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "keel-resume-"));
-  dirs.push(dir);
-  return dir;
-}
-
-function openStore(home: string): SqliteSessionStore {
-  const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
-  stores.push(store);
-  return store;
-}
 
 const lookup: ToolDefinition = {
   name: "lookup",

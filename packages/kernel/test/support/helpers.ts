@@ -1,7 +1,10 @@
 /** Helpers shared by the kernel's tests. */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { expect } from "vitest";
 import type { KeelEvent, ToolDefinition, UserMessage } from "../../src/index.ts";
-import { defineTool, isKeelError } from "../../src/index.ts";
+import { defaultSessionDbPath, defineTool, isKeelError, SqliteSessionStore } from "../../src/index.ts";
 
 /** The stored event of one type. */
 export type EventOf<T extends KeelEvent["type"]> = Extract<KeelEvent, { type: T }>;
@@ -43,4 +46,29 @@ export function userMsg(text: string): UserMessage {
 /** A tool named `ping` that counts its calls and answers "pong". */
 export function pingTool(counter: { n: number }): ToolDefinition {
   return defineTool({ name: "ping", description: "Answers pong.", execute: () => (counter.n++, "pong") });
+}
+
+/**
+ * Temporary agent homes and the SQLite stores opened on them; `cleanup()` closes the stores
+ * and deletes the folders (call it in afterEach).
+ */
+export function tempHomes(prefix: string): { fresh(): string; open(home: string): SqliteSessionStore; cleanup(): void } {
+  const dirs: string[] = [];
+  const stores: SqliteSessionStore[] = [];
+  return {
+    fresh() {
+      const dir = mkdtempSync(join(tmpdir(), prefix));
+      dirs.push(dir);
+      return dir;
+    },
+    open(home) {
+      const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
+      stores.push(store);
+      return store;
+    },
+    cleanup() {
+      for (const s of stores.splice(0)) s.close();
+      for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+    },
+  };
 }
