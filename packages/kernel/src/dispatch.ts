@@ -80,6 +80,8 @@ export interface RunPhaseOptions {
 }
 
 class Run {
+  /** The last clock reading: a handler run back-to-back after another starts when it ended. */
+  mark = 0;
   readonly slots: Array<Outcome | Promise<Outcome> | undefined> = [];
   async = false;
   crashed: unknown;
@@ -196,6 +198,7 @@ export class PhaseRunner {
     if (!hook) return result;
     const t0 = performance.now();
     const run = new Run(phase, event, options, result);
+    run.mark = t0;
     let called = false;
     let resume: (() => void) | undefined;
     hook.callAsync(run, (err) => {
@@ -226,14 +229,14 @@ export class PhaseRunner {
 
   private launch(run: Run, sub: Subscription): void {
     const waits = sub.waitFor.length ? sub.waitFor.map((p) => run.slots[p]).filter(isThenable) : [];
-    const slot = waits.length ? Promise.all(waits).then(() => this.invoke(run, sub)) : this.invoke(run, sub);
+    const slot = waits.length ? Promise.all(waits).then(() => this.invoke(run, sub, run.options.signal, true)) : this.invoke(run, sub);
     if (isThenable(slot)) run.async = true;
     run.slots[sub.position] = slot;
   }
 
   private step(run: Run, sub: Subscription, cb: () => void): void {
     if (run.waterfallStop) return cb();
-    const out = this.invoke(run, sub);
+    const out = this.invoke(run, sub, run.options.signal, true);
     if (!isThenable(out)) {
       this.settleStep(run, out);
       return cb();
@@ -262,7 +265,7 @@ export class PhaseRunner {
   }
 
   private launchBackground(run: Run, sub: Subscription): void {
-    const out = this.invoke(run, sub, run.options.backgroundSignal ?? NEVER);
+    const out = this.invoke(run, sub, run.options.backgroundSignal ?? NEVER, true);
     run.result.handlers.push({ plugin: sub.plugin, subscription: sub.id, status: "queued", durationMs: 0, contributions: 0 });
     const p = Promise.resolve(out).then((o) => {
       const r: PhaseResult = { phase: run.phase, durationMs: 0, handlers: [], contributions: [], records: [], diagnostics: [] };
@@ -283,8 +286,9 @@ export class PhaseRunner {
    * Call one handler under its deadline.
    * Contract: never throws; a returned promise never rejects.
    */
-  private invoke(run: Run, sub: Subscription, signal: AbortSignal = run.options.signal): Outcome | Promise<Outcome> {
-    const t0 = performance.now();
+  private invoke(run: Run, sub: Subscription, signal: AbortSignal = run.options.signal, freshClock = false): Outcome | Promise<Outcome> {
+    // Handlers launched back-to-back share clock readings (one per handler, not two).
+    const t0 = freshClock ? performance.now() : run.mark;
     const ctx = new HookCtx(sub.plugin, sub.phase, sub.id, signal);
     const failed = (status: "threw" | "timeout" | "aborted", error: unknown): Outcome => ({ sub, status, durationMs: performance.now() - t0, valid: [], invalid: [], error });
     let raw: unknown;
@@ -298,8 +302,11 @@ export class PhaseRunner {
     }
     if (!thenable) {
       ctx.dispose();
-      return this.validate(sub, raw, t0);
+      const out = this.validate(sub, raw, t0);
+      run.mark = t0 + out.durationMs;
+      return out;
     }
+    run.mark = performance.now();
     return new Promise<Outcome>((resolve) => {
       let settled = false;
       const finish = (o: Outcome) => {
