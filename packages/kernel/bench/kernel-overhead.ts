@@ -5,7 +5,7 @@
  * so the ratio is measured in one run. Run with `pnpm bench`.
  */
 import { createAgent, definePlugin, MemorySessionStore, PHASE_NAMES, ScriptedProvider, SqliteSessionStore, toolCallsOf } from "../src/index.ts";
-import { TokenCounter } from "../src/index.ts";
+import { buildRegistry, PhaseRunner, TokenCounter } from "../src/index.ts";
 import type { KeelEvent, Message, ModelProvider, ModelRequest, PhaseName, ToolDefinition, ToolResultMessage } from "../src/index.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -118,6 +118,16 @@ async function main(): Promise<void> {
   }
   await agent.close();
 
+  // One phase run with the 5 no-op handlers, dispatch alone (tapable, policies, validation).
+  const runner = new PhaseRunner(await buildRegistry(plugins), { phaseStarted() {}, backgroundSettled() {} });
+  const phaseEvent = Object.freeze({ phase: "turn.pre_policy" });
+  const runs: number[] = [];
+  for (let i = 0; i < 20_000; i++) {
+    const t = performance.now();
+    for (let j = 0; j < 10; j++) await runner.run("turn.pre_policy", phaseEvent, { signal });
+    if (i >= 2_000) runs.push((performance.now() - t) / 10);
+  }
+
   // The same turn with the durable SQLite store, for scale (not part of the ratio).
   const dir = mkdtempSync(join(tmpdir(), "keel-bench-"));
   const durable: number[] = [];
@@ -144,6 +154,7 @@ async function main(): Promise<void> {
     ["ratio kernel / (b): phase dispatch, validation, merge", (k / b).toFixed(2)],
     ["kernel overhead per turn vs (a) (target < 100 µs)", `${(k - h).toFixed(1)} µs`],
     ["dispatch cost per handler call vs (b) (90 calls a turn)", `${((k - b) / 90).toFixed(2)} µs`],
+    ["one phase run, 5 no-op handlers (dispatch alone)", `${(median(runs) * 1000).toFixed(2)} µs`],
     ["kernel turn with the SQLite store (durable user message)", `${(median(durable) * 1000).toFixed(1)} µs`],
   ];
   console.log(`kernel overhead — ${TURNS} turns each, interleaved in one run, medians (node ${process.version})`);
