@@ -13,27 +13,7 @@ import {
   scriptedProvider,
 } from "../src/index.ts";
 import type { AgentOptions, KeelEvent, Message, ScriptedProvider, ScriptStep, ToolDefinition } from "../src/index.ts";
-import { ofType, pingTool, type EventOf } from "./support/helpers.ts";
-
-/** Every tool call has exactly one result, placed after its assistant message and before the next one. */
-function expectPaired(messages: readonly Message[]): void {
-  const calls: string[] = [];
-  const results = new Map<string, number>();
-  let open = new Set<string>();
-  for (const m of messages) {
-    if (m.role === "assistant") {
-      expect([...open], "results missing before the next assistant message").toEqual([]);
-      open = new Set(m.content.flatMap((b) => (b.type === "tool_call" ? [b.id] : [])));
-      calls.push(...open);
-    } else if (m.role === "tool") {
-      expect(open.has(m.toolCallId), `result ${m.toolCallId} has no open call`).toBe(true);
-      open.delete(m.toolCallId);
-      results.set(m.toolCallId, (results.get(m.toolCallId) ?? 0) + 1);
-    }
-  }
-  expect([...open]).toEqual([]);
-  for (const id of calls) expect(results.get(id), `results for ${id}`).toBe(1);
-}
+import { ofType, pairResults, pingTool, type EventOf } from "./support/helpers.ts";
 
 function toolResults(messages: readonly Message[]): Array<{ id: string; text: string; isError: boolean }> {
   return messages.flatMap((m) => (m.role === "tool" ? [{ id: m.toolCallId, text: messageText(m), isError: m.isError }] : []));
@@ -87,7 +67,7 @@ describe("loop guards", () => {
     expect(compiled.at(-1)!.manifest.tools).toEqual([]);
     expect(tripped[0]!.seq).toBeLessThan(compiled.at(-1)!.seq);
     expect(ofType(events, "turn.completed").at(-1)!.verdict).toEqual({ status: "stopped", reason: "max_rounds" });
-    expectPaired(session.messages);
+    pairResults(session.messages);
     await agent.close();
   });
 
@@ -223,7 +203,7 @@ describe("loop guards", () => {
     expect(provider.remaining).toBe(1);
     expectFinalRound(provider, "max_rounds");
     expect(pings.n).toBe(1); // the final-round call never ran
-    expectPaired(session.messages);
+    pairResults(session.messages);
     const results = toolResults(session.messages);
     expect(results).toHaveLength(3);
     expect(results[0]).toEqual({ id: "call_0_0", text: "pong", isError: false });
@@ -308,7 +288,7 @@ describe("loop guards", () => {
       expect(r.verdict).toEqual({ status: "stopped", reason: "plugin_stop", detail: "budget exhausted" });
       expect(provider.requests).toHaveLength(1);
       expect(pings.n).toBe(0);
-      expectPaired(session.messages);
+      pairResults(session.messages);
       const results = toolResults(session.messages);
       expect(results.map((x) => x.id)).toEqual(["call_0_0", "call_0_1", "call_0_2"]);
       for (const res of results) {
@@ -350,7 +330,7 @@ describe("loop guards", () => {
       expect(r.verdict).toEqual({ status: "stopped", reason: "plugin_stop", detail: "budget exhausted" });
       expect(provider.requests).toHaveLength(1);
       expect(seen).toEqual([1, 2]);
-      expectPaired(session.messages);
+      pairResults(session.messages);
       await agent.close();
     });
   });

@@ -20,7 +20,7 @@ import {
   SqliteSessionStore,
 } from "../src/index.ts";
 import type { AgentOptions, ApprovalRequest, KeelEvent, Message, ScriptStep, ToolDefinition } from "../src/index.ts";
-import { ofType, deferred, type EventOf } from "./support/helpers.ts";
+import { ofType, deferred, pairResults, type EventOf } from "./support/helpers.ts";
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -46,33 +46,6 @@ function sleepWith(signal: AbortSignal, ms: number): Promise<void> {
       reject(new Error("aborted"));
     });
   });
-}
-
-/**
- * Pair tool calls with results: every call has exactly one result, after its assistant
- * message and before the next one; no result lacks a call. Returns id → result message.
- */
-function pairResults(messages: readonly Message[]): Map<string, { text: string; isError: boolean; name: string }> {
-  const out = new Map<string, { text: string; isError: boolean; name: string }>();
-  const calls: string[] = [];
-  let open = new Set<string>();
-  for (const m of messages) {
-    if (m.role === "assistant") {
-      expect([...open], "calls left without a result before the next assistant message").toEqual([]);
-      open = new Set(m.content.flatMap((b) => (b.type === "tool_call" ? [b.id] : [])));
-      calls.push(...open);
-    } else if (m.role === "tool") {
-      expect(open.has(m.toolCallId), `result ${m.toolCallId} has no open call`).toBe(true);
-      expect(out.has(m.toolCallId), `second result for ${m.toolCallId}`).toBe(false);
-      open.delete(m.toolCallId);
-      out.set(m.toolCallId, { text: messageText(m), isError: m.isError, name: m.toolName });
-    } else {
-      expect([...open], "a user message came between a call and its result").toEqual([]);
-    }
-  }
-  expect([...open]).toEqual([]);
-  expect([...out.keys()].sort()).toEqual([...calls].sort());
-  return out;
 }
 
 async function setup(steps: ScriptStep[], tools: ToolDefinition[], extra: Partial<AgentOptions> = {}) {

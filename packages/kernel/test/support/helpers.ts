@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "vitest";
-import type { KeelEvent, ToolDefinition, UserMessage } from "../../src/index.ts";
-import { defaultSessionDbPath, defineTool, isKeelError, SqliteSessionStore } from "../../src/index.ts";
+import type { KeelEvent, Message, ToolDefinition, UserMessage } from "../../src/index.ts";
+import { defaultSessionDbPath, defineTool, isKeelError, messageText, SqliteSessionStore } from "../../src/index.ts";
 
 /** The stored event of one type. */
 export type EventOf<T extends KeelEvent["type"]> = Extract<KeelEvent, { type: T }>;
@@ -71,4 +71,31 @@ export function tempHomes(prefix: string): { fresh(): string; open(home: string)
       for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Pair tool calls with results: every call has exactly one result, after its assistant
+ * message and before the next one; no result lacks a call. Returns id → result message.
+ */
+export function pairResults(messages: readonly Message[]): Map<string, { text: string; isError: boolean; name: string }> {
+  const out = new Map<string, { text: string; isError: boolean; name: string }>();
+  const calls: string[] = [];
+  let open = new Set<string>();
+  for (const m of messages) {
+    if (m.role === "assistant") {
+      expect([...open], "calls left without a result before the next assistant message").toEqual([]);
+      open = new Set(m.content.flatMap((b) => (b.type === "tool_call" ? [b.id] : [])));
+      calls.push(...open);
+    } else if (m.role === "tool") {
+      expect(open.has(m.toolCallId), `result ${m.toolCallId} has no open call`).toBe(true);
+      expect(out.has(m.toolCallId), `second result for ${m.toolCallId}`).toBe(false);
+      open.delete(m.toolCallId);
+      out.set(m.toolCallId, { text: messageText(m), isError: m.isError, name: m.toolName });
+    } else {
+      expect([...open], "a user message came between a call and its result").toEqual([]);
+    }
+  }
+  expect([...open]).toEqual([]);
+  expect([...out.keys()].sort()).toEqual([...calls].sort());
+  return out;
 }
