@@ -105,9 +105,10 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
   const policies = new PolicySet();
   const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, trigger: "user", history, policies, metadata: Object.freeze({ ...metadata }) });
   const ev = <P extends PhaseName>(phase: P, extra: Omit<PhaseEvents[P], keyof TurnEventBase> | object = {}) => Object.freeze({ ...base, ...extra, phase });
-  const phase = async (name: PhaseName, event: object, step?: (e: any, added: Contributed[]) => any): Promise<PhaseResult | undefined> => {
+  /** Run a turn or round phase; its event is built only when someone subscribes. */
+  const phase = async (name: PhaseName, extra: object = {}, step?: (e: any, added: Contributed[]) => any): Promise<PhaseResult | undefined> => {
     if (!runner.has(name)) return undefined;
-    const res = await runner.run(name, event, { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, ...(step ? { step } : {}) });
+    const res = await runner.run(name, ev(name, extra), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, ...(step ? { step } : {}) });
     session.record(res, turnId);
     session.startJobs(res.contributions, turnId);
     if (res.failed) throw phaseFailed(res.failed);
@@ -124,21 +125,21 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
   let tools = new Map<string, ResolvedTool>();
   try {
     // Turn phases.
-    const rPolicy = await phase("turn.pre_policy", ev("turn.pre_policy"));
+    const rPolicy = await phase("turn.pre_policy");
     merged(rPolicy, policies.merge(of(rPolicy, "policy"), "turn.pre_policy"), turnId);
-    const rContext = await phase("turn.pre_prompt_context", ev("turn.pre_prompt_context"));
+    const rContext = await phase("turn.pre_prompt_context");
     const builtin = agent.options.tools ?? [];
-    const rTools = await phase("turn.pre_tool_materialization", ev("turn.pre_tool_materialization", { tools: builtin.map((t) => t.name) }));
+    const rTools = await phase("turn.pre_tool_materialization", { tools: builtin.map((t) => t.name) });
     merged(rTools, policies.merge(of(rTools, "policy"), "turn.pre_tool_materialization"), turnId);
     const bundles = mergeToolBundles(builtin, of(rTools, "tool_bundle"), "turn.pre_tool_materialization");
     merged(rTools, bundles, turnId);
     tools = new Map(bundles.tools.map((t) => [t.def.name, t]));
     const firstContext = mergePromptContext(of(rContext, "prompt_context"), "turn.pre_prompt_context", agent.caps);
-    const rPreflight = await phase("turn.post_preflight_prompt_context", ev("turn.post_preflight_prompt_context", { context: firstContext.entries }));
+    const rPreflight = await phase("turn.post_preflight_prompt_context", { context: firstContext.entries });
     const context = rPreflight ? mergePromptContext([...of(rContext, "prompt_context"), ...of(rPreflight, "prompt_context")], "turn.post_preflight_prompt_context", agent.caps) : firstContext;
     merged(rPreflight ?? rContext, context, turnId);
     const toolNames = [...tools.keys()];
-    const rCompile = await phase("turn.pre_prompt_compile", ev("turn.pre_prompt_compile", { context: context.entries, tools: toolNames }));
+    const rCompile = await phase("turn.pre_prompt_compile", { context: context.entries, tools: toolNames });
     const sections = mergePromptSections(of(rCompile, "prompt_section"), "turn.pre_prompt_compile", agent.caps);
     merged(rCompile, sections, turnId);
     const system = compileSystemPrompt(agent.options.instructions ?? "", sections.sections, context.entries);
@@ -148,7 +149,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       context: context.entries.map((e) => ({ id: e.id, domain: e.domain, chars: e.content.length, plugin: e.plugin })),
       tools: [...tools.values()].map((t) => ({ name: t.def.name, source: t.source.kind === "builtin" ? "builtin" : `${t.source.plugin}/${t.source.bundle}` })),
     };
-    await phase("turn.post_prompt_compile", ev("turn.post_prompt_compile", { system, manifest: { round: 0, ...manifestBase, messageCount: session.messages.length, systemChars: system.length, tokenEstimate: { exact: false, system: 0, tools: 0, messages: 0, total: 0 }, options: {}, finalRound: false } }));
+    await phase("turn.post_prompt_compile", { system, manifest: { round: 0, ...manifestBase, messageCount: session.messages.length, systemChars: system.length, tokenEstimate: { exact: false, system: 0, tools: 0, messages: 0, total: 0 }, options: {}, finalRound: false } });
 
     // Rounds. Counting is exact whenever a request could come near the context ceiling.
     const window = agent.options.provider.contextWindow;
@@ -179,7 +180,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
         let estimate = agent.tokens.countRequest({ system: sys, messages: counted, tools: sendTools }, exactAbove);
         const rReq = await phase(
           "round.pre_request",
-          ev("round.pre_request", { round: rounds, messages: session.messages, tokenEstimate: estimate.total, contextWindow: agent.options.provider.contextWindow, options, ...(retry ? { retry } : {}) }),
+          { round: rounds, messages: session.messages, tokenEstimate: estimate.total, contextWindow: agent.options.provider.contextWindow, options, ...(retry ? { retry } : {}) },
           (e, added) => {
             let next = e;
             for (const c of added) {
@@ -236,7 +237,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       stopReason = response.stopReason;
       await append(session, turnId, response.message);
       finalText = messageText(response.message) || finalText;
-      const rResp = await phase("round.post_response", ev("round.post_response", { round: rounds, response: response.message, stopReason: response.stopReason, usage: response.usage }));
+      const rResp = await phase("round.post_response", { round: rounds, response: response.message, stopReason: response.stopReason, usage: response.usage });
       const stop = of(rResp, "stop")[0];
       const calls = toolCallsOf(response.message);
       if (finalGuard) {
