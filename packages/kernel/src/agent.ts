@@ -66,6 +66,8 @@ export interface ApprovalRequest {
 export interface AgentOptions {
   name?: string;
   provider: ModelProvider;
+  /** The model plugins use for side calls (HookContext.model); default: `provider`. */
+  sideModel?: ModelProvider;
   instructions?: string;
   tools?: readonly ToolDefinition[];
   plugins?: readonly PluginEntry[];
@@ -100,6 +102,7 @@ const positive = z.number().positive();
 const AgentOptionsSchema = z.object({
   name: z.string().min(1).optional(),
   provider: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method" }),
+  sideModel: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method" }).optional(),
   instructions: z.string().optional(),
   tools: z.array(z.unknown()).optional(),
   plugins: z.array(z.unknown()).optional(),
@@ -183,7 +186,7 @@ export class Agent {
         o?.session.backgroundSettled(phase, o.turnId, handler, contributions, records, diagnostics);
       },
     };
-    this.runner = new PhaseRunner(registry, tracer);
+    this.runner = new PhaseRunner(registry, tracer, options.sideModel ?? options.provider);
   }
 
   /** Receive every event (stored and live). Returns an unsubscribe function. */

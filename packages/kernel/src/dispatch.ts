@@ -13,6 +13,7 @@ import type { ContributionRecord, HandlerSummary } from "./events.ts";
 import type { PhaseName } from "./phases.ts";
 import { PHASES } from "./phases.ts";
 import type { HookContext } from "./plugin.ts";
+import type { ModelProvider } from "./provider.ts";
 import type { PluginRegistry, Subscription } from "./registry.ts";
 
 /** A diagnostic produced while running a phase. */
@@ -109,7 +110,9 @@ class HookCtx implements HookContext {
   readonly subscription: string;
   private readonly parent: AbortSignal;
   private onParent: (() => void) | undefined;
-  constructor(plugin: string, phase: PhaseName, subscription: string, parent: AbortSignal) {
+  readonly model: ModelProvider | undefined;
+  constructor(plugin: string, phase: PhaseName, subscription: string, parent: AbortSignal, model: ModelProvider | undefined) {
+    this.model = model;
     this.plugin = plugin;
     this.phase = phase;
     this.subscription = subscription;
@@ -159,7 +162,10 @@ export class PhaseRunner {
   readonly registry: PluginRegistry;
   private readonly tracer: PhaseTracer;
 
-  constructor(registry: PluginRegistry, tracer: PhaseTracer) {
+  /** The model handlers may use for side calls (HookContext.model). */
+  readonly model: ModelProvider | undefined;
+  constructor(registry: PluginRegistry, tracer: PhaseTracer, model?: ModelProvider) {
+    this.model = model;
     this.registry = registry;
     this.tracer = tracer;
     const interceptor = { call: (run: Run) => tracer.phaseStarted(run.phase, run.options.owner) };
@@ -289,7 +295,7 @@ export class PhaseRunner {
   private invoke(run: Run, sub: Subscription, signal: AbortSignal = run.options.signal, freshClock = false): Outcome | Promise<Outcome> {
     // Handlers launched back-to-back share clock readings (one per handler, not two).
     const t0 = freshClock ? performance.now() : run.mark;
-    const ctx = new HookCtx(sub.plugin, sub.phase, sub.id, signal);
+    const ctx = new HookCtx(sub.plugin, sub.phase, sub.id, signal, this.model);
     const failed = (status: "threw" | "timeout" | "aborted", error: unknown): Outcome => ({ sub, status, durationMs: performance.now() - t0, valid: [], invalid: [], error });
     let raw: unknown;
     let thenable: boolean;

@@ -46,6 +46,12 @@ export const ERROR_CODES = {
   KEEL_STORE_FAILED: "The session store could not be opened or written. Check that KEEL_HOME is writable and the disk has room.",
   KEEL_SCRIPT_INVALID: "The provider script does not match its schema. Fix the step at the path shown.",
   KEEL_SCRIPT_EXHAUSTED: "The scripted provider has no model turn left for this request. Add a step to the script.",
+  // Providers (@keel/providers). Add codes above this line.
+  // Config and CLI (@keel/cli). Add codes above this line.
+  // Memory (@keel/plugin-memory). Add codes above this line.
+  // Skills (@keel/plugin-skills). Add codes above this line.
+  // MCP (@keel/plugin-mcp). Add codes above this line.
+  // Compaction (@keel/plugin-compaction). Add codes above this line.
 } as const;
 
 Object.freeze(ERROR_CODES);

@@ -6,6 +6,7 @@
 import type { z, ZodType } from "zod";
 import type { ContributionInputOf } from "./contributions.ts";
 import type { AcceptedKind, AwaitPolicy, FailurePolicy, PhaseEvent, PhaseName } from "./phases.ts";
+import type { ModelProvider } from "./provider.ts";
 
 /** A value or a promise of it. */
 export type MaybePromise<T> = T | Promise<T>;
@@ -26,6 +27,11 @@ export interface HookContext {
   readonly phase: PhaseName;
   readonly subscription: string;
   readonly signal: AbortSignal;
+  /**
+   * The model a handler may call for side work (extraction, summaries, plans): the agent's
+   * `sideModel`, else its main provider. Use `complete()` to get one whole answer.
+   */
+  readonly model: ModelProvider | undefined;
 }
 
 /** A phase handler. */

@@ -85,3 +85,29 @@ export class ProviderError extends Error {
     return this.errorClass === "rate_limited" || this.errorClass === "overloaded" || this.errorClass === "network";
   }
 }
+
+/** One whole model answer, as `complete()` returns it. */
+export interface Completion {
+  message: AssistantMessage;
+  /** The answer's text blocks joined. */
+  text: string;
+  stopReason: StopReason;
+  usage: Partial<Usage>;
+}
+
+/**
+ * Run one request to the end and return the whole answer (for plugins' side calls).
+ * Contract: throws the provider's ProviderError; throws `aborted` when `signal` fires;
+ * a stream that ends without its `response` event is a `network` error.
+ */
+export async function complete(provider: ModelProvider, request: Partial<ModelRequest> & Pick<ModelRequest, "messages">, options: { signal?: AbortSignal } = {}): Promise<Completion> {
+  const full: ModelRequest = { system: request.system ?? "", messages: request.messages, tools: request.tools ?? [], options: request.options ?? {} };
+  const signal = options.signal ?? new AbortController().signal;
+  for await (const event of provider.stream(full, { signal })) {
+    if (event.type !== "response") continue;
+    const text = event.message.content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("");
+    return { message: event.message, text, stopReason: event.stopReason, usage: event.usage };
+  }
+  if (signal.aborted) throw new ProviderError("aborted", "The request was aborted.");
+  throw new ProviderError("network", "The stream ended without a response event.");
+}

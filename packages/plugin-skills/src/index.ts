@@ -1,0 +1,2 @@
+/** placeholder until the package lands */
+export {};
