@@ -52,6 +52,8 @@ export type KeelEventData =
   | { type: "prompt.compiled"; manifest: PromptManifest }
   | { type: "model.responded"; round: number; stopReason: StopReason; usage: Partial<Usage>; durationMs: number; attempt: number }
   | { type: "model.failed"; round: number; errorClass: ProviderErrorClass; message: string; status?: number }
+  /** A provider's notice: a retried stream, a fallback to another model (ModelEvent `notice`). */
+  | { type: "model.notice"; round: number; kind: "retry" | "fallback" | "info"; message: string; provider?: string; data?: Record<string, unknown> }
   | { type: "tool.started"; round: number; callId: string; name: string; args: unknown }
   | { type: "tool.completed"; round: number; callId: string; name: string; status: "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled"; durationMs: number; decision?: string; rewrittenBy?: string[] }
   | { type: "guard.tripped"; guard: GuardName; limit: number; value: number }

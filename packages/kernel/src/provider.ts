@@ -38,7 +38,12 @@ export type ModelEvent =
   | { type: "text_delta"; text: string }
   | { type: "thinking_delta"; text: string }
   | { type: "tool_call_delta"; id: string; name?: string; argsText: string }
-  | { type: "response"; message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage> };
+  | { type: "response"; message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage> }
+  /**
+   * Something the log should show about how the answer was obtained: a stream retried
+   * (`retry`, deltas so far are void), a provider frozen or skipped (`fallback`), a model switched.
+   */
+  | { type: "notice"; kind: "retry" | "fallback" | "info"; message: string; provider?: string; data?: Record<string, unknown> };
 
 /**
  * A model provider (Anthropic, OpenAI, a local server, or the scripted provider).

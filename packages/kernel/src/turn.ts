@@ -348,6 +348,10 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
           void session.emit({ type: "model.responded", round: rounds, stopReason: e.stopReason, usage: e.usage, durationMs: Math.round(performance.now() - started), attempt }, turnId);
           return { message: e.message, stopReason: e.stopReason, usage: e.usage ?? {} };
         }
+        if (e.type === "notice") {
+          void session.emit({ type: "model.notice", round: rounds, kind: e.kind, message: e.message, ...(e.provider !== undefined ? { provider: e.provider } : {}), ...(e.data !== undefined ? { data: e.data } : {}) }, turnId);
+          continue;
+        }
         if (agent.hasListeners) {
           session.live({ type: "model.delta", sessionId: session.id, turnId, round: rounds, channel: e.type === "text_delta" ? "text" : e.type === "thinking_delta" ? "thinking" : "tool_args", text: e.type === "tool_call_delta" ? e.argsText : e.text });
         }
