@@ -16,6 +16,7 @@ import type { PhaseName } from "./phases.ts";
 import { PHASE_NAMES, PHASES } from "./phases.ts";
 import type { PluginEntry } from "./plugin.ts";
 import type { ModelProvider, RequestOptions } from "./provider.ts";
+import type { PreflightOptions } from "./preflight.ts";
 import type { PluginRegistry } from "./registry.ts";
 import { buildRegistry } from "./registry.ts";
 import { repairToolPairs } from "./repair.ts";
@@ -68,6 +69,11 @@ export interface AgentOptions {
   provider: ModelProvider;
   /** The model plugins use for side calls (HookContext.model); default: `provider`. */
   sideModel?: ModelProvider;
+  /**
+   * Ask the model, before the prompt is compiled, which hidden tools the turn needs (one
+   * bounded, tool-less request; runs only when there are hidden tools). Default: off.
+   */
+  preflight?: boolean | PreflightOptions;
   instructions?: string;
   tools?: readonly ToolDefinition[];
   plugins?: readonly PluginEntry[];
@@ -103,6 +109,7 @@ const AgentOptionsSchema = z.object({
   name: z.string().min(1).optional(),
   provider: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method" }),
   sideModel: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method" }).optional(),
+  preflight: z.union([z.boolean(), z.object({ model: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method" }).optional(), timeoutMs: positive.optional(), maxTokens: z.number().int().positive().optional(), maxReveal: z.number().int().positive().optional() }).strict()]).optional(),
   instructions: z.string().optional(),
   tools: z.array(z.unknown()).optional(),
   plugins: z.array(z.unknown()).optional(),

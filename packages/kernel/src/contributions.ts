@@ -45,6 +45,7 @@ const ToolShape = z
     description: z.string().min(1),
     execute: fn("execute"),
     category: z.enum(["exec", "mcp", "info", "edit"]).optional(),
+    hidden: z.boolean().optional(),
     timeoutMs: z.number().int().positive().optional(),
     parameters: z.record(z.string(), z.unknown()).optional(),
     input: z.custom((v) => v === undefined || typeof (v as { safeParse?: unknown } | null)?.safeParse === "function", { message: "expected a zod schema" }).optional(),

@@ -48,6 +48,14 @@ export const ERROR_CODES = {
   KEEL_SCRIPT_EXHAUSTED: "The scripted provider has no model turn left for this request. Add a step to the script.",
   // Providers (@keel/providers). Add codes above this line.
   // Config and CLI (@keel/cli). Add codes above this line.
+  KEEL_MEMORY_STORE_FAILED: "The memory store could not be opened, read or written. Check that the memory `path` (default <KEEL_HOME>/memory.sqlite) is writable and not corrupt.",
+  KEEL_MEMORY_INPUT_INVALID: "A memory write was rejected: content must be non-empty text and importance/confidence numbers in [0, 1]. Fix the value named.",
+  KEEL_MEMORY_SECRET_REDACTED: "Secret-like text (a key, token, password or private key) was redacted before the memory was stored. Keep secrets in a secret manager, not in memory.",
+  KEEL_MEMORY_SECRET_REJECTED: "The memory consisted of a secret and was not stored. Keep secrets in a secret manager, not in memory.",
+  KEEL_MEMORY_NOT_FOUND: "No active memory has that id in this namespace. List or search memories to find the id.",
+  KEEL_MEMORY_RECALL_FAILED: "Memory recall failed, so this turn runs without recalled memories. Check the memory store named in the message.",
+  KEEL_MEMORY_MODEL_FALLBACK: "The model call for memory (active recall or extraction) failed or timed out; the deterministic path was used instead. Check the side model, or set the option to deterministic.",
+  KEEL_MEMORY_EXTRACT_FAILED: "Extracting facts from the turn failed; nothing was stored for it and a retry of the job may store them. Check the memory store named in the message.",
   // Memory (@keel/plugin-memory). Add codes above this line.
   // Skills (@keel/plugin-skills). Add codes above this line.
   // MCP (@keel/plugin-mcp). Add codes above this line.

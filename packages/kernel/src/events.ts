@@ -56,6 +56,10 @@ export type KeelEventData =
   | { type: "model.notice"; round: number; kind: "retry" | "fallback" | "info"; message: string; provider?: string; data?: Record<string, unknown> }
   | { type: "tool.started"; round: number; callId: string; name: string; args: unknown }
   | { type: "tool.completed"; round: number; callId: string; name: string; status: "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled"; durationMs: number; decision?: string; rewrittenBy?: string[] }
+  /** The preflight plan ran (AgentOptions.preflight) and revealed these hidden tools. */
+  | { type: "preflight.completed"; status: "ok" | "timeout" | "failed" | "invalid"; revealed: string[]; ignored: string[]; plan?: string; durationMs: number; usage: Partial<Usage>; error?: string }
+  /** A tool's output revealed hidden tools for the rest of the turn. */
+  | { type: "tools.revealed"; by: string; names: string[]; unknown?: string[] }
   | { type: "guard.tripped"; guard: GuardName; limit: number; value: number }
   | { type: "diagnostic"; level: "info" | "warn" | "error"; code: string; message: string; plugin?: string; phase?: string; data?: unknown }
   | { type: "job.completed"; plugin: string; name: string; idempotencyKey: string; status: "ok" | "failed" | "timeout" | "aborted" | "skipped_duplicate"; durationMs: number; error?: string }

@@ -37,5 +37,7 @@ export { TokenCounter, defaultTokenCounter, estimateTokens } from "./tokens.ts";
 export { ScriptedProvider, scriptedProvider, parseProviderScript, ProviderScriptSchema } from "./scripted-provider.ts";
 export type { ProviderScript, ProviderScriptInput, ScriptStep } from "./scripted-provider.ts";
 export { repairToolPairs } from "./repair.ts";
+export { runPreflight } from "./preflight.ts";
+export type { PreflightOptions, PreflightOutcome } from "./preflight.ts";
 export { satisfies } from "./semver.ts";
 export { compileSystemPrompt } from "./prompt.ts";

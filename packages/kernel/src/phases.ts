@@ -108,8 +108,13 @@ export interface PhaseEvents {
   "turn.pre_policy": TurnEventBase;
   "turn.pre_prompt_context": TurnEventBase;
   "turn.pre_tool_materialization": TurnEventBase & { tools: readonly string[] };
-  "turn.post_preflight_prompt_context": TurnEventBase & { context: readonly PromptContextEntry[] };
-  "turn.pre_prompt_compile": TurnEventBase & { context: readonly PromptContextEntry[]; tools: readonly string[] };
+  "turn.post_preflight_prompt_context": TurnEventBase & {
+    context: readonly PromptContextEntry[];
+    /** Set when the preflight ran: its plan and the hidden tools it revealed. */
+    preflight?: { status: "ok" | "timeout" | "failed" | "invalid"; plan?: string; revealed: readonly string[] };
+  };
+  /** `tools`: names the model will see; `hiddenTools`: callable but not advertised (yet). */
+  "turn.pre_prompt_compile": TurnEventBase & { context: readonly PromptContextEntry[]; tools: readonly string[]; hiddenTools: readonly string[] };
   "turn.post_prompt_compile": TurnEventBase & { system: string; manifest: PromptManifest };
   "round.pre_request": TurnEventBase & {
     round: number;

@@ -11,6 +11,8 @@ export interface ToolRun {
   status: ToolRunStatus;
   result: ToolResultMessage;
   durationMs: number;
+  /** Hidden tools the output asked to reveal. */
+  reveal?: readonly string[];
 }
 
 /** Build an error result for a call. */
@@ -25,6 +27,11 @@ function normalize(callId: string, toolName: string, out: ToolOutput): ToolResul
   }
   const content: ContentBlock[] = typeof out.content === "string" ? textContent(out.content) : Array.isArray(out.content) ? out.content.map(block) : textContent(safeJson(out.content));
   return { role: "tool", toolCallId: callId, toolName, content, isError: out.isError === true };
+}
+
+function revealOf(out: ToolOutput): readonly string[] | undefined {
+  const r = typeof out === "object" && out !== null ? (out as { reveal?: unknown }).reveal : undefined;
+  return Array.isArray(r) ? r.filter((n): n is string => typeof n === "string") : undefined;
 }
 
 /** A content block as given, or, when it is not a valid text or image block, its JSON as text. */
@@ -54,12 +61,12 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
   const ms = () => Math.round((performance.now() - t0) * 1000) / 1000;
   return new Promise<ToolRun>((resolve) => {
     let done = false;
-    const finish = (status: ToolRunStatus, result: ToolResultMessage) => {
+    const finish = (status: ToolRunStatus, result: ToolResultMessage, reveal?: readonly string[]) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
       turnSignal.removeEventListener("abort", onAbort);
-      resolve({ status, result, durationMs: ms() });
+      resolve({ status, result, durationMs: ms(), ...(reveal ? { reveal } : {}) });
     };
     const onAbort = () => {
       ctrl.abort(turnSignal.reason);
@@ -76,7 +83,7 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
       Promise.resolve(tool.execute(args, { ...ctx, signal: ctrl.signal })).then(
         (out) => {
           const result = normalize(ctx.callId, tool.name, out);
-          finish(result.isError ? "error" : "ok", result);
+          finish(result.isError ? "error" : "ok", result, revealOf(out));
         },
         (err) => finish("error", errorResult(ctx.callId, tool.name, `Error: ${errorMessage(err)}`)),
       );

@@ -25,7 +25,13 @@ export interface ToolContext {
 /** What a tool returns: a string, or content with an error flag. */
 export type ToolOutput =
   | string
-  | { content: string | ContentBlock[]; isError?: boolean; details?: unknown };
+  | {
+      content: string | ContentBlock[];
+      isError?: boolean;
+      details?: unknown;
+      /** Names of hidden tools to show the model for the rest of the turn (e.g. a tool search). */
+      reveal?: readonly string[];
+    };
 
 /** Where a tool came from. Contract: set by the kernel, never trusted from a tool's name. */
 export interface ToolSource {
@@ -51,6 +57,11 @@ export interface ToolDefinition<A = any> {
   timeoutMs?: number;
   /** May run concurrently with other calls of the same response. Default: info and mcp tools. */
   parallel?: boolean;
+  /**
+   * Not advertised to the model until revealed (by a tool output's `reveal` or the preflight
+   * plan); it can still be called by name. For large catalogs (MCP) where only a few fit.
+   */
+  hidden?: boolean;
   /** Free-form metadata for plugins (e.g. the MCP server a tool came from). */
   meta?: Record<string, unknown>;
   execute(args: A, ctx: ToolContext): ToolOutput | Promise<ToolOutput>;

@@ -20,6 +20,8 @@ import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
 import type { ToolRun } from "./tool-exec.ts";
 import { errorResult, executeTool } from "./tool-exec.ts";
+import { runPreflight } from "./preflight.ts";
+import type { PreflightOutcome } from "./preflight.ts";
 import type { ToolDefinition, ToolSchema } from "./tools.ts";
 import type { Usage } from "./usage.ts";
 import { addUsage, emptyUsage } from "./usage.ts";
@@ -123,6 +125,11 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
 
   let verdict: TurnVerdict;
   let tools = new Map<string, ResolvedTool>();
+  /** Tools advertised to the model: all but hidden ones, plus those revealed this turn. */
+  const visible = new Set<string>();
+  let revealedSince = false;
+  const visibleSchemas = () => [...tools.values()].filter((t) => visible.has(t.def.name)).map(toolSchema);
+  const toolManifest = () => [...tools.values()].filter((t) => visible.has(t.def.name)).map((t) => ({ name: t.def.name, source: t.source.kind === "builtin" ? "builtin" : `${t.source.plugin}/${t.source.bundle}` }));
   try {
     // Turn phases.
     const rPolicy = await phase("turn.pre_policy");
@@ -134,20 +141,30 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     const bundles = mergeToolBundles(builtin, of(rTools, "tool_bundle"), "turn.pre_tool_materialization");
     merged(rTools, bundles, turnId);
     tools = new Map(bundles.tools.map((t) => [t.def.name, t]));
+    for (const t of tools.values()) if (!t.def.hidden) visible.add(t.def.name);
     const firstContext = mergePromptContext(of(rContext, "prompt_context"), "turn.pre_prompt_context", agent.caps);
-    const rPreflight = await phase("turn.post_preflight_prompt_context", { context: firstContext.entries });
+    let preflight: PreflightOutcome | undefined;
+    const hidden = [...tools.values()].filter((t) => !visible.has(t.def.name)).map((t) => t.def);
+    if (agent.options.preflight && hidden.length) {
+      const pf = agent.options.preflight === true ? {} : agent.options.preflight;
+      preflight = await runPreflight(pf.model ?? agent.options.sideModel ?? agent.options.provider, input, hidden, pf, signal);
+      addUsage(usage, preflight.usage);
+      for (const n of preflight.revealed) visible.add(n);
+      const { usage: pfUsage, ...logged } = preflight;
+      void session.emit({ type: "preflight.completed", ...logged, usage: pfUsage }, turnId);
+    }
+    const rPreflight = await phase("turn.post_preflight_prompt_context", { context: firstContext.entries, ...(preflight ? { preflight: { status: preflight.status, revealed: preflight.revealed, ...(preflight.plan !== undefined ? { plan: preflight.plan } : {}) } } : {}) });
     const context = rPreflight ? mergePromptContext([...of(rContext, "prompt_context"), ...of(rPreflight, "prompt_context")], "turn.post_preflight_prompt_context", agent.caps) : firstContext;
     merged(rPreflight ?? rContext, context, turnId);
-    const toolNames = [...tools.keys()];
-    const rCompile = await phase("turn.pre_prompt_compile", { context: context.entries, tools: toolNames });
+    const rCompile = await phase("turn.pre_prompt_compile", { context: context.entries, tools: [...visible], hiddenTools: [...tools.keys()].filter((n) => !visible.has(n)) });
     const sections = mergePromptSections(of(rCompile, "prompt_section"), "turn.pre_prompt_compile", agent.caps);
     merged(rCompile, sections, turnId);
     const system = compileSystemPrompt(agent.options.instructions ?? "", sections.sections, context.entries);
-    const schemas = [...tools.values()].map(toolSchema);
+    let schemas = visibleSchemas();
     const manifestBase = {
       sections: sections.sections.map((s) => ({ sectionId: s.sectionId, ...(s.title !== undefined ? { title: s.title } : {}), chars: s.content.length, plugins: s.plugins })),
       context: context.entries.map((e) => ({ id: e.id, domain: e.domain, chars: e.content.length, plugin: e.plugin })),
-      tools: [...tools.values()].map((t) => ({ name: t.def.name, source: t.source.kind === "builtin" ? "builtin" : `${t.source.plugin}/${t.source.bundle}` })),
+      tools: toolManifest(),
     };
     await phase("turn.post_prompt_compile", { system, manifest: { round: 0, ...manifestBase, messageCount: session.messages.length, systemChars: system.length, tokenEstimate: { exact: false, system: 0, tools: 0, messages: 0, total: 0 }, options: {}, finalRound: false } });
 
@@ -174,6 +191,10 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       let response: { message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage> } | undefined;
       let stopAsked: string | undefined;
       for (let attempt = 1; !response; attempt++) {
+        if (revealedSince) {
+          schemas = visibleSchemas();
+          revealedSince = false;
+        }
         const sendTools = finalGuard ? [] : schemas;
         const sys = finalGuard ? `${system}\n\n${finalRoundInstruction(finalGuard)}` : system;
         const counted = session.messages;
@@ -217,7 +238,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
           void session.emit({ type: "guard.tripped", guard: "context_ceiling", limit: Math.floor(window * limits.contextCeiling), value: estimate.total }, turnId);
           continue;
         }
-        const manifest: PromptManifest = { round: rounds, ...manifestBase, tools: finalGuard ? [] : manifestBase.tools, messageCount: session.messages.length, systemChars: sys.length, tokenEstimate: estimate, options: options as Record<string, unknown>, finalRound: !!finalGuard };
+        const manifest: PromptManifest = { round: rounds, ...manifestBase, tools: finalGuard ? [] : toolManifest(), messageCount: session.messages.length, systemChars: sys.length, tokenEstimate: estimate, options: options as Record<string, unknown>, finalRound: !!finalGuard };
         void session.emit({ type: "prompt.compiled", manifest }, turnId);
         const request: ModelRequest = { system: sys, messages: session.messages, tools: sendTools, options };
         try {
@@ -476,6 +497,15 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     return { call, ready: { def, args, timeoutMs, view, approvedByUser, decision } };
   }
 
+  function reveal(by: string, names: readonly string[]): void {
+    const added = [...new Set(names)].filter((n) => tools.has(n) && !visible.has(n));
+    const unknown = names.filter((n) => !tools.has(n));
+    if (!added.length && !unknown.length) return;
+    for (const n of added) visible.add(n);
+    if (added.length) revealedSince = true;
+    void session.emit({ type: "tools.revealed", by, names: added, ...(unknown.length ? { unknown } : {}) }, turnId);
+  }
+
   async function finish(p: Prepared, run: ToolRun | undefined): Promise<ToolResultMessage> {
     if (!p.ready || !run) return p.result!;
     const { call } = p;
@@ -493,6 +523,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       session.record(res, turnId);
       if (res.failed) throw phaseFailed(res.failed);
     }
+    if (run.reveal?.length) reveal(call.name, run.reveal);
     completed(call, run.status, { durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) });
     return result;
   }
