@@ -18,7 +18,7 @@ function inside(path: string): string {
   return full;
 }
 
-const listFiles = defineTool({
+export const listFiles = defineTool({
   name: "list_files",
   description: "List the files of the project folder.",
   input: z.object({}),
@@ -26,7 +26,7 @@ const listFiles = defineTool({
   execute: async () => (await readdir(projectDir)).sort().join("\n"),
 });
 
-const readFileTool = defineTool({
+export const readFileTool = defineTool({
   name: "read_file",
   description: "Read a text file of the project folder.",
   input: z.object({ path: z.string().describe("Path relative to the project folder") }),
@@ -35,7 +35,7 @@ const readFileTool = defineTool({
 });
 
 /** A plugin: puts the working folder into the prompt context every turn. */
-const workspace = definePlugin({
+export const workspace = definePlugin({
   name: "workspace-context",
   version: "1.0.0",
   kernel: "^1",

@@ -46,7 +46,17 @@ export const ERROR_CODES = {
   KEEL_STORE_FAILED: "The session store could not be opened or written. Check that KEEL_HOME is writable and the disk has room.",
   KEEL_SCRIPT_INVALID: "The provider script does not match its schema. Fix the step at the path shown.",
   KEEL_SCRIPT_EXHAUSTED: "The scripted provider has no model turn left for this request. Add a step to the script.",
+  KEEL_PROVIDER_KEY_MISSING: "No API key for this provider. Set the environment variable named in the message (ANTHROPIC_API_KEY or OPENAI_API_KEY) or pass `apiKey`.",
+  KEEL_PROVIDER_SPEC_INVALID: "The model spec is not understood. Write `anthropic:<model>`, `openai:<model>` or `openai-compatible:<model>`.",
+  KEEL_PROVIDER_BASE_URL_MISSING: "An OpenAI-compatible server needs its URL. Pass `baseURL` or set OPENAI_BASE_URL (e.g. http://localhost:11434/v1 for Ollama).",
+  KEEL_PROVIDER_OPTIONS_INVALID: "A provider adapter was given an invalid option. Fix the option named.",
   // Providers (@keel/providers). Add codes above this line.
+  KEEL_CONFIG_NOT_FOUND: "No agent config was found. Create agent.config.ts (or .js/.mjs/.json, or a `keel` field in package.json) here or in a parent folder, or pass --config PATH.",
+  KEEL_CONFIG_LOAD_FAILED: "The config file could not be loaded (syntax error, failed import, or it threw). Fix the file at the location shown.",
+  KEEL_CONFIG_INVALID: "The config does not match its schema. Fix the field at the path shown (see agent.config.schema.json).",
+  KEEL_PLUGIN_NOT_FOUND: "A plugin named by package in the config could not be imported. Install the package, or fix its name.",
+  KEEL_MODEL_UNAVAILABLE: "The model named in the config cannot be used. Use anthropic:<model>, openai:<model> or openai-compatible:<model>, and set its API key or base URL.",
+  KEEL_CLI_USAGE: "The command line is not valid. Run `keel --help` for the commands and their options.",
   // Config and CLI (@keel/cli). Add codes above this line.
   KEEL_MEMORY_STORE_FAILED: "The memory store could not be opened, read or written. Check that the memory `path` (default <KEEL_HOME>/memory.sqlite) is writable and not corrupt.",
   KEEL_MEMORY_INPUT_INVALID: "A memory write was rejected: content must be non-empty text and importance/confidence numbers in [0, 1]. Fix the value named.",
@@ -58,7 +68,17 @@ export const ERROR_CODES = {
   KEEL_MEMORY_EXTRACT_FAILED: "Extracting facts from the turn failed; nothing was stored for it and a retry of the job may store them. Check the memory store named in the message.",
   // Memory (@keel/plugin-memory). Add codes above this line.
   // Skills (@keel/plugin-skills). Add codes above this line.
+  KEEL_MCP_SERVER_START_FAILED: "An MCP server did not start or did not finish its handshake in time; the agent goes on without it. Check its `command`/`url`, `args` and `env` (the stderr tail is attached), or raise `connectTimeoutMs`.",
+  KEEL_MCP_SERVER_CRASHED: "An MCP server exited or dropped its connection during a call; that call got an error result and the server is restarted with backoff. See the server's stderr tail.",
+  KEEL_MCP_SERVER_UNAVAILABLE: "The MCP server is not connected (it failed to start, is restarting, or gave up after its restarts). Try again shortly, or fix the server and start a new session.",
+  KEEL_MCP_CALL_TIMEOUT: "The MCP tool call ran past its timeout and was cancelled through MCP (notifications/cancelled). Raise the server's `timeoutMs` if the tool needs longer.",
+  KEEL_MCP_CALL_FAILED: "The MCP server answered the call with a protocol error (unknown tool, invalid params, internal error); its message is attached. Fix the arguments or the server.",
+  KEEL_MCP_AUDIT_FAILED: "The MCP audit log (SQLite) could not be opened or written; calls go on unaudited and recent use is not ranked. Make the `auditPath` (default <KEEL_HOME>/mcp-audit.sqlite) writable.",
   // MCP (@keel/plugin-mcp). Add codes above this line.
+  KEEL_COMPACTION_MODEL_FAILED: "The compaction model call (tool-output digest, turn summary or subgoal extraction) failed or timed out; a deterministic reduction was used instead. Check the plugin's `model` option or the agent's side model.",
+  KEEL_COMPACTION_STORE_FAILED: "The compaction store (SQLite) could not be opened or written; raw outputs are kept in memory for this process only. Make the `path` option (default <KEEL_HOME>/compaction.sqlite) writable.",
+  KEEL_COMPACTION_EXHAUSTED: "Compaction can no longer shrink the context (a summary was no smaller than what it replaced, or nothing is left to compact); hard compaction pauses until the context shrinks. Start a new session or use a model with a larger window.",
+  KEEL_COMPACTION_NOT_FOUND: "context_retrieve got an id that is not in the compaction store. Use the id printed in the compacted output's header line.",
   // Compaction (@keel/plugin-compaction). Add codes above this line.
 } as const;
 
@@ -87,6 +107,8 @@ export class KeelError extends Error {
   readonly phase: string | undefined;
   readonly location: ErrorLocation;
   readonly details: unknown;
+  /** The specific problem, without the code, location and the table's advice. */
+  readonly problem: string;
 
   constructor(code: ErrorCode, problem: string, location: ErrorLocation = {}, options: { cause?: unknown; details?: unknown } = {}) {
     super(formatMessage(code, problem, location), options.cause === undefined ? undefined : { cause: options.cause });
@@ -96,6 +118,7 @@ export class KeelError extends Error {
     this.phase = location.phase;
     this.location = location;
     this.details = options.details;
+    this.problem = problem;
   }
 }
 

@@ -1,0 +1,52 @@
+/**
+ * The zod schema of `agent.config.ts` (the KeelConfig type of @keel/kernel), used to validate
+ * a loaded config and to generate `agent.config.schema.json` for editors.
+ */
+import { z } from "zod";
+
+const provider = z.custom<object>((v) => typeof (v as { stream?: unknown } | null)?.stream === "function", { message: "expected a model spec string (anthropic:<model>, openai:<model>, openai-compatible:<model>) or a ModelProvider object" });
+const modelString = z.string().regex(/^(anthropic|openai|openai-compatible|scripted):\S+$/, "expected <provider>:<model>, with provider anthropic, openai, openai-compatible or scripted");
+const modelSpec = z.union([modelString, provider], { error: "expected a model: \"anthropic:<model>\", \"openai:<model>\", \"openai-compatible:<model>\" or a ModelProvider object" });
+const pluginObject = z.looseObject({ name: z.string().min(1), version: z.string(), setup: z.custom<(...a: unknown[]) => unknown>((v) => typeof v === "function", { message: "expected a setup(ctx) function" }) });
+const pluginSpec = z.union([
+  z.literal(false),
+  z.literal(0),
+  z.literal(""),
+  z.null(),
+  z.undefined(),
+  z.string().min(1).describe("a package name whose default export is a plugin or a plugin factory"),
+  z.tuple([z.string().min(1), z.unknown()]).describe("[package name, options]"),
+  z.tuple([z.string().min(1)]),
+  pluginObject,
+]);
+const tool = z.looseObject({ name: z.string(), description: z.string(), execute: z.custom<(...a: unknown[]) => unknown>((v) => typeof v === "function", { message: "expected an execute(args, ctx) function" }) });
+const positive = z.number().positive();
+
+/** Contract: strict at every level the kernel owns, so a typo is an error with its path. */
+export const ConfigSchema = z
+  .object({
+    $schema: z.string().optional(),
+    name: z.string().min(1).optional(),
+    model: z.union([modelSpec, z.array(modelSpec).min(1)], { error: (iss) => (Array.isArray(iss.input) ? undefined : "expected a model (\"anthropic:<model>\", \"openai:<model>\", \"openai-compatible:<model>\", a ModelProvider) or a list of them (a fallback chain)") }).optional(),
+    sideModel: modelSpec.optional(),
+    baseURL: z.url({ protocol: /^https?$/, error: "expected an http(s) URL such as http://localhost:11434/v1" }).optional(),
+    instructions: z.string().optional(),
+    plugins: z.array(pluginSpec).optional(),
+    tools: z.array(tool).optional(),
+    limits: z.object({ maxRounds: z.number().int().positive(), maxToolCalls: z.number().int().positive(), tokenBudget: positive, wallTimeMs: positive, contextCeiling: z.number().gt(0).max(1) }).partial().strict().optional(),
+    toolTimeouts: z.object({ exec: positive, mcp: positive, info: positive, edit: positive }).partial().strict().optional(),
+    requestOptions: z.object({ maxTokens: z.number().int().positive(), temperature: z.number().min(0).max(2), toolChoice: z.enum(["auto", "none", "required"]), cache: z.enum(["none", "5m", "1h"]), metadata: z.record(z.string(), z.string()), extra: z.record(z.string(), z.unknown()) }).partial().strict().optional(),
+    caps: z.object({ contextEntries: z.number().int().positive(), contextChars: positive, sections: z.number().int().positive(), sectionChars: positive, sectionsTotalChars: positive }).partial().strict().optional(),
+    preflight: z.union([z.boolean(), z.object({ timeoutMs: positive, maxTokens: z.number().int().positive(), maxReveal: z.number().int().positive() }).partial().strict()], { error: (iss) => (typeof iss.input === "object" && iss.input !== null ? undefined : "expected true, false or { timeoutMs, maxTokens, maxReveal }") }).optional(),
+    trace: z.enum(["notable", "full"]).optional(),
+    home: z.string().min(1).optional(),
+    approve: z.custom<(...a: unknown[]) => unknown>((v) => typeof v === "function", { message: "expected a function" }).optional(),
+    offline: z.object({ script: z.union([z.string().min(1), z.array(z.unknown()), z.looseObject({ steps: z.array(z.unknown()) })]).optional() }).strict().optional(),
+  })
+  .strict();
+
+/** The JSON Schema of the config (functions and provider objects are not representable). */
+export function configJsonSchema(): Record<string, unknown> {
+  const schema = z.toJSONSchema(ConfigSchema, { io: "input", unrepresentable: "any", target: "draft-2020-12" }) as Record<string, unknown>;
+  return { ...schema, $id: "https://keel.dev/agent.config.schema.json", title: "Keel agent config" };
+}

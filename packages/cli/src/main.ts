@@ -1,0 +1,225 @@
+/**
+ * The `keel` command. Exit codes: 0 success, 1 the turn failed, 2 bad usage or config.
+ */
+import { parseArgs } from "node:util";
+import { createInterface } from "node:readline";
+import { KeelError, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, isKeelError } from "@keel/kernel";
+import type { Agent, Session } from "@keel/kernel";
+import { buildAgent } from "./build-agent.ts";
+import { formatInspect, inspectJson } from "./inspect.ts";
+import { loadConfig } from "./load-config.ts";
+import { renderer } from "./render.ts";
+import type { Streams } from "./render.ts";
+
+/** Exit statuses. Contract: stable across versions. */
+export const EXIT = { ok: 0, turnFailed: 1, usage: 2 } as const;
+
+const HELP = `keel — run Keel agents
+
+usage:
+  keel run [--config P] [--session ID | --new] [--json] [--offline] "<input>"
+  keel chat [--config P] [--session ID] [--offline]
+  keel inspect [--config P] [--json]
+  keel sessions [list | show ID] [--config P] [--json]
+  keel schema            print the JSON Schema of agent.config.*
+
+The config is agent.config.{ts,mts,cts,js,mjs,cjs,json} or a "keel" field in package.json,
+found in the current folder or a parent (up to the project root), or given with --config.
+Without an API key the agent runs offline (scripted or echo model) and says so on stderr.
+exit: 0 success, 1 the turn failed, 2 bad usage or config
+`;
+
+/** What the command runs against. */
+export interface CliEnv extends Streams {
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  stdin: NodeJS.ReadableStream;
+}
+
+/** Run the command line `argv` (without node and the script). Contract: returns the exit status, never throws. */
+export async function main(argv: readonly string[], io: CliEnv): Promise<number> {
+  try {
+    return await dispatch(argv, io);
+  } catch (err) {
+    io.err(`${isKeelError(err) ? err.message : `keel: ${errorMessage(err)}`}\n`);
+    return isKeelError(err) && !["KEEL_PROVIDER_ERROR", "KEEL_STORE_FAILED"].includes(err.code) ? EXIT.usage : EXIT.turnFailed;
+  }
+}
+
+function usage(problem: string): KeelError {
+  return new KeelError("KEEL_CLI_USAGE", problem);
+}
+
+async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      strict: true,
+      options: { config: { type: "string", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, home: { type: "string" } },
+    });
+  } catch (err) {
+    throw usage(errorMessage(err));
+  }
+  const { values, positionals } = parsed;
+  const [command, ...rest] = positionals;
+  if (values.help || !command || command === "help") {
+    io.out(HELP);
+    return command || values.help ? EXIT.ok : EXIT.usage;
+  }
+  if (values.session && values.new) throw usage("--session and --new exclude each other.");
+  switch (command) {
+    case "run": {
+      const input = rest.join(" ").trim();
+      if (!input) throw usage('keel run needs the input, e.g. keel run "summarise the logs".');
+      return withAgent(io, values, (agent) => runOnce(agent, input, io, values));
+    }
+    case "chat":
+      return withAgent(io, values, (agent) => chat(agent, io, values));
+    case "inspect":
+      if (rest.length) throw usage(`keel inspect takes no arguments (got "${rest.join(" ")}").`);
+      return withAgent(io, { ...values, quiet: true }, async (agent, filepath) => {
+        io.out(values.json ? inspectJson(agent, filepath) : formatInspect(agent, filepath));
+        return EXIT.ok;
+      });
+    case "sessions":
+      return sessions(rest, io, values);
+    case "schema": {
+      const { configJsonSchema } = await import("./config-schema.ts");
+      io.out(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);
+      return EXIT.ok;
+    }
+    default:
+      throw usage(`Unknown command "${command}".`);
+  }
+}
+
+type Flags = { config?: string; session?: string; new?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean };
+
+async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: string) => Promise<number>): Promise<number> {
+  const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
+  const built = await buildAgent(loaded, { env: io.env, ...(flags.offline ? { offline: true } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`) });
+  try {
+    return await fn(built.agent, loaded.filepath);
+  } finally {
+    await built.agent.close({ graceMs: 5_000 });
+  }
+}
+
+async function openSession(agent: Agent, flags: Flags): Promise<Session> {
+  return flags.session ? agent.session(flags.session) : agent.session();
+}
+
+async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): Promise<number> {
+  const session = await openSession(agent, flags);
+  const r = renderer(io, { json: !!flags.json });
+  const off = agent.subscribe(r.listener);
+  const onSigint = () => session.cancel();
+  process.once("SIGINT", onSigint);
+  try {
+    const result = await session.run(input);
+    if (!flags.json) io.out("\n");
+    await session.flush?.();
+    if (!flags.json) io.err(`keel: ${result.verdict.status} (${result.verdict.reason}) · ${result.rounds} rounds · ${result.toolCalls} tool calls · session ${session.id}\n`);
+    return result.verdict.status === "completed" ? EXIT.ok : EXIT.turnFailed;
+  } finally {
+    process.off("SIGINT", onSigint);
+    r.dispose();
+    off();
+  }
+}
+
+async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
+  const session = await openSession(agent, flags);
+  const r = renderer(io, { json: !!flags.json });
+  const off = agent.subscribe(r.listener);
+  io.err(`keel chat · session ${session.id} · type /exit to leave; Ctrl-C cancels the running turn\n`);
+  const rl = createInterface({ input: io.stdin, terminal: false });
+  let running: Promise<unknown> | undefined;
+  let failed = false;
+  const onSigint = () => {
+    if (running) {
+      session.cancel();
+      io.err("\nkeel: turn cancelled (the session goes on)\n");
+    } else rl.close();
+  };
+  process.on("SIGINT", onSigint);
+  const start = (text: string) => {
+    running = session.run(text).then(
+      (res) => {
+        io.out("\n");
+        if (res.verdict.status !== "completed") io.err(`keel: ${res.verdict.status} (${res.verdict.reason})\n`);
+      },
+      (err: unknown) => {
+        failed = true;
+        io.err(`${errorMessage(err)}\n`);
+      },
+    ).finally(() => {
+      running = undefined;
+    });
+  };
+  try {
+    for await (const raw of rl) {
+      const line = raw.trim();
+      if (!line) continue;
+      if (line === "/exit" || line === "/quit") break;
+      if (running) {
+        await session.steer(line);
+        io.err(`  (queued as steering: ${line.slice(0, 60)})\n`);
+      } else start(line);
+    }
+    while (running) await running;
+  } finally {
+    process.off("SIGINT", onSigint);
+    rl.close();
+    r.dispose();
+    off();
+  }
+  return failed ? EXIT.turnFailed : EXIT.ok;
+}
+
+async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<number> {
+  const [sub = "list", id, ...extra] = rest;
+  if (extra.length || (sub === "show" && !id) || (sub !== "list" && sub !== "show")) throw usage("keel sessions [list | show ID].");
+  let home = flags.home ?? io.env.KEEL_HOME ?? defaultKeelHome();
+  let agentName: string | undefined;
+  try {
+    const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
+    const built = await buildAgent(loaded, { env: io.env, offline: true, ...(flags.home ? { home: flags.home } : {}) });
+    agentName = built.agent.name;
+    home = (built.agent.options.home as string | undefined) ?? home;
+    await built.agent.close();
+  } catch (err) {
+    if (!(isKeelError(err) && err.code === "KEEL_CONFIG_NOT_FOUND" && !flags.config)) throw err;
+  }
+  const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
+  try {
+    if (sub === "list") {
+      const list = await store.listSessions({ ...(agentName ? { agent: agentName } : {}), limit: 100 });
+      if (flags.json) io.out(`${JSON.stringify(list)}\n`);
+      else if (!list.length) io.err(`keel: no sessions in ${defaultSessionDbPath(home)}\n`);
+      else for (const s of list) io.out(`${s.id}  ${s.agent}  ${new Date(s.updatedAt).toISOString()}  ${s.eventCount} events\n`);
+      return EXIT.ok;
+    }
+    const info = await store.getSession(id!);
+    if (!info) throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}" in ${defaultSessionDbPath(home)}.`);
+    const events = await store.events(id!);
+    if (flags.json) for (const e of events) io.out(`${JSON.stringify(e)}\n`);
+    else for (const e of events) io.out(`${String(e.seq).padStart(4)} ${new Date(e.ts).toISOString()} ${e.type}${summary(e)}\n`);
+    return EXIT.ok;
+  } finally {
+    store.close();
+  }
+}
+
+function summary(e: { type: string } & Record<string, unknown>): string {
+  if (e.type === "message.appended") {
+    const m = e.message as { role: string; content: Array<{ type: string; text?: string; name?: string }> };
+    return ` ${m.role}: ${m.content.map((b) => (b.type === "text" ? b.text : b.type === "tool_call" ? `[call ${b.name}]` : `[${b.type}]`)).join(" ").slice(0, 120)}`;
+  }
+  if (e.type === "turn.started") return ` "${String(e.input).slice(0, 80)}"`;
+  if (e.type.startsWith("turn.")) return ` ${(e.verdict as { status: string; reason: string } | undefined)?.reason ?? ""}`;
+  if (e.type === "tool.completed") return ` ${String(e.name)} ${String(e.status)}`;
+  return "";
+}

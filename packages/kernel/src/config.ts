@@ -1,0 +1,54 @@
+/**
+ * The shape of `agent.config.ts`: what a team declares, which the `keel` command turns into
+ * an agent. `defineConfig` only gives types; validation happens where the config is loaded.
+ */
+import type { AgentOptions } from "./agent.ts";
+import type { PluginEntry } from "./plugin.ts";
+import type { ModelProvider } from "./provider.ts";
+import type { ProviderScriptInput } from "./scripted-provider.ts";
+import type { ToolDefinition } from "./tools.ts";
+
+/**
+ * A model: `anthropic:<model>`, `openai:<model>`, `openai-compatible:<model>` (with
+ * `baseURL` or OPENAI_BASE_URL), or a ModelProvider object.
+ */
+export type ModelSpec = string | ModelProvider;
+
+/**
+ * One entry of `plugins`. Contract: a plugin object (or a factory's result), a package name,
+ * `[packageName, options]`, or a falsy value, which is ignored (`cond && plugin()`).
+ */
+export type PluginSpec = PluginEntry | string | readonly [string, unknown?];
+
+/**
+ * An agent's configuration.
+ * Contract: every field is optional; `model` may list several models (a fallback chain);
+ * without an API key the agent runs offline on `offline.script` (or an echo model).
+ */
+export interface KeelConfig {
+  name?: string;
+  model?: ModelSpec | readonly ModelSpec[];
+  /** The model plugins use for side calls (extraction, summaries); default: `model`. */
+  sideModel?: ModelSpec;
+  /** Base URL for an OpenAI-compatible server (Ollama, vLLM, llama.cpp). */
+  baseURL?: string;
+  instructions?: string;
+  plugins?: readonly PluginSpec[];
+  tools?: readonly ToolDefinition[];
+  limits?: AgentOptions["limits"];
+  toolTimeouts?: AgentOptions["toolTimeouts"];
+  requestOptions?: AgentOptions["requestOptions"];
+  caps?: AgentOptions["caps"];
+  preflight?: boolean | { timeoutMs?: number; maxTokens?: number; maxReveal?: number };
+  trace?: AgentOptions["trace"];
+  /** Where sessions, memory and skills live; default KEEL_HOME or ~/.keel. */
+  home?: string;
+  approve?: AgentOptions["approve"];
+  /** The offline model: a provider script (inline, or a JSON file path relative to the config). */
+  offline?: { script?: ProviderScriptInput | string };
+}
+
+/** Identity function that types an `agent.config.ts`. Contract: returns its argument unchanged. */
+export function defineConfig<const C extends KeelConfig>(config: C): C {
+  return config;
+}
