@@ -3,8 +3,10 @@
  * JavaScript with `@keel/kernel` pinned to the host's own copy, so the config and its plugins
  * see the same classes and registry as the command running them.
  */
-import { existsSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
+import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { cosmiconfig } from "cosmiconfig";
 import { createJiti } from "jiti";
 import type { Jiti } from "jiti";
@@ -36,10 +38,37 @@ export function configJiti(): Jiti {
   return shared;
 }
 
+const hostKernel = fileURLToPath(import.meta.resolve("@keel/kernel"));
+
+/**
+ * Native import is much faster than jiti's transform, and safe when `@keel/kernel`, resolved
+ * from the config's folder, is this very file (one module instance).
+ */
+function nativeSafe(filepath: string): boolean {
+  if (!/\.(m?ts|m?js)$/.test(filepath) || !process.features.typescript) return false;
+  try {
+    return realpathSync(createRequire(filepath).resolve("@keel/kernel")) === realpathSync(hostKernel);
+  } catch {
+    return false;
+  }
+}
+
+async function importConfig(filepath: string): Promise<unknown> {
+  if (nativeSafe(filepath)) {
+    try {
+      return await import(pathToFileURL(filepath).href);
+    } catch {
+      // Syntax the runtime cannot strip, a syntax error or a failed import: jiti reports it with its location.
+    }
+  }
+  return configJiti().import<unknown>(filepath);
+}
+
 async function jitiLoader(filepath: string): Promise<unknown> {
-  const mod = (await configJiti().import<unknown>(filepath)) as Record<string, unknown> | null;
+  const mod = (await importConfig(filepath)) as Record<string, unknown> | null;
   // ESM `export default`, or CommonJS `module.exports = …` (which jiti also shows as `default`).
   if (mod && typeof mod === "object" && "default" in mod && mod.default !== undefined) return mod.default;
+  if (/\.c[jt]s$/.test(filepath) && mod && typeof mod === "object" && Object.keys(mod).length) return mod;
   const named = mod && typeof mod === "object" ? Object.keys(mod).filter((k) => k !== "__esModule") : [];
   throw new KeelError("KEEL_CONFIG_INVALID", `${filepath} has no default export${named.length ? ` (it exports ${named.join(", ")})` : ""}. Write \`export default defineConfig({ ... })\`.`, { path: filepath });
 }

@@ -112,9 +112,12 @@ async function openSession(agent: Agent, flags: Flags): Promise<Session> {
 }
 
 async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): Promise<number> {
-  const session = await openSession(agent, flags);
   const r = renderer(io, { json: !!flags.json });
   const off = agent.subscribe(r.listener);
+  const session = await openSession(agent, flags).catch((err: unknown) => {
+    off();
+    throw err;
+  });
   const onSigint = () => session.cancel();
   process.once("SIGINT", onSigint);
   try {
@@ -131,9 +134,12 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): P
 }
 
 async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
-  const session = await openSession(agent, flags);
   const r = renderer(io, { json: !!flags.json });
   const off = agent.subscribe(r.listener);
+  const session = await openSession(agent, flags).catch((err: unknown) => {
+    off();
+    throw err;
+  });
   io.err(`keel chat · session ${session.id} · type /exit to leave; Ctrl-C cancels the running turn\n`);
   const rl = createInterface({ input: io.stdin, terminal: false });
   let running: Promise<unknown> | undefined;

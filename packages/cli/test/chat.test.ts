@@ -1,0 +1,73 @@
+/** `keel chat` in a child process: lines typed during a turn steer it; Ctrl-C cancels the turn, not the session. */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { SqliteSessionStore } from "@keel/kernel";
+import { offlineEnv, runKeel } from "./support/run-keel.ts";
+
+const root = mkdtempSync(join(tmpdir(), "keel-chat-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function chatProject(steps: unknown[]): string {
+  const dir = mkdtempSync(join(root, "p-"));
+  writeFileSync(join(dir, "agent.config.mjs"), `export default {
+  name: "chat-test",
+  tools: [{ name: "slow_check", description: "Takes a moment.", execute: () => new Promise((r) => setTimeout(() => r("checked"), 700)) }],
+  offline: { script: { steps: ${JSON.stringify(steps)} } },
+};\n`);
+  return dir;
+}
+
+function storedEvents(home: string) {
+  const store = new SqliteSessionStore({ path: join(home, "sessions.sqlite") });
+  try {
+    const [s] = store.listSessions();
+    return store.events(s!.id);
+  } finally {
+    store.close();
+  }
+}
+
+describe("keel chat", () => {
+  it("queues a line typed while the agent works as steering, delivered before the next request", async () => {
+    const dir = chatProject([{ toolCalls: [{ name: "slow_check", args: {} }] }, { text: "Done, and I saw your note." }]);
+    const home = join(dir, ".keel");
+    const run = await runKeel(["chat"], { cwd: dir, env: offlineEnv({ KEEL_HOME: home }), stdin: ["check things", "also look at the logs", "/exit"], gapMs: 300 });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toContain("(queued as steering: also look at the logs)");
+    expect(run.stdout).toContain("Done, and I saw your note.");
+    const events = storedEvents(home);
+    const users = events.flatMap((e) => (e.type === "message.appended" && e.message.role === "user" ? [e.message.content.map((b) => (b.type === "text" ? b.text : "")).join("")] : []));
+    expect(users).toEqual(["check things", "also look at the logs"]);
+    expect(events.filter((e) => e.type === "turn.started")).toHaveLength(1);
+    expect(events.some((e) => e.type === "message.queued" && e.queue === "steering")).toBe(true);
+  });
+
+  it("Ctrl-C cancels the running turn and the session takes the next line", async () => {
+    const dir = chatProject([{ hang: true }, { text: "Still here after the cancel." }]);
+    const home = join(dir, ".keel");
+    let stage = 0;
+    const run = await runKeel(["chat"], {
+      cwd: dir,
+      env: offlineEnv({ KEEL_HOME: home }),
+      onStderr: (chunk, child) => {
+        if (stage === 0 && chunk.includes("keel chat")) {
+          stage = 1;
+          child.stdin!.write("this will hang\n");
+          setTimeout(() => child.kill("SIGINT"), 600);
+        } else if (stage === 1 && chunk.includes("turn cancelled")) {
+          stage = 2;
+          child.stdin!.write("are you there?\n");
+          setTimeout(() => child.stdin!.end("/exit\n"), 600);
+        }
+      },
+    });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toContain("keel: turn cancelled (the session goes on)");
+    expect(run.stderr).toMatch(/keel: interrupted/);
+    expect(run.stdout).toContain("Still here after the cancel.");
+    const terminal = storedEvents(home).filter((e) => e.type.startsWith("turn.") && e.type !== "turn.started").map((e) => e.type);
+    expect(terminal).toEqual(["turn.interrupted", "turn.completed"]);
+  });
+});

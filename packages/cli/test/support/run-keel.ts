@@ -1,0 +1,59 @@
+/** Run the real `keel` binary in a child process. */
+import { spawn } from "node:child_process";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const KEEL_BIN = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "bin", "keel.js");
+export const REPO = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
+
+/** What a run printed and how it exited. */
+export interface KeelRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Env without provider keys, so runs are offline unless a test sets one. */
+export function offlineEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const k of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "KEEL_OFFLINE"]) delete env[k];
+  return { ...env, ...extra };
+}
+
+/** Spawn `keel args…`; `stdin` lines are written one by one (each after `gapMs`). */
+export function runKeel(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; stdin?: string[]; gapMs?: number; onStderr?: (chunk: string, child: ReturnType<typeof spawn>) => void } = {}): Promise<KeelRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [KEEL_BIN, ...args], { cwd: options.cwd ?? REPO, env: options.env ?? offlineEnv(), stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString();
+      options.onStderr?.(d.toString(), child);
+    });
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+    if (options.stdin) {
+      void (async () => {
+        for (const line of options.stdin!) {
+          await new Promise((r) => setTimeout(r, options.gapMs ?? 0));
+          child.stdin.write(`${line}\n`);
+        }
+        if (!options.onStderr) child.stdin.end();
+      })();
+    } else if (!options.onStderr) child.stdin.end();
+  });
+}
+
+/** Run `tasks` with at most `limit` at a time (2 cores: spawning all at once only adds contention). */
+export async function pool<T, R>(items: readonly T[], limit: number, task: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: limit }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await task(items[i]!);
+    }
+  }));
+  return out;
+}
