@@ -1,0 +1,102 @@
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import { DatabaseSync, type StatementSync } from "node:sqlite";
+
+/** How an MCP call ended. Contract: `tool_error` is a result with `isError`; the rest had no result. */
+export type CallOutcome = "ok" | "tool_error" | "protocol_error" | "timeout" | "cancelled" | "crashed" | "unavailable";
+
+/** One audited MCP call. Contract: `ts` is epoch ms at the end of the call; `durationMs` is wall time. */
+export interface AuditRecord {
+  ts: number;
+  sessionId: string;
+  server: string;
+  tool: string;
+  /** The exposed (sanitised) name the model called. */
+  name: string;
+  durationMs: number;
+  outcome: CallOutcome;
+  /** UTF-8 bytes of the result content (0 when there was none). */
+  bytes: number;
+  error?: string;
+}
+
+/**
+ * The MCP call audit log: one SQLite table (`node:sqlite`, WAL), written once per call.
+ * Contract: `record` never throws (a failed write is reported through `onError` once per
+ * instance); `recentUses` counts calls per exposed tool name since a time.
+ */
+export class AuditLog {
+  readonly path: string;
+  #db: DatabaseSync;
+  #insert: StatementSync;
+  #recent: StatementSync;
+  #onError: ((err: unknown) => void) | undefined;
+  #failed = false;
+
+  constructor(path: string, onError?: (err: unknown) => void) {
+    this.path = path;
+    this.#onError = onError;
+    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+    this.#db = new DatabaseSync(path);
+    this.#db.exec("PRAGMA busy_timeout=5000");
+    this.#db.exec("PRAGMA journal_mode=WAL");
+    this.#db.exec(`CREATE TABLE IF NOT EXISTS mcp_calls (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      ts INTEGER NOT NULL,
+      session_id TEXT NOT NULL,
+      server TEXT NOT NULL,
+      tool TEXT NOT NULL,
+      name TEXT NOT NULL,
+      duration_ms REAL NOT NULL,
+      outcome TEXT NOT NULL,
+      bytes INTEGER NOT NULL,
+      error TEXT
+    )`);
+    this.#db.exec("CREATE INDEX IF NOT EXISTS mcp_calls_ts ON mcp_calls (ts)");
+    this.#insert = this.#db.prepare("INSERT INTO mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    this.#recent = this.#db.prepare("SELECT name, COUNT(*) AS n FROM mcp_calls WHERE ts >= ? GROUP BY name");
+  }
+
+  record(r: AuditRecord): void {
+    try {
+      this.#insert.run(r.ts, r.sessionId, r.server, r.tool, r.name, r.durationMs, r.outcome, r.bytes, r.error ?? null);
+    } catch (err) {
+      if (!this.#failed) this.#onError?.(err);
+      this.#failed = true;
+    }
+  }
+
+  /** Calls per exposed tool name since `sinceMs` (epoch ms). */
+  recentUses(sinceMs: number): Map<string, number> {
+    try {
+      const rows = this.#recent.all(sinceMs) as Array<{ name: string; n: number }>;
+      return new Map(rows.map((r) => [r.name, Number(r.n)]));
+    } catch {
+      return new Map();
+    }
+  }
+
+  /** Every record, oldest first (for tests and `keel inspect`). */
+  all(): AuditRecord[] {
+    const rows = this.#db.prepare("SELECT * FROM mcp_calls ORDER BY id").all() as Array<Record<string, unknown>>;
+    return rows.map((r) => ({
+      ts: Number(r.ts),
+      sessionId: String(r.session_id),
+      server: String(r.server),
+      tool: String(r.tool),
+      name: String(r.name),
+      durationMs: Number(r.duration_ms),
+      outcome: r.outcome as CallOutcome,
+      bytes: Number(r.bytes),
+      ...(r.error != null ? { error: String(r.error) } : {}),
+    }));
+  }
+
+  close(): void {
+    try {
+      this.#db.close();
+    } catch {
+      // already closed
+    }
+  }
+}

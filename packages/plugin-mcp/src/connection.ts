@@ -1,0 +1,263 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { ErrorCode, McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import type { McpCallResult } from "./results.ts";
+import type { McpServerConfig } from "./options.ts";
+
+/** A tool as an MCP server lists it. Contract: `name` is non-empty; `inputSchema` is as sent (normalised later). */
+export interface McpToolInfo {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema?: unknown;
+}
+
+/** Where a server connection is in its life. Contract: `closed` is final; `failed` is final for Streamable HTTP and after the last restart. */
+export type ServerState = "idle" | "connecting" | "ready" | "restarting" | "failed" | "closed";
+
+/** Why a call failed. Contract: one value per failure; `crashed` means the transport closed during the call. */
+export type CallFailure = "timeout" | "cancelled" | "crashed" | "protocol_error" | "unavailable";
+
+/** A call that did not produce a result. Contract: `kind` says why; `message` is for the model. */
+export class McpCallError extends Error {
+  readonly kind: CallFailure;
+  constructor(kind: CallFailure, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "McpCallError";
+    this.kind = kind;
+  }
+}
+
+/** Settings a connection needs beyond its server config. Contract: the restart delay is min(maxDelayMs, baseDelayMs x 2^n). */
+export interface ConnectionSettings {
+  clientName: string;
+  clientVersion: string;
+  connectTimeoutMs: number;
+  restart: { maxAttempts: number; baseDelayMs: number; maxDelayMs: number };
+}
+
+const STDERR_TAIL = 4_000;
+const MAX_PAGES = 1_000;
+
+/**
+ * One MCP server: its transport, client, cached tool list and restarts.
+ * Contract: `connect` never leaves a child process behind when it fails; a stdio server that
+ * exits while ready is restarted with exponential backoff up to `restart.maxAttempts`; calls
+ * in flight when it exits fail with kind `crashed`; `close` ends the child and stops restarts.
+ */
+export class McpServerConnection {
+  readonly key: string;
+  readonly config: McpServerConfig;
+  state: ServerState = "idle";
+  tools: McpToolInfo[] = [];
+  instructions: string | undefined;
+  /** Last characters the server wrote to stderr (stdio only). */
+  stderrTail = "";
+  lastError: string | undefined;
+  /** Restarts since the last successful call. */
+  restarts = 0;
+  /** Bumped whenever the tool list changes. */
+  toolsVersion = 0;
+  onToolsChanged: (() => void) | undefined;
+  onCrash: ((message: string) => void) | undefined;
+
+  #settings: ConnectionSettings;
+  #client: Client | undefined;
+  #transport: Transport | undefined;
+  #connecting: Promise<void> | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(key: string, config: McpServerConfig, settings: ConnectionSettings) {
+    this.key = key;
+    this.config = config;
+    this.#settings = settings;
+  }
+
+  /** The child process id (stdio, while connected). */
+  get pid(): number | undefined {
+    return this.#transport instanceof StdioClientTransport ? (this.#transport.pid ?? undefined) : undefined;
+  }
+
+  /** Connect (once; concurrent callers share the attempt). Rejects with a message that names the server and carries the stderr tail. */
+  connect(): Promise<void> {
+    if (this.state === "ready") return Promise.resolve();
+    if (this.state === "closed") return Promise.reject(new Error(`MCP server "${this.key}" is closed.`));
+    this.#connecting ??= this.#open().finally(() => (this.#connecting = undefined));
+    return this.#connecting;
+  }
+
+  async #open(): Promise<void> {
+    this.state = "connecting";
+    const timeout = this.config.connectTimeoutMs ?? this.#settings.connectTimeoutMs;
+    const client = new Client({ name: this.#settings.clientName, version: this.#settings.clientVersion }, { capabilities: {} });
+    const transport = this.#makeTransport();
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => void this.refresh().catch(() => {}));
+    client.onclose = () => this.#closed(client);
+    this.#client = client;
+    this.#transport = transport;
+    const ctrl = new AbortController();
+    const timer = setTimeout(() => ctrl.abort(new Error(`no answer within ${timeout} ms`)), timeout);
+    try {
+      await client.connect(transport, { signal: ctrl.signal, timeout });
+      this.instructions = client.getInstructions();
+      this.tools = await listAllTools(client, { signal: ctrl.signal, timeout });
+      this.toolsVersion++;
+      if (this.state !== "connecting") throw new Error(this.lastError ?? "the server closed the connection during the handshake");
+      this.state = "ready";
+      this.lastError = undefined;
+    } catch (err) {
+      this.lastError = ctrl.signal.aborted ? `no answer within ${timeout} ms` : describe(err);
+      this.#client = undefined;
+      this.#transport = undefined;
+      if ((this.state as ServerState) !== "closed") this.state = "failed";
+      await client.close().catch(() => {});
+      throw new Error(`MCP server "${this.key}" failed to start: ${this.lastError}`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  #makeTransport(): Transport {
+    const c = this.config;
+    if ("url" in c) return new StreamableHTTPClientTransport(new URL(c.url), c.headers ? { requestInit: { headers: c.headers } } : {});
+    const t = new StdioClientTransport({ command: c.command, args: c.args, stderr: "pipe", ...(c.env ? { env: c.env } : {}), ...(c.cwd ? { cwd: c.cwd } : {}) });
+    t.stderr?.on("data", (chunk: Buffer) => {
+      this.stderrTail = (this.stderrTail + chunk.toString("utf8")).slice(-STDERR_TAIL);
+    });
+    return t;
+  }
+
+  /** The transport closed: intended (close), during connect, or a crash. */
+  #closed(client: Client): void {
+    if (client !== this.#client) return;
+    this.#client = undefined;
+    this.#transport = undefined;
+    if (this.state === "closed") return;
+    if (this.state === "connecting") {
+      this.lastError = `the server exited during the handshake${this.stderrTail ? "" : " (no stderr output)"}`;
+      this.state = "failed";
+      return;
+    }
+    if (this.state !== "ready") return;
+    this.lastError = "the server exited or closed the connection";
+    this.onCrash?.(this.lastError);
+    this.#scheduleRestart();
+  }
+
+  #scheduleRestart(): void {
+    const { maxAttempts, baseDelayMs, maxDelayMs } = this.#settings.restart;
+    if (this.restarts >= maxAttempts || "url" in this.config) {
+      this.state = "failed";
+      return;
+    }
+    const delay = Math.min(maxDelayMs, baseDelayMs * 2 ** this.restarts);
+    this.restarts++;
+    this.state = "restarting";
+    this.#connecting = new Promise<void>((resolve, reject) => {
+      this.#timer = setTimeout(() => {
+        this.#timer = undefined;
+        if (this.state === "closed") return reject(new Error(`MCP server "${this.key}" is closed.`));
+        this.#open().then(resolve, (err: unknown) => {
+          if (this.state === "failed") this.#scheduleRestart();
+          reject(err);
+        });
+      }, delay);
+    }).finally(() => (this.#connecting = undefined));
+    this.#connecting.catch(() => {});
+  }
+
+  /** Re-read the whole tool list (all pages). */
+  async refresh(): Promise<void> {
+    const client = this.#client;
+    if (!client || this.state !== "ready") return;
+    this.tools = await listAllTools(client, { timeout: this.#settings.connectTimeoutMs });
+    this.toolsVersion++;
+    this.onToolsChanged?.();
+  }
+
+  /**
+   * Call a tool. Contract: resolves with the server's result (also `isError` ones); rejects
+   * only with McpCallError; on timeout or abort the SDK sends notifications/cancelled.
+   */
+  async callTool(name: string, args: unknown, options: { signal: AbortSignal; timeoutMs: number }): Promise<McpCallResult> {
+    const { signal, timeoutMs } = options;
+    if (this.state === "restarting" || this.state === "connecting") {
+      try {
+        await raceSignal(this.#connecting ?? Promise.resolve(), signal, timeoutMs);
+      } catch {
+        // fall through to the state check
+      }
+    }
+    const client = this.#client;
+    if (!client || this.state !== "ready") {
+      throw new McpCallError("unavailable", `MCP server "${this.key}" is not connected (${this.state}${this.lastError ? `: ${this.lastError}` : ""}).`);
+    }
+    try {
+      const result = (await client.callTool({ name, arguments: (args ?? {}) as Record<string, unknown> }, undefined, { signal, timeout: timeoutMs, maxTotalTimeout: timeoutMs })) as McpCallResult;
+      this.restarts = 0;
+      return result;
+    } catch (err) {
+      if (signal.aborted) throw new McpCallError("cancelled", `The call to "${name}" on "${this.key}" was cancelled.`, { cause: err });
+      if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) throw new McpCallError("timeout", `"${name}" on MCP server "${this.key}" did not answer within ${timeoutMs} ms; the call was cancelled.`, { cause: err });
+      if ((err instanceof McpError && err.code === ErrorCode.ConnectionClosed) || client !== this.#client) {
+        throw new McpCallError("crashed", `MCP server "${this.key}" exited during the call to "${name}"; it is being restarted.${this.stderrTail ? ` Its stderr ends with: ${this.stderrTail.slice(-500).trim()}` : ""}`, { cause: err });
+      }
+      throw new McpCallError("protocol_error", `MCP server "${this.key}" rejected the call to "${name}": ${describe(err)}`, { cause: err });
+    }
+  }
+
+  /** Close the client and end the child process; no restart follows. */
+  async close(): Promise<void> {
+    this.state = "closed";
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const client = this.#client;
+    this.#client = undefined;
+    this.#transport = undefined;
+    if (client) await client.close().catch(() => {});
+  }
+}
+
+/** tools/list read loosely: one malformed tool must not hide a server's other tools. */
+const LooseToolList = z.looseObject({
+  tools: z.array(z.unknown()),
+  nextCursor: z.string().optional(),
+});
+
+async function listAllTools(client: Client, options: { signal?: AbortSignal; timeout: number }): Promise<McpToolInfo[]> {
+  const out: McpToolInfo[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < MAX_PAGES; page++) {
+    const res = await client.request({ method: "tools/list", params: cursor ? { cursor } : {} }, LooseToolList, options);
+    for (const raw of res.tools) {
+      const t = raw as Partial<Record<keyof McpToolInfo, unknown>>;
+      if (typeof t?.name !== "string" || !t.name) continue;
+      out.push({ name: t.name, ...(typeof t.title === "string" && t.title ? { title: t.title } : {}), ...(typeof t.description === "string" && t.description ? { description: t.description } : {}), inputSchema: t.inputSchema });
+    }
+    cursor = res.nextCursor;
+    if (!cursor) break;
+  }
+  return out;
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function raceSignal<T>(p: Promise<T>, signal: AbortSignal, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => done(() => reject(new Error("timeout"))), ms);
+    const onAbort = () => done(() => reject(signal.reason));
+    const done = (f: () => void) => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      f();
+    };
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then((v) => done(() => resolve(v)), (e: unknown) => done(() => reject(e)));
+  });
+}

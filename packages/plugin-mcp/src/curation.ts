@@ -1,0 +1,112 @@
+import { createHash } from "node:crypto";
+import type { CatalogEntry, RankedTool, RankOptions, ToolRanker } from "./rank.ts";
+
+/**
+ * The append-only set of MCP tools kept visible in one conversation, tied to an inventory.
+ * Contract: `keep` only grows while `inventoryHash` stays the same (names in the order they
+ * were first kept); a different inventory starts a new, empty set.
+ */
+export interface KeepSet {
+  inventoryHash: string;
+  keep: string[];
+}
+
+/** Hash of an MCP inventory. Contract: depends on names, descriptions and schemas only, not on their order. */
+export function inventoryHash(tools: ReadonlyArray<{ name: string; description: string; parameters?: unknown }>): string {
+  const h = createHash("sha256");
+  for (const line of tools.map((t) => `${t.name}\u0000${t.description}\u0000${JSON.stringify(t.parameters ?? null)}`).sort()) h.update(line).update("\n");
+  return h.digest("hex").slice(0, 16);
+}
+
+/** Inputs of one curation. Contract: `ranker` and `inventoryHash` describe the same inventory. */
+export interface CurateInput {
+  ranker: ToolRanker;
+  /** Hash of the ranker's inventory (see inventoryHash). */
+  inventoryHash: string;
+  /** The request: the latest user text. */
+  query: string;
+  /** How many ranked tools join the keep-set per request. */
+  topK: number;
+  /** The most tools a request may carry, built-in tools and tool_search included. */
+  hardCap: number;
+  /** Tools that are not MCP tools and always stay (built-ins, other plugins' tools, tool_search). */
+  fixedCount: number;
+  /** The keep-set so far (from the previous turn of this conversation). */
+  previous?: KeepSet;
+  /** Tools that must be kept (revealed through tool_search earlier). */
+  pinned?: readonly string[];
+  rankOptions?: RankOptions;
+}
+
+/** What curation decided. Contract: `visible` is a subsequence of `keepSet.keep`; `added` and `capped` are subsets of it. */
+export interface CurateResult {
+  /** Names the model sees this request: keep-set order (stable prefix), capped. */
+  visible: string[];
+  /** The keep-set after this request. */
+  keepSet: KeepSet;
+  /** The ranking of this request. */
+  ranked: RankedTool[];
+  /** Names this request added to the keep-set. */
+  added: string[];
+  /** Kept names left out of `visible` by the hard cap. */
+  capped: string[];
+  /** True when the inventory changed and the keep-set started over. */
+  reset: boolean;
+}
+
+/**
+ * Decide which MCP tools a request carries.
+ * Contract: the top K tools with a positive score (all tools when there are at most K) and
+ * any pinned ones join an append-only
+ * keep-set; the keep-set resets when the inventory hash changes; `visible` is the keep-set in
+ * insertion order, except that when it would exceed `hardCap - fixedCount` the best-ranked
+ * kept tools are shown (still in insertion order) and the rest reported in `capped`.
+ */
+export function curate(input: CurateInput): CurateResult {
+  const reset = !!input.previous && input.previous.inventoryHash !== input.inventoryHash;
+  const keep = input.previous && !reset ? [...input.previous.keep] : [];
+  const known = new Set(input.ranker.entries.map((e) => e.name));
+  const ranked = input.ranker.rank(input.query, input.rankOptions);
+  const added: string[] = [];
+  const add = (name: string) => {
+    if (!known.has(name) || keep.includes(name)) return;
+    keep.push(name);
+    added.push(name);
+  };
+  // A catalog no larger than K needs no curation: all of it is kept.
+  const small = ranked.length <= input.topK;
+  for (const r of ranked.slice(0, input.topK)) if (r.score > 0 || small) add(r.name);
+  for (const p of input.pinned ?? []) add(p);
+  const room = Math.max(0, input.hardCap - input.fixedCount);
+  let visible = keep;
+  let capped: string[] = [];
+  if (keep.length > room) {
+    const order = new Map(ranked.map((r, i) => [r.name, i]));
+    const pinned = new Set(input.pinned ?? []);
+    const best = new Set([...keep].sort((a, b) => Number(pinned.has(b)) - Number(pinned.has(a)) || order.get(a)! - order.get(b)!).slice(0, room));
+    visible = keep.filter((n) => best.has(n));
+    capped = keep.filter((n) => !best.has(n));
+  }
+  return { visible: [...visible], keepSet: { inventoryHash: input.inventoryHash, keep }, ranked, added, capped, reset };
+}
+
+/** One tool_search hit. Contract: `score` > 0. */
+export interface SearchHit {
+  name: string;
+  server: string;
+  description: string;
+  score: number;
+}
+
+/**
+ * The tools matching a tool_search query, best first.
+ * Contract: at most `limit` hits, each with a positive score.
+ */
+export function searchTools(ranker: ToolRanker, query: string, limit: number, options?: RankOptions): SearchHit[] {
+  const byName = new Map<string, CatalogEntry>(ranker.entries.map((e) => [e.name, e]));
+  return ranker
+    .rank(query, options)
+    .filter((r) => r.score > 0)
+    .slice(0, limit)
+    .map((r) => ({ name: r.name, server: r.server, description: byName.get(r.name)!.description, score: r.score }));
+}

@@ -1,0 +1,70 @@
+import { z } from "zod";
+
+const ms = z.number().int().positive();
+
+/** A server started as a child process speaking MCP over stdio. */
+const StdioServer = z.strictObject({
+  command: z.string().min(1),
+  args: z.array(z.string()).default([]),
+  /** Added to a small safe default environment (HOME, PATH, …), as the MCP SDK does. */
+  env: z.record(z.string(), z.string()).optional(),
+  cwd: z.string().optional(),
+  /** Per-call timeout (ms); default: the plugin's `callTimeoutMs`. */
+  timeoutMs: ms.optional(),
+  /** Handshake + first tools/list timeout (ms); default: the plugin's `connectTimeoutMs`. */
+  connectTimeoutMs: ms.optional(),
+  /** What the server is for, in words: helps curation when the server sends no instructions. */
+  description: z.string().optional(),
+  disabled: z.boolean().optional(),
+});
+
+/** A server reached over Streamable HTTP. */
+const HttpServer = z.strictObject({
+  url: z.url(),
+  headers: z.record(z.string(), z.string()).optional(),
+  timeoutMs: ms.optional(),
+  connectTimeoutMs: ms.optional(),
+  description: z.string().optional(),
+  disabled: z.boolean().optional(),
+});
+
+/** Options of `mcp()`. */
+export const McpOptionsSchema = z.strictObject({
+  /** Servers by key (the key becomes `<server>` in `mcp__<server>__<tool>`); the common `mcpServers` shape. */
+  servers: z.record(z.string().min(1), z.union([StdioServer, HttpServer])).default({}),
+  /** MCP tools added to the keep-set per request. */
+  topK: z.number().int().min(0).default(15),
+  /** Most tools one request may carry (built-ins, tool_search and MCP tools). */
+  hardCap: z.number().int().positive().default(128),
+  /** Default per-call timeout (ms). */
+  callTimeoutMs: ms.default(120_000),
+  /** Default connect timeout (ms): spawn/handshake plus the first tools/list. */
+  connectTimeoutMs: ms.default(30_000),
+  /** Longest text a tool result keeps (characters); the rest is cut with a marker. */
+  maxResultChars: z.number().int().positive().default(100_000),
+  /** `keel` (default) or the reference ranking of MECHANICS.md. */
+  ranking: z.enum(["keel", "reference"]).default("keel"),
+  /** Offer the `tool_search` meta tool (when some MCP tools are hidden). */
+  toolSearch: z.boolean().default(true),
+  /** Default number of tool_search hits. */
+  searchLimit: z.number().int().min(1).max(20).default(5),
+  /** Audit log path; default `<KEEL_HOME>/mcp-audit.sqlite`; `false` turns auditing (and recent-use ranking) off. */
+  auditPath: z.union([z.string().min(1), z.literal(false)]).optional(),
+  /** Window of "recent use" for ranking (ms). */
+  recentWindowMs: ms.default(24 * 3_600_000),
+  /** Restarts of a crashed stdio server: attempts and backoff. */
+  restart: z.strictObject({ maxAttempts: z.number().int().min(0).default(5), baseDelayMs: ms.default(500), maxDelayMs: ms.default(30_000) }).prefault({}),
+  /** Name this client gives servers in its handshake. */
+  clientName: z.string().min(1).default("keel"),
+});
+
+/** Options as given to `mcp()`. Contract: validated by the kernel before setup (KEEL_PLUGIN_OPTIONS_INVALID names the path). */
+export type McpOptions = z.input<typeof McpOptionsSchema>;
+/** Options after defaults. Contract: every field with a default is set. */
+export type ResolvedMcpOptions = z.output<typeof McpOptionsSchema>;
+/** One server's configuration. Contract: stdio when it has `command`, Streamable HTTP when it has `url`. */
+export type McpServerConfig = ResolvedMcpOptions["servers"][string];
+/** A stdio server's configuration. Contract: started as `command args` without a shell. */
+export type StdioServerConfig = z.output<typeof StdioServer>;
+/** A Streamable HTTP server's configuration. Contract: `headers` go with every request. */
+export type HttpServerConfig = z.output<typeof HttpServer>;

@@ -1,0 +1,101 @@
+import type { ContentBlock, ToolOutput } from "@keel/kernel";
+
+/** A content item of an MCP tool result (the union the protocol defines, read loosely). */
+interface McpContent {
+  type: string;
+  text?: string;
+  data?: string;
+  mimeType?: string;
+  uri?: string;
+  name?: string;
+  title?: string;
+  description?: string;
+  resource?: { uri?: string; mimeType?: string; text?: string; blob?: string };
+}
+
+/** An MCP `tools/call` result, read loosely. Contract: older servers may send `toolResult` instead of `content`. */
+export interface McpCallResult {
+  content?: unknown;
+  structuredContent?: unknown;
+  isError?: boolean;
+  toolResult?: unknown;
+}
+
+/** What mapping a result produced. Contract: `bytes` is measured before truncation. */
+export interface MappedResult {
+  output: Exclude<ToolOutput, string>;
+  /** UTF-8 bytes of the result content before any truncation. */
+  bytes: number;
+  truncated: boolean;
+}
+
+/**
+ * Map an MCP tool result to a kernel tool output.
+ * Contract: text stays text; images stay images; audio, resource links and embedded
+ * resources become text lines (embedded text resources keep their text, binary ones are
+ * summarised, embedded images become images); `structuredContent` is kept in `details` and
+ * added as JSON text when no text block carries it; `isError` becomes an error result; text
+ * beyond `maxChars` is cut with a marker saying how much was cut.
+ */
+export function mapCallResult(result: McpCallResult, maxChars: number): MappedResult {
+  const blocks: ContentBlock[] = [];
+  const items: McpContent[] = Array.isArray(result.content) ? (result.content as McpContent[]) : [];
+  for (const c of items) blocks.push(...mapContent(c));
+  if (result.structuredContent !== undefined) {
+    const json = JSON.stringify(result.structuredContent);
+    if (!blocks.some((b) => b.type === "text" && b.text.includes(json))) blocks.push({ type: "text", text: json });
+  }
+  if (!items.length && result.toolResult !== undefined) blocks.push({ type: "text", text: typeof result.toolResult === "string" ? result.toolResult : JSON.stringify(result.toolResult) });
+  let bytes = 0;
+  for (const b of blocks) bytes += b.type === "text" ? Buffer.byteLength(b.text) : Math.floor((b.data.length * 3) / 4);
+  const cut = capText(blocks, maxChars);
+  const output: Exclude<ToolOutput, string> = { content: cut.blocks.length ? cut.blocks : [{ type: "text", text: "(no content)" }], isError: result.isError === true };
+  if (result.structuredContent !== undefined) output.details = { structuredContent: result.structuredContent };
+  return { output, bytes, truncated: cut.truncated };
+}
+
+function mapContent(c: McpContent): ContentBlock[] {
+  switch (c.type) {
+    case "text":
+      return [{ type: "text", text: c.text ?? "" }];
+    case "image":
+      return c.data && c.mimeType ? [{ type: "image", mediaType: c.mimeType, data: c.data }] : [{ type: "text", text: "[image without data]" }];
+    case "audio":
+      return [{ type: "text", text: `[audio ${c.mimeType ?? "unknown type"}, ${approxBytes(c.data)} bytes, not shown]` }];
+    case "resource_link":
+      return [{ type: "text", text: `[resource link] ${c.name ?? c.title ?? ""} <${c.uri ?? "?"}>${c.mimeType ? ` (${c.mimeType})` : ""}${c.description ? `: ${c.description}` : ""}` }];
+    case "resource": {
+      const r = c.resource ?? {};
+      if (typeof r.text === "string") return [{ type: "text", text: `[resource ${r.uri ?? "?"}${r.mimeType ? ` (${r.mimeType})` : ""}]\n${r.text}` }];
+      if (typeof r.blob === "string" && r.mimeType?.startsWith("image/")) return [{ type: "image", mediaType: r.mimeType, data: r.blob }];
+      return [{ type: "text", text: `[resource ${r.uri ?? "?"}${r.mimeType ? ` (${r.mimeType})` : ""}, ${approxBytes(r.blob)} bytes of binary data, not shown]` }];
+    }
+    default:
+      return [{ type: "text", text: JSON.stringify(c) }];
+  }
+}
+
+function approxBytes(base64: string | undefined): number {
+  return base64 ? Math.floor((base64.length * 3) / 4) : 0;
+}
+
+function capText(blocks: ContentBlock[], maxChars: number): { blocks: ContentBlock[]; truncated: boolean } {
+  let room = maxChars;
+  let truncated = false;
+  const out: ContentBlock[] = [];
+  for (const b of blocks) {
+    if (b.type !== "text") {
+      out.push(b);
+      continue;
+    }
+    if (b.text.length <= room) {
+      out.push(b);
+      room -= b.text.length;
+      continue;
+    }
+    truncated = true;
+    out.push({ type: "text", text: `${b.text.slice(0, Math.max(0, room))}\n[… output cut: ${b.text.length - Math.max(0, room)} more characters not shown]` });
+    room = 0;
+  }
+  return { blocks: out, truncated };
+}

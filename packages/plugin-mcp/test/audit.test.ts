@@ -1,0 +1,41 @@
+/** The SQLite audit log: records, recent use by window, and a path that cannot be opened. */
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { createAgent, MemorySessionStore, scriptedProvider } from "@keel/kernel";
+import { AuditLog, mcp } from "../src/index.ts";
+import { fixture, tempDirs } from "./support.ts";
+
+const dirs = tempDirs();
+afterEach(() => dirs.cleanup());
+
+describe("AuditLog", () => {
+  it("persists records in a real SQLite file and counts recent uses per tool within the window", () => {
+    const path = join(dirs.make(), "nested", "mcp-audit.sqlite");
+    const log = new AuditLog(path);
+    const now = Date.now();
+    const base = { sessionId: "s", server: "fs", tool: "read_file", name: "mcp__fs__read_file", durationMs: 3, outcome: "ok" as const, bytes: 10 };
+    log.record({ ...base, ts: now - 48 * 3_600_000 });
+    log.record({ ...base, ts: now - 60_000 });
+    log.record({ ...base, ts: now - 1_000 });
+    log.record({ ...base, ts: now, tool: "write_file", name: "mcp__fs__write_file", outcome: "timeout", error: "late" });
+    log.close();
+    const reopened = new AuditLog(path);
+    expect(reopened.all()).toHaveLength(4);
+    expect(reopened.all()[3]).toMatchObject({ outcome: "timeout", error: "late" });
+    expect(reopened.recentUses(now - 24 * 3_600_000)).toEqual(new Map([["mcp__fs__read_file", 2], ["mcp__fs__write_file", 1]]));
+    reopened.close();
+  });
+
+  it("a path that cannot be opened is a diagnostic; tool calls still work", async () => {
+    const provider = scriptedProvider([{ toolCalls: [{ id: "e", name: "mcp__fx__echo", args: { text: "still works" } }] }, { text: "ok" }]);
+    const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [mcp({ servers: { fx: fixture("scripted-server.mjs") }, auditPath: "/dev/null/cannot/mcp-audit.sqlite" })] });
+    const session = await agent.session();
+    await session.run("echo");
+    const events = await session.events();
+    const diag = events.find((e) => e.type === "diagnostic" && e.code === "KEEL_MCP_AUDIT_FAILED");
+    expect(diag && "message" in diag ? diag.message : "").toContain("/dev/null/cannot/mcp-audit.sqlite");
+    const result = session.messages.find((m) => m.role === "tool");
+    expect(result?.role === "tool" && result.content[0]?.type === "text" ? result.content[0].text : "").toBe("still works");
+    await agent.close();
+  });
+});
