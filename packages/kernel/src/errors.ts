@@ -67,6 +67,12 @@ export const ERROR_CODES = {
   KEEL_MEMORY_MODEL_FALLBACK: "The model call for memory (active recall or extraction) failed or timed out; the deterministic path was used instead. Check the side model, or set the option to deterministic.",
   KEEL_MEMORY_EXTRACT_FAILED: "Extracting facts from the turn failed; nothing was stored for it and a retry of the job may store them. Check the memory store named in the message.",
   // Memory (@keel/plugin-memory). Add codes above this line.
+  KEEL_SKILL_INVALID: "A SKILL.md is malformed and was skipped. Fix the file at the line shown: it must start with YAML frontmatter between `---` lines holding `name` and `description`.",
+  KEEL_SKILL_DUPLICATE: "Two SKILL.md files declare the same skill name; the first found was kept. Rename one of them.",
+  KEEL_SKILL_DIR_UNREADABLE: "A skills folder could not be listed and was skipped. Check that it exists and is readable, or remove it from `dirs`.",
+  KEEL_SKILL_UNKNOWN: "`@@skill=<name>` names no loaded skill, so the router picked instead. Use a name from the skills listing.",
+  KEEL_SKILL_STORE_FAILED: "The skills database could not be opened or written; learning is kept in memory for now. Check that KEEL_HOME (or the `db` option) is writable.",
+  KEEL_SKILL_DRAFT_FAILED: "Writing an auto-drafted skill failed; nothing partial was left and a later success on the same signature retries. Check that <KEEL_HOME>/skills/auto is writable.",
   // Skills (@keel/plugin-skills). Add codes above this line.
   KEEL_MCP_SERVER_START_FAILED: "An MCP server did not start or did not finish its handshake in time; the agent goes on without it. Check its `command`/`url`, `args` and `env` (the stderr tail is attached), or raise `connectTimeoutMs`.",
   KEEL_MCP_SERVER_CRASHED: "An MCP server exited or dropped its connection during a call; that call got an error result and the server is restarted with backoff. See the server's stderr tail.",

@@ -1,2 +1,21 @@
-/** placeholder until the package lands */
-export {};
+/**
+ * @keel/providers — Anthropic and OpenAI (and OpenAI-compatible) model providers for Keel, on the
+ * official SDKs: streaming, tool calls, thinking/reasoning round-trips, prompt caching, usage and
+ * cost, classified errors, bounded retries of broken streams, and a fallback chain.
+ */
+export { anthropicProvider } from "./anthropic.ts";
+export type { AnthropicProviderOptions } from "./anthropic.ts";
+export type { AnthropicThinkingData } from "./anthropic-request.ts";
+export { openaiProvider } from "./openai.ts";
+export type { OpenAIProviderOptions } from "./openai.ts";
+export type { OpenAIReasoningData } from "./openai-request.ts";
+export { fallback } from "./fallback.ts";
+export type { FallbackOptions, FallbackProvider, FreezeState } from "./fallback.ts";
+export { resolveModel } from "./resolve.ts";
+export type { ResolveModelOptions } from "./resolve.ts";
+export { classifyError, classOf } from "./errors.ts";
+export type { FailureFacts } from "./errors.ts";
+export { chooseCacheTier, estimateRequestTokens, MIN_CACHE_TOKENS } from "./cache.ts";
+export { costOf, knownContextWindow, knownPrice } from "./models.ts";
+export type { ModelPrice } from "./models.ts";
+export type { StreamRetryOptions } from "./retry.ts";
