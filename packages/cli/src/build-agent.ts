@@ -57,7 +57,7 @@ function found(root: unknown, path: readonly PropertyKey[]): string {
 
 /** The env var a model needs, or undefined when it is usable as configured. */
 export function missingCredential(spec: string, env: NodeJS.ProcessEnv, baseURL: string | undefined): string | undefined {
-  if (spec.startsWith("anthropic:")) return env.ANTHROPIC_API_KEY || env.ANTHROPIC_BASE_URL ? undefined : "ANTHROPIC_API_KEY";
+  if (spec.startsWith("anthropic:")) return env.ANTHROPIC_API_KEY ? undefined : "ANTHROPIC_API_KEY";
   if (spec.startsWith("openai:")) return env.OPENAI_API_KEY || env.OPENAI_BASE_URL ? undefined : "OPENAI_API_KEY";
   if (spec.startsWith("openai-compatible:")) return baseURL || env.OPENAI_BASE_URL ? undefined : "OPENAI_BASE_URL";
   return undefined;
