@@ -14,7 +14,7 @@ describe("examples/custom-plugin", () => {
     const run = await runKeel(["run", "--json", "Delete the retro note"], { cwd: here, env: offlineEnv({ KEEL_HOME: home }) });
     expect(run.code, run.stderr).toBe(0);
     const events = run.stdout.trim().split("\n").map((l) => JSON.parse(l) as { type: string; [k: string]: unknown });
-    const compiled = events.find((e) => e.type === "prompt.compiled") as { manifest: { sections: Array<{ sectionId: string; plugins: string[] }> } };
+    const compiled = events.find((e) => e.type === "prompt.compiled") as unknown as { manifest: { sections: Array<{ sectionId: string; plugins: string[] }> } };
     expect(compiled.manifest.sections).toEqual([{ sectionId: "house_rules", title: "House rules", chars: expect.any(Number), plugins: ["house-rules"] }]);
     const tools = events.filter((e) => e.type === "tool.completed").map((e) => [e.name, e.status, e.decision]);
     expect(tools).toEqual([["read_note", "ok", undefined], ["delete_note", "denied", "deny by house-rules"]]);
