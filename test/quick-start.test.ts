@@ -26,3 +26,25 @@ describe("README quick start", () => {
     for (const c of commands) expect(c).toContain(`-p ${pkg.packageManager}`);
   });
 });
+
+describe("pnpm start", () => {
+  it("runs an example agent through the real keel binary, offline, and exits 0", async () => {
+    const { spawnSync } = await import("node:child_process");
+    const { mkdtempSync, rmSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { scripts: { start: string } };
+    expect(pkg.scripts.start).toMatch(/^keel run --config examples\/[\w-]+\/agent\.config\.ts /);
+    const home = mkdtempSync(join(tmpdir(), "keel-start-"));
+    const env = { ...process.env, KEEL_HOME: home, PATH: `${join(root, "node_modules", ".bin")}:${process.env.PATH}` };
+    for (const k of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"]) delete env[k];
+    try {
+      const r = spawnSync("sh", ["-c", pkg.scripts.start], { cwd: root, env, encoding: "utf8", timeout: 60_000 });
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stderr).toContain("keel: offline");
+      expect(r.stdout.trim().length).toBeGreaterThan(20);
+      expect(r.stderr).toMatch(/keel: completed \(end_turn\)/);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
