@@ -1,2 +1,28 @@
-/** placeholder until the package lands */
-export {};
+/**
+ * @keel/plugin-skills — SKILL.md catalogs for Keel agents, routed by a contextual
+ * Thompson-sampling bandit that learns from how turns end, with auto-drafted skills.
+ */
+export { skills, skills as default, PLUGIN_NAME, PLUGIN_VERSION } from "./plugin.ts";
+export type { FeedbackResult, SkillInfo, SkillsApi, SkillsPlugin, TurnRef } from "./plugin.ts";
+export { SkillsOptions, RouterTuningSchema } from "./options.ts";
+export type { SkillsOptionsInput, SkillsOptionsParsed } from "./options.ts";
+export { SkillCatalog, parseSkillFile } from "./catalog.ts";
+export type { CatalogRoot, Skill, SkillDiagnostic } from "./catalog.ts";
+export { readSkill, skillReadTool, MAX_READ_CHARS } from "./skill-read.ts";
+export type { ReadResult } from "./skill-read.ts";
+export { creditOf, DEFAULT_CREDIT } from "./credit.ts";
+export type { Outcome } from "./credit.ts";
+export { taskSignature, sanitizeSignature, draftDir } from "./signature.ts";
+export { writeDraft, removeDraft, templateBody } from "./drafter.ts";
+export type { DraftManifest, DraftOutcome } from "./drafter.ts";
+export { SkillsStore } from "./store.ts";
+export type { StoredPick, Streak } from "./store.ts";
+export { Bm25Index } from "./bm25.ts";
+export type { Bm25Doc } from "./bm25.ts";
+export { createRng, sampleBeta, sampleGamma, sampleNormal } from "./random.ts";
+export type { Rng } from "./random.ts";
+export { stem, terms, tokenize } from "./text.ts";
+export { MemoryPosteriorStore, fade } from "./posterior.ts";
+export type { Counts, PosteriorReader, PosteriorStore, PosteriorTx, WeightRow, WeightWrite } from "./posterior.ts";
+export { ContextualRouter, ThompsonSampler } from "./router.ts";
+export type { RoutableSkill, RoutePick, RouterTuning } from "./router.ts";

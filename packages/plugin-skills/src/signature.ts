@@ -1,0 +1,35 @@
+/** The task-signature bucketer of auto-drafting, and the guard that keeps a signature inside its folder. */
+import { isAbsolute, join, relative, resolve, sep } from "node:path";
+import { isStopword } from "./text.ts";
+
+/**
+ * Task signature of a request: lowercase, split on non-alphanumerics, drop stopwords and
+ * tokens under 2 chars, dedupe, take the 3 longest (ties: first seen), sort, join with "-".
+ * Contract: deterministic; "" when nothing is left.
+ */
+export function taskSignature(text: string): string {
+  const seen: string[] = [];
+  for (const t of text.toLowerCase().split(/[^a-z0-9]+/)) if (t.length >= 2 && !isStopword(t) && !seen.includes(t)) seen.push(t);
+  const longest = seen.map((t, i) => ({ t, i })).sort((a, b) => b.t.length - a.t.length || a.i - b.i).slice(0, 3).map((x) => x.t);
+  return longest.sort().join("-");
+}
+
+/** A signature reduced to a safe folder name: [a-z0-9-], no leading/trailing "-", at most 96 chars; "" if nothing is left. */
+export function sanitizeSignature(signature: string): string {
+  return signature.toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/-+/g, "-").replace(/^-|-$/g, "").slice(0, 96).replace(/-$/, "");
+}
+
+/**
+ * The folder of a signature's draft under `autoDir`.
+ * Contract: returns undefined unless the sanitised signature is non-empty and the resolved
+ * path is exactly one level below `autoDir`.
+ */
+export function draftDir(autoDir: string, signature: string): string | undefined {
+  const safe = sanitizeSignature(signature);
+  if (!safe || safe === "." || safe === "..") return undefined;
+  const base = resolve(autoDir);
+  const target = resolve(join(base, safe));
+  const rel = relative(base, target);
+  if (!rel || isAbsolute(rel) || rel.includes(sep) || rel.startsWith("..")) return undefined;
+  return target;
+}
