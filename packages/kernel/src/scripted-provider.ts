@@ -36,6 +36,11 @@ export const ScriptStepSchema = z.strictObject({
       afterDeltas: count.optional(),
     })
     .optional(),
+  /**
+   * Only answer a request whose last user message includes this text: the step is skipped
+   * (left for later) otherwise. Lets one offline script serve several conversations.
+   */
+  when: z.strictObject({ lastUserIncludes: z.string() }).optional(),
   /** Assertions on the request; a mismatch throws ProviderError("invalid_request"). */
   expect: z
     .strictObject({ lastUserIncludes: z.string().optional(), toolsInclude: z.array(z.string()).optional(), noTools: z.boolean().optional() })
@@ -88,6 +93,7 @@ export class ScriptedProvider implements ModelProvider {
   readonly requests: ModelRequest[] = [];
   readonly script: ProviderScript;
   #next = 0;
+  readonly #used = new Set<number>();
 
   constructor(script: ProviderScriptInput | ProviderScript, options: ScriptedProviderOptions = {}) {
     this.script = parseProviderScript(script);
@@ -108,22 +114,37 @@ export class ScriptedProvider implements ModelProvider {
 
   /** Steps not yet consumed. */
   get remaining(): number {
-    return Math.max(0, this.script.steps.length - this.#next);
+    return this.script.steps.length - this.#used.size;
   }
 
   stream(request: ModelRequest, options: { signal: AbortSignal }): AsyncIterable<ModelEvent> {
     this.requests.push({ ...request, messages: [...request.messages], tools: [...request.tools] });
-    const index = this.#next++;
+    const index = this.#pick(request);
+    if (index >= 0) this.#used.add(index);
+    while (this.#used.has(this.#next)) this.#next++;
     return this.#run(index, request, options.signal);
+  }
+
+  /** The first unused step this request may take (steps with a `when` that does not match wait). */
+  #pick(request: ModelRequest): number {
+    const steps = this.script.steps;
+    const last = request.messages.findLast((m) => m.role === "user");
+    const text = last ? messageText(last) : "";
+    for (let i = this.#next; i < steps.length; i++) {
+      if (this.#used.has(i)) continue;
+      const when = steps[i]!.when;
+      if (!when || text.includes(when.lastUserIncludes)) return i;
+    }
+    return -1;
   }
 
   async *#run(index: number, request: ModelRequest, signal: AbortSignal): AsyncGenerator<ModelEvent> {
     const steps = this.script.steps;
-    const step = steps[index];
+    const step = index >= 0 ? steps[index] : undefined;
     if (!step) {
       throw new KeelError(
         "KEEL_SCRIPT_EXHAUSTED",
-        `Request ${index + 1} arrived but the script has only ${steps.length} step${steps.length === 1 ? "" : "s"}.`,
+        `Request ${this.requests.length} arrived but the script has no step left for it (${steps.length} step${steps.length === 1 ? "" : "s"}, ${this.#used.size} used).`,
       );
     }
     throwIfAborted(signal);

@@ -220,7 +220,7 @@ describe("ScriptedProvider errors", () => {
     const { error } = await collect(p);
     expect(error).toBeInstanceOf(KeelError);
     expect((error as KeelError).code).toBe("KEEL_SCRIPT_EXHAUSTED");
-    expect((error as KeelError).message).toContain("only 2 steps");
+    expect((error as KeelError).message).toContain("Request 3 arrived but the script has no step left for it (2 steps, 2 used)");
     expect(p.remaining).toBe(0);
   });
 
@@ -296,5 +296,19 @@ describe("ScriptedProvider.fromFile", () => {
       expect((e as KeelError).location.path).toBe("steps.0.delayMs");
       expect((e as KeelError).message).toContain("schema.json");
     }
+  });
+});
+
+describe("scripted provider: steps for several conversations", () => {
+  it("a step with `when` waits for a request whose last user message matches; others run in order", async () => {
+    const { scriptedProvider: sp, complete: done } = await import("../src/index.ts");
+    const p = sp({ steps: [{ when: { lastUserIncludes: "weather" }, text: "sunny" }, { text: "first plain" }, { when: { lastUserIncludes: "time" }, text: "noon" }, { text: "second plain" }] });
+    const ask = async (q: string) => (await done(p, { messages: [{ role: "user", content: [{ type: "text", text: q }] }] })).text;
+    expect(await ask("what time is it")).toBe("first plain");
+    expect(await ask("the time, please")).toBe("noon");
+    expect(await ask("and the weather?")).toBe("sunny");
+    expect(await ask("anything")).toBe("second plain");
+    expect(p.remaining).toBe(0);
+    await expect(ask("more")).rejects.toThrow(/KEEL_SCRIPT_EXHAUSTED.*no step left/);
   });
 });
