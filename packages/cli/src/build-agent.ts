@@ -75,9 +75,10 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
   const missing = strings.map((s) => missingCredential(s, env, config.baseURL)).filter((m): m is string => !!m);
   const offline = options.offline === true || env.KEEL_OFFLINE === "1" || specs.length === 0 || specs.some((s) => typeof s === "string" && s.startsWith("scripted:")) || (strings.length > 0 && missing.length === strings.length);
   let provider: ModelProvider;
-  let sideModel: ModelProvider | undefined;
+  let sideModel: ModelProvider | false | undefined;
   if (offline) {
     provider = offlineProvider(config, dir, loaded.filepath);
+    sideModel = false; // a script answers the conversation only; plugins use their deterministic fallbacks
     const why = options.offline || env.KEEL_OFFLINE === "1" ? "offline mode was asked for" : missing.length ? `${[...new Set(missing)].join(" / ")} is not set` : "the config names no model";
     note(`keel: offline — ${why}; the model is ${provider.id}${typeof config.offline?.script === "string" ? ` replaying ${config.offline.script}` : ""}. Set the API key to use ${strings[0] ?? "a real model"}.`);
   } else {
@@ -87,7 +88,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
   }
   const agentOptions: AgentOptions = {
     provider,
-    ...(sideModel ? { sideModel } : {}),
+    ...(sideModel !== undefined ? { sideModel } : {}),
     ...(config.name !== undefined ? { name: config.name } : {}),
     ...(config.instructions !== undefined ? { instructions: config.instructions } : {}),
     plugins,

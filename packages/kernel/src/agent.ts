@@ -67,8 +67,11 @@ export interface ApprovalRequest {
 export interface AgentOptions {
   name?: string;
   provider: ModelProvider;
-  /** The model plugins use for side calls (HookContext.model); default: `provider`. */
-  sideModel?: ModelProvider;
+  /**
+   * The model plugins use for side calls (HookContext.model); default: `provider`. `false`:
+   * none, so plugins use their deterministic fallbacks (e.g. when `provider` replays a script).
+   */
+  sideModel?: ModelProvider | false;
   /**
    * Ask the model, before the prompt is compiled, which hidden tools the turn needs (one
    * bounded, tool-less request; runs only when there are hidden tools). Default: off.
@@ -108,7 +111,7 @@ const positive = z.number().positive();
 const AgentOptionsSchema = z.object({
   name: z.string().min(1).optional(),
   provider: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method" }),
-  sideModel: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method" }).optional(),
+  sideModel: z.union([z.literal(false), z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method, or false" })]).optional(),
   preflight: z.union([z.boolean(), z.object({ model: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method" }).optional(), timeoutMs: positive.optional(), maxTokens: z.number().int().positive().optional(), maxReveal: z.number().int().positive().optional() }).strict()]).optional(),
   instructions: z.string().optional(),
   tools: z.array(z.unknown()).optional(),
@@ -193,7 +196,7 @@ export class Agent {
         o?.session.backgroundSettled(phase, o.turnId, handler, contributions, records, diagnostics);
       },
     };
-    this.runner = new PhaseRunner(registry, tracer, options.sideModel ?? options.provider);
+    this.runner = new PhaseRunner(registry, tracer, options.sideModel === false ? undefined : (options.sideModel ?? options.provider));
   }
 
   /** Receive every event (stored and live). Returns an unsubscribe function. */

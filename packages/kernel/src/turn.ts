@@ -147,7 +147,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     const hidden = [...tools.values()].filter((t) => !visible.has(t.def.name)).map((t) => t.def);
     if (agent.options.preflight && hidden.length) {
       const pf = agent.options.preflight === true ? {} : agent.options.preflight;
-      preflight = await runPreflight(pf.model ?? agent.options.sideModel ?? agent.options.provider, input, hidden, pf, signal);
+      preflight = await runPreflight(pf.model ?? (agent.options.sideModel || agent.options.provider), input, hidden, pf, signal);
       addUsage(usage, preflight.usage);
       for (const n of preflight.revealed) visible.add(n);
       const { usage: pfUsage, ...logged } = preflight;

@@ -19,12 +19,14 @@ describe("side model for plugins", () => {
   it("handlers see the agent's sideModel, else its provider, as ctx.model", async () => {
     const seen: Array<string | undefined> = [];
     const spy = definePlugin({ name: "spy", version: "1.0.0", setup(ctx) { ctx.on("turn.pre_policy", (_e, hook) => { seen.push(hook.model?.id); }); } });
-    const main = scriptedProvider([{ text: "a" }, { text: "b" }], { model: "main" });
+    const main = scriptedProvider([{ text: "a" }, { text: "b" }, { text: "c" }], { model: "main" });
     const side = scriptedProvider([], { model: "side" });
     const a = await createAgent({ provider: main, store: new MemorySessionStore(), plugins: [spy] });
     await (await a.session()).run("hi");
     const b = await createAgent({ provider: main, sideModel: side, store: new MemorySessionStore(), plugins: [spy] });
     await (await b.session()).run("hi");
-    expect(seen).toEqual(["scripted:main", "scripted:side"]);
+    const c = await createAgent({ provider: main, sideModel: false, store: new MemorySessionStore(), plugins: [spy] });
+    await (await c.session()).run("hi");
+    expect(seen).toEqual(["scripted:main", "scripted:side", undefined]);
   });
 });

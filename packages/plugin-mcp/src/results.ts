@@ -43,7 +43,8 @@ export function mapCallResult(result: McpCallResult, maxChars: number): MappedRe
   for (const c of items) blocks.push(...mapContent(c));
   if (result.structuredContent !== undefined) {
     const json = JSON.stringify(result.structuredContent);
-    if (!blocks.some((b) => b.type === "text" && b.text.includes(json))) blocks.push({ type: "text", text: json });
+    const text = blocks.map((b) => (b.type === "text" ? b.text : "")).join("\n");
+    if (!text.includes(json) && !carriesAll(text, result.structuredContent)) blocks.push({ type: "text", text: json });
   }
   if (!items.length && result.toolResult !== undefined) blocks.push({ type: "text", text: typeof result.toolResult === "string" ? result.toolResult : JSON.stringify(result.toolResult) });
   let bytes = 0;
@@ -52,6 +53,18 @@ export function mapCallResult(result: McpCallResult, maxChars: number): MappedRe
   const output: Exclude<ToolOutput, string> = { content: cut.blocks.length ? cut.blocks : [{ type: "text", text: "(no content)" }], isError: result.isError === true };
   if (result.structuredContent !== undefined) output.details = { structuredContent: result.structuredContent };
   return { output, bytes, truncated: cut.truncated };
+}
+
+/** True when every leaf value of `value` already appears in `text` (the text is the same data). */
+function carriesAll(text: string, value: unknown): boolean {
+  const leaves: string[] = [];
+  const walk = (v: unknown): void => {
+    if (typeof v === "string" || typeof v === "number" || typeof v === "boolean") leaves.push(String(v));
+    else if (Array.isArray(v)) v.forEach(walk);
+    else if (v && typeof v === "object") Object.values(v).forEach(walk);
+  };
+  walk(value);
+  return leaves.length > 0 && leaves.every((l) => text.includes(l));
 }
 
 function mapContent(c: McpContent): ContentBlock[] {

@@ -97,3 +97,13 @@ describe("mapCallResult", () => {
     expect(text).toContain("400 more characters");
   });
 });
+
+describe("structured content that repeats the text", () => {
+  it("is not added a second time (it stays in details)", () => {
+    const r = mapCallResult({ content: [{ type: "text", text: "# TODO\n- [ ] a" }], structuredContent: { content: "# TODO\n- [ ] a" } }, 10_000);
+    expect(r.output.content).toEqual([{ type: "text", text: "# TODO\n- [ ] a" }]);
+    expect(r.output.details).toEqual({ structuredContent: { content: "# TODO\n- [ ] a" } });
+    const other = mapCallResult({ content: [{ type: "text", text: "sum done" }], structuredContent: { sum: 42 } }, 10_000);
+    expect(other.output.content).toEqual([{ type: "text", text: "sum done" }, { type: "text", text: '{"sum":42}' }]);
+  });
+});
