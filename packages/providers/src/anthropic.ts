@@ -1,5 +1,5 @@
 /** The Anthropic Messages API adapter, on @anthropic-ai/sdk. */
-import Anthropic from "@anthropic-ai/sdk";
+import type Anthropic from "@anthropic-ai/sdk";
 import type { AssistantBlock, ModelEvent, ModelProvider, ModelRequest, StopReason, Usage } from "@keel/kernel";
 import { KeelError, ProviderError } from "@keel/kernel";
 import { anthropicBody, type AnthropicThinkingData } from "./anthropic-request.ts";
@@ -50,14 +50,15 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
   const id = `anthropic:${options.model}`;
   const retry = retrySettings(options, id);
   if (!options.client && !options.apiKey && !process.env.ANTHROPIC_API_KEY) throw new KeelError("KEEL_PROVIDER_KEY_MISSING", `${id} needs an API key: set ANTHROPIC_API_KEY (or pass apiKey).`, { path: "apiKey" });
-  const client =
-    options.client ??
-    new Anthropic({
+  // The SDK is loaded on the first request, so a process that never calls this model never pays for it.
+  let client: Anthropic | undefined = options.client;
+  const getClient = async (): Promise<Anthropic> =>
+    (client ??= new (await import("@anthropic-ai/sdk")).default({
       ...(options.apiKey !== undefined ? { apiKey: options.apiKey } : {}),
       ...(options.baseURL !== undefined ? { baseURL: options.baseURL } : {}),
       maxRetries: options.maxRetries ?? 2,
       ...(options.timeoutMs !== undefined ? { timeout: options.timeoutMs } : {}),
-    });
+    }));
   const price = options.price === false ? undefined : (options.price ?? knownPrice(options.model));
   const contextWindow = options.contextWindow ?? knownContextWindow(options.model);
 
@@ -79,7 +80,7 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
       async open(signal) {
         const tier = options.promptCache === "off" ? "none" : chooseCacheTier(request, options.cacheReuseMs ?? 0);
         const body = anthropicBody(request, options.model, options.maxTokens ?? 8192, tier);
-        return (await client.messages.create({ ...(body as any), stream: true }, { signal })) as unknown as AsyncIterable<any>;
+        return (await (await getClient()).messages.create({ ...(body as any), stream: true }, { signal })) as unknown as AsyncIterable<any>;
       },
       push(ev): ModelEvent | undefined {
         switch (ev.type) {

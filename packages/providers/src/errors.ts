@@ -1,7 +1,13 @@
 /** Classify any SDK, network or in-band failure into a kernel ProviderError. */
-import { APIConnectionError as AnthropicConnectionError, APIError as AnthropicAPIError, APIUserAbortError as AnthropicAbort } from "@anthropic-ai/sdk";
 import { ProviderError, type ProviderErrorClass } from "@keel/kernel";
-import { APIConnectionError as OpenAIConnectionError, APIError as OpenAIAPIError, APIUserAbortError as OpenAIAbort } from "openai";
+
+// The SDKs' error classes, recognised by shape and class name so that this module does not
+// load either SDK (each costs a few hundred ms of start-up).
+type SdkApiError = Error & { status: number | undefined; headers?: Headers; error?: unknown; type?: string | null; code?: string | null };
+const sdkClass = (err: unknown): string => (err instanceof Error ? err.constructor.name : "");
+const isSdkAbort = (err: unknown): boolean => sdkClass(err) === "APIUserAbortError";
+const isSdkConnection = (err: unknown): err is Error => /^APIConnection(Timeout)?Error$/.test(sdkClass(err));
+const isSdkApiError = (err: unknown): err is SdkApiError => err instanceof Error && "status" in err && "headers" in err && "error" in err;
 
 /** What is known about a failure, whatever its source. */
 export interface FailureFacts {
@@ -57,12 +63,12 @@ function causeChain(err: unknown): string {
  */
 export function classifyError(err: unknown, provider: string, signal?: AbortSignal): ProviderError {
   if (err instanceof ProviderError) return err;
-  if (signal?.aborted || err instanceof AnthropicAbort || err instanceof OpenAIAbort) return new ProviderError("aborted", `${provider}: the request was aborted.`, { cause: err });
-  if (err instanceof AnthropicConnectionError || err instanceof OpenAIConnectionError) {
+  if (signal?.aborted || isSdkAbort(err)) return new ProviderError("aborted", `${provider}: the request was aborted.`, { cause: err });
+  if (isSdkConnection(err)) {
     return new ProviderError("network", `${provider}: ${err.message} (${causeChain(err.cause)})`, { cause: err });
   }
-  if (err instanceof AnthropicAPIError || err instanceof OpenAIAPIError) {
-    const e = err as AnthropicAPIError & { code?: string | null };
+  if (isSdkApiError(err)) {
+    const e = err;
     const body = e.error as any;
     const facts: FailureFacts = {
       status: e.status,

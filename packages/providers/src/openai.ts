@@ -1,5 +1,5 @@
 /** The OpenAI adapter (Chat Completions and Responses API) on the `openai` SDK; also OpenAI-compatible servers. */
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import type { AssistantBlock, ModelEvent, ModelProvider, ModelRequest, StopReason, Usage } from "@keel/kernel";
 import { KeelError, ProviderError } from "@keel/kernel";
 import { parseArgs } from "./args.ts";
@@ -48,16 +48,17 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
   const retry = retrySettings(options, id);
   const key = options.apiKey !== undefined ? options.apiKey : process.env.OPENAI_API_KEY;
   if (!options.client && !key && !compatible) throw new KeelError("KEEL_PROVIDER_KEY_MISSING", `${id} needs an API key: set OPENAI_API_KEY (or pass apiKey).`, { path: "apiKey" });
-  const client =
-    options.client ??
-    new OpenAI({
+  // The SDK is loaded on the first request, so a process that never calls this model never pays for it.
+  let client: OpenAI | undefined = options.client;
+  const getClient = async (): Promise<OpenAI> =>
+    (client ??= new (await import("openai")).default({
       // A compatible server without a key gets no Authorization header at all.
       apiKey: key || "keel-no-key",
       ...(key ? {} : { defaultHeaders: { Authorization: null } }),
       ...(options.baseURL !== undefined ? { baseURL: options.baseURL } : {}),
       maxRetries: options.maxRetries ?? 2,
       ...(options.timeoutMs !== undefined ? { timeout: options.timeoutMs } : {}),
-    } as ConstructorParameters<typeof OpenAI>[0]);
+    } as ConstructorParameters<typeof OpenAI>[0]));
   const price = options.price === false ? undefined : (options.price ?? (compatible ? undefined : knownPrice(options.model)));
   const contextWindow = options.contextWindow ?? (compatible ? undefined : knownContextWindow(options.model));
   const encryptedReasoning = options.encryptedReasoning ?? (options.reasoning !== undefined || REASONING_MODEL.test(options.model));
@@ -76,7 +77,7 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
     return {
       async open(signal) {
         const body = chatBody(request, options.model, { compatible, includeUsage: options.includeUsage ?? true }, options.maxTokens);
-        return (await client.chat.completions.create(body as any, { signal })) as unknown as AsyncIterable<any>;
+        return (await (await getClient()).chat.completions.create(body as any, { signal })) as unknown as AsyncIterable<any>;
       },
       push(chunk) {
         let out: ModelEvent | ModelEvent[] | undefined;
@@ -145,7 +146,7 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
     return {
       async open(signal) {
         const body = responsesBody(request, options.model, { store: options.store ?? false, encryptedReasoning, reasoning: options.reasoning }, options.maxTokens);
-        return (await client.responses.create(body as any, { signal })) as unknown as AsyncIterable<any>;
+        return (await (await getClient()).responses.create(body as any, { signal })) as unknown as AsyncIterable<any>;
       },
       push(ev): ModelEvent | undefined {
         switch (ev.type) {
