@@ -1,0 +1,205 @@
+/**
+ * Evaluation: replay real agent trajectories (SWE-agent, mini-swe-agent, tau-bench) through
+ * real kernel turns with the compaction plugin, and measure per strategy
+ *  - tokens sent over the whole trajectory (every request: system + tools + messages, o200k) vs no compaction;
+ *  - evidence retention: of the identifiers an assistant message takes from an earlier tool
+ *    output, the share still visible in the context it was written from.
+ * The recorded assistant messages are replayed by a scripted provider; tools answer with
+ * the recorded outputs. Summaries, digests and subgoal extraction are deterministic (no
+ * model), as in CI.
+ *
+ * Identifiers come from `extractIdentifiers` (regexes for paths, file names, error names,
+ * dotted/snake/camel names, mixed letter-digit ids, versions, hex and 3+ digit numbers). An
+ * identifier counts as evidence for an assistant message when the message contains it and
+ * its first appearance in the trajectory was in a tool output (not the system prompt, the
+ * user's words or the assistant's own earlier text). It is kept when the same extractor
+ * finds it anywhere in the request the message was written from. Stubs, digests and
+ * summaries carry identifier indexes made by that same extractor, so the "w/o indexes"
+ * column also gives the share found outside those indexes.
+ * Sampling: all SWE-agent and mini-swe-agent files; tau-bench trial 0 of its 50 tasks
+ * (`--all` replays all 200 runs). Env: WINDOW_SHARE, MIN_WINDOW, ONLY (labels), OPTS (plugin options JSON).
+ *
+ * Run: `pnpm bench compaction` (or `node packages/plugin-compaction/bench/trajectories.ts [--all]`).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Message, ModelRequest, ScriptStep, ToolDefinition } from "@keel/kernel";
+import { createAgent, defaultTokenCounter, defineTool } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/kernel/testing";
+import { dataDir } from "../../../test/support/data.ts";
+import type { Strategy } from "../src/index.ts";
+import { compaction, extractIdentifiers } from "../src/index.ts";
+import { fullText } from "../src/messages.ts";
+import type { Trajectory } from "./support/convert.ts";
+import { loadMiniSweAgent, loadSweAgent, loadTauBench } from "./support/convert.ts";
+
+const all = process.argv.includes("--all");
+/** Window = this share of the trajectory's largest uncompacted request, at least MIN_WINDOW tokens. */
+const WINDOW_SHARE = Number(process.env.WINDOW_SHARE ?? 0.3);
+const MIN_WINDOW = Number(process.env.MIN_WINDOW ?? 2_048);
+const counter = defaultTokenCounter();
+
+interface Config {
+  label: string;
+  strategy: Strategy | "none";
+  taco: boolean;
+}
+const CONFIGS: Config[] = (["none", "truncate", "mask", "subgoal", "subgoal_mig"] as const).flatMap((strategy) => [
+  { label: strategy, strategy, taco: false },
+  { label: `${strategy}+taco`, strategy, taco: true },
+]).filter((c) => c.label === "none" || !process.env.ONLY || process.env.ONLY.split(",").includes(c.label));
+
+const idCache = new Map<string, Set<string>>();
+function idsOf(text: string): Set<string> {
+  let s = idCache.get(text);
+  if (!s) {
+    s = new Set(extractIdentifiers(text));
+    if (idCache.size > 200_000) idCache.clear();
+    idCache.set(text, s);
+  }
+  return s;
+}
+
+/** Per model step (in order): the identifiers it takes from earlier tool outputs (first seen in a tool output). */
+function evidence(t: Trajectory): Array<string[] | null> {
+  const first = new Map<string, "tool" | "other">();
+  const see = (text: string, kind: "tool" | "other") => {
+    for (const id of idsOf(text)) if (!first.has(id)) first.set(id, kind);
+  };
+  see(t.system, "other");
+  const out: Array<string[] | null> = [];
+  for (const turn of t.turns) {
+    see(turn.input, "other");
+    turn.steps.forEach((step, i) => {
+      const written = `${step.text}\n${step.calls.map((c) => `${c.name} ${JSON.stringify(c.args)}`).join("\n")}`;
+      out.push([...idsOf(written)].filter((id) => first.get(id) === "tool"));
+      see(written, "other");
+      for (const c of step.calls) see(c.output ?? "", "tool");
+      // A step with calls that ends its turn gets a closing request that is not measured.
+      if (i === turn.steps.length - 1 && step.calls.length) out.push(null);
+    });
+  }
+  return out;
+}
+
+/** The identifier indexes of stubs, digests and summaries (removed for the strict figure). */
+const INDEXES = / Identifiers: [^\]]*\]|\[identifiers in the omitted part: [^\]]*\]|\nOther identifiers: [^\n]*/g;
+
+interface Outcome {
+  tokens: number;
+  peak: number;
+  evidence: number;
+  kept: number;
+  /** Kept in text other than the identifier indexes. */
+  strict: number;
+  compactions: number;
+}
+
+async function replay(t: Trajectory, cfg: Config, window: number, home: string): Promise<{ outcome: Outcome; requests: ModelRequest[] }> {
+  const steps: ScriptStep[] = [];
+  const outputs = new Map<string, string>();
+  const names = new Set<string>();
+  for (const turn of t.turns) {
+    turn.steps.forEach((s, i) => {
+      steps.push({ text: s.text, ...(s.calls.length ? { toolCalls: s.calls.map((c) => ({ id: c.id, name: c.name, args: c.args })) } : {}) });
+      for (const c of s.calls) {
+        outputs.set(c.id, c.output ?? "(no output recorded)");
+        names.add(c.name);
+      }
+      if (i === turn.steps.length - 1 && s.calls.length) steps.push({ text: "" });
+    });
+  }
+  const tools: ToolDefinition[] = [...names].map((name) =>
+    defineTool({ name, description: `Recorded tool ${name}.`, category: t.source === "tau-bench" ? "info" : "exec", parameters: { type: "object", additionalProperties: true }, execute: (_a, ctx) => outputs.get(ctx.callId) ?? "" }),
+  );
+  const provider = scriptedProvider(steps, { contextWindow: 100_000_000 });
+  const plugins = cfg.strategy === "none" && !cfg.taco
+    ? []
+    : [compaction({ path: join(home, "compaction.sqlite"), model: false, window: cfg.strategy === "none" ? 100_000_000 : window, strategy: cfg.strategy === "none" ? "mask" : cfg.strategy, taco: { enabled: cfg.taco }, subgoals: { extractor: "heuristic", every: 1 }, ...(process.env.OPTS ? JSON.parse(process.env.OPTS) : {}) })];
+  const agent = await createAgent({ provider, instructions: t.system, store: new MemorySessionStore(), tools, plugins, limits: { maxRounds: 100_000, maxToolCalls: 100_000, tokenBudget: 1e15, wallTimeMs: 1e9 } });
+  const session = await agent.session();
+  for (const turn of t.turns) {
+    const r = await session.run(turn.input);
+    if (r.verdict.status !== "completed") throw new Error(`${t.name} (${cfg.label}): turn ended ${JSON.stringify(r.verdict)}`);
+  }
+  const events = await session.events();
+  await agent.close();
+  const compactions = events.filter((e) => e.type === "context.edited").length;
+  return { outcome: { tokens: 0, peak: 0, evidence: 0, kept: 0, strict: 0, compactions }, requests: provider.requests };
+}
+
+function measure(t: Trajectory, requests: ModelRequest[], ev: Array<string[] | null>, o: Outcome): Outcome {
+  if (requests.length !== ev.length) throw new Error(`${t.name}: ${requests.length} requests for ${ev.length} steps`);
+  requests.forEach((req, k) => {
+    const want = ev[k];
+    if (want === null) return;
+    const n = counter.countRequest({ system: req.system, messages: req.messages, tools: req.tools }).total;
+    o.tokens += n;
+    o.peak = Math.max(o.peak, n);
+    if (!want!.length) return;
+    const sets = [idsOf(req.system), ...req.messages.map((m: Message) => idsOf(fullText(m)))];
+    const strict = [sets[0]!, ...req.messages.map((m: Message) => idsOf(fullText(m).replace(INDEXES, "")))];
+    for (const id of want!) {
+      o.evidence++;
+      if (sets.some((s) => s.has(id))) o.kept++;
+      if (strict.some((s) => s.has(id))) o.strict++;
+    }
+  });
+  return o;
+}
+
+async function main(): Promise<void> {
+  const t0 = performance.now();
+  const d = join(dataDir(), "trajectories");
+  const trajectories = [...loadSweAgent(join(d, "swe-agent")), ...loadMiniSweAgent(join(d, "mini-swe-agent")), ...loadTauBench(join(d, "tau-bench", "gpt-4o-airline.json"), all ? [0, 1, 2, 3] : [0])];
+  const home = mkdtempSync(join(tmpdir(), "keel-compaction-bench-"));
+  const totals = new Map<string, Map<string, Outcome>>();
+  const windows: number[] = [];
+  try {
+    for (const t of trajectories) {
+      const ev = evidence(t);
+      let window = 0;
+      for (const cfg of CONFIGS) {
+        const { outcome, requests } = await replay(t, cfg, window, home);
+        const o = measure(t, requests, ev, outcome);
+        if (cfg.label === "none") {
+          window = Math.max(MIN_WINDOW, Math.round(o.peak * WINDOW_SHARE));
+          windows.push(window);
+        }
+        for (const key of [t.source, "all"]) {
+          const bySource = totals.get(key) ?? new Map<string, Outcome>();
+          totals.set(key, bySource);
+          const acc = bySource.get(cfg.label) ?? { tokens: 0, peak: 0, evidence: 0, kept: 0, strict: 0, compactions: 0 };
+          acc.tokens += o.tokens;
+          acc.peak = Math.max(acc.peak, o.peak);
+          acc.evidence += o.evidence;
+          acc.kept += o.kept;
+          acc.strict += o.strict;
+          acc.compactions += o.compactions;
+          bySource.set(cfg.label, acc);
+        }
+      }
+    }
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+  const counts = (s: string) => trajectories.filter((t) => t.source === s).length;
+  console.log(`trajectories: swe-agent ${counts("swe-agent")}, mini-swe-agent ${counts("mini-swe-agent")}, tau-bench ${counts("tau-bench")}${all ? "" : " (trial 0 of each task; --all for all 200 runs)"}`);
+  console.log(`window per trajectory: ${WINDOW_SHARE * 100}% of its largest uncompacted request, min ${MIN_WINDOW} (median ${windows.sort((a, b) => a - b)[windows.length >> 1]} tokens); summaries deterministic`);
+  for (const [source, rows] of totals) {
+    const base = rows.get("none")!;
+    console.log(`\n${source}`);
+    console.log("strategy".padEnd(18) + "tokens sent".padStart(14) + "vs none".padStart(10) + "evidence kept".padStart(20) + "w/o indexes".padStart(13) + "edits".padStart(8) + "  target");
+    for (const [label, o] of rows) {
+      const saved = 1 - o.tokens / base.tokens;
+      const kept = o.evidence ? o.kept / o.evidence : 1;
+      const strict = o.evidence ? o.strict / o.evidence : 1;
+      const met = saved >= 0.6 && kept >= 0.95 ? "met" : "not met";
+      console.log(label.padEnd(18) + o.tokens.toLocaleString("en-US").padStart(14) + `${saved >= 0 ? "-" : "+"}${Math.abs(saved * 100).toFixed(1)}%`.padStart(10) + `${(kept * 100).toFixed(1)}% of ${o.evidence}`.padStart(20) + `${(strict * 100).toFixed(1)}%`.padStart(13) + String(o.compactions).padStart(8) + `  ${label === "none" ? "" : met}`);
+    }
+  }
+  console.log(`\n${((performance.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+await main();

@@ -1,0 +1,78 @@
+/** Masking: stubs for tool outputs and tool-call arguments, with identifier indexes. */
+import type { Message, ToolResultMessage } from "@keel/kernel";
+import type { CompactInput, CompactOptions } from "./compact.ts";
+import { salientIdentifiers } from "./identifiers.ts";
+import { fullText, MASK_PREFIX, plainText } from "./messages.ts";
+import type { CountTokens } from "./reduce.ts";
+
+/**
+ * The stub that replaces a masked tool output: its size, how to read it back, and an index
+ * of its identifiers (those in `index`, most salient first).
+ */
+export function maskStub(m: ToolResultMessage, tokens: number, id: string, tool: string | false, index: readonly string[]): string {
+  const lines = plainText(m).split("\n").length;
+  const how = tool ? ` Read it with ${tool}(id="${id}", startLine, endLine); it has ${lines} lines.` : ` Stored as ${id} (${lines} lines).`;
+  return `${MASK_PREFIX}: ${m.toolName}, ${tokens} tokens, kept out of context.${how}${index.length ? ` Identifiers: ${index.join(", ")}` : ""}]`;
+}
+
+const idCache = new Map<string, string[]>();
+/** Identifiers of a message, salient first (cached by text). */
+export function messageIdentifiers(m: Message): string[] {
+  const text = fullText(m);
+  let ids = idCache.get(text);
+  if (!ids) {
+    ids = salientIdentifiers(text, Infinity);
+    if (idCache.size > 50_000) idCache.clear();
+    idCache.set(text, ids);
+  }
+  return ids;
+}
+
+/** How often each identifier is visible across `messages`. */
+export function visibility(messages: readonly Message[]): Map<string, number> {
+  const seen = new Map<string, number>();
+  for (const m of messages) for (const id of messageIdentifiers(m)) seen.set(id, (seen.get(id) ?? 0) + 1);
+  return seen;
+}
+
+/** Prefix of masked tool-call arguments. */
+export const MASKED_ARGS_PREFIX = "[masked arguments";
+
+function argsText(args: unknown): string {
+  const a = args as { command?: unknown } | null;
+  return a && typeof a === "object" && typeof a.command === "string" && Object.keys(a).length === 1 ? a.command : JSON.stringify(args ?? {}, null, 1);
+}
+
+function isMaskedArgs(args: unknown): boolean {
+  const v = (args as { masked?: unknown } | null)?.masked;
+  return typeof v === "string" && v.startsWith(MASKED_ARGS_PREFIX);
+}
+
+/** Tokens of an assistant message's unmasked tool-call arguments. */
+export function argsTokens(m: Message, count: CountTokens): number {
+  let n = 0;
+  for (const b of m.content) if (b.type === "tool_call" && !isMaskedArgs(b.args)) n += count(JSON.stringify(b.args ?? {}));
+  return n;
+}
+
+/** The assistant message with the arguments of its calls replaced by retrievable stubs. */
+export function maskArgs(m: Message, input: CompactInput, o: CompactOptions, unique: readonly string[]): { message: Message; id: string } | undefined {
+  if (m.role !== "assistant") return undefined;
+  const said = new Set(salientIdentifiers(plainText(m), Infinity));
+  let id = "";
+  const content = m.content.map((b) => {
+    if (b.type !== "tool_call" || isMaskedArgs(b.args)) return b;
+    const text = argsText(b.args);
+    const tokens = input.countText(text);
+    if (tokens < o.minMaskTokens) return b;
+    const raw: ToolResultMessage = { role: "tool", toolCallId: `${b.id}#args`, toolName: b.name, content: [{ type: "text", text }], isError: false };
+    const own = new Set(salientIdentifiers(text, Infinity));
+    const index = unique.filter((x) => own.has(x) && !said.has(x)).slice(0, o.stubIdentifiers);
+    const rid = input.stash(raw, "mask");
+    id ||= rid;
+    const how = o.retrieveTool ? ` Read them with ${o.retrieveTool}(id="${rid}").` : ` Stored as ${rid}.`;
+    return { ...b, args: { masked: `${MASKED_ARGS_PREFIX}: ${tokens} tokens, already executed.${how}${index.length ? ` Identifiers: ${index.join(", ")}` : ""}]` } };
+  });
+  if (!id) return undefined;
+  return { message: { role: "assistant", content }, id };
+}

@@ -1,0 +1,122 @@
+/** Message helpers: text, stable keys, call/result blocks and the edits that turn one history into another. */
+import type { Message, MessageEdit, ToolResultMessage } from "@keel/kernel";
+
+/** Prefix of a masked tool output's stub. */
+export const MASK_PREFIX = "[masked tool output";
+/** Prefix of a TACO digest's header line. */
+export const DIGEST_PREFIX = "[digest of tool output";
+/** Prefix of a structured summary message. */
+export const SUMMARY_PREFIX = "[summary of earlier conversation";
+
+/** All text a message carries: text, thinking, tool call names and arguments. */
+export function fullText(m: Message): string {
+  const parts: string[] = [];
+  for (const b of m.content) {
+    if (b.type === "text" || b.type === "thinking") parts.push(b.text);
+    else if (b.type === "tool_call") parts.push(`${b.name} ${typeof b.args === "string" ? b.args : JSON.stringify(b.args ?? {})}`);
+  }
+  return parts.join("\n");
+}
+
+/** The text blocks of a message joined with newlines. */
+export function plainText(m: Message): string {
+  return m.content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("\n");
+}
+
+/** True when a tool result is already a stub or a digest made by this plugin. */
+export function isCompacted(m: Message): boolean {
+  if (m.role !== "tool") return false;
+  const first = m.content[0];
+  return first?.type === "text" && (first.text.startsWith(MASK_PREFIX) || first.text.startsWith(DIGEST_PREFIX));
+}
+
+/** True when a message is a summary made by this plugin. */
+export function isSummary(m: Message): boolean {
+  const first = m.content[0];
+  return m.role === "user" && first?.type === "text" && first.text.startsWith(SUMMARY_PREFIX);
+}
+
+function hash(text: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return (h >>> 0).toString(36);
+}
+
+/**
+ * A key per message that survives masking and re-indexing: `r:<callId>` for results,
+ * `a:<firstCallId>` for assistant messages with calls, else role + text hash + occurrence.
+ */
+export function messageKeys(messages: readonly Message[]): string[] {
+  const seen = new Map<string, number>();
+  return messages.map((m) => {
+    if (m.role === "tool") return `r:${m.toolCallId}`;
+    const call = m.role === "assistant" ? m.content.find((b) => b.type === "tool_call") : undefined;
+    if (call && call.type === "tool_call") return `a:${call.id}`;
+    const base = `${m.role[0]}:${hash(fullText(m))}`;
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    return `${base}#${n}`;
+  });
+}
+
+/** A unit that is never split: a user message, or an assistant message with its results. */
+export interface Block {
+  start: number;
+  /** Exclusive. */
+  end: number;
+}
+
+/** The blocks of a history, in order. Contract: they tile 0..messages.length exactly. */
+export function blocksOf(messages: readonly Message[]): Block[] {
+  const out: Block[] = [];
+  let i = 0;
+  while (i < messages.length) {
+    const start = i;
+    const m = messages[i++]!;
+    if (m.role === "assistant") while (i < messages.length && messages[i]!.role === "tool") i++;
+    out.push({ start, end: i });
+  }
+  return out;
+}
+
+/**
+ * The edits that turn `before` into `after`, where `after` keeps the messages it did not
+ * change as the same objects, in the same order.
+ * Contract: applying the edits in order to `before` (applyMessageEdits) yields `after`;
+ * a one-for-one change of a tool result with the same call id is a `mask_tool_result`.
+ */
+export function diffEdits(before: readonly Message[], after: readonly Message[]): MessageEdit[] {
+  const kept = new Set(after);
+  const hunks: Array<{ start: number; end: number; messages: Message[] }> = [];
+  let i = 0;
+  let j = 0;
+  while (i < before.length || j < after.length) {
+    if (i < before.length && j < after.length && before[i] === after[j]) {
+      i++;
+      j++;
+      continue;
+    }
+    let k = i;
+    while (k < before.length && !kept.has(before[k]!)) k++;
+    const stop = k < before.length ? after.indexOf(before[k]!, j) : after.length;
+    hunks.push({ start: i, end: k, messages: after.slice(j, stop) });
+    i = k;
+    j = stop;
+  }
+  const ids = new Map<string, number>();
+  for (const m of [...before, ...after]) if (m.role === "tool") ids.set(m.toolCallId, (ids.get(m.toolCallId) ?? 0) + 1);
+  const edits: MessageEdit[] = [];
+  const ranged: MessageEdit[] = [];
+  for (const h of hunks) {
+    const masks = h.end - h.start === h.messages.length && h.messages.every((m, x) => {
+      const old = before[h.start + x]!;
+      return m.role === "tool" && old.role === "tool" && ids.get(old.toolCallId) === 2 && m.toolCallId === old.toolCallId && m.content.length === 1 && m.content[0]!.type === "text" && m.isError === old.isError;
+    });
+    if (masks) {
+      for (const m of h.messages) edits.push({ op: "mask_tool_result", toolCallId: (m as ToolResultMessage).toolCallId, text: plainText(m) });
+    } else ranged.push({ op: "replace", start: h.start, end: h.end, messages: h.messages });
+  }
+  // Later ranges first, so earlier indices stay valid.
+  ranged.reverse();
+  return [...ranged, ...edits];
+}

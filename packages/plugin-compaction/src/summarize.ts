@@ -1,0 +1,155 @@
+/**
+ * Model calls of the plugin (tool-output digests, structured turn summaries) and their
+ * deterministic fallbacks. A model answer that is empty or not smaller is a failure.
+ */
+import type { Message, ModelProvider } from "@keel/kernel";
+import { complete, errorMessage } from "@keel/kernel";
+import { extractIdentifiers, isErrorLine, salientIdentifiers } from "./identifiers.ts";
+import { fullText, isSummary, plainText, SUMMARY_PREFIX } from "./messages.ts";
+import type { CountTokens } from "./reduce.ts";
+import { reduceText } from "./reduce.ts";
+
+/** A produced text and how it was made. */
+export interface Produced {
+  text: string;
+  method: "model" | "deterministic";
+  /** Why the model was not used (no model, error, timeout, not smaller). */
+  fallback?: string;
+}
+
+/** Ask `model` once with a deadline. Contract: resolves to the answer text or rejects with a reason. */
+export async function ask(model: ModelProvider, system: string, user: string, options: { maxTokens: number; timeoutMs: number; signal?: AbortSignal }): Promise<string> {
+  const timeout = AbortSignal.timeout(options.timeoutMs);
+  const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+  try {
+    const r = await complete(model, { system, messages: [{ role: "user", content: [{ type: "text", text: user }] }], options: { maxTokens: options.maxTokens, temperature: 0 } }, { signal });
+    return r.text.trim();
+  } catch (err) {
+    if (timeout.aborted) throw new Error(`timed out after ${options.timeoutMs} ms`);
+    throw new Error(errorMessage(err));
+  }
+}
+
+const DIGEST_SYSTEM =
+  "You compress one tool output for an AI agent that will act on it. Keep verbatim every exact value the agent may need: " +
+  "numbers, file paths, line numbers, identifiers, versions, exit codes, error messages and the top of stack traces. " +
+  "Keep the output's structure (sections, tables, lists) in shortened form; drop repetition and boilerplate; never invent or guess. " +
+  "Reply with the digest only.";
+
+/**
+ * A digest of a long tool output near `target` tokens.
+ * Contract: never rejects; uses the model when given and it answers in time with a non-empty
+ * text smaller than 80% of the raw output, else the deterministic reduction.
+ */
+export async function digestOutput(input: { text: string; toolName: string; args: unknown; target: number; model: ModelProvider | undefined; timeoutMs: number; signal?: AbortSignal; count: CountTokens }): Promise<Produced> {
+  const { text, target, count } = input;
+  const reduce = (fallback: string): Produced => ({ text: withIndex(reduceText(text, target, count), text, target, count), method: "deterministic", fallback });
+  if (!input.model) return reduce("no model");
+  const rawTokens = count(text);
+  const feed = rawTokens > 30_000 ? reduceText(text, 12_000, count) : text;
+  const check = (digest: string) => withIndex(digest, text, target, count);
+  try {
+    const user = `Tool: ${input.toolName}\nArguments: ${JSON.stringify(input.args ?? {}).slice(0, 500)}\nAim for about ${target} tokens.\n\nOutput (${rawTokens} tokens):\n${feed}`;
+    const digest = await ask(input.model, DIGEST_SYSTEM, user, { maxTokens: Math.max(256, target * 2), timeoutMs: input.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) });
+    if (!digest) return reduce("the model returned an empty digest");
+    const n = count(digest);
+    if (n >= rawTokens * 0.8) return reduce(`the model's digest was not smaller (${n} of ${rawTokens} tokens)`);
+    return { text: check(n > target * 3 ? reduceText(digest, target * 2, count) : digest), method: "model" };
+  } catch (err) {
+    return reduce(errorMessage(err));
+  }
+}
+
+/**
+ * `digest` plus an index of the identifiers of `raw` it lost (salient first), within
+ * `budget` tokens: values and names stay visible even when their lines were dropped.
+ */
+export function withIndex(digest: string, raw: string, budget: number, count: CountTokens): string {
+  const kept = new Set(extractIdentifiers(digest));
+  const lost = salientIdentifiers(raw, Infinity).filter((id) => !kept.has(id) && !digest.includes(id));
+  if (!lost.length) return digest;
+  const out: string[] = [];
+  let used = 8;
+  for (const id of lost) {
+    const c = count(id) + 1;
+    if (used + c > budget) break;
+    out.push(id);
+    used += c;
+  }
+  return out.length ? `${digest}\n[identifiers in the omitted part: ${out.join(", ")}${out.length < lost.length ? `, … ${lost.length - out.length} more` : ""}]` : digest;
+}
+
+const SUMMARY_SYSTEM =
+  "You summarise the earlier part of an AI agent's conversation so it can continue without it. Use exactly these headings, " +
+  "each followed by short bullet points: Goal, Decisions, Files touched, Key facts, Open questions, Current state. " +
+  "Under Key facts keep exact values verbatim (paths, ids, numbers, exit codes, error messages). Never invent anything.";
+
+/** The header line of a summary message. */
+export function summaryHeader(count: number, method: string): string {
+  return `${SUMMARY_PREFIX} (${count} messages, ${method})]`;
+}
+
+/**
+ * A structured summary (goal, decisions, files touched, key facts, open questions, current state) of `messages`.
+ * Contract: never rejects; falls back to `deterministicSummary` on no model, error, timeout or empty answer.
+ */
+export async function summarizeTurns(input: { messages: readonly Message[]; goal: string; subgoals: string[]; maxTokens: number; model: ModelProvider | undefined; timeoutMs: number; signal?: AbortSignal; count: CountTokens }): Promise<Produced> {
+  const fallback = (why: string): Produced => ({ text: deterministicSummary(input.messages, input.goal, input.subgoals, input.maxTokens, input.count), method: "deterministic", fallback: why });
+  if (!input.model) return fallback("no model");
+  const transcript = input.messages.map((m) => `${m.role}${m.role === "tool" ? `(${m.toolName})` : ""}: ${reduceText(fullText(m), 600, input.count)}`).join("\n\n");
+  const clipped = input.count(transcript) > 40_000 ? reduceText(transcript, 40_000, input.count) : transcript;
+  try {
+    const user = `Overall goal: ${input.goal}\n${input.subgoals.length ? `Subgoals so far:\n${input.subgoals.map((s) => `- ${s}`).join("\n")}\n` : ""}Stay under ${input.maxTokens} tokens.\n\nConversation to summarise:\n${clipped}`;
+    const text = await ask(input.model, SUMMARY_SYSTEM, user, { maxTokens: input.maxTokens, timeoutMs: input.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) });
+    if (!text) return fallback("the model returned an empty summary");
+    return { text: input.count(text) > input.maxTokens ? reduceText(text, input.maxTokens, input.count) : text, method: "model" };
+  } catch (err) {
+    return fallback(errorMessage(err));
+  }
+}
+
+function firstSentence(text: string): string {
+  const s = text.trim().split(/(?<=[.!?])\s+|\n/)[0] ?? "";
+  return s.length > 200 ? `${s.slice(0, 200)}…` : s;
+}
+
+/**
+ * A deterministic structured summary: goal, decisions (assistant intents), files touched,
+ * key facts (salient identifiers and error lines of tool outputs), open questions.
+ * Contract: deterministic; at most about `maxTokens` tokens.
+ */
+export function deterministicSummary(messages: readonly Message[], goal: string, subgoals: readonly string[], maxTokens: number, count: CountTokens): string {
+  const decisions: string[] = [];
+  const questions: string[] = [];
+  const files = new Set<string>();
+  const facts = new Set<string>();
+  const errors: string[] = [];
+  const earlier: string[] = [];
+  for (const m of messages) {
+    if (isSummary(m)) {
+      earlier.push(plainText(m).split("\n").slice(1).join("\n"));
+      continue;
+    }
+    const text = fullText(m);
+    for (const id of extractIdentifiers(text)) if (id.includes("/") || /\.\w{1,5}$/.test(id)) files.add(id);
+    if (m.role === "assistant") {
+      const s = firstSentence(plainText(m));
+      if (s) decisions.push(s);
+      for (const q of plainText(m).split(/(?<=[.!?])\s+/)) if (q.trim().endsWith("?")) questions.push(q.trim().slice(0, 200));
+    } else if (m.role === "tool") {
+      for (const id of salientIdentifiers(text, 8)) facts.add(id);
+      for (const line of text.split("\n")) if (isErrorLine(line) && errors.length < 6) errors.push(line.trim().slice(0, 200));
+    }
+  }
+  const list = (xs: Iterable<string>, n: number) => [...xs].slice(-n).map((x) => `- ${x}`).join("\n") || "- (none)";
+  const parts = [
+    `Goal:\n- ${firstSentence(goal) || "(not stated)"}`,
+    ...(subgoals.length ? [`Subgoals:\n${subgoals.map((s) => `- ${s}`).join("\n")}`] : []),
+    ...(earlier.length ? [`Earlier summary:\n${earlier.join("\n")}`] : []),
+    `Decisions:\n${list(decisions, 10)}`,
+    `Files touched:\n${list(files, 20)}`,
+    `Key facts:\n${list([...facts].slice(-30), 30)}${errors.length ? `\n${errors.map((e) => `- error: ${e}`).join("\n")}` : ""}`,
+    `Open questions:\n${list(questions, 3)}`,
+  ];
+  return reduceText(parts.join("\n"), maxTokens, count);
+}
