@@ -144,7 +144,9 @@ export function compaction(input?: CompactionInput) {
           if (subgoalsOn) s.registry.observe(e.messages);
           if (!window) return undefined;
           const lowBound = e.tokenEstimate * Math.max(1, s.calibration);
-          if (!e.retry && exact && lowBound < o.soft * window * 0.8) {
+          // Without the tokenizer loaded, the kernel's estimate is chars/4 and a token is at least one
+          // char: a request with fewer chars than the soft threshold's tokens is surely below it.
+          if (!e.retry && (exact ? lowBound < o.soft * window * 0.8 : lowBound * 4 < o.soft * window)) {
             s.lastEstimate = e.tokenEstimate;
             return undefined;
           }
