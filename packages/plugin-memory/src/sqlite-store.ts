@@ -1,0 +1,357 @@
+/**
+ * The SQLite memory store: one file (WAL) through `node:sqlite`, an FTS5 index kept in step
+ * by triggers, soft deletes and supersession chains kept for audit.
+ */
+import { mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { DatabaseSync, type StatementSync } from "node:sqlite";
+import { defaultKeelHome, errorMessage, KeelError } from "@keel/kernel";
+import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
+
+/** Characters of the previous memory in the same session indexed with a memory (document expansion). */
+const CONTEXT_CHARS = 400;
+/** BM25 weight of that context column (the memory's own text weighs 1). */
+const CONTEXT_WEIGHT = 1.0;
+
+/** Longest query text kept in the miss log. */
+export const MISS_QUERY_CHARS = 512;
+
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE memories (
+     id INTEGER PRIMARY KEY,
+     namespace TEXT NOT NULL,
+     scope TEXT NOT NULL,
+     key TEXT,
+     category TEXT,
+     content TEXT NOT NULL,
+     importance REAL NOT NULL,
+     confidence REAL NOT NULL,
+     source_session TEXT,
+     source_turn TEXT,
+     source_via TEXT,
+     seq INTEGER,
+     context TEXT NOT NULL DEFAULT '',
+     occurred_at INTEGER NOT NULL,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL,
+     superseded_by INTEGER,
+     forgotten_at INTEGER,
+     forget_reason TEXT
+   );
+   CREATE INDEX memories_ns_key ON memories(namespace, key) WHERE key IS NOT NULL;
+   CREATE INDEX memories_ns_session ON memories(namespace, source_session, seq);
+   CREATE INDEX memories_ns_created ON memories(namespace, created_at);
+   CREATE INDEX memories_dedupe ON memories(namespace, substr(content, 1, 80));
+   CREATE VIRTUAL TABLE memories_fts USING fts5(content, key, category, context, content='memories', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2');
+   CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+     INSERT INTO memories_fts(rowid, content, key, category, context) VALUES (new.id, new.content, coalesce(new.key, ''), coalesce(new.category, ''), new.context);
+   END;
+   CREATE TRIGGER memories_retire AFTER UPDATE OF superseded_by, forgotten_at ON memories
+     WHEN old.superseded_by IS NULL AND old.forgotten_at IS NULL AND (new.superseded_by IS NOT NULL OR new.forgotten_at IS NOT NULL) BEGIN
+     INSERT INTO memories_fts(memories_fts, rowid, content, key, category, context) VALUES ('delete', old.id, old.content, coalesce(old.key, ''), coalesce(old.category, ''), old.context);
+   END;
+   CREATE TRIGGER memories_ad AFTER DELETE ON memories WHEN old.superseded_by IS NULL AND old.forgotten_at IS NULL BEGIN
+     INSERT INTO memories_fts(memories_fts, rowid, content, key, category, context) VALUES ('delete', old.id, old.content, coalesce(old.key, ''), coalesce(old.category, ''), old.context);
+   END;
+   CREATE TABLE misses (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, query TEXT NOT NULL, at INTEGER NOT NULL, session_id TEXT, turn_id TEXT);
+   CREATE TABLE extractions (turn_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, at INTEGER NOT NULL, facts INTEGER NOT NULL);`,
+];
+
+/** Options of the SQLite memory store. */
+export interface SqliteMemoryStoreOptions {
+  /** The database file (parent folders are created) or `":memory:"`; default `<KEEL_HOME>/memory.sqlite`. */
+  path?: string;
+}
+
+/** The default memory database. Contract: `<home>/memory.sqlite`. */
+export function defaultMemoryDbPath(home: string = defaultKeelHome()): string {
+  return join(home, "memory.sqlite");
+}
+
+const SCOPES = new Set<MemoryScope>(["user", "project", "global"]);
+
+interface Row {
+  id: number;
+  namespace: string;
+  scope: string;
+  key: string | null;
+  category: string | null;
+  content: string;
+  importance: number;
+  confidence: number;
+  source_session: string | null;
+  source_turn: string | null;
+  source_via: string | null;
+  occurred_at: number;
+  created_at: number;
+  updated_at: number;
+  superseded_by: number | null;
+  forgotten_at: number | null;
+  forget_reason: string | null;
+  score?: number;
+}
+
+function toMemory(r: Row): Memory {
+  const source: Memory["source"] = {};
+  if (r.source_session !== null) source.sessionId = r.source_session;
+  if (r.source_turn !== null) source.turnId = r.source_turn;
+  if (r.source_via !== null) source.via = r.source_via;
+  return {
+    id: r.id,
+    namespace: r.namespace,
+    scope: r.scope as MemoryScope,
+    key: r.key,
+    category: r.category,
+    content: r.content,
+    importance: r.importance,
+    confidence: r.confidence,
+    source,
+    occurredAt: r.occurred_at,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    supersededBy: r.superseded_by,
+    forgottenAt: r.forgotten_at,
+    forgetReason: r.forget_reason,
+  };
+}
+
+/** An FTS5 query matching any of `terms` (each quoted, so user text is never FTS syntax). */
+export function ftsAnyOf(terms: readonly string[]): string {
+  return terms.map((t) => `"${t.replace(/"/g, '""')}"`).join(" OR ");
+}
+
+function unit(name: string, v: number | undefined, dflt: number): number {
+  const x = v ?? dflt;
+  if (typeof x !== "number" || !Number.isFinite(x) || x < 0 || x > 1) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", `${name} must be a number in [0, 1], got ${String(x)}.`, { path: name });
+  return x;
+}
+
+/**
+ * A MemoryStore in one SQLite file.
+ * Contract: see MemoryStore; several processes may open the same file (WAL, busy timeout
+ * 5 s); a failure to open throws KEEL_MEMORY_STORE_FAILED naming the path.
+ */
+export class SqliteMemoryStore implements MemoryStore {
+  readonly path: string;
+  readonly #db: DatabaseSync;
+  readonly #stmts = new Map<string, StatementSync>();
+  #closed = false;
+
+  constructor(options: SqliteMemoryStoreOptions = {}) {
+    this.path = options.path ?? defaultMemoryDbPath();
+    try {
+      if (this.path !== ":memory:") mkdirSync(dirname(this.path), { recursive: true });
+      this.#db = new DatabaseSync(this.path);
+      this.#db.exec("PRAGMA busy_timeout=5000");
+      this.#db.exec("PRAGMA journal_mode=WAL");
+      this.#db.exec("PRAGMA synchronous=NORMAL");
+      this.#migrate();
+    } catch (err) {
+      throw new KeelError("KEEL_MEMORY_STORE_FAILED", `Opening ${this.path} failed: ${errorMessage(err)}.`, { path: this.path }, { cause: err });
+    }
+  }
+
+  #migrate(): void {
+    const version = (this.#db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version;
+    if (version > MIGRATIONS.length) throw new Error(`schema version ${version} is newer than this plugin (${MIGRATIONS.length})`);
+    if (version === MIGRATIONS.length) return;
+    this.#tx(() => {
+      for (let v = version; v < MIGRATIONS.length; v++) this.#db.exec(MIGRATIONS[v]!);
+      this.#db.exec(`PRAGMA user_version=${MIGRATIONS.length}`);
+    });
+  }
+
+  #stmt(sql: string): StatementSync {
+    if (this.#closed) throw new KeelError("KEEL_MEMORY_STORE_FAILED", `The memory store ${this.path} is closed.`, { path: this.path });
+    let s = this.#stmts.get(sql);
+    if (!s) {
+      s = this.#db.prepare(sql);
+      this.#stmts.set(sql, s);
+    }
+    return s;
+  }
+
+  #tx<T>(fn: () => T): T {
+    this.#db.exec("BEGIN IMMEDIATE");
+    try {
+      const out = fn();
+      this.#db.exec("COMMIT");
+      return out;
+    } catch (err) {
+      this.#db.exec("ROLLBACK");
+      throw err;
+    }
+  }
+
+  #guard<T>(what: string, fn: () => T): T {
+    try {
+      return fn();
+    } catch (err) {
+      if (err instanceof KeelError) throw err;
+      throw new KeelError("KEEL_MEMORY_STORE_FAILED", `${what} in ${this.path} failed: ${errorMessage(err)}.`, { path: this.path }, { cause: err });
+    }
+  }
+
+  /** Insert one memory (inside a transaction). */
+  #insert(input: MemoryInput): WriteResult {
+    const content = typeof input.content === "string" ? input.content.trim() : "";
+    if (!content) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", "content is empty.", { path: "content" });
+    if (typeof input.namespace !== "string" || !input.namespace) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", "namespace is empty.", { path: "namespace" });
+    const scope = input.scope ?? "user";
+    if (!SCOPES.has(scope)) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", `scope must be user, project or global, got ${JSON.stringify(scope)}.`, { path: "scope" });
+    const importance = unit("importance", input.importance, 0.5);
+    const confidence = unit("confidence", input.confidence, 0.8);
+    const key = input.key?.trim() || null;
+    const category = input.category?.trim() || null;
+    const at = input.at ?? Date.now();
+    const same = this.#stmt(
+      "SELECT * FROM memories WHERE namespace = ? AND substr(content, 1, 80) = substr(?, 1, 80) AND content = ? AND scope = ? AND key IS ? AND superseded_by IS NULL AND forgotten_at IS NULL LIMIT 1",
+    ).get(input.namespace, content, content, scope, key) as Row | undefined;
+    if (same) return { memory: toMemory(same), superseded: [], duplicate: true };
+    const src = input.source ?? {};
+    const pos = this.#position(input.namespace, src.sessionId);
+    const { lastInsertRowid } = this.#stmt(
+      `INSERT INTO memories (namespace, scope, key, category, content, importance, confidence, source_session, source_turn, source_via, seq, context, occurred_at, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(input.namespace, scope, key, category, content, importance, confidence, src.sessionId ?? null, src.turnId ?? null, src.via ?? null, pos.seq, pos.context, input.occurredAt ?? at, at, at);
+    const id = Number(lastInsertRowid);
+    let superseded: number[] = [];
+    if (key) {
+      const old = this.#stmt("SELECT id FROM memories WHERE namespace = ? AND key = ? AND scope = ? AND id != ? AND superseded_by IS NULL AND forgotten_at IS NULL").all(input.namespace, key, scope, id) as Array<{ id: number }>;
+      superseded = old.map((r) => r.id);
+      for (const o of superseded) this.#stmt("UPDATE memories SET superseded_by = ?, updated_at = ? WHERE id = ?").run(id, at, o);
+    }
+    const row = this.#stmt("SELECT * FROM memories WHERE id = ?").get(id) as unknown as Row;
+    return { memory: toMemory(row), superseded, duplicate: false };
+  }
+
+  /** Position in the source session, and the previous memory's text as index-only context. */
+  #position(namespace: string, session: string | undefined): { seq: number | null; context: string } {
+    if (session === undefined) return { seq: null, context: "" };
+    const prev = this.#stmt("SELECT seq, content FROM memories WHERE namespace = ? AND source_session = ? ORDER BY seq DESC LIMIT 1").get(namespace, session) as { seq: number; content: string } | undefined;
+    return { seq: (prev?.seq ?? 0) + 1, context: prev ? prev.content.slice(0, CONTEXT_CHARS) : "" };
+  }
+
+  write(input: MemoryInput): WriteResult {
+    return this.#guard("Writing a memory", () => this.#tx(() => this.#insert(input)));
+  }
+
+  /** Write many memories in one transaction (bulk import, benchmarks). */
+  writeMany(inputs: readonly MemoryInput[]): WriteResult[] {
+    return this.#guard("Writing memories", () => this.#tx(() => inputs.map((i) => this.#insert(i))));
+  }
+
+  writeExtraction(turnId: string, namespace: string, inputs: readonly MemoryInput[]): WriteResult[] {
+    return this.#guard("Writing extracted memories", () =>
+      this.#tx(() => {
+        if (this.#stmt("SELECT 1 FROM extractions WHERE turn_id = ?").get(turnId)) return [];
+        const out = inputs.map((i) => this.#insert(i));
+        this.#stmt("INSERT INTO extractions (turn_id, namespace, at, facts) VALUES (?, ?, ?, ?)").run(turnId, namespace, Date.now(), out.filter((r) => !r.duplicate).length);
+        return out;
+      }),
+    );
+  }
+
+  isExtracted(turnId: string): boolean {
+    return this.#guard("Reading extractions", () => !!this.#stmt("SELECT 1 FROM extractions WHERE turn_id = ?").get(turnId));
+  }
+
+  get(namespace: string, id: number): Memory | undefined {
+    return this.#guard("Reading a memory", () => {
+      const r = this.#stmt("SELECT * FROM memories WHERE namespace = ? AND id = ?").get(namespace, id) as Row | undefined;
+      return r ? toMemory(r) : undefined;
+    });
+  }
+
+  byKey(namespace: string, key: string): Memory[] {
+    return this.#guard("Reading memories by key", () =>
+      (this.#stmt("SELECT * FROM memories WHERE namespace = ? AND key = ? AND superseded_by IS NULL AND forgotten_at IS NULL ORDER BY id DESC").all(namespace, key) as unknown as Row[]).map(toMemory),
+    );
+  }
+
+  list(q: ListQuery): Memory[] {
+    return this.#guard("Listing memories", () => {
+      const where = ["namespace = ?"];
+      const args: Array<string | number> = [q.namespace];
+      if (!q.includeInactive) where.push("superseded_by IS NULL AND forgotten_at IS NULL");
+      if (q.scope) (where.push("scope = ?"), args.push(q.scope));
+      if (q.category) (where.push("category = ?"), args.push(q.category));
+      if (q.key) (where.push("key = ?"), args.push(q.key));
+      args.push(Math.max(1, Math.min(q.limit ?? 50, 10_000)), Math.max(0, q.offset ?? 0));
+      return (this.#stmt(`SELECT * FROM memories WHERE ${where.join(" AND ")} ORDER BY id DESC LIMIT ? OFFSET ?`).all(...args) as unknown as Row[]).map(toMemory);
+    });
+  }
+
+  search(q: SearchQuery): SearchHit[] {
+    if (!q.terms.length) return [];
+    return this.#guard("Searching memories", () => {
+      // The FTS index holds active memories only (superseded and forgotten rows are removed from it).
+      const scopes = q.scopes?.length ? ` AND m.scope IN (${q.scopes.map(() => "?").join(",")})` : "";
+      const w = q.plain ? "1.0, 0.0, 0.0, 0.0" : `1.0, 2.0, 0.5, ${CONTEXT_WEIGHT}`;
+      const sql = `SELECT m.*, -bm25(memories_fts, ${w}) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
+        WHERE memories_fts MATCH ? AND m.namespace = ?${scopes} ORDER BY bm25(memories_fts, ${w}) LIMIT ?`;
+      const match = q.plain ? `content : (${ftsAnyOf(q.terms)})` : ftsAnyOf(q.terms);
+      const rows = this.#stmt(sql).all(match, q.namespace, ...(q.scopes ?? []), q.limit) as unknown as Row[];
+      return rows.map((r) => ({ memory: toMemory(r), score: r.score ?? 0 }));
+    });
+  }
+
+  neighbours(namespace: string, seeds: readonly Memory[], span: number): Map<number, Memory[]> {
+    return this.#guard("Reading neighbours", () => {
+      const out = new Map<number, Memory[]>();
+      if (span < 1) return out;
+      const stmt = this.#stmt(`SELECT m.* FROM memories me JOIN memories m ON m.namespace = me.namespace AND m.source_session = me.source_session AND m.seq BETWEEN me.seq - ? AND me.seq + ?
+        WHERE me.id = ? AND me.namespace = ? AND m.id != me.id AND m.superseded_by IS NULL AND m.forgotten_at IS NULL ORDER BY m.seq`);
+      for (const seed of seeds) {
+        if (seed.source.sessionId === undefined) continue;
+        out.set(seed.id, (stmt.all(span, span, seed.id, namespace) as unknown as Row[]).map(toMemory));
+      }
+      return out;
+    });
+  }
+
+  forget(namespace: string, id: number, reason?: string): Memory | undefined {
+    return this.#guard("Forgetting a memory", () =>
+      this.#tx(() => {
+        const now = Date.now();
+        const r = this.#stmt("UPDATE memories SET forgotten_at = ?, forget_reason = ?, updated_at = ? WHERE namespace = ? AND id = ? AND forgotten_at IS NULL AND superseded_by IS NULL").run(now, reason ?? null, now, namespace, id);
+        if (!r.changes) return undefined;
+        return toMemory(this.#stmt("SELECT * FROM memories WHERE id = ?").get(id) as unknown as Row);
+      }),
+    );
+  }
+
+  history(namespace: string, key: string): Memory[] {
+    return this.#guard("Reading a key's history", () => (this.#stmt("SELECT * FROM memories WHERE namespace = ? AND key = ? ORDER BY id").all(namespace, key) as unknown as Row[]).map(toMemory));
+  }
+
+  logMiss(miss: { namespace: string; query: string; sessionId?: string; turnId?: string }): void {
+    this.#guard("Logging a recall miss", () => {
+      this.#stmt("INSERT INTO misses (namespace, query, at, session_id, turn_id) VALUES (?, ?, ?, ?, ?)").run(miss.namespace, miss.query.slice(0, MISS_QUERY_CHARS), Date.now(), miss.sessionId ?? null, miss.turnId ?? null);
+    });
+  }
+
+  misses(namespace?: string, limit = 100): MissRecord[] {
+    return this.#guard("Reading the miss log", () => {
+      const rows = (namespace === undefined
+        ? this.#stmt("SELECT * FROM misses ORDER BY id DESC LIMIT ?").all(limit)
+        : this.#stmt("SELECT * FROM misses WHERE namespace = ? ORDER BY id DESC LIMIT ?").all(namespace, limit)) as unknown as Array<{ id: number; namespace: string; query: string; at: number; session_id: string | null; turn_id: string | null }>;
+      return rows.map((r) => ({ id: r.id, namespace: r.namespace, query: r.query, at: r.at, sessionId: r.session_id, turnId: r.turn_id }));
+    });
+  }
+
+  count(namespace?: string): number {
+    return this.#guard("Counting memories", () => {
+      const active = "superseded_by IS NULL AND forgotten_at IS NULL";
+      const r = (namespace === undefined ? this.#stmt(`SELECT count(*) AS n FROM memories WHERE ${active}`).get() : this.#stmt(`SELECT count(*) AS n FROM memories WHERE namespace = ? AND ${active}`).get(namespace)) as { n: number };
+      return r.n;
+    });
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#stmts.clear();
+    this.#db.close();
+  }
+}
