@@ -1,8 +1,7 @@
 #!/usr/bin/env node
-// The keel command: the published build when present, else the TypeScript sources (Node >= 22.18 strips types).
-import { existsSync } from "node:fs";
-const dist = new URL("../dist/main.js", import.meta.url);
-const { main } = await import(existsSync(dist) ? dist.href : new URL("../src/main.ts", import.meta.url).href);
+// The keel command. `@keel/cli/main` is the published build (dist) or, in the repository, the
+// TypeScript sources (Node strips types); `node --conditions=keel-dist` picks built files there too.
+const { main } = await import("@keel/cli/main");
 process.exitCode = await main(process.argv.slice(2), {
   cwd: process.cwd(),
   env: process.env,

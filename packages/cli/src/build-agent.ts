@@ -69,7 +69,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
   const note = options.note ?? (() => {});
   const config = validateConfig(loaded);
   const dir = configDir(loaded.filepath);
-  const plugins = await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.jiti);
+  const plugins = await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
   const specs: ModelSpec[] = config.model === undefined ? [] : Array.isArray(config.model) ? [...config.model] : [config.model as ModelSpec];
   const strings = specs.filter((s): s is string => typeof s === "string" && !s.startsWith("scripted:"));
   const missing = strings.map((s) => missingCredential(s, env, config.baseURL)).filter((m): m is string => !!m);

@@ -7,8 +7,6 @@ import { existsSync, realpathSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { cosmiconfig } from "cosmiconfig";
-import { createJiti } from "jiti";
 import type { Jiti } from "jiti";
 import * as kernel from "@keel/kernel";
 import * as kernelTesting from "@keel/kernel/testing";
@@ -21,14 +19,19 @@ export const SEARCH_PLACES = ["package.json", "agent.config.ts", "agent.config.m
 export interface LoadedConfig {
   config: unknown;
   filepath: string;
-  /** Loads modules (plugin packages) the way the config was loaded. */
-  jiti: Jiti;
+  /** Imports a module (a plugin package) the way the config was loaded: natively when safe, else through jiti. */
+  importModule: (file: string) => Promise<unknown>;
 }
 
 let shared: Jiti | undefined;
 
-/** The jiti instance: `@keel/kernel` resolves to this process's kernel module, never a second copy. */
-export function configJiti(): Jiti {
+/**
+ * The jiti instance: `@keel/kernel` resolves to this process's kernel module, never a second
+ * copy. Loaded on first use: most configs import natively and never need it.
+ */
+export async function configJiti(): Promise<Jiti> {
+  if (shared) return shared;
+  const { createJiti } = await import("jiti");
   shared ??= createJiti(import.meta.url, {
     interopDefault: false,
     moduleCache: true,
@@ -61,7 +64,7 @@ async function importConfig(filepath: string): Promise<unknown> {
       // Syntax the runtime cannot strip, a syntax error or a failed import: jiti reports it with its location.
     }
   }
-  return configJiti().import<unknown>(filepath);
+  return (await configJiti()).import<unknown>(filepath);
 }
 
 async function jitiLoader(filepath: string): Promise<unknown> {
@@ -78,6 +81,18 @@ async function jitiLoader(filepath: string): Promise<unknown> {
  * Contract: throws KeelError KEEL_CONFIG_NOT_FOUND or KEEL_CONFIG_LOAD_FAILED naming the file.
  */
 export async function loadConfig(options: { cwd: string; configPath?: string }): Promise<LoadedConfig> {
+  const target = options.configPath ? resolve(options.cwd, options.configPath) : undefined;
+  if (target && !existsSync(target)) throw new KeelError("KEEL_CONFIG_NOT_FOUND", `--config ${options.configPath}: no such file (${target}).`, { path: target });
+  if (target && /\.(m|c)?(t|j)s$/.test(target)) {
+    // An explicit script config needs no discovery: load it the way cosmiconfig would, without loading cosmiconfig.
+    try {
+      return checked({ config: await jitiLoader(target), filepath: target });
+    } catch (err) {
+      if (isKeelError(err)) throw err;
+      throw new KeelError("KEEL_CONFIG_LOAD_FAILED", describeLoadError(err, target), { path: target }, { cause: err });
+    }
+  }
+  const { cosmiconfig } = await import("cosmiconfig");
   const explorer = cosmiconfig("keel", {
     searchPlaces: SEARCH_PLACES,
     searchStrategy: "project",
@@ -85,8 +100,6 @@ export async function loadConfig(options: { cwd: string; configPath?: string }):
     loaders: { ".ts": jitiLoader, ".mts": jitiLoader, ".cts": jitiLoader, ".js": jitiLoader, ".mjs": jitiLoader, ".cjs": jitiLoader },
   });
   let found: { config: unknown; filepath: string; isEmpty?: boolean } | null;
-  const target = options.configPath ? resolve(options.cwd, options.configPath) : undefined;
-  if (target && !existsSync(target)) throw new KeelError("KEEL_CONFIG_NOT_FOUND", `--config ${options.configPath}: no such file (${target}).`, { path: target });
   try {
     found = target ? await explorer.load(target) : await explorer.search(options.cwd);
   } catch (err) {
@@ -94,10 +107,14 @@ export async function loadConfig(options: { cwd: string; configPath?: string }):
     throw new KeelError("KEEL_CONFIG_LOAD_FAILED", describeLoadError(err, target), { path: fileOf(err) ?? target ?? options.cwd }, { cause: err });
   }
   if (!found) throw new KeelError("KEEL_CONFIG_NOT_FOUND", `Searched ${options.cwd} and its parents up to the project root.`, { path: options.cwd });
+  return checked(found);
+}
+
+function checked(found: { config: unknown; filepath: string; isEmpty?: boolean }): LoadedConfig {
   if (found.isEmpty || found.config === undefined || found.config === null) {
     throw new KeelError("KEEL_CONFIG_INVALID", `${found.filepath} exports nothing. Export the config as the default export (export default defineConfig({ ... })).`, { path: found.filepath });
   }
-  return { config: found.config, filepath: found.filepath, jiti: configJiti() };
+  return { config: found.config, filepath: found.filepath, importModule: importConfig };
 }
 
 function fileOf(err: unknown): string | undefined {

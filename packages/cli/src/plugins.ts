@@ -6,28 +6,27 @@
 import { createRequire } from "node:module";
 import { KeelError, errorMessage } from "@keel/kernel";
 import type { PluginEntry, PluginSpec } from "@keel/kernel";
-import type { Jiti } from "jiti";
 
 /**
  * Resolve every entry. Contract: throws KEEL_PLUGIN_NOT_FOUND (import failed) or
  * KEEL_CONFIG_INVALID (the package exports no plugin) with the entry's path.
  */
-export async function resolvePlugins(specs: readonly PluginSpec[], from: string, jiti: Jiti): Promise<PluginEntry[]> {
+export async function resolvePlugins(specs: readonly PluginSpec[], from: string, importModule: (file: string) => Promise<unknown>): Promise<PluginEntry[]> {
   const out: PluginEntry[] = [];
   for (const [i, spec] of specs.entries()) {
     if (typeof spec === "string" || Array.isArray(spec)) {
       const [name, options] = (typeof spec === "string" ? [spec, undefined] : spec) as readonly [string, unknown?];
-      out.push(await fromPackage(name, options, `plugins[${i}]`, from, jiti));
+      out.push(await fromPackage(name, options, `plugins[${i}]`, from, importModule));
     } else out.push(spec as PluginEntry);
   }
   return out;
 }
 
-async function fromPackage(name: string, options: unknown, path: string, from: string, jiti: Jiti): Promise<PluginEntry> {
+async function fromPackage(name: string, options: unknown, path: string, from: string, importModule: (file: string) => Promise<unknown>): Promise<PluginEntry> {
   let mod: unknown;
   try {
     const resolved = createRequire(from).resolve(name);
-    mod = await jiti.import(resolved);
+    mod = await importModule(resolved);
   } catch (err) {
     throw new KeelError("KEEL_PLUGIN_NOT_FOUND", `${from}: "${name}" could not be imported: ${errorMessage(err).split("\n")[0]}`, { path }, { cause: err });
   }

@@ -1,8 +1,25 @@
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+
+/** The MCP SDK, loaded when the first server connects (an agent without servers never loads it). */
+type Sdk = {
+  Client: typeof import("@modelcontextprotocol/sdk/client/index.js").Client;
+  StdioClientTransport: typeof import("@modelcontextprotocol/sdk/client/stdio.js").StdioClientTransport;
+  StreamableHTTPClientTransport: typeof import("@modelcontextprotocol/sdk/client/streamableHttp.js").StreamableHTTPClientTransport;
+  types: typeof import("@modelcontextprotocol/sdk/types.js");
+};
+let sdkLoading: Promise<Sdk> | undefined;
+let loaded: Sdk | undefined;
+function sdk(): Promise<Sdk> {
+  sdkLoading ??= Promise.all([
+    import("@modelcontextprotocol/sdk/client/index.js"),
+    import("@modelcontextprotocol/sdk/client/stdio.js"),
+    import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+    import("@modelcontextprotocol/sdk/types.js"),
+  ]).then(([c, s, h, types]) => (loaded = { Client: c.Client, StdioClientTransport: s.StdioClientTransport, StreamableHTTPClientTransport: h.StreamableHTTPClientTransport, types }));
+  return sdkLoading;
+}
+const isMcpError = (err: unknown, code: "RequestTimeout" | "ConnectionClosed"): boolean => !!loaded && err instanceof loaded.types.McpError && err.code === loaded.types.ErrorCode[code];
 import { z } from "zod";
 import type { McpCallResult } from "./results.ts";
 import type { McpServerConfig } from "./options.ts";
@@ -78,7 +95,7 @@ export class McpServerConnection {
 
   /** The child process id (stdio, while connected). */
   get pid(): number | undefined {
-    return this.#transport instanceof StdioClientTransport ? (this.#transport.pid ?? undefined) : undefined;
+    return loaded && this.#transport instanceof loaded.StdioClientTransport ? (this.#transport.pid ?? undefined) : undefined;
   }
 
   /** Connect (once; concurrent callers share the attempt). Rejects with a message that names the server and carries the stderr tail. */
@@ -92,9 +109,10 @@ export class McpServerConnection {
   async #open(): Promise<void> {
     this.state = "connecting";
     const timeout = this.config.connectTimeoutMs ?? this.#settings.connectTimeoutMs;
-    const client = new Client({ name: this.#settings.clientName, version: this.#settings.clientVersion }, { capabilities: {} });
-    const transport = this.#makeTransport();
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => void this.refresh().catch(() => {}));
+    const m = await sdk();
+    const client = new m.Client({ name: this.#settings.clientName, version: this.#settings.clientVersion }, { capabilities: {} });
+    const transport = this.#makeTransport(m);
+    client.setNotificationHandler(m.types.ToolListChangedNotificationSchema, () => void this.refresh().catch(() => {}));
     client.onclose = () => this.#closed(client);
     this.#client = client;
     this.#transport = transport;
@@ -120,10 +138,10 @@ export class McpServerConnection {
     }
   }
 
-  #makeTransport(): Transport {
+  #makeTransport(m: Sdk): Transport {
     const c = this.config;
-    if ("url" in c) return new StreamableHTTPClientTransport(new URL(c.url), c.headers ? { requestInit: { headers: c.headers } } : {});
-    const t = new StdioClientTransport({ command: c.command, args: c.args, stderr: "pipe", ...(c.env ? { env: c.env } : {}), ...(c.cwd ? { cwd: c.cwd } : {}) });
+    if ("url" in c) return new m.StreamableHTTPClientTransport(new URL(c.url), c.headers ? { requestInit: { headers: c.headers } } : {});
+    const t = new m.StdioClientTransport({ command: c.command, args: c.args, stderr: "pipe", ...(c.env ? { env: c.env } : {}), ...(c.cwd ? { cwd: c.cwd } : {}) });
     t.stderr?.on("data", (chunk: Buffer) => {
       this.stderrTail = (this.stderrTail + chunk.toString("utf8")).slice(-STDERR_TAIL);
     });
@@ -201,8 +219,8 @@ export class McpServerConnection {
       return result;
     } catch (err) {
       if (signal.aborted) throw new McpCallError("cancelled", `The call to "${name}" on "${this.key}" was cancelled.`, { cause: err });
-      if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) throw new McpCallError("timeout", `"${name}" on MCP server "${this.key}" did not answer within ${timeoutMs} ms; the call was cancelled.`, { cause: err });
-      if ((err instanceof McpError && err.code === ErrorCode.ConnectionClosed) || client !== this.#client) {
+      if (isMcpError(err, "RequestTimeout")) throw new McpCallError("timeout", `"${name}" on MCP server "${this.key}" did not answer within ${timeoutMs} ms; the call was cancelled.`, { cause: err });
+      if (isMcpError(err, "ConnectionClosed") || client !== this.#client) {
         throw new McpCallError("crashed", `MCP server "${this.key}" exited during the call to "${name}"; it is being restarted.${this.stderrTail ? ` Its stderr ends with: ${this.stderrTail.slice(-500).trim()}` : ""}`, { cause: err });
       }
       throw new McpCallError("protocol_error", `MCP server "${this.key}" rejected the call to "${name}": ${describe(err)}`, { cause: err });
