@@ -26,3 +26,27 @@ describe("README", () => {
     }
   });
 });
+
+describe("README config snippet", () => {
+  it("loads, validates and builds an agent with its four plugins", async () => {
+    const readme = readFileSync(join(root, "README.md"), "utf8");
+    const snippet = /## An agent in a config file\s+```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(snippet).toContain("defineConfig");
+    const { buildAgent, loadConfig } = await import("@keel/cli");
+    const file = join(root, "examples/full-stack", `.readme-config-${process.pid}.ts`);
+    const home = mkdtempSync(join(tmpdir(), "keel-readme-config-"));
+    writeFileSync(file, snippet!);
+    try {
+      const built = await buildAgent(await loadConfig({ cwd: root, configPath: file }), { env: {}, home });
+      try {
+        expect(built.offline).toBe(true);
+        expect(built.agent.registry.plugins.map((p) => p.name).sort()).toEqual(["@keel/plugin-compaction", "@keel/plugin-mcp", "@keel/plugin-memory", "@keel/plugin-skills"]);
+      } finally {
+        await built.agent.close();
+      }
+    } finally {
+      rmSync(file, { force: true });
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 30_000);
+});
