@@ -35,7 +35,7 @@ describe("pnpm start", () => {
     const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { scripts: { start: string } };
     expect(pkg.scripts.start).toMatch(/^keel run --config examples\/[\w-]+\/agent\.config\.ts /);
     const home = mkdtempSync(join(tmpdir(), "keel-start-"));
-    const env = { ...process.env, KEEL_HOME: home, PATH: `${join(root, "node_modules", ".bin")}:${process.env.PATH}` };
+    const env: NodeJS.ProcessEnv = { ...process.env, KEEL_HOME: home, PATH: `${join(root, "node_modules", ".bin")}:${process.env.PATH}` };
     for (const k of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"]) delete env[k];
     try {
       const r = spawnSync("sh", ["-c", pkg.scripts.start], { cwd: root, env, encoding: "utf8", timeout: 60_000 });
