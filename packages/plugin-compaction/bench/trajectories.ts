@@ -17,7 +17,11 @@
  * summaries carry identifier indexes made by that same extractor, so the "w/o indexes"
  * column also gives the share found outside those indexes.
  * Sampling: all SWE-agent and mini-swe-agent files; tau-bench trial 0 of its 50 tasks
- * (`--all` replays all 200 runs). Env: WINDOW_SHARE, MIN_WINDOW, ONLY (labels), OPTS (plugin options JSON).
+ * (`--all` replays all 200 runs). Halves: alternate trajectories of each source (A for
+ * choosing settings, B held out). The floor line is what no compaction may remove (system,
+ * tools, pinned task message, newest call and result) as a share of "none".
+ * Env: WINDOW_SHARE, MIN_WINDOW, ONLY (labels), OPTS (plugin options JSON), BREAKDOWN=1
+ * (where the tokens go, per strategy), MISSES=1 (how far back lost evidence was).
  *
  * Run: `pnpm bench compaction` (or `node packages/plugin-compaction/bench/trajectories.ts [--all]`).
  */
@@ -30,7 +34,7 @@ import { MemorySessionStore, scriptedProvider } from "@keel/kernel/testing";
 import { dataDir } from "../../../test/support/data.ts";
 import type { Strategy } from "../src/index.ts";
 import { compaction, extractIdentifiers } from "../src/index.ts";
-import { fullText } from "../src/messages.ts";
+import { DIGEST_PREFIX, fullText, isSummary, MASK_PREFIX } from "../src/messages.ts";
 import type { Trajectory } from "./support/convert.ts";
 import { loadMiniSweAgent, loadSweAgent, loadTauBench } from "./support/convert.ts";
 
@@ -94,6 +98,22 @@ interface Outcome {
   /** Kept in text other than the identifier indexes. */
   strict: number;
   compactions: number;
+  /** Where the tokens went (BREAKDOWN=1). */
+  parts?: Record<string, number>;
+}
+
+/** Split one request's tokens: system, tools, pinned task, last 6 messages, stubs, digests, summaries, the rest. */
+function breakdown(req: ModelRequest, parts: Record<string, number>): void {
+  const add = (k: string, n: number) => (parts[k] = (parts[k] ?? 0) + n);
+  add("system", counter.countRequest({ system: req.system, messages: [], tools: [] }).total);
+  add("tools", counter.countRequest({ system: "", messages: [], tools: req.tools }).total);
+  const first = req.messages.findIndex((m) => m.role === "user");
+  req.messages.forEach((m, i) => {
+    const n = counter.countMessages([m]);
+    const text = fullText(m);
+    const kind = i === first ? "pinned" : i >= req.messages.length - 2 ? "last2" : i >= req.messages.length - 6 ? "tail3-6" : isSummary(m) ? "summary" : text.startsWith(MASK_PREFIX) || text.includes('"masked":"[masked arguments') ? "stubs" : text.startsWith(DIGEST_PREFIX) ? "digests" : m.role === "tool" ? "middle:tool" : `middle:${m.role}`;
+    add(kind, n);
+  });
 }
 
 async function replay(t: Trajectory, cfg: Config, window: number, home: string): Promise<{ outcome: Outcome; requests: ModelRequest[] }> {
@@ -126,9 +146,11 @@ async function replay(t: Trajectory, cfg: Config, window: number, home: string):
   const events = await session.events();
   await agent.close();
   const compactions = events.filter((e) => e.type === "context.edited").length;
-  return { outcome: { tokens: 0, peak: 0, evidence: 0, kept: 0, strict: 0, compactions }, requests: provider.requests };
+  return { outcome: { tokens: 0, peak: 0, evidence: 0, kept: 0, strict: 0, compactions, ...(process.env.BREAKDOWN || cfg.label === "none" ? { parts: {} } : {}) }, requests: provider.requests };
 }
 
+const misses = new Map<string, number>();
+let baseRequests: ModelRequest[] = [];
 function measure(t: Trajectory, requests: ModelRequest[], ev: Array<string[] | null>, o: Outcome): Outcome {
   if (requests.length !== ev.length) throw new Error(`${t.name}: ${requests.length} requests for ${ev.length} steps`);
   requests.forEach((req, k) => {
@@ -137,12 +159,21 @@ function measure(t: Trajectory, requests: ModelRequest[], ev: Array<string[] | n
     const n = counter.countRequest({ system: req.system, messages: req.messages, tools: req.tools }).total;
     o.tokens += n;
     o.peak = Math.max(o.peak, n);
+    if (o.parts) breakdown(req, o.parts);
     if (!want!.length) return;
     const sets = [idsOf(req.system), ...req.messages.map((m: Message) => idsOf(fullText(m)))];
     const strict = [sets[0]!, ...req.messages.map((m: Message) => idsOf(fullText(m).replace(INDEXES, "")))];
     for (const id of want!) {
       o.evidence++;
       if (sets.some((s) => s.has(id))) o.kept++;
+      else if (process.env.MISSES && baseRequests[k]) {
+        const ms = baseRequests[k]!.messages;
+        let j = ms.length - 1;
+        while (j >= 0 && !idsOf(fullText(ms[j]!)).has(id)) j--;
+        const back = ms.length - j;
+        const b = `${t.source} ${back <= 2 ? "last2" : back <= 6 ? "3-6" : back <= 12 ? "7-12" : back <= 30 ? "13-30" : ">30"}`;
+        misses.set(b, (misses.get(b) ?? 0) + 1);
+      }
       if (strict.some((s) => s.has(id))) o.strict++;
     }
   });
@@ -157,17 +188,23 @@ async function main(): Promise<void> {
   const totals = new Map<string, Map<string, Outcome>>();
   const windows: number[] = [];
   try {
+    const seen = new Map<string, number>();
     for (const t of trajectories) {
+      // Halves: alternate trajectories of each source (A = tuning, B = held out).
+      const nth = seen.get(t.source) ?? 0;
+      seen.set(t.source, nth + 1);
+      const half = nth % 2 === 0 ? "half A (tuning)" : "half B (held out)";
       const ev = evidence(t);
       let window = 0;
       for (const cfg of CONFIGS) {
         const { outcome, requests } = await replay(t, cfg, window, home);
         const o = measure(t, requests, ev, outcome);
+        if (cfg.label === "none") baseRequests = requests;
         if (cfg.label === "none") {
           window = Math.max(MIN_WINDOW, Math.round(o.peak * WINDOW_SHARE));
           windows.push(window);
         }
-        for (const key of [t.source, "all"]) {
+        for (const key of [t.source, "all", half]) {
           const bySource = totals.get(key) ?? new Map<string, Outcome>();
           totals.set(key, bySource);
           const acc = bySource.get(cfg.label) ?? { tokens: 0, peak: 0, evidence: 0, kept: 0, strict: 0, compactions: 0 };
@@ -177,6 +214,10 @@ async function main(): Promise<void> {
           acc.kept += o.kept;
           acc.strict += o.strict;
           acc.compactions += o.compactions;
+          if (o.parts) {
+            acc.parts ??= {};
+            for (const [k, v] of Object.entries(o.parts)) acc.parts[k] = (acc.parts[k] ?? 0) + v;
+          }
           bySource.set(cfg.label, acc);
         }
       }
@@ -191,14 +232,19 @@ async function main(): Promise<void> {
     const base = rows.get("none")!;
     console.log(`\n${source}`);
     console.log("strategy".padEnd(18) + "tokens sent".padStart(14) + "vs none".padStart(10) + "evidence kept".padStart(20) + "w/o indexes".padStart(13) + "edits".padStart(8) + "  target");
+    const p = base.parts ?? {};
+    const floor = ((p.system ?? 0) + (p.tools ?? 0) + (p.pinned ?? 0) + (p.last2 ?? 0)) / base.tokens;
+    console.log(`floor (system, tools, pinned task, newest call + result, in every request): ${(floor * 100).toFixed(1)}% of none; a strategy that keeps them saves at most ${((1 - floor) * 100).toFixed(1)}%`);
     for (const [label, o] of rows) {
       const saved = 1 - o.tokens / base.tokens;
       const kept = o.evidence ? o.kept / o.evidence : 1;
       const strict = o.evidence ? o.strict / o.evidence : 1;
       const met = saved >= 0.6 && kept >= 0.95 ? "met" : "not met";
+      if (o.parts && (process.env.BREAKDOWN || label === "none")) console.log(`  ${label} breakdown: ${Object.entries(o.parts).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${((v / o.tokens) * 100).toFixed(1)}% (${(v / base.tokens * 100).toFixed(1)}% of none)`).join(", ")}`);
       console.log(label.padEnd(18) + o.tokens.toLocaleString("en-US").padStart(14) + `${saved >= 0 ? "-" : "+"}${Math.abs(saved * 100).toFixed(1)}%`.padStart(10) + `${(kept * 100).toFixed(1)}% of ${o.evidence}`.padStart(20) + `${(strict * 100).toFixed(1)}%`.padStart(13) + String(o.compactions).padStart(8) + `  ${label === "none" ? "" : met}`);
     }
   }
+  if (process.env.MISSES) console.log("misses (messages back from the end, uncompacted):", [...misses].sort().map(([k, v]) => `${k}: ${v}`).join(", "));
   console.log(`\n${((performance.now() - t0) / 1000).toFixed(1)} s`);
 }
 

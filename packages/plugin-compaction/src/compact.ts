@@ -85,15 +85,19 @@ export interface CompactResult {
   report: CompactReport;
 }
 
-/** First index of the protected tail, on a block boundary. */
-export function tailStart(messages: readonly Message[], blocks: readonly Block[], maxTokens: number, minMessages: number, countMessage: (m: Message) => number): number {
+/**
+ * First index of the protected tail, on a block boundary: the newest block (when
+ * `minMessages` > 0), older blocks while within `maxTokens`, and the last `minMessages`
+ * messages as long as the tail stays within `cap` (a small window is not pinned by them).
+ */
+export function tailStart(messages: readonly Message[], blocks: readonly Block[], maxTokens: number, minMessages: number, countMessage: (m: Message) => number, cap = Infinity): number {
   let start = messages.length;
   let tokens = 0;
   for (let b = blocks.length - 1; b >= 0; b--) {
     const block = blocks[b]!;
     let t = 0;
     for (let i = block.start; i < block.end; i++) t += countMessage(messages[i]!);
-    if (messages.length - block.end < minMessages || tokens + t <= maxTokens) {
+    if ((minMessages > 0 && b === blocks.length - 1) || (messages.length - block.end < minMessages && tokens + t <= cap) || tokens + t <= maxTokens) {
       start = block.start;
       tokens += t;
     } else break;
@@ -134,7 +138,8 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
 
   const tailTokens = force ? 0 : Math.min(o.protectedTail.tokens, Math.floor(o.protectedTail.share * window));
   const tailMessages = force ? Math.min(2, o.protectedTail.messages) : o.protectedTail.messages;
-  const computeTail = () => tailStart(msgs, blocksOf(msgs), tailTokens, tailMessages, countMessage);
+  const tailCap = force ? 0 : Math.floor(o.protectedTail.share * window);
+  const computeTail = () => tailStart(msgs, blocksOf(msgs), tailTokens, tailMessages, countMessage, tailCap);
   const subgoal = o.strategy === "subgoal" || o.strategy === "subgoal_mig";
   const keys = () => messageKeys(msgs);
   const activeKeys = subgoal && input.registry?.active ? input.registry.active.keys : new Set<string>();
@@ -256,7 +261,10 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
       const all = visibility(msgs);
       const leaving = visibility(gone);
       const said = new Set(salientIdentifiers(produced.text, Infinity));
-      index = [...leaving.keys()].filter((x) => all.get(x) === leaving.get(x) && !said.has(x)).slice(0, o.stubIdentifiers);
+      // Most recent first: when the index is full, the oldest identifiers are the ones left out.
+      const recent = new Set<string>();
+      for (let i = gone.length - 1; i >= 0; i--) for (const x of messageIdentifiers(gone[i]!)) recent.add(x);
+      index = [...recent].filter((x) => all.get(x) === leaving.get(x) && !said.has(x)).slice(0, o.stubIdentifiers);
     }
     const summary: Message = { role: "user", content: [{ type: "text", text: `${summaryHeader(gone.length, produced.method)}\n${produced.text}${index.length ? `\nOther identifiers: ${index.join(", ")}` : ""}` }] };
     const summaryTokens = countMessage(summary);

@@ -124,10 +124,21 @@ export function deterministicSummary(messages: readonly Message[], goal: string,
   const files = new Set<string>();
   const facts = new Set<string>();
   const errors: string[] = [];
-  const earlier: string[] = [];
   for (const m of messages) {
     if (isSummary(m)) {
-      earlier.push(plainText(m).split("\n").slice(1).join("\n"));
+      // Merge an earlier summary's items (not nested: it would repeat itself every time).
+      let section = "";
+      for (const line of plainText(m).split("\n").slice(1)) {
+        const heading = /^([A-Z][a-z ]+):$/.exec(line);
+        if (heading) section = heading[1]!;
+        else if (line.startsWith("- ") && line !== "- (none)") {
+          const item = line.slice(2);
+          if (section === "Decisions") decisions.push(item);
+          else if (section === "Files touched") files.add(item);
+          else if (section === "Open questions") questions.push(item);
+          else if (section === "Key facts") (item.startsWith("error: ") ? errors.length < 6 && errors.push(item.slice(7)) : facts.add(item));
+        }
+      }
       continue;
     }
     const text = fullText(m);
@@ -145,7 +156,6 @@ export function deterministicSummary(messages: readonly Message[], goal: string,
   const parts = [
     `Goal:\n- ${firstSentence(goal) || "(not stated)"}`,
     ...(subgoals.length ? [`Subgoals:\n${subgoals.map((s) => `- ${s}`).join("\n")}`] : []),
-    ...(earlier.length ? [`Earlier summary:\n${earlier.join("\n")}`] : []),
     `Decisions:\n${list(decisions, 10)}`,
     `Files touched:\n${list(files, 20)}`,
     `Key facts:\n${list([...facts].slice(-30), 30)}${errors.length ? `\n${errors.map((e) => `- error: ${e}`).join("\n")}` : ""}`,
