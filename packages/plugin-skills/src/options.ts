@@ -15,6 +15,7 @@ export const RouterTuningSchema = z.strictObject({
   bigramWeight: z.number().min(0).optional(),
   rivalWeight: z.number().min(0).optional(),
   discount: z.number().gt(0).max(1).optional(),
+  rewardNoise: z.number().min(0).max(0.49).optional(),
 });
 
 /**

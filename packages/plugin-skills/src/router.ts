@@ -40,6 +40,9 @@ export interface RouterTuning {
   rivalWeight?: number;
   /** Discount per update (1 = none, e.g. 0.99 lets old evidence fade). Default 1. */
   discount?: number;
+  /** Assumed chance that a reward is flipped (robust likelihood; 0 trusts every reward). Default 0.
+   * Helps under noisy rewards but makes confident mistakes slow to unlearn. */
+  rewardNoise?: number;
 }
 
 /** A routing decision. Contract: pass it back to `update` with the reward. */
@@ -55,7 +58,7 @@ export interface RoutePick {
 }
 
 const BIAS_FEATURE = "";
-const DEFAULTS: Required<RouterTuning> = { gate: 8, temperature: 0.05, bias: -4, relevanceWeight: 4, priorPrecision: 1, idfScale: 5, bigramWeight: 1, rivalWeight: 3, discount: 1 };
+const DEFAULTS: Required<RouterTuning> = { gate: 8, temperature: 0.05, bias: -4, relevanceWeight: 4, priorPrecision: 1, idfScale: 5, bigramWeight: 1, rivalWeight: 3, discount: 1, rewardNoise: 0 };
 const sigmoid = (z: number) => 1 / (1 + Math.exp(-z));
 
 /**
@@ -160,12 +163,17 @@ export class ContextualRouter {
     const { priorPrecision: q0, discount } = this.tuning;
     const z = this.score(terms, tx, [skill])[0]!.z;
     const p = sigmoid(z);
+    const eps = Math.min(0.49, Math.max(0, this.tuning.rewardNoise));
+    const q = eps + (1 - 2 * eps) * p;
+    const slope = (1 - 2 * eps) * p * (1 - p);
+    const gradient = eps > 0 ? (slope * (y - q)) / (q * (1 - q)) : y - p;
+    const curvature = eps > 0 ? (slope * slope) / (q * (1 - q)) : p * (1 - p);
     const rows = tx.weights([...values.keys()], [skill]);
     for (const [feature, x] of values) {
       const stored = rows.get(feature)?.get(skill);
       const w: WeightRow = stored ? fade(stored, updates, discount, q0) : { mean: 0, precision: q0, tick: updates };
-      const precision = w.precision + rate * p * (1 - p) * x * x;
-      writes.push({ skill, feature, row: { mean: w.mean + (rate * (y - p) * x) / precision, precision, tick: updates } });
+      const precision = w.precision + rate * curvature * x * x;
+      writes.push({ skill, feature, row: { mean: w.mean + (rate * gradient * x) / precision, precision, tick: updates } });
     }
   }
 }

@@ -116,4 +116,22 @@ describe("contextual router", () => {
     expect(kept.later).toBeGreaterThanOrEqual(kept.after - 0.01);
     expect(faded.later).toBeLessThan(faded.after - 0.2);
   });
+
+  it("rewardNoise discounts a reward that contradicts a confident posterior (robust likelihood)", () => {
+    const dropAfterFailure = (rewardNoise: number) => {
+      const store = new MemoryPosteriorStore();
+      const trainer = new ContextualRouter({ seed: 8, skills: SKILLS, store });
+      for (let i = 0; i < 60; i++) trainer.update({ skill: "verse", terms: ["sonnet"], candidates: [] }, 1);
+      const before = trainer.rank("sonnet").find((r) => r.skill === "verse")!.probability;
+      new ContextualRouter({ seed: 8, skills: SKILLS, store, tuning: { rewardNoise } }).update({ skill: "verse", terms: ["sonnet"], candidates: [] }, 0);
+      return { before, drop: before - trainer.rank("sonnet").find((r) => r.skill === "verse")!.probability };
+    };
+    const plain = dropAfterFailure(0);
+    const robust = dropAfterFailure(0.1);
+    expect(robust.before).toBeCloseTo(plain.before, 12);
+    expect(plain.before).toBeGreaterThan(0.9);
+    expect(plain.drop).toBeGreaterThan(0);
+    expect(robust.drop).toBeGreaterThan(0);
+    expect(robust.drop).toBeLessThan(plain.drop / 2);
+  });
 });
