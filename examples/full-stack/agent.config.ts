@@ -19,7 +19,7 @@ const filesystemServer = createRequire(import.meta.url).resolve("@modelcontextpr
 
 export default defineConfig({
   name: "full-stack",
-  model: "anthropic:claude-sonnet-4-5",
+  model: "anthropic:claude-sonnet-4-6",
   instructions: "You are the assistant of a small software team. Be brief and concrete.",
   plugins: [
     memory({ namespace: "team" }),

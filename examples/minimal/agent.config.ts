@@ -8,7 +8,7 @@ import { listFiles, readFileTool, workspace } from "./agent.ts";
 
 export default defineConfig({
   name: "minimal",
-  model: "anthropic:claude-sonnet-4-5",
+  model: "anthropic:claude-sonnet-4-6",
   instructions: "You are a concise assistant for a small software project.",
   tools: [listFiles, readFileTool],
   plugins: [workspace],

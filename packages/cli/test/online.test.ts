@@ -27,7 +27,7 @@ describe("keel run against the providers' wire formats", () => {
     server.enqueue({ toolCalls: [{ name: "list_files", args: {} }], api: "anthropic" }, { text: "The project holds NOTES.md and TODO.md.", chunks: 5, api: "anthropic" });
     const run = await runKeel(["run", "--config", join(REPO, "examples", "minimal", "agent.config.ts"), "What files are there?"], { env: offlineEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL }) });
     expect(run.code, run.stderr).toBe(0);
-    expect(run.stderr).toContain("keel: model anthropic:claude-sonnet-4-5");
+    expect(run.stderr).toContain("keel: model anthropic:claude-sonnet-4-6");
     expect(run.stderr).not.toContain("offline");
     expect(run.stdout).toContain("The project holds NOTES.md and TODO.md.");
     const reqs = server.requests.slice(from);
