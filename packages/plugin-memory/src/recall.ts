@@ -1,10 +1,10 @@
 /**
  * Deterministic recall: full-text candidates from the store, query-side processing
- * (stopwords, stemming by the index, dates, neighbour turns, pseudo-relevance feedback),
+ * (stopwords, stemming by the index, speakers, time expressions, dates, neighbour turns),
  * then the MECHANICS ranking (key, category, scope, recency, importance, confidence) and caps.
  */
 import { looksSecret } from "./secrets.ts";
-import { dateWindows, isStopword, queryTerms, tokens } from "./text.ts";
+import { dateWindows, eventSpan, hasTimeExpression, isStopword, isWhenQuestion, queryTerms, tokens } from "./text.ts";
 import type { Memory, MemoryScope, MemoryStore, SearchHit } from "./types.ts";
 import { SCOPE_RANK } from "./types.ts";
 
@@ -22,6 +22,8 @@ export interface RelevanceTuning {
   dateBonus: number;
   /** Bonus for a memory whose speaker label ("Name: …") is named in the query. */
   speakerBonus: number;
+  /** Extra share of relevance for a memory whose speaker is named in the query. */
+  speakerBoost: number;
   /** Share lost per extra step of distance: weight / (1 + decay·(distance − 1)). */
   neighbourDecay: number;
   /** Share of a question's relevance given to the memory right after it (its likely answer). */
@@ -34,9 +36,15 @@ export interface RelevanceTuning {
   priorWeight: number;
   /** Relevance kept by a memory that only asks a question (its answer is the next memory). */
   questionFactor: number;
+  /** For a "when" question: extra share of relevance for a memory that carries a time expression. */
+  timeBoost: number;
+  /** Neighbour weight multiplier for a "when" question (the dated turn, not its exchange). */
+  timeNeighbour: number;
+  /** Match date windows against the span a memory's own relative words point to ("last week"), not only its date. */
+  eventDates: boolean;
 }
 
-export const DEFAULT_TUNING: RelevanceTuning = { candidates: 30, neighbourWeight: 0.35, neighbourSpan: 3, feedbackWeight: 0, dateBonus: 2, speakerBonus: 0, questionFactor: 1, sessionWeight: 0.2, seeds: 6, neighbourDecay: 0.5, answerWeight: 0.8, priorWeight: 1 };
+export const DEFAULT_TUNING: RelevanceTuning = { candidates: 30, neighbourWeight: 0.35, neighbourSpan: 3, feedbackWeight: 0, dateBonus: 2, speakerBonus: 0, questionFactor: 1, sessionWeight: 0.2, seeds: 6, neighbourDecay: 0.5, answerWeight: 0.8, priorWeight: 1, timeBoost: 1, timeNeighbour: 1, eventDates: true, speakerBoost: 1.5 };
 
 /** A recall request. Contract: `namespace` is the only namespace read. */
 export interface RecallRequest {
@@ -144,10 +152,18 @@ export async function recall(store: MemoryStore, req: RecallRequest): Promise<Re
     const named = new Set(terms);
     for (const r of rel.values()) {
       const sp = speakerOf(r.memory.content);
-      if (sp && named.has(sp)) r.relevance += t.speakerBonus;
+      if (sp && named.has(sp)) r.relevance = r.relevance * (1 + t.speakerBoost) + t.speakerBonus;
     }
+    const asksWhen = isWhenQuestion(req.query);
+    if (asksWhen && t.timeBoost > 0) for (const r of rel.values()) if (hasTimeExpression(r.memory.content)) r.relevance *= 1 + t.timeBoost;
     const windows = t.dateBonus > 0 ? dateWindows(req.query, now) : [];
-    if (windows.length) for (const r of rel.values()) if (windows.some((w) => r.memory.occurredAt >= w.start && r.memory.occurredAt < w.end)) r.relevance += t.dateBonus;
+    if (windows.length)
+      for (const r of rel.values()) {
+        const span = t.eventDates ? eventSpan(r.memory.content) : { back: 0, fwd: 0 };
+        const from = r.memory.occurredAt - span.back * DAY;
+        const to = r.memory.occurredAt + span.fwd * DAY;
+        if (windows.some((w) => to >= w.start && from < w.end)) r.relevance += t.dateBonus;
+      }
     if (t.neighbourWeight > 0 && hits.length) {
       const seeds = [...rel.values()].sort((a, b) => b.relevance - a.relevance).slice(0, t.seeds);
       const near = await store.neighbours(req.namespace, seeds.map((s) => s.memory), t.neighbourSpan);
@@ -159,7 +175,7 @@ export async function recall(store: MemoryStore, req: RecallRequest): Promise<Re
         const pos = at < 0 ? list.length : at;
         for (const [i, n] of list.entries()) {
           const dist = i < pos ? pos - i : i - pos + 1;
-          const w = asks && n.id > s.memory.id ? Math.max(t.neighbourWeight, t.answerWeight) : t.neighbourWeight;
+          const w = (asks && n.id > s.memory.id ? Math.max(t.neighbourWeight, t.answerWeight) : t.neighbourWeight) * (asksWhen ? t.timeNeighbour : 1);
           const add = (w * s.relevance) / (1 + t.neighbourDecay * (dist - 1));
           const cur = lift.get(n.id);
           if (!cur || cur.add < add) lift.set(n.id, { memory: n, add });

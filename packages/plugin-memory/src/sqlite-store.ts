@@ -13,6 +13,11 @@ const CONTEXT_CHARS = 400;
 /** BM25 weight of that context column (the memory's own text weighs 1). */
 const CONTEXT_WEIGHT = 1.0;
 
+/** Most full-text matches scored by one search (see `#bounded`). */
+const SCORE_BUDGET = 800;
+/** Writes after which the cached term document counts are dropped. */
+const DF_REFRESH_WRITES = 2000;
+
 /** Longest query text kept in the miss log. */
 export const MISS_QUERY_CHARS = 512;
 
@@ -136,6 +141,8 @@ export class SqliteMemoryStore implements MemoryStore {
   readonly #db: DatabaseSync;
   readonly #stmts = new Map<string, StatementSync>();
   #closed = false;
+  readonly #df = new Map<string, number>();
+  #dfWrites = 0;
 
   constructor(options: SqliteMemoryStoreOptions = {}) {
     this.path = options.path ?? defaultMemoryDbPath();
@@ -145,6 +152,8 @@ export class SqliteMemoryStore implements MemoryStore {
       this.#db.exec("PRAGMA busy_timeout=5000");
       this.#db.exec("PRAGMA journal_mode=WAL");
       this.#db.exec("PRAGMA synchronous=NORMAL");
+      this.#db.exec("PRAGMA cache_size=-32768");
+      this.#db.exec("PRAGMA mmap_size=268435456");
       this.#migrate();
     } catch (err) {
       throw new KeelError("KEEL_MEMORY_STORE_FAILED", `Opening ${this.path} failed: ${errorMessage(err)}.`, { path: this.path }, { cause: err });
@@ -215,6 +224,7 @@ export class SqliteMemoryStore implements MemoryStore {
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(input.namespace, scope, key, category, content, importance, confidence, src.sessionId ?? null, src.turnId ?? null, src.via ?? null, pos.seq, pos.context, input.occurredAt ?? at, at, at);
     const id = Number(lastInsertRowid);
+    this.#dfWrites++;
     let superseded: number[] = [];
     if (key) {
       const old = this.#stmt("SELECT id FROM memories WHERE namespace = ? AND key = ? AND scope = ? AND id != ? AND superseded_by IS NULL AND forgotten_at IS NULL").all(input.namespace, key, scope, id) as Array<{ id: number }>;
@@ -288,12 +298,40 @@ export class SqliteMemoryStore implements MemoryStore {
       // The FTS index holds active memories only (superseded and forgotten rows are removed from it).
       const scopes = q.scopes?.length ? ` AND m.scope IN (${q.scopes.map(() => "?").join(",")})` : "";
       const w = q.plain ? "1.0, 0.0, 0.0, 0.0" : `1.0, 2.0, 0.5, ${CONTEXT_WEIGHT}`;
-      const sql = `SELECT m.*, -bm25(memories_fts, ${w}) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
-        WHERE memories_fts MATCH ? AND m.namespace = ?${scopes} ORDER BY bm25(memories_fts, ${w}) LIMIT ?`;
-      const match = q.plain ? `content : (${ftsAnyOf(q.terms)})` : ftsAnyOf(q.terms);
-      const rows = this.#stmt(sql).all(match, q.namespace, ...(q.scopes ?? []), q.limit) as unknown as Row[];
-      return rows.map((r) => ({ memory: toMemory(r), score: r.score ?? 0 }));
+      const terms = q.plain ? q.terms : this.#bounded(q.terms);
+      const match = q.plain ? `content : (${ftsAnyOf(terms)})` : ftsAnyOf(terms);
+      // Rank ids only; read the full rows of the top ones.
+      const top = this.#stmt(`SELECT m.id AS id, -bm25(memories_fts, ${w}) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
+        WHERE memories_fts MATCH ? AND m.namespace = ?${scopes} ORDER BY bm25(memories_fts, ${w}) LIMIT ?`).all(match, q.namespace, ...(q.scopes ?? []), q.limit) as Array<{ id: number; score: number }>;
+      if (!top.length) return [];
+      const rows = this.#stmt("SELECT m.* FROM json_each(?) j JOIN memories m ON m.id = j.value").all(JSON.stringify(top.map((r) => r.id))) as unknown as Row[];
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      return top.flatMap((t) => (byId.has(t.id) ? [{ memory: toMemory(byId.get(t.id)!), score: t.score }] : []));
     });
+  }
+
+  /**
+   * The terms worth scoring: rarest first (document counts, cached), while the rows they match
+   * stay within SCORE_BUDGET; the rarest term is always kept. Very frequent terms carry little
+   * BM25 weight but cost a score per matching row.
+   */
+  #bounded(terms: readonly string[]): readonly string[] {
+    if (this.#dfWrites >= DF_REFRESH_WRITES || this.#df.size > 50_000) (this.#df.clear(), (this.#dfWrites = 0));
+    const count = this.#stmt("SELECT count(*) AS n FROM memories_fts WHERE memories_fts MATCH ?");
+    const withDf = terms.map((t) => {
+      let n = this.#df.get(t);
+      if (n === undefined) this.#df.set(t, (n = (count.get(ftsAnyOf([t])) as { n: number }).n));
+      return { t, n };
+    });
+    const sorted = withDf.slice().sort((a, b) => a.n - b.n);
+    const keep = new Set<string>();
+    let rows = 0;
+    for (const { t, n } of sorted) {
+      if (keep.size && rows + n > SCORE_BUDGET) break;
+      keep.add(t);
+      rows += n;
+    }
+    return terms.filter((t) => keep.has(t));
   }
 
   neighbours(namespace: string, seeds: readonly Memory[], span: number): Map<number, Memory[]> {

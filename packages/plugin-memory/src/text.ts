@@ -85,6 +85,14 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
     out.push({ start: Date.UTC(y, mi, 1), end: Date.UTC(y, mi + 1, 1) });
     used.add(y);
   }
+  if (now !== undefined) {
+    // A month without a year ("in May", "early June"): that month in each of the last three years.
+    const y0 = new Date(now).getUTCFullYear();
+    for (const m of [...lower.matchAll(new RegExp(`\\b(?:in|of|during|early|late|mid|since)\\s+(?:the\\s+)?${mon}\\b(?!\\s*,?\\s*\\d)`, "g"))]) {
+      const mi = month(m[1]!)!;
+      for (let y = y0 - 2; y <= y0; y++) out.push({ start: Date.UTC(y, mi, 1), end: Date.UTC(y, mi + 1, 1) });
+    }
+  }
   for (const m of lower.matchAll(/\b(19[5-9]\d|20[0-9]\d)\b/g)) {
     const y = +m[1]!;
     if (!used.has(y)) out.push({ start: Date.UTC(y, 0, 1), end: Date.UTC(y + 1, 0, 1) });
@@ -102,4 +110,45 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
     }
   }
   return out;
+}
+
+/** True when a question asks for a time ("When …", "what year/month/date", "how long ago"). */
+export function isWhenQuestion(text: string): boolean {
+  return /\bwhen\b|\bwhat (?:year|month|day|date|time)\b|\bhow long ago\b|\bwhich (?:year|month|day)\b/i.test(text);
+}
+
+const TIME_EXPR = new RegExp(
+  "\\b(?:yesterday|today|tonight|tomorrow|ago|last|next|this (?:week|month|year|weekend|morning|summer|winter|spring|fall)|weekend|recently|earlier|" +
+    "(?:mon|tues|wednes|thurs|fri|satur|sun)days?|january|february|march|april|june|july|august|september|october|november|december|" +
+    "(?:19|20)\\d\\d|week|month|year|summer|winter|spring|autumn)\\b",
+  "i",
+);
+
+/** True when a text carries a time expression ("last Friday", "two weeks ago", "in 2022", …). */
+export function hasTimeExpression(text: string): boolean {
+  return TIME_EXPR.test(text);
+}
+
+const NUM: Record<string, number> = { a: 1, an: 1, one: 1, two: 2, three: 3, four: 4, five: 5, six: 6, few: 3, couple: 2 };
+
+/**
+ * Days before and after a memory's date that its own words may point to ("yesterday",
+ * "last week", "two weeks ago", "next month", …): the span its event may lie in.
+ */
+export function eventSpan(text: string): { back: number; fwd: number } {
+  const t = text.toLowerCase();
+  let back = 0;
+  let fwd = 0;
+  if (/\b(?:yesterday|last night)\b/.test(t)) back = Math.max(back, 1);
+  if (/\blast (?:mon|tues|wednes|thurs|fri|satur|sun)day\b/.test(t)) back = Math.max(back, 7);
+  if (/\b(?:last|past) (?:week|weekend)\b|\ba week ago\b/.test(t)) back = Math.max(back, 10);
+  if (/\b(?:last|past) month\b|\ba month ago\b/.test(t)) back = Math.max(back, 45);
+  for (const m of t.matchAll(/\b(\d+|a|an|one|two|three|four|five|six|few|couple)(?: of)? (day|week|month)s? ago\b/g)) {
+    const n = /^\d+$/.test(m[1]!) ? +m[1]! : (NUM[m[1]!] ?? 1);
+    back = Math.max(back, n * (m[2] === "day" ? 1 : m[2] === "week" ? 7 : 30) + 3);
+  }
+  if (/\b(?:tomorrow|tonight)\b/.test(t)) fwd = Math.max(fwd, 1);
+  if (/\b(?:next|this) (?:week|weekend)\b|\bnext (?:mon|tues|wednes|thurs|fri|satur|sun)day\b/.test(t)) fwd = Math.max(fwd, 10);
+  if (/\bnext month\b/.test(t)) fwd = Math.max(fwd, 45);
+  return { back: Math.min(back, 400), fwd };
 }

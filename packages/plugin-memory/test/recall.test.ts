@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { classifyTurn, dateWindows, extractDeterministic, queryTerms, recall, SqliteMemoryStore } from "../src/index.ts";
+import { classifyTurn, dateWindows, eventSpan, extractDeterministic, hasTimeExpression, isWhenQuestion, queryTerms, recall, SqliteMemoryStore } from "../src/index.ts";
 import { cleanup, tempDir } from "./support/helpers.ts";
 
 afterEach(cleanup);
@@ -62,6 +62,53 @@ describe("ranked recall", () => {
     expect(got.map((r) => r.memory.id)).toContain(june.id);
     expect(dateWindows("on 7 May, 2023")).toEqual([{ start: Date.UTC(2023, 4, 7), end: Date.UTC(2023, 4, 8) }]);
     s.close();
+  });
+});
+
+describe("temporal and speaker-aware ranking", () => {
+  it("prefers, for a when-question, the turn carrying a time expression and the named speaker's turn", async () => {
+    const s = open();
+    for (let i = 0; i < 20; i++) s.write({ namespace: "filler", content: `Filler note ${i} about gardening and weather` });
+    const src = { sessionId: "s1" };
+    const undated = s.write({ namespace: "n", content: "Ana: Signing up for pottery? Pottery is great fun, I sign up again and again!", source: src }).memory;
+    const dated = s.write({ namespace: "n", content: "Ana: I signed up for the pottery course last Friday.", source: { sessionId: "s2" } }).memory;
+    const when = await recall(s, { namespace: "n", query: "When did Ana sign up for pottery?" });
+    expect(when[0]!.memory.id).toBe(dated.id);
+    const off = await recall(s, { namespace: "n", query: "When did Ana sign up for pottery?", tuning: { timeBoost: 0 } });
+    expect(off[0]!.memory.id).toBe(undated.id);
+    const other = s.write({ namespace: "n", content: "Ben: pottery with Ana", source: { sessionId: "s3" } }).memory;
+    const ana = await recall(s, { namespace: "n", query: "What does Ana think of pottery?" });
+    expect(ana[0]!.memory.content.startsWith("Ana:")).toBe(true);
+    const noBoost = await recall(s, { namespace: "n", query: "What does Ana think of pottery?", tuning: { speakerBoost: 0 } });
+    expect(noBoost[0]!.memory.id).toBe(other.id);
+    s.close();
+  });
+
+  it("matches a date window against the span a memory's own words point to", async () => {
+    const s = open();
+    const may8 = Date.UTC(2023, 4, 8);
+    const hike = s.write({ namespace: "n", content: "Kim: we hiked the ridge last week", occurredAt: may8, at: may8 }).memory;
+    const plain = s.write({ namespace: "n", content: "Kim: we hiked the ridge again", occurredAt: may8, at: may8 }).memory;
+    const now = Date.UTC(2023, 5, 1);
+    const got = await recall(s, { namespace: "n", query: "Where did Kim hike in April 2023?", now });
+    expect(got[0]!.memory.id).toBe(hike.id);
+    const off = await recall(s, { namespace: "n", query: "Where did Kim hike in April 2023?", now, tuning: { eventDates: false } });
+    expect(off.find((r) => r.memory.id === hike.id)!.relevance).toBeCloseTo(off.find((r) => r.memory.id === plain.id)!.relevance, 0);
+    s.close();
+  });
+
+  it("reads time expressions, when-questions, event spans and month names without a year", () => {
+    expect(isWhenQuestion("When did Jon open his studio?")).toBe(true);
+    expect(isWhenQuestion("What year did they move?")).toBe(true);
+    expect(isWhenQuestion("What did Jon open?")).toBe(false);
+    expect(hasTimeExpression("I went there last Saturday")).toBe(true);
+    expect(hasTimeExpression("We moved in 2019")).toBe(true);
+    expect(hasTimeExpression("I may like it")).toBe(false);
+    expect(eventSpan("I won two weeks ago and we meet next month")).toEqual({ back: 17, fwd: 45 });
+    expect(eventSpan("nothing relative here")).toEqual({ back: 0, fwd: 0 });
+    const now = Date.UTC(2023, 9, 1);
+    expect(dateWindows("Which park did she visit in May?", now)).toEqual([2021, 2022, 2023].map((y) => ({ start: Date.UTC(y, 4, 1), end: Date.UTC(y, 5, 1) })));
+    expect(dateWindows("May I ask what you did?", now)).toEqual([]);
   });
 });
 

@@ -54,6 +54,19 @@ describe("SqliteMemoryStore", () => {
     s.close();
   });
 
+  it("bounds scoring by skipping a term that matches more rows than the budget, keeping the rarest", () => {
+    const s = store();
+    s.writeMany(Array.from({ length: 1600 }, (_, i) => ({ namespace: "u1", content: `common filler line ${i}` })));
+    const rare = s.write({ namespace: "u1", content: "a quokka wandered past" }).memory;
+    const both = s.search({ namespace: "u1", terms: ["common", "quokka"], limit: 5 });
+    expect(both.map((h) => h.memory.id)).toEqual([rare.id]);
+    expect(s.search({ namespace: "u1", terms: ["common"], limit: 5 })).toHaveLength(5);
+    // The baseline (plain) scores every match.
+    expect(s.search({ namespace: "u1", terms: ["common", "quokka"], limit: 5, plain: true })).toHaveLength(5);
+    expect(s.search({ namespace: "u2", terms: ["quokka"], limit: 5 })).toEqual([]);
+    s.close();
+  });
+
   it("deduplicates identical active memories and validates input", () => {
     const s = store();
     const a = s.write({ namespace: "n", content: "Same fact" });
