@@ -141,7 +141,9 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
     throw err;
   });
   io.err(`keel chat · session ${session.id} · type /exit to leave; Ctrl-C cancels the running turn\n`);
-  const rl = createInterface({ input: io.stdin, terminal: false });
+  // On a terminal readline edits lines and turns Ctrl-C into its own SIGINT event; piped, the process gets the signal.
+  const tty = (io.stdin as { isTTY?: boolean }).isTTY === true;
+  const rl = createInterface({ input: io.stdin, terminal: tty, ...(tty ? { output: process.stderr, prompt: "> " } : {}) });
   let running: Promise<unknown> | undefined;
   let failed = false;
   const onSigint = () => {
@@ -151,6 +153,8 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
     } else rl.close();
   };
   process.on("SIGINT", onSigint);
+  rl.on("SIGINT", onSigint);
+  if (tty) rl.prompt();
   const start = (text: string) => {
     running = session.run(text).then(
       (res) => {
@@ -163,6 +167,7 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
       },
     ).finally(() => {
       running = undefined;
+      if (tty) rl.prompt();
     });
   };
   try {
