@@ -17,6 +17,7 @@ import { PHASE_NAMES, PHASES } from "./phases.ts";
 import type { PluginEntry } from "./plugin.ts";
 import type { ModelProvider, RequestOptions } from "./provider.ts";
 import type { PreflightOptions } from "./preflight.ts";
+import type { ContributionOf } from "./contributions.ts";
 import type { PluginRegistry } from "./registry.ts";
 import { buildRegistry } from "./registry.ts";
 import { repairToolPairs } from "./repair.ts";
@@ -560,35 +561,53 @@ export class Session {
       }
       this.runningJobs.add(key);
       const t0 = performance.now();
-      const ctrl = new AbortController();
-      const timeoutMs = value.timeoutMs ?? 180_000;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          ctrl.abort();
-          reject(new KeelError("KEEL_HANDLER_TIMEOUT", `Background job "${value.name}" ran past ${timeoutMs} ms.`, { plugin }));
-        }, timeoutMs);
-      });
-      const onClose = () => ctrl.abort(this.life.signal.reason);
-      const closed = new Promise<never>((_, reject) => {
-        if (this.life.signal.aborted) reject(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
-        this.life.signal.addEventListener("abort", () => {
-          onClose();
-          reject(new KeelError("KEEL_TURN_ABORTED", "The session was closed before the job finished."));
-        }, { once: true });
-      });
-      const job = Promise.race([Promise.resolve().then(() => value.run(ctrl.signal)), timeout, closed]).then(
-        () => ({ status: "ok" as const }),
-        (err: unknown) => ({ status: isKeelError(err, "KEEL_HANDLER_TIMEOUT") ? ("timeout" as const) : isKeelError(err, "KEEL_TURN_ABORTED") ? ("aborted" as const) : ("failed" as const), error: preview(errorMessage(err)) }),
-      ).then((r) => {
-        clearTimeout(timer);
+      const attempts = value.attempts ?? 1;
+      const job = (async () => {
+        let r: { status: "ok" | "failed" | "timeout" | "aborted"; error?: string } = { status: "failed" };
+        let n = 0;
+        while (n < attempts) {
+          n++;
+          r = await this.runJobOnce(plugin, value);
+          if (r.status === "ok" || r.status === "aborted" || n >= attempts) break;
+          // A failed or timed-out attempt is retried after a short, growing pause (cut short by close).
+          const ok = await new Promise<boolean>((res) => {
+            const t = setTimeout(() => res(true), (value.retryDelayMs ?? 1_000) * n);
+            this.life.signal.addEventListener("abort", () => (clearTimeout(t), res(false)), { once: true });
+          });
+          if (!ok) break;
+        }
         this.runningJobs.delete(key);
         if (r.status === "ok") this.completedJobs.add(key);
-        void this.emit({ type: "job.completed", plugin, name: value.name, idempotencyKey: key, durationMs: Math.round(performance.now() - t0), ...r }, turnId);
-      });
+        void this.emit({ type: "job.completed", plugin, name: value.name, idempotencyKey: key, durationMs: Math.round(performance.now() - t0), ...r, ...(attempts > 1 ? { attempts: n } : {}) }, turnId);
+      })();
       this.jobs.add(job);
       void job.finally(() => this.jobs.delete(job));
     }
+  }
+
+  /** One attempt of a background job, under its timeout and the session's lifetime. */
+  private runJobOnce(plugin: string, value: ContributionOf<"background_job">): Promise<{ status: "ok" | "failed" | "timeout" | "aborted"; error?: string }> {
+    const ctrl = new AbortController();
+    const timeoutMs = value.timeoutMs ?? 180_000;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        ctrl.abort();
+        reject(new KeelError("KEEL_HANDLER_TIMEOUT", `Background job "${value.name}" ran past ${timeoutMs} ms.`, { plugin }));
+      }, timeoutMs);
+    });
+    const onClose = () => ctrl.abort(this.life.signal.reason);
+    const closed = new Promise<never>((_, reject) => {
+      if (this.life.signal.aborted) reject(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
+      this.life.signal.addEventListener("abort", () => {
+        onClose();
+        reject(new KeelError("KEEL_TURN_ABORTED", "The session was closed before the job finished."));
+      }, { once: true });
+    });
+    return Promise.race([Promise.resolve().then(() => value.run(ctrl.signal)), timeout, closed]).then(
+      () => ({ status: "ok" as const }),
+      (err: unknown) => ({ status: isKeelError(err, "KEEL_HANDLER_TIMEOUT") ? ("timeout" as const) : isKeelError(err, "KEEL_TURN_ABORTED") ? ("aborted" as const) : ("failed" as const), error: preview(errorMessage(err)) }),
+    ).finally(() => clearTimeout(timer));
   }
 
   /** Rebuild state from the log. */

@@ -134,6 +134,9 @@ export const CONTRIBUTION_SCHEMAS = {
     name: z.string().min(1),
     run: fn<(signal: AbortSignal) => unknown>("run"),
     timeoutMs: z.number().int().positive().optional(),
+    /** Runs in all (default 1): a failed or timed-out run is retried after `retryDelayMs` × attempt. */
+    attempts: z.number().int().min(1).max(5).optional(),
+    retryDelayMs: z.number().int().nonnegative().optional(),
   }),
   stop: z.object({ kind: z.literal("stop"), reason: z.string().min(1) }),
 } as const;

@@ -559,12 +559,12 @@ describe("background handlers", () => {
 });
 
 describe("post_turn background jobs", () => {
-  function jobPlugin(job: { key: string; run: () => unknown }): KeelPlugin {
+  function jobPlugin(job: { key: string; run: () => unknown; attempts?: number }): KeelPlugin {
     return definePlugin({
       name: "indexer",
       version: "1.0.0",
       setup(ctx) {
-        ctx.on("turn.post_turn", () => ({ kind: "background_job", idempotencyKey: job.key, name: "index", run: job.run }));
+        ctx.on("turn.post_turn", () => ({ kind: "background_job", idempotencyKey: job.key, name: "index", run: job.run, ...(job.attempts ? { attempts: job.attempts, retryDelayMs: 5 } : {}) }));
       },
     });
   }
@@ -586,6 +586,28 @@ describe("post_turn background jobs", () => {
       [second.turnId, "indexer", "index", "index-v1", "skipped_duplicate"],
     ]);
     await agent.close();
+  });
+
+  it("a job with attempts is retried after a failure and records one job.completed with the attempts it took", async () => {
+    let runs = 0;
+    const flaky = jobPlugin({ key: "flaky-v1", attempts: 3, run: () => {
+      runs++;
+      if (runs < 3) throw new Error(`attempt ${runs} failed`);
+    } });
+    const { agent, session } = await setup([flaky], [{ text: "one" }]);
+    await session.run(INPUT);
+    await agent.drain();
+    expect(runs).toBe(3);
+    expect(ofType(await session.events(), "job.completed")).toEqual([expect.objectContaining({ idempotencyKey: "flaky-v1", status: "ok", attempts: 3 })]);
+    await agent.close();
+
+    let broken = 0;
+    const never = await setup([jobPlugin({ key: "never-v1", attempts: 2, run: () => { broken++; throw new Error("still broken"); } })], [{ text: "one" }]);
+    await never.session.run(INPUT);
+    await never.agent.drain();
+    expect(broken).toBe(2);
+    expect(ofType(await never.session.events(), "job.completed")).toEqual([expect.objectContaining({ status: "failed", attempts: 2, error: "still broken" })]);
+    await never.agent.close();
   });
 
   it("a throwing job records job.completed failed, does not affect the verdict, and may run again", async () => {

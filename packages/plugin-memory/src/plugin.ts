@@ -317,6 +317,9 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
               idempotencyKey: `memory.extract:${e.turnId}`,
               name: "memory.extract",
               timeoutMs: 180_000,
+              // MECHANICS: the extractor gets two attempts; the per-turn mark makes the second safe.
+              attempts: 2,
+              retryDelayMs: 500,
               run: async (signal: AbortSignal) => {
                 const { store, ...rest } = job;
                 try {
