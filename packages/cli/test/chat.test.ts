@@ -48,18 +48,26 @@ describe("keel chat", () => {
     const dir = chatProject([{ hang: true }, { text: "Still here after the cancel." }]);
     const home = join(dir, ".keel");
     let stage = 0;
-    const run = await runKeel(["chat"], {
+    // --json: stored events on stdout tell the test when the turn has really started (no timing guesses).
+    const run = await runKeel(["chat", "--json"], {
       cwd: dir,
       env: offlineEnv({ KEEL_HOME: home }),
       onStderr: (chunk, child) => {
         if (stage === 0 && chunk.includes("keel chat")) {
           stage = 1;
           child.stdin!.write("this will hang\n");
-          setTimeout(() => child.kill("SIGINT"), 600);
-        } else if (stage === 1 && chunk.includes("turn cancelled")) {
-          stage = 2;
+        } else if (stage === 2 && chunk.includes("turn cancelled")) {
+          stage = 3;
           child.stdin!.write("are you there?\n");
-          setTimeout(() => child.stdin!.end("/exit\n"), 600);
+        }
+      },
+      onStdout: (chunk, child) => {
+        if (stage === 1 && chunk.includes('"type":"prompt.compiled"')) {
+          stage = 2;
+          child.kill("SIGINT");
+        } else if (stage === 3 && chunk.includes("Still here after the cancel.")) {
+          stage = 4;
+          child.stdin!.end("/exit\n");
         }
       },
     });

@@ -21,12 +21,15 @@ export function offlineEnv(extra: Record<string, string> = {}): NodeJS.ProcessEn
 }
 
 /** Spawn `keel args…`; `stdin` lines are written one by one (each after `gapMs`). */
-export function runKeel(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; stdin?: string[]; gapMs?: number; onStderr?: (chunk: string, child: ReturnType<typeof spawn>) => void } = {}): Promise<KeelRun> {
+export function runKeel(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; stdin?: string[]; gapMs?: number; onStderr?: (chunk: string, child: ReturnType<typeof spawn>) => void; onStdout?: (chunk: string, child: ReturnType<typeof spawn>) => void } = {}): Promise<KeelRun> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [KEEL_BIN, ...args], { cwd: options.cwd ?? REPO, env: options.env ?? offlineEnv(), stdio: ["pipe", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString();
+      options.onStdout?.(d.toString(), child);
+    });
     child.stderr.on("data", (d: Buffer) => {
       stderr += d.toString();
       options.onStderr?.(d.toString(), child);
@@ -39,9 +42,9 @@ export function runKeel(args: string[], options: { cwd?: string; env?: NodeJS.Pr
           await new Promise((r) => setTimeout(r, options.gapMs ?? 0));
           child.stdin.write(`${line}\n`);
         }
-        if (!options.onStderr) child.stdin.end();
+        if (!options.onStderr && !options.onStdout) child.stdin.end();
       })();
-    } else if (!options.onStderr) child.stdin.end();
+    } else if (!options.onStderr && !options.onStdout) child.stdin.end();
   });
 }
 
