@@ -4,3 +4,4 @@
  */
 export { ScriptedProvider, scriptedProvider, parseProviderScript } from "./scripted-provider.ts";
 export { MemorySessionStore } from "./memory-store.ts";
+export { seededRandom } from "./seeded-random.ts";

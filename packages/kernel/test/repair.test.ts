@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { AssistantMessage, Message, ToolResultMessage, UserMessage } from "../src/index.ts";
 import { repairToolPairs, textContent, toolCallsOf } from "../src/index.ts";
+import { seededRandom } from "../src/testing.ts";
 
 const user = (text: string): UserMessage => ({ role: "user", content: textContent(text) });
 const assistant = (text: string, ...calls: Array<[id: string, name: string]>): AssistantMessage => ({
@@ -132,17 +133,6 @@ describe("repairToolPairs: examples", () => {
   });
 });
 
-/** mulberry32: a tiny seeded PRNG returning floats in [0, 1). */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * A random history mixing well-formed stretches with every kind of damage: missing,
@@ -189,7 +179,7 @@ function randomHistory(rand: () => number): Message[] {
 
 describe("repairToolPairs: property test over 2,000 seeded random histories", () => {
   it("always yields a safe, idempotent repair that only adds synthesized results and drops bad ones", () => {
-    const rand = mulberry32(0x6b65656c);
+    const rand = seededRandom(0x6b65656c);
     let clean = 0;
     let repaired = 0;
     let synthesizedTotal = 0;

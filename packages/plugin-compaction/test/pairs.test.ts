@@ -1,22 +1,12 @@
 import type { Message, ToolResultMessage } from "@keel/kernel";
 import { applyMessageEdits, repairToolPairs } from "@keel/kernel";
+import { seededRandom } from "@keel/kernel/testing";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions, Strategy } from "../src/index.ts";
 import { compactHistory, diffEdits, SubgoalRegistry, messageKeys } from "../src/index.ts";
 import { fullText } from "../src/messages.ts";
 import { expectPairs } from "./support.ts";
 
-/** mulberry32: a small seeded PRNG. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const WORDS = "alpha beta gamma /srv/app/main.py ValueError exit 137 retry_count fooBar 0x1f build ok failed".split(" ");
 
@@ -71,7 +61,7 @@ describe("pair integrity on adversarial histories", () => {
     let changed = 0;
     let summarised = 0;
     for (let seed = 1; seed <= 3_000; seed++) {
-      const rnd = prng(seed);
+      const rnd = seededRandom(seed);
       const history = adversarialHistory(rnd);
       const total = counter.countMessages(history);
       const registry = new SubgoalRegistry();
