@@ -128,8 +128,11 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
   /** Tools advertised to the model: all but hidden ones, plus those revealed this turn. */
   const visible = new Set<string>();
   let revealedSince = false;
-  const visibleSchemas = () => [...tools.values()].filter((t) => visible.has(t.def.name)).map(toolSchema);
-  const toolManifest = () => [...tools.values()].filter((t) => visible.has(t.def.name)).map((t) => ({ name: t.def.name, source: t.source.kind === "builtin" ? "builtin" : `${t.source.plugin}/${t.source.bundle}` }));
+  /** What the model is shown of the visible tools: schemas and their manifest rows (rebuilt only after a reveal). */
+  const showTools = () => {
+    const shown = [...tools.values()].filter((t) => visible.has(t.def.name));
+    return { schemas: shown.map(toolSchema), manifest: shown.map((t) => ({ name: t.def.name, source: t.source.kind === "builtin" ? "builtin" : `${t.source.plugin}/${t.source.bundle}` })) };
+  };
   try {
     // Turn phases.
     const rPolicy = await phase("turn.pre_policy");
@@ -144,9 +147,9 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     for (const t of tools.values()) if (!t.def.hidden) visible.add(t.def.name);
     const firstContext = mergePromptContext(of(rContext, "prompt_context"), "turn.pre_prompt_context", agent.caps);
     let preflight: PreflightOutcome | undefined;
-    const hidden = [...tools.values()].filter((t) => !visible.has(t.def.name)).map((t) => t.def);
-    if (agent.options.preflight && hidden.length) {
-      const pf = agent.options.preflight === true ? {} : agent.options.preflight;
+    const pf = agent.options.preflight === true ? {} : agent.options.preflight || undefined;
+    const hidden = pf ? [...tools.values()].filter((t) => !visible.has(t.def.name)).map((t) => t.def) : [];
+    if (pf && hidden.length) {
       preflight = await runPreflight(pf.model ?? (agent.options.sideModel || agent.options.provider), input, hidden, pf, signal);
       addUsage(usage, preflight.usage);
       for (const n of preflight.revealed) visible.add(n);
@@ -160,11 +163,11 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     const sections = mergePromptSections(of(rCompile, "prompt_section"), "turn.pre_prompt_compile", agent.caps);
     merged(rCompile, sections, turnId);
     const system = compileSystemPrompt(agent.options.instructions ?? "", sections.sections, context.entries);
-    let schemas = visibleSchemas();
+    let shown = showTools();
     const manifestBase = {
       sections: sections.sections.map((s) => ({ sectionId: s.sectionId, ...(s.title !== undefined ? { title: s.title } : {}), chars: s.content.length, plugins: s.plugins })),
       context: context.entries.map((e) => ({ id: e.id, domain: e.domain, chars: e.content.length, plugin: e.plugin })),
-      tools: toolManifest(),
+      tools: shown.manifest,
     };
     await phase("turn.post_prompt_compile", { system, manifest: { round: 0, ...manifestBase, messageCount: session.messages.length, systemChars: system.length, tokenEstimate: { exact: false, system: 0, tools: 0, messages: 0, total: 0 }, options: {}, finalRound: false } });
 
@@ -192,10 +195,10 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       let stopAsked: string | undefined;
       for (let attempt = 1; !response; attempt++) {
         if (revealedSince) {
-          schemas = visibleSchemas();
+          shown = showTools();
           revealedSince = false;
         }
-        const sendTools = finalGuard ? [] : schemas;
+        const sendTools = finalGuard ? [] : shown.schemas;
         const sys = finalGuard ? `${system}\n\n${finalRoundInstruction(finalGuard)}` : system;
         const counted = session.messages;
         let estimate = agent.tokens.countRequest({ system: sys, messages: counted, tools: sendTools }, exactAbove);
@@ -238,7 +241,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
           void session.emit({ type: "guard.tripped", guard: "context_ceiling", limit: Math.floor(window * limits.contextCeiling), value: estimate.total }, turnId);
           continue;
         }
-        const manifest: PromptManifest = { round: rounds, ...manifestBase, tools: finalGuard ? [] : toolManifest(), messageCount: session.messages.length, systemChars: sys.length, tokenEstimate: estimate, options: options as Record<string, unknown>, finalRound: !!finalGuard };
+        const manifest: PromptManifest = { round: rounds, ...manifestBase, tools: finalGuard ? [] : shown.manifest, messageCount: session.messages.length, systemChars: sys.length, tokenEstimate: estimate, options: options as Record<string, unknown>, finalRound: !!finalGuard };
         void session.emit({ type: "prompt.compiled", manifest }, turnId);
         const request: ModelRequest = { system: sys, messages: session.messages, tools: sendTools, options };
         try {
