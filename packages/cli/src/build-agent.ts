@@ -82,8 +82,9 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     const why = options.offline || env.KEEL_OFFLINE === "1" ? "offline mode was asked for" : missing.length ? `${[...new Set(missing)].join(" / ")} is not set` : "the config names no model";
     note(`keel: offline — ${why}; the model is ${provider.id}${typeof config.offline?.script === "string" ? ` replaying ${config.offline.script}` : ""}. Set the API key to use ${strings[0] ?? "a real model"}.`);
   } else {
-    provider = await onlineProvider(specs, env, config.baseURL, strings.filter((s) => !missingCredential(s, env, config.baseURL)));
-    if (config.sideModel !== undefined) sideModel = await onlineProvider([config.sideModel], env, config.baseURL, []);
+    // Models whose key is missing are left out of the chain; the rest serve in order.
+    provider = await onlineProvider(specs.filter((s) => typeof s !== "string" || !missingCredential(s, env, config.baseURL)), env, config.baseURL);
+    if (config.sideModel !== undefined) sideModel = await onlineProvider([config.sideModel], env, config.baseURL);
     note(`keel: model ${provider.id}`);
   }
   const agentOptions: AgentOptions = {
@@ -130,21 +131,16 @@ function offlineProvider(config: KeelConfig, dir: string, filepath: string): Mod
   }
 }
 
-async function onlineProvider(specs: readonly ModelSpec[], env: NodeJS.ProcessEnv, baseURL: string | undefined, usable: readonly string[]): Promise<ModelProvider> {
-  const objects = specs.filter((s): s is ModelProvider => typeof s !== "string");
-  if (!usable.length && objects.length) return objects[0]!;
-  const providers = await import("@keel/providers");
-  const list: ModelProvider[] = [];
-  for (const s of specs) {
-    if (typeof s !== "string") list.push(s);
-    else if (usable.includes(s) || usable.length === 0) {
-      try {
-        list.push(providers.resolveModel(s, { env, ...(baseURL ? { baseURL } : {}) }));
-      } catch (err) {
-        throw isKeelError(err) ? err : new KeelError("KEEL_MODEL_UNAVAILABLE", `"${s}": ${errorMessage(err)}`, { path: "model" }, { cause: err });
-      }
+async function onlineProvider(specs: readonly ModelSpec[], env: NodeJS.ProcessEnv, baseURL: string | undefined): Promise<ModelProvider> {
+  const providers = specs.some((s) => typeof s === "string") ? await import("@keel/providers") : undefined;
+  const list = specs.map((s) => {
+    if (typeof s !== "string") return s;
+    try {
+      return providers!.resolveModel(s, { env, ...(baseURL ? { baseURL } : {}) });
+    } catch (err) {
+      throw isKeelError(err) ? err : new KeelError("KEEL_MODEL_UNAVAILABLE", `"${s}": ${errorMessage(err)}`, { path: "model" }, { cause: err });
     }
-  }
+  });
   if (list.length === 1) return list[0]!;
-  return providers.fallback(list);
+  return (providers ?? (await import("@keel/providers"))).fallback(list);
 }
