@@ -36,6 +36,7 @@ export type { SessionInfo, SessionStore } from "./session-store.ts";
 export { SqliteSessionStore, defaultKeelHome, defaultSessionDbPath } from "./sqlite-store.ts";
 export { MemorySessionStore } from "./memory-store.ts";
 export { TokenCounter, defaultTokenCounter, estimateTokens } from "./tokens.ts";
+export type { RequestTokenCount } from "./tokens.ts";
 export { ScriptedProvider, scriptedProvider, parseProviderScript, ProviderScriptSchema } from "./scripted-provider.ts";
 export type { ProviderScript, ProviderScriptInput, ScriptStep } from "./scripted-provider.ts";
 export { repairToolPairs } from "./repair.ts";

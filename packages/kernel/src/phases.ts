@@ -2,6 +2,7 @@
  * The phase table: declared once, as data. Hook instances, handler types, `keel inspect`
  * and docs are all derived from it.
  */
+import type { RequestTokenCount } from "./tokens.ts";
 import type { ContributionKind, ContributionOf } from "./contributions.ts";
 import type { PromptManifest } from "./manifest.ts";
 import type { AssistantMessage, Message, ToolResultMessage } from "./messages.ts";
@@ -120,6 +121,8 @@ export interface PhaseEvents {
     round: number;
     messages: readonly Message[];
     tokenEstimate: number;
+    /** The same count by part (system, tools, messages); `exact: false` means chars/4 estimates. */
+    tokenCount: Readonly<RequestTokenCount>;
     contextWindow: number | undefined;
     options: Readonly<RequestOptions>;
     /** Set when the previous attempt of this round was rejected as too long. */

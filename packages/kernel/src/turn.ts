@@ -204,7 +204,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
         let estimate = agent.tokens.countRequest({ system: sys, messages: counted, tools: sendTools }, exactAbove);
         const rReq = await phase(
           "round.pre_request",
-          { round: rounds, messages: session.messages, tokenEstimate: estimate.total, contextWindow: agent.options.provider.contextWindow, options, ...(retry ? { retry } : {}) },
+          { round: rounds, messages: session.messages, tokenEstimate: estimate.total, tokenCount: estimate, contextWindow: agent.options.provider.contextWindow, options, ...(retry ? { retry } : {}) },
           (e, added) => {
             let next = e;
             for (const c of added) {

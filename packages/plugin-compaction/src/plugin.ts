@@ -40,21 +40,6 @@ type Diagnostic = ContributionInputOf<"diagnostic">;
 /** Contract: the kernel's o200k counter, shared process-wide (counts cached per message). */
 const counter = () => defaultTokenCounter();
 
-function kernelStyleMessages(messages: readonly Message[]): number {
-  // The kernel's chars/4 estimate of messages, used when its request estimate was not exact.
-  let total = 0;
-  for (const m of messages) {
-    let chars = m.content.length + (m.role === "tool" ? m.toolName.length : 0);
-    let images = 0;
-    for (const b of m.content) {
-      if (b.type === "image") images++;
-      else if (b.type === "tool_call") chars += b.name.length + JSON.stringify(b.args ?? {}).length;
-      else chars += b.text.length;
-    }
-    total += Math.ceil(chars / 4) + 4 + images * 1_000;
-  }
-  return total;
-}
 
 function rawId(kind: string, sessionId: string, callId: string): string {
   return `${kind[0]}${createHash("sha256").update(`${sessionId}\0${callId}\0${kind}`).digest("hex").slice(0, 12)}`;
@@ -151,7 +136,7 @@ export function compaction(input?: CompactionInput) {
             return undefined;
           }
           const c = counter();
-          const overhead = Math.max(0, e.tokenEstimate - (exact ? c.countMessages(e.messages) : kernelStyleMessages(e.messages)));
+          const overhead = e.tokenCount.system + e.tokenCount.tools;
           const key = `${e.turnId}#${e.round}`;
           const force = e.retry?.reason === "context_too_long" && !s.answered.has(key);
           if (e.retry && !force) return undefined;
