@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { createAgent, KeelError, errorMessage, isKeelError, scriptedProvider } from "@keel/kernel";
-import type { Agent, AgentOptions, KeelConfig, ModelProvider, ModelSpec, ProviderScriptInput } from "@keel/kernel";
+import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelProvider, ModelSpec, ProviderScriptInput } from "@keel/kernel";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";
 import type { LoadedConfig } from "./load-config.ts";
@@ -71,9 +71,9 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
   const dir = configDir(loaded.filepath);
   const plugins = await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
   const specs: ModelSpec[] = config.model === undefined ? [] : Array.isArray(config.model) ? [...config.model] : [config.model as ModelSpec];
-  const strings = specs.filter((s): s is string => typeof s === "string" && !s.startsWith("scripted:"));
+  const strings = specs.map(specString).filter((s): s is string => s !== undefined && !s.startsWith("scripted:"));
   const missing = strings.map((s) => missingCredential(s, env, config.baseURL)).filter((m): m is string => !!m);
-  const offline = options.offline === true || env.KEEL_OFFLINE === "1" || specs.length === 0 || specs.some((s) => typeof s === "string" && s.startsWith("scripted:")) || (strings.length > 0 && missing.length === strings.length);
+  const offline = options.offline === true || env.KEEL_OFFLINE === "1" || specs.length === 0 || specs.some((s) => specString(s)?.startsWith("scripted:")) || (strings.length > 0 && missing.length === strings.length);
   let provider: ModelProvider;
   let sideModel: ModelProvider | false | undefined;
   if (offline) {
@@ -83,7 +83,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     note(`keel: offline — ${why}; the model is ${provider.id}${typeof config.offline?.script === "string" ? ` replaying ${config.offline.script}` : ""}. Set the API key to use ${strings[0] ?? "a real model"}.`);
   } else {
     // Models whose key is missing are left out of the chain; the rest serve in order.
-    provider = await onlineProvider(specs.filter((s) => typeof s !== "string" || !missingCredential(s, env, config.baseURL)), env, config.baseURL);
+    provider = await onlineProvider(specs.filter((s) => specString(s) === undefined || !missingCredential(specString(s)!, env, config.baseURL)), env, config.baseURL);
     if (config.sideModel !== undefined) sideModel = await onlineProvider([config.sideModel], env, config.baseURL);
     note(`keel: model ${provider.id}`);
   }
@@ -100,6 +100,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.caps ? { caps: config.caps } : {}),
     ...(config.preflight !== undefined ? { preflight: config.preflight } : {}),
     ...(config.trace ? { trace: config.trace } : {}),
+    ...(config.setupTimeoutMs !== undefined ? { setupTimeoutMs: config.setupTimeoutMs } : {}),
     ...(config.approve ? { approve: config.approve } : {}),
     ...((options.home ?? config.home) !== undefined ? { home: resolve(dir, (options.home ?? config.home)!) } : {}),
   };
@@ -131,14 +132,22 @@ function offlineProvider(config: KeelConfig, dir: string, filepath: string): Mod
   }
 }
 
+/** The spec string of a model given by string or as `{ model, …settings }`; undefined for a provider object. */
+function specString(s: ModelSpec): string | undefined {
+  if (typeof s === "string") return s;
+  return typeof (s as ModelProvider).stream === "function" ? undefined : (s as ModelEntry).model;
+}
+
 async function onlineProvider(specs: readonly ModelSpec[], env: NodeJS.ProcessEnv, baseURL: string | undefined): Promise<ModelProvider> {
-  const providers = specs.some((s) => typeof s === "string") ? await import("@keel/providers") : undefined;
+  const providers = specs.some((s) => specString(s) !== undefined) ? await import("@keel/providers") : undefined;
   const list = specs.map((s) => {
-    if (typeof s !== "string") return s;
+    const spec = specString(s);
+    if (spec === undefined) return s as ModelProvider;
+    const { model: _model, ...settings } = typeof s === "string" ? { model: s } : (s as ModelEntry);
     try {
-      return providers!.resolveModel(s, { env, ...(baseURL ? { baseURL } : {}) });
+      return providers!.resolveModel(spec, { env, ...(baseURL ? { baseURL } : {}), ...settings });
     } catch (err) {
-      throw isKeelError(err) ? err : new KeelError("KEEL_MODEL_UNAVAILABLE", `"${s}": ${errorMessage(err)}`, { path: "model" }, { cause: err });
+      throw isKeelError(err) ? err : new KeelError("KEEL_MODEL_UNAVAILABLE", `"${spec}": ${errorMessage(err)}`, { path: "model" }, { cause: err });
     }
   });
   if (list.length === 1) return list[0]!;

@@ -6,7 +6,12 @@ import { z } from "zod";
 
 const provider = z.custom<object>((v) => typeof (v as { stream?: unknown } | null)?.stream === "function", { message: "expected a model spec string (anthropic:<model>, openai:<model>, openai-compatible:<model>) or a ModelProvider object" });
 const modelString = z.string().regex(/^(anthropic|openai|openai-compatible|scripted):\S+$/, "expected <provider>:<model>, with provider anthropic, openai, openai-compatible or scripted");
-const modelSpec = z.union([modelString, provider], { error: "expected a model: \"anthropic:<model>\", \"openai:<model>\", \"openai-compatible:<model>\" or a ModelProvider object" });
+const ms = z.number().min(0);
+const modelEntry = z.object({ model: modelString, idleTimeoutMs: ms, firstByteTimeoutMs: ms, maxRetryAfterMs: ms, maxRetries: z.number().int().min(0), streamRetries: z.number().int().min(0) }).partial().required({ model: true }).strict();
+const modelSpec = z.union([modelString, modelEntry, provider], { error: (iss) => (isPlainEntry(iss.input) ? undefined : "expected a model: \"anthropic:<model>\", \"openai:<model>\", \"openai-compatible:<model>\", { model: \"anthropic:<model>\", idleTimeoutMs, firstByteTimeoutMs, maxRetryAfterMs } or a ModelProvider object") });
+function isPlainEntry(v: unknown): boolean {
+  return typeof v === "object" && v !== null && typeof (v as { stream?: unknown }).stream !== "function" && "model" in v;
+}
 const pluginObject = z.looseObject({ name: z.string().min(1), version: z.string(), setup: z.custom<(...a: unknown[]) => unknown>((v) => typeof v === "function", { message: "expected a setup(ctx) function" }) });
 const pluginSpec = z.union([
   z.literal(false),
@@ -39,6 +44,7 @@ export const ConfigSchema = z
     caps: z.object({ contextEntries: z.number().int().positive(), contextChars: positive, sections: z.number().int().positive(), sectionChars: positive, sectionsTotalChars: positive }).partial().strict().optional(),
     preflight: z.union([z.boolean(), z.object({ timeoutMs: positive, maxTokens: z.number().int().positive(), maxReveal: z.number().int().positive() }).partial().strict()], { error: (iss) => (typeof iss.input === "object" && iss.input !== null ? undefined : "expected true, false or { timeoutMs, maxTokens, maxReveal }") }).optional(),
     trace: z.enum(["notable", "full"]).optional(),
+    setupTimeoutMs: positive.optional(),
     home: z.string().min(1).optional(),
     approve: z.custom<(...a: unknown[]) => unknown>((v) => typeof v === "function", { message: "expected a function" }).optional(),
     offline: z.object({ script: z.union([z.string().min(1), z.array(z.unknown()), z.looseObject({ steps: z.array(z.unknown()) })]).optional() }).strict().optional(),

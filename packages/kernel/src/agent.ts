@@ -41,7 +41,12 @@ export interface Limits {
   maxToolCalls: number;
   /** Input + output tokens the provider reported for this turn. */
   tokenBudget: number;
-  /** Checked between rounds: a running tool or stream is not cut short by it. */
+  /**
+   * Wall time of one turn, ms. Checked between rounds and also enforced while a provider stream,
+   * a tool call or a phase runs: when it runs out mid-round the running work is aborted (a cut
+   * tool call still gets its result), no final round is made, and the turn ends `stopped`
+   * (`wall_time`) with a `guard.tripped` event.
+   */
   wallTimeMs: number;
   /** Fraction of the provider's context window a request may fill. */
   contextCeiling: number;
@@ -96,6 +101,11 @@ export interface AgentOptions {
    * still lands in the turn's terminal event (`timings`). `full`: every run.
    */
   trace?: "notable" | "full";
+  /**
+   * Deadline of each plugin's `setup(ctx)`, ms. Default 10,000. Contract: a setup that has not
+   * settled by then fails createAgent with KEEL_PLUGIN_SETUP_TIMEOUT naming the plugin.
+   */
+  setupTimeoutMs?: number;
 }
 
 /** One row of the phase map (`keel inspect`). */
@@ -123,6 +133,7 @@ const AgentOptionsSchema = z.object({
   caps: z.object({ contextEntries: z.number().int().positive(), contextChars: positive, sections: z.number().int().positive(), sectionChars: positive, sectionsTotalChars: positive }).partial().strict().optional(),
   approve: z.custom<NonNullable<AgentOptions["approve"]>>((f) => typeof f === "function", { message: "expected a function" }).optional(),
   trace: z.enum(["notable", "full"]).optional(),
+  setupTimeoutMs: positive.optional(),
   store: z.custom<SessionStore>((v) => typeof (v as SessionStore | undefined)?.append === "function", { message: "expected a SessionStore" }).optional(),
   tokenCounter: z.instanceof(TokenCounter).optional(),
   requestOptions: z.record(z.string(), z.unknown()).optional(),
@@ -139,7 +150,7 @@ export async function createAgent(options: AgentOptions): Promise<Agent> {
     const path = issue.path.map(String).join(".") || "(options)";
     throw new KeelError("KEEL_AGENT_OPTIONS_INVALID", `${path}: ${issue.message}.`, { path });
   }
-  const registry = await buildRegistry(options.plugins ?? []);
+  const registry = await buildRegistry(options.plugins ?? [], undefined, options.setupTimeoutMs !== undefined ? { setupTimeoutMs: options.setupTimeoutMs } : {});
   const builtin = options.tools ?? [];
   const seen = new Set<string>();
   for (const [i, t] of builtin.entries()) {

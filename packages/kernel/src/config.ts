@@ -10,9 +10,30 @@ import type { ToolDefinition } from "./tools.ts";
 
 /**
  * A model: `anthropic:<model>`, `openai:<model>`, `openai-compatible:<model>` (with
- * `baseURL` or OPENAI_BASE_URL), or a ModelProvider object.
+ * `baseURL` or OPENAI_BASE_URL), the same with per-model settings (ModelEntry), or a
+ * ModelProvider object.
  */
-export type ModelSpec = string | ModelProvider;
+export type ModelSpec = string | ModelEntry | ModelProvider;
+
+/**
+ * A model named by its spec, with settings of its own (timeouts, retries).
+ * Contract: unset fields keep the provider's defaults (first byte 120 s, idle 60 s, retry-after
+ * cap 30 s); 0 turns a timeout off.
+ */
+export interface ModelEntry {
+  /** `anthropic:<model>`, `openai:<model>` or `openai-compatible:<model>`. */
+  model: string;
+  /** A started stream silent this long is cut (`timeout`) and retried. Default 60,000. */
+  idleTimeoutMs?: number;
+  /** From the request to its first stream event; past it the request is cut (`timeout`). Default 120,000. */
+  firstByteTimeoutMs?: number;
+  /** Longest retry-after (429/5xx) honoured; beyond it the error is raised at once (a chain fails over). Default 30,000. */
+  maxRetryAfterMs?: number;
+  /** SDK retries before the stream starts. Default 2. */
+  maxRetries?: number;
+  /** Retries of a stream that failed after it started. Default 2. */
+  streamRetries?: number;
+}
 
 /**
  * One entry of `plugins`. Contract: a plugin object (or a factory's result), a package name,
@@ -41,6 +62,8 @@ export interface KeelConfig {
   caps?: AgentOptions["caps"];
   preflight?: boolean | { timeoutMs?: number; maxTokens?: number; maxReveal?: number };
   trace?: AgentOptions["trace"];
+  /** Deadline of each plugin's setup(ctx), ms. Default 10,000. */
+  setupTimeoutMs?: AgentOptions["setupTimeoutMs"];
   /** Where sessions, memory and skills live; default KEEL_HOME or ~/.keel. */
   home?: string;
   approve?: AgentOptions["approve"];

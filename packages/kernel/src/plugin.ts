@@ -66,6 +66,8 @@ export interface PluginSetupContext<O> {
   readonly plugin: string;
   readonly options: O;
   readonly kernelVersion: string;
+  /** Aborts when the setup deadline (AgentOptions.setupTimeoutMs) passes; pass it to slow I/O. */
+  readonly signal: AbortSignal;
   /** True when a plugin with that name is registered (for optional `after`/`before` edges). */
   hasPlugin(name: string): boolean;
   on<P extends PhaseName>(phase: P, handler: Handler<P>, options?: SubscribeOptions<P>): void;

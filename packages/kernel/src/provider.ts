@@ -66,6 +66,8 @@ export type ProviderErrorClass =
   | "context_too_long"
   | "invalid_request"
   | "network"
+  /** A first-byte or idle timeout cut the request (nothing arrived for too long). */
+  | "timeout"
   | "aborted"
   | "unknown";
 
@@ -87,7 +89,7 @@ export class ProviderError extends Error {
   }
 
   get retryable(): boolean {
-    return this.errorClass === "rate_limited" || this.errorClass === "overloaded" || this.errorClass === "network";
+    return this.errorClass === "rate_limited" || this.errorClass === "overloaded" || this.errorClass === "network" || this.errorClass === "timeout";
   }
 }
 

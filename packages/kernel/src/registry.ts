@@ -13,6 +13,15 @@ import { satisfies, validRange } from "./semver.ts";
 /** The kernel's version; plugins' `kernel` ranges are checked against it. */
 export const KERNEL_VERSION = "1.0.0";
 
+/** Default deadline (ms) of one plugin's setup(ctx). */
+export const DEFAULT_SETUP_TIMEOUT_MS = 10_000;
+
+/** Options of buildRegistry. */
+export interface RegistryOptions {
+  /** Deadline of each setup(ctx), ms. Default DEFAULT_SETUP_TIMEOUT_MS. */
+  setupTimeoutMs?: number;
+}
+
 /** Default timeouts (ms) by await policy. */
 export const DEFAULT_TIMEOUTS: Record<AwaitPolicy, number> = { blocking: 30_000, deadline: 1_000, background: 180_000 };
 
@@ -63,9 +72,12 @@ type Draft = Omit<Subscription, "position" | "waitFor"> & { order: number[] };
 /**
  * Validate plugins, run their setups in dependency order and resolve subscription order.
  * Contract: throws a KeelError (registration codes of errors.ts) naming the plugin and what
- * to fix; never runs a setup when any plugin's metadata is invalid.
+ * to fix; never runs a setup when any plugin's metadata is invalid; a setup that has not
+ * settled within `setupTimeoutMs` fails with KEEL_PLUGIN_SETUP_TIMEOUT (its `ctx.signal` aborts,
+ * and its later `ctx.on` calls throw).
  */
-export async function buildRegistry(entries: readonly PluginEntry[], kernelVersion = KERNEL_VERSION): Promise<PluginRegistry> {
+export async function buildRegistry(entries: readonly PluginEntry[], kernelVersion = KERNEL_VERSION, options: RegistryOptions = {}): Promise<PluginRegistry> {
+  const setupMs = options.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS;
   const plugins = checkPlugins(entries, kernelVersion);
   const names = new Set(plugins.map((p) => p.plugin.name));
   const drafts: Draft[] = [];
@@ -74,8 +86,10 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
     const seen = new Set<string>();
     let local = 0;
     let active = true;
+    const deadline = new AbortController();
     const ctx = {
       plugin: plugin.name,
+      signal: deadline.signal,
       options,
       kernelVersion,
       hasPlugin: (name: string) => names.has(name),
@@ -87,12 +101,22 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
         drafts.push(draft);
       },
     };
+    // A ref'd timer: it also keeps the process alive while a setup waits on nothing at all.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const err = new KeelError("KEEL_PLUGIN_SETUP_TIMEOUT", `setup() did not settle within ${setupMs} ms.`, { plugin: plugin.name, path: `plugins[${index}]` });
+        deadline.abort(err);
+        reject(err);
+      }, setupMs);
+    });
     try {
-      await plugin.setup(ctx);
+      await Promise.race([Promise.resolve().then(() => plugin.setup(ctx)), timedOut]);
     } catch (err) {
       if (err instanceof KeelError) throw err;
       throw new KeelError("KEEL_PLUGIN_SETUP_FAILED", `setup() threw: ${errorMessage(err)}.`, { plugin: plugin.name, path: `plugins[${index}]` }, { cause: err });
     } finally {
+      clearTimeout(timer);
       active = false;
     }
   }

@@ -29,7 +29,7 @@ export const ScriptStepSchema = z.strictObject({
   hang: z.boolean().optional(),
   error: z
     .strictObject({
-      class: z.enum(["rate_limited", "overloaded", "auth", "context_too_long", "invalid_request", "network", "aborted", "unknown"]),
+      class: z.enum(["rate_limited", "overloaded", "auth", "context_too_long", "invalid_request", "network", "timeout", "aborted", "unknown"]),
       message: z.string().optional(),
       status: z.number().int().optional(),
       /** Throw after this many deltas (mid-stream); 0 = before streaming. */

@@ -1,4 +1,4 @@
-import { errorMessage, KeelError } from "./errors.ts";
+import { errorMessage, isKeelError, KeelError } from "./errors.ts";
 import type { ContentBlock, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
 import type { ToolContext, ToolDefinition, ToolOutput } from "./tools.ts";
@@ -70,7 +70,8 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
     };
     const onAbort = () => {
       ctrl.abort(turnSignal.reason);
-      finish("cancelled", errorResult(ctx.callId, tool.name, `Cancelled: the turn was cancelled while "${tool.name}" was running.`));
+      const why = isKeelError(turnSignal.reason, "KEEL_GUARD_TRIPPED") ? "the turn's wall-time limit ran out" : "the turn was cancelled";
+      finish("cancelled", errorResult(ctx.callId, tool.name, `Cancelled: ${why} while "${tool.name}" was running.`));
     };
     const timer = setTimeout(() => {
       const err = new KeelError("KEEL_TOOL_TIMEOUT", `"${tool.name}" ran past ${timeoutMs} ms.`, { tool: tool.name });

@@ -84,11 +84,17 @@ function toolSchema(t: ResolvedTool): ToolSchema {
 }
 
 /** Run one turn for `session`. Contract: see Session.run. */
-export async function runTurn(session: Session, input: string, signal: AbortSignal, metadata: Record<string, unknown>): Promise<TurnResult> {
+export async function runTurn(session: Session, input: string, turnSignal: AbortSignal, metadata: Record<string, unknown>): Promise<TurnResult> {
   const agent = session.agent;
   const { runner, limits } = agent;
   const turnId = `${session.id}/${++session.turnCount}`;
   const t0 = Date.now();
+  // The wall-time limit cuts whatever runs when it runs out (stream, tool, phase), not only the next round.
+  const wall = new AbortController();
+  const wallTimer = setTimeout(() => wall.abort(new KeelError("KEEL_GUARD_TRIPPED", `The turn ran past its wall-time limit of ${limits.wallTimeMs} ms.`)), limits.wallTimeMs);
+  const signal = AbortSignal.any([turnSignal, wall.signal]);
+  const wallCut = () => wall.signal.aborted && !turnSignal.aborted;
+  let wallTripped = false;
   const usage = emptyUsage();
   const history = session.messages;
   let rounds = 0;
@@ -183,6 +189,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
         const tripped = checkGuards();
         if (tripped) {
           finalGuard = tripped.guard;
+          if (tripped.guard === "wall_time") wallTripped = true;
           void session.emit({ type: "guard.tripped", ...tripped }, turnId);
         }
       }
@@ -293,11 +300,18 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     }
   } catch (err) {
     if (err instanceof TurnFailure) verdict = err.verdict;
-    else if (signal.aborted || (err instanceof ProviderError && err.errorClass === "aborted")) verdict = { status: "interrupted", reason: "aborted" };
+    else if (wallCut()) {
+      verdict = { status: "stopped", reason: "wall_time" };
+      if (!wallTripped) void session.emit({ type: "guard.tripped", guard: "wall_time", limit: limits.wallTimeMs, value: Date.now() - t0 }, turnId);
+    } else if (signal.aborted || (err instanceof ProviderError && err.errorClass === "aborted")) verdict = { status: "interrupted", reason: "aborted" };
     else if (err instanceof ProviderError) verdict = { status: "failed", reason: "provider_error", errorClass: err.errorClass, code: "KEEL_PROVIDER_ERROR", message: new KeelError("KEEL_PROVIDER_ERROR", `${agent.options.provider.id}: ${err.message} (class ${err.errorClass}).`).message };
     else if (isKeelError(err) && err.code !== "KEEL_STORE_FAILED") verdict = { status: "failed", reason: "provider_error", code: err.code, message: err.message };
-    else throw err;
+    else {
+      clearTimeout(wallTimer);
+      throw err;
+    }
   }
+  clearTimeout(wallTimer);
 
   // Every tool call has a result even when the turn ended mid-way.
   repair();
@@ -343,6 +357,10 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     }
   }
 
+  function cutDuringCall(): string {
+    return wallCut() ? `The turn's wall-time limit (${limits.wallTimeMs} ms) ran out during the model call; it was cut.` : "The turn was cancelled during the model call.";
+  }
+
   /** One provider call. Contract: settles promptly on abort, even if the provider ignores the signal. */
   async function stream(request: ModelRequest, attempt: number): Promise<{ message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage> }> {
     const started = performance.now();
@@ -350,7 +368,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     let iterator: AsyncIterator<ModelEvent> | undefined;
     let onAbort: (() => void) | undefined;
     const aborted = new Promise<never>((_, reject) => {
-      onAbort = () => reject(new ProviderError("aborted", "The turn was cancelled during the model call."));
+      onAbort = () => reject(new ProviderError("aborted", cutDuringCall()));
       if (signal.aborted) onAbort();
       else signal.addEventListener("abort", onAbort, { once: true });
     });
@@ -385,7 +403,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     } catch (err) {
       const pe = err instanceof ProviderError ? err : signal.aborted ? new ProviderError("aborted", "aborted", { cause: err }) : isKeelError(err) ? undefined : new ProviderError("unknown", errorMessage(err), { cause: err });
       if (pe) void session.emit({ type: "model.failed", round: rounds, errorClass: pe.errorClass, message: pe.message, ...(pe.status !== undefined ? { status: pe.status } : {}) }, turnId);
-      if (signal.aborted) throw new ProviderError("aborted", "The turn was cancelled during the model call.", { cause: err });
+      if (signal.aborted) throw new ProviderError("aborted", cutDuringCall(), { cause: err });
       throw pe ?? err;
     } finally {
       signal.removeEventListener("abort", onAbort!);

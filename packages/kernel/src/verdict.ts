@@ -7,7 +7,7 @@ export type GuardName = "max_rounds" | "max_tool_calls" | "token_budget" | "wall
 /**
  * How a turn ended.
  * Contract: `completed` — the model ended on its own; `stopped` — a guard ended it (after one
- * final round without tools) or a plugin's stop did (at once); `failed` — a provider or phase error;
+ * final round without tools; `wall_time` cuts what runs and makes none) or a plugin's stop did (at once); `failed` — a provider or phase error;
  * `interrupted` — cancelled or the process died mid-turn.
  */
 export type TurnVerdict =

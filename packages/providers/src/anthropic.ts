@@ -6,7 +6,7 @@ import { anthropicBody, type AnthropicThinkingData } from "./anthropic-request.t
 import { parseArgs } from "./args.ts";
 import { chooseCacheTier } from "./cache.ts";
 import { costOf, knownContextWindow, knownPrice, type ModelPrice } from "./models.ts";
-import { retrySettings, type StreamRetryOptions, type StreamSession, withStreamRetries } from "./retry.ts";
+import { cappedRetryFetch, retrySettings, type StreamRetryOptions, type StreamSession, withStreamRetries } from "./retry.ts";
 
 /** Options of anthropicProvider. Contract: `model` is required; everything else has a default. */
 export interface AnthropicProviderOptions extends StreamRetryOptions {
@@ -58,6 +58,7 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
       ...(options.baseURL !== undefined ? { baseURL: options.baseURL } : {}),
       maxRetries: options.maxRetries ?? 2,
       ...(options.timeoutMs !== undefined ? { timeout: options.timeoutMs } : {}),
+      fetch: cappedRetryFetch(retry.maxRetryAfterMs),
     }));
   const price = options.price === false ? undefined : (options.price ?? knownPrice(options.model));
   const contextWindow = options.contextWindow ?? knownContextWindow(options.model);

@@ -95,5 +95,5 @@ export function fromFacts(f: FailureFacts, provider: string, cause?: unknown): P
 
 /** Classes worth another attempt once a stream has started. */
 export function retryableMidStream(e: ProviderError): boolean {
-  return e.errorClass === "network" || e.errorClass === "overloaded" || e.errorClass === "rate_limited";
+  return e.errorClass === "network" || e.errorClass === "timeout" || e.errorClass === "overloaded" || e.errorClass === "rate_limited";
 }

@@ -27,7 +27,7 @@ export interface FallbackProvider extends ModelProvider {
 
 /**
  * Serve each request from the first provider that is not frozen.
- * Contract: a provider failing with `rate_limited` or `overloaded` before it streamed any delta is
+ * Contract: a provider failing with `rate_limited`, `overloaded` or `timeout` before it streamed any delta is
  * frozen for min(max(base × 2^(strikes−1), retry-after), max) and the next one is tried, with a
  * `fallback` notice; any other failure, or one after deltas, is raised as it is. When every
  * provider is frozen, the one whose freeze ends first is tried anyway (notice says so); if the
@@ -72,7 +72,7 @@ export function fallback(providers: readonly ModelProvider[], options: FallbackO
         return;
       } catch (err) {
         const e = err instanceof ProviderError ? err : new ProviderError("unknown", `${c.p.id}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
-        if (streamed || signal.aborted || (e.errorClass !== "rate_limited" && e.errorClass !== "overloaded")) throw e;
+        if (streamed || signal.aborted || (e.errorClass !== "rate_limited" && e.errorClass !== "overloaded" && e.errorClass !== "timeout")) throw e;
         c.s.strikes++;
         const freezeMs = Math.min(Math.max(base * 2 ** (c.s.strikes - 1), e.retryAfterMs ?? 0), max);
         c.s.frozenUntil = now() + freezeMs;

@@ -19,3 +19,4 @@ export { chooseCacheTier, estimateRequestTokens, MIN_CACHE_TOKENS } from "./cach
 export { costOf, knownContextWindow, knownPrice } from "./models.ts";
 export type { ModelPrice } from "./models.ts";
 export type { StreamRetryOptions } from "./retry.ts";
+export { DEFAULT_FIRST_BYTE_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_RETRY_AFTER_MS } from "./retry.ts";

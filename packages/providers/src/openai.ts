@@ -6,7 +6,7 @@ import { parseArgs } from "./args.ts";
 import { fromFacts } from "./errors.ts";
 import { costOf, knownContextWindow, knownPrice, type ModelPrice } from "./models.ts";
 import { chatBody, type OpenAIReasoningData, responsesBody } from "./openai-request.ts";
-import { retrySettings, type StreamRetryOptions, type StreamSession, withStreamRetries } from "./retry.ts";
+import { cappedRetryFetch, retrySettings, type StreamRetryOptions, type StreamSession, withStreamRetries } from "./retry.ts";
 
 /** Options of openaiProvider. Contract: `model` is required; everything else has a default. */
 export interface OpenAIProviderOptions extends StreamRetryOptions {
@@ -58,6 +58,7 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
       ...(options.baseURL !== undefined ? { baseURL: options.baseURL } : {}),
       maxRetries: options.maxRetries ?? 2,
       ...(options.timeoutMs !== undefined ? { timeout: options.timeoutMs } : {}),
+      fetch: cappedRetryFetch(retry.maxRetryAfterMs),
     } as ConstructorParameters<typeof OpenAI>[0]));
   const price = options.price === false ? undefined : (options.price ?? (compatible ? undefined : knownPrice(options.model)));
   const contextWindow = options.contextWindow ?? (compatible ? undefined : knownContextWindow(options.model));

@@ -40,6 +40,8 @@ export function resolveModel(spec: string, opts: ResolveModelOptions = {}): Mode
     ...(opts.streamRetries !== undefined ? { streamRetries: opts.streamRetries } : {}),
     ...(opts.streamBackoffMs !== undefined ? { streamBackoffMs: opts.streamBackoffMs } : {}),
     ...(opts.idleTimeoutMs !== undefined ? { idleTimeoutMs: opts.idleTimeoutMs } : {}),
+    ...(opts.firstByteTimeoutMs !== undefined ? { firstByteTimeoutMs: opts.firstByteTimeoutMs } : {}),
+    ...(opts.maxRetryAfterMs !== undefined ? { maxRetryAfterMs: opts.maxRetryAfterMs } : {}),
   };
   if (kind === "anthropic") {
     const apiKey = opts.apiKey ?? env.ANTHROPIC_API_KEY;
