@@ -1,18 +1,23 @@
 /**
- * The `keel` command. Exit codes: 0 success, 1 the turn failed, 2 bad usage or config.
+ * The `keel` command. Exit codes: 0 success, 1 the turn failed, 2 bad usage or config,
+ * 130 interrupted (SIGINT).
  */
 import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
-import { KeelError, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, isKeelError } from "@keel/kernel";
+import { resolve } from "node:path";
+import { KeelError, SqliteSessionStore, abandonedWork, defaultKeelHome, defaultSessionDbPath, errorMessage, isKeelError } from "@keel/kernel";
 import type { Agent, Session } from "@keel/kernel";
-import { buildAgent } from "./build-agent.ts";
+import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
-import { loadConfig } from "./load-config.ts";
+import { configDir, loadConfig } from "./load-config.ts";
 import { renderer } from "./render.ts";
 import type { Streams } from "./render.ts";
 
 /** Exit statuses. Contract: stable across versions. */
-export const EXIT = { ok: 0, turnFailed: 1, usage: 2 } as const;
+export const EXIT = { ok: 0, turnFailed: 1, usage: 2, interrupted: 130 } as const;
+
+/** How long closing waits for background work after the turn (KEEL_EXIT_GRACE_MS overrides). */
+export const DEFAULT_EXIT_GRACE_MS = 5_000;
 
 const HELP = `keel — run Keel agents
 
@@ -26,7 +31,8 @@ usage:
 The config is agent.config.{ts,mts,cts,js,mjs,cjs,json} or a "keel" field in package.json,
 found in the current folder or a parent (up to the project root), or given with --config.
 Without an API key the agent runs offline (scripted or echo model) and says so on stderr.
-exit: 0 success, 1 the turn failed, 2 bad usage or config
+exit: 0 success, 1 the turn failed, 2 bad usage or config, 130 interrupted (Ctrl-C; twice: at once)
+After the turn, background work gets KEEL_EXIT_GRACE_MS (default 5000) to finish; then keel exits.
 `;
 
 /** What the command runs against. */
@@ -103,8 +109,50 @@ async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: 
   try {
     return await fn(built.agent, loaded.filepath);
   } finally {
-    await built.agent.close({ graceMs: 5_000 });
+    await closeWithin(built.agent, io);
   }
+}
+
+/** Close the agent within the exit grace (plus 1 s for session.end), whatever a plugin does; Ctrl-C while closing exits at once. */
+async function closeWithin(agent: Agent, io: CliEnv): Promise<void> {
+  const raw = Number(io.env.KEEL_EXIT_GRACE_MS);
+  const graceMs = Number.isFinite(raw) && raw >= 0 ? raw : DEFAULT_EXIT_GRACE_MS;
+  const quit = () => {
+    io.err("keel: interrupted while closing; exiting now\n");
+    process.exit(EXIT.interrupted);
+  };
+  process.once("SIGINT", quit);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"late">((r) => (timer = setTimeout(() => r("late"), graceMs + 1_000)));
+  try {
+    const how = await Promise.race([agent.close({ graceMs }).then(() => "closed" as const, () => "closed" as const), late]);
+    if (how === "late") io.err(`keel: closing did not finish within ${graceMs + 1_000} ms; leaving it${describeAbandoned()}\n`);
+  } finally {
+    clearTimeout(timer);
+    process.off("SIGINT", quit);
+  }
+}
+
+function describeAbandoned(): string {
+  const left = abandonedWork();
+  return left.length ? ` (still running: ${left.slice(0, 8).join(", ")}${left.length > 8 ? `, +${left.length - 8} more` : ""})` : "";
+}
+
+/**
+ * After `main` returned: let the process end on its own, and if something (a tool or handler that
+ * ignored its abort signal, a stray timer or socket) still keeps it alive after `lingerMs`, say
+ * what on stderr and exit with `code`. Contract: the process ends within `lingerMs` of the call.
+ */
+export function exitWhenDone(code: number, err: (text: string) => void, lingerMs = 200): void {
+  process.exitCode = code;
+  const timer = setTimeout(() => {
+    const handles = process.getActiveResourcesInfo().filter((r) => r !== "TTYWrap" && r !== "PipeWrap" && r !== "FSReqCallback");
+    const counts = [...handles.reduce((m, r) => m.set(r, (m.get(r) ?? 0) + 1), new Map<string, number>())].map(([r, n]) => `${n} ${r}`).join(", ");
+    const work = describeAbandoned();
+    err(`keel: exiting while work is still running${work || (counts ? ` (open: ${counts})` : "")}; it was abandoned.\n`);
+    process.exit(code);
+  }, lingerMs);
+  timer.unref();
 }
 
 async function openSession(agent: Agent, flags: Flags): Promise<Session> {
@@ -118,13 +166,24 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): P
     off();
     throw err;
   });
-  const onSigint = () => session.cancel();
-  process.once("SIGINT", onSigint);
+  // Ctrl-C cancels the turn (exit 130 once it has ended); a second one exits at once.
+  let interrupted = false;
+  const onSigint = () => {
+    if (interrupted) {
+      io.err("\nkeel: interrupted twice; exiting now\n");
+      process.exit(EXIT.interrupted);
+    }
+    interrupted = true;
+    io.err("\nkeel: cancelling the turn (Ctrl-C again to exit at once)\n");
+    session.cancel();
+  };
+  process.on("SIGINT", onSigint);
   try {
     const result = await session.run(input);
     if (!flags.json) io.out("\n");
     await session.flush?.();
     if (!flags.json) io.err(`keel: ${result.verdict.status} (${result.verdict.reason}) · ${result.rounds} rounds · ${result.toolCalls} tool calls · session ${session.id}\n`);
+    if (interrupted) return EXIT.interrupted;
     return result.verdict.status === "completed" ? EXIT.ok : EXIT.turnFailed;
   } finally {
     process.off("SIGINT", onSigint);
@@ -196,11 +255,12 @@ async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<numbe
   let home = flags.home ?? io.env.KEEL_HOME ?? defaultKeelHome();
   let agentName: string | undefined;
   try {
+    // Only the config's name and home are needed: no plugin is set up, no model resolved.
     const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
-    const built = await buildAgent(loaded, { env: io.env, offline: true, ...(flags.home ? { home: flags.home } : {}) });
-    agentName = built.agent.name;
-    home = (built.agent.options.home as string | undefined) ?? home;
-    await built.agent.close();
+    const config = validateConfig(loaded);
+    agentName = config.name ?? "agent";
+    const configured = flags.home ?? config.home;
+    if (configured !== undefined) home = resolve(configDir(loaded.filepath), configured);
   } catch (err) {
     if (!(isKeelError(err) && err.code === "KEEL_CONFIG_NOT_FOUND" && !flags.config)) throw err;
   }

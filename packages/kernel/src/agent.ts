@@ -21,6 +21,7 @@ import type { ContributionOf } from "./contributions.ts";
 import type { PluginRegistry } from "./registry.ts";
 import { buildRegistry } from "./registry.ts";
 import { repairToolPairs } from "./repair.ts";
+import { trackAbandoned } from "./abandoned.ts";
 import type { SessionInfo, SessionStore } from "./session-store.ts";
 import { defaultKeelHome, defaultSessionDbPath, SqliteSessionStore } from "./sqlite-store.ts";
 import { TokenCounter } from "./tokens.ts";
@@ -615,10 +616,16 @@ export class Session {
         reject(new KeelError("KEEL_TURN_ABORTED", "The session was closed before the job finished."));
       }, { once: true });
     });
-    return Promise.race([Promise.resolve().then(() => value.run(ctrl.signal)), timeout, closed]).then(
+    const work = Promise.resolve().then(() => value.run(ctrl.signal));
+    let settled = false;
+    void work.then(() => (settled = true), () => (settled = true));
+    return Promise.race([work, timeout, closed]).then(
       () => ({ status: "ok" as const }),
       (err: unknown) => ({ status: isKeelError(err, "KEEL_HANDLER_TIMEOUT") ? ("timeout" as const) : isKeelError(err, "KEEL_TURN_ABORTED") ? ("aborted" as const) : ("failed" as const), error: preview(errorMessage(err)) }),
-    ).finally(() => clearTimeout(timer));
+    ).finally(() => {
+      clearTimeout(timer);
+      if (!settled) trackAbandoned(`job ${plugin}/${value.name}`, work);
+    });
   }
 
   /** Rebuild state from the log. */

@@ -4,6 +4,7 @@
  * of them. A handler call runs under its await and failure policies and is reduced to an
  * Outcome; the kernel only ever sees validated contributions.
  */
+import { trackAbandoned } from "./abandoned.ts";
 import { AsyncSeriesHook } from "tapable";
 import type { Contribution } from "./contributions.ts";
 import { validateContribution } from "./contributions.ts";
@@ -325,11 +326,13 @@ export class PhaseRunner {
       };
       const onAbort = () => {
         ctx.abort(signal.reason);
+        if (!settled) trackAbandoned(`handler ${sub.id}`, raw);
         finish(failed("aborted", signal.reason));
       };
       const timer = setTimeout(() => {
         const err = new KeelError("KEEL_HANDLER_TIMEOUT", `The handler ran past its ${sub.timeoutMs} ms deadline.`, { plugin: sub.plugin, phase: sub.phase, subscription: sub.id });
         ctx.abort(err);
+        if (!settled) trackAbandoned(`handler ${sub.id}`, raw);
         finish(failed("timeout", err));
       }, sub.timeoutMs);
       if (signal.aborted) return onAbort();

@@ -16,9 +16,10 @@ export { DEFAULT_CAPS, PolicySet, applyMessageEdits, mergeDecisions, mergePrompt
 export type { MergeCaps, MergedSection, ResolvedTool, ToolDecision } from "./merge.ts";
 export { ERROR_CODES, KeelError, PREVIEW_CHARS, errorMessage, isKeelError, preview } from "./errors.ts";
 export type { ErrorCode, ErrorLocation } from "./errors.ts";
-export { KERNEL_VERSION, DEFAULT_TIMEOUTS, buildRegistry } from "./registry.ts";
-export type { PluginRegistry, RegisteredPlugin, Subscription } from "./registry.ts";
+export { KERNEL_VERSION, DEFAULT_SETUP_TIMEOUT_MS, DEFAULT_TIMEOUTS, buildRegistry } from "./registry.ts";
+export type { RegistryOptions, PluginRegistry, RegisteredPlugin, Subscription } from "./registry.ts";
 export { PhaseRunner } from "./dispatch.ts";
+export { abandonedWork } from "./abandoned.ts";
 export type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
 export { messageText, textContent, toolCallsOf } from "./messages.ts";
 export type { AssistantBlock, AssistantMessage, ContentBlock, ImageBlock, Message, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultMessage, UserMessage } from "./messages.ts";

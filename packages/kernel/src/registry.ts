@@ -4,7 +4,8 @@
  */
 import type { Contribution } from "./contributions.ts";
 import { validateContribution } from "./contributions.ts";
-import { errorMessage, KeelError } from "./errors.ts";
+import { trackAbandoned } from "./abandoned.ts";
+import { errorMessage, isKeelError, KeelError } from "./errors.ts";
 import type { AwaitPolicy, FailurePolicy, PhaseName } from "./phases.ts";
 import { isPhaseName, PHASE_NAMES, PHASES } from "./phases.ts";
 import type { Handler, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
@@ -111,7 +112,11 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
       }, setupMs);
     });
     try {
-      await Promise.race([Promise.resolve().then(() => plugin.setup(ctx)), timedOut]);
+      const setup = Promise.resolve().then(() => plugin.setup(ctx));
+      await Promise.race([setup, timedOut]).catch((err: unknown) => {
+        if (isKeelError(err, "KEEL_PLUGIN_SETUP_TIMEOUT")) trackAbandoned(`setup of plugin ${plugin.name}`, setup);
+        throw err;
+      });
     } catch (err) {
       if (err instanceof KeelError) throw err;
       throw new KeelError("KEEL_PLUGIN_SETUP_FAILED", `setup() threw: ${errorMessage(err)}.`, { plugin: plugin.name, path: `plugins[${index}]` }, { cause: err });

@@ -1,3 +1,4 @@
+import { trackAbandoned } from "./abandoned.ts";
 import { errorMessage, isKeelError, KeelError } from "./errors.ts";
 import type { ContentBlock, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
@@ -61,6 +62,7 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
   const ms = () => Math.round((performance.now() - t0) * 1000) / 1000;
   return new Promise<ToolRun>((resolve) => {
     let done = false;
+    let running: Promise<unknown> | undefined;
     const finish = (status: ToolRunStatus, result: ToolResultMessage, reveal?: readonly string[]) => {
       if (done) return;
       done = true;
@@ -70,18 +72,20 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
     };
     const onAbort = () => {
       ctrl.abort(turnSignal.reason);
+      if (!done) trackAbandoned(`tool ${tool.name} (call ${ctx.callId})`, running);
       const why = isKeelError(turnSignal.reason, "KEEL_GUARD_TRIPPED") ? "the turn's wall-time limit ran out" : "the turn was cancelled";
       finish("cancelled", errorResult(ctx.callId, tool.name, `Cancelled: ${why} while "${tool.name}" was running.`));
     };
     const timer = setTimeout(() => {
       const err = new KeelError("KEEL_TOOL_TIMEOUT", `"${tool.name}" ran past ${timeoutMs} ms.`, { tool: tool.name });
       ctrl.abort(err);
+      if (!done) trackAbandoned(`tool ${tool.name} (call ${ctx.callId})`, running);
       finish("timeout", errorResult(ctx.callId, tool.name, `Error: ${err.message}`));
     }, timeoutMs);
     if (turnSignal.aborted) return onAbort();
     turnSignal.addEventListener("abort", onAbort, { once: true });
     try {
-      Promise.resolve(tool.execute(args, { ...ctx, signal: ctrl.signal })).then(
+      (running = Promise.resolve(tool.execute(args, { ...ctx, signal: ctrl.signal }))).then(
         (out) => {
           const result = normalize(ctx.callId, tool.name, out);
           finish(result.isError ? "error" : "ok", result, revealOf(out));
