@@ -152,6 +152,34 @@ describe("loop guards", () => {
     await agent.close();
   });
 
+  it("wall_time: a provider stream that ignores its signal is cut when wallTimeMs runs out; the stored turn is stopped (wall_time)", async () => {
+    const hanging = { id: "hanging", stream: () => ({ [Symbol.asyncIterator]: () => ({ next: () => new Promise<never>(() => {}) }) }) };
+    const agent = await createAgent({ provider: hanging as never, store: new MemorySessionStore(), limits: { wallTimeMs: 60 } });
+    const session = await agent.session();
+    const t0 = performance.now();
+    const r = await session.run("go");
+    expect(performance.now() - t0).toBeLessThan(2_000);
+    expect(r.verdict).toEqual({ status: "stopped", reason: "wall_time" });
+    const events = await session.events();
+    expect(ofType(events, "guard.tripped").map((e) => e.guard)).toEqual(["wall_time"]);
+    expect(ofType(events, "model.failed")[0]!.message).toContain("wall-time limit (60 ms) ran out during the model call");
+    expect(ofType(events, "turn.completed")).toHaveLength(1);
+    await agent.close();
+  });
+
+  it("wall_time: cutting one call of a parallel group still gives every call exactly one result", async () => {
+    const never = defineTool({ name: "never", description: "Never settles.", execute: () => new Promise<string>(() => {}) });
+    const provider = scriptedProvider([{ toolCalls: [call("never"), call("never"), call("never")] }, { text: "unused" }]);
+    const agent = await createAgent({ provider, store: new MemorySessionStore(), tools: [never], limits: { wallTimeMs: 50 } });
+    const session = await agent.session();
+    const r = await session.run("go");
+    expect(r.verdict).toEqual({ status: "stopped", reason: "wall_time" });
+    const results = toolResults(session.messages);
+    expect(results.map((x) => x.id).sort()).toEqual(["call_0_0", "call_0_1", "call_0_2"]);
+    expect(results.every((x) => x.isError && x.text.includes("wall-time limit ran out"))).toBe(true);
+    await agent.close();
+  });
+
   it("context_ceiling: a request that outgrows the provider's window turns into a final round", async () => {
     const big = "lorem ipsum dolor sit amet ".repeat(400); // well over 1,000 tokens
     const dump = defineTool({ name: "dump", description: "Returns a lot of text.", execute: () => big });

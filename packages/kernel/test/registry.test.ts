@@ -350,6 +350,35 @@ describe("registration errors", () => {
     expect(err.message).toContain("Fix the plugin or remove it");
   });
 
+  it("KEEL_PLUGIN_SETUP_TIMEOUT: a setup that never settles fails within setupTimeoutMs, naming the plugin; its signal aborts and ctx.on then throws", async () => {
+    let seen: PluginSetupContext<unknown> | undefined;
+    const stuck = plugin("stuck", {
+      setup(ctx) {
+        seen = ctx;
+        return new Promise<void>(() => {});
+      },
+    });
+    const t0 = performance.now();
+    const err = await createAgent({ provider: scriptedProvider([]), store: new MemorySessionStore(), plugins: [plugin("fine"), stuck], setupTimeoutMs: 50 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(performance.now() - t0).toBeLessThan(2_000);
+    expect(isKeelError(err, "KEEL_PLUGIN_SETUP_TIMEOUT")).toBe(true);
+    expect((err as KeelError).plugin).toBe("stuck");
+    expect((err as KeelError).location.path).toBe("plugins[1]");
+    expect((err as KeelError).message).toContain("within 50 ms");
+    expect(seen!.signal.aborted).toBe(true);
+    expect(() => seen!.on("turn.pre_policy", () => undefined)).toThrow(/after setup finished/);
+  });
+
+  it("a setup that finishes within the deadline is unaffected, and a slow one can be allowed more time", async () => {
+    const slow = plugin("slow", { async setup() { await sleep(60); } });
+    await expect(buildRegistry([slow], undefined, { setupTimeoutMs: 20 })).rejects.toMatchObject({ code: "KEEL_PLUGIN_SETUP_TIMEOUT" });
+    const registry = await buildRegistry([slow], undefined, { setupTimeoutMs: 1_000 });
+    expect(registry.plugins.map((p) => p.name)).toEqual(["slow"]);
+  });
+
   it("KEEL_PLUGIN_SETUP_FAILED: an async setup that rejects, or throws a non-Error", async () => {
     const rejected = await registrationError(
       [

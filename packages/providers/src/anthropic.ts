@@ -78,6 +78,7 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
       if (typeof u.cache_creation?.ephemeral_1h_input_tokens === "number") write1h = u.cache_creation.ephemeral_1h_input_tokens;
     };
     return {
+      ready: getClient,
       async open(signal) {
         const tier = options.promptCache === "off" ? "none" : chooseCacheTier(request, options.cacheReuseMs ?? 0);
         const body = anthropicBody(request, options.model, options.maxTokens ?? 8192, tier);

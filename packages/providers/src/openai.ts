@@ -76,6 +76,7 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
     let finishReason: string | null = null;
     const usage: Usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
     return {
+      ready: getClient,
       async open(signal) {
         const body = chatBody(request, options.model, { compatible, includeUsage: options.includeUsage ?? true }, options.maxTokens);
         return (await (await getClient()).chat.completions.create(body as any, { signal })) as unknown as AsyncIterable<any>;
@@ -145,6 +146,7 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
     let final: any;
     let refusal = false;
     return {
+      ready: getClient,
       async open(signal) {
         const body = responsesBody(request, options.model, { store: options.store ?? false, encryptedReasoning, reasoning: options.reasoning }, options.maxTokens);
         return (await (await getClient()).responses.create(body as any, { signal })) as unknown as AsyncIterable<any>;

@@ -52,6 +52,8 @@ export interface RetrySettings {
  * `response` once the raw stream ended (or throws when it was cut short).
  */
 export interface StreamSession {
+  /** Work before the request is sent (loading the SDK), not counted in the first-byte timeout. */
+  ready?(): Promise<unknown>;
   open(signal: AbortSignal): Promise<AsyncIterable<any>>;
   push(raw: any): ModelEvent | ModelEvent[] | undefined;
   finish(signal: AbortSignal): ModelEvent;
@@ -173,6 +175,13 @@ export function withStreamRetries(provider: string, begin: () => StreamSession, 
       await sleep(ms, signal);
     }
     session = begin();
+    if (session.ready) {
+      try {
+        await session.ready();
+      } catch (err) {
+        return fail(err);
+      }
+    }
     let attemptSignal = signal;
     watch.stalled = undefined;
     watch.first = true;

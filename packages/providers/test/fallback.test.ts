@@ -25,6 +25,20 @@ const clock = () => {
 const apis = (from: number) => server.requests.slice(from).map((r) => r.api);
 
 describe("fallback chain", () => {
+  it("fails over on a first-byte timeout of the first provider (a `timeout` error is retryable)", async () => {
+    const c = clock();
+    const slow = anthropicProvider({ model: "claude-sonnet-4-6", apiKey: "k", baseURL: server.anthropicBaseURL, ...noSdkRetry, firstByteTimeoutMs: 80 });
+    const chain = fallback([slow, gpt()], { baseFreezeMs: 1000, now: c.now });
+    const from = server.requests.length;
+    server.enqueue({ hang: "before_headers", api: "anthropic" }, { text: "served by gpt", api: "chat" });
+    const r = await run(chain, ask("hi"));
+    expect(r.error).toBeUndefined();
+    expect(r.text).toBe("served by gpt");
+    expect(apis(from)).toEqual(["anthropic", "chat"]);
+    expect(r.notices.map((n) => n.kind)).toEqual(["info", "fallback"]);
+    expect(r.notices[1]).toMatchObject({ data: { action: "freeze", errorClass: "timeout" } });
+  });
+
   it("freezes a rate-limited provider and lets the next one serve, with notices", async () => {
     const c = clock();
     const chain = fallback([claude(), gpt()], { baseFreezeMs: 1000, maxFreezeMs: 8000, now: c.now });
