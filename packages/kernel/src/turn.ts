@@ -91,7 +91,6 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
   const t0 = Date.now();
   // The wall-time limit cuts whatever runs when it runs out (stream, tool, phase), not only the next round.
   const wall = new AbortController();
-  const wallTimer = setTimeout(() => wall.abort(new KeelError("KEEL_GUARD_TRIPPED", `The turn ran past its wall-time limit of ${limits.wallTimeMs} ms.`)), limits.wallTimeMs);
   const signal = AbortSignal.any([turnSignal, wall.signal]);
   const wallCut = () => wall.signal.aborted && !turnSignal.aborted;
   let wallTripped = false;
@@ -139,6 +138,8 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
     const shown = [...tools.values()].filter((t) => visible.has(t.def.name));
     return { schemas: shown.map(toolSchema), manifest: shown.map((t) => ({ name: t.def.name, source: t.source.kind === "builtin" ? "builtin" : `${t.source.plugin}/${t.source.bundle}` })) };
   };
+  // Started here, once nothing before the try can throw past its clearTimeout.
+  const wallTimer = setTimeout(() => wall.abort(new KeelError("KEEL_GUARD_TRIPPED", `The turn ran past its wall-time limit of ${limits.wallTimeMs} ms.`)), Math.max(0, limits.wallTimeMs - (Date.now() - t0)));
   try {
     // Turn phases.
     const rPolicy = await phase("turn.pre_policy");

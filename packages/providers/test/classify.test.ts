@@ -62,3 +62,13 @@ describe("adapter options", () => {
     }
   });
 });
+
+describe("bounded waits by default", () => {
+  it("first-byte and idle timeouts and the retry-after cap are on unless set to 0", async () => {
+    const { retrySettings } = await import("../src/retry.ts");
+    expect(retrySettings({}, "p")).toMatchObject({ firstByteMs: 120_000, idleMs: 60_000, maxRetryAfterMs: 30_000 });
+    expect(retrySettings({ idleTimeoutMs: 0, firstByteTimeoutMs: 0, maxRetryAfterMs: 0 }, "p")).toMatchObject({ firstByteMs: 0, idleMs: 0, maxRetryAfterMs: 0 });
+    expect(() => retrySettings({ firstByteTimeoutMs: -1 }, "p")).toThrow(/firstByteTimeoutMs/);
+    expect(() => retrySettings({ maxRetryAfterMs: Number.NaN }, "p")).toThrow(/maxRetryAfterMs/);
+  });
+});
