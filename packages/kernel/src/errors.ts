@@ -39,7 +39,7 @@ export const ERROR_CODES = {
   KEEL_TOOL_FAILED: "The tool threw an error; the error text was returned to the model.",
   KEEL_TOOL_SKIPPED: "The tool call was not run (queued user message, stop request, cancellation or final round); a synthetic result was returned.",
   KEEL_PROVIDER_ERROR: "The model provider failed. See the error class: retry later (rate_limited, overloaded, network, timeout: raise the model's idleTimeoutMs/firstByteTimeoutMs if it is just slow), fix credentials (auth) or the request (invalid_request, context_too_long).",
-  KEEL_GUARD_TRIPPED: "A loop guard (rounds, tool calls, tokens, wall time, context ceiling) ran out; the model got one final round without tools. Raise the limit in `limits` if the task needs it.",
+  KEEL_GUARD_TRIPPED: "A loop guard (rounds, tool calls, tokens, wall time, context ceiling) ran out; the model got one final round without tools (wall time instead cuts what runs and ends the turn). Raise the limit in `limits` if the task needs it.",
   KEEL_TURN_ABORTED: "The turn was cancelled through its AbortSignal.",
   KEEL_INPUT_INVALID: "run() takes the user's message as a string. Pass text; put structured data in `metadata`.",
   KEEL_TURN_BUSY: "A turn is already running in this session. Queue the message with steer() or followUp(), or wait for the turn to end.",
