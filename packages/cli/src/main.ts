@@ -5,19 +5,18 @@
 import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
 import { resolve } from "node:path";
-import { KeelError, SqliteSessionStore, abandonedWork, defaultKeelHome, defaultSessionDbPath, errorMessage, isKeelError } from "@keel/kernel";
+import { KeelError, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, isKeelError } from "@keel/kernel";
 import type { Agent, Session } from "@keel/kernel";
 import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
 import { configDir, loadConfig } from "./load-config.ts";
+import { closeWithin, EXIT_INTERRUPTED } from "./exit.ts";
 import { renderer } from "./render.ts";
 import type { Streams } from "./render.ts";
 
 /** Exit statuses. Contract: stable across versions. */
-export const EXIT = { ok: 0, turnFailed: 1, usage: 2, interrupted: 130 } as const;
-
-/** How long closing waits for background work after the turn (KEEL_EXIT_GRACE_MS overrides). */
-export const DEFAULT_EXIT_GRACE_MS = 5_000;
+export const EXIT = { ok: 0, turnFailed: 1, usage: 2, interrupted: EXIT_INTERRUPTED } as const;
+export { exitWhenDone } from "./exit.ts";
 
 const HELP = `keel — run Keel agents
 
@@ -109,50 +108,8 @@ async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: 
   try {
     return await fn(built.agent, loaded.filepath);
   } finally {
-    await closeWithin(built.agent, io);
+    await closeWithin(built.agent, io.env, io.err);
   }
-}
-
-/** Close the agent within the exit grace (plus 1 s for session.end), whatever a plugin does; Ctrl-C while closing exits at once. */
-async function closeWithin(agent: Agent, io: CliEnv): Promise<void> {
-  const raw = Number(io.env.KEEL_EXIT_GRACE_MS);
-  const graceMs = Number.isFinite(raw) && raw >= 0 ? raw : DEFAULT_EXIT_GRACE_MS;
-  const quit = () => {
-    io.err("keel: interrupted while closing; exiting now\n");
-    process.exit(EXIT.interrupted);
-  };
-  process.once("SIGINT", quit);
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<"late">((r) => (timer = setTimeout(() => r("late"), graceMs + 1_000)));
-  try {
-    const how = await Promise.race([agent.close({ graceMs }).then(() => "closed" as const, () => "closed" as const), late]);
-    if (how === "late") io.err(`keel: closing did not finish within ${graceMs + 1_000} ms; leaving it${describeAbandoned()}\n`);
-  } finally {
-    clearTimeout(timer);
-    process.off("SIGINT", quit);
-  }
-}
-
-function describeAbandoned(): string {
-  const left = abandonedWork();
-  return left.length ? ` (still running: ${left.slice(0, 8).join(", ")}${left.length > 8 ? `, +${left.length - 8} more` : ""})` : "";
-}
-
-/**
- * After `main` returned: let the process end on its own, and if something (a tool or handler that
- * ignored its abort signal, a stray timer or socket) still keeps it alive after `lingerMs`, say
- * what on stderr and exit with `code`. Contract: the process ends within `lingerMs` of the call.
- */
-export function exitWhenDone(code: number, err: (text: string) => void, lingerMs = 200): void {
-  process.exitCode = code;
-  const timer = setTimeout(() => {
-    const handles = process.getActiveResourcesInfo().filter((r) => r !== "TTYWrap" && r !== "PipeWrap" && r !== "FSReqCallback");
-    const counts = [...handles.reduce((m, r) => m.set(r, (m.get(r) ?? 0) + 1), new Map<string, number>())].map(([r, n]) => `${n} ${r}`).join(", ");
-    const work = describeAbandoned();
-    err(`keel: exiting while work is still running${work || (counts ? ` (open: ${counts})` : "")}; it was abandoned.\n`);
-    process.exit(code);
-  }, lingerMs);
-  timer.unref();
 }
 
 async function openSession(agent: Agent, flags: Flags): Promise<Session> {
