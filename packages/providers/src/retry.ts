@@ -199,7 +199,7 @@ export function withStreamRetries(provider: string, begin: () => StreamSession, 
         if (!limit || performance.now() - watch.at <= limit) return;
         watch.stalled = watch.first ? "first" : "idle";
         watch.ctrl?.abort();
-      }, Math.max(5, Math.min(...limits) / 4));
+      }, Math.min(1_000, Math.max(5, Math.min(...limits) / 4)));
       watch.timer.unref?.();
     }
     let iterable: AsyncIterable<any>;
