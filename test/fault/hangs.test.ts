@@ -57,6 +57,7 @@ describe("hangs: provider streams", () => {
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(8_000);
     expect(run.stdout).toContain("Second attempt served.");
+    expect(run.stderr).not.toContain("exiting while work is still running");
     expect(run.stderr).toMatch(/retrying/);
     expect(sent(from).map((r) => r.api)).toEqual(["responses", "responses"]);
     expect(terminal(await onlySession(s.home)).map((e) => e.type)).toEqual(["turn.completed"]);
@@ -262,6 +263,25 @@ describe("hangs: exit after the turn", () => {
     expect(run.ms).toBeLessThan(6_000);
     expect(run.stdout).toContain("Done quickly.");
     expect(run.stderr).toMatch(/still running.*handler lingerer:turn\.post_turn/);
+    expect(terminal(await onlySession(s.home)).map((e) => e.type)).toEqual(["turn.completed"]);
+  });
+
+  it("a session.end handler that never settles cannot hold the exit: closing is given up after the grace + 1 s", async () => {
+    const s = scenario(root, "session-end", `export default {
+  name: "end",
+  model: "anthropic:claude-sonnet-4-6",
+  plugins: [{ name: "never-ends", version: "1.0.0", setup(ctx) {
+    ctx.on("session.end", () => new Promise(() => { setInterval(() => {}, 1_000); }), { timeoutMs: 60_000 });
+  } }],
+};\n`);
+    server.enqueue({ text: "Bye.", api: "anthropic" });
+    const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(s.home, { KEEL_EXIT_GRACE_MS: "200" }) });
+    expect(run.killed).toBe(false);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.ms).toBeLessThan(6_000);
+    expect(run.stdout).toContain("Bye.");
+    expect(run.stderr).toContain("closing did not finish within 1200 ms");
+    expect(run.stderr).toContain("exiting while work is still running");
     expect(terminal(await onlySession(s.home)).map((e) => e.type)).toEqual(["turn.completed"]);
   });
 
