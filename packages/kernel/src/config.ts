@@ -17,8 +17,8 @@ export type ModelSpec = string | ModelEntry | ModelProvider;
 
 /**
  * A model named by its spec, with settings of its own (timeouts, retries).
- * Contract: unset fields keep the provider's defaults (first byte 120 s, idle 60 s, retry-after
- * cap 30 s); 0 turns a timeout off.
+ * Contract: unset fields keep the provider's defaults (first byte 120 s, idle 60 s — 300 s both
+ * for OpenAI reasoning models —, retry-after cap 30 s); 0 turns a timeout off.
  */
 export interface ModelEntry {
   /** `anthropic:<model>`, `openai:<model>` or `openai-compatible:<model>`. */

@@ -6,7 +6,7 @@ import { parseArgs } from "./args.ts";
 import { fromFacts } from "./errors.ts";
 import { costOf, knownContextWindow, knownPrice, type ModelPrice } from "./models.ts";
 import { chatBody, type OpenAIReasoningData, responsesBody } from "./openai-request.ts";
-import { cappedRetryFetch, retrySettings, type StreamRetryOptions, type StreamSession, withStreamRetries } from "./retry.ts";
+import { cappedRetryFetch, REASONING_TIMEOUT_MS, retrySettings, type StreamRetryOptions, type StreamSession, withStreamRetries } from "./retry.ts";
 
 /** Options of openaiProvider. Contract: `model` is required; everything else has a default. */
 export interface OpenAIProviderOptions extends StreamRetryOptions {
@@ -45,7 +45,9 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
   const compatible = options.compatible === true;
   const api = options.api ?? (compatible ? "chat" : "responses");
   const id = `${compatible ? "openai-compatible" : "openai"}:${options.model}`;
-  const retry = retrySettings(options, id);
+  // Reasoning models may think for minutes before (or between) events.
+  const reasoningModel = options.reasoning !== undefined || REASONING_MODEL.test(options.model);
+  const retry = retrySettings(options, id, reasoningModel ? { idleMs: REASONING_TIMEOUT_MS, firstByteMs: REASONING_TIMEOUT_MS } : {});
   const key = options.apiKey !== undefined ? options.apiKey : process.env.OPENAI_API_KEY;
   if (!options.client && !key && !compatible) throw new KeelError("KEEL_PROVIDER_KEY_MISSING", `${id} needs an API key: set OPENAI_API_KEY (or pass apiKey).`, { path: "apiKey" });
   // The SDK is loaded on the first request, so a process that never calls this model never pays for it.

@@ -8,6 +8,8 @@ export const DEFAULT_FIRST_BYTE_TIMEOUT_MS = 120_000;
 export const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
 /** Default of `maxRetryAfterMs`: a longer wait asked by a 429/5xx is not honoured. */
 export const DEFAULT_MAX_RETRY_AFTER_MS = 30_000;
+/** Default of both timeouts for OpenAI reasoning models, which may reason for minutes without sending an event. */
+export const REASONING_TIMEOUT_MS = 300_000;
 
 /**
  * Retry and timeout settings of a stream. Contract: every wait is bounded by default — nothing
@@ -20,13 +22,13 @@ export interface StreamRetryOptions {
   streamBackoffMs?: number;
   /**
    * A started stream silent for this long (no event) is cut (`timeout`) and retried like a reset.
-   * Default 60,000; 0 turns it off.
+   * Default 60,000 (OpenAI reasoning models: 300,000); 0 turns it off.
    */
   idleTimeoutMs?: number;
   /**
    * From sending the request to its first stream event (response headers included, the SDK's own
    * retries included); past it the attempt is cut with a `timeout` error (a fallback chain fails
-   * over). Default 120,000; 0 turns it off.
+   * over). Default 120,000 (OpenAI reasoning models: 300,000); 0 turns it off.
    */
   firstByteTimeoutMs?: number;
   /**
@@ -60,11 +62,11 @@ export interface StreamSession {
 }
 
 /** Validated retry settings. Contract: throws KEEL_PROVIDER_OPTIONS_INVALID on a bad value. */
-export function retrySettings(o: StreamRetryOptions, provider: string): RetrySettings {
+export function retrySettings(o: StreamRetryOptions, provider: string, defaults: { idleMs?: number; firstByteMs?: number } = {}): RetrySettings {
   const retries = o.streamRetries ?? 2;
   const backoffMs = o.streamBackoffMs ?? 500;
-  const idleMs = o.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
-  const firstByteMs = o.firstByteTimeoutMs ?? DEFAULT_FIRST_BYTE_TIMEOUT_MS;
+  const idleMs = o.idleTimeoutMs ?? defaults.idleMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+  const firstByteMs = o.firstByteTimeoutMs ?? defaults.firstByteMs ?? DEFAULT_FIRST_BYTE_TIMEOUT_MS;
   const maxRetryAfterMs = o.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
   for (const [name, v] of [["idleTimeoutMs", idleMs], ["firstByteTimeoutMs", firstByteMs], ["maxRetryAfterMs", maxRetryAfterMs]] as const) {
     if (!Number.isFinite(v) || v < 0) throw new KeelError("KEEL_PROVIDER_OPTIONS_INVALID", `${provider}: ${name} must be a non-negative number of ms, got ${JSON.stringify(v)}.`, { path: name });

@@ -72,3 +72,11 @@ describe("bounded waits by default", () => {
     expect(() => retrySettings({ maxRetryAfterMs: Number.NaN }, "p")).toThrow(/maxRetryAfterMs/);
   });
 });
+
+describe("reasoning models get longer default timeouts", () => {
+  it("the adapter passes its defaults; explicit options still win", async () => {
+    const { retrySettings } = await import("../src/retry.ts");
+    expect(retrySettings({}, "p", { idleMs: 300_000, firstByteMs: 300_000 })).toMatchObject({ idleMs: 300_000, firstByteMs: 300_000 });
+    expect(retrySettings({ idleTimeoutMs: 5 }, "p", { idleMs: 300_000 })).toMatchObject({ idleMs: 5 });
+  });
+});
