@@ -350,7 +350,7 @@ describe("registration errors", () => {
     expect(err.message).toContain("Fix the plugin or remove it");
   });
 
-  it("KEEL_PLUGIN_SETUP_TIMEOUT: a setup that never settles fails within setupTimeoutMs, naming the plugin; its signal aborts and ctx.on then throws", async () => {
+  it("KEEL_PLUGIN_SETUP_TIMEOUT: a setup that never settles fails within setupTimeoutMs, naming the plugin; its signal aborts", async () => {
     let seen: PluginSetupContext<unknown> | undefined;
     const stuck = plugin("stuck", {
       setup(ctx) {
@@ -369,7 +369,7 @@ describe("registration errors", () => {
     expect((err as KeelError).location.path).toBe("plugins[1]");
     expect((err as KeelError).message).toContain("within 50 ms");
     expect(seen!.signal.aborted).toBe(true);
-    expect(() => seen!.on("turn.pre_policy", () => undefined)).toThrow(/after setup finished/);
+    expect((seen!.signal.reason as KeelError).code).toBe("KEEL_PLUGIN_SETUP_TIMEOUT");
   });
 
   it("a setup that finishes within the deadline is unaffected, and a slow one can be allowed more time", async () => {
