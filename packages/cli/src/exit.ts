@@ -42,15 +42,22 @@ function describeAbandoned(): string {
 /**
  * After `main` returned: let the process end on its own, and if something (a tool or handler that
  * ignored its abort signal, a stray timer or socket) still keeps it alive after `lingerMs`, say
- * what on stderr and exit with `code`. Contract: the process ends within `lingerMs` of the call.
+ * what on stderr and exit with `code` once stdout and stderr are flushed. Contract: the process
+ * ends within `lingerMs` of the call unless a reader is still taking the output.
  */
 export function exitWhenDone(code: number, err: (text: string) => void, lingerMs = 200): void {
   process.exitCode = code;
+  // Output a slow reader has not taken yet is waited for (it is what the user asked for).
+  const unflushed = (s: NodeJS.WriteStream) => !s.destroyed && s.writableLength > 0;
+  const exit = () => {
+    if (unflushed(process.stdout) || unflushed(process.stderr)) return void setTimeout(exit, 100).unref();
+    process.exit(code);
+  };
   const timer = setTimeout(() => {
     const handles = process.getActiveResourcesInfo().filter((r) => r !== "TTYWrap" && r !== "PipeWrap" && r !== "FSReqCallback");
     const counts = [...handles.reduce((m, r) => m.set(r, (m.get(r) ?? 0) + 1), new Map<string, number>())].map(([r, n]) => `${n} ${r}`).join(", ");
     err(`keel: exiting while work is still running${describeAbandoned() || (counts ? ` (open: ${counts})` : "")}; it was abandoned.\n`);
-    process.exit(code);
+    exit();
   }, lingerMs);
   timer.unref();
 }
