@@ -33,6 +33,8 @@ export interface TimedRun {
   ms: number;
   /** True when the test's own cap had to kill it (a hang). */
   killed: boolean;
+  /** What went wrong in `during` (it then killed the child). */
+  duringError?: string;
 }
 
 /** Env without provider keys or settings of the developer's shell. */
@@ -46,30 +48,59 @@ export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
  * Spawn `keel args…` and time it; the child is SIGKILLed after `capMs` (so a hang fails the
  * test instead of hanging it). `during` may signal the child while it runs.
  */
-export function timedKeel(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; capMs?: number; during?: (child: ChildProcess, out: { stdout: () => string; stderr: () => string }) => void }): Promise<TimedRun> {
+export async function timedKeel(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; capMs?: number; during?: (child: ChildProcess, out: { stdout: () => string; stderr: () => string }) => unknown }): Promise<TimedRun> {
+  await slot();
+  try {
+    return await spawnTimed(args, options);
+  } finally {
+    release();
+  }
+}
+
+// At most two CLIs at once (2 cores): scenarios may run concurrently, their CLIs queue here.
+let busy = 0;
+const queue: Array<() => void> = [];
+function slot(): Promise<void> {
+  if (busy < 2) {
+    busy++;
+    return Promise.resolve();
+  }
+  return new Promise((r) => queue.push(r));
+}
+function release(): void {
+  const next = queue.shift();
+  if (next) next();
+  else busy--;
+}
+
+function spawnTimed(args: string[], options: Parameters<typeof timedKeel>[1]): Promise<TimedRun> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const child = spawn(process.execPath, [KEEL_BIN, ...args], { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     let killed = false;
+    let duringError: string | undefined;
     child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
     child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
     const cap = setTimeout(() => {
       killed = true;
       child.kill("SIGKILL");
-    }, options.capMs ?? 20_000);
+    }, options.capMs ?? 30_000);
     child.on("error", reject);
     child.on("close", (code, signal) => {
       clearTimeout(cap);
-      resolve({ code, signal, stdout, stderr, ms: performance.now() - t0, killed });
+      resolve({ code, signal, stdout, stderr, ms: performance.now() - t0, killed, ...(duringError ? { duringError } : {}) });
     });
-    options.during?.(child, { stdout: () => stdout, stderr: () => stderr });
+    Promise.resolve(options.during?.(child, { stdout: () => stdout, stderr: () => stderr })).catch((err: unknown) => {
+      duringError = String(err);
+      child.kill("SIGKILL");
+    });
   });
 }
 
 /** Resolve once `check()` is true (polled every 20 ms), or reject after `ms`. */
-export async function until(check: () => boolean, ms = 10_000): Promise<void> {
+export async function until(check: () => boolean, ms = 25_000): Promise<void> {
   const t0 = performance.now();
   while (!check()) {
     if (performance.now() - t0 > ms) throw new Error("until(): condition not met in time");
