@@ -32,7 +32,8 @@ import type { TurnResult } from "./verdict.ts";
 import { runTurn } from "./turn.ts";
 
 /**
- * Loop guards. Contract: when one runs out the model gets one final round without tools.
+ * Loop guards. Contract: when one runs out the model gets one final round without tools —
+ * except `wallTimeMs`, which cuts whatever runs and ends the turn at once.
  * Defaults: 50 rounds, 200 tool calls, 1,000,000 tokens, 600 s, 0.95 of the context window.
  */
 export interface Limits {
