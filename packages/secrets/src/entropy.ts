@@ -28,13 +28,14 @@ function classes(t: string): { upper: boolean; lower: boolean; digit: boolean; h
  */
 export function isHighEntropyToken(token: string, nearKey: boolean): boolean {
   const len = token.length;
+  if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(token)) return false; // a UUID is an id
   const c = classes(token);
   const h = shannonEntropy(token);
   if (nearKey) {
     if (c.hex) return len >= 32 && h >= 3.0;
-    if (len < 16) return false;
-    const mixed = Number(c.upper) + Number(c.lower) + Number(c.digit) >= 2 || /[+/_=-]/.test(token);
-    return mixed && h >= 3.5;
+    // Real keys carry digits; identifiers near "token" (getAccessTokenForUser) do not.
+    if (len < 16 || !c.digit || !(c.upper || c.lower)) return false;
+    return h >= 3.5;
   }
   if (c.hex || len < 32 || len > 200) return false;
   if (!(c.upper && c.lower && c.digit)) return false;

@@ -28,7 +28,9 @@ function entropyFindings(text: string): SecretFinding[] {
     let token = m[0].replace(/[.\-~]+$/, "");
     const start = m.index;
     if (token.length < 16) continue;
-    if (/base64,$/.test(text.slice(Math.max(0, start - 7), start))) continue;
+    // Inline data (data:…;base64,), SRI hashes (sha512-…) and SSH public keys are not secrets.
+    const before = text.slice(Math.max(0, start - 24), start);
+    if (/base64,$/.test(before) || /(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-nistp\d+)\s+$/.test(before) || /^sha(?:1|256|384|512)-/.test(token)) continue;
     token = token.replace(/^[.\-~/]+/, "");
     const s = start + (m[0].length - m[0].replace(/^[.\-~/]+/, "").length);
     const nearKey = wordsBefore(text, s).some((w) => KEY_WORDS.has(w));
