@@ -65,6 +65,16 @@ export const PATTERN_RULES: readonly PatternRule[] = [
   { id: "bearer", kind: "bearer_token", re: /\b(?:Bearer|Basic|Token)\s+([A-Za-z0-9._~+/-]{16,}=*)/g, group: 1 },
   // ENV-style assignments: FOO_API_KEY=..., DB_PASSWORD: ...
   { id: "env-assignment", kind: "credential", re: /\b[A-Z][A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIALS?)\s*[:=]\s*["']?([^\s"'`,;]{6,})/g, group: 1, accept: plausiblePassword },
+  // Generic `sk-…`/`pk-…`/`rk-…` API keys of providers without a rule of their own.
+  { id: "generic-sk-key", kind: "api_key", re: /\b(?:sk|pk|rk)-(?:[A-Za-z0-9_]{2,}-)?[A-Za-z0-9_-]{16,}/g, group: 0, accept: (v) => /[0-9]/.test(v) || /[a-z]/.test(v) && v.length >= 24 },
+  // "my api key is sk-…", "the access token was Abc…": a key word, "is"/"was", a key-shaped value.
+  {
+    id: "key-is-value",
+    kind: "credential",
+    re: /\b(?:api[_ -]?key|access[_ -]?key|secret[_ -]?key|client[_ -]?secret|access[_ -]?token|auth[_ -]?token|refresh[_ -]?token|token|secret)\s+(?:is|was)\s*[:=]?\s*["'`]?([^\s"'`,;]{8,})/gi,
+    group: 1,
+    accept: (v) => plausiblePassword(v) && (/\d/.test(v) || /[-_./+=]/.test(v) || (/[A-Z]/.test(v) && /[a-z]/.test(v))),
+  },
   // "password is hunter2", "pwd: x7!k", "passphrase = ..." in prose and config.
   {
     id: "password-assignment",
