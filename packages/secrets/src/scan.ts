@@ -11,6 +11,8 @@ const KEY_WORDS = new Set(["secret", "secrets", "key", "keys", "apikey", "token"
 const TOKEN = /[A-Za-z0-9+/=_\-.~]{16,}/g;
 /** Characters before a token searched for a key word. */
 const WINDOW = 48;
+/** Cheap pre-check: no 12-character token run and no key word means no finding. */
+const MAYBE = /[A-Za-z0-9+/=_.~-]{12}|pass|pwd|secret|token|key|pin|:\/\/|BEGIN|bearer/i;
 const PLACEHOLDER = /\[REDACTED:[a-z0-9_]+\]/g;
 
 function wordsBefore(text: string, at: number): string[] {
@@ -75,7 +77,7 @@ function placeholders(text: string): Array<[number, number]> {
  * `[REDACTED:…]` placeholder is not reported, so scanning redacted text finds nothing new.
  */
 export function scanSecrets(text: string): SecretFinding[] {
-  if (typeof text !== "string" || text.length < 8) return [];
+  if (typeof text !== "string" || text.length < 8 || !MAYBE.test(text)) return [];
   const held = placeholders(text);
   const raw = [...secretlintFindings(text), ...patternFindings(text), ...entropyFindings(text)]
     .map((f) => snap(text, f))
