@@ -186,7 +186,7 @@ class SkillsRuntime {
     let used = 0;
     for (const s of skills) {
       const desc = s.description.length > this.options.maxDescriptionChars ? `${s.description.slice(0, this.options.maxDescriptionChars - 1)}…` : s.description;
-      const line = `- ${s.name}${s.auto ? " [draft, needs review]" : ""}: ${desc}`;
+      const line = `- ${s.name}${s.auto && !s.draft?.reviewed ? " [draft, needs review]" : ""}: ${desc}`;
       if (used + line.length + 1 > budget) break;
       lines.push(line);
       used += line.length + 1;

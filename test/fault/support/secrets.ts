@@ -4,7 +4,7 @@
  * are routed by what is asked (main turn, memory extraction, active recall, skill drafting),
  * and a raw-bytes search of every file under the home (including -wal and -shm files).
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -15,6 +15,20 @@ import type { KeelRun } from "../../../packages/cli/test/support/run-keel.ts";
 
 const src = (pkg: string) => pathToFileURL(join(REPO, "packages", pkg, "src", "index.ts")).href;
 const FIXTURE_MCP = join(REPO, "packages", "plugin-mcp", "test", "fixtures", "scripted-server.mjs");
+
+/** At most two CLIs at once (2 cores), whatever runs concurrently. */
+let running = 0;
+const waiting: Array<() => void> = [];
+async function limited<T>(fn: () => Promise<T>): Promise<T> {
+  while (running >= 2) await new Promise<void>((r) => waiting.push(r));
+  running++;
+  try {
+    return await fn();
+  } finally {
+    running--;
+    waiting.shift()?.();
+  }
+}
 
 /** Key-shaped test values of many providers, built at run time (no key literal in the repository). */
 export function secrets() {
@@ -75,13 +89,19 @@ export interface WorldConfig {
   skillsThreshold?: number;
   mcp?: boolean;
   bigTool?: string;
+  /** Load the compaction plugin (default: only with `bigTool`). */
   compaction?: boolean;
+  /** Add one ordinary skill (so the router picks and records a pick). */
+  skill?: boolean;
 }
 
 /** Start a world: a fresh KEEL_HOME, a config using every plugin, a routed wire server. */
 export async function world(cfg: WorldConfig = {}): Promise<World> {
-  const home = mkdtempSync(join(tmpdir(), "keel-fault-secrets-home-"));
-  const dir = mkdtempSync(join(tmpdir(), "keel-fault-secrets-cfg-"));
+  // Memory-backed when the machine has it: these scenarios are about what is written, not
+  // about fsync, and a disk's fsyncs (several SQLite files per turn) would dominate their time.
+  const base = existsSync("/dev/shm") ? "/dev/shm" : tmpdir();
+  const home = mkdtempSync(join(base, "keel-fault-secrets-home-"));
+  const dir = mkdtempSync(join(base, "keel-fault-secrets-cfg-"));
   const script: Script = { main: [], facts: [], draftBody: "## When to use\n\nWhen asked.", queries: [] };
   const server = await startWireServer({
     onEmpty: (r) => {
@@ -93,14 +113,22 @@ export async function world(cfg: WorldConfig = {}): Promise<World> {
     },
   });
   const tools = cfg.bigTool !== undefined
-    ? `tools: [defineTool({ name: "dump_config", description: "Dump the service configuration.", input: z.object({}), category: "info", execute: () => ${JSON.stringify(cfg.bigTool)} })],`
+    ? `tools: [defineTool({ name: "dump_config", description: "Dump the service configuration.", input: z.object({}), category: "exec", execute: () => ${JSON.stringify(cfg.bigTool)} })],`
     : "";
   const plugins = [
     `memory({ namespace: process.env.FAULT_NS ?? "default", extraction: "model" })`,
-    `skills({ namespace: process.env.FAULT_NS ?? "default", autoDraft: { threshold: ${cfg.skillsThreshold ?? 50} } })`,
-    ...(cfg.compaction !== false ? [`compaction({ model: false, taco: { threshold: 200 } })`] : []),
+    `skills({ namespace: process.env.FAULT_NS ?? "default", autoDraft: { threshold: ${cfg.skillsThreshold ?? 50} }${cfg.skill ? `, dirs: [${JSON.stringify(join(dir, "skills"))}]` : ""} })`,
+    ...(cfg.compaction ?? cfg.bigTool !== undefined ? [`compaction({ model: false, taco: { threshold: 200 } })`] : []),
     ...(cfg.mcp ? [`mcp({ servers: { fx: { command: process.execPath, args: [${JSON.stringify(FIXTURE_MCP)}] } }, topK: 10 })`] : []),
   ];
+  // @keel/kernel resolvable from the config's folder (the host's own copy), so the CLI imports
+  // the config natively instead of through jiti's much slower transform.
+  mkdirSync(join(dir, "node_modules", "@keel"), { recursive: true });
+  symlinkSync(join(REPO, "packages", "kernel"), join(dir, "node_modules", "@keel", "kernel"), "dir");
+  if (cfg.skill) {
+    mkdirSync(join(dir, "skills", "deploy-checklist"), { recursive: true });
+    writeFileSync(join(dir, "skills", "deploy-checklist", "SKILL.md"), "---\nname: deploy-checklist\ndescription: Steps to deploy a service and verify its tokens and credentials.\n---\n\n1. Check. 2. Deploy.\n");
+  }
   writeFileSync(
     join(dir, "agent.config.ts"),
     `import { defineConfig, defineTool } from ${JSON.stringify(src("kernel"))};
@@ -125,7 +153,7 @@ export default defineConfig({
     script,
     run(input, opts = {}) {
       const args = ["run", ...(opts.json ? ["--json"] : []), ...(opts.session ? ["--session", opts.session] : []), input];
-      return runKeel(args, { cwd: dir, env: offlineEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL, ...(opts.ns ? { FAULT_NS: opts.ns } : {}) }) });
+      return limited(async () => { const t0 = Date.now(); const r = await runKeel(args, { cwd: dir, env: offlineEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL, ...(opts.ns ? { FAULT_NS: opts.ns } : {}) }) }); if (process.env.FAULT_TIMING) console.log(`[run ${Date.now() - t0} ms] ${input.slice(0, 30)}`); return r; });
     },
     mainRequests: () => server.requests.filter(isMain),
     filesContaining(needles) {
