@@ -11,8 +11,9 @@ const MAX_DEPTH = 64;
 
 /**
  * A copy of `value` fit for storage.
- * Contract: never mutates `value` (deep-frozen events are fine); thinking blocks are kept
- * whole (a provider rejects an edited one); beyond 64 levels values are kept as they are.
+ * Contract: never mutates `value` (deep-frozen events are fine) and never throws (a getter
+ * that throws stores "[unreadable]"); thinking blocks are kept whole (a provider rejects an
+ * edited one); beyond 64 levels values are kept as they are (cycles end there).
  */
 export function redactForStorage(value: unknown, key?: string, depth = 0): unknown {
   if (typeof value === "string") return key !== undefined && KEEP_KEYS.has(key) ? value : redact(value);
@@ -23,6 +24,16 @@ export function redactForStorage(value: unknown, key?: string, depth = 0): unkno
   const obj = value as Record<string, unknown>;
   if (obj.type === "thinking") return value;
   const out: Record<string, unknown> = {};
-  for (const k of Object.keys(obj)) out[k] = KEEP_KEYS.has(k) && typeof obj[k] !== "string" ? obj[k] : redactForStorage(obj[k], k, depth + 1);
+  for (const k of Object.keys(obj)) {
+    let v: unknown;
+    try {
+      v = obj[k];
+    } catch {
+      // A getter that throws (plugin or tool data): its value cannot be written anyway.
+      out[k] = "[unreadable]";
+      continue;
+    }
+    out[k] = KEEP_KEYS.has(k) && typeof v !== "string" ? v : redactForStorage(v, k, depth + 1);
+  }
   return out;
 }

@@ -45,6 +45,15 @@ describe("the session store persists no secret", () => {
     expect(hits).toBe(1);
   });
 
+  it("redactForStorage survives a throwing getter and a cycle", () => {
+    const bad: Record<string, unknown> = { ok: `token ${KEY}` };
+    Object.defineProperty(bad, "boom", { enumerable: true, get: () => { throw new Error("boom"); } });
+    bad.self = bad;
+    const out = redactForStorage(bad) as Record<string, unknown>;
+    expect(out.ok).toBe("token [REDACTED:github_token]");
+    expect(out.boom).toBe("[unreadable]");
+  });
+
   it("redactForStorage copies: the input is untouched", () => {
     const input = Object.freeze({ text: `token ${KEY}`, image: Object.freeze({ type: "image", mediaType: "image/png", data: KEY }) });
     const out = redactForStorage(input) as typeof input;
