@@ -36,9 +36,9 @@ const OPTIONS: Record<string, Record<string, unknown>> = { "@secretlint/secretli
 
 const RULES = ((preset as unknown as { rules: RuleCreator[] }).rules ?? []).filter((r) => !SKIP.has(r.meta.id));
 
-/** `AWSSecretAccessKey` → `aws_secret_access_key`. */
+/** `AWSSecretAccessKey` → `aws_secret_access_key`; `PostgreSQLConnection` → `postgresql_connection`. */
 export function snake(id: string): string {
-  return id.replace(/([a-z0-9])([A-Z])/g, "$1_$2").replace(/([A-Z]+)([A-Z][a-z])/g, "$1_$2").replace(/[^A-Za-z0-9]+/g, "_").replace(/^_|_$/g, "").toLowerCase();
+  return id.replace(/PostgreSQL/g, "Postgresql").replace(/MySQL/g, "Mysql").replace(/MongoDB/g, "Mongodb").replace(/GitHub/g, "Github").replace(/GitLab/g, "Gitlab").replace(/OpenAI/g, "Openai").replace(/([a-z0-9])([A-Z])/g, "$1_$2").replace(/([A-Z]+)([A-Z][a-z])/g, "$1_$2").replace(/[^A-Za-z0-9]+/g, "_").replace(/^_|_$/g, "").toLowerCase();
 }
 
 /** The names of the secretlint rules in use. Contract: stable order, `@secretlint/secretlint-rule-` dropped. */
