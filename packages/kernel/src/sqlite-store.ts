@@ -9,6 +9,7 @@ import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { errorMessage, KeelError } from "./errors.ts";
 import type { KeelEvent } from "./events.ts";
 import type { SessionInfo, SessionStore } from "./session-store.ts";
+import { redactForStorage } from "./storage-redaction.ts";
 
 /**
  * Schema migrations: entry `i` moves the schema from version `i` to `i + 1`.
@@ -67,6 +68,9 @@ export function defaultSessionDbPath(home: string): string {
  * before `append` returns. A duplicate `(sessionId, seq)` throws KEEL_STORE_FAILED (two
  * writers on one session); an unknown session throws KEEL_SESSION_NOT_FOUND; `events` of an
  * unknown session is empty. After `close()` every other method throws KEEL_STORE_FAILED.
+ * Every string an event holds is redacted by @keel/secrets before it is written (thinking
+ * blocks, provider data, image data and ids are kept as they are), so a resumed session sees
+ * `[REDACTED:<kind>]` where an earlier turn had a secret.
  */
 export class SqliteSessionStore implements SessionStore {
   /** The database file this store opened. */
@@ -199,7 +203,7 @@ export class SqliteSessionStore implements SessionStore {
           });
         }
         try {
-          this.#insertEvent.run(sessionId, seq, ts, turnId, type, toJson(data));
+          this.#insertEvent.run(sessionId, seq, ts, turnId, type, toJson(redactForStorage(data)));
         } catch (err) {
           if (sqliteErrcode(err) !== SQLITE_CONSTRAINT_PRIMARYKEY) throw err;
           throw new KeelError(

@@ -22,7 +22,11 @@ export const RetrieveArgs = z
 /** Longest text one call returns. */
 export const RETRIEVE_MAX_CHARS = 12_000;
 
-/** Contract: never throws for a bad id or range; answers an error result that says what to do. */
+/**
+ * Contract: never throws for a bad id or range; answers an error result that says what to do;
+ * reads only outputs of the calling session (another session's id is "not found", whether
+ * guessed or leaked).
+ */
 export function retrieveTool(name: string, store: RawStore): ToolDefinition<z.infer<typeof RetrieveArgs>> {
   return defineTool({
     name,
@@ -31,8 +35,8 @@ export function retrieveTool(name: string, store: RawStore): ToolDefinition<z.in
     // Spelled out (not derived from `input`) to keep the schema sent with every request small.
     parameters: { type: "object", properties: { id: { type: "string" }, startLine: { type: "integer" }, endLine: { type: "integer" }, startChar: { type: "integer" }, endChar: { type: "integer" } }, required: ["id"] },
     category: "info",
-    execute(args) {
-      const rec = store.get(args.id);
+    execute(args, ctx) {
+      const rec = store.get(args.id, ctx.sessionId);
       if (!rec) return { content: `Error: ${new KeelError("KEEL_COMPACTION_NOT_FOUND", `no stored output has id "${args.id}".`, { tool: name }).message}`, isError: true };
       const range = { ...(args.startLine !== undefined ? { startLine: args.startLine } : {}), ...(args.endLine !== undefined ? { endLine: args.endLine } : {}), ...(args.startChar !== undefined ? { startChar: args.startChar } : {}), ...(args.endChar !== undefined ? { endChar: args.endChar } : {}) };
       const s = sliceRaw(rec.text, range, RETRIEVE_MAX_CHARS);

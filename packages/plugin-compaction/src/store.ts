@@ -7,6 +7,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { errorMessage } from "@keel/kernel";
+import { redact } from "@keel/secrets";
 
 /** One stored raw output. */
 export interface RawRecord {
@@ -22,8 +23,11 @@ export interface RawRecord {
 }
 
 /**
- * Raw outputs by id. Contract: `put` never throws (a failing disk switches to memory and
- * reports it once through `lastError`); `get` returns what `put` stored, byte for byte.
+ * Raw outputs by id, each bound to the session that produced it.
+ * Contract: `put` never throws (a failing disk switches to memory and reports it once through
+ * `lastError`) and redacts the text with @keel/secrets before it is kept, in memory or on disk;
+ * `get(id, sessionId)` returns what `put` stored (redacted) only to the session that stored it,
+ * and undefined to any other, exactly as for an unknown id.
  */
 export class RawStore {
   readonly path: string;
@@ -42,7 +46,7 @@ export class RawStore {
     try {
       mkdirSync(dirname(this.path), { recursive: true });
       const db = new DatabaseSync(this.path);
-      db.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;");
+      db.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA secure_delete = ON;");
       db.exec("CREATE TABLE IF NOT EXISTS raw (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, tool_name TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL, tokens INTEGER NOT NULL, created_at INTEGER NOT NULL)");
       this.#db = db;
     } catch (err) {
@@ -67,7 +71,8 @@ export class RawStore {
     return this.#failed;
   }
 
-  put(record: RawRecord): void {
+  put(input: RawRecord): void {
+    const record = { ...input, text: redact(input.text), toolName: redact(input.toolName) };
     this.#memory.set(record.id, record);
     const db = this.#open();
     if (!db) return;
@@ -81,13 +86,13 @@ export class RawStore {
     }
   }
 
-  get(id: string): RawRecord | undefined {
+  get(id: string, sessionId: string): RawRecord | undefined {
     const mem = this.#memory.get(id);
-    if (mem) return mem;
+    if (mem) return mem.sessionId === sessionId ? mem : undefined;
     const db = this.#open();
     if (!db) return undefined;
     try {
-      const row = db.prepare("SELECT * FROM raw WHERE id = ?").get(id) as Record<string, unknown> | undefined;
+      const row = db.prepare("SELECT * FROM raw WHERE id = ? AND session_id = ?").get(id, sessionId) as Record<string, unknown> | undefined;
       if (!row) return undefined;
       return { id: String(row.id), sessionId: String(row.session_id), toolCallId: String(row.tool_call_id), toolName: String(row.tool_name), kind: row.kind as RawRecord["kind"], text: String(row.text), tokens: Number(row.tokens), createdAt: Number(row.created_at) };
     } catch (err) {

@@ -66,7 +66,8 @@ describe("reduction, identifiers and the store", () => {
     writeFileSync(join(dir, "file"), "not a directory");
     const store = new RawStore(join(dir, "file", "sub", "c.sqlite"));
     store.put({ id: "x1", sessionId: "s", toolCallId: "c", toolName: "bash", kind: "mask", text: "raw text", tokens: 2, createdAt: 0 });
-    expect(store.get("x1")!.text).toBe("raw text");
+    expect(store.get("x1", "s")!.text).toBe("raw text");
+    expect(store.get("x1", "another session")).toBeUndefined();
     expect(store.degraded).toBe(true);
     expect(store.lastError).toMatch(/ENOTDIR|not a directory/i);
     store.close();

@@ -1,6 +1,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { DatabaseSync, type StatementSync } from "node:sqlite";
+import { redact } from "@keel/secrets";
 
 /** How an MCP call ended. Contract: `tool_error` is a result with `isError`; the rest had no result. */
 export type CallOutcome = "ok" | "tool_error" | "protocol_error" | "timeout" | "cancelled" | "crashed" | "unavailable";
@@ -23,7 +24,9 @@ export interface AuditRecord {
 /**
  * The MCP call audit log: one SQLite table (`node:sqlite`, WAL), written once per call.
  * Contract: `record` never throws (a failed write is reported through `onError` once per
- * instance); `recentUses` counts calls per exposed tool name since a time.
+ * instance) and redacts every text it writes with @keel/secrets (an error message that echoes
+ * a call's arguments or result keeps no key); `recentUses` counts calls per exposed tool name
+ * since a time.
  */
 export class AuditLog {
   readonly path: string;
@@ -40,6 +43,7 @@ export class AuditLog {
     this.#db = new DatabaseSync(path);
     this.#db.exec("PRAGMA busy_timeout=5000");
     this.#db.exec("PRAGMA journal_mode=WAL");
+    this.#db.exec("PRAGMA secure_delete=ON");
     this.#db.exec(`CREATE TABLE IF NOT EXISTS mcp_calls (
       id INTEGER PRIMARY KEY AUTOINCREMENT,
       ts INTEGER NOT NULL,
@@ -59,7 +63,7 @@ export class AuditLog {
 
   record(r: AuditRecord): void {
     try {
-      this.#insert.run(r.ts, r.sessionId, r.server, r.tool, r.name, r.durationMs, r.outcome, r.bytes, r.error ?? null);
+      this.#insert.run(r.ts, r.sessionId, redact(r.server), redact(r.tool), redact(r.name), r.durationMs, r.outcome, r.bytes, r.error === undefined ? null : redact(r.error));
     } catch (err) {
       if (!this.#failed) this.#onError?.(err);
       this.#failed = true;

@@ -260,14 +260,15 @@ class Runtime {
       ...TOOL_SEARCH_SCHEMA,
       category: "info",
       meta: { mcpMeta: "tool_search" },
-      execute: (args) => {
+      // Reveals for the session that calls it (the kernel's context), never another one.
+      execute: (args, ctx) => {
         const query = typeof args?.query === "string" ? args.query.trim() : "";
         if (!query) return { content: "Error: tool_search needs a non-empty `query` describing what the tool should do.", isError: true };
         const limit = typeof args.limit === "number" && Number.isInteger(args.limit) ? Math.min(20, Math.max(1, args.limit)) : this.o.searchLimit;
         const recent = this.#recent();
         const hits = searchTools(ranker, query, limit, recent ? { recentUses: recent } : undefined);
         if (!hits.length) return `No MCP tool matches "${query}". Try other words (what the tool does, or the service it talks to).`;
-        this.pin(sessionId, hits.map((h) => h.name));
+        this.pin(ctx?.sessionId ?? sessionId, hits.map((h) => h.name));
         const lines = hits.map((h) => `- ${h.name} (server ${h.server}): ${h.description.replace(/\s+/g, " ").slice(0, 300)}`);
         return { content: `These tools are now available to call:\n${lines.join("\n")}`, reveal: hits.map((h) => h.name) };
       },

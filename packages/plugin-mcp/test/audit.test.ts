@@ -26,6 +26,24 @@ describe("AuditLog", () => {
     reopened.close();
   });
 
+  it("redacts every text it writes: an error that echoes a key is stored without it, in the table and in the file's bytes", async () => {
+    const dir = dirs.make();
+    const path = join(dir, "mcp-audit.sqlite");
+    const key = `xoxb-123456789012-1234567890123-${"Ab9".repeat(8)}`;
+    const provider = scriptedProvider([{ toolCalls: [{ id: "f", name: "mcp__fx__fail", args: { text: `token ${key}` } }] }, { text: "ok" }]);
+    const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [mcp({ servers: { fx: fixture("scripted-server.mjs") }, auditPath: path })] });
+    const session = await agent.session();
+    await session.run("fail with the key");
+    await agent.close();
+    const log = new AuditLog(path);
+    const rows = log.all();
+    log.close();
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.error).toContain("token [REDACTED:slack_token]");
+    const { readdirSync, readFileSync } = await import("node:fs");
+    for (const f of readdirSync(dir)) expect(readFileSync(join(dir, f)).includes(key), f).toBe(false);
+  });
+
   it("a path that cannot be opened is a diagnostic; tool calls still work", async () => {
     const provider = scriptedProvider([{ toolCalls: [{ id: "e", name: "mcp__fx__echo", args: { text: "still works" } }] }, { text: "ok" }]);
     const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [mcp({ servers: { fx: fixture("scripted-server.mjs") }, auditPath: "/dev/null/cannot/mcp-audit.sqlite" })] });

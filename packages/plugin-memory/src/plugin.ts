@@ -12,6 +12,7 @@ import type { TurnClass } from "./classify.ts";
 import { runExtraction } from "./job.ts";
 import { recall } from "./recall.ts";
 import type { Recalled } from "./recall.ts";
+import { redactingStore } from "./redacting-store.ts";
 import { SqliteMemoryStore } from "./sqlite-store.ts";
 import { memoryTools, renderMemory } from "./tools.ts";
 import type { MemoryStore } from "./types.ts";
@@ -96,7 +97,7 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
     store() {
       if (opened) return opened;
       if (!options) throw new KeelError("KEEL_MEMORY_STORE_FAILED", "The plugin is not set up yet: add it to an agent first.", { plugin: PLUGIN_NAME });
-      if (options.store) opened = options.store;
+      if (options.store) opened = redactingStore(options.store);
       else {
         opened = new SqliteMemoryStore(options.path ? { path: options.path } : {});
         owned = true;

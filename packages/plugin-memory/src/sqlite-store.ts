@@ -6,6 +6,7 @@ import { mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { defaultKeelHome, errorMessage, KeelError } from "@keel/kernel";
+import { redact } from "@keel/secrets";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
 
 /** Characters of the previous memory in the same session indexed with a memory (document expansion). */
@@ -61,6 +62,12 @@ const MIGRATIONS: readonly string[] = [
    CREATE TABLE misses (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, query TEXT NOT NULL, at INTEGER NOT NULL, session_id TEXT, turn_id TEXT);
    CREATE TABLE extractions (turn_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, at INTEGER NOT NULL, facts INTEGER NOT NULL);`,
 ];
+
+/** The first `max` code points of `text` (never half a surrogate pair). */
+function cutCodePoints(text: string, max: number): string {
+  if (text.length <= max) return text;
+  return Array.from(text).slice(0, max).join("");
+}
 
 /** Options of the SQLite memory store. */
 export interface SqliteMemoryStoreOptions {
@@ -133,7 +140,8 @@ function unit(name: string, v: number | undefined, dflt: number): number {
 
 /**
  * A MemoryStore in one SQLite file.
- * Contract: see MemoryStore; several processes may open the same file (WAL, busy timeout
+ * Contract: see MemoryStore; every text it writes (content, key, category, miss query) is
+ * redacted by @keel/secrets first; several processes may open the same file (WAL, busy timeout
  * 5 s); a failure to open throws KEEL_MEMORY_STORE_FAILED naming the path.
  */
 export class SqliteMemoryStore implements MemoryStore {
@@ -203,15 +211,16 @@ export class SqliteMemoryStore implements MemoryStore {
 
   /** Insert one memory (inside a transaction). */
   #insert(input: MemoryInput): WriteResult {
-    const content = typeof input.content === "string" ? input.content.trim() : "";
+    // Redacted here, at the one write path, so no caller (tool, extractor, host) can store a secret.
+    const content = typeof input.content === "string" ? redact(input.content.trim()) : "";
     if (!content) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", "content is empty.", { path: "content" });
     if (typeof input.namespace !== "string" || !input.namespace) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", "namespace is empty.", { path: "namespace" });
     const scope = input.scope ?? "user";
     if (!SCOPES.has(scope)) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", `scope must be user, project or global, got ${JSON.stringify(scope)}.`, { path: "scope" });
     const importance = unit("importance", input.importance, 0.5);
     const confidence = unit("confidence", input.confidence, 0.8);
-    const key = input.key?.trim() || null;
-    const category = input.category?.trim() || null;
+    const key = input.key?.trim() ? redact(input.key.trim()) : null;
+    const category = input.category?.trim() ? redact(input.category.trim()) : null;
     const at = input.at ?? Date.now();
     const same = this.#stmt(
       "SELECT * FROM memories WHERE namespace = ? AND substr(content, 1, 80) = substr(?, 1, 80) AND content = ? AND scope = ? AND key IS ? AND superseded_by IS NULL AND forgotten_at IS NULL LIMIT 1",
@@ -365,7 +374,7 @@ export class SqliteMemoryStore implements MemoryStore {
 
   logMiss(miss: { namespace: string; query: string; sessionId?: string; turnId?: string }): void {
     this.#guard("Logging a recall miss", () => {
-      this.#stmt("INSERT INTO misses (namespace, query, at, session_id, turn_id) VALUES (?, ?, ?, ?, ?)").run(miss.namespace, miss.query.slice(0, MISS_QUERY_CHARS), Date.now(), miss.sessionId ?? null, miss.turnId ?? null);
+      this.#stmt("INSERT INTO misses (namespace, query, at, session_id, turn_id) VALUES (?, ?, ?, ?, ?)").run(miss.namespace, cutCodePoints(redact(miss.query), MISS_QUERY_CHARS), Date.now(), miss.sessionId ?? null, miss.turnId ?? null);
     });
   }
 

@@ -107,7 +107,9 @@ export interface MissRecord {
  * Contract: every read is confined to the namespace it is given; writes with a key supersede
  * the active memory with the same (namespace, scope, key) atomically; forget is a soft
  * delete; `markExtracted` and the writes it guards commit together so a retried extraction
- * never duplicates. Methods may be sync or async (a network backend returns promises).
+ * never duplicates; every text written (memories, keys, categories, miss queries) is redacted
+ * with @keel/secrets inside the store, so no caller can persist a secret. Methods may be sync
+ * or async (a network backend returns promises).
  */
 export interface MemoryStore {
   write(input: MemoryInput): WriteResult | Promise<WriteResult>;

@@ -1,3 +1,4 @@
+import { DatabaseSync } from "node:sqlite";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -125,12 +126,12 @@ describe("memory through the kernel", () => {
     await s.run("Set up the deploy notes.", { metadata: { userId: "ops" } });
     const results = provider.requests[1]!.messages.filter((m) => m.role === "tool").map((m) => messageText(m));
     expect(results[1]).toMatch(/supersedes #1/);
-    expect(results[2]).toMatch(/redacted \(api_key\)/);
+    expect(results[2]).toMatch(/redacted \(github_token\)/);
     expect(results[3]).toMatch(/Not stored: the content is a secret/);
     const store = plugin.memory.store() as SqliteMemoryStore;
     const rows = store.list({ namespace: "ops", includeInactive: true });
     expect(rows.map((m) => m.content).join("\n")).not.toMatch(/ghp_|sk-proj/);
-    expect(rows.find((m) => m.content.includes("CI token"))!.content).toContain("[REDACTED:api_key]");
+    expect(rows.find((m) => m.content.includes("CI token"))!.content).toContain("[REDACTED:github_token]");
     expect(store.list({ namespace: "default" })).toEqual([]);
   });
 
@@ -146,8 +147,10 @@ describe("memory through the kernel", () => {
 
   it("hides secret-like memories written by someone else from recall and tools", async () => {
     const path = join(tempDir(), "m.sqlite");
-    const raw = new SqliteMemoryStore({ path });
-    raw.write({ namespace: "default", content: "Server deploy password: Tr0ub4dor&3 for the deploy server" });
+    new SqliteMemoryStore({ path }).close();
+    // A row from before write-time redaction (or another writer): inserted past the store.
+    const raw = new DatabaseSync(path);
+    raw.prepare("INSERT INTO memories (namespace, scope, content, importance, confidence, occurred_at, created_at, updated_at) VALUES ('default', 'user', ?, 0.5, 0.8, 1, 1, 1)").run("Server deploy password: Tr0ub4dor&3 for the deploy server");
     raw.close();
     const { agent, provider } = await memoryAgent([{ toolCalls: [{ name: "memory_list", args: {} }] }, { text: "ok" }], { path });
     await (await agent.session()).run("What is the deploy server password?");

@@ -1,4 +1,5 @@
-import { join } from "node:path";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { findSecrets, looksSecret, redactSecrets, SqliteMemoryStore } from "../src/index.ts";
 import { cleanup, tempDir } from "./support/helpers.ts";
@@ -126,5 +127,30 @@ describe("secrets", () => {
   });
   it("leaves prose about passwords and keys alone", () => {
     for (const t of ["I reset my password yesterday", "The key to success is patience", "my token of appreciation", "Our database is postgres://db.internal:5432/app"]) expect(findSecrets(t), t).toEqual([]);
+  });
+});
+
+describe("write-time redaction in the store (no caller can bypass it)", () => {
+  const aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+  it("redacts content, key and category of a direct store write, and the miss log's query", () => {
+    const path = join(tempDir(), "m.sqlite");
+    const store = new SqliteMemoryStore({ path });
+    const r = store.write({ namespace: "ops", content: `Deploy with aws key AKIAQWERTYUIOP234567 with secret ${aws}`, category: "token ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789" });
+    expect(r.memory.content).toBe("Deploy with aws key [REDACTED:aws_access_key_id] with secret [REDACTED:high_entropy]");
+    expect(r.memory.category).toBe("token [REDACTED:github_token]");
+    store.logMiss({ namespace: "ops", query: `what was my secret ${aws}?` });
+    expect(store.misses("ops")[0]!.query).toBe("what was my secret [REDACTED:high_entropy]?");
+    store.close();
+    for (const f of readdirSync(dirname(path))) expect(readFileSync(join(dirname(path), f)).includes(aws), f).toBe(false);
+  });
+
+  it("wraps a host-given store so its writes are redacted too", async () => {
+    const seen: string[] = [];
+    const inner = new SqliteMemoryStore({ path: ":memory:" });
+    const host = new Proxy(inner, { get: (t, p) => (p === "write" ? (i: { content: string }) => (seen.push(i.content), t.write(i as never)) : (Reflect.get(t, p) as Function).bind(t)) });
+    const { redactingStore } = await import("../src/redacting-store.ts");
+    const wrapped = redactingStore(host);
+    wrapped.write({ namespace: "n", content: `key is sk-ant-api03-${"a1B2".repeat(23)}AA` });
+    expect(seen).toEqual(["key is [REDACTED:anthropic_api_key]"]);
   });
 });

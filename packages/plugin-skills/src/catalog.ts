@@ -20,8 +20,33 @@ export interface Skill {
   root: string;
   /** True for a draft under `<KEEL_HOME>/skills/auto/`. */
   auto: boolean;
+  /** For a draft: the namespace that produced it (from manifest.json) and whether a person reviewed it. */
+  draft?: DraftScope;
   /** The whole frontmatter. */
   frontmatter: Record<string, unknown>;
+}
+
+/** Who may see a draft. Contract: an unreviewed draft without a namespace is visible to no namespace. */
+export interface DraftScope {
+  namespace: string | undefined;
+  reviewed: boolean;
+}
+
+/** A draft's scope from the manifest.json beside its SKILL.md. Contract: never throws; unreadable means unreviewed and unscoped. */
+export function readDraftScope(dir: string): DraftScope {
+  try {
+    const m = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) as Record<string, unknown>;
+    return { namespace: typeof m.namespace === "string" ? m.namespace : undefined, reviewed: m.needs_review === false };
+  } catch {
+    return { namespace: undefined, reviewed: false };
+  }
+}
+
+/** True when `skill` may be listed or read in `namespace`: not a draft, a reviewed one, or one this namespace produced. */
+export function visibleIn(skill: Skill, namespace: string): boolean {
+  if (!skill.auto) return true;
+  const d = skill.draft ?? { namespace: undefined, reviewed: false };
+  return d.reviewed || d.namespace === namespace;
 }
 
 /** Why a SKILL.md was skipped. Contract: `file` is absolute; `line` is 1-based in that file when known; `message` says what to fix. */
@@ -162,7 +187,8 @@ export class SkillCatalog {
       } catch {
         /* keep the path as found */
       }
-      const skill: Skill = { name: p.name, description: p.description, body: p.body, dir: real, file, root: root.dir, auto: Boolean(root.auto) || (this.autoDir !== undefined && isInside(this.autoDir, dir)), frontmatter: p.frontmatter };
+      const auto = Boolean(root.auto) || (this.autoDir !== undefined && isInside(this.autoDir, dir));
+      const skill: Skill = { name: p.name, description: p.description, body: p.body, dir: real, file, root: root.dir, auto, ...(auto ? { draft: readDraftScope(dir) } : {}), frontmatter: p.frontmatter };
       entry.skill = skill;
       list.push(skill);
       byName.set(p.name, skill);
@@ -189,7 +215,13 @@ export class SkillCatalog {
       const file = join(dir, skillFile.name);
       try {
         const st = statSync(file);
-        found.push({ file, root, stamp: `${st.mtimeMs}:${st.size}` });
+        let manifest = "";
+        try {
+          if (this.autoDir !== undefined && isInside(this.autoDir, dir)) manifest = `:${statSync(join(dir, "manifest.json")).mtimeMs}`;
+        } catch {
+          // no manifest: the draft stays unreviewed
+        }
+        found.push({ file, root, stamp: `${st.mtimeMs}:${st.size}${manifest}` });
       } catch {
         diags.push({ code: "KEEL_SKILL_INVALID", file, message: "SKILL.md cannot be read (dangling link?); fix or remove it" });
       }

@@ -2,9 +2,10 @@
  * Auto-drafting: a SKILL.md + manifest.json for a task signature that kept succeeding,
  * written atomically (a temp folder renamed into place) under `<skills>/auto/<signature>/`.
  */
-import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { complete } from "@keel/kernel";
+import { redact } from "@keel/secrets";
 import type { ModelProvider } from "@keel/kernel";
 import type { Streak } from "./store.ts";
 import { draftDir, sanitizeSignature } from "./signature.ts";
@@ -15,12 +16,20 @@ export type DraftOutcome =
   | { status: "skipped"; reason: "revoked" | "exists" | "unsafe_signature" }
   | { status: "failed"; message: string };
 
-/** The manifest written beside a draft. Contract: `needs_review` is true and `score` null until a human reviews it. */
+/**
+ * The manifest written beside a draft.
+ * Contract: `needs_review` is true and `score` null until a person reviews it (see
+ * `reviewDraft`); until then the draft is listed and readable only in `namespace`.
+ */
 export interface DraftManifest {
   auto_drafted: true;
   signature: string;
+  /** The namespace whose turns produced the draft. */
+  namespace: string;
   evidence_count: number;
-  needs_review: true;
+  needs_review: boolean;
+  /** ISO time of the review, once reviewed. */
+  reviewed_at?: string;
   score: null;
   created_at: string;
   source: "model" | "template";
@@ -56,7 +65,9 @@ export async function modelBody(model: ModelProvider, streak: Streak, signal?: A
 /**
  * Write a draft for a streak.
  * Contract: never writes outside `autoDir/<sanitised signature>`; never overwrites an
- * existing draft; a revoked signature is skipped; the folder appears whole or not at all.
+ * existing draft; a revoked signature is skipped; the folder appears whole or not at all;
+ * SKILL.md and manifest.json are redacted by @keel/secrets (a model body that repeats an
+ * input's key is written without it); the manifest records the streak's namespace.
  */
 export async function writeDraft(options: { autoDir: string; streak: Streak; isRevoked: (signature: string) => boolean; model?: ModelProvider | undefined; signal?: AbortSignal }): Promise<DraftOutcome> {
   const { autoDir, streak } = options;
@@ -71,6 +82,7 @@ export async function writeDraft(options: { autoDir: string; streak: Streak; isR
   const manifest: DraftManifest = {
     auto_drafted: true,
     signature: streak.signature,
+    namespace: streak.namespace,
     evidence_count: streak.count,
     needs_review: true,
     score: null,
@@ -79,12 +91,12 @@ export async function writeDraft(options: { autoDir: string; streak: Streak; isR
     skills_used: [...new Set(streak.examples.flatMap((e) => (e.skill ? [e.skill] : [])))],
   };
   const description = `Drafted from ${streak.count} successful turns on requests about ${safe.split("-").join(", ")}; needs review.`;
-  const skillMd = `---\nname: auto-${safe}\ndescription: ${JSON.stringify(description)}\n---\n\n${body}\n`;
+  const skillMd = redact(`---\nname: auto-${safe}\ndescription: ${JSON.stringify(description)}\n---\n\n${body}\n`);
   const tmp = join(autoDir, `.tmp-${safe}-${process.pid}-${Date.now().toString(36)}`);
   try {
     mkdirSync(tmp, { recursive: true });
     writeFileSync(join(tmp, "SKILL.md"), skillMd, { flush: true });
-    writeFileSync(join(tmp, "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`, { flush: true });
+    writeFileSync(join(tmp, "manifest.json"), redact(`${JSON.stringify(manifest, null, 2)}\n`), { flush: true });
     if (existsSync(dir) || options.isRevoked(streak.signature)) {
       rmSync(tmp, { recursive: true, force: true });
       return { status: "skipped", reason: existsSync(dir) ? "exists" : "revoked" };
@@ -95,6 +107,24 @@ export async function writeDraft(options: { autoDir: string; streak: Streak; isR
     rmSync(tmp, { recursive: true, force: true });
     return { status: "failed", message: (err as Error).message };
   }
+}
+
+/**
+ * Mark a draft reviewed: `needs_review: false` and `reviewed_at` in its manifest, written
+ * atomically. From then on it is listed and readable in every namespace.
+ * Contract: only ever touches `autoDir/<sanitised signature>/manifest.json`; false when there is no such draft.
+ */
+export function reviewDraft(autoDir: string, signature: string): boolean {
+  const dir = draftDir(autoDir, signature);
+  if (!dir || !existsSync(join(dir, "manifest.json"))) return false;
+  const file = join(dir, "manifest.json");
+  const m = JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
+  m.needs_review = false;
+  m.reviewed_at = new Date().toISOString();
+  const tmp = `${file}.tmp-${process.pid}`;
+  writeFileSync(tmp, `${JSON.stringify(m, null, 2)}\n`, { flush: true });
+  renameSync(tmp, file);
+  return true;
 }
 
 /** Remove a draft's folder (revocation). Contract: only ever removes `autoDir/<sanitised signature>`. */

@@ -25,6 +25,10 @@ export const RouterTuningSchema = z.strictObject({
 export const SkillsOptions = z.strictObject({
   /** Folders holding skill folders (one or two levels deep); relative paths resolve against the working directory. */
   dirs: z.array(z.string().min(1)).default([]),
+  /** Namespace of turns whose metadata does not name one (see `namespaceKey`); drafts are scoped to it until reviewed. Default "default". */
+  namespace: z.string().min(1).max(200).default("default"),
+  /** The metadata field naming the user; its value is the turn's namespace (as in the memory plugin). Default "userId". */
+  namespaceKey: z.string().min(1).default("userId"),
   /** Keel home; default KEEL_HOME or ~/.keel. Skills are also loaded from `<home>/skills`. */
   home: z.string().min(1).optional(),
   /** Load `<home>/skills` (and its `auto/` drafts). Default true. */

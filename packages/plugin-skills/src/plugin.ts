@@ -5,12 +5,13 @@
  */
 import { join, resolve } from "node:path";
 import { defaultKeelHome, definePlugin, KeelError } from "@keel/kernel";
+import { redact } from "@keel/secrets";
 import type { ContributionFor, KeelPlugin, TurnVerdict } from "@keel/kernel";
 import type { Skill, SkillDiagnostic } from "./catalog.ts";
-import { SkillCatalog } from "./catalog.ts";
+import { SkillCatalog, visibleIn } from "./catalog.ts";
 import type { Outcome } from "./credit.ts";
 import { creditOf } from "./credit.ts";
-import { removeDraft, writeDraft } from "./drafter.ts";
+import { removeDraft, reviewDraft, writeDraft } from "./drafter.ts";
 import type { DraftOutcome } from "./drafter.ts";
 import type { SkillsOptionsInput, SkillsOptionsParsed } from "./options.ts";
 import { SkillsOptions } from "./options.ts";
@@ -37,6 +38,8 @@ export interface SkillInfo {
   dir: string;
   file: string;
   auto: boolean;
+  /** For a draft: the namespace that produced it and whether a person reviewed it. */
+  draft?: { namespace: string | undefined; reviewed: boolean };
   /** The context-free arm of the skill (successes, failures credited so far). */
   arm: Counts;
 }
@@ -53,6 +56,8 @@ export interface SkillsApi {
   recordFeedback(turn: TurnRef, feedback: "up" | "down"): FeedbackResult;
   /** Revoke a draft: delete `<home>/skills/auto/<signature>/` and never draft that signature again. */
   revokeDraft(signature: string): { removed: boolean };
+  /** Mark a draft reviewed (`needs_review: false` in its manifest): from then on every namespace sees it. */
+  reviewDraft(signature: string): { reviewed: boolean };
   /** The loaded skills (rescanned), in catalog order. */
   listSkills(): SkillInfo[];
   /** Diagnostics of the last catalog scan (skipped skills, with file and line). */
@@ -128,11 +133,21 @@ class SkillsRuntime {
     return out;
   }
 
-  /** Pick for a turn and remember it. */
-  pick(sessionId: string, turnId: string, input: string): { pick: RoutePick | undefined; unknownForced?: string } {
+  /** The turn's namespace: metadata[namespaceKey], else the configured one. */
+  namespaceOf(metadata: unknown): string {
+    const v = metadata && typeof metadata === "object" ? (metadata as Record<string, unknown>)[this.options.namespaceKey] : undefined;
+    return (typeof v === "string" && v) || (typeof v === "number" && String(v)) || this.options.namespace;
+  }
+
+  /** Pick for a turn and remember it. Contract: the router sees the input with secrets redacted; a draft the namespace may not see is never picked. */
+  pick(sessionId: string, turnId: string, rawInput: string, namespace = this.options.namespace): { pick: RoutePick | undefined; unknownForced?: string } {
+    const input = redact(rawInput);
     const forced = FORCE.exec(input)?.[1];
-    const known = forced !== undefined && this.catalog.get(forced) !== undefined;
-    const pick = this.router.pick(input, known ? { force: forced } : {});
+    const target = forced !== undefined ? this.catalog.get(forced) : undefined;
+    const known = target !== undefined && visibleIn(target, namespace);
+    const routed = this.router.pick(input, known ? { force: forced } : {});
+    const chosen = routed ? this.catalog.get(routed.skill) : undefined;
+    const pick = routed && (!chosen || visibleIn(chosen, namespace)) ? routed : undefined;
     if (pick) {
       const stored = { sessionId, turnId, skill: pick.skill, terms: pick.terms, candidates: pick.candidates, forced: pick.forced, signature: taskSignature(input), input };
       this.picks.set(turnId, stored);
@@ -160,8 +175,9 @@ class SkillsRuntime {
     this.router.update(pick, outcome === "success" ? 1 : 0);
   }
 
-  section(pick: RoutePick | undefined): string | undefined {
-    const skills = this.catalog.skills;
+  /** The skills listing of a turn. Contract: an unreviewed draft is listed only in the namespace that produced it. */
+  section(pick: RoutePick | undefined, namespace = this.options.namespace): string | undefined {
+    const skills = this.catalog.skills.filter((s) => visibleIn(s, namespace));
     if (!skills.length) return undefined;
     const advice = pick && this.options.suggest ? `\nThe "${pick.skill}" skill may help with this request: read it with skill_read and use it only if it is relevant.` : "";
     const head = "Skills you can read with the skill_read tool (name: description). Read a skill before following it.\n";
@@ -170,7 +186,7 @@ class SkillsRuntime {
     let used = 0;
     for (const s of skills) {
       const desc = s.description.length > this.options.maxDescriptionChars ? `${s.description.slice(0, this.options.maxDescriptionChars - 1)}…` : s.description;
-      const line = `- ${s.name}${s.auto ? " [draft, needs review]" : ""}: ${desc}`;
+      const line = `- ${s.name}${s.auto && !s.draft?.reviewed ? " [draft, needs review]" : ""}: ${desc}`;
       if (used + line.length + 1 > budget) break;
       lines.push(line);
       used += line.length + 1;
@@ -193,7 +209,7 @@ class SkillsRuntime {
         if (!this.scanned) this.refresh();
         if (!this.catalog.get(pick.skill)) return { applied: false, reason: `skill "${pick.skill}" is no longer in the catalog` };
         this.credit(pick, feedback === "up" ? "success" : "failure");
-        if (feedback === "down" && pick.signature) this.store?.bumpStreak(pick.signature, false, { input: "", answer: "" });
+        if (feedback === "down" && pick.signature) this.store?.resetStreak(pick.signature);
         return { applied: true, skill: pick.skill };
       },
       revokeDraft: (signature) => {
@@ -204,10 +220,15 @@ class SkillsRuntime {
         this.refresh();
         return { removed };
       },
+      reviewDraft: (signature) => {
+        const reviewed = reviewDraft(this.autoDir, signature);
+        this.refresh();
+        return { reviewed };
+      },
       listSkills: () => {
         this.refresh();
         const arms = this.router.store.arms();
-        return this.catalog.skills.map((s: Skill) => ({ name: s.name, description: s.description, dir: s.dir, file: s.file, auto: s.auto, arm: arms.get(s.name) ?? { successes: 0, failures: 0 } }));
+        return this.catalog.skills.map((s: Skill) => ({ name: s.name, description: s.description, dir: s.dir, file: s.file, auto: s.auto, ...(s.draft ? { draft: { ...s.draft } } : {}), arm: arms.get(s.name) ?? { successes: 0, failures: 0 } }));
       },
       diagnostics: () => {
         if (!this.scanned) this.refresh();
@@ -249,18 +270,20 @@ export function skills(input?: SkillsOptionsInput): SkillsPlugin {
     input,
     setup(ctx) {
       const rt = get(ctx.options);
-      ctx.on("turn.pre_tool_materialization", () => {
+      ctx.on("turn.pre_tool_materialization", (event) => {
         rt.refresh();
         const out: ContributionFor<"turn.pre_tool_materialization">[] = rt.takeDiagnostics();
-        if (rt.catalog.skills.length) out.push({ kind: "tool_bundle", bundleId: "skills", domain: "skills", tools: [skillReadTool(() => rt.catalog)] });
+        const namespace = rt.namespaceOf(event.metadata);
+        if (rt.catalog.skills.some((s) => visibleIn(s, namespace))) out.push({ kind: "tool_bundle", bundleId: "skills", domain: "skills", tools: [skillReadTool(() => rt.catalog, namespace)] });
         return out;
       });
 
       ctx.on("turn.pre_prompt_compile", (event) => {
         const out: ContributionFor<"turn.pre_prompt_compile">[] = [];
-        const { pick, unknownForced } = rt.pick(event.sessionId, event.turnId, event.input);
+        const namespace = rt.namespaceOf(event.metadata);
+        const { pick, unknownForced } = rt.pick(event.sessionId, event.turnId, event.input, namespace);
         if (unknownForced) out.push({ kind: "diagnostic", level: "warn", code: "KEEL_SKILL_UNKNOWN", message: `@@skill=${unknownForced} names no loaded skill; the router picked instead. Use one of the names listed by listSkills().` });
-        const content = rt.section(pick);
+        const content = rt.section(pick, namespace);
         if (content) out.push({ kind: "prompt_section", id: "skills", sectionId: "skills", title: "Skills", domain: "skills", priority: 400, content, maxChars: 8000 });
         return out;
       });
@@ -278,7 +301,7 @@ export function skills(input?: SkillsOptionsInput): SkillsPlugin {
         if (!rt.options.autoDraft.enabled || !signature || outcome === "neutral" || !rt.store) return out;
         let streak: Streak;
         try {
-          streak = rt.store.bumpStreak(signature, outcome === "success", { input: event.input, answer: event.finalText, ...(pick ? { skill: pick.skill } : {}) });
+          streak = rt.store.bumpStreak(signature, outcome === "success", { input: event.input, answer: event.finalText, ...(pick ? { skill: pick.skill } : {}) }, rt.namespaceOf(event.metadata));
         } catch (err) {
           out.push({ kind: "diagnostic", level: "error", code: "KEEL_SKILL_STORE_FAILED", message: `recording the streak of "${signature}" failed: ${(err as Error).message}.` });
           return out;
@@ -311,6 +334,7 @@ function lazyApi(api: () => SkillsApi): SkillsApi {
   return {
     recordFeedback: (t, f) => a().recordFeedback(t, f),
     revokeDraft: (s) => a().revokeDraft(s),
+    reviewDraft: (s) => a().reviewDraft(s),
     listSkills: () => a().listSkills(),
     diagnostics: () => a().diagnostics(),
     rank: (i) => a().rank(i),

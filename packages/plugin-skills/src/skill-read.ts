@@ -4,7 +4,7 @@ import { isAbsolute, join, win32 } from "node:path";
 import { z } from "zod";
 import type { ToolDefinition } from "@keel/kernel";
 import type { SkillCatalog } from "./catalog.ts";
-import { isInside } from "./catalog.ts";
+import { isInside, visibleIn } from "./catalog.ts";
 
 /** Largest file `skill_read` returns whole; longer files are cut with a marker. */
 export const MAX_READ_CHARS = 64_000;
@@ -20,12 +20,14 @@ export type ReadResult = { ok: true; text: string } | { ok: false; error: string
 /**
  * Read a skill's body, or `path` relative to its folder.
  * Contract: never throws; refuses absolute paths, `..` segments and anything whose real path
- * (symlinks resolved) is outside the skill's folder.
+ * (symlinks resolved) is outside the skill's folder; with `namespace`, an unreviewed draft
+ * of another namespace does not exist (nor is it named in the list of skills).
  */
-export function readSkill(catalog: SkillCatalog, name: string, path?: string): ReadResult {
-  const skill = catalog.get(name);
+export function readSkill(catalog: SkillCatalog, name: string, path?: string, namespace?: string): ReadResult {
+  const found = catalog.get(name);
+  const skill = found && (namespace === undefined || visibleIn(found, namespace)) ? found : undefined;
   if (!skill) {
-    const names = catalog.skills.map((s) => s.name);
+    const names = catalog.skills.filter((s) => namespace === undefined || visibleIn(s, namespace)).map((s) => s.name);
     return { ok: false, error: `No skill named "${name}". Available: ${names.slice(0, 50).join(", ") || "(none)"}.` };
   }
   if (path === undefined || path === "" || path === "SKILL.md") return { ok: true, text: cap(`# Skill: ${skill.name}\n\n${skill.body}`) };
@@ -50,15 +52,15 @@ function cap(text: string): string {
   return text.length <= MAX_READ_CHARS ? text : `${text.slice(0, MAX_READ_CHARS)}\n… [${text.length - MAX_READ_CHARS} more chars cut]`;
 }
 
-/** The tool the model calls to read a skill. Contract: faults come back as error results, never throws. */
-export function skillReadTool(catalog: () => SkillCatalog): ToolDefinition<z.infer<typeof Args>> {
+/** The tool the model calls to read a skill, bound to the turn's namespace. Contract: faults come back as error results, never throws. */
+export function skillReadTool(catalog: () => SkillCatalog, namespace?: string): ToolDefinition<z.infer<typeof Args>> {
   return {
     name: "skill_read",
     description: "Read a skill's instructions (name only) or a file the skill references (name + path relative to the skill's folder).",
     input: Args,
     category: "info",
     execute(args) {
-      const r = readSkill(catalog(), args.name, args.path);
+      const r = readSkill(catalog(), args.name, args.path, namespace);
       return r.ok ? r.text : { content: r.error, isError: true };
     },
   };

@@ -5,7 +5,18 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import { createHash } from "node:crypto";
+import { containsSecret, isHighEntropyToken, redact } from "@keel/secrets";
 import type { Counts, PosteriorStore, PosteriorTx, WeightRow, WeightWrite } from "./posterior.ts";
+
+/**
+ * A routing term or feature as stored: one that looks like key material is replaced by a
+ * short one-way hash, so the posterior still learns from it and no secret reaches the file.
+ */
+export function safeTerm(term: string): string {
+  if (term.length < 16 || (!isHighEntropyToken(term, true) && !containsSecret(term))) return term;
+  return `#${createHash("sha256").update(term).digest("hex").slice(0, 16)}`;
+}
 
 /** A stored pick of one turn. */
 export interface StoredPick {
@@ -19,9 +30,11 @@ export interface StoredPick {
   input: string;
 }
 
-/** A signature's run of consecutive successes. */
+/** A signature's run of consecutive successes, in one namespace. */
 export interface Streak {
   signature: string;
+  /** The namespace whose turns built the streak (the draft is scoped to it). */
+  namespace: string;
   count: number;
   examples: Array<{ input: string; answer: string; skill?: string }>;
 }
@@ -33,17 +46,53 @@ CREATE TABLE IF NOT EXISTS terms (term TEXT PRIMARY KEY, df INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS picks (session_id TEXT NOT NULL, turn_id TEXT NOT NULL, skill TEXT NOT NULL, terms TEXT NOT NULL, candidates TEXT NOT NULL, forced INTEGER NOT NULL, signature TEXT NOT NULL, input TEXT NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (session_id, turn_id));
 CREATE INDEX IF NOT EXISTS picks_turn ON picks (turn_id);
-CREATE TABLE IF NOT EXISTS streaks (signature TEXT PRIMARY KEY, count INTEGER NOT NULL, examples TEXT NOT NULL, ts INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS ns_streaks (namespace TEXT NOT NULL, signature TEXT NOT NULL, count INTEGER NOT NULL, examples TEXT NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (namespace, signature));
 CREATE TABLE IF NOT EXISTS revoked (signature TEXT PRIMARY KEY, ts INTEGER NOT NULL);
 `;
+
+/**
+ * Scrub a database written before redaction (user_version 0): picks' inputs and terms are
+ * redacted, the old un-namespaced streaks (raw inputs) are dropped; secure_delete overwrites
+ * the freed pages.
+ */
+function scrubLegacy(db: DatabaseSync): void {
+  const v = (db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version;
+  if (v >= 1) return;
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    db.exec("DROP TABLE IF EXISTS streaks");
+    const upd = db.prepare("UPDATE picks SET input = ?, terms = ?, signature = ? WHERE rowid = ?");
+    for (const r of db.prepare("SELECT rowid AS id, input, terms, signature FROM picks").all() as Array<{ id: number; input: string; terms: string; signature: string }>) {
+      let terms: string[] = [];
+      try {
+        terms = (JSON.parse(r.terms) as unknown[]).filter((t): t is string => typeof t === "string").map(safeTerm);
+      } catch {
+        // unreadable terms are dropped
+      }
+      upd.run(redact(r.input), JSON.stringify(terms), redact(r.signature), r.id);
+    }
+    db.exec("PRAGMA user_version = 1");
+    db.exec("COMMIT");
+  } catch (err) {
+    db.exec("ROLLBACK");
+    throw err;
+  }
+}
 
 /** How many picks are kept for late feedback. */
 const KEEP_PICKS = 5000;
 
+/** The first `max` code points of `text`. */
+function cut(text: string, max: number): string {
+  return text.length <= max ? text : Array.from(text).slice(0, max).join("");
+}
+
 /**
  * The plugin's SQLite database.
- * Contract: WAL mode, a 5 s busy timeout; every posterior update is one IMMEDIATE
- * transaction, so concurrent processes add up instead of overwriting each other.
+ * Contract: WAL mode, a 5 s busy timeout, secure_delete on; every posterior update is one
+ * IMMEDIATE transaction, so concurrent processes add up instead of overwriting each other;
+ * every text it writes (pick inputs, streak examples, signatures) is redacted by
+ * @keel/secrets and every term or feature passes `safeTerm`, so no caller can persist a secret.
  */
 export class SkillsStore implements PosteriorStore {
   readonly path: string;
@@ -55,7 +104,9 @@ export class SkillsStore implements PosteriorStore {
     this.db = new DatabaseSync(path);
     this.db.exec("PRAGMA busy_timeout = 5000");
     if (path !== ":memory:") this.db.exec("PRAGMA journal_mode = WAL");
+    this.db.exec("PRAGMA secure_delete = ON");
     this.db.exec(SCHEMA);
+    scrubLegacy(this.db);
   }
 
   private tick(): number {
@@ -100,14 +151,14 @@ export class SkillsStore implements PosteriorStore {
         termStats: (t) => this.termStats(t),
         writeWeights: (rows: readonly WeightWrite[]) => {
           const st = this.db.prepare("INSERT INTO weights (skill, feature, mean, precision, tick) VALUES (?, ?, ?, ?, ?) ON CONFLICT (feature, skill) DO UPDATE SET mean = excluded.mean, precision = excluded.precision, tick = excluded.tick");
-          for (const { skill, feature, row } of rows) st.run(skill, feature, row.mean, row.precision, row.tick);
+          for (const { skill, feature, row } of rows) st.run(skill, safeTerm(feature), row.mean, row.precision, row.tick);
         },
         recordArm: (skill, reward) => {
           this.db.prepare("INSERT INTO arms (skill, successes, failures) VALUES (?, ?, ?) ON CONFLICT (skill) DO UPDATE SET successes = successes + excluded.successes, failures = failures + excluded.failures").run(skill, reward, 1 - reward);
         },
         countUpdate: (terms) => {
           const st = this.db.prepare("INSERT INTO terms (term, df) VALUES (?, 1) ON CONFLICT (term) DO UPDATE SET df = df + 1");
-          for (const t of new Set(terms)) st.run(t);
+          for (const t of new Set(terms.map(safeTerm))) st.run(t);
           this.db.prepare("INSERT INTO meta (key, value) VALUES ('tick', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)").run();
         },
       }),
@@ -130,7 +181,7 @@ export class SkillsStore implements PosteriorStore {
   savePick(p: StoredPick): void {
     this.db
       .prepare("INSERT OR REPLACE INTO picks (session_id, turn_id, skill, terms, candidates, forced, signature, input, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .run(p.sessionId, p.turnId, p.skill, JSON.stringify(p.terms), JSON.stringify(p.candidates), p.forced ? 1 : 0, p.signature, p.input.slice(0, 4000), Date.now());
+      .run(p.sessionId, p.turnId, p.skill, JSON.stringify(p.terms.map(safeTerm)), JSON.stringify(p.candidates), p.forced ? 1 : 0, redact(p.signature), cut(redact(p.input), 4000), Date.now());
     this.db.prepare(`DELETE FROM picks WHERE rowid IN (SELECT rowid FROM picks ORDER BY ts DESC LIMIT -1 OFFSET ${KEEP_PICKS})`).run();
   }
 
@@ -143,29 +194,35 @@ export class SkillsStore implements PosteriorStore {
     return { sessionId: String(r.session_id), turnId: String(r.turn_id), skill: String(r.skill), terms: JSON.parse(String(r.terms)), candidates: JSON.parse(String(r.candidates)), forced: r.forced === 1, signature: String(r.signature), input: String(r.input) };
   }
 
-  /** Add a success to a signature's streak (or reset it on failure); returns the streak after. */
-  bumpStreak(signature: string, success: boolean, example: { input: string; answer: string; skill?: string }): Streak {
+  /** Add a success to a signature's streak in `namespace` (or reset it on failure); returns the streak after. */
+  bumpStreak(signature: string, success: boolean, example: { input: string; answer: string; skill?: string }, namespace = "default"): Streak {
+    const sig = redact(signature);
     return this.transaction(() => {
       if (!success) {
-        this.db.prepare("DELETE FROM streaks WHERE signature = ?").run(signature);
-        return { signature, count: 0, examples: [] };
+        this.db.prepare("DELETE FROM ns_streaks WHERE namespace = ? AND signature = ?").run(namespace, sig);
+        return { signature: sig, namespace, count: 0, examples: [] };
       }
-      const row = this.db.prepare("SELECT count, examples FROM streaks WHERE signature = ?").get(signature) as { count: number; examples: string } | undefined;
-      const examples = [...(row ? (JSON.parse(row.examples) as Streak["examples"]) : []), { input: example.input.slice(0, 2000), answer: example.answer.slice(0, 2000), ...(example.skill ? { skill: example.skill } : {}) }].slice(-5);
+      const row = this.db.prepare("SELECT count, examples FROM ns_streaks WHERE namespace = ? AND signature = ?").get(namespace, sig) as { count: number; examples: string } | undefined;
+      const examples = [...(row ? (JSON.parse(row.examples) as Streak["examples"]) : []), { input: cut(redact(example.input), 2000), answer: cut(redact(example.answer), 2000), ...(example.skill ? { skill: example.skill } : {}) }].slice(-5);
       const count = (row?.count ?? 0) + 1;
-      this.db.prepare("INSERT OR REPLACE INTO streaks (signature, count, examples, ts) VALUES (?, ?, ?, ?)").run(signature, count, JSON.stringify(examples), Date.now());
-      return { signature, count, examples };
+      this.db.prepare("INSERT OR REPLACE INTO ns_streaks (namespace, signature, count, examples, ts) VALUES (?, ?, ?, ?, ?)").run(namespace, sig, count, JSON.stringify(examples), Date.now());
+      return { signature: sig, namespace, count, examples };
     });
   }
 
-  streak(signature: string): number {
-    const row = this.db.prepare("SELECT count FROM streaks WHERE signature = ?").get(signature) as { count: number } | undefined;
+  /** Reset a signature's streak in every namespace (a thumbs down on a pick). */
+  resetStreak(signature: string): void {
+    this.db.prepare("DELETE FROM ns_streaks WHERE signature = ?").run(redact(signature));
+  }
+
+  streak(signature: string, namespace = "default"): number {
+    const row = this.db.prepare("SELECT count FROM ns_streaks WHERE namespace = ? AND signature = ?").get(namespace, redact(signature)) as { count: number } | undefined;
     return row?.count ?? 0;
   }
 
   revoke(signature: string): void {
     this.db.prepare("INSERT OR IGNORE INTO revoked (signature, ts) VALUES (?, ?)").run(signature, Date.now());
-    this.db.prepare("DELETE FROM streaks WHERE signature = ?").run(signature);
+    this.db.prepare("DELETE FROM ns_streaks WHERE signature = ?").run(signature);
   }
 
   isRevoked(signature: string): boolean {

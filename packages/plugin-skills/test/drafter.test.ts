@@ -18,6 +18,7 @@ afterEach(() => {
 
 const streak = (signature: string): Streak => ({
   signature,
+  namespace: "default",
   count: 3,
   examples: [1, 2, 3].map((i) => ({ input: `convert the csv invoice number ${i}`, answer: `Converted invoice ${i}.`, skill: "ledger" })),
 });

@@ -1,0 +1,64 @@
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { KeelEvent } from "../src/events.ts";
+import { SqliteSessionStore } from "../src/sqlite-store.ts";
+import { redactForStorage } from "../src/storage-redaction.ts";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+const KEY = `ghp_${"Yt5k".repeat(9)}`;
+const SIG = `Eq${"Zm9vYmFyYmF6cXV4".repeat(6)}==`;
+
+describe("the session store persists no secret", () => {
+  it("redacts every string of an event, in the table and in the file's bytes, and keeps thinking, image data and ids whole", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "keel-redact-"));
+    dirs.push(dir);
+    const file = path.join(dir, "sessions.sqlite");
+    const store = new SqliteSessionStore({ path: file });
+    store.createSession({ id: "s1", agent: "a", createdAt: 1 });
+    const message = {
+      role: "assistant",
+      content: [
+        { type: "thinking", text: `the user gave ${KEY}`, providerData: { provider: "anthropic", signature: SIG } },
+        { type: "text", text: `I will push with ${KEY}.` },
+        { type: "tool_call", id: "toolu_01AbCdEfGhIjKlMnOpQrStUv", name: "bash", args: { cmd: `git push https://x:${KEY}@github.com/o/r`, env: { GITHUB_TOKEN: KEY } } },
+      ],
+    };
+    const event = Object.freeze({ type: "message", sessionId: "s1", seq: 1, ts: 2, turnId: "t1", message: Object.freeze(message) }) as unknown as KeelEvent;
+    store.appendMany([event], { durable: true });
+    const [back] = store.events("s1") as Array<KeelEvent & { message: typeof message }>;
+    store.close();
+    const blocks = back!.message.content as Array<Record<string, unknown>>;
+    expect(blocks[0]).toEqual(message.content[0]);
+    expect(blocks[1]!.text).toBe("I will push with [REDACTED:github_token].");
+    expect(blocks[2]!.id).toBe("toolu_01AbCdEfGhIjKlMnOpQrStUv");
+    expect(JSON.stringify(blocks[2]!.args)).not.toContain(KEY);
+    // The thinking block keeps it (a provider rejects an edited one); everything else is clean.
+    const raw = fs.readFileSync(file);
+    let hits = 0;
+    for (let i = raw.indexOf(KEY); i >= 0; i = raw.indexOf(KEY, i + 1)) hits++;
+    expect(hits).toBe(1);
+  });
+
+  it("redactForStorage survives a throwing getter and a cycle", () => {
+    const bad: Record<string, unknown> = { ok: `token ${KEY}` };
+    Object.defineProperty(bad, "boom", { enumerable: true, get: () => { throw new Error("boom"); } });
+    bad.self = bad;
+    const out = redactForStorage(bad) as Record<string, unknown>;
+    expect(out.ok).toBe("token [REDACTED:github_token]");
+    expect(out.boom).toBe("[unreadable]");
+  });
+
+  it("redactForStorage copies: the input is untouched", () => {
+    const input = Object.freeze({ text: `token ${KEY}`, image: Object.freeze({ type: "image", mediaType: "image/png", data: KEY }) });
+    const out = redactForStorage(input) as typeof input;
+    expect(out.text).toBe("token [REDACTED:github_token]");
+    expect(out.image.data).toBe(KEY);
+    expect(input.text).toBe(`token ${KEY}`);
+  });
+});

@@ -1,0 +1,11 @@
+/**
+ * @keel/secrets: the one secret scanner every Keel plugin that persists text uses.
+ * secretlint's recommended rules, gitleaks-derived provider rules, and Shannon-entropy checks
+ * for tokens near key-like words.
+ */
+export { shannonEntropy, isHighEntropyToken } from "./entropy.ts";
+export { PATTERN_RULES } from "./rules.ts";
+export type { PatternRule } from "./rules.ts";
+export { secretlintRuleNames } from "./secretlint.ts";
+export { containsSecret, redact, redactDeep, redactSecrets, scanSecrets } from "./scan.ts";
+export type { Redaction, SecretFinding } from "./types.ts";

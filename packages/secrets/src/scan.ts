@@ -1,0 +1,142 @@
+/** The scanner: secretlint's rules, the gitleaks-derived rules, then entropy checks; spans merged. */
+import { isHighEntropyToken } from "./entropy.ts";
+import { PATTERN_RULES } from "./rules.ts";
+import { secretlintFindings } from "./secretlint.ts";
+import type { Redaction, SecretFinding } from "./types.ts";
+
+/** Words that make the token after them a likely secret (lower case, split on case and punctuation). */
+const KEY_WORDS = new Set(["secret", "secrets", "key", "keys", "apikey", "token", "tokens", "password", "passwords", "passwd", "pwd", "passphrase", "credential", "credentials", "auth", "bearer", "private", "signature", "cookie", "pat"]);
+
+/** Candidate tokens for the entropy checks: base64/base64url/hex-like runs. */
+const TOKEN = /[A-Za-z0-9+/=_\-.~]{16,}/g;
+/** Characters before a token searched for a key word. */
+const WINDOW = 48;
+/** Cheap pre-check: no 12-character token run and no key word means no finding. */
+const MAYBE = /[A-Za-z0-9+/=_.~-]{12}|pass|pwd|secret|token|key|pin|:\/\/|BEGIN|bearer/i;
+const PLACEHOLDER = /\[REDACTED:[a-z0-9_]+\]/g;
+
+function wordsBefore(text: string, at: number): string[] {
+  const from = Math.max(0, at - WINDOW);
+  let window = text.slice(from, at);
+  const nl = window.lastIndexOf("\n");
+  if (nl >= 0) window = window.slice(nl + 1);
+  return window.replace(/([a-z])([A-Z])/g, "$1 $2").toLowerCase().split(/[^a-z]+/).filter(Boolean).slice(-4);
+}
+
+function entropyFindings(text: string): SecretFinding[] {
+  const out: SecretFinding[] = [];
+  TOKEN.lastIndex = 0;
+  for (const m of text.matchAll(TOKEN)) {
+    let token = m[0].replace(/[.\-~]+$/, "");
+    const start = m.index;
+    if (token.length < 16) continue;
+    // Inline data (data:…;base64,), SRI hashes (sha512-…) and SSH public keys are not secrets.
+    const before = text.slice(Math.max(0, start - 24), start);
+    if (/base64,$/.test(before) || /(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-nistp\d+)\s+$/.test(before) || /^sha(?:1|256|384|512)-/.test(token)) continue;
+    token = token.replace(/^[.\-~/]+/, "");
+    const s = start + (m[0].length - m[0].replace(/^[.\-~/]+/, "").length);
+    const nearKey = wordsBefore(text, s).some((w) => KEY_WORDS.has(w));
+    if (isHighEntropyToken(token, nearKey)) out.push({ kind: "high_entropy", rule: nearKey ? "entropy:near-key" : "entropy", start: s, end: s + token.length });
+  }
+  return out;
+}
+
+function patternFindings(text: string): SecretFinding[] {
+  const out: SecretFinding[] = [];
+  for (const r of PATTERN_RULES) {
+    r.re.lastIndex = 0;
+    for (const m of text.matchAll(r.re)) {
+      const value = m[r.group];
+      if (!value || (r.accept && !r.accept(value))) continue;
+      const offset = r.group === 0 ? 0 : m[0].indexOf(value);
+      out.push({ kind: r.kind, rule: `keel:${r.id}`, start: m.index + offset, end: m.index + offset + value.length });
+    }
+  }
+  return out;
+}
+
+/** Widen a span so it never splits a surrogate pair. */
+function snap(text: string, f: SecretFinding): SecretFinding {
+  let { start, end } = f;
+  start = Math.max(0, start);
+  end = Math.min(text.length, end);
+  if (start > 0 && /[\uDC00-\uDFFF]/.test(text[start] ?? "") && /[\uD800-\uDBFF]/.test(text[start - 1] ?? "")) start--;
+  if (end < text.length && /[\uDC00-\uDFFF]/.test(text[end] ?? "") && /[\uD800-\uDBFF]/.test(text[end - 1] ?? "")) end++;
+  return { ...f, start, end };
+}
+
+/** Spans inside an existing `[REDACTED:…]` placeholder are not findings (redaction is idempotent). */
+function placeholders(text: string): Array<[number, number]> {
+  PLACEHOLDER.lastIndex = 0;
+  return [...text.matchAll(PLACEHOLDER)].map((m) => [m.index, m.index + m[0].length]);
+}
+
+/**
+ * Every secret in `text`, merged into non-overlapping spans, in text order.
+ * Contract: deterministic; never throws; spans never split a surrogate pair; a span inside a
+ * `[REDACTED:…]` placeholder is not reported, so scanning redacted text finds nothing new.
+ */
+export function scanSecrets(text: string): SecretFinding[] {
+  if (typeof text !== "string" || text.length < 8 || !MAYBE.test(text)) return [];
+  const held = placeholders(text);
+  const raw = [...secretlintFindings(text), ...patternFindings(text), ...entropyFindings(text)]
+    .map((f) => snap(text, f))
+    .filter((f) => f.end > f.start && !held.some(([a, b]) => f.start >= a && f.end <= b));
+  raw.sort((a, b) => a.start - b.start || b.end - a.end);
+  const merged: SecretFinding[] = [];
+  for (const f of raw) {
+    const last = merged[merged.length - 1];
+    if (last && f.start < last.end) {
+      if (f.end > last.end) last.end = f.end;
+      if (last.kind === "high_entropy" && f.kind !== "high_entropy") (last.kind = f.kind), (last.rule = f.rule);
+      continue;
+    }
+    merged.push({ ...f });
+  }
+  return merged;
+}
+
+/** True when `text` holds a secret. Contract: same as `scanSecrets(text).length > 0`. */
+export function containsSecret(text: string): boolean {
+  return scanSecrets(text).length > 0;
+}
+
+/**
+ * `text` with each secret replaced by `[REDACTED:<kind>]`.
+ * Contract: idempotent (`redactSecrets(redactSecrets(t).text).findings` is empty); the
+ * output never contains a finding's text; text outside findings is kept as it is.
+ */
+export function redactSecrets(text: string): Redaction {
+  if (typeof text !== "string") return { text: String(text), findings: [] };
+  const findings = scanSecrets(text);
+  if (!findings.length) return { text, findings };
+  let out = "";
+  let at = 0;
+  for (const f of findings) {
+    out += `${text.slice(at, f.start)}[REDACTED:${f.kind}]`;
+    at = f.end;
+  }
+  return { text: out + text.slice(at), findings };
+}
+
+/** `text` redacted (the text only). Contract: `redactSecrets(text).text`. */
+export function redact(text: string): string {
+  return redactSecrets(text).text;
+}
+
+/**
+ * A deep copy of a JSON-like value with every string redacted (object keys kept).
+ * Contract: never mutates `value` (frozen input is fine); cycles and non-plain objects are
+ * kept by reference; depth is capped at 64 (deeper values become "[REDACTED:too_deep]").
+ */
+export function redactDeep<T>(value: T, depth = 0): T {
+  if (typeof value === "string") return redact(value) as T;
+  if (value === null || typeof value !== "object") return value;
+  if (depth >= 64) return "[REDACTED:too_deep]" as T;
+  if (Array.isArray(value)) return value.map((v) => redactDeep(v, depth + 1)) as T;
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) out[k] = redactDeep(v, depth + 1);
+  return out as T;
+}
