@@ -37,7 +37,10 @@ export function snapshotConfig(config: unknown, filepath: string): unknown {
   const visit = (v: unknown, path: string, depth: number): unknown => {
     if (v === null || typeof v !== "object") return v;
     if (copies.has(v)) return copies.get(v);
-    if (depth > MAX_CONFIG_DEPTH) throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: ${path} nests deeper than ${MAX_CONFIG_DEPTH} levels.`, { path });
+    if (depth > MAX_CONFIG_DEPTH) {
+      const shown = `${path.slice(0, 60)}…`;
+      throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: ${shown} nests deeper than ${MAX_CONFIG_DEPTH} levels.`, { path: shown });
+    }
     const kind = read(() => (Array.isArray(v) ? "array" : types.isModuleNamespaceObject(v) ? "other" : isPlain(v) ? "plain" : "other"), path);
     if (kind === "other") {
       copies.set(v, v);

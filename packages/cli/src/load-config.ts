@@ -69,7 +69,14 @@ async function importConfig(filepath: string): Promise<unknown> {
 }
 
 async function jitiLoader(filepath: string): Promise<unknown> {
-  return defaultExport(await importConfig(filepath), filepath);
+  let mod: unknown;
+  try {
+    mod = await importConfig(filepath);
+  } catch (err) {
+    // Whatever the file threw (`throw undefined` included) is located here, not in cosmiconfig.
+    throw new KeelError("KEEL_CONFIG_LOAD_FAILED", describeLoadError(err, filepath), { path: filepath }, { cause: err });
+  }
+  return defaultExport(mod, filepath);
 }
 
 /** The config a module exports: ESM `export default`, or CommonJS `module.exports` (which jiti also shows as `default`). */
@@ -157,6 +164,7 @@ async function findConfig(cwd: string, configPath: string | undefined, target: s
       throw new KeelError("KEEL_CONFIG_LOAD_FAILED", describeLoadError(err, target), { path: target }, { cause: err });
     }
   }
+  if (!target) refuseSpecialFiles(cwd);
   const { cosmiconfig, defaultLoaders } = await import("cosmiconfig");
   // The file being loaded, so a deadline names it.
   const tracked = <A extends unknown[]>(load: (filepath: string, ...rest: A) => Promise<unknown>) => (filepath: string, ...rest: A) => {
@@ -184,6 +192,21 @@ async function findConfig(cwd: string, configPath: string | undefined, target: s
   return checked(found, importModule);
 }
 
+/**
+ * A FIFO, socket or device where discovery looks would block a read forever (and a process
+ * cannot exit while a read is blocked), so it is refused before anything reads it.
+ */
+function refuseSpecialFiles(cwd: string): void {
+  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
+    for (const place of SEARCH_PLACES) {
+      const file = join(dir, place);
+      const st = attempt(() => statSync(file), undefined);
+      if (st && !st.isFile() && !st.isDirectory()) throw new KeelError("KEEL_CONFIG_LOAD_FAILED", `${file} is not a regular file (a FIFO, socket or device cannot be read as a config).`, { path: file });
+    }
+    if (existsSync(join(dir, "package.json")) || dirname(dir) === dir) return;
+  }
+}
+
 function checked(found: { config: unknown; filepath: string; isEmpty?: boolean }, importModule: (file: string) => Promise<unknown>): LoadedConfig {
   if (found.isEmpty) throw new KeelError("KEEL_CONFIG_INVALID", `${found.filepath} is empty. Export the config as the default export (export default defineConfig({ ... })).`, { path: found.filepath });
   exportedConfig(found.config, found.filepath);
@@ -198,9 +221,15 @@ function fileOf(err: unknown): string | undefined {
 /** A load error's message with its location (file:line:column) when the error has one. Contract: never throws. */
 function describeLoadError(err: unknown, target: string | undefined): string {
   const file = fileOf(err) ?? target;
-  const msg = thrownText(err).split("\n").filter((l) => !l.startsWith("Require stack") && !l.startsWith("- ")).slice(0, 6).join("\n").replace(file ? `JSON Error in ${file}:\n` : "\u0000", "").trim();
+  const msg = (err instanceof Error ? "" : "threw ") + thrownText(err).split("\n").filter((l) => !l.startsWith("Require stack") && !l.startsWith("- ")).slice(0, 6).join("\n").replace(file ? `JSON Error in ${file}:\n` : "\u0000", "").trim();
   const loc = attempt(() => (err as { loc?: { line?: number; column?: number } } | null)?.loc, undefined);
-  const at = loc?.line !== undefined ? ` (at line ${loc.line}, column ${(loc.column ?? 0) + 1})` : "";
+  let at = loc?.line !== undefined ? ` (at line ${loc.line}, column ${(loc.column ?? 0) + 1})` : "";
+  if (!at && file && !msg.includes(`${file}:`)) {
+    // A file that threw: the topmost stack frame in it gives the line (jiti keeps lines, not columns).
+    const stack = attempt(() => String((err as { stack?: unknown } | null)?.stack ?? ""), "").replaceAll(pathToFileURL(file).href, file);
+    const line = stack.split("\n").find((l) => l.includes(`${file}:`))?.split(`${file}:`)[1]?.match(/^(\d+):\d+/)?.[1];
+    if (line) at = ` (at ${file}:${line})`;
+  }
   return `${file ? `${file}: ` : ""}${msg}${at}`;
 }
 
