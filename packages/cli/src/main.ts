@@ -12,8 +12,9 @@ import { renderer } from "./render.ts";
 import type { Streams } from "./render.ts";
 import { onReaderGone, statusAfterOutput } from "./stdio.ts";
 import { checkHome } from "./home.ts";
+import { thrownText } from "./guard.ts";
 
-export { processIo } from "./stdio.ts";
+export { processIo, exitWhenSettled } from "./stdio.ts";
 
 /** Exit statuses. Contract: stable across versions. */
 export const EXIT = { ok: 0, turnFailed: 1, usage: 2 } as const;
@@ -47,7 +48,7 @@ export async function main(argv: readonly string[], io: CliEnv): Promise<number>
   try {
     return statusAfterOutput(io, await dispatch(argv, io));
   } catch (err) {
-    io.err(`${isKeelError(err) ? err.message : `keel: ${errorMessage(err)}`}\n`);
+    io.err(`${isKeelError(err) ? err.message : `keel: ${thrownText(err)}`}\n`);
     return isKeelError(err) && !["KEEL_PROVIDER_ERROR", "KEEL_STORE_FAILED"].includes(err.code) ? EXIT.usage : EXIT.turnFailed;
   }
 }
@@ -163,6 +164,7 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
   process.on("SIGINT", onSigint);
   rl.on("SIGINT", onSigint);
   const offGone = onReaderGone(io, () => {
+    failed = true;
     session.cancel();
     rl.close();
   });

@@ -72,3 +72,19 @@ export function onReaderGone(io: Pick<CliEnv, "readerGone">, fn: () => void): ()
 export function statusAfterOutput(io: Pick<CliEnv, "readerGone">, status: number): number {
   return io.readerGone?.aborted && status === 1 ? READER_GONE_EXIT : status;
 }
+
+/**
+ * Set the exit status, and exit once `graceMs` have passed and stdout/stderr are flushed, so a
+ * stray timer or handle of a config or plugin cannot keep the process alive after the command.
+ * Contract: output a slow reader has not taken yet is never cut; a process with nothing left
+ * exits at once, as usual.
+ */
+export function exitWhenSettled(status: number, graceMs = 1_000): void {
+  process.exitCode = status;
+  const pending = (s: NodeJS.WriteStream) => !s.destroyed && s.writableLength > 0;
+  const exit = () => {
+    if (pending(process.stdout) || pending(process.stderr)) setTimeout(exit, 100).unref();
+    else process.exit(status);
+  };
+  setTimeout(exit, graceMs).unref();
+}
