@@ -241,6 +241,21 @@ describe.concurrent("fault/cli: a config that cannot load is a coded, located er
     expectLocated(await keel(["run", "--config", CONFIG, "hi"], { cwd: dir }), { code: "KEEL_CONFIG_NOT_FOUND", file: join(dir, CONFIG), says: ["is not a regular file"], withinMs: 5_000 });
   });
 
+  it("an empty agent.config.ts is reported as empty, not as 'no config found'", async () => {
+    const p = config("\n");
+    expectLocated(await keel(["run", "hi"], { cwd: p.dir }), { code: "KEEL_CONFIG_INVALID", file: p.file, path: p.file, says: ["is empty"] });
+  });
+
+  it("agent.config.json holding null says so", async () => {
+    const dir = project({ "agent.config.json": "null\n" });
+    expectLocated(await keel(["run", "hi"], { cwd: dir }), { code: "KEEL_CONFIG_INVALID", file: join(dir, "agent.config.json"), path: "default export", says: ["the config file exports null"] });
+  });
+
+  it("a working folder removed under keel is a usage error naming it, not a uv_cwd stack trace", async () => {
+    const dir = project({});
+    expectLocated(await keel(["run", "hi"], { cwd: dir, removeCwdFirst: true }), { code: "KEEL_CONFIG_NOT_FOUND", file: dir, path: dir, says: ["no longer exists"] });
+  });
+
   it("an unreadable config (a symlink loop) names the file and the system error", async () => {
     const dir = project({});
     symlinkSync(CONFIG, join(dir, CONFIG));

@@ -3,7 +3,7 @@
  * JavaScript with `@keel/kernel` pinned to the host's own copy, so the config and its plugins
  * see the same classes and registry as the command running them.
  */
-import { existsSync, realpathSync, statSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -164,6 +164,7 @@ async function findConfig(cwd: string, configPath: string | undefined, target: s
       throw new KeelError("KEEL_CONFIG_LOAD_FAILED", describeLoadError(err, target), { path: target }, { cause: err });
     }
   }
+  if (!existsSync(cwd)) throw new KeelError("KEEL_CONFIG_NOT_FOUND", `The current folder ${cwd} no longer exists (was it removed?). Change to a folder that exists.`, { path: cwd });
   if (!target) refuseSpecialFiles(cwd);
   const { cosmiconfig, defaultLoaders } = await import("cosmiconfig");
   // The file being loaded, so a deadline names it.
@@ -202,6 +203,10 @@ function refuseSpecialFiles(cwd: string): void {
       const file = join(dir, place);
       const st = attempt(() => statSync(file), undefined);
       if (st && !st.isFile() && !st.isDirectory()) throw new KeelError("KEEL_CONFIG_LOAD_FAILED", `${file} is not a regular file (a FIFO, socket or device cannot be read as a config).`, { path: file });
+      // Discovery would skip an empty file and report "no config found"; say what it is instead.
+      if (st?.isFile() && place !== "package.json" && st.size < 256 && attempt(() => readFileSync(file, "utf8").trim() === "", false)) {
+        throw new KeelError("KEEL_CONFIG_INVALID", `${file} is empty. Write \`export default defineConfig({ ... })\` in it, or delete it.`, { path: file });
+      }
     }
     if (existsSync(join(dir, "package.json")) || dirname(dir) === dir) return;
   }

@@ -36,7 +36,8 @@ function guardedWriter(stream: NodeJS.WriteStream, gone: (err: unknown) => void)
 export function processIo(): CliEnv {
   const ctl = new AbortController();
   return {
-    cwd: process.cwd(),
+    // A removed working folder makes process.cwd() throw; loading then says so (exit 2).
+    cwd: cwdOrPwd(),
     env: process.env,
     stdin: process.stdin,
     out: guardedWriter(process.stdout, (err) => ctl.abort(err)),
@@ -44,6 +45,14 @@ export function processIo(): CliEnv {
     err: guardedWriter(process.stderr, (err) => samePipe() && ctl.abort(err)),
     readerGone: ctl.signal,
   };
+}
+
+function cwdOrPwd(): string {
+  try {
+    return process.cwd();
+  } catch {
+    return process.env.PWD || "/";
+  }
 }
 
 /** True when stdout and stderr are the same pipe or file. */

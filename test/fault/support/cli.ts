@@ -44,6 +44,8 @@ export interface RunOptions {
   closeStderr?: boolean;
   /** Close our end of stdout once this many lines arrived (`keel … | head -n N`). */
   closeStdoutAfterLines?: number;
+  /** Remove the (empty) working folder just before keel starts in it. */
+  removeCwdFirst?: boolean;
   /** Kill the child after this long (a scenario that hangs fails instead of stalling the suite). */
   killAfterMs?: number;
 }
@@ -73,7 +75,8 @@ export function keel(args: string[], options: RunOptions): Promise<Run> {
     () =>
       new Promise<Run>((resolve, reject) => {
         const started = performance.now();
-        const child = spawn(process.execPath, [KEEL_BIN, ...args], { cwd: options.cwd, env: scenarioEnv(options.cwd, options.env), stdio: ["ignore", "pipe", "pipe"] });
+        const [cmd, argv] = options.removeCwdFirst ? ["/bin/sh", ["-c", 'rmdir "$PWD" && exec "$0" "$@"', process.execPath, KEEL_BIN, ...args]] : [process.execPath, [KEEL_BIN, ...args]];
+        const child = spawn(cmd, argv, { cwd: options.cwd, env: scenarioEnv(options.cwd, options.env), stdio: ["ignore", "pipe", "pipe"] });
         let stdout = "";
         let stderr = "";
         if (options.closeStdout) child.stdout.destroy();
