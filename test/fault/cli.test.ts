@@ -223,6 +223,11 @@ describe.concurrent("fault/cli: a config that cannot load is a coded, located er
     expectLocated(await keel(["run", "hi"], { cwd: p.dir }), { code: "KEEL_CONFIG_INVALID", file: p.file, path: "requestOptions.extra.a.a", says: ["nests deeper than 256 levels"] });
   });
 
+  it("a value shared 2^60 times over in requestOptions is refused at once, not expanded into a request", async () => {
+    const p = config(`let o: unknown = 1;\nfor (let i = 0; i < 60; i++) o = { a: o, b: o };\nexport default { requestOptions: { extra: o as Record<string, unknown> } };\n`);
+    expectLocated(await keel(["run", "hi"], { cwd: p.dir }), { code: "KEEL_CONFIG_INVALID", file: p.file, path: "requestOptions", says: ["more than 1000000 values as JSON"], withinMs: 6_000 });
+  });
+
   it("--config pointing at a folder says so and names the file inside", async () => {
     const p = config(`export default {};\n`);
     const run = await keel(["run", "--config", ".", "hi"], { cwd: p.dir });

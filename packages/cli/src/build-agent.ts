@@ -67,20 +67,38 @@ export function validateConfig(loaded: Pick<LoadedConfig, "config" | "filepath">
 
 /** requestOptions go over the wire as JSON: a cycle or a BigInt there is a config error now, not a failed request later. */
 function checkSerializable(config: KeelConfig, filepath: string): void {
-  const bad = unserializable(config.requestOptions, "requestOptions", []);
+  const bad = unserializable(config.requestOptions, "requestOptions", [], new WeakSet());
   if (bad) throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: ${bad.path} ${bad.why}; requestOptions are sent as JSON.`, { path: bad.path });
+  if (expanded(config.requestOptions, new Map()) > MAX_JSON_VALUES) {
+    throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: requestOptions would be more than ${MAX_JSON_VALUES} values as JSON (a value shared many times over); requestOptions are sent as JSON.`, { path: "requestOptions" });
+  }
 }
 
-function unserializable(v: unknown, path: string, ancestors: object[]): { path: string; why: string } | undefined {
+const MAX_JSON_VALUES = 1_000_000;
+
+/** How many values `v` (acyclic) becomes as JSON, where a shared value counts each time it appears. */
+function expanded(v: unknown, memo: Map<object, number>): number {
+  if (!v || typeof v !== "object") return 1;
+  const known = memo.get(v);
+  if (known !== undefined) return known;
+  let n = 1;
+  for (const x of Object.values(v)) if ((n += expanded(x, memo)) > MAX_JSON_VALUES) break;
+  memo.set(v, n);
+  return n;
+}
+
+/** The first value JSON cannot carry; `clean` holds values already checked (a shared value is walked once). */
+function unserializable(v: unknown, path: string, ancestors: object[], clean: WeakSet<object>): { path: string; why: string } | undefined {
   if (typeof v === "bigint") return { path, why: "is a BigInt" };
-  if (!v || typeof v !== "object") return undefined;
+  if (!v || typeof v !== "object" || clean.has(v)) return undefined;
   if (ancestors.includes(v)) return { path, why: "refers back to an enclosing value (a circular structure)" };
   const inner = [...ancestors, v];
   const entries = Array.isArray(v) ? v.map((x, i) => [i, x] as const) : Object.entries(v);
   for (const [k, x] of entries) {
-    const bad = unserializable(x, childPath(path, k), inner);
+    const bad = unserializable(x, childPath(path, k), inner, clean);
     if (bad) return bad;
   }
+  clean.add(v);
   return undefined;
 }
 

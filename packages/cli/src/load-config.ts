@@ -116,7 +116,7 @@ function notAConfig(v: unknown): string | undefined {
   return undefined;
 }
 
-/** How long loading the config may take (KEEL_CONFIG_TIMEOUT_MS overrides; 10 s by default). */
+/** How long loading the config may take. Contract: KEEL_CONFIG_TIMEOUT_MS when a positive number, else 10 000 ms. */
 export function configLoadTimeoutMs(env: NodeJS.ProcessEnv = process.env): number {
   const ms = Number(env.KEEL_CONFIG_TIMEOUT_MS);
   return Number.isFinite(ms) && ms > 0 ? ms : 10_000;

@@ -77,7 +77,10 @@ export function onReaderGone(io: Pick<CliEnv, "readerGone">, fn: () => void): ()
   return () => signal.removeEventListener("abort", fn);
 }
 
-/** The command's status once it returned `status`: READER_GONE_EXIT when it failed after the reader went away. */
+/**
+ * The command's exit status once it returned `status`.
+ * Contract: READER_GONE_EXIT when it failed (1) after stdout's reader went away; else `status`.
+ */
 export function statusAfterOutput(io: Pick<CliEnv, "readerGone">, status: number): number {
   return io.readerGone?.aborted && status === 1 ? READER_GONE_EXIT : status;
 }
