@@ -24,7 +24,7 @@ function config(text: string, more: Record<string, string> = {}): { dir: string;
   return { dir, file: join(dir, CONFIG) };
 }
 
-describe.concurrent("fault/cli: a reader that goes away (EPIPE) is never a crash", () => {
+describe.concurrent("fault/cli: a reader that goes away (EPIPE) is never a crash", { timeout: 60_000 }, () => {
   const echo = `export default { name: "pipes", offline: { script: { steps: [{ text: "first answer" }, { text: "second answer" }] } } };`;
   const hang = `export default { name: "hang", offline: { script: { steps: [{ hang: true }] } } };`;
   const seeded = (async () => {
@@ -41,7 +41,7 @@ describe.concurrent("fault/cli: a reader that goes away (EPIPE) is never a crash
     const { dir } = await seeded;
     const run = await keel(["sessions", "list"], { cwd: dir, closeStdout: true });
     expect(run.code, run.stderr).toBe(0);
-    expect(run.ms).toBeLessThan(8_000);
+    expect(run.ms).toBeLessThan(15_000);
     expect(run.stderr).toBe("");
   });
 
@@ -50,7 +50,7 @@ describe.concurrent("fault/cli: a reader that goes away (EPIPE) is never a crash
     for (const args of [["sessions", "show", id], ["sessions", "show", "--json", id]]) {
       const run = await keel(args, { cwd: dir, closeStdout: true });
       expect(run.code, run.stderr).toBe(0);
-      expect(run.ms).toBeLessThan(8_000);
+      expect(run.ms).toBeLessThan(15_000);
       expect(run.stderr).toBe("");
     }
   });
@@ -77,7 +77,7 @@ describe.concurrent("fault/cli: a reader that goes away (EPIPE) is never a crash
     const p = config(hang);
     const run = await keel(["run", "--json", "--new", "wait for me"], { cwd: p.dir, closeStdoutAfterLines: 1 });
     expect(run.code, run.stderr).toBe(141);
-    expect(run.ms).toBeLessThan(5_000);
+    expect(run.msAfterClose).toBeLessThan(5_000);
     expect(JSON.parse(run.stdout.split("\n")[0]!)).toMatchObject({ type: "session.created" });
     expectNoStack(run.stderr);
     const list = await keel(["sessions", "list", "--json"], { cwd: p.dir });
@@ -95,7 +95,7 @@ describe.concurrent("fault/cli: a reader that goes away (EPIPE) is never a crash
   });
 });
 
-describe.concurrent("fault/cli: every config value is read inside a guard", () => {
+describe.concurrent("fault/cli: every config value is read inside a guard", { timeout: 60_000 }, () => {
   it("a config getter that throws is KEEL_CONFIG_READ_FAILED at its path, exit 2", async () => {
     const p = config(`export default { name: "g", get plugins() { throw new Error("plugins are not ready"); } };`);
     expectLocated(await keel(["run", "hi"], { cwd: p.dir }), { code: "KEEL_CONFIG_READ_FAILED", file: p.file, path: "plugins", says: ["plugins are not ready"] });
@@ -122,7 +122,7 @@ describe.concurrent("fault/cli: every config value is read inside a guard", () =
   });
 });
 
-describe.concurrent("fault/cli: a default export that is not a config is named for what it is", () => {
+describe.concurrent("fault/cli: a default export that is not a config is named for what it is", { timeout: 60_000 }, () => {
   const cases: Array<[string, string, string]> = [
     ["null", "export default null;", "the config file exports null; export an object from defineConfig({ ... })"],
     ["undefined", "export default undefined;", "the config file exports undefined; export an object from defineConfig({ ... })"],
@@ -141,7 +141,7 @@ describe.concurrent("fault/cli: a default export that is not a config is named f
   });
 });
 
-describe.concurrent("fault/cli: plugin entries written wrong get a specific hint at their index", () => {
+describe.concurrent("fault/cli: plugin entries written wrong get a specific hint at their index", { timeout: 60_000 }, () => {
   const hint = async (text: string, path: string, says: string, more: Record<string, string> = {}, code = "KEEL_CONFIG_INVALID") => {
     const p = config(text, more);
     const run = await keel(["run", "hi"], { cwd: p.dir });
@@ -175,7 +175,7 @@ describe.concurrent("fault/cli: plugin entries written wrong get a specific hint
     }));
 });
 
-describe.concurrent("fault/cli: a config that cannot load is a coded, located error within a bound", () => {
+describe.concurrent("fault/cli: a config that cannot load is a coded, located error within a bound", { timeout: 60_000 }, () => {
   it("a syntax error gives line and column", async () => {
     const p = config(`const x = 1;\nexport default {\n  name: "a",,\n};\n`);
     expectLocated(await keel(["run", "hi"], { cwd: p.dir }), { code: "KEEL_CONFIG_LOAD_FAILED", file: p.file, path: p.file, says: [`${p.file}:3:`] });
@@ -199,13 +199,13 @@ describe.concurrent("fault/cli: a config that cannot load is a coded, located er
   it("a top-level await that never settles: KEEL_CONFIG_LOAD_TIMEOUT naming the file, not exit 13", async () => {
     const p = config(`await new Promise(() => {});\nexport default {};\n`);
     const run = await keel(["run", "hi"], { cwd: p.dir });
-    expectLocated(run, { code: "KEEL_CONFIG_LOAD_TIMEOUT", file: p.file, path: p.file, says: [`within ${LOAD_TIMEOUT_MS} ms`], withinMs: LOAD_TIMEOUT_MS + 6_000 });
+    expectLocated(run, { code: "KEEL_CONFIG_LOAD_TIMEOUT", file: p.file, path: p.file, says: [`within ${LOAD_TIMEOUT_MS} ms`], withinMs: LOAD_TIMEOUT_MS + 12_000 });
     expect(run.ms).toBeGreaterThanOrEqual(LOAD_TIMEOUT_MS);
   });
 
   it("a top-level await on a live timer: the same error, and the process still exits", async () => {
     const p = config(`await new Promise((r) => setTimeout(r, 3_600_000));\nexport default {};\n`);
-    expectLocated(await keel(["inspect"], { cwd: p.dir }), { code: "KEEL_CONFIG_LOAD_TIMEOUT", file: p.file, path: p.file, withinMs: LOAD_TIMEOUT_MS + 7_000 });
+    expectLocated(await keel(["inspect"], { cwd: p.dir }), { code: "KEEL_CONFIG_LOAD_TIMEOUT", file: p.file, path: p.file, withinMs: LOAD_TIMEOUT_MS + 13_000 });
   });
 
   it("a circular structure in requestOptions is located where it loops back", async () => {
@@ -225,7 +225,7 @@ describe.concurrent("fault/cli: a config that cannot load is a coded, located er
 
   it("a value shared 2^60 times over in requestOptions is refused at once, not expanded into a request", async () => {
     const p = config(`let o: unknown = 1;\nfor (let i = 0; i < 60; i++) o = { a: o, b: o };\nexport default { requestOptions: { extra: o as Record<string, unknown> } };\n`);
-    expectLocated(await keel(["run", "hi"], { cwd: p.dir }), { code: "KEEL_CONFIG_INVALID", file: p.file, path: "requestOptions", says: ["more than 1000000 values as JSON"], withinMs: 6_000 });
+    expectLocated(await keel(["run", "hi"], { cwd: p.dir }), { code: "KEEL_CONFIG_INVALID", file: p.file, path: "requestOptions", says: ["more than 1000000 values as JSON"], withinMs: 12_000 });
   });
 
   it("--config pointing at a folder says so and names the file inside", async () => {
@@ -242,8 +242,8 @@ describe.concurrent("fault/cli: a config that cannot load is a coded, located er
   it("a FIFO where the config should be is refused at once, not read forever", async () => {
     const dir = project({});
     execFileSync("mkfifo", [join(dir, CONFIG)]);
-    expectLocated(await keel(["run", "hi"], { cwd: dir }), { code: "KEEL_CONFIG_LOAD_FAILED", file: join(dir, CONFIG), says: ["is not a regular file"], withinMs: 5_000 });
-    expectLocated(await keel(["run", "--config", CONFIG, "hi"], { cwd: dir }), { code: "KEEL_CONFIG_NOT_FOUND", file: join(dir, CONFIG), says: ["is not a regular file"], withinMs: 5_000 });
+    expectLocated(await keel(["run", "hi"], { cwd: dir }), { code: "KEEL_CONFIG_LOAD_FAILED", file: join(dir, CONFIG), says: ["is not a regular file"], withinMs: 12_000 });
+    expectLocated(await keel(["run", "--config", CONFIG, "hi"], { cwd: dir }), { code: "KEEL_CONFIG_NOT_FOUND", file: join(dir, CONFIG), says: ["is not a regular file"], withinMs: 12_000 });
   });
 
   it("an empty agent.config.ts is reported as empty, not as 'no config found'", async () => {
@@ -268,7 +268,7 @@ describe.concurrent("fault/cli: a config that cannot load is a coded, located er
   });
 });
 
-describe.concurrent("fault/cli: a home that is not a folder is a config error before any store opens", () => {
+describe.concurrent("fault/cli: a home that is not a folder is a config error before any store opens", { timeout: 60_000 }, () => {
   it("KEEL_HOME pointing at a file: KEEL_HOME_INVALID, exit 2 (was KEEL_STORE_FAILED, exit 1)", async () => {
     const p = config(`export default { name: "h" };\n`, { "home-file": "not a folder\n" });
     const run = await keel(["run", "hi"], { cwd: p.dir, env: { KEEL_HOME: join(p.dir, "home-file") } });
