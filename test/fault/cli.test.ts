@@ -208,6 +208,14 @@ describe.concurrent("fault/cli: a config that cannot load is a coded, located er
     expectLocated(await keel(["inspect"], { cwd: p.dir }), { code: "KEEL_CONFIG_LOAD_TIMEOUT", file: p.file, path: p.file, withinMs: LOAD_TIMEOUT_MS + 13_000 });
   });
 
+  it("a plugin package named in the config that never finishes loading: the same deadline, at its plugins index", async () => {
+    const p = config(`export default { plugins: [false, "slow-plugin"] };\n`, {
+      "node_modules/slow-plugin/package.json": JSON.stringify({ name: "slow-plugin", version: "1.0.0", type: "module", main: "index.mjs" }),
+      "node_modules/slow-plugin/index.mjs": `await new Promise(() => {});\nexport default { name: "slow", version: "1.0.0", setup() {} };\n`,
+    });
+    expectLocated(await keel(["run", "hi"], { cwd: p.dir }), { code: "KEEL_CONFIG_LOAD_TIMEOUT", file: p.file, path: "plugins[1]", says: ["slow-plugin/index.mjs did not finish loading"], withinMs: LOAD_TIMEOUT_MS + 12_000 });
+  });
+
   it("a circular structure in requestOptions is located where it loops back", async () => {
     const p = config(`const extra: Record<string, unknown> = { tag: "x" };\nextra.self = extra;\nexport default { requestOptions: { extra } };\n`);
     expectLocated(await keel(["run", "hi"], { cwd: p.dir }), { code: "KEEL_CONFIG_INVALID", file: p.file, path: "requestOptions.extra.self", says: ["circular structure"] });
