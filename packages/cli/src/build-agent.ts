@@ -4,13 +4,17 @@
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { createAgent, KeelError, errorMessage, isKeelError, scriptedProvider } from "@keel/kernel";
+import { createAgent, defaultKeelHome, KeelError, errorMessage, isKeelError, scriptedProvider } from "@keel/kernel";
 import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelProvider, ModelSpec, ProviderScriptInput } from "@keel/kernel";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";
 import type { LoadedConfig } from "./load-config.ts";
 import { echoProvider } from "./echo-provider.ts";
 import { resolvePlugins } from "./plugins.ts";
+import { snapshotConfig } from "./config-snapshot.ts";
+import { attempt, childPath, thrownText } from "./guard.ts";
+import { pluginEntryHint } from "./plugin-hints.ts";
+import { checkHome } from "./home.ts";
 
 /** How the agent is built. */
 export interface BuildOptions {
@@ -31,13 +35,71 @@ export interface BuiltAgent {
   modelIds: string[];
 }
 
-/** Validate `loaded.config`. Contract: throws KEEL_CONFIG_INVALID naming the file and the path. */
+/**
+ * Snapshot `loaded.config` (every value read once, inside a guard) and validate the snapshot.
+ * Contract: returns the snapshot; throws KEEL_CONFIG_INVALID or KEEL_CONFIG_READ_FAILED naming
+ * the file and the path.
+ */
 export function validateConfig(loaded: Pick<LoadedConfig, "config" | "filepath">): KeelConfig {
-  const r = ConfigSchema.safeParse(loaded.config);
-  if (r.success) return loaded.config as KeelConfig;
-  const lines = r.error.issues.slice(0, 8).map((i) => `  ${formatPath(i.path)}: ${i.message}${found(loaded.config, i.path)}`);
-  const first = r.error.issues[0]!;
-  throw new KeelError("KEEL_CONFIG_INVALID", `${loaded.filepath}:\n${lines.join("\n")}\n`, { path: formatPath(first.path) });
+  const config = snapshotConfig(loaded.config, loaded.filepath);
+  let r;
+  try {
+    r = ConfigSchema.safeParse(config);
+  } catch (err) {
+    throw new KeelError("KEEL_CONFIG_READ_FAILED", `${loaded.filepath}: validating the config threw: ${thrownText(err)}.`, { path: "(root)" }, { cause: err });
+  }
+  if (r.success) {
+    checkSerializable(config as KeelConfig, loaded.filepath);
+    return config as KeelConfig;
+  }
+  const seen = new Set<string>();
+  const issues = r.error.issues.flatMap((i) => {
+    const hint = i.path[0] === "plugins" && typeof i.path[1] === "number" ? pluginEntryHint((config as KeelConfig).plugins?.[i.path[1]], formatPath(i.path.slice(0, 2))) : undefined;
+    const path = hint ? formatPath(i.path.slice(0, 2)) : formatPath(i.path);
+    const line = hint ? `  ${hint}` : `  ${path}: ${i.message}${found(config, i.path)}`;
+    if (seen.has(line)) return [];
+    seen.add(line);
+    return [{ path, line }];
+  });
+  const lines = issues.slice(0, 8).map((i) => i.line);
+  throw new KeelError("KEEL_CONFIG_INVALID", `${loaded.filepath}:\n${lines.join("\n")}\n`, { path: issues[0]!.path });
+}
+
+/** requestOptions go over the wire as JSON: a cycle or a BigInt there is a config error now, not a failed request later. */
+function checkSerializable(config: KeelConfig, filepath: string): void {
+  const bad = unserializable(config.requestOptions, "requestOptions", [], new WeakSet());
+  if (bad) throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: ${bad.path} ${bad.why}; requestOptions are sent as JSON.`, { path: bad.path });
+  if (expanded(config.requestOptions, new Map()) > MAX_JSON_VALUES) {
+    throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: requestOptions would be more than ${MAX_JSON_VALUES} values as JSON (a value shared many times over); requestOptions are sent as JSON.`, { path: "requestOptions" });
+  }
+}
+
+const MAX_JSON_VALUES = 1_000_000;
+
+/** How many values `v` (acyclic) becomes as JSON, where a shared value counts each time it appears. */
+function expanded(v: unknown, memo: Map<object, number>): number {
+  if (!v || typeof v !== "object") return 1;
+  const known = memo.get(v);
+  if (known !== undefined) return known;
+  let n = 1;
+  for (const x of Object.values(v)) if ((n += expanded(x, memo)) > MAX_JSON_VALUES) break;
+  memo.set(v, n);
+  return n;
+}
+
+/** The first value JSON cannot carry; `clean` holds values already checked (a shared value is walked once). */
+function unserializable(v: unknown, path: string, ancestors: object[], clean: WeakSet<object>): { path: string; why: string } | undefined {
+  if (typeof v === "bigint") return { path, why: "is a BigInt" };
+  if (!v || typeof v !== "object" || clean.has(v)) return undefined;
+  if (ancestors.includes(v)) return { path, why: "refers back to an enclosing value (a circular structure)" };
+  const inner = [...ancestors, v];
+  const entries = Array.isArray(v) ? v.map((x, i) => [i, x] as const) : Object.entries(v);
+  for (const [k, x] of entries) {
+    const bad = unserializable(x, childPath(path, k), inner, clean);
+    if (bad) return bad;
+  }
+  clean.add(v);
+  return undefined;
 }
 
 /** `plugins[2].options.topK` from a zod path. */
@@ -49,9 +111,9 @@ export function formatPath(path: readonly PropertyKey[]): string {
 
 function found(root: unknown, path: readonly PropertyKey[]): string {
   let v: unknown = root;
-  for (const p of path) v = v && typeof v === "object" ? (v as Record<PropertyKey, unknown>)[p] : undefined;
+  for (const p of path) v = v && typeof v === "object" ? attempt(() => (v as Record<PropertyKey, unknown>)[p], undefined) : undefined;
   if (v === undefined) return "";
-  const shown = typeof v === "function" ? "a function" : typeof v === "string" ? JSON.stringify(v) : (() => { try { return JSON.stringify(v)?.slice(0, 80) ?? String(v); } catch { return String(v); } })();
+  const shown = typeof v === "function" ? "a function" : typeof v === "string" ? JSON.stringify(v) : attempt(() => JSON.stringify(v)?.slice(0, 80) ?? String(v), undefined) ?? (Array.isArray(v) ? "an array" : "an object that is not JSON (circular?)");
   return ` (found ${shown})`;
 }
 
@@ -69,6 +131,9 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
   const note = options.note ?? (() => {});
   const config = validateConfig(loaded);
   const dir = configDir(loaded.filepath);
+  const home = options.home ?? config.home;
+  if (home !== undefined) checkHome(resolve(dir, home), options.home !== undefined ? "--home" : `${loaded.filepath}: home`);
+  else checkHome(defaultKeelHome(env), env.KEEL_HOME ? "KEEL_HOME" : "the default home");
   const plugins = await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
   const specs: ModelSpec[] = config.model === undefined ? [] : Array.isArray(config.model) ? [...config.model] : [config.model as ModelSpec];
   const strings = specs.map(specString).filter((s): s is string => s !== undefined && !s.startsWith("scripted:"));

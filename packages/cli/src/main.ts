@@ -13,6 +13,11 @@ import { configDir, loadConfig } from "./load-config.ts";
 import { closeWithin, EXIT_INTERRUPTED } from "./exit.ts";
 import { renderer } from "./render.ts";
 import type { Streams } from "./render.ts";
+import { onReaderGone, statusAfterOutput } from "./stdio.ts";
+import { checkHome } from "./home.ts";
+import { thrownText } from "./guard.ts";
+
+export { processIo } from "./stdio.ts";
 
 /** Exit statuses. Contract: stable across versions. */
 export const EXIT = { ok: 0, turnFailed: 1, usage: 2, interrupted: EXIT_INTERRUPTED } as const;
@@ -39,14 +44,16 @@ export interface CliEnv extends Streams {
   cwd: string;
   env: NodeJS.ProcessEnv;
   stdin: NodeJS.ReadableStream;
+  /** Aborts when stdout's reader has gone away (EPIPE): a running turn is cancelled, output stops. */
+  readerGone?: AbortSignal;
 }
 
 /** Run the command line `argv` (without node and the script). Contract: returns the exit status, never throws. */
 export async function main(argv: readonly string[], io: CliEnv): Promise<number> {
   try {
-    return await dispatch(argv, io);
+    return statusAfterOutput(io, await dispatch(argv, io));
   } catch (err) {
-    io.err(`${isKeelError(err) ? err.message : `keel: ${errorMessage(err)}`}\n`);
+    io.err(`${isKeelError(err) ? err.message : `keel: ${thrownText(err)}`}\n`);
     return isKeelError(err) && !["KEEL_PROVIDER_ERROR", "KEEL_STORE_FAILED"].includes(err.code) ? EXIT.usage : EXIT.turnFailed;
   }
 }
@@ -135,6 +142,7 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): P
     session.cancel();
   };
   process.on("SIGINT", onSigint);
+  const offGone = onReaderGone(io, () => session.cancel());
   try {
     const result = await session.run(input);
     if (!flags.json) io.out("\n");
@@ -144,6 +152,7 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): P
     return result.verdict.status === "completed" ? EXIT.ok : EXIT.turnFailed;
   } finally {
     process.off("SIGINT", onSigint);
+    offGone();
     r.dispose();
     off();
   }
@@ -170,6 +179,11 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
   };
   process.on("SIGINT", onSigint);
   rl.on("SIGINT", onSigint);
+  const offGone = onReaderGone(io, () => {
+    failed = true;
+    session.cancel();
+    rl.close();
+  });
   if (tty) rl.prompt();
   const start = (text: string) => {
     running = session.run(text).then(
@@ -199,6 +213,7 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
     while (running) await running;
   } finally {
     process.off("SIGINT", onSigint);
+    offGone();
     rl.close();
     r.dispose();
     off();
@@ -221,6 +236,7 @@ async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<numbe
   } catch (err) {
     if (!(isKeelError(err) && err.code === "KEEL_CONFIG_NOT_FOUND" && !flags.config)) throw err;
   }
+  checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
   const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
   try {
     if (sub === "list") {

@@ -4,7 +4,8 @@
  * and package names are imported relative to the config file and called with their options.
  */
 import { createRequire } from "node:module";
-import { KeelError, errorMessage } from "@keel/kernel";
+import { KeelError, isKeelError } from "@keel/kernel";
+import { thrownText } from "./guard.ts";
 import type { PluginEntry, PluginSpec } from "@keel/kernel";
 
 /**
@@ -28,19 +29,34 @@ async function fromPackage(name: string, options: unknown, path: string, from: s
     const resolved = createRequire(from).resolve(name);
     mod = await importModule(resolved);
   } catch (err) {
-    throw new KeelError("KEEL_PLUGIN_NOT_FOUND", `${from}: "${name}" could not be imported: ${errorMessage(err).split("\n")[0]}`, { path }, { cause: err });
+    if (isKeelError(err)) throw new KeelError(err.code, `${from}: "${name}": ${err.problem}`, { ...err.location, path }, { cause: err });
+    throw new KeelError("KEEL_PLUGIN_NOT_FOUND", `${from}: "${name}" could not be imported: ${thrownText(err).split("\n")[0]}`, { path }, { cause: err });
   }
-  const m = mod as { default?: unknown } | null;
-  const exported = m && typeof m === "object" && "default" in m ? m.default : mod;
-  if (typeof exported === "function") {
+  const read = <T>(fn: () => T, what: string): T => {
     try {
-      return (options === undefined ? exported() : exported(options)) as PluginEntry;
+      return fn();
     } catch (err) {
-      throw new KeelError("KEEL_CONFIG_INVALID", `${from}: the plugin factory of "${name}" threw: ${errorMessage(err)}`, { path: `${path}[1]` }, { cause: err });
+      throw new KeelError("KEEL_CONFIG_READ_FAILED", `${from}: reading ${what} of "${name}" threw: ${thrownText(err)}.`, { path }, { cause: err });
     }
+  };
+  const exported = read(() => {
+    const m = mod as { default?: unknown } | null;
+    return m && typeof m === "object" && "default" in m ? m.default : mod;
+  }, "the default export");
+  if (typeof exported === "function") {
+    let made: unknown;
+    try {
+      made = options === undefined ? exported() : exported(options);
+    } catch (err) {
+      throw new KeelError("KEEL_CONFIG_INVALID", `${from}: the plugin factory of "${name}" threw: ${thrownText(err)}`, { path: `${path}[1]` }, { cause: err });
+    }
+    if (read(() => typeof (made as { then?: unknown } | null)?.then === "function", "the factory's result")) {
+      throw new KeelError("KEEL_CONFIG_INVALID", `${from}: the plugin factory of "${name}" returned a Promise; the package's factory must be synchronous (or import it and write plugins: [await factory()]).`, { path });
+    }
+    return made as PluginEntry;
   }
-  if (exported && typeof exported === "object" && typeof (exported as { setup?: unknown }).setup === "function") {
-    return (options === undefined ? exported : { ...exported, input: options }) as PluginEntry;
+  if (exported && typeof exported === "object" && read(() => typeof (exported as { setup?: unknown }).setup === "function", "setup")) {
+    return (options === undefined ? exported : read(() => ({ ...exported, input: options }), "the plugin object")) as PluginEntry;
   }
   throw new KeelError("KEEL_CONFIG_INVALID", `${from}: "${name}" does not export a plugin (expected a default export that is a plugin object or a factory function).`, { path });
 }

@@ -15,7 +15,7 @@ const EXPECTED: Record<string, { code: string; file: string; says: string[] }> =
   "syntax-error": { code: "KEEL_CONFIG_LOAD_FAILED", file: "agent.config.ts", says: ["agent.config.ts:4:"] },
   "throws-on-load": { code: "KEEL_CONFIG_LOAD_FAILED", file: "agent.config.ts", says: ["the config needs DB_URL"] },
   "no-default-export": { code: "KEEL_CONFIG_INVALID", file: "agent.config.ts", says: ["has no default export (it exports config)"] },
-  "default-is-function": { code: "KEEL_CONFIG_INVALID", file: "agent.config.ts", says: ["(root): Invalid input: expected object, received function"] },
+  "default-is-function": { code: "KEEL_CONFIG_INVALID", file: "agent.config.ts", says: ["at default export", "the config file exports a function, not a config"] },
   "model-wrong-type": { code: "KEEL_CONFIG_INVALID", file: "agent.config.ts", says: ["model: expected a model", "(found 42)"] },
   "model-bad-format": { code: "KEEL_CONFIG_INVALID", file: "agent.config.ts", says: ["model: expected <provider>:<model>", '(found "gpt4")'] },
   "unknown-key": { code: "KEEL_CONFIG_INVALID", file: "agent.config.ts", says: ['Unrecognized key: "plugin"'] },

@@ -1,0 +1,27 @@
+/** The Keel home folder must be a folder (or creatable as one) before anything opens a store in it. */
+import { statSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { KeelError } from "@keel/kernel";
+
+/**
+ * Check that `home` is a folder, or that its nearest existing ancestor is one (so it can be
+ * created). `source` says where the value came from (`KEEL_HOME`, `--home`, the config's `home`).
+ * Contract: throws KEEL_HOME_INVALID naming the source and the file in the way; other
+ * problems (permissions) are left to the store, which reports them.
+ */
+export function checkHome(home: string, source: string): void {
+  const target = resolve(home);
+  for (let p = target; ; p = dirname(p)) {
+    let isDir: boolean;
+    try {
+      isDir = statSync(p).isDirectory();
+    } catch (err) {
+      if ((err as { code?: unknown }).code === "ENOENT" && dirname(p) !== p) continue;
+      if ((err as { code?: unknown }).code === "ENOTDIR") continue;
+      return;
+    }
+    if (isDir) return;
+    const what = p === target ? `${target} is a file, not a folder` : `${p} is a file, so ${target} cannot be created`;
+    throw new KeelError("KEEL_HOME_INVALID", `${source}: ${what}.`, { path: source.includes(": ") ? "home" : source });
+  }
+}
