@@ -4,7 +4,7 @@
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { createAgent, KeelError, errorMessage, isKeelError, scriptedProvider } from "@keel/kernel";
+import { createAgent, KeelError, errorMessage, isKeelError, scriptedProvider, headOf } from "@keel/kernel";
 import type { Agent, AgentOptions, KeelConfig, ModelProvider, ModelSpec, ProviderScriptInput } from "@keel/kernel";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";
@@ -51,7 +51,7 @@ function found(root: unknown, path: readonly PropertyKey[]): string {
   let v: unknown = root;
   for (const p of path) v = v && typeof v === "object" ? (v as Record<PropertyKey, unknown>)[p] : undefined;
   if (v === undefined) return "";
-  const shown = typeof v === "function" ? "a function" : typeof v === "string" ? JSON.stringify(v) : (() => { try { return JSON.stringify(v)?.slice(0, 80) ?? String(v); } catch { return String(v); } })();
+  const shown = typeof v === "function" ? "a function" : typeof v === "string" ? JSON.stringify(v) : (() => { try { return headOf(JSON.stringify(v) ?? String(v), 80); } catch { return String(v); } })();
   return ` (found ${shown})`;
 }
 

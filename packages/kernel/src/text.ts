@@ -112,6 +112,17 @@ export function tailOf(text: string, max: number): string {
   return s.slice(indexOfLast(s, Math.max(0, Math.floor(max))));
 }
 
+/**
+ * Code points `start` (inclusive) to `end` (exclusive) of `text`, like String.slice but by
+ * code point. Contract: well-formed; non-negative indexes only (clamped to the text).
+ */
+export function codePointSlice(text: string, start: number, end?: number): string {
+  const s = toWellFormed(text);
+  const from = indexAfter(s, Math.max(0, Math.floor(start)));
+  const to = end === undefined ? s.length : indexAfter(s, Math.max(0, Math.floor(end)));
+  return to > from ? s.slice(from, to) : "";
+}
+
 const repaired = new WeakMap<object, unknown>();
 
 /**

@@ -5,7 +5,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { DatabaseSync, type StatementSync } from "node:sqlite";
-import { defaultKeelHome, errorMessage, KeelError } from "@keel/kernel";
+import { defaultKeelHome, errorMessage, KeelError, headOf } from "@keel/kernel";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
 
 /** Characters of the previous memory in the same session indexed with a memory (document expansion). */
@@ -239,7 +239,7 @@ export class SqliteMemoryStore implements MemoryStore {
   #position(namespace: string, session: string | undefined): { seq: number | null; context: string } {
     if (session === undefined) return { seq: null, context: "" };
     const prev = this.#stmt("SELECT seq, content FROM memories WHERE namespace = ? AND source_session = ? ORDER BY seq DESC LIMIT 1").get(namespace, session) as { seq: number; content: string } | undefined;
-    return { seq: (prev?.seq ?? 0) + 1, context: prev ? prev.content.slice(0, CONTEXT_CHARS) : "" };
+    return { seq: (prev?.seq ?? 0) + 1, context: prev ? headOf(prev.content, CONTEXT_CHARS) : "" };
   }
 
   write(input: MemoryInput): WriteResult {
@@ -365,7 +365,7 @@ export class SqliteMemoryStore implements MemoryStore {
 
   logMiss(miss: { namespace: string; query: string; sessionId?: string; turnId?: string }): void {
     this.#guard("Logging a recall miss", () => {
-      this.#stmt("INSERT INTO misses (namespace, query, at, session_id, turn_id) VALUES (?, ?, ?, ?, ?)").run(miss.namespace, miss.query.slice(0, MISS_QUERY_CHARS), Date.now(), miss.sessionId ?? null, miss.turnId ?? null);
+      this.#stmt("INSERT INTO misses (namespace, query, at, session_id, turn_id) VALUES (?, ?, ?, ?, ?)").run(miss.namespace, headOf(miss.query, MISS_QUERY_CHARS), Date.now(), miss.sessionId ?? null, miss.turnId ?? null);
     });
   }
 

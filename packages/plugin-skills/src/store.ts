@@ -6,6 +6,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import type { Counts, PosteriorStore, PosteriorTx, WeightRow, WeightWrite } from "./posterior.ts";
+import { headOf } from "@keel/kernel";
 
 /** A stored pick of one turn. */
 export interface StoredPick {
@@ -130,7 +131,7 @@ export class SkillsStore implements PosteriorStore {
   savePick(p: StoredPick): void {
     this.db
       .prepare("INSERT OR REPLACE INTO picks (session_id, turn_id, skill, terms, candidates, forced, signature, input, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .run(p.sessionId, p.turnId, p.skill, JSON.stringify(p.terms), JSON.stringify(p.candidates), p.forced ? 1 : 0, p.signature, p.input.slice(0, 4000), Date.now());
+      .run(p.sessionId, p.turnId, p.skill, JSON.stringify(p.terms), JSON.stringify(p.candidates), p.forced ? 1 : 0, p.signature, headOf(p.input, 4000), Date.now());
     this.db.prepare(`DELETE FROM picks WHERE rowid IN (SELECT rowid FROM picks ORDER BY ts DESC LIMIT -1 OFFSET ${KEEP_PICKS})`).run();
   }
 
@@ -151,7 +152,7 @@ export class SkillsStore implements PosteriorStore {
         return { signature, count: 0, examples: [] };
       }
       const row = this.db.prepare("SELECT count, examples FROM streaks WHERE signature = ?").get(signature) as { count: number; examples: string } | undefined;
-      const examples = [...(row ? (JSON.parse(row.examples) as Streak["examples"]) : []), { input: example.input.slice(0, 2000), answer: example.answer.slice(0, 2000), ...(example.skill ? { skill: example.skill } : {}) }].slice(-5);
+      const examples = [...(row ? (JSON.parse(row.examples) as Streak["examples"]) : []), { input: headOf(example.input, 2000), answer: headOf(example.answer, 2000), ...(example.skill ? { skill: example.skill } : {}) }].slice(-5);
       const count = (row?.count ?? 0) + 1;
       this.db.prepare("INSERT OR REPLACE INTO streaks (signature, count, examples, ts) VALUES (?, ?, ?, ?)").run(signature, count, JSON.stringify(examples), Date.now());
       return { signature, count, examples };
