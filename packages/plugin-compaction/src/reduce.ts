@@ -18,12 +18,12 @@ function clip(line: string): string {
 
 /**
  * Reduce `text` to about `target` tokens.
- * Contract: deterministic; returns `text` unchanged when it fits; otherwise keeps the first
+ * Contract: deterministic; returns `text` unchanged (lone surrogates repaired) when it fits; otherwise keeps the first
  * and last lines, then middle lines ranked by (error line, new identifiers), in original
  * order with their 1-based line numbers, and says which line ranges were omitted.
  */
 export function reduceText(text: string, target: number, count: CountTokens): string {
-  if (count(text) <= target) return text;
+  if (count(text) <= target) return toWellFormed(text);
   if (!text.includes("\n")) {
     const keep = target * 2;
     return truncate(text, keep * 2 + 40, { tail: keep, marker: (n) => `\n[… ${n} chars omitted …]\n` });
