@@ -33,7 +33,11 @@ import type { FaultHome } from "./support/unicode.ts";
 // marks at random positions, cut at every length by every site, come out well-formed, and
 // without U+FFFD when the input had none (a U+FFFD would mean a pair was split, then repaired).
 
-const PIECES = ["a", "b", " ", "\n", "😀", "🎉", "𝔘", "👨‍👩‍👧", "é", "日", "ß", "🇫🇷"];
+const PIECES = ["a", "b", " ", "\n", "😀", "🎉", "𝔘", "👨‍👩‍👧", "é", "e\u0301", "日", "ß", "🇫🇷"];
+
+/** Sites marked `graphemes` also never split a ZWJ sequence, a flag or a letter with its mark. */
+const clusters = new Intl.Segmenter(undefined, { granularity: "grapheme" });
+const CLUSTERED = /[\u200d\u0300-\u036f]|\p{Regional_Indicator}/u;
 
 function generate(rand: () => number, pieces: number): string {
   let s = "";
@@ -54,14 +58,14 @@ let memDir: string;
  * and `n` as its limit (sites with a fixed limit get `n` characters of padding in front, so
  * their cut point moves across `s`). Add a row when a new cut site appears.
  */
-const SITES: Array<{ name: string; cut: (s: string, n: number) => string | Promise<string> }> = [
+const SITES: Array<{ name: string; graphemes?: true; cut: (s: string, n: number) => string | Promise<string> }> = [
   { name: "kernel truncate (… marker)", cut: (s, n) => truncate(s, n) },
   { name: "kernel truncate (head + tail, counting marker)", cut: (s, n) => truncate(s, n, { tail: Math.floor(n / 3), marker: (d) => `[${d}]` }) },
   { name: "kernel headOf / tailOf / codePointSlice", cut: (s, n) => headOf(s, n) + tailOf(s, n) + codePointSlice(s, Math.floor(n / 2), n) },
   { name: "kernel errors preview (log records of plugin errors)", cut: (s, n) => preview(s, n) },
-  { name: "kernel merge: prompt_context maxChars", cut: (s, n) => mergePromptContext([{ plugin: "p", value: { kind: "prompt_context", id: "c", domain: "d", priority: 0, content: s, maxChars: Math.max(1, n) } }], "turn.pre_prompt_context").entries.map((e) => e.content).join("") },
-  { name: "kernel merge: prompt section caps", cut: (s, n) => mergePromptSections([{ plugin: "p", value: { kind: "prompt_section", id: "s", sectionId: "s", domain: "d", priority: 0, content: s } }], "turn.pre_prompt_compile", { ...DEFAULT_CAPS, sectionChars: Math.max(1, n) }).sections.map((x) => x.content).join("") },
-  { name: "kernel per-tool-result cap (boundResult)", cut: (s, n) => texts(boundResult(toolResult(s), Math.max(1, n)).content) },
+  { name: "kernel merge: prompt_context maxChars", graphemes: true, cut: (s, n) => mergePromptContext([{ plugin: "p", value: { kind: "prompt_context", id: "c", domain: "d", priority: 0, content: s, maxChars: Math.max(1, n) } }], "turn.pre_prompt_context").entries.map((e) => e.content).join("") },
+  { name: "kernel merge: prompt section caps", graphemes: true, cut: (s, n) => mergePromptSections([{ plugin: "p", value: { kind: "prompt_section", id: "s", sectionId: "s", domain: "d", priority: 0, content: s } }], "turn.pre_prompt_compile", { ...DEFAULT_CAPS, sectionChars: Math.max(1, n) }).sections.map((x) => x.content).join("") },
+  { name: "kernel per-tool-result cap (boundResult)", graphemes: true, cut: (s, n) => texts(boundResult(toolResult(s), Math.max(1, n)).content) },
   { name: "kernel preflight task (8,000 chars)", cut: async (s, n) => {
     const p = scriptedProvider([{ text: '{"reveal": []}' }]);
     await runPreflight(p, "x".repeat(7_990 + (n % 12)) + s, [{ name: "hidden", description: s, hidden: true, execute: () => "" }], {}, new AbortController().signal);
@@ -109,7 +113,7 @@ describe("fault: broken Unicode — every truncation site cuts by code point (pr
   });
 
   for (const site of SITES) {
-    it(`${site.name}: well-formed at every cut length, no pair split, lone surrogates repaired`, async () => {
+    it(`${site.name}: well-formed at every cut length, no pair${site.graphemes ? " or cluster" : ""} split, lone surrogates repaired`, async () => {
       let checked = 0;
       for (const [i, s] of inputs.entries()) {
         if (site.name.startsWith("memory recall")) {
@@ -118,6 +122,7 @@ describe("fault: broken Unicode — every truncation site cuts by code point (pr
         for (let n = 0; n <= s.length + 2; n++) {
           const out = await site.cut(s, n);
           if (!isWellFormed(out) || out.includes("\uFFFD")) throw new Error(`${site.name}: cut ${n} of ${JSON.stringify(s)} gave ${JSON.stringify(out)}`);
+          if (site.graphemes) for (const { segment } of clusters.segment(out)) if (CLUSTERED.test(segment) && !PIECES.includes(segment)) throw new Error(`${site.name}: cut ${n} of ${JSON.stringify(s)} split the cluster ${JSON.stringify(segment)}`);
           checked++;
         }
       }

@@ -38,7 +38,7 @@ function log(): MergeLog {
 function cap(text: string, max: number): { content: string; chars: number; from: number; cut: boolean } {
   const from = codePointLength(text);
   if (from <= max) return { content: toWellFormed(text), chars: from, from, cut: false };
-  const content = truncate(text, max);
+  const content = truncate(text, max, { graphemes: true });
   return { content, chars: codePointLength(content), from, cut: true };
 }
 

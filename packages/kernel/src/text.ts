@@ -65,6 +65,36 @@ export interface TruncateOptions {
   marker?: string | ((dropped: number) => string);
   /** Code points kept from the end as well; the marker goes between head and tail. Default 0. */
   tail?: number;
+  /**
+   * Also never cut inside a grapheme cluster (an emoji ZWJ sequence, a flag, a letter with
+   * combining marks): the head ends and the tail starts on a cluster boundary, so a little
+   * less may be kept. Default false (code points only).
+   */
+  graphemes?: boolean;
+}
+
+let segmenter: Intl.Segmenter | undefined;
+
+/** The last grapheme boundary at or before UTF-16 index `i` (searched in a window around it). */
+function graphemeFloor(s: string, i: number): number {
+  if (i <= 0 || i >= s.length) return i;
+  segmenter ??= new Intl.Segmenter(undefined, { granularity: "grapheme" });
+  const from = Math.max(0, i - 128);
+  let last = from;
+  for (const { index } of segmenter.segment(s.slice(from, Math.min(s.length, i + 128)))) {
+    if (from + index > i) break;
+    last = from + index;
+  }
+  return last;
+}
+
+/** The first grapheme boundary at or after UTF-16 index `i`. */
+function graphemeCeil(s: string, i: number): number {
+  if (i <= 0 || i >= s.length) return i;
+  segmenter ??= new Intl.Segmenter(undefined, { granularity: "grapheme" });
+  const from = Math.max(0, i - 128);
+  for (const { index } of segmenter.segment(s.slice(from, Math.min(s.length, i + 128)))) if (from + index >= i) return from + index;
+  return s.length;
 }
 
 /** A marker that says how many characters (code points) a cut dropped. */
@@ -77,7 +107,8 @@ export function droppedMarker(dropped: number): string {
  * Contract: never splits a surrogate pair; the result is well-formed (lone surrogates in
  * `text` become U+FFFD) and a prefix of it (plus the marker and, with `tail`, a suffix);
  * `text` is returned whole (repaired) when it has at most `max` code points; when even the
- * marker does not fit, the head of `max` code points is returned without it.
+ * marker does not fit, the head of `max` code points is returned without it; with
+ * `graphemes`, no grapheme cluster is split either and a counting marker still counts exactly.
  */
 export function truncate(text: string, max: number, options: TruncateOptions = {}): string {
   const s = toWellFormed(text);
@@ -95,10 +126,22 @@ export function truncate(text: string, max: number, options: TruncateOptions = {
     room = next;
   }
   const m = markerFor(total - room);
-  if (codePointLength(m) + room > limit) return s.slice(0, indexAfter(s, limit));
+  if (codePointLength(m) + room > limit) return s.slice(0, options.graphemes ? graphemeFloor(s, indexAfter(s, limit)) : indexAfter(s, limit));
   const tail = Math.min(Math.max(0, Math.floor(options.tail ?? 0)), room);
-  const head = s.slice(0, indexAfter(s, room - tail));
-  return tail > 0 ? head + m + s.slice(indexOfLast(s, tail)) : head + m;
+  let headEnd = indexAfter(s, room - tail);
+  let tailStart = tail > 0 ? indexOfLast(s, tail) : s.length;
+  if (!options.graphemes) return s.slice(0, headEnd) + m + s.slice(tailStart);
+  // On cluster boundaries a little more is dropped: the marker must say so and still fit.
+  tailStart = graphemeCeil(s, tailStart);
+  const tailPart = s.slice(tailStart);
+  const tailLength = codePointLength(tailPart);
+  for (headEnd = graphemeFloor(s, headEnd); ; headEnd = graphemeFloor(s, headEnd - 1)) {
+    const head = s.slice(0, headEnd);
+    const kept = codePointLength(head) + tailLength;
+    const mark = markerFor(total - kept);
+    if (kept + codePointLength(mark) <= limit) return head + mark + tailPart;
+    if (headEnd === 0) return s.slice(0, graphemeFloor(s, indexAfter(s, limit)));
+  }
 }
 
 /** Contract: the first `max` code points of `text`, well-formed, without a marker. */

@@ -114,7 +114,7 @@ export function boundResult(result: ToolResultMessage, maxChars: number): ToolRe
   const total = texts.reduce((n, t) => n + codePointLength(t), 0) + Math.max(0, texts.length - 1);
   if (total <= maxChars) return { ...result, content: result.content.map((b) => (b.type === "text" ? { type: "text", text: toWellFormed(b.text) } : b)) };
   const marker = (n: number) => `\n[… ${n} characters cut from this tool result (limits.maxToolResultChars is ${maxChars}) …]\n`;
-  const text = truncate(texts.join("\n"), maxChars, { marker, tail: Math.floor(maxChars / 4) });
+  const text = truncate(texts.join("\n"), maxChars, { marker, tail: Math.floor(maxChars / 4), graphemes: true });
   const images = result.content.filter((b) => b.type !== "text");
   return { ...result, content: [{ type: "text", text }, ...images] };
 }

@@ -52,6 +52,22 @@ describe("text by code points", () => {
     expect(truncate("abcdefgh", 3, { marker: "[a long marker]" })).toBe("abc");
   });
 
+  it("with graphemes, a cut never splits an emoji ZWJ sequence, a flag or a combining mark, and the count stays exact", () => {
+    const FAMILY = "👨‍👩‍👧"; // 5 code points
+    const text = `${FAMILY}🇫🇷e\u0301`.repeat(6);
+    for (let n = 0; n <= codePointLength(text) + 1; n++) {
+      const out = truncate(text, n, { graphemes: true, marker: (d) => `<${d}>` });
+      expect(codePointLength(out)).toBeLessThanOrEqual(n);
+      const kept = out.replace(/<\d+>$/, "");
+      expect(kept).toMatch(/^(👨‍👩‍👧|🇫🇷|e\u0301)*$/u);
+      const d = /<(\d+)>$/.exec(out)?.[1];
+      if (d) expect(codePointLength(kept) + Number(d)).toBe(codePointLength(text));
+      const both = truncate(text, n, { graphemes: true, tail: Math.floor(n / 2), marker: "|" });
+      expect(codePointLength(both)).toBeLessThanOrEqual(n);
+      for (const part of both.split("|")) expect(part).toMatch(/^(👨‍👩‍👧|🇫🇷|e\u0301)*$/u);
+    }
+  });
+
   it("headOf, tailOf and codePointSlice never split a pair", () => {
     const s = `a${SMILE}b${SMILE}c`;
     expect(headOf(s, 2)).toBe(`a${SMILE}`);
