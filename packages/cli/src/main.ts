@@ -5,7 +5,7 @@
 import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
 import { resolve } from "node:path";
-import { KeelError, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, isKeelError } from "@keel/kernel";
+import { KeelError, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, isKeelError, headOf } from "@keel/kernel";
 import type { Agent, Session } from "@keel/kernel";
 import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
@@ -207,7 +207,7 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
       if (line === "/exit" || line === "/quit") break;
       if (running) {
         await session.steer(line);
-        io.err(`  (queued as steering: ${line.slice(0, 60)})\n`);
+        io.err(`  (queued as steering: ${headOf(line, 60)})\n`);
       } else start(line);
     }
     while (running) await running;
@@ -260,9 +260,9 @@ async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<numbe
 function summary(e: { type: string } & Record<string, unknown>): string {
   if (e.type === "message.appended") {
     const m = e.message as { role: string; content: Array<{ type: string; text?: string; name?: string }> };
-    return ` ${m.role}: ${m.content.map((b) => (b.type === "text" ? b.text : b.type === "tool_call" ? `[call ${b.name}]` : `[${b.type}]`)).join(" ").slice(0, 120)}`;
+    return ` ${m.role}: ${headOf(m.content.map((b) => (b.type === "text" ? b.text : b.type === "tool_call" ? `[call ${b.name}]` : `[${b.type}]`)).join(" "), 120)}`;
   }
-  if (e.type === "turn.started") return ` "${String(e.input).slice(0, 80)}"`;
+  if (e.type === "turn.started") return ` "${headOf(String(e.input), 80)}"`;
   if (e.type.startsWith("turn.")) return ` ${(e.verdict as { status: string; reason: string } | undefined)?.reason ?? ""}`;
   if (e.type === "tool.completed") return ` ${String(e.name)} ${String(e.status)}`;
   return "";

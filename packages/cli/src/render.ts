@@ -1,5 +1,6 @@
 /** Terminal rendering of an agent's events: the answer on stdout, progress on stderr. */
 import type { AgentEvent } from "@keel/kernel";
+import { truncate } from "@keel/kernel";
 
 /** Where rendering writes. */
 export interface Streams {
@@ -52,6 +53,9 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
       case "model.failed":
         err(`  ✗ model: ${e.errorClass}: ${preview(e.message)}\n`);
         break;
+      case "turn.failed":
+        if (e.verdict.status === "failed") err(`  ✗ ${preview(e.verdict.message, 600)}\n`);
+        break;
       case "guard.tripped":
         err(`  ! guard ${e.guard} tripped (${e.value} of ${e.limit})\n`);
         break;
@@ -65,5 +69,5 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
 }
 
 function preview(text: string, max = 160): string {
-  return text.length > max ? `${text.slice(0, max)}…` : text;
+  return truncate(text, max + 1);
 }

@@ -30,11 +30,13 @@ import type { ToolCategory, ToolDefinition } from "./tools.ts";
 import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "./tools.ts";
 import type { TurnResult } from "./verdict.ts";
 import { runTurn } from "./turn.ts";
+import { wellFormedProvider } from "./text.ts";
 
 /**
  * Loop guards. Contract: when one runs out the model gets one final round without tools —
  * except `wallTimeMs`, which cuts whatever runs and ends the turn at once.
- * Defaults: 50 rounds, 200 tool calls, 1,000,000 tokens, 600 s, 0.95 of the context window.
+ * Defaults: 50 rounds, 200 tool calls, 1,000,000 tokens, 600 s, 0.95 of the context window,
+ * 100,000 code points per tool result.
  */
 export interface Limits {
   /** Normal rounds (provider requests with tools); the final round without tools comes on top. */
@@ -52,9 +54,14 @@ export interface Limits {
   wallTimeMs: number;
   /** Fraction of the provider's context window a request may fill. */
   contextCeiling: number;
+  /**
+   * Code points of text one tool result may hold (every tool: built-in, plugin, MCP); a
+   * longer result keeps its head and tail with a marker saying how much was cut.
+   */
+  maxToolResultChars: number;
 }
 
-export const DEFAULT_LIMITS: Limits = { maxRounds: 50, maxToolCalls: 200, tokenBudget: 1_000_000, wallTimeMs: 600_000, contextCeiling: 0.95 };
+export const DEFAULT_LIMITS: Limits = { maxRounds: 50, maxToolCalls: 200, tokenBudget: 1_000_000, wallTimeMs: 600_000, contextCeiling: 0.95, maxToolResultChars: 100_000 };
 
 /** What the approval callback is asked. */
 export interface ApprovalRequest {
@@ -130,7 +137,7 @@ const AgentOptionsSchema = z.object({
   tools: z.array(z.unknown()).optional(),
   plugins: z.array(z.unknown()).optional(),
   home: z.string().min(1).optional(),
-  limits: z.object({ maxRounds: z.number().int().positive(), maxToolCalls: z.number().int().positive(), tokenBudget: positive, wallTimeMs: positive, contextCeiling: z.number().gt(0).max(1) }).partial().strict().optional(),
+  limits: z.object({ maxRounds: z.number().int().positive(), maxToolCalls: z.number().int().positive(), tokenBudget: positive, wallTimeMs: positive, contextCeiling: z.number().gt(0).max(1), maxToolResultChars: z.number().int().positive() }).partial().strict().optional(),
   toolTimeouts: z.object({ exec: positive, mcp: positive, info: positive, edit: positive }).partial().strict().optional(),
   caps: z.object({ contextEntries: z.number().int().positive(), contextChars: positive, sections: z.number().int().positive(), sectionChars: positive, sectionsTotalChars: positive }).partial().strict().optional(),
   approve: z.custom<NonNullable<AgentOptions["approve"]>>((f) => typeof f === "function", { message: "expected a function" }).optional(),
@@ -210,7 +217,7 @@ export class Agent {
         o?.session.backgroundSettled(phase, o.turnId, handler, contributions, records, diagnostics);
       },
     };
-    this.runner = new PhaseRunner(registry, tracer, options.sideModel === false ? undefined : (options.sideModel ?? options.provider));
+    this.runner = new PhaseRunner(registry, tracer, options.sideModel === false ? undefined : wellFormedProvider(options.sideModel ?? options.provider));
   }
 
   /** Receive every event (stored and live). Returns an unsubscribe function. */

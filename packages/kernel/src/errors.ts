@@ -1,3 +1,5 @@
+import { codePointLength, droppedMarker, headOf, toWellFormed } from "./text.ts";
+
 /**
  * The one table of Keel's error codes. Every error and diagnostic the kernel raises comes
  * from here, so a code always means the same thing and always says what to do.
@@ -40,6 +42,7 @@ export const ERROR_CODES = {
   KEEL_TOOL_SKIPPED: "The tool call was not run (queued user message, stop request, cancellation or final round); a synthetic result was returned.",
   KEEL_PROVIDER_ERROR: "The model provider failed. See the error class: retry later (rate_limited, overloaded, network, timeout: raise the model's idleTimeoutMs/firstByteTimeoutMs if it is just slow), fix credentials (auth) or the request (invalid_request, context_too_long).",
   KEEL_GUARD_TRIPPED: "A loop guard (rounds, tool calls, tokens, wall time, context ceiling) ran out; the model got one final round without tools (wall time instead cuts what runs and ends the turn). Raise the limit in `limits` if the task needs it.",
+  KEEL_CONTEXT_OVERFLOW: "The request, after the guards and any compaction, counts more tokens than the model's context window, so it was not sent; the user's message is stored. Shorten the message or split the input, add the compaction plugin, use a model with a larger window, or start a new session.",
   KEEL_TURN_ABORTED: "The turn was cancelled through its AbortSignal.",
   KEEL_INPUT_INVALID: "run() takes the user's message as a string. Pass text; put structured data in `metadata`.",
   KEEL_TURN_BUSY: "A turn is already running in this session. Queue the message with steer() or followUp(), or wait for the turn to end.",
@@ -156,7 +159,11 @@ export function errorMessage(err: unknown): string {
 /** Longest text a log record keeps of a plugin's error or diagnostic message. */
 export const PREVIEW_CHARS = 512;
 
-/** `text` cut to PREVIEW_CHARS (with a marker saying how much was cut). */
+/**
+ * `text` cut to its first `max` code points (default PREVIEW_CHARS), then a marker saying how
+ * many were cut. Contract: well-formed; never splits a surrogate pair (see truncate).
+ */
 export function preview(text: string, max = PREVIEW_CHARS): string {
-  return text.length <= max ? text : `${text.slice(0, max)}… [${text.length - max} more chars]`;
+  const n = codePointLength(text);
+  return n <= max ? toWellFormed(text) : headOf(text, max) + droppedMarker(n - max);
 }

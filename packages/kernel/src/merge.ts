@@ -10,6 +10,7 @@ import type { Message, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
 import type { PhaseName, PolicyView, PromptContextEntry } from "./phases.ts";
 import type { RequestOptions } from "./provider.ts";
+import { codePointLength, toWellFormed, truncate } from "./text.ts";
 import type { ToolDefinition, ToolSource } from "./tools.ts";
 
 /** Caps on prompt material. Contract: the defaults of the reference runtime; overridable per agent. */
@@ -33,8 +34,12 @@ function log(): MergeLog {
   return { records: [], diagnostics: [] };
 }
 
-function truncate(text: string, max: number): string {
-  return text.length <= max ? text : text.slice(0, Math.max(0, max - 1)) + "…";
+/** `text` cut to `max` code points with "…" (the caps count code points); its length and whether it was cut. */
+function cap(text: string, max: number): { content: string; chars: number; from: number; cut: boolean } {
+  const from = codePointLength(text);
+  if (from <= max) return { content: toWellFormed(text), chars: from, from, cut: false };
+  const content = truncate(text, max, { graphemes: true });
+  return { content, chars: codePointLength(content), from, cut: true };
 }
 
 /** Merged policies of one turn. Contract: higher priority wins; equal priority keeps the first. */
@@ -87,12 +92,11 @@ export function mergePromptContext(items: readonly Contributed<ContributionOf<"p
       continue;
     }
     const limit = Math.min(c.maxChars ?? Infinity, caps.contextChars - chars);
-    const content = truncate(c.content, limit);
-    chars += content.length;
+    const { content, chars: n, from, cut } = cap(c.content, limit);
+    chars += n;
     entries.push({ id: c.id, domain: c.domain, priority: c.priority, content, plugin });
-    const cut = content.length < c.content.length;
-    out.records.push({ plugin, kind: "prompt_context", id: c.id, status: cut ? "truncated" : "applied", ...(cut ? { reason: `${c.content.length} → ${content.length} chars` } : {}) });
-    if (cut) out.diagnostics.push({ level: "info", code: "KEEL_MERGE_CAPPED", message: `KEEL_MERGE_CAPPED: prompt context "${c.id}" truncated to ${content.length} chars.`, plugin, phase });
+    out.records.push({ plugin, kind: "prompt_context", id: c.id, status: cut ? "truncated" : "applied", ...(cut ? { reason: `${from} → ${n} chars` } : {}) });
+    if (cut) out.diagnostics.push({ level: "info", code: "KEEL_MERGE_CAPPED", message: `KEEL_MERGE_CAPPED: prompt context "${c.id}" truncated to ${n} chars.`, plugin, phase });
   }
   return { entries, ...out };
 }
@@ -128,13 +132,12 @@ export function mergePromptSections(items: readonly Contributed<ContributionOf<"
       out.diagnostics.push({ level: "warn", code: "KEEL_MERGE_CAPPED", message: `KEEL_MERGE_CAPPED: fragment "${c.id}" of section "${c.sectionId}" omitted (char cap).`, plugin, phase });
       continue;
     }
-    const content = truncate(c.content, room);
+    const { content, chars: n, from, cut } = cap(c.content, room);
     g.parts.push(content);
-    g.chars += content.length;
-    total += content.length;
+    g.chars += n;
+    total += n;
     if (!g.plugins.includes(plugin)) g.plugins.push(plugin);
-    const cut = content.length < c.content.length;
-    out.records.push({ plugin, kind: "prompt_section", id: c.id, status: cut ? "truncated" : "applied", ...(cut ? { reason: `${c.content.length} → ${content.length} chars` } : {}) });
+    out.records.push({ plugin, kind: "prompt_section", id: c.id, status: cut ? "truncated" : "applied", ...(cut ? { reason: `${from} → ${n} chars` } : {}) });
   }
   const sections = [...groups].filter(([, g]) => g.parts.length).map(([sectionId, g]) => ({ sectionId, ...(g.title !== undefined ? { title: g.title } : {}), content: g.parts.join("\n\n"), plugins: g.plugins }));
   return { sections, ...out };

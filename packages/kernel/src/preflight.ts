@@ -3,12 +3,13 @@
  * compiled, whose strict JSON answer names the hidden tools this turn needs.
  */
 import { z } from "zod";
-import { errorMessage } from "./errors.ts";
+import { errorMessage, preview } from "./errors.ts";
 import type { Message } from "./messages.ts";
 import { complete } from "./provider.ts";
 import type { ModelProvider } from "./provider.ts";
 import type { ToolDefinition } from "./tools.ts";
 import type { Usage } from "./usage.ts";
+import { truncate, wellFormedProvider } from "./text.ts";
 
 /**
  * How the preflight runs. Contract: it runs only when the turn has hidden tools; it never
@@ -51,8 +52,8 @@ export async function runPreflight(model: ModelProvider, input: string, hidden: 
   const t0 = performance.now();
   const timeoutMs = options.timeoutMs ?? 10_000;
   const maxReveal = options.maxReveal ?? 8;
-  const catalogue = hidden.slice(0, 400).map((t) => `- ${t.name}: ${t.description.replace(/\s+/g, " ").slice(0, 200)}`).join("\n");
-  const messages: Message[] = [{ role: "user", content: [{ type: "text", text: `Catalogue of optional tools:\n${catalogue}\n\nTask:\n${input.slice(0, 8000)}` }] }];
+  const catalogue = hidden.slice(0, 400).map((t) => `- ${t.name}: ${truncate(t.description.replace(/\s+/g, " "), 200)}`).join("\n");
+  const messages: Message[] = [{ role: "user", content: [{ type: "text", text: `Catalogue of optional tools:\n${catalogue}\n\nTask:\n${truncate(input, 8000)}` }] }];
   const ctrl = new AbortController();
   const onAbort = () => ctrl.abort(signal.reason);
   signal.addEventListener("abort", onAbort, { once: true });
@@ -60,11 +61,11 @@ export async function runPreflight(model: ModelProvider, input: string, hidden: 
   const done = (o: Omit<PreflightOutcome, "durationMs">): PreflightOutcome => ({ ...o, durationMs: Math.round(performance.now() - t0) });
   try {
     const answer = await Promise.race([
-      complete(model, { system: SYSTEM, messages, options: { maxTokens: options.maxTokens ?? 512, temperature: 0 } }, { signal: ctrl.signal }),
+      complete(wellFormedProvider(model), { system: SYSTEM, messages, options: { maxTokens: options.maxTokens ?? 512, temperature: 0 } }, { signal: ctrl.signal }),
       new Promise<never>((_, reject) => ctrl.signal.addEventListener("abort", () => reject(ctrl.signal.reason), { once: true })),
     ]);
     const parsed = AnswerSchema.safeParse(firstJsonObject(answer.text));
-    if (!parsed.success) return done({ status: "invalid", revealed: [], ignored: [], usage: answer.usage, error: `the answer is not {"plan", "reveal"} JSON: ${answer.text.slice(0, 200)}` });
+    if (!parsed.success) return done({ status: "invalid", revealed: [], ignored: [], usage: answer.usage, error: `the answer is not {"plan", "reveal"} JSON: ${preview(answer.text, 200)}` });
     const names = new Set(hidden.map((t) => t.name));
     const revealed = [...new Set(parsed.data.reveal.filter((n) => names.has(n)))].slice(0, maxReveal);
     const ignored = parsed.data.reveal.filter((n) => !names.has(n));

@@ -10,6 +10,7 @@ import type { AwaitPolicy, FailurePolicy, PhaseName } from "./phases.ts";
 import { isPhaseName, PHASE_NAMES, PHASES } from "./phases.ts";
 import type { Handler, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
 import { satisfies, validRange } from "./semver.ts";
+import { truncate } from "./text.ts";
 
 /** The kernel's version; plugins' `kernel` ranges are checked against it. */
 export const KERNEL_VERSION = "1.0.0";
@@ -302,7 +303,7 @@ function resolveOrder(phase: PhaseName, drafts: Draft[], names: Set<string>): re
 function describe(v: unknown): string {
   if (v === undefined) return "undefined";
   if (v === null) return "null";
-  if (typeof v === "string") return JSON.stringify(v.length > 40 ? v.slice(0, 40) + "…" : v);
+  if (typeof v === "string") return JSON.stringify(truncate(v, 41));
   if (typeof v === "function") return "a function";
   if (Array.isArray(v)) return "an array";
   if (typeof v === "object") return "an object";

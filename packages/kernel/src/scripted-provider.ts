@@ -11,6 +11,7 @@ import type { ModelEvent, ModelProvider, ModelRequest, StopReason } from "./prov
 import { ProviderError } from "./provider.ts";
 import { estimateTokens } from "./tokens.ts";
 import type { Usage } from "./usage.ts";
+import { truncate } from "./text.ts";
 
 const count = z.number().int().nonnegative();
 
@@ -240,7 +241,7 @@ function checkExpect(step: ScriptStep, index: number, request: ModelRequest): vo
     const last = request.messages.findLast((m) => m.role === "user");
     const text = last ? messageText(last) : undefined;
     if (text === undefined || !text.includes(expect.lastUserIncludes)) {
-      const got = text === undefined ? "no user message" : JSON.stringify(text.length > 200 ? `${text.slice(0, 200)}…` : text);
+      const got = text === undefined ? "no user message" : JSON.stringify(truncate(text, 201));
       fail(`the last user message to include ${JSON.stringify(expect.lastUserIncludes)}, got ${got}`);
     }
   }

@@ -2,6 +2,7 @@ import { trackAbandoned } from "./abandoned.ts";
 import { errorMessage, isKeelError, KeelError } from "./errors.ts";
 import type { ContentBlock, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
+import { codePointLength, isWellFormed, toWellFormed, truncate } from "./text.ts";
 import type { ToolContext, ToolDefinition, ToolOutput } from "./tools.ts";
 
 /** How a tool call ended. */
@@ -96,4 +97,29 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
       finish("error", errorResult(ctx.callId, tool.name, `Error: ${errorMessage(err)}`));
     }
   });
+}
+
+/**
+ * A tool result as it may enter history: every text well-formed (lone surrogates become
+ * U+FFFD) and at most `maxChars` code points of text in all, keeping about 3/4 head and 1/4
+ * tail around a marker that says how much was cut and which limit cut it.
+ * Contract: returns `result` itself when nothing changes; images are kept as they are; a cut
+ * result's text blocks are joined into one.
+ */
+export function boundResult(result: ToolResultMessage, maxChars: number): ToolResultMessage {
+  let units = 0;
+  let repaired = false;
+  for (const b of result.content) {
+    if (b.type !== "text") continue;
+    units += b.text.length;
+    if (!isWellFormed(b.text)) repaired = true;
+  }
+  if (units <= maxChars && !repaired) return result;
+  const texts = result.content.filter((b) => b.type === "text").map((b) => b.text);
+  const total = texts.reduce((n, t) => n + codePointLength(t), 0) + Math.max(0, texts.length - 1);
+  if (total <= maxChars) return { ...result, content: result.content.map((b) => (b.type === "text" ? { type: "text", text: toWellFormed(b.text) } : b)) };
+  const marker = (n: number) => `\n[… ${n} characters cut from this tool result (limits.maxToolResultChars is ${maxChars}) …]\n`;
+  const text = truncate(texts.join("\n"), maxChars, { marker, tail: Math.floor(maxChars / 4), graphemes: true });
+  const images = result.content.filter((b) => b.type !== "text");
+  return { ...result, content: [{ type: "text", text }, ...images] };
 }

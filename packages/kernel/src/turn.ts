@@ -19,7 +19,8 @@ import type { ModelEvent, ModelRequest, RequestOptions, StopReason } from "./pro
 import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
 import type { ToolRun } from "./tool-exec.ts";
-import { errorResult, executeTool } from "./tool-exec.ts";
+import { boundResult, errorResult, executeTool } from "./tool-exec.ts";
+import { wellFormedDeep } from "./text.ts";
 import { runPreflight } from "./preflight.ts";
 import type { PreflightOutcome } from "./preflight.ts";
 import type { ToolDefinition, ToolSchema } from "./tools.ts";
@@ -249,6 +250,10 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
           void session.emit({ type: "guard.tripped", guard: "context_ceiling", limit: Math.floor(window * limits.contextCeiling), value: estimate.total }, turnId);
           continue;
         }
+        // Known not to fit (the count is exact this far above the ceiling): never sent.
+        if (window && estimate.total > window) {
+          throw new TurnFailure({ status: "failed", reason: "context_overflow", code: "KEEL_CONTEXT_OVERFLOW", message: new KeelError("KEEL_CONTEXT_OVERFLOW", `The request counts ${estimate.total} tokens (messages ${estimate.messages}, system ${estimate.system}, tools ${estimate.tools}) and ${agent.options.provider.id}'s context window is ${window}; it was not sent.`).message });
+        }
         const manifest: PromptManifest = { round: rounds, ...manifestBase, tools: finalGuard ? [] : shown.manifest, messageCount: session.messages.length, systemChars: sys.length, tokenEstimate: estimate, options: options as Record<string, unknown>, finalRound: !!finalGuard };
         void session.emit({ type: "prompt.compiled", manifest }, turnId);
         const request: ModelRequest = { system: sys, messages: session.messages, tools: sendTools, options };
@@ -376,7 +381,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
     aborted.catch(() => {});
     let finished = false;
     try {
-      iterator = provider.stream(request, { signal })[Symbol.asyncIterator]();
+      iterator = provider.stream(wellFormedDeep(request), { signal })[Symbol.asyncIterator]();
       for (;;) {
         const next = await Promise.race([iterator.next(), aborted]);
         if (next.done) break;
@@ -532,7 +537,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
     if (!p.ready || !run) return p.result!;
     const { call } = p;
     const { view, approvedByUser, decision } = p.ready;
-    let result: ToolResultMessage = freezeDeep(run.result);
+    let result: ToolResultMessage = freezeDeep(boundResult(run.result, limits.maxToolResultChars));
     if (run.status !== "cancelled" && runner.has("tool.post_result")) {
       const res = await runner.run("tool.post_result", ev("tool.post_result", { round: rounds, call: view, result, durationMs: run.durationMs, approvedByUser }), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, step: (e, added) => {
         for (const c of added) {
@@ -544,6 +549,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
       } });
       session.record(res, turnId);
       if (res.failed) throw phaseFailed(res.failed);
+      result = freezeDeep(boundResult(result, limits.maxToolResultChars));
     }
     if (run.reveal?.length) reveal(call.name, run.reveal);
     completed(call, run.status, { durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) });

@@ -181,7 +181,7 @@ describe("loop guards", () => {
   });
 
   it("context_ceiling: a request that outgrows the provider's window turns into a final round", async () => {
-    const big = "lorem ipsum dolor sit amet ".repeat(400); // well over 1,000 tokens
+    const big = "lorem ipsum dolor sit amet ".repeat(300); // ~1,500 tokens: over the ceiling (1,000), under the window (2,000)
     const dump = defineTool({ name: "dump", description: "Returns a lot of text.", execute: () => big });
     const provider = scriptedProvider([{ toolCalls: [call("dump")] }, { text: "summary of what I saw" }, { text: "never used" }], { contextWindow: 2000 });
     const agent = await createAgent({ provider, store: new MemorySessionStore(), tools: [dump], limits: { contextCeiling: 0.5 } });
@@ -204,16 +204,28 @@ describe("loop guards", () => {
     await agent.close();
   });
 
-  it("context_ceiling: a tiny script contextWindow trips before the first request", async () => {
+  it("context_ceiling: a request over a tiny script contextWindow is never sent; the turn fails with KEEL_CONTEXT_OVERFLOW and the message is kept", async () => {
     const provider = scriptedProvider({ contextWindow: 10, steps: [{ text: "short answer" }] });
     const { session, agent, pings } = await setup(provider);
-    const r = await session.run("a question long enough to pass ten tokens with the system prompt and tools");
+    const input = "a question long enough to pass ten tokens with the system prompt and tools";
+    const r = await session.run(input);
+    expect(r.verdict).toMatchObject({ status: "failed", reason: "context_overflow", code: "KEEL_CONTEXT_OVERFLOW" });
+    expect(r.verdict.status === "failed" && r.verdict.message).toMatch(/context window is 10; it was not sent/);
+    expect(provider.requests).toHaveLength(0);
+    expect(pings.n).toBe(0);
+    const events = await session.events();
+    expect(ofType(events, "guard.tripped").map((e) => [e.guard, e.limit])).toEqual([["context_ceiling", 9]]);
+    expect(events.some((e) => e.type === "message.appended" && e.message.role === "user" && JSON.stringify(e.message).includes(input))).toBe(true);
+    await agent.close();
+  });
+
+  it("context_ceiling: a final round that fits the window (over the ceiling) is still sent", async () => {
+    const provider = scriptedProvider({ contextWindow: 60, steps: [{ text: "short answer" }] });
+    const { session, agent } = await setup(provider, { limits: { contextCeiling: 0.1 } });
+    const r = await session.run("a question long enough to pass six tokens");
     expect(r.verdict).toEqual({ status: "stopped", reason: "context_ceiling" });
     expect(provider.requests).toHaveLength(1);
     expectFinalRound(provider, "context_ceiling");
-    expect(pings.n).toBe(0);
-    const tripped = ofType(await session.events(), "guard.tripped");
-    expect(tripped.map((e) => [e.guard, e.limit])).toEqual([["context_ceiling", 9]]);
     await agent.close();
   });
 

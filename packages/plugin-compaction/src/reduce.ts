@@ -3,6 +3,7 @@
  * the middle lines that report errors or carry identifiers the kept lines do not.
  */
 import { extractIdentifiers, isErrorLine } from "./identifiers.ts";
+import { codePointLength, headOf, toWellFormed, truncate } from "@keel/kernel";
 
 /** Counts tokens of a text (the kernel's TokenCounter.countText, or an estimate). */
 export type CountTokens = (text: string) => number;
@@ -10,20 +11,22 @@ export type CountTokens = (text: string) => number;
 const MAX_LINE_CHARS = 400;
 
 function clip(line: string): string {
-  return line.length <= MAX_LINE_CHARS ? line : `${line.slice(0, MAX_LINE_CHARS)}… [+${line.length - MAX_LINE_CHARS} chars]`;
+  if (line.length <= MAX_LINE_CHARS) return toWellFormed(line);
+  const n = codePointLength(line);
+  return n <= MAX_LINE_CHARS ? toWellFormed(line) : `${headOf(line, MAX_LINE_CHARS)}… [+${n - MAX_LINE_CHARS} chars]`;
 }
 
 /**
  * Reduce `text` to about `target` tokens.
- * Contract: deterministic; returns `text` unchanged when it fits; otherwise keeps the first
+ * Contract: deterministic; returns `text` unchanged (lone surrogates repaired) when it fits; otherwise keeps the first
  * and last lines, then middle lines ranked by (error line, new identifiers), in original
  * order with their 1-based line numbers, and says which line ranges were omitted.
  */
 export function reduceText(text: string, target: number, count: CountTokens): string {
-  if (count(text) <= target) return text;
+  if (count(text) <= target) return toWellFormed(text);
   if (!text.includes("\n")) {
     const keep = target * 2;
-    return `${text.slice(0, keep)}\n[… ${text.length - keep * 2} chars omitted …]\n${text.slice(-keep)}`;
+    return truncate(text, keep * 2 + 40, { tail: keep, marker: (n) => `\n[… ${n} chars omitted …]\n` });
   }
   const lines = text.split("\n").map(clip);
   const cost = lines.map((l) => count(l) + 1);

@@ -6,7 +6,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import { errorMessage } from "@keel/kernel";
+import { errorMessage, codePointLength, codePointSlice, headOf, toWellFormed } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 
 /** One stored raw output. */
@@ -121,16 +121,17 @@ export function sliceRaw(text: string, range: { startLine?: number; endLine?: nu
   let body: string;
   let from: string;
   if (range.startChar !== undefined || range.endChar !== undefined) {
+    const total = codePointLength(text);
     const s = Math.max(0, range.startChar ?? 0);
-    const e = Math.min(text.length, range.endChar ?? text.length);
-    body = text.slice(s, Math.max(s, e));
-    from = `chars ${s}–${Math.max(s, e)} of ${text.length}`;
+    const e = Math.min(total, range.endChar ?? total);
+    body = codePointSlice(text, s, Math.max(s, e));
+    from = `chars ${s}–${Math.max(s, e)} of ${total}`;
   } else {
     const s = Math.max(1, range.startLine ?? 1);
     const e = Math.min(allLines.length, range.endLine ?? allLines.length);
     body = allLines.slice(s - 1, Math.max(s - 1, e)).join("\n");
     from = `lines ${s}–${Math.max(s - 1, e)} of ${allLines.length}`;
   }
-  const truncated = body.length > maxChars;
-  return { text: truncated ? body.slice(0, maxChars) : body, lines: allLines.length, from, truncated };
+  const truncated = body.length > maxChars && codePointLength(body) > maxChars;
+  return { text: truncated ? headOf(body, maxChars) : toWellFormed(body), lines: allLines.length, from, truncated };
 }

@@ -4,6 +4,7 @@
  */
 import type { Message } from "@keel/kernel";
 import { fullText, messageKeys } from "./messages.ts";
+import { headOf } from "@keel/kernel";
 
 /** One subgoal. Contract: at most one is `active` at a time. */
 export interface Subgoal {
@@ -139,11 +140,11 @@ export function parseExtraction(reply: string, hasActive: boolean): Extraction {
     }
     const next = /^(?:NEXT|SUBGOAL|NEW):\s*(.+)$/i.exec(line);
     if (next) {
-      out.next = next[1]!.trim().slice(0, 200);
+      out.next = headOf(next[1]!.trim(), 200);
       continue;
     }
     if (/^(SAME|NONE|UNCHANGED)\b/i.test(line)) continue;
-    if (!hasActive && !out.next) out.next = line.slice(0, 200);
+    if (!hasActive && !out.next) out.next = headOf(line, 200);
   }
   return out;
 }
@@ -172,21 +173,21 @@ export function heuristicExtraction(recent: readonly Message[], active: Subgoal 
   const ss = sentences(text);
   const out: Extraction = {};
   const done = ss.find((s) => DONE.test(s) && !/\?$/.test(s));
-  if (active && done) out.completed = done.slice(0, 200);
+  if (active && done) out.completed = headOf(done, 200);
   const intent = ss.find((s) => INTENT.test(s)) ?? (active ? undefined : ss[0]);
-  if (intent && (!active || out.completed !== undefined)) out.next = intent.slice(0, 200);
+  if (intent && (!active || out.completed !== undefined)) out.next = headOf(intent, 200);
   else if (intent && active && active.keys.size >= 4) {
     const a = wordSet(active.description);
     const b = wordSet(intent);
     const shared = [...b].filter((w) => a.has(w)).length;
-    if (shared / Math.max(1, Math.min(a.size, b.size)) < 0.2) out.next = intent.slice(0, 200);
+    if (shared / Math.max(1, Math.min(a.size, b.size)) < 0.2) out.next = headOf(intent, 200);
   }
   return out;
 }
 
 /** The extraction prompt for a model. */
 export function extractionPrompt(recent: readonly Message[], active: Subgoal | undefined): { system: string; user: string } {
-  const lines = recent.map((m) => `${m.role}: ${fullText(m).slice(0, 600)}`);
+  const lines = recent.map((m) => `${m.role}: ${headOf(fullText(m), 600)}`);
   return {
     system:
       "You track which subgoal an agent is working on. Reply with one or two lines and nothing else: " +

@@ -3,7 +3,7 @@
  * deterministic fallbacks. A model answer that is empty or not smaller is a failure.
  */
 import type { Message, ModelProvider } from "@keel/kernel";
-import { complete, errorMessage } from "@keel/kernel";
+import { complete, errorMessage, headOf, truncate } from "@keel/kernel";
 import { extractIdentifiers, isErrorLine, salientIdentifiers } from "./identifiers.ts";
 import { fullText, isSummary, plainText, SUMMARY_PREFIX } from "./messages.ts";
 import type { CountTokens } from "./reduce.ts";
@@ -49,7 +49,7 @@ export async function digestOutput(input: { text: string; toolName: string; args
   const feed = rawTokens > 30_000 ? reduceText(text, 12_000, count) : text;
   const check = (digest: string) => withIndex(digest, text, target, count);
   try {
-    const user = `Tool: ${input.toolName}\nArguments: ${JSON.stringify(input.args ?? {}).slice(0, 500)}\nAim for about ${target} tokens.\n\nOutput (${rawTokens} tokens):\n${feed}`;
+    const user = `Tool: ${input.toolName}\nArguments: ${headOf(JSON.stringify(input.args ?? {}), 500)}\nAim for about ${target} tokens.\n\nOutput (${rawTokens} tokens):\n${feed}`;
     const digest = await ask(input.model, DIGEST_SYSTEM, user, { maxTokens: Math.max(256, target * 2), timeoutMs: input.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) });
     if (!digest) return reduce("the model returned an empty digest");
     const n = count(digest);
@@ -110,7 +110,7 @@ export async function summarizeTurns(input: { messages: readonly Message[]; goal
 
 function firstSentence(text: string): string {
   const s = text.trim().split(/(?<=[.!?])\s+|\n/)[0] ?? "";
-  return s.length > 200 ? `${s.slice(0, 200)}…` : s;
+  return truncate(s, 201);
 }
 
 /**
@@ -146,10 +146,10 @@ export function deterministicSummary(messages: readonly Message[], goal: string,
     if (m.role === "assistant") {
       const s = firstSentence(plainText(m));
       if (s) decisions.push(s);
-      for (const q of plainText(m).split(/(?<=[.!?])\s+/)) if (q.trim().endsWith("?")) questions.push(q.trim().slice(0, 200));
+      for (const q of plainText(m).split(/(?<=[.!?])\s+/)) if (q.trim().endsWith("?")) questions.push(headOf(q.trim(), 200));
     } else if (m.role === "tool") {
       for (const id of salientIdentifiers(text, 8)) facts.add(id);
-      for (const line of text.split("\n")) if (isErrorLine(line) && errors.length < 6) errors.push(line.trim().slice(0, 200));
+      for (const line of text.split("\n")) if (isErrorLine(line) && errors.length < 6) errors.push(headOf(line.trim(), 200));
     }
   }
   const list = (xs: Iterable<string>, n: number) => [...xs].slice(-n).map((x) => `- ${x}`).join("\n") || "- (none)";

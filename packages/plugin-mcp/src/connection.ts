@@ -23,6 +23,7 @@ const isMcpError = (err: unknown, code: "RequestTimeout" | "ConnectionClosed"): 
 import { z } from "zod";
 import type { McpCallResult } from "./results.ts";
 import type { McpServerConfig } from "./options.ts";
+import { tailOf } from "@keel/kernel";
 
 /** A tool as an MCP server lists it. Contract: `name` is non-empty; `inputSchema` is as sent (normalised later). */
 export interface McpToolInfo {
@@ -143,7 +144,7 @@ export class McpServerConnection {
     if ("url" in c) return new m.StreamableHTTPClientTransport(new URL(c.url), c.headers ? { requestInit: { headers: c.headers } } : {});
     const t = new m.StdioClientTransport({ command: c.command, args: c.args, stderr: "pipe", ...(c.env ? { env: c.env } : {}), ...(c.cwd ? { cwd: c.cwd } : {}) });
     t.stderr?.on("data", (chunk: Buffer) => {
-      this.stderrTail = (this.stderrTail + chunk.toString("utf8")).slice(-STDERR_TAIL);
+      this.stderrTail = tailOf(this.stderrTail + chunk.toString("utf8"), STDERR_TAIL);
     });
     return t;
   }
@@ -221,7 +222,7 @@ export class McpServerConnection {
       if (signal.aborted) throw new McpCallError("cancelled", `The call to "${name}" on "${this.key}" was cancelled.`, { cause: err });
       if (isMcpError(err, "RequestTimeout")) throw new McpCallError("timeout", `"${name}" on MCP server "${this.key}" did not answer within ${timeoutMs} ms; the call was cancelled.`, { cause: err });
       if (isMcpError(err, "ConnectionClosed") || client !== this.#client) {
-        throw new McpCallError("crashed", `MCP server "${this.key}" exited during the call to "${name}"; it is being restarted.${this.stderrTail ? ` Its stderr ends with: ${this.stderrTail.slice(-500).trim()}` : ""}`, { cause: err });
+        throw new McpCallError("crashed", `MCP server "${this.key}" exited during the call to "${name}"; it is being restarted.${this.stderrTail ? ` Its stderr ends with: ${tailOf(this.stderrTail, 500).trim()}` : ""}`, { cause: err });
       }
       throw new McpCallError("protocol_error", `MCP server "${this.key}" rejected the call to "${name}": ${describe(err)}`, { cause: err });
     }

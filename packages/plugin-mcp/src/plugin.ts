@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { ContributionFor, ToolDefinition, ToolOutput } from "@keel/kernel";
-import { definePlugin, defaultKeelHome, KeelError } from "@keel/kernel";
+import { definePlugin, defaultKeelHome, KeelError, headOf, tailOf } from "@keel/kernel";
 import { AuditLog, type CallOutcome } from "./audit.ts";
 import { McpCallError } from "./connection.ts";
 import { curate, searchTools, type KeepSet } from "./curation.ts";
@@ -100,7 +100,7 @@ class Runtime {
     const out: ContributionFor<"session.start">[] = [];
     for (const r of await this.#pool().start()) {
       if (r.ok) continue;
-      const msg = new KeelError("KEEL_MCP_SERVER_START_FAILED", `${r.error}.${r.stderrTail ? ` Stderr ends with: ${r.stderrTail.trim().slice(-400)}` : ""}`, { plugin: PLUGIN_NAME, phase: "session.start" }).message;
+      const msg = new KeelError("KEEL_MCP_SERVER_START_FAILED", `${r.error}.${r.stderrTail ? ` Stderr ends with: ${tailOf(r.stderrTail.trim(), 400)}` : ""}`, { plugin: PLUGIN_NAME, phase: "session.start" }).message;
       out.push({ kind: "diagnostic", level: "warn", code: "KEEL_MCP_SERVER_START_FAILED", message: msg, data: { server: r.server, error: r.error ?? "", stderrTail: r.stderrTail ?? "", durationMs: r.durationMs } });
     }
     this.#auditLog();
@@ -269,7 +269,7 @@ class Runtime {
         const hits = searchTools(ranker, query, limit, recent ? { recentUses: recent } : undefined);
         if (!hits.length) return `No MCP tool matches "${query}". Try other words (what the tool does, or the service it talks to).`;
         this.pin(ctx?.sessionId ?? sessionId, hits.map((h) => h.name));
-        const lines = hits.map((h) => `- ${h.name} (server ${h.server}): ${h.description.replace(/\s+/g, " ").slice(0, 300)}`);
+        const lines = hits.map((h) => `- ${h.name} (server ${h.server}): ${headOf(h.description.replace(/\s+/g, " "), 300)}`);
         return { content: `These tools are now available to call:\n${lines.join("\n")}`, reveal: hits.map((h) => h.name) };
       },
     };

@@ -4,6 +4,7 @@ import { inventoryHash } from "./curation.ts";
 import { assignToolNames, identityKey } from "./names.ts";
 import type { McpServerConfig } from "./options.ts";
 import { normalizeInputSchema } from "./schema.ts";
+import { tailOf } from "@keel/kernel";
 
 /** One MCP tool of the current inventory. Contract: `name` is its unique exposed name; `parameters` is normalised. */
 export interface InventoryTool {
@@ -54,7 +55,7 @@ export class McpPool {
           await c.connect();
           return { server: c.key, ok: true, tools: c.tools.length, durationMs: Math.round(performance.now() - t0) };
         } catch (err) {
-          return { server: c.key, ok: false, tools: 0, durationMs: Math.round(performance.now() - t0), error: err instanceof Error ? err.message : String(err), ...(c.stderrTail ? { stderrTail: c.stderrTail.slice(-1_000) } : {}) };
+          return { server: c.key, ok: false, tools: 0, durationMs: Math.round(performance.now() - t0), error: err instanceof Error ? err.message : String(err), ...(c.stderrTail ? { stderrTail: tailOf(c.stderrTail, 1_000) } : {}) };
         }
       }),
     );

@@ -1,4 +1,5 @@
 import type { ContentBlock, ToolOutput } from "@keel/kernel";
+import { codePointLength, headOf, toWellFormed } from "@keel/kernel";
 
 /** A content item of an MCP tool result (the union the protocol defines, read loosely). */
 interface McpContent {
@@ -101,13 +102,14 @@ function capText(blocks: ContentBlock[], maxChars: number): { blocks: ContentBlo
       out.push(b);
       continue;
     }
-    if (b.text.length <= room) {
-      out.push(b);
-      room -= b.text.length;
+    const n = codePointLength(b.text);
+    if (n <= room) {
+      out.push({ type: "text", text: toWellFormed(b.text) });
+      room -= n;
       continue;
     }
     truncated = true;
-    out.push({ type: "text", text: `${b.text.slice(0, Math.max(0, room))}\n[… output cut: ${b.text.length - Math.max(0, room)} more characters not shown]` });
+    out.push({ type: "text", text: `${headOf(b.text, Math.max(0, room))}\n[… output cut: ${n - Math.max(0, room)} more characters not shown]` });
     room = 0;
   }
   return { blocks: out, truncated };

@@ -2,7 +2,7 @@
  * Fact extraction from a turn: a model call answering a strict JSON schema, or a
  * deterministic extractor ("my X is Y", "I prefer …", "remember that …", decisions).
  */
-import { complete } from "@keel/kernel";
+import { complete, preview } from "@keel/kernel";
 import type { ModelProvider } from "@keel/kernel";
 import { z } from "zod";
 import { findSecrets } from "./secrets.ts";
@@ -107,5 +107,5 @@ export async function extractWithModel(model: ModelProvider, transcript: string,
       last = err;
     }
   }
-  throw new Error(`the model's answer did not match the facts schema twice: ${last instanceof Error ? last.message.slice(0, 200) : String(last)}`);
+  throw new Error(`the model's answer did not match the facts schema twice: ${last instanceof Error ? preview(last.message, 200) : String(last)}`);
 }

@@ -1,6 +1,6 @@
 /** The post-turn job: honour a forget request, then extract facts once per turn id. */
 import type { ModelProvider } from "@keel/kernel";
-import { errorMessage } from "@keel/kernel";
+import { errorMessage, headOf, tailOf } from "@keel/kernel";
 import { extractDeterministic, extractWithModel } from "./extract.ts";
 import type { Fact } from "./extract.ts";
 import { recall } from "./recall.ts";
@@ -60,12 +60,12 @@ export async function runExtraction(x: ExtractionInput, signal: AbortSignal): Pr
   const forgotten = x.forget ? await forgetMatching(x.store, x.namespace, x.forget) : [];
   if (!x.write) return { status: "writes_off", via: "none", stored: [], forgotten };
   if (await x.store.isExtracted(x.turnId)) return { status: "already_extracted", via: "none", stored: [], forgotten };
-  const user = x.userText.length > x.maxChars ? x.userText.slice(-x.maxChars) : x.userText;
+  const user = tailOf(x.userText, x.maxChars);
   let facts: Fact[] | undefined;
   let via: ExtractionOutcome["via"] = "deterministic";
   let modelError: string | undefined;
   if (x.model && user.trim()) {
-    const transcript = `User: ${user}\n\nAssistant: ${x.assistantText}`.slice(0, x.maxChars);
+    const transcript = headOf(`User: ${user}\n\nAssistant: ${x.assistantText}`, x.maxChars);
     try {
       facts = await extractWithModel(x.model, transcript, x.maxFacts, signal);
       via = "model";

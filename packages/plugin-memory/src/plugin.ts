@@ -4,7 +4,7 @@
  * (pre_tool_materialization), the `memory_recall` section (pre_prompt_compile) and the
  * post-turn extraction job (post_turn). Every hook fails open.
  */
-import { complete, definePlugin, errorMessage, KeelError, messageText } from "@keel/kernel";
+import { complete, definePlugin, errorMessage, KeelError, messageText, codePointLength, tailOf, truncate } from "@keel/kernel";
 import type { ContributionFor, ErrorCode, KeelPlugin, ModelProvider, PhaseName, TurnEventBase } from "@keel/kernel";
 import { z } from "zod";
 import { classifyTurn } from "./classify.ts";
@@ -234,9 +234,9 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
         signal.addEventListener("abort", onAbort, { once: true });
         const timer = setTimeout(() => ctrl.abort(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
         try {
-          const recent = e.history.slice(-4).map((m) => `${m.role}: ${messageText(m).slice(0, 500)}`).join("\n");
+          const recent = e.history.slice(-4).map((m) => `${m.role}: ${truncate(messageText(m), 500)}`).join("\n");
           const answer = await Promise.race([
-            complete(model, { system: 'Plan memory searches for the user\'s latest message. Answer JSON only: {"queries":[string, ...]} with 1 to 3 short keyword queries.', messages: [{ role: "user", content: [{ type: "text", text: `${recent}\nuser: ${e.input}`.slice(-4000) }] }], options: { temperature: 0, maxTokens: 200 } }, { signal: ctrl.signal }),
+            complete(model, { system: 'Plan memory searches for the user\'s latest message. Answer JSON only: {"queries":[string, ...]} with 1 to 3 short keyword queries.', messages: [{ role: "user", content: [{ type: "text", text: tailOf(`${recent}\nuser: ${e.input}`, 4000) }] }], options: { temperature: 0, maxTokens: 200 } }, { signal: ctrl.signal }),
             new Promise<never>((_, reject) => ctrl.signal.addEventListener("abort", () => reject(ctrl.signal.reason), { once: true })),
           ]);
           const parsed = z.strictObject({ queries: z.array(z.string().min(1).max(300)).min(1).max(3) }).parse(JSON.parse(/\{[\s\S]*\}/.exec(answer.text)?.[0] ?? ""));
@@ -250,8 +250,9 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
           const out: Recalled[] = [];
           let chars = 0;
           for (const r of [...best.values()].sort((a, b) => b.score - a.score)) {
-            if (out.length >= o.recall.limit || chars + r.text.length > o.recall.maxChars) continue;
-            chars += r.text.length;
+            const n = codePointLength(r.text);
+            if (out.length >= o.recall.limit || chars + n > o.recall.maxChars) continue;
+            chars += n;
             out.push(r);
           }
           return out;

@@ -7,6 +7,7 @@ import { looksSecret } from "./secrets.ts";
 import { dateWindows, eventSpan, hasTimeExpression, isStopword, isWhenQuestion, queryTerms, tokens } from "./text.ts";
 import type { Memory, MemoryScope, MemoryStore, SearchHit } from "./types.ts";
 import { SCOPE_RANK } from "./types.ts";
+import { codePointLength, truncate } from "@keel/kernel";
 
 /** Tunables of the relevance stage (defaults chosen on LoCoMo conversations 0–4 only). */
 export interface RelevanceTuning {
@@ -208,9 +209,10 @@ export async function recall(store: MemoryStore, req: RecallRequest): Promise<Re
   for (const r of ranked) {
     if (out.length >= limit) break;
     if (!req.showSecrets && looksSecret(r.memory.content)) continue;
-    const text = r.memory.content.length > itemChars ? `${r.memory.content.slice(0, itemChars - 1)}…` : r.memory.content;
-    if (chars + text.length > maxChars) continue;
-    chars += text.length;
+    const text = truncate(r.memory.content, itemChars);
+    const n = codePointLength(text);
+    if (chars + n > maxChars) continue;
+    chars += n;
     out.push({ memory: r.memory, score: r.score, relevance: r.relevance, text });
   }
   return out;

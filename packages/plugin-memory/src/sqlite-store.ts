@@ -5,7 +5,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { DatabaseSync, type StatementSync } from "node:sqlite";
-import { defaultKeelHome, errorMessage, KeelError } from "@keel/kernel";
+import { defaultKeelHome, errorMessage, KeelError, headOf } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
 
@@ -62,12 +62,6 @@ const MIGRATIONS: readonly string[] = [
    CREATE TABLE misses (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, query TEXT NOT NULL, at INTEGER NOT NULL, session_id TEXT, turn_id TEXT);
    CREATE TABLE extractions (turn_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, at INTEGER NOT NULL, facts INTEGER NOT NULL);`,
 ];
-
-/** The first `max` code points of `text` (never half a surrogate pair). */
-function cutCodePoints(text: string, max: number): string {
-  if (text.length <= max) return text;
-  return Array.from(text).slice(0, max).join("");
-}
 
 /** Options of the SQLite memory store. */
 export interface SqliteMemoryStoreOptions {
@@ -248,7 +242,7 @@ export class SqliteMemoryStore implements MemoryStore {
   #position(namespace: string, session: string | undefined): { seq: number | null; context: string } {
     if (session === undefined) return { seq: null, context: "" };
     const prev = this.#stmt("SELECT seq, content FROM memories WHERE namespace = ? AND source_session = ? ORDER BY seq DESC LIMIT 1").get(namespace, session) as { seq: number; content: string } | undefined;
-    return { seq: (prev?.seq ?? 0) + 1, context: prev ? prev.content.slice(0, CONTEXT_CHARS) : "" };
+    return { seq: (prev?.seq ?? 0) + 1, context: prev ? headOf(prev.content, CONTEXT_CHARS) : "" };
   }
 
   write(input: MemoryInput): WriteResult {
@@ -374,7 +368,7 @@ export class SqliteMemoryStore implements MemoryStore {
 
   logMiss(miss: { namespace: string; query: string; sessionId?: string; turnId?: string }): void {
     this.#guard("Logging a recall miss", () => {
-      this.#stmt("INSERT INTO misses (namespace, query, at, session_id, turn_id) VALUES (?, ?, ?, ?, ?)").run(miss.namespace, cutCodePoints(redact(miss.query), MISS_QUERY_CHARS), Date.now(), miss.sessionId ?? null, miss.turnId ?? null);
+      this.#stmt("INSERT INTO misses (namespace, query, at, session_id, turn_id) VALUES (?, ?, ?, ?, ?)").run(miss.namespace, headOf(redact(miss.query), MISS_QUERY_CHARS), Date.now(), miss.sessionId ?? null, miss.turnId ?? null);
     });
   }
 

@@ -1,5 +1,5 @@
 /** The memory tools, bound to one turn's namespace: search, list, get, remember, forget. */
-import { defineTool, errorMessage } from "@keel/kernel";
+import { defineTool, errorMessage, truncate } from "@keel/kernel";
 import type { ToolDefinition } from "@keel/kernel";
 import { z } from "zod";
 import { recall } from "./recall.ts";
@@ -12,7 +12,7 @@ const Scope = z.enum(["user", "project", "global"]);
 export function renderMemory(m: Memory, showSecrets = false, maxChars = 500): string {
   const date = new Date(m.occurredAt).toISOString().slice(0, 10);
   const meta = [`#${m.id}`, m.scope, m.category, m.key ? `key=${m.key}` : undefined, date].filter(Boolean).join(" ");
-  const content = !showSecrets && looksSecret(m.content) ? "[hidden: secret-like content]" : m.content.length > maxChars ? `${m.content.slice(0, maxChars - 1)}…` : m.content;
+  const content = !showSecrets && looksSecret(m.content) ? "[hidden: secret-like content]" : truncate(m.content, maxChars);
   return `[${meta}] ${content}`;
 }
 

@@ -7,6 +7,7 @@
 import { readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { join, relative, sep } from "node:path";
 import { parseDocument } from "yaml";
+import { headOf } from "@keel/kernel";
 
 /** A loaded skill. Contract: `dir` is the real path of the skill's folder; `name` is unique in a catalog. */
 export interface Skill {
@@ -95,7 +96,7 @@ export function parseSkillFile(text: string): Parsed {
   };
   if (typeof fm.name !== "string" || !fm.name.trim()) return { ok: false, line: lineOf("name"), message: "missing `name`: add `name: <skill-name>` (letters, digits, . _ -) to the frontmatter" };
   const name = fm.name.trim();
-  if (!NAME.test(name)) return { ok: false, line: lineOf("name"), message: `\`name\` "${name.slice(0, 80)}" is not a valid skill name: use 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit` };
+  if (!NAME.test(name)) return { ok: false, line: lineOf("name"), message: `\`name\` "${headOf(name, 80)}" is not a valid skill name: use 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit` };
   if (typeof fm.description !== "string" || !fm.description.trim()) return { ok: false, line: lineOf("description"), message: "missing `description`: add `description: <what the skill does and when to use it>` to the frontmatter" };
   return { ok: true, name, description: fm.description.trim().replace(/\s+/g, " "), body: lines.slice(close + 1).join("\n").trim(), frontmatter: fm };
 }

@@ -4,7 +4,7 @@
  * turn.pre_prompt_compile; credit, streaks and drafts at turn.post_turn.
  */
 import { join, resolve } from "node:path";
-import { defaultKeelHome, definePlugin, KeelError } from "@keel/kernel";
+import { defaultKeelHome, definePlugin, KeelError, truncate } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 import type { ContributionFor, KeelPlugin, TurnVerdict } from "@keel/kernel";
 import type { Skill, SkillDiagnostic } from "./catalog.ts";
@@ -185,7 +185,7 @@ class SkillsRuntime {
     const lines: string[] = [];
     let used = 0;
     for (const s of skills) {
-      const desc = s.description.length > this.options.maxDescriptionChars ? `${s.description.slice(0, this.options.maxDescriptionChars - 1)}…` : s.description;
+      const desc = truncate(s.description, this.options.maxDescriptionChars);
       const line = `- ${s.name}${s.auto && !s.draft?.reviewed ? " [draft, needs review]" : ""}: ${desc}`;
       if (used + line.length + 1 > budget) break;
       lines.push(line);

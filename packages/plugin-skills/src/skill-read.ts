@@ -5,6 +5,7 @@ import { z } from "zod";
 import type { ToolDefinition } from "@keel/kernel";
 import type { SkillCatalog } from "./catalog.ts";
 import { isInside, visibleIn } from "./catalog.ts";
+import { codePointLength, headOf, toWellFormed } from "@keel/kernel";
 
 /** Largest file `skill_read` returns whole; longer files are cut with a marker. */
 export const MAX_READ_CHARS = 64_000;
@@ -49,7 +50,8 @@ export function readSkill(catalog: SkillCatalog, name: string, path?: string, na
 }
 
 function cap(text: string): string {
-  return text.length <= MAX_READ_CHARS ? text : `${text.slice(0, MAX_READ_CHARS)}\n… [${text.length - MAX_READ_CHARS} more chars cut]`;
+  const n = codePointLength(text);
+  return n <= MAX_READ_CHARS ? toWellFormed(text) : `${headOf(text, MAX_READ_CHARS)}\n… [${n - MAX_READ_CHARS} more chars cut]`;
 }
 
 /** The tool the model calls to read a skill, bound to the turn's namespace. Contract: faults come back as error results, never throws. */

@@ -8,6 +8,7 @@ import { DatabaseSync } from "node:sqlite";
 import { createHash } from "node:crypto";
 import { containsSecret, isHighEntropyToken, redact } from "@keel/secrets";
 import type { Counts, PosteriorStore, PosteriorTx, WeightRow, WeightWrite } from "./posterior.ts";
+import { headOf } from "@keel/kernel";
 
 /**
  * A routing term or feature as stored: one that looks like key material is replaced by a
@@ -81,11 +82,6 @@ function scrubLegacy(db: DatabaseSync): void {
 
 /** How many picks are kept for late feedback. */
 const KEEP_PICKS = 5000;
-
-/** The first `max` code points of `text`. */
-function cut(text: string, max: number): string {
-  return text.length <= max ? text : Array.from(text).slice(0, max).join("");
-}
 
 /**
  * The plugin's SQLite database.
@@ -181,7 +177,7 @@ export class SkillsStore implements PosteriorStore {
   savePick(p: StoredPick): void {
     this.db
       .prepare("INSERT OR REPLACE INTO picks (session_id, turn_id, skill, terms, candidates, forced, signature, input, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .run(p.sessionId, p.turnId, p.skill, JSON.stringify(p.terms.map(safeTerm)), JSON.stringify(p.candidates), p.forced ? 1 : 0, redact(p.signature), cut(redact(p.input), 4000), Date.now());
+      .run(p.sessionId, p.turnId, p.skill, JSON.stringify(p.terms.map(safeTerm)), JSON.stringify(p.candidates), p.forced ? 1 : 0, redact(p.signature), headOf(redact(p.input), 4000), Date.now());
     this.db.prepare(`DELETE FROM picks WHERE rowid IN (SELECT rowid FROM picks ORDER BY ts DESC LIMIT -1 OFFSET ${KEEP_PICKS})`).run();
   }
 
@@ -203,7 +199,7 @@ export class SkillsStore implements PosteriorStore {
         return { signature: sig, namespace, count: 0, examples: [] };
       }
       const row = this.db.prepare("SELECT count, examples FROM ns_streaks WHERE namespace = ? AND signature = ?").get(namespace, sig) as { count: number; examples: string } | undefined;
-      const examples = [...(row ? (JSON.parse(row.examples) as Streak["examples"]) : []), { input: cut(redact(example.input), 2000), answer: cut(redact(example.answer), 2000), ...(example.skill ? { skill: example.skill } : {}) }].slice(-5);
+      const examples = [...(row ? (JSON.parse(row.examples) as Streak["examples"]) : []), { input: headOf(redact(example.input), 2000), answer: headOf(redact(example.answer), 2000), ...(example.skill ? { skill: example.skill } : {}) }].slice(-5);
       const count = (row?.count ?? 0) + 1;
       this.db.prepare("INSERT OR REPLACE INTO ns_streaks (namespace, signature, count, examples, ts) VALUES (?, ?, ?, ?, ?)").run(namespace, sig, count, JSON.stringify(examples), Date.now());
       return { signature: sig, namespace, count, examples };

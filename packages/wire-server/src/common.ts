@@ -74,3 +74,56 @@ export function argsText(call: { args?: unknown; argsJson?: string }): string {
 export function textChunks(reply: WireReply): number {
   return reply.chunks ?? 3;
 }
+
+/** Where a body breaks JSON's Unicode rules, as a strict parser (serde_json, yyjson) reports it. */
+export interface UnicodeFault {
+  /** `no_low`: a high surrogate without its low half; `lone_low`: a low one without its high half; `utf8`: bytes that are not UTF-8. */
+  kind: "no_low" | "lone_low" | "utf8";
+  /** 0-based character offset of the fault; `line`/`column` are 1-based. */
+  char: number;
+  line: number;
+  column: number;
+}
+
+const hex4 = (s: string, i: number) => (/^[0-9a-fA-F]{4}$/.test(s.slice(i, i + 4)) ? parseInt(s.slice(i, i + 4), 16) : -1);
+
+/**
+ * The first lone surrogate in a JSON body — an escaped `\ud83d` without its pair, or a raw
+ * one — or the first byte sequence that is not UTF-8 (how a raw lone surrogate arrives).
+ * Contract: undefined for a body a strict parser accepts on these grounds.
+ */
+export function unicodeFault(bytes: Buffer, text: string): UnicodeFault | undefined {
+  const at = (kind: UnicodeFault["kind"], char: number): UnicodeFault => {
+    const before = text.slice(0, char);
+    const line = before.split("\n").length;
+    return { kind, char, line, column: char - before.lastIndexOf("\n") };
+  };
+  try {
+    new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    return at("utf8", Math.max(0, text.indexOf("\uFFFD")));
+  }
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const d = text.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+      else return at("no_low", i);
+      continue;
+    }
+    if (c >= 0xdc00 && c <= 0xdfff) return at("lone_low", i);
+    if (c !== 92) continue;
+    if (text[i + 1] !== "u") {
+      i++; // an escaped character: `\\` must not start an escape of its own
+      continue;
+    }
+    const v = hex4(text, i + 2);
+    if (v >= 0xd800 && v <= 0xdbff) {
+      const w = text[i + 6] === "\\" && text[i + 7] === "u" ? hex4(text, i + 8) : -1;
+      if (w < 0xdc00 || w > 0xdfff) return at("no_low", i);
+      i += 11;
+    } else if (v >= 0xdc00 && v <= 0xdfff) return at("lone_low", i);
+    else i += 5;
+  }
+  return undefined;
+}

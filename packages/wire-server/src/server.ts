@@ -2,7 +2,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { anthropicError, checkAnthropic, renderAnthropic } from "./anthropic.ts";
-import type { RenderedError, RenderedStream } from "./common.ts";
+import type { RenderedError, RenderedStream, UnicodeFault } from "./common.ts";
+import { unicodeFault } from "./common.ts";
 import { checkChat, openaiError, renderChat } from "./openai-chat.ts";
 import { checkResponses, renderResponses } from "./openai-responses.ts";
 import { applyPromptCache, type CacheStore } from "./prompt-cache.ts";
@@ -36,7 +37,8 @@ export async function startWireServer(options: WireServerOptions = {}): Promise<
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      const raw = Buffer.concat(chunks).toString("utf8");
+      const bytes = Buffer.concat(chunks);
+      const raw = bytes.toString("utf8");
       let body: unknown = raw;
       try {
         body = raw ? JSON.parse(raw) : undefined;
@@ -50,7 +52,7 @@ export async function startWireServer(options: WireServerOptions = {}): Promise<
         if (record.outcome === "pending") record.outcome = "client_closed";
         waiter(record.index).resolve(record);
       });
-      handle(record, res);
+      handle(record, res, bytes, raw);
     });
   });
   server.on("connection", (s) => {
@@ -58,7 +60,7 @@ export async function startWireServer(options: WireServerOptions = {}): Promise<
     s.on("close", () => sockets.delete(s));
   });
 
-  function handle(record: RecordedRequest, res: ServerResponse): void {
+  function handle(record: RecordedRequest, res: ServerResponse, bytes: Buffer, raw: string): void {
     const api = record.api;
     if (api === "other" || record.method !== "POST") {
       sendJson(res, { status: 404, body: { error: { message: `wire-server: no route for ${record.method} ${record.path}`, type: "not_found_error" } }, headers: {} });
@@ -68,6 +70,15 @@ export async function startWireServer(options: WireServerOptions = {}): Promise<
     if (options.apiKey !== undefined) {
       const given = (api === "anthropic" ? record.headers["x-api-key"] : undefined) ?? record.headers["authorization"]?.replace(/^Bearer /, "");
       if (given !== options.apiKey) return void httpError(record, res, { error: "auth" });
+    }
+    // The real APIs' strict JSON parsers refuse a lone surrogate before anything else happens
+    // (no scripted answer is used up).
+    const bad = unicodeFault(bytes, raw);
+    if (bad) {
+      const rendered = api === "anthropic" ? anthropicError("invalid_request", anthropicUnicodeMessage(bad)) : openaiError("invalid_request", api, OPENAI_BAD_JSON);
+      record.outcome = "rejected";
+      sendJson(res, rendered);
+      return;
     }
     let next = queue.shift() ?? options.onEmpty ?? { error: "invalid_request", message: "wire-server: the script has no answer left for this request; enqueue one more.", api };
     if (typeof next === "function") next = next(record);
@@ -160,6 +171,16 @@ export async function startWireServer(options: WireServerOptions = {}): Promise<
       }),
   };
 }
+
+/** Anthropic's message for a body its JSON parser refuses (as the real API words it). */
+function anthropicUnicodeMessage(f: UnicodeFault): string {
+  const what = f.kind === "no_low" ? "no low surrogate in string" : f.kind === "lone_low" ? "invalid low surrogate in string" : "invalid UTF-8 in string";
+  return `The request body is not valid JSON: ${what}: line ${f.line} column ${f.column} (char ${f.char})`;
+}
+
+/** OpenAI's message for a body that is not valid JSON. */
+const OPENAI_BAD_JSON =
+  "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble figuring out how to fix this, please contact us through our help center at help.openai.com.)";
 
 function headersOf(req: IncomingMessage): Record<string, string> {
   const out: Record<string, string> = {};

@@ -111,3 +111,64 @@ describe("wire server", () => {
     }
   });
 });
+
+describe("wire server: bodies the real APIs' strict JSON parsers refuse", () => {
+  const raw = (path: string, body: string | Buffer) => fetch(`${server.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  const textBody = (text: string) => JSON.stringify(anthropicBody([{ role: "user", content: text }]));
+
+  it("an escaped lone high surrogate gets Anthropic's 400 invalid_request_error, and no scripted answer is used up", async () => {
+    server.enqueue({ text: "kept for the next request" });
+    const before = server.pending();
+    const body = textBody("emoji cut in half: \ud83d end");
+    expect(body).toContain("\\ud83d");
+    const res = await raw("/v1/messages", body);
+    expect(res.status).toBe(400);
+    const json = (await res.json()) as { type: string; error: { type: string; message: string }; request_id: string };
+    expect(json.type).toBe("error");
+    expect(json.error.type).toBe("invalid_request_error");
+    expect(json.error.message).toMatch(/^The request body is not valid JSON: no low surrogate in string: line 1 column (\d+) \(char (\d+)\)$/);
+    const [, column, char] = /column (\d+) \(char (\d+)\)/.exec(json.error.message)!;
+    expect(body.slice(Number(char), Number(char) + 6)).toBe("\\ud83d");
+    expect(Number(column)).toBe(Number(char) + 1);
+    expect(server.pending()).toBe(before);
+    expect(server.requests.at(-1)!.outcome).toBe("rejected");
+    const ok = await raw("/v1/messages", textBody("whole emoji 😀"));
+    expect(ok.status).toBe(200);
+    await ok.text();
+  });
+
+  it("a lone low surrogate and raw non-UTF-8 bytes (a raw lone surrogate in WTF-8) are refused too", async () => {
+    const low = await raw("/v1/messages", textBody("x\ude00y"));
+    expect(low.status).toBe(400);
+    expect(((await low.json()) as { error: { message: string } }).error.message).toContain("invalid low surrogate in string");
+    const wtf8 = Buffer.concat([Buffer.from('{"model":"claude-sonnet-4-6","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"a'), Buffer.from([0xed, 0xa0, 0xbd]), Buffer.from('"}]}')]);
+    const bytes = await raw("/v1/messages", wtf8);
+    expect(bytes.status).toBe(400);
+    expect(((await bytes.json()) as { error: { message: string } }).error.message).toContain("not valid JSON");
+  });
+
+  it("a paired surrogate escape and an escaped backslash before 'ud83d' are valid JSON and pass", async () => {
+    server.enqueue({ text: "a" }, { text: "b" });
+    const paired = await raw("/v1/messages", textBody("x").replace('"x"', '"\\ud83d\\ude00"'));
+    expect(paired.status).toBe(200);
+    await paired.text();
+    const backslash = await raw("/v1/messages", textBody("\\ud83d is just text"));
+    expect(backslash.status).toBe(200);
+    await backslash.text();
+  });
+
+  it("OpenAI's Chat Completions and Responses endpoints answer a lone surrogate with their 400 invalid-JSON error", async () => {
+    for (const [path, body] of [
+      ["/v1/chat/completions", { model: "gpt-4o", stream: true, messages: [{ role: "user", content: "a\ud83d" }] }],
+      ["/v1/responses", { model: "gpt-4.1", stream: true, input: [{ role: "user", content: "a\ud83d" }] }],
+    ] as const) {
+      const res = await raw(path, JSON.stringify(body));
+      expect(res.status, path).toBe(400);
+      const json = (await res.json()) as { error: { type: string; message: string; param: unknown; code: unknown } };
+      expect(json.error.type).toBe("invalid_request_error");
+      expect(json.error.message).toMatch(/^We could not parse the JSON body of your request/);
+      expect(json.error.param).toBeNull();
+    }
+  });
+});
+
