@@ -104,6 +104,15 @@ async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: 
     return await fn(built.agent, loaded.filepath);
   } finally {
     await built.agent.close({ graceMs: 5_000 });
+    reportUnfinishedJobs(built.agent, io);
+  }
+}
+
+/** Say on stderr which durable jobs were left pending (and how they resume) or given up on. */
+function reportUnfinishedJobs(agent: Agent, io: CliEnv): void {
+  for (const j of agent.unfinishedJobs) {
+    if (j.status === "pending") io.err(`keel: KEEL_JOB_PENDING: background job ${j.name} (${j.plugin}, ${j.idempotencyKey}) was cut short after ${j.attempts} attempt(s) and is recorded as pending; it re-runs at the next keel start with this home, or now with: keel run --session ${j.sessionId} "<input>"\n`);
+    else io.err(`keel: KEEL_JOB_FAILED: background job ${j.name} (${j.plugin}, ${j.idempotencyKey}) failed after ${j.attempts} attempt(s) and will not run again: ${j.error ?? "unknown error"}\n`);
   }
 }
 

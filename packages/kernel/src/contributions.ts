@@ -128,16 +128,26 @@ export const CONTRIBUTION_SCHEMAS = {
     /** Structured detail; must be JSON (it is stored in the event log). */
     data: z.json().optional(),
   }),
-  background_job: z.object({
-    kind: z.literal("background_job"),
-    idempotencyKey: z.string().min(1),
-    name: z.string().min(1),
-    run: fn<(signal: AbortSignal) => unknown>("run"),
-    timeoutMs: z.number().int().positive().optional(),
-    /** Runs in all (default 1): a failed or timed-out run is retried after `retryDelayMs` × attempt. */
-    attempts: z.number().int().min(1).max(5).optional(),
-    retryDelayMs: z.number().int().nonnegative().optional(),
-  }),
+  background_job: z
+    .object({
+      kind: z.literal("background_job"),
+      idempotencyKey: z.string().min(1).max(200),
+      name: z.string().min(1).max(100),
+      /** The work (required unless `durable`: a durable job runs the runner registered under `name`). */
+      run: fn<(signal: AbortSignal) => unknown>("run").optional(),
+      /**
+       * Must not be lost: recorded as pending in the session log before it runs, re-run on the
+       * next resume or agent start until it settles; runs the plugin's `registerJob(name)` runner.
+       */
+      durable: z.boolean().optional(),
+      /** A durable job's input, persisted as JSON: references (ids), never content or secrets. */
+      payload: z.json().optional(),
+      timeoutMs: z.number().int().positive().optional(),
+      /** Runs in all (default 1; durable: 3, counted across restarts): a failed or timed-out run is retried after `retryDelayMs` × attempt. */
+      attempts: z.number().int().min(1).max(5).optional(),
+      retryDelayMs: z.number().int().nonnegative().optional(),
+    })
+    .refine((v) => v.durable === true || typeof v.run === "function", { message: "expected run to be a function (or durable: true with a registered job runner)", path: ["run"] }),
   stop: z.object({ kind: z.literal("stop"), reason: z.string().min(1) }),
 } as const;
 

@@ -7,7 +7,7 @@ import { validateContribution } from "./contributions.ts";
 import { errorMessage, KeelError } from "./errors.ts";
 import type { AwaitPolicy, FailurePolicy, PhaseName } from "./phases.ts";
 import { isPhaseName, PHASE_NAMES, PHASES } from "./phases.ts";
-import type { Handler, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
+import type { Handler, JobRunner, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
 import { satisfies, validRange } from "./semver.ts";
 
 /** The kernel's version; plugins' `kernel` ranges are checked against it. */
@@ -56,6 +56,22 @@ export interface PluginRegistry {
   readonly kernelVersion: string;
   readonly plugins: readonly RegisteredPlugin[];
   readonly phases: ReadonlyMap<PhaseName, readonly Subscription[]>;
+  /** Durable job runners by `jobKey(plugin, name)` (PluginSetupContext.registerJob). */
+  readonly jobs: ReadonlyMap<string, JobRunner>;
+}
+
+/** The key of a plugin's job runner in `PluginRegistry.jobs`. */
+export function jobKey(plugin: string, name: string): string {
+  return `${plugin}\u0000${name}`;
+}
+
+/** How registration reports misuse that happens after setup (nothing can throw there safely). */
+export interface RegistryHooks {
+  /**
+   * Called for ctx.on / ctx.registerJob after setup (e.g. from a timer): the call is ignored
+   * and reported here as KEEL_REGISTRY_FROZEN instead of throwing into the caller's timer.
+   */
+  report?(err: KeelError): void;
 }
 
 type Draft = Omit<Subscription, "position" | "waitFor"> & { order: number[] };
@@ -65,11 +81,20 @@ type Draft = Omit<Subscription, "position" | "waitFor"> & { order: number[] };
  * Contract: throws a KeelError (registration codes of errors.ts) naming the plugin and what
  * to fix; never runs a setup when any plugin's metadata is invalid.
  */
-export async function buildRegistry(entries: readonly PluginEntry[], kernelVersion = KERNEL_VERSION): Promise<PluginRegistry> {
+export async function buildRegistry(entries: readonly PluginEntry[], kernelVersion = KERNEL_VERSION, hooks: RegistryHooks = {}): Promise<PluginRegistry> {
   const plugins = checkPlugins(entries, kernelVersion);
   const names = new Set(plugins.map((p) => p.plugin.name));
   const drafts: Draft[] = [];
+  const jobs = new Map<string, JobRunner>();
   let frozen = false;
+  /** A late call must not throw (it usually runs in a timer, where a throw kills the process). */
+  const late = (err: KeelError): void => {
+    try {
+      hooks.report?.(err);
+    } catch {
+      // The host's reporter failed; the call is ignored either way.
+    }
+  };
   for (const { plugin, index, options } of setupOrder(plugins)) {
     const seen = new Set<string>();
     let local = 0;
@@ -80,11 +105,17 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
       kernelVersion,
       hasPlugin: (name: string) => names.has(name),
       on<P extends PhaseName>(phase: P, handler: Handler<P>, opts: SubscribeOptions<P> = {}) {
-        if (frozen || !active) throw new KeelError("KEEL_REGISTRY_FROZEN", `ctx.on("${phase}") was called after setup finished.`, { plugin: plugin.name, phase });
+        if (frozen || !active) return late(new KeelError("KEEL_REGISTRY_FROZEN", `ctx.on("${String(phase)}") was called after setup finished; the subscription was ignored.`, { plugin: plugin.name, phase: String(phase) }));
         const draft = subscription(plugin.name, phase, handler, opts, [index, local++]);
         if (seen.has(draft.id)) throw new KeelError("KEEL_SUBSCRIPTION_DUPLICATE", `Subscription "${draft.id}" is declared twice.`, { plugin: plugin.name, phase, subscription: draft.id });
         seen.add(draft.id);
         drafts.push(draft);
+      },
+      registerJob(name: string, runner: JobRunner) {
+        if (frozen || !active) return late(new KeelError("KEEL_REGISTRY_FROZEN", `ctx.registerJob("${String(name)}") was called after setup finished; the runner was ignored.`, { plugin: plugin.name }));
+        if (typeof name !== "string" || !name || name.length > 100 || typeof runner !== "function") throw new KeelError("KEEL_SUBSCRIPTION_INVALID", `registerJob(${JSON.stringify(name)}) needs a name (1-100 chars) and a runner function.`, { plugin: plugin.name });
+        if (jobs.has(jobKey(plugin.name, name))) throw new KeelError("KEEL_SUBSCRIPTION_DUPLICATE", `Job runner "${name}" is registered twice.`, { plugin: plugin.name });
+        jobs.set(jobKey(plugin.name, name), runner);
       },
     };
     try {
@@ -106,6 +137,7 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
     kernelVersion,
     plugins: Object.freeze(plugins.map(({ plugin, options }) => Object.freeze({ name: plugin.name, version: plugin.version, kernel: plugin.kernel, dependencies: deps(plugin), options }))),
     phases,
+    jobs,
   });
 }
 

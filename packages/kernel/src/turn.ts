@@ -309,8 +309,9 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     post = await runner.run("turn.post_turn", ev("turn.post_turn", { verdict, usage, messages: session.messages.slice(startCount), finalText }), { signal: session.lifetime, owner: { session, turnId }, backgroundSignal: session.lifetime });
     session.record(post, turnId);
   }
-  await session.emit({ type, verdict, usage, rounds, toolCalls, timings: session.takeTimings() }, turnId, true);
+  // Jobs first: a durable job's `job.pending` record joins the terminal event's durable write.
   if (post) session.startJobs(post.contributions, turnId);
+  await session.emit({ type, verdict, usage, rounds, toolCalls, timings: session.takeTimings() }, turnId, true);
   return { sessionId: session.id, turnId, verdict, text: finalText, usage, rounds, toolCalls };
 
   function repair(): void {
