@@ -3,6 +3,9 @@
  * one tagged union; the kernel validates, merges (merge.ts) and records every one.
  */
 import { z } from "zod";
+import { errorMessage } from "./errors.ts";
+import type { UnreadableValueError } from "./snapshot.ts";
+import { snapshot } from "./snapshot.ts";
 import type { ToolDefinition } from "./tools.ts";
 import { TOOL_NAME_PATTERN } from "./tools.ts";
 
@@ -178,14 +181,25 @@ export type MessageEdit = z.output<typeof MessageEditSchema>;
 /** The outcome of validating one raw contribution. */
 export type ValidationResult =
   | { ok: true; value: Contribution }
-  | { ok: false; kind: string | undefined; path: string; message: string };
+  | { ok: false; kind: string | undefined; path: string; message: string; unreadable?: true };
 
-/** Validate one raw value as a contribution. Contract: never throws. */
+/**
+ * Validate one raw value as a contribution.
+ * Contract: never throws; the value is read once, into plain data (snapshot.ts), before it
+ * is validated, so getters, Proxies and toJSON cannot change or break it later.
+ */
 export function validateContribution(raw: unknown): ValidationResult {
+  let plain: unknown;
   try {
-    return validateUnsafe(raw);
+    plain = snapshot(raw);
   } catch (err) {
-    return { ok: false, kind: undefined, path: "(root)", message: `reading the contribution threw: ${err instanceof Error ? err.message : String(err)}` };
+    const e = err as UnreadableValueError;
+    return { ok: false, kind: undefined, path: e.path ?? "(root)", message: `unreadable: ${errorMessage(err)}`, unreadable: true };
+  }
+  try {
+    return validateUnsafe(plain);
+  } catch (err) {
+    return { ok: false, kind: undefined, path: "(root)", message: `validating the contribution threw: ${errorMessage(err)}` };
   }
 }
 

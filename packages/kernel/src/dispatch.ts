@@ -15,6 +15,7 @@ import { PHASES } from "./phases.ts";
 import type { HookContext } from "./plugin.ts";
 import type { ModelProvider } from "./provider.ts";
 import type { PluginRegistry, Subscription } from "./registry.ts";
+import { freezeEvent } from "./snapshot.ts";
 
 /** A diagnostic produced while running a phase. */
 export interface PhaseDiagnostic {
@@ -300,7 +301,8 @@ export class PhaseRunner {
     let raw: unknown;
     let thenable: boolean;
     try {
-      raw = sub.handler(run.event, ctx);
+      // Every event a handler sees is deep-frozen, here and only here (one place for all phases).
+      raw = sub.handler(freezeEvent(run.event), ctx);
       thenable = isThenable(raw);
     } catch (error) {
       ctx.dispose();
@@ -352,16 +354,16 @@ export class PhaseRunner {
     const accepts = PHASES[sub.phase].accepts as readonly string[];
     let items: unknown[];
     try {
-      items = Array.isArray(raw) ? [...raw] : [raw];
+      items = Array.isArray(raw) ? Array.from({ length: Math.min(raw.length, 10_000) }, (_, i) => raw[i]) : [raw];
     } catch (err) {
-      out.invalid.push({ kind: undefined, reason: `invalid at (root): reading it threw ${preview(errorMessage(err))}` });
+      out.invalid.push({ kind: undefined, reason: `unreadable: (root): reading it threw ${preview(errorMessage(err))}` });
       out.status = "invalid";
       return out;
     }
     for (const item of items) {
       if (item === undefined || item === null || item === false) continue;
       const v = validateContribution(item);
-      if (!v.ok) out.invalid.push({ kind: v.kind, reason: `invalid at ${v.path}: ${v.message}` });
+      if (!v.ok) out.invalid.push({ kind: v.kind, reason: v.unreadable ? v.message : `invalid at ${v.path}: ${v.message}` });
       else if (!accepts.includes(v.value.kind)) out.invalid.push({ kind: v.value.kind, reason: `not accepted by ${sub.phase} (accepts ${accepts.join(", ")})` });
       else out.valid.push(v.value);
     }
@@ -377,7 +379,7 @@ export class PhaseRunner {
     for (const bad of o.invalid) {
       const late = bad.reason === "late";
       r.records.push({ plugin: sub.plugin, kind: bad.kind ?? "unknown", status: "rejected", reason: late ? "arrived after the phase closed" : bad.reason });
-      const code: ErrorCode = late ? "KEEL_CONTRIBUTION_LATE" : bad.reason.startsWith("not accepted") ? "KEEL_CONTRIBUTION_NOT_ACCEPTED" : "KEEL_CONTRIBUTION_INVALID";
+      const code: ErrorCode = late ? "KEEL_CONTRIBUTION_LATE" : bad.reason.startsWith("not accepted") ? "KEEL_CONTRIBUTION_NOT_ACCEPTED" : bad.reason.startsWith("unreadable") ? "KEEL_OUTPUT_UNREADABLE" : "KEEL_CONTRIBUTION_INVALID";
       r.diagnostics.push({ level: "warn", code, message: new KeelError(code, `Rejected a "${bad.kind ?? "unknown"}" contribution: ${late ? "it arrived after the phase closed" : bad.reason}.`, loc).message, plugin: sub.plugin, phase: sub.phase });
     }
     const failed = o.status === "threw" || o.status === "timeout" || (o.status === "invalid" && !o.invalid.every((b) => b.reason === "late"));

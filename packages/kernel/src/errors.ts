@@ -48,7 +48,7 @@ export const ERROR_CODES = {
   KEEL_JOB_PAYLOAD_INVALID: "A durable background job's payload is not small JSON (at most 4,096 chars), so the job was not recorded or run. Persist references (ids), not content: the runner reads the turn from the session log.",
   KEEL_JOB_FAILED: "A durable background job failed on every attempt it was allowed (attempts count across restarts) and will not be run again. See the error attached; fix the plugin named, then redo its work by hand if needed.",
   KEEL_JOB_PENDING: "Background work was cut short (the close grace ran out or the process ended) and is recorded as pending in the session log. It re-runs when the session is resumed or at the next agent start; nothing to do.",
-  KEEL_OUTPUT_UNREADABLE: "A value returned by plugin or tool code could not be read (a getter or toJSON threw, a Proxy trap failed, a cycle). A tool gets an error result; a contribution is rejected. Return plain data from the plugin or tool named.",
+  KEEL_OUTPUT_UNREADABLE: "A value returned by plugin or tool code could not be read (a getter or Proxy trap threw, a cycle, a bigint or symbol, or far too large). A tool gets an error result; a contribution is rejected. Return plain data from the plugin or tool named.",
   KEEL_PROCESS_FAULT: "An uncaught exception or unhandled rejection escaped plugin or tool code (e.g. from a timer) while a turn was open; the fault was recorded and the turn closed with a failed verdict. Fix the plugin named (or catch errors in its timers and callbacks).",
   KEEL_SCRIPT_INVALID: "The provider script does not match its schema. Fix the step at the path shown.",
   KEEL_SCRIPT_EXHAUSTED: "The scripted provider has no model turn left for this request. Add a step to the script.",

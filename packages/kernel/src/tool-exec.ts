@@ -1,6 +1,7 @@
 import { errorMessage, KeelError } from "./errors.ts";
 import type { ContentBlock, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
+import { snapshot } from "./snapshot.ts";
 import type { ToolContext, ToolDefinition, ToolOutput } from "./tools.ts";
 
 /** How a tool call ended. */
@@ -81,7 +82,15 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
     turnSignal.addEventListener("abort", onAbort, { once: true });
     try {
       Promise.resolve(tool.execute(args, { ...ctx, signal: ctrl.signal })).then(
-        (out) => {
+        (raw) => {
+          // The tool's output is read once, inside a guard, into plain data (getters, Proxies, toJSON).
+          let out: ToolOutput;
+          try {
+            out = snapshot(raw) as ToolOutput;
+          } catch (err) {
+            const e = new KeelError("KEEL_OUTPUT_UNREADABLE", `"${tool.name}" returned a result that cannot be read: ${errorMessage(err)}.`, { tool: tool.name });
+            return finish("error", errorResult(ctx.callId, tool.name, `Error: ${e.message}`));
+          }
           const result = normalize(ctx.callId, tool.name, out);
           finish(result.isError ? "error" : "ok", result, revealOf(out));
         },

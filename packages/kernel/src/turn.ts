@@ -83,6 +83,15 @@ function toolSchema(t: ResolvedTool): ToolSchema {
   return s;
 }
 
+/** The host's metadata as handlers see it: a copy (the event freeze must not freeze the host's objects). */
+function copyMetadata(metadata: Record<string, unknown>): Readonly<Record<string, unknown>> {
+  try {
+    return structuredClone(metadata);
+  } catch {
+    return { ...metadata };
+  }
+}
+
 /** Run one turn for `session`. Contract: see Session.run. */
 export async function runTurn(session: Session, input: string, signal: AbortSignal, metadata: Record<string, unknown>): Promise<TurnResult> {
   const agent = session.agent;
@@ -105,7 +114,8 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
   await append(session, turnId, inputMessage, true);
 
   const policies = new PolicySet();
-  const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, trigger: "user", history, policies, metadata: Object.freeze({ ...metadata }) });
+  // Handlers get a read-only policy view and their own copy of the host's metadata (events are deep-frozen).
+  const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, trigger: "user", history, policies: policies.view(), metadata: copyMetadata(metadata) });
   const ev = <P extends PhaseName>(phase: P, extra: Omit<PhaseEvents[P], keyof TurnEventBase> | object = {}) => Object.freeze({ ...base, ...extra, phase });
   /** Run a turn or round phase; its event is built only when someone subscribes. */
   const phase = async (name: PhaseName, extra: object = {}, step?: (e: any, added: Contributed[]) => any): Promise<PhaseResult | undefined> => {
@@ -306,7 +316,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
   if (runner.has("turn.post_turn")) {
     // Runs before the terminal event is written so its timing is in it; a crash here still
     // leaves the turn's messages on disk (the terminal write is durable either way).
-    post = await runner.run("turn.post_turn", ev("turn.post_turn", { verdict, usage, messages: session.messages.slice(startCount), finalText }), { signal: session.lifetime, owner: { session, turnId }, backgroundSignal: session.lifetime });
+    post = await runner.run("turn.post_turn", ev("turn.post_turn", { verdict, usage: { ...usage }, messages: session.messages.slice(startCount), finalText }), { signal: session.lifetime, owner: { session, turnId }, backgroundSignal: session.lifetime });
     session.record(post, turnId);
   }
   // Jobs first: a durable job's `job.pending` record joins the terminal event's durable write.
