@@ -3,7 +3,7 @@
  */
 import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
-import { KeelError, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, isKeelError } from "@keel/kernel";
+import { KeelError, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, guardProcess, isKeelError } from "@keel/kernel";
 import type { Agent, Session } from "@keel/kernel";
 import { buildAgent } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
@@ -100,12 +100,19 @@ type Flags = { config?: string; session?: string; new?: boolean; json?: boolean;
 async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: string) => Promise<number>): Promise<number> {
   const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
   const built = await buildAgent(loaded, { env: io.env, ...(flags.offline ? { offline: true } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`) });
+  // The CLI owns its process: an error escaping plugin or tool code (a timer, a floating
+  // promise) is recorded, closes the open turn and makes the exit non-zero, instead of a raw crash.
+  const guard = guardProcess(built.agent, { onFault: (f) => io.err(`keel: ${f.error.message}\n`) });
+  let code: number;
   try {
-    return await fn(built.agent, loaded.filepath);
+    code = await fn(built.agent, loaded.filepath);
   } finally {
     await built.agent.close({ graceMs: 5_000 });
     reportUnfinishedJobs(built.agent, io);
+    guard.uninstall();
   }
+  // A fault outside the turn (e.g. during the close grace) still makes the exit non-zero.
+  return guard.faults.length && code === EXIT.ok ? EXIT.turnFailed : code;
 }
 
 /** Say on stderr which durable jobs were left pending (and how they resume) or given up on. */

@@ -30,6 +30,7 @@ import type { TurnResult } from "./verdict.ts";
 import { runTurn } from "./turn.ts";
 import type { AttemptOutcome, UnfinishedJob } from "./jobs.ts";
 import { recoverJobs, startDurableJob } from "./jobs.ts";
+import { faultScope } from "./faults.ts";
 
 /**
  * Loop guards. Contract: when one runs out the model gets one final round without tools.
@@ -258,6 +259,23 @@ export class Agent {
         // The session's store failed; the fault has nowhere to go.
       }
     }
+  }
+
+  /**
+   * @internal the process guard caught a fault: record it in every open session and close
+   * the turns that are open with a failed verdict. Returns the ids of those turns.
+   */
+  recordFault(fault: { source: "uncaughtException" | "unhandledRejection"; error: KeelError }): string[] {
+    const turns: string[] = [];
+    for (const s of this.open.values()) {
+      const turnId = s.currentTurnId;
+      void s.emit({ type: "fault", code: "KEEL_PROCESS_FAULT", source: fault.source, message: fault.error.message, ...(fault.error.plugin ? { plugin: fault.error.plugin } : {}) }, turnId, false);
+      if (turnId) {
+        turns.push(turnId);
+        s.cancel(fault.error);
+      }
+    }
+    return turns;
   }
 
   /** True when anything listens (lets the loop skip building live events). */
@@ -666,7 +684,8 @@ export class Session {
         reject(new KeelError("KEEL_TURN_ABORTED", "The session was closed before the job finished."));
       }, { once: true });
     });
-    return Promise.race([Promise.resolve().then(() => fn(ctrl.signal)), timeout, closed]).then(
+    const scope = { plugin, phase: `job ${name}` };
+    return Promise.race([Promise.resolve().then(() => faultScope.run(scope, () => fn(ctrl.signal))), timeout, closed]).then(
       () => ({ status: "ok" as const }),
       (err: unknown) => ({ status: isKeelError(err, "KEEL_HANDLER_TIMEOUT") ? ("timeout" as const) : isKeelError(err, "KEEL_TURN_ABORTED") ? ("aborted" as const) : ("failed" as const), error: preview(errorMessage(err)) }),
     ).finally(() => clearTimeout(timer));

@@ -16,6 +16,8 @@ import type { HookContext } from "./plugin.ts";
 import type { ModelProvider } from "./provider.ts";
 import type { PluginRegistry, Subscription } from "./registry.ts";
 import { freezeEvent } from "./snapshot.ts";
+import type { FaultScope } from "./faults.ts";
+import { faultScope } from "./faults.ts";
 
 /** A diagnostic produced while running a phase. */
 export interface PhaseDiagnostic {
@@ -184,6 +186,14 @@ export class PhaseRunner {
     }
   }
 
+  private readonly scopes = new Map<Subscription, FaultScope>();
+  /** Who runs: carried across the handler's timers and promises (faults.ts). */
+  private scopeOf(sub: Subscription): FaultScope {
+    let s = this.scopes.get(sub);
+    if (!s) this.scopes.set(sub, (s = Object.freeze({ plugin: sub.plugin, phase: sub.phase })));
+    return s;
+  }
+
   /** True when any plugin subscribes to `phase`. */
   has(phase: PhaseName): boolean {
     return this.hooks.has(phase);
@@ -302,7 +312,7 @@ export class PhaseRunner {
     let thenable: boolean;
     try {
       // Every event a handler sees is deep-frozen, here and only here (one place for all phases).
-      raw = sub.handler(freezeEvent(run.event), ctx);
+      raw = faultScope.run(this.scopeOf(sub), () => sub.handler(freezeEvent(run.event), ctx));
       thenable = isThenable(raw);
     } catch (error) {
       ctx.dispose();

@@ -21,6 +21,8 @@ export type { PluginRegistry, RegisteredPlugin, RegistryHooks, Subscription } fr
 export { DEFAULT_DURABLE_ATTEMPTS, MAX_JOB_PAYLOAD_CHARS } from "./jobs.ts";
 export type { UnfinishedJob } from "./jobs.ts";
 export { PhaseRunner } from "./dispatch.ts";
+export { guardProcess } from "./faults.ts";
+export type { GuardOptions, ProcessFault, ProcessGuard } from "./faults.ts";
 export type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
 export { messageText, textContent, toolCallsOf } from "./messages.ts";
 export type { AssistantBlock, AssistantMessage, ContentBlock, ImageBlock, Message, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultMessage, UserMessage } from "./messages.ts";

@@ -9,6 +9,7 @@ import type { AwaitPolicy, FailurePolicy, PhaseName } from "./phases.ts";
 import { isPhaseName, PHASE_NAMES, PHASES } from "./phases.ts";
 import type { Handler, JobRunner, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
 import { satisfies, validRange } from "./semver.ts";
+import { faultScope } from "./faults.ts";
 
 /** The kernel's version; plugins' `kernel` ranges are checked against it. */
 export const KERNEL_VERSION = "1.0.0";
@@ -119,7 +120,7 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
       },
     };
     try {
-      await plugin.setup(ctx);
+      await faultScope.run({ plugin: plugin.name, phase: "setup" }, () => plugin.setup(ctx));
     } catch (err) {
       if (err instanceof KeelError) throw err;
       throw new KeelError("KEEL_PLUGIN_SETUP_FAILED", `setup() threw: ${errorMessage(err)}.`, { plugin: plugin.name, path: `plugins[${index}]` }, { cause: err });

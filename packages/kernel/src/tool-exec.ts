@@ -2,6 +2,7 @@ import { errorMessage, KeelError } from "./errors.ts";
 import type { ContentBlock, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
 import { snapshot } from "./snapshot.ts";
+import { faultScope } from "./faults.ts";
 import type { ToolContext, ToolDefinition, ToolOutput } from "./tools.ts";
 
 /** How a tool call ended. */
@@ -56,7 +57,7 @@ function safeJson(v: unknown): string {
  * Contract: never throws and never waits past the timeout or the abort, even when the tool
  * ignores its signal.
  */
-export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolContext, "signal">, timeoutMs: number, turnSignal: AbortSignal): Promise<ToolRun> {
+export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolContext, "signal">, timeoutMs: number, turnSignal: AbortSignal, plugin?: string): Promise<ToolRun> {
   const t0 = performance.now();
   const ctrl = new AbortController();
   const ms = () => Math.round((performance.now() - t0) * 1000) / 1000;
@@ -81,7 +82,7 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
     if (turnSignal.aborted) return onAbort();
     turnSignal.addEventListener("abort", onAbort, { once: true });
     try {
-      Promise.resolve(tool.execute(args, { ...ctx, signal: ctrl.signal })).then(
+      Promise.resolve(faultScope.run({ tool: tool.name, ...(plugin ? { plugin } : {}) }, () => tool.execute(args, { ...ctx, signal: ctrl.signal }))).then(
         (raw) => {
           // The tool's output is read once, inside a guard, into plain data (getters, Proxies, toJSON).
           let out: ToolOutput;

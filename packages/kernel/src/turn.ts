@@ -303,6 +303,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     }
   } catch (err) {
     if (err instanceof TurnFailure) verdict = err.verdict;
+    else if (signal.aborted && isKeelError(signal.reason, "KEEL_PROCESS_FAULT")) verdict = { status: "failed", reason: "process_fault", code: "KEEL_PROCESS_FAULT", message: signal.reason.message, ...(signal.reason.plugin ? { plugin: signal.reason.plugin } : {}), ...(signal.reason.phase ? { phase: signal.reason.phase } : {}) };
     else if (signal.aborted || (err instanceof ProviderError && err.errorClass === "aborted")) verdict = { status: "interrupted", reason: "aborted" };
     else if (err instanceof ProviderError) verdict = { status: "failed", reason: "provider_error", errorClass: err.errorClass, code: "KEEL_PROVIDER_ERROR", message: new KeelError("KEEL_PROVIDER_ERROR", `${agent.options.provider.id}: ${err.message} (class ${err.errorClass}).`).message };
     else if (isKeelError(err) && err.code !== "KEEL_STORE_FAILED") verdict = { status: "failed", reason: "provider_error", code: err.code, message: err.message };
@@ -441,7 +442,7 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
       // Tools may have side effects: their calls (the assistant message, tool.started) reach the
       // store before they run, so a process killed mid-tool resumes with the call (and repairs it).
       await session.flush();
-      const runs = await Promise.all(prepared.map((p) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId }, p.ready.timeoutMs, signal) : undefined)));
+      const runs = await Promise.all(prepared.map((p) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId }, p.ready.timeoutMs, signal, p.ready.view.source.plugin) : undefined)));
       for (const [i, p] of prepared.entries()) await append(session, turnId, await finish(p, runs[i]));
     }
   }
