@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import type { KeelEvent } from "@keel/kernel";
+import type { KeelEvent } from "../../../packages/kernel/src/index.ts";
 import { offlineEnv, runKeel } from "../../../packages/cli/test/support/run-keel.ts";
 import type { KeelRun } from "../../../packages/cli/test/support/run-keel.ts";
 
