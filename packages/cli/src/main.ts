@@ -100,19 +100,40 @@ type Flags = { config?: string; session?: string; new?: boolean; json?: boolean;
 async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: string) => Promise<number>): Promise<number> {
   const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
   const built = await buildAgent(loaded, { env: io.env, ...(flags.offline ? { offline: true } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`) });
-  // The CLI owns its process: an error escaping plugin or tool code (a timer, a floating
-  // promise) is recorded, closes the open turn and makes the exit non-zero, instead of a raw crash.
-  const guard = guardProcess(built.agent, { onFault: (f) => io.err(`keel: ${f.error.message}\n`) });
+  const faultsBefore = guardCli(built.agent, io);
   let code: number;
   try {
     code = await fn(built.agent, loaded.filepath);
   } finally {
     await built.agent.close({ graceMs: 5_000 });
     reportUnfinishedJobs(built.agent, io);
-    guard.uninstall();
   }
   // A fault outside the turn (e.g. during the close grace) still makes the exit non-zero.
-  return guard.faults.length && code === EXIT.ok ? EXIT.turnFailed : code;
+  return cliGuard.faults > faultsBefore && code === EXIT.ok ? EXIT.turnFailed : code;
+}
+
+/**
+ * The CLI owns its process: an error escaping plugin or tool code (a timer, a floating
+ * promise) is recorded, closes the open turn, is printed as KEEL_PROCESS_FAULT naming the
+ * plugin and makes the exit non-zero, instead of a raw stack trace. Installed once per
+ * process and kept to the end (a plugin timer may fire after the agent closed).
+ */
+const cliGuard: { agent?: Agent; io?: CliEnv; faults: number; installed: boolean } = { faults: 0, installed: false };
+
+function guardCli(agent: Agent, io: CliEnv): number {
+  cliGuard.agent = agent;
+  cliGuard.io = io;
+  if (!cliGuard.installed) {
+    cliGuard.installed = true;
+    guardProcess(() => cliGuard.agent, {
+      onFault: (f) => {
+        cliGuard.faults++;
+        cliGuard.io?.err(`keel: ${f.error.message}\n`);
+        process.exitCode = EXIT.turnFailed;
+      },
+    });
+  }
+  return cliGuard.faults;
 }
 
 /** Say on stderr which durable jobs were left pending (and how they resume) or given up on. */

@@ -44,12 +44,12 @@ export interface ProcessGuard {
 }
 
 /**
- * Install process handlers for `agent`: an uncaught exception or unhandled rejection is
+ * Install process handlers for `target` (an agent, or a function giving the current one): an uncaught exception or unhandled rejection is
  * recorded as a `fault` event in every open session, the turns that are open are closed with
  * a failed verdict (KEEL_PROCESS_FAULT, naming the plugin when known) and `onFault` is told.
  * Contract: the process is not exited here; the host decides (the CLI exits non-zero).
  */
-export function guardProcess(agent: Agent, options: GuardOptions = {}): ProcessGuard {
+export function guardProcess(target: Agent | (() => Agent | undefined), options: GuardOptions = {}): ProcessGuard {
   const faults: ProcessFault[] = [];
   const handle = (source: ProcessFault["source"], err: unknown): void => {
     const scope = faultScope.getStore();
@@ -59,7 +59,8 @@ export function guardProcess(agent: Agent, options: GuardOptions = {}): ProcessG
     const error = new KeelError("KEEL_PROCESS_FAULT", `${what} escaped ${where ? `code of ${where}` : "code outside any plugin or tool"}: ${preview(errorMessage(err), 300)}.`, { ...(plugin ? { plugin } : {}), ...(scope?.phase ? { phase: scope.phase } : {}), ...(scope?.tool ? { tool: scope.tool } : {}) }, { cause: err });
     const fault: ProcessFault = { source, error, ...(plugin ? { plugin } : {}), turns: [] };
     try {
-      fault.turns = agent.recordFault(fault);
+      const agent = typeof target === "function" ? target() : target;
+      if (agent) fault.turns = agent.recordFault(fault);
     } catch {
       // Recording must not turn one fault into a crash.
     }

@@ -82,21 +82,30 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
     if (turnSignal.aborted) return onAbort();
     turnSignal.addEventListener("abort", onAbort, { once: true });
     try {
-      Promise.resolve(faultScope.run({ tool: tool.name, ...(plugin ? { plugin } : {}) }, () => tool.execute(args, { ...ctx, signal: ctrl.signal }))).then(
-        (raw) => {
-          // The tool's output is read once, inside a guard, into plain data (getters, Proxies, toJSON).
-          let out: ToolOutput;
-          try {
-            out = snapshot(raw) as ToolOutput;
-          } catch (err) {
-            const e = new KeelError("KEEL_OUTPUT_UNREADABLE", `"${tool.name}" returned a result that cannot be read: ${errorMessage(err)}.`, { tool: tool.name });
-            return finish("error", errorResult(ctx.callId, tool.name, `Error: ${e.message}`));
-          }
-          const result = normalize(ctx.callId, tool.name, out);
-          finish(result.isError ? "error" : "ok", result, revealOf(out));
-        },
-        (err) => finish("error", errorResult(ctx.callId, tool.name, `Error: ${errorMessage(err)}`)),
-      );
+      const unreadable = (err: unknown) => {
+        const e = new KeelError("KEEL_OUTPUT_UNREADABLE", `"${tool.name}" returned a result that cannot be read: ${errorMessage(err)}.`, { tool: tool.name });
+        finish("error", errorResult(ctx.callId, tool.name, `Error: ${e.message}`));
+      };
+      const settle = (raw: unknown) => {
+        // The tool's output is read once, inside a guard, into plain data (getters, Proxies, toJSON).
+        let out: ToolOutput;
+        try {
+          out = snapshot(raw) as ToolOutput;
+        } catch (err) {
+          return unreadable(err);
+        }
+        const result = normalize(ctx.callId, tool.name, out);
+        finish(result.isError ? "error" : "ok", result, revealOf(out));
+      };
+      const raw: unknown = faultScope.run({ tool: tool.name, ...(plugin ? { plugin } : {}) }, () => tool.execute(args, { ...ctx, signal: ctrl.signal }));
+      let then: unknown;
+      try {
+        then = raw !== null && (typeof raw === "object" || typeof raw === "function") ? (raw as { then?: unknown }).then : undefined;
+      } catch (err) {
+        return unreadable(err);
+      }
+      if (typeof then !== "function") return settle(raw);
+      new Promise<unknown>((res, rej) => (then as (a: (v: unknown) => void, b: (e: unknown) => void) => void).call(raw, res, rej)).then(settle, (err) => finish("error", errorResult(ctx.callId, tool.name, `Error: ${errorMessage(err)}`)));
     } catch (err) {
       finish("error", errorResult(ctx.callId, tool.name, `Error: ${errorMessage(err)}`));
     }

@@ -3,6 +3,7 @@
  * the real plugins from this repository's sources, the real `keel` binary, and readers for
  * what ended up on disk (the session log, memory.sqlite).
  */
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -25,7 +26,7 @@ export function makeHome(body: string): { dir: string; home: string } {
 }
 
 /** Run `keel` in `dir` with its home; returns the run and how long it took. */
-export async function keel(dir: string, home: string, args: string[], options: { env?: Record<string, string>; onStderr?: Parameters<typeof runKeel>[1]["onStderr"] } = {}): Promise<KeelRun & { ms: number }> {
+export async function keel(dir: string, home: string, args: string[], options: { env?: Record<string, string>; onStderr?: (chunk: string, child: ChildProcess) => void } = {}): Promise<KeelRun & { ms: number }> {
   const t0 = Date.now();
   const r = await runKeel(args, { cwd: dir, env: offlineEnv({ KEEL_HOME: home, ...options.env }), ...(options.onStderr ? { onStderr: options.onStderr } : {}) });
   return { ...r, ms: Date.now() - t0 };
