@@ -76,7 +76,13 @@ const schemaCache = new WeakMap<object, ToolSchema>();
 function toolSchema(t: ResolvedTool): ToolSchema {
   let s = schemaCache.get(t.def);
   if (!s) {
-    const parameters = t.def.parameters ?? (t.def.input ? (z.toJSONSchema(t.def.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>) : { type: "object", properties: {} });
+    let parameters: Record<string, unknown>;
+    try {
+      parameters = t.def.parameters ?? (t.def.input ? (z.toJSONSchema(t.def.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>) : { type: "object", properties: {} });
+    } catch {
+      // A schema that cannot be described (or whose getters throw) is sent as an open object; its safeParse still checks the call.
+      parameters = { type: "object", properties: {} };
+    }
     s = { name: t.def.name, description: t.def.description, parameters };
     schemaCache.set(t.def, s);
   }
@@ -499,7 +505,13 @@ export async function runTurn(session: Session, input: string, signal: AbortSign
     }
     let args = view.args;
     if (def.input) {
-      const parsed = def.input.safeParse(args);
+      // The schema is plugin code too (refinements, transforms): a throw is an invalid call, not a crash.
+      let parsed: { success: true; data: unknown } | { success: false; error: { issues: ReadonlyArray<{ path: readonly PropertyKey[]; message: string }> } };
+      try {
+        parsed = def.input.safeParse(args) as typeof parsed;
+      } catch (err) {
+        parsed = { success: false, error: { issues: [{ path: [], message: `validating the arguments threw: ${errorMessage(err)}` }] } };
+      }
       if (!parsed.success) {
         completed(call, "error");
         const issues = parsed.error.issues.slice(0, 5).map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`).join("; ");
