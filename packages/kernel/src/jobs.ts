@@ -170,11 +170,21 @@ export async function recoverJobs(session: Session): Promise<void> {
     const own = s.record.sessionId === session.id;
     const origin = s.record.origin ?? { sessionId: s.record.sessionId, turnId: s.record.turnId };
     if (!own && !s.deferred && now - s.lastTs < s.record.timeoutMs) continue;
+    if (!own && !(await sameAgent(session, s.record.sessionId))) continue;
     if (!agent.claimJob(key)) continue;
     const { sessionId: _s, seq: _q, ts: _t, turnId: _u, ...data } = s.record;
     const record: JobRecord = { ...data, type: "job.pending", origin };
     if (!own) void session.emit(record, null);
     session.trackJob(runDurable(session, record, origin, s.started, true, own ? s.record.turnId : null));
+  }
+}
+
+/** True when `sessionId` belongs to the same agent (by name) as `session`: only its jobs are adopted. */
+async function sameAgent(session: Session, sessionId: string): Promise<boolean> {
+  try {
+    return (await session.agent.store.getSession(sessionId))?.agent === session.agent.name;
+  } catch {
+    return false;
   }
 }
 
