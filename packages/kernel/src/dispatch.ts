@@ -214,7 +214,8 @@ export class PhaseRunner {
     const hook = this.hooks.get(phase);
     if (!hook) return result;
     const t0 = performance.now();
-    const run = new Run(phase, event, options, result);
+    // Every event a handler sees is deep-frozen, here and only here (one place for all phases).
+    const run = new Run(phase, freezeEvent(event), options, result);
     run.mark = t0;
     let called = false;
     let resume: (() => void) | undefined;
@@ -274,7 +275,7 @@ export class PhaseRunner {
     const added = run.result.contributions.slice(before);
     if (!added.length || !run.options.step) return;
     try {
-      run.event = run.options.step(run.event, added);
+      run.event = freezeEvent(run.options.step(run.event, added));
     } catch (err) {
       const { sub } = out;
       run.result.diagnostics.push({ level: "warn", code: "KEEL_CONTRIBUTION_INVALID", message: new KeelError("KEEL_CONTRIBUTION_INVALID", `The contributions could not be applied: ${preview(errorMessage(err))}.`, { plugin: sub.plugin, phase: sub.phase }).message, plugin: sub.plugin, phase: sub.phase });
@@ -311,8 +312,7 @@ export class PhaseRunner {
     let raw: unknown;
     let thenable: boolean;
     try {
-      // Every event a handler sees is deep-frozen, here and only here (one place for all phases).
-      raw = faultScope.run(this.scopeOf(sub), () => sub.handler(freezeEvent(run.event), ctx));
+      raw = faultScope.run(this.scopeOf(sub), sub.handler, run.event, ctx);
       thenable = isThenable(raw);
     } catch (error) {
       ctx.dispose();

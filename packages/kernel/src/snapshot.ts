@@ -77,13 +77,13 @@ function copy(v: unknown, path: string, depth: number, seen: Set<object>, budget
   return out;
 }
 
-/** Objects already deep-frozen by `freezeEvent` (so a history shared by many events is walked once). */
-const frozen = new WeakSet<object>();
-
 /**
  * Deep-freeze an event before any handler sees it: plain objects and arrays, recursively.
- * Contract: idempotent and O(new objects) on repeat calls; class instances (other than
- * arrays) are left as they are, so the kernel hands out read-only views of those instead.
+ * Contract: the event itself is always walked; below it, an already frozen object is taken
+ * as deep-frozen (the kernel's convention: it shallow-freezes only event objects and
+ * deep-freezes everything it nests, e.g. the history with freezeDeep), so a long history
+ * costs nothing per phase. Class instances (other than arrays) are left as they are; the
+ * kernel hands out read-only views of those instead.
  */
 export function freezeEvent<T>(value: T): T {
   deepFreeze(value, 0);
@@ -93,11 +93,10 @@ export function freezeEvent<T>(value: T): T {
 function deepFreeze(v: unknown, depth: number): void {
   if (v === null || typeof v !== "object" || depth > MAX_DEPTH) return;
   const o = v as object;
-  if (frozen.has(o)) return;
+  if (depth > 0 && Object.isFrozen(o)) return;
   const proto: unknown = Object.getPrototypeOf(o);
   if (!(Array.isArray(o) || proto === Object.prototype || proto === null)) return;
-  frozen.add(o);
   Object.freeze(o);
   if (Array.isArray(o)) for (const item of o) deepFreeze(item, depth + 1);
-  else for (const k of Object.keys(o)) deepFreeze((o as Record<string, unknown>)[k], depth + 1);
+  else for (const k in o) deepFreeze((o as Record<string, unknown>)[k], depth + 1);
 }

@@ -92,7 +92,8 @@ function toolSchema(t: ResolvedTool): ToolSchema {
 /** The host's metadata as handlers see it: a copy (the event freeze must not freeze the host's objects). */
 function copyMetadata(metadata: Record<string, unknown>): Readonly<Record<string, unknown>> {
   try {
-    return structuredClone(metadata);
+    for (const _ in metadata) return structuredClone(metadata);
+    return {};
   } catch {
     return { ...metadata };
   }
