@@ -176,6 +176,33 @@ export default defineConfig({ name: "fault3", plugins: [after], offline: { scrip
   }, 15_000);
 });
 
+describe("crashes: faults outside a turn (real CLI)", () => {
+  it("a timer left by a plugin's setup that throws while the agent is still being built: coded message, exit 1, no stack trace", async () => {
+    const { dir, home } = makeHome(`
+const early = definePlugin({ name: "early-bird", version: "1.0.0", setup() { setTimeout(() => { throw new Error("too early"); }, 5); } });
+const slow = definePlugin({ name: "slow-setup", version: "1.0.0", async setup() { await new Promise((r) => setTimeout(r, 100)); } });
+export default defineConfig({ name: "early", plugins: [early, slow], offline: { script: [{ text: "ok" }] } });`);
+    const r = await keel(dir, home, ["run", "hi"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('KEEL_PROCESS_FAULT (plugin "early-bird", phase "setup")');
+    expect(r.stderr).not.toMatch(STACK);
+  }, 15_000);
+
+  it("a plugin interval that throws on every tick: the turn closes once, the log keeps a bounded number of fault events, stderr a bounded number of lines", async () => {
+    const { dir, home } = makeHome(`
+const noisy = definePlugin({ name: "noisy", version: "1.0.0", setup(ctx) { ctx.on("round.pre_request", () => { const t = setInterval(() => { throw new Error("tick"); }, 1); setTimeout(() => clearInterval(t), 600); }); } });
+export default defineConfig({ name: "noisy", plugins: [noisy], offline: { script: [{ hang: true }] } });`);
+    const r = await keel(dir, home, ["run", "hi"]);
+    expect(r.code).toBe(1);
+    const events = allEvents(home);
+    const faults = events.filter((e) => e.type === "fault");
+    expect(faults.length).toBeGreaterThan(0);
+    expect(faults.length).toBeLessThanOrEqual(20);
+    expect(closedOnce(events)).toMatchObject([{ type: "turn.failed", verdict: { reason: "process_fault", plugin: "noisy" } }]);
+    expect(r.stderr.split("\n").filter((l) => l.includes("KEEL_PROCESS_FAULT")).length).toBeLessThanOrEqual(6);
+  }, 15_000);
+});
+
 describe("crashes: frozen events and the library default", () => {
   it("every event handed to every phase's handlers is deep-frozen (no plain object or array left writable)", async () => {
     const unfrozen: string[] = [];

@@ -98,9 +98,11 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
 type Flags = { config?: string; session?: string; new?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean };
 
 async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: string) => Promise<number>): Promise<number> {
+  // Guarded from the start: a plugin's setup may leave a timer that throws before the agent exists.
+  const faultsBefore = guardCli(undefined, io);
   const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
   const built = await buildAgent(loaded, { env: io.env, ...(flags.offline ? { offline: true } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`) });
-  const faultsBefore = guardCli(built.agent, io);
+  guardCli(built.agent, io);
   let code: number;
   try {
     code = await fn(built.agent, loaded.filepath);
@@ -118,9 +120,9 @@ async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: 
  * plugin and makes the exit non-zero, instead of a raw stack trace. Installed once per
  * process and kept to the end (a plugin timer may fire after the agent closed).
  */
-const cliGuard: { agent?: Agent; io?: CliEnv; faults: number; installed: boolean } = { faults: 0, installed: false };
+const cliGuard: { agent?: Agent | undefined; io?: CliEnv; faults: number; installed: boolean } = { faults: 0, installed: false };
 
-function guardCli(agent: Agent, io: CliEnv): number {
+function guardCli(agent: Agent | undefined, io: CliEnv): number {
   cliGuard.agent = agent;
   cliGuard.io = io;
   if (!cliGuard.installed) {
@@ -128,7 +130,8 @@ function guardCli(agent: Agent, io: CliEnv): number {
     guardProcess(() => cliGuard.agent, {
       onFault: (f) => {
         cliGuard.faults++;
-        cliGuard.io?.err(`keel: ${f.error.message}\n`);
+        if (cliGuard.faults <= 5) cliGuard.io?.err(`keel: ${f.error.message}\n`);
+        else if (cliGuard.faults === 6) cliGuard.io?.err("keel: KEEL_PROCESS_FAULT: more faults followed; only the first 5 are shown.\n");
         process.exitCode = EXIT.turnFailed;
       },
     });

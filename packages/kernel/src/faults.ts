@@ -11,6 +11,9 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { Agent } from "./agent.ts";
 import { errorMessage, isKeelError, KeelError, preview } from "./errors.ts";
 
+/** Faults a guard records in the log; later ones are only counted and passed to `onFault`. */
+export const MAX_RECORDED_FAULTS = 20;
+
 /** Whose code is running. */
 export interface FaultScope {
   readonly plugin?: string;
@@ -60,7 +63,8 @@ export function guardProcess(target: Agent | (() => Agent | undefined), options:
     const fault: ProcessFault = { source, error, ...(plugin ? { plugin } : {}), turns: [] };
     try {
       const agent = typeof target === "function" ? target() : target;
-      if (agent) fault.turns = agent.recordFault(fault);
+      // A timer that throws on every tick must not flood the log: the first faults are recorded.
+      if (agent && faults.length < MAX_RECORDED_FAULTS) fault.turns = agent.recordFault(fault);
     } catch {
       // Recording must not turn one fault into a crash.
     }
