@@ -242,6 +242,15 @@ describe("crashes: frozen events and the library default", () => {
     expect(Object.isFrozen(hostMeta.user)).toBe(false);
   });
 
+  it("a plugin object that is a Proxy with throwing traps, or whose options schema throws, is a located registration error, not a raw throw", async () => {
+    const proxy = new Proxy({}, { get() { throw new Error("plugin trap"); } });
+    await expect(createAgent({ provider: scriptedProvider([]), store: new MemorySessionStore(), plugins: [proxy as never] })).rejects.toMatchObject({ code: "KEEL_PLUGIN_INVALID", location: { path: "plugins[0]" }, message: expect.stringContaining("plugin trap") });
+    // A schema whose validation runs plugin code that throws (as a zod refine would).
+    const options = { safeParse: () => { throw new Error("refine trap"); } };
+    const schemer = definePlugin({ name: "schemer", version: "1.0.0", options: options as never, input: { a: 1 } as never, setup() {} });
+    await expect(createAgent({ provider: scriptedProvider([]), store: new MemorySessionStore(), plugins: [schemer] })).rejects.toMatchObject({ code: "KEEL_PLUGIN_OPTIONS_INVALID", plugin: "schemer", message: expect.stringContaining("refine trap") });
+  });
+
   it("the kernel installs no process handlers by itself; guardProcess is opt-in and uninstall restores the host's handlers", async () => {
     const before = [process.listenerCount("uncaughtException"), process.listenerCount("unhandledRejection")];
     const agent = await createAgent({ provider: scriptedProvider([{ text: "ok" }]), store: new MemorySessionStore() });

@@ -148,6 +148,28 @@ interface Checked {
   options: unknown;
 }
 
+/**
+ * The plugin's fields, each read once (inside the caller's guard): later reads cannot throw
+ * or change. `setup` is still called on the original object, so `this` works.
+ */
+function readPlugin(entry: NonNullable<PluginEntry>): Partial<KeelPlugin> {
+  if (typeof entry !== "object") return entry as Partial<KeelPlugin>;
+  const o = entry as KeelPlugin;
+  const setup = o.setup;
+  const d = o.dependencies as unknown;
+  const dependencies = Array.isArray(d) ? [...(d as string[])] : d && typeof d === "object" ? { ...(d as Record<string, string>) } : (d as undefined);
+  return {
+    name: o.name,
+    version: o.version,
+    kernel: o.kernel,
+    description: o.description,
+    ...(dependencies !== undefined ? { dependencies } : {}),
+    ...(o.options !== undefined ? { options: o.options } : {}),
+    input: o.input,
+    setup: (typeof setup === "function" ? (ctx: Parameters<KeelPlugin["setup"]>[0]) => setup.call(o, ctx) : setup) as KeelPlugin["setup"],
+  };
+}
+
 function deps(p: KeelPlugin): Record<string, string> {
   const d = p.dependencies;
   if (!d) return {};
@@ -161,7 +183,12 @@ function checkPlugins(entries: readonly PluginEntry[], kernelVersion: string): C
   entries.forEach((entry, index) => {
     if (!entry) return;
     const path = `plugins[${index}]`;
-    const p = entry as Partial<KeelPlugin>;
+    let p: Partial<KeelPlugin>;
+    try {
+      p = readPlugin(entry);
+    } catch (err) {
+      throw new KeelError("KEEL_PLUGIN_INVALID", `Reading the plugin object threw: ${errorMessage(err)}. Return a plain plugin object (definePlugin), not a Proxy or an object with throwing getters.`, { path }, { cause: err });
+    }
     if (typeof p !== "object" || typeof p.name !== "string" || !p.name.trim()) {
       throw new KeelError("KEEL_PLUGIN_INVALID", `The entry is ${describe(entry)}, not a plugin with a name.`, { path });
     }
@@ -177,10 +204,16 @@ function checkPlugins(entries: readonly PluginEntry[], kernelVersion: string): C
     let options: unknown = p.input;
     if (p.options) {
       // No input means "all defaults": an object schema with defaults accepts {} but not undefined.
-      let parsed = p.options.safeParse(p.input);
-      if (!parsed.success && p.input === undefined) {
-        const empty = p.options.safeParse({});
-        if (empty.success) parsed = empty;
+      let parsed: ReturnType<NonNullable<typeof p.options>["safeParse"]>;
+      try {
+        parsed = p.options.safeParse(p.input);
+        if (!parsed.success && p.input === undefined) {
+          const empty = p.options.safeParse({});
+          if (empty.success) parsed = empty;
+        }
+      } catch (err) {
+        // The schema is plugin code (refinements, transforms): a throw is invalid options, located.
+        throw new KeelError("KEEL_PLUGIN_OPTIONS_INVALID", `Validating the options threw: ${errorMessage(err)}.`, { plugin: p.name, path: `${path}.options` }, { cause: err });
       }
       if (!parsed.success) {
         const issue = parsed.error.issues[0]!;
