@@ -61,6 +61,23 @@ describe("silent loss: durable background jobs through the real CLI", () => {
     expect(extracted).toEqual([`${session}/1`, `${session}/2`]);
   }, 30_000);
 
+  it("SIGKILL during extraction: the next start (a new session) sees the killed process is gone and re-runs the job at once, storing it once", async () => {
+    const { dir, home } = makeHome(SLOW_MEMORY_CONFIG);
+    const killed = await keel(dir, home, ["run", "I work at Acme Rockets."], {
+      env: SLOW,
+      onStderr: (chunk, child) => {
+        if (chunk.includes("extract-started")) child.kill("SIGKILL");
+      },
+    });
+    const session = sessionOf(killed);
+    const next = await keel(dir, home, ["run", "Hello again."]);
+    expect(next.code).toBe(0);
+    expect(sessionOf(next)).not.toBe(session);
+    const trail = jobTrail(allEvents(home), extractKey(session));
+    expect(trail).toEqual(["job.pending", "job.started", "job.pending", "job.started", "job.completed:ok"]);
+    expect(memories(home).contents.filter((c) => c.includes("Acme"))).toEqual(["The user works at Acme Rockets"]);
+  }, 30_000);
+
   it("a durable job that always fails stops after its attempts and the CLI reports it (KEEL_JOB_FAILED), naming the plugin", async () => {
     const { dir, home } = makeHome(`
 const flaky = definePlugin({ name: "flaky-jobs", version: "1.0.0", setup(ctx) {
@@ -159,7 +176,7 @@ describe("silent loss: durable jobs in the library (attempts across restarts, ad
     expect(c.unfinishedJobs).toMatchObject([{ status: "failed", attempts: 2, error: expect.stringContaining("gave up after 2 attempt(s)") }]);
   });
 
-  it("a job whose process died (no deferral) is adopted by another session only after its timeout, never while it may still run", async () => {
+  it("a job whose runner may still be alive (same process, no deferral) is not adopted by another session before its timeout; its own session's resume runs it", async () => {
     const store = new MemorySessionStore();
     const a = await createAgent({ provider: scriptedProvider([{ text: "ok" }]), store, plugins: [plugin(hang)] });
     const s = await a.session();

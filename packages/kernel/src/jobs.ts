@@ -3,8 +3,10 @@
  * `job.pending` in the session log before it runs, each attempt as `job.started`, and it
  * settles with `job.completed` (ok, or failed once its attempts, counted across restarts,
  * are used up). Work cut short by a close is `job.deferred`; a session that is resumed, or
- * any session opened later by the same store, re-runs what is still pending (by key).
+ * any session opened later by the same store, re-runs what is still pending (by key): another
+ * session adopts a job once it was deferred, its process (same host) is gone, or its timeout passed.
  */
+import { hostname } from "node:os";
 import type { Session } from "./agent.ts";
 import type { ContributionOf } from "./contributions.ts";
 import { errorMessage, KeelError, preview } from "./errors.ts";
@@ -45,6 +47,8 @@ export interface UnfinishedJob {
 interface KeyState {
   record: JobRecord & { sessionId: string; seq: number; ts: number; turnId: string | null };
   started: number;
+  /** The process that ran the last attempt. */
+  runner?: { pid: number; host: string };
   lastTs: number;
   deferred: boolean;
   settled: boolean;
@@ -70,6 +74,8 @@ export function jobStates(events: readonly KeelEvent[]): Map<string, KeyState> {
     if (e.type === "job.started") {
       s.started = Math.max(s.started, e.attempt);
       s.deferred = false;
+      if (e.pid !== undefined && e.host !== undefined) s.runner = { pid: e.pid, host: e.host };
+      else delete s.runner;
     } else if (e.type === "job.deferred") s.deferred = true;
   }
   for (const [k, s] of out) s.settled = settled.has(k);
@@ -169,13 +175,24 @@ export async function recoverJobs(session: Session): Promise<void> {
     if (s.settled || !agent.registry.jobs.has(jobKey(s.record.plugin, s.record.name))) continue;
     const own = s.record.sessionId === session.id;
     const origin = s.record.origin ?? { sessionId: s.record.sessionId, turnId: s.record.turnId };
-    if (!own && !s.deferred && now - s.lastTs < s.record.timeoutMs) continue;
+    if (!own && !s.deferred && now - s.lastTs < s.record.timeoutMs && !runnerGone(s.runner)) continue;
     if (!own && !(await sameAgent(session, s.record.sessionId))) continue;
     if (!agent.claimJob(key)) continue;
     const { sessionId: _s, seq: _q, ts: _t, turnId: _u, ...data } = s.record;
     const record: JobRecord = { ...data, type: "job.pending", origin };
     if (!own) void session.emit(record, null);
     session.trackJob(runDurable(session, record, origin, s.started, true, own ? s.record.turnId : null));
+  }
+}
+
+/** True when the attempt ran in a process of this machine that no longer exists (it was killed). */
+function runnerGone(runner: KeyState["runner"]): boolean {
+  if (!runner || runner.host !== hostname() || runner.pid === process.pid) return false;
+  try {
+    process.kill(runner.pid, 0);
+    return false;
+  } catch (err) {
+    return (err as { code?: string }).code === "ESRCH";
   }
 }
 
@@ -201,7 +218,7 @@ async function runDurable(session: Session, record: JobRecord, origin: { session
     await Promise.resolve();
     while (n < record.attempts) {
       n++;
-      await session.emit({ type: "job.started", plugin, name, idempotencyKey: key, attempt: n }, turnId, true);
+      await session.emit({ type: "job.started", plugin, name, idempotencyKey: key, attempt: n, pid: process.pid, host: hostname() }, turnId, true);
       const attempt = n;
       r = await session.runAttempt(plugin, name, record.timeoutMs, (signal) => {
         const ctx: JobContext = Object.freeze({ plugin, name, idempotencyKey: key, sessionId: origin.sessionId, turnId: origin.turnId, attempt, recovered, signal, model: agent.runner.model, turn: () => readJobTurn(session, origin.sessionId, origin.turnId) });
