@@ -64,3 +64,27 @@ describe("plugin schemas are plugin code too", () => {
     await agent.close();
   });
 });
+
+describe("fault scope", () => {
+  it("follows a handler's and a tool's timers, so a fault there can name the plugin, phase and tool", async () => {
+    const { faultScope } = await import("../src/faults.ts");
+    const seen: unknown[] = [];
+    const later = (tag: string) => new Promise<void>((r) => setTimeout(() => (seen.push([tag, faultScope.getStore()]), r()), 1));
+    const p = definePlugin({
+      name: "scoped",
+      version: "1.0.0",
+      setup(ctx) {
+        ctx.on("turn.pre_policy", () => later("handler"));
+        ctx.on("turn.pre_tool_materialization", () => ({ kind: "tool_bundle", bundleId: "b", tools: [{ name: "tick", description: "t", execute: () => later("tool").then(() => "ok") }] }));
+      },
+    });
+    const agent = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ name: "tick", args: {} }] }, { text: "done" }]), store: new MemorySessionStore(), plugins: [p] });
+    await (await agent.session()).run("go");
+    await agent.close();
+    expect(seen).toEqual([
+      ["handler", { plugin: "scoped", phase: "turn.pre_policy" }],
+      ["tool", { tool: "tick", plugin: "scoped" }],
+    ]);
+    expect(faultScope.getStore()).toBeUndefined();
+  });
+});
