@@ -231,6 +231,27 @@ describe("crashes: frozen events and the library default", () => {
     expect(unfrozen).toEqual([]);
   });
 
+  it("a history read back from the log on resume is deep-frozen too: a plugin cannot rewrite what the provider is sent", async () => {
+    const store = new MemorySessionStore();
+    const first = await createAgent({ provider: scriptedProvider([{ text: "ok" }]), store });
+    const s1 = await first.session();
+    await s1.run("the original words");
+    await first.close();
+    // The log hands back plain (unfrozen) copies, as SQLite does.
+    const thawed = new MemorySessionStore();
+    thawed.createSession({ id: s1.id, agent: "agent", createdAt: Date.now() });
+    for (const e of store.events(s1.id)) thawed.append(JSON.parse(JSON.stringify(e)));
+    let threw = false;
+    const rewriter = definePlugin({ name: "rewriter", version: "1.0.0", setup: (ctx) => ctx.on("round.pre_request", (e) => { try { (e.history[0]!.content[0] as { text: string }).text = "planted"; } catch { threw = true; } }) });
+    const provider = scriptedProvider([{ text: "ok" }]);
+    const second = await createAgent({ provider, store: thawed, plugins: [rewriter] });
+    await (await second.session(s1.id)).run("next");
+    await second.close();
+    expect(threw).toBe(true);
+    expect(JSON.stringify(provider.requests[0]!.messages)).toContain("the original words");
+    expect(JSON.stringify(provider.requests[0]!.messages)).not.toContain("planted");
+  });
+
   it("handlers get a read-only policy view (no merge) and a copy of the host's metadata (the host's objects stay writable)", async () => {
     let mergeType = "";
     const hostMeta = { user: { id: "u1" } };

@@ -9,6 +9,7 @@ import { PhaseRunner } from "./dispatch.ts";
 import { errorMessage, isKeelError, KeelError, preview } from "./errors.ts";
 import type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, LiveEvent, TurnTimings } from "./events.ts";
 import { isTerminalEvent } from "./events.ts";
+import { freezeDeep } from "./messages.ts";
 import type { MergeCaps } from "./merge.ts";
 import { applyMessageEdits, DEFAULT_CAPS } from "./merge.ts";
 import type { Message } from "./messages.ts";
@@ -390,7 +391,8 @@ export class Session {
   }
 
   set messages(next: readonly Message[]) {
-    this.#messages = Object.isFrozen(next) ? next : Object.freeze(next);
+    // Deep: events trust a frozen history to be frozen all the way down (e.g. one read back from the log).
+    this.#messages = Object.isFrozen(next) ? next : freezeDeep(next);
   }
   seq = 0;
   turnCount = 0;
@@ -398,6 +400,8 @@ export class Session {
   readonly steering: Array<{ queueId: string; text: string }> = [];
   readonly followUps: Array<{ queueId: string; text: string }> = [];
   readonly completedJobs = new Set<string>();
+  /** @internal where the latest turn of this process starts in the log (a job reads its turn from there). */
+  lastTurnStart: { turnId: string; seq: number } | undefined;
   readonly jobs = new Set<Promise<unknown>>();
   private readonly runningJobs = new Set<string>();
   private current: AbortController | undefined;
@@ -505,6 +509,7 @@ export class Session {
    */
   emit(data: KeelEventData, turnId: string | null, durable = false): Promise<void> | void {
     const event = { ...data, sessionId: this.id, seq: ++this.seq, ts: Date.now(), turnId } as KeelEvent;
+    if (data.type === "turn.started" && turnId) this.lastTurnStart = { turnId, seq: event.seq };
     this.pending.push(event);
     this.agent.publish(event);
     if (durable) return this.write(true);

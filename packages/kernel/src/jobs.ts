@@ -100,7 +100,9 @@ export function payloadProblem(payload: unknown): string | undefined {
 export async function readJobTurn(session: Session, sessionId: string, turnId: string | null): Promise<JobTurn | undefined> {
   if (!turnId) return undefined;
   if (sessionId === session.id) await session.flush();
-  const events = await session.agent.store.events(sessionId);
+  // The usual case (the turn that just ended, in this process) reads from its start only.
+  const from = sessionId === session.id && session.lastTurnStart?.turnId === turnId ? { afterSeq: session.lastTurnStart.seq - 1 } : undefined;
+  const events = await session.agent.store.events(sessionId, from);
   let input: string | undefined;
   let metadata: Record<string, unknown> = {};
   const messages: Message[] = [];
