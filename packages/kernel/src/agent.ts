@@ -391,8 +391,7 @@ export class Session {
   }
 
   set messages(next: readonly Message[]) {
-    // Deep: events trust a frozen history to be frozen all the way down (e.g. one read back from the log).
-    this.#messages = Object.isFrozen(next) ? next : freezeDeep(next);
+    this.#messages = Object.isFrozen(next) ? next : Object.freeze(next);
   }
   seq = 0;
   turnCount = 0;
@@ -733,7 +732,8 @@ export class Session {
           if (isTerminalEvent(e) && e.turnId === open) open = null;
       }
     }
-    this.messages = messages;
+    // Deep: events trust a frozen history to be frozen all the way down (callers that append freeze each message).
+    this.messages = freezeDeep(messages);
     this.resumed = true;
     await this.emit({ type: "session.resumed", agent: this.agent.name, ...(open ? { interruptedTurn: open } : {}) }, null);
     if (open) {
