@@ -14,7 +14,7 @@ import { errorMessage, isKeelError, KeelError, preview } from "./errors.ts";
 /** Faults a guard records in the log; later ones are only counted and passed to `onFault`. */
 export const MAX_RECORDED_FAULTS = 20;
 
-/** Whose code is running. */
+/** Whose code is running. Contract: set by the kernel around each handler, tool, job runner and setup call. */
 export interface FaultScope {
   readonly plugin?: string;
   readonly phase?: string;
@@ -24,7 +24,7 @@ export interface FaultScope {
 /** Carries the running plugin/tool across its timers and promises. */
 export const faultScope = new AsyncLocalStorage<FaultScope>();
 
-/** A fault caught at the process level. */
+/** A fault caught at the process level. Contract: `error.code` is KEEL_PROCESS_FAULT; `plugin` is set when the scope knew it. */
 export interface ProcessFault {
   source: "uncaughtException" | "unhandledRejection";
   /** The KEEL_PROCESS_FAULT error: its message names the plugin, phase and tool when known. */

@@ -66,7 +66,7 @@ export function jobKey(plugin: string, name: string): string {
   return `${plugin}\u0000${name}`;
 }
 
-/** How registration reports misuse that happens after setup (nothing can throw there safely). */
+/** How registration reports misuse that happens after setup. Contract: a late call never throws into its caller. */
 export interface RegistryHooks {
   /**
    * Called for ctx.on / ctx.registerJob after setup (e.g. from a timer): the call is ignored
