@@ -51,7 +51,8 @@ export function exitWhenDone(code: number, err: (text: string) => void, lingerMs
   const unflushed = (s: NodeJS.WriteStream) => !s.destroyed && s.writableLength > 0;
   const exit = () => {
     if (unflushed(process.stdout) || unflushed(process.stderr)) return void setTimeout(exit, 100).unref();
-    process.exit(code);
+    // A fault recorded after main returned (a plugin timer during the linger) may have raised it.
+    process.exit(typeof process.exitCode === "number" && process.exitCode !== 0 ? process.exitCode : code);
   };
   const timer = setTimeout(() => {
     const handles = process.getActiveResourcesInfo().filter((r) => r !== "TTYWrap" && r !== "PipeWrap" && r !== "FSReqCallback");

@@ -5,7 +5,7 @@
 import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
 import { resolve } from "node:path";
-import { KeelError, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, isKeelError, headOf } from "@keel/kernel";
+import { KeelError, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, guardProcess, isKeelError, headOf } from "@keel/kernel";
 import type { Agent, Session } from "@keel/kernel";
 import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
@@ -110,12 +110,52 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
 type Flags = { config?: string; session?: string; new?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean };
 
 async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: string) => Promise<number>): Promise<number> {
+  // Guarded from the start: a plugin's setup may leave a timer that throws before the agent exists.
+  const faultsBefore = guardCli(undefined, io);
   const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
   const built = await buildAgent(loaded, { env: io.env, ...(flags.offline ? { offline: true } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`) });
+  guardCli(built.agent, io);
+  let code: number;
   try {
-    return await fn(built.agent, loaded.filepath);
+    code = await fn(built.agent, loaded.filepath);
   } finally {
     await closeWithin(built.agent, io.env, io.err);
+    reportUnfinishedJobs(built.agent, io);
+  }
+  // A fault outside the turn (e.g. during the close grace) still makes the exit non-zero.
+  return cliGuard.faults > faultsBefore && code === EXIT.ok ? EXIT.turnFailed : code;
+}
+
+/**
+ * The CLI owns its process: an error escaping plugin or tool code (a timer, a floating
+ * promise) is recorded, closes the open turn, is printed as KEEL_PROCESS_FAULT naming the
+ * plugin and makes the exit non-zero, instead of a raw stack trace. Installed once per
+ * process and kept to the end (a plugin timer may fire after the agent closed).
+ */
+const cliGuard: { agent?: Agent | undefined; io?: CliEnv; faults: number; installed: boolean } = { faults: 0, installed: false };
+
+function guardCli(agent: Agent | undefined, io: CliEnv): number {
+  cliGuard.agent = agent;
+  cliGuard.io = io;
+  if (!cliGuard.installed) {
+    cliGuard.installed = true;
+    guardProcess(() => cliGuard.agent, {
+      onFault: (f) => {
+        cliGuard.faults++;
+        if (cliGuard.faults <= 5) cliGuard.io?.err(`keel: ${f.error.message}\n`);
+        else if (cliGuard.faults === 6) cliGuard.io?.err("keel: KEEL_PROCESS_FAULT: more faults followed; only the first 5 are shown.\n");
+        process.exitCode = EXIT.turnFailed;
+      },
+    });
+  }
+  return cliGuard.faults;
+}
+
+/** Say on stderr which durable jobs were left pending (and how they resume) or given up on. */
+function reportUnfinishedJobs(agent: Agent, io: CliEnv): void {
+  for (const j of agent.unfinishedJobs) {
+    if (j.status === "pending") io.err(`keel: KEEL_JOB_PENDING: background job ${j.name} (${j.plugin}, ${j.idempotencyKey}) was cut short after ${j.attempts} attempt(s) and is recorded as pending; it re-runs at the next keel start with this home, or now with: keel run --session ${j.sessionId} "<input>"\n`);
+    else io.err(`keel: KEEL_JOB_FAILED: background job ${j.name} (${j.plugin}, ${j.idempotencyKey}) failed after ${j.attempts} attempt(s) and will not run again: ${j.error ?? "unknown error"}\n`);
   }
 }
 

@@ -9,6 +9,7 @@ import { PhaseRunner } from "./dispatch.ts";
 import { errorMessage, isKeelError, KeelError, preview } from "./errors.ts";
 import type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, LiveEvent, TurnTimings } from "./events.ts";
 import { isTerminalEvent } from "./events.ts";
+import { freezeDeep } from "./messages.ts";
 import type { MergeCaps } from "./merge.ts";
 import { applyMessageEdits, DEFAULT_CAPS } from "./merge.ts";
 import type { Message } from "./messages.ts";
@@ -17,7 +18,6 @@ import { PHASE_NAMES, PHASES } from "./phases.ts";
 import type { PluginEntry } from "./plugin.ts";
 import type { ModelProvider, RequestOptions } from "./provider.ts";
 import type { PreflightOptions } from "./preflight.ts";
-import type { ContributionOf } from "./contributions.ts";
 import type { PluginRegistry } from "./registry.ts";
 import { buildRegistry } from "./registry.ts";
 import { repairToolPairs } from "./repair.ts";
@@ -31,6 +31,9 @@ import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "./tools.ts";
 import type { TurnResult } from "./verdict.ts";
 import { runTurn } from "./turn.ts";
 import { wellFormedProvider } from "./text.ts";
+import type { AttemptOutcome, UnfinishedJob } from "./jobs.ts";
+import { recoverJobs, startDurableJob } from "./jobs.ts";
+import { faultScope } from "./faults.ts";
 
 /**
  * Loop guards. Contract: when one runs out the model gets one final round without tools —
@@ -159,7 +162,10 @@ export async function createAgent(options: AgentOptions): Promise<Agent> {
     const path = issue.path.map(String).join(".") || "(options)";
     throw new KeelError("KEEL_AGENT_OPTIONS_INVALID", `${path}: ${issue.message}.`, { path });
   }
-  const registry = await buildRegistry(options.plugins ?? [], undefined, options.setupTimeoutMs !== undefined ? { setupTimeoutMs: options.setupTimeoutMs } : {});
+  // ctx.on / registerJob after setup are reported on the agent (a diagnostic), never thrown.
+  const late: KeelError[] = [];
+  let built: Agent | undefined;
+  const registry = await buildRegistry(options.plugins ?? [], undefined, { report: (err) => (built ? built.reportFault(err) : late.push(err)), ...(options.setupTimeoutMs !== undefined ? { setupTimeoutMs: options.setupTimeoutMs } : {}) });
   const builtin = options.tools ?? [];
   const seen = new Set<string>();
   for (const [i, t] of builtin.entries()) {
@@ -171,7 +177,9 @@ export async function createAgent(options: AgentOptions): Promise<Agent> {
   }
   const ownsStore = !options.store;
   const store = options.store ?? new SqliteSessionStore({ path: defaultSessionDbPath(options.home ?? defaultKeelHome()) });
-  return new Agent(options, registry, store, ownsStore);
+  built = new Agent(options, registry, store, ownsStore);
+  for (const err of late) built.reportFault(err);
+  return built;
 }
 
 /**
@@ -194,6 +202,10 @@ export class Agent {
   private readonly opening = new Map<string, Promise<Session>>();
   private readonly ownsStore: boolean;
   private closed = false;
+  private readonly claimed = new Set<string>();
+  private readonly faults: KeelError[] = [];
+  /** Durable jobs this agent left pending (cut by close) or gave up on; the CLI reports them. */
+  readonly unfinishedJobs: UnfinishedJob[] = [];
 
   constructor(options: AgentOptions, registry: PluginRegistry, store: SessionStore, ownsStore: boolean) {
     this.options = options;
@@ -238,6 +250,55 @@ export class Agent {
     }
   }
 
+  /** @internal take a durable job's key for this process; false when it already runs here. */
+  claimJob(key: string): boolean {
+    if (this.claimed.has(key)) return false;
+    this.claimed.add(key);
+    return true;
+  }
+
+  /** @internal */
+  releaseJob(key: string): void {
+    this.claimed.delete(key);
+  }
+
+  /**
+   * Record a fault raised outside any handler call (e.g. ctx.on from a timer) as a diagnostic
+   * in every open session (in the running turn when there is one), or in the next one opened.
+   * Contract: never throws.
+   */
+  reportFault(err: KeelError): void {
+    const sessions = [...this.open.values()];
+    if (!sessions.length) {
+      if (this.faults.length < 100) this.faults.push(err);
+      return;
+    }
+    for (const s of sessions) {
+      try {
+        void s.emit({ type: "diagnostic", level: "error", code: err.code, message: err.message, ...(err.plugin ? { plugin: err.plugin } : {}), ...(err.phase ? { phase: err.phase } : {}) }, s.currentTurnId);
+      } catch {
+        // The session's store failed; the fault has nowhere to go.
+      }
+    }
+  }
+
+  /**
+   * @internal the process guard caught a fault: record it in every open session and close
+   * the turns that are open with a failed verdict. Returns the ids of those turns.
+   */
+  recordFault(fault: { source: "uncaughtException" | "unhandledRejection"; error: KeelError }): string[] {
+    const turns: string[] = [];
+    for (const s of this.open.values()) {
+      const turnId = s.currentTurnId;
+      void s.emit({ type: "fault", code: "KEEL_PROCESS_FAULT", source: fault.source, message: fault.error.message, ...(fault.error.plugin ? { plugin: fault.error.plugin } : {}) }, turnId, false);
+      if (turnId) {
+        turns.push(turnId);
+        s.cancel(fault.error);
+      }
+    }
+    return turns;
+  }
+
   /** True when anything listens (lets the loop skip building live events). */
   get hasListeners(): boolean {
     return this.listeners.size > 0;
@@ -276,7 +337,9 @@ export class Agent {
       await session.emit({ type: "session.created", agent: this.name }, null, true);
     }
     this.open.set(session.id, session);
+    for (const err of this.faults.splice(0)) this.reportFault(err);
     await session.phase("session.start", { sessionId: session.id, agent: this.name, resumed: session.resumed });
+    await recoverJobs(session);
     return session;
   }
 
@@ -356,6 +419,8 @@ export class Session {
   readonly steering: Array<{ queueId: string; text: string }> = [];
   readonly followUps: Array<{ queueId: string; text: string }> = [];
   readonly completedJobs = new Set<string>();
+  /** @internal where the latest turn of this process starts in the log (a job reads its turn from there). */
+  lastTurnStart: { turnId: string; seq: number } | undefined;
   readonly jobs = new Set<Promise<unknown>>();
   private readonly runningJobs = new Set<string>();
   private current: AbortController | undefined;
@@ -380,6 +445,11 @@ export class Session {
   /** True while a turn runs. */
   get busy(): boolean {
     return this.current !== undefined;
+  }
+
+  /** The id of the running turn, or null. */
+  get currentTurnId(): string | null {
+    return this.current ? `${this.id}/${this.turnCount}` : null;
   }
 
   /** Run one turn. Contract: resolves with the verdict; rejects only for KEEL_TURN_BUSY or a store failure. */
@@ -458,6 +528,7 @@ export class Session {
    */
   emit(data: KeelEventData, turnId: string | null, durable = false): Promise<void> | void {
     const event = { ...data, sessionId: this.id, seq: ++this.seq, ts: Date.now(), turnId } as KeelEvent;
+    if (data.type === "turn.started" && turnId) this.lastTurnStart = { turnId, seq: event.seq };
     this.pending.push(event);
     this.agent.publish(event);
     if (durable) return this.write(true);
@@ -579,6 +650,10 @@ export class Session {
         void this.emit({ type: "job.completed", plugin, name: value.name, idempotencyKey: key, status: "skipped_duplicate", durationMs: 0 }, turnId);
         continue;
       }
+      if (value.durable) {
+        startDurableJob(this, plugin, value, turnId);
+        continue;
+      }
       this.runningJobs.add(key);
       const t0 = performance.now();
       const attempts = value.attempts ?? 1;
@@ -587,33 +662,42 @@ export class Session {
         let n = 0;
         while (n < attempts) {
           n++;
-          r = await this.runJobOnce(plugin, value);
+          r = await this.runAttempt(plugin, value.name, value.timeoutMs ?? 180_000, (signal) => value.run!(signal));
           if (r.status === "ok" || r.status === "aborted" || n >= attempts) break;
           // A failed or timed-out attempt is retried after a short, growing pause (cut short by close).
-          const ok = await new Promise<boolean>((res) => {
-            const t = setTimeout(() => res(true), (value.retryDelayMs ?? 1_000) * n);
-            this.life.signal.addEventListener("abort", () => (clearTimeout(t), res(false)), { once: true });
-          });
-          if (!ok) break;
+          if (!(await this.pause((value.retryDelayMs ?? 1_000) * n))) break;
         }
         this.runningJobs.delete(key);
         if (r.status === "ok") this.completedJobs.add(key);
         void this.emit({ type: "job.completed", plugin, name: value.name, idempotencyKey: key, durationMs: Math.round(performance.now() - t0), ...r, ...(attempts > 1 ? { attempts: n } : {}) }, turnId);
       })();
-      this.jobs.add(job);
-      void job.finally(() => this.jobs.delete(job));
+      this.trackJob(job);
     }
   }
 
-  /** One attempt of a background job, under its timeout and the session's lifetime. */
-  private runJobOnce(plugin: string, value: ContributionOf<"background_job">): Promise<{ status: "ok" | "failed" | "timeout" | "aborted"; error?: string }> {
+  /** @internal count a job as running until it settles (close waits for it). */
+  trackJob(job: Promise<unknown>): void {
+    this.jobs.add(job);
+    void job.finally(() => this.jobs.delete(job));
+  }
+
+  /** @internal wait `ms`; false when the session closed first. */
+  pause(ms: number): Promise<boolean> {
+    return new Promise<boolean>((res) => {
+      if (this.life.signal.aborted) return res(false);
+      const t = setTimeout(() => res(true), ms);
+      this.life.signal.addEventListener("abort", () => (clearTimeout(t), res(false)), { once: true });
+    });
+  }
+
+  /** @internal one attempt of a background job, under its timeout and the session's lifetime. Contract: never rejects. */
+  runAttempt(plugin: string, name: string, timeoutMs: number, fn: (signal: AbortSignal) => unknown): Promise<AttemptOutcome> {
     const ctrl = new AbortController();
-    const timeoutMs = value.timeoutMs ?? 180_000;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         ctrl.abort();
-        reject(new KeelError("KEEL_HANDLER_TIMEOUT", `Background job "${value.name}" ran past ${timeoutMs} ms.`, { plugin }));
+        reject(new KeelError("KEEL_HANDLER_TIMEOUT", `Background job "${name}" ran past ${timeoutMs} ms.`, { plugin }));
       }, timeoutMs);
     });
     const onClose = () => ctrl.abort(this.life.signal.reason);
@@ -624,7 +708,8 @@ export class Session {
         reject(new KeelError("KEEL_TURN_ABORTED", "The session was closed before the job finished."));
       }, { once: true });
     });
-    const work = Promise.resolve().then(() => value.run(ctrl.signal));
+    const scope = { plugin, phase: `job ${name}` };
+    const work = Promise.resolve().then(() => faultScope.run(scope, () => fn(ctrl.signal)));
     let settled = false;
     void work.then(() => (settled = true), () => (settled = true));
     return Promise.race([work, timeout, closed]).then(
@@ -632,7 +717,7 @@ export class Session {
       (err: unknown) => ({ status: isKeelError(err, "KEEL_HANDLER_TIMEOUT") ? ("timeout" as const) : isKeelError(err, "KEEL_TURN_ABORTED") ? ("aborted" as const) : ("failed" as const), error: preview(errorMessage(err)) }),
     ).finally(() => {
       clearTimeout(timer);
-      if (!settled) trackAbandoned(`job ${plugin}/${value.name}`, work);
+      if (!settled) trackAbandoned(`job ${plugin}/${name}`, work);
     });
   }
 
@@ -673,7 +758,8 @@ export class Session {
           if (isTerminalEvent(e) && e.turnId === open) open = null;
       }
     }
-    this.messages = messages;
+    // Deep: events trust a frozen history to be frozen all the way down (callers that append freeze each message).
+    this.messages = freezeDeep(messages);
     this.resumed = true;
     await this.emit({ type: "session.resumed", agent: this.agent.name, ...(open ? { interruptedTurn: open } : {}) }, null);
     if (open) {

@@ -3,6 +3,9 @@
  * one tagged union; the kernel validates, merges (merge.ts) and records every one.
  */
 import { z } from "zod";
+import { errorMessage } from "./errors.ts";
+import type { UnreadableValueError } from "./snapshot.ts";
+import { snapshot } from "./snapshot.ts";
 import type { ToolDefinition } from "./tools.ts";
 import { TOOL_NAME_PATTERN } from "./tools.ts";
 
@@ -128,16 +131,26 @@ export const CONTRIBUTION_SCHEMAS = {
     /** Structured detail; must be JSON (it is stored in the event log). */
     data: z.json().optional(),
   }),
-  background_job: z.object({
-    kind: z.literal("background_job"),
-    idempotencyKey: z.string().min(1),
-    name: z.string().min(1),
-    run: fn<(signal: AbortSignal) => unknown>("run"),
-    timeoutMs: z.number().int().positive().optional(),
-    /** Runs in all (default 1): a failed or timed-out run is retried after `retryDelayMs` × attempt. */
-    attempts: z.number().int().min(1).max(5).optional(),
-    retryDelayMs: z.number().int().nonnegative().optional(),
-  }),
+  background_job: z
+    .object({
+      kind: z.literal("background_job"),
+      idempotencyKey: z.string().min(1).max(200),
+      name: z.string().min(1).max(100),
+      /** The work (required unless `durable`: a durable job runs the runner registered under `name`). */
+      run: fn<(signal: AbortSignal) => unknown>("run").optional(),
+      /**
+       * Must not be lost: recorded as pending in the session log before it runs, re-run on the
+       * next resume or agent start until it settles; runs the plugin's `registerJob(name)` runner.
+       */
+      durable: z.boolean().optional(),
+      /** A durable job's input, persisted as JSON: references (ids), never content or secrets. */
+      payload: z.json().optional(),
+      timeoutMs: z.number().int().positive().optional(),
+      /** Runs in all (default 1; durable: 3, counted across restarts): a failed or timed-out run is retried after `retryDelayMs` × attempt. */
+      attempts: z.number().int().min(1).max(5).optional(),
+      retryDelayMs: z.number().int().nonnegative().optional(),
+    })
+    .refine((v) => v.durable === true || typeof v.run === "function", { message: "expected run to be a function (or durable: true with a registered job runner)", path: ["run"] }),
   stop: z.object({ kind: z.literal("stop"), reason: z.string().min(1) }),
 } as const;
 
@@ -168,14 +181,25 @@ export type MessageEdit = z.output<typeof MessageEditSchema>;
 /** The outcome of validating one raw contribution. */
 export type ValidationResult =
   | { ok: true; value: Contribution }
-  | { ok: false; kind: string | undefined; path: string; message: string };
+  | { ok: false; kind: string | undefined; path: string; message: string; unreadable?: true };
 
-/** Validate one raw value as a contribution. Contract: never throws. */
+/**
+ * Validate one raw value as a contribution.
+ * Contract: never throws; the value is read once, into plain data (snapshot.ts), before it
+ * is validated, so getters, Proxies and toJSON cannot change or break it later.
+ */
 export function validateContribution(raw: unknown): ValidationResult {
+  let plain: unknown;
   try {
-    return validateUnsafe(raw);
+    plain = snapshot(raw);
   } catch (err) {
-    return { ok: false, kind: undefined, path: "(root)", message: `reading the contribution threw: ${err instanceof Error ? err.message : String(err)}` };
+    const e = err as UnreadableValueError;
+    return { ok: false, kind: undefined, path: e.path ?? "(root)", message: `unreadable: ${errorMessage(err)}`, unreadable: true };
+  }
+  try {
+    return validateUnsafe(plain);
+  } catch (err) {
+    return { ok: false, kind: undefined, path: "(root)", message: `validating the contribution threw: ${errorMessage(err)}` };
   }
 }
 

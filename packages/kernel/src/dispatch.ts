@@ -16,6 +16,9 @@ import { PHASES } from "./phases.ts";
 import type { HookContext } from "./plugin.ts";
 import type { ModelProvider } from "./provider.ts";
 import type { PluginRegistry, Subscription } from "./registry.ts";
+import { freezeEvent } from "./snapshot.ts";
+import type { FaultScope } from "./faults.ts";
+import { faultScope } from "./faults.ts";
 
 /** A diagnostic produced while running a phase. */
 export interface PhaseDiagnostic {
@@ -184,6 +187,14 @@ export class PhaseRunner {
     }
   }
 
+  private readonly scopes = new Map<Subscription, FaultScope>();
+  /** Who runs: carried across the handler's timers and promises (faults.ts). */
+  private scopeOf(sub: Subscription): FaultScope {
+    let s = this.scopes.get(sub);
+    if (!s) this.scopes.set(sub, (s = Object.freeze({ plugin: sub.plugin, phase: sub.phase })));
+    return s;
+  }
+
   /** True when any plugin subscribes to `phase`. */
   has(phase: PhaseName): boolean {
     return this.hooks.has(phase);
@@ -204,7 +215,8 @@ export class PhaseRunner {
     const hook = this.hooks.get(phase);
     if (!hook) return result;
     const t0 = performance.now();
-    const run = new Run(phase, event, options, result);
+    // Every event a handler sees is deep-frozen, here and only here (one place for all phases).
+    const run = new Run(phase, freezeEvent(event), options, result);
     run.mark = t0;
     let called = false;
     let resume: (() => void) | undefined;
@@ -264,7 +276,7 @@ export class PhaseRunner {
     const added = run.result.contributions.slice(before);
     if (!added.length || !run.options.step) return;
     try {
-      run.event = run.options.step(run.event, added);
+      run.event = freezeEvent(run.options.step(run.event, added));
     } catch (err) {
       const { sub } = out;
       run.result.diagnostics.push({ level: "warn", code: "KEEL_CONTRIBUTION_INVALID", message: new KeelError("KEEL_CONTRIBUTION_INVALID", `The contributions could not be applied: ${preview(errorMessage(err))}.`, { plugin: sub.plugin, phase: sub.phase }).message, plugin: sub.plugin, phase: sub.phase });
@@ -301,7 +313,7 @@ export class PhaseRunner {
     let raw: unknown;
     let thenable: boolean;
     try {
-      raw = sub.handler(run.event, ctx);
+      raw = faultScope.run(this.scopeOf(sub), sub.handler, run.event, ctx);
       thenable = isThenable(raw);
     } catch (error) {
       ctx.dispose();
@@ -355,16 +367,16 @@ export class PhaseRunner {
     const accepts = PHASES[sub.phase].accepts as readonly string[];
     let items: unknown[];
     try {
-      items = Array.isArray(raw) ? [...raw] : [raw];
+      items = Array.isArray(raw) ? Array.from({ length: Math.min(raw.length, 10_000) }, (_, i) => raw[i]) : [raw];
     } catch (err) {
-      out.invalid.push({ kind: undefined, reason: `invalid at (root): reading it threw ${preview(errorMessage(err))}` });
+      out.invalid.push({ kind: undefined, reason: `unreadable: (root): reading it threw ${preview(errorMessage(err))}` });
       out.status = "invalid";
       return out;
     }
     for (const item of items) {
       if (item === undefined || item === null || item === false) continue;
       const v = validateContribution(item);
-      if (!v.ok) out.invalid.push({ kind: v.kind, reason: `invalid at ${v.path}: ${v.message}` });
+      if (!v.ok) out.invalid.push({ kind: v.kind, reason: v.unreadable ? v.message : `invalid at ${v.path}: ${v.message}` });
       else if (!accepts.includes(v.value.kind)) out.invalid.push({ kind: v.value.kind, reason: `not accepted by ${sub.phase} (accepts ${accepts.join(", ")})` });
       else out.valid.push(v.value);
     }
@@ -380,7 +392,7 @@ export class PhaseRunner {
     for (const bad of o.invalid) {
       const late = bad.reason === "late";
       r.records.push({ plugin: sub.plugin, kind: bad.kind ?? "unknown", status: "rejected", reason: late ? "arrived after the phase closed" : bad.reason });
-      const code: ErrorCode = late ? "KEEL_CONTRIBUTION_LATE" : bad.reason.startsWith("not accepted") ? "KEEL_CONTRIBUTION_NOT_ACCEPTED" : "KEEL_CONTRIBUTION_INVALID";
+      const code: ErrorCode = late ? "KEEL_CONTRIBUTION_LATE" : bad.reason.startsWith("not accepted") ? "KEEL_CONTRIBUTION_NOT_ACCEPTED" : bad.reason.startsWith("unreadable") ? "KEEL_OUTPUT_UNREADABLE" : "KEEL_CONTRIBUTION_INVALID";
       r.diagnostics.push({ level: "warn", code, message: new KeelError(code, `Rejected a "${bad.kind ?? "unknown"}" contribution: ${late ? "it arrived after the phase closed" : bad.reason}.`, loc).message, plugin: sub.plugin, phase: sub.phase });
     }
     const failed = o.status === "threw" || o.status === "timeout" || (o.status === "invalid" && !o.invalid.every((b) => b.reason === "late"));

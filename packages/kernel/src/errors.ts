@@ -48,6 +48,12 @@ export const ERROR_CODES = {
   KEEL_TURN_BUSY: "A turn is already running in this session. Queue the message with steer() or followUp(), or wait for the turn to end.",
   KEEL_SESSION_NOT_FOUND: "No session has that id in this store. List sessions to find the id, or start a new session.",
   KEEL_STORE_FAILED: "The session store could not be opened or written. Check that KEEL_HOME is writable and the disk has room.",
+  KEEL_JOB_RUNNER_MISSING: "A durable background job names no job runner of its plugin, so it was not recorded or run. Register the runner in setup with ctx.registerJob(name, runner) under the job's `name`.",
+  KEEL_JOB_PAYLOAD_INVALID: "A durable background job's payload is not small JSON (at most 4,096 chars), so the job was not recorded or run. Persist references (ids), not content: the runner reads the turn from the session log.",
+  KEEL_JOB_FAILED: "A durable background job failed on every attempt it was allowed (attempts count across restarts) and will not be run again. See the error attached; fix the plugin named, then redo its work by hand if needed.",
+  KEEL_JOB_PENDING: "Background work was cut short (the close grace ran out or the process ended) and is recorded as pending in the session log. It re-runs when the session is resumed or at the next agent start; nothing to do.",
+  KEEL_OUTPUT_UNREADABLE: "A value returned by plugin or tool code could not be read (a getter or Proxy trap threw, a cycle, a bigint or symbol, or far too large). A tool gets an error result; a contribution is rejected. Return plain data from the plugin or tool named.",
+  KEEL_PROCESS_FAULT: "An uncaught exception or unhandled rejection escaped plugin or tool code (e.g. from a timer) while a turn was open; the fault was recorded and the turn closed with a failed verdict. Fix the plugin named (or catch errors in its timers and callbacks).",
   KEEL_SCRIPT_INVALID: "The provider script does not match its schema. Fix the step at the path shown.",
   KEEL_SCRIPT_EXHAUSTED: "The scripted provider has no model turn left for this request. Add a step to the script.",
   KEEL_PROVIDER_KEY_MISSING: "No API key for this provider. Set the environment variable named in the message (ANTHROPIC_API_KEY or OPENAI_API_KEY) or pass `apiKey`.",
@@ -152,8 +158,17 @@ export function isKeelError(err: unknown, code?: ErrorCode): err is KeelError {
 
 /** The message of any thrown value, for diagnostics. */
 export function errorMessage(err: unknown): string {
-  if (err instanceof Error) return err.message;
-  return typeof err === "string" ? err : JSON.stringify(err);
+  // Thrown values often come from plugin or tool code: a getter, toJSON or Proxy may throw too.
+  try {
+    if (err instanceof Error) return String(err.message);
+    return typeof err === "string" ? err : (JSON.stringify(err) ?? String(err));
+  } catch {
+    try {
+      return Object.prototype.toString.call(err);
+    } catch {
+      return "(an unreadable value)";
+    }
+  }
 }
 
 /** Longest text a log record keeps of a plugin's error or diagnostic message. */

@@ -62,6 +62,14 @@ export type KeelEventData =
   | { type: "tools.revealed"; by: string; names: string[]; unknown?: string[] }
   | { type: "guard.tripped"; guard: GuardName; limit: number; value: number }
   | { type: "diagnostic"; level: "info" | "warn" | "error"; code: string; message: string; plugin?: string; phase?: string; data?: unknown }
+  /** A durable job, recorded before it runs (JobRecord); `origin`: the session whose turn it belongs to when another session adopted it. */
+  | { type: "job.pending"; plugin: string; name: string; idempotencyKey: string; payload?: unknown; attempts: number; timeoutMs: number; retryDelayMs: number; origin?: { sessionId: string; turnId: string | null } }
+  /** One attempt of a durable job starts (attempts count across restarts). */
+  | { type: "job.started"; plugin: string; name: string; idempotencyKey: string; attempt: number; pid?: number; host?: string }
+  /** A durable job was cut short (close grace, shutdown) and stays pending: it re-runs on resume or at the next start. */
+  | { type: "job.deferred"; plugin: string; name: string; idempotencyKey: string; attempts: number; reason: string }
+  /** The process-level last line of defence caught an error from plugin or tool code while a turn was open. */
+  | { type: "fault"; code: "KEEL_PROCESS_FAULT"; source: "uncaughtException" | "unhandledRejection"; message: string; plugin?: string }
   | { type: "job.completed"; plugin: string; name: string; idempotencyKey: string; status: "ok" | "failed" | "timeout" | "aborted" | "skipped_duplicate"; durationMs: number; error?: string; attempts?: number }
   | { type: "turn.completed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings }
   | { type: "turn.failed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings }

@@ -7,7 +7,7 @@ export type { AgentOptions, ApprovalRequest, Limits, PhaseMapRow, RunOptions } f
 export { definePlugin } from "./plugin.ts";
 export { defineConfig } from "./config.ts";
 export type { KeelConfig, ModelEntry, ModelSpec, PluginSpec } from "./config.ts";
-export type { ContributionFor, Handler, HandlerResult, HookContext, KeelPlugin, MaybePromise, PluginEntry, PluginSetupContext, Stage, SubscribeOptions } from "./plugin.ts";
+export type { ContributionFor, Handler, HandlerResult, HookContext, JobContext, JobRunner, JobTurn, KeelPlugin, MaybePromise, PluginEntry, PluginSetupContext, Stage, SubscribeOptions } from "./plugin.ts";
 export { PHASES, PHASE_NAMES, isPhaseName } from "./phases.ts";
 export type { AcceptedKind, AwaitPolicy, FailurePolicy, PhaseEvent, PhaseEvents, PhaseKind, PhaseName, PhaseSpec, PolicyView, PromptContextEntry, ToolCallView, TurnEventBase } from "./phases.ts";
 export { CONTRIBUTION_SCHEMAS, ContributionSchema, MessageSchema, validateContribution } from "./contributions.ts";
@@ -17,9 +17,13 @@ export type { MergeCaps, MergedSection, ResolvedTool, ToolDecision } from "./mer
 export { ERROR_CODES, KeelError, PREVIEW_CHARS, errorMessage, isKeelError, preview } from "./errors.ts";
 export type { ErrorCode, ErrorLocation } from "./errors.ts";
 export { KERNEL_VERSION, DEFAULT_SETUP_TIMEOUT_MS, DEFAULT_TIMEOUTS, buildRegistry } from "./registry.ts";
-export type { RegistryOptions, PluginRegistry, RegisteredPlugin, Subscription } from "./registry.ts";
+export type { RegistryOptions, PluginRegistry, RegisteredPlugin, RegistryHooks, Subscription } from "./registry.ts";
+export { DEFAULT_DURABLE_ATTEMPTS, MAX_JOB_PAYLOAD_CHARS } from "./jobs.ts";
+export type { UnfinishedJob } from "./jobs.ts";
 export { PhaseRunner } from "./dispatch.ts";
 export { abandonedWork } from "./abandoned.ts";
+export { guardProcess } from "./faults.ts";
+export type { GuardOptions, ProcessFault, ProcessGuard } from "./faults.ts";
 export type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
 export { messageText, textContent, toolCallsOf } from "./messages.ts";
 export type { AssistantBlock, AssistantMessage, ContentBlock, ImageBlock, Message, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultMessage, UserMessage } from "./messages.ts";

@@ -93,6 +93,15 @@ export class MemorySessionStore implements SessionStore {
     return session.events.filter((e) => e.seq > afterSeq);
   }
 
+  /** Every session's events of `types`, by session then seq. */
+  eventsOfType(types: readonly string[]): KeelEvent[] {
+    this.#assertOpen();
+    const want = new Set(types);
+    const out: KeelEvent[] = [];
+    for (const id of [...this.#sessions.keys()].sort()) for (const e of this.events(id)) if (want.has(e.type)) out.push(e);
+    return out;
+  }
+
   /** Drop every session. Contract: idempotent; later calls throw KEEL_STORE_FAILED. */
   close(): void {
     this.#closed = true;

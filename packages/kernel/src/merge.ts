@@ -9,6 +9,7 @@ import type { ContributionRecord } from "./events.ts";
 import type { Message, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
 import type { PhaseName, PolicyView, PromptContextEntry } from "./phases.ts";
+import { freezeEvent } from "./snapshot.ts";
 import type { RequestOptions } from "./provider.ts";
 import { codePointLength, toWellFormed, truncate } from "./text.ts";
 import type { ToolDefinition, ToolSource } from "./tools.ts";
@@ -56,6 +57,11 @@ export class PolicySet implements PolicyView {
 
   entries(): Array<{ domain: string; key: string; value: unknown; plugin: string }> {
     return [...this.map.values()].map(({ domain, key, value, plugin }) => ({ domain, key, value, plugin }));
+  }
+
+  /** A frozen read-only view (what handlers get: they cannot call `merge`). */
+  view(): PolicyView {
+    return Object.freeze({ get: (d: string, k: string) => freezeEvent(this.get(d, k)), has: (d: string, k: string) => this.has(d, k), entries: () => this.entries() });
   }
 
   /** Merge policy contributions in order. */

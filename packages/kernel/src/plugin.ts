@@ -6,6 +6,7 @@
 import type { z, ZodType } from "zod";
 import type { ContributionInputOf } from "./contributions.ts";
 import type { AcceptedKind, AwaitPolicy, FailurePolicy, PhaseEvent, PhaseName } from "./phases.ts";
+import type { Message } from "./messages.ts";
 import type { ModelProvider } from "./provider.ts";
 
 /** A value or a promise of it. */
@@ -71,7 +72,48 @@ export interface PluginSetupContext<O> {
   /** True when a plugin with that name is registered (for optional `after`/`before` edges). */
   hasPlugin(name: string): boolean;
   on<P extends PhaseName>(phase: P, handler: Handler<P>, options?: SubscribeOptions<P>): void;
+  /**
+   * Register the runner of this plugin's durable background jobs named `name` (a
+   * `background_job` contribution with `durable: true`). Contract: setup only; the kernel
+   * calls it for a job recorded in the log, also after a restart, until the job settles.
+   */
+  registerJob(name: string, runner: JobRunner): void;
 }
+
+/**
+ * What a durable job's runner is given.
+ * Contract: `payload` is the JSON the contribution carried (as stored in the log);
+ * `turn()` reads the job's turn back from the session log (frozen), so a payload holds
+ * references, not content; `attempt` counts from 1 across restarts.
+ */
+export interface JobContext {
+  readonly plugin: string;
+  readonly name: string;
+  readonly idempotencyKey: string;
+  /** The session and turn the job belongs to (its origin when another session adopted it). */
+  readonly sessionId: string;
+  readonly turnId: string | null;
+  readonly attempt: number;
+  /** True when the job is re-run after a restart or resume (not in the process that queued it). */
+  readonly recovered: boolean;
+  readonly signal: AbortSignal;
+  readonly model: ModelProvider | undefined;
+  turn(): Promise<JobTurn | undefined>;
+}
+
+/** A turn as read back from the session log for a job. */
+export interface JobTurn {
+  readonly turnId: string;
+  readonly input: string;
+  readonly metadata: Readonly<Record<string, unknown>>;
+  /** This turn's messages (user input, steering, assistant, tool results), frozen. */
+  readonly messages: readonly Message[];
+  /** The last assistant text of the turn. */
+  readonly finalText: string;
+}
+
+/** A durable job's runner. Contract: safe to run more than once for one key (idempotent). */
+export type JobRunner = (payload: unknown, ctx: JobContext) => unknown;
 
 /**
  * A Keel plugin.

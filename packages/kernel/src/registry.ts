@@ -8,9 +8,10 @@ import { trackAbandoned } from "./abandoned.ts";
 import { errorMessage, isKeelError, KeelError } from "./errors.ts";
 import type { AwaitPolicy, FailurePolicy, PhaseName } from "./phases.ts";
 import { isPhaseName, PHASE_NAMES, PHASES } from "./phases.ts";
-import type { Handler, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
+import type { Handler, JobRunner, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
 import { satisfies, validRange } from "./semver.ts";
 import { truncate } from "./text.ts";
+import { faultScope } from "./faults.ts";
 
 /** The kernel's version; plugins' `kernel` ranges are checked against it. */
 export const KERNEL_VERSION = "1.0.0";
@@ -19,7 +20,7 @@ export const KERNEL_VERSION = "1.0.0";
 export const DEFAULT_SETUP_TIMEOUT_MS = 10_000;
 
 /** Options of buildRegistry. */
-export interface RegistryOptions {
+export interface RegistryOptions extends RegistryHooks {
   /** Deadline of each setup(ctx), ms. Default DEFAULT_SETUP_TIMEOUT_MS. */
   setupTimeoutMs?: number;
 }
@@ -67,6 +68,22 @@ export interface PluginRegistry {
   readonly kernelVersion: string;
   readonly plugins: readonly RegisteredPlugin[];
   readonly phases: ReadonlyMap<PhaseName, readonly Subscription[]>;
+  /** Durable job runners by `jobKey(plugin, name)` (PluginSetupContext.registerJob). */
+  readonly jobs: ReadonlyMap<string, JobRunner>;
+}
+
+/** The key of a plugin's job runner in `PluginRegistry.jobs`. */
+export function jobKey(plugin: string, name: string): string {
+  return `${plugin}\u0000${name}`;
+}
+
+/** How registration reports misuse that happens after setup. Contract: a late call never throws into its caller. */
+export interface RegistryHooks {
+  /**
+   * Called for ctx.on / ctx.registerJob after setup (e.g. from a timer): the call is ignored
+   * and reported here as KEEL_REGISTRY_FROZEN instead of throwing into the caller's timer.
+   */
+  report?(err: KeelError): void;
 }
 
 type Draft = Omit<Subscription, "position" | "waitFor"> & { order: number[] };
@@ -80,10 +97,20 @@ type Draft = Omit<Subscription, "position" | "waitFor"> & { order: number[] };
  */
 export async function buildRegistry(entries: readonly PluginEntry[], kernelVersion = KERNEL_VERSION, options: RegistryOptions = {}): Promise<PluginRegistry> {
   const setupMs = options.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS;
+  const hooks: RegistryHooks = options;
   const plugins = checkPlugins(entries, kernelVersion);
   const names = new Set(plugins.map((p) => p.plugin.name));
   const drafts: Draft[] = [];
+  const jobs = new Map<string, JobRunner>();
   let frozen = false;
+  /** A late call must not throw (it usually runs in a timer, where a throw kills the process). */
+  const late = (err: KeelError): void => {
+    try {
+      hooks.report?.(err);
+    } catch {
+      // The host's reporter failed; the call is ignored either way.
+    }
+  };
   for (const { plugin, index, options } of setupOrder(plugins)) {
     const seen = new Set<string>();
     let local = 0;
@@ -96,11 +123,17 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
       kernelVersion,
       hasPlugin: (name: string) => names.has(name),
       on<P extends PhaseName>(phase: P, handler: Handler<P>, opts: SubscribeOptions<P> = {}) {
-        if (frozen || !active) throw new KeelError("KEEL_REGISTRY_FROZEN", `ctx.on("${phase}") was called after setup finished.`, { plugin: plugin.name, phase });
+        if (frozen || !active) return late(new KeelError("KEEL_REGISTRY_FROZEN", `ctx.on("${String(phase)}") was called after setup finished; the subscription was ignored.`, { plugin: plugin.name, phase: String(phase) }));
         const draft = subscription(plugin.name, phase, handler, opts, [index, local++]);
         if (seen.has(draft.id)) throw new KeelError("KEEL_SUBSCRIPTION_DUPLICATE", `Subscription "${draft.id}" is declared twice.`, { plugin: plugin.name, phase, subscription: draft.id });
         seen.add(draft.id);
         drafts.push(draft);
+      },
+      registerJob(name: string, runner: JobRunner) {
+        if (frozen || !active) return late(new KeelError("KEEL_REGISTRY_FROZEN", `ctx.registerJob("${String(name)}") was called after setup finished; the runner was ignored.`, { plugin: plugin.name }));
+        if (typeof name !== "string" || !name || name.length > 100 || typeof runner !== "function") throw new KeelError("KEEL_SUBSCRIPTION_INVALID", `registerJob(${JSON.stringify(name)}) needs a name (1-100 chars) and a runner function.`, { plugin: plugin.name });
+        if (jobs.has(jobKey(plugin.name, name))) throw new KeelError("KEEL_SUBSCRIPTION_DUPLICATE", `Job runner "${name}" is registered twice.`, { plugin: plugin.name });
+        jobs.set(jobKey(plugin.name, name), runner);
       },
     };
     // A ref'd timer: it also keeps the process alive while a setup waits on nothing at all.
@@ -113,7 +146,7 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
       }, setupMs);
     });
     try {
-      const setup = Promise.resolve().then(() => plugin.setup(ctx));
+      const setup = Promise.resolve().then(() => faultScope.run({ plugin: plugin.name, phase: "setup" }, () => plugin.setup(ctx)));
       await Promise.race([setup, timedOut]).catch((err: unknown) => {
         if (isKeelError(err, "KEEL_PLUGIN_SETUP_TIMEOUT")) trackAbandoned(`setup of plugin ${plugin.name}`, setup);
         throw err;
@@ -136,6 +169,7 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
     kernelVersion,
     plugins: Object.freeze(plugins.map(({ plugin, options }) => Object.freeze({ name: plugin.name, version: plugin.version, kernel: plugin.kernel, dependencies: deps(plugin), options }))),
     phases,
+    jobs,
   });
 }
 
@@ -143,6 +177,28 @@ interface Checked {
   plugin: KeelPlugin;
   index: number;
   options: unknown;
+}
+
+/**
+ * The plugin's fields, each read once (inside the caller's guard): later reads cannot throw
+ * or change. `setup` is still called on the original object, so `this` works.
+ */
+function readPlugin(entry: NonNullable<PluginEntry>): Partial<KeelPlugin> {
+  if (typeof entry !== "object") return entry as Partial<KeelPlugin>;
+  const o = entry as KeelPlugin;
+  const setup = o.setup;
+  const d = o.dependencies as unknown;
+  const dependencies = Array.isArray(d) ? [...(d as string[])] : d && typeof d === "object" ? { ...(d as Record<string, string>) } : (d as undefined);
+  return {
+    name: o.name,
+    version: o.version,
+    kernel: o.kernel,
+    description: o.description,
+    ...(dependencies !== undefined ? { dependencies } : {}),
+    ...(o.options !== undefined ? { options: o.options } : {}),
+    input: o.input,
+    setup: (typeof setup === "function" ? (ctx: Parameters<KeelPlugin["setup"]>[0]) => setup.call(o, ctx) : setup) as KeelPlugin["setup"],
+  };
 }
 
 function deps(p: KeelPlugin): Record<string, string> {
@@ -158,7 +214,12 @@ function checkPlugins(entries: readonly PluginEntry[], kernelVersion: string): C
   entries.forEach((entry, index) => {
     if (!entry) return;
     const path = `plugins[${index}]`;
-    const p = entry as Partial<KeelPlugin>;
+    let p: Partial<KeelPlugin>;
+    try {
+      p = readPlugin(entry);
+    } catch (err) {
+      throw new KeelError("KEEL_PLUGIN_INVALID", `Reading the plugin object threw: ${errorMessage(err)}. Return a plain plugin object (definePlugin), not a Proxy or an object with throwing getters.`, { path }, { cause: err });
+    }
     if (typeof p !== "object" || typeof p.name !== "string" || !p.name.trim()) {
       throw new KeelError("KEEL_PLUGIN_INVALID", `The entry is ${describe(entry)}, not a plugin with a name.`, { path });
     }
@@ -174,10 +235,16 @@ function checkPlugins(entries: readonly PluginEntry[], kernelVersion: string): C
     let options: unknown = p.input;
     if (p.options) {
       // No input means "all defaults": an object schema with defaults accepts {} but not undefined.
-      let parsed = p.options.safeParse(p.input);
-      if (!parsed.success && p.input === undefined) {
-        const empty = p.options.safeParse({});
-        if (empty.success) parsed = empty;
+      let parsed: ReturnType<NonNullable<typeof p.options>["safeParse"]>;
+      try {
+        parsed = p.options.safeParse(p.input);
+        if (!parsed.success && p.input === undefined) {
+          const empty = p.options.safeParse({});
+          if (empty.success) parsed = empty;
+        }
+      } catch (err) {
+        // The schema is plugin code (refinements, transforms): a throw is invalid options, located.
+        throw new KeelError("KEEL_PLUGIN_OPTIONS_INVALID", `Validating the options threw: ${errorMessage(err)}.`, { plugin: p.name, path: `${path}.options` }, { cause: err });
       }
       if (!parsed.success) {
         const issue = parsed.error.issues[0]!;

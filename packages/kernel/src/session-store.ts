@@ -27,5 +27,11 @@ export interface SessionStore {
    */
   appendMany?(events: readonly KeelEvent[], options?: { durable?: boolean }): void | Promise<void>;
   events(sessionId: string, options?: { afterSeq?: number }): KeelEvent[] | Promise<KeelEvent[]>;
+  /**
+   * Every session's events of the given types, by session then seq (durable jobs use it to
+   * find work left pending by another session or process). Optional: without it, pending
+   * jobs re-run only when their own session is resumed.
+   */
+  eventsOfType?(types: readonly string[]): KeelEvent[] | Promise<KeelEvent[]>;
   close(): void | Promise<void>;
 }

@@ -241,6 +241,22 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
+  /** Every session's events of `types` (indexed by type), by session then seq. */
+  eventsOfType(types: readonly string[]): KeelEvent[] {
+    this.#assertOpen();
+    if (!types.length) return [];
+    try {
+      const rows = this.#db.prepare(`SELECT session_id, seq, ts, turn_id, type, data FROM events WHERE type IN (${types.map(() => "?").join(", ")}) ORDER BY session_id, seq`).all(...types);
+      return rows.map((r) => {
+        const row = r as Record<string, unknown>;
+        const data = JSON.parse(row["data"] as string) as Record<string, unknown>;
+        return { type: row["type"], ...data, sessionId: row["session_id"], seq: row["seq"], ts: row["ts"], turnId: row["turn_id"] } as KeelEvent;
+      });
+    } catch (err) {
+      throw this.#failed(`read the ${types.join("/")} events`, err);
+    }
+  }
+
   /** Close the database. Contract: idempotent. */
   close(): void {
     if (this.#closed) return;

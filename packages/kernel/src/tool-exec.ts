@@ -3,6 +3,8 @@ import { errorMessage, isKeelError, KeelError } from "./errors.ts";
 import type { ContentBlock, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
 import { codePointLength, isWellFormed, toWellFormed, truncate } from "./text.ts";
+import { snapshot } from "./snapshot.ts";
+import { faultScope } from "./faults.ts";
 import type { ToolContext, ToolDefinition, ToolOutput } from "./tools.ts";
 
 /** How a tool call ended. */
@@ -57,7 +59,7 @@ function safeJson(v: unknown): string {
  * Contract: never throws and never waits past the timeout or the abort, even when the tool
  * ignores its signal.
  */
-export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolContext, "signal">, timeoutMs: number, turnSignal: AbortSignal): Promise<ToolRun> {
+export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolContext, "signal">, timeoutMs: number, turnSignal: AbortSignal, plugin?: string): Promise<ToolRun> {
   const t0 = performance.now();
   const ctrl = new AbortController();
   const ms = () => Math.round((performance.now() - t0) * 1000) / 1000;
@@ -86,13 +88,30 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
     if (turnSignal.aborted) return onAbort();
     turnSignal.addEventListener("abort", onAbort, { once: true });
     try {
-      (running = Promise.resolve(tool.execute(args, { ...ctx, signal: ctrl.signal }))).then(
-        (out) => {
-          const result = normalize(ctx.callId, tool.name, out);
-          finish(result.isError ? "error" : "ok", result, revealOf(out));
-        },
-        (err) => finish("error", errorResult(ctx.callId, tool.name, `Error: ${errorMessage(err)}`)),
-      );
+      const unreadable = (err: unknown) => {
+        const e = new KeelError("KEEL_OUTPUT_UNREADABLE", `"${tool.name}" returned a result that cannot be read: ${errorMessage(err)}.`, { tool: tool.name });
+        finish("error", errorResult(ctx.callId, tool.name, `Error: ${e.message}`));
+      };
+      const settle = (raw: unknown) => {
+        // The tool's output is read once, inside a guard, into plain data (getters, Proxies, toJSON).
+        let out: ToolOutput;
+        try {
+          out = snapshot(raw) as ToolOutput;
+        } catch (err) {
+          return unreadable(err);
+        }
+        const result = normalize(ctx.callId, tool.name, out);
+        finish(result.isError ? "error" : "ok", result, revealOf(out));
+      };
+      const raw: unknown = faultScope.run({ tool: tool.name, ...(plugin ? { plugin } : {}) }, () => tool.execute(args, { ...ctx, signal: ctrl.signal }));
+      let then: unknown;
+      try {
+        then = raw !== null && (typeof raw === "object" || typeof raw === "function") ? (raw as { then?: unknown }).then : undefined;
+      } catch (err) {
+        return unreadable(err);
+      }
+      if (typeof then !== "function") return settle(raw);
+      running = new Promise<unknown>((res, rej) => (then as (a: (v: unknown) => void, b: (e: unknown) => void) => void).call(raw, res, rej)).then(settle, (err) => finish("error", errorResult(ctx.callId, tool.name, `Error: ${errorMessage(err)}`)));
     } catch (err) {
       finish("error", errorResult(ctx.callId, tool.name, `Error: ${errorMessage(err)}`));
     }

@@ -77,11 +77,27 @@ const schemaCache = new WeakMap<object, ToolSchema>();
 function toolSchema(t: ResolvedTool): ToolSchema {
   let s = schemaCache.get(t.def);
   if (!s) {
-    const parameters = t.def.parameters ?? (t.def.input ? (z.toJSONSchema(t.def.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>) : { type: "object", properties: {} });
+    let parameters: Record<string, unknown>;
+    try {
+      parameters = t.def.parameters ?? (t.def.input ? (z.toJSONSchema(t.def.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>) : { type: "object", properties: {} });
+    } catch {
+      // A schema that cannot be described (or whose getters throw) is sent as an open object; its safeParse still checks the call.
+      parameters = { type: "object", properties: {} };
+    }
     s = { name: t.def.name, description: t.def.description, parameters };
     schemaCache.set(t.def, s);
   }
   return s;
+}
+
+/** The host's metadata as handlers see it: a copy (the event freeze must not freeze the host's objects). */
+function copyMetadata(metadata: Record<string, unknown>): Readonly<Record<string, unknown>> {
+  try {
+    for (const _ in metadata) return structuredClone(metadata);
+    return {};
+  } catch {
+    return { ...metadata };
+  }
 }
 
 /** Run one turn for `session`. Contract: see Session.run. */
@@ -111,7 +127,8 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
   await append(session, turnId, inputMessage, true);
 
   const policies = new PolicySet();
-  const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, trigger: "user", history, policies, metadata: Object.freeze({ ...metadata }) });
+  // Handlers get a read-only policy view and their own copy of the host's metadata (events are deep-frozen).
+  const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, trigger: "user", history, policies: policies.view(), metadata: copyMetadata(metadata) });
   const ev = <P extends PhaseName>(phase: P, extra: Omit<PhaseEvents[P], keyof TurnEventBase> | object = {}) => Object.freeze({ ...base, ...extra, phase });
   /** Run a turn or round phase; its event is built only when someone subscribes. */
   const phase = async (name: PhaseName, extra: object = {}, step?: (e: any, added: Contributed[]) => any): Promise<PhaseResult | undefined> => {
@@ -306,6 +323,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
     }
   } catch (err) {
     if (err instanceof TurnFailure) verdict = err.verdict;
+    else if (signal.aborted && isKeelError(signal.reason, "KEEL_PROCESS_FAULT")) verdict = { status: "failed", reason: "process_fault", code: "KEEL_PROCESS_FAULT", message: signal.reason.message, ...(signal.reason.plugin ? { plugin: signal.reason.plugin } : {}), ...(signal.reason.phase ? { phase: signal.reason.phase } : {}) };
     else if (wallCut()) {
       verdict = { status: "stopped", reason: "wall_time" };
       if (!wallTripped) void session.emit({ type: "guard.tripped", guard: "wall_time", limit: limits.wallTimeMs, value: Date.now() - t0 }, turnId);
@@ -326,11 +344,12 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
   if (runner.has("turn.post_turn")) {
     // Runs before the terminal event is written so its timing is in it; a crash here still
     // leaves the turn's messages on disk (the terminal write is durable either way).
-    post = await runner.run("turn.post_turn", ev("turn.post_turn", { verdict, usage, messages: session.messages.slice(startCount), finalText }), { signal: session.lifetime, owner: { session, turnId }, backgroundSignal: session.lifetime });
+    post = await runner.run("turn.post_turn", ev("turn.post_turn", { verdict, usage: { ...usage }, messages: session.messages.slice(startCount), finalText }), { signal: session.lifetime, owner: { session, turnId }, backgroundSignal: session.lifetime });
     session.record(post, turnId);
   }
-  await session.emit({ type, verdict, usage, rounds, toolCalls, timings: session.takeTimings() }, turnId, true);
+  // Jobs first: a durable job's `job.pending` record joins the terminal event's durable write.
   if (post) session.startJobs(post.contributions, turnId);
+  await session.emit({ type, verdict, usage, rounds, toolCalls, timings: session.takeTimings() }, turnId, true);
   return { sessionId: session.id, turnId, verdict, text: finalText, usage, rounds, toolCalls };
 
   function repair(): void {
@@ -454,7 +473,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
       // Tools may have side effects: their calls (the assistant message, tool.started) reach the
       // store before they run, so a process killed mid-tool resumes with the call (and repairs it).
       await session.flush();
-      const runs = await Promise.all(prepared.map((p) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId }, p.ready.timeoutMs, signal) : undefined)));
+      const runs = await Promise.all(prepared.map((p) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId }, p.ready.timeoutMs, signal, p.ready.view.source.plugin) : undefined)));
       for (const [i, p] of prepared.entries()) await append(session, turnId, await finish(p, runs[i]));
     }
   }
@@ -511,7 +530,13 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
     }
     let args = view.args;
     if (def.input) {
-      const parsed = def.input.safeParse(args);
+      // The schema is plugin code too (refinements, transforms): a throw is an invalid call, not a crash.
+      let parsed: { success: true; data: unknown } | { success: false; error: { issues: ReadonlyArray<{ path: readonly PropertyKey[]; message: string }> } };
+      try {
+        parsed = def.input.safeParse(args) as typeof parsed;
+      } catch (err) {
+        parsed = { success: false, error: { issues: [{ path: [], message: `validating the arguments threw: ${errorMessage(err)}` }] } };
+      }
       if (!parsed.success) {
         completed(call, "error");
         const issues = parsed.error.issues.slice(0, 5).map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`).join("; ");

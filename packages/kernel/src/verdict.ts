@@ -14,7 +14,7 @@ export type GuardName = "max_rounds" | "max_tool_calls" | "token_budget" | "wall
 export type TurnVerdict =
   | { status: "completed"; reason: "end_turn" | "max_tokens" | "refusal" | "other" }
   | { status: "stopped"; reason: GuardName | "plugin_stop"; detail?: string }
-  | { status: "failed"; reason: "provider_error" | "phase_failed" | "final_round_tool_use" | "context_overflow"; errorClass?: ProviderErrorClass; code: string; message: string; plugin?: string; phase?: string }
+  | { status: "failed"; reason: "provider_error" | "phase_failed" | "final_round_tool_use" | "context_overflow" | "process_fault"; errorClass?: ProviderErrorClass; code: string; message: string; plugin?: string; phase?: string }
   | { status: "interrupted"; reason: "aborted" | "process_exit" };
 
 /** What `session.run` resolves to. Contract: `text` is the final assistant text ("" if none). */

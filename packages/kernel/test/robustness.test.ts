@@ -27,8 +27,8 @@ describe("handlers that return hostile values", () => {
 
   it.each([
     ["a thenable whose then() throws (collect phase)", "turn.pre_prompt_context", () => throwingThenable, "KEEL_HANDLER_THREW"],
-    ["an async handler whose contribution's getter throws", "turn.pre_prompt_context", async () => throwingGetter, "KEEL_CONTRIBUTION_INVALID"],
-    ["a sync handler whose contribution's getter throws", "turn.pre_prompt_context", () => throwingGetter, "KEEL_CONTRIBUTION_INVALID"],
+    ["an async handler whose contribution's getter throws", "turn.pre_prompt_context", async () => throwingGetter, "KEEL_OUTPUT_UNREADABLE"],
+    ["a sync handler whose contribution's getter throws", "turn.pre_prompt_context", () => throwingGetter, "KEEL_OUTPUT_UNREADABLE"],
     ["a thenable whose then() throws (waterfall phase)", "round.pre_request", () => throwingThenable, "KEEL_HANDLER_THREW"],
   ] as const)("%s is a failed handler, the next plugin still runs, the turn completes", async (_name, phase, handler, code) => {
     const after: string[] = [];
@@ -43,7 +43,7 @@ describe("handlers that return hostile values", () => {
 });
 
 describe("values the log cannot hold", () => {
-  it("a diagnostic with non-JSON data is rejected as invalid; the SQLite log stays whole", async () => {
+  it("a diagnostic with non-JSON data (a bigint) is rejected as unreadable; the SQLite log stays whole", async () => {
     const home = mkdtempSync(join(tmpdir(), "keel-robust-"));
     const odd = definePlugin({ name: "odd", version: "1.0.0", setup: (ctx) => ctx.on("turn.pre_policy", () => ({ kind: "diagnostic", code: "odd", message: "m", data: { n: 1n } as never })) });
     const agent = await createAgent({ provider: scriptedProvider([{ text: "ok" }]), plugins: [odd], home });
@@ -51,7 +51,7 @@ describe("values the log cannot hold", () => {
     const result = await session.run("hello");
     expect(result.verdict.status).toBe("completed");
     const events = await session.events();
-    expect(diagnostics(events)[0]).toMatchObject({ code: "KEEL_CONTRIBUTION_INVALID", plugin: "odd" });
+    expect(diagnostics(events)[0]).toMatchObject({ code: "KEEL_OUTPUT_UNREADABLE", plugin: "odd" });
     await agent.close();
     const store = new SqliteSessionStore({ path: join(home, "sessions.sqlite") });
     expect(store.events(session.id).map((e) => e.type)).toEqual(events.map((e) => e.type));

@@ -13,6 +13,7 @@ import { runExtraction } from "./job.ts";
 import { recall } from "./recall.ts";
 import type { Recalled } from "./recall.ts";
 import { redactingStore } from "./redacting-store.ts";
+import { findSecrets } from "./secrets.ts";
 import { SqliteMemoryStore } from "./sqlite-store.ts";
 import { memoryTools, renderMemory } from "./tools.ts";
 import type { MemoryStore } from "./types.ts";
@@ -77,6 +78,10 @@ interface TurnState {
 }
 
 const DOMAIN = "memory";
+
+/** What a durable extraction job records: flags and the namespace, never the turn's text. */
+const ExtractPayload = z.object({ namespace: z.string().min(1), write: z.boolean(), model: z.boolean(), forgetFromInput: z.boolean(), forget: z.string().optional() });
+type ExtractPayload = z.infer<typeof ExtractPayload>;
 const MAX_OPEN_TURNS = 256;
 
 function diag(level: "info" | "warn", code: ErrorCode, problem: string, phase: PhaseName, data?: Record<string, string | number | boolean>) {
@@ -294,8 +299,23 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
         { id: "memory.contract", await: "deadline", timeoutMs: 1000 },
       );
 
-      // 6. Post-turn extraction: a background job, idempotent per turn id.
+      // 6. Post-turn extraction: a durable background job, idempotent per turn id. Its payload
+      // holds references and flags only; the runner reads the turn back from the session log,
+      // so it re-runs the same after a restart and sees what was said, not what a plugin planted.
       if (o.extraction !== "off") {
+        ctx.registerJob("memory.extract", async (payload, job) => {
+          const p = ExtractPayload.parse(payload);
+          const turn = await job.turn();
+          if (!turn) throw new KeelError("KEEL_MEMORY_EXTRACT_FAILED", `Turn ${String(job.turnId)} is not in the session log.`, { plugin: PLUGIN_NAME, phase: "turn.post_turn" });
+          const model = p.model ? (o.model ?? job.model) : undefined;
+          const userText = turn.messages.filter((m) => m.role === "user").map(messageText).join("\n") || turn.input;
+          const forget = p.forget ?? (p.forgetFromInput ? classifyTurn(turn.input).forget : undefined);
+          try {
+            return await runExtraction({ store: handle.store(), namespace: p.namespace, sessionId: job.sessionId, turnId: turn.turnId, userText, assistantText: turn.finalText, write: p.write, ...(forget ? { forget } : {}), ...(model ? { model } : {}), maxFacts: o.maxFactsPerTurn, maxChars: o.extractionChars }, job.signal);
+          } catch (err) {
+            throw new KeelError("KEEL_MEMORY_EXTRACT_FAILED", `Turn ${turn.turnId}: ${errorMessage(err)}`, { plugin: PLUGIN_NAME, phase: "turn.post_turn" }, { cause: err });
+          }
+        });
         ctx.on(
           "turn.post_turn",
           (e, hook) => {
@@ -308,28 +328,24 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
             }
             turns.delete(e.turnId);
             const write = canWrite(e, s);
-            const forget = typeof e.policies.get(DOMAIN, "forget") === "string" ? (e.policies.get(DOMAIN, "forget") as string) : s.cls.forget;
+            const policyForget = e.policies.get(DOMAIN, "forget");
+            const forget = typeof policyForget === "string" ? policyForget : s.cls.forget;
             if (!write && !forget) return;
             const candidate = o.model ?? (o.extraction === "model" || (o.extraction === "auto" && !hook.model?.id.startsWith("scripted:")) ? hook.model : undefined);
-            const model = o.extraction === "deterministic" ? undefined : candidate;
-            const userText = e.messages.filter((m) => m.role === "user").map(messageText).join("\n") || e.input;
-            const job = { store: () => handle.store(), namespace: s.namespace, sessionId: e.sessionId, turnId: e.turnId, userText, assistantText: e.finalText, write, ...(forget ? { forget } : {}), ...(model ? { model } : {}), maxFacts: o.maxFactsPerTurn, maxChars: o.extractionChars };
+            const model = o.extraction !== "deterministic" && candidate !== undefined;
+            // A forget request from the user's words is re-derived from the log; only a policy's (short, secret-free) value is kept.
+            const keepForget = typeof policyForget === "string" && policyForget.length <= 200 && !findSecrets(policyForget).length ? { forget: policyForget } : {};
+            const payload: ExtractPayload = { namespace: s.namespace, write, model, forgetFromInput: typeof policyForget !== "string" && !!s.cls.forget, ...keepForget };
             return {
               kind: "background_job",
               idempotencyKey: `memory.extract:${e.turnId}`,
               name: "memory.extract",
+              durable: true,
+              payload,
               timeoutMs: 180_000,
-              // MECHANICS: the extractor gets two attempts; the per-turn mark makes the second safe.
-              attempts: 2,
+              // MECHANICS: three attempts in all, across restarts; the per-turn mark makes a re-run safe.
+              attempts: 3,
               retryDelayMs: 500,
-              run: async (signal: AbortSignal) => {
-                const { store, ...rest } = job;
-                try {
-                  return await runExtraction({ ...rest, store: store() }, signal);
-                } catch (err) {
-                  throw new KeelError("KEEL_MEMORY_EXTRACT_FAILED", `Turn ${e.turnId}: ${errorMessage(err)}`, { plugin: PLUGIN_NAME, phase: "turn.post_turn" }, { cause: err });
-                }
-              },
             };
           },
           { id: "memory.extract", await: "background" },

@@ -1,0 +1,92 @@
+/**
+ * The last line of defence against plugin and tool code that throws where no one awaits it
+ * (a timer, a floating promise). Every handler, tool, job runner and setup call runs inside
+ * a fault scope (AsyncLocalStorage), so an uncaught exception or unhandled rejection can be
+ * traced to the plugin (and phase or tool) whose code scheduled it.
+ *
+ * Opt-in: `guardProcess(agent)` installs process handlers; the kernel never installs them by
+ * itself, because an embedding app owns its process (the CLI opts in).
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { Agent } from "./agent.ts";
+import { errorMessage, isKeelError, KeelError, preview } from "./errors.ts";
+
+/** Faults a guard records in the log; later ones are only counted and passed to `onFault`. */
+export const MAX_RECORDED_FAULTS = 20;
+
+/** Whose code is running. Contract: set by the kernel around each handler, tool, job runner and setup call. */
+export interface FaultScope {
+  readonly plugin?: string;
+  readonly phase?: string;
+  readonly tool?: string;
+}
+
+/** Carries the running plugin/tool across its timers and promises. */
+export const faultScope = new AsyncLocalStorage<FaultScope>();
+
+/** A fault caught at the process level. Contract: `error.code` is KEEL_PROCESS_FAULT; `plugin` is set when the scope knew it. */
+export interface ProcessFault {
+  source: "uncaughtException" | "unhandledRejection";
+  /** The KEEL_PROCESS_FAULT error: its message names the plugin, phase and tool when known. */
+  error: KeelError;
+  plugin?: string;
+  /** Turns that were open and were closed with a failed verdict. */
+  turns: string[];
+}
+
+/** How `guardProcess` reacts. */
+export interface GuardOptions {
+  /** Called after a fault is recorded (the CLI prints it). Contract: a throw here is ignored. */
+  onFault?(fault: ProcessFault): void;
+}
+
+/** An installed guard. Contract: `uninstall` is idempotent and restores the process's own handling. */
+export interface ProcessGuard {
+  readonly faults: readonly ProcessFault[];
+  uninstall(): void;
+}
+
+/**
+ * Install process handlers for `target` (an agent, or a function giving the current one): an uncaught exception or unhandled rejection is
+ * recorded as a `fault` event in every open session, the turns that are open are closed with
+ * a failed verdict (KEEL_PROCESS_FAULT, naming the plugin when known) and `onFault` is told.
+ * Contract: the process is not exited here; the host decides (the CLI exits non-zero).
+ */
+export function guardProcess(target: Agent | (() => Agent | undefined), options: GuardOptions = {}): ProcessGuard {
+  const faults: ProcessFault[] = [];
+  const handle = (source: ProcessFault["source"], err: unknown): void => {
+    const scope = faultScope.getStore();
+    const plugin = scope?.plugin ?? (isKeelError(err) ? err.plugin : undefined);
+    const where = [plugin ? `plugin "${plugin}"` : "", scope?.phase ? `(${scope.phase})` : "", scope?.tool ? `tool "${scope.tool}"` : ""].filter(Boolean).join(" ");
+    const what = source === "uncaughtException" ? "An uncaught exception" : "An unhandled promise rejection";
+    const error = new KeelError("KEEL_PROCESS_FAULT", `${what} escaped ${where ? `code of ${where}` : "code outside any plugin or tool"}: ${preview(errorMessage(err), 300)}.`, { ...(plugin ? { plugin } : {}), ...(scope?.phase ? { phase: scope.phase } : {}), ...(scope?.tool ? { tool: scope.tool } : {}) }, { cause: err });
+    const fault: ProcessFault = { source, error, ...(plugin ? { plugin } : {}), turns: [] };
+    try {
+      const agent = typeof target === "function" ? target() : target;
+      // A timer that throws on every tick must not flood the log: the first faults are recorded.
+      if (agent && faults.length < MAX_RECORDED_FAULTS) fault.turns = agent.recordFault(fault);
+    } catch {
+      // Recording must not turn one fault into a crash.
+    }
+    faults.push(fault);
+    try {
+      options.onFault?.(fault);
+    } catch {
+      // The host's callback failed; the fault is recorded either way.
+    }
+  };
+  const onException = (err: unknown) => handle("uncaughtException", err);
+  const onRejection = (reason: unknown) => handle("unhandledRejection", reason);
+  process.on("uncaughtException", onException);
+  process.on("unhandledRejection", onRejection);
+  let installed = true;
+  return {
+    faults,
+    uninstall() {
+      if (!installed) return;
+      installed = false;
+      process.off("uncaughtException", onException);
+      process.off("unhandledRejection", onRejection);
+    },
+  };
+}
