@@ -100,6 +100,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.caps ? { caps: config.caps } : {}),
     ...(config.preflight !== undefined ? { preflight: config.preflight } : {}),
     ...(config.trace ? { trace: config.trace } : {}),
+    ...(config.lease ? { lease: config.lease } : {}),
     ...(config.approve ? { approve: config.approve } : {}),
     ...((options.home ?? config.home) !== undefined ? { home: resolve(dir, (options.home ?? config.home)!) } : {}),
   };

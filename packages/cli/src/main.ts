@@ -3,11 +3,13 @@
  */
 import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
 import { KeelError, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, isKeelError } from "@keel/kernel";
 import type { Agent, Session } from "@keel/kernel";
-import { buildAgent } from "./build-agent.ts";
+import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
-import { loadConfig } from "./load-config.ts";
+import { configDir, loadConfig } from "./load-config.ts";
 import { renderer } from "./render.ts";
 import type { Streams } from "./render.ts";
 
@@ -17,8 +19,8 @@ export const EXIT = { ok: 0, turnFailed: 1, usage: 2 } as const;
 const HELP = `keel — run Keel agents
 
 usage:
-  keel run [--config P] [--session ID | --new] [--json] [--offline] "<input>"
-  keel chat [--config P] [--session ID] [--offline]
+  keel run [--config P] [--session ID [--wait] | --new] [--json] [--offline] "<input>"
+  keel chat [--config P] [--session ID [--wait]] [--offline]
   keel inspect [--config P] [--json]
   keel sessions [list | show ID] [--config P] [--json]
   keel schema            print the JSON Schema of agent.config.*
@@ -26,6 +28,9 @@ usage:
 The config is agent.config.{ts,mts,cts,js,mjs,cjs,json} or a "keel" field in package.json,
 found in the current folder or a parent (up to the project root), or given with --config.
 Without an API key the agent runs offline (scripted or echo model) and says so on stderr.
+A session runs in one process at a time: another process on it gets KEEL_SESSION_BUSY
+(exit 1) before any model call, or with --wait waits until the session is free.
+keel sessions only reads: it works on a read-only KEEL_HOME.
 exit: 0 success, 1 the turn failed, 2 bad usage or config
 `;
 
@@ -42,7 +47,7 @@ export async function main(argv: readonly string[], io: CliEnv): Promise<number>
     return await dispatch(argv, io);
   } catch (err) {
     io.err(`${isKeelError(err) ? err.message : `keel: ${errorMessage(err)}`}\n`);
-    return isKeelError(err) && !["KEEL_PROVIDER_ERROR", "KEEL_STORE_FAILED"].includes(err.code) ? EXIT.usage : EXIT.turnFailed;
+    return isKeelError(err) && !["KEEL_PROVIDER_ERROR", "KEEL_STORE_FAILED", "KEEL_SESSION_BUSY", "KEEL_STORE_READ_ONLY", "KEEL_STORE_CORRUPT"].includes(err.code) ? EXIT.usage : EXIT.turnFailed;
   }
 }
 
@@ -57,7 +62,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       args: [...argv],
       allowPositionals: true,
       strict: true,
-      options: { config: { type: "string", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, home: { type: "string" } },
+      options: { config: { type: "string", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, home: { type: "string" }, wait: { type: "boolean" } },
     });
   } catch (err) {
     throw usage(errorMessage(err));
@@ -69,6 +74,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     return command || values.help ? EXIT.ok : EXIT.usage;
   }
   if (values.session && values.new) throw usage("--session and --new exclude each other.");
+  if (values.wait && !values.session) throw usage("--wait waits for a session held by another process: give it --session ID.");
   switch (command) {
     case "run": {
       const input = rest.join(" ").trim();
@@ -95,7 +101,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   }
 }
 
-type Flags = { config?: string; session?: string; new?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean };
+type Flags = { config?: string; session?: string; new?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean };
 
 async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: string) => Promise<number>): Promise<number> {
   const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
@@ -107,14 +113,19 @@ async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: 
   }
 }
 
-async function openSession(agent: Agent, flags: Flags): Promise<Session> {
-  return flags.session ? agent.session(flags.session) : agent.session();
+async function openSession(agent: Agent, flags: Flags, io: CliEnv): Promise<Session> {
+  if (!flags.session) return agent.session();
+  if (!flags.wait) return agent.session(flags.session);
+  return agent.session(flags.session, {
+    waitMs: Number.POSITIVE_INFINITY,
+    onWait: (h) => io.err(`keel: session ${flags.session} is in use by process ${h.pid} on ${h.host}; waiting for it (--wait)…\n`),
+  });
 }
 
 async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): Promise<number> {
   const r = renderer(io, { json: !!flags.json });
   const off = agent.subscribe(r.listener);
-  const session = await openSession(agent, flags).catch((err: unknown) => {
+  const session = await openSession(agent, flags, io).catch((err: unknown) => {
     off();
     throw err;
   });
@@ -136,7 +147,7 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): P
 async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
   const r = renderer(io, { json: !!flags.json });
   const off = agent.subscribe(r.listener);
-  const session = await openSession(agent, flags).catch((err: unknown) => {
+  const session = await openSession(agent, flags, io).catch((err: unknown) => {
     off();
     throw err;
   });
@@ -193,18 +204,28 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
 async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<number> {
   const [sub = "list", id, ...extra] = rest;
   if (extra.length || (sub === "show" && !id) || (sub !== "list" && sub !== "show")) throw usage("keel sessions [list | show ID].");
-  let home = flags.home ?? io.env.KEEL_HOME ?? defaultKeelHome();
+  let home = flags.home ?? defaultKeelHome(io.env);
   let agentName: string | undefined;
   try {
+    // Only the config's name and home are needed: no agent is built, so no plugin opens (or
+    // writes) its database and a read-only home can be viewed.
     const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
-    const built = await buildAgent(loaded, { env: io.env, offline: true, ...(flags.home ? { home: flags.home } : {}) });
-    agentName = built.agent.name;
-    home = (built.agent.options.home as string | undefined) ?? home;
-    await built.agent.close();
+    const config = validateConfig(loaded);
+    agentName = config.name ?? "agent";
+    const configured = flags.home ?? config.home;
+    if (configured !== undefined) home = resolve(configDir(loaded.filepath), configured);
   } catch (err) {
     if (!(isKeelError(err) && err.code === "KEEL_CONFIG_NOT_FOUND" && !flags.config)) throw err;
   }
-  const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
+  const dbPath = defaultSessionDbPath(home);
+  if (!existsSync(dbPath)) {
+    if (sub === "show") throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}" in ${dbPath} (the file does not exist).`);
+    if (flags.json) io.out("[]\n");
+    else io.err(`keel: no sessions in ${dbPath}\n`);
+    return EXIT.ok;
+  }
+  // Read-only: viewing never writes, never waits for a writer's lease, and works on a read-only home.
+  const store = new SqliteSessionStore({ path: dbPath, readOnly: true });
   try {
     if (sub === "list") {
       const list = await store.listSessions({ ...(agentName ? { agent: agentName } : {}), limit: 100 });

@@ -29,6 +29,8 @@ import type { ToolCategory, ToolDefinition } from "./tools.ts";
 import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "./tools.ts";
 import type { TurnResult } from "./verdict.ts";
 import { runTurn } from "./turn.ts";
+import type { HeldLease, LeaseOptions } from "./lease.ts";
+import { DEFAULT_LEASE, takeLease } from "./lease.ts";
 
 /**
  * Loop guards. Contract: when one runs out the model gets one final round without tools.
@@ -96,6 +98,21 @@ export interface AgentOptions {
    * still lands in the turn's terminal event (`timings`). `full`: every run.
    */
   trace?: "notable" | "full";
+  /**
+   * Session leases (one writer per session): `ttlMs` (default 30 s) and how long opening a
+   * session held elsewhere waits, `waitMs` (default 0: KEEL_SESSION_BUSY at once).
+   */
+  lease?: LeaseOptions;
+}
+
+/** Options of agent.session(). */
+export interface SessionOpenOptions {
+  /** How long to wait for a session another process or agent holds; default `lease.waitMs`. */
+  waitMs?: number;
+  /** Stops the wait. */
+  signal?: AbortSignal;
+  /** Told once when the session is held elsewhere and the open starts waiting. */
+  onWait?: (holder: { pid: number; host: string; expiresAt: number }) => void;
 }
 
 /** One row of the phase map (`keel inspect`). */
@@ -123,6 +140,7 @@ const AgentOptionsSchema = z.object({
   caps: z.object({ contextEntries: z.number().int().positive(), contextChars: positive, sections: z.number().int().positive(), sectionChars: positive, sectionsTotalChars: positive }).partial().strict().optional(),
   approve: z.custom<NonNullable<AgentOptions["approve"]>>((f) => typeof f === "function", { message: "expected a function" }).optional(),
   trace: z.enum(["notable", "full"]).optional(),
+  lease: z.object({ ttlMs: z.number().int().min(100), waitMs: z.number().min(0) }).partial().strict().optional(),
   store: z.custom<SessionStore>((v) => typeof (v as SessionStore | undefined)?.append === "function", { message: "expected a SessionStore" }).optional(),
   tokenCounter: z.instanceof(TokenCounter).optional(),
   requestOptions: z.record(z.string(), z.unknown()).optional(),
@@ -228,11 +246,11 @@ export class Agent {
    * Contract: resuming replays the stored events; a turn that never ended is marked
    * interrupted and its user message stays in the history.
    */
-  async session(id?: string): Promise<Session> {
+  async session(id?: string, options: SessionOpenOptions = {}): Promise<Session> {
     if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `session(${id ? `"${id}"` : ""}) was called after close().`);
     if (id && this.open.has(id)) return this.open.get(id)!;
     if (id && this.opening.has(id)) return this.opening.get(id)!;
-    const opening = this.openSession(id);
+    const opening = this.openSession(id, options);
     if (id) {
       this.opening.set(id, opening);
       void opening.then(
@@ -243,16 +261,26 @@ export class Agent {
     return opening;
   }
 
-  private async openSession(id: string | undefined): Promise<Session> {
+  private async openSession(id: string | undefined, options: SessionOpenOptions): Promise<Session> {
     let session: Session;
+    const lease = { ttlMs: this.options.lease?.ttlMs ?? DEFAULT_LEASE.ttlMs, waitMs: options.waitMs ?? this.options.lease?.waitMs ?? DEFAULT_LEASE.waitMs, ...(options.signal ? { signal: options.signal } : {}), ...(options.onWait ? { onWait: options.onWait } : {}) };
     if (id && (await this.store.getSession(id))) {
+      // The lease comes first: the log is read (and a dangling turn marked interrupted) only
+      // once no live holder can still be writing it.
       session = new Session(this, id);
-      await session.load();
+      session.lease = await takeLease(this.store, id, lease);
+      try {
+        await session.load();
+      } catch (err) {
+        await session.lease?.stop().catch(() => undefined);
+        throw err;
+      }
     } else if (id) {
       throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}".`);
     } else {
       session = new Session(this, randomUUID());
       await this.store.createSession({ id: session.id, agent: this.name, createdAt: Date.now() });
+      session.lease = await takeLease(this.store, session.id, lease);
       await session.emit({ type: "session.created", agent: this.name }, null, true);
     }
     this.open.set(session.id, session);
@@ -346,6 +374,8 @@ export class Session {
   private pending: KeelEvent[] = [];
   private timings: TurnTimings = { phases: {}, plugins: {} };
   private writeError: unknown;
+  /** @internal this session's lease (undefined when the store has no leases) */
+  lease: HeldLease | undefined;
 
   constructor(agent: Agent, id: string) {
     this.agent = agent;
@@ -427,8 +457,12 @@ export class Session {
     if (this.jobs.size || this.agent.runner.background.size) this.life.abort(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
     else this.life.abort();
     await Promise.allSettled([...this.jobs]);
-    await this.flush();
-    this.agent.forget(this.id);
+    try {
+      await this.flush();
+    } finally {
+      await this.lease?.stop().catch(() => undefined);
+      this.agent.forget(this.id);
+    }
   }
 
   /**
@@ -464,7 +498,8 @@ export class Session {
     const batch = this.pending;
     this.pending = [];
     const store = this.agent.store;
-    const options = durable ? { durable: true } : undefined;
+    const lease = this.lease?.owner;
+    const options = durable || lease ? { ...(durable ? { durable: true } : {}), ...(lease ? { lease } : {}) } : undefined;
     const run = (): void | Promise<void> => {
       if (store.appendMany) return store.appendMany(batch, options);
       let chain: Promise<void> | undefined;
@@ -649,7 +684,8 @@ export class Session {
     }
     this.messages = messages;
     this.resumed = true;
-    await this.emit({ type: "session.resumed", agent: this.agent.name, ...(open ? { interruptedTurn: open } : {}) }, null);
+    const takenOver = this.lease?.takenOver;
+    await this.emit({ type: "session.resumed", agent: this.agent.name, ...(open ? { interruptedTurn: open } : {}), ...(takenOver ? { leaseTakenOver: takenOver } : {}) }, null);
     if (open) {
       await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason: "process_exit" }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: 0, toolCalls: 0 }, open, true);
     }

@@ -41,6 +41,8 @@ export interface KeelConfig {
   caps?: AgentOptions["caps"];
   preflight?: boolean | { timeoutMs?: number; maxTokens?: number; maxReveal?: number };
   trace?: AgentOptions["trace"];
+  /** Session leases: `ttlMs` (default 30 s) and `waitMs` (default 0: a held session is refused at once). */
+  lease?: AgentOptions["lease"];
   /** Where sessions, memory and skills live; default KEEL_HOME or ~/.keel. */
   home?: string;
   approve?: AgentOptions["approve"];

@@ -2,9 +2,8 @@
  * SQLite persistence (`node:sqlite`): the router's posteriors, the picks of recent turns
  * (so feedback can arrive later, from another process), signature streaks and revocations.
  */
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import { DatabaseSync } from "node:sqlite";
+import type { DatabaseSync } from "node:sqlite";
+import { openSqlite } from "@keel/kernel";
 import type { Counts, PosteriorStore, PosteriorTx, WeightRow, WeightWrite } from "./posterior.ts";
 
 /** A stored pick of one turn. */
@@ -51,11 +50,9 @@ export class SkillsStore implements PosteriorStore {
 
   constructor(path: string) {
     this.path = path;
-    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-    this.db = new DatabaseSync(path);
-    this.db.exec("PRAGMA busy_timeout = 5000");
-    if (path !== ":memory:") this.db.exec("PRAGMA journal_mode = WAL");
-    this.db.exec(SCHEMA);
+    // Busy timeout first; the WAL switch and the schema are retried while another process
+    // opens the same fresh file (concurrent first opens), and a malformed file is refused.
+    this.db = openSqlite(path, { what: "skills database", setup: (db) => db.exec(SCHEMA) });
   }
 
   private tick(): number {
