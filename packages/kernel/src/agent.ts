@@ -532,6 +532,15 @@ export class Session {
     }
   }
 
+  /**
+   * @internal Before a provider call: renew the lease, and throw KEEL_SESSION_BUSY when this
+   * process lost it (it stalled past its TTL and another holder took over), so no paid call
+   * is made for a session someone else now writes.
+   */
+  async confirmLease(): Promise<void> {
+    await this.lease?.confirm();
+  }
+
   /** @internal publish a live-only event */
   live(event: LiveEvent): void {
     this.agent.publish(event);

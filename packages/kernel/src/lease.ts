@@ -24,9 +24,13 @@ export const DEFAULT_LEASE = { ttlMs: 30_000, waitMs: 0 } as const;
 /** Why a lease was taken from another holder. */
 export type TakeoverReason = "expired" | "holder_dead";
 
-/** A held lease. Contract: `stop()` ends the heartbeat and releases the lease (idempotent). */
+/**
+ * A held lease. Contract: `confirm()` renews it and throws KEEL_SESSION_BUSY when another
+ * holder took it over; `stop()` ends the heartbeat and releases the lease (idempotent).
+ */
 export interface HeldLease {
   owner: string;
+  confirm(): Promise<void>;
   /** The holder before us, when we took the lease over from a crashed or stalled one. */
   takenOver?: { pid: number; host: string; reason: TakeoverReason };
   stop(): Promise<void>;
@@ -123,6 +127,13 @@ function keep(store: SessionStore, sessionId: string, owner: string, ttlMs: numb
   return {
     owner,
     ...(takenOver ? { takenOver } : {}),
+    async confirm() {
+      if (stopped) return;
+      if ((await store.renewLease?.(sessionId, owner, ttlMs)) === false) {
+        clearInterval(timer);
+        throw new KeelError("KEEL_SESSION_BUSY", `This process lost the lease of session "${sessionId}" (it stalled past its ${ttlMs} ms lease and another holder took over); no further model call is made.`);
+      }
+    },
     async stop() {
       if (stopped) return;
       stopped = true;

@@ -190,6 +190,7 @@ export function storeError(err: unknown, path: string, what: string, action: str
   if (code === SQLITE_CORRUPT || code === SQLITE_NOTADB) {
     return new KeelError("KEEL_STORE_CORRUPT", `The ${what} ${path} is malformed (${errorMessage(err)}); Keel did not write to it.`, { path }, { cause: err });
   }
-  return new KeelError("KEEL_STORE_FAILED", `Could not ${action} ${path}: ${errorMessage(err)}.`, { path }, { cause: err });
+  const why = isSqliteBusy(err) ? `${errorMessage(err)} (another process held its write lock past the busy timeout: is a keel process stopped or hung?)` : errorMessage(err);
+  return new KeelError("KEEL_STORE_FAILED", `Could not ${action} ${path}: ${why}.`, { path }, { cause: err });
 }
 
