@@ -12,6 +12,7 @@ import { RawStore } from "../../../packages/plugin-compaction/src/store.ts";
 
 const home = process.argv[2]!;
 const tag = `p${process.pid}`;
+process.stdout.write("ready\n");
 await new Promise((r) => process.stdin.once("data", r));
 let step = "sessions";
 try {

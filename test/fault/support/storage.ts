@@ -12,8 +12,9 @@ import { fileURLToPath } from "node:url";
 import { DatabaseSync } from "node:sqlite";
 import type { RecordedRequest, WireReply } from "../../../packages/wire-server/src/index.ts";
 import { lastUserText } from "../../../packages/wire-server/src/index.ts";
-import type { KeelEvent } from "../../../packages/kernel/src/index.ts";
-import { SqliteSessionStore, defaultSessionDbPath } from "../../../packages/kernel/src/index.ts";
+import type { Agent, KeelEvent, ToolDefinition } from "../../../packages/kernel/src/index.ts";
+import { SqliteSessionStore, createAgent, defaultSessionDbPath, scriptedProvider } from "../../../packages/kernel/src/index.ts";
+import { resolveModel } from "../../../packages/providers/src/index.ts";
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 export const KEEL_BIN = join(REPO, "packages", "cli", "bin", "keel.js");
@@ -58,7 +59,8 @@ export function faultConfig(extra = ""): string {
 export function wireEnv(home: string, anthropicBaseURL: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const k of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "KEEL_OFFLINE", "KEEL_HOME"]) delete env[k];
-  return { ...env, KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: anthropicBaseURL, ...extra };
+  // Node's compile cache only shortens each CLI's start (~1 s cold on 2 cores); Keel ignores it.
+  return { ...env, KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: anthropicBaseURL, NODE_COMPILE_CACHE: join(tmpdir(), "keel-fault-compile-cache"), ...extra };
 }
 
 /** A running `keel`. */
@@ -73,10 +75,10 @@ export interface KeelProc {
 const live = new Set<ChildProcess>();
 
 /** Start `keel args…` (optionally through a command prefix such as setpriv). */
-export function startKeel(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; prefix?: string[] }): KeelProc {
+export function startKeel(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; prefix?: string[]; keepStdin?: boolean }): KeelProc {
   const t0 = performance.now();
   const argv = [...(options.prefix ?? []), process.execPath, KEEL_BIN, ...args];
-  const child = spawn(argv[0]!, argv.slice(1), { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(argv[0]!, argv.slice(1), { cwd: options.cwd, env: options.env, stdio: [options.keepStdin ? "pipe" : "ignore", "pipe", "pipe"] });
   live.add(child);
   let out = "";
   let err = "";
@@ -188,7 +190,9 @@ export function pairingProblems(body: { messages?: Array<{ role: string; content
  * The model calls `pause` until N results followed that text, then answers with text.
  */
 export function toolScript(request: RecordedRequest): WireReply {
-  const text = lastUserText(request);
+  // The last text block only: after a kill, two user turns in a row are merged into one
+  // message by the adapter, and only the newest one's directives count.
+  const text = lastUserBlock(request);
   const num = (k: string, d: number) => Number(new RegExp(`${k}:(\\d+)`).exec(text)?.[1] ?? d);
   const rounds = num("tools", 0);
   const pause = num("pause", 0);
@@ -206,6 +210,18 @@ export function toolScript(request: RecordedRequest): WireReply {
     return { toolCalls: Array.from({ length: parallel }, (_, k) => ({ id: `toolu_${request.index}_${k}`, name: "pause", args: { ms: pause } })), delayMs, api: "anthropic" };
   }
   return { text: `Done after ${results} tool results: ${text.slice(0, 40)}`, chunks: 4, delayMs, api: "anthropic" };
+}
+
+function lastUserBlock(request: RecordedRequest): string {
+  const msgs = (request.body?.messages ?? []) as Array<{ role: string; content: unknown }>;
+  for (let i = msgs.length - 1; i >= 0; i--) {
+    const m = msgs[i]!;
+    if (m.role !== "user") continue;
+    if (typeof m.content === "string") return m.content;
+    const texts = (m.content as Array<{ type: string; text?: string }>).filter((b) => b.type === "text");
+    if (texts.length) return texts.at(-1)!.text ?? "";
+  }
+  return lastUserText(request);
 }
 
 /** sha256 of a file's bytes, or "absent". */
@@ -232,4 +248,37 @@ export function asUnprivileged(): string[] | undefined {
   if (process.getuid?.() !== 0) return [];
   const probe = spawnSync("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "-e", "process.exit(process.getuid() === 65534 ? 0 : 1)"]);
   return probe.status === 0 ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : undefined;
+}
+
+/** The fault config's `pause` tool, for in-process agents. */
+export const pauseTool: ToolDefinition<{ ms?: number }> = {
+  name: "pause",
+  description: "Waits ms milliseconds, then says so.",
+  parameters: { type: "object", properties: { ms: { type: "number" } } },
+  category: "info",
+  execute: (args, ctx) => new Promise((resolve, reject) => {
+    const t = setTimeout(() => resolve(`paused ${args?.ms ?? 0} ms`), args?.ms ?? 0);
+    ctx.signal.addEventListener("abort", () => (clearTimeout(t), reject(ctx.signal.reason)), { once: true });
+  }),
+};
+
+/**
+ * The fault agent in this process, on the home's session database: the real kernel, the
+ * official Anthropic SDK against the wire server and the same tool as the config.
+ */
+export async function inProcessAgent(home: string, anthropicBaseURL: string): Promise<Agent> {
+  const provider = resolveModel("anthropic:claude-sonnet-4-6", { env: { ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: anthropicBaseURL } });
+  return createAgent({ name: "fault", provider, tools: [pauseTool], home });
+}
+
+/** A session with one completed turn per text, written in this process (offline model). */
+export async function seedSession(home: string, texts: readonly string[]): Promise<string> {
+  const agent = await createAgent({ name: "fault", provider: scriptedProvider(texts.map((t) => ({ text: `noted: ${t}` }))), home });
+  try {
+    const session = await agent.session();
+    for (const t of texts) await session.run(t);
+    return session.id;
+  } finally {
+    await agent.close();
+  }
 }
