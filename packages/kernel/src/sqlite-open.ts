@@ -128,8 +128,8 @@ function openForViewing(path: string, timeout: number): DatabaseSync {
     const code = sqlitePrimaryCode(err);
     if (code !== SQLITE_CANTOPEN && code !== SQLITE_READONLY) throw err;
   }
-  // A WAL file in a folder this process cannot write: nobody can be writing it either (a
-  // writer needs the same folder), so reading it as immutable is safe.
+  // No WAL index could be opened or made beside the file (a WAL writer always keeps one, so
+  // none has it open) and the folder is not writable: read the file as it is on disk.
   const url = pathToFileURL(resolve(path));
   url.searchParams.set("immutable", "1");
   const ro = new DatabaseSync(url, { readOnly: true, timeout });
