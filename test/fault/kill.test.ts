@@ -154,7 +154,7 @@ describe("kill: chosen moments", () => {
 
   it("a process killed while it waits (--wait) for a held session leaves no trace; the holder finishes and the next run proceeds", async () => {
     const p = project(root, "waiter", faultConfig());
-    const a = startKeel(["run", "--json", "tools:1 pause:2500 holder turn"], { cwd: p.dir, env: env(p.home) });
+    const a = startKeel(["run", "--json", "tools:1 pause:4000 holder turn"], { cwd: p.dir, env: env(p.home) });
     await until(() => firstJsonSession(a.stdout()) !== undefined && a.stdout().includes('"tool.started"'), "the holder's tool");
     const id = firstJsonSession(a.stdout())!;
     const from = server.requests.length;
@@ -167,7 +167,7 @@ describe("kill: chosen moments", () => {
     const next = await runKeel(["run", "--session", id, "tools:0 next one"], { cwd: p.dir, env: env(p.home) });
     expect(next.code, next.stderr).toBe(0);
     const events = storedEvents(p.home, id);
-    expect(storedUserTexts(events)).toEqual(["tools:1 pause:2500 holder turn", "tools:0 next one"]);
+    expect(storedUserTexts(events)).toEqual(["tools:1 pause:4000 holder turn", "tools:0 next one"]);
     expect(events.filter((e) => e.type === "turn.interrupted")).toHaveLength(0);
     expect(events.filter((e) => e.type === "session.resumed").map((e) => e.type === "session.resumed" && e.leaseTakenOver)).toEqual([undefined]);
   });
@@ -177,6 +177,9 @@ describe("kill: chosen moments", () => {
     const a = startKeel(["run", "--json", "tools:1 parallel:2 pause:5000 two at once"], { cwd: p.dir, env: env(p.home) });
     await until(() => firstJsonSession(a.stdout()) !== undefined && (a.stdout().match(/"tool\.started"/g) ?? []).length >= 2, "both tools");
     const id = firstJsonSession(a.stdout())!;
+    // tool.started is printed as it is emitted; the calls reach the disk just before the tools
+    // run. Kill well inside the 5 s pauses, when both are running.
+    await sleep(300);
     a.child.kill("SIGKILL");
     await a.exit;
     const from = server.requests.length;

@@ -60,7 +60,7 @@ describe("storage: one writer per session", () => {
   it("a second CLI on a running session gets KEEL_SESSION_BUSY naming the holder, before any provider call", async () => {
     const p = project(root, "busy", faultConfig());
     const from = server.requests.length;
-    const a = startKeel(["run", "--json", "tools:1 pause:1500 first writer"], { cwd: p.dir, env: env(p.home) });
+    const a = startKeel(["run", "--json", "tools:1 pause:4000 first writer"], { cwd: p.dir, env: env(p.home) });
     await until(() => requestsFor(from, "first writer").length >= 2 || (firstJsonSession(a.stdout()) !== undefined && requestsFor(from, "first writer").length >= 1), "the first writer's request");
     const id = firstJsonSession(a.stdout())!;
     const b = await runKeel(["run", "--session", id, "second writer"], { cwd: p.dir, env: env(p.home) });
@@ -75,7 +75,7 @@ describe("storage: one writer per session", () => {
     expect(requestsFor(from, "second writer")).toHaveLength(0);
     expect(server.requests.slice(from).filter((r) => r.api === "anthropic")).toHaveLength(2);
     const events = storedEvents(p.home, id);
-    expect(storedUserTexts(events)).toEqual(["tools:1 pause:1500 first writer"]);
+    expect(storedUserTexts(events)).toEqual(["tools:1 pause:4000 first writer"]);
     expect(events.map((e) => e.type)).not.toContain("turn.interrupted");
     expect(events.map((e) => e.type)).toContain("turn.completed");
   });
@@ -83,7 +83,7 @@ describe("storage: one writer per session", () => {
   it("with --wait the second CLI waits for the holder, then runs on the whole history", async () => {
     const p = project(root, "wait", faultConfig());
     const from = server.requests.length;
-    const a = startKeel(["run", "--json", "tools:1 pause:2500 first turn"], { cwd: p.dir, env: env(p.home) });
+    const a = startKeel(["run", "--json", "tools:1 pause:4000 first turn"], { cwd: p.dir, env: env(p.home) });
     await until(() => firstJsonSession(a.stdout()) !== undefined && requestsFor(from, "first turn").length >= 1, "the first turn's request");
     const id = firstJsonSession(a.stdout())!;
     const b = await runKeel(["run", "--wait", "--session", id, "waited turn"], { cwd: p.dir, env: env(p.home) });
@@ -92,7 +92,7 @@ describe("storage: one writer per session", () => {
     expect(b.code, b.stderr).toBe(0);
     expect(b.stderr).toMatch(/in use by process \d+.*waiting/);
     const events = storedEvents(p.home, id);
-    expect(storedUserTexts(events)).toEqual(["tools:1 pause:2500 first turn", "waited turn"]);
+    expect(storedUserTexts(events)).toEqual(["tools:1 pause:4000 first turn", "waited turn"]);
     const terminals = events.filter((e) => e.type === "turn.completed" || e.type === "turn.interrupted" || e.type === "turn.failed");
     expect(terminals.map((e) => e.type)).toEqual(["turn.completed", "turn.completed"]);
     // The waiter's only request came after the holder's last one and carried its exchange.
