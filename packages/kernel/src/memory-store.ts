@@ -71,8 +71,8 @@ export class MemorySessionStore implements SessionStore {
     }
     if (session.seqs.has(event.seq)) {
       throw new KeelError(
-        "KEEL_STORE_FAILED",
-        `Session "${event.sessionId}" already has an event with seq ${event.seq} in the in-memory store; two writers are appending to the same session.`,
+        "KEEL_SESSION_BUSY",
+        `Session "${event.sessionId}" already has an event with seq ${event.seq} in the in-memory store; two writers are appending to the same session (one of them without its lease).`,
       );
     }
     const last = session.events[session.events.length - 1];

@@ -83,7 +83,7 @@ export function defaultSessionDbPath(home: string): string {
  * A SessionStore in one SQLite file.
  * Contract: every append is one transaction that also bumps the session's `updatedAt`
  * (to the latest event `ts`) and `eventCount`; with `durable: true` that commit is fsynced
- * before `append` returns. A duplicate `(sessionId, seq)` throws KEEL_STORE_FAILED (two
+ * before `append` returns. A duplicate `(sessionId, seq)` throws KEEL_SESSION_BUSY (two
  * writers on one session); an unknown session throws KEEL_SESSION_NOT_FOUND; `events` of an
  * unknown session is empty. After `close()` every other method throws KEEL_STORE_FAILED.
  * Opening for writing refuses a read-only file (KEEL_STORE_READ_ONLY) or one that fails
@@ -239,8 +239,8 @@ export class SqliteSessionStore implements SessionStore {
         } catch (err) {
           if (sqliteErrcode(err) !== SQLITE_CONSTRAINT_PRIMARYKEY) throw err;
           throw new KeelError(
-            "KEEL_STORE_FAILED",
-            `Session "${sessionId}" already has an event with seq ${seq} in ${this.path}; two writers are appending to the same session.`,
+            "KEEL_SESSION_BUSY",
+            `Session "${sessionId}" already has an event with seq ${seq} in ${this.path}; two writers are appending to the same session (one of them without its lease).`,
             { path: this.path },
             { cause: err },
           );
