@@ -243,8 +243,10 @@ export class Agent {
 
   /**
    * Open a session: a new one, or an existing one by id (resume).
-   * Contract: resuming replays the stored events; a turn that never ended is marked
-   * interrupted and its user message stays in the history.
+   * Contract: the session's lease is taken first and held until `close()`: while another live
+   * process or agent holds it, this throws KEEL_SESSION_BUSY naming the holder (after `waitMs`),
+   * before anything is read or written. Resuming replays the stored events; a turn that never
+   * ended (its holder is gone) is marked interrupted and its user message stays in the history.
    */
   async session(id?: string, options: SessionOpenOptions = {}): Promise<Session> {
     if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `session(${id ? `"${id}"` : ""}) was called after close().`);
