@@ -229,7 +229,7 @@ describe("storage: concurrent opens", () => {
 describe("storage: read-only homes", () => {
   const unprivileged = asUnprivileged();
 
-  it.skipIf(unprivileged === undefined)("a read-only home (folder and files not writable, run as a non-root user) can be listed and shown; run fails KEEL_STORE_READ_ONLY before any provider call, and nothing changes", async () => {
+  it.skipIf(unprivileged === undefined)("a read-only home (folder and files not writable, run as a non-root user) can be listed, shown and inspected; run fails KEEL_STORE_READ_ONLY before any provider call, and nothing changes", async () => {
     const p = project(root, "ro-home", faultConfig());
     const id = await seedSession(p.home, ["stored before"]);
     const db = join(p.home, "sessions.sqlite");
@@ -245,6 +245,8 @@ describe("storage: read-only homes", () => {
       expect(show.code, show.stderr).toBe(0);
       expect(show.stdout).toContain("stored before");
       expect(show.stdout).toContain("turn.completed");
+      const inspect = await runKeel(["inspect"], { cwd: p.dir, env: env(p.home), prefix: unprivileged! });
+      expect(inspect.code, inspect.stderr).toBe(0);
       const from = server.requests.length;
       const run = await runKeel(["run", "--session", id, "not allowed"], { cwd: p.dir, env: env(p.home), prefix: unprivileged! });
       expect(run.code, run.stderr).toBe(1);

@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { createAgent, KeelError, errorMessage, isKeelError, scriptedProvider } from "@keel/kernel";
-import type { Agent, AgentOptions, KeelConfig, ModelProvider, ModelSpec, ProviderScriptInput } from "@keel/kernel";
+import type { Agent, AgentOptions, KeelConfig, ModelProvider, ModelSpec, ProviderScriptInput, SessionStore } from "@keel/kernel";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";
 import type { LoadedConfig } from "./load-config.ts";
@@ -21,6 +21,8 @@ export interface BuildOptions {
   home?: string;
   /** Where offline/online notes go (stderr in the CLI). */
   note?: (line: string) => void;
+  /** The session store (default: SQLite in the home); `keel inspect` passes an in-memory one. */
+  store?: SessionStore;
 }
 
 /** A built agent and how its model was chosen. */
@@ -101,6 +103,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.preflight !== undefined ? { preflight: config.preflight } : {}),
     ...(config.trace ? { trace: config.trace } : {}),
     ...(config.lease ? { lease: config.lease } : {}),
+    ...(options.store ? { store: options.store } : {}),
     ...(config.approve ? { approve: config.approve } : {}),
     ...((options.home ?? config.home) !== undefined ? { home: resolve(dir, (options.home ?? config.home)!) } : {}),
   };

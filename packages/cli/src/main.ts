@@ -5,7 +5,7 @@ import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { KeelError, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, isKeelError } from "@keel/kernel";
+import { KeelError, MemorySessionStore, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, isKeelError } from "@keel/kernel";
 import type { Agent, Session } from "@keel/kernel";
 import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
@@ -85,7 +85,8 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       return withAgent(io, values, (agent) => chat(agent, io, values));
     case "inspect":
       if (rest.length) throw usage(`keel inspect takes no arguments (got "${rest.join(" ")}").`);
-      return withAgent(io, { ...values, quiet: true }, async (agent, filepath) => {
+      // No session is opened: an in-memory store, so inspecting works on a read-only home too.
+      return withAgent(io, { ...values, quiet: true, viewOnly: true }, async (agent, filepath) => {
         io.out(values.json ? inspectJson(agent, filepath) : formatInspect(agent, filepath));
         return EXIT.ok;
       });
@@ -101,11 +102,11 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   }
 }
 
-type Flags = { config?: string; session?: string; new?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean };
+type Flags = { config?: string; session?: string; new?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean };
 
 async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: string) => Promise<number>): Promise<number> {
   const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
-  const built = await buildAgent(loaded, { env: io.env, ...(flags.offline ? { offline: true } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`) });
+  const built = await buildAgent(loaded, { env: io.env, ...(flags.offline ? { offline: true } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`), ...(flags.viewOnly ? { store: new MemorySessionStore() } : {}) });
   try {
     return await fn(built.agent, loaded.filepath);
   } finally {
