@@ -113,15 +113,19 @@ export async function takeLease(
 
 function keep(store: SessionStore, sessionId: string, owner: string, ttlMs: number, takenOver: HeldLease["takenOver"]): HeldLease {
   let stopped = false;
+  let failures = 0;
   const timer = setInterval(() => {
-    // A failed renewal (a busy disk) is retried at the next beat; a lost lease is caught by
-    // the store's fence on the next append.
+    // A failed renewal (a busy disk) is retried at the next beat, three times in a row at most
+    // (a closed store); a lost lease is caught by confirm() and the store's append fence.
     void Promise.resolve()
       .then(() => store.renewLease?.(sessionId, owner, ttlMs))
       .then((held) => {
+        failures = 0;
         if (held === false) clearInterval(timer);
       })
-      .catch(() => undefined);
+      .catch(() => {
+        if (++failures >= 3) clearInterval(timer);
+      });
   }, Math.max(10, Math.floor(ttlMs / 3)));
   timer.unref();
   return {
