@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { createAgent, defaultKeelHome, KeelError, errorMessage, isKeelError, scriptedProvider, headOf } from "@keel/kernel";
-import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelProvider, ModelSpec, ProviderScriptInput } from "@keel/kernel";
+import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelProvider, ModelSpec, ProviderScriptInput, SessionStore } from "@keel/kernel";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";
 import type { LoadedConfig } from "./load-config.ts";
@@ -25,6 +25,8 @@ export interface BuildOptions {
   home?: string;
   /** Where offline/online notes go (stderr in the CLI). */
   note?: (line: string) => void;
+  /** The session store (default: SQLite in the home); `keel inspect` passes an in-memory one. */
+  store?: SessionStore;
 }
 
 /** A built agent and how its model was chosen. */
@@ -166,6 +168,8 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.preflight !== undefined ? { preflight: config.preflight } : {}),
     ...(config.trace ? { trace: config.trace } : {}),
     ...(config.setupTimeoutMs !== undefined ? { setupTimeoutMs: config.setupTimeoutMs } : {}),
+    ...(config.lease ? { lease: config.lease } : {}),
+    ...(options.store ? { store: options.store } : {}),
     ...(config.approve ? { approve: config.approve } : {}),
     ...((options.home ?? config.home) !== undefined ? { home: resolve(dir, (options.home ?? config.home)!) } : {}),
   };

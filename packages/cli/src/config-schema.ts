@@ -45,6 +45,7 @@ export const ConfigSchema = z
     preflight: z.union([z.boolean(), z.object({ timeoutMs: positive, maxTokens: z.number().int().positive(), maxReveal: z.number().int().positive() }).partial().strict()], { error: (iss) => (typeof iss.input === "object" && iss.input !== null ? undefined : "expected true, false or { timeoutMs, maxTokens, maxReveal }") }).optional(),
     trace: z.enum(["notable", "full"]).optional(),
     setupTimeoutMs: positive.optional(),
+    lease: z.object({ ttlMs: z.number().int().min(100), waitMs: z.number().min(0) }).partial().strict().optional(),
     home: z.string().min(1).optional(),
     approve: z.custom<(...a: unknown[]) => unknown>((v) => typeof v === "function", { message: "expected a function" }).optional(),
     offline: z.object({ script: z.union([z.string().min(1), z.array(z.unknown()), z.looseObject({ steps: z.array(z.unknown()) })]).optional() }).strict().optional(),

@@ -4,8 +4,9 @@
  */
 import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { KeelError, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, guardProcess, isKeelError, headOf } from "@keel/kernel";
+import { KeelError, MemorySessionStore, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, guardProcess, isKeelError, headOf } from "@keel/kernel";
 import type { Agent, Session } from "@keel/kernel";
 import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
@@ -26,8 +27,8 @@ export { exitWhenDone } from "./exit.ts";
 const HELP = `keel — run Keel agents
 
 usage:
-  keel run [--config P] [--session ID | --new] [--json] [--offline] "<input>"
-  keel chat [--config P] [--session ID] [--offline]
+  keel run [--config P] [--session ID [--wait] | --new] [--json] [--offline] "<input>"
+  keel chat [--config P] [--session ID [--wait]] [--offline]
   keel inspect [--config P] [--json]
   keel sessions [list | show ID] [--config P] [--json]
   keel schema            print the JSON Schema of agent.config.*
@@ -35,8 +36,12 @@ usage:
 The config is agent.config.{ts,mts,cts,js,mjs,cjs,json} or a "keel" field in package.json,
 found in the current folder or a parent (up to the project root), or given with --config.
 Without an API key the agent runs offline (scripted or echo model) and says so on stderr.
-exit: 0 success, 1 the turn failed, 2 bad usage or config, 130 interrupted (Ctrl-C; twice: at once)
+A session runs in one process at a time: another process on it gets KEEL_SESSION_BUSY
+(exit 1) before any model call, or with --wait waits until the session is free.
+keel sessions only reads: it works on a read-only KEEL_HOME.
 After the turn, background work gets KEEL_EXIT_GRACE_MS (default 5000) to finish; then keel exits.
+exit: 0 success, 1 the turn failed, 2 bad usage or config, 130 interrupted (Ctrl-C; twice: at once),
+141 the reader of stdout went away during a turn
 `;
 
 /** What the command runs against. */
@@ -54,7 +59,7 @@ export async function main(argv: readonly string[], io: CliEnv): Promise<number>
     return statusAfterOutput(io, await dispatch(argv, io));
   } catch (err) {
     io.err(`${isKeelError(err) ? err.message : `keel: ${thrownText(err)}`}\n`);
-    return isKeelError(err) && !["KEEL_PROVIDER_ERROR", "KEEL_STORE_FAILED"].includes(err.code) ? EXIT.usage : EXIT.turnFailed;
+    return isKeelError(err) && !["KEEL_PROVIDER_ERROR", "KEEL_STORE_FAILED", "KEEL_SESSION_BUSY", "KEEL_STORE_READ_ONLY", "KEEL_STORE_CORRUPT"].includes(err.code) ? EXIT.usage : EXIT.turnFailed;
   }
 }
 
@@ -69,7 +74,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       args: [...argv],
       allowPositionals: true,
       strict: true,
-      options: { config: { type: "string", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, home: { type: "string" } },
+      options: { config: { type: "string", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, home: { type: "string" }, wait: { type: "boolean" } },
     });
   } catch (err) {
     throw usage(errorMessage(err));
@@ -81,6 +86,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     return command || values.help ? EXIT.ok : EXIT.usage;
   }
   if (values.session && values.new) throw usage("--session and --new exclude each other.");
+  if (values.wait && !values.session) throw usage("--wait waits for a session held by another process: give it --session ID.");
   switch (command) {
     case "run": {
       const input = rest.join(" ").trim();
@@ -91,7 +97,8 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       return withAgent(io, values, (agent) => chat(agent, io, values));
     case "inspect":
       if (rest.length) throw usage(`keel inspect takes no arguments (got "${rest.join(" ")}").`);
-      return withAgent(io, { ...values, quiet: true }, async (agent, filepath) => {
+      // No session is opened: an in-memory store, so inspecting works on a read-only home too.
+      return withAgent(io, { ...values, quiet: true, viewOnly: true }, async (agent, filepath) => {
         io.out(values.json ? inspectJson(agent, filepath) : formatInspect(agent, filepath));
         return EXIT.ok;
       });
@@ -107,13 +114,13 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   }
 }
 
-type Flags = { config?: string; session?: string; new?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean };
+type Flags = { config?: string; session?: string; new?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean };
 
 async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: string) => Promise<number>): Promise<number> {
   // Guarded from the start: a plugin's setup may leave a timer that throws before the agent exists.
   const faultsBefore = guardCli(undefined, io);
   const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
-  const built = await buildAgent(loaded, { env: io.env, ...(flags.offline ? { offline: true } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`) });
+  const built = await buildAgent(loaded, { env: io.env, ...(flags.offline ? { offline: true } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`), ...(flags.viewOnly ? { store: new MemorySessionStore() } : {}) });
   guardCli(built.agent, io);
   let code: number;
   try {
@@ -159,14 +166,19 @@ function reportUnfinishedJobs(agent: Agent, io: CliEnv): void {
   }
 }
 
-async function openSession(agent: Agent, flags: Flags): Promise<Session> {
-  return flags.session ? agent.session(flags.session) : agent.session();
+async function openSession(agent: Agent, flags: Flags, io: CliEnv): Promise<Session> {
+  if (!flags.session) return agent.session();
+  if (!flags.wait) return agent.session(flags.session);
+  return agent.session(flags.session, {
+    waitMs: Number.POSITIVE_INFINITY,
+    onWait: (h) => io.err(`keel: session ${flags.session} is in use by process ${h.pid} on ${h.host}; waiting for it (--wait)…\n`),
+  });
 }
 
 async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): Promise<number> {
   const r = renderer(io, { json: !!flags.json });
   const off = agent.subscribe(r.listener);
-  const session = await openSession(agent, flags).catch((err: unknown) => {
+  const session = await openSession(agent, flags, io).catch((err: unknown) => {
     off();
     throw err;
   });
@@ -201,7 +213,7 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): P
 async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
   const r = renderer(io, { json: !!flags.json });
   const off = agent.subscribe(r.listener);
-  const session = await openSession(agent, flags).catch((err: unknown) => {
+  const session = await openSession(agent, flags, io).catch((err: unknown) => {
     off();
     throw err;
   });
@@ -264,10 +276,11 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
 async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<number> {
   const [sub = "list", id, ...extra] = rest;
   if (extra.length || (sub === "show" && !id) || (sub !== "list" && sub !== "show")) throw usage("keel sessions [list | show ID].");
-  let home = flags.home ?? io.env.KEEL_HOME ?? defaultKeelHome();
+  let home = flags.home ?? defaultKeelHome(io.env);
   let agentName: string | undefined;
   try {
-    // Only the config's name and home are needed: no plugin is set up, no model resolved.
+    // Only the config's name and home are needed: no agent is built, so no plugin opens (or
+    // writes) its database and a read-only home can be viewed.
     const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
     const config = validateConfig(loaded);
     agentName = config.name ?? "agent";
@@ -277,7 +290,15 @@ async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<numbe
     if (!(isKeelError(err) && err.code === "KEEL_CONFIG_NOT_FOUND" && !flags.config)) throw err;
   }
   checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
-  const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
+  const dbPath = defaultSessionDbPath(home);
+  if (!existsSync(dbPath)) {
+    if (sub === "show") throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}" in ${dbPath} (the file does not exist).`);
+    if (flags.json) io.out("[]\n");
+    else io.err(`keel: no sessions in ${dbPath}\n`);
+    return EXIT.ok;
+  }
+  // Read-only: viewing never writes, never waits for a writer's lease, and works on a read-only home.
+  const store = new SqliteSessionStore({ path: dbPath, readOnly: true });
   try {
     if (sub === "list") {
       const list = await store.listSessions({ ...(agentName ? { agent: agentName } : {}), limit: 100 });

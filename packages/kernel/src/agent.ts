@@ -34,6 +34,8 @@ import { wellFormedProvider } from "./text.ts";
 import type { AttemptOutcome, UnfinishedJob } from "./jobs.ts";
 import { recoverJobs, startDurableJob } from "./jobs.ts";
 import { faultScope } from "./faults.ts";
+import type { HeldLease, LeaseOptions } from "./lease.ts";
+import { DEFAULT_LEASE, takeLease } from "./lease.ts";
 
 /**
  * Loop guards. Contract: when one runs out the model gets one final round without tools —
@@ -118,6 +120,22 @@ export interface AgentOptions {
    * settled by then fails createAgent with KEEL_PLUGIN_SETUP_TIMEOUT naming the plugin.
    */
   setupTimeoutMs?: number;
+
+  /**
+   * Session leases (one writer per session): `ttlMs` (default 30 s) and how long opening a
+   * session held elsewhere waits, `waitMs` (default 0: KEEL_SESSION_BUSY at once).
+   */
+  lease?: LeaseOptions;
+}
+
+/** Options of agent.session(). */
+export interface SessionOpenOptions {
+  /** How long to wait for a session another process or agent holds; default `lease.waitMs`. */
+  waitMs?: number;
+  /** Stops the wait. */
+  signal?: AbortSignal;
+  /** Told once when the session is held elsewhere and the open starts waiting. */
+  onWait?: (holder: { pid: number; host: string; expiresAt: number }) => void;
 }
 
 /** One row of the phase map (`keel inspect`). */
@@ -146,6 +164,7 @@ const AgentOptionsSchema = z.object({
   approve: z.custom<NonNullable<AgentOptions["approve"]>>((f) => typeof f === "function", { message: "expected a function" }).optional(),
   trace: z.enum(["notable", "full"]).optional(),
   setupTimeoutMs: positive.optional(),
+  lease: z.object({ ttlMs: z.number().int().min(100), waitMs: z.number().min(0) }).partial().strict().optional(),
   store: z.custom<SessionStore>((v) => typeof (v as SessionStore | undefined)?.append === "function", { message: "expected a SessionStore" }).optional(),
   tokenCounter: z.instanceof(TokenCounter).optional(),
   requestOptions: z.record(z.string(), z.unknown()).optional(),
@@ -306,14 +325,16 @@ export class Agent {
 
   /**
    * Open a session: a new one, or an existing one by id (resume).
-   * Contract: resuming replays the stored events; a turn that never ended is marked
-   * interrupted and its user message stays in the history.
+   * Contract: the session's lease is taken first and held until `close()`: while another live
+   * process or agent holds it, this throws KEEL_SESSION_BUSY naming the holder (after `waitMs`),
+   * before anything is read or written. Resuming replays the stored events; a turn that never
+   * ended (its holder is gone) is marked interrupted and its user message stays in the history.
    */
-  async session(id?: string): Promise<Session> {
+  async session(id?: string, options: SessionOpenOptions = {}): Promise<Session> {
     if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `session(${id ? `"${id}"` : ""}) was called after close().`);
     if (id && this.open.has(id)) return this.open.get(id)!;
     if (id && this.opening.has(id)) return this.opening.get(id)!;
-    const opening = this.openSession(id);
+    const opening = this.openSession(id, options);
     if (id) {
       this.opening.set(id, opening);
       void opening.then(
@@ -324,16 +345,26 @@ export class Agent {
     return opening;
   }
 
-  private async openSession(id: string | undefined): Promise<Session> {
+  private async openSession(id: string | undefined, options: SessionOpenOptions): Promise<Session> {
     let session: Session;
+    const lease = { ttlMs: this.options.lease?.ttlMs ?? DEFAULT_LEASE.ttlMs, waitMs: options.waitMs ?? this.options.lease?.waitMs ?? DEFAULT_LEASE.waitMs, ...(options.signal ? { signal: options.signal } : {}), ...(options.onWait ? { onWait: options.onWait } : {}) };
     if (id && (await this.store.getSession(id))) {
+      // The lease comes first: the log is read (and a dangling turn marked interrupted) only
+      // once no live holder can still be writing it.
       session = new Session(this, id);
-      await session.load();
+      session.lease = await takeLease(this.store, id, lease);
+      try {
+        await session.load();
+      } catch (err) {
+        await session.lease?.stop().catch(() => undefined);
+        throw err;
+      }
     } else if (id) {
       throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}".`);
     } else {
       session = new Session(this, randomUUID());
       await this.store.createSession({ id: session.id, agent: this.name, createdAt: Date.now() });
+      session.lease = await takeLease(this.store, session.id, lease);
       await session.emit({ type: "session.created", agent: this.name }, null, true);
     }
     this.open.set(session.id, session);
@@ -431,6 +462,8 @@ export class Session {
   private pending: KeelEvent[] = [];
   private timings: TurnTimings = { phases: {}, plugins: {} };
   private writeError: unknown;
+  /** @internal this session's lease (undefined when the store has no leases) */
+  lease: HeldLease | undefined;
 
   constructor(agent: Agent, id: string) {
     this.agent = agent;
@@ -517,8 +550,12 @@ export class Session {
     if (this.jobs.size || this.agent.runner.background.size) this.life.abort(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
     else this.life.abort();
     await Promise.allSettled([...this.jobs]);
-    await this.flush();
-    this.agent.forget(this.id);
+    try {
+      await this.flush();
+    } finally {
+      await this.lease?.stop().catch(() => undefined);
+      this.agent.forget(this.id);
+    }
   }
 
   /**
@@ -555,7 +592,8 @@ export class Session {
     const batch = this.pending;
     this.pending = [];
     const store = this.agent.store;
-    const options = durable ? { durable: true } : undefined;
+    const lease = this.lease?.owner;
+    const options = durable || lease ? { ...(durable ? { durable: true } : {}), ...(lease ? { lease } : {}) } : undefined;
     const run = (): void | Promise<void> => {
       if (store.appendMany) return store.appendMany(batch, options);
       let chain: Promise<void> | undefined;
@@ -586,6 +624,15 @@ export class Session {
       this.writes = p;
       return p;
     }
+  }
+
+  /**
+   * @internal Before a provider call: renew the lease, and throw KEEL_SESSION_BUSY when this
+   * process lost it (it stalled past its TTL and another holder took over), so no paid call
+   * is made for a session someone else now writes.
+   */
+  async confirmLease(): Promise<void> {
+    await this.lease?.confirm();
   }
 
   /** @internal publish a live-only event */
@@ -761,7 +808,8 @@ export class Session {
     // Deep: events trust a frozen history to be frozen all the way down (callers that append freeze each message).
     this.messages = freezeDeep(messages);
     this.resumed = true;
-    await this.emit({ type: "session.resumed", agent: this.agent.name, ...(open ? { interruptedTurn: open } : {}) }, null);
+    const takenOver = this.lease?.takenOver;
+    await this.emit({ type: "session.resumed", agent: this.agent.name, ...(open ? { interruptedTurn: open } : {}), ...(takenOver ? { leaseTakenOver: takenOver } : {}) }, null);
     if (open) {
       await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason: "process_exit" }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: 0, toolCalls: 0 }, open, true);
     }

@@ -64,6 +64,8 @@ export interface KeelConfig {
   trace?: AgentOptions["trace"];
   /** Deadline of each plugin's setup(ctx), ms. Default 10,000. */
   setupTimeoutMs?: AgentOptions["setupTimeoutMs"];
+  /** Session leases: `ttlMs` (default 30 s) and `waitMs` (default 0: a held session is refused at once). */
+  lease?: AgentOptions["lease"];
   /** Where sessions, memory and skills live; default KEEL_HOME or ~/.keel. */
   home?: string;
   approve?: AgentOptions["approve"];

@@ -38,7 +38,7 @@ export interface TurnTimings {
 /** Durable events, by type. */
 export type KeelEventData =
   | { type: "session.created"; agent: string }
-  | { type: "session.resumed"; agent: string; interruptedTurn?: string }
+  | { type: "session.resumed"; agent: string; interruptedTurn?: string; leaseTakenOver?: { pid: number; host: string; reason: "expired" | "holder_dead" } }
   | { type: "turn.started"; input: string; trigger: "user" | "follow_up" | "resume"; metadata: Record<string, unknown> }
   | { type: "message.appended"; message: Message }
   | { type: "message.queued"; queue: "steering" | "follow_up"; queueId: string; text: string }

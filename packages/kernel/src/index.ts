@@ -3,7 +3,7 @@
  * loop, tool dispatch, the provider interface, the durable session log and token counting.
  */
 export { createAgent, Agent, Session, DEFAULT_LIMITS } from "./agent.ts";
-export type { AgentOptions, ApprovalRequest, Limits, PhaseMapRow, RunOptions } from "./agent.ts";
+export type { AgentOptions, ApprovalRequest, Limits, PhaseMapRow, RunOptions, SessionOpenOptions } from "./agent.ts";
 export { definePlugin } from "./plugin.ts";
 export { defineConfig } from "./config.ts";
 export type { KeelConfig, ModelEntry, ModelSpec, PluginSpec } from "./config.ts";
@@ -37,8 +37,12 @@ export type { GuardName, TurnResult, TurnVerdict } from "./verdict.ts";
 export type { PromptManifest } from "./manifest.ts";
 export { isTerminalEvent } from "./events.ts";
 export type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, KeelEventType, LiveEvent, TurnTimings } from "./events.ts";
-export type { SessionInfo, SessionStore } from "./session-store.ts";
+export type { AppendOptions, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "./session-store.ts";
 export { SqliteSessionStore, defaultKeelHome, defaultSessionDbPath } from "./sqlite-store.ts";
+export { openSqlite, retryBusy, storeError } from "./sqlite-open.ts";
+export type { OpenSqliteOptions } from "./sqlite-open.ts";
+export { DEFAULT_LEASE } from "./lease.ts";
+export type { LeaseOptions } from "./lease.ts";
 export { MemorySessionStore } from "./memory-store.ts";
 export { TokenCounter, defaultTokenCounter, estimateTokens } from "./tokens.ts";
 export type { RequestTokenCount } from "./tokens.ts";

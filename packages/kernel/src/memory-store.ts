@@ -1,7 +1,7 @@
 /** A SessionStore in process memory, for tests and benchmarks. Nothing survives the process. */
 import { KeelError } from "./errors.ts";
 import type { KeelEvent } from "./events.ts";
-import type { SessionInfo, SessionStore } from "./session-store.ts";
+import type { AppendOptions, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "./session-store.ts";
 
 interface MemorySession {
   info: SessionInfo;
@@ -19,6 +19,7 @@ interface MemorySession {
  */
 export class MemorySessionStore implements SessionStore {
   readonly #sessions = new Map<string, MemorySession>();
+  readonly #leases = new Map<string, SessionLease>();
   #closed = false;
 
   /** Create an empty session. Contract: an existing id throws KEEL_STORE_FAILED. */
@@ -55,20 +56,23 @@ export class MemorySessionStore implements SessionStore {
 
   /** Append one event (see the class contract). */
   /** Append events in order (see SessionStore.appendMany). Contract: stops at the first failing event. */
-  appendMany(events: readonly KeelEvent[], _options?: { durable?: boolean }): void {
-    for (const e of events) this.append(e);
+  appendMany(events: readonly KeelEvent[], options?: AppendOptions): void {
+    for (const e of events) this.append(e, options);
   }
 
-  append(event: KeelEvent, _options?: { durable?: boolean }): void {
+  append(event: KeelEvent, options?: AppendOptions): void {
     this.#assertOpen();
+    if (options?.lease !== undefined && this.#leases.get(event.sessionId)?.owner !== options.lease) {
+      throw new KeelError("KEEL_SESSION_BUSY", `This holder no longer holds the lease of session "${event.sessionId}"; nothing more was written.`);
+    }
     const session = this.#sessions.get(event.sessionId);
     if (session === undefined) {
       throw new KeelError("KEEL_SESSION_NOT_FOUND", `Cannot append event ${event.seq} (${event.type}): no session "${event.sessionId}" in the in-memory store.`);
     }
     if (session.seqs.has(event.seq)) {
       throw new KeelError(
-        "KEEL_STORE_FAILED",
-        `Session "${event.sessionId}" already has an event with seq ${event.seq} in the in-memory store; two writers are appending to the same session.`,
+        "KEEL_SESSION_BUSY",
+        `Session "${event.sessionId}" already has an event with seq ${event.seq} in the in-memory store; two writers are appending to the same session (one of them without its lease).`,
       );
     }
     const last = session.events[session.events.length - 1];
@@ -102,10 +106,37 @@ export class MemorySessionStore implements SessionStore {
     return out;
   }
 
+  /** Take the session's lease (see SessionStore.acquireLease). */
+  acquireLease(sessionId: string, claim: LeaseClaim): LeaseOutcome {
+    this.#assertOpen();
+    const held = this.#leases.get(sessionId);
+    const now = Date.now();
+    if (held && held.owner !== claim.owner && held.expiresAt > now && held.owner !== claim.replaces) return { acquired: false, holder: { ...held } };
+    const lease: SessionLease = { sessionId, owner: claim.owner, pid: claim.pid, host: claim.host, acquiredAt: held?.owner === claim.owner ? held.acquiredAt : now, expiresAt: now + claim.ttlMs };
+    this.#leases.set(sessionId, lease);
+    return held && held.owner !== claim.owner ? { acquired: true, lease: { ...lease }, previous: held } : { acquired: true, lease: { ...lease } };
+  }
+
+  /** Extend `owner`'s lease; false when it no longer holds it. */
+  renewLease(sessionId: string, owner: string, ttlMs: number): boolean {
+    this.#assertOpen();
+    const held = this.#leases.get(sessionId);
+    if (held?.owner !== owner) return false;
+    held.expiresAt = Math.max(held.expiresAt, Date.now() + ttlMs);
+    return true;
+  }
+
+  /** Drop `owner`'s lease (idempotent). */
+  releaseLease(sessionId: string, owner: string): void {
+    this.#assertOpen();
+    if (this.#leases.get(sessionId)?.owner === owner) this.#leases.delete(sessionId);
+  }
+
   /** Drop every session. Contract: idempotent; later calls throw KEEL_STORE_FAILED. */
   close(): void {
     this.#closed = true;
     this.#sessions.clear();
+    this.#leases.clear();
   }
 
   #assertOpen(): void {

@@ -2,13 +2,13 @@
  * The default session store: one SQLite file (WAL mode) through Node's built-in `node:sqlite`.
  * Several processes may open the same file; SQLite's locking serializes their writes.
  */
-import { mkdirSync } from "node:fs";
 import { homedir } from "node:os";
-import { dirname, join } from "node:path";
-import { DatabaseSync, type StatementSync } from "node:sqlite";
-import { errorMessage, KeelError } from "./errors.ts";
+import { join } from "node:path";
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import { KeelError } from "./errors.ts";
 import type { KeelEvent } from "./events.ts";
-import type { SessionInfo, SessionStore } from "./session-store.ts";
+import type { AppendOptions, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "./session-store.ts";
+import { openSqlite, storeError } from "./sqlite-open.ts";
 import { redactForStorage } from "./storage-redaction.ts";
 
 /**
@@ -34,6 +34,14 @@ const MIGRATIONS: readonly string[] = [
    );
    CREATE INDEX IF NOT EXISTS events_session_turn ON events(session_id, turn_id);
    CREATE INDEX IF NOT EXISTS events_type ON events(type);`,
+  `CREATE TABLE IF NOT EXISTS leases (
+     session_id TEXT PRIMARY KEY,
+     owner TEXT NOT NULL,
+     pid INTEGER NOT NULL,
+     host TEXT NOT NULL,
+     acquired_at INTEGER NOT NULL,
+     expires_at INTEGER NOT NULL
+   );`,
 ];
 
 /** The schema version this Keel writes (`PRAGMA user_version`). */
@@ -42,12 +50,23 @@ export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;
 /** SQLite's extended result code for a PRIMARY KEY violation. */
 const SQLITE_CONSTRAINT_PRIMARYKEY = 1555;
 
+interface LeaseStatements {
+  get: StatementSync;
+  put: StatementSync;
+  renew: StatementSync;
+  release: StatementSync;
+}
+
 /** Options of the SQLite store. */
 export interface SqliteSessionStoreOptions {
   /** The database file (parent directories are created), or `":memory:"`. */
   path: string;
   /** Sync level of ordinary commits; durable appends always commit with FULL. Default NORMAL. */
   synchronous?: "NORMAL" | "FULL";
+  /** Open for viewing: list, get and read events only; every write throws KEEL_STORE_READ_ONLY. Default false. */
+  readOnly?: boolean;
+  /** How long a write waits for another process's lock. Default 5000 ms. */
+  busyTimeoutMs?: number;
 }
 
 /** Keel's home directory. Contract: `KEEL_HOME` when set and non-empty, else `~/.keel`. */
@@ -65,12 +84,15 @@ export function defaultSessionDbPath(home: string): string {
  * A SessionStore in one SQLite file.
  * Contract: every append is one transaction that also bumps the session's `updatedAt`
  * (to the latest event `ts`) and `eventCount`; with `durable: true` that commit is fsynced
- * before `append` returns. A duplicate `(sessionId, seq)` throws KEEL_STORE_FAILED (two
+ * before `append` returns. A duplicate `(sessionId, seq)` throws KEEL_SESSION_BUSY (two
  * writers on one session); an unknown session throws KEEL_SESSION_NOT_FOUND; `events` of an
  * unknown session is empty. After `close()` every other method throws KEEL_STORE_FAILED.
  * Every string an event holds is redacted by @keel/secrets before it is written (thinking
  * blocks, provider data, image data and ids are kept as they are), so a resumed session sees
  * `[REDACTED:<kind>]` where an earlier turn had a secret.
+ * Opening for writing refuses a read-only file (KEEL_STORE_READ_ONLY) or one that fails
+ * SQLite's quick check (KEEL_STORE_CORRUPT) before writing anything. Leases live in the
+ * same file (table `leases`), so every process on one host or one shared file sees them.
  */
 export class SqliteSessionStore implements SessionStore {
   /** The database file this store opened. */
@@ -87,6 +109,8 @@ export class SqliteSessionStore implements SessionStore {
   readonly #insertEvent: StatementSync;
   readonly #selectEvents: StatementSync;
   readonly #durableIsDefault: boolean;
+  readonly #readOnly: boolean;
+  #leaseStmts: LeaseStatements | undefined;
   #closed = false;
 
   constructor(options: SqliteSessionStoreOptions) {
@@ -94,15 +118,22 @@ export class SqliteSessionStore implements SessionStore {
     const synchronous = options.synchronous === "FULL" ? "FULL" : "NORMAL";
     this.path = path;
     this.#durableIsDefault = synchronous === "FULL";
-    let db: DatabaseSync | undefined;
+    this.#readOnly = options.readOnly === true;
+    const what = "session database";
+    const db = openSqlite(path, {
+      what,
+      readOnly: this.#readOnly,
+      busyTimeoutMs: options.busyTimeoutMs ?? 5_000,
+      setup: (d) => {
+        d.exec(`PRAGMA synchronous=${synchronous}`);
+        d.exec("PRAGMA foreign_keys=ON");
+        migrate(d, path);
+      },
+    });
     try {
-      if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-      db = new DatabaseSync(path);
-      db.exec("PRAGMA busy_timeout=5000");
-      db.exec("PRAGMA journal_mode=WAL");
-      db.exec(`PRAGMA synchronous=${synchronous}`);
-      db.exec("PRAGMA foreign_keys=ON");
-      migrate(db, path);
+      if (this.#readOnly && userVersion(db) > SQLITE_SCHEMA_VERSION) {
+        throw new KeelError("KEEL_STORE_FAILED", `The session database ${path} has schema version ${userVersion(db)} but this Keel only knows up to ${SQLITE_SCHEMA_VERSION}; upgrade Keel to open it.`, { path });
+      }
       this.#syncDefault = `PRAGMA synchronous=${synchronous}`;
       this.#begin = db.prepare("BEGIN IMMEDIATE");
       this.#commit = db.prepare("COMMIT");
@@ -127,18 +158,17 @@ export class SqliteSessionStore implements SessionStore {
       this.#db = db;
     } catch (err) {
       try {
-        db?.close();
+        db.close();
       } catch {
         // Already failing; the open error is the one to report.
       }
-      if (err instanceof KeelError) throw err;
-      throw new KeelError("KEEL_STORE_FAILED", `Could not open the session database ${path}: ${errorMessage(err)}.`, { path }, { cause: err });
+      throw storeError(err, path, what, `open the ${what}`);
     }
   }
 
   /** Create an empty session. Contract: an existing id throws KEEL_STORE_FAILED. */
   createSession(info: { id: string; agent: string; createdAt: number }): void {
-    this.#assertOpen();
+    this.#assertWritable();
     try {
       this.#insertSession.run(info.id, info.agent, info.createdAt, info.createdAt);
     } catch (err) {
@@ -173,16 +203,17 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   /** Append one event (see the class contract). */
-  append(event: KeelEvent, options?: { durable?: boolean }): void {
+  append(event: KeelEvent, options?: AppendOptions): void {
     this.appendMany([event], options);
   }
 
   /**
    * Append a batch of events in one transaction (see the class contract).
-   * Contract: all or nothing; one session bump per session in the batch.
+   * Contract: all or nothing; one session bump per session in the batch; with `lease`, nothing
+   * is written unless that owner holds the lease of every session in the batch.
    */
-  appendMany(events: readonly KeelEvent[], options?: { durable?: boolean }): void {
-    this.#assertOpen();
+  appendMany(events: readonly KeelEvent[], options?: AppendOptions): void {
+    this.#assertWritable();
     if (events.length === 0) return;
     const switchSync = options?.durable === true && !this.#durableIsDefault;
     let inTransaction = false;
@@ -194,9 +225,14 @@ export class SqliteSessionStore implements SessionStore {
       if (switchSync) this.#db.exec("PRAGMA synchronous=FULL");
       this.#begin.run();
       inTransaction = true;
+      let fenced: string | undefined;
       for (const event of events) {
         current = event;
         const { sessionId, seq, ts, turnId, type, ...data } = event;
+        if (options?.lease !== undefined && fenced !== sessionId) {
+          this.#assertHolder(sessionId, options.lease);
+          fenced = sessionId;
+        }
         if (this.#touchSession.run(ts, sessionId).changes === 0) {
           throw new KeelError("KEEL_SESSION_NOT_FOUND", `Cannot append event ${seq} (${type}): no session "${sessionId}" in ${this.path}.`, {
             path: this.path,
@@ -207,8 +243,8 @@ export class SqliteSessionStore implements SessionStore {
         } catch (err) {
           if (sqliteErrcode(err) !== SQLITE_CONSTRAINT_PRIMARYKEY) throw err;
           throw new KeelError(
-            "KEEL_STORE_FAILED",
-            `Session "${sessionId}" already has an event with seq ${seq} in ${this.path}; two writers are appending to the same session.`,
+            "KEEL_SESSION_BUSY",
+            `Session "${sessionId}" already has an event with seq ${seq} in ${this.path}; two writers are appending to the same session (one of them without its lease).`,
             { path: this.path },
             { cause: err },
           );
@@ -257,6 +293,54 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
+  /** Take the session's lease (see SessionStore.acquireLease): one IMMEDIATE transaction. */
+  acquireLease(sessionId: string, claim: LeaseClaim): LeaseOutcome {
+    this.#assertWritable();
+    const st = this.#leases();
+    let inTransaction = false;
+    try {
+      this.#begin.run();
+      inTransaction = true;
+      const row = st.get.get(sessionId);
+      const held = row === undefined ? undefined : toLease(row);
+      const now = Date.now();
+      if (held && held.owner !== claim.owner && held.expiresAt > now && held.owner !== claim.replaces) {
+        this.#commit.run();
+        inTransaction = false;
+        return { acquired: false, holder: held };
+      }
+      const acquiredAt = held?.owner === claim.owner ? held.acquiredAt : now;
+      st.put.run(sessionId, claim.owner, claim.pid, claim.host, acquiredAt, now + claim.ttlMs);
+      this.#commit.run();
+      inTransaction = false;
+      const lease: SessionLease = { sessionId, owner: claim.owner, pid: claim.pid, host: claim.host, acquiredAt, expiresAt: now + claim.ttlMs };
+      return held && held.owner !== claim.owner ? { acquired: true, lease, previous: held } : { acquired: true, lease };
+    } catch (err) {
+      if (inTransaction) this.#rollbackQuietly();
+      throw this.#failed(`take the lease of session "${sessionId}"`, err);
+    }
+  }
+
+  /** Extend `owner`'s lease to now + `ttlMs`; false when it no longer holds it. */
+  renewLease(sessionId: string, owner: string, ttlMs: number): boolean {
+    this.#assertWritable();
+    try {
+      return this.#leases().renew.run(Date.now() + ttlMs, sessionId, owner).changes === 1;
+    } catch (err) {
+      throw this.#failed(`renew the lease of session "${sessionId}"`, err);
+    }
+  }
+
+  /** Drop `owner`'s lease (idempotent). */
+  releaseLease(sessionId: string, owner: string): void {
+    this.#assertWritable();
+    try {
+      this.#leases().release.run(sessionId, owner);
+    } catch (err) {
+      throw this.#failed(`release the lease of session "${sessionId}"`, err);
+    }
+  }
+
   /** Close the database. Contract: idempotent. */
   close(): void {
     if (this.#closed) return;
@@ -270,6 +354,34 @@ export class SqliteSessionStore implements SessionStore {
 
   #assertOpen(): void {
     if (this.#closed) throw new KeelError("KEEL_STORE_FAILED", `The session store ${this.path} is closed.`, { path: this.path });
+  }
+
+  #assertWritable(): void {
+    this.#assertOpen();
+    if (this.#readOnly) throw new KeelError("KEEL_STORE_READ_ONLY", `The session database ${this.path} was opened read-only (for viewing).`, { path: this.path });
+  }
+
+  #leases(): LeaseStatements {
+    return (this.#leaseStmts ??= {
+      get: this.#db.prepare("SELECT session_id, owner, pid, host, acquired_at, expires_at FROM leases WHERE session_id = ?"),
+      put: this.#db.prepare("INSERT OR REPLACE INTO leases (session_id, owner, pid, host, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)"),
+      renew: this.#db.prepare("UPDATE leases SET expires_at = MAX(expires_at, ?) WHERE session_id = ? AND owner = ?"),
+      release: this.#db.prepare("DELETE FROM leases WHERE session_id = ? AND owner = ?"),
+    });
+  }
+
+  /** Inside a write transaction: throw KEEL_SESSION_BUSY unless `owner` holds the session's lease. */
+  #assertHolder(sessionId: string, owner: string): void {
+    const row = this.#leases().get.get(sessionId);
+    const held = row === undefined ? undefined : toLease(row);
+    if (held?.owner === owner) return;
+    throw new KeelError(
+      "KEEL_SESSION_BUSY",
+      held
+        ? `This process lost the lease of session "${sessionId}" to process ${held.pid} on ${held.host} (it stalled past its lease); nothing more was written.`
+        : `This process no longer holds the lease of session "${sessionId}"; nothing more was written.`,
+      { path: this.path },
+    );
   }
 
   #rollbackQuietly(): void {
@@ -289,7 +401,7 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   #failed(what: string, err: unknown): KeelError {
-    return new KeelError("KEEL_STORE_FAILED", `Could not ${what} in ${this.path}: ${errorMessage(err)}.`, { path: this.path }, { cause: err });
+    return storeError(err, this.path, "session database", `${what} in`);
   }
 }
 
@@ -317,6 +429,17 @@ function migrate(db: DatabaseSync, path: string): void {
 
 function userVersion(db: DatabaseSync): number {
   return (db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version;
+}
+
+function toLease(row: Record<string, unknown>): SessionLease {
+  return {
+    sessionId: row["session_id"] as string,
+    owner: row["owner"] as string,
+    pid: Number(row["pid"]),
+    host: row["host"] as string,
+    acquiredAt: Number(row["acquired_at"]),
+    expiresAt: Number(row["expires_at"]),
+  };
 }
 
 function toSessionInfo(row: Record<string, unknown>): SessionInfo {

@@ -274,6 +274,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
         const manifest: PromptManifest = { round: rounds, ...manifestBase, tools: finalGuard ? [] : shown.manifest, messageCount: session.messages.length, systemChars: sys.length, tokenEstimate: estimate, options: options as Record<string, unknown>, finalRound: !!finalGuard };
         void session.emit({ type: "prompt.compiled", manifest }, turnId);
         const request: ModelRequest = { system: sys, messages: session.messages, tools: sendTools, options };
+        await session.confirmLease();
         try {
           response = await stream(request, attempt);
         } catch (err) {
@@ -329,7 +330,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
       if (!wallTripped) void session.emit({ type: "guard.tripped", guard: "wall_time", limit: limits.wallTimeMs, value: Date.now() - t0 }, turnId);
     } else if (signal.aborted || (err instanceof ProviderError && err.errorClass === "aborted")) verdict = { status: "interrupted", reason: "aborted" };
     else if (err instanceof ProviderError) verdict = { status: "failed", reason: "provider_error", errorClass: err.errorClass, code: "KEEL_PROVIDER_ERROR", message: new KeelError("KEEL_PROVIDER_ERROR", `${agent.options.provider.id}: ${err.message} (class ${err.errorClass}).`).message };
-    else if (isKeelError(err) && err.code !== "KEEL_STORE_FAILED") verdict = { status: "failed", reason: "provider_error", code: err.code, message: err.message };
+    else if (isKeelError(err) && err.code !== "KEEL_STORE_FAILED" && err.code !== "KEEL_SESSION_BUSY") verdict = { status: "failed", reason: "provider_error", code: err.code, message: err.message };
     else {
       clearTimeout(wallTimer);
       throw err;

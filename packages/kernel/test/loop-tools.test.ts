@@ -619,7 +619,8 @@ describe("orphaned tool calls", () => {
     const release = deferred<string>();
     const work = defineTool({ name: "work", description: "waits", category: "exec", execute: () => (started.resolve(), release.promise) });
     const store1 = new SqliteSessionStore({ path: db });
-    const agent1 = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ id: "orphan", name: "work" }] }, { text: "never" }]), store: store1, tools: [work] });
+    // A short lease: the "dead" holder stops renewing it, so it expires soon after.
+    const agent1 = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ id: "orphan", name: "work" }] }, { text: "never" }]), store: store1, tools: [work], lease: { ttlMs: 200 } });
     const s1 = await agent1.session();
     const running = s1.run("do the work");
     await started.promise;
@@ -631,10 +632,11 @@ describe("orphaned tool calls", () => {
     const store2 = new SqliteSessionStore({ path: db });
     const provider2 = scriptedProvider([{ text: "picking up where we left off" }]);
     const agent2 = await createAgent({ provider: provider2, store: store2, tools: [work] });
-    const s2 = await agent2.session(s1.id);
+    const s2 = await agent2.session(s1.id, { waitMs: 5_000 });
     expect(s2.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
     const resumed = ofType(await s2.events(), "session.resumed").at(-1)!;
     expect(resumed.interruptedTurn).toBe(`${s1.id}/1`);
+    expect(resumed.leaseTakenOver).toMatchObject({ pid: process.pid, reason: "expired" });
     const r = await s2.run("continue");
     expect(r.verdict).toEqual({ status: "completed", reason: "end_turn" });
     const sent = provider2.requests[0]!.messages;

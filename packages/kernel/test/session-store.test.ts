@@ -124,11 +124,11 @@ describe.each(cases)("$name", ({ open }) => {
     expect((await store.listSessions())[0]).toMatchObject({ id: "s1", updatedAt: 400, eventCount: 3 });
   });
 
-  it("throws KEEL_STORE_FAILED on a duplicate seq and keeps the first event", async () => {
+  it("throws KEEL_SESSION_BUSY on a duplicate seq (two writers) and keeps the first event", async () => {
     await store.createSession({ id: "s1", agent: "a", createdAt: 1 });
     await store.append(ev("s1", 1, diag("first")));
     const err = await keelErrorOf(() => store.append(ev("s1", 1, diag("second"))));
-    expect(err.code).toBe("KEEL_STORE_FAILED");
+    expect(err.code).toBe("KEEL_SESSION_BUSY");
     expect(err.message).toMatch(/seq 1/);
     expect(err.message).toMatch(/two writers/);
     const events = await store.events("s1");
@@ -261,7 +261,7 @@ describe("SqliteSessionStore on disk", () => {
       }
       return undefined;
     })();
-    expect(isKeelError(err, "KEEL_STORE_FAILED")).toBe(true);
+    expect(isKeelError(err, "KEEL_SESSION_BUSY")).toBe(true);
     expect(String((err as Error).message)).toContain("two writers");
     // The failed append left no transaction open: the other writer can still write.
     a.append(ev("s1", 3, diag("after-clash")));

@@ -3,10 +3,8 @@
  * so the model can read it back by line or character range. SQLite through node:sqlite;
  * when the file cannot be opened or written, an in-memory map for this process.
  */
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import { DatabaseSync } from "node:sqlite";
-import { errorMessage, codePointLength, codePointSlice, headOf, toWellFormed } from "@keel/kernel";
+import type { DatabaseSync } from "node:sqlite";
+import { errorMessage, codePointLength, codePointSlice, headOf, openSqlite, toWellFormed } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 
 /** One stored raw output. */
@@ -44,11 +42,15 @@ export class RawStore {
   #open(): DatabaseSync | undefined {
     if (this.#db || this.#failed) return this.#db;
     try {
-      mkdirSync(dirname(this.path), { recursive: true });
-      const db = new DatabaseSync(this.path);
-      db.exec("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA secure_delete = ON;");
-      db.exec("CREATE TABLE IF NOT EXISTS raw (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, tool_name TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL, tokens INTEGER NOT NULL, created_at INTEGER NOT NULL)");
-      this.#db = db;
+      // Busy timeout before the WAL switch (both retried on a concurrent first open); a
+      // malformed file is refused and the store falls back to memory.
+      this.#db = openSqlite(this.path, {
+        what: "compaction store",
+        setup: (db) => {
+          db.exec("PRAGMA secure_delete = ON");
+          db.exec("CREATE TABLE IF NOT EXISTS raw (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, tool_name TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL, tokens INTEGER NOT NULL, created_at INTEGER NOT NULL)");
+        },
+      });
     } catch (err) {
       this.#fail(err);
     }

@@ -1,6 +1,5 @@
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import { DatabaseSync, type StatementSync } from "node:sqlite";
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import { openSqlite } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 
 /** How an MCP call ended. Contract: `tool_error` is a result with `isError`; the rest had no result. */
@@ -39,24 +38,27 @@ export class AuditLog {
   constructor(path: string, onError?: (err: unknown) => void) {
     this.path = path;
     this.#onError = onError;
-    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-    this.#db = new DatabaseSync(path);
-    this.#db.exec("PRAGMA busy_timeout=5000");
-    this.#db.exec("PRAGMA journal_mode=WAL");
-    this.#db.exec("PRAGMA secure_delete=ON");
-    this.#db.exec(`CREATE TABLE IF NOT EXISTS mcp_calls (
-      id INTEGER PRIMARY KEY AUTOINCREMENT,
-      ts INTEGER NOT NULL,
-      session_id TEXT NOT NULL,
-      server TEXT NOT NULL,
-      tool TEXT NOT NULL,
-      name TEXT NOT NULL,
-      duration_ms REAL NOT NULL,
-      outcome TEXT NOT NULL,
-      bytes INTEGER NOT NULL,
-      error TEXT
-    )`);
-    this.#db.exec("CREATE INDEX IF NOT EXISTS mcp_calls_ts ON mcp_calls (ts)");
+    // Busy timeout first, WAL switch and schema retried on a concurrent first open, a
+    // malformed file refused (kernel's openSqlite, shared by every Keel database).
+    this.#db = openSqlite(path, {
+      what: "MCP audit log",
+      setup: (db) => {
+        db.exec("PRAGMA secure_delete=ON");
+        db.exec(`CREATE TABLE IF NOT EXISTS mcp_calls (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          ts INTEGER NOT NULL,
+          session_id TEXT NOT NULL,
+          server TEXT NOT NULL,
+          tool TEXT NOT NULL,
+          name TEXT NOT NULL,
+          duration_ms REAL NOT NULL,
+          outcome TEXT NOT NULL,
+          bytes INTEGER NOT NULL,
+          error TEXT
+        )`);
+        db.exec("CREATE INDEX IF NOT EXISTS mcp_calls_ts ON mcp_calls (ts)");
+      },
+    });
     this.#insert = this.#db.prepare("INSERT INTO mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
     this.#recent = this.#db.prepare("SELECT name, COUNT(*) AS n FROM mcp_calls WHERE ts >= ? GROUP BY name");
   }

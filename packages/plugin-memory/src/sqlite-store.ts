@@ -2,10 +2,9 @@
  * The SQLite memory store: one file (WAL) through `node:sqlite`, an FTS5 index kept in step
  * by triggers, soft deletes and supersession chains kept for audit.
  */
-import { mkdirSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { DatabaseSync, type StatementSync } from "node:sqlite";
-import { defaultKeelHome, errorMessage, KeelError, headOf } from "@keel/kernel";
+import { join } from "node:path";
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import { defaultKeelHome, errorMessage, KeelError, headOf, openSqlite } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
 
@@ -149,27 +148,37 @@ export class SqliteMemoryStore implements MemoryStore {
   constructor(options: SqliteMemoryStoreOptions = {}) {
     this.path = options.path ?? defaultMemoryDbPath();
     try {
-      if (this.path !== ":memory:") mkdirSync(dirname(this.path), { recursive: true });
-      this.#db = new DatabaseSync(this.path);
-      this.#db.exec("PRAGMA busy_timeout=5000");
-      this.#db.exec("PRAGMA journal_mode=WAL");
-      this.#db.exec("PRAGMA synchronous=NORMAL");
-      this.#db.exec("PRAGMA cache_size=-32768");
-      this.#db.exec("PRAGMA mmap_size=268435456");
-      this.#migrate();
+      // One open path for every Keel database: busy timeout first, WAL switch and migration
+      // retried while another process holds the lock, a quick check before any write.
+      this.#db = openSqlite(this.path, {
+        what: "memory database",
+        setup: (db) => {
+          db.exec("PRAGMA synchronous=NORMAL");
+          db.exec("PRAGMA cache_size=-32768");
+          db.exec("PRAGMA mmap_size=268435456");
+          this.#migrate(db);
+        },
+      });
     } catch (err) {
       throw new KeelError("KEEL_MEMORY_STORE_FAILED", `Opening ${this.path} failed: ${errorMessage(err)}.`, { path: this.path }, { cause: err });
     }
   }
 
-  #migrate(): void {
-    const version = (this.#db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version;
-    if (version > MIGRATIONS.length) throw new Error(`schema version ${version} is newer than this plugin (${MIGRATIONS.length})`);
-    if (version === MIGRATIONS.length) return;
-    this.#tx(() => {
-      for (let v = version; v < MIGRATIONS.length; v++) this.#db.exec(MIGRATIONS[v]!);
-      this.#db.exec(`PRAGMA user_version=${MIGRATIONS.length}`);
-    });
+  #migrate(db: DatabaseSync): void {
+    const current = () => (db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version;
+    if (current() === MIGRATIONS.length) return;
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      // Read again inside the write lock: another process may have migrated meanwhile.
+      const version = current();
+      if (version > MIGRATIONS.length) throw new Error(`schema version ${version} is newer than this plugin (${MIGRATIONS.length})`);
+      for (let v = version; v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]!);
+      db.exec(`PRAGMA user_version=${MIGRATIONS.length}`);
+      db.exec("COMMIT");
+    } catch (err) {
+      if (db.isTransaction) db.exec("ROLLBACK");
+      throw err;
+    }
   }
 
   #stmt(sql: string): StatementSync {

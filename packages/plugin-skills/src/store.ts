@@ -2,10 +2,9 @@
  * SQLite persistence (`node:sqlite`): the router's posteriors, the picks of recent turns
  * (so feedback can arrive later, from another process), signature streaks and revocations.
  */
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import { DatabaseSync } from "node:sqlite";
+import type { DatabaseSync } from "node:sqlite";
 import { createHash } from "node:crypto";
+import { openSqlite } from "@keel/kernel";
 import { containsSecret, isHighEntropyToken, redact } from "@keel/secrets";
 import type { Counts, PosteriorStore, PosteriorTx, WeightRow, WeightWrite } from "./posterior.ts";
 import { headOf } from "@keel/kernel";
@@ -96,13 +95,16 @@ export class SkillsStore implements PosteriorStore {
 
   constructor(path: string) {
     this.path = path;
-    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-    this.db = new DatabaseSync(path);
-    this.db.exec("PRAGMA busy_timeout = 5000");
-    if (path !== ":memory:") this.db.exec("PRAGMA journal_mode = WAL");
-    this.db.exec("PRAGMA secure_delete = ON");
-    this.db.exec(SCHEMA);
-    scrubLegacy(this.db);
+    // Busy timeout first; the WAL switch and the schema are retried while another process
+    // opens the same fresh file (concurrent first opens), and a malformed file is refused.
+    this.db = openSqlite(path, {
+      what: "skills database",
+      setup: (db) => {
+        db.exec("PRAGMA secure_delete = ON");
+        db.exec(SCHEMA);
+        scrubLegacy(db);
+      },
+    });
   }
 
   private tick(): number {

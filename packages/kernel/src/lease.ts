@@ -1,0 +1,148 @@
+/**
+ * Session leases: one holder (process and agent) per session while it is open, so a second
+ * writer is refused (KEEL_SESSION_BUSY) or waits before it reads or writes anything, and a
+ * crashed holder's dangling turn is marked interrupted only once its lease is free.
+ */
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { KeelError } from "./errors.ts";
+import type { SessionLease, SessionStore } from "./session-store.ts";
+
+/**
+ * How sessions are leased. Contract: `ttlMs` (default 30 s) is how long a lease outlives its
+ * last heartbeat (renewed every third of it); `waitMs` (default 0: refuse at once) is how long
+ * opening a held session waits for the lease.
+ */
+export interface LeaseOptions {
+  ttlMs?: number;
+  waitMs?: number;
+}
+
+export const DEFAULT_LEASE = { ttlMs: 30_000, waitMs: 0 } as const;
+
+/** Why a lease was taken from another holder. */
+export type TakeoverReason = "expired" | "holder_dead";
+
+/**
+ * A held lease. Contract: `confirm()` renews it and throws KEEL_SESSION_BUSY when another
+ * holder took it over; `stop()` ends the heartbeat and releases the lease (idempotent).
+ */
+export interface HeldLease {
+  owner: string;
+  confirm(): Promise<void>;
+  /** The holder before us, when we took the lease over from a crashed or stalled one. */
+  takenOver?: { pid: number; host: string; reason: TakeoverReason };
+  stop(): Promise<void>;
+}
+
+/** True when the lease's process is known to be gone: same host, and no such (living) pid. */
+export function holderIsDead(lease: SessionLease): boolean {
+  if (lease.host !== hostname() || lease.pid === process.pid) return false;
+  try {
+    process.kill(lease.pid, 0);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "ESRCH";
+  }
+  // A killed child its parent has not reaped yet still answers signal 0; it is a zombie.
+  try {
+    const stat = readFileSync(`/proc/${lease.pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "Z";
+  } catch {
+    return false;
+  }
+}
+
+function describe(lease: SessionLease): string {
+  const left = Math.max(0, lease.expiresAt - Date.now());
+  return `process ${lease.pid} on ${lease.host} (held since ${new Date(lease.acquiredAt).toISOString()}, lease good for ${Math.ceil(left / 1000)} s more unless renewed)`;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/**
+ * Take the lease of `sessionId` and keep it renewed until `stop()`.
+ * Contract: resolves undefined when the store has no leases; throws KEEL_SESSION_BUSY naming
+ * the holder when it is alive after `waitMs`; a holder whose process is gone (same host) or
+ * whose lease expired is replaced at once. `onWait` is told once when waiting starts.
+ */
+export async function takeLease(
+  store: SessionStore,
+  sessionId: string,
+  options: { ttlMs: number; waitMs: number; signal?: AbortSignal; onWait?: (holder: SessionLease) => void },
+): Promise<HeldLease | undefined> {
+  if (!store.acquireLease) return undefined;
+  const claim = { owner: randomUUID(), pid: process.pid, host: hostname(), ttlMs: options.ttlMs };
+  const deadline = Date.now() + options.waitMs;
+  let delay = 25;
+  let told = false;
+  for (;;) {
+    options.signal?.throwIfAborted();
+    let out = await store.acquireLease(sessionId, claim);
+    if (!out.acquired && holderIsDead(out.holder)) out = await store.acquireLease(sessionId, { ...claim, replaces: out.holder.owner });
+    if (out.acquired) {
+      const prev = out.previous;
+      return keep(store, sessionId, claim.owner, options.ttlMs, prev ? { pid: prev.pid, host: prev.host, reason: prev.expiresAt <= out.lease.acquiredAt ? "expired" : "holder_dead" } : undefined);
+    }
+    const holder = out.holder;
+    const now = Date.now();
+    if (now >= deadline) {
+      throw new KeelError("KEEL_SESSION_BUSY", `Session "${sessionId}" is held by ${describe(holder)}; nothing was read or written${options.waitMs > 0 ? ` after waiting ${options.waitMs} ms` : ""}.`);
+    }
+    if (!told) {
+      told = true;
+      options.onWait?.(holder);
+    }
+    await sleep(Math.max(1, Math.min(delay, deadline - now, holder.expiresAt - now + 5)), options.signal);
+    delay = Math.min(delay * 2, 500);
+  }
+}
+
+function keep(store: SessionStore, sessionId: string, owner: string, ttlMs: number, takenOver: HeldLease["takenOver"]): HeldLease {
+  let stopped = false;
+  let failures = 0;
+  const timer = setInterval(() => {
+    // A failed renewal (a busy disk) is retried at the next beat, three times in a row at most
+    // (a closed store); a lost lease is caught by confirm() and the store's append fence.
+    void Promise.resolve()
+      .then(() => store.renewLease?.(sessionId, owner, ttlMs))
+      .then((held) => {
+        failures = 0;
+        if (held === false) clearInterval(timer);
+      })
+      .catch(() => {
+        if (++failures >= 3) clearInterval(timer);
+      });
+  }, Math.max(10, Math.floor(ttlMs / 3)));
+  timer.unref();
+  return {
+    owner,
+    ...(takenOver ? { takenOver } : {}),
+    async confirm() {
+      if (stopped) return;
+      if ((await store.renewLease?.(sessionId, owner, ttlMs)) === false) {
+        clearInterval(timer);
+        throw new KeelError("KEEL_SESSION_BUSY", `This process lost the lease of session "${sessionId}" (it stalled past its ${ttlMs} ms lease and another holder took over); no further model call is made.`);
+      }
+    },
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(timer);
+      await store.releaseLease?.(sessionId, owner);
+    },
+  };
+}
