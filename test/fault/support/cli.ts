@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { expect } from "vitest";
 import { KEEL_BIN, offlineEnv } from "../../../packages/cli/test/support/run-keel.ts";
+import { limited } from "./limit.ts";
 
 /** Root of every scenario's temp folder (removed by the test file). */
 export const ROOT = mkdtempSync(join(tmpdir(), "keel-fault-cli-"));
@@ -52,19 +53,6 @@ export interface RunOptions {
   killAfterMs?: number;
 }
 
-let running = 0;
-const waiting: Array<() => void> = [];
-
-async function slot<T>(fn: () => Promise<T>): Promise<T> {
-  if (running >= 2) await new Promise<void>((r) => waiting.push(r));
-  running++;
-  try {
-    return await fn();
-  } finally {
-    running--;
-    waiting.shift()?.();
-  }
-}
 
 /** The env every scenario runs with: no provider keys, its own home, a short loading deadline. */
 export function scenarioEnv(cwd: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -73,7 +61,7 @@ export function scenarioEnv(cwd: string, extra: Record<string, string> = {}): No
 
 /** Spawn the real `keel args…` in `options.cwd`. */
 export function keel(args: string[], options: RunOptions): Promise<Run> {
-  return slot(
+  return limited(
     () =>
       new Promise<Run>((resolve, reject) => {
         const started = performance.now();

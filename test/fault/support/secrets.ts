@@ -12,23 +12,11 @@ import { startWireServer } from "../../../packages/wire-server/src/index.ts";
 import type { RecordedRequest, WireReply, WireServer } from "../../../packages/wire-server/src/index.ts";
 import { offlineEnv, REPO, runKeel } from "../../../packages/cli/test/support/run-keel.ts";
 import type { KeelRun } from "../../../packages/cli/test/support/run-keel.ts";
+import { limited } from "./limit.ts";
 
 const src = (pkg: string) => pathToFileURL(join(REPO, "packages", pkg, "src", "index.ts")).href;
 const FIXTURE_MCP = join(REPO, "packages", "plugin-mcp", "test", "fixtures", "scripted-server.mjs");
 
-/** At most two CLIs at once (2 cores), whatever runs concurrently. */
-let running = 0;
-const waiting: Array<() => void> = [];
-async function limited<T>(fn: () => Promise<T>): Promise<T> {
-  while (running >= 2) await new Promise<void>((r) => waiting.push(r));
-  running++;
-  try {
-    return await fn();
-  } finally {
-    running--;
-    waiting.shift()?.();
-  }
-}
 
 /** Key-shaped test values of many providers, built at run time (no key literal in the repository). */
 export function secrets() {
