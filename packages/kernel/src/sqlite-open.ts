@@ -85,6 +85,7 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): Datab
   const memory = path === ":memory:" || path === "";
   let db: DatabaseSync | undefined;
   try {
+    if (!memory) assertNotAFolder(path, what);
     if (options.readOnly) {
       if (memory) throw new KeelError("KEEL_STORE_FAILED", `A read-only ${what} needs a file, not ":memory:".`, { path });
       if (!existsSync(path)) throw new KeelError("KEEL_STORE_FAILED", `The ${what} ${path} does not exist.`, { path });
@@ -161,6 +162,23 @@ function assertWritable(path: string, what: string): void {
     if (!READ_ONLY_ERRNOS.has((err as NodeJS.ErrnoException).code ?? "")) throw err;
     throw readOnlyError(path, what, `its folder ${dir} is not writable`, err);
   }
+}
+
+/**
+ * Throw KEEL_STORE_CORRUPT when something other than a regular file (a folder, a FIFO, a
+ * socket) sits where the database should be: SQLite would report "unable to open database
+ * file" or "disk I/O error", which points at permissions or disk space instead.
+ */
+function assertNotAFolder(path: string, what: string): void {
+  let kind: string | undefined;
+  try {
+    const st = statSync(path);
+    if (st.isFile()) return;
+    kind = st.isDirectory() ? "a folder" : st.isFIFO() ? "a FIFO" : st.isSocket() ? "a socket" : "not a regular file";
+  } catch {
+    return; // Absent (a new database) or unreadable: the open reports it.
+  }
+  throw new KeelError("KEEL_STORE_CORRUPT", `The ${what} ${path} is ${kind}, not a database file; Keel did not write to it.`, { path });
 }
 
 /** errno codes that mean "not allowed to write here" (anything else is a plain failure). */
