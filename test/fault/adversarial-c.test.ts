@@ -11,6 +11,7 @@
  * - a deleted WAL, a home on a path with spaces and emoji, two chats on one session, a burst
  *   of new sessions in one fresh home.
  */
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -106,6 +107,21 @@ describe("adversarial C, storage: what sits where a database should be", () => {
     expect(list.code).toBe(1);
     expect(list.stderr).toMatch(/KEEL_STORE_CORRUPT.*is a folder/);
     expect(existsSync(join(p.home, "sessions.sqlite-wal"))).toBe(false);
+  });
+  it("a FIFO where sessions.sqlite should be: sessions list and run exit 1 with KEEL_STORE_CORRUPT within 5 s instead of blocking forever on the FIFO", async () => {
+    // Before the fix `keel sessions list` opened the FIFO read-only and waited for a writer forever.
+    const p = project(root, "db-is-fifo", faultConfig());
+    mkdirSync(p.home, { recursive: true });
+    execFileSync("mkfifo", [join(p.home, "sessions.sqlite")]);
+    const list = await runKeel(["sessions", "list"], { cwd: p.dir, env: env(p.home), timeoutMs: 8_000 });
+    expect(list.code).toBe(1);
+    expect(list.ms).toBeLessThan(5_000);
+    expect(list.stderr).toMatch(/KEEL_STORE_CORRUPT.*sessions\.sqlite is a FIFO, not a database file/);
+    const from = server.requests.length;
+    const run = await runKeel(["run", "hello fifo"], { cwd: p.dir, env: env(p.home), timeoutMs: 8_000 });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain("KEEL_STORE_CORRUPT");
+    expect(server.requests.length).toBe(from);
   });
 });
 

@@ -85,7 +85,7 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): Datab
   const memory = path === ":memory:" || path === "";
   let db: DatabaseSync | undefined;
   try {
-    if (!memory) assertNotAFolder(path, what);
+    if (!memory) assertRegularFile(path, what);
     if (options.readOnly) {
       if (memory) throw new KeelError("KEEL_STORE_FAILED", `A read-only ${what} needs a file, not ":memory:".`, { path });
       if (!existsSync(path)) throw new KeelError("KEEL_STORE_FAILED", `The ${what} ${path} does not exist.`, { path });
@@ -169,7 +169,7 @@ function assertWritable(path: string, what: string): void {
  * socket) sits where the database should be: SQLite would report "unable to open database
  * file" or "disk I/O error", which points at permissions or disk space instead.
  */
-function assertNotAFolder(path: string, what: string): void {
+function assertRegularFile(path: string, what: string): void {
   let kind: string | undefined;
   try {
     const st = statSync(path);
