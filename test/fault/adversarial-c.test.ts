@@ -11,10 +11,12 @@
  * - a deleted WAL, a home on a path with spaces and emoji, two chats on one session, a burst
  *   of new sessions in one fresh home.
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
+import { tmpdir } from "node:os";
 import { existsSync, mkdirSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { offlineEnv } from "../../packages/cli/test/support/run-keel.ts";
 import { startWireServer } from "../../packages/wire-server/src/index.ts";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
 import { allEvents, jobTrail, keel, makeHome, memories, MEMORY, sessionOf, SLOW_MEMORY_CONFIG } from "./support/jobs.ts";
@@ -86,6 +88,38 @@ describe("adversarial C, silent loss: a pending durable job runs once across pro
       expect(memories(home).contents.filter((c) => c.includes("Miso"))).toHaveLength(1);
       expect(storedUserTexts(events.filter((e) => e.sessionId === session))).toEqual([`My cat is called Miso, race ${race}.`, "Still there?"]);
     }
+  }, 30_000);
+});
+
+/** `unshare` runs each CLI as PID 1 of a new PID namespace, as in a container restarted after a kill. */
+const AS_PID_1 = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"];
+const canUnshare = spawnSync(AS_PID_1[0]!, [...AS_PID_1.slice(1), "true"]).status === 0;
+
+describe("adversarial C: a restarted process with the killed one's pid (a container's PID 1)", () => {
+  it.skipIf(!canUnshare)("keel as PID 1 killed during extraction: the next PID 1 adopts the pending job at once, and resuming the session takes the dead PID 1's lease at once", async () => {
+    // Before the fix a lease or job attempt of "pid 1 on this host" counted as this very process:
+    // the resume was refused with KEEL_SESSION_BUSY naming process 1 (itself) for the lease's
+    // 30 s, and other sessions left the job alone until its 180 s timeout.
+    const { dir, home } = makeHome(SLOW_MEMORY_CONFIG);
+    const jobEnv = (extra: Record<string, string> = {}) => offlineEnv({ KEEL_HOME: home, NODE_COMPILE_CACHE: join(tmpdir(), "keel-fault-compile-cache"), ...extra });
+    const a = startKeel(["run", "I work at Acme Rockets."], { cwd: dir, env: jobEnv(SLOW), prefix: AS_PID_1 });
+    await until(() => a.stderr().includes("extract-started"), "the extraction of PID 1", 15_000);
+    a.child.kill("SIGKILL");
+    await a.exit;
+    const session = sessionOf({ code: null, stdout: "", stderr: a.stderr() });
+    expect(jobTrail(allEvents(home), extractKey(session))).toEqual(["job.pending", "job.started"]);
+
+    const next = await runKeel(["run", "Hello again."], { cwd: dir, env: jobEnv(), prefix: AS_PID_1 });
+    expect(next.code, next.stderr).toBe(0);
+    expect(jobTrail(allEvents(home), extractKey(session))).toEqual(["job.pending", "job.started", "job.pending", "job.started", "job.completed:ok"]);
+    expect(memories(home).contents.filter((c) => c.includes("Acme"))).toHaveLength(1);
+
+    const resumed = await runKeel(["run", "--session", session, "Back after the restart."], { cwd: dir, env: jobEnv(), prefix: AS_PID_1 });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stderr).not.toContain("KEEL_SESSION_BUSY");
+    const events = allEvents(home).filter((e) => e.sessionId === session);
+    expect(events.find((e) => e.type === "session.resumed")).toMatchObject({ leaseTakenOver: { pid: 1, reason: "holder_dead" } });
+    expect(storedUserTexts(events)).toEqual(["I work at Acme Rockets.", "Back after the restart."]);
   }, 30_000);
 });
 
@@ -212,6 +246,38 @@ describe("adversarial C, storage: a home from before the hardening merge", () =>
       for (const [turn, ends] of terminalsByTurn(storedEvents(p.home, V1_SESSION))) expect(ends, turn).toHaveLength(1);
     }
   }, 30_000);
+});
+
+describe("adversarial C, storage: a holder stalled mid-stream", () => {
+  it("SIGSTOP while the model's answer streams, past the lease TTL; after SIGCONT the streamed tool call never runs (no side effect) and no further request is made", async () => {
+    const config = `import { appendFileSync } from "node:fs";
+export default { name: "fault", model: "anthropic:claude-sonnet-4-6", lease: { ttlMs: 400 },
+  tools: [{ name: "pause", description: "Leaves a mark (a side effect).", parameters: { type: "object", properties: { ms: { type: "number" } } }, category: "info",
+    execute: () => { appendFileSync(process.env.MARK_FILE, "ran in " + process.pid + "\\n"); return "marked"; } }] };`;
+    const p = project(root, "stalled-stream", config);
+    const mark = join(p.dir, "marks.txt");
+    const markEnv = { ...env(p.home), MARK_FILE: mark };
+    const from = server.requests.length;
+    // 150 ms between SSE events: the tool call arrives about a second after the request.
+    const a = startKeel(["run", "--json", "tools:1 delay:150 stalled stream"], { cwd: p.dir, env: markEnv });
+    await until(() => requestsFor(from, "stalled stream").length > 0 && /"sessionId":"/.test(a.stdout()), "the stalled turn's request");
+    const id = /"sessionId":"([0-9a-f-]{36})"/.exec(a.stdout())![1]!;
+    await new Promise((r) => setTimeout(r, 200));
+    a.child.kill("SIGSTOP");
+    const b = await runKeel(["run", "--wait", "--session", id, "took over"], { cwd: p.dir, env: markEnv });
+    expect(b.code, b.stderr).toBe(0);
+    const before = storedEvents(p.home, id);
+    // Let the server finish writing the stalled stream into the socket, then wake the holder.
+    await new Promise((r) => setTimeout(r, 1_200));
+    a.child.kill("SIGCONT");
+    const ra = await a.exit;
+    expect(ra.code, a.stderr()).toBe(1);
+    expect(a.stderr()).toContain("KEEL_SESSION_BUSY");
+    expect(existsSync(mark)).toBe(false);
+    expect(storedEvents(p.home, id)).toEqual(before);
+    expect(requestsFor(from, "stalled stream").filter((r) => !JSON.stringify(r.body.messages).includes("took over"))).toHaveLength(1);
+    expect([...terminalsByTurn(before).values()]).toEqual([["turn.interrupted"], ["turn.completed"]]);
+  });
 });
 
 describe("adversarial C, storage: sabotage and odd homes", () => {

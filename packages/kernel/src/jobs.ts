@@ -16,7 +16,7 @@ import { freezeDeep, messageText } from "./messages.ts";
 import type { JobContext, JobTurn } from "./plugin.ts";
 import { jobKey } from "./registry.ts";
 import type { HeldLease } from "./lease.ts";
-import { DEFAULT_LEASE, takeLease } from "./lease.ts";
+import { DEFAULT_LEASE, PROCESS_INSTANCE, takeLease } from "./lease.ts";
 
 /** The types of the events a durable job leaves in the log. */
 export const JOB_EVENT_TYPES = ["job.pending", "job.started", "job.deferred", "job.completed"] as const;
@@ -50,7 +50,7 @@ interface KeyState {
   record: JobRecord & { sessionId: string; seq: number; ts: number; turnId: string | null };
   started: number;
   /** The process that ran the last attempt. */
-  runner?: { pid: number; host: string };
+  runner?: { pid: number; host: string; instance?: string };
   lastTs: number;
   deferred: boolean;
   settled: boolean;
@@ -76,7 +76,7 @@ export function jobStates(events: readonly KeelEvent[]): Map<string, KeyState> {
     if (e.type === "job.started") {
       s.started = Math.max(s.started, e.attempt);
       s.deferred = false;
-      if (e.pid !== undefined && e.host !== undefined) s.runner = { pid: e.pid, host: e.host };
+      if (e.pid !== undefined && e.host !== undefined) s.runner = { pid: e.pid, host: e.host, ...(e.instance !== undefined ? { instance: e.instance } : {}) };
       else delete s.runner;
     } else if (e.type === "job.deferred") s.deferred = true;
   }
@@ -224,9 +224,13 @@ async function stateAfterClaim(store: Session["agent"]["store"], key: string, be
   }
 }
 
-/** True when the attempt ran in a process of this machine that no longer exists (it was killed). */
+/**
+ * True when the attempt ran in a process of this machine that no longer exists (it was
+ * killed), including an earlier process that had this process's pid (a restarted container).
+ */
 function runnerGone(runner: KeyState["runner"]): boolean {
-  if (!runner || runner.host !== hostname() || runner.pid === process.pid) return false;
+  if (!runner || runner.host !== hostname()) return false;
+  if (runner.pid === process.pid) return runner.instance !== undefined && runner.instance !== PROCESS_INSTANCE;
   try {
     process.kill(runner.pid, 0);
     return false;
@@ -257,7 +261,7 @@ async function runDurable(session: Session, record: JobRecord, origin: { session
     await Promise.resolve();
     while (n < record.attempts) {
       n++;
-      await session.emit({ type: "job.started", plugin, name, idempotencyKey: key, attempt: n, pid: process.pid, host: hostname() }, turnId, true);
+      await session.emit({ type: "job.started", plugin, name, idempotencyKey: key, attempt: n, pid: process.pid, host: hostname(), instance: PROCESS_INSTANCE }, turnId, true);
       const attempt = n;
       r = await session.runAttempt(plugin, name, record.timeoutMs, (signal) => {
         const ctx: JobContext = Object.freeze({ plugin, name, idempotencyKey: key, sessionId: origin.sessionId, turnId: origin.turnId, attempt, recovered, signal, model: agent.runner.model, turn: () => readJobTurn(session, origin.sessionId, origin.turnId) });
