@@ -124,7 +124,7 @@ describe("adversarial C: a restarted process with the killed one's pid (a contai
 });
 
 describe("adversarial C, storage: what sits where a database should be", () => {
-  it("a folder where sessions.sqlite should be: run and sessions list exit 1 with KEEL_STORE_CORRUPT saying it is a folder, before any provider call", async () => {
+  it("a folder where sessions.sqlite (or its -wal) should be: run and sessions list exit 1 with KEEL_STORE_CORRUPT saying it is a folder, before any provider call", async () => {
     // Before the fix: KEEL_STORE_FAILED "unable to open database file" / "disk I/O error" with
     // advice to check permissions and disk space, which were both fine.
     const p = project(root, "db-is-folder", faultConfig());
@@ -141,6 +141,16 @@ describe("adversarial C, storage: what sits where a database should be", () => {
     expect(list.code).toBe(1);
     expect(list.stderr).toMatch(/KEEL_STORE_CORRUPT.*is a folder/);
     expect(existsSync(join(p.home, "sessions.sqlite-wal"))).toBe(false);
+
+    // The same for its WAL: a folder named sessions.sqlite-wal beside a good database.
+    rmSync(join(p.home, "sessions.sqlite"), { recursive: true });
+    const ok = await runKeel(["run", "hello file"], { cwd: p.dir, env: env(p.home) });
+    expect(ok.code, ok.stderr).toBe(0);
+    mkdirSync(join(p.home, "sessions.sqlite-wal"));
+    const walFolder = await runKeel(["run", "--session", sessionIdOf(ok.stderr), "hello wal folder"], { cwd: p.dir, env: env(p.home) });
+    expect(walFolder.code).toBe(1);
+    expect(walFolder.stderr).toMatch(/KEEL_STORE_CORRUPT.*sessions\.sqlite-wal is a folder, not a regular file/);
+    expect(requestsFor(from, "hello wal folder")).toHaveLength(0);
   });
   it("a FIFO where sessions.sqlite should be: sessions list and run exit 1 with KEEL_STORE_CORRUPT within 5 s instead of blocking forever on the FIFO", async () => {
     // Before the fix `keel sessions list` opened the FIFO read-only and waited for a writer forever.

@@ -166,19 +166,26 @@ function assertWritable(path: string, what: string): void {
 
 /**
  * Throw KEEL_STORE_CORRUPT when something other than a regular file (a folder, a FIFO, a
- * socket) sits where the database should be: SQLite would report "unable to open database
- * file" or "disk I/O error", which points at permissions or disk space instead.
+ * socket) sits where the database or its -wal, -shm or -journal file should be: SQLite would
+ * report "unable to open database file" or "disk I/O error", which points at permissions or
+ * disk space instead, and a read-only open of a FIFO blocks forever.
  */
 function assertRegularFile(path: string, what: string): void {
-  let kind: string | undefined;
-  try {
-    const st = statSync(path);
-    if (st.isFile()) return;
-    kind = st.isDirectory() ? "a folder" : st.isFIFO() ? "a FIFO" : st.isSocket() ? "a socket" : "not a regular file";
-  } catch {
-    return; // Absent (a new database) or unreadable: the open reports it.
+  for (const suffix of ["", "-wal", "-shm", "-journal"]) {
+    const file = path + suffix;
+    let kind: string | undefined;
+    try {
+      const st = statSync(file);
+      if (st.isFile()) continue;
+      kind = st.isDirectory() ? "a folder" : st.isFIFO() ? "a FIFO" : st.isSocket() ? "a socket" : "not a regular file";
+    } catch {
+      continue; // Absent (a new database, no WAL yet) or unreadable: the open reports it.
+    }
+    const message = suffix
+      ? `The ${what}'s ${suffix.slice(1)} file ${file} is ${kind}, not a regular file; Keel did not write to it.`
+      : `The ${what} ${file} is ${kind}, not a database file; Keel did not write to it.`;
+    throw new KeelError("KEEL_STORE_CORRUPT", message, { path: file });
   }
-  throw new KeelError("KEEL_STORE_CORRUPT", `The ${what} ${path} is ${kind}, not a database file; Keel did not write to it.`, { path });
 }
 
 /** errno codes that mean "not allowed to write here" (anything else is a plain failure). */
