@@ -91,6 +91,29 @@ describe("adversarial C, silent loss: a pending durable job runs once across pro
   }, 30_000);
 });
 
+describe("adversarial C, silent loss: a live adopter keeps its job", () => {
+  it("while a second process runs an adopted job, a third start leaves it alone (whatever order the sessions' ids sort in)", async () => {
+    // Before the claim, the job's last runner was read in session-id order, not time order: when
+    // the adopter's session sorted first, the killed process looked like the last runner and a
+    // third start adopted the job again while the adopter was still running it.
+    for (let round = 0; round < 3; round++) {
+      const { dir, home, session } = await killedDuringExtraction(`I grow tomatoes, round ${round}.`);
+      let third: Promise<Awaited<ReturnType<typeof keel>>> | undefined;
+      const adopter = await keel(dir, home, ["run", "Adopting."], {
+        env: { ...SLOW, KEEL_EXIT_GRACE_MS: "600" },
+        onStderr: (chunk) => {
+          if (chunk.includes("extract-started")) third ??= keel(dir, home, ["run", "A third start."]);
+        },
+      });
+      const t = await third!;
+      expect(t.code, t.stderr).toBe(0);
+      expect(adopter.stderr).toContain("KEEL_JOB_PENDING");
+      // A's attempt, the adopter's attempt (cut by its close grace), and nothing from the third start.
+      expect(jobTrail(allEvents(home), extractKey(session)), `round ${round}`).toEqual(["job.pending", "job.started", "job.pending", "job.started", "job.deferred"]);
+    }
+  }, 30_000);
+});
+
 /** `unshare` runs each CLI as PID 1 of a new PID namespace, as in a container restarted after a kill. */
 const AS_PID_1 = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"];
 const canUnshare = spawnSync(AS_PID_1[0]!, [...AS_PID_1.slice(1), "true"]).status === 0;
