@@ -65,7 +65,7 @@ export type KeelEventData =
   /** A durable job, recorded before it runs (JobRecord); `origin`: the session whose turn it belongs to when another session adopted it. */
   | { type: "job.pending"; plugin: string; name: string; idempotencyKey: string; payload?: unknown; attempts: number; timeoutMs: number; retryDelayMs: number; origin?: { sessionId: string; turnId: string | null } }
   /** One attempt of a durable job starts (attempts count across restarts). */
-  | { type: "job.started"; plugin: string; name: string; idempotencyKey: string; attempt: number; pid?: number; host?: string }
+  | { type: "job.started"; plugin: string; name: string; idempotencyKey: string; attempt: number; pid?: number; host?: string; instance?: string }
   /** A durable job was cut short (close grace, shutdown) and stays pending: it re-runs on resume or at the next start. */
   | { type: "job.deferred"; plugin: string; name: string; idempotencyKey: string; attempts: number; reason: string }
   /** The process-level last line of defence caught an error from plugin or tool code while a turn was open. */

@@ -15,6 +15,8 @@ import type { Message } from "./messages.ts";
 import { freezeDeep, messageText } from "./messages.ts";
 import type { JobContext, JobTurn } from "./plugin.ts";
 import { jobKey } from "./registry.ts";
+import type { HeldLease } from "./lease.ts";
+import { DEFAULT_LEASE, PROCESS_INSTANCE, takeLease } from "./lease.ts";
 
 /** The types of the events a durable job leaves in the log. */
 export const JOB_EVENT_TYPES = ["job.pending", "job.started", "job.deferred", "job.completed"] as const;
@@ -48,7 +50,7 @@ interface KeyState {
   record: JobRecord & { sessionId: string; seq: number; ts: number; turnId: string | null };
   started: number;
   /** The process that ran the last attempt. */
-  runner?: { pid: number; host: string };
+  runner?: { pid: number; host: string; instance?: string };
   lastTs: number;
   deferred: boolean;
   settled: boolean;
@@ -74,7 +76,7 @@ export function jobStates(events: readonly KeelEvent[]): Map<string, KeyState> {
     if (e.type === "job.started") {
       s.started = Math.max(s.started, e.attempt);
       s.deferred = false;
-      if (e.pid !== undefined && e.host !== undefined) s.runner = { pid: e.pid, host: e.host };
+      if (e.pid !== undefined && e.host !== undefined) s.runner = { pid: e.pid, host: e.host, ...(e.instance !== undefined ? { instance: e.instance } : {}) };
       else delete s.runner;
     } else if (e.type === "job.deferred") s.deferred = true;
   }
@@ -180,16 +182,55 @@ export async function recoverJobs(session: Session): Promise<void> {
     if (!own && !s.deferred && now - s.lastTs < s.record.timeoutMs && !runnerGone(s.runner)) continue;
     if (!own && !(await sameAgent(session, s.record.sessionId))) continue;
     if (!agent.claimJob(key)) continue;
+    // Another process may have read the same log at the same moment: the key's claim (a lease
+    // named after it, in the same store) lets one of them run it; the winner reads the key's
+    // state again, so a run that settled or started since the read above is seen.
+    const claim = await claimAcrossProcesses(session, key);
+    const fresh = claim === false ? undefined : await stateAfterClaim(agent.store, key, s);
+    if (!fresh || fresh.settled) {
+      if (claim) await claim.stop().catch(() => undefined);
+      agent.releaseJob(key);
+      continue;
+    }
     const { sessionId: _s, seq: _q, ts: _t, turnId: _u, ...data } = s.record;
     const record: JobRecord = { ...data, type: "job.pending", origin };
     if (!own) void session.emit(record, null);
-    session.trackJob(runDurable(session, record, origin, s.started, true, own ? s.record.turnId : null));
+    const run = runDurable(session, record, origin, fresh.started, true, own ? s.record.turnId : null);
+    // The claim is freed only once the outcome (job.completed or job.deferred) is on disk.
+    session.trackJob(claim ? run.finally(() => session.flush().catch(() => undefined).then(() => claim.stop()).catch(() => undefined)) : run);
   }
 }
 
-/** True when the attempt ran in a process of this machine that no longer exists (it was killed). */
+/**
+ * Claim a durable job's key for this process across processes: the store's lease on
+ * `job:<key>`. Contract: undefined when the store has no leases (one process only), false when
+ * a live process holds the key (or the store failed), else the held claim (stop() frees it).
+ */
+async function claimAcrossProcesses(session: Session, key: string): Promise<HeldLease | false | undefined> {
+  try {
+    return await takeLease(session.agent.store, `job:${key}`, { ttlMs: session.agent.options.lease?.ttlMs ?? DEFAULT_LEASE.ttlMs, waitMs: 0 });
+  } catch {
+    return false;
+  }
+}
+
+/** The key's state read again once it is claimed (undefined when it cannot be read). */
+async function stateAfterClaim(store: Session["agent"]["store"], key: string, before: KeyState): Promise<KeyState | undefined> {
+  if (!store.eventsOfType) return before;
+  try {
+    return jobStates(await store.eventsOfType(JOB_EVENT_TYPES)).get(key);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * True when the attempt ran in a process of this machine that no longer exists (it was
+ * killed), including an earlier process that had this process's pid (a restarted container).
+ */
 function runnerGone(runner: KeyState["runner"]): boolean {
-  if (!runner || runner.host !== hostname() || runner.pid === process.pid) return false;
+  if (!runner || runner.host !== hostname()) return false;
+  if (runner.pid === process.pid) return runner.instance !== undefined && runner.instance !== PROCESS_INSTANCE;
   try {
     process.kill(runner.pid, 0);
     return false;
@@ -220,7 +261,7 @@ async function runDurable(session: Session, record: JobRecord, origin: { session
     await Promise.resolve();
     while (n < record.attempts) {
       n++;
-      await session.emit({ type: "job.started", plugin, name, idempotencyKey: key, attempt: n, pid: process.pid, host: hostname() }, turnId, true);
+      await session.emit({ type: "job.started", plugin, name, idempotencyKey: key, attempt: n, pid: process.pid, host: hostname(), instance: PROCESS_INSTANCE }, turnId, true);
       const attempt = n;
       r = await session.runAttempt(plugin, name, record.timeoutMs, (signal) => {
         const ctx: JobContext = Object.freeze({ plugin, name, idempotencyKey: key, sessionId: origin.sessionId, turnId: origin.turnId, attempt, recovered, signal, model: agent.runner.model, turn: () => readJobTurn(session, origin.sessionId, origin.turnId) });

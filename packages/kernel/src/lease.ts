@@ -36,9 +36,26 @@ export interface HeldLease {
   stop(): Promise<void>;
 }
 
-/** True when the lease's process is known to be gone: same host, and no such (living) pid. */
+/**
+ * The lease owners this process holds, shared by every copy of the kernel module loaded in it
+ * (a config loaded through jiti may bring its own).
+ */
+const LIVE_OWNERS: Set<string> = ((globalThis as Record<symbol, unknown>)[Symbol.for("keel.liveLeaseOwners")] ??= new Set<string>()) as Set<string>;
+
+/**
+ * This process's id for the records it leaves (a durable job's attempts): a pid alone cannot
+ * tell this process from a killed one that had the same pid (a container's PID 1 restarted).
+ */
+export const PROCESS_INSTANCE: string = ((globalThis as Record<symbol, unknown>)[Symbol.for("keel.processInstance")] ??= randomUUID()) as string;
+
+/**
+ * True when the lease's process is known to be gone: same host, and no such (living) pid, or
+ * this very pid but an owner this process does not hold (an earlier process with our pid,
+ * e.g. a container's PID 1 that was killed and restarted).
+ */
 export function holderIsDead(lease: SessionLease): boolean {
-  if (lease.host !== hostname() || lease.pid === process.pid) return false;
+  if (lease.host !== hostname()) return false;
+  if (lease.pid === process.pid) return !LIVE_OWNERS.has(lease.owner);
   try {
     process.kill(lease.pid, 0);
   } catch (err) {
@@ -114,6 +131,7 @@ export async function takeLease(
 function keep(store: SessionStore, sessionId: string, owner: string, ttlMs: number, takenOver: HeldLease["takenOver"]): HeldLease {
   let stopped = false;
   let failures = 0;
+  LIVE_OWNERS.add(owner);
   const timer = setInterval(() => {
     // A failed renewal (a busy disk) is retried at the next beat, three times in a row at most
     // (a closed store); a lost lease is caught by confirm() and the store's append fence.
@@ -142,6 +160,7 @@ function keep(store: SessionStore, sessionId: string, owner: string, ttlMs: numb
       if (stopped) return;
       stopped = true;
       clearInterval(timer);
+      LIVE_OWNERS.delete(owner);
       await store.releaseLease?.(sessionId, owner);
     },
   };

@@ -85,6 +85,7 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): Datab
   const memory = path === ":memory:" || path === "";
   let db: DatabaseSync | undefined;
   try {
+    if (!memory) assertRegularFile(path, what);
     if (options.readOnly) {
       if (memory) throw new KeelError("KEEL_STORE_FAILED", `A read-only ${what} needs a file, not ":memory:".`, { path });
       if (!existsSync(path)) throw new KeelError("KEEL_STORE_FAILED", `The ${what} ${path} does not exist.`, { path });
@@ -160,6 +161,30 @@ function assertWritable(path: string, what: string): void {
   } catch (err) {
     if (!READ_ONLY_ERRNOS.has((err as NodeJS.ErrnoException).code ?? "")) throw err;
     throw readOnlyError(path, what, `its folder ${dir} is not writable`, err);
+  }
+}
+
+/**
+ * Throw KEEL_STORE_CORRUPT when something other than a regular file (a folder, a FIFO, a
+ * socket) sits where the database or its -wal, -shm or -journal file should be: SQLite would
+ * report "unable to open database file" or "disk I/O error", which points at permissions or
+ * disk space instead, and a read-only open of a FIFO blocks forever.
+ */
+function assertRegularFile(path: string, what: string): void {
+  for (const suffix of ["", "-wal", "-shm", "-journal"]) {
+    const file = path + suffix;
+    let kind: string | undefined;
+    try {
+      const st = statSync(file);
+      if (st.isFile()) continue;
+      kind = st.isDirectory() ? "a folder" : st.isFIFO() ? "a FIFO" : st.isSocket() ? "a socket" : "not a regular file";
+    } catch {
+      continue; // Absent (a new database, no WAL yet) or unreadable: the open reports it.
+    }
+    const message = suffix
+      ? `The ${what}'s ${suffix.slice(1)} file ${file} is ${kind}, not a regular file; Keel did not write to it.`
+      : `The ${what} ${file} is ${kind}, not a database file; Keel did not write to it.`;
+    throw new KeelError("KEEL_STORE_CORRUPT", message, { path: file });
   }
 }
 

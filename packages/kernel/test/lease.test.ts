@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { KeelEvent, SessionStore } from "../src/index.ts";
 import { MemorySessionStore, openSqlite, SqliteSessionStore } from "../src/index.ts";
-import { holderIsDead } from "../src/lease.ts";
+import { holderIsDead, takeLease } from "../src/lease.ts";
 import { keelErrorOf } from "./support/helpers.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-lease-"));
@@ -88,11 +88,17 @@ describe("SQLite opens", () => {
     expect(spawnSync("test", ["-e", missing]).status).toBe(1);
   });
 
-  it("holderIsDead: true for a pid that exited on this host, false for this process and for another host", () => {
+  it("holderIsDead: true for a pid that exited on this host, false for this process's held leases and for another host", async () => {
     const gone = spawnSync(process.execPath, ["-e", "console.log(process.pid)"]).stdout.toString().trim();
     const lease = { sessionId: "s", owner: "o", pid: Number(gone), host: hostname(), acquiredAt: 0, expiresAt: Date.now() + 60_000 };
     expect(holderIsDead(lease)).toBe(true);
-    expect(holderIsDead({ ...lease, pid: process.pid })).toBe(false);
     expect(holderIsDead({ ...lease, host: `${hostname()}-elsewhere` })).toBe(false);
+    // This pid: alive while this process holds the owner; an owner it does not hold was an
+    // earlier process with the same pid (a container's PID 1 restarted after a kill).
+    const held = (await takeLease(new MemorySessionStore(), "s", { ttlMs: 60_000, waitMs: 0 }))!;
+    expect(holderIsDead({ ...lease, pid: process.pid, owner: held.owner })).toBe(false);
+    expect(holderIsDead({ ...lease, pid: process.pid, owner: "an-earlier-process" })).toBe(true);
+    await held.stop();
+    expect(holderIsDead({ ...lease, pid: process.pid, owner: held.owner })).toBe(true);
   });
 });

@@ -268,13 +268,14 @@ describe("SqliteSessionStore on disk", () => {
     expect(b.events("s1").map((e) => e.seq)).toEqual([1, 2, 3]);
   });
 
-  it("reports KEEL_STORE_FAILED naming the path when the path is a directory", async () => {
+  it("reports KEEL_STORE_CORRUPT naming the path when the path is a directory (not 'unable to open', which points at permissions)", async () => {
     const dir = freshDir();
     const err = await keelErrorOf(() => new SqliteSessionStore({ path: dir }));
-    expect(err.code).toBe("KEEL_STORE_FAILED");
-    expect(err.message).toContain(dir);
+    expect(err.code).toBe("KEEL_STORE_CORRUPT");
+    expect(err.message).toContain(`${dir} is a folder, not a database file`);
     expect((err as { location?: { path?: string } }).location?.path).toBe(dir);
-    expect(err.cause).toBeInstanceOf(Error);
+    const viewing = await keelErrorOf(() => new SqliteSessionStore({ path: dir, readOnly: true }));
+    expect(viewing.code).toBe("KEEL_STORE_CORRUPT");
   });
 
   it("reports KEEL_STORE_FAILED when a parent directory cannot be created", async () => {

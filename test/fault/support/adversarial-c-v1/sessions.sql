@@ -1,0 +1,39 @@
+PRAGMA foreign_keys=OFF;
+BEGIN TRANSACTION;
+CREATE TABLE sessions (
+     id TEXT PRIMARY KEY,
+     agent TEXT NOT NULL,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL,
+     event_count INTEGER NOT NULL DEFAULT 0
+   );
+INSERT INTO sessions VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57','legacy',1795469247926,1795469247965,17);
+CREATE TABLE events (
+     session_id TEXT NOT NULL REFERENCES sessions(id),
+     seq INTEGER NOT NULL,
+     ts INTEGER NOT NULL,
+     turn_id TEXT,
+     type TEXT NOT NULL,
+     data TEXT NOT NULL,
+     PRIMARY KEY (session_id, seq)
+   );
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',1,1795469247926,NULL,'session.created','{"agent":"legacy"}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',2,1795469247928,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','turn.started','{"input":"I live in Lisbon and my dog is Rex.","trigger":"user","metadata":{}}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',3,1795469247929,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','message.appended','{"message":{"role":"user","content":[{"type":"text","text":"I live in Lisbon and my dog is Rex."}]}}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',4,1795469247932,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','phase.completed','{"phase":"turn.pre_policy","durationMs":2.808,"handlers":[{"plugin":"@keel/plugin-memory","subscription":"@keel/plugin-memory:turn.pre_policy#memory.classify","status":"ok","durationMs":2.456,"contributions":3}],"contributions":[]}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',5,1795469247933,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','contributions.merged','{"phase":"turn.pre_policy","contributions":[{"plugin":"@keel/plugin-memory","kind":"policy","id":"memory.namespace","status":"applied"},{"plugin":"@keel/plugin-memory","kind":"policy","id":"memory.recall","status":"applied"},{"plugin":"@keel/plugin-memory","kind":"policy","id":"memory.write","status":"applied"}]}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',6,1795469247939,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','phase.completed','{"phase":"turn.pre_prompt_context","durationMs":6.65,"handlers":[{"plugin":"@keel/plugin-memory","subscription":"@keel/plugin-memory:turn.pre_prompt_context#memory.recall","status":"ok","durationMs":6.517,"contributions":0}],"contributions":[]}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',7,1795469247945,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','phase.completed','{"phase":"turn.pre_tool_materialization","durationMs":5.182,"handlers":[{"plugin":"@keel/plugin-memory","subscription":"@keel/plugin-memory:turn.pre_tool_materialization#memory.tools","status":"ok","durationMs":1.256,"contributions":1},{"plugin":"@keel/plugin-skills","subscription":"@keel/plugin-skills:turn.pre_tool_materialization","status":"ok","durationMs":3.396,"contributions":0},{"plugin":"@keel/plugin-compaction","subscription":"@keel/plugin-compaction:turn.pre_tool_materialization","status":"ok","durationMs":0.036,"contributions":1}],"contributions":[]}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',8,1795469247945,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','contributions.merged','{"phase":"turn.pre_tool_materialization","contributions":[{"plugin":"@keel/plugin-memory","kind":"tool_bundle","id":"memory","status":"applied"},{"plugin":"@keel/plugin-compaction","kind":"tool_bundle","id":"compaction","status":"applied"}]}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',9,1795469247947,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','phase.completed','{"phase":"turn.pre_prompt_compile","durationMs":1.902,"handlers":[{"plugin":"@keel/plugin-memory","subscription":"@keel/plugin-memory:turn.pre_prompt_compile#memory.contract","status":"ok","durationMs":0.281,"contributions":1},{"plugin":"@keel/plugin-skills","subscription":"@keel/plugin-skills:turn.pre_prompt_compile","status":"ok","durationMs":1.584,"contributions":0}],"contributions":[]}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',10,1795469247947,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','contributions.merged','{"phase":"turn.pre_prompt_compile","contributions":[{"plugin":"@keel/plugin-memory","kind":"prompt_section","id":"memory.contract","status":"applied"}]}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',11,1795469247953,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','prompt.compiled','{"manifest":{"round":1,"sections":[{"sectionId":"memory_recall","title":"Memory","chars":411,"plugins":["@keel/plugin-memory"]}],"context":[],"tools":[{"name":"memory_search","source":"@keel/plugin-memory/memory"},{"name":"memory_list","source":"@keel/plugin-memory/memory"},{"name":"memory_get","source":"@keel/plugin-memory/memory"},{"name":"memory_remember","source":"@keel/plugin-memory/memory"},{"name":"memory_forget","source":"@keel/plugin-memory/memory"},{"name":"context_retrieve","source":"@keel/plugin-compaction/compaction"}],"messageCount":1,"systemChars":421,"tokenEstimate":{"exact":false,"system":106,"tools":679,"messages":13,"total":798},"options":{},"finalRound":false}}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',12,1795469247955,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','model.responded','{"round":1,"stopReason":"end_turn","usage":{"inputTokens":115,"outputTokens":2,"cacheReadTokens":0,"cacheWriteTokens":0},"durationMs":2,"attempt":1}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',13,1795469247955,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','message.appended','{"message":{"role":"assistant","content":[{"type":"text","text":"Noted."}]}}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',14,1795469247959,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','phase.background','{"phase":"turn.post_turn","handler":{"plugin":"@keel/plugin-memory","subscription":"@keel/plugin-memory:turn.post_turn#memory.extract","status":"ok","durationMs":0.156,"contributions":1},"contributions":[]}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',15,1795469247959,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','phase.completed','{"phase":"turn.post_turn","durationMs":2.953,"handlers":[{"plugin":"@keel/plugin-memory","subscription":"@keel/plugin-memory:turn.post_turn#memory.extract","status":"queued","durationMs":0,"contributions":0},{"plugin":"@keel/plugin-skills","subscription":"@keel/plugin-skills:turn.post_turn","status":"ok","durationMs":2.098,"contributions":0},{"plugin":"@keel/plugin-compaction","subscription":"@keel/plugin-compaction:turn.post_turn","status":"ok","durationMs":0.364,"contributions":0}],"contributions":[]}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',16,1795469247959,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','turn.completed','{"verdict":{"status":"completed","reason":"end_turn"},"usage":{"inputTokens":115,"outputTokens":2,"cacheReadTokens":0,"cacheWriteTokens":0},"rounds":1,"toolCalls":0,"timings":{"phases":{"turn.pre_policy":{"runs":1,"ms":2.808},"turn.pre_prompt_context":{"runs":1,"ms":6.65},"turn.pre_tool_materialization":{"runs":1,"ms":5.182},"turn.pre_prompt_compile":{"runs":1,"ms":1.902},"round.pre_request":{"runs":1,"ms":1.069},"round.post_response":{"runs":1,"ms":0.239},"turn.post_turn":{"runs":1,"ms":2.953}},"plugins":{"@keel/plugin-memory":{"calls":5,"ms":10.51},"@keel/plugin-skills":{"calls":3,"ms":7.078},"@keel/plugin-compaction":{"calls":4,"ms":1.101}}}}');
+INSERT INTO events VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57',17,1795469247965,'b3fd65c5-d7ab-42f8-b294-204969979d57/1','job.completed','{"plugin":"@keel/plugin-memory","name":"memory.extract","idempotencyKey":"memory.extract:b3fd65c5-d7ab-42f8-b294-204969979d57/1","durationMs":7,"status":"ok","attempts":1}');
+CREATE INDEX events_session_turn ON events(session_id, turn_id);
+CREATE INDEX events_type ON events(type);
+COMMIT;

@@ -1,0 +1,12 @@
+PRAGMA foreign_keys=OFF;
+BEGIN TRANSACTION;
+CREATE TABLE weights (skill TEXT NOT NULL, feature TEXT NOT NULL, mean REAL NOT NULL, precision REAL NOT NULL, tick INTEGER NOT NULL, PRIMARY KEY (feature, skill)) WITHOUT ROWID;
+CREATE TABLE arms (skill TEXT PRIMARY KEY, successes REAL NOT NULL, failures REAL NOT NULL);
+CREATE TABLE terms (term TEXT PRIMARY KEY, df INTEGER NOT NULL);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE picks (session_id TEXT NOT NULL, turn_id TEXT NOT NULL, skill TEXT NOT NULL, terms TEXT NOT NULL, candidates TEXT NOT NULL, forced INTEGER NOT NULL, signature TEXT NOT NULL, input TEXT NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (session_id, turn_id));
+CREATE TABLE streaks (signature TEXT PRIMARY KEY, count INTEGER NOT NULL, examples TEXT NOT NULL, ts INTEGER NOT NULL);
+INSERT INTO streaks VALUES('dog-lisbon-live',1,'[{"input":"I live in Lisbon and my dog is Rex.","answer":"Noted."}]',1795469247957);
+CREATE TABLE revoked (signature TEXT PRIMARY KEY, ts INTEGER NOT NULL);
+CREATE INDEX picks_turn ON picks (turn_id);
+COMMIT;
