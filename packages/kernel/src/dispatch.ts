@@ -9,7 +9,7 @@ import { AsyncSeriesHook } from "tapable";
 import type { Contribution } from "./contributions.ts";
 import { validateContribution } from "./contributions.ts";
 import type { ErrorCode } from "./errors.ts";
-import { errorMessage, KeelError, preview } from "./errors.ts";
+import { errorMessage, isKeelError, KeelError, plainThrown, preview } from "./errors.ts";
 import type { ContributionRecord, HandlerSummary } from "./events.ts";
 import type { PhaseName } from "./phases.ts";
 import { PHASES } from "./phases.ts";
@@ -309,7 +309,7 @@ export class PhaseRunner {
     // Handlers launched back-to-back share clock readings (one per handler, not two).
     const t0 = freshClock ? performance.now() : run.mark;
     const ctx = new HookCtx(sub.plugin, sub.phase, sub.id, signal, this.model);
-    const failed = (status: "threw" | "timeout" | "aborted", error: unknown): Outcome => ({ sub, status, durationMs: performance.now() - t0, valid: [], invalid: [], error });
+    const failed = (status: "threw" | "timeout" | "aborted", error: unknown): Outcome => ({ sub, status, durationMs: performance.now() - t0, valid: [], invalid: [], error: plainThrown(error) });
     let raw: unknown;
     let thenable: boolean;
     try {
@@ -400,7 +400,7 @@ export class PhaseRunner {
     let accepted = o.valid;
     if (failed && o.status !== "invalid") {
       const code: ErrorCode = o.status === "timeout" ? "KEEL_HANDLER_TIMEOUT" : "KEEL_HANDLER_THREW";
-      const message = o.error instanceof KeelError ? o.error.message : new KeelError(code, preview(errorMessage(o.error)), loc).message;
+      const message = isKeelError(o.error) ? o.error.message : new KeelError(code, preview(errorMessage(o.error)), loc).message;
       r.diagnostics.push({ level: sub.failure === "best_effort" || sub.failure === "fallback" ? "warn" : "error", code, message, plugin: sub.plugin, phase: sub.phase });
     }
     if (failed) {
