@@ -295,6 +295,23 @@ export default defineConfig({ name: "m", model: "anthropic:claude-sonnet-4-6", p
     expect(closing(events).map((e) => e.type)).toEqual(["turn.completed", "turn.completed"]);
   });
 
+  it("a tool that calls process.exit(0) mid-turn: exit 1 with a coded message naming the tool; a resume closes that turn interrupted and answers the call", async () => {
+    const p = project(root, "tool-exit", withKernel(`export default defineConfig({ name: "quitter", tools: [{ name: "quit", description: "exits the process", execute: () => { process.exit(0); } }], offline: { script: [{ toolCalls: [{ id: "q1", name: "quit", args: {} }] }, { text: "after the resume" }] } });`));
+    const run = await keel(["run", "go"], { cwd: p.dir, env: offline(p.home) });
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stderr).toContain('KEEL_PROCESS_FAULT (tool "quit"): Code of tool "quit" called process.exit(0)');
+    expect(run.stderr).not.toMatch(STACK);
+    const id = (await onlySession(p.home))[0]!.sessionId;
+    expect(closing(await onlySession(p.home))).toEqual([]);
+    // The resumed process's script starts over: its first answer calls quit again, so the resume is a fresh session run with a text-only script.
+    const resumed = project(root, "tool-exit-resume", withKernel(`export default defineConfig({ name: "quitter", offline: { script: [{ text: "after the resume" }] } });`));
+    const again = await keel(["run", "--session", id, "still there?"], { cwd: resumed.dir, env: offline(p.home) });
+    expect(again.code, again.stderr).toBe(0);
+    const events = await onlySession(p.home);
+    expect(closing(events)).toMatchObject([{ type: "turn.interrupted", verdict: { reason: "process_exit" } }, { type: "turn.completed" }]);
+    expect(events.find((e) => e.type === "context.repaired")).toMatchObject({ synthesizedResults: ["q1"] });
+  });
+
   it("a plugin setup that throws null, or a Symbol: KEEL_PLUGIN_SETUP_FAILED naming the plugin and its index, exit 2, nothing stored", async () => {
     for (const [name, thrown, says] of [["nully", "null", "setup() threw: null"], ["symbolic", 'Symbol("boom")', "setup() threw: Symbol(boom)"]] as const) {
       const p = project(root, `setup-${name}`, withKernel(`const ok = definePlugin({ name: "fine", version: "1.0.0", setup() {} });
