@@ -138,6 +138,21 @@ describe.concurrent("adversarial hangs: wall time and signals", { timeout: 30_00
     expect(closing(events)).toMatchObject([{ type: "turn.completed", verdict: { status: "stopped", reason: "wall_time" } }]);
   });
 
+  it("a session.start handler that never settles, with a huge timeoutMs, cannot hold the session: limits.wallTimeMs caps it, the turn runs, the process exits", async () => {
+    const p = project(root, "session-start-stuck", withKernel(`const p = definePlugin({ name: "sticky-start", version: "1.0.0", setup(ctx) { ctx.on("session.start", () => new Promise(() => { setInterval(() => {}, 1_000); }), { timeoutMs: 1e9 }); } });
+export default defineConfig({ name: "ss", plugins: [p], limits: { wallTimeMs: 700 }, offline: { script: [{ text: "served anyway" }] } });`));
+    const run = await keel(["run", "hi"], { cwd: p.dir, env: offline(p.home), capMs: 15_000 });
+    expect(run.killed, run.stderr).toBe(false);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.ms).toBeLessThan(8_000);
+    expect(run.stdout).toContain("served anyway");
+    expect(run.stderr).toContain('KEEL_HANDLER_TIMEOUT (plugin "sticky-start", phase "session.start")');
+    expect(run.stderr).toMatch(/still running: handler sticky-start:session\.start/);
+    const events = await onlySession(p.home);
+    expect(events.find((e) => e.type === "diagnostic" && e.code === "KEEL_HANDLER_TIMEOUT")).toMatchObject({ plugin: "sticky-start", phase: "session.start" });
+    expect(closing(events).map((e) => e.type)).toEqual(["turn.completed"]);
+  });
+
   it("SIGTERM during a turn cancels it: exit 143, the turn recorded interrupted once, no stack trace", async () => {
     const p = project(root, "sigterm-run", withKernel(`export default defineConfig({ name: "term", offline: { script: [{ hang: true }] } });`));
     let sentAt = 0;

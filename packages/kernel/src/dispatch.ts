@@ -82,6 +82,8 @@ export interface RunPhaseOptions {
   owner?: unknown;
   /** Aborts background handlers (they outlive the run); default: never. */
   backgroundSignal?: AbortSignal;
+  /** Caps every handler's own `timeoutMs` (a phase with no turn, and so no wall-time limit, over it). */
+  maxHandlerMs?: number;
 }
 
 class Run {
@@ -341,12 +343,13 @@ export class PhaseRunner {
         if (!settled) trackAbandoned(`handler ${sub.id}`, raw);
         finish(failed("aborted", signal.reason));
       };
+      const deadlineMs = Math.min(sub.timeoutMs, run.options.maxHandlerMs ?? Number.POSITIVE_INFINITY);
       const timer = setTimeout(() => {
-        const err = new KeelError("KEEL_HANDLER_TIMEOUT", `The handler ran past its ${sub.timeoutMs} ms deadline.`, { plugin: sub.plugin, phase: sub.phase, subscription: sub.id });
+        const err = new KeelError("KEEL_HANDLER_TIMEOUT", `The handler ran past its ${deadlineMs} ms deadline${deadlineMs < sub.timeoutMs ? ` (its timeoutMs of ${sub.timeoutMs} is capped by the limit ${deadlineMs} ms: limits.wallTimeMs)` : ""}.`, { plugin: sub.plugin, phase: sub.phase, subscription: sub.id });
         ctx.abort(err);
         if (!settled) trackAbandoned(`handler ${sub.id}`, raw);
         finish(failed("timeout", err));
-      }, sub.timeoutMs);
+      }, deadlineMs);
       if (signal.aborted) return onAbort();
       signal.addEventListener("abort", onAbort, { once: true });
       try {
