@@ -8,21 +8,25 @@ import type { Agent } from "@keel/kernel";
 /** Exit status after Ctrl-C (SIGINT). */
 export const EXIT_INTERRUPTED = 130;
 
+/** Exit status after SIGTERM (128 + 15): the running turn was cancelled and recorded interrupted. */
+export const EXIT_TERMINATED = 143;
+
 /** How long closing waits for background work after the turn (KEEL_EXIT_GRACE_MS overrides). */
 export const DEFAULT_EXIT_GRACE_MS = 5_000;
 
 /**
  * Close the agent within the exit grace (plus 1 s for session.end), whatever a plugin does.
- * Contract: resolves within KEEL_EXIT_GRACE_MS + 1 s; Ctrl-C while closing exits 130 at once.
+ * Contract: resolves within KEEL_EXIT_GRACE_MS + 1 s; Ctrl-C while closing exits 130 at once, SIGTERM 143.
  */
 export async function closeWithin(agent: Agent, env: NodeJS.ProcessEnv, err: (text: string) => void): Promise<void> {
   const raw = Number(env.KEEL_EXIT_GRACE_MS);
   const graceMs = env.KEEL_EXIT_GRACE_MS !== undefined && Number.isFinite(raw) && raw >= 0 ? raw : DEFAULT_EXIT_GRACE_MS;
-  const quit = () => {
-    err("keel: interrupted while closing; exiting now\n");
-    process.exit(EXIT_INTERRUPTED);
+  const quit = (signal: NodeJS.Signals) => {
+    err(`keel: ${signal === "SIGTERM" ? "terminated" : "interrupted"} while closing; exiting now\n`);
+    process.exit(signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED);
   };
   process.once("SIGINT", quit);
+  process.once("SIGTERM", quit);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<"late">((r) => (timer = setTimeout(() => r("late"), graceMs + 1_000)));
   try {
@@ -31,6 +35,7 @@ export async function closeWithin(agent: Agent, env: NodeJS.ProcessEnv, err: (te
   } finally {
     clearTimeout(timer);
     process.off("SIGINT", quit);
+    process.off("SIGTERM", quit);
   }
 }
 

@@ -68,7 +68,24 @@ async function importConfig(filepath: string): Promise<unknown> {
   return (await configJiti()).import<unknown>(filepath);
 }
 
+/**
+ * A loaded script config crosses cosmiconfig in a box: cosmiconfig reads keys of what a loader
+ * returns (`$import`), outside Keel's guard, so a Proxy or getter-laden config would throw
+ * there, unlocated. Only `checked` opens the box.
+ */
+const boxes = new WeakMap<object, unknown>();
+function box(value: unknown): unknown {
+  if (value === null || (typeof value !== "object" && typeof value !== "function")) return value;
+  const b = {};
+  boxes.set(b, value);
+  return b;
+}
+
 async function jitiLoader(filepath: string): Promise<unknown> {
+  return box(await loadScript(filepath));
+}
+
+async function loadScript(filepath: string): Promise<unknown> {
   let mod: unknown;
   try {
     mod = await importConfig(filepath);
@@ -158,7 +175,7 @@ async function findConfig(cwd: string, configPath: string | undefined, target: s
   if (target && /\.(m|c)?(t|j)s$/.test(target)) {
     // An explicit script config needs no discovery: load it the way cosmiconfig would, without loading cosmiconfig.
     try {
-      return checked({ config: await jitiLoader(target), filepath: target }, importModule);
+      return checked({ config: await loadScript(target), filepath: target }, importModule);
     } catch (err) {
       if (isKeelError(err)) throw err;
       throw new KeelError("KEEL_CONFIG_LOAD_FAILED", describeLoadError(err, target), { path: target }, { cause: err });
@@ -214,8 +231,9 @@ function refuseSpecialFiles(cwd: string): void {
 
 function checked(found: { config: unknown; filepath: string; isEmpty?: boolean }, importModule: (file: string) => Promise<unknown>): LoadedConfig {
   if (found.isEmpty) throw new KeelError("KEEL_CONFIG_INVALID", `${found.filepath} is empty. Export the config as the default export (export default defineConfig({ ... })).`, { path: found.filepath });
-  exportedConfig(found.config, found.filepath);
-  return { config: found.config, filepath: found.filepath, importModule };
+  const config = found.config !== null && typeof found.config === "object" && boxes.has(found.config) ? boxes.get(found.config) : found.config;
+  exportedConfig(config, found.filepath);
+  return { config, filepath: found.filepath, importModule };
 }
 
 function fileOf(err: unknown): string | undefined {

@@ -1,6 +1,6 @@
 /**
  * The `keel` command. Exit codes: 0 success, 1 the turn failed, 2 bad usage or config,
- * 130 interrupted (SIGINT).
+ * 130 interrupted (SIGINT), 143 terminated (SIGTERM).
  */
 import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
@@ -11,7 +11,7 @@ import type { Agent, Session } from "@keel/kernel";
 import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
 import { configDir, loadConfig } from "./load-config.ts";
-import { closeWithin, EXIT_INTERRUPTED } from "./exit.ts";
+import { closeWithin, EXIT_INTERRUPTED, EXIT_TERMINATED } from "./exit.ts";
 import { renderer } from "./render.ts";
 import type { Streams } from "./render.ts";
 import { onReaderGone, statusAfterOutput } from "./stdio.ts";
@@ -21,7 +21,7 @@ import { thrownText } from "./guard.ts";
 export { processIo } from "./stdio.ts";
 
 /** Exit statuses. Contract: stable across versions. */
-export const EXIT = { ok: 0, turnFailed: 1, usage: 2, interrupted: EXIT_INTERRUPTED } as const;
+export const EXIT = { ok: 0, turnFailed: 1, usage: 2, interrupted: EXIT_INTERRUPTED, terminated: EXIT_TERMINATED } as const;
 export { exitWhenDone } from "./exit.ts";
 
 const HELP = `keel — run Keel agents
@@ -41,7 +41,7 @@ A session runs in one process at a time: another process on it gets KEEL_SESSION
 keel sessions only reads: it works on a read-only KEEL_HOME.
 After the turn, background work gets KEEL_EXIT_GRACE_MS (default 5000) to finish; then keel exits.
 exit: 0 success, 1 the turn failed, 2 bad usage or config, 130 interrupted (Ctrl-C; twice: at once),
-141 the reader of stdout went away during a turn
+141 the reader of stdout went away during a turn, 143 terminated (SIGTERM cancels the turn; twice: at once)
 `;
 
 /** What the command runs against. */
@@ -194,16 +194,30 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): P
     session.cancel();
   };
   process.on("SIGINT", onSigint);
+  // SIGTERM (docker stop, systemd, a CI timeout) cancels the turn the same way: recorded interrupted, exit 143.
+  let terminated = false;
+  const onSigterm = () => {
+    if (terminated || interrupted) {
+      io.err("\nkeel: terminated; exiting now\n");
+      process.exit(EXIT.terminated);
+    }
+    terminated = true;
+    io.err("\nkeel: terminated (SIGTERM); cancelling the turn\n");
+    session.cancel();
+  };
+  process.on("SIGTERM", onSigterm);
   const offGone = onReaderGone(io, () => session.cancel());
   try {
     const result = await session.run(input);
     if (!flags.json) io.out("\n");
     await session.flush?.();
     if (!flags.json) io.err(`keel: ${result.verdict.status} (${result.verdict.reason}) · ${result.rounds} rounds · ${result.toolCalls} tool calls · session ${session.id}\n`);
+    if (terminated) return EXIT.terminated;
     if (interrupted) return EXIT.interrupted;
     return result.verdict.status === "completed" ? EXIT.ok : EXIT.turnFailed;
   } finally {
     process.off("SIGINT", onSigint);
+    process.off("SIGTERM", onSigterm);
     offGone();
     r.dispose();
     off();
@@ -231,6 +245,15 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
   };
   process.on("SIGINT", onSigint);
   rl.on("SIGINT", onSigint);
+  let terminated = false;
+  const onSigterm = () => {
+    if (terminated) process.exit(EXIT.terminated);
+    terminated = true;
+    io.err("\nkeel: terminated (SIGTERM); ending the chat\n");
+    session.cancel();
+    rl.close();
+  };
+  process.on("SIGTERM", onSigterm);
   const offGone = onReaderGone(io, () => {
     failed = true;
     session.cancel();
@@ -265,12 +288,13 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
     while (running) await running;
   } finally {
     process.off("SIGINT", onSigint);
+    process.off("SIGTERM", onSigterm);
     offGone();
     rl.close();
     r.dispose();
     off();
   }
-  return failed ? EXIT.turnFailed : EXIT.ok;
+  return terminated ? EXIT.terminated : failed ? EXIT.turnFailed : EXIT.ok;
 }
 
 async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<number> {

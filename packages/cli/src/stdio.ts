@@ -14,7 +14,7 @@ import type { CliEnv } from "./main.ts";
 export const READER_GONE_EXIT = 141;
 
 /** A writer that drops its text once `stream` failed, and calls `gone` on the first failure. */
-function guardedWriter(stream: NodeJS.WriteStream, gone: (err: unknown) => void): (text: string) => void {
+function guardedWriter(stream: NodeJS.WriteStream, gone: (err: unknown) => void, write: (text: string) => unknown = (t) => stream.write(t)): (text: string) => void {
   let failed = false;
   const fail = (err: unknown) => {
     if (failed) return;
@@ -25,22 +25,35 @@ function guardedWriter(stream: NodeJS.WriteStream, gone: (err: unknown) => void)
   return (text) => {
     if (failed || stream.destroyed || !stream.writable) return fail(new Error("stream closed"));
     try {
-      stream.write(text);
+      write(text);
     } catch (err) {
       fail(err);
     }
   };
 }
 
-/** The CLI's environment from this process. Contract: writes never throw nor crash the process. */
+/**
+ * Keep stdout for the CLI's own output (the answer, `--json`'s events): from now on, what other
+ * code writes to `process.stdout` (a plugin's or tool's console.log) goes to stderr. Returns the
+ * write of the real stdout. Contract: call once per process.
+ */
+function divertStdout(): (text: string) => boolean {
+  const own = process.stdout.write.bind(process.stdout) as (text: string) => boolean;
+  const toStderr = (...args: unknown[]) => (process.stderr.write as (...a: unknown[]) => boolean)(...args);
+  process.stdout.write = toStderr as typeof process.stdout.write;
+  return own;
+}
+
+/** The CLI's environment from this process. Contract: writes never throw nor crash the process; only `out` writes to stdout. */
 export function processIo(): CliEnv {
   const ctl = new AbortController();
+  const ownStdout = divertStdout();
   return {
     // A removed working folder makes process.cwd() throw; loading then says so (exit 2).
     cwd: cwdOrPwd(),
     env: process.env,
     stdin: process.stdin,
-    out: guardedWriter(process.stdout, (err) => ctl.abort(err)),
+    out: guardedWriter(process.stdout, (err) => ctl.abort(err), ownStdout),
     // stderr alone going away only mutes it; `2>&1 | head` (one pipe for both) means the reader is gone.
     err: guardedWriter(process.stderr, (err) => samePipe() && ctl.abort(err)),
     readerGone: ctl.signal,

@@ -649,7 +649,8 @@ export class Session {
   /** Run a session-scoped phase and record it. */
   async phase(phase: "session.start" | "session.end", event: object): Promise<void> {
     if (!this.agent.runner.has(phase)) return;
-    const res = await this.agent.runner.run(phase, { ...event, phase }, { signal: this.lifetime, owner: { session: this, turnId: null }, backgroundSignal: this.lifetime });
+    // No turn runs, so no wall-time guard: the limit caps each blocking handler here instead (a session.start that never settles cannot hold the session).
+    const res = await this.agent.runner.run(phase, { ...event, phase }, { signal: this.lifetime, owner: { session: this, turnId: null }, backgroundSignal: this.lifetime, maxHandlerMs: this.agent.limits.wallTimeMs });
     this.record(res, null);
     this.startJobs(res.contributions, null);
   }

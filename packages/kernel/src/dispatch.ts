@@ -9,7 +9,7 @@ import { AsyncSeriesHook } from "tapable";
 import type { Contribution } from "./contributions.ts";
 import { validateContribution } from "./contributions.ts";
 import type { ErrorCode } from "./errors.ts";
-import { errorMessage, KeelError, preview } from "./errors.ts";
+import { errorMessage, isKeelError, KeelError, plainThrown, preview } from "./errors.ts";
 import type { ContributionRecord, HandlerSummary } from "./events.ts";
 import type { PhaseName } from "./phases.ts";
 import { PHASES } from "./phases.ts";
@@ -82,6 +82,8 @@ export interface RunPhaseOptions {
   owner?: unknown;
   /** Aborts background handlers (they outlive the run); default: never. */
   backgroundSignal?: AbortSignal;
+  /** Caps every handler's own `timeoutMs` (a phase with no turn, and so no wall-time limit, over it). */
+  maxHandlerMs?: number;
 }
 
 class Run {
@@ -309,7 +311,7 @@ export class PhaseRunner {
     // Handlers launched back-to-back share clock readings (one per handler, not two).
     const t0 = freshClock ? performance.now() : run.mark;
     const ctx = new HookCtx(sub.plugin, sub.phase, sub.id, signal, this.model);
-    const failed = (status: "threw" | "timeout" | "aborted", error: unknown): Outcome => ({ sub, status, durationMs: performance.now() - t0, valid: [], invalid: [], error });
+    const failed = (status: "threw" | "timeout" | "aborted", error: unknown): Outcome => ({ sub, status, durationMs: performance.now() - t0, valid: [], invalid: [], error: plainThrown(error) });
     let raw: unknown;
     let thenable: boolean;
     try {
@@ -341,12 +343,13 @@ export class PhaseRunner {
         if (!settled) trackAbandoned(`handler ${sub.id}`, raw);
         finish(failed("aborted", signal.reason));
       };
+      const deadlineMs = Math.min(sub.timeoutMs, run.options.maxHandlerMs ?? Number.POSITIVE_INFINITY);
       const timer = setTimeout(() => {
-        const err = new KeelError("KEEL_HANDLER_TIMEOUT", `The handler ran past its ${sub.timeoutMs} ms deadline.`, { plugin: sub.plugin, phase: sub.phase, subscription: sub.id });
+        const err = new KeelError("KEEL_HANDLER_TIMEOUT", `The handler ran past its ${deadlineMs} ms deadline${deadlineMs < sub.timeoutMs ? ` (its timeoutMs of ${sub.timeoutMs} is capped by the limit ${deadlineMs} ms: limits.wallTimeMs)` : ""}.`, { plugin: sub.plugin, phase: sub.phase, subscription: sub.id });
         ctx.abort(err);
         if (!settled) trackAbandoned(`handler ${sub.id}`, raw);
         finish(failed("timeout", err));
-      }, sub.timeoutMs);
+      }, deadlineMs);
       if (signal.aborted) return onAbort();
       signal.addEventListener("abort", onAbort, { once: true });
       try {
@@ -400,7 +403,7 @@ export class PhaseRunner {
     let accepted = o.valid;
     if (failed && o.status !== "invalid") {
       const code: ErrorCode = o.status === "timeout" ? "KEEL_HANDLER_TIMEOUT" : "KEEL_HANDLER_THREW";
-      const message = o.error instanceof KeelError ? o.error.message : new KeelError(code, preview(errorMessage(o.error)), loc).message;
+      const message = isKeelError(o.error) ? o.error.message : new KeelError(code, preview(errorMessage(o.error)), loc).message;
       r.diagnostics.push({ level: sub.failure === "best_effort" || sub.failure === "fallback" ? "warn" : "error", code, message, plugin: sub.plugin, phase: sub.phase });
     }
     if (failed) {

@@ -1,3 +1,4 @@
+import { types } from "node:util";
 import { codePointLength, droppedMarker, headOf, toWellFormed } from "./text.ts";
 
 /**
@@ -154,9 +155,31 @@ function formatMessage(code: ErrorCode, problem: string, loc: ErrorLocation): st
   return `${code}${prefix}: ${problem} ${ERROR_CODES[code]}`;
 }
 
-/** True when `err` is a KeelError, optionally with the given code. */
+/** True when `err` is a KeelError, optionally with the given code. Contract: never throws (a thrown Proxy is not one). */
 export function isKeelError(err: unknown, code?: ErrorCode): err is KeelError {
-  return err instanceof KeelError && (code === undefined || err.code === code);
+  try {
+    return err instanceof KeelError && (code === undefined || err.code === code);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A value thrown by plugin, tool or provider code, safe to inspect: a Proxy, or an object whose
+ * prototype chain cannot be walked (`instanceof` would throw), becomes a plain Error carrying
+ * what could be read of its message. Contract: never throws; any other value is returned as is.
+ */
+export function plainThrown(err: unknown): unknown {
+  if (err === null || (typeof err !== "object" && typeof err !== "function")) return err;
+  try {
+    if (!types.isProxy(err)) {
+      void (err instanceof Error);
+      return err;
+    }
+  } catch {
+    // falls through: the prototype chain holds a throwing Proxy
+  }
+  return new Error(errorMessage(err));
 }
 
 /** The message of any thrown value, for diagnostics. */

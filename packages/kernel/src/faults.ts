@@ -26,7 +26,8 @@ export const faultScope = new AsyncLocalStorage<FaultScope>();
 
 /** A fault caught at the process level. Contract: `error.code` is KEEL_PROCESS_FAULT; `plugin` is set when the scope knew it. */
 export interface ProcessFault {
-  source: "uncaughtException" | "unhandledRejection";
+  /** `processExit`: the code called `process.exit()`; that cannot be stopped nor recorded (`turns` is empty), only reported. */
+  source: "uncaughtException" | "unhandledRejection" | "processExit";
   /** The KEEL_PROCESS_FAULT error: its message names the plugin, phase and tool when known. */
   error: KeelError;
   plugin?: string;
@@ -49,18 +50,19 @@ export interface ProcessGuard {
 /**
  * Install process handlers for `target` (an agent, or a function giving the current one): an uncaught exception or unhandled rejection is
  * recorded as a `fault` event in every open session, the turns that are open are closed with
- * a failed verdict (KEEL_PROCESS_FAULT, naming the plugin when known) and `onFault` is told.
+ * a failed verdict (KEEL_PROCESS_FAULT, naming the plugin when known) and `onFault` is told;
+ * `process.exit()` called by plugin or tool code is reported to `onFault` (source `processExit`).
  * Contract: the process is not exited here; the host decides (the CLI exits non-zero).
  */
 export function guardProcess(target: Agent | (() => Agent | undefined), options: GuardOptions = {}): ProcessGuard {
   const faults: ProcessFault[] = [];
-  const handle = (source: ProcessFault["source"], err: unknown): void => {
+  const handle = (source: "uncaughtException" | "unhandledRejection", err: unknown): void => {
     const scope = faultScope.getStore();
     const plugin = scope?.plugin ?? (isKeelError(err) ? err.plugin : undefined);
     const where = [plugin ? `plugin "${plugin}"` : "", scope?.phase ? `(${scope.phase})` : "", scope?.tool ? `tool "${scope.tool}"` : ""].filter(Boolean).join(" ");
     const what = source === "uncaughtException" ? "An uncaught exception" : "An unhandled promise rejection";
     const error = new KeelError("KEEL_PROCESS_FAULT", `${what} escaped ${where ? `code of ${where}` : "code outside any plugin or tool"}: ${preview(errorMessage(err), 300)}.`, { ...(plugin ? { plugin } : {}), ...(scope?.phase ? { phase: scope.phase } : {}), ...(scope?.tool ? { tool: scope.tool } : {}) }, { cause: err });
-    const fault: ProcessFault = { source, error, ...(plugin ? { plugin } : {}), turns: [] };
+    const fault: ProcessFault & { source: typeof source } = { source, error, ...(plugin ? { plugin } : {}), turns: [] };
     try {
       const agent = typeof target === "function" ? target() : target;
       // A timer that throws on every tick must not flood the log: the first faults are recorded.
@@ -77,8 +79,23 @@ export function guardProcess(target: Agent | (() => Agent | undefined), options:
   };
   const onException = (err: unknown) => handle("uncaughtException", err);
   const onRejection = (reason: unknown) => handle("unhandledRejection", reason);
+  // `exit` is emitted inside the process.exit() call, so the scope says whose code made it.
+  const onExit = (code: number) => {
+    const scope = faultScope.getStore();
+    if (!scope?.plugin && !scope?.tool) return;
+    const where = [scope.plugin ? `plugin "${scope.plugin}"` : "", scope.phase ? `(${scope.phase})` : "", scope.tool ? `tool "${scope.tool}"` : ""].filter(Boolean).join(" ");
+    const error = new KeelError("KEEL_PROCESS_FAULT", `Code of ${where} called process.exit(${code}): unlike a thrown error this cannot be recorded nor the turn closed now; a turn it cut short is marked interrupted when its session is resumed.`, { ...(scope.plugin ? { plugin: scope.plugin } : {}), ...(scope.phase ? { phase: scope.phase } : {}), ...(scope.tool ? { tool: scope.tool } : {}) });
+    const fault: ProcessFault = { source: "processExit", error, ...(scope.plugin ? { plugin: scope.plugin } : {}), turns: [] };
+    faults.push(fault);
+    try {
+      options.onFault?.(fault);
+    } catch {
+      // The host's callback failed; the process exits either way.
+    }
+  };
   process.on("uncaughtException", onException);
   process.on("unhandledRejection", onRejection);
+  process.on("exit", onExit);
   let installed = true;
   return {
     faults,
@@ -87,6 +104,7 @@ export function guardProcess(target: Agent | (() => Agent | undefined), options:
       installed = false;
       process.off("uncaughtException", onException);
       process.off("unhandledRejection", onRejection);
+      process.off("exit", onExit);
     },
   };
 }

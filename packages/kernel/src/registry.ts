@@ -152,7 +152,7 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
         throw err;
       });
     } catch (err) {
-      if (err instanceof KeelError) throw err;
+      if (isKeelError(err)) throw err;
       throw new KeelError("KEEL_PLUGIN_SETUP_FAILED", `setup() threw: ${errorMessage(err)}.`, { plugin: plugin.name, path: `plugins[${index}]` }, { cause: err });
     } finally {
       clearTimeout(timer);

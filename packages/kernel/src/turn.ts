@@ -7,7 +7,7 @@ import type { Session } from "./agent.ts";
 import type { ContributionOf } from "./contributions.ts";
 import { MessageSchema } from "./contributions.ts";
 import type { Contributed, PhaseResult } from "./dispatch.ts";
-import { errorMessage, isKeelError, KeelError } from "./errors.ts";
+import { errorMessage, isKeelError, KeelError, plainThrown } from "./errors.ts";
 import type { PromptManifest } from "./manifest.ts";
 import type { ResolvedTool, ToolDecision } from "./merge.ts";
 import { applyMessageEdits, mergeDecisions, mergePromptContext, mergePromptSections, mergeRequestOptions, mergeToolBundles, PolicySet } from "./merge.ts";
@@ -322,7 +322,9 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
       verdict = { status: "completed", reason: stopReason === "max_tokens" || stopReason === "refusal" ? stopReason : stopReason === "end_turn" || stopReason === "stop_sequence" || stopReason === "tool_use" ? "end_turn" : "other" };
       break;
     }
-  } catch (err) {
+  } catch (thrown) {
+    // What plugin or provider code threw may be a hostile Proxy: inspect a plain stand-in.
+    const err = plainThrown(thrown);
     if (err instanceof TurnFailure) verdict = err.verdict;
     else if (signal.aborted && isKeelError(signal.reason, "KEEL_PROCESS_FAULT")) verdict = { status: "failed", reason: "process_fault", code: "KEEL_PROCESS_FAULT", message: signal.reason.message, ...(signal.reason.plugin ? { plugin: signal.reason.plugin } : {}), ...(signal.reason.phase ? { phase: signal.reason.phase } : {}) };
     else if (wallCut()) {
@@ -426,7 +428,8 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
       }
       finished = true;
       throw new ProviderError("network", "The provider stream ended without a final response.");
-    } catch (err) {
+    } catch (thrown) {
+      const err = plainThrown(thrown);
       const pe = err instanceof ProviderError ? err : signal.aborted ? new ProviderError("aborted", "aborted", { cause: err }) : isKeelError(err) ? undefined : new ProviderError("unknown", errorMessage(err), { cause: err });
       if (pe) void session.emit({ type: "model.failed", round: rounds, errorClass: pe.errorClass, message: pe.message, ...(pe.status !== undefined ? { status: pe.status } : {}) }, turnId);
       if (signal.aborted) throw new ProviderError("aborted", cutDuringCall(), { cause: err });

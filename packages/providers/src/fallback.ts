@@ -27,9 +27,10 @@ export interface FallbackProvider extends ModelProvider {
 
 /**
  * Serve each request from the first provider that is not frozen.
- * Contract: a provider failing with `rate_limited`, `overloaded` or `timeout` before it streamed any delta is
- * frozen for min(max(base × 2^(strikes−1), retry-after), max) and the next one is tried, with a
- * `fallback` notice; any other failure, or one after deltas, is raised as it is. When every
+ * Contract: a provider failing with `rate_limited`, `overloaded` or `timeout` before it streamed any delta
+ * (a stall, `timeout`, even after deltas, which the notice then voids) is frozen for
+ * min(max(base × 2^(strikes−1), retry-after), max) and the next one is tried, with a
+ * `fallback` notice; any other failure, or a non-timeout one after deltas, is raised as it is. When every
  * provider is frozen, the one whose freeze ends first is tried anyway (notice says so); if the
  * providers tried all fail, the last error is raised. A success clears that provider's strikes.
  */
@@ -72,7 +73,8 @@ export function fallback(providers: readonly ModelProvider[], options: FallbackO
         return;
       } catch (err) {
         const e = err instanceof ProviderError ? err : new ProviderError("unknown", `${c.p.id}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
-        if (streamed || signal.aborted || (e.errorClass !== "rate_limited" && e.errorClass !== "overloaded" && e.errorClass !== "timeout")) throw e;
+        // A stall (`timeout`) fails over even after deltas: that answer will never finish, and only the final response enters history.
+        if (signal.aborted || (e.errorClass !== "rate_limited" && e.errorClass !== "overloaded" && e.errorClass !== "timeout") || (streamed && e.errorClass !== "timeout")) throw e;
         c.s.strikes++;
         const freezeMs = Math.min(Math.max(base * 2 ** (c.s.strikes - 1), e.retryAfterMs ?? 0), max);
         c.s.frozenUntil = now() + freezeMs;
@@ -81,8 +83,8 @@ export function fallback(providers: readonly ModelProvider[], options: FallbackO
           type: "notice",
           kind: "fallback",
           provider: c.p.id,
-          message: `${c.p.id} failed (${e.errorClass}); frozen for ${freezeMs} ms. ${next ? `Trying ${next}.` : "No other provider is available."}`,
-          data: { action: "freeze", errorClass: e.errorClass, freezeMs, strikes: c.s.strikes, ...(next ? { next } : {}) },
+          message: `${c.p.id} failed (${e.errorClass}); frozen for ${freezeMs} ms. ${next ? `Trying ${next}.` : "No other provider is available."}${streamed && next ? " Deltas so far are void." : ""}`,
+          data: { action: "freeze", errorClass: e.errorClass, freezeMs, strikes: c.s.strikes, ...(next ? { next } : {}), ...(streamed ? { afterDeltas: true } : {}) },
         };
         last = e;
       }

@@ -264,12 +264,14 @@ export function sleep(ms: number, signal: AbortSignal): Promise<void> {
 /**
  * A fetch for the SDKs that keeps them from honouring a long `retry-after`: a failed response
  * asking for more than `maxRetryAfterMs` gets `x-should-retry: false`, which both SDKs obey, so
- * the error surfaces at once (with its retry-after) instead of a silent wait of up to hours.
+ * the error surfaces at once (with its retry-after) instead of a silent wait of up to hours, even
+ * when the server said `x-should-retry: true`.
  */
 export function cappedRetryFetch(maxRetryAfterMs: number, base: typeof fetch = fetch): typeof fetch {
   return async (input, init) => {
     const res = await base(input, init);
-    if (res.ok || res.headers.get("x-should-retry") !== null) return res;
+    // An `x-should-retry: true` (the real APIs send it on 429/529) must not lift the cap: the SDK would then sleep the whole retry-after.
+    if (res.ok || res.headers.get("x-should-retry") === "false") return res;
     const wait = retryAfterOf(res.headers);
     if (wait === undefined || wait <= maxRetryAfterMs) return res;
     const headers = new Headers(res.headers);
