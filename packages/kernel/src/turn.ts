@@ -573,7 +573,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
     if (!p.ready || !run) return p.result!;
     const { call } = p;
     const { view, approvedByUser, decision } = p.ready;
-    let result: ToolResultMessage = freezeDeep(boundResult(run.result, limits.maxToolResultChars));
+    let result: ToolResultMessage = freezeDeep(boundResult(run.result, limits.maxToolResultChars, limits.maxToolResultImageBytes));
     if (run.status !== "cancelled" && runner.has("tool.post_result")) {
       const res = await runner.run("tool.post_result", ev("tool.post_result", { round: rounds, call: view, result, durationMs: run.durationMs, approvedByUser }), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, step: (e, added) => {
         for (const c of added) {
@@ -585,7 +585,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
       } });
       session.record(res, turnId);
       if (res.failed) throw phaseFailed(res.failed);
-      result = freezeDeep(boundResult(result, limits.maxToolResultChars));
+      result = freezeDeep(boundResult(result, limits.maxToolResultChars, limits.maxToolResultImageBytes));
     }
     if (run.reveal?.length) reveal(call.name, run.reveal);
     completed(call, run.status, { durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) });
