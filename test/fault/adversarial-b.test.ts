@@ -13,7 +13,7 @@ import { anthropicProvider } from "../../packages/providers/src/anthropic.ts";
 import { startWireServer } from "../../packages/wire-server/src/index.ts";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
 import { redact } from "../../packages/secrets/src/index.ts";
-import { filesContaining, keel, project } from "./support/adversarial-b.ts";
+import { filesContaining, keel, MCP_SERVER, project } from "./support/adversarial-b.ts";
 import type { Project } from "./support/adversarial-b.ts";
 import { secrets } from "./support/secrets.ts";
 import { wellFormedDeep } from "./support/unicode.ts";
@@ -253,6 +253,44 @@ describe("adversarial: unbounded input", () => {
     expect(run.stderr).toContain("KEEL_CONTEXT_OVERFLOW");
     expect(server.requests).toHaveLength(1);
     expect(server.pending()).toBe(1);
+  });
+});
+
+describe("adversarial: a real MCP server over stdio", () => {
+  it("an MCP result holding lone surrogates (each escaped alone in its JSON-RPC line) reaches the provider repaired and is stored well-formed", async () => {
+    const { p, server } = await world();
+    server.enqueue({ toolCalls: [{ name: "mcp__adv__halves", args: {} }], api: "anthropic" }, { text: "Read.", api: "anthropic" });
+    const run = await keel(p, server, ["call halves"], { FAULT_MCP: MCP_SERVER });
+    expect(run.code, run.stderr).toBe(0);
+    expect(server.requests.map((r) => r.outcome)).toEqual(["completed", "completed"]);
+    expect(JSON.stringify(server.requests[1]!.body.messages)).toContain("start \uFFFD mid \uFFFD end 👍");
+    const db = new DatabaseSync(join(p.home, "sessions.sqlite"), { readOnly: true });
+    const rows = db.prepare("SELECT data FROM events").all() as Array<{ data: string }>;
+    db.close();
+    expect(rows.every((r) => isWellFormed(r.data) && !/\\ud[89a-f][0-9a-f]{2}/i.test(r.data))).toBe(true);
+  });
+
+  it("an 8 MB MCP result in 8,000 blocks is capped: the provider gets head, tail and the count, not 8 MB (the MCP SDK drops a JSON-RPC line over 10 MB: see the plugin README)", async () => {
+    const { p, server } = await world();
+    server.enqueue({ toolCalls: [{ name: "mcp__adv__huge", args: {} }], api: "anthropic" }, { text: "Big.", api: "anthropic" });
+    const run = await keel(p, server, ["call huge"], { FAULT_MCP: MCP_SERVER, FAULT_HUGE_MB: "8" });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.ms).toBeLessThan(20_000);
+    const body = JSON.stringify(server.requests[1]!.body.messages);
+    expect(body.length).toBeLessThan(150_000);
+    expect(body).toContain("MCP-HEAD");
+    // One marker counts what the MCP cap dropped (not one marker per dropped block).
+    expect(body.match(/output cut/g)).toHaveLength(1);
+    expect(Number(/output cut: (\d+) more characters in (\d+) blocks not shown/.exec(body)?.[1])).toBeGreaterThan(7_000_000);
+  });
+
+  it("a key an MCP server writes to stderr before it dies is in no file under KEEL_HOME (session log, MCP audit)", async () => {
+    const { p, server } = await world();
+    const key = rnd(40);
+    server.enqueue({ toolCalls: [{ name: "mcp__adv__leak", args: {} }], api: "anthropic" }, { text: "It failed.", api: "anthropic" });
+    const run = await keel(p, server, ["call leak"], { FAULT_MCP: MCP_SERVER, FAULT_LEAK: key });
+    expect(run.code, run.stderr).toBe(0);
+    expect(filesContaining(p.home, [key])).toEqual([]);
   });
 });
 

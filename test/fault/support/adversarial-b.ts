@@ -8,11 +8,21 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { WireServer } from "../../../packages/wire-server/src/index.ts";
-import { offlineEnv, runKeel } from "../../../packages/cli/test/support/run-keel.ts";
+import { pathToFileURL } from "node:url";
+import { offlineEnv, REPO, runKeel } from "../../../packages/cli/test/support/run-keel.ts";
 import type { KeelRun } from "../../../packages/cli/test/support/run-keel.ts";
+
+const MCP_PLUGIN = pathToFileURL(join(REPO, "packages", "plugin-mcp", "src", "index.ts")).href;
+/** The MCP server of these scenarios (halves, huge, leak). */
+export const MCP_SERVER = join(REPO, "test", "fault", "support", "adversarial-b-mcp.mjs");
 
 const CONFIG = `
 const env = process.env;
+const plugins = [];
+if (env.FAULT_MCP) {
+  const { mcp } = await import(${JSON.stringify(MCP_PLUGIN)});
+  plugins.push(mcp({ servers: { adv: { command: process.execPath, args: [env.FAULT_MCP], env: { HUGE_MB: env.FAULT_HUGE_MB ?? "20", LEAK: env.FAULT_LEAK ?? "" } } }, topK: 10 }));
+}
 function blocks() {
   // FAULT_BLOCKS text blocks of FAULT_BLOCK_CHARS characters each.
   const n = Number(env.FAULT_BLOCKS ?? 1), size = Number(env.FAULT_BLOCK_CHARS ?? 10);
@@ -37,7 +47,7 @@ export default {
   // "<LONE>" in FAULT_INSTRUCTIONS stands for a lone high surrogate (an environment cannot carry one).
   instructions: (env.FAULT_INSTRUCTIONS ?? "You are terse.").replace("<LONE>", String.fromCharCode(0xd83d)),
   tools,
-  plugins: [],
+  plugins,
   limits: {
     ...(env.FAULT_MAX_RESULT ? { maxToolResultChars: Number(env.FAULT_MAX_RESULT) } : {}),
     ...(env.FAULT_MAX_IMAGE ? { maxToolResultImageBytes: Number(env.FAULT_MAX_IMAGE) } : {}),
