@@ -8,7 +8,9 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterAll, describe, expect, it } from "vitest";
-import { complete, createAgent, definePlugin, isWellFormed, MemorySessionStore, scriptedProvider } from "../../packages/kernel/src/index.ts";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { complete, createAgent, definePlugin, isWellFormed, MemorySessionStore, scriptedProvider, SqliteSessionStore } from "../../packages/kernel/src/index.ts";
 import { anthropicProvider } from "../../packages/providers/src/anthropic.ts";
 import { startWireServer } from "../../packages/wire-server/src/index.ts";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
@@ -128,6 +130,30 @@ describe("adversarial: secrets and isolation", () => {
     expect(run.code, run.stderr).toBe(0);
     expect(JSON.stringify(server.requests[1]!.body)).toContain(gh); // the live turn had it
     expect(filesContaining(p.home, [gh, gh.slice(4)])).toEqual([]);
+  });
+
+  it("a plugin diagnostic whose structured `data` holds a bearer token and a key under `signature` and `id`: the session log holds none of them", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-fault-advb-diag-"));
+    projects.push({ dir, home: dir, config: "", cleanup: () => {} });
+    const token = rnd(40);
+    const key = `sk-ant-api03-${rnd(60)}`;
+    const chatty = definePlugin({
+      name: "chatty",
+      version: "1.0.0",
+      setup(ctx) {
+        ctx.on("turn.pre_prompt_context", () => ({ kind: "diagnostic", level: "warn", code: "CHATTY_UPSTREAM", message: "upstream answered 401", data: { request: { headers: { authorization: `Bearer ${token}` } }, signature: key, id: key } }));
+      },
+    });
+    const store = new SqliteSessionStore({ path: join(dir, "sessions.sqlite") });
+    const agent = await createAgent({ provider: scriptedProvider([{ text: "ok" }]), store, sideModel: false, plugins: [chatty] });
+    const session = await agent.session();
+    await session.run("hello");
+    await agent.close();
+    const db = new DatabaseSync(join(dir, "sessions.sqlite"), { readOnly: true });
+    const diag = (db.prepare("SELECT data FROM events WHERE data LIKE '%CHATTY_UPSTREAM%'").all() as Array<{ data: string }>).map((r) => r.data);
+    db.close();
+    expect(diag.length).toBeGreaterThan(0);
+    expect(filesContaining(dir, [token, key, key.slice(14)])).toEqual([]);
   });
 
   it("ordinary developer text quoted from real agent trajectories (paths in stack traces, image URLs, endpoints, doc placeholders, code reading a password) is stored verbatim, not redacted", async () => {
