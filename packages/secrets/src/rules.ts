@@ -37,8 +37,11 @@ export function isPlaceholder(v: string): boolean {
   );
 }
 
-/** True for code rather than a value: `conn_params.get(`, `env[`, `self.password)`. */
-const CODE = /^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*[([)]/;
+/**
+ * True for code rather than a value: a call or index cut at its bracket (`conn_params.get(`,
+ * `env[`) or a dotted name (`self.password`, `config.db.password)`); `Passw0rd(2024)` is a value.
+ */
+const CODE = /^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*[([]$|^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+(?:\(\)?|\))?$/;
 
 function plausiblePassword(v: string): boolean {
   if (PROSE.has(v.toLowerCase().replace(/[.?!,:;)]+$/, ""))) return false;

@@ -131,6 +131,8 @@ describe("real developer text (quoted from public agent trajectories) and the sh
   it("finds db_password=, *_PASS=, a URL-encoded key and a Google OAuth token", () => {
     const aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
     expect(redactSecrets("db_password=Hunter2Hunter2").text).toBe("db_password=[REDACTED:password]");
+    expect(redactSecrets("my password is Passw0rd(2024)").text).toBe("my password is [REDACTED:password]");
+    expect(redactSecrets("password = self.password").findings).toEqual([]);
     expect(redactSecrets("REDIS_PASS=s3cr3tValue9").text).toBe("REDIS_PASS=[REDACTED:credential]");
     expect(redactSecrets(`https://x.example/put?aws_secret_access_key=${encodeURIComponent(aws)}&r=1`).text).not.toContain("K7MDENG");
     expect(redactSecrets(`ya29.a0AfH6SMB${"x7Kq2".repeat(12)}`).text).toBe("[REDACTED:gcp_oauth_token]");
