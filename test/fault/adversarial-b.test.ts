@@ -310,6 +310,17 @@ describe("adversarial: a real MCP server over stdio", () => {
     expect(Number(/output cut: (\d+) more characters in (\d+) blocks not shown/.exec(body)?.[1])).toBeGreaterThan(7_000_000);
   });
 
+  it("a 12 MB MCP result (over the MCP SDK's 10 MB message limit): the call gets an error result that says so, not that the server exited, and the turn completes", async () => {
+    const { p, server } = await world();
+    server.enqueue({ toolCalls: [{ name: "mcp__adv__huge", args: {} }], api: "anthropic" }, { text: "Too big.", api: "anthropic" });
+    const run = await keel(p, server, ["call huge"], { FAULT_MCP: MCP_SERVER, FAULT_HUGE_MB: "12" });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.ms).toBeLessThan(20_000);
+    const body = JSON.stringify(server.requests[1]!.body.messages);
+    expect(body).toContain("with a message over the MCP SDK's limit of 10485760 bytes");
+    expect(body).not.toContain("exited during the call");
+  });
+
   it("a key an MCP server writes to stderr before it dies is in no file under KEEL_HOME (session log, MCP audit)", async () => {
     const { p, server } = await world();
     const key = rnd(40);
