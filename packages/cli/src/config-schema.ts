@@ -38,7 +38,7 @@ export const ConfigSchema = z
     instructions: z.string().optional(),
     plugins: z.array(pluginSpec).optional(),
     tools: z.array(tool).optional(),
-    limits: z.object({ maxRounds: z.number().int().positive(), maxToolCalls: z.number().int().positive(), tokenBudget: positive, wallTimeMs: positive, contextCeiling: z.number().gt(0).max(1), maxToolResultChars: z.number().int().positive() }).partial().strict().optional(),
+    limits: z.object({ maxRounds: z.number().int().positive(), maxToolCalls: z.number().int().positive(), tokenBudget: positive, wallTimeMs: positive, contextCeiling: z.number().gt(0).max(1), maxToolResultChars: z.number().int().positive(), maxToolResultImageBytes: z.number().int().nonnegative() }).partial().strict().optional(),
     toolTimeouts: z.object({ exec: positive, mcp: positive, info: positive, edit: positive }).partial().strict().optional(),
     requestOptions: z.object({ maxTokens: z.number().int().positive(), temperature: z.number().min(0).max(2), toolChoice: z.enum(["auto", "none", "required"]), cache: z.enum(["none", "5m", "1h"]), metadata: z.record(z.string(), z.string()), extra: z.record(z.string(), z.unknown()) }).partial().strict().optional(),
     caps: z.object({ contextEntries: z.number().int().positive(), contextChars: positive, sections: z.number().int().positive(), sectionChars: positive, sectionsTotalChars: positive }).partial().strict().optional(),

@@ -64,9 +64,14 @@ export interface Limits {
    * longer result keeps its head and tail with a marker saying how much was cut.
    */
   maxToolResultChars: number;
+  /**
+   * Bytes of image data (base64, as sent) one tool result may hold in all; images past it are
+   * replaced by a note saying what was dropped (a provider refuses an oversize image or body).
+   */
+  maxToolResultImageBytes: number;
 }
 
-export const DEFAULT_LIMITS: Limits = { maxRounds: 50, maxToolCalls: 200, tokenBudget: 1_000_000, wallTimeMs: 600_000, contextCeiling: 0.95, maxToolResultChars: 100_000 };
+export const DEFAULT_LIMITS: Limits = { maxRounds: 50, maxToolCalls: 200, tokenBudget: 1_000_000, wallTimeMs: 600_000, contextCeiling: 0.95, maxToolResultChars: 100_000, maxToolResultImageBytes: 5_000_000 };
 
 /** What the approval callback is asked. */
 export interface ApprovalRequest {
@@ -158,7 +163,7 @@ const AgentOptionsSchema = z.object({
   tools: z.array(z.unknown()).optional(),
   plugins: z.array(z.unknown()).optional(),
   home: z.string().min(1).optional(),
-  limits: z.object({ maxRounds: z.number().int().positive(), maxToolCalls: z.number().int().positive(), tokenBudget: positive, wallTimeMs: positive, contextCeiling: z.number().gt(0).max(1), maxToolResultChars: z.number().int().positive() }).partial().strict().optional(),
+  limits: z.object({ maxRounds: z.number().int().positive(), maxToolCalls: z.number().int().positive(), tokenBudget: positive, wallTimeMs: positive, contextCeiling: z.number().gt(0).max(1), maxToolResultChars: z.number().int().positive(), maxToolResultImageBytes: z.number().int().nonnegative() }).partial().strict().optional(),
   toolTimeouts: z.object({ exec: positive, mcp: positive, info: positive, edit: positive }).partial().strict().optional(),
   caps: z.object({ contextEntries: z.number().int().positive(), contextChars: positive, sections: z.number().int().positive(), sectionChars: positive, sectionsTotalChars: positive }).partial().strict().optional(),
   approve: z.custom<NonNullable<AgentOptions["approve"]>>((f) => typeof f === "function", { message: "expected a function" }).optional(),

@@ -1,6 +1,7 @@
 import type { AssistantMessage, Message } from "./messages.ts";
 import type { ToolSchema } from "./tools.ts";
 import type { Usage } from "./usage.ts";
+import { wellFormedDeep } from "./text.ts";
 
 /** Prompt-cache tier a request asks for. */
 export type CacheTier = "none" | "5m" | "1h";
@@ -104,11 +105,12 @@ export interface Completion {
 
 /**
  * Run one request to the end and return the whole answer (for plugins' side calls).
- * Contract: throws the provider's ProviderError; throws `aborted` when `signal` fires;
+ * Contract: the request is made well-formed first (a lone surrogate becomes U+FFFD), whatever
+ * provider is given (a plugin's own `model` option too); throws the provider's ProviderError; throws `aborted` when `signal` fires;
  * a stream that ends without its `response` event is a `network` error.
  */
 export async function complete(provider: ModelProvider, request: Partial<ModelRequest> & Pick<ModelRequest, "messages">, options: { signal?: AbortSignal } = {}): Promise<Completion> {
-  const full: ModelRequest = { system: request.system ?? "", messages: request.messages, tools: request.tools ?? [], options: request.options ?? {} };
+  const full: ModelRequest = wellFormedDeep({ system: request.system ?? "", messages: request.messages, tools: request.tools ?? [], options: request.options ?? {} });
   const signal = options.signal ?? new AbortController().signal;
   for await (const event of provider.stream(full, { signal })) {
     if (event.type !== "response") continue;

@@ -219,3 +219,30 @@ export function wellFormedProvider(provider: ModelProvider): ModelProvider {
   Object.defineProperty(wrapped, "stream", { value: (request: ModelRequest, options: { signal: AbortSignal }) => provider.stream(wellFormedDeep(request), options) });
   return wrapped;
 }
+
+/**
+ * A joiner for streamed deltas: each call returns the part of `delta` that is whole, holding
+ * back a high surrogate that ends it until the next delta brings its low half (a provider's
+ * stream may cut a pair between two events). `flush()` returns what is held, repaired.
+ * Contract: what it returns is always well-formed; the returned parts join to the input's
+ * well-formed form.
+ */
+export function deltaJoiner(): { push(delta: string): string; flush(): string } {
+  let held = "";
+  return {
+    push(delta) {
+      let s = held + delta;
+      held = "";
+      if (s.length && isHigh(s.charCodeAt(s.length - 1))) {
+        held = s.slice(-1);
+        s = s.slice(0, -1);
+      }
+      return toWellFormed(s);
+    },
+    flush() {
+      const s = held;
+      held = "";
+      return toWellFormed(s);
+    },
+  };
+}

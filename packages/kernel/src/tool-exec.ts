@@ -118,14 +118,34 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
   });
 }
 
+/** `result` with the images past `maxBytes` (in all) replaced by a note; itself when all fit. */
+function boundImages(result: ToolResultMessage, maxBytes: number): ToolResultMessage {
+  let used = 0;
+  let dropped = false;
+  const content = result.content.map((b) => {
+    if (b.type !== "image") return b;
+    const size = typeof b.data === "string" ? b.data.length : 0;
+    if (used + size <= maxBytes) {
+      used += size;
+      return b;
+    }
+    dropped = true;
+    return { type: "text" as const, text: `[an image (${b.mediaType}, ${size} bytes) was dropped from this tool result: its images may hold ${maxBytes} bytes in all (limits.maxToolResultImageBytes)]` };
+  });
+  return dropped ? { ...result, content } : result;
+}
+
 /**
  * A tool result as it may enter history: every text well-formed (lone surrogates become
  * U+FFFD) and at most `maxChars` code points of text in all, keeping about 3/4 head and 1/4
  * tail around a marker that says how much was cut and which limit cut it.
- * Contract: returns `result` itself when nothing changes; images are kept as they are; a cut
- * result's text blocks are joined into one.
+ * Images are kept in order while their data (base64, as sent) fits `maxImageBytes` in all;
+ * each one past it becomes a text note saying what was dropped and which limit dropped it.
+ * Contract: returns `result` itself when nothing changes; a cut result's text blocks are
+ * joined into one.
  */
-export function boundResult(result: ToolResultMessage, maxChars: number): ToolResultMessage {
+export function boundResult(result: ToolResultMessage, maxChars: number, maxImageBytes = Number.POSITIVE_INFINITY): ToolResultMessage {
+  result = boundImages(result, maxImageBytes);
   let units = 0;
   let repaired = false;
   for (const b of result.content) {

@@ -20,7 +20,7 @@ import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
 import type { ToolRun } from "./tool-exec.ts";
 import { boundResult, errorResult, executeTool } from "./tool-exec.ts";
-import { wellFormedDeep } from "./text.ts";
+import { deltaJoiner, wellFormedDeep } from "./text.ts";
 import { runPreflight } from "./preflight.ts";
 import type { PreflightOutcome } from "./preflight.ts";
 import type { ToolDefinition, ToolSchema } from "./tools.ts";
@@ -402,6 +402,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
     });
     aborted.catch(() => {});
     let finished = false;
+    const joiners = new Map<string, ReturnType<typeof deltaJoiner>>();
     try {
       iterator = provider.stream(wellFormedDeep(request), { signal })[Symbol.asyncIterator]();
       for (;;) {
@@ -414,6 +415,10 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
             throw new ProviderError("unknown", `The provider returned a malformed response message (${valid.success ? "not an assistant message" : `${valid.error.issues[0]!.path.join(".")}: ${valid.error.issues[0]!.message}`}).`);
           }
           finished = true;
+          for (const [key, j] of joiners) {
+            const rest = j.flush();
+            if (rest && agent.hasListeners) session.live({ type: "model.delta", sessionId: session.id, turnId, round: rounds, channel: key.startsWith("tool_args") ? "tool_args" : (key as "text" | "thinking"), text: rest });
+          }
           addUsage(usage, e.usage);
           void session.emit({ type: "model.responded", round: rounds, stopReason: e.stopReason, usage: e.usage, durationMs: Math.round(performance.now() - started), attempt }, turnId);
           return { message: e.message, stopReason: e.stopReason, usage: e.usage ?? {} };
@@ -423,7 +428,12 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
           continue;
         }
         if (agent.hasListeners) {
-          session.live({ type: "model.delta", sessionId: session.id, turnId, round: rounds, channel: e.type === "text_delta" ? "text" : e.type === "thinking_delta" ? "thinking" : "tool_args", text: e.type === "tool_call_delta" ? e.argsText : e.text });
+          // A stream may cut a surrogate pair between two deltas: listeners get whole characters.
+          const channel = e.type === "text_delta" ? "text" : e.type === "thinking_delta" ? "thinking" : "tool_args";
+          const key = e.type === "tool_call_delta" ? `tool_args:${e.id}` : channel;
+          if (!joiners.has(key)) joiners.set(key, deltaJoiner());
+          const text = joiners.get(key)!.push(e.type === "tool_call_delta" ? e.argsText : e.text);
+          if (text) session.live({ type: "model.delta", sessionId: session.id, turnId, round: rounds, channel, text });
         }
       }
       finished = true;
@@ -566,7 +576,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
     if (!p.ready || !run) return p.result!;
     const { call } = p;
     const { view, approvedByUser, decision } = p.ready;
-    let result: ToolResultMessage = freezeDeep(boundResult(run.result, limits.maxToolResultChars));
+    let result: ToolResultMessage = freezeDeep(boundResult(run.result, limits.maxToolResultChars, limits.maxToolResultImageBytes));
     if (run.status !== "cancelled" && runner.has("tool.post_result")) {
       const res = await runner.run("tool.post_result", ev("tool.post_result", { round: rounds, call: view, result, durationMs: run.durationMs, approvedByUser }), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, step: (e, added) => {
         for (const c of added) {
@@ -578,7 +588,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
       } });
       session.record(res, turnId);
       if (res.failed) throw phaseFailed(res.failed);
-      result = freezeDeep(boundResult(result, limits.maxToolResultChars));
+      result = freezeDeep(boundResult(result, limits.maxToolResultChars, limits.maxToolResultImageBytes));
     }
     if (run.reveal?.length) reveal(call.name, run.reveal);
     completed(call, run.status, { durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) });

@@ -74,6 +74,8 @@ export class McpServerConnection {
   instructions: string | undefined;
   /** Last characters the server wrote to stderr (stdio only). */
   stderrTail = "";
+  /** The buffer limit a message from the server exceeded (the SDK then closed the connection). */
+  #oversize: number | undefined;
   lastError: string | undefined;
   /** Restarts since the last successful call. */
   restarts = 0;
@@ -115,6 +117,12 @@ export class McpServerConnection {
     const transport = this.#makeTransport(m);
     client.setNotificationHandler(m.types.ToolListChangedNotificationSchema, () => void this.refresh().catch(() => {}));
     client.onclose = () => this.#closed(client);
+    // The SDK's stdio reader drops the connection on a message over its buffer limit (10 MB): say so, not "exited".
+    client.onerror = (err) => {
+      const m = /exceeded maximum size of (\d+) bytes/.exec(String((err as { message?: unknown })?.message ?? err));
+      if (m) this.#oversize = Number(m[1]);
+    };
+    this.#oversize = undefined;
     this.#client = client;
     this.#transport = transport;
     const ctrl = new AbortController();
@@ -221,6 +229,9 @@ export class McpServerConnection {
     } catch (err) {
       if (signal.aborted) throw new McpCallError("cancelled", `The call to "${name}" on "${this.key}" was cancelled.`, { cause: err });
       if (isMcpError(err, "RequestTimeout")) throw new McpCallError("timeout", `"${name}" on MCP server "${this.key}" did not answer within ${timeoutMs} ms; the call was cancelled.`, { cause: err });
+      if ((isMcpError(err, "ConnectionClosed") || client !== this.#client) && this.#oversize !== undefined) {
+        throw new McpCallError("crashed", `MCP server "${this.key}" answered the call to "${name}" with a message over the MCP SDK's limit of ${this.#oversize} bytes, so the connection was dropped; the server is being restarted. Ask for less (a narrower query, a page, a range).`, { cause: err });
+      }
       if (isMcpError(err, "ConnectionClosed") || client !== this.#client) {
         throw new McpCallError("crashed", `MCP server "${this.key}" exited during the call to "${name}"; it is being restarted.${this.stderrTail ? ` Its stderr ends with: ${tailOf(this.stderrTail, 500).trim()}` : ""}`, { cause: err });
       }

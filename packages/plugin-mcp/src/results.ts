@@ -93,9 +93,10 @@ function approxBytes(base64: string | undefined): number {
   return base64 ? Math.floor((base64.length * 3) / 4) : 0;
 }
 
+/** Text blocks within `maxChars` in all; what is past it is dropped and counted once, in one marker at the cut. */
 function capText(blocks: ContentBlock[], maxChars: number): { blocks: ContentBlock[]; truncated: boolean } {
   let room = maxChars;
-  let truncated = false;
+  let cut: { at: number; chars: number; blocks: number } | undefined;
   const out: ContentBlock[] = [];
   for (const b of blocks) {
     if (b.type !== "text") {
@@ -103,14 +104,23 @@ function capText(blocks: ContentBlock[], maxChars: number): { blocks: ContentBlo
       continue;
     }
     const n = codePointLength(b.text);
-    if (n <= room) {
+    if (!cut && n <= room) {
       out.push({ type: "text", text: toWellFormed(b.text) });
       room -= n;
       continue;
     }
-    truncated = true;
-    out.push({ type: "text", text: `${headOf(b.text, Math.max(0, room))}\n[… output cut: ${n - Math.max(0, room)} more characters not shown]` });
+    if (!cut) {
+      cut = { at: out.length, chars: n - room, blocks: 1 };
+      out.push({ type: "text", text: headOf(b.text, room) });
+    } else {
+      cut.chars += n;
+      cut.blocks++;
+    }
     room = 0;
   }
-  return { blocks: out, truncated };
+  if (cut) {
+    const head = out[cut.at] as { type: "text"; text: string };
+    out[cut.at] = { type: "text", text: `${head.text}\n[… output cut: ${cut.chars} more characters${cut.blocks > 1 ? ` in ${cut.blocks} blocks` : ""} not shown]` };
+  }
+  return { blocks: out, truncated: cut !== undefined };
 }

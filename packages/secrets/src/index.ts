@@ -3,8 +3,8 @@
  * secretlint's recommended rules, gitleaks-derived provider rules, and Shannon-entropy checks
  * for tokens near key-like words.
  */
-export { shannonEntropy, isHighEntropyToken } from "./entropy.ts";
-export { PATTERN_RULES } from "./rules.ts";
+export { shannonEntropy, isHighEntropyToken, isWordPath } from "./entropy.ts";
+export { isPlaceholder, PATTERN_RULES } from "./rules.ts";
 export type { PatternRule } from "./rules.ts";
 export { secretlintRuleNames } from "./secretlint.ts";
 export { containsSecret, redact, redactDeep, redactSecrets, scanSecrets } from "./scan.ts";

@@ -1,14 +1,14 @@
 /** The scanner: secretlint's rules, the gitleaks-derived rules, then entropy checks; spans merged. */
 import { isHighEntropyToken } from "./entropy.ts";
-import { PATTERN_RULES } from "./rules.ts";
+import { isPlaceholder, PATTERN_RULES } from "./rules.ts";
 import { secretlintFindings } from "./secretlint.ts";
 import type { Redaction, SecretFinding } from "./types.ts";
 
 /** Words that make the token after them a likely secret (lower case, split on case and punctuation). */
 const KEY_WORDS = new Set(["secret", "secrets", "key", "keys", "apikey", "token", "tokens", "password", "passwords", "passwd", "pwd", "passphrase", "credential", "credentials", "auth", "bearer", "private", "signature", "cookie", "pat"]);
 
-/** Candidate tokens for the entropy checks: base64/base64url/hex-like runs. */
-const TOKEN = /[A-Za-z0-9+/=_\-.~]{16,}/g;
+/** Candidate tokens for the entropy checks: base64/base64url/hex-like runs, percent-escapes included (a key in a URL or form body). */
+const TOKEN = /(?:[A-Za-z0-9+/=_\-.~]|%[0-9A-Fa-f]{2}){16,}/g;
 /** Characters before a token searched for a key word. */
 const WINDOW = 48;
 /** Cheap pre-check: no 12-character token run and no key word means no finding. */
@@ -36,9 +36,24 @@ function entropyFindings(text: string): SecretFinding[] {
     token = token.replace(/^[.\-~/]+/, "");
     const s = start + (m[0].length - m[0].replace(/^[.\-~/]+/, "").length);
     const nearKey = wordsBefore(text, s).some((w) => KEY_WORDS.has(w));
-    if (isHighEntropyToken(token, nearKey)) out.push({ kind: "high_entropy", rule: nearKey ? "entropy:near-key" : "entropy", start: s, end: s + token.length });
+    if (isHighEntropyToken(token.includes("%") ? percentDecoded(token) : token, nearKey)) out.push({ kind: "high_entropy", rule: nearKey ? "entropy:near-key" : "entropy", start: s, end: s + token.length });
   }
   return out;
+}
+
+/** `token` with its %XX escapes decoded (as it is when a URL-encoded key is used); unchanged when it is not valid. */
+function percentDecoded(token: string): string {
+  try {
+    return decodeURIComponent(token);
+  } catch {
+    return token;
+  }
+}
+
+/** A `scheme://user:password@` finding whose password is a placeholder (`user:pass@example.com`). */
+function placeholderUrl(text: string, f: SecretFinding): boolean {
+  const m = /:\/\/[^\s:@/]*:([^\s@/]*)@/.exec(text.slice(f.start, f.end));
+  return m !== null && isPlaceholder(m[1]!);
 }
 
 function patternFindings(text: string): SecretFinding[] {
@@ -81,7 +96,7 @@ export function scanSecrets(text: string): SecretFinding[] {
   const held = placeholders(text);
   const raw = [...secretlintFindings(text), ...patternFindings(text), ...entropyFindings(text)]
     .map((f) => snap(text, f))
-    .filter((f) => f.end > f.start && !held.some(([a, b]) => f.start >= a && f.end <= b));
+    .filter((f) => f.end > f.start && !held.some(([a, b]) => f.start >= a && f.end <= b) && !(f.rule === "secretlint:basicauth" && placeholderUrl(text, f)));
   raw.sort((a, b) => a.start - b.start || b.end - a.end);
   const merged: SecretFinding[] = [];
   for (const f of raw) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { containsSecret, isHighEntropyToken, redactDeep, redactSecrets, scanSecrets, secretlintRuleNames, shannonEntropy } from "../src/index.ts";
+import { containsSecret, isHighEntropyToken, isPlaceholder, isWordPath, redactDeep, redactSecrets, scanSecrets, secretlintRuleNames, shannonEntropy } from "../src/index.ts";
 import { secretlintFindings } from "../src/secretlint.ts";
 import { corpus } from "./corpus.ts";
 
@@ -105,5 +105,36 @@ describe("entropy", () => {
     expect(isHighEntropyToken("getAccessTokenForUserWithRefresh", true)).toBe(false);
     expect(isHighEntropyToken("3f786850e387550fdab836ed7e6dc881", true)).toBe(true);
     expect(isHighEntropyToken("Zk3j8sLq9PwX2vN7mB4cR6tY1uI0oE5aQ8dF3gH2", false)).toBe(true);
+  });
+});
+
+describe("real developer text (quoted from public agent trajectories) and the shapes that used to slip", () => {
+  it("leaves paths, URLs, endpoints, placeholders and code alone", () => {
+    for (const t of [
+      `File "/home/runner/work/HENDRICS/HENDRICS/.tox/py310-test-devdeps/lib/python3.10/site-packages/hendrics/io.py", line 386, in load_events`,
+      "(Current directory: /__home__kimberly__LLM_SUMMER_24__llm_ctf_automation__LLM_CTF_Dataset_Dev__2015__CSAW-Quals__forensics__flash)",
+      "http://candicealexander.com/cdn/shop/products/IMG_7269_a49d5af8-c76c-4ecd-ae20-48c08cb11dec.jpg",
+      'token_endpoint: "https://slack.com/api/oauth.v2.access"',
+      "thinking: budget_tokens=10000, max_tokens=16000",
+      'export ANTHROPIC_API_KEY="your-api-key"',
+      "export ANTHROPIC_API_KEY=your_api_key_here",
+      'mongosh "mongodb://$DB_USER:$DB_PASSWORD@$DB_HOST:$DB_PORT/$DB_NAME"',
+      "valid_urls = ['http://user:pass@example.com']",
+      "passwd = conn_params.get('password', '')\nif passwd:\n    env['PGPASSWORD'] = str(passwd)",
+      "`PGPASSWORD` is not set if password is empty.",
+      "The token is short-lived and not auto-refreshed.",
+    ]) expect(scanSecrets(t), t).toEqual([]);
+    expect(isWordPath("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")).toBe(false);
+    expect(isPlaceholder("Tr0ub4dor&3")).toBe(false);
+  });
+
+  it("finds db_password=, *_PASS=, a URL-encoded key and a Google OAuth token", () => {
+    const aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    expect(redactSecrets("db_password=Hunter2Hunter2").text).toBe("db_password=[REDACTED:password]");
+    expect(redactSecrets("my password is Passw0rd(2024)").text).toBe("my password is [REDACTED:password]");
+    expect(redactSecrets("password = self.password").findings).toEqual([]);
+    expect(redactSecrets("REDIS_PASS=s3cr3tValue9").text).toBe("REDIS_PASS=[REDACTED:credential]");
+    expect(redactSecrets(`https://x.example/put?aws_secret_access_key=${encodeURIComponent(aws)}&r=1`).text).not.toContain("K7MDENG");
+    expect(redactSecrets(`ya29.a0AfH6SMB${"x7Kq2".repeat(12)}`).text).toBe("[REDACTED:gcp_oauth_token]");
   });
 });

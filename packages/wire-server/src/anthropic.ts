@@ -1,5 +1,5 @@
 /** Anthropic Messages API: streamed events and error bodies. */
-import { argsText, makeId, type RenderedError, type RenderedStream, split, sse, textChunks, usageOf } from "./common.ts";
+import { argsText, makeId, type RenderedError, type RenderedStream, pieces, sse, textChunks, usageOf } from "./common.ts";
 import type { WireErrorKind, WireReply } from "./types.ts";
 
 const ERRORS: Record<WireErrorKind, { status: number; type: string; message: string }> = {
@@ -48,15 +48,15 @@ export function renderAnthropic(reply: WireReply, body: any): RenderedStream {
     const t = reply.thinking;
     if (t.redactedData !== undefined) block({ type: "redacted_thinking", data: t.redactedData }, []);
     else {
-      const deltas: unknown[] = split(t.text, t.chunks ?? 2).map((thinking) => ({ type: "thinking_delta", thinking }));
+      const deltas: unknown[] = pieces(reply, t.text, t.chunks ?? 2).map((thinking) => ({ type: "thinking_delta", thinking }));
       deltas.push({ type: "signature_delta", signature: t.signature ?? "EqQBCkYIBhgCIkB0ZXN0LXNpZ25hdHVyZQ==" });
       block({ type: "thinking", thinking: "", signature: "" }, deltas);
     }
   }
-  if (reply.text) block({ type: "text", text: "" }, split(reply.text, textChunks(reply)).map((text) => ({ type: "text_delta", text })));
+  if (reply.text) block({ type: "text", text: "" }, pieces(reply, reply.text, textChunks(reply)).map((text) => ({ type: "text_delta", text })));
   for (const call of reply.toolCalls ?? []) {
     const args = argsText(call);
-    block({ type: "tool_use", id: call.id ?? makeId("toolu_01"), name: call.name, input: {} }, split(args, call.chunks ?? 2).map((partial_json) => ({ type: "input_json_delta", partial_json })));
+    block({ type: "tool_use", id: call.id ?? makeId("toolu_01"), name: call.name, input: {} }, pieces(reply, args, call.chunks ?? 2).map((partial_json) => ({ type: "input_json_delta", partial_json })));
   }
   const finishAt = frames.length;
   const stop = reply.stopReason ?? (reply.toolCalls?.length ? "tool_use" : "end_turn");

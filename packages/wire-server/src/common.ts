@@ -32,6 +32,28 @@ export function split(text: string, n: number): string[] {
   return out;
 }
 
+/**
+ * `text` cut into about `n` pieces by UTF-16 unit, and also after every high surrogate, so a
+ * surrogate pair always straddles two pieces. Contract: pieces join to `text`; never empty pieces.
+ */
+export function splitUnits(text: string, n: number): string[] {
+  if (!text.length) return [];
+  const cuts = new Set<number>();
+  const parts = Math.max(1, Math.min(Math.floor(n), text.length));
+  for (let i = 1; i < parts; i++) cuts.add(Math.floor((i * text.length) / parts));
+  for (let i = 0; i < text.length - 1; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff) cuts.add(i + 1);
+  }
+  const at = [0, ...[...cuts].filter((c) => c > 0 && c < text.length).sort((a, b) => a - b), text.length];
+  return at.slice(1).map((end, i) => text.slice(at[i], end));
+}
+
+/** The deltas of one streamed text of `reply`: by code point, or straddling pairs with `splitPairs`. */
+export function pieces(reply: { splitPairs?: boolean }, text: string, n: number): string[] {
+  return reply.splitPairs ? splitUnits(text, n) : split(text, n);
+}
+
 const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 let counter = 0;
 

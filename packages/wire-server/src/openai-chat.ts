@@ -1,5 +1,5 @@
 /** OpenAI Chat Completions: streamed chunks, and OpenAI error bodies (shared with the Responses API). */
-import { argsText, makeId, type RenderedError, type RenderedStream, split, sse, textChunks, usageOf } from "./common.ts";
+import { argsText, makeId, type RenderedError, type RenderedStream, pieces, sse, textChunks, usageOf } from "./common.ts";
 import type { WireApi, WireErrorKind, WireReply } from "./types.ts";
 
 const ERRORS: Record<WireErrorKind, { status: number; type: string; code: string | null; param: string | null; message: string }> = {
@@ -41,9 +41,9 @@ export function renderChat(reply: WireReply, body: any): RenderedStream {
   const base = { id: makeId("chatcmpl-", 29), object: "chat.completion.chunk", created: Math.floor(Date.now() / 1000), model: reply.model ?? body?.model ?? "gpt-4o", service_tier: "default", system_fingerprint: "fp_f33640a400" };
   const chunk = (delta: object, finish: string | null = null) => sse({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...(includeUsage ? { usage: null } : {}) });
   const frames: string[] = [chunk({ role: "assistant", content: "", refusal: null })];
-  if (reply.thinking) for (const piece of split(reply.thinking.text, reply.thinking.chunks ?? 2)) frames.push(chunk({ reasoning_content: piece }));
-  if (reply.text) for (const piece of split(reply.text, textChunks(reply))) frames.push(chunk({ content: piece }));
-  const calls = (reply.toolCalls ?? []).map((c, index) => ({ index, id: c.id ?? makeId("call_"), name: c.name, pieces: split(argsText(c), c.chunks ?? 2) }));
+  if (reply.thinking) for (const piece of pieces(reply, reply.thinking.text, reply.thinking.chunks ?? 2)) frames.push(chunk({ reasoning_content: piece }));
+  if (reply.text) for (const piece of pieces(reply, reply.text, textChunks(reply))) frames.push(chunk({ content: piece }));
+  const calls = (reply.toolCalls ?? []).map((c, index) => ({ index, id: c.id ?? makeId("call_"), name: c.name, pieces: pieces(reply, argsText(c), c.chunks ?? 2) }));
   const start = (c: (typeof calls)[number]) => chunk({ tool_calls: [{ index: c.index, id: c.id, type: "function", function: { name: c.name, arguments: "" } }] });
   const piece = (c: (typeof calls)[number], p: string) => chunk({ tool_calls: [{ index: c.index, function: { arguments: p } }] });
   if (reply.interleave) {

@@ -1,5 +1,5 @@
 /** OpenAI Responses API: streamed events. */
-import { argsText, makeId, type RenderedStream, split, sse, textChunks, usageOf } from "./common.ts";
+import { argsText, makeId, type RenderedStream, pieces, sse, textChunks, usageOf } from "./common.ts";
 import { openaiErrorObject } from "./openai-chat.ts";
 import type { WireReply } from "./types.ts";
 
@@ -33,7 +33,7 @@ export function renderResponses(reply: WireReply, body: any): RenderedStream {
     const output_index = output.length;
     emit("response.output_item.added", { output_index, item: { id: item_id, type: "reasoning", summary: [] } });
     emit("response.reasoning_summary_part.added", { item_id, output_index, summary_index: 0, part: { type: "summary_text", text: "" } });
-    for (const delta of split(t.text, t.chunks ?? 2)) emit("response.reasoning_summary_text.delta", { item_id, output_index, summary_index: 0, delta });
+    for (const delta of pieces(reply, t.text, t.chunks ?? 2)) emit("response.reasoning_summary_text.delta", { item_id, output_index, summary_index: 0, delta });
     emit("response.reasoning_summary_text.done", { item_id, output_index, summary_index: 0, text: t.text });
     emit("response.reasoning_summary_part.done", { item_id, output_index, summary_index: 0, part: { type: "summary_text", text: t.text } });
     const item = { id: item_id, type: "reasoning", summary: [{ type: "summary_text", text: t.text }], ...(wantsEncrypted ? { encrypted_content: t.encrypted ?? "gAAAAABencrypted-reasoning-blob==" } : {}) };
@@ -45,7 +45,7 @@ export function renderResponses(reply: WireReply, body: any): RenderedStream {
     const output_index = output.length;
     emit("response.output_item.added", { output_index, item: { id: item_id, type: "message", status: "in_progress", content: [], role: "assistant" } });
     emit("response.content_part.added", { item_id, output_index, content_index: 0, part: { type: "output_text", annotations: [], logprobs: [], text: "" } });
-    for (const delta of split(reply.text, textChunks(reply))) emit("response.output_text.delta", { item_id, output_index, content_index: 0, delta, logprobs: [] });
+    for (const delta of pieces(reply, reply.text, textChunks(reply))) emit("response.output_text.delta", { item_id, output_index, content_index: 0, delta, logprobs: [] });
     const part = { type: "output_text", annotations: [], logprobs: [], text: reply.text };
     emit("response.output_text.done", { item_id, output_index, content_index: 0, text: reply.text, logprobs: [] });
     emit("response.content_part.done", { item_id, output_index, content_index: 0, part });
@@ -59,7 +59,7 @@ export function renderResponses(reply: WireReply, body: any): RenderedStream {
     const call_id = call.id ?? makeId("call_");
     const args = argsText(call);
     emit("response.output_item.added", { output_index, item: { id: item_id, type: "function_call", status: "in_progress", arguments: "", call_id, name: call.name } });
-    for (const delta of split(args, call.chunks ?? 2)) emit("response.function_call_arguments.delta", { item_id, output_index, delta });
+    for (const delta of pieces(reply, args, call.chunks ?? 2)) emit("response.function_call_arguments.delta", { item_id, output_index, delta });
     emit("response.function_call_arguments.done", { item_id, output_index, arguments: args });
     const item = { id: item_id, type: "function_call", status: "completed", arguments: args, call_id, name: call.name };
     emit("response.output_item.done", { output_index, item });

@@ -58,6 +58,12 @@ export interface WireReply {
   text?: string;
   /** Number of text deltas. Default 3 (fewer for short text). */
   chunks?: number;
+  /**
+   * Cut text, thinking and tool-argument deltas by UTF-16 unit, and also right after every
+   * high surrogate, so each surrogate pair straddles two events (each escaped alone in its
+   * JSON, `"\ud83d"` then `"\ude00"`), as a stream cut at byte-level token pieces can be.
+   */
+  splitPairs?: boolean;
   thinking?: WireThinking;
   toolCalls?: WireToolCall[];
   /** Chat Completions only: interleave the tool calls' argument deltas by index. */
