@@ -21,7 +21,27 @@ const DF_REFRESH_WRITES = 2000;
 /** Longest query text kept in the miss log. */
 export const MISS_QUERY_CHARS = 512;
 
-const MIGRATIONS: readonly string[] = [
+/**
+ * Redact what a database written before the shared scanner may hold: memories (their key,
+ * category and content) and the miss log, which once kept whole user messages verbatim.
+ */
+function scrubSecrets(db: DatabaseSync): void {
+  // Overwritten text must not survive in freed pages.
+  db.exec("PRAGMA secure_delete = ON");
+  const mem = db.prepare("UPDATE memories SET content = ?, key = ?, category = ? WHERE id = ?");
+  for (const r of db.prepare("SELECT id, content, key, category FROM memories").all() as Array<{ id: number; content: string; key: string | null; category: string | null }>) {
+    const [content, key, category] = [redact(r.content), r.key === null ? null : redact(r.key), r.category === null ? null : redact(r.category)];
+    if (content !== r.content || key !== r.key || category !== r.category) mem.run(content, key, category, r.id);
+  }
+  const miss = db.prepare("UPDATE misses SET query = ? WHERE id = ?");
+  for (const r of db.prepare("SELECT id, query FROM misses").all() as Array<{ id: number; query: string }>) {
+    const query = headOf(redact(r.query), MISS_QUERY_CHARS);
+    if (query !== r.query) miss.run(query, r.id);
+  }
+}
+
+/** Schema steps in order: SQL, or a function for a step SQL cannot express. */
+const MIGRATIONS: ReadonlyArray<string | ((db: DatabaseSync) => void)> = [
   `CREATE TABLE memories (
      id INTEGER PRIMARY KEY,
      namespace TEXT NOT NULL,
@@ -60,6 +80,7 @@ const MIGRATIONS: readonly string[] = [
    END;
    CREATE TABLE misses (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, query TEXT NOT NULL, at INTEGER NOT NULL, session_id TEXT, turn_id TEXT);
    CREATE TABLE extractions (turn_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, at INTEGER NOT NULL, facts INTEGER NOT NULL);`,
+  scrubSecrets,
 ];
 
 /** Options of the SQLite memory store. */
@@ -172,7 +193,11 @@ export class SqliteMemoryStore implements MemoryStore {
       // Read again inside the write lock: another process may have migrated meanwhile.
       const version = current();
       if (version > MIGRATIONS.length) throw new Error(`schema version ${version} is newer than this plugin (${MIGRATIONS.length})`);
-      for (let v = version; v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]!);
+      for (let v = version; v < MIGRATIONS.length; v++) {
+        const step = MIGRATIONS[v]!;
+        if (typeof step === "string") db.exec(step);
+        else step(db);
+      }
       db.exec(`PRAGMA user_version=${MIGRATIONS.length}`);
       db.exec("COMMIT");
     } catch (err) {

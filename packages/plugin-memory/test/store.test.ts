@@ -154,3 +154,28 @@ describe("write-time redaction in the store (no caller can bypass it)", () => {
     expect(seen).toEqual(["key is [REDACTED:anthropic_api_key]"]);
   });
 });
+
+describe("a memory database written before the shared scanner", () => {
+  it("is scrubbed on open: memories and the miss log lose their secrets, on disk too", async () => {
+    const { DatabaseSync } = await import("node:sqlite");
+    const path = join(tempDir(), "memory.sqlite");
+    const first = new SqliteMemoryStore({ path });
+    const id = first.write({ namespace: "u1", key: "aws", category: "creds", content: "The deploy key is kept here" }).memory.id;
+    first.close();
+    const aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY";
+    // What an older version stored: the secret verbatim.
+    const db = new DatabaseSync(path);
+    const version = (db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version;
+    db.prepare("UPDATE memories SET content = ? WHERE id = ?").run(`The deploy key is aws_secret_access_key=${aws}`, id);
+    db.prepare("INSERT INTO misses (namespace, query, at) VALUES ('u1', ?, 0)").run(`log in with secret ${aws} please`);
+    db.exec(`PRAGMA user_version = ${version - 1}`);
+    db.close();
+    const s = new SqliteMemoryStore({ path });
+    expect(s.byKey("u1", "aws")[0]!.content).toMatch(/^The deploy key is .*\[REDACTED/);
+    expect(s.misses("u1")[0]!.query).not.toContain(aws);
+    expect(s.search({ namespace: "u1", terms: ["deploy"], limit: 5 })).toHaveLength(1);
+    s.close();
+    const bytes = Buffer.concat(readdirSync(dirname(path)).map((f) => readFileSync(join(dirname(path), f))));
+    expect(bytes.includes(Buffer.from(aws))).toBe(false);
+  });
+});
