@@ -33,7 +33,7 @@ import { runTurn } from "./turn.ts";
 import { wellFormedProvider } from "./text.ts";
 import type { AttemptOutcome, UnfinishedJob } from "./jobs.ts";
 import { recoverJobs, startDurableJob } from "./jobs.ts";
-import { faultScope } from "./faults.ts";
+import { inFaultScope } from "./faults.ts";
 import type { HeldLease, LeaseOptions } from "./lease.ts";
 import { DEFAULT_LEASE, takeLease } from "./lease.ts";
 
@@ -762,7 +762,7 @@ export class Session {
       }, { once: true });
     });
     const scope = { plugin, phase: `job ${name}` };
-    const work = Promise.resolve().then(() => faultScope.run(scope, () => fn(ctrl.signal)));
+    const work = Promise.resolve().then(() => inFaultScope(() => scope, () => fn(ctrl.signal)));
     let settled = false;
     void work.then(() => (settled = true), () => (settled = true));
     return Promise.race([work, timeout, closed]).then(

@@ -18,7 +18,7 @@ import type { ModelProvider } from "./provider.ts";
 import type { PluginRegistry, Subscription } from "./registry.ts";
 import { freezeEvent } from "./snapshot.ts";
 import type { FaultScope } from "./faults.ts";
-import { faultScope } from "./faults.ts";
+import { inFaultScope } from "./faults.ts";
 
 /** A diagnostic produced while running a phase. */
 export interface PhaseDiagnostic {
@@ -315,7 +315,7 @@ export class PhaseRunner {
     let raw: unknown;
     let thenable: boolean;
     try {
-      raw = faultScope.run(this.scopeOf(sub), sub.handler, run.event, ctx);
+      raw = inFaultScope(() => this.scopeOf(sub), () => sub.handler(run.event, ctx));
       thenable = isThenable(raw);
     } catch (error) {
       ctx.dispose();

@@ -11,7 +11,7 @@ import { isPhaseName, PHASE_NAMES, PHASES } from "./phases.ts";
 import type { Handler, JobRunner, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
 import { satisfies, validRange } from "./semver.ts";
 import { truncate } from "./text.ts";
-import { faultScope } from "./faults.ts";
+import { inFaultScope } from "./faults.ts";
 
 /** The kernel's version; plugins' `kernel` ranges are checked against it. */
 export const KERNEL_VERSION = "1.0.0";
@@ -146,7 +146,7 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
       }, setupMs);
     });
     try {
-      const setup = Promise.resolve().then(() => faultScope.run({ plugin: plugin.name, phase: "setup" }, () => plugin.setup(ctx)));
+      const setup = Promise.resolve().then(() => inFaultScope(() => ({ plugin: plugin.name, phase: "setup" }), () => plugin.setup(ctx)));
       await Promise.race([setup, timedOut]).catch((err: unknown) => {
         if (isKeelError(err, "KEEL_PLUGIN_SETUP_TIMEOUT")) trackAbandoned(`setup of plugin ${plugin.name}`, setup);
         throw err;

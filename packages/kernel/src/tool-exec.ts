@@ -4,7 +4,7 @@ import type { ContentBlock, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
 import { codePointLength, isWellFormed, toWellFormed, truncate } from "./text.ts";
 import { snapshot } from "./snapshot.ts";
-import { faultScope } from "./faults.ts";
+import { inFaultScope } from "./faults.ts";
 import type { ToolContext, ToolDefinition, ToolOutput } from "./tools.ts";
 
 /** How a tool call ended. */
@@ -103,7 +103,7 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
         const result = normalize(ctx.callId, tool.name, out);
         finish(result.isError ? "error" : "ok", result, revealOf(out));
       };
-      const raw: unknown = faultScope.run({ tool: tool.name, ...(plugin ? { plugin } : {}) }, () => tool.execute(args, { ...ctx, signal: ctrl.signal }));
+      const raw: unknown = inFaultScope(() => ({ tool: tool.name, ...(plugin ? { plugin } : {}) }), () => tool.execute(args, { ...ctx, signal: ctrl.signal }));
       let then: unknown;
       try {
         then = raw !== null && (typeof raw === "object" || typeof raw === "function") ? (raw as { then?: unknown }).then : undefined;

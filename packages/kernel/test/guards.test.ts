@@ -66,8 +66,8 @@ describe("plugin schemas are plugin code too", () => {
 });
 
 describe("fault scope", () => {
-  it("follows a handler's and a tool's timers, so a fault there can name the plugin, phase and tool", async () => {
-    const { faultScope } = await import("../src/faults.ts");
+  it("follows a handler's and a tool's timers while a guard listens, so a fault there can name the plugin, phase and tool", async () => {
+    const { faultScope, guardProcess } = await import("../src/faults.ts");
     const seen: unknown[] = [];
     const later = (tag: string) => new Promise<void>((r) => setTimeout(() => (seen.push([tag, faultScope.getStore()]), r()), 1));
     const p = definePlugin({
@@ -78,13 +78,25 @@ describe("fault scope", () => {
         ctx.on("turn.pre_tool_materialization", () => ({ kind: "tool_bundle", bundleId: "b", tools: [{ name: "tick", description: "t", execute: () => later("tool").then(() => "ok") }] }));
       },
     });
-    const agent = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ name: "tick", args: {} }] }, { text: "done" }]), store: new MemorySessionStore(), plugins: [p] });
-    await (await agent.session()).run("go");
-    await agent.close();
+    const run = async () => {
+      const agent = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ name: "tick", args: {} }] }, { text: "done" }]), store: new MemorySessionStore(), plugins: [p] });
+      await (await agent.session()).run("go");
+      await agent.close();
+    };
+    const guard = guardProcess(() => undefined);
+    try {
+      await run();
+    } finally {
+      guard.uninstall();
+    }
     expect(seen).toEqual([
       ["handler", { plugin: "scoped", phase: "turn.pre_policy" }],
       ["tool", { tool: "tick", plugin: "scoped" }],
     ]);
     expect(faultScope.getStore()).toBeUndefined();
+    // Without a guard no scope is entered (it would only cost time).
+    seen.length = 0;
+    await run();
+    expect(seen).toEqual([["handler", undefined], ["tool", undefined]]);
   });
 });
