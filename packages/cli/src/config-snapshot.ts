@@ -4,7 +4,7 @@
  * and a value whose read throws is a located KEEL_CONFIG_READ_FAILED, not a stack trace.
  */
 import { types } from "node:util";
-import { KeelError } from "@keel/kernel";
+import { headOf, KeelError } from "@keel/kernel";
 import { childPath, thrownText } from "./guard.ts";
 
 /** Deepest nesting a config may have. */
@@ -38,7 +38,7 @@ export function snapshotConfig(config: unknown, filepath: string): unknown {
     if (v === null || typeof v !== "object") return v;
     if (copies.has(v)) return copies.get(v);
     if (depth > MAX_CONFIG_DEPTH) {
-      const shown = `${path.slice(0, 60)}…`;
+      const shown = `${headOf(path, 60)}…`;
       throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: ${shown} nests deeper than ${MAX_CONFIG_DEPTH} levels.`, { path: shown });
     }
     const kind = read(() => (Array.isArray(v) ? "array" : types.isModuleNamespaceObject(v) ? "other" : isPlain(v) ? "plain" : "other"), path);

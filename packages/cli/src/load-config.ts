@@ -10,7 +10,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Jiti } from "jiti";
 import * as kernel from "@keel/kernel";
 import * as kernelTesting from "@keel/kernel/testing";
-import { KeelError, isKeelError } from "@keel/kernel";
+import { headOf, KeelError, isKeelError } from "@keel/kernel";
 import { attempt, thrownText } from "./guard.ts";
 
 /** Where discovery looks, in order, in each folder from the start folder up to the project root. */
@@ -126,7 +126,7 @@ function notAConfig(v: unknown): string | undefined {
     const name = attempt(() => String((v as { name?: unknown }).name ?? ""), "");
     return `a function${name && name !== "default" ? ` (${name})` : ""}, not a config (the CLI does not call it): ${fix}`;
   }
-  if (typeof v !== "object") return `${typeof v === "string" ? `a string (${JSON.stringify(v.slice(0, 40))})` : `a ${typeof v} (${attempt(() => String(v), "?")})`}; ${fix}`;
+  if (typeof v !== "object") return `${typeof v === "string" ? `a string (${JSON.stringify(headOf(v, 40))})` : `a ${typeof v} (${attempt(() => String(v), "?")})`}; ${fix}`;
   if (attempt(() => typeof (v as { then?: unknown }).then === "function", false)) return `a Promise; await inside the file instead: export default defineConfig(await …)`;
   if (attempt(() => Array.isArray(v), false)) return `an array; ${fix} (plugins go in its \`plugins: [...]\`)`;
   if (attempt(() => typeof (v as { setup?: unknown }).setup === "function" && typeof (v as { name?: unknown }).name === "string", false)) return `a plugin, not a config; put it in the plugins list: export default defineConfig({ plugins: [plugin] })`;

@@ -4,6 +4,7 @@
  * once and dropped, `toJSON` and non-enumerable or symbol keys are left behind; a throw, a
  * cycle, a bigint or symbol, or an oversize value makes the whole value unreadable.
  */
+import { headOf } from "./text.ts";
 
 /** A value that could not be read; `path` says where. */
 export class UnreadableValueError extends Error {
@@ -37,7 +38,7 @@ export function snapshot(value: unknown, path = "(root)"): unknown {
     } catch {
       why = "an unreadable error";
     }
-    throw new UnreadableValueError(path, `reading it threw ${why.slice(0, 200)}`);
+    throw new UnreadableValueError(path, `reading it threw ${headOf(why, 200)}`);
   }
 }
 

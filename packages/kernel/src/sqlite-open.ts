@@ -8,6 +8,7 @@ import { dirname, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { DatabaseSync } from "node:sqlite";
 import { errorMessage, KeelError } from "./errors.ts";
+import { headOf } from "./text.ts";
 
 /** Options of openSqlite. */
 export interface OpenSqliteOptions {
@@ -199,7 +200,7 @@ function quickCheck(db: DatabaseSync, path: string, what: string): void {
   const rows = db.prepare("PRAGMA quick_check(5)").all() as Array<Record<string, unknown>>;
   const problems = rows.map((r) => String(Object.values(r)[0])).filter((r) => r !== "ok");
   if (problems.length) {
-    throw new KeelError("KEEL_STORE_CORRUPT", `The ${what} ${path} fails SQLite's quick check (${problems.join("; ").slice(0, 300)}); Keel did not write to it.`, { path });
+    throw new KeelError("KEEL_STORE_CORRUPT", `The ${what} ${path} fails SQLite's quick check (${headOf(problems.join("; "), 300)}); Keel did not write to it.`, { path });
   }
 }
 

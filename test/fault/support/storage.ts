@@ -13,7 +13,7 @@ import { DatabaseSync } from "node:sqlite";
 import type { RecordedRequest, WireReply } from "../../../packages/wire-server/src/index.ts";
 import { lastUserText } from "../../../packages/wire-server/src/index.ts";
 import type { Agent, KeelEvent, ToolDefinition } from "../../../packages/kernel/src/index.ts";
-import { SqliteSessionStore, createAgent, defaultSessionDbPath, scriptedProvider } from "../../../packages/kernel/src/index.ts";
+import { SqliteSessionStore, createAgent, defaultSessionDbPath, headOf, scriptedProvider } from "../../../packages/kernel/src/index.ts";
 import { resolveModel } from "../../../packages/providers/src/index.ts";
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -209,7 +209,7 @@ export function toolScript(request: RecordedRequest): WireReply {
   if (results < rounds * parallel) {
     return { toolCalls: Array.from({ length: parallel }, (_, k) => ({ id: `toolu_${request.index}_${k}`, name: "pause", args: { ms: pause } })), delayMs, api: "anthropic" };
   }
-  return { text: `Done after ${results} tool results: ${text.slice(0, 40)}`, chunks: 4, delayMs, api: "anthropic" };
+  return { text: `Done after ${results} tool results: ${headOf(text, 40)}`, chunks: 4, delayMs, api: "anthropic" };
 }
 
 function lastUserBlock(request: RecordedRequest): string {
