@@ -13,7 +13,7 @@
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { tmpdir } from "node:os";
-import { existsSync, mkdirSync, rmSync, unlinkSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { offlineEnv } from "../../packages/cli/test/support/run-keel.ts";
@@ -249,6 +249,9 @@ describe("adversarial C, storage: a home from before the hardening merge", () =>
     expect(sessions.tables).toContain("leases");
     expect(storedUserTexts(storedEvents(p.home, V1_SESSION))).toEqual([V1_INPUT, "what is my dog called?"]);
     expect(rows(join(p.home, "memory.sqlite"), "SELECT content FROM memories WHERE superseded_by IS NULL AND forgotten_at IS NULL").map((m) => m["content"])).toContain("The user's dog is Rex");
+    // The old miss log kept a whole message with an AWS secret key: scrubbed on open, on disk too.
+    expect(rows(join(p.home, "memory.sqlite"), "SELECT query FROM misses WHERE id = 2")[0]!["query"]).toMatch(/^deploy with .*\[REDACTED/);
+    for (const f of readdirSync(p.home).filter((n) => n.startsWith("memory.sqlite"))) expect(readFileSync(join(p.home, f)).includes("wJalrXUtnFEMI"), f).toBe(false);
     // skills v0 kept raw inputs in un-namespaced streaks: migrated to v1, which drops them.
     const skills = schemaOf(join(p.home, "skills.sqlite"));
     expect(skills.version).toBe(1);

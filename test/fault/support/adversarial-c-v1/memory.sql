@@ -25,6 +25,7 @@ INSERT INTO memories VALUES(1,'default','user','user.dog','profile','The user''s
 CREATE VIRTUAL TABLE memories_fts USING fts5(content, key, category, context, content='memories', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2');
 CREATE TABLE misses (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, query TEXT NOT NULL, at INTEGER NOT NULL, session_id TEXT, turn_id TEXT);
 INSERT INTO misses VALUES(1,'default','I live in Lisbon and my dog is Rex.',1795469247939,'b3fd65c5-d7ab-42f8-b294-204969979d57','b3fd65c5-d7ab-42f8-b294-204969979d57/1');
+INSERT INTO misses VALUES(2,'default','deploy with secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY to the bucket',1795469247940,'b3fd65c5-d7ab-42f8-b294-204969979d57','b3fd65c5-d7ab-42f8-b294-204969979d57/1');
 CREATE TABLE extractions (turn_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, at INTEGER NOT NULL, facts INTEGER NOT NULL);
 INSERT INTO extractions VALUES('b3fd65c5-d7ab-42f8-b294-204969979d57/1','default',1795469247965,1);
 CREATE INDEX memories_ns_key ON memories(namespace, key) WHERE key IS NOT NULL;
