@@ -6,28 +6,13 @@
  * message (coded, located, no stack trace), what the provider was sent and what is on disk
  * (the turn closed exactly once, every tool call paired).
  */
-import { existsSync, rmSync } from "node:fs";
-import { afterAll, describe, expect, it } from "vitest";
-import { startWireServer } from "../../packages/wire-server/src/index.ts";
-import type { WireServer } from "../../packages/wire-server/src/index.ts";
+import { existsSync } from "node:fs";
+import { describe, expect, it } from "vitest";
 import type { KeelEvent } from "../../packages/kernel/src/index.ts";
-import { cleanEnv, onlySession, pairing, until } from "./support/hangs.ts";
-import { KERNEL, STACK, keel, project, tempRoot } from "./support/adversarial-a.ts";
+import { cleanEnv, onlySession, pairing, until, useWirePerScenario } from "./support/hangs.ts";
+import { KERNEL, STACK, keel, project } from "./support/adversarial-a.ts";
 
-const root = tempRoot();
-const servers: WireServer[] = [];
-async function wire(): Promise<WireServer> {
-  const s = await startWireServer();
-  servers.push(s);
-  return s;
-}
-afterAll(async () => {
-  await Promise.all(servers.map((s) => s.close()));
-  rmSync(root, { recursive: true, force: true });
-});
-
-const online = (server: WireServer, home: string, extra: Record<string, string> = {}) =>
-  cleanEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL, OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.openaiBaseURL, KEEL_EXIT_GRACE_MS: "300", ...extra });
+const { root, wire, online } = useWirePerScenario("keel-fault-adv-a-", { KEEL_EXIT_GRACE_MS: "300" });
 const offline = (home: string, extra: Record<string, string> = {}) => cleanEnv({ KEEL_HOME: home, KEEL_EXIT_GRACE_MS: "300", ...extra });
 /** A config module importing the kernel's sources; `hostile()` builds a Proxy whose every trap throws. */
 const withKernel = (body: string) => `import { defineConfig, definePlugin } from ${JSON.stringify(KERNEL)};

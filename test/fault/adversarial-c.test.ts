@@ -15,24 +15,17 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { offlineEnv } from "../../packages/cli/test/support/run-keel.ts";
-import { startWireServer } from "../../packages/wire-server/src/index.ts";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
 import { allEvents, jobTrail, keel, makeHome, memories, MEMORY, sessionOf, SLOW_MEMORY_CONFIG } from "./support/jobs.ts";
-import { faultConfig, killAll, pairingProblems, project, runKeel, sessionIdOf, startKeel, storedEvents, storedSessions, storedUserTexts, tempRoot, toolScript, until, wireEnv } from "./support/storage.ts";
+import { useSharedWire, faultConfig, pairingProblems, project, runKeel, sessionIdOf, startKeel, storedEvents, storedSessions, storedUserTexts, until, wireEnv } from "./support/storage.ts";
 import { rows, runKeelFileLimited, schemaOf, SKILLS, terminalsByTurn, V1_INPUT, V1_SESSION, writeV1Home } from "./support/adversarial-c.ts";
 
+const { root, server: sharedServer } = useSharedWire("keel-fault-adv-c-");
 let server: WireServer;
-const root = tempRoot("keel-fault-adv-c-");
-beforeAll(async () => {
-  server = await startWireServer({ onEmpty: toolScript });
-});
-afterEach(killAll);
-afterAll(async () => {
-  await killAll();
-  await server.close();
-  rmSync(root, { recursive: true, force: true });
+beforeAll(() => {
+  server = sharedServer();
 });
 
 /** The fault agent named as the old home's agent, with the real memory and skills plugins. */

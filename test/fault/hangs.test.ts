@@ -6,28 +6,12 @@
  * sent and what is on disk. Timeouts are short through the config (object-form models,
  * `limits.wallTimeMs`, `setupTimeoutMs`) and KEEL_EXIT_GRACE_MS.
  */
-import { existsSync, rmSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
-import { startWireServer } from "../../packages/wire-server/src/index.ts";
-import type { WireServer } from "../../packages/wire-server/src/index.ts";
-import { cleanEnv, onlySession, pairing, scenario, storedSessions, tempRoot, timedKeel, until } from "./support/hangs.ts";
+import { describe, expect, it } from "vitest";
+import { cleanEnv, onlySession, pairing, scenario, storedSessions, timedKeel, until, useWirePerScenario } from "./support/hangs.ts";
 
-// One wire server per scenario, so scenarios can run two at a time (timedKeel spawns at most 2 CLIs).
-const servers: WireServer[] = [];
-const root = tempRoot();
-async function wire(): Promise<WireServer> {
-  const s = await startWireServer();
-  servers.push(s);
-  return s;
-}
-afterAll(async () => {
-  await Promise.all(servers.map((s) => s.close()));
-  rmSync(root, { recursive: true, force: true });
-});
-
-const online = (server: WireServer, home: string, extra: Record<string, string> = {}) =>
-  cleanEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL, OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.openaiBaseURL, ...extra });
+const { root, wire, online } = useWirePerScenario("keel-fault-hangs-");
 const terminal = (events: readonly { type: string }[]) => events.filter((e) => e.type.startsWith("turn.") && e.type !== "turn.started");
 
 describe.concurrent("hangs: provider streams", { timeout: 40_000 }, () => {

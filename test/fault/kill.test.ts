@@ -5,25 +5,17 @@
  * with parallel tool calls, an idle chat). After each kill: the user's message is in the log,
  * tool-call/result pairing is intact in what the next turn sends, and the next turn succeeds.
  */
-import { rmSync } from "node:fs";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { startWireServer } from "../../packages/wire-server/src/index.ts";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
 import type { KeelEvent } from "../../packages/kernel/src/index.ts";
 import { isTerminalEvent } from "../../packages/kernel/src/index.ts";
 import { seededRandom } from "../../packages/kernel/src/testing.ts";
-import { faultConfig, inProcessAgent, killAll, pairingProblems, project, runKeel, seedSession, startKeel, storedEvents, storedUserTexts, tempRoot, toolScript, until, wireEnv } from "./support/storage.ts";
+import { useSharedWire, faultConfig, inProcessAgent, pairingProblems, project, runKeel, seedSession, startKeel, storedEvents, storedUserTexts, until, wireEnv } from "./support/storage.ts";
 
+const { root, server: sharedServer } = useSharedWire("keel-fault-kill-");
 let server: WireServer;
-const root = tempRoot("keel-fault-kill-");
-beforeAll(async () => {
-  server = await startWireServer({ onEmpty: toolScript });
-});
-afterEach(killAll);
-afterAll(async () => {
-  await killAll();
-  await server.close();
-  rmSync(root, { recursive: true, force: true });
+beforeAll(() => {
+  server = sharedServer();
 });
 
 const SEED = 20261123;

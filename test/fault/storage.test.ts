@@ -13,17 +13,16 @@ import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from "node
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { DatabaseSync } from "node:sqlite";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { startWireServer } from "../../packages/wire-server/src/index.ts";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
 import { createAgent, isKeelError, openSqlite, scriptedProvider, SqliteSessionStore } from "../../packages/kernel/src/index.ts";
 import {
+  useSharedWire,
   REPO,
   asUnprivileged,
   digest,
   faultConfig,
   garbleTable,
-  killAll,
   seedSession,
   project,
   runKeel,
@@ -32,22 +31,14 @@ import {
   storedEvents,
   storedSessions,
   storedUserTexts,
-  tempRoot,
-  toolScript,
   until,
   wireEnv,
 } from "./support/storage.ts";
 
+const { root, server: sharedServer } = useSharedWire("keel-fault-storage-");
 let server: WireServer;
-const root = tempRoot("keel-fault-storage-");
-beforeAll(async () => {
-  server = await startWireServer({ onEmpty: toolScript });
-});
-afterEach(killAll);
-afterAll(async () => {
-  await killAll();
-  await server.close();
-  rmSync(root, { recursive: true, force: true });
+beforeAll(() => {
+  server = sharedServer();
 });
 
 const env = (home: string) => wireEnv(home, server.anthropicBaseURL);

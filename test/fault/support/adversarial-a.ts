@@ -4,28 +4,16 @@
  * runs, and a clock; at most two CLIs at once.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { REPO } from "./hangs.ts";
+import { REPO, scenario } from "./hangs.ts";
 
 const KEEL_BIN = join(REPO, "packages", "cli", "bin", "keel.js");
 /** Import specifier of the kernel's sources for a config in a temp folder. */
 export const KERNEL = pathToFileURL(join(REPO, "packages/kernel/src/index.ts")).href;
 
-/** A temp root for the file. */
-export function tempRoot(): string {
-  return mkdtempSync(join(tmpdir(), "keel-fault-adv-a-"));
-}
-
 /** A folder holding `agent.config.mjs` (`source`, an ES module) and its own home. */
-export function project(root: string, name: string, source: string): { dir: string; home: string } {
-  const dir = join(root, name);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "agent.config.mjs"), source);
-  return { dir, home: join(dir, "home") };
-}
+export const project = scenario;
 
 /** How a run ended. */
 export interface Run {

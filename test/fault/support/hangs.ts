@@ -1,18 +1,48 @@
 /** Support of the "hangs" fault scenarios: a config folder per scenario, the real `keel` binary with a clock, the stored events. */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { SqliteSessionStore, defaultSessionDbPath } from "../../../packages/kernel/src/index.ts";
 import type { KeelEvent } from "../../../packages/kernel/src/index.ts";
+import { afterAll } from "vitest";
+import { startWireServer } from "../../../packages/wire-server/src/index.ts";
+import type { WireServer } from "../../../packages/wire-server/src/index.ts";
 
 export const REPO = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const KEEL_BIN = join(REPO, "packages", "cli", "bin", "keel.js");
 
 /** A temp root for one test file. */
-export function tempRoot(): string {
-  return mkdtempSync(join(tmpdir(), "keel-fault-hangs-"));
+export function tempRoot(prefix = "keel-fault-hangs-"): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/**
+ * A temp root for the file and a wire server per scenario (so scenarios can run two at a time),
+ * all closed and removed after the file; `online` is the env pointing both SDKs at one of them.
+ */
+export function useWirePerScenario(prefix: string, defaults: Record<string, string> = {}): {
+  root: string;
+  wire: () => Promise<WireServer>;
+  online: (server: WireServer, home: string, extra?: Record<string, string>) => NodeJS.ProcessEnv;
+} {
+  const root = tempRoot(prefix);
+  const servers: WireServer[] = [];
+  afterAll(async () => {
+    await Promise.all(servers.map((s) => s.close()));
+    rmSync(root, { recursive: true, force: true });
+  });
+  return {
+    root,
+    wire: async () => {
+      const s = await startWireServer();
+      servers.push(s);
+      return s;
+    },
+    online: (server, home, extra = {}) =>
+      cleanEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL, OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.openaiBaseURL, ...defaults, ...extra }),
+  };
 }
 
 /** A folder holding `agent.config.mjs` with `source` (an ES module body) and its own home. */

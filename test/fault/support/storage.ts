@@ -5,12 +5,14 @@
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DatabaseSync } from "node:sqlite";
-import type { RecordedRequest, WireReply } from "../../../packages/wire-server/src/index.ts";
+import { afterAll, afterEach, beforeAll } from "vitest";
+import { startWireServer } from "../../../packages/wire-server/src/index.ts";
+import type { RecordedRequest, WireReply, WireServer } from "../../../packages/wire-server/src/index.ts";
 import { lastUserText } from "../../../packages/wire-server/src/index.ts";
 import type { Agent, KeelEvent, ToolDefinition } from "../../../packages/kernel/src/index.ts";
 import { SqliteSessionStore, createAgent, defaultSessionDbPath, headOf, scriptedProvider } from "../../../packages/kernel/src/index.ts";
@@ -100,6 +102,31 @@ export async function runKeel(args: string[], options: { cwd: string; env: NodeJ
   const r = await p.exit;
   clearTimeout(timer);
   return { ...r, stdout: p.stdout(), stderr: p.stderr() };
+}
+
+/**
+ * One wire server (answering with `toolScript`) and one temp root for a whole test file; every
+ * child still running is killed after each test; the root is removed at the end.
+ */
+export function useSharedWire(prefix: string): { root: string; server: () => WireServer } {
+  let server: WireServer | undefined;
+  const root = tempRoot(prefix);
+  beforeAll(async () => {
+    server = await startWireServer({ onEmpty: toolScript });
+  });
+  afterEach(killAll);
+  afterAll(async () => {
+    await killAll();
+    await server?.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+  return {
+    root,
+    server: () => {
+      if (!server) throw new Error("the wire server starts in beforeAll");
+      return server;
+    },
+  };
 }
 
 /** SIGKILL every child still running (afterEach/afterAll). */
