@@ -28,23 +28,35 @@ describe("README quick start", () => {
 });
 
 describe("pnpm start", () => {
-  it("runs an example agent through the real keel binary, offline, and exits 0", async () => {
+  it("runs an example agent through the real keel binary, offline, in the example's own home (never ~/.keel), and says what to try next", async () => {
     const { spawnSync } = await import("node:child_process");
-    const { mkdtempSync, rmSync } = await import("node:fs");
+    const { existsSync, mkdtempSync, readdirSync, rmSync } = await import("node:fs");
     const { tmpdir } = await import("node:os");
     const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { scripts: { start: string } };
-    expect(pkg.scripts.start).toMatch(/^keel run --config examples\/[\w-]+\/agent\.config\.ts /);
-    const home = mkdtempSync(join(tmpdir(), "keel-start-"));
-    const env: NodeJS.ProcessEnv = { ...process.env, KEEL_HOME: home, PATH: `${join(root, "node_modules", ".bin")}:${process.env.PATH}` };
-    for (const k of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"]) delete env[k];
+    const example = /^keel run --config (examples\/[\w-]+)\/agent\.config\.ts --home (\S+) /.exec(pkg.scripts.start);
+    expect(example, pkg.scripts.start).not.toBeNull();
+    const demoHome = join(root, example![2]!);
+    expect(demoHome.startsWith(join(root, example![1]!))).toBe(true);
+    // A user's HOME (where ~/.keel would be), with no KEEL_HOME: the demo must not write there.
+    const userHome = mkdtempSync(join(tmpdir(), "keel-start-user-"));
+    const env: NodeJS.ProcessEnv = { ...process.env, HOME: userHome, PATH: `${join(root, "node_modules", ".bin")}:${process.env.PATH}` };
+    for (const k of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_HOME"]) delete env[k];
+    // The demo's home is gitignored and throwaway: start from none, as a fresh clone does.
+    rmSync(demoHome, { recursive: true, force: true });
     try {
       const r = spawnSync("sh", ["-c", pkg.scripts.start], { cwd: root, env, encoding: "utf8", timeout: 60_000 });
       expect(r.status, r.stderr).toBe(0);
       expect(r.stderr).toContain("keel: offline");
       expect(r.stdout.trim().length).toBeGreaterThan(20);
       expect(r.stderr).toMatch(/keel: completed \(end_turn\)/);
+      expect(readdirSync(userHome)).toEqual([]);
+      expect(readdirSync(demoHome)).toEqual(expect.arrayContaining(["sessions.sqlite", "memory.sqlite"]));
+      expect(r.stderr).toContain(`first session in ${demoHome}`);
+      expect(r.stderr).toMatch(/chat -c --config examples\/full-stack\/agent\.config\.ts --home examples\/full-stack\/\.keel/);
+      expect(r.stderr).toContain("docs/plugins.md");
+      expect(existsSync(join(userHome, ".keel"))).toBe(false);
     } finally {
-      rmSync(home, { recursive: true, force: true });
+      rmSync(userHome, { recursive: true, force: true });
     }
   }, 60_000);
 });

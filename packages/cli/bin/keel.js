@@ -1,6 +1,13 @@
 #!/usr/bin/env node
 // The keel command. `@keel/cli/main` is the published build (dist) or, in the repository, the
 // TypeScript sources (Node strips types); `node --conditions=keel-dist` picks built files there too.
+// First, with syntax any Node parses: an older Node gets one line saying what to do, not a
+// stack trace about node:sqlite or type stripping (the import below is where those would come from).
+const [major, minor] = process.versions.node.split(".").map(Number);
+if (major < 22 || (major === 22 && minor < 13)) {
+  process.stderr.write(`keel: this is Node ${process.versions.node}; keel needs Node 22.13 or newer (for node:sqlite). Install one (nvm install 24, then nvm use 24) or run through npx: npx -y -p node@24 -c "keel …"\n`);
+  process.exit(2);
+}
 const { main, processIo, exitWhenDone } = await import("@keel/cli/main");
 const io = processIo();
 const code = await main(process.argv.slice(2), io);

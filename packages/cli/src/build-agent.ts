@@ -2,9 +2,9 @@
  * From a loaded config to a running agent: validate it, resolve plugins and models (offline
  * when no key is set), and create the agent. Every failure is a KeelError naming the file.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { createAgent, defaultKeelHome, KeelError, errorMessage, isKeelError, scriptedProvider, headOf } from "@keel/kernel";
+import { createAgent, defaultKeelHome, defaultSessionDbPath, KeelError, errorMessage, isKeelError, scriptedProvider, headOf } from "@keel/kernel";
 import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelProvider, ModelSpec, ProviderScriptInput, SessionStore } from "@keel/kernel";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";
@@ -27,6 +27,17 @@ export interface BuildOptions {
   note?: (line: string) => void;
   /** The session store (default: SQLite in the home); `keel inspect` passes an in-memory one. */
   store?: SessionStore;
+  /**
+   * Replaces the config's `model` (`keel --model`): spec strings, a fallback chain in order. A spec
+   * the config also lists as `{ model, …settings }` keeps those settings.
+   */
+  model?: readonly string[];
+  /**
+   * Set `env.KEEL_HOME` to the chosen home before plugins set up, so plugins that keep their
+   * databases under KEEL_HOME (memory, skills, the MCP audit, compaction) follow `home` and the
+   * config's `home` too. The CLI sets it (its env is process.env).
+   */
+  shareHome?: boolean;
 }
 
 /** A built agent and how its model was chosen. */
@@ -35,6 +46,10 @@ export interface BuiltAgent {
   config: KeelConfig;
   offline: boolean;
   modelIds: string[];
+  /** The home folder the agent runs in (resolved). */
+  home: string;
+  /** True when the home held no session database before this agent was built (a first run there). */
+  freshHome: boolean;
 }
 
 /**
@@ -137,7 +152,8 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
   if (home !== undefined) checkHome(resolve(dir, home), options.home !== undefined ? "--home" : `${loaded.filepath}: home`);
   else checkHome(defaultKeelHome(env), env.KEEL_HOME ? "KEEL_HOME" : "the default home");
   const plugins = await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
-  const specs: ModelSpec[] = config.model === undefined ? [] : Array.isArray(config.model) ? [...config.model] : [config.model as ModelSpec];
+  const configured: ModelSpec[] = config.model === undefined ? [] : Array.isArray(config.model) ? [...config.model] : [config.model as ModelSpec];
+  const specs: ModelSpec[] = options.model ? options.model.map((m) => configured.find((c) => typeof c === "object" && specString(c) === m) ?? m) : configured;
   const strings = specs.map(specString).filter((s): s is string => s !== undefined && !s.startsWith("scripted:"));
   const missing = strings.map((s) => missingCredential(s, env, config.baseURL)).filter((m): m is string => !!m);
   const offline = options.offline === true || env.KEEL_OFFLINE === "1" || specs.length === 0 || specs.some((s) => specString(s)?.startsWith("scripted:")) || (strings.length > 0 && missing.length === strings.length);
@@ -173,9 +189,12 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.approve ? { approve: config.approve } : {}),
     ...((options.home ?? config.home) !== undefined ? { home: resolve(dir, (options.home ?? config.home)!) } : {}),
   };
+  const homeDir = resolve(home !== undefined ? resolve(dir, home) : defaultKeelHome(env));
+  const freshHome = !options.store && !existsSync(defaultSessionDbPath(homeDir));
+  if (options.shareHome) env.KEEL_HOME = homeDir;
   try {
     const agent = await createAgent(agentOptions);
-    return { agent, config, offline, modelIds: [provider.id] };
+    return { agent, config: options.model ? { ...config, model: specs.length === 1 ? specs[0]! : specs } : config, offline, modelIds: [provider.id], home: homeDir, freshHome };
   } catch (err) {
     if (isKeelError(err)) throw new KeelError(err.code, `${loaded.filepath}: ${err.problem}`, err.location, { cause: err });
     throw new KeelError("KEEL_CONFIG_INVALID", `${loaded.filepath}: ${errorMessage(err)}`, {}, { cause: err });

@@ -5,7 +5,8 @@
 import { z } from "zod";
 
 const provider = z.custom<object>((v) => typeof (v as { stream?: unknown } | null)?.stream === "function", { message: "expected a model spec string (anthropic:<model>, openai:<model>, openai-compatible:<model>) or a ModelProvider object" });
-const modelString = z.string().regex(/^(anthropic|openai|openai-compatible|scripted):\S+$/, "expected <provider>:<model>, with provider anthropic, openai, openai-compatible or scripted");
+/** A model spec string (`anthropic:<model>`…), as config `model` entries and `--model` take it. */
+export const modelString = z.string().regex(/^(anthropic|openai|openai-compatible|scripted):\S+$/, "expected <provider>:<model>, with provider anthropic, openai, openai-compatible or scripted");
 const ms = z.number().min(0);
 const modelEntry = z.object({ model: modelString, idleTimeoutMs: ms, firstByteTimeoutMs: ms, maxRetryAfterMs: ms, maxRetries: z.number().int().min(0), streamRetries: z.number().int().min(0) }).partial().required({ model: true }).strict();
 const modelSpec = z.union([modelString, modelEntry, provider], { error: (iss) => (isPlainEntry(iss.input) ? undefined : "expected a model: \"anthropic:<model>\", \"openai:<model>\", \"openai-compatible:<model>\", { model: \"anthropic:<model>\", idleTimeoutMs, firstByteTimeoutMs, maxRetryAfterMs } or a ModelProvider object") });

@@ -1,12 +1,12 @@
 /**
  * The `keel` command. Exit codes: 0 success, 1 the turn failed, 2 bad usage or config,
- * 130 interrupted (SIGINT), 143 terminated (SIGTERM).
+ * 130 interrupted (SIGINT), 141 stdout's reader went away, 143 terminated (SIGTERM).
  */
 import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { KeelError, MemorySessionStore, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, guardProcess, isKeelError, headOf } from "@keel/kernel";
+import { KeelError, MemorySessionStore, PHASES, isPhaseName, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, guardProcess, isKeelError, headOf } from "@keel/kernel";
 import type { Agent, Session } from "@keel/kernel";
 import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
@@ -17,32 +17,19 @@ import type { Streams } from "./render.ts";
 import { onReaderGone, statusAfterOutput } from "./stdio.ts";
 import { checkHome } from "./home.ts";
 import { thrownText } from "./guard.ts";
+import { commandHelp, overviewHelp } from "./help.ts";
+import { cliVersion } from "./version.ts";
+import { readRunInput, stdinWaitMs } from "./read-input.ts";
+import { modelsFromFlags } from "./model-flag.ts";
+import { refuseConfigAfterShortC } from "./config-short-flag.ts";
+import { nextSteps } from "./next-steps.ts";
+import type { PhaseInfo } from "./render.ts";
 
 export { processIo } from "./stdio.ts";
 
 /** Exit statuses. Contract: stable across versions. */
 export const EXIT = { ok: 0, turnFailed: 1, usage: 2, interrupted: EXIT_INTERRUPTED, terminated: EXIT_TERMINATED } as const;
 export { exitWhenDone } from "./exit.ts";
-
-const HELP = `keel — run Keel agents
-
-usage:
-  keel run [--config P] [--session ID [--wait] | --new] [--json] [--offline] "<input>"
-  keel chat [--config P] [--session ID [--wait]] [--offline]
-  keel inspect [--config P] [--json]
-  keel sessions [list | show ID] [--config P] [--json]
-  keel schema            print the JSON Schema of agent.config.*
-
-The config is agent.config.{ts,mts,cts,js,mjs,cjs,json} or a "keel" field in package.json,
-found in the current folder or a parent (up to the project root), or given with --config.
-Without an API key the agent runs offline (scripted or echo model) and says so on stderr.
-A session runs in one process at a time: another process on it gets KEEL_SESSION_BUSY
-(exit 1) before any model call, or with --wait waits until the session is free.
-keel sessions only reads: it works on a read-only KEEL_HOME.
-After the turn, background work gets KEEL_EXIT_GRACE_MS (default 5000) to finish; then keel exits.
-exit: 0 success, 1 the turn failed, 2 bad usage or config, 130 interrupted (Ctrl-C; twice: at once),
-141 the reader of stdout went away during a turn, 143 terminated (SIGTERM cancels the turn; twice: at once)
-`;
 
 /** What the command runs against. */
 export interface CliEnv extends Streams {
@@ -68,42 +55,60 @@ function usage(problem: string): KeelError {
 }
 
 async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
+  refuseConfigAfterShortC(argv);
   let parsed;
   try {
     parsed = parseArgs({
       args: [...argv],
       allowPositionals: true,
       strict: true,
-      options: { config: { type: "string", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, home: { type: "string" }, wait: { type: "boolean" } },
+      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, home: { type: "string" }, wait: { type: "boolean" }, model: { type: "string", multiple: true } },
     });
   } catch (err) {
     throw usage(errorMessage(err));
   }
   const { values, positionals } = parsed;
   const [command, ...rest] = positionals;
-  if (values.help || !command || command === "help") {
-    io.out(HELP);
-    return command || values.help ? EXIT.ok : EXIT.usage;
+  if (values.version) {
+    io.out(`${cliVersion()}\n`);
+    return EXIT.ok;
+  }
+  if (command === "help" || (values.help && command)) {
+    const topic = command === "help" ? rest[0] : command;
+    if (topic === undefined) return io.out(overviewHelp()), EXIT.ok;
+    const text = commandHelp(topic);
+    if (text === undefined) throw usage(`No help for "${topic}": it is not a command (keel --help lists them).`);
+    io.out(text);
+    return EXIT.ok;
+  }
+  if (values.help || !command) {
+    // `keel` alone is a usage error: the overview goes to stderr, stdout stays empty.
+    (values.help ? io.out : io.err)(overviewHelp());
+    return values.help ? EXIT.ok : EXIT.usage;
   }
   if (values.session && values.new) throw usage("--session and --new exclude each other.");
+  if (values.continue && (values.session || values.new)) throw usage(`--continue picks the most recent session; it excludes ${values.session ? "--session" : "--new"}.`);
   if (values.wait && !values.session) throw usage("--wait waits for a session held by another process: give it --session ID.");
+  // --home is a path from here (the config's `home` is from the config's folder); what was typed is repeated in hints.
+  const typed = [...(values.config ? ["--config", values.config] : []), ...(values.home ? ["--home", values.home] : [])];
+  const flags: Flags = { ...values, ...(values.home ? { home: resolve(io.cwd, values.home) } : {}), ...(values.model ? { model: modelsFromFlags(values.model) } : {}), typed };
   switch (command) {
     case "run": {
-      const input = rest.join(" ").trim();
-      if (!input) throw usage('keel run needs the input, e.g. keel run "summarise the logs".');
-      return withAgent(io, values, (agent) => runOnce(agent, input, io, values));
+      const input = await readRunInput({ words: rest, stdin: io.stdin, stdinIsTTY: (io.stdin as { isTTY?: boolean }).isTTY === true, waitMs: stdinWaitMs(io.env), note: (l) => io.err(`${l}\n`) });
+      if (!input) throw usage('keel run needs the input, e.g. keel run "summarise the logs", or on stdin: echo "summarise the logs" | keel run.');
+      return withAgent(io, flags, (agent, _filepath, built) => runOnce(agent, input, io, flags, built));
     }
     case "chat":
-      return withAgent(io, values, (agent) => chat(agent, io, values));
+      return withAgent(io, flags, (agent, _filepath, built) => chat(agent, io, flags, built));
     case "inspect":
       if (rest.length) throw usage(`keel inspect takes no arguments (got "${rest.join(" ")}").`);
       // No session is opened: an in-memory store, so inspecting works on a read-only home too.
-      return withAgent(io, { ...values, quiet: true, viewOnly: true }, async (agent, filepath) => {
+      return withAgent(io, { ...flags, quiet: true, viewOnly: true }, async (agent, filepath) => {
         io.out(values.json ? inspectJson(agent, filepath) : formatInspect(agent, filepath));
         return EXIT.ok;
       });
     case "sessions":
-      return sessions(rest, io, values);
+      return sessions(rest, io, flags);
     case "schema": {
       const { configJsonSchema } = await import("./config-schema.ts");
       io.out(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);
@@ -114,17 +119,20 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   }
 }
 
-type Flags = { config?: string; session?: string; new?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean };
+type Flags = { config?: string; session?: string; new?: boolean; continue?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean; model?: string[] | undefined; typed?: string[] };
 
-async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: string) => Promise<number>): Promise<number> {
+/** Where the agent runs, for what is said around a turn. */
+type Built = { home: string; freshHome: boolean };
+
+async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: string, built: Built) => Promise<number>): Promise<number> {
   // Guarded from the start: a plugin's setup may leave a timer that throws before the agent exists.
   const faultsBefore = guardCli(undefined, io);
   const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
-  const built = await buildAgent(loaded, { env: io.env, ...(flags.offline ? { offline: true } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`), ...(flags.viewOnly ? { store: new MemorySessionStore() } : {}) });
+  const built = await buildAgent(loaded, { env: io.env, shareHome: true, ...(flags.offline ? { offline: true } : {}), ...(flags.model ? { model: flags.model } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`), ...(flags.viewOnly ? { store: new MemorySessionStore() } : {}) });
   guardCli(built.agent, io);
   let code: number;
   try {
-    code = await fn(built.agent, loaded.filepath);
+    code = await fn(built.agent, loaded.filepath, built);
   } finally {
     await closeWithin(built.agent, io.env, io.err);
     reportUnfinishedJobs(built.agent, io);
@@ -166,7 +174,13 @@ function reportUnfinishedJobs(agent: Agent, io: CliEnv): void {
   }
 }
 
-async function openSession(agent: Agent, flags: Flags, io: CliEnv): Promise<Session> {
+async function openSession(agent: Agent, flags: Flags, io: CliEnv, built: Built): Promise<Session> {
+  if (flags.continue) {
+    const [last] = await agent.sessions(1);
+    if (last) return agent.session(last.id);
+    io.err(`keel: no earlier session of agent "${agent.name}" in ${built.home}; starting a new one (--continue)\n`);
+    return agent.session();
+  }
   if (!flags.session) return agent.session();
   if (!flags.wait) return agent.session(flags.session);
   return agent.session(flags.session, {
@@ -175,10 +189,16 @@ async function openSession(agent: Agent, flags: Flags, io: CliEnv): Promise<Sess
   });
 }
 
-async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): Promise<number> {
-  const r = renderer(io, { json: !!flags.json });
+/** For the slow-phase line: when the phase runs and which plugins subscribe to it. */
+function phaseInfo(agent: Agent): (phase: string) => PhaseInfo | undefined {
+  const map = new Map(agent.inspect().map((row) => [row.phase as string, [...new Set(row.subscriptions.map((s) => s.plugin))]]));
+  return (phase) => (isPhaseName(phase) ? { runs: PHASES[phase].runs, plugins: map.get(phase) ?? [] } : undefined);
+}
+
+async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, built: Built): Promise<number> {
+  const r = renderer(io, { json: !!flags.json, phaseInfo: phaseInfo(agent) });
   const off = agent.subscribe(r.listener);
-  const session = await openSession(agent, flags, io).catch((err: unknown) => {
+  const session = await openSession(agent, flags, io, built).catch((err: unknown) => {
     off();
     throw err;
   });
@@ -212,6 +232,7 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): P
     if (!flags.json) io.out("\n");
     await session.flush?.();
     if (!flags.json) io.err(`keel: ${result.verdict.status} (${result.verdict.reason}) · ${result.rounds} rounds · ${result.toolCalls} tool calls · session ${session.id}\n`);
+    if (!flags.json && built.freshHome && result.verdict.status === "completed") io.err(nextSteps({ home: built.home, flags: flags.typed ?? [], env: io.env }));
     if (terminated) return EXIT.terminated;
     if (interrupted) return EXIT.interrupted;
     return result.verdict.status === "completed" ? EXIT.ok : EXIT.turnFailed;
@@ -224,10 +245,10 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags): P
   }
 }
 
-async function chat(agent: Agent, io: CliEnv, flags: Flags): Promise<number> {
-  const r = renderer(io, { json: !!flags.json });
+async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promise<number> {
+  const r = renderer(io, { json: !!flags.json, phaseInfo: phaseInfo(agent) });
   const off = agent.subscribe(r.listener);
-  const session = await openSession(agent, flags, io).catch((err: unknown) => {
+  const session = await openSession(agent, flags, io, built).catch((err: unknown) => {
     off();
     throw err;
   });

@@ -2,6 +2,12 @@
 import type { AgentEvent } from "@keel/kernel";
 import { truncate } from "@keel/kernel";
 
+/** What the slow-phase line says about a phase: when it runs, and which plugins subscribe to it. */
+export interface PhaseInfo {
+  runs: string;
+  plugins: string[];
+}
+
 /** Where rendering writes. */
 export interface Streams {
   out: (text: string) => void;
@@ -12,8 +18,10 @@ export interface Streams {
  * A listener that streams the answer and shows tools and slow phases.
  * Contract: with `json`, every stored event of the session is one JSON line on `out`, nothing else is.
  */
-export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs?: number }): { listener: (e: AgentEvent) => void; dispose(): void } {
+export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs?: number; phaseInfo?: (phase: string) => PhaseInfo | undefined }): { listener: (e: AgentEvent) => void; dispose(): void } {
   let slow: ReturnType<typeof setTimeout> | undefined;
+  /** The phase a slow line was shown for: its end says how long it took. */
+  let shownSlow: string | undefined;
   let midLine = false;
   const clear = () => {
     if (slow) clearTimeout(slow);
@@ -38,8 +46,18 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
         }
         break;
       case "phase.started":
-        slow = setTimeout(() => err(`  … ${e.phase}\n`), options.slowPhaseMs ?? 400);
+        slow = setTimeout(() => {
+          shownSlow = e.phase;
+          err(slowLine(e.phase, options.slowPhaseMs ?? 400, options.phaseInfo?.(e.phase)));
+        }, options.slowPhaseMs ?? 400);
         slow.unref?.();
+        break;
+      case "phase.completed":
+        if (e.phase === shownSlow) {
+          shownSlow = undefined;
+          const slowest = [...e.handlers].filter((h) => h.durationMs >= 1).sort((a, b) => b.durationMs - a.durationMs).slice(0, 3);
+          err(`  … ${e.phase} took ${Math.round(e.durationMs)} ms${slowest.length ? ` (${slowest.map((h) => `${h.plugin} ${Math.round(h.durationMs)} ms`).join(", ")})` : ""}\n`);
+        }
         break;
       case "tool.started":
         err(`  → ${e.name} ${preview(JSON.stringify(e.args) ?? "")}\n`);
@@ -66,6 +84,13 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
     }
   };
   return { listener, dispose: clear };
+}
+
+/** `  … session.start is still running after 400 ms: it runs once, when …; plugins in it: a, b`. */
+function slowLine(phase: string, afterMs: number, info: PhaseInfo | undefined): string {
+  if (!info) return `  … ${phase} is still running after ${afterMs} ms\n`;
+  const plugins = info.plugins.length ? `; plugins working in it: ${info.plugins.join(", ")}` : "";
+  return `  … phase ${phase} is still running after ${afterMs} ms (it runs ${info.runs}${plugins})\n`;
 }
 
 function preview(text: string, max = 160): string {

@@ -20,8 +20,13 @@ export function offlineEnv(extra: Record<string, string> = {}): NodeJS.ProcessEn
   return { ...env, ...extra };
 }
 
-/** Spawn `keel args…`; `stdin` lines are written one by one (each after `gapMs`). */
-export function runKeel(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; stdin?: string[]; gapMs?: number; onStderr?: (chunk: string, child: ReturnType<typeof spawn>) => void; onStdout?: (chunk: string, child: ReturnType<typeof spawn>) => void } = {}): Promise<KeelRun> {
+/**
+ * Spawn `keel args…`; `stdin` lines are written one by one (each after `gapMs`), then stdin is
+ * ended, unless `keepStdin` (default: true for `chat` driven by onStderr/onStdout, which write to
+ * the child's stdin themselves). `keel run` reads piped stdin, so an open one would make it wait.
+ */
+export function runKeel(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; stdin?: string[]; gapMs?: number; keepStdin?: boolean; onStderr?: (chunk: string, child: ReturnType<typeof spawn>) => void; onStdout?: (chunk: string, child: ReturnType<typeof spawn>) => void } = {}): Promise<KeelRun> {
+  const keepStdin = options.keepStdin ?? (args.includes("chat") && !!(options.onStderr || options.onStdout));
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [KEEL_BIN, ...args], { cwd: options.cwd ?? REPO, env: options.env ?? offlineEnv(), stdio: ["pipe", "pipe", "pipe"] });
     let stdout = "";
@@ -42,9 +47,9 @@ export function runKeel(args: string[], options: { cwd?: string; env?: NodeJS.Pr
           await new Promise((r) => setTimeout(r, options.gapMs ?? 0));
           child.stdin.write(`${line}\n`);
         }
-        if (!options.onStderr && !options.onStdout) child.stdin.end();
+        if (!keepStdin) child.stdin.end();
       })();
-    } else if (!options.onStderr && !options.onStdout) child.stdin.end();
+    } else if (!keepStdin) child.stdin.end();
   });
 }
 

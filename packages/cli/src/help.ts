@@ -1,0 +1,145 @@
+/**
+ * What `keel --help` and `keel help <command>` print: the overview, and one entry per command
+ * in COMMAND_HELP (a new command adds its entry there, and the overview lists it).
+ */
+
+/** The help of one command. Contract: every `env` name is a key of ENVIRONMENT. */
+export interface CommandHelp {
+  /** One line for the overview. */
+  summary: string;
+  /** Usage lines, each starting with `keel <command>`. */
+  usage: string[];
+  /** [flags, what they do]. */
+  options: Array<[string, string]>;
+  /** Two or three command lines, each with a `# what it does` comment. */
+  examples: string[];
+  /** The environment variables the command reads. */
+  env: string[];
+  /** Paragraphs after the options. */
+  notes?: string[];
+}
+
+/** Every environment variable keel reads, and what for. Contract: one line each. */
+export const ENVIRONMENT: Record<string, string> = {
+  KEEL_HOME: "the home folder: sessions and plugin databases (default ~/.keel; --home and the config's `home` win)",
+  KEEL_OFFLINE: "1 = use the offline model (offline.script, else echo) even when a key is set, as --offline",
+  ANTHROPIC_API_KEY: "key for anthropic:<model>; a model whose key is missing is left out (offline when none is left)",
+  ANTHROPIC_BASE_URL: "another endpoint for anthropic:<model> (a proxy); the config's baseURL wins",
+  OPENAI_API_KEY: "key for openai:<model>",
+  OPENAI_BASE_URL: "endpoint for openai: and openai-compatible:<model>; the config's baseURL wins",
+  KEEL_CONFIG_TIMEOUT_MS: "deadline for loading the config and the plugin packages it names (default 10000)",
+  KEEL_EXIT_GRACE_MS: "how long background work (memory extraction, jobs) gets after the turn before keel exits (default 5000)",
+  KEEL_STDIN_WAIT_MS: "with an input argument and piped stdin: how long to wait for stdin's first bytes (default 3000)",
+};
+
+const CONFIG: [string, string] = ["--config PATH", "the agent's config (default: agent.config.* or package.json \"keel\", found from here up)"];
+const HOME: [string, string] = ["--home DIR", "the home folder for this command (beats KEEL_HOME and the config's home)"];
+const JSON_OUT: [string, string] = ["--json", "print the session's stored events on stdout, one JSON object per line"];
+const MODEL_ENV = ["KEEL_OFFLINE", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
+const SESSION: Array<[string, string]> = [
+  ["-c, --continue", "continue the most recent session of this agent in this home (a new one if there is none)"],
+  ["-s, --session ID", "continue that session (`keel sessions list` shows the ids)"],
+  ["--wait", "with --session: wait while another process holds the session, instead of exit 1"],
+  ["--model SPEC", "use this model instead of the config's; repeat or comma-separate for a fallback chain (anthropic:claude-sonnet-4-6,openai:gpt-4.1)"],
+  ["--offline", "use the offline model even when an API key is set"],
+];
+
+/** Every command's help, keyed by command. Contract: the overview lists the commands in this order. */
+export const COMMAND_HELP: Record<string, CommandHelp> = {
+  run: {
+    summary: "one turn: the answer on stdout, progress on stderr",
+    usage: ['keel run [options] "<input>"', "keel run [options] -            (the input is stdin)", "<command> | keel run [options]  (the input is stdin)"],
+    options: [CONFIG, ...SESSION, ["--new", "start a new session (the default)"], JSON_OUT, HOME],
+    examples: [
+      'keel run "what is left in TODO.md?"                    # one turn in a new session',
+      'git diff | keel run "review this change"               # stdin is appended as context',
+      'keel run -c --model openai:gpt-4.1 "and the tests?"    # continue the last session, another model',
+    ],
+    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STDIN_WAIT_MS"],
+    notes: [
+      "Input: the arguments joined by spaces; with no argument (or `-`) and stdin not a terminal, stdin is the input.\n" +
+        "With an argument and piped stdin, stdin is appended to the input as context, after a blank line,\n" +
+        "between <stdin> and </stdin> lines. When stdin gives nothing within KEEL_STDIN_WAIT_MS, keel goes on\n" +
+        "without it and says so (`keel run - \"question\"` waits for it; `< /dev/null` skips it). An empty input is a usage error.",
+    ],
+  },
+  chat: {
+    summary: "interactive turns in one session; a line typed during a turn steers it",
+    usage: ["keel chat [options]"],
+    options: [CONFIG, ...SESSION, JSON_OUT, HOME],
+    examples: [
+      "keel chat                                  # a new session; /exit or Ctrl-D to leave",
+      "keel chat -c                               # pick up the most recent session",
+      "keel chat --session 3f2c… --wait           # that session, once its other process lets go",
+    ],
+    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS"],
+    notes: ["Ctrl-C cancels the running turn (the session goes on); Ctrl-C between turns leaves."],
+  },
+  inspect: {
+    summary: "the plugin tree and the phase map (order, timeouts, failure policies)",
+    usage: ["keel inspect [--config PATH] [--json]"],
+    options: [CONFIG, ["--json", "the same map as JSON"], ["--model SPEC", "show the agent with this model instead of the config's"], HOME],
+    examples: ["keel inspect                               # which plugin subscribes where, in what order", "keel inspect --json | jq '.phases[0]'       # the same as data"],
+    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS"],
+    notes: ["No session is opened: it works on a read-only home."],
+  },
+  sessions: {
+    summary: "stored sessions and their events (read-only)",
+    usage: ["keel sessions [list] [--config PATH] [--json]", "keel sessions show ID [--config PATH] [--json]"],
+    options: [CONFIG, ["--json", "list: one JSON array; show: one event per line"], HOME],
+    examples: ["keel sessions                              # this agent's sessions, most recent first", "keel sessions show 3f2c… --json            # every stored event of one session"],
+    env: ["KEEL_HOME", "KEEL_CONFIG_TIMEOUT_MS"],
+    notes: ["Only the config's name and home are read: no plugin starts, nothing is written (a read-only home works)."],
+  },
+  schema: {
+    summary: "print the JSON Schema of agent.config.*",
+    usage: ["keel schema"],
+    options: [],
+    examples: ["keel schema > agent.config.schema.json     # for editors: \"$schema\" in a JSON config"],
+    env: [],
+  },
+};
+
+/** Exit statuses, as help and the README state them. */
+export const EXIT_HELP =
+  "exit: 0 success · 1 the turn failed (or the session store refused it) · 2 bad usage or config ·\n" +
+  "130 interrupted (Ctrl-C cancels the turn; twice: at once) · 141 stdout's reader went away during a turn ·\n" +
+  "143 terminated (SIGTERM cancels the turn; twice: at once)\n";
+
+const pad = (s: string, n: number) => s + " ".repeat(Math.max(1, n - [...s].length));
+
+/** `keel --help`: the commands, where to read more, exit statuses. */
+export function overviewHelp(): string {
+  const names = Object.keys(COMMAND_HELP);
+  const width = Math.max(...names.map((n) => n.length)) + 3;
+  return `keel — run Keel agents
+
+usage: keel <command> [options]
+
+commands:
+${names.map((n) => `  ${pad(n, width)}${COMMAND_HELP[n]!.summary}`).join("\n")}
+  ${pad("help", width)}keel help <command>, or keel <command> --help: its options, examples and environment
+
+options: -h, --help · -v, --version
+
+The config is agent.config.{ts,mts,cts,js,mjs,cjs,json} or a "keel" field in package.json,
+found in the current folder or a parent (up to the project root), or given with --config.
+Without an API key the agent runs offline (scripted or echo model) and says so on stderr.
+A session runs in one process at a time: another process on it gets KEEL_SESSION_BUSY
+(exit 1) before any model call, or with --wait waits until the session is free.
+After the turn, background work gets KEEL_EXIT_GRACE_MS (default 5000) to finish; then keel exits.
+${EXIT_HELP}`;
+}
+
+/** `keel help <command>`. Contract: undefined for a command not in COMMAND_HELP. */
+export function commandHelp(command: string): string | undefined {
+  if (!Object.hasOwn(COMMAND_HELP, command)) return undefined;
+  const h = COMMAND_HELP[command]!;
+  const width = Math.max(0, ...h.options.map(([f]) => f.length), ...h.env.map((e) => e.length)) + 3;
+  const parts = [`keel ${command} — ${h.summary}`, `usage:\n${h.usage.map((u) => `  ${u}`).join("\n")}`];
+  if (h.options.length) parts.push(`options:\n${[...h.options, ["-h, --help", "this help"] as [string, string]].map(([f, t]) => `  ${pad(f, width)}${t}`).join("\n")}`);
+  for (const n of h.notes ?? []) parts.push(n);
+  parts.push(`examples:\n${h.examples.map((e) => `  ${e}`).join("\n")}`);
+  parts.push(h.env.length ? `environment:\n${h.env.map((e) => `  ${pad(e, width)}${ENVIRONMENT[e] ?? ""}`).join("\n")}` : "environment: none read");
+  return `${parts.join("\n\n")}\n\n${EXIT_HELP}`;
+}
