@@ -29,6 +29,7 @@ export const ENVIRONMENT: Record<string, string> = {
   OPENAI_BASE_URL: "endpoint for openai: and openai-compatible:<model>; the config's baseURL wins",
   KEEL_CONFIG_TIMEOUT_MS: "deadline for loading the config and the plugin packages it names (default 10000)",
   KEEL_EXIT_GRACE_MS: "how long background work (memory extraction, jobs) gets after the turn before keel exits (default 5000)",
+  KEEL_STRICT: "1 = strict mode, as --strict: any warning or error a plugin causes (a rejected contribution, a handler that threw) fails the command",
   KEEL_STDIN_WAIT_MS: "with an input argument and piped stdin: how long to wait for stdin's first bytes (default 3000)",
 };
 
@@ -42,6 +43,7 @@ const SESSION: Array<[string, string]> = [
   ["--wait", "with --session: wait while another process holds the session, instead of exit 1"],
   ["--model SPEC", "use this model instead of the config's; repeat or comma-separate for a fallback chain (anthropic:claude-sonnet-4-6,openai:gpt-4.1)"],
   ["--offline", "use the offline model even when an API key is set"],
+  ["--strict", "for plugin CI: any warning or error a plugin causes (a rejected contribution, a handler that threw or timed out) makes the exit 1 (KEEL_STRICT_FAILED)"],
 ];
 
 /** Every command's help, keyed by command. Contract: the overview lists the commands in this order. */
@@ -55,7 +57,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       'git diff | keel run "review this change"               # stdin is appended as context',
       'keel run -c --model openai:gpt-4.1 "and the tests?"    # continue the last session, another model',
     ],
-    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STDIN_WAIT_MS"],
+    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STRICT", "KEEL_STDIN_WAIT_MS"],
     notes: [
       "Input: the arguments joined by spaces; with no argument (or `-`) and stdin not a terminal, stdin is the input.\n" +
         "With an argument and piped stdin, stdin is appended to the input as context, after a blank line,\n" +
@@ -72,7 +74,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       "keel chat -c                               # pick up the most recent session",
       "keel chat --session 3f2c… --wait           # that session, once its other process lets go",
     ],
-    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS"],
+    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STRICT"],
     notes: ["Ctrl-C cancels the running turn (the session goes on); Ctrl-C between turns leaves."],
   },
   inspect: {

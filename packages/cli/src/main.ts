@@ -6,18 +6,19 @@ import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { KeelError, MemorySessionStore, PHASES, isPhaseName, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, guardProcess, isKeelError, headOf } from "@keel/kernel";
+import { didYouMean, KeelError, MemorySessionStore, PHASES, isPhaseName, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, guardProcess, isKeelError, headOf } from "@keel/kernel";
 import type { Agent, Session } from "@keel/kernel";
 import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
 import { configDir, loadConfig } from "./load-config.ts";
 import { closeWithin, EXIT_INTERRUPTED, EXIT_TERMINATED } from "./exit.ts";
-import { renderer } from "./render.ts";
+import { renderer, terminalColumns, wrap } from "./render.ts";
 import type { Streams } from "./render.ts";
 import { onReaderGone, statusAfterOutput } from "./stdio.ts";
 import { checkHome } from "./home.ts";
 import { thrownText } from "./guard.ts";
-import { commandHelp, overviewHelp } from "./help.ts";
+import { COMMAND_HELP, commandHelp, overviewHelp } from "./help.ts";
+import { strictCollector, strictFromEnv } from "./strict.ts";
 import { cliVersion } from "./version.ts";
 import { readRunInput, stdinWaitMs } from "./read-input.ts";
 import { modelsFromFlags } from "./model-flag.ts";
@@ -62,7 +63,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       args: [...argv],
       allowPositionals: true,
       strict: true,
-      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, home: { type: "string" }, wait: { type: "boolean" }, model: { type: "string", multiple: true } },
+      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, model: { type: "string", multiple: true } },
     });
   } catch (err) {
     throw usage(errorMessage(err));
@@ -115,11 +116,11 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       return EXIT.ok;
     }
     default:
-      throw usage(`Unknown command "${command}".`);
+      throw usage(`Unknown command "${command}".${didYouMean(command, [...Object.keys(COMMAND_HELP), "help"])}`);
   }
 }
 
-type Flags = { config?: string; session?: string; new?: boolean; continue?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean; model?: string[] | undefined; typed?: string[] };
+type Flags = { strict?: boolean; config?: string; session?: string; new?: boolean; continue?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean; model?: string[] | undefined; typed?: string[] };
 
 /** Where the agent runs, for what is said around a turn. */
 type Built = { home: string; freshHome: boolean };
@@ -130,12 +131,19 @@ async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: 
   const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
   const built = await buildAgent(loaded, { env: io.env, shareHome: true, ...(flags.offline ? { offline: true } : {}), ...(flags.model ? { model: flags.model } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`), ...(flags.viewOnly ? { store: new MemorySessionStore() } : {}) });
   guardCli(built.agent, io);
+  const strict = strictFromEnv(flags.strict, io.env) && !flags.viewOnly ? strictCollector(built.agent) : undefined;
   let code: number;
   try {
     code = await fn(built.agent, loaded.filepath, built);
   } finally {
     await closeWithin(built.agent, io.env, io.err);
     reportUnfinishedJobs(built.agent, io);
+    strict?.dispose();
+  }
+  const strictFailure = strict?.failure();
+  if (strictFailure) {
+    io.err(wrap(`keel: ${strictFailure.message}`, terminalColumns()));
+    if (code === EXIT.ok) code = EXIT.turnFailed;
   }
   // A fault outside the turn (e.g. during the close grace) still makes the exit non-zero.
   return cliGuard.faults > faultsBefore && code === EXIT.ok ? EXIT.turnFailed : code;
@@ -196,7 +204,7 @@ function phaseInfo(agent: Agent): (phase: string) => PhaseInfo | undefined {
 }
 
 async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, built: Built): Promise<number> {
-  const r = renderer(io, { json: !!flags.json, phaseInfo: phaseInfo(agent) });
+  const r = renderer(io, { json: !!flags.json, phaseInfo: phaseInfo(agent), columns: terminalColumns() });
   const off = agent.subscribe(r.listener);
   const session = await openSession(agent, flags, io, built).catch((err: unknown) => {
     off();
@@ -246,7 +254,7 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
 }
 
 async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promise<number> {
-  const r = renderer(io, { json: !!flags.json, phaseInfo: phaseInfo(agent) });
+  const r = renderer(io, { json: !!flags.json, phaseInfo: phaseInfo(agent), columns: terminalColumns() });
   const off = agent.subscribe(r.listener);
   const session = await openSession(agent, flags, io, built).catch((err: unknown) => {
     off();

@@ -18,7 +18,7 @@ export interface Streams {
  * A listener that streams the answer and shows tools and slow phases.
  * Contract: with `json`, every stored event of the session is one JSON line on `out`, nothing else is.
  */
-export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs?: number; phaseInfo?: (phase: string) => PhaseInfo | undefined }): { listener: (e: AgentEvent) => void; dispose(): void } {
+export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs?: number; phaseInfo?: (phase: string) => PhaseInfo | undefined; columns?: number }): { listener: (e: AgentEvent) => void; dispose(): void } {
   let slow: ReturnType<typeof setTimeout> | undefined;
   /** The phase a slow line was shown for: its end says how long it took. */
   let shownSlow: string | undefined;
@@ -78,7 +78,8 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
         err(`  ! guard ${e.guard} tripped (${e.value} of ${e.limit})\n`);
         break;
       case "diagnostic":
-        if (e.level !== "info") err(`  ${e.level}: ${e.code}${e.plugin ? ` [${e.plugin}${e.phase ? ` @ ${e.phase}` : ""}]` : ""}: ${preview(e.message)}\n`);
+        // A kernel diagnostic's message already starts with its code, plugin and phase.
+        if (e.level !== "info") err(wrap(`${e.level}: ${e.message.startsWith(e.code) ? "" : `${e.code}${e.plugin ? ` [${e.plugin}${e.phase ? ` @ ${e.phase}` : ""}]` : ""}: `}${truncate(e.message, DIAGNOSTIC_MAX)}`, options.columns ?? 100));
         break;
       default:
     }
@@ -91,6 +92,43 @@ function slowLine(phase: string, afterMs: number, info: PhaseInfo | undefined): 
   if (!info) return `  … ${phase} is still running after ${afterMs} ms\n`;
   const plugins = info.plugins.length ? `; plugins working in it: ${info.plugins.join(", ")}` : "";
   return `  … phase ${phase} is still running after ${afterMs} ms (it runs ${info.runs}${plugins})\n`;
+}
+
+/** Width for wrapped diagnostics: the terminal's on a TTY, else 100. Contract: at least 40. */
+export function terminalColumns(): number {
+  return Math.max(40, process.stderr.isTTY ? process.stderr.columns || 100 : 100);
+}
+
+/** A diagnostic is shown whole (wrapped); only an absurd one is cut, and says so. */
+const DIAGNOSTIC_MAX = 4_000;
+
+/**
+ * `text` as lines of at most `columns` code points (at least 40), broken at spaces where it can,
+ * the first indented by two spaces and the rest by four. Contract: no text is dropped; ends with a newline.
+ */
+export function wrap(text: string, columns: number): string {
+  const width = Math.max(40, columns);
+  const out: string[] = [];
+  const room = () => width - (out.length ? 4 : 2);
+  for (const paragraph of text.split("\n")) {
+    let line: string[] = [];
+    for (const word of paragraph.split(" ")) {
+      const w = [...word];
+      if (line.length && line.length + 1 + w.length > room()) {
+        out.push(line.join(""));
+        line = [];
+      }
+      if (line.length) line.push(" ");
+      line.push(...w);
+      while (line.length > room()) {
+        const r = room();
+        out.push(line.slice(0, r).join(""));
+        line = line.slice(r);
+      }
+    }
+    out.push(line.join(""));
+  }
+  return out.map((l, i) => `${i ? "    " : "  "}${l}`).join("\n") + "\n";
 }
 
 function preview(text: string, max = 160): string {

@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { errorMessage } from "./errors.ts";
+import { closestName } from "./suggest.ts";
 import type { UnreadableValueError } from "./snapshot.ts";
 import { snapshot } from "./snapshot.ts";
 import type { ToolDefinition } from "./tools.ts";
@@ -183,6 +184,11 @@ export type ValidationResult =
   | { ok: true; value: Contribution }
   | { ok: false; kind: string | undefined; path: string; message: string; unreadable?: true };
 
+/** `invalid at <path>: <message>`, every issue of a rejected contribution in one line. Contract: names each path. */
+export function describeInvalid(v: Extract<ValidationResult, { ok: false }>): string {
+  return v.unreadable ? v.message : `invalid at ${v.path}: ${v.message}`;
+}
+
 /**
  * Validate one raw value as a contribution.
  * Contract: never throws; the value is read once, into plain data (snapshot.ts), before it
@@ -207,10 +213,15 @@ function validateUnsafe(raw: unknown): ValidationResult {
   const kind = typeof raw === "object" && raw !== null ? (raw as { kind?: unknown }).kind : undefined;
   const schema = typeof kind === "string" && Object.hasOwn(CONTRIBUTION_SCHEMAS, kind) ? (CONTRIBUTION_SCHEMAS as Record<string, z.ZodType>)[kind] : undefined;
   if (!schema) {
-    return { ok: false, kind: typeof kind === "string" ? kind : undefined, path: "kind", message: `unknown contribution kind ${JSON.stringify(kind)}; expected one of ${Object.keys(CONTRIBUTION_SCHEMAS).join(", ")}` };
+    const near = typeof kind === "string" ? closestName(kind, Object.keys(CONTRIBUTION_SCHEMAS)) : undefined;
+    return { ok: false, kind: typeof kind === "string" ? kind : undefined, path: "kind", message: `unknown contribution kind ${JSON.stringify(kind)};${near ? ` did you mean "${near}"?` : ""} expected one of ${Object.keys(CONTRIBUTION_SCHEMAS).join(", ")}` };
   }
   const parsed = schema.safeParse(raw);
   if (parsed.success) return { ok: true, value: parsed.data as Contribution };
-  const issue = parsed.error.issues[0]!;
-  return { ok: false, kind: kind as string, path: issue.path.map(String).join(".") || "(root)", message: issue.message };
+  // Every issue at once, so a plugin author fixes them in one go.
+  const issues = parsed.error.issues;
+  const at = (i: (typeof issues)[number]) => i.path.map(String).join(".") || "(root)";
+  // The first issue's path leads; the others follow with their own paths.
+  const message = [issues[0]!.message, ...issues.slice(1).map((i) => `and at ${at(i)}: ${i.message}`)].join("; ");
+  return { ok: false, kind: kind as string, path: at(issues[0]!), message };
 }

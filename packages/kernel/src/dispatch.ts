@@ -7,7 +7,7 @@
 import { trackAbandoned } from "./abandoned.ts";
 import { AsyncSeriesHook } from "tapable";
 import type { Contribution } from "./contributions.ts";
-import { validateContribution } from "./contributions.ts";
+import { describeInvalid, validateContribution } from "./contributions.ts";
 import type { ErrorCode } from "./errors.ts";
 import { errorMessage, isKeelError, KeelError, plainThrown, preview } from "./errors.ts";
 import type { ContributionRecord, HandlerSummary } from "./events.ts";
@@ -379,7 +379,7 @@ export class PhaseRunner {
     for (const item of items) {
       if (item === undefined || item === null || item === false) continue;
       const v = validateContribution(item);
-      if (!v.ok) out.invalid.push({ kind: v.kind, reason: v.unreadable ? v.message : `invalid at ${v.path}: ${v.message}` });
+      if (!v.ok) out.invalid.push({ kind: v.kind, reason: describeInvalid(v) });
       else if (!accepts.includes(v.value.kind)) out.invalid.push({ kind: v.value.kind, reason: `not accepted by ${sub.phase} (accepts ${accepts.join(", ")})` });
       else out.valid.push(v.value);
     }

@@ -55,4 +55,5 @@ export { satisfies } from "./semver.ts";
 export { compileSystemPrompt } from "./prompt.ts";
 export { codePointLength, codePointSlice, deltaJoiner, droppedMarker, headOf, isWellFormed, tailOf, toWellFormed, truncate, wellFormedDeep, wellFormedProvider } from "./text.ts";
 export type { TruncateOptions } from "./text.ts";
+export { closestName, didYouMean } from "./suggest.ts";
 export { boundResult } from "./tool-exec.ts";

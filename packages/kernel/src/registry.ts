@@ -12,6 +12,7 @@ import type { Handler, JobRunner, KeelPlugin, PluginEntry, Stage, SubscribeOptio
 import { satisfies, validRange } from "./semver.ts";
 import { truncate } from "./text.ts";
 import { inFaultScope } from "./faults.ts";
+import { didYouMean } from "./suggest.ts";
 
 /** The kernel's version; plugins' `kernel` ranges are checked against it. */
 export const KERNEL_VERSION = "1.0.0";
@@ -260,7 +261,7 @@ function checkPlugins(entries: readonly PluginEntry[], kernelVersion: string): C
   for (const c of out) {
     for (const [dep, range] of Object.entries(deps(c.plugin))) {
       const target = byName.get(dep);
-      if (!target) throw new KeelError("KEEL_DEPENDENCY_MISSING", `It depends on "${dep}", which is not in the plugins list.`, { plugin: c.plugin.name, path: `plugins[${c.index}].dependencies` });
+      if (!target) throw new KeelError("KEEL_DEPENDENCY_MISSING", `It depends on "${dep}", which is not in the plugins list.${didYouMean(dep, byName.keys())}`, { plugin: c.plugin.name, path: `plugins[${c.index}].dependencies` });
       if (range !== "*" && !satisfies(target.plugin.version, range)) {
         throw new KeelError("KEEL_DEPENDENCY_VERSION", `It needs "${dep}" ${range} but ${target.plugin.version} is registered.`, { plugin: c.plugin.name, path: `plugins[${c.index}].dependencies` });
       }
@@ -292,7 +293,7 @@ function setupOrder(plugins: Checked[]): Checked[] {
 
 function subscription<P extends PhaseName>(plugin: string, phase: P, handler: Handler<P>, o: SubscribeOptions<P>, order: number[]): Draft {
   if (!isPhaseName(phase)) {
-    throw new KeelError("KEEL_PHASE_UNKNOWN", `"${String(phase)}" is not a phase.`, { plugin, phase: String(phase) });
+    throw new KeelError("KEEL_PHASE_UNKNOWN", `"${String(phase)}" is not a phase.${didYouMean(phase, PHASE_NAMES)}`, { plugin, phase: String(phase) });
   }
   const id = o.id ? `${plugin}:${phase}#${o.id}` : `${plugin}:${phase}`;
   const bad = (what: string) => new KeelError("KEEL_SUBSCRIPTION_INVALID", what, { plugin, phase, subscription: id });
@@ -334,7 +335,7 @@ function resolveOrder(phase: PhaseName, drafts: Draft[], names: Set<string>): re
   sorted.forEach((d, i) => {
     for (const [list, dir] of [[d.after, "after"], [d.before, "before"]] as const) {
       for (const name of list) {
-        if (!names.has(name)) throw new KeelError("KEEL_ORDER_UNKNOWN_PLUGIN", `${dir}: ["${name}"] names no registered plugin.`, { plugin: d.plugin, phase, subscription: d.id });
+        if (!names.has(name)) throw new KeelError("KEEL_ORDER_UNKNOWN_PLUGIN", `${dir}: ["${name}"] names no registered plugin.${didYouMean(name, names)}`, { plugin: d.plugin, phase, subscription: d.id });
         for (const j of byPlugin.get(name) ?? []) {
           if (j === i) continue;
           if (dir === "after") preds[i]!.add(j);
