@@ -25,6 +25,25 @@ import type { McpCallResult } from "./results.ts";
 import type { McpServerConfig } from "./options.ts";
 import { tailOf } from "@keel/kernel";
 
+/**
+ * Proxy and certificate variables an MCP server inherits by default (both cases of the proxy
+ * names, as tools read either): without them `npx` and HTTP clients behind a proxy stall.
+ */
+export const INHERITED_NETWORK_ENV: readonly string[] = [
+  ...["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"].flatMap((k) => [k, k.toLowerCase()]),
+  "NODE_EXTRA_CA_CERTS", "NODE_USE_ENV_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+  "npm_config_proxy", "npm_config_https_proxy", "npm_config_noproxy", "npm_config_registry", "npm_config_cafile", "npm_config_strict_ssl",
+];
+
+/** The variables of `from` a server inherits under `setting`. Contract: only names set in `from`; never anything for `false`. */
+export function inheritedEnv(setting: boolean | readonly string[], from: NodeJS.ProcessEnv): Record<string, string> {
+  if (setting === false) return {};
+  const names = setting === true ? INHERITED_NETWORK_ENV : [...INHERITED_NETWORK_ENV, ...setting];
+  const out: Record<string, string> = {};
+  for (const k of names) if (typeof from[k] === "string") out[k] = from[k];
+  return out;
+}
+
 /** A tool as an MCP server lists it. Contract: `name` is non-empty; `inputSchema` is as sent (normalised later). */
 export interface McpToolInfo {
   name: string;
@@ -150,7 +169,8 @@ export class McpServerConnection {
   #makeTransport(m: Sdk): Transport {
     const c = this.config;
     if ("url" in c) return new m.StreamableHTTPClientTransport(new URL(c.url), c.headers ? { requestInit: { headers: c.headers } } : {});
-    const t = new m.StdioClientTransport({ command: c.command, args: c.args, stderr: "pipe", ...(c.env ? { env: c.env } : {}), ...(c.cwd ? { cwd: c.cwd } : {}) });
+    const env = { ...inheritedEnv(c.inheritEnv ?? true, process.env), ...c.env };
+    const t = new m.StdioClientTransport({ command: c.command, args: c.args, stderr: "pipe", ...(Object.keys(env).length ? { env } : {}), ...(c.cwd ? { cwd: c.cwd } : {}) });
     t.stderr?.on("data", (chunk: Buffer) => {
       this.stderrTail = tailOf(this.stderrTail + chunk.toString("utf8"), STDERR_TAIL);
     });

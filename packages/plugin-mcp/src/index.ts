@@ -22,7 +22,7 @@ export { keelTokens, referenceTokens } from "./text.ts";
 export { TOOL_SEARCH_NAME, TOOL_SEARCH_SCHEMA } from "./tool-search.ts";
 export { AuditLog } from "./audit.ts";
 export type { AuditRecord, CallOutcome } from "./audit.ts";
-export { McpServerConnection, McpCallError } from "./connection.ts";
+export { INHERITED_NETWORK_ENV, McpServerConnection, McpCallError, inheritedEnv } from "./connection.ts";
 export type { McpToolInfo, ServerState } from "./connection.ts";
 export { McpPool } from "./pool.ts";
 export type { Inventory, InventoryTool, StartReport } from "./pool.ts";

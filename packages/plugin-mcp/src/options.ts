@@ -6,8 +6,14 @@ const ms = z.number().int().positive();
 const StdioServer = z.strictObject({
   command: z.string().min(1),
   args: z.array(z.string()).default([]),
-  /** Added to a small safe default environment (HOME, PATH, …), as the MCP SDK does. */
+  /** Added to a small safe default environment (HOME, PATH, …), as the MCP SDK does; wins over inherited variables. */
   env: z.record(z.string(), z.string()).optional(),
+  /**
+   * Network variables passed on from Keel's own environment (proxy and CA settings:
+   * INHERITED_NETWORK_ENV), so a server behind a proxy can reach its registry or API. `false`
+   * passes none; a list of names passes those too. Default: true.
+   */
+  inheritEnv: z.union([z.boolean(), z.array(z.string().min(1))]).optional(),
   cwd: z.string().optional(),
   /** Per-call timeout (ms); default: the plugin's `callTimeoutMs`. */
   timeoutMs: ms.optional(),

@@ -100,7 +100,7 @@ class Runtime {
     const out: ContributionFor<"session.start">[] = [];
     for (const r of await this.#pool().start()) {
       if (r.ok) continue;
-      const msg = new KeelError("KEEL_MCP_SERVER_START_FAILED", `${r.error}.${r.stderrTail ? ` Stderr ends with: ${tailOf(r.stderrTail.trim(), 400)}` : ""}`, { plugin: PLUGIN_NAME, phase: "session.start" }).message;
+      const msg = new KeelError("KEEL_MCP_SERVER_START_FAILED", `${r.error}.${r.stderrTail ? ` Stderr ends with: ${tailOf(r.stderrTail.trim(), 1_500)}` : ""}`, { plugin: PLUGIN_NAME, phase: "session.start" }).message;
       out.push({ kind: "diagnostic", level: "warn", code: "KEEL_MCP_SERVER_START_FAILED", message: msg, data: { server: r.server, error: r.error ?? "", stderrTail: r.stderrTail ?? "", durationMs: r.durationMs } });
     }
     this.#auditLog();

@@ -194,6 +194,54 @@ describe("faults (fixture servers)", () => {
   });
 });
 
+describe("the environment a stdio server gets", () => {
+  // Prints the variables it sees on stderr, then exits: the pool's report carries the stderr tail.
+  const printer = { command: process.execPath, args: ["-e", "for (const k of ['HTTPS_PROXY','https_proxy','NODE_EXTRA_CA_CERTS','ACME_TOKEN','KEEL_CUSTOM']) console.error(k + '=' + (process.env[k] ?? '<unset>')); process.exit(3)"] };
+  const saved: Record<string, string | undefined> = {};
+  const setEnv = (vars: Record<string, string>) => {
+    for (const [k, v] of Object.entries(vars)) {
+      saved[k] = process.env[k];
+      process.env[k] = v;
+    }
+  };
+  afterEach(() => {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
+  async function seen(config: Record<string, unknown>): Promise<string> {
+    const pool = new McpPool({ p: { ...printer, ...config } as never }, SETTINGS);
+    try {
+      const [report] = await pool.start();
+      expect(report!.ok).toBe(false);
+      return report!.stderrTail ?? "";
+    } finally {
+      await pool.close();
+    }
+  }
+
+  it("inherits proxy and CA variables by default (the server's own env wins), but no other variable", async () => {
+    setEnv({ HTTPS_PROXY: "http://127.0.0.1:3128", https_proxy: "http://127.0.0.1:3129", NODE_EXTRA_CA_CERTS: "/etc/corp-ca.pem", ACME_TOKEN: "not-for-servers", KEEL_CUSTOM: "x" });
+    const tail = await seen({});
+    expect(tail).toContain("HTTPS_PROXY=http://127.0.0.1:3128");
+    expect(tail).toContain("https_proxy=http://127.0.0.1:3129");
+    expect(tail).toContain("NODE_EXTRA_CA_CERTS=/etc/corp-ca.pem");
+    expect(tail).toContain("ACME_TOKEN=<unset>");
+    const own = await seen({ env: { HTTPS_PROXY: "http://127.0.0.1:8080" } });
+    expect(own).toContain("HTTPS_PROXY=http://127.0.0.1:8080");
+  });
+
+  it("inheritEnv: false passes none; a list passes those names too", async () => {
+    setEnv({ HTTPS_PROXY: "http://127.0.0.1:3128", KEEL_CUSTOM: "yes" });
+    const none = await seen({ inheritEnv: false });
+    expect(none).toContain("HTTPS_PROXY=<unset>");
+    const extra = await seen({ inheritEnv: ["KEEL_CUSTOM"] });
+    expect(extra).toContain("KEEL_CUSTOM=yes");
+    expect(extra).toContain("HTTPS_PROXY=http://127.0.0.1:3128");
+  });
+});
+
 describe("server-everything over Streamable HTTP", () => {
   let server: ChildProcess | undefined;
   afterEach(() => {
