@@ -5,7 +5,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { createAgent, defaultKeelHome, defaultSessionDbPath, KeelError, errorMessage, isKeelError, scriptedProvider, headOf } from "@keel/kernel";
-import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelProvider, ModelSpec, ProviderScriptInput, SessionStore } from "@keel/kernel";
+import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelName, ModelProvider, ModelSpec, ProviderScriptInput, SessionStore } from "@keel/kernel";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";
 import type { LoadedConfig } from "./load-config.ts";
@@ -153,7 +153,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
   else checkHome(defaultKeelHome(env), env.KEEL_HOME ? "KEEL_HOME" : "the default home");
   const plugins = await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
   const configured: ModelSpec[] = config.model === undefined ? [] : Array.isArray(config.model) ? [...config.model] : [config.model as ModelSpec];
-  const specs: ModelSpec[] = options.model ? options.model.map((m) => configured.find((c) => typeof c === "object" && specString(c) === m) ?? m) : configured;
+  const specs: ModelSpec[] = options.model ? options.model.map((m) => configured.find((c) => typeof c === "object" && specString(c) === m) ?? (m as ModelName)) : configured;
   const strings = specs.map(specString).filter((s): s is string => s !== undefined && !s.startsWith("scripted:"));
   const missing = strings.map((s) => missingCredential(s, env, config.baseURL)).filter((m): m is string => !!m);
   const offline = options.offline === true || env.KEEL_OFFLINE === "1" || specs.length === 0 || specs.some((s) => specString(s)?.startsWith("scripted:")) || (strings.length > 0 && missing.length === strings.length);

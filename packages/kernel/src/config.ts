@@ -8,12 +8,29 @@ import type { ModelProvider } from "./provider.ts";
 import type { ProviderScriptInput } from "./scripted-provider.ts";
 import type { ToolDefinition } from "./tools.ts";
 
+/** Models the editor completes. Contract: suggestions only; any `<provider>:<model>` is accepted. */
+export type KnownModelName =
+  | "anthropic:claude-sonnet-4-6"
+  | "anthropic:claude-opus-4-5"
+  | "anthropic:claude-haiku-4-5"
+  | "openai:gpt-5"
+  | "openai:gpt-5-mini"
+  | "openai:gpt-4.1"
+  | "openai:gpt-4.1-mini"
+  | "openai:gpt-4o"
+  | "openai:gpt-4o-mini";
+
 /**
- * A model: `anthropic:<model>`, `openai:<model>`, `openai-compatible:<model>` (with
- * `baseURL` or OPENAI_BASE_URL), the same with per-model settings (ModelEntry), or a
- * ModelProvider object.
+ * A model string: `anthropic:<model>`, `openai:<model>` or `openai-compatible:<model>`.
+ * Contract: a misspelt provider prefix is a type error; a new model name of a known provider is fine.
  */
-export type ModelSpec = string | ModelEntry | ModelProvider;
+export type ModelName = KnownModelName | `anthropic:${string}` | `openai:${string}` | `openai-compatible:${string}`;
+
+/**
+ * A model: a model string (`openai-compatible:` with `baseURL` or OPENAI_BASE_URL), the same
+ * with per-model settings (ModelEntry), or a ModelProvider object.
+ */
+export type ModelSpec = ModelName | ModelEntry | ModelProvider;
 
 /**
  * A model named by its spec, with settings of its own (timeouts, retries).
@@ -22,7 +39,7 @@ export type ModelSpec = string | ModelEntry | ModelProvider;
  */
 export interface ModelEntry {
   /** `anthropic:<model>`, `openai:<model>` or `openai-compatible:<model>`. */
-  model: string;
+  model: ModelName;
   /** A started stream silent this long is cut (`timeout`) and retried. Default 60,000. */
   idleTimeoutMs?: number;
   /** From the request to its first stream event; past it the request is cut (`timeout`). Default 120,000. */
@@ -73,7 +90,27 @@ export interface KeelConfig {
   offline?: { script?: ProviderScriptInput | string };
 }
 
-/** Identity function that types an `agent.config.ts`. Contract: returns its argument unchanged. */
-export function defineConfig<const C extends KeelConfig>(config: C): C {
+/**
+ * Keys of `C` that KeelConfig (or one of its nested objects) does not have, mapped to `never`,
+ * so a mistyped key is a type error at that key even though defineConfig is generic.
+ */
+type NoExtraKeys<C, Shape> = C extends object
+  ? { [K in keyof C]: K extends "model" | "sideModel" ? CheckModels<C[K]> : K extends keyof Shape ? NoExtraNested<C[K], Shape[K]> : never }
+  : C;
+/** A nested plain object (limits, lease, preflight, offline) is checked against its object shape; arrays and functions are left alone. */
+type NoExtraNested<V, S> = V extends readonly unknown[] | ((...args: never[]) => unknown)
+  ? V
+  : V extends object
+    ? [Extract<NonNullable<S>, Record<string, unknown>>] extends [never] ? V : NoExtraKeys<V, Extract<NonNullable<S>, Record<string, unknown>>>
+    : V;
+/** A model entry object is checked against ModelEntry; a provider object (with `stream`) and a string pass. */
+type CheckModel<V> = V extends string | { stream: unknown } ? V : V extends object ? NoExtraKeys<V, ModelEntry> : V;
+type CheckModels<V> = V extends readonly unknown[] ? { [I in keyof V]: CheckModel<V[I]> } : CheckModel<V>;
+
+/**
+ * Identity function that types an `agent.config.ts`.
+ * Contract: returns its argument unchanged; an unknown key (top level, `limits`, `lease`, …) is a type error.
+ */
+export function defineConfig<const C extends KeelConfig>(config: C & NoExtraKeys<C, KeelConfig>): C {
   return config;
 }

@@ -6,7 +6,7 @@ export { createAgent, Agent, Session, DEFAULT_LIMITS } from "./agent.ts";
 export type { AgentOptions, ApprovalRequest, Limits, PhaseMapRow, RunOptions, SessionOpenOptions } from "./agent.ts";
 export { definePlugin } from "./plugin.ts";
 export { defineConfig } from "./config.ts";
-export type { KeelConfig, ModelEntry, ModelSpec, PluginSpec } from "./config.ts";
+export type { KeelConfig, KnownModelName, ModelEntry, ModelName, ModelSpec, PluginSpec } from "./config.ts";
 export type { ContributionFor, Handler, HandlerResult, HookContext, JobContext, JobRunner, JobTurn, KeelPlugin, MaybePromise, PluginEntry, PluginSetupContext, Stage, SubscribeOptions } from "./plugin.ts";
 export { PHASES, PHASE_NAMES, isPhaseName } from "./phases.ts";
 export type { AcceptedKind, AwaitPolicy, FailurePolicy, PhaseEvent, PhaseEvents, PhaseKind, PhaseName, PhaseSpec, PolicyView, PromptContextEntry, ToolCallView, TurnEventBase } from "./phases.ts";
