@@ -1,0 +1,56 @@
+/**
+ * What npm users get: every relative link in a published README points at a file the package
+ * ships (its `files`, the kernel's copied docs included), and every package that builds on the
+ * kernel takes it as a peer, so a project never installs two kernels.
+ */
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, normalize } from "node:path";
+import { describe, expect, it } from "vitest";
+
+const REPO = join(import.meta.dirname, "..");
+const packages = readdirSync(join(REPO, "packages")).filter((p) => existsSync(join(REPO, "packages", p, "package.json")));
+const manifest = (p: string) => JSON.parse(readFileSync(join(REPO, "packages", p, "package.json"), "utf8")) as { name: string; private?: boolean; files?: string[]; dependencies?: Record<string, string>; peerDependencies?: Record<string, string>; devDependencies?: Record<string, string>; scripts?: Record<string, string> };
+const relativeLinks = (md: string) => [...md.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)].map((m) => m[1]!).filter((l) => !/^[a-z]+:/i.test(l));
+
+describe("published packages", () => {
+  it("README links stay inside what the package ships", () => {
+    const docs = mkdtempSync(join(tmpdir(), "keel-docs-"));
+    try {
+      // The kernel's prepack script copies the repository's docs into the package.
+      execFileSync(process.execPath, [join(REPO, "packages/kernel/scripts/copy-docs.mjs"), docs]);
+      let checked = 0;
+      for (const p of packages) {
+        const readme = join(REPO, "packages", p, "README.md");
+        if (!existsSync(readme)) continue;
+        const files = manifest(p).files ?? [];
+        for (const link of relativeLinks(readFileSync(readme, "utf8"))) {
+          const target = normalize(link);
+          checked++;
+          expect(target.startsWith(".."), `${p}/README.md links outside its package: ${link}`).toBe(false);
+          const top = target.split("/")[0]!;
+          expect(files.includes(top) || ["README.md", "package.json"].includes(target), `${p}/README.md links to ${link}, which "files" does not ship`).toBe(true);
+          const shipped = p === "kernel" && top === "docs" ? join(docs, target.slice("docs/".length)) : join(REPO, "packages", p, target);
+          expect(existsSync(shipped), `${p}/README.md links to ${link}, which does not exist`).toBe(true);
+        }
+      }
+      expect(checked).toBeGreaterThan(3);
+    } finally {
+      rmSync(docs, { recursive: true, force: true });
+    }
+  });
+
+  it("plugins and providers take @keel/kernel as a peer (one kernel per project)", () => {
+    for (const p of packages) {
+      const m = manifest(p);
+      if (p === "kernel" || p === "cli" || m.private) continue;
+      const uses = m.dependencies?.["@keel/kernel"] ?? m.peerDependencies?.["@keel/kernel"];
+      if (!uses) continue;
+      expect(m.dependencies?.["@keel/kernel"], `${m.name} lists @keel/kernel as a dependency`).toBeUndefined();
+      expect(m.peerDependencies?.["@keel/kernel"], m.name).toBe("workspace:^");
+      expect(m.devDependencies?.["@keel/kernel"], m.name).toBe("workspace:*");
+    }
+    expect(manifest("kernel").scripts?.prepack).toContain("copy-docs");
+  });
+});
