@@ -57,10 +57,31 @@ function nativeSafe(filepath: string): boolean {
   }
 }
 
+/**
+ * In a CommonJS project (package.json without "type": "module") Node warns that it re-parses an
+ * ES-module agent.config.ts (MODULE_TYPELESS_PACKAGE_JSON) on every command. That one warning,
+ * for this one file, is dropped while it is imported; every other warning passes.
+ */
+async function quietTypeless<T>(filepath: string, load: () => Promise<T>): Promise<T> {
+  const original = process.emitWarning;
+  const url = pathToFileURL(filepath).href;
+  process.emitWarning = function (this: unknown, warning: string | Error, ...rest: unknown[]) {
+    const code = typeof rest[0] === "object" && rest[0] ? (rest[0] as { code?: string }).code : rest[1];
+    const text = typeof warning === "string" ? warning : warning.message;
+    if ((code === "MODULE_TYPELESS_PACKAGE_JSON" || (warning as { code?: string }).code === "MODULE_TYPELESS_PACKAGE_JSON") && text.includes(url)) return;
+    return (original as (...a: unknown[]) => void).call(process, warning, ...rest);
+  } as typeof process.emitWarning;
+  try {
+    return await load();
+  } finally {
+    process.emitWarning = original;
+  }
+}
+
 async function importConfig(filepath: string): Promise<unknown> {
   if (nativeSafe(filepath)) {
     try {
-      return await import(pathToFileURL(filepath).href);
+      return await quietTypeless(filepath, () => import(pathToFileURL(filepath).href));
     } catch {
       // Syntax the runtime cannot strip, a syntax error or a failed import: jiti reports it with its location.
     }
