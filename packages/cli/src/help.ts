@@ -93,6 +93,20 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     env: ["KEEL_HOME", "KEEL_CONFIG_TIMEOUT_MS"],
     notes: ["Only the config's name and home are read: no plugin starts, nothing is written (a read-only home works)."],
   },
+  init: {
+    summary: "scaffold an agent project here (or in DIR), or a plugin package with --plugin NAME",
+    usage: ["keel init [DIR] [--force]", "keel init --plugin NAME [DIR] [--force]"],
+    options: [
+      ["--plugin NAME", "scaffold a plugin package named NAME (an npm name, e.g. @acme/keel-rules) in DIR (default: a folder named after it)"],
+      ["--force", "overwrite files the scaffold would write (without it, existing files are listed and nothing is written)"],
+    ],
+    examples: [
+      "mkdir my-agent && cd my-agent && keel init     # package.json, agent.config.ts, skills/, .gitignore, README",
+      "keel init --plugin @acme/keel-house-rules      # a plugin with a test that drives it through the scripted provider",
+    ],
+    env: [],
+    notes: ["The agent runs offline at once (an echo model) and keeps its sessions in ./.keel; the plugin's test runs with npm test."],
+  },
   schema: {
     summary: "print the JSON Schema of agent.config.*",
     usage: ["keel schema"],

@@ -63,7 +63,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       args: [...argv],
       allowPositionals: true,
       strict: true,
-      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, model: { type: "string", multiple: true } },
+      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, plugin: { type: "string" }, force: { type: "boolean" }, model: { type: "string", multiple: true } },
     });
   } catch (err) {
     throw usage(errorMessage(err));
@@ -110,6 +110,13 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       });
     case "sessions":
       return sessions(rest, io, flags);
+    case "init": {
+      if (rest.length > 1) throw usage(`keel init takes at most one folder (got "${rest.join(" ")}").`);
+      const { init, initSummary } = await import("./init.ts");
+      const r = init({ cwd: io.cwd, ...(rest[0] ? { dir: rest[0] } : {}), ...(values.plugin !== undefined ? { plugin: values.plugin } : {}), ...(values.force ? { force: true } : {}) });
+      io.out(initSummary(r, io.cwd, values.plugin !== undefined));
+      return EXIT.ok;
+    }
     case "schema": {
       const { configJsonSchema } = await import("./config-schema.ts");
       io.out(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);

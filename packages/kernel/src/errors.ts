@@ -71,6 +71,7 @@ export const ERROR_CODES = {
   KEEL_PLUGIN_NOT_FOUND: "A plugin named by package in the config could not be imported. Install the package, or fix its name.",
   KEEL_MODEL_UNAVAILABLE: "The model named in the config cannot be used. Use anthropic:<model>, openai:<model> or openai-compatible:<model>, and set its API key or base URL.",
   KEEL_CLI_USAGE: "The command line is not valid. Run `keel --help` for the commands and their options.",
+  KEEL_INIT_REFUSED: "keel init would overwrite files that exist, or was given a name npm would refuse. Choose an empty folder (or pass --force to overwrite the files listed), or a valid package name (lowercase, no spaces, optionally @scope/name).",
   KEEL_STRICT_FAILED: "Strict mode (--strict or KEEL_STRICT=1) counts every warning or error a plugin caused during the command (a rejected contribution, a handler that threw or timed out, a plugin's own warning) as a failure. Fix each problem listed, at the plugin and phase named.",
   KEEL_CONFIG_READ_FAILED: "Reading a value of the config threw (a getter, a Proxy, or a property of a plugin or provider object). Fix the code behind the value at the path shown; a config should export plain values.",
   KEEL_CONFIG_LOAD_TIMEOUT: "The config file (or a module it imports) did not finish loading in time: a top-level await that never settles, or a file that cannot be read. Fix the file shown, or raise KEEL_CONFIG_TIMEOUT_MS (milliseconds, default 10000).",

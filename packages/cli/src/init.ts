@@ -1,0 +1,56 @@
+/** `keel init`: scaffold an agent project, or (`--plugin NAME`) a plugin package. */
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { basename, dirname, join, relative, resolve } from "node:path";
+import { KeelError, KERNEL_VERSION } from "@keel/kernel";
+import { agentProject, pluginPackage } from "./init-templates.ts";
+import { cliVersion } from "./version.ts";
+
+/** npm's rules for a new package name: lowercase, URL-safe, at most 214 chars, optional @scope/. */
+const PACKAGE_NAME = /^(?:@[a-z0-9][a-z0-9._~-]*\/)?[a-z0-9][a-z0-9._~-]*$/;
+
+/** What was written, for the summary. */
+export interface InitResult {
+  dir: string;
+  files: string[];
+}
+
+/**
+ * Write the scaffold into `dir` (created if missing).
+ * Contract: refuses (KEEL_INIT_REFUSED, listing them) when any file exists, unless `force`;
+ * a plugin name must be a valid new npm package name.
+ */
+export function init(options: { cwd: string; dir?: string; plugin?: string; force?: boolean }): InitResult {
+  const dir = resolve(options.cwd, options.dir ?? (options.plugin ? options.plugin.replace(/^@[^/]+\//, "") : "."));
+  const version = cliVersion();
+  const versions = { cli: version, kernel: KERNEL_VERSION, plugins: version };
+  let files: Record<string, string>;
+  if (options.plugin !== undefined) {
+    const name = options.plugin;
+    if (name.length > 214 || !PACKAGE_NAME.test(name)) {
+      throw new KeelError("KEEL_INIT_REFUSED", `"${name}" is not a valid npm package name${/[A-Z]/.test(name) ? ` (try "${name.toLowerCase()}")` : ""}.`, { path: "--plugin" });
+    }
+    files = pluginPackage(name, versions);
+  } else {
+    const name = basename(dir).toLowerCase().replace(/[^a-z0-9._~-]+/g, "-").replace(/^[^a-z0-9]+/, "") || "my-agent";
+    files = agentProject(name, versions);
+  }
+  const existing = Object.keys(files).filter((f) => existsSync(join(dir, f)));
+  if (existing.length && !options.force) {
+    throw new KeelError("KEEL_INIT_REFUSED", `${relative(options.cwd, dir) || "."} already has ${existing.join(", ")}.`, { path: dir });
+  }
+  for (const [file, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(dir, file)), { recursive: true });
+    writeFileSync(join(dir, file), text);
+  }
+  return { dir, files: Object.keys(files) };
+}
+
+/** What to print after init: the files and the next commands. */
+export function initSummary(r: InitResult, cwd: string, plugin: boolean): string {
+  const where = relative(cwd, r.dir) || ".";
+  const cd = where === "." ? "" : `cd ${where} && `;
+  const next = plugin
+    ? [`${cd}npm install`, "npm test                    # drives the plugin through the scripted provider", "npm run build               # dist/ is what npm users get"]
+    : [`${cd}npm install`, 'npx keel run "hello"        # offline at once; set ANTHROPIC_API_KEY for a real model', "npx keel chat               # a conversation; -c continues the last one"];
+  return `created in ${where}:\n${r.files.map((f) => `  ${f}\n`).join("")}next:\n${next.map((l) => `  ${l}\n`).join("")}`;
+}
