@@ -4,7 +4,7 @@ import { copyFileSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const PACKAGED_DOCS = ["plugins.md", "phases.md", "errors.md", "architecture.md"];
+export const PACKAGED_DOCS = ["plugins.md", "contributions.md", "phases.md", "errors.md", "architecture.md"];
 const pkg = join(dirname(fileURLToPath(import.meta.url)), "..");
 const out = process.argv[2] ?? join(pkg, "docs");
 mkdirSync(out, { recursive: true });
