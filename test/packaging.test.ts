@@ -41,6 +41,20 @@ describe("published packages", () => {
     }
   });
 
+  it("types resolve without `exports` too (moduleResolution node10): top-level main and types, typesVersions for each subpath", () => {
+    for (const p of packages) {
+      const m = manifest(p) as ReturnType<typeof manifest> & { publishConfig?: { exports?: Record<string, { types: string; default: string }>; main?: string; types?: string; typesVersions?: Record<string, Record<string, string[]>> } };
+      if (m.private || !m.publishConfig?.exports) continue;
+      const ex = m.publishConfig.exports;
+      expect(m.publishConfig.main, m.name).toBe(ex["."]!.default);
+      expect(m.publishConfig.types, m.name).toBe(ex["."]!.types);
+      for (const [sub, target] of Object.entries(ex)) {
+        if (sub === ".") continue;
+        expect(m.publishConfig.typesVersions?.["*"]?.[sub.slice(2)], `${m.name} ${sub}`).toEqual([target.types]);
+      }
+    }
+  });
+
   it("plugins and providers take @keel/kernel as a peer (one kernel per project)", () => {
     for (const p of packages) {
       const m = manifest(p);
