@@ -4,7 +4,9 @@
  * and package names are imported relative to the config file and called with their options.
  */
 import { createRequire } from "node:module";
-import { KeelError, isKeelError } from "@keel/kernel";
+import { readdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { KeelError, didYouMean, isKeelError } from "@keel/kernel";
 import { thrownText } from "./guard.ts";
 import type { PluginEntry, PluginSpec } from "@keel/kernel";
 
@@ -30,7 +32,7 @@ async function fromPackage(name: string, options: unknown, path: string, from: s
     mod = await importModule(resolved);
   } catch (err) {
     if (isKeelError(err)) throw new KeelError(err.code, `${from}: "${name}": ${err.problem}`, { ...err.location, path }, { cause: err });
-    throw new KeelError("KEEL_PLUGIN_NOT_FOUND", `${from}: "${name}" could not be imported: ${thrownText(err).split("\n")[0]}`, { path }, { cause: err });
+    throw new KeelError("KEEL_PLUGIN_NOT_FOUND", `${from}: "${name}" could not be imported: ${thrownText(err).split("\n")[0]}${didYouMean(name, installedNames(from))}`, { path }, { cause: err });
   }
   const read = <T>(fn: () => T, what: string): T => {
     try {
@@ -59,4 +61,21 @@ async function fromPackage(name: string, options: unknown, path: string, from: s
     return (options === undefined ? exported : read(() => ({ ...exported, input: options }), "the plugin object")) as PluginEntry;
   }
   throw new KeelError("KEEL_CONFIG_INVALID", `${from}: "${name}" does not export a plugin (expected a default export that is a plugin object or a factory function).`, { path });
+}
+
+/** Keel's own plugins and the packages installed beside the config (node_modules up the tree), for "did you mean". */
+function installedNames(from: string): string[] {
+  const names = new Set(["@keel/plugin-memory", "@keel/plugin-skills", "@keel/plugin-mcp", "@keel/plugin-compaction"]);
+  for (let dir = dirname(from); ; dir = dirname(dir)) {
+    try {
+      for (const entry of readdirSync(join(dir, "node_modules"))) {
+        if (!entry.startsWith("@")) names.add(entry);
+        else for (const sub of readdirSync(join(dir, "node_modules", entry))) names.add(`${entry}/${sub}`);
+      }
+    } catch {
+      // no node_modules here
+    }
+    if (dirname(dir) === dir) break;
+  }
+  return [...names];
 }

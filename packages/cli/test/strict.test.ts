@@ -68,9 +68,15 @@ describe("strict mode", () => {
     expect(r.code, r.stderr).toBe(0);
   });
 
-  it("a mistyped command gets a suggestion", async () => {
+  it("a mistyped command or plugin package gets a suggestion", async () => {
     const r = await runKeel(["rnu", "hello"], { cwd: root, env: env() });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('Did you mean "run"?');
+    const dir = mkdtempSync(join(root, "typo-"));
+    writeFileSync(join(dir, "agent.config.mjs"), `export default { name: "typo", plugins: ["@keel/plugin-memroy"] };\n`);
+    const p = await runKeel(["inspect"], { cwd: dir, env: env() });
+    expect(p.code).toBe(2);
+    expect(p.stderr).toContain("KEEL_PLUGIN_NOT_FOUND");
+    expect(p.stderr).toContain('Did you mean "@keel/plugin-memory"?');
   });
 });
