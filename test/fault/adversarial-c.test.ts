@@ -93,7 +93,7 @@ describe("adversarial C, silent loss: a live adopter keeps its job", () => {
       const { dir, home, session } = await killedDuringExtraction(`I grow tomatoes, round ${round}.`);
       let third: Promise<Awaited<ReturnType<typeof keel>>> | undefined;
       const adopter = await keel(dir, home, ["run", "Adopting."], {
-        env: { ...SLOW, KEEL_EXIT_GRACE_MS: "600" },
+        env: { ...SLOW, KEEL_EXIT_GRACE_MS: "2500" },
         onStderr: (chunk) => {
           if (chunk.includes("extract-started")) third ??= keel(dir, home, ["run", "A third start."]);
         },
@@ -101,10 +101,14 @@ describe("adversarial C, silent loss: a live adopter keeps its job", () => {
       const t = await third!;
       expect(t.code, t.stderr).toBe(0);
       expect(adopter.stderr).toContain("KEEL_JOB_PENDING");
-      // A's attempt, the adopter's attempt (cut by its close grace), and nothing from the third start.
-      expect(jobTrail(allEvents(home), extractKey(session)), `round ${round}`).toEqual(["job.pending", "job.started", "job.pending", "job.started", "job.deferred"]);
+      // A's attempt, then the adopter's (cut by its close grace), and nothing from the third start
+      // while the adopter holds the job (in log order). On a loaded machine the third start may
+      // reach its check only after the adopter deferred the job and exited: adopting it then is right.
+      const trail = jobTrail(allEvents(home), extractKey(session));
+      expect(trail.slice(0, 5), `round ${round}`).toEqual(["job.pending", "job.started", "job.pending", "job.started", "job.deferred"]);
+      expect([[], ["job.pending", "job.started", "job.completed:ok"]], `round ${round}: ${trail.join(", ")}`).toContainEqual(trail.slice(5));
     }
-  }, 30_000);
+  }, 60_000);
 });
 
 /** `unshare` runs each CLI as PID 1 of a new PID namespace, as in a container restarted after a kill. */
