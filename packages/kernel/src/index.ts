@@ -30,7 +30,7 @@ export type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./d
 export { messageText, textContent, toolCallsOf } from "./messages.ts";
 export type { AssistantBlock, AssistantMessage, ContentBlock, ImageBlock, Message, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultMessage, UserMessage } from "./messages.ts";
 export { ProviderError, complete } from "./provider.ts";
-export type { CacheTier, Completion, ModelEvent, ModelProvider, ModelRequest, ProviderErrorClass, RequestOptions, StopReason } from "./provider.ts";
+export type { CacheTier, Completion, ModelEvent, ModelProvider, ModelRequest, OutputFormat, ProviderErrorClass, RequestOptions, StopReason } from "./provider.ts";
 export { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN, defineTool } from "./tools.ts";
 export type { JsonSchema, ToolCategory, ToolContext, ToolDefinition, ToolOutput, ToolSchema, ToolSource } from "./tools.ts";
 export { addUsage, emptyUsage } from "./usage.ts";

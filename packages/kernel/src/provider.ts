@@ -15,6 +15,20 @@ export interface RequestOptions {
   metadata?: Record<string, string>;
   /** Provider-specific passthrough, e.g. `{ thinking: { budget_tokens: 2048 } }`. */
   extra?: Record<string, unknown>;
+  /**
+   * Structured output: the answer that ends the turn is one JSON value matching `schema`.
+   * Contract: adapters use the provider's native mechanism (OpenAI `json_schema` response
+   * format, Anthropic a forced tool named `name`) and hand the kernel that JSON as the answer's
+   * only text, with stop reason `end_turn`; tool calls stay possible before it.
+   */
+  output?: OutputFormat;
+}
+
+/** The JSON shape a structured answer must have. Contract: `name` matches ^[A-Za-z0-9_-]{1,64}$. */
+export interface OutputFormat {
+  name: string;
+  /** JSON Schema (draft 2020-12) of the answer. */
+  schema: Record<string, unknown>;
 }
 
 /**
