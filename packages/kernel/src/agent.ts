@@ -28,8 +28,13 @@ import { TokenCounter } from "./tokens.ts";
 import type { ToolCallView } from "./phases.ts";
 import type { ToolCategory, ToolDefinition } from "./tools.ts";
 import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "./tools.ts";
-import type { TurnResult } from "./verdict.ts";
+import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
+import type { PausedTurn, TurnInput } from "./turn.ts";
 import { runTurn } from "./turn.ts";
+import { checkInput, outputSpecOf } from "./run-input.ts";
+import type { StreamOptions } from "./turn-stream.ts";
+import { TurnStream } from "./turn-stream.ts";
+import type { ZodType } from "zod";
 import { wellFormedProvider } from "./text.ts";
 import type { AttemptOutcome, UnfinishedJob } from "./jobs.ts";
 import { recoverJobs, startDurableJob } from "./jobs.ts";
@@ -109,8 +114,18 @@ export interface AgentOptions {
   home?: string;
   limits?: Partial<Limits>;
   toolTimeouts?: Partial<Record<ToolCategory, number>>;
-  /** Answers `ask` decisions; without it, `ask` means deny. */
-  approve?: (request: ApprovalRequest) => boolean | Promise<boolean>;
+  /**
+   * Answers `ask` decisions in process: `true`, or `{ approved, always?, reason? }` (anything
+   * else, a throw or a cancelled turn is a denial). Without it, `ask` does what `ask` says.
+   */
+  approve?: (request: ApprovalRequest) => boolean | ApprovalAnswer | Promise<boolean | ApprovalAnswer>;
+  /**
+   * What an `ask` decision does when there is no `approve()` callback. `pause` (default): the
+   * turn pauses with the request stored in the session log, and the host answers later, from
+   * any process (session.pendingApprovals(), approve()/deny(), resume()). `deny`: the call is
+   * denied at once, with a result saying why.
+   */
+  ask?: "pause" | "deny";
   caps?: Partial<MergeCaps>;
   requestOptions?: RequestOptions;
   tokenCounter?: TokenCounter;
@@ -167,6 +182,7 @@ const AgentOptionsSchema = z.object({
   toolTimeouts: z.object({ exec: positive, mcp: positive, info: positive, edit: positive }).partial().strict().optional(),
   caps: z.object({ contextEntries: z.number().int().positive(), contextChars: positive, sections: z.number().int().positive(), sectionChars: positive, sectionsTotalChars: positive }).partial().strict().optional(),
   approve: z.custom<NonNullable<AgentOptions["approve"]>>((f) => typeof f === "function", { message: "expected a function" }).optional(),
+  ask: z.enum(["pause", "deny"]).optional(),
   trace: z.enum(["notable", "full"]).optional(),
   setupTimeoutMs: positive.optional(),
   lease: z.object({ ttlMs: z.number().int().min(100), waitMs: z.number().min(0) }).partial().strict().optional(),
@@ -426,9 +442,17 @@ export interface CloseOptions {
 }
 
 /** Options of one turn. */
-export interface RunOptions {
+export interface RunOptions<O = unknown> {
   signal?: AbortSignal;
   metadata?: Record<string, unknown>;
+  /**
+   * Structured output: a zod object schema the final answer must match. The provider's native
+   * mechanism is used; an invalid answer gets one corrective round, then the turn fails with
+   * KEEL_OUTPUT_INVALID. The parsed value is `result.output`.
+   */
+  output?: ZodType<O>;
+  /** The name the schema is given to the provider (default `final_answer`). */
+  outputName?: string;
 }
 
 /**
@@ -455,6 +479,12 @@ export class Session {
   readonly steering: Array<{ queueId: string; text: string }> = [];
   readonly followUps: Array<{ queueId: string; text: string }> = [];
   readonly completedJobs = new Set<string>();
+  /** @internal the turn paused for approval, if any (rebuilt from the log on resume) */
+  paused: PausedTurn | undefined;
+  /** @internal tools the host approved "always" in this session */
+  readonly alwaysAllowed = new Set<string>();
+  /** @internal a turn stream's back-pressure: the provider loop waits on it before reading on */
+  backpressure: Promise<void> | undefined;
   /** @internal where the latest turn of this process starts in the log (a job reads its turn from there). */
   lastTurnStart: { turnId: string; seq: number } | undefined;
   readonly jobs = new Set<Promise<unknown>>();
@@ -490,18 +520,88 @@ export class Session {
     return this.current ? `${this.id}/${this.turnCount}` : null;
   }
 
-  /** Run one turn. Contract: resolves with the verdict; rejects only for KEEL_TURN_BUSY or a store failure. */
-  async run(input: string, options: RunOptions = {}): Promise<TurnResult> {
-    if (typeof input !== "string") throw new KeelError("KEEL_INPUT_INVALID", `run() got ${input === null ? "null" : typeof input}.`);
+  /**
+   * Run one turn. `input` is the user's text, or content blocks (text and images).
+   * Contract: resolves with the verdict (`paused` when tool calls wait for approval); rejects
+   * only for KEEL_INPUT_INVALID, KEEL_OUTPUT_SCHEMA_INVALID, KEEL_TURN_BUSY,
+   * KEEL_APPROVAL_PENDING (a paused turn must be answered first) or a store failure.
+   */
+  async run<O = unknown>(input: TurnInput, options: RunOptions<O> = {}): Promise<TurnResult<O>> {
+    const checked = checkInput(input);
+    const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
+    this.ready();
+    if (this.paused) throw new KeelError("KEEL_APPROVAL_PENDING", `Session "${this.id}" has turn ${this.paused.turnId} paused for ${this.paused.requests.size} tool call(s): ${[...this.paused.requests.values()].map((r) => `${r.name} (${r.callId})`).join(", ")}.`);
+    return this.start(checked, options, output ? { output } : {}) as Promise<TurnResult<O>>;
+  }
+
+  /**
+   * Run one turn as a stream of typed events (text and thinking deltas, tools, approvals,
+   * compaction, then the verdict). Contract: see TurnStream; `break` or `signal` cancels the turn.
+   */
+  stream<O = unknown>(input: TurnInput, options: RunOptions<O> & StreamOptions = {}): TurnStream<O> {
+    return new TurnStream<O>(this, (signal) => this.run<O>(input, { ...options, signal: options.signal ? AbortSignal.any([options.signal, signal]) : signal }), options);
+  }
+
+  /** The tool calls the paused turn waits for (empty when no turn is paused). Contract: copies. */
+  pendingApprovals(): PendingApproval[] {
+    return this.paused ? [...this.paused.requests.values()].map((r) => ({ ...r, ...(r.answer ? { answer: { ...r.answer } } : {}) })) : [];
+  }
+
+  /**
+   * Approve a pending call; with `always`, later asks for this tool in this session are approved
+   * without asking. Contract: durable when it resolves; the last answer before resume() counts.
+   */
+  async approve(callId: string, options: { always?: boolean; reason?: string } = {}): Promise<void> {
+    await this.answer(callId, { approved: true, ...(options.always ? { always: true } : {}), ...(options.reason ? { reason: options.reason } : {}) });
+  }
+
+  /** Deny a pending call; the model gets an error result with `reason`. Contract: durable when it resolves. */
+  async deny(callId: string, options: { reason?: string } = {}): Promise<void> {
+    await this.answer(callId, { approved: false, ...(options.reason ? { reason: options.reason } : {}) });
+  }
+
+  private async answer(callId: string, answer: ApprovalAnswer): Promise<void> {
+    this.ready();
+    const req = this.paused?.requests.get(callId);
+    if (!req) throw new KeelError("KEEL_APPROVAL_UNKNOWN", `Session "${this.id}" has no pending approval "${callId}"${this.paused ? ` (pending: ${[...this.paused.requests.keys()].join(", ")})` : " (no turn is paused)"}.`);
+    await this.emit({ type: "approval.resolved", callId, name: req.name, ...answer, by: "host" }, req.turnId, true);
+    req.answer = answer;
+    if (answer.approved && answer.always) this.alwaysAllowed.add(req.name);
+  }
+
+  /**
+   * Continue the paused turn: answered calls run (or get their denial), the calls after them run,
+   * and the loop goes on. Contract: throws KEEL_NOT_PAUSED when nothing is paused and
+   * KEEL_APPROVAL_PENDING while a call is unanswered; `output` must be given again if the turn had one.
+   */
+  async resume<O = unknown>(options: RunOptions<O> = {}): Promise<TurnResult<O>> {
+    const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
+    this.ready();
+    const paused = this.paused;
+    if (!paused) throw new KeelError("KEEL_NOT_PAUSED", `Session "${this.id}" has no paused turn.`);
+    const open = [...paused.requests.values()].filter((r) => !r.answer);
+    if (open.length) throw new KeelError("KEEL_APPROVAL_PENDING", `Turn ${paused.turnId} still waits for ${open.map((r) => `${r.name} (${r.callId})`).join(", ")}.`);
+    return this.start("", options, { resume: paused, ...(output ? { output } : {}) }) as Promise<TurnResult<O>>;
+  }
+
+  /** Resume as a stream. Contract: as stream(). */
+  resumeStream<O = unknown>(options: RunOptions<O> & StreamOptions = {}): TurnStream<O> {
+    return new TurnStream<O>(this, (signal) => this.resume<O>({ ...options, signal: options.signal ? AbortSignal.any([options.signal, signal]) : signal }), options);
+  }
+
+  private ready(): void {
     if (this.current) throw new KeelError("KEEL_TURN_BUSY", `Session "${this.id}" is running a turn.`);
     if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `Session "${this.id}" is closed.`);
+  }
+
+  private async start(input: TurnInput, options: RunOptions<unknown>, extra: { resume?: PausedTurn; output?: ReturnType<typeof outputSpecOf> }): Promise<TurnResult> {
     const ctrl = new AbortController();
     this.current = ctrl;
     const outer = options.signal;
     const onAbort = () => ctrl.abort(outer!.reason);
     if (outer?.aborted) ctrl.abort(outer.reason);
     else outer?.addEventListener("abort", onAbort, { once: true });
-    const turn = runTurn(this, input, ctrl.signal, options.metadata ?? {});
+    const turn = runTurn(this, input, ctrl.signal, { metadata: options.metadata ?? {}, ...extra });
     this.running = turn;
     try {
       return await turn;
@@ -779,12 +879,38 @@ export class Session {
     const events = await this.agent.store.events(this.id);
     let open: string | null = null;
     let messages: Message[] = [];
+    let started: { input: string; metadata: Record<string, unknown> } | undefined;
+    let asked = new Map<string, PendingApproval>();
     for (const e of events) {
       this.seq = e.seq;
       switch (e.type) {
         case "turn.started":
           open = e.turnId;
           this.turnCount++;
+          started = { input: e.input, metadata: e.metadata };
+          asked = new Map();
+          this.paused = undefined;
+          break;
+        case "approval.requested":
+          if (e.turnId) asked.set(e.callId, { callId: e.callId, turnId: e.turnId, name: e.name, args: e.args, round: e.round, requestedAt: e.ts, ...(e.reason !== undefined ? { reason: e.reason } : {}), ...(e.plugin !== undefined ? { plugin: e.plugin } : {}) });
+          break;
+        case "approval.resolved": {
+          const req = this.paused?.requests.get(e.callId);
+          if (req && e.by === "host") req.answer = { approved: e.approved, ...(e.always ? { always: true } : {}), ...(e.reason !== undefined ? { reason: e.reason } : {}) };
+          if (e.approved && e.always) this.alwaysAllowed.add(e.name);
+          break;
+        }
+        case "turn.paused":
+          if (e.verdict.status === "paused" && e.turnId && started) {
+            const pending = new Set(e.verdict.pending);
+            this.paused = { turnId: e.turnId, input: started.input, metadata: started.metadata, rounds: e.rounds, toolCalls: e.toolCalls, requests: new Map([...asked].filter(([id]) => pending.has(id))) };
+          }
+          if (e.turnId === open) open = null;
+          break;
+        case "turn.resumed":
+          this.paused = undefined;
+          open = e.turnId;
+          asked = new Map();
           break;
         case "message.appended":
           messages.push(e.message);

@@ -5,7 +5,7 @@
  */
 import type { ContributionKind, MessageEdit } from "./contributions.ts";
 import type { PromptManifest } from "./manifest.ts";
-import type { Message } from "./messages.ts";
+import type { ContentBlock, Message } from "./messages.ts";
 import type { ProviderErrorClass, StopReason } from "./provider.ts";
 import type { Usage } from "./usage.ts";
 import type { GuardName, TurnVerdict } from "./verdict.ts";
@@ -39,7 +39,8 @@ export interface TurnTimings {
 export type KeelEventData =
   | { type: "session.created"; agent: string }
   | { type: "session.resumed"; agent: string; interruptedTurn?: string; leaseTakenOver?: { pid: number; host: string; reason: "expired" | "holder_dead" } }
-  | { type: "turn.started"; input: string; trigger: "user" | "follow_up" | "resume"; metadata: Record<string, unknown> }
+  /** `content`: the input's blocks when run() was given content blocks (`input` is their text). */
+  | { type: "turn.started"; input: string; trigger: "user" | "follow_up" | "resume"; metadata: Record<string, unknown>; content?: ContentBlock[] }
   | { type: "message.appended"; message: Message }
   | { type: "message.queued"; queue: "steering" | "follow_up"; queueId: string; text: string }
   | { type: "message.dequeued"; queue: "steering" | "follow_up"; queueId: string }
@@ -61,6 +62,12 @@ export type KeelEventData =
   /** A tool's output revealed hidden tools for the rest of the turn. */
   | { type: "tools.revealed"; by: string; names: string[]; unknown?: string[] }
   | { type: "guard.tripped"; guard: GuardName; limit: number; value: number }
+  /** A plugin's `ask` decision: the call waits for an answer (the host's approve() callback, or the turn pauses). */
+  | { type: "approval.requested"; round: number; callId: string; name: string; args: unknown; reason?: string; plugin?: string }
+  /** The answer to an approval request: from the host (session.approve/deny), the approve() callback, or an earlier "always". */
+  | { type: "approval.resolved"; callId: string; name: string; approved: boolean; always?: boolean; reason?: string; by: "host" | "callback" | "always" }
+  /** A paused turn continues (session.resume()): its turn id is open again. */
+  | { type: "turn.resumed"; answered: string[] }
   | { type: "diagnostic"; level: "info" | "warn" | "error"; code: string; message: string; plugin?: string; phase?: string; data?: unknown }
   /** A durable job, recorded before it runs (JobRecord); `origin`: the session whose turn it belongs to when another session adopted it. */
   | { type: "job.pending"; plugin: string; name: string; idempotencyKey: string; payload?: unknown; attempts: number; timeoutMs: number; retryDelayMs: number; origin?: { sessionId: string; turnId: string | null } }
@@ -73,7 +80,9 @@ export type KeelEventData =
   | { type: "job.completed"; plugin: string; name: string; idempotencyKey: string; status: "ok" | "failed" | "timeout" | "aborted" | "skipped_duplicate"; durationMs: number; error?: string; attempts?: number }
   | { type: "turn.completed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings }
   | { type: "turn.failed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings }
-  | { type: "turn.interrupted"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings };
+  | { type: "turn.interrupted"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings }
+  /** The turn waits for approval of tool calls (verdict `paused`); it ends this run, and session.resume() continues it. */
+  | { type: "turn.paused"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings };
 
 /** A durable event type. */
 export type KeelEventType = KeelEventData["type"];
@@ -88,12 +97,14 @@ export type KeelEvent = KeelEventData & { sessionId: string; seq: number; ts: nu
 /** Live-only events: streamed to subscribers, never stored. */
 export type LiveEvent =
   | { type: "model.delta"; sessionId: string; turnId: string; round: number; channel: "text" | "thinking" | "tool_args"; text: string }
-  | { type: "phase.started"; sessionId: string; turnId: string | null; phase: string };
+  | { type: "phase.started"; sessionId: string; turnId: string | null; phase: string }
+  /** A running tool reported progress (ToolContext.progress); `elapsedMs` since the call started. */
+  | { type: "tool.progress"; sessionId: string; turnId: string; callId: string; name: string; message: string; fraction?: number; elapsedMs: number };
 
 /** Everything an agent subscriber sees. */
 export type AgentEvent = KeelEvent | LiveEvent;
 
 /** True for events that end a turn. */
 export function isTerminalEvent(e: { type: string }): boolean {
-  return e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted";
+  return e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted" || e.type === "turn.paused";
 }

@@ -35,7 +35,10 @@ export { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN, defineTool } from "./tools.ts
 export type { JsonSchema, ToolCategory, ToolContext, ToolDefinition, ToolOutput, ToolSchema, ToolSource } from "./tools.ts";
 export { addUsage, emptyUsage } from "./usage.ts";
 export type { Usage } from "./usage.ts";
-export type { GuardName, TurnResult, TurnVerdict } from "./verdict.ts";
+export type { ApprovalAnswer, GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";
+export { TurnStream, sseResponse, toSSEStream } from "./turn-stream.ts";
+export type { StreamOptions, ToolRunStatusView, TurnStreamEvent } from "./turn-stream.ts";
+export type { TurnInput } from "./turn.ts";
 export type { PromptManifest } from "./manifest.ts";
 export { isTerminalEvent } from "./events.ts";
 export type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, KeelEventType, LiveEvent, TurnTimings } from "./events.ts";

@@ -5,7 +5,7 @@
 import type { RequestTokenCount } from "./tokens.ts";
 import type { ContributionKind, ContributionOf } from "./contributions.ts";
 import type { PromptManifest } from "./manifest.ts";
-import type { AssistantMessage, Message, ToolResultMessage } from "./messages.ts";
+import type { AssistantMessage, ContentBlock, Message, ToolResultMessage } from "./messages.ts";
 import type { RequestOptions, StopReason } from "./provider.ts";
 import type { ToolCategory, ToolSource } from "./tools.ts";
 import type { Usage } from "./usage.ts";
@@ -81,7 +81,10 @@ export interface PolicyView {
 export interface TurnEventBase {
   sessionId: string;
   turnId: string;
+  /** The user's words: the text parts of the input, joined by blank lines. */
   input: string;
+  /** The input's content blocks when run() was given blocks (text and images), else absent. */
+  content?: readonly ContentBlock[];
   trigger: "user" | "follow_up" | "resume";
   history: readonly Message[];
   policies: PolicyView;

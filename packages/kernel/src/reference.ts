@@ -92,8 +92,9 @@ export const CONTRIBUTION_DOCS: { [K in ContributionKind]: ContributionDoc<K> } 
 export const TURN_EVENT_FIELDS: { [F in keyof TurnEventBase]-?: string } = {
   sessionId: "the session's id",
   turnId: "this turn's id (key background jobs by it)",
-  input: "the user's text for this turn",
-  trigger: "user, follow_up (a queued follow-up) or resume",
+  input: "the user's text for this turn (the text parts, when run() was given content blocks)",
+  content: "the input's content blocks (text and images) when run() was given blocks; absent for a string",
+  trigger: "user, follow_up (a queued follow-up) or resume (a paused turn continues after approval)",
   history: "the messages before this turn (frozen)",
   policies: "policies merged so far: get(domain, key)",
   metadata: "what the host passed to run(input, { metadata }), e.g. a user id for namespacing",

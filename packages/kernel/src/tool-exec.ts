@@ -59,7 +59,7 @@ function safeJson(v: unknown): string {
  * Contract: never throws and never waits past the timeout or the abort, even when the tool
  * ignores its signal.
  */
-export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolContext, "signal">, timeoutMs: number, turnSignal: AbortSignal, plugin?: string): Promise<ToolRun> {
+export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolContext, "signal" | "progress">, timeoutMs: number, turnSignal: AbortSignal, plugin?: string, onProgress?: (p: { message: string; fraction?: number; elapsedMs: number }) => void): Promise<ToolRun> {
   const t0 = performance.now();
   const ctrl = new AbortController();
   const ms = () => Math.round((performance.now() - t0) * 1000) / 1000;
@@ -103,7 +103,16 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
         const result = normalize(ctx.callId, tool.name, out);
         finish(result.isError ? "error" : "ok", result, revealOf(out));
       };
-      const raw: unknown = inFaultScope(() => ({ tool: tool.name, ...(plugin ? { plugin } : {}) }), () => tool.execute(args, { ...ctx, signal: ctrl.signal }));
+      const progress = (message: unknown, fraction?: unknown): void => {
+        if (done || !onProgress) return;
+        try {
+          const f = typeof fraction === "number" && fraction >= 0 && fraction <= 1 ? fraction : undefined;
+          onProgress({ message: truncate(toWellFormed(typeof message === "string" ? message : String(message)), 200), ...(f !== undefined ? { fraction: f } : {}), elapsedMs: Math.round(performance.now() - t0) });
+        } catch {
+          // A message whose toString throws is dropped: progress never fails the tool.
+        }
+      };
+      const raw: unknown = inFaultScope(() => ({ tool: tool.name, ...(plugin ? { plugin } : {}) }), () => tool.execute(args, { ...ctx, signal: ctrl.signal, progress }));
       let then: unknown;
       try {
         then = raw !== null && (typeof raw === "object" || typeof raw === "function") ? (raw as { then?: unknown }).then : undefined;

@@ -20,6 +20,12 @@ export interface ToolContext {
   toolName: string;
   sessionId: string;
   turnId: string;
+  /**
+   * Report progress: a short message (cut to 200 characters) and, when known, the fraction
+   * done in [0, 1]. Contract: never throws; reaches live events (`tool.progress`), turn streams
+   * and the CLI; ignored once the call has ended. Not stored in the session log.
+   */
+  progress(message: string, fraction?: number): void;
 }
 
 /** What a tool returns: a string, or content with an error flag. */

@@ -11,11 +11,11 @@ import { errorMessage, isKeelError, KeelError, plainThrown } from "./errors.ts";
 import type { PromptManifest } from "./manifest.ts";
 import type { ResolvedTool, ToolDecision } from "./merge.ts";
 import { applyMessageEdits, mergeDecisions, mergePromptContext, mergePromptSections, mergeRequestOptions, mergeToolBundles, PolicySet } from "./merge.ts";
-import type { AssistantMessage, Message, ToolCallBlock, ToolResultMessage, UserMessage } from "./messages.ts";
+import type { AssistantMessage, ContentBlock, Message, ToolCallBlock, ToolResultMessage, UserMessage } from "./messages.ts";
 import { freezeDeep, messageText, textContent, toolCallsOf } from "./messages.ts";
 import type { PhaseEvents, PhaseName, ToolCallView, TurnEventBase } from "./phases.ts";
 import { compileSystemPrompt, finalRoundInstruction } from "./prompt.ts";
-import type { ModelEvent, ModelRequest, RequestOptions, StopReason } from "./provider.ts";
+import type { ModelEvent, ModelRequest, OutputFormat, RequestOptions, StopReason } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
 import type { ToolRun } from "./tool-exec.ts";
@@ -26,12 +26,14 @@ import type { PreflightOutcome } from "./preflight.ts";
 import type { ToolDefinition, ToolSchema } from "./tools.ts";
 import type { Usage } from "./usage.ts";
 import { addUsage, emptyUsage } from "./usage.ts";
-import type { GuardName, TurnResult, TurnVerdict } from "./verdict.ts";
+import type { ApprovalAnswer, GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";
 import { z } from "zod";
 
 interface Prepared {
   call: ToolCallBlock;
   result?: ToolResultMessage;
+  /** The call waits for the host's answer: the turn pauses after this group. */
+  pause?: PendingApproval;
   ready?: { def: ToolDefinition; args: unknown; timeoutMs: number; view: ToolCallView; approvedByUser: boolean; decision: ToolDecision };
 }
 
@@ -51,6 +53,61 @@ function phaseFailed(err: KeelError): TurnFailure {
 
 function userMessage(text: string): UserMessage {
   return { role: "user", content: textContent(text) };
+}
+
+/** What a turn is given: the user's text, or content blocks (validated and copied by Session.run). */
+export type TurnInput = string | readonly ContentBlock[];
+
+/** The text parts of an input, joined by blank lines (what plugins read as `input`). */
+export function inputText(input: TurnInput): string {
+  return typeof input === "string" ? input : input.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("\n\n");
+}
+
+/** A paused turn, as the session keeps it between run() and resume(). */
+export interface PausedTurn {
+  turnId: string;
+  input: string;
+  metadata: Record<string, unknown>;
+  rounds: number;
+  toolCalls: number;
+  requests: Map<string, PendingApproval>;
+}
+
+/** How a turn runs besides its input. */
+export interface TurnOptions {
+  metadata: Record<string, unknown>;
+  /** Continue this paused turn (its approvals answered) instead of starting one. */
+  resume?: PausedTurn;
+  /** Structured output: the schema the final answer must match. */
+  output?: OutputSpec;
+}
+
+/** A structured-output request: the zod schema and the JSON Schema sent to the provider. */
+export interface OutputSpec {
+  schema: { safeParse(v: unknown): { success: true; data: unknown } | { success: false; error: { issues: ReadonlyArray<{ path: readonly PropertyKey[]; message: string }> } } };
+  format: OutputFormat;
+}
+
+/** The calls of the last assistant message that have no result yet, in order. */
+function unansweredCalls(messages: readonly Message[]): ToolCallBlock[] {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role !== "assistant") continue;
+    const answered = new Set(messages.slice(i + 1).flatMap((r) => (r.role === "tool" ? [r.toolCallId] : [])));
+    return toolCallsOf(m).filter((c) => !answered.has(c.id));
+  }
+  return [];
+}
+
+/** The answer text as JSON: the whole text, or the body of one fenced block. */
+function parseAnswer(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
+  const t = text.trim();
+  const fenced = /^```(?:json)?\s*\n([\s\S]*?)\n?```$/.exec(t);
+  try {
+    return { ok: true, value: JSON.parse(fenced ? fenced[1]! : t) };
+  } catch (err) {
+    return { ok: false, error: `the answer is not JSON (${errorMessage(err)})` };
+  }
 }
 
 /** `p`, or a rejection as soon as `signal` aborts. */
@@ -101,10 +158,14 @@ function copyMetadata(metadata: Record<string, unknown>): Readonly<Record<string
 }
 
 /** Run one turn for `session`. Contract: see Session.run. */
-export async function runTurn(session: Session, input: string, turnSignal: AbortSignal, metadata: Record<string, unknown>): Promise<TurnResult> {
+export async function runTurn(session: Session, given: TurnInput, turnSignal: AbortSignal, turnOptions: TurnOptions): Promise<TurnResult> {
   const agent = session.agent;
   const { runner, limits } = agent;
-  const turnId = `${session.id}/${++session.turnCount}`;
+  const resume = turnOptions.resume;
+  const metadata = resume ? resume.metadata : turnOptions.metadata;
+  const input = resume ? resume.input : inputText(given);
+  const turnId = resume ? resume.turnId : `${session.id}/${++session.turnCount}`;
+  const outputSpec = turnOptions.output;
   const t0 = Date.now();
   // The wall-time limit cuts whatever runs when it runs out (stream, tool, phase), not only the next round.
   const wall = new AbortController();
@@ -113,22 +174,40 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
   let wallTripped = false;
   const usage = emptyUsage();
   const history = session.messages;
-  let rounds = 0;
-  let toolCalls = 0;
+  let rounds = resume?.rounds ?? 0;
+  let toolCalls = resume?.toolCalls ?? 0;
   let finalText = "";
-  const startCount = history.length;
+  let startCount = history.length;
+  /** Set when a group of calls waits for the host's approval: the turn pauses. */
+  let pauseFor: PendingApproval[] | undefined;
+  /** The host's answers to the paused calls (resume only), taken once each. */
+  const answers = new Map<string, PendingApproval>(resume ? [...resume.requests].filter(([, r]) => r.answer) : []);
+  let outputRetried = false;
+  let output: unknown;
 
-  // The user's words are durable before anything else happens. Messages queued while no turn
-  // was running (a steer or follow-up that arrived just after the last turn ended) came first.
-  await session.emit({ type: "turn.started", input, trigger: "user", metadata }, turnId);
-  drain("steering");
-  drain("follow_up");
-  const inputMessage = userMessage(input);
-  await append(session, turnId, inputMessage, true);
+  let inputMessage: UserMessage;
+  if (resume) {
+    // A paused turn goes on under its own id; the answers are in the log already.
+    await session.emit({ type: "turn.resumed", answered: [...answers.keys()] }, turnId, true);
+    session.paused = undefined;
+    const at = history.findLastIndex((m) => m.role === "user" && messageText(m) === input);
+    inputMessage = (at >= 0 ? history[at] : history.find((m) => m.role === "user")) as UserMessage;
+    startCount = Math.max(0, at);
+  } else {
+    // The user's words are durable before anything else happens. Messages queued while no turn
+    // was running (a steer or follow-up that arrived just after the last turn ended) came first.
+    const content = typeof given === "string" ? undefined : given;
+    await session.emit({ type: "turn.started", input, trigger: "user", metadata, ...(content ? { content: [...content] } : {}) }, turnId);
+    drain("steering");
+    drain("follow_up");
+    inputMessage = content ? { role: "user", content: [...content] } : userMessage(input);
+    await append(session, turnId, inputMessage, true);
+  }
 
   const policies = new PolicySet();
   // Handlers get a read-only policy view and their own copy of the host's metadata (events are deep-frozen).
-  const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, trigger: "user", history, policies: policies.view(), metadata: copyMetadata(metadata) });
+  const baseContent = typeof given === "string" || resume ? undefined : inputMessage.content;
+  const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, ...(baseContent ? { content: baseContent } : {}), trigger: resume ? "resume" : "user", history, policies: policies.view(), metadata: copyMetadata(metadata) });
   const ev = <P extends PhaseName>(phase: P, extra: Omit<PhaseEvents[P], keyof TurnEventBase> | object = {}) => Object.freeze({ ...base, ...extra, phase });
   /** Run a turn or round phase; its event is built only when someone subscribes. */
   const phase = async (name: PhaseName, extra: object = {}, step?: (e: any, added: Contributed[]) => any): Promise<PhaseResult | undefined> => {
@@ -202,7 +281,13 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
     let finalGuard: GuardName | undefined;
     let stopReason: StopReason = "end_turn";
     verdict = { status: "completed", reason: "end_turn" };
-    for (;;) {
+    // A resumed turn first answers the calls it paused on (and runs the ones after them).
+    if (resume) {
+      const calls = unansweredCalls(session.messages);
+      if (calls.length) await runTools(calls, undefined);
+    }
+    if (pauseFor) verdict = { status: "paused", reason: "approval", pending: pauseFor.map((p) => p.callId) };
+    else for (;;) {
       if (signal.aborted) throw signal.reason ?? new KeelError("KEEL_TURN_ABORTED", "aborted");
       if (!finalGuard) {
         const tripped = checkGuards();
@@ -215,7 +300,7 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
       drain("steering");
       rounds++;
       repair();
-      let options: RequestOptions = { ...agent.options.requestOptions };
+      let options: RequestOptions = { ...agent.options.requestOptions, ...(outputSpec && !finalGuard ? { output: outputSpec.format } : {}) };
       let retry: { reason: "context_too_long" } | undefined;
       let response: { message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage> } | undefined;
       let stopAsked: string | undefined;
@@ -304,6 +389,10 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
       }
       if (calls.length) {
         await runTools(calls, stop?.value.reason);
+        if (pauseFor) {
+          verdict = { status: "paused", reason: "approval", pending: pauseFor.map((p) => p.callId) };
+          break;
+        }
         if (stop) {
           verdict = { status: "stopped", reason: "plugin_stop", detail: stop.value.reason };
           break;
@@ -320,6 +409,19 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
         continue;
       }
       verdict = { status: "completed", reason: stopReason === "max_tokens" || stopReason === "refusal" ? stopReason : stopReason === "end_turn" || stopReason === "stop_sequence" || stopReason === "tool_use" ? "end_turn" : "other" };
+      if (outputSpec) {
+        // Structured output: the answer must parse and match; one corrective round, then a failed verdict.
+        const problem = checkOutput(finalText);
+        if (problem) {
+          if (!outputRetried) {
+            outputRetried = true;
+            void session.emit({ type: "diagnostic", level: "warn", code: "KEEL_OUTPUT_INVALID", message: `The answer did not match the output schema (${problem}); the model is asked once more.` }, turnId);
+            await append(session, turnId, userMessage(`Your answer did not match the required output schema: ${problem}. Reply again with only a JSON value that matches the schema, nothing else.`));
+            continue;
+          }
+          verdict = { status: "failed", reason: "output_invalid", code: "KEEL_OUTPUT_INVALID", message: new KeelError("KEEL_OUTPUT_INVALID", `The answer did not match the output schema after one corrective retry: ${problem}.`).message };
+        }
+      }
       break;
     }
   } catch (thrown) {
@@ -340,11 +442,12 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
   }
   clearTimeout(wallTimer);
 
-  // Every tool call has a result even when the turn ended mid-way.
-  repair();
-  const type = verdict.status === "failed" ? "turn.failed" : verdict.status === "interrupted" ? "turn.interrupted" : "turn.completed";
+  const paused = verdict.status === "paused" && pauseFor ? pauseFor : undefined;
+  // Every tool call has a result even when the turn ended mid-way (a paused turn's calls wait for theirs).
+  if (!paused) repair();
+  const type = paused ? "turn.paused" : verdict.status === "failed" ? "turn.failed" : verdict.status === "interrupted" ? "turn.interrupted" : "turn.completed";
   let post: PhaseResult | undefined;
-  if (runner.has("turn.post_turn")) {
+  if (!paused && runner.has("turn.post_turn")) {
     // Runs before the terminal event is written so its timing is in it; a crash here still
     // leaves the turn's messages on disk (the terminal write is durable either way).
     post = await runner.run("turn.post_turn", ev("turn.post_turn", { verdict, usage: { ...usage }, messages: session.messages.slice(startCount), finalText }), { signal: session.lifetime, owner: { session, turnId }, backgroundSignal: session.lifetime });
@@ -352,8 +455,26 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
   }
   // Jobs first: a durable job's `job.pending` record joins the terminal event's durable write.
   if (post) session.startJobs(post.contributions, turnId);
+  if (paused) session.paused = { turnId, input, metadata, rounds, toolCalls, requests: new Map(paused.map((p) => [p.callId, p])) };
   await session.emit({ type, verdict, usage, rounds, toolCalls, timings: session.takeTimings() }, turnId, true);
-  return { sessionId: session.id, turnId, verdict, text: finalText, usage, rounds, toolCalls };
+  return { sessionId: session.id, turnId, verdict, text: finalText, usage, rounds, toolCalls, ...(paused ? { pending: paused.map((p) => ({ ...p })) } : {}), ...(verdict.status === "completed" && outputSpec ? { output } : {}) };
+
+  /** Why `text` is not a valid structured answer, or undefined (then `output` holds the value). */
+  function checkOutput(text: string): string | undefined {
+    const parsed = parseAnswer(text);
+    if (!parsed.ok) return parsed.error;
+    let checked: ReturnType<OutputSpec["schema"]["safeParse"]>;
+    try {
+      checked = outputSpec!.schema.safeParse(parsed.value);
+    } catch (err) {
+      return `validating it threw: ${errorMessage(err)}`;
+    }
+    if (checked.success) {
+      output = checked.data;
+      return undefined;
+    }
+    return checked.error.issues.slice(0, 5).map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`).join("; ");
+  }
 
   function repair(): void {
     const r = repairToolPairs(session.messages);
@@ -434,6 +555,9 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
           if (!joiners.has(key)) joiners.set(key, deltaJoiner());
           const text = joiners.get(key)!.push(e.type === "tool_call_delta" ? e.argsText : e.text);
           if (text) session.live({ type: "model.delta", sessionId: session.id, turnId, round: rounds, channel, text });
+          // A turn stream's consumer fell behind: stop reading the provider until it catches up.
+          const held = session.backpressure;
+          if (held) await Promise.race([held, aborted]);
         }
       }
       finished = true;
@@ -487,17 +611,31 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
       // Tools may have side effects: their calls (the assistant message, tool.started) reach the
       // store before they run, so a process killed mid-tool resumes with the call (and repairs it).
       await session.flush();
-      const runs = await Promise.all(prepared.map((p) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId }, p.ready.timeoutMs, signal, p.ready.view.source.plugin) : undefined)));
-      for (const [i, p] of prepared.entries()) await append(session, turnId, await finish(p, runs[i]));
+      const runs = await Promise.all(prepared.map((p) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId }, p.ready.timeoutMs, signal, p.ready.view.source.plugin, progressOf(p.call)) : undefined)));
+      for (const [i, p] of prepared.entries()) if (!p.pause) await append(session, turnId, await finish(p, runs[i]));
+      // Calls waiting for the host pause the turn here: the calls after this group run on resume, in order.
+      const waiting = prepared.flatMap((p) => (p.pause ? [p.pause] : []));
+      if (waiting.length) {
+        pauseFor = waiting;
+        return;
+      }
     }
   }
 
+  function progressOf(call: ToolCallBlock): ((p: { message: string; fraction?: number; elapsedMs: number }) => void) | undefined {
+    if (!agent.hasListeners) return undefined;
+    return (p) => session.live({ type: "tool.progress", sessionId: session.id, turnId, callId: call.id, name: call.name, ...p });
+  }
+
   async function prepare(call: ToolCallBlock): Promise<Prepared> {
-    if (toolCalls >= limits.maxToolCalls) {
+    // A call the host answered after a pause: counted and decided before, it takes the answer as its decision.
+    const answered = answers.get(call.id);
+    answers.delete(call.id);
+    if (!answered && toolCalls >= limits.maxToolCalls) {
       completed(call, "skipped");
       return { call, result: errorResult(call.id, call.name, `Skipped: this turn reached its limit of ${limits.maxToolCalls} tool calls.`) };
     }
-    toolCalls++;
+    if (!answered) toolCalls++;
     const resolved = tools.get(call.name);
     if (!resolved) {
       const names = [...tools.keys()];
@@ -507,7 +645,12 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
     const def = resolved.def;
     let view: ToolCallView = freezeDeep({ id: call.id, name: call.name, args: call.args, category: def.category ?? "info", source: { ...resolved.source } });
     let decision: ReturnType<typeof mergeDecisions> = { decision: "allow" };
-    if (runner.has("tool.pre_call")) {
+    let approvedByUser = false;
+    if (answered) {
+      view = freezeDeep({ ...view, args: answered.args });
+      if (answered.answer!.approved) approvedByUser = true;
+      else decision = { decision: "deny", reason: `the user denied it${answered.answer!.reason ? ` (${answered.answer!.reason})` : ""}` };
+    } else if (runner.has("tool.pre_call")) {
       const res = await runner.run("tool.pre_call", ev("tool.pre_call", { round: rounds, call: view }), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, step: (e, added) => {
         const withArgs = added.filter((c) => c.value.kind === "tool_decision" && c.value.args !== undefined);
         if (!withArgs.length) return e;
@@ -521,22 +664,34 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
         decision = { decision: "deny", reason: `a fail-closed check failed: ${res.failed.message}`, ...(res.failed.plugin ? { plugin: res.failed.plugin } : {}) };
       } else decision = mergeDecisions(of(res, "tool_decision"));
     }
-    let approvedByUser = false;
     if (decision.decision === "ask") {
       const approve = agent.options.approve;
-      let ok = false;
-      try {
-        const asked = approve ? approve({ sessionId: session.id, turnId, call: view, signal, ...(decision.reason ? { reason: decision.reason } : {}), ...(decision.plugin ? { plugin: decision.plugin } : {}) }) : false;
-        ok = (await raceAbort(Promise.resolve(asked), signal)) === true;
-      } catch {
-        ok = false;
-      }
-      if (signal.aborted) {
-        completed(call, "cancelled");
-        return { call, result: errorResult(call.id, call.name, "Cancelled: the turn was cancelled while waiting for approval.") };
-      }
-      if (ok) approvedByUser = true;
-      else decision = { decision: "deny", reason: approve ? "the user did not approve it" : "approval was required but no approve() callback is configured", ...(decision.plugin ? { plugin: decision.plugin } : {}) };
+      const asking = { round: rounds, callId: call.id, name: call.name, args: view.args, ...(decision.reason ? { reason: decision.reason } : {}), ...(decision.plugin ? { plugin: decision.plugin } : {}) };
+      if (session.alwaysAllowed.has(call.name)) {
+        approvedByUser = true;
+        void session.emit({ type: "approval.resolved", callId: call.id, name: call.name, approved: true, by: "always" }, turnId);
+      } else if (approve) {
+        void session.emit({ type: "approval.requested", ...asking }, turnId);
+        let answer: ApprovalAnswer = { approved: false };
+        try {
+          const asked = approve({ sessionId: session.id, turnId, call: view, signal, ...(decision.reason ? { reason: decision.reason } : {}), ...(decision.plugin ? { plugin: decision.plugin } : {}) });
+          answer = readAnswer(await raceAbort(Promise.resolve(asked), signal));
+        } catch {
+          answer = { approved: false };
+        }
+        if (signal.aborted) {
+          completed(call, "cancelled");
+          return { call, result: errorResult(call.id, call.name, "Cancelled: the turn was cancelled while waiting for approval.") };
+        }
+        void session.emit({ type: "approval.resolved", callId: call.id, name: call.name, ...answer, by: "callback" }, turnId);
+        if (answer.approved && answer.always) session.alwaysAllowed.add(call.name);
+        if (answer.approved) approvedByUser = true;
+        else decision = { decision: "deny", reason: `the user did not approve it${answer.reason ? ` (${answer.reason})` : ""}`, ...(decision.plugin ? { plugin: decision.plugin } : {}) };
+      } else if ((agent.options.ask ?? "pause") === "pause") {
+        // No callback: the turn pauses and the host answers later (session.approve/deny, then resume()).
+        void session.emit({ type: "approval.requested", ...asking }, turnId);
+        return { call, pause: { ...asking, turnId, requestedAt: Date.now() } };
+      } else decision = { decision: "deny", reason: "approval was required, and this agent denies asks (ask: \"deny\") without an approve() callback", ...(decision.plugin ? { plugin: decision.plugin } : {}) };
     }
     if (decision.decision === "deny") {
       completed(call, "denied", { decision: `deny${decision.plugin ? ` by ${decision.plugin}` : ""}` });
@@ -594,6 +749,16 @@ export async function runTurn(session: Session, input: string, turnSignal: Abort
     completed(call, run.status, { durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) });
     return result;
   }
+}
+
+/** The approve() callback's answer as an ApprovalAnswer: `true`, or an object read inside a guard. */
+function readAnswer(v: unknown): ApprovalAnswer {
+  if (v === true) return { approved: true };
+  if (v === null || typeof v !== "object") return { approved: false };
+  const o = v as Record<string, unknown>;
+  const approved = o.approved === true;
+  const reason = typeof o.reason === "string" ? o.reason.slice(0, 2_000) : undefined;
+  return { approved, ...(approved && o.always === true ? { always: true } : {}), ...(reason ? { reason } : {}) };
 }
 
 /** Append a message to the conversation and the log. */

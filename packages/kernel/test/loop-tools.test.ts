@@ -434,16 +434,17 @@ describe("decisions and approval", () => {
     await agent.close();
   });
 
-  it("ask without an approve callback denies with a message saying so", async () => {
+  it("ask without an approve callback and ask: \"deny\" denies with a message saying so", async () => {
     const counter = { n: 0 };
     const { agent, session } = await setup([{ toolCalls: [{ id: "c", name: "ping" }] }, { text: "ok" }], [ping(counter)], {
       plugins: [decider("asker", "ask", "pre", [])],
+      ask: "deny",
     });
     await session.run("go");
     expect(counter.n).toBe(0);
     const res = pairResults(session.messages).get("c")!;
     expect(res.isError).toBe(true);
-    expect(res.text).toContain("no approve() callback is configured");
+    expect(res.text).toContain('denies asks (ask: "deny") without an approve() callback');
     await agent.close();
   });
 
