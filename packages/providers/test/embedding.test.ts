@@ -1,0 +1,128 @@
+/**
+ * What a host embedding Keel relies on, through the official SDKs against the wire server, on
+ * all three wire formats: a turn stream whose early `break` cancels the provider request,
+ * back-pressure from a slow consumer, and rich (image) input reaching the provider's body.
+ */
+import { startWireServer, type WireServer } from "@keel/wire-server";
+import { createAgent, defineTool, MemorySessionStore, type TurnStreamEvent } from "@keel/kernel";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { resolveModel } from "../src/index.ts";
+
+let server: WireServer;
+beforeAll(async () => {
+  server = await startWireServer();
+});
+afterAll(() => server.close());
+
+const specs = [
+  { spec: "anthropic:claude-sonnet-4-6", api: "anthropic" as const },
+  { spec: "openai:gpt-5", api: "responses" as const },
+  { spec: "openai:gpt-4o", api: "chat" as const },
+];
+const providerFor = (spec: string, api: string) =>
+  resolveModel(spec, { env: {}, apiKey: "sk-test", baseURL: spec.startsWith("anthropic") ? server.anthropicBaseURL : server.openaiBaseURL, ...(api === "chat" ? { api: "chat" as const } : {}), maxRetries: 0 });
+
+// A 1×1 transparent PNG.
+const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
+describe.each(specs)("embedding on $spec", ({ spec, api }) => {
+  it("a turn stream yields text deltas, and an early break cancels the provider request", async () => {
+    const agent = await createAgent({ provider: providerFor(spec, api), store: new MemorySessionStore() });
+    const session = await agent.session();
+    const at = server.requests.length;
+    server.enqueue({ text: "one two three four five six seven eight nine ten", chunks: 10, delayMs: 40, api });
+    const seen: TurnStreamEvent[] = [];
+    const stream = session.stream("count");
+    for await (const e of stream) {
+      seen.push(e);
+      if (e.type === "text") break;
+    }
+    const exchange = await server.settled(at);
+    expect(exchange.outcome).toBe("client_closed");
+    const result = await stream.result;
+    expect(result.verdict).toEqual({ status: "interrupted", reason: "aborted" });
+    expect(seen.filter((e) => e.type === "text")).toHaveLength(1);
+    // The session is free again and goes on.
+    server.enqueue({ text: "again", api });
+    expect((await session.run("go on")).text).toBe("again");
+    await agent.close();
+  });
+
+  it("a slow consumer holds the provider's stream back (back-pressure), and nothing is lost", async () => {
+    const agent = await createAgent({ provider: providerFor(spec, api), store: new MemorySessionStore() });
+    const session = await agent.session();
+    const text = Array.from({ length: 40 }, (_, i) => `w${i}`).join(" ");
+    server.enqueue({ text, chunks: 40, api });
+    const stream = session.stream("go", { highWaterMark: 4 });
+    let joined = "";
+    let maxBehind = 0;
+    let received = 0;
+    const counter = agent.subscribe((e) => {
+      if (e.type === "model.delta") received++;
+    });
+    let read = 0;
+    for await (const e of stream) {
+      if (e.type === "text") {
+        read++;
+        joined += e.delta;
+        maxBehind = Math.max(maxBehind, received - read);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    }
+    counter();
+    expect(joined).toBe(text);
+    // Without back-pressure all 40 deltas would be received before the consumer read the second.
+    expect(maxBehind).toBeLessThanOrEqual(8);
+    expect((await stream.result).verdict.status).toBe("completed");
+    await agent.close();
+  });
+
+  it("run() takes content blocks: the image reaches the provider in its own shape, plugins read the text", async () => {
+    const seenInput: string[] = [];
+    const agent = await createAgent({
+      provider: providerFor(spec, api),
+      store: new MemorySessionStore(),
+      plugins: [{ name: "reader", version: "1.0.0", setup: (ctx) => ctx.on("turn.pre_prompt_context", (e) => void seenInput.push(e.input)) }],
+    });
+    const session = await agent.session();
+    const at = server.requests.length;
+    server.enqueue({ text: "A transparent pixel.", api });
+    const result = await session.run([{ type: "text", text: "What is in this image?" }, { type: "image", mediaType: "image/png", data: PNG }]);
+    expect(result.text).toBe("A transparent pixel.");
+    expect(seenInput).toEqual(["What is in this image?"]);
+    const body = server.requests[at]!.body;
+    const json = JSON.stringify(body);
+    if (api === "anthropic") expect(body.messages[0].content).toMatchObject([{ type: "text", text: "What is in this image?" }, { type: "image", source: { type: "base64", media_type: "image/png", data: PNG } }]);
+    else if (api === "chat") expect(body.messages.find((m: { role: string }) => m.role === "user").content[1]).toEqual({ type: "image_url", image_url: { url: `data:image/png;base64,${PNG}` } });
+    else expect(body.input[0].content[1]).toMatchObject({ type: "input_image", image_url: `data:image/png;base64,${PNG}` });
+    expect(json).toContain(PNG);
+    // The stored turn keeps the blocks, so a resumed session sends the image again.
+    const started = (await session.events()).find((e) => e.type === "turn.started");
+    expect(started).toMatchObject({ input: "What is in this image?", content: [{ type: "text" }, { type: "image", mediaType: "image/png" }] });
+    await agent.close();
+  });
+
+  it("tool progress reaches the stream", async () => {
+    const slow = defineTool({
+      name: "index_repo",
+      description: "Indexes.",
+      execute: async (_a, ctx) => {
+        for (let i = 1; i <= 3; i++) {
+          await new Promise((r) => setTimeout(r, 5));
+          ctx.progress(`indexed ${i * 100} files`, i / 3);
+        }
+        return "indexed 300 files";
+      },
+    });
+    const agent = await createAgent({ provider: providerFor(spec, api), store: new MemorySessionStore(), tools: [slow] });
+    const session = await agent.session();
+    server.enqueue({ toolCalls: [{ name: "index_repo", args: {} }], api }, { text: "Indexed.", api });
+    const events: TurnStreamEvent[] = [];
+    for await (const e of session.stream("index it")) events.push(e);
+    const progress = events.filter((e) => e.type === "tool.progress");
+    expect(progress.map((e) => (e.type === "tool.progress" ? [e.message, e.fraction] : []))).toEqual([["indexed 100 files", 1 / 3], ["indexed 200 files", 2 / 3], ["indexed 300 files", 1]]);
+    const order = events.map((e) => e.type).filter((t) => t.startsWith("tool."));
+    expect(order).toEqual(["tool.started", "tool.progress", "tool.progress", "tool.progress", "tool.finished"]);
+    await agent.close();
+  });
+});
