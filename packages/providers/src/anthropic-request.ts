@@ -74,6 +74,9 @@ export function anthropicBody(request: ModelRequest, model: string, defaultMaxTo
   // The API refuses tool_use/tool_result blocks in a request without tools (the kernel's final round).
   if (!request.tools.length) for (const t of messages) t.content = t.content.map(toolBlockAsText);
   const tools = request.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.parameters }) as Block);
+  // Structured output: a tool whose input is the answer, and the model must call a tool.
+  const output = o.output;
+  if (output) tools.push({ name: output.name, description: "Give your final answer by calling this tool, with the answer as its input. Call the other tools first if you need them.", input_schema: output.schema });
   if (cache) {
     if (tools.length) tools[tools.length - 1] = { ...tools[tools.length - 1], cache_control: cache };
     const lastTurn = messages[messages.length - 1];
@@ -84,6 +87,9 @@ export function anthropicBody(request: ModelRequest, model: string, defaultMaxTo
   if (tools.length) {
     body.tools = tools;
     if (o.toolChoice) body.tool_choice = { type: o.toolChoice === "required" ? "any" : o.toolChoice };
+    // Extended thinking refuses forced tool use: with thinking on, the model is only told to call it.
+    const thinking = (o.extra?.thinking as { type?: string } | undefined)?.type === "enabled";
+    if (output && !thinking) body.tool_choice = request.tools.length ? { type: "any" } : { type: "tool", name: output.name };
   }
   if (o.temperature !== undefined) body.temperature = o.temperature;
   if (o.metadata?.user_id) body.metadata = { user_id: o.metadata.user_id };

@@ -38,6 +38,8 @@ type Slot =
   | { kind: "thinking"; text: string; signature: string }
   | { kind: "redacted"; data: string }
   | { kind: "tool"; id: string; name: string; json: string }
+  /** The structured-output tool's call: its input is the answer, streamed as text. */
+  | { kind: "output"; json: string }
   | { kind: "other" };
 
 const STOP: Record<string, StopReason> = { end_turn: "end_turn", tool_use: "tool_use", max_tokens: "max_tokens", stop_sequence: "stop_sequence", refusal: "refusal", model_context_window_exceeded: "max_tokens" };
@@ -65,6 +67,7 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
 
   function session(request: ModelRequest): StreamSession {
     const slots: Slot[] = [];
+    const outputName = request.options.output?.name;
     const usage: Usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
     let write1h = 0;
     let stop: string | null = null;
@@ -93,6 +96,10 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
               slot.text += d.text;
               return { type: "text_delta", text: d.text };
             }
+            if (d.type === "input_json_delta" && slot?.kind === "output") {
+              slot.json += d.partial_json;
+              return d.partial_json ? { type: "text_delta", text: d.partial_json } : undefined;
+            }
             if (d.type === "input_json_delta" && slot?.kind === "tool") {
               slot.json += d.partial_json;
               return { type: "tool_call_delta", id: slot.id, argsText: d.partial_json };
@@ -109,6 +116,7 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
             if (b.type === "text") slots[ev.index] = { kind: "text", text: b.text ?? "" };
             else if (b.type === "thinking") slots[ev.index] = { kind: "thinking", text: b.thinking ?? "", signature: b.signature ?? "" };
             else if (b.type === "redacted_thinking") slots[ev.index] = { kind: "redacted", data: b.data };
+            else if (b.type === "tool_use" && outputName !== undefined && b.name === outputName) slots[ev.index] = { kind: "output", json: "" };
             else if (b.type === "tool_use") {
               slots[ev.index] = { kind: "tool", id: b.id, name: b.name, json: "" };
               return { type: "tool_call_delta", id: b.id, name: b.name, argsText: "" };
@@ -132,15 +140,22 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
         if (signal.aborted) throw new ProviderError("aborted", `${id}: the request was aborted.`);
         if (!done) throw new ProviderError("network", `${id}: the stream ended without its message_stop event (truncated).`);
         const content: AssistantBlock[] = [];
+        // The output tool's input is the answer (as JSON text), unless the model also called real
+        // tools in this message: then those run and the model answers again.
+        const calls = slots.some((s) => s?.kind === "tool");
+        const answer = slots.find((s): s is Extract<Slot, { kind: "output" }> => s?.kind === "output");
         for (const s of slots) {
-          if (!s || s.kind === "other") continue;
+          if (!s || s.kind === "other" || s.kind === "output") continue;
+          if (s.kind === "text" && answer && !calls) continue;
           if (s.kind === "text") content.push({ type: "text", text: s.text });
           else if (s.kind === "thinking") content.push({ type: "thinking", text: s.text, providerData: { provider: "anthropic", signature: s.signature } satisfies AnthropicThinkingData });
           else if (s.kind === "redacted") content.push({ type: "thinking", text: "", redacted: true, providerData: { provider: "anthropic", data: s.data } satisfies AnthropicThinkingData });
           else content.push({ type: "tool_call", id: s.id, name: s.name, args: parseArgs(s.json) });
         }
+        if (answer && !calls) content.push({ type: "text", text: answer.json.trim() ? answer.json : "{}" });
         if (price) usage.costUsd = costOf(price, usage, write1h);
-        return { type: "response", message: { role: "assistant", content }, stopReason: STOP[stop ?? ""] ?? "other", usage };
+        const stopReason = answer && !calls && (stop === "tool_use" || stop === "end_turn") ? "end_turn" : (STOP[stop ?? ""] ?? "other");
+        return { type: "response", message: { role: "assistant", content }, stopReason, usage };
       },
     };
   }

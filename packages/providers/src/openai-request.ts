@@ -43,6 +43,7 @@ export function chatBody(request: ModelRequest, model: string, flavor: ChatFlavo
     body.tools = request.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description, parameters: t.parameters } }));
     if (o.toolChoice) body.tool_choice = o.toolChoice;
   }
+  if (o.output) body.response_format = { type: "json_schema", json_schema: { name: o.output.name, schema: o.output.schema, strict: false } };
   const maxTokens = o.maxTokens ?? defaultMaxTokens;
   if (maxTokens !== undefined) body[flavor.compatible ? "max_tokens" : "max_completion_tokens"] = maxTokens;
   if (o.temperature !== undefined) body.temperature = o.temperature;
@@ -87,6 +88,7 @@ export function responsesBody(request: ModelRequest, model: string, flavor: Resp
     body.tools = request.tools.map((t) => ({ type: "function", name: t.name, description: t.description, parameters: t.parameters, strict: false }));
     if (o.toolChoice) body.tool_choice = o.toolChoice;
   }
+  if (o.output) body.text = { format: { type: "json_schema", name: o.output.name, schema: o.output.schema, strict: false } };
   const maxTokens = o.maxTokens ?? defaultMaxTokens;
   if (maxTokens !== undefined) body.max_output_tokens = maxTokens;
   if (o.temperature !== undefined) body.temperature = o.temperature;

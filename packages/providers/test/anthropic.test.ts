@@ -221,4 +221,32 @@ describe("anthropic adapter: prompt cache across rounds (the server models the c
       expect([r.response!.usage.cacheReadTokens, r.response!.usage.cacheWriteTokens]).toEqual([0, 0]);
     }
   });
+
+  describe("structured output (a forced tool)", () => {
+    const output = { name: "final_answer", schema: { type: "object", properties: { n: { type: "number" } }, required: ["n"] } };
+    it("streams the answer tool's input as text deltas and returns it as the only text, stop reason end_turn", async () => {
+      server.enqueue({ text: "thinking aloud", toolCalls: [{ name: "final_answer", args: { n: 7 }, chunks: 3 }] });
+      const r = await run(provider(), ask("n?", { options: { output } }));
+      expect(r.response!.message.content).toEqual([{ type: "text", text: '{"n":7}' }]);
+      expect(r.response!.stopReason).toBe("end_turn");
+      expect(r.events.filter((e) => e.type === "tool_call_delta")).toEqual([]);
+      expect(r.events.filter((e) => e.type === "text_delta").map((e) => (e.type === "text_delta" ? e.text : "")).join("")).toBe('thinking aloud{"n":7}');
+      expect(last().body.tool_choice).toEqual({ type: "tool", name: "final_answer" });
+    });
+
+    it("with a real tool called in the same message, keeps that call and drops the answer (the model answers again)", async () => {
+      server.enqueue({ toolCalls: [{ name: "get_weather", args: { city: "Oslo" } }, { name: "final_answer", args: { n: 1 } }] });
+      const r = await run(provider(), ask("n?", { tools: [weatherTool], options: { output } }));
+      expect(r.response!.message.content.map((b) => b.type)).toEqual(["tool_call"]);
+      expect(r.response!.stopReason).toBe("tool_use");
+      expect(last().body.tool_choice).toEqual({ type: "any" });
+    });
+
+    it("with extended thinking on, does not force the tool (the API refuses both)", async () => {
+      server.enqueue({ toolCalls: [{ name: "final_answer", args: { n: 2 } }] });
+      const r = await run(provider(), ask("n?", { options: { output, extra: { thinking: { type: "enabled", budget_tokens: 1024 } } } }));
+      expect(r.response!.message.content).toEqual([{ type: "text", text: '{"n":2}' }]);
+      expect(last().body.tool_choice).toBeUndefined();
+    });
+  });
 });

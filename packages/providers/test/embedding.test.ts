@@ -6,6 +6,7 @@
 import { startWireServer, type WireServer } from "@keel/wire-server";
 import { createAgent, defineTool, MemorySessionStore, type TurnStreamEvent } from "@keel/kernel";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { resolveModel } from "../src/index.ts";
 
 let server: WireServer;
@@ -124,5 +125,54 @@ describe.each(specs)("embedding on $spec", ({ spec, api }) => {
     const order = events.map((e) => e.type).filter((t) => t.startsWith("tool."));
     expect(order).toEqual(["tool.started", "tool.progress", "tool.progress", "tool.progress", "tool.finished"]);
     await agent.close();
+  });
+});
+
+const Weather = z.object({ city: z.string(), celsius: z.number(), sunny: z.boolean() });
+
+describe.each(specs)("structured output on $spec", ({ spec, api }) => {
+  /** The model's answer, as that provider's native mechanism carries it. */
+  const answer = (value: unknown) => (api === "anthropic" ? { toolCalls: [{ name: "final_answer", args: value }], api } : { text: JSON.stringify(value), api });
+  const lookup = defineTool({ name: "get_weather", description: "Weather.", parameters: { type: "object", properties: { city: { type: "string" } } }, execute: () => "Paris: 21°C, sunny" });
+  async function turn(...answers: object[]) {
+    const agent = await createAgent({ provider: providerFor(spec, api), store: new MemorySessionStore(), tools: [lookup] });
+    const session = await agent.session();
+    const at = server.requests.length;
+    server.enqueue(...answers);
+    const result = await session.run("Weather in Paris, as data?", { output: Weather });
+    const bodies = server.requests.slice(at).map((r) => r.body);
+    await agent.close();
+    return { result, bodies };
+  }
+
+  it("a valid answer comes back typed and validated, after a tool call, through the native mechanism", async () => {
+    const { result, bodies } = await turn({ toolCalls: [{ name: "get_weather", args: { city: "Paris" } }], api }, answer({ city: "Paris", celsius: 21, sunny: true }));
+    expect(result.verdict).toEqual({ status: "completed", reason: "end_turn" });
+    expect(result.output).toEqual({ city: "Paris", celsius: 21, sunny: true });
+    const typed: { city: string; celsius: number; sunny: boolean } | undefined = result.output;
+    expect(typed?.celsius).toBe(21);
+    for (const body of bodies) {
+      if (api === "anthropic") {
+        expect(body.tools.map((t: { name: string }) => t.name)).toEqual(["get_weather", "final_answer"]);
+        expect(body.tool_choice).toEqual({ type: "any" });
+        expect(body.tools[1].input_schema).toMatchObject({ type: "object", required: ["city", "celsius", "sunny"] });
+      } else if (api === "chat") expect(body.response_format).toMatchObject({ type: "json_schema", json_schema: { name: "final_answer", schema: { type: "object" } } });
+      else expect(body.text.format).toMatchObject({ type: "json_schema", name: "final_answer", schema: { type: "object" } });
+    }
+  });
+
+  it("an invalid answer gets one corrective round, then the valid one is returned", async () => {
+    const { result, bodies } = await turn(answer({ city: "Paris", celsius: "warm" }), answer({ city: "Paris", celsius: 21, sunny: true }));
+    expect(result.verdict.status).toBe("completed");
+    expect(result.output).toEqual({ city: "Paris", celsius: 21, sunny: true });
+    expect(bodies).toHaveLength(2);
+    expect(JSON.stringify(bodies[1])).toContain("did not match the required output schema: celsius");
+  });
+
+  it("invalid twice fails the turn with KEEL_OUTPUT_INVALID naming the fields", async () => {
+    const { result } = await turn(answer({ city: "Paris" }), answer({ city: 3 }));
+    expect(result.verdict).toMatchObject({ status: "failed", reason: "output_invalid", code: "KEEL_OUTPUT_INVALID" });
+    expect(result.verdict.status === "failed" && result.verdict.message).toContain("city");
+    expect(result.output).toBeUndefined();
   });
 });

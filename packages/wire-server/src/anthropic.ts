@@ -108,6 +108,13 @@ export function checkAnthropic(body: any): string | undefined {
   const usesTools = body.messages.some((m: any) => Array.isArray(m.content) && m.content.some((b: any) => b?.type === "tool_use" || b?.type === "tool_result"));
   if (usesTools && !(Array.isArray(body.tools) && body.tools.length)) return "Requests which include `tool_use` or `tool_result` blocks must define tools.";
   if (breakpoints > 4) return `A maximum of 4 blocks with cache_control may be provided. Found ${breakpoints}.`;
+  const choice = body.tool_choice;
+  if (choice !== undefined) {
+    const names = new Set((Array.isArray(body.tools) ? body.tools : []).map((t: any) => t?.name));
+    if ((choice?.type === "any" || choice?.type === "tool") && !names.size) return "tool_choice: tool_choice may only be specified while providing tools.";
+    if (choice?.type === "tool" && !names.has(choice.name)) return `tool_choice.name: Tool '${String(choice.name)}' not found in provided tools`;
+    if ((choice?.type === "any" || choice?.type === "tool") && body.thinking?.type === "enabled") return "Thinking may not be enabled when tool_choice forces tool use.";
+  }
   if (body.stream !== true) return "wire-server: only streaming requests (`stream: true`) are emulated";
   return undefined;
 }

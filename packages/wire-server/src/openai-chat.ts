@@ -92,6 +92,11 @@ export function checkChat(body: any): string | undefined {
       if (m.role === "assistant") for (const c of m.tool_calls ?? []) open.add(c.id);
     }
   }
+  const rf = body.response_format;
+  if (rf?.type === "json_schema") {
+    if (typeof rf.json_schema?.name !== "string") return "Missing required parameter: 'response_format.json_schema.name'.";
+    if (rf.json_schema.schema === null || typeof rf.json_schema.schema !== "object") return "Invalid type for 'response_format.json_schema.schema': expected an object.";
+  }
   if (body.stream !== true) return "wire-server: only streaming requests (`stream: true`) are emulated";
   return undefined;
 }

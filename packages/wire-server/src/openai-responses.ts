@@ -105,6 +105,11 @@ export function checkResponses(body: any): string | undefined {
     if (item?.type === "function_call_output" && !calls.has(item.call_id)) return `No tool call found for function call output with call_id ${item.call_id}. (input[${i}])`;
     if (item?.type === "reasoning" && body.store === false && !item.encrypted_content) return `Item with id '${item.id}' not found. Items are not persisted when \`store\` is set to false. (input[${i}])`;
   }
+  const format = body.text?.format;
+  if (format?.type === "json_schema") {
+    if (typeof format.name !== "string") return "Missing required parameter: 'text.format.name'.";
+    if (format.schema === null || typeof format.schema !== "object") return "Missing required parameter: 'text.format.schema'.";
+  }
   if (body.stream !== true) return "wire-server: only streaming requests (`stream: true`) are emulated";
   return undefined;
 }

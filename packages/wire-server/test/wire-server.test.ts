@@ -67,6 +67,22 @@ describe("wire server", () => {
     expect(server.requests.at(-1)!.outcome).toBe("rejected");
   });
 
+  it("rejects structured-output requests the real APIs reject", async () => {
+    const bad = [
+      ["/v1/messages", { model: "m", max_tokens: 10, stream: true, messages: [{ role: "user", content: [{ type: "text", text: "x" }] }], tool_choice: { type: "any" } }, "may only be specified while providing tools"],
+      ["/v1/messages", { model: "m", max_tokens: 10, stream: true, messages: [{ role: "user", content: [{ type: "text", text: "x" }] }], tools: [{ name: "a", input_schema: { type: "object" } }], tool_choice: { type: "tool", name: "b" } }, "Tool 'b' not found"],
+      ["/v1/chat/completions", { model: "m", stream: true, messages: [{ role: "user", content: "x" }], response_format: { type: "json_schema", json_schema: { schema: {} } } }, "json_schema.name"],
+      ["/v1/responses", { model: "m", stream: true, input: "x", text: { format: { type: "json_schema", name: "n" } } }, "text.format.schema"],
+    ] as const;
+    for (const [path, body, message] of bad) {
+      server.enqueue({ text: "never" });
+      const res = await post(path, body);
+      expect(res.status, path).toBe(400);
+      expect(await res.text(), path).toContain(message);
+      expect(server.requests.at(-1)!.outcome).toBe("rejected");
+    }
+  });
+
   it("checks the key when one is configured, and says when the script ran out", async () => {
     const keyed = await startWireServer({ apiKey: "right" });
     try {
