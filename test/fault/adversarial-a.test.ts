@@ -344,14 +344,14 @@ describe.concurrent("adversarial CLI hygiene", { timeout: 30_000 }, () => {
     }
   });
 
-  it("what plugin and tool code prints (console.log, process.stdout.write) goes to stderr: --json stdout stays exactly the stored events, a plain run's stdout exactly the answer", async () => {
+  it("what plugin and tool code prints (console.log, process.stdout.write) goes to stderr: --json stdout stays exactly the stored events (and the live deltas), a plain run's stdout exactly the answer", async () => {
     const p = project(root, "chatty-stdout", withKernel(`console.log("config says hi");
 const p = definePlugin({ name: "chatty", version: "1.0.0", setup(ctx) { console.log("setup says hi"); ctx.on("round.pre_request", () => { console.log("handler says hi"); process.stdout.write("raw write\\n"); }); } });
 export default defineConfig({ name: "chatty", plugins: [p], tools: [{ name: "loud", description: "logs", execute: () => { console.info("tool logs"); return "ok"; } }], offline: { script: [{ toolCalls: [{ id: "c1", name: "loud", args: {} }] }, { text: "the answer" }, { toolCalls: [{ id: "c2", name: "loud", args: {} }] }, { text: "the answer" }] } });`));
     const json = await keel(["run", "--json", "hi"], { cwd: p.dir, env: offline(p.home) });
     expect(json.code, json.stderr).toBe(0);
     const lines = json.stdout.trimEnd().split("\n");
-    const parsed = lines.map((l) => JSON.parse(l) as { type: string; seq: number });
+    const parsed = lines.map((l) => JSON.parse(l) as { type: string; seq?: number }).filter((e) => e.seq !== undefined || e.type !== "model.delta");
     const stored = await onlySession(p.home);
     expect(parsed.map((e) => e.type)).toEqual(stored.map((e) => e.type));
     for (const said of ["config says hi", "setup says hi", "handler says hi", "raw write", "tool logs"]) expect(json.stderr).toContain(said);

@@ -30,12 +30,14 @@ export const ENVIRONMENT: Record<string, string> = {
   KEEL_CONFIG_TIMEOUT_MS: "deadline for loading the config and the plugin packages it names (default 10000)",
   KEEL_EXIT_GRACE_MS: "how long background work (memory extraction, jobs) gets after the turn before keel exits (default 5000)",
   KEEL_STRICT: "1 = strict mode, as --strict: any warning or error a plugin causes (a rejected contribution, a handler that threw) fails the command",
+  KEEL_ASK: "what a plugin's `ask` decision means, as --ask: ask (the person at the terminal; default on one), deny (default without one) or allow",
   KEEL_STDIN_WAIT_MS: "with an input argument and piped stdin: how long to wait for stdin's first bytes (default 3000)",
 };
 
 const CONFIG: [string, string] = ["--config PATH", "the agent's config (default: agent.config.* or package.json \"keel\", found from here up)"];
 const HOME: [string, string] = ["--home DIR", "the home folder for this command (beats KEEL_HOME and the config's home)"];
-const JSON_OUT: [string, string] = ["--json", "print the session's stored events on stdout, one JSON object per line"];
+const JSON_OUT: [string, string] = ["--json", "print the session's stored events on stdout, one JSON object per line, with the live text deltas (model.delta) and tool progress (tool.progress) between them (those have no seq)"];
+const ASK: [string, string] = ["--ask MODE", "when a plugin asks for approval of a tool call: ask (the person at the terminal: y once, a always in this session, n <reason> deny; default on a terminal), deny (default without one) or allow"];
 const MODEL_ENV = ["KEEL_OFFLINE", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
 const SESSION: Array<[string, string]> = [
   ["-c, --continue", "continue the most recent session of this agent in this home (a new one if there is none)"],
@@ -51,13 +53,13 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
   run: {
     summary: "one turn: the answer on stdout, progress on stderr",
     usage: ['keel run [options] "<input>"', "keel run [options] -            (the input is stdin)", "<command> | keel run [options]  (the input is stdin)"],
-    options: [CONFIG, ...SESSION, ["--new", "start a new session (the default)"], JSON_OUT, HOME],
+    options: [CONFIG, ...SESSION, ["--new", "start a new session (the default)"], ASK, JSON_OUT, HOME],
     examples: [
       'keel run "what is left in TODO.md?"                    # one turn in a new session',
       'git diff | keel run "review this change"               # stdin is appended as context',
       'keel run -c --model openai:gpt-4.1 "and the tests?"    # continue the last session, another model',
     ],
-    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STRICT", "KEEL_STDIN_WAIT_MS"],
+    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STRICT", "KEEL_ASK", "KEEL_STDIN_WAIT_MS"],
     notes: [
       "Input: the arguments joined by spaces; with no argument (or `-`) and stdin not a terminal, stdin is the input.\n" +
         "With an argument and piped stdin, stdin is appended to the input as context, after a blank line,\n" +
@@ -68,14 +70,14 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
   chat: {
     summary: "interactive turns in one session; a line typed during a turn steers it",
     usage: ["keel chat [options]"],
-    options: [CONFIG, ...SESSION, JSON_OUT, HOME],
+    options: [CONFIG, ...SESSION, ASK, JSON_OUT, HOME],
     examples: [
       "keel chat                                  # a new session; /exit or Ctrl-D to leave",
       "keel chat -c                               # pick up the most recent session",
       "keel chat --session 3f2c… --wait           # that session, once its other process lets go",
     ],
-    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STRICT"],
-    notes: ["Ctrl-C cancels the running turn (the session goes on); Ctrl-C between turns leaves."],
+    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STRICT", "KEEL_ASK"],
+    notes: ["Ctrl-C cancels the running turn (the session goes on); Ctrl-C between turns leaves.", "A turn paused for approval (asked, or left paused by another process) is answered with the next lines typed; Ctrl-D leaves it paused."],
   },
   inspect: {
     summary: "the plugin tree and the phase map (order, timeouts, failure policies)",

@@ -25,6 +25,8 @@ import { modelsFromFlags } from "./model-flag.ts";
 import { refuseConfigAfterShortC } from "./config-short-flag.ts";
 import { nextSteps } from "./next-steps.ts";
 import type { PhaseInfo } from "./render.ts";
+import { askInterface, askMode, policyAnswerer, settle, terminalAnswerer } from "./approvals.ts";
+import type { Answerer } from "./approvals.ts";
 
 export { processIo } from "./stdio.ts";
 
@@ -63,7 +65,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       args: [...argv],
       allowPositionals: true,
       strict: true,
-      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, plugin: { type: "string" }, force: { type: "boolean" }, model: { type: "string", multiple: true } },
+      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, plugin: { type: "string" }, force: { type: "boolean" }, model: { type: "string", multiple: true }, ask: { type: "string" } },
     });
   } catch (err) {
     throw usage(errorMessage(err));
@@ -95,7 +97,9 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   const flags: Flags = { ...values, ...(values.home ? { home: resolve(io.cwd, values.home) } : {}), ...(values.model ? { model: modelsFromFlags(values.model) } : {}), typed };
   switch (command) {
     case "run": {
-      const input = await readRunInput({ words: rest, stdin: io.stdin, stdinIsTTY: (io.stdin as { isTTY?: boolean }).isTTY === true, waitMs: stdinWaitMs(io.env), note: (l) => io.err(`${l}\n`) });
+      // With --ask ask (or KEEL_ASK=ask) and the input as arguments, stdin is where the answers come from, not context.
+      const answersOnStdin = rest.length > 0 && (values.ask ?? io.env.KEEL_ASK) === "ask";
+      const input = await readRunInput({ words: rest, stdin: io.stdin, stdinIsTTY: answersOnStdin || (io.stdin as { isTTY?: boolean }).isTTY === true, waitMs: stdinWaitMs(io.env), note: (l) => io.err(`${l}\n`) });
       if (!input) throw usage('keel run needs the input, e.g. keel run "summarise the logs", or on stdin: echo "summarise the logs" | keel run.');
       return withAgent(io, flags, (agent, _filepath, built) => runOnce(agent, input, io, flags, built));
     }
@@ -127,7 +131,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   }
 }
 
-type Flags = { strict?: boolean; config?: string; session?: string; new?: boolean; continue?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean; model?: string[] | undefined; typed?: string[] };
+type Flags = { ask?: string; strict?: boolean; config?: string; session?: string; new?: boolean; continue?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean; model?: string[] | undefined; typed?: string[] };
 
 /** Where the agent runs, for what is said around a turn. */
 type Built = { home: string; freshHome: boolean };
@@ -242,8 +246,15 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
   };
   process.on("SIGTERM", onSigterm);
   const offGone = onReaderGone(io, () => session.cancel());
+  const ask = answererFor(io, flags);
   try {
-    const result = await session.run(input);
+    // A turn an earlier process left paused for approval is answered (and finished) first.
+    if (session.pendingApprovals().length) {
+      io.err(`keel: session ${session.id} has a turn paused for approval; answering it first\n`);
+      await settle(session, undefined, ask.answer, io.err);
+    }
+    let result = await session.run(input);
+    result = (await settle(session, result, ask.answer, io.err)) ?? result;
     if (!flags.json) io.out("\n");
     await session.flush?.();
     if (!flags.json) io.err(`keel: ${result.verdict.status} (${result.verdict.reason}) · ${result.rounds} rounds · ${result.toolCalls} tool calls · session ${session.id}\n`);
@@ -251,13 +262,46 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
     if (terminated) return EXIT.terminated;
     if (interrupted) return EXIT.interrupted;
     return result.verdict.status === "completed" ? EXIT.ok : EXIT.turnFailed;
+  } catch (err) {
+    if (isKeelError(err, "KEEL_APPROVAL_PENDING")) {
+      io.err(`keel: the turn stays paused for approval (nothing is lost); answer it with: keel chat --session ${session.id}\n`);
+      return EXIT.interrupted;
+    }
+    throw err;
   } finally {
+    ask.close();
     process.off("SIGINT", onSigint);
     process.off("SIGTERM", onSigterm);
     offGone();
     r.dispose();
     off();
   }
+}
+
+/** How this command answers approvals: the person at the terminal, or `--ask` / KEEL_ASK. */
+function answererFor(io: CliEnv, flags: Flags, lines?: () => Promise<string | undefined>): { answer: Answerer; close(): void } {
+  const tty = (io.stdin as { isTTY?: boolean }).isTTY === true && process.stderr.isTTY === true;
+  const mode = askMode(flags.ask, io.env, tty);
+  if (mode !== "ask") return { answer: policyAnswerer(mode, flags.ask !== undefined ? "--ask" : io.env.KEEL_ASK ? "KEEL_ASK" : "the default (--ask deny)"), close: () => {} };
+  if (lines) return { answer: terminalAnswerer(lines, io.err), close: () => {} };
+  let rl: ReturnType<typeof askInterface> | undefined;
+  let next: ((l: string | undefined) => void) | undefined;
+  const read = () =>
+    new Promise<string | undefined>((resolve) => {
+      if (!rl) {
+        rl = askInterface(io.stdin, (io.stdin as { isTTY?: boolean }).isTTY === true);
+        rl.on("line", (l) => next?.(l));
+        rl.on("close", () => next?.(undefined));
+        // Ctrl-C while asked: the turn stays paused (durable) and the command ends.
+        rl.on("SIGINT", () => next?.(undefined));
+      }
+      next = (l) => {
+        next = undefined;
+        resolve(l);
+      };
+      io.err("  > ");
+    });
+  return { answer: terminalAnswerer(read, io.err), close: () => rl?.close() };
 }
 
 async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promise<number> {
@@ -295,24 +339,43 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promi
     session.cancel();
     rl.close();
   });
-  if (tty) rl.prompt();
-  const start = (text: string) => {
-    running = session.run(text).then(
+  // While a turn waits for approval, the next lines typed are the answers.
+  const waiters: Array<(line: string | undefined) => void> = [];
+  rl.on("close", () => {
+    for (const w of waiters.splice(0)) w(undefined);
+  });
+  const ask = answererFor(io, flags, () => new Promise<string | undefined>((r) => {
+    waiters.push(r);
+    if (tty) rl.setPrompt("  > "), rl.prompt();
+  }));
+  const go = (turn: () => Promise<unknown>) => {
+    running = turn().then(
       (res) => {
+        const r = res as Awaited<ReturnType<Session["run"]>> | undefined;
         io.out("\n");
-        if (res.verdict.status !== "completed") io.err(`keel: ${res.verdict.status} (${res.verdict.reason})\n`);
+        if (r && r.verdict.status !== "completed") io.err(`keel: ${r.verdict.status} (${r.verdict.reason})\n`);
       },
       (err: unknown) => {
+        if (isKeelError(err, "KEEL_APPROVAL_PENDING")) return void io.err(`keel: the turn stays paused for approval (nothing is lost); keel chat --session ${session.id} asks again\n`);
         failed = true;
         io.err(`${errorMessage(err)}\n`);
       },
     ).finally(() => {
       running = undefined;
-      if (tty) rl.prompt();
+      if (tty) rl.setPrompt("> "), rl.prompt();
     });
   };
+  const start = (text: string) => go(async () => settle(session, await session.run(text), ask.answer, io.err));
+  if (session.pendingApprovals().length) {
+    io.err(`keel: this session has a turn paused for approval; answering it first\n`);
+    go(() => settle(session, undefined, ask.answer, io.err));
+  } else if (tty) rl.prompt();
   try {
     for await (const raw of rl) {
+      if (waiters.length) {
+        waiters.shift()!(raw);
+        continue;
+      }
       const line = raw.trim();
       if (!line) continue;
       if (line === "/exit" || line === "/quit") break;

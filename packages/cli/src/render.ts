@@ -14,9 +14,15 @@ export interface Streams {
   err: (text: string) => void;
 }
 
+/** A running tool call is said to be still running every this many ms without progress. */
+const STILL_RUNNING_MS = 5_000;
+
 /**
- * A listener that streams the answer and shows tools and slow phases.
- * Contract: with `json`, every stored event of the session is one JSON line on `out`, nothing else is.
+ * A listener that streams the answer and shows tools (with progress, and elapsed time on long
+ * calls), approvals and slow phases.
+ * Contract: with `json`, every stored event of the session is one JSON line on `out` (it has a
+ * `seq`), and so are the live events `model.delta` (text and thinking channels) and
+ * `tool.progress` (no `seq`), so a pipe can render the answer as it streams; nothing else is.
  */
 export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs?: number; phaseInfo?: (phase: string) => PhaseInfo | undefined; columns?: number }): { listener: (e: AgentEvent) => void; dispose(): void } {
   let slow: ReturnType<typeof setTimeout> | undefined;
@@ -27,6 +33,17 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
     if (slow) clearTimeout(slow);
     slow = undefined;
   };
+  /** Tool calls running now: when they started and when a line last spoke of them. */
+  const running = new Map<string, { name: string; t0: number; said: number }>();
+  let ticker: ReturnType<typeof setInterval> | undefined;
+  const tick = () => {
+    const now = Date.now();
+    for (const r of running.values()) {
+      if (now - r.said < STILL_RUNNING_MS) continue;
+      r.said = now;
+      err(`  … ${r.name} still running (${seconds(now - r.t0)})\n`);
+    }
+  };
   const err = (line: string) => {
     if (midLine) streams.out("\n");
     midLine = false;
@@ -34,7 +51,7 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
   };
   const listener = (e: AgentEvent) => {
     if (options.json) {
-      if ("seq" in e) streams.out(`${JSON.stringify(e)}\n`);
+      if ("seq" in e || e.type === "tool.progress" || (e.type === "model.delta" && e.channel !== "tool_args")) streams.out(`${JSON.stringify(e)}\n`);
       return;
     }
     clear();
@@ -61,9 +78,30 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
         break;
       case "tool.started":
         err(`  → ${e.name} ${preview(JSON.stringify(e.args) ?? "")}\n`);
+        running.set(e.callId, { name: e.name, t0: Date.now(), said: Date.now() });
+        ticker ??= setInterval(tick, 1_000);
+        ticker.unref?.();
         break;
+      case "tool.progress": {
+        const r = running.get(e.callId);
+        if (r) r.said = Date.now();
+        err(`  … ${e.name}: ${preview(e.message, 200)}${e.fraction !== undefined ? ` (${Math.round(e.fraction * 100)}%)` : ""} · ${seconds(e.elapsedMs)}\n`);
+        break;
+      }
       case "tool.completed":
-        err(`  ${e.status === "ok" ? "✓" : "✗"} ${e.name} ${e.status}${e.decision ? ` (${e.decision})` : ""} (${Math.round(e.durationMs)} ms)\n`);
+        running.delete(e.callId);
+        if (!running.size && ticker) {
+          clearInterval(ticker);
+          ticker = undefined;
+        }
+        err(`  ${e.status === "ok" ? "✓" : "✗"} ${e.name} ${e.status}${e.decision ? ` (${e.decision})` : ""} (${e.durationMs >= 10_000 ? seconds(e.durationMs) : `${Math.round(e.durationMs)} ms`})\n`);
+        break;
+      case "approval.requested":
+        err(`  ? ${e.name} needs approval${e.plugin ? ` (${e.plugin}${e.reason ? `: ${preview(e.reason, 200)}` : ""})` : e.reason ? ` (${preview(e.reason, 200)})` : ""}\n`);
+        break;
+      case "approval.resolved":
+        if (e.by === "always") err(`  ✓ ${e.name} allowed (always, in this session)\n`);
+        else if (e.by === "callback") err(`  ${e.approved ? "✓" : "✗"} ${e.name} ${e.approved ? "approved" : "not approved"}${e.reason ? `: ${preview(e.reason, 200)}` : ""}\n`);
         break;
       case "model.notice":
         err(`  ! ${e.message}\n`);
@@ -84,7 +122,19 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
       default:
     }
   };
-  return { listener, dispose: clear };
+  return {
+    listener,
+    dispose: () => {
+      clear();
+      if (ticker) clearInterval(ticker);
+      ticker = undefined;
+    },
+  };
+}
+
+/** `1.2 s`, `75 s`. */
+function seconds(ms: number): string {
+  return ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`;
 }
 
 /** `  … session.start is still running after 400 ms: it runs once, when …; plugins in it: a, b`. */

@@ -13,12 +13,21 @@ afterAll(() => rmSync(home, { recursive: true, force: true }));
 const env = offlineEnv({ KEEL_HOME: home });
 const minimal = join(REPO, "examples", "minimal", "agent.config.ts");
 const custom = join(REPO, "examples", "custom-plugin", "agent.config.ts");
-const lines = (stdout: string) => stdout.trim().split("\n").map((l) => JSON.parse(l) as KeelEvent);
+/** The stored events of a --json run (live lines, which have no seq, left out). */
+const lines = (stdout: string) => stdout.trim().split("\n").map((l) => JSON.parse(l) as KeelEvent).filter((e) => "seq" in e);
 
 describe("keel run", () => {
-  it("--json prints the session's stored events as JSON lines, in order, and nothing else", async () => {
+  it("--json prints the session's stored events as JSON lines, in order, with the live text deltas between them, and nothing else", async () => {
     const run = await runKeel(["run", "--json", "--config", minimal, "Which items are open?"], { env });
     expect(run.code, run.stderr).toBe(0);
+    const all = run.stdout.trim().split("\n").map((l) => JSON.parse(l) as { type: string; seq?: number; channel?: string; text?: string });
+    const live = all.filter((e) => e.seq === undefined);
+    expect(live.length).toBeGreaterThan(0);
+    expect(new Set(live.map((e) => e.type))).toEqual(new Set(["model.delta"]));
+    // The deltas add up to the answer the session stored.
+    const answer = all.filter((e) => e.type === "model.delta" && e.channel === "text").map((e) => e.text).join("");
+    const stored = lines(run.stdout).filter((e) => e.type === "message.appended" && e.message.role === "assistant").map((e) => (e.type === "message.appended" ? e.message.content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("") : "")).join("");
+    expect(answer).toBe(stored);
     const events = lines(run.stdout);
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
     expect(new Set(events.map((e) => e.sessionId)).size).toBe(1);

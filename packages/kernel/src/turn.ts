@@ -649,7 +649,7 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
     if (answered) {
       view = freezeDeep({ ...view, args: answered.args });
       if (answered.answer!.approved) approvedByUser = true;
-      else decision = { decision: "deny", reason: `the user denied it${answered.answer!.reason ? ` (${answered.answer!.reason})` : ""}` };
+      else decision = { decision: "deny", reason: answered.answer!.reason ?? "no reason given", plugin: "the user" };
     } else if (runner.has("tool.pre_call")) {
       const res = await runner.run("tool.pre_call", ev("tool.pre_call", { round: rounds, call: view }), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, step: (e, added) => {
         const withArgs = added.filter((c) => c.value.kind === "tool_decision" && c.value.args !== undefined);

@@ -105,8 +105,8 @@ describe("durable approvals across processes", () => {
     const events = await homes.open(home).events(paused.sessionId);
     const result = pairResults(ofType(events, "message.appended").map((e) => e.message)).get("w1")!;
     expect(result.isError).toBe(true);
-    expect(result.text).toContain("the user denied it (not on Fridays)");
-    expect(ofType(events, "tool.completed").map((e) => e.status)).toEqual(["denied"]);
+    expect(result.text).toContain("denied by the user: not on Fridays");
+    expect(ofType(events, "tool.completed").map((e) => [e.status, e.decision])).toEqual([["denied", "deny by the user"]]);
   }, 30_000);
 
   it("\"always\" is remembered for the session, in a later process too, and not in another session", async () => {
