@@ -455,6 +455,12 @@ export interface RunOptions<O = unknown> {
   outputName?: string;
 }
 
+/** Options with a second cancellation signal joined in. */
+function withSignal<O>(options: RunOptions<O>, signal: AbortSignal | undefined): RunOptions<O> {
+  if (!signal) return options;
+  return { ...options, signal: options.signal ? AbortSignal.any([options.signal, signal]) : signal };
+}
+
 /**
  * A conversation with durable state.
  * Contract: `run` persists the input before any provider call; at most one turn runs at a
@@ -527,19 +533,26 @@ export class Session {
    * KEEL_APPROVAL_PENDING (a paused turn must be answered first) or a store failure.
    */
   async run<O = unknown>(input: TurnInput, options: RunOptions<O> = {}): Promise<TurnResult<O>> {
-    const checked = checkInput(input);
-    const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
-    this.ready();
-    if (this.paused) throw new KeelError("KEEL_APPROVAL_PENDING", `Session "${this.id}" has turn ${this.paused.turnId} paused for ${this.paused.requests.size} tool call(s): ${[...this.paused.requests.values()].map((r) => `${r.name} (${r.callId})`).join(", ")}.`);
-    return this.start(checked, options, output ? { output } : {}) as Promise<TurnResult<O>>;
+    return this.prepareRun(input, options)();
   }
 
   /**
    * Run one turn as a stream of typed events (text and thinking deltas, tools, approvals,
-   * compaction, then the verdict). Contract: see TurnStream; `break` or `signal` cancels the turn.
+   * compaction, then the verdict). Contract: see TurnStream; `break` or `signal` cancels the turn;
+   * what run() would reject at the door (bad input or schema, a busy or paused session) throws
+   * here at once, so a server can answer it with a status code before it starts streaming.
    */
   stream<O = unknown>(input: TurnInput, options: RunOptions<O> & StreamOptions = {}): TurnStream<O> {
-    return new TurnStream<O>(this, (signal) => this.run<O>(input, { ...options, signal: options.signal ? AbortSignal.any([options.signal, signal]) : signal }), options);
+    return new TurnStream<O>(this, this.prepareRun(input, options), options);
+  }
+
+  /** The door checks of run(), then a thunk that starts the turn (also cancelled by `signal`, a stream's). */
+  private prepareRun<O>(input: TurnInput, options: RunOptions<O>): (signal?: AbortSignal) => Promise<TurnResult<O>> {
+    const checked = checkInput(input);
+    const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
+    this.ready();
+    if (this.paused) throw new KeelError("KEEL_APPROVAL_PENDING", `Session "${this.id}" has turn ${this.paused.turnId} paused for ${this.paused.requests.size} tool call(s): ${[...this.paused.requests.values()].map((r) => `${r.name} (${r.callId})`).join(", ")}. Answer them (approve/deny) and resume() first.`);
+    return (signal) => this.start(checked, withSignal(options, signal), output ? { output } : {}) as Promise<TurnResult<O>>;
   }
 
   /** The tool calls the paused turn waits for (empty when no turn is paused). Contract: copies. */
@@ -575,18 +588,22 @@ export class Session {
    * KEEL_APPROVAL_PENDING while a call is unanswered; `output` must be given again if the turn had one.
    */
   async resume<O = unknown>(options: RunOptions<O> = {}): Promise<TurnResult<O>> {
+    return this.prepareResume(options)();
+  }
+
+  /** Resume as a stream. Contract: as stream(); KEEL_NOT_PAUSED and KEEL_APPROVAL_PENDING throw at once. */
+  resumeStream<O = unknown>(options: RunOptions<O> & StreamOptions = {}): TurnStream<O> {
+    return new TurnStream<O>(this, this.prepareResume(options), options);
+  }
+
+  private prepareResume<O>(options: RunOptions<O>): (signal?: AbortSignal) => Promise<TurnResult<O>> {
     const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
     this.ready();
     const paused = this.paused;
     if (!paused) throw new KeelError("KEEL_NOT_PAUSED", `Session "${this.id}" has no paused turn.`);
     const open = [...paused.requests.values()].filter((r) => !r.answer);
     if (open.length) throw new KeelError("KEEL_APPROVAL_PENDING", `Turn ${paused.turnId} still waits for ${open.map((r) => `${r.name} (${r.callId})`).join(", ")}.`);
-    return this.start("", options, { resume: paused, ...(output ? { output } : {}) }) as Promise<TurnResult<O>>;
-  }
-
-  /** Resume as a stream. Contract: as stream(). */
-  resumeStream<O = unknown>(options: RunOptions<O> & StreamOptions = {}): TurnStream<O> {
-    return new TurnStream<O>(this, (signal) => this.resume<O>({ ...options, signal: options.signal ? AbortSignal.any([options.signal, signal]) : signal }), options);
+    return (signal) => this.start("", withSignal(options, signal), { resume: paused, ...(output ? { output } : {}) }) as Promise<TurnResult<O>>;
   }
 
   private ready(): void {

@@ -216,4 +216,27 @@ describe("durable approvals in one process", () => {
     expect(rest.at(-1)).toMatchObject({ result: { text: "Written.", verdict: { status: "completed" } } });
     await agent.close();
   });
+
+  it("stream() and resumeStream() throw at the door (before any event) what run() and resume() would reject", async () => {
+    const { agent, session } = await setup([write("w1", "a"), { text: "Written." }]);
+    const codeOf = (f: () => unknown) => {
+      try {
+        f();
+      } catch (err) {
+        return (err as { code?: string }).code;
+      }
+      return "no throw";
+    };
+    expect(codeOf(() => session.stream([]))).toBe("KEEL_INPUT_INVALID");
+    expect(codeOf(() => session.resumeStream())).toBe("KEEL_NOT_PAUSED");
+    const first = session.stream("go");
+    expect(codeOf(() => session.stream("again"))).toBe("KEEL_TURN_BUSY");
+    expect((await first.result).verdict.status).toBe("paused");
+    expect(codeOf(() => session.stream("again"))).toBe("KEEL_APPROVAL_PENDING");
+    expect(codeOf(() => session.resumeStream())).toBe("KEEL_APPROVAL_PENDING");
+    await session.approve("w1");
+    expect((await session.resumeStream().result).text).toBe("Written.");
+    expect(counter.writes).toEqual(["a"]);
+    await agent.close();
+  });
 });

@@ -1,0 +1,111 @@
+/**
+ * The HTTP API of the example as one fetch-style handler, `(Request) => Promise<Response>`:
+ * it runs as is under any server that speaks Request/Response (server.ts adapts node:http).
+ *
+ *   POST /sessions                      → 201 {"id"}                     a new session
+ *   POST /sessions/:id/turns            {"input"} → text/event-stream   run a turn, streamed
+ *   GET  /sessions/:id/approvals        → {"pending": [...]}            calls waiting for a person
+ *   POST /sessions/:id/approvals        {"answers": [{"callId", "approve", "always"?, "reason"?}]}
+ *                                       → text/event-stream of the resumed turn once nothing is
+ *                                         left unanswered, else 200 {"pending": [...]}
+ *   GET  /sessions/:id/messages         → {"messages": [{"role", "text"}]}
+ *
+ * Errors are JSON {"error": {"code", "message"}} with the Keel error code.
+ */
+import { z } from "zod";
+import { KeelError, messageText, sseResponse } from "@keel/kernel";
+import type { Agent, ContentBlock, Session } from "@keel/kernel";
+
+/** A string or content blocks; the kernel checks the blocks (KEEL_INPUT_INVALID names the one at fault). */
+const InputSchema = z.union([z.string().min(1), z.array(z.unknown())]);
+const TurnBody = z.strictObject({ input: InputSchema });
+const AnswerBody = z.strictObject({
+  answers: z.array(z.strictObject({ callId: z.string().min(1), approve: z.boolean(), always: z.boolean().optional(), reason: z.string().max(2000).optional() })).min(1),
+});
+
+const STATUS: Record<string, number> = {
+  KEEL_SESSION_NOT_FOUND: 404,
+  KEEL_APPROVAL_UNKNOWN: 404,
+  KEEL_INPUT_INVALID: 400,
+  KEEL_TURN_BUSY: 409,
+  KEEL_SESSION_BUSY: 409,
+  KEEL_APPROVAL_PENDING: 409,
+  KEEL_NOT_PAUSED: 409,
+};
+
+function json(status: number, body: unknown): Response {
+  return Response.json(body, { status });
+}
+
+class BadRequest extends Error {}
+const MAX_BODY = 8 * 1024 * 1024;
+
+function failure(err: unknown): Response {
+  if (err instanceof BadRequest) return json(400, { error: { code: "BAD_REQUEST", message: err.message } });
+  if (err instanceof KeelError) return json(STATUS[err.code] ?? 500, { error: { code: err.code, message: err.message } });
+  if (err instanceof z.ZodError) return json(400, { error: { code: "BAD_REQUEST", message: z.prettifyError(err) } });
+  return json(500, { error: { code: "INTERNAL", message: err instanceof Error ? err.message : String(err) } });
+}
+
+async function body<T>(request: Request, schema: z.ZodType<T>): Promise<T> {
+  if (Number(request.headers.get("content-length") ?? 0) > MAX_BODY) throw new BadRequest("The request body is larger than 8 MB.");
+  const text = await request.text();
+  if (text.length > MAX_BODY) throw new BadRequest("The request body is larger than 8 MB.");
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new BadRequest("The request body is not JSON.");
+  }
+  return schema.parse(parsed);
+}
+
+/**
+ * The handler. Contract: one agent per process; a session stays open (and leased to this
+ * process) between requests until it has been idle for `idleMs` (default 10 minutes).
+ */
+export function createHandler(agent: Agent, options: { idleMs?: number } = {}): (request: Request) => Promise<Response> {
+  const idle = new Map<string, NodeJS.Timeout>();
+  const touch = (s: Session): Session => {
+    clearTimeout(idle.get(s.id));
+    const timer = setTimeout(() => (s.busy ? touch(s) : (idle.delete(s.id), void s.close().catch(() => undefined))), options.idleMs ?? 600_000);
+    idle.set(s.id, timer.unref());
+    return s;
+  };
+  const session = async (id?: string): Promise<Session> => touch(await agent.session(id === undefined ? undefined : decodeURIComponent(id), { waitMs: 0 }));
+
+  return async (request) => {
+    const path = new URL(request.url).pathname.split("/").filter(Boolean);
+    const route = `${request.method} /${path.map((p, i) => (i % 2 === 1 ? ":id" : p)).join("/")}`;
+    try {
+      switch (route) {
+        case "POST /sessions":
+          return json(201, { id: (await session()).id });
+        case "POST /sessions/:id/turns": {
+          const { input } = await body(request, TurnBody);
+          const s = await session(path[1]!);
+          return sseResponse(s.stream(input as string | ContentBlock[], { signal: request.signal }), { headers: { "x-keel-session": s.id } });
+        }
+        case "GET /sessions/:id/approvals":
+          return json(200, { pending: (await session(path[1]!)).pendingApprovals() });
+        case "POST /sessions/:id/approvals": {
+          const { answers } = await body(request, AnswerBody);
+          const s = await session(path[1]!);
+          for (const a of answers) {
+            if (a.approve) await s.approve(a.callId, { ...(a.always ? { always: true } : {}), ...(a.reason ? { reason: a.reason } : {}) });
+            else await s.deny(a.callId, a.reason ? { reason: a.reason } : {});
+          }
+          const open = s.pendingApprovals().filter((p) => !p.answer);
+          if (open.length) return json(200, { pending: open });
+          return sseResponse(s.resumeStream({ signal: request.signal }), { headers: { "x-keel-session": s.id } });
+        }
+        case "GET /sessions/:id/messages":
+          return json(200, { messages: (await session(path[1]!)).messages.map((m) => ({ role: m.role, text: messageText(m) })) });
+        default:
+          return json(404, { error: { code: "NOT_FOUND", message: `No route ${request.method} ${new URL(request.url).pathname}. See app.ts for the routes.` } });
+      }
+    } catch (err) {
+      return failure(err);
+    }
+  };
+}

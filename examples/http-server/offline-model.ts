@@ -1,0 +1,43 @@
+/**
+ * A stand-in model for running the example offline: it reads the conversation and answers by
+ * rule, so it gives the same answer whichever process asks (a restarted server included).
+ * "deploy v1.2" → calls deploy; "status" → calls service_status; a tool result → a summary.
+ * Set KEEL_MODEL (e.g. `anthropic:claude-sonnet-4-5`) to use a real model instead.
+ */
+import { messageText } from "@keel/kernel";
+import type { AssistantMessage, Message, ModelEvent, ModelProvider, ModelRequest } from "@keel/kernel";
+import { ProviderError } from "@keel/kernel";
+
+function decide(messages: readonly Message[]): AssistantMessage {
+  const last = messages.at(-1);
+  if (last?.role === "tool") {
+    const results = messages.slice(messages.findLastIndex((m) => m.role === "assistant") + 1);
+    const lines = results.map((m) => (m.role === "tool" ? `${m.isError ? "✗" : "✓"} ${m.toolName}: ${messageText(m)}` : ""));
+    return { role: "assistant", content: [{ type: "text", text: `Done.\n${lines.join("\n")}` }] };
+  }
+  const text = last ? messageText(last) : "";
+  const version = /\bdeploy\s+(v?\d+(?:\.\d+){0,2})/i.exec(text)?.[1];
+  const id = `call_${messages.length}`;
+  if (version) return { role: "assistant", content: [{ type: "text", text: `Deploying ${version}.` }, { type: "tool_call", id, name: "deploy", args: { version } }] };
+  if (/\b(status|live|running)\b/i.test(text)) return { role: "assistant", content: [{ type: "tool_call", id, name: "service_status", args: {} }] };
+  return { role: "assistant", content: [{ type: "text", text: 'I can deploy a version ("deploy v1.4.2") or tell you what is live ("status").' }] };
+}
+
+/** The offline provider. Contract: deterministic in the conversation; honours abort. */
+export const offlineModel: ModelProvider = {
+  id: "offline:release-rules",
+  contextWindow: 32_000,
+  async *stream(request: ModelRequest, { signal }: { signal: AbortSignal }): AsyncIterable<ModelEvent> {
+    const message = decide(request.messages);
+    for (const block of message.content) {
+      if (block.type !== "text") continue;
+      for (const word of block.text.split(/(?<= )/)) {
+        if (signal.aborted) throw new ProviderError("aborted", "The request was aborted.");
+        yield { type: "text_delta", text: word };
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    }
+    const calls = message.content.some((b) => b.type === "tool_call");
+    yield { type: "response", message, stopReason: calls ? "tool_use" : "end_turn", usage: { inputTokens: 0, outputTokens: 0 } };
+  },
+};

@@ -1,0 +1,68 @@
+/**
+ * Serve the release assistant over plain node:http (no framework): `node server.ts`.
+ * Offline by default (offline-model.ts); KEEL_MODEL=anthropic:<model> or openai:<model>
+ * uses a real provider (keys from the environment). PORT (default 8787; 0 = any free port),
+ * HOST (default 127.0.0.1), KEEL_HOME (default ./.keel) say where it listens and stores.
+ */
+import { createServer } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import { dirname, join } from "node:path";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { fileURLToPath } from "node:url";
+import { resolveModel } from "@keel/providers";
+import type { ModelProvider } from "@keel/kernel";
+import { buildAgent } from "./agent.ts";
+import { createHandler } from "./app.ts";
+import { offlineModel } from "./offline-model.ts";
+
+/** node:http → Request, Response → node:http. A client that goes away aborts `request.signal`. */
+function adapt(handler: (request: Request) => Promise<Response>) {
+  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const gone = new AbortController();
+    res.on("close", () => res.writableFinished || gone.abort());
+    const hasBody = req.method !== "GET" && req.method !== "HEAD";
+    const request = new Request(new URL(req.url ?? "/", `http://${req.headers.host ?? "localhost"}`), {
+      method: req.method!,
+      headers: Object.entries(req.headers).flatMap(([k, v]) => (v === undefined ? [] : (Array.isArray(v) ? v : [v]).map((x): [string, string] => [k, x]))),
+      signal: gone.signal,
+      ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream, duplex: "half" } : {}),
+    } as RequestInit);
+    const response = await handler(request);
+    res.writeHead(response.status, [...response.headers].flat());
+    // Streams the SSE body chunk by chunk; if the client disconnects, pipeline destroys the body,
+    // which cancels the turn stream and with it the turn and its provider request.
+    if (response.body) await pipeline(Readable.fromWeb(response.body as import("node:stream/web").ReadableStream), res).catch(() => undefined);
+    else res.end();
+  };
+}
+
+/** Start the server. Contract: resolves once listening; `close()` stops it and closes the agent (paused turns stay paused). */
+export async function startServer(options: { home: string; provider: ModelProvider; port?: number; host?: string }): Promise<{ url: string; server: Server; close: () => Promise<void> }> {
+  const agent = await buildAgent({ home: options.home, provider: options.provider });
+  const server = createServer(adapt(createHandler(agent)));
+  await new Promise<void>((resolve) => server.listen(options.port ?? 8787, options.host ?? "127.0.0.1", resolve));
+  const address = server.address() as { port: number };
+  return {
+    url: `http://${options.host ?? "127.0.0.1"}:${address.port}`,
+    server,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      await agent.close();
+    },
+  };
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const model = process.env.KEEL_MODEL;
+  const { url, close } = await startServer({
+    home: process.env.KEEL_HOME ?? join(here, ".keel"),
+    provider: model ? resolveModel(model) : offlineModel,
+    port: Number(process.env.PORT ?? 8787),
+    host: process.env.HOST ?? "127.0.0.1",
+  });
+  process.stdout.write(`release assistant listening on ${url} (${model ?? "offline model: try \"deploy v1.4.2\""})\n`);
+  for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void close().then(() => process.exit(0)));
+}
