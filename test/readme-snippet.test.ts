@@ -27,6 +27,24 @@ describe("README", () => {
   });
 });
 
+describe("README application snippet", () => {
+  it("streams a turn that pauses for approval, resumes it, and returns typed structured output", async () => {
+    const readme = readFileSync(join(root, "README.md"), "utf8");
+    const snippet = /## In an application: streaming, approvals, structured output\s+```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(snippet).toContain("pendingApprovals");
+    const file = join(root, "examples/minimal", `.readme-app-${process.pid}.ts`);
+    const home = mkdtempSync(join(tmpdir(), "keel-readme-app-"));
+    writeFileSync(file, snippet!);
+    try {
+      const { stdout } = await promisify(execFile)(process.execPath, [file], { env: { ...process.env, KEEL_HOME: home } });
+      expect(stdout).toBe("Deploying. [deploy waits: deploys reach production]\npaused\nv1.4.2 is live.\n[ 'none found' ]\n");
+    } finally {
+      rmSync(file, { force: true });
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("README config snippet", () => {
   it("loads, validates and builds an agent with its four plugins", async () => {
     const readme = readFileSync(join(root, "README.md"), "utf8");

@@ -4,6 +4,11 @@
  * on the next start or resume, and stored once; a job that always fails stops after its
  * attempts and is reported.
  */
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import type { JobContext, KeelEvent } from "../../packages/kernel/src/index.ts";
 import { createAgent, definePlugin, MemorySessionStore, scriptedProvider } from "../../packages/kernel/src/index.ts";
@@ -198,4 +203,64 @@ describe("silent loss: durable jobs in the library (attempts across restarts, ad
     await b.close();
     await a.close({ graceMs: 5 });
   });
+});
+
+describe("silent loss: an approval is durable at every step", () => {
+  const script = fileURLToPath(new URL("./support/approvals.ts", import.meta.url));
+  type Step = { code: number | null; signal: NodeJS.Signals | null; lines: Map<string, unknown> };
+  const step = (home: string, args: string[], env: Record<string, string> = {}, killAt?: string): Promise<Step> =>
+    new Promise((resolveStep, reject) => {
+      const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, KEEL_HOME: home, LEDGER: join(home, "ledger"), ...env }, stdio: ["ignore", "pipe", "pipe"] });
+      let out = "";
+      let err = "";
+      child.stdout.on("data", (d: Buffer) => {
+        out += d;
+        if (killAt && out.includes(killAt)) child.kill("SIGKILL");
+      });
+      child.stderr.on("data", (d: Buffer) => (err += d));
+      child.on("error", reject);
+      child.on("exit", (code, signal) => {
+        const lines = new Map<string, unknown>();
+        for (const line of out.split("\n")) {
+          const m = /^(RESULT|PENDING) (.*)$/.exec(line);
+          if (m) lines.set(m[1]!, JSON.parse(m[2]!));
+        }
+        if (code && code !== 0) reject(new Error(`step ${args[0]} exited ${code}: ${err}`));
+        else resolveStep({ code, signal, lines });
+      });
+    });
+  const ledger = (home: string) => (existsSync(join(home, "ledger")) ? readFileSync(join(home, "ledger"), "utf8") : "");
+
+  it("killed right after the person approved (before resume): the answer is on disk, the next process resumes without asking, the tool runs once", async () => {
+    const home = mkdtempSync(join(tmpdir(), "keel-fault-approve-"));
+    const paused = await step(home, ["pause"]);
+    const result = paused.lines.get("RESULT") as { sessionId: string; verdict: { status: string } };
+    expect(result.verdict.status).toBe("paused");
+    expect(ledger(home)).toBe("");
+    expect((await step(home, ["approve-then-die", result.sessionId])).signal).toBe("SIGKILL");
+
+    const resumed = await step(home, ["resume", result.sessionId]);
+    expect(resumed.lines.get("PENDING")).toEqual([expect.objectContaining({ callId: "d1", answer: { approved: true } })]);
+    expect(resumed.lines.get("RESULT")).toMatchObject({ verdict: { status: "completed" }, text: "Done." });
+    expect(ledger(home)).toMatch(/^v9 pid \d+\n$/);
+  }, 30_000);
+
+  it("killed while the approved tool runs: the next process finds nothing pending, the call gets one 'interrupted' result, and the tool is not re-run behind the person's back", async () => {
+    const home = mkdtempSync(join(tmpdir(), "keel-fault-approve-"));
+    const { sessionId } = (await step(home, ["pause"])).lines.get("RESULT") as { sessionId: string };
+    await step(home, ["approve-then-die", sessionId]);
+    const cut = await step(home, ["resume", sessionId], { TOOL_MS: "20000" }, "TOOL STARTED");
+    expect(cut.signal).toBe("SIGKILL");
+
+    const next = await step(home, ["run", sessionId, "what happened?"]);
+    expect(next.lines.get("PENDING")).toEqual([]);
+    expect(next.lines.get("RESULT")).toMatchObject({ verdict: { status: "completed" } });
+    expect(ledger(home)).toBe("");
+    const events = allEvents(home).filter((e) => e.sessionId === sessionId);
+    // The cut call gets its one result when the history is next sent (the repair is logged), never a second run.
+    expect(events.filter((e) => e.type === "message.appended" && e.message.role === "tool")).toHaveLength(0);
+    expect(events.filter((e) => e.type === "context.repaired").flatMap((e) => (e.type === "context.repaired" ? e.synthesizedResults : []))).toEqual(["d1"]);
+    expect(events.filter((e) => e.type === "tool.started")).toHaveLength(1);
+    expect(events.filter((e) => e.type === "turn.interrupted")).toHaveLength(1);
+  }, 30_000);
 });
