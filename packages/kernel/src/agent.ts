@@ -527,7 +527,7 @@ export class Session {
   }
 
   /**
-   * Run one turn. `input` is the user's text, or content blocks (text and images).
+   * Run one turn. `input` is the user's text, or content blocks (text, images, PDF files).
    * Contract: resolves with the verdict (`paused` when tool calls wait for approval); rejects
    * only for KEEL_INPUT_INVALID, KEEL_OUTPUT_SCHEMA_INVALID, KEEL_TURN_BUSY,
    * KEEL_APPROVAL_PENDING (a paused turn must be answered first) or a store failure.

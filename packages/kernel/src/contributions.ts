@@ -18,7 +18,8 @@ const id = z.string().min(1).max(200);
 
 const TextBlockSchema = z.object({ type: z.literal("text"), text: z.string() });
 const ImageBlockSchema = z.object({ type: z.literal("image"), mediaType: z.string().min(1), data: z.string() });
-const ContentBlockSchema = z.discriminatedUnion("type", [TextBlockSchema, ImageBlockSchema]);
+const FileBlockSchema = z.object({ type: z.literal("file"), mediaType: z.string().min(1), data: z.string(), name: z.string().optional() });
+const ContentBlockSchema = z.discriminatedUnion("type", [TextBlockSchema, ImageBlockSchema, FileBlockSchema]);
 
 /** Zod schema of a conversation message (see messages.ts). */
 export const MessageSchema = z.discriminatedUnion("role", [

@@ -45,7 +45,7 @@ export const ERROR_CODES = {
   KEEL_GUARD_TRIPPED: "A loop guard (rounds, tool calls, tokens, wall time, context ceiling) ran out; the model got one final round without tools (wall time instead cuts what runs and ends the turn). Raise the limit in `limits` if the task needs it.",
   KEEL_CONTEXT_OVERFLOW: "The request, after the guards and any compaction, counts more tokens than the model's context window, so it was not sent; the user's message is stored. Shorten the message or split the input, add the compaction plugin, use a model with a larger window, or start a new session.",
   KEEL_TURN_ABORTED: "The turn was cancelled through its AbortSignal.",
-  KEEL_INPUT_INVALID: "run() takes the user's message as a string or a non-empty array of content blocks (text, image). Pass text or blocks; put other structured data in `metadata`.",
+  KEEL_INPUT_INVALID: "run() takes the user's message as a string or a non-empty array of content blocks (text, image, PDF file). Pass text or blocks; put other structured data in `metadata`.",
   KEEL_APPROVAL_PENDING: "The session's last turn is paused, waiting for approval of tool calls. Answer each pending call with session.approve(callId) or session.deny(callId) (list them with session.pendingApprovals()), then call session.resume(); in the CLI, run the session again on a terminal to be asked.",
   KEEL_APPROVAL_UNKNOWN: "No pending approval has that call id in this session (it was never asked, or its turn already resumed). List what is pending with session.pendingApprovals().",
   KEEL_NOT_PAUSED: "resume() was called but no turn of this session is paused for approval. Start a new turn with run().",

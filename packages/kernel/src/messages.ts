@@ -35,8 +35,20 @@ export interface ToolCallBlock {
   args: unknown;
 }
 
+/**
+ * A document the user attached (PDF). Contract: `data` is base64; only user input carries files
+ * (tool results do not); a provider that cannot read one refuses the request.
+ */
+export interface FileBlock {
+  type: "file";
+  mediaType: string;
+  data: string;
+  /** The file's name, shown to the model where the provider supports it. */
+  name?: string;
+}
+
 /** Content a user message or a tool result may carry. */
-export type ContentBlock = TextBlock | ImageBlock;
+export type ContentBlock = TextBlock | ImageBlock | FileBlock;
 
 /** Content of an assistant message. */
 export type AssistantBlock = TextBlock | ThinkingBlock | ToolCallBlock;

@@ -9,7 +9,7 @@ import type { AssistantBlock, AssistantMessage, Message } from "./messages.ts";
 import { messageText } from "./messages.ts";
 import type { ModelEvent, ModelProvider, ModelRequest, StopReason } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
-import { estimateTokens } from "./tokens.ts";
+import { estimateTokens, fileTokens } from "./tokens.ts";
 import type { Usage } from "./usage.ts";
 import { truncate } from "./text.ts";
 
@@ -224,6 +224,7 @@ function requestChars(messages: readonly Message[]): number {
   for (const m of messages) {
     for (const b of m.content) {
       if (b.type === "image") n += 4_000;
+      else if (b.type === "file") n += 4 * fileTokens(b.data);
       else if (b.type === "tool_call") n += b.name.length + JSON.stringify(b.args ?? {}).length;
       else n += b.text.length;
     }

@@ -37,6 +37,14 @@ export const MESSAGE_OVERHEAD_TOKENS = 4;
 /** Flat token count of one image block. */
 export const IMAGE_TOKENS = 1_000;
 
+/**
+ * Estimated tokens of an attached PDF: providers turn each page into text and an image (about
+ * 1,500 to 3,000 tokens a page); by size, 40 tokens per KB decoded, at least 1,500.
+ */
+export function fileTokens(base64: string): number {
+  return Math.max(1_500, Math.ceil(((base64.length * 3) / 4 / 1024) * 40));
+}
+
 let encoder: Tiktoken | undefined;
 let piecePattern: RegExp | undefined;
 let wholePieces: Map<string, number> | undefined;
@@ -156,13 +164,15 @@ export class TokenCounter {
     }
     const parts: string[] = [];
     let images = 0;
+    let files = 0;
     if (message.role === "tool") parts.push(message.toolName);
     for (const block of message.content) {
       if (block.type === "image") images++;
+      else if (block.type === "file") files += fileTokens(block.data);
       else if (block.type === "tool_call") parts.push(block.name, JSON.stringify(block.args ?? {}));
       else parts.push(block.text);
     }
-    const count = this.countText(parts.join("\n")) + MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS;
+    const count = this.countText(parts.join("\n")) + MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS + files;
     this.#messages.set(message, count);
     return count;
   }
@@ -243,16 +253,18 @@ export class TokenCounter {
     if (v === undefined) {
       let chars = 0;
       let images = 0;
+      let files = 0;
       if ("role" in o) {
         for (const b of o.content) {
           if (b.type === "image") images++;
+          else if (b.type === "file") files += fileTokens(b.data);
           else if (b.type === "tool_call") chars += b.name.length + JSON.stringify(b.args ?? {}).length;
           else chars += b.text.length;
         }
         if (o.role === "tool") chars += o.toolName.length;
         chars += o.content.length;
       } else chars = JSON.stringify({ name: o.name, description: o.description, parameters: o.parameters }).length;
-      const extra = "role" in o ? MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS : 0;
+      const extra = "role" in o ? MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS + files : 0;
       v = { tokens: Math.ceil(chars / 4) + extra, bound: chars * 3 + extra };
       this.#estimates.set(o, v);
     }

@@ -133,6 +133,7 @@ function boundImages(result: ToolResultMessage, maxBytes: number): ToolResultMes
   let dropped = false;
   const content = result.content.map((b) => {
     if (b.type !== "image") return b;
+    // (files are user input only: normalizeBlock never lets a tool return one)
     const size = typeof b.data === "string" ? b.data.length : 0;
     if (used + size <= maxBytes) {
       used += size;

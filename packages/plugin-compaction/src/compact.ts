@@ -178,7 +178,7 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
       const eligible = i < tail && !activeKeys.has(k[i]!) && !pinned.has(i);
       if (m.role === "tool") {
         pool.push(i);
-        if (!eligible || isCompacted(m) || m.content.some((b) => b.type === "image") || countMessage(m) < o.minMaskTokens) continue;
+        if (!eligible || isCompacted(m) || m.content.some((b) => b.type !== "text") || countMessage(m) < o.minMaskTokens) continue;
         candidates.push(i);
       } else if (m.role === "assistant" && o.maskArguments && eligible && argsTokens(m, input.countText) >= o.minMaskTokens) candidates.push(i);
     }

@@ -91,7 +91,7 @@ export function compaction(input?: CompactionInput) {
           async (e, hook) => {
             const { call, result } = e;
             const text = plainText(result);
-            if (!compressible(e, o) || result.content.some((b) => b.type === "image") || isCompacted(result)) return undefined;
+            if (!compressible(e, o) || result.content.some((b) => b.type !== "text") || isCompacted(result)) return undefined;
             const rawTokens = text.length / 4 > o.taco.threshold / 4 ? counter().countText(text) : 0;
             if (rawTokens <= o.taco.threshold) return undefined;
             if (e.approvedByUser) {

@@ -24,7 +24,8 @@ function userBlocks(content: readonly ContentBlock[]): Block[] {
   for (const b of content) {
     if (b.type === "text") {
       if (b.text) out.push({ type: "text", text: b.text });
-    } else out.push({ type: "image", source: { type: "base64", media_type: b.mediaType, data: b.data } });
+    } else if (b.type === "image") out.push({ type: "image", source: { type: "base64", media_type: b.mediaType, data: b.data } });
+    else out.push({ type: "document", source: { type: "base64", media_type: b.mediaType, data: b.data }, ...(b.name ? { title: b.name } : {}) });
   }
   return out;
 }

@@ -1,4 +1,5 @@
 /** Prompt-cache tier choice (MECHANICS: none below 1,024 input tokens; 1 h when reuse is expected after 300 s). */
+import { fileTokens } from "@keel/kernel";
 import type { CacheTier, ModelRequest } from "@keel/kernel";
 
 /** Smallest prompt that gets a cache breakpoint. */
@@ -14,6 +15,7 @@ export function estimateRequestTokens(request: ModelRequest): number {
       else if (b.type === "thinking") chars += b.text.length;
       else if (b.type === "tool_call") chars += b.name.length + JSON.stringify(b.args ?? {}).length;
       else if (b.type === "image") chars += 6000;
+      else if (b.type === "file") chars += 4 * fileTokens(b.data);
     }
   }
   return Math.ceil(chars / 4);

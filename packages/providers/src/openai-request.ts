@@ -16,7 +16,22 @@ export interface ChatFlavor {
 }
 
 const text = (content: readonly { type: string; text?: string }[]) => content.flatMap((b) => (b.type === "text" ? [b.text ?? ""] : [])).join("");
-const dataUrl = (b: Extract<ContentBlock, { type: "image" }>) => `data:${b.mediaType};base64,${b.data}`;
+const dataUrl = (b: Extract<ContentBlock, { type: "image" | "file" }>) => `data:${b.mediaType};base64,${b.data}`;
+const fileName = (b: Extract<ContentBlock, { type: "file" }>) => b.name ?? "attachment.pdf";
+
+/** A user content part in Chat Completions' shape. */
+function chatPart(b: ContentBlock): Record<string, unknown> {
+  if (b.type === "text") return { type: "text", text: b.text };
+  if (b.type === "image") return { type: "image_url", image_url: { url: dataUrl(b) } };
+  return { type: "file", file: { filename: fileName(b), file_data: dataUrl(b) } };
+}
+
+/** A user content part in the Responses API's shape. */
+function responsesPart(b: ContentBlock): Record<string, unknown> {
+  if (b.type === "text") return { type: "input_text", text: b.text };
+  if (b.type === "image") return { type: "input_image", image_url: dataUrl(b), detail: "auto" };
+  return { type: "input_file", filename: fileName(b), file_data: dataUrl(b) };
+}
 const argsJson = (args: unknown) => (typeof args === "string" ? args : JSON.stringify(args ?? {}));
 
 /** The Chat Completions body (with `stream: true`). Contract: never mutates `request`; thinking blocks are not sent back. */
@@ -26,8 +41,8 @@ export function chatBody(request: ModelRequest, model: string, flavor: ChatFlavo
   if (request.system) messages.push({ role: "system", content: request.system });
   for (const m of request.messages) {
     if (m.role === "user") {
-      const images = m.content.some((b) => b.type === "image");
-      messages.push({ role: "user", content: images ? m.content.map((b) => (b.type === "text" ? { type: "text", text: b.text } : { type: "image_url", image_url: { url: dataUrl(b) } })) : text(m.content) });
+      const media = m.content.some((b) => b.type !== "text");
+      messages.push({ role: "user", content: media ? m.content.map(chatPart) : text(m.content) });
     } else if (m.role === "tool") {
       const images = m.content.filter((b) => b.type === "image").length;
       messages.push({ role: "tool", tool_call_id: m.toolCallId, content: text(m.content) + (images ? `\n[${images} image(s) omitted: tool messages carry text only]` : "") });
@@ -66,7 +81,7 @@ export function responsesBody(request: ModelRequest, model: string, flavor: Resp
   const input: Record<string, unknown>[] = [];
   for (const m of request.messages) {
     if (m.role === "user") {
-      input.push({ role: "user", content: m.content.map((b) => (b.type === "text" ? { type: "input_text", text: b.text } : { type: "input_image", image_url: dataUrl(b), detail: "auto" })) });
+      input.push({ role: "user", content: m.content.map(responsesPart) });
     } else if (m.role === "tool") {
       input.push({ type: "function_call_output", call_id: m.toolCallId, output: text(m.content) });
     } else {

@@ -1,7 +1,7 @@
 /**
  * What a host embedding Keel relies on, through the official SDKs against the wire server, on
  * all three wire formats: a turn stream whose early `break` cancels the provider request,
- * back-pressure from a slow consumer, and rich (image) input reaching the provider's body.
+ * back-pressure from a slow consumer, and rich (image, PDF) input reaching the provider's body.
  */
 import { startWireServer, type WireServer } from "@keel/wire-server";
 import { createAgent, defineTool, MemorySessionStore, type TurnStreamEvent } from "@keel/kernel";
@@ -25,6 +25,8 @@ const providerFor = (spec: string, api: string) =>
 
 // A 1×1 transparent PNG.
 const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+/** A minimal one-page PDF. */
+const PDF = Buffer.from("%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj 2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj 3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n").toString("base64");
 
 describe.each(specs)("embedding on $spec", ({ spec, api }) => {
   it("a turn stream yields text deltas, and an early break cancels the provider request", async () => {
@@ -100,6 +102,20 @@ describe.each(specs)("embedding on $spec", ({ spec, api }) => {
     // The stored turn keeps the blocks, so a resumed session sends the image again.
     const started = (await session.events()).find((e) => e.type === "turn.started");
     expect(started).toMatchObject({ input: "What is in this image?", content: [{ type: "text" }, { type: "image", mediaType: "image/png" }] });
+    await agent.close();
+  });
+
+  it("a PDF file block reaches the provider as its document input", async () => {
+    const agent = await createAgent({ provider: providerFor(spec, api), store: new MemorySessionStore() });
+    const session = await agent.session();
+    const at = server.requests.length;
+    server.enqueue({ text: "A one-page spec.", api });
+    const result = await session.run([{ type: "text", text: "Summarise the attachment." }, { type: "file", mediaType: "application/pdf", data: PDF, name: "spec.pdf" }]);
+    expect(result.text).toBe("A one-page spec.");
+    const body = server.requests[at]!.body;
+    if (api === "anthropic") expect(body.messages[0].content[1]).toMatchObject({ type: "document", source: { type: "base64", media_type: "application/pdf", data: PDF }, title: "spec.pdf" });
+    else if (api === "chat") expect(body.messages.find((m: { role: string }) => m.role === "user").content[1]).toEqual({ type: "file", file: { filename: "spec.pdf", file_data: `data:application/pdf;base64,${PDF}` } });
+    else expect(body.input[0].content[1]).toEqual({ type: "input_file", filename: "spec.pdf", file_data: `data:application/pdf;base64,${PDF}` });
     await agent.close();
   });
 
