@@ -48,7 +48,7 @@ async function killedDuringExtraction(fact: string): Promise<{ dir: string; home
     },
   });
   expect(killed.code).toBeNull();
-  const session = sessionOf(killed);
+  const session = sessionOf(killed, home);
   expect(jobTrail(allEvents(home), extractKey(session))).toEqual(["job.pending", "job.started"]);
   return { dir, home, session };
 }
@@ -126,7 +126,7 @@ describe("adversarial C: a restarted process with the killed one's pid (a contai
     await until(() => a.stderr().includes("extract-started"), "the extraction of PID 1", 15_000);
     a.child.kill("SIGKILL");
     await a.exit;
-    const session = sessionOf({ code: null, stdout: "", stderr: a.stderr() });
+    const session = sessionOf({ code: null, stdout: "", stderr: a.stderr() }, home);
     expect(jobTrail(allEvents(home), extractKey(session))).toEqual(["job.pending", "job.started"]);
 
     const next = await runKeel(["run", "Hello again."], { cwd: dir, env: jobEnv(), prefix: AS_PID_1 });

@@ -52,7 +52,7 @@ describe("silent loss: durable background jobs through the real CLI", () => {
       },
     });
     expect(killed.code).toBeNull();
-    const session = sessionOf(killed);
+    const session = sessionOf(killed, home);
     expect(jobTrail(allEvents(home), extractKey(session))).toEqual(["job.pending", "job.started"]);
     expect(memories(home).contents).toEqual([]);
 
@@ -74,7 +74,7 @@ describe("silent loss: durable background jobs through the real CLI", () => {
         if (chunk.includes("extract-started")) child.kill("SIGKILL");
       },
     });
-    const session = sessionOf(killed);
+    const session = sessionOf(killed, home);
     const next = await keel(dir, home, ["run", "Hello again."]);
     expect(next.code).toBe(0);
     expect(sessionOf(next)).not.toBe(session);

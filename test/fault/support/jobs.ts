@@ -32,11 +32,18 @@ export async function keel(dir: string, home: string, args: string[], options: {
   return { ...r, ms: Date.now() - t0 };
 }
 
-/** The session id `keel run` printed on stderr. */
-export function sessionOf(run: KeelRun): string {
+/**
+ * The session id `keel run` printed on stderr; for a run killed before it printed its summary,
+ * pass its home: the id is then the home's only session.
+ */
+export function sessionOf(run: KeelRun, home?: string): string {
   const m = /session ([0-9a-f-]{36})/.exec(run.stderr);
-  if (!m) throw new Error(`no session id in stderr:\n${run.stderr}`);
-  return m[1]!;
+  if (m) return m[1]!;
+  if (home) {
+    const ids = [...new Set(allEvents(home).map((e) => e.sessionId))];
+    if (ids.length === 1) return ids[0]!;
+  }
+  throw new Error(`no session id in stderr:\n${run.stderr}`);
 }
 
 /** Every event of every session in the home's log. */
