@@ -35,7 +35,7 @@ import { checkInput, outputSpecOf } from "./run-input.ts";
 import type { StreamOptions } from "./turn-stream.ts";
 import { TurnStream } from "./turn-stream.ts";
 import type { ZodType } from "zod";
-import { wellFormedProvider } from "./text.ts";
+import { toWellFormed, truncate, wellFormedProvider } from "./text.ts";
 import type { AttemptOutcome, UnfinishedJob } from "./jobs.ts";
 import { recoverJobs, startDurableJob } from "./jobs.ts";
 import { inFaultScope } from "./faults.ts";
@@ -455,6 +455,9 @@ export interface RunOptions<O = unknown> {
   outputName?: string;
 }
 
+/** Code points of a host's approval or denial reason that are kept. */
+const MAX_REASON_CHARS = 2_000;
+
 /** Options with a second cancellation signal joined in. */
 function withSignal<O>(options: RunOptions<O>, signal: AbortSignal | undefined): RunOptions<O> {
   if (!signal) return options;
@@ -573,8 +576,10 @@ export class Session {
     await this.answer(callId, { approved: false, ...(options.reason ? { reason: options.reason } : {}) });
   }
 
-  private async answer(callId: string, answer: ApprovalAnswer): Promise<void> {
+  private async answer(callId: string, given: ApprovalAnswer): Promise<void> {
     this.ready();
+    // A reason is the person's words for the model: well-formed, and bounded like any tool result text.
+    const answer: ApprovalAnswer = typeof given.reason === "string" ? { ...given, reason: truncate(toWellFormed(given.reason), MAX_REASON_CHARS) } : given;
     const req = this.paused?.requests.get(callId);
     if (!req) throw new KeelError("KEEL_APPROVAL_UNKNOWN", `Session "${this.id}" has no pending approval "${callId}"${this.paused ? ` (pending: ${[...this.paused.requests.keys()].join(", ")})` : " (no turn is paused)"}.`);
     await this.emit({ type: "approval.resolved", callId, name: req.name, ...answer, by: "host" }, req.turnId, true);

@@ -217,6 +217,19 @@ describe("durable approvals in one process", () => {
     await agent.close();
   });
 
+  it("a host's reason is made well-formed and cut to 2,000 code points before it is stored or sent", async () => {
+    const { agent, session } = await setup([write("w1", "a"), { text: "ok" }]);
+    await session.run("go");
+    await session.deny("w1", { reason: "\ud83d" + "😀".repeat(3_000) });
+    await session.resume();
+    const resolved = ofType(await session.events(), "approval.resolved")[0]!;
+    expect(resolved.reason!.startsWith("\ufffd😀")).toBe(true);
+    expect([...resolved.reason!].length).toBeLessThanOrEqual(2_000);
+    expect(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(resolved.reason!)).toBe(false);
+    expect(pairResults(session.messages).get("w1")!.text).toContain("\ufffd😀");
+    await agent.close();
+  });
+
   it("stream() and resumeStream() throw at the door (before any event) what run() and resume() would reject", async () => {
     const { agent, session } = await setup([write("w1", "a"), { text: "Written." }]);
     const codeOf = (f: () => unknown) => {
