@@ -462,7 +462,7 @@ function sqliteErrcode(err: unknown): number | undefined {
  * "[Circular]", so one odd value (a plugin's diagnostic, a tool's transformed arguments)
  * cannot fail a whole batch of events.
  */
-function toJson(data: unknown): string {
+export function toJson(data: unknown): string {
   try {
     return JSON.stringify(data, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v));
   } catch {

@@ -1,16 +1,17 @@
 /**
- * Session leases as the SessionStore contract states them (SQLite and in-memory), and the
+ * Session leases as the SessionStore contract states them (SQLite, PostgreSQL, in-memory), and the
  * SQLite open path's refusals: what the fault suite relies on, checked store by store.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { KeelEvent, SessionStore } from "../src/index.ts";
 import { MemorySessionStore, openSqlite, SqliteSessionStore } from "../src/index.ts";
 import { holderIsDead, takeLease } from "../src/lease.ts";
 import { keelErrorOf } from "./support/helpers.ts";
+import { dropTestSchemas, openTestStore, requirePostgres } from "../../store-postgres/test/support/pg.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-lease-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -21,7 +22,10 @@ const ev = (sessionId: string, seq: number): KeelEvent => ({ type: "diagnostic",
 const stores: Array<[string, () => SessionStore]> = [
   ["SqliteSessionStore", () => new SqliteSessionStore({ path: join(dir, `s${++n}.sqlite`) })],
   ["MemorySessionStore", () => new MemorySessionStore()],
+  ["PostgresSessionStore", () => openTestStore()],
 ];
+beforeAll(requirePostgres);
+afterAll(dropTestSchemas);
 
 describe.each(stores)("%s leases", (_name, make) => {
   it("one owner at a time: a second claim gets the holder, the same owner re-claims, release frees it", async () => {

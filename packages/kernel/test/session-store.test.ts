@@ -4,7 +4,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { DatabaseSync, StatementSync } from "node:sqlite";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { isKeelError } from "../src/errors.ts";
 import type { KeelEvent, KeelEventData } from "../src/events.ts";
 import { MemorySessionStore } from "../src/memory-store.ts";
@@ -12,6 +12,7 @@ import type { Message } from "../src/messages.ts";
 import type { SessionStore } from "../src/session-store.ts";
 import { defaultKeelHome, defaultSessionDbPath, SQLITE_SCHEMA_VERSION, SqliteSessionStore } from "../src/sqlite-store.ts";
 import { keelErrorOf } from "./support/helpers.ts";
+import { dropTestSchemas, openTestStore, requirePostgres } from "../../store-postgres/test/support/pg.ts";
 
 const SQLITE_STORE_URL = pathToFileURL(path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../src/sqlite-store.ts")).href;
 
@@ -41,7 +42,10 @@ const cases: StoreCase[] = [
   { name: "MemorySessionStore", open: () => new MemorySessionStore() },
   { name: "SqliteSessionStore (file)", open: () => new SqliteSessionStore({ path: path.join(freshDir(), "sessions.sqlite") }) },
   { name: "SqliteSessionStore (:memory:)", open: () => new SqliteSessionStore({ path: ":memory:" }) },
+  { name: "PostgresSessionStore", open: () => openTestStore() },
 ];
+beforeAll(requirePostgres);
+afterAll(dropTestSchemas);
 
 describe.each(cases)("$name", ({ open }) => {
   let store: SessionStore;

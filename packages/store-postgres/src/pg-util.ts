@@ -1,0 +1,40 @@
+/** Small helpers shared by the PostgreSQL stores: identifiers, URLs for messages, error mapping. */
+import type pg from "pg";
+import { errorMessage, KeelError } from "@keel/kernel";
+
+/** A schema or table name as a quoted SQL identifier. Contract: throws for an empty name or one with NUL. */
+export function quoteIdent(name: string): string {
+  if (!name || name.includes("\0")) throw new KeelError("KEEL_STORE_FAILED", `${JSON.stringify(name)} is not a usable PostgreSQL schema name.`, { path: "store.schema" });
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/** The database for messages: the URL without its password, or host:port/database of a given pool. */
+export function describeUrl(url: string | undefined, pool: pg.Pool): string {
+  if (url) {
+    try {
+      const u = new URL(url);
+      if (u.password) u.password = "***";
+      return u.toString();
+    } catch {
+      return "postgres (an unparsable connection URL)";
+    }
+  }
+  const o = (pool as unknown as { options?: { host?: string; port?: number; database?: string } }).options ?? {};
+  return `postgres://${o.host ?? "localhost"}:${o.port ?? 5432}/${o.database ?? ""}`;
+}
+
+/** Network failures that mean "the server is not there", not "the query was wrong". */
+const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ETIMEDOUT", "ECONNRESET", "EAI_AGAIN"]);
+
+/**
+ * A driver error as a KeelError naming the database and what was being done.
+ * Contract: KeelErrors pass through; an unreachable server says so and what to check.
+ */
+export function pgError(err: unknown, where: string, action: string): KeelError {
+  if (err instanceof KeelError) return err;
+  const code = (err as { code?: string } | null)?.code;
+  const why = code && UNREACHABLE.has(code)
+    ? `the server is not reachable (${code}); start PostgreSQL or fix the connection URL (KEEL_DATABASE_URL)`
+    : `${errorMessage(err)}${code ? ` (SQLSTATE ${code})` : ""}`;
+  return new KeelError("KEEL_STORE_FAILED", `Could not ${action} ${where}: ${why}.`, { path: where }, { cause: err });
+}
