@@ -77,7 +77,7 @@ export class PostgresSessionStore implements SessionStore {
 
   constructor(options: PostgresStoreOptions) {
     if (!options.pool && !options.url) throw new KeelError("KEEL_STORE_FAILED", "PostgresSessionStore needs `url` or `pool`.", { path: "store" });
-    this.#pool = options.pool ?? new pg.Pool({ connectionString: options.url, max: 10 });
+    this.#pool = options.pool ?? new pg.Pool({ connectionString: options.url, max: 10, allowExitOnIdle: true });
     this.#ownsPool = !options.pool;
     // An idle client's error (the server restarted) must not crash the process: the next query reports it.
     if (this.#ownsPool) this.#pool.on("error", () => undefined);
