@@ -4,9 +4,13 @@
  * question of categories 1–4 recall the top 10 and count a hit when any evidence turn is
  * among them. Ranked recall (no model call) beside plain BM25 over the same store.
  * Tuning used conversations 0–4 only; 5–9 are reported separately as held out.
+ * Runs on SQLite and on PostgreSQL (BENCH_BACKENDS=sqlite,postgres; the server at
+ * KEEL_TEST_PG_URL or 127.0.0.1:5432/test, one schema per conversation, dropped after).
  */
-import { SqliteMemoryStore, recall } from "../src/index.ts";
-import type { RelevanceTuning } from "../src/index.ts";
+import { PostgresMemoryStore, SqliteMemoryStore, recall } from "../src/index.ts";
+import type { MemoryStore, RelevanceTuning } from "../src/index.ts";
+import { dropTestSchemas, testTarget } from "../../store-postgres/test/support/pg.ts";
+import { endSharedPools } from "@keel/store-postgres";
 import { loadLocomo } from "./locomo-data.ts";
 
 const tuning = process.env.BENCH_TUNING ? (JSON.parse(process.env.BENCH_TUNING) as Partial<RelevanceTuning>) : {};
@@ -17,6 +21,13 @@ type Tally = { n: number; at5: number; at10: number };
 const tally = () => ({ n: 0, at5: 0, at10: 0 });
 const splits = { "dev 0-4": (i: number) => i < 5, "held-out 5-9": (i: number) => i >= 5, all: () => true } as const;
 const modes = ["bm25", "ranked"] as const;
+const backends = (process.env.BENCH_BACKENDS ?? "sqlite,postgres").split(",");
+const open: Record<string, () => MemoryStore & { writeMany(i: readonly unknown[]): unknown }> = {
+  sqlite: () => new SqliteMemoryStore({ path: ":memory:" }),
+  postgres: () => new PostgresMemoryStore(testTarget()),
+};
+const at10: Record<string, number> = {};
+for (const backend of backends) {
 const res: Record<string, Record<string, Record<string, Tally>>> = {};
 for (const mode of modes) {
   res[mode] = {};
@@ -24,9 +35,9 @@ for (const mode of modes) {
 }
 for (const c of convs) {
   // One store per conversation: each is one user's memory (index statistics are per store).
-  const store = new SqliteMemoryStore({ path: ":memory:" });
+  const store = open[backend]!();
   const diaOf = new Map<number, string>();
-  store.writeMany(c.turns.map((t) => t.input)).forEach((r, i) => diaOf.set(r.memory.id, c.turns[i]!.diaId));
+  ((await store.writeMany(c.turns.map((t) => t.input))) as Array<{ memory: { id: number } }>).forEach((r, i) => diaOf.set(r.memory.id, c.turns[i]!.diaId));
   for (const q of c.questions) {
     for (const mode of modes) {
       const got = await recall(store, { namespace: c.sampleId, query: q.question, now: c.lastDate + 86_400_000, limit: 10, maxChars: Infinity, itemChars: 100_000, mode, tuning });
@@ -43,9 +54,10 @@ for (const c of convs) {
       }
     }
   }
-  }
+  await store.close();
+}
 const f = (x: number) => x.toFixed(3);
-console.log("LoCoMo recall (categories 1-4; 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop)");
+console.log(`LoCoMo recall on ${backend} (categories 1-4; 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop)`);
 console.log("split         cat     n   bm25@5  bm25@10  ranked@5  ranked@10  ratio@10");
 for (const split of Object.keys(splits)) {
   if (only === "dev" && split !== "dev 0-4") continue;
@@ -56,3 +68,8 @@ for (const split of Object.keys(splits)) {
     console.log(`${split.padEnd(13)} ${cat.padEnd(4)} ${String(b.n).padStart(5)}   ${f(b.at5 / b.n)}   ${f(b.at10 / b.n)}    ${f(r.at5 / r.n)}     ${f(r.at10 / r.n)}     ${(r.at10 / b.n / (b.at10 / b.n)).toFixed(2)}x`);
   }
 }
+at10[backend] = res.ranked!.all!.all!.at10 / res.ranked!.all!.all!.n;
+}
+if (at10.sqlite !== undefined && at10.postgres !== undefined) console.log(`ranked recall@10, all: SQLite ${at10.sqlite.toFixed(3)}, PostgreSQL ${at10.postgres.toFixed(3)} (difference ${(at10.postgres - at10.sqlite).toFixed(3)})`);
+await dropTestSchemas();
+await endSharedPools();

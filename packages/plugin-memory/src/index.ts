@@ -6,6 +6,8 @@ export type { ListQuery, Memory, MemoryInput, MemoryScope, MemorySource, MemoryS
 export { SCOPE_RANK } from "./types.ts";
 export { SqliteMemoryStore, defaultMemoryDbPath, MISS_QUERY_CHARS } from "./sqlite-store.ts";
 export type { SqliteMemoryStoreOptions } from "./sqlite-store.ts";
+export { PostgresMemoryStore, MEMORY_MIGRATIONS } from "./postgres-store.ts";
+export { ftsTokens } from "./fts-tokens.ts";
 export { recall, prior, DEFAULT_TUNING } from "./recall.ts";
 export type { Recalled, RecallRequest, RelevanceTuning } from "./recall.ts";
 export { findSecrets, looksSecret, redactSecrets } from "./secrets.ts";

@@ -15,6 +15,8 @@ import type { Recalled } from "./recall.ts";
 import { redactingStore } from "./redacting-store.ts";
 import { findSecrets } from "./secrets.ts";
 import { SqliteMemoryStore } from "./sqlite-store.ts";
+import { PostgresMemoryStore } from "./postgres-store.ts";
+import { databaseFromEnv } from "@keel/store-postgres";
 import { memoryTools, renderMemory } from "./tools.ts";
 import type { MemoryStore } from "./types.ts";
 
@@ -31,6 +33,11 @@ export type NamespaceResolver = (metadata: Readonly<Record<string, unknown>>, tu
 export const MemoryOptionsSchema = z.strictObject({
   /** SQLite file; default `<KEEL_HOME>/memory.sqlite`. Ignored when `store` is given. */
   path: z.string().min(1).optional(),
+  /**
+   * The database when `path` is not given: a postgres:// URL (tables in KEEL_DATABASE_SCHEMA,
+   * else public) or "sqlite". Default: KEEL_DATABASE_URL, else SQLite.
+   */
+  database: z.union([z.literal("sqlite"), z.string().regex(/^postgres(ql)?:\/\//i, 'expected a postgres:// URL or "sqlite"')]).optional(),
   /** A ready store (e.g. a PostgreSQL implementation); the host owns and closes it. */
   store: z.custom<MemoryStore>((s) => isFn((s as MemoryStore | undefined)?.search) && isFn((s as MemoryStore | undefined)?.write), { message: "expected a MemoryStore" }).optional(),
   /** Namespace when the turn's metadata names none, or a resolver function. */
@@ -104,7 +111,8 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
       if (!options) throw new KeelError("KEEL_MEMORY_STORE_FAILED", "The plugin is not set up yet: add it to an agent first.", { plugin: PLUGIN_NAME });
       if (options.store) opened = redactingStore(options.store);
       else {
-        opened = new SqliteMemoryStore(options.path ? { path: options.path } : {});
+        const pg = options.path ? undefined : options.database !== undefined ? (options.database === "sqlite" ? undefined : { url: options.database }) : databaseFromEnv();
+        opened = pg ? new PostgresMemoryStore(pg) : new SqliteMemoryStore(options.path ? { path: options.path } : {});
         owned = true;
       }
       return opened;

@@ -1,108 +1,175 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
-import { findSecrets, looksSecret, redactSecrets, SqliteMemoryStore } from "../src/index.ts";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { findSecrets, looksSecret, PostgresMemoryStore, redactSecrets, SqliteMemoryStore } from "../src/index.ts";
+import type { MemoryStore } from "../src/index.ts";
+import { dropTestSchemas, rawRows, requirePostgres, testTarget } from "../../store-postgres/test/support/pg.ts";
 import { cleanup, tempDir } from "./support/helpers.ts";
 
 afterEach(cleanup);
 
-function store(): SqliteMemoryStore {
-  return new SqliteMemoryStore({ path: join(tempDir(), "memory.sqlite") });
-}
+/** The same contract on both backends: a SQLite file, and a fresh schema on PostgreSQL. */
+const backends: Array<[string, () => MemoryStore]> = [
+  ["SQLite", () => new SqliteMemoryStore({ path: join(tempDir(), "memory.sqlite") })],
+  ["PostgreSQL", () => new PostgresMemoryStore(testTarget())],
+];
 
-describe("SqliteMemoryStore", () => {
-  it("supersedes a memory with the same key, scope and namespace and keeps the old one for audit", () => {
+beforeAll(requirePostgres);
+afterAll(dropTestSchemas);
+
+describe.each(backends)("MemoryStore on %s", (_name, store) => {
+  it("supersedes a memory with the same key, scope and namespace and keeps the old one for audit", async () => {
     const s = store();
-    const a = s.write({ namespace: "u1", key: "user.editor", content: "The user edits with vim" });
-    const b = s.write({ namespace: "u1", key: "user.editor", content: "The user edits with helix" });
+    const a = await s.write({ namespace: "u1", key: "user.editor", content: "The user edits with vim" });
+    const b = await s.write({ namespace: "u1", key: "user.editor", content: "The user edits with helix" });
     expect(b.superseded).toEqual([a.memory.id]);
-    expect(s.get("u1", a.memory.id)!.supersededBy).toBe(b.memory.id);
-    expect(s.byKey("u1", "user.editor").map((m) => m.content)).toEqual(["The user edits with helix"]);
-    expect(s.history("u1", "user.editor").map((m) => m.id)).toEqual([a.memory.id, b.memory.id]);
-    expect(s.search({ namespace: "u1", terms: ["edits"], limit: 10 }).map((h) => h.memory.id)).toEqual([b.memory.id]);
+    expect((await s.get("u1", a.memory.id))!.supersededBy).toBe(b.memory.id);
+    expect((await s.byKey("u1", "user.editor")).map((m) => m.content)).toEqual(["The user edits with helix"]);
+    expect((await s.history("u1", "user.editor")).map((m) => m.id)).toEqual([a.memory.id, b.memory.id]);
+    expect((await s.search({ namespace: "u1", terms: ["edits"], limit: 10 })).map((h) => h.memory.id)).toEqual([b.memory.id]);
     // Another scope or namespace with the same key is left alone.
-    const c = s.write({ namespace: "u1", scope: "project", key: "user.editor", content: "Project standard: helix" });
-    const d = s.write({ namespace: "u2", key: "user.editor", content: "The user edits with emacs" });
+    const c = await s.write({ namespace: "u1", scope: "project", key: "user.editor", content: "Project standard: helix" });
+    const d = await s.write({ namespace: "u2", key: "user.editor", content: "The user edits with emacs" });
     expect(c.superseded).toEqual([]);
     expect(d.superseded).toEqual([]);
-    expect(s.byKey("u1", "user.editor")).toHaveLength(2);
-    s.close();
+    expect(await s.byKey("u1", "user.editor")).toHaveLength(2);
+    await s.close();
   });
 
-  it("forgets softly: never found again, still auditable", () => {
+  it("forgets softly: never found again, still auditable", async () => {
     const s = store();
-    const m = s.write({ namespace: "u1", content: "The user is allergic to peanuts" }).memory;
-    expect(s.forget("u1", m.id, "asked")!.forgottenAt).toBeTypeOf("number");
-    expect(s.forget("u1", m.id)).toBeUndefined();
-    expect(s.search({ namespace: "u1", terms: ["peanuts"], limit: 5 })).toEqual([]);
-    expect(s.list({ namespace: "u1" })).toEqual([]);
-    const audit = s.list({ namespace: "u1", includeInactive: true });
+    const m = (await s.write({ namespace: "u1", content: "The user is allergic to peanuts" })).memory;
+    expect((await s.forget("u1", m.id, "asked"))!.forgottenAt).toBeTypeOf("number");
+    expect(await s.forget("u1", m.id)).toBeUndefined();
+    expect(await s.search({ namespace: "u1", terms: ["peanuts"], limit: 5 })).toEqual([]);
+    expect(await s.list({ namespace: "u1" })).toEqual([]);
+    const audit = await s.list({ namespace: "u1", includeInactive: true });
     expect(audit.map((x) => [x.id, x.forgetReason])).toEqual([[m.id, "asked"]]);
-    expect(s.count("u1")).toBe(0);
-    s.close();
+    expect(await s.count("u1")).toBe(0);
+    await s.close();
   });
 
-  it("confines reads to the namespace given", () => {
+  it("confines reads to the namespace given", async () => {
     const s = store();
-    const a = s.write({ namespace: "alice", content: "Alice's locker code note: blue door", source: { sessionId: "s1" } }).memory;
-    const next = s.write({ namespace: "alice", content: "The locker is on the second floor", source: { sessionId: "s1" } }).memory;
-    expect(s.neighbours("alice", [a], 2).get(a.id)!.map((m) => m.id)).toEqual([next.id]);
-    expect(s.search({ namespace: "bob", terms: ["locker"], limit: 5 })).toEqual([]);
-    expect(s.get("bob", a.id)).toBeUndefined();
-    expect(s.forget("bob", a.id)).toBeUndefined();
-    expect([...s.neighbours("bob", [a], 2).values()].flat()).toEqual([]);
-    expect(s.get("alice", a.id)!.forgottenAt).toBeNull();
-    s.close();
+    const a = (await s.write({ namespace: "alice", content: "Alice's locker code note: blue door", source: { sessionId: "s1" } })).memory;
+    const next = (await s.write({ namespace: "alice", content: "The locker is on the second floor", source: { sessionId: "s1" } })).memory;
+    expect((await s.neighbours("alice", [a], 2)).get(a.id)!.map((m) => m.id)).toEqual([next.id]);
+    expect(await s.search({ namespace: "bob", terms: ["locker"], limit: 5 })).toEqual([]);
+    expect(await s.get("bob", a.id)).toBeUndefined();
+    expect(await s.forget("bob", a.id)).toBeUndefined();
+    expect([...(await s.neighbours("bob", [a], 2)).values()].flat()).toEqual([]);
+    expect((await s.get("alice", a.id))!.forgottenAt).toBeNull();
+    await s.close();
   });
 
-  it("bounds scoring by skipping a term that matches more rows than the budget, keeping the rarest", () => {
+  it("ranks by BM25 over content, key, category and the previous memory's context, stemming words", async () => {
     const s = store();
-    s.writeMany(Array.from({ length: 1600 }, (_, i) => ({ namespace: "u1", content: `common filler line ${i}` })));
-    const rare = s.write({ namespace: "u1", content: "a quokka wandered past" }).memory;
-    const both = s.search({ namespace: "u1", terms: ["common", "quokka"], limit: 5 });
+    const run = (await s.write({ namespace: "n", content: "Melanie ran a charity race for mental health", source: { sessionId: "d1" } })).memory;
+    const later = (await s.write({ namespace: "n", content: "It was in the park near her home", source: { sessionId: "d1" } })).memory;
+    const keyed = (await s.write({ namespace: "n", key: "hobby.running", content: "Likes the outdoors" })).memory;
+    await s.write({ namespace: "n", content: "An unrelated note about cooking pasta" });
+    // "races" stems to "race"; the next memory carries "race" in its context (weight 1), the key hit weighs 2.
+    const hits = await s.search({ namespace: "n", terms: ["races"], limit: 10 });
+    expect(hits.map((h) => h.memory.id)).toEqual([run.id, later.id]);
+    expect(hits[0]!.score).toBeGreaterThan(hits[1]!.score);
+    expect((await s.search({ namespace: "n", terms: ["running"], limit: 10 })).map((h) => h.memory.id)).toEqual([keyed.id]);
+    // Plain (baseline) search reads content only.
+    expect((await s.search({ namespace: "n", terms: ["running", "race"], limit: 10, plain: true })).map((h) => h.memory.id)).toEqual([run.id]);
+    await s.close();
+  });
+
+  it("bounds scoring by skipping a term that matches more rows than the budget, keeping the rarest", async () => {
+    const s = store();
+    await (s as SqliteMemoryStore | PostgresMemoryStore).writeMany(Array.from({ length: 1600 }, (_, i) => ({ namespace: "u1", content: `common filler line ${i}` })));
+    const rare = (await s.write({ namespace: "u1", content: "a quokka wandered past" })).memory;
+    const both = await s.search({ namespace: "u1", terms: ["common", "quokka"], limit: 5 });
     expect(both.map((h) => h.memory.id)).toEqual([rare.id]);
-    expect(s.search({ namespace: "u1", terms: ["common"], limit: 5 })).toHaveLength(5);
+    expect(await s.search({ namespace: "u1", terms: ["common"], limit: 5 })).toHaveLength(5);
     // The baseline (plain) scores every match.
-    expect(s.search({ namespace: "u1", terms: ["common", "quokka"], limit: 5, plain: true })).toHaveLength(5);
-    expect(s.search({ namespace: "u2", terms: ["quokka"], limit: 5 })).toEqual([]);
-    s.close();
+    expect(await s.search({ namespace: "u1", terms: ["common", "quokka"], limit: 5, plain: true })).toHaveLength(5);
+    expect(await s.search({ namespace: "u2", terms: ["quokka"], limit: 5 })).toEqual([]);
+    await s.close();
   });
 
-  it("deduplicates identical active memories and validates input", () => {
+  it("deduplicates identical active memories and validates input", async () => {
     const s = store();
-    const a = s.write({ namespace: "n", content: "Same fact" });
-    const b = s.write({ namespace: "n", content: "  Same fact " });
+    const a = await s.write({ namespace: "n", content: "Same fact" });
+    const b = await s.write({ namespace: "n", content: "  Same fact " });
     expect(b.duplicate).toBe(true);
     expect(b.memory.id).toBe(a.memory.id);
-    expect(() => s.write({ namespace: "n", content: "  " })).toThrow(/KEEL_MEMORY_INPUT_INVALID/);
-    expect(() => s.write({ namespace: "n", content: "x", importance: 2 })).toThrow(/importance/);
-    s.close();
+    await expect(async () => s.write({ namespace: "n", content: "  " })).rejects.toThrow(/KEEL_MEMORY_INPUT_INVALID/);
+    await expect(async () => s.write({ namespace: "n", content: "x", importance: 2 })).rejects.toThrow(/importance/);
+    await s.close();
   });
 
-  it("logs misses with the query cut to 512 characters", () => {
+  it("logs misses with the query cut to 512 characters", async () => {
     const s = store();
-    s.logMiss({ namespace: "n", query: "q".repeat(2000), sessionId: "s", turnId: "s/1" });
-    const [m] = s.misses("n");
+    await s.logMiss({ namespace: "n", query: "q".repeat(2000), sessionId: "s", turnId: "s/1" });
+    const [m] = await s.misses("n");
     expect(m!.query).toHaveLength(512);
     expect(m!.turnId).toBe("s/1");
-    s.close();
+    await s.close();
   });
 
-  it("marks an extraction and its facts in one transaction", () => {
+  it("marks an extraction and its facts in one transaction", async () => {
     const s = store();
-    expect(s.writeExtraction("t1", "n", [{ namespace: "n", content: "fact one" }])).toHaveLength(1);
-    expect(s.writeExtraction("t1", "n", [{ namespace: "n", content: "fact two" }])).toEqual([]);
-    expect(s.isExtracted("t1")).toBe(true);
+    expect(await s.writeExtraction("t1", "n", [{ namespace: "n", content: "fact one" }])).toHaveLength(1);
+    expect(await s.writeExtraction("t1", "n", [{ namespace: "n", content: "fact two" }])).toEqual([]);
+    expect(await s.isExtracted("t1")).toBe(true);
     // A failing fact rolls the whole extraction back, so a retry can store it.
-    expect(() => s.writeExtraction("t2", "n", [{ namespace: "n", content: "ok fact" }, { namespace: "n", content: "" }])).toThrow(/KEEL_MEMORY_INPUT_INVALID/);
-    expect(s.isExtracted("t2")).toBe(false);
-    expect(s.count("n")).toBe(1);
-    s.close();
+    await expect(async () => s.writeExtraction("t2", "n", [{ namespace: "n", content: "ok fact" }, { namespace: "n", content: "" }])).rejects.toThrow(/KEEL_MEMORY_INPUT_INVALID/);
+    expect(await s.isExtracted("t2")).toBe(false);
+    expect(await s.count("n")).toBe(1);
+    await s.close();
   });
 
-  it("reports an unopenable path as KEEL_MEMORY_STORE_FAILED naming it", () => {
+  it("redacts content, key and category of a direct write, and the miss log's query", async () => {
+    const aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    const s = store();
+    const r = await s.write({ namespace: "ops", key: `deploy ${aws}`, content: `Deploy with aws key AKIAQWERTYUIOP234567 with secret ${aws}`, category: "token ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789" });
+    expect(r.memory.content).toBe("Deploy with aws key [REDACTED:aws_access_key_id] with secret [REDACTED:high_entropy]");
+    expect(r.memory.key).toBe("deploy [REDACTED:high_entropy]");
+    expect(r.memory.category).toBe("token [REDACTED:github_token]");
+    await s.logMiss({ namespace: "ops", query: `what was my secret ${aws}?` });
+    expect((await s.misses("ops"))[0]!.query).toBe("what was my secret [REDACTED:high_entropy]?");
+    await s.close();
+  });
+
+  it("refuses every call after close()", async () => {
+    const s = store();
+    await s.write({ namespace: "n", content: "a fact" });
+    await s.close();
+    await expect(async () => s.count("n")).rejects.toThrow(/KEEL_MEMORY_STORE_FAILED/);
+  });
+});
+
+describe("MemoryStore backends", () => {
+  it("SQLite: an unopenable path is KEEL_MEMORY_STORE_FAILED naming it", () => {
     const dir = tempDir();
     expect(() => new SqliteMemoryStore({ path: dir })).toThrow(new RegExp(`KEEL_MEMORY_STORE_FAILED.*${dir.replace(/[/\\]/g, ".")}`));
+  });
+
+  it("PostgreSQL: an unreachable server is KEEL_MEMORY_STORE_FAILED naming it without its password", async () => {
+    const s = new PostgresMemoryStore({ url: "postgres://keel:hunter2secret@127.0.0.1:1/none", schema: "x" });
+    const err = await Promise.resolve(s.count()).catch((e: unknown) => e as Error);
+    expect(String(err)).toMatch(/KEEL_MEMORY_STORE_FAILED.*127\.0\.0\.1:1.*not reachable/s);
+    expect(String(err)).not.toContain("hunter2secret");
+  });
+
+  it("PostgreSQL: no secret reaches a row, and one database keeps each store's memories apart by namespace", async () => {
+    const target = testTarget();
+    const a = new PostgresMemoryStore(target);
+    const b = new PostgresMemoryStore(target);
+    const aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    await a.write({ namespace: "alice", content: `Alice's staging secret is ${aws}` });
+    await b.logMiss({ namespace: "bob", query: `find ${aws}` });
+    expect(await b.search({ namespace: "bob", terms: ["staging"], limit: 5 })).toEqual([]);
+    expect((await b.search({ namespace: "alice", terms: ["staging"], limit: 5 })).map((h) => h.memory.content)).toEqual(["Alice's staging secret is [REDACTED:credential]"]);
+    for (const table of ["keel_memories", "keel_memory_misses"]) {
+      const rows = await rawRows(target.schema, table);
+      expect(rows.length).toBe(1);
+      expect(rows.some((r) => r.includes(aws))).toBe(false);
+    }
   });
 });
 

@@ -1,6 +1,7 @@
 /** Small helpers shared by the PostgreSQL stores: identifiers, URLs for messages, error mapping. */
 import type pg from "pg";
 import { errorMessage, KeelError } from "@keel/kernel";
+import type { ErrorCode } from "@keel/kernel";
 
 /** A schema or table name as a quoted SQL identifier. Contract: throws for an empty name or one with NUL. */
 export function quoteIdent(name: string): string {
@@ -30,11 +31,11 @@ const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ETIME
  * A driver error as a KeelError naming the database and what was being done.
  * Contract: KeelErrors pass through; an unreachable server says so and what to check.
  */
-export function pgError(err: unknown, where: string, action: string): KeelError {
+export function pgError(err: unknown, where: string, action: string, keelCode: ErrorCode = "KEEL_STORE_FAILED"): KeelError {
   if (err instanceof KeelError) return err;
   const code = (err as { code?: string } | null)?.code;
   const why = code && UNREACHABLE.has(code)
     ? `the server is not reachable (${code}); start PostgreSQL or fix the connection URL (KEEL_DATABASE_URL)`
     : `${errorMessage(err)}${code ? ` (SQLSTATE ${code})` : ""}`;
-  return new KeelError("KEEL_STORE_FAILED", `Could not ${action} ${where}: ${why}.`, { path: where }, { cause: err });
+  return new KeelError(keelCode, `Could not ${action} ${where}: ${why}.`, { path: where }, { cause: err });
 }

@@ -3,10 +3,12 @@
  * sharing one database. Leases are rows decided on the database's clock, so hosts with skewed
  * clocks agree on who holds a session.
  */
-import pg from "pg";
+import type pg from "pg";
 import { KeelError, redactForStorage, storageJson as toJson } from "@keel/kernel";
 import type { AppendOptions, KeelEvent, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "@keel/kernel";
-import { describeUrl, pgError, quoteIdent } from "./pg-util.ts";
+import { pgError, quoteIdent } from "./pg-util.ts";
+import { resolveTarget } from "./pool.ts";
+import type { PostgresTarget } from "./pool.ts";
 import { migrate } from "./migrate.ts";
 
 /**
@@ -43,15 +45,8 @@ export const SESSION_MIGRATIONS: readonly string[] = [
    );`,
 ];
 
-/** Options of the PostgreSQL session store. */
-export interface PostgresStoreOptions {
-  /** A connection URL (`postgres://user@host:5432/db`); or give `pool`. */
-  url?: string;
-  /** A pool to share with the other Keel stores (not ended by close()). */
-  pool?: pg.Pool;
-  /** The schema holding Keel's tables (created if missing). Default `public`. */
-  schema?: string;
-}
+/** Options of the PostgreSQL session store (a URL or a shared pool, and a schema). */
+export type PostgresStoreOptions = PostgresTarget;
 
 const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
@@ -69,21 +64,17 @@ export class PostgresSessionStore implements SessionStore {
   /** The database, for messages (the URL without its password). */
   readonly path: string;
   readonly #pool: pg.Pool;
-  readonly #ownsPool: boolean;
   readonly #s: string;
   readonly #schema: string;
   #ready: Promise<void> | undefined;
   #closed = false;
 
   constructor(options: PostgresStoreOptions) {
-    if (!options.pool && !options.url) throw new KeelError("KEEL_STORE_FAILED", "PostgresSessionStore needs `url` or `pool`.", { path: "store" });
-    this.#pool = options.pool ?? new pg.Pool({ connectionString: options.url, max: 10, allowExitOnIdle: true });
-    this.#ownsPool = !options.pool;
-    // An idle client's error (the server restarted) must not crash the process: the next query reports it.
-    if (this.#ownsPool) this.#pool.on("error", () => undefined);
-    this.#schema = options.schema ?? "public";
-    this.#s = quoteIdent(this.#schema);
-    this.path = describeUrl(options.url, this.#pool);
+    const { pool, schema, where } = resolveTarget(options, "PostgresSessionStore");
+    this.#pool = pool;
+    this.#schema = schema;
+    this.#s = quoteIdent(schema);
+    this.path = where;
   }
 
   /** Create or migrate the tables; every method waits for it. Contract: runs once per store. */
@@ -219,7 +210,6 @@ export class PostgresSessionStore implements SessionStore {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.#ownsPool) await this.#pool.end().catch(() => undefined);
   }
 
   async #open(_write = false): Promise<void> {

@@ -46,3 +46,19 @@ export async function dropTestSchemas(): Promise<void> {
     await client.end();
   }
 }
+
+/** A database target in a fresh schema (for any Keel store on PostgreSQL). */
+export function testTarget(): { url: string; schema: string } {
+  return { url: PG_URL, schema: testSchema() };
+}
+
+/** Every row of `schema.table` as JSON text (to check what really reached the database). */
+export async function rawRows(schema: string, table: string): Promise<string[]> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    return ((await client.query(`SELECT row_to_json(t)::text AS j FROM "${schema}"."${table}" t`)).rows as Array<{ j: string }>).map((r) => r.j);
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,24 @@
+/**
+ * The tokens SQLite's `porter unicode61 remove_diacritics 2` tokenizer makes of a text, so a
+ * store without FTS5 (PostgreSQL) indexes and ranks the same words: letters and digits are
+ * token characters, everything else separates; case and diacritics are folded; tokens of
+ * three characters or more are Porter-stemmed. (Emoji newer than Unicode 6.1, which FTS5
+ * keeps as tokens, are separators here.)
+ */
+import { stemmer } from "stemmer";
+
+const TOKEN = /(?:[A-Za-z0-9]|[^\x00-\x7F\p{Z}\p{P}\p{S}\p{C}])+/gu;
+const MARKS = /\p{M}/gu;
+/** Longer tokens are indexed as they are (FTS5's porter step leaves them alone too). */
+const MAX_STEM = 64;
+
+/** Folded, stemmed tokens of `text`, in order (repeats kept). Contract: never returns an empty token. */
+export function ftsTokens(text: string): string[] {
+  const out: string[] = [];
+  for (const raw of text.normalize("NFD").match(TOKEN) ?? []) {
+    const t = raw.replace(MARKS, "").toLowerCase();
+    if (!t) continue;
+    out.push(t.length >= 3 && t.length <= MAX_STEM ? stemmer(t) : t);
+  }
+  return out;
+}

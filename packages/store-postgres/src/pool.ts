@@ -1,0 +1,72 @@
+/**
+ * Where Keel's stores live when they are on PostgreSQL: one setting (a connection URL, from
+ * the config's `store` or KEEL_DATABASE_URL) and one pool per URL per process, shared by the
+ * session log and every plugin's store.
+ */
+import pg from "pg";
+import { KeelError } from "@keel/kernel";
+import { describeUrl } from "./pg-util.ts";
+
+/**
+ * A PostgreSQL database for Keel's stores.
+ * Contract: give `url` or `pool`; `schema` (default KEEL_DATABASE_SCHEMA, else `public`)
+ * holds every Keel table, each component migrated separately.
+ */
+export interface PostgresTarget {
+  /** A connection URL, `postgres://user:password@host:5432/db`. */
+  url?: string;
+  /** A pool to use instead (never ended by a store). */
+  pool?: pg.Pool;
+  /** The schema holding Keel's tables (created if missing). */
+  schema?: string;
+}
+
+/** True for a `postgres://` or `postgresql://` URL. */
+export function isPostgresUrl(value: unknown): boolean {
+  return typeof value === "string" && /^postgres(ql)?:\/\//i.test(value.trim());
+}
+
+/**
+ * The database the environment selects: KEEL_DATABASE_URL (a postgres URL) and
+ * KEEL_DATABASE_SCHEMA. Contract: undefined when KEEL_DATABASE_URL is unset, empty or
+ * `sqlite`; any other value that is not a postgres URL throws KEEL_STORE_FAILED saying so.
+ */
+export function databaseFromEnv(env: NodeJS.ProcessEnv = process.env): PostgresTarget | undefined {
+  const url = env.KEEL_DATABASE_URL?.trim();
+  if (!url || url === "sqlite") return undefined;
+  if (!isPostgresUrl(url)) throw new KeelError("KEEL_STORE_FAILED", `KEEL_DATABASE_URL must be a postgres:// URL or "sqlite"; it starts with ${JSON.stringify(url.slice(0, 12))}.`, { path: "KEEL_DATABASE_URL" });
+  const schema = env.KEEL_DATABASE_SCHEMA?.trim();
+  return { url, ...(schema ? { schema } : {}) };
+}
+
+const pools = new Map<string, pg.Pool>();
+
+/**
+ * The process's pool for `url`, created on first use.
+ * Contract: one pool per URL per process (at most 10 connections); idle connections do not
+ * keep the process alive; an idle client's error (a server restart) is swallowed so the next
+ * query reports it instead of crashing the process.
+ */
+export function sharedPool(url: string): pg.Pool {
+  let pool = pools.get(url);
+  if (!pool) {
+    pool = new pg.Pool({ connectionString: url, max: 10, allowExitOnIdle: true });
+    pool.on("error", () => undefined);
+    pools.set(url, pool);
+  }
+  return pool;
+}
+
+/** End every shared pool (tests, a host shutting down). Contract: later sharedPool() calls make new pools. */
+export async function endSharedPools(): Promise<void> {
+  const all = [...pools.values()];
+  pools.clear();
+  await Promise.all(all.map((p) => p.end().catch(() => undefined)));
+}
+
+/** The pool, schema and printable name of a target. Contract: throws KEEL_STORE_FAILED without `url` or `pool`. */
+export function resolveTarget(target: PostgresTarget, what: string, env: NodeJS.ProcessEnv = process.env): { pool: pg.Pool; schema: string; where: string } {
+  if (!target.pool && !target.url) throw new KeelError("KEEL_STORE_FAILED", `${what} needs a database: give \`url\` or \`pool\`, or set KEEL_DATABASE_URL.`, { path: "store" });
+  const pool = target.pool ?? sharedPool(target.url!);
+  return { pool, schema: target.schema ?? (env.KEEL_DATABASE_SCHEMA?.trim() || "public"), where: describeUrl(target.url, pool) };
+}
