@@ -15,6 +15,8 @@ import { snapshotConfig } from "./config-snapshot.ts";
 import { attempt, childPath, thrownText } from "./guard.ts";
 import { pluginEntryHint } from "./plugin-hints.ts";
 import { checkHome } from "./home.ts";
+import { chooseDatabase, postgresSessionStore, shareDatabase } from "./database.ts";
+import type { Database } from "./database.ts";
 
 /** How the agent is built. */
 export interface BuildOptions {
@@ -50,6 +52,8 @@ export interface BuiltAgent {
   home: string;
   /** True when the home held no session database before this agent was built (a first run there). */
   freshHome: boolean;
+  /** Where the stores are: SQLite in the home, or PostgreSQL (config `store` or KEEL_DATABASE_URL). */
+  database: Database;
 }
 
 /**
@@ -151,6 +155,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
   const home = options.home ?? config.home;
   if (home !== undefined) checkHome(resolve(dir, home), options.home !== undefined ? "--home" : `${loaded.filepath}: home`);
   else checkHome(defaultKeelHome(env), env.KEEL_HOME ? "KEEL_HOME" : "the default home");
+  const database = chooseDatabase(config, env, loaded.filepath);
   const plugins = await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
   const configured: ModelSpec[] = config.model === undefined ? [] : Array.isArray(config.model) ? [...config.model] : [config.model as ModelSpec];
   const specs: ModelSpec[] = options.model ? options.model.map((m) => configured.find((c) => typeof c === "object" && specString(c) === m) ?? (m as ModelName)) : configured;
@@ -170,6 +175,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     if (config.sideModel !== undefined) sideModel = await onlineProvider([config.sideModel], env, config.baseURL);
     note(`keel: model ${provider.id}`);
   }
+  if (database.kind === "postgres") note(`keel: stores on ${database.shown} (${database.source})`);
   const agentOptions: AgentOptions = {
     provider,
     ...(sideModel !== undefined ? { sideModel } : {}),
@@ -185,16 +191,19 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.trace ? { trace: config.trace } : {}),
     ...(config.setupTimeoutMs !== undefined ? { setupTimeoutMs: config.setupTimeoutMs } : {}),
     ...(config.lease ? { lease: config.lease } : {}),
-    ...(options.store ? { store: options.store } : {}),
+    ...(options.store ? { store: options.store } : database.kind === "postgres" ? { store: await postgresSessionStore(database) } : {}),
     ...(config.approve ? { approve: config.approve } : {}),
     ...((options.home ?? config.home) !== undefined ? { home: resolve(dir, (options.home ?? config.home)!) } : {}),
   };
   const homeDir = resolve(home !== undefined ? resolve(dir, home) : defaultKeelHome(env));
-  const freshHome = !options.store && !existsSync(defaultSessionDbPath(homeDir));
-  if (options.shareHome) env.KEEL_HOME = homeDir;
+  const freshHome = !options.store && database.kind === "sqlite" && !existsSync(defaultSessionDbPath(homeDir));
+  if (options.shareHome) {
+    env.KEEL_HOME = homeDir;
+    shareDatabase(database, env);
+  }
   try {
     const agent = await createAgent(agentOptions);
-    return { agent, config: options.model ? { ...config, model: specs.length === 1 ? specs[0]! : specs } : config, offline, modelIds: [provider.id], home: homeDir, freshHome };
+    return { agent, config: options.model ? { ...config, model: specs.length === 1 ? specs[0]! : specs } : config, offline, modelIds: [provider.id], home: homeDir, freshHome, database };
   } catch (err) {
     if (isKeelError(err)) throw new KeelError(err.code, `${loaded.filepath}: ${err.problem}`, err.location, { cause: err });
     throw new KeelError("KEEL_CONFIG_INVALID", `${loaded.filepath}: ${errorMessage(err)}`, {}, { cause: err });

@@ -22,6 +22,8 @@ export interface CommandHelp {
 /** Every environment variable keel reads, and what for. Contract: one line each. */
 export const ENVIRONMENT: Record<string, string> = {
   KEEL_HOME: "the home folder: sessions and plugin databases (default ~/.keel; --home and the config's `home` win)",
+  KEEL_DATABASE_URL: "sqlite (default) or a postgres:// URL: the session log and every plugin store on one shared PostgreSQL (the config's `store` wins)",
+  KEEL_DATABASE_SCHEMA: "the PostgreSQL schema holding Keel's tables (default public)",
   KEEL_OFFLINE: "1 = use the offline model (offline.script, else echo) even when a key is set, as --offline",
   ANTHROPIC_API_KEY: "key for anthropic:<model>; a model whose key is missing is left out (offline when none is left)",
   ANTHROPIC_BASE_URL: "another endpoint for anthropic:<model> (a proxy); the config's baseURL wins",
@@ -59,7 +61,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       'git diff | keel run "review this change"               # stdin is appended as context',
       'keel run -c --model openai:gpt-4.1 "and the tests?"    # continue the last session, another model',
     ],
-    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STRICT", "KEEL_ASK", "KEEL_STDIN_WAIT_MS"],
+    env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STRICT", "KEEL_ASK", "KEEL_STDIN_WAIT_MS"],
     notes: [
       "Input: the arguments joined by spaces; with no argument (or `-`) and stdin not a terminal, stdin is the input.\n" +
         "With an argument and piped stdin, stdin is appended to the input as context, after a blank line,\n" +
@@ -76,7 +78,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       "keel chat -c                               # pick up the most recent session",
       "keel chat --session 3f2c… --wait           # that session, once its other process lets go",
     ],
-    env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STRICT", "KEEL_ASK"],
+    env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STRICT", "KEEL_ASK"],
     notes: ["Ctrl-C cancels the running turn (the session goes on); Ctrl-C between turns leaves.", "A turn paused for approval (asked, or left paused by another process) is answered with the next lines typed; Ctrl-D leaves it paused."],
   },
   inspect: {
@@ -92,8 +94,16 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     usage: ["keel sessions [list] [--config PATH] [--json]", "keel sessions show ID [--config PATH] [--json]"],
     options: [CONFIG, ["--json", "list: one JSON array; show: one event per line"], HOME],
     examples: ["keel sessions                              # this agent's sessions, most recent first", "keel sessions show 3f2c… --json            # every stored event of one session"],
-    env: ["KEEL_HOME", "KEEL_CONFIG_TIMEOUT_MS"],
-    notes: ["Only the config's name and home are read: no plugin starts, nothing is written (a read-only home works)."],
+    env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", "KEEL_CONFIG_TIMEOUT_MS"],
+    notes: ["Only the config's name, home and store are read: no plugin starts, nothing is written (a read-only home works). With a PostgreSQL store the sessions of every instance are listed."],
+  },
+  db: {
+    summary: "bring the PostgreSQL tables of the session log and every configured plugin up to date",
+    usage: ["keel db migrate [--config PATH] [--json]"],
+    options: [CONFIG, ["--json", "the database, schema and each component's version as JSON"]],
+    examples: ["KEEL_DATABASE_URL=postgres://keel@db:5432/keel keel db migrate   # before rolling out a new version", "keel db migrate --json"],
+    env: ["KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", "KEEL_CONFIG_TIMEOUT_MS"],
+    notes: ["Instances also migrate on start, under one advisory lock, so this is optional; it lets a deploy fail early. A database newer than this Keel is refused and left unchanged. SQLite files migrate themselves when opened."],
   },
   init: {
     summary: "scaffold an agent project here (or in DIR), or a plugin package with --plugin NAME",

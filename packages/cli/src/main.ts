@@ -7,7 +7,9 @@ import { createInterface } from "node:readline";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { didYouMean, KeelError, MemorySessionStore, PHASES, isPhaseName, SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, errorMessage, guardProcess, isKeelError, headOf } from "@keel/kernel";
-import type { Agent, Session } from "@keel/kernel";
+import type { Agent, KeelConfig, Session, SessionStore } from "@keel/kernel";
+import { chooseDatabase, postgresSessionStore } from "./database.ts";
+import { resolvePlugins } from "./plugins.ts";
 import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
 import { configDir, loadConfig } from "./load-config.ts";
@@ -114,6 +116,8 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       });
     case "sessions":
       return sessions(rest, io, flags);
+    case "db":
+      return db(rest, io, flags);
     case "init": {
       if (rest.length > 1) throw usage(`keel init takes at most one folder (got "${rest.join(" ")}").`);
       const { init, initSummary } = await import("./init.ts");
@@ -401,44 +405,80 @@ async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<numbe
   if (extra.length || (sub === "show" && !id) || (sub !== "list" && sub !== "show")) throw usage("keel sessions [list | show ID].");
   let home = flags.home ?? defaultKeelHome(io.env);
   let agentName: string | undefined;
+  let config: KeelConfig = {};
+  let filepath: string | undefined;
   try {
-    // Only the config's name and home are needed: no agent is built, so no plugin opens (or
-    // writes) its database and a read-only home can be viewed.
+    // Only the config's name, home and store are needed: no agent is built, so no plugin opens
+    // (or writes) its database and a read-only home can be viewed.
     const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
-    const config = validateConfig(loaded);
+    config = validateConfig(loaded);
+    filepath = loaded.filepath;
     agentName = config.name ?? "agent";
     const configured = flags.home ?? config.home;
     if (configured !== undefined) home = resolve(configDir(loaded.filepath), configured);
   } catch (err) {
     if (!(isKeelError(err) && err.code === "KEEL_CONFIG_NOT_FOUND" && !flags.config)) throw err;
   }
-  checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
-  const dbPath = defaultSessionDbPath(home);
-  if (!existsSync(dbPath)) {
-    if (sub === "show") throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}" in ${dbPath} (the file does not exist).`);
-    if (flags.json) io.out("[]\n");
-    else io.err(`keel: no sessions in ${dbPath}\n`);
-    return EXIT.ok;
+  const database = chooseDatabase(config, io.env, filepath);
+  let store: SessionStore;
+  let where: string;
+  if (database.kind === "postgres") {
+    store = await postgresSessionStore(database);
+    where = database.shown;
+  } else {
+    checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
+    where = defaultSessionDbPath(home);
+    if (!existsSync(where)) {
+      if (sub === "show") throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}" in ${where} (the file does not exist).`);
+      if (flags.json) io.out("[]\n");
+      else io.err(`keel: no sessions in ${where}\n`);
+      return EXIT.ok;
+    }
+    // Read-only: viewing never writes, never waits for a writer's lease, and works on a read-only home.
+    store = new SqliteSessionStore({ path: where, readOnly: true });
   }
-  // Read-only: viewing never writes, never waits for a writer's lease, and works on a read-only home.
-  const store = new SqliteSessionStore({ path: dbPath, readOnly: true });
   try {
     if (sub === "list") {
       const list = await store.listSessions({ ...(agentName ? { agent: agentName } : {}), limit: 100 });
       if (flags.json) io.out(`${JSON.stringify(list)}\n`);
-      else if (!list.length) io.err(`keel: no sessions in ${defaultSessionDbPath(home)}\n`);
+      else if (!list.length) io.err(`keel: no sessions in ${where}\n`);
       else for (const s of list) io.out(`${s.id}  ${s.agent}  ${new Date(s.updatedAt).toISOString()}  ${s.eventCount} events\n`);
       return EXIT.ok;
     }
     const info = await store.getSession(id!);
-    if (!info) throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}" in ${defaultSessionDbPath(home)}.`);
+    if (!info) throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}" in ${where}.`);
     const events = await store.events(id!);
     if (flags.json) for (const e of events) io.out(`${JSON.stringify(e)}\n`);
     else for (const e of events) io.out(`${String(e.seq).padStart(4)} ${new Date(e.ts).toISOString()} ${e.type}${summary(e)}\n`);
     return EXIT.ok;
   } finally {
-    store.close();
+    await store.close();
   }
+}
+
+/** `keel db migrate`: bring every configured store's tables on PostgreSQL up to date. */
+async function db(rest: readonly string[], io: CliEnv, flags: Flags): Promise<number> {
+  const [sub, ...extra] = rest;
+  if (sub !== "migrate" || extra.length) throw usage("keel db migrate [--config PATH] [--json].");
+  let config: KeelConfig = {};
+  let filepath: string | undefined;
+  try {
+    const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
+    config = validateConfig(loaded);
+    filepath = loaded.filepath;
+    // Importing the plugins registers their tables; none is set up and nothing else is opened.
+    await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
+  } catch (err) {
+    if (!(isKeelError(err) && err.code === "KEEL_CONFIG_NOT_FOUND" && !flags.config)) throw err;
+  }
+  const database = chooseDatabase(config, io.env, filepath);
+  if (database.kind !== "postgres") throw usage('keel db migrate works on PostgreSQL: set `store: "postgres://…"` in the config or KEEL_DATABASE_URL. SQLite databases migrate themselves when they are opened.');
+  const pgStore = await import("@keel/store-postgres");
+  const done = await pgStore.migrateAll({ url: database.url, ...(database.schema ? { schema: database.schema } : {}) });
+  await pgStore.endSharedPools();
+  if (flags.json) io.out(`${JSON.stringify({ database: database.shown, schema: database.schema ?? "public", components: done })}\n`);
+  else for (const c of done) io.out(`${c.component.padEnd(12)} version ${c.version}${c.applied ? ` (${c.applied} step${c.applied === 1 ? "" : "s"} applied)` : " (up to date)"}\n`);
+  return EXIT.ok;
 }
 
 function summary(e: { type: string } & Record<string, unknown>): string {

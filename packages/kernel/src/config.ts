@@ -85,6 +85,12 @@ export interface KeelConfig {
   lease?: AgentOptions["lease"];
   /** Where sessions, memory and skills live; default KEEL_HOME or ~/.keel. */
   home?: string;
+  /**
+   * Where every store lives: "sqlite" (files in `home`, the default) or a PostgreSQL URL
+   * (`postgres://user:password@host:5432/db`) shared by many instances. Default:
+   * KEEL_DATABASE_URL, else "sqlite". Tables go in KEEL_DATABASE_SCHEMA (default public).
+   */
+  store?: "sqlite" | `postgres://${string}` | `postgresql://${string}`;
   approve?: AgentOptions["approve"];
   /** The offline model: a provider script (inline, or a JSON file path relative to the config). */
   offline?: { script?: ProviderScriptInput | string };

@@ -7,7 +7,7 @@
  */
 import { headOf, KeelError } from "@keel/kernel";
 import { redact } from "@keel/secrets";
-import { PgComponent } from "@keel/store-postgres";
+import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PgQuery, PostgresTarget } from "@keel/store-postgres";
 import { ftsTokens } from "./fts-tokens.ts";
 import { MISS_QUERY_CHARS } from "./sqlite-store.ts";
@@ -58,6 +58,8 @@ export const MEMORY_MIGRATIONS: readonly string[] = [
    CREATE TABLE {s}.keel_memory_misses (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, namespace TEXT NOT NULL, query TEXT NOT NULL, at BIGINT NOT NULL, session_id TEXT, turn_id TEXT);
    CREATE TABLE {s}.keel_memory_extractions (turn_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, at BIGINT NOT NULL, facts INTEGER NOT NULL);`,
 ];
+
+registerMigrations("memory", MEMORY_MIGRATIONS);
 
 const SCOPES = new Set<MemoryScope>(["user", "project", "global"]);
 const ACTIVE = "superseded_by IS NULL AND forgotten_at IS NULL";

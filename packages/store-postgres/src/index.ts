@@ -7,3 +7,4 @@ export type { PostgresTarget } from "./pool.ts";
 export { describeUrl, pgError, quoteIdent } from "./pg-util.ts";
 export { PgComponent } from "./component.ts";
 export type { PgQuery } from "./component.ts";
+export { migrateAll, registerMigrations, registeredComponents } from "./registry.ts";

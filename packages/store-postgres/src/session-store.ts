@@ -8,6 +8,7 @@ import { KeelError, redactForStorage, storageJson as toJson } from "@keel/kernel
 import type { AppendOptions, KeelEvent, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "@keel/kernel";
 import { pgError, quoteIdent } from "./pg-util.ts";
 import { resolveTarget } from "./pool.ts";
+import { registerMigrations } from "./registry.ts";
 import type { PostgresTarget } from "./pool.ts";
 import { migrate } from "./migrate.ts";
 
@@ -44,6 +45,8 @@ export const SESSION_MIGRATIONS: readonly string[] = [
      expires_at BIGINT NOT NULL
    );`,
 ];
+
+registerMigrations("sessions", SESSION_MIGRATIONS);
 
 /** Options of the PostgreSQL session store (a URL or a shared pool, and a schema). */
 export type PostgresStoreOptions = PostgresTarget;
