@@ -22,5 +22,7 @@ export { scoreBlocks, weightedJaccard, terms } from "./scoring.ts";
 export type { ScoredBlock } from "./scoring.ts";
 export { blocksOf, diffEdits, isCompacted, isSummary, messageKeys, DIGEST_PREFIX, MASK_PREFIX, SUMMARY_PREFIX } from "./messages.ts";
 export { RawStore, sliceRaw } from "./store.ts";
+export type { RawStorage } from "./store.ts";
+export { PostgresRawStore, RAW_MIGRATIONS } from "./postgres-store.ts";
 export type { RawRecord } from "./store.ts";
 export { RetrieveArgs, retrieveTool } from "./retrieve.ts";

@@ -14,6 +14,9 @@ import type { CompactionInput, ResolvedOptions } from "./options.ts";
 import { CompactionOptions } from "./options.ts";
 import { retrieveTool } from "./retrieve.ts";
 import { RawStore } from "./store.ts";
+import type { RawStorage } from "./store.ts";
+import { PostgresRawStore } from "./postgres-store.ts";
+import { databaseFromEnv } from "@keel/store-postgres";
 import type { Extraction } from "./subgoals.ts";
 import { ask, digestOutput } from "./summarize.ts";
 import { extractionPrompt, heuristicExtraction, parseExtraction, SubgoalRegistry } from "./subgoals.ts";
@@ -60,7 +63,9 @@ export function compaction(input?: CompactionInput) {
     input,
     setup(ctx) {
       const o: ResolvedOptions = ctx.options;
-      const store = new RawStore(o.path ?? join(defaultKeelHome(), "compaction.sqlite"));
+      // An explicit path is a SQLite file; otherwise the shared database when one is configured.
+      const pg = o.path === undefined ? databaseFromEnv() : undefined;
+      const store: RawStorage = pg ? new PostgresRawStore(pg) : new RawStore(o.path ?? join(defaultKeelHome(), "compaction.sqlite"));
       const sessions = new Map<string, SessionState>();
       const state = (id: string): SessionState => {
         let s = sessions.get(id);
@@ -218,9 +223,9 @@ export function compaction(input?: CompactionInput) {
           return undefined;
         });
       }
-      ctx.on("session.end", (e) => {
+      ctx.on("session.end", async (e) => {
         sessions.delete(e.sessionId);
-        if (!sessions.size) store.close();
+        if (!sessions.size) await store.close();
         return undefined;
       });
 

@@ -2,7 +2,7 @@
 import type { ToolDefinition } from "@keel/kernel";
 import { defineTool, KeelError } from "@keel/kernel";
 import { z } from "zod";
-import type { RawStore } from "./store.ts";
+import type { RawStorage } from "./store.ts";
 import { sliceRaw } from "./store.ts";
 
 const line = z.number().int().positive();
@@ -27,7 +27,7 @@ export const RETRIEVE_MAX_CHARS = 12_000;
  * reads only outputs of the calling session (another session's id is "not found", whether
  * guessed or leaked).
  */
-export function retrieveTool(name: string, store: RawStore): ToolDefinition<z.infer<typeof RetrieveArgs>> {
+export function retrieveTool(name: string, store: RawStorage): ToolDefinition<z.infer<typeof RetrieveArgs>> {
   return defineTool({
     name,
     description: "Read back a compressed or masked output by the id in its header; lines are 1-based inclusive, chars 0-based end-exclusive.",
@@ -35,8 +35,8 @@ export function retrieveTool(name: string, store: RawStore): ToolDefinition<z.in
     // Spelled out (not derived from `input`) to keep the schema sent with every request small.
     parameters: { type: "object", properties: { id: { type: "string" }, startLine: { type: "integer" }, endLine: { type: "integer" }, startChar: { type: "integer" }, endChar: { type: "integer" } }, required: ["id"] },
     category: "info",
-    execute(args, ctx) {
-      const rec = store.get(args.id, ctx.sessionId);
+    async execute(args, ctx) {
+      const rec = await store.get(args.id, ctx.sessionId);
       if (!rec) return { content: `Error: ${new KeelError("KEEL_COMPACTION_NOT_FOUND", `no stored output has id "${args.id}".`, { tool: name }).message}`, isError: true };
       const range = { ...(args.startLine !== undefined ? { startLine: args.startLine } : {}), ...(args.endLine !== undefined ? { endLine: args.endLine } : {}), ...(args.startChar !== undefined ? { startChar: args.startChar } : {}), ...(args.endChar !== undefined ? { endChar: args.endChar } : {}) };
       const s = sliceRaw(rec.text, range, RETRIEVE_MAX_CHARS);

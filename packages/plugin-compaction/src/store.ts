@@ -21,13 +21,26 @@ export interface RawRecord {
 }
 
 /**
+ * Where raw outputs are kept (a SQLite file or PostgreSQL).
+ * Contract: `put` never throws and never waits; `get` answers only the storing session.
+ */
+export interface RawStorage {
+  readonly path: string;
+  readonly degraded: boolean;
+  readonly lastError: string | undefined;
+  put(input: RawRecord): void;
+  get(id: string, sessionId: string): RawRecord | undefined | Promise<RawRecord | undefined>;
+  close(): void | Promise<void>;
+}
+
+/**
  * Raw outputs by id, each bound to the session that produced it.
  * Contract: `put` never throws (a failing disk switches to memory and reports it once through
  * `lastError`) and redacts the text with @keel/secrets before it is kept, in memory or on disk;
  * `get(id, sessionId)` returns what `put` stored (redacted) only to the session that stored it,
  * and undefined to any other, exactly as for an unknown id.
  */
-export class RawStore {
+export class RawStore implements RawStorage {
   readonly path: string;
   #db: DatabaseSync | undefined;
   #memory = new Map<string, RawRecord>();

@@ -21,13 +21,28 @@ export interface AuditRecord {
 }
 
 /**
+ * Where MCP calls are audited (SQLite file or PostgreSQL).
+ * Contract: `record` never throws and never waits; reads may be async.
+ */
+export interface AuditStore {
+  /** The file or database, for messages. */
+  readonly path: string;
+  record(r: AuditRecord): void;
+  /** Calls per exposed tool name since `sinceMs` (epoch ms); empty when the store cannot be read. */
+  recentUses(sinceMs: number): Map<string, number> | Promise<Map<string, number>>;
+  /** Every record, oldest first. */
+  all(): AuditRecord[] | Promise<AuditRecord[]>;
+  close(): void | Promise<void>;
+}
+
+/**
  * The MCP call audit log: one SQLite table (`node:sqlite`, WAL), written once per call.
  * Contract: `record` never throws (a failed write is reported through `onError` once per
  * instance) and redacts every text it writes with @keel/secrets (an error message that echoes
  * a call's arguments or result keeps no key); `recentUses` counts calls per exposed tool name
  * since a time.
  */
-export class AuditLog {
+export class AuditLog implements AuditStore {
   readonly path: string;
   #db: DatabaseSync;
   #insert: StatementSync;

@@ -1,7 +1,9 @@
 import { join } from "node:path";
 import type { ContributionFor, ToolDefinition, ToolOutput } from "@keel/kernel";
 import { definePlugin, defaultKeelHome, KeelError, headOf, tailOf } from "@keel/kernel";
-import { AuditLog, type CallOutcome } from "./audit.ts";
+import { AuditLog, type AuditStore, type CallOutcome } from "./audit.ts";
+import { PostgresAuditLog } from "./postgres-audit.ts";
+import { databaseFromEnv } from "@keel/store-postgres";
 import { McpCallError } from "./connection.ts";
 import { curate, searchTools, type KeepSet } from "./curation.ts";
 import { McpOptionsSchema, type McpOptions, type ResolvedMcpOptions } from "./options.ts";
@@ -63,7 +65,7 @@ export function mcp(input: McpOptions = {}) {
 class Runtime {
   readonly o: ResolvedMcpOptions;
   pool: McpPool | undefined;
-  audit: AuditLog | undefined;
+  audit: AuditStore | undefined;
   auditError: string | undefined;
   readonly sessions = new Map<string, SessionState>();
   #ranker: { hash: string; ranker: ToolRanker } | undefined;
@@ -84,11 +86,18 @@ class Runtime {
     return this.pool;
   }
 
-  #auditLog(): AuditLog | undefined {
+  #auditLog(): AuditStore | undefined {
     if (this.o.auditPath === false || this.audit || this.auditError) return this.audit;
-    const path = this.o.auditPath ?? join(defaultKeelHome(), "mcp-audit.sqlite");
+    let path = this.o.auditPath ?? join(defaultKeelHome(), "mcp-audit.sqlite");
     try {
-      this.audit = new AuditLog(path, (err) => (this.auditError = `writing ${path}: ${err instanceof Error ? err.message : String(err)}`));
+      // An explicit path is a SQLite file; otherwise the shared database when one is configured.
+      const pg = this.o.auditPath === undefined ? databaseFromEnv() : undefined;
+      const onError = (err: unknown) => (this.auditError = `writing ${path}: ${err instanceof Error ? err.message : String(err)}`);
+      if (pg) {
+        const log = new PostgresAuditLog(pg, onError);
+        path = log.path;
+        this.audit = log;
+      } else this.audit = new AuditLog(path, onError);
     } catch (err) {
       this.auditError = `opening ${path}: ${err instanceof Error ? err.message : String(err)}`;
     }
@@ -129,8 +138,9 @@ class Runtime {
     this.#inventory = undefined;
     this.#defs.clear();
     await pool?.close();
-    this.audit?.close();
+    const audit = this.audit;
     this.audit = undefined;
+    await audit?.close();
   }
 
   #rankerFor(inv: Inventory): ToolRanker {
@@ -140,7 +150,7 @@ class Runtime {
     return this.#ranker.ranker;
   }
 
-  #recent(): Map<string, number> | undefined {
+  async #recent(): Promise<Map<string, number> | undefined> {
     return this.#auditLog()?.recentUses(Date.now() - this.o.recentWindowMs);
   }
 
@@ -156,7 +166,7 @@ class Runtime {
     this.#inventory = inv;
     if (!inv.tools.length) return out;
     const ranker = this.#rankerFor(inv);
-    const recent = this.#recent();
+    const recent = await this.#recent();
     const search = this.o.toolSearch;
     const result = curate({
       ranker,
@@ -261,11 +271,11 @@ class Runtime {
       category: "info",
       meta: { mcpMeta: "tool_search" },
       // Reveals for the session that calls it (the kernel's context), never another one.
-      execute: (args, ctx) => {
+      execute: async (args, ctx) => {
         const query = typeof args?.query === "string" ? args.query.trim() : "";
         if (!query) return { content: "Error: tool_search needs a non-empty `query` describing what the tool should do.", isError: true };
         const limit = typeof args.limit === "number" && Number.isInteger(args.limit) ? Math.min(20, Math.max(1, args.limit)) : this.o.searchLimit;
-        const recent = this.#recent();
+        const recent = await this.#recent();
         const hits = searchTools(ranker, query, limit, recent ? { recentUses: recent } : undefined);
         if (!hits.length) return `No MCP tool matches "${query}". Try other words (what the tool does, or the service it talks to).`;
         this.pin(ctx?.sessionId ?? sessionId, hits.map((h) => h.name));

@@ -1,0 +1,91 @@
+/**
+ * The MCP call audit on PostgreSQL: the same records as the SQLite log, shared by every
+ * instance, so recent-use ranking counts the calls of the whole fleet.
+ */
+import { PgComponent, registerMigrations } from "@keel/store-postgres";
+import type { PostgresTarget } from "@keel/store-postgres";
+import { redact } from "@keel/secrets";
+import type { AuditRecord, AuditStore, CallOutcome } from "./audit.ts";
+
+/** Migrations of the audit table (entry i: version i → i + 1). Contract: never edited once released. */
+export const AUDIT_MIGRATIONS: readonly string[] = [
+  `CREATE TABLE {s}.keel_mcp_calls (
+     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+     ts BIGINT NOT NULL,
+     session_id TEXT NOT NULL,
+     server TEXT NOT NULL,
+     tool TEXT NOT NULL,
+     name TEXT NOT NULL,
+     duration_ms DOUBLE PRECISION NOT NULL,
+     outcome TEXT NOT NULL,
+     bytes INTEGER NOT NULL,
+     error TEXT
+   );
+   CREATE INDEX keel_mcp_calls_ts ON {s}.keel_mcp_calls (ts);`,
+];
+registerMigrations("mcp-audit", AUDIT_MIGRATIONS);
+
+/**
+ * The audit log on PostgreSQL.
+ * Contract: as AuditLog; `record` returns at once (the insert runs in the background, a
+ * failure reported through `onError` once) and `close()` waits for pending inserts.
+ */
+export class PostgresAuditLog implements AuditStore {
+  readonly path: string;
+  readonly #db: PgComponent;
+  readonly #onError: ((err: unknown) => void) | undefined;
+  readonly #pending = new Set<Promise<unknown>>();
+  #failed = false;
+
+  constructor(target: PostgresTarget, onError?: (err: unknown) => void) {
+    this.#db = new PgComponent(target, "mcp-audit", AUDIT_MIGRATIONS, "KEEL_MCP_AUDIT_FAILED");
+    this.path = this.#db.where;
+    this.#onError = onError;
+  }
+
+  record(r: AuditRecord): void {
+    const p = this.#db
+      .query("record an MCP call in", "INSERT INTO {s}.keel_mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", [r.ts, r.sessionId, redact(r.server), redact(r.tool), redact(r.name), r.durationMs, r.outcome, r.bytes, r.error === undefined ? null : redact(r.error)])
+      .catch((err: unknown) => {
+        if (!this.#failed) this.#onError?.(err);
+        this.#failed = true;
+      })
+      .finally(() => this.#pending.delete(p));
+    this.#pending.add(p);
+  }
+
+  async recentUses(sinceMs: number): Promise<Map<string, number>> {
+    try {
+      const rows = await this.#db.query<{ name: string; n: string }>("count recent MCP calls in", "SELECT name, count(*) AS n FROM {s}.keel_mcp_calls WHERE ts >= $1 GROUP BY name", [sinceMs]);
+      return new Map(rows.map((r) => [r.name, Number(r.n)]));
+    } catch {
+      return new Map();
+    }
+  }
+
+  async all(): Promise<AuditRecord[]> {
+    await this.flush();
+    const rows = await this.#db.query("read the MCP audit in", "SELECT * FROM {s}.keel_mcp_calls ORDER BY id");
+    return rows.map((r) => ({
+      ts: Number(r.ts),
+      sessionId: String(r.session_id),
+      server: String(r.server),
+      tool: String(r.tool),
+      name: String(r.name),
+      durationMs: Number(r.duration_ms),
+      outcome: r.outcome as CallOutcome,
+      bytes: Number(r.bytes),
+      ...(r.error != null ? { error: String(r.error) } : {}),
+    }));
+  }
+
+  /** Wait for the inserts started so far. */
+  async flush(): Promise<void> {
+    await Promise.all([...this.#pending]);
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+    this.#db.close();
+  }
+}
