@@ -69,11 +69,11 @@ export async function modelBody(model: ModelProvider, streak: Streak, signal?: A
  * SKILL.md and manifest.json are redacted by @keel/secrets (a model body that repeats an
  * input's key is written without it); the manifest records the streak's namespace.
  */
-export async function writeDraft(options: { autoDir: string; streak: Streak; isRevoked: (signature: string) => boolean; model?: ModelProvider | undefined; signal?: AbortSignal }): Promise<DraftOutcome> {
+export async function writeDraft(options: { autoDir: string; streak: Streak; isRevoked: (signature: string) => boolean | Promise<boolean>; model?: ModelProvider | undefined; signal?: AbortSignal }): Promise<DraftOutcome> {
   const { autoDir, streak } = options;
   const dir = draftDir(autoDir, streak.signature);
   if (!dir) return { status: "skipped", reason: "unsafe_signature" };
-  if (options.isRevoked(streak.signature) || options.isRevoked(sanitizeSignature(streak.signature))) return { status: "skipped", reason: "revoked" };
+  if ((await options.isRevoked(streak.signature)) || (await options.isRevoked(sanitizeSignature(streak.signature)))) return { status: "skipped", reason: "revoked" };
   if (existsSync(dir)) return { status: "skipped", reason: "exists" };
   const fromModel = options.model ? await modelBody(options.model, streak, options.signal) : undefined;
   const body = fromModel ?? templateBody(streak);
@@ -97,7 +97,7 @@ export async function writeDraft(options: { autoDir: string; streak: Streak; isR
     mkdirSync(tmp, { recursive: true });
     writeFileSync(join(tmp, "SKILL.md"), skillMd, { flush: true });
     writeFileSync(join(tmp, "manifest.json"), redact(`${JSON.stringify(manifest, null, 2)}\n`), { flush: true });
-    if (existsSync(dir) || options.isRevoked(streak.signature)) {
+    if (existsSync(dir) || (await options.isRevoked(streak.signature))) {
       rmSync(tmp, { recursive: true, force: true });
       return { status: "skipped", reason: existsSync(dir) ? "exists" : "revoked" };
     }

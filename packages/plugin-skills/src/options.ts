@@ -33,7 +33,10 @@ export const SkillsOptions = z.strictObject({
   home: z.string().min(1).optional(),
   /** Load `<home>/skills` (and its `auto/` drafts). Default true. */
   includeHomeSkills: z.boolean().default(true),
-  /** SQLite file of posteriors, picks and streaks; default `<home>/skills.sqlite`; ":memory:" keeps nothing. */
+  /**
+   * SQLite file of posteriors, picks and streaks; default: the shared PostgreSQL database when
+   * KEEL_DATABASE_URL names one, else `<home>/skills.sqlite`; ":memory:" keeps nothing.
+   */
   db: z.string().min(1).optional(),
   /** Seed of the router's draws (deterministic picks for a given history). */
   seed: z.union([z.number(), z.string()]).optional(),

@@ -23,6 +23,9 @@ import { skillReadTool } from "./skill-read.ts";
 import { sanitizeSignature, taskSignature } from "./signature.ts";
 import type { StoredPick, Streak } from "./store.ts";
 import { SkillsStore } from "./store.ts";
+import type { SkillsStorage } from "./store.ts";
+import { PostgresSkillsStore } from "./postgres-store.ts";
+import { databaseFromEnv } from "@keel/store-postgres";
 
 /** The plugin's name. */
 export const PLUGIN_NAME = "@keel/plugin-skills";
@@ -53,9 +56,9 @@ export type FeedbackResult = { applied: true; skill: string } | { applied: false
 /** The host API on the plugin object. */
 export interface SkillsApi {
   /** Credit a turn's pick with a user's thumbs up (success) or down (failure; also resets its signature's streak). */
-  recordFeedback(turn: TurnRef, feedback: "up" | "down"): FeedbackResult;
+  recordFeedback(turn: TurnRef, feedback: "up" | "down"): Promise<FeedbackResult>;
   /** Revoke a draft: delete `<home>/skills/auto/<signature>/` and never draft that signature again. */
-  revokeDraft(signature: string): { removed: boolean };
+  revokeDraft(signature: string): Promise<{ removed: boolean }>;
   /** Mark a draft reviewed (`needs_review: false` in its manifest): from then on every namespace sees it. */
   reviewDraft(signature: string): { reviewed: boolean };
   /** The loaded skills (rescanned), in catalog order. */
@@ -81,7 +84,7 @@ class SkillsRuntime {
   readonly home: string;
   readonly autoDir: string;
   readonly catalog: SkillCatalog;
-  readonly store: SkillsStore | undefined;
+  readonly store: SkillsStorage | undefined;
   readonly router: ContextualRouter;
   private readonly storeError: string | undefined;
   private readonly picks = new Map<string, StoredPick & { candidates: string[] }>();
@@ -97,9 +100,11 @@ class SkillsRuntime {
     this.autoDir = join(skillsDir, "auto");
     const roots = [...options.dirs.map((d) => ({ dir: resolve(d) })), ...(options.includeHomeSkills ? [{ dir: skillsDir }] : [])];
     this.catalog = new SkillCatalog(roots, { autoDir: this.autoDir });
-    let store: SkillsStore | undefined;
+    let store: SkillsStorage | undefined;
     try {
-      store = new SkillsStore(options.db ?? join(this.home, "skills.sqlite"));
+      // An explicit `db` is a SQLite file; otherwise the shared database when one is configured.
+      const pg = options.db === undefined ? databaseFromEnv() : undefined;
+      store = pg ? new PostgresSkillsStore(pg) : new SkillsStore(options.db ?? join(this.home, "skills.sqlite"));
     } catch (err) {
       this.storeError = `cannot open ${options.db ?? join(this.home, "skills.sqlite")}: ${(err as Error).message}`;
     }
@@ -140,8 +145,14 @@ class SkillsRuntime {
   }
 
   /** Pick for a turn and remember it. Contract: the router sees the input with secrets redacted; a draft the namespace may not see is never picked. */
-  pick(sessionId: string, turnId: string, rawInput: string, namespace = this.options.namespace): { pick: RoutePick | undefined; unknownForced?: string } {
+  async pick(sessionId: string, turnId: string, rawInput: string, namespace = this.options.namespace): Promise<{ pick: RoutePick | undefined; unknownForced?: string; storeError?: string }> {
     const input = redact(rawInput);
+    let storeError: string | undefined;
+    try {
+      await this.router.prepare(input);
+    } catch (err) {
+      storeError = `reading the posteriors failed: ${(err as Error).message}; this turn was routed on what this process last read`;
+    }
     const forced = FORCE.exec(input)?.[1];
     const target = forced !== undefined ? this.catalog.get(forced) : undefined;
     const known = target !== undefined && visibleIn(target, namespace);
@@ -153,15 +164,15 @@ class SkillsRuntime {
       this.picks.set(turnId, stored);
       if (this.picks.size > 200) this.picks.delete(this.picks.keys().next().value!);
       try {
-        this.store?.savePick(stored);
+        await this.store?.savePick(stored);
       } catch {
         /* feedback from another process will not find this pick; the turn goes on */
       }
     }
-    return forced !== undefined && !known ? { pick, unknownForced: forced } : { pick };
+    return { pick, ...(forced !== undefined && !known ? { unknownForced: forced } : {}), ...(storeError ? { storeError } : {}) };
   }
 
-  findPick(turn: TurnRef): StoredPick | undefined {
+  async findPick(turn: TurnRef): Promise<StoredPick | undefined> {
     const turnId = typeof turn === "string" ? turn : turn.turnId;
     const sessionId = typeof turn === "string" ? undefined : turn.sessionId;
     const local = this.picks.get(turnId);
@@ -169,10 +180,10 @@ class SkillsRuntime {
     return this.store?.getPick(turnId, sessionId);
   }
 
-  credit(pick: StoredPick | undefined, outcome: Outcome): void {
+  async credit(pick: StoredPick | undefined, outcome: Outcome): Promise<void> {
     if (!pick || outcome === "neutral") return;
     if (!this.catalog.get(pick.skill)) return;
-    this.router.update(pick, outcome === "success" ? 1 : 0);
+    await this.router.update(pick, outcome === "success" ? 1 : 0);
   }
 
   /** The skills listing of a turn. Contract: an unreviewed draft is listed only in the namespace that produced it. */
@@ -202,20 +213,20 @@ class SkillsRuntime {
 
   api(): SkillsApi {
     return {
-      recordFeedback: (turn, feedback) => {
+      recordFeedback: async (turn, feedback) => {
         if (feedback !== "up" && feedback !== "down") return { applied: false, reason: `feedback must be "up" or "down", got ${JSON.stringify(feedback)}` };
-        const pick = this.findPick(turn);
+        const pick = await this.findPick(turn);
         if (!pick) return { applied: false, reason: `no routed pick is recorded for turn ${JSON.stringify(turn)}` };
         if (!this.scanned) this.refresh();
         if (!this.catalog.get(pick.skill)) return { applied: false, reason: `skill "${pick.skill}" is no longer in the catalog` };
-        this.credit(pick, feedback === "up" ? "success" : "failure");
-        if (feedback === "down" && pick.signature) this.store?.resetStreak(pick.signature);
+        await this.credit(pick, feedback === "up" ? "success" : "failure");
+        if (feedback === "down" && pick.signature) await this.store?.resetStreak(pick.signature);
         return { applied: true, skill: pick.skill };
       },
-      revokeDraft: (signature) => {
+      revokeDraft: async (signature) => {
         const safe = sanitizeSignature(signature);
-        this.store?.revoke(signature);
-        if (safe && safe !== signature) this.store?.revoke(safe);
+        await this.store?.revoke(signature);
+        if (safe && safe !== signature) await this.store?.revoke(safe);
         const removed = removeDraft(this.autoDir, signature);
         this.refresh();
         return { removed };
@@ -278,22 +289,24 @@ export function skills(input?: SkillsOptionsInput): SkillsPlugin {
         return out;
       });
 
-      ctx.on("turn.pre_prompt_compile", (event) => {
+      ctx.on("turn.pre_prompt_compile", async (event) => {
         const out: ContributionFor<"turn.pre_prompt_compile">[] = [];
         const namespace = rt.namespaceOf(event.metadata);
-        const { pick, unknownForced } = rt.pick(event.sessionId, event.turnId, event.input, namespace);
+        const { pick, unknownForced, storeError } = await rt.pick(event.sessionId, event.turnId, event.input, namespace);
+        if (storeError) out.push({ kind: "diagnostic", level: "warn", code: "KEEL_SKILL_STORE_FAILED", message: `${storeError}.` });
         if (unknownForced) out.push({ kind: "diagnostic", level: "warn", code: "KEEL_SKILL_UNKNOWN", message: `@@skill=${unknownForced} names no loaded skill; the router picked instead. Use one of the names listed by listSkills().` });
         const content = rt.section(pick, namespace);
         if (content) out.push({ kind: "prompt_section", id: "skills", sectionId: "skills", title: "Skills", domain: "skills", priority: 400, content, maxChars: 8000 });
         return out;
       });
 
-      ctx.on("turn.post_turn", (event, hook) => {
+      ctx.on("turn.post_turn", async (event, hook) => {
         const out: ContributionFor<"turn.post_turn">[] = [];
-        const pick = rt.findPick({ sessionId: event.sessionId, turnId: event.turnId });
         const outcome = creditOf(event.verdict as TurnVerdict, rt.options.credit);
+        let pick: StoredPick | undefined;
         try {
-          rt.credit(pick, outcome);
+          pick = await rt.findPick({ sessionId: event.sessionId, turnId: event.turnId });
+          await rt.credit(pick, outcome);
         } catch (err) {
           out.push({ kind: "diagnostic", level: "error", code: "KEEL_SKILL_STORE_FAILED", message: `crediting "${pick?.skill}" failed: ${(err as Error).message}; the posterior was not updated.` });
         }
@@ -301,12 +314,12 @@ export function skills(input?: SkillsOptionsInput): SkillsPlugin {
         if (!rt.options.autoDraft.enabled || !signature || outcome === "neutral" || !rt.store) return out;
         let streak: Streak;
         try {
-          streak = rt.store.bumpStreak(signature, outcome === "success", { input: event.input, answer: event.finalText, ...(pick ? { skill: pick.skill } : {}) }, rt.namespaceOf(event.metadata));
+          streak = await rt.store.bumpStreak(signature, outcome === "success", { input: event.input, answer: event.finalText, ...(pick ? { skill: pick.skill } : {}) }, rt.namespaceOf(event.metadata));
         } catch (err) {
           out.push({ kind: "diagnostic", level: "error", code: "KEEL_SKILL_STORE_FAILED", message: `recording the streak of "${signature}" failed: ${(err as Error).message}.` });
           return out;
         }
-        if (streak.count >= rt.options.autoDraft.threshold && !rt.store.isRevoked(signature)) {
+        if (streak.count >= rt.options.autoDraft.threshold && !(await Promise.resolve().then(() => rt.store!.isRevoked(signature)).catch(() => true))) {
           const model = rt.options.model ?? hook.model;
           out.push({
             kind: "background_job",

@@ -41,7 +41,13 @@ export interface PosteriorReader {
  */
 export interface PosteriorStore extends PosteriorReader {
   arms(): Map<string, Counts>;
-  update(fn: (tx: PosteriorTx) => void): void;
+  /** Run `fn` atomically; a store on a server returns a promise that settles when it is written. */
+  update(fn: (tx: PosteriorTx) => void): void | Promise<void>;
+  /**
+   * For a store whose reads need I/O: load what `probe` (a call that reads, e.g. `rank`) reads,
+   * so the next synchronous reads see current rows. Absent for stores that read directly.
+   */
+  warm?(probe: () => void): Promise<void>;
   close?(): void;
 }
 

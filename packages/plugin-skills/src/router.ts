@@ -110,12 +110,20 @@ export class ContextualRouter {
     return { skill: this.skills[best.i]!.name, terms, probability: sigmoid(best.z), forced: false, candidates: gate.map((g) => this.skills[g.i]!.name) };
   }
 
-  /** Credit a pick with a reward (1 success, 0 failure, fractions allowed). Unknown skills are ignored. */
-  update(pick: Pick<RoutePick, "skill" | "terms"> & { candidates?: readonly string[] }, reward: number): void {
+  /**
+   * Load what routing `query` reads when the store needs I/O for it (PostgreSQL); a no-op otherwise.
+   * Contract: call before `pick`/`rank` with the same query.
+   */
+  async prepare(query: string): Promise<void> {
+    await this.store.warm?.(() => void this.rank(query));
+  }
+
+  /** Credit a pick with a reward (1 success, 0 failure, fractions allowed). Unknown skills are ignored; a server store returns a promise. */
+  update(pick: Pick<RoutePick, "skill" | "terms"> & { candidates?: readonly string[] }, reward: number): void | Promise<void> {
     if (!this.position.has(pick.skill)) return;
     const y = Math.min(1, Math.max(0, reward));
     const rivals = y > 0 && this.tuning.rivalWeight > 0 ? (pick.candidates ?? []).filter((c) => c !== pick.skill && this.position.has(c)) : [];
-    this.store.update((tx) => {
+    return this.store.update((tx) => {
       const writes: WeightWrite[] = [];
       this.step(tx, pick.skill, pick.terms, y, 1, writes);
       for (const rival of rivals) this.step(tx, rival, pick.terms, 0, this.tuning.rivalWeight * y, writes);

@@ -79,6 +79,22 @@ function scrubLegacy(db: DatabaseSync): void {
   }
 }
 
+/**
+ * What the skills plugin keeps besides posteriors: picks (for late feedback), streaks and
+ * revocations. Contract: implemented by SkillsStore (SQLite, synchronous) and
+ * PostgresSkillsStore (async); callers await every result.
+ */
+export interface SkillsStorage extends PosteriorStore {
+  readonly path: string;
+  savePick(p: StoredPick): void | Promise<void>;
+  getPick(turnId: string, sessionId?: string): StoredPick | undefined | Promise<StoredPick | undefined>;
+  bumpStreak(signature: string, success: boolean, example: { input: string; answer: string; skill?: string }, namespace?: string): Streak | Promise<Streak>;
+  resetStreak(signature: string): void | Promise<void>;
+  revoke(signature: string): void | Promise<void>;
+  isRevoked(signature: string): boolean | Promise<boolean>;
+  close(): void;
+}
+
 /** How many picks are kept for late feedback. */
 const KEEP_PICKS = 5000;
 
@@ -89,7 +105,7 @@ const KEEP_PICKS = 5000;
  * every text it writes (pick inputs, streak examples, signatures) is redacted by
  * @keel/secrets and every term or feature passes `safeTerm`, so no caller can persist a secret.
  */
-export class SkillsStore implements PosteriorStore {
+export class SkillsStore implements SkillsStorage {
   readonly path: string;
   private readonly db: DatabaseSync;
 

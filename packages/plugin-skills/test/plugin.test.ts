@@ -95,17 +95,17 @@ describe("the plugin through real kernel turns", () => {
     expect(guarded.verdict).toMatchObject({ status: "stopped", reason: "max_rounds" });
     expect(arm()).toEqual({ successes: 1, failures: 2 });
 
-    expect(plugin.recordFeedback(ok.turnId, "down")).toEqual({ applied: true, skill: "travel" });
-    expect(plugin.recordFeedback({ sessionId: ok.sessionId, turnId: ok.turnId }, "up")).toEqual({ applied: true, skill: "travel" });
+    expect(await plugin.recordFeedback(ok.turnId, "down")).toEqual({ applied: true, skill: "travel" });
+    expect(await plugin.recordFeedback({ sessionId: ok.sessionId, turnId: ok.turnId }, "up")).toEqual({ applied: true, skill: "travel" });
     expect(arm()).toEqual({ successes: 2, failures: 3 });
-    expect(plugin.recordFeedback("no-such-turn", "up")).toMatchObject({ applied: false });
+    expect(await plugin.recordFeedback("no-such-turn", "up")).toMatchObject({ applied: false });
     expect(existsSync(join(h, "skills.sqlite"))).toBe(true);
 
     // A second plugin on the same home (a new process would do the same) sees the same arm and can take feedback.
     const again = skills({ dirs: [dir], home: h });
     closers.push(() => again.close());
     expect(again.listSkills().find((s) => s.name === "travel")!.arm).toEqual({ successes: 2, failures: 3 });
-    expect(again.recordFeedback(ok.turnId, "up")).toEqual({ applied: true, skill: "travel" });
+    expect(await again.recordFeedback(ok.turnId, "up")).toEqual({ applied: true, skill: "travel" });
   });
 
   it("drafts a skill after 3 consecutive successes on one signature, resets on failure, and never redrafts a revoked one", async () => {
@@ -131,7 +131,7 @@ describe("the plugin through real kernel turns", () => {
     await session.run("something unrelated entirely");
     expect(plugin.listSkills()).toEqual([expect.objectContaining({ name: `auto-${sig}`, auto: true })]);
 
-    expect(plugin.revokeDraft(sig)).toEqual({ removed: true });
+    expect(await plugin.revokeDraft(sig)).toEqual({ removed: true });
     expect(existsSync(auto)).toBe(false);
     for (let i = 0; i < 3; i++) await session.run(ask);
     await agent.drain();
