@@ -258,7 +258,9 @@ export class PostgresMemoryStore implements MemoryStore {
     const idfs: number[] = [];
     for (const t of tokens) {
       const hits = await this.#docFreq(t, only);
-      const idf = Math.log((stats.n - hits + 0.5) / (hits + 0.5));
+      // Counts cached at different moments (other instances write meanwhile) never make N < hits.
+      const n = Math.max(stats.n, hits);
+      const idf = Math.log((n - hits + 0.5) / (hits + 0.5));
       idfs.push(idf > 0 ? idf : 1e-6);
     }
     const scopes = sq.scopes?.length ? sq.scopes : null;
@@ -287,7 +289,8 @@ export class PostgresMemoryStore implements MemoryStore {
   /** Rows and average tokens of the active index (FTS5's N and avgdl), cached a short while. */
   async #statistics(): Promise<{ n: number; avgdl: number; at: number }> {
     const now = Date.now();
-    if (this.#stats && now - this.#stats.at < STATS_TTL_MS && this.#dfWrites < DF_REFRESH_WRITES) return this.#stats;
+    // An empty index is never cached: another instance may write the first memories any moment.
+    if (this.#stats && this.#stats.n > 0 && now - this.#stats.at < STATS_TTL_MS && this.#dfWrites < DF_REFRESH_WRITES) return this.#stats;
     // Term counts are refreshed with the statistics, so idf and N agree.
     this.#df.clear();
     this.#dfWrites = 0;
@@ -302,7 +305,7 @@ export class PostgresMemoryStore implements MemoryStore {
     if (known !== undefined) return known;
     const r = await this.#db.query("count matches in", `SELECT count(*) AS n FROM {s}.keel_memories WHERE tsv @@ $1::tsquery AND ${ACTIVE}`, [anyOf([token], only)]);
     const n = num(r[0]!.n);
-    this.#df.set(cacheKey, n);
+    if (n > 0) this.#df.set(cacheKey, n); // a term no memory has yet may be written by another instance next
     return n;
   }
 

@@ -156,6 +156,17 @@ describe("MemoryStore backends", () => {
     expect(String(err)).not.toContain("hunter2secret");
   });
 
+  it("PostgreSQL: an instance that searched an empty store finds what another instance writes next", async () => {
+    const target = testTarget();
+    const reader = new PostgresMemoryStore(target);
+    const writer = new PostgresMemoryStore(target);
+    expect(await reader.search({ namespace: "n", terms: ["quokka"], limit: 5 })).toEqual([]);
+    await writer.write({ namespace: "n", content: "A quokka lives on Rottnest" });
+    expect((await reader.search({ namespace: "n", terms: ["quokka"], limit: 5 })).map((h) => h.memory.content)).toEqual(["A quokka lives on Rottnest"]);
+    await writer.write({ namespace: "n", content: "The second quokka fact" });
+    expect(await reader.search({ namespace: "n", terms: ["second"], limit: 5 })).toHaveLength(1);
+  });
+
   it("PostgreSQL: no secret reaches a row, and one database keeps each store's memories apart by namespace", async () => {
     const target = testTarget();
     const a = new PostgresMemoryStore(target);
