@@ -54,7 +54,7 @@ export const ERROR_CODES = {
   KEEL_STREAM_CONSUMED: "A turn stream can be iterated once. Keep the events you need, or start the stream again with a new turn.",
   KEEL_TURN_BUSY: "A turn is already running in this session. Queue the message with steer() or followUp(), or wait for the turn to end.",
   KEEL_SESSION_NOT_FOUND: "No session has that id in this store. List sessions to find the id, or start a new session.",
-  KEEL_STORE_FAILED: "The session store could not be opened or written. Check that KEEL_HOME is writable and the disk has room.",
+  KEEL_STORE_FAILED: "The session store could not be opened or written. Check that KEEL_HOME is writable and the disk has room, or, on PostgreSQL, that the server in KEEL_DATABASE_URL (or the config's `store`) is up and reachable.",
   KEEL_JOB_RUNNER_MISSING: "A durable background job names no job runner of its plugin, so it was not recorded or run. Register the runner in setup with ctx.registerJob(name, runner) under the job's `name`.",
   KEEL_JOB_PAYLOAD_INVALID: "A durable background job's payload is not small JSON (at most 4,096 chars), so the job was not recorded or run. Persist references (ids), not content: the runner reads the turn from the session log.",
   KEEL_JOB_FAILED: "A durable background job failed on every attempt it was allowed (attempts count across restarts) and will not be run again. See the error attached; fix the plugin named, then redo its work by hand if needed.",
@@ -83,7 +83,7 @@ export const ERROR_CODES = {
   KEEL_CONFIG_LOAD_TIMEOUT: "The config file (or a module it imports) did not finish loading in time: a top-level await that never settles, or a file that cannot be read. Fix the file shown, or raise KEEL_CONFIG_TIMEOUT_MS (milliseconds, default 10000).",
   KEEL_HOME_INVALID: "The Keel home (KEEL_HOME, --home or the config's `home`) is not a usable folder: it or one of its parents is a file. Point it at a folder; it is created if missing.",
   // Config and CLI (@keel/cli). Add codes above this line.
-  KEEL_MEMORY_STORE_FAILED: "The memory store could not be opened, read or written. Check that the memory `path` (default <KEEL_HOME>/memory.sqlite) is writable and not corrupt.",
+  KEEL_MEMORY_STORE_FAILED: "The memory store could not be opened, read or written. Check that the memory `path` (default <KEEL_HOME>/memory.sqlite) is writable and not corrupt, or, on PostgreSQL, that the server in KEEL_DATABASE_URL is reachable.",
   KEEL_MEMORY_INPUT_INVALID: "A memory write was rejected: content must be non-empty text and importance/confidence numbers in [0, 1]. Fix the value named.",
   KEEL_MEMORY_SECRET_REDACTED: "Secret-like text (a key, token, password or private key) was redacted before the memory was stored. Keep secrets in a secret manager, not in memory.",
   KEEL_MEMORY_SECRET_REJECTED: "The memory consisted of a secret and was not stored. Keep secrets in a secret manager, not in memory.",
@@ -96,7 +96,7 @@ export const ERROR_CODES = {
   KEEL_SKILL_DUPLICATE: "Two SKILL.md files declare the same skill name; the first found was kept. Rename one of them.",
   KEEL_SKILL_DIR_UNREADABLE: "A skills folder could not be listed and was skipped. Check that it exists and is readable, or remove it from `dirs`.",
   KEEL_SKILL_UNKNOWN: "`@@skill=<name>` names no loaded skill, so the router picked instead. Use a name from the skills listing.",
-  KEEL_SKILL_STORE_FAILED: "The skills database could not be opened or written; learning is kept in memory for now. Check that KEEL_HOME (or the `db` option) is writable.",
+  KEEL_SKILL_STORE_FAILED: "The skills database could not be opened or written; learning is kept in memory for now. Check that KEEL_HOME (or the `db` option) is writable, or, on PostgreSQL, that the server in KEEL_DATABASE_URL is reachable.",
   KEEL_SKILL_DRAFT_FAILED: "Writing an auto-drafted skill failed; nothing partial was left and a later success on the same signature retries. Check that <KEEL_HOME>/skills/auto is writable.",
   // Skills (@keel/plugin-skills). Add codes above this line.
   KEEL_MCP_SERVER_START_FAILED: "An MCP server did not start or did not finish its handshake in time; the agent goes on without it. Check its `command`/`url`, `args` and `env` (the stderr tail is attached), or raise `connectTimeoutMs`.",
@@ -104,7 +104,7 @@ export const ERROR_CODES = {
   KEEL_MCP_SERVER_UNAVAILABLE: "The MCP server is not connected (it failed to start, is restarting, or gave up after its restarts). Try again shortly, or fix the server and start a new session.",
   KEEL_MCP_CALL_TIMEOUT: "The MCP tool call ran past its timeout and was cancelled through MCP (notifications/cancelled). Raise the server's `timeoutMs` if the tool needs longer.",
   KEEL_MCP_CALL_FAILED: "The MCP server answered the call with a protocol error (unknown tool, invalid params, internal error); its message is attached. Fix the arguments or the server.",
-  KEEL_MCP_AUDIT_FAILED: "The MCP audit log (SQLite) could not be opened or written; calls go on unaudited and recent use is not ranked. Make the `auditPath` (default <KEEL_HOME>/mcp-audit.sqlite) writable.",
+  KEEL_MCP_AUDIT_FAILED: "The MCP audit log could not be opened or written; calls go on unaudited and recent use is not ranked. Make the `auditPath` (default <KEEL_HOME>/mcp-audit.sqlite) writable, or, on PostgreSQL, check that the server in KEEL_DATABASE_URL is reachable.",
   // MCP (@keel/plugin-mcp). Add codes above this line.
   KEEL_COMPACTION_MODEL_FAILED: "The compaction model call (tool-output digest, turn summary or subgoal extraction) failed or timed out; a deterministic reduction was used instead. Check the plugin's `model` option or the agent's side model.",
   KEEL_COMPACTION_STORE_FAILED: "The compaction store (SQLite) could not be opened or written; raw outputs are kept in memory for this process only. Make the `path` option (default <KEEL_HOME>/compaction.sqlite) writable.",

@@ -3,6 +3,7 @@
  * queried through one pool, every driver error turned into the component's KeelError code.
  */
 import type pg from "pg";
+import type { PgPool } from "./pool.ts";
 import { KeelError } from "@keel/kernel";
 import type { ErrorCode } from "@keel/kernel";
 import { migrate } from "./migrate.ts";
@@ -20,7 +21,7 @@ export type PgQuery = <R = Record<string, unknown>>(sql: string, params?: readon
  * call throws `code`. `close()` never ends a shared pool.
  */
 export class PgComponent {
-  readonly pool: pg.Pool;
+  readonly pool: PgPool;
   readonly schema: string;
   /** The database, for messages. */
   readonly where: string;

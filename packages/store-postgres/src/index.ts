@@ -3,7 +3,7 @@ export { PostgresSessionStore, SESSION_MIGRATIONS } from "./session-store.ts";
 export type { PostgresStoreOptions } from "./session-store.ts";
 export { migrate } from "./migrate.ts";
 export { databaseFromEnv, endSharedPools, isPostgresUrl, resolveTarget, sharedPool } from "./pool.ts";
-export type { PostgresTarget } from "./pool.ts";
+export type { PgPool, PostgresTarget } from "./pool.ts";
 export { describeUrl, pgError, quoteIdent } from "./pg-util.ts";
 export { PgComponent } from "./component.ts";
 export type { PgQuery } from "./component.ts";

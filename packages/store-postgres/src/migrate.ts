@@ -1,5 +1,5 @@
 /** Versioned migrations, applied once per schema and component under an advisory lock. */
-import type pg from "pg";
+import type { PgPool } from "./pool.ts";
 import { KeelError } from "@keel/kernel";
 import { quoteIdent } from "./pg-util.ts";
 
@@ -9,7 +9,7 @@ import { quoteIdent } from "./pg-util.ts";
  * version bump; instances starting together wait on one advisory lock, so each entry runs
  * once; a database ahead of this Keel throws KEEL_STORE_FAILED and changes nothing.
  */
-export async function migrate(pool: pg.Pool, schema: string, component: string, migrations: readonly string[]): Promise<number> {
+export async function migrate(pool: PgPool, schema: string, component: string, migrations: readonly string[]): Promise<number> {
   const s = quoteIdent(schema);
   const client = await pool.connect();
   let broken = false;

@@ -1,5 +1,5 @@
 /** Small helpers shared by the PostgreSQL stores: identifiers, URLs for messages, error mapping. */
-import type pg from "pg";
+import type { PgPool } from "./pool.ts";
 import { errorMessage, KeelError } from "@keel/kernel";
 import type { ErrorCode } from "@keel/kernel";
 
@@ -10,7 +10,7 @@ export function quoteIdent(name: string): string {
 }
 
 /** The database for messages: the URL without its password, or host:port/database of a given pool. */
-export function describeUrl(url: string | undefined, pool: pg.Pool): string {
+export function describeUrl(url: string | undefined, pool: PgPool): string {
   if (url) {
     try {
       const u = new URL(url);

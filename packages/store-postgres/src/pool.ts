@@ -3,9 +3,20 @@
  * the config's `store` or KEEL_DATABASE_URL) and one pool per URL per process, shared by the
  * session log and every plugin's store.
  */
-import pg from "pg";
+import type pg from "pg";
 import { KeelError } from "@keel/kernel";
 import { describeUrl } from "./pg-util.ts";
+
+/**
+ * What Keel's stores use of a pool. Contract: a `pg.Pool` is one; the shared pools are
+ * stand-ins that load the driver on their first query, so a process that never touches
+ * PostgreSQL never pays for loading it.
+ */
+export interface PgPool {
+  query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }>;
+  connect(): Promise<pg.PoolClient>;
+  end(): Promise<void>;
+}
 
 /**
  * A PostgreSQL database for Keel's stores.
@@ -15,8 +26,8 @@ import { describeUrl } from "./pg-util.ts";
 export interface PostgresTarget {
   /** A connection URL, `postgres://user:password@host:5432/db`. */
   url?: string;
-  /** A pool to use instead (never ended by a store). */
-  pool?: pg.Pool;
+  /** A pool to use instead, e.g. a `pg.Pool` (never ended by a store). */
+  pool?: PgPool;
   /** The schema holding Keel's tables (created if missing). */
   schema?: string;
 }
@@ -39,7 +50,32 @@ export function databaseFromEnv(env: NodeJS.ProcessEnv = process.env): PostgresT
   return { url, ...(schema ? { schema } : {}) };
 }
 
-const pools = new Map<string, pg.Pool>();
+/** A pool created on its first use (the driver is imported then). */
+class LazyPool implements PgPool {
+  #real: Promise<pg.Pool> | undefined;
+  readonly #url: string;
+  constructor(url: string) {
+    this.#url = url;
+  }
+  #pool(): Promise<pg.Pool> {
+    return (this.#real ??= import("pg").then(({ default: driver }) => {
+      const pool = new driver.Pool({ connectionString: this.#url, max: 10, allowExitOnIdle: true });
+      pool.on("error", () => undefined);
+      return pool;
+    }));
+  }
+  async query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }> {
+    return (await this.#pool()).query(text, params);
+  }
+  async connect(): Promise<pg.PoolClient> {
+    return (await this.#pool()).connect();
+  }
+  async end(): Promise<void> {
+    if (this.#real) await (await this.#real).end();
+  }
+}
+
+const pools = new Map<string, PgPool>();
 
 /**
  * The process's pool for `url`, created on first use.
@@ -47,13 +83,9 @@ const pools = new Map<string, pg.Pool>();
  * keep the process alive; an idle client's error (a server restart) is swallowed so the next
  * query reports it instead of crashing the process.
  */
-export function sharedPool(url: string): pg.Pool {
+export function sharedPool(url: string): PgPool {
   let pool = pools.get(url);
-  if (!pool) {
-    pool = new pg.Pool({ connectionString: url, max: 10, allowExitOnIdle: true });
-    pool.on("error", () => undefined);
-    pools.set(url, pool);
-  }
+  if (!pool) pools.set(url, (pool = new LazyPool(url)));
   return pool;
 }
 
@@ -65,7 +97,7 @@ export async function endSharedPools(): Promise<void> {
 }
 
 /** The pool, schema and printable name of a target. Contract: throws KEEL_STORE_FAILED without `url` or `pool`. */
-export function resolveTarget(target: PostgresTarget, what: string, env: NodeJS.ProcessEnv = process.env): { pool: pg.Pool; schema: string; where: string } {
+export function resolveTarget(target: PostgresTarget, what: string, env: NodeJS.ProcessEnv = process.env): { pool: PgPool; schema: string; where: string } {
   if (!target.pool && !target.url) throw new KeelError("KEEL_STORE_FAILED", `${what} needs a database: give \`url\` or \`pool\`, or set KEEL_DATABASE_URL.`, { path: "store" });
   const pool = target.pool ?? sharedPool(target.url!);
   return { pool, schema: target.schema ?? (env.KEEL_DATABASE_SCHEMA?.trim() || "public"), where: describeUrl(target.url, pool) };

@@ -4,6 +4,7 @@
  * clocks agree on who holds a session.
  */
 import type pg from "pg";
+import type { PgPool } from "./pool.ts";
 import { KeelError, redactForStorage, storageJson as toJson } from "@keel/kernel";
 import type { AppendOptions, KeelEvent, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "@keel/kernel";
 import { pgError, quoteIdent } from "./pg-util.ts";
@@ -66,7 +67,7 @@ const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 export class PostgresSessionStore implements SessionStore {
   /** The database, for messages (the URL without its password). */
   readonly path: string;
-  readonly #pool: pg.Pool;
+  readonly #pool: PgPool;
   readonly #s: string;
   readonly #schema: string;
   #ready: Promise<void> | undefined;
