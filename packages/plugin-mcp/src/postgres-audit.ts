@@ -27,14 +27,15 @@ registerMigrations("mcp-audit", AUDIT_MIGRATIONS);
 
 /**
  * The audit log on PostgreSQL.
- * Contract: as AuditLog; `record` returns at once (the insert runs in the background, a
- * failure reported through `onError` once) and `close()` waits for pending inserts.
+ * Contract: as AuditLog; `record` returns at once (inserts run in the background, in call
+ * order, a failure reported through `onError` once) and `close()` waits for pending inserts.
  */
 export class PostgresAuditLog implements AuditStore {
   readonly path: string;
   readonly #db: PgComponent;
   readonly #onError: ((err: unknown) => void) | undefined;
   readonly #pending = new Set<Promise<unknown>>();
+  #tail: Promise<unknown> = Promise.resolve();
   #failed = false;
 
   constructor(target: PostgresTarget, onError?: (err: unknown) => void) {
@@ -44,14 +45,16 @@ export class PostgresAuditLog implements AuditStore {
   }
 
   record(r: AuditRecord): void {
-    const p = this.#db
-      .query("record an MCP call in", "INSERT INTO {s}.keel_mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", [r.ts, r.sessionId, redact(r.server), redact(r.tool), redact(r.name), r.durationMs, r.outcome, r.bytes, r.error === undefined ? null : redact(r.error)])
+    // Inserts run one after another, so the log keeps the order calls ended in.
+    const p = this.#tail
+      .then(() => this.#db.query("record an MCP call in", "INSERT INTO {s}.keel_mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", [r.ts, r.sessionId, redact(r.server), redact(r.tool), redact(r.name), r.durationMs, r.outcome, r.bytes, r.error === undefined ? null : redact(r.error)]))
       .catch((err: unknown) => {
         if (!this.#failed) this.#onError?.(err);
         this.#failed = true;
       })
       .finally(() => this.#pending.delete(p));
     this.#pending.add(p);
+    this.#tail = p;
   }
 
   async recentUses(sinceMs: number): Promise<Map<string, number>> {
