@@ -48,7 +48,7 @@ export const ConfigSchema = z
     setupTimeoutMs: positive.optional(),
     lease: z.object({ ttlMs: z.number().int().min(100), waitMs: z.number().min(0) }).partial().strict().optional(),
     home: z.string().min(1).optional(),
-    store: z.union([z.literal("sqlite"), z.string().regex(/^postgres(ql)?:\/\/\S+$/i)], { error: 'expected "sqlite" or a PostgreSQL URL such as "postgres://user:password@host:5432/db" (or process.env.KEEL_DATABASE_URL)' }).optional(),
+    store: z.string().regex(/^(sqlite|postgres(ql)?:\/\/\S+)$/i, 'expected "sqlite" or a PostgreSQL URL such as "postgres://user:password@host:5432/db" (or process.env.KEEL_DATABASE_URL)').optional(),
     approve: z.custom<(...a: unknown[]) => unknown>((v) => typeof v === "function", { message: "expected a function" }).optional(),
     offline: z.object({ script: z.union([z.string().min(1), z.array(z.unknown()), z.looseObject({ steps: z.array(z.unknown()) })]).optional() }).strict().optional(),
   })
