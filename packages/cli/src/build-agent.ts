@@ -191,7 +191,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.trace ? { trace: config.trace } : {}),
     ...(config.setupTimeoutMs !== undefined ? { setupTimeoutMs: config.setupTimeoutMs } : {}),
     ...(config.lease ? { lease: config.lease } : {}),
-    ...(options.store ? { store: options.store } : database.kind === "postgres" ? { store: await postgresSessionStore(database) } : {}),
+    ...(options.store ? { store: options.store } : database.kind === "postgres" ? { store: postgresSessionStore(database) } : {}),
     ...(config.approve ? { approve: config.approve } : {}),
     ...((options.home ?? config.home) !== undefined ? { home: resolve(dir, (options.home ?? config.home)!) } : {}),
   };

@@ -13,6 +13,7 @@ import { resolvePlugins } from "./plugins.ts";
 import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
 import { configDir, loadConfig } from "./load-config.ts";
+import type { LoadedConfig } from "./load-config.ts";
 import { closeWithin, EXIT_INTERRUPTED, EXIT_TERMINATED } from "./exit.ts";
 import { renderer, terminalColumns, wrap } from "./render.ts";
 import type { Streams } from "./render.ts";
@@ -400,30 +401,33 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promi
   return terminated ? EXIT.terminated : failed ? EXIT.turnFailed : EXIT.ok;
 }
 
+/**
+ * The config alone (no agent is built, so no plugin opens or writes its database), or an
+ * empty one when there is none and --config was not given.
+ */
+async function readConfigOnly(io: CliEnv, flags: Flags): Promise<{ config: KeelConfig; loaded?: LoadedConfig }> {
+  try {
+    const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
+    return { config: validateConfig(loaded), loaded };
+  } catch (err) {
+    if (!(isKeelError(err) && err.code === "KEEL_CONFIG_NOT_FOUND" && !flags.config)) throw err;
+    return { config: {} };
+  }
+}
+
 async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<number> {
   const [sub = "list", id, ...extra] = rest;
   if (extra.length || (sub === "show" && !id) || (sub !== "list" && sub !== "show")) throw usage("keel sessions [list | show ID].");
-  let home = flags.home ?? defaultKeelHome(io.env);
-  let agentName: string | undefined;
-  let config: KeelConfig = {};
-  let filepath: string | undefined;
-  try {
-    // Only the config's name, home and store are needed: no agent is built, so no plugin opens
-    // (or writes) its database and a read-only home can be viewed.
-    const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
-    config = validateConfig(loaded);
-    filepath = loaded.filepath;
-    agentName = config.name ?? "agent";
-    const configured = flags.home ?? config.home;
-    if (configured !== undefined) home = resolve(configDir(loaded.filepath), configured);
-  } catch (err) {
-    if (!(isKeelError(err) && err.code === "KEEL_CONFIG_NOT_FOUND" && !flags.config)) throw err;
-  }
-  const database = chooseDatabase(config, io.env, filepath);
+  // Only the config's name, home and store are needed, so a read-only home can be viewed.
+  const { config, loaded } = await readConfigOnly(io, flags);
+  const agentName = loaded ? (config.name ?? "agent") : undefined;
+  const configured = flags.home ?? config.home;
+  const home = loaded && configured !== undefined ? resolve(configDir(loaded.filepath), configured) : (flags.home ?? defaultKeelHome(io.env));
+  const database = chooseDatabase(config, io.env, loaded?.filepath);
   let store: SessionStore;
   let where: string;
   if (database.kind === "postgres") {
-    store = await postgresSessionStore(database);
+    store = postgresSessionStore(database);
     where = database.shown;
   } else {
     checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
@@ -460,18 +464,10 @@ async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<numbe
 async function db(rest: readonly string[], io: CliEnv, flags: Flags): Promise<number> {
   const [sub, ...extra] = rest;
   if (sub !== "migrate" || extra.length) throw usage("keel db migrate [--config PATH] [--json].");
-  let config: KeelConfig = {};
-  let filepath: string | undefined;
-  try {
-    const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
-    config = validateConfig(loaded);
-    filepath = loaded.filepath;
-    // Importing the plugins registers their tables; none is set up and nothing else is opened.
-    await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
-  } catch (err) {
-    if (!(isKeelError(err) && err.code === "KEEL_CONFIG_NOT_FOUND" && !flags.config)) throw err;
-  }
-  const database = chooseDatabase(config, io.env, filepath);
+  const { config, loaded } = await readConfigOnly(io, flags);
+  // Importing the plugins registers their tables; none is set up and nothing else is opened.
+  if (loaded) await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
+  const database = chooseDatabase(config, io.env, loaded?.filepath);
   if (database.kind !== "postgres") throw usage('keel db migrate works on PostgreSQL: set `store: "postgres://…"` in the config or KEEL_DATABASE_URL. SQLite databases migrate themselves when they are opened.');
   const pgStore = await import("@keel/store-postgres");
   const done = await pgStore.migrateAll({ url: database.url, ...(database.schema ? { schema: database.schema } : {}) });

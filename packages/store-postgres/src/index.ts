@@ -2,9 +2,9 @@
 export { PostgresSessionStore, SESSION_MIGRATIONS } from "./session-store.ts";
 export type { PostgresStoreOptions } from "./session-store.ts";
 export { migrate } from "./migrate.ts";
-export { databaseFromEnv, endSharedPools, isPostgresUrl, resolveTarget, sharedPool } from "./pool.ts";
+export { databaseFromEnv, endSharedPools, isPostgresUrl, resolveTarget, selectDatabase, sharedPool } from "./pool.ts";
 export type { PgPool, PostgresTarget } from "./pool.ts";
-export { describeUrl, pgError, quoteIdent } from "./pg-util.ts";
+export { describeUrl, maskUrl, pgError, quoteIdent } from "./pg-util.ts";
 export { PgComponent } from "./component.ts";
 export type { PgQuery } from "./component.ts";
 export { migrateAll, registerMigrations, registeredComponents } from "./registry.ts";

@@ -9,17 +9,20 @@ export function quoteIdent(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
+/** A connection URL for messages: its password replaced by ***. Contract: never returns the password. */
+export function maskUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "postgres (an unparsable connection URL)";
+  }
+}
+
 /** The database for messages: the URL without its password, or host:port/database of a given pool. */
 export function describeUrl(url: string | undefined, pool: PgPool): string {
-  if (url) {
-    try {
-      const u = new URL(url);
-      if (u.password) u.password = "***";
-      return u.toString();
-    } catch {
-      return "postgres (an unparsable connection URL)";
-    }
-  }
+  if (url) return maskUrl(url);
   const o = (pool as unknown as { options?: { host?: string; port?: number; database?: string } }).options ?? {};
   return `postgres://${o.host ?? "localhost"}:${o.port ?? 5432}/${o.database ?? ""}`;
 }

@@ -4,7 +4,7 @@
  * session log and every plugin's store.
  */
 import type pg from "pg";
-import { KeelError } from "@keel/kernel";
+import { headOf, KeelError } from "@keel/kernel";
 import { describeUrl } from "./pg-util.ts";
 
 /**
@@ -34,20 +34,26 @@ export interface PostgresTarget {
 
 /** True for a `postgres://` or `postgresql://` URL. */
 export function isPostgresUrl(value: unknown): boolean {
-  return typeof value === "string" && /^postgres(ql)?:\/\//i.test(value.trim());
+  return typeof value === "string" && /^postgres(ql)?:\/\/\S+$/i.test(value.trim());
 }
 
 /**
- * The database the environment selects: KEEL_DATABASE_URL (a postgres URL) and
- * KEEL_DATABASE_SCHEMA. Contract: undefined when KEEL_DATABASE_URL is unset, empty or
- * `sqlite`; any other value that is not a postgres URL throws KEEL_STORE_FAILED saying so.
+ * The database a setting names: undefined for unset, empty or "sqlite" (the SQLite files);
+ * `{ url, schema }` for a postgres URL (schema from KEEL_DATABASE_SCHEMA).
+ * Contract: anything else throws KEEL_CONFIG_INVALID naming `source`, at `path`, quoting at
+ * most 12 code points of the value (never a whole URL, which may hold a password).
  */
-export function databaseFromEnv(env: NodeJS.ProcessEnv = process.env): PostgresTarget | undefined {
-  const url = env.KEEL_DATABASE_URL?.trim();
+export function selectDatabase(value: string | undefined, source: string, path: string, env: NodeJS.ProcessEnv = process.env): { url: string; schema?: string } | undefined {
+  const url = value?.trim();
   if (!url || url === "sqlite") return undefined;
-  if (!isPostgresUrl(url)) throw new KeelError("KEEL_STORE_FAILED", `KEEL_DATABASE_URL must be a postgres:// URL or "sqlite"; it starts with ${JSON.stringify(url.slice(0, 12))}.`, { path: "KEEL_DATABASE_URL" });
+  if (!isPostgresUrl(url)) throw new KeelError("KEEL_CONFIG_INVALID", `${source} must be "sqlite" or a postgres:// URL; it starts with ${JSON.stringify(headOf(url, 12))}.`, { path });
   const schema = env.KEEL_DATABASE_SCHEMA?.trim();
   return { url, ...(schema ? { schema } : {}) };
+}
+
+/** The database KEEL_DATABASE_URL selects (see selectDatabase). */
+export function databaseFromEnv(env: NodeJS.ProcessEnv = process.env): PostgresTarget | undefined {
+  return selectDatabase(env.KEEL_DATABASE_URL, "KEEL_DATABASE_URL", "KEEL_DATABASE_URL", env);
 }
 
 /** A pool created on its first use (the driver is imported then). */
