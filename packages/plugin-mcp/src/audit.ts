@@ -20,6 +20,21 @@ export interface AuditRecord {
   error?: string;
 }
 
+/** A stored row (either backend) as a record. */
+export function auditRecordOf(r: Record<string, unknown>): AuditRecord {
+  return {
+    ts: Number(r.ts),
+    sessionId: String(r.session_id),
+    server: String(r.server),
+    tool: String(r.tool),
+    name: String(r.name),
+    durationMs: Number(r.duration_ms),
+    outcome: r.outcome as CallOutcome,
+    bytes: Number(r.bytes),
+    ...(r.error != null ? { error: String(r.error) } : {}),
+  };
+}
+
 /**
  * Where MCP calls are audited (SQLite file or PostgreSQL).
  * Contract: `record` never throws and never waits; reads may be async.
@@ -99,18 +114,7 @@ export class AuditLog implements AuditStore {
 
   /** Every record, oldest first (for tests and `keel inspect`). */
   all(): AuditRecord[] {
-    const rows = this.#db.prepare("SELECT * FROM mcp_calls ORDER BY id").all() as Array<Record<string, unknown>>;
-    return rows.map((r) => ({
-      ts: Number(r.ts),
-      sessionId: String(r.session_id),
-      server: String(r.server),
-      tool: String(r.tool),
-      name: String(r.name),
-      durationMs: Number(r.duration_ms),
-      outcome: r.outcome as CallOutcome,
-      bytes: Number(r.bytes),
-      ...(r.error != null ? { error: String(r.error) } : {}),
-    }));
+    return (this.#db.prepare("SELECT * FROM mcp_calls ORDER BY id").all() as Array<Record<string, unknown>>).map(auditRecordOf);
   }
 
   close(): void {

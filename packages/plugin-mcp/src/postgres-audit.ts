@@ -5,7 +5,8 @@
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PostgresTarget } from "@keel/store-postgres";
 import { redact } from "@keel/secrets";
-import type { AuditRecord, AuditStore, CallOutcome } from "./audit.ts";
+import { auditRecordOf } from "./audit.ts";
+import type { AuditRecord, AuditStore } from "./audit.ts";
 
 /** Migrations of the audit table (entry i: version i → i + 1). Contract: never edited once released. */
 export const AUDIT_MIGRATIONS: readonly string[] = [
@@ -68,18 +69,7 @@ export class PostgresAuditLog implements AuditStore {
 
   async all(): Promise<AuditRecord[]> {
     await this.flush();
-    const rows = await this.#db.query("read the MCP audit in", "SELECT * FROM {s}.keel_mcp_calls ORDER BY id");
-    return rows.map((r) => ({
-      ts: Number(r.ts),
-      sessionId: String(r.session_id),
-      server: String(r.server),
-      tool: String(r.tool),
-      name: String(r.name),
-      durationMs: Number(r.duration_ms),
-      outcome: r.outcome as CallOutcome,
-      bytes: Number(r.bytes),
-      ...(r.error != null ? { error: String(r.error) } : {}),
-    }));
+    return (await this.#db.query("read the MCP audit in", "SELECT * FROM {s}.keel_mcp_calls ORDER BY id")).map(auditRecordOf);
   }
 
   /** Wait for the inserts started so far. */

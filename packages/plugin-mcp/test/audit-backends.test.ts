@@ -14,7 +14,8 @@ afterAll(dropTestSchemas);
 /** Each backend opens a store, and opens it again on the same database. */
 const backends: Array<[string, () => { open: () => AuditStore; rows: () => Promise<string[]> }]> = [
   ["SQLite", () => {
-    const path = join(dirs.make(), "mcp-audit.sqlite");
+    // A folder that does not exist yet: the log creates it.
+    const path = join(dirs.make(), "nested", "mcp-audit.sqlite");
     return { open: () => new AuditLog(path), rows: async () => { const l = new AuditLog(path); const r = l.all().map((x) => JSON.stringify(x)); l.close(); return r; } };
   }],
   ["PostgreSQL", () => {

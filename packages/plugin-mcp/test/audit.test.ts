@@ -9,23 +9,6 @@ const dirs = tempDirs();
 afterEach(() => dirs.cleanup());
 
 describe("AuditLog", () => {
-  it("persists records in a real SQLite file and counts recent uses per tool within the window", () => {
-    const path = join(dirs.make(), "nested", "mcp-audit.sqlite");
-    const log = new AuditLog(path);
-    const now = Date.now();
-    const base = { sessionId: "s", server: "fs", tool: "read_file", name: "mcp__fs__read_file", durationMs: 3, outcome: "ok" as const, bytes: 10 };
-    log.record({ ...base, ts: now - 48 * 3_600_000 });
-    log.record({ ...base, ts: now - 60_000 });
-    log.record({ ...base, ts: now - 1_000 });
-    log.record({ ...base, ts: now, tool: "write_file", name: "mcp__fs__write_file", outcome: "timeout", error: "late" });
-    log.close();
-    const reopened = new AuditLog(path);
-    expect(reopened.all()).toHaveLength(4);
-    expect(reopened.all()[3]).toMatchObject({ outcome: "timeout", error: "late" });
-    expect(reopened.recentUses(now - 24 * 3_600_000)).toEqual(new Map([["mcp__fs__read_file", 2], ["mcp__fs__write_file", 1]]));
-    reopened.close();
-  });
-
   it("redacts every text it writes: an error that echoes a key is stored without it, in the table and in the file's bytes", async () => {
     const dir = dirs.make();
     const path = join(dir, "mcp-audit.sqlite");

@@ -5,18 +5,15 @@
  * b 0.75, the same column weights and statistics over every active memory), so recall ranks
  * alike on both backends.
  */
-import { headOf, KeelError } from "@keel/kernel";
+import { headOf } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PgQuery, PostgresTarget } from "@keel/store-postgres";
 import { ftsTokens } from "./fts-tokens.ts";
+import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET } from "./memory-input.ts";
 import { MISS_QUERY_CHARS } from "./sqlite-store.ts";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
 
-/** Same document expansion, budget and cache refresh as the SQLite store. */
-const CONTEXT_CHARS = 400;
-const SCORE_BUDGET = 800;
-const DF_REFRESH_WRITES = 2000;
 /** Index statistics written by other instances are picked up within this time. */
 const STATS_TTL_MS = 30_000;
 /** tsvector limits: positions up to 16,383, lexemes under 2 KiB. */
@@ -61,7 +58,6 @@ export const MEMORY_MIGRATIONS: readonly string[] = [
 
 registerMigrations("memory", MEMORY_MIGRATIONS);
 
-const SCOPES = new Set<MemoryScope>(["user", "project", "global"]);
 const ACTIVE = "superseded_by IS NULL AND forgotten_at IS NULL";
 const COLUMNS = "id, namespace, scope, key, category, content, importance, confidence, source_session, source_turn, source_via, occurred_at, created_at, updated_at, superseded_by, forgotten_at, forget_reason";
 
@@ -125,11 +121,6 @@ function anyOf(tokens: readonly string[], only?: string): string {
   return tokens.map((t) => `${lexeme(t)}${only ? `:${only}` : ""}`).join(" | ");
 }
 
-function unit(name: string, v: number | undefined, dflt: number): number {
-  const x = v ?? dflt;
-  if (typeof x !== "number" || !Number.isFinite(x) || x < 0 || x > 1) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", `${name} must be a number in [0, 1], got ${String(x)}.`, { path: name });
-  return x;
-}
 
 /**
  * A MemoryStore on PostgreSQL.
@@ -158,17 +149,7 @@ export class PostgresMemoryStore implements MemoryStore {
   }
 
   async #insert(q: PgQuery, input: MemoryInput): Promise<WriteResult> {
-    const content = typeof input.content === "string" ? redact(input.content.trim()) : "";
-    if (!content) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", "content is empty.", { path: "content" });
-    if (typeof input.namespace !== "string" || !input.namespace) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", "namespace is empty.", { path: "namespace" });
-    const scope = input.scope ?? "user";
-    if (!SCOPES.has(scope)) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", `scope must be user, project or global, got ${JSON.stringify(scope)}.`, { path: "scope" });
-    const importance = unit("importance", input.importance, 0.5);
-    const confidence = unit("confidence", input.confidence, 0.8);
-    const key = input.key?.trim() ? redact(input.key.trim()) : null;
-    const category = input.category?.trim() ? redact(input.category.trim()) : null;
-    const at = input.at ?? Date.now();
-    const ns = input.namespace;
+    const { namespace: ns, content, scope, importance, confidence, key, category, at } = checkInput(input);
     // One writer per namespace at a time, across instances: dedupe, positions and supersession stay consistent.
     await q("SELECT pg_advisory_xact_lock(hashtextextended($1, 4242))", [`keel-memory:${ns}`]);
     const same = await q(`SELECT ${COLUMNS} FROM {s}.keel_memories WHERE namespace = $1 AND md5(content) = md5($2) AND content = $2 AND scope = $3 AND key IS NOT DISTINCT FROM $4 AND ${ACTIVE} LIMIT 1`, [ns, content, scope, key]);

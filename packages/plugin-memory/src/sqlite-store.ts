@@ -6,17 +6,11 @@ import { join } from "node:path";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { defaultKeelHome, errorMessage, KeelError, headOf, openSqlite } from "@keel/kernel";
 import { redact } from "@keel/secrets";
+import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET } from "./memory-input.ts";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
 
-/** Characters of the previous memory in the same session indexed with a memory (document expansion). */
-const CONTEXT_CHARS = 400;
-/** BM25 weight of that context column (the memory's own text weighs 1). */
+/** BM25 weight of the context column (the memory's own text weighs 1). */
 const CONTEXT_WEIGHT = 1.0;
-
-/** Most full-text matches scored by one search (see `#bounded`). */
-const SCORE_BUDGET = 800;
-/** Writes after which the cached term document counts are dropped. */
-const DF_REFRESH_WRITES = 2000;
 
 /** Longest query text kept in the miss log. */
 export const MISS_QUERY_CHARS = 512;
@@ -94,8 +88,6 @@ export function defaultMemoryDbPath(home: string = defaultKeelHome()): string {
   return join(home, "memory.sqlite");
 }
 
-const SCOPES = new Set<MemoryScope>(["user", "project", "global"]);
-
 interface Row {
   id: number;
   namespace: string;
@@ -146,11 +138,6 @@ export function ftsAnyOf(terms: readonly string[]): string {
   return terms.map((t) => `"${t.replace(/"/g, '""')}"`).join(" OR ");
 }
 
-function unit(name: string, v: number | undefined, dflt: number): number {
-  const x = v ?? dflt;
-  if (typeof x !== "number" || !Number.isFinite(x) || x < 0 || x > 1) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", `${name} must be a number in [0, 1], got ${String(x)}.`, { path: name });
-  return x;
-}
 
 /**
  * A MemoryStore in one SQLite file.
@@ -239,17 +226,7 @@ export class SqliteMemoryStore implements MemoryStore {
 
   /** Insert one memory (inside a transaction). */
   #insert(input: MemoryInput): WriteResult {
-    // Redacted here, at the one write path, so no caller (tool, extractor, host) can store a secret.
-    const content = typeof input.content === "string" ? redact(input.content.trim()) : "";
-    if (!content) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", "content is empty.", { path: "content" });
-    if (typeof input.namespace !== "string" || !input.namespace) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", "namespace is empty.", { path: "namespace" });
-    const scope = input.scope ?? "user";
-    if (!SCOPES.has(scope)) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", `scope must be user, project or global, got ${JSON.stringify(scope)}.`, { path: "scope" });
-    const importance = unit("importance", input.importance, 0.5);
-    const confidence = unit("confidence", input.confidence, 0.8);
-    const key = input.key?.trim() ? redact(input.key.trim()) : null;
-    const category = input.category?.trim() ? redact(input.category.trim()) : null;
-    const at = input.at ?? Date.now();
+    const { content, scope, importance, confidence, key, category, at } = checkInput(input);
     const same = this.#stmt(
       "SELECT * FROM memories WHERE namespace = ? AND substr(content, 1, 80) = substr(?, 1, 80) AND content = ? AND scope = ? AND key IS ? AND superseded_by IS NULL AND forgotten_at IS NULL LIMIT 1",
     ).get(input.namespace, content, content, scope, key) as Row | undefined;

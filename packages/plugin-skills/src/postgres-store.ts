@@ -92,7 +92,7 @@ export class PostgresSkillsStore implements PosteriorStore, SkillsStorage {
   /** Load what `probe` reads (and the arms), so the next synchronous reads see the database. */
   async warm(probe: () => void): Promise<void> {
     const rec = this.#record(probe);
-    this.#snapshot = await this.#load(this.#db.query.bind(this.#db, "read the router's posteriors in") as unknown as PgQuery, rec);
+    this.#snapshot = await this.#load(this.#db.runner("read the router's posteriors in"), rec);
     const rows = await this.#db.query<{ skill: string; successes: number; failures: number }>("read the arms in", "SELECT skill, successes, failures FROM {s}.keel_skill_arms");
     this.#arms = new Map(rows.map((r) => [r.skill, { successes: Number(r.successes), failures: Number(r.failures) }]));
   }

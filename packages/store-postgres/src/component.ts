@@ -70,6 +70,11 @@ export class PgComponent {
     }
   }
 
+  /** `query` with `action` bound, as a PgQuery (for code that runs in or out of a transaction). */
+  runner(action: string): PgQuery {
+    return (text, params) => this.query(action, text, params);
+  }
+
   /** `body` in one transaction (committed when it resolves, rolled back when it throws). */
   async tx<T>(action: string, body: (q: PgQuery) => Promise<T>): Promise<T> {
     await this.#open();
