@@ -19,6 +19,8 @@ const STATS_TTL_MS = 30_000;
 /** tsvector limits: positions up to 16,383, lexemes under 2 KiB. */
 const MAX_POS = 16_383;
 const MAX_LEXEME_BYTES = 2000;
+/** Stays well under the 1 MiB a tsvector may hold. */
+const MAX_VECTOR_BYTES = 900_000;
 
 /**
  * Migrations of the memory tables (entry i: version i → i + 1; `{s}` is the schema).
@@ -99,13 +101,20 @@ function lexeme(t: string): string {
 export function memoryVector(content: string, key: string, category: string, context: string): { tsv: string; doclen: number } {
   const positions = new Map<string, string[]>();
   let pos = 0;
+  let bytes = 0;
   for (const [text, weight] of [[content, "A"], [key, "B"], [category, "C"], [context, "D"]] as const) {
     for (const t of ftsTokens(text)) {
       pos++;
-      if (Buffer.byteLength(t) > MAX_LEXEME_BYTES || pos > MAX_POS) continue;
+      if (pos > MAX_POS) continue;
       let list = positions.get(t);
-      if (!list) positions.set(t, (list = []));
-      if (list.length < 255) list.push(`${pos}${weight}`);
+      if (!list) {
+        // A tsvector holds at most 1 MiB: past the budget, new words are counted but not indexed.
+        const size = Buffer.byteLength(t) + 8;
+        if (size > MAX_LEXEME_BYTES + 8 || bytes + size > MAX_VECTOR_BYTES) continue;
+        bytes += size;
+        positions.set(t, (list = []));
+      }
+      if (list.length < 255) (list.push(`${pos}${weight}`), (bytes += 2));
     }
   }
   return { tsv: [...positions].map(([t, p]) => `${lexeme(t)}:${p.join(",")}`).join(" "), doclen: pos };

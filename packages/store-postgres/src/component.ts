@@ -7,7 +7,7 @@ import type { PgPool } from "./pool.ts";
 import { KeelError } from "@keel/kernel";
 import type { ErrorCode } from "@keel/kernel";
 import { migrate } from "./migrate.ts";
-import { pgError, quoteIdent } from "./pg-util.ts";
+import { pgError, pgParams, quoteIdent } from "./pg-util.ts";
 import { resolveTarget } from "./pool.ts";
 import type { PostgresTarget } from "./pool.ts";
 
@@ -64,7 +64,7 @@ export class PgComponent {
   async query<R = Record<string, unknown>>(action: string, text: string, params: readonly unknown[] = []): Promise<R[]> {
     await this.#open();
     try {
-      return (await this.pool.query(this.sql(text), params as unknown[])).rows as R[];
+      return (await this.pool.query(this.sql(text), pgParams(params))).rows as R[];
     } catch (err) {
       throw pgError(err, this.where, action, this.code);
     }
@@ -87,7 +87,7 @@ export class PgComponent {
     let broken = false;
     try {
       await client.query("BEGIN");
-      const q: PgQuery = async (text, params = []) => (await client.query(this.sql(text), params as unknown[])).rows;
+      const q: PgQuery = async (text, params = []) => (await client.query(this.sql(text), pgParams(params))).rows;
       const out = await body(q);
       await client.query("COMMIT");
       return out;

@@ -1,6 +1,6 @@
 /** Small helpers shared by the PostgreSQL stores: identifiers, URLs for messages, error mapping. */
 import type { PgPool } from "./pool.ts";
-import { errorMessage, KeelError } from "@keel/kernel";
+import { errorMessage, KeelError, toWellFormed } from "@keel/kernel";
 import type { ErrorCode } from "@keel/kernel";
 
 /** A schema or table name as a quoted SQL identifier. Contract: throws for an empty name or one with NUL. */
@@ -41,4 +41,13 @@ export function pgError(err: unknown, where: string, action: string, keelCode: E
     ? `the server is not reachable (${code}); start PostgreSQL or fix the connection URL (KEEL_DATABASE_URL)`
     : `${errorMessage(err)}${code ? ` (SQLSTATE ${code})` : ""}`;
   return new KeelError(keelCode, `Could not ${action} ${where}: ${why}.`, { path: where }, { cause: err });
+}
+
+/**
+ * Parameters as PostgreSQL text can hold them: a NUL (which TEXT refuses) becomes U+FFFD and a
+ * lone surrogate is made well-formed, so a stray byte in a memory or a tool output is stored
+ * instead of failing the write. Contract: other values pass unchanged.
+ */
+export function pgParams(params: readonly unknown[]): unknown[] {
+  return params.map((p) => (typeof p === "string" ? toWellFormed(p).replaceAll("\0", "\uFFFD") : p));
 }

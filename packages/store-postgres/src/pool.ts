@@ -56,6 +56,11 @@ export function databaseFromEnv(env: NodeJS.ProcessEnv = process.env): PostgresT
   return selectDatabase(env.KEEL_DATABASE_URL, "KEEL_DATABASE_URL", "KEEL_DATABASE_URL", env);
 }
 
+function msFromEnv(name: string, dflt: number): number {
+  const v = Number(process.env[name]);
+  return Number.isFinite(v) && v > 0 ? v : dflt;
+}
+
 /** A pool created on its first use (the driver is imported then). */
 class LazyPool implements PgPool {
   #real: Promise<pg.Pool> | undefined;
@@ -65,7 +70,8 @@ class LazyPool implements PgPool {
   }
   #pool(): Promise<pg.Pool> {
     return (this.#real ??= import("pg").then(({ default: driver }) => {
-      const pool = new driver.Pool({ connectionString: this.#url, max: 10, allowExitOnIdle: true });
+      // A server that accepts and never answers must not hang a turn: bounded connect and query waits.
+      const pool = new driver.Pool({ connectionString: this.#url, max: 10, allowExitOnIdle: true, connectionTimeoutMillis: msFromEnv("KEEL_DATABASE_CONNECT_TIMEOUT_MS", 10_000), query_timeout: msFromEnv("KEEL_DATABASE_QUERY_TIMEOUT_MS", 60_000) });
       pool.on("error", () => undefined);
       return pool;
     }));
@@ -85,7 +91,9 @@ const pools = new Map<string, PgPool>();
 
 /**
  * The process's pool for `url`, created on first use.
- * Contract: one pool per URL per process (at most 10 connections); idle connections do not
+ * Contract: one pool per URL per process (at most 10 connections); connecting gives up after
+ * KEEL_DATABASE_CONNECT_TIMEOUT_MS (10 s), a query after KEEL_DATABASE_QUERY_TIMEOUT_MS
+ * (60 s); idle connections do not
  * keep the process alive; an idle client's error (a server restart) is swallowed so the next
  * query reports it instead of crashing the process.
  */
