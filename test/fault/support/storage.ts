@@ -270,10 +270,15 @@ export function garbleTable(dbPath: string, table: string): void {
   writeFileSync(dbPath, buf);
 }
 
-/** A command prefix that runs a process as `nobody` when this one is root (so file modes bind). */
+/**
+ * A command prefix that runs a process as `nobody` when this one is root (so file modes bind);
+ * undefined when that is impossible here, including a checkout `nobody` cannot read (a clone
+ * under a private folder such as `mktemp -d`'s).
+ */
 export function asUnprivileged(): string[] | undefined {
   if (process.getuid?.() !== 0) return [];
-  const probe = spawnSync("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "-e", "process.exit(process.getuid() === 65534 ? 0 : 1)"]);
+  const check = `process.exit(process.getuid() === 65534 && require("node:fs").readFileSync(${JSON.stringify(KEEL_BIN)}).length > 0 ? 0 : 1)`;
+  const probe = spawnSync("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "-e", check]);
   return probe.status === 0 ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : undefined;
 }
 
