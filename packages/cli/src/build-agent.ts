@@ -193,6 +193,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.lease ? { lease: config.lease } : {}),
     ...(options.store ? { store: options.store } : database.kind === "postgres" ? { store: postgresSessionStore(database) } : {}),
     ...(config.approve ? { approve: config.approve } : {}),
+    ...(config.observers ? { observers: config.observers } : {}),
     ...((options.home ?? config.home) !== undefined ? { home: resolve(dir, (options.home ?? config.home)!) } : {}),
   };
   const homeDir = resolve(home !== undefined ? resolve(dir, home) : defaultKeelHome(env));

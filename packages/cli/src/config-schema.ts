@@ -25,6 +25,7 @@ const pluginSpec = z.union([
   z.tuple([z.string().min(1)]),
   pluginObject,
 ]);
+const observerSpec = z.union([z.literal(false), z.literal(0), z.literal(""), z.null(), z.undefined(), z.looseObject({ name: z.string().min(1), attach: z.custom<(...a: unknown[]) => unknown>((v) => typeof v === "function", { message: "expected an attach(agent) function" }) })], { error: () => "expected an observer (an object with a name and attach(agent), such as otel() from @keel/otel) or a falsy value" });
 const tool = z.looseObject({ name: z.string(), description: z.string(), execute: z.custom<(...a: unknown[]) => unknown>((v) => typeof v === "function", { message: "expected an execute(args, ctx) function" }) });
 const positive = z.number().positive();
 
@@ -50,6 +51,7 @@ export const ConfigSchema = z
     home: z.string().min(1).optional(),
     store: z.string().regex(/^(sqlite|postgres(ql)?:\/\/\S+)$/i, 'expected "sqlite" or a PostgreSQL URL such as "postgres://user:password@host:5432/db" (or process.env.KEEL_DATABASE_URL)').optional(),
     approve: z.custom<(...a: unknown[]) => unknown>((v) => typeof v === "function", { message: "expected a function" }).optional(),
+    observers: z.array(observerSpec).optional(),
     offline: z.object({ script: z.union([z.string().min(1), z.array(z.unknown()), z.looseObject({ steps: z.array(z.unknown()) })]).optional() }).strict().optional(),
   })
   .strict();

@@ -15,6 +15,7 @@ export const MAX_CONFIG_ENTRIES = 1_000_000;
 /** Fields read from a non-plain object (a class instance) at a position the CLI and kernel read. */
 const PROBES: Array<[RegExp, readonly string[]]> = [
   [/^plugins\[\d+\]$/, ["then", "name", "version", "kernel", "description", "dependencies", "options", "input", "setup"]],
+  [/^observers\[\d+\]$/, ["name", "attach"]],
   [/^tools\[\d+\]$/, ["name", "description", "inputSchema", "category", "execute"]],
   [/^(model(\[\d+\])?|sideModel)$/, ["id", "stream"]],
 ];

@@ -35,7 +35,9 @@ import { checkInput, outputSpecOf } from "./run-input.ts";
 import type { StreamOptions } from "./turn-stream.ts";
 import { TurnStream } from "./turn-stream.ts";
 import type { ZodType } from "zod";
-import { toWellFormed, truncate, wellFormedProvider } from "./text.ts";
+import { codePointSlice, headOf, toWellFormed, truncate, wellFormedProvider } from "./text.ts";
+import type { AgentObserver } from "./observer.ts";
+import { DETACH_DEADLINE_MS } from "./observer.ts";
 import type { AttemptOutcome, UnfinishedJob } from "./jobs.ts";
 import { recoverJobs, startDurableJob } from "./jobs.ts";
 import { inFaultScope } from "./faults.ts";
@@ -146,6 +148,11 @@ export interface AgentOptions {
    * session held elsewhere waits, `waitMs` (default 0: KEEL_SESSION_BUSY at once).
    */
   lease?: LeaseOptions;
+  /**
+   * Watchers of the agent's events (OpenTelemetry tracing, say): each is attached once the agent
+   * is built and detached when it closes. Falsy entries are ignored (`cond && observer()`).
+   */
+  observers?: readonly (AgentObserver | false | null | undefined | 0 | "")[];
 }
 
 /** Options of agent.session(). */
@@ -189,6 +196,7 @@ const AgentOptionsSchema = z.object({
   store: z.custom<SessionStore>((v) => typeof (v as SessionStore | undefined)?.append === "function", { message: "expected a SessionStore" }).optional(),
   tokenCounter: z.instanceof(TokenCounter).optional(),
   requestOptions: z.record(z.string(), z.unknown()).optional(),
+  observers: z.array(z.unknown()).optional(),
 }).strict();
 
 /** A handler slower than this always gets its phase recorded, even in `notable` tracing. */
@@ -219,6 +227,7 @@ export async function createAgent(options: AgentOptions): Promise<Agent> {
   const store = options.store ?? new SqliteSessionStore({ path: defaultSessionDbPath(options.home ?? defaultKeelHome()) });
   built = new Agent(options, registry, store, ownsStore);
   for (const err of late) built.reportFault(err);
+  for (const [i, o] of (options.observers ?? []).entries()) if (o) built.attachObserver(o, i);
   return built;
 }
 
@@ -238,6 +247,7 @@ export class Agent {
   readonly tokens: TokenCounter;
   readonly trace: "notable" | "full";
   private readonly listeners = new Set<Listener>();
+  private readonly detachers: Array<{ name: string; detach: () => unknown }> = [];
   private readonly open = new Map<string, Session>();
   private readonly opening = new Map<string, Promise<Session>>();
   private readonly ownsStore: boolean;
@@ -287,6 +297,19 @@ export class Agent {
       } catch {
         // A listener's failure must not break the turn.
       }
+    }
+  }
+
+  /** @internal attach one observer; a throw is reported (KEEL_OBSERVER_FAILED), never raised. */
+  attachObserver(observer: AgentObserver, index: number): void {
+    let name = `observers[${index}]`;
+    try {
+      const n: unknown = observer.name;
+      if (typeof n === "string" && n) name = codePointSlice(n, 0, 80);
+      const detach: unknown = observer.attach(this);
+      if (typeof detach === "function") this.detachers.push({ name, detach: detach as () => unknown });
+    } catch (err) {
+      this.reportFault(new KeelError("KEEL_OBSERVER_FAILED", `Observer "${name}" threw in attach(): ${headOf(errorMessage(err), 300)}`, { path: `observers[${index}]` }));
     }
   }
 
@@ -424,6 +447,18 @@ export class Agent {
     await Promise.allSettled(this.opening.values());
     for (const s of [...this.open.values()]) await s.close(options);
     await Promise.allSettled([...this.runner.background]);
+    // Observers flush what they buffered (spans of the turns just closed) before the process may exit.
+    await Promise.allSettled(this.detachers.map(async ({ name, detach }) => {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        const deadline = new Promise<"late">((r) => (timer = setTimeout(r, DETACH_DEADLINE_MS, "late")));
+        if ((await Promise.race([Promise.resolve().then(detach), deadline])) === "late") this.reportFault(new KeelError("KEEL_OBSERVER_FAILED", `Observer "${name}" did not detach within ${DETACH_DEADLINE_MS} ms; the agent closed without waiting for it.`));
+      } catch (err) {
+        this.reportFault(new KeelError("KEEL_OBSERVER_FAILED", `Observer "${name}" threw in its detach: ${headOf(errorMessage(err), 300)}`));
+      } finally {
+        clearTimeout(timer);
+      }
+    }));
     if (this.ownsStore) await this.store.close();
   }
 
@@ -792,7 +827,8 @@ export class Session {
       const p = (this.timings.plugins[h.plugin] ??= { calls: 0, ms: 0 });
       p.calls++;
       p.ms += h.durationMs;
-      if (h.status !== "ok" || h.durationMs >= SLOW_HANDLER_MS) notable = true;
+      // A handler that contributed is notable even when fast: which plugin built each part of a request must be in the log.
+      if (h.status !== "ok" || h.durationMs >= SLOW_HANDLER_MS || h.contributions > 0) notable = true;
     }
     if (notable) void this.emit({ type: "phase.completed", phase: res.phase, durationMs: Math.round(res.durationMs * 1000) / 1000, handlers: [...res.handlers], contributions: [...res.records] }, turnId);
     for (const d of res.diagnostics) void this.emit({ type: "diagnostic", ...d }, turnId);

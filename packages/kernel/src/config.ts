@@ -92,6 +92,8 @@ export interface KeelConfig {
    */
   store?: "sqlite" | `postgres://${string}` | `postgresql://${string}`;
   approve?: AgentOptions["approve"];
+  /** Watchers of the agent's events, e.g. `otel()` from @keel/otel (OpenTelemetry spans); falsy entries are ignored. */
+  observers?: AgentOptions["observers"];
   /** The offline model: a provider script (inline, or a JSON file path relative to the config). */
   offline?: { script?: ProviderScriptInput | string };
 }

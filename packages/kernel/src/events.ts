@@ -51,7 +51,8 @@ export type KeelEventData =
   /** What the merge of a phase's contributions applied, truncated, omitted or rejected (caps, conflicts). */
   | { type: "contributions.merged"; phase: string; contributions: ContributionRecord[] }
   | { type: "prompt.compiled"; manifest: PromptManifest }
-  | { type: "model.responded"; round: number; stopReason: StopReason; usage: Partial<Usage>; durationMs: number; attempt: number }
+  /** `provider`: the `<provider>:<model>` that answered; `model`: the model name the server reported; `firstChunkMs`: request to first streamed delta. */
+  | { type: "model.responded"; round: number; stopReason: StopReason; usage: Partial<Usage>; durationMs: number; attempt: number; provider?: string; model?: string; firstChunkMs?: number }
   | { type: "model.failed"; round: number; errorClass: ProviderErrorClass; message: string; status?: number }
   /** A provider's notice: a retried stream, a fallback to another model (ModelEvent `notice`). */
   | { type: "model.notice"; round: number; kind: "retry" | "fallback" | "info"; message: string; provider?: string; data?: Record<string, unknown> }

@@ -5,6 +5,8 @@
 export { createAgent, Agent, Session, DEFAULT_LIMITS } from "./agent.ts";
 export type { AgentOptions, ApprovalRequest, Limits, PhaseMapRow, RunOptions, SessionOpenOptions } from "./agent.ts";
 export { definePlugin } from "./plugin.ts";
+export { DETACH_DEADLINE_MS, defineObserver } from "./observer.ts";
+export type { AgentObserver } from "./observer.ts";
 export { defineConfig } from "./config.ts";
 export type { KeelConfig, KnownModelName, ModelEntry, ModelName, ModelSpec, PluginSpec } from "./config.ts";
 export type { ContributionFor, Handler, HandlerResult, HookContext, JobContext, JobRunner, JobTurn, KeelPlugin, MaybePromise, PluginEntry, PluginSetupContext, Stage, SubscribeOptions } from "./plugin.ts";

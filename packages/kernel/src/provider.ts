@@ -53,7 +53,8 @@ export type ModelEvent =
   | { type: "text_delta"; text: string }
   | { type: "thinking_delta"; text: string }
   | { type: "tool_call_delta"; id: string; name?: string; argsText: string }
-  | { type: "response"; message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage> }
+  /** `provider`: the `<provider>:<model>` that answered (in a fallback chain, the member); `model`: the model name the server reported. */
+  | { type: "response"; message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage>; provider?: string; model?: string }
   /**
    * Something the log should show about how the answer was obtained: a stream retried
    * (`retry`, deltas so far are void), a provider frozen or skipped (`fallback`), a model switched.

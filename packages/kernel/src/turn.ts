@@ -20,7 +20,7 @@ import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
 import type { ToolRun } from "./tool-exec.ts";
 import { boundResult, errorResult, executeTool } from "./tool-exec.ts";
-import { deltaJoiner, wellFormedDeep } from "./text.ts";
+import { codePointSlice, deltaJoiner, wellFormedDeep } from "./text.ts";
 import { runPreflight } from "./preflight.ts";
 import type { PreflightOutcome } from "./preflight.ts";
 import type { ToolDefinition, ToolSchema } from "./tools.ts";
@@ -524,6 +524,7 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
     aborted.catch(() => {});
     let finished = false;
     const joiners = new Map<string, ReturnType<typeof deltaJoiner>>();
+    let firstChunkAt: number | undefined;
     try {
       iterator = provider.stream(wellFormedDeep(request), { signal })[Symbol.asyncIterator]();
       for (;;) {
@@ -541,10 +542,15 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
             if (rest && agent.hasListeners) session.live({ type: "model.delta", sessionId: session.id, turnId, round: rounds, channel: key.startsWith("tool_args") ? "tool_args" : (key as "text" | "thinking"), text: rest });
           }
           addUsage(usage, e.usage);
-          void session.emit({ type: "model.responded", round: rounds, stopReason: e.stopReason, usage: e.usage, durationMs: Math.round(performance.now() - started), attempt }, turnId);
+          const answered = typeof e.provider === "string" ? e.provider : provider.id;
+          const model = typeof e.model === "string" && e.model ? { model: codePointSlice(e.model, 0, 200) } : {};
+          const firstChunk = firstChunkAt !== undefined ? { firstChunkMs: Math.round(firstChunkAt - started) } : {};
+          void session.emit({ type: "model.responded", round: rounds, stopReason: e.stopReason, usage: e.usage, durationMs: Math.round(performance.now() - started), attempt, ...(typeof answered === "string" ? { provider: answered } : {}), ...model, ...firstChunk }, turnId);
           return { message: e.message, stopReason: e.stopReason, usage: e.usage ?? {} };
         }
+        if (e.type !== "notice" && firstChunkAt === undefined) firstChunkAt = performance.now();
         if (e.type === "notice") {
+          if (e.kind === "retry") firstChunkAt = undefined;
           void session.emit({ type: "model.notice", round: rounds, kind: e.kind, message: e.message, ...(e.provider !== undefined ? { provider: e.provider } : {}), ...(e.data !== undefined ? { data: e.data } : {}) }, turnId);
           continue;
         }

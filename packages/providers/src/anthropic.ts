@@ -72,6 +72,7 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
     let write1h = 0;
     let stop: string | null = null;
     let done = false;
+    let served: unknown;
     const takeUsage = (u: any) => {
       if (!u) return;
       if (typeof u.input_tokens === "number") usage.inputTokens = u.input_tokens;
@@ -124,6 +125,7 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
             return undefined;
           }
           case "message_start":
+            served = ev.message?.model;
             takeUsage(ev.message?.usage);
             return undefined;
           case "message_delta":
@@ -155,7 +157,7 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
         if (answer && !calls) content.push({ type: "text", text: answer.json.trim() ? answer.json : "{}" });
         if (price) usage.costUsd = costOf(price, usage, write1h);
         const stopReason = answer && !calls && (stop === "tool_use" || stop === "end_turn") ? "end_turn" : (STOP[stop ?? ""] ?? "other");
-        return { type: "response", message: { role: "assistant", content }, stopReason, usage };
+        return { type: "response", message: { role: "assistant", content }, stopReason, usage, provider: id, ...(typeof served === "string" && served ? { model: served } : {}) };
       },
     };
   }

@@ -66,9 +66,9 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
   const contextWindow = options.contextWindow ?? (compatible ? undefined : knownContextWindow(options.model));
   const encryptedReasoning = options.encryptedReasoning ?? (options.reasoning !== undefined || REASONING_MODEL.test(options.model));
 
-  const respond = (content: AssistantBlock[], stopReason: StopReason, usage: Usage): ModelEvent => {
+  const respond = (content: AssistantBlock[], stopReason: StopReason, usage: Usage, served: unknown): ModelEvent => {
     if (price) usage.costUsd = costOf(price, usage);
-    return { type: "response", message: { role: "assistant", content }, stopReason, usage };
+    return { type: "response", message: { role: "assistant", content }, stopReason, usage, provider: id, ...(typeof served === "string" && served ? { model: served } : {}) };
   };
 
   function chat(request: ModelRequest): StreamSession {
@@ -76,6 +76,7 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
     let thinking = "";
     const calls: { id: string; name: string; args: string }[] = [];
     let finishReason: string | null = null;
+    let served: unknown;
     const usage: Usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
     return {
       ready: getClient,
@@ -88,6 +89,7 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
         const add = (e: ModelEvent) => {
           out = out === undefined ? e : Array.isArray(out) ? (out.push(e), out) : [out, e];
         };
+        served ??= chunk.model;
         const choice = chunk.choices?.[0];
         if (choice) {
           const d = choice.delta;
@@ -137,7 +139,7 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
         const toolCalls = calls.filter(Boolean);
         for (const c of toolCalls) content.push({ type: "tool_call", id: c.id, name: c.name, args: parseArgs(c.args) });
         const stop: StopReason = toolCalls.length ? "tool_use" : finishReason === "length" ? "max_tokens" : finishReason === "content_filter" ? "refusal" : finishReason === "stop" ? "end_turn" : "other";
-        return respond(content, stop, usage);
+        return respond(content, stop, usage, served);
       },
     };
   }
@@ -231,7 +233,7 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
         const usage: Usage = { inputTokens: Math.max(0, (u.input_tokens ?? 0) - cached), outputTokens: u.output_tokens ?? 0, cacheReadTokens: cached, cacheWriteTokens: 0 };
         const reason = final.incomplete_details?.reason;
         const stop: StopReason = calls ? "tool_use" : refusal || reason === "content_filter" ? "refusal" : reason === "max_output_tokens" ? "max_tokens" : final.status === "completed" ? "end_turn" : "other";
-        return respond(content, stop, usage);
+        return respond(content, stop, usage, final.model);
       },
     };
   }

@@ -1,0 +1,24 @@
+/**
+ * Observers watch an agent from outside: tracing, metrics, a live viewer. They read events
+ * (Agent.subscribe) and never contribute to a turn, so a failing observer cannot change one.
+ */
+import type { Agent } from "./agent.ts";
+
+/**
+ * Something that watches an agent's events.
+ * Contract: `attach` is called once, right after the agent is built; what it returns is
+ * called (and awaited, at most `DETACH_DEADLINE_MS`) when the agent closes. A throw from
+ * either, or from its listener, is reported as KEEL_OBSERVER_FAILED and never reaches a turn.
+ */
+export interface AgentObserver {
+  readonly name: string;
+  attach(agent: Agent): void | (() => void | Promise<void>);
+}
+
+/** How long agent.close() waits for each observer's detach (a flush of buffered spans, say). */
+export const DETACH_DEADLINE_MS = 5_000;
+
+/** Identity function that types an observer. Contract: returns its argument unchanged. */
+export function defineObserver<O extends AgentObserver>(observer: O): O {
+  return observer;
+}
