@@ -97,6 +97,14 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", "KEEL_CONFIG_TIMEOUT_MS"],
     notes: ["Only the config's name, home and store are read: no plugin starts, nothing is written (a read-only home works). With a PostgreSQL store the sessions of every instance are listed."],
   },
+  studio: {
+    summary: "the sessions in the browser: turns as timelines, what each plugin contributed to every request, live",
+    usage: ["keel studio [--port N] [--allow-approvals] [--config PATH] [--home DIR]"],
+    options: [CONFIG, HOME, ["--port N", "serve on 127.0.0.1:N (default: a free port)"], ["--allow-approvals", "let the page answer pending approvals; the agent is built from the config to resume the turn"]],
+    examples: ["keel studio                                # prints the URL to open (with its token)", "keel studio --allow-approvals --port 4777"],
+    env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", "KEEL_CONFIG_TIMEOUT_MS"],
+    notes: ["Loopback only; every request needs the token in the printed URL (the page then keeps it in a same-site cookie). Read-only by default: nothing is written and no plugin starts. Turns run by any process appear as they happen. Ctrl-C stops it."],
+  },
   db: {
     summary: "bring the PostgreSQL tables of the session log and every configured plugin up to date",
     usage: ["keel db migrate [--config PATH] [--json]"],

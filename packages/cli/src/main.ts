@@ -68,7 +68,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       args: [...argv],
       allowPositionals: true,
       strict: true,
-      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, plugin: { type: "string" }, force: { type: "boolean" }, model: { type: "string", multiple: true }, ask: { type: "string" } },
+      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, plugin: { type: "string" }, force: { type: "boolean" }, model: { type: "string", multiple: true }, ask: { type: "string" }, port: { type: "string" }, "allow-approvals": { type: "boolean" } },
     });
   } catch (err) {
     throw usage(errorMessage(err));
@@ -97,7 +97,8 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   if (values.wait && !values.session) throw usage("--wait waits for a session held by another process: give it --session ID.");
   // --home is a path from here (the config's `home` is from the config's folder); what was typed is repeated in hints.
   const typed = [...(values.config ? ["--config", values.config] : []), ...(values.home ? ["--home", values.home] : [])];
-  const flags: Flags = { ...values, ...(values.home ? { home: resolve(io.cwd, values.home) } : {}), ...(values.model ? { model: modelsFromFlags(values.model) } : {}), typed };
+  if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio") throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
+  const flags: Flags = { ...values, ...(values["allow-approvals"] ? { allowApprovals: true } : {}), ...(values.home ? { home: resolve(io.cwd, values.home) } : {}), ...(values.model ? { model: modelsFromFlags(values.model) } : {}), typed };
   switch (command) {
     case "run": {
       // With --ask ask (or KEEL_ASK=ask) and the input as arguments, stdin is where the answers come from, not context.
@@ -119,6 +120,9 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       return sessions(rest, io, flags);
     case "db":
       return db(rest, io, flags);
+    case "studio":
+      if (rest.length) throw usage(`keel studio takes no arguments (got "${rest.join(" ")}").`);
+      return studio(io, flags);
     case "init": {
       if (rest.length > 1) throw usage(`keel init takes at most one folder (got "${rest.join(" ")}").`);
       const { init, initSummary } = await import("./init.ts");
@@ -136,7 +140,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   }
 }
 
-type Flags = { ask?: string; strict?: boolean; config?: string; session?: string; new?: boolean; continue?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean; model?: string[] | undefined; typed?: string[] };
+type Flags = { port?: string; allowApprovals?: boolean; ask?: string; strict?: boolean; config?: string; session?: string; new?: boolean; continue?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean; model?: string[] | undefined; typed?: string[] };
 
 /** Where the agent runs, for what is said around a turn. */
 type Built = { home: string; freshHome: boolean };
@@ -415,31 +419,33 @@ async function readConfigOnly(io: CliEnv, flags: Flags): Promise<{ config: KeelC
   }
 }
 
-async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<number> {
-  const [sub = "list", id, ...extra] = rest;
-  if (extra.length || (sub === "show" && !id) || (sub !== "list" && sub !== "show")) throw usage("keel sessions [list | show ID].");
-  // Only the config's name, home and store are needed, so a read-only home can be viewed.
+/**
+ * The configured session store, opened for viewing (`keel sessions`, `keel studio`): only the
+ * config's name, home and store are read, so no plugin starts and a read-only home can be viewed.
+ * `store` is undefined when the SQLite file does not exist yet.
+ */
+async function viewStore(io: CliEnv, flags: Flags): Promise<{ store: SessionStore | undefined; where: string; agentName: string | undefined }> {
   const { config, loaded } = await readConfigOnly(io, flags);
   const agentName = loaded ? (config.name ?? "agent") : undefined;
   const configured = flags.home ?? config.home;
   const home = loaded && configured !== undefined ? resolve(configDir(loaded.filepath), configured) : (flags.home ?? defaultKeelHome(io.env));
   const database = chooseDatabase(config, io.env, loaded?.filepath);
-  let store: SessionStore;
-  let where: string;
-  if (database.kind === "postgres") {
-    store = postgresSessionStore(database);
-    where = database.shown;
-  } else {
-    checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
-    where = defaultSessionDbPath(home);
-    if (!existsSync(where)) {
-      if (sub === "show") throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}" in ${where} (the file does not exist).`);
-      if (flags.json) io.out("[]\n");
-      else io.err(`keel: no sessions in ${where}\n`);
-      return EXIT.ok;
-    }
-    // Read-only: viewing never writes, never waits for a writer's lease, and works on a read-only home.
-    store = new SqliteSessionStore({ path: where, readOnly: true });
+  if (database.kind === "postgres") return { store: postgresSessionStore(database), where: database.shown, agentName };
+  checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
+  const where = defaultSessionDbPath(home);
+  // Read-only: viewing never writes, never waits for a writer's lease, and works on a read-only home.
+  return { store: existsSync(where) ? new SqliteSessionStore({ path: where, readOnly: true }) : undefined, where, agentName };
+}
+
+async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<number> {
+  const [sub = "list", id, ...extra] = rest;
+  if (extra.length || (sub === "show" && !id) || (sub !== "list" && sub !== "show")) throw usage("keel sessions [list | show ID].");
+  const { store, where, agentName } = await viewStore(io, flags);
+  if (!store) {
+    if (sub === "show") throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}" in ${where} (the file does not exist).`);
+    if (flags.json) io.out("[]\n");
+    else io.err(`keel: no sessions in ${where}\n`);
+    return EXIT.ok;
   }
   try {
     if (sub === "list") {
@@ -455,6 +461,41 @@ async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<numbe
     if (flags.json) for (const e of events) io.out(`${JSON.stringify(e)}\n`);
     else for (const e of events) io.out(`${String(e.seq).padStart(4)} ${new Date(e.ts).toISOString()} ${e.type}${summary(e)}\n`);
     return EXIT.ok;
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * `keel studio`: the session store in the browser, until Ctrl-C. Read-only unless
+ * --allow-approvals: then the agent is built from the config so that pending approvals can be
+ * answered (and the turn resumed) from the page.
+ */
+async function studio(io: CliEnv, flags: Flags): Promise<number> {
+  const port = flags.port === undefined ? 0 : Number(flags.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw usage(`--port takes a port number, 0 to 65535 (got "${flags.port}").`);
+  const { startStudio } = await import("./studio/server.ts");
+  const serve = async (store: SessionStore, where: string, agentName: string | undefined, answer?: import("./studio/server.ts").ApprovalAnswerer): Promise<number> => {
+    const s = await startStudio({ store, where, ...(agentName ? { agent: agentName } : {}), port, ...(answer ? { answer } : {}) });
+    io.out(`${s.url}\n`);
+    io.err(`keel: studio on ${where} (${answer ? "approvals can be answered from the page" : "read-only"}); Ctrl-C stops it\n`);
+    const signal = await new Promise<NodeJS.Signals>((resolve) => {
+      process.once("SIGINT", () => resolve("SIGINT"));
+      process.once("SIGTERM", () => resolve("SIGTERM"));
+    });
+    await s.close();
+    return signal === "SIGINT" ? EXIT.ok : EXIT.terminated;
+  };
+  if (flags.allowApprovals) {
+    return withAgent(io, flags, async (agent) => {
+      const { sessionAnswerer } = await import("./studio/answer.ts");
+      return serve(agent.store, "the agent's session store", agent.name, sessionAnswerer(agent, (line) => io.err(`${line}\n`)));
+    });
+  }
+  const { store, where, agentName } = await viewStore(io, flags);
+  if (!store) throw new KeelError("KEEL_SESSION_NOT_FOUND", `No sessions in ${where} yet (the file does not exist): run a turn first, e.g. keel run "hello".`);
+  try {
+    return await serve(store, where, agentName);
   } finally {
     await store.close();
   }

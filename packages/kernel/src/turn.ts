@@ -56,6 +56,9 @@ function userMessage(text: string): UserMessage {
 }
 
 /** What a turn is given: the user's text, or content blocks (validated and copied by Session.run). */
+/** Hidden tools named in a prompt manifest, at most (a catalog may hold thousands). */
+const MAX_HIDDEN_LISTED = 200;
+
 export type TurnInput = string | readonly ContentBlock[];
 
 /** The text parts of an input, joined by blank lines (what plugins read as `input`). */
@@ -233,7 +236,9 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
   /** What the model is shown of the visible tools: schemas and their manifest rows (rebuilt only after a reveal). */
   const showTools = () => {
     const shown = [...tools.values()].filter((t) => visible.has(t.def.name));
-    return { schemas: shown.map(toolSchema), manifest: shown.map((t) => ({ name: t.def.name, source: t.source.kind === "builtin" ? "builtin" : `${t.source.plugin}/${t.source.bundle}` })) };
+    const row = (t: ResolvedTool) => ({ name: t.def.name, source: t.source.kind === "builtin" ? "builtin" : `${t.source.plugin}/${t.source.bundle}` });
+    const hidden = [...tools.values()].filter((t) => !visible.has(t.def.name));
+    return { schemas: shown.map(toolSchema), manifest: shown.map(row), hidden: hidden.slice(0, MAX_HIDDEN_LISTED).map(row) };
   };
   // Started here, once nothing before the try can throw past its clearTimeout.
   const wallTimer = setTimeout(() => wall.abort(new KeelError("KEEL_GUARD_TRIPPED", `The turn ran past its wall-time limit of ${limits.wallTimeMs} ms.`)), Math.max(0, limits.wallTimeMs - (Date.now() - t0)));
@@ -272,6 +277,7 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
       sections: sections.sections.map((s) => ({ sectionId: s.sectionId, ...(s.title !== undefined ? { title: s.title } : {}), chars: s.content.length, plugins: s.plugins })),
       context: context.entries.map((e) => ({ id: e.id, domain: e.domain, chars: e.content.length, plugin: e.plugin })),
       tools: shown.manifest,
+      ...(shown.hidden.length ? { hiddenTools: shown.hidden } : {}),
     };
     await phase("turn.post_prompt_compile", { system, manifest: { round: 0, ...manifestBase, messageCount: session.messages.length, systemChars: system.length, tokenEstimate: { exact: false, system: 0, tools: 0, messages: 0, total: 0 }, options: {}, finalRound: false } });
 
@@ -356,7 +362,7 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
         if (window && estimate.total > window) {
           throw new TurnFailure({ status: "failed", reason: "context_overflow", code: "KEEL_CONTEXT_OVERFLOW", message: new KeelError("KEEL_CONTEXT_OVERFLOW", `The request counts ${estimate.total} tokens (messages ${estimate.messages}, system ${estimate.system}, tools ${estimate.tools}) and ${agent.options.provider.id}'s context window is ${window}; it was not sent.`).message });
         }
-        const manifest: PromptManifest = { round: rounds, ...manifestBase, tools: finalGuard ? [] : shown.manifest, messageCount: session.messages.length, systemChars: sys.length, tokenEstimate: estimate, options: options as Record<string, unknown>, finalRound: !!finalGuard };
+        const manifest: PromptManifest = { round: rounds, ...manifestBase, tools: finalGuard ? [] : shown.manifest, ...(shown.hidden.length ? { hiddenTools: shown.hidden } : {}), messageCount: session.messages.length, systemChars: sys.length, tokenEstimate: estimate, options: options as Record<string, unknown>, finalRound: !!finalGuard };
         void session.emit({ type: "prompt.compiled", manifest }, turnId);
         const request: ModelRequest = { system: sys, messages: session.messages, tools: sendTools, options };
         await session.confirmLease();

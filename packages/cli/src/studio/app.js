@@ -1,0 +1,193 @@
+// Keel studio's page: plain DOM, no framework, no build. Every text from the log goes through esc().
+const $ = (sel) => document.querySelector(sel);
+const state = { q: "", selected: null, detail: null, openTurns: new Set(), openRequests: new Set(), live: null, approvals: false, refresh: null };
+
+const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+const ms = (v) => (v === undefined || v === null ? "" : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : v >= 1000 ? `${(v / 1000).toFixed(2)} s` : v >= 10 ? `${Math.round(v)} ms` : `${Number(v).toFixed(2)} ms`);
+const num = (v) => (typeof v === "number" ? v.toLocaleString("en-US") : "");
+const when = (t) => new Date(t).toLocaleString();
+const badge = (status) => `<span class="badge status-${esc(status)}">${esc(status)}</span>`;
+const plugins = (list) => (list && list.length ? list.map((p) => `<span class="plugin">${esc(p)}</span>`).join(", ") : '<span class="muted">kernel</span>');
+
+async function api(path, init) {
+  const res = await fetch(path, { credentials: "same-origin", ...init });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(body.error || `${res.status}`);
+  return body;
+}
+
+async function loadSessions() {
+  const data = await api(`/api/sessions?q=${encodeURIComponent(state.q)}`);
+  $("#where").textContent = data.where;
+  state.approvals = data.approvals;
+  $("#mode").textContent = data.approvals ? "approvals allowed" : "read-only";
+  const nav = $("#sessions");
+  if (!data.sessions.length) {
+    nav.innerHTML = `<p class="muted" style="padding:12px">${state.q ? "No session matches." : "No sessions yet."}</p>`;
+    return;
+  }
+  nav.innerHTML = data.sessions
+    .map((s) => `<a href="#${encodeURIComponent(s.id)}" data-session="${esc(s.id)}" class="${s.id === state.selected ? "selected" : ""}"><span class="title">${esc(s.title)}</span><span class="meta">${badge(s.status)} ${esc(s.agent)} · ${num(s.eventCount)} events · ${esc(when(s.updatedAt))}</span><span class="meta" style="display:block">${esc(s.id)}</span></a>`)
+    .join("");
+}
+
+async function select(id) {
+  if (state.selected !== id) {
+    state.openTurns.clear();
+    state.openRequests.clear();
+  }
+  state.selected = id;
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("selected", a.dataset.session === id);
+  await loadDetail(true);
+  watch(id);
+}
+
+async function loadDetail(first) {
+  const id = state.selected;
+  let data;
+  try {
+    data = await api(`/api/sessions/${encodeURIComponent(id)}`);
+  } catch (err) {
+    $("#detail").innerHTML = `<p class="finding">${badge("error")} ${esc(err.message)}</p>`;
+    return;
+  }
+  if (id !== state.selected) return;
+  state.detail = data;
+  state.approvals = data.approvals;
+  // The newest turn starts expanded; later refreshes keep what the person opened.
+  if (first && data.turns.length) state.openTurns.add(data.turns.at(-1).id);
+  for (const t of data.turns) if (t.status === "running" || t.pending.length) state.openTurns.add(t.id);
+  render();
+}
+
+function watch(id) {
+  state.live?.close();
+  const es = new EventSource(`/api/sessions/${encodeURIComponent(id)}/live?after=${state.detail?.lastSeq ?? 0}`);
+  es.addEventListener("changed", () => {
+    clearTimeout(state.refresh);
+    state.refresh = setTimeout(() => loadDetail(false), 100);
+  });
+  state.live = es;
+}
+
+function render() {
+  const d = state.detail;
+  const running = d.turns.some((t) => t.status === "running");
+  const head = `<h2 style="margin:0 0 4px;font-size:16px">${running ? '<span class="live-dot" title="a turn is running"></span>' : ""}Session <code>${esc(d.info.id)}</code></h2><p class="muted" style="margin:0 0 12px">${esc(d.info.agent)} · started ${esc(when(d.info.createdAt))} · ${num(d.turns.length)} turn(s) · ${num(d.info.eventCount)} events</p>`;
+  $("#detail").innerHTML = head + (d.turns.length ? d.turns.map(turnHtml).join("") : '<p class="muted">No turns yet.</p>');
+  for (const el of document.querySelectorAll("details.turn")) el.addEventListener("toggle", () => (el.open ? state.openTurns.add(el.dataset.turn) : state.openTurns.delete(el.dataset.turn)));
+  for (const el of document.querySelectorAll("details.request")) el.addEventListener("toggle", () => (el.open ? state.openRequests.add(el.dataset.request) : state.openRequests.delete(el.dataset.request)));
+  for (const b of document.querySelectorAll("button[data-answer]")) b.addEventListener("click", () => answer(b));
+}
+
+function turnHtml(t) {
+  const duration = t.endedAt ? t.endedAt - t.startedAt : undefined;
+  const u = t.usage;
+  const summary = `<summary><span class="muted">#${t.index}</span><span class="input">${esc(t.input || "(resumed)")}</span>${badge(t.status)}<span class="muted">${t.rounds} round(s) · ${t.toolCalls} tool call(s)${u ? ` · ${num(u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens)} in / ${num(u.outputTokens)} out tokens` : ""}${duration !== undefined ? ` · ${ms(duration)}` : ""}</span></summary>`;
+  const open = state.openTurns.has(t.id) ? " open" : "";
+  return `<details class="turn" data-turn="${esc(t.id)}"${open}>${summary}<div class="turn-body">${[verdictHtml(t), answerHtml(t), pendingHtml(t), timelineHtml(t), pluginTimesHtml(t), requestsHtml(t), findingsHtml(t)].join("")}</div></details>`;
+}
+
+function verdictHtml(t) {
+  const v = t.verdict;
+  if (!v || v.status === "completed") return "";
+  const where = [v.plugin ? `plugin <span class="plugin">${esc(v.plugin)}</span>` : "", v.phase ? `phase ${esc(v.phase)}` : ""].filter(Boolean).join(", ");
+  return `<p class="finding">${badge(v.status)} ${esc(v.reason)}${v.code ? ` <code>${esc(v.code)}</code>` : ""}${where ? ` (${where})` : ""}${v.message ? `: ${esc(v.message)}` : ""}${v.detail ? `: ${esc(v.detail)}` : ""}</p>`;
+}
+
+function answerHtml(t) {
+  return t.answer ? `<h3>Answer</h3><div class="answer">${esc(t.answer)}</div>` : "";
+}
+
+function pendingHtml(t) {
+  if (!t.pending.length) return "";
+  const rows = t.pending
+    .map((p) => {
+      const buttons = state.approvals
+        ? `<input data-reason="${esc(p.callId)}" placeholder="reason (optional)" aria-label="reason"><button class="approve" data-answer="approve" data-call="${esc(p.callId)}">Approve</button><button class="deny" data-answer="deny" data-call="${esc(p.callId)}">Deny</button>`
+        : '<span class="muted">read-only: start keel studio --allow-approvals to answer here</span>';
+      return `<div class="approval" data-pending="${esc(p.callId)}"><strong>${esc(p.name)}</strong><code title="${esc(p.args)}">${esc(p.args)}</code>${p.plugin ? `asked by <span class="plugin">${esc(p.plugin)}</span>` : ""}${p.reason ? `<span class="muted">${esc(p.reason)}</span>` : ""}${buttons}</div>`;
+    })
+    .join("");
+  return `<h3>Waiting for approval</h3>${rows}`;
+}
+
+async function answer(button) {
+  const callId = button.dataset.call;
+  const reason = document.querySelector(`input[data-reason="${CSS.escape(callId)}"]`)?.value ?? "";
+  button.disabled = true;
+  try {
+    await api(`/api/sessions/${encodeURIComponent(state.selected)}/approvals/${encodeURIComponent(callId)}`, { method: "POST", headers: { "content-type": "application/json", "x-keel-studio": "1" }, body: JSON.stringify({ approved: button.dataset.answer === "approve", ...(reason ? { reason } : {}) }) });
+  } catch (err) {
+    alert(err.message);
+  }
+  await loadDetail(false);
+}
+
+function timelineHtml(t) {
+  const items = [...t.timeline].sort((a, b) => a.start - b.start || a.end - b.end);
+  if (!items.length) return "";
+  const total = Math.max(1, t.endedAt ? t.endedAt - t.startedAt : 0, ...items.map((i) => i.end));
+  const rows = items
+    .map((i) => {
+      const left = (i.start / total) * 100;
+      const width = Math.max(0.3, ((i.end - i.start) / total) * 100);
+      const bad = ["threw", "timeout", "invalid", "error", "failed", "aborted"].includes(i.status) || i.kind === "request" && i.label.endsWith("failed");
+      const extra = i.kind === "request" && i.detail?.usage ? ` · ${num((i.detail.usage.inputTokens ?? 0) + (i.detail.usage.cacheReadTokens ?? 0) + (i.detail.usage.cacheWriteTokens ?? 0))} in / ${num(i.detail.usage.outputTokens ?? 0)} out${i.detail.firstChunkMs !== undefined ? ` · first chunk ${ms(i.detail.firstChunkMs)}` : ""}` : i.kind === "tool" && i.detail?.resultChars !== undefined ? ` · ${num(i.detail.resultChars)} chars` : "";
+      const label = `${i.kind === "phase" ? "phase" : i.kind === "background" ? "background" : i.kind === "request" ? "model" : i.kind === "tool" ? "tool" : "job"} · ${i.label}`;
+      const handlers = i.handlers && i.handlers.length ? `<div class="tl-handlers">${i.handlers.map((h) => `<span class="plugin">${esc(h.plugin)}</span> ${ms(h.durationMs)}${h.status !== "ok" ? ` ${badge(h.status)}` : ""}${h.contributions ? ` · ${h.contributions} contribution(s)` : ""}`).join(" · ")}</div>` : "";
+      return `<div class="tl-row kind-${esc(i.kind)}${bad ? " bad" : ""}" data-timeline="${esc(i.kind)}" title="${esc(`${label} (${i.status})${extra}`)}"><span class="tl-label">${esc(label)}${i.plugins && i.kind !== "phase" && i.kind !== "background" ? "" : ""}<span class="muted">${esc(extra)}</span></span><span class="tl-track"><span class="tl-bar" style="left:${left.toFixed(3)}%;width:${width.toFixed(3)}%"></span></span><span class="tl-ms">${ms(i.end - i.start)}</span>${handlers}</div>`;
+    })
+    .join("");
+  return `<h3>Timeline</h3><div class="timeline">${rows}</div>`;
+}
+
+function pluginTimesHtml(t) {
+  const rows = Object.entries(t.timings?.plugins ?? {}).sort((a, b) => b[1].ms - a[1].ms);
+  if (!rows.length) return "";
+  return `<h3>Time by plugin</h3><table data-table="plugin-times"><thead><tr><th>plugin</th><th class="num">handler calls</th><th class="num">time</th></tr></thead><tbody>${rows.map(([p, v]) => `<tr><td><span class="plugin">${esc(p)}</span></td><td class="num">${num(v.calls)}</td><td class="num">${ms(v.ms)}</td></tr>`).join("")}</tbody></table>`;
+}
+
+function requestsHtml(t) {
+  if (!t.requests.length) return "";
+  return `<h3>Requests</h3>${t.requests.map((r, i) => requestHtml(t, r, i)).join("")}`;
+}
+
+function requestHtml(t, r, i) {
+  const key = `${t.id}:${i}`;
+  const u = r.usage;
+  const head = `Round ${r.round}${r.model ? ` · ${esc(r.model)}` : r.provider ? ` · ${esc(r.provider)}` : ""}${u ? ` · ${num((u.inputTokens ?? 0) + (u.cacheReadTokens ?? 0) + (u.cacheWriteTokens ?? 0))} in / ${num(u.outputTokens ?? 0)} out` : ""}${r.durationMs !== undefined ? ` · ${ms(r.durationMs)}` : ""}${r.firstChunkMs !== undefined ? ` (first chunk ${ms(r.firstChunkMs)})` : ""}${r.stopReason ? ` · ${esc(r.stopReason)}` : ""}${r.error ? ` ${badge("failed")}` : ""}${r.compactions.length ? ` ${badge("compacted")}` : ""}`;
+  const m = r.manifest;
+  const parts = [];
+  if (r.error) parts.push(`<p class="finding">${badge("error")} ${esc(r.error.errorClass)}${r.error.status ? ` (HTTP ${r.error.status})` : ""}: ${esc(r.error.message)}</p>`);
+  for (const n of r.notices) parts.push(`<p class="finding">${badge(n.kind)} ${esc(n.message)}</p>`);
+  if (r.compactions.length) parts.push(`<h3>Compaction before this request</h3><table data-table="compactions"><thead><tr><th>plugin</th><th class="num">messages before</th><th class="num">after</th><th class="num">edits</th><th>what it did</th></tr></thead><tbody>${r.compactions.map((c) => `<tr><td><span class="plugin">${esc(c.plugin)}</span></td><td class="num">${num(c.before)}</td><td class="num">${num(c.after)}</td><td class="num">${num(c.edits)}</td><td>${esc(c.reason)}</td></tr>`).join("")}</tbody></table>`);
+  if (m) {
+    parts.push(`<h3>System prompt sections</h3>${m.sections.length ? `<table data-table="sections"><thead><tr><th>section</th><th>title</th><th class="num">chars</th><th>contributed by</th></tr></thead><tbody>${m.sections.map((s) => `<tr data-section="${esc(s.sectionId)}"><td><code>${esc(s.sectionId)}</code></td><td>${esc(s.title ?? "")}</td><td class="num">${num(s.chars)}</td><td>${plugins(s.plugins)}</td></tr>`).join("")}</tbody></table>` : '<p class="muted">None: instructions only.</p>'}`);
+    if (m.context.length) parts.push(`<h3>Context entries</h3><table data-table="context"><thead><tr><th>entry</th><th>domain</th><th class="num">chars</th><th>contributed by</th></tr></thead><tbody>${m.context.map((c) => `<tr data-context="${esc(c.id)}"><td><code>${esc(c.id)}</code></td><td>${esc(c.domain)}</td><td class="num">${num(c.chars)}</td><td>${plugins([c.plugin])}</td></tr>`).join("")}</tbody></table>`);
+    const hidden = m.hiddenTools ?? [];
+    parts.push(`<h3>Tools sent (${m.tools.length})${hidden.length ? ` and hidden (${hidden.length})` : ""}</h3><table data-table="tools"><thead><tr><th>tool</th><th>from</th><th></th></tr></thead><tbody>${m.tools.map((x) => `<tr><td><code>${esc(x.name)}</code></td><td>${esc(x.source)}</td><td>sent</td></tr>`).join("")}${hidden.map((x) => `<tr class="muted"><td><code>${esc(x.name)}</code></td><td>${esc(x.source)}</td><td>hidden</td></tr>`).join("")}</tbody></table>`);
+    const e = m.tokenEstimate;
+    parts.push(`<h3>Tokens by part (${e.exact ? "counted" : "estimated"})</h3><table data-table="tokens"><thead><tr><th class="num">system prompt</th><th class="num">tool schemas</th><th class="num">messages (${num(m.messageCount)})</th><th class="num">total</th></tr></thead><tbody><tr><td class="num">${num(e.system)}</td><td class="num">${num(e.tools)}</td><td class="num">${num(e.messages)}</td><td class="num">${num(e.total)}</td></tr></tbody></table>`);
+  }
+  return `<details class="request" data-request="${esc(key)}"${state.openRequests.has(key) ? " open" : ""}><summary>${head}</summary><div class="request-body">${parts.join("")}</div></details>`;
+}
+
+function findingsHtml(t) {
+  const rows = [...t.findings, ...t.guards.map((g) => ({ level: "warn", code: `guard ${g.guard}`, message: `${g.value} reached the limit ${g.limit}` }))];
+  if (!rows.length) return "";
+  return `<h3>Diagnostics and rejected contributions (${rows.length})</h3>${rows.map((f) => `<div class="finding" data-finding="${esc(f.code)}">${badge(f.level)} <code>${esc(f.code)}</code>${f.plugin ? ` <span class="plugin">${esc(f.plugin)}</span>` : ""}${f.phase ? ` <span class="muted">in ${esc(f.phase)}</span>` : ""} ${esc(f.message)}</div>`).join("")}`;
+}
+
+$("#search").addEventListener("input", (e) => {
+  state.q = e.target.value;
+  loadSessions().catch(() => {});
+});
+window.addEventListener("hashchange", () => {
+  const id = decodeURIComponent(location.hash.slice(1));
+  if (id && id !== state.selected) select(id);
+});
+await loadSessions();
+setInterval(() => loadSessions().catch(() => {}), 3_000);
+const initial = decodeURIComponent(location.hash.slice(1)) || document.querySelector("nav a")?.dataset.session;
+if (initial) await select(initial);

@@ -1,0 +1,208 @@
+/**
+ * A session's event log as turns a person can read: per turn a timeline (phases with each
+ * plugin's handler time, provider requests with streaming time and tokens, tool calls, jobs),
+ * the prompt manifest of every request, what compaction removed, diagnostics and rejected
+ * contributions with their plugin and phase, and the approvals a paused turn waits for.
+ */
+import type { ContributionRecord, HandlerSummary, KeelEvent, PromptManifest, TurnTimings, TurnVerdict, Usage } from "@keel/kernel";
+import { codePointSlice, headOf } from "@keel/kernel";
+
+/** One bar of a turn's timeline. Contract: `start`/`end` are ms from the turn's start, `end >= start`. */
+export interface TimelineItem {
+  kind: "phase" | "background" | "request" | "tool" | "job";
+  label: string;
+  start: number;
+  end: number;
+  status: string;
+  plugins?: string[];
+  handlers?: HandlerSummary[];
+  detail?: Record<string, unknown>;
+}
+
+/** One provider request: its manifest and what came back. */
+export interface RequestView {
+  round: number;
+  at: number;
+  manifest?: PromptManifest;
+  provider?: string;
+  model?: string;
+  durationMs?: number;
+  firstChunkMs?: number;
+  usage?: Partial<Usage>;
+  stopReason?: string;
+  attempt?: number;
+  error?: { errorClass: string; message: string; status?: number };
+  notices: Array<{ kind: string; message: string }>;
+  /** Compactions applied since the previous request (what the model did not see again). */
+  compactions: Array<{ plugin: string; reason: string; before: number; after: number; edits: number }>;
+}
+
+/** A finding about a plugin: a diagnostic, or a contribution not applied as given. */
+export interface Finding {
+  level: "info" | "warn" | "error";
+  code: string;
+  message: string;
+  plugin?: string;
+  phase?: string;
+  seq: number;
+}
+
+/** One turn, as the studio shows it. */
+export interface TurnView {
+  id: string;
+  index: number;
+  startedAt: number;
+  endedAt?: number;
+  input: string;
+  trigger: string;
+  status: "running" | TurnVerdict["status"];
+  verdict?: TurnVerdict;
+  usage?: Usage;
+  rounds: number;
+  toolCalls: number;
+  timings?: TurnTimings;
+  timeline: TimelineItem[];
+  requests: RequestView[];
+  findings: Finding[];
+  guards: Array<{ guard: string; limit: number; value: number }>;
+  /** Tool calls a paused turn waits for. */
+  pending: Array<{ callId: string; name: string; args: string; reason?: string; plugin?: string }>;
+  answer?: string;
+}
+
+/** Longest input or answer text sent to the page, in code points. */
+const MAX_TEXT = 4_000;
+
+function text(value: unknown, max = MAX_TEXT): string {
+  const s = typeof value === "string" ? value : JSON.stringify(value) ?? "";
+  return codePointSlice(s, 0, max) + ([...s].length > max ? "…" : "");
+}
+
+/** Group a session's events into turns, oldest first. Contract: pure; events in seq order. */
+export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
+  const turns = new Map<string, TurnView>();
+  const openTools = new Map<string, { start: number; name: string; round: number }>();
+  const openJobs = new Map<string, { start: number; plugin: string; name: string; attempt: number }>();
+  let pendingCompactions: RequestView["compactions"] = [];
+  const rel = (t: TurnView, ts: number) => Math.max(0, ts - t.startedAt);
+  for (const e of events) {
+    if (e.type === "turn.started") {
+      turns.set(e.turnId!, { id: e.turnId!, index: turns.size + 1, startedAt: e.ts, input: text(e.input), trigger: e.trigger, status: "running", rounds: 0, toolCalls: 0, timeline: [], requests: [], findings: [], guards: [], pending: [] });
+      pendingCompactions = [];
+      continue;
+    }
+    const t = e.turnId ? turns.get(e.turnId) : undefined;
+    if (!t) continue;
+    switch (e.type) {
+      case "turn.resumed":
+        t.status = "running";
+        t.pending = [];
+        break;
+      case "phase.completed":
+      case "phase.background": {
+        const handlers = e.type === "phase.completed" ? e.handlers : [e.handler];
+        const duration = e.type === "phase.completed" ? e.durationMs : e.handler.durationMs;
+        const end = rel(t, e.ts);
+        t.timeline.push({ kind: e.type === "phase.completed" ? "phase" : "background", label: e.phase, start: Math.max(0, end - duration), end, status: handlers.some((h) => h.status !== "ok") ? handlers.find((h) => h.status !== "ok")!.status : "ok", plugins: [...new Set(handlers.map((h) => h.plugin))], handlers });
+        addRecords(t, e.contributions, e.phase, e.seq);
+        break;
+      }
+      case "contributions.merged":
+        addRecords(t, e.contributions, e.phase, e.seq);
+        break;
+      case "prompt.compiled":
+        t.requests.push({ round: e.manifest.round, at: rel(t, e.ts), manifest: e.manifest, notices: [], compactions: pendingCompactions });
+        pendingCompactions = [];
+        break;
+      case "context.edited":
+        pendingCompactions.push({ plugin: e.plugin, reason: e.reason, before: e.before, after: e.after, edits: e.edits.length });
+        break;
+      case "model.notice":
+        request(t, e.round, rel(t, e.ts)).notices.push({ kind: e.kind, message: text(e.message, 500) });
+        break;
+      case "model.responded": {
+        const r = request(t, e.round, rel(t, e.ts) - e.durationMs);
+        Object.assign(r, { durationMs: e.durationMs, usage: e.usage, stopReason: e.stopReason, attempt: e.attempt, ...(e.provider ? { provider: e.provider } : {}), ...(e.model ? { model: e.model } : {}), ...(e.firstChunkMs !== undefined ? { firstChunkMs: e.firstChunkMs } : {}) });
+        const end = rel(t, e.ts);
+        t.timeline.push({ kind: "request", label: `round ${e.round}${e.model ? ` · ${e.model}` : e.provider ? ` · ${e.provider}` : ""}`, start: Math.max(0, end - e.durationMs), end, status: e.stopReason, detail: { usage: e.usage, firstChunkMs: e.firstChunkMs, attempt: e.attempt } });
+        break;
+      }
+      case "model.failed": {
+        const r = request(t, e.round, rel(t, e.ts));
+        r.error = { errorClass: e.errorClass, message: text(e.message, 1_000), ...(e.status !== undefined ? { status: e.status } : {}) };
+        t.timeline.push({ kind: "request", label: `round ${e.round} failed`, start: r.at, end: Math.max(r.at, rel(t, e.ts)), status: e.errorClass });
+        break;
+      }
+      case "tool.started":
+        openTools.set(e.callId, { start: rel(t, e.ts), name: e.name, round: e.round });
+        break;
+      case "tool.completed": {
+        const o = openTools.get(e.callId);
+        openTools.delete(e.callId);
+        const end = rel(t, e.ts);
+        t.timeline.push({ kind: "tool", label: e.name, start: o?.start ?? Math.max(0, end - e.durationMs), end, status: e.status, detail: { callId: e.callId, round: e.round, durationMs: e.durationMs, ...(e.decision ? { decision: e.decision } : {}) } });
+        break;
+      }
+      case "message.appended": {
+        const m = e.message;
+        if (m.role === "tool") {
+          const item = [...t.timeline].reverse().find((i) => i.kind === "tool" && i.detail?.callId === m.toolCallId);
+          const chars = m.content.reduce((n, b) => n + (b.type === "text" ? [...b.text].length : 0), 0);
+          if (item) item.detail = { ...item.detail, resultChars: chars, ...(m.isError ? { isError: true } : {}) };
+        } else if (m.role === "assistant") {
+          const answer = m.content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join("");
+          if (answer) t.answer = text(answer);
+        }
+        break;
+      }
+      case "job.started":
+        openJobs.set(e.idempotencyKey, { start: rel(t, e.ts), plugin: e.plugin, name: e.name, attempt: e.attempt });
+        break;
+      case "job.completed": {
+        const o = openJobs.get(e.idempotencyKey);
+        openJobs.delete(e.idempotencyKey);
+        const end = rel(t, e.ts);
+        t.timeline.push({ kind: "job", label: `${e.plugin}: ${e.name}`, start: o?.start ?? Math.max(0, end - e.durationMs), end, status: e.status, plugins: [e.plugin], detail: { durationMs: e.durationMs, ...(e.error ? { error: text(e.error, 500) } : {}) } });
+        break;
+      }
+      case "diagnostic":
+        t.findings.push({ level: e.level, code: e.code, message: text(e.message, 1_000), ...(e.plugin ? { plugin: e.plugin } : {}), ...(e.phase ? { phase: e.phase } : {}), seq: e.seq });
+        break;
+      case "fault":
+        t.findings.push({ level: "error", code: e.code, message: text(e.message, 1_000), ...(e.plugin ? { plugin: e.plugin } : {}), seq: e.seq });
+        break;
+      case "guard.tripped":
+        t.guards.push({ guard: e.guard, limit: e.limit, value: e.value });
+        break;
+      case "approval.requested":
+        t.pending.push({ callId: e.callId, name: e.name, args: text(e.args, 1_000), ...(e.reason ? { reason: text(e.reason, 500) } : {}), ...(e.plugin ? { plugin: e.plugin } : {}) });
+        break;
+      case "approval.resolved":
+        t.pending = t.pending.filter((p) => p.callId !== e.callId);
+        break;
+      case "turn.completed":
+      case "turn.failed":
+      case "turn.interrupted":
+      case "turn.paused":
+        Object.assign(t, { status: e.verdict.status, verdict: e.verdict, usage: e.usage, rounds: e.rounds, toolCalls: e.toolCalls, endedAt: e.ts, ...(e.timings ? { timings: e.timings } : {}) });
+        if (e.type !== "turn.paused") t.pending = [];
+        break;
+    }
+  }
+  return [...turns.values()];
+}
+
+function request(t: TurnView, round: number, at: number): RequestView {
+  const last = t.requests.at(-1);
+  if (last && last.round === round && last.durationMs === undefined && !last.error) return last;
+  const r: RequestView = { round, at: Math.max(0, at), notices: [], compactions: [] };
+  t.requests.push(r);
+  return r;
+}
+
+function addRecords(t: TurnView, records: readonly ContributionRecord[], phase: string, seq: number): void {
+  for (const c of records) {
+    if (c.status === "applied") continue;
+    t.findings.push({ level: c.status === "rejected" ? "warn" : "info", code: `contribution ${c.status}`, message: `${c.kind}${c.id ? ` "${headOf(c.id, 80)}"` : ""}${c.reason ? `: ${text(c.reason, 500)}` : ""}`, plugin: c.plugin, phase, seq });
+  }
+}

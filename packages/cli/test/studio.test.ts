@@ -1,0 +1,223 @@
+/**
+ * `keel studio` end to end: the real CLI serves a home that real `keel run`s wrote; a real
+ * headless chromium (Debian's, through playwright-core) opens a session, expands a turn, reads a
+ * request's manifest (which plugin built each section), sees the plugin times and a rejected
+ * contribution, watches a turn run by another process appear live, and answers an approval when
+ * (and only when) the studio was started with --allow-approvals. Requests without the token are refused.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Browser, Page } from "playwright-core";
+import { createAgent, scriptedProvider, SqliteSessionStore } from "@keel/kernel";
+import { browserMissing, launchChromium } from "./support/browser.ts";
+import { KEEL_BIN, offlineEnv, runKeel } from "./support/run-keel.ts";
+
+const root = mkdtempSync(join(tmpdir(), "keel-studio-"));
+const notes = join(root, "notes.txt");
+const home = join(root, ".keel");
+const env = offlineEnv({ KEEL_HOME: home });
+
+/** One agent for every test: a plugin that adds a section, misplaces a contribution and asks before writes. */
+const HOUSE = `{ name: "house", version: "1.0.0", setup(ctx) {
+    ctx.on("turn.pre_prompt_compile", () => ({ kind: "prompt_section", id: "house.rules", sectionId: "house-rules", title: "House rules", domain: "house", content: "Answer in one line." }));
+    ctx.on("turn.pre_prompt_context", () => ({ kind: "prompt_section", id: "misplaced", sectionId: "x", domain: "x", content: "wrong phase" }));
+    ctx.on("tool.pre_call", (e) => e.call.name === "write_note" ? { kind: "tool_decision", decision: "ask", reason: "writes are reviewed" } : undefined);
+  } }`;
+const TOOLS = `[
+    { name: "lookup", description: "Looks a value up.", category: "info", parameters: { type: "object", properties: {} }, execute: () => "the answer is 42" },
+    { name: "write_note", description: "Appends a note.", category: "edit", parameters: { type: "object", properties: { text: { type: "string" } } }, execute: ({ text }) => { appendFileSync(${JSON.stringify(notes)}, text + "\\n"); return "wrote " + text; } },
+  ]`;
+writeFileSync(
+  join(root, "agent.config.mjs"),
+  `import { appendFileSync } from "node:fs";
+export default {
+  name: "studio-test",
+  tools: ${TOOLS},
+  plugins: [${HOUSE}],
+  offline: { script: { steps: [
+    { when: { lastUserIncludes: "look it up" }, toolCalls: [{ id: "l1", name: "lookup", args: {} }] },
+    { when: { lastUserIncludes: "look it up" }, text: "It is 42." },
+    { when: { lastUserIncludes: "slowly" }, text: "A slow answer.", delayMs: 2500 },
+    { when: { lastUserIncludes: "note" }, text: "Written." },
+  ] } },
+};
+`,
+);
+
+interface StudioProcess {
+  url: string;
+  origin: string;
+  child: ChildProcess;
+  stderr: () => string;
+}
+
+const started: ChildProcess[] = [];
+
+/** `keel studio …` in a child process; resolves with the URL it prints. */
+function studio(args: string[] = []): Promise<StudioProcess> {
+  const child = spawn(process.execPath, [KEEL_BIN, "studio", ...args], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+  started.push(child);
+  let out = "";
+  let err = "";
+  child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+  return new Promise((resolve, reject) => {
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+      const url = /^(http:\/\/127\.0\.0\.1:\d+\/\?token=[\w-]+)\n/m.exec(out)?.[1];
+      if (url) resolve({ url, origin: new URL(url).origin, child, stderr: () => err });
+    });
+    child.on("exit", (code) => reject(new Error(`keel studio exited ${code}: ${err}`)));
+  });
+}
+
+/** A raw HTTP request, so the Host header can be forged. */
+function raw(url: string, headers: Record<string, string> = {}, method = "GET"): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method, headers }, (res) => {
+      let body = "";
+      res.on("data", (d: Buffer) => (body += d.toString()));
+      res.on("end", () => resolve({ status: res.statusCode!, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+const missing = browserMissing();
+let browser: Browser;
+let readOnly: StudioProcess;
+
+beforeAll(async () => {
+  const first = await runKeel(["run", "please look it up"], { cwd: root, env });
+  expect(first.code, first.stderr).toBe(0);
+  readOnly = await studio();
+  if (!missing) browser = await launchChromium();
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  for (const c of started) if (c.exitCode === null) c.kill("SIGINT");
+  rmSync(root, { recursive: true, force: true });
+});
+
+describe("keel studio: access", () => {
+  it("refuses every request without the token, with a wrong one, or for another host name", async () => {
+    const { origin, url } = readOnly;
+    const token = new URL(url).searchParams.get("token")!;
+    expect(token.length).toBeGreaterThanOrEqual(40);
+    for (const path of ["/", "/app.js", "/api/sessions"]) {
+      const r = await raw(`${origin}${path}`);
+      expect(r.status).toBe(401);
+      expect(JSON.parse(r.body).error).toMatch(/needs the token that keel studio printed/);
+    }
+    expect((await raw(`${origin}/api/sessions?token=${token.slice(0, -1)}x`)).status).toBe(401);
+    expect((await raw(`${origin}/api/sessions`, { authorization: "Bearer nope" })).status).toBe(401);
+    // DNS rebinding: the right token from a page whose host name only resolves here.
+    expect((await raw(`${origin}/api/sessions?token=${token}`, { host: "attacker.example:80" })).status).toBe(421);
+    const ok = await raw(`${origin}/api/sessions?token=${token}`);
+    expect(ok.status).toBe(200);
+    expect(JSON.parse(ok.body).sessions).toHaveLength(1);
+  });
+
+  it("is read-only unless started with --allow-approvals", async () => {
+    const token = new URL(readOnly.url).searchParams.get("token")!;
+    const list = JSON.parse((await raw(`${readOnly.origin}/api/sessions?token=${token}`)).body);
+    const r = await raw(`${readOnly.origin}/api/sessions/${list.sessions[0].id}/approvals/w1?token=${token}`, { "x-keel-studio": "1", "content-type": "application/json" }, "POST");
+    expect(r.status).toBe(403);
+    expect(JSON.parse(r.body).error).toMatch(/read-only: start it with --allow-approvals/);
+  });
+
+  it("listens on the loopback address only", () => {
+    expect(readOnly.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
+    expect(readOnly.stderr()).toMatch(/keel: studio on .*sessions\.sqlite \(read-only\); Ctrl-C stops it/);
+  });
+});
+
+describe.skipIf(missing)("keel studio in a browser", () => {
+  let page: Page;
+
+  it("shows a recorded turn: its timeline, which plugin built each section of a request, plugin times, a rejected contribution", async () => {
+    page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    await page.goto(readOnly.url);
+    await page.locator("nav a", { hasText: "please look it up" }).waitFor();
+    const turn = page.locator("details.turn").first();
+    await expect.poll(() => turn.getAttribute("open")).not.toBeNull();
+    await expect.poll(() => turn.locator(".input").textContent()).toBe("please look it up");
+    expect(await turn.locator(".answer").textContent()).toBe("It is 42.");
+    // The timeline: phases with their plugins' handler times, both model rounds, the tool call.
+    expect(await turn.locator('[data-timeline="request"]').count()).toBe(2);
+    expect(await turn.locator('[data-timeline="tool"]').textContent()).toContain("tool · lookup");
+    const compile = turn.locator('[data-timeline="phase"]', { hasText: "turn.pre_prompt_compile" });
+    expect(await compile.locator(".tl-handlers").textContent()).toMatch(/house \d+(\.\d+)? ms · 1 contribution/);
+    // A request's manifest: the section and the plugin that contributed it, the tools sent, tokens by part.
+    await turn.locator("details.request summary").first().click();
+    const request = turn.locator("details.request").first();
+    const section = request.locator('tr[data-section="house-rules"]');
+    await section.waitFor();
+    expect(await section.locator("td").nth(1).textContent()).toBe("House rules");
+    expect(await section.locator(".plugin").allTextContents()).toEqual(["house"]);
+    expect(await request.locator('[data-table="tools"]').textContent()).toContain("write_note");
+    expect(await request.locator('[data-table="tokens"] td').count()).toBe(4);
+    expect(await turn.locator('[data-table="plugin-times"]').textContent()).toContain("house");
+    const rejected = turn.locator('[data-finding="contribution rejected"]');
+    expect(await rejected.textContent()).toMatch(/house in turn\.pre_prompt_context prompt_section: not accepted by turn\.pre_prompt_context/);
+    await page.screenshot({ path: join(process.env.KEEL_STUDIO_SHOT_DIR ?? root, "studio-turn.png"), fullPage: true });
+  });
+
+  it("a turn run by another process appears while it runs, and completes, without a reload", async () => {
+    await page.evaluate(() => ((globalThis as unknown as { marker: number }).marker = 7));
+    const list = await page.locator("nav a").first().getAttribute("data-session");
+    const run = runKeel(["run", "--session", list!, "answer slowly"], { cwd: root, env });
+    const second = page.locator("details.turn").nth(1);
+    await expect.poll(() => second.locator(".input").textContent(), { timeout: 10_000 }).toBe("answer slowly");
+    await expect.poll(() => second.locator(".badge").first().textContent(), { timeout: 10_000 }).toBe("running");
+    expect(await page.locator(".live-dot").count()).toBe(1);
+    expect((await run).code).toBe(0);
+    await expect.poll(() => second.locator(".badge").first().textContent(), { timeout: 10_000 }).toBe("completed");
+    expect(await second.locator(".answer").textContent()).toBe("A slow answer.");
+    expect(await page.evaluate(() => (globalThis as unknown as { marker: number }).marker)).toBe(7);
+  });
+
+  it("answers a pending approval from the page only with --allow-approvals, and the turn resumes", async () => {
+    // A turn paused on write_note, stored by an embedding host (no approve callback: the turn pauses).
+    const store = new SqliteSessionStore({ path: join(home, "sessions.sqlite") });
+    const host = await createAgent({
+      name: "studio-test",
+      provider: scriptedProvider([{ toolCalls: [{ id: "w1", name: "write_note", args: { text: "release is Thursday" } }] }]),
+      sideModel: false,
+      store,
+      tools: [{ name: "write_note", description: "Appends a note.", category: "edit", execute: () => "unused" }],
+      plugins: [{ name: "house", version: "1.0.0", setup: (ctx) => ctx.on("tool.pre_call", (e) => (e.call.name === "write_note" ? { kind: "tool_decision", decision: "ask", reason: "writes are reviewed" } : undefined)) }],
+    });
+    const session = await host.session();
+    const paused = await session.run("note the release day");
+    expect(paused.verdict.status).toBe("paused");
+    await host.close();
+    store.close();
+
+    // The read-only studio shows it waiting, without buttons.
+    await page.goto(`${readOnly.url}#${session.id}`);
+    const waiting = page.locator('[data-pending="w1"]');
+    await waiting.waitFor();
+    expect(await waiting.textContent()).toContain("read-only: start keel studio --allow-approvals to answer here");
+    expect(await waiting.locator("button").count()).toBe(0);
+
+    const answering = await studio(["--allow-approvals", "--config", "agent.config.mjs"]);
+    const p2 = await browser.newPage();
+    await p2.goto(`${answering.url}#${session.id}`);
+    const pending = p2.locator('[data-pending="w1"]');
+    await pending.waitFor();
+    expect(await pending.textContent()).toContain("asked by house");
+    await pending.locator("button.approve").click();
+    const turn = p2.locator("details.turn").first();
+    await expect.poll(() => turn.locator(".badge").first().textContent(), { timeout: 10_000 }).toBe("completed");
+    expect(await turn.locator(".answer").textContent()).toBe("Written.");
+    expect(existsSync(notes) && readFileSync(notes, "utf8")).toBe("release is Thursday\n");
+    expect(await p2.locator('[data-pending="w1"]').count()).toBe(0);
+    await p2.close();
+  });
+});
