@@ -158,6 +158,7 @@ async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: 
   } finally {
     await closeWithin(built.agent, io.env, io.err);
     reportUnfinishedJobs(built.agent, io);
+    for (const f of built.agent.observerFailures) io.err(`keel: ${f.message}\n`);
     strict?.dispose();
   }
   const strictFailure = strict?.failure();

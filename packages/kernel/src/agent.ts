@@ -247,6 +247,7 @@ export class Agent {
   readonly tokens: TokenCounter;
   readonly trace: "notable" | "full";
   private readonly listeners = new Set<Listener>();
+  private readonly threwOnce = new WeakSet<Listener>();
   private readonly detachers: Array<{ name: string; detach: () => unknown }> = [];
   private readonly open = new Map<string, Session>();
   private readonly opening = new Map<string, Promise<Session>>();
@@ -254,6 +255,8 @@ export class Agent {
   private closed = false;
   private readonly claimed = new Set<string>();
   private readonly faults: KeelError[] = [];
+  /** Observers whose detach failed or overran its deadline when the agent closed (sessions are closed by then); the CLI reports them. */
+  readonly observerFailures: KeelError[] = [];
   /** Durable jobs this agent left pending (cut by close) or gave up on; the CLI reports them. */
   readonly unfinishedJobs: UnfinishedJob[] = [];
 
@@ -294,8 +297,11 @@ export class Agent {
     for (const l of this.listeners) {
       try {
         l(event);
-      } catch {
-        // A listener's failure must not break the turn.
+      } catch (err) {
+        // A listener's failure must not break the turn; it is said once per listener, not silently dropped.
+        if (this.threwOnce.has(l)) continue;
+        this.threwOnce.add(l);
+        this.reportFault(new KeelError("KEEL_OBSERVER_FAILED", `An event listener (agent.subscribe, or an observer's) threw on a ${event.type} event: ${headOf(errorMessage(err), 300)}. It stays subscribed; its later throws are not reported.`));
       }
     }
   }
@@ -452,9 +458,9 @@ export class Agent {
       let timer: NodeJS.Timeout | undefined;
       try {
         const deadline = new Promise<"late">((r) => (timer = setTimeout(r, DETACH_DEADLINE_MS, "late")));
-        if ((await Promise.race([Promise.resolve().then(detach), deadline])) === "late") this.reportFault(new KeelError("KEEL_OBSERVER_FAILED", `Observer "${name}" did not detach within ${DETACH_DEADLINE_MS} ms; the agent closed without waiting for it.`));
+        if ((await Promise.race([Promise.resolve().then(detach), deadline])) === "late") this.observerFailures.push(new KeelError("KEEL_OBSERVER_FAILED", `Observer "${name}" did not detach within ${DETACH_DEADLINE_MS} ms (a flush that never finished); the agent closed without waiting for it, and what it had not exported is lost.`));
       } catch (err) {
-        this.reportFault(new KeelError("KEEL_OBSERVER_FAILED", `Observer "${name}" threw in its detach: ${headOf(errorMessage(err), 300)}`));
+        this.observerFailures.push(new KeelError("KEEL_OBSERVER_FAILED", `Observer "${name}" threw in its detach: ${headOf(errorMessage(err), 300)}`));
       } finally {
         clearTimeout(timer);
       }

@@ -8,7 +8,8 @@ import type { Agent } from "./agent.ts";
  * Something that watches an agent's events.
  * Contract: `attach` is called once, right after the agent is built; what it returns is
  * called (and awaited, at most `DETACH_DEADLINE_MS`) when the agent closes. A throw from
- * either, or from its listener, is reported as KEEL_OBSERVER_FAILED and never reaches a turn.
+ * either, or the first from its event listener, is reported as KEEL_OBSERVER_FAILED (a
+ * diagnostic; at close, `agent.observerFailures`) and never reaches a turn.
  */
 export interface AgentObserver {
   readonly name: string;
