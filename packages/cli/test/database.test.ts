@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { dropTestSchemas, PG_URL, rawRows, requirePostgres, testSchema } from "../../store-postgres/test/support/pg.ts";
 import { offlineEnv, REPO, runKeel } from "./support/run-keel.ts";
+import { startStudioProcess } from "./support/studio.ts";
 
 const dirs: string[] = [];
 beforeAll(requirePostgres);
@@ -39,6 +40,27 @@ describe("store selection", () => {
     const migrate = await runKeel(["db", "migrate", "--json"], { cwd: dir, env });
     expect(migrate.code, migrate.stderr).toBe(0);
     expect(JSON.parse(migrate.stdout).components.map((c: { component: string; applied: number }) => [c.component, c.applied])).toEqual([["memory", 0], ["sessions", 0]]);
+  }, 60_000);
+
+  it("keel studio reads the sessions of every instance from PostgreSQL", async () => {
+    const dir = project();
+    const schema = testSchema();
+    const env = offlineEnv({ KEEL_HOME: join(dir, "home"), KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema });
+    for (const input of ["first instance says hello", "second instance says hello"]) {
+      const run = await runKeel(["run", "--new", input], { cwd: dir, env });
+      expect(run.code, run.stderr).toBe(0);
+    }
+    const studio = await startStudioProcess([], { cwd: dir, env });
+    try {
+      await expect.poll(() => studio.stderr()).toContain("keel: studio on postgres://postgres@127.0.0.1:5432/test (read-only)");
+      const list = (await (await fetch(`${studio.origin}/api/sessions?q=second&token=${studio.token}`)).json()) as { sessions: Array<{ id: string; title: string; status: string }> };
+      expect(list.sessions.map((s) => [s.title, s.status])).toEqual([["second instance says hello", "completed"]]);
+      const detail = (await (await fetch(`${studio.origin}/api/sessions/${list.sessions[0]!.id}?token=${studio.token}`)).json()) as { turns: Array<{ input: string; requests: unknown[] }> };
+      expect(detail.turns.map((t) => t.input)).toEqual(["second instance says hello"]);
+      expect(detail.turns[0]!.requests).toHaveLength(1);
+    } finally {
+      studio.stop();
+    }
   }, 60_000);
 
   it("keel db migrate on a fresh schema creates the tables of the config's plugins", async () => {

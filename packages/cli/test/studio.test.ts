@@ -5,7 +5,6 @@
  * contribution, watches a turn run by another process appear live, and answers an approval when
  * (and only when) the studio was started with --allow-approvals. Requests without the token are refused.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
@@ -14,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Browser, Page } from "playwright-core";
 import { createAgent, scriptedProvider, SqliteSessionStore } from "@keel/kernel";
 import { browserMissing, launchChromium } from "./support/browser.ts";
-import { KEEL_BIN, offlineEnv, runKeel } from "./support/run-keel.ts";
+import { offlineEnv, runKeel } from "./support/run-keel.ts";
+import { startStudioProcess, type StudioProcess } from "./support/studio.ts";
 
 const root = mkdtempSync(join(tmpdir(), "keel-studio-"));
 const notes = join(root, "notes.txt");
@@ -48,30 +48,13 @@ export default {
 `,
 );
 
-interface StudioProcess {
-  url: string;
-  origin: string;
-  child: ChildProcess;
-  stderr: () => string;
-}
+const started: StudioProcess[] = [];
 
-const started: ChildProcess[] = [];
-
-/** `keel studio …` in a child process; resolves with the URL it prints. */
-function studio(args: string[] = []): Promise<StudioProcess> {
-  const child = spawn(process.execPath, [KEEL_BIN, "studio", ...args], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
-  started.push(child);
-  let out = "";
-  let err = "";
-  child.stderr.on("data", (d: Buffer) => (err += d.toString()));
-  return new Promise((resolve, reject) => {
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-      const url = /^(http:\/\/127\.0\.0\.1:\d+\/\?token=[\w-]+)\n/m.exec(out)?.[1];
-      if (url) resolve({ url, origin: new URL(url).origin, child, stderr: () => err });
-    });
-    child.on("exit", (code) => reject(new Error(`keel studio exited ${code}: ${err}`)));
-  });
+/** `keel studio …` on this test's project. */
+async function studio(args: string[] = []): Promise<StudioProcess> {
+  const s = await startStudioProcess(args, { cwd: root, env });
+  started.push(s);
+  return s;
 }
 
 /** A raw HTTP request, so the Host header can be forged. */
@@ -100,7 +83,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  for (const c of started) if (c.exitCode === null) c.kill("SIGINT");
+  for (const s of started) s.stop();
   rmSync(root, { recursive: true, force: true });
 });
 
@@ -131,9 +114,9 @@ describe("keel studio: access", () => {
     expect(JSON.parse(r.body).error).toMatch(/read-only: start it with --allow-approvals/);
   });
 
-  it("listens on the loopback address only", () => {
+  it("listens on the loopback address only", async () => {
     expect(readOnly.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
-    expect(readOnly.stderr()).toMatch(/keel: studio on .*sessions\.sqlite \(read-only\); Ctrl-C stops it/);
+    await expect.poll(() => readOnly.stderr()).toMatch(/keel: studio on .*sessions\.sqlite \(read-only\); Ctrl-C stops it/);
   });
 });
 
