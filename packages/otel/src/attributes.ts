@@ -67,7 +67,13 @@ export function content(value: unknown, max: number): string {
   return cut.length < well.length ? `${cut}…` : cut;
 }
 
-/** A short, safe string attribute (plugin names, reasons, error messages). */
+/** Free text that may quote anything (reasons, error messages): redacted, well-formed, cut. */
 export function short(value: unknown, max = 500): string {
   return content(typeof value === "string" ? value : String(value), max);
+}
+
+/** A name (plugin, tool, kind, id): well-formed and cut, not scanned for secrets. */
+export function label(value: unknown, max = 200): string {
+  const s = toWellFormed(typeof value === "string" ? value : String(value));
+  return s.length <= max ? s : codePointSlice(s, 0, max);
 }

@@ -6,7 +6,7 @@
  */
 import { context as otelContext, type Context, type Span, SpanKind, SpanStatusCode, trace, type Tracer, type Attributes } from "@opentelemetry/api";
 import type { AgentEvent, KeelEvent } from "@keel/kernel";
-import { content, manifestAttributes, short, splitProviderId, usageAttributes } from "./attributes.ts";
+import { content, label, manifestAttributes, short, splitProviderId, usageAttributes } from "./attributes.ts";
 
 /** Options the builder needs (resolved from OtelOptions). */
 export interface BuilderOptions {
@@ -45,12 +45,18 @@ export class SpanBuilder {
   private readonly turns = new Map<string, TurnState>();
   private readonly recent = new Map<string, Context>();
   private readonly jobs = new Map<string, Span>();
+  private readonly silent = new Set<string>();
 
   constructor(options: BuilderOptions) {
     this.o = options;
   }
 
   handle(e: AgentEvent): void {
+    // A turn whose span is not recorded (no SDK, or sampled out) costs nothing more.
+    if (e.turnId && this.silent.has(e.turnId) && e.type !== "turn.started" && e.type !== "turn.resumed") {
+      if (e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted" || e.type === "turn.paused") this.silent.delete(e.turnId);
+      return;
+    }
     switch (e.type) {
       case "turn.started":
         return this.startTurn(e, false);
@@ -66,7 +72,7 @@ export class SpanBuilder {
       case "prompt.compiled":
         return this.request(e);
       case "model.notice":
-        return this.roundEvent(e, `keel.model.${e.kind}`, { "keel.message": short(e.message), ...(e.provider ? { "keel.provider": short(e.provider, 200) } : {}) });
+        return this.roundEvent(e, `keel.model.${e.kind}`, { "keel.message": short(e.message), ...(e.provider ? { "keel.provider": label(e.provider, 200) } : {}) });
       case "model.responded":
         return this.responded(e);
       case "model.failed":
@@ -78,28 +84,28 @@ export class SpanBuilder {
       case "message.appended":
         return this.appended(e);
       case "context.edited":
-        return this.turnEvent(e, "keel.compaction", { "keel.plugin": short(e.plugin, 200), "keel.compaction.reason": short(e.reason), "keel.compaction.messages_before": e.before, "keel.compaction.messages_after": e.after, "keel.compaction.edits": e.edits.length });
+        return this.turnEvent(e, "keel.compaction", { "keel.plugin": label(e.plugin, 200), "keel.compaction.reason": short(e.reason), "keel.compaction.messages_before": e.before, "keel.compaction.messages_after": e.after, "keel.compaction.edits": e.edits.length });
       case "context.repaired":
         return this.turnEvent(e, "keel.context.repaired", { "keel.repaired.synthesized": e.synthesizedResults.length, "keel.repaired.dropped": e.droppedResults.length });
       case "contributions.merged": {
         const notApplied = e.contributions.filter((c) => c.status !== "applied");
-        for (const c of notApplied) this.turnEvent(e, `keel.contribution.${c.status}`, { "keel.phase": e.phase, "keel.plugin": short(c.plugin, 200), "keel.contribution.kind": short(c.kind, 100), ...(c.reason ? { "keel.contribution.reason": short(c.reason) } : {}) });
+        for (const c of notApplied) this.turnEvent(e, `keel.contribution.${c.status}`, { "keel.phase": e.phase, "keel.plugin": label(c.plugin, 200), "keel.contribution.kind": label(c.kind, 100), ...(c.reason ? { "keel.contribution.reason": short(c.reason) } : {}) });
         return;
       }
       case "diagnostic":
-        return this.turnEvent(e, "keel.diagnostic", { "keel.diagnostic.level": e.level, "keel.diagnostic.code": e.code, "keel.diagnostic.message": short(e.message, 1000), ...(e.plugin ? { "keel.plugin": short(e.plugin, 200) } : {}), ...(e.phase ? { "keel.phase": e.phase } : {}) });
+        return this.turnEvent(e, "keel.diagnostic", { "keel.diagnostic.level": e.level, "keel.diagnostic.code": e.code, "keel.diagnostic.message": short(e.message, 1000), ...(e.plugin ? { "keel.plugin": label(e.plugin, 200) } : {}), ...(e.phase ? { "keel.phase": e.phase } : {}) });
       case "guard.tripped":
         return this.turnEvent(e, "keel.guard.tripped", { "keel.guard": e.guard, "keel.guard.limit": e.limit, "keel.guard.value": e.value });
       case "tools.revealed":
-        return this.turnEvent(e, "keel.tools.revealed", { "keel.revealed.by": short(e.by, 200), "keel.revealed.names": e.names.map((n) => short(n, 100)) });
+        return this.turnEvent(e, "keel.tools.revealed", { "keel.revealed.by": label(e.by, 200), "keel.revealed.names": e.names.map((n) => label(n, 100)) });
       case "preflight.completed":
         return this.turnEvent(e, "keel.preflight", { "keel.preflight.status": e.status, "keel.preflight.revealed": e.revealed, "keel.preflight.duration_ms": e.durationMs });
       case "approval.requested":
-        return this.turnEvent(e, "keel.approval.requested", { "gen_ai.tool.name": e.name, "gen_ai.tool.call.id": e.callId, ...(e.plugin ? { "keel.plugin": short(e.plugin, 200) } : {}) });
+        return this.turnEvent(e, "keel.approval.requested", { "gen_ai.tool.name": e.name, "gen_ai.tool.call.id": e.callId, ...(e.plugin ? { "keel.plugin": label(e.plugin, 200) } : {}) });
       case "approval.resolved":
         return this.turnEvent(e, "keel.approval.resolved", { "gen_ai.tool.name": e.name, "gen_ai.tool.call.id": e.callId, "keel.approval.approved": e.approved, "keel.approval.by": e.by });
       case "fault":
-        return this.turnEvent(e, "keel.fault", { "keel.fault.source": e.source, "keel.fault.message": short(e.message, 1000), ...(e.plugin ? { "keel.plugin": short(e.plugin, 200) } : {}) });
+        return this.turnEvent(e, "keel.fault", { "keel.fault.source": e.source, "keel.fault.message": short(e.message, 1000), ...(e.plugin ? { "keel.plugin": label(e.plugin, 200) } : {}) });
       case "message.queued":
         return this.turnEvent(e, "keel.message.queued", { "keel.queue": e.queue });
       case "job.started":
@@ -152,6 +158,13 @@ export class SpanBuilder {
     // The host's active span (an HTTP request span) when the turn started is the parent.
     const parent = otelContext.active();
     const span = this.o.tracer.startSpan(`invoke_agent ${this.o.agentName}`, { kind: SpanKind.INTERNAL, attributes: attrs, startTime: e.ts }, parent);
+    if (!span.isRecording()) {
+      span.end();
+      this.silent.add(e.turnId);
+      if (this.silent.size > RECENT_TURNS) this.silent.delete(this.silent.values().next().value!);
+      return;
+    }
+    this.silent.delete(e.turnId);
     this.turns.set(e.turnId, { span, ctx: trace.setSpan(parent, span), tools: new Map(), phaseStarts: new Map() });
     void resumed;
   }
@@ -173,19 +186,19 @@ export class SpanBuilder {
         "keel.phase": e.phase,
         "keel.phase.background": background,
         "keel.phase.duration_ms": durationMs,
-        "keel.plugins": plugins.map((p) => short(p, 200)),
+        "keel.plugins": plugins.map((p) => label(p, 200)),
         "keel.contributions.applied": applied,
         "keel.contributions.not_applied": e.contributions.length - applied,
       },
     }, parent);
     let failed: string | undefined;
     for (const h of handlers) {
-      span.addEvent("keel.handler", { "keel.plugin": short(h.plugin, 200), "keel.subscription": short(h.subscription, 200), "keel.handler.status": h.status, "keel.handler.duration_ms": h.durationMs, "keel.handler.contributions": h.contributions, ...(h.error ? { "keel.handler.error": short(h.error, 1000) } : {}) }, e.ts);
-      if (h.status === "threw" || h.status === "timeout" || h.status === "invalid") failed ??= `${h.plugin}: ${h.status}${h.error ? ` (${short(h.error, 200)})` : ""}`;
+      span.addEvent("keel.handler", { "keel.plugin": label(h.plugin, 200), "keel.subscription": label(h.subscription, 200), "keel.handler.status": h.status, "keel.handler.duration_ms": h.durationMs, "keel.handler.contributions": h.contributions, ...(h.error ? { "keel.handler.error": short(h.error, 1000) } : {}) }, e.ts);
+      if (h.status === "threw" || h.status === "timeout" || h.status === "invalid") failed ??= `${label(h.plugin)}: ${h.status}${h.error ? ` (${short(h.error, 200)})` : ""}`;
     }
     for (const c of e.contributions) {
       if (c.status === "applied") continue;
-      span.addEvent(`keel.contribution.${c.status}`, { "keel.plugin": short(c.plugin, 200), "keel.contribution.kind": short(c.kind, 100), ...(c.id ? { "keel.contribution.id": short(c.id, 200) } : {}), ...(c.reason ? { "keel.contribution.reason": short(c.reason) } : {}) }, e.ts);
+      span.addEvent(`keel.contribution.${c.status}`, { "keel.plugin": label(c.plugin, 200), "keel.contribution.kind": label(c.kind, 100), ...(c.id ? { "keel.contribution.id": label(c.id, 200) } : {}), ...(c.reason ? { "keel.contribution.reason": short(c.reason) } : {}) }, e.ts);
     }
     if (failed) span.setStatus({ code: SpanStatusCode.ERROR, message: failed });
     span.end(Math.max(started, e.ts));
@@ -232,13 +245,13 @@ export class SpanBuilder {
     const answered = splitProviderId(e.provider);
     r.span.setAttributes({
       ...(answered ? { "gen_ai.provider.name": answered.provider } : {}),
-      "gen_ai.response.model": typeof e.model === "string" ? short(e.model, 200) : (answered?.model ?? ""),
+      "gen_ai.response.model": typeof e.model === "string" ? label(e.model, 200) : (answered?.model ?? ""),
       "gen_ai.response.finish_reasons": [e.stopReason],
       ...usageAttributes(e.usage),
       "keel.model.attempt": e.attempt,
       "keel.model.duration_ms": e.durationMs,
       ...(e.firstChunkMs !== undefined ? { "keel.model.first_chunk_ms": e.firstChunkMs } : {}),
-      ...(e.provider ? { "keel.provider": short(e.provider, 200) } : {}),
+      ...(e.provider ? { "keel.provider": label(e.provider, 200) } : {}),
     });
     if (e.firstChunkMs !== undefined) r.span.addEvent("keel.model.first_chunk", {}, e.ts - e.durationMs + e.firstChunkMs);
     r.endTime = e.ts;
@@ -277,7 +290,7 @@ export class SpanBuilder {
     const t = e.turnId ? this.turns.get(e.turnId) : undefined;
     const p = t?.tools.get(e.callId);
     if (!t || !p) return;
-    p.span.setAttributes({ "keel.tool.status": e.status, "keel.tool.duration_ms": e.durationMs, ...(e.decision ? { "keel.tool.decision": short(e.decision, 200) } : {}), ...(e.rewrittenBy ? { "keel.tool.rewritten_by": e.rewrittenBy.map((r) => short(r, 200)) } : {}) });
+    p.span.setAttributes({ "keel.tool.status": e.status, "keel.tool.duration_ms": e.durationMs, ...(e.decision ? { "keel.tool.decision": label(e.decision, 200) } : {}), ...(e.rewrittenBy ? { "keel.tool.rewritten_by": e.rewrittenBy.map((r) => label(r, 200)) } : {}) });
     if (e.status === "error" || e.status === "timeout") p.span.setStatus({ code: SpanStatusCode.ERROR, message: e.status });
     if (e.status !== "ok") p.span.setAttribute("error.type", e.status);
     p.endTime = e.ts;
@@ -312,7 +325,7 @@ export class SpanBuilder {
   private jobStarted(e: Ev<"job.started">): void {
     const parent = (e.turnId ? (this.turns.get(e.turnId)?.ctx ?? this.recent.get(e.turnId)) : undefined) ?? otelContext.active();
     this.jobs.get(e.idempotencyKey)?.end();
-    const span = this.o.tracer.startSpan(`keel.job ${e.name}`, { kind: SpanKind.INTERNAL, startTime: e.ts, attributes: { "keel.plugin": short(e.plugin, 200), "keel.job.name": short(e.name, 200), "keel.job.key": short(e.idempotencyKey, 200), "keel.job.attempt": e.attempt, "keel.session.id": e.sessionId } }, parent);
+    const span = this.o.tracer.startSpan(`keel.job ${e.name}`, { kind: SpanKind.INTERNAL, startTime: e.ts, attributes: { "keel.plugin": label(e.plugin, 200), "keel.job.name": label(e.name, 200), "keel.job.key": label(e.idempotencyKey, 200), "keel.job.attempt": e.attempt, "keel.session.id": e.sessionId } }, parent);
     this.jobs.set(e.idempotencyKey, span);
     if (this.jobs.size > 1_000) this.endJob(this.jobs.keys().next().value!, { code: SpanStatusCode.UNSET }, {});
   }
@@ -348,12 +361,12 @@ export class SpanBuilder {
       ...usageAttributes(e.usage),
     };
     if (e.timings) {
-      for (const [plugin, p] of Object.entries(e.timings.plugins)) attrs[`keel.plugin_ms.${short(plugin, 100)}`] = p.ms;
+      for (const [plugin, p] of Object.entries(e.timings.plugins)) attrs[`keel.plugin_ms.${label(plugin, 100)}`] = p.ms;
       for (const [phase, p] of Object.entries(e.timings.phases)) attrs[`keel.phase_ms.${phase}`] = p.ms;
     }
     if (v.status === "failed") {
       attrs["error.type"] = v.code;
-      if (v.plugin) attrs["keel.plugin"] = short(v.plugin, 200);
+      if (v.plugin) attrs["keel.plugin"] = label(v.plugin, 200);
       if (v.phase) attrs["keel.phase"] = v.phase;
       t.span.setStatus({ code: SpanStatusCode.ERROR, message: short(v.message) });
     }

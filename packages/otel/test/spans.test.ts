@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
+import { AlwaysOffSampler, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { createAgent, definePlugin, defineTool, MemorySessionStore, scriptedProvider } from "@keel/kernel";
 import type { Agent } from "@keel/kernel";
 import { anthropicProvider } from "@keel/providers";
@@ -198,6 +198,16 @@ describe("spans of a turn", () => {
     const turn = byName(spans, "invoke_agent")[0]!;
     expect(turn.status.code).toBe(SpanStatusCode.ERROR);
     expect(turn.attributes["error.type"]).toBe((r.verdict as { code: string }).code);
+  });
+
+  it("a turn sampled out is not traced at all (its tools and rounds make no spans either)", async () => {
+    const sampledOut = new TracerProvider({ sampler: new AlwaysOffSampler(), spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const agent = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ id: "k1", name: "clock", args: {} }] }, { text: "noon" }]), sideModel: false, store: new MemorySessionStore(), tools: [defineTool({ name: "clock", description: "Tells the time.", execute: () => "12:00" })] });
+    agents.push(agent);
+    traceAgent(agent, { tracerProvider: sampledOut });
+    const r = await (await agent.session()).run("time?");
+    expect(r.text).toBe("noon");
+    expect(exporter.getFinishedSpans()).toEqual([]);
   });
 
   it("a tracer that throws never changes a turn: tracing stops and the failure is one located diagnostic", async () => {
