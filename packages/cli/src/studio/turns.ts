@@ -9,7 +9,7 @@ import { codePointSlice, headOf } from "@keel/kernel";
 
 /** One bar of a turn's timeline. Contract: `start`/`end` are ms from the turn's start, `end >= start`. */
 export interface TimelineItem {
-  kind: "phase" | "background" | "request" | "tool" | "job";
+  kind: "phase" | "background" | "request" | "tool" | "job" | "compaction" | "guard";
   label: string;
   start: number;
   end: number;
@@ -34,7 +34,7 @@ export interface RequestView {
   error?: { errorClass: string; message: string; status?: number };
   notices: Array<{ kind: string; message: string }>;
   /** Compactions applied since the previous request (what the model did not see again). */
-  compactions: Array<{ plugin: string; reason: string; before: number; after: number; edits: number }>;
+  compactions: Array<{ plugin: string; reason: string; before: number; after: number; edits: number; what: string[] }>;
 }
 
 /** A finding about a plugin: a diagnostic, or a contribution not applied as given. */
@@ -70,6 +70,8 @@ export interface TurnView {
   answer?: string;
 }
 
+/** Edits of one compaction listed one by one; the rest are counted. */
+const MAX_EDITS_SHOWN = 20;
 /** Longest input or answer text sent to the page, in code points. */
 const MAX_TEXT = 4_000;
 
@@ -114,9 +116,14 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         t.requests.push({ round: e.manifest.round, at: rel(t, e.ts), manifest: e.manifest, notices: [], compactions: pendingCompactions });
         pendingCompactions = [];
         break;
-      case "context.edited":
-        pendingCompactions.push({ plugin: e.plugin, reason: e.reason, before: e.before, after: e.after, edits: e.edits.length });
+      case "context.edited": {
+        const what = e.edits.slice(0, MAX_EDITS_SHOWN).map((x) => (x.op === "replace" ? `messages ${x.start + 1}–${x.end} replaced by ${x.messages.length} (${headOf(x.messages.map((m) => m.content.map((b) => (b.type === "text" ? b.text : `[${b.type}]`)).join(" ")).join(" / "), 160)})` : `result of call ${headOf(x.toolCallId, 60)} masked: ${headOf(x.text, 160)}`));
+        if (e.edits.length > MAX_EDITS_SHOWN) what.push(`… and ${e.edits.length - MAX_EDITS_SHOWN} more edits`);
+        pendingCompactions.push({ plugin: e.plugin, reason: e.reason, before: e.before, after: e.after, edits: e.edits.length, what });
+        const at = rel(t, e.ts);
+        t.timeline.push({ kind: "compaction", label: `${e.plugin}: ${e.before} → ${e.after} messages`, start: at, end: at, status: "ok", plugins: [e.plugin] });
         break;
+      }
       case "model.notice":
         request(t, e.round, rel(t, e.ts)).notices.push({ kind: e.kind, message: text(e.message, 500) });
         break;
@@ -171,9 +178,12 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
       case "fault":
         t.findings.push({ level: "error", code: e.code, message: text(e.message, 1_000), ...(e.plugin ? { plugin: e.plugin } : {}), seq: e.seq });
         break;
-      case "guard.tripped":
+      case "guard.tripped": {
         t.guards.push({ guard: e.guard, limit: e.limit, value: e.value });
+        const at = rel(t, e.ts);
+        t.timeline.push({ kind: "guard", label: `${e.guard}: ${e.value} of ${e.limit}`, start: at, end: at, status: "tripped" });
         break;
+      }
       case "approval.requested":
         t.pending.push({ callId: e.callId, name: e.name, args: text(e.args, 1_000), ...(e.reason ? { reason: text(e.reason, 500) } : {}), ...(e.plugin ? { plugin: e.plugin } : {}) });
         break;

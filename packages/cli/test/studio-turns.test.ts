@@ -1,0 +1,68 @@
+/**
+ * The studio's view of a log (turnsOf), from real kernel turns: a compaction shows on the
+ * request that followed it (who, before/after, each edit) and on the timeline; a guard that
+ * trips is a timeline marker and a finding; a retried request stays one request with its notice.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { createAgent, defineTool, MemorySessionStore, scriptedProvider } from "@keel/kernel";
+import compaction from "../../plugin-compaction/src/index.ts";
+import { turnsOf } from "../src/studio/turns.ts";
+
+const home = mkdtempSync(join(tmpdir(), "keel-studio-turns-"));
+afterAll(() => rmSync(home, { recursive: true, force: true }));
+
+const output = (tag: string) => Array.from({ length: 60 }, (_, i) => `${tag} row ${i + 1}: ok ${i * 7} items processed in worker pool shard ${i % 5} of the cluster node`).join("\n");
+
+describe("turnsOf", () => {
+  it("a compaction is shown on the next request and the timeline, with its plugin and every edit", async () => {
+    let n = 0;
+    const steps = [...Array.from({ length: 8 }, (_, i) => ({ text: `Step ${i + 1}.`, toolCalls: [{ id: `c${i + 1}`, name: "bash", args: { command: `check ${i + 1}` } }] })), { text: "done" }];
+    const agent = await createAgent({
+      provider: scriptedProvider(steps, { contextWindow: 9_000 }),
+      sideModel: false,
+      store: new MemorySessionStore(),
+      tools: [defineTool({ name: "bash", description: "Runs a command.", category: "exec", execute: () => output(`t${n++}`) })],
+      plugins: [compaction({ path: join(home, "c.sqlite"), taco: { enabled: false }, hard: 0.99, subgoals: { extractor: "heuristic" } })],
+    });
+    const session = await agent.session();
+    await session.run("check the cluster");
+    const [turn] = turnsOf(await session.events());
+    await agent.close();
+    expect(turn!.status).toBe("completed");
+    expect(turn!.requests).toHaveLength(9);
+    const compacted = turn!.requests.filter((r) => r.compactions.length);
+    expect(compacted.length).toBeGreaterThan(0);
+    const c = compacted[0]!.compactions[0]!;
+    expect(c.plugin).toBe("@keel/plugin-compaction");
+    expect(c.reason).toMatch(/^compaction subgoal: \d+ → \d+ tokens; masked \d+ tool outputs/);
+    expect(c.what.length).toBe(Math.min(c.edits, 21));
+    expect(c.what[0]).toMatch(/^result of call c\d masked: /);
+    expect(turn!.requests[0]!.compactions).toEqual([]);
+    const marker = turn!.timeline.find((i) => i.kind === "compaction")!;
+    expect(marker.label).toBe(`@keel/plugin-compaction: ${c.before} → ${c.after} messages`);
+    expect(marker.start).toBe(marker.end);
+    // Tool results have their size; timeline bars never end before they start.
+    expect(turn!.timeline.filter((i) => i.kind === "tool").map((i) => i.detail?.resultChars)).toEqual(Array(8).fill(output("t0").length));
+    for (const i of turn!.timeline) expect(i.end).toBeGreaterThanOrEqual(i.start);
+  });
+
+  it("a guard that trips is a marker and a finding; the verdict says stopped", async () => {
+    const agent = await createAgent({
+      provider: scriptedProvider([...Array.from({ length: 2 }, (_, i) => ({ toolCalls: [{ id: `k${i}`, name: "clock", args: {} }] })), { text: "I stop here." }]),
+      sideModel: false,
+      store: new MemorySessionStore(),
+      limits: { maxToolCalls: 2 },
+      tools: [defineTool({ name: "clock", description: "Tells the time.", execute: () => "12:00" })],
+    });
+    const session = await agent.session();
+    await session.run("loop");
+    const [turn] = turnsOf(await session.events());
+    await agent.close();
+    expect(turn!.status).toBe("stopped");
+    expect(turn!.guards).toEqual([{ guard: "max_tool_calls", limit: 2, value: 2 }]);
+    expect(turn!.timeline.filter((i) => i.kind === "guard").map((i) => i.label)).toEqual(["max_tool_calls: 2 of 2"]);
+  });
+});
