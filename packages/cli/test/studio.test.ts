@@ -124,6 +124,12 @@ describe.skipIf(missing)("keel studio in a browser", () => {
   let page: Page;
 
   it("shows a recorded turn: its timeline, which plugin built each section of a request, plugin times, a rejected contribution", async () => {
+    // A browser without the token (a fresh profile: no cookie) gets the refusal, not the page.
+    const stranger = await browser.newContext();
+    const refused = await (await stranger.newPage()).goto(readOnly.origin);
+    expect(refused!.status()).toBe(401);
+    expect(await refused!.text()).toMatch(/needs the token/);
+    await stranger.close();
     page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     await page.goto(readOnly.url);
     await page.locator("nav a", { hasText: "please look it up" }).waitFor();
