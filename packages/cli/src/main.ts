@@ -478,12 +478,14 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
   const { startStudio } = await import("./studio/server.ts");
   const serve = async (store: SessionStore, where: string, agentName: string | undefined, answer?: import("./studio/server.ts").ApprovalAnswerer): Promise<number> => {
     const s = await startStudio({ store, where, ...(agentName ? { agent: agentName } : {}), port, ...(answer ? { answer } : {}) });
-    io.out(`${s.url}\n`);
-    io.err(`keel: studio on ${where} (${answer ? "approvals can be answered from the page" : "read-only"}); Ctrl-C stops it\n`);
-    const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    // Listening for Ctrl-C before the URL is printed: whoever reads the URL may stop us at once.
+    const stopped = new Promise<NodeJS.Signals>((resolve) => {
       process.once("SIGINT", () => resolve("SIGINT"));
       process.once("SIGTERM", () => resolve("SIGTERM"));
     });
+    io.out(`${s.url}\n`);
+    io.err(`keel: studio on ${where} (${answer ? "approvals can be answered from the page" : "read-only"}); Ctrl-C stops it\n`);
+    const signal = await stopped;
     await s.close();
     return signal === "SIGINT" ? EXIT.ok : EXIT.terminated;
   };

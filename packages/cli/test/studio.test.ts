@@ -5,8 +5,10 @@
  * contribution, watches a turn run by another process appear live, and answers an approval when
  * (and only when) the studio was started with --allow-approvals. Requests without the token are refused.
  */
+import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -104,6 +106,44 @@ describe("keel studio: access", () => {
     const ok = await raw(`${origin}/api/sessions?token=${token}`);
     expect(ok.status).toBe(200);
     expect(JSON.parse(ok.body).sessions).toHaveLength(1);
+    // An empty token is no token, whatever else the request carries.
+    expect((await raw(`${origin}/api/sessions?token=`, { authorization: `Bearer ${token}` })).status).toBe(200);
+    expect((await raw(`${origin}/api/sessions?token=`)).status).toBe(401);
+  });
+
+  it("sets no cookie (every port of 127.0.0.1 would receive it): the page's own files carry the token, the page sends it as a header", async () => {
+    const page = await new Promise<{ headers: Record<string, string | string[] | undefined>; body: string }>((resolve, reject) => {
+      request(readOnly.url, (res) => {
+        let body = "";
+        res.on("data", (d: Buffer) => (body += d.toString()));
+        res.on("end", () => resolve({ headers: res.headers, body }));
+      }).on("error", reject).end();
+    });
+    expect(page.headers["set-cookie"]).toBeUndefined();
+    expect(page.body).toContain(`src="/app.js?token=${readOnly.token}"`);
+    expect(page.body).toContain(`href="/app.css?token=${readOnly.token}"`);
+    expect(page.headers["content-security-policy"]).toMatch(/script-src 'self'/);
+  });
+
+  it("answers malformed paths and parameters with 400, never 500", async () => {
+    const auth = { authorization: `Bearer ${readOnly.token}` };
+    expect((await raw(`${readOnly.origin}/api/sessions/%E0%A4%A`, auth)).status).toBe(400);
+    const list = JSON.parse((await raw(`${readOnly.origin}/api/sessions`, auth)).body);
+    for (const after of ["abc", "1e400", "-1"]) expect((await raw(`${readOnly.origin}/api/sessions/${list.sessions[0].id}/since?after=${after}`, auth)).status).toBe(400);
+    expect((await raw(`${readOnly.origin}/api/sessions/no-such-session`, auth)).status).toBe(404);
+  });
+
+  it("Ctrl-C stops it at once, even with an idle connection open", async () => {
+    const s = await studio();
+    const socket = connect(Number(new URL(s.url).port), "127.0.0.1");
+    socket.on("error", () => {});
+    await new Promise((r) => socket.once("connect", r));
+    const t0 = performance.now();
+    s.child.kill("SIGINT");
+    const exit = await new Promise((r) => s.child.once("exit", (code, signal) => r({ code, signal })));
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect(performance.now() - t0).toBeLessThan(3_000);
+    socket.destroy();
   });
 
   it("is read-only unless started with --allow-approvals", async () => {
@@ -130,6 +170,8 @@ describe.skipIf(missing)("keel studio in a browser", () => {
     expect(refused!.status()).toBe(401);
     expect(await refused!.text()).toMatch(/needs the token/);
     await stranger.close();
+    const db = join(home, "sessions.sqlite");
+    const before = createHash("sha256").update(readFileSync(db)).digest("hex");
     page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     await page.goto(readOnly.url);
     await page.locator("nav a", { hasText: "please look it up" }).waitFor();
@@ -155,6 +197,8 @@ describe.skipIf(missing)("keel studio in a browser", () => {
     const rejected = turn.locator('[data-finding="contribution rejected"]');
     expect(await rejected.textContent()).toMatch(/house in turn\.pre_prompt_context prompt_section: not accepted by turn\.pre_prompt_context/);
     await page.screenshot({ path: join(process.env.KEEL_STUDIO_SHOT_DIR ?? root, "studio-turn.png"), fullPage: true });
+    // Viewing never writes: the database is byte for byte what keel run left.
+    expect(createHash("sha256").update(readFileSync(db)).digest("hex")).toBe(before);
   });
 
   it("a turn run by another process appears while it runs, and completes, without a reload", async () => {
@@ -171,42 +215,76 @@ describe.skipIf(missing)("keel studio in a browser", () => {
     expect(await page.evaluate(() => (globalThis as unknown as { marker: number }).marker)).toBe(7);
   });
 
-  it("answers a pending approval from the page only with --allow-approvals, and the turn resumes", async () => {
-    // A turn paused on write_note, stored by an embedding host (no approve callback: the turn pauses).
-    const store = new SqliteSessionStore({ path: join(home, "sessions.sqlite") });
-    const host = await createAgent({
-      name: "studio-test",
-      provider: scriptedProvider([{ toolCalls: [{ id: "w1", name: "write_note", args: { text: "release is Thursday" } }] }]),
-      sideModel: false,
-      store,
-      tools: [{ name: "write_note", description: "Appends a note.", category: "edit", execute: () => "unused" }],
-      plugins: [{ name: "house", version: "1.0.0", setup: (ctx) => ctx.on("tool.pre_call", (e) => (e.call.name === "write_note" ? { kind: "tool_decision", decision: "ask", reason: "writes are reviewed" } : undefined)) }],
-    });
-    const session = await host.session();
-    const paused = await session.run("note the release day");
-    expect(paused.verdict.status).toBe("paused");
-    await host.close();
-    store.close();
+  it("answers pending approvals from the page only with --allow-approvals; an answer is final; the turn resumes once all are answered", async () => {
+    // Turns paused on two writes, stored by an embedding host (no approve callback: the turn pauses); one of another agent.
+    const pausedTurn = async (agentName: string) => {
+      const store = new SqliteSessionStore({ path: join(home, "sessions.sqlite") });
+      const host = await createAgent({
+        name: agentName,
+        provider: scriptedProvider([{ toolCalls: [{ id: "w1", name: "write_note", args: { text: "release is Thursday" } }, { id: "w2", name: "write_note", args: { text: "ship it" } }] }]),
+        sideModel: false,
+        store,
+        // Parallel-safe here, so both calls are asked at once and the turn waits for two answers.
+        tools: [{ name: "write_note", description: "Appends a note.", category: "info", execute: () => "unused" }],
+        plugins: [{ name: "house", version: "1.0.0", setup: (ctx) => ctx.on("tool.pre_call", (e) => (e.call.name === "write_note" ? { kind: "tool_decision", decision: "ask", reason: "writes are reviewed" } : undefined)) }],
+      });
+      const session = await host.session();
+      const paused = await session.run("note the release day");
+      expect(paused.verdict.status).toBe("paused");
+      expect(paused.pending!.map((p) => p.callId)).toEqual(["w1", "w2"]);
+      await host.close();
+      store.close();
+      return session.id;
+    };
+    const id = await pausedTurn("studio-test");
+    const foreign = await pausedTurn("other-agent");
 
     // The read-only studio shows it waiting, without buttons.
-    await page.goto(`${readOnly.url}#${session.id}`);
+    await page.goto(`${readOnly.url}#${id}`);
     const waiting = page.locator('[data-pending="w1"]');
     await waiting.waitFor();
     expect(await waiting.textContent()).toContain("read-only: start keel studio --allow-approvals to answer here");
     expect(await waiting.locator("button").count()).toBe(0);
 
     const answering = await studio(["--allow-approvals", "--config", "agent.config.mjs"]);
+    const post = (session: string, call: string, approved: boolean) => fetch(`${answering.origin}/api/sessions/${session}/approvals/${call}`, { method: "POST", headers: { authorization: `Bearer ${answering.token}`, "x-keel-studio": "1", "content-type": "application/json" }, body: JSON.stringify({ approved }) });
+    // The config's agent answers only its own sessions.
+    expect((await post(foreign, "w1", true)).status).toBe(404);
+    expect((await fetch(`${answering.origin}/api/sessions/${foreign}`, { headers: { authorization: `Bearer ${answering.token}` } })).status).toBe(404);
+
     const p2 = await browser.newPage();
-    await p2.goto(`${answering.url}#${session.id}`);
-    const pending = p2.locator('[data-pending="w1"]');
-    await pending.waitFor();
-    expect(await pending.textContent()).toContain("asked by house");
-    await pending.locator("button.approve").click();
+    await p2.goto(`${answering.url}#${id}`);
+    const first = p2.locator('[data-pending="w1"]');
+    await first.waitFor();
+    expect(await first.textContent()).toContain("asked by house");
+    await first.locator("button.approve").click();
+    await expect.poll(() => p2.locator('[data-pending="w1"]').count()).toBe(0);
+    // Answered is final: a stale tab cannot flip it.
+    const again = await post(id, "w1", false);
+    expect(again.status).toBe(409);
+    expect(((await again.json()) as { error: string }).error).toMatch(/it was answered already/);
+    const second = p2.locator('[data-pending="w2"]');
+    await second.locator('input[aria-label="reason"]').fill("not today");
+    await second.locator("button.deny").click();
     const turn = p2.locator("details.turn").first();
     await expect.poll(() => turn.locator(".badge").first().textContent(), { timeout: 10_000 }).toBe("completed");
     expect(await turn.locator(".answer").textContent()).toBe("Written.");
     expect(existsSync(notes) && readFileSync(notes, "utf8")).toBe("release is Thursday\n");
-    expect(await p2.locator('[data-pending="w1"]').count()).toBe(0);
+    expect(await p2.locator("[data-pending]").count()).toBe(0);
+    expect((await post(id, "w2", true)).status).toBe(409);
     await p2.close();
+  });
+
+  it("eight tabs on one studio all stay live (no request holds a connection)", async () => {
+    const context = await browser.newContext();
+    const tabs = await Promise.all(Array.from({ length: 8 }, () => context.newPage()));
+    await Promise.all(tabs.map((t) => t.goto(readOnly.url)));
+    for (const t of tabs) await t.locator("details.turn").first().waitFor({ timeout: 10_000 });
+    // A turn run now shows in the last tab too.
+    const list = await tabs[7]!.locator("nav a").first().getAttribute("data-session");
+    const before = await tabs[7]!.locator("details.turn").count();
+    expect((await runKeel(["run", "--session", list!, "look it up again"], { cwd: root, env })).code).toBe(0);
+    await expect.poll(() => tabs[7]!.locator("details.turn").count(), { timeout: 10_000 }).toBe(before + 1);
+    await context.close();
   });
 });

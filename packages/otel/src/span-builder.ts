@@ -157,7 +157,10 @@ export class SpanBuilder {
     }
     // The host's active span (an HTTP request span) when the turn started is the parent.
     const parent = otelContext.active();
-    const span = this.o.tracer.startSpan(`invoke_agent ${this.o.agentName}`, { kind: SpanKind.INTERNAL, attributes: attrs, startTime: e.ts }, parent);
+    // A resumed turn links to the run that paused it (same turn id), so the two read as one.
+    const paused = resumed ? this.recent.get(e.turnId) : undefined;
+    const pausedSpan = paused ? trace.getSpanContext(paused) : undefined;
+    const span = this.o.tracer.startSpan(`invoke_agent ${this.o.agentName}`, { kind: SpanKind.INTERNAL, attributes: attrs, startTime: e.ts, ...(pausedSpan ? { links: [{ context: pausedSpan, attributes: { "keel.link": "paused_run" } }] } : {}) }, parent);
     if (!span.isRecording()) {
       span.end();
       this.silent.add(e.turnId);
@@ -166,7 +169,6 @@ export class SpanBuilder {
     }
     this.silent.delete(e.turnId);
     this.turns.set(e.turnId, { span, ctx: trace.setSpan(parent, span), tools: new Map(), phaseStarts: new Map() });
-    void resumed;
   }
 
   private phase(e: Ev<"phase.completed"> | Ev<"phase.background">, background: boolean): void {
@@ -317,7 +319,7 @@ export class SpanBuilder {
         t.tools.delete(m.toolCallId);
       }
     } else if (m.role === "assistant" && t.round && t.round.endTime !== undefined) {
-      if (this.o.captureContent) t.round.span.setAttribute("gen_ai.output.messages", content([{ role: "assistant", parts: m.content.map((b) => (b.type === "text" ? { type: "text", content: b.text } : b.type === "tool_call" ? { type: "tool_call", id: b.id, name: b.name, arguments: b.args } : { type: b.type })) }], this.o.maxContentChars));
+      if (this.o.captureContent && Array.isArray(m.content)) t.round.span.setAttribute("gen_ai.output.messages", content([{ role: "assistant", parts: m.content.map((b) => (b.type === "text" ? { type: "text", content: b.text } : b.type === "tool_call" ? { type: "tool_call", id: b.id, name: b.name, arguments: b.args } : { type: b.type })) }], this.o.maxContentChars));
       this.endRound(t);
     }
   }

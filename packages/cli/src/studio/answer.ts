@@ -13,9 +13,11 @@ export function sessionAnswerer(agent: Agent, note: (line: string) => void): App
   return async (sessionId, callId, answer) => {
     if (resuming.has(sessionId)) throw new KeelError("KEEL_TURN_BUSY", `Session "${sessionId}" is resuming its turn; wait for it to finish.`);
     const session: Session = await agent.session(sessionId);
-    if (!session.pendingApprovals().some((p) => p.callId === callId)) {
+    const pending = session.pendingApprovals().find((p) => p.callId === callId);
+    if (!pending || pending.answer) {
       await session.close();
-      throw new KeelError("KEEL_APPROVAL_UNKNOWN", `Session "${sessionId}" has no pending approval "${callId}" (answered already, or the turn moved on).`);
+      // Answered once is answered: a second page (or a stale tab) cannot flip it.
+      throw new KeelError("KEEL_APPROVAL_UNKNOWN", `Session "${sessionId}" has no unanswered approval "${callId}" (${pending ? "it was answered already" : "the turn moved on, or it was never asked"}).`);
     }
     if (answer.approved) await session.approve(callId, answer.reason ? { reason: answer.reason } : {});
     else await session.deny(callId, answer.reason ? { reason: answer.reason } : {});

@@ -1,20 +1,45 @@
 // Keel studio's page: plain DOM, no framework, no build. Every text from the log goes through esc().
 const $ = (sel) => document.querySelector(sel);
-const state = { q: "", selected: null, detail: null, openTurns: new Set(), openRequests: new Set(), live: null, approvals: false, refresh: null };
+const state = { q: "", selected: null, detail: null, openTurns: new Set(), openRequests: new Set(), approvals: false, polling: false };
+// The token came in this file's own URL; it goes in a header, never in a cookie (every port of 127.0.0.1 would get one).
+const TOKEN = new URL(import.meta.url).searchParams.get("token") ?? "";
+const POLL_MS = 700;
 
 const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-const ms = (v) => (v === undefined || v === null ? "" : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : v >= 1000 ? `${(v / 1000).toFixed(2)} s` : v >= 10 ? `${Math.round(v)} ms` : `${Number(v).toFixed(2)} ms`);
-const num = (v) => (typeof v === "number" ? v.toLocaleString("en-US") : "");
+// Numbers from the log are shown only when they are numbers (a tampered store could put markup there).
+const ms = (v) => (typeof v !== "number" || !Number.isFinite(v) ? "" : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : v >= 1000 ? `${(v / 1000).toFixed(2)} s` : v >= 10 ? `${Math.round(v)} ms` : `${v.toFixed(2)} ms`);
+const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v.toLocaleString("en-US") : "");
 const when = (t) => new Date(t).toLocaleString();
 const badge = (status) => `<span class="badge status-${esc(status)}">${esc(status)}</span>`;
 const plugins = (list) => (list && list.length ? list.map((p) => `<span class="plugin">${esc(p)}</span>`).join(", ") : '<span class="muted">kernel</span>');
 
-async function api(path, init) {
-  const res = await fetch(path, { credentials: "same-origin", ...init });
+async function api(path, init = {}) {
+  const res = await fetch(path, { ...init, credentials: "omit", headers: { ...init.headers, authorization: `Bearer ${TOKEN}` } });
   const body = await res.json().catch(() => ({}));
   if (!res.ok) throw new Error(body.error || `${res.status}`);
   return body;
 }
+
+/** A line under the header when the studio cannot be reached or the store fails; cleared when it works again. */
+function trouble(message) {
+  let el = $("#trouble");
+  if (!message) return el?.remove();
+  if (!el) {
+    el = document.createElement("p");
+    el.id = "trouble";
+    el.className = "trouble";
+    document.body.insertBefore(el, $("main"));
+  }
+  el.textContent = message;
+}
+
+const decodeHash = () => {
+  try {
+    return decodeURIComponent(location.hash.slice(1));
+  } catch {
+    return "";
+  }
+};
 
 async function loadSessions() {
   const data = await api(`/api/sessions?q=${encodeURIComponent(state.q)}`);
@@ -39,7 +64,6 @@ async function select(id) {
   state.selected = id;
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("selected", a.dataset.session === id);
   await loadDetail(true);
-  watch(id);
 }
 
 async function loadDetail(first) {
@@ -60,21 +84,28 @@ async function loadDetail(first) {
   render();
 }
 
-function watch(id) {
-  state.live?.close();
-  const es = new EventSource(`/api/sessions/${encodeURIComponent(id)}/live?after=${state.detail?.lastSeq ?? 0}`);
-  es.addEventListener("changed", () => {
-    clearTimeout(state.refresh);
-    state.refresh = setTimeout(() => loadDetail(false), 100);
-  });
-  state.live = es;
+/** Live: ask what is new (one small request, no open connection), reload the session when its log grew. */
+async function poll() {
+  if (state.polling || !state.selected || !state.detail || document.visibilityState === "hidden") return;
+  state.polling = true;
+  try {
+    const id = state.selected;
+    const { lastSeq } = await api(`/api/sessions/${encodeURIComponent(id)}/since?after=${state.detail.lastSeq}`);
+    trouble("");
+    if (id === state.selected && lastSeq !== state.detail.lastSeq) await loadDetail(false);
+  } catch (err) {
+    trouble(`Live updates stopped: ${err.message}`);
+  } finally {
+    state.polling = false;
+  }
 }
 
 function render() {
   const d = state.detail;
   const running = d.turns.some((t) => t.status === "running");
   const head = `<h2 style="margin:0 0 4px;font-size:16px">${running ? '<span class="live-dot" title="a turn is running"></span>' : ""}Session <code>${esc(d.info.id)}</code></h2><p class="muted" style="margin:0 0 12px">${esc(d.info.agent)} · started ${esc(when(d.info.createdAt))} · ${num(d.turns.length)} turn(s) · ${num(d.info.eventCount)} events</p>`;
-  $("#detail").innerHTML = head + (d.turns.length ? d.turns.map(turnHtml).join("") : '<p class="muted">No turns yet.</p>');
+  const earlier = d.earlierTurns ? `<p class="muted">${num(d.earlierTurns)} earlier turn(s) not shown (the page shows the last ${num(d.turns.length)}; keel sessions show ID --json has them all).</p>` : "";
+  $("#detail").innerHTML = head + earlier + (d.turns.length ? d.turns.map(turnHtml).join("") : '<p class="muted">No turns yet.</p>');
   for (const el of document.querySelectorAll("details.turn")) el.addEventListener("toggle", () => (el.open ? state.openTurns.add(el.dataset.turn) : state.openTurns.delete(el.dataset.turn)));
   for (const el of document.querySelectorAll("details.request")) el.addEventListener("toggle", () => (el.open ? state.openRequests.add(el.dataset.request) : state.openRequests.delete(el.dataset.request)));
   for (const b of document.querySelectorAll("button[data-answer]")) b.addEventListener("click", () => answer(b));
@@ -83,7 +114,7 @@ function render() {
 function turnHtml(t) {
   const duration = t.endedAt ? t.endedAt - t.startedAt : undefined;
   const u = t.usage;
-  const summary = `<summary><span class="muted">#${t.index}</span><span class="input">${esc(t.input || "(resumed)")}</span>${badge(t.status)}<span class="muted">${t.rounds} round(s) · ${t.toolCalls} tool call(s)${u ? ` · ${num(u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens)} in / ${num(u.outputTokens)} out tokens` : ""}${duration !== undefined ? ` · ${ms(duration)}` : ""}</span></summary>`;
+  const summary = `<summary><span class="muted">#${num(t.index)}</span><span class="input">${esc(t.input || "(resumed)")}</span>${badge(t.status)}<span class="muted">${num(t.rounds)} round(s) · ${num(t.toolCalls)} tool call(s)${u ? ` · ${num(u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens)} in / ${num(u.outputTokens)} out tokens` : ""}${duration !== undefined ? ` · ${ms(duration)}` : ""}</span></summary>`;
   const open = state.openTurns.has(t.id) ? " open" : "";
   return `<details class="turn" data-turn="${esc(t.id)}"${open}>${summary}<div class="turn-body">${[verdictHtml(t), answerHtml(t), pendingHtml(t), timelineHtml(t), pluginTimesHtml(t), requestsHtml(t), findingsHtml(t)].join("")}</div></details>`;
 }
@@ -135,11 +166,11 @@ function timelineHtml(t) {
       const bad = ["threw", "timeout", "invalid", "error", "failed", "aborted"].includes(i.status) || i.kind === "request" && i.label.endsWith("failed");
       const extra = i.kind === "request" && i.detail?.usage ? ` · ${num((i.detail.usage.inputTokens ?? 0) + (i.detail.usage.cacheReadTokens ?? 0) + (i.detail.usage.cacheWriteTokens ?? 0))} in / ${num(i.detail.usage.outputTokens ?? 0)} out${i.detail.firstChunkMs !== undefined ? ` · first chunk ${ms(i.detail.firstChunkMs)}` : ""}` : i.kind === "tool" && i.detail?.resultChars !== undefined ? ` · ${num(i.detail.resultChars)} chars` : "";
       const label = `${{ phase: "phase", background: "background", request: "model", tool: "tool", job: "job", compaction: "compaction", guard: "guard" }[i.kind] ?? i.kind} · ${i.label}`;
-      const handlers = i.handlers && i.handlers.length ? `<div class="tl-handlers">${i.handlers.map((h) => `<span class="plugin">${esc(h.plugin)}</span> ${ms(h.durationMs)}${h.status !== "ok" ? ` ${badge(h.status)}` : ""}${h.contributions ? ` · ${h.contributions} contribution(s)` : ""}`).join(" · ")}</div>` : "";
-      return `<div class="tl-row kind-${esc(i.kind)}${bad ? " bad" : ""}" data-timeline="${esc(i.kind)}" title="${esc(`${label} (${i.status})${extra}`)}"><span class="tl-label">${esc(label)}${i.plugins && i.kind !== "phase" && i.kind !== "background" ? "" : ""}<span class="muted">${esc(extra)}</span></span><span class="tl-track"><span class="tl-bar" style="left:${left.toFixed(3)}%;width:${width.toFixed(3)}%"></span></span><span class="tl-ms">${ms(i.end - i.start)}</span>${handlers}</div>`;
+      const handlers = i.handlers && i.handlers.length ? `<div class="tl-handlers">${i.handlers.map((h) => `<span class="plugin">${esc(h.plugin)}</span> ${ms(h.durationMs)}${h.status !== "ok" ? ` ${badge(h.status)}` : ""}${h.contributions ? ` · ${num(h.contributions)} contribution(s)` : ""}`).join(" · ")}</div>` : "";
+      return `<div class="tl-row kind-${esc(i.kind)}${bad ? " bad" : ""}" data-timeline="${esc(i.kind)}" title="${esc(`${label} (${i.status})${extra}`)}"><span class="tl-label">${esc(label)}<span class="muted">${esc(extra)}</span></span><span class="tl-track"><span class="tl-bar" style="left:${left.toFixed(3)}%;width:${width.toFixed(3)}%"></span></span><span class="tl-ms">${ms(i.end - i.start)}</span>${handlers}</div>`;
     })
     .join("");
-  return `<h3>Timeline</h3><div class="timeline">${rows}</div>`;
+  return `<h3>Timeline</h3><div class="timeline">${rows}</div>${omitted(t, "timeline", "timeline items")}`;
 }
 
 function pluginTimesHtml(t) {
@@ -150,16 +181,16 @@ function pluginTimesHtml(t) {
 
 function requestsHtml(t) {
   if (!t.requests.length) return "";
-  return `<h3>Requests</h3>${t.requests.map((r, i) => requestHtml(t, r, i)).join("")}`;
+  return `<h3>Requests</h3>${t.requests.map((r, i) => requestHtml(t, r, i)).join("")}${omitted(t, "requests", "requests")}`;
 }
 
 function requestHtml(t, r, i) {
   const key = `${t.id}:${i}`;
   const u = r.usage;
-  const head = `Round ${r.round}${r.model ? ` · ${esc(r.model)}` : r.provider ? ` · ${esc(r.provider)}` : ""}${u ? ` · ${num((u.inputTokens ?? 0) + (u.cacheReadTokens ?? 0) + (u.cacheWriteTokens ?? 0))} in / ${num(u.outputTokens ?? 0)} out` : ""}${r.durationMs !== undefined ? ` · ${ms(r.durationMs)}` : ""}${r.firstChunkMs !== undefined ? ` (first chunk ${ms(r.firstChunkMs)})` : ""}${r.stopReason ? ` · ${esc(r.stopReason)}` : ""}${r.error ? ` ${badge("failed")}` : ""}${r.compactions.length ? ` ${badge("compacted")}` : ""}`;
+  const head = `Round ${num(r.round)}${r.model ? ` · ${esc(r.model)}` : r.provider ? ` · ${esc(r.provider)}` : ""}${u ? ` · ${num((u.inputTokens ?? 0) + (u.cacheReadTokens ?? 0) + (u.cacheWriteTokens ?? 0))} in / ${num(u.outputTokens ?? 0)} out` : ""}${r.durationMs !== undefined ? ` · ${ms(r.durationMs)}` : ""}${r.firstChunkMs !== undefined ? ` (first chunk ${ms(r.firstChunkMs)})` : ""}${r.stopReason ? ` · ${esc(r.stopReason)}` : ""}${r.error ? ` ${badge("failed")}` : ""}${r.compactions.length ? ` ${badge("compacted")}` : ""}`;
   const m = r.manifest;
   const parts = [];
-  if (r.error) parts.push(`<p class="finding">${badge("error")} ${esc(r.error.errorClass)}${r.error.status ? ` (HTTP ${r.error.status})` : ""}: ${esc(r.error.message)}</p>`);
+  if (r.error) parts.push(`<p class="finding">${badge("error")} ${esc(r.error.errorClass)}${r.error.status ? ` (HTTP ${num(r.error.status)})` : ""}: ${esc(r.error.message)}</p>`);
   for (const n of r.notices) parts.push(`<p class="finding">${badge(n.kind)} ${esc(n.message)}</p>`);
   if (r.compactions.length) parts.push(`<h3>Compaction before this request</h3><table data-table="compactions"><thead><tr><th>plugin</th><th class="num">messages before</th><th class="num">after</th><th class="num">edits</th><th>what it did</th></tr></thead><tbody>${r.compactions.map((c) => `<tr><td><span class="plugin">${esc(c.plugin)}</span></td><td class="num">${num(c.before)}</td><td class="num">${num(c.after)}</td><td class="num">${num(c.edits)}</td><td>${esc(c.reason)}${c.what.length ? `<ul class="edits">${c.what.map((w) => `<li>${esc(w)}</li>`).join("")}</ul>` : ""}</td></tr>`).join("")}</tbody></table>`);
   if (m) {
@@ -173,21 +204,28 @@ function requestHtml(t, r, i) {
   return `<details class="request" data-request="${esc(key)}"${state.openRequests.has(key) ? " open" : ""}><summary>${head}</summary><div class="request-body">${parts.join("")}</div></details>`;
 }
 
+function omitted(t, key, what) {
+  const n = t.omitted?.[key];
+  return typeof n === "number" && n > 0 ? `<p class="muted">… ${num(n)} more ${what} in the middle of this turn are not shown.</p>` : "";
+}
+
 function findingsHtml(t) {
   const rows = [...t.findings, ...t.guards.map((g) => ({ level: "warn", code: `guard ${g.guard}`, message: `${g.value} reached the limit ${g.limit}` }))];
   if (!rows.length) return "";
-  return `<h3>Diagnostics and rejected contributions (${rows.length})</h3>${rows.map((f) => `<div class="finding" data-finding="${esc(f.code)}">${badge(f.level)} <code>${esc(f.code)}</code>${f.plugin ? ` <span class="plugin">${esc(f.plugin)}</span>` : ""}${f.phase ? ` <span class="muted">in ${esc(f.phase)}</span>` : ""} ${esc(f.message)}</div>`).join("")}`;
+  return `<h3>Diagnostics and rejected contributions (${num(rows.length + (t.omitted?.findings ?? 0))})</h3>${omitted(t, "findings", "findings")}${rows.map((f) => `<div class="finding" data-finding="${esc(f.code)}">${badge(f.level)} <code>${esc(f.code)}</code>${f.plugin ? ` <span class="plugin">${esc(f.plugin)}</span>` : ""}${f.phase ? ` <span class="muted">in ${esc(f.phase)}</span>` : ""} ${esc(f.message)}</div>`).join("")}`;
 }
 
+const refreshList = () => loadSessions().then(() => trouble(""), (err) => trouble(`The session list could not be read: ${err.message}`));
 $("#search").addEventListener("input", (e) => {
   state.q = e.target.value;
-  loadSessions().catch(() => {});
+  refreshList();
 });
 window.addEventListener("hashchange", () => {
-  const id = decodeURIComponent(location.hash.slice(1));
+  const id = decodeHash();
   if (id && id !== state.selected) select(id);
 });
-await loadSessions();
-setInterval(() => loadSessions().catch(() => {}), 3_000);
-const initial = decodeURIComponent(location.hash.slice(1)) || document.querySelector("nav a")?.dataset.session;
+await refreshList();
+setInterval(() => document.visibilityState !== "hidden" && refreshList(), 3_000);
+setInterval(poll, POLL_MS);
+const initial = decodeHash() || document.querySelector("nav a")?.dataset.session;
 if (initial) await select(initial);

@@ -1,7 +1,9 @@
 /**
  * `keel studio`: a local web page over the session store. Loopback only, an unguessable token
- * on every request (the URL's `?token=`, then a same-site cookie), read-only unless started
- * with approvals allowed. Live updates poll the store, so turns run by any process appear.
+ * on every request (in the URL of the page and its two files, then an Authorization header from
+ * the page; never a cookie, which every port of 127.0.0.1 would receive), read-only unless started
+ * with approvals allowed. The page polls a cheap endpoint, so turns run by any process appear
+ * and no request holds a connection (a browser allows six per host).
  */
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -26,13 +28,11 @@ export interface StudioOptions {
   port?: number;
   /** Set: the page may answer pending approvals through it. */
   answer?: ApprovalAnswerer;
-  /** How often live views look for new events, ms. Default 500. */
-  pollMs?: number;
   /** Fixed token (tests); default 32 random bytes. */
   token?: string;
 }
 
-/** A running studio. Contract: `url` carries the token; `close` stops serving and ends live streams. */
+/** A running studio. Contract: `url` carries the token; `close` stops serving and drops every open connection. */
 export interface Studio {
   url: string;
   port: number;
@@ -47,45 +47,61 @@ const ASSETS: Record<string, { file: string; type: string }> = {
   "/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
   "/app.css": { file: "app.css", type: "text/css; charset=utf-8" },
 };
-const COOKIE = "keel_studio";
 /** Sessions listed (most recently updated first). */
 const LIST_LIMIT = 200;
+/** Turns of one session sent to the page (the most recent); the rest are counted. */
+const TURNS_SENT = 100;
 
 /** Start serving. Contract: binds 127.0.0.1 only; every request without the token gets 401. */
 export async function startStudio(options: StudioOptions): Promise<Studio> {
   const token = options.token ?? randomBytes(32).toString("base64url");
   const expected = Buffer.from(token);
   const store = options.store;
-  const pollMs = options.pollMs ?? 500;
-  const live = new Set<ServerResponse>();
-  const titles = new Map<string, { count: number; title: string; status: string }>();
+  /** Per session: its events so far (read incrementally), and what the list shows of it. */
+  const cache = new Map<string, { events: KeelEvent[]; lastSeq: number; title: string; status: string }>();
   let port = 0;
 
   const authorized = (req: IncomingMessage, url: URL): boolean => {
-    const given = url.searchParams.get("token") ?? cookieOf(req.headers.cookie, COOKIE) ?? bearer(req.headers.authorization);
+    const given = url.searchParams.get("token") || bearer(req.headers.authorization);
     if (!given) return false;
     const b = Buffer.from(given);
     return b.length === expected.length && timingSafeEqual(b, expected);
   };
 
-  /** Session summaries with their first input and last verdict, read from the log (cached by event count). */
+  /** A session's log, read only from where the last read stopped. */
+  const logOf = async (id: string) => {
+    let c = cache.get(id);
+    if (!c) cache.set(id, (c = { events: [], lastSeq: 0, title: "(no turns)", status: "empty" }));
+    const fresh = await store.events(id, { afterSeq: c.lastSeq });
+    for (const e of fresh) {
+      c.events.push(e);
+      if (e.type === "turn.started") {
+        if (c.title === "(no turns)") c.title = headOf(e.input, 120);
+        c.status = "running";
+      } else if (e.type === "turn.resumed") c.status = "running";
+      else if (e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted" || e.type === "turn.paused") c.status = e.verdict.status;
+    }
+    c.lastSeq = c.events.at(-1)?.seq ?? 0;
+    return c;
+  };
+
+  /** Session summaries with their first input and last verdict. */
   const summaries = async (q: string): Promise<Array<SessionInfo & { title: string; status: string }>> => {
     const list = await store.listSessions({ ...(options.agent ? { agent: options.agent } : {}), limit: LIST_LIMIT });
+    const needle = q.toLowerCase();
     const out = [];
     for (const s of list) {
-      let t = titles.get(s.id);
-      if (!t || t.count !== s.eventCount) {
-        const events = await store.events(s.id);
-        const first = events.find((e) => e.type === "turn.started") as Extract<KeelEvent, { type: "turn.started" }> | undefined;
-        const last = [...events].reverse().find((e) => e.type === "turn.started" || e.type.startsWith("turn.") && "verdict" in e);
-        t = { count: s.eventCount, title: first ? headOf(first.input, 120) : "(no turns)", status: !last ? "empty" : last.type === "turn.started" ? "running" : (last as { verdict: { status: string } }).verdict.status };
-        titles.set(s.id, t);
-      }
-      const needle = q.toLowerCase();
-      if (needle && !`${s.id} ${s.agent} ${t.title}`.toLowerCase().includes(needle)) continue;
-      out.push({ ...s, title: t.title, status: t.status });
+      const c = cache.get(s.id)?.lastSeq === s.eventCount ? cache.get(s.id)! : await logOf(s.id);
+      if (needle && !`${s.id} ${s.agent} ${c.title}`.toLowerCase().includes(needle)) continue;
+      out.push({ ...s, title: c.title, status: c.status });
     }
     return out;
+  };
+
+  /** The session if it exists and belongs to the configured agent. */
+  const sessionOf = async (id: string): Promise<SessionInfo | undefined> => {
+    const info = await store.getSession(id);
+    return info && (!options.agent || info.agent === options.agent) ? info : undefined;
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -95,25 +111,34 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
     const url = new URL(req.url ?? "/", `http://${host}`);
     if (!authorized(req, url)) return send(res, 401, { error: "This page needs the token that keel studio printed: open the full URL it shows (…?token=…)." });
     const path = url.pathname;
-    const asset = req.method === "GET" ? ASSETS[path] : undefined;
+    const read = req.method === "GET" || req.method === "HEAD";
+    const asset = read ? ASSETS[path] : undefined;
     if (asset) {
-      const headers: Record<string, string> = { "content-type": asset.type };
-      // The token moves from the URL into a cookie only this origin sends.
-      if (url.searchParams.has("token")) headers["set-cookie"] = `${COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/`;
-      return sendRaw(res, 200, readFileSync(join(PAGE_DIR, asset.file)), headers);
+      let body = readFileSync(join(PAGE_DIR, asset.file));
+      // The page's own files carry the token in their URLs; the page then sends it as a header.
+      if (asset.file === "page.html") body = Buffer.from(body.toString("utf8").replaceAll('"/app.css"', `"/app.css?token=${token}"`).replaceAll('"/app.js"', `"/app.js?token=${token}"`));
+      return sendRaw(res, 200, req.method === "HEAD" ? Buffer.alloc(0) : body, { "content-type": asset.type });
     }
-    if (req.method === "GET" && path === "/api/sessions") return send(res, 200, { where: options.where, approvals: !!options.answer, sessions: await summaries(url.searchParams.get("q") ?? "") });
-    const m = /^\/api\/sessions\/([^/]+)(\/live|\/approvals\/([^/]+))?$/.exec(path);
+    if (read && path === "/api/sessions") return send(res, 200, { where: options.where, approvals: !!options.answer, sessions: await summaries(url.searchParams.get("q") ?? "") });
+    const m = /^\/api\/sessions\/([^/]+)(\/since|\/approvals\/([^/]+))?$/.exec(path);
     if (!m) return send(res, 404, { error: `No such page: ${headOf(path, 80)}` });
-    const id = decodeURIComponent(m[1]!);
-    if (req.method === "GET" && !m[2]) {
-      const info = await store.getSession(id);
-      if (!info) return send(res, 404, { error: `No session "${headOf(id, 80)}" in ${options.where}.` });
-      const events = await store.events(id);
-      return send(res, 200, { info, lastSeq: events.at(-1)?.seq ?? 0, approvals: !!options.answer, turns: turnsOf(events) });
+    const id = decoded(m[1]!);
+    const callId = m[3] === undefined ? undefined : decoded(m[3]);
+    if (id === undefined || (m[3] !== undefined && callId === undefined)) return send(res, 400, { error: "The path is not valid percent-encoding." });
+    if (!(await sessionOf(id))) return send(res, 404, { error: `No session "${headOf(id, 80)}"${options.agent ? ` of agent "${options.agent}"` : ""} in ${options.where}.` });
+    if (read && !m[2]) {
+      const log = await logOf(id);
+      const turns = turnsOf(log.events);
+      return send(res, 200, { info: await sessionOf(id), lastSeq: log.lastSeq, approvals: !!options.answer, earlierTurns: Math.max(0, turns.length - TURNS_SENT), turns: turns.slice(-TURNS_SENT) });
     }
-    if (req.method === "GET" && m[2] === "/live") return openLive(res, id, Number(url.searchParams.get("after") ?? 0));
-    if (req.method === "POST" && m[3]) {
+    if (read && m[2] === "/since") {
+      // The page's poll: one indexed read of what is new.
+      const after = Number(url.searchParams.get("after") ?? "0");
+      if (!Number.isSafeInteger(after) || after < 0) return send(res, 400, { error: "`after` must be a sequence number (an integer ≥ 0)." });
+      const fresh = await store.events(id, { afterSeq: after });
+      return send(res, 200, { lastSeq: fresh.at(-1)?.seq ?? after });
+    }
+    if (req.method === "POST" && callId !== undefined) {
       if (!options.answer) return send(res, 403, { error: "keel studio is read-only: start it with --allow-approvals to answer approvals from the page." });
       // A form on another site cannot set this header without a CORS preflight, which this server never grants.
       if (req.headers["x-keel-studio"] !== "1") return send(res, 403, { error: "Missing the X-Keel-Studio header." });
@@ -121,40 +146,12 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
       if (typeof body?.approved !== "boolean") return send(res, 400, { error: 'Expected {"approved": true|false, "reason"?: string}.' });
       const reason = typeof body.reason === "string" && body.reason ? { reason: codePointSlice(body.reason, 0, 2_000) } : {};
       try {
-        return send(res, 200, await options.answer(id, decodeURIComponent(m[3]), { approved: body.approved, ...reason }));
+        return send(res, 200, await options.answer(id, callId, { approved: body.approved, ...reason }));
       } catch (err) {
         return send(res, isKeelError(err) ? 409 : 500, { error: errorMessage(err) });
       }
     }
     return send(res, 405, { error: `${req.method} is not allowed here.` });
-  };
-
-  /** Server-sent events: `changed` with the last seq whenever the session's log grows. */
-  const openLive = async (res: ServerResponse, id: string, after: number): Promise<void> => {
-    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-store", connection: "keep-alive" });
-    res.write(": live\n\n");
-    live.add(res);
-    let last = after;
-    let busy = false;
-    const timer = setInterval(async () => {
-      if (busy) return;
-      busy = true;
-      try {
-        const fresh = await store.events(id, { afterSeq: last });
-        if (fresh.length) {
-          last = fresh.at(-1)!.seq;
-          res.write(`event: changed\ndata: ${JSON.stringify({ lastSeq: last, types: [...new Set(fresh.map((e) => e.type))] })}\n\n`);
-        }
-      } catch (err) {
-        res.write(`event: failed\ndata: ${JSON.stringify({ error: errorMessage(err) })}\n\n`);
-      } finally {
-        busy = false;
-      }
-    }, pollMs);
-    res.on("close", () => {
-      clearInterval(timer);
-      live.delete(res);
-    });
   };
 
   const server: Server = createServer((req, res) => {
@@ -173,8 +170,10 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
     port,
     token,
     close: async () => {
-      for (const r of live) r.end();
-      await new Promise<void>((r) => server.close(() => r()));
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      // Idle keep-alive sockets and half-sent requests must not hold Ctrl-C up.
+      server.closeAllConnections();
+      await closed;
     },
   };
 }
@@ -196,12 +195,13 @@ function sendRaw(res: ServerResponse, status: number, body: Buffer, headers: Rec
   res.end(body);
 }
 
-function cookieOf(header: string | undefined, name: string): string | undefined {
-  for (const part of (header ?? "").split(";")) {
-    const [k, ...v] = part.trim().split("=");
-    if (k === name) return v.join("=");
+/** A path segment decoded; undefined when it is not valid percent-encoding. */
+function decoded(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
   }
-  return undefined;
 }
 
 function bearer(header: string | undefined): string | undefined {

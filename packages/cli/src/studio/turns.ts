@@ -68,7 +68,12 @@ export interface TurnView {
   /** Tool calls a paused turn waits for. */
   pending: Array<{ callId: string; name: string; args: string; reason?: string; plugin?: string }>;
   answer?: string;
+  /** Items left out of a huge turn (the middle of each list is dropped; its first and last halves are kept). */
+  omitted?: { timeline?: number; requests?: number; findings?: number };
 }
+
+/** Most items of each list sent for one turn. */
+const CAPS = { timeline: 1_500, requests: 300, findings: 500 } as const;
 
 /** Edits of one compaction listed one by one; the rest are counted. */
 const MAX_EDITS_SHOWN = 20;
@@ -199,7 +204,18 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         break;
     }
   }
+  for (const t of turns.values()) for (const key of ["timeline", "requests", "findings"] as const) capList(t, key);
   return [...turns.values()];
+}
+
+/** Keep the first and last halves of a list longer than its cap, and count the rest. */
+function capList(t: TurnView, key: keyof typeof CAPS): void {
+  const list = t[key] as unknown[];
+  const cap = CAPS[key];
+  if (list.length <= cap) return;
+  const half = cap / 2;
+  (t.omitted ??= {})[key] = list.length - cap;
+  list.splice(half, list.length - cap);
 }
 
 function request(t: TurnView, round: number, at: number): RequestView {
