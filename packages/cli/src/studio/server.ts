@@ -14,10 +14,10 @@ import type { KeelEvent, SessionInfo, SessionStore } from "@keel/kernel";
 import { codePointSlice, errorMessage, headOf, isKeelError } from "@keel/kernel";
 import { turnsOf } from "./turns.ts";
 
-/** Answers a pending approval (studio started with approvals allowed). */
+/** Answers a pending approval (studio started with approvals allowed). Contract: throws a KeelError (HTTP 409) when the call is not waiting for an answer. */
 export type ApprovalAnswerer = (sessionId: string, callId: string, answer: { approved: boolean; reason?: string }) => Promise<{ resumed: boolean }>;
 
-/** Options of startStudio. */
+/** Options of startStudio. Contract: only `store` and `where` are required; without `answer` nothing is ever written. */
 export interface StudioOptions {
   store: SessionStore;
   /** Shown on the page: where the sessions are (a path or a masked URL). */
