@@ -194,6 +194,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(options.store ? { store: options.store } : database.kind === "postgres" ? { store: postgresSessionStore(database) } : {}),
     ...(config.approve ? { approve: config.approve } : {}),
     ...(config.observers ? { observers: config.observers } : {}),
+    ...(config.mode ? { mode: config.mode } : {}),
     ...((options.home ?? config.home) !== undefined ? { home: resolve(dir, (options.home ?? config.home)!) } : {}),
   };
   const homeDir = resolve(home !== undefined ? resolve(dir, home) : defaultKeelHome(env));

@@ -52,6 +52,7 @@ export const ConfigSchema = z
     store: z.string().regex(/^(sqlite|postgres(ql)?:\/\/\S+)$/i, 'expected "sqlite" or a PostgreSQL URL such as "postgres://user:password@host:5432/db" (or process.env.KEEL_DATABASE_URL)').optional(),
     approve: z.custom<(...a: unknown[]) => unknown>((v) => typeof v === "function", { message: "expected a function" }).optional(),
     observers: z.array(observerSpec).optional(),
+    mode: z.enum(["agent", "chat"], { error: 'expected "agent" (tools) or "chat" (no tools)' }).optional(),
     offline: z.object({ script: z.union([z.string().min(1), z.array(z.unknown()), z.looseObject({ steps: z.array(z.unknown()) })]).optional() }).strict().optional(),
   })
   .strict();

@@ -37,6 +37,7 @@ export const ENVIRONMENT: Record<string, string> = {
 };
 
 const CONFIG: [string, string] = ["--config PATH", "the agent's config (default: agent.config.* or package.json \"keel\", found from here up)"];
+const MODE: [string, string] = ["--mode agent|chat", "switch the session: agent sends tools (the default), chat sends none; kept in the session's log for its later turns"];
 const HOME: [string, string] = ["--home DIR", "the home folder for this command (beats KEEL_HOME and the config's home)"];
 const JSON_OUT: [string, string] = ["--json", "print the session's stored events on stdout, one JSON object per line, with the live text deltas (model.delta) and tool progress (tool.progress) between them (those have no seq)"];
 const ASK: [string, string] = ["--ask MODE", "when a plugin asks for approval of a tool call: ask (the person at the terminal: y once, a always in this session, n <reason> deny; default on a terminal), deny (default without one) or allow"];
@@ -55,7 +56,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
   run: {
     summary: "one turn: the answer on stdout, progress on stderr",
     usage: ['keel run [options] "<input>"', "keel run [options] -            (the input is stdin)", "<command> | keel run [options]  (the input is stdin)"],
-    options: [CONFIG, ...SESSION, ["--new", "start a new session (the default)"], ASK, JSON_OUT, HOME],
+    options: [CONFIG, ...SESSION, ["--new", "start a new session (the default)"], MODE, ASK, JSON_OUT, HOME],
     examples: [
       'keel run "what is left in TODO.md?"                    # one turn in a new session',
       'git diff | keel run "review this change"               # stdin is appended as context',
@@ -72,7 +73,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
   chat: {
     summary: "interactive turns in one session; a line typed during a turn steers it",
     usage: ["keel chat [options]"],
-    options: [CONFIG, ...SESSION, ASK, JSON_OUT, HOME],
+    options: [CONFIG, ...SESSION, MODE, ASK, JSON_OUT, HOME],
     examples: [
       "keel chat                                  # a new session; /exit or Ctrl-D to leave",
       "keel chat -c                               # pick up the most recent session",

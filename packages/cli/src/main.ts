@@ -68,7 +68,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       args: [...argv],
       allowPositionals: true,
       strict: true,
-      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, plugin: { type: "string" }, force: { type: "boolean" }, model: { type: "string", multiple: true }, ask: { type: "string" }, port: { type: "string" }, "allow-approvals": { type: "boolean" } },
+      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, plugin: { type: "string" }, force: { type: "boolean" }, model: { type: "string", multiple: true }, ask: { type: "string" }, port: { type: "string" }, "allow-approvals": { type: "boolean" }, mode: { type: "string" } },
     });
   } catch (err) {
     throw usage(errorMessage(err));
@@ -97,8 +97,10 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   if (values.wait && !values.session) throw usage("--wait waits for a session held by another process: give it --session ID.");
   // --home is a path from here (the config's `home` is from the config's folder); what was typed is repeated in hints.
   const typed = [...(values.config ? ["--config", values.config] : []), ...(values.home ? ["--home", values.home] : [])];
+  if (values.mode !== undefined && command !== "run" && command !== "chat") throw usage("--mode is an option of keel run and keel chat.");
+  if (values.mode !== undefined && values.mode !== "agent" && values.mode !== "chat") throw usage(`--mode takes agent (tools) or chat (no tools), not "${headOf(values.mode, 40)}".`);
   if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio") throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
-  const flags: Flags = { ...values, ...(values["allow-approvals"] ? { allowApprovals: true } : {}), ...(values.home ? { home: resolve(io.cwd, values.home) } : {}), ...(values.model ? { model: modelsFromFlags(values.model) } : {}), typed };
+  const flags: Flags = { ...values, mode: values.mode as Flags["mode"], ...(values["allow-approvals"] ? { allowApprovals: true } : {}), ...(values.home ? { home: resolve(io.cwd, values.home) } : {}), ...(values.model ? { model: modelsFromFlags(values.model) } : {}), typed };
   switch (command) {
     case "run": {
       // With --ask ask (or KEEL_ASK=ask) and the input as arguments, stdin is where the answers come from, not context.
@@ -140,7 +142,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   }
 }
 
-type Flags = { port?: string; allowApprovals?: boolean; ask?: string; strict?: boolean; config?: string; session?: string; new?: boolean; continue?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean; model?: string[] | undefined; typed?: string[] };
+type Flags = { mode?: "agent" | "chat"; port?: string; allowApprovals?: boolean; ask?: string; strict?: boolean; config?: string; session?: string; new?: boolean; continue?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean; model?: string[] | undefined; typed?: string[] };
 
 /** Where the agent runs, for what is said around a turn. */
 type Built = { home: string; freshHome: boolean };
@@ -203,7 +205,15 @@ function reportUnfinishedJobs(agent: Agent, io: CliEnv): void {
   }
 }
 
+/** Open the session the flags name, switched to --mode when given (durable), saying so when it is in chat mode. */
 async function openSession(agent: Agent, flags: Flags, io: CliEnv, built: Built): Promise<Session> {
+  const session = await openNamedSession(agent, flags, io, built);
+  if (flags.mode) await session.setMode(flags.mode);
+  if (session.mode === "chat") io.err(`keel: chat mode — no tools are sent in this session${flags.mode ? "" : " (its last --mode)"}; --mode agent switches it back\n`);
+  return session;
+}
+
+async function openNamedSession(agent: Agent, flags: Flags, io: CliEnv, built: Built): Promise<Session> {
   if (flags.continue) {
     const [last] = await agent.sessions(1);
     if (last) return agent.session(last.id);

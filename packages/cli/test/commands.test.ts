@@ -87,6 +87,40 @@ describe("keel run", () => {
   });
 });
 
+describe("keel run --mode", () => {
+  it("chat sends no tools, later runs of the session stay in chat, --mode agent switches back; a bad value is a usage error", async () => {
+    const dir = mkdtempSync(join(home, "mode-"));
+    // The offline script (replayed from its start by each process) asserts what each request carries.
+    writeFileSync(join(dir, "agent.config.mjs"), `export default {
+  name: "modes",
+  tools: [{ name: "lookup", description: "Looks a value up.", execute: () => "42" }],
+  offline: { script: { steps: [
+    { when: { lastUserIncludes: "hello" }, expect: { noTools: true }, text: "chatting" },
+    { when: { lastUserIncludes: "and now" }, expect: { noTools: true }, text: "still chatting" },
+    { when: { lastUserIncludes: "use tools" }, expect: { toolsInclude: ["lookup"] }, text: "tools are back" },
+  ] } },
+};\n`);
+    const e = offlineEnv({ KEEL_HOME: join(dir, ".keel") });
+    const first = await runKeel(["run", "--mode", "chat", "hello"], { cwd: dir, env: e });
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toContain("chatting");
+    expect(first.stderr).toContain("keel: chat mode — no tools are sent in this session; --mode agent switches it back");
+    const second = await runKeel(["run", "-c", "and now?"], { cwd: dir, env: e });
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stderr).toContain("chat mode — no tools are sent in this session (its last --mode)");
+    const third = await runKeel(["run", "-c", "--mode", "agent", "use tools"], { cwd: dir, env: e });
+    expect(third.code, third.stderr).toBe(0);
+    expect(third.stdout).toContain("tools are back");
+    expect(third.stderr).not.toContain("chat mode");
+    const bad = await runKeel(["run", "--mode", "tools", "x"], { cwd: dir, env: e });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--mode takes agent (tools) or chat (no tools), not "tools"');
+    const misplaced = await runKeel(["sessions", "--mode", "chat"], { cwd: dir, env: e });
+    expect(misplaced.code).toBe(2);
+    expect(misplaced.stderr).toContain("--mode is an option of keel run and keel chat");
+  }, 60_000);
+});
+
 describe("keel inspect", () => {
   it("prints the plugin tree and every phase with its subscriptions in order", async () => {
     const run = await runKeel(["inspect", "--config", custom], { env });

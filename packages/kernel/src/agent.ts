@@ -7,7 +7,7 @@ import { z } from "zod";
 import type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
 import { PhaseRunner } from "./dispatch.ts";
 import { errorMessage, isKeelError, KeelError, preview } from "./errors.ts";
-import type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, LiveEvent, TurnTimings } from "./events.ts";
+import type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, LiveEvent, SessionMode, TurnTimings } from "./events.ts";
 import { isTerminalEvent } from "./events.ts";
 import { freezeDeep } from "./messages.ts";
 import type { MergeCaps } from "./merge.ts";
@@ -153,6 +153,11 @@ export interface AgentOptions {
    * is built and detached when it closes. Falsy entries are ignored (`cond && observer()`).
    */
   observers?: readonly (AgentObserver | false | null | undefined | 0 | "")[];
+  /**
+   * The mode of a session that has not switched (session.setMode): `agent` (default) sends
+   * tools; `chat` sends none. A session's own switch is in its log and wins on resume.
+   */
+  mode?: SessionMode;
 }
 
 /** Options of agent.session(). */
@@ -197,6 +202,7 @@ const AgentOptionsSchema = z.object({
   tokenCounter: z.instanceof(TokenCounter).optional(),
   requestOptions: z.record(z.string(), z.unknown()).optional(),
   observers: z.array(z.unknown()).optional(),
+  mode: z.enum(["agent", "chat"]).optional(),
 }).strict();
 
 /** A handler slower than this always gets its phase recorded, even in `notable` tracing. */
@@ -533,6 +539,8 @@ export class Session {
   paused: PausedTurn | undefined;
   /** @internal tools the host approved "always" in this session */
   readonly alwaysAllowed = new Set<string>();
+  /** @internal the mode this session switched to (from its log), if it ever did */
+  switchedMode: SessionMode | undefined;
   /** @internal a turn stream's back-pressure: the provider loop waits on it before reading on */
   backpressure: Promise<void> | undefined;
   /** @internal where the latest turn of this process starts in the log (a job reads its turn from there). */
@@ -597,6 +605,26 @@ export class Session {
     this.ready();
     if (this.paused) throw new KeelError("KEEL_APPROVAL_PENDING", `Session "${this.id}" has turn ${this.paused.turnId} paused for ${this.paused.requests.size} tool call(s): ${[...this.paused.requests.values()].map((r) => `${r.name} (${r.callId})`).join(", ")}. Answer them (approve/deny) and resume() first.`);
     return (signal) => this.start(checked, withSignal(options, signal), output ? { output } : {}) as Promise<TurnResult<O>>;
+  }
+
+  /** How this session's turns run: `agent` (tools) or `chat` (none). Contract: the last setMode() in the log, else the agent's `mode`, else `agent`. */
+  get mode(): SessionMode {
+    return this.switchedMode ?? this.agent.options.mode ?? "agent";
+  }
+
+  /**
+   * Switch the session's mode between turns; durable when it resolves, honoured by every later
+   * turn in any process. Contract: KEEL_MODE_INVALID for another value, while a turn runs, or
+   * while a turn waits for approval; setting the current mode records nothing.
+   */
+  async setMode(mode: SessionMode): Promise<void> {
+    if (mode !== "agent" && mode !== "chat") throw new KeelError("KEEL_MODE_INVALID", `setMode(${JSON.stringify(typeof mode === "string" ? headOf(mode, 40) : typeof mode)}) on session "${this.id}".`);
+    if (this.current) throw new KeelError("KEEL_MODE_INVALID", `Session "${this.id}" is running a turn; switch to ${mode} mode after it ends.`);
+    if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `Session "${this.id}" is closed.`);
+    if (this.paused) throw new KeelError("KEEL_MODE_INVALID", `Session "${this.id}" has turn ${this.paused.turnId} waiting for approval; answer and resume it first.`);
+    if (mode === this.mode) return;
+    await this.emit({ type: "session.mode", mode }, null, true);
+    this.switchedMode = mode;
   }
 
   /** The tool calls the paused turn waits for (empty when no turn is paused). Contract: copies. */
@@ -975,6 +1003,9 @@ export class Session {
           this.paused = undefined;
           open = e.turnId;
           asked = new Map();
+          break;
+        case "session.mode":
+          this.switchedMode = e.mode;
           break;
         case "message.appended":
           messages.push(e.message);

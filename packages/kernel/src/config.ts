@@ -92,6 +92,8 @@ export interface KeelConfig {
    */
   store?: "sqlite" | `postgres://${string}` | `postgresql://${string}`;
   approve?: AgentOptions["approve"];
+  /** How new sessions run: "agent" (default: tools) or "chat" (no tools); a session's own switch (session.setMode, keel --mode) wins. */
+  mode?: AgentOptions["mode"];
   /** Watchers of the agent's events, e.g. `otel()` from @keel/otel (OpenTelemetry spans); falsy entries are ignored. */
   observers?: AgentOptions["observers"];
   /** The offline model: a provider script (inline, or a JSON file path relative to the config). */

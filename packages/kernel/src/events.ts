@@ -10,6 +10,13 @@ import type { ProviderErrorClass, StopReason } from "./provider.ts";
 import type { Usage } from "./usage.ts";
 import type { GuardName, TurnVerdict } from "./verdict.ts";
 
+/**
+ * How a session's turns run. `agent`: tools are materialised and sent, tool calls run. `chat`:
+ * a direct conversation: no tool is materialised or sent (the tool-materialisation phase and the
+ * preflight are skipped), prompt plugins still run.
+ */
+export type SessionMode = "agent" | "chat";
+
 /** What happened to one contribution. */
 export interface ContributionRecord {
   plugin: string;
@@ -38,9 +45,12 @@ export interface TurnTimings {
 /** Durable events, by type. */
 export type KeelEventData =
   | { type: "session.created"; agent: string }
+  /** The host switched the session's mode (session.setMode): `chat` sends no tools, `agent` does. */
+  | { type: "session.mode"; mode: SessionMode }
   | { type: "session.resumed"; agent: string; interruptedTurn?: string; leaseTakenOver?: { pid: number; host: string; reason: "expired" | "holder_dead" } }
   /** `content`: the input's blocks when run() was given content blocks (`input` is their text). */
-  | { type: "turn.started"; input: string; trigger: "user" | "follow_up" | "resume"; metadata: Record<string, unknown>; content?: ContentBlock[] }
+  /** `mode`: present when the turn ran in chat mode (no tools). */
+  | { type: "turn.started"; input: string; trigger: "user" | "follow_up" | "resume"; metadata: Record<string, unknown>; content?: ContentBlock[]; mode?: "chat" }
   | { type: "message.appended"; message: Message }
   | { type: "message.queued"; queue: "steering" | "follow_up"; queueId: string; text: string }
   | { type: "message.dequeued"; queue: "steering" | "follow_up"; queueId: string }

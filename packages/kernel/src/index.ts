@@ -43,7 +43,7 @@ export type { StreamOptions, ToolRunStatusView, TurnStreamEvent } from "./turn-s
 export type { TurnInput } from "./turn.ts";
 export type { PromptManifest } from "./manifest.ts";
 export { isTerminalEvent } from "./events.ts";
-export type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, KeelEventType, LiveEvent, TurnTimings } from "./events.ts";
+export type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, KeelEventType, LiveEvent, SessionMode, TurnTimings } from "./events.ts";
 export type { AppendOptions, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "./session-store.ts";
 export { SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, toJson as storageJson } from "./sqlite-store.ts";
 export { redactForStorage } from "./storage-redaction.ts";

@@ -86,6 +86,8 @@ export interface TurnEventBase {
   /** The input's content blocks when run() was given blocks (text and images), else absent. */
   content?: readonly ContentBlock[];
   trigger: "user" | "follow_up" | "resume";
+  /** The session's mode for this turn: in `chat` no tools are materialised or sent. */
+  mode: "agent" | "chat";
   history: readonly Message[];
   policies: PolicyView;
   /** Free-form per-turn metadata given by the host (`run(input, { metadata })`), e.g. a user id. */

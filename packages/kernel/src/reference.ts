@@ -95,6 +95,7 @@ export const TURN_EVENT_FIELDS: { [F in keyof TurnEventBase]-?: string } = {
   input: "the user's text for this turn (the text parts, when run() was given content blocks)",
   content: "the input's content blocks (text and images) when run() was given blocks; absent for a string",
   trigger: "user, follow_up (a queued follow-up) or resume (a paused turn continues after approval)",
+  mode: "agent (tools are materialised and sent) or chat (no tools: the session is a direct conversation; session.setMode switches it between turns)",
   history: "the messages before this turn (frozen)",
   policies: "policies merged so far: get(domain, key)",
   metadata: "what the host passed to run(input, { metadata }), e.g. a user id for namespacing",

@@ -200,7 +200,7 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
     // The user's words are durable before anything else happens. Messages queued while no turn
     // was running (a steer or follow-up that arrived just after the last turn ended) came first.
     const content = typeof given === "string" ? undefined : given;
-    await session.emit({ type: "turn.started", input, trigger: "user", metadata, ...(content ? { content: [...content] } : {}) }, turnId);
+    await session.emit({ type: "turn.started", input, trigger: "user", metadata, ...(content ? { content: [...content] } : {}), ...(session.mode === "chat" ? { mode: "chat" as const } : {}) }, turnId);
     drain("steering");
     drain("follow_up");
     inputMessage = content ? { role: "user", content: [...content] } : userMessage(input);
@@ -210,7 +210,9 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
   const policies = new PolicySet();
   // Handlers get a read-only policy view and their own copy of the host's metadata (events are deep-frozen).
   const baseContent = typeof given === "string" || resume ? undefined : inputMessage.content;
-  const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, ...(baseContent ? { content: baseContent } : {}), trigger: resume ? "resume" : "user", history, policies: policies.view(), metadata: copyMetadata(metadata) });
+  // A resumed turn keeps the mode it paused in (tools were asked for; setMode is refused while paused).
+  const mode = resume ? "agent" : session.mode;
+  const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, ...(baseContent ? { content: baseContent } : {}), trigger: resume ? "resume" : "user", mode, history, policies: policies.view(), metadata: copyMetadata(metadata) });
   const ev = <P extends PhaseName>(phase: P, extra: Omit<PhaseEvents[P], keyof TurnEventBase> | object = {}) => Object.freeze({ ...base, ...extra, phase });
   /** Run a turn or round phase; its event is built only when someone subscribes. */
   const phase = async (name: PhaseName, extra: object = {}, step?: (e: any, added: Contributed[]) => any): Promise<PhaseResult | undefined> => {
@@ -247,12 +249,15 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
     const rPolicy = await phase("turn.pre_policy");
     merged(rPolicy, policies.merge(of(rPolicy, "policy"), "turn.pre_policy"), turnId);
     const rContext = await phase("turn.pre_prompt_context");
-    const builtin = agent.options.tools ?? [];
-    const rTools = await phase("turn.pre_tool_materialization", { tools: builtin.map((t) => t.name) });
-    merged(rTools, policies.merge(of(rTools, "policy"), "turn.pre_tool_materialization"), turnId);
-    const bundles = mergeToolBundles(builtin, of(rTools, "tool_bundle"), "turn.pre_tool_materialization");
-    merged(rTools, bundles, turnId);
-    tools = new Map(bundles.tools.map((t) => [t.def.name, t]));
+    // Chat mode: no tool is materialised (the phase does not run, so no plugin builds a bundle) or sent.
+    const builtin = mode === "chat" ? [] : (agent.options.tools ?? []);
+    if (mode === "agent") {
+      const rTools = await phase("turn.pre_tool_materialization", { tools: builtin.map((t) => t.name) });
+      merged(rTools, policies.merge(of(rTools, "policy"), "turn.pre_tool_materialization"), turnId);
+      const bundles = mergeToolBundles(builtin, of(rTools, "tool_bundle"), "turn.pre_tool_materialization");
+      merged(rTools, bundles, turnId);
+      tools = new Map(bundles.tools.map((t) => [t.def.name, t]));
+    }
     for (const t of tools.values()) if (!t.def.hidden) visible.add(t.def.name);
     const firstContext = mergePromptContext(of(rContext, "prompt_context"), "turn.pre_prompt_context", agent.caps);
     let preflight: PreflightOutcome | undefined;
@@ -649,6 +654,10 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
     }
     if (!answered) toolCalls++;
     const resolved = tools.get(call.name);
+    if (!resolved && mode === "chat") {
+      completed(call, "error");
+      return { call, result: errorResult(call.id, call.name, `Error: this session is in chat mode: no tools are available (the host switches modes between turns). Answer from the conversation.`) };
+    }
     if (!resolved) {
       const names = [...tools.keys()];
       completed(call, "error");

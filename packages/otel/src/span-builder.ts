@@ -150,6 +150,7 @@ export class SpanBuilder {
     };
     if (e.type === "turn.started") {
       attrs["keel.turn.trigger"] = e.trigger;
+      attrs["keel.session.mode"] = e.mode === "chat" ? "chat" : "agent";
       if (this.o.captureContent) attrs["gen_ai.input.messages"] = content([{ role: "user", parts: [{ type: "text", content: e.input }] }], this.o.maxContentChars);
     } else {
       attrs["keel.turn.resumed"] = true;

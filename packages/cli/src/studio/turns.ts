@@ -55,6 +55,8 @@ export interface TurnView {
   endedAt?: number;
   input: string;
   trigger: string;
+  /** `chat`: the turn ran with no tools (session.setMode / keel --mode). */
+  mode: "agent" | "chat";
   status: "running" | TurnVerdict["status"];
   verdict?: TurnVerdict;
   usage?: Usage;
@@ -94,7 +96,7 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
   const rel = (t: TurnView, ts: number) => Math.max(0, ts - t.startedAt);
   for (const e of events) {
     if (e.type === "turn.started") {
-      turns.set(e.turnId!, { id: e.turnId!, index: turns.size + 1, startedAt: e.ts, input: text(e.input), trigger: e.trigger, status: "running", rounds: 0, toolCalls: 0, timeline: [], requests: [], findings: [], guards: [], pending: [] });
+      turns.set(e.turnId!, { id: e.turnId!, index: turns.size + 1, startedAt: e.ts, input: text(e.input), trigger: e.trigger, mode: e.mode === "chat" ? "chat" : "agent", status: "running", rounds: 0, toolCalls: 0, timeline: [], requests: [], findings: [], guards: [], pending: [] });
       pendingCompactions = [];
       continue;
     }
