@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAgent, defineTool, MemorySessionStore, scriptedProvider } from "@keel/kernel";
 import compaction from "../../plugin-compaction/src/index.ts";
+import { tasks } from "../../plugin-tasks/src/index.ts";
 import { turnsOf } from "../src/studio/turns.ts";
 
 const home = mkdtempSync(join(tmpdir(), "keel-studio-turns-"));
@@ -47,6 +48,25 @@ describe("turnsOf", () => {
     // Tool results have their size; timeline bars never end before they start.
     expect(turn!.timeline.filter((i) => i.kind === "tool").map((i) => i.detail?.resultChars)).toEqual(Array(8).fill(output("t0").length));
     for (const i of turn!.timeline) expect(i.end).toBeGreaterThanOrEqual(i.start);
+  });
+
+  it("a tool call that ran a subagent links to the child session; the child's log names its parent", async () => {
+    const store = new MemorySessionStore();
+    const agent = await createAgent({
+      provider: scriptedProvider([{ toolCalls: [{ id: "t1", name: "task", args: { profile: "helper", prompt: "help" } }] }, { text: "done" }]),
+      sideModel: false,
+      store,
+      plugins: [tasks({ profiles: { helper: { description: "Helps.", model: scriptedProvider([{ text: "helped" }]) } } })],
+    });
+    const session = await agent.session();
+    await session.run("delegate");
+    const [turn] = turnsOf(await session.events());
+    const child = turn!.timeline.find((i) => i.kind === "tool")!.detail!.childSession as string;
+    expect(child).toMatch(/^[0-9a-f-]{36}$/);
+    const [childTurn] = turnsOf(await store.events(child));
+    expect(childTurn!.answer).toBe("helped");
+    expect(childTurn!.trigger).toBe("subagent");
+    await agent.close();
   });
 
   it("a guard that trips is a marker and a finding; the verdict says stopped", async () => {

@@ -168,6 +168,8 @@ export interface SessionOpenOptions {
   signal?: AbortSignal;
   /** Told once when the session is held elsewhere and the open starts waiting. */
   onWait?: (holder: { pid: number; host: string; expiresAt: number }) => void;
+  /** @internal a child session's link to the turn and call that start it (ToolContext.child) */
+  parent?: { sessionId: string; turnId: string; callId: string; name: string; depth: number };
 }
 
 /** One row of the phase map (`keel inspect`). */
@@ -255,6 +257,10 @@ export class Agent {
   private readonly listeners = new Set<Listener>();
   private readonly threwOnce = new WeakSet<Listener>();
   private readonly detachers: Array<{ name: string; detach: () => unknown }> = [];
+  /** 0 for an agent the host built; a child agent's (ToolContext.child) is its parent's + 1. */
+  depth = 0;
+  /** @internal child agents by name, built on first use and closed with this one */
+  readonly children = new Map<string, Promise<Agent>>();
   private readonly open = new Map<string, Session>();
   private readonly opening = new Map<string, Promise<Session>>();
   private readonly ownsStore: boolean;
@@ -421,7 +427,7 @@ export class Agent {
       session = new Session(this, randomUUID());
       await this.store.createSession({ id: session.id, agent: this.name, createdAt: Date.now() });
       session.lease = await takeLease(this.store, session.id, lease);
-      await session.emit({ type: "session.created", agent: this.name }, null, true);
+      await session.emit({ type: "session.created", agent: this.name, ...(options.parent ? { parent: options.parent } : {}) }, null, true);
     }
     this.open.set(session.id, session);
     for (const err of this.faults.splice(0)) this.reportFault(err);
@@ -459,6 +465,8 @@ export class Agent {
     await Promise.allSettled(this.opening.values());
     for (const s of [...this.open.values()]) await s.close(options);
     await Promise.allSettled([...this.runner.background]);
+    // Child agents share this agent's store: closed before it.
+    await Promise.allSettled([...this.children.values()].map(async (c) => (await c).close(options)));
     // Observers flush what they buffered (spans of the turns just closed) before the process may exit.
     await Promise.allSettled(this.detachers.map(async ({ name, detach }) => {
       let timer: NodeJS.Timeout | undefined;
@@ -599,12 +607,17 @@ export class Session {
   }
 
   /** The door checks of run(), then a thunk that starts the turn (also cancelled by `signal`, a stream's). */
-  private prepareRun<O>(input: TurnInput, options: RunOptions<O>): (signal?: AbortSignal) => Promise<TurnResult<O>> {
+  /** @internal one turn of a child session: clamped limits, trigger `subagent` (ToolContext.child) */
+  runAsChild<O>(input: TurnInput, options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>> {
+    return this.prepareRun(input, options, { limits, trigger: "subagent" })();
+  }
+
+  private prepareRun<O>(input: TurnInput, options: RunOptions<O>, more: { limits?: Partial<Limits>; trigger?: "subagent" } = {}): (signal?: AbortSignal) => Promise<TurnResult<O>> {
     const checked = checkInput(input);
     const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
     this.ready();
     if (this.paused) throw new KeelError("KEEL_APPROVAL_PENDING", `Session "${this.id}" has turn ${this.paused.turnId} paused for ${this.paused.requests.size} tool call(s): ${[...this.paused.requests.values()].map((r) => `${r.name} (${r.callId})`).join(", ")}. Answer them (approve/deny) and resume() first.`);
-    return (signal) => this.start(checked, withSignal(options, signal), output ? { output } : {}) as Promise<TurnResult<O>>;
+    return (signal) => this.start(checked, withSignal(options, signal), { ...(output ? { output } : {}), ...more }) as Promise<TurnResult<O>>;
   }
 
   /** How this session's turns run: `agent` (tools) or `chat` (none). Contract: the last setMode() in the log, else the agent's `mode`, else `agent`. */
@@ -685,7 +698,7 @@ export class Session {
     if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `Session "${this.id}" is closed.`);
   }
 
-  private async start(input: TurnInput, options: RunOptions<unknown>, extra: { resume?: PausedTurn; output?: ReturnType<typeof outputSpecOf> }): Promise<TurnResult> {
+  private async start(input: TurnInput, options: RunOptions<unknown>, extra: { resume?: PausedTurn; output?: ReturnType<typeof outputSpecOf>; limits?: Partial<Limits>; trigger?: "subagent" }): Promise<TurnResult> {
     const ctrl = new AbortController();
     this.current = ctrl;
     const outer = options.signal;

@@ -26,6 +26,8 @@ export const ERROR_CODES = {
   KEEL_TOOL_INVALID: "The tool definition is malformed. Give it a name matching ^[a-zA-Z0-9_-]{1,64}$, a description and an execute function.",
   KEEL_AGENT_CLOSED: "The agent or session is closed. Create a new agent (or open the session again) to go on.",
   KEEL_AGENT_OPTIONS_INVALID: "createAgent() was given an invalid option. Fix the option at the path shown.",
+  KEEL_CHILD_INVALID: "A tool asked for a child session with invalid options (ToolContext.child). Fix the options named; the child agent's options are createAgent's.",
+  KEEL_CHILD_BUDGET: "The parent turn has no budget left for a child session (rounds, tool calls, tokens or wall time). Raise the parent's limits, or give the child less work.",
   KEEL_MODE_INVALID: "A session mode must be \"agent\" (tools) or \"chat\" (no tools), and can change only between turns, not while a turn runs or waits for approval. Switch after the turn ends (answer and resume a paused one first).",
   KEEL_OBSERVER_FAILED: "An observer (tracing, metrics) threw while attaching, detaching or reading an event; the agent runs on without it. Fix the observer named, or remove it from `observers`.",
   // Turn time: recorded as diagnostics, or the verdict of a failed turn.

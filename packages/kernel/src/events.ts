@@ -44,13 +44,16 @@ export interface TurnTimings {
 
 /** Durable events, by type. */
 export type KeelEventData =
-  | { type: "session.created"; agent: string }
+  /** `parent`: set on a child session (ToolContext.child): the turn and tool call that started it. */
+  | { type: "session.created"; agent: string; parent?: { sessionId: string; turnId: string; callId: string; name: string; depth: number } }
+  /** A tool call started a child session (ToolContext.child); recorded before the child runs. */
+  | { type: "child.started"; callId: string; name: string; childSessionId: string }
   /** The host switched the session's mode (session.setMode): `chat` sends no tools, `agent` does. */
   | { type: "session.mode"; mode: SessionMode }
   | { type: "session.resumed"; agent: string; interruptedTurn?: string; leaseTakenOver?: { pid: number; host: string; reason: "expired" | "holder_dead" } }
   /** `content`: the input's blocks when run() was given content blocks (`input` is their text). */
   /** `mode`: present when the turn ran in chat mode (no tools). */
-  | { type: "turn.started"; input: string; trigger: "user" | "follow_up" | "resume"; metadata: Record<string, unknown>; content?: ContentBlock[]; mode?: "chat" }
+  | { type: "turn.started"; input: string; trigger: "user" | "follow_up" | "resume" | "subagent"; metadata: Record<string, unknown>; content?: ContentBlock[]; mode?: "chat" }
   | { type: "message.appended"; message: Message }
   | { type: "message.queued"; queue: "steering" | "follow_up"; queueId: string; text: string }
   | { type: "message.dequeued"; queue: "steering" | "follow_up"; queueId: string }

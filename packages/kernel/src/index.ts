@@ -34,7 +34,7 @@ export type { AssistantBlock, AssistantMessage, ContentBlock, FileBlock, ImageBl
 export { ProviderError, complete } from "./provider.ts";
 export type { CacheTier, Completion, ModelEvent, ModelProvider, ModelRequest, OutputFormat, ProviderErrorClass, RequestOptions, StopReason } from "./provider.ts";
 export { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN, defineTool } from "./tools.ts";
-export type { JsonSchema, ToolCategory, ToolContext, ToolDefinition, ToolOutput, ToolSchema, ToolSource } from "./tools.ts";
+export type { ChildOptions, ChildRun, JsonSchema, ToolCategory, ToolContext, ToolDefinition, ToolOutput, ToolSchema, ToolSource, TurnBudget } from "./tools.ts";
 export { addUsage, emptyUsage } from "./usage.ts";
 export type { Usage } from "./usage.ts";
 export type { ApprovalAnswer, GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";

@@ -85,7 +85,7 @@ export interface TurnEventBase {
   input: string;
   /** The input's content blocks when run() was given blocks (text and images), else absent. */
   content?: readonly ContentBlock[];
-  trigger: "user" | "follow_up" | "resume";
+  trigger: "user" | "follow_up" | "resume" | "subagent";
   /** The session's mode for this turn: in `chat` no tools are materialised or sent. */
   mode: "agent" | "chat";
   history: readonly Message[];

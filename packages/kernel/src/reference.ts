@@ -94,7 +94,7 @@ export const TURN_EVENT_FIELDS: { [F in keyof TurnEventBase]-?: string } = {
   turnId: "this turn's id (key background jobs by it)",
   input: "the user's text for this turn (the text parts, when run() was given content blocks)",
   content: "the input's content blocks (text and images) when run() was given blocks; absent for a string",
-  trigger: "user, follow_up (a queued follow-up) or resume (a paused turn continues after approval)",
+  trigger: "user, follow_up (a queued follow-up), resume (a paused turn continues after approval) or subagent (a child session's turn, started by a tool through ToolContext.child)",
   mode: "agent (tools are materialised and sent) or chat (no tools: the session is a direct conversation; session.setMode switches it between turns)",
   history: "the messages before this turn (frozen)",
   policies: "policies merged so far: get(domain, key)",

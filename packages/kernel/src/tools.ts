@@ -1,5 +1,9 @@
 import type { ZodType } from "zod";
+import type { AgentOptions, Limits } from "./agent.ts";
 import type { ContentBlock } from "./messages.ts";
+import type { ModelProvider } from "./provider.ts";
+import type { TurnInput } from "./turn.ts";
+import type { TurnResult } from "./verdict.ts";
 
 /** A JSON Schema object, as sent to providers. */
 export type JsonSchema = Record<string, unknown>;
@@ -26,6 +30,48 @@ export interface ToolContext {
    * and the CLI; ignored once the call has ended. Not stored in the session log.
    */
   progress(message: string, fraction?: number): void;
+  /** What this turn had left when the call started. A child session (`child`) gets at most this. */
+  budget: TurnBudget;
+  /** 0 in a session the host opened; a child session's turns run at its parent's depth + 1. */
+  depth: number;
+  /**
+   * Run one turn of a child session: a new durable session of a child agent (`options.agent`,
+   * sharing this agent's store, model and approve callback unless given), linked in both logs to
+   * this turn and call, with turn trigger `subagent`. Its limits are clamped to `budget`; its
+   * usage is added to this turn's; cancelling this call cancels it.
+   * Contract: resolves with the child's TurnResult (a failed or paused child is a result, not a
+   * throw); throws KEEL_CHILD_INVALID for bad options and KEEL_CHILD_BUDGET when nothing is left.
+   */
+  child<O = unknown>(options: ChildOptions<O>): Promise<ChildRun<O>>;
+}
+
+/** What is left of a turn's limits. Contract: never negative. */
+export interface TurnBudget {
+  rounds: number;
+  toolCalls: number;
+  /** Input plus output tokens. */
+  tokens: number;
+  wallMs: number;
+}
+
+/** A child session to run (ToolContext.child). */
+export interface ChildOptions<O = unknown> {
+  /** The child agent's name within this agent, [a-z0-9_.-]{1,64}; its agent is built once per name and reused. */
+  name: string;
+  /** The child agent (createAgent options; `store` is always the parent's, `provider` defaults to the parent's). */
+  agent?: Omit<AgentOptions, "store" | "home" | "provider" | "observers"> & { provider?: ModelProvider };
+  input: TurnInput;
+  /** Lower than the budget, if you like: the child gets the minimum of these, the child agent's and the budget. */
+  limits?: Partial<Pick<Limits, "maxRounds" | "maxToolCalls" | "tokenBudget" | "wallTimeMs">>;
+  /** Structured output of the child's final answer (as RunOptions.output). */
+  output?: ZodType<O>;
+  metadata?: Record<string, unknown>;
+}
+
+/** A child turn that ran. */
+export interface ChildRun<O = unknown> {
+  sessionId: string;
+  result: TurnResult<O>;
 }
 
 /** What a tool returns: a string, or content with an error flag. */

@@ -3,7 +3,9 @@
  * [pre_request → provider stream → post_response → tool calls] until the model stops, a
  * guard trips, the signal aborts or a plugin asks to stop; then post_turn.
  */
-import type { Session } from "./agent.ts";
+import { runChild } from "./child.ts";
+import type { TurnBudget } from "./tools.ts";
+import type { Session, Limits } from "./agent.ts";
 import type { ContributionOf } from "./contributions.ts";
 import { MessageSchema } from "./contributions.ts";
 import type { Contributed, PhaseResult } from "./dispatch.ts";
@@ -83,6 +85,10 @@ export interface TurnOptions {
   resume?: PausedTurn;
   /** Structured output: the schema the final answer must match. */
   output?: OutputSpec;
+  /** Limits of this turn only (a child turn's, clamped to its parent's budget). */
+  limits?: Partial<Limits>;
+  /** `subagent` for a child session's turn. */
+  trigger?: "user" | "subagent";
 }
 
 /** A structured-output request: the zod schema and the JSON Schema sent to the provider. */
@@ -163,7 +169,10 @@ function copyMetadata(metadata: Record<string, unknown>): Readonly<Record<string
 /** Run one turn for `session`. Contract: see Session.run. */
 export async function runTurn(session: Session, given: TurnInput, turnSignal: AbortSignal, turnOptions: TurnOptions): Promise<TurnResult> {
   const agent = session.agent;
-  const { runner, limits } = agent;
+  const { runner } = agent;
+  // A child turn runs under limits clamped to its parent's budget (ToolContext.child).
+  const limits = turnOptions.limits ? { ...agent.limits, ...turnOptions.limits } : agent.limits;
+  const trigger = turnOptions.trigger ?? "user";
   const resume = turnOptions.resume;
   const metadata = resume ? resume.metadata : turnOptions.metadata;
   const input = resume ? resume.input : inputText(given);
@@ -200,7 +209,7 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
     // The user's words are durable before anything else happens. Messages queued while no turn
     // was running (a steer or follow-up that arrived just after the last turn ended) came first.
     const content = typeof given === "string" ? undefined : given;
-    await session.emit({ type: "turn.started", input, trigger: "user", metadata, ...(content ? { content: [...content] } : {}), ...(session.mode === "chat" ? { mode: "chat" as const } : {}) }, turnId);
+    await session.emit({ type: "turn.started", input, trigger, metadata, ...(content ? { content: [...content] } : {}), ...(session.mode === "chat" ? { mode: "chat" as const } : {}) }, turnId);
     drain("steering");
     drain("follow_up");
     inputMessage = content ? { role: "user", content: [...content] } : userMessage(input);
@@ -212,7 +221,7 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
   const baseContent = typeof given === "string" || resume ? undefined : inputMessage.content;
   // A resumed turn keeps the mode it paused in (tools were asked for; setMode is refused while paused).
   const mode = resume ? "agent" : session.mode;
-  const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, ...(baseContent ? { content: baseContent } : {}), trigger: resume ? "resume" : "user", mode, history, policies: policies.view(), metadata: copyMetadata(metadata) });
+  const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, ...(baseContent ? { content: baseContent } : {}), trigger: resume ? "resume" : trigger, mode, history, policies: policies.view(), metadata: copyMetadata(metadata) });
   const ev = <P extends PhaseName>(phase: P, extra: Omit<PhaseEvents[P], keyof TurnEventBase> | object = {}) => Object.freeze({ ...base, ...extra, phase });
   /** Run a turn or round phase; its event is built only when someone subscribes. */
   const phase = async (name: PhaseName, extra: object = {}, step?: (e: any, added: Contributed[]) => any): Promise<PhaseResult | undefined> => {
@@ -628,7 +637,7 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
       // Tools may have side effects: their calls (the assistant message, tool.started) reach the
       // store before they run, so a process killed mid-tool resumes with the call (and repairs it).
       await session.flush();
-      const runs = await Promise.all(prepared.map((p) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId }, p.ready.timeoutMs, signal, p.ready.view.source.plugin, progressOf(p.call)) : undefined)));
+      const runs = await Promise.all(prepared.map((p) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId, budget: budget(), depth: agent.depth, child: (o) => runChild(session, turnId, p.call.id, signal, o, budget(), (u) => addUsage(usage, u)) }, p.ready.timeoutMs, signal, p.ready.view.source.plugin, progressOf(p.call)) : undefined)));
       for (const [i, p] of prepared.entries()) if (!p.pause) await append(session, turnId, await finish(p, runs[i]));
       // Calls waiting for the host pause the turn here: the calls after this group run on resume, in order.
       const waiting = prepared.flatMap((p) => (p.pause ? [p.pause] : []));
@@ -637,6 +646,11 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
         return;
       }
     }
+  }
+
+  /** What is left of this turn's limits now. */
+  function budget(): TurnBudget {
+    return { rounds: Math.max(0, limits.maxRounds - rounds), toolCalls: Math.max(0, limits.maxToolCalls - toolCalls), tokens: Math.max(0, limits.tokenBudget - (usage.inputTokens + usage.outputTokens)), wallMs: Math.max(0, limits.wallTimeMs - (Date.now() - t0)) };
   }
 
   function progressOf(call: ToolCallBlock): ((p: { message: string; fraction?: number; elapsedMs: number }) => void) | undefined {

@@ -129,7 +129,8 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
     if (read && !m[2]) {
       const log = await logOf(id);
       const turns = turnsOf(log.events);
-      return send(res, 200, { info: await sessionOf(id), lastSeq: log.lastSeq, approvals: !!options.answer, earlierTurns: Math.max(0, turns.length - TURNS_SENT), turns: turns.slice(-TURNS_SENT) });
+      const created = log.events[0]?.type === "session.created" ? log.events[0] : undefined;
+      return send(res, 200, { info: await sessionOf(id), ...(created?.parent ? { parent: created.parent } : {}), lastSeq: log.lastSeq, approvals: !!options.answer, earlierTurns: Math.max(0, turns.length - TURNS_SENT), turns: turns.slice(-TURNS_SENT) });
     }
     if (read && m[2] === "/since") {
       // The page's poll: one indexed read of what is new.

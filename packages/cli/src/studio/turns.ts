@@ -92,6 +92,7 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
   const turns = new Map<string, TurnView>();
   const openTools = new Map<string, { start: number; name: string; round: number }>();
   const openJobs = new Map<string, { start: number; plugin: string; name: string; attempt: number }>();
+  const children = new Map<string, string>();
   let pendingCompactions: RequestView["compactions"] = [];
   const rel = (t: TurnView, ts: number) => Math.max(0, ts - t.startedAt);
   for (const e of events) {
@@ -147,6 +148,9 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         t.timeline.push({ kind: "request", label: `round ${e.round} failed`, start: r.at, end: Math.max(r.at, rel(t, e.ts)), status: e.errorClass });
         break;
       }
+      case "child.started":
+        children.set(e.callId, e.childSessionId);
+        break;
       case "tool.started":
         openTools.set(e.callId, { start: rel(t, e.ts), name: e.name, round: e.round });
         break;
@@ -154,7 +158,7 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         const o = openTools.get(e.callId);
         openTools.delete(e.callId);
         const end = rel(t, e.ts);
-        t.timeline.push({ kind: "tool", label: e.name, start: o?.start ?? Math.max(0, end - e.durationMs), end, status: e.status, detail: { callId: e.callId, round: e.round, durationMs: e.durationMs, ...(e.decision ? { decision: e.decision } : {}) } });
+        t.timeline.push({ kind: "tool", label: e.name, start: o?.start ?? Math.max(0, end - e.durationMs), end, status: e.status, detail: { callId: e.callId, round: e.round, durationMs: e.durationMs, ...(e.decision ? { decision: e.decision } : {}), ...(children.has(e.callId) ? { childSession: children.get(e.callId) } : {}) } });
         break;
       }
       case "message.appended": {
