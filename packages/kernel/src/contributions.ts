@@ -97,6 +97,12 @@ export const CONTRIBUTION_SCHEMAS = {
     priority,
     tools: z.array(ToolDefinitionSchema),
   }),
+  tool_visibility: z.object({
+    kind: z.literal("tool_visibility"),
+    hide: z.object({ categories: z.array(z.enum(["exec", "mcp", "info", "edit"])).optional(), names: z.array(z.string().min(1)).optional() }).strict(),
+    keep: z.array(z.string().min(1)).optional(),
+    reason: z.string().min(1).max(500),
+  }),
   message_edit: z.object({ kind: z.literal("message_edit"), reason: z.string().min(1), edits: z.array(MessageEditSchema).min(1) }),
   request_options: z.object({
     kind: z.literal("request_options"),

@@ -41,7 +41,7 @@ export const PHASES = {
   "session.start": { scope: "session", kind: "collect", accepts: ["diagnostic", "background_job"], failure: "best_effort", runs: "once, when a session is opened or resumed" },
   "turn.pre_policy": { scope: "turn", kind: "collect", accepts: ["policy", "diagnostic"], failure: "best_effort", runs: "input accepted and persisted, before anything else" },
   "turn.pre_prompt_context": { scope: "turn", kind: "collect", accepts: ["prompt_context", "diagnostic"], failure: "best_effort", runs: "after policy" },
-  "turn.pre_tool_materialization": { scope: "turn", kind: "collect", accepts: ["tool_bundle", "policy", "diagnostic"], failure: "best_effort", runs: "before tools are listed for the model" },
+  "turn.pre_tool_materialization": { scope: "turn", kind: "collect", accepts: ["tool_bundle", "tool_visibility", "policy", "diagnostic"], failure: "best_effort", runs: "before tools are listed for the model" },
   "turn.post_preflight_prompt_context": { scope: "turn", kind: "collect", accepts: ["prompt_context", "diagnostic"], failure: "best_effort", runs: "after the optional preflight plan" },
   "turn.pre_prompt_compile": { scope: "turn", kind: "collect", accepts: ["prompt_section", "diagnostic"], failure: "best_effort", runs: "before the system prompt is assembled" },
   "turn.post_prompt_compile": { scope: "turn", kind: "collect", accepts: ["diagnostic"], failure: "best_effort", runs: "after the system prompt is assembled, with its manifest" },

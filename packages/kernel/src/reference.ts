@@ -42,6 +42,11 @@ export const CONTRIBUTION_DOCS: { [K in ContributionKind]: ContributionDoc<K> } 
     fields: { bundleId: "unique within the turn", domain: "what the tools are for", priority: "lower is listed first", tools: "ToolDefinition objects: name (^[a-zA-Z0-9_-]{1,64}$), description, parameters (JSON Schema) or a zod `input`, category, hidden, timeoutMs, execute" },
     example: { kind: "tool_bundle", bundleId: "clock", tools: [{ name: "now", description: "The current time, ISO 8601", execute: () => new Date().toISOString() }] },
   },
+  tool_visibility: {
+    summary: "Hide tools from the model for this turn (as if `hidden`): by category and by name, except those in `keep`. A tool output's `reveal` shows them again for the rest of the turn; a hidden tool the model calls by name still runs unless a tool.pre_call decision denies it.",
+    fields: { hide: "`{ categories?: (\"exec\" | \"mcp\" | \"info\" | \"edit\")[], names?: string[] }`", keep: "names never hidden by this contribution", reason: "why, recorded in the log (e.g. `plan mode: information tools only`)" },
+    example: { kind: "tool_visibility", hide: { categories: ["exec", "edit"] }, keep: ["exit_plan_mode"], reason: "plan mode: information tools only" },
+  },
   message_edit: {
     summary: "Rewrite the history sent this round (compaction, masking). May not empty it, drop this turn's user message or end on an assistant message; tool pairs are repaired after every edit.",
     fields: { reason: "why, recorded in the log", edits: "`{ op: \"replace\", start, end, messages }` (indices into event.messages) or `{ op: \"mask_tool_result\", toolCallId, text }`" },

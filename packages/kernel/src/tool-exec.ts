@@ -17,6 +17,8 @@ export interface ToolRun {
   durationMs: number;
   /** Hidden tools the output asked to reveal. */
   reveal?: readonly string[];
+  /** The output asked to lift its plugin's tool_visibility for the rest of the turn. */
+  unhide?: boolean;
 }
 
 /** Build an error result for a call. */
@@ -66,12 +68,12 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
   return new Promise<ToolRun>((resolve) => {
     let done = false;
     let running: Promise<unknown> | undefined;
-    const finish = (status: ToolRunStatus, result: ToolResultMessage, reveal?: readonly string[]) => {
+    const finish = (status: ToolRunStatus, result: ToolResultMessage, reveal?: readonly string[], unhide?: boolean) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
       turnSignal.removeEventListener("abort", onAbort);
-      resolve({ status, result, durationMs: ms(), ...(reveal ? { reveal } : {}) });
+      resolve({ status, result, durationMs: ms(), ...(reveal ? { reveal } : {}), ...(unhide ? { unhide } : {}) });
     };
     const onAbort = () => {
       ctrl.abort(turnSignal.reason);
@@ -101,7 +103,7 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
           return unreadable(err);
         }
         const result = normalize(ctx.callId, tool.name, out);
-        finish(result.isError ? "error" : "ok", result, revealOf(out));
+        finish(result.isError ? "error" : "ok", result, revealOf(out), !result.isError && typeof out === "object" && out !== null && (out as { unhide?: unknown }).unhide === true);
       };
       const progress = (message: unknown, fraction?: unknown): void => {
         if (done || !onProgress) return;

@@ -83,6 +83,8 @@ export type ToolOutput =
       details?: unknown;
       /** Names of hidden tools to show the model for the rest of the turn (e.g. a tool search). */
       reveal?: readonly string[];
+      /** Show again, for the rest of the turn, every tool this tool's own plugin hid with tool_visibility (plan mode ends). */
+      unhide?: boolean;
     };
 
 /** Where a tool came from. Contract: set by the kernel, never trusted from a tool's name. */

@@ -3,6 +3,7 @@
  * [pre_request → provider stream → post_response → tool calls] until the model stops, a
  * guard trips, the signal aborts or a plugin asks to stop; then post_turn.
  */
+import type { ContributionRecord } from "./events.ts";
 import { runChild } from "./child.ts";
 import type { TurnBudget } from "./tools.ts";
 import type { Session, Limits } from "./agent.ts";
@@ -241,6 +242,8 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
 
   let verdict: TurnVerdict;
   let tools = new Map<string, ResolvedTool>();
+  /** Tools a plugin hid this turn (tool_visibility); a reveal shows them again. */
+  let hiddenByPlugins: Visibility = { names: new Set(), byPlugin: new Map(), records: [] };
   /** Tools advertised to the model: all but hidden ones, plus those revealed this turn. */
   const visible = new Set<string>();
   let revealedSince = false;
@@ -266,8 +269,10 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
       const bundles = mergeToolBundles(builtin, of(rTools, "tool_bundle"), "turn.pre_tool_materialization");
       merged(rTools, bundles, turnId);
       tools = new Map(bundles.tools.map((t) => [t.def.name, t]));
+      hiddenByPlugins = applyVisibility(of(rTools, "tool_visibility"), tools);
+      if (hiddenByPlugins.records.length) merged(rTools, { records: hiddenByPlugins.records, diagnostics: [] }, turnId);
     }
-    for (const t of tools.values()) if (!t.def.hidden) visible.add(t.def.name);
+    for (const t of tools.values()) if (!t.def.hidden && !hiddenByPlugins.names.has(t.def.name)) visible.add(t.def.name);
     const firstContext = mergePromptContext(of(rContext, "prompt_context"), "turn.pre_prompt_context", agent.caps);
     let preflight: PreflightOutcome | undefined;
     const pf = agent.options.preflight === true ? {} : agent.options.preflight || undefined;
@@ -781,6 +786,8 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
       result = freezeDeep(boundResult(result, limits.maxToolResultChars, limits.maxToolResultImageBytes));
     }
     if (run.reveal?.length) reveal(call.name, run.reveal);
+    const owner = view.source.plugin;
+    if (run.unhide && owner) reveal(call.name, [...(hiddenByPlugins.byPlugin.get(owner) ?? [])]);
     completed(call, run.status, { durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) });
     return result;
   }
@@ -804,3 +811,34 @@ function append(session: Session, turnId: string, message: Message, durable = fa
 }
 
 export type { Usage };
+
+/** Which tools the turn's tool_visibility contributions hide, and what each did. */
+interface Visibility {
+  names: Set<string>;
+  /** What each plugin hid (a tool of that plugin may lift it: ToolOutput.unhide). */
+  byPlugin: Map<string, Set<string>>;
+  records: ContributionRecord[];
+}
+
+function applyVisibility(items: readonly Contributed<ContributionOf<"tool_visibility">>[], tools: ReadonlyMap<string, ResolvedTool>): Visibility {
+  const names = new Set<string>();
+  const byPlugin = new Map<string, Set<string>>();
+  const records: ContributionRecord[] = [];
+  for (const { plugin, value } of items) {
+    const keep = new Set(value.keep ?? []);
+    const categories = new Set(value.hide.categories ?? []);
+    const byName = new Set(value.hide.names ?? []);
+    let n = 0;
+    for (const t of tools.values()) {
+      if (keep.has(t.def.name)) continue;
+      if (categories.has(t.def.category ?? "info") || byName.has(t.def.name)) {
+        names.add(t.def.name);
+        if (!byPlugin.has(plugin)) byPlugin.set(plugin, new Set());
+        byPlugin.get(plugin)!.add(t.def.name);
+        n++;
+      }
+    }
+    records.push({ plugin, kind: "tool_visibility", status: "applied", reason: `${value.reason} (${n} tool(s) hidden)` });
+  }
+  return { names, byPlugin, records };
+}

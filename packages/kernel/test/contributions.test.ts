@@ -22,6 +22,7 @@ const MINIMAL: Record<ContributionKind, Record<string, unknown>> = {
   prompt_context: { kind: "prompt_context", id: "ctx-1", domain: "memory", content: "remember this" },
   prompt_section: { kind: "prompt_section", id: "frag-1", sectionId: "rules", domain: "safety", content: "be careful" },
   tool_bundle: { kind: "tool_bundle", bundleId: "fs", tools: [tool] },
+  tool_visibility: { kind: "tool_visibility", hide: { categories: ["edit"] }, reason: "plan mode" },
   message_edit: { kind: "message_edit", reason: "compact", edits: [{ op: "mask_tool_result", toolCallId: "c1", text: "[masked]" }] },
   request_options: { kind: "request_options", options: { temperature: 0.2 } },
   tool_decision: { kind: "tool_decision", decision: "deny" },
