@@ -986,6 +986,8 @@ export class Session {
     let messages: Message[] = [];
     let started: { input: string; metadata: Record<string, unknown> } | undefined;
     let asked = new Map<string, PendingApproval>();
+    /** Child sessions each turn started (ToolContext.child): an interrupted turn's are closed too. */
+    const children = new Map<string, string[]>();
     for (const e of events) {
       this.seq = e.seq;
       switch (e.type) {
@@ -1020,6 +1022,9 @@ export class Session {
         case "session.mode":
           this.switchedMode = e.mode;
           break;
+        case "child.started":
+          if (e.turnId) children.set(e.turnId, [...(children.get(e.turnId) ?? []), e.childSessionId]);
+          break;
         case "message.appended":
           messages.push(e.message);
           break;
@@ -1052,6 +1057,15 @@ export class Session {
     await this.emit({ type: "session.resumed", agent: this.agent.name, ...(open ? { interruptedTurn: open } : {}), ...(takenOver ? { leaseTakenOver: takenOver } : {}) }, null);
     if (open) {
       await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason: "process_exit" }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: 0, toolCalls: 0 }, open, true);
+      // Its child sessions died with it: opening one marks its own open turn interrupted (and its children's).
+      for (const id of children.get(open) ?? []) {
+        try {
+          const child = await this.agent.session(id);
+          await child.close();
+        } catch (err) {
+          await this.emit({ type: "diagnostic", level: "warn", code: "KEEL_CHILD_INVALID", message: `Child session ${id} of the interrupted turn could not be closed: ${headOf(errorMessage(err), 300)}. Open it to repair it.` }, open);
+        }
+      }
     }
   }
 }
