@@ -115,6 +115,27 @@ describe("tasks", () => {
     await agent.close();
   });
 
+  it("a child's ask reaches the parent's host: its approve() callback answers it, naming the child session", async () => {
+    const asked: Array<{ sessionId: string; tool: string; plugin?: string }> = [];
+    const guard = { name: "guard", version: "1.0.0", setup: (ctx: { on: (p: "tool.pre_call", h: (e: { call: { name: string } }) => unknown) => void }) => ctx.on("tool.pre_call", (e) => (e.call.name === "count" ? { kind: "tool_decision", decision: "ask", reason: "counting costs money" } : undefined)) };
+    const store = new MemorySessionStore();
+    const child = scriptedProvider([{ toolCalls: [{ id: "a1", name: "count", args: { fruit: "apples" } }] }, { text: "12" }]);
+    const parent = scriptedProvider([{ toolCalls: [{ id: "t1", name: "task", args: { profile: "counter", prompt: "Count the apples." } }] }, { text: "There are 12." }]);
+    const agent = await createAgent({
+      provider: parent,
+      sideModel: false,
+      store,
+      approve: (req) => (asked.push({ sessionId: req.sessionId, tool: req.call.name, ...(req.plugin ? { plugin: req.plugin } : {}) }), true),
+      plugins: [tasks({ profiles: { counter: { description: "Counts.", model: child, tools: [counter], plugins: [guard as never] } } })],
+    });
+    const session = await agent.session();
+    const r = await session.run("How many apples?");
+    expect(r.text).toBe("There are 12.");
+    const link = (await events(store, session.id)).find((e) => e.type === "child.started") as Extract<KeelEvent, { type: "child.started" }>;
+    expect(asked).toEqual([{ sessionId: link.childSessionId, tool: "count", plugin: "guard" }]);
+    await agent.close();
+  });
+
   it("the model's expected_output schema is enforced on the child's answer", async () => {
     const child = scriptedProvider([{ text: '{"city":"Lisbon"}' }]);
     const parent = scriptedProvider([{ toolCalls: [{ id: "t1", name: "task", args: { profile: "finder", prompt: "Where?", expected_output: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false } } }] }, { text: "Lisbon." }]);
