@@ -331,7 +331,7 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promi
     off();
     throw err;
   });
-  io.err(`keel chat · session ${session.id} · type /exit to leave; Ctrl-C cancels the running turn\n`);
+  io.err(`keel chat · session ${session.id} · type /exit to leave, /mode chat|agent to switch tools off or on; Ctrl-C cancels the running turn\n`);
   // On a terminal readline edits lines and turns Ctrl-C into its own SIGINT event; piped, the process gets the signal.
   const tty = (io.stdin as { isTTY?: boolean }).isTTY === true;
   const rl = createInterface({ input: io.stdin, terminal: tty, ...(tty ? { output: process.stderr, prompt: "> " } : {}) });
@@ -399,6 +399,16 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promi
       const line = raw.trim();
       if (!line) continue;
       if (line === "/exit" || line === "/quit") break;
+      const mode = /^\/mode(?:\s+(\S+))?$/.exec(line);
+      if (mode) {
+        if (running) io.err("  (a turn is running: switch with /mode after it ends)\n");
+        else if (mode[1] !== "agent" && mode[1] !== "chat") io.err(`  (this session is in ${session.mode} mode; /mode chat sends no tools, /mode agent sends them)\n`);
+        else {
+          await session.setMode(mode[1]);
+          io.err(`  (${mode[1]} mode: ${mode[1] === "chat" ? "no tools are sent" : "tools are sent"} from the next turn on, in any later run of this session too)\n`);
+        }
+        continue;
+      }
       if (running) {
         await session.steer(line);
         io.err(`  (queued as steering: ${headOf(line, 60)})\n`);

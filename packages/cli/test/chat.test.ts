@@ -44,6 +44,21 @@ describe("keel chat", () => {
     expect(events.some((e) => e.type === "message.queued" && e.queue === "steering")).toBe(true);
   });
 
+  it("/mode chat stops sending tools from the next turn, /mode agent brings them back; a bad /mode says what it takes", async () => {
+    const dir = chatProject([
+      { when: { lastUserIncludes: "first" }, expect: { noTools: true }, text: "no tools here" },
+      { when: { lastUserIncludes: "second" }, expect: { toolsInclude: ["slow_check"] }, text: "tools are back" },
+    ]);
+    const home = join(dir, ".keel");
+    const run = await runKeel(["chat"], { cwd: dir, env: offlineEnv({ KEEL_HOME: home }), stdin: ["/mode chat", "first question", "/mode", "/mode agent", "second question", "/exit"], gapMs: 400 });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain("no tools here");
+    expect(run.stdout).toContain("tools are back");
+    expect(run.stderr).toContain("(chat mode: no tools are sent from the next turn on, in any later run of this session too)");
+    expect(run.stderr).toContain("(this session is in chat mode; /mode chat sends no tools, /mode agent sends them)");
+    expect(storedEvents(home).filter((e) => e.type === "session.mode").map((e) => (e as { mode: string }).mode)).toEqual(["chat", "agent"]);
+  });
+
   it("Ctrl-C cancels the running turn and the session takes the next line", async () => {
     const dir = chatProject([{ hang: true }, { text: "Still here after the cancel." }]);
     const home = join(dir, ".keel");
