@@ -4,7 +4,7 @@
  */
 import type { Attributes } from "@opentelemetry/api";
 import type { PromptManifest, Usage } from "@keel/kernel";
-import { codePointSlice, redactForStorage, toWellFormed } from "@keel/kernel";
+import { headOf, redactForStorage, truncate } from "@keel/kernel";
 
 /** GenAI provider names (`gen_ai.provider.name`) for Keel's provider prefixes. */
 const PROVIDER_NAMES: Record<string, string> = { anthropic: "anthropic", openai: "openai", "openai-compatible": "openai", scripted: "keel.scripted", echo: "keel.echo" };
@@ -62,9 +62,7 @@ export function content(value: unknown, max: number): string {
   } catch {
     text = "[unserializable]";
   }
-  const well = toWellFormed(text);
-  const cut = codePointSlice(well, 0, max);
-  return cut.length < well.length ? `${cut}…` : cut;
+  return truncate(text, max);
 }
 
 /** Free text that may quote anything (reasons, error messages): redacted, well-formed, cut. */
@@ -74,6 +72,5 @@ export function short(value: unknown, max = 500): string {
 
 /** A name (plugin, tool, kind, id): well-formed and cut, not scanned for secrets. */
 export function label(value: unknown, max = 200): string {
-  const s = toWellFormed(typeof value === "string" ? value : String(value));
-  return s.length <= max ? s : codePointSlice(s, 0, max);
+  return headOf(typeof value === "string" ? value : String(value), max);
 }

@@ -8,7 +8,7 @@
  */
 import { z } from "zod";
 import type { Message, ToolCallBlock } from "@keel/kernel";
-import { codePointSlice, definePlugin, defineTool } from "@keel/kernel";
+import { definePlugin, defineTool, truncate } from "@keel/kernel";
 
 export const PLUGIN_NAME = "@keel/plugin-plan";
 export const PLUGIN_VERSION = "0.1.0";
@@ -105,13 +105,13 @@ export function plan(options: PlanOptions = {}) {
         if (turns.get(e.turnId)) {
           return { kind: "prompt_section", id: "plan.mode", sectionId: "plan", title: "Plan mode", domain: "plan", content: `You are in plan mode. Only information tools are available. Investigate what you need, then call ${EXIT} with a complete plan (steps, files, risks). Do not claim to have changed anything.` };
         }
-        if (s.approved) return { kind: "prompt_section", id: "plan.approved", sectionId: "plan", title: "Approved plan", domain: "plan", content: `The user approved this plan; follow it:\n${codePointSlice(s.approved, 0, o.maxPlanChars)}` };
+        if (s.approved) return { kind: "prompt_section", id: "plan.approved", sectionId: "plan", title: "Approved plan", domain: "plan", content: `The user approved this plan; follow it:\n${truncate(s.approved, o.maxPlanChars)}` };
         return undefined;
       });
 
       // Asking is the kernel's durable approval: a host callback, or a paused turn answered later.
       ctx.on("tool.pre_call", (e) => {
-        if (e.call.name === EXIT) return { kind: "tool_decision", decision: "ask", reason: `approve this plan before any change:\n${codePointSlice(String((e.call.args as { plan?: unknown } | null)?.plan ?? ""), 0, 2_000)}` };
+        if (e.call.name === EXIT) return { kind: "tool_decision", decision: "ask", reason: `approve this plan before any change:\n${truncate(String((e.call.args as { plan?: unknown } | null)?.plan ?? ""), 2_000)}` };
         // A hidden tool called by name while planning is denied, with the way out.
         if (turns.get(e.turnId) && e.call.category !== "info") return { kind: "tool_decision", decision: "deny", reason: `plan mode: only information tools until the plan is approved (call ${EXIT} with your plan)` };
         return undefined;

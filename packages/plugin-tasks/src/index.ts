@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import type { ModelProvider, PluginEntry, ToolContext, ToolDefinition, ToolOutput } from "@keel/kernel";
-import { codePointSlice, definePlugin, defineTool, errorMessage, KeelError } from "@keel/kernel";
+import { definePlugin, defineTool, errorMessage, KeelError, truncate } from "@keel/kernel";
 
 export const PLUGIN_NAME = "@keel/plugin-tasks";
 export const PLUGIN_VERSION = "0.1.0";
@@ -114,7 +114,6 @@ function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: M
           name: args.profile,
           agent: { ...(profile.instructions !== undefined ? { instructions: profile.instructions } : {}), ...(model ? { provider: model } : {}), tools: profile.tools ?? [], plugins: profile.plugins ?? [], ...(profile.limits ? { limits: profile.limits } : {}) },
           input: args.prompt,
-          ...(profile.limits ? { limits: profile.limits } : {}),
           ...(output ? { output } : {}),
         });
         const r = run.result;
@@ -151,6 +150,5 @@ function failure(text: string): ToolOutput {
 }
 
 function cut(text: string): string {
-  const c = codePointSlice(text, 0, MAX_ANSWER);
-  return c.length < text.length ? `${c}…` : c;
+  return truncate(text, MAX_ANSWER);
 }

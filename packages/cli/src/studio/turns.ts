@@ -5,7 +5,7 @@
  * contributions with their plugin and phase, and the approvals a paused turn waits for.
  */
 import type { ContributionRecord, HandlerSummary, KeelEvent, PromptManifest, TurnTimings, TurnVerdict, Usage } from "@keel/kernel";
-import { codePointSlice, headOf } from "@keel/kernel";
+import { headOf, truncate } from "@keel/kernel";
 
 /** One bar of a turn's timeline. Contract: `start`/`end` are ms from the turn's start, `end >= start`. */
 export interface TimelineItem {
@@ -84,7 +84,7 @@ const MAX_TEXT = 4_000;
 
 function text(value: unknown, max = MAX_TEXT): string {
   const s = typeof value === "string" ? value : JSON.stringify(value) ?? "";
-  return codePointSlice(s, 0, max) + ([...s].length > max ? "…" : "");
+  return truncate(s, max);
 }
 
 /** Group a session's events into turns, oldest first. Contract: pure; events in seq order. */
