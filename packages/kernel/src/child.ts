@@ -26,7 +26,7 @@ export async function runChild<O>(parent: Session, turnId: string, callId: strin
   try {
     // The link is in the parent's log before the child does anything, so a crash leaves it findable.
     await parent.emit({ type: "child.started", callId, name, childSessionId: session.id }, turnId, true);
-    const result = await session.runAsChild(options.input, { signal, ...(options.output ? { output: options.output } : {}), metadata: { ...options.metadata, parent: { sessionId: parent.id, turnId, callId } } }, { ...limits, ...cappedBy(agent.limits, limits) });
+    const result = await session.runAsChild(options.input, { signal, ...(options.output ? { output: options.output } : {}), metadata: { ...options.metadata, parent: { sessionId: parent.id, turnId, callId } } }, cappedBy(agent.limits, limits));
     addToParent(result.usage);
     return { sessionId: session.id, result };
   } finally {
@@ -45,7 +45,6 @@ function clamp(given: ChildOptions["limits"], budget: TurnBudget): Pick<Limits, 
     if (typeof v !== "number" || !(v > 0)) throw new KeelError("KEEL_CHILD_INVALID", `limits.${k} must be a positive number (got ${String(v)}).`, { path: `limits.${k}` });
     out[k] = Math.min(out[k], v);
   }
-  // maxToolCalls may be 0 in no sense (the kernel needs ≥ 1); the rounds and tokens above are ≥ 1 already.
   return out;
 }
 

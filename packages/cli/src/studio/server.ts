@@ -11,7 +11,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { KeelEvent, SessionInfo, SessionStore } from "@keel/kernel";
-import { codePointSlice, errorMessage, headOf, isKeelError } from "@keel/kernel";
+import { errorMessage, headOf, isKeelError } from "@keel/kernel";
 import { turnsOf } from "./turns.ts";
 
 /** Answers a pending approval (studio started with approvals allowed). Contract: throws a KeelError (HTTP 409) when the call is not waiting for an answer. */
@@ -49,6 +49,8 @@ const ASSETS: Record<string, { file: string; type: string }> = {
 };
 /** Sessions listed (most recently updated first). */
 const LIST_LIMIT = 200;
+/** Sessions whose events the server keeps in memory for their detail view (the most recently viewed). */
+const DETAILS_KEPT = 8;
 /** Turns of one session sent to the page (the most recent); the rest are counted. */
 const TURNS_SENT = 100;
 
@@ -57,8 +59,10 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
   const token = options.token ?? randomBytes(32).toString("base64url");
   const expected = Buffer.from(token);
   const store = options.store;
-  /** Per session: its events so far (read incrementally), and what the list shows of it. */
-  const cache = new Map<string, { events: KeelEvent[]; lastSeq: number; title: string; status: string }>();
+  /** Per session: what the list shows of it, where reading stopped, and its events while it is one of the few being viewed. */
+  const cache = new Map<string, { lastSeq: number; title: string; status: string; events?: KeelEvent[] }>();
+  /** Sessions whose events are kept, least recently viewed first. */
+  const viewed = new Set<string>();
   let port = 0;
 
   const authorized = (req: IncomingMessage, url: URL): boolean => {
@@ -68,20 +72,32 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
     return b.length === expected.length && timingSafeEqual(b, expected);
   };
 
-  /** A session's log, read only from where the last read stopped. */
-  const logOf = async (id: string) => {
+  /** A session's log, read only from where the last read stopped; `keep` holds its events for the detail view. */
+  const logOf = async (id: string, keep: boolean) => {
     let c = cache.get(id);
-    if (!c) cache.set(id, (c = { events: [], lastSeq: 0, title: "(no turns)", status: "empty" }));
-    const fresh = await store.events(id, { afterSeq: c.lastSeq });
+    if (!c) cache.set(id, (c = { lastSeq: 0, title: "(no turns)", status: "empty" }));
+    const whole = keep && !c.events;
+    const fresh = await store.events(id, { afterSeq: whole ? 0 : c.lastSeq });
+    if (whole) c.events = [];
     for (const e of fresh) {
-      c.events.push(e);
+      c.events?.push(e);
+      if (e.seq <= c.lastSeq) continue;
       if (e.type === "turn.started") {
         if (c.title === "(no turns)") c.title = headOf(e.input, 120);
         c.status = "running";
       } else if (e.type === "turn.resumed") c.status = "running";
       else if (e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted" || e.type === "turn.paused") c.status = e.verdict.status;
     }
-    c.lastSeq = c.events.at(-1)?.seq ?? 0;
+    c.lastSeq = Math.max(c.lastSeq, fresh.at(-1)?.seq ?? 0);
+    if (keep) {
+      viewed.delete(id);
+      viewed.add(id);
+      for (const old of viewed) {
+        if (viewed.size <= DETAILS_KEPT) break;
+        viewed.delete(old);
+        delete cache.get(old)!.events;
+      }
+    }
     return c;
   };
 
@@ -91,7 +107,7 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
     const needle = q.toLowerCase();
     const out = [];
     for (const s of list) {
-      const c = cache.get(s.id)?.lastSeq === s.eventCount ? cache.get(s.id)! : await logOf(s.id);
+      const c = cache.get(s.id)?.lastSeq === s.eventCount ? cache.get(s.id)! : await logOf(s.id, false);
       if (needle && !`${s.id} ${s.agent} ${c.title}`.toLowerCase().includes(needle)) continue;
       out.push({ ...s, title: c.title, status: c.status });
     }
@@ -125,12 +141,14 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
     const id = decoded(m[1]!);
     const callId = m[3] === undefined ? undefined : decoded(m[3]);
     if (id === undefined || (m[3] !== undefined && callId === undefined)) return send(res, 400, { error: "The path is not valid percent-encoding." });
-    if (!(await sessionOf(id))) return send(res, 404, { error: `No session "${headOf(id, 80)}"${options.agent ? ` of agent "${options.agent}"` : ""} in ${options.where}.` });
+    const info = await sessionOf(id);
+    if (!info) return send(res, 404, { error: `No session "${headOf(id, 80)}"${options.agent ? ` of agent "${options.agent}"` : ""} in ${options.where}.` });
     if (read && !m[2]) {
-      const log = await logOf(id);
-      const turns = turnsOf(log.events);
-      const created = log.events[0]?.type === "session.created" ? log.events[0] : undefined;
-      return send(res, 200, { info: await sessionOf(id), ...(created?.parent ? { parent: created.parent } : {}), lastSeq: log.lastSeq, approvals: !!options.answer, earlierTurns: Math.max(0, turns.length - TURNS_SENT), turns: turns.slice(-TURNS_SENT) });
+      const log = await logOf(id, true);
+      const events = log.events ?? [];
+      const turns = turnsOf(events);
+      const created = events[0]?.type === "session.created" ? events[0] : undefined;
+      return send(res, 200, { info, ...(created?.parent ? { parent: created.parent } : {}), lastSeq: log.lastSeq, approvals: !!options.answer, earlierTurns: Math.max(0, turns.length - TURNS_SENT), turns: turns.slice(-TURNS_SENT) });
     }
     if (read && m[2] === "/since") {
       // The page's poll: one indexed read of what is new.
@@ -145,7 +163,8 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
       if (req.headers["x-keel-studio"] !== "1") return send(res, 403, { error: "Missing the X-Keel-Studio header." });
       const body = await readJson(req);
       if (typeof body?.approved !== "boolean") return send(res, 400, { error: 'Expected {"approved": true|false, "reason"?: string}.' });
-      const reason = typeof body.reason === "string" && body.reason ? { reason: codePointSlice(body.reason, 0, 2_000) } : {};
+      // The kernel makes a reason well-formed and cuts it (2,000 code points) where it stores it.
+      const reason = typeof body.reason === "string" && body.reason ? { reason: body.reason } : {};
       try {
         return send(res, 200, await options.answer(id, callId, { approved: body.approved, ...reason }));
       } catch (err) {
