@@ -2,14 +2,7 @@
 // download its own browser here). Installs it with apt-get when it is missing and this user can;
 // otherwise says how, and the browser tests skip with that message (they fail instead under CI=1).
 import { execFileSync, spawnSync } from "node:child_process";
-
-const found = (): string | undefined => {
-  for (const name of ["chromium", "chromium-browser"]) {
-    const r = spawnSync("sh", ["-c", `command -v ${name}`], { encoding: "utf8" });
-    if (r.status === 0 && r.stdout.trim()) return r.stdout.trim();
-  }
-  return undefined;
-};
+import { chromiumPath as found } from "../packages/cli/test/support/browser.ts";
 
 if (!found() && process.env.KEEL_SKIP_BROWSER_SETUP !== "1") {
   const root = process.getuid?.() === 0;

@@ -1,10 +1,11 @@
 // Regenerates docs/studio.png, the README's picture of `keel studio`: a real turn of the
 // full-stack example (offline), one request expanded. Needs chromium (apt-get install chromium).
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { launchChromium } from "../packages/cli/test/support/browser.ts";
+import { startStudioProcess } from "../packages/cli/test/support/studio.ts";
 
 const repo = join(import.meta.dirname, "..");
 const keel = join(repo, "packages", "cli", "bin", "keel.js");
@@ -14,17 +15,9 @@ const env = { ...process.env, KEEL_OFFLINE: "1" };
 try {
   const run = spawnSync(process.execPath, [keel, "run", "--config", config, "--home", home, "Remember that release day is Thursday, then tell me what is left in TODO.md"], { env, encoding: "utf8" });
   if (run.status !== 0) throw new Error(`keel run failed: ${run.stderr}`);
-  const studio = spawn(process.execPath, [keel, "studio", "--config", config, "--home", home], { env, stdio: ["ignore", "pipe", "inherit"] });
-  const url = await new Promise<string>((resolve) => {
-    let out = "";
-    studio.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /^(http:\S+)\n/m.exec(out);
-      if (m) resolve(m[1]!);
-    });
-  });
-  const which = spawnSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).stdout.trim();
-  const browser = await chromium.launch({ executablePath: which, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+  const studio = await startStudioProcess(["--config", config, "--home", home], { cwd: repo, env });
+  const url = studio.url;
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage({ viewport: { width: 1440, height: 1180 }, deviceScaleFactor: 1 });
     await page.goto(url);
@@ -35,7 +28,7 @@ try {
     console.log("wrote docs/studio.png");
   } finally {
     await browser.close();
-    studio.kill("SIGINT");
+    studio.stop();
   }
 } finally {
   rmSync(home, { recursive: true, force: true });

@@ -4,12 +4,11 @@
  * status alone and are named on stderr; a session holding hostile text (markup, scripts, lone
  * surrogates, long inputs) is shown by `keel studio` as text, cut, and never runs in the page.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { browserMissing, launchChromium } from "../../packages/cli/test/support/browser.ts";
-import { KEEL_BIN } from "../../packages/cli/test/support/run-keel.ts";
+import { startStudioProcess } from "../../packages/cli/test/support/studio.ts";
 import { expectNoStack, keel, project, ROOT, scenarioEnv } from "./support/cli.ts";
 
 afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
@@ -61,9 +60,9 @@ describe.concurrent("fault/observe: an observer cannot change a turn", { timeout
 const missing = browserMissing();
 
 describe.skipIf(missing)("fault/observe: keel studio shows hostile text as text", { timeout: 60_000 }, () => {
-  const children: ChildProcess[] = [];
+  const stops: Array<() => void> = [];
   afterAll(() => {
-    for (const c of children) if (c.exitCode === null) c.kill("SIGINT");
+    for (const stop of stops) stop();
   });
 
   it("markup and scripts in the input, the answer, a plugin's name and its diagnostic never run; a 100 KB input with lone surrogates is cut", async () => {
@@ -80,17 +79,9 @@ describe.skipIf(missing)("fault/observe: keel studio shows hostile text as text"
     const second = await keel(["run", "-c", big], { cwd: dir, killAfterMs: 60_000 });
     expect(second.code, second.stderr).toBe(0);
 
-    const child = spawn(process.execPath, [KEEL_BIN, "studio"], { cwd: dir, env: scenarioEnv(dir), stdio: ["ignore", "pipe", "pipe"] });
-    children.push(child);
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = "";
-      child.stdout.on("data", (d: Buffer) => {
-        out += d.toString();
-        const m = /^(http:\S+)\n/m.exec(out);
-        if (m) resolve(m[1]!);
-      });
-      child.on("exit", (code) => reject(new Error(`studio exited ${code}`)));
-    });
+    const studio = await startStudioProcess([], { cwd: dir, env: scenarioEnv(dir) });
+    stops.push(studio.stop);
+    const url = studio.url;
     const browser = await launchChromium();
     try {
       const page = await browser.newPage();
