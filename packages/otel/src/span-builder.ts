@@ -209,21 +209,7 @@ export class SpanBuilder {
 
   private request(e: Ev<"prompt.compiled">): void {
     const t = e.turnId ? this.turns.get(e.turnId) : undefined;
-    if (!t) return;
-    this.endRound(t);
-    const requested = splitProviderId(this.o.providerId);
-    const span = this.o.tracer.startSpan(`chat ${requested?.model ?? "model"}`, {
-      kind: SpanKind.CLIENT,
-      startTime: e.ts,
-      attributes: {
-        "gen_ai.operation.name": "chat",
-        ...(requested ? { "gen_ai.provider.name": requested.provider, "gen_ai.request.model": requested.model } : {}),
-        "gen_ai.conversation.id": e.sessionId,
-        "keel.round": e.manifest.round,
-        ...manifestAttributes(e.manifest),
-      },
-    }, t.ctx);
-    t.round = { span, round: e.manifest.round };
+    if (t) this.openRound(t, e.sessionId, e.manifest.round, e.ts, manifestAttributes(e.manifest));
   }
 
   /** The open `chat` span of this event's turn, or a new one (a retried attempt has no new manifest). */
@@ -231,10 +217,19 @@ export class SpanBuilder {
     const t = e.turnId ? this.turns.get(e.turnId) : undefined;
     if (!t) return undefined;
     if (t.round && t.round.round === e.round && t.round.endTime === undefined) return t.round;
+    return this.openRound(t, e.sessionId, e.round, startTime, {});
+  }
+
+  /** End the turn's previous `chat` span and start one for `round`. */
+  private openRound(t: TurnState, sessionId: string, round: number, startTime: number, more: Attributes): Pending & { round: number } {
     this.endRound(t);
     const requested = splitProviderId(this.o.providerId);
-    const span = this.o.tracer.startSpan(`chat ${requested?.model ?? "model"}`, { kind: SpanKind.CLIENT, startTime, attributes: { "gen_ai.operation.name": "chat", ...(requested ? { "gen_ai.provider.name": requested.provider, "gen_ai.request.model": requested.model } : {}), "gen_ai.conversation.id": e.sessionId, "keel.round": e.round } }, t.ctx);
-    t.round = { span, round: e.round };
+    const span = this.o.tracer.startSpan(`chat ${requested?.model ?? "model"}`, {
+      kind: SpanKind.CLIENT,
+      startTime,
+      attributes: { "gen_ai.operation.name": "chat", ...(requested ? { "gen_ai.provider.name": requested.provider, "gen_ai.request.model": requested.model } : {}), "gen_ai.conversation.id": sessionId, "keel.round": round, ...more },
+    }, t.ctx);
+    t.round = { span, round };
     return t.round;
   }
 
