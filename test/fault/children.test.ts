@@ -2,7 +2,8 @@
  * Fault class 5 (silent loss), for subagents: `keel run` SIGKILLed while a task's child session
  * is mid-turn. The next run on the parent session marks the parent's turn interrupted and
  * closes the child's open turn too (nothing left running in any log), the user's words of both
- * are on disk, and the session goes on: a new turn delegates again to a fresh child.
+ * are on disk, and the session goes on: a new turn delegates again to a fresh child, or
+ * continues the killed child's session (the cut-off call names it) where it stopped.
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -68,5 +69,45 @@ export default {
     const links = parent.filter((e) => e.type === "child.started").map((e) => (e as { childSessionId: string }).childSessionId);
     expect(links).toHaveLength(2);
     expect(after.get(links[1]!)!.filter((e) => e.type === "turn.completed")).toHaveLength(1);
+  }, 60_000);
+
+  it("SIGKILL mid-task, then the parent continues the killed child's session: the cut-off call names it, and the child picks up with its history", async () => {
+    const dir = mkdtempSync(join(root, "continue-"));
+    const config = (steps: object[]) => writeFileSync(join(dir, "agent.config.mjs"), `import { tasks } from ${JSON.stringify(TASKS)};
+export default { name: "kids", plugins: [tasks({ profiles: { slow: { description: "Thinks slowly." } } })], offline: { script: { steps: ${JSON.stringify(steps)} } } };\n`);
+    config([
+      { when: { lastUserIncludes: "delegate" }, toolCalls: [{ id: "t1", name: "task", args: { profile: "slow", prompt: "ponder the question" } }] },
+      { when: { lastUserIncludes: "ponder" }, hang: true },
+    ]);
+    const home = join(dir, ".keel");
+    const env = offlineEnv({ KEEL_HOME: home });
+    const child = spawn(process.execPath, [KEEL_BIN, "run", "delegate this"], { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] });
+    await expect
+      .poll(() => [...eventsOf(home).values()].some((ev) => ev.some((e) => e.type === "turn.started" && e.trigger === "subagent")), { timeout: 20_000, interval: 100 })
+      .toBe(true);
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("exit", r));
+    const before = eventsOf(home);
+    const parentId = [...before].find(([, ev]) => !(ev[0] as { parent?: unknown }).parent)![0];
+    const childId = [...before].find(([, ev]) => (ev[0] as { parent?: unknown }).parent)![0];
+
+    // The next process's model continues that child session (its id is what the cut-off result names).
+    config([
+      { when: { lastUserIncludes: "carry on" }, toolCalls: [{ id: "t2", name: "task", args: { profile: "slow", prompt: "finish pondering", session: childId } }] },
+      { when: { lastUserIncludes: "finish pondering" }, text: "42, after pondering" },
+      { when: { lastUserIncludes: "carry on" }, text: "The child finished: 42." },
+    ]);
+    const next = await runKeel(["run", "--session", parentId, "carry on"], { cwd: dir, env });
+    expect(next.code, next.stderr).toBe(0);
+    expect(next.stdout).toContain("The child finished: 42.");
+    const after = eventsOf(home);
+    const cut = after.get(parentId)!.find((e) => e.type === "message.appended" && e.message.role === "tool" && e.message.toolCallId === "t1") as Extract<KeelEvent, { type: "message.appended" }>;
+    expect(JSON.stringify(cut.message.content)).toContain(`child session ${childId} (\\"slow\\") keeps the child's work so far`);
+    // One child session in all: its killed turn closed, the follow-up turn saw the first prompt and completed.
+    expect(after.size).toBe(2);
+    const kid = after.get(childId)!;
+    expect(kid.filter((e) => e.type.startsWith("turn.") && e.type !== "turn.started").map((e) => e.type)).toEqual(["turn.interrupted", "turn.completed"]);
+    const users = kid.filter((e) => e.type === "message.appended" && e.message.role === "user").map((e) => JSON.stringify((e as Extract<KeelEvent, { type: "message.appended" }>).message.content));
+    expect(users.join(" ")).toMatch(/ponder the question[\s\S]*finish pondering/);
   }, 60_000);
 });

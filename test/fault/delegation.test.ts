@@ -4,11 +4,13 @@
  * - a child's answer with lone surrogates reaches the parent's provider well-formed, and a
  *   megabytes-long one arrives cut;
  * - a secret in a child's tool result is in no file under KEEL_HOME (its session is stored too);
+ * - a subagent's ask waits durably in the parent session when nobody answers, and the next
+ *   process asks it first, then the child goes on;
  * - chat mode survives a SIGKILL: the next process still sends no tools;
  * - traced content (opt-in) is redacted, well-formed and bounded, whatever the input.
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
@@ -17,7 +19,7 @@ import { createAgent, defineTool, isWellFormed, MemorySessionStore, scriptedProv
 import type { KeelEvent, Message } from "../../packages/kernel/src/index.ts";
 import { traceAgent } from "../../packages/otel/src/index.ts";
 import { tasks } from "../../packages/plugin-tasks/src/index.ts";
-import { KEEL_BIN, offlineEnv, runKeel } from "../../packages/cli/test/support/run-keel.ts";
+import { KEEL_BIN, offlineEnv, REPO, runKeel } from "../../packages/cli/test/support/run-keel.ts";
 import { filesContaining } from "./support/adversarial-b.ts";
 
 const root = mkdtempSync(join(tmpdir(), "keel-fault-delegation-"));
@@ -81,6 +83,34 @@ describe("fault/delegation: subagents", () => {
 });
 
 describe("fault/delegation: chat mode", () => {
+  it("a subagent's ask in `keel run` is asked at the terminal naming the subagent; with nobody to answer it stays paused, and the next run asks it first and the child goes on", async () => {
+    const dir = mkdtempSync(join(root, "child-ask-"));
+    const src = (p: string) => JSON.stringify(join(REPO, "packages", p, "src", "index.ts"));
+    writeFileSync(join(dir, "agent.config.ts"), `import { definePlugin, defineTool } from ${src("kernel")};
+import { tasks } from ${src("plugin-tasks")};
+import { writeFileSync } from "node:fs";
+const count = defineTool({ name: "count", description: "Counts apples.", category: "info", execute: () => (writeFileSync(${JSON.stringify(join(dir, "counted"))}, "yes"), "12") });
+const guard = definePlugin({ name: "guard", version: "1.0.0", setup: (ctx) => ctx.on("tool.pre_call", (e) => e.call.name === "count" ? { kind: "tool_decision", decision: "ask", reason: "counting costs money" } : undefined) });
+export default { name: "child-ask", plugins: [tasks({ profiles: { counter: { description: "Counts.", tools: [count], plugins: [guard] } } })], offline: { script: process.env.SCRIPT } };
+`);
+    const step = (when: string, rest: object) => ({ when: { lastUserIncludes: when }, ...rest });
+    writeFileSync(join(dir, "first.json"), JSON.stringify({ steps: [step("how many", { toolCalls: [{ id: "t1", name: "task", args: { profile: "counter", prompt: "count the apples" } }] }), step("count the apples", { toolCalls: [{ id: "c1", name: "count", args: {} }] })] }));
+    writeFileSync(join(dir, "second.json"), JSON.stringify({ steps: [step("count the apples", { text: "12 apples" }), step("how many", { text: "The counter says 12." }), step("thanks", { text: "You're welcome." })] }));
+    // No one answers (stdin ends): the turn stays paused, durable, and nothing was counted.
+    const env = offlineEnv({ KEEL_HOME: join(dir, ".keel"), SCRIPT: "first.json" });
+    const first = await runKeel(["run", "--ask", "ask", "how many apples?"], { cwd: dir, env });
+    expect(first.stderr).toMatch(/\? count \(subagent counter, session [0-9a-f-]{36}\) \{\} — guard: counting costs money/);
+    expect(first.code).not.toBe(0);
+    expect(existsSync(join(dir, "counted"))).toBe(false);
+    // The next process asks the same question first; "y" lets the child count and finish, then the parent.
+    const second = await runKeel(["run", "--ask", "ask", "-c", "thanks"], { cwd: dir, env: { ...env, SCRIPT: "second.json" }, stdin: ["y"] });
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stderr).toContain("has a turn paused for approval; answering it first");
+    expect(second.stderr).toMatch(/\? count \(subagent counter/);
+    expect(existsSync(join(dir, "counted"))).toBe(true);
+    expect(second.stdout).toContain("You're welcome.");
+  }, 60_000);
+
   it("a session switched to chat mode and SIGKILLed mid-turn is still in chat mode in the next process", async () => {
     const dir = mkdtempSync(join(root, "chat-"));
     writeFileSync(join(dir, "agent.config.mjs"), `export default { name: "modes",

@@ -40,7 +40,8 @@ export function approvalQuestion(p: PendingApproval): string {
     args = String(p.args);
   }
   const why = p.plugin ? ` — ${p.plugin}${p.reason ? `: ${p.reason}` : ""}` : p.reason ? ` — ${p.reason}` : "";
-  return `  ? ${p.name} ${truncate(args, 300)}${why}\n    [y] allow once  [a] allow always in this session  [n <reason>] deny  (Enter denies)\n`;
+  const where = p.via ? ` (subagent ${p.via.child}, session ${p.via.sessionId})` : "";
+  return `  ? ${p.name}${where} ${truncate(args, 300)}${why}\n    [y] allow once  [a] allow always in this session  [n <reason>] deny  (Enter denies)\n`;
 }
 
 /** Read an answer typed at the prompt. Contract: anything not understood is undefined (ask again). */

@@ -97,7 +97,7 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
         err(`  ${e.status === "ok" ? "✓" : "✗"} ${e.name} ${e.status}${e.decision ? ` (${e.decision})` : ""} (${e.durationMs >= 10_000 ? seconds(e.durationMs) : `${Math.round(e.durationMs)} ms`})\n`);
         break;
       case "approval.requested":
-        err(`  ? ${e.name} needs approval${e.plugin ? ` (${e.plugin}${e.reason ? `: ${preview(e.reason, 200)}` : ""})` : e.reason ? ` (${preview(e.reason, 200)})` : ""}\n`);
+        err(`  ? ${e.name}${e.via ? ` (subagent ${e.via.child})` : ""} needs approval${e.plugin ? ` (${e.plugin}${e.reason ? `: ${preview(e.reason, 200)}` : ""})` : e.reason ? ` (${preview(e.reason, 200)})` : ""}\n`);
         break;
       case "approval.resolved":
         if (e.by === "always") err(`  ✓ ${e.name} allowed (always, in this session)\n`);

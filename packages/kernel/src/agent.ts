@@ -30,7 +30,8 @@ import type { ToolCategory, ToolDefinition } from "./tools.ts";
 import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "./tools.ts";
 import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
 import type { PausedTurn, TurnInput } from "./turn.ts";
-import { runTurn } from "./turn.ts";
+import { runTurn, unansweredCalls } from "./turn.ts";
+import { errorResult } from "./tool-exec.ts";
 import { checkInput, outputSpecOf } from "./run-input.ts";
 import type { StreamOptions } from "./turn-stream.ts";
 import { TurnStream } from "./turn-stream.ts";
@@ -262,6 +263,10 @@ export class Agent {
   /** @internal child agents by name, built on first use and closed with this one */
   readonly children = new Map<string, Promise<Agent>>();
   private readonly open = new Map<string, Session>();
+  /** @internal whether this agent has session `id` open (or opening) in this process */
+  isOpen(id: string): boolean {
+    return this.open.has(id) || this.opening.has(id);
+  }
   private readonly opening = new Map<string, Promise<Session>>();
   private readonly ownsStore: boolean;
   private closed = false;
@@ -428,6 +433,7 @@ export class Agent {
       await this.store.createSession({ id: session.id, agent: this.name, createdAt: Date.now() });
       session.lease = await takeLease(this.store, session.id, lease);
       await session.emit({ type: "session.created", agent: this.name, ...(options.parent ? { parent: options.parent } : {}) }, null, true);
+      session.parentLink = options.parent;
     }
     this.open.set(session.id, session);
     for (const err of this.faults.splice(0)) this.reportFault(err);
@@ -549,6 +555,8 @@ export class Session {
   readonly alwaysAllowed = new Set<string>();
   /** @internal the mode this session switched to (from its log), if it ever did */
   switchedMode: SessionMode | undefined;
+  /** @internal a child session's link to the parent turn and call that started it (from session.created) */
+  parentLink: SessionOpenOptions["parent"];
   /** @internal a turn stream's back-pressure: the provider loop waits on it before reading on */
   backpressure: Promise<void> | undefined;
   /** @internal where the latest turn of this process starts in the log (a job reads its turn from there). */
@@ -666,7 +674,7 @@ export class Session {
     if (!req) throw new KeelError("KEEL_APPROVAL_UNKNOWN", `Session "${this.id}" has no pending approval "${callId}"${this.paused ? ` (pending: ${[...this.paused.requests.keys()].join(", ")})` : " (no turn is paused)"}.`);
     await this.emit({ type: "approval.resolved", callId, name: req.name, ...answer, by: "host" }, req.turnId, true);
     req.answer = answer;
-    if (answer.approved && answer.always) this.alwaysAllowed.add(req.name);
+    if (answer.approved && answer.always && !req.via) this.alwaysAllowed.add(req.name);
   }
 
   /**
@@ -683,14 +691,19 @@ export class Session {
     return new TurnStream<O>(this, this.prepareResume(options), options);
   }
 
-  private prepareResume<O>(options: RunOptions<O>): (signal?: AbortSignal) => Promise<TurnResult<O>> {
+  /** @internal resume a paused child turn (ToolContext.child, after its parent resumed) within `limits`. */
+  resumeAsChild<O>(options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>> {
+    return this.prepareResume(options, { limits })();
+  }
+
+  private prepareResume<O>(options: RunOptions<O>, more: { limits?: Partial<Limits> } = {}): (signal?: AbortSignal) => Promise<TurnResult<O>> {
     const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
     this.ready();
     const paused = this.paused;
     if (!paused) throw new KeelError("KEEL_NOT_PAUSED", `Session "${this.id}" has no paused turn.`);
     const open = [...paused.requests.values()].filter((r) => !r.answer);
     if (open.length) throw new KeelError("KEEL_APPROVAL_PENDING", `Turn ${paused.turnId} still waits for ${open.map((r) => `${r.name} (${r.callId})`).join(", ")}.`);
-    return (signal) => this.start("", withSignal(options, signal), { resume: paused, ...(output ? { output } : {}) }) as Promise<TurnResult<O>>;
+    return (signal) => this.start("", withSignal(options, signal), { resume: paused, ...(output ? { output } : {}), ...more }) as Promise<TurnResult<O>>;
   }
 
   private ready(): void {
@@ -986,8 +999,10 @@ export class Session {
     let messages: Message[] = [];
     let started: { input: string; metadata: Record<string, unknown> } | undefined;
     let asked = new Map<string, PendingApproval>();
+    /** The arguments each call of the open turn started with (a call waiting in a child runs again with them). */
+    const startedArgs = new Map<string, unknown>();
     /** Child sessions each turn started (ToolContext.child): an interrupted turn's are closed too. */
-    const children = new Map<string, string[]>();
+    const children = new Map<string, Array<{ callId: string; name: string; childSessionId: string }>>();
     for (const e of events) {
       this.seq = e.seq;
       switch (e.type) {
@@ -996,21 +1011,28 @@ export class Session {
           this.turnCount++;
           started = { input: e.input, metadata: e.metadata };
           asked = new Map();
+          startedArgs.clear();
           this.paused = undefined;
           break;
         case "approval.requested":
-          if (e.turnId) asked.set(e.callId, { callId: e.callId, turnId: e.turnId, name: e.name, args: e.args, round: e.round, requestedAt: e.ts, ...(e.reason !== undefined ? { reason: e.reason } : {}), ...(e.plugin !== undefined ? { plugin: e.plugin } : {}) });
+          if (e.turnId) asked.set(e.callId, { callId: e.callId, turnId: e.turnId, name: e.name, args: e.args, round: e.round, requestedAt: e.ts, ...(e.reason !== undefined ? { reason: e.reason } : {}), ...(e.plugin !== undefined ? { plugin: e.plugin } : {}), ...(e.via ? { via: { ...e.via } } : {}) });
+          break;
+        case "tool.started":
+          startedArgs.set(e.callId, e.args);
           break;
         case "approval.resolved": {
           const req = this.paused?.requests.get(e.callId);
           if (req && e.by === "host") req.answer = { approved: e.approved, ...(e.always ? { always: true } : {}), ...(e.reason !== undefined ? { reason: e.reason } : {}) };
-          if (e.approved && e.always) this.alwaysAllowed.add(e.name);
+          // A child's call approved "always" is always allowed in the child session, not here.
+          if (e.approved && e.always && !req?.via) this.alwaysAllowed.add(e.name);
           break;
         }
         case "turn.paused":
           if (e.verdict.status === "paused" && e.turnId && started) {
             const pending = new Set(e.verdict.pending);
-            this.paused = { turnId: e.turnId, input: started.input, metadata: started.metadata, rounds: e.rounds, toolCalls: e.toolCalls, requests: new Map([...asked].filter(([id]) => pending.has(id))) };
+            const requests = new Map([...asked].filter(([id]) => pending.has(id)));
+            const childCalls = new Map([...requests.values()].flatMap((r) => (r.via ? [[r.via.callId, startedArgs.get(r.via.callId)] as const] : [])));
+            this.paused = { turnId: e.turnId, input: started.input, metadata: started.metadata, rounds: e.rounds, toolCalls: e.toolCalls, requests, ...(childCalls.size ? { childCalls } : {}) };
           }
           if (e.turnId === open) open = null;
           break;
@@ -1023,7 +1045,10 @@ export class Session {
           this.switchedMode = e.mode;
           break;
         case "child.started":
-          if (e.turnId) children.set(e.turnId, [...(children.get(e.turnId) ?? []), e.childSessionId]);
+          if (e.turnId) children.set(e.turnId, [...(children.get(e.turnId) ?? []), e]);
+          break;
+        case "session.created":
+          if (e.parent) this.parentLink = { ...e.parent };
           break;
         case "message.appended":
           messages.push(e.message);
@@ -1056,9 +1081,17 @@ export class Session {
     const takenOver = this.lease?.takenOver;
     await this.emit({ type: "session.resumed", agent: this.agent.name, ...(open ? { interruptedTurn: open } : {}), ...(takenOver ? { leaseTakenOver: takenOver } : {}) }, null);
     if (open) {
+      // A call cut off while its child session ran says which session kept the child's work.
+      const cut = children.get(open) ?? [];
+      const waiting = new Map(unansweredCalls(this.messages).map((c) => [c.id, c.name]));
+      for (const c of cut.filter((c, i) => waiting.has(c.callId) && cut.findLastIndex((d) => d.callId === c.callId) === i)) {
+        const message = freezeDeep(errorResult(c.callId, waiting.get(c.callId)!, `No result: the process stopped before this call returned. Its child session ${c.childSessionId} ("${c.name}") keeps the child's work so far; call the tool again if you still need it.`));
+        this.messages = freezeDeep([...this.messages, message]);
+        await this.emit({ type: "message.appended", message }, open);
+      }
       await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason: "process_exit" }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: 0, toolCalls: 0 }, open, true);
       // Its child sessions died with it: opening one marks its own open turn interrupted (and its children's).
-      for (const id of children.get(open) ?? []) {
+      for (const id of new Set(cut.map((c) => c.childSessionId))) {
         try {
           const child = await this.agent.session(id);
           await child.close();

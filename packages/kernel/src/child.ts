@@ -10,28 +10,81 @@ import { errorMessage, KeelError } from "./errors.ts";
 import { headOf } from "./text.ts";
 import type { ChildOptions, ChildRun, TurnBudget } from "./tools.ts";
 import type { Usage } from "./usage.ts";
+import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
 
 const NAME = /^[a-z0-9_.-]{1,64}$/;
 
-/** Run one child turn for the tool call `callId` of `parent`'s turn `turnId`. */
-export async function runChild<O>(parent: Session, turnId: string, callId: string, signal: AbortSignal, options: ChildOptions<O>, budget: TurnBudget, addToParent: (usage: Usage) => void): Promise<ChildRun<O>> {
+/** Child sessions of one call that wait for approval, by session id, with the host's answers by their call ids. */
+export type ChildResumes = Map<string, { name: string; answers: Map<string, ApprovalAnswer> }>;
+
+/** One call's dealings with its children: which paused ones to resume, and which paused this time. */
+export interface ChildHold {
+  resume?: ChildResumes;
+  paused?: PendingApproval[];
+}
+
+/**
+ * Run one child turn for the tool call `callId` of `parent`'s turn `turnId`. A child that pauses
+ * for approval is put in `hold` (the parent's call then pauses on it); when the call runs again,
+ * the first child() of that name resumes it with the host's answers instead of starting a session.
+ */
+export async function runChild<O>(parent: Session, turnId: string, callId: string, signal: AbortSignal, options: ChildOptions<O>, budget: TurnBudget, addToParent: (usage: Usage) => void, hold: ChildHold): Promise<ChildRun<O>> {
   const name = options?.name;
   if (typeof name !== "string" || !NAME.test(name)) throw new KeelError("KEEL_CHILD_INVALID", `name ${JSON.stringify(typeof name === "string" ? headOf(name, 70) : typeof name)} must match ${NAME.source}.`, { path: "name" });
   const limits = clamp(options.limits, budget);
   const host = parent.agent;
   const agent = await childAgent(host, name, options.agent);
   signal.throwIfAborted();
-  const depth = host.depth + 1;
-  const session = await agent.session(undefined, { parent: { sessionId: parent.id, turnId, callId, name, depth } });
+  const run = { signal, ...(options.output ? { output: options.output } : {}), metadata: { ...options.metadata, parent: { sessionId: parent.id, turnId, callId } } };
+  const waiting = [...(hold.resume ?? [])].find(([, w]) => w.name === name);
+  let session: Session;
+  if (waiting) {
+    hold.resume!.delete(waiting[0]);
+    session = await agent.session(waiting[0]);
+  } else if (options.session !== undefined) session = await earlier(agent, parent, name, options.session);
+  else session = await agent.session(undefined, { parent: { sessionId: parent.id, turnId, callId, name, depth: host.depth + 1 } });
   try {
-    // The link is in the parent's log before the child does anything, so a crash leaves it findable.
-    await parent.emit({ type: "child.started", callId, name, childSessionId: session.id }, turnId, true);
-    const result = await session.runAsChild(options.input, { signal, ...(options.output ? { output: options.output } : {}), metadata: { ...options.metadata, parent: { sessionId: parent.id, turnId, callId } } }, cappedBy(agent.limits, limits));
+    let result: TurnResult<O>;
+    if (waiting) {
+      // The host answered the child's calls in the parent session: they go to the child's log, then it goes on.
+      for (const r of session.pendingApprovals()) {
+        const a = waiting[1].answers.get(r.callId);
+        if (a?.approved) await session.approve(r.callId, { ...(a.always ? { always: true } : {}), ...(a.reason ? { reason: a.reason } : {}) });
+        else await session.deny(r.callId, { reason: a ? (a.reason ?? "not approved") : "no answer came through the parent session" });
+      }
+      result = await session.resumeAsChild(run, cappedBy(agent.limits, limits));
+    } else {
+      // The link is in the parent's log before the child does anything, so a crash leaves it findable.
+      await parent.emit({ type: "child.started", callId, name, childSessionId: session.id }, turnId, true);
+      result = await session.runAsChild(options.input, run, cappedBy(agent.limits, limits));
+    }
     addToParent(result.usage);
+    if (result.verdict.status === "paused" && result.pending) {
+      const link = (p: PendingApproval) => ({ callId, sessionId: session.id, child: name, childCallId: p.callId });
+      hold.paused = [...(hold.paused ?? []), ...result.pending.map((p) => ({ ...p, callId: `${callId}/${p.callId}`, via: link(p) }))];
+    }
     return { sessionId: session.id, result };
   } finally {
     await session.close().catch(() => {});
   }
+}
+
+/** An earlier child session of `parent` named `name`, opened to run another turn. */
+async function earlier(agent: Agent, parent: Session, name: string, id: unknown): Promise<Session> {
+  const shown = JSON.stringify(typeof id === "string" ? headOf(id, 80) : typeof id);
+  const wrong = (why: string) => new KeelError("KEEL_CHILD_INVALID", `session ${shown} ${why}.`, { path: "session" });
+  if (typeof id !== "string" || !(await agent.store.getSession(id))) throw wrong("is not a session");
+  if (agent.isOpen(id)) throw wrong("is in use by another call right now");
+  const session = await agent.session(id).catch((err: unknown) => {
+    throw new KeelError("KEEL_CHILD_INVALID", `session ${shown} could not be opened: ${headOf(errorMessage(err), 300)}.`, { path: "session" }, { cause: err });
+  });
+  const link = session.parentLink;
+  const why = link?.sessionId !== parent.id ? "is not a child session of this session" : link.name !== name ? `belongs to "${link.name}", not "${name}"` : session.paused ? "waits for approval of its own calls; its parent's turn answers them" : undefined;
+  if (why) {
+    await session.close().catch(() => {});
+    throw wrong(why);
+  }
+  return session;
 }
 
 /** The child's limits: the smallest of the options', and what the parent has left. */

@@ -8,7 +8,7 @@ import type { PromptManifest } from "./manifest.ts";
 import type { ContentBlock, Message } from "./messages.ts";
 import type { ProviderErrorClass, StopReason } from "./provider.ts";
 import type { Usage } from "./usage.ts";
-import type { GuardName, TurnVerdict } from "./verdict.ts";
+import type { ChildApprovalLink, GuardName, TurnVerdict } from "./verdict.ts";
 
 /**
  * How a session's turns run. `agent`: tools are materialised and sent, tool calls run. `chat`:
@@ -77,7 +77,7 @@ export type KeelEventData =
   | { type: "tools.revealed"; by: string; names: string[]; unknown?: string[] }
   | { type: "guard.tripped"; guard: GuardName; limit: number; value: number }
   /** A plugin's `ask` decision: the call waits for an answer (the host's approve() callback, or the turn pauses). */
-  | { type: "approval.requested"; round: number; callId: string; name: string; args: unknown; reason?: string; plugin?: string }
+  | { type: "approval.requested"; round: number; callId: string; name: string; args: unknown; reason?: string; plugin?: string; via?: ChildApprovalLink }
   /** The answer to an approval request: from the host (session.approve/deny), the approve() callback, or an earlier "always". */
   | { type: "approval.resolved"; callId: string; name: string; approved: boolean; always?: boolean; reason?: string; by: "host" | "callback" | "always" }
   /** A paused turn continues (session.resume()): its turn id is open again. */

@@ -37,7 +37,7 @@ export { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN, defineTool } from "./tools.ts
 export type { ChildOptions, ChildRun, JsonSchema, ToolCategory, ToolContext, ToolDefinition, ToolOutput, ToolSchema, ToolSource, TurnBudget } from "./tools.ts";
 export { addUsage, emptyUsage } from "./usage.ts";
 export type { Usage } from "./usage.ts";
-export type { ApprovalAnswer, GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";
+export type { ApprovalAnswer, ChildApprovalLink, GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";
 export { TurnStream, sseResponse, toSSEStream } from "./turn-stream.ts";
 export type { StreamOptions, ToolRunStatusView, TurnStreamEvent } from "./turn-stream.ts";
 export type { TurnInput } from "./turn.ts";

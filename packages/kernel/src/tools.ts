@@ -38,9 +38,12 @@ export interface ToolContext {
    * Run one turn of a child session: a new durable session of a child agent (`options.agent`,
    * sharing this agent's store, model and approve callback unless given), linked in both logs to
    * this turn and call, with turn trigger `subagent`. Its limits are clamped to `budget`; its
-   * usage is added to this turn's; cancelling this call cancels it.
-   * Contract: resolves with the child's TurnResult (a failed or paused child is a result, not a
-   * throw); throws KEEL_CHILD_INVALID for bad options and KEEL_CHILD_BUDGET when nothing is left.
+   * usage is added to this turn's; cancelling this call cancels it. A child that pauses for
+   * approval pauses this call: the turn waits with the child's calls (PendingApproval.via), and
+   * whatever the tool returns is dropped. On resume the call runs again (so it must be safe to
+   * repeat) and its first child() of the same name resumes that child with the answers.
+   * Contract: resolves with the child's TurnResult (a failed child is a result, not a throw);
+   * throws KEEL_CHILD_INVALID for bad options and KEEL_CHILD_BUDGET when nothing is left.
    */
   child<O = unknown>(options: ChildOptions<O>): Promise<ChildRun<O>>;
 }
@@ -61,6 +64,12 @@ export interface ChildOptions<O = unknown> {
   /** The child agent (createAgent options; `store` is always the parent's, `provider` defaults to the parent's). */
   agent?: Omit<AgentOptions, "store" | "home" | "provider" | "observers"> & { provider?: ModelProvider };
   input: TurnInput;
+  /**
+   * Continue this earlier child session (a ChildRun's `sessionId`, also one a crash cut off):
+   * the new turn sees its history. It must be a child of this session under the same `name`,
+   * and not waiting for approval (KEEL_CHILD_INVALID otherwise).
+   */
+  session?: string;
   /** Lower than the budget, if you like: the child gets the minimum of these, the child agent's and the budget. */
   limits?: Partial<Pick<Limits, "maxRounds" | "maxToolCalls" | "tokenBudget" | "wallTimeMs">>;
   /** Structured output of the child's final answer (as RunOptions.output). */

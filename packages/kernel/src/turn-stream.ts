@@ -5,7 +5,7 @@
 import type { Session } from "./agent.ts";
 import { errorMessage, KeelError } from "./errors.ts";
 import type { AgentEvent } from "./events.ts";
-import type { TurnResult } from "./verdict.ts";
+import type { ChildApprovalLink, TurnResult } from "./verdict.ts";
 
 /** How a streamed tool call ended. */
 export type ToolRunStatusView = "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled";
@@ -28,7 +28,7 @@ export type TurnStreamEvent<O = unknown> =
   | { type: "tool.started"; callId: string; name: string; args: unknown; round: number }
   | { type: "tool.progress"; callId: string; name: string; message: string; fraction?: number; elapsedMs: number }
   | { type: "tool.finished"; callId: string; name: string; status: ToolRunStatusView; durationMs: number; decision?: string }
-  | { type: "approval.requested"; callId: string; name: string; args: unknown; reason?: string; plugin?: string }
+  | { type: "approval.requested"; callId: string; name: string; args: unknown; reason?: string; plugin?: string; via?: ChildApprovalLink }
   | { type: "compaction"; plugin: string; reason: string; messagesBefore: number; messagesAfter: number }
   | { type: "retry"; message: string }
   | { type: "error"; code: string; message: string }
@@ -59,7 +59,7 @@ function toStreamEvent(e: AgentEvent): TurnStreamEvent | undefined {
     case "tool.completed":
       return { type: "tool.finished", callId: e.callId, name: e.name, status: e.status, durationMs: e.durationMs, ...(e.decision ? { decision: e.decision } : {}) };
     case "approval.requested":
-      return { type: "approval.requested", callId: e.callId, name: e.name, args: e.args, ...(e.reason !== undefined ? { reason: e.reason } : {}), ...(e.plugin !== undefined ? { plugin: e.plugin } : {}) };
+      return { type: "approval.requested", callId: e.callId, name: e.name, args: e.args, ...(e.reason !== undefined ? { reason: e.reason } : {}), ...(e.plugin !== undefined ? { plugin: e.plugin } : {}), ...(e.via ? { via: { ...e.via } } : {}) };
     case "context.edited":
       return { type: "compaction", plugin: e.plugin, reason: e.reason, messagesBefore: e.before, messagesAfter: e.after };
     case "model.notice":

@@ -5,6 +5,7 @@
  */
 import type { ContributionRecord } from "./events.ts";
 import { runChild } from "./child.ts";
+import type { ChildHold, ChildResumes } from "./child.ts";
 import type { TurnBudget } from "./tools.ts";
 import type { Session, Limits } from "./agent.ts";
 import type { ContributionOf } from "./contributions.ts";
@@ -38,6 +39,8 @@ interface Prepared {
   /** The call waits for the host's answer: the turn pauses after this group. */
   pause?: PendingApproval;
   ready?: { def: ToolDefinition; args: unknown; timeoutMs: number; view: ToolCallView; approvedByUser: boolean; decision: ToolDecision };
+  /** The call's child sessions that wait for approval, with the host's answers (a resumed call). */
+  children?: ChildResumes;
 }
 
 const SKIPPED_STEERING = "Skipped due to queued user message.";
@@ -77,6 +80,8 @@ export interface PausedTurn {
   rounds: number;
   toolCalls: number;
   requests: Map<string, PendingApproval>;
+  /** Calls that wait in a child session (PendingApproval.via), with the arguments they run with again. */
+  childCalls?: Map<string, unknown>;
 }
 
 /** How a turn runs besides its input. */
@@ -99,7 +104,7 @@ export interface OutputSpec {
 }
 
 /** The calls of the last assistant message that have no result yet, in order. */
-function unansweredCalls(messages: readonly Message[]): ToolCallBlock[] {
+export function unansweredCalls(messages: readonly Message[]): ToolCallBlock[] {
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i]!;
     if (m.role !== "assistant") continue;
@@ -195,6 +200,8 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
   let pauseFor: PendingApproval[] | undefined;
   /** The host's answers to the paused calls (resume only), taken once each. */
   const answers = new Map<string, PendingApproval>(resume ? [...resume.requests].filter(([, r]) => r.answer) : []);
+  /** Calls of this turn paused on a child's approval, with their arguments (kept in PausedTurn). */
+  const childCalls = new Map<string, unknown>();
   let outputRetried = false;
   let output: unknown;
 
@@ -480,7 +487,7 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
   }
   // Jobs first: a durable job's `job.pending` record joins the terminal event's durable write.
   if (post) session.startJobs(post.contributions, turnId);
-  if (paused) session.paused = { turnId, input, metadata, rounds, toolCalls, requests: new Map(paused.map((p) => [p.callId, p])) };
+  if (paused) session.paused = { turnId, input, metadata, rounds, toolCalls, requests: new Map(paused.map((p) => [p.callId, p])), ...(childCalls.size ? { childCalls } : {}) };
   await session.emit({ type, verdict, usage, rounds, toolCalls, timings: session.takeTimings() }, turnId, true);
   return { sessionId: session.id, turnId, verdict, text: finalText, usage, rounds, toolCalls, ...(paused ? { pending: paused.map((p) => ({ ...p })) } : {}), ...(verdict.status === "completed" && outputSpec ? { output } : {}) };
 
@@ -642,10 +649,23 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
       // Tools may have side effects: their calls (the assistant message, tool.started) reach the
       // store before they run, so a process killed mid-tool resumes with the call (and repairs it).
       await session.flush();
-      const runs = await Promise.all(prepared.map((p) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId, budget: budget(), depth: agent.depth, child: (o) => runChild(session, turnId, p.call.id, signal, o, budget(), (u) => addUsage(usage, u)) }, p.ready.timeoutMs, signal, p.ready.view.source.plugin, progressOf(p.call)) : undefined)));
-      for (const [i, p] of prepared.entries()) if (!p.pause) await append(session, turnId, await finish(p, runs[i]));
+      const holds: ChildHold[] = prepared.map((p) => (p.children ? { resume: p.children } : {}));
+      const runs = await Promise.all(prepared.map((p, i) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId, budget: budget(), depth: agent.depth, child: (o) => runChild(session, turnId, p.call.id, signal, o, budget(), (u) => addUsage(usage, u), holds[i]!) }, p.ready.timeoutMs, signal, p.ready.view.source.plugin, progressOf(p.call)) : undefined)));
       // Calls waiting for the host pause the turn here: the calls after this group run on resume, in order.
-      const waiting = prepared.flatMap((p) => (p.pause ? [p.pause] : []));
+      const waiting: PendingApproval[] = [];
+      for (const [i, p] of prepared.entries()) {
+        const hold = holds[i]!;
+        for (const [id, left] of hold.resume ?? []) void session.emit({ type: "diagnostic", level: "warn", code: "KEEL_CHILD_INVALID", message: `Call ${p.call.id} (${p.call.name}) ran again without resuming its child session ${id} ("${left.name}"), which still waits for approval; child() with that name resumes it.` }, turnId);
+        if (p.pause) waiting.push(p.pause);
+        else if (hold.paused?.length) {
+          // A child waits for approval: so does this call (whatever the tool returned); it runs again on resume.
+          for (const w of hold.paused) {
+            void session.emit({ type: "approval.requested", round: rounds, callId: w.callId, name: w.name, args: w.args, ...(w.reason !== undefined ? { reason: w.reason } : {}), ...(w.plugin !== undefined ? { plugin: w.plugin } : {}), via: w.via! }, turnId);
+            waiting.push({ ...w, turnId, round: rounds });
+          }
+          childCalls.set(p.call.id, p.ready!.args);
+        } else await append(session, turnId, await finish(p, runs[i]));
+      }
       if (waiting.length) {
         pauseFor = waiting;
         return;
@@ -664,6 +684,7 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
   }
 
   async function prepare(call: ToolCallBlock): Promise<Prepared> {
+    if (resume?.childCalls?.has(call.id)) return prepareAgain(call, resume.childCalls.get(call.id));
     // A call the host answered after a pause: counted and decided before, it takes the answer as its decision.
     const answered = answers.get(call.id);
     answers.delete(call.id);
@@ -756,6 +777,26 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
     void session.emit({ type: "tool.started", round: rounds, callId: call.id, name: call.name, args }, turnId);
     const timeoutMs = def.timeoutMs ?? agent.toolTimeouts[def.category ?? "info"];
     return { call, ready: { def, args, timeoutMs, view, approvedByUser, decision } };
+  }
+
+  /** A call whose child waited for approval: decided and counted before, it runs again with the answers. */
+  function prepareAgain(call: ToolCallBlock, args: unknown): Prepared {
+    const children: ChildResumes = new Map();
+    for (const [id, a] of answers) {
+      if (a.via?.callId !== call.id) continue;
+      answers.delete(id);
+      const entry = children.get(a.via.sessionId) ?? { name: a.via.child, answers: new Map<string, ApprovalAnswer>() };
+      entry.answers.set(a.via.childCallId, a.answer!);
+      children.set(a.via.sessionId, entry);
+    }
+    const resolved = tools.get(call.name);
+    if (!resolved) {
+      completed(call, "error");
+      return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_UNKNOWN", `The tool "${call.name}" is gone since this call paused; its child session(s) ${[...children.keys()].join(", ")} still wait.`, { tool: call.name }).message}`) };
+    }
+    const view: ToolCallView = freezeDeep({ id: call.id, name: call.name, args, category: resolved.def.category ?? "info", source: { ...resolved.source } });
+    void session.emit({ type: "tool.started", round: rounds, callId: call.id, name: call.name, args }, turnId);
+    return { call, children, ready: { def: resolved.def, args, timeoutMs: resolved.def.timeoutMs ?? agent.toolTimeouts[resolved.def.category ?? "info"], view, approvedByUser: false, decision: { decision: "allow" } } };
   }
 
   function reveal(by: string, names: readonly string[]): void {

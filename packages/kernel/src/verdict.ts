@@ -61,4 +61,19 @@ export interface PendingApproval {
   reason?: string;
   requestedAt: number;
   answer?: ApprovalAnswer;
+  /**
+   * Set when the call waits in a child session (ToolContext.child): `callId` is then
+   * `<this turn's call>/<the child's call>`, and name, args and reason are the child's call's.
+   * Answered here like any other; the child goes on when this turn resumes.
+   */
+  via?: ChildApprovalLink;
+}
+
+/** Where a child's pending call sits. Contract: `callId` is the parent call that ran the child. */
+export interface ChildApprovalLink {
+  callId: string;
+  /** The child session, its name (ChildOptions.name) and the call's id there. */
+  sessionId: string;
+  child: string;
+  childCallId: string;
 }

@@ -65,7 +65,7 @@ export function tasks(options: TasksOptions) {
     setup(ctx) {
       const o = ctx.options as Resolved;
       const profiles = options.profiles;
-      const started = new Map<string, number>();
+      const started = new Map<string, Set<string>>();
       const tool = taskTool(o, profiles, started);
       ctx.on("turn.pre_tool_materialization", () => ({ kind: "tool_bundle", bundleId: "tasks", tools: [tool] }));
       ctx.on("turn.post_turn", (e) => void started.delete(e.turnId));
@@ -75,25 +75,27 @@ export function tasks(options: TasksOptions) {
 
 export default tasks;
 
-function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: Map<string, number>): ToolDefinition {
+function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: Map<string, Set<string>>): ToolDefinition {
   const names = Object.keys(profiles);
   const input = z.strictObject({
     profile: z.enum(names as [string, ...string[]]).describe("which subagent does the task"),
     prompt: z.string().min(1).describe("the task, complete: the subagent does not see this conversation"),
     expected_output: z.record(z.string(), z.unknown()).optional().describe("a JSON Schema the subagent's answer must match (its answer is then that JSON)"),
+    session: z.string().optional().describe("to follow up: the session id of an earlier task of this profile (from its result); the subagent then sees that session's history"),
   });
   return defineTool({
     name: "task",
-    description: `Delegate a self-contained task to a subagent, which works in its own session and returns its final answer. Subagents:\n${names.map((n) => `- ${n}: ${profiles[n]!.description}`).join("\n")}\nSeveral task calls in one response run in parallel.`,
+    description: `Delegate a self-contained task to a subagent, which works in its own session and returns its final answer. Subagents:\n${names.map((n) => `- ${n}: ${profiles[n]!.description}`).join("\n")}\nSeveral task calls in one response run in parallel. A subagent remembers nothing between tasks unless you pass the earlier task's session.`,
     input,
     category: "info",
     parallel: true,
     timeoutMs: o.timeoutMs,
     async execute(args, tc: ToolContext): Promise<ToolOutput> {
       if (tc.depth >= o.maxDepth) return failure(`KEEL_TASK_DEPTH: this session is at delegation depth ${tc.depth}, the limit (maxDepth ${o.maxDepth}); do the work here instead.`);
-      const count = (started.get(tc.turnId) ?? 0) + 1;
-      if (count > o.maxFanOut) return failure(`KEEL_TASK_FAN_OUT: this turn already started ${o.maxFanOut} tasks (maxFanOut); use their answers, or do the rest here.`);
-      started.set(tc.turnId, count);
+      // Counted by call: a call that runs again (its subagent waited for approval) is the same task.
+      const calls = started.get(tc.turnId) ?? new Set<string>();
+      if (!calls.has(tc.callId) && calls.size >= o.maxFanOut) return failure(`KEEL_TASK_FAN_OUT: this turn already started ${o.maxFanOut} tasks (maxFanOut); use their answers, or do the rest here.`);
+      started.set(tc.turnId, calls.add(tc.callId));
       const profile = profiles[args.profile]!;
       let output: z.ZodType | undefined = profile.output;
       if (!output && args.expected_output) {
@@ -114,6 +116,7 @@ function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: M
           name: args.profile,
           agent: { ...(profile.instructions !== undefined ? { instructions: profile.instructions } : {}), ...(model ? { provider: model } : {}), tools: profile.tools ?? [], plugins: profile.plugins ?? [], ...(profile.limits ? { limits: profile.limits } : {}) },
           input: args.prompt,
+          ...(args.session !== undefined ? { session: args.session } : {}),
           ...(output ? { output } : {}),
         });
         const r = run.result;

@@ -137,7 +137,7 @@ function pendingHtml(t) {
       const buttons = state.approvals
         ? `<input data-reason="${esc(p.callId)}" placeholder="reason (optional)" aria-label="reason"><button class="approve" data-answer="approve" data-call="${esc(p.callId)}">Approve</button><button class="deny" data-answer="deny" data-call="${esc(p.callId)}">Deny</button>`
         : '<span class="muted">read-only: start keel studio --allow-approvals to answer here</span>';
-      return `<div class="approval" data-pending="${esc(p.callId)}"><strong>${esc(p.name)}</strong><code title="${esc(p.args)}">${esc(p.args)}</code>${p.plugin ? `asked by <span class="plugin">${esc(p.plugin)}</span>` : ""}${p.reason ? `<span class="muted">${esc(p.reason)}</span>` : ""}${buttons}</div>`;
+      return `<div class="approval" data-pending="${esc(p.callId)}"><strong>${esc(p.name)}</strong>${p.via ? `<span class="muted">in subagent ${esc(p.via.child)} (<a href="#${encodeURIComponent(p.via.sessionId)}" data-child="${esc(p.via.sessionId)}">its session</a>)</span>` : ""}<code title="${esc(p.args)}">${esc(p.args)}</code>${p.plugin ? `asked by <span class="plugin">${esc(p.plugin)}</span>` : ""}${p.reason ? `<span class="muted">${esc(p.reason)}</span>` : ""}${buttons}</div>`;
     })
     .join("");
   return `<h3>Waiting for approval</h3>${rows}`;

@@ -68,7 +68,7 @@ export interface TurnView {
   findings: Finding[];
   guards: Array<{ guard: string; limit: number; value: number }>;
   /** Tool calls a paused turn waits for. */
-  pending: Array<{ callId: string; name: string; args: string; reason?: string; plugin?: string }>;
+  pending: Array<{ callId: string; name: string; args: string; reason?: string; plugin?: string; via?: { child: string; sessionId: string } }>;
   answer?: string;
   /** Items left out of a huge turn (the middle of each list is dropped; its first and last halves are kept). */
   omitted?: { timeline?: number; requests?: number; findings?: number };
@@ -196,7 +196,7 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         break;
       }
       case "approval.requested":
-        t.pending.push({ callId: e.callId, name: e.name, args: text(e.args, 1_000), ...(e.reason ? { reason: text(e.reason, 500) } : {}), ...(e.plugin ? { plugin: e.plugin } : {}) });
+        t.pending.push({ callId: e.callId, name: e.name, args: text(e.args, 1_000), ...(e.reason ? { reason: text(e.reason, 500) } : {}), ...(e.plugin ? { plugin: e.plugin } : {}), ...(e.via ? { via: { child: e.via.child, sessionId: e.via.sessionId } } : {}) });
         break;
       case "approval.resolved":
         t.pending = t.pending.filter((p) => p.callId !== e.callId);
