@@ -67,7 +67,7 @@ async function handLoop(p: ModelProvider, signal: AbortSignal, book?: Bookkeepin
       await call("tool.pre_call", { call: c });
       log("tool.started", { callId: c.id });
     }
-    const outs = await Promise.all(calls.map(async (c) => ({ c, out: await tools.find((t) => t.name === c.name)!.execute(c.args, { signal, callId: c.id, toolName: c.name, sessionId: "s", turnId: "t", progress: () => {}, budget: { rounds: 1, toolCalls: 1, tokens: 1, wallMs: 1 }, depth: 0, child: () => Promise.reject(new Error("no child sessions in the hand loop")) }) })));
+    const outs = await Promise.all(calls.map(async (c) => ({ c, out: await tools.find((t) => t.name === c.name)!.execute(c.args, { signal, callId: c.id, toolName: c.name, sessionId: "s", turnId: "t", progress: () => {}, budget: { rounds: 1, toolCalls: 1, tokens: 1, wallMs: 1 }, depth: 0, rerun: false, child: () => Promise.reject(new Error("no child sessions in the hand loop")) }) })));
     for (const { c, out } of outs) {
       const result: ToolResultMessage = { role: "tool", toolCallId: c.id, toolName: c.name, content: [{ type: "text", text: String(out) }], isError: false };
       await call("tool.post_result", { result });

@@ -32,6 +32,7 @@ import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
 import type { PausedTurn, TurnInput } from "./turn.ts";
 import { runTurn, unansweredCalls } from "./turn.ts";
 import { errorResult } from "./tool-exec.ts";
+import { abandonChild } from "./child.ts";
 import { checkInput, outputSpecOf } from "./run-input.ts";
 import type { StreamOptions } from "./turn-stream.ts";
 import { TurnStream } from "./turn-stream.ts";
@@ -691,6 +692,19 @@ export class Session {
     return new TurnStream<O>(this, this.prepareResume(options), options);
   }
 
+  /**
+   * @internal End the paused turn without resuming it (its parent no longer waits for it): it is
+   * interrupted, its waiting calls get "interrupted" results when the session goes on, and the
+   * child sessions it waited on are ended the same way.
+   */
+  async abandonPaused(reason: "aborted" | "process_exit"): Promise<void> {
+    const p = this.paused;
+    if (!p || this.current) return;
+    this.paused = undefined;
+    await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: p.rounds, toolCalls: p.toolCalls }, p.turnId, true);
+    for (const id of new Set([...p.requests.values()].flatMap((r) => (r.via ? [r.via.sessionId] : [])))) await abandonChild(this, id);
+  }
+
   /** @internal resume a paused child turn (ToolContext.child, after its parent resumed) within `limits`. */
   resumeAsChild<O>(options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>> {
     return this.prepareResume(options, { limits })();
@@ -999,6 +1013,8 @@ export class Session {
     let messages: Message[] = [];
     let started: { input: string; metadata: Record<string, unknown> } | undefined;
     let asked = new Map<string, PendingApproval>();
+    /** The child each call started last (for the result of a call a crash cut off). */
+    const lastChild = new Map<string, { callId: string; name: string; childSessionId: string }>();
     /** The arguments each call of the open turn started with (a call waiting in a child runs again with them). */
     const startedArgs = new Map<string, unknown>();
     /** Child sessions each turn started (ToolContext.child): an interrupted turn's are closed too. */
@@ -1019,6 +1035,8 @@ export class Session {
           break;
         case "tool.started":
           startedArgs.set(e.callId, e.args);
+          // Ids can repeat across rounds: a call's child is the one started after its last start.
+          lastChild.delete(e.callId);
           break;
         case "approval.resolved": {
           const req = this.paused?.requests.get(e.callId);
@@ -1046,6 +1064,12 @@ export class Session {
           break;
         case "child.started":
           if (e.turnId) children.set(e.turnId, [...(children.get(e.turnId) ?? []), e]);
+          lastChild.set(e.callId, e);
+          break;
+        case "turn.interrupted":
+          // A paused turn its parent gave up on (abandonPaused) ends here.
+          if (this.paused?.turnId === e.turnId) this.paused = undefined;
+          if (e.turnId === open) open = null;
           break;
         case "session.created":
           if (e.parent) this.parentLink = { ...e.parent };
@@ -1084,7 +1108,7 @@ export class Session {
       // A call cut off while its child session ran says which session kept the child's work.
       const cut = children.get(open) ?? [];
       const waiting = new Map(unansweredCalls(this.messages).map((c) => [c.id, c.name]));
-      for (const c of cut.filter((c, i) => waiting.has(c.callId) && cut.findLastIndex((d) => d.callId === c.callId) === i)) {
+      for (const c of [...lastChild.values()].filter((c) => waiting.has(c.callId) && cut.includes(c as (typeof cut)[number]))) {
         const message = freezeDeep(errorResult(c.callId, waiting.get(c.callId)!, `No result: the process stopped before this call returned. Its child session ${c.childSessionId} ("${c.name}") keeps the child's work so far; call the tool again if you still need it.`));
         this.messages = freezeDeep([...this.messages, message]);
         await this.emit({ type: "message.appended", message }, open);
@@ -1094,6 +1118,8 @@ export class Session {
       for (const id of new Set(cut.map((c) => c.childSessionId))) {
         try {
           const child = await this.agent.session(id);
+          // One that paused for approval in the meantime waits for no one now: it ends too.
+          await child.abandonPaused("process_exit");
           await child.close();
         } catch (err) {
           await this.emit({ type: "diagnostic", level: "warn", code: "KEEL_CHILD_INVALID", message: `Child session ${id} of the interrupted turn could not be closed: ${headOf(errorMessage(err), 300)}. Open it to repair it.` }, open);

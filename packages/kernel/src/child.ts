@@ -14,21 +14,32 @@ import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
 
 const NAME = /^[a-z0-9_.-]{1,64}$/;
 
-/** Child sessions of one call that wait for approval, by session id, with the host's answers by their call ids. */
-export type ChildResumes = Map<string, { name: string; answers: Map<string, ApprovalAnswer> }>;
+/** Child sessions of one call that wait for approval, by the order of their child() call, with the host's answers by their call ids. */
+export type ChildResumes = Map<number, { sessionId: string; name: string; answers: Map<string, ApprovalAnswer> }>;
 
 /** One call's dealings with its children: which paused ones to resume, and which paused this time. */
 export interface ChildHold {
   resume?: ChildResumes;
   paused?: PendingApproval[];
+  /** child() calls made so far in this run of the call. */
+  count?: number;
+  /** The parent is done with this call: a child that pauses now is ended instead (nobody would answer). */
+  closed?: boolean;
+}
+
+/** The pending id of a child's call: `<call>/<child call>`, and `<call>~<n>/<child call>` for the call's n-th child (n > 1). */
+export function childApprovalId(callId: string, ordinal: number, childCallId: string): string {
+  return `${callId}${ordinal > 1 ? `~${ordinal}` : ""}/${childCallId}`;
 }
 
 /**
- * Run one child turn for the tool call `callId` of `parent`'s turn `turnId`. A child that pauses
- * for approval is put in `hold` (the parent's call then pauses on it); when the call runs again,
- * the first child() of that name resumes it with the host's answers instead of starting a session.
+ * Run one child turn for the tool call `callId` of `parent`'s turn `turnId`, cancelled with
+ * `signal` (the call's). A child that pauses for approval is put in `hold` (the parent's call
+ * then pauses on it); when the call runs again, its n-th child() resumes the child its n-th
+ * child() started, with the host's answers, instead of starting a session.
  */
 export async function runChild<O>(parent: Session, turnId: string, callId: string, signal: AbortSignal, options: ChildOptions<O>, budget: TurnBudget, addToParent: (usage: Usage) => void, hold: ChildHold): Promise<ChildRun<O>> {
+  const ordinal = (hold.count = (hold.count ?? 0) + 1);
   const name = options?.name;
   if (typeof name !== "string" || !NAME.test(name)) throw new KeelError("KEEL_CHILD_INVALID", `name ${JSON.stringify(typeof name === "string" ? headOf(name, 70) : typeof name)} must match ${NAME.source}.`, { path: "name" });
   const limits = clamp(options.limits, budget);
@@ -36,19 +47,23 @@ export async function runChild<O>(parent: Session, turnId: string, callId: strin
   const agent = await childAgent(host, name, options.agent);
   signal.throwIfAborted();
   const run = { signal, ...(options.output ? { output: options.output } : {}), metadata: { ...options.metadata, parent: { sessionId: parent.id, turnId, callId } } };
-  const waiting = [...(hold.resume ?? [])].find(([, w]) => w.name === name);
+  const waiting = hold.resume?.get(ordinal);
+  if (waiting) hold.resume!.delete(ordinal);
+  if (waiting && waiting.name !== name) {
+    await abandonChild(parent, waiting.sessionId);
+    throw new KeelError("KEEL_CHILD_INVALID", `This call's child ${ordinal} was "${waiting.name}" (session ${waiting.sessionId}, waiting for approval) and is now "${name}": the waiting one was ended. The tool must start the same children in the same order when it runs again.`, { path: "name" });
+  }
   let session: Session;
-  if (waiting) {
-    hold.resume!.delete(waiting[0]);
-    session = await agent.session(waiting[0]);
-  } else if (options.session !== undefined) session = await earlier(agent, parent, name, options.session);
+  if (waiting) session = await agent.session(waiting.sessionId);
+  else if (options.session !== undefined) session = await earlier(agent, parent, name, options.session);
   else session = await agent.session(undefined, { parent: { sessionId: parent.id, turnId, callId, name, depth: host.depth + 1 } });
   try {
     let result: TurnResult<O>;
     if (waiting) {
+      if (!session.paused) throw new KeelError("KEEL_CHILD_INVALID", `Child session ${session.id} no longer waits for approval (it was resumed on its own); its answer is in that session: ask it again with session ${session.id}.`, { path: "session" });
       // The host answered the child's calls in the parent session: they go to the child's log, then it goes on.
       for (const r of session.pendingApprovals()) {
-        const a = waiting[1].answers.get(r.callId);
+        const a = waiting.answers.get(r.callId);
         if (a?.approved) await session.approve(r.callId, { ...(a.always ? { always: true } : {}), ...(a.reason ? { reason: a.reason } : {}) });
         else await session.deny(r.callId, { reason: a ? (a.reason ?? "not approved") : "no answer came through the parent session" });
       }
@@ -60,8 +75,12 @@ export async function runChild<O>(parent: Session, turnId: string, callId: strin
     }
     addToParent(result.usage);
     if (result.verdict.status === "paused" && result.pending) {
-      const link = (p: PendingApproval) => ({ callId, sessionId: session.id, child: name, childCallId: p.callId });
-      hold.paused = [...(hold.paused ?? []), ...result.pending.map((p) => ({ ...p, callId: `${callId}/${p.callId}`, via: link(p) }))];
+      // Nobody will answer a child whose parent call is over (cancelled, timed out): its turn ends instead.
+      if (hold.closed || signal.aborted) await session.abandonPaused("aborted");
+      else {
+        const link = (p: PendingApproval) => ({ callId, sessionId: session.id, child: name, childCallId: p.callId, ordinal });
+        hold.paused = [...(hold.paused ?? []), ...result.pending.map((p) => ({ ...p, callId: childApprovalId(callId, ordinal, p.callId), via: link(p) }))];
+      }
     }
     return { sessionId: session.id, result };
   } finally {
@@ -69,21 +88,37 @@ export async function runChild<O>(parent: Session, turnId: string, callId: strin
   }
 }
 
-/** An earlier child session of `parent` named `name`, opened to run another turn. */
+/** End the paused turn of child session `id` (and its own waiting children): no parent waits for it any more. */
+export async function abandonChild(parent: Session, id: string): Promise<void> {
+  try {
+    const s = await parent.agent.session(id);
+    try {
+      await s.abandonPaused("aborted");
+    } finally {
+      await s.close();
+    }
+  } catch (err) {
+    await Promise.resolve(parent.emit({ type: "diagnostic", level: "warn", code: "KEEL_CHILD_INVALID", message: `Child session ${id} waits for approval that no parent call will pass on, and could not be ended: ${headOf(errorMessage(err), 300)}. A follow-up task with that session ends it.` }, null)).catch(() => {});
+  }
+}
+
+/** An earlier child session of `parent` named `name`, opened to run another turn. Checked from its stored link before anything is written. */
 async function earlier(agent: Agent, parent: Session, name: string, id: unknown): Promise<Session> {
   const shown = JSON.stringify(typeof id === "string" ? headOf(id, 80) : typeof id);
   const wrong = (why: string) => new KeelError("KEEL_CHILD_INVALID", `session ${shown} ${why}.`, { path: "session" });
-  if (typeof id !== "string" || !(await agent.store.getSession(id))) throw wrong("is not a session");
+  if (typeof id !== "string" || id === parent.id) throw wrong(id === parent.id ? "is this session itself" : "is not a session");
+  const info = await agent.store.getSession(id);
+  if (!info) throw wrong("is not a session");
+  const first = (await agent.store.events(id))[0];
+  const link = first?.type === "session.created" ? first.parent : undefined;
+  if (info.agent !== parent.agent.name || link?.sessionId !== parent.id) throw wrong("is not a child session of this session");
+  if (link.name !== name) throw wrong(`belongs to "${link.name}", not "${name}"`);
   if (agent.isOpen(id)) throw wrong("is in use by another call right now");
   const session = await agent.session(id).catch((err: unknown) => {
     throw new KeelError("KEEL_CHILD_INVALID", `session ${shown} could not be opened: ${headOf(errorMessage(err), 300)}.`, { path: "session" }, { cause: err });
   });
-  const link = session.parentLink;
-  const why = link?.sessionId !== parent.id ? "is not a child session of this session" : link.name !== name ? `belongs to "${link.name}", not "${name}"` : session.paused ? "waits for approval of its own calls; its parent's turn answers them" : undefined;
-  if (why) {
-    await session.close().catch(() => {});
-    throw wrong(why);
-  }
+  // A child still paused here has no parent waiting for it (this session is running a turn): that turn ends.
+  if (session.paused) await session.abandonPaused("aborted");
   return session;
 }
 

@@ -114,7 +114,7 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
           // A message whose toString throws is dropped: progress never fails the tool.
         }
       };
-      const raw: unknown = inFaultScope(() => ({ tool: tool.name, ...(plugin ? { plugin } : {}) }), () => tool.execute(args, { ...ctx, signal: ctrl.signal, progress }));
+      const raw: unknown = inFaultScope(() => ({ tool: tool.name, ...(plugin ? { plugin } : {}) }), () => tool.execute(args, { ...ctx, signal: ctrl.signal, progress, child: (o) => ctx.child(o, ctrl.signal) }));
       let then: unknown;
       try {
         then = raw !== null && (typeof raw === "object" || typeof raw === "function") ? (raw as { then?: unknown }).then : undefined;

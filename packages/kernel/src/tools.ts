@@ -34,6 +34,8 @@ export interface ToolContext {
   budget: TurnBudget;
   /** 0 in a session the host opened; a child session's turns run at its parent's depth + 1. */
   depth: number;
+  /** True when this call runs again because a child it started waited for approval (see `child`). */
+  rerun: boolean;
   /**
    * Run one turn of a child session: a new durable session of a child agent (`options.agent`,
    * sharing this agent's store, model and approve callback unless given), linked in both logs to
@@ -41,11 +43,13 @@ export interface ToolContext {
    * usage is added to this turn's; cancelling this call cancels it. A child that pauses for
    * approval pauses this call: the turn waits with the child's calls (PendingApproval.via), and
    * whatever the tool returns is dropped. On resume the call runs again (so it must be safe to
-   * repeat) and its first child() of the same name resumes that child with the answers.
+   * repeat) and its n-th child() resumes the child its n-th child() started, with the answers
+   * (so it must start the same children in the same order). Cancelling or timing out the
+   * call cancels its children; a child nobody will answer any more is ended (interrupted).
    * Contract: resolves with the child's TurnResult (a failed child is a result, not a throw);
    * throws KEEL_CHILD_INVALID for bad options and KEEL_CHILD_BUDGET when nothing is left.
    */
-  child<O = unknown>(options: ChildOptions<O>): Promise<ChildRun<O>>;
+  child<O = unknown>(options: ChildOptions<O>, /** @internal the call's signal */ callSignal?: AbortSignal): Promise<ChildRun<O>>;
 }
 
 /** What is left of a turn's limits. Contract: never negative. */

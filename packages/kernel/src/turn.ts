@@ -4,7 +4,7 @@
  * guard trips, the signal aborts or a plugin asks to stop; then post_turn.
  */
 import type { ContributionRecord } from "./events.ts";
-import { runChild } from "./child.ts";
+import { abandonChild, runChild } from "./child.ts";
 import type { ChildHold, ChildResumes } from "./child.ts";
 import type { TurnBudget } from "./tools.ts";
 import type { Session, Limits } from "./agent.ts";
@@ -619,7 +619,14 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
     }
   }
 
+  /** Child sessions a resumed call waited on (PendingApproval.via). */
+  function waitingChildren(callId: string): string[] {
+    return resume?.childCalls?.has(callId) ? [...new Set([...resume.requests.values()].flatMap((r) => (r.via?.callId === callId ? [r.via.sessionId] : [])))] : [];
+  }
+
   async function skip(call: ToolCallBlock, text: string, status: "skipped" | "cancelled" | "denied" = "skipped"): Promise<void> {
+    // A call that waited on a child and will not run: nobody passes the answers on, so the child ends.
+    for (const id of waitingChildren(call.id)) await abandonChild(session, id);
     completed(call, status);
     await append(session, turnId, errorResult(call.id, call.name, text));
   }
@@ -650,12 +657,22 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
       // store before they run, so a process killed mid-tool resumes with the call (and repairs it).
       await session.flush();
       const holds: ChildHold[] = prepared.map((p) => (p.children ? { resume: p.children } : {}));
-      const runs = await Promise.all(prepared.map((p, i) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId, budget: budget(), depth: agent.depth, child: (o) => runChild(session, turnId, p.call.id, signal, o, budget(), (u) => addUsage(usage, u), holds[i]!) }, p.ready.timeoutMs, signal, p.ready.view.source.plugin, progressOf(p.call)) : undefined)));
+      const runs = await Promise.all(prepared.map((p, i) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId, budget: budget(), depth: agent.depth, rerun: !!p.children, child: (o, callSignal) => runChild(session, turnId, p.call.id, callSignal ?? signal, o, budget(), (u) => addUsage(usage, u), holds[i]!) }, p.ready.timeoutMs, signal, p.ready.view.source.plugin, progressOf(p.call)) : undefined)));
       // Calls waiting for the host pause the turn here: the calls after this group run on resume, in order.
       const waiting: PendingApproval[] = [];
       for (const [i, p] of prepared.entries()) {
         const hold = holds[i]!;
-        for (const [id, left] of hold.resume ?? []) void session.emit({ type: "diagnostic", level: "warn", code: "KEEL_CHILD_INVALID", message: `Call ${p.call.id} (${p.call.name}) ran again without resuming its child session ${id} ("${left.name}"), which still waits for approval; child() with that name resumes it.` }, turnId);
+        hold.closed = true;
+        // A child the call did not resume this time, or one that paused in a call that was cut short, waits for no one.
+        for (const [n, left] of hold.resume ?? []) {
+          void session.emit({ type: "diagnostic", level: "warn", code: "KEEL_CHILD_INVALID", message: `Call ${p.call.id} (${p.call.name}) ran again without resuming its child ${n} (session ${left.sessionId}, "${left.name}"), which waited for approval: that child's turn was ended. A tool must start the same children in the same order when it runs again.` }, turnId);
+          await abandonChild(session, left.sessionId);
+        }
+        const cut = runs[i] && runs[i]!.status !== "ok" && runs[i]!.status !== "error";
+        if ((cut || signal.aborted) && hold.paused?.length) {
+          for (const id of new Set(hold.paused.map((w) => w.via!.sessionId))) await abandonChild(session, id);
+          hold.paused = undefined;
+        }
         if (p.pause) waiting.push(p.pause);
         else if (hold.paused?.length) {
           // A child waits for approval: so does this call (whatever the tool returned); it runs again on resume.
@@ -666,7 +683,12 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
           childCalls.set(p.call.id, p.ready!.args);
         } else await append(session, turnId, await finish(p, runs[i]));
       }
-      if (waiting.length) {
+      if (waiting.length && signal.aborted) {
+        // Cancelled while deciding: nothing waits for an answer; each call gets its result now.
+        for (const w of waiting.filter((w) => !w.via)) await skip(prepared.find((p) => p.call.id === w.callId)!.call, "Cancelled: the turn was cancelled while this call waited for approval.", "cancelled");
+        for (const p of prepared.filter((p) => waiting.some((w) => w.via?.callId === p.call.id))) await skip(p.call, "Cancelled: the turn was cancelled while this call's child waited for approval.", "cancelled");
+        childCalls.clear();
+      } else if (waiting.length) {
         pauseFor = waiting;
         return;
       }
@@ -684,7 +706,7 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
   }
 
   async function prepare(call: ToolCallBlock): Promise<Prepared> {
-    if (resume?.childCalls?.has(call.id)) return prepareAgain(call, resume.childCalls.get(call.id));
+    if (resume?.childCalls?.has(call.id)) return await prepareAgain(call, resume.childCalls.get(call.id));
     // A call the host answered after a pause: counted and decided before, it takes the answer as its decision.
     const answered = answers.get(call.id);
     answers.delete(call.id);
@@ -780,19 +802,32 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
   }
 
   /** A call whose child waited for approval: decided and counted before, it runs again with the answers. */
-  function prepareAgain(call: ToolCallBlock, args: unknown): Prepared {
+  async function prepareAgain(call: ToolCallBlock, args: unknown): Promise<Prepared> {
     const children: ChildResumes = new Map();
     for (const [id, a] of answers) {
       if (a.via?.callId !== call.id) continue;
       answers.delete(id);
-      const entry = children.get(a.via.sessionId) ?? { name: a.via.child, answers: new Map<string, ApprovalAnswer>() };
+      const entry = children.get(a.via.ordinal) ?? { sessionId: a.via.sessionId, name: a.via.child, answers: new Map<string, ApprovalAnswer>() };
       entry.answers.set(a.via.childCallId, a.answer!);
-      children.set(a.via.sessionId, entry);
+      children.set(a.via.ordinal, entry);
     }
     const resolved = tools.get(call.name);
-    if (!resolved) {
+    let problem: KeelError | undefined;
+    if (!resolved) problem = new KeelError("KEEL_TOOL_UNKNOWN", `The tool "${call.name}" is gone since this call paused; the child session(s) it waited on were ended.`, { tool: call.name });
+    else if (resolved.def.input) {
+      // The tool may have changed since the pause (another process, another config): its arguments are checked again.
+      let ok = false;
+      try {
+        ok = resolved.def.input.safeParse(args).success;
+      } catch {
+        ok = false;
+      }
+      if (!ok) problem = new KeelError("KEEL_TOOL_ARGS_INVALID", `The arguments this call paused with no longer fit "${call.name}" (its definition changed); the child session(s) it waited on were ended.`, { tool: call.name });
+    }
+    if (problem || !resolved) {
+      for (const c of children.values()) await abandonChild(session, c.sessionId);
       completed(call, "error");
-      return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_UNKNOWN", `The tool "${call.name}" is gone since this call paused; its child session(s) ${[...children.keys()].join(", ")} still wait.`, { tool: call.name }).message}`) };
+      return { call, result: errorResult(call.id, call.name, `Error: ${problem!.message}`) };
     }
     const view: ToolCallView = freezeDeep({ id: call.id, name: call.name, args, category: resolved.def.category ?? "info", source: { ...resolved.source } });
     void session.emit({ type: "tool.started", round: rounds, callId: call.id, name: call.name, args }, turnId);

@@ -63,7 +63,8 @@ export interface PendingApproval {
   answer?: ApprovalAnswer;
   /**
    * Set when the call waits in a child session (ToolContext.child): `callId` is then
-   * `<this turn's call>/<the child's call>`, and name, args and reason are the child's call's.
+   * `<this turn's call>/<the child's call>` (`<call>~<n>/<child call>` for the call's n-th
+   * child), and name, args and reason are the child's call's.
    * Answered here like any other; the child goes on when this turn resumes.
    */
   via?: ChildApprovalLink;
@@ -76,4 +77,6 @@ export interface ChildApprovalLink {
   sessionId: string;
   child: string;
   childCallId: string;
+  /** Which of the call's child() calls started it (1 for the first). */
+  ordinal: number;
 }

@@ -65,7 +65,7 @@ export function tasks(options: TasksOptions) {
     setup(ctx) {
       const o = ctx.options as Resolved;
       const profiles = options.profiles;
-      const started = new Map<string, Set<string>>();
+      const started = new Map<string, number>();
       const tool = taskTool(o, profiles, started);
       ctx.on("turn.pre_tool_materialization", () => ({ kind: "tool_bundle", bundleId: "tasks", tools: [tool] }));
       ctx.on("turn.post_turn", (e) => void started.delete(e.turnId));
@@ -75,7 +75,7 @@ export function tasks(options: TasksOptions) {
 
 export default tasks;
 
-function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: Map<string, Set<string>>): ToolDefinition {
+function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: Map<string, number>): ToolDefinition {
   const names = Object.keys(profiles);
   const input = z.strictObject({
     profile: z.enum(names as [string, ...string[]]).describe("which subagent does the task"),
@@ -92,10 +92,10 @@ function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: M
     timeoutMs: o.timeoutMs,
     async execute(args, tc: ToolContext): Promise<ToolOutput> {
       if (tc.depth >= o.maxDepth) return failure(`KEEL_TASK_DEPTH: this session is at delegation depth ${tc.depth}, the limit (maxDepth ${o.maxDepth}); do the work here instead.`);
-      // Counted by call: a call that runs again (its subagent waited for approval) is the same task.
-      const calls = started.get(tc.turnId) ?? new Set<string>();
-      if (!calls.has(tc.callId) && calls.size >= o.maxFanOut) return failure(`KEEL_TASK_FAN_OUT: this turn already started ${o.maxFanOut} tasks (maxFanOut); use their answers, or do the rest here.`);
-      started.set(tc.turnId, calls.add(tc.callId));
+      // A call that runs again (its subagent waited for approval) is the same task, counted once.
+      const count = (started.get(tc.turnId) ?? 0) + (tc.rerun ? 0 : 1);
+      if (count > o.maxFanOut) return failure(`KEEL_TASK_FAN_OUT: this turn already started ${o.maxFanOut} tasks (maxFanOut); use their answers, or do the rest here.`);
+      started.set(tc.turnId, count);
       const profile = profiles[args.profile]!;
       let output: z.ZodType | undefined = profile.output;
       if (!output && args.expected_output) {
