@@ -146,8 +146,10 @@ describe("a subagent's ask without an approve() callback", () => {
 /** A store that stops writing (every later write hangs) right after it wrote an event `at` matches: a process killed there. */
 class CrashingStore extends MemorySessionStore {
   dead = false;
-  constructor(private readonly at: (e: KeelEvent) => boolean) {
+  readonly at: (e: KeelEvent) => boolean;
+  constructor(at: (e: KeelEvent) => boolean) {
     super();
+    this.at = at;
   }
   override append(e: KeelEvent, options?: Parameters<MemorySessionStore["append"]>[1]): void {
     if (this.dead) throw new Error("the process is gone");
