@@ -48,11 +48,19 @@ interface Config {
   label: string;
   strategy: Strategy | "none";
   taco: boolean;
+  /** Intra-turn pruning on top (off in the other rows, so they compare with earlier runs). */
+  prune: boolean;
 }
-const CONFIGS: Config[] = (["none", "truncate", "mask", "subgoal", "subgoal_mig"] as const).flatMap((strategy) => [
-  { label: strategy, strategy, taco: false },
-  { label: `${strategy}+taco`, strategy, taco: true },
-]).filter((c) => c.label === "none" || !process.env.ONLY || process.env.ONLY.split(",").includes(c.label));
+const ALL_CONFIGS: Config[] = [
+  ...(["none", "truncate", "mask", "subgoal", "subgoal_mig"] as const).flatMap((strategy): Config[] => [
+    { label: strategy, strategy, taco: false, prune: false },
+    { label: `${strategy}+taco`, strategy, taco: true, prune: false },
+  ]),
+  { label: "none+prune", strategy: "none", taco: false, prune: true },
+  { label: "mask+taco+prune", strategy: "mask", taco: true, prune: true },
+  { label: "subgoal+taco+prune", strategy: "subgoal", taco: true, prune: true },
+];
+const CONFIGS: Config[] = ALL_CONFIGS.filter((c) => c.label === "none" || !process.env.ONLY || process.env.ONLY.split(",").includes(c.label));
 
 const idCache = new Map<string, Set<string>>();
 function idsOf(text: string): Set<string> {
@@ -134,9 +142,9 @@ async function replay(t: Trajectory, cfg: Config, window: number, home: string):
     defineTool({ name, description: `Recorded tool ${name}.`, category: t.source === "tau-bench" ? "info" : "exec", parameters: { type: "object", additionalProperties: true }, execute: (_a, ctx) => outputs.get(ctx.callId) ?? "" }),
   );
   const provider = scriptedProvider(steps, { contextWindow: 100_000_000 });
-  const plugins = cfg.strategy === "none" && !cfg.taco
+  const plugins = cfg.strategy === "none" && !cfg.taco && !cfg.prune
     ? []
-    : [compaction({ path: join(home, "compaction.sqlite"), model: false, window: cfg.strategy === "none" ? 100_000_000 : window, strategy: cfg.strategy === "none" ? "mask" : cfg.strategy, taco: { enabled: cfg.taco }, subgoals: { extractor: "heuristic", every: 1 }, ...(process.env.OPTS ? JSON.parse(process.env.OPTS) : {}) })];
+    : [compaction({ path: join(home, "compaction.sqlite"), model: false, window: cfg.strategy === "none" ? 100_000_000 : window, strategy: cfg.strategy === "none" ? "mask" : cfg.strategy, taco: { enabled: cfg.taco }, prune: { enabled: cfg.prune }, subgoals: { extractor: "heuristic", every: 1 }, ...(process.env.OPTS ? JSON.parse(process.env.OPTS) : {}) })];
   const agent = await createAgent({ provider, instructions: t.system, store: new MemorySessionStore(), tools, plugins, limits: { maxRounds: 100_000, maxToolCalls: 100_000, tokenBudget: 1e15, wallTimeMs: 1e9 } });
   const session = await agent.session();
   for (const turn of t.turns) {
@@ -241,7 +249,7 @@ async function main(): Promise<void> {
       const strict = o.evidence ? o.strict / o.evidence : 1;
       const met = saved >= 0.6 && kept >= 0.95 ? "met" : "not met";
       if (o.parts && (process.env.BREAKDOWN || label === "none")) console.log(`  ${label} breakdown: ${Object.entries(o.parts).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${((v / o.tokens) * 100).toFixed(1)}% (${(v / base.tokens * 100).toFixed(1)}% of none)`).join(", ")}`);
-      console.log(label.padEnd(18) + o.tokens.toLocaleString("en-US").padStart(14) + `${saved >= 0 ? "-" : "+"}${Math.abs(saved * 100).toFixed(1)}%`.padStart(10) + `${(kept * 100).toFixed(1)}% of ${o.evidence}`.padStart(20) + `${(strict * 100).toFixed(1)}%`.padStart(13) + String(o.compactions).padStart(8) + `  ${label === "none" ? "" : met}`);
+      console.log(label.padEnd(20) + o.tokens.toLocaleString("en-US").padStart(14) + `${saved >= 0 ? "-" : "+"}${Math.abs(saved * 100).toFixed(1)}%`.padStart(10) + `${(kept * 100).toFixed(1)}% of ${o.evidence}`.padStart(20) + `${(strict * 100).toFixed(1)}%`.padStart(13) + String(o.compactions).padStart(8) + `  ${label === "none" ? "" : met}`);
     }
   }
   if (process.env.MISSES) console.log("misses (messages back from the end, uncompacted):", [...misses].sort().map(([k, v]) => `${k}: ${v}`).join(", "));

@@ -6,7 +6,7 @@ import { compaction } from "./plugin.ts";
 
 export default compaction;
 export { compaction, compressible, PLUGIN_NAME, PLUGIN_VERSION } from "./plugin.ts";
-export { CompactionOptions, STRATEGIES, SubgoalOptions, TacoOptions } from "./options.ts";
+export { CompactionOptions, PruneOptions, STRATEGIES, SubgoalOptions, TacoOptions } from "./options.ts";
 export type { CompactionInput, ResolvedOptions, Strategy } from "./options.ts";
 export { compactHistory, tailStart } from "./compact.ts";
 export { maskStub, MASKED_ARGS_PREFIX } from "./mask.ts";
@@ -26,3 +26,6 @@ export type { RawStorage } from "./store.ts";
 export { PostgresRawStore, RAW_MIGRATIONS } from "./postgres-store.ts";
 export type { RawRecord } from "./store.ts";
 export { RetrieveArgs, retrieveTool } from "./retrieve.ts";
+export { pruneTurn } from "./prune.ts";
+export type { PruneOptions as PruneTurnOptions, PruneReason, PruneReport } from "./prune.ts";
+export { PRUNED_PREFIX, PrunArgs, prunEdits, prunTargets, prunTool } from "./prun.ts";

@@ -46,6 +46,19 @@ export const SubgoalOptions = z
   })
   .strict();
 
+export const PruneOptions = z
+  .object({
+    /** Intra-turn pruning (y-agent's): failed, empty and repeated tool-call branches, and old reasoning. */
+    enabled: z.boolean().default(true),
+    /** First round of a turn that may be pruned. */
+    fromRound: z.number().int().positive().default(3),
+    /** Prune only when at least this many tokens could go. */
+    minCandidateTokens: z.number().int().nonnegative().default(3_000),
+    /** Most tool results removed in one pass. */
+    maxMessages: z.number().int().positive().default(5),
+  })
+  .strict();
+
 export const CompactionOptions = z
   .object({
     /** The side model for digests, summaries and extraction; `false` = deterministic only. Default: the agent's side model. */
@@ -82,6 +95,9 @@ export const CompactionOptions = z
     /** Name of the retrieval tool; `false` offers none. */
     retrieveTool: z.union([z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/), z.literal(false)]).default("context_retrieve"),
     taco: TacoOptions.prefault({}),
+    prune: PruneOptions.prefault({}),
+    /** Offer the model a tool by this name to drop its own stale tool outputs (the pi loop's prun); `false`: none. */
+    prun: z.union([z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/), z.literal(false)]).default(false),
     subgoals: SubgoalOptions.prefault({}),
   })
   .strict()

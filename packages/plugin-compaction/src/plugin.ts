@@ -6,13 +6,15 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import type { ContributionInputOf, HookContext, Message, ModelProvider, PhaseEvent } from "@keel/kernel";
-import { defaultKeelHome, defaultTokenCounter, definePlugin, KeelError } from "@keel/kernel";
+import { applyMessageEdits, defaultKeelHome, defaultTokenCounter, definePlugin, KeelError } from "@keel/kernel";
 import type { CompactState } from "./compact.ts";
 import { compactHistory } from "./compact.ts";
 import { DIGEST_PREFIX, diffEdits, isCompacted, messageKeys, plainText } from "./messages.ts";
 import type { CompactionInput, ResolvedOptions } from "./options.ts";
 import { CompactionOptions } from "./options.ts";
 import { retrieveTool } from "./retrieve.ts";
+import { pruneTurn } from "./prune.ts";
+import { prunEdits, prunTool } from "./prun.ts";
 import { RawStore } from "./store.ts";
 import type { RawStorage } from "./store.ts";
 import { PostgresRawStore } from "./postgres-store.ts";
@@ -36,6 +38,8 @@ interface SessionState extends CompactState {
   storeWarned: boolean;
   /** The history as last seen (after this plugin's edits), for extraction after the response. */
   lastMessages: readonly Message[];
+  /** Category of each tool call seen this process (intra-turn pruning keeps empty results of others). */
+  categories: Map<string, string>;
 }
 
 type Diagnostic = ContributionInputOf<"diagnostic">;
@@ -70,7 +74,7 @@ export function compaction(input?: CompactionInput) {
       const state = (id: string): SessionState => {
         let s = sessions.get(id);
         if (!s) {
-          s = { round: 0, lastHard: undefined, exhausted: false, calibration: 1, lastEstimate: 0, registry: new SubgoalRegistry(), pending: undefined, answered: new Set(), storeWarned: false, lastMessages: [] };
+          s = { round: 0, lastHard: undefined, exhausted: false, calibration: 1, lastEstimate: 0, registry: new SubgoalRegistry(), pending: undefined, answered: new Set(), storeWarned: false, lastMessages: [], categories: new Map() };
           sessions.set(id, s);
         }
         return s;
@@ -119,6 +123,56 @@ export function compaction(input?: CompactionInput) {
             return [{ kind: "tool_result_rewrite", content, reason: `taco: ${rawTokens} → ${tokens} tokens (${produced.method}), raw kept as ${id}` }, ...out];
           },
           { stage: "post", timeoutMs: o.taco.timeoutMs + 5_000 },
+        );
+      }
+
+      // The model's own pruning requests, then intra-turn pruning: before context pressure looks.
+      if (o.prun) {
+        const tool = prunTool(o.prun, (id) => sessions.get(id)?.lastMessages ?? []);
+        ctx.on("turn.pre_tool_materialization", () => ({ kind: "tool_bundle", bundleId: "compaction-prun", domain: "compaction", tools: [tool] }), { id: "prun-tool" });
+      }
+      if (o.prune.enabled) {
+        ctx.on("tool.post_result", (e) => {
+          const s = state(e.sessionId);
+          if (s.categories.size > 10_000) s.categories.clear();
+          s.categories.set(e.call.id, e.call.category);
+          return undefined;
+        }, { id: "prune-categories" });
+      }
+      if (o.prun || o.prune.enabled) {
+        ctx.on(
+          "round.pre_request",
+          (e) => {
+            if (e.retry) return undefined;
+            const s = state(e.sessionId);
+            const out: Array<ContributionInputOf<"message_edit"> | Diagnostic> = [];
+            let messages = e.messages;
+            if (o.prun) {
+              const edits = prunEdits(messages, o.prun);
+              if (edits.length) {
+                out.push({ kind: "message_edit", reason: `prun: the model dropped ${edits.length} stale tool output(s)`, edits });
+                messages = applyMessageEdits(messages, edits);
+              }
+            }
+            if (o.prune.enabled && e.round >= o.prune.fromRound) {
+              const c = counter();
+              let start = messages.findLastIndex((m) => m.role === "user" && plainText(m) === e.input);
+              if (start < 0) start = messages.findLastIndex((m) => m.role === "user");
+              const keep = new Set([o.prun, o.retrieveTool].filter((n): n is string => typeof n === "string"));
+              const r = start < 0 ? undefined : pruneTurn(messages, start, { ...o.prune, keep, informational: (id) => s.categories.get(id) === "info", countText: (t) => (c.loaded ? c.countText(t) : Math.ceil(t.length / 4)) });
+              if (r) {
+                const edits = diffEdits(messages, r.messages);
+                const n = r.report;
+                const what = [n.failed.length ? `${n.failed.length} failed` : "", n.empty.length ? `${n.empty.length} empty` : "", n.duplicate.length ? `${n.duplicate.length} repeated` : ""].filter(Boolean).join(", ");
+                const summary = `${what ? `removed ${what} tool-call branch(es)` : ""}${what && n.thinkingStripped ? "; " : ""}${n.thinkingStripped ? `stripped reasoning from ${n.thinkingStripped} older assistant message(s)` : ""}`;
+                if (edits.length) out.push({ kind: "message_edit", reason: `intra-turn pruning: ${summary}`, edits });
+                out.push({ kind: "diagnostic", level: "info", code: "compaction.pruned", message: `Round ${e.round}: ${summary}.`, data: { round: e.round, ...n } });
+              }
+            }
+            return out.length ? out : undefined;
+          },
+          // Before the context-pressure handler (same stage, lower priority runs first).
+          { id: "prune", stage: "post", priority: -1 },
         );
       }
 

@@ -1,48 +1,12 @@
-import type { Message, ToolResultMessage } from "@keel/kernel";
+import type { Message } from "@keel/kernel";
 import { applyMessageEdits, repairToolPairs } from "@keel/kernel";
 import { seededRandom } from "@keel/kernel/testing";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions, Strategy } from "../src/index.ts";
 import { compactHistory, diffEdits, SubgoalRegistry, messageKeys } from "../src/index.ts";
 import { fullText } from "../src/messages.ts";
-import { expectPairs } from "./support.ts";
+import { adversarialHistory, expectPairs } from "./support.ts";
 
-
-const WORDS = "alpha beta gamma /srv/app/main.py ValueError exit 137 retry_count fooBar 0x1f build ok failed".split(" ");
-
-/** A history with orphans, missing results, duplicates, results after user messages and stray summaries. */
-function adversarialHistory(rnd: () => number): Message[] {
-  const pick = <T,>(xs: readonly T[]) => xs[Math.floor(rnd() * xs.length)]!;
-  const text = (n: number) => Array.from({ length: n }, () => pick(WORDS)).join(" ");
-  const out: Message[] = [{ role: "user", content: [{ type: "text", text: `task ${text(5)}` }] }];
-  let callNo = 0;
-  const n = 3 + Math.floor(rnd() * 50);
-  let pending: Array<{ id: string; name: string }> = [];
-  for (let k = 0; k < n; k++) {
-    const r = rnd();
-    if (r < 0.12) out.push({ role: "user", content: [{ type: "text", text: text(1 + Math.floor(rnd() * 30)) }] });
-    else if (r < 0.45) {
-      const calls = Array.from({ length: Math.floor(rnd() * 4) }, () => ({ id: rnd() < 0.05 && callNo > 0 ? `c${callNo - 1}` : `c${callNo++}`, name: pick(["bash", "read", "grep"]) }));
-      out.push({ role: "assistant", content: [{ type: "text", text: text(3 + Math.floor(rnd() * 40)) }, ...calls.map((c) => ({ type: "tool_call" as const, id: c.id, name: c.name, args: { q: text(2) } }))] });
-      pending = calls;
-      const order = [...pending].sort(() => rnd() - 0.5);
-      for (const c of order) {
-        if (rnd() < 0.15) continue; // missing result
-        if (rnd() < 0.1) out.push({ role: "user", content: [{ type: "text", text: "interjection" }] }); // splits the pair
-        out.push(result(c.id, c.name, text(5 + Math.floor(rnd() * 400))));
-        if (rnd() < 0.05) out.push(result(c.id, c.name, "duplicate"));
-      }
-    } else if (r < 0.55) out.push(result(`ghost${k}`, "bash", text(10))); // orphan
-    else if (r < 0.6) out.push({ role: "user", content: [{ type: "text", text: `[summary of earlier conversation (3 messages, deterministic)]\n${text(20)}` }] });
-    else out.push({ role: "assistant", content: [{ type: "text", text: text(5 + Math.floor(rnd() * 60)) }] });
-  }
-  if (out.at(-1)!.role === "assistant") out.push({ role: "user", content: [{ type: "text", text: "go on" }] });
-  return out;
-}
-
-function result(id: string, name: string, text: string): ToolResultMessage {
-  return { role: "tool", toolCallId: id, toolName: name, content: [{ type: "text", text }], isError: false };
-}
 
 const base: CompactOptions = { strategy: "subgoal", soft: 0.6, hard: 0.9, target: 0.45, protectedTail: { tokens: 40_000, messages: 6, share: 0.25 }, cooldownRounds: 2, minMaskTokens: 20, summaryTokens: 300, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 150, maskArguments: true };
 

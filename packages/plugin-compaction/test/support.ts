@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { KeelEvent, KeelPlugin, Message, ProviderScriptInput, ToolDefinition } from "@keel/kernel";
+import type { KeelEvent, KeelPlugin, Message, ProviderScriptInput, ToolDefinition, ToolResultMessage } from "@keel/kernel";
 import { createAgent, defineTool, messageText } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/kernel/testing";
 import { expect } from "vitest";
@@ -84,3 +84,40 @@ export function expectPairs(messages: readonly Message[]): void {
 
 /** Text of a message. */
 export const textOf = (m: Message): string => messageText(m);
+
+const WORDS = "alpha beta gamma /srv/app/main.py ValueError exit 137 retry_count fooBar 0x1f build ok failed".split(" ");
+
+/** A history with orphans, missing results, duplicates, results after user messages and stray summaries. */
+export function adversarialHistory(rnd: () => number): Message[] {
+  const pick = <T,>(xs: readonly T[]) => xs[Math.floor(rnd() * xs.length)]!;
+  const text = (n: number) => Array.from({ length: n }, () => pick(WORDS)).join(" ");
+  const out: Message[] = [{ role: "user", content: [{ type: "text", text: `task ${text(5)}` }] }];
+  let callNo = 0;
+  const n = 3 + Math.floor(rnd() * 50);
+  let pending: Array<{ id: string; name: string }> = [];
+  for (let k = 0; k < n; k++) {
+    const r = rnd();
+    if (r < 0.12) out.push({ role: "user", content: [{ type: "text", text: text(1 + Math.floor(rnd() * 30)) }] });
+    else if (r < 0.45) {
+      const calls = Array.from({ length: Math.floor(rnd() * 4) }, () => ({ id: rnd() < 0.05 && callNo > 0 ? `c${callNo - 1}` : `c${callNo++}`, name: pick(["bash", "read", "grep"]) }));
+      out.push({ role: "assistant", content: [{ type: "text", text: text(3 + Math.floor(rnd() * 40)) }, ...calls.map((c) => ({ type: "tool_call" as const, id: c.id, name: c.name, args: { q: text(2) } }))] });
+      pending = calls;
+      const order = [...pending].sort(() => rnd() - 0.5);
+      for (const c of order) {
+        if (rnd() < 0.15) continue; // missing result
+        if (rnd() < 0.1) out.push({ role: "user", content: [{ type: "text", text: "interjection" }] }); // splits the pair
+        out.push(result(c.id, c.name, text(5 + Math.floor(rnd() * 400))));
+        if (rnd() < 0.05) out.push(result(c.id, c.name, "duplicate"));
+      }
+    } else if (r < 0.55) out.push(result(`ghost${k}`, "bash", text(10))); // orphan
+    else if (r < 0.6) out.push({ role: "user", content: [{ type: "text", text: `[summary of earlier conversation (3 messages, deterministic)]\n${text(20)}` }] });
+    else out.push({ role: "assistant", content: [{ type: "text", text: text(5 + Math.floor(rnd() * 60)) }] });
+  }
+  if (out.at(-1)!.role === "assistant") out.push({ role: "user", content: [{ type: "text", text: "go on" }] });
+  return out;
+}
+
+export function result(id: string, name: string, text: string): ToolResultMessage {
+  return { role: "tool", toolCallId: id, toolName: name, content: [{ type: "text", text }], isError: false };
+}
+

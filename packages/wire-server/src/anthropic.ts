@@ -1,5 +1,5 @@
 /** Anthropic Messages API: streamed events and error bodies. */
-import { argsText, makeId, type RenderedError, type RenderedStream, pieces, sse, textChunks, usageOf } from "./common.ts";
+import { argsText, makeId, type RenderedError, type RenderedStream, pieces, signatureFits, signText, sse, textChunks, usageOf } from "./common.ts";
 import type { WireErrorKind, WireReply } from "./types.ts";
 
 const ERRORS: Record<WireErrorKind, { status: number; type: string; message: string }> = {
@@ -49,7 +49,7 @@ export function renderAnthropic(reply: WireReply, body: any): RenderedStream {
     if (t.redactedData !== undefined) block({ type: "redacted_thinking", data: t.redactedData }, []);
     else {
       const deltas: unknown[] = pieces(reply, t.text, t.chunks ?? 2).map((thinking) => ({ type: "thinking_delta", thinking }));
-      deltas.push({ type: "signature_delta", signature: t.signature ?? "EqQBCkYIBhgCIkB0ZXN0LXNpZ25hdHVyZQ==" });
+      deltas.push({ type: "signature_delta", signature: t.signature ?? signText(t.text) });
       block({ type: "thinking", thinking: "", signature: "" }, deltas);
     }
   }
@@ -102,8 +102,15 @@ export function checkAnthropic(body: any): string | undefined {
       previousToolUses = new Set(blocks.filter((b: any) => b.type === "tool_use").map((b: any) => b.id));
       for (const [j, b] of blocks.entries()) {
         if (b.type === "thinking" && typeof b.signature !== "string") return `messages.${i}.content.${j}.thinking.signature: Field required`;
+        if (b.type === "thinking" && !signatureFits(b.signature, b.thinking ?? "")) return `messages.${i}.content.${j}: Invalid \`signature\` in \`thinking\` block`;
       }
     }
+  }
+  // With thinking on, the assistant message that made the latest tool calls must still start with its thinking.
+  const lastAssistant = body.messages.findLastIndex((m: any) => m.role === "assistant");
+  const lastBlocks = lastAssistant >= 0 && Array.isArray(body.messages[lastAssistant].content) ? body.messages[lastAssistant].content : [];
+  if (body.thinking?.type === "enabled" && lastBlocks.some((b: any) => b?.type === "tool_use") && lastBlocks[0]?.type !== "thinking" && lastBlocks[0]?.type !== "redacted_thinking") {
+    return `messages.${lastAssistant}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${lastBlocks[0]?.type}\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (preceeding the lastmost set of \`tool_use\` and \`tool_result\` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable \`thinking\`.`;
   }
   const usesTools = body.messages.some((m: any) => Array.isArray(m.content) && m.content.some((b: any) => b?.type === "tool_use" || b?.type === "tool_result"));
   if (usesTools && !(Array.isArray(body.tools) && body.tools.length)) return "Requests which include `tool_use` or `tool_result` blocks must define tools.";

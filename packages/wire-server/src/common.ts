@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { WireErrorKind, WireReply, WireUsage } from "./types.ts";
 
 /** A rendered stream: content frames first, then the frames that finish it. */
@@ -148,4 +149,20 @@ export function unicodeFault(bytes: Buffer, text: string): UnicodeFault | undefi
     else i += 5;
   }
   return undefined;
+}
+
+/** Prefix of the opaque blobs this server signs (thinking signatures, encrypted reasoning). */
+export const SIGNED = "wsig1";
+
+/**
+ * An opaque blob bound to `text`, as a provider's signature is: the server checks that a
+ * reasoning block sent back with one of these carries exactly the text it was issued for.
+ */
+export function signText(text: string): string {
+  return `${SIGNED}${createHash("sha256").update(text).digest("base64url").slice(0, 32)}`;
+}
+
+/** False when `blob` is one of this server's and does not belong to `text` (edited reasoning). */
+export function signatureFits(blob: unknown, text: string): boolean {
+  return typeof blob !== "string" || !blob.startsWith(SIGNED) || blob === signText(text);
 }

@@ -1,5 +1,5 @@
 /** OpenAI Responses API: streamed events. */
-import { argsText, makeId, type RenderedStream, pieces, sse, textChunks, usageOf } from "./common.ts";
+import { argsText, makeId, type RenderedStream, pieces, signatureFits, signText, sse, textChunks, usageOf } from "./common.ts";
 import { openaiErrorObject } from "./openai-chat.ts";
 import type { WireReply } from "./types.ts";
 
@@ -36,7 +36,7 @@ export function renderResponses(reply: WireReply, body: any): RenderedStream {
     for (const delta of pieces(reply, t.text, t.chunks ?? 2)) emit("response.reasoning_summary_text.delta", { item_id, output_index, summary_index: 0, delta });
     emit("response.reasoning_summary_text.done", { item_id, output_index, summary_index: 0, text: t.text });
     emit("response.reasoning_summary_part.done", { item_id, output_index, summary_index: 0, part: { type: "summary_text", text: t.text } });
-    const item = { id: item_id, type: "reasoning", summary: [{ type: "summary_text", text: t.text }], ...(wantsEncrypted ? { encrypted_content: t.encrypted ?? "gAAAAABencrypted-reasoning-blob==" } : {}) };
+    const item = { id: item_id, type: "reasoning", summary: [{ type: "summary_text", text: t.text }], ...(wantsEncrypted ? { encrypted_content: t.encrypted ?? signText(t.text) } : {}) };
     emit("response.output_item.done", { output_index, item });
     output.push(item);
   }
@@ -104,6 +104,7 @@ export function checkResponses(body: any): string | undefined {
     if (item?.type === "function_call") calls.add(item.call_id);
     if (item?.type === "function_call_output" && !calls.has(item.call_id)) return `No tool call found for function call output with call_id ${item.call_id}. (input[${i}])`;
     if (item?.type === "reasoning" && body.store === false && !item.encrypted_content) return `Item with id '${item.id}' not found. Items are not persisted when \`store\` is set to false. (input[${i}])`;
+    if (item?.type === "reasoning" && !signatureFits(item.encrypted_content, (item.summary ?? []).map((p: any) => p?.text ?? "").join(""))) return `The encrypted content for item ${item.id} could not be verified. (input[${i}])`;
   }
   const format = body.text?.format;
   if (format?.type === "json_schema") {

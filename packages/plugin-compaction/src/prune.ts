@@ -1,0 +1,121 @@
+/**
+ * Intra-turn pruning (y-agent's pruner, MECHANICS "Compaction"): inside the running turn,
+ * drop tool-call branches that no longer inform the model — failed calls a later call of the
+ * same tool got past, empty results, and calls repeated later (the same arguments, or the
+ * same result text: results that are merely similar may hold different evidence) — always a
+ * call together with its result; and strip reasoning from every
+ * assistant message but the latest (providers require only the latest's, unmodified).
+ */
+import type { AssistantMessage, Message, ToolCallBlock, ToolResultMessage } from "@keel/kernel";
+import { plainText } from "./messages.ts";
+
+/** Why a branch went. */
+export type PruneReason = "failed" | "empty" | "duplicate";
+
+/** What pruneTurn removed. Contract: ids are tool call ids, each in one list. */
+export interface PruneReport {
+  failed: string[];
+  empty: string[];
+  duplicate: string[];
+  /** Assistant messages whose thinking blocks were stripped. */
+  thinkingStripped: number;
+}
+
+/** How pruneTurn judges. */
+export interface PruneOptions {
+  /** Tools whose branches always stay. */
+  keep: ReadonlySet<string>;
+  /** True when the call was an information tool (an empty result of another tool stays). */
+  informational: (callId: string) => boolean;
+  /** Prune only when what could go (results, and reasoning to strip) is at least this many tokens. */
+  minCandidateTokens: number;
+  /** Most tool results removed in one pass (the oldest candidates first). */
+  maxMessages: number;
+  countText: (text: string) => number;
+}
+
+interface Branch {
+  at: number;
+  call: ToolCallBlock;
+  result: ToolResultMessage | undefined;
+  args: string;
+}
+
+/**
+ * Prune the turn that starts at `turnStart` (its user message). Contract: pure; never touches
+ * the latest assistant message or anything before `turnStart` except to strip reasoning; keeps
+ * unchanged messages as the same objects; `undefined` when nothing changes.
+ */
+export function pruneTurn(messages: readonly Message[], turnStart: number, options: PruneOptions): { messages: Message[]; report: PruneReport } | undefined {
+  const latest = messages.findLastIndex((m) => m.role === "assistant");
+  if (latest < 0) return undefined;
+  const results = new Map<string, ToolResultMessage>();
+  for (let i = Math.max(0, turnStart); i < messages.length; i++) {
+    const m = messages[i]!;
+    if (m.role === "tool") results.set(m.toolCallId, m);
+  }
+  const branches: Branch[] = [];
+  for (let i = Math.max(0, turnStart); i < messages.length; i++) {
+    const m = messages[i]!;
+    if (m.role !== "assistant") continue;
+    for (const b of m.content) if (b.type === "tool_call") branches.push({ at: i, call: b, result: results.get(b.id), args: canonical(b.args) });
+  }
+  const report: PruneReport = { failed: [], empty: [], duplicate: [], thinkingStripped: 0 };
+  const candidates: Array<{ id: string; why: PruneReason; tokens: number }> = [];
+  for (const [k, b] of branches.entries()) {
+    if (b.at >= latest || !b.result || options.keep.has(b.call.name)) continue;
+    const later = branches.slice(k + 1).filter((x) => x.call.name === b.call.name && x.result);
+    const text = plainText(b.result);
+    let why: PruneReason | undefined;
+    // A repeat: the same call again (arguments equal up to key order and spacing), or another call whose result is the same text.
+    if (later.some((x) => x.args === b.args || (!b.result!.isError && !x.result!.isError && text.trim() !== "" && plainText(x.result!) === text))) why = "duplicate";
+    else if (b.result.isError && later.some((x) => !x.result!.isError)) why = "failed";
+    // An empty result of a tool that may change state is the only record of an action: kept.
+    else if (!b.result.isError && !text.trim() && b.result.content.every((c) => c.type === "text") && options.informational(b.call.id)) why = "empty";
+    if (!why) continue;
+    candidates.push({ id: b.call.id, why, tokens: options.countText(text) + options.countText(b.args) });
+  }
+  const thinking = messages.slice(0, Math.max(0, latest)).flatMap((m) => (m.role === "assistant" && m.content.some((b) => b.type !== "thinking") ? m.content.flatMap((b) => (b.type === "thinking" ? [b.text] : [])) : []));
+  const total = candidates.reduce((n, c) => n + c.tokens, 0) + thinking.reduce((n, t) => n + options.countText(t), 0);
+  if (total < options.minCandidateTokens) return undefined;
+  const drop = new Set<string>();
+  for (const c of candidates.slice(0, options.maxMessages)) {
+    drop.add(c.id);
+    report[c.why].push(c.id);
+  }
+  let changed = false;
+  const out: Message[] = [];
+  for (const [i, m] of messages.entries()) {
+    if (m.role === "tool" && drop.has(m.toolCallId)) continue;
+    if (m.role !== "assistant") {
+      out.push(m);
+      continue;
+    }
+    const strip = i < latest && m.content.some((b) => b.type === "thinking") && m.content.some((b) => b.type !== "thinking");
+    const content = m.content.filter((b) => !(b.type === "tool_call" && drop.has(b.id)) && !(strip && b.type === "thinking"));
+    if (strip) report.thinkingStripped++;
+    if (content.length === m.content.length) {
+      out.push(m);
+      continue;
+    }
+    changed = true;
+    // An assistant message left with nothing to say (its only calls went) goes too.
+    if (content.some((b) => b.type !== "thinking")) out.push({ ...m, content } as AssistantMessage);
+  }
+  return changed ? { messages: out, report } : undefined;
+}
+
+/** Arguments with keys sorted and whitespace collapsed, for "the same call". */
+function canonical(v: unknown): string {
+  const walk = (x: unknown, d: number): unknown => {
+    if (typeof x === "string") return x.trim().replace(/\s+/g, " ");
+    if (x === null || typeof x !== "object" || d > 20) return x;
+    if (Array.isArray(x)) return x.map((y) => walk(y, d + 1));
+    return Object.fromEntries(Object.keys(x).sort().map((k) => [k, walk((x as Record<string, unknown>)[k], d + 1)]));
+  };
+  try {
+    return JSON.stringify(walk(v, 0)) ?? "";
+  } catch {
+    return String(Math.random());
+  }
+}
