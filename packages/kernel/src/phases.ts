@@ -48,7 +48,7 @@ export const PHASES = {
   "round.pre_request": { scope: "round", kind: "waterfall", accepts: ["message_edit", "request_options", "diagnostic", "stop"], failure: "best_effort", runs: "before every provider call" },
   "round.post_response": { scope: "round", kind: "collect", accepts: ["diagnostic", "stop"], failure: "best_effort", runs: "after every provider response" },
   "tool.pre_call": { scope: "tool", kind: "waterfall", accepts: ["tool_decision", "diagnostic"], failure: "fail_closed", runs: "before every tool call" },
-  "tool.post_result": { scope: "tool", kind: "waterfall", accepts: ["tool_result_rewrite", "diagnostic"], failure: "best_effort", runs: "after every tool call" },
+  "tool.post_result": { scope: "tool", kind: "waterfall", accepts: ["tool_result_rewrite", "diagnostic"], failure: "best_effort", runs: "after every tool call, also one refused for invalid arguments" },
   "turn.post_turn": { scope: "turn", kind: "collect", accepts: ["background_job", "diagnostic"], failure: "best_effort", runs: "turn ended (success or failure), with the verdict" },
   "session.end": { scope: "session", kind: "collect", accepts: ["diagnostic", "background_job"], failure: "best_effort", runs: "once, when a session is closed" },
 } as const satisfies Record<string, PhaseSpec>;

@@ -41,6 +41,8 @@ interface Prepared {
   ready?: { def: ToolDefinition; args: unknown; timeoutMs: number; view: ToolCallView; approvedByUser: boolean; decision: ToolDecision };
   /** The call's child sessions that wait for approval, with the host's answers (a resumed call). */
   children?: ChildResumes;
+  /** Refused before running (invalid arguments): tool.post_result still sees its error result. */
+  rejected?: ToolCallView;
 }
 
 const SKIPPED_STEERING = "Skipped due to queued user message.";
@@ -792,7 +794,8 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
       if (!parsed.success) {
         completed(call, "error");
         const issues = parsed.error.issues.slice(0, 5).map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`).join("; ");
-        return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_ARGS_INVALID", `Invalid arguments — ${issues}.`, { tool: call.name }).message}`) };
+        // The tool never ran, but tool.post_result still sees the failure (a retry controller counts it).
+        return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_ARGS_INVALID", `Invalid arguments — ${issues}.`, { tool: call.name }).message}`), rejected: view };
       }
       args = parsed.data;
     }
@@ -844,12 +847,24 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
   }
 
   async function finish(p: Prepared, run: ToolRun | undefined): Promise<ToolResultMessage> {
+    if (p.rejected && runner.has("tool.post_result")) return afterResult(p.rejected, freezeDeep(p.result!), 0, false);
     if (!p.ready || !run) return p.result!;
     const { call } = p;
     const { view, approvedByUser, decision } = p.ready;
     let result: ToolResultMessage = freezeDeep(boundResult(run.result, limits.maxToolResultChars, limits.maxToolResultImageBytes));
-    if (run.status !== "cancelled" && runner.has("tool.post_result")) {
-      const res = await runner.run("tool.post_result", ev("tool.post_result", { round: rounds, call: view, result, durationMs: run.durationMs, approvedByUser }), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, step: (e, added) => {
+    if (run.status !== "cancelled" && runner.has("tool.post_result")) result = await afterResult(view, result, run.durationMs, approvedByUser);
+    if (run.reveal?.length) reveal(call.name, run.reveal);
+    const owner = view.source.plugin;
+    if (run.unhide && owner) reveal(call.name, [...(hiddenByPlugins.byPlugin.get(owner) ?? [])]);
+    completed(call, run.status, { durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) });
+    return result;
+  }
+
+  /** tool.post_result over a result: rewrites applied in order, then the size cap again. */
+  async function afterResult(view: ToolCallView, given: ToolResultMessage, durationMs: number, approvedByUser: boolean): Promise<ToolResultMessage> {
+    let result = given;
+    {
+      const res = await runner.run("tool.post_result", ev("tool.post_result", { round: rounds, call: view, result, durationMs, approvedByUser }), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, step: (e, added) => {
         for (const c of added) {
           if (c.value.kind !== "tool_result_rewrite") continue;
           const v = c.value;
@@ -859,13 +874,8 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
       } });
       session.record(res, turnId);
       if (res.failed) throw phaseFailed(res.failed);
-      result = freezeDeep(boundResult(result, limits.maxToolResultChars, limits.maxToolResultImageBytes));
     }
-    if (run.reveal?.length) reveal(call.name, run.reveal);
-    const owner = view.source.plugin;
-    if (run.unhide && owner) reveal(call.name, [...(hiddenByPlugins.byPlugin.get(owner) ?? [])]);
-    completed(call, run.status, { durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) });
-    return result;
+    return freezeDeep(boundResult(result, limits.maxToolResultChars, limits.maxToolResultImageBytes));
   }
 }
 

@@ -81,6 +81,16 @@ describe("retry controller", () => {
     expect(codes).toEqual(["TOOL_RETRY_ALLOWED", "TOOL_RETRY_ALLOWED", "TOOL_RETRY_EXHAUSTED"]);
   });
 
+  it("arguments the tool's schema refuses are invalid_arguments (the tool never ran): three retries, then stop, then denied", async () => {
+    const bad = { path: 7 };
+    const { texts, codes } = await turn([call("1", "read", bad), call("2", "read", bad), call("3", "read", bad), call("4", "read", bad), call("5", "read", bad), { text: "x" }]);
+    expect(runs).toEqual([]);
+    expect(texts[0]).toMatch(/KEEL_TOOL_ARGS_INVALID[\s\S]*\[retry: invalid arguments; fix the arguments to match the tool's schema and call it again \(3 retries left\)\]/);
+    expect(texts[3]).toContain("do not call read again with these arguments");
+    expect(texts[4]).toContain("KEEL_TOOL_DENIED");
+    expect(codes).toEqual(["TOOL_RETRY_ALLOWED", "TOOL_RETRY_ALLOWED", "TOOL_RETRY_ALLOWED", "TOOL_RETRY_EXHAUSTED", "TOOL_RETRY_BLOCKED"]);
+  });
+
   it("a classifier of yours goes first; one that throws is reported and the built-in classes are used", async () => {
     const mine = await turn([call("1", "read", { path: "a" }), call("2", "read", { path: "a" }), { text: "x" }], { classify: ({ tool }) => (tool === "read" ? "permission_denied" : undefined) });
     expect(mine.texts[0]).toContain("permission denied");
