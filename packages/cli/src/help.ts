@@ -98,6 +98,14 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", "KEEL_CONFIG_TIMEOUT_MS"],
     notes: ["Only the config's name, home and store are read: no plugin starts, nothing is written (a read-only home works). With a PostgreSQL store the sessions of every instance are listed."],
   },
+  goal: {
+    summary: "work toward a goal without user input, checked by a supervisor model (@keel/plugin-goals)",
+    usage: ['keel goal "GOAL" [--turns N] [--every N] [--session ID | -c] [--config PATH]', "keel goal status [--json] [--config PATH]"],
+    options: [CONFIG, HOME, ["--turns N", "most turns (default 20)"], ["--every N", "ask the supervisor (the side model, else the agent's model) every N turns (default 5), and whenever the agent says the goal is complete"], ["--session ID, -c", "continue a session instead of starting one"], ["--json", "status: the runs as JSON"]],
+    examples: ['keel goal "make the failing test pass" --turns 10', "keel goal status                           # runs, newest first; runs a dead process left are marked orphaned"],
+    env: ["KEEL_HOME", "KEEL_OFFLINE"],
+    notes: ["A run ends achieved (exit 0), at its limit, stopped (Ctrl-C, exit 130), stuck (the same answer three times), paused (an approval is needed, or the supervisor failed three times in a row; a 429 only defers it), or failed. Runs are kept in <KEEL_HOME>/goals.sqlite."],
+  },
   studio: {
     summary: "the sessions in the browser: turns as timelines, what each plugin contributed to every request, live",
     usage: ["keel studio [--port N] [--allow-approvals] [--config PATH] [--home DIR]"],

@@ -68,7 +68,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       args: [...argv],
       allowPositionals: true,
       strict: true,
-      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, plugin: { type: "string" }, force: { type: "boolean" }, model: { type: "string", multiple: true }, ask: { type: "string" }, port: { type: "string" }, "allow-approvals": { type: "boolean" }, mode: { type: "string" } },
+      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, plugin: { type: "string" }, force: { type: "boolean" }, model: { type: "string", multiple: true }, ask: { type: "string" }, port: { type: "string" }, turns: { type: "string" }, every: { type: "string" }, "allow-approvals": { type: "boolean" }, mode: { type: "string" } },
     });
   } catch (err) {
     throw usage(errorMessage(err));
@@ -99,6 +99,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   const typed = [...(values.config ? ["--config", values.config] : []), ...(values.home ? ["--home", values.home] : [])];
   if (values.mode !== undefined && command !== "run" && command !== "chat") throw usage("--mode is an option of keel run and keel chat.");
   if (values.mode !== undefined && values.mode !== "agent" && values.mode !== "chat") throw usage(`--mode takes agent (tools) or chat (no tools), not "${headOf(values.mode, 40)}".`);
+  if ((values.turns !== undefined || values.every !== undefined) && command !== "goal") throw usage(`${values.turns !== undefined ? "--turns" : "--every"} is an option of keel goal.`);
   if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio") throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
   const flags: Flags = { ...values, mode: values.mode as Flags["mode"], ...(values["allow-approvals"] ? { allowApprovals: true } : {}), ...(values.home ? { home: resolve(io.cwd, values.home) } : {}), ...(values.model ? { model: modelsFromFlags(values.model) } : {}), typed };
   switch (command) {
@@ -120,6 +121,29 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       });
     case "sessions":
       return sessions(rest, io, flags);
+    case "goal": {
+      const { goalCommand } = await import("./goal.ts");
+      if (rest[0] === "status") return withAgent(io, { ...flags, quiet: true }, (_agent, _f, built) => goalCommand.status(io, built.home, !!values.json));
+      const goal = rest.join(" ").trim();
+      if (!goal) throw usage('keel goal needs the goal, e.g. keel goal "make the tests pass" --turns 20 (keel goal status lists runs).');
+      const whole = (flag: string, v: string | undefined, d: number) => {
+        if (v === undefined) return d;
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1) throw usage(`${flag} takes a whole number ≥ 1, not "${headOf(v, 20)}".`);
+        return n;
+      };
+      const limits = { turns: whole("--turns", values.turns, 20), every: whole("--every", values.every, 5) };
+      return withAgent(io, flags, async (agent, _f, built) => {
+        const r = renderer(io, { json: !!flags.json, phaseInfo: phaseInfo(agent), columns: terminalColumns() });
+        const off = agent.subscribe(r.listener);
+        try {
+          const session = await openSession(agent, flags, io, built);
+          return await goalCommand.run(agent, session, goal, limits, io, built.home);
+        } finally {
+          off();
+        }
+      });
+    }
     case "db":
       return db(rest, io, flags);
     case "studio":
@@ -142,7 +166,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   }
 }
 
-type Flags = { mode?: "agent" | "chat"; port?: string; allowApprovals?: boolean; ask?: string; strict?: boolean; config?: string; session?: string; new?: boolean; continue?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean; model?: string[] | undefined; typed?: string[] };
+type Flags = { turns?: string; every?: string; mode?: "agent" | "chat"; port?: string; allowApprovals?: boolean; ask?: string; strict?: boolean; config?: string; session?: string; new?: boolean; continue?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean; model?: string[] | undefined; typed?: string[] };
 
 /** Where the agent runs, for what is said around a turn. */
 type Built = { home: string; freshHome: boolean };

@@ -1,0 +1,110 @@
+/**
+ * Autonomous goal runs (Zeph's AutonomousDriver and GoalSupervisor): the session works toward
+ * a goal turn after turn without user input until the goal is met, the turn limit is hit, it
+ * is stopped, or the supervisor cannot be reached K times in a row (circuit breaker: the run
+ * pauses). The supervisor is an independent model call every N turns; a 429 defers it to the
+ * next turn instead of sleeping. The run is recorded in the goals database with its process.
+ */
+import { randomUUID } from "node:crypto";
+import type { ModelProvider, Session, TurnResult } from "@keel/kernel";
+import { errorMessage, KeelError } from "@keel/kernel";
+import { completionPhrase, DEFAULT_PHRASES } from "./phrases.ts";
+import type { GoalStore, RunRecord, RunStatus } from "./store.ts";
+import { superviseGoal } from "./supervisor.ts";
+
+/** How an autonomous run goes. Contract: all optional but `goal` and `store`. */
+export interface GoalRunOptions {
+  goal: string;
+  store: GoalStore;
+  /** Most turns (default 50). */
+  maxTurns?: number;
+  /** What the agent is told on each turn after the first. */
+  continuePrompt?: string;
+  /** Phrases in a final answer that say the goal is done (default DEFAULT_PHRASES). */
+  phrases?: readonly string[];
+  /** The independent check; without a model, only the completion phrase ends a run. */
+  supervisor?: { model?: ModelProvider; every?: number; maxFails?: number; timeoutMs?: number };
+  /** Identical final answers in a row that end the run as stuck (default 3). */
+  stuckAfter?: number;
+  /** Pause between turns, ms (default 0). */
+  turnDelayMs?: number;
+  signal?: AbortSignal;
+  /** Told after every turn. */
+  onTurn?: (turn: number, result: TurnResult) => void;
+}
+
+/** How the run ended. Contract: `status` is never `running`. */
+export interface GoalRunResult {
+  run: RunRecord;
+  status: Exclude<RunStatus, "running" | "orphaned">;
+  turns: number;
+  reason: string;
+}
+
+const CONTINUE = "Continue working toward the goal on your own; nobody will answer questions. When the goal is fully achieved, say \"GOAL COMPLETE\" in your final answer.";
+
+/** Run `session` autonomously toward `options.goal`. Contract: throws only for bad options; every ending is recorded. */
+export async function runGoal(session: Session, options: GoalRunOptions): Promise<GoalRunResult> {
+  const maxTurns = options.maxTurns ?? 50;
+  const every = options.supervisor?.every ?? 5;
+  const maxFails = options.supervisor?.maxFails ?? 3;
+  if (!options.goal?.trim()) throw new KeelError("KEEL_CONFIG_INVALID", "runGoal needs a goal.", { path: "goal" });
+  for (const [k, v] of [["maxTurns", maxTurns], ["supervisor.every", every], ["supervisor.maxFails", maxFails]] as const) if (!Number.isInteger(v) || v < 1) throw new KeelError("KEEL_CONFIG_INVALID", `runGoal: ${k} must be a whole number ≥ 1 (got ${String(v)}).`, { path: k });
+  const store = options.store;
+  store.markOrphans();
+  let run = store.startRun({ id: randomUUID(), sessionId: session.id, goal: options.goal, maxTurns });
+  store.setGoal({ sessionId: session.id, status: "active", goal: options.goal });
+  const phrases = options.phrases ?? DEFAULT_PHRASES;
+  const model = options.supervisor?.model;
+  let fails = 0;
+  let verifyDue = false;
+  let same = 0;
+  let last: string | undefined;
+  const end = (status: GoalRunResult["status"], reason: string, extra: Partial<RunRecord> = {}): GoalRunResult => {
+    run = store.updateRun(run.id, { status, reason, ...extra });
+    if (status === "achieved") store.setGoal({ sessionId: session.id, status: "completed", goal: options.goal, completedBy: extra.verdict ? "supervisor" : "phrase" });
+    return { run, status, turns: run.turns, reason };
+  };
+  const onAbort = () => session.cancel(options.signal?.reason);
+  options.signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    for (let turn = 1; ; turn++) {
+      if (options.signal?.aborted) return end("stopped", "stopped by the host");
+      if (turn > maxTurns) return end("limit", `the turn limit (${maxTurns}) was reached before the goal`);
+      let r: TurnResult;
+      try {
+        r = await session.run(turn === 1 ? options.goal : (options.continuePrompt ?? CONTINUE), { metadata: { goalRun: { id: run.id, turn } } });
+      } catch (err) {
+        return end("failed", `turn ${turn} could not run: ${errorMessage(err)}`);
+      }
+      run = store.updateRun(run.id, { turns: turn });
+      options.onTurn?.(turn, r);
+      if (r.verdict.status === "interrupted") return end("stopped", `turn ${turn} was interrupted (${r.verdict.reason})`);
+      if (r.verdict.status === "paused") return end("paused", `turn ${turn} waits for approval of ${r.verdict.pending.join(", ")}; answer it, then run the goal again`);
+      if (r.verdict.status === "failed") return end("failed", `turn ${turn} failed: ${r.verdict.code}`);
+      const claimed = completionPhrase(r.text, phrases);
+      same = r.text && r.text === last ? same + 1 : 0;
+      last = r.text;
+      if (same + 1 >= (options.stuckAfter ?? 3)) return end("stuck", `the last ${same + 1} answers were identical`);
+      if (claimed && !model) return end("achieved", `the agent said "${claimed}"`);
+      if (model && (claimed || verifyDue || turn % every === 0)) {
+        const v = await superviseGoal(model, options.goal, session.messages, { timeoutMs: options.supervisor?.timeoutMs ?? 30_000, ...(options.signal ? { signal: options.signal } : {}) });
+        if (v.kind === "deferred") verifyDue = true;
+        else if (v.kind === "failed") {
+          verifyDue = false;
+          fails++;
+          run = store.updateRun(run.id, { supervisorFails: fails, reason: v.error });
+          if (fails >= maxFails) return end("paused", `the supervisor failed ${fails} times in a row (last: ${v.error}); the run paused`);
+        } else {
+          verifyDue = false;
+          fails = 0;
+          run = store.updateRun(run.id, { supervisorFails: 0, verdict: { achieved: v.achieved, reason: v.reason } });
+          if (v.achieved) return end("achieved", `the supervisor confirmed it: ${v.reason}`, { verdict: { achieved: true, reason: v.reason } });
+        }
+      }
+      if (options.turnDelayMs) await new Promise((res) => setTimeout(res, options.turnDelayMs));
+    }
+  } finally {
+    options.signal?.removeEventListener("abort", onAbort);
+  }
+}

@@ -1,0 +1,155 @@
+/**
+ * Goals through real kernel turns on the scripted provider: the lifecycle (a message opens a
+ * goal, a completion phrase closes it, a new message opens the next) stored across a restart and
+ * never shown to the model unless asked; autonomous runs reaching the goal (by phrase or by the
+ * supervisor), hitting the limit, stopped by the host, paused by the supervisor's circuit
+ * breaker, deferred on 429, stuck; and a run whose process was SIGKILLed marked on the next start.
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+import { createAgent, MemorySessionStore, scriptedProvider } from "@keel/kernel";
+import type { KeelEvent, ScriptStep, SessionStore } from "@keel/kernel";
+import { GoalStore, goals, runGoal } from "../src/index.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "keel-goals-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let n = 0;
+const dbPath = () => join(dir, `goals-${++n}.sqlite`);
+const codes = async (store: SessionStore, id: string) => ((await store.events(id)) as KeelEvent[]).flatMap((e) => (e.type === "diagnostic" && e.code.toLowerCase().startsWith("goal") ? [e.code] : []));
+
+describe("goal lifecycle", () => {
+  it("a message opens the goal, a completion phrase closes it, the next message opens another; the state survives a restart", async () => {
+    const path = dbPath();
+    const sessions = new MemorySessionStore();
+    const provider = scriptedProvider([{ text: "Working on it." }, { text: "Release notes written. Task complete." }]);
+    const a1 = await createAgent({ provider, sideModel: false, store: sessions, plugins: [goals({ path })] });
+    const s = await a1.session();
+    await s.run("Write the release notes");
+    const db = new GoalStore(path);
+    expect(db.goal(s.id)).toMatchObject({ status: "active", goal: "Write the release notes" });
+    // Not shown to the model by default.
+    expect(provider.requests[0]!.system).not.toContain("Write the release notes");
+    await s.run("go on");
+    expect(db.goal(s.id)).toMatchObject({ status: "completed", completedBy: "phrase" });
+    await a1.close();
+    // Another process: the completed goal is there; the next message opens a new one.
+    const p2 = scriptedProvider([{ text: "On it." }]);
+    const a2 = await createAgent({ provider: p2, sideModel: false, store: sessions, plugins: [goals({ path, prompt: true })] });
+    const s2 = await a2.session(s.id);
+    expect(db.goal(s.id).status).toBe("completed");
+    await s2.run("Now tag the release");
+    expect(db.goal(s.id)).toMatchObject({ status: "active", goal: "Now tag the release" });
+    // With prompt: true the model sees it as a section.
+    expect(p2.requests[0]!.system).toMatch(/Current goal[\s\S]*Now tag the release/);
+    expect(await codes(sessions, s.id)).toEqual(["goal.active", "goal.completed", "goal.active"]);
+    await a2.close();
+    db.close();
+  });
+
+  it("a goal holding a secret is stored redacted", async () => {
+    const path = dbPath();
+    const key = `sk-ant-api03-${"Zq8".repeat(22)}`;
+    const agent = await createAgent({ provider: scriptedProvider([{ text: "ok" }]), sideModel: false, store: new MemorySessionStore(), plugins: [goals({ path })] });
+    const s = await agent.session();
+    await s.run(`Rotate the key ${key} today`);
+    await agent.close();
+    const db = new GoalStore(path);
+    expect(db.goal(s.id).goal).not.toContain(key.slice(14));
+    expect(db.goal(s.id).goal).toContain("[REDACTED");
+    db.close();
+  });
+});
+
+describe("autonomous runs", () => {
+  const setup = async (steps: ScriptStep[]) => {
+    const path = dbPath();
+    const provider = scriptedProvider(steps);
+    const agent = await createAgent({ provider, sideModel: false, store: new MemorySessionStore(), plugins: [goals({ path })] });
+    return { agent, provider, session: await agent.session(), db: new GoalStore(path) };
+  };
+
+  it("reaches the goal: the agent works unattended and says it is done; the goal is completed", async () => {
+    const { agent, session, db, provider } = await setup([{ text: "Step 1 done." }, { text: "Step 2 done." }, { text: "All written. GOAL COMPLETE" }]);
+    const r = await runGoal(session, { goal: "Write three notes", store: db, maxTurns: 10 });
+    expect(r).toMatchObject({ status: "achieved", turns: 3 });
+    expect(db.goal(session.id)).toMatchObject({ status: "completed", completedBy: "phrase" });
+    expect(db.run(r.run.id)).toMatchObject({ status: "achieved", turns: 3 });
+    // Turns after the first are driven by the continue prompt, tagged with the run in their metadata.
+    expect(JSON.stringify(provider.requests[1]!.messages.at(-1))).toContain("Continue working toward the goal");
+    await agent.close();
+    db.close();
+  });
+
+  it("hits its turn limit", async () => {
+    const { agent, session, db } = await setup([{ text: "a" }, { text: "b" }, { text: "c" }]);
+    const r = await runGoal(session, { goal: "Never done", store: db, maxTurns: 3 });
+    expect(r).toMatchObject({ status: "limit", turns: 3 });
+    expect(db.goal(session.id).status).toBe("active");
+    await agent.close();
+    db.close();
+  });
+
+  it("is stopped by the host mid-turn", async () => {
+    const { agent, session, db } = await setup([{ text: "a" }, { hang: true }]);
+    const ctrl = new AbortController();
+    const r = runGoal(session, { goal: "Long job", store: db, maxTurns: 10, onTurn: (t) => t === 1 && setTimeout(() => ctrl.abort(), 50), signal: ctrl.signal });
+    expect(await r).toMatchObject({ status: "stopped", turns: 2 });
+    await agent.close();
+    db.close();
+  });
+
+  it("the supervisor decides: a claim it rejects goes on, its confirmation ends the run; a 429 defers it without counting", async () => {
+    const { agent, session, db } = await setup([{ text: "GOAL COMPLETE (not really)" }, { text: "more work" }, { text: "now truly done" }]);
+    const supervisor = scriptedProvider([{ text: '{"achieved": false, "reason": "nothing was written yet"}' }, { error: { class: "rate_limited", status: 429 } }, { text: '{"achieved": true, "reason": "the notes exist"}' }]);
+    const r = await runGoal(session, { goal: "Write the notes", store: db, maxTurns: 10, supervisor: { model: supervisor, every: 2 } });
+    // Turn 1 claimed: checked, rejected. Turn 2: the regular check got a 429 (deferred). Turn 3: checked again, confirmed.
+    expect(r).toMatchObject({ status: "achieved", turns: 3 });
+    expect(r.run.verdict).toEqual({ achieved: true, reason: "the notes exist" });
+    expect(r.run.supervisorFails).toBe(0);
+    expect(supervisor.requests).toHaveLength(3);
+    expect(db.goal(session.id)).toMatchObject({ status: "completed", completedBy: "supervisor" });
+    await agent.close();
+    db.close();
+  });
+
+  it("pauses after the supervisor fails K times in a row (circuit breaker)", async () => {
+    const { agent, session, db } = await setup([{ text: "a" }, { text: "b" }, { text: "c" }, { text: "d" }]);
+    const supervisor = scriptedProvider([{ text: "I think so?" }, { error: { class: "overloaded" } }]);
+    const r = await runGoal(session, { goal: "Something", store: db, maxTurns: 10, supervisor: { model: supervisor, every: 1, maxFails: 2 } });
+    expect(r).toMatchObject({ status: "paused", turns: 2 });
+    expect(r.reason).toContain("the supervisor failed 2 times in a row");
+    expect(r.run.supervisorFails).toBe(2);
+    await agent.close();
+    db.close();
+  });
+
+  it("ends as stuck when the answers repeat", async () => {
+    const { agent, session, db } = await setup([{ text: "same" }, { text: "same" }, { text: "same" }, { text: "x" }]);
+    expect(await runGoal(session, { goal: "Loop", store: db, maxTurns: 10, stuckAfter: 3 })).toMatchObject({ status: "stuck", turns: 3 });
+    await agent.close();
+    db.close();
+  });
+
+  it("a run whose process was SIGKILLed is marked orphaned when the next agent starts, with a warning in its first session's log", async () => {
+    const path = dbPath();
+    const here = dirname(fileURLToPath(import.meta.url));
+    const child = spawn(process.execPath, [join(here, "fixtures", "crash-run.ts"), path], { stdio: "ignore" });
+    const db = new GoalStore(path);
+    await expect.poll(() => db.runs().length, { timeout: 20_000 }).toBe(1);
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("exit", r));
+    expect(db.runs()[0]!.status).toBe("running");
+    const sessions = new MemorySessionStore();
+    const agent = await createAgent({ provider: scriptedProvider([]), sideModel: false, store: sessions, plugins: [goals({ path })] });
+    const s = await agent.session();
+    expect(db.runs()[0]).toMatchObject({ status: "orphaned", goal: "Ship the release notes" });
+    await s.flush();
+    expect(await codes(sessions, s.id)).toEqual(["GOAL_RUNS_ORPHANED"]);
+    await agent.close();
+    db.close();
+  }, 30_000);
+});
