@@ -6,7 +6,7 @@
  * call keeps its result (a short stub), so no pair is ever split.
  */
 import { z } from "zod";
-import type { Message, MessageEdit, ToolDefinition } from "@keel/kernel";
+import type { Message, MessageEdit, ToolDefinition, ToolResultMessage } from "@keel/kernel";
 import { defineTool, headOf } from "@keel/kernel";
 import { plainText } from "./messages.ts";
 
@@ -45,7 +45,9 @@ export function prunTargets(messages: readonly Message[], args: z.output<typeof 
  */
 export function prunEdits(messages: readonly Message[], name: string): MessageEdit[] {
   const edits = new Map<string, MessageEdit>();
-  const results = new Map(messages.flatMap((m) => (m.role === "tool" ? [[m.toolCallId, m] as const] : [])));
+  // The first result of an id is the one a mask edit changes (a history may hold a stray duplicate).
+  const results = new Map<string, ToolResultMessage>();
+  for (const m of messages) if (m.role === "tool" && !results.has(m.toolCallId)) results.set(m.toolCallId, m);
   const prunIds = new Set<string>();
   for (const [i, m] of messages.entries()) {
     if (m.role !== "assistant") continue;

@@ -98,6 +98,26 @@ describe("pruneTurn", () => {
     }
     expect(changed).toBeGreaterThan(400);
   });
+
+  it("prun on the 3,000 generated adversarial histories: masks only, so every message, call and result stays where it was", () => {
+    let masked = 0;
+    for (let seed = 1; seed <= 3_000; seed++) {
+      const rnd = seededRandom(seed);
+      const history = adversarialHistory(rnd);
+      const results = ids(history);
+      const pick = () => results[Math.floor(rnd() * results.length)] ?? "none";
+      const args = rnd() < 0.5 ? { ids: Array.from({ length: 1 + Math.floor(rnd() * 4) }, pick), reason: "stale \ud83d 🎉" } : { from: pick(), ...(rnd() < 0.7 ? { to: pick() } : {}) };
+      const withPrun: Message[] = [...history, said([[`prun${seed}`, "prun", args]]), res(`prun${seed}`, "prun", "ok")];
+      const edits = prunEdits(withPrun, "prun");
+      const out = applyMessageEdits(withPrun, edits);
+      masked += edits.length;
+      expect(out.map((m) => `${m.role}:${m.role === "tool" ? m.toolCallId : ""}`), `seed ${seed}`).toEqual(withPrun.map((m) => `${m.role}:${m.role === "tool" ? m.toolCallId : ""}`));
+      for (const e of edits) if (e.op === "mask_tool_result") expect(e.text.startsWith(PRUNED_PREFIX) && e.text.isWellFormed(), `seed ${seed}`).toBe(true);
+      // Applied once: the next round asks for nothing more.
+      expect(prunEdits(out, "prun"), `seed ${seed}`).toEqual([]);
+    }
+    expect(masked).toBeGreaterThan(3_000);
+  });
 });
 
 describe("prun", () => {
