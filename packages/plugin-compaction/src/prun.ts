@@ -77,9 +77,17 @@ export function prunTool(name: string, seen: (sessionId: string) => readonly Mes
     category: "info",
     parallel: false,
     execute: (args, tc) => {
-      const { ids, unknown } = prunTargets(seen(tc.sessionId), args);
+      const history = seen(tc.sessionId);
+      const { ids: named, unknown } = prunTargets(history, args);
+      // Say what will really go: not the prun results themselves, nor outputs already pruned.
+      const first = new Map<string, Message>();
+      for (const m of history) if (m.role === "tool" && !first.has(m.toolCallId)) first.set(m.toolCallId, m);
+      const ids = named.filter((id) => {
+        const r = first.get(id);
+        return r?.role === "tool" && r.toolName !== name && !plainText(r).startsWith(PRUNED_PREFIX);
+      });
       if (unknown.length) return { content: `Error: no tool output with id ${unknown.map((u) => JSON.stringify(headOf(u, 80))).join(", ")} in this conversation; nothing was pruned. Use the ids of earlier tool calls.`, isError: true };
-      if (!ids.length) return { content: "Error: that range holds no tool outputs; nothing was pruned.", isError: true };
+      if (!ids.length) return { content: "Error: nothing there is left to prune (no tool outputs, or only pruned ones and prun results).", isError: true };
       return `${ids.length} tool output(s) will be dropped before your next request: ${ids.slice(0, 20).join(", ")}${ids.length > 20 ? ", …" : ""}.`;
     },
   });

@@ -35,8 +35,13 @@ export interface PruneOptions {
 }
 
 interface Branch {
+  /** The assistant message and the call block's index in it; the result message's index. */
   at: number;
+  block: number;
   call: ToolCallBlock;
+  resultAt: number | undefined;
+  /** Further results with the call's id before the next assistant message (a duplicate). */
+  extra: number[];
   result: ToolResultMessage | undefined;
   args: string;
 }
@@ -44,55 +49,73 @@ interface Branch {
 /**
  * Prune the turn that starts at `turnStart` (its user message). Contract: pure; never touches
  * the latest assistant message or anything before `turnStart` except to strip reasoning; keeps
- * unchanged messages as the same objects; `undefined` when nothing changes.
+ * unchanged messages as the same objects; `undefined` when nothing changes. Branches are found
+ * by position (a call's result is the first result with its id after it, before the next
+ * assistant message), so ids a server reuses across rounds cannot pull in another round.
  */
 export function pruneTurn(messages: readonly Message[], turnStart: number, options: PruneOptions): { messages: Message[]; report: PruneReport } | undefined {
   const latest = messages.findLastIndex((m) => m.role === "assistant");
   if (latest < 0) return undefined;
-  const results = new Map<string, ToolResultMessage>();
-  for (let i = Math.max(0, turnStart); i < messages.length; i++) {
-    const m = messages[i]!;
-    if (m.role === "tool") results.set(m.toolCallId, m);
-  }
+  const from = Math.max(0, turnStart);
   const branches: Branch[] = [];
-  for (let i = Math.max(0, turnStart); i < messages.length; i++) {
+  const claimed = new Set<number>();
+  for (let i = from; i < messages.length; i++) {
     const m = messages[i]!;
     if (m.role !== "assistant") continue;
-    for (const b of m.content) if (b.type === "tool_call") branches.push({ at: i, call: b, result: results.get(b.id), args: canonical(b.args) });
+    m.content.forEach((b, block) => {
+      if (b.type !== "tool_call") return;
+      let resultAt: number | undefined;
+      const extra: number[] = [];
+      for (let j = i + 1; j < messages.length && messages[j]!.role !== "assistant"; j++) {
+        const r = messages[j]!;
+        if (r.role !== "tool" || r.toolCallId !== b.id || claimed.has(j)) continue;
+        claimed.add(j);
+        // A stray second result of the same call goes with the branch too.
+        if (resultAt === undefined) resultAt = j;
+        else extra.push(j);
+      }
+      branches.push({ at: i, block, call: b, resultAt, extra, result: resultAt === undefined ? undefined : (messages[resultAt] as ToolResultMessage), args: canonical(b.args) });
+    });
   }
   const report: PruneReport = { failed: [], empty: [], duplicate: [], thinkingStripped: 0 };
-  const candidates: Array<{ id: string; why: PruneReason; tokens: number }> = [];
+  const candidates: Array<{ branch: Branch; why: PruneReason; tokens: number }> = [];
   for (const [k, b] of branches.entries()) {
     if (b.at >= latest || !b.result || options.keep.has(b.call.name)) continue;
     const later = branches.slice(k + 1).filter((x) => x.call.name === b.call.name && x.result);
     const text = plainText(b.result);
     let why: PruneReason | undefined;
-    // A repeat: the same call again (arguments equal up to key order and spacing), or another call whose result is the same text.
-    if (later.some((x) => x.args === b.args || (!b.result!.isError && !x.result!.isError && text.trim() !== "" && plainText(x.result!) === text))) why = "duplicate";
+    // A repeat: the same call again that did at least as well (a later failure never replaces an
+    // earlier success), or another successful call whose result is the same text.
+    if (later.some((x) => (x.args === b.args && (!x.result!.isError || b.result!.isError)) || (!b.result!.isError && !x.result!.isError && text.trim() !== "" && plainText(x.result!) === text))) why = "duplicate";
     else if (b.result.isError && later.some((x) => !x.result!.isError)) why = "failed";
     // An empty result of a tool that may change state is the only record of an action: kept.
     else if (!b.result.isError && !text.trim() && b.result.content.every((c) => c.type === "text") && options.informational(b.call.id)) why = "empty";
     if (!why) continue;
-    candidates.push({ id: b.call.id, why, tokens: options.countText(text) + options.countText(b.args) });
+    candidates.push({ branch: b, why, tokens: options.countText(text) + options.countText(b.args) });
   }
   const thinking = messages.slice(0, Math.max(0, latest)).flatMap((m) => (m.role === "assistant" && m.content.some((b) => b.type !== "thinking") ? m.content.flatMap((b) => (b.type === "thinking" ? [b.text] : [])) : []));
   const total = candidates.reduce((n, c) => n + c.tokens, 0) + thinking.reduce((n, t) => n + options.countText(t), 0);
   if (total < options.minCandidateTokens) return undefined;
-  const drop = new Set<string>();
+  const dropResults = new Set<number>();
+  const dropBlocks = new Map<number, Set<number>>();
   for (const c of candidates.slice(0, options.maxMessages)) {
-    drop.add(c.id);
-    report[c.why].push(c.id);
+    dropResults.add(c.branch.resultAt!);
+    for (const j of c.branch.extra) dropResults.add(j);
+    if (!dropBlocks.has(c.branch.at)) dropBlocks.set(c.branch.at, new Set());
+    dropBlocks.get(c.branch.at)!.add(c.branch.block);
+    report[c.why].push(c.branch.call.id);
   }
   let changed = false;
   const out: Message[] = [];
   for (const [i, m] of messages.entries()) {
-    if (m.role === "tool" && drop.has(m.toolCallId)) continue;
+    if (dropResults.has(i)) continue;
     if (m.role !== "assistant") {
       out.push(m);
       continue;
     }
     const strip = i < latest && m.content.some((b) => b.type === "thinking") && m.content.some((b) => b.type !== "thinking");
-    const content = m.content.filter((b) => !(b.type === "tool_call" && drop.has(b.id)) && !(strip && b.type === "thinking"));
+    const gone = dropBlocks.get(i);
+    const content = m.content.filter((b, block) => !gone?.has(block) && !(strip && b.type === "thinking"));
     if (strip) report.thinkingStripped++;
     if (content.length === m.content.length) {
       out.push(m);

@@ -3,6 +3,7 @@
  * words tools and servers commonly use. Pure and cheap: only the first 2,000 code points of a
  * result are read.
  */
+import { createHash, randomUUID } from "node:crypto";
 import { codePointSlice } from "@keel/kernel";
 
 /** Why a tool call failed, as the retry controller counts it. */
@@ -32,16 +33,18 @@ export function classifyFailure(text: string): FailureClass {
 }
 
 /**
- * Arguments in one canonical form: keys sorted, strings trimmed with runs of whitespace as one
- * space, numbers as JSON. Contract: equal for calls that differ only in key order or spacing;
- * at most 4,000 code points (a longer form is cut and tagged with its length).
+ * Arguments in one canonical form: object keys sorted; strings exactly as given (whitespace
+ * can matter: indentation, YAML, an edit's old text). Contract: equal only for calls whose
+ * arguments are equal up to key order; a long form is a head plus a hash of the whole;
+ * arguments that cannot be read give a form no other call shares.
  */
 export function normalizeArgs(args: unknown): string {
   const seen = new WeakSet<object>();
   const walk = (v: unknown, depth: number): unknown => {
-    if (typeof v === "string") return v.trim().replace(/\s+/g, " ");
+    if (typeof v === "bigint") return `${v}n`;
     if (v === null || typeof v !== "object") return typeof v === "number" && !Number.isFinite(v) ? String(v) : v;
-    if (seen.has(v) || depth > 20) return "[…]";
+    if (seen.has(v)) return "[cycle]";
+    if (depth > 64) throw new Error("too deep");
     seen.add(v);
     if (Array.isArray(v)) return v.map((x) => walk(x, depth + 1));
     const out: Record<string, unknown> = {};
@@ -52,8 +55,9 @@ export function normalizeArgs(args: unknown): string {
   try {
     json = JSON.stringify(walk(args, 0)) ?? "undefined";
   } catch {
-    json = "[unreadable]";
+    // Unreadable (a throwing getter, a revoked Proxy) or absurdly deep: never "the same call" as another.
+    return `[unreadable ${randomUUID()}]`;
   }
-  const cut = codePointSlice(json, 0, 4_000);
-  return cut.length < json.length ? `${cut}…(${json.length})` : json;
+  const head = codePointSlice(json, 0, 1_000);
+  return head.length < json.length ? `${head}…#${createHash("sha256").update(json).digest("hex").slice(0, 32)}` : json;
 }

@@ -67,10 +67,18 @@ describe("retry controller", () => {
     expect(b.codes).toEqual([]);
   });
 
-  it("arguments that differ only in key order or spacing are the same call", async () => {
+  it("arguments that differ only in key order or JSON spacing are the same call; whitespace inside a string is not", async () => {
     await turn([call("1", "flaky", { n: 1 }), call("2", "flaky", JSON.parse('{ "n" : 1 }')), { text: "x" }]);
     expect(runs).toEqual(["flaky 1"]);
-    expect(normalizeArgs({ b: "  two   words ", a: [1, { y: 2, x: 1 }] })).toBe(normalizeArgs({ a: [1, { x: 1, y: 2 }], b: "two words" }));
+    expect(normalizeArgs({ b: "two words", a: [1, { y: 2, x: 1 }] })).toBe(normalizeArgs({ a: [1, { x: 1, y: 2 }], b: "two words" }));
+    // An indentation fix is a different call (Python, YAML, an edit's old text).
+    expect(normalizeArgs({ code: "def f():\n  return 1" })).not.toBe(normalizeArgs({ code: "def f():\n    return 1" }));
+    // Long arguments that differ only at the end, and unreadable ones, never collide.
+    const long = "x".repeat(5_000);
+    expect(normalizeArgs({ q: `${long}1` })).not.toBe(normalizeArgs({ q: `${long}2` }));
+    const hostile = () => new Proxy({}, { ownKeys: () => { throw new Error("no"); } });
+    expect(normalizeArgs(hostile())).not.toBe(normalizeArgs(hostile()));
+    expect(normalizeArgs({ big: 10n })).toBe('{"big":"10n"}');
   });
 
   it("a tool timeout is classified from the kernel's own result (two retries)", async () => {
