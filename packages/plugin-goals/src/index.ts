@@ -78,6 +78,8 @@ export function goals(options: GoalsOptions = {}) {
       });
 
       ctx.on("turn.post_turn", (e) => {
+        // An autonomous run decides for its own turns (its supervisor may reject the claim).
+        if ((e.metadata as { goalRun?: unknown }).goalRun) return undefined;
         const g = store.goal(e.sessionId);
         if (g.status !== "active" || e.verdict.status !== "completed") return undefined;
         const said = completionPhrase(e.finalText, phrases);

@@ -48,13 +48,20 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
   const maxTurns = options.maxTurns ?? 50;
   const every = options.supervisor?.every ?? 5;
   const maxFails = options.supervisor?.maxFails ?? 3;
-  if (!options.goal?.trim()) throw new KeelError("KEEL_CONFIG_INVALID", "runGoal needs a goal.", { path: "goal" });
-  for (const [k, v] of [["maxTurns", maxTurns], ["supervisor.every", every], ["supervisor.maxFails", maxFails]] as const) if (!Number.isInteger(v) || v < 1) throw new KeelError("KEEL_CONFIG_INVALID", `runGoal: ${k} must be a whole number ≥ 1 (got ${String(v)}).`, { path: k });
+  const stuckAfter = options.stuckAfter ?? 3;
+  const timeoutMs = options.supervisor?.timeoutMs ?? 30_000;
+  const delay = options.turnDelayMs ?? 0;
+  const phrases = options.phrases ?? DEFAULT_PHRASES;
+  // Everything is checked before the run is recorded: a bad option never leaves a run "running".
+  if (typeof options.goal !== "string" || !options.goal.trim()) throw new KeelError("KEEL_CONFIG_INVALID", "runGoal needs a goal.", { path: "goal" });
+  for (const [k, v, min] of [["maxTurns", maxTurns, 1], ["supervisor.every", every, 1], ["supervisor.maxFails", maxFails, 1], ["stuckAfter", stuckAfter, 2]] as const) if (!Number.isInteger(v) || v < min) throw new KeelError("KEEL_CONFIG_INVALID", `runGoal: ${k} must be a whole number ≥ ${min} (got ${String(v)}).`, { path: k });
+  for (const [k, v] of [["supervisor.timeoutMs", timeoutMs], ["turnDelayMs", delay]] as const) if (!Number.isInteger(v) || v < 0 || v > 2_147_483_647 || (k === "supervisor.timeoutMs" && v < 1)) throw new KeelError("KEEL_CONFIG_INVALID", `runGoal: ${k} must be a whole number of ms (got ${String(v)}).`, { path: k });
+  if (!Array.isArray(phrases) || !phrases.every((p) => typeof p === "string" && p.trim().length >= 2)) throw new KeelError("KEEL_CONFIG_INVALID", "runGoal: phrases must be a list of strings of 2 or more characters.", { path: "phrases" });
+  if (options.onTurn !== undefined && typeof options.onTurn !== "function") throw new KeelError("KEEL_CONFIG_INVALID", "runGoal: onTurn must be a function.", { path: "onTurn" });
   const store = options.store;
   store.markOrphans();
+  const before = store.goal(session.id);
   let run = store.startRun({ id: randomUUID(), sessionId: session.id, goal: options.goal, maxTurns });
-  store.setGoal({ sessionId: session.id, status: "active", goal: options.goal });
-  const phrases = options.phrases ?? DEFAULT_PHRASES;
   const model = options.supervisor?.model;
   let fails = 0;
   let verifyDue = false;
@@ -73,22 +80,29 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
       if (turn > maxTurns) return end("limit", `the turn limit (${maxTurns}) was reached before the goal`);
       let r: TurnResult;
       try {
+        if (turn === 1) store.setGoal({ sessionId: session.id, status: "active", goal: options.goal });
         r = await session.run(turn === 1 ? options.goal : (options.continuePrompt ?? CONTINUE), { metadata: { goalRun: { id: run.id, turn } } });
       } catch (err) {
+        // Refused at once (a busy session, bad input): the session keeps the goal it had.
+        if (turn === 1) store.setGoal({ sessionId: session.id, status: before.status, ...(before.goal ? { goal: before.goal } : {}), ...(before.completedBy ? { completedBy: before.completedBy } : {}) });
         return end("failed", `turn ${turn} could not run: ${errorMessage(err)}`);
       }
       run = store.updateRun(run.id, { turns: turn });
-      options.onTurn?.(turn, r);
+      try {
+        options.onTurn?.(turn, r);
+      } catch {
+        // The host's callback is told, not trusted: its throw does not end the run.
+      }
       if (r.verdict.status === "interrupted") return end("stopped", `turn ${turn} was interrupted (${r.verdict.reason})`);
       if (r.verdict.status === "paused") return end("paused", `turn ${turn} waits for approval of ${r.verdict.pending.join(", ")}; answer it, then run the goal again`);
       if (r.verdict.status === "failed") return end("failed", `turn ${turn} failed: ${r.verdict.code}`);
       const claimed = completionPhrase(r.text, phrases);
       same = r.text && r.text === last ? same + 1 : 0;
       last = r.text;
-      if (same + 1 >= (options.stuckAfter ?? 3)) return end("stuck", `the last ${same + 1} answers were identical`);
+      if (same + 1 >= stuckAfter) return end("stuck", `the last ${same + 1} answers were identical`);
       if (claimed && !model) return end("achieved", `the agent said "${claimed}"`);
       if (model && (claimed || verifyDue || turn % every === 0)) {
-        const v = await superviseGoal(model, options.goal, session.messages, { timeoutMs: options.supervisor?.timeoutMs ?? 30_000, ...(options.signal ? { signal: options.signal } : {}) });
+        const v = await superviseGoal(model, options.goal, session.messages, { timeoutMs, ...(options.signal ? { signal: options.signal } : {}) });
         if (v.kind === "deferred") verifyDue = true;
         else if (v.kind === "failed") {
           verifyDue = false;
@@ -102,9 +116,22 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
           if (v.achieved) return end("achieved", `the supervisor confirmed it: ${v.reason}`, { verdict: { achieved: true, reason: v.reason } });
         }
       }
-      if (options.turnDelayMs) await new Promise((res) => setTimeout(res, options.turnDelayMs));
+      if (delay) await sleep(delay, options.signal);
     }
   } finally {
     options.signal?.removeEventListener("abort", onAbort);
   }
+}
+
+/** Wait `ms`, or less if `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
 }

@@ -43,11 +43,20 @@ const MAX_GOAL = 2_000;
 
 export class GoalStore {
   readonly path: string;
-  #db: DatabaseSync;
+  #handle: DatabaseSync | undefined;
 
   constructor(path: string) {
     this.path = path;
-    this.#db = openSqlite(path, {
+    this.#handle = this.#open();
+  }
+
+  /** The database, opened again if it was closed (a plugin closes it when its last session ends). */
+  get #db(): DatabaseSync {
+    return (this.#handle ??= this.#open());
+  }
+
+  #open(): DatabaseSync {
+    return openSqlite(this.path, {
       what: "goals database",
       setup: (db) => {
         db.exec(`CREATE TABLE IF NOT EXISTS goals (session_id TEXT PRIMARY KEY, status TEXT NOT NULL, goal TEXT, completed_by TEXT, updated_at INTEGER NOT NULL);
@@ -108,8 +117,10 @@ export class GoalStore {
   }
 
   close(): void {
+    const db = this.#handle;
+    this.#handle = undefined;
     try {
-      this.#db.close();
+      db?.close();
     } catch {
       // already closed
     }

@@ -22,14 +22,18 @@ export async function superviseGoal(model: ModelProvider, goal: string, messages
     options.maxChars ?? 12_000,
     { tail: Math.floor((options.maxChars ?? 12_000) / 2) },
   );
-  const timeout = AbortSignal.timeout(options.timeoutMs);
-  const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+  let timeout: AbortSignal | undefined;
   try {
-    const r = await complete(model, { system: SYSTEM, messages: [{ role: "user", content: [{ type: "text", text: `Goal: ${goal}\n\nEnd of the session:\n${transcript}` }] }], options: { maxTokens: 200, temperature: 0 } }, { signal });
+    timeout = AbortSignal.timeout(options.timeoutMs);
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    const call = complete(model, { system: SYSTEM, messages: [{ role: "user", content: [{ type: "text", text: `Goal: ${goal}\n\nEnd of the session:\n${transcript}` }] }], options: { maxTokens: 200, temperature: 0 } }, { signal });
+    // A provider that ignores its signal cannot hold the run: the deadline wins the race.
+    const r = await Promise.race([call, new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true }))]);
+    call.catch(() => {});
     return parseVerdict(r.text);
   } catch (err) {
     if (err instanceof ProviderError && err.errorClass === "rate_limited") return { kind: "deferred", error: errorMessage(err) };
-    return { kind: "failed", error: timeout.aborted ? `timed out after ${options.timeoutMs} ms` : errorMessage(err) };
+    return { kind: "failed", error: timeout?.aborted ? `timed out after ${options.timeoutMs} ms` : errorMessage(err) };
   }
 }
 

@@ -134,6 +134,72 @@ describe("autonomous runs", () => {
     db.close();
   });
 
+  it("bad options are refused before a run is recorded; a throwing onTurn does not end the run", async () => {
+    const { agent, session, db } = await setup([{ text: "a" }, { text: "GOAL COMPLETE" }]);
+    for (const bad of [{ supervisor: { model: scriptedProvider([]), timeoutMs: -1 } }, { stuckAfter: 1 }, { phrases: "done" as never }, { turnDelayMs: Number.NaN }]) {
+      await expect(runGoal(session, { goal: "g", store: db, ...bad })).rejects.toMatchObject({ code: "KEEL_CONFIG_INVALID" });
+    }
+    expect(db.runs()).toEqual([]);
+    const r = await runGoal(session, { goal: "g", store: db, onTurn: () => { throw new Error("host bug"); } });
+    expect(r).toMatchObject({ status: "achieved", turns: 2 });
+    await agent.close();
+    db.close();
+  });
+
+  it("a supervisor that ignores its signal is cut at its timeout; a stop during the pause between turns is prompt", async () => {
+    const { agent, session, db } = await setup([{ text: "a" }, { text: "b" }, { text: "c" }]);
+    const deaf = { id: "deaf:m", stream: async function* () { await new Promise(() => {}); } } as never;
+    const t0 = performance.now();
+    const r = await runGoal(session, { goal: "g", store: db, maxTurns: 2, supervisor: { model: deaf, every: 1, timeoutMs: 150, maxFails: 2 } });
+    expect(r).toMatchObject({ status: "paused" });
+    expect(r.reason).toContain("timed out after 150 ms");
+    expect(performance.now() - t0).toBeLessThan(3_000);
+    await agent.close();
+    db.close();
+    const second = await setup([{ text: "a" }, { text: "b" }]);
+    const ctrl = new AbortController();
+    const t1 = performance.now();
+    const stopped = await runGoal(second.session, { goal: "g", store: second.db, turnDelayMs: 10_000, signal: ctrl.signal, onTurn: () => setTimeout(() => ctrl.abort(), 30) });
+    expect(stopped.status).toBe("stopped");
+    expect(performance.now() - t1).toBeLessThan(3_000);
+    await second.agent.close();
+    second.db.close();
+  });
+
+  it("with the plugin on, a claim the supervisor rejects leaves the goal active; a busy session keeps its goal", async () => {
+    const path = dbPath();
+    const agent = await createAgent({ provider: scriptedProvider([{ text: "GOAL COMPLETE" }, { text: "hmm" }, { hang: true }]), sideModel: false, store: new MemorySessionStore(), plugins: [goals({ path })] });
+    const session = await agent.session();
+    const db = new GoalStore(path);
+    const r = await runGoal(session, { goal: "Write it", store: db, maxTurns: 2, supervisor: { model: scriptedProvider([{ text: '{"achieved": false, "reason": "no"}' }, { text: '{"achieved": false, "reason": "no"}' }]), every: 1 } });
+    expect(r.status).toBe("limit");
+    expect(db.goal(session.id)).toMatchObject({ status: "active", goal: "Write it" });
+    const busy = session.run("something long");
+    await new Promise((res) => setTimeout(res, 20));
+    const refused = await runGoal(session, { goal: "Another goal", store: db });
+    expect(refused.status).toBe("failed");
+    expect(refused.reason).toContain("KEEL_TURN_BUSY");
+    expect(db.goal(session.id).goal).toBe("Write it");
+    session.cancel();
+    await busy.catch(() => {});
+    await agent.close();
+    db.close();
+  });
+
+  it("the plugin's database outlives a closed session: the next session of the agent still records its goal", async () => {
+    const path = dbPath();
+    const agent = await createAgent({ provider: scriptedProvider([{ text: "ok" }, { text: "ok" }]), sideModel: false, store: new MemorySessionStore(), plugins: [goals({ path })] });
+    const s1 = await agent.session();
+    await s1.run("Goal one");
+    await s1.close();
+    const s2 = await agent.session();
+    await s2.run("Goal two");
+    const db = new GoalStore(path);
+    expect(db.goal(s2.id)).toMatchObject({ status: "active", goal: "Goal two" });
+    await agent.close();
+    db.close();
+  });
+
   it("a run whose process was SIGKILLed is marked orphaned when the next agent starts, with a warning in its first session's log", async () => {
     const path = dbPath();
     const here = dirname(fileURLToPath(import.meta.url));

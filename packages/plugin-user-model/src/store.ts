@@ -26,11 +26,20 @@ const MAX_TERMS = 300;
 
 export class UserModelStore {
   readonly path: string;
-  #db: DatabaseSync;
+  #handle: DatabaseSync | undefined;
 
   constructor(path: string) {
     this.path = path;
-    this.#db = openSqlite(path, { what: "user model database", setup: (db) => db.exec("CREATE TABLE IF NOT EXISTS profiles (namespace TEXT PRIMARY KEY, profile TEXT NOT NULL, updated_at INTEGER NOT NULL)") });
+    this.#handle = this.#open();
+  }
+
+  /** The database, opened again if it was closed (the plugin closes it when its last session ends). */
+  get #db(): DatabaseSync {
+    return (this.#handle ??= this.#open());
+  }
+
+  #open(): DatabaseSync {
+    return openSqlite(this.path, { what: "user model database", setup: (db) => db.exec("CREATE TABLE IF NOT EXISTS profiles (namespace TEXT PRIMARY KEY, profile TEXT NOT NULL, updated_at INTEGER NOT NULL)") });
   }
 
   profile(namespace: string): UserProfile {
@@ -66,8 +75,10 @@ export class UserModelStore {
   }
 
   close(): void {
+    const db = this.#handle;
+    this.#handle = undefined;
     try {
-      this.#db.close();
+      db?.close();
     } catch {
       // already closed
     }
