@@ -1,7 +1,8 @@
 /**
  * Class 3 of issue 12, secrets and isolation: nothing secret is persisted anywhere under
  * KEEL_HOME (every file's raw bytes are searched, -wal and -shm included, each key also in
- * lower case), nothing secret is recalled into a later prompt, and every retrieval path stays
+ * lower case; the goals and user-model databases, which keep text from the user's words, are
+ * in every world), nothing secret is recalled into a later prompt, and every retrieval path stays
  * in its session and namespace. Each scenario drives the real `keel` binary against the wire
  * server through the official Anthropic SDK, with its own KEEL_HOME (two CLIs at most at once).
  */

@@ -108,6 +108,9 @@ export async function world(cfg: WorldConfig = {}): Promise<World> {
     `skills({ namespace: process.env.FAULT_NS ?? "default", autoDraft: { threshold: ${cfg.skillsThreshold ?? 50} }${cfg.skill ? `, dirs: [${JSON.stringify(join(dir, "skills"))}]` : ""} })`,
     ...(cfg.compaction ?? cfg.bigTool !== undefined ? [`compaction({ model: false, taco: { threshold: 200 } })`] : []),
     ...(cfg.mcp ? [`mcp({ servers: { fx: { command: process.execPath, args: [${JSON.stringify(FIXTURE_MCP)}] } }, topK: 10 })`] : []),
+    // Both keep text from the user's words (the goal, recurring words): every scenario's file scan covers them too.
+    `goals()`,
+    `userModel({ namespace: process.env.FAULT_NS ?? "default", tools: false })`,
   ];
   // @keel/kernel resolvable from the config's folder (the host's own copy), so the CLI imports
   // the config natively instead of through jiti's much slower transform.
@@ -124,6 +127,8 @@ import memory from ${JSON.stringify(src("plugin-memory"))};
 import skills from ${JSON.stringify(src("plugin-skills"))};
 import compaction from ${JSON.stringify(src("plugin-compaction"))};
 import mcp from ${JSON.stringify(src("plugin-mcp"))};
+import goals from ${JSON.stringify(src("plugin-goals"))};
+import userModel from ${JSON.stringify(src("plugin-user-model"))};
 import { z } from ${JSON.stringify(pathToFileURL(join(REPO, "packages", "kernel", "node_modules", "zod", "index.js")).href)};
 void mcp; void compaction; void z; void defineTool;
 export default defineConfig({
