@@ -52,7 +52,7 @@ export type { OpenSqliteOptions } from "./sqlite-open.ts";
 export { DEFAULT_LEASE } from "./lease.ts";
 export type { LeaseOptions } from "./lease.ts";
 export { MemorySessionStore } from "./memory-store.ts";
-export { TokenCounter, defaultTokenCounter, estimateTokens, fileTokens } from "./tokens.ts";
+export { TokenCounter, defaultTokenCounter, estimateTokens, fileTokens, utf8Length } from "./tokens.ts";
 export type { RequestTokenCount } from "./tokens.ts";
 export { ScriptedProvider, scriptedProvider, parseProviderScript, ProviderScriptSchema } from "./scripted-provider.ts";
 export type { ProviderScript, ProviderScriptInput, ScriptStep } from "./scripted-provider.ts";

@@ -101,10 +101,31 @@ export function estimateTokens(text: string): number {
   return Math.ceil(text.length / 4);
 }
 
+/**
+ * UTF-8 length of `text`: a hard upper bound on its tokens in any byte-level BPE (no token is
+ * shorter than one byte). Contract: O(n), never loads the tokenizer; a lone surrogate counts 3.
+ */
+export function utf8Length(text: string): number {
+  let n = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) continue;
+    // 2 bytes below U+0800; 3 for the rest of the BMP; a surrogate pair is 4 bytes for 2 units.
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 2;
+      i++;
+    } else n += 2;
+  }
+  return n;
+}
+
 /** Token counts of one request, by part. */
 export interface RequestTokenCount {
   /** False when the parts are chars/4 estimates (the tokenizer was not needed yet). */
   exact: boolean;
+  /** With `exact: false`: a proven upper bound on the request's tokens (its UTF-8 bytes, plus images and files as counted). */
+  bound?: number;
   system: number;
   tools: number;
   messages: number;
@@ -206,16 +227,15 @@ export class TokenCounter {
   /**
    * Tokens of a whole request by part. Contract: `total` is the sum of the parts. With
    * `exactAbove`, while the tokenizer is not loaded yet and an upper bound on the request's
-   * tokens (3 × its UTF-16 length: no token is shorter than a UTF-8 byte) is below
-   * `exactAbove`, the parts are chars/4 estimates (`exact: false`) and the tokenizer stays
+   * tokens (its UTF-8 length: no token is shorter than a byte) is below `exactAbove`, the
+   * parts are chars/4 estimates (`exact: false`, with the bound) and the tokenizer stays
    * unloaded; otherwise they are exact.
    */
   countRequest(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }, options: { exactAbove?: number } = {}): RequestTokenCount {
     if (!encoder && options.exactAbove !== undefined) {
-      // One pass: chars/4 estimates, and 3 × UTF-16 length as a hard upper bound on tokens
-      // (no code unit encodes to more than 3 UTF-8 bytes, no token is shorter than a byte).
+      // One pass: chars/4 estimates, and the UTF-8 length as a hard upper bound on tokens.
       let messages = 0;
-      let bound = request.system.length * 3;
+      let bound = this.#systemBytes(request.system);
       for (const m of request.messages) {
         const e = this.#estimate(m);
         messages += e.tokens;
@@ -229,7 +249,7 @@ export class TokenCounter {
       }
       if (bound < options.exactAbove) {
         const system = estimateTokens(request.system);
-        return { exact: false, system, tools, messages, total: system + tools + messages };
+        return { exact: false, bound, system, tools, messages, total: system + tools + messages };
       }
     }
     let system: number;
@@ -246,26 +266,39 @@ export class TokenCounter {
   }
 
   #estimates = new WeakMap<object, { tokens: number; bound: number }>();
+  #systemBound: { text: string; bytes: number } | undefined;
+
+  #systemBytes(text: string): number {
+    if (this.#systemBound?.text !== text) this.#systemBound = { text, bytes: utf8Length(text) };
+    return this.#systemBound.bytes;
+  }
 
   /** chars/4 estimate and a hard token upper bound of a message or tool; cached per object. */
   #estimate(o: Message | ToolSchema): { tokens: number; bound: number } {
     let v = this.#estimates.get(o);
     if (v === undefined) {
       let chars = 0;
+      let bytes = 0;
       let images = 0;
       let files = 0;
+      const add = (t: string) => {
+        chars += t.length;
+        bytes += utf8Length(t);
+      };
       if ("role" in o) {
         for (const b of o.content) {
           if (b.type === "image") images++;
           else if (b.type === "file") files += fileTokens(b.data);
-          else if (b.type === "tool_call") chars += b.name.length + JSON.stringify(b.args ?? {}).length;
-          else chars += b.text.length;
+          else if (b.type === "tool_call") (add(b.name), add(JSON.stringify(b.args ?? {})));
+          else add(b.text);
         }
-        if (o.role === "tool") chars += o.toolName.length;
+        if (o.role === "tool") add(o.toolName);
+        // The separators countMessage joins the parts with (a tool call is two parts).
         chars += o.content.length;
-      } else chars = JSON.stringify({ name: o.name, description: o.description, parameters: o.parameters }).length;
+        bytes += 2 * o.content.length + 1;
+      } else add(JSON.stringify({ name: o.name, description: o.description, parameters: o.parameters }));
       const extra = "role" in o ? MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS + files : 0;
-      v = { tokens: Math.ceil(chars / 4) + extra, bound: chars * 3 + extra };
+      v = { tokens: Math.ceil(chars / 4) + extra, bound: bytes + extra };
       this.#estimates.set(o, v);
     }
     return v;

@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import { Tiktoken } from "js-tiktoken/lite";
 import { describe, expect, it } from "vitest";
 import type { Message } from "../src/messages.ts";
-import { IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, TokenCounter, defaultTokenCounter, estimateTokens } from "../src/tokens.ts";
+import { IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, TokenCounter, defaultTokenCounter, estimateTokens, utf8Length } from "../src/tokens.ts";
 import type { ToolSchema } from "../src/tools.ts";
 
 const direct = new Tiktoken(createRequire(import.meta.url)("js-tiktoken/ranks/o200k_base"));
@@ -81,6 +81,43 @@ describe("TokenCounter counts", () => {
     const run = spawnSync(process.execPath, ["--input-type=module", "-e", code], { encoding: "utf8", cwd: fileURLToPath(new URL("..", import.meta.url)) });
     expect(run.status, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout.trim().split("\n").at(-1)!)).toEqual({ before: false, after: true });
+  });
+
+  it("a request whose UTF-8 size is below exactAbove is estimated without loading the ranks, with its byte count as the bound; above it, counted exactly", () => {
+    const url = new URL("../src/tokens.ts", import.meta.url).href;
+    const code = `const { TokenCounter, utf8Length } = await import(${JSON.stringify(url)});
+      const c = new TokenCounter();
+      // 40,000 ASCII chars: the old bound (3 x UTF-16 length, 120,000) was above 90,000; the bytes are not.
+      const ascii = { system: "You help.", messages: [{ role: "user", content: [{ type: "text", text: "word ".repeat(8_000) }] }], tools: [{ name: "t", description: "d", parameters: { type: "object" } }] };
+      const a = c.countRequest(ascii, { exactAbove: 90_000 });
+      const loadedAfterAscii = c.loaded;
+      // 30,000 emoji are 120,000 bytes: above the line, so the counts are exact (and the ranks load).
+      const emoji = { system: "", messages: [{ role: "user", content: [{ type: "text", text: "🎉".repeat(30_000) }] }], tools: [] };
+      const b = c.countRequest(emoji, { exactAbove: 90_000 });
+      console.log(JSON.stringify({ a: { exact: a.exact, bound: a.bound }, loadedAfterAscii, b: { exact: b.exact, total: b.total, loaded: c.loaded } }));`;
+    const run = spawnSync(process.execPath, ["--input-type=module", "-e", code], { encoding: "utf8", cwd: fileURLToPath(new URL("..", import.meta.url)) });
+    expect(run.status, run.stderr).toBe(0);
+    const out = JSON.parse(run.stdout.trim().split("\n").at(-1)!);
+    expect(out.a.exact).toBe(false);
+    expect(out.a.bound).toBeGreaterThan(40_000);
+    expect(out.a.bound).toBeLessThan(40_200);
+    expect(out.loadedAfterAscii).toBe(false);
+    expect(out.b).toMatchObject({ exact: true, loaded: true });
+    expect(out.b.total).toBeGreaterThan(30_000);
+  });
+
+  it("the byte bound is never below the exact count, whatever the script (ASCII, CJK, emoji, lone surrogates, JSON)", () => {
+    const c = new TokenCounter();
+    const rnd = (() => {
+      let x = 7;
+      return () => ((x = (x * 48271) % 2147483647) / 2147483647);
+    })();
+    const alphabet = ["a", "Z", " ", "\n", "{", "\"", "é", "我", "🎉", "\ud83d", "\udc00", "٣", "\u0000", "0", "_"];
+    for (let k = 0; k < 300; k++) {
+      const text = Array.from({ length: Math.floor(rnd() * 400) }, () => alphabet[Math.floor(rnd() * alphabet.length)]).join("");
+      expect(utf8Length(text)).toBe(Buffer.byteLength(text));
+      expect(c.countText(text), JSON.stringify(text)).toBeLessThanOrEqual(utf8Length(text));
+    }
   });
 
   it("estimateTokens is chars/4 rounded up", () => {

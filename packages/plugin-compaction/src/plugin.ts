@@ -188,9 +188,10 @@ export function compaction(input?: CompactionInput) {
           if (subgoalsOn) s.registry.observe(e.messages);
           if (!window) return undefined;
           const lowBound = e.tokenEstimate * Math.max(1, s.calibration);
-          // Without the tokenizer loaded, the kernel's estimate is chars/4 and a token is at least one
-          // char: a request with fewer chars than the soft threshold's tokens is surely below it.
-          if (!e.retry && (exact ? lowBound < o.soft * window * 0.8 : lowBound * 4 < o.soft * window)) {
+          // Without the tokenizer loaded, the kernel gives a proven upper bound (the request's UTF-8
+          // bytes: no token is shorter than a byte): a request under the soft threshold by it is surely below.
+          const bound = e.tokenCount.exact ? undefined : (e.tokenCount.bound ?? e.tokenEstimate * 12) * Math.max(1, s.calibration);
+          if (!e.retry && (exact ? lowBound < o.soft * window * 0.8 : bound !== undefined && bound < o.soft * window)) {
             s.lastEstimate = e.tokenEstimate;
             return undefined;
           }
