@@ -143,7 +143,7 @@ describe.concurrent("hangs: retry-after", { timeout: 40_000 }, () => {
 describe.concurrent("hangs: wall time", { timeout: 40_000 }, () => {
   it("limits.wallTimeMs cuts a running provider stream: exit 1 within the bound, verdict stopped wall_time, guard recorded", async () => {
     const server = await wire();
-    const s = scenario(root, "wall-stream", `export default { name: "wall", model: { model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 0, firstByteTimeoutMs: 0 }, limits: { wallTimeMs: 700 } };\n`);
+    const s = scenario(root, "wall-stream", `export default { name: "wall", model: { model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 0, firstByteTimeoutMs: 0 }, limits: { wallTimeMs: 1_500 } };\n`);
     const from = server.requests.length;
     server.enqueue({ text: "Thinking very hard", fault: { type: "hang", afterEvents: 2 }, api: "anthropic" });
     const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home) });

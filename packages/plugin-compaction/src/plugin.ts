@@ -213,6 +213,9 @@ export function compaction(input?: CompactionInput) {
           e.messages.forEach((m, i) => {
             if (m.role === "user" && plainText(m) === e.input) pinned.add(i);
           });
+          // Everything the person said in this turn stays: its input and any message steered into it.
+          const inputAt = e.messages.findLastIndex((m) => m.role === "user" && plainText(m) === e.input);
+          if (inputAt >= 0) e.messages.forEach((m, i) => void (i > inputAt && m.role === "user" && pinned.add(i)));
           const goalMsg = e.messages[first];
           if (subgoalsOn) s.registry.capActive(e.messages, (m) => c.countMessage(m), o.subgoals.maxActiveShare * window);
           const result = await compactHistory({
