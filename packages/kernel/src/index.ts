@@ -47,7 +47,8 @@ export type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEve
 export type { AppendOptions, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "./session-store.ts";
 export { SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, toJson as storageJson } from "./sqlite-store.ts";
 export { redactForStorage } from "./storage-redaction.ts";
-export { openSqlite, retryBusy, storeError } from "./sqlite-open.ts";
+export { openSqlite, ReopeningSqlite, retryBusy, storeError } from "./sqlite-open.ts";
+export { canonicalJson } from "./canonical.ts";
 export type { OpenSqliteOptions } from "./sqlite-open.ts";
 export { DEFAULT_LEASE } from "./lease.ts";
 export type { LeaseOptions } from "./lease.ts";

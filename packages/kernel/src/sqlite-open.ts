@@ -220,3 +220,34 @@ export function storeError(err: unknown, path: string, what: string, action: str
   return new KeelError("KEEL_STORE_FAILED", `Could not ${action} ${path}: ${why}.`, { path }, { cause: err });
 }
 
+
+/**
+ * A database a plugin may close when its last session ends and use again when another opens.
+ * Contract: `db` opens the file (openSqlite with the same options) on first use after a close;
+ * `close()` is idempotent.
+ */
+export class ReopeningSqlite {
+  readonly path: string;
+  readonly #options: OpenSqliteOptions;
+  #db: DatabaseSync | undefined;
+
+  constructor(path: string, options: OpenSqliteOptions = {}) {
+    this.path = path;
+    this.#options = options;
+    this.#db = openSqlite(path, options);
+  }
+
+  get db(): DatabaseSync {
+    return (this.#db ??= openSqlite(this.path, this.#options));
+  }
+
+  close(): void {
+    const db = this.#db;
+    this.#db = undefined;
+    try {
+      db?.close();
+    } catch {
+      // already closed
+    }
+  }
+}

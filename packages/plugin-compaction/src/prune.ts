@@ -7,6 +7,8 @@
  * assistant message but the latest (providers require only the latest's, unmodified).
  */
 import type { AssistantMessage, Message, ToolCallBlock, ToolResultMessage } from "@keel/kernel";
+import { randomUUID } from "node:crypto";
+import { canonicalJson } from "@keel/kernel";
 import { plainText } from "./messages.ts";
 
 /** Why a branch went. */
@@ -74,25 +76,38 @@ export function pruneTurn(messages: readonly Message[], turnStart: number, optio
         if (resultAt === undefined) resultAt = j;
         else extra.push(j);
       }
-      branches.push({ at: i, block, call: b, resultAt, extra, result: resultAt === undefined ? undefined : (messages[resultAt] as ToolResultMessage), args: canonical(b.args) });
+      branches.push({ at: i, block, call: b, resultAt, extra, result: resultAt === undefined ? undefined : (messages[resultAt] as ToolResultMessage), args: canonicalOf(b) });
     });
   }
   const report: PruneReport = { failed: [], empty: [], duplicate: [], thinkingStripped: 0 };
   const candidates: Array<{ branch: Branch; why: PruneReason; tokens: number }> = [];
-  for (const [k, b] of branches.entries()) {
-    if (b.at >= latest || !b.result || options.keep.has(b.call.name)) continue;
-    const later = branches.slice(k + 1).filter((x) => x.call.name === b.call.name && x.result);
+  // One pass from the end: what later calls of each tool did (arguments that succeeded or ran
+  // at all, texts that succeeded), so each branch is judged against everything after it.
+  const later = new Map<string, { okArgs: Set<string>; anyArgs: Set<string>; okTexts: Set<string> }>();
+  for (let k = branches.length - 1; k >= 0; k--) {
+    const b = branches[k]!;
+    if (!b.result) continue;
+    let seen = later.get(b.call.name);
+    if (!seen) later.set(b.call.name, (seen = { okArgs: new Set(), anyArgs: new Set(), okTexts: new Set() }));
     const text = plainText(b.result);
-    let why: PruneReason | undefined;
-    // A repeat: the same call again that did at least as well (a later failure never replaces an
-    // earlier success), or another successful call whose result is the same text.
-    if (later.some((x) => (x.args === b.args && (!x.result!.isError || b.result!.isError)) || (!b.result!.isError && !x.result!.isError && text.trim() !== "" && plainText(x.result!) === text))) why = "duplicate";
-    else if (b.result.isError && later.some((x) => !x.result!.isError)) why = "failed";
-    // An empty result of a tool that may change state is the only record of an action: kept.
-    else if (!b.result.isError && !text.trim() && b.result.content.every((c) => c.type === "text") && options.informational(b.call.id)) why = "empty";
-    if (!why) continue;
-    candidates.push({ branch: b, why, tokens: options.countText(text) + options.countText(b.args) });
+    const failed = b.result.isError === true;
+    if (b.at < latest && !options.keep.has(b.call.name)) {
+      let why: PruneReason | undefined;
+      // A repeat: the same call again that did at least as well (a later failure never replaces an
+      // earlier success), or another successful call whose result is the same text.
+      if ((failed ? seen.anyArgs : seen.okArgs).has(b.args) || (!failed && text.trim() !== "" && seen.okTexts.has(text))) why = "duplicate";
+      else if (failed && seen.okArgs.size > 0) why = "failed";
+      // An empty result of a tool that may change state is the only record of an action: kept.
+      else if (!failed && !text.trim() && b.result.content.every((c) => c.type === "text") && options.informational(b.call.id)) why = "empty";
+      if (why) candidates.push({ branch: b, why, tokens: options.countText(text) + options.countText(b.args) });
+    }
+    seen.anyArgs.add(b.args);
+    if (!failed) {
+      seen.okArgs.add(b.args);
+      seen.okTexts.add(text);
+    }
   }
+  candidates.reverse();
   const thinking = messages.slice(0, Math.max(0, latest)).flatMap((m) => (m.role === "assistant" && m.content.some((b) => b.type !== "thinking") ? m.content.flatMap((b) => (b.type === "thinking" ? [b.text] : [])) : []));
   const total = candidates.reduce((n, c) => n + c.tokens, 0) + thinking.reduce((n, t) => n + options.countText(t), 0);
   if (total < options.minCandidateTokens) return undefined;
@@ -128,17 +143,18 @@ export function pruneTurn(messages: readonly Message[], turnStart: number, optio
   return changed ? { messages: out, report } : undefined;
 }
 
-/** Arguments with keys sorted and whitespace collapsed, for "the same call". */
-function canonical(v: unknown): string {
-  const walk = (x: unknown, d: number): unknown => {
-    if (typeof x === "string") return x.trim().replace(/\s+/g, " ");
-    if (x === null || typeof x !== "object" || d > 20) return x;
-    if (Array.isArray(x)) return x.map((y) => walk(y, d + 1));
-    return Object.fromEntries(Object.keys(x).sort().map((k) => [k, walk((x as Record<string, unknown>)[k], d + 1)]));
-  };
-  try {
-    return JSON.stringify(walk(v, 0)) ?? "";
-  } catch {
-    return String(Math.random());
+/** Calls are frozen and seen again every round: their canonical arguments are worked out once. */
+const canonicalCache = new WeakMap<ToolCallBlock, string>();
+function canonicalOf(call: ToolCallBlock): string {
+  let c = canonicalCache.get(call);
+  if (c === undefined) {
+    try {
+      c = canonicalJson(call.args);
+    } catch {
+      // Unreadable arguments are never the same call as another.
+      c = `[unreadable ${randomUUID()}]`;
+    }
+    canonicalCache.set(call, c);
   }
+  return c;
 }

@@ -5,7 +5,7 @@
  */
 import { hostname } from "node:os";
 import type { DatabaseSync } from "node:sqlite";
-import { openSqlite, toWellFormed, truncate } from "@keel/kernel";
+import { ReopeningSqlite, toWellFormed, truncate } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 
 /** A session's goal. Contract: `goal` is set unless `status` is idle. */
@@ -43,20 +43,11 @@ const MAX_GOAL = 2_000;
 
 export class GoalStore {
   readonly path: string;
-  #handle: DatabaseSync | undefined;
+  readonly #sql: ReopeningSqlite;
 
   constructor(path: string) {
     this.path = path;
-    this.#handle = this.#open();
-  }
-
-  /** The database, opened again if it was closed (a plugin closes it when its last session ends). */
-  get #db(): DatabaseSync {
-    return (this.#handle ??= this.#open());
-  }
-
-  #open(): DatabaseSync {
-    return openSqlite(this.path, {
+    this.#sql = new ReopeningSqlite(path, {
       what: "goals database",
       setup: (db) => {
         db.exec(`CREATE TABLE IF NOT EXISTS goals (session_id TEXT PRIMARY KEY, status TEXT NOT NULL, goal TEXT, completed_by TEXT, updated_at INTEGER NOT NULL);
@@ -64,6 +55,11 @@ export class GoalStore {
           CREATE INDEX IF NOT EXISTS runs_status ON runs(status);`);
       },
     });
+  }
+
+  /** The database, opened again if it was closed (a plugin closes it when its last session ends). */
+  get #db(): DatabaseSync {
+    return this.#sql.db;
   }
 
   goal(sessionId: string): GoalRecord {
@@ -117,13 +113,7 @@ export class GoalStore {
   }
 
   close(): void {
-    const db = this.#handle;
-    this.#handle = undefined;
-    try {
-      db?.close();
-    } catch {
-      // already closed
-    }
+    this.#sql.close();
   }
 }
 

@@ -4,7 +4,7 @@
  * result are read.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { codePointSlice } from "@keel/kernel";
+import { canonicalJson, codePointSlice } from "@keel/kernel";
 
 /** Why a tool call failed, as the retry controller counts it. */
 export type FailureClass = "invalid_arguments" | "not_found" | "permission_denied" | "timeout" | "internal" | "output_truncated";
@@ -39,21 +39,9 @@ export function classifyFailure(text: string): FailureClass {
  * arguments that cannot be read give a form no other call shares.
  */
 export function normalizeArgs(args: unknown): string {
-  const seen = new WeakSet<object>();
-  const walk = (v: unknown, depth: number): unknown => {
-    if (typeof v === "bigint") return `${v}n`;
-    if (v === null || typeof v !== "object") return typeof v === "number" && !Number.isFinite(v) ? String(v) : v;
-    if (seen.has(v)) return "[cycle]";
-    if (depth > 64) throw new Error("too deep");
-    seen.add(v);
-    if (Array.isArray(v)) return v.map((x) => walk(x, depth + 1));
-    const out: Record<string, unknown> = {};
-    for (const k of Object.keys(v).sort()) out[k] = walk((v as Record<string, unknown>)[k], depth + 1);
-    return out;
-  };
   let json: string;
   try {
-    json = JSON.stringify(walk(args, 0)) ?? "undefined";
+    json = canonicalJson(args);
   } catch {
     // Unreadable (a throwing getter, a revoked Proxy) or absurdly deep: never "the same call" as another.
     return `[unreadable ${randomUUID()}]`;

@@ -86,7 +86,9 @@ export function retry(options: RetryOptions = {}) {
 
       ctx.on("tool.pre_call", (e) => {
         if (o.tools?.[e.call.name]?.off) return undefined;
-        const hit = turns.get(e.turnId)?.blocked(e.call.name, normalizeArgs(e.call.args));
+        const current = turns.get(e.turnId);
+        // Normalising (and hashing) arguments only once some call is out of retries.
+        const hit = current?.hasBlocks ? current.blocked(e.call.name, normalizeArgs(e.call.args)) : undefined;
         if (!hit) return undefined;
         return [
           { kind: "tool_decision", decision: "deny", reason: `this exact call already failed ${hit.failures} time(s) this turn (${label(hit.cls)}), past its retry budget, and nothing has changed since; ${ADVICE[hit.cls].stop}` },

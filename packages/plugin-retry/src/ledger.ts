@@ -42,6 +42,11 @@ export class RetryLedger {
     this.#blocked.clear();
   }
 
+  /** True when some call is out of retries (else no call needs its arguments normalised). */
+  get hasBlocks(): boolean {
+    return this.#blocked.size > 0;
+  }
+
   /** The call (tool, normalised args) is out of retries: why, or undefined. */
   blocked(tool: string, args: string): { cls: FailureClass; failures: number } | undefined {
     return this.#blocked.get(`${tool}\u0000${args}`);

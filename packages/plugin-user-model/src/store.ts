@@ -3,7 +3,7 @@
  * running average of message length, detail and tone, and how often words recur.
  */
 import type { DatabaseSync } from "node:sqlite";
-import { openSqlite } from "@keel/kernel";
+import { ReopeningSqlite } from "@keel/kernel";
 import type { StyleSignals } from "./style.ts";
 
 /** A learned profile. Contract: `detail`/`tone` in [-1, 1]; `terms` at most 300, counted by turns. */
@@ -26,20 +26,16 @@ const MAX_TERMS = 300;
 
 export class UserModelStore {
   readonly path: string;
-  #handle: DatabaseSync | undefined;
+  readonly #sql: ReopeningSqlite;
 
   constructor(path: string) {
     this.path = path;
-    this.#handle = this.#open();
+    this.#sql = new ReopeningSqlite(path, { what: "user model database", setup: (db) => db.exec("CREATE TABLE IF NOT EXISTS profiles (namespace TEXT PRIMARY KEY, profile TEXT NOT NULL, updated_at INTEGER NOT NULL)") });
   }
 
   /** The database, opened again if it was closed (the plugin closes it when its last session ends). */
   get #db(): DatabaseSync {
-    return (this.#handle ??= this.#open());
-  }
-
-  #open(): DatabaseSync {
-    return openSqlite(this.path, { what: "user model database", setup: (db) => db.exec("CREATE TABLE IF NOT EXISTS profiles (namespace TEXT PRIMARY KEY, profile TEXT NOT NULL, updated_at INTEGER NOT NULL)") });
+    return this.#sql.db;
   }
 
   profile(namespace: string): UserProfile {
@@ -75,13 +71,7 @@ export class UserModelStore {
   }
 
   close(): void {
-    const db = this.#handle;
-    this.#handle = undefined;
-    try {
-      db?.close();
-    } catch {
-      // already closed
-    }
+    this.#sql.close();
   }
 }
 
