@@ -14,7 +14,6 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { z } from "../../packages/kernel/node_modules/zod/index.js";
 import { createAgent, defineTool, isWellFormed, MemorySessionStore, scriptedProvider } from "../../packages/kernel/src/index.ts";
 import type { Message } from "../../packages/kernel/src/index.ts";
 import { compaction } from "../../packages/plugin-compaction/src/index.ts";
@@ -111,7 +110,7 @@ describe("fault/seeds: retry, pruning and prun", () => {
   it("a tool failing with 3 MB of broken text, again and again, with call ids the server reuses: pairs hold in every request, text capped and well-formed, the blind repeat refused", async () => {
     const dir = mkdtempSync(join(root, "retry-"));
     let runs = 0;
-    const flaky = defineTool({ name: "fetch", description: "Fetches.", input: z.object({ url: z.string() }), category: "info", execute: () => (runs++, { content: `Error: upstream broke \ud800 ${"x\udfff🎉".repeat(1_000_000)}`, isError: true }) });
+    const flaky = defineTool({ name: "fetch", description: "Fetches.", parameters: { type: "object", properties: { url: { type: "string" } } }, category: "info", execute: () => (runs++, { content: `Error: upstream broke \ud800 ${"x\udfff🎉".repeat(1_000_000)}`, isError: true }) });
     const ok = defineTool({ name: "read", description: "Reads.", category: "info", execute: () => `contents ${"line of text ".repeat(400)}` });
     const same = (name: string, args: unknown) => ({ toolCalls: [{ id: "call_0", name, args }] });
     const provider = scriptedProvider([same("fetch", { url: "u" }), same("read", {}), same("fetch", { url: "u" }), same("read", {}), same("fetch", { url: "u" }), { text: "gave up" }]);
