@@ -526,6 +526,9 @@ function withSignal<O>(options: RunOptions<O>, signal: AbortSignal | undefined):
   return { ...options, signal: options.signal ? AbortSignal.any([options.signal, signal]) : signal };
 }
 
+/** Why a session's lifetime signal aborts on a plain close (nothing was running). */
+const SESSION_CLOSED = new KeelError("KEEL_TURN_ABORTED", "The session was closed.");
+
 /**
  * A conversation with durable state.
  * Contract: `run` persists the input before any provider call; at most one turn runs at a
@@ -783,8 +786,8 @@ export class Session {
       await Promise.race([Promise.allSettled(background), grace]);
       clearTimeout(timer);
     }
-    if (this.jobs.size || this.agent.runner.background.size) this.life.abort(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
-    else this.life.abort();
+    // A plain close aborts with one shared reason: an abort() without one builds a DOMException and its stack every time.
+    this.life.abort(this.jobs.size || this.agent.runner.background.size ? new KeelError("KEEL_TURN_ABORTED", "The session was closed.") : SESSION_CLOSED);
     await Promise.allSettled([...this.jobs]);
     try {
       await this.flush();

@@ -6,7 +6,6 @@
  * any session opened later by the same store, re-runs what is still pending (by key): another
  * session adopts a job once it was deferred, its process (same host) is gone, or its timeout passed.
  */
-import { hostname } from "node:os";
 import type { Session } from "./agent.ts";
 import type { ContributionOf } from "./contributions.ts";
 import { errorMessage, KeelError, preview } from "./errors.ts";
@@ -16,7 +15,7 @@ import { freezeDeep, messageText } from "./messages.ts";
 import type { JobContext, JobTurn } from "./plugin.ts";
 import { jobKey } from "./registry.ts";
 import type { HeldLease } from "./lease.ts";
-import { DEFAULT_LEASE, PROCESS_INSTANCE, takeLease } from "./lease.ts";
+import { DEFAULT_LEASE, PROCESS_INSTANCE, takeLease, thisHost } from "./lease.ts";
 
 /** The types of the events a durable job leaves in the log. */
 export const JOB_EVENT_TYPES = ["job.pending", "job.started", "job.deferred", "job.completed"] as const;
@@ -229,7 +228,7 @@ async function stateAfterClaim(store: Session["agent"]["store"], key: string, be
  * killed), including an earlier process that had this process's pid (a restarted container).
  */
 function runnerGone(runner: KeyState["runner"]): boolean {
-  if (!runner || runner.host !== hostname()) return false;
+  if (!runner || runner.host !== thisHost()) return false;
   if (runner.pid === process.pid) return runner.instance !== undefined && runner.instance !== PROCESS_INSTANCE;
   try {
     process.kill(runner.pid, 0);
@@ -261,7 +260,7 @@ async function runDurable(session: Session, record: JobRecord, origin: { session
     await Promise.resolve();
     while (n < record.attempts) {
       n++;
-      await session.emit({ type: "job.started", plugin, name, idempotencyKey: key, attempt: n, pid: process.pid, host: hostname(), instance: PROCESS_INSTANCE }, turnId, true);
+      await session.emit({ type: "job.started", plugin, name, idempotencyKey: key, attempt: n, pid: process.pid, host: thisHost(), instance: PROCESS_INSTANCE }, turnId, true);
       const attempt = n;
       r = await session.runAttempt(plugin, name, record.timeoutMs, (signal) => {
         const ctx: JobContext = Object.freeze({ plugin, name, idempotencyKey: key, sessionId: origin.sessionId, turnId: origin.turnId, attempt, recovered, signal, model: agent.runner.model, turn: () => readJobTurn(session, origin.sessionId, origin.turnId) });

@@ -25,8 +25,9 @@ export const DEFAULT_LEASE = { ttlMs: 30_000, waitMs: 0 } as const;
 export type TakeoverReason = "expired" | "holder_dead";
 
 /**
- * A held lease. Contract: `confirm()` renews it and throws KEEL_SESSION_BUSY when another
- * holder took it over; `stop()` ends the heartbeat and releases the lease (idempotent).
+ * A held lease. Contract: `confirm()` throws KEEL_SESSION_BUSY when another holder took it
+ * over; it renews the lease unless the store confirmed it less than a third of the TTL ago (no
+ * one can have taken it since); `stop()` ends the heartbeat and releases the lease (idempotent).
  */
 export interface HeldLease {
   owner: string;
@@ -48,13 +49,19 @@ const LIVE_OWNERS: Set<string> = ((globalThis as Record<symbol, unknown>)[Symbol
  */
 export const PROCESS_INSTANCE: string = ((globalThis as Record<symbol, unknown>)[Symbol.for("keel.processInstance")] ??= randomUUID()) as string;
 
+let host: string | undefined;
+/** This machine's name (os.hostname(), read once: the call is a system call, and a session open needs it). */
+export function thisHost(): string {
+  return (host ??= hostname());
+}
+
 /**
  * True when the lease's process is known to be gone: same host, and no such (living) pid, or
  * this very pid but an owner this process does not hold (an earlier process with our pid,
  * e.g. a container's PID 1 that was killed and restarted).
  */
 export function holderIsDead(lease: SessionLease): boolean {
-  if (lease.host !== hostname()) return false;
+  if (lease.host !== thisHost()) return false;
   if (lease.pid === process.pid) return !LIVE_OWNERS.has(lease.owner);
   try {
     process.kill(lease.pid, 0);
@@ -102,7 +109,7 @@ export async function takeLease(
   options: { ttlMs: number; waitMs: number; signal?: AbortSignal; onWait?: (holder: SessionLease) => void },
 ): Promise<HeldLease | undefined> {
   if (!store.acquireLease) return undefined;
-  const claim = { owner: randomUUID(), pid: process.pid, host: hostname(), ttlMs: options.ttlMs };
+  const claim = { owner: randomUUID(), pid: process.pid, host: thisHost(), ttlMs: options.ttlMs };
   const deadline = Date.now() + options.waitMs;
   let delay = 25;
   let told = false;
@@ -131,6 +138,8 @@ export async function takeLease(
 function keep(store: SessionStore, sessionId: string, owner: string, ttlMs: number, takenOver: HeldLease["takenOver"]): HeldLease {
   let stopped = false;
   let failures = 0;
+  /** When the store last confirmed this lease: until a third of the TTL later no one can have taken it. */
+  let renewedAt = Date.now();
   LIVE_OWNERS.add(owner);
   const timer = setInterval(() => {
     // A failed renewal (a busy disk) is retried at the next beat, three times in a row at most
@@ -140,6 +149,7 @@ function keep(store: SessionStore, sessionId: string, owner: string, ttlMs: numb
       .then((held) => {
         failures = 0;
         if (held === false) clearInterval(timer);
+        else renewedAt = Date.now();
       })
       .catch(() => {
         if (++failures >= 3) clearInterval(timer);
@@ -151,7 +161,11 @@ function keep(store: SessionStore, sessionId: string, owner: string, ttlMs: numb
     ...(takenOver ? { takenOver } : {}),
     async confirm() {
       if (stopped) return;
-      if ((await store.renewLease?.(sessionId, owner, ttlMs)) === false) {
+      // Taken or renewed moments ago (the common case, a turn's rounds): a takeover needs the lease to expire or this process to die, so no write is needed.
+      const now = Date.now();
+      if (now - renewedAt < ttlMs / 3) return;
+      if ((await store.renewLease?.(sessionId, owner, ttlMs)) !== false) renewedAt = now;
+      else {
         clearInterval(timer);
         throw new KeelError("KEEL_SESSION_BUSY", `This process lost the lease of session "${sessionId}" (it stalled past its ${ttlMs} ms lease and another holder took over); no further model call is made.`);
       }

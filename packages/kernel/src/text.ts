@@ -171,38 +171,49 @@ const repaired = new WeakMap<object, unknown>();
 /**
  * `value` with every string in it (keys included) made well-formed, through plain objects
  * and arrays. Contract: returns `value` itself when nothing needed repair, and shares every
- * untouched subtree; never mutates; results for frozen objects are cached, so a long frozen
- * history is walked once; a cycle is left as it is.
+ * untouched subtree; never mutates; results for frozen objects near the root (a request's
+ * messages) are cached, so a long frozen history is walked once; a cycle is left as it is.
  */
 export function wellFormedDeep<T>(value: T): T {
-  return repair(value, new Set()) as T;
+  return repair(value, new Set(), 0) as T;
 }
 
-function repair(v: unknown, path: Set<object>): unknown {
+/**
+ * Frozen objects are remembered down to this depth only (a request, its messages array, a
+ * message): each entry costs a WeakMap slot, and below a remembered message nothing is walked twice.
+ */
+const CACHE_DEPTH = 2;
+
+function repair(v: unknown, path: Set<object>, depth: number): unknown {
   if (typeof v === "string") return toWellFormed(v);
   if (v === null || typeof v !== "object" || path.has(v)) return v;
-  const frozen = Object.isFrozen(v);
+  const frozen = depth <= CACHE_DEPTH && Object.isFrozen(v);
   if (frozen && repaired.has(v)) return repaired.get(v);
   let out: unknown = v;
   path.add(v);
   if (Array.isArray(v)) {
     let copy: unknown[] | undefined;
     for (let i = 0; i < v.length; i++) {
-      const x = repair(v[i], path);
+      const x = repair(v[i], path, depth + 1);
       if (x !== v[i]) (copy ??= v.slice())[i] = x;
     }
     out = copy ?? v;
   } else {
     const proto = Object.getPrototypeOf(v);
     if (proto === Object.prototype || proto === null) {
-      let changed = false;
-      const entries = Object.entries(v).map(([k, x]) => {
+      // Walked without allocating: a copy is made only once a key or value needed repair.
+      const obj = v as Record<string, unknown>;
+      let copy: Array<readonly [string, unknown]> | undefined;
+      const keys = Object.keys(obj);
+      for (let i = 0; i < keys.length; i++) {
+        const k = keys[i]!;
+        const x = obj[k];
         const k2 = toWellFormed(k);
-        const x2 = repair(x, path);
-        if (k2 !== k || x2 !== x) changed = true;
-        return [k2, x2] as const;
-      });
-      if (changed) out = Object.fromEntries(entries);
+        const x2 = repair(x, path, depth + 1);
+        if (!copy && (k2 !== k || x2 !== x)) copy = keys.slice(0, i).map((p) => [p, obj[p]] as const);
+        copy?.push([k2, x2]);
+      }
+      if (copy) out = Object.fromEntries(copy);
     }
   }
   path.delete(v);

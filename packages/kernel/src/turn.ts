@@ -158,7 +158,13 @@ function toolSchema(t: ResolvedTool): ToolSchema {
       // A schema that cannot be described (or whose getters throw) is sent as an open object; its safeParse still checks the call.
       parameters = { type: "object", properties: {} };
     }
-    s = { name: t.def.name, description: t.def.description, parameters };
+    // Sent every round: kept as a frozen, well-formed copy, so the request's repair walk finds it done.
+    try {
+      parameters = structuredClone(parameters);
+    } catch {
+      // A schema holding what cannot be cloned is sent as it is (and walked every round).
+    }
+    s = wellFormedDeep(freezeDeep({ name: t.def.name, description: t.def.description, parameters }));
     schemaCache.set(t.def, s);
   }
   return s;
@@ -188,8 +194,12 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
   const outputSpec = turnOptions.output;
   const t0 = Date.now();
   // The wall-time limit cuts whatever runs when it runs out (stream, tool, phase), not only the next round.
+  // One controller for both (AbortSignal.any costs a composite signal and weak refs per turn).
   const wall = new AbortController();
-  const signal = AbortSignal.any([turnSignal, wall.signal]);
+  const signal = wall.signal;
+  const onTurnAbort = () => wall.abort(turnSignal.reason);
+  if (turnSignal.aborted) onTurnAbort();
+  else turnSignal.addEventListener("abort", onTurnAbort, { once: true });
   const wallCut = () => wall.signal.aborted && !turnSignal.aborted;
   let wallTripped = false;
   const usage = emptyUsage();
@@ -471,10 +481,12 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
     else if (isKeelError(err) && err.code !== "KEEL_STORE_FAILED" && err.code !== "KEEL_SESSION_BUSY") verdict = { status: "failed", reason: "provider_error", code: err.code, message: err.message };
     else {
       clearTimeout(wallTimer);
+      turnSignal.removeEventListener("abort", onTurnAbort);
       throw err;
     }
   }
   clearTimeout(wallTimer);
+  turnSignal.removeEventListener("abort", onTurnAbort);
 
   const paused = verdict.status === "paused" && pauseFor ? pauseFor : undefined;
   // Every tool call has a result even when the turn ended mid-way (a paused turn's calls wait for theirs).
