@@ -808,10 +808,14 @@ export class Session {
     this.pending.push(event);
     this.agent.publish(event);
     if (durable) return this.write(true);
-    if (this.pending.length === 1) setImmediate(this.writeSoon);
+    this.soon ??= setImmediate(this.writeSoon);
   }
 
+  /** The pending "write soon", cancelled when a write takes the batch first (a loop that never yields would pile them up, each holding the session). */
+  private soon: NodeJS.Immediate | undefined;
+
   private readonly writeSoon = (): void => {
+    this.soon = undefined;
     try {
       const w = this.write(false);
       if (w) w.catch((err: unknown) => (this.writeError ??= err));
@@ -826,6 +830,10 @@ export class Session {
       const err = this.writeError;
       this.writeError = undefined;
       throw err;
+    }
+    if (this.soon) {
+      clearImmediate(this.soon);
+      this.soon = undefined;
     }
     if (!this.pending.length) return this.writes ? this.writes.then(() => {}) : undefined;
     const batch = this.pending;
