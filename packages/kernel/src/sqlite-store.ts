@@ -147,7 +147,7 @@ export class SqliteSessionStore implements SessionStore {
          WHERE (:agent IS NULL OR agent = :agent) ORDER BY updated_at DESC, rowid DESC LIMIT :limit`,
       );
       this.#touchSession = db.prepare(
-        "UPDATE sessions SET updated_at = MAX(updated_at, ?), event_count = event_count + 1 WHERE id = ?",
+        "UPDATE sessions SET updated_at = MAX(updated_at, ?), event_count = event_count + ? WHERE id = ?",
       );
       this.#insertEvent = db.prepare(
         "INSERT INTO events (session_id, seq, ts, turn_id, type, data) VALUES (?, ?, ?, ?, ?, ?)",
@@ -226,6 +226,13 @@ export class SqliteSessionStore implements SessionStore {
       this.#begin.run();
       inTransaction = true;
       let fenced: string | undefined;
+      // One bump per session in the batch (count and latest ts), done at its first event.
+      const bumps = new Map<string, { ts: number; n: number }>();
+      for (const e of events) {
+        const b = bumps.get(e.sessionId);
+        if (b) (b.n++, (b.ts = Math.max(b.ts, e.ts)));
+        else bumps.set(e.sessionId, { ts: e.ts, n: 1 });
+      }
       for (const event of events) {
         current = event;
         const { sessionId, seq, ts, turnId, type, ...data } = event;
@@ -233,7 +240,9 @@ export class SqliteSessionStore implements SessionStore {
           this.#assertHolder(sessionId, options.lease);
           fenced = sessionId;
         }
-        if (this.#touchSession.run(ts, sessionId).changes === 0) {
+        const bump = bumps.get(sessionId);
+        if (bump) bumps.delete(sessionId);
+        if (bump && this.#touchSession.run(bump.ts, bump.n, sessionId).changes === 0) {
           throw new KeelError("KEEL_SESSION_NOT_FOUND", `Cannot append event ${seq} (${type}): no session "${sessionId}" in ${this.path}.`, {
             path: this.path,
           });
