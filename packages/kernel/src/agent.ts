@@ -433,7 +433,9 @@ export class Agent {
       session = new Session(this, randomUUID());
       await this.store.createSession({ id: session.id, agent: this.name, createdAt: Date.now() });
       session.lease = await takeLease(this.store, session.id, lease);
-      await session.emit({ type: "session.created", agent: this.name, ...(options.parent ? { parent: options.parent } : {}) }, null, true);
+      // A child's link to its parent call is on disk before the child runs (it is checked on resume); a top-level
+      // session's first event joins the first turn's durable write (one fsync fewer per new session).
+      await session.emit({ type: "session.created", agent: this.name, ...(options.parent ? { parent: options.parent } : {}) }, null, options.parent !== undefined);
       session.parentLink = options.parent;
     }
     this.open.set(session.id, session);
