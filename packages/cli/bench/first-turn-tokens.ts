@@ -4,21 +4,37 @@
  * local wire server, first turn in a fresh process. Reports the time the kernel and plugins
  * spend in the token counter (outermost calls), whether the o200k ranks were loaded, and how
  * the request's size compares with the point where counts must be exact; then the same with
- * 60 extra tools of long schemas (a large MCP catalog). Each scenario runs in its own process,
+ * extra tools of long schemas (a large MCP catalog), and with a pasted log of real trajectory
+ * text near the window. Each scenario runs in its own process,
  * so the ranks start unloaded, in one run.
  * Run: `pnpm bench first-turn` (or `node packages/cli/bench/first-turn-tokens.ts`).
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { dataDir } from "../../../test/support/data.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..", "..");
 
+/** About `bytes` of real agent trajectory text from the shared evaluation data. */
+function realText(bytes: number): string {
+  const dir = join(dataDir(), "trajectories");
+  let out = "";
+  for (const sub of readdirSync(dir).sort()) {
+    for (const f of readdirSync(join(dir, sub)).sort()) {
+      out += readFileSync(join(dir, sub, f), "utf8");
+      if (out.length >= bytes) return out.slice(0, bytes);
+    }
+  }
+  return out;
+}
+
 if (process.argv[2] === "--child") {
   const extraTools = Number(process.argv[3]);
+  const pastedBytes = Number(process.argv[4] ?? 0);
   const { TokenCounter, defineTool, utf8Length } = await import("@keel/kernel");
   const { startWireServer, echoResponder } = await import("@keel/wire-server");
   const { loadConfig } = await import("../src/load-config.ts");
@@ -37,6 +53,7 @@ if (process.argv[2] === "--child") {
         return original.apply(this, args);
       } finally {
         ms += performance.now() - t0;
+        if (process.env.BENCH_DEBUG) console.error(name, (performance.now() - t0).toFixed(1), "ms", typeof args[0] === "string" ? args[0].length : "");
         depth--;
       }
     };
@@ -53,7 +70,9 @@ if (process.argv[2] === "--child") {
     const agent = built.agent;
     const session = await agent.session();
     const t0 = performance.now();
-    await session.run("Remember that release day is Thursday, then tell me what is left in TODO.md");
+    // A pasted log: real agent trajectories (varied text, not one schema repeated), cut to size.
+    const pasted = pastedBytes ? `\n\nHere is the log:\n${realText(pastedBytes)}` : "";
+    await session.run(`Remember that release day is Thursday, then tell me what is left in TODO.md${pasted}`);
     const turnMs = performance.now() - t0;
     const body = server.requests[0]?.body;
     const bytes = utf8Length(JSON.stringify({ system: body?.system, messages: body?.messages, tools: body?.tools }));
@@ -69,9 +88,10 @@ if (process.argv[2] === "--child") {
   process.exit(0);
 }
 
-console.log("scenario                      tools  request bytes  old bound (3×len)  exact above  ranks loaded  counting ms  first turn ms");
-for (const [label, extra] of [["full-stack example", 0], ["+ 20 large tools", 20], ["+ 60 large tools", 60], ["+ 200 large tools", 200]] as const) {
-  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), "--child", String(extra)], { encoding: "utf8", cwd: root });
+console.log("scenario                      tools  request bytes  old bound (3×len)  exact above  vocab loaded  counting ms  first turn ms");
+const scenarios = [["full-stack example", 0, 0], ["+ 20 large tools", 20, 0], ["+ 60 large tools", 60, 0], ["+ 200 large tools", 200, 0], ["+ 300 KB pasted log", 0, 300_000], ["+ 560 KB pasted log", 0, 560_000]] as const;
+for (const [label, extra, pasted] of scenarios) {
+  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), "--child", String(extra), String(pasted)], { encoding: "utf8", cwd: root });
   const line = r.stdout.trim().split("\n").at(-1) ?? "";
   let o: { ms: number; loaded: boolean; turnMs: number; bytes: number; oldBound: number; exactAbove: number; tools: number };
   try {

@@ -1,16 +1,16 @@
 /**
- * Token counting with js-tiktoken (o200k_base). The ranks take most of a second to load,
- * so they are loaded on first use, never at import time; counts are cached per message and
- * per tool object (both are immutable once created), so recounting a long history is cheap.
+ * Token counting with o200k_base (bpe.ts; the ranks come from js-tiktoken). The vocabulary
+ * loads on first use (~40 ms), never at import time, and only when a request may come near
+ * the context ceiling; counts are cached per message and per tool object (both are immutable
+ * once created), so recounting a long history is cheap.
  */
-import { createRequire } from "node:module";
-import { Tiktoken, type TiktokenBPE } from "js-tiktoken/lite";
+import { loadO200k, type BpeVocabulary } from "./bpe.ts";
 import type { Message } from "./messages.ts";
 import type { ToolSchema } from "./tools.ts";
 
 /**
- * js-tiktoken's byte-pair merge is quadratic in the length of one pre-tokenized piece
- * (20,000 letters without a space take ~45 s, 4,000 spaces ~1.5 s). Runs of one character
+ * A byte-pair merge is quadratic in the length of one pre-tokenized piece (in js-tiktoken
+ * 20,000 letters without a space took ~45 s, 4,000 spaces ~1.5 s). Runs of one character
  * class (ASCII letters, whitespace, ASCII punctuation, non-ASCII) longer than this are
  * encoded in slices of this length: linear time, counts within about 1% on such runs.
  * Ordinary text, code and JSON have no such runs and are encoded whole, exactly.
@@ -45,35 +45,21 @@ export function fileTokens(base64: string): number {
   return Math.max(1_500, Math.ceil(((base64.length * 3) / 4 / 1024) * 40));
 }
 
-let encoder: Tiktoken | undefined;
-let piecePattern: RegExp | undefined;
-let wholePieces: Map<string, number> | undefined;
-const utf8 = new TextEncoder();
+let vocabulary: BpeVocabulary | undefined;
+const messageCounts = new WeakMap<Message, number>();
+const toolCounts = new WeakMap<ToolSchema, number>();
+const estimates = new WeakMap<object, { tokens: number; bound: number }>();
 /** Pieces (words, punctuation runs) repeat heavily in real text; their counts are memoised. */
 const pieceCounts = new Map<string, number>();
 const PIECE_CACHE_MAX = 200_000;
 
-function getEncoder(): Tiktoken {
-  if (!encoder) {
-    const ranks = createRequire(import.meta.url)("js-tiktoken/ranks/o200k_base") as TiktokenBPE;
-    encoder = new Tiktoken(ranks);
-    // js-tiktoken's encode() compiles its split regex and special-token regexes on every
-    // call (~10 µs for a short text). Counting only needs the pieces: split once with a
-    // compiled pattern and count a piece that is itself a token as 1, else let encode()
-    // merge it. Falls back to plain encode() if the library's internals change.
-    const internals = encoder as unknown as { patStr?: unknown; rankMap?: unknown };
-    if (typeof internals.patStr === "string" && internals.rankMap instanceof Map) {
-      piecePattern = new RegExp(internals.patStr, "ug");
-      wholePieces = internals.rankMap as Map<string, number>;
-    }
-  }
-  return encoder;
+function getVocabulary(): BpeVocabulary {
+  return (vocabulary ??= loadO200k());
 }
 
 /** Token count of ordinary text (special-token text counted as plain text). */
-function countOrdinary(enc: Tiktoken, text: string): number {
-  if (!piecePattern || !wholePieces) return enc.encode(text, [], []).length;
-  const re = piecePattern;
+function countOrdinary(v: BpeVocabulary, text: string): number {
+  const re = v.pattern;
   re.lastIndex = 0;
   let n = 0;
   for (let m = re.exec(text); m !== null; m = re.exec(text)) {
@@ -84,7 +70,7 @@ function countOrdinary(enc: Tiktoken, text: string): number {
     }
     let c = pieceCounts.get(piece);
     if (c === undefined) {
-      c = wholePieces.has(utf8.encode(piece).join(",")) ? 1 : enc.encode(piece, [], []).length;
+      c = v.countPiece(piece);
       if (pieceCounts.size >= PIECE_CACHE_MAX) pieceCounts.clear();
       pieceCounts.set(piece, c);
     }
@@ -136,11 +122,14 @@ export interface RequestTokenCount {
  * Counts tokens with the o200k_base encoding.
  * Contract: exact for ordinary text (runs of at most MAX_RUN_CHARS), within about 1% on
  * longer runs; special-token text (e.g. `<|endoftext|>`) is counted as plain text, never
- * thrown on; counts of a message or tool object are cached, so callers must not mutate them.
+ * thrown on; counts of a message or tool object are cached for the whole process (every
+ * counter shares them), so callers must not mutate them.
  */
 export class TokenCounter {
-  #messages = new WeakMap<Message, number>();
-  #tools = new WeakMap<ToolSchema, number>();
+  // Counts depend only on the (immutable) object: every counter of the process shares them, so
+  // a plugin counting the request the kernel just counted finds it done.
+  #messages = messageCounts;
+  #tools = toolCounts;
   #lastSystem: { text: string; count: number } | undefined;
   #encodes = 0;
   #cacheHits = 0;
@@ -154,7 +143,7 @@ export class TokenCounter {
   countText(text: string): number {
     if (text.length === 0) return 0;
     this.#encodes++;
-    const enc = getEncoder();
+    const enc = getVocabulary();
     let total = 0;
     let start = 0;
     let runStart = 0;
@@ -221,7 +210,7 @@ export class TokenCounter {
 
   /** True once the tokenizer is loaded (then every count is exact). */
   get loaded(): boolean {
-    return encoder !== undefined;
+    return vocabulary !== undefined;
   }
 
   /**
@@ -232,7 +221,7 @@ export class TokenCounter {
    * unloaded; otherwise they are exact.
    */
   countRequest(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }, options: { exactAbove?: number } = {}): RequestTokenCount {
-    if (!encoder && options.exactAbove !== undefined) {
+    if (!vocabulary && options.exactAbove !== undefined) {
       // One pass: chars/4 estimates, and the UTF-8 length as a hard upper bound on tokens.
       let messages = 0;
       let bound = this.#systemBytes(request.system);
@@ -265,7 +254,7 @@ export class TokenCounter {
     return { exact: true, system, tools, messages, total: system + tools + messages };
   }
 
-  #estimates = new WeakMap<object, { tokens: number; bound: number }>();
+  #estimates = estimates;
   #systemBound: { text: string; bytes: number } | undefined;
 
   #systemBytes(text: string): number {

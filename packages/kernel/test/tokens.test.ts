@@ -1,4 +1,7 @@
 import { spawnSync } from "node:child_process";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { Tiktoken } from "js-tiktoken/lite";
@@ -68,19 +71,29 @@ describe("TokenCounter counts", () => {
     expect(c.countText(json)).toBe(encodeLen(json));
   });
 
-  it("does not load the o200k ranks at import time", () => {
+  it("loads neither the o200k ranks nor their cache at import time; the first count loads the vocabulary (from a fresh cache: decoded, then read back)", () => {
     const url = new URL("../src/tokens.ts", import.meta.url).href;
-    const code = `await import(${JSON.stringify(url)});
-      const { createRequire } = await import("node:module");
+    const code = `const { createRequire } = await import("node:module");
       const cache = createRequire(${JSON.stringify(url)}).cache;
-      const loaded = () => Object.keys(cache).some((k) => k.includes("o200k_base"));
-      const before = loaded();
-      const { defaultTokenCounter } = await import(${JSON.stringify(url)});
-      defaultTokenCounter().countText("hello");
-      console.log(JSON.stringify({ before, after: loaded() }));`;
-    const run = spawnSync(process.execPath, ["--input-type=module", "-e", code], { encoding: "utf8", cwd: fileURLToPath(new URL("..", import.meta.url)) });
-    expect(run.status, run.stderr).toBe(0);
-    expect(JSON.parse(run.stdout.trim().split("\n").at(-1)!)).toEqual({ before: false, after: true });
+      const ranks = () => Object.keys(cache).some((k) => k.includes("o200k_base"));
+      const { TokenCounter } = await import(${JSON.stringify(url)});
+      const c = new TokenCounter();
+      const before = { ranks: ranks(), loaded: c.loaded };
+      const n = c.countText("hello world");
+      console.log(JSON.stringify({ before, after: { ranks: ranks(), loaded: c.loaded }, n }));`;
+    const dir = mkdtempSync(join(tmpdir(), "keel-tokens-"));
+    try {
+      const run = () => spawnSync(process.execPath, ["--input-type=module", "-e", code], { encoding: "utf8", cwd: fileURLToPath(new URL("..", import.meta.url)), env: { ...process.env, KEEL_CACHE_DIR: dir } });
+      const first = run();
+      expect(first.status, first.stderr).toBe(0);
+      expect(JSON.parse(first.stdout.trim().split("\n").at(-1)!)).toEqual({ before: { ranks: false, loaded: false }, after: { ranks: true, loaded: true }, n: encodeLen("hello world") });
+      expect(readdirSync(dir)).toHaveLength(1);
+      const second = run();
+      expect(second.status, second.stderr).toBe(0);
+      expect(JSON.parse(second.stdout.trim().split("\n").at(-1)!)).toEqual({ before: { ranks: false, loaded: false }, after: { ranks: false, loaded: true }, n: encodeLen("hello world") });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("a request whose UTF-8 size is below exactAbove is estimated without loading the ranks, with its byte count as the bound; above it, counted exactly", () => {
