@@ -147,8 +147,7 @@ class Runtime {
    * a session is released first: a later turn reports what is left.
    */
   async lateStarts(sessionId: string): Promise<ContributionFor<"session.start">[]> {
-    const pool = this.pool;
-    if (!pool) return [];
+    const pool = this.#pool();
     const released = this.#released.promise;
     await pool.firstTurn(this.o.startGraceMs);
     const late = pool.pending;
@@ -162,7 +161,7 @@ class Runtime {
         kind: "diagnostic",
         level: "info",
         code: "mcp.servers_started",
-        message: `MCP servers started: ${all.map((r) => `${r.server} ${r.ok ? `ready in ${r.durationMs} ms` : `failed after ${r.durationMs} ms`}`).join(", ")}; ${late.map((k) => `"${k}"`).join(", ")} joined after the first turn could start.`,
+        message: `MCP servers started: ${all.map((r) => `${r.server} ${r.ok ? `ready in ${r.durationMs} ms` : `failed after ${r.durationMs} ms`}`).join(", ")}; ${late.map((k) => `"${k}"`).join(", ")} ${late.length === 1 ? "was" : "were"} still starting when the first turn could go on.`,
         data: { late, servers: all.map((r) => ({ server: r.server, ok: r.ok, tools: r.tools, durationMs: r.durationMs })) },
       },
     ];
