@@ -132,7 +132,13 @@ export class McpPool {
           this.#listeners.delete(check);
           return resolve();
         }
-        if (graceLeft > 0 && graceLeft < Infinity && !timer) timer = setTimeout(check, Math.ceil(graceLeft));
+        // A timer may fire a fraction of a millisecond early: each firing re-arms it if needed.
+        if (graceLeft > 0 && graceLeft < Infinity && !timer) {
+          timer = setTimeout(() => {
+            timer = undefined;
+            check();
+          }, Math.ceil(graceLeft));
+        }
       };
       this.#listeners.add(check);
       check();
