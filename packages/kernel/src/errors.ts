@@ -105,7 +105,7 @@ export const ERROR_CODES = {
   // Skills (@keel/plugin-skills). Add codes above this line.
   KEEL_MCP_SERVER_START_FAILED: "An MCP server did not start or did not finish its handshake in time; the agent goes on without it. Check its `command`/`url`, `args` and `env` (the stderr tail is attached), or raise `connectTimeoutMs`.",
   KEEL_MCP_SERVER_CRASHED: "An MCP server exited or dropped its connection during a call; that call got an error result and the server is restarted with backoff. See the server's stderr tail.",
-  KEEL_MCP_SERVER_UNAVAILABLE: "The MCP server is not connected (it failed to start, is restarting, or gave up after its restarts). Try again shortly, or fix the server and start a new session.",
+  KEEL_MCP_SERVER_UNAVAILABLE: "The MCP server is not connected (it failed to start, was still starting when the wait ended, is restarting, or gave up after its restarts). Try again shortly (a server still starting joins the tool list at a later turn), or fix the server and start a new session.",
   KEEL_MCP_CALL_TIMEOUT: "The MCP tool call ran past its timeout and was cancelled through MCP (notifications/cancelled). Raise the server's `timeoutMs` if the tool needs longer.",
   KEEL_MCP_CALL_FAILED: "The MCP server answered the call with a protocol error (unknown tool, invalid params, internal error); its message is attached. Fix the arguments or the server.",
   KEEL_MCP_AUDIT_FAILED: "The MCP audit log could not be opened or written; calls go on unaudited and recent use is not ranked. Make the `auditPath` (default <KEEL_HOME>/mcp-audit.sqlite) writable, or, on PostgreSQL, check that the server in KEEL_DATABASE_URL is reachable.",

@@ -132,6 +132,8 @@ export class McpServerConnection {
     this.state = "connecting";
     const timeout = this.config.connectTimeoutMs ?? this.#settings.connectTimeoutMs;
     const m = await sdk();
+    // Closed while the SDK loaded: spawn nothing.
+    if ((this.state as ServerState) === "closed") throw new Error(`MCP server "${this.key}" is closed.`);
     const client = new m.Client({ name: this.#settings.clientName, version: this.#settings.clientVersion }, { capabilities: {} });
     const transport = this.#makeTransport(m);
     client.setNotificationHandler(m.types.ToolListChangedNotificationSchema, () => void this.refresh().catch(() => {}));
@@ -297,7 +299,8 @@ function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-function raceSignal<T>(p: Promise<T>, signal: AbortSignal, ms: number): Promise<T> {
+/** `p`, unless `signal` aborts or `ms` pass first (then it rejects). */
+export function raceSignal<T>(p: Promise<T>, signal: AbortSignal, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => done(() => reject(new Error("timeout"))), ms);
     const onAbort = () => done(() => reject(signal.reason));

@@ -21,6 +21,11 @@ const StdioServer = z.strictObject({
   connectTimeoutMs: ms.optional(),
   /** What the server is for, in words: helps curation when the server sends no instructions. */
   description: z.string().optional(),
+  /**
+   * The first turn waits until this server is ready (or has failed, within its connect
+   * timeout), however long `startGraceMs` is. A failure is still a diagnostic, not an error.
+   */
+  required: z.boolean().optional(),
   disabled: z.boolean().optional(),
 });
 
@@ -31,6 +36,7 @@ const HttpServer = z.strictObject({
   timeoutMs: ms.optional(),
   connectTimeoutMs: ms.optional(),
   description: z.string().optional(),
+  required: z.boolean().optional(),
   disabled: z.boolean().optional(),
 });
 
@@ -46,6 +52,12 @@ export const McpOptionsSchema = z.strictObject({
   callTimeoutMs: ms.default(120_000),
   /** Default connect timeout (ms): spawn/handshake plus the first tools/list. */
   connectTimeoutMs: ms.default(30_000),
+  /**
+   * How long the first turn waits for the other servers once the first one is ready (ms).
+   * Servers still starting then join at a later turn boundary; `required` servers are always
+   * waited for. A value at least `connectTimeoutMs` waits for every server (the old behaviour).
+   */
+  startGraceMs: z.number().int().min(0).default(500),
   /** Longest text a tool result keeps (characters); the rest is cut with a marker. */
   maxResultChars: z.number().int().positive().default(100_000),
   /** `keel` (default) or the reference ranking of MECHANICS.md. */

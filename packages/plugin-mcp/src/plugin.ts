@@ -1,13 +1,14 @@
 import { join } from "node:path";
-import type { ContributionFor, ToolDefinition, ToolOutput } from "@keel/kernel";
+import type { ContributionFor, Message, ToolDefinition, ToolOutput } from "@keel/kernel";
 import { definePlugin, defaultKeelHome, KeelError, headOf, tailOf } from "@keel/kernel";
 import { AuditLog, type AuditStore, type CallOutcome } from "./audit.ts";
 import { PostgresAuditLog } from "./postgres-audit.ts";
 import { databaseFromEnv } from "@keel/store-postgres";
-import { McpCallError } from "./connection.ts";
+import { McpCallError, raceSignal } from "./connection.ts";
 import { curate, searchTools, type KeepSet } from "./curation.ts";
 import { McpOptionsSchema, type McpOptions, type ResolvedMcpOptions } from "./options.ts";
-import { McpPool, type Inventory, type InventoryTool } from "./pool.ts";
+import { sanitizePart } from "./names.ts";
+import { McpPool, type Inventory, type InventoryTool, type StartReport } from "./pool.ts";
 import { createRanker, type ToolRanker } from "./rank.ts";
 import { mapCallResult } from "./results.ts";
 import { TOOL_SEARCH_NAME, TOOL_SEARCH_SCHEMA } from "./tool-search.ts";
@@ -20,7 +21,17 @@ interface SessionState {
   keepSet?: KeepSet;
   /** Tools revealed by tool_search or the preflight plan: kept from then on. */
   pinned: Set<string>;
+  /** Servers whose failed start this conversation was told about. */
+  reported: Set<string>;
+  /** Server → tool-list version in this conversation's last request (undefined before its first). */
+  seen?: Map<string, number>;
+  /** Name → definition key of the tools the keep-set was last built on. */
+  basis?: Map<string, string>;
 }
+
+const newState = (): SessionState => ({ pinned: new Set(), reported: new Set() });
+/** What identifies a tool's definition as the model sees it. */
+const defKey = (t: InventoryTool) => `${t.server}\u0000${t.tool}\u0000${t.description}\u0000${JSON.stringify(t.parameters)}`;
 
 const CODES: Record<McpCallError["kind"], "KEEL_MCP_CALL_TIMEOUT" | "KEEL_MCP_SERVER_CRASHED" | "KEEL_MCP_SERVER_UNAVAILABLE" | "KEEL_MCP_CALL_FAILED" | "KEEL_TURN_ABORTED"> = {
   timeout: "KEEL_MCP_CALL_TIMEOUT",
@@ -32,8 +43,13 @@ const CODES: Record<McpCallError["kind"], "KEEL_MCP_CALL_TIMEOUT" | "KEEL_MCP_SE
 
 /**
  * MCP servers as curated Keel tool bundles.
- * Contract: servers connect in parallel at `session.start` (failures become diagnostics and
- * the agent goes on); every MCP tool is contributed at `turn.pre_tool_materialization` as
+ * Contract: servers connect in parallel from `session.start`, which waits only until the
+ * first one is ready plus `startGraceMs` (and for `required` servers); servers still starting
+ * join at a later turn boundary, announced by an `mcp.tools_changed` diagnostic, with the
+ * keep-set carried over (their tools are appended); a start failure is a
+ * `KEEL_MCP_SERVER_START_FAILED` diagnostic (of `session.start`, or of the next turn when the
+ * session closed or another one did first) and the agent goes on; every MCP tool is
+ * contributed at `turn.pre_tool_materialization` as
  * `mcp__<server>__<tool>` with `category: "mcp"` and `meta: { mcpServer, mcpTool }`, the
  * curated ones visible and the rest `hidden` (revealed by `tool_search`); every call is
  * audited; servers close at `session.end` of the last open session.
@@ -51,7 +67,9 @@ export function mcp(input: McpOptions = {}) {
       const rt = new Runtime(o);
       const connectMax = Math.max(o.connectTimeoutMs, ...Object.values(o.servers).map((s) => s.connectTimeoutMs ?? 0));
       ctx.on("session.start", (event) => rt.open(event.sessionId), { timeoutMs: connectMax + 5_000 });
-      ctx.on("turn.pre_tool_materialization", (event) => rt.materialize(event.sessionId, event.input, event.tools), { timeoutMs: connectMax + 5_000 });
+      // Late start failures (and the start times) as diagnostics when the last server settles, without holding the session.
+      ctx.on("session.start", (event) => rt.lateStarts(event.sessionId), { id: "late-starts", await: "background", timeoutMs: connectMax + 5_000 });
+      ctx.on("turn.pre_tool_materialization", (event) => rt.materialize(event.sessionId, event.input, event.tools, event.history), { timeoutMs: connectMax + 5_000 });
       ctx.on("turn.post_preflight_prompt_context", (event) => {
         if (event.preflight?.revealed.length) rt.pin(event.sessionId, event.preflight.revealed);
       });
@@ -73,6 +91,8 @@ class Runtime {
   #crashes: string[] = [];
   #inventory: Inventory | undefined;
   #auditReported = false;
+  /** Resolved (and replaced) whenever a session is released: background waits stop then. */
+  #released = deferred();
 
   constructor(o: ResolvedMcpOptions) {
     this.o = o;
@@ -104,16 +124,58 @@ class Runtime {
     return this.audit;
   }
 
+  #state(sessionId: string): SessionState {
+    let state = this.sessions.get(sessionId);
+    if (!state) this.sessions.set(sessionId, (state = newState()));
+    return state;
+  }
+
+  /** session.start: start the servers and wait for the first turn's set (see McpPool.firstTurn). */
   async open(sessionId: string): Promise<ContributionFor<"session.start">[]> {
-    if (!this.sessions.has(sessionId)) this.sessions.set(sessionId, { pinned: new Set() });
-    const out: ContributionFor<"session.start">[] = [];
-    for (const r of await this.#pool().start()) {
-      if (r.ok) continue;
+    const state = this.#state(sessionId);
+    const pool = this.#pool();
+    await pool.firstTurn(this.o.startGraceMs);
+    const out: ContributionFor<"session.start">[] = this.pool === pool ? this.#startFailures(state, pool.reports) : [];
+    this.#auditLog();
+    out.push(...this.#auditDiagnostic());
+    return out;
+  }
+
+  /**
+   * session.start, in the background: once every server has settled, the failures not yet
+   * reported, and the start times when some server joined late. Stops (reporting nothing) when
+   * a session is released first: a later turn reports what is left.
+   */
+  async lateStarts(sessionId: string): Promise<ContributionFor<"session.start">[]> {
+    const pool = this.#pool();
+    const released = this.#released.promise;
+    await pool.firstTurn(this.o.startGraceMs);
+    const late = pool.pending;
+    if (!late.length) return [];
+    const all = await Promise.race([pool.start(), released.then(() => undefined)]);
+    const state = this.sessions.get(sessionId);
+    if (!all || !state || this.pool !== pool) return [];
+    return [
+      ...this.#startFailures(state, all),
+      {
+        kind: "diagnostic",
+        level: "info",
+        code: "mcp.servers_started",
+        message: `MCP servers started: ${all.map((r) => `${r.server} ${r.ok ? `ready in ${r.durationMs} ms` : `failed after ${r.durationMs} ms`}`).join(", ")}; ${late.map((k) => `"${k}"`).join(", ")} ${late.length === 1 ? "was" : "were"} still starting when the first turn could go on.`,
+        data: { late, servers: all.map((r) => ({ server: r.server, ok: r.ok, tools: r.tools, durationMs: r.durationMs })) },
+      },
+    ];
+  }
+
+  /** Failed start reports this conversation was not told about yet, as diagnostics (once each). */
+  #startFailures(state: SessionState, reports: readonly StartReport[]) {
+    const out: Array<ContributionFor<"session.start"> & ContributionFor<"turn.pre_tool_materialization">> = [];
+    for (const r of reports) {
+      if (r.ok || state.reported.has(r.server)) continue;
+      state.reported.add(r.server);
       const msg = new KeelError("KEEL_MCP_SERVER_START_FAILED", `${r.error}.${r.stderrTail ? ` Stderr ends with: ${tailOf(r.stderrTail.trim(), 1_500)}` : ""}`, { plugin: PLUGIN_NAME, phase: "session.start" }).message;
       out.push({ kind: "diagnostic", level: "warn", code: "KEEL_MCP_SERVER_START_FAILED", message: msg, data: { server: r.server, error: r.error ?? "", stderrTail: r.stderrTail ?? "", durationMs: r.durationMs } });
     }
-    this.#auditLog();
-    out.push(...this.#auditDiagnostic());
     return out;
   }
 
@@ -131,6 +193,8 @@ class Runtime {
 
   async release(sessionId: string): Promise<void> {
     this.sessions.delete(sessionId);
+    this.#released.resolve();
+    this.#released = deferred();
     if (this.sessions.size) return;
     const pool = this.pool;
     this.pool = undefined;
@@ -154,20 +218,37 @@ class Runtime {
     return this.#auditLog()?.recentUses(Date.now() - this.o.recentWindowMs);
   }
 
-  async materialize(sessionId: string, query: string, fixed: readonly string[]): Promise<ContributionFor<"turn.pre_tool_materialization">[]> {
-    let state = this.sessions.get(sessionId);
-    if (!state) this.sessions.set(sessionId, (state = { pinned: new Set() }));
+  async materialize(sessionId: string, query: string, fixed: readonly string[], history: readonly Message[] = []): Promise<ContributionFor<"turn.pre_tool_materialization">[]> {
+    const state = this.#state(sessionId);
     const pool = this.#pool();
     const out: ContributionFor<"turn.pre_tool_materialization">[] = [];
     if (!pool.started) out.push(...((await this.open(sessionId)) as ContributionFor<"turn.pre_tool_materialization">[]));
-    else await pool.start();
+    else await pool.firstTurn(this.o.startGraceMs);
+    // Start failures no session.start handler could report to this conversation.
+    out.push(...this.#startFailures(state, pool.reports));
     for (const c of this.#crashes.splice(0)) out.push({ kind: "diagnostic", level: "warn", code: "KEEL_MCP_SERVER_CRASHED", message: new KeelError("KEEL_MCP_SERVER_CRASHED", `${c}.`, { plugin: PLUGIN_NAME }).message });
-    const inv = pool.inventory([...fixed, TOOL_SEARCH_NAME]);
+    const reserved = [...fixed, TOOL_SEARCH_NAME];
+    const inv = pool.inventory(reserved);
     this.#inventory = inv;
-    if (!inv.tools.length) return out;
+    const change = this.#toolsChange(state, pool, inv);
+    if (change) out.push(change);
+    const waiting = this.#placeholders(pool, inv, reserved, history);
+    if (!inv.tools.length) {
+      if (waiting.length) out.push({ kind: "tool_bundle", bundleId: "mcp", domain: "mcp", tools: waiting });
+      return out;
+    }
     const ranker = this.#rankerFor(inv);
     const recent = await this.#recent();
     const search = this.o.toolSearch;
+    // Tools joined (a late server, tools/list_changed) but no kept tool changed: the keep-set
+    // carries over, so the advertised list keeps its prefix and the new tools can only be appended.
+    let previous = state.keepSet;
+    if (previous && previous.inventoryHash !== inv.hash && state.basis) {
+      const now = new Map(inv.tools.map((t) => [t.name, defKey(t)]));
+      const basis = state.basis;
+      if (previous.keep.every((n) => now.has(n) && now.get(n) === basis.get(n))) previous = { inventoryHash: inv.hash, keep: previous.keep };
+    }
+    state.basis = new Map(inv.tools.map((t) => [t.name, defKey(t)]));
     const result = curate({
       ranker,
       inventoryHash: inv.hash,
@@ -175,7 +256,7 @@ class Runtime {
       topK: this.o.topK,
       hardCap: this.o.hardCap,
       fixedCount: fixed.length + (search ? 1 : 0),
-      ...(state.keepSet ? { previous: state.keepSet } : {}),
+      ...(previous ? { previous } : {}),
       pinned: [...state.pinned],
       ...(recent ? { rankOptions: { recentUses: recent } } : {}),
     });
@@ -187,6 +268,7 @@ class Runtime {
     // Visible tools first, in keep-set order, so the advertised list only grows at its end.
     for (const n of result.visible) tools.push(this.#def(byName.get(n)!, false));
     for (const t of inv.tools) if (!visible.has(t.name)) tools.push(this.#def(t, true));
+    tools.push(...waiting);
     if (search && visible.size < inv.tools.length) tools.push(this.#searchTool(sessionId, ranker));
     out.push({ kind: "tool_bundle", bundleId: "mcp", domain: "mcp", tools });
     out.push({
@@ -198,6 +280,72 @@ class Runtime {
     });
     out.push(...this.#auditDiagnostic());
     return out;
+  }
+
+  /**
+   * The `mcp.tools_changed` diagnostic when the servers or tool lists differ from this
+   * conversation's previous request (a server joined late or left, a tools/list_changed).
+   */
+  #toolsChange(state: SessionState, pool: McpPool, inv: Inventory): ContributionFor<"turn.pre_tool_materialization"> | undefined {
+    const now = new Map<string, number>();
+    for (const c of pool.servers.values()) if (c.state === "ready" || c.state === "restarting") now.set(c.key, c.toolsVersion);
+    const before = state.seen;
+    state.seen = now;
+    if (!before) return undefined;
+    const joined = [...now.keys()].filter((k) => !before.has(k));
+    const changed = [...now.keys()].filter((k) => before.has(k) && before.get(k) !== now.get(k));
+    const left = [...before.keys()].filter((k) => !now.has(k));
+    if (!joined.length && !changed.length && !left.length) return undefined;
+    const count = (k: string) => inv.tools.filter((t) => t.server === k).length;
+    const parts = [...joined.map((k) => `"${k}" joined (${count(k)} tools)`), ...changed.map((k) => `"${k}" changed its tools (${count(k)} now)`), ...left.map((k) => `"${k}" left`)];
+    return { kind: "diagnostic", level: "info", code: "mcp.tools_changed", message: `MCP tools changed since the last turn: ${parts.join(", ")}.`, data: { joined, changed, left, inventoryHash: inv.hash, total: inv.tools.length } };
+  }
+
+  /**
+   * Hidden stand-ins for tools of servers still starting that the conversation called before
+   * (by name, from history): a call waits for the server, then runs the tool if it has it;
+   * otherwise it gets a located error result.
+   */
+  #placeholders(pool: McpPool, inv: Inventory, reserved: readonly string[], history: readonly Message[]): ToolDefinition[] {
+    const pending = pool.pending;
+    if (!pending.length) return [];
+    const known = new Set([...inv.tools.map((t) => t.name), ...reserved]);
+    const prefixes = pending.map((k) => [k, `mcp__${sanitizePart(k)}__`] as const);
+    const out = new Map<string, ToolDefinition>();
+    for (const m of history) {
+      if (m.role !== "assistant") continue;
+      for (const b of m.content) {
+        if (b.type !== "tool_call" || known.has(b.name) || out.has(b.name)) continue;
+        const server = prefixes.find(([, p]) => b.name.startsWith(p))?.[0];
+        if (server) out.set(b.name, this.#placeholder(pool, server, b.name, reserved));
+      }
+    }
+    return [...out.values()];
+  }
+
+  #placeholder(pool: McpPool, server: string, name: string, reserved: readonly string[]): ToolDefinition {
+    const conn = pool.servers.get(server)!;
+    const connectMs = conn.config.connectTimeoutMs ?? this.o.connectTimeoutMs;
+    const callMs = conn.config.timeoutMs ?? this.o.callTimeoutMs;
+    const unavailable = (why: string): ToolOutput => ({ content: `Error: ${new KeelError("KEEL_MCP_SERVER_UNAVAILABLE", why, { plugin: PLUGIN_NAME, tool: name }).message}`, isError: true });
+    return {
+      name,
+      description: `A tool of MCP server "${server}", which is still starting; calling it waits for the server.`,
+      parameters: { type: "object", properties: {}, additionalProperties: true },
+      category: "mcp",
+      timeoutMs: connectMs + callMs + 4_000,
+      meta: { mcpServer: server },
+      hidden: true,
+      execute: async (args, ctx) => {
+        const report = await raceSignal(pool.settled(server), ctx.signal, connectMs + 2_000).catch(() => undefined);
+        if (ctx.signal.aborted) return { content: `Cancelled: the call to "${name}" was cancelled while MCP server "${server}" was starting.`, isError: true };
+        if (!report) return unavailable(`MCP server "${server}" is still starting (or the session was closed); "${name}" could not run. Its tools join the tool list at the next turn once it is ready.`);
+        if (!report.ok) return unavailable(`MCP server "${server}" failed to start, so "${name}" could not run: ${report.error}.`);
+        const t = pool.inventory(reserved).tools.find((x) => x.name === name);
+        if (!t) return { content: `Error: ${new KeelError("KEEL_TOOL_UNKNOWN", `MCP server "${server}" is ready but has no tool exposed as "${name}".`, { plugin: PLUGIN_NAME, tool: name }).message}`, isError: true };
+        return this.#call(t, args, ctx.signal, ctx.sessionId, callMs);
+      },
+    };
   }
 
   /** One stable line per server (inventory-wide counts, so the prompt does not change as tools are revealed). */
@@ -284,4 +432,11 @@ class Runtime {
       },
     };
   }
+}
+
+/** A promise with its resolve function (Promise.withResolvers is ES2024). */
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
 }

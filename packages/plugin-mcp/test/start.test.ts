@@ -1,0 +1,196 @@
+/**
+ * Start behaviour through the kernel (createAgent + scriptedProvider) with real MCP servers
+ * over stdio: a fast fixture server and a slow one (delayed-server.mjs, which writes its
+ * spawn and ready times). The first request must not wait for the slow server; it joins a
+ * later turn as a tools change; `required` servers are waited for; late failures are
+ * diagnostics; closing while a server starts leaves no process and no unhandled rejection.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createAgent, MemorySessionStore, scriptedProvider, type AgentEvent, type KeelEvent, type ScriptStep } from "@keel/kernel";
+import { mcp, type McpOptions } from "../src/index.ts";
+import { alive, childPids, fixture, tempDirs, until } from "./support.ts";
+
+const dirs = tempDirs();
+afterEach(() => dirs.cleanup());
+
+// Unhandled rejections anywhere in these tests fail them (vitest reports them too, but says less).
+const rejections: unknown[] = [];
+const onRejection = (reason: unknown) => rejections.push(reason);
+beforeAll(() => process.on("unhandledRejection", onRejection));
+afterAll(() => {
+  process.off("unhandledRejection", onRejection);
+  expect(rejections).toEqual([]);
+  expect(childPids().filter(alive)).toEqual([]);
+});
+
+interface Milestone {
+  event: "spawned" | "ready";
+  pid: number;
+  t: number;
+}
+const milestones = (log: string): Milestone[] => (existsSync(log) ? readFileSync(log, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as Milestone) : []);
+const readyAt = (log: string) => milestones(log).find((m) => m.event === "ready")?.t;
+
+/** A delayed fixture server whose tools are `<prefix>_lookup` and `<prefix>_echo`. */
+function delayed(prefix: string, delayMs: number, extra: Record<string, unknown> = {}) {
+  const log = join(dirs.make(), `${prefix}.jsonl`);
+  return { log, config: { ...fixture("delayed-server.mjs", { DELAY_MS: String(delayMs), TOOL_PREFIX: prefix, FIXTURE_LOG: log }), ...extra } };
+}
+
+async function setup(steps: ScriptStep[], options: McpOptions) {
+  const provider = scriptedProvider(steps);
+  // When each request left (the provider is called the moment the kernel sends it).
+  const sentAt: number[] = [];
+  const stream = provider.stream.bind(provider);
+  provider.stream = (request, o) => (sentAt.push(Date.now()), stream(request, o));
+  const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [mcp({ auditPath: false, ...options })] });
+  const live: AgentEvent[] = [];
+  agent.subscribe((e) => void live.push(e));
+  const t0 = Date.now();
+  const session = await agent.session();
+  return { provider, agent, session, sentAt, live, t0 };
+}
+
+const mcpNames = (tools: ReadonlyArray<{ name: string }>) => tools.map((t) => t.name).filter((n) => n.startsWith("mcp__"));
+const diagnostics = (events: readonly (AgentEvent | KeelEvent)[], code: string) => events.filter((e): e is Extract<KeelEvent, { type: "diagnostic" }> => e.type === "diagnostic" && e.code === code);
+
+describe("start: the first turn does not wait for slow servers", () => {
+  it("the first request leaves before the slow server is ready, with the fast server's tools; the slow one joins the next turn as a tools change, appended", async () => {
+    const fast = delayed("fast", 0);
+    const slow = delayed("slow", 4_000);
+    const { provider, agent, session, sentAt, live, t0 } = await setup([{ text: "one" }, { text: "two" }], { servers: { fast: fast.config, slow: slow.config } });
+    try {
+      await session.run("look up the record with key 7");
+      const first = provider.requests[0]!;
+      expect(mcpNames(first.tools)).toEqual(expect.arrayContaining(["mcp__fast__fast_lookup", "mcp__fast__fast_echo"]));
+      expect(mcpNames(first.tools).some((n) => n.startsWith("mcp__slow__"))).toBe(false);
+      // Ordered against the slow server's own clock: it was not ready when the request left.
+      const slowReady = readyAt(slow.log);
+      expect(slowReady === undefined || sentAt[0]! < slowReady).toBe(true);
+      expect(sentAt[0]! - t0).toBeLessThan(3_500);
+
+      // Once every server settled, a background diagnostic says who joined late and their start times.
+      await until(() => diagnostics(live, "mcp.servers_started").length > 0, 20_000, "mcp.servers_started");
+      const started = diagnostics(live, "mcp.servers_started")[0]!;
+      expect(started.data).toMatchObject({ late: ["slow"], servers: expect.arrayContaining([expect.objectContaining({ server: "slow", ok: true, tools: 2 })]) });
+      expect(readyAt(slow.log)).toBeGreaterThan(sentAt[0]!);
+
+      await session.run("echo the text hello");
+      const second = provider.requests[1]!;
+      const firstMcp = mcpNames(first.tools);
+      const secondMcp = mcpNames(second.tools);
+      expect(secondMcp).toEqual(expect.arrayContaining(["mcp__slow__slow_lookup", "mcp__slow__slow_echo"]));
+      // Cache friendly: the tools sent before are still the prefix; the late ones come after.
+      expect(secondMcp.slice(0, firstMcp.length)).toEqual(firstMcp);
+      const events = await session.events();
+      const changed = diagnostics(events, "mcp.tools_changed");
+      expect(changed).toHaveLength(1);
+      expect(changed[0]!.data).toMatchObject({ joined: ["slow"], changed: [], left: [] });
+      // Announced in the turn the tools joined.
+      expect(changed[0]!.turnId).toBe(events.find((e) => e.type === "turn.started" && e.input === "echo the text hello")!.turnId);
+      const curation = diagnostics(events, "mcp.curation");
+      expect(curation.map((d) => (d.data as { reset: boolean }).reset)).toEqual([false, false]);
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it("a required server is waited for: the first request carries its tools", async () => {
+    const fast = delayed("fast", 0);
+    const slow = delayed("slow", 1_500, { required: true });
+    const { provider, agent, session, sentAt, live } = await setup([{ text: "one" }], { servers: { fast: fast.config, slow: slow.config } });
+    try {
+      await session.run("look up key 1");
+      expect(sentAt[0]!).toBeGreaterThanOrEqual(readyAt(slow.log)!);
+      expect(mcpNames(provider.requests[0]!.tools)).toEqual(expect.arrayContaining(["mcp__fast__fast_lookup", "mcp__slow__slow_lookup"]));
+      expect(diagnostics(live, "mcp.servers_started")).toEqual([]);
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it("startGraceMs at least connectTimeoutMs waits for every server (the old behaviour)", async () => {
+    const fast = delayed("fast", 0);
+    const slow = delayed("slow", 1_500);
+    const { provider, agent, session, sentAt } = await setup([{ text: "one" }], { servers: { fast: fast.config, slow: slow.config }, startGraceMs: 30_000 });
+    try {
+      await session.run("look up key 1");
+      expect(sentAt[0]!).toBeGreaterThanOrEqual(readyAt(slow.log)!);
+      expect(mcpNames(provider.requests[0]!.tools)).toContain("mcp__slow__slow_echo");
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it("a server that fails after the first turn started is a KEEL_MCP_SERVER_START_FAILED diagnostic with its stderr, without another turn", async () => {
+    const fast = delayed("fast", 0);
+    const late = { command: process.execPath, args: ["-e", "setTimeout(() => { console.error('late boom: no token'); process.exit(4); }, 1500)"] };
+    const { agent, session, live } = await setup([{ text: "one" }], { servers: { fast: fast.config, late } });
+    try {
+      await session.run("hi");
+      await until(() => diagnostics(live, "KEEL_MCP_SERVER_START_FAILED").length > 0, 20_000, "the late failure");
+      const [failed] = diagnostics(live, "KEEL_MCP_SERVER_START_FAILED");
+      expect(failed!.message).toContain('"late"');
+      expect(failed!.message).toContain("late boom: no token");
+      expect(failed!.plugin).toBe("@keel/plugin-mcp");
+      expect(failed!.phase).toBe("session.start");
+      expect(failed!.data).toMatchObject({ server: "late", stderrTail: expect.stringContaining("late boom"), durationMs: expect.any(Number) });
+      // Reported once: the next turn does not repeat it.
+      await session.run("again");
+      expect(diagnostics(await session.events(), "KEEL_MCP_SERVER_START_FAILED")).toHaveLength(1);
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it("a tool of a server still starting, called again by name from history, waits for the server and runs", async () => {
+    const fast = delayed("fast", 0);
+    const slow = delayed("slow", 5_000);
+    const { provider, agent, session } = await setup(
+      [
+        // Turn 1: the server is not in the catalog yet, so the kernel answers "no such tool".
+        { toolCalls: [{ id: "a1", name: "mcp__slow__slow_echo", args: { text: "first" } }] },
+        { text: "not there yet" },
+        // Turn 2: the same name, now in history: a hidden stand-in waits for the server.
+        { toolCalls: [{ id: "a2", name: "mcp__slow__slow_echo", args: { text: "second" } }] },
+        { text: "done" },
+      ],
+      { servers: { fast: fast.config, slow: slow.config } },
+    );
+    try {
+      await session.run("echo first");
+      expect(readyAt(slow.log)).toBeUndefined();
+      await session.run("echo second");
+      const results = session.messages.filter((m) => m.role === "tool");
+      const text = (i: number) => results[i]!.content.map((b) => (b.type === "text" ? b.text : "")).join("");
+      expect(text(0)).toContain("KEEL_TOOL_UNKNOWN");
+      expect(text(1)).toBe("slow: second");
+      // The stand-in was hidden: the second turn's first request did not advertise it.
+      expect(mcpNames(provider.requests[2]!.tools)).not.toContain("mcp__slow__slow_echo");
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it("closing the session while a server is still starting ends its process, reports no failure and rejects nothing", async () => {
+    const fast = delayed("fast", 0);
+    const slow = delayed("slow", 20_000);
+    const { agent, session, live } = await setup([{ text: "one" }], { servers: { fast: fast.config, slow: slow.config } });
+    await session.run("hi");
+    await until(() => milestones(slow.log).some((m) => m.event === "spawned"), 10_000, "the slow server to spawn");
+    const pid = milestones(slow.log)[0]!.pid;
+    expect(alive(pid)).toBe(true);
+    const t = Date.now();
+    await session.close();
+    await agent.close();
+    // The close does not wait for the slow server (nor for the session's background grace).
+    expect(Date.now() - t).toBeLessThan(15_000);
+    await until(() => !alive(pid), 10_000, "the slow server's process to end");
+    expect(readyAt(slow.log)).toBeUndefined();
+    expect(diagnostics(live, "KEEL_MCP_SERVER_START_FAILED")).toEqual([]);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(rejections).toEqual([]);
+  });
+});
