@@ -8,6 +8,15 @@ if (major < 22 || (major === 22 && minor < 13)) {
   process.stderr.write(`keel: this is Node ${process.versions.node}; keel needs Node 22.13 or newer (for node:sqlite). Install one (nvm install 24, then nvm use 24) or run through npx: npx -y -p node@24 -c "keel …"\n`);
   process.exit(2);
 }
+// Node keeps the compiled code of every module on disk (Node 22.1+): a later start skips most of
+// the parsing and compiling of Keel, its dependencies and the SDKs. KEEL_NO_COMPILE_CACHE=1 turns it off.
+if (!process.env.KEEL_NO_COMPILE_CACHE) {
+  try {
+    (await import("node:module")).enableCompileCache?.();
+  } catch {
+    // No cache directory (read-only file system): start without it.
+  }
+}
 const { main, processIo, exitWhenDone } = await import("@keel/cli/main");
 const io = processIo();
 const code = await main(process.argv.slice(2), io);
