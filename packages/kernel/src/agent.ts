@@ -20,7 +20,7 @@ import type { ModelProvider, RequestOptions } from "./provider.ts";
 import type { PreflightOptions } from "./preflight.ts";
 import type { PluginRegistry } from "./registry.ts";
 import { buildRegistry } from "./registry.ts";
-import { repairToolPairs } from "./repair.ts";
+import { extendPairState, repairToolPairs } from "./repair.ts";
 import { trackAbandoned } from "./abandoned.ts";
 import type { SessionInfo, SessionStore } from "./session-store.ts";
 import { defaultKeelHome, defaultSessionDbPath, SqliteSessionStore } from "./sqlite-store.ts";
@@ -37,7 +37,7 @@ import { checkInput, outputSpecOf } from "./run-input.ts";
 import type { StreamOptions } from "./turn-stream.ts";
 import { TurnStream } from "./turn-stream.ts";
 import type { ZodType } from "zod";
-import { codePointSlice, headOf, toWellFormed, truncate, wellFormedProvider } from "./text.ts";
+import { codePointSlice, extendWellFormed, headOf, toWellFormed, truncate, wellFormedProvider } from "./text.ts";
 import type { AgentObserver } from "./observer.ts";
 import { DETACH_DEADLINE_MS } from "./observer.ts";
 import type { AttemptOutcome, UnfinishedJob } from "./jobs.ts";
@@ -548,6 +548,20 @@ export class Session {
 
   set messages(next: readonly Message[]) {
     this.#messages = Object.isFrozen(next) ? next : Object.freeze(next);
+  }
+
+  /**
+   * @internal Append one (frozen) message. What the kernel knows of the history so far (tool
+   * pairing, well-formed text, token sums) carries over, so a long history is not walked again
+   * every round.
+   */
+  appendMessage(message: Message): void {
+    const prev = this.#messages;
+    const next = Object.freeze([...prev, message]);
+    this.#messages = next;
+    extendPairState(prev, next, message);
+    extendWellFormed(prev, next, message);
+    this.agent.tokens.extendCounts(prev, next, message);
   }
   seq = 0;
   turnCount = 0;
@@ -1123,7 +1137,7 @@ export class Session {
       const waiting = new Map(unansweredCalls(this.messages).map((c) => [c.id, c.name]));
       for (const c of [...lastChild.values()].filter((c) => waiting.has(c.callId) && cut.includes(c as (typeof cut)[number]))) {
         const message = freezeDeep(errorResult(c.callId, waiting.get(c.callId)!, `No result: the process stopped before this call returned. Its child session ${c.childSessionId} ("${c.name}") keeps the child's work so far; call the tool again if you still need it.`));
-        this.messages = freezeDeep([...this.messages, message]);
+        this.appendMessage(message);
         await this.emit({ type: "message.appended", message }, open);
       }
       await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason: "process_exit" }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: 0, toolCalls: 0 }, open, true);

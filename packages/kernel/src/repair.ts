@@ -11,6 +11,8 @@ export const INTERRUPTED_RESULT = "No result: the tool call was interrupted befo
  * array plus the ids of synthesized and dropped results. Never reorders other messages.
  */
 export function repairToolPairs(messages: readonly Message[]): { messages: readonly Message[]; synthesized: string[]; dropped: string[] } {
+  const known = pairStates.get(messages);
+  if (known !== undefined && known !== null && known.length === 0) return { messages, synthesized: [], dropped: [] };
   const synthesized: string[] = [];
   const dropped: string[] = [];
   let out: Message[] | undefined;
@@ -49,5 +51,27 @@ export function repairToolPairs(messages: readonly Message[]): { messages: reado
     out ??= messages.slice() as Message[];
     flush(out);
   }
+  pairStates.set(out ?? messages, []);
   return out ? { messages: out, synthesized, dropped } : { messages, synthesized, dropped };
+}
+
+/**
+ * What the pairing scan knows about a history array: the ids of calls still waiting for their
+ * results at its end, or null when it needs a repair. Arrays are immutable once shared, so a
+ * long history is scanned once and then extended one message at a time.
+ */
+const pairStates = new WeakMap<readonly Message[], readonly string[] | null>();
+
+/** Contract: `next` is `prev` plus `message`; records its pairing state when `prev`'s is known. */
+export function extendPairState(prev: readonly Message[], next: readonly Message[], message: Message): void {
+  const st = pairStates.get(prev);
+  if (st === undefined) return;
+  let after: readonly string[] | null;
+  if (st === null) after = null;
+  else if (message.role === "tool") {
+    const at = st.indexOf(message.toolCallId);
+    after = at < 0 ? null : st.filter((_, k) => k !== at);
+  } else if (st.length) after = null;
+  else after = message.role === "assistant" ? message.content.flatMap((b) => (b.type === "tool_call" ? [b.id] : [])) : [];
+  pairStates.set(next, after);
 }

@@ -179,6 +179,14 @@ export function wellFormedDeep<T>(value: T): T {
 }
 
 /**
+ * Contract: `next` is `prev` plus `added` (all frozen); when `prev` is known to be
+ * well-formed and `added` is, `next` is remembered as well-formed without walking it.
+ */
+export function extendWellFormed(prev: readonly unknown[], next: readonly unknown[], added: unknown): void {
+  if (repaired.get(prev) === prev && Object.isFrozen(next) && wellFormedDeep(added) === added) repaired.set(next, next);
+}
+
+/**
  * Frozen objects are remembered down to this depth only (a request, its messages array, a
  * message): each entry costs a WeakMap slot, and below a remembered message nothing is walked twice.
  */

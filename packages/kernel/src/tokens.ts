@@ -49,6 +49,9 @@ let vocabulary: BpeVocabulary | undefined;
 const messageCounts = new WeakMap<Message, number>();
 const toolCounts = new WeakMap<ToolSchema, number>();
 const estimates = new WeakMap<object, { tokens: number; bound: number }>();
+/** Sums over a whole history array (estimate and bound; exact count), kept as it grows by one message at a time. */
+const estimateSums = new WeakMap<readonly Message[], { tokens: number; bound: number }>();
+const exactSums = new WeakMap<readonly Message[], number>();
 /** Pieces (words, punctuation runs) repeat heavily in real text; their counts are memoised. */
 const pieceCounts = new Map<string, number>();
 const PIECE_CACHE_MAX = 200_000;
@@ -187,11 +190,31 @@ export class TokenCounter {
     return count;
   }
 
-  /** Contract: the sum of countMessage over `messages`. */
+  /** Contract: the sum of countMessage over `messages` (kept per array: a history extended with extendCounts is not walked again). */
   countMessages(messages: readonly Message[]): number {
+    const known = exactSums.get(messages);
+    if (known !== undefined) {
+      this.#cacheHits++;
+      return known;
+    }
     let total = 0;
     for (const m of messages) total += this.countMessage(m);
+    if (Object.isFrozen(messages)) exactSums.set(messages, total);
     return total;
+  }
+
+  /**
+   * Contract: `next` is `prev` plus `message`, both frozen; carries `prev`'s sums over to `next`
+   * (the message counted exactly only when `prev`'s exact sum is known, i.e. counting is on).
+   */
+  extendCounts(prev: readonly Message[], next: readonly Message[], message: Message): void {
+    const est = estimateSums.get(prev);
+    if (est) {
+      const e = this.#estimate(message);
+      estimateSums.set(next, { tokens: est.tokens + e.tokens, bound: est.bound + e.bound });
+    }
+    const exact = exactSums.get(prev);
+    if (exact !== undefined) exactSums.set(next, exact + this.countMessage(message));
   }
 
   /** Tokens of tool schemas (JSON of name, description, parameters). Contract: cached per tool object. */
@@ -223,13 +246,18 @@ export class TokenCounter {
   countRequest(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }, options: { exactAbove?: number } = {}): RequestTokenCount {
     if (!vocabulary && options.exactAbove !== undefined) {
       // One pass: chars/4 estimates, and the UTF-8 length as a hard upper bound on tokens.
-      let messages = 0;
-      let bound = this.#systemBytes(request.system);
-      for (const m of request.messages) {
-        const e = this.#estimate(m);
-        messages += e.tokens;
-        bound += e.bound;
+      let sums = estimateSums.get(request.messages);
+      if (!sums) {
+        sums = { tokens: 0, bound: 0 };
+        for (const m of request.messages) {
+          const e = this.#estimate(m);
+          sums.tokens += e.tokens;
+          sums.bound += e.bound;
+        }
+        if (Object.isFrozen(request.messages)) estimateSums.set(request.messages, sums);
       }
+      const messages = sums.tokens;
+      let bound = this.#systemBytes(request.system) + sums.bound;
       let tools = 0;
       for (const t of request.tools) {
         const e = this.#estimate(t);

@@ -904,7 +904,7 @@ function readAnswer(v: unknown): ApprovalAnswer {
 /** Append a message to the conversation and the log. */
 function append(session: Session, turnId: string, message: Message, durable = false): Promise<void> | void {
   freezeDeep(message);
-  session.messages = [...session.messages, message];
+  session.appendMessage(message);
   return session.emit({ type: "message.appended", message }, turnId, durable);
 }
 
