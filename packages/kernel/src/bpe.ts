@@ -5,10 +5,10 @@
  * hash table (~40 ms), and each piece is merged by rank exactly as tiktoken merges it.
  * Counting only: no token ids leave this file.
  */
-import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 
 /** A loaded vocabulary. Contract: `pattern` is the pre-tokenizer (global, unicode); `countPiece` is the BPE token count of one piece. */
 export interface BpeVocabulary {
@@ -46,6 +46,8 @@ interface Tables {
 }
 
 const MAGIC = 0x4b42504e; // "KBPN"
+/** A cache file is about 4.3 MB; anything much larger is not one. */
+const MAX_CACHE_BYTES = 16 * 1024 * 1024;
 const FORMAT = 1;
 
 /** Decode js-tiktoken's rank data ("<prefix> <first rank> <base64 token> …", ranks consecutive). */
@@ -98,23 +100,49 @@ function cacheFile(dir: string, ranksPath: string): string {
 
 /** Tables from the cache file, or undefined when it is missing, short or fails its checksum. */
 function readCache(file: string): Tables | undefined {
-  let buf: Buffer;
+  // Only a regular file of a plausible size is read, and without blocking: a FIFO, a device or
+  // a huge file put in its place is passed over, never waited on or read whole.
+  let copy: Uint8Array;
+  let fd: number | undefined;
   try {
-    buf = readFileSync(file);
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size < 32 || st.size > MAX_CACHE_BYTES) return undefined;
+    copy = new Uint8Array(st.size);
+    for (let read = 0; read < st.size; ) {
+      const n = readSync(fd, copy, read, st.size - read, read);
+      if (n <= 0) return undefined;
+      read += n;
+    }
+  } catch {
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  const [magic, format, first, tokens, used, size, sum, patternBytes] = new Uint32Array(copy.buffer, 0, 8) as unknown as number[];
+  const expected = 32 + (tokens! + 1) * 4 + size! * 4 + used! + patternBytes!;
+  if (magic !== MAGIC || format !== FORMAT || copy.length !== expected || sum !== checksum(copy, 32)) return undefined;
+  const starts = new Uint32Array(copy.buffer, 32, tokens! + 1);
+  const table = new Int32Array(copy.buffer, 32 + (tokens! + 1) * 4, size!);
+  const bytes = new Uint8Array(copy.buffer, 32 + (tokens! + 1) * 4 + size! * 4, used!);
+  let pattern: string;
+  try {
+    pattern = new TextDecoder("utf-8", { fatal: true }).decode(new Uint8Array(copy.buffer, expected - patternBytes!, patternBytes!));
+    new RegExp(pattern, "ug");
   } catch {
     return undefined;
   }
-  // Typed views need 4-byte alignment: a large file's buffer is its own (offset 0), else copy it.
-  const copy = buf.byteOffset % 4 === 0 ? new Uint8Array(buf.buffer, buf.byteOffset, buf.length) : Uint8Array.from(buf);
-  if (copy.length < 32) return undefined;
-  const [magic, format, first, tokens, used, size, sum, patternBytes] = new Uint32Array(copy.buffer, copy.byteOffset, 8) as unknown as number[];
-  const expected = 32 + (tokens! + 1) * 4 + size! * 4 + used! + patternBytes!;
-  if (magic !== MAGIC || format !== FORMAT || copy.length !== expected) return undefined;
-  const starts = new Uint32Array(copy.buffer, copy.byteOffset + 32, tokens! + 1);
-  const table = new Int32Array(copy.buffer, copy.byteOffset + 32 + (tokens! + 1) * 4, size!);
-  const bytes = new Uint8Array(copy.buffer, copy.byteOffset + 32 + (tokens! + 1) * 4 + size! * 4, used!);
-  const pattern = new TextDecoder().decode(new Uint8Array(copy.buffer, copy.byteOffset + expected - patternBytes!, patternBytes!));
-  if (sum !== checksum(copy, 32) || starts[tokens!] !== used || !pattern) return undefined;
+  // The shape a lookup relies on (a file that passes its checksum may still be crafted): a
+  // power-of-two table with empty slots and entries naming tokens, offsets that never go back.
+  if (!pattern || size! < 2 || (size! & (size! - 1)) !== 0 || size! < tokens! * 2 || starts[0] !== 0 || starts[tokens!] !== used) return undefined;
+  for (let t = 0; t < tokens!; t++) if (starts[t + 1]! <= starts[t]!) return undefined;
+  let empty = 0;
+  for (let h = 0; h < size!; h++) {
+    const t = table[h]!;
+    if (t === -1) empty++;
+    else if (t < 0 || t >= tokens!) return undefined;
+  }
+  if (empty === 0) return undefined;
   return { pattern, first: first!, tokens: tokens!, bytes, starts, table };
 }
 
@@ -129,25 +157,47 @@ function writeCache(file: string, t: Tables): void {
     out.set(t.bytes, 32 + t.starts.byteLength + t.table.byteLength);
     out.set(pattern, out.length - pattern.length);
     new Uint32Array(out.buffer, 24, 1)[0] = checksum(out, 32);
-    mkdirSync(dirname(file), { recursive: true });
+    makeDir(dirname(file));
     const tmp = `${file}.${process.pid}.tmp`;
     writeFileSync(tmp, out);
     renameSync(tmp, file);
+    // Files of an earlier copy of the ranks (another js-tiktoken) are not read again.
+    for (const old of readdirSync(dirname(file))) if (old.startsWith("o200k-") && join(dirname(file), old) !== file && !old.endsWith(".tmp")) rmSync(join(dirname(file), old), { force: true });
   } catch {
     // A read-only or missing cache directory: the next process decodes again (~40 ms).
   }
 }
 
-/** Where decoded vocabularies are kept: KEEL_CACHE_DIR, else $XDG_CACHE_HOME/keel, else ~/.cache/keel. */
+/** `dir` and up to two missing parents (not mkdir -p: Node's recursive mkdir spins forever under /proc). */
+function makeDir(dir: string, depth = 0): void {
+  try {
+    mkdirSync(dir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "EEXIST") return;
+    if (code !== "ENOENT" || depth >= 2 || dirname(dir) === dir) throw err;
+    makeDir(dirname(dir), depth + 1);
+    mkdirSync(dir);
+  }
+}
+
+/**
+ * Where decoded vocabularies are kept: KEEL_CACHE_DIR, else $XDG_CACHE_HOME/keel, else
+ * ~/.cache/keel. Contract: a relative setting is ignored (it would depend on the working directory).
+ */
 export function tokenizerCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  return env.KEEL_CACHE_DIR || join(env.XDG_CACHE_HOME || join(homedir(), ".cache"), "keel");
+  const abs = (p: string | undefined) => (p && isAbsolute(p) ? p : undefined);
+  return abs(env.KEEL_CACHE_DIR) ?? join(abs(env.XDG_CACHE_HOME) ?? join(homedir(), ".cache"), "keel");
 }
 
 /**
  * Load o200k_base. The rank data js-tiktoken ships is decoded once per machine into typed
  * arrays and kept in `cacheDir` (a few ms to read back; ~40 ms to decode when it is not there).
  * Contract: counts equal js-tiktoken's `encode(text, [], []).length` piece by piece; a
- * missing, unwritable or corrupt cache is decoded again, never trusted; `cacheDir: null`
+ * missing, unreadable or unwritable cache, one that fails its checksum or shape checks, or a
+ * FIFO, device or huge file in its place is passed over and decoded again, never waited on
+ * (a file crafted to pass the checks could change counts: keep the directory private, as the
+ * per-user default is); writing a new one removes older ones; `cacheDir: null`
  * neither reads nor writes one.
  */
 export function loadO200k(options: { cacheDir?: string | null } = {}): BpeVocabulary {
@@ -190,25 +240,96 @@ export function loadO200k(options: { cacheDir?: string | null } = {}): BpeVocabu
       if (piece.length * 3 > buf.length) buf = new Uint8Array(piece.length * 3);
       const n = utf8.encodeInto(piece, buf).written;
       if (n <= 1 || rankOf(buf, 0, n) >= 0) return Math.min(n, 1);
-      // tiktoken's merge: join the adjacent pair with the lowest rank (the first on a tie) until none is a token.
-      const bounds: number[] = [];
-      for (let k = 0; k <= n; k++) bounds.push(k);
-      const pair: number[] = [];
-      for (let k = 0; k < n - 1; k++) pair.push(rankOf(buf, k, k + 2));
-      for (;;) {
-        let best = -1;
-        let at = -1;
-        for (let k = 0; k < pair.length; k++) {
-          const r = pair[k]!;
-          if (r >= 0 && (best < 0 || r < best)) (best = r), (at = k);
-        }
-        if (at < 0) break;
-        bounds.splice(at + 1, 1);
-        pair.splice(at, 1);
-        if (at > 0) pair[at - 1] = rankOf(buf, bounds[at - 1]!, bounds[at + 1]!);
-        if (at < pair.length) pair[at] = rankOf(buf, bounds[at]!, bounds[at + 2]!);
-      }
-      return bounds.length - 1;
+      return n <= SHORT_PIECE ? mergeShort(n) : mergeLong(n);
     },
   };
+
+  /**
+   * tiktoken's merge: join the adjacent pair with the lowest rank (the leftmost on a tie) until
+   * no pair is a token; the number of parts left. A scan per merge: quick for short pieces.
+   */
+  function mergeShort(n: number): number {
+    const bounds: number[] = [];
+    for (let k = 0; k <= n; k++) bounds.push(k);
+    const pair: number[] = [];
+    for (let k = 0; k < n - 1; k++) pair.push(rankOf(buf, k, k + 2));
+    for (;;) {
+      let best = -1;
+      let at = -1;
+      for (let k = 0; k < pair.length; k++) {
+        const r = pair[k]!;
+        if (r >= 0 && (best < 0 || r < best)) (best = r), (at = k);
+      }
+      if (at < 0) break;
+      bounds.splice(at + 1, 1);
+      pair.splice(at, 1);
+      if (at > 0) pair[at - 1] = rankOf(buf, bounds[at - 1]!, bounds[at + 1]!);
+      if (at < pair.length) pair[at] = rankOf(buf, bounds[at]!, bounds[at + 2]!);
+    }
+    return bounds.length - 1;
+  }
+
+  /**
+   * The same merge for a long piece in O(n log n): parts are a linked list over byte offsets,
+   * pairs wait in a min-heap keyed by (rank, offset), and an entry whose pair has changed since
+   * is skipped (a part's pair is a new byte sequence, hence a new rank, whenever it grows).
+   */
+  function mergeLong(n: number): number {
+    const next = new Int32Array(n + 1);
+    const prev = new Int32Array(n + 1);
+    const pairRank = new Int32Array(n).fill(-1);
+    for (let k = 0; k <= n; k++) (next[k] = k + 1), (prev[k] = k - 1);
+    const heap: number[] = [];
+    const push = (rank: number, at: number) => {
+      pairRank[at] = rank;
+      if (rank < 0) return;
+      let i = heap.push(rank * OFFSETS + at) - 1;
+      while (i > 0) {
+        const up = (i - 1) >> 1;
+        if (heap[up]! <= heap[i]!) break;
+        [heap[up], heap[i]] = [heap[i]!, heap[up]!];
+        i = up;
+      }
+    };
+    const pop = (): number => {
+      const top = heap[0]!;
+      const last = heap.pop()!;
+      if (heap.length) {
+        heap[0] = last;
+        for (let i = 0; ; ) {
+          const l = 2 * i + 1;
+          const r = l + 1;
+          let m = i;
+          if (l < heap.length && heap[l]! < heap[m]!) m = l;
+          if (r < heap.length && heap[r]! < heap[m]!) m = r;
+          if (m === i) break;
+          [heap[m], heap[i]] = [heap[i]!, heap[m]!];
+          i = m;
+        }
+      }
+      return top;
+    };
+    for (let k = 0; k < n - 1; k++) push(rankOf(buf, k, k + 2), k);
+    let parts = n;
+    while (heap.length) {
+      const key = pop();
+      const at = key % OFFSETS;
+      const rank = (key - at) / OFFSETS;
+      if (pairRank[at] !== rank) continue; // stale: this part has grown or gone since
+      const gone = next[at]!;
+      next[at] = next[gone]!;
+      if (next[at]! <= n) prev[next[at]!] = at;
+      pairRank[gone] = -1;
+      parts--;
+      push(next[at]! < n ? rankOf(buf, at, next[next[at]!]!) : -1, at);
+      const before = prev[at]!;
+      if (before >= 0) push(rankOf(buf, before, next[at]!), before);
+    }
+    return parts;
+  }
 }
+
+/** Pieces up to this many bytes merge by scanning; longer ones through a heap. */
+const SHORT_PIECE = 48;
+/** Heap keys are rank × OFFSETS + byte offset (a piece of up to 2^22 bytes; ranks < 2^30 stay exact in a double). */
+const OFFSETS = 2 ** 22;

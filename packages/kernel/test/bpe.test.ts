@@ -1,4 +1,5 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
 import { join } from "node:path";
@@ -55,6 +56,10 @@ describe("o200k vocabulary (bpe.ts)", () => {
       "   leading, trailing   \n\n\n  \r\n\t\t",
     ];
     for (let i = 0; i < 300; i++) texts.push(Array.from({ length: 1 + rand(120) }, () => alphabet[rand(alphabet.length)]).join(""));
+    // Single long pieces (one word, one whitespace run): the heap merge, past 48 bytes.
+    const letters = [..."abcdefghijklmnopqrstuvwxyzéßøñ", "ж", "日"];
+    for (let i = 0; i < 150; i++) texts.push(Array.from({ length: 20 + rand(400) }, () => letters[rand(rand(3) ? 6 : letters.length)]).join(""));
+    for (let i = 0; i < 20; i++) texts.push(Array.from({ length: 50 + rand(300) }, () => [" ", "\t", "\n", "\r\n", "\u00a0"][rand(5)]).join(""));
     for (const t of texts) expect(count(t), JSON.stringify(t)).toBe(oracle.encode(t, [], []).length);
   });
 
@@ -78,6 +83,15 @@ describe("o200k vocabulary (bpe.ts)", () => {
     expect(vocab.countPiece("")).toBe(0);
   });
 });
+
+/** The cache's checksum (bpe.ts): FNV-1a over the body's 32-bit words, then its tail bytes. */
+function checksum(b: Uint8Array): number {
+  const words = new Int32Array(b.buffer, 32, Math.floor((b.length - 32) / 4));
+  let h = 0x811c9dc5;
+  for (let i = 0; i < words.length; i++) h = Math.imul(h ^ words[i]!, 16777619);
+  for (let i = 32 + words.length * 4; i < b.length; i++) h = Math.imul(h ^ b[i]!, 16777619);
+  return h >>> 0;
+}
 
 describe("o200k vocabulary cache", () => {
   const sample = "Keel counts tokens: naïve café, 日本語, 😀, `code()`, 12345 and    spaces.";
@@ -136,9 +150,70 @@ describe("o200k vocabulary cache", () => {
     }
   });
 
-  it("keeps the cache in KEEL_CACHE_DIR, else $XDG_CACHE_HOME/keel, else ~/.cache/keel", () => {
+  it("keeps the cache in KEEL_CACHE_DIR, else $XDG_CACHE_HOME/keel, else ~/.cache/keel; a relative setting is ignored", () => {
     expect(tokenizerCacheDir({ KEEL_CACHE_DIR: "/x/k" })).toBe("/x/k");
     expect(tokenizerCacheDir({ XDG_CACHE_HOME: "/x/xdg" })).toBe(join("/x/xdg", "keel"));
     expect(tokenizerCacheDir({})).toMatch(/[/\\]\.cache[/\\]keel$/);
+    expect(tokenizerCacheDir({ KEEL_CACHE_DIR: "rel/k", XDG_CACHE_HOME: "rel" })).toMatch(/[/\\]\.cache[/\\]keel$/);
+  });
+
+  it.runIf(process.platform !== "win32")("passes over a FIFO, a device or a huge file in the cache's place without waiting on or reading it", () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-bpe-"));
+    try {
+      viaCache(dir);
+      const file = join(dir, readdirSync(dir)[0]!);
+      const replace = (make: () => void) => {
+        rmSync(file, { force: true });
+        make();
+        const t0 = performance.now();
+        expect(viaCache(dir)).toBe(expected());
+        expect(performance.now() - t0).toBeLessThan(5_000); // a FIFO read would block forever; /dev/zero would read until memory runs out
+      };
+      replace(() => expect(spawnSync("mkfifo", [file]).status).toBe(0));
+      replace(() => symlinkSync("/dev/zero", file));
+      replace(() => {
+        writeFileSync(file, "");
+        truncateSync(file, 64 * 1024 * 1024); // sparse: 64 MB that take no disk
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses a file that passes its checksum but is crafted: a table with no empty slot (an endless probe), a pattern that is not a regex", () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-bpe-"));
+    try {
+      viaCache(dir);
+      const file = join(dir, readdirSync(dir)[0]!);
+      const good = new Uint8Array(readFileSync(file));
+      const head = new Uint32Array(good.buffer, 0, 8);
+      const [tokens, size, patternBytes] = [head[3]!, head[5]!, head[7]!];
+      const reseal = (b: Uint8Array) => {
+        new Uint32Array(b.buffer, 24, 1)[0] = checksum(b);
+        writeFileSync(file, b);
+      };
+      const full = good.slice();
+      new Int32Array(full.buffer, 32 + (tokens + 1) * 4, size).fill(0);
+      reseal(full);
+      expect(viaCache(dir)).toBe(expected());
+      const badPattern = good.slice();
+      badPattern.fill(40, badPattern.length - patternBytes); // "(((((…"
+      reseal(badPattern);
+      expect(viaCache(dir)).toBe(expected());
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("writing a cache file removes the files of an earlier copy of the ranks", () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-bpe-"));
+    try {
+      writeFileSync(join(dir, "o200k-1-1-1.bin"), "an older copy");
+      writeFileSync(join(dir, "unrelated.txt"), "kept");
+      viaCache(dir);
+      expect(readdirSync(dir).sort()).toEqual([expect.stringMatching(/^o200k-1-\d+-\d+\.bin$/), "unrelated.txt"]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
