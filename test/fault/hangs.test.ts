@@ -4,9 +4,11 @@
  * after its headers, 429s with long retry-after); plugins and tools that never settle or ignore
  * their signals. Every scenario asserts the exit code, a bound on the time, what the provider was
  * sent and what is on disk. Timeouts are short through the config (object-form models,
- * `limits.wallTimeMs`, `setupTimeoutMs`) and KEEL_EXIT_GRACE_MS.
+ * `limits.wallTimeMs`, `setupTimeoutMs`) and KEEL_EXIT_GRACE_MS. The tokenizer's cache file
+ * replaced by a FIFO or a device must not hang a run either.
  */
-import { existsSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { cleanEnv, onlySession, pairing, scenario, storedSessions, timedKeel, until, useWirePerScenario } from "./support/hangs.ts";
@@ -385,5 +387,35 @@ describe.concurrent("hangs: SIGINT", { timeout: 40_000 }, () => {
     expect(run.ms).toBeLessThan(8_000);
     expect(run.stderr).toContain("interrupted while closing");
     expect(terminal(await onlySession(s.home)).map((e) => e.type)).toEqual(["turn.interrupted"]);
+  });
+});
+
+describe("hangs: the tokenizer's cache file", { timeout: 40_000 }, () => {
+  it.runIf(process.platform !== "win32")("a FIFO, then /dev/zero, in the place of the o200k cache file: the run decodes the ranks again, counts exactly and exits at once", async () => {
+    const server = await wire();
+    const cache = join(root, "tokenizer-cache");
+    // 112 KB of input (an argument holds at most 128 KB): past half the ceiling of a 200k window, so the count must be exact and the vocabulary loads.
+    const input = `${"Release notes for the team, line by line. ".repeat(2_600)}\nSummarise them.`;
+    const counts: unknown[] = [];
+    for (const [name, spoil] of [["fresh", undefined], ["fifo", (f: string) => execFileSync("mkfifo", [f])], ["zero", (f: string) => symlinkSync("/dev/zero", f)]] as const) {
+      if (spoil) {
+        const [file] = readdirSync(cache).filter((f) => f.startsWith("o200k-"));
+        expect(file).toBeDefined();
+        rmSync(join(cache, file!));
+        spoil(join(cache, file!));
+      }
+      const s = scenario(root, `tokenizer-${name}`, `export default { name: "tok", model: "anthropic:claude-sonnet-4-6" };\n`);
+      server.enqueue({ text: "Summarised.", api: "anthropic" });
+      const run = await timedKeel(["run", input], { cwd: s.dir, env: online(server, s.home, { KEEL_CACHE_DIR: cache }) });
+      expect(run.killed, run.stderr).toBe(false);
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.ms).toBeLessThan(15_000);
+      const compiled = (await onlySession(s.home)).find((e) => e.type === "prompt.compiled") as { manifest: { tokenEstimate: { exact: boolean; messages: number } } } | undefined;
+      expect(compiled?.manifest.tokenEstimate.exact).toBe(true);
+      counts.push(compiled!.manifest.tokenEstimate.messages);
+    }
+    expect(new Set(counts).size).toBe(1);
+    // The spoiled entry was replaced by a good cache file again.
+    expect(readdirSync(cache).filter((f) => f.startsWith("o200k-") && !f.endsWith(".tmp"))).toHaveLength(1);
   });
 });
