@@ -8,24 +8,23 @@
 import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
+import { crc32 } from "node:zlib";
 import { dirname, isAbsolute, join } from "node:path";
 
-/** A loaded vocabulary. Contract: `pattern` is the pre-tokenizer (global, unicode); `countPiece` is the BPE token count of one piece. */
+/** A loaded vocabulary. Contract: `pattern` is the pre-tokenizer (global, unicode), `sticky` the same pattern sticky; `countPiece` is the BPE token count of one piece. */
 export interface BpeVocabulary {
   readonly pattern: RegExp;
+  /** The same pattern, sticky (`uy`): a match only where the last one ended. */
+  readonly sticky: RegExp;
   countPiece(piece: string): number;
 }
 
 const BASE64 = new Int8Array(128).fill(-1);
 for (const [i, c] of [..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"].entries()) BASE64[c.charCodeAt(0)] = i;
 
-/** A checksum of a cache file's body (32-bit words, then the tail bytes): catches a torn or corrupted file. */
+/** A checksum of a cache file's body (CRC-32, native): catches a torn or corrupted file. */
 function checksum(b: Uint8Array, from: number): number {
-  const words = new Int32Array(b.buffer, b.byteOffset + from, Math.floor((b.length - from) / 4));
-  let h = 0x811c9dc5;
-  for (let i = 0; i < words.length; i++) h = Math.imul(h ^ words[i]!, 16777619);
-  for (let i = from + words.length * 4; i < b.length; i++) h = Math.imul(h ^ b[i]!, 16777619);
-  return h >>> 0;
+  return crc32(b.subarray(from)) >>> 0;
 }
 
 function fnv(b: Uint8Array, from: number, to: number): number {
@@ -48,7 +47,7 @@ interface Tables {
 const MAGIC = 0x4b42504e; // "KBPN"
 /** A cache file is about 4.3 MB; anything much larger is not one. */
 const MAX_CACHE_BYTES = 16 * 1024 * 1024;
-const FORMAT = 1;
+const FORMAT = 2;
 
 /** Decode js-tiktoken's rank data ("<prefix> <first rank> <base64 token> …", ranks consecutive). */
 function build(data: { pat_str: string; bpe_ranks: string }): Tables {
@@ -236,6 +235,7 @@ export function loadO200k(options: { cacheDir?: string | null } = {}): BpeVocabu
   let buf = new Uint8Array(1024);
   return {
     pattern: new RegExp(pattern, "ug"),
+    sticky: new RegExp(pattern, "uy"),
     countPiece(piece) {
       if (piece.length * 3 > buf.length) buf = new Uint8Array(piece.length * 3);
       const n = utf8.encodeInto(piece, buf).written;

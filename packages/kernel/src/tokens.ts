@@ -54,25 +54,38 @@ function countLong(v: BpeVocabulary, piece: string): number {
 
 /** Token count of ordinary text (special-token text counted as plain text). */
 function countOrdinary(v: BpeVocabulary, text: string): number {
-  const re = v.pattern;
-  re.lastIndex = 0;
+  // The pre-tokenizer's pieces tile the text, so a sticky test() walks them without building a
+  // match array per piece; should a piece ever not start where the last ended, exec() takes over.
+  const sticky = v.sticky;
   let n = 0;
-  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-    const piece = m[0];
-    if (piece.length === 0) {
-      re.lastIndex++;
-      continue;
+  let at = 0;
+  sticky.lastIndex = 0;
+  while (at < text.length && sticky.test(text)) {
+    const end = sticky.lastIndex;
+    if (end === at) break;
+    n += countPieceCached(v, text.slice(at, end));
+    at = end;
+  }
+  if (at < text.length) {
+    const re = v.pattern;
+    re.lastIndex = at;
+    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+      if (m[0].length === 0) re.lastIndex++;
+      else n += countPieceCached(v, m[0]);
     }
-    let c = pieceCounts.get(piece);
-    if (c === undefined) {
-      c = countLong(v, piece);
-      if (pieceCounts.size >= PIECE_CACHE_MAX) pieceCounts.clear();
-      // A match is a slice of the whole text: the key is a flat copy, so the cache never keeps a counted text alive.
-      pieceCounts.set(piece.length > 12 ? (piece + " ").slice(0, -1) : piece, c);
-    }
-    n += c;
   }
   return n;
+}
+
+function countPieceCached(v: BpeVocabulary, piece: string): number {
+  let c = pieceCounts.get(piece);
+  if (c === undefined) {
+    c = countLong(v, piece);
+    if (pieceCounts.size >= PIECE_CACHE_MAX) pieceCounts.clear();
+    // A piece is a slice of the whole text: the key is a flat copy, so the cache never keeps a counted text alive.
+    pieceCounts.set(piece.length > 12 ? (piece + " ").slice(0, -1) : piece, c);
+  }
+  return c;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { crc32 } from "node:zlib";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { Tiktoken } from "js-tiktoken/lite";
@@ -84,14 +85,8 @@ describe("o200k vocabulary (bpe.ts)", () => {
   });
 });
 
-/** The cache's checksum (bpe.ts): FNV-1a over the body's 32-bit words, then its tail bytes. */
-function checksum(b: Uint8Array): number {
-  const words = new Int32Array(b.buffer, 32, Math.floor((b.length - 32) / 4));
-  let h = 0x811c9dc5;
-  for (let i = 0; i < words.length; i++) h = Math.imul(h ^ words[i]!, 16777619);
-  for (let i = 32 + words.length * 4; i < b.length; i++) h = Math.imul(h ^ b[i]!, 16777619);
-  return h >>> 0;
-}
+/** The cache's checksum (bpe.ts): CRC-32 of everything after the 32-byte header. */
+const checksum = (b: Uint8Array): number => crc32(b.subarray(32)) >>> 0;
 
 describe("o200k vocabulary cache", () => {
   const sample = "Keel counts tokens: naïve café, 日本語, 😀, `code()`, 12345 and    spaces.";
@@ -110,7 +105,7 @@ describe("o200k vocabulary cache", () => {
     try {
       expect(viaCache(dir)).toBe(expected());
       const [file] = readdirSync(dir);
-      expect(file).toMatch(/^o200k-1-\d+-\d+\.bin$/);
+      expect(file).toMatch(/^o200k-2-\d+-\d+\.bin$/);
       const written = statSync(join(dir, file!)).mtimeMs;
       expect(viaCache(dir)).toBe(expected());
       expect(statSync(join(dir, file!)).mtimeMs).toBe(written);
@@ -208,10 +203,10 @@ describe("o200k vocabulary cache", () => {
   it("writing a cache file removes the files of an earlier copy of the ranks", () => {
     const dir = mkdtempSync(join(tmpdir(), "keel-bpe-"));
     try {
-      writeFileSync(join(dir, "o200k-1-1-1.bin"), "an older copy");
+      writeFileSync(join(dir, "o200k-2-1-1.bin"), "an older copy");
       writeFileSync(join(dir, "unrelated.txt"), "kept");
       viaCache(dir);
-      expect(readdirSync(dir).sort()).toEqual([expect.stringMatching(/^o200k-1-\d+-\d+\.bin$/), "unrelated.txt"]);
+      expect(readdirSync(dir).sort()).toEqual([expect.stringMatching(/^o200k-2-\d+-\d+\.bin$/), "unrelated.txt"]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
