@@ -20,7 +20,7 @@ import type { ModelProvider, RequestOptions } from "./provider.ts";
 import type { PreflightOptions } from "./preflight.ts";
 import type { PluginRegistry } from "./registry.ts";
 import { buildRegistry } from "./registry.ts";
-import { extendPairState, repairToolPairs } from "./repair.ts";
+import { extendPairState, HISTORY_FACTS_MIN, repairToolPairs } from "./repair.ts";
 import { trackAbandoned } from "./abandoned.ts";
 import type { SessionInfo, SessionStore } from "./session-store.ts";
 import { defaultKeelHome, defaultSessionDbPath, SqliteSessionStore } from "./sqlite-store.ts";
@@ -559,6 +559,8 @@ export class Session {
     const prev = this.#messages;
     const next = Object.freeze([...prev, message]);
     this.#messages = next;
+    // A short history is rescanned in no time; facts are kept from HISTORY_FACTS_MIN messages on.
+    if (prev.length < HISTORY_FACTS_MIN) return;
     extendPairState(prev, next, message);
     extendWellFormed(prev, next, message);
     this.agent.tokens.extendCounts(prev, next, message);

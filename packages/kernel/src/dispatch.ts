@@ -106,6 +106,7 @@ class Run {
 }
 
 const NEVER = new AbortController().signal;
+const NONE: never[] = Object.freeze([]) as unknown as never[];
 
 class HookCtx implements HookContext {
   private ctrl: AbortController | undefined;
@@ -290,7 +291,7 @@ export class PhaseRunner {
     run.result.handlers.push({ plugin: sub.plugin, subscription: sub.id, status: "queued", durationMs: 0, contributions: 0 });
     const p = Promise.resolve(out).then((o) => {
       const r: PhaseResult = { phase: run.phase, durationMs: 0, handlers: [], contributions: [], records: [], diagnostics: [] };
-      for (const c of o.valid) if (!LATE_KINDS.has(c.kind)) o.invalid.push({ kind: c.kind, reason: "late" });
+      o.invalid = [...o.invalid, ...o.valid.filter((c) => !LATE_KINDS.has(c.kind)).map((c) => ({ kind: c.kind, reason: "late" }))];
       o.valid = o.valid.filter((c) => LATE_KINDS.has(c.kind));
       this.settle(new Run(run.phase, undefined, run.options, r), o);
       try {
@@ -311,7 +312,6 @@ export class PhaseRunner {
     // Handlers launched back-to-back share clock readings (one per handler, not two).
     const t0 = freshClock ? performance.now() : run.mark;
     const ctx = new HookCtx(sub.plugin, sub.phase, sub.id, signal, this.model);
-    const failed = (status: "threw" | "timeout" | "aborted", error: unknown): Outcome => ({ sub, status, durationMs: performance.now() - t0, valid: [], invalid: [], error: plainThrown(error) });
     let raw: unknown;
     let thenable: boolean;
     try {
@@ -319,7 +319,7 @@ export class PhaseRunner {
       thenable = isThenable(raw);
     } catch (error) {
       ctx.dispose();
-      return failed("threw", error);
+      return failedOutcome(sub, t0, "threw", error);
     }
     if (!thenable) {
       ctx.dispose();
@@ -341,32 +341,33 @@ export class PhaseRunner {
       const onAbort = () => {
         ctx.abort(signal.reason);
         if (!settled) trackAbandoned(`handler ${sub.id}`, raw);
-        finish(failed("aborted", signal.reason));
+        finish(failedOutcome(sub, t0, "aborted", signal.reason));
       };
       const deadlineMs = Math.min(sub.timeoutMs, run.options.maxHandlerMs ?? Number.POSITIVE_INFINITY);
       const timer = setTimeout(() => {
         const err = new KeelError("KEEL_HANDLER_TIMEOUT", `The handler ran past its ${deadlineMs} ms deadline${deadlineMs < sub.timeoutMs ? ` (its timeoutMs of ${sub.timeoutMs} is capped by the limit ${deadlineMs} ms: limits.wallTimeMs)` : ""}.`, { plugin: sub.plugin, phase: sub.phase, subscription: sub.id });
         ctx.abort(err);
         if (!settled) trackAbandoned(`handler ${sub.id}`, raw);
-        finish(failed("timeout", err));
+        finish(failedOutcome(sub, t0, "timeout", err));
       }, deadlineMs);
       if (signal.aborted) return onAbort();
       signal.addEventListener("abort", onAbort, { once: true });
       try {
         (raw as PromiseLike<unknown>).then(
           (v) => finish(this.validate(sub, v, t0)),
-          (error) => finish(failed("threw", error)),
+          (error) => finish(failedOutcome(sub, t0, "threw", error)),
         );
       } catch (error) {
-        finish(failed("threw", error));
+        finish(failedOutcome(sub, t0, "threw", error));
       }
     });
   }
 
   /** Validate what a handler returned. Contract: never throws (a throwing getter is an invalid contribution). */
   private validate(sub: Subscription, raw: unknown, t0: number): Outcome {
+    // Most handlers return nothing: their outcome shares two frozen empty lists.
+    if (raw === undefined || raw === null) return { sub, status: "ok", durationMs: performance.now() - t0, valid: NONE, invalid: NONE };
     const out: Outcome = { sub, status: "ok", durationMs: performance.now() - t0, valid: [], invalid: [] };
-    if (raw === undefined || raw === null) return out;
     const accepts = PHASES[sub.phase].accepts as readonly string[];
     let items: unknown[];
     try {
@@ -391,7 +392,7 @@ export class PhaseRunner {
   private settle(run: Run, o: Outcome): void {
     const { sub } = o;
     const r = run.result;
-    const loc = { plugin: sub.plugin, phase: sub.phase, subscription: sub.id };
+    const loc = o.invalid.length || o.status !== "ok" ? { plugin: sub.plugin, phase: sub.phase, subscription: sub.id } : undefined;
     for (const bad of o.invalid) {
       const late = bad.reason === "late";
       r.records.push({ plugin: sub.plugin, kind: bad.kind ?? "unknown", status: "rejected", reason: late ? "arrived after the phase closed" : bad.reason });
@@ -423,6 +424,10 @@ export class PhaseRunner {
       if (c.kind === "diagnostic") r.diagnostics.push({ level: c.level, code: c.code, message: preview(c.message), plugin: sub.plugin, phase: sub.phase, data: c.data });
     }
   }
+}
+
+function failedOutcome(sub: Subscription, t0: number, status: "threw" | "timeout" | "aborted", error: unknown): Outcome {
+  return { sub, status, durationMs: performance.now() - t0, valid: [], invalid: [], error: plainThrown(error) };
 }
 
 function idOf(c: Contribution): { id?: string } {

@@ -51,9 +51,12 @@ export function repairToolPairs(messages: readonly Message[]): { messages: reado
     out ??= messages.slice() as Message[];
     flush(out);
   }
-  pairStates.set(out ?? messages, []);
+  if (messages.length >= HISTORY_FACTS_MIN) pairStates.set(out ?? messages, []);
   return out ? { messages: out, synthesized, dropped } : { messages, synthesized, dropped };
 }
+
+/** Histories shorter than this are scanned whole each time (cheaper than keeping facts about them). */
+export const HISTORY_FACTS_MIN = 32;
 
 /**
  * What the pairing scan knows about a history array: the ids of calls still waiting for their

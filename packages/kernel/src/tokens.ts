@@ -5,6 +5,7 @@
  * once created), so recounting a long history is cheap.
  */
 import { loadO200k, type BpeVocabulary } from "./bpe.ts";
+import { HISTORY_FACTS_MIN } from "./repair.ts";
 import type { Message } from "./messages.ts";
 import type { ToolSchema } from "./tools.ts";
 
@@ -189,7 +190,7 @@ export class TokenCounter {
     }
     let total = 0;
     for (const m of messages) total += this.countMessage(m);
-    if (Object.isFrozen(messages)) exactSums.set(messages, total);
+    if (messages.length >= HISTORY_FACTS_MIN && Object.isFrozen(messages)) exactSums.set(messages, total);
     return total;
   }
 
@@ -244,7 +245,7 @@ export class TokenCounter {
           sums.tokens += e.tokens;
           sums.bound += e.bound;
         }
-        if (Object.isFrozen(request.messages)) estimateSums.set(request.messages, sums);
+        if (request.messages.length >= HISTORY_FACTS_MIN && Object.isFrozen(request.messages)) estimateSums.set(request.messages, sums);
       }
       const messages = sums.tokens;
       let bound = this.#systemBytes(request.system) + sums.bound;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { freezeDeep, type Message } from "../src/messages.ts";
-import { extendPairState, repairToolPairs } from "../src/repair.ts";
+import { extendPairState, HISTORY_FACTS_MIN, repairToolPairs } from "../src/repair.ts";
 import { extendWellFormed, wellFormedDeep } from "../src/text.ts";
 import { TokenCounter } from "../src/tokens.ts";
 
@@ -26,12 +26,16 @@ function randomMessages(seed: number, n: number): Message[] {
   return out.map((m) => freezeDeep(m));
 }
 
+/** A clean history long enough for facts to be kept (user and assistant turns, no calls). */
+const base = (): readonly Message[] =>
+  Object.freeze(Array.from({ length: HISTORY_FACTS_MIN + 2 }, (_, i): Message => freezeDeep(i % 2 ? { role: "assistant", content: [{ type: "text", text: `a${i}` }] } : { role: "user", content: [{ type: "text", text: `u${i}` }] })));
+
 describe("history facts carried over by appending (no rescans)", () => {
   it("pairing: a history built one message at a time is repaired exactly as a fresh scan repairs a copy of it", () => {
     for (let seed = 1; seed <= 300; seed++) {
       const all = randomMessages(seed, 30);
-      let arr: readonly Message[] = Object.freeze([]);
-      repairToolPairs(arr); // seeds the empty history's state
+      let arr = base();
+      repairToolPairs(arr); // seeds the state of a history past HISTORY_FACTS_MIN
       for (const m of all) {
         const next = Object.freeze([...arr, m]);
         extendPairState(arr, next, m);
@@ -46,7 +50,7 @@ describe("history facts carried over by appending (no rescans)", () => {
   });
 
   it("well-formed text: an appended message with a lone surrogate still gets repaired in the request", () => {
-    let arr: readonly Message[] = Object.freeze([]);
+    let arr = base();
     expect(wellFormedDeep(arr)).toBe(arr);
     for (const m of randomMessages(5, 60)) {
       const next = Object.freeze([...arr, m]);
@@ -61,7 +65,7 @@ describe("history facts carried over by appending (no rescans)", () => {
   it("token sums: estimates and exact counts of an appended history equal a fresh count of a copy", () => {
     const c = new TokenCounter();
     const system = "sys";
-    let arr: readonly Message[] = Object.freeze([]);
+    let arr = base();
     c.countRequest({ system, messages: arr, tools: [] }, { exactAbove: Number.POSITIVE_INFINITY });
     c.countMessages(arr);
     for (const m of randomMessages(9, 80)) {
@@ -71,7 +75,9 @@ describe("history facts carried over by appending (no rescans)", () => {
       const est = c.countRequest({ system, messages: arr, tools: [] }, { exactAbove: Number.POSITIVE_INFINITY });
       const freshEst = new TokenCounter().countRequest({ system, messages: [...arr], tools: [] }, { exactAbove: Number.POSITIVE_INFINITY });
       expect(est).toEqual(freshEst);
+      const hits = c.stats.cacheHits;
       expect(c.countMessages(arr)).toBe(new TokenCounter().countMessages([...arr]));
+      expect(c.stats.cacheHits).toBe(hits + 1); // one hit: the whole array's sum, not one per message
     }
   });
 });
