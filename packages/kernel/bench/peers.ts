@@ -1,7 +1,8 @@
 /**
  * Keel's turn against its peers (issue 19, goal 4): the same turn (three parallel tool calls,
  * then an answer; scripted models, no I/O) in a hand-written loop, pi-agent-core's agentLoop,
- * the Vercel AI SDK's generateText and Keel (no plugins; 5 no-op plugins on every phase;
+ * the Vercel AI SDK's generateText and Keel (no plugins, a session per turn or 50 turns a
+ * session; 5 no-op plugins on every phase;
  * the durable SQLite store, a session per turn or 10 turns per session). Every entry runs in
  * its own process, the rounds interleaved, so the ratios below are measured in one run.
  * The peers are pinned in ./peers/package.json and installed there on first use (npm ci),
@@ -27,6 +28,7 @@ const entries = [
   { id: "pi", file: "pi.mjs", args: [] },
   { id: "ai-sdk", file: "ai-sdk.mjs", args: [] },
   { id: "bare", file: "keel.mjs", args: ["bare"] },
+  { id: "bare-50", file: "keel.mjs", args: ["bare-50"] },
   { id: "plugins", file: "keel.mjs", args: ["plugins"] },
   { id: "sqlite", file: "keel.mjs", args: ["sqlite"] },
   { id: "sqlite-10", file: "keel.mjs", args: ["sqlite-10"] },
@@ -62,6 +64,6 @@ const ratio = (a: Id, b: Id) => (med(a) / med(b)).toFixed(2);
 console.log(`
 Goal 4, ratios from this run:
   keel with 5 no-op plugins / pi agentLoop: ${ratio("plugins", "pi")} (goal ≤ 1, then ≤ 0.5)
-  keel without plugins / pi agentLoop:      ${ratio("bare", "pi")} (goal ≤ 0.5)
+  keel without plugins / pi agentLoop:      ${ratio("bare", "pi")} (goal ≤ 0.5); in sessions of 50 turns: ${ratio("bare-50", "pi")}
   keel durable SQLite / keel in memory:     ${ratio("sqlite", "bare")} a session per turn, ${ratio("sqlite-10", "bare")} with 10 turns a session (goal ≤ 3)
   (the in-memory store keeps every session's log by design; on SQLite the heap per turn is what the kernel keeps)`);

@@ -3,6 +3,7 @@
 //   plugins  5 no-op plugins subscribed to every phase, in-memory store
 //   sqlite   no plugins, the default durable SQLite store in a temp dir
 //   sqlite-10 as sqlite, 10 turns per session (the first of each opens it)
+//   bare-50  as bare, 50 turns per session (a history of up to 300 messages)
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -23,7 +24,7 @@ const plugins = variant === "plugins" ? Array.from({ length: 5 }, (_, i) => defi
 const dir = variant.startsWith("sqlite") ? mkdtempSync(join(tmpdir(), "keel-peers-")) : undefined;
 const store = dir ? new SqliteSessionStore({ path: join(dir, "s.sqlite") }) : new MemorySessionStore();
 const agent = await createAgent({ name: "bench", provider, plugins, store, tools: [{ name: TOOL.name, description: TOOL.description, parameters: TOOL.schema, category: "info", execute: weather }] });
-const perSession = variant === "sqlite-10" ? 10 : 1;
+const perSession = variant === "sqlite-10" ? 10 : variant === "bare-50" ? 50 : 1;
 let session, used = 0;
 await measure(`keel ${variant}`, async () => {
   if (!session) session = await agent.session();
