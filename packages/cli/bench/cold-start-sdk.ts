@@ -5,7 +5,7 @@
  * Anthropic SDK and streams the very request Keel sent. Interleaved runs in one process;
  * reports medians and the ratio (goal ≤ 1.3). `pnpm bench cold-start-sdk`; RUNS (default 9).
  */
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -33,7 +33,11 @@ function once(args: string[], extra: Record<string, string> = {}): Promise<numbe
   });
 }
 
+// Published packages run built JavaScript: `--conditions=keel-dist` picks dist/ here (built first, as in cold-start.ts).
+const repo = join(here, "..", "..", "..");
+if (process.env.SKIP_BUILD !== "1" && spawnSync("pnpm", ["build"], { cwd: repo, stdio: "ignore" }).status !== 0) throw new Error("pnpm build failed; run it to see why");
 const keel = [bin, "run", "--config", config, "--home", home, "What is left in TODO.md?"];
+const built = ["--conditions=keel-dist", ...keel];
 await once(keel); // warm the OS file cache and the tokenizer cache; also captures the request
 const body = server.requests.at(-1)!.body as Record<string, unknown>;
 const floorEnv = { KEEL_FLOOR_BODY: JSON.stringify(body) };
@@ -41,11 +45,13 @@ const floorEnv = { KEEL_FLOOR_BODY: JSON.stringify(body) };
 const cachedEnv = { ...floorEnv, NODE_COMPILE_CACHE: join(home, "floor-compile-cache") };
 await once([floor], floorEnv);
 await once([floor], cachedEnv);
-const times = { floor: [] as number[], cached: [] as number[], keel: [] as number[] };
+await once(built);
+const times = { floor: [] as number[], cached: [] as number[], keel: [] as number[], built: [] as number[] };
 for (let i = 0; i < RUNS; i++) {
   times.floor.push(await once([floor], floorEnv));
   times.cached.push(await once([floor], cachedEnv));
   times.keel.push(await once(keel));
+  times.built.push(await once(built));
 }
 await server.close();
 rmSync(home, { recursive: true, force: true });
@@ -53,9 +59,12 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const f = median(times.floor);
 const c = median(times.cached);
 const k = median(times.keel);
+const b = median(times.built);
 console.log(`spawn → first provider request, median of ${RUNS} interleaved runs (ms)`);
 console.log(`| run | median | min | max |\n|---|---:|---:|---:|`);
 console.log(`| floor: import @anthropic-ai/sdk, stream the same request | ${f.toFixed(0)} | ${Math.min(...times.floor).toFixed(0)} | ${Math.max(...times.floor).toFixed(0)} |`);
 console.log(`| floor with Node's compile cache | ${c.toFixed(0)} | ${Math.min(...times.cached).toFixed(0)} | ${Math.max(...times.cached).toFixed(0)} |`);
 console.log(`| keel run, full-stack config without MCP (sources; compile cache on) | ${k.toFixed(0)} | ${Math.min(...times.keel).toFixed(0)} | ${Math.max(...times.keel).toFixed(0)} |`);
+console.log(`| keel run, the same, built (--conditions=keel-dist, as published) | ${b.toFixed(0)} | ${Math.min(...times.built).toFixed(0)} | ${Math.max(...times.built).toFixed(0)} |`);
+console.log(`ratio built keel / floor: ${(b / f).toFixed(2)}; `);
 console.log(`ratio keel / floor: ${(k / f).toFixed(2)} (goal ≤ 1.3); keel / floor with compile cache: ${(k / c).toFixed(2)}; request: ${JSON.stringify(body).length} bytes`);
