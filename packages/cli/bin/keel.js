@@ -9,12 +9,26 @@ if (major < 22 || (major === 22 && minor < 13)) {
   process.exit(2);
 }
 // Node keeps the compiled code of every module on disk (Node 22.1+): a later start skips most of
-// the parsing and compiling of Keel, its dependencies and the SDKs. KEEL_NO_COMPILE_CACHE=1 turns it off.
+// the parsing and compiling of Keel, its dependencies and the SDKs. The cache is the user's own
+// (KEEL_CACHE_DIR, else $XDG_CACHE_HOME/keel, else ~/.cache/keel; folders made private), never the
+// shared tmp folder: it holds the config's compiled code too. KEEL_NO_COMPILE_CACHE=1 turns it off.
 if (!process.env.KEEL_NO_COMPILE_CACHE) {
   try {
-    (await import("node:module")).enableCompileCache?.();
+    const [{ enableCompileCache }, { homedir }, { isAbsolute, join }, { mkdirSync }] = await Promise.all([import("node:module"), import("node:os"), import("node:path"), import("node:fs")]);
+    const abs = (p) => (p && isAbsolute(p) ? p : undefined);
+    const parent = abs(process.env.XDG_CACHE_HOME) ?? join(homedir(), ".cache");
+    const base = abs(process.env.KEEL_CACHE_DIR) ?? join(parent, "keel");
+    const dir = join(base, "node-compile-cache");
+    for (const d of abs(process.env.KEEL_CACHE_DIR) ? [base, dir] : [parent, base, dir]) {
+      try {
+        mkdirSync(d, { mode: 0o700 });
+      } catch {
+        // It exists (or cannot be made: then enableCompileCache reports failure, and keel starts without it).
+      }
+    }
+    enableCompileCache?.(dir);
   } catch {
-    // No cache directory (read-only file system): start without it.
+    // No cache: start without it.
   }
 }
 const { main, processIo, exitWhenDone } = await import("@keel/cli/main");

@@ -170,13 +170,13 @@ function writeCache(file: string, t: Tables): void {
 /** `dir` and up to two missing parents (not mkdir -p: Node's recursive mkdir spins forever under /proc). */
 function makeDir(dir: string, depth = 0): void {
   try {
-    mkdirSync(dir);
+    mkdirSync(dir, { mode: 0o700 });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "EEXIST") return;
     if (code !== "ENOENT" || depth >= 2 || dirname(dir) === dir) throw err;
     makeDir(dirname(dir), depth + 1);
-    mkdirSync(dir);
+    mkdirSync(dir, { mode: 0o700 });
   }
 }
 
