@@ -18,7 +18,7 @@ import type { ModelProvider } from "./provider.ts";
 import type { PluginRegistry, Subscription } from "./registry.ts";
 import { freezeEvent } from "./snapshot.ts";
 import type { FaultScope } from "./faults.ts";
-import { inFaultScope } from "./faults.ts";
+import { faultScopesActive, inFaultScope } from "./faults.ts";
 
 /** A diagnostic produced while running a phase. */
 export interface PhaseDiagnostic {
@@ -315,7 +315,7 @@ export class PhaseRunner {
     let raw: unknown;
     let thenable: boolean;
     try {
-      raw = inFaultScope(() => this.scopeOf(sub), () => sub.handler(run.event, ctx));
+      raw = faultScopesActive() ? inFaultScope(() => this.scopeOf(sub), () => sub.handler(run.event, ctx)) : sub.handler(run.event, ctx);
       thenable = isThenable(raw);
     } catch (error) {
       ctx.dispose();
@@ -400,7 +400,9 @@ export class PhaseRunner {
       r.diagnostics.push({ level: "warn", code, message: new KeelError(code, `Rejected a "${bad.kind ?? "unknown"}" contribution: ${late ? "it arrived after the phase closed" : bad.reason}.`, loc).message, plugin: sub.plugin, phase: sub.phase });
     }
     const failed = o.status === "threw" || o.status === "timeout" || (o.status === "invalid" && !o.invalid.every((b) => b.reason === "late"));
-    r.handlers.push({ plugin: sub.plugin, subscription: sub.id, status: o.status, durationMs: round(o.durationMs), contributions: o.valid.length, ...(o.error !== undefined ? { error: preview(errorMessage(o.error)) } : {}) });
+    const summary: HandlerSummary = { plugin: sub.plugin, subscription: sub.id, status: o.status, durationMs: round(o.durationMs), contributions: o.valid.length };
+    if (o.error !== undefined) summary.error = preview(errorMessage(o.error));
+    r.handlers.push(summary);
     let accepted = o.valid;
     if (failed && o.status !== "invalid") {
       const code: ErrorCode = o.status === "timeout" ? "KEEL_HANDLER_TIMEOUT" : "KEEL_HANDLER_THREW";

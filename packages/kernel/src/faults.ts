@@ -35,6 +35,11 @@ export function inFaultScope<T>(scope: () => FaultScope, fn: () => T): T {
   return guards > 0 ? faultScope.run(scope(), fn) : fn();
 }
 
+/** Contract: true while some guardProcess() is installed (only then does a fault scope matter); lets a hot path skip building one. */
+export function faultScopesActive(): boolean {
+  return guards > 0;
+}
+
 /** A fault caught at the process level. Contract: `error.code` is KEEL_PROCESS_FAULT; `plugin` is set when the scope knew it. */
 export interface ProcessFault {
   /** `processExit`: the code called `process.exit()`; that cannot be stopped nor recorded (`turns` is empty), only reported. */

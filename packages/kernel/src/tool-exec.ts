@@ -4,7 +4,7 @@ import type { ContentBlock, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
 import { codePointLength, isWellFormed, toWellFormed, truncate } from "./text.ts";
 import { snapshot } from "./snapshot.ts";
-import { inFaultScope } from "./faults.ts";
+import { faultScopesActive, inFaultScope } from "./faults.ts";
 import type { ToolContext, ToolDefinition, ToolOutput } from "./tools.ts";
 
 /** How a tool call ended. */
@@ -114,7 +114,8 @@ export function executeTool(tool: ToolDefinition, args: unknown, ctx: Omit<ToolC
           // A message whose toString throws is dropped: progress never fails the tool.
         }
       };
-      const raw: unknown = inFaultScope(() => ({ tool: tool.name, ...(plugin ? { plugin } : {}) }), () => tool.execute(args, { ...ctx, signal: ctrl.signal, progress, child: (o) => ctx.child(o, ctrl.signal) }));
+      const run = () => tool.execute(args, { ...ctx, signal: ctrl.signal, progress, child: (o) => ctx.child(o, ctrl.signal) });
+      const raw: unknown = faultScopesActive() ? inFaultScope(() => ({ tool: tool.name, ...(plugin ? { plugin } : {}) }), run) : run();
       let then: unknown;
       try {
         then = raw !== null && (typeof raw === "object" || typeof raw === "function") ? (raw as { then?: unknown }).then : undefined;
