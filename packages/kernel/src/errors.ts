@@ -102,6 +102,8 @@ export const ERROR_CODES = {
   KEEL_SKILL_UNKNOWN: "`@@skill=<name>` names no loaded skill, so the router picked instead. Use a name from the skills listing.",
   KEEL_SKILL_STORE_FAILED: "The skills database could not be opened or written; learning is kept in memory for now. Check that KEEL_HOME (or the `db` option) is writable, or, on PostgreSQL, that the server in KEEL_DATABASE_URL is reachable.",
   KEEL_SKILL_DRAFT_FAILED: "Writing an auto-drafted skill failed; nothing partial was left and a later success on the same signature retries. Check that <KEEL_HOME>/skills/auto is writable.",
+  KEEL_SKILL_NAME_NORMALIZED: "A SKILL.md `name` is not kebab-case (it has spaces, capitals or other characters); the skill was loaded under the normalised name shown. Set that name in the frontmatter.",
+  KEEL_SKILL_DESCRIPTION_CUT: "A SKILL.md `description` is longer than 1,024 characters; it was cut to 1,024 (by code points) and the skill loaded. Shorten it and move details into the body.",
   // Skills (@keel/plugin-skills). Add codes above this line.
   KEEL_MCP_SERVER_START_FAILED: "An MCP server did not start or did not finish its handshake in time; the agent goes on without it. Check its `command`/`url`, `args` and `env` (the stderr tail is attached), or raise `connectTimeoutMs`.",
   KEEL_MCP_SERVER_CRASHED: "An MCP server exited or dropped its connection during a call; that call got an error result and the server is restarted with backoff. See the server's stderr tail.",

@@ -6,6 +6,8 @@
  * The routers see only the query text and the reward of their own pick.
  * Run with `pnpm bench plugin-skills` (env: BENCH_ROUNDS, BENCH_SEED, BENCH_TUNING; BENCH_SEEDS=1,7,42
  * runs several stream orders and prints a per-seed table with mean and min).
+ * BENCH_HALF=tune|heldout|all (default heldout): the queries are split in two halves by a hash
+ * of their text; tune settings on `tune` and report `heldout`, so the figures are not fitted.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -46,12 +48,21 @@ const descriptions = JSON.parse(readFileSync(join(dir, "plugin_des.json"), "utf8
 const byLower = new Map(Object.entries(descriptions).map(([k, v]) => [k.toLowerCase(), v]));
 const rows = parseCsv(readFileSync(join(dir, "all_clean_data.csv"), "utf8")).slice(1).map(([query, tool]) => ({ query: query!, tool: tool! }));
 const tools = [...new Set(rows.map((r) => r.tool))].sort();
+const HALF = process.env.BENCH_HALF ?? "heldout";
+if (!["tune", "heldout", "all"].includes(HALF)) throw new Error(`BENCH_HALF must be tune, heldout or all, got ${HALF}`);
+/** FNV-1a of the query text: even → tune half, odd → held-out half (stable across runs and seeds). */
+const halfOf = (text: string) => {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % 2 === 0 ? "tune" : "heldout";
+};
+const pool = HALF === "all" ? rows : rows.filter((r) => halfOf(r.query) === HALF);
 const skills = tools.map((name) => ({ name, description: byLower.get(name.toLowerCase()) ?? "" }));
 
 /** The first ROUNDS queries of a seeded shuffle of all rows. */
 function streamOf(seed: number): typeof rows {
   const order = createRng(`order:${seed}`);
-  const stream = [...rows];
+  const stream = [...pool];
   for (let i = stream.length - 1; i > 0; i--) {
     const j = Math.floor(order.next() * (i + 1));
     [stream[i], stream[j]] = [stream[j]!, stream[i]!];
@@ -115,7 +126,7 @@ const results = SEEDS.map((seed) => {
 const wall = ((performance.now() - started) / 1000).toFixed(1);
 const meets = (r: (typeof results)[number]["rows"]) =>
   r[2]!.clean >= 0.6 && r[2]!.clean > r[0]!.clean && r[2]!.clean > r[1]!.clean && r[2]!.flipped > r[0]!.flipped && r[2]!.flipped > r[1]!.flipped;
-console.log(`MetaTool routing: ${skills.length} skills, ${ROUNDS} of ${rows.length} queries, accuracy over the last ${WINDOW} rounds`);
+console.log(`MetaTool routing: ${skills.length} skills, ${ROUNDS} of ${pool.length} queries (${HALF} half of ${rows.length}), accuracy over the last ${WINDOW} rounds`);
 if (SEEDS.length === 1) {
   const table = results[0]!.rows;
   const ours = table[2]!;

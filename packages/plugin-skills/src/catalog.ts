@@ -7,7 +7,7 @@
 import { readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { join, relative, sep } from "node:path";
 import { parseDocument } from "yaml";
-import { headOf } from "@keel/kernel";
+import { codePointLength, headOf, truncate } from "@keel/kernel";
 
 /** A loaded skill. Contract: `dir` is the real path of the skill's folder; `name` is unique in a catalog. */
 export interface Skill {
@@ -50,13 +50,34 @@ export function visibleIn(skill: Skill, namespace: string): boolean {
   return d.reviewed || d.namespace === namespace;
 }
 
-/** Why a SKILL.md was skipped. Contract: `file` is absolute; `line` is 1-based in that file when known; `message` says what to fix. */
+/**
+ * Why a SKILL.md was skipped, or what was changed to load it.
+ * Contract: `file` is absolute; `line` is 1-based in that file when known; `message` says what
+ * to fix; `loaded` is true when the skill was loaded anyway (name normalised, description cut).
+ */
 export interface SkillDiagnostic {
-  code: "KEEL_SKILL_INVALID" | "KEEL_SKILL_DUPLICATE" | "KEEL_SKILL_DIR_UNREADABLE";
+  code: "KEEL_SKILL_INVALID" | "KEEL_SKILL_DUPLICATE" | "KEEL_SKILL_DIR_UNREADABLE" | "KEEL_SKILL_NAME_NORMALIZED" | "KEEL_SKILL_DESCRIPTION_CUT";
   file: string;
   line?: number;
   message: string;
+  loaded?: boolean;
 }
+
+/** Longest description kept, in code points (Anthropic's SKILL.md spec caps `description` at 1,024). */
+export const MAX_DESCRIPTION_CHARS = 1024;
+
+/**
+ * A skill name in kebab-case: lowercase, every run of characters other than a-z, 0-9, ".", "_"
+ * and "-" replaced by one "-", no leading or trailing "-", at most 64 code points.
+ * Contract: returns "" when nothing usable is left (the skill is then invalid).
+ */
+export function normalizeSkillName(name: string): string {
+  const kebab = name.normalize("NFKD").replace(/\p{M}+/gu, "").toLowerCase().replace(/[^a-z0-9._-]+/g, "-").replace(/-{2,}/g, "-").replace(/^[-._]+|-+$/g, "");
+  return headOf(kebab, 64).replace(/-+$/, "");
+}
+
+/** A change made to load a skill. */
+type Note = { code: "KEEL_SKILL_NAME_NORMALIZED" | "KEEL_SKILL_DESCRIPTION_CUT"; line: number; message: string };
 
 /** A root to scan. `auto` marks the drafts folder. */
 export interface CatalogRoot {
@@ -64,10 +85,10 @@ export interface CatalogRoot {
   auto?: boolean;
 }
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+const NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 const MAX_DEPTH = 2;
 
-type Parsed = { ok: true; name: string; description: string; body: string; frontmatter: Record<string, unknown> } | { ok: false; line?: number; message: string };
+type Parsed = { ok: true; name: string; description: string; body: string; frontmatter: Record<string, unknown>; notes: Note[] } | { ok: false; line?: number; message: string };
 
 /**
  * Parse one SKILL.md text. Contract: never throws; a failure says where (line in the file)
@@ -95,10 +116,23 @@ export function parseSkillFile(text: string): Parsed {
     return i < 0 ? 2 : i + 2;
   };
   if (typeof fm.name !== "string" || !fm.name.trim()) return { ok: false, line: lineOf("name"), message: "missing `name`: add `name: <skill-name>` (letters, digits, . _ -) to the frontmatter" };
-  const name = fm.name.trim();
-  if (!NAME.test(name)) return { ok: false, line: lineOf("name"), message: `\`name\` "${headOf(name, 80)}" is not a valid skill name: use 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit` };
+  const notes: Note[] = [];
+  const declared = fm.name.trim();
+  let name = declared;
+  if (!NAME.test(declared)) {
+    // A name that looks like a path is refused, not normalised: it is a mistake, not a style.
+    name = /[\\/]/.test(declared) ? "" : normalizeSkillName(declared);
+    if (!NAME.test(name)) return { ok: false, line: lineOf("name"), message: `\`name\` "${headOf(declared, 80)}" is not a valid skill name: use 1-64 lowercase letters, digits, ".", "_" or "-", starting with a letter or digit (no "/")` };
+    notes.push({ code: "KEEL_SKILL_NAME_NORMALIZED", line: lineOf("name"), message: `\`name\` "${headOf(declared, 80)}" is not kebab-case; loaded as "${name}". Set \`name: ${name}\` in the frontmatter` });
+  }
   if (typeof fm.description !== "string" || !fm.description.trim()) return { ok: false, line: lineOf("description"), message: "missing `description`: add `description: <what the skill does and when to use it>` to the frontmatter" };
-  return { ok: true, name, description: fm.description.trim().replace(/\s+/g, " "), body: lines.slice(close + 1).join("\n").trim(), frontmatter: fm };
+  let description = fm.description.trim().replace(/\s+/g, " ");
+  const length = codePointLength(description);
+  if (length > MAX_DESCRIPTION_CHARS) {
+    description = truncate(description, MAX_DESCRIPTION_CHARS);
+    notes.push({ code: "KEEL_SKILL_DESCRIPTION_CUT", line: lineOf("description"), message: `\`description\` has ${length} characters; it was cut to ${MAX_DESCRIPTION_CHARS}. Shorten it and move details into the body` });
+  }
+  return { ok: true, name, description, body: lines.slice(close + 1).join("\n").trim(), frontmatter: fm, notes };
 }
 
 interface CacheEntry {
@@ -171,9 +205,11 @@ export class SkillCatalog {
         diags.push({ code: "KEEL_SKILL_INVALID", file, ...(p.line !== undefined ? { line: p.line } : {}), message: p.message });
         continue;
       }
+      for (const note of p.notes) diags.push({ ...note, file, loaded: true });
       const prior = byName.get(p.name);
       if (prior) {
-        diags.push({ code: "KEEL_SKILL_DUPLICATE", file, line: 2, message: `skill "${p.name}" is already loaded from ${prior.file}; rename one of them (the first one found is kept)` });
+        diags.push({ code: "KEEL_SKILL_DUPLICATE", file, line: 2, message: `skill "${p.name}" is already loaded from ${prior.file}; rename one of them (the first one found is kept)${p.frontmatter.name !== p.name ? ` (its name "${headOf(String(p.frontmatter.name).trim(), 80)}" normalises to "${p.name}")` : ""}` });
+        if (p.notes.length) diags.splice(diags.length - 1 - p.notes.length, p.notes.length);
         continue;
       }
       if (entry.skill && entry.skill.root === root.dir) {

@@ -127,7 +127,7 @@ class SkillsRuntime {
       kind: "diagnostic",
       level: "warn",
       code: d.code,
-      message: `${d.file}${d.line !== undefined ? `:${d.line}` : ""}: ${d.message}. The skill was skipped.`,
+      message: `${d.file}${d.line !== undefined ? `:${d.line}` : ""}: ${d.message}.${d.loaded ? "" : " The skill was skipped."}`,
       data: { file: d.file, ...(d.line !== undefined ? { line: d.line } : {}) },
     }));
     this.pendingDiags = [];
@@ -187,12 +187,15 @@ class SkillsRuntime {
   }
 
   /** The skills listing of a turn. Contract: an unreviewed draft is listed only in the namespace that produced it. */
-  section(pick: RoutePick | undefined, namespace = this.options.namespace): string | undefined {
-    const skills = this.catalog.skills.filter((s) => visibleIn(s, namespace));
+  section(pick: RoutePick | undefined, namespace = this.options.namespace, input = ""): string | undefined {
+    const visible = this.catalog.skills.filter((s) => visibleIn(s, namespace));
+    // Most relevant to this turn first (the router's posterior ranking), so the cap drops the least relevant.
+    const order = new Map(this.router.rank(redact(input)).map((r, i) => [r.skill, i]));
+    const skills = visible.map((s, i) => ({ s, at: order.get(s.name) ?? order.size + i })).sort((a, b) => a.at - b.at).map((x) => x.s);
     if (!skills.length) return undefined;
     const advice = pick && this.options.suggest ? `\nThe "${pick.skill}" skill may help with this request: read it with skill_read and use it only if it is relevant.` : "";
-    const head = "Skills you can read with the skill_read tool (name: description). Read a skill before following it.\n";
-    const budget = this.options.maxPromptChars - head.length - advice.length - 40;
+    const head = "Skills you can read with the skill_read tool (name: description), most relevant to this request first. Read a skill before following it.\n";
+    const budget = this.options.maxPromptChars - head.length - advice.length - 140;
     const lines: string[] = [];
     let used = 0;
     for (const s of skills) {
@@ -203,7 +206,7 @@ class SkillsRuntime {
       used += line.length + 1;
     }
     const omitted = skills.length - lines.length;
-    return `${head}${lines.join("\n")}${omitted ? `\n(${omitted} more skills not listed; skill_read lists every name on an unknown one.)` : ""}${advice}`;
+    return `${head}${lines.join("\n")}${omitted ? `\n(${omitted} more skills are not listed; call skill_read with a few words of the task instead of a name to find the closest ones.)` : ""}${advice}`;
   }
 
   /** Record a draft's outcome (listed by `drafts()`). */
@@ -295,7 +298,7 @@ export function skills(input?: SkillsOptionsInput): SkillsPlugin {
         const { pick, unknownForced, storeError } = await rt.pick(event.sessionId, event.turnId, event.input, namespace);
         if (storeError) out.push({ kind: "diagnostic", level: "warn", code: "KEEL_SKILL_STORE_FAILED", message: `${storeError}.` });
         if (unknownForced) out.push({ kind: "diagnostic", level: "warn", code: "KEEL_SKILL_UNKNOWN", message: `@@skill=${unknownForced} names no loaded skill; the router picked instead. Use one of the names listed by listSkills().` });
-        const content = rt.section(pick, namespace);
+        const content = rt.section(pick, namespace, event.input);
         if (content) out.push({ kind: "prompt_section", id: "skills", sectionId: "skills", title: "Skills", domain: "skills", priority: 400, content, maxChars: 8000 });
         return out;
       });

@@ -104,7 +104,11 @@ export class ContextualRouter {
     if (!this.skills.length) return undefined;
     const scored = this.score(terms, this.store).map((s) => ({ ...s, tie: this.rng.next() }));
     scored.sort((a, b) => b.z - a.z || a.tie - b.tie);
-    const gate = scored.slice(0, Math.max(1, this.tuning.gate)).map((s) => ({ ...s, draw: s.z + this.tuning.temperature * Math.sqrt(s.variance) * sampleNormal(this.rng) }));
+    // No draw until some candidate has evidence in this context: a cold pick is the prior's own
+    // top pick (a draw would flip near-ties); exploration starts with the first evidence.
+    const top = scored.slice(0, Math.max(1, this.tuning.gate));
+    const explore = top.some((s) => s.learned);
+    const gate = top.map((s) => ({ ...s, draw: s.z + (explore ? this.tuning.temperature * Math.sqrt(s.variance) * sampleNormal(this.rng) : 0) }));
     gate.sort((a, b) => b.draw - a.draw);
     const best = gate[0]!;
     return { skill: this.skills[best.i]!.name, terms, probability: sigmoid(best.z), forced: false, candidates: gate.map((g) => this.skills[g.i]!.name) };
@@ -144,7 +148,8 @@ export class ContextualRouter {
     return { values, updates };
   }
 
-  private score(terms: readonly string[], reader: PosteriorReader, only?: readonly string[]): Array<{ i: number; z: number; variance: number }> {
+  /** Log-odds of each skill, its posterior variance, and whether any weight of it was learned for these features. */
+  private score(terms: readonly string[], reader: PosteriorReader, only?: readonly string[]): Array<{ i: number; z: number; variance: number; learned: boolean }> {
     const { values, updates } = this.features(terms, reader);
     const rows = reader.weights([...values.keys()], only);
     const rel = this.index.scores(terms);
@@ -156,13 +161,15 @@ export class ContextualRouter {
       const name = this.skills[i]!.name;
       let z = bias + relevanceWeight * (max > 0 ? rel[i]! / max : 0);
       let variance = 0;
+      let learned = false;
       for (const [f, x] of values) {
         const stored = rows.get(f)?.get(name);
         const w = stored ? fade(stored, updates, discount, q0) : undefined;
+        learned ||= stored !== undefined;
         z += x * (w?.mean ?? 0);
         variance += (x * x) / (w?.precision ?? q0);
       }
-      return { i, z, variance };
+      return { i, z, variance, learned };
     });
   }
 

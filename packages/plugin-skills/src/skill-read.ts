@@ -5,13 +5,14 @@ import { z } from "zod";
 import type { ToolDefinition } from "@keel/kernel";
 import type { SkillCatalog } from "./catalog.ts";
 import { isInside, visibleIn } from "./catalog.ts";
-import { codePointLength, headOf, toWellFormed } from "@keel/kernel";
+import { codePointLength, headOf, toWellFormed, truncate } from "@keel/kernel";
+import { closestSkills } from "./closest.ts";
 
 /** Largest file `skill_read` returns whole; longer files are cut with a marker. */
 export const MAX_READ_CHARS = 64_000;
 
 const Args = z.object({
-  name: z.string().min(1).describe("The skill's name, as listed under Available skills."),
+  name: z.string().min(1).describe("The skill's name, as listed under Skills. A name not loaded (or a few words of the task) returns the closest skills."),
   path: z.string().optional().describe("A file path relative to the skill's folder (e.g. reference.md). Omit to read the skill's instructions."),
 });
 
@@ -28,8 +29,11 @@ export function readSkill(catalog: SkillCatalog, name: string, path?: string, na
   const found = catalog.get(name);
   const skill = found && (namespace === undefined || visibleIn(found, namespace)) ? found : undefined;
   if (!skill) {
-    const names = catalog.skills.filter((s) => namespace === undefined || visibleIn(s, namespace)).map((s) => s.name);
-    return { ok: false, error: `No skill named "${name}". Available: ${names.slice(0, 50).join(", ") || "(none)"}.` };
+    const visible = catalog.skills.filter((s) => namespace === undefined || visibleIn(s, namespace));
+    const near = closestSkills(visible, name, 8);
+    const list = near.map((s) => `- ${s.name}: ${truncate(s.description, 160)}`).join("\n");
+    const head = `No skill named "${headOf(name, 80)}" (${visible.length} skills loaded).`;
+    return { ok: false, error: near.length ? `${head} Closest matches:\n${list}\nCall skill_read with one of these names, or with other words of the task to search again.` : `${head} None is close; call skill_read with other words of the task to search.` };
   }
   if (path === undefined || path === "" || path === "SKILL.md") return { ok: true, text: cap(`# Skill: ${skill.name}\n\n${skill.body}`) };
   if (isAbsolute(path) || win32.isAbsolute(path) || path.includes("\0")) return { ok: false, error: `"${path}" is absolute; give a path relative to the skill's folder.` };
@@ -58,7 +62,7 @@ function cap(text: string): string {
 export function skillReadTool(catalog: () => SkillCatalog, namespace?: string): ToolDefinition<z.infer<typeof Args>> {
   return {
     name: "skill_read",
-    description: "Read a skill's instructions (name only) or a file the skill references (name + path relative to the skill's folder).",
+    description: "Read a skill's instructions (name only) or a file the skill references (name + path relative to the skill's folder). An unknown name (or a few words of the task) returns the closest skills.",
     input: Args,
     category: "info",
     execute(args) {

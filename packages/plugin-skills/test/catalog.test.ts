@@ -118,6 +118,7 @@ describe("skill_read confinement", () => {
       expect(r.ok, bad).toBe(false);
       if (!r.ok) expect(r.error).not.toContain("TOP SECRET");
     }
-    expect(readSkill(catalog, "nope")).toMatchObject({ ok: false, error: expect.stringContaining("Available: reader") });
+    expect(readSkill(catalog, "raeder")).toMatchObject({ ok: false, error: expect.stringContaining("Closest matches:\n- reader: Reads files.") });
+    expect(readSkill(catalog, "zzz")).toMatchObject({ ok: false, error: expect.stringContaining("None is close") });
   });
 });

@@ -130,7 +130,7 @@ describe("skill_read bound to the namespace", () => {
     const cat = new SkillCatalog([{ dir: auto, auto: true }], { autoDir: auto });
     cat.refresh();
     expect(readSkill(cat, "auto-x", undefined, "alice")).toMatchObject({ ok: true });
-    expect(readSkill(cat, "auto-x", undefined, "bob")).toEqual({ ok: false, error: 'No skill named "auto-x". Available: (none).' });
+    expect(readSkill(cat, "auto-x", undefined, "bob")).toEqual({ ok: false, error: 'No skill named "auto-x" (0 skills loaded). None is close; call skill_read with other words of the task to search.' });
     writeFileSync(join(auto, "x", "manifest.json"), JSON.stringify({ needs_review: true }));
     cat.refresh();
     expect(readSkill(cat, "auto-x", undefined, "alice")).toMatchObject({ ok: false });
