@@ -115,11 +115,15 @@ export async function takeLease(
   let told = false;
   for (;;) {
     options.signal?.throwIfAborted();
+    let issued = Date.now();
     let out = await store.acquireLease(sessionId, claim);
-    if (!out.acquired && holderIsDead(out.holder)) out = await store.acquireLease(sessionId, { ...claim, replaces: out.holder.owner });
+    if (!out.acquired && holderIsDead(out.holder)) {
+      issued = Date.now();
+      out = await store.acquireLease(sessionId, { ...claim, replaces: out.holder.owner });
+    }
     if (out.acquired) {
       const prev = out.previous;
-      return keep(store, sessionId, claim.owner, options.ttlMs, prev ? { pid: prev.pid, host: prev.host, reason: prev.expiresAt <= out.lease.acquiredAt ? "expired" : "holder_dead" } : undefined);
+      return keep(store, sessionId, claim.owner, options.ttlMs, prev ? { pid: prev.pid, host: prev.host, reason: prev.expiresAt <= out.lease.acquiredAt ? "expired" : "holder_dead" } : undefined, issued);
     }
     const holder = out.holder;
     const now = Date.now();
@@ -135,21 +139,23 @@ export async function takeLease(
   }
 }
 
-function keep(store: SessionStore, sessionId: string, owner: string, ttlMs: number, takenOver: HeldLease["takenOver"]): HeldLease {
+function keep(store: SessionStore, sessionId: string, owner: string, ttlMs: number, takenOver: HeldLease["takenOver"], issued: number): HeldLease {
   let stopped = false;
   let failures = 0;
-  /** When the store last confirmed this lease: until a third of the TTL later no one can have taken it. */
-  let renewedAt = Date.now();
+  /** When the store's last confirmation of this lease was asked for: until a third of the TTL later no one can have taken it. */
+  let renewedAt = issued;
   LIVE_OWNERS.add(owner);
   const timer = setInterval(() => {
     // A failed renewal (a busy disk) is retried at the next beat, three times in a row at most
     // (a closed store); a lost lease is caught by confirm() and the store's append fence.
+    // The lease runs from when the renewal was sent, not from when its reply was handled (a stall in between must not look fresh).
+    const issued = Date.now();
     void Promise.resolve()
       .then(() => store.renewLease?.(sessionId, owner, ttlMs))
       .then((held) => {
         failures = 0;
         if (held === false) clearInterval(timer);
-        else renewedAt = Date.now();
+        else renewedAt = Math.max(renewedAt, issued);
       })
       .catch(() => {
         if (++failures >= 3) clearInterval(timer);

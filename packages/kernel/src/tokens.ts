@@ -136,10 +136,14 @@ export interface RequestTokenCount {
  * counter shares them), so callers must not mutate them.
  */
 export class TokenCounter {
-  // Counts depend only on the (immutable) object: every counter of the process shares them, so
-  // a plugin counting the request the kernel just counted finds it done.
-  #messages = messageCounts;
-  #tools = toolCounts;
+  // Counts depend only on the (immutable) object: every plain counter of the process shares them,
+  // so a plugin counting the request the kernel just counted finds it done. A subclass (its own
+  // countText) keeps its own, so two ways of counting never mix.
+  #shared = Object.getPrototypeOf(this) === TokenCounter.prototype;
+  #messages: WeakMap<Message, number> = this.#shared ? messageCounts : new WeakMap();
+  #tools: WeakMap<ToolSchema, number> = this.#shared ? toolCounts : new WeakMap();
+  #exactSums: WeakMap<readonly Message[], number> = this.#shared ? exactSums : new WeakMap();
+  #estimateSums: WeakMap<readonly Message[], { tokens: number; bound: number }> = this.#shared ? estimateSums : new WeakMap();
   #lastSystem: { text: string; count: number } | undefined;
   #encodes = 0;
   #cacheHits = 0;
@@ -183,14 +187,14 @@ export class TokenCounter {
 
   /** Contract: the sum of countMessage over `messages` (kept per array: a history extended with extendCounts is not walked again). */
   countMessages(messages: readonly Message[]): number {
-    const known = exactSums.get(messages);
+    const known = this.#exactSums.get(messages);
     if (known !== undefined) {
       this.#cacheHits++;
       return known;
     }
     let total = 0;
     for (const m of messages) total += this.countMessage(m);
-    if (messages.length >= HISTORY_FACTS_MIN && Object.isFrozen(messages)) exactSums.set(messages, total);
+    if (messages.length >= HISTORY_FACTS_MIN && Object.isFrozen(messages)) this.#exactSums.set(messages, total);
     return total;
   }
 
@@ -199,13 +203,13 @@ export class TokenCounter {
    * (the message counted exactly only when `prev`'s exact sum is known, i.e. counting is on).
    */
   extendCounts(prev: readonly Message[], next: readonly Message[], message: Message): void {
-    const est = estimateSums.get(prev);
+    const est = this.#estimateSums.get(prev);
     if (est) {
       const e = this.#estimate(message);
-      estimateSums.set(next, { tokens: est.tokens + e.tokens, bound: est.bound + e.bound });
+      this.#estimateSums.set(next, { tokens: est.tokens + e.tokens, bound: est.bound + e.bound });
     }
-    const exact = exactSums.get(prev);
-    if (exact !== undefined) exactSums.set(next, exact + this.countMessage(message));
+    const exact = this.#exactSums.get(prev);
+    if (exact !== undefined) this.#exactSums.set(next, exact + this.countMessage(message));
   }
 
   /** Tokens of tool schemas (JSON of name, description, parameters). Contract: cached per tool object. */
@@ -237,7 +241,7 @@ export class TokenCounter {
   countRequest(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }, options: { exactAbove?: number } = {}): RequestTokenCount {
     if (!vocabulary && options.exactAbove !== undefined) {
       // One pass: chars/4 estimates, and the UTF-8 length as a hard upper bound on tokens.
-      let sums = estimateSums.get(request.messages);
+      let sums = this.#estimateSums.get(request.messages);
       if (!sums) {
         sums = { tokens: 0, bound: 0 };
         for (const m of request.messages) {
@@ -245,7 +249,7 @@ export class TokenCounter {
           sums.tokens += e.tokens;
           sums.bound += e.bound;
         }
-        if (request.messages.length >= HISTORY_FACTS_MIN && Object.isFrozen(request.messages)) estimateSums.set(request.messages, sums);
+        if (request.messages.length >= HISTORY_FACTS_MIN && Object.isFrozen(request.messages)) this.#estimateSums.set(request.messages, sums);
       }
       const messages = sums.tokens;
       let bound = this.#systemBytes(request.system) + sums.bound;

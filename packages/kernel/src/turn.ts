@@ -159,12 +159,15 @@ function toolSchema(t: ResolvedTool): ToolSchema {
       parameters = { type: "object", properties: {} };
     }
     // Sent every round: kept as a frozen, well-formed copy, so the request's repair walk finds it done.
+    let own = true;
     try {
       parameters = structuredClone(parameters);
     } catch {
-      // A schema holding what cannot be cloned is sent as it is (and walked every round).
+      // A schema holding what cannot be cloned is sent as it is (and walked every round), never frozen: it is the host's object.
+      own = false;
     }
-    s = wellFormedDeep(freezeDeep({ name: t.def.name, description: t.def.description, parameters }));
+    const schema = { name: t.def.name, description: t.def.description, parameters };
+    s = wellFormedDeep(own ? freezeDeep(schema) : schema);
     schemaCache.set(t.def, s);
   }
   return s;
