@@ -4,6 +4,12 @@
  * set, from the task text alone and with the annotated plan steps as tool_search queries;
  * plus the tokens of tool definitions sent versus sending every tool.
  *
+ * The adaptive visible set (options `adaptive`, `descriptionChars`, `compactDescriptionChars`)
+ * is measured against the old fixed top 15 sent as the servers describe their tools: tokens
+ * are those of the definitions the plugin would send (presentTool). Its settings are chosen on
+ * half A of the tasks (a hash of the task id) and reported on half B; the curve lists every
+ * grid point on both halves.
+ *
  * Gold matching: a gold name matches every inventory tool with that exact tool name on any
  * server (13 names exist on several servers); failing that, names compared lowercased with
  * `-`/`_` unified. Gold names matching no tool are left out of the denominator and counted.
@@ -15,7 +21,8 @@ import { dataDir } from "../../../test/support/data.ts";
 import { assignToolNames, identityKey } from "../src/names.ts";
 import { normalizeInputSchema } from "../src/schema.ts";
 import { createRanker, type CatalogEntry, type KeelRankingOptions, type RankingMethod } from "../src/rank.ts";
-import { curate, inventoryHash, searchTools } from "../src/curation.ts";
+import { curate, inventoryHash, searchTools, type CutOptions } from "../src/curation.ts";
+import { presentTool, type ToolForm } from "../src/present.ts";
 import { TOOL_SEARCH_SCHEMA } from "../src/tool-search.ts";
 
 const K = 15;
@@ -33,6 +40,7 @@ for (const s of servers) for (const [key, v] of Object.entries(s.tools)) for (co
 const names = assignToolNames(raw);
 const catalog: CatalogEntry[] = raw.map((r) => ({ name: names.get(identityKey(r))!, server: r.server, tool: r.tool, description: r.description, serverDescription: r.serverDescription }));
 const schemas = new Map<string, ToolSchema>(raw.map((r, i) => [catalog[i]!.name, { name: catalog[i]!.name, description: r.description || r.tool, parameters: normalizeInputSchema(r.inputSchema) }]));
+const toolOf = new Map(catalog.map((e) => [e.name, e.tool]));
 const hash = inventoryHash([...schemas.values()]);
 
 const lines = (text: string) => text.split(/\n+/).map((l) => l.replace(/^\s*\d+\s*[.)、]\s*/, "").trim()).filter(Boolean);
@@ -82,6 +90,47 @@ function evaluate(label: string, method: RankingMethod, keel: Partial<KeelRankin
   return { label, text: rText / n, plan: rPlan / n, steps: rSteps / n, tokens: tok / n, planTokens: planTok / n, full: full / n, n };
 }
 
+
+interface Adaptive { cut?: CutOptions & { searchRatio: number }; descriptionChars: number; compactDescriptionChars: number; raw?: boolean }
+const DEFAULTS: Adaptive = { cut: { minK: 8, ratio: 0.3, compactBelow: 0.9, searchRatio: 0.7 }, descriptionChars: 400, compactDescriptionChars: 160 };
+const BEFORE: Adaptive = { descriptionChars: Infinity, compactDescriptionChars: Infinity, raw: true };
+const tokenCache = new Map<string, number>();
+function defTokens(name: string, form: ToolForm, a: Adaptive): number {
+  const key = `${name}\u0000${form}\u0000${a.raw ? "raw" : `${a.descriptionChars}/${a.compactDescriptionChars}`}`;
+  let n = tokenCache.get(key);
+  if (n === undefined) {
+    const s = schemas.get(name)!;
+    const shown = a.raw ? s : { name, ...presentTool({ tool: toolOf.get(name)!, description: s.description, parameters: s.parameters as never }, form, a) };
+    tokenCache.set(key, (n = counter.countTools([shown])));
+  }
+  return n;
+}
+interface Point { text: number; plan: number; tokens: number; planTokens: number; n: number; visible: number }
+const adaptiveRanker = createRanker(catalog, "keel");
+/** Recall and definition tokens of the plugin's visible set (and with plan steps as tool_search calls, revealed in full form). */
+function adaptive(a: Adaptive, only?: (i: number) => boolean): Point {
+  let rText = 0, rPlan = 0, tok = 0, planTok = 0, n = 0, vis = 0;
+  for (const [i, t] of tasks.entries()) {
+    const g = gold[i]!;
+    if (!g.length || (only && !only(i))) continue;
+    n++;
+    const r = curate({ ranker: adaptiveRanker, inventoryHash: hash, query: t.Question, topK: K, hardCap: 128, fixedCount: 1, ...(a.cut ? { cut: a.cut } : {}) });
+    const compact = new Set(r.keepSet.compact ?? []);
+    const cost = (v: string) => defTokens(v, compact.has(v) ? "compact" : "full", a);
+    vis += r.visible.length;
+    rText += recall(new Set(r.visible), g);
+    tok += r.visible.reduce((sum, v) => sum + cost(v), 0) + searchTokens;
+    const planSet = new Set(r.visible);
+    for (const step of lines(t["Annotator Metadata"].Steps)) for (const h of searchTools(adaptiveRanker, step, STEP_HITS, undefined, a.cut?.searchRatio ?? 0)) planSet.add(h.name);
+    rPlan += recall(planSet, g);
+    planTok += [...planSet].reduce((sum, v) => sum + cost(v), 0) + searchTokens;
+  }
+  return { text: rText / n, plan: rPlan / n, tokens: tok / n, planTokens: planTok / n, n, visible: vis / n };
+}
+const half = (i: number) => parseInt(tasks[i]!.task_id.replace(/[^0-9a-f]/g, "").slice(0, 8), 16) % 2;
+const A = (i: number) => half(i) === 0;
+const B = (i: number) => half(i) === 1;
+
 const rows = [
   evaluate("reference (MECHANICS.md BM25)", "reference"),
   evaluate("keel (defaults)", "keel"),
@@ -122,3 +171,39 @@ for (const f of [0, 1]) {
 }
 console.log("");
 console.log(`held-out (2-fold, config picked on the other half from ${grid.length} grid points): recall ${(heldText / heldN).toFixed(3)} from task text, ${(heldPlan / heldN).toFixed(3)} with plan steps; picks ${picks.join(" / ")}`);
+
+// The adaptive visible set.
+const saved = (p: Point, base: Point) => `${((1 - p.tokens / base.tokens) * 100).toFixed(1)}% / ${((1 - p.planTokens / base.planTokens) * 100).toFixed(1)}%`;
+const row = (label: string, p: Point, base: Point) => `| ${label} | ${p.visible.toFixed(1)} | ${p.text.toFixed(3)} | ${p.plan.toFixed(3)} | ${p.tokens.toFixed(0)} | ${p.planTokens.toFixed(0)} | ${saved(p, base)} |`;
+const head = "| visible set | tools shown | recall, task text | recall, + plan steps | def. tokens (text) | def. tokens (+ plan) | fewer tokens (text / + plan) |\n|---|---|---|---|---|---|---|";
+const grid2: Adaptive[] = [];
+for (const ratio of [0, 0.2, 0.3, 0.4, 0.5]) for (const compactBelow of [0, 0.7, 0.8, 0.9]) for (const searchRatio of [0, 0.7]) grid2.push({ cut: { minK: 8, ratio, compactBelow, searchRatio }, descriptionChars: 400, compactDescriptionChars: 160 });
+const baseA = adaptive(BEFORE, A), baseB = adaptive(BEFORE, B), baseAll = adaptive(BEFORE);
+// Half A: the fewest tokens (text + plan) at recall at least the old set's, on both measures.
+let pick = DEFAULTS, pickCost = Infinity;
+for (const g of grid2) {
+  const p = adaptive(g, A);
+  if (p.text >= baseA.text && p.plan >= baseA.plan && p.tokens + p.planTokens < pickCost) (pick = g), (pickCost = p.tokens + p.planTokens);
+}
+console.log("");
+console.log(`Adaptive visible set (all ${baseAll.n} tasks; half A ${baseA.n}, half B ${baseB.n}). Tokens: the definitions the plugin sends, plus tool_search.`);
+console.log(head);
+console.log(row("before: top 15, definitions as sent by the servers", baseAll, baseAll));
+console.log(row("top 15, tidied definitions, descriptions ≤ 400", adaptive({ descriptionChars: 400, compactDescriptionChars: 400 }), baseAll));
+console.log(row("adaptive, defaults", adaptive(DEFAULTS), baseAll));
+console.log("");
+console.log(`Held out: settings picked on half A (fewest tokens at recall ≥ the old set's on A): ${JSON.stringify(pick.cut)}; defaults: ${JSON.stringify(DEFAULTS.cut)}`);
+console.log(head);
+console.log(row("half B, before", baseB, baseB));
+console.log(row("half B, picked on A", adaptive(pick, B), baseB));
+console.log(row("half B, defaults", adaptive(DEFAULTS, B), baseB));
+console.log(row("half A, before", baseA, baseA));
+console.log(row("half A, defaults", adaptive(DEFAULTS, A), baseA));
+if (process.env.CURVE) {
+  console.log("");
+  console.log("Curve (minK 8; descriptions ≤ 400, compact ≤ 160): ratio, compactBelow, searchRatio → half A | half B");
+  for (const g of grid2) {
+    const a = adaptive(g, A), b = adaptive(g, B);
+    console.log(`${g.cut!.ratio} ${g.cut!.compactBelow} ${g.cut!.searchRatio} | A ${a.text.toFixed(3)} ${a.plan.toFixed(3)} ${saved(a, baseA)} | B ${b.text.toFixed(3)} ${b.plan.toFixed(3)} ${saved(b, baseB)}`);
+  }
+}

@@ -4,11 +4,25 @@ import type { CatalogEntry, RankedTool, RankOptions, ToolRanker } from "./rank.t
 /**
  * The append-only set of MCP tools kept visible in one conversation, tied to an inventory.
  * Contract: `keep` only grows while `inventoryHash` stays the same (names in the order they
- * were first kept); a different inventory starts a new, empty set.
+ * were first kept); a different inventory starts a new, empty set; `compact` (a subset of
+ * `keep`) names the tools sent in compact form, fixed when they joined, so a kept tool's
+ * definition never changes and the provider's prompt cache stays valid.
  */
 export interface KeepSet {
   inventoryHash: string;
   keep: string[];
+  compact?: string[];
+}
+
+/**
+ * Where the ranked list is cut (the adaptive visible set).
+ * Contract: after `minK` tools joined, a tool scoring below `ratio` × the best score does not
+ * join; a joining tool scoring below `compactBelow` × the best score joins in compact form.
+ */
+export interface CutOptions {
+  minK: number;
+  ratio: number;
+  compactBelow: number;
 }
 
 /** Hash of an MCP inventory. Contract: depends on names, descriptions and schemas only, not on their order. */
@@ -36,6 +50,8 @@ export interface CurateInput {
   /** Tools that must be kept (revealed through tool_search earlier). */
   pinned?: readonly string[];
   rankOptions?: RankOptions;
+  /** The adaptive cut; absent: the top K with a positive score join, all in full form. */
+  cut?: CutOptions;
 }
 
 /** What curation decided. Contract: `visible` is a subsequence of `keepSet.keep`; `added` and `capped` are subsets of it. */
@@ -56,8 +72,8 @@ export interface CurateResult {
 
 /**
  * Decide which MCP tools a request carries.
- * Contract: the top K tools with a positive score (all tools when there are at most K) and
- * any pinned ones join an append-only
+ * Contract: the top K tools with a positive score, cut by `cut` when given (all tools, in full
+ * form, when there are at most K), and any pinned ones (in full form) join an append-only
  * keep-set; the keep-set resets when the inventory hash changes; `visible` is the keep-set in
  * insertion order, except that when it would exceed `hardCap - fixedCount` the best-ranked
  * kept tools are shown (still in insertion order) and the rest reported in `capped`.
@@ -65,17 +81,27 @@ export interface CurateResult {
 export function curate(input: CurateInput): CurateResult {
   const reset = !!input.previous && input.previous.inventoryHash !== input.inventoryHash;
   const keep = input.previous && !reset ? [...input.previous.keep] : [];
+  const compact = input.previous && !reset ? [...(input.previous.compact ?? [])] : [];
   const known = new Set(input.ranker.entries.map((e) => e.name));
   const ranked = input.ranker.rank(input.query, input.rankOptions);
   const added: string[] = [];
-  const add = (name: string) => {
+  const add = (name: string, compactForm = false) => {
     if (!known.has(name) || keep.includes(name)) return;
     keep.push(name);
     added.push(name);
+    if (compactForm) compact.push(name);
   };
   // A catalog no larger than K needs no curation: all of it is kept.
   const small = ranked.length <= input.topK;
-  for (const r of ranked.slice(0, input.topK)) if (r.score > 0 || small) add(r.name);
+  const cut = small ? undefined : input.cut;
+  const best = ranked[0]?.score ?? 0;
+  let joined = 0;
+  for (const r of ranked.slice(0, input.topK)) {
+    if (!(r.score > 0 || small)) continue;
+    if (cut && joined >= cut.minK && r.score < cut.ratio * best) break;
+    joined++;
+    add(r.name, !!cut && r.score < cut.compactBelow * best);
+  }
   for (const p of input.pinned ?? []) add(p);
   const room = Math.max(0, input.hardCap - input.fixedCount);
   let visible = keep;
@@ -83,11 +109,11 @@ export function curate(input: CurateInput): CurateResult {
   if (keep.length > room) {
     const order = new Map(ranked.map((r, i) => [r.name, i]));
     const pinned = new Set(input.pinned ?? []);
-    const best = new Set([...keep].sort((a, b) => Number(pinned.has(b)) - Number(pinned.has(a)) || order.get(a)! - order.get(b)!).slice(0, room));
-    visible = keep.filter((n) => best.has(n));
-    capped = keep.filter((n) => !best.has(n));
+    const top = new Set([...keep].sort((a, b) => Number(pinned.has(b)) - Number(pinned.has(a)) || order.get(a)! - order.get(b)!).slice(0, room));
+    visible = keep.filter((n) => top.has(n));
+    capped = keep.filter((n) => !top.has(n));
   }
-  return { visible: [...visible], keepSet: { inventoryHash: input.inventoryHash, keep }, ranked, added, capped, reset };
+  return { visible: [...visible], keepSet: { inventoryHash: input.inventoryHash, keep, ...(compact.length ? { compact } : {}) }, ranked, added, capped, reset };
 }
 
 /** One tool_search hit. Contract: `score` > 0. */
@@ -100,13 +126,15 @@ export interface SearchHit {
 
 /**
  * The tools matching a tool_search query, best first.
- * Contract: at most `limit` hits, each with a positive score.
+ * Contract: at most `limit` hits, each with a positive score and, after the first, at least
+ * `minRatio` × the first hit's score (default 0: no relevance cut).
  */
-export function searchTools(ranker: ToolRanker, query: string, limit: number, options?: RankOptions): SearchHit[] {
+export function searchTools(ranker: ToolRanker, query: string, limit: number, options?: RankOptions, minRatio = 0): SearchHit[] {
   const byName = new Map<string, CatalogEntry>(ranker.entries.map((e) => [e.name, e]));
-  return ranker
-    .rank(query, options)
-    .filter((r) => r.score > 0)
+  const ranked = ranker.rank(query, options);
+  const floor = minRatio * (ranked[0]?.score ?? 0);
+  return ranked
+    .filter((r, i) => r.score > 0 && (i === 0 || r.score >= floor))
     .slice(0, limit)
     .map((r) => ({ name: r.name, server: r.server, description: byName.get(r.name)!.description, score: r.score }));
 }

@@ -44,8 +44,31 @@ const HttpServer = z.strictObject({
 export const McpOptionsSchema = z.strictObject({
   /** Servers by key (the key becomes `<server>` in `mcp__<server>__<tool>`); the common `mcpServers` shape. */
   servers: z.record(z.string().min(1), z.union([StdioServer, HttpServer])).default({}),
-  /** MCP tools added to the keep-set per request. */
+  /** Most MCP tools added to the keep-set per request. */
   topK: z.number().int().min(0).default(15),
+  /**
+   * The adaptive visible set (measured on LiveMCPBench, README "Curation"): once `minK` tools
+   * joined, a tool scoring below `ratio` × the best score does not; a tool joining with a score
+   * below `compactBelow` × the best is sent in compact form (description cut to
+   * `compactDescriptionChars`); `tool_search` drops hits below `searchRatio` × its best hit.
+   * `false`: the top K join, all in full form, and `tool_search` returns up to its limit.
+   */
+  adaptive: z
+    .union([
+      z.literal(false),
+      z.strictObject({
+        minK: z.number().int().min(0).default(8),
+        ratio: z.number().min(0).max(1).default(0.3),
+        compactBelow: z.number().min(0).max(1).default(0.9),
+        /** A `tool_search` hit after the first needs at least this share of the first hit's score. */
+        searchRatio: z.number().min(0).max(1).default(0.7),
+      }),
+    ])
+    .prefault({}),
+  /** Longest tool description sent (code points; cut at a sentence end with "…"). A `tool_search` hit shows up to 600. */
+  descriptionChars: z.number().int().min(16).default(400),
+  /** Longest description of a tool in compact form (code points). */
+  compactDescriptionChars: z.number().int().min(16).default(160),
   /** Most tools one request may carry (built-ins, tool_search and MCP tools). */
   hardCap: z.number().int().positive().default(128),
   /** Default per-call timeout (ms). */

@@ -1,11 +1,12 @@
 import { join } from "node:path";
 import type { ContributionFor, Message, ToolDefinition, ToolOutput } from "@keel/kernel";
-import { definePlugin, defaultKeelHome, KeelError, headOf, tailOf } from "@keel/kernel";
+import { definePlugin, defaultKeelHome, KeelError, tailOf } from "@keel/kernel";
 import { AuditLog, type AuditStore, type CallOutcome } from "./audit.ts";
 import { PostgresAuditLog } from "./postgres-audit.ts";
 import { databaseFromEnv } from "@keel/store-postgres";
 import { McpCallError, raceSignal } from "./connection.ts";
 import { curate, searchTools, type KeepSet } from "./curation.ts";
+import { cutAtSentence, presentTool, type ToolForm } from "./present.ts";
 import { McpOptionsSchema, type McpOptions, type ResolvedMcpOptions } from "./options.ts";
 import { sanitizePart } from "./names.ts";
 import { McpPool, type Inventory, type InventoryTool, type StartReport } from "./pool.ts";
@@ -14,6 +15,8 @@ import { mapCallResult } from "./results.ts";
 import { TOOL_SEARCH_NAME, TOOL_SEARCH_SCHEMA } from "./tool-search.ts";
 
 export const PLUGIN_NAME = "@keel/plugin-mcp";
+/** Longest description a tool_search hit shows (code points). */
+const SEARCH_DESCRIPTION_CHARS = 600;
 export const PLUGIN_VERSION = "0.1.0";
 
 /** Per-conversation curation state. */
@@ -259,6 +262,7 @@ class Runtime {
       ...(previous ? { previous } : {}),
       pinned: [...state.pinned],
       ...(recent ? { rankOptions: { recentUses: recent } } : {}),
+      ...(this.o.adaptive ? { cut: this.o.adaptive } : {}),
     });
     if (result.reset) state.pinned.clear();
     state.keepSet = result.keepSet;
@@ -266,8 +270,9 @@ class Runtime {
     const byName = new Map(inv.tools.map((t) => [t.name, t]));
     const tools: ToolDefinition[] = [];
     // Visible tools first, in keep-set order, so the advertised list only grows at its end.
-    for (const n of result.visible) tools.push(this.#def(byName.get(n)!, false));
-    for (const t of inv.tools) if (!visible.has(t.name)) tools.push(this.#def(t, true));
+    const compact = new Set(result.keepSet.compact ?? []);
+    for (const n of result.visible) tools.push(this.#def(byName.get(n)!, false, compact.has(n) ? "compact" : "full"));
+    for (const t of inv.tools) if (!visible.has(t.name)) tools.push(this.#def(t, true, "full"));
     tools.push(...waiting);
     if (search && visible.size < inv.tools.length) tools.push(this.#searchTool(sessionId, ranker));
     out.push({ kind: "tool_bundle", bundleId: "mcp", domain: "mcp", tools });
@@ -275,8 +280,8 @@ class Runtime {
       kind: "diagnostic",
       level: "info",
       code: "mcp.curation",
-      message: `MCP curation: ${visible.size} of ${inv.tools.length} tools visible (${result.added.length} added${result.reset ? ", keep-set reset: inventory changed" : ""}${result.capped.length ? `, ${result.capped.length} over the hard cap` : ""}).`,
-      data: { inventoryHash: inv.hash, visible: result.visible, added: result.added, capped: result.capped, reset: result.reset, total: inv.tools.length },
+      message: `MCP curation: ${visible.size} of ${inv.tools.length} tools visible (${result.added.length} added${compact.size ? `, ${compact.size} in compact form` : ""}${result.reset ? ", keep-set reset: inventory changed" : ""}${result.capped.length ? `, ${result.capped.length} over the hard cap` : ""}).`,
+      data: { inventoryHash: inv.hash, visible: result.visible, added: result.added, compact: [...compact], capped: result.capped, reset: result.reset, total: inv.tools.length },
     });
     out.push(...this.#auditDiagnostic());
     return out;
@@ -367,17 +372,18 @@ class Runtime {
     };
   }
 
-  /** A tool definition per (tool, hidden); the same object across turns keeps schema and token caches warm. */
-  #def(t: InventoryTool, hidden: boolean): ToolDefinition {
-    const key = `${t.name}\u0000${hidden}\u0000${t.description}\u0000${JSON.stringify(t.parameters)}`;
+  /** A tool definition per (tool, hidden, form); the same object across turns keeps schema and token caches warm. */
+  #def(t: InventoryTool, hidden: boolean, form: ToolForm): ToolDefinition {
+    const key = `${t.name}\u0000${hidden}\u0000${form}\u0000${t.description}\u0000${JSON.stringify(t.parameters)}`;
     let def = this.#defs.get(key);
     if (def) return def;
     const server = this.pool?.servers.get(t.server);
     const timeoutMs = server?.config.timeoutMs ?? this.o.callTimeoutMs;
+    const shown = presentTool(t, form, { descriptionChars: this.o.descriptionChars, compactDescriptionChars: this.o.compactDescriptionChars });
     def = {
       name: t.name,
-      description: t.description,
-      parameters: t.parameters,
+      description: shown.description,
+      parameters: shown.parameters,
       category: "mcp",
       // The plugin's own timeout fires first and cancels through MCP; the kernel's is the backstop.
       timeoutMs: timeoutMs + 2_000,
@@ -424,10 +430,10 @@ class Runtime {
         if (!query) return { content: "Error: tool_search needs a non-empty `query` describing what the tool should do.", isError: true };
         const limit = typeof args.limit === "number" && Number.isInteger(args.limit) ? Math.min(20, Math.max(1, args.limit)) : this.o.searchLimit;
         const recent = await this.#recent();
-        const hits = searchTools(ranker, query, limit, recent ? { recentUses: recent } : undefined);
+        const hits = searchTools(ranker, query, limit, recent ? { recentUses: recent } : undefined, this.o.adaptive ? this.o.adaptive.searchRatio : 0);
         if (!hits.length) return `No MCP tool matches "${query}". Try other words (what the tool does, or the service it talks to).`;
         this.pin(ctx?.sessionId ?? sessionId, hits.map((h) => h.name));
-        const lines = hits.map((h) => `- ${h.name} (server ${h.server}): ${headOf(h.description.replace(/\s+/g, " "), 300)}`);
+        const lines = hits.map((h) => `- ${h.name} (server ${h.server}): ${cutAtSentence(h.description.replace(/\s+/g, " ").trim(), SEARCH_DESCRIPTION_CHARS)}`);
         return { content: `These tools are now available to call:\n${lines.join("\n")}`, reveal: hits.map((h) => h.name) };
       },
     };
