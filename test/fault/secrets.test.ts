@@ -163,7 +163,7 @@ describe("nothing secret is persisted or recalled", () => {
     w.script.main.push({ toolCalls: [{ name: "mcp__fx__fail", args: { text: `token ${S.slack}` } }] }, { text: "The call failed." });
     await ok(w.run("Call the failing tool"));
     const audit = rows<{ error: string; outcome: string }>(join(w.home, "mcp-audit.sqlite"), "SELECT error, outcome FROM mcp_calls");
-    expect(audit).toEqual([{ outcome: "protocol_error", error: expect.stringContaining("token [REDACTED:slack_token]") }]);
+    expect(audit).toEqual([{ outcome: "rejected", error: expect.stringContaining("token [REDACTED:slack_token]") }]);
     expect(w.filesContaining([S.slack])).toEqual([]);
   });
 

@@ -3,7 +3,7 @@ import { openSqlite } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 
 /** How an MCP call ended. Contract: `tool_error` is a result with `isError`; the rest had no result. */
-export type CallOutcome = "ok" | "tool_error" | "protocol_error" | "timeout" | "cancelled" | "crashed" | "unavailable";
+export type CallOutcome = "ok" | "tool_error" | "protocol_error" | "rejected" | "upstream" | "timeout" | "cancelled" | "crashed" | "unavailable";
 
 /** One audited MCP call. Contract: `ts` is epoch ms at the end of the call; `durationMs` is wall time. */
 export interface AuditRecord {
@@ -36,13 +36,47 @@ export function auditRecordOf(r: Record<string, unknown>): AuditRecord {
 }
 
 /**
- * Where MCP calls are audited (SQLite file or PostgreSQL).
- * Contract: `record` never throws and never waits; reads may be async.
+ * One conversation's curation, kept so a session resumed in another process sends the same tools.
+ * Contract: tool names only (no arguments, no results); `basis` maps each kept name to a
+ * digest of its definition when it was kept.
+ */
+export interface StoredCuration {
+  inventoryHash: string;
+  keep: string[];
+  compact: string[];
+  pinned: string[];
+  basis: Record<string, string>;
+}
+
+/** How long a session's curation is kept after its last change (ms): 90 days. */
+export const CURATION_TTL_MS = 90 * 86_400_000;
+
+/** The stored curation, or undefined when the JSON is not one (a damaged row is a fresh start). */
+export function curationOf(json: unknown): StoredCuration | undefined {
+  try {
+    const v = typeof json === "string" ? JSON.parse(json) : json;
+    const names = (x: unknown) => Array.isArray(x) && x.every((n) => typeof n === "string");
+    if (!v || typeof v !== "object" || typeof v.inventoryHash !== "string" || !names(v.keep) || !names(v.compact) || !names(v.pinned)) return undefined;
+    const basis = v.basis && typeof v.basis === "object" && !Array.isArray(v.basis) ? Object.fromEntries(Object.entries(v.basis).filter(([, d]) => typeof d === "string")) : {};
+    return { inventoryHash: v.inventoryHash, keep: v.keep, compact: v.compact, pinned: v.pinned, basis: basis as Record<string, string> };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Where MCP calls are audited (SQLite file or PostgreSQL), and where each session's curation is kept.
+ * Contract: `record` and `saveCuration` never throw and never wait; reads may be async and
+ * answer empty (or undefined) when the store cannot be read.
  */
 export interface AuditStore {
   /** The file or database, for messages. */
   readonly path: string;
   record(r: AuditRecord): void;
+  /** Keep a session's curation (replacing the previous one). */
+  saveCuration(sessionId: string, c: StoredCuration): void;
+  /** A session's curation, if one was kept in the last 90 days. */
+  loadCuration(sessionId: string): StoredCuration | undefined | Promise<StoredCuration | undefined>;
   /** Calls per exposed tool name since `sinceMs` (epoch ms); empty when the store cannot be read. */
   recentUses(sinceMs: number): Map<string, number> | Promise<Map<string, number>>;
   /** Every record, oldest first. */
@@ -62,6 +96,8 @@ export class AuditLog implements AuditStore {
   #db: DatabaseSync;
   #insert: StatementSync;
   #recent: StatementSync;
+  #saveCuration: StatementSync;
+  #loadCuration: StatementSync;
   #onError: ((err: unknown) => void) | undefined;
   #failed = false;
 
@@ -87,8 +123,16 @@ export class AuditLog implements AuditStore {
           error TEXT
         )`);
         db.exec("CREATE INDEX IF NOT EXISTS mcp_calls_ts ON mcp_calls (ts)");
+        db.exec("CREATE TABLE IF NOT EXISTS mcp_sessions (session_id TEXT PRIMARY KEY, ts INTEGER NOT NULL, state TEXT NOT NULL)");
       },
     });
+    this.#saveCuration = this.#db.prepare("INSERT INTO mcp_sessions (session_id, ts, state) VALUES (?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET ts = excluded.ts, state = excluded.state");
+    this.#loadCuration = this.#db.prepare("SELECT state FROM mcp_sessions WHERE session_id = ? AND ts >= ?");
+    try {
+      this.#db.prepare("DELETE FROM mcp_sessions WHERE ts < ?").run(Date.now() - CURATION_TTL_MS);
+    } catch {
+      // another process holds the write lock: the next open prunes
+    }
     this.#insert = this.#db.prepare("INSERT INTO mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
     this.#recent = this.#db.prepare("SELECT name, COUNT(*) AS n FROM mcp_calls WHERE ts >= ? GROUP BY name");
   }
@@ -99,6 +143,24 @@ export class AuditLog implements AuditStore {
     } catch (err) {
       if (!this.#failed) this.#onError?.(err);
       this.#failed = true;
+    }
+  }
+
+  saveCuration(sessionId: string, c: StoredCuration): void {
+    try {
+      this.#saveCuration.run(sessionId, Date.now(), JSON.stringify(c));
+    } catch (err) {
+      if (!this.#failed) this.#onError?.(err);
+      this.#failed = true;
+    }
+  }
+
+  loadCuration(sessionId: string): StoredCuration | undefined {
+    try {
+      const row = this.#loadCuration.get(sessionId, Date.now() - CURATION_TTL_MS) as { state: string } | undefined;
+      return row ? curationOf(row.state) : undefined;
+    } catch {
+      return undefined;
     }
   }
 

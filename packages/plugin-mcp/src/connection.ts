@@ -19,7 +19,11 @@ function sdk(): Promise<Sdk> {
   ]).then(([c, s, h, types]) => (loaded = { Client: c.Client, StdioClientTransport: s.StdioClientTransport, StreamableHTTPClientTransport: h.StreamableHTTPClientTransport, types }));
   return sdkLoading;
 }
-const isMcpError = (err: unknown, code: "RequestTimeout" | "ConnectionClosed"): boolean => !!loaded && err instanceof loaded.types.McpError && err.code === loaded.types.ErrorCode[code];
+type RpcCode = "RequestTimeout" | "ConnectionClosed" | "InvalidParams" | "MethodNotFound" | "InvalidRequest";
+const isMcpError = (err: unknown, ...codes: RpcCode[]): boolean => !!loaded && err instanceof loaded.types.McpError && codes.some((c) => err.code === loaded!.types.ErrorCode[c]);
+const isAnyMcpError = (err: unknown): boolean => !!loaded && err instanceof loaded.types.McpError;
+/** What a failure to reach a host over the network says (undici, Node's net/dns/tls, Python's requests/httpx). */
+const NETWORK = /fetch failed|\bENOTFOUND\b|\bEAI_AGAIN\b|\bECONNREFUSED\b|\bECONNRESET\b|\bETIMEDOUT\b|\bEHOSTUNREACH\b|\bENETUNREACH\b|getaddrinfo|socket hang up|UND_ERR_CONNECT|certificate has expired|self[- ]signed certificate|unable to verify the first certificate|Name or service not known|Temporary failure in name resolution|Connection refused|Max retries exceeded|ConnectError|ConnectTimeout|network is unreachable/i;
 import { z } from "zod";
 import type { McpCallResult } from "./results.ts";
 import type { McpServerConfig } from "./options.ts";
@@ -55,8 +59,15 @@ export interface McpToolInfo {
 /** Where a server connection is in its life. Contract: `closed` is final; `failed` is final for Streamable HTTP and after the last restart. */
 export type ServerState = "idle" | "connecting" | "ready" | "restarting" | "failed" | "closed";
 
-/** Why a call failed. Contract: one value per failure; `crashed` means the transport closed during the call. */
-export type CallFailure = "timeout" | "cancelled" | "crashed" | "protocol_error" | "unavailable";
+/**
+ * Why a call failed.
+ * Contract: one value per failure; `crashed`: the transport closed during the call; `rejected`:
+ * the server refused the request as invalid (JSON-RPC invalid params, unknown method or tool);
+ * `upstream`: the server answered with an error saying it could not reach a host over the
+ * network; `protocol_error`: any other error answer; `unavailable`: the server is not connected
+ * or could not be reached.
+ */
+export type CallFailure = "timeout" | "cancelled" | "crashed" | "protocol_error" | "rejected" | "upstream" | "unavailable";
 
 /** A call that did not produce a result. Contract: `kind` says why; `message` is for the model. */
 export class McpCallError extends Error {
@@ -257,7 +268,13 @@ export class McpServerConnection {
       if (isMcpError(err, "ConnectionClosed") || client !== this.#client) {
         throw new McpCallError("crashed", `MCP server "${this.key}" exited during the call to "${name}"; it is being restarted.${this.stderrTail ? ` Its stderr ends with: ${tailOf(this.stderrTail, 500).trim()}` : ""}`, { cause: err });
       }
-      throw new McpCallError("protocol_error", `MCP server "${this.key}" rejected the call to "${name}": ${describe(err)}`, { cause: err });
+      const why = describe(err);
+      if (isMcpError(err, "InvalidParams", "MethodNotFound", "InvalidRequest")) throw new McpCallError("rejected", `MCP server "${this.key}" refused the call to "${name}" as invalid: ${why}`, { cause: err });
+      if (NETWORK.test(why)) {
+        if (isAnyMcpError(err)) throw new McpCallError("upstream", `MCP server "${this.key}" could not reach the service behind "${name}": ${why}`, { cause: err });
+        throw new McpCallError("unavailable", `MCP server "${this.key}" could not be reached over the network for "${name}": ${why}`, { cause: err });
+      }
+      throw new McpCallError("protocol_error", `MCP server "${this.key}" answered the call to "${name}" with an error: ${why}`, { cause: err });
     }
   }
 
@@ -295,8 +312,11 @@ async function listAllTools(client: Client, options: { signal?: AbortSignal; tim
   return out;
 }
 
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+/** The error's message with up to three causes (undici's "fetch failed" says why only in its cause). */
+function describe(err: unknown, depth = 0): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = depth < 3 && err.cause !== undefined && err.cause !== err ? describe(err.cause, depth + 1) : "";
+  return cause && !err.message.includes(cause) ? `${err.message} (cause: ${cause})` : err.message;
 }
 
 /** `p`, unless `signal` aborts or `ms` pass first (then it rejects). */

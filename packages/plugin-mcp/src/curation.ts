@@ -54,7 +54,11 @@ export interface CurateInput {
   cut?: CutOptions;
 }
 
-/** What curation decided. Contract: `visible` is a subsequence of `keepSet.keep`; `added` and `capped` are subsets of it. */
+/**
+ * What curation decided.
+ * Contract: `visible` is a subsequence of `keepSet.keep` holding only names of the ranker's
+ * inventory; `added` and `capped` are subsets of `keepSet.keep`.
+ */
 export interface CurateResult {
   /** Names the model sees this request: keep-set order (stable prefix), capped. */
   visible: string[];
@@ -104,14 +108,15 @@ export function curate(input: CurateInput): CurateResult {
   }
   for (const p of input.pinned ?? []) add(p);
   const room = Math.max(0, input.hardCap - input.fixedCount);
-  let visible = keep;
+  // Kept names the inventory lacks now (a server still starting, or gone) stay kept but unsent.
+  let visible = keep.every((n) => known.has(n)) ? keep : keep.filter((n) => known.has(n));
   let capped: string[] = [];
-  if (keep.length > room) {
+  if (visible.length > room) {
     const order = new Map(ranked.map((r, i) => [r.name, i]));
     const pinned = new Set(input.pinned ?? []);
-    const top = new Set([...keep].sort((a, b) => Number(pinned.has(b)) - Number(pinned.has(a)) || order.get(a)! - order.get(b)!).slice(0, room));
-    visible = keep.filter((n) => top.has(n));
-    capped = keep.filter((n) => !top.has(n));
+    const top = new Set([...visible].sort((a, b) => Number(pinned.has(b)) - Number(pinned.has(a)) || order.get(a)! - order.get(b)!).slice(0, room));
+    capped = visible.filter((n) => !top.has(n));
+    visible = visible.filter((n) => top.has(n));
   }
   return { visible: [...visible], keepSet: { inventoryHash: input.inventoryHash, keep, ...(compact.length ? { compact } : {}) }, ranked, added, capped, reset };
 }

@@ -24,7 +24,7 @@ export { keelTokens, referenceTokens } from "./text.ts";
 export { TOOL_SEARCH_NAME, TOOL_SEARCH_SCHEMA } from "./tool-search.ts";
 export { AuditLog } from "./audit.ts";
 export { PostgresAuditLog, AUDIT_MIGRATIONS } from "./postgres-audit.ts";
-export type { AuditRecord, AuditStore, CallOutcome } from "./audit.ts";
+export type { AuditRecord, AuditStore, CallOutcome, StoredCuration } from "./audit.ts";
 export { INHERITED_NETWORK_ENV, McpServerConnection, McpCallError, inheritedEnv } from "./connection.ts";
 export type { McpToolInfo, ServerState } from "./connection.ts";
 export { McpPool } from "./pool.ts";

@@ -1,7 +1,8 @@
+import { createHash } from "node:crypto";
 import { join } from "node:path";
 import type { ContributionFor, Message, ToolDefinition, ToolOutput } from "@keel/kernel";
 import { definePlugin, defaultKeelHome, KeelError, tailOf } from "@keel/kernel";
-import { AuditLog, type AuditStore, type CallOutcome } from "./audit.ts";
+import { AuditLog, type AuditStore, type CallOutcome, type StoredCuration } from "./audit.ts";
 import { PostgresAuditLog } from "./postgres-audit.ts";
 import { databaseFromEnv } from "@keel/store-postgres";
 import { McpCallError, raceSignal } from "./connection.ts";
@@ -28,19 +29,26 @@ interface SessionState {
   reported: Set<string>;
   /** Server → tool-list version in this conversation's last request (undefined before its first). */
   seen?: Map<string, number>;
-  /** Name → definition key of the tools the keep-set was last built on. */
+  /** Kept name → digest of its definition when the keep-set was last built. */
   basis?: Map<string, string>;
+  /** The stored curation was looked up (once per session and process). */
+  restored?: boolean;
+  /** What was stored last (JSON), to write only changes. */
+  saved?: string;
 }
 
 const newState = (): SessionState => ({ pinned: new Set(), reported: new Set() });
 /** What identifies a tool's definition as the model sees it. */
 const defKey = (t: InventoryTool) => `${t.server}\u0000${t.tool}\u0000${t.description}\u0000${JSON.stringify(t.parameters)}`;
+const digest = (t: InventoryTool) => createHash("sha256").update(defKey(t)).digest("base64url").slice(0, 16);
 
-const CODES: Record<McpCallError["kind"], "KEEL_MCP_CALL_TIMEOUT" | "KEEL_MCP_SERVER_CRASHED" | "KEEL_MCP_SERVER_UNAVAILABLE" | "KEEL_MCP_CALL_FAILED" | "KEEL_TURN_ABORTED"> = {
+const CODES: Record<McpCallError["kind"], "KEEL_MCP_CALL_TIMEOUT" | "KEEL_MCP_SERVER_CRASHED" | "KEEL_MCP_SERVER_UNAVAILABLE" | "KEEL_MCP_CALL_FAILED" | "KEEL_MCP_CALL_REJECTED" | "KEEL_MCP_UPSTREAM_UNREACHABLE" | "KEEL_TURN_ABORTED"> = {
   timeout: "KEEL_MCP_CALL_TIMEOUT",
   crashed: "KEEL_MCP_SERVER_CRASHED",
   unavailable: "KEEL_MCP_SERVER_UNAVAILABLE",
   protocol_error: "KEEL_MCP_CALL_FAILED",
+  rejected: "KEEL_MCP_CALL_REJECTED",
+  upstream: "KEEL_MCP_UPSTREAM_UNREACHABLE",
   cancelled: "KEEL_TURN_ABORTED",
 };
 
@@ -191,7 +199,31 @@ class Runtime {
 
   pin(sessionId: string, names: readonly string[]): void {
     const s = this.sessions.get(sessionId);
-    if (s) for (const n of names) s.pinned.add(n);
+    if (!s) return;
+    for (const n of names) s.pinned.add(n);
+    if (s.keepSet) this.#save(sessionId, s);
+  }
+
+  /** A session's curation from the audit store (a session resumed in another process), once. */
+  async #restore(sessionId: string, state: SessionState): Promise<void> {
+    if (state.restored) return;
+    state.restored = true;
+    const stored = await this.#auditLog()?.loadCuration(sessionId);
+    if (!stored || state.keepSet) return;
+    state.keepSet = { inventoryHash: stored.inventoryHash, keep: stored.keep, ...(stored.compact.length ? { compact: stored.compact } : {}) };
+    for (const n of stored.pinned) state.pinned.add(n);
+    state.basis = new Map(Object.entries(stored.basis));
+  }
+
+  /** Keep the session's curation in the audit store when it changed. */
+  #save(sessionId: string, state: SessionState): void {
+    const audit = this.#auditLog();
+    if (!audit || !state.keepSet) return;
+    const c: StoredCuration = { inventoryHash: state.keepSet.inventoryHash, keep: state.keepSet.keep, compact: state.keepSet.compact ?? [], pinned: [...state.pinned], basis: Object.fromEntries(state.basis ?? []) };
+    const json = JSON.stringify(c);
+    if (json === state.saved) return;
+    state.saved = json;
+    audit.saveCuration(sessionId, c);
   }
 
   async release(sessionId: string): Promise<void> {
@@ -243,15 +275,16 @@ class Runtime {
     const ranker = this.#rankerFor(inv);
     const recent = await this.#recent();
     const search = this.o.toolSearch;
-    // Tools joined (a late server, tools/list_changed) but no kept tool changed: the keep-set
-    // carries over, so the advertised list keeps its prefix and the new tools can only be appended.
+    await this.#restore(sessionId, state);
+    const byName = new Map(inv.tools.map((t) => [t.name, t]));
+    // Tools joined or left (a late server, tools/list_changed, a resumed session in a new
+    // process) but no kept tool changed: the keep-set carries over, so the advertised list
+    // keeps its prefix and new tools can only be appended. Kept tools missing now stay kept.
     let previous = state.keepSet;
     if (previous && previous.inventoryHash !== inv.hash && state.basis) {
-      const now = new Map(inv.tools.map((t) => [t.name, defKey(t)]));
       const basis = state.basis;
-      if (previous.keep.every((n) => now.has(n) && now.get(n) === basis.get(n))) previous = { inventoryHash: inv.hash, keep: previous.keep };
+      if (previous.keep.every((n) => !byName.has(n) || digest(byName.get(n)!) === basis.get(n))) previous = { ...previous, inventoryHash: inv.hash };
     }
-    state.basis = new Map(inv.tools.map((t) => [t.name, defKey(t)]));
     const result = curate({
       ranker,
       inventoryHash: inv.hash,
@@ -266,8 +299,11 @@ class Runtime {
     });
     if (result.reset) state.pinned.clear();
     state.keepSet = result.keepSet;
+    const basis = new Map(state.basis && !result.reset ? state.basis : []);
+    for (const n of result.keepSet.keep) if (byName.has(n)) basis.set(n, digest(byName.get(n)!));
+    state.basis = basis;
+    this.#save(sessionId, state);
     const visible = new Set(result.visible);
-    const byName = new Map(inv.tools.map((t) => [t.name, t]));
     const tools: ToolDefinition[] = [];
     // Visible tools first, in keep-set order, so the advertised list only grows at its end.
     const compact = new Set(result.keepSet.compact ?? []);

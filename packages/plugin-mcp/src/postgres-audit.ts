@@ -5,8 +5,8 @@
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PostgresTarget } from "@keel/store-postgres";
 import { redact } from "@keel/secrets";
-import { auditRecordOf } from "./audit.ts";
-import type { AuditRecord, AuditStore } from "./audit.ts";
+import { auditRecordOf, curationOf, CURATION_TTL_MS } from "./audit.ts";
+import type { AuditRecord, AuditStore, StoredCuration } from "./audit.ts";
 
 /** Migrations of the audit table (entry i: version i → i + 1). Contract: never edited once released. */
 export const AUDIT_MIGRATIONS: readonly string[] = [
@@ -23,6 +23,11 @@ export const AUDIT_MIGRATIONS: readonly string[] = [
      error TEXT
    );
    CREATE INDEX keel_mcp_calls_ts ON {s}.keel_mcp_calls (ts);`,
+  `CREATE TABLE {s}.keel_mcp_sessions (
+     session_id TEXT PRIMARY KEY,
+     ts BIGINT NOT NULL,
+     state TEXT NOT NULL
+   );`,
 ];
 registerMigrations("mcp-audit", AUDIT_MIGRATIONS);
 
@@ -38,6 +43,7 @@ export class PostgresAuditLog implements AuditStore {
   readonly #pending = new Set<Promise<unknown>>();
   #tail: Promise<unknown> = Promise.resolve();
   #failed = false;
+  #pruned = false;
 
   constructor(target: PostgresTarget, onError?: (err: unknown) => void) {
     this.#db = new PgComponent(target, "mcp-audit", AUDIT_MIGRATIONS, "KEEL_MCP_AUDIT_FAILED");
@@ -46,9 +52,32 @@ export class PostgresAuditLog implements AuditStore {
   }
 
   record(r: AuditRecord): void {
-    // Inserts run one after another, so the log keeps the order calls ended in.
+    this.#write(() => this.#db.query("record an MCP call in", "INSERT INTO {s}.keel_mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", [r.ts, r.sessionId, redact(r.server), redact(r.tool), redact(r.name), r.durationMs, r.outcome, r.bytes, r.error === undefined ? null : redact(r.error)]));
+  }
+
+  saveCuration(sessionId: string, c: StoredCuration): void {
+    const state = JSON.stringify(c);
+    if (!this.#pruned) {
+      this.#pruned = true;
+      this.#write(() => this.#db.query("prune MCP curations in", "DELETE FROM {s}.keel_mcp_sessions WHERE ts < $1", [Date.now() - CURATION_TTL_MS]));
+    }
+    this.#write(() => this.#db.query("keep an MCP curation in", "INSERT INTO {s}.keel_mcp_sessions (session_id, ts, state) VALUES ($1, $2, $3) ON CONFLICT (session_id) DO UPDATE SET ts = EXCLUDED.ts, state = EXCLUDED.state", [sessionId, Date.now(), state]));
+  }
+
+  async loadCuration(sessionId: string): Promise<StoredCuration | undefined> {
+    try {
+      await this.flush();
+      const rows = await this.#db.query<{ state: string }>("read an MCP curation in", "SELECT state FROM {s}.keel_mcp_sessions WHERE session_id = $1 AND ts >= $2", [sessionId, Date.now() - CURATION_TTL_MS]);
+      return rows[0] ? curationOf(rows[0].state) : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  #write(run: () => Promise<unknown>): void {
+    // Writes run one after another, so the log keeps the order calls ended in.
     const p = this.#tail
-      .then(() => this.#db.query("record an MCP call in", "INSERT INTO {s}.keel_mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", [r.ts, r.sessionId, redact(r.server), redact(r.tool), redact(r.name), r.durationMs, r.outcome, r.bytes, r.error === undefined ? null : redact(r.error)]))
+      .then(run)
       .catch((err: unknown) => {
         if (!this.#failed) this.#onError?.(err);
         this.#failed = true;

@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAgent, defineTool, MemorySessionStore, scriptedProvider, type KeelEvent, type Message, type ScriptStep } from "@keel/kernel";
+import { createAgent, defineTool, MemorySessionStore, scriptedProvider, SqliteSessionStore, type KeelEvent, type Message, type ScriptStep } from "@keel/kernel";
 import mcpDefault, { AuditLog, mcp, type McpOptions } from "../src/index.ts";
 import { alive, childPids, fixture, serverBin, tempDirs, until } from "./support.ts";
 
@@ -95,6 +95,39 @@ describe("mcp() in a full turn", () => {
     await agent.close();
   });
 
+  it("a session resumed by a new agent (as in a new process) sends the same curated and revealed tools, from the audit file", async () => {
+    const dir = dirs.make();
+    const auditPath = join(dir, "mcp-audit.sqlite");
+    const options: McpOptions = { auditPath, servers: { everything: EVERYTHING }, topK: 2, adaptive: false };
+    const p1 = scriptedProvider([{ toolCalls: [{ id: "s1", name: "tool_search", args: { query: "tiny image" } }] }, { text: "found it" }, { text: "second turn" }]);
+    const a1 = await createAgent({ provider: p1, store: new SqliteSessionStore({ path: join(dir, "sessions.sqlite") }), plugins: [mcp(options)] });
+    const s1 = await a1.session();
+    await s1.run("add two numbers with get sum");
+    await s1.run("print environment variables");
+    // What the next turn sends in the same process: the keep-set, the revealed tool included.
+    const before = p1.requests[2]!.tools.map((t) => t.name).filter((n) => n.startsWith("mcp__"));
+    expect(before).toContain("mcp__everything__get-tiny-image");
+    await a1.close();
+
+    // A new agent, new plugin instance, new server processes; the same files.
+    const p2 = scriptedProvider([{ text: "still here" }, { text: "fresh" }]);
+    const a2 = await createAgent({ provider: p2, store: new SqliteSessionStore({ path: join(dir, "sessions.sqlite") }), plugins: [mcp(options)] });
+    const s2 = await a2.session(s1.id);
+    await s2.run("print environment variables");
+    const after = p2.requests[0]!.tools.map((t) => t.name).filter((n) => n.startsWith("mcp__"));
+    // The kept set is the prefix (the provider's prompt cache stays valid), the revealed tool included.
+    expect(after.slice(0, before.length)).toEqual(before);
+    // A fresh session on the same agent starts from its own ranking, without the revealed tool.
+    const fresh = await a2.session();
+    await fresh.run("print environment variables");
+    expect(p2.requests[1]!.tools.map((t) => t.name).filter((n) => n.startsWith("mcp__"))).not.toContain("mcp__everything__get-tiny-image");
+    await a2.close();
+    const rows = new AuditLog(auditPath);
+    expect(rows.loadCuration(s1.id)?.pinned).toContain("mcp__everything__get-tiny-image");
+    expect(rows.loadCuration("no-such-session")).toBeUndefined();
+    rows.close();
+  });
+
   it("tools the kernel's preflight plan reveals stay in the keep-set for later turns", async () => {
     const auditPath = join(dirs.make(), "a.sqlite");
     const provider = scriptedProvider([
@@ -142,6 +175,25 @@ describe("mcp() in a full turn", () => {
     await agent.close();
   });
 
+  it("the model is told the true cause: an unreachable upstream is not blamed on the arguments, a server bug neither", async () => {
+    const { agent, session, auditPath } = await setup(
+      [{ toolCalls: [{ id: "u1", name: "mcp__fx__fail", args: { text: "upstream" } }, { id: "i1", name: "mcp__fx__fail", args: { text: "internal" } }] }, { text: "both failed" }],
+      { servers: { fx: fixture("scripted-server.mjs") } },
+    );
+    await session.run("fetch the page");
+    const [upstream, internal] = toolResults(session.messages).map(resultText);
+    expect(upstream).toContain("KEEL_MCP_UPSTREAM_UNREACHABLE");
+    expect(upstream).toContain("ENOTFOUND api.example.invalid");
+    expect(upstream).toContain("the arguments are not the cause");
+    expect(upstream).not.toContain("Fix the arguments");
+    expect(internal).toContain("KEEL_MCP_CALL_FAILED");
+    expect(internal).not.toContain("Fix the arguments");
+    await agent.close();
+    const audit = new AuditLog(auditPath);
+    expect(audit.all().map((r) => r.outcome)).toEqual(["upstream", "protocol_error"]);
+    audit.close();
+  });
+
   it("a protocol error and a timeout become error results; cancelling the turn cancels the call through MCP", async () => {
     const log = join(dirs.make(), "notes.jsonl");
     const { agent, session, auditPath } = await setup(
@@ -156,7 +208,8 @@ describe("mcp() in a full turn", () => {
     await session.run("fail and hang");
     const [fail, hang] = toolResults(session.messages);
     expect(fail!.role === "tool" && fail!.isError).toBe(true);
-    expect(resultText(fail!)).toContain("KEEL_MCP_CALL_FAILED");
+    expect(resultText(fail!)).toContain("KEEL_MCP_CALL_REJECTED");
+    expect(resultText(fail!)).toContain("Fix the arguments");
     expect(resultText(hang!)).toContain("KEEL_MCP_CALL_TIMEOUT");
     await until(() => existsSync(log) && readFileSync(log, "utf8").includes("notifications/cancelled"), 5_000, "cancel after timeout");
 
@@ -170,7 +223,7 @@ describe("mcp() in a full turn", () => {
     await until(() => readFileSync(log, "utf8").split("notifications/cancelled").length >= 3, 5_000, "cancel after abort");
     await agent.close();
     const audit = new AuditLog(auditPath);
-    expect(audit.all().map((r) => r.outcome)).toEqual(["protocol_error", "timeout", "cancelled"]);
+    expect(audit.all().map((r) => r.outcome)).toEqual(["rejected", "timeout", "cancelled"]);
     audit.close();
   });
 

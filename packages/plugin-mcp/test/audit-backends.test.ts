@@ -43,6 +43,22 @@ describe.each(backends)("MCP audit on %s", (_name, backend) => {
     await other.close();
   });
 
+  it("keeps each session's curation for a second instance: the last save wins, other sessions are apart", async () => {
+    const db = backend();
+    const log = db.open();
+    const c1 = { inventoryHash: "h1", keep: ["mcp__fs__read_file"], compact: [], pinned: [], basis: { mcp__fs__read_file: "d1" } };
+    const c2 = { ...c1, keep: ["mcp__fs__read_file", "mcp__fs__write_file"], compact: ["mcp__fs__write_file"], pinned: ["mcp__fs__write_file"], basis: { ...c1.basis, mcp__fs__write_file: "d2" } };
+    log.saveCuration("a", c1);
+    log.saveCuration("a", c2);
+    log.saveCuration("b", c1);
+    await log.close();
+    const other = db.open();
+    expect(await other.loadCuration("a")).toEqual(c2);
+    expect(await other.loadCuration("b")).toEqual(c1);
+    expect(await other.loadCuration("c")).toBeUndefined();
+    await other.close();
+  });
+
   it("redacts an error that echoes a key before it is written", async () => {
     const db = backend();
     const key = `xoxb-123456789012-1234567890123-${"Ab9".repeat(8)}`;

@@ -136,13 +136,19 @@ describe("faults (fixture servers)", () => {
     expect(c.tools).toHaveLength(7);
   });
 
-  it("a protocol error is a protocol_error; a call that never answers times out and is cancelled through MCP", async () => {
+  it("error answers are told apart by cause (invalid request, unreachable upstream, the server's own failure); a call that never answers times out and is cancelled through MCP", async () => {
     const log = join(dirs.make(), "notes.jsonl");
     const c = connection("fx", fixture("scripted-server.mjs", { FIXTURE_LOG: log }));
     await c.connect();
     const failed = await c.callTool("fail", {}, { signal: never, timeoutMs: 5_000 }).catch((e: unknown) => e);
-    expect((failed as McpCallError).kind).toBe("protocol_error");
+    expect((failed as McpCallError).kind).toBe("rejected");
     expect((failed as Error).message).toContain("invalid params on purpose");
+    const upstream = await c.callTool("fail", { text: "upstream" }, { signal: never, timeoutMs: 5_000 }).catch((e: unknown) => e);
+    expect((upstream as McpCallError).kind).toBe("upstream");
+    expect((upstream as Error).message).toContain("ENOTFOUND api.example.invalid");
+    const internal = await c.callTool("fail", { text: "internal" }, { signal: never, timeoutMs: 5_000 }).catch((e: unknown) => e);
+    expect((internal as McpCallError).kind).toBe("protocol_error");
+    expect((internal as Error).message).toContain("cannot read properties");
 
     const timedOut = await c.callTool("hang", {}, { signal: never, timeoutMs: 400 }).catch((e: unknown) => e);
     expect((timedOut as McpCallError).kind).toBe("timeout");
@@ -260,10 +266,14 @@ describe("server-everything over Streamable HTTP", () => {
     expect(c.tools.map((t) => t.name)).toContain("echo");
     const r = await c.callTool("echo", { message: "over http" }, { signal: never, timeoutMs: 5_000 });
     expect(JSON.stringify(r.content)).toContain("Echo: over http");
-    await c.close();
+    // The server goes away: the next call says it cannot be reached and why, not "fix the arguments".
     const exited = new Promise((r) => server!.once("exit", r));
-    server.kill("SIGTERM");
+    server.kill("SIGKILL");
     await exited;
+    const gone = await c.callTool("echo", { message: "again" }, { signal: never, timeoutMs: 5_000 }).catch((e: unknown) => e);
+    expect((gone as McpCallError).kind).toBe("unavailable");
+    expect((gone as Error).message).toMatch(/ECONNREFUSED|fetch failed/);
+    await c.close();
   });
 });
 
