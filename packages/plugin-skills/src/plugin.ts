@@ -8,7 +8,7 @@ import { defaultKeelHome, definePlugin, KeelError, truncate } from "@keel/kernel
 import { redact } from "@keel/secrets";
 import type { ContributionFor, KeelPlugin, TurnVerdict } from "@keel/kernel";
 import type { Skill, SkillDiagnostic } from "./catalog.ts";
-import { SkillCatalog, visibleIn } from "./catalog.ts";
+import { normalizeSkillName, SkillCatalog, visibleIn } from "./catalog.ts";
 import type { Outcome } from "./credit.ts";
 import { creditOf } from "./credit.ts";
 import { removeDraft, reviewDraft, writeDraft } from "./drafter.ts";
@@ -153,7 +153,9 @@ class SkillsRuntime {
     } catch (err) {
       storeError = `reading the posteriors failed: ${(err as Error).message}; this turn was routed on what this process last read`;
     }
-    const forced = FORCE.exec(input)?.[1];
+    const written = FORCE.exec(input)?.[1];
+    // Names load normalised (KEEL_SKILL_NAME_NORMALIZED), so "@@skill=PDF-Filler" finds "pdf-filler".
+    const forced = written === undefined || this.catalog.get(written) ? written : normalizeSkillName(written) || written;
     const target = forced !== undefined ? this.catalog.get(forced) : undefined;
     const known = target !== undefined && visibleIn(target, namespace);
     const routed = this.router.pick(input, known ? { force: forced } : {});
@@ -169,7 +171,7 @@ class SkillsRuntime {
         /* feedback from another process will not find this pick; the turn goes on */
       }
     }
-    return { pick, ...(forced !== undefined && !known ? { unknownForced: forced } : {}), ...(storeError ? { storeError } : {}) };
+    return { pick, ...(written !== undefined && !known ? { unknownForced: written } : {}), ...(storeError ? { storeError } : {}) };
   }
 
   async findPick(turn: TurnRef): Promise<StoredPick | undefined> {

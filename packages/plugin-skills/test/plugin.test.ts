@@ -67,13 +67,17 @@ describe("the plugin through real kernel turns", () => {
     writeSkill(dir, "travel", "travel", "Plan trips, flights and hotel bookings.");
     writeSkill(dir, "poems", "poems", "Write poems and verses.");
     const plugin = skillsDefault({ dirs: [dir], home: h, seed: 2 });
-    const provider = scriptedProvider([{ text: "ok" }, { text: "ok" }]);
+    const provider = scriptedProvider([{ text: "ok" }, { text: "ok" }, { text: "ok" }]);
     const { session } = await agentWith(plugin, provider);
     await session.run("book a flight and a hotel @@skill=poems");
     expect(provider.requests[0]!.system).toContain('The "poems" skill may help');
     await session.run("book a flight and a hotel @@skill=nope");
     expect(provider.requests[1]!.system).toContain('The "travel" skill may help');
     expect(diagnostics(await session.events()).some((d) => d.code === "KEEL_SKILL_UNKNOWN" && d.message.includes("@@skill=nope"))).toBe(true);
+    // Names load in kebab-case; the name as the user writes it still forces the skill.
+    await session.run("book a flight and a hotel @@skill=Poems");
+    expect(provider.requests[2]!.system).toContain('The "poems" skill may help');
+    expect(diagnostics(await session.events()).filter((d) => d.code === "KEEL_SKILL_UNKNOWN")).toHaveLength(1);
   });
 
   it("credits the pick from the verdict (success, failure) and from host feedback, and keeps it in <home>/skills.sqlite", async () => {
