@@ -85,7 +85,7 @@ export interface AuditStore {
 }
 
 /**
- * The MCP call audit log: one SQLite table (`node:sqlite`, WAL), written once per call.
+ * The MCP call audit log: one SQLite table (`node:sqlite`, WAL, synchronous NORMAL), written once per call.
  * Contract: `record` never throws (a failed write is reported through `onError` once per
  * instance) and redacts every text it writes with @keel/secrets (an error message that echoes
  * a call's arguments or result keeps no key); `recentUses` counts calls per exposed tool name
@@ -110,6 +110,9 @@ export class AuditLog implements AuditStore {
       what: "MCP audit log",
       setup: (db) => {
         db.exec("PRAGMA secure_delete=ON");
+        // A row per call: a commit survives a killed process (WAL); only a power loss may drop
+        // the last rows, and a call does not wait for an fsync.
+        db.exec("PRAGMA synchronous=NORMAL");
         db.exec(`CREATE TABLE IF NOT EXISTS mcp_calls (
           id INTEGER PRIMARY KEY AUTOINCREMENT,
           ts INTEGER NOT NULL,

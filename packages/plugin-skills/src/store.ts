@@ -100,7 +100,8 @@ const KEEP_PICKS = 5000;
 
 /**
  * The plugin's SQLite database.
- * Contract: WAL mode, a 5 s busy timeout, secure_delete on; every posterior update is one
+ * Contract: WAL mode with synchronous NORMAL (a commit survives a killed process; a power
+ * loss may drop the last ones), a 5 s busy timeout, secure_delete on; every posterior update is one
  * IMMEDIATE transaction, so concurrent processes add up instead of overwriting each other;
  * every text it writes (pick inputs, streak examples, signatures) is redacted by
  * @keel/secrets and every term or feature passes `safeTerm`, so no caller can persist a secret.
@@ -117,6 +118,9 @@ export class SkillsStore implements SkillsStorage {
       what: "skills database",
       setup: (db) => {
         db.exec("PRAGMA secure_delete = ON");
+        // Learned statistics, not the user's words: a commit survives a killed process (WAL);
+        // only a power loss may drop the last few, and no fsync per turn (~15 ms here).
+        db.exec("PRAGMA synchronous = NORMAL");
         db.exec(SCHEMA);
         scrubLegacy(db);
       },
