@@ -89,11 +89,13 @@ export function curate(input: CurateInput): CurateResult {
   const known = new Set(input.ranker.entries.map((e) => e.name));
   const ranked = input.ranker.rank(input.query, input.rankOptions);
   const added: string[] = [];
+  const pinned = new Set(input.pinned ?? []);
   const add = (name: string, compactForm = false) => {
     if (!known.has(name) || keep.includes(name)) return;
     keep.push(name);
     added.push(name);
-    if (compactForm) compact.push(name);
+    // A revealed tool is sent as revealed (full), also when this request ranks it low.
+    if (compactForm && !pinned.has(name)) compact.push(name);
   };
   // A catalog no larger than K needs no curation: all of it is kept.
   const small = ranked.length <= input.topK;
@@ -113,7 +115,6 @@ export function curate(input: CurateInput): CurateResult {
   let capped: string[] = [];
   if (visible.length > room) {
     const order = new Map(ranked.map((r, i) => [r.name, i]));
-    const pinned = new Set(input.pinned ?? []);
     const top = new Set([...visible].sort((a, b) => Number(pinned.has(b)) - Number(pinned.has(a)) || order.get(a)! - order.get(b)!).slice(0, room));
     capped = visible.filter((n) => !top.has(n));
     visible = visible.filter((n) => top.has(n));
