@@ -76,10 +76,10 @@ export interface CurateResult {
 
 /**
  * Decide which MCP tools a request carries.
- * Contract: the top K tools with a positive score, cut by `cut` when given (all tools, in full
- * form, when there are at most K), and any pinned ones (in full form) join an append-only
- * keep-set; the keep-set resets when the inventory hash changes; `visible` is the keep-set in
- * insertion order, except that when it would exceed `hardCap - fixedCount` the best-ranked
+ * Contract: pinned tools not kept yet (in full form, in inventory order), then the top K tools
+ * with a positive score, cut by `cut` when given (all tools, in full form, when there are at
+ * most K), join an append-only keep-set; the keep-set resets when the inventory hash changes;
+ * `visible` is the keep-set in insertion order, except that when it would exceed `hardCap - fixedCount` the best-ranked
  * kept tools are shown (still in insertion order) and the rest reported in `capped`.
  */
 export function curate(input: CurateInput): CurateResult {
@@ -94,13 +94,16 @@ export function curate(input: CurateInput): CurateResult {
     if (!known.has(name) || keep.includes(name)) return;
     keep.push(name);
     added.push(name);
-    // A revealed tool is sent as revealed (full), also when this request ranks it low.
-    if (compactForm && !pinned.has(name)) compact.push(name);
+    if (compactForm) compact.push(name);
   };
   // A catalog no larger than K needs no curation: all of it is kept.
   const small = ranked.length <= input.topK;
   const cut = small ? undefined : input.cut;
   const best = ranked[0]?.score ?? 0;
+  // Revealed tools first (full form, also when this request ranks them low), in inventory order:
+  // where the request that revealed them listed them, so that list stays the prefix of this one.
+  const position = new Map(input.ranker.entries.map((e, i) => [e.name, i]));
+  for (const p of [...pinned].filter((n) => position.has(n)).sort((a, b) => position.get(a)! - position.get(b)!)) add(p);
   let joined = 0;
   for (const r of ranked.slice(0, input.topK)) {
     if (!(r.score > 0 || small)) continue;
@@ -108,7 +111,6 @@ export function curate(input: CurateInput): CurateResult {
     joined++;
     add(r.name, !!cut && r.score < cut.compactBelow * best);
   }
-  for (const p of input.pinned ?? []) add(p);
   const room = Math.max(0, input.hardCap - input.fixedCount);
   // Kept names the inventory lacks now (a server still starting, or gone) stay kept but unsent.
   let visible = keep.every((n) => known.has(n)) ? keep : keep.filter((n) => known.has(n));

@@ -2,8 +2,9 @@
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { AuditLog, createRanker, curate, cutAtSentence, inventoryHash, McpCallError, McpServerConnection, presentTool, type CatalogEntry } from "../src/index.ts";
-import { fixture, SETTINGS, tempDirs } from "./support.ts";
+import { createAgent, MemorySessionStore, scriptedProvider } from "@keel/kernel";
+import { AuditLog, createRanker, curate, cutAtSentence, inventoryHash, mcp, McpCallError, McpServerConnection, presentTool, type CatalogEntry } from "../src/index.ts";
+import { fixture, serverBin, SETTINGS, tempDirs } from "./support.ts";
 
 const dirs = tempDirs();
 afterEach(() => dirs.cleanup());
@@ -53,6 +54,28 @@ describe("adaptive set", () => {
     expect(q.const).toEqual(value);
     expect(q.enum).toEqual([value]);
     expect(q.examples).toEqual([value]);
+  });
+});
+
+describe("tools revealed by tool_search, next turn", () => {
+  it("the list sent after the reveal is the prefix of the next turn's (several hits, ranked in another order than the inventory)", async () => {
+    const provider = scriptedProvider([
+      { toolCalls: [{ id: "s1", name: "tool_search", args: { query: "resource annotated structured long running", limit: 5 } }] },
+      { text: "found" },
+      { text: "again" },
+    ]);
+    const agent = await createAgent({
+      provider,
+      store: new MemorySessionStore(),
+      plugins: [mcp({ auditPath: join(dirs.make(), "a.sqlite"), servers: { everything: { command: process.execPath, args: [serverBin("server-everything")] } }, topK: 2, adaptive: { searchRatio: 0 } })],
+    });
+    const session = await agent.session();
+    await session.run("echo the message");
+    await session.run("echo the message");
+    const [, afterReveal, nextTurn] = provider.requests.map((r) => r.tools.map((t) => `${t.name}\u0000${t.description}\u0000${JSON.stringify(t.parameters)}`));
+    expect(afterReveal!.length).toBeGreaterThan(4);
+    expect(nextTurn).toEqual(afterReveal);
+    await agent.close();
   });
 });
 
