@@ -3,7 +3,7 @@ import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAgent, MemorySessionStore, scriptedProvider } from "@keel/kernel";
-import { AuditLog, createRanker, curate, cutAtSentence, inventoryHash, mcp, McpCallError, McpServerConnection, presentTool, type CatalogEntry } from "../src/index.ts";
+import { AuditLog, normalizeInputSchema, createRanker, curate, cutAtSentence, inventoryHash, mcp, McpCallError, McpServerConnection, presentTool, type CatalogEntry } from "../src/index.ts";
 import { fixture, serverBin, SETTINGS, tempDirs } from "./support.ts";
 
 const dirs = tempDirs();
@@ -116,5 +116,22 @@ describe("error classification", () => {
     } finally {
       await c.close();
     }
+  });
+});
+
+describe("hostile schemas", () => {
+  it("a tool whose schema nests thousands of levels deep does not take the other MCP tools down", async () => {
+    const provider = scriptedProvider([{ toolCalls: [{ id: "c1", name: "mcp__fx__echo", args: { text: "still here" } }] }, { text: "done" }]);
+    const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [mcp({ auditPath: join(dirs.make(), "a.sqlite"), servers: { fx: fixture("scripted-server.mjs", { FIXTURE_DEEP: "20000" }) } })] });
+    const session = await agent.session();
+    const result = await session.run("echo the text");
+    expect(result.verdict.status).toBe("completed");
+    expect(provider.requests[0]!.tools.map((t) => t.name)).toContain("mcp__fx__echo");
+    expect(JSON.stringify(session.messages)).toContain("still here");
+    await agent.close();
+    // The hostile tool stays listed, with no parameters declared; ordinary nesting is kept.
+    const nest = (n: number): unknown => (n ? { type: "object", properties: { a: nest(n - 1) } } : { type: "string" });
+    expect(normalizeInputSchema(nest(1_000))).toEqual({ type: "object", properties: {} });
+    expect(normalizeInputSchema(nest(20))).toEqual(nest(20));
   });
 });
