@@ -259,13 +259,15 @@ export class McpServerConnection {
     if (!client || this.state !== "ready") {
       throw new McpCallError("unavailable", `MCP server "${this.key}" is not connected (${this.state}${this.lastError ? `: ${this.lastError}` : ""}).`);
     }
+    const t0 = performance.now();
     try {
       const result = (await client.callTool({ name, arguments: (args ?? {}) as Record<string, unknown> }, undefined, { signal, timeout: timeoutMs, maxTotalTimeout: timeoutMs })) as McpCallResult;
       this.restarts = 0;
       return result;
     } catch (err) {
       if (signal.aborted) throw new McpCallError("cancelled", `The call to "${name}" on "${this.key}" was cancelled.`, { cause: err });
-      if (isMcpError(err, "RequestTimeout")) throw new McpCallError("timeout", `"${name}" on MCP server "${this.key}" did not answer within ${timeoutMs} ms; the call was cancelled.`, { cause: err });
+      // The SDK's timer, not a -32001 the server answered with early (codes -32000..-32099 are the server's to use).
+      if (isMcpError(err, "RequestTimeout") && performance.now() - t0 >= timeoutMs - 5) throw new McpCallError("timeout", `"${name}" on MCP server "${this.key}" did not answer within ${timeoutMs} ms; the call was cancelled.`, { cause: err });
       if ((isMcpError(err, "ConnectionClosed") || client !== this.#client) && this.#oversize !== undefined) {
         throw new McpCallError("crashed", `MCP server "${this.key}" answered the call to "${name}" with a message over the MCP SDK's limit of ${this.#oversize} bytes, so the connection was dropped; the server is being restarted. Ask for less (a narrower query, a page, a range).`, { cause: err });
       }

@@ -113,6 +113,10 @@ describe("error classification", () => {
       expect(tls.kind).toBe("upstream");
       const httpx = await call("error: httpx.ConnectError: [Errno -2] Name or service not known");
       expect(httpx.kind).toBe("upstream");
+      // -32001 sent by the server at once (JSON-RPC leaves -32000..-32099 to servers) is its own error, not our timeout.
+      const own = await call("error -32001: the report is not ready yet");
+      expect(own.kind).toBe("protocol_error");
+      expect(own.message).toContain("the report is not ready yet");
     } finally {
       await c.close();
     }
