@@ -43,8 +43,9 @@ export function cutAtSentence(text: string, max: number): string {
   if (codePointLength(text) <= max) return text;
   const head = headOf(text, max - 1);
   let end = -1;
-  // Matched against the head plus the next character: "v1." of "v1.2" at the cut is no sentence end.
-  for (const m of (head + text.charAt(head.length)).matchAll(/[.!?。！？](?=\s|$)/g)) if (m.index < head.length) end = m.index + m[0].length;
+  // Matched against the head plus the next character: "v1." of "v1.2" at the cut is no sentence
+  // end; CJK full stops need no space after them.
+  for (const m of (head + text.charAt(head.length)).matchAll(/[.!?](?=\s|$)|[。！？]/g)) if (m.index < head.length) end = m.index + m[0].length;
   const sentence = end > 0 && codePointLength(head.slice(0, end)) >= max * 0.4;
   return `${sentence ? head.slice(0, end) : head.trimEnd()}…`;
 }

@@ -38,6 +38,8 @@ describe("adaptive set", () => {
     expect(cutAtSentence(text, 42)).toBe("Reads the files from disk.…");
     // A real sentence end at the cut still counts.
     expect(cutAtSentence("Reads the files from disk. Works with v1 of it. And then more words.", 48)).toBe("Reads the files from disk. Works with v1 of it.…");
+    // CJK full stops end a sentence with no space after them.
+    expect(cutAtSentence("读取磁盘上的文件内容。返回完整的文本。如果路径不在允许的目录中则失败。", 24)).toBe("读取磁盘上的文件内容。返回完整的文本。…");
   });
 
   it("values (default, const, enum, examples) are data, not schemas: sent exactly as the server gave them", () => {
