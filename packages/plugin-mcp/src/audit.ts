@@ -51,14 +51,16 @@ export interface StoredCuration {
 /** How long a session's curation is kept after its last change (ms): 90 days. */
 export const CURATION_TTL_MS = 90 * 86_400_000;
 
-/** The stored curation, or undefined when the JSON is not one (a damaged row is a fresh start). */
+/** The stored curation, or undefined when the JSON is not one (a damaged row is a fresh start); names deduplicated, `compact` within `keep`. */
 export function curationOf(json: unknown): StoredCuration | undefined {
   try {
     const v = typeof json === "string" ? JSON.parse(json) : json;
     const names = (x: unknown) => Array.isArray(x) && x.every((n) => typeof n === "string");
     if (!v || typeof v !== "object" || typeof v.inventoryHash !== "string" || !names(v.keep) || !names(v.compact) || !names(v.pinned)) return undefined;
     const basis = v.basis && typeof v.basis === "object" && !Array.isArray(v.basis) ? Object.fromEntries(Object.entries(v.basis).filter(([, d]) => typeof d === "string")) : {};
-    return { inventoryHash: v.inventoryHash, keep: v.keep, compact: v.compact, pinned: v.pinned, basis: basis as Record<string, string> };
+    // Each name once, compact ones among the kept (a repeated name would be sent twice).
+    const keep: string[] = [...new Set<string>(v.keep)];
+    return { inventoryHash: v.inventoryHash, keep, compact: [...new Set<string>(v.compact)].filter((n) => keep.includes(n)), pinned: [...new Set<string>(v.pinned)], basis: basis as Record<string, string> };
   } catch {
     return undefined;
   }

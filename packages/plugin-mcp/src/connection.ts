@@ -22,8 +22,12 @@ function sdk(): Promise<Sdk> {
 type RpcCode = "RequestTimeout" | "ConnectionClosed" | "InvalidParams" | "MethodNotFound" | "InvalidRequest";
 const isMcpError = (err: unknown, ...codes: RpcCode[]): boolean => !!loaded && err instanceof loaded.types.McpError && codes.some((c) => err.code === loaded!.types.ErrorCode[c]);
 const isAnyMcpError = (err: unknown): boolean => !!loaded && err instanceof loaded.types.McpError;
-/** What a failure to reach a host over the network says (undici, Node's net/dns/tls, Python's requests/httpx). */
-const NETWORK = /fetch failed|\bENOTFOUND\b|\bEAI_AGAIN\b|\bECONNREFUSED\b|\bECONNRESET\b|\bETIMEDOUT\b|\bEHOSTUNREACH\b|\bENETUNREACH\b|getaddrinfo|socket hang up|UND_ERR_CONNECT|certificate has expired|self[- ]signed certificate|unable to verify the first certificate|Name or service not known|Temporary failure in name resolution|Connection refused|Max retries exceeded|ConnectError|ConnectTimeout|network is unreachable/i;
+/**
+ * What a failure to reach a host over the network says (undici, Node's net/dns/tls, Python's
+ * requests/httpx); urllib3's "Max retries exceeded" only when the retries were not for error
+ * answers (ResponseError: the host was reached, e.g. 429s).
+ */
+const NETWORK = /\bfetch failed|\bENOTFOUND\b|\bEAI_AGAIN\b|\bECONNREFUSED\b|\bECONNRESET\b|\bETIMEDOUT\b|\bEHOSTUNREACH\b|\bENETUNREACH\b|getaddrinfo|socket hang up|UND_ERR_CONNECT|certificate has expired|self[- ]signed certificate|unable to verify the first certificate|Name or service not known|Temporary failure in name resolution|Connection refused|Max retries exceeded(?![^]*Caused by ResponseError)|\bConnectError|\bConnectTimeout|network is unreachable/i;
 import { z } from "zod";
 import type { McpCallResult } from "./results.ts";
 import type { McpServerConfig } from "./options.ts";
@@ -255,13 +259,15 @@ export class McpServerConnection {
     if (!client || this.state !== "ready") {
       throw new McpCallError("unavailable", `MCP server "${this.key}" is not connected (${this.state}${this.lastError ? `: ${this.lastError}` : ""}).`);
     }
+    const t0 = performance.now();
     try {
       const result = (await client.callTool({ name, arguments: (args ?? {}) as Record<string, unknown> }, undefined, { signal, timeout: timeoutMs, maxTotalTimeout: timeoutMs })) as McpCallResult;
       this.restarts = 0;
       return result;
     } catch (err) {
       if (signal.aborted) throw new McpCallError("cancelled", `The call to "${name}" on "${this.key}" was cancelled.`, { cause: err });
-      if (isMcpError(err, "RequestTimeout")) throw new McpCallError("timeout", `"${name}" on MCP server "${this.key}" did not answer within ${timeoutMs} ms; the call was cancelled.`, { cause: err });
+      // The SDK's timer, not a -32001 the server answered with early (codes -32000..-32099 are the server's to use).
+      if (isMcpError(err, "RequestTimeout") && performance.now() - t0 >= timeoutMs - 5) throw new McpCallError("timeout", `"${name}" on MCP server "${this.key}" did not answer within ${timeoutMs} ms; the call was cancelled.`, { cause: err });
       if ((isMcpError(err, "ConnectionClosed") || client !== this.#client) && this.#oversize !== undefined) {
         throw new McpCallError("crashed", `MCP server "${this.key}" answered the call to "${name}" with a message over the MCP SDK's limit of ${this.#oversize} bytes, so the connection was dropped; the server is being restarted. Ask for less (a narrower query, a page, a range).`, { cause: err });
       }

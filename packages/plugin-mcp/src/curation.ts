@@ -76,10 +76,10 @@ export interface CurateResult {
 
 /**
  * Decide which MCP tools a request carries.
- * Contract: the top K tools with a positive score, cut by `cut` when given (all tools, in full
- * form, when there are at most K), and any pinned ones (in full form) join an append-only
- * keep-set; the keep-set resets when the inventory hash changes; `visible` is the keep-set in
- * insertion order, except that when it would exceed `hardCap - fixedCount` the best-ranked
+ * Contract: pinned tools not kept yet (in full form, in inventory order), then the top K tools
+ * with a positive score, cut by `cut` when given (all tools, in full form, when there are at
+ * most K), join an append-only keep-set; the keep-set resets when the inventory hash changes;
+ * `visible` is the keep-set in insertion order, except that when it would exceed `hardCap - fixedCount` the best-ranked
  * kept tools are shown (still in insertion order) and the rest reported in `capped`.
  */
 export function curate(input: CurateInput): CurateResult {
@@ -89,6 +89,7 @@ export function curate(input: CurateInput): CurateResult {
   const known = new Set(input.ranker.entries.map((e) => e.name));
   const ranked = input.ranker.rank(input.query, input.rankOptions);
   const added: string[] = [];
+  const pinned = new Set(input.pinned ?? []);
   const add = (name: string, compactForm = false) => {
     if (!known.has(name) || keep.includes(name)) return;
     keep.push(name);
@@ -99,6 +100,10 @@ export function curate(input: CurateInput): CurateResult {
   const small = ranked.length <= input.topK;
   const cut = small ? undefined : input.cut;
   const best = ranked[0]?.score ?? 0;
+  // Revealed tools first (full form, also when this request ranks them low), in inventory order:
+  // where the request that revealed them listed them, so that list stays the prefix of this one.
+  const position = new Map(input.ranker.entries.map((e, i) => [e.name, i]));
+  for (const p of [...pinned].filter((n) => position.has(n)).sort((a, b) => position.get(a)! - position.get(b)!)) add(p);
   let joined = 0;
   for (const r of ranked.slice(0, input.topK)) {
     if (!(r.score > 0 || small)) continue;
@@ -106,14 +111,12 @@ export function curate(input: CurateInput): CurateResult {
     joined++;
     add(r.name, !!cut && r.score < cut.compactBelow * best);
   }
-  for (const p of input.pinned ?? []) add(p);
   const room = Math.max(0, input.hardCap - input.fixedCount);
   // Kept names the inventory lacks now (a server still starting, or gone) stay kept but unsent.
   let visible = keep.every((n) => known.has(n)) ? keep : keep.filter((n) => known.has(n));
   let capped: string[] = [];
   if (visible.length > room) {
     const order = new Map(ranked.map((r, i) => [r.name, i]));
-    const pinned = new Set(input.pinned ?? []);
     const top = new Set([...visible].sort((a, b) => Number(pinned.has(b)) - Number(pinned.has(a)) || order.get(a)! - order.get(b)!).slice(0, room));
     capped = visible.filter((n) => !top.has(n));
     visible = visible.filter((n) => top.has(n));

@@ -21,7 +21,8 @@ export interface PresentLimits {
  * else at the limit, by code points, with "…"; the parameters lose only what repeats their
  * names: a `title` equal (letters and digits, any case) to its property's name or, at the top,
  * to the tool's name with an optional "Arguments"/"Input"/"Params" suffix, and nested
- * `$schema`; nested descriptions are trimmed the same way but never cut. The input is not modified.
+ * `$schema`; nested descriptions are trimmed the same way but never cut; values (`default`,
+ * `const`, `enum`, `examples`) are sent as given. The input is not modified.
  */
 export function presentTool(t: { tool: string; description: string; parameters: JsonSchema }, form: ToolForm, limits: PresentLimits): { description: string; parameters: JsonSchema } {
   const max = form === "compact" ? limits.compactDescriptionChars : limits.descriptionChars;
@@ -42,12 +43,16 @@ export function cutAtSentence(text: string, max: number): string {
   if (codePointLength(text) <= max) return text;
   const head = headOf(text, max - 1);
   let end = -1;
-  for (const m of head.matchAll(/[.!?。！？](?=\s|$)/g)) end = m.index + m[0].length;
+  // Matched against the head plus the next character: "v1." of "v1.2" at the cut is no sentence
+  // end; CJK full stops need no space after them.
+  for (const m of (head + text.charAt(head.length)).matchAll(/[.!?](?=\s|$)|[。！？]/g)) if (m.index < head.length) end = m.index + m[0].length;
   const sentence = end > 0 && codePointLength(head.slice(0, end)) >= max * 0.4;
   return `${sentence ? head.slice(0, end) : head.trimEnd()}…`;
 }
 
 const key = (s: string) => s.toLowerCase().replace(/[^\p{L}\p{N}]/gu, "");
+/** Keywords whose values are instances (data), not schemas. */
+const DATA = new Set(["default", "const", "enum", "examples"]);
 const SUFFIX = /(arguments|args|input|params|parameters|request|schema)$/;
 
 function leanSchema(x: unknown, prop: string | undefined, tool: string | undefined): unknown {
@@ -55,6 +60,11 @@ function leanSchema(x: unknown, prop: string | undefined, tool: string | undefin
   if (typeof x !== "object" || x === null) return x;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(x)) {
+    // Values, not schemas: sent as given.
+    if (DATA.has(k)) {
+      out[k] = v;
+      continue;
+    }
     if (k === "$schema" && tool === undefined) continue;
     if (k === "title" && typeof v === "string" && ((prop !== undefined && key(v) === key(prop)) || (tool !== undefined && key(v).replace(SUFFIX, "") === key(tool)))) continue;
     if (k === "description" && typeof v === "string") out[k] = tidyText(v);
