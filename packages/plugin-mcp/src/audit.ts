@@ -48,6 +48,15 @@ export interface StoredCuration {
   basis: Record<string, string>;
 }
 
+/**
+ * The curation as written: every name passed through @keel/secrets (a name a redaction would
+ * change is not restored, which only costs that tool's place).
+ */
+export function storableCuration(c: StoredCuration): string {
+  const names = (list: readonly string[]) => list.map((n) => redact(n));
+  return JSON.stringify({ ...c, keep: names(c.keep), compact: names(c.compact), pinned: names(c.pinned), basis: Object.fromEntries(Object.entries(c.basis).map(([n, d]) => [redact(n), d])) });
+}
+
 /** How long a session's curation is kept after its last change (ms): 90 days. */
 export const CURATION_TTL_MS = 90 * 86_400_000;
 
@@ -153,7 +162,7 @@ export class AuditLog implements AuditStore {
 
   saveCuration(sessionId: string, c: StoredCuration): void {
     try {
-      this.#saveCuration.run(sessionId, Date.now(), JSON.stringify(c));
+      this.#saveCuration.run(sessionId, Date.now(), storableCuration(c));
     } catch (err) {
       if (!this.#failed) this.#onError?.(err);
       this.#failed = true;

@@ -5,7 +5,7 @@
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PostgresTarget } from "@keel/store-postgres";
 import { redact } from "@keel/secrets";
-import { auditRecordOf, curationOf, CURATION_TTL_MS } from "./audit.ts";
+import { auditRecordOf, curationOf, CURATION_TTL_MS, storableCuration } from "./audit.ts";
 import type { AuditRecord, AuditStore, StoredCuration } from "./audit.ts";
 
 /** Migrations of the audit table (entry i: version i → i + 1). Contract: never edited once released. */
@@ -56,7 +56,7 @@ export class PostgresAuditLog implements AuditStore {
   }
 
   saveCuration(sessionId: string, c: StoredCuration): void {
-    const state = JSON.stringify(c);
+    const state = storableCuration(c);
     if (!this.#pruned) {
       this.#pruned = true;
       this.#write(() => this.#db.query("prune MCP curations in", "DELETE FROM {s}.keel_mcp_sessions WHERE ts < $1", [Date.now() - CURATION_TTL_MS]));

@@ -25,7 +25,8 @@ export interface PresentLimits {
  * `const`, `enum`, `examples`) are sent as given. The input is not modified.
  */
 export function presentTool(t: { tool: string; description: string; parameters: JsonSchema }, form: ToolForm, limits: PresentLimits): { description: string; parameters: JsonSchema } {
-  const max = form === "compact" ? limits.compactDescriptionChars : limits.descriptionChars;
+  // A compact form is never longer than the full one, whatever the options say.
+  const max = form === "compact" ? Math.min(limits.compactDescriptionChars, limits.descriptionChars) : limits.descriptionChars;
   return { description: cutAtSentence(tidyText(t.description), max), parameters: leanSchema(t.parameters, undefined, t.tool) as JsonSchema };
 }
 

@@ -59,6 +59,20 @@ describe.each(backends)("MCP audit on %s", (_name, backend) => {
     await other.close();
   });
 
+  it("a kept curation holds no key, even in a tool name", async () => {
+    const db = backend();
+    const key = `xoxb-123456789012-1234567890123-${"Ab9".repeat(8)}`;
+    const log = db.open();
+    const name = `mcp__fx__${key}`;
+    log.saveCuration("s", { inventoryHash: "h", keep: [name], compact: [name], pinned: [name], basis: { [name]: "d" } });
+    await log.close();
+    const other = db.open();
+    const json = JSON.stringify(await other.loadCuration("s"));
+    expect(json).not.toContain(key);
+    expect(json).toContain("[REDACTED:slack_token]");
+    await other.close();
+  });
+
   it("redacts an error that echoes a key before it is written", async () => {
     const db = backend();
     const key = `xoxb-123456789012-1234567890123-${"Ab9".repeat(8)}`;
