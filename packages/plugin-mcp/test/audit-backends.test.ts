@@ -63,7 +63,7 @@ describe.each(backends)("MCP audit on %s", (_name, backend) => {
     const db = backend();
     const key = `xoxb-123456789012-1234567890123-${"Ab9".repeat(8)}`;
     const log = db.open();
-    const name = `mcp__fx__${key}`;
+    const name = `mcp__fx__search-${key}`;
     log.saveCuration("s", { inventoryHash: "h", keep: [name], compact: [name], pinned: [name], basis: { [name]: "d" } });
     await log.close();
     const other = db.open();
