@@ -137,4 +137,15 @@ describe("real developer text (quoted from public agent trajectories) and the sh
     expect(redactSecrets(`https://x.example/put?aws_secret_access_key=${encodeURIComponent(aws)}&r=1`).text).not.toContain("K7MDENG");
     expect(redactSecrets(`ya29.a0AfH6SMB${"x7Kq2".repeat(12)}`).text).toBe("[REDACTED:gcp_oauth_token]");
   });
+
+  it("finds a provider key glued after an underscore (an identifier, a tool name), not only after a word boundary", () => {
+    const slack = `xoxb-123456789012-1234567890123-${"Ab9".repeat(8)}`;
+    const github = `ghp_${"a1B2c3D4e5".repeat(4)}`;
+    const anthropic = `sk-ant-api03-${"Zx9_".repeat(8)}`;
+    expect(redactSecrets(`mcp__fx__${slack}`).text).toBe("mcp__fx__[REDACTED:slack_token]");
+    expect(redactSecrets(`CONFIG_${github}`).text).toBe("CONFIG_[REDACTED:github_token]");
+    expect(redactSecrets(`key_${anthropic}`).text).not.toContain("Zx9_Zx9_");
+    // Still not inside a longer word: a prefix must not be the tail of another token.
+    expect(redactSecrets(`notaxoxb-${"1234567890".repeat(2)}`).findings.filter((f) => f.kind === "slack_token")).toEqual([]);
+  });
 });
