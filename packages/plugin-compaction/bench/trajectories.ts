@@ -31,7 +31,8 @@
  * removable. TACO digests even the newest result, so a TACO row may pass 100% in principle.
  * A source meets the issue's goal when a strategy removes ≥ 85% of its removable tokens at
  * ≥ 95% evidence retention.
- * Env: WINDOW_SHARE, MIN_WINDOW, ONLY (labels), OPTS (plugin options JSON), BREAKDOWN=1
+ * Env: WINDOW_SHARE, MIN_WINDOW, ONLY (labels), OPTS (plugin options JSON), CURVE=1 (the curve
+ * rows instead of the strategies), BREAKDOWN=1
  * (where the tokens go, per strategy), MISSES=1 (how far back lost evidence was), DUMP (a
  * trajectory name part: print one of its requests per strategy, message by message; DUMPK = which).
  *
@@ -62,7 +63,24 @@ interface Config {
   taco: boolean;
   /** Intra-turn pruning on top (off in the other rows, so they compare with earlier runs). */
   prune: boolean;
+  /** Plugin options on top of the row's (CURVE=1). */
+  opts?: Record<string, unknown>;
 }
+/**
+ * CURVE=1: mask + TACO from the defaults to compaction down to the floor (every round, no
+ * protected tail beyond the newest call, small summaries): removed share vs evidence
+ * retention per source. "eager" compacts from a fifth of the window down to a tenth.
+ */
+const EXTREME = { soft: 0.05, target: 0.05, hard: 0.06, cooldownRounds: 0, protectedTail: { messages: 1, tokens: 0, share: 0.01 } };
+const EAGER = { soft: 0.2, target: 0.1, hard: 0.3, protectedTail: { messages: 6, tokens: 0, share: 0.1 } };
+const CURVE: Array<[string, Record<string, unknown>]> = [
+  ["c0 defaults", {}],
+  ["c1 tail .10 sum .35", { protectedTail: { share: 0.1 }, summaryShare: 0.35 }],
+  ["c2 eager sum 1 ids 300", { ...EAGER, summaryShare: 1, stubIdentifiers: 300 }],
+  ["c3 eager sum .25", { ...EAGER, summaryShare: 0.25 }],
+  ["c4 floor sum .5", { ...EXTREME, summaryShare: 0.5 }],
+  ["c5 floor sum .25", { ...EXTREME, summaryShare: 0.25 }],
+];
 const ALL_CONFIGS: Config[] = [
   ...(["none", "truncate", "mask", "subgoal", "subgoal_mig"] as const).flatMap((strategy): Config[] => [
     { label: strategy, strategy, taco: false, prune: false },
@@ -72,7 +90,9 @@ const ALL_CONFIGS: Config[] = [
   { label: "mask+taco+prune", strategy: "mask", taco: true, prune: true },
   { label: "subgoal+taco+prune", strategy: "subgoal", taco: true, prune: true },
 ];
-const CONFIGS: Config[] = ALL_CONFIGS.filter((c) => c.label === "none" || !process.env.ONLY || process.env.ONLY.split(",").includes(c.label));
+const CONFIGS: Config[] = process.env.CURVE
+  ? [ALL_CONFIGS[0]!, ...CURVE.map(([label, opts]): Config => ({ label, strategy: "mask", taco: true, prune: false, opts }))]
+  : ALL_CONFIGS.filter((c) => c.label === "none" || !process.env.ONLY || process.env.ONLY.split(",").includes(c.label));
 
 const idCache = new Map<string, Set<string>>();
 function idsOf(text: string): Set<string> {
@@ -120,20 +140,26 @@ interface Outcome {
   /** Kept in text other than the identifier indexes. */
   strict: number;
   compactions: number;
+  /** Requests measured, and those whose messages do not start with the previous request's (a provider prompt cache misses from the first change on). */
+  requests: number;
+  rewrites: number;
   /** Where the tokens went (BREAKDOWN=1). */
   parts?: Record<string, number>;
 }
 
-/** Split one request's tokens: system, tools, pinned task, last 6 messages, stubs, digests, summaries, the rest. */
+/** Split one request's tokens: the floor's parts (system, tools, pinned, newest block), then summaries, stubs, digests and raw messages by role. */
 function breakdown(req: ModelRequest, parts: Record<string, number>): void {
   const add = (k: string, n: number) => (parts[k] = (parts[k] ?? 0) + n);
   add("system", counter.countRequest({ system: req.system, messages: [], tools: [] }).total);
   add("tools", counter.countRequest({ system: "", messages: [], tools: req.tools }).total);
-  const first = req.messages.findIndex((m) => m.role === "user");
-  req.messages.forEach((m, i) => {
+  const ms = req.messages;
+  const first = ms.findIndex((m) => m.role === "user");
+  const input = ms.findLastIndex((m) => m.role === "user" && !isSummary(m));
+  const last = ms.findLastIndex((m) => m.role === "assistant");
+  ms.forEach((m, i) => {
     const n = counter.countMessages([m]);
     const text = fullText(m);
-    const kind = i === first ? "pinned" : i >= req.messages.length - 2 ? "last2" : i >= req.messages.length - 6 ? "tail3-6" : isSummary(m) ? "summary" : text.startsWith(MASK_PREFIX) || text.includes('"masked":"[masked arguments') ? "stubs" : text.startsWith(DIGEST_PREFIX) ? "digests" : m.role === "tool" ? "middle:tool" : `middle:${m.role}`;
+    const kind = i === first || i === input ? "pinned" : last > input && i >= last ? "newest" : isSummary(m) ? "summary" : text.startsWith(MASK_PREFIX) ? "stubs" : text.includes('"masked":"[masked arguments') ? "masked-args assistant" : text.startsWith(DIGEST_PREFIX) ? "digests" : `raw ${m.role}`;
     add(kind, n);
   });
 }
@@ -173,7 +199,7 @@ async function replay(t: Trajectory, cfg: Config, window: number, home: string):
   const provider = scriptedProvider(steps, { contextWindow: 100_000_000 });
   const plugins = cfg.strategy === "none" && !cfg.taco && !cfg.prune
     ? []
-    : [compaction({ path: join(home, "compaction.sqlite"), model: false, window: cfg.strategy === "none" ? 100_000_000 : window, strategy: cfg.strategy === "none" ? "mask" : cfg.strategy, taco: { enabled: cfg.taco }, prune: { enabled: cfg.prune }, subgoals: { extractor: "heuristic", every: 1 }, ...(process.env.OPTS ? JSON.parse(process.env.OPTS) : {}) })];
+    : [compaction({ path: join(home, "compaction.sqlite"), model: false, window: cfg.strategy === "none" ? 100_000_000 : window, strategy: cfg.strategy === "none" ? "mask" : cfg.strategy, taco: { enabled: cfg.taco }, prune: { enabled: cfg.prune }, subgoals: { extractor: "heuristic", every: 1 }, ...cfg.opts, ...(process.env.OPTS ? JSON.parse(process.env.OPTS) : {}) })];
   const agent = await createAgent({ provider, instructions: t.system, store: new MemorySessionStore(), tools, plugins, limits: { maxRounds: 100_000, maxToolCalls: 100_000, tokenBudget: 1e15, wallTimeMs: 1e9 } });
   const session = await agent.session();
   for (const turn of t.turns) {
@@ -183,7 +209,7 @@ async function replay(t: Trajectory, cfg: Config, window: number, home: string):
   const events = await session.events();
   await agent.close();
   const compactions = events.filter((e) => e.type === "context.edited").length;
-  return { outcome: { tokens: 0, floor: 0, peak: 0, evidence: 0, kept: 0, strict: 0, compactions, ...(process.env.BREAKDOWN || cfg.label === "none" ? { parts: {} } : {}) }, requests: provider.requests };
+  return { outcome: { tokens: 0, floor: 0, peak: 0, evidence: 0, kept: 0, strict: 0, compactions, requests: 0, rewrites: 0, ...(process.env.BREAKDOWN || cfg.label === "none" ? { parts: {} } : {}) }, requests: provider.requests };
 }
 
 const misses = new Map<string, number>();
@@ -204,6 +230,9 @@ function measure(t: Trajectory, requests: ModelRequest[], ev: Array<string[] | n
     const n = counter.countRequest({ system: req.system, messages: req.messages, tools: req.tools }).total;
     o.tokens += n;
     o.floor += floors[k]!;
+    o.requests++;
+    const prev = requests[k - 1]?.messages;
+    if (prev && prev.some((m, i) => req.messages[i] === undefined || (req.messages[i] !== m && JSON.stringify(req.messages[i]) !== JSON.stringify(m)))) o.rewrites++;
     o.peak = Math.max(o.peak, n);
     if (o.parts) {
       breakdown(req, o.parts);
@@ -254,7 +283,7 @@ async function main(): Promise<void> {
           const k = Number(process.env.DUMPK ?? requests.length - 2);
           const req = requests[k]!;
           console.log(`--- ${t.name} ${cfg.label} request ${k}/${requests.length}: ${counter.countRequest({ system: req.system, messages: req.messages, tools: req.tools }).total} tokens, floor ${floors[k]}, system ${counter.countText(req.system)}`);
-          for (const m of req.messages) console.log(`  ${m.role.padEnd(9)} ${String(counter.countMessages([m])).padStart(6)}  ${JSON.stringify(fullText(m).slice(0, 160))}`);
+          for (const m of req.messages) console.log(`  ${m.role.padEnd(9)} ${String(counter.countMessages([m])).padStart(6)}  ${JSON.stringify(process.env.DUMPFULL ? fullText(m) : fullText(m).slice(0, 160))}`);
         }
         if (cfg.label === "none") baseRequests = requests;
         if (cfg.label === "none") {
@@ -264,7 +293,7 @@ async function main(): Promise<void> {
         for (const key of ["all", half, t.source, `${t.source}, ${half}`]) {
           const bySource = totals.get(key) ?? new Map<string, Outcome>();
           totals.set(key, bySource);
-          const acc = bySource.get(cfg.label) ?? { tokens: 0, floor: 0, peak: 0, evidence: 0, kept: 0, strict: 0, compactions: 0 };
+          const acc = bySource.get(cfg.label) ?? { tokens: 0, floor: 0, peak: 0, evidence: 0, kept: 0, strict: 0, compactions: 0, requests: 0, rewrites: 0 };
           acc.tokens += o.tokens;
           acc.floor += o.floor;
           acc.peak = Math.max(acc.peak, o.peak);
@@ -272,6 +301,8 @@ async function main(): Promise<void> {
           acc.kept += o.kept;
           acc.strict += o.strict;
           acc.compactions += o.compactions;
+          acc.requests += o.requests;
+          acc.rewrites += o.rewrites;
           if (o.parts) {
             acc.parts ??= {};
             for (const [k, v] of Object.entries(o.parts)) acc.parts[k] = (acc.parts[k] ?? 0) + v;
@@ -293,7 +324,7 @@ async function main(): Promise<void> {
     const removable = base.tokens - base.floor;
     console.log(`\n${source}`);
     console.log(`floor (per request: system, tools, pinned user messages, newest call + results): ${base.floor.toLocaleString("en-US")} tokens = ${pct(base.floor / base.tokens)} of none; removable ${removable.toLocaleString("en-US")} = ${pct(removable / base.tokens)}`);
-    console.log("strategy".padEnd(20) + "tokens sent".padStart(14) + "vs none".padStart(10) + "removed".padStart(14) + "of removable".padStart(14) + "evidence kept".padStart(20) + "w/o indexes".padStart(13) + "edits".padStart(8) + "  goal (≥85% of removable at ≥95%)");
+    console.log("strategy".padEnd(20) + "tokens sent".padStart(14) + "vs none".padStart(10) + "removed".padStart(14) + "of removable".padStart(14) + "evidence kept".padStart(20) + "w/o indexes".padStart(13) + "edits".padStart(8) + "rewrites".padStart(10) + "  goal (≥85% of removable at ≥95%)");
     for (const [label, o] of rows) {
       const saved = 1 - o.tokens / base.tokens;
       const removed = base.tokens - o.tokens;
@@ -302,8 +333,8 @@ async function main(): Promise<void> {
       const strict = o.evidence ? o.strict / o.evidence : 1;
       const met = share >= 0.85 && kept >= 0.95 ? "met" : "not met";
       if (o.parts && (process.env.BREAKDOWN || label === "none")) console.log(`  ${label} breakdown: ${Object.entries(o.parts).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${pct(v / o.tokens)} (${pct(v / base.tokens)} of none)`).join(", ")}`);
-      console.log(label.padEnd(20) + o.tokens.toLocaleString("en-US").padStart(14) + `${saved >= 0 ? "-" : "+"}${Math.abs(saved * 100).toFixed(1)}%`.padStart(10) + removed.toLocaleString("en-US").padStart(14) + pct(share).padStart(14) + `${pct(kept)} of ${o.evidence}`.padStart(20) + pct(strict).padStart(13) + String(o.compactions).padStart(8) + `  ${label === "none" ? "" : met}`);
-      if (label !== "none" && source.includes(", half")) summary.push(`${source.padEnd(34)} ${label.padEnd(20)} ${pct(share).padStart(7)} of removable at ${pct(kept)} evidence (${pct(strict)} w/o indexes)`);
+      console.log(label.padEnd(20) + o.tokens.toLocaleString("en-US").padStart(14) + `${saved >= 0 ? "-" : "+"}${Math.abs(saved * 100).toFixed(1)}%`.padStart(10) + removed.toLocaleString("en-US").padStart(14) + pct(share).padStart(14) + `${pct(kept)} of ${o.evidence}`.padStart(20) + pct(strict).padStart(13) + String(o.compactions).padStart(8) + pct(o.rewrites / Math.max(1, o.requests)).padStart(10) + `  ${label === "none" ? "" : met}`);
+      if (label !== "none" && source.includes(", half")) summary.push(`${source.padEnd(34)} ${label.padEnd(20)} ${pct(share).padStart(7)} of removable at ${pct(kept)} evidence (${pct(strict)} w/o indexes), ${pct(o.rewrites / Math.max(1, o.requests))} of requests rewrite history`);
     }
   }
   console.log(`\nper source and half: removed share of removable tokens, evidence kept\n${summary.sort().join("\n")}`);

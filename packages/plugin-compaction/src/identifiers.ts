@@ -52,10 +52,19 @@ export function isErrorLine(line: string): boolean {
   return ERROR_LINE.test(line);
 }
 
-/** Identifiers ranked by salience: error names first, then paths, then by rarity in `text`. */
+/**
+ * Identifiers ranked by salience: error names first, then paths, then names, then the rest
+ * (numbers, ids); a name that only ever appears as a JSON object key (`"user_id":`) is a
+ * field name, not a fact, and comes last.
+ */
 export function salientIdentifiers(text: string, limit: number): string[] {
   const all = extractIdentifiers(text);
+  const keyOnly = (id: string): boolean => {
+    const at = text.split(id).length - 1;
+    return at > 0 && text.split(`"${id}":`).length - 1 === at;
+  };
   const rank = (id: string): number => {
+    if (text.includes(`"${id}":`) && keyOnly(id)) return 4;
     if (/(?:Error|Exception)$/.test(id)) return 0;
     if (id.includes("/") || /\.\w{1,5}$/.test(id)) return 1;
     if (/[A-Za-z]/.test(id) && /[_.A-Z]/.test(id.slice(1))) return 2;
