@@ -66,7 +66,7 @@ export function textTokens(m: Message, count: CountTokens): number {
   return n;
 }
 
-/** The first sentence of `text` (at most 200 code points), or "" when it is the whole text. */
+/** The first sentence (or line) of `text`, at most 200 code points. */
 function lead(text: string): string {
   const s = text.trim().split(/(?<=[.!?:])\s+|\n/)[0] ?? "";
   return headOf(s, 200);
