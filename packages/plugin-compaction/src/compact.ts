@@ -8,7 +8,7 @@
 import type { Message, ModelProvider, ToolResultMessage } from "@keel/kernel";
 import { repairToolPairs } from "@keel/kernel";
 import { salientIdentifiers } from "./identifiers.ts";
-import { argsTokens, maskArgs, maskStub, messageIdentifiers, visibility } from "./mask.ts";
+import { argsTokens, maskArgs, maskStub, messageIdentifiers, textTokens, visibility } from "./mask.ts";
 import type { Block } from "./messages.ts";
 import { blocksOf, isCompacted, isSummary, messageKeys } from "./messages.ts";
 import type { ResolvedOptions, Strategy } from "./options.ts";
@@ -34,7 +34,7 @@ export interface CompactState {
 }
 
 /** The options a compaction step reads. */
-export type CompactOptions = Pick<ResolvedOptions, "strategy" | "soft" | "hard" | "target" | "protectedTail" | "cooldownRounds" | "minMaskTokens" | "summaryTokens" | "summaryTimeoutMs" | "retrieveTool" | "stubIdentifiers" | "maskArguments">;
+export type CompactOptions = Pick<ResolvedOptions, "strategy" | "soft" | "hard" | "target" | "protectedTail" | "cooldownRounds" | "minMaskTokens" | "summaryTokens" | "summaryTimeoutMs" | "retrieveTool" | "stubIdentifiers" | "maskArguments"> & Partial<Pick<ResolvedOptions, "maskText" | "summaryShare">>;
 
 /** What one step needs. */
 export interface CompactInput {
@@ -180,7 +180,7 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
         pool.push(i);
         if (!eligible || isCompacted(m) || m.content.some((b) => b.type !== "text") || countMessage(m) < o.minMaskTokens) continue;
         candidates.push(i);
-      } else if (m.role === "assistant" && o.maskArguments && eligible && argsTokens(m, input.countText) >= o.minMaskTokens) candidates.push(i);
+      } else if (m.role === "assistant" && eligible && ((o.maskArguments && argsTokens(m, input.countText) >= o.minMaskTokens) || (o.maskText && textTokens(m, input.countText) >= o.minMaskTokens))) candidates.push(i);
     }
     const tierOf = (i: number) => (subgoal && input.registry ? input.registry.tier(k[i]!) : 0.1);
     const order = o.strategy === "mask" ? candidates.map((i) => ({ index: i, score: i / msgs.length })) : scoreBlocks(msgs, candidates, tierOf, { mig: o.strategy === "subgoal_mig", pool });
@@ -198,7 +198,7 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
         id = input.stash(m, "mask");
         next = { role: "tool", toolCallId: m.toolCallId, toolName: m.toolName, content: [{ type: "text", text: maskStub(m, t, id, o.retrieveTool, unique.slice(0, o.stubIdentifiers)) }], isError: m.isError, ...(m.rewrittenBy ? { rewrittenBy: m.rewrittenBy } : {}) };
       } else {
-        const masked = maskArgs(m, input, o, unique);
+        const masked = maskArgs(m, input, o, unique, k[c.index]);
         if (!masked) continue;
         next = masked.message;
         id = masked.id;
@@ -209,7 +209,8 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
       for (const x of own) visible.set(x, (visible.get(x) ?? 1) - 1);
       for (const x of messageIdentifiers(next)) visible.set(x, (visible.get(x) ?? 0) + 1);
       tokens -= Math.round(saved * cal);
-      const name = m.role === "tool" ? m.toolName : `${m.content.find((b) => b.type === "tool_call")?.name ?? "?"} (arguments)`;
+      const called = m.content.find((b) => b.type === "tool_call");
+      const name = m.role === "tool" ? m.toolName : called ? `${called.name} (arguments)` : "assistant (text)";
       const callId = m.role === "tool" ? m.toolCallId : (k[c.index] ?? "").slice(2);
       report.masked.push({ toolCallId: callId, tool: name, tokens: t, id, score: Number(c.score.toFixed(4)) });
     }
@@ -254,7 +255,9 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
     let replaced = 0;
     for (const m of gone) replaced += countMessage(m);
     const subgoals = input.registry ? input.registry.subgoals.map((s) => `${s.state === "active" ? "[active]" : "[done]"} ${s.description}${s.result ? ` → ${s.result}` : ""}`) : [];
-    const produced = await summarizeTurns({ messages: gone, goal: input.goal, subgoals, maxTokens: o.summaryTokens, model: input.model, timeoutMs: o.summaryTimeoutMs, count: input.countText, ...(input.signal ? { signal: input.signal } : {}) });
+    // The summary's size follows what it replaces: a fixed 1,200 tokens would outweigh a short history.
+    const budget = Math.min(o.summaryTokens, Math.max(150, Math.round(replaced * (o.summaryShare ?? 1))));
+    const produced = await summarizeTurns({ messages: gone, goal: input.goal, subgoals, maxTokens: budget, limit: o.summaryTokens, model: input.model, timeoutMs: o.summaryTimeoutMs, count: input.countText, ...(input.signal ? { signal: input.signal } : {}) });
     // Identifiers visible only in what is summarised away, unless the summary already has them.
     let index: string[] = [];
     if (o.stubIdentifiers > 0) {
@@ -265,6 +268,11 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
       const recent = new Set<string>();
       for (let i = gone.length - 1; i >= 0; i--) for (const x of messageIdentifiers(gone[i]!)) recent.add(x);
       index = [...recent].filter((x) => all.get(x) === leaving.get(x) && !said.has(x)).slice(0, o.stubIdentifiers);
+      // The index shares the budget: what the summary text left of it, and at least half.
+      const room = Math.max(budget - input.countText(produced.text), budget / 2);
+      let used = 0;
+      const fits = index.findIndex((x) => (used += input.countText(x) + 1) > room);
+      if (fits >= 0) index = index.slice(0, fits);
     }
     const summary: Message = { role: "user", content: [{ type: "text", text: `${summaryHeader(gone.length, produced.method)}\n${produced.text}${index.length ? `\nOther identifiers: ${index.join(", ")}` : ""}` }] };
     const summaryTokens = countMessage(summary);

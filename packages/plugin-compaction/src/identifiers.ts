@@ -52,10 +52,21 @@ export function isErrorLine(line: string): boolean {
   return ERROR_LINE.test(line);
 }
 
-/** Identifiers ranked by salience: error names first, then paths, then by rarity in `text`. */
+const QUOTED = /"([^"\\\n]{3,100})"(\s*:)?/g;
+
+/**
+ * Identifiers ranked by salience: error names first, then paths, then names, then the rest
+ * (numbers, ids); a name quoted only as a JSON object key (`"user_id":`), never as a quoted
+ * value, is a field name, not a fact, and comes last.
+ * Contract: deterministic; linear in the text's length.
+ */
 export function salientIdentifiers(text: string, limit: number): string[] {
   const all = extractIdentifiers(text);
+  const keys = new Set<string>();
+  const values = new Set<string>();
+  if (text.includes('":')) for (const m of text.matchAll(QUOTED)) (m[2] ? keys : values).add(m[1]!);
   const rank = (id: string): number => {
+    if (keys.has(id) && !values.has(id)) return 4;
     if (/(?:Error|Exception)$/.test(id)) return 0;
     if (id.includes("/") || /\.\w{1,5}$/.test(id)) return 1;
     if (/[A-Za-z]/.test(id) && /[_.A-Z]/.test(id.slice(1))) return 2;

@@ -9,7 +9,7 @@ export { compaction, compressible, PLUGIN_NAME, PLUGIN_VERSION } from "./plugin.
 export { CompactionOptions, PruneOptions, STRATEGIES, SubgoalOptions, TacoOptions } from "./options.ts";
 export type { CompactionInput, ResolvedOptions, Strategy } from "./options.ts";
 export { compactHistory, tailStart } from "./compact.ts";
-export { maskStub, MASKED_ARGS_PREFIX } from "./mask.ts";
+export { maskStub, MASKED_ARGS_PREFIX, SHORTENED_TEXT_MARK } from "./mask.ts";
 export type { CompactInput, CompactOptions, CompactReport, CompactResult, CompactState } from "./compact.ts";
 export { reduceText } from "./reduce.ts";
 export type { CountTokens } from "./reduce.ts";

@@ -1,6 +1,7 @@
 /** Masking: stubs for tool outputs and tool-call arguments, with identifier indexes. */
 import type { Message, ToolResultMessage } from "@keel/kernel";
 import type { CompactInput, CompactOptions } from "./compact.ts";
+import { headOf } from "@keel/kernel";
 import { salientIdentifiers } from "./identifiers.ts";
 import { fullText, MASK_PREFIX, plainText } from "./messages.ts";
 import type { CountTokens } from "./reduce.ts";
@@ -11,8 +12,8 @@ import type { CountTokens } from "./reduce.ts";
  */
 export function maskStub(m: ToolResultMessage, tokens: number, id: string, tool: string | false, index: readonly string[]): string {
   const lines = plainText(m).split("\n").length;
-  const how = tool ? ` Read it with ${tool}(id="${id}", startLine, endLine); it has ${lines} lines.` : ` Stored as ${id} (${lines} lines).`;
-  return `${MASK_PREFIX}: ${m.toolName}, ${tokens} tokens, kept out of context.${how}${index.length ? ` Identifiers: ${index.join(", ")}` : ""}]`;
+  const how = tool ? `; read it with ${tool}(id="${id}", startLine, endLine)` : `; stored as ${id}`;
+  return `${MASK_PREFIX}: ${m.toolName}, ${tokens} tokens, ${lines} lines${how}.${index.length ? ` Identifiers: ${index.join(", ")}` : ""}]`;
 }
 
 const idCache = new Map<string, string[]>();
@@ -55,19 +56,56 @@ export function argsTokens(m: Message, count: CountTokens): number {
   return n;
 }
 
-/** The assistant message with the arguments of its calls replaced by retrievable stubs. */
-export function maskArgs(m: Message, input: CompactInput, o: CompactOptions, unique: readonly string[]): { message: Message; id: string } | undefined {
+/** Marker of an assistant text shortened to its first sentence. */
+export const SHORTENED_TEXT_MARK = "[rest of this message shortened";
+
+/** Tokens of an assistant message's text blocks not yet shortened. */
+export function textTokens(m: Message, count: CountTokens): number {
+  let n = 0;
+  for (const b of m.content) if (b.type === "text" && !b.text.includes(SHORTENED_TEXT_MARK)) n += count(b.text);
+  return n;
+}
+
+/** The first sentence (or line) of `text`, at most 200 code points. */
+function lead(text: string): string {
+  const s = text.trim().split(/(?<=[.!?:])\s+|\n/)[0] ?? "";
+  return headOf(s, 200);
+}
+
+/**
+ * The assistant message with the arguments of its calls (when `o.maskArguments`) and its
+ * long text blocks (when `o.maskText`) replaced by retrievable stubs; a text keeps its
+ * first sentence. The identifiers in `unique` that leave with them are indexed; `key` (the
+ * message's stable key) names the stored text.
+ * Contract: thinking blocks and call ids and names are never changed; undefined when nothing was masked.
+ */
+export function maskArgs(m: Message, input: CompactInput, o: CompactOptions, unique: readonly string[], key = "a"): { message: Message; id: string } | undefined {
   if (m.role !== "assistant") return undefined;
   const said = new Set(salientIdentifiers(plainText(m), Infinity));
   let id = "";
-  const content = m.content.map((b) => {
-    if (b.type !== "tool_call" || isMaskedArgs(b.args)) return b;
+  const left = new Set(unique);
+  const content = m.content.map((b, k) => {
+    if (b.type === "text" && o.maskText && !b.text.includes(SHORTENED_TEXT_MARK)) {
+      const tokens = input.countText(b.text);
+      if (tokens < o.minMaskTokens) return b;
+      const first = lead(b.text);
+      const kept = new Set(salientIdentifiers(first, Infinity));
+      const own = salientIdentifiers(b.text, Infinity);
+      const index = own.filter((x) => left.has(x) && !kept.has(x)).slice(0, o.stubIdentifiers);
+      for (const x of index) left.delete(x);
+      const raw: ToolResultMessage = { role: "tool", toolCallId: `${key}#text${k}`, toolName: "assistant", content: [{ type: "text", text: b.text }], isError: false };
+      const rid = input.stash(raw, "mask");
+      id ||= rid;
+      const how = o.retrieveTool ? `; read it with ${o.retrieveTool}(id="${rid}")` : `; stored as ${rid}`;
+      return { ...b, text: `${first} ${SHORTENED_TEXT_MARK}: ${tokens} tokens${how}.${index.length ? ` Identifiers: ${index.join(", ")}` : ""}]` };
+    }
+    if (b.type !== "tool_call" || !o.maskArguments || isMaskedArgs(b.args)) return b;
     const text = argsText(b.args);
     const tokens = input.countText(text);
     if (tokens < o.minMaskTokens) return b;
     const raw: ToolResultMessage = { role: "tool", toolCallId: `${b.id}#args`, toolName: b.name, content: [{ type: "text", text }], isError: false };
     const own = new Set(salientIdentifiers(text, Infinity));
-    const index = unique.filter((x) => own.has(x) && !said.has(x)).slice(0, o.stubIdentifiers);
+    const index = [...left].filter((x) => own.has(x) && !said.has(x)).slice(0, o.stubIdentifiers);
     const rid = input.stash(raw, "mask");
     id ||= rid;
     const how = o.retrieveTool ? ` Read them with ${o.retrieveTool}(id="${rid}").` : ` Stored as ${rid}.`;

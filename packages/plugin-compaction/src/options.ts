@@ -74,7 +74,7 @@ export const CompactionOptions = z
     target: ratio.default(0.45),
     /** Never touched: the last `messages` messages and up to `tokens` (capped at `share` of the window). */
     protectedTail: z
-      .object({ tokens: z.number().int().nonnegative().default(40_000), messages: z.number().int().nonnegative().default(6), share: ratio.default(0.25) })
+      .object({ tokens: z.number().int().nonnegative().default(40_000), messages: z.number().int().nonnegative().default(6), share: ratio.default(0.15) })
       .strict()
       .prefault({}),
     /** Rounds after a hard compaction before the next one. */
@@ -83,10 +83,14 @@ export const CompactionOptions = z
     stubIdentifiers: z.number().int().nonnegative().default(150),
     /** Also mask large tool-call arguments of old assistant messages (already executed; retrievable). */
     maskArguments: z.boolean().default(true),
+    /** Also shorten long text of old assistant messages to its first sentence (retrievable, identifiers indexed). */
+    maskText: z.boolean().default(true),
     /** A tool output smaller than this (tokens) is never masked. */
     minMaskTokens: z.number().int().nonnegative().default(120),
     /** Longest structured summary, in tokens. */
     summaryTokens: z.number().int().positive().default(1_200),
+    /** A summary (with its identifier index) aims at this share of the tokens it replaces (at least 150 tokens, at most `summaryTokens`). */
+    summaryShare: ratio.default(0.5),
     summaryTimeoutMs: z.number().int().positive().default(30_000),
     /** Smoothing of the calibration ratio (reported input tokens / estimate). */
     calibrationAlpha: ratio.default(0.3),

@@ -9,7 +9,7 @@ import type { ContributionInputOf, HookContext, Message, ModelProvider, PhaseEve
 import { applyMessageEdits, defaultKeelHome, defaultTokenCounter, definePlugin, KeelError } from "@keel/kernel";
 import type { CompactState } from "./compact.ts";
 import { compactHistory } from "./compact.ts";
-import { DIGEST_PREFIX, diffEdits, isCompacted, messageKeys, plainText } from "./messages.ts";
+import { DIGEST_PREFIX, diffEdits, isCompacted, isSummary, messageKeys, plainText } from "./messages.ts";
 import type { CompactionInput, ResolvedOptions } from "./options.ts";
 import { CompactionOptions } from "./options.ts";
 import { retrieveTool } from "./retrieve.ts";
@@ -213,9 +213,10 @@ export function compaction(input?: CompactionInput) {
           e.messages.forEach((m, i) => {
             if (m.role === "user" && plainText(m) === e.input) pinned.add(i);
           });
-          // Everything the person said in this turn stays: its input and any message steered into it.
+          // Everything the person said in this turn stays: its input and any message steered into it
+          // (not this plugin's own summaries: pinned, they would pile up instead of being merged).
           const inputAt = e.messages.findLastIndex((m) => m.role === "user" && plainText(m) === e.input);
-          if (inputAt >= 0) e.messages.forEach((m, i) => void (i > inputAt && m.role === "user" && pinned.add(i)));
+          if (inputAt >= 0) e.messages.forEach((m, i) => void (i > inputAt && m.role === "user" && !isSummary(m) && pinned.add(i)));
           const goalMsg = e.messages[first];
           if (subgoalsOn) s.registry.capActive(e.messages, (m) => c.countMessage(m), o.subgoals.maxActiveShare * window);
           const result = await compactHistory({

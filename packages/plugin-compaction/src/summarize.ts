@@ -5,7 +5,7 @@
 import type { Message, ModelProvider } from "@keel/kernel";
 import { complete, errorMessage, headOf, truncate } from "@keel/kernel";
 import { extractIdentifiers, isErrorLine, salientIdentifiers } from "./identifiers.ts";
-import { fullText, isSummary, plainText, SUMMARY_PREFIX } from "./messages.ts";
+import { DIGEST_PREFIX, fullText, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX } from "./messages.ts";
 import type { CountTokens } from "./reduce.ts";
 import { reduceText } from "./reduce.ts";
 
@@ -90,19 +90,22 @@ export function summaryHeader(count: number, method: string): string {
 }
 
 /**
- * A structured summary (goal, decisions, files touched, key facts, open questions, current state) of `messages`.
+ * A structured summary (goal, decisions, files touched, key facts, open questions, current state) of `messages`,
+ * of about `maxTokens` tokens (a model's answer is cut beyond `limit`, default `maxTokens`).
  * Contract: never rejects; falls back to `deterministicSummary` on no model, error, timeout or empty answer.
  */
-export async function summarizeTurns(input: { messages: readonly Message[]; goal: string; subgoals: string[]; maxTokens: number; model: ModelProvider | undefined; timeoutMs: number; signal?: AbortSignal; count: CountTokens }): Promise<Produced> {
+export async function summarizeTurns(input: { messages: readonly Message[]; goal: string; subgoals: string[]; maxTokens: number; limit?: number; model: ModelProvider | undefined; timeoutMs: number; signal?: AbortSignal; count: CountTokens }): Promise<Produced> {
+  // The model is asked for `maxTokens`; its answer is cut only beyond `limit`.
+  const limit = Math.max(input.maxTokens, input.limit ?? input.maxTokens);
   const fallback = (why: string): Produced => ({ text: deterministicSummary(input.messages, input.goal, input.subgoals, input.maxTokens, input.count), method: "deterministic", fallback: why });
   if (!input.model) return fallback("no model");
   const transcript = input.messages.map((m) => `${m.role}${m.role === "tool" ? `(${m.toolName})` : ""}: ${reduceText(fullText(m), 600, input.count)}`).join("\n\n");
   const clipped = input.count(transcript) > 40_000 ? reduceText(transcript, 40_000, input.count) : transcript;
   try {
     const user = `Overall goal: ${input.goal}\n${input.subgoals.length ? `Subgoals so far:\n${input.subgoals.map((s) => `- ${s}`).join("\n")}\n` : ""}Stay under ${input.maxTokens} tokens.\n\nConversation to summarise:\n${clipped}`;
-    const text = await ask(input.model, SUMMARY_SYSTEM, user, { maxTokens: input.maxTokens, timeoutMs: input.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) });
+    const text = await ask(input.model, SUMMARY_SYSTEM, user, { maxTokens: limit, timeoutMs: input.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) });
     if (!text) return fallback("the model returned an empty summary");
-    return { text: input.count(text) > input.maxTokens ? reduceText(text, input.maxTokens, input.count) : text, method: "model" };
+    return { text: input.count(text) > limit ? reduceText(text, limit, input.count) : text, method: "model" };
   } catch (err) {
     return fallback(errorMessage(err));
   }
@@ -141,25 +144,47 @@ export function deterministicSummary(messages: readonly Message[], goal: string,
       }
       continue;
     }
-    const text = fullText(m);
+    const text = factText(m);
     for (const id of extractIdentifiers(text)) if (id.includes("/") || /\.\w{1,5}$/.test(id)) files.add(id);
     if (m.role === "assistant") {
       const s = firstSentence(plainText(m));
       if (s) decisions.push(s);
       for (const q of plainText(m).split(/(?<=[.!?])\s+/)) if (q.trim().endsWith("?")) questions.push(headOf(q.trim(), 200));
     } else if (m.role === "tool") {
-      for (const id of salientIdentifiers(text, 8)) facts.add(id);
+      for (const id of salientIdentifiers(text, 8)) {
+        // Most recent last: a repeated fact moves to the end, so trimming keeps it.
+        facts.delete(id);
+        facts.add(id);
+      }
       for (const line of text.split("\n")) if (isErrorLine(line) && errors.length < 6) errors.push(headOf(line.trim(), 200));
     }
   }
   const list = (xs: Iterable<string>, n: number) => [...xs].slice(-n).map((x) => `- ${x}`).join("\n") || "- (none)";
-  const parts = [
-    `Goal:\n- ${firstSentence(goal) || "(not stated)"}`,
-    ...(subgoals.length ? [`Subgoals:\n${subgoals.map((s) => `- ${s}`).join("\n")}`] : []),
-    `Decisions:\n${list(decisions, 10)}`,
-    `Files touched:\n${list(files, 20)}`,
-    `Key facts:\n${list([...facts].slice(-30), 30)}${errors.length ? `\n${errors.map((e) => `- error: ${e}`).join("\n")}` : ""}`,
-    `Open questions:\n${list(questions, 3)}`,
-  ];
-  return reduceText(parts.join("\n"), maxTokens, count);
+  // Fit the budget by keeping fewer (the newest) items of each list, so the headings stay; a
+  // line-level reduction is the last resort.
+  const render = (k: number) =>
+    [
+      `Goal:\n- ${firstSentence(goal) || "(not stated)"}`,
+      ...(subgoals.length ? [`Subgoals:\n${subgoals.slice(-Math.max(2, Math.ceil(6 * k))).map((s) => `- ${s}`).join("\n")}`] : []),
+      `Decisions:\n${list(decisions, Math.ceil(10 * k))}`,
+      `Files touched:\n${list(files, Math.ceil(20 * k))}`,
+      `Key facts:\n${list(facts, Math.ceil(30 * k))}${errors.length ? `\n${errors.slice(-Math.ceil(6 * k)).map((e) => `- error: ${e}`).join("\n")}` : ""}`,
+      `Open questions:\n${list(questions, Math.ceil(3 * k))}`,
+    ].join("\n");
+  let k = 1;
+  let text = render(k);
+  while (count(text) > maxTokens && k > 0.05) text = render((k /= 1.5));
+  return reduceText(text, maxTokens, count);
+}
+
+/**
+ * The text a summary takes facts from: a masked output's identifier index (not its
+ * read-back instructions), a digest without its header line, else the whole text.
+ */
+function factText(m: Message): string {
+  const text = fullText(m);
+  if (m.role !== "tool") return text;
+  if (text.startsWith(MASK_PREFIX)) return /\. Identifiers: (.*)\]$/s.exec(text)?.[1] ?? "";
+  if (text.startsWith(DIGEST_PREFIX)) return text.slice(text.indexOf("\n") + 1);
+  return text;
 }

@@ -49,7 +49,7 @@ describe("exhausted guard and cooldown", () => {
       { text: "final" },
     ];
     const huge = "Goal: ".concat("everything ".repeat(4_000));
-    const { session, side } = await setup({ steps, side: [{ text: huge }, { text: huge }, { text: huge }], window: 6_000, tools: [scriptedTool("bash", Array(10).fill("ok"))], plugin: { subgoals: { extractor: "heuristic" }, hard: 0.7, cooldownRounds: 0, summaryTokens: 20_000 } });
+    const { session, side } = await setup({ steps, side: [{ text: huge }, { text: huge }, { text: huge }], window: 6_000, tools: [scriptedTool("bash", Array(10).fill("ok"))], plugin: { subgoals: { extractor: "heuristic" }, hard: 0.7, cooldownRounds: 0, summaryTokens: 20_000, maskText: false } });
     const r = await session.run("plan it");
     expect(r.verdict).toEqual({ status: "completed", reason: "end_turn" });
     // One summariser call; after it came back too big, the rounds still over the hard threshold

@@ -8,7 +8,7 @@ import { fullText } from "../src/messages.ts";
 import { adversarialHistory, expectPairs } from "./support.ts";
 
 
-const base: CompactOptions = { strategy: "subgoal", soft: 0.6, hard: 0.9, target: 0.45, protectedTail: { tokens: 40_000, messages: 6, share: 0.25 }, cooldownRounds: 2, minMaskTokens: 20, summaryTokens: 300, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 150, maskArguments: true };
+const base: CompactOptions = { strategy: "subgoal", soft: 0.6, hard: 0.9, target: 0.45, protectedTail: { tokens: 40_000, messages: 6, share: 0.25 }, cooldownRounds: 2, minMaskTokens: 20, summaryTokens: 300, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 150, maskArguments: true, maskText: true, summaryShare: 0.5 };
 
 describe("pair integrity on adversarial histories", () => {
   it("3,000 seeded histories: no orphan, no split pair, pinned messages kept, edits reproduce the result", async () => {

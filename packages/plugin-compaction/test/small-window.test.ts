@@ -61,13 +61,15 @@ describe("deterministic summary of a history that already has one", () => {
     const history: Message[] = [user("the task")];
     for (let i = 0; i < 12; i++) history.push(call(`c${i}`, `probe ${i}`), result(`c${i}`, `found value_${i}_alpha and value_${i}_beta\n${filler(`p${i}`, 10)}`));
     history.push(user("go on"));
-    const o: CompactOptions = { strategy: "subgoal", soft: 0.6, hard: 0.9, target: 0.45, protectedTail: { tokens: 0, messages: 2, share: 0.25 }, cooldownRounds: 2, minMaskTokens: 100_000, summaryTokens: 60, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 4, maskArguments: false };
+    const o: CompactOptions = { strategy: "subgoal", soft: 0.6, hard: 0.9, target: 0.45, protectedTail: { tokens: 0, messages: 2, share: 0.25 }, cooldownRounds: 2, minMaskTokens: 100_000, summaryTokens: 60, summaryShare: 1, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 4, maskArguments: false };
     const total = counter.countMessages(history);
     const r = await compactHistory({ messages: history, overhead: 0, window: Math.floor(total / 0.95), calibration: 1, pinned: new Set([0, history.length - 1]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText: (t) => counter.countText(t), countMessage: count, stash: () => "x", model: undefined, goal: "the task" });
     const summary = r!.messages.find((m) => textOf(m).startsWith(SUMMARY_PREFIX));
     const index = /\nOther identifiers: (.*)$/m.exec(textOf(summary!))?.[1]?.split(", ") ?? [];
     expect(index).toHaveLength(4);
-    expect(index.some((x) => x.includes("_11_") || x.includes("_10_"))).toBe(true);
+    // The summary's key facts keep the newest values (10, 9); the index the next newest (8, 7), none of the oldest.
+    expect(textOf(summary!)).toContain("- value_10_alpha");
+    expect(index.some((x) => x.includes("_8_") || x.includes("_7_"))).toBe(true);
     expect(index.some((x) => /_[0-3]_/.test(x))).toBe(false);
   });
 });

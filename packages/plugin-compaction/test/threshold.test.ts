@@ -48,7 +48,7 @@ describe("context pressure thresholds (real kernel turns)", () => {
     const long = (i: number) => `Thinking about step ${i}. ${"We weigh the options for the migration plan carefully. ".repeat(90)}`;
     const steps = [...Array.from({ length: 6 }, (_, i) => ({ text: long(i), toolCalls: [{ id: `c${i}`, name: "bash", args: { command: `step ${i}` } }] })), { text: "done" }];
     const summary = "Goal:\n- migrate\nDecisions:\n- keep plan B\nFiles touched:\n- /srv/app/db.py\nKey facts:\n- exit code 3\nOpen questions:\n- none\nCurrent state:\n- testing";
-    const { session, provider, side } = await setup({ steps, side: [{ text: summary }], window: 6_000, tools: [scriptedTool("bash", Array(6).fill("ok"))], plugin: { taco: { enabled: false }, subgoals: { extractor: "heuristic" } } });
+    const { session, provider, side } = await setup({ steps, side: [{ text: summary }], window: 6_000, tools: [scriptedTool("bash", Array(6).fill("ok"))], plugin: { taco: { enabled: false }, maskText: false, subgoals: { extractor: "heuristic" } } });
     const r = await session.run("migrate the database");
     expect(r.verdict.status).toBe("completed");
     expect(side.requests).toHaveLength(1);
@@ -66,7 +66,7 @@ describe("context pressure thresholds (real kernel turns)", () => {
   it("a failing summariser falls back to the deterministic structured summary", async () => {
     const long = (i: number) => `Now let's edit /srv/app/mod_${i}.py. ${"Careful reasoning about the change and its risks. ".repeat(90)}`;
     const steps = [...Array.from({ length: 6 }, (_, i) => ({ text: long(i), toolCalls: [{ id: `c${i}`, name: "bash", args: { command: `edit ${i}` } }] })), { text: "done" }];
-    const { session, provider } = await setup({ steps, side: [{ error: { class: "overloaded" } }], window: 6_000, tools: [scriptedTool("bash", Array(6).fill("ok"))], plugin: { taco: { enabled: false } } });
+    const { session, provider } = await setup({ steps, side: [{ error: { class: "overloaded" } }], window: 6_000, tools: [scriptedTool("bash", Array(6).fill("ok"))], plugin: { taco: { enabled: false }, maskText: false } });
     await session.run("edit the modules");
     const last = provider.requests.at(-1)!.messages;
     const s = last.find((m) => textOf(m).startsWith(SUMMARY_PREFIX))!;
