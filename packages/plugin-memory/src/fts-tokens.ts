@@ -22,3 +22,18 @@ export function ftsTokens(text: string): string[] {
   }
   return out;
 }
+
+/**
+ * The prefix a query word that no memory holds is matched by instead: the first `letters`
+ * letters of its one token, if there are at least 4 and they are no digits. Undefined when the
+ * word makes several tokens, or when the stemmer would change the prefix (FTS5 stems a prefix
+ * query's text, PostgreSQL does not: only prefixes it leaves alone search the same on both).
+ */
+export function variantPrefix(word: string, letters: number): string | undefined {
+  const tokens = ftsTokens(word);
+  if (tokens.length !== 1 || letters < 4) return undefined;
+  const p = tokens[0]!.slice(0, letters);
+  if (p.length < 4 || /\d/.test(p)) return undefined;
+  const again = ftsTokens(p);
+  return again.length === 1 && again[0] === p ? p : undefined;
+}

@@ -11,7 +11,7 @@ export { ftsTokens } from "./fts-tokens.ts";
 export { recall, prior, DEFAULT_TUNING } from "./recall.ts";
 export type { Recalled, RecallRequest, RelevanceTuning } from "./recall.ts";
 export { findSecrets, looksSecret, redactSecrets } from "./secrets.ts";
-export { queryTerms, dateWindows, eventSpan, hasTimeExpression, isWhenQuestion } from "./text.ts";
+export { queryTerms, dateWindows, eventSpan, hasTimeExpression, isFrameWord, isWhenQuestion } from "./text.ts";
 export { memory, memory as default, MemoryOptionsSchema, PLUGIN_NAME } from "./plugin.ts";
 export type { MemoryHandle, MemoryOptions, MemoryPlugin, NamespaceResolver } from "./plugin.ts";
 export { classifyTurn } from "./classify.ts";

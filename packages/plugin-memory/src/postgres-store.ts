@@ -9,7 +9,7 @@ import { headOf } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PgQuery, PostgresTarget } from "@keel/store-postgres";
-import { ftsTokens } from "./fts-tokens.ts";
+import { ftsTokens, variantPrefix } from "./fts-tokens.ts";
 import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET } from "./memory-input.ts";
 import { MISS_QUERY_CHARS } from "./sqlite-store.ts";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
@@ -125,9 +125,12 @@ function queryTokens(terms: readonly string[]): string[] {
   return [...new Set(terms.flatMap((t) => ftsTokens(t)).filter((t) => Buffer.byteLength(t) <= MAX_LEXEME_BYTES))];
 }
 
-/** A tsquery matching any token (`only`: in that weight only). */
-function anyOf(tokens: readonly string[], only?: string): string {
-  return tokens.map((t) => `${lexeme(t)}${only ? `:${only}` : ""}`).join(" | ");
+/** A search term: an index token, or a prefix of index tokens. */
+type PgTerm = string | { prefix: string };
+
+/** A tsquery matching any term (`only`: in that weight only). */
+function anyOf(tokens: readonly PgTerm[], only?: string): string {
+  return tokens.map((t) => (typeof t === "string" ? `${lexeme(t)}${only ? `:${only}` : ""}` : `${lexeme(t.prefix)}:*${only ?? ""}`)).join(" | ");
 }
 
 
@@ -244,7 +247,7 @@ export class PostgresMemoryStore implements MemoryStore {
     const w = sq.plain ? [1, 0, 0, 0] : [1, 2, 0.5, 1];
     const stats = await this.#statistics();
     if (!stats.n) return [];
-    const tokens = await this.#bounded(all, only);
+    const tokens = await this.#bounded(await this.#variants(sq.terms, all, only ? 0 : (sq.variants ?? 0)), only);
     const idfs: number[] = [];
     for (const t of tokens) {
       const hits = await this.#docFreq(t, only);
@@ -254,17 +257,34 @@ export class PostgresMemoryStore implements MemoryStore {
       idfs.push(idf > 0 ? idf : 1e-6);
     }
     const scopes = sq.scopes?.length ? sq.scopes : null;
+    const within = sq.within?.length ? sq.within : null;
+    // A prefix term's frequency in a memory is that of every token it begins (FTS5's prefix phrase).
     const rows = await this.#db.query(
       "search memories in",
-      `WITH q(term, idf) AS (SELECT * FROM unnest($3::text[], $4::float8[])),
-       m AS (SELECT id, doclen, tsv FROM {s}.keel_memories WHERE tsv @@ $2::tsquery AND namespace = $1 AND ${ACTIVE} AND ($10::text[] IS NULL OR scope = ANY($10)))
-       SELECT m.id, sum(q.idf * (f.freq * 2.2) / (f.freq + 1.2 * (0.25 + 0.75 * m.doclen / $5::float8))) AS score
+      `WITH q(i, term, pre, idf) AS (SELECT * FROM unnest($3::int[], $4::text[], $5::bool[], $6::float8[])),
+       m AS (SELECT id, doclen, tsv FROM {s}.keel_memories WHERE tsv @@ $2::tsquery AND namespace = $1 AND ${ACTIVE} AND ($12::text[] IS NULL OR scope = ANY($12))
+         AND ($13::bigint[] IS NULL OR EXISTS (SELECT 1 FROM unnest($13::bigint[], $14::bigint[]) w(s, e) WHERE occurred_at >= w.s AND occurred_at < w.e)))
+       SELECT m.id, sum(q.idf * (f.freq * 2.2) / (f.freq + 1.2 * (0.25 + 0.75 * m.doclen / $7::float8))) AS score
        FROM m CROSS JOIN LATERAL (
-         SELECT u.lexeme, (SELECT sum(CASE x WHEN 'A' THEN $6::float8 WHEN 'B' THEN $7::float8 WHEN 'C' THEN $8::float8 ELSE $9::float8 END) FROM unnest(u.weights) x) AS freq
-         FROM unnest(m.tsv) u WHERE u.lexeme = ANY($3::text[])
-       ) f JOIN q ON q.term = f.lexeme
-       GROUP BY m.id, m.doclen HAVING sum(f.freq) > 0 ORDER BY score DESC, m.id LIMIT $11`,
-      [sq.namespace, anyOf(tokens, only), tokens, idfs, stats.avgdl, ...w, scopes, sq.limit],
+         SELECT q.i, sum((SELECT sum(CASE x WHEN 'A' THEN $8::float8 WHEN 'B' THEN $9::float8 WHEN 'C' THEN $10::float8 ELSE $11::float8 END) FROM unnest(u.weights) x)) AS freq
+         FROM unnest(m.tsv) u JOIN q ON (NOT q.pre AND u.lexeme = q.term) OR (q.pre AND starts_with(u.lexeme, q.term))
+         GROUP BY q.i
+       ) f JOIN q ON q.i = f.i
+       GROUP BY m.id, m.doclen HAVING sum(f.freq) > 0 ORDER BY score DESC, m.id LIMIT $15`,
+      [
+        sq.namespace,
+        anyOf(tokens, only),
+        tokens.map((_, i) => i),
+        tokens.map((t) => (typeof t === "string" ? t : t.prefix)),
+        tokens.map((t) => typeof t !== "string"),
+        idfs,
+        stats.avgdl,
+        ...w,
+        scopes,
+        within?.map((r) => Math.floor(r.start)) ?? null,
+        within?.map((r) => Math.ceil(r.end)) ?? null,
+        sq.limit,
+      ],
     );
     if (!rows.length) return [];
     const ids = rows.map((r) => num(r.id));
@@ -274,6 +294,19 @@ export class PostgresMemoryStore implements MemoryStore {
       const m = byId.get(num(r.id));
       return m ? [{ memory: toMemory(m), score: num(r.score) }] : [];
     });
+  }
+
+  /** As the SQLite store: a word of one token that no memory holds is searched by its variant prefix. */
+  async #variants(words: readonly string[], tokens: readonly string[], letters: number): Promise<PgTerm[]> {
+    if (!letters) return [...tokens];
+    const prefixOf = new Map<string, string>();
+    for (const word of words) {
+      const own = ftsTokens(word);
+      if (own.length !== 1 || prefixOf.has(own[0]!)) continue;
+      const p = (await this.#docFreq(own[0]!)) === 0 ? variantPrefix(word, letters) : undefined;
+      if (p) prefixOf.set(own[0]!, p);
+    }
+    return tokens.map((t) => (prefixOf.has(t) ? { prefix: prefixOf.get(t)! } : t));
   }
 
   /** Rows and average tokens of the active index (FTS5's N and avgdl), cached a short while. */
@@ -289,8 +322,8 @@ export class PostgresMemoryStore implements MemoryStore {
     return (this.#stats = { n, avgdl: n ? Math.max(num(r.tokens) / n, 1e-9) : 1, at: now });
   }
 
-  async #docFreq(token: string, only?: string): Promise<number> {
-    const cacheKey = `${only ?? ""}:${token}`;
+  async #docFreq(token: PgTerm, only?: string): Promise<number> {
+    const cacheKey = typeof token === "string" ? `${only ?? ""}:${token}` : `${only ?? ""}*${token.prefix}`;
     const known = this.#df.get(cacheKey);
     if (known !== undefined) return known;
     const r = await this.#db.query("count matches in", `SELECT count(*) AS n FROM {s}.keel_memories WHERE tsv @@ $1::tsquery AND ${ACTIVE}`, [anyOf([token], only)]);
@@ -300,12 +333,12 @@ export class PostgresMemoryStore implements MemoryStore {
   }
 
   /** As the SQLite store: the rarest tokens while their matches stay within SCORE_BUDGET (the rarest always kept). */
-  async #bounded(tokens: readonly string[], only?: string): Promise<string[]> {
+  async #bounded(tokens: readonly PgTerm[], only?: string): Promise<PgTerm[]> {
     if (this.#df.size > 50_000) this.#df.clear();
-    const withDf: Array<{ t: string; n: number }> = [];
+    const withDf: Array<{ t: PgTerm; n: number }> = [];
     for (const t of tokens) withDf.push({ t, n: await this.#docFreq(t, only) });
     if (only) return [...tokens];
-    const keep = new Set<string>();
+    const keep = new Set<PgTerm>();
     let rows = 0;
     for (const { t, n } of withDf.slice().sort((a, b) => a.n - b.n)) {
       if (keep.size && rows + n > SCORE_BUDGET) break;

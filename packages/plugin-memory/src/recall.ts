@@ -4,7 +4,7 @@
  * then the MECHANICS ranking (key, category, scope, recency, importance, confidence) and caps.
  */
 import { looksSecret } from "./secrets.ts";
-import { dateWindows, eventSpan, hasTimeExpression, isStopword, isWhenQuestion, queryTerms, tokens } from "./text.ts";
+import { dateWindows, eventSpan, hasTimeExpression, isFrameWord, isStopword, isWhenQuestion, queryTerms, tokens } from "./text.ts";
 import type { Memory, MemoryScope, MemoryStore, SearchHit } from "./types.ts";
 import { SCOPE_RANK } from "./types.ts";
 import { codePointLength, truncate } from "@keel/kernel";
@@ -41,11 +41,19 @@ export interface RelevanceTuning {
   timeBoost: number;
   /** Neighbour weight multiplier for a "when" question (the dated turn, not its exchange). */
   timeNeighbour: number;
+  /** Extra share of relevance (a factor of 1 + this) for a memory inside a date window the query names. */
+  dateBoost: number;
+  /** Extra candidates fetched from inside the date windows a query names (0 = off). */
+  dateCandidates: number;
+  /** A query word no memory holds is matched by the first this many letters of its stem (0 = off). */
+  variants: number;
+  /** Drop the words that frame a question about a person ("describe", "considered", "based on", …) from the query. */
+  frameWords: boolean;
   /** Match date windows against the span a memory's own relative words point to ("last week"), not only its date. */
   eventDates: boolean;
 }
 
-export const DEFAULT_TUNING: RelevanceTuning = { candidates: 30, neighbourWeight: 0.35, neighbourSpan: 3, feedbackWeight: 0, dateBonus: 2, speakerBonus: 0, questionFactor: 1, sessionWeight: 0.2, seeds: 6, neighbourDecay: 0.5, answerWeight: 0.8, priorWeight: 1, timeBoost: 1, timeNeighbour: 1, eventDates: true, speakerBoost: 1.5 };
+export const DEFAULT_TUNING: RelevanceTuning = { candidates: 60, neighbourWeight: 0.35, neighbourSpan: 3, feedbackWeight: 0, dateBonus: 2, speakerBonus: 0, questionFactor: 1, sessionWeight: 0.2, seeds: 6, neighbourDecay: 0.5, answerWeight: 0.8, priorWeight: 1, timeBoost: 1, timeNeighbour: 1, eventDates: true, speakerBoost: 1.5, dateBoost: 2, frameWords: true, dateCandidates: 40, variants: 5 };
 
 /** A recall request. Contract: `namespace` is the only namespace read. */
 export interface RecallRequest {
@@ -126,10 +134,18 @@ export async function recall(store: MemoryStore, req: RecallRequest): Promise<Re
   const maxChars = req.maxChars ?? 4000;
   const itemChars = req.itemChars ?? 500;
   const now = req.now ?? Date.now();
-  const terms = req.mode === "bm25" ? [...new Set(tokens(req.query).map((w) => w.replace(/'/g, "")))] : queryTerms(req.query);
+  const terms = req.mode === "bm25" ? [...new Set(tokens(req.query).map((w) => w.replace(/'/g, "")))] : queryTerms(req.query).filter((w) => !t.frameWords || !isFrameWord(w));
   if (!terms.length) return [];
-  const base = { namespace: req.namespace, terms, limit: req.mode === "bm25" ? limit * 4 : t.candidates, ...(req.mode === "bm25" ? { plain: true } : {}), ...(req.scopes ? { scopes: req.scopes } : {}) };
+  const base = { namespace: req.namespace, terms, limit: req.mode === "bm25" ? limit * 4 : t.candidates, ...(req.mode === "bm25" ? { plain: true } : t.variants > 0 ? { variants: t.variants } : {}), ...(req.scopes ? { scopes: req.scopes } : {}) };
   const hits = await store.search(base);
+  const windows = req.mode !== "bm25" && (t.dateBonus > 0 || t.dateBoost > 0) ? dateWindows(req.query, now).filter((w) => Number.isFinite(w.start) && Number.isFinite(w.end)) : [];
+  if (windows.length && t.dateCandidates > 0) {
+    // Candidates from inside the named windows, widened by what a memory's own words may point to
+    // (a memory up to 45 days later may say "last month", up to 10 days earlier "next week").
+    const seen = new Set(hits.map((h) => h.memory.id));
+    const within = windows.slice(0, 12).map((w) => ({ start: w.start - 10 * DAY, end: w.end + 45 * DAY }));
+    for (const h of await store.search({ ...base, limit: t.dateCandidates, within })) if (!seen.has(h.memory.id)) (seen.add(h.memory.id), hits.push(h));
+  }
   let ranked: Array<{ memory: Memory; relevance: number; score: number }>;
   if (req.mode === "bm25") {
     ranked = hits.map((h) => ({ memory: h.memory, relevance: h.score, score: h.score }));
@@ -157,13 +173,12 @@ export async function recall(store: MemoryStore, req: RecallRequest): Promise<Re
     }
     const asksWhen = isWhenQuestion(req.query);
     if (asksWhen && t.timeBoost > 0) for (const r of rel.values()) if (hasTimeExpression(r.memory.content)) r.relevance *= 1 + t.timeBoost;
-    const windows = t.dateBonus > 0 ? dateWindows(req.query, now) : [];
     if (windows.length)
       for (const r of rel.values()) {
         const span = t.eventDates ? eventSpan(r.memory.content) : { back: 0, fwd: 0 };
         const from = r.memory.occurredAt - span.back * DAY;
         const to = r.memory.occurredAt + span.fwd * DAY;
-        if (windows.some((w) => to >= w.start && from < w.end)) r.relevance += t.dateBonus;
+        if (windows.some((w) => to >= w.start && from < w.end)) r.relevance = r.relevance * (1 + t.dateBoost) + t.dateBonus;
       }
     if (t.neighbourWeight > 0 && hits.length) {
       const seeds = [...rel.values()].sort((a, b) => b.relevance - a.relevance).slice(0, t.seeds);

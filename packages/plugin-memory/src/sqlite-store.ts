@@ -3,11 +3,12 @@
  * by triggers, soft deletes and supersession chains kept for audit.
  */
 import { join } from "node:path";
-import type { DatabaseSync, StatementSync } from "node:sqlite";
+import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
 import { defaultKeelHome, errorMessage, KeelError, headOf, openSqlite } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET } from "./memory-input.ts";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
+import { variantPrefix } from "./fts-tokens.ts";
 
 /** BM25 weight of the context column (the memory's own text weighs 1). */
 const CONTEXT_WEIGHT = 1.0;
@@ -109,6 +110,17 @@ interface Row {
   score?: number;
 }
 
+/** The columns a Memory is read from, in order (the index-only context and seq are never read back). */
+const MEMORY_COLUMNS = ["id", "namespace", "scope", "key", "category", "content", "importance", "confidence", "source_session", "source_turn", "source_via", "occurred_at", "created_at", "updated_at", "superseded_by", "forgotten_at", "forget_reason"] as const;
+const SELECT_MEMORY = MEMORY_COLUMNS.map((c) => `m.${c}`).join(", ");
+
+/** A row read as an array of MEMORY_COLUMNS (then any extra columns) as a Row. */
+function arrayRow(a: readonly unknown[]): Row {
+  const r: Record<string, unknown> = {};
+  for (let i = 0; i < MEMORY_COLUMNS.length; i++) r[MEMORY_COLUMNS[i]!] = a[i];
+  return r as unknown as Row;
+}
+
 function toMemory(r: Row): Memory {
   const source: Memory["source"] = {};
   if (r.source_session !== null) source.sessionId = r.source_session;
@@ -133,9 +145,12 @@ function toMemory(r: Row): Memory {
   };
 }
 
-/** An FTS5 query matching any of `terms` (each quoted, so user text is never FTS syntax). */
-export function ftsAnyOf(terms: readonly string[]): string {
-  return terms.map((t) => `"${t.replace(/"/g, '""')}"`).join(" OR ");
+/** A search term: a word, or a prefix of indexed tokens. */
+type FtsTerm = string | { prefix: string };
+
+/** An FTS5 query matching any of `terms` (each quoted, so user text is never FTS syntax; a prefix is followed by `*`). */
+export function ftsAnyOf(terms: readonly FtsTerm[]): string {
+  return terms.map((t) => (typeof t === "string" ? `"${t.replace(/"/g, '""')}"` : `"${t.prefix.replace(/"/g, '""')}"*`)).join(" OR ");
 }
 
 
@@ -201,6 +216,22 @@ export class SqliteMemoryStore implements MemoryStore {
       this.#stmts.set(sql, s);
     }
     return s;
+  }
+
+  /**
+   * Rows of a statement selecting SELECT_MEMORY first, then `extra` columns. Read as arrays where
+   * node:sqlite can (Node 24): building an object per row costs more than the read (the hot path
+   * of recall reads ~100 rows).
+   */
+  #memoryRows(sql: string, extra: readonly string[], ...args: SQLInputValue[]): Array<Row & Record<string, unknown>> {
+    const st = this.#stmt(sql) as StatementSync & { setReturnArrays?: (on: boolean) => void };
+    if (!st.setReturnArrays) return st.all(...args) as unknown as Array<Row & Record<string, unknown>>;
+    st.setReturnArrays(true);
+    return (st.all(...args) as unknown as unknown[][]).map((a) => {
+      const r = arrayRow(a) as Row & Record<string, unknown>;
+      extra.forEach((c, i) => (r[c] = a[MEMORY_COLUMNS.length + i]));
+      return r;
+    });
   }
 
   #tx<T>(fn: () => T): T {
@@ -311,14 +342,16 @@ export class SqliteMemoryStore implements MemoryStore {
     return this.#guard("Searching memories", () => {
       // The FTS index holds active memories only (superseded and forgotten rows are removed from it).
       const scopes = q.scopes?.length ? ` AND m.scope IN (${q.scopes.map(() => "?").join(",")})` : "";
+      const within = q.within?.length ? ` AND (${q.within.map(() => "(m.occurred_at >= ? AND m.occurred_at < ?)").join(" OR ")})` : "";
       const w = q.plain ? "1.0, 0.0, 0.0, 0.0" : `1.0, 2.0, 0.5, ${CONTEXT_WEIGHT}`;
-      const terms = q.plain ? q.terms : this.#bounded(q.terms);
+      const terms = q.plain ? q.terms : this.#bounded(q.terms, q.variants ?? 0);
       const match = q.plain ? `content : (${ftsAnyOf(terms)})` : ftsAnyOf(terms);
+      const args = [match, q.namespace, ...(q.scopes ?? []), ...(q.within ?? []).flatMap((r) => [r.start, r.end]), q.limit];
       // Rank ids only; read the full rows of the top ones.
       const top = this.#stmt(`SELECT m.id AS id, -bm25(memories_fts, ${w}) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
-        WHERE memories_fts MATCH ? AND m.namespace = ?${scopes} ORDER BY bm25(memories_fts, ${w}) LIMIT ?`).all(match, q.namespace, ...(q.scopes ?? []), q.limit) as Array<{ id: number; score: number }>;
+        WHERE memories_fts MATCH ? AND m.namespace = ?${scopes}${within} ORDER BY score DESC LIMIT ?`).all(...args) as Array<{ id: number; score: number }>;
       if (!top.length) return [];
-      const rows = this.#stmt("SELECT m.* FROM json_each(?) j JOIN memories m ON m.id = j.value").all(JSON.stringify(top.map((r) => r.id))) as unknown as Row[];
+      const rows = this.#memoryRows(`SELECT ${SELECT_MEMORY} FROM json_each(?) j JOIN memories m ON m.id = j.value`, [], JSON.stringify(top.map((r) => r.id)));
       const byId = new Map(rows.map((r) => [r.id, r]));
       return top.flatMap((t) => (byId.has(t.id) ? [{ memory: toMemory(byId.get(t.id)!), score: t.score }] : []));
     });
@@ -329,35 +362,50 @@ export class SqliteMemoryStore implements MemoryStore {
    * stay within SCORE_BUDGET; the rarest term is always kept. Very frequent terms carry little
    * BM25 weight but cost a score per matching row.
    */
-  #bounded(terms: readonly string[]): readonly string[] {
+  #bounded(terms: readonly string[], variants: number): readonly FtsTerm[] {
     if (this.#dfWrites >= DF_REFRESH_WRITES || this.#df.size > 50_000) (this.#df.clear(), (this.#dfWrites = 0));
     const count = this.#stmt("SELECT count(*) AS n FROM memories_fts WHERE memories_fts MATCH ?");
-    const withDf = terms.map((t) => {
-      let n = this.#df.get(t);
-      if (n === undefined) this.#df.set(t, (n = (count.get(ftsAnyOf([t])) as { n: number }).n));
-      return { t, n };
+    const df = (t: FtsTerm): number => {
+      const key = typeof t === "string" ? t : `\u0000${t.prefix}`;
+      let n = this.#df.get(key);
+      if (n === undefined) this.#df.set(key, (n = (count.get(ftsAnyOf([t])) as { n: number }).n));
+      return n;
+    };
+    const withDf = terms.map((word): { t: FtsTerm; n: number } => {
+      const n = df(word);
+      const prefix = n === 0 && variants ? variantPrefix(word, variants) : undefined;
+      return prefix ? { t: { prefix }, n: df({ prefix }) } : { t: word, n };
     });
     const sorted = withDf.slice().sort((a, b) => a.n - b.n);
-    const keep = new Set<string>();
+    const keep = new Set<FtsTerm>();
     let rows = 0;
     for (const { t, n } of sorted) {
       if (keep.size && rows + n > SCORE_BUDGET) break;
       keep.add(t);
       rows += n;
     }
-    return terms.filter((t) => keep.has(t));
+    return withDf.filter((x) => keep.has(x.t)).map((x) => x.t);
   }
 
   neighbours(namespace: string, seeds: readonly Memory[], span: number): Map<number, Memory[]> {
     return this.#guard("Reading neighbours", () => {
       const out = new Map<number, Memory[]>();
       if (span < 1) return out;
-      const stmt = this.#stmt(`SELECT m.* FROM memories me JOIN memories m ON m.namespace = me.namespace AND m.source_session = me.source_session AND m.seq BETWEEN me.seq - ? AND me.seq + ?
-        WHERE me.id = ? AND me.namespace = ? AND m.id != me.id AND m.superseded_by IS NULL AND m.forgotten_at IS NULL ORDER BY m.seq`);
-      for (const seed of seeds) {
-        if (seed.source.sessionId === undefined) continue;
-        out.set(seed.id, (stmt.all(span, span, seed.id, namespace) as unknown as Row[]).map(toMemory));
-      }
+      const ids = seeds.filter((s) => s.source.sessionId !== undefined).map((s) => s.id);
+      if (!ids.length) return out;
+      for (const id of ids) out.set(id, []);
+      // One statement for every seed; CROSS JOIN keeps SQLite from scanning the namespace first.
+      const rows = this.#memoryRows(
+        `SELECT ${SELECT_MEMORY}, me.id AS seed_id FROM json_each(?) j CROSS JOIN memories me ON me.id = j.value
+        CROSS JOIN memories m ON m.namespace = me.namespace AND m.source_session = me.source_session AND m.seq BETWEEN me.seq - ? AND me.seq + ?
+        WHERE me.namespace = ? AND m.id != me.id AND m.superseded_by IS NULL AND m.forgotten_at IS NULL ORDER BY j.key, m.seq`,
+        ["seed_id"],
+        JSON.stringify(ids),
+        span,
+        span,
+        namespace,
+      );
+      for (const r of rows) out.get(Number(r.seed_id))?.push(toMemory(r));
       return out;
     });
   }

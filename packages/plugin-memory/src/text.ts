@@ -16,6 +16,16 @@ const STOPWORDS = new Set(
   ).split(/\s+/),
 );
 
+// Words that frame a question about a person rather than name its topic ("How does Ana describe
+// …", "Would Ana be considered …", "What type of …", "based on …"); "likely" and "might" are
+// stopwords already. Dropped from recall queries.
+const FRAME_WORDS = new Set(["describe", "described", "mention", "mentioned", "consider", "considered", "based", "type", "types"]);
+
+/** True when `word` (lower case) frames a question rather than naming its topic. */
+export function isFrameWord(word: string): boolean {
+  return FRAME_WORDS.has(word);
+}
+
 /** True when `word` (lower case) is a stopword. */
 export function isStopword(word: string): boolean {
   return STOPWORDS.has(word);
@@ -60,24 +70,38 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
   const consume = (m: RegExpMatchArray) => (lower = lower.slice(0, m.index) + " ".repeat(m[0].length) + lower.slice(m.index! + m[0].length));
   const month = (w: string) => MONTH_ABBR.get(w.slice(0, 3));
   const used = new Set<number>();
-  for (const m of [...lower.matchAll(/\b(\d{4})-(\d{2})-(\d{2})\b/g)]) {
-    const d = Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!);
-    out.push({ start: d, end: d + 86_400_000 });
-    used.add(+m[1]!);
+  const DAY_MS = 86_400_000;
+  // A day, or the stretch a leading "the week before" / "the day after" / "the week of" names around it.
+  const day = (m: RegExpMatchArray, y: number, mi: number, d: number) => {
+    const t = Date.UTC(y, mi, d);
+    const rel = /\b(day|week|weekend|month)\s+(before|after|of)\s+(?:the\s+)?$/.exec(lower.slice(0, m.index));
+    const len = rel ? { day: 1, week: 7, weekend: 3, month: 31 }[rel[1] as "day"]! * DAY_MS : 0;
+    if (!rel) out.push({ start: t, end: t + DAY_MS });
+    else if (rel[2] === "before") out.push({ start: t - len, end: t + DAY_MS });
+    else if (rel[2] === "after") out.push({ start: t, end: t + DAY_MS + len });
+    else out.push({ start: t - len / 2, end: t + DAY_MS + len / 2 });
+    used.add(y);
     consume(m);
-  }
+  };
+  for (const m of [...lower.matchAll(/\b(\d{4})-(\d{2})-(\d{2})\b/g)]) day(m, +m[1]!, +m[2]! - 1, +m[3]!);
   const mon = "(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*";
-  for (const m of [...lower.matchAll(new RegExp(`\\b(\\d{1,2})(?:st|nd|rd|th)?\\s+(?:of\\s+)?${mon},?\\s+(\\d{4})\\b`, "g"))]) {
-    const d = Date.UTC(+m[3]!, month(m[2]!)!, +m[1]!);
-    out.push({ start: d, end: d + 86_400_000 });
-    used.add(+m[3]!);
-    consume(m);
+  for (const m of [...lower.matchAll(new RegExp(`\\b(\\d{1,2})(?:st|nd|rd|th)?\\s+(?:of\\s+)?${mon},?\\s+(\\d{4})\\b`, "g"))]) day(m, +m[3]!, month(m[2]!)!, +m[1]!);
+  for (const m of [...lower.matchAll(new RegExp(`\\b${mon}\\s+(\\d{1,2})(?:st|nd|rd|th)?,?\\s+(\\d{4})\\b`, "g"))]) day(m, +m[3]!, month(m[1]!)!, +m[2]!);
+  // A day without its year ("August 11 and August 15 2023", "on the 3rd of May"): the year the text names, else each of the last three.
+  const named = /\b(19[5-9]\d|20\d\d)\b/.exec(text.toLowerCase());
+  const years = named ? [+named[1]!] : now !== undefined ? [0, 1, 2].map((k) => new Date(now).getUTCFullYear() - k) : [];
+  for (const re of [`\\b(\\d{1,2})(?:st|nd|rd|th)?\\s+of\\s+${mon}\\b`, `\\b${mon}\\s+(\\d{1,2})(?:st|nd|rd|th)?\\b(?!\\s*(?:,\\s*)?\\d)`]) {
+    for (const m of [...lower.matchAll(new RegExp(re, "g"))]) {
+      const [d, mi] = /^\d/.test(m[1]!) ? [+m[1]!, month(m[2]!)!] : [+m[2]!, month(m[1]!)!];
+      if (d < 1 || d > 31) continue;
+      for (const y of years) day(m, y, mi, d);
+    }
   }
-  for (const m of [...lower.matchAll(new RegExp(`\\b${mon}\\s+(\\d{1,2})(?:st|nd|rd|th)?,?\\s+(\\d{4})\\b`, "g"))]) {
-    const d = Date.UTC(+m[3]!, month(m[1]!)!, +m[2]!);
-    out.push({ start: d, end: d + 86_400_000 });
-    used.add(+m[3]!);
-    consume(m);
+  // "between <day> and <day>": the whole stretch.
+  if (/\bbetween\b/.test(lower) && out.length >= 2) {
+    const start = Math.min(...out.map((w) => w.start));
+    const end = Math.max(...out.map((w) => w.end));
+    if (end - start <= 400 * DAY_MS) out.push({ start, end });
   }
   for (const m of lower.matchAll(new RegExp(`\\b${mon},?\\s+(\\d{4})\\b`, "g"))) {
     const y = +m[2]!;

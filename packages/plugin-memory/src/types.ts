@@ -76,6 +76,14 @@ export interface SearchQuery {
   terms: readonly string[];
   scopes?: readonly MemoryScope[];
   limit: number;
+  /** Only memories whose `occurredAt` lies in one of these ranges (ms, end exclusive); a store that cannot filter may ignore it. */
+  within?: ReadonlyArray<{ start: number; end: number }>;
+  /**
+   * A term that no memory holds (a misspelling, a word form the stemmer keeps apart: "tourney"
+   * for "tournament") is matched by the first `variants` letters of its stem as a prefix, if
+   * they are at least 4 (0 or absent = off). A store that cannot may ignore it.
+   */
+  variants?: number;
   /** Plain BM25 over the memory text alone (no key, category or context columns): the evaluation baseline. */
   plain?: boolean;
 }

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { classifyTurn, dateWindows, eventSpan, extractDeterministic, hasTimeExpression, isWhenQuestion, queryTerms, recall, SqliteMemoryStore } from "../src/index.ts";
+import { classifyTurn, dateWindows, eventSpan, extractDeterministic, hasTimeExpression, isFrameWord, isWhenQuestion, queryTerms, recall, SqliteMemoryStore } from "../src/index.ts";
 import { cleanup, tempDir } from "./support/helpers.ts";
 
 afterEach(cleanup);
@@ -109,6 +109,59 @@ describe("temporal and speaker-aware ranking", () => {
     const now = Date.UTC(2023, 9, 1);
     expect(dateWindows("Which park did she visit in May?", now)).toEqual([2021, 2022, 2023].map((y) => ({ start: Date.UTC(y, 4, 1), end: Date.UTC(y, 5, 1) })));
     expect(dateWindows("May I ask what you did?", now)).toEqual([]);
+  });
+});
+
+describe("vocabulary and date handling", () => {
+  it("finds a memory through a word form the stemmer keeps apart (\"tourney\" for \"tournament\")", async () => {
+    const s = open();
+    const src = { sessionId: "s1" };
+    for (let i = 0; i < 12; i++) s.write({ namespace: "n", content: `Nate: I win at chess against my cousin, round ${i}`, source: { sessionId: `c${i}` } });
+    const won = s.write({ namespace: "n", content: "Nate: I just won another regional video game tournament last week!", source: src }).memory;
+    const q = "Which tourney did Nate win in his third year?";
+    const ids = async (tuning = {}) => (await recall(s, { namespace: "n", query: q, tuning })).slice(0, 3).map((r) => r.memory.id);
+    expect(await ids()).toContain(won.id);
+    expect(await ids({ variants: 0 })).not.toContain(won.id);
+    s.close();
+  });
+
+  it("brings in memories from inside the dates a question names, even when the words match better elsewhere", async () => {
+    const s = open();
+    const day = 86_400_000;
+    for (let i = 0; i < 200; i++) s.write({ namespace: "n", content: `Ben: cooking note y${i}` });
+    for (let i = 0; i < 70; i++) s.write({ namespace: "n", content: `Tim: notes x${i} on the August 2023 reading list`, occurredAt: Date.UTC(2022, 0, 1) + i * day, at: Date.UTC(2022, 0, 1) + i * day });
+    const aug14 = Date.UTC(2023, 7, 14);
+    const trip = s.write({ namespace: "n", content: "Tim: Took a trip to a new place, love the energy there.", occurredAt: aug14, at: aug14 }).memory;
+    const q = { namespace: "n", query: "Where was Tim between August 11 and August 15 2023?", now: Date.UTC(2023, 11, 1) };
+    expect((await recall(s, q))[0]!.memory.id).toBe(trip.id);
+    // Without the window's own candidates it is not even among the 60 best word matches.
+    expect((await recall(s, { ...q, limit: 60, tuning: { dateCandidates: 0 } })).map((r) => r.memory.id)).not.toContain(trip.id);
+    // Candidates alone are not enough: the window's share (×3) puts it first.
+    expect((await recall(s, { ...q, tuning: { dateBoost: 0 } }))[0]!.memory.id).not.toBe(trip.id);
+    s.close();
+  });
+
+  it("reads day ranges, days without a year and \"the week before\"", () => {
+    const d = (y: number, m: number, day: number) => Date.UTC(y, m - 1, day);
+    const now = d(2023, 12, 1);
+    expect(dateWindows("between August 11 and August 15 2023", now)).toContainEqual({ start: d(2023, 8, 11), end: d(2023, 8, 16) });
+    expect(dateWindows("in the week before 16 November 2023", now)).toEqual([{ start: d(2023, 11, 9), end: d(2023, 11, 17) }]);
+    expect(dateWindows("the day after May 3, 2022", now)).toEqual([{ start: d(2022, 5, 3), end: d(2022, 5, 5) }]);
+    expect(dateWindows("what happened on the 15th of August?", now)).toEqual([2023, 2022, 2021].map((y) => ({ start: d(y, 8, 15), end: d(y, 8, 16) })));
+    expect(dateWindows("on August 3?", now)).toEqual([2023, 2022, 2021].map((y) => ({ start: d(y, 8, 3), end: d(y, 8, 4) })));
+    expect(dateWindows("May 40 is no day", now)).toEqual([]);
+  });
+
+  it("drops the words that frame a question about a person", async () => {
+    expect(isFrameWord("considered")).toBe(true);
+    expect(isFrameWord("degree")).toBe(false);
+    const s = open();
+    const degree = s.write({ namespace: "n", content: "Ana: I finished my degree in economics" }).memory;
+    s.write({ namespace: "n", content: "Ben: hard to describe the rain, it was considered a record" });
+    const q = { namespace: "n", query: "How is Ana's degree described, and what is it considered?" };
+    expect((await recall(s, q)).map((r) => r.memory.id)).toEqual([degree.id]);
+    expect((await recall(s, { ...q, tuning: { frameWords: false } })).length).toBe(2);
+    s.close();
   });
 });
 

@@ -78,6 +78,29 @@ describe.each(backends)("MemoryStore on %s", (_name, store) => {
     await s.close();
   });
 
+  it("searches a word no memory holds by the prefix of its stem (variants), and only inside date ranges when asked", async () => {
+    const s = store();
+    const day = 86_400_000;
+    const t0 = Date.UTC(2023, 7, 1);
+    const won = (await s.write({ namespace: "n", content: "Nate won the regional tournament", occurredAt: t0, at: t0 })).memory;
+    const fed = (await s.write({ namespace: "n", content: "Nate fed his turtles", occurredAt: t0 + 20 * day, at: t0 + 20 * day })).memory;
+    const neck = (await s.write({ namespace: "n", content: "A turtleneck sweater", occurredAt: t0, at: t0 })).memory;
+    // "tourney" (token "tournei") is in no memory: only with variants do its first five letters find "tournament".
+    expect(await s.search({ namespace: "n", terms: ["tourney"], limit: 5 })).toEqual([]);
+    const ids = async (q: Parameters<MemoryStore["search"]>[0]) => (await s.search(q)).map((h) => h.memory.id);
+    expect(await ids({ namespace: "n", terms: ["tourney"], limit: 5, variants: 5 })).toEqual([won.id]);
+    // A word the index holds is matched as it is ("turtles", not every "turtl…" word).
+    expect(await ids({ namespace: "n", terms: ["tourney", "turtles"], limit: 5, variants: 5 })).toEqual(expect.arrayContaining([won.id, fed.id]));
+    expect(await ids({ namespace: "n", terms: ["turtles"], limit: 5, variants: 5 })).not.toContain(neck.id);
+    // Prefixes shorter than four letters are never used.
+    expect(await ids({ namespace: "n", terms: ["nat"], limit: 5, variants: 3 })).toEqual([]);
+    // Date ranges: only memories that occurred inside one of them.
+    expect(await ids({ namespace: "n", terms: ["nate"], limit: 5, within: [{ start: t0 + 10 * day, end: t0 + 30 * day }] })).toEqual([fed.id]);
+    expect((await ids({ namespace: "n", terms: ["nate"], limit: 5, within: [{ start: t0, end: t0 + day }, { start: t0 + 20 * day, end: t0 + 21 * day }] })).sort()).toEqual([won.id, fed.id].sort());
+    expect(await ids({ namespace: "n", terms: ["nate"], limit: 5, within: [{ start: t0 + 40 * day, end: t0 + 50 * day }] })).toEqual([]);
+    await s.close();
+  });
+
   it("bounds scoring by skipping a term that matches more rows than the budget, keeping the rarest", async () => {
     const s = store();
     await (s as SqliteMemoryStore | PostgresMemoryStore).writeMany(Array.from({ length: 1600 }, (_, i) => ({ namespace: "u1", content: `common filler line ${i}` })));
