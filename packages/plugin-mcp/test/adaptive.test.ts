@@ -2,8 +2,8 @@
 import { describe, expect, it } from "vitest";
 import { isWellFormed } from "@keel/kernel";
 import { createRanker, curate, cutAtSentence, inventoryHash, presentTool, searchTools, tidyText, type CatalogEntry } from "../src/index.ts";
+import { entry } from "./support.ts";
 
-const entry = (server: string, tool: string, description: string): CatalogEntry => ({ name: `mcp__${server}__${tool}`, server, tool, description });
 const CATALOG: CatalogEntry[] = [
   entry("fs", "read_file", "Read the complete contents of a file from disk."),
   entry("fs", "write_file", "Create a new file or overwrite an existing file with new content."),

@@ -4,12 +4,11 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAgent, MemorySessionStore, scriptedProvider } from "@keel/kernel";
 import { AuditLog, normalizeInputSchema, createRanker, curate, cutAtSentence, inventoryHash, mcp, McpCallError, McpServerConnection, presentTool, type CatalogEntry } from "../src/index.ts";
-import { fixture, serverBin, SETTINGS, tempDirs } from "./support.ts";
+import { fixture, serverBin, SETTINGS, tempDirs, entry } from "./support.ts";
 
 const dirs = tempDirs();
 afterEach(() => dirs.cleanup());
 
-const entry = (server: string, tool: string, description: string): CatalogEntry => ({ name: `mcp__${server}__${tool}`, server, tool, description });
 const CATALOG: CatalogEntry[] = [
   entry("fs", "read_file", "Read the complete contents of a file from disk."),
   entry("fs", "write_file", "Create a new file or overwrite an existing file with new content."),

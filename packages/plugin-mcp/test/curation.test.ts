@@ -1,8 +1,8 @@
 /** Ranking, keep-set stability, the hard cap and tool_search, on a small synthetic catalog. */
 import { describe, expect, it } from "vitest";
 import { createRanker, curate, intentWords, inventoryHash, keelTokens, referenceTokens, searchTools, type CatalogEntry } from "../src/index.ts";
+import { entry } from "./support.ts";
 
-const entry = (server: string, tool: string, description: string): CatalogEntry => ({ name: `mcp__${server}__${tool}`, server, tool, description });
 const CATALOG: CatalogEntry[] = [
   entry("fs", "read_file", "Read the complete contents of a file from disk."),
   entry("fs", "write_file", "Create a new file or overwrite an existing file with new content."),

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createRequire } from "node:module";
+import type { CatalogEntry } from "../src/index.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -70,3 +71,7 @@ export function childPids(): number[] {
   }
   return out;
 }
+
+/** A catalog entry of server `server`'s tool `tool`, exposed as `mcp__<server>__<tool>`. */
+export const entry = (server: string, tool: string, description: string): CatalogEntry => ({ name: `mcp__${server}__${tool}`, server, tool, description });
+
