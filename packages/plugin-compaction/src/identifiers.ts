@@ -4,10 +4,12 @@
  */
 
 const PATTERNS: RegExp[] = [
+  // Every run a match may scan from any start is bounded ({1,256}): unbounded, a long run with
+  // no match ("a-a-a-…", "1.1.1.…") was rescanned from each word boundary, quadratic in its length.
   // Paths: a/b/c.ext, ./x, /abs/path, also with :line suffixes stripped later.
-  /(?:~|\.{1,2})?(?:\/[\w.@+-]+)+\/?|\b[\w.@+-]+(?:\/[\w.@+-]+)+/g,
+  /(?:~|\.{1,2})?(?:\/[\w.@+-]+)+\/?|\b[\w.@+-]{1,256}(?:\/[\w.@+-]+)+/g,
   // File names with an extension.
-  /\b[\w-]+\.(?:py|js|ts|tsx|jsx|mjs|cjs|json|ya?ml|toml|cfg|ini|md|rst|txt|c|h|cc|cpp|hpp|rs|go|java|kt|rb|php|sh|sql|html|css|lock|xml|csv|log|traj)\b/g,
+  /\b[\w-]{1,256}\.(?:py|js|ts|tsx|jsx|mjs|cjs|json|ya?ml|toml|cfg|ini|md|rst|txt|c|h|cc|cpp|hpp|rs|go|java|kt|rb|php|sh|sql|html|css|lock|xml|csv|log|traj)\b/g,
   // Error and exception names.
   /\b[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)\b/g,
   // Dotted names (module.attr, obj.method), not plain numbers.
@@ -17,7 +19,7 @@ const PATTERNS: RegExp[] = [
   /\b[a-z]+[A-Z][A-Za-z0-9]*\b/g,
   /\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b/g,
   // Ids mixing letters and digits (order ids, hashes, versions like v1.2.3).
-  /\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{5,}\b/g,
+  /\b(?=[A-Za-z0-9_-]{0,256}\d)(?=[A-Za-z0-9_-]{0,256}[A-Za-z])[A-Za-z0-9_-]{5,}\b/g,
   /\bv?\d+(?:\.\d+){1,3}\b/g,
   // Hex values and numbers of three digits or more (incl. negative and decimals).
   /\b0x[0-9a-fA-F]+\b/g,
@@ -58,7 +60,7 @@ const QUOTED = /"([^"\\\n]{3,100})"(\s*:)?/g;
  * Identifiers ranked by salience: error names first, then paths, then names, then the rest
  * (numbers, ids); a name quoted only as a JSON object key (`"user_id":`), never as a quoted
  * value, is a field name, not a fact, and comes last.
- * Contract: deterministic; linear in the text's length.
+ * Contract: deterministic; linear in the text's length (adversarial runs included).
  */
 export function salientIdentifiers(text: string, limit: number): string[] {
   const all = extractIdentifiers(text);
