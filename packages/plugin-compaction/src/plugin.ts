@@ -40,6 +40,8 @@ interface SessionState extends CompactState {
   lastMessages: readonly Message[];
   /** Category of each tool call seen this process (intra-turn pruning keeps empty results of others). */
   categories: Map<string, string>;
+  /** Texts of the summaries this plugin wrote (a user's message may start like one; it stays pinned). */
+  summaries: Set<string>;
 }
 
 type Diagnostic = ContributionInputOf<"diagnostic">;
@@ -74,7 +76,7 @@ export function compaction(input?: CompactionInput) {
       const state = (id: string): SessionState => {
         let s = sessions.get(id);
         if (!s) {
-          s = { round: 0, lastHard: undefined, exhausted: false, calibration: 1, lastEstimate: 0, registry: new SubgoalRegistry(), pending: undefined, answered: new Set(), storeWarned: false, lastMessages: [], categories: new Map() };
+          s = { round: 0, lastHard: undefined, exhausted: false, calibration: 1, lastEstimate: 0, registry: new SubgoalRegistry(), pending: undefined, answered: new Set(), storeWarned: false, lastMessages: [], categories: new Map(), summaries: new Set() };
           sessions.set(id, s);
         }
         return s;
@@ -214,9 +216,11 @@ export function compaction(input?: CompactionInput) {
             if (m.role === "user" && plainText(m) === e.input) pinned.add(i);
           });
           // Everything the person said in this turn stays: its input and any message steered into it
-          // (not this plugin's own summaries: pinned, they would pile up instead of being merged).
+          // (not this plugin's own summaries: pinned, they would pile up instead of being merged; known
+          // by the text it wrote, not by the prefix, which a person may paste or type).
           const inputAt = e.messages.findLastIndex((m) => m.role === "user" && plainText(m) === e.input);
-          if (inputAt >= 0) e.messages.forEach((m, i) => void (i > inputAt && m.role === "user" && !isSummary(m) && pinned.add(i)));
+          const ours = (m: Message) => isSummary(m) && s.summaries.has(plainText(m));
+          if (inputAt >= 0) e.messages.forEach((m, i) => void (i > inputAt && m.role === "user" && !ours(m) && pinned.add(i)));
           const goalMsg = e.messages[first];
           if (subgoalsOn) s.registry.capActive(e.messages, (m) => c.countMessage(m), o.subgoals.maxActiveShare * window);
           const result = await compactHistory({
@@ -246,6 +250,7 @@ export function compaction(input?: CompactionInput) {
           }
           const r = result.report;
           s.lastMessages = result.messages;
+          if (r.summary) for (const m of result.messages) if (isSummary(m) && !e.messages.includes(m)) s.summaries.add(plainText(m));
           s.lastEstimate = Math.round(r.tokensAfter / Math.max(1, s.calibration));
           const out: Array<ContributionInputOf<"message_edit"> | Diagnostic> = [...storeDiagnostic(s, "round.pre_request")];
           const edits = diffEdits(e.messages, result.messages);

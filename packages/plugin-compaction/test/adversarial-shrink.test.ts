@@ -1,5 +1,7 @@
-import { describe, expect, it } from "vitest";
-import { extractIdentifiers, salientIdentifiers } from "../src/index.ts";
+import { defineTool } from "@keel/kernel";
+import { afterEach, describe, expect, it } from "vitest";
+import { extractIdentifiers, salientIdentifiers, SUMMARY_PREFIX } from "../src/index.ts";
+import { cleanupDirs, setup, textOf } from "./support.ts";
 
 describe("identifier extraction on adversarial text", () => {
   // Long runs with a word boundary every other character and nothing that completes a match:
@@ -17,4 +19,34 @@ describe("identifier extraction on adversarial text", () => {
     const ids = extractIdentifiers("see src/app/main.py and config.yaml, order W2X9K7 at /srv/data/x.log");
     expect(ids).toEqual(expect.arrayContaining(["src/app/main.py", "config.yaml", "W2X9K7", "/srv/data/x.log"]));
   });
+});
+
+describe("a steered message that looks like one of this plugin's summaries (real kernel turns)", () => {
+  afterEach(cleanupDirs);
+  it("stays pinned verbatim: only summaries the plugin wrote are left unpinned", async () => {
+    let release!: () => void;
+    let started!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const began = new Promise<void>((r) => (started = r));
+    let n = 0;
+    const bash = defineTool({ name: "bash", description: "Runs a command.", category: "exec", execute: async () => {
+      if (n++ === 0) {
+        started();
+        await gate;
+      }
+      return `ok exit_code_${n}`;
+    } });
+    const long = (i: number) => `Step ${i}: reading /srv/app/mod_${i}.py. ${"We weigh the options for the migration plan carefully. ".repeat(40)}`;
+    const steps = [...Array.from({ length: 12 }, (_, i) => ({ text: long(i), toolCalls: [{ id: `c${i}`, name: "bash", args: { command: `step ${i}` } }] })), { text: "done" }];
+    const { session, provider } = await setup({ steps, window: 3_000, tools: [bash], plugin: { model: false, taco: { enabled: false }, maskText: false, cooldownRounds: 0, subgoals: { extractor: "heuristic" } } });
+    const running = session.run("migrate the database");
+    await began;
+    const pasted = `${SUMMARY_PREFIX} I pasted from yesterday] Keep port 8443 open and never drop table audit_log.`;
+    await session.steer(pasted);
+    release();
+    await running;
+    const after = provider.requests.slice(2);
+    expect(after.length).toBeGreaterThan(3);
+    for (const [i, r] of after.entries()) expect(r.messages.map(textOf), `request ${i + 3}`).toContain(pasted);
+  }, 30_000);
 });
