@@ -29,9 +29,12 @@ const PATTERNS: RegExp[] = [
 const TRAILING = /[.,:;)\]}'"`]+$/;
 const SKIP = new Set(["e.g", "i.e", "etc", "http", "https", "www", "self.assert"]);
 
+/** Longest identifier kept: a longer "path" is a blob (base64, a URL-encoded payload), and an index carrying it is no stub. */
+const MAX_IDENTIFIER = 200;
+
 /**
  * The identifiers of `text`, unique, in order of first appearance.
- * Contract: deterministic; each is at least 3 characters; trailing punctuation is removed.
+ * Contract: deterministic; each is 3 to 200 characters; trailing punctuation is removed.
  */
 export function extractIdentifiers(text: string, limit = Infinity): string[] {
   const found = new Map<string, number>();
@@ -39,7 +42,7 @@ export function extractIdentifiers(text: string, limit = Infinity): string[] {
     re.lastIndex = 0;
     for (let m = re.exec(text); m !== null; m = re.exec(text)) {
       const id = m[0].replace(TRAILING, "");
-      if (id.length < 3 || SKIP.has(id.toLowerCase()) || found.has(id)) continue;
+      if (id.length < 3 || id.length > MAX_IDENTIFIER || SKIP.has(id.toLowerCase()) || found.has(id)) continue;
       found.set(id, m.index);
     }
   }

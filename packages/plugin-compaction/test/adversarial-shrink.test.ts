@@ -1,6 +1,8 @@
-import { defineTool } from "@keel/kernel";
+import { randomBytes } from "node:crypto";
+import type { Message } from "@keel/kernel";
+import { defaultTokenCounter, defineTool } from "@keel/kernel";
 import { afterEach, describe, expect, it } from "vitest";
-import { extractIdentifiers, salientIdentifiers, SUMMARY_PREFIX } from "../src/index.ts";
+import { compactHistory, extractIdentifiers, MASK_PREFIX, salientIdentifiers, SUMMARY_PREFIX } from "../src/index.ts";
 import { cleanupDirs, setup, textOf } from "./support.ts";
 
 describe("identifier extraction on adversarial text", () => {
@@ -49,4 +51,21 @@ describe("a steered message that looks like one of this plugin's summaries (real
     expect(after.length).toBeGreaterThan(3);
     for (const [i, r] of after.entries()) expect(r.messages.map(textOf), `request ${i + 3}`).toContain(pasted);
   }, 30_000);
+});
+
+describe("a tool output that is one long blob (base64)", () => {
+  it("is masked: the blob is no identifier, so the stub does not carry it", async () => {
+    const counter = defaultTokenCounter();
+    const blob = randomBytes(12_000).toString("base64");
+    const call = (id: string): Message => ({ role: "assistant", content: [{ type: "tool_call", id, name: "bash", args: { command: "cat cert.b64" } }] });
+    const result = (id: string, text: string): Message => ({ role: "tool", toolCallId: id, toolName: "bash", content: [{ type: "text", text }], isError: false });
+    const h: Message[] = [{ role: "user", content: [{ type: "text", text: "the task" }] }, call("c1"), result("c1", blob), { role: "user", content: [{ type: "text", text: "next" }] }, call("c2"), result("c2", "ok")];
+    const o = { strategy: "mask" as const, soft: 0.6, hard: 0.99, target: 0.1, protectedTail: { tokens: 0, messages: 2, share: 0.15 }, cooldownRounds: 2, minMaskTokens: 60, summaryTokens: 1_200, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve" as const, stubIdentifiers: 150, maskArguments: true, maskText: true };
+    const r = await compactHistory({ messages: h, overhead: 0, window: Math.floor(counter.countMessages(h) / 0.9), calibration: 1, pinned: new Set([0]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText: (t) => counter.countText(t), countMessage: (m) => counter.countMessage(m), stash: () => "m1", model: undefined, goal: "the task" });
+    const stub = r ? textOf(r.messages[2]!) : "";
+    expect(stub.startsWith(MASK_PREFIX)).toBe(true);
+    // Its fragments between '+' and '/' still read as ids and fill the index (up to stubIdentifiers).
+    expect(counter.countText(stub)).toBeLessThan(counter.countText(blob) / 2);
+    expect(stub.length).toBeLessThan(blob.length / 2);
+  });
 });
