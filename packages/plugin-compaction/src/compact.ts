@@ -10,7 +10,7 @@ import { repairToolPairs } from "@keel/kernel";
 import { salientIdentifiers } from "./identifiers.ts";
 import { argsTokens, maskArgs, maskStub, messageIdentifiers, textTokens, visibility } from "./mask.ts";
 import type { Block } from "./messages.ts";
-import { blocksOf, isCompacted, isSummary, messageKeys } from "./messages.ts";
+import { blocksOf, fullText, isCompacted, isSummary, messageKeys, withoutReadBack } from "./messages.ts";
 import type { ResolvedOptions, Strategy } from "./options.ts";
 import type { CountTokens } from "./reduce.ts";
 import { scoreBlocks } from "./scoring.ts";
@@ -266,7 +266,8 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
       const said = new Set(salientIdentifiers(produced.text, Infinity));
       // Most recent first: when the index is full, the oldest identifiers are the ones left out.
       const recent = new Set<string>();
-      for (let i = gone.length - 1; i >= 0; i--) for (const x of messageIdentifiers(gone[i]!)) recent.add(x);
+      // Not a stub's read-back id, size or tool name: those leave with the stub and mean nothing without it.
+      for (let i = gone.length - 1; i >= 0; i--) for (const x of salientIdentifiers(withoutReadBack(fullText(gone[i]!)), Infinity)) recent.add(x);
       index = [...recent].filter((x) => all.get(x) === leaving.get(x) && !said.has(x)).slice(0, o.stubIdentifiers);
       // The index shares the budget: what the summary text left of it, and at least half.
       const room = Math.max(budget - input.countText(produced.text), budget / 2);

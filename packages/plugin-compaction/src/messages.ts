@@ -8,6 +8,16 @@ export const DIGEST_PREFIX = "[digest of tool output";
 /** Prefix of a structured summary message. */
 export const SUMMARY_PREFIX = "[summary of earlier conversation";
 
+const READ_BACK = /: (?:[\w-]+, )?\d+(?: → ~\d+)? tokens(?:, \d+ lines)?|(?:[Rr]ead (?:it|them) with|full output:) [\w-]+\(id="[^"]*"[^)]*\)(?:, \d+ lines)?|\b[Ss]tored as [\w-]+/g;
+
+/**
+ * `text` without the sizes and read-back instructions of this plugin's stubs and digest
+ * headers (their ids, token and line counts are no facts of the conversation).
+ */
+export function withoutReadBack(text: string): string {
+  return text.includes("[") ? text.replace(READ_BACK, "") : text;
+}
+
 /** All text a message carries: text, thinking, tool call names and arguments. */
 export function fullText(m: Message): string {
   const parts: string[] = [];

@@ -6,6 +6,7 @@ import type { Message, ModelProvider } from "@keel/kernel";
 import { complete, errorMessage, headOf, truncate } from "@keel/kernel";
 import { extractIdentifiers, isErrorLine, salientIdentifiers } from "./identifiers.ts";
 import { DIGEST_PREFIX, fullText, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX } from "./messages.ts";
+import { SHORTENED_TEXT_MARK } from "./mask.ts";
 import type { CountTokens } from "./reduce.ts";
 import { reduceText } from "./reduce.ts";
 
@@ -111,6 +112,9 @@ export async function summarizeTurns(input: { messages: readonly Message[]; goal
   }
 }
 
+/** The stub `maskArgs` appends to a shortened assistant text (the text cannot contain the mark: such a text is never shortened). */
+const SHORTENED_STUB = new RegExp(` ?\\${SHORTENED_TEXT_MARK}[^]*?\\](?=\\n|$)`, "g");
+
 function firstSentence(text: string): string {
   const s = text.trim().split(/(?<=[.!?])\s+|\n/)[0] ?? "";
   return truncate(s, 201);
@@ -147,9 +151,11 @@ export function deterministicSummary(messages: readonly Message[], goal: string,
     const text = factText(m);
     for (const id of extractIdentifiers(text)) if (id.includes("/") || /\.\w{1,5}$/.test(id)) files.add(id);
     if (m.role === "assistant") {
-      const s = firstSentence(plainText(m));
+      // A shortened text keeps its first sentence; its stub (size, read-back id) is no decision.
+      const said = plainText(m).replace(SHORTENED_STUB, "");
+      const s = firstSentence(said);
       if (s) decisions.push(s);
-      for (const q of plainText(m).split(/(?<=[.!?])\s+/)) if (q.trim().endsWith("?")) questions.push(headOf(q.trim(), 200));
+      for (const q of said.split(/(?<=[.!?])\s+/)) if (q.trim().endsWith("?")) questions.push(headOf(q.trim(), 200));
     } else if (m.role === "tool") {
       for (const id of salientIdentifiers(text, 8)) {
         // Most recent last: a repeated fact moves to the end, so trimming keeps it.

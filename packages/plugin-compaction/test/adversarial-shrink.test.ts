@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Message } from "@keel/kernel";
 import { defaultTokenCounter, defineTool } from "@keel/kernel";
 import { afterEach, describe, expect, it } from "vitest";
-import { compactHistory, extractIdentifiers, MASK_PREFIX, salientIdentifiers, SUMMARY_PREFIX } from "../src/index.ts";
+import { compactHistory, extractIdentifiers, MASK_PREFIX, salientIdentifiers, SHORTENED_TEXT_MARK, SUMMARY_PREFIX } from "../src/index.ts";
 import { cleanupDirs, setup, textOf } from "./support.ts";
 
 describe("identifier extraction on adversarial text", () => {
@@ -67,5 +67,27 @@ describe("a tool output that is one long blob (base64)", () => {
     // Its fragments between '+' and '/' still read as ids and fill the index (up to stubIdentifiers).
     expect(counter.countText(stub)).toBeLessThan(counter.countText(blob) / 2);
     expect(stub.length).toBeLessThan(blob.length / 2);
+  });
+});
+
+describe("a summary of shortened assistant text", () => {
+  it("takes the kept first sentence as the decision, not the shortening stub's read-back instruction", async () => {
+    const counter = defaultTokenCounter();
+    const long = (i: number) => `Plan for step_${i}: ${"we compare the two migration paths and their costs in detail ".repeat(30)}`;
+    const h: Message[] = [{ role: "user", content: [{ type: "text", text: "the task" }] }];
+    for (let i = 0; i < 8; i++) h.push({ role: "assistant", content: [{ type: "text", text: long(i) }, { type: "tool_call", id: `c${i}`, name: "bash", args: { command: `s ${i}` } }] }, { role: "tool", toolCallId: `c${i}`, toolName: "bash", content: [{ type: "text", text: `ok ${i}` }], isError: false });
+    h.push({ role: "user", content: [{ type: "text", text: "go on" }] });
+    const o = { strategy: "mask" as const, soft: 0.5, hard: 0.9, target: 0.1, protectedTail: { tokens: 0, messages: 2, share: 0.15 }, cooldownRounds: 0, minMaskTokens: 60, summaryTokens: 1_200, summaryShare: 0.5, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve" as const, stubIdentifiers: 150, maskArguments: true, maskText: true };
+    const state = { round: 1, lastHard: undefined, exhausted: false };
+    const step = (messages: Message[], windowShare: number, options = o) => compactHistory({ messages, overhead: 0, window: Math.floor(counter.countMessages(messages) / windowShare), calibration: 1, pinned: new Set([0, messages.length - 1]), state, options, countText: (t) => counter.countText(t), countMessage: (m) => counter.countMessage(m), stash: () => "m0123456789ab", model: undefined, goal: "the task" });
+    const masked = (await step(h, 0.8))!.messages;
+    expect(masked.some((m) => textOf(m).includes(SHORTENED_TEXT_MARK))).toBe(true);
+    state.round = 5;
+    const summarised = (await step(masked, 0.95, { ...o, minMaskTokens: 100_000 }))!;
+    expect(summarised.report.stages).toContain("summary");
+    const summary = textOf(summarised.messages.find((m) => textOf(m).startsWith(SUMMARY_PREFIX))!);
+    expect(summary).toContain("Plan for step_");
+    expect(summary).not.toContain(SHORTENED_TEXT_MARK);
+    expect(summary).not.toContain("m0123456789ab");
   });
 });
