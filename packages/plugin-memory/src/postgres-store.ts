@@ -302,7 +302,8 @@ export class PostgresMemoryStore implements MemoryStore {
     const prefixOf = new Map<string, string>();
     for (const word of words) {
       const own = ftsTokens(word);
-      if (own.length !== 1 || prefixOf.has(own[0]!)) continue;
+      // Only a token the query keeps (an overlong one is no lexeme PostgreSQL accepts in a tsquery).
+      if (own.length !== 1 || prefixOf.has(own[0]!) || !tokens.includes(own[0]!)) continue;
       const p = (await this.#docFreq(own[0]!)) === 0 ? variantPrefix(word, letters) : undefined;
       if (p) prefixOf.set(own[0]!, p);
     }

@@ -1,0 +1,46 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { dateWindows, PostgresMemoryStore, recall } from "../src/index.ts";
+import { dropTestSchemas, requirePostgres, testTarget } from "../../store-postgres/test/support/pg.ts";
+import { cleanup } from "./support/helpers.ts";
+
+afterEach(cleanup);
+beforeAll(requirePostgres);
+afterAll(dropTestSchemas);
+
+const d = (y: number, m: number, day: number) => Date.UTC(y, m - 1, day);
+const now = d(2023, 12, 1);
+
+describe("hostile recall input", () => {
+  it("PostgreSQL: a query word longer than a lexeme may be is skipped, not sent to tsquery (variants on)", async () => {
+    const s = new PostgresMemoryStore(testTarget());
+    const won = (await s.write({ namespace: "n", content: "Nate won the regional tournament" })).memory;
+    const r = await recall(s, { namespace: "n", query: `${"a".repeat(3000)} tournament`, now });
+    expect(r.map((x) => x.memory.id)).toEqual([won.id]);
+    await s.close();
+  });
+
+  it("reads no date out of words that only begin like a month (\"marathon 5\", \"Mark 12\", \"in marathons\")", () => {
+    for (const q of ["Did Nate run the marathon 5 times?", "What did Mark 12 say?", "Was it decent 3 times?", "What did he win in marathons?", "the mayor 4 years ago"]) {
+      expect(dateWindows(q, now), q).toEqual([]);
+    }
+    // Real month names and abbreviations still read.
+    expect(dateWindows("on Mar 12?", now)).toHaveLength(3);
+    expect(dateWindows("on March 12, 2023", now)).toEqual([{ start: d(2023, 3, 12), end: d(2023, 3, 13) }]);
+    expect(dateWindows("on Sept 3 2023", now)).toEqual([{ start: d(2023, 9, 3), end: d(2023, 9, 4) }]);
+  });
+
+  it("reads \"between December 28 and January 3 2023\" as the days across the new year, not the whole of 2023", () => {
+    const w = dateWindows("What did Tim do between December 28 and January 3 2023?", now);
+    expect(w).toContainEqual({ start: d(2022, 12, 28), end: d(2023, 1, 4) });
+    expect(w.every((x) => x.end - x.start <= 8 * 86_400_000)).toBe(true);
+    const w2 = dateWindows("between December 28 2022 and January 3?", now);
+    expect(w2).toContainEqual({ start: d(2022, 12, 28), end: d(2023, 1, 4) });
+  });
+
+  it("reads the dates of a huge pasted message in bounded time", () => {
+    const t = performance.now();
+    dateWindows("May 3 ".repeat(20_000), now);
+    dateWindows("On May 3 2023 ".repeat(10_000), now);
+    expect(performance.now() - t).toBeLessThan(300);
+  });
+});
