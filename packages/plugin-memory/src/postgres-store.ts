@@ -247,7 +247,7 @@ export class PostgresMemoryStore implements MemoryStore {
     const w = sq.plain ? [1, 0, 0, 0] : [1, 2, 0.5, 1];
     const stats = await this.#statistics();
     if (!stats.n) return [];
-    const tokens = await this.#bounded(await this.#variants(sq.terms, all, only ? 0 : (sq.variants ?? 0)), only);
+    const tokens = await this.#bounded(await this.#variants(sq.namespace, sq.terms, all, only ? 0 : (sq.variants ?? 0)), only);
     const idfs: number[] = [];
     for (const t of tokens) {
       const hits = await this.#docFreq(t, only);
@@ -297,17 +297,30 @@ export class PostgresMemoryStore implements MemoryStore {
   }
 
   /** As the SQLite store: a word of one token that no memory holds is searched by its variant prefix. */
-  async #variants(words: readonly string[], tokens: readonly string[], letters: number): Promise<PgTerm[]> {
+  async #variants(namespace: string, words: readonly string[], tokens: readonly string[], letters: number): Promise<PgTerm[]> {
     if (!letters) return [...tokens];
     const prefixOf = new Map<string, string>();
     for (const word of words) {
       const own = ftsTokens(word);
       // Only a token the query keeps (an overlong one is no lexeme PostgreSQL accepts in a tsquery).
       if (own.length !== 1 || prefixOf.has(own[0]!) || !tokens.includes(own[0]!)) continue;
-      const p = (await this.#docFreq(own[0]!)) === 0 ? variantPrefix(word, letters) : undefined;
+      const p = (await this.#docFreq(own[0]!)) === 0 || !(await this.#heldIn(namespace, own[0]!)) ? variantPrefix(word, letters) : undefined;
       if (p) prefixOf.set(own[0]!, p);
     }
     return tokens.map((t) => (prefixOf.has(t) ? { prefix: prefixOf.get(t)! } : t));
+  }
+
+  /**
+   * Whether a namespace's own active memories hold a token: it, not the whole table, decides a
+   * variant, so other namespaces neither change what this one finds nor reveal their words
+   * through it. Only a yes is cached (a token the namespace lacks may be written next).
+   */
+  async #heldIn(namespace: string, token: string): Promise<boolean> {
+    const key = `\u0001${namespace}\u0001${token}`;
+    if (this.#df.has(key)) return true;
+    const held = (await this.#db.query("look up a word in", `SELECT 1 AS x FROM {s}.keel_memories WHERE tsv @@ $1::tsquery AND namespace = $2 AND ${ACTIVE} LIMIT 1`, [anyOf([token]), namespace])).length > 0;
+    if (held) this.#df.set(key, 1);
+    return held;
   }
 
   /** Rows and average tokens of the active index (FTS5's N and avgdl), cached a short while. */

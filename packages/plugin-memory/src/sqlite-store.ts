@@ -344,7 +344,7 @@ export class SqliteMemoryStore implements MemoryStore {
       const scopes = q.scopes?.length ? ` AND m.scope IN (${q.scopes.map(() => "?").join(",")})` : "";
       const within = q.within?.length ? ` AND (${q.within.map(() => "(m.occurred_at >= ? AND m.occurred_at < ?)").join(" OR ")})` : "";
       const w = q.plain ? "1.0, 0.0, 0.0, 0.0" : `1.0, 2.0, 0.5, ${CONTEXT_WEIGHT}`;
-      const terms = q.plain ? q.terms : this.#bounded(q.terms, q.variants ?? 0);
+      const terms = q.plain ? q.terms : this.#bounded(q.terms, q.variants ?? 0, q.namespace);
       const match = q.plain ? `content : (${ftsAnyOf(terms)})` : ftsAnyOf(terms);
       const args = [match, q.namespace, ...(q.scopes ?? []), ...(q.within ?? []).flatMap((r) => [r.start, r.end]), q.limit];
       // Rank ids only; read the full rows of the top ones.
@@ -362,7 +362,7 @@ export class SqliteMemoryStore implements MemoryStore {
    * stay within SCORE_BUDGET; the rarest term is always kept. Very frequent terms carry little
    * BM25 weight but cost a score per matching row.
    */
-  #bounded(terms: readonly string[], variants: number): readonly FtsTerm[] {
+  #bounded(terms: readonly string[], variants: number, namespace: string): readonly FtsTerm[] {
     if (this.#dfWrites >= DF_REFRESH_WRITES || this.#df.size > 50_000) (this.#df.clear(), (this.#dfWrites = 0));
     const count = this.#stmt("SELECT count(*) AS n FROM memories_fts WHERE memories_fts MATCH ?");
     const df = (t: FtsTerm): number => {
@@ -371,9 +371,20 @@ export class SqliteMemoryStore implements MemoryStore {
       if (n === undefined) this.#df.set(key, (n = (count.get(ftsAnyOf([t])) as { n: number }).n));
       return n;
     };
+    // Whether the namespace itself holds a word decides its variant: other namespaces' memories
+    // must neither change what this one finds nor reveal their words. Only a yes is cached (a
+    // word the namespace lacks may be written next).
+    const here = this.#stmt("SELECT 1 AS x FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND m.namespace = ? LIMIT 1");
+    const heldHere = (word: string): boolean => {
+      const key = `\u0001${namespace}\u0001${word}`;
+      if (this.#df.has(key)) return true;
+      const held = here.get(ftsAnyOf([word]), namespace) !== undefined;
+      if (held) this.#df.set(key, 1);
+      return held;
+    };
     const withDf = terms.map((word): { t: FtsTerm; n: number } => {
       const n = df(word);
-      const prefix = n === 0 && variants ? variantPrefix(word, variants) : undefined;
+      const prefix = variants && !heldHere(word) ? variantPrefix(word, variants) : undefined;
       return prefix ? { t: { prefix }, n: df({ prefix }) } : { t: word, n };
     });
     const sorted = withDf.slice().sort((a, b) => a.n - b.n);

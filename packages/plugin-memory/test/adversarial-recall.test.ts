@@ -1,7 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { dateWindows, PostgresMemoryStore, recall } from "../src/index.ts";
+import { join } from "node:path";
+import { dateWindows, PostgresMemoryStore, recall, SqliteMemoryStore } from "../src/index.ts";
+import type { MemoryStore } from "../src/index.ts";
 import { dropTestSchemas, requirePostgres, testTarget } from "../../store-postgres/test/support/pg.ts";
-import { cleanup } from "./support/helpers.ts";
+import { cleanup, tempDir } from "./support/helpers.ts";
 
 afterEach(cleanup);
 beforeAll(requirePostgres);
@@ -42,5 +44,24 @@ describe("hostile recall input", () => {
     dateWindows("May 3 ".repeat(20_000), now);
     dateWindows("On May 3 2023 ".repeat(10_000), now);
     expect(performance.now() - t).toBeLessThan(300);
+  });
+});
+
+describe.each([
+  ["SQLite", (): MemoryStore => new SqliteMemoryStore({ path: join(tempDir(), "memory.sqlite") })],
+  ["PostgreSQL", (): MemoryStore => new PostgresMemoryStore(testTarget())],
+])("variants on %s", (_name, open) => {
+  it("decide on the namespace's own words: another namespace's memories change neither the results nor reveal their words", async () => {
+    const s = open();
+    const won = (await s.write({ namespace: "n", content: "Nate won the regional tournament" })).memory;
+    const q = { namespace: "n", terms: ["tourney"], limit: 10, variants: 5 };
+    expect((await s.search(q)).map((h) => h.memory.id)).toEqual([won.id]);
+    // Another user writes the very word: "n" must search as before (else the result is an oracle for it).
+    await s.write({ namespace: "other", content: "my secret tourney plan" });
+    expect((await s.search(q)).map((h) => h.memory.id)).toEqual([won.id]);
+    // A word "n" does hold is still matched as it is.
+    const t = (await s.write({ namespace: "n", content: "the tourney starts" })).memory;
+    expect((await s.search(q)).map((h) => h.memory.id)).toEqual([t.id]);
+    await s.close();
   });
 });
