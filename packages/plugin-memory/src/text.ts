@@ -82,6 +82,9 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
   const dated: Array<{ at: number; t: number }> = [];
   const day = (m: RegExpMatchArray, y: number, mi: number, d: number) => {
     const t = Date.UTC(y, mi, d);
+    const c = new Date(t);
+    // No such day ("February 30", "2023-13-01", year 0099 read as 1999): the text is read, no window made.
+    if (c.getUTCFullYear() !== y || c.getUTCMonth() !== mi || c.getUTCDate() !== d) return (used.add(y), consume(m));
     dated.push({ at: m.index!, t });
     const rel = /\b(day|week|weekend|month)\s+(before|after|of)\s+(?:the\s+)?$/.exec(lower.slice(0, m.index));
     const len = rel ? { day: 1, week: 7, weekend: 3, month: 31 }[rel[1] as "day"]! * DAY_MS : 0;

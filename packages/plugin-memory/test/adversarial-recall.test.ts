@@ -39,6 +39,14 @@ describe("hostile recall input", () => {
     expect(w2).toContainEqual({ start: d(2022, 12, 28), end: d(2023, 1, 4) });
   });
 
+  it("makes no window for a day that does not exist (no rollover into the next month or 1900s)", () => {
+    for (const q of ["on February 30", "on February 30, 2023", "on 2023-13-01", "on 2023-02-29", "on 0099-05-01", "on May 0 2023"]) expect(dateWindows(q, now), q).toEqual([]);
+    expect(dateWindows("on 2024-02-29", now)).toEqual([{ start: d(2024, 2, 29), end: d(2024, 3, 1) }]);
+    // Without a year: only the leap years among the last three (none of 2021-2023).
+    expect(dateWindows("on February 29", now)).toEqual([]);
+    expect(dateWindows("on February 29", d(2024, 6, 1))).toEqual([{ start: d(2024, 2, 29), end: d(2024, 3, 1) }]);
+  });
+
   it("reads the dates of a huge pasted message in bounded time", () => {
     const t = performance.now();
     dateWindows("May 3 ".repeat(20_000), now);
