@@ -296,7 +296,7 @@ export class PostgresMemoryStore implements MemoryStore {
     });
   }
 
-  /** As the SQLite store: a word of one token that no memory holds is searched by its variant prefix. */
+  /** As the SQLite store: a word of one token that no memory of the namespace holds is searched by its variant prefix. */
   async #variants(namespace: string, words: readonly string[], tokens: readonly string[], letters: number): Promise<PgTerm[]> {
     if (!letters) return [...tokens];
     const prefixOf = new Map<string, string>();
