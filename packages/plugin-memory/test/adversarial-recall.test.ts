@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { join } from "node:path";
 import { dateWindows, PostgresMemoryStore, recall, SqliteMemoryStore } from "../src/index.ts";
 import type { MemoryStore } from "../src/index.ts";
+import { variantPrefix } from "../src/fts-tokens.ts";
 import { dropTestSchemas, requirePostgres, testTarget } from "../../store-postgres/test/support/pg.ts";
 import { cleanup, tempDir } from "./support/helpers.ts";
 
@@ -47,6 +48,12 @@ describe("hostile recall input", () => {
     expect(dateWindows("on February 29", d(2024, 6, 1))).toEqual([{ start: d(2024, 2, 29), end: d(2024, 3, 1) }]);
   });
 
+  it("cuts a variant prefix by code points, so letters beyond the BMP make one too", () => {
+    expect(variantPrefix("𠀀𠀁𠀂𠀃𠀄𠀅", 5)).toBe("𠀀𠀁𠀂𠀃𠀄");
+    expect(variantPrefix("𠀀𠀁𠀂", 5)).toBeUndefined();
+    expect(variantPrefix("tourney", 5)).toBe("tourn");
+  });
+
   it("reads the dates of a huge pasted message in bounded time", () => {
     const t = performance.now();
     dateWindows("May 3 ".repeat(20_000), now);
@@ -70,6 +77,13 @@ describe.each([
     // A word "n" does hold is still matched as it is.
     const t = (await s.write({ namespace: "n", content: "the tourney starts" })).memory;
     expect((await s.search(q)).map((h) => h.memory.id)).toEqual([t.id]);
+    await s.close();
+  });
+
+  it("finds a word beyond the BMP by its five-letter prefix", async () => {
+    const s = open();
+    const m = (await s.write({ namespace: "n", content: "𠀀𠀁𠀂𠀃𠀄𠀇𠀈 x" })).memory;
+    expect((await s.search({ namespace: "n", terms: ["𠀀𠀁𠀂𠀃𠀄𠀅"], limit: 5, variants: 5 })).map((h) => h.memory.id)).toEqual([m.id]);
     await s.close();
   });
 });
