@@ -10,7 +10,7 @@ import { redact } from "@keel/secrets";
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PgQuery, PostgresTarget } from "@keel/store-postgres";
 import { ftsTokens, variantPrefix } from "./fts-tokens.ts";
-import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET } from "./memory-input.ts";
+import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET, searchRanges } from "./memory-input.ts";
 import { MISS_QUERY_CHARS } from "./sqlite-store.ts";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
 
@@ -257,7 +257,8 @@ export class PostgresMemoryStore implements MemoryStore {
       idfs.push(idf > 0 ? idf : 1e-6);
     }
     const scopes = sq.scopes?.length ? sq.scopes : null;
-    const within = sq.within?.length ? sq.within : null;
+    const within = searchRanges(sq.within);
+    if (within && !within.length) return [];
     // A prefix term's frequency in a memory is that of every token it begins (FTS5's prefix phrase).
     const rows = await this.#db.query(
       "search memories in",
@@ -281,8 +282,8 @@ export class PostgresMemoryStore implements MemoryStore {
         stats.avgdl,
         ...w,
         scopes,
-        within?.map((r) => Math.floor(r.start)) ?? null,
-        within?.map((r) => Math.ceil(r.end)) ?? null,
+        within?.map((r) => r[0]) ?? null,
+        within?.map((r) => r[1]) ?? null,
         sq.limit,
       ],
     );

@@ -80,6 +80,17 @@ describe.each([
     await s.close();
   });
 
+  it("reads any number of date ranges, and non-finite ones, the same way", async () => {
+    const s = open();
+    const m = (await s.write({ namespace: "n", content: "Nate won", occurredAt: 1000, at: 1000 })).memory;
+    const ids = async (within: Array<{ start: number; end: number }>) => (await s.search({ namespace: "n", terms: ["nate"], limit: 5, within })).map((h) => h.memory.id);
+    expect(await ids(Array.from({ length: 5000 }, (_, i) => ({ start: i * 2, end: i * 2 + 1 })))).toEqual([m.id]);
+    expect(await ids([{ start: -Infinity, end: Infinity }])).toEqual([m.id]);
+    expect(await ids([{ start: NaN, end: Infinity }])).toEqual([]);
+    expect(await ids([{ start: 5000, end: 0 }])).toEqual([]);
+    await s.close();
+  });
+
   it("finds a word beyond the BMP by its five-letter prefix", async () => {
     const s = open();
     const m = (await s.write({ namespace: "n", content: "𠀀𠀁𠀂𠀃𠀄𠀇𠀈 x" })).memory;
