@@ -32,8 +32,10 @@ export function ftsTokens(text: string): string[] {
 export function variantPrefix(word: string, letters: number): string | undefined {
   const tokens = ftsTokens(word);
   if (tokens.length !== 1 || letters < 4) return undefined;
-  const p = tokens[0]!.slice(0, letters);
-  if (p.length < 4 || /\d/.test(p)) return undefined;
+  // Letters are code points: a UTF-16 cut would split a letter beyond the BMP ("𠀀").
+  const cps = [...tokens[0]!].slice(0, letters);
+  const p = cps.join("");
+  if (cps.length < 4 || /\d/.test(p)) return undefined;
   const again = ftsTokens(p);
   return again.length === 1 && again[0] === p ? p : undefined;
 }

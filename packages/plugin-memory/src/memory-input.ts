@@ -1,7 +1,7 @@
 /** What every MemoryStore does to an input before it writes it, and the ranking constants they share. */
 import { KeelError } from "@keel/kernel";
 import { redact } from "@keel/secrets";
-import type { MemoryInput, MemoryScope } from "./types.ts";
+import type { MemoryInput, MemoryScope, SearchQuery } from "./types.ts";
 
 /** Characters of the previous memory in the same session indexed with a memory (document expansion). */
 export const CONTEXT_CHARS = 400;
@@ -9,6 +9,20 @@ export const CONTEXT_CHARS = 400;
 export const SCORE_BUDGET = 800;
 /** Writes after which cached term document counts are dropped. */
 export const DF_REFRESH_WRITES = 2000;
+
+/** Beyond any date a JS Date holds (ms). */
+const TIME_LIMIT = 8.64e15;
+
+/**
+ * A search's date ranges as [start, end) pairs both stores bind the same way: a range with NaN
+ * is dropped, ±Infinity held at the Date limits. Null when the query asks for no range (an
+ * empty list when every range it gave was dropped: nothing then matches).
+ */
+export function searchRanges(within: SearchQuery["within"]): Array<[number, number]> | null {
+  if (!within?.length) return null;
+  const clamp = (t: number) => Math.min(TIME_LIMIT, Math.max(-TIME_LIMIT, t));
+  return within.filter((r) => !Number.isNaN(r.start) && !Number.isNaN(r.end)).map((r) => [Math.floor(clamp(r.start)), Math.ceil(clamp(r.end))]);
+}
 
 const SCOPES = new Set<MemoryScope>(["user", "project", "global"]);
 

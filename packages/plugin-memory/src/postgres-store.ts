@@ -10,7 +10,7 @@ import { redact } from "@keel/secrets";
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PgQuery, PostgresTarget } from "@keel/store-postgres";
 import { ftsTokens, variantPrefix } from "./fts-tokens.ts";
-import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET } from "./memory-input.ts";
+import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET, searchRanges } from "./memory-input.ts";
 import { MISS_QUERY_CHARS } from "./sqlite-store.ts";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
 
@@ -247,7 +247,7 @@ export class PostgresMemoryStore implements MemoryStore {
     const w = sq.plain ? [1, 0, 0, 0] : [1, 2, 0.5, 1];
     const stats = await this.#statistics();
     if (!stats.n) return [];
-    const tokens = await this.#bounded(await this.#variants(sq.terms, all, only ? 0 : (sq.variants ?? 0)), only);
+    const tokens = await this.#bounded(await this.#variants(sq.namespace, sq.terms, all, only ? 0 : (sq.variants ?? 0)), only);
     const idfs: number[] = [];
     for (const t of tokens) {
       const hits = await this.#docFreq(t, only);
@@ -257,7 +257,8 @@ export class PostgresMemoryStore implements MemoryStore {
       idfs.push(idf > 0 ? idf : 1e-6);
     }
     const scopes = sq.scopes?.length ? sq.scopes : null;
-    const within = sq.within?.length ? sq.within : null;
+    const within = searchRanges(sq.within);
+    if (within && !within.length) return [];
     // A prefix term's frequency in a memory is that of every token it begins (FTS5's prefix phrase).
     const rows = await this.#db.query(
       "search memories in",
@@ -281,8 +282,8 @@ export class PostgresMemoryStore implements MemoryStore {
         stats.avgdl,
         ...w,
         scopes,
-        within?.map((r) => Math.floor(r.start)) ?? null,
-        within?.map((r) => Math.ceil(r.end)) ?? null,
+        within?.map((r) => r[0]) ?? null,
+        within?.map((r) => r[1]) ?? null,
         sq.limit,
       ],
     );
@@ -296,17 +297,31 @@ export class PostgresMemoryStore implements MemoryStore {
     });
   }
 
-  /** As the SQLite store: a word of one token that no memory holds is searched by its variant prefix. */
-  async #variants(words: readonly string[], tokens: readonly string[], letters: number): Promise<PgTerm[]> {
+  /** As the SQLite store: a word of one token that no memory of the namespace holds is searched by its variant prefix. */
+  async #variants(namespace: string, words: readonly string[], tokens: readonly string[], letters: number): Promise<PgTerm[]> {
     if (!letters) return [...tokens];
     const prefixOf = new Map<string, string>();
     for (const word of words) {
       const own = ftsTokens(word);
-      if (own.length !== 1 || prefixOf.has(own[0]!)) continue;
-      const p = (await this.#docFreq(own[0]!)) === 0 ? variantPrefix(word, letters) : undefined;
+      // Only a token the query keeps (an overlong one is no lexeme PostgreSQL accepts in a tsquery).
+      if (own.length !== 1 || prefixOf.has(own[0]!) || !tokens.includes(own[0]!)) continue;
+      const p = (await this.#docFreq(own[0]!)) === 0 || !(await this.#heldIn(namespace, own[0]!)) ? variantPrefix(word, letters) : undefined;
       if (p) prefixOf.set(own[0]!, p);
     }
     return tokens.map((t) => (prefixOf.has(t) ? { prefix: prefixOf.get(t)! } : t));
+  }
+
+  /**
+   * Whether a namespace's own active memories hold a token: it, not the whole table, decides a
+   * variant, so other namespaces neither change what this one finds nor reveal their words
+   * through it. Only a yes is cached (a token the namespace lacks may be written next).
+   */
+  async #heldIn(namespace: string, token: string): Promise<boolean> {
+    const key = `\u0001${namespace}\u0001${token}`;
+    if (this.#df.has(key)) return true;
+    const held = (await this.#db.query("look up a word in", `SELECT 1 AS x FROM {s}.keel_memories WHERE tsv @@ $1::tsquery AND namespace = $2 AND ${ACTIVE} LIMIT 1`, [anyOf([token]), namespace])).length > 0;
+    if (held) this.#df.set(key, 1);
+    return held;
   }
 
   /** Rows and average tokens of the active index (FTS5's N and avgdl), cached a short while. */

@@ -45,7 +45,7 @@ export interface RelevanceTuning {
   dateBoost: number;
   /** Extra candidates fetched from inside the date windows a query names (0 = off). */
   dateCandidates: number;
-  /** A query word no memory holds is matched by the first this many letters of its stem (0 = off). */
+  /** A query word no memory of the namespace holds is matched by the first this many letters of its stem (0 = off). */
   variants: number;
   /** Drop the words that frame a question about a person ("describe", "considered", "based on", …) from the query. */
   frameWords: boolean;

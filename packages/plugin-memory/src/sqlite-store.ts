@@ -6,7 +6,7 @@ import { join } from "node:path";
 import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
 import { defaultKeelHome, errorMessage, KeelError, headOf, openSqlite } from "@keel/kernel";
 import { redact } from "@keel/secrets";
-import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET } from "./memory-input.ts";
+import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET, searchRanges } from "./memory-input.ts";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
 import { variantPrefix } from "./fts-tokens.ts";
 
@@ -342,11 +342,16 @@ export class SqliteMemoryStore implements MemoryStore {
     return this.#guard("Searching memories", () => {
       // The FTS index holds active memories only (superseded and forgotten rows are removed from it).
       const scopes = q.scopes?.length ? ` AND m.scope IN (${q.scopes.map(() => "?").join(",")})` : "";
-      const within = q.within?.length ? ` AND (${q.within.map(() => "(m.occurred_at >= ? AND m.occurred_at < ?)").join(" OR ")})` : "";
+      // A few ranges as an OR of comparisons (several times faster than reading JSON per match);
+      // many as one JSON argument (an OR per range outgrows SQLite's expression depth near 1,000).
+      const ranges = searchRanges(q.within);
+      if (ranges && !ranges.length) return [];
+      const asJson = !!ranges && ranges.length > 64;
+      const within = !ranges ? "" : asJson ? " AND EXISTS (SELECT 1 FROM json_each(?) w WHERE m.occurred_at >= w.value ->> 0 AND m.occurred_at < w.value ->> 1)" : ` AND (${ranges.map(() => "(m.occurred_at >= ? AND m.occurred_at < ?)").join(" OR ")})`;
       const w = q.plain ? "1.0, 0.0, 0.0, 0.0" : `1.0, 2.0, 0.5, ${CONTEXT_WEIGHT}`;
-      const terms = q.plain ? q.terms : this.#bounded(q.terms, q.variants ?? 0);
+      const terms = q.plain ? q.terms : this.#bounded(q.terms, q.variants ?? 0, q.namespace);
       const match = q.plain ? `content : (${ftsAnyOf(terms)})` : ftsAnyOf(terms);
-      const args = [match, q.namespace, ...(q.scopes ?? []), ...(q.within ?? []).flatMap((r) => [r.start, r.end]), q.limit];
+      const args = [match, q.namespace, ...(q.scopes ?? []), ...(!ranges ? [] : asJson ? [JSON.stringify(ranges)] : ranges.flat()), q.limit];
       // Rank ids only; read the full rows of the top ones.
       const top = this.#stmt(`SELECT m.id AS id, -bm25(memories_fts, ${w}) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
         WHERE memories_fts MATCH ? AND m.namespace = ?${scopes}${within} ORDER BY score DESC LIMIT ?`).all(...args) as Array<{ id: number; score: number }>;
@@ -362,7 +367,7 @@ export class SqliteMemoryStore implements MemoryStore {
    * stay within SCORE_BUDGET; the rarest term is always kept. Very frequent terms carry little
    * BM25 weight but cost a score per matching row.
    */
-  #bounded(terms: readonly string[], variants: number): readonly FtsTerm[] {
+  #bounded(terms: readonly string[], variants: number, namespace: string): readonly FtsTerm[] {
     if (this.#dfWrites >= DF_REFRESH_WRITES || this.#df.size > 50_000) (this.#df.clear(), (this.#dfWrites = 0));
     const count = this.#stmt("SELECT count(*) AS n FROM memories_fts WHERE memories_fts MATCH ?");
     const df = (t: FtsTerm): number => {
@@ -371,9 +376,20 @@ export class SqliteMemoryStore implements MemoryStore {
       if (n === undefined) this.#df.set(key, (n = (count.get(ftsAnyOf([t])) as { n: number }).n));
       return n;
     };
+    // Whether the namespace itself holds a word decides its variant: other namespaces' memories
+    // must neither change what this one finds nor reveal their words. Only a yes is cached (a
+    // word the namespace lacks may be written next).
+    const here = this.#stmt("SELECT 1 AS x FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND m.namespace = ? LIMIT 1");
+    const heldHere = (word: string): boolean => {
+      const key = `\u0001${namespace}\u0001${word}`;
+      if (this.#df.has(key)) return true;
+      const held = here.get(ftsAnyOf([word]), namespace) !== undefined;
+      if (held) this.#df.set(key, 1);
+      return held;
+    };
     const withDf = terms.map((word): { t: FtsTerm; n: number } => {
       const n = df(word);
-      const prefix = n === 0 && variants ? variantPrefix(word, variants) : undefined;
+      const prefix = variants && !heldHere(word) ? variantPrefix(word, variants) : undefined;
       return prefix ? { t: { prefix }, n: df({ prefix }) } : { t: word, n };
     });
     const sorted = withDf.slice().sort((a, b) => a.n - b.n);

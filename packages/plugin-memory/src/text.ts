@@ -1,4 +1,5 @@
 /** Query-side text processing: tokens, stopwords, and date expressions. */
+import { headOf } from "@keel/kernel";
 
 // Function words and question words: they match nearly every memory and carry no topic.
 const STOPWORDS = new Set(
@@ -60,11 +61,17 @@ export interface DateWindow {
   end: number;
 }
 
+/** The leading code points of a text that dateWindows reads. */
+const DATE_TEXT_CHARS = 2000;
+
 /**
  * Date windows a text names: "7 May 2023", "May 7, 2023", "May 2023", "2023-05-07", a bare
- * year. Relative words ("yesterday", "last week") resolve against `now` when given.
+ * year. Relative words ("yesterday", "last week") resolve against `now` when given. Only the
+ * first 2,000 code points are read.
  */
 export function dateWindows(text: string, now?: number): DateWindow[] {
+  // Each date read rewrites the text: bounded work on a pasted document (a question names its dates early).
+  text = headOf(text, DATE_TEXT_CHARS);
   const out: DateWindow[] = [];
   let lower = text.toLowerCase();
   const consume = (m: RegExpMatchArray) => (lower = lower.slice(0, m.index) + " ".repeat(m[0].length) + lower.slice(m.index! + m[0].length));
@@ -72,8 +79,13 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
   const used = new Set<number>();
   const DAY_MS = 86_400_000;
   // A day, or the stretch a leading "the week before" / "the day after" / "the week of" names around it.
+  const dated: Array<{ at: number; t: number }> = [];
   const day = (m: RegExpMatchArray, y: number, mi: number, d: number) => {
     const t = Date.UTC(y, mi, d);
+    const c = new Date(t);
+    // No such day ("February 30", "2023-13-01", year 0099 read as 1999): the text is read, no window made.
+    if (c.getUTCFullYear() !== y || c.getUTCMonth() !== mi || c.getUTCDate() !== d) return (used.add(y), consume(m));
+    dated.push({ at: m.index!, t });
     const rel = /\b(day|week|weekend|month)\s+(before|after|of)\s+(?:the\s+)?$/.exec(lower.slice(0, m.index));
     const len = rel ? { day: 1, week: 7, weekend: 3, month: 31 }[rel[1] as "day"]! * DAY_MS : 0;
     if (!rel) out.push({ start: t, end: t + DAY_MS });
@@ -84,17 +96,27 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
     consume(m);
   };
   for (const m of [...lower.matchAll(/\b(\d{4})-(\d{2})-(\d{2})\b/g)]) day(m, +m[1]!, +m[2]! - 1, +m[3]!);
-  const mon = "(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*";
+  // A month's name or abbreviation, as a whole word ("marathon", "Mark", "decent" are no months).
+  const mon = "(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)(?![a-z])";
   for (const m of [...lower.matchAll(new RegExp(`\\b(\\d{1,2})(?:st|nd|rd|th)?\\s+(?:of\\s+)?${mon},?\\s+(\\d{4})\\b`, "g"))]) day(m, +m[3]!, month(m[2]!)!, +m[1]!);
   for (const m of [...lower.matchAll(new RegExp(`\\b${mon}\\s+(\\d{1,2})(?:st|nd|rd|th)?,?\\s+(\\d{4})\\b`, "g"))]) day(m, +m[3]!, month(m[1]!)!, +m[2]!);
   // A day without its year ("August 11 and August 15 2023", "on the 3rd of May"): the year the text names, else each of the last three.
   const named = /\b(19[5-9]\d|20\d\d)\b/.exec(text.toLowerCase());
   const years = named ? [+named[1]!] : now !== undefined ? [0, 1, 2].map((k) => new Date(now).getUTCFullYear() - k) : [];
+  const withYear = dated.slice();
+  // The named year, moved by one so the day keeps its order with the dated day nearest it in the
+  // text ("between December 28 and January 3 2023" starts in 2022).
+  const yearOf = (at: number, y: number, mi: number, d: number) => {
+    if (!named || !withYear.length) return y;
+    const near = withYear.reduce((a, b) => (Math.abs(b.at - at) < Math.abs(a.at - at) ? b : a));
+    const t = Date.UTC(y, mi, d);
+    return at < near.at && t > near.t ? y - 1 : at > near.at && t < near.t ? y + 1 : y;
+  };
   for (const re of [`\\b(\\d{1,2})(?:st|nd|rd|th)?\\s+of\\s+${mon}\\b`, `\\b${mon}\\s+(\\d{1,2})(?:st|nd|rd|th)?\\b(?!\\s*(?:,\\s*)?\\d)`]) {
     for (const m of [...lower.matchAll(new RegExp(re, "g"))]) {
       const [d, mi] = /^\d/.test(m[1]!) ? [+m[1]!, month(m[2]!)!] : [+m[2]!, month(m[1]!)!];
       if (d < 1 || d > 31) continue;
-      for (const y of years) day(m, y, mi, d);
+      for (const y of years) day(m, yearOf(m.index!, y, mi, d), mi, d);
     }
   }
   // "between <day> and <day>": the whole stretch.

@@ -79,7 +79,7 @@ export interface SearchQuery {
   /** Only memories whose `occurredAt` lies in one of these ranges (ms, end exclusive); a store that cannot filter may ignore it. */
   within?: ReadonlyArray<{ start: number; end: number }>;
   /**
-   * A term that no memory holds (a misspelling, a word form the stemmer keeps apart: "tourney"
+   * A term that no memory of the namespace holds (a misspelling, a word form the stemmer keeps apart: "tourney"
    * for "tournament") is matched by the first `variants` letters of its stem as a prefix, if
    * they are at least 4 (0 or absent = off). A store that cannot may ignore it.
    */
