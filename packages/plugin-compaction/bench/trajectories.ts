@@ -42,7 +42,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Message, ModelRequest, ScriptStep, ToolDefinition } from "@keel/kernel";
-import { createAgent, defaultTokenCounter, defineTool } from "@keel/kernel";
+import { createAgent, defaultTokenCounter, defineTool, headOf } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/kernel/testing";
 import { dataDir } from "../../../test/support/data.ts";
 import type { Strategy } from "../src/index.ts";
@@ -283,7 +283,7 @@ async function main(): Promise<void> {
           const k = Number(process.env.DUMPK ?? requests.length - 2);
           const req = requests[k]!;
           console.log(`--- ${t.name} ${cfg.label} request ${k}/${requests.length}: ${counter.countRequest({ system: req.system, messages: req.messages, tools: req.tools }).total} tokens, floor ${floors[k]}, system ${counter.countText(req.system)}`);
-          for (const m of req.messages) console.log(`  ${m.role.padEnd(9)} ${String(counter.countMessages([m])).padStart(6)}  ${JSON.stringify(process.env.DUMPFULL ? fullText(m) : fullText(m).slice(0, 160))}`);
+          for (const m of req.messages) console.log(`  ${m.role.padEnd(9)} ${String(counter.countMessages([m])).padStart(6)}  ${JSON.stringify(process.env.DUMPFULL ? fullText(m) : headOf(fullText(m), 160))}`);
         }
         if (cfg.label === "none") baseRequests = requests;
         if (cfg.label === "none") {

@@ -76,6 +76,8 @@ export interface World {
 export interface WorldConfig {
   skillsThreshold?: number;
   mcp?: boolean;
+  /** The MCP plugin's topK (default 10: the fixture's 6 tools are all shown). */
+  mcpTopK?: number;
   bigTool?: string;
   /** Load the compaction plugin (default: only with `bigTool`). */
   compaction?: boolean;
@@ -107,7 +109,7 @@ export async function world(cfg: WorldConfig = {}): Promise<World> {
     `memory({ namespace: process.env.FAULT_NS ?? "default", extraction: "model" })`,
     `skills({ namespace: process.env.FAULT_NS ?? "default", autoDraft: { threshold: ${cfg.skillsThreshold ?? 50} }${cfg.skill ? `, dirs: [${JSON.stringify(join(dir, "skills"))}]` : ""} })`,
     ...(cfg.compaction ?? cfg.bigTool !== undefined ? [`compaction({ model: false, taco: { threshold: 200 } })`] : []),
-    ...(cfg.mcp ? [`mcp({ servers: { fx: { command: process.execPath, args: [${JSON.stringify(FIXTURE_MCP)}] } }, topK: 10 })`] : []),
+    ...(cfg.mcp ? [`mcp({ servers: { fx: { command: process.execPath, args: [${JSON.stringify(FIXTURE_MCP)}] } }, topK: ${cfg.mcpTopK ?? 10} })`] : []),
     // Both keep text from the user's words (the goal, recurring words): every scenario's file scan covers them too.
     `goals()`,
     `userModel({ namespace: process.env.FAULT_NS ?? "default", tools: false })`,
