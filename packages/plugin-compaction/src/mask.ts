@@ -3,7 +3,7 @@ import type { Message, ToolResultMessage } from "@keel/kernel";
 import type { CompactInput, CompactOptions } from "./compact.ts";
 import { headOf } from "@keel/kernel";
 import { salientIdentifiers } from "./identifiers.ts";
-import { fullText, MASK_PREFIX, plainText } from "./messages.ts";
+import { firstSentenceOf, fullText, MASK_PREFIX, plainText } from "./messages.ts";
 import type { CountTokens } from "./reduce.ts";
 
 /**
@@ -68,8 +68,7 @@ export function textTokens(m: Message, count: CountTokens): number {
 
 /** The first sentence (or line) of `text`, at most 200 code points. */
 function lead(text: string): string {
-  const s = text.trim().split(/(?<=[.!?:])\s+|\n/)[0] ?? "";
-  return headOf(s, 200);
+  return headOf(firstSentenceOf(text, true), 200);
 }
 
 /**

@@ -18,6 +18,14 @@ export function withoutReadBack(text: string): string {
   return text.includes("[") ? text.replace(READ_BACK, "") : text;
 }
 
+/**
+ * The first sentence (or line) of `text`, trimmed, uncut. Contract: a sentence ends at ".",
+ * "!" or "?" (and ":" when `colon`) followed by whitespace, or at a line break.
+ */
+export function firstSentenceOf(text: string, colon = false): string {
+  return text.trim().split(colon ? /(?<=[.!?:])\s+|\n/ : /(?<=[.!?])\s+|\n/)[0] ?? "";
+}
+
 /** All text a message carries: text, thinking, tool call names and arguments. */
 export function fullText(m: Message): string {
   const parts: string[] = [];

@@ -5,7 +5,7 @@
 import type { Message, ModelProvider } from "@keel/kernel";
 import { complete, errorMessage, headOf, truncate } from "@keel/kernel";
 import { extractIdentifiers, isErrorLine, salientIdentifiers } from "./identifiers.ts";
-import { DIGEST_PREFIX, fullText, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX } from "./messages.ts";
+import { DIGEST_PREFIX, firstSentenceOf, fullText, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX } from "./messages.ts";
 import { SHORTENED_TEXT_MARK } from "./mask.ts";
 import type { CountTokens } from "./reduce.ts";
 import { reduceText } from "./reduce.ts";
@@ -116,8 +116,7 @@ export async function summarizeTurns(input: { messages: readonly Message[]; goal
 const SHORTENED_STUB = new RegExp(` ?\\${SHORTENED_TEXT_MARK}[^]*?\\](?=\\n|$)`, "g");
 
 function firstSentence(text: string): string {
-  const s = text.trim().split(/(?<=[.!?])\s+|\n/)[0] ?? "";
-  return truncate(s, 201);
+  return truncate(firstSentenceOf(text), 201);
 }
 
 /**
