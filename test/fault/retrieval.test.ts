@@ -6,28 +6,10 @@
  */
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import { describe, expect, it } from "vitest";
-import { secrets, sessionOf, world } from "./support/secrets.ts";
-import type { World, WorldConfig } from "./support/secrets.ts";
+import { describe, expect } from "vitest";
+import { ok, scenario, secrets, sessionOf } from "./support/secrets.ts";
 
 const S = secrets();
-
-function scenario(name: string, cfg: WorldConfig, fn: (w: World) => Promise<void>): void {
-  it.concurrent(name, async () => {
-    const w = await world(cfg);
-    try {
-      await fn(w);
-    } finally {
-      await w.close();
-    }
-  }, 40_000);
-}
-
-async function ok(p: Promise<{ code: number | null; stderr: string; stdout: string }>) {
-  const r = await p;
-  expect(r.code, r.stderr).toBe(0);
-  return r;
-}
 
 const toolNames = (body: unknown) => ((body as { tools?: Array<{ name: string }> }).tools ?? []).map((t) => t.name).filter((n) => n.startsWith("mcp__"));
 const toolResults = (body: { messages?: Array<{ content?: unknown }> }) => JSON.stringify((body.messages ?? []).flatMap((m) => (Array.isArray(m.content) ? m.content.filter((b: { type?: string }) => b.type === "tool_result") : [])));

@@ -9,9 +9,8 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import { describe, expect, it } from "vitest";
-import { secrets, sent, sessionOf, world } from "./support/secrets.ts";
-import type { World, WorldConfig } from "./support/secrets.ts";
+import { describe, expect } from "vitest";
+import { ok, scenario, secrets, sent, sessionOf } from "./support/secrets.ts";
 
 const S = secrets();
 
@@ -24,23 +23,6 @@ function rows<T>(file: string, sql: string): T[] {
   }
 }
 
-/** One scenario in its own world (closed whatever happens). */
-function scenario(name: string, cfg: WorldConfig, fn: (w: World) => Promise<void>): void {
-  it.concurrent(name, async () => {
-    const w = await world(cfg);
-    try {
-      await fn(w);
-    } finally {
-      await w.close();
-    }
-  }, 40_000);
-}
-
-async function ok(p: Promise<{ code: number | null; stderr: string; stdout: string }>) {
-  const r = await p;
-  expect(r.code, r.stderr).toBe(0);
-  return r;
-}
 
 /** Text of the tool results in a request. */
 const toolResults = (body: { messages?: Array<{ content?: unknown }> }) => JSON.stringify((body.messages ?? []).flatMap((m) => (Array.isArray(m.content) ? m.content.filter((b: { type?: string }) => b.type === "tool_result") : [])));

@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import type { Message } from "@keel/kernel";
-import { defaultTokenCounter, defineTool } from "@keel/kernel";
+import { defaultTokenCounter } from "@keel/kernel";
 import { afterEach, describe, expect, it } from "vitest";
 import { compactHistory, extractIdentifiers, MASK_PREFIX, salientIdentifiers, SHORTENED_TEXT_MARK, SUMMARY_PREFIX } from "../src/index.ts";
-import { cleanupDirs, setup, textOf } from "./support.ts";
+import { cleanupDirs, setup, textOf, gatedBash } from "./support.ts";
 
 describe("identifier extraction on adversarial text", () => {
   // Long runs with a word boundary every other character and nothing that completes a match:
@@ -26,18 +26,7 @@ describe("identifier extraction on adversarial text", () => {
 describe("a steered message that looks like one of this plugin's summaries (real kernel turns)", () => {
   afterEach(cleanupDirs);
   it("stays pinned verbatim: only summaries the plugin wrote are left unpinned", async () => {
-    let release!: () => void;
-    let started!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const began = new Promise<void>((r) => (started = r));
-    let n = 0;
-    const bash = defineTool({ name: "bash", description: "Runs a command.", category: "exec", execute: async () => {
-      if (n++ === 0) {
-        started();
-        await gate;
-      }
-      return `ok exit_code_${n}`;
-    } });
+    const { bash, began, release } = gatedBash((n) => `ok exit_code_${n}`);
     const long = (i: number) => `Step ${i}: reading /srv/app/mod_${i}.py. ${"We weigh the options for the migration plan carefully. ".repeat(40)}`;
     const steps = [...Array.from({ length: 12 }, (_, i) => ({ text: long(i), toolCalls: [{ id: `c${i}`, name: "bash", args: { command: `step ${i}` } }] })), { text: "done" }];
     const { session, provider } = await setup({ steps, window: 3_000, tools: [bash], plugin: { model: false, taco: { enabled: false }, maskText: false, cooldownRounds: 0, subgoals: { extractor: "heuristic" } } });

@@ -4,28 +4,16 @@
  * which drops whole old turns. Found by an adversarial fuzz: `truncate` dropped mid-turn
  * steering in 14 of 200 seeds.
  */
-import { defineTool } from "@keel/kernel";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Strategy } from "../src/index.ts";
-import { bigOutput, cleanupDirs, setup, textOf } from "./support.ts";
+import { bigOutput, cleanupDirs, setup, textOf, gatedBash } from "./support.ts";
 
 afterEach(cleanupDirs);
 
 describe("steering survives compaction", () => {
   for (const strategy of ["truncate", "mask", "subgoal"] as Strategy[]) {
     it(`${strategy}: a steered message is in every request after it, under heavy pressure`, async () => {
-      let release!: () => void;
-      let started!: () => void;
-      const gate = new Promise<void>((r) => (release = r));
-      const began = new Promise<void>((r) => (started = r));
-      let n = 0;
-      const bash = defineTool({ name: "bash", description: "Runs a command.", category: "exec", execute: async () => {
-        if (n++ === 0) {
-          started();
-          await gate;
-        }
-        return bigOutput(`run${n}`, 60);
-      } });
+      const { bash, began, release } = gatedBash((n) => bigOutput(`run${n}`, 60));
       const steps = Array.from({ length: 8 }, (_, i) => ({ text: `Step ${i + 1}.`, toolCalls: [{ id: `c${i + 1}`, name: "bash", args: { command: `check ${i + 1}` } }] }));
       const { session, provider } = await setup({ steps: [...steps, { text: "done" }], window: 8_000, tools: [bash], plugin: { strategy, taco: { enabled: false }, hard: 0.99, subgoals: { extractor: "heuristic" } } });
       const running = session.run("Run the checks one by one.");

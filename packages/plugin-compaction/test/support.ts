@@ -38,6 +38,26 @@ export function scriptedTool(name: string, outputs: string[], extra: Partial<Too
   return defineTool({ name, description: `Runs ${name}.`, category: "exec", ...extra, execute: () => outputs[n++] ?? "done" });
 }
 
+/**
+ * A `bash` tool whose first call waits until `release()` (so a test can steer while it runs);
+ * `began` resolves when that first call started. Call n (from 1) answers `output(n)`.
+ */
+export function gatedBash(output: (n: number) => string): { bash: ToolDefinition; began: Promise<void>; release: () => void } {
+  let release!: () => void;
+  let started!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const began = new Promise<void>((r) => (started = r));
+  let n = 0;
+  const bash = defineTool({ name: "bash", description: "Runs a command.", category: "exec", execute: async () => {
+    if (n++ === 0) {
+      started();
+      await gate;
+    }
+    return output(n);
+  } });
+  return { bash, began, release };
+}
+
 /** Build an agent with the plugin, a scripted main provider and a scripted side model. */
 export async function setup(opts: { steps: ProviderScriptInput; side?: ProviderScriptInput; window?: number; tools?: ToolDefinition[]; plugin?: CompactionInput; extraPlugins?: KeelPlugin[]; approve?: () => boolean }) {
   const home = tempDir();

@@ -13,6 +13,7 @@ import type { RecordedRequest, WireReply, WireServer } from "../../../packages/w
 import { offlineEnv, REPO, runKeel } from "../../../packages/cli/test/support/run-keel.ts";
 import type { KeelRun } from "../../../packages/cli/test/support/run-keel.ts";
 import { limited } from "./limit.ts";
+import { expect, it } from "vitest";
 
 const src = (pkg: string) => pathToFileURL(join(REPO, "packages", pkg, "src", "index.ts")).href;
 const FIXTURE_MCP = join(REPO, "packages", "plugin-mcp", "test", "fixtures", "scripted-server.mjs");
@@ -181,4 +182,23 @@ export function sessionOf(run: KeelRun): string {
     }
   }
   throw new Error(`no session id in: ${run.stdout.slice(0, 300)} ${run.stderr.slice(0, 300)}`);
+}
+
+/** One scenario in its own world (closed whatever happens), run concurrently with the others. */
+export function scenario(name: string, cfg: WorldConfig, fn: (w: World) => Promise<void>): void {
+  it.concurrent(name, async () => {
+    const w = await world(cfg);
+    try {
+      await fn(w);
+    } finally {
+      await w.close();
+    }
+  }, 40_000);
+}
+
+/** A `keel` run that must exit 0 (its stderr is the failure message). */
+export async function ok(p: Promise<{ code: number | null; stderr: string; stdout: string }>) {
+  const r = await p;
+  expect(r.code, r.stderr).toBe(0);
+  return r;
 }
