@@ -40,7 +40,13 @@ interface SessionState {
 const newState = (): SessionState => ({ pinned: new Set(), reported: new Set() });
 /** What identifies a tool's definition as the model sees it. */
 const defKey = (t: InventoryTool) => `${t.server}\u0000${t.tool}\u0000${t.description}\u0000${JSON.stringify(t.parameters)}`;
-const digest = (t: InventoryTool) => createHash("sha256").update(defKey(t)).digest("base64url").slice(0, 16);
+/** Digest of a tool's definition, once per inventory object (the pool caches its inventory between turns). */
+const digests = new WeakMap<InventoryTool, string>();
+const digest = (t: InventoryTool) => {
+  let d = digests.get(t);
+  if (d === undefined) digests.set(t, (d = createHash("sha256").update(defKey(t)).digest("base64url").slice(0, 16)));
+  return d;
+};
 
 const CODES: Record<McpCallError["kind"], "KEEL_MCP_CALL_TIMEOUT" | "KEEL_MCP_SERVER_CRASHED" | "KEEL_MCP_SERVER_UNAVAILABLE" | "KEEL_MCP_CALL_FAILED" | "KEEL_MCP_CALL_REJECTED" | "KEEL_MCP_UPSTREAM_UNREACHABLE" | "KEEL_TURN_ABORTED"> = {
   timeout: "KEEL_MCP_CALL_TIMEOUT",
