@@ -11,8 +11,8 @@ import { adversarialHistory, expectPairs } from "./support.ts";
 const base: CompactOptions = { strategy: "subgoal", soft: 0.6, hard: 0.9, target: 0.45, protectedTail: { tokens: 40_000, messages: 6, share: 0.25 }, cooldownRounds: 2, minMaskTokens: 20, summaryTokens: 300, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 150, maskArguments: true, maskText: true, summaryShare: 0.5 };
 
 describe("pair integrity on adversarial histories", () => {
-  it("3,000 seeded histories: no orphan, no split pair, pinned messages kept, edits reproduce the result", async () => {
-    // Pair integrity does not depend on the tokenizer: a chars/4 count keeps 3,000 runs fast.
+  it("1,200 seeded histories: no orphan, no split pair, pinned messages kept, edits reproduce the result", async () => {
+    // Pair integrity does not depend on the tokenizer: a chars/4 count keeps 1,200 runs fast.
     const cache = new WeakMap<Message, number>();
     const countText = (t: string) => Math.ceil(t.length / 4);
     const countMessage = (m: Message) => {
@@ -24,7 +24,7 @@ describe("pair integrity on adversarial histories", () => {
     const strategies: Strategy[] = ["truncate", "mask", "subgoal", "subgoal_mig"];
     let changed = 0;
     let summarised = 0;
-    for (let seed = 1; seed <= 3_000; seed++) {
+    for (let seed = 1; seed <= 1_200; seed++) {
       const rnd = seededRandom(seed);
       const history = adversarialHistory(rnd);
       const total = counter.countMessages(history);
@@ -64,7 +64,7 @@ describe("pair integrity on adversarial histories", () => {
       }
     }
     // The generator really exercises the stages.
-    expect(changed).toBeGreaterThan(2_000);
-    expect(summarised).toBeGreaterThan(200);
+    expect(changed).toBeGreaterThan(1_000);
+    expect(summarised).toBeGreaterThan(150);
   }, 60_000);
 });
