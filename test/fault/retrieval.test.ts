@@ -1,7 +1,8 @@
 /**
  * Promises of issue 20 (retrieval, round two), each driven through the real `keel` binary
  * against the wire server (official Anthropic SDK), with its own KEEL_HOME:
- * MCP curation survives a new process, MCP errors name their true cause, a key glued after an
+ * MCP curation survives a new process (also while a server holding kept tools is still
+ * starting there), MCP errors name their true cause, a key glued after an
  * underscore is never persisted, and a hostile tool output cannot stall compaction.
  */
 import { join } from "node:path";
@@ -27,6 +28,18 @@ describe("retrieval promises (issue 20)", () => {
     // Another session of the same home does not get it.
     await ok(w.run("zzz qqq"));
     expect(toolNames(w.mainRequests().at(-1)!.body)).not.toContain(revealed);
+  });
+
+  scenario("a session going on in a new process while a server holding its revealed tool is still starting waits for it: the first request sends the same tools", { mcp: true, mcpSlow: true, mcpTopK: 2 }, async (w) => {
+    w.script.main.push({ toolCalls: [{ name: "tool_search", args: { query: "look up a record by its key" } }] }, { text: "Found it." });
+    const first = await ok(w.run("echo some text back", { json: true }));
+    const revealed = "mcp__slow__slow_lookup";
+    expect(toolResults(w.mainRequests()[1]!.body)).toContain(revealed);
+    const sameProcess = toolNames(w.mainRequests()[1]!.body);
+    expect(sameProcess).toContain(revealed);
+    // A new keel process, the same session, the slow server taking 3 s to start (past startGraceMs).
+    await ok(w.run("zzz qqq", { session: sessionOf(first), env: { FAULT_MCP_DELAY: "3000" } }));
+    expect(toolNames(w.mainRequests().at(-1)!.body)).toEqual(sameProcess);
   });
 
   scenario("an MCP server that cannot reach its upstream: the model is told so, not to fix its arguments", { mcp: true }, async (w) => {

@@ -63,7 +63,10 @@ const CODES: Record<McpCallError["kind"], "KEEL_MCP_CALL_TIMEOUT" | "KEEL_MCP_SE
  * Contract: servers connect in parallel from `session.start`, which waits only until the
  * first one is ready plus `startGraceMs` (and for `required` servers); servers still starting
  * join at a later turn boundary, announced by an `mcp.tools_changed` diagnostic, with the
- * keep-set carried over (their tools are appended); a start failure is a
+ * keep-set carried over (their tools are appended), except that a session resumed in a new
+ * process waits, at its first turn, for the servers still starting whose tools its stored
+ * keep-set or revealed set names (within their connect timeouts and the turn's signal), so
+ * its first request sends the stored tool list; a start failure is a
  * `KEEL_MCP_SERVER_START_FAILED` diagnostic (of `session.start`, or of the next turn when the
  * session closed or another one did first) and the agent goes on; every MCP tool is
  * contributed at `turn.pre_tool_materialization` as
@@ -86,7 +89,8 @@ export function mcp(input: McpOptions = {}) {
       ctx.on("session.start", (event) => rt.open(event.sessionId), { timeoutMs: connectMax + 5_000 });
       // Late start failures (and the start times) as diagnostics when the last server settles, without holding the session.
       ctx.on("session.start", (event) => rt.lateStarts(event.sessionId), { id: "late-starts", await: "background", timeoutMs: connectMax + 5_000 });
-      ctx.on("turn.pre_tool_materialization", (event) => rt.materialize(event.sessionId, event.input, event.tools, event.history), { timeoutMs: connectMax + 5_000 });
+      // Within its timeout: the start wait plus, on a resumed session, the wait for its kept servers (bounded by connectMax + 3 s).
+      ctx.on("turn.pre_tool_materialization", (event, hook) => rt.materialize(event.sessionId, event.input, event.tools, event.history, hook.signal, connectMax + 3_000), { timeoutMs: connectMax + 5_000 });
       ctx.on("turn.post_preflight_prompt_context", (event) => {
         if (event.preflight?.revealed.length) rt.pin(event.sessionId, event.preflight.revealed);
       });
@@ -259,12 +263,17 @@ class Runtime {
     return this.#auditLog()?.recentUses(Date.now() - this.o.recentWindowMs);
   }
 
-  async materialize(sessionId: string, query: string, fixed: readonly string[], history: readonly Message[] = []): Promise<ContributionFor<"turn.pre_tool_materialization">[]> {
+  async materialize(sessionId: string, query: string, fixed: readonly string[], history: readonly Message[] = [], signal?: AbortSignal, budgetMs = Infinity): Promise<ContributionFor<"turn.pre_tool_materialization">[]> {
+    const t0 = performance.now();
     const state = this.#state(sessionId);
     const pool = this.#pool();
     const out: ContributionFor<"turn.pre_tool_materialization">[] = [];
     if (!pool.started) out.push(...((await this.open(sessionId)) as ContributionFor<"turn.pre_tool_materialization">[]));
     else await pool.firstTurn(this.o.startGraceMs);
+    // The stored curation first: servers still starting that hold its tools are waited for.
+    await this.#restore(sessionId, state);
+    const waited = await this.#awaitKept(state, pool, signal, budgetMs - (performance.now() - t0));
+    if (waited) out.push(waited);
     // Start failures no session.start handler could report to this conversation.
     out.push(...this.#startFailures(state, pool.reports));
     for (const c of this.#crashes.splice(0)) out.push({ kind: "diagnostic", level: "warn", code: "KEEL_MCP_SERVER_CRASHED", message: new KeelError("KEEL_MCP_SERVER_CRASHED", `${c}.`, { plugin: PLUGIN_NAME }).message });
@@ -281,7 +290,6 @@ class Runtime {
     const ranker = this.#rankerFor(inv);
     const recent = await this.#recent();
     const search = this.o.toolSearch;
-    await this.#restore(sessionId, state);
     const byName = new Map(inv.tools.map((t) => [t.name, t]));
     // Tools joined or left (a late server, tools/list_changed, a resumed session in a new
     // process) but no kept tool changed: the keep-set carries over, so the advertised list
@@ -327,6 +335,41 @@ class Runtime {
     });
     out.push(...this.#auditDiagnostic());
     return out;
+  }
+
+  /**
+   * Wait for the servers still starting whose tools the conversation's keep-set or revealed
+   * set names (a session resumed in a new process), so its first request sends the stored
+   * tool list instead of a shorter one that grows back a turn later (two prompt-cache misses).
+   * Bounded by each server's connect timeout, `budgetMs` and the turn's signal; servers gone
+   * from the config or not holding kept tools are not waited for. Returns the
+   * `mcp.kept_servers_waited` info diagnostic when it waited.
+   */
+  async #awaitKept(state: SessionState, pool: McpPool, signal: AbortSignal | undefined, budgetMs: number): Promise<ContributionFor<"turn.pre_tool_materialization"> | undefined> {
+    const pending = pool.pending;
+    const names = [...(state.keepSet?.keep ?? []), ...state.pinned];
+    if (!pending.length || !names.length) return undefined;
+    const servers = pending.filter((k) => {
+      const prefix = `mcp__${sanitizePart(k)}__`;
+      return names.some((n) => n.startsWith(prefix));
+    });
+    if (!servers.length) return undefined;
+    const t0 = performance.now();
+    const connectMs = Math.max(...servers.map((k) => pool.servers.get(k)!.config.connectTimeoutMs ?? this.o.connectTimeoutMs));
+    const ms = Math.max(0, Math.min(connectMs + 1_000, budgetMs));
+    await raceSignal(Promise.all(servers.map((k) => pool.settled(k))), signal ?? new AbortController().signal, ms).catch(() => undefined);
+    const waitedMs = Math.round(performance.now() - t0);
+    const ready = servers.filter((k) => pool.reports.some((r) => r.server === k && r.ok));
+    const failed = servers.filter((k) => pool.reports.some((r) => r.server === k && !r.ok));
+    const starting = servers.filter((k) => !ready.includes(k) && !failed.includes(k));
+    const list = (ks: string[]) => ks.map((k) => `"${k}"`).join(", ");
+    return {
+      kind: "diagnostic",
+      level: "info",
+      code: "mcp.kept_servers_waited",
+      message: `MCP: this turn waited ${waitedMs} ms for ${list(servers)}, still starting, whose tools this session's stored tool list holds (so the list stays the same and the prompt cache valid)${failed.length ? `; ${list(failed)} failed` : ""}${starting.length ? `; ${list(starting)} still starting when the wait ended` : ""}.`,
+      data: { servers, ready, failed, starting, waitedMs },
+    };
   }
 
   /**

@@ -8,7 +8,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createAgent, MemorySessionStore, scriptedProvider, type AgentEvent, type KeelEvent, type ScriptStep } from "@keel/kernel";
+import { createAgent, MemorySessionStore, scriptedProvider, SqliteSessionStore, type AgentEvent, type KeelEvent, type ScriptStep } from "@keel/kernel";
 import { mcp, type McpOptions } from "../src/index.ts";
 import { alive, childPids, fixture, tempDirs, until } from "./support.ts";
 
@@ -192,5 +192,85 @@ describe("start: the first turn does not wait for slow servers", () => {
     expect(diagnostics(live, "KEEL_MCP_SERVER_START_FAILED")).toEqual([]);
     await new Promise((r) => setTimeout(r, 200));
     expect(rejections).toEqual([]);
+  });
+});
+
+describe("start: a session resumed in a new process sends its stored tool list from the first request", () => {
+  /** An agent on `dir`'s session and audit files (a new one per call: a new process, as far as the plugin knows). */
+  async function agentOn(dir: string, steps: ScriptStep[], servers: McpOptions["servers"]) {
+    const provider = scriptedProvider(steps);
+    const sentAt: number[] = [];
+    const stream = provider.stream.bind(provider);
+    provider.stream = (request, o) => (sentAt.push(Date.now()), stream(request, o));
+    const agent = await createAgent({ provider, store: new SqliteSessionStore({ path: join(dir, "sessions.sqlite") }), plugins: [mcp({ auditPath: join(dir, "mcp-audit.sqlite"), servers })] });
+    return { provider, agent, sentAt };
+  }
+
+  it("a kept server still starting is waited for: the first request's tools equal the stored list, and the next turn's too", async () => {
+    const dir = dirs.make();
+    const fast = delayed("fast", 0);
+    const p1 = await agentOn(dir, [{ text: "one" }, { text: "two" }], { fast: fast.config, slow: delayed("slow", 0, { required: true }).config });
+    const s1 = await p1.agent.session();
+    await s1.run("look up the record with key 7");
+    await s1.run("echo the text hello");
+    const stored = mcpNames(p1.provider.requests[1]!.tools);
+    expect(stored).toEqual(expect.arrayContaining(["mcp__slow__slow_lookup", "mcp__slow__slow_echo"]));
+    await p1.agent.close();
+
+    // The same session in a new agent, while the slow server takes 3 s to start.
+    const slow = delayed("slow", 3_000);
+    const p2 = await agentOn(dir, [{ text: "three" }, { text: "four" }], { fast: fast.config, slow: slow.config });
+    try {
+      const s2 = await p2.agent.session(s1.id);
+      await s2.run("look up key 8");
+      expect(mcpNames(p2.provider.requests[0]!.tools)).toEqual(stored);
+      // Ordered against the slow server's own clock: the request left once it was ready.
+      expect(p2.sentAt[0]!).toBeGreaterThanOrEqual(readyAt(slow.log)!);
+      await s2.run("echo the text again");
+      expect(mcpNames(p2.provider.requests[1]!.tools)).toEqual(stored);
+      const events = await s2.events();
+      const waited = diagnostics(events, "mcp.kept_servers_waited");
+      expect(waited).toHaveLength(1);
+      expect(waited[0]!.data).toMatchObject({ servers: ["slow"], ready: ["slow"], failed: [], starting: [] });
+      // Nothing joined later: the list did not change.
+      expect(diagnostics(events, "mcp.tools_changed")).toEqual([]);
+      expect(diagnostics(events, "mcp.curation").map((d) => (d.data as { reset: boolean }).reset)).toEqual([false, false, false, false]);
+    } finally {
+      await p2.agent.close();
+    }
+  });
+
+  it("a kept server that fails is dropped once with KEEL_MCP_SERVER_START_FAILED in that first turn; a server gone from the config and a new slow one hold nothing up", async () => {
+    const dir = dirs.make();
+    const fast = delayed("fast", 0);
+    const p1 = await agentOn(dir, [{ text: "one" }], { fast: fast.config, slow: delayed("slow", 0, { required: true }).config, gone: delayed("gone", 0, { required: true }).config });
+    const s1 = await p1.agent.session();
+    await s1.run("look up the record with key 7");
+    const stored = mcpNames(p1.provider.requests[0]!.tools);
+    expect(stored).toEqual(expect.arrayContaining(["mcp__slow__slow_echo", "mcp__gone__gone_echo"]));
+    await p1.agent.close();
+
+    // "slow" now fails after 1.5 s, "gone" left the config, "other" (never kept) takes 20 s.
+    const failing = { command: process.execPath, args: ["-e", "setTimeout(() => { console.error('slow boom: login refused'); process.exit(3); }, 1500)"] };
+    const other = delayed("other", 20_000);
+    const p2 = await agentOn(dir, [{ text: "two" }, { text: "three" }], { fast: fast.config, slow: failing, other: other.config });
+    try {
+      const s2 = await p2.agent.session(s1.id);
+      await s2.run("look up key 8");
+      expect(mcpNames(p2.provider.requests[0]!.tools)).toEqual(stored.filter((n) => !n.startsWith("mcp__slow__") && !n.startsWith("mcp__gone__")));
+      expect(readyAt(other.log)).toBeUndefined();
+      const events = await s2.events();
+      const firstTurn = events.find((e) => e.type === "turn.started" && e.input === "look up key 8")!.turnId;
+      const failed = diagnostics(events, "KEEL_MCP_SERVER_START_FAILED");
+      expect(failed).toHaveLength(1);
+      expect(failed[0]!.turnId).toBe(firstTurn);
+      expect(failed[0]!.message).toContain("slow boom: login refused");
+      expect(diagnostics(events, "mcp.kept_servers_waited")[0]!.data).toMatchObject({ servers: ["slow"], ready: [], failed: ["slow"], starting: [] });
+      await s2.run("echo again");
+      expect(mcpNames(p2.provider.requests[1]!.tools)).toEqual(mcpNames(p2.provider.requests[0]!.tools));
+      expect(diagnostics(await s2.events(), "KEEL_MCP_SERVER_START_FAILED")).toHaveLength(1);
+    } finally {
+      await p2.agent.close();
+    }
   });
 });

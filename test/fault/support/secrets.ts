@@ -17,6 +17,7 @@ import { expect, it } from "vitest";
 
 const src = (pkg: string) => pathToFileURL(join(REPO, "packages", pkg, "src", "index.ts")).href;
 const FIXTURE_MCP = join(REPO, "packages", "plugin-mcp", "test", "fixtures", "scripted-server.mjs");
+const DELAYED_MCP = join(REPO, "packages", "plugin-mcp", "test", "fixtures", "delayed-server.mjs");
 
 
 /** Key-shaped test values of many providers, built at run time (no key literal in the repository). */
@@ -66,7 +67,8 @@ export interface World {
   dir: string;
   server: WireServer;
   script: Script;
-  run(input: string, opts?: { ns?: string; session?: string; json?: boolean }): Promise<KeelRun>;
+  /** `env`: more variables for the `keel` process (e.g. FAULT_MCP_DELAY). */
+  run(input: string, opts?: { ns?: string; session?: string; json?: boolean; env?: Record<string, string> }): Promise<KeelRun>;
   mainRequests(): RecordedRequest[];
   /** Files under the home whose raw bytes contain any needle (each needle also in lower case). */
   filesContaining(needles: readonly string[]): string[];
@@ -79,6 +81,8 @@ export interface WorldConfig {
   mcp?: boolean;
   /** The MCP plugin's topK (default 10: the fixture's 6 tools are all shown). */
   mcpTopK?: number;
+  /** A second MCP server `slow` (delayed-server.mjs: `slow_lookup`, `slow_echo`) that starts after $FAULT_MCP_DELAY ms (default 0). */
+  mcpSlow?: boolean;
   bigTool?: string;
   /** Load the compaction plugin (default: only with `bigTool`). */
   compaction?: boolean;
@@ -110,7 +114,9 @@ export async function world(cfg: WorldConfig = {}): Promise<World> {
     `memory({ namespace: process.env.FAULT_NS ?? "default", extraction: "model" })`,
     `skills({ namespace: process.env.FAULT_NS ?? "default", autoDraft: { threshold: ${cfg.skillsThreshold ?? 50} }${cfg.skill ? `, dirs: [${JSON.stringify(join(dir, "skills"))}]` : ""} })`,
     ...(cfg.compaction ?? cfg.bigTool !== undefined ? [`compaction({ model: false, taco: { threshold: 200 } })`] : []),
-    ...(cfg.mcp ? [`mcp({ servers: { fx: { command: process.execPath, args: [${JSON.stringify(FIXTURE_MCP)}] } }, topK: ${cfg.mcpTopK ?? 10} })`] : []),
+    ...(cfg.mcp
+      ? [`mcp({ servers: { fx: { command: process.execPath, args: [${JSON.stringify(FIXTURE_MCP)}] }${cfg.mcpSlow ? `, slow: { command: process.execPath, args: [${JSON.stringify(DELAYED_MCP)}], env: { DELAY_MS: process.env.FAULT_MCP_DELAY ?? "0", TOOL_PREFIX: "slow" } }` : ""} }, topK: ${cfg.mcpTopK ?? 10} })`]
+      : []),
     // Both keep text from the user's words (the goal, recurring words): every scenario's file scan covers them too.
     `goals()`,
     `userModel({ namespace: process.env.FAULT_NS ?? "default", tools: false })`,
@@ -149,7 +155,7 @@ export default defineConfig({
     script,
     run(input, opts = {}) {
       const args = ["run", ...(opts.json ? ["--json"] : []), ...(opts.session ? ["--session", opts.session] : []), input];
-      return limited(async () => { const t0 = Date.now(); const r = await runKeel(args, { cwd: dir, env: offlineEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL, ...(opts.ns ? { FAULT_NS: opts.ns } : {}) }) }); if (process.env.FAULT_TIMING) console.log(`[run ${Date.now() - t0} ms] ${input.slice(0, 30)}`); return r; });
+      return limited(async () => { const t0 = Date.now(); const r = await runKeel(args, { cwd: dir, env: offlineEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL, ...(opts.ns ? { FAULT_NS: opts.ns } : {}), ...opts.env }) }); if (process.env.FAULT_TIMING) console.log(`[run ${Date.now() - t0} ms] ${input.slice(0, 30)}`); return r; });
     },
     mainRequests: () => server.requests.filter(isMain),
     filesContaining(needles) {
