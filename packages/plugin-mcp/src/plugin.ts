@@ -18,6 +18,11 @@ import { TOOL_SEARCH_NAME, TOOL_SEARCH_SCHEMA } from "./tool-search.ts";
 export const PLUGIN_NAME = "@keel/plugin-mcp";
 /** Longest description a tool_search hit shows (code points). */
 const SEARCH_DESCRIPTION_CHARS = 600;
+/**
+ * Longest wait of a resumed session's first turn for its kept servers (ms): about what a
+ * prompt-cache miss on a long conversation costs, so waiting longer costs more than it saves.
+ */
+const KEPT_WAIT_MAX_MS = 10_000;
 export const PLUGIN_VERSION = "0.1.0";
 
 /** Per-conversation curation state. */
@@ -33,6 +38,8 @@ interface SessionState {
   basis?: Map<string, string>;
   /** The stored curation was looked up (once per session and process). */
   restored?: boolean;
+  /** A stored curation was loaded and no request was built from it yet: its kept servers still starting are waited for (once). */
+  resumed?: boolean;
   /** What was stored last (JSON), to write only changes. */
   saved?: string;
 }
@@ -65,7 +72,7 @@ const CODES: Record<McpCallError["kind"], "KEEL_MCP_CALL_TIMEOUT" | "KEEL_MCP_SE
  * join at a later turn boundary, announced by an `mcp.tools_changed` diagnostic, with the
  * keep-set carried over (their tools are appended), except that a session resumed in a new
  * process waits, at its first turn, for the servers still starting whose tools its stored
- * keep-set or revealed set names (within their connect timeouts and the turn's signal), so
+ * keep-set or revealed set names (within their connect timeouts, at most 10 s, and the turn's signal), so
  * its first request sends the stored tool list; a start failure is a
  * `KEEL_MCP_SERVER_START_FAILED` diagnostic (of `session.start`, or of the next turn when the
  * session closed or another one did first) and the agent goes on; every MCP tool is
@@ -223,6 +230,7 @@ class Runtime {
     state.keepSet = { inventoryHash: stored.inventoryHash, keep: stored.keep, ...(stored.compact.length ? { compact: stored.compact } : {}) };
     for (const n of stored.pinned) state.pinned.add(n);
     state.basis = new Map(Object.entries(stored.basis));
+    state.resumed = true;
   }
 
   /** Keep the session's curation in the audit store when it changed. */
@@ -341,11 +349,16 @@ class Runtime {
    * Wait for the servers still starting whose tools the conversation's keep-set or revealed
    * set names (a session resumed in a new process), so its first request sends the stored
    * tool list instead of a shorter one that grows back a turn later (two prompt-cache misses).
-   * Bounded by each server's connect timeout, `budgetMs` and the turn's signal; servers gone
+   * Once per session and process (again only when the turn was cancelled meanwhile).
+   * Bounded by each server's connect timeout, `KEPT_WAIT_MAX_MS`, `budgetMs` and the turn's signal; servers gone
    * from the config or not holding kept tools are not waited for. Returns the
    * `mcp.kept_servers_waited` info diagnostic when it waited.
    */
   async #awaitKept(state: SessionState, pool: McpPool, signal: AbortSignal | undefined, budgetMs: number): Promise<ContributionFor<"turn.pre_tool_materialization"> | undefined> {
+    // Only before the first request built from the stored list: once one has gone out (without
+    // a server that did not make it), waiting again would hold every turn for nothing.
+    if (!state.resumed) return undefined;
+    state.resumed = false;
     const pending = pool.pending;
     const names = [...(state.keepSet?.keep ?? []), ...state.pinned];
     if (!pending.length || !names.length) return undefined;
@@ -356,8 +369,10 @@ class Runtime {
     if (!servers.length) return undefined;
     const t0 = performance.now();
     const connectMs = Math.max(...servers.map((k) => pool.servers.get(k)!.config.connectTimeoutMs ?? this.o.connectTimeoutMs));
-    const ms = Math.max(0, Math.min(connectMs + 1_000, budgetMs));
+    const ms = Math.max(0, Math.min(connectMs + 1_000, budgetMs, KEPT_WAIT_MAX_MS));
     await raceSignal(Promise.all(servers.map((k) => pool.settled(k))), signal ?? new AbortController().signal, ms).catch(() => undefined);
+    // Cancelled: no request went out, so the next turn's is still the first one.
+    if (signal?.aborted) state.resumed = true;
     const waitedMs = Math.round(performance.now() - t0);
     const ready = servers.filter((k) => pool.reports.some((r) => r.server === k && r.ok));
     const failed = servers.filter((k) => pool.reports.some((r) => r.server === k && !r.ok));

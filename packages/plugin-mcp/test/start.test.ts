@@ -273,4 +273,33 @@ describe("start: a session resumed in a new process sends its stored tool list f
       await p2.agent.close();
     }
   });
+
+  it("a kept server that hangs with a huge connectTimeoutMs holds the first turn at most 10 s, and no later turn waits again", async () => {
+    const dir = dirs.make();
+    const fast = delayed("fast", 0);
+    const p1 = await agentOn(dir, [{ text: "one" }], { fast: fast.config, slow: delayed("slow", 0, { required: true }).config });
+    const s1 = await p1.agent.session();
+    await s1.run("look up the record with key 7");
+    expect(mcpNames(p1.provider.requests[0]!.tools)).toEqual(expect.arrayContaining(["mcp__slow__slow_echo"]));
+    await p1.agent.close();
+
+    // "slow" now never answers, and may take ten minutes to say so.
+    const hung = delayed("slow", 3_600_000, { connectTimeoutMs: 600_000 });
+    const p2 = await agentOn(dir, [{ text: "two" }, { text: "three" }, { text: "four" }], { fast: fast.config, slow: hung.config });
+    try {
+      const s2 = await p2.agent.session(s1.id);
+      await s2.run("look up key 8");
+      const waited = diagnostics(await s2.events(), "mcp.kept_servers_waited");
+      expect(waited).toHaveLength(1);
+      expect(waited[0]!.data).toMatchObject({ servers: ["slow"], ready: [], failed: [], starting: ["slow"] });
+      expect((waited[0]!.data as { waitedMs: number }).waitedMs).toBeLessThan(12_000);
+      // The first request has gone out without "slow": later turns must not wait for it again.
+      await s2.run("echo again");
+      await s2.run("and again");
+      expect(diagnostics(await s2.events(), "mcp.kept_servers_waited")).toHaveLength(1);
+      expect(p2.provider.requests).toHaveLength(3);
+    } finally {
+      await p2.agent.close();
+    }
+  }, 60_000);
 });
