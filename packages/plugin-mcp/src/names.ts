@@ -28,6 +28,20 @@ export function sanitizeToolName(server: string, tool: string): string {
   return withSuffix(name, shortHash(`${server}\u0000${tool}`));
 }
 
+/**
+ * Whether the exposed name `name` may be a tool of server `server` (by its `mcp__<server>__`
+ * prefix, also when a long key was cut out of the name for its hash suffix).
+ * Contract: true for every name `assignToolNames` gives a tool of `server`; it may also be true
+ * for a tool of another server whose sanitised key shares that prefix.
+ */
+export function mayBeOf(name: string, server: string): boolean {
+  const prefix = `mcp__${sanitizePart(server)}__`;
+  if (name.startsWith(prefix)) return true;
+  // Cut names keep MAX_TOOL_NAME - 9 characters of the full name, then `_` and 8 hex digits.
+  const kept = MAX_TOOL_NAME - 9;
+  return name.length === MAX_TOOL_NAME && prefix.length > kept && name.startsWith(prefix.slice(0, kept));
+}
+
 function withSuffix(name: string, hash: string): string {
   return `${name.slice(0, MAX_TOOL_NAME - hash.length - 1)}_${hash}`;
 }

@@ -9,7 +9,7 @@ import { McpCallError, raceSignal } from "./connection.ts";
 import { curate, searchTools, type KeepSet } from "./curation.ts";
 import { cutAtSentence, presentTool, type ToolForm } from "./present.ts";
 import { McpOptionsSchema, type McpOptions, type ResolvedMcpOptions } from "./options.ts";
-import { sanitizePart } from "./names.ts";
+import { mayBeOf } from "./names.ts";
 import { McpPool, type Inventory, type InventoryTool, type StartReport } from "./pool.ts";
 import { createRanker, type ToolRanker } from "./rank.ts";
 import { mapCallResult } from "./results.ts";
@@ -362,10 +362,7 @@ class Runtime {
     const pending = pool.pending;
     const names = [...(state.keepSet?.keep ?? []), ...state.pinned];
     if (!pending.length || !names.length) return undefined;
-    const servers = pending.filter((k) => {
-      const prefix = `mcp__${sanitizePart(k)}__`;
-      return names.some((n) => n.startsWith(prefix));
-    });
+    const servers = pending.filter((k) => names.some((n) => mayBeOf(n, k)));
     if (!servers.length) return undefined;
     const t0 = performance.now();
     const connectMs = Math.max(...servers.map((k) => pool.servers.get(k)!.config.connectTimeoutMs ?? this.o.connectTimeoutMs));
@@ -415,13 +412,12 @@ class Runtime {
     const pending = pool.pending;
     if (!pending.length) return [];
     const known = new Set([...inv.tools.map((t) => t.name), ...reserved]);
-    const prefixes = pending.map((k) => [k, `mcp__${sanitizePart(k)}__`] as const);
     const out = new Map<string, ToolDefinition>();
     for (const m of history) {
       if (m.role !== "assistant") continue;
       for (const b of m.content) {
         if (b.type !== "tool_call" || known.has(b.name) || out.has(b.name)) continue;
-        const server = prefixes.find(([, p]) => b.name.startsWith(p))?.[0];
+        const server = pending.find((k) => mayBeOf(b.name, k));
         if (server) out.set(b.name, this.#placeholder(pool, server, b.name, reserved));
       }
     }

@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { TOOL_NAME_PATTERN } from "@keel/kernel";
 import { assignToolNames, identityKey, mapCallResult, normalizeInputSchema, sanitizeToolName } from "../src/index.ts";
+import { mayBeOf } from "../src/names.ts";
 
 describe("sanitizeToolName", () => {
   it("builds mcp__<server>__<tool> and replaces characters providers reject", () => {
@@ -17,6 +18,25 @@ describe("sanitizeToolName", () => {
     expect(a).toMatch(TOOL_NAME_PATTERN);
     expect(a).not.toBe(b);
     expect(sanitizeToolName("a-very-long-server-name-for-testing", "an_extremely_long_tool_name_that_goes_past_the_limit_one")).toBe(a);
+  });
+});
+
+describe("mayBeOf", () => {
+  it("places every assigned name with its server, whatever the key's length (cut names included) and collisions", () => {
+    const tools: Array<{ server: string; tool: string }> = [];
+    for (let len = 1; len <= 80; len += 3) {
+      const server = "svc.é-".repeat(14).slice(0, len);
+      for (const tool of ["a", "a.b", "a b", "x".repeat(70)]) tools.push({ server, tool });
+    }
+    const names = assignToolNames(tools, ["mcp__svc_____a"]);
+    let cut = 0;
+    for (const t of tools) {
+      const name = names.get(identityKey(t))!;
+      if (!name.startsWith(`mcp__${t.server.replace(/[^a-zA-Z0-9_-]+/g, "_")}__`)) cut++;
+      expect(mayBeOf(name, t.server)).toBe(true);
+    }
+    expect(cut).toBeGreaterThan(0);
+    expect(mayBeOf("mcp__github__create_issue", "git")).toBe(false);
   });
 });
 

@@ -302,4 +302,30 @@ describe("start: a session resumed in a new process sends its stored tool list f
       await p2.agent.close();
     }
   }, 60_000);
+
+  it("a kept server whose key is long enough to be cut out of the 64-character tool names is waited for too", async () => {
+    const dir = dirs.make();
+    const key = "records-service-of-the-internal-platform-team-eu-west-1";
+    const fast = delayed("fast", 0);
+    const p1 = await agentOn(dir, [{ text: "one" }], { fast: fast.config, [key]: delayed("slow", 0, { required: true }).config });
+    const s1 = await p1.agent.session();
+    await s1.run("look up the record with key 7");
+    const stored = mcpNames(p1.provider.requests[0]!.tools);
+    const cut = stored.filter((n) => !n.startsWith("mcp__fast__"));
+    // Its names no longer hold the whole key.
+    expect(cut.length).toBeGreaterThan(0);
+    expect(cut.every((n) => n.length === 64 && !n.startsWith(`mcp__${key}__`))).toBe(true);
+    await p1.agent.close();
+
+    const slow = delayed("slow", 3_000);
+    const p2 = await agentOn(dir, [{ text: "two" }], { fast: fast.config, [key]: slow.config });
+    try {
+      const s2 = await p2.agent.session(s1.id);
+      await s2.run("look up key 8");
+      expect(mcpNames(p2.provider.requests[0]!.tools)).toEqual(stored);
+      expect(diagnostics(await s2.events(), "mcp.kept_servers_waited")[0]!.data).toMatchObject({ servers: [key], ready: [key] });
+    } finally {
+      await p2.agent.close();
+    }
+  });
 });
