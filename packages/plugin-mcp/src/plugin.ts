@@ -379,7 +379,11 @@ class Runtime {
       kind: "diagnostic",
       level: "info",
       code: "mcp.kept_servers_waited",
-      message: `MCP: this turn waited ${waitedMs} ms for ${list(servers)}, still starting, whose tools this session's stored tool list holds (so the list stays the same and the prompt cache valid)${failed.length ? `; ${list(failed)} failed` : ""}${starting.length ? `; ${list(starting)} still starting when the wait ended` : ""}.`,
+      message: `MCP: this turn waited ${waitedMs} ms for ${list(servers)}, still starting, whose tools this session's stored tool list holds${
+        ready.length === servers.length
+          ? ", so that list is sent unchanged (the prompt cache stays valid)."
+          : `${ready.length ? `; ${list(ready)} ready` : ""}${failed.length ? `; ${list(failed)} failed to start: its tools are left out` : ""}${starting.length ? `; ${list(starting)} still starting after the wait's limit of ${Math.round(ms)} ms: its tools join a later turn` : ""}; this request's tool list is shorter than the stored one.`
+      }`,
       data: { servers, ready, failed, starting, waitedMs },
     };
   }

@@ -265,7 +265,10 @@ describe("start: a session resumed in a new process sends its stored tool list f
       expect(failed).toHaveLength(1);
       expect(failed[0]!.turnId).toBe(firstTurn);
       expect(failed[0]!.message).toContain("slow boom: login refused");
-      expect(diagnostics(events, "mcp.kept_servers_waited")[0]!.data).toMatchObject({ servers: ["slow"], ready: [], failed: ["slow"], starting: [] });
+      const waited = diagnostics(events, "mcp.kept_servers_waited")[0]!;
+      expect(waited.data).toMatchObject({ servers: ["slow"], ready: [], failed: ["slow"], starting: [] });
+      expect(waited.message).not.toContain("stays the same");
+      expect(waited.message).toContain('"slow" failed to start: its tools are left out');
       await s2.run("echo again");
       expect(mcpNames(p2.provider.requests[1]!.tools)).toEqual(mcpNames(p2.provider.requests[0]!.tools));
       expect(diagnostics(await s2.events(), "KEEL_MCP_SERVER_START_FAILED")).toHaveLength(1);
@@ -293,6 +296,9 @@ describe("start: a session resumed in a new process sends its stored tool list f
       expect(waited).toHaveLength(1);
       expect(waited[0]!.data).toMatchObject({ servers: ["slow"], ready: [], failed: [], starting: ["slow"] });
       expect((waited[0]!.data as { waitedMs: number }).waitedMs).toBeLessThan(12_000);
+      // It says what happened: the list is shorter this time, not "the same".
+      expect(waited[0]!.message).not.toContain("stays the same");
+      expect(waited[0]!.message).toMatch(/"slow" still starting after the wait's limit of 10000 ms: its tools join a later turn/);
       // The first request has gone out without "slow": later turns must not wait for it again.
       await s2.run("echo again");
       await s2.run("and again");
