@@ -334,4 +334,33 @@ describe("start: a session resumed in a new process sends its stored tool list f
       await p2.agent.close();
     }
   });
+
+  it("two sessions resumed at once in one process both send their stored lists; a fresh session alongside them does not wait", async () => {
+    const dir = dirs.make();
+    const fast = delayed("fast", 0);
+    const p1 = await agentOn(dir, [{ text: "a1" }, { text: "b1" }], { fast: fast.config, slow: delayed("slow", 0, { required: true }).config });
+    const a1 = await p1.agent.session();
+    await a1.run("look up the record with key 7");
+    const b1 = await p1.agent.session();
+    await b1.run("echo the text hello");
+    const storedA = mcpNames(p1.provider.requests[0]!.tools);
+    const storedB = mcpNames(p1.provider.requests[1]!.tools);
+    await p1.agent.close();
+
+    const slow = delayed("slow", 3_000);
+    const p2 = await agentOn(dir, [{ text: "x" }, { text: "y" }, { text: "z" }], { fast: fast.config, slow: slow.config });
+    try {
+      const [a2, b2, c2] = await Promise.all([p2.agent.session(a1.id), p2.agent.session(b1.id), p2.agent.session()]);
+      await Promise.all([a2.run("look up key 8"), b2.run("echo again"), c2.run("say hi")]);
+      const sent = (input: string) => p2.provider.requests.find((r) => JSON.stringify(r.messages).includes(input));
+      expect(mcpNames(sent("look up key 8")!.tools)).toEqual(storedA);
+      expect(mcpNames(sent("echo again")!.tools)).toEqual(storedB);
+      // The fresh one: not held for "slow" (its request has none of its tools), no wait diagnostic.
+      expect(mcpNames(sent("say hi")!.tools).some((n) => n.startsWith("mcp__slow__"))).toBe(false);
+      expect(diagnostics(await c2.events(), "mcp.kept_servers_waited")).toEqual([]);
+      for (const s of [a2, b2]) expect(diagnostics(await s.events(), "mcp.kept_servers_waited")).toHaveLength(1);
+    } finally {
+      await p2.agent.close();
+    }
+  });
 });
