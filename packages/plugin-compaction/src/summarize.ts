@@ -5,7 +5,7 @@
 import type { Message, ModelProvider } from "@keel/kernel";
 import { complete, errorMessage, headOf, truncate } from "@keel/kernel";
 import { extractIdentifiers, isErrorLine, salientIdentifiers } from "./identifiers.ts";
-import { DIGEST_PREFIX, firstSentenceOf, fullText, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX } from "./messages.ts";
+import { closeFences, DIGEST_PREFIX, firstSentenceOf, fullText, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX, withoutFence } from "./messages.ts";
 import { SHORTENED_TEXT_MARK } from "./mask.ts";
 import type { CountTokens } from "./reduce.ts";
 import { reduceText } from "./reduce.ts";
@@ -96,7 +96,7 @@ export function summaryHeader(count: number, method: string): string {
  * Contract: never rejects; falls back to `deterministicSummary` on no model, error, timeout or empty answer.
  */
 export async function summarizeTurns(input: { messages: readonly Message[]; goal: string; subgoals: string[]; maxTokens: number; limit?: number; model: ModelProvider | undefined; timeoutMs: number; signal?: AbortSignal; count: CountTokens }): Promise<Produced> {
-  // The model is asked for `maxTokens`; its answer is cut only beyond `limit`.
+  // The model is asked for `maxTokens`; its answer is cut only beyond `limit` (a fence a cut or the model left open, closed).
   const limit = Math.max(input.maxTokens, input.limit ?? input.maxTokens);
   const fallback = (why: string): Produced => ({ text: deterministicSummary(input.messages, input.goal, input.subgoals, input.maxTokens, input.count), method: "deterministic", fallback: why });
   if (!input.model) return fallback("no model");
@@ -106,7 +106,7 @@ export async function summarizeTurns(input: { messages: readonly Message[]; goal
     const user = `Overall goal: ${input.goal}\n${input.subgoals.length ? `Subgoals so far:\n${input.subgoals.map((s) => `- ${s}`).join("\n")}\n` : ""}Stay under ${input.maxTokens} tokens.\n\nConversation to summarise:\n${clipped}`;
     const text = await ask(input.model, SUMMARY_SYSTEM, user, { maxTokens: limit, timeoutMs: input.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) });
     if (!text) return fallback("the model returned an empty summary");
-    return { text: input.count(text) > limit ? reduceText(text, limit, input.count) : text, method: "model" };
+    return { text: closeFences(input.count(text) > limit ? reduceText(text, limit, input.count) : text), method: "model" };
   } catch (err) {
     return fallback(errorMessage(err));
   }
@@ -154,7 +154,7 @@ export function deterministicSummary(messages: readonly Message[], goal: string,
       const said = plainText(m).replace(SHORTENED_STUB, "");
       const s = firstSentence(said);
       if (s) decisions.push(s);
-      for (const q of said.split(/(?<=[.!?])\s+/)) if (q.trim().endsWith("?")) questions.push(headOf(q.trim(), 200));
+      for (const q of said.split(/(?<=[.!?])\s+|\n/)) if (q.trim().endsWith("?")) questions.push(headOf(q.trim(), 200));
     } else if (m.role === "tool") {
       for (const id of salientIdentifiers(text, 8)) {
         // Most recent last: a repeated fact moves to the end, so trimming keeps it.
@@ -164,16 +164,17 @@ export function deterministicSummary(messages: readonly Message[], goal: string,
       for (const line of text.split("\n")) if (isErrorLine(line) && errors.length < 6) errors.push(headOf(line.trim(), 200));
     }
   }
-  const list = (xs: Iterable<string>, n: number) => [...xs].slice(-n).map((x) => `- ${x}`).join("\n") || "- (none)";
+  // Items are single lines that open no code fence (an earlier model summary's items included).
+  const list = (xs: Iterable<string>, n: number) => [...xs].slice(-n).map((x) => `- ${withoutFence(x)}`).join("\n") || "- (none)";
   // Fit the budget by keeping fewer (the newest) items of each list, so the headings stay; a
   // line-level reduction is the last resort.
   const render = (k: number) =>
     [
       `Goal:\n- ${firstSentence(goal) || "(not stated)"}`,
-      ...(subgoals.length ? [`Subgoals:\n${subgoals.slice(-Math.max(2, Math.ceil(6 * k))).map((s) => `- ${s}`).join("\n")}`] : []),
+      ...(subgoals.length ? [`Subgoals:\n${subgoals.slice(-Math.max(2, Math.ceil(6 * k))).map((s) => `- ${withoutFence(s)}`).join("\n")}`] : []),
       `Decisions:\n${list(decisions, Math.ceil(10 * k))}`,
       `Files touched:\n${list(files, Math.ceil(20 * k))}`,
-      `Key facts:\n${list(facts, Math.ceil(30 * k))}${errors.length ? `\n${errors.slice(-Math.ceil(6 * k)).map((e) => `- error: ${e}`).join("\n")}` : ""}`,
+      `Key facts:\n${list(facts, Math.ceil(30 * k))}${errors.length ? `\n${errors.slice(-Math.ceil(6 * k)).map((e) => `- error: ${withoutFence(e)}`).join("\n")}` : ""}`,
       `Open questions:\n${list(questions, Math.ceil(3 * k))}`,
     ].join("\n");
   let k = 1;

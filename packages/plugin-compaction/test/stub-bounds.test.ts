@@ -1,0 +1,78 @@
+/**
+ * What a stub or summary leaves behind stays within bounds: it opens no code fence that the
+ * rest of the prompt would read as code.
+ */
+import type { Message, ToolResultMessage } from "@keel/kernel";
+import { defaultTokenCounter } from "@keel/kernel";
+import { scriptedProvider } from "@keel/kernel/testing";
+import { describe, expect, it } from "vitest";
+import type { CompactOptions } from "../src/index.ts";
+import { compactHistory, deterministicSummary, SHORTENED_TEXT_MARK, summarizeTurns } from "../src/index.ts";
+import { textOf } from "./support.ts";
+
+const counter = defaultTokenCounter();
+const countText = (t: string) => counter.countText(t);
+const user = (text: string): Message => ({ role: "user", content: [{ type: "text", text }] });
+const say = (id: string, text: string): Message => ({ role: "assistant", content: [{ type: "text", text }, { type: "tool_call", id, name: "bash", args: { command: "ls" } }] });
+const result = (id: string, text: string): ToolResultMessage => ({ role: "tool", toolCallId: id, toolName: "bash", content: [{ type: "text", text }], isError: false });
+const base: CompactOptions = { strategy: "mask", soft: 0.6, hard: 0.99, target: 0.1, protectedTail: { tokens: 0, messages: 2, share: 0.15 }, cooldownRounds: 2, minMaskTokens: 60, summaryTokens: 1_200, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 150, maskArguments: false, maskText: true };
+
+async function compact(history: Message[], o: CompactOptions, windowShare = 0.9) {
+  return (await compactHistory({ messages: history, overhead: 0, window: Math.floor(counter.countMessages(history) / windowShare), calibration: 1, pinned: new Set([0]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText, countMessage: (m) => counter.countMessage(m), stash: (_m) => "m1", model: undefined, goal: "the task" }))!;
+}
+
+/** True when `text` leaves a Markdown code fence open (CommonMark: a fence line opens, a bare run as long closes). */
+function leavesFenceOpen(text: string): boolean {
+  let open = "";
+  for (const line of text.split("\n")) {
+    const m = /^ {0,3}(`{3,}|~{3,})(.*)$/.exec(line);
+    if (!m || (m[1]![0] === "`" && m[2]!.includes("`"))) continue;
+    if (!open) open = m[1]!;
+    else if (m[1]![0] === open[0] && m[1]!.length >= open.length && !m[2]!.trim()) open = "";
+  }
+  return open !== "";
+}
+
+const body = "The reasoning goes on about the plan, weighing one option against another at length. ".repeat(12);
+const code = Array.from({ length: 20 }, (_, i) => `    result_${i} = compute_value(${i})  # step ${i}`).join("\n");
+/** Assistant texts whose first sentence or line opens a fence. */
+const fenced = [
+  `\`\`\`python\nimport os\n${code}\n\`\`\`\n${body}`,
+  `~~~\n${code}\n~~~\n${body}`,
+  `\`\`\`\`bash\nls -la /srv/app\n\`\`\`\`\n${body}`,
+  `Here is the fix. \`\`\`python\n${code}\n\`\`\`\n${body}`,
+  `Here is the fix \`\`\`python\n${code}\n\`\`\`\n${body}`,
+  `\`\`\`\n\n${code}\n\`\`\`\nWhat does step 3 return?\n${body}`,
+];
+
+describe("a shortened assistant text opens no code fence", () => {
+  it("keeps the text before a fence, or the first code line, never an open fence, for every form of fence", async () => {
+    for (const text of fenced) {
+      const history: Message[] = [user("the task"), say("c0", text), result("c0", "ok"), say("c1", "next"), result("c1", "ok")];
+      const r = await compact(history, base);
+      const shortened = textOf(r.messages[1]!);
+      expect(shortened, text.slice(0, 40)).toContain(SHORTENED_TEXT_MARK);
+      expect(leavesFenceOpen(shortened), shortened).toBe(false);
+      expect(shortened).not.toMatch(/```|~~~/);
+    }
+    const kept = async (text: string) => textOf((await compact([user("the task"), say("c0", text), result("c0", "ok"), say("c1", "next"), result("c1", "ok")], base)).messages[1]!);
+    expect(await kept(fenced[0]!)).toMatch(/^import os \[rest of this message shortened/);
+    expect(await kept(fenced[3]!)).toMatch(/^Here is the fix\. \[rest of this message shortened/);
+    expect(await kept(fenced[4]!)).toMatch(/^Here is the fix \[rest of this message shortened/);
+  });
+
+  it("a deterministic summary's decisions, questions and errors open no fence either", () => {
+    const messages: Message[] = [say("c0", fenced[5]!), result("c0", "```\nerror: build failed in src/app.ts\n```"), say("c1", fenced[1]!), result("c1", "ok")];
+    const text = deterministicSummary(messages, "```sh\nmake all\n```", ["```step one```"], 1_200, countText);
+    expect(leavesFenceOpen(text), text).toBe(false);
+    expect(text).not.toMatch(/```|~~~/);
+    expect(text).toContain("What does step 3 return?");
+  });
+
+  it("a side model's summary that leaves a fence open gets it closed", async () => {
+    const model = scriptedProvider([{ text: "Key facts:\n```sh\nmake all\n- exit 2" }], { model: "side" });
+    const p = await summarizeTurns({ messages: [say("c0", "Probe."), result("c0", "ok")], goal: "the task", subgoals: [], maxTokens: 300, model, timeoutMs: 5_000, count: countText });
+    expect(p.method).toBe("model");
+    expect(leavesFenceOpen(p.text), p.text).toBe(false);
+  });
+});
