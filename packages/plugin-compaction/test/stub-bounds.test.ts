@@ -1,13 +1,13 @@
 /**
  * What a stub or summary leaves behind stays within bounds: it opens no code fence that the
- * rest of the prompt would read as code.
+ * rest of the prompt would read as code, and its identifier index is sized by what it replaces.
  */
 import type { Message, ToolResultMessage } from "@keel/kernel";
 import { defaultTokenCounter } from "@keel/kernel";
 import { scriptedProvider } from "@keel/kernel/testing";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions } from "../src/index.ts";
-import { compactHistory, deterministicSummary, SHORTENED_TEXT_MARK, summarizeTurns } from "../src/index.ts";
+import { compactHistory, deterministicSummary, MASK_PREFIX, SHORTENED_TEXT_MARK, summarizeTurns } from "../src/index.ts";
 import { textOf } from "./support.ts";
 
 const counter = defaultTokenCounter();
@@ -74,5 +74,33 @@ describe("a shortened assistant text opens no code fence", () => {
     const p = await summarizeTurns({ messages: [say("c0", "Probe."), result("c0", "ok")], goal: "the task", subgoals: [], maxTokens: 300, model, timeoutMs: 5_000, count: countText });
     expect(p.method).toBe("model");
     expect(leavesFenceOpen(p.text), p.text).toBe(false);
+  });
+});
+
+describe("a stub's identifier index is sized by what it replaces", () => {
+  // 400-odd tokens of nothing but distinct identifiers: an unbounded index is as large as the output.
+  const ids = Array.from({ length: 140 }, (_, i) => `module_${i}.handler_${i}`).join(" ");
+  const history: Message[] = [user("the task"), say("c0", "Listing."), result("c0", ids), say("c1", "next"), result("c1", "ok")];
+
+  it("keeps the most salient identifiers within the share, so the stub saves most of the output", async () => {
+    const r = await compact(history, { ...base, maskText: false, stubIndexShare: 0.25 });
+    const stub = textOf(r.messages[2]!);
+    expect(stub.startsWith(MASK_PREFIX)).toBe(true);
+    const index = /Identifiers: (.*)\]$/.exec(stub)![1]!;
+    const replaced = counter.countMessage(history[2]!);
+    expect(countText(index)).toBeLessThanOrEqual(replaced * 0.25);
+    expect(countText(stub)).toBeLessThan(replaced * 0.4);
+    // Most salient first: the index is the head of the unbounded one.
+    const all = /Identifiers: (.*)\]$/.exec(textOf((await compact(history, { ...base, maskText: false, stubIndexShare: 1 })).messages[2]!))![1]!;
+    expect(all.length).toBeGreaterThan(index.length);
+    expect(all.startsWith(`${index}, `)).toBe(true);
+  });
+
+  it("a shortened assistant text's index is bounded the same way", async () => {
+    const text = `I list the handlers. ${ids}`;
+    const r = await compact([user("the task"), say("c0", text), result("c0", "ok"), say("c1", "next"), result("c1", "ok")], { ...base, stubIndexShare: 0.25 });
+    const shortened = textOf(r.messages[1]!);
+    expect(shortened).toContain(SHORTENED_TEXT_MARK);
+    expect(countText(shortened)).toBeLessThan(countText(text) * 0.4);
   });
 });
