@@ -3,7 +3,7 @@
  * deterministic fallbacks. A model answer that is empty or not smaller is a failure.
  */
 import type { Message, ModelProvider } from "@keel/kernel";
-import { complete, errorMessage, headOf, truncate } from "@keel/kernel";
+import { codePointLength, complete, errorMessage, headOf, truncate } from "@keel/kernel";
 import { extractIdentifiers, isErrorLine, salientIdentifiers } from "./identifiers.ts";
 import { closeFences, DIGEST_PREFIX, firstSentenceOf, fullText, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX, withoutFence } from "./messages.ts";
 import { SHORTENED_TEXT_MARK } from "./mask.ts";
@@ -92,11 +92,11 @@ export function summaryHeader(count: number, method: string): string {
 
 /**
  * A structured summary (goal, decisions, files touched, key facts, open questions, current state) of `messages`,
- * of about `maxTokens` tokens (a model's answer is cut beyond `limit`, default `maxTokens`).
+ * of about `maxTokens` tokens; a model's answer (it may use up to `limit`, default `maxTokens`) is cut to `maxTokens` by `fitSummary`.
  * Contract: never rejects; falls back to `deterministicSummary` on no model, error, timeout or empty answer.
  */
 export async function summarizeTurns(input: { messages: readonly Message[]; goal: string; subgoals: string[]; maxTokens: number; limit?: number; model: ModelProvider | undefined; timeoutMs: number; signal?: AbortSignal; count: CountTokens }): Promise<Produced> {
-  // The model is asked for `maxTokens`; its answer is cut only beyond `limit` (a fence a cut or the model left open, closed).
+  // The model may answer up to `limit` tokens (so it is not stopped mid-line); its answer is then fitted to `maxTokens`.
   const limit = Math.max(input.maxTokens, input.limit ?? input.maxTokens);
   const fallback = (why: string): Produced => ({ text: deterministicSummary(input.messages, input.goal, input.subgoals, input.maxTokens, input.count), method: "deterministic", fallback: why });
   if (!input.model) return fallback("no model");
@@ -106,10 +106,49 @@ export async function summarizeTurns(input: { messages: readonly Message[]; goal
     const user = `Overall goal: ${input.goal}\n${input.subgoals.length ? `Subgoals so far:\n${input.subgoals.map((s) => `- ${s}`).join("\n")}\n` : ""}Stay under ${input.maxTokens} tokens.\n\nConversation to summarise:\n${clipped}`;
     const text = await ask(input.model, SUMMARY_SYSTEM, user, { maxTokens: limit, timeoutMs: input.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) });
     if (!text) return fallback("the model returned an empty summary");
-    return { text: closeFences(input.count(text) > limit ? reduceText(text, limit, input.count) : text), method: "model" };
+    return { text: fitSummary(text, input.maxTokens, input.count), method: "model" };
   } catch (err) {
     return fallback(errorMessage(err));
   }
+}
+
+/** A heading of a summary ("Goal:", "## Key facts", "**Decisions**") or a fence line: kept by `fitSummary`. */
+const STRUCTURE = /^(?:#{1,6} .*|\*\*[^*]+\*\*:?|[A-Z][A-Za-z ]{0,40}:|\s{0,3}(?:`{3,}[^`]*|~{3,}.*))$/;
+
+/**
+ * `answer` (a fence it leaves open closed) within `budget` tokens: whole when it fits; else its headings and fence lines
+ * (so a fence stays closed) and as many whole other lines as fit, the first items of every
+ * section before the later ones; when not one item per section fits whole, the first items cut to
+ * an equal number of code points; when not even the headings fit, its first code points.
+ * Contract: `count(result) <= budget` (for a counter that grows with the text); never splits a surrogate pair.
+ */
+export function fitSummary(answer: string, budget: number, count: CountTokens): string {
+  const text = closeFences(answer);
+  if (count(text) <= budget) return text;
+  const lines = text.split("\n");
+  // Rank of a line within its section: -1 for a heading or fence line, 0 for the first item under a heading, 1 for the next, …
+  let rank = 0;
+  const ranks = lines.map((l) => (STRUCTURE.test(l.trimEnd()) ? ((rank = 0), -1) : rank++));
+  const keep = (n: number) => lines.filter((_, i) => ranks[i]! < n).join("\n");
+  const longest = (hi: number, fits: (n: number) => boolean) => {
+    let lo = 0;
+    while (lo < hi) {
+      const mid = Math.ceil((lo + hi) / 2);
+      if (fits(mid)) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  };
+  if (count(keep(0)) <= budget) {
+    const n = longest(ranks.reduce((a, b) => Math.max(a, b), 0), (k) => count(keep(k)) <= budget);
+    if (n > 0) return keep(n);
+    // Not one whole item per section fits: the first item of each, cut to the same number of code points.
+    const firsts = (len: number) => lines.flatMap((l, i) => (ranks[i]! < 0 ? [l] : ranks[i] === 0 && len > 0 ? [headOf(l, len)] : [])).join("\n");
+    return firsts(longest(lines.reduce((m, l, i) => (ranks[i] === 0 ? Math.max(m, codePointLength(l)) : m), 0), (len) => count(firsts(len)) <= budget));
+  }
+  // Not even the headings fit: the longest head by code points (headOf never splits a pair), a fence it opens closed.
+  const head = (n: number) => closeFences(headOf(text, n));
+  return head(longest(codePointLength(text), (n) => count(head(n)) <= budget));
 }
 
 /** The stub `maskArgs` appends to a shortened assistant text (the text cannot contain the mark: such a text is never shortened). */

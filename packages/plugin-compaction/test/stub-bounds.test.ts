@@ -1,13 +1,15 @@
 /**
  * What a stub or summary leaves behind stays within bounds: it opens no code fence that the
- * rest of the prompt would read as code, and its identifier index is sized by what it replaces.
+ * rest of the prompt would read as code, its identifier index is sized by what it replaces,
+ * and a side model's summary is cut to the budget it was given.
  */
 import type { Message, ToolResultMessage } from "@keel/kernel";
-import { defaultTokenCounter } from "@keel/kernel";
+import { defaultTokenCounter, isWellFormed } from "@keel/kernel";
 import { scriptedProvider } from "@keel/kernel/testing";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions } from "../src/index.ts";
 import { compactHistory, deterministicSummary, MASK_PREFIX, SHORTENED_TEXT_MARK, summarizeTurns } from "../src/index.ts";
+import { fitSummary } from "../src/summarize.ts";
 import { textOf } from "./support.ts";
 
 const counter = defaultTokenCounter();
@@ -102,5 +104,54 @@ describe("a stub's identifier index is sized by what it replaces", () => {
     const shortened = textOf(r.messages[1]!);
     expect(shortened).toContain(SHORTENED_TEXT_MARK);
     expect(countText(shortened)).toBeLessThan(countText(text) * 0.4);
+  });
+});
+
+describe("a side model's summary is cut to its budget", () => {
+  const headings = ["Goal", "Decisions", "Files touched", "Key facts", "Open questions", "Current state"];
+  /** A model that ignores max tokens: about 1,000 tokens, a code block under Key facts. */
+  const long = headings.map((h) => `${h}:\n${Array.from({ length: 12 }, (_, i) => `- ${h.toLowerCase()} item ${i}: value_${i} in /srv/app/mod_${i}.py, checked twice`).join("\n")}${h === "Key facts" ? `\n\`\`\`\n${code}\n\`\`\`` : ""}`).join("\n");
+  const messages: Message[] = [say("c0", "Probe."), result("c0", "value_1 at /srv/app/mod_1.py")];
+
+  it("to maxTokens, not only to limit, keeping every heading, whole lines and closed fences", async () => {
+    expect(countText(long)).toBeGreaterThan(800);
+    const model = scriptedProvider([{ text: long }], { model: "side" });
+    const p = await summarizeTurns({ messages, goal: "the task", subgoals: [], maxTokens: 200, limit: 1_200, model, timeoutMs: 5_000, count: countText });
+    expect(p.method).toBe("model");
+    expect(countText(p.text)).toBeLessThanOrEqual(200);
+    for (const h of headings) expect(p.text).toContain(`${h}:`);
+    for (const line of p.text.split("\n")) expect(long.split("\n")).toContain(line);
+    expect(p.text).toContain("- goal item 0: value_0 in /srv/app/mod_0.py, checked twice");
+    expect(leavesFenceOpen(p.text)).toBe(false);
+  });
+
+  it("a model's unclosed fence is closed; a text with no room for its headings is cut by code points, never inside a pair", () => {
+    expect(leavesFenceOpen(fitSummary("Key facts:\n```\nx = 1\n- more", 100, countText))).toBe(false);
+    // One long line: its head, not nothing; headings that do not fit: the text's head.
+    const line = fitSummary("everything ".repeat(400), 50, countText);
+    expect(countText(line)).toBeLessThanOrEqual(50);
+    expect(countText(line)).toBeGreaterThan(40);
+    expect(fitSummary("Goal:\nDecisions:\nKey facts:\nOpen questions:", 4, countText)).toBe("Goal:\nDecisions");
+    const emoji = "😀".repeat(400);
+    for (const budget of [7, 20, 33]) {
+      const cut = fitSummary(emoji, budget, countText);
+      expect(countText(cut)).toBeLessThanOrEqual(budget);
+      expect(cut.length % 2).toBe(0);
+      expect(isWellFormed(cut)).toBe(true);
+    }
+  });
+
+  it("in a hard compaction the summary text (without its index) stays within the share of what it replaces", async () => {
+    const history: Message[] = [user("the task")];
+    for (let i = 0; i < 10; i++) history.push(say(`c${i}`, `Probe ${i}.`), result(`c${i}`, Array.from({ length: 12 }, (_, k) => `row ${k}: status fine for node ${k}`).join("\n")));
+    history.push(user("go on"));
+    const o: CompactOptions = { ...base, strategy: "subgoal", hard: 0.9, minMaskTokens: 100_000, summaryShare: 0.25, stubIdentifiers: 0, protectedTail: { tokens: 0, messages: 2, share: 0.25 } };
+    const model = scriptedProvider([{ text: long }], { model: "side" });
+    const r = await compactHistory({ messages: history, overhead: 0, window: Math.floor(counter.countMessages(history) / 0.95), calibration: 1, pinned: new Set([0]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText, countMessage: (m) => counter.countMessage(m), stash: () => "m1", model, goal: "the task" });
+    const s = r!.report.summary!;
+    expect(s.method).toBe("model");
+    const budget = Math.max(150, Math.round(s.tokensReplaced * 0.25));
+    const summary = r!.messages.find((m) => m.role === "user" && textOf(m).includes("Key facts:"))!;
+    expect(countText(textOf(summary).split("\n").slice(1).join("\n"))).toBeLessThanOrEqual(budget);
   });
 });
