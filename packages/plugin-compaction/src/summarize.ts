@@ -48,7 +48,8 @@ export async function digestOutput(input: { text: string; toolName: string; args
   if (!input.model) return reduce("no model");
   const rawTokens = count(text);
   const feed = rawTokens > 30_000 ? reduceText(text, 12_000, count) : text;
-  const check = (digest: string) => withIndex(digest, text, target, count);
+  // A fence the model left open is closed before the index (it would read as code, and all after it).
+  const check = (digest: string) => withIndex(closeFences(digest), text, target, count);
   try {
     const user = `Tool: ${input.toolName}\nArguments: ${headOf(JSON.stringify(input.args ?? {}), 500)}\nAim for about ${target} tokens.\n\nOutput (${rawTokens} tokens):\n${feed}`;
     const digest = await ask(input.model, DIGEST_SYSTEM, user, { maxTokens: Math.max(256, target * 2), timeoutMs: input.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) });

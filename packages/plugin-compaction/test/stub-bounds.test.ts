@@ -8,7 +8,7 @@ import { defaultTokenCounter, isWellFormed } from "@keel/kernel";
 import { scriptedProvider } from "@keel/kernel/testing";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions } from "../src/index.ts";
-import { compactHistory, deterministicSummary, MASK_PREFIX, SHORTENED_TEXT_MARK, summarizeTurns } from "../src/index.ts";
+import { compactHistory, deterministicSummary, digestOutput, MASK_PREFIX, reduceText, SHORTENED_TEXT_MARK, summarizeTurns } from "../src/index.ts";
 import { fitSummary } from "../src/summarize.ts";
 import { textOf } from "./support.ts";
 
@@ -69,6 +69,20 @@ describe("a shortened assistant text opens no code fence", () => {
     expect(leavesFenceOpen(text), text).toBe(false);
     expect(text).not.toMatch(/```|~~~/);
     expect(text).toContain("What does step 3 return?");
+  });
+
+  it("a reduction (a TACO digest, a summary's transcript) never leaves open a fence the text closed", async () => {
+    const doc = ["# Notes", "```python", ...Array.from({ length: 200 }, (_, i) => `value_${i} = compute_value(${i})  # row ${i}`), "```", ...Array.from({ length: 60 }, (_, i) => `Plain line ${i} of the document.`)].join("\n");
+    expect(leavesFenceOpen(doc)).toBe(false);
+    const reduced = reduceText(doc, 300, countText);
+    expect(reduced).toContain("[… lines");
+    expect(leavesFenceOpen(reduced), reduced).toBe(false);
+    const digest = await digestOutput({ text: doc, toolName: "bash", args: { command: "cat notes.md" }, target: 300, model: undefined, timeoutMs: 1_000, count: countText });
+    expect(leavesFenceOpen(digest.text)).toBe(false);
+    const model = scriptedProvider([{ text: "```python\nvalue_0 = compute_value(0)" }], { model: "side" });
+    const fromModel = await digestOutput({ text: doc, toolName: "bash", args: {}, target: 300, model, timeoutMs: 5_000, count: countText });
+    expect(fromModel.method).toBe("model");
+    expect(leavesFenceOpen(fromModel.text), fromModel.text).toBe(false);
   });
 
   it("a side model's summary that leaves a fence open gets it closed", async () => {
