@@ -8,7 +8,7 @@
 import type { Message, ModelProvider, ToolResultMessage } from "@keel/kernel";
 import { repairToolPairs } from "@keel/kernel";
 import { salientIdentifiers } from "./identifiers.ts";
-import { argsTokens, maskArgs, maskStub, messageIdentifiers, textTokens, visibility } from "./mask.ts";
+import { argsTokens, indexWithin, maskArgs, maskStub, messageIdentifiers, textTokens, visibility } from "./mask.ts";
 import type { Block } from "./messages.ts";
 import { blocksOf, fullText, isCompacted, isSummary, messageKeys, withoutReadBack } from "./messages.ts";
 import type { ResolvedOptions, Strategy } from "./options.ts";
@@ -34,7 +34,7 @@ export interface CompactState {
 }
 
 /** The options a compaction step reads. */
-export type CompactOptions = Pick<ResolvedOptions, "strategy" | "soft" | "hard" | "target" | "protectedTail" | "cooldownRounds" | "minMaskTokens" | "summaryTokens" | "summaryTimeoutMs" | "retrieveTool" | "stubIdentifiers" | "maskArguments"> & Partial<Pick<ResolvedOptions, "maskText" | "summaryShare">>;
+export type CompactOptions = Pick<ResolvedOptions, "strategy" | "soft" | "hard" | "target" | "protectedTail" | "cooldownRounds" | "minMaskTokens" | "summaryTokens" | "summaryTimeoutMs" | "retrieveTool" | "stubIdentifiers" | "maskArguments"> & Partial<Pick<ResolvedOptions, "maskText" | "summaryShare" | "stubIndexShare">>;
 
 /** What one step needs. */
 export interface CompactInput {
@@ -196,7 +196,7 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
       let id: string;
       if (m.role === "tool") {
         id = input.stash(m, "mask");
-        next = { role: "tool", toolCallId: m.toolCallId, toolName: m.toolName, content: [{ type: "text", text: maskStub(m, t, id, o.retrieveTool, unique.slice(0, o.stubIdentifiers)) }], isError: m.isError, ...(m.rewrittenBy ? { rewrittenBy: m.rewrittenBy } : {}) };
+        next = { role: "tool", toolCallId: m.toolCallId, toolName: m.toolName, content: [{ type: "text", text: maskStub(m, t, id, o.retrieveTool, indexWithin(unique.slice(0, o.stubIdentifiers), t * (o.stubIndexShare ?? 1), input.countText)) }], isError: m.isError, ...(m.rewrittenBy ? { rewrittenBy: m.rewrittenBy } : {}) };
       } else {
         const masked = maskArgs(m, input, o, unique, k[c.index]);
         if (!masked) continue;
@@ -270,10 +270,7 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
       for (let i = gone.length - 1; i >= 0; i--) for (const x of salientIdentifiers(withoutReadBack(fullText(gone[i]!)), Infinity)) recent.add(x);
       index = [...recent].filter((x) => all.get(x) === leaving.get(x) && !said.has(x)).slice(0, o.stubIdentifiers);
       // The index shares the budget: what the summary text left of it, and at least half.
-      const room = Math.max(budget - input.countText(produced.text), budget / 2);
-      let used = 0;
-      const fits = index.findIndex((x) => (used += input.countText(x) + 1) > room);
-      if (fits >= 0) index = index.slice(0, fits);
+      index = indexWithin(index, Math.max(budget - input.countText(produced.text), budget / 2), input.countText);
     }
     const summary: Message = { role: "user", content: [{ type: "text", text: `${summaryHeader(gone.length, produced.method)}\n${produced.text}${index.length ? `\nOther identifiers: ${index.join(", ")}` : ""}` }] };
     const summaryTokens = countMessage(summary);

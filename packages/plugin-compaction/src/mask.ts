@@ -16,6 +16,16 @@ export function maskStub(m: ToolResultMessage, tokens: number, id: string, tool:
   return `${MASK_PREFIX}: ${m.toolName}, ${tokens} tokens, ${lines} lines${how}.${index.length ? ` Identifiers: ${index.join(", ")}` : ""}]`;
 }
 
+/**
+ * The head of `ids` (most salient first) whose index ("a, b, c") costs at most `budget`
+ * tokens: a stub's index is sized by what the stub replaces, not by how many identifiers it had.
+ */
+export function indexWithin(ids: readonly string[], budget: number, count: CountTokens): string[] {
+  let used = 0;
+  const over = ids.findIndex((x) => (used += count(x) + 1) > budget);
+  return over < 0 ? [...ids] : ids.slice(0, over);
+}
+
 const idCache = new Map<string, string[]>();
 /** Identifiers of a message, salient first (cached by text). */
 export function messageIdentifiers(m: Message): string[] {
@@ -83,6 +93,7 @@ export function maskArgs(m: Message, input: CompactInput, o: CompactOptions, uni
   const said = new Set(salientIdentifiers(plainText(m), Infinity));
   let id = "";
   const left = new Set(unique);
+  const share = o.stubIndexShare ?? 1;
   const content = m.content.map((b, k) => {
     if (b.type === "text" && o.maskText && !b.text.includes(SHORTENED_TEXT_MARK)) {
       const tokens = input.countText(b.text);
@@ -90,7 +101,7 @@ export function maskArgs(m: Message, input: CompactInput, o: CompactOptions, uni
       const first = lead(b.text);
       const kept = new Set(salientIdentifiers(first, Infinity));
       const own = salientIdentifiers(b.text, Infinity);
-      const index = own.filter((x) => left.has(x) && !kept.has(x)).slice(0, o.stubIdentifiers);
+      const index = indexWithin(own.filter((x) => left.has(x) && !kept.has(x)).slice(0, o.stubIdentifiers), tokens * share, input.countText);
       for (const x of index) left.delete(x);
       const raw: ToolResultMessage = { role: "tool", toolCallId: `${key}#text${k}`, toolName: "assistant", content: [{ type: "text", text: b.text }], isError: false };
       const rid = input.stash(raw, "mask");
@@ -104,7 +115,7 @@ export function maskArgs(m: Message, input: CompactInput, o: CompactOptions, uni
     if (tokens < o.minMaskTokens) return b;
     const raw: ToolResultMessage = { role: "tool", toolCallId: `${b.id}#args`, toolName: b.name, content: [{ type: "text", text }], isError: false };
     const own = new Set(salientIdentifiers(text, Infinity));
-    const index = [...left].filter((x) => own.has(x) && !said.has(x)).slice(0, o.stubIdentifiers);
+    const index = indexWithin([...left].filter((x) => own.has(x) && !said.has(x)).slice(0, o.stubIdentifiers), tokens * share, input.countText);
     const rid = input.stash(raw, "mask");
     id ||= rid;
     const how = o.retrieveTool ? ` Read them with ${o.retrieveTool}(id="${rid}").` : ` Stored as ${rid}.`;

@@ -18,12 +18,54 @@ export function withoutReadBack(text: string): string {
   return text.includes("[") ? text.replace(READ_BACK, "") : text;
 }
 
+/** A run that can open or close a Markdown code fence. */
+const FENCE_RUN = /`{3,}|~{3,}/g;
+/** A line that opens or closes a fence (a backtick fence's info string has no backtick). */
+const FENCE_LINE = /^ {0,3}(?:`{3,}[^`]*|~{3,}.*)$/;
+
 /**
- * The first sentence (or line) of `text`, trimmed, uncut. Contract: a sentence ends at ".",
- * "!" or "?" (and ":" when `colon`) followed by whitespace, or at a line break.
+ * One line of text that opens no code fence: the text before its first fence run (``` or
+ * ~~~) when there is any, else the line with each run shortened to one backtick or tilde
+ * (inline code, harmless when unpaired). Contract: the result contains no "```" or "~~~".
+ */
+export function withoutFence(line: string): string {
+  const at = line.search(FENCE_RUN);
+  if (at < 0) return line;
+  const before = line.slice(0, at).trim();
+  return before || line.replace(FENCE_RUN, (run) => run[0]!).trim();
+}
+
+/**
+ * `text` with a fence it leaves open closed by a last line of the same marker (a cut or a
+ * model may leave one open: everything after it would read as code).
+ */
+export function closeFences(text: string): string {
+  let open = "";
+  for (const line of text.split("\n")) {
+    if (!FENCE_LINE.test(line)) continue;
+    const run = /[`~]{3,}/.exec(line)![0];
+    if (!open) open = run;
+    else if (run[0] === open[0] && run.length >= open.length && !line.trim().slice(run.length).trim()) open = "";
+  }
+  return open ? `${text}\n${open}` : text;
+}
+
+/**
+ * The first sentence (or line) of `text`, trimmed, uncut, opening no code fence. Contract: a
+ * sentence ends at ".", "!" or "?" (and ":" when `colon`) followed by whitespace, or at a line
+ * break; a text that opens with a fenced block gives the first sentence of its first code
+ * line; the result never contains "```" or "~~~" (see `withoutFence`).
  */
 export function firstSentenceOf(text: string, colon = false): string {
-  return text.trim().split(colon ? /(?<=[.!?:])\s+|\n/ : /(?<=[.!?])\s+|\n/)[0] ?? "";
+  const split = colon ? /(?<=[.!?:])\s+|\n/ : /(?<=[.!?])\s+|\n/;
+  let t = text.trim();
+  const first = t.split("\n", 1)[0]!;
+  if (FENCE_LINE.test(first)) {
+    const code = t.split("\n").slice(1);
+    const end = code.findIndex((l) => FENCE_LINE.test(l));
+    t = (end < 0 ? code : code.slice(0, end)).find((l) => l.trim())?.trim() ?? "";
+  }
+  return withoutFence(t.split(split)[0] ?? "");
 }
 
 /** All text a message carries: text, thinking, tool call names and arguments. */

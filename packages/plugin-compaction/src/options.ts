@@ -81,6 +81,8 @@ export const CompactionOptions = z
     cooldownRounds: z.number().int().nonnegative().default(2),
     /** Most identifiers a masked output's stub lists (those not visible elsewhere in the context). */
     stubIdentifiers: z.number().int().nonnegative().default(150),
+    /** A stub's identifier index costs at most this share of the tokens of what the stub replaces (most salient identifiers kept). */
+    stubIndexShare: ratio.default(0.5),
     /** Also mask large tool-call arguments of old assistant messages (already executed; retrievable). */
     maskArguments: z.boolean().default(true),
     /** Also shorten long text of old assistant messages to its first sentence (retrievable, identifiers indexed). */

@@ -4,6 +4,7 @@
  */
 import { extractIdentifiers, isErrorLine } from "./identifiers.ts";
 import { codePointLength, headOf, toWellFormed, truncate } from "@keel/kernel";
+import { closeFences } from "./messages.ts";
 
 /** Counts tokens of a text (the kernel's TokenCounter.countText, or an estimate). */
 export type CountTokens = (text: string) => number;
@@ -20,7 +21,8 @@ function clip(line: string): string {
  * Reduce `text` to about `target` tokens.
  * Contract: deterministic; returns `text` unchanged (lone surrogates repaired) when it fits; otherwise keeps the first
  * and last lines, then middle lines ranked by (error line, new identifiers), in original
- * order with their 1-based line numbers, and says which line ranges were omitted.
+ * order with their 1-based line numbers, and says which line ranges were omitted; a code fence
+ * the text closes is never left open by the cut (a closing line is added).
  */
 export function reduceText(text: string, target: number, count: CountTokens): string {
   if (count(text) <= target) return toWellFormed(text);
@@ -74,5 +76,6 @@ export function reduceText(text: string, target: number, count: CountTokens): st
   }
   if (tail > prev) out.push(`[… lines ${prev + 1}–${tail} omitted …]`);
   out.push(...lines.slice(tail));
-  return out.join("\n");
+  const reduced = out.join("\n");
+  return closeFences(text) === text ? closeFences(reduced) : reduced;
 }

@@ -3,9 +3,9 @@
  * deterministic fallbacks. A model answer that is empty or not smaller is a failure.
  */
 import type { Message, ModelProvider } from "@keel/kernel";
-import { complete, errorMessage, headOf, truncate } from "@keel/kernel";
+import { codePointLength, complete, errorMessage, headOf, truncate } from "@keel/kernel";
 import { extractIdentifiers, isErrorLine, salientIdentifiers } from "./identifiers.ts";
-import { DIGEST_PREFIX, firstSentenceOf, fullText, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX } from "./messages.ts";
+import { closeFences, DIGEST_PREFIX, firstSentenceOf, fullText, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX, withoutFence } from "./messages.ts";
 import { SHORTENED_TEXT_MARK } from "./mask.ts";
 import type { CountTokens } from "./reduce.ts";
 import { reduceText } from "./reduce.ts";
@@ -48,7 +48,8 @@ export async function digestOutput(input: { text: string; toolName: string; args
   if (!input.model) return reduce("no model");
   const rawTokens = count(text);
   const feed = rawTokens > 30_000 ? reduceText(text, 12_000, count) : text;
-  const check = (digest: string) => withIndex(digest, text, target, count);
+  // A fence the model left open is closed before the index (it would read as code, and all after it).
+  const check = (digest: string) => withIndex(closeFences(digest), text, target, count);
   try {
     const user = `Tool: ${input.toolName}\nArguments: ${headOf(JSON.stringify(input.args ?? {}), 500)}\nAim for about ${target} tokens.\n\nOutput (${rawTokens} tokens):\n${feed}`;
     const digest = await ask(input.model, DIGEST_SYSTEM, user, { maxTokens: Math.max(256, target * 2), timeoutMs: input.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) });
@@ -92,11 +93,11 @@ export function summaryHeader(count: number, method: string): string {
 
 /**
  * A structured summary (goal, decisions, files touched, key facts, open questions, current state) of `messages`,
- * of about `maxTokens` tokens (a model's answer is cut beyond `limit`, default `maxTokens`).
+ * of about `maxTokens` tokens; a model's answer (it may use up to `limit`, default `maxTokens`) is cut to `maxTokens` by `fitSummary`.
  * Contract: never rejects; falls back to `deterministicSummary` on no model, error, timeout or empty answer.
  */
 export async function summarizeTurns(input: { messages: readonly Message[]; goal: string; subgoals: string[]; maxTokens: number; limit?: number; model: ModelProvider | undefined; timeoutMs: number; signal?: AbortSignal; count: CountTokens }): Promise<Produced> {
-  // The model is asked for `maxTokens`; its answer is cut only beyond `limit`.
+  // The model may answer up to `limit` tokens (so it is not stopped mid-line); its answer is then fitted to `maxTokens`.
   const limit = Math.max(input.maxTokens, input.limit ?? input.maxTokens);
   const fallback = (why: string): Produced => ({ text: deterministicSummary(input.messages, input.goal, input.subgoals, input.maxTokens, input.count), method: "deterministic", fallback: why });
   if (!input.model) return fallback("no model");
@@ -106,10 +107,49 @@ export async function summarizeTurns(input: { messages: readonly Message[]; goal
     const user = `Overall goal: ${input.goal}\n${input.subgoals.length ? `Subgoals so far:\n${input.subgoals.map((s) => `- ${s}`).join("\n")}\n` : ""}Stay under ${input.maxTokens} tokens.\n\nConversation to summarise:\n${clipped}`;
     const text = await ask(input.model, SUMMARY_SYSTEM, user, { maxTokens: limit, timeoutMs: input.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) });
     if (!text) return fallback("the model returned an empty summary");
-    return { text: input.count(text) > limit ? reduceText(text, limit, input.count) : text, method: "model" };
+    return { text: fitSummary(text, input.maxTokens, input.count), method: "model" };
   } catch (err) {
     return fallback(errorMessage(err));
   }
+}
+
+/** A heading of a summary ("Goal:", "## Key facts", "**Decisions**") or a fence line: kept by `fitSummary`. */
+const STRUCTURE = /^(?:#{1,6} .*|\*\*[^*]+\*\*:?|[A-Z][A-Za-z ]{0,40}:|\s{0,3}(?:`{3,}[^`]*|~{3,}.*))$/;
+
+/**
+ * `answer` (a fence it leaves open closed) within `budget` tokens: whole when it fits; else its headings and fence lines
+ * (so a fence stays closed) and as many whole other lines as fit, the first items of every
+ * section before the later ones; when not one item per section fits whole, the first items cut to
+ * an equal number of code points; when not even the headings fit, its first code points.
+ * Contract: `count(result) <= budget` (for a counter that grows with the text); never splits a surrogate pair.
+ */
+export function fitSummary(answer: string, budget: number, count: CountTokens): string {
+  const text = closeFences(answer);
+  if (count(text) <= budget) return text;
+  const lines = text.split("\n");
+  // Rank of a line within its section: -1 for a heading or fence line, 0 for the first item under a heading, 1 for the next, …
+  let rank = 0;
+  const ranks = lines.map((l) => (STRUCTURE.test(l.trimEnd()) ? ((rank = 0), -1) : rank++));
+  const keep = (n: number) => lines.filter((_, i) => ranks[i]! < n).join("\n");
+  const longest = (hi: number, fits: (n: number) => boolean) => {
+    let lo = 0;
+    while (lo < hi) {
+      const mid = Math.ceil((lo + hi) / 2);
+      if (fits(mid)) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  };
+  if (count(keep(0)) <= budget) {
+    const n = longest(ranks.reduce((a, b) => Math.max(a, b), 0), (k) => count(keep(k)) <= budget);
+    if (n > 0) return keep(n);
+    // Not one whole item per section fits: the first item of each, cut to the same number of code points.
+    const firsts = (len: number) => lines.flatMap((l, i) => (ranks[i]! < 0 ? [l] : ranks[i] === 0 && len > 0 ? [headOf(l, len)] : [])).join("\n");
+    return firsts(longest(lines.reduce((m, l, i) => (ranks[i] === 0 ? Math.max(m, codePointLength(l)) : m), 0), (len) => count(firsts(len)) <= budget));
+  }
+  // Not even the headings fit: the longest head by code points (headOf never splits a pair), a fence it opens closed.
+  const head = (n: number) => closeFences(headOf(text, n));
+  return head(longest(codePointLength(text), (n) => count(head(n)) <= budget));
 }
 
 /** The stub `maskArgs` appends to a shortened assistant text (the text cannot contain the mark: such a text is never shortened). */
@@ -154,7 +194,7 @@ export function deterministicSummary(messages: readonly Message[], goal: string,
       const said = plainText(m).replace(SHORTENED_STUB, "");
       const s = firstSentence(said);
       if (s) decisions.push(s);
-      for (const q of said.split(/(?<=[.!?])\s+/)) if (q.trim().endsWith("?")) questions.push(headOf(q.trim(), 200));
+      for (const q of said.split(/(?<=[.!?])\s+|\n/)) if (q.trim().endsWith("?")) questions.push(headOf(q.trim(), 200));
     } else if (m.role === "tool") {
       for (const id of salientIdentifiers(text, 8)) {
         // Most recent last: a repeated fact moves to the end, so trimming keeps it.
@@ -164,16 +204,17 @@ export function deterministicSummary(messages: readonly Message[], goal: string,
       for (const line of text.split("\n")) if (isErrorLine(line) && errors.length < 6) errors.push(headOf(line.trim(), 200));
     }
   }
-  const list = (xs: Iterable<string>, n: number) => [...xs].slice(-n).map((x) => `- ${x}`).join("\n") || "- (none)";
+  // Items are single lines that open no code fence (an earlier model summary's items included).
+  const list = (xs: Iterable<string>, n: number) => [...xs].slice(-n).map((x) => `- ${withoutFence(x)}`).join("\n") || "- (none)";
   // Fit the budget by keeping fewer (the newest) items of each list, so the headings stay; a
   // line-level reduction is the last resort.
   const render = (k: number) =>
     [
       `Goal:\n- ${firstSentence(goal) || "(not stated)"}`,
-      ...(subgoals.length ? [`Subgoals:\n${subgoals.slice(-Math.max(2, Math.ceil(6 * k))).map((s) => `- ${s}`).join("\n")}`] : []),
+      ...(subgoals.length ? [`Subgoals:\n${subgoals.slice(-Math.max(2, Math.ceil(6 * k))).map((s) => `- ${withoutFence(s)}`).join("\n")}`] : []),
       `Decisions:\n${list(decisions, Math.ceil(10 * k))}`,
       `Files touched:\n${list(files, Math.ceil(20 * k))}`,
-      `Key facts:\n${list(facts, Math.ceil(30 * k))}${errors.length ? `\n${errors.slice(-Math.ceil(6 * k)).map((e) => `- error: ${e}`).join("\n")}` : ""}`,
+      `Key facts:\n${list(facts, Math.ceil(30 * k))}${errors.length ? `\n${errors.slice(-Math.ceil(6 * k)).map((e) => `- error: ${withoutFence(e)}`).join("\n")}` : ""}`,
       `Open questions:\n${list(questions, Math.ceil(3 * k))}`,
     ].join("\n");
   let k = 1;

@@ -48,8 +48,9 @@ describe("exhausted guard and cooldown", () => {
       ...Array.from({ length: 6 }, (_, i) => ({ text: `Short step ${i}.`, toolCalls: [{ id: `s${i}`, name: "bash", args: { i } }] })),
       { text: "final" },
     ];
+    // The answer is cut to the budget, which is the whole of what it replaces (summaryShare 1): with its header it is not smaller.
     const huge = "Goal: ".concat("everything ".repeat(4_000));
-    const { session, side } = await setup({ steps, side: [{ text: huge }, { text: huge }, { text: huge }], window: 6_000, tools: [scriptedTool("bash", Array(10).fill("ok"))], plugin: { subgoals: { extractor: "heuristic" }, hard: 0.7, cooldownRounds: 0, summaryTokens: 20_000, maskText: false } });
+    const { session, side } = await setup({ steps, side: [{ text: huge }, { text: huge }, { text: huge }], window: 6_000, tools: [scriptedTool("bash", Array(10).fill("ok"))], plugin: { subgoals: { extractor: "heuristic" }, hard: 0.7, cooldownRounds: 0, summaryTokens: 20_000, summaryShare: 1, maskText: false } });
     const r = await session.run("plan it");
     expect(r.verdict).toEqual({ status: "completed", reason: "end_turn" });
     // One summariser call; after it came back too big, the rounds still over the hard threshold
