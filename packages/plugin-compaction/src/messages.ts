@@ -20,8 +20,17 @@ export function withoutReadBack(text: string): string {
 
 /** A run that can open or close a Markdown code fence. */
 const FENCE_RUN = /`{3,}|~{3,}/g;
-/** A line that opens or closes a fence (a backtick fence's info string has no backtick). */
-const FENCE_LINE = /^ {0,3}(?:`{3,}[^`]*|~{3,}.*)$/;
+/** A line that opens or closes a fence (a backtick fence's info string has no backtick; a tilde fence's, anything, a "\r" too). */
+const FENCE_LINE = /^ {0,3}(?:`{3,}[^`]*|~{3,}[^]*)$/;
+/** The marker run of a fence line: of one character only ("```~~~" is a backtick fence with info "~~~"). */
+const FENCE_MARK = /^ {0,3}(`{3,}|~{3,})/;
+/** Line ends as CommonMark has them ("\r\n", "\r", "\n"). */
+const LINE_END = /\r\n?|\n/;
+
+/** True when `line` (without its line end) opens or closes a Markdown code fence. */
+export function isFenceLine(line: string): boolean {
+  return FENCE_LINE.test(line);
+}
 
 /**
  * One line of text that opens no code fence: the text before its first fence run (``` or
@@ -41,9 +50,9 @@ export function withoutFence(line: string): string {
  */
 export function closeFences(text: string): string {
   let open = "";
-  for (const line of text.split("\n")) {
+  for (const line of text.split(LINE_END)) {
     if (!FENCE_LINE.test(line)) continue;
-    const run = /[`~]{3,}/.exec(line)![0];
+    const run = FENCE_MARK.exec(line)![1]!;
     if (!open) open = run;
     else if (run[0] === open[0] && run.length >= open.length && !line.trim().slice(run.length).trim()) open = "";
   }
@@ -57,11 +66,11 @@ export function closeFences(text: string): string {
  * line; the result never contains "```" or "~~~" (see `withoutFence`).
  */
 export function firstSentenceOf(text: string, colon = false): string {
-  const split = colon ? /(?<=[.!?:])\s+|\n/ : /(?<=[.!?])\s+|\n/;
+  const split = colon ? /(?<=[.!?:])\s+|\r\n?|\n/ : /(?<=[.!?])\s+|\r\n?|\n/;
   let t = text.trim();
-  const first = t.split("\n", 1)[0]!;
+  const first = t.split(LINE_END, 1)[0]!;
   if (FENCE_LINE.test(first)) {
-    const code = t.split("\n").slice(1);
+    const code = t.split(LINE_END).slice(1);
     const end = code.findIndex((l) => FENCE_LINE.test(l));
     t = (end < 0 ? code : code.slice(0, end)).find((l) => l.trim())?.trim() ?? "";
   }

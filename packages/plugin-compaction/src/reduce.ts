@@ -26,9 +26,11 @@ function clip(line: string): string {
  */
 export function reduceText(text: string, target: number, count: CountTokens): string {
   if (count(text) <= target) return toWellFormed(text);
+  // A cut line can become a fence opener ("```js `x`" is none, its head "```js" is one).
+  const closed = (reduced: string) => (closeFences(text) === text ? closeFences(reduced) : reduced);
   if (!text.includes("\n")) {
     const keep = target * 2;
-    return truncate(text, keep * 2 + 40, { tail: keep, marker: (n) => `\n[… ${n} chars omitted …]\n` });
+    return closed(truncate(text, keep * 2 + 40, { tail: keep, marker: (n) => `\n[… ${n} chars omitted …]\n` }));
   }
   const lines = text.split("\n").map(clip);
   const cost = lines.map((l) => count(l) + 1);
@@ -76,6 +78,5 @@ export function reduceText(text: string, target: number, count: CountTokens): st
   }
   if (tail > prev) out.push(`[… lines ${prev + 1}–${tail} omitted …]`);
   out.push(...lines.slice(tail));
-  const reduced = out.join("\n");
-  return closeFences(text) === text ? closeFences(reduced) : reduced;
+  return closed(out.join("\n"));
 }

@@ -5,7 +5,7 @@
 import type { Message, ModelProvider } from "@keel/kernel";
 import { codePointLength, complete, errorMessage, headOf, truncate } from "@keel/kernel";
 import { extractIdentifiers, isErrorLine, salientIdentifiers } from "./identifiers.ts";
-import { closeFences, DIGEST_PREFIX, firstSentenceOf, fullText, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX, withoutFence } from "./messages.ts";
+import { closeFences, DIGEST_PREFIX, firstSentenceOf, fullText, isFenceLine, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX, withoutFence } from "./messages.ts";
 import { SHORTENED_TEXT_MARK } from "./mask.ts";
 import type { CountTokens } from "./reduce.ts";
 import { reduceText } from "./reduce.ts";
@@ -44,7 +44,8 @@ const DIGEST_SYSTEM =
  */
 export async function digestOutput(input: { text: string; toolName: string; args: unknown; target: number; model: ModelProvider | undefined; timeoutMs: number; signal?: AbortSignal; count: CountTokens }): Promise<Produced> {
   const { text, target, count } = input;
-  const reduce = (fallback: string): Produced => ({ text: withIndex(reduceText(text, target, count), text, target, count), method: "deterministic", fallback });
+  // A fence left open (by the cut, or by a tool that cut its output inside a block) is closed before the index, as for a model's digest.
+  const reduce = (fallback: string): Produced => ({ text: withIndex(closeFences(reduceText(text, target, count)), text, target, count), method: "deterministic", fallback });
   if (!input.model) return reduce("no model");
   const rawTokens = count(text);
   const feed = rawTokens > 30_000 ? reduceText(text, 12_000, count) : text;
@@ -129,7 +130,7 @@ export function fitSummary(answer: string, budget: number, count: CountTokens): 
   const lines = text.split("\n");
   // Rank of a line within its section: -1 for a heading or fence line, 0 for the first item under a heading, 1 for the next, …
   let rank = 0;
-  const ranks = lines.map((l) => (STRUCTURE.test(l.trimEnd()) ? ((rank = 0), -1) : rank++));
+  const ranks = lines.map((l) => (STRUCTURE.test(l.trimEnd()) || isFenceLine(l) ? ((rank = 0), -1) : rank++));
   const keep = (n: number) => lines.filter((_, i) => ranks[i]! < n).join("\n");
   const longest = (hi: number, fits: (n: number) => boolean) => {
     let lo = 0;
@@ -144,7 +145,8 @@ export function fitSummary(answer: string, budget: number, count: CountTokens): 
     const n = longest(ranks.reduce((a, b) => Math.max(a, b), 0), (k) => count(keep(k)) <= budget);
     if (n > 0) return keep(n);
     // Not one whole item per section fits: the first item of each, cut to the same number of code points.
-    const firsts = (len: number) => lines.flatMap((l, i) => (ranks[i]! < 0 ? [l] : ranks[i] === 0 && len > 0 ? [headOf(l, len)] : [])).join("\n");
+    // A cut line can become a fence opener ("```js `x`" is none, its head "```js" is one): closed, within the count.
+    const firsts = (len: number) => closeFences(lines.flatMap((l, i) => (ranks[i]! < 0 ? [l] : ranks[i] === 0 && len > 0 ? [headOf(l, len)] : [])).join("\n"));
     return firsts(longest(lines.reduce((m, l, i) => (ranks[i] === 0 ? Math.max(m, codePointLength(l)) : m), 0), (len) => count(firsts(len)) <= budget));
   }
   // Not even the headings fit: the longest head by code points (headOf never splits a pair), a fence it opens closed.

@@ -1,0 +1,98 @@
+/**
+ * Hostile inputs for the promise that a shortened text, a summary, a reduction and a digest never
+ * leave a Markdown code fence open: CRLF line ends, a backtick fence whose info string holds
+ * tildes, a cut that turns a line into a fence opener, an output the tool cut inside a block.
+ */
+import type { Message, ToolResultMessage } from "@keel/kernel";
+import { defaultTokenCounter } from "@keel/kernel";
+import { describe, expect, it } from "vitest";
+import type { CompactOptions } from "../src/index.ts";
+import { compactHistory, digestOutput, reduceText, SHORTENED_TEXT_MARK } from "../src/index.ts";
+import { closeFences } from "../src/messages.ts";
+import { fitSummary } from "../src/summarize.ts";
+import { textOf } from "./support.ts";
+
+const counter = defaultTokenCounter();
+const countText = (t: string) => counter.countText(t);
+
+/**
+ * True when `text` leaves a code fence open, per CommonMark: a line ending is \n, \r\n or \r; a
+ * fence line has at most 3 spaces of indent, then 3+ backticks (info without a backtick) or 3+
+ * tildes (any info); a bare run of the opener's character, at least as long, closes it.
+ */
+function leavesFenceOpen(text: string): boolean {
+  let open = "";
+  for (const line of text.split(/\r\n|\r|\n/)) {
+    const m = /^ {0,3}(`{3,}|~{3,})([^]*)$/.exec(line);
+    if (!m || (m[1]![0] === "`" && m[2]!.includes("`"))) continue;
+    if (!open) open = m[1]!;
+    else if (m[1]![0] === open[0] && m[1]!.length >= open.length && !m[2]!.trim()) open = "";
+  }
+  return open !== "";
+}
+
+describe("the fence checks themselves", () => {
+  it("a backtick fence whose info string holds tildes is closed by a bare backtick run, and a closed text is left as it is", () => {
+    const text = "```~~~\ncode\n```";
+    expect(leavesFenceOpen(text)).toBe(false);
+    expect(closeFences(text)).toBe(text);
+    expect(leavesFenceOpen(closeFences("```~~~ info\ncode"))).toBe(false);
+  });
+
+  it("CRLF line ends: a tilde fence is seen, so an open one is closed", () => {
+    for (const text of ["~~~\r\ncode\r\n", "~~~ python\r\ncode\r\nmore", "```\r\ncode\r\n"]) {
+      expect(leavesFenceOpen(text)).toBe(true);
+      expect(leavesFenceOpen(closeFences(text)), JSON.stringify(text)).toBe(false);
+    }
+  });
+});
+
+describe("cuts never open a fence", () => {
+  it("a model summary with CRLF line ends that leaves a tilde fence open gets it closed, whole or cut to its budget", () => {
+    const answer = `Goal:\r\n- ship it\r\nKey facts:\r\n~~~ text\r\n${Array.from({ length: 300 }, (_, i) => `row_${i} = value_${i}`).join("\r\n")}`;
+    expect(leavesFenceOpen(answer)).toBe(true);
+    expect(leavesFenceOpen(fitSummary(answer, 10_000, countText))).toBe(false);
+    const cut = fitSummary(answer, 60, countText);
+    expect(countText(cut)).toBeLessThanOrEqual(60);
+    expect(leavesFenceOpen(cut), cut).toBe(false);
+  });
+
+  it("a summary whose first items are cut by code points: the cut turns no line into an open fence", () => {
+    // "```js `x`" is no fence (a backtick in its info string); its head "```js aaa" would be one.
+    const answer = `Goal:\n\`\`\`js ${"a".repeat(600)} \`x\`\nKey facts:\n- ${"b".repeat(600)}`;
+    expect(leavesFenceOpen(answer)).toBe(false);
+    const cut = fitSummary(answer, 60, countText);
+    expect(countText(cut)).toBeLessThanOrEqual(60);
+    expect(leavesFenceOpen(cut), cut).toBe(false);
+  });
+
+  it("a one-line text reduced by its head and tail: the head opens no fence the line did not", () => {
+    const line = `\`\`\`js ${"a".repeat(6_000)} \`x\``;
+    expect(leavesFenceOpen(line)).toBe(false);
+    const reduced = reduceText(line, 100, countText);
+    expect(reduced).toContain("chars omitted");
+    expect(leavesFenceOpen(reduced), reduced.slice(0, 80)).toBe(false);
+  });
+
+  it("a deterministic digest of an output the tool cut inside a code block closes it before its identifier index", async () => {
+    const raw = ["# README", "```python", ...Array.from({ length: 300 }, (_, i) => `setting_${i} = load_value("key_${i}")  # line ${i}`)].join("\n");
+    const digest = await digestOutput({ text: raw, toolName: "bash", args: { command: "head -302 README.md" }, target: 300, model: undefined, timeoutMs: 1_000, count: countText });
+    expect(digest.text).toContain("[identifiers in the omitted part:");
+    expect(leavesFenceOpen(digest.text), digest.text.slice(-200)).toBe(false);
+  });
+});
+
+describe("a shortened assistant text with CRLF line ends", () => {
+  it("keeps the block's first code line, not a bare tilde", async () => {
+    const body = "The reasoning goes on about the plan, weighing one option against another at length. ".repeat(12);
+    const text = `~~~\r\nimport os\r\n${Array.from({ length: 20 }, (_, i) => `result_${i} = compute(${i})`).join("\r\n")}\r\n~~~\r\n${body}`;
+    const say = (id: string, t: string): Message => ({ role: "assistant", content: [{ type: "text", text: t }, { type: "tool_call", id, name: "bash", args: { command: "ls" } }] });
+    const result = (id: string, t: string): ToolResultMessage => ({ role: "tool", toolCallId: id, toolName: "bash", content: [{ type: "text", text: t }], isError: false });
+    const history: Message[] = [{ role: "user", content: [{ type: "text", text: "the task" }] }, say("c0", text), result("c0", "ok"), say("c1", "next"), result("c1", "ok")];
+    const o: CompactOptions = { strategy: "mask", soft: 0.6, hard: 0.99, target: 0.1, protectedTail: { tokens: 0, messages: 2, share: 0.15 }, cooldownRounds: 2, minMaskTokens: 60, summaryTokens: 1_200, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 150, maskArguments: false, maskText: true };
+    const r = (await compactHistory({ messages: history, overhead: 0, window: Math.floor(counter.countMessages(history) / 0.9), calibration: 1, pinned: new Set([0]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText, countMessage: (m) => counter.countMessage(m), stash: () => "m1", model: undefined, goal: "the task" }))!;
+    const shortened = textOf(r.messages[1]!);
+    expect(shortened).toMatch(new RegExp(`^import os \\${SHORTENED_TEXT_MARK}`));
+    expect(leavesFenceOpen(shortened)).toBe(false);
+  });
+});
