@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { describe, expect } from "vitest";
 import { ok, scenario, secrets, sessionOf } from "./support/secrets.ts";
+import { wellFormedDeep } from "./support/unicode.ts";
 
 const S = secrets();
 
@@ -67,4 +68,53 @@ describe("retrieval promises (issue 20)", () => {
     await ok(w.run("Dump the service configuration"));
     expect(Date.now() - t0).toBeLessThan(30_000);
   });
+
+  // Assistant texts that open with a fence in every form (CRLF, tildes, a 4-backtick fence holding
+  // ```, astral and combining characters at the first sentence), streamed with surrogate pairs
+  // split across events; a tool output cut inside a code block (TACO digests it).
+  const code = Array.from({ length: 30 }, (_, i) => `    result_${i} = compute_value(${i})  # step ${i}`);
+  const body = "The reasoning goes on about the plan, weighing one option against another at length. ".repeat(6);
+  const fencedTexts = [
+    `\`\`\`python\n${code.join("\n")}\n\`\`\`\n${body}`,
+    `~~~\r\n${code.join("\r\n")}\r\n~~~\r\n${body}`,
+    `\`\`\`\`md\n\`\`\`\ninner\n\`\`\`\n\`\`\`\`\n${body}`,
+    `Here is the fix 😀\u0301 \`\`\`python\n${code.join("\n")}\n\`\`\`\n${body}`,
+    `\`\`\`~~~ odd info\n${code.join("\n")}\n\`\`\`\n${body}`,
+  ];
+  const cutOutput = ["# Service configuration", "```yaml", ...Array.from({ length: 150 }, (_, i) => `setting_${i}: value_${i}  # 🚀 entry ${i}`)].join("\n");
+  scenario("a compacted request never leaves a code fence open in a shortened text, a digest or a summary, and is well-formed UTF-16", { bigTool: cutOutput, compaction: "{ model: false, window: 12_000, soft: 0.25, hard: 0.45, target: 0.2, taco: { threshold: 200 }, protectedTail: { tokens: 0, messages: 2, share: 0.15 }, minMaskTokens: 40 }" }, async (w) => {
+    for (const text of fencedTexts) w.script.main.push({ text, splitPairs: true, toolCalls: [{ name: "dump_config", args: {} }] });
+    w.script.main.push({ text: "Done." });
+    await ok(w.run("Dump the service configuration, five times"));
+    const marks = ["[rest of this message shortened", "[digest of tool output", "[summary of earlier conversation"];
+    const seen = new Set<string>();
+    for (const r of w.mainRequests()) {
+      expect(wellFormedDeep(r.body)).toBe(true);
+      for (const m of (r.body as { messages?: Array<{ content?: unknown }> }).messages ?? []) {
+        const blocks = Array.isArray(m.content) ? (m.content as Array<{ type?: string; text?: string; content?: unknown }>) : [];
+        const texts = blocks.flatMap((b) => (b.type === "text" ? [b.text ?? ""] : b.type === "tool_result" ? (typeof b.content === "string" ? [b.content] : Array.isArray(b.content) ? (b.content as Array<{ text?: string }>).map((c) => c.text ?? "") : []) : []));
+        for (const t of texts) {
+          const mark = marks.find((k) => t.includes(k));
+          if (!mark) continue;
+          seen.add(mark);
+          if (process.env.FAULT_DEBUG) console.log(JSON.stringify(t.slice(0, 200)));
+          expect(leavesFenceOpen(t), t).toBe(false);
+        }
+      }
+    }
+    if (process.env.FAULT_DEBUG) console.log(w.mainRequests().map((r) => JSON.stringify(r.body).length), [...seen]);
+    expect([...seen].sort()).toEqual([...marks].sort());
+  });
 });
+
+/** True when `text` leaves a code fence open, per CommonMark (line ends \n, \r\n, \r; a backtick fence's info has no backtick; a bare run of the opener's character, as long, closes). */
+function leavesFenceOpen(text: string): boolean {
+  let open = "";
+  for (const line of text.split(/\r\n|\r|\n/)) {
+    const m = /^ {0,3}(`{3,}|~{3,})([^]*)$/.exec(line);
+    if (!m || (m[1]![0] === "`" && m[2]!.includes("`"))) continue;
+    if (!open) open = m[1]!;
+    else if (m[1]![0] === open[0] && m[1]!.length >= open.length && !m[2]!.trim()) open = "";
+  }
+  return open !== "";
+}

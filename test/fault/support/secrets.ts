@@ -84,8 +84,8 @@ export interface WorldConfig {
   /** A second MCP server `slow` (delayed-server.mjs: `slow_lookup`, `slow_echo`) that starts after $FAULT_MCP_DELAY ms (default 0). */
   mcpSlow?: boolean;
   bigTool?: string;
-  /** Load the compaction plugin (default: only with `bigTool`). */
-  compaction?: boolean;
+  /** Load the compaction plugin (default: only with `bigTool`); a string is its options object (source text). */
+  compaction?: boolean | string;
   /** Add one ordinary skill (so the router picks and records a pick). */
   skill?: boolean;
 }
@@ -113,7 +113,7 @@ export async function world(cfg: WorldConfig = {}): Promise<World> {
   const plugins = [
     `memory({ namespace: process.env.FAULT_NS ?? "default", extraction: "model" })`,
     `skills({ namespace: process.env.FAULT_NS ?? "default", autoDraft: { threshold: ${cfg.skillsThreshold ?? 50} }${cfg.skill ? `, dirs: [${JSON.stringify(join(dir, "skills"))}]` : ""} })`,
-    ...(cfg.compaction ?? cfg.bigTool !== undefined ? [`compaction({ model: false, taco: { threshold: 200 } })`] : []),
+    ...(typeof cfg.compaction === "string" ? [`compaction(${cfg.compaction})`] : cfg.compaction ?? cfg.bigTool !== undefined ? [`compaction({ model: false, taco: { threshold: 200 } })`] : []),
     ...(cfg.mcp
       ? [`mcp({ servers: { fx: { command: process.execPath, args: [${JSON.stringify(FIXTURE_MCP)}] }${cfg.mcpSlow ? `, slow: { command: process.execPath, args: [${JSON.stringify(DELAYED_MCP)}], env: { DELAY_MS: process.env.FAULT_MCP_DELAY ?? "0", TOOL_PREFIX: "slow" } }` : ""} }, topK: ${cfg.mcpTopK ?? 10} })`]
       : []),
