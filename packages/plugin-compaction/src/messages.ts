@@ -52,29 +52,36 @@ export function closeFences(text: string): string {
   let open = "";
   for (const line of text.split(LINE_END)) {
     if (!FENCE_LINE.test(line)) continue;
-    const run = FENCE_MARK.exec(line)![1]!;
-    if (!open) open = run;
-    else if (run[0] === open[0] && run.length >= open.length && !line.trim().slice(run.length).trim()) open = "";
+    if (!open) open = FENCE_MARK.exec(line)![1]!;
+    else if (closesFence(line, open)) open = "";
   }
   return open ? `${text}\n${open}` : text;
+}
+
+/** True when `line` closes a fence opened by the run `open` (same character, at least as long, nothing after it). */
+function closesFence(line: string, open: string): boolean {
+  const run = FENCE_MARK.exec(line)?.[1];
+  return !!run && run[0] === open[0] && run.length >= open.length && !line.trim().slice(run.length).trim();
 }
 
 /**
  * The first sentence (or line) of `text`, trimmed, uncut, opening no code fence. Contract: a
  * sentence ends at ".", "!" or "?" (and ":" when `colon`) followed by whitespace, or at a line
  * break; a text that opens with a fenced block gives the first sentence of its first code
- * line; the result never contains "```" or "~~~" (see `withoutFence`).
+ * line that is no fence line (an empty block: of what follows it); the result never contains
+ * "```" or "~~~" (see `withoutFence`).
  */
 export function firstSentenceOf(text: string, colon = false): string {
-  const split = colon ? /(?<=[.!?:])\s+|\r\n?|\n/ : /(?<=[.!?])\s+|\r\n?|\n/;
-  let t = text.trim();
-  const first = t.split(LINE_END, 1)[0]!;
-  if (FENCE_LINE.test(first)) {
-    const code = t.split(LINE_END).slice(1);
-    const end = code.findIndex((l) => FENCE_LINE.test(l));
-    t = (end < 0 ? code : code.slice(0, end)).find((l) => l.trim())?.trim() ?? "";
+  const split = colon ? /(?<=[.!?:])\s+/ : /(?<=[.!?])\s+/;
+  const lines = text.trim().split(LINE_END);
+  let i = 0;
+  // Skip whole blocks that hold no code line (one pass over the lines, however many blocks).
+  while (i < lines.length && FENCE_LINE.test(lines[i]!)) {
+    const open = FENCE_MARK.exec(lines[i]!)![1]!;
+    for (i++; i < lines.length && !closesFence(lines[i]!, open); i++) if (lines[i]!.trim() && !FENCE_LINE.test(lines[i]!)) return withoutFence(lines[i]!.trim().split(split)[0]!);
+    for (i++; i < lines.length && !lines[i]!.trim(); i++);
   }
-  return withoutFence(t.split(split)[0] ?? "");
+  return withoutFence((lines[i] ?? "").trim().split(split)[0]!);
 }
 
 /** All text a message carries: text, thinking, tool call names and arguments. */

@@ -8,7 +8,7 @@ import { defaultTokenCounter } from "@keel/kernel";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions } from "../src/index.ts";
 import { compactHistory, digestOutput, reduceText, SHORTENED_TEXT_MARK } from "../src/index.ts";
-import { closeFences } from "../src/messages.ts";
+import { closeFences, firstSentenceOf } from "../src/messages.ts";
 import { fitSummary } from "../src/summarize.ts";
 import { textOf } from "./support.ts";
 
@@ -94,5 +94,16 @@ describe("a shortened assistant text with CRLF line ends", () => {
     const shortened = textOf(r.messages[1]!);
     expect(shortened).toMatch(new RegExp(`^import os \\${SHORTENED_TEXT_MARK}`));
     expect(leavesFenceOpen(shortened)).toBe(false);
+  });
+});
+
+describe("the first sentence of a text that opens with a fenced block", () => {
+  it("is its first code line even when the block holds shorter fence lines, else the text after an empty block", () => {
+    expect(firstSentenceOf("````md\n```\ninner line. More\n```\n````\nAfter the block.")).toBe("inner line.");
+    expect(firstSentenceOf("```\n\n```\n\nAfter the empty block. More.")).toBe("After the empty block.");
+    expect(firstSentenceOf("~~~\r\n~~~\r\n```\r\n```\r\nAfter two. More.")).toBe("After two.");
+    expect(firstSentenceOf("```\n```")).toBe("");
+    // Many empty blocks: linear, no recursion.
+    expect(firstSentenceOf(`${"```\n```\n".repeat(100_000)}Last.`)).toBe("Last.");
   });
 });
