@@ -125,33 +125,47 @@ const STRUCTURE = /^(?:#{1,6} .*|\*\*[^*]+\*\*:?|[A-Z][A-Za-z ]{0,40}:|\s{0,3}(?
  * Contract: `count(result) <= budget` (for a counter that grows with the text); never splits a surrogate pair.
  */
 export function fitSummary(answer: string, budget: number, count: CountTokens): string {
+  // A text whose head is already over the budget is not counted whole (the exact counter costs
+  // ~1-2 µs a character on new text; a hostile model can answer 1 MB).
+  const probe = budget * 16 + 256;
+  const within = (s: string) => (s.length <= probe || count(headOf(s, probe)) <= budget) && count(s) <= budget;
+  // The largest n in [0, hi] that fits (fits holds up to some n, then fails), probed upward
+  // from 1 so that what is counted grows with the answer, not with the text.
+  const longest = (hi: number, fits: (n: number) => boolean) => {
+    let lo = 0;
+    let over = hi + 1;
+    for (let n = 1; n <= hi; n *= 2) {
+      if (!fits(n)) {
+        over = n;
+        break;
+      }
+      lo = n;
+    }
+    while (over - lo > 1) {
+      const mid = lo + Math.floor((over - lo) / 2);
+      if (fits(mid)) lo = mid;
+      else over = mid;
+    }
+    return lo;
+  };
   const text = closeFences(answer);
-  if (count(text) <= budget) return text;
+  if (within(text)) return text;
   const lines = text.split("\n");
   // Rank of a line within its section: -1 for a heading or fence line, 0 for the first item under a heading, 1 for the next, …
   let rank = 0;
   const ranks = lines.map((l) => (STRUCTURE.test(l.trimEnd()) || isFenceLine(l) ? ((rank = 0), -1) : rank++));
   const keep = (n: number) => lines.filter((_, i) => ranks[i]! < n).join("\n");
-  const longest = (hi: number, fits: (n: number) => boolean) => {
-    let lo = 0;
-    while (lo < hi) {
-      const mid = Math.ceil((lo + hi) / 2);
-      if (fits(mid)) lo = mid;
-      else hi = mid - 1;
-    }
-    return lo;
-  };
-  if (count(keep(0)) <= budget) {
-    const n = longest(ranks.reduce((a, b) => Math.max(a, b), 0), (k) => count(keep(k)) <= budget);
+  if (within(keep(0))) {
+    const n = longest(ranks.reduce((a, b) => Math.max(a, b), 0), (k) => within(keep(k)));
     if (n > 0) return keep(n);
     // Not one whole item per section fits: the first item of each, cut to the same number of code points.
     // A cut line can become a fence opener ("```js `x`" is none, its head "```js" is one): closed, within the count.
     const firsts = (len: number) => closeFences(lines.flatMap((l, i) => (ranks[i]! < 0 ? [l] : ranks[i] === 0 && len > 0 ? [headOf(l, len)] : [])).join("\n"));
-    return firsts(longest(lines.reduce((m, l, i) => (ranks[i] === 0 ? Math.max(m, codePointLength(l)) : m), 0), (len) => count(firsts(len)) <= budget));
+    return firsts(longest(lines.reduce((m, l, i) => (ranks[i] === 0 ? Math.max(m, codePointLength(l)) : m), 0), (len) => within(firsts(len))));
   }
   // Not even the headings fit: the longest head by code points (headOf never splits a pair), a fence it opens closed.
   const head = (n: number) => closeFences(headOf(text, n));
-  return head(longest(codePointLength(text), (n) => count(head(n)) <= budget));
+  return head(longest(codePointLength(text), (n) => within(head(n))));
 }
 
 /** The stub `maskArgs` appends to a shortened assistant text (the text cannot contain the mark: such a text is never shortened). */
