@@ -19,11 +19,24 @@ export function maskStub(m: ToolResultMessage, tokens: number, id: string, tool:
 /**
  * The head of `ids` (most salient first) whose index ("a, b, c") costs at most `budget`
  * tokens: a stub's index is sized by what the stub replaces, not by how many identifiers it had.
+ * Contract: `count(result.join(", ")) <= budget` (for a counter that grows with the text).
  */
 export function indexWithin(ids: readonly string[], budget: number, count: CountTokens): string[] {
   let used = 0;
   const over = ids.findIndex((x) => (used += count(x) + 1) > budget);
-  return over < 0 ? [...ids] : ids.slice(0, over);
+  const head = over < 0 ? ids : ids.slice(0, over);
+  // Pieces merge differently once joined (hex ids cost ~7% more after ", "): the joined index is
+  // counted, and when over, the longest head within the budget found by bisection.
+  const cost = (n: number) => count(head.slice(0, n).join(", "));
+  if (cost(head.length) <= budget) return [...head];
+  let lo = 0;
+  let hi = head.length;
+  while (hi - lo > 1) {
+    const mid = lo + Math.floor((hi - lo) / 2);
+    if (cost(mid) <= budget) lo = mid;
+    else hi = mid;
+  }
+  return head.slice(0, lo);
 }
 
 const idCache = new Map<string, string[]>();
