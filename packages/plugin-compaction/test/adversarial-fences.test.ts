@@ -4,7 +4,7 @@
  * tildes, a cut that turns a line into a fence opener, an output the tool cut inside a block.
  */
 import type { Message, ToolResultMessage } from "@keel/kernel";
-import { defaultTokenCounter } from "@keel/kernel";
+import { defaultTokenCounter, isWellFormed } from "@keel/kernel";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions } from "../src/index.ts";
 import { compactHistory, digestOutput, reduceText, SHORTENED_TEXT_MARK } from "../src/index.ts";
@@ -122,6 +122,29 @@ describe("a huge model summary is fitted without counting it whole", () => {
       expect(countText(cut)).toBeLessThanOrEqual(300);
       expect(countText(cut)).toBeGreaterThan(250);
       expect(c.chars()).toBeLessThan(100_000);
+    }
+  });
+});
+
+describe("seeded random texts of fence-like lines", () => {
+  // Lines a hostile or sloppy model writes: every form of fence (indented, long, tilde, with
+  // info strings holding backticks or tildes), headings, items, astral and combining characters,
+  // CRLF ends; cut at every budget from 0 up.
+  const pieces = ["```", "````", "~~~", "~~~~ x", "```py", "```js `x`", "   ```", "    ```", "```~~~", "Goal:", "Key facts:", "## Notes", "- item 😀 é", "- value_1 at /srv/a.py", "plain line of text here.", "x".repeat(300), "\u200b", ""];
+  const rng = (seed: number) => () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  it("closeFences, fitSummary, reduceText and firstSentenceOf never leave a fence open; fitSummary keeps its budget and every pair", () => {
+    for (let s = 1; s <= 300; s++) {
+      const r = rng(s);
+      const eol = r() < 0.3 ? "\r\n" : "\n";
+      const text = Array.from({ length: 1 + Math.floor(r() * 60) }, () => pieces[Math.floor(r() * pieces.length)]!).join(eol);
+      expect(leavesFenceOpen(closeFences(text)), JSON.stringify(text)).toBe(false);
+      const budget = Math.floor(r() * 120);
+      const fit = fitSummary(text, budget, countText);
+      expect(countText(fit), JSON.stringify(text)).toBeLessThanOrEqual(budget);
+      expect(leavesFenceOpen(fit), JSON.stringify([text, budget])).toBe(false);
+      expect(isWellFormed(fit)).toBe(true);
+      if (!leavesFenceOpen(text)) expect(leavesFenceOpen(reduceText(text, Math.max(1, budget), countText)), JSON.stringify([text, budget])).toBe(false);
+      expect(firstSentenceOf(text, true)).not.toMatch(/```|~~~/);
     }
   });
 });
