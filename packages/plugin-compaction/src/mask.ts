@@ -3,7 +3,7 @@ import type { Message, ToolResultMessage } from "@keel/kernel";
 import type { CompactInput, CompactOptions } from "./compact.ts";
 import { headOf } from "@keel/kernel";
 import { salientIdentifiers } from "./identifiers.ts";
-import { firstSentenceOf, fullText, MASK_PREFIX, plainText } from "./messages.ts";
+import { closeFences, firstSentenceOf, fullText, MASK_PREFIX, plainText } from "./messages.ts";
 import type { CountTokens } from "./reduce.ts";
 
 /**
@@ -111,6 +111,8 @@ export function maskArgs(m: Message, input: CompactInput, o: CompactOptions, uni
     if (b.type === "text" && o.maskText && !b.text.includes(SHORTENED_TEXT_MARK)) {
       const tokens = input.countText(b.text);
       if (tokens < o.minMaskTokens) return b;
+      // A fence this block leaves open is continued (and closed) by a later text block: shortened, that closer would open one.
+      if (m.content.slice(k + 1).some((x) => x.type === "text") && closeFences(b.text) !== b.text) return b;
       const first = lead(b.text);
       const kept = new Set(salientIdentifiers(first, Infinity));
       const own = salientIdentifiers(b.text, Infinity);

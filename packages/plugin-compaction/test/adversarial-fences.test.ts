@@ -148,3 +148,24 @@ describe("seeded random texts of fence-like lines", () => {
     }
   });
 });
+
+describe("a fence that spans two text blocks of one assistant message", () => {
+  it("is not cut open: the block that opens it is not shortened while a later text block closes it", async () => {
+    const code = Array.from({ length: 40 }, (_, i) => `result_${i} = compute(${i})`).join("\n");
+    const history: Message[] = [
+      { role: "user", content: [{ type: "text", text: "the task" }] },
+      { role: "assistant", content: [{ type: "text", text: `Here is the script:\n\`\`\`python\n${code}` }, { type: "text", text: "```\nRun it." }, { type: "tool_call", id: "c0", name: "bash", args: { command: "ls" } }] },
+      { role: "tool", toolCallId: "c0", toolName: "bash", content: [{ type: "text", text: "ok" }], isError: false },
+      { role: "assistant", content: [{ type: "text", text: "next" }, { type: "tool_call", id: "c1", name: "bash", args: { command: "ls" } }] },
+      { role: "tool", toolCallId: "c1", toolName: "bash", content: [{ type: "text", text: "ok" }], isError: false },
+    ];
+    const o: CompactOptions = { strategy: "mask", soft: 0.6, hard: 0.99, target: 0.1, protectedTail: { tokens: 0, messages: 2, share: 0.15 }, cooldownRounds: 2, minMaskTokens: 60, summaryTokens: 1_200, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 150, maskArguments: false, maskText: true };
+    const r = await compactHistory({ messages: history, overhead: 0, window: Math.floor(counter.countMessages(history) / 0.9), calibration: 1, pinned: new Set([0]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText, countMessage: (m) => counter.countMessage(m), stash: () => "m1", model: undefined, goal: "the task" });
+    const texts = (r?.messages[1] ?? history[1]!).content.flatMap((b) => (b.type === "text" ? [b.text] : []));
+    expect(leavesFenceOpen(texts.join("\n")), JSON.stringify(texts)).toBe(false);
+    // One block alone that leaves its fence open (a model cut at max tokens) is still shortened.
+    const alone: Message[] = [history[0]!, { role: "assistant", content: [{ type: "text", text: `Here is the script:\n\`\`\`python\n${code}` }, { type: "tool_call", id: "c0", name: "bash", args: { command: "ls" } }] }, ...history.slice(2)];
+    const r2 = await compactHistory({ messages: alone, overhead: 0, window: Math.floor(counter.countMessages(alone) / 0.9), calibration: 1, pinned: new Set([0]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText, countMessage: (m) => counter.countMessage(m), stash: () => "m1", model: undefined, goal: "the task" });
+    expect(textOf(r2!.messages[1]!)).toMatch(new RegExp(`^Here is the script: \\${SHORTENED_TEXT_MARK}`));
+  });
+});
