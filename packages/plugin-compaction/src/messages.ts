@@ -58,6 +58,11 @@ export function closeFences(text: string): string {
   return open ? `${text}\n${open}` : text;
 }
 
+/** List item and blockquote markers before a line's content. */
+const CONTAINER = /^(?: {0,3}(?:>|[-*+]|\d{1,9}[.)])[ \t]*)+/;
+/** Blockquote marks before a line's content. */
+const QUOTE_MARKS = /^(?: {0,3}>[ \t]?)+/;
+
 /** True when `line` closes a fence opened by the run `open` (same character, at least as long, nothing after it). */
 function closesFence(line: string, open: string): boolean {
   const run = FENCE_MARK.exec(line)?.[1];
@@ -74,6 +79,12 @@ function closesFence(line: string, open: string): boolean {
 export function firstSentenceOf(text: string, colon = false): string {
   const split = colon ? /(?<=[.!?:])\s+/ : /(?<=[.!?])\s+/;
   const lines = text.trim().split(LINE_END);
+  // A fence opened inside a list item or a blockquote ("- ```py", "> ```sh"): its marker and the quote marks of its lines go.
+  const inContainer = CONTAINER.exec(lines[0]!);
+  if (inContainer && FENCE_LINE.test(lines[0]!.slice(inContainer[0].length))) {
+    lines[0] = lines[0]!.slice(inContainer[0].length);
+    for (let j = 1; j < lines.length; j++) lines[j] = lines[j]!.replace(QUOTE_MARKS, "");
+  }
   let i = 0;
   // Skip whole blocks that hold no code line (one pass over the lines, however many blocks).
   while (i < lines.length && FENCE_LINE.test(lines[i]!)) {

@@ -169,3 +169,13 @@ describe("a fence that spans two text blocks of one assistant message", () => {
     expect(textOf(r2!.messages[1]!)).toMatch(new RegExp(`^Here is the script: \\${SHORTENED_TEXT_MARK}`));
   });
 });
+
+describe("a text that opens with a fence inside a list item or a blockquote", () => {
+  it("gives the block's first code line, not the bare list or quote marker", () => {
+    expect(firstSentenceOf("- ```python\n  import os\n  ```\nThen more.")).toBe("import os");
+    expect(firstSentenceOf("1. ```bash\n   ls -la /srv\n   ```\nThen more.")).toBe("ls -la /srv");
+    expect(firstSentenceOf("> ```sh\n> make all\n> ```\nThen more.")).toBe("make all");
+    expect(firstSentenceOf("- plain item. More.")).toBe("- plain item.");
+    expect(firstSentenceOf("> quoted. More.")).toBe("> quoted.");
+  });
+});
