@@ -18,6 +18,7 @@ import { prunEdits, prunTool } from "./prun.ts";
 import { RawStore } from "./store.ts";
 import type { RawStorage } from "./store.ts";
 import { PostgresRawStore } from "./postgres-store.ts";
+import { redact } from "@keel/secrets";
 import { databaseFromEnv } from "@keel/store-postgres";
 import type { Extraction } from "./subgoals.ts";
 import { ask, digestOutput } from "./summarize.ts";
@@ -40,7 +41,7 @@ interface SessionState extends CompactState {
   lastMessages: readonly Message[];
   /** Category of each tool call seen this process (intra-turn pruning keeps empty results of others). */
   categories: Map<string, string>;
-  /** Texts of the summaries this plugin wrote (a user's message may start like one; it stays pinned). */
+  /** Texts of the summaries this plugin wrote or found in the store (a user's message may start like one; it stays pinned). */
   summaries: Set<string>;
 }
 
@@ -52,6 +53,15 @@ const counter = () => defaultTokenCounter();
 
 function rawId(kind: string, sessionId: string, callId: string): string {
   return `${kind[0]}${createHash("sha256").update(`${sessionId}\0${callId}\0${kind}`).digest("hex").slice(0, 12)}`;
+}
+
+/**
+ * Where the store records that this plugin wrote a summary: the digest of its text as the
+ * session log keeps it (redacted), so a later process on the same session knows it as ours.
+ */
+function summaryKey(sessionId: string, text: string): { id: string; digest: string } {
+  const digest = createHash("sha256").update(redact(text)).digest("hex");
+  return { id: rawId("summary", sessionId, digest), digest };
 }
 
 /**
@@ -219,6 +229,15 @@ export function compaction(input?: CompactionInput) {
           // (not this plugin's own summaries: pinned, they would pile up instead of being merged; known
           // by the text it wrote, not by the prefix, which a person may paste or type).
           const inputAt = e.messages.findLastIndex((m) => m.role === "user" && plainText(m) === e.input);
+          // One this plugin wrote in an earlier process of this turn (resumed after an approval) is in the store.
+          if (inputAt >= 0) {
+            for (const m of e.messages.slice(inputAt + 1)) {
+              if (!isSummary(m) || s.summaries.has(plainText(m))) continue;
+              const k = summaryKey(e.sessionId, plainText(m));
+              const rec = await store.get(k.id, e.sessionId);
+              if (rec?.kind === "summary" && rec.toolCallId === k.digest) s.summaries.add(plainText(m));
+            }
+          }
           const ours = (m: Message) => isSummary(m) && s.summaries.has(plainText(m));
           if (inputAt >= 0) e.messages.forEach((m, i) => void (i > inputAt && m.role === "user" && !ours(m) && pinned.add(i)));
           const goalMsg = e.messages[first];
@@ -250,7 +269,16 @@ export function compaction(input?: CompactionInput) {
           }
           const r = result.report;
           s.lastMessages = result.messages;
-          if (r.summary) for (const m of result.messages) if (isSummary(m) && !e.messages.includes(m)) s.summaries.add(plainText(m));
+          if (r.summary) {
+            for (const m of result.messages) {
+              if (!isSummary(m) || e.messages.includes(m)) continue;
+              const text = plainText(m);
+              s.summaries.add(text);
+              const k = summaryKey(e.sessionId, text);
+              // Only the digest is kept: the summary itself is in the session log.
+              store.put({ id: k.id, sessionId: e.sessionId, toolCallId: k.digest, toolName: "summary", kind: "summary", text: "", tokens: 0, createdAt: Date.now() });
+            }
+          }
           s.lastEstimate = Math.round(r.tokensAfter / Math.max(1, s.calibration));
           const out: Array<ContributionInputOf<"message_edit"> | Diagnostic> = [...storeDiagnostic(s, "round.pre_request")];
           const edits = diffEdits(e.messages, result.messages);

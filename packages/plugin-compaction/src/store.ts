@@ -13,7 +13,7 @@ export interface RawRecord {
   sessionId: string;
   toolCallId: string;
   toolName: string;
-  /** Why it was stored: `taco` (compressed at entry), `mask` (masked under pressure), `summary` (summarised turn). */
+  /** Why it was stored: `taco` (compressed at entry), `mask` (masked under pressure), `summary` (a summary the plugin wrote: the digest of its text as toolCallId, empty text). */
   kind: "taco" | "mask" | "summary";
   text: string;
   tokens: number;
