@@ -234,7 +234,8 @@ export function compaction(input?: CompactionInput) {
             for (const m of e.messages.slice(inputAt + 1)) {
               if (!isSummary(m) || s.summaries.has(plainText(m))) continue;
               const k = summaryKey(e.sessionId, plainText(m));
-              const rec = await store.get(k.id, e.sessionId);
+              // A store that cannot answer leaves the message pinned (the safe side: nothing the person said is lost).
+              const rec = await Promise.resolve().then(() => store.get(k.id, e.sessionId)).catch(() => undefined);
               if (rec?.kind === "summary" && rec.toolCallId === k.digest) s.summaries.add(plainText(m));
             }
           }
