@@ -64,16 +64,79 @@ export interface DateWindow {
 /** The leading code points of a text that dateWindows reads. */
 const DATE_TEXT_CHARS = 2000;
 
+const MONTH_WORD = /\b(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)(?![a-z])/g;
+// Month words that are also common English words (the modal "may", the verb "march", "mar").
+const AMBIGUOUS_MONTH = new Set(["may", "march", "mar"]);
+// A day number that reads as one: "May 5th", "May 5?", "May 5, 2023", "May 5 and 6" (not "May 5 people").
+const DAY_AFTER = /^\s+\d{1,2}(?:(?:st|nd|rd|th)\b|(?=\s*(?:$|[,.?!;:)]|[-–]\s*\d|(?:and|or|to|through|till|until)\b)))/;
+const MONTH_CONTEXT = /\b(?:in|of|during|early|late|mid|since|until|till|by|before|after|from)\s+(?:the\s+)?$/;
+// Before a number: words that make it a year, and marks or words that make it a count or a code.
+const YEAR_CONTEXT = /(?:\b(?:in|since|of|year|during|from|until|till|by|before|after|around|circa|early|late|mid|summer|winter|spring|fall|autumn|january|february|march|april|may|june|july|august|september|october|november|december)\s*,?\s*|\b(?:mid|pre|post)-)$/;
+const NOT_YEAR_BEFORE = /(?:[$#€£¥@]\s*|\d\.|[a-z]-|\b(?:port|room|no|number|version|model|page|route|flight|bus|exit|over|under|about|nearly|almost|approximately|exactly)\s+)$/;
+// After a number: part of a longer token ("2048-token", "2020x", "2020.5") or a unit or counted noun.
+const NOT_YEAR_TOKEN = /^(?:[-–]?[a-z]|[.,]\d|\s*[%+])/;
+const UNIT_AFTER = /^\s+(?:people|persons?|men|women|children|kids|km|kg|mi|m|ft|feet|lbs?|px|pt|kb|mb|gb|tb|ms|mph|kph|rpm|hz|k|x|usd|eur|gbp|ml|mg|g|kcal|meters?|metres?|miles?|tokens?|items?|words?|steps?|dollars?|euros?|calories?|pieces?|points?|pages?|units?|times?|yen)\b/;
+const PLURAL_AFTER = /^\s+([a-z]{3,}s)\b/;
+const NOT_PLURAL = new Set(["was", "has", "this", "his", "its", "yes", "plus", "always", "perhaps", "unless", "whereas", "thus", "does", "goes", "besides", "ours", "yours", "hers", "theirs", "afterwards", "towards"]);
+
+/** True when the 4-digit number 1950–2099 at `at` in `lower` (`orig` its original case) reads as a year. */
+function isYearAt(lower: string, orig: string, at: number): boolean {
+  if (!/^(?:19[5-9]\d|20\d\d)$/.test(lower.slice(at, at + 4)) || /\d$/.test(lower.slice(0, at)) || /^\d/.test(lower.slice(at + 4, at + 5))) return false;
+  const before = lower.slice(Math.max(0, at - 30), at);
+  const after = lower.slice(at + 4, at + 40);
+  if (NOT_YEAR_TOKEN.test(after)) return false;
+  if (YEAR_CONTEXT.test(before)) return true;
+  if (NOT_YEAR_BEFORE.test(before) || UNIT_AFTER.test(after)) return false;
+  // A lowercase plural right after is what is counted ("2021 items"; "the 2022 Olympics" stays a year).
+  const pl = PLURAL_AFTER.exec(after);
+  return !(pl && !NOT_PLURAL.has(pl[1]!) && /^\s+[a-z]/.test(orig.slice(at + 4, at + 40)));
+}
+
+/**
+ * Hides the month words of `lower` that read as ordinary words. A full name other than "May" and
+ * "March" is always a month; an abbreviation when capitalised; "may", "march" and "mar" when
+ * capitalised and not opening a sentence ("in May", but "May I ask"). Otherwise a month word
+ * needs a month's company: a year or a day number after it ("may 2023", "May 5th", "May 5?",
+ * not "May 5 people"), a day before it ("the 3rd of may"), or a month-context word before it
+ * and the end of a clause after it ("in may?", not "in may be").
+ */
+function hideNonMonths(lower: string, orig: string): string {
+  let out = lower;
+  for (const m of lower.matchAll(MONTH_WORD)) {
+    const w = m[1]!;
+    const at = m.index!;
+    if (w.length > 4 && !AMBIGUOUS_MONTH.has(w)) continue;
+    const capital = /[A-Z]/.test(orig[at]!);
+    const opening = /(?:^|[.!?:\n])\s*["'“‘(]?\s*$/.test(orig.slice(Math.max(0, at - 10), at));
+    if (capital && (!AMBIGUOUS_MONTH.has(w) || !opening)) continue;
+    const before = lower.slice(Math.max(0, at - 30), at);
+    const after = lower.slice(at + w.length, at + w.length + 40);
+    // The year is read without this word before it, which would make any number a year ("may 2000 times").
+    const year = /^,?\s+(?=\d{4}\b)/.exec(after);
+    const without = lower.slice(0, at) + "~".repeat(w.length) + lower.slice(at + w.length);
+    if (year && isYearAt(without, orig, at + w.length + year[0].length)) continue;
+    if (DAY_AFTER.test(after) || /\b\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?$/.test(before)) continue;
+    if (MONTH_CONTEXT.test(before) && /^\s*(?:$|[,.?!;:)])/.test(after)) continue;
+    out = out.slice(0, at) + "~".repeat(w.length) + out.slice(at + w.length);
+  }
+  return out;
+}
+
 /**
  * Date windows a text names: "7 May 2023", "May 7, 2023", "May 2023", "2023-05-07", a bare
  * year. Relative words ("yesterday", "last week") resolve against `now` when given. Only the
- * first 2,000 code points are read.
+ * first 2,000 code points are read. Words that only look like dates are skipped: the modal
+ * "may" or the verb "march" (see hideNonMonths), a number that is a count, price or code
+ * rather than a year ("2000 meters", "$1999", "port 2020", "a 2048-token context").
  */
 export function dateWindows(text: string, now?: number): DateWindow[] {
   // Each date read rewrites the text: bounded work on a pasted document (a question names its dates early).
   text = headOf(text, DATE_TEXT_CHARS);
   const out: DateWindow[] = [];
-  let lower = text.toLowerCase();
+  // Lowercased code unit for code unit, so offsets in `lower` are offsets in `text`.
+  let lower = text.replace(/[A-Z]/g, (c) => c.toLowerCase());
+  lower = hideNonMonths(lower, text);
+  const unread = lower;
   const consume = (m: RegExpMatchArray) => (lower = lower.slice(0, m.index) + " ".repeat(m[0].length) + lower.slice(m.index! + m[0].length));
   const month = (w: string) => MONTH_ABBR.get(w.slice(0, 3));
   const used = new Set<number>();
@@ -101,7 +164,7 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
   for (const m of [...lower.matchAll(new RegExp(`\\b(\\d{1,2})(?:st|nd|rd|th)?\\s+(?:of\\s+)?${mon},?\\s+(\\d{4})\\b`, "g"))]) day(m, +m[3]!, month(m[2]!)!, +m[1]!);
   for (const m of [...lower.matchAll(new RegExp(`\\b${mon}\\s+(\\d{1,2})(?:st|nd|rd|th)?,?\\s+(\\d{4})\\b`, "g"))]) day(m, +m[3]!, month(m[1]!)!, +m[2]!);
   // A day without its year ("August 11 and August 15 2023", "on the 3rd of May"): the year the text names, else each of the last three.
-  const named = /\b(19[5-9]\d|20\d\d)\b/.exec(text.toLowerCase());
+  const named = [...unread.matchAll(/\b(19[5-9]\d|20\d\d)\b/g)].find((m) => isYearAt(unread, text, m.index!));
   const years = named ? [+named[1]!] : now !== undefined ? [0, 1, 2].map((k) => new Date(now).getUTCFullYear() - k) : [];
   const withYear = dated.slice();
   // The named year, moved by one so the day keeps its order with the dated day nearest it in the
@@ -126,6 +189,7 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
     if (end - start <= 400 * DAY_MS) out.push({ start, end });
   }
   for (const m of lower.matchAll(new RegExp(`\\b${mon},?\\s+(\\d{4})\\b`, "g"))) {
+    if (!isYearAt(unread, text, m.index! + m[0].length - 4)) continue;
     const y = +m[2]!;
     const mi = month(m[1]!)!;
     out.push({ start: Date.UTC(y, mi, 1), end: Date.UTC(y, mi + 1, 1) });
@@ -140,6 +204,7 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
     }
   }
   for (const m of lower.matchAll(/\b(19[5-9]\d|20[0-9]\d)\b/g)) {
+    if (!isYearAt(unread, text, m.index!)) continue;
     const y = +m[1]!;
     if (!used.has(y)) out.push({ start: Date.UTC(y, 0, 1), end: Date.UTC(y + 1, 0, 1) });
   }

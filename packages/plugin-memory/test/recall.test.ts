@@ -152,6 +152,39 @@ describe("vocabulary and date handling", () => {
     expect(dateWindows("May 40 is no day", now)).toEqual([]);
   });
 
+  it("reads no month out of the modal \"may\", the verb \"march\" or an abbreviation without a month's company", () => {
+    const d = (y: number, m: number, day: number) => Date.UTC(y, m - 1, day);
+    const now = d(2023, 12, 1);
+    for (const q of ["What may Anna do in may be?", "Since may I ask, what did she do?", "May 5 people come?", "you may 2 times ask", "you may 2000 times ask", "Is it May 2048-token?", "they march 5 miles", "We march 12 blocks", "sept 3 years ago"]) {
+      expect(dateWindows(q, now), q).toEqual([]);
+    }
+    const mayIn = (y: number) => ({ start: d(y, 5, 1), end: d(y, 6, 1) });
+    // A capital mid-sentence, a day or year beside it, or "in" with the clause ending after it: a month.
+    for (const q of ["What did she do in May?", "early May", "what did she do in may?", "Since May, has she run?"]) expect(dateWindows(q, now), q).toEqual([2021, 2022, 2023].map(mayIn));
+    expect(dateWindows("since March", now)).toEqual([2021, 2022, 2023].map((y) => ({ start: d(y, 3, 1), end: d(y, 4, 1) })));
+    expect(dateWindows("May 7, 2023", now)).toEqual([{ start: d(2023, 5, 7), end: d(2023, 5, 8) }]);
+    expect(dateWindows("7 May 2023", now)).toEqual([{ start: d(2023, 5, 7), end: d(2023, 5, 8) }]);
+    expect(dateWindows("May 5?", now)).toEqual([2023, 2022, 2021].map((y) => ({ start: d(y, 5, 5), end: d(y, 5, 6) })));
+    expect(dateWindows("what happened may 2022", now)).toEqual([mayIn(2022)]);
+  });
+
+  it("reads no year out of a count, price, port or token that only looks like one", () => {
+    const d = (y: number, m: number, day: number) => Date.UTC(y, m - 1, day);
+    const now = d(2023, 12, 1);
+    for (const q of ["Did she run 2000 meters?", "Which model has a 2048-token context?", "What listens on port 2020?", "Was it $1999?", "Are there 2021 items left?", "Is it ISO 2022-style?", "Did 2020 people come?", "Is it 2020x faster?"]) {
+      expect(dateWindows(q, now), q).toEqual([]);
+    }
+    // Nor does such a number name the year of a day without one.
+    expect(dateWindows("Did she run 2000 meters on August 3?", now)).toEqual([2023, 2022, 2021].map((y) => ({ start: d(y, 8, 3), end: d(y, 8, 4) })));
+    const year = (y: number) => [{ start: d(y, 1, 1), end: d(y + 1, 1, 1) }];
+    expect(dateWindows("What happened in 2022?", now)).toEqual(year(2022));
+    expect(dateWindows("Has she lived there since 2019?", now)).toEqual(year(2019));
+    expect(dateWindows("What did she do in the summer of 2021", now)).toEqual(year(2021));
+    expect(dateWindows("Which year was it, 2020?", now)).toEqual(year(2020));
+    expect(dateWindows("Did she go to the 2022 Olympics?", now)).toEqual(year(2022));
+    expect(dateWindows("In 2020 people stayed home; why?", now)).toEqual(year(2020));
+  });
+
   it("drops the words that frame a question about a person", async () => {
     expect(isFrameWord("considered")).toBe(true);
     expect(isFrameWord("degree")).toBe(false);
