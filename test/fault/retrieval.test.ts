@@ -10,6 +10,7 @@ import { DatabaseSync } from "node:sqlite";
 import { describe, expect } from "vitest";
 import { ok, scenario, secrets, sessionOf } from "./support/secrets.ts";
 import { wellFormedDeep } from "./support/unicode.ts";
+import { leavesFenceOpen } from "../../packages/plugin-compaction/test/support.ts";
 
 const S = secrets();
 
@@ -106,15 +107,3 @@ describe("retrieval promises (issue 20)", () => {
     expect([...seen].sort()).toEqual([...marks].sort());
   });
 });
-
-/** True when `text` leaves a code fence open, per CommonMark (line ends \n, \r\n, \r; a backtick fence's info has no backtick; a bare run of the opener's character, as long, closes). */
-function leavesFenceOpen(text: string): boolean {
-  let open = "";
-  for (const line of text.split(/\r\n|\r|\n/)) {
-    const m = /^ {0,3}(`{3,}|~{3,})([^]*)$/.exec(line);
-    if (!m || (m[1]![0] === "`" && m[2]!.includes("`"))) continue;
-    if (!open) open = m[1]!;
-    else if (m[1]![0] === open[0] && m[1]!.length >= open.length && !m[2]!.trim()) open = "";
-  }
-  return open !== "";
-}

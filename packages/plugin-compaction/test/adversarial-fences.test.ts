@@ -10,26 +10,11 @@ import type { CompactOptions } from "../src/index.ts";
 import { compactHistory, digestOutput, reduceText, SHORTENED_TEXT_MARK } from "../src/index.ts";
 import { closeFences, firstSentenceOf } from "../src/messages.ts";
 import { fitSummary } from "../src/summarize.ts";
-import { textOf } from "./support.ts";
+import { leavesFenceOpen, textOf } from "./support.ts";
 
 const counter = defaultTokenCounter();
 const countText = (t: string) => counter.countText(t);
 
-/**
- * True when `text` leaves a code fence open, per CommonMark: a line ending is \n, \r\n or \r; a
- * fence line has at most 3 spaces of indent, then 3+ backticks (info without a backtick) or 3+
- * tildes (any info); a bare run of the opener's character, at least as long, closes it.
- */
-function leavesFenceOpen(text: string): boolean {
-  let open = "";
-  for (const line of text.split(/\r\n|\r|\n/)) {
-    const m = /^ {0,3}(`{3,}|~{3,})([^]*)$/.exec(line);
-    if (!m || (m[1]![0] === "`" && m[2]!.includes("`"))) continue;
-    if (!open) open = m[1]!;
-    else if (m[1]![0] === open[0] && m[1]!.length >= open.length && !m[2]!.trim()) open = "";
-  }
-  return open !== "";
-}
 
 describe("the fence checks themselves", () => {
   it("a backtick fence whose info string holds tildes is closed by a bare backtick run, and a closed text is left as it is", () => {

@@ -141,3 +141,18 @@ export function result(id: string, name: string, text: string): ToolResultMessag
   return { role: "tool", toolCallId: id, toolName: name, content: [{ type: "text", text }], isError: false };
 }
 
+/**
+ * True when `text` leaves a code fence open, per CommonMark: a line ending is \n, \r\n or \r; a
+ * fence line has at most 3 spaces of indent, then 3+ backticks (info without a backtick) or 3+
+ * tildes (any info); a bare run of the opener's character, at least as long, closes it.
+ */
+export function leavesFenceOpen(text: string): boolean {
+  let open = "";
+  for (const line of text.split(/\r\n|\r|\n/)) {
+    const m = /^ {0,3}(`{3,}|~{3,})([^]*)$/.exec(line);
+    if (!m || (m[1]![0] === "`" && m[2]!.includes("`"))) continue;
+    if (!open) open = m[1]!;
+    else if (m[1]![0] === open[0] && m[1]!.length >= open.length && !m[2]!.trim()) open = "";
+  }
+  return open !== "";
+}
