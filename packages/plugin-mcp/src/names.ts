@@ -5,8 +5,13 @@ export const MAX_TOOL_NAME = 64;
 
 const UNSAFE = /[^a-zA-Z0-9_-]+/g;
 
+/** Hex digits of the hash a cut name ends with. */
+const HASH_CHARS = 8;
+/** Characters of the full name a cut name keeps, before `_` and its hash. */
+const CUT_KEEP = MAX_TOOL_NAME - HASH_CHARS - 1;
+
 /** Short stable hash of a string (hex). */
-export function shortHash(text: string, length = 8): string {
+export function shortHash(text: string, length = HASH_CHARS): string {
   return createHash("sha256").update(text).digest("hex").slice(0, length);
 }
 
@@ -37,13 +42,12 @@ export function sanitizeToolName(server: string, tool: string): string {
 export function mayBeOf(name: string, server: string): boolean {
   const prefix = `mcp__${sanitizePart(server)}__`;
   if (name.startsWith(prefix)) return true;
-  // Cut names keep MAX_TOOL_NAME - 9 characters of the full name, then `_` and 8 hex digits.
-  const kept = MAX_TOOL_NAME - 9;
-  return name.length === MAX_TOOL_NAME && prefix.length > kept && name.startsWith(prefix.slice(0, kept));
+  // A cut name keeps CUT_KEEP characters of the full name (see withSuffix).
+  return name.length === MAX_TOOL_NAME && prefix.length > CUT_KEEP && name.startsWith(prefix.slice(0, CUT_KEEP));
 }
 
 function withSuffix(name: string, hash: string): string {
-  return `${name.slice(0, MAX_TOOL_NAME - hash.length - 1)}_${hash}`;
+  return `${name.slice(0, CUT_KEEP)}_${hash}`;
 }
 
 /** An MCP tool's identity: the server key it came from and its name there. Contract: raw, unsanitised. */
