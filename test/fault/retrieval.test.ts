@@ -10,6 +10,7 @@ import { DatabaseSync } from "node:sqlite";
 import { describe, expect } from "vitest";
 import { ok, scenario, secrets, sessionOf } from "./support/secrets.ts";
 import { wellFormedDeep } from "./support/unicode.ts";
+import { defaultTokenCounter } from "../../packages/kernel/src/index.ts";
 import { leavesFenceOpen } from "../../packages/plugin-compaction/test/support.ts";
 
 const S = secrets();
@@ -83,12 +84,16 @@ describe("retrieval promises (issue 20)", () => {
     `\`\`\`~~~ odd info\n${code.join("\n")}\n\`\`\`\n${body}`,
   ];
   const cutOutput = ["# Service configuration", "```yaml", ...Array.from({ length: 150 }, (_, i) => `setting_${i}: value_${i}  # 🚀 entry ${i}`)].join("\n");
-  scenario("a compacted request never leaves a code fence open in a shortened text, a digest or a summary, and is well-formed UTF-16", { bigTool: cutOutput, compaction: "{ model: false, window: 12_000, soft: 0.25, hard: 0.45, target: 0.2, taco: { threshold: 200 }, protectedTail: { tokens: 0, messages: 2, share: 0.15 }, minMaskTokens: 40 }" }, async (w) => {
+  scenario("a compacted request never leaves a code fence open in a shortened text, a digest or a summary, keeps each stub's identifier index within half of what it replaces, and is well-formed UTF-16", { bigTool: cutOutput, compaction: "{ model: false, window: 12_000, soft: 0.25, hard: 0.45, target: 0.2, taco: { threshold: 200 }, protectedTail: { tokens: 0, messages: 2, share: 0.15 }, minMaskTokens: 40 }" }, async (w) => {
+    // A text made mostly of identifiers found nowhere else: its shortened form indexes them, within budget.
+    const paths = Array.from({ length: 160 }, (_, i) => `/srv/app/module_${i}/handler_${(i * 7919) % 1000}.py`);
+    w.script.main.push({ text: `I read every handler. ${paths.join(" then ")}.`, toolCalls: [{ name: "dump_config", args: {} }] });
     for (const text of fencedTexts) w.script.main.push({ text, splitPairs: true, toolCalls: [{ name: "dump_config", args: {} }] });
     w.script.main.push({ text: "Done." });
     await ok(w.run("Dump the service configuration, five times"));
     const marks = ["[rest of this message shortened", "[digest of tool output", "[summary of earlier conversation"];
     const seen = new Set<string>();
+    let stubs = 0;
     for (const r of w.mainRequests()) {
       expect(wellFormedDeep(r.body)).toBe(true);
       for (const m of (r.body as { messages?: Array<{ content?: unknown }> }).messages ?? []) {
@@ -101,9 +106,17 @@ describe("retrieval promises (issue 20)", () => {
           if (process.env.FAULT_DEBUG) console.log(JSON.stringify(t.slice(0, 200)));
           expect(leavesFenceOpen(t), t).toBe(false);
         }
+        // A stub's identifier index costs at most stubIndexShare (half) of the tokens the stub stands for.
+        for (const t of texts) {
+          for (const [, tokens, index] of t.matchAll(/(?:shortened:|masked tool output: [^,\]]*,) (\d+) tokens[^\]]*? Identifiers: ([^\]]*)\]/g)) {
+            stubs++;
+            expect(defaultTokenCounter().countText(index!), t).toBeLessThanOrEqual(Number(tokens) / 2);
+          }
+        }
       }
     }
     if (process.env.FAULT_DEBUG) console.log(w.mainRequests().map((r) => JSON.stringify(r.body).length), [...seen]);
     expect([...seen].sort()).toEqual([...marks].sort());
+    expect(stubs).toBeGreaterThan(0);
   });
 });
