@@ -42,6 +42,8 @@ const MAX_BODY = 8 * 1024 * 1024;
 
 function failure(err: unknown): Response {
   if (err instanceof BadRequest) return json(400, { error: { code: "BAD_REQUEST", message: err.message } });
+  // Another process is running a turn in this session: the client may retry once it has ended.
+  if (err instanceof KeelError && err.code === "KEEL_SESSION_BUSY") return Response.json({ error: { code: err.code, message: err.message } }, { status: 409, headers: { "retry-after": "1" } });
   if (err instanceof KeelError) return json(STATUS[err.code] ?? 500, { error: { code: err.code, message: err.message } });
   if (err instanceof z.ZodError) return json(400, { error: { code: "BAD_REQUEST", message: z.prettifyError(err) } });
   return json(500, { error: { code: "INTERNAL", message: err instanceof Error ? err.message : String(err) } });
@@ -61,8 +63,11 @@ async function body<T>(request: Request, schema: z.ZodType<T>): Promise<T> {
 }
 
 /**
- * The handler. Contract: one agent per process; a session stays open (and leased to this
- * process) between requests until it has been idle for `idleMs` (default 10 minutes).
+ * The handler. Contract: one agent per process, any number of processes on one store: every
+ * request may go to any of them. A session handle stays cached between requests until it has
+ * been idle for `idleMs` (default 10 minutes), holding no lease: a session is leased only while a
+ * turn runs (or an answer is written), so another process reads it, answers its approvals and
+ * resumes it; a handle catches up with what other processes wrote before it serves a request.
  */
 export function createHandler(agent: Agent, options: { idleMs?: number } = {}): (request: Request) => Promise<Response> {
   const idle = new Map<string, NodeJS.Timeout>();
@@ -72,6 +77,7 @@ export function createHandler(agent: Agent, options: { idleMs?: number } = {}): 
     idle.set(s.id, timer.unref());
     return s;
   };
+  // An open handle reads what other processes wrote first (agent.session does); a turn running elsewhere is 409 at once.
   const session = async (id?: string): Promise<Session> => touch(await agent.session(id === undefined ? undefined : decodeURIComponent(id), { waitMs: 0 }));
 
   return async (request) => {
@@ -84,7 +90,10 @@ export function createHandler(agent: Agent, options: { idleMs?: number } = {}): 
         case "POST /sessions/:id/turns": {
           const { input } = await body(request, TurnBody);
           const s = await session(path[1]!);
-          return sseResponse(s.stream(input as string | ContentBlock[], { signal: request.signal }), { headers: { "x-keel-session": s.id } });
+          const turn = s.stream(input as string | ContentBlock[], { signal: request.signal });
+          // A turn another process is running in this session (409) is answered before any byte is streamed.
+          await turn.started;
+          return sseResponse(turn, { headers: { "x-keel-session": s.id } });
         }
         case "GET /sessions/:id/approvals":
           return json(200, { pending: (await session(path[1]!)).pendingApprovals() });
@@ -97,7 +106,9 @@ export function createHandler(agent: Agent, options: { idleMs?: number } = {}): 
           }
           const open = s.pendingApprovals().filter((p) => !p.answer);
           if (open.length) return json(200, { pending: open });
-          return sseResponse(s.resumeStream({ signal: request.signal }), { headers: { "x-keel-session": s.id } });
+          const turn = s.resumeStream({ signal: request.signal });
+          await turn.started;
+          return sseResponse(turn, { headers: { "x-keel-session": s.id } });
         }
         case "GET /sessions/:id/messages":
           return json(200, { messages: (await session(path[1]!)).messages.map((m) => ({ role: m.role, text: messageText(m) })) });

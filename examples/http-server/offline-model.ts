@@ -4,9 +4,18 @@
  * "deploy v1.2" → calls deploy; "status" → calls service_status; a tool result → a summary.
  * Set KEEL_MODEL (e.g. `anthropic:claude-sonnet-4-5`) to use a real model instead.
  */
+import { createHash } from "node:crypto";
 import { messageText } from "@keel/kernel";
 import type { AssistantMessage, Message, ModelEvent, ModelProvider, ModelRequest } from "@keel/kernel";
 import { ProviderError } from "@keel/kernel";
+
+const B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/** A call id shaped like Anthropic's (`toolu_01` and 24 random-looking characters), the same for the same conversation. */
+function callId(messages: readonly Message[]): string {
+  const digest = createHash("sha256").update(JSON.stringify(messages.map((m) => [m.role, messageText(m)]))).digest();
+  return `toolu_01${[...digest.subarray(0, 24)].map((b) => B62[b % 62]).join("")}`;
+}
 
 function decide(messages: readonly Message[]): AssistantMessage {
   const last = messages.at(-1);
@@ -17,7 +26,7 @@ function decide(messages: readonly Message[]): AssistantMessage {
   }
   const text = last ? messageText(last) : "";
   const version = /\bdeploy\s+(v?\d+(?:\.\d+){0,2})/i.exec(text)?.[1];
-  const id = `call_${messages.length}`;
+  const id = callId(messages);
   if (version) return { role: "assistant", content: [{ type: "text", text: `Deploying ${version}.` }, { type: "tool_call", id, name: "deploy", args: { version } }] };
   if (/\b(status|live|running)\b/i.test(text)) return { role: "assistant", content: [{ type: "tool_call", id, name: "service_status", args: {} }] };
   return { role: "assistant", content: [{ type: "text", text: 'I can deploy a version ("deploy v1.4.2") or tell you what is live ("status").' }] };

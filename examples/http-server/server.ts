@@ -2,7 +2,8 @@
  * Serve the release assistant over plain node:http (no framework): `node server.ts`.
  * Offline by default (offline-model.ts); KEEL_MODEL=anthropic:<model> or openai:<model>
  * uses a real provider (keys from the environment). PORT (default 8787; 0 = any free port),
- * HOST (default 127.0.0.1), KEEL_HOME (default ./.keel) say where it listens and stores.
+ * HOST (default 127.0.0.1), KEEL_HOME (default ./.keel) say where it listens and stores;
+ * DEPLOY_STEP_MS (default 150) how long each of a deploy's three steps takes.
  */
 import { createServer } from "node:http";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
@@ -38,8 +39,8 @@ function adapt(handler: (request: Request) => Promise<Response>) {
 }
 
 /** Start the server. Contract: resolves once listening; `close()` stops it and closes the agent (paused turns stay paused). */
-export async function startServer(options: { home: string; provider: ModelProvider; port?: number; host?: string }): Promise<{ url: string; server: Server; close: () => Promise<void> }> {
-  const agent = await buildAgent({ home: options.home, provider: options.provider });
+export async function startServer(options: { home: string; provider: ModelProvider; port?: number; host?: string; stepMs?: number }): Promise<{ url: string; server: Server; close: () => Promise<void> }> {
+  const agent = await buildAgent({ home: options.home, provider: options.provider, ...(options.stepMs !== undefined ? { stepMs: options.stepMs } : {}) });
   const server = createServer(adapt(createHandler(agent)));
   await new Promise<void>((resolve) => server.listen(options.port ?? 8787, options.host ?? "127.0.0.1", resolve));
   const address = server.address() as { port: number };
@@ -62,6 +63,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     provider: model ? resolveModel(model) : offlineModel,
     port: Number(process.env.PORT ?? 8787),
     host: process.env.HOST ?? "127.0.0.1",
+    ...(process.env.DEPLOY_STEP_MS ? { stepMs: Number(process.env.DEPLOY_STEP_MS) } : {}),
   });
   process.stdout.write(`release assistant listening on ${url} (${model ?? "offline model: try \"deploy v1.4.2\""})\n`);
   for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void close().then(() => process.exit(0)));

@@ -43,8 +43,10 @@ import { DETACH_DEADLINE_MS } from "./observer.ts";
 import type { AttemptOutcome, UnfinishedJob } from "./jobs.ts";
 import { recoverJobs, startDurableJob } from "./jobs.ts";
 import { inFaultScope } from "./faults.ts";
-import type { HeldLease, LeaseOptions } from "./lease.ts";
+import type { HeldLease, LeaseKind, LeaseOptions } from "./lease.ts";
 import { DEFAULT_LEASE, takeLease } from "./lease.ts";
+import type { LogCursor } from "./session-replay.ts";
+import { newCursor, replay } from "./session-replay.ts";
 
 /**
  * Loop guards. Contract: when one runs out the model gets one final round without tools —
@@ -162,13 +164,17 @@ export interface AgentOptions {
   mode?: SessionMode;
 }
 
-/** Options of agent.session(). */
+/**
+ * Options of agent.session().
+ * Contract: opening never waits for another instance; `waitMs` and `onWait` apply to this
+ * handle's writes (its turns, answers and queued messages) when another instance is writing.
+ */
 export interface SessionOpenOptions {
-  /** How long to wait for a session another process or agent holds; default `lease.waitMs`. */
+  /** How long this handle's turns and answers wait for a session another instance is running a turn in; default `lease.waitMs`. */
   waitMs?: number;
-  /** Stops the wait. */
+  /** Stops the open (its read, and the repair of a turn a dead process left open). */
   signal?: AbortSignal;
-  /** Told once when the session is held elsewhere and the open starts waiting. */
+  /** Told once per wait when another instance is running a turn in the session and this handle starts waiting. */
   onWait?: (holder: { pid: number; host: string; expiresAt: number }) => void;
   /** @internal a child session's link to the turn and call that start it (ToolContext.child) */
   parent?: { sessionId: string; turnId: string; callId: string; name: string; depth: number };
@@ -400,7 +406,12 @@ export class Agent {
    */
   async session(id?: string, options: SessionOpenOptions = {}): Promise<Session> {
     if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `session(${id ? `"${id}"` : ""}) was called after close().`);
-    if (id && this.open.has(id)) return this.open.get(id)!;
+    if (id && this.open.has(id)) {
+      // An open handle first reads what other instances wrote since it last did (no lease needed).
+      const open = this.open.get(id)!;
+      await open.sync();
+      return open;
+    }
     if (id && this.opening.has(id)) return this.opening.get(id)!;
     const opening = this.openSession(id, options);
     if (id) {
@@ -415,24 +426,16 @@ export class Agent {
 
   private async openSession(id: string | undefined, options: SessionOpenOptions): Promise<Session> {
     let session: Session;
-    const lease = { ttlMs: this.options.lease?.ttlMs ?? DEFAULT_LEASE.ttlMs, waitMs: options.waitMs ?? this.options.lease?.waitMs ?? DEFAULT_LEASE.waitMs, ...(options.signal ? { signal: options.signal } : {}), ...(options.onWait ? { onWait: options.onWait } : {}) };
+    const leasing = { ttlMs: this.options.lease?.ttlMs ?? DEFAULT_LEASE.ttlMs, waitMs: options.waitMs ?? this.options.lease?.waitMs ?? DEFAULT_LEASE.waitMs, ...(options.onWait ? { onWait: options.onWait } : {}) };
     if (id && (await this.store.getSession(id))) {
-      // The lease comes first: the log is read (and a dangling turn marked interrupted) only
-      // once no live holder can still be writing it.
-      session = new Session(this, id);
-      session.lease = await takeLease(this.store, id, lease);
-      try {
-        await session.load();
-      } catch (err) {
-        await session.lease?.stop().catch(() => undefined);
-        throw err;
-      }
+      // Opening reads; it takes no lease unless the log ends in a turn whose holder is gone (marked interrupted then).
+      session = new Session(this, id, leasing);
+      await session.load(options.signal);
     } else if (id) {
       throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}".`);
     } else {
-      session = new Session(this, randomUUID());
+      session = new Session(this, randomUUID(), leasing);
       await this.store.createSession({ id: session.id, agent: this.name, createdAt: Date.now() });
-      session.lease = await takeLease(this.store, session.id, lease);
       // A child's link to its parent call is on disk before the child runs (it is checked on resume); a top-level
       // session's first event joins the first turn's durable write (one fsync fewer per new session).
       await session.emit({ type: "session.created", agent: this.name, ...(options.parent ? { parent: options.parent } : {}) }, null, options.parent !== undefined);
@@ -528,6 +531,9 @@ function withSignal<O>(options: RunOptions<O>, signal: AbortSignal | undefined):
   return { ...options, signal: options.signal ? AbortSignal.any([options.signal, signal]) : signal };
 }
 
+/** A hold with nothing to do but write what is queued. */
+const noop = (): void => undefined;
+
 /** Why a session's lifetime signal aborts on a plain close (nothing was running). */
 const SESSION_CLOSED = new KeelError("KEEL_TURN_ABORTED", "The session was closed.");
 
@@ -593,12 +599,27 @@ export class Session {
   private pending: KeelEvent[] = [];
   private timings: TurnTimings = { phases: {}, plugins: {} };
   private writeError: unknown;
-  /** @internal this session's lease (undefined when the store has no leases) */
+  /** @internal the lease this handle writes under while it runs a turn or makes a hand-off (undefined between them) */
   lease: HeldLease | undefined;
+  /** What the held lease is for, and how many holds (a turn, hand-offs within it) share it. */
+  private leaseKind: LeaseKind | undefined;
+  private holders = 0;
+  /** Set while this handle takes the lease; settles when it holds it (or failed to). */
+  private taking: Promise<void> | undefined;
+  /** Settles when the lease held now is given back. */
+  private released: Promise<void> | undefined;
+  private release: (() => void) | undefined;
+  /** Events emitted while this handle holds no lease: numbered and written at its next hold, after it caught up. */
+  private outbox: Array<{ data: KeelEventData; turnId: string | null; durable: boolean }> = [];
+  /** Where this handle's reading of the log stands (an unfinished turn, approvals asked in it). */
+  private readonly cursor: LogCursor = newCursor();
+  /** @internal how this handle waits for a lease another instance holds */
+  readonly leasing: { ttlMs: number; waitMs: number; onWait?: (holder: { pid: number; host: string; expiresAt: number }) => void };
 
-  constructor(agent: Agent, id: string) {
+  constructor(agent: Agent, id: string, leasing: Session["leasing"] = { ttlMs: DEFAULT_LEASE.ttlMs, waitMs: DEFAULT_LEASE.waitMs }) {
     this.agent = agent;
     this.id = id;
+    this.leasing = leasing;
   }
 
   /** Aborts when the session is closed (after the grace period): background work listens to it. */
@@ -642,12 +663,12 @@ export class Session {
     return this.prepareRun(input, options, { limits, trigger: "subagent" })();
   }
 
-  private prepareRun<O>(input: TurnInput, options: RunOptions<O>, more: { limits?: Partial<Limits>; trigger?: "subagent" } = {}): (signal?: AbortSignal) => Promise<TurnResult<O>> {
+  private prepareRun<O>(input: TurnInput, options: RunOptions<O>, more: { limits?: Partial<Limits>; trigger?: "subagent" } = {}): (signal?: AbortSignal, held?: () => void) => Promise<TurnResult<O>> {
     const checked = checkInput(input);
     const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
     this.ready();
     if (this.paused) throw new KeelError("KEEL_APPROVAL_PENDING", `Session "${this.id}" has turn ${this.paused.turnId} paused for ${this.paused.requests.size} tool call(s): ${[...this.paused.requests.values()].map((r) => `${r.name} (${r.callId})`).join(", ")}. Answer them (approve/deny) and resume() first.`);
-    return (signal) => this.start(checked, withSignal(options, signal), { ...(output ? { output } : {}), ...more }) as Promise<TurnResult<O>>;
+    return (signal, held) => this.start(checked, withSignal(options, signal), { ...(output ? { output } : {}), ...more, ...(held ? { held } : {}) }) as Promise<TurnResult<O>>;
   }
 
   /** How this session's turns run: `agent` (tools) or `chat` (none). Contract: the last setMode() in the log, else the agent's `mode`, else `agent`. */
@@ -664,10 +685,12 @@ export class Session {
     if (mode !== "agent" && mode !== "chat") throw new KeelError("KEEL_MODE_INVALID", `setMode(${JSON.stringify(typeof mode === "string" ? headOf(mode, 40) : typeof mode)}) on session "${this.id}".`);
     if (this.current) throw new KeelError("KEEL_MODE_INVALID", `Session "${this.id}" is running a turn; switch to ${mode} mode after it ends.`);
     if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `Session "${this.id}" is closed.`);
-    if (this.paused) throw new KeelError("KEEL_MODE_INVALID", `Session "${this.id}" has turn ${this.paused.turnId} waiting for approval; answer and resume it first.`);
-    if (mode === this.mode) return;
-    await this.emit({ type: "session.mode", mode }, null, true);
-    this.switchedMode = mode;
+    await this.hold("handoff", async () => {
+      if (this.paused) throw new KeelError("KEEL_MODE_INVALID", `Session "${this.id}" has turn ${this.paused.turnId} waiting for approval; answer and resume it first.`);
+      if (mode === this.mode) return;
+      await this.emit({ type: "session.mode", mode }, null, true);
+      this.switchedMode = mode;
+    });
   }
 
   /** The tool calls the paused turn waits for (empty when no turn is paused). Contract: copies. */
@@ -692,11 +715,14 @@ export class Session {
     this.ready();
     // A reason is the person's words for the model: well-formed, and bounded like any tool result text.
     const answer: ApprovalAnswer = typeof given.reason === "string" ? { ...given, reason: truncate(toWellFormed(given.reason), MAX_REASON_CHARS) } : given;
-    const req = this.paused?.requests.get(callId);
-    if (!req) throw new KeelError("KEEL_APPROVAL_UNKNOWN", `Session "${this.id}" has no pending approval "${callId}"${this.paused ? ` (pending: ${[...this.paused.requests.keys()].join(", ")})` : " (no turn is paused)"}.`);
-    await this.emit({ type: "approval.resolved", callId, name: req.name, ...answer, by: "host" }, req.turnId, true);
-    req.answer = answer;
-    if (answer.approved && answer.always && !req.via) this.alwaysAllowed.add(req.name);
+    // Under the lease, on the log as it is now: any instance may answer, one at a time.
+    await this.hold("handoff", async () => {
+      const req = this.paused?.requests.get(callId);
+      if (!req) throw new KeelError("KEEL_APPROVAL_UNKNOWN", `Session "${this.id}" has no pending approval "${callId}"${this.paused ? ` (pending: ${[...this.paused.requests.keys()].join(", ")})` : " (no turn is paused)"}.`);
+      await this.emit({ type: "approval.resolved", callId, name: req.name, ...answer, by: "host" }, req.turnId, true);
+      req.answer = answer;
+      if (answer.approved && answer.always && !req.via) this.alwaysAllowed.add(req.name);
+    });
   }
 
   /**
@@ -719,11 +745,15 @@ export class Session {
    * child sessions it waited on are ended the same way.
    */
   async abandonPaused(reason: "aborted" | "process_exit"): Promise<void> {
-    const p = this.paused;
-    if (!p || this.current) return;
-    this.paused = undefined;
-    await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: p.rounds, toolCalls: p.toolCalls }, p.turnId, true);
-    for (const id of new Set([...p.requests.values()].flatMap((r) => (r.via ? [r.via.sessionId] : [])))) await abandonChild(this, id);
+    if (!this.paused || this.current) return;
+    const p = await this.hold("handoff", async () => {
+      const p = this.paused;
+      if (!p) return undefined;
+      this.paused = undefined;
+      await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: p.rounds, toolCalls: p.toolCalls }, p.turnId, true);
+      return p;
+    });
+    for (const id of new Set([...(p?.requests.values() ?? [])].flatMap((r) => (r.via ? [r.via.sessionId] : [])))) await abandonChild(this, id);
   }
 
   /** @internal resume a paused child turn (ToolContext.child, after its parent resumed) within `limits`. */
@@ -731,14 +761,14 @@ export class Session {
     return this.prepareResume(options, { limits })();
   }
 
-  private prepareResume<O>(options: RunOptions<O>, more: { limits?: Partial<Limits> } = {}): (signal?: AbortSignal) => Promise<TurnResult<O>> {
+  private prepareResume<O>(options: RunOptions<O>, more: { limits?: Partial<Limits> } = {}): (signal?: AbortSignal, held?: () => void) => Promise<TurnResult<O>> {
     const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
     this.ready();
     const paused = this.paused;
     if (!paused) throw new KeelError("KEEL_NOT_PAUSED", `Session "${this.id}" has no paused turn.`);
     const open = [...paused.requests.values()].filter((r) => !r.answer);
     if (open.length) throw new KeelError("KEEL_APPROVAL_PENDING", `Turn ${paused.turnId} still waits for ${open.map((r) => `${r.name} (${r.callId})`).join(", ")}.`);
-    return (signal) => this.start("", withSignal(options, signal), { resume: paused, ...(output ? { output } : {}), ...more }) as Promise<TurnResult<O>>;
+    return (signal, held) => this.start("", withSignal(options, signal), { resume: paused, ...(output ? { output } : {}), ...more, ...(held ? { held } : {}) }) as Promise<TurnResult<O>>;
   }
 
   private ready(): void {
@@ -746,14 +776,24 @@ export class Session {
     if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `Session "${this.id}" is closed.`);
   }
 
-  private async start(input: TurnInput, options: RunOptions<unknown>, extra: { resume?: PausedTurn; output?: ReturnType<typeof outputSpecOf>; limits?: Partial<Limits>; trigger?: "subagent" }): Promise<TurnResult> {
+  private async start(input: TurnInput, options: RunOptions<unknown>, extra: { resume?: PausedTurn; output?: ReturnType<typeof outputSpecOf>; limits?: Partial<Limits>; trigger?: "subagent"; held?: () => void }): Promise<TurnResult> {
     const ctrl = new AbortController();
     this.current = ctrl;
     const outer = options.signal;
     const onAbort = () => ctrl.abort(outer!.reason);
     if (outer?.aborted) ctrl.abort(outer.reason);
     else outer?.addEventListener("abort", onAbort, { once: true });
-    const turn = runTurn(this, input, ctrl.signal, { metadata: options.metadata ?? {}, ...extra });
+    // The turn holds the session's lease from before it reads what other instances wrote to its terminal event.
+    const { held, ...turnExtra } = extra;
+    const turn = this.hold(
+      "turn",
+      () => {
+        const checked = this.doorAgain(turnExtra);
+        held?.();
+        return runTurn(this, input, ctrl.signal, { metadata: options.metadata ?? {}, ...checked });
+      },
+      { signal: ctrl.signal },
+    );
     this.running = turn;
     try {
       return await turn;
@@ -761,8 +801,119 @@ export class Session {
       this.running = undefined;
       outer?.removeEventListener("abort", onAbort);
       this.current = undefined;
-      await this.flush();
     }
+  }
+
+  /** The door checks of run() and resume() once more, on the log as it is now (another instance may have paused or resumed the turn). */
+  private doorAgain<T extends { resume?: PausedTurn }>(extra: T): T {
+    if (!extra.resume) {
+      if (this.paused) throw new KeelError("KEEL_APPROVAL_PENDING", `Session "${this.id}" has turn ${this.paused.turnId} paused for ${this.paused.requests.size} tool call(s) (another instance paused it): ${[...this.paused.requests.values()].map((r) => `${r.name} (${r.callId})`).join(", ")}. Answer them (approve/deny) and resume() first.`);
+      return extra;
+    }
+    const paused = this.paused;
+    if (!paused) throw new KeelError("KEEL_NOT_PAUSED", `Session "${this.id}" has no paused turn (another instance resumed or ended it).`);
+    const open = [...paused.requests.values()].filter((r) => !r.answer);
+    if (open.length) throw new KeelError("KEEL_APPROVAL_PENDING", `Turn ${paused.turnId} still waits for ${open.map((r) => `${r.name} (${r.callId})`).join(", ")}.`);
+    return { ...extra, resume: paused };
+  }
+
+  /**
+   * @internal Run `fn` holding the session's lease: taken (or joined, when this handle holds it
+   * already) first, then what other instances wrote since this handle last read is applied, and
+   * what this handle emitted meanwhile is written; given back once `fn` settled and every event
+   * is written. Contract: throws KEEL_SESSION_BUSY naming the holder when another instance holds
+   * it past the wait (`waitMs`, default this handle's), before anything is written.
+   */
+  async hold<T>(kind: LeaseKind, fn: () => T | Promise<T>, options: { waitMs?: number; signal?: AbortSignal } = {}): Promise<T> {
+    await this.acquire(kind, options);
+    try {
+      return await fn();
+    } finally {
+      await this.unhold();
+    }
+  }
+
+  private async acquire(kind: LeaseKind, options: { waitMs?: number; signal?: AbortSignal }): Promise<void> {
+    for (;;) {
+      // A hand-off joins whatever this handle holds; a turn joins a turn's (a child's resume within it).
+      if (this.holders > 0 && (kind === "handoff" || this.leaseKind === "turn")) {
+        this.holders++;
+        return;
+      }
+      if (this.taking) await this.taking.catch(() => undefined);
+      else if (this.holders > 0 || this.released) await this.released;
+      else break;
+    }
+    let done!: () => void;
+    this.taking = new Promise((r) => (done = r));
+    try {
+      const store = this.agent.store;
+      const lease = await takeLease(store, this.id, { ttlMs: this.leasing.ttlMs, waitMs: options.waitMs ?? this.leasing.waitMs, kind, ...(options.signal ? { signal: options.signal } : {}), ...(this.leasing.onWait ? { onWait: this.leasing.onWait } : {}) });
+      try {
+        await this.catchUp();
+      } catch (err) {
+        await lease?.stop().catch(() => undefined);
+        throw err;
+      }
+      this.lease = lease;
+      this.leaseKind = kind;
+      this.holders = 1;
+      this.released = new Promise((r) => (this.release = r));
+      // What this handle emitted while it held nothing goes first, numbered after what it just read.
+      const queued = this.outbox.splice(0);
+      for (const q of queued) void this.emit(q.data, q.turnId);
+      try {
+        if (queued.some((q) => q.durable)) await this.write(true);
+        // A turn left open by a holder that is gone (this lease was free or taken over) ends here, interrupted.
+        if (this.cursor.open) await this.interruptOpenTurn(lease?.takenOver);
+      } catch (err) {
+        await this.unhold().catch(() => undefined);
+        throw err;
+      }
+    } finally {
+      this.taking = undefined;
+      done();
+    }
+  }
+
+  /** Give back one hold; the last one writes every pending event, then frees the lease. */
+  private async unhold(): Promise<void> {
+    if (--this.holders > 0) return;
+    try {
+      // Jobs and background handlers may emit while the batch is written: loop until nothing is left.
+      for (;;) {
+        await this.write(false);
+        while (this.writes) await this.writes;
+        if (!this.pending.length) break;
+      }
+    } finally {
+      const lease = this.lease;
+      this.lease = undefined;
+      this.leaseKind = undefined;
+      await lease?.stop().catch(() => undefined);
+      const release = this.release;
+      this.released = undefined;
+      this.release = undefined;
+      release?.();
+    }
+  }
+
+  /** Apply what other instances wrote since this handle last read. Contract: needs no lease. */
+  private async catchUp(): Promise<void> {
+    const events = await this.agent.store.events(this.id, { afterSeq: this.seq });
+    if (!events.length) return;
+    const messages = replay(this, this.cursor, [...this.messages], events);
+    this.messages = freezeDeep(messages);
+  }
+
+  /**
+   * Read what other instances wrote to this session since this handle last read it (their turns,
+   * answers, queued messages), so pendingApprovals(), messages and the next turn see it.
+   * Contract: needs no lease and writes nothing; does nothing while this handle runs a turn.
+   */
+  async sync(): Promise<void> {
+    if (this.lease || this.taking) return;
+    await this.catchUp();
   }
 
   /** Cancel the running turn, if any. */
@@ -821,6 +972,13 @@ export class Session {
    * Contract: with `durable`, resolves only once the store reports it on disk; order is kept.
    */
   emit(data: KeelEventData, turnId: string | null, durable = false): Promise<void> | void {
+    if (!this.lease && this.agent.store.acquireLease) {
+      // No lease held: numbered and written at the next hold (at once, in a hand-off, when durable).
+      this.outbox.push({ data, turnId, durable });
+      if (durable) return this.hold("handoff", noop);
+      this.soon ??= setImmediate(this.writeSoon);
+      return;
+    }
     const event = { ...data, sessionId: this.id, seq: ++this.seq, ts: Date.now(), turnId } as KeelEvent;
     if (data.type === "turn.started" && turnId) this.lastTurnStart = { turnId, seq: event.seq };
     this.pending.push(event);
@@ -834,6 +992,13 @@ export class Session {
 
   private readonly writeSoon = (): void => {
     this.soon = undefined;
+    if (!this.lease && this.outbox.length) {
+      // Another instance running a turn keeps these queued until a later hold; any other failure is reported at the next write.
+      void this.hold("handoff", noop).catch((err: unknown) => {
+        if (!isKeelError(err, "KEEL_SESSION_BUSY")) this.writeError ??= err;
+      });
+      return;
+    }
     try {
       const w = this.write(false);
       if (w) w.catch((err: unknown) => (this.writeError ??= err));
@@ -905,8 +1070,18 @@ export class Session {
     this.agent.publish(event);
   }
 
-  /** Write every pending event and wait for the store. Contract: rejects with a store failure. */
+  /**
+   * Write every pending event and wait for the store. Contract: rejects with a store failure;
+   * events this handle emitted while holding no lease stay queued (for its next hold) when
+   * another instance is running a turn in the session.
+   */
   async flush(): Promise<void> {
+    if (!this.lease && this.outbox.length) {
+      await this.hold("handoff", noop).catch((err: unknown) => {
+        if (!isKeelError(err, "KEEL_SESSION_BUSY")) throw err;
+      });
+      return;
+    }
     await this.write(false);
     while (this.writes) await this.writes;
   }
@@ -1035,124 +1210,51 @@ export class Session {
     });
   }
 
-  /** Rebuild state from the log. */
-  async load(): Promise<void> {
+  /**
+   * Rebuild state from the log. Contract: takes no lease, unless the log ends in a turn that
+   * never ended and its holder is gone: that turn is then marked interrupted (a turn another
+   * instance is running now is left to it).
+   */
+  async load(signal?: AbortSignal): Promise<void> {
     const events = await this.agent.store.events(this.id);
-    let open: string | null = null;
-    let messages: Message[] = [];
-    let started: { input: string; metadata: Record<string, unknown> } | undefined;
-    let asked = new Map<string, PendingApproval>();
-    /** The child each call started last (for the result of a call a crash cut off). */
-    const lastChild = new Map<string, { callId: string; name: string; childSessionId: string }>();
-    /** The arguments each call of the open turn started with (a call waiting in a child runs again with them). */
-    const startedArgs = new Map<string, unknown>();
-    /** Child sessions each turn started (ToolContext.child): an interrupted turn's are closed too. */
-    const children = new Map<string, Array<{ callId: string; name: string; childSessionId: string }>>();
-    for (const e of events) {
-      this.seq = e.seq;
-      switch (e.type) {
-        case "turn.started":
-          open = e.turnId;
-          this.turnCount++;
-          started = { input: e.input, metadata: e.metadata };
-          asked = new Map();
-          startedArgs.clear();
-          this.paused = undefined;
-          break;
-        case "approval.requested":
-          if (e.turnId) asked.set(e.callId, { callId: e.callId, turnId: e.turnId, name: e.name, args: e.args, round: e.round, requestedAt: e.ts, ...(e.reason !== undefined ? { reason: e.reason } : {}), ...(e.plugin !== undefined ? { plugin: e.plugin } : {}), ...(e.via ? { via: { ...e.via } } : {}) });
-          break;
-        case "tool.started":
-          startedArgs.set(e.callId, e.args);
-          // Ids can repeat across rounds: a call's child is the one started after its last start.
-          lastChild.delete(e.callId);
-          break;
-        case "approval.resolved": {
-          const req = this.paused?.requests.get(e.callId);
-          if (req && e.by === "host") req.answer = { approved: e.approved, ...(e.always ? { always: true } : {}), ...(e.reason !== undefined ? { reason: e.reason } : {}) };
-          // A child's call approved "always" is always allowed in the child session, not here.
-          if (e.approved && e.always && !req?.via) this.alwaysAllowed.add(e.name);
-          break;
-        }
-        case "turn.paused":
-          if (e.verdict.status === "paused" && e.turnId && started) {
-            const pending = new Set(e.verdict.pending);
-            const requests = new Map([...asked].filter(([id]) => pending.has(id)));
-            const childCalls = new Map([...requests.values()].flatMap((r) => (r.via ? [[r.via.callId, startedArgs.get(r.via.callId)] as const] : [])));
-            this.paused = { turnId: e.turnId, input: started.input, metadata: started.metadata, rounds: e.rounds, toolCalls: e.toolCalls, requests, ...(childCalls.size ? { childCalls } : {}) };
-          }
-          if (e.turnId === open) open = null;
-          break;
-        case "turn.resumed":
-          this.paused = undefined;
-          open = e.turnId;
-          asked = new Map();
-          break;
-        case "session.mode":
-          this.switchedMode = e.mode;
-          break;
-        case "child.started":
-          if (e.turnId) children.set(e.turnId, [...(children.get(e.turnId) ?? []), e]);
-          lastChild.set(e.callId, e);
-          break;
-        case "turn.interrupted":
-          // A paused turn its parent gave up on (abandonPaused) ends here.
-          if (this.paused?.turnId === e.turnId) this.paused = undefined;
-          if (e.turnId === open) open = null;
-          break;
-        case "session.created":
-          if (e.parent) this.parentLink = { ...e.parent };
-          break;
-        case "message.appended":
-          messages.push(e.message);
-          break;
-        case "context.edited":
-          messages = applyMessageEdits(messages, e.edits);
-          break;
-        case "context.repaired":
-          messages = [...repairToolPairs(messages).messages];
-          break;
-        case "message.queued":
-          (e.queue === "steering" ? this.steering : this.followUps).push({ queueId: e.queueId, text: e.text });
-          break;
-        case "message.dequeued": {
-          const q = e.queue === "steering" ? this.steering : this.followUps;
-          const at = q.findIndex((m) => m.queueId === e.queueId);
-          if (at >= 0) q.splice(at, 1);
-          break;
-        }
-        case "job.completed":
-          if (e.status === "ok") this.completedJobs.add(e.idempotencyKey);
-          break;
-        default:
-          if (isTerminalEvent(e) && e.turnId === open) open = null;
-      }
-    }
     // Deep: events trust a frozen history to be frozen all the way down (callers that append freeze each message).
-    this.messages = freezeDeep(messages);
+    this.messages = freezeDeep(replay(this, this.cursor, [], events));
     this.resumed = true;
-    const takenOver = this.lease?.takenOver;
-    await this.emit({ type: "session.resumed", agent: this.agent.name, ...(open ? { interruptedTurn: open } : {}), ...(takenOver ? { leaseTakenOver: takenOver } : {}) }, null);
-    if (open) {
-      // A call cut off while its child session ran says which session kept the child's work.
-      const cut = children.get(open) ?? [];
-      const waiting = new Map(unansweredCalls(this.messages).map((c) => [c.id, c.name]));
-      for (const c of [...lastChild.values()].filter((c) => waiting.has(c.callId) && cut.includes(c as (typeof cut)[number]))) {
-        const message = freezeDeep(errorResult(c.callId, waiting.get(c.callId)!, `No result: the process stopped before this call returned. Its child session ${c.childSessionId} ("${c.name}") keeps the child's work so far; call the tool again if you still need it.`));
-        this.appendMessage(message);
-        await this.emit({ type: "message.appended", message }, open);
-      }
-      await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason: "process_exit" }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: 0, toolCalls: 0 }, open, true);
-      // Its child sessions died with it: opening one marks its own open turn interrupted (and its children's).
-      for (const id of new Set(cut.map((c) => c.childSessionId))) {
-        try {
-          const child = await this.agent.session(id);
-          // One that paused for approval in the meantime waits for no one now: it ends too.
-          await child.abandonPaused("process_exit");
-          await child.close();
-        } catch (err) {
-          await this.emit({ type: "diagnostic", level: "warn", code: "KEEL_CHILD_INVALID", message: `Child session ${id} of the interrupted turn could not be closed: ${headOf(errorMessage(err), 300)}. Open it to repair it.` }, open);
-        }
+    if (this.cursor.open) {
+      // Running elsewhere (its holder is alive): left alone; the next hold here repairs it if that holder dies.
+      await this.hold("handoff", noop, { waitMs: 0, ...(signal ? { signal } : {}) }).catch((err: unknown) => {
+        if (!isKeelError(err, "KEEL_SESSION_BUSY")) throw err;
+      });
+      if (this.cursor.open) void this.emit({ type: "session.resumed", agent: this.agent.name }, null);
+    } else void this.emit({ type: "session.resumed", agent: this.agent.name }, null);
+  }
+
+  /**
+   * Under the lease, end the turn the log leaves open (its holder is gone): a call cut off while
+   * its child session ran says which session kept the child's work, the turn is marked
+   * interrupted (durably), and its child sessions are ended the same way.
+   */
+  private async interruptOpenTurn(takenOver: HeldLease["takenOver"]): Promise<void> {
+    const open = this.cursor.open!;
+    this.cursor.open = null;
+    void this.emit({ type: "session.resumed", agent: this.agent.name, interruptedTurn: open, ...(takenOver ? { leaseTakenOver: takenOver } : {}) }, null);
+    const cut = this.cursor.children.get(open) ?? [];
+    const waiting = new Map(unansweredCalls(this.messages).map((c) => [c.id, c.name]));
+    for (const c of [...this.cursor.lastChild.values()].filter((c) => waiting.has(c.callId) && cut.includes(c))) {
+      const message = freezeDeep(errorResult(c.callId, waiting.get(c.callId)!, `No result: the process stopped before this call returned. Its child session ${c.childSessionId} ("${c.name}") keeps the child's work so far; call the tool again if you still need it.`));
+      this.appendMessage(message);
+      await this.emit({ type: "message.appended", message }, open);
+    }
+    await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason: "process_exit" }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: 0, toolCalls: 0 }, open, true);
+    // Its child sessions died with it: opening one marks its own open turn interrupted (and its children's).
+    for (const id of new Set(cut.map((c) => c.childSessionId))) {
+      try {
+        const child = await this.agent.session(id);
+        // One that paused for approval in the meantime waits for no one now: it ends too.
+        await child.abandonPaused("process_exit");
+        await child.close();
+      } catch (err) {
+        await this.emit({ type: "diagnostic", level: "warn", code: "KEEL_CHILD_INVALID", message: `Child session ${id} of the interrupted turn could not be closed: ${headOf(errorMessage(err), 300)}. Open it to repair it.` }, open);
       }
     }
   }

@@ -46,7 +46,7 @@ export { isTerminalEvent } from "./events.ts";
 export type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, KeelEventType, LiveEvent, SessionMode, TurnTimings } from "./events.ts";
 export type { AppendOptions, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "./session-store.ts";
 export { SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, toJson as storageJson } from "./sqlite-store.ts";
-export { redactForStorage } from "./storage-redaction.ts";
+export { redactEvent, redactForStorage } from "./storage-redaction.ts";
 export { openSqlite, ReopeningSqlite, retryBusy, storeError } from "./sqlite-open.ts";
 export { canonicalJson } from "./canonical.ts";
 export type { OpenSqliteOptions } from "./sqlite-open.ts";

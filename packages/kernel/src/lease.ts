@@ -1,7 +1,8 @@
 /**
- * Session leases: one holder (process and agent) per session while it is open, so a second
- * writer is refused (KEEL_SESSION_BUSY) or waits before it reads or writes anything, and a
- * crashed holder's dangling turn is marked interrupted only once its lease is free.
+ * Session leases: one writer per session while it runs a turn (or makes a short hand-off: an
+ * approval answer, a job's record), so a second writer is refused (KEEL_SESSION_BUSY) or waits
+ * before it writes anything, and a crashed holder's dangling turn is marked interrupted only
+ * once its lease is free. Reading a session needs no lease.
  */
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -20,6 +21,15 @@ export interface LeaseOptions {
 }
 
 export const DEFAULT_LEASE = { ttlMs: 30_000, waitMs: 0 } as const;
+
+/**
+ * How long a claim waits for a lease held for a hand-off (whatever its own `waitMs`): a hand-off
+ * writes a few events and lets go, so a turn starting at that moment waits instead of failing.
+ */
+export const HANDOFF_WAIT_MS = 5_000;
+
+/** What a lease is held for: a turn, or a short hand-off. It is the owner id's prefix, so every holder can tell. */
+export type LeaseKind = "turn" | "handoff";
 
 /** Why a lease was taken from another holder. */
 export type TakeoverReason = "expired" | "holder_dead";
@@ -79,7 +89,8 @@ export function holderIsDead(lease: SessionLease): boolean {
 
 function describe(lease: SessionLease): string {
   const left = Math.max(0, lease.expiresAt - Date.now());
-  return `process ${lease.pid} on ${lease.host} (held since ${new Date(lease.acquiredAt).toISOString()}, lease good for ${Math.ceil(left / 1000)} s more unless renewed)`;
+  const what = lease.owner.startsWith("handoff:") ? "writing to it" : "running a turn";
+  return `process ${lease.pid} on ${lease.host}, ${what} (since ${new Date(lease.acquiredAt).toISOString()}, lease good for ${Math.ceil(left / 1000)} s more unless renewed)`;
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
@@ -106,11 +117,12 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
 export async function takeLease(
   store: SessionStore,
   sessionId: string,
-  options: { ttlMs: number; waitMs: number; signal?: AbortSignal; onWait?: (holder: SessionLease) => void },
+  options: { ttlMs: number; waitMs: number; signal?: AbortSignal; onWait?: (holder: SessionLease) => void; kind?: LeaseKind },
 ): Promise<HeldLease | undefined> {
   if (!store.acquireLease) return undefined;
-  const claim = { owner: randomUUID(), pid: process.pid, host: thisHost(), ttlMs: options.ttlMs };
-  const deadline = Date.now() + options.waitMs;
+  const claim = { owner: `${options.kind ?? "turn"}:${randomUUID()}`, pid: process.pid, host: thisHost(), ttlMs: options.ttlMs };
+  const t0 = Date.now();
+  const deadline = t0 + options.waitMs;
   let delay = 25;
   let told = false;
   for (;;) {
@@ -127,14 +139,15 @@ export async function takeLease(
     }
     const holder = out.holder;
     const now = Date.now();
-    if (now >= deadline) {
-      throw new KeelError("KEEL_SESSION_BUSY", `Session "${sessionId}" is held by ${describe(holder)}; nothing was read or written${options.waitMs > 0 ? ` after waiting ${options.waitMs} ms` : ""}.`);
+    const until = holder.owner.startsWith("handoff:") ? Math.max(deadline, t0 + HANDOFF_WAIT_MS) : deadline;
+    if (now >= until) {
+      throw new KeelError("KEEL_SESSION_BUSY", `Session "${sessionId}" is in use by ${describe(holder)}; nothing was written${now > t0 ? ` after waiting ${now - t0} ms` : ""}.`);
     }
     if (!told) {
       told = true;
       options.onWait?.(holder);
     }
-    await sleep(Math.max(1, Math.min(delay, deadline - now, holder.expiresAt - now + 5)), options.signal);
+    await sleep(Math.max(1, Math.min(delay, until - now, holder.expiresAt - now + 5)), options.signal);
     delay = Math.min(delay * 2, 500);
   }
 }

@@ -9,7 +9,7 @@ import { KeelError } from "./errors.ts";
 import type { KeelEvent } from "./events.ts";
 import type { AppendOptions, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "./session-store.ts";
 import { openSqlite, storeError } from "./sqlite-open.ts";
-import { redactForStorage } from "./storage-redaction.ts";
+import { redactEvent } from "./storage-redaction.ts";
 
 /**
  * Schema migrations: entry `i` moves the schema from version `i` to `i + 1`.
@@ -248,7 +248,7 @@ export class SqliteSessionStore implements SessionStore {
           });
         }
         try {
-          this.#insertEvent.run(sessionId, seq, ts, turnId, type, toJson(redactForStorage(data)));
+          this.#insertEvent.run(sessionId, seq, ts, turnId, type, toJson(redactEvent(data, type)));
         } catch (err) {
           if (sqliteErrcode(err) !== SQLITE_CONSTRAINT_PRIMARYKEY) throw err;
           throw new KeelError(

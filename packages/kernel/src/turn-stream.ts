@@ -80,6 +80,13 @@ function toStreamEvent(e: AgentEvent): TurnStreamEvent | undefined {
 export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>> {
   /** The turn's result, as run() would resolve it. */
   readonly result: Promise<TurnResult<O>>;
+  /**
+   * Settles once the turn holds its session (its first event comes next); rejects with what
+   * stopped it before it began: KEEL_SESSION_BUSY when another instance runs a turn in the
+   * session, KEEL_APPROVAL_PENDING or KEEL_NOT_PAUSED when another instance paused or resumed it.
+   * Contract: a server awaits it to answer those with a status code before it starts streaming.
+   */
+  readonly started: Promise<void>;
   private readonly queue: TurnStreamEvent<O>[] = [];
   private wake: (() => void) | undefined;
   private done = false;
@@ -89,7 +96,7 @@ export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>
   private readonly high: number;
   private release: (() => void) | undefined;
 
-  constructor(session: Session, start: (signal: AbortSignal) => Promise<TurnResult<O>>, options: StreamOptions = {}) {
+  constructor(session: Session, start: (signal: AbortSignal, held: () => void) => Promise<TurnResult<O>>, options: StreamOptions = {}) {
     this.session = session;
     this.high = Math.max(1, options.highWaterMark ?? 256);
     const off = session.agent.subscribe((e) => {
@@ -98,12 +105,16 @@ export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>
       if (mapped) this.push(mapped as TurnStreamEvent<O>);
     });
     let run: Promise<TurnResult<O>>;
+    let held!: () => void;
+    const started = new Promise<void>((r) => (held = r));
     try {
-      run = start(this.ctrl.signal);
+      run = start(this.ctrl.signal, held);
     } catch (err) {
       run = Promise.reject(err);
     }
     this.result = run;
+    this.started = Promise.race([started, run.then(() => undefined)]);
+    this.started.catch(() => {});
     run.then(
       (result) => this.end({ type: "verdict", result }),
       (err: unknown) => this.end({ type: "error", code: (err as { code?: string } | null)?.code ?? "KEEL_TURN_FAILED", message: errorMessage(err) }),

@@ -183,6 +183,15 @@ function copyMetadata(metadata: Record<string, unknown>): Readonly<Record<string
   }
 }
 
+/** True when `args` hold a secret's storage placeholder (`[REDACTED:<kind>]`). Contract: never throws. */
+function holdsPlaceholder(args: unknown): boolean {
+  try {
+    return /\[REDACTED:[a-z0-9_]+\]/.test(JSON.stringify(args) ?? "");
+  } catch {
+    return false;
+  }
+}
+
 /** Run one turn for `session`. Contract: see Session.run. */
 export async function runTurn(session: Session, given: TurnInput, turnSignal: AbortSignal, turnOptions: TurnOptions): Promise<TurnResult> {
   const agent = session.agent;
@@ -748,6 +757,11 @@ export async function runTurn(session: Session, given: TurnInput, turnSignal: Ab
     let approvedByUser = false;
     if (answered) {
       view = freezeDeep({ ...view, args: answered.args });
+      // Read back from a store, arguments that held a secret hold its placeholder: never run a call with it.
+      if (answered.answer!.approved && holdsPlaceholder(answered.args)) {
+        completed(call, "error");
+        return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_APPROVAL_ARGS_REDACTED", `This call was approved, but its arguments held a secret that was not stored, so it was not run. Call it again if it is still needed.`, { tool: call.name }).message}`) };
+      }
       if (answered.answer!.approved) approvedByUser = true;
       else decision = { decision: "deny", reason: answered.answer!.reason ?? "no reason given", plugin: "the user" };
     } else if (runner.has("tool.pre_call")) {

@@ -29,7 +29,7 @@ describe("the session store persists no secret", () => {
         { type: "tool_call", id: "toolu_01AbCdEfGhIjKlMnOpQrStUv", name: "bash", args: { cmd: `git push https://x:${KEY}@github.com/o/r`, env: { GITHUB_TOKEN: KEY } } },
       ],
     };
-    const event = Object.freeze({ type: "message", sessionId: "s1", seq: 1, ts: 2, turnId: "t1", message: Object.freeze(message) }) as unknown as KeelEvent;
+    const event = Object.freeze({ type: "message.appended", sessionId: "s1", seq: 1, ts: 2, turnId: "t1", message: Object.freeze(message) }) as unknown as KeelEvent;
     store.appendMany([event], { durable: true });
     const [back] = store.events("s1") as Array<KeelEvent & { message: typeof message }>;
     store.close();

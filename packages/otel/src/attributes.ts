@@ -4,7 +4,8 @@
  */
 import type { Attributes } from "@opentelemetry/api";
 import type { PromptManifest, Usage } from "@keel/kernel";
-import { headOf, redactForStorage, truncate } from "@keel/kernel";
+import { headOf, truncate } from "@keel/kernel";
+import { redactData, redactDeep } from "@keel/secrets";
 
 /** GenAI provider names (`gen_ai.provider.name`) for Keel's provider prefixes. */
 const PROVIDER_NAMES: Record<string, string> = { anthropic: "anthropic", openai: "openai", "openai-compatible": "openai", scripted: "keel.scripted", echo: "keel.echo" };
@@ -53,9 +54,13 @@ export function manifestAttributes(m: PromptManifest): Attributes {
   return out;
 }
 
-/** Content for export: secrets redacted as the session log redacts them, well-formed, at most `max` code points. */
-export function content(value: unknown, max: number): string {
-  const redacted = redactForStorage(value);
+/**
+ * Content for export: secrets redacted as the session log redacts them, well-formed, at most
+ * `max` code points. `prose` (messages, results): every string is scanned as free text; `data`
+ * (tool arguments): as values of their fields, so identifiers are kept.
+ */
+export function content(value: unknown, max: number, as: "prose" | "data" = "prose"): string {
+  const redacted = as === "data" ? redactData(value) : redactDeep(value);
   let text: string;
   try {
     text = typeof redacted === "string" ? redacted : (JSON.stringify(redacted) ?? "");

@@ -278,7 +278,7 @@ export class SpanBuilder {
         "gen_ai.tool.name": e.name,
         "gen_ai.tool.call.id": e.callId,
         "keel.round": e.round,
-        ...(this.o.captureContent ? { "gen_ai.tool.call.arguments": content(e.args, this.o.maxContentChars) } : {}),
+        ...(this.o.captureContent ? { "gen_ai.tool.call.arguments": content(e.args, this.o.maxContentChars, "data") } : {}),
       },
     }, t.ctx);
     t.tools.set(e.callId, { span, resultSeen: false });

@@ -5,7 +5,7 @@
 import { errorMessage } from "@keel/kernel";
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PostgresTarget } from "@keel/store-postgres";
-import { redact } from "@keel/secrets";
+import { redact, redactValue } from "@keel/secrets";
 import type { RawRecord, RawStorage } from "./store.ts";
 
 /** Migrations of the raw-output table (entry i: version i → i + 1). Contract: never edited once released. */
@@ -47,7 +47,7 @@ export class PostgresRawStore implements RawStorage {
   }
 
   put(input: RawRecord): void {
-    const r = { ...input, text: redact(input.text), toolName: redact(input.toolName) };
+    const r = { ...input, text: redact(input.text), toolName: redactValue(input.toolName) };
     this.#memory.set(r.id, r);
     const p = this.#db
       .query("store a raw output in", "INSERT INTO {s}.keel_compaction_raw (id, session_id, tool_call_id, tool_name, kind, text, tokens, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO UPDATE SET session_id = EXCLUDED.session_id, tool_call_id = EXCLUDED.tool_call_id, tool_name = EXCLUDED.tool_name, kind = EXCLUDED.kind, text = EXCLUDED.text, tokens = EXCLUDED.tokens, created_at = EXCLUDED.created_at", [r.id, r.sessionId, r.toolCallId, r.toolName, r.kind, r.text, r.tokens, r.createdAt])

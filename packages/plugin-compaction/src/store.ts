@@ -5,7 +5,7 @@
  */
 import type { DatabaseSync } from "node:sqlite";
 import { errorMessage, codePointLength, codePointSlice, headOf, openSqlite, toWellFormed } from "@keel/kernel";
-import { redact } from "@keel/secrets";
+import { redact, redactValue } from "@keel/secrets";
 
 /** One stored raw output. */
 export interface RawRecord {
@@ -87,7 +87,7 @@ export class RawStore implements RawStorage {
   }
 
   put(input: RawRecord): void {
-    const record = { ...input, text: redact(input.text), toolName: redact(input.toolName) };
+    const record = { ...input, text: redact(input.text), toolName: redactValue(input.toolName) };
     this.#memory.set(record.id, record);
     const db = this.#open();
     if (!db) return;

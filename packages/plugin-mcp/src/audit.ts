@@ -1,6 +1,6 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { openSqlite } from "@keel/kernel";
-import { redact } from "@keel/secrets";
+import { redact, redactValue } from "@keel/secrets";
 
 /** How an MCP call ended. Contract: `tool_error` is a result with `isError`; the rest had no result. */
 export type CallOutcome = "ok" | "tool_error" | "protocol_error" | "rejected" | "upstream" | "timeout" | "cancelled" | "crashed" | "unavailable";
@@ -53,8 +53,8 @@ export interface StoredCuration {
  * change is not restored, which only costs that tool's place).
  */
 export function storableCuration(c: StoredCuration): string {
-  const names = (list: readonly string[]) => list.map((n) => redact(n));
-  return JSON.stringify({ ...c, keep: names(c.keep), compact: names(c.compact), pinned: names(c.pinned), basis: Object.fromEntries(Object.entries(c.basis).map(([n, d]) => [redact(n), d])) });
+  const names = (list: readonly string[]) => list.map((n) => redactValue(n));
+  return JSON.stringify({ ...c, keep: names(c.keep), compact: names(c.compact), pinned: names(c.pinned), basis: Object.fromEntries(Object.entries(c.basis).map(([n, d]) => [redactValue(n), d])) });
 }
 
 /** How long a session's curation is kept after its last change (ms): 90 days. */
@@ -153,7 +153,7 @@ export class AuditLog implements AuditStore {
 
   record(r: AuditRecord): void {
     try {
-      this.#insert.run(r.ts, r.sessionId, redact(r.server), redact(r.tool), redact(r.name), r.durationMs, r.outcome, r.bytes, r.error === undefined ? null : redact(r.error));
+      this.#insert.run(r.ts, r.sessionId, redactValue(r.server), redactValue(r.tool), redactValue(r.name), r.durationMs, r.outcome, r.bytes, r.error === undefined ? null : redact(r.error));
     } catch (err) {
       if (!this.#failed) this.#onError?.(err);
       this.#failed = true;

@@ -4,7 +4,7 @@
  */
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PostgresTarget } from "@keel/store-postgres";
-import { redact } from "@keel/secrets";
+import { redact, redactValue } from "@keel/secrets";
 import { auditRecordOf, curationOf, CURATION_TTL_MS, storableCuration } from "./audit.ts";
 import type { AuditRecord, AuditStore, StoredCuration } from "./audit.ts";
 
@@ -52,7 +52,7 @@ export class PostgresAuditLog implements AuditStore {
   }
 
   record(r: AuditRecord): void {
-    this.#write(() => this.#db.query("record an MCP call in", "INSERT INTO {s}.keel_mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", [r.ts, r.sessionId, redact(r.server), redact(r.tool), redact(r.name), r.durationMs, r.outcome, r.bytes, r.error === undefined ? null : redact(r.error)]));
+    this.#write(() => this.#db.query("record an MCP call in", "INSERT INTO {s}.keel_mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", [r.ts, r.sessionId, redactValue(r.server), redactValue(r.tool), redactValue(r.name), r.durationMs, r.outcome, r.bytes, r.error === undefined ? null : redact(r.error)]));
   }
 
   saveCuration(sessionId: string, c: StoredCuration): void {

@@ -1,6 +1,6 @@
 /** What every MemoryStore does to an input before it writes it, and the ranking constants they share. */
 import { KeelError } from "@keel/kernel";
-import { redact } from "@keel/secrets";
+import { redact, redactValue } from "@keel/secrets";
 import type { MemoryInput, MemoryScope, SearchQuery } from "./types.ts";
 
 /** Characters of the previous memory in the same session indexed with a memory (document expansion). */
@@ -61,8 +61,8 @@ export function checkInput(input: MemoryInput): CheckedInput {
     content,
     importance: unit("importance", input.importance, 0.5),
     confidence: unit("confidence", input.confidence, 0.8),
-    key: input.key?.trim() ? redact(input.key.trim()) : null,
-    category: input.category?.trim() ? redact(input.category.trim()) : null,
+    key: input.key?.trim() ? redactValue(input.key.trim()) : null,
+    category: input.category?.trim() ? redactValue(input.category.trim()) : null,
     at: input.at ?? Date.now(),
   };
 }

@@ -1,9 +1,9 @@
 /** A host-given MemoryStore wrapped so every text it is asked to write is redacted first. */
-import { redact } from "@keel/secrets";
+import { redact, redactValue } from "@keel/secrets";
 import type { MemoryInput, MemoryStore } from "./types.ts";
 
 function clean(i: MemoryInput): MemoryInput {
-  return { ...i, content: typeof i.content === "string" ? redact(i.content) : i.content, ...(typeof i.key === "string" ? { key: redact(i.key) } : {}), ...(typeof i.category === "string" ? { category: redact(i.category) } : {}) };
+  return { ...i, content: typeof i.content === "string" ? redact(i.content) : i.content, ...(typeof i.key === "string" ? { key: redactValue(i.key) } : {}), ...(typeof i.category === "string" ? { category: redactValue(i.category) } : {}) };
 }
 
 /**

@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
 import { defaultKeelHome, errorMessage, KeelError, headOf, openSqlite } from "@keel/kernel";
-import { redact } from "@keel/secrets";
+import { redact, redactValue } from "@keel/secrets";
 import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET, searchRanges } from "./memory-input.ts";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
 import { variantPrefix } from "./fts-tokens.ts";
@@ -25,7 +25,7 @@ function scrubSecrets(db: DatabaseSync): void {
   db.exec("PRAGMA secure_delete = ON");
   const mem = db.prepare("UPDATE memories SET content = ?, key = ?, category = ? WHERE id = ?");
   for (const r of db.prepare("SELECT id, content, key, category FROM memories").all() as Array<{ id: number; content: string; key: string | null; category: string | null }>) {
-    const [content, key, category] = [redact(r.content), r.key === null ? null : redact(r.key), r.category === null ? null : redact(r.category)];
+    const [content, key, category] = [redact(r.content), r.key === null ? null : redactValue(r.key), r.category === null ? null : redactValue(r.category)];
     if (content !== r.content || key !== r.key || category !== r.category) mem.run(content, key, category, r.id);
   }
   const miss = db.prepare("UPDATE misses SET query = ? WHERE id = ?");

@@ -7,5 +7,6 @@ export { shannonEntropy, isHighEntropyToken, isWordPath } from "./entropy.ts";
 export { isPlaceholder, PATTERN_RULES } from "./rules.ts";
 export type { PatternRule } from "./rules.ts";
 export { secretlintRuleNames } from "./secretlint.ts";
-export { containsSecret, redact, redactDeep, redactSecrets, scanSecrets } from "./scan.ts";
+export { containsSecret, isKeyField, redact, redactData, redactDeep, redactSecrets, redactValue, scanSecrets } from "./scan.ts";
+export type { ScanOptions } from "./scan.ts";
 export type { Redaction, SecretFinding } from "./types.ts";

@@ -23,8 +23,33 @@ function wordsBefore(text: string, at: number): string[] {
   return window.replace(/([a-z])([A-Z])/g, "$1 $2").toLowerCase().split(/[^a-z]+/).filter(Boolean).slice(-4);
 }
 
-function entropyFindings(text: string): SecretFinding[] {
+/** Words of a field name (`apiKey`, `client_secret`, `x-auth-token`), lower case. */
+function fieldWords(field: string): string[] {
+  return field.replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase().split(/[^a-z]+/).filter(Boolean);
+}
+
+/** True when a field's name marks its value as key material (`password`, `apiKey`, `authorization`). */
+export function isKeyField(field: string): boolean {
+  return fieldWords(field).some((w) => KEY_WORDS.has(w) || w === "authorization");
+}
+
+/**
+ * How a text is read. `prose` (default): what a person, a model or a tool wrote; a random-looking
+ * token alone is taken for a key. `value`: one value of structured data (a tool argument, a name,
+ * a key, a payload field): a single random-looking token is an identifier unless `field` or a
+ * word before it names a key; a value with white space in it is read as prose.
+ */
+export interface ScanOptions {
+  as?: "prose" | "value";
+  /** The name of the field the value sits in (its JSON key). */
+  field?: string;
+}
+
+function entropyFindings(text: string, options: ScanOptions | undefined): SecretFinding[] {
   const out: SecretFinding[] = [];
+  // A value that is one token (no white space) is an identifier unless its field or a key word before it says otherwise.
+  const bare = options?.as !== "value" || /\s/.test(text);
+  const fieldKey = options?.field !== undefined && isKeyField(options.field);
   TOKEN.lastIndex = 0;
   for (const m of text.matchAll(TOKEN)) {
     let token = m[0].replace(/[.\-~]+$/, "");
@@ -35,7 +60,8 @@ function entropyFindings(text: string): SecretFinding[] {
     if (/base64,$/.test(before) || /(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-nistp\d+)\s+$/.test(before) || /^sha(?:1|256|384|512)-/.test(token)) continue;
     token = token.replace(/^[.\-~/]+/, "");
     const s = start + (m[0].length - m[0].replace(/^[.\-~/]+/, "").length);
-    const nearKey = wordsBefore(text, s).some((w) => KEY_WORDS.has(w));
+    const nearKey = fieldKey || wordsBefore(text, s).some((w) => KEY_WORDS.has(w));
+    if (!nearKey && !bare) continue;
     if (isHighEntropyToken(token.includes("%") ? percentDecoded(token) : token, nearKey)) out.push({ kind: "high_entropy", rule: nearKey ? "entropy:near-key" : "entropy", start: s, end: s + token.length });
   }
   return out;
@@ -91,10 +117,10 @@ function placeholders(text: string): Array<[number, number]> {
  * Contract: deterministic; never throws; spans never split a surrogate pair; a span inside a
  * `[REDACTED:…]` placeholder is not reported, so scanning redacted text finds nothing new.
  */
-export function scanSecrets(text: string): SecretFinding[] {
-  if (typeof text !== "string" || text.length < 8 || !MAYBE.test(text)) return [];
+export function scanSecrets(text: string, options?: ScanOptions): SecretFinding[] {
+  if (typeof text !== "string" || text.length < 8 || (!MAYBE.test(text) && !(options?.field && isKeyField(options.field)))) return [];
   const held = placeholders(text);
-  const raw = [...secretlintFindings(text), ...patternFindings(text), ...entropyFindings(text)]
+  const raw = [...secretlintFindings(text), ...patternFindings(text), ...entropyFindings(text, options)]
     .map((f) => snap(text, f))
     .filter((f) => f.end > f.start && !held.some(([a, b]) => f.start >= a && f.end <= b) && !(f.rule === "secretlint:basicauth" && placeholderUrl(text, f)));
   raw.sort((a, b) => a.start - b.start || b.end - a.end);
@@ -121,9 +147,9 @@ export function containsSecret(text: string): boolean {
  * Contract: idempotent (`redactSecrets(redactSecrets(t).text).findings` is empty); the
  * output never contains a finding's text; text outside findings is kept as it is.
  */
-export function redactSecrets(text: string): Redaction {
+export function redactSecrets(text: string, options?: ScanOptions): Redaction {
   if (typeof text !== "string") return { text: String(text), findings: [] };
-  const findings = scanSecrets(text);
+  const findings = scanSecrets(text, options);
   if (!findings.length) return { text, findings };
   let out = "";
   let at = 0;
@@ -137,6 +163,57 @@ export function redactSecrets(text: string): Redaction {
 /** `text` redacted (the text only). Contract: `redactSecrets(text).text`. */
 export function redact(text: string): string {
   return redactSecrets(text).text;
+}
+
+/**
+ * One value of structured data redacted: a known secret format, or a random-looking token in a
+ * key-named field (`password`, `apiKey`) or after a key word, is replaced; an identifier (a call
+ * id, a session or job id, a tool or skill name, a memory key) is kept as it is.
+ * Contract: `redactSecrets(value, { as: "value", field }).text`.
+ */
+export function redactValue(value: string, field?: string): string {
+  return redactSecrets(value, { as: "value", ...(field !== undefined ? { field } : {}) }).text;
+}
+
+const MAX_DATA_DEPTH = 64;
+
+/**
+ * A deep copy of structured data (tool arguments, a plugin's data, a job payload) with every
+ * string redacted as a value of its field (redactValue; an array's items take the array's
+ * field). Keys are kept.
+ * Contract: never mutates `value` and never throws: a getter or toJSON that throws stores
+ * "[unreadable]", a cycle "[Circular]", a value nested deeper than 64 levels
+ * "[REDACTED:too_deep]"; other objects are copied as JSON would see them (toJSON, else their
+ * own enumerable fields).
+ */
+export function redactData(value: unknown, field?: string): unknown {
+  return dataCopy(value, field, 0, new Set());
+}
+
+function dataCopy(value: unknown, field: string | undefined, depth: number, path: Set<object>): unknown {
+  if (typeof value === "string") return redactValue(value, field);
+  if (value === null || typeof value !== "object") return value;
+  if (depth >= MAX_DATA_DEPTH) return "[REDACTED:too_deep]";
+  if (path.has(value)) return "[Circular]";
+  path.add(value);
+  try {
+    if (Array.isArray(value)) return value.map((v) => dataCopy(v, field, depth + 1, path));
+    const toJSON = (value as { toJSON?: unknown }).toJSON;
+    if (typeof toJSON === "function") return dataCopy(toJSON.call(value), field, depth + 1, path);
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(value)) {
+      try {
+        out[k] = dataCopy((value as Record<string, unknown>)[k], k, depth + 1, path);
+      } catch {
+        out[k] = "[unreadable]";
+      }
+    }
+    return out;
+  } catch {
+    return "[unreadable]";
+  } finally {
+    path.delete(value);
+  }
 }
 
 /**

@@ -5,7 +5,7 @@
  */
 import type pg from "pg";
 import type { PgPool } from "./pool.ts";
-import { KeelError, redactForStorage, storageJson as toJson } from "@keel/kernel";
+import { KeelError, redactEvent, storageJson as toJson } from "@keel/kernel";
 import type { AppendOptions, KeelEvent, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "@keel/kernel";
 import { pgError, quoteIdent } from "./pg-util.ts";
 import { resolveTarget } from "./pool.ts";
@@ -145,7 +145,7 @@ export class PostgresSessionStore implements SessionStore {
           const { sessionId: _s, seq, ts, turnId, type, ...data } = event;
           try {
             await c.query("SAVEPOINT keel_event");
-            await c.query(`INSERT INTO ${this.#s}.keel_events (session_id, seq, ts, turn_id, type, data) VALUES ($1, $2, $3, $4, $5, $6)`, [sessionId, seq, ts, turnId, type, toJson(redactForStorage(data))]);
+            await c.query(`INSERT INTO ${this.#s}.keel_events (session_id, seq, ts, turn_id, type, data) VALUES ($1, $2, $3, $4, $5, $6)`, [sessionId, seq, ts, turnId, type, toJson(redactEvent(data, type))]);
             await c.query("RELEASE SAVEPOINT keel_event");
           } catch (err) {
             if ((err as { code?: string }).code !== "23505") throw err;
