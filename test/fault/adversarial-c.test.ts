@@ -19,7 +19,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { offlineEnv } from "../../packages/cli/test/support/run-keel.ts";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
 import { allEvents, jobTrail, keel, makeHome, memories, MEMORY, sessionOf, SLOW_MEMORY_CONFIG } from "./support/jobs.ts";
-import { useSharedWire, faultConfig, pairingProblems, project, runKeel, sessionIdOf, startKeel, storedEvents, storedSessions, storedUserTexts, until, wireEnv } from "./support/storage.ts";
+import { useSharedWire, faultConfig, leaseOf, pairingProblems, project, runKeel, sessionIdOf, startKeel, storedEvents, storedSessions, storedUserTexts, until, wireEnv } from "./support/storage.ts";
 import { rows, runKeelFileLimited, schemaOf, SKILLS, terminalsByTurn, V1_INPUT, V1_SESSION, writeV1Home } from "./support/adversarial-c.ts";
 
 const { root, server: sharedServer } = useSharedWire("keel-fault-adv-c-");
@@ -138,7 +138,8 @@ describe("adversarial C: a restarted process with the killed one's pid (a contai
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(resumed.stderr).not.toContain("KEEL_SESSION_BUSY");
     const events = allEvents(home).filter((e) => e.sessionId === session);
-    expect(events.find((e) => e.type === "session.resumed")).toMatchObject({ leaseTakenOver: { pid: 1, reason: "holder_dead" } });
+    // The session's lease went with the turn that ended before the extraction; only the job's claim was PID 1's, and it was taken over at once (the job trail above).
+    expect(events.filter((e) => e.type === "session.resumed").every((e) => !("leaseTakenOver" in e))).toBe(true);
     expect(storedUserTexts(events)).toEqual(["I work at Acme Rockets.", "Back after the restart."]);
   }, 30_000);
 });
@@ -344,7 +345,7 @@ describe("adversarial C, storage: sabotage and odd homes", () => {
     expect(list.stdout).toContain(id);
   });
 
-  it("two `keel chat` on one session: the second exits 1 with KEEL_SESSION_BUSY before any provider call; the first chat's lines are stored", async () => {
+  it("two `keel chat` on one session take turns: an idle chat holds no lease, and each catches up with the other's turn before its own (no seq clash, no lost line)", async () => {
     const p = project(root, "two-chats", faultConfig());
     const first = await runKeel(["run", "hello first"], { cwd: p.dir, env: env(p.home) });
     const id = sessionIdOf(first.stderr);
@@ -352,18 +353,23 @@ describe("adversarial C, storage: sabotage and odd homes", () => {
     const a = startKeel(["chat", "--session", id], { cwd: p.dir, env: env(p.home), keepStdin: true });
     await until(() => a.stderr().includes("keel chat"), "the first chat's banner");
     const b = startKeel(["chat", "--session", id], { cwd: p.dir, env: env(p.home), keepStdin: true });
+    await until(() => b.stderr().includes("keel chat"), "the second chat's banner");
     b.child.stdin!.write("from chat b\n");
-    const rb = await b.exit;
-    expect(rb.code).toBe(1);
-    expect(rb.ms).toBeLessThan(10_000);
-    expect(b.stderr()).toContain("KEEL_SESSION_BUSY");
-    expect(b.stderr()).toContain(`process ${a.child.pid}`);
+    await until(() => storedEvents(p.home, id).filter((e) => e.type === "turn.completed").length === 2 && !leaseOf(p.home, id), "chat b's turn to end");
     a.child.stdin!.write("from chat a\n");
-    await until(() => requestsFor(from, "from chat a").length > 0 && storedUserTexts(storedEvents(p.home, id)).includes("from chat a"), "chat a's turn");
+    await until(() => requestsFor(from, "from chat a").length > 0 && storedUserTexts(storedEvents(p.home, id)).includes("from chat a"), "chat a's turn").catch((err: unknown) => {
+      throw new Error(`${String(err)}\nchat a: ${a.stderr()}\nchat b: ${b.stderr()}`);
+    });
     a.child.stdin!.end();
-    expect((await a.exit).code).toBe(0);
-    expect(requestsFor(from, "from chat b")).toHaveLength(0);
-    expect(storedUserTexts(storedEvents(p.home, id))).toEqual(["hello first", "from chat a"]);
+    b.child.stdin!.end();
+    expect((await a.exit).code, a.stderr()).toBe(0);
+    expect((await b.exit).code, b.stderr()).toBe(0);
+    expect(a.stderr()).not.toContain("KEEL_SESSION_BUSY");
+    // Chat a read chat b's turn from the log before its own: the model saw both lines.
+    expect(JSON.stringify(requestsFor(from, "from chat a")[0]!.body.messages)).toContain("from chat b");
+    const events = storedEvents(p.home, id);
+    expect(storedUserTexts(events)).toEqual(["hello first", "from chat b", "from chat a"]);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
   });
 
   it("a bounded burst: 12 `keel run --new` at once in one fresh home all complete, each in its own session with its own message", async () => {

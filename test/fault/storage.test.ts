@@ -10,12 +10,12 @@
  */
 import { spawn } from "node:child_process";
 import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { DatabaseSync } from "node:sqlite";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
-import { createAgent, isKeelError, openSqlite, scriptedProvider, SqliteSessionStore } from "../../packages/kernel/src/index.ts";
+import { createAgent, defineTool, isKeelError, openSqlite, scriptedProvider, SqliteSessionStore } from "../../packages/kernel/src/index.ts";
 import {
   useSharedWire,
   REPO,
@@ -138,22 +138,35 @@ describe("storage: one writer per session", () => {
     expect(requestsFor(from, "stalled turn").filter((r) => !JSON.stringify(r.body.messages).includes("took over"))).toHaveLength(1);
   });
 
-  it("two agents in one process: the second is refused while the first holds the session, waits with waitMs, and opens once it is closed", async () => {
+  it("two agents in one process on one session: both open it; while one runs a turn the other's run is refused, or waits with waitMs; each catches up with the other's turns", async () => {
     const path = join(root, "in-process", "sessions.sqlite");
-    const a1 = await createAgent({ provider: scriptedProvider([{ text: "one" }]), store: new SqliteSessionStore({ path }) });
-    const a2 = await createAgent({ provider: scriptedProvider([{ text: "two" }]), store: new SqliteSessionStore({ path }) });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const slow = defineTool({ name: "slow", description: "waits", execute: () => gate.then(() => "done") });
+    const a1 = await createAgent({ provider: scriptedProvider([{ text: "one" }, { toolCalls: [{ id: "s1", name: "slow" }] }, { text: "slow done" }]), tools: [slow], store: new SqliteSessionStore({ path }) });
+    const a2 = await createAgent({ provider: scriptedProvider([{ text: "two" }, { text: "three" }]), store: new SqliteSessionStore({ path }) });
     const s1 = await a1.session();
     await s1.run("hello");
-    const refused = await a2.session(s1.id).then(() => undefined, (e: unknown) => e);
+    const s2 = await a2.session(s1.id);
+    expect(s2.messages).toHaveLength(2);
+    const running = s1.run("go slow");
+    await until(() => s1.busy && storedEvents(dirname(path), s1.id).some((e) => e.type === "tool.started"), "the slow call");
+    const refused = await s2.run("now?").then(() => undefined, (e: unknown) => e);
     expect(isKeelError(refused, "KEEL_SESSION_BUSY")).toBe(true);
-    const waiting = a2.session(s1.id, { waitMs: 5_000 });
-    setTimeout(() => void a1.close(), 150);
-    const s2 = await waiting;
+    const a3 = await createAgent({ provider: scriptedProvider([{ text: "waited" }]), store: new SqliteSessionStore({ path }) });
+    const s3 = await a3.session(s1.id, { waitMs: 10_000 });
+    const waiting = s3.run("after you");
+    setTimeout(release, 150);
+    expect((await running).text).toBe("slow done");
+    expect((await waiting).text).toBe("waited");
     expect((await s2.run("again")).text).toBe("two");
+    // s2 caught up with both turns it did not run before its own.
+    expect(s2.messages.filter((m) => m.role === "user").map((m) => (m.content[0] as { text: string }).text)).toEqual(["hello", "go slow", "after you", "again"]);
     expect((await s2.events()).filter((e) => e.type === "turn.interrupted")).toHaveLength(0);
-    await a2.close();
-    a1.store.close();
-    a2.store.close();
+    for (const a of [a1, a2, a3]) {
+      await a.close();
+      a.store.close();
+    }
   });
 });
 

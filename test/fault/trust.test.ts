@@ -5,12 +5,20 @@
  */
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { TurnStreamEvent } from "../../packages/kernel/src/index.ts";
+import { createAgent, isKeelError, scriptedProvider } from "../../packages/kernel/src/index.ts";
+import compaction from "../../packages/plugin-compaction/src/index.ts";
+import { goals } from "../../packages/plugin-goals/src/index.ts";
+import mcp from "../../packages/plugin-mcp/src/index.ts";
+import memory from "../../packages/plugin-memory/src/index.ts";
+import skills from "../../packages/plugin-skills/src/index.ts";
+import { userModel } from "../../packages/plugin-user-model/src/index.ts";
+import { dropTestSchemas, PG_URL, rawRows, requirePostgres, testSchema } from "../../packages/store-postgres/test/support/pg.ts";
 
 const SERVER = fileURLToPath(new URL("../../examples/http-server/server.ts", import.meta.url));
 const children: ChildProcess[] = [];
@@ -19,8 +27,9 @@ const dirs: string[] = [];
 afterEach(() => {
   for (const c of children.splice(0)) c.kill("SIGKILL");
 });
-afterAll(() => {
+afterAll(async () => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  await dropTestSchemas();
 });
 
 function home(): string {
@@ -129,8 +138,8 @@ describe("class 14: a paused session belongs to the fleet", () => {
 
   it("a turn running in A is a 409 KEEL_SESSION_BUSY in B naming the holder, answered before any byte is streamed; once it ends B runs the session", async () => {
     const h = home();
-    // A's deploy takes three steps of 4 s: long enough that B's request surely lands while it runs.
-    const a = await instance(h, { DEPLOY_STEP_MS: "4000" });
+    // A's deploy takes three steps of 2 s: B's request lands while it runs (it is sent once the first step is streamed).
+    const a = await instance(h, { DEPLOY_STEP_MS: "2000" });
     const b = await instance(h);
     const { id } = (await (await post(`${a.url}/sessions`, {})).json()) as { id: string };
     const asked = await stream(await post(`${a.url}/sessions/${id}/turns`, { input: "deploy v9.0.0" }));
@@ -152,5 +161,66 @@ describe("class 14: a paused session belongs to the fleet", () => {
     while (!(await reader.read()).done);
     const after = await stream(await post(`${b.url}/sessions/${id}/turns`, { input: "status" }));
     expect(verdict(after).text).toContain("live: v9.0.0");
+  }, 20_000 + 6_000);
+});
+
+describe("class 14: one store rule, and every plugin's data follows its agent", () => {
+  it("two instances with their own homes and one KEEL_DATABASE_URL share PostgreSQL: a session paused on A is approved on B, and no sessions.sqlite is written", async () => {
+    await requirePostgres();
+    const schema = testSchema();
+    const env = { KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema };
+    const [ha, hb] = [home(), home()];
+    const a = await instance(ha, env);
+    const b = await instance(hb, env);
+    const { id } = (await (await post(`${a.url}/sessions`, {})).json()) as { id: string };
+    const asked = await stream(await post(`${a.url}/sessions/${id}/turns`, { input: "deploy v10.2.0" }));
+    expect(verdict(asked).verdict.status).toBe("paused");
+    const listed = await pending(b.url, id);
+    expect(listed).toEqual([expect.objectContaining({ name: "deploy" })]);
+    const rest = await stream(await post(`${b.url}/sessions/${id}/approvals`, { answers: [{ callId: listed[0]!.callId, approve: true }] }));
+    expect(verdict(rest).verdict.status).toBe("completed");
+    expect(existsSync(join(ha, "sessions.sqlite")) || existsSync(join(hb, "sessions.sqlite"))).toBe(false);
+    expect((await rawRows(schema, "keel_events")).length).toBeGreaterThan(5);
+  });
+
+  it("two agents in one process with their own homes (two tenants) keep every plugin's database in their own home, and nothing in KEEL_HOME", async () => {
+    const shared = home();
+    const before = process.env.KEEL_HOME;
+    process.env.KEEL_HOME = shared;
+    try {
+      const homes = [home(), home()];
+      for (const [i, h] of homes.entries()) {
+        const agent = await createAgent({ home: h, provider: scriptedProvider([{ text: `tenant ${i}: noted, release day is Thursday.` }]), sideModel: false, plugins: [memory({ extraction: "deterministic" }), skills({ dirs: [] }), compaction(), userModel(), goals(), mcp({ servers: {} })] });
+        const session = await agent.session();
+        await session.run("Remember that release day is Thursday.");
+        await agent.close();
+      }
+      expect(readdirSync(shared)).toEqual([]);
+      const [a, b] = homes.map((h) => readdirSync(h).filter((f) => f.endsWith(".sqlite")).sort());
+      expect(a).toEqual(b);
+      expect(a).toEqual(["goals.sqlite", "mcp-audit.sqlite", "memory.sqlite", "sessions.sqlite", "skills.sqlite", "user-model.sqlite"]);
+    } finally {
+      if (before === undefined) delete process.env.KEEL_HOME;
+      else process.env.KEEL_HOME = before;
+    }
+  });
+
+  it("createAgent: `store: \"sqlite\"` wins over KEEL_DATABASE_URL; a KEEL_DATABASE_URL that is neither is a located error naming it, never echoing it", async () => {
+    const h = home();
+    const before = process.env.KEEL_DATABASE_URL;
+    try {
+      process.env.KEEL_DATABASE_URL = "mysql://root:hunter2secret@db.internal/keel";
+      const err = await createAgent({ home: h, provider: scriptedProvider([]) }).then(() => undefined, (e: unknown) => e);
+      expect(isKeelError(err, "KEEL_AGENT_OPTIONS_INVALID")).toBe(true);
+      expect((err as Error).message).toContain("KEEL_DATABASE_URL");
+      expect((err as Error).message).not.toContain("hunter2secret");
+      const agent = await createAgent({ home: h, store: "sqlite", provider: scriptedProvider([{ text: "ok" }]) });
+      await (await agent.session()).run("hi");
+      await agent.close();
+      expect(existsSync(join(h, "sessions.sqlite"))).toBe(true);
+    } finally {
+      if (before === undefined) delete process.env.KEEL_DATABASE_URL;
+      else process.env.KEEL_DATABASE_URL = before;
+    }
   });
 });

@@ -15,7 +15,7 @@ import { snapshotConfig } from "./config-snapshot.ts";
 import { attempt, childPath, thrownText } from "./guard.ts";
 import { pluginEntryHint } from "./plugin-hints.ts";
 import { checkHome } from "./home.ts";
-import { chooseDatabase, postgresSessionStore, shareDatabase } from "./database.ts";
+import { chooseDatabase, postgresSessionStore } from "./database.ts";
 import type { Database } from "./database.ts";
 
 /** How the agent is built. */
@@ -191,18 +191,17 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.trace ? { trace: config.trace } : {}),
     ...(config.setupTimeoutMs !== undefined ? { setupTimeoutMs: config.setupTimeoutMs } : {}),
     ...(config.lease ? { lease: config.lease } : {}),
-    ...(options.store ? { store: options.store } : database.kind === "postgres" ? { store: postgresSessionStore(database) } : {}),
+    // Always said outright: what the config chose wins over KEEL_DATABASE_URL, which createAgent would read otherwise.
+    store: options.store ?? (database.kind === "postgres" ? postgresSessionStore(database) : "sqlite"),
     ...(config.approve ? { approve: config.approve } : {}),
     ...(config.observers ? { observers: config.observers } : {}),
     ...(config.mode ? { mode: config.mode } : {}),
-    ...((options.home ?? config.home) !== undefined ? { home: resolve(dir, (options.home ?? config.home)!) } : {}),
+    home: resolve(home !== undefined ? resolve(dir, home) : defaultKeelHome(env)),
   };
-  const homeDir = resolve(home !== undefined ? resolve(dir, home) : defaultKeelHome(env));
+  const homeDir = agentOptions.home!;
   const freshHome = !options.store && database.kind === "sqlite" && !existsSync(defaultSessionDbPath(homeDir));
-  if (options.shareHome) {
-    env.KEEL_HOME = homeDir;
-    shareDatabase(database, env);
-  }
+  // Processes keel starts (MCP servers, tools) see the home it uses.
+  if (options.shareHome) env.KEEL_HOME = homeDir;
   try {
     const agent = await createAgent(agentOptions);
     return { agent, config: options.model ? { ...config, model: specs.length === 1 ? specs[0]! : specs } : config, offline, modelIds: [provider.id], home: homeDir, freshHome, database };

@@ -26,7 +26,3 @@ export function postgresSessionStore(db: Database & { kind: "postgres" }): Sessi
   return new PostgresSessionStore({ url: db.url, ...(db.schema ? { schema: db.schema } : {}) });
 }
 
-/** Point the plugins (which read KEEL_DATABASE_URL) at the same database as the session log. */
-export function shareDatabase(db: Database, env: NodeJS.ProcessEnv): void {
-  env.KEEL_DATABASE_URL = db.kind === "postgres" ? db.url : "sqlite";
-}

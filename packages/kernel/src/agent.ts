@@ -23,7 +23,8 @@ import { buildRegistry } from "./registry.ts";
 import { extendPairState, HISTORY_FACTS_MIN, repairToolPairs } from "./repair.ts";
 import { trackAbandoned } from "./abandoned.ts";
 import type { SessionInfo, SessionStore } from "./session-store.ts";
-import { defaultKeelHome, defaultSessionDbPath, SqliteSessionStore } from "./sqlite-store.ts";
+import type { AgentStorage } from "./storage.ts";
+import { resolveStorage } from "./storage.ts";
 import { TokenCounter } from "./tokens.ts";
 import type { ToolCallView } from "./phases.ts";
 import type { ToolCategory, ToolDefinition } from "./tools.ts";
@@ -97,8 +98,9 @@ export interface ApprovalRequest {
 
 /**
  * How to build an agent.
- * Contract: only `provider` is required; `store` defaults to SQLite at
- * `<home>/sessions.sqlite`, `home` to KEEL_HOME or ~/.keel.
+ * Contract: only `provider` is required; `store` (a SessionStore, "sqlite" or a postgres:// URL)
+ * defaults to KEEL_DATABASE_URL, else SQLite at `<home>/sessions.sqlite`; `home` to KEEL_HOME
+ * or ~/.keel. Plugins keep their data where the agent does (PluginSetupContext.storage).
  */
 export interface AgentOptions {
   name?: string;
@@ -116,7 +118,8 @@ export interface AgentOptions {
   instructions?: string;
   tools?: readonly ToolDefinition[];
   plugins?: readonly PluginEntry[];
-  store?: SessionStore;
+  /** Where sessions live: a SessionStore, "sqlite" (files in `home`) or a postgres:// URL (tables in KEEL_DATABASE_SCHEMA, else public). */
+  store?: SessionStore | string;
   home?: string;
   limits?: Partial<Limits>;
   toolTimeouts?: Partial<Record<ToolCategory, number>>;
@@ -208,7 +211,7 @@ const AgentOptionsSchema = z.object({
   trace: z.enum(["notable", "full"]).optional(),
   setupTimeoutMs: positive.optional(),
   lease: z.object({ ttlMs: z.number().int().min(100), waitMs: z.number().min(0) }).partial().strict().optional(),
-  store: z.custom<SessionStore>((v) => typeof (v as SessionStore | undefined)?.append === "function", { message: "expected a SessionStore" }).optional(),
+  store: z.union([z.string().min(1), z.custom<SessionStore>((v) => typeof (v as SessionStore | undefined)?.append === "function", { message: "expected a SessionStore" })], { message: 'expected a SessionStore, "sqlite" or a postgres:// URL' }).optional(),
   tokenCounter: z.instanceof(TokenCounter).optional(),
   requestOptions: z.record(z.string(), z.unknown()).optional(),
   observers: z.array(z.unknown()).optional(),
@@ -229,7 +232,15 @@ export async function createAgent(options: AgentOptions): Promise<Agent> {
   // ctx.on / registerJob after setup are reported on the agent (a diagnostic), never thrown.
   const late: KeelError[] = [];
   let built: Agent | undefined;
-  const registry = await buildRegistry(options.plugins ?? [], undefined, { report: (err) => (built ? built.reportFault(err) : late.push(err)), ...(options.setupTimeoutMs !== undefined ? { setupTimeoutMs: options.setupTimeoutMs } : {}) });
+  // The stores are resolved first: plugins are told where the agent keeps its data when they are set up.
+  const resolved = await resolveStorage(options);
+  let registry: PluginRegistry;
+  try {
+    registry = await buildRegistry(options.plugins ?? [], undefined, { storage: resolved.storage, report: (err) => (built ? built.reportFault(err) : late.push(err)), ...(options.setupTimeoutMs !== undefined ? { setupTimeoutMs: options.setupTimeoutMs } : {}) });
+  } catch (err) {
+    if (resolved.owns && resolved.storage.database.kind === "postgres") await Promise.resolve(resolved.open().close()).catch(() => undefined);
+    throw err;
+  }
   const builtin = options.tools ?? [];
   const seen = new Set<string>();
   for (const [i, t] of builtin.entries()) {
@@ -239,9 +250,7 @@ export async function createAgent(options: AgentOptions): Promise<Agent> {
     if (seen.has(t.name)) throw new KeelError("KEEL_TOOL_DUPLICATE", `"${t.name}" is given twice.`, { tool: t.name, path: `tools[${i}]` });
     seen.add(t.name);
   }
-  const ownsStore = !options.store;
-  const store = options.store ?? new SqliteSessionStore({ path: defaultSessionDbPath(options.home ?? defaultKeelHome()) });
-  built = new Agent(options, registry, store, ownsStore);
+  built = new Agent(options, registry, resolved.open(), resolved.owns, resolved.storage);
   for (const err of late) built.reportFault(err);
   for (const [i, o] of (options.observers ?? []).entries()) if (o) built.attachObserver(o, i);
   return built;
@@ -284,8 +293,12 @@ export class Agent {
   /** Durable jobs this agent left pending (cut by close) or gave up on; the CLI reports them. */
   readonly unfinishedJobs: UnfinishedJob[] = [];
 
-  constructor(options: AgentOptions, registry: PluginRegistry, store: SessionStore, ownsStore: boolean) {
+  /** Where this agent keeps its data (its home, and the database its plugins share with the session log). */
+  readonly storage: AgentStorage;
+
+  constructor(options: AgentOptions, registry: PluginRegistry, store: SessionStore, ownsStore: boolean, storage: AgentStorage) {
     this.options = options;
+    this.storage = storage;
     this.name = options.name ?? "agent";
     this.registry = registry;
     this.store = store;
@@ -530,6 +543,9 @@ function withSignal<O>(options: RunOptions<O>, signal: AbortSignal | undefined):
   if (!signal) return options;
   return { ...options, signal: options.signal ? AbortSignal.any([options.signal, signal]) : signal };
 }
+
+/** How long events emitted without a lease wait before a hand-off writes them (a turn starting meanwhile takes them). */
+const IDLE_WRITE_MS = 50;
 
 /** A hold with nothing to do but write what is queued. */
 const noop = (): void => undefined;
@@ -860,6 +876,8 @@ export class Session {
       this.holders = 1;
       this.released = new Promise((r) => (this.release = r));
       // What this handle emitted while it held nothing goes first, numbered after what it just read.
+      clearTimeout(this.idleWrite);
+      this.idleWrite = undefined;
       const queued = this.outbox.splice(0);
       for (const q of queued) void this.emit(q.data, q.turnId);
       try {
@@ -976,7 +994,8 @@ export class Session {
       // No lease held: numbered and written at the next hold (at once, in a hand-off, when durable).
       this.outbox.push({ data, turnId, durable });
       if (durable) return this.hold("handoff", noop);
-      this.soon ??= setImmediate(this.writeSoon);
+      // A little later, so what an open emits joins the first turn's hold when one follows at once.
+      this.idleWrite ??= setTimeout(this.writeIdle, IDLE_WRITE_MS).unref();
       return;
     }
     const event = { ...data, sessionId: this.id, seq: ++this.seq, ts: Date.now(), turnId } as KeelEvent;
@@ -990,15 +1009,20 @@ export class Session {
   /** The pending "write soon", cancelled when a write takes the batch first (a loop that never yields would pile them up, each holding the session). */
   private soon: NodeJS.Immediate | undefined;
 
+  /** The pending write of what was emitted without a lease (cancelled when a hold takes the outbox first). */
+  private idleWrite: NodeJS.Timeout | undefined;
+
+  private readonly writeIdle = (): void => {
+    this.idleWrite = undefined;
+    if (this.lease || this.taking || !this.outbox.length) return;
+    // Another instance running a turn keeps these queued until a later hold; any other failure is reported at the next write.
+    void this.hold("handoff", noop).catch((err: unknown) => {
+      if (!isKeelError(err, "KEEL_SESSION_BUSY")) this.writeError ??= err;
+    });
+  };
+
   private readonly writeSoon = (): void => {
     this.soon = undefined;
-    if (!this.lease && this.outbox.length) {
-      // Another instance running a turn keeps these queued until a later hold; any other failure is reported at the next write.
-      void this.hold("handoff", noop).catch((err: unknown) => {
-        if (!isKeelError(err, "KEEL_SESSION_BUSY")) this.writeError ??= err;
-      });
-      return;
-    }
     try {
       const w = this.write(false);
       if (w) w.catch((err: unknown) => (this.writeError ??= err));

@@ -3,6 +3,7 @@
  * its dependencies, an optional zod options schema, and one entry point, `setup(ctx)`,
  * where it subscribes handlers to phases.
  */
+import type { AgentStorage } from "./storage.ts";
 import type { z, ZodType } from "zod";
 import type { ContributionInputOf } from "./contributions.ts";
 import type { AcceptedKind, AwaitPolicy, FailurePolicy, PhaseEvent, PhaseName } from "./phases.ts";
@@ -66,6 +67,12 @@ export interface SubscribeOptions<P extends PhaseName> {
 export interface PluginSetupContext<O> {
   readonly plugin: string;
   readonly options: O;
+  /**
+   * Where the agent this plugin is set up in keeps its data: its home (default files go there)
+   * and its database (on PostgreSQL, tables go there too). Contract: a plugin's defaults follow
+   * it, never KEEL_HOME or KEEL_DATABASE_URL, so two agents in one process share nothing.
+   */
+  readonly storage: AgentStorage;
   readonly kernelVersion: string;
   /** Aborts when the setup deadline (AgentOptions.setupTimeoutMs) passes; pass it to slow I/O. */
   readonly signal: AbortSignal;

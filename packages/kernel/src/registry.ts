@@ -2,6 +2,7 @@
  * The plugin registry: checks every plugin's metadata in one place before any plugin runs,
  * runs the setups, resolves the order of every phase's subscriptions, and freezes.
  */
+import { resolve } from "node:path";
 import type { Contribution } from "./contributions.ts";
 import { validateContribution } from "./contributions.ts";
 import { trackAbandoned } from "./abandoned.ts";
@@ -13,6 +14,8 @@ import { satisfies, validRange } from "./semver.ts";
 import { truncate } from "./text.ts";
 import { inFaultScope } from "./faults.ts";
 import { didYouMean } from "./suggest.ts";
+import type { AgentStorage } from "./storage.ts";
+import { defaultKeelHome } from "./sqlite-store.ts";
 
 /** The kernel's version; plugins' `kernel` ranges are checked against it. */
 export const KERNEL_VERSION = "1.0.0";
@@ -24,6 +27,8 @@ export const DEFAULT_SETUP_TIMEOUT_MS = 10_000;
 export interface RegistryOptions extends RegistryHooks {
   /** Deadline of each setup(ctx), ms. Default DEFAULT_SETUP_TIMEOUT_MS. */
   setupTimeoutMs?: number;
+  /** Where the agent keeps its data (PluginSetupContext.storage). Default: KEEL_HOME (or ~/.keel) and SQLite. */
+  storage?: AgentStorage;
 }
 
 /** Default timeouts (ms) by await policy. */
@@ -98,6 +103,7 @@ type Draft = Omit<Subscription, "position" | "waitFor"> & { order: number[] };
  */
 export async function buildRegistry(entries: readonly PluginEntry[], kernelVersion = KERNEL_VERSION, options: RegistryOptions = {}): Promise<PluginRegistry> {
   const setupMs = options.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS;
+  const storage: AgentStorage = Object.freeze(options.storage ?? { home: resolve(defaultKeelHome()), database: { kind: "sqlite" } });
   const hooks: RegistryHooks = options;
   const plugins = checkPlugins(entries, kernelVersion);
   const names = new Set(plugins.map((p) => p.plugin.name));
@@ -119,6 +125,7 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
     const deadline = new AbortController();
     const ctx = {
       plugin: plugin.name,
+      storage,
       signal: deadline.signal,
       options,
       kernelVersion,

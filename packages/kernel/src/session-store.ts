@@ -15,7 +15,16 @@ export interface SessionInfo {
  * Contract: `append` keeps the order of calls; when it returns (or its promise resolves) with
  * `durable: true` the event survives a process kill; `events` returns events in `seq` order.
  */
+/**
+ * The database a store keeps sessions in, so an agent's plugins keep their own data beside it.
+ * Contract: `sqlite`: files (plugins use SQLite files in the agent's home); `postgres`: a
+ * PostgreSQL database given by `url` or an opaque `pool` (a `pg.Pool`), tables in `schema`.
+ */
+export type StoreDatabase = { readonly kind: "sqlite" } | { readonly kind: "postgres"; readonly url?: string; readonly pool?: unknown; readonly schema?: string };
+
 export interface SessionStore {
+  /** Where this store keeps sessions. Optional: a store that does not say has its agent's plugins use SQLite files in its home. */
+  readonly database?: StoreDatabase;
   createSession(info: { id: string; agent: string; createdAt: number }): void | Promise<void>;
   getSession(id: string): SessionInfo | undefined | Promise<SessionInfo | undefined>;
   listSessions(options?: { agent?: string; limit?: number }): SessionInfo[] | Promise<SessionInfo[]>;

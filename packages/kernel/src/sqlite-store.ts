@@ -97,6 +97,7 @@ export function defaultSessionDbPath(home: string): string {
 export class SqliteSessionStore implements SessionStore {
   /** The database file this store opened. */
   readonly path: string;
+  readonly database = { kind: "sqlite" } as const;
   readonly #db: DatabaseSync;
   readonly #syncDefault: string;
   readonly #begin: StatementSync;

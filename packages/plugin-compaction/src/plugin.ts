@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import type { ContributionInputOf, HookContext, Message, ModelProvider, PhaseEvent } from "@keel/kernel";
-import { applyMessageEdits, defaultKeelHome, defaultTokenCounter, definePlugin, KeelError } from "@keel/kernel";
+import { applyMessageEdits, defaultTokenCounter, definePlugin, KeelError } from "@keel/kernel";
 import type { CompactState } from "./compact.ts";
 import { compactHistory } from "./compact.ts";
 import { DIGEST_PREFIX, diffEdits, isCompacted, isSummary, messageKeys, plainText } from "./messages.ts";
@@ -19,7 +19,7 @@ import { RawStore } from "./store.ts";
 import type { RawStorage } from "./store.ts";
 import { PostgresRawStore } from "./postgres-store.ts";
 import { redact } from "@keel/secrets";
-import { databaseFromEnv } from "@keel/store-postgres";
+import { agentDatabase } from "@keel/store-postgres";
 import type { Extraction } from "./subgoals.ts";
 import { ask, digestOutput } from "./summarize.ts";
 import { extractionPrompt, heuristicExtraction, parseExtraction, SubgoalRegistry } from "./subgoals.ts";
@@ -80,8 +80,8 @@ export function compaction(input?: CompactionInput) {
     setup(ctx) {
       const o: ResolvedOptions = ctx.options;
       // An explicit path is a SQLite file; otherwise the shared database when one is configured.
-      const pg = o.path === undefined ? databaseFromEnv() : undefined;
-      const store: RawStorage = pg ? new PostgresRawStore(pg) : new RawStore(o.path ?? join(defaultKeelHome(), "compaction.sqlite"));
+      const pg = o.path === undefined ? agentDatabase(ctx.storage) : undefined;
+      const store: RawStorage = pg ? new PostgresRawStore(pg) : new RawStore(o.path ?? join(ctx.storage.home, "compaction.sqlite"));
       const sessions = new Map<string, SessionState>();
       const state = (id: string): SessionState => {
         let s = sessions.get(id);

@@ -5,6 +5,7 @@ import { scriptedProvider } from "@keel/kernel/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { compaction, SUMMARY_PREFIX } from "../src/index.ts";
 import { dropTestSchemas, rawRows, requirePostgres, testTarget } from "../../store-postgres/test/support/pg.ts";
+import { PostgresSessionStore } from "@keel/store-postgres";
 import { cleanupDirs, expectPairs, scriptedTool, setup, tempDir, textOf } from "./support.ts";
 
 afterEach(cleanupDirs);
@@ -38,17 +39,14 @@ describe.each(["SQLite", "PostgreSQL"])("a long turn that pauses for approval an
     const home = tempDir();
     const long = (i: number) => `Step ${i}: reading /srv/app/mod_${i}.py with key AKIAIOSFODNN7EXAMPL${i % 10}. ${"We weigh the options for the migration plan carefully. ".repeat(40)}`;
     const step = (i: number) => ({ text: long(i), toolCalls: [{ id: `c${i}`, name: i === 7 ? "write_note" : "bash", args: { command: `step ${i}` } }] });
+    // On PostgreSQL the session log is there too: a plugin's data goes where its agent's does.
     const pg = backend === "PostgreSQL" ? testTarget() : undefined;
-    if (pg) {
-      vi.stubEnv("KEEL_DATABASE_URL", pg.url);
-      vi.stubEnv("KEEL_DATABASE_SCHEMA", pg.schema);
-    }
     const options = { ...(pg ? {} : { path: join(home, "compaction.sqlite") }), model: false as const, taco: { enabled: false }, maskText: false, cooldownRounds: 0, subgoals: { extractor: "heuristic" as const } };
     const guard = definePlugin({ name: "guard", version: "1.0.0", setup: (ctx) => ctx.on("tool.pre_call", (e) => (e.call.name === "write_note" ? { kind: "tool_decision", decision: "ask", reason: "writes are reviewed" } : undefined)) });
     const tools = () => [scriptedTool("bash", Array.from({ length: 20 }, (_, i) => `ok exit_code_${i}`)), scriptedTool("write_note", ["written"], { category: "edit" })];
     const agent = async (steps: ReturnType<typeof step>[] | Array<{ text: string }>) => {
       const provider = scriptedProvider(steps, { contextWindow: 3_000 });
-      const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
+      const store = pg ? new PostgresSessionStore(pg) : new SqliteSessionStore({ path: defaultSessionDbPath(home) });
       return { provider, store, agent: await createAgent({ provider, store, tools: tools(), plugins: [compaction(options), guard] }) };
     };
     const countSummaries = (p: { requests: ReadonlyArray<{ messages: readonly Message[] }> }) => p.requests.map((q) => q.messages.filter((m) => textOf(m).startsWith(SUMMARY_PREFIX)).length);

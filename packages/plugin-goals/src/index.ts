@@ -35,9 +35,9 @@ export interface GoalsOptions {
 
 const Options = z.strictObject({ path: z.string().min(1).optional(), phrases: z.array(z.string().min(2)).min(1).optional(), prompt: z.boolean().default(false) });
 
-/** The goals database at `path`, or the default one under KEEL_HOME. Contract: the caller closes it. */
-export function goalStore(path?: string): GoalStore {
-  return new GoalStore(path ?? join(defaultKeelHome(), "goals.sqlite"));
+/** The goals database at `path`, or `goals.sqlite` in `home` (default KEEL_HOME, else ~/.keel). Contract: the caller closes it. */
+export function goalStore(path?: string, home: string = defaultKeelHome()): GoalStore {
+  return new GoalStore(path ?? join(home, "goals.sqlite"));
 }
 
 /** The plugin. Contract: never blocks a turn; never shows the goal to the model unless `prompt`. */
@@ -51,7 +51,7 @@ export function goals(options: GoalsOptions = {}) {
     input: options as z.input<typeof Options>,
     setup(ctx) {
       const o = ctx.options as z.output<typeof Options>;
-      const store = goalStore(o.path);
+      const store = goalStore(o.path, ctx.storage.home);
       const phrases = o.phrases ?? DEFAULT_PHRASES;
       // Runs a crashed process left behind are found once, when the agent starts.
       let orphans = store.markOrphans();

@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import type { ContributionFor, Message, ToolDefinition, ToolOutput } from "@keel/kernel";
-import { definePlugin, defaultKeelHome, KeelError, tailOf } from "@keel/kernel";
+import type { AgentStorage, ContributionFor, Message, ToolDefinition, ToolOutput } from "@keel/kernel";
+import { definePlugin, KeelError, tailOf } from "@keel/kernel";
 import { AuditLog, type AuditStore, type CallOutcome, type StoredCuration } from "./audit.ts";
 import { PostgresAuditLog } from "./postgres-audit.ts";
-import { databaseFromEnv } from "@keel/store-postgres";
+import { agentDatabase } from "@keel/store-postgres";
 import { McpCallError, raceSignal } from "./connection.ts";
 import { curate, searchTools, type KeepSet } from "./curation.ts";
 import { cutAtSentence, presentTool, type ToolForm } from "./present.ts";
@@ -91,7 +91,7 @@ export function mcp(input: McpOptions = {}) {
     input,
     setup(ctx) {
       const o = ctx.options;
-      const rt = new Runtime(o);
+      const rt = new Runtime(o, ctx.storage);
       const connectMax = Math.max(o.connectTimeoutMs, ...Object.values(o.servers).map((s) => s.connectTimeoutMs ?? 0));
       ctx.on("session.start", (event) => rt.open(event.sessionId), { timeoutMs: connectMax + 5_000 });
       // Late start failures (and the start times) as diagnostics when the last server settles, without holding the session.
@@ -110,6 +110,8 @@ export function mcp(input: McpOptions = {}) {
 /** The state of one plugin instance: its pool, audit log and conversations. */
 class Runtime {
   readonly o: ResolvedMcpOptions;
+  /** Where the agent keeps its data: the audit log goes there. */
+  readonly storage: AgentStorage;
   pool: McpPool | undefined;
   audit: AuditStore | undefined;
   auditError: string | undefined;
@@ -122,8 +124,9 @@ class Runtime {
   /** Resolved (and replaced) whenever a session is released: background waits stop then. */
   #released = deferred();
 
-  constructor(o: ResolvedMcpOptions) {
+  constructor(o: ResolvedMcpOptions, storage: AgentStorage) {
     this.o = o;
+    this.storage = storage;
   }
 
   #pool(): McpPool {
@@ -136,10 +139,10 @@ class Runtime {
 
   #auditLog(): AuditStore | undefined {
     if (this.o.auditPath === false || this.audit || this.auditError) return this.audit;
-    let path = this.o.auditPath ?? join(defaultKeelHome(), "mcp-audit.sqlite");
+    let path = this.o.auditPath ?? join(this.storage.home, "mcp-audit.sqlite");
     try {
       // An explicit path is a SQLite file; otherwise the shared database when one is configured.
-      const pg = this.o.auditPath === undefined ? databaseFromEnv() : undefined;
+      const pg = this.o.auditPath === undefined ? agentDatabase(this.storage) : undefined;
       const onError = (err: unknown) => (this.auditError = `writing ${path}: ${err instanceof Error ? err.message : String(err)}`);
       if (pg) {
         const log = new PostgresAuditLog(pg, onError);

@@ -14,9 +14,10 @@ import { recall } from "./recall.ts";
 import type { Recalled } from "./recall.ts";
 import { redactingStore } from "./redacting-store.ts";
 import { findSecrets } from "./secrets.ts";
-import { SqliteMemoryStore } from "./sqlite-store.ts";
+import { defaultMemoryDbPath, SqliteMemoryStore } from "./sqlite-store.ts";
 import { PostgresMemoryStore } from "./postgres-store.ts";
-import { databaseFromEnv } from "@keel/store-postgres";
+import { agentDatabase } from "@keel/store-postgres";
+import type { AgentStorage } from "@keel/kernel";
 import { memoryTools, renderMemory } from "./tools.ts";
 import type { MemoryStore } from "./types.ts";
 
@@ -31,11 +32,11 @@ export type NamespaceResolver = (metadata: Readonly<Record<string, unknown>>, tu
 
 /** Options of `memory()`. */
 export const MemoryOptionsSchema = z.strictObject({
-  /** SQLite file; default `<KEEL_HOME>/memory.sqlite`. Ignored when `store` is given. */
+  /** SQLite file; default `memory.sqlite` in the agent's home. Ignored when `store` is given. */
   path: z.string().min(1).optional(),
   /**
    * The database when `path` is not given: a postgres:// URL (tables in KEEL_DATABASE_SCHEMA,
-   * else public) or "sqlite". Default: KEEL_DATABASE_URL, else SQLite.
+   * else public) or "sqlite". Default: the agent's (PostgreSQL when its session log is there, else SQLite).
    */
   database: z.union([z.literal("sqlite"), z.string().regex(/^postgres(ql)?:\/\//i, 'expected a postgres:// URL or "sqlite"')]).optional(),
   /** A ready store (e.g. a PostgreSQL implementation); the host owns and closes it. */
@@ -105,14 +106,16 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
   let opened: MemoryStore | undefined;
   let owned = false;
   let options: Resolved | undefined;
+  /** Where the agent the plugin is set up in keeps its data (its home; its database on PostgreSQL). */
+  let storage: AgentStorage | undefined;
   const handle: MemoryHandle = {
     store() {
       if (opened) return opened;
       if (!options) throw new KeelError("KEEL_MEMORY_STORE_FAILED", "The plugin is not set up yet: add it to an agent first.", { plugin: PLUGIN_NAME });
       if (options.store) opened = redactingStore(options.store);
       else {
-        const pg = options.path ? undefined : options.database !== undefined ? (options.database === "sqlite" ? undefined : { url: options.database }) : databaseFromEnv();
-        opened = pg ? new PostgresMemoryStore(pg) : new SqliteMemoryStore(options.path ? { path: options.path } : {});
+        const pg = options.path ? undefined : options.database !== undefined ? (options.database === "sqlite" ? undefined : { url: options.database }) : storage && agentDatabase(storage);
+        opened = pg ? new PostgresMemoryStore(pg) : new SqliteMemoryStore({ path: options.path ?? defaultMemoryDbPath(storage?.home) });
         owned = true;
       }
       return opened;
@@ -130,6 +133,7 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
     options: MemoryOptionsSchema,
     input,
     setup(ctx) {
+      storage = ctx.storage;
       const o = (options = ctx.options);
       const turns = new Map<string, TurnState>();
       const namespaceOf = (e: TurnEventBase): string => {

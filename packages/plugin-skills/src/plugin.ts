@@ -6,7 +6,7 @@
 import { join, resolve } from "node:path";
 import { defaultKeelHome, definePlugin, KeelError, truncate } from "@keel/kernel";
 import { redact } from "@keel/secrets";
-import type { ContributionFor, KeelPlugin, TurnVerdict } from "@keel/kernel";
+import type { AgentStorage, ContributionFor, KeelPlugin, TurnVerdict } from "@keel/kernel";
 import type { Skill, SkillDiagnostic } from "./catalog.ts";
 import { normalizeSkillName, SkillCatalog, visibleIn } from "./catalog.ts";
 import type { Outcome } from "./credit.ts";
@@ -25,7 +25,7 @@ import type { StoredPick, Streak } from "./store.ts";
 import { SkillsStore } from "./store.ts";
 import type { SkillsStorage } from "./store.ts";
 import { PostgresSkillsStore } from "./postgres-store.ts";
-import { databaseFromEnv } from "@keel/store-postgres";
+import { agentDatabase } from "@keel/store-postgres";
 
 /** The plugin's name. */
 export const PLUGIN_NAME = "@keel/plugin-skills";
@@ -93,9 +93,9 @@ class SkillsRuntime {
   private scanned = false;
   private storeErrorReported = false;
 
-  constructor(options: SkillsOptionsParsed) {
+  constructor(options: SkillsOptionsParsed, storage: AgentStorage) {
     this.options = options;
-    this.home = resolve(options.home ?? defaultKeelHome());
+    this.home = resolve(options.home ?? storage.home);
     const skillsDir = join(this.home, "skills");
     this.autoDir = join(skillsDir, "auto");
     const roots = [...options.dirs.map((d) => ({ dir: resolve(d) })), ...(options.includeHomeSkills ? [{ dir: skillsDir }] : [])];
@@ -103,7 +103,7 @@ class SkillsRuntime {
     let store: SkillsStorage | undefined;
     try {
       // An explicit `db` is a SQLite file; otherwise the shared database when one is configured.
-      const pg = options.db === undefined ? databaseFromEnv() : undefined;
+      const pg = options.db === undefined ? agentDatabase(storage) : undefined;
       store = pg ? new PostgresSkillsStore(pg) : new SkillsStore(options.db ?? join(this.home, "skills.sqlite"));
     } catch (err) {
       this.storeError = `cannot open ${options.db ?? join(this.home, "skills.sqlite")}: ${(err as Error).message}`;
@@ -276,7 +276,8 @@ function parseOptions(input: SkillsOptionsInput | undefined): SkillsOptionsParse
  */
 export function skills(input?: SkillsOptionsInput): SkillsPlugin {
   let runtime: SkillsRuntime | undefined;
-  const get = (parsed?: SkillsOptionsParsed) => (runtime ??= new SkillsRuntime(parsed ?? parseOptions(input)));
+  // Set up in an agent, the runtime keeps its data where that agent does; the host API used before that, in KEEL_HOME.
+  const get = (parsed?: SkillsOptionsParsed, storage?: AgentStorage) => (runtime ??= new SkillsRuntime(parsed ?? parseOptions(input), storage ?? { home: defaultKeelHome(), database: { kind: "sqlite" } }));
   const plugin = definePlugin({
     name: PLUGIN_NAME,
     version: PLUGIN_VERSION,
@@ -285,7 +286,7 @@ export function skills(input?: SkillsOptionsInput): SkillsPlugin {
     options: SkillsOptions,
     input,
     setup(ctx) {
-      const rt = get(ctx.options);
+      const rt = get(ctx.options, ctx.storage);
       ctx.on("turn.pre_tool_materialization", (event) => {
         rt.refresh();
         const out: ContributionFor<"turn.pre_tool_materialization">[] = rt.takeDiagnostics();

@@ -7,7 +7,7 @@
  */
 import { join } from "node:path";
 import { z } from "zod";
-import { codePointSlice, defaultKeelHome, definePlugin, defineTool, errorMessage, toWellFormed } from "@keel/kernel";
+import { codePointSlice, definePlugin, defineTool, errorMessage, toWellFormed } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 import { detectStyle } from "./style.ts";
 import { UserModelStore } from "./store.ts";
@@ -61,7 +61,7 @@ export function userModel(options: UserModelOptions = {}) {
     input: options as z.input<typeof Options>,
     setup(ctx) {
       const o = ctx.options as z.output<typeof Options>;
-      const store = new UserModelStore(o.path ?? join(defaultKeelHome(), "user-model.sqlite"));
+      const store = new UserModelStore(o.path ?? join(ctx.storage.home, "user-model.sqlite"));
       const open = new Set<string>();
       const namespaceOf = (metadata: Readonly<Record<string, unknown>>) => {
         const v = metadata[o.namespaceKey];

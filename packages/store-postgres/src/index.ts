@@ -2,7 +2,7 @@
 export { PostgresSessionStore, SESSION_MIGRATIONS } from "./session-store.ts";
 export type { PostgresStoreOptions } from "./session-store.ts";
 export { migrate } from "./migrate.ts";
-export { databaseFromEnv, endSharedPools, isPostgresUrl, resolveTarget, selectDatabase, sharedPool } from "./pool.ts";
+export { agentDatabase, endSharedPools, isPostgresUrl, resolveTarget, selectDatabase, sharedPool } from "./pool.ts";
 export type { PgPool, PostgresTarget } from "./pool.ts";
 export { describeUrl, maskUrl, pgError, quoteIdent } from "./pg-util.ts";
 export { PgComponent } from "./component.ts";

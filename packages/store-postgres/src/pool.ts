@@ -5,6 +5,7 @@
  */
 import type pg from "pg";
 import { headOf, KeelError } from "@keel/kernel";
+import type { StoreDatabase } from "@keel/kernel";
 import { describeUrl } from "./pg-util.ts";
 
 /**
@@ -51,10 +52,16 @@ export function selectDatabase(value: string | undefined, source: string, path: 
   return { url, ...(schema ? { schema } : {}) };
 }
 
-/** The database KEEL_DATABASE_URL selects (see selectDatabase). */
-export function databaseFromEnv(env: NodeJS.ProcessEnv = process.env): PostgresTarget | undefined {
-  return selectDatabase(env.KEEL_DATABASE_URL, "KEEL_DATABASE_URL", "KEEL_DATABASE_URL", env);
+/**
+ * The database an agent's plugins share with its session log (PluginSetupContext.storage), or
+ * undefined when the agent is on SQLite. Contract: plugins call this, never read KEEL_DATABASE_URL.
+ */
+export function agentDatabase(storage: { readonly database: StoreDatabase }): PostgresTarget | undefined {
+  const d = storage.database;
+  if (d.kind !== "postgres") return undefined;
+  return { ...(d.url !== undefined ? { url: d.url } : {}), ...(d.pool !== undefined ? { pool: d.pool as PgPool } : {}), ...(d.schema !== undefined ? { schema: d.schema } : {}) };
 }
+
 
 function msFromEnv(name: string, dflt: number): number {
   const v = Number(process.env[name]);

@@ -6,7 +6,7 @@
 import type pg from "pg";
 import type { PgPool } from "./pool.ts";
 import { KeelError, redactEvent, storageJson as toJson } from "@keel/kernel";
-import type { AppendOptions, KeelEvent, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "@keel/kernel";
+import type { AppendOptions, KeelEvent, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore, StoreDatabase } from "@keel/kernel";
 import { pgError, quoteIdent } from "./pg-util.ts";
 import { resolveTarget } from "./pool.ts";
 import { registerMigrations } from "./registry.ts";
@@ -67,6 +67,8 @@ const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 export class PostgresSessionStore implements SessionStore {
   /** The database, for messages (the URL without its password). */
   readonly path: string;
+  /** Where the sessions are: an agent's plugins put their tables in the same database and schema. */
+  readonly database: StoreDatabase;
   readonly #pool: PgPool;
   readonly #s: string;
   readonly #schema: string;
@@ -79,6 +81,7 @@ export class PostgresSessionStore implements SessionStore {
     this.#schema = schema;
     this.#s = quoteIdent(schema);
     this.path = where;
+    this.database = { kind: "postgres", ...(options.url !== undefined ? { url: options.url } : {}), ...(options.pool !== undefined ? { pool: options.pool } : {}), schema };
   }
 
   /** Create or migrate the tables; every method waits for it. Contract: runs once per store. */

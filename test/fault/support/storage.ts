@@ -314,3 +314,13 @@ export async function seedSession(home: string, texts: readonly string[]): Promi
     await agent.close();
   }
 }
+
+/** The lease row of a session (a writer running a turn or writing an answer), if any. */
+export function leaseOf(home: string, sessionId: string): { owner: string; pid: number } | undefined {
+  const db = new DatabaseSync(defaultSessionDbPath(home), { readOnly: true });
+  try {
+    return db.prepare("SELECT owner, pid FROM leases WHERE session_id = ?").get(sessionId) as { owner: string; pid: number } | undefined;
+  } finally {
+    db.close();
+  }
+}
