@@ -6,6 +6,8 @@ type Sdk = {
   Client: typeof import("@modelcontextprotocol/sdk/client/index.js").Client;
   StdioClientTransport: typeof import("@modelcontextprotocol/sdk/client/stdio.js").StdioClientTransport;
   StreamableHTTPClientTransport: typeof import("@modelcontextprotocol/sdk/client/streamableHttp.js").StreamableHTTPClientTransport;
+  getDefaultEnvironment: typeof import("@modelcontextprotocol/sdk/client/stdio.js").getDefaultEnvironment;
+  codec: StdioCodec;
   types: typeof import("@modelcontextprotocol/sdk/types.js");
 };
 let sdkLoading: Promise<Sdk> | undefined;
@@ -16,7 +18,8 @@ function sdk(): Promise<Sdk> {
     import("@modelcontextprotocol/sdk/client/stdio.js"),
     import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
     import("@modelcontextprotocol/sdk/types.js"),
-  ]).then(([c, s, h, types]) => (loaded = { Client: c.Client, StdioClientTransport: s.StdioClientTransport, StreamableHTTPClientTransport: h.StreamableHTTPClientTransport, types }));
+    import("@modelcontextprotocol/sdk/shared/stdio.js"),
+  ]).then(([c, s, h, types, io]) => (loaded = { Client: c.Client, StdioClientTransport: s.StdioClientTransport, StreamableHTTPClientTransport: h.StreamableHTTPClientTransport, getDefaultEnvironment: s.getDefaultEnvironment, codec: { ReadBuffer: io.ReadBuffer, serializeMessage: io.serializeMessage }, types }));
   return sdkLoading;
 }
 type RpcCode = "RequestTimeout" | "ConnectionClosed" | "InvalidParams" | "MethodNotFound" | "InvalidRequest";
@@ -32,6 +35,7 @@ import { z } from "zod";
 import type { McpCallResult } from "./results.ts";
 import type { McpServerConfig } from "./options.ts";
 import { tailOf } from "@keel/kernel";
+import { DEFAULT_STOP_GRACE_MS, PROCESS_GROUPS, ServerProcess, type StdioCodec } from "./child.ts";
 
 /**
  * Proxy and certificate variables an MCP server inherits by default (both cases of the proxy
@@ -89,6 +93,8 @@ export interface ConnectionSettings {
   clientVersion: string;
   connectTimeoutMs: number;
   restart: { maxAttempts: number; baseDelayMs: number; maxDelayMs: number };
+  /** How long a stdio server has to exit after its stdin closes, and again after SIGTERM (default DEFAULT_STOP_GRACE_MS). */
+  stopGraceMs?: number;
 }
 
 const STDERR_TAIL = 4_000;
@@ -96,9 +102,11 @@ const MAX_PAGES = 1_000;
 
 /**
  * One MCP server: its transport, client, cached tool list and restarts.
- * Contract: `connect` never leaves a child process behind when it fails; a stdio server that
- * exits while ready is restarted with exponential backoff up to `restart.maxAttempts`; calls
- * in flight when it exits fail with kind `crashed`; `close` ends the child and stops restarts.
+ * Contract: `connect` never leaves a child process behind when it fails (it is ended in the
+ * background: stdin closed, then SIGTERM, then SIGKILL, `stopGraceMs` apart); a stdio server
+ * that exits while ready is restarted with exponential backoff up to `restart.maxAttempts`;
+ * calls in flight when it exits fail with kind `crashed`; `close` stops restarts and resolves
+ * once every child process this connection started (its process group on POSIX) has ended.
  */
 export class McpServerConnection {
   readonly key: string;
@@ -123,6 +131,8 @@ export class McpServerConnection {
   #transport: Transport | undefined;
   #connecting: Promise<void> | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  /** Every stdio child process this connection started (across restarts): close waits until each has ended. */
+  #processes = new Set<ServerProcess>();
 
   constructor(key: string, config: McpServerConfig, settings: ConnectionSettings) {
     this.key = key;
@@ -132,7 +142,9 @@ export class McpServerConnection {
 
   /** The child process id (stdio, while connected). */
   get pid(): number | undefined {
-    return loaded && this.#transport instanceof loaded.StdioClientTransport ? (this.#transport.pid ?? undefined) : undefined;
+    const t = this.#transport;
+    if (t instanceof ServerProcess) return t.pid;
+    return loaded && t instanceof loaded.StdioClientTransport ? (t.pid ?? undefined) : undefined;
   }
 
   /** Connect (once; concurrent callers share the attempt). Rejects with a message that names the server and carries the stderr tail. */
@@ -176,7 +188,8 @@ export class McpServerConnection {
       this.#client = undefined;
       this.#transport = undefined;
       if ((this.state as ServerState) !== "closed") this.state = "failed";
-      await client.close().catch(() => {});
+      // Not waited for: the failure is reported now; the child ends within about 2 × stopGraceMs (close waits for it).
+      void client.close().catch(() => {});
       throw new Error(`MCP server "${this.key}" failed to start: ${this.lastError}`);
     } finally {
       clearTimeout(timer);
@@ -187,7 +200,16 @@ export class McpServerConnection {
     const c = this.config;
     if ("url" in c) return new m.StreamableHTTPClientTransport(new URL(c.url), c.headers ? { requestInit: { headers: c.headers } } : {});
     const env = { ...inheritedEnv(c.inheritEnv ?? true, process.env), ...c.env };
-    const t = new m.StdioClientTransport({ command: c.command, args: c.args, stderr: "pipe", ...(Object.keys(env).length ? { env } : {}), ...(c.cwd ? { cwd: c.cwd } : {}) });
+    // POSIX: Keel's own transport, which starts the server in a process group of its own and
+    // ends the whole group, on close and at process exit (child.ts). Windows has no process
+    // groups, and the SDK's spawn resolves `npx.cmd`: its transport and its own close there.
+    const t = PROCESS_GROUPS
+      ? new ServerProcess({ command: c.command, args: c.args, env: { ...m.getDefaultEnvironment(), ...env }, cwd: c.cwd, stopGraceMs: this.#settings.stopGraceMs ?? DEFAULT_STOP_GRACE_MS, codec: m.codec })
+      : new m.StdioClientTransport({ command: c.command, args: c.args, stderr: "pipe", ...(Object.keys(env).length ? { env } : {}), ...(c.cwd ? { cwd: c.cwd } : {}) });
+    if (t instanceof ServerProcess) {
+      this.#processes.add(t);
+      void t.ended.then(() => this.#processes.delete(t));
+    }
     t.stderr?.on("data", (chunk: Buffer) => {
       this.stderrTail = tailOf(this.stderrTail + chunk.toString("utf8"), STDERR_TAIL);
     });
@@ -293,6 +315,10 @@ export class McpServerConnection {
     this.#client = undefined;
     this.#transport = undefined;
     if (client) await client.close().catch(() => {});
+    // Those of failed starts and crashes too (a crashed server's leftovers in its group are being ended).
+    const processes = [...this.#processes];
+    this.#processes.clear();
+    await Promise.all(processes.map((p) => p.close()));
   }
 }
 

@@ -28,4 +28,6 @@ export type { AuditRecord, AuditStore, CallOutcome, StoredCuration } from "./aud
 export { INHERITED_NETWORK_ENV, McpServerConnection, McpCallError, inheritedEnv } from "./connection.ts";
 export type { McpToolInfo, ServerState } from "./connection.ts";
 export { McpPool } from "./pool.ts";
+export { DEFAULT_STOP_GRACE_MS, EXIT_WAIT_MS, ServerProcess, liveServerPids } from "./child.ts";
+export type { ServerProcessOptions, StdioCodec } from "./child.ts";
 export type { Inventory, InventoryTool, StartReport } from "./pool.ts";

@@ -81,6 +81,12 @@ export const McpOptionsSchema = z.strictObject({
    * waited for. A value at least `connectTimeoutMs` waits for every server (the old behaviour).
    */
   startGraceMs: z.number().int().min(0).default(500),
+  /**
+   * Ending a stdio server (when the last session closes, a start fails, or the server exited
+   * and left processes in its group): its stdin is closed, after this long (ms) its process
+   * group gets SIGTERM, after this long again SIGKILL.
+   */
+  stopGraceMs: ms.default(1_000),
   /** Longest text a tool result keeps (characters); the rest is cut with a marker. */
   maxResultChars: z.number().int().positive().default(100_000),
   /** `keel` (default) or the reference ranking of MECHANICS.md. */

@@ -131,7 +131,7 @@ class Runtime {
 
   #pool(): McpPool {
     if (!this.pool) {
-      this.pool = new McpPool(this.o.servers, { clientName: this.o.clientName, clientVersion: PLUGIN_VERSION, connectTimeoutMs: this.o.connectTimeoutMs, restart: this.o.restart });
+      this.pool = new McpPool(this.o.servers, { clientName: this.o.clientName, clientVersion: PLUGIN_VERSION, connectTimeoutMs: this.o.connectTimeoutMs, restart: this.o.restart, stopGraceMs: this.o.stopGraceMs });
       for (const c of this.pool.servers.values()) c.onCrash = (m) => this.#crashes.push(`MCP server "${c.key}": ${m}`);
     }
     return this.pool;

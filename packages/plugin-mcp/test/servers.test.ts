@@ -8,14 +8,14 @@ import { readFileSync, writeFileSync, existsSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { McpCallError, McpPool, McpServerConnection, mapCallResult } from "../src/index.ts";
-import { alive, childPids, fixture, serverBin, SETTINGS, tempDirs, until } from "./support.ts";
+import { liveServerPids, McpCallError, McpPool, McpServerConnection, mapCallResult } from "../src/index.ts";
+import { alive, childPids, fixture, running, serverBin, SETTINGS, tempDirs, until } from "./support.ts";
 
 const dirs = tempDirs();
 const open: McpServerConnection[] = [];
 const never = new AbortController().signal;
 
-function connection(key: string, config: ConstructorParameters<typeof McpServerConnection>[1], settings = SETTINGS) {
+function connection(key: string, config: ConstructorParameters<typeof McpServerConnection>[1], settings: ConstructorParameters<typeof McpServerConnection>[2] = SETTINGS) {
   const c = new McpServerConnection(key, config, settings);
   open.push(c);
   return c;
@@ -173,6 +173,23 @@ describe("faults (fixture servers)", () => {
     expect(c.state).toBe("failed");
     expect(c.stderrTail).toContain("never answering");
     await until(() => !alive(pid), 5_000, "the silent child to be ended");
+  });
+
+  it.runIf(process.platform !== "win32")("close ends the server's whole process group: a grandchild (as under npx) that ignores the end of stdin and SIGTERM is killed after 2 × stopGraceMs", async () => {
+    const pidFile = join(dirs.make(), "grandchild.pid");
+    const c = connection("forking", { command: process.execPath, args: [fixture("forking-server.mjs").args[0]!, pidFile], connectTimeoutMs: 60_000 }, { ...SETTINGS, stopGraceMs: 200 });
+    const started = c.connect().catch((e: unknown) => e);
+    await until(() => existsSync(pidFile) && readFileSync(pidFile, "utf8") !== "", 10_000, "the grandchild to start");
+    const grandchild = Number(readFileSync(pidFile, "utf8"));
+    expect(liveServerPids()).toEqual([c.pid]);
+    const t0 = performance.now();
+    await c.close();
+    // stdin closed, 200 ms, SIGTERM to the group (the wrapper ends, the grandchild does not), 200 ms, SIGKILL.
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(400);
+    expect(performance.now() - t0).toBeLessThan(400 + 1_000 + 2_000);
+    expect(running(grandchild)).toBe(false);
+    expect(liveServerPids()).toEqual([]);
+    expect(String(await started)).toContain('MCP server "forking" failed to start');
   });
 
   it("the pool reports a server that exits at start with its stderr tail and starts the others", async () => {

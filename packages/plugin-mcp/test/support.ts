@@ -44,6 +44,17 @@ export function alive(pid: number): boolean {
   }
 }
 
+/** True while a process with that pid runs (Linux: a zombie, ended but not yet reaped, does not run). */
+export function running(pid: number): boolean {
+  if (!alive(pid)) return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    return !/^[ZX]$/.test(stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3));
+  } catch {
+    return process.platform !== "linux";
+  }
+}
+
 /** Wait until `check()` is true (polling), or fail after `ms`. */
 export async function until(check: () => boolean, ms = 10_000, what = "condition"): Promise<void> {
   const end = Date.now() + ms;
