@@ -30,10 +30,16 @@ import type { ToolCallView } from "./phases.ts";
 import type { ToolCategory, ToolDefinition } from "./tools.ts";
 import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "./tools.ts";
 import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
-import type { PausedTurn, TurnInput } from "./turn.ts";
+import type { PausedTurn, TurnHost, TurnInput } from "./turn-state.ts";
 import { runTurn, unansweredCalls } from "./turn.ts";
+import type { AgentOptions } from "./agent-options.ts";
+import type { Limits } from "./limits.ts";
+import { DEFAULT_LIMITS } from "./limits.ts";
+import type { ChildHold } from "./child-types.ts";
+import type { ChildOptions, ChildRun, TurnBudget } from "./tools.ts";
+import type { Usage } from "./usage.ts";
 import { errorResult } from "./tool-exec.ts";
-import { abandonChild } from "./child.ts";
+import { abandonChild, runChild } from "./child.ts";
 import { checkInput, outputSpecOf } from "./run-input.ts";
 import type { StreamOptions } from "./turn-stream.ts";
 import { TurnStream } from "./turn-stream.ts";
@@ -49,123 +55,6 @@ import { DEFAULT_LEASE, takeLease } from "./lease.ts";
 import type { LogCursor } from "./session-replay.ts";
 import { newCursor, replay } from "./session-replay.ts";
 
-/**
- * Loop guards. Contract: when one runs out the model gets one final round without tools —
- * except `wallTimeMs`, which cuts whatever runs and ends the turn at once.
- * Defaults: 50 rounds, 200 tool calls, 1,000,000 tokens, 600 s, 0.95 of the context window,
- * 100,000 code points per tool result.
- */
-export interface Limits {
-  /** Normal rounds (provider requests with tools); the final round without tools comes on top. */
-  maxRounds: number;
-  /** Tool calls per turn; calls past it in one response get a "skipped" result. */
-  maxToolCalls: number;
-  /** Input + output tokens the provider reported for this turn. */
-  tokenBudget: number;
-  /**
-   * Wall time of one turn, ms. Checked between rounds and also enforced while a provider stream,
-   * a tool call or a phase runs: when it runs out mid-round the running work is aborted (a cut
-   * tool call still gets its result), no final round is made, and the turn ends `stopped`
-   * (`wall_time`) with a `guard.tripped` event.
-   */
-  wallTimeMs: number;
-  /** Fraction of the provider's context window a request may fill. */
-  contextCeiling: number;
-  /**
-   * Code points of text one tool result may hold (every tool: built-in, plugin, MCP); a
-   * longer result keeps its head and tail with a marker saying how much was cut.
-   */
-  maxToolResultChars: number;
-  /**
-   * Bytes of image data (base64, as sent) one tool result may hold in all; images past it are
-   * replaced by a note saying what was dropped (a provider refuses an oversize image or body).
-   */
-  maxToolResultImageBytes: number;
-}
-
-export const DEFAULT_LIMITS: Limits = { maxRounds: 50, maxToolCalls: 200, tokenBudget: 1_000_000, wallTimeMs: 600_000, contextCeiling: 0.95, maxToolResultChars: 100_000, maxToolResultImageBytes: 5_000_000 };
-
-/** What the approval callback is asked. */
-export interface ApprovalRequest {
-  sessionId: string;
-  turnId: string;
-  call: ToolCallView;
-  /** Aborts when the turn is cancelled; the kernel stops waiting for the answer then. */
-  signal: AbortSignal;
-  reason?: string;
-  plugin?: string;
-}
-
-/**
- * How to build an agent.
- * Contract: only `provider` is required; `store` (a SessionStore, "sqlite" or a postgres:// URL)
- * defaults to KEEL_DATABASE_URL, else SQLite at `<home>/sessions.sqlite`; `home` to KEEL_HOME
- * or ~/.keel. Plugins keep their data where the agent does (PluginSetupContext.storage).
- */
-export interface AgentOptions {
-  name?: string;
-  provider: ModelProvider;
-  /**
-   * The model plugins use for side calls (HookContext.model); default: `provider`. `false`:
-   * none, so plugins use their deterministic fallbacks (e.g. when `provider` replays a script).
-   */
-  sideModel?: ModelProvider | false;
-  /**
-   * Ask the model, before the prompt is compiled, which hidden tools the turn needs (one
-   * bounded, tool-less request; runs only when there are hidden tools). Default: off.
-   */
-  preflight?: boolean | PreflightOptions;
-  instructions?: string;
-  tools?: readonly ToolDefinition[];
-  plugins?: readonly PluginEntry[];
-  /** Where sessions live: a SessionStore, "sqlite" (files in `home`) or a postgres:// URL (tables in KEEL_DATABASE_SCHEMA, else public). */
-  store?: SessionStore | string;
-  home?: string;
-  limits?: Partial<Limits>;
-  toolTimeouts?: Partial<Record<ToolCategory, number>>;
-  /**
-   * Answers `ask` decisions in process: `true`, or `{ approved, always?, reason? }` (anything
-   * else, a throw or a cancelled turn is a denial). Without it, `ask` does what `ask` says.
-   */
-  approve?: (request: ApprovalRequest) => boolean | ApprovalAnswer | Promise<boolean | ApprovalAnswer>;
-  /**
-   * What an `ask` decision does when there is no `approve()` callback. `pause` (default): the
-   * turn pauses with the request stored in the session log, and the host answers later, from
-   * any process (session.pendingApprovals(), approve()/deny(), resume()). `deny`: the call is
-   * denied at once, with a result saying why.
-   */
-  ask?: "pause" | "deny";
-  caps?: Partial<MergeCaps>;
-  requestOptions?: RequestOptions;
-  tokenCounter?: TokenCounter;
-  /**
-   * What phase runs are logged as `phase.completed` events. `notable` (default): runs with a
-   * contribution, a diagnostic, a failure, or a handler slower than 1 ms; every run's timing
-   * still lands in the turn's terminal event (`timings`). `full`: every run.
-   */
-  trace?: "notable" | "full";
-  /**
-   * Deadline of each plugin's `setup(ctx)`, ms. Default 10,000. Contract: a setup that has not
-   * settled by then fails createAgent with KEEL_PLUGIN_SETUP_TIMEOUT naming the plugin.
-   */
-  setupTimeoutMs?: number;
-
-  /**
-   * Session leases (one writer per session): `ttlMs` (default 30 s) and how long opening a
-   * session held elsewhere waits, `waitMs` (default 0: KEEL_SESSION_BUSY at once).
-   */
-  lease?: LeaseOptions;
-  /**
-   * Watchers of the agent's events (OpenTelemetry tracing, say): each is attached once the agent
-   * is built and detached when it closes. Falsy entries are ignored (`cond && observer()`).
-   */
-  observers?: readonly (AgentObserver | false | null | undefined | 0 | "")[];
-  /**
-   * The mode of a session that has not switched (session.setMode): `agent` (default) sends
-   * tools; `chat` sends none. A session's own switch is in its log and wins on resume.
-   */
-  mode?: SessionMode;
-}
 
 /**
  * Options of agent.session().
@@ -558,7 +447,7 @@ const SESSION_CLOSED = new KeelError("KEEL_TURN_ABORTED", "The session was close
  * Contract: `run` persists the input before any provider call; at most one turn runs at a
  * time; `steer` and `followUp` are durable the moment they return.
  */
-export class Session {
+export class Session implements TurnHost {
   readonly id: string;
   readonly agent: Agent;
   #messages: readonly Message[] = Object.freeze([]);
@@ -1092,6 +981,16 @@ export class Session {
   /** @internal publish a live-only event */
   live(event: LiveEvent): void {
     this.agent.publish(event);
+  }
+
+  /** @internal the children point of a turn: one child turn for a tool call (ToolContext.child) */
+  runChild<O>(turnId: string, callId: string, signal: AbortSignal, options: ChildOptions<O>, budget: TurnBudget, addToParent: (usage: Usage) => void, hold: ChildHold): Promise<ChildRun<O>> {
+    return runChild(this, turnId, callId, signal, options, budget, addToParent, hold);
+  }
+
+  /** @internal end a child session this session's paused call waited on */
+  abandonChild(sessionId: string): Promise<void> {
+    return abandonChild(this, sessionId);
   }
 
   /**

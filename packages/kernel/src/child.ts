@@ -5,27 +5,17 @@
  * What to delegate, to whom and how deep is a plugin's business (@keel/plugin-tasks).
  */
 import { createAgent } from "./agent.ts";
-import type { Agent, Limits, Session } from "./agent.ts";
+import type { Agent, Session } from "./agent.ts";
+import type { Limits } from "./limits.ts";
 import { errorMessage, KeelError } from "./errors.ts";
 import { headOf } from "./text.ts";
 import type { ChildOptions, ChildRun, TurnBudget } from "./tools.ts";
 import type { Usage } from "./usage.ts";
 import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
+import type { ChildHold, ChildResumes } from "./child-types.ts";
+export type { ChildHold, ChildResumes } from "./child-types.ts";
 
 const NAME = /^[a-z0-9_.-]{1,64}$/;
-
-/** Child sessions of one call that wait for approval, by the order of their child() call, with the host's answers by their call ids. */
-export type ChildResumes = Map<number, { sessionId: string; name: string; answers: Map<string, ApprovalAnswer> }>;
-
-/** One call's dealings with its children: which paused ones to resume, and which paused this time. */
-export interface ChildHold {
-  resume?: ChildResumes;
-  paused?: PendingApproval[];
-  /** child() calls made so far in this run of the call. */
-  count?: number;
-  /** The parent is done with this call: a child that pauses now is ended instead (nobody would answer). */
-  closed?: boolean;
-}
 
 /** The pending id of a child's call: `<call>/<child call>`, and `<call>~<n>/<child call>` for the call's n-th child (n > 1). */
 export function childApprovalId(callId: string, ordinal: number, childCallId: string): string {

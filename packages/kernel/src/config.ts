@@ -2,7 +2,7 @@
  * The shape of `agent.config.ts`: what a team declares, which the `keel` command turns into
  * an agent. `defineConfig` only gives types; validation happens where the config is loaded.
  */
-import type { AgentOptions } from "./agent.ts";
+import type { AgentOptions } from "./agent-options.ts";
 import type { PluginEntry } from "./plugin.ts";
 import type { ModelProvider } from "./provider.ts";
 import type { ProviderScriptInput } from "./scripted-provider.ts";

@@ -2,8 +2,11 @@
  * @keel/kernel — the phase table, plugin registry, contributions and their merge, the agent
  * loop, tool dispatch, the provider interface, the durable session log and token counting.
  */
-export { createAgent, Agent, Session, DEFAULT_LIMITS } from "./agent.ts";
-export type { AgentOptions, ApprovalRequest, Limits, PhaseMapRow, RunOptions, SessionOpenOptions } from "./agent.ts";
+export { createAgent, Agent, Session } from "./agent.ts";
+export type { PhaseMapRow, RunOptions, SessionOpenOptions } from "./agent.ts";
+export type { AgentOptions, ApprovalRequest } from "./agent-options.ts";
+export { DEFAULT_LIMITS } from "./limits.ts";
+export type { Limits } from "./limits.ts";
 export { definePlugin } from "./plugin.ts";
 export { DETACH_DEADLINE_MS, defineObserver } from "./observer.ts";
 export type { AgentObserver } from "./observer.ts";
@@ -40,7 +43,7 @@ export type { Usage } from "./usage.ts";
 export type { ApprovalAnswer, ChildApprovalLink, GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";
 export { TurnStream, sseResponse, toSSEStream } from "./turn-stream.ts";
 export type { StreamOptions, ToolRunStatusView, TurnStreamEvent } from "./turn-stream.ts";
-export type { TurnInput } from "./turn.ts";
+export type { TurnInput } from "./turn-state.ts";
 export type { PromptManifest } from "./manifest.ts";
 export { isTerminalEvent } from "./events.ts";
 export type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, KeelEventType, LiveEvent, SessionMode, TurnTimings } from "./events.ts";

@@ -2,7 +2,15 @@
  * Observers watch an agent from outside: tracing, metrics, a live viewer. They read events
  * (Agent.subscribe) and never contribute to a turn, so a failing observer cannot change one.
  */
-import type { Agent } from "./agent.ts";
+import type { AgentEvent } from "./events.ts";
+import type { ModelProvider } from "./provider.ts";
+
+/** What an observer sees of the agent it watches. Contract: an Agent is one. */
+export interface ObservedAgent {
+  readonly name: string;
+  readonly options: { readonly provider: ModelProvider };
+  subscribe(listener: (event: AgentEvent) => void): () => void;
+}
 
 /**
  * Something that watches an agent's events.
@@ -13,7 +21,7 @@ import type { Agent } from "./agent.ts";
  */
 export interface AgentObserver {
   readonly name: string;
-  attach(agent: Agent): void | (() => void | Promise<void>);
+  attach(agent: ObservedAgent): void | (() => void | Promise<void>);
 }
 
 /** How long agent.close() waits for each observer's detach (a flush of buffered spans, say). */

@@ -4,7 +4,7 @@ import { errorMessage, KeelError } from "./errors.ts";
 import type { ContentBlock } from "./messages.ts";
 import { snapshot } from "./snapshot.ts";
 import { toWellFormed, truncate } from "./text.ts";
-import type { OutputSpec, TurnInput } from "./turn.ts";
+import type { OutputSpec, TurnInput } from "./turn-state.ts";
 
 const MEDIA = /^image\/(png|jpeg|gif|webp)$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;

@@ -9,7 +9,7 @@ import { isTerminalEvent } from "./events.ts";
 import { applyMessageEdits } from "./merge.ts";
 import type { Message } from "./messages.ts";
 import { repairToolPairs } from "./repair.ts";
-import type { PausedTurn } from "./turn.ts";
+import type { PausedTurn } from "./turn-state.ts";
 import type { PendingApproval } from "./verdict.ts";
 import type { SessionMode } from "./events.ts";
 

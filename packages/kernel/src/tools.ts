@@ -1,8 +1,9 @@
 import type { ZodType } from "zod";
-import type { AgentOptions, Limits } from "./agent.ts";
+import type { AgentOptions } from "./agent-options.ts";
+import type { Limits } from "./limits.ts";
 import type { ContentBlock } from "./messages.ts";
 import type { ModelProvider } from "./provider.ts";
-import type { TurnInput } from "./turn.ts";
+import type { TurnInput } from "./turn-state.ts";
 import type { TurnResult } from "./verdict.ts";
 
 /** A JSON Schema object, as sent to providers. */

@@ -1,108 +1,229 @@
 /**
- * One turn of the agent loop: persist the input, run the turn phases, then rounds of
- * [pre_request → provider stream → post_response → tool calls] until the model stops, a
- * guard trips, the signal aborts or a plugin asks to stop; then post_turn.
+ * One turn of the agent loop, as its lifecycle reads. Each step is one named function below,
+ * in the order it runs, with the turn's state (Turn) passed explicitly:
+ *
+ *   openTurn → policy → promptContext → toolMaterialization → preflight →
+ *   postPreflightContext → promptCompile → answerPaused →
+ *   rounds of [guards → steering → preRequest → callModel → postResponse → toolCalls → next] →
+ *   closeTurn (post_turn, jobs, the terminal event)
+ *
+ * Approvals (approvals.ts), tool runs (tool-calls.ts), the provider stream (model-call.ts) and
+ * the session's log, lease and children (TurnHost) plug in at those steps; none branches here.
  */
-import type { ContributionRecord } from "./events.ts";
-import { abandonChild, runChild } from "./child.ts";
-import type { ChildHold, ChildResumes } from "./child.ts";
-import type { TurnBudget } from "./tools.ts";
-import type { Session, Limits } from "./agent.ts";
-import type { ContributionOf } from "./contributions.ts";
-import { MessageSchema } from "./contributions.ts";
 import type { Contributed, PhaseResult } from "./dispatch.ts";
-import { errorMessage, isKeelError, KeelError, plainThrown } from "./errors.ts";
-import type { PromptManifest } from "./manifest.ts";
-import type { ResolvedTool, ToolDecision } from "./merge.ts";
-import { applyMessageEdits, mergeDecisions, mergePromptContext, mergePromptSections, mergeRequestOptions, mergeToolBundles, PolicySet } from "./merge.ts";
-import type { AssistantMessage, ContentBlock, Message, ToolCallBlock, ToolResultMessage, UserMessage } from "./messages.ts";
+import { isKeelError, KeelError, plainThrown } from "./errors.ts";
+import type { ResolvedTool } from "./merge.ts";
+import { applyMessageEdits, mergePromptContext, mergePromptSections, mergeRequestOptions, mergeToolBundles, PolicySet } from "./merge.ts";
+import type { AssistantMessage, Message, ToolCallBlock, UserMessage } from "./messages.ts";
 import { freezeDeep, messageText, textContent, toolCallsOf } from "./messages.ts";
-import type { PhaseEvents, PhaseName, ToolCallView, TurnEventBase } from "./phases.ts";
+import { callModel } from "./model-call.ts";
+import type { ModelAnswer } from "./model-call.ts";
+import type { PhaseName, TurnEventBase } from "./phases.ts";
+import { runPreflight } from "./preflight.ts";
 import { compileSystemPrompt, finalRoundInstruction } from "./prompt.ts";
-import type { ModelEvent, ModelRequest, OutputFormat, RequestOptions, StopReason } from "./provider.ts";
+import type { ModelRequest, RequestOptions } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
-import type { ToolRun } from "./tool-exec.ts";
-import { boundResult, errorResult, executeTool } from "./tool-exec.ts";
-import { codePointSlice, deltaJoiner, wellFormedDeep } from "./text.ts";
-import { runPreflight } from "./preflight.ts";
-import type { PreflightOutcome } from "./preflight.ts";
-import type { ToolDefinition, ToolSchema } from "./tools.ts";
-import type { Usage } from "./usage.ts";
+import { runToolCalls, skip } from "./tool-calls.ts";
+import { applyVisibility, checkOutput, copyMetadata, toolSchema } from "./turn-parts.ts";
+import type { Turn, TurnHost, TurnInput, TurnOptions } from "./turn-state.ts";
+import { append, phaseFailed, TurnFailure } from "./turn-state.ts";
 import { addUsage, emptyUsage } from "./usage.ts";
-import type { ApprovalAnswer, GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";
-import { z } from "zod";
+import type { TurnResult, TurnVerdict } from "./verdict.ts";
 
-interface Prepared {
-  call: ToolCallBlock;
-  result?: ToolResultMessage;
-  /** The call waits for the host's answer: the turn pauses after this group. */
-  pause?: PendingApproval;
-  ready?: { def: ToolDefinition; args: unknown; timeoutMs: number; view: ToolCallView; approvedByUser: boolean; decision: ToolDecision };
-  /** The call's child sessions that wait for approval, with the host's answers (a resumed call). */
-  children?: ChildResumes;
-  /** Refused before running (invalid arguments): tool.post_result still sees its error result. */
-  rejected?: ToolCallView;
-}
-
-const SKIPPED_STEERING = "Skipped due to queued user message.";
-
-class TurnFailure extends Error {
-  readonly verdict: TurnVerdict;
-  constructor(verdict: TurnVerdict) {
-    super("turn failed");
-    this.verdict = verdict;
-  }
-}
-
-function phaseFailed(err: KeelError): TurnFailure {
-  return new TurnFailure({ status: "failed", reason: "phase_failed", code: err.code, message: err.message, ...(err.plugin ? { plugin: err.plugin } : {}), ...(err.phase ? { phase: err.phase } : {}) });
-}
-
-function userMessage(text: string): UserMessage {
-  return { role: "user", content: textContent(text) };
-}
-
-/** What a turn is given: the user's text, or content blocks (validated and copied by Session.run). */
 /** Hidden tools named in a prompt manifest, at most (a catalog may hold thousands). */
 const MAX_HIDDEN_LISTED = 200;
 
-export type TurnInput = string | readonly ContentBlock[];
+/** Run one turn in `session`. Contract: see Session.run; rejects only for a store failure or a lost lease. */
+export async function runTurn(session: TurnHost, given: TurnInput, turnSignal: AbortSignal, options: TurnOptions): Promise<TurnResult> {
+  const t = await openTurn(session, given, turnSignal, options);
+  t.startClock();
+  try {
+    await policy(t);
+    const context = await promptContext(t);
+    await toolMaterialization(t);
+    const plan = await preflight(t);
+    await promptCompile(t, await postPreflightContext(t, context, plan));
+    await answerPaused(t);
+    while (!t.verdict) await round(t);
+  } catch (thrown) {
+    t.verdict = verdictOf(t, thrown);
+  } finally {
+    t.stopClock();
+  }
+  return closeTurn(t);
+}
+
+/** 1. The user's words are durable before anything else (or a paused turn goes on under its own id). */
+async function openTurn(session: TurnHost, given: TurnInput, turnSignal: AbortSignal, options: TurnOptions): Promise<Turn> {
+  const t = newTurn(session, given, turnSignal, options);
+  // What handlers see as the history: the conversation before this turn.
+  const history = session.messages;
+  if (t.resume) {
+    // The answers are in the log already.
+    await session.emit({ type: "turn.resumed", answered: [...t.answers.keys()] }, t.turnId, true);
+    session.paused = undefined;
+    const history = session.messages;
+    const at = history.findLastIndex((m) => m.role === "user" && messageText(m) === t.input);
+    t.inputMessage = (at >= 0 ? history[at] : history.find((m) => m.role === "user")) as UserMessage;
+    t.startCount = Math.max(0, at);
+  } else {
+    // Messages queued while no turn ran (a steer or follow-up just after the last turn ended) come first.
+    const content = typeof given === "string" ? undefined : given;
+    await session.emit({ type: "turn.started", input: t.input, trigger: options.trigger ?? "user", metadata: t.metadata, ...(content ? { content: [...content] } : {}), ...(session.mode === "chat" ? { mode: "chat" as const } : {}) }, t.turnId);
+    drain(t, "steering");
+    drain(t, "follow_up");
+    t.inputMessage = content ? { role: "user", content: [...content] } : { role: "user", content: textContent(t.input) };
+    await append(session, t.turnId, t.inputMessage, true);
+  }
+  // Handlers get a read-only policy view and their own copy of the host's metadata (events are deep-frozen).
+  const content = typeof given === "string" || t.resume ? undefined : t.inputMessage.content;
+  t.base = Object.freeze({ sessionId: session.id, turnId: t.turnId, input: t.input, ...(content ? { content } : {}), trigger: t.resume ? "resume" : (options.trigger ?? "user"), mode: t.mode, history, policies: t.policies.view(), metadata: copyMetadata(t.metadata) }) as TurnEventBase;
+  return t;
+}
+
+/**
+ * The turn's state. Its clock (startClock) aborts `signal` on cancellation and when the wall
+ * time runs out, so the wall time cuts whatever runs (a stream, a tool, a phase).
+ */
+function newTurn(session: TurnHost, given: TurnInput, turnSignal: AbortSignal, options: TurnOptions): Turn {
+  const agent = session.agent;
+  const resume = options.resume;
+  const limits = options.limits ? { ...agent.limits, ...options.limits } : agent.limits;
+  const wall = new AbortController();
+  const onTurnAbort = () => wall.abort(turnSignal.reason);
+  const t0 = Date.now();
+  let timer: NodeJS.Timeout | undefined;
+  const turnId = resume ? resume.turnId : `${session.id}/${++session.turnCount}`;
+  const t: Turn = {
+    session, agent, runner: agent.runner, turnId, limits, resume, t0, signal: wall.signal, owner: { session, turnId },
+    input: resume ? resume.input : inputText(given),
+    metadata: resume ? resume.metadata : options.metadata,
+    // A resumed turn keeps the mode it paused in (tools were asked for; setMode is refused while paused).
+    mode: resume ? "agent" : session.mode,
+    outputSpec: options.output,
+    wallCut: () => wall.signal.aborted && !turnSignal.aborted,
+    wallTripped: false,
+    startClock: () => {
+      if (turnSignal.aborted) onTurnAbort();
+      else turnSignal.addEventListener("abort", onTurnAbort, { once: true });
+      timer = setTimeout(() => wall.abort(new KeelError("KEEL_GUARD_TRIPPED", `The turn ran past its wall-time limit of ${limits.wallTimeMs} ms.`)), Math.max(0, limits.wallTimeMs - (Date.now() - t0)));
+    },
+    stopClock: () => (clearTimeout(timer), turnSignal.removeEventListener("abort", onTurnAbort)),
+    usage: emptyUsage(), rounds: resume?.rounds ?? 0, toolCalls: resume?.toolCalls ?? 0, finalText: "", startCount: session.messages.length,
+    inputMessage: undefined as unknown as Message, policies: new PolicySet(), base: undefined as unknown as TurnEventBase,
+    tools: new Map(), hiddenByPlugins: { names: new Set(), byPlugin: new Map() }, visible: new Set(), revealedSince: false,
+    prompt: undefined, shown: { schemas: [], manifest: [], hidden: [] }, finalGuard: undefined, pauseFor: undefined,
+    answers: new Map(resume ? [...resume.requests].filter(([, r]) => r.answer) : []), childCalls: new Map(),
+    outputRetried: false, output: undefined, verdict: undefined,
+    event: (phase, extra = {}) => Object.freeze({ ...t.base, ...extra, phase }),
+    of: (res, kind) => (res?.contributions.filter((c) => c.value.kind === kind) ?? []) as never,
+  };
+  return t;
+}
 
 /** The text parts of an input, joined by blank lines (what plugins read as `input`). */
 export function inputText(input: TurnInput): string {
   return typeof input === "string" ? input : input.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("\n\n");
 }
 
-/** A paused turn, as the session keeps it between run() and resume(). */
-export interface PausedTurn {
-  turnId: string;
-  input: string;
-  metadata: Record<string, unknown>;
-  rounds: number;
-  toolCalls: number;
-  requests: Map<string, PendingApproval>;
-  /** Calls that wait in a child session (PendingApproval.via), with the arguments they run with again. */
-  childCalls?: Map<string, unknown>;
+/** Run a turn or round phase and record it; its event is built only when someone subscribes. */
+async function phase(t: Turn, name: PhaseName, extra: object = {}, step?: (e: any, added: Contributed[]) => any): Promise<PhaseResult | undefined> {
+  if (!t.runner.has(name)) return undefined;
+  const res = await t.runner.run(name, t.event(name, extra), { signal: t.signal, owner: t.owner, backgroundSignal: t.session.lifetime, ...(step ? { step } : {}) });
+  t.session.record(res, t.turnId);
+  t.session.startJobs(res.contributions, t.turnId);
+  if (res.failed) throw phaseFailed(res.failed);
+  return res;
 }
 
-/** How a turn runs besides its input. */
-export interface TurnOptions {
-  metadata: Record<string, unknown>;
-  /** Continue this paused turn (its approvals answered) instead of starting one. */
-  resume?: PausedTurn;
-  /** Structured output: the schema the final answer must match. */
-  output?: OutputSpec;
-  /** Limits of this turn only (a child turn's, clamped to its parent's budget). */
-  limits?: Partial<Limits>;
-  /** `subagent` for a child session's turn. */
-  trigger?: "user" | "subagent";
+/** What a merge applied, truncated, omitted or rejected, and its diagnostics, into the log. */
+function merged(t: Turn, res: PhaseResult | undefined, log: { records: PhaseResult["records"]; diagnostics: PhaseResult["diagnostics"] }): void {
+  if (!log.records.length && !log.diagnostics.length) return;
+  void t.session.emit({ type: "contributions.merged", phase: res?.phase ?? "turn", contributions: log.records }, t.turnId);
+  for (const d of log.diagnostics) void t.session.emit({ type: "diagnostic", ...d }, t.turnId);
 }
 
-/** A structured-output request: the zod schema and the JSON Schema sent to the provider. */
-export interface OutputSpec {
-  schema: { safeParse(v: unknown): { success: true; data: unknown } | { success: false; error: { issues: ReadonlyArray<{ path: readonly PropertyKey[]; message: string }> } } };
-  format: OutputFormat;
+/** 2. turn.pre_policy: the turn's policies. */
+async function policy(t: Turn): Promise<void> {
+  const res = await phase(t, "turn.pre_policy");
+  merged(t, res, t.policies.merge(t.of(res, "policy"), "turn.pre_policy"));
+}
+
+/** 3. turn.pre_prompt_context: context entries (merged with the preflight's context in step 6). */
+function promptContext(t: Turn): Promise<PhaseResult | undefined> {
+  return phase(t, "turn.pre_prompt_context");
+}
+
+/** 4. turn.pre_tool_materialization: the tools of this turn (none in chat mode: the phase does not run), then what plugins hide. */
+async function toolMaterialization(t: Turn): Promise<void> {
+  const builtin = t.mode === "chat" ? [] : (t.agent.options.tools ?? []);
+  if (t.mode === "agent") {
+    const res = await phase(t, "turn.pre_tool_materialization", { tools: builtin.map((x) => x.name) });
+    merged(t, res, t.policies.merge(t.of(res, "policy"), "turn.pre_tool_materialization"));
+    const bundles = mergeToolBundles(builtin, t.of(res, "tool_bundle"), "turn.pre_tool_materialization");
+    merged(t, res, bundles);
+    t.tools = new Map(bundles.tools.map((x) => [x.def.name, x]));
+    const hidden = applyVisibility(t.of(res, "tool_visibility"), t.tools);
+    t.hiddenByPlugins = hidden;
+    if (hidden.records.length) merged(t, res, { records: hidden.records, diagnostics: [] });
+  }
+  for (const x of t.tools.values()) if (!x.def.hidden && !t.hiddenByPlugins.names.has(x.def.name)) t.visible.add(x.def.name);
+}
+
+/** 5. The optional preflight plan: one bounded tool-less request that may reveal hidden tools. */
+async function preflight(t: Turn): Promise<Awaited<ReturnType<typeof runPreflight>> | undefined> {
+  const o = t.agent.options;
+  const pf = o.preflight === true ? {} : o.preflight || undefined;
+  const hidden = pf ? [...t.tools.values()].filter((x) => !t.visible.has(x.def.name)).map((x) => x.def) : [];
+  if (!pf || !hidden.length) return undefined;
+  const outcome = await runPreflight(pf.model ?? (o.sideModel || o.provider), t.input, hidden, pf, t.signal);
+  addUsage(t.usage, outcome.usage);
+  for (const n of outcome.revealed) t.visible.add(n);
+  void t.session.emit({ type: "preflight.completed", ...outcome }, t.turnId);
+  return outcome;
+}
+
+/** 6. turn.post_preflight_prompt_context: context that may use the plan; all entries merged once. */
+async function postPreflightContext(t: Turn, first: PhaseResult | undefined, pf: Awaited<ReturnType<typeof preflight>>): Promise<ReturnType<typeof mergePromptContext>> {
+  const firstContext = mergePromptContext(t.of(first, "prompt_context"), "turn.pre_prompt_context", t.agent.caps);
+  const res = await phase(t, "turn.post_preflight_prompt_context", { context: firstContext.entries, ...(pf ? { preflight: { status: pf.status, revealed: pf.revealed, ...(pf.plan !== undefined ? { plan: pf.plan } : {}) } } : {}) });
+  const context = res ? mergePromptContext([...t.of(first, "prompt_context"), ...t.of(res, "prompt_context")], "turn.post_preflight_prompt_context", t.agent.caps) : firstContext;
+  merged(t, res ?? first, context);
+  return context;
+}
+
+/** 7. turn.pre_prompt_compile: sections, then the system prompt, its manifest, and turn.post_prompt_compile. */
+async function promptCompile(t: Turn, context: ReturnType<typeof mergePromptContext>): Promise<void> {
+  const res = await phase(t, "turn.pre_prompt_compile", { context: context.entries, tools: [...t.visible], hiddenTools: [...t.tools.keys()].filter((n) => !t.visible.has(n)) });
+  const sections = mergePromptSections(t.of(res, "prompt_section"), "turn.pre_prompt_compile", t.agent.caps);
+  merged(t, res, sections);
+  const system = compileSystemPrompt(t.agent.options.instructions ?? "", sections.sections, context.entries);
+  t.shown = showTools(t);
+  const manifest = {
+    sections: sections.sections.map((s) => ({ sectionId: s.sectionId, ...(s.title !== undefined ? { title: s.title } : {}), chars: s.content.length, plugins: s.plugins })),
+    context: context.entries.map((e) => ({ id: e.id, domain: e.domain, chars: e.content.length, plugin: e.plugin })),
+    tools: t.shown.manifest,
+    ...(t.shown.hidden.length ? { hiddenTools: t.shown.hidden } : {}),
+  };
+  t.prompt = { system, manifest };
+  await phase(t, "turn.post_prompt_compile", { system, manifest: { round: 0, ...manifest, messageCount: t.session.messages.length, systemChars: system.length, tokenEstimate: { exact: false, system: 0, tools: 0, messages: 0, total: 0 }, options: {}, finalRound: false } });
+}
+
+/** What the model is shown of the visible tools: schemas and their manifest rows (rebuilt only after a reveal). */
+function showTools(t: Turn): Turn["shown"] {
+  const row = (x: ResolvedTool) => ({ name: x.def.name, source: x.source.kind === "builtin" ? "builtin" : `${x.source.plugin}/${x.source.bundle}` });
+  const shown = [...t.tools.values()].filter((x) => t.visible.has(x.def.name));
+  const hidden = [...t.tools.values()].filter((x) => !t.visible.has(x.def.name));
+  return { schemas: shown.map(toolSchema), manifest: shown.map(row), hidden: hidden.slice(0, MAX_HIDDEN_LISTED).map(row) };
+}
+
+/** 8. A resumed turn first answers the calls it paused on (and runs the ones after them). */
+async function answerPaused(t: Turn): Promise<void> {
+  if (!t.resume) return;
+  const calls = unansweredCalls(t.session.messages);
+  if (calls.length) await runToolCalls(t, calls, undefined);
+  if (t.pauseFor) t.verdict = { status: "paused", reason: "approval", pending: t.pauseFor.map((p) => p.callId) };
 }
 
 /** The calls of the last assistant message that have no result yet, in order. */
@@ -116,844 +237,226 @@ export function unansweredCalls(messages: readonly Message[]): ToolCallBlock[] {
   return [];
 }
 
-/** The answer text as JSON: the whole text, or the body of one fenced block. */
-function parseAnswer(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
-  const t = text.trim();
-  const fenced = /^```(?:json)?\s*\n([\s\S]*?)\n?```$/.exec(t);
-  try {
-    return { ok: true, value: JSON.parse(fenced ? fenced[1]! : t) };
-  } catch (err) {
-    return { ok: false, error: `the answer is not JSON (${errorMessage(err)})` };
+/** 9. One round: guards, steering, the request, the model's answer, its tool calls, and whether the turn goes on. */
+async function round(t: Turn): Promise<void> {
+  if (t.signal.aborted) throw t.signal.reason ?? new KeelError("KEEL_TURN_ABORTED", "aborted");
+  guards(t);
+  drain(t, "steering");
+  t.rounds++;
+  repair(t);
+  const answer = await request(t);
+  if (answer === "stopped") return;
+  t.finalText = messageText(answer.message) || t.finalText;
+  await append(t.session, t.turnId, answer.message);
+  const res = await phase(t, "round.post_response", { round: t.rounds, response: answer.message, stopReason: answer.stopReason, usage: answer.usage });
+  const stop = t.of(res, "stop")[0];
+  await toolCalls(t, answer.message, stop?.value.reason);
+  if (!t.verdict) next(t, answer, stop?.value.reason);
+}
+
+/** 9a. A guard that ran out: the model gets one final round without tools (the wall time ends the turn at once). */
+function guards(t: Turn): void {
+  if (t.finalGuard) return;
+  const { limits, usage } = t;
+  const used = usage.inputTokens + usage.outputTokens;
+  const elapsed = Date.now() - t.t0;
+  const tripped = t.rounds >= limits.maxRounds ? { guard: "max_rounds" as const, limit: limits.maxRounds, value: t.rounds }
+    : t.toolCalls >= limits.maxToolCalls ? { guard: "max_tool_calls" as const, limit: limits.maxToolCalls, value: t.toolCalls }
+    : used >= limits.tokenBudget ? { guard: "token_budget" as const, limit: limits.tokenBudget, value: used }
+    : elapsed >= limits.wallTimeMs ? { guard: "wall_time" as const, limit: limits.wallTimeMs, value: elapsed }
+    : undefined;
+  if (!tripped) return;
+  t.finalGuard = tripped.guard;
+  if (tripped.guard === "wall_time") t.wallTripped = true;
+  void t.session.emit({ type: "guard.tripped", ...tripped }, t.turnId);
+}
+
+/** 9b. Queued messages enter the history as user messages. */
+function drain(t: Turn, queue: "steering" | "follow_up"): void {
+  const q = queue === "steering" ? t.session.steering : t.session.followUps;
+  while (q.length) {
+    const m = q.shift()!;
+    void t.session.emit({ type: "message.dequeued", queue, queueId: m.queueId }, t.turnId);
+    void append(t.session, t.turnId, { role: "user", content: textContent(m.text) });
   }
 }
 
-/** `p`, or a rejection as soon as `signal` aborts. */
-function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
-    );
-  });
+/** Every tool call in the history has exactly one result (a repair is recorded). */
+function repair(t: Turn): void {
+  const r = repairToolPairs(t.session.messages);
+  if (r.messages === t.session.messages) return;
+  t.session.messages = freezeDeep(r.messages);
+  void t.session.emit({ type: "context.repaired", synthesizedResults: r.synthesized, droppedResults: r.dropped }, t.turnId);
 }
 
-const schemaCache = new WeakMap<object, ToolSchema>();
-
-function toolSchema(t: ResolvedTool): ToolSchema {
-  let s = schemaCache.get(t.def);
-  if (!s) {
-    let parameters: Record<string, unknown>;
+/**
+ * 9c. round.pre_request then the provider call; once more after a context_too_long when a plugin
+ * can shorten the history. "stopped" when a plugin asked to stop (the verdict is set then).
+ */
+async function request(t: Turn): Promise<ModelAnswer | "stopped"> {
+  let retry: { reason: "context_too_long" } | undefined;
+  for (let attempt = 1; ; attempt++) {
+    const prepared = await preRequest(t, retry);
+    if (prepared === "again") continue;
+    if ("stopped" in prepared) {
+      t.verdict = { status: "stopped", reason: "plugin_stop", detail: prepared.stopped };
+      return "stopped";
+    }
+    await t.session.confirmLease();
     try {
-      parameters = t.def.parameters ?? (t.def.input ? (z.toJSONSchema(t.def.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>) : { type: "object", properties: {} });
-    } catch {
-      // A schema that cannot be described (or whose getters throw) is sent as an open object; its safeParse still checks the call.
-      parameters = { type: "object", properties: {} };
-    }
-    // Sent every round: kept as a frozen, well-formed copy, so the request's repair walk finds it done.
-    let own = true;
-    try {
-      parameters = structuredClone(parameters);
-    } catch {
-      // A schema holding what cannot be cloned is sent as it is (and walked every round), never frozen: it is the host's object.
-      own = false;
-    }
-    const schema = { name: t.def.name, description: t.def.description, parameters };
-    s = wellFormedDeep(own ? freezeDeep(schema) : schema);
-    schemaCache.set(t.def, s);
-  }
-  return s;
-}
-
-/** The host's metadata as handlers see it: a copy (the event freeze must not freeze the host's objects). */
-function copyMetadata(metadata: Record<string, unknown>): Readonly<Record<string, unknown>> {
-  try {
-    for (const _ in metadata) return structuredClone(metadata);
-    return {};
-  } catch {
-    return { ...metadata };
-  }
-}
-
-/** True when `args` hold a secret's storage placeholder (`[REDACTED:<kind>]`). Contract: never throws. */
-function holdsPlaceholder(args: unknown): boolean {
-  try {
-    return /\[REDACTED:[a-z0-9_]+\]/.test(JSON.stringify(args) ?? "");
-  } catch {
-    return false;
-  }
-}
-
-/** Run one turn for `session`. Contract: see Session.run. */
-export async function runTurn(session: Session, given: TurnInput, turnSignal: AbortSignal, turnOptions: TurnOptions): Promise<TurnResult> {
-  const agent = session.agent;
-  const { runner } = agent;
-  // A child turn runs under limits clamped to its parent's budget (ToolContext.child).
-  const limits = turnOptions.limits ? { ...agent.limits, ...turnOptions.limits } : agent.limits;
-  const trigger = turnOptions.trigger ?? "user";
-  const resume = turnOptions.resume;
-  const metadata = resume ? resume.metadata : turnOptions.metadata;
-  const input = resume ? resume.input : inputText(given);
-  const turnId = resume ? resume.turnId : `${session.id}/${++session.turnCount}`;
-  const outputSpec = turnOptions.output;
-  const t0 = Date.now();
-  // The wall-time limit cuts whatever runs when it runs out (stream, tool, phase), not only the next round.
-  // One controller for both (AbortSignal.any costs a composite signal and weak refs per turn).
-  const wall = new AbortController();
-  const signal = wall.signal;
-  const onTurnAbort = () => wall.abort(turnSignal.reason);
-  if (turnSignal.aborted) onTurnAbort();
-  else turnSignal.addEventListener("abort", onTurnAbort, { once: true });
-  const wallCut = () => wall.signal.aborted && !turnSignal.aborted;
-  let wallTripped = false;
-  const usage = emptyUsage();
-  const history = session.messages;
-  let rounds = resume?.rounds ?? 0;
-  let toolCalls = resume?.toolCalls ?? 0;
-  let finalText = "";
-  let startCount = history.length;
-  /** Set when a group of calls waits for the host's approval: the turn pauses. */
-  let pauseFor: PendingApproval[] | undefined;
-  /** The host's answers to the paused calls (resume only), taken once each. */
-  const answers = new Map<string, PendingApproval>(resume ? [...resume.requests].filter(([, r]) => r.answer) : []);
-  /** Calls of this turn paused on a child's approval, with their arguments (kept in PausedTurn). */
-  const childCalls = new Map<string, unknown>();
-  let outputRetried = false;
-  let output: unknown;
-
-  let inputMessage: UserMessage;
-  if (resume) {
-    // A paused turn goes on under its own id; the answers are in the log already.
-    await session.emit({ type: "turn.resumed", answered: [...answers.keys()] }, turnId, true);
-    session.paused = undefined;
-    const at = history.findLastIndex((m) => m.role === "user" && messageText(m) === input);
-    inputMessage = (at >= 0 ? history[at] : history.find((m) => m.role === "user")) as UserMessage;
-    startCount = Math.max(0, at);
-  } else {
-    // The user's words are durable before anything else happens. Messages queued while no turn
-    // was running (a steer or follow-up that arrived just after the last turn ended) came first.
-    const content = typeof given === "string" ? undefined : given;
-    await session.emit({ type: "turn.started", input, trigger, metadata, ...(content ? { content: [...content] } : {}), ...(session.mode === "chat" ? { mode: "chat" as const } : {}) }, turnId);
-    drain("steering");
-    drain("follow_up");
-    inputMessage = content ? { role: "user", content: [...content] } : userMessage(input);
-    await append(session, turnId, inputMessage, true);
-  }
-
-  const policies = new PolicySet();
-  // Handlers get a read-only policy view and their own copy of the host's metadata (events are deep-frozen).
-  const baseContent = typeof given === "string" || resume ? undefined : inputMessage.content;
-  // A resumed turn keeps the mode it paused in (tools were asked for; setMode is refused while paused).
-  const mode = resume ? "agent" : session.mode;
-  const base: TurnEventBase = Object.freeze({ sessionId: session.id, turnId, input, ...(baseContent ? { content: baseContent } : {}), trigger: resume ? "resume" : trigger, mode, history, policies: policies.view(), metadata: copyMetadata(metadata) });
-  const ev = <P extends PhaseName>(phase: P, extra: Omit<PhaseEvents[P], keyof TurnEventBase> | object = {}) => Object.freeze({ ...base, ...extra, phase });
-  /** Run a turn or round phase; its event is built only when someone subscribes. */
-  const phase = async (name: PhaseName, extra: object = {}, step?: (e: any, added: Contributed[]) => any): Promise<PhaseResult | undefined> => {
-    if (!runner.has(name)) return undefined;
-    const res = await runner.run(name, ev(name, extra), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, ...(step ? { step } : {}) });
-    session.record(res, turnId);
-    session.startJobs(res.contributions, turnId);
-    if (res.failed) throw phaseFailed(res.failed);
-    return res;
-  };
-  const of = <K extends ContributionOf<any>["kind"]>(res: PhaseResult | undefined, kind: K) => (res?.contributions.filter((c) => c.value.kind === kind) ?? []) as Contributed<Extract<ContributionOf<any>, { kind: K }>>[];
-  const merged = (res: PhaseResult | undefined, log: { records: PhaseResult["records"]; diagnostics: PhaseResult["diagnostics"] }, turn: string) => {
-    if (!log.records.length && !log.diagnostics.length) return;
-    void session.emit({ type: "contributions.merged", phase: res?.phase ?? "turn", contributions: log.records }, turn);
-    for (const d of log.diagnostics) void session.emit({ type: "diagnostic", ...d }, turn);
-  };
-
-  let verdict: TurnVerdict;
-  let tools = new Map<string, ResolvedTool>();
-  /** Tools a plugin hid this turn (tool_visibility); a reveal shows them again. */
-  let hiddenByPlugins: Visibility = { names: new Set(), byPlugin: new Map(), records: [] };
-  /** Tools advertised to the model: all but hidden ones, plus those revealed this turn. */
-  const visible = new Set<string>();
-  let revealedSince = false;
-  /** What the model is shown of the visible tools: schemas and their manifest rows (rebuilt only after a reveal). */
-  const showTools = () => {
-    const shown = [...tools.values()].filter((t) => visible.has(t.def.name));
-    const row = (t: ResolvedTool) => ({ name: t.def.name, source: t.source.kind === "builtin" ? "builtin" : `${t.source.plugin}/${t.source.bundle}` });
-    const hidden = [...tools.values()].filter((t) => !visible.has(t.def.name));
-    return { schemas: shown.map(toolSchema), manifest: shown.map(row), hidden: hidden.slice(0, MAX_HIDDEN_LISTED).map(row) };
-  };
-  // Started here, once nothing before the try can throw past its clearTimeout.
-  const wallTimer = setTimeout(() => wall.abort(new KeelError("KEEL_GUARD_TRIPPED", `The turn ran past its wall-time limit of ${limits.wallTimeMs} ms.`)), Math.max(0, limits.wallTimeMs - (Date.now() - t0)));
-  try {
-    // Turn phases.
-    const rPolicy = await phase("turn.pre_policy");
-    merged(rPolicy, policies.merge(of(rPolicy, "policy"), "turn.pre_policy"), turnId);
-    const rContext = await phase("turn.pre_prompt_context");
-    // Chat mode: no tool is materialised (the phase does not run, so no plugin builds a bundle) or sent.
-    const builtin = mode === "chat" ? [] : (agent.options.tools ?? []);
-    if (mode === "agent") {
-      const rTools = await phase("turn.pre_tool_materialization", { tools: builtin.map((t) => t.name) });
-      merged(rTools, policies.merge(of(rTools, "policy"), "turn.pre_tool_materialization"), turnId);
-      const bundles = mergeToolBundles(builtin, of(rTools, "tool_bundle"), "turn.pre_tool_materialization");
-      merged(rTools, bundles, turnId);
-      tools = new Map(bundles.tools.map((t) => [t.def.name, t]));
-      hiddenByPlugins = applyVisibility(of(rTools, "tool_visibility"), tools);
-      if (hiddenByPlugins.records.length) merged(rTools, { records: hiddenByPlugins.records, diagnostics: [] }, turnId);
-    }
-    for (const t of tools.values()) if (!t.def.hidden && !hiddenByPlugins.names.has(t.def.name)) visible.add(t.def.name);
-    const firstContext = mergePromptContext(of(rContext, "prompt_context"), "turn.pre_prompt_context", agent.caps);
-    let preflight: PreflightOutcome | undefined;
-    const pf = agent.options.preflight === true ? {} : agent.options.preflight || undefined;
-    const hidden = pf ? [...tools.values()].filter((t) => !visible.has(t.def.name)).map((t) => t.def) : [];
-    if (pf && hidden.length) {
-      preflight = await runPreflight(pf.model ?? (agent.options.sideModel || agent.options.provider), input, hidden, pf, signal);
-      addUsage(usage, preflight.usage);
-      for (const n of preflight.revealed) visible.add(n);
-      const { usage: pfUsage, ...logged } = preflight;
-      void session.emit({ type: "preflight.completed", ...logged, usage: pfUsage }, turnId);
-    }
-    const rPreflight = await phase("turn.post_preflight_prompt_context", { context: firstContext.entries, ...(preflight ? { preflight: { status: preflight.status, revealed: preflight.revealed, ...(preflight.plan !== undefined ? { plan: preflight.plan } : {}) } } : {}) });
-    const context = rPreflight ? mergePromptContext([...of(rContext, "prompt_context"), ...of(rPreflight, "prompt_context")], "turn.post_preflight_prompt_context", agent.caps) : firstContext;
-    merged(rPreflight ?? rContext, context, turnId);
-    const rCompile = await phase("turn.pre_prompt_compile", { context: context.entries, tools: [...visible], hiddenTools: [...tools.keys()].filter((n) => !visible.has(n)) });
-    const sections = mergePromptSections(of(rCompile, "prompt_section"), "turn.pre_prompt_compile", agent.caps);
-    merged(rCompile, sections, turnId);
-    const system = compileSystemPrompt(agent.options.instructions ?? "", sections.sections, context.entries);
-    let shown = showTools();
-    const manifestBase = {
-      sections: sections.sections.map((s) => ({ sectionId: s.sectionId, ...(s.title !== undefined ? { title: s.title } : {}), chars: s.content.length, plugins: s.plugins })),
-      context: context.entries.map((e) => ({ id: e.id, domain: e.domain, chars: e.content.length, plugin: e.plugin })),
-      tools: shown.manifest,
-      ...(shown.hidden.length ? { hiddenTools: shown.hidden } : {}),
-    };
-    await phase("turn.post_prompt_compile", { system, manifest: { round: 0, ...manifestBase, messageCount: session.messages.length, systemChars: system.length, tokenEstimate: { exact: false, system: 0, tools: 0, messages: 0, total: 0 }, options: {}, finalRound: false } });
-
-    // Rounds. Counting is exact whenever a request could come near the context ceiling.
-    const window = agent.options.provider.contextWindow;
-    const exactAbove = { exactAbove: window ? window * limits.contextCeiling * 0.5 : Infinity };
-    let finalGuard: GuardName | undefined;
-    let stopReason: StopReason = "end_turn";
-    verdict = { status: "completed", reason: "end_turn" };
-    // A resumed turn first answers the calls it paused on (and runs the ones after them).
-    if (resume) {
-      const calls = unansweredCalls(session.messages);
-      if (calls.length) await runTools(calls, undefined);
-    }
-    if (pauseFor) verdict = { status: "paused", reason: "approval", pending: pauseFor.map((p) => p.callId) };
-    else for (;;) {
-      if (signal.aborted) throw signal.reason ?? new KeelError("KEEL_TURN_ABORTED", "aborted");
-      if (!finalGuard) {
-        const tripped = checkGuards();
-        if (tripped) {
-          finalGuard = tripped.guard;
-          if (tripped.guard === "wall_time") wallTripped = true;
-          void session.emit({ type: "guard.tripped", ...tripped }, turnId);
-        }
-      }
-      drain("steering");
-      rounds++;
-      repair();
-      let options: RequestOptions = { ...agent.options.requestOptions, ...(outputSpec && !finalGuard ? { output: outputSpec.format } : {}) };
-      let retry: { reason: "context_too_long" } | undefined;
-      let response: { message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage> } | undefined;
-      let stopAsked: string | undefined;
-      for (let attempt = 1; !response; attempt++) {
-        if (revealedSince) {
-          shown = showTools();
-          revealedSince = false;
-        }
-        const sendTools = finalGuard ? [] : shown.schemas;
-        const sys = finalGuard ? `${system}\n\n${finalRoundInstruction(finalGuard)}` : system;
-        const counted = session.messages;
-        let estimate = agent.tokens.countRequest({ system: sys, messages: counted, tools: sendTools }, exactAbove);
-        const rReq = await phase(
-          "round.pre_request",
-          { round: rounds, messages: session.messages, tokenEstimate: estimate.total, tokenCount: estimate, contextWindow: agent.options.provider.contextWindow, options, ...(retry ? { retry } : {}) },
-          (e, added) => {
-            let next = e;
-            for (const c of added) {
-              if (c.value.kind !== "message_edit") continue;
-              try {
-                const messages = applyMessageEdits(next.messages, c.value.edits);
-                if (messages[0]?.role !== "user") throw new Error("the history must start with a user message");
-                if (!messages.includes(inputMessage)) throw new Error("the edit removes or changes this turn's user message");
-                if (messages[messages.length - 1]!.role === "assistant") throw new Error("the history must not end with an assistant message");
-                void session.emit({ type: "context.edited", plugin: c.plugin, reason: c.value.reason, edits: c.value.edits, before: next.messages.length, after: messages.length }, turnId);
-                session.messages = messages;
-                freezeDeep(messages);
-                next = Object.freeze({ ...next, messages });
-              } catch (err) {
-                void session.emit({ type: "diagnostic", level: "warn", code: "KEEL_CONTRIBUTION_INVALID", message: new KeelError("KEEL_CONTRIBUTION_INVALID", `message_edit rejected (history left as it was): ${errorMessage(err)}.`, { plugin: c.plugin, phase: "round.pre_request" }).message, plugin: c.plugin, phase: "round.pre_request" }, turnId);
-              }
-            }
-            return next;
-          },
-        );
-        if (rReq) {
-          const ro = mergeRequestOptions(options, of(rReq, "request_options"), "round.pre_request");
-          merged(rReq, ro, turnId);
-          options = ro.options;
-          stopAsked = of(rReq, "stop")[0]?.value.reason;
-          if (session.messages !== counted) {
-            repair();
-            estimate = agent.tokens.countRequest({ system: sys, messages: session.messages, tools: sendTools }, exactAbove);
-          }
-        }
-        if (stopAsked) break;
-        if (!finalGuard && window && estimate.total > window * limits.contextCeiling) {
-          finalGuard = "context_ceiling";
-          void session.emit({ type: "guard.tripped", guard: "context_ceiling", limit: Math.floor(window * limits.contextCeiling), value: estimate.total }, turnId);
-          continue;
-        }
-        // Known not to fit (the count is exact this far above the ceiling): never sent.
-        if (window && estimate.total > window) {
-          throw new TurnFailure({ status: "failed", reason: "context_overflow", code: "KEEL_CONTEXT_OVERFLOW", message: new KeelError("KEEL_CONTEXT_OVERFLOW", `The request counts ${estimate.total} tokens (messages ${estimate.messages}, system ${estimate.system}, tools ${estimate.tools}) and ${agent.options.provider.id}'s context window is ${window}; it was not sent.`).message });
-        }
-        const manifest: PromptManifest = { round: rounds, ...manifestBase, tools: finalGuard ? [] : shown.manifest, ...(shown.hidden.length ? { hiddenTools: shown.hidden } : {}), messageCount: session.messages.length, systemChars: sys.length, tokenEstimate: estimate, options: options as Record<string, unknown>, finalRound: !!finalGuard };
-        void session.emit({ type: "prompt.compiled", manifest }, turnId);
-        const request: ModelRequest = { system: sys, messages: session.messages, tools: sendTools, options };
-        await session.confirmLease();
-        try {
-          response = await stream(request, attempt);
-        } catch (err) {
-          if (err instanceof ProviderError && err.errorClass === "context_too_long" && !retry && runner.has("round.pre_request")) {
-            retry = { reason: "context_too_long" };
-            continue;
-          }
-          throw err;
-        }
-      }
-      if (stopAsked || !response) {
-        verdict = { status: "stopped", reason: "plugin_stop", detail: stopAsked ?? "stopped before the request" };
-        break;
-      }
-      stopReason = response.stopReason;
-      await append(session, turnId, response.message);
-      finalText = messageText(response.message) || finalText;
-      const rResp = await phase("round.post_response", { round: rounds, response: response.message, stopReason: response.stopReason, usage: response.usage });
-      const stop = of(rResp, "stop")[0];
-      const calls = toolCallsOf(response.message);
-      if (finalGuard) {
-        if (calls.length) {
-          for (const c of calls) await skip(c, "Error: tools are disabled in the final round after a limit was reached.");
-          verdict = { status: "failed", reason: "final_round_tool_use", code: "KEEL_GUARD_TRIPPED", message: new KeelError("KEEL_GUARD_TRIPPED", `The model called tools in the final round after ${finalGuard}.`).message };
-        } else verdict = { status: "stopped", reason: finalGuard };
-        break;
-      }
-      if (calls.length) {
-        await runTools(calls, stop?.value.reason);
-        if (pauseFor) {
-          verdict = { status: "paused", reason: "approval", pending: pauseFor.map((p) => p.callId) };
-          break;
-        }
-        if (stop) {
-          verdict = { status: "stopped", reason: "plugin_stop", detail: stop.value.reason };
-          break;
-        }
-        continue;
-      }
-      if (stop) {
-        verdict = { status: "stopped", reason: "plugin_stop", detail: stop.value.reason };
-        break;
-      }
-      if (session.steering.length) continue;
-      if (session.followUps.length) {
-        drain("follow_up");
-        continue;
-      }
-      verdict = { status: "completed", reason: stopReason === "max_tokens" || stopReason === "refusal" ? stopReason : stopReason === "end_turn" || stopReason === "stop_sequence" || stopReason === "tool_use" ? "end_turn" : "other" };
-      if (outputSpec) {
-        // Structured output: the answer must parse and match; one corrective round, then a failed verdict.
-        const problem = checkOutput(finalText);
-        if (problem) {
-          if (!outputRetried) {
-            outputRetried = true;
-            void session.emit({ type: "diagnostic", level: "warn", code: "KEEL_OUTPUT_INVALID", message: `The answer did not match the output schema (${problem}); the model is asked once more.` }, turnId);
-            await append(session, turnId, userMessage(`Your answer did not match the required output schema: ${problem}. Reply again with only a JSON value that matches the schema, nothing else.`));
-            continue;
-          }
-          verdict = { status: "failed", reason: "output_invalid", code: "KEEL_OUTPUT_INVALID", message: new KeelError("KEEL_OUTPUT_INVALID", `The answer did not match the output schema after one corrective retry: ${problem}.`).message };
-        }
-      }
-      break;
-    }
-  } catch (thrown) {
-    // What plugin or provider code threw may be a hostile Proxy: inspect a plain stand-in.
-    const err = plainThrown(thrown);
-    if (err instanceof TurnFailure) verdict = err.verdict;
-    else if (signal.aborted && isKeelError(signal.reason, "KEEL_PROCESS_FAULT")) verdict = { status: "failed", reason: "process_fault", code: "KEEL_PROCESS_FAULT", message: signal.reason.message, ...(signal.reason.plugin ? { plugin: signal.reason.plugin } : {}), ...(signal.reason.phase ? { phase: signal.reason.phase } : {}) };
-    else if (wallCut()) {
-      verdict = { status: "stopped", reason: "wall_time" };
-      if (!wallTripped) void session.emit({ type: "guard.tripped", guard: "wall_time", limit: limits.wallTimeMs, value: Date.now() - t0 }, turnId);
-    } else if (signal.aborted || (err instanceof ProviderError && err.errorClass === "aborted")) verdict = { status: "interrupted", reason: "aborted" };
-    else if (err instanceof ProviderError) verdict = { status: "failed", reason: "provider_error", errorClass: err.errorClass, code: "KEEL_PROVIDER_ERROR", message: new KeelError("KEEL_PROVIDER_ERROR", `${agent.options.provider.id}: ${err.message} (class ${err.errorClass}).`).message };
-    else if (isKeelError(err) && err.code !== "KEEL_STORE_FAILED" && err.code !== "KEEL_SESSION_BUSY") verdict = { status: "failed", reason: "provider_error", code: err.code, message: err.message };
-    else {
-      clearTimeout(wallTimer);
-      turnSignal.removeEventListener("abort", onTurnAbort);
-      throw err;
-    }
-  }
-  clearTimeout(wallTimer);
-  turnSignal.removeEventListener("abort", onTurnAbort);
-
-  const paused = verdict.status === "paused" && pauseFor ? pauseFor : undefined;
-  // Every tool call has a result even when the turn ended mid-way (a paused turn's calls wait for theirs).
-  if (!paused) repair();
-  const type = paused ? "turn.paused" : verdict.status === "failed" ? "turn.failed" : verdict.status === "interrupted" ? "turn.interrupted" : "turn.completed";
-  let post: PhaseResult | undefined;
-  if (!paused && runner.has("turn.post_turn")) {
-    // Runs before the terminal event is written so its timing is in it; a crash here still
-    // leaves the turn's messages on disk (the terminal write is durable either way).
-    post = await runner.run("turn.post_turn", ev("turn.post_turn", { verdict, usage: { ...usage }, messages: session.messages.slice(startCount), finalText }), { signal: session.lifetime, owner: { session, turnId }, backgroundSignal: session.lifetime });
-    session.record(post, turnId);
-  }
-  // Jobs first: a durable job's `job.pending` record joins the terminal event's durable write.
-  if (post) session.startJobs(post.contributions, turnId);
-  if (paused) session.paused = { turnId, input, metadata, rounds, toolCalls, requests: new Map(paused.map((p) => [p.callId, p])), ...(childCalls.size ? { childCalls } : {}) };
-  await session.emit({ type, verdict, usage, rounds, toolCalls, timings: session.takeTimings() }, turnId, true);
-  return { sessionId: session.id, turnId, verdict, text: finalText, usage, rounds, toolCalls, ...(paused ? { pending: paused.map((p) => ({ ...p })) } : {}), ...(verdict.status === "completed" && outputSpec ? { output } : {}) };
-
-  /** Why `text` is not a valid structured answer, or undefined (then `output` holds the value). */
-  function checkOutput(text: string): string | undefined {
-    const parsed = parseAnswer(text);
-    if (!parsed.ok) return parsed.error;
-    let checked: ReturnType<OutputSpec["schema"]["safeParse"]>;
-    try {
-      checked = outputSpec!.schema.safeParse(parsed.value);
+      return await callModel(t, prepared, attempt);
     } catch (err) {
-      return `validating it threw: ${errorMessage(err)}`;
-    }
-    if (checked.success) {
-      output = checked.data;
-      return undefined;
-    }
-    return checked.error.issues.slice(0, 5).map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`).join("; ");
-  }
-
-  function repair(): void {
-    const r = repairToolPairs(session.messages);
-    if (r.messages === session.messages) return;
-    session.messages = freezeDeep(r.messages);
-    void session.emit({ type: "context.repaired", synthesizedResults: r.synthesized, droppedResults: r.dropped }, turnId);
-  }
-
-  function completed(call: ToolCallBlock, status: "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled", extra: { durationMs?: number; decision?: string; rewrittenBy?: string[] } = {}): void {
-    void session.emit({ type: "tool.completed", round: rounds, callId: call.id, name: call.name, status, durationMs: extra.durationMs ?? 0, ...(extra.decision ? { decision: extra.decision } : {}), ...(extra.rewrittenBy ? { rewrittenBy: extra.rewrittenBy } : {}) }, turnId);
-  }
-
-  function checkGuards(): { guard: GuardName; limit: number; value: number } | undefined {
-    if (rounds >= limits.maxRounds) return { guard: "max_rounds", limit: limits.maxRounds, value: rounds };
-    if (toolCalls >= limits.maxToolCalls) return { guard: "max_tool_calls", limit: limits.maxToolCalls, value: toolCalls };
-    const used = usage.inputTokens + usage.outputTokens;
-    if (used >= limits.tokenBudget) return { guard: "token_budget", limit: limits.tokenBudget, value: used };
-    const elapsed = Date.now() - t0;
-    if (elapsed >= limits.wallTimeMs) return { guard: "wall_time", limit: limits.wallTimeMs, value: elapsed };
-    return undefined;
-  }
-
-  function drain(queue: "steering" | "follow_up"): void {
-    const q = queue === "steering" ? session.steering : session.followUps;
-    while (q.length) {
-      const m = q.shift()!;
-      void session.emit({ type: "message.dequeued", queue, queueId: m.queueId }, turnId);
-      void append(session, turnId, userMessage(m.text));
+      if (!(err instanceof ProviderError && err.errorClass === "context_too_long" && !retry && t.runner.has("round.pre_request"))) throw err;
+      retry = { reason: "context_too_long" };
     }
   }
+}
 
-  function cutDuringCall(): string {
-    return wallCut() ? `The turn's wall-time limit (${limits.wallTimeMs} ms) ran out during the model call; it was cut.` : "The turn was cancelled during the model call.";
+/**
+ * The request of this attempt: round.pre_request (message edits, request options, a stop), the
+ * token count and the ceilings, the manifest. "again" when the context ceiling just tripped.
+ */
+async function preRequest(t: Turn, retry: { reason: "context_too_long" } | undefined): Promise<ModelRequest | { stopped: string } | "again"> {
+  if (t.revealedSince) {
+    t.shown = showTools(t);
+    t.revealedSince = false;
   }
+  const final = t.finalGuard;
+  const tools = final ? [] : t.shown.schemas;
+  const system = final ? `${t.prompt!.system}\n\n${finalRoundInstruction(final)}` : t.prompt!.system;
+  const window = t.agent.options.provider.contextWindow;
+  const count = () => t.agent.tokens.countRequest({ system, messages: t.session.messages, tools }, { exactAbove: window ? window * t.limits.contextCeiling * 0.5 : Infinity });
+  const counted = t.session.messages;
+  let estimate = count();
+  let options: RequestOptions = { ...t.agent.options.requestOptions, ...(t.outputSpec && !final ? { output: t.outputSpec.format } : {}) };
+  const res = await phase(t, "round.pre_request", { round: t.rounds, messages: counted, tokenEstimate: estimate.total, tokenCount: estimate, contextWindow: window, options, ...(retry ? { retry } : {}) }, (e, added) => editMessages(t, e, added));
+  if (res) {
+    const ro = mergeRequestOptions(options, t.of(res, "request_options"), "round.pre_request");
+    merged(t, res, ro);
+    options = ro.options;
+    const stop = t.of(res, "stop")[0]?.value.reason;
+    if (stop) return { stopped: stop };
+    if (t.session.messages !== counted) {
+      repair(t);
+      estimate = count();
+    }
+  }
+  if (!final && window && estimate.total > window * t.limits.contextCeiling) {
+    t.finalGuard = "context_ceiling";
+    void t.session.emit({ type: "guard.tripped", guard: "context_ceiling", limit: Math.floor(window * t.limits.contextCeiling), value: estimate.total }, t.turnId);
+    return "again";
+  }
+  // Known not to fit (the count is exact this far above the ceiling): never sent.
+  if (window && estimate.total > window) throw new TurnFailure({ status: "failed", reason: "context_overflow", code: "KEEL_CONTEXT_OVERFLOW", message: new KeelError("KEEL_CONTEXT_OVERFLOW", `The request counts ${estimate.total} tokens (messages ${estimate.messages}, system ${estimate.system}, tools ${estimate.tools}) and ${t.agent.options.provider.id}'s context window is ${window}; it was not sent.`).message });
+  const shown = t.shown;
+  void t.session.emit({ type: "prompt.compiled", manifest: { round: t.rounds, ...t.prompt!.manifest, tools: final ? [] : shown.manifest, ...(shown.hidden.length ? { hiddenTools: shown.hidden } : {}), messageCount: t.session.messages.length, systemChars: system.length, tokenEstimate: estimate, options: options as Record<string, unknown>, finalRound: !!final } }, t.turnId);
+  return { system, messages: t.session.messages, tools, options };
+}
 
-  /** One provider call. Contract: settles promptly on abort, even if the provider ignores the signal. */
-  async function stream(request: ModelRequest, attempt: number): Promise<{ message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage> }> {
-    const started = performance.now();
-    const provider = agent.options.provider;
-    let iterator: AsyncIterator<ModelEvent> | undefined;
-    let onAbort: (() => void) | undefined;
-    const aborted = new Promise<never>((_, reject) => {
-      onAbort = () => reject(new ProviderError("aborted", cutDuringCall()));
-      if (signal.aborted) onAbort();
-      else signal.addEventListener("abort", onAbort, { once: true });
-    });
-    aborted.catch(() => {});
-    let finished = false;
-    const joiners = new Map<string, ReturnType<typeof deltaJoiner>>();
-    let firstChunkAt: number | undefined;
+/** A plugin's message edits (compaction), applied in waterfall order; an edit that would break the history is rejected. */
+function editMessages(t: Turn, e: { messages: readonly Message[] }, added: Contributed[]): typeof e {
+  let next = e;
+  for (const c of added) {
+    if (c.value.kind !== "message_edit") continue;
     try {
-      iterator = provider.stream(wellFormedDeep(request), { signal })[Symbol.asyncIterator]();
-      for (;;) {
-        const next = await Promise.race([iterator.next(), aborted]);
-        if (next.done) break;
-        const e = next.value;
-        if (e.type === "response") {
-          const valid = MessageSchema.safeParse(e.message);
-          if (!valid.success || e.message.role !== "assistant") {
-            throw new ProviderError("unknown", `The provider returned a malformed response message (${valid.success ? "not an assistant message" : `${valid.error.issues[0]!.path.join(".")}: ${valid.error.issues[0]!.message}`}).`);
-          }
-          finished = true;
-          for (const [key, j] of joiners) {
-            const rest = j.flush();
-            if (rest && agent.hasListeners) session.live({ type: "model.delta", sessionId: session.id, turnId, round: rounds, channel: key.startsWith("tool_args") ? "tool_args" : (key as "text" | "thinking"), text: rest });
-          }
-          addUsage(usage, e.usage);
-          const answered = typeof e.provider === "string" ? e.provider : provider.id;
-          const model = typeof e.model === "string" && e.model ? { model: codePointSlice(e.model, 0, 200) } : {};
-          const firstChunk = firstChunkAt !== undefined ? { firstChunkMs: Math.round(firstChunkAt - started) } : {};
-          void session.emit({ type: "model.responded", round: rounds, stopReason: e.stopReason, usage: e.usage, durationMs: Math.round(performance.now() - started), attempt, ...(typeof answered === "string" ? { provider: answered } : {}), ...model, ...firstChunk }, turnId);
-          return { message: e.message, stopReason: e.stopReason, usage: e.usage ?? {} };
-        }
-        if (e.type !== "notice" && firstChunkAt === undefined) firstChunkAt = performance.now();
-        if (e.type === "notice") {
-          if (e.kind === "retry") firstChunkAt = undefined;
-          void session.emit({ type: "model.notice", round: rounds, kind: e.kind, message: e.message, ...(e.provider !== undefined ? { provider: e.provider } : {}), ...(e.data !== undefined ? { data: e.data } : {}) }, turnId);
-          continue;
-        }
-        if (agent.hasListeners) {
-          // A stream may cut a surrogate pair between two deltas: listeners get whole characters.
-          const channel = e.type === "text_delta" ? "text" : e.type === "thinking_delta" ? "thinking" : "tool_args";
-          const key = e.type === "tool_call_delta" ? `tool_args:${e.id}` : channel;
-          if (!joiners.has(key)) joiners.set(key, deltaJoiner());
-          const text = joiners.get(key)!.push(e.type === "tool_call_delta" ? e.argsText : e.text);
-          if (text) session.live({ type: "model.delta", sessionId: session.id, turnId, round: rounds, channel, text });
-          // A turn stream's consumer fell behind: stop reading the provider until it catches up.
-          const held = session.backpressure;
-          if (held) await Promise.race([held, aborted]);
-        }
-      }
-      finished = true;
-      throw new ProviderError("network", "The provider stream ended without a final response.");
-    } catch (thrown) {
-      const err = plainThrown(thrown);
-      const pe = err instanceof ProviderError ? err : signal.aborted ? new ProviderError("aborted", "aborted", { cause: err }) : isKeelError(err) ? undefined : new ProviderError("unknown", errorMessage(err), { cause: err });
-      if (pe) void session.emit({ type: "model.failed", round: rounds, errorClass: pe.errorClass, message: pe.message, ...(pe.status !== undefined ? { status: pe.status } : {}) }, turnId);
-      if (signal.aborted) throw new ProviderError("aborted", cutDuringCall(), { cause: err });
-      throw pe ?? err;
-    } finally {
-      signal.removeEventListener("abort", onAbort!);
-      if (!finished && iterator?.return) {
-        // Stop a stream we walked away from (abort or error); a provider that throws here is ignored.
-        try {
-          void Promise.resolve(iterator.return()).catch(() => {});
-        } catch {
-          // ignored, see above
-        }
-      }
+      const messages = applyMessageEdits(next.messages, c.value.edits);
+      if (messages[0]?.role !== "user") throw new Error("the history must start with a user message");
+      if (!messages.includes(t.inputMessage)) throw new Error("the edit removes or changes this turn's user message");
+      if (messages[messages.length - 1]!.role === "assistant") throw new Error("the history must not end with an assistant message");
+      void t.session.emit({ type: "context.edited", plugin: c.plugin, reason: c.value.reason, edits: c.value.edits, before: next.messages.length, after: messages.length }, t.turnId);
+      t.session.messages = messages;
+      freezeDeep(messages);
+      next = Object.freeze({ ...next, messages });
+    } catch (err) {
+      const message = new KeelError("KEEL_CONTRIBUTION_INVALID", `message_edit rejected (history left as it was): ${err instanceof Error ? err.message : String(err)}.`, { plugin: c.plugin, phase: "round.pre_request" }).message;
+      void t.session.emit({ type: "diagnostic", level: "warn", code: "KEEL_CONTRIBUTION_INVALID", message, plugin: c.plugin, phase: "round.pre_request" }, t.turnId);
     }
   }
-
-  /** Child sessions a resumed call waited on (PendingApproval.via). */
-  function waitingChildren(callId: string): string[] {
-    return resume?.childCalls?.has(callId) ? [...new Set([...resume.requests.values()].flatMap((r) => (r.via?.callId === callId ? [r.via.sessionId] : [])))] : [];
-  }
-
-  async function skip(call: ToolCallBlock, text: string, status: "skipped" | "cancelled" | "denied" = "skipped"): Promise<void> {
-    // A call that waited on a child and will not run: nobody passes the answers on, so the child ends.
-    for (const id of waitingChildren(call.id)) await abandonChild(session, id);
-    completed(call, status);
-    await append(session, turnId, errorResult(call.id, call.name, text));
-  }
-
-  async function runTools(calls: ToolCallBlock[], stopReasonText: string | undefined): Promise<void> {
-    // Group consecutive parallel-safe calls; others run alone.
-    const groups: Array<{ parallel: boolean; calls: ToolCallBlock[] }> = [];
-    for (const c of calls) {
-      const t = tools.get(c.name);
-      const parallel = t ? (t.def.parallel ?? (t.def.category === undefined || t.def.category === "info" || t.def.category === "mcp")) : true;
-      const last = groups[groups.length - 1];
-      if (parallel && last?.parallel) last.calls.push(c);
-      else groups.push({ parallel, calls: [c] });
-    }
-    let skipRest: string | undefined = stopReasonText ? `Skipped: a plugin asked to stop (${stopReasonText}).` : undefined;
-    for (const { calls: group } of groups) {
-      if (!skipRest && signal.aborted) skipRest = "Cancelled: the turn was cancelled before this call started.";
-      // Steering queued at any point before a group starts (also during the model's stream) skips it.
-      if (!skipRest && session.steering.length) skipRest = SKIPPED_STEERING;
-      if (skipRest) {
-        for (const c of group) await skip(c, skipRest, signal.aborted ? "cancelled" : "skipped");
-        continue;
-      }
-      // Decisions in call order, then the runs concurrently, then results in call order.
-      const prepared: Prepared[] = [];
-      for (const c of group) prepared.push(await prepare(c));
-      // Tools may have side effects: their calls (the assistant message, tool.started) reach the
-      // store before they run, so a process killed mid-tool resumes with the call (and repairs it).
-      await session.flush();
-      const holds: ChildHold[] = prepared.map((p) => (p.children ? { resume: p.children } : {}));
-      const runs = await Promise.all(prepared.map((p, i) => (p.ready ? executeTool(p.ready.def, p.ready.args, { callId: p.call.id, toolName: p.call.name, sessionId: session.id, turnId, budget: budget(), depth: agent.depth, rerun: !!p.children, child: (o, callSignal) => runChild(session, turnId, p.call.id, callSignal ?? signal, o, budget(), (u) => addUsage(usage, u), holds[i]!) }, p.ready.timeoutMs, signal, p.ready.view.source.plugin, progressOf(p.call)) : undefined)));
-      // Calls waiting for the host pause the turn here: the calls after this group run on resume, in order.
-      const waiting: PendingApproval[] = [];
-      for (const [i, p] of prepared.entries()) {
-        const hold = holds[i]!;
-        hold.closed = true;
-        // A child the call did not resume this time, or one that paused in a call that was cut short, waits for no one.
-        for (const [n, left] of hold.resume ?? []) {
-          void session.emit({ type: "diagnostic", level: "warn", code: "KEEL_CHILD_INVALID", message: `Call ${p.call.id} (${p.call.name}) ran again without resuming its child ${n} (session ${left.sessionId}, "${left.name}"), which waited for approval: that child's turn was ended. A tool must start the same children in the same order when it runs again.` }, turnId);
-          await abandonChild(session, left.sessionId);
-        }
-        const cut = runs[i] && runs[i]!.status !== "ok" && runs[i]!.status !== "error";
-        if ((cut || signal.aborted) && hold.paused?.length) {
-          for (const id of new Set(hold.paused.map((w) => w.via!.sessionId))) await abandonChild(session, id);
-          hold.paused = undefined;
-        }
-        if (p.pause) waiting.push(p.pause);
-        else if (hold.paused?.length) {
-          // A child waits for approval: so does this call (whatever the tool returned); it runs again on resume.
-          for (const w of hold.paused) {
-            void session.emit({ type: "approval.requested", round: rounds, callId: w.callId, name: w.name, args: w.args, ...(w.reason !== undefined ? { reason: w.reason } : {}), ...(w.plugin !== undefined ? { plugin: w.plugin } : {}), via: w.via! }, turnId);
-            waiting.push({ ...w, turnId, round: rounds });
-          }
-          childCalls.set(p.call.id, p.ready!.args);
-        } else await append(session, turnId, await finish(p, runs[i]));
-      }
-      if (waiting.length && signal.aborted) {
-        // Cancelled while deciding: nothing waits for an answer; each call gets its result now.
-        for (const w of waiting.filter((w) => !w.via)) await skip(prepared.find((p) => p.call.id === w.callId)!.call, "Cancelled: the turn was cancelled while this call waited for approval.", "cancelled");
-        for (const p of prepared.filter((p) => waiting.some((w) => w.via?.callId === p.call.id))) await skip(p.call, "Cancelled: the turn was cancelled while this call's child waited for approval.", "cancelled");
-        childCalls.clear();
-      } else if (waiting.length) {
-        pauseFor = waiting;
-        return;
-      }
-    }
-  }
-
-  /** What is left of this turn's limits now. */
-  function budget(): TurnBudget {
-    return { rounds: Math.max(0, limits.maxRounds - rounds), toolCalls: Math.max(0, limits.maxToolCalls - toolCalls), tokens: Math.max(0, limits.tokenBudget - (usage.inputTokens + usage.outputTokens)), wallMs: Math.max(0, limits.wallTimeMs - (Date.now() - t0)) };
-  }
-
-  function progressOf(call: ToolCallBlock): ((p: { message: string; fraction?: number; elapsedMs: number }) => void) | undefined {
-    if (!agent.hasListeners) return undefined;
-    return (p) => session.live({ type: "tool.progress", sessionId: session.id, turnId, callId: call.id, name: call.name, ...p });
-  }
-
-  async function prepare(call: ToolCallBlock): Promise<Prepared> {
-    if (resume?.childCalls?.has(call.id)) return await prepareAgain(call, resume.childCalls.get(call.id));
-    // A call the host answered after a pause: counted and decided before, it takes the answer as its decision.
-    const answered = answers.get(call.id);
-    answers.delete(call.id);
-    if (!answered && toolCalls >= limits.maxToolCalls) {
-      completed(call, "skipped");
-      return { call, result: errorResult(call.id, call.name, `Skipped: this turn reached its limit of ${limits.maxToolCalls} tool calls.`) };
-    }
-    if (!answered) toolCalls++;
-    const resolved = tools.get(call.name);
-    if (!resolved && mode === "chat") {
-      completed(call, "error");
-      return { call, result: errorResult(call.id, call.name, `Error: this session is in chat mode: no tools are available (the host switches modes between turns). Answer from the conversation.`) };
-    }
-    if (!resolved) {
-      const names = [...tools.keys()];
-      completed(call, "error");
-      return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_UNKNOWN", `There is no tool "${call.name}". Available: ${names.slice(0, 40).join(", ") || "(none)"}.`, { tool: call.name }).message}`) };
-    }
-    const def = resolved.def;
-    let view: ToolCallView = freezeDeep({ id: call.id, name: call.name, args: call.args, category: def.category ?? "info", source: { ...resolved.source } });
-    let decision: ReturnType<typeof mergeDecisions> = { decision: "allow" };
-    let approvedByUser = false;
-    if (answered) {
-      view = freezeDeep({ ...view, args: answered.args });
-      // Read back from a store, arguments that held a secret hold its placeholder: never run a call with it.
-      if (answered.answer!.approved && holdsPlaceholder(answered.args)) {
-        completed(call, "error");
-        return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_APPROVAL_ARGS_REDACTED", `This call was approved, but its arguments held a secret that was not stored, so it was not run. Call it again if it is still needed.`, { tool: call.name }).message}`) };
-      }
-      if (answered.answer!.approved) approvedByUser = true;
-      else decision = { decision: "deny", reason: answered.answer!.reason ?? "no reason given", plugin: "the user" };
-    } else if (runner.has("tool.pre_call")) {
-      const res = await runner.run("tool.pre_call", ev("tool.pre_call", { round: rounds, call: view }), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, step: (e, added) => {
-        const withArgs = added.filter((c) => c.value.kind === "tool_decision" && c.value.args !== undefined);
-        if (!withArgs.length) return e;
-        view = freezeDeep({ ...view, args: (withArgs[withArgs.length - 1]!.value as ContributionOf<"tool_decision">).args });
-        return Object.freeze({ ...e, call: view });
-      } });
-      session.record(res, turnId);
-      if (res.failed) {
-        const failure = (res.failed.details as { failure?: string } | undefined)?.failure;
-        if (failure === "required") throw phaseFailed(res.failed);
-        decision = { decision: "deny", reason: `a fail-closed check failed: ${res.failed.message}`, ...(res.failed.plugin ? { plugin: res.failed.plugin } : {}) };
-      } else decision = mergeDecisions(of(res, "tool_decision"));
-    }
-    if (decision.decision === "ask") {
-      const approve = agent.options.approve;
-      const asking = { round: rounds, callId: call.id, name: call.name, args: view.args, ...(decision.reason ? { reason: decision.reason } : {}), ...(decision.plugin ? { plugin: decision.plugin } : {}) };
-      if (session.alwaysAllowed.has(call.name)) {
-        approvedByUser = true;
-        void session.emit({ type: "approval.resolved", callId: call.id, name: call.name, approved: true, by: "always" }, turnId);
-      } else if (approve) {
-        void session.emit({ type: "approval.requested", ...asking }, turnId);
-        let answer: ApprovalAnswer = { approved: false };
-        try {
-          const asked = approve({ sessionId: session.id, turnId, call: view, signal, ...(decision.reason ? { reason: decision.reason } : {}), ...(decision.plugin ? { plugin: decision.plugin } : {}) });
-          answer = readAnswer(await raceAbort(Promise.resolve(asked), signal));
-        } catch {
-          answer = { approved: false };
-        }
-        if (signal.aborted) {
-          completed(call, "cancelled");
-          return { call, result: errorResult(call.id, call.name, "Cancelled: the turn was cancelled while waiting for approval.") };
-        }
-        void session.emit({ type: "approval.resolved", callId: call.id, name: call.name, ...answer, by: "callback" }, turnId);
-        if (answer.approved && answer.always) session.alwaysAllowed.add(call.name);
-        if (answer.approved) approvedByUser = true;
-        else decision = { decision: "deny", reason: `the user did not approve it${answer.reason ? ` (${answer.reason})` : ""}`, ...(decision.plugin ? { plugin: decision.plugin } : {}) };
-      } else if ((agent.options.ask ?? "pause") === "pause") {
-        // No callback: the turn pauses and the host answers later (session.approve/deny, then resume()).
-        void session.emit({ type: "approval.requested", ...asking }, turnId);
-        return { call, pause: { ...asking, turnId, requestedAt: Date.now() } };
-      } else decision = { decision: "deny", reason: "approval was required, and this agent denies asks (ask: \"deny\") without an approve() callback", ...(decision.plugin ? { plugin: decision.plugin } : {}) };
-    }
-    if (decision.decision === "deny") {
-      completed(call, "denied", { decision: `deny${decision.plugin ? ` by ${decision.plugin}` : ""}` });
-      return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_DENIED", `The call was denied${decision.plugin ? ` by ${decision.plugin}` : ""}${decision.reason ? `: ${decision.reason}` : ""}.`, { tool: call.name }).message}`) };
-    }
-    let args = view.args;
-    if (def.input) {
-      // The schema is plugin code too (refinements, transforms): a throw is an invalid call, not a crash.
-      let parsed: { success: true; data: unknown } | { success: false; error: { issues: ReadonlyArray<{ path: readonly PropertyKey[]; message: string }> } };
-      try {
-        parsed = def.input.safeParse(args) as typeof parsed;
-      } catch (err) {
-        parsed = { success: false, error: { issues: [{ path: [], message: `validating the arguments threw: ${errorMessage(err)}` }] } };
-      }
-      if (!parsed.success) {
-        completed(call, "error");
-        const issues = parsed.error.issues.slice(0, 5).map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`).join("; ");
-        // The tool never ran, but tool.post_result still sees the failure (a retry controller counts it).
-        return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_ARGS_INVALID", `Invalid arguments — ${issues}.`, { tool: call.name }).message}`), rejected: view };
-      }
-      args = parsed.data;
-    }
-    void session.emit({ type: "tool.started", round: rounds, callId: call.id, name: call.name, args }, turnId);
-    const timeoutMs = def.timeoutMs ?? agent.toolTimeouts[def.category ?? "info"];
-    return { call, ready: { def, args, timeoutMs, view, approvedByUser, decision } };
-  }
-
-  /** A call whose child waited for approval: decided and counted before, it runs again with the answers. */
-  async function prepareAgain(call: ToolCallBlock, args: unknown): Promise<Prepared> {
-    const children: ChildResumes = new Map();
-    for (const [id, a] of answers) {
-      if (a.via?.callId !== call.id) continue;
-      answers.delete(id);
-      const entry = children.get(a.via.ordinal) ?? { sessionId: a.via.sessionId, name: a.via.child, answers: new Map<string, ApprovalAnswer>() };
-      entry.answers.set(a.via.childCallId, a.answer!);
-      children.set(a.via.ordinal, entry);
-    }
-    const resolved = tools.get(call.name);
-    let problem: KeelError | undefined;
-    if (!resolved) problem = new KeelError("KEEL_TOOL_UNKNOWN", `The tool "${call.name}" is gone since this call paused; the child session(s) it waited on were ended.`, { tool: call.name });
-    else if (resolved.def.input) {
-      // The tool may have changed since the pause (another process, another config): its arguments are checked again.
-      let ok = false;
-      try {
-        ok = resolved.def.input.safeParse(args).success;
-      } catch {
-        ok = false;
-      }
-      if (!ok) problem = new KeelError("KEEL_TOOL_ARGS_INVALID", `The arguments this call paused with no longer fit "${call.name}" (its definition changed); the child session(s) it waited on were ended.`, { tool: call.name });
-    }
-    if (problem || !resolved) {
-      for (const c of children.values()) await abandonChild(session, c.sessionId);
-      completed(call, "error");
-      return { call, result: errorResult(call.id, call.name, `Error: ${problem!.message}`) };
-    }
-    const view: ToolCallView = freezeDeep({ id: call.id, name: call.name, args, category: resolved.def.category ?? "info", source: { ...resolved.source } });
-    void session.emit({ type: "tool.started", round: rounds, callId: call.id, name: call.name, args }, turnId);
-    return { call, children, ready: { def: resolved.def, args, timeoutMs: resolved.def.timeoutMs ?? agent.toolTimeouts[resolved.def.category ?? "info"], view, approvedByUser: false, decision: { decision: "allow" } } };
-  }
-
-  function reveal(by: string, names: readonly string[]): void {
-    const added = [...new Set(names)].filter((n) => tools.has(n) && !visible.has(n));
-    const unknown = names.filter((n) => !tools.has(n));
-    if (!added.length && !unknown.length) return;
-    for (const n of added) visible.add(n);
-    if (added.length) revealedSince = true;
-    void session.emit({ type: "tools.revealed", by, names: added, ...(unknown.length ? { unknown } : {}) }, turnId);
-  }
-
-  async function finish(p: Prepared, run: ToolRun | undefined): Promise<ToolResultMessage> {
-    if (p.rejected && runner.has("tool.post_result")) return afterResult(p.rejected, freezeDeep(p.result!), 0, false);
-    if (!p.ready || !run) return p.result!;
-    const { call } = p;
-    const { view, approvedByUser, decision } = p.ready;
-    let result: ToolResultMessage = freezeDeep(boundResult(run.result, limits.maxToolResultChars, limits.maxToolResultImageBytes));
-    if (run.status !== "cancelled" && runner.has("tool.post_result")) result = await afterResult(view, result, run.durationMs, approvedByUser);
-    if (run.reveal?.length) reveal(call.name, run.reveal);
-    const owner = view.source.plugin;
-    if (run.unhide && owner) reveal(call.name, [...(hiddenByPlugins.byPlugin.get(owner) ?? [])]);
-    completed(call, run.status, { durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) });
-    return result;
-  }
-
-  /** tool.post_result over a result: rewrites applied in order, then the size cap again. */
-  async function afterResult(view: ToolCallView, given: ToolResultMessage, durationMs: number, approvedByUser: boolean): Promise<ToolResultMessage> {
-    let result = given;
-    {
-      const res = await runner.run("tool.post_result", ev("tool.post_result", { round: rounds, call: view, result, durationMs, approvedByUser }), { signal, owner: { session, turnId }, backgroundSignal: session.lifetime, step: (e, added) => {
-        for (const c of added) {
-          if (c.value.kind !== "tool_result_rewrite") continue;
-          const v = c.value;
-          result = freezeDeep({ ...result, content: typeof v.content === "string" ? textContent(v.content) : v.content, isError: v.isError ?? result.isError, rewrittenBy: [...(result.rewrittenBy ?? []), c.plugin] });
-        }
-        return Object.freeze({ ...e, result });
-      } });
-      session.record(res, turnId);
-      if (res.failed) throw phaseFailed(res.failed);
-    }
-    return freezeDeep(boundResult(result, limits.maxToolResultChars, limits.maxToolResultImageBytes));
-  }
+  return next;
 }
 
-/** The approve() callback's answer as an ApprovalAnswer: `true`, or an object read inside a guard. */
-function readAnswer(v: unknown): ApprovalAnswer {
-  if (v === true) return { approved: true };
-  if (v === null || typeof v !== "object") return { approved: false };
-  const o = v as Record<string, unknown>;
-  const approved = o.approved === true;
-  const reason = typeof o.reason === "string" ? o.reason.slice(0, 2_000) : undefined;
-  return { approved, ...(approved && o.always === true ? { always: true } : {}), ...(reason ? { reason } : {}) };
-}
-
-/** Append a message to the conversation and the log. */
-function append(session: Session, turnId: string, message: Message, durable = false): Promise<void> | void {
-  freezeDeep(message);
-  session.appendMessage(message);
-  return session.emit({ type: "message.appended", message }, turnId, durable);
-}
-
-export type { Usage };
-
-/** Which tools the turn's tool_visibility contributions hide, and what each did. */
-interface Visibility {
-  names: Set<string>;
-  /** What each plugin hid (a tool of that plugin may lift it: ToolOutput.unhide). */
-  byPlugin: Map<string, Set<string>>;
-  records: ContributionRecord[];
-}
-
-function applyVisibility(items: readonly Contributed<ContributionOf<"tool_visibility">>[], tools: ReadonlyMap<string, ResolvedTool>): Visibility {
-  const names = new Set<string>();
-  const byPlugin = new Map<string, Set<string>>();
-  const records: ContributionRecord[] = [];
-  for (const { plugin, value } of items) {
-    const keep = new Set(value.keep ?? []);
-    const categories = new Set(value.hide.categories ?? []);
-    const byName = new Set(value.hide.names ?? []);
-    let n = 0;
-    for (const t of tools.values()) {
-      if (keep.has(t.def.name)) continue;
-      if (categories.has(t.def.category ?? "info") || byName.has(t.def.name)) {
-        names.add(t.def.name);
-        if (!byPlugin.has(plugin)) byPlugin.set(plugin, new Set());
-        byPlugin.get(plugin)!.add(t.def.name);
-        n++;
-      }
-    }
-    records.push({ plugin, kind: "tool_visibility", status: "applied", reason: `${value.reason} (${n} tool(s) hidden)` });
+/** 9e. The response's tool calls: skipped in the final round (the turn fails then), else run; a pause sets the verdict. */
+async function toolCalls(t: Turn, message: AssistantMessage, stopReason: string | undefined): Promise<void> {
+  const calls = toolCallsOf(message);
+  if (!calls.length) return;
+  if (t.finalGuard) {
+    for (const c of calls) await skip(t, c, "Error: tools are disabled in the final round after a limit was reached.");
+    t.verdict = { status: "failed", reason: "final_round_tool_use", code: "KEEL_GUARD_TRIPPED", message: new KeelError("KEEL_GUARD_TRIPPED", `The model called tools in the final round after ${t.finalGuard}.`).message };
+    return;
   }
-  return { names, byPlugin, records };
+  await runToolCalls(t, calls, stopReason);
+  if (t.pauseFor) t.verdict = { status: "paused", reason: "approval", pending: t.pauseFor.map((p) => p.callId) };
+  else if (stopReason) t.verdict = { status: "stopped", reason: "plugin_stop", detail: stopReason };
+}
+
+/**
+ * 9f. Whether the turn goes on: after a final round it ends; a response with tool calls goes on
+ * (their results go to the model); a stop, queued messages, a structured answer to check, or done.
+ */
+function next(t: Turn, answer: ModelAnswer, stop: string | undefined): void {
+  if (t.finalGuard) {
+    t.verdict = { status: "stopped", reason: t.finalGuard };
+    return;
+  }
+  if (toolCallsOf(answer.message).length) return;
+  if (stop) {
+    t.verdict = { status: "stopped", reason: "plugin_stop", detail: stop };
+    return;
+  }
+  if (t.session.steering.length) return;
+  if (t.session.followUps.length) return drain(t, "follow_up");
+  const r = answer.stopReason;
+  const done: TurnVerdict = { status: "completed", reason: r === "max_tokens" || r === "refusal" ? r : r === "end_turn" || r === "stop_sequence" || r === "tool_use" ? "end_turn" : "other" };
+  // Structured output: the answer must parse and match; one corrective round, then a failed verdict.
+  const problem = t.outputSpec ? checkOutput(t, t.finalText) : undefined;
+  if (!problem) {
+    t.verdict = done;
+    return;
+  }
+  if (t.outputRetried) {
+    t.verdict = { status: "failed", reason: "output_invalid", code: "KEEL_OUTPUT_INVALID", message: new KeelError("KEEL_OUTPUT_INVALID", `The answer did not match the output schema after one corrective retry: ${problem}.`).message };
+    return;
+  }
+  t.outputRetried = true;
+  void t.session.emit({ type: "diagnostic", level: "warn", code: "KEEL_OUTPUT_INVALID", message: `The answer did not match the output schema (${problem}); the model is asked once more.` }, t.turnId);
+  void append(t.session, t.turnId, { role: "user", content: textContent(`Your answer did not match the required output schema: ${problem}. Reply again with only a JSON value that matches the schema, nothing else.`) });
+}
+
+/** What a throw from a step means for the turn: its verdict, or the throw itself for a store failure or a lost lease. */
+function verdictOf(t: Turn, thrown: unknown): TurnVerdict {
+  // What plugin or provider code threw may be a hostile Proxy: inspect a plain stand-in.
+  const err = plainThrown(thrown);
+  const { signal } = t;
+  if (err instanceof TurnFailure) return err.verdict;
+  if (signal.aborted && isKeelError(signal.reason, "KEEL_PROCESS_FAULT")) return { status: "failed", reason: "process_fault", code: "KEEL_PROCESS_FAULT", message: signal.reason.message, ...(signal.reason.plugin ? { plugin: signal.reason.plugin } : {}), ...(signal.reason.phase ? { phase: signal.reason.phase } : {}) };
+  if (t.wallCut()) {
+    if (!t.wallTripped) void t.session.emit({ type: "guard.tripped", guard: "wall_time", limit: t.limits.wallTimeMs, value: Date.now() - t.t0 }, t.turnId);
+    return { status: "stopped", reason: "wall_time" };
+  }
+  if (signal.aborted || (err instanceof ProviderError && err.errorClass === "aborted")) return { status: "interrupted", reason: "aborted" };
+  if (err instanceof ProviderError) return { status: "failed", reason: "provider_error", errorClass: err.errorClass, code: "KEEL_PROVIDER_ERROR", message: new KeelError("KEEL_PROVIDER_ERROR", `${t.agent.options.provider.id}: ${err.message} (class ${err.errorClass}).`).message };
+  if (isKeelError(err) && err.code !== "KEEL_STORE_FAILED" && err.code !== "KEEL_SESSION_BUSY") return { status: "failed", reason: "provider_error", code: err.code, message: err.message };
+  throw err;
+}
+
+/**
+ * 10. The turn ends: every call has its result (a paused turn's wait for theirs), turn.post_turn
+ * runs (not for a pause), its jobs start, and the terminal event is written durably.
+ */
+async function closeTurn(t: Turn): Promise<TurnResult> {
+  const { session, turnId, verdict } = t;
+  const paused = verdict!.status === "paused" && t.pauseFor ? t.pauseFor : undefined;
+  if (!paused) repair(t);
+  const type = paused ? "turn.paused" : verdict!.status === "failed" ? "turn.failed" : verdict!.status === "interrupted" ? "turn.interrupted" : "turn.completed";
+  if (!paused && t.runner.has("turn.post_turn")) {
+    // Runs before the terminal event is written so its timing is in it; a crash here still leaves the turn's messages on disk.
+    const post = await t.runner.run("turn.post_turn", t.event("turn.post_turn", { verdict, usage: { ...t.usage }, messages: session.messages.slice(t.startCount), finalText: t.finalText }), { signal: session.lifetime, owner: t.owner, backgroundSignal: session.lifetime });
+    session.record(post, turnId);
+    // Jobs first: a durable job's `job.pending` record joins the terminal event's durable write.
+    session.startJobs(post.contributions, turnId);
+  }
+  if (paused) session.paused = { turnId, input: t.input, metadata: t.metadata, rounds: t.rounds, toolCalls: t.toolCalls, requests: new Map(paused.map((p) => [p.callId, p])), ...(t.childCalls.size ? { childCalls: t.childCalls } : {}) };
+  await session.emit({ type, verdict: verdict!, usage: t.usage, rounds: t.rounds, toolCalls: t.toolCalls, timings: session.takeTimings() }, turnId, true);
+  const output = verdict!.status === "completed" && t.outputSpec ? { output: t.output } : {};
+  return { sessionId: session.id, turnId, verdict: verdict!, text: t.finalText, usage: t.usage, rounds: t.rounds, toolCalls: t.toolCalls, ...(paused ? { pending: paused.map((p) => ({ ...p })) } : {}), ...output };
 }

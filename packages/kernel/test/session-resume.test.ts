@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createAgent } from "../src/agent.ts";
-import type { AgentOptions } from "../src/agent.ts";
+import type { AgentOptions } from "../src/agent-options.ts";
 import { isKeelError } from "../src/errors.ts";
 import type { KeelEvent } from "../src/events.ts";
 import { isTerminalEvent } from "../src/events.ts";

@@ -1,0 +1,97 @@
+/** How to build an agent (createAgent's options) and what its approval callback is asked. */
+import type { SessionMode } from "./events.ts";
+import type { Limits } from "./limits.ts";
+import type { LeaseOptions } from "./lease.ts";
+import type { MergeCaps } from "./merge.ts";
+import type { AgentObserver } from "./observer.ts";
+import type { ToolCallView } from "./phases.ts";
+import type { PluginEntry } from "./plugin.ts";
+import type { PreflightOptions } from "./preflight.ts";
+import type { ModelProvider, RequestOptions } from "./provider.ts";
+import type { SessionStore } from "./session-store.ts";
+import type { TokenCounter } from "./tokens.ts";
+import type { ToolCategory, ToolDefinition } from "./tools.ts";
+import type { ApprovalAnswer } from "./verdict.ts";
+
+/** What the approval callback is asked. */
+export interface ApprovalRequest {
+  sessionId: string;
+  turnId: string;
+  call: ToolCallView;
+  /** Aborts when the turn is cancelled; the kernel stops waiting for the answer then. */
+  signal: AbortSignal;
+  reason?: string;
+  plugin?: string;
+}
+
+/**
+ * How to build an agent.
+ * Contract: only `provider` is required; `store` (a SessionStore, "sqlite" or a postgres:// URL)
+ * defaults to KEEL_DATABASE_URL, else SQLite at `<home>/sessions.sqlite`; `home` to KEEL_HOME
+ * or ~/.keel. Plugins keep their data where the agent does (PluginSetupContext.storage).
+ */
+export interface AgentOptions {
+  name?: string;
+  provider: ModelProvider;
+  /**
+   * The model plugins use for side calls (HookContext.model); default: `provider`. `false`:
+   * none, so plugins use their deterministic fallbacks (e.g. when `provider` replays a script).
+   */
+  sideModel?: ModelProvider | false;
+  /**
+   * Ask the model, before the prompt is compiled, which hidden tools the turn needs (one
+   * bounded, tool-less request; runs only when there are hidden tools). Default: off.
+   */
+  preflight?: boolean | PreflightOptions;
+  instructions?: string;
+  tools?: readonly ToolDefinition[];
+  plugins?: readonly PluginEntry[];
+  /** Where sessions live: a SessionStore, "sqlite" (files in `home`) or a postgres:// URL (tables in KEEL_DATABASE_SCHEMA, else public). */
+  store?: SessionStore | string;
+  home?: string;
+  limits?: Partial<Limits>;
+  toolTimeouts?: Partial<Record<ToolCategory, number>>;
+  /**
+   * Answers `ask` decisions in process: `true`, or `{ approved, always?, reason? }` (anything
+   * else, a throw or a cancelled turn is a denial). Without it, `ask` does what `ask` says.
+   */
+  approve?: (request: ApprovalRequest) => boolean | ApprovalAnswer | Promise<boolean | ApprovalAnswer>;
+  /**
+   * What an `ask` decision does when there is no `approve()` callback. `pause` (default): the
+   * turn pauses with the request stored in the session log, and the host answers later, from
+   * any process (session.pendingApprovals(), approve()/deny(), resume()). `deny`: the call is
+   * denied at once, with a result saying why.
+   */
+  ask?: "pause" | "deny";
+  caps?: Partial<MergeCaps>;
+  requestOptions?: RequestOptions;
+  tokenCounter?: TokenCounter;
+  /**
+   * What phase runs are logged as `phase.completed` events. `notable` (default): runs with a
+   * contribution, a diagnostic, a failure, or a handler slower than 1 ms; every run's timing
+   * still lands in the turn's terminal event (`timings`). `full`: every run.
+   */
+  trace?: "notable" | "full";
+  /**
+   * Deadline of each plugin's `setup(ctx)`, ms. Default 10,000. Contract: a setup that has not
+   * settled by then fails createAgent with KEEL_PLUGIN_SETUP_TIMEOUT naming the plugin.
+   */
+  setupTimeoutMs?: number;
+
+  /**
+   * Session leases (one writer per session): `ttlMs` (default 30 s) and how long opening a
+   * session held elsewhere waits, `waitMs` (default 0: KEEL_SESSION_BUSY at once).
+   */
+  lease?: LeaseOptions;
+  /**
+   * Watchers of the agent's events (OpenTelemetry tracing, say): each is attached once the agent
+   * is built and detached when it closes. Falsy entries are ignored (`cond && observer()`).
+   */
+  observers?: readonly (AgentObserver | false | null | undefined | 0 | "")[];
+  /**
+   * The mode of a session that has not switched (session.setMode): `agent` (default) sends
+   * tools; `chat` sends none. A session's own switch is in its log and wins on resume.
+   */
+  mode?: SessionMode;
+}
+

@@ -1,0 +1,16 @@
+/** What a tool call's child sessions (ToolContext.child) carry between the loop and the host. */
+import type { ApprovalAnswer, PendingApproval } from "./verdict.ts";
+
+/** Child sessions of one call that wait for approval, by the order of their child() call, with the host's answers by their call ids. */
+export type ChildResumes = Map<number, { sessionId: string; name: string; answers: Map<string, ApprovalAnswer> }>;
+
+/** One call's dealings with its children: which paused ones to resume, and which paused this time. */
+export interface ChildHold {
+  resume?: ChildResumes;
+  paused?: PendingApproval[];
+  /** child() calls made so far in this run of the call. */
+  count?: number;
+  /** The parent is done with this call: a child that pauses now is ended instead (nobody would answer). */
+  closed?: boolean;
+}
+

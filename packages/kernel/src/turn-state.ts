@@ -1,0 +1,180 @@
+/**
+ * What one turn works on: its state (Turn), passed explicitly from step to step, and the host
+ * it runs in (TurnHost: the session, its log, its queues, its lease and its children), the one
+ * seam between the loop and everything durable. The loop never imports the host; the host
+ * (agent.ts) implements this interface.
+ */
+import type { ChildHold } from "./child-types.ts";
+import type { Contributed, PhaseResult, PhaseRunner } from "./dispatch.ts";
+import type { KeelError } from "./errors.ts";
+import type { KeelEventData, LiveEvent, SessionMode, TurnTimings } from "./events.ts";
+import type { Limits } from "./limits.ts";
+import type { MergeCaps, PolicySet, ResolvedTool } from "./merge.ts";
+import type { ContentBlock, Message } from "./messages.ts";
+import { freezeDeep } from "./messages.ts";
+import type { PhaseEvents, PhaseName, TurnEventBase } from "./phases.ts";
+import type { GuardName, PendingApproval, TurnVerdict } from "./verdict.ts";
+import type { ContributionKind, ContributionOf } from "./contributions.ts";
+import type { AgentOptions } from "./agent-options.ts";
+import type { OutputFormat } from "./provider.ts";
+import type { TokenCounter } from "./tokens.ts";
+import type { ChildOptions, ChildRun, ToolCategory, TurnBudget } from "./tools.ts";
+import type { ToolSchema } from "./tools.ts";
+import type { Usage } from "./usage.ts";
+
+/** What a turn is given: the user's text, or content blocks (validated and copied by Session.run). */
+export type TurnInput = string | readonly ContentBlock[];
+
+/** A structured-output request: the zod schema and the JSON Schema sent to the provider. */
+export interface OutputSpec {
+  schema: { safeParse(v: unknown): { success: true; data: unknown } | { success: false; error: { issues: ReadonlyArray<{ path: readonly PropertyKey[]; message: string }> } } };
+  format: OutputFormat;
+}
+
+/** A paused turn, as the session keeps it between run() and resume(). */
+export interface PausedTurn {
+  turnId: string;
+  input: string;
+  metadata: Record<string, unknown>;
+  rounds: number;
+  toolCalls: number;
+  requests: Map<string, PendingApproval>;
+  /** Calls that wait in a child session (PendingApproval.via), with the arguments they run with again. */
+  childCalls?: Map<string, unknown>;
+}
+
+/** How a turn runs besides its input. */
+export interface TurnOptions {
+  metadata: Record<string, unknown>;
+  /** Continue this paused turn (its approvals answered) instead of starting one. */
+  resume?: PausedTurn;
+  /** Structured output: the schema the final answer must match. */
+  output?: OutputSpec;
+  /** Limits of this turn only (a child turn's, clamped to its parent's budget). */
+  limits?: Partial<Limits>;
+  /** `subagent` for a child session's turn. */
+  trigger?: "user" | "subagent";
+}
+
+/** What the loop reads of the agent. */
+export interface TurnAgent {
+  readonly runner: PhaseRunner;
+  readonly options: AgentOptions;
+  readonly limits: Limits;
+  readonly caps: MergeCaps;
+  readonly tokens: TokenCounter;
+  readonly toolTimeouts: Record<ToolCategory, number>;
+  readonly depth: number;
+  readonly hasListeners: boolean;
+}
+
+/**
+ * The session a turn runs in, as the loop sees it.
+ * Contract: `emit` numbers and batches events (durable ones are on disk when it resolves);
+ * `messages` is a frozen array replaced on every change; `confirmLease` throws
+ * KEEL_SESSION_BUSY when another writer took the session over; `runChild`/`abandonChild` are the
+ * children point (ToolContext.child).
+ */
+export interface TurnHost {
+  readonly id: string;
+  readonly agent: TurnAgent;
+  messages: readonly Message[];
+  turnCount: number;
+  paused: PausedTurn | undefined;
+  backpressure: Promise<void> | undefined;
+  readonly mode: SessionMode;
+  readonly lifetime: AbortSignal;
+  readonly steering: Array<{ queueId: string; text: string }>;
+  readonly followUps: Array<{ queueId: string; text: string }>;
+  readonly alwaysAllowed: Set<string>;
+  appendMessage(message: Message): void;
+  emit(data: KeelEventData, turnId: string | null, durable?: boolean): Promise<void> | void;
+  live(event: LiveEvent): void;
+  flush(): Promise<void>;
+  record(res: PhaseResult, turnId: string | null): void;
+  startJobs(contributions: readonly Contributed[], turnId: string | null): void;
+  takeTimings(): TurnTimings;
+  confirmLease(): Promise<void>;
+  runChild<O>(turnId: string, callId: string, signal: AbortSignal, options: ChildOptions<O>, budget: TurnBudget, addToParent: (usage: Usage) => void, hold: ChildHold): Promise<ChildRun<O>>;
+  abandonChild(sessionId: string): Promise<void>;
+}
+
+/** The tools a plugin hid this turn (tool_visibility), and which plugin hid what (a reveal by its own tool lifts it). */
+export interface Visibility {
+  names: Set<string>;
+  byPlugin: Map<string, Set<string>>;
+}
+
+/** One turn's state. Contract: created by openTurn, read and written only by the loop's steps. */
+export interface Turn {
+  readonly session: TurnHost;
+  readonly agent: TurnAgent;
+  readonly runner: PhaseRunner;
+  readonly turnId: string;
+  readonly input: string;
+  readonly metadata: Record<string, unknown>;
+  readonly limits: Limits;
+  readonly mode: SessionMode;
+  readonly resume: PausedTurn | undefined;
+  readonly outputSpec: OutputSpec | undefined;
+  readonly owner: { session: TurnHost; turnId: string };
+  /** Aborts on cancellation and when the wall time runs out. */
+  readonly signal: AbortSignal;
+  readonly t0: number;
+  /** True when the wall time (not a cancellation) cut the turn. */
+  wallCut(): boolean;
+  wallTripped: boolean;
+  startClock(): void;
+  stopClock(): void;
+  readonly usage: Usage;
+  rounds: number;
+  toolCalls: number;
+  finalText: string;
+  startCount: number;
+  inputMessage: Message;
+  readonly policies: PolicySet;
+  base: TurnEventBase;
+  tools: Map<string, ResolvedTool>;
+  hiddenByPlugins: Visibility;
+  readonly visible: Set<string>;
+  revealedSince: boolean;
+  /** The context entries and system prompt the rounds send, and the manifest rows they share. */
+  prompt: { system: string; manifest: Omit<import("./manifest.ts").PromptManifest, "round" | "messageCount" | "systemChars" | "tokenEstimate" | "options" | "finalRound"> } | undefined;
+  shown: { schemas: ToolSchema[]; manifest: Array<{ name: string; source: string }>; hidden: Array<{ name: string; source: string }> };
+  finalGuard: GuardName | undefined;
+  /** Set when a group of calls waits for the host's approval: the turn pauses. */
+  pauseFor: PendingApproval[] | undefined;
+  /** The host's answers to the paused calls (resume only), taken once each. */
+  readonly answers: Map<string, PendingApproval>;
+  /** Calls of this turn paused on a child's approval, with their arguments (kept in PausedTurn). */
+  readonly childCalls: Map<string, unknown>;
+  outputRetried: boolean;
+  output: unknown;
+  verdict: TurnVerdict | undefined;
+  /** The event of phase `name` for this turn. */
+  event<P extends PhaseName>(phase: P, extra?: Omit<PhaseEvents[P], keyof TurnEventBase> | object): object;
+  /** The contributions of one kind a phase result holds. */
+  of<K extends ContributionKind>(res: PhaseResult | undefined, kind: K): Contributed<ContributionOf<K>>[];
+}
+
+/** A turn that ends with this verdict (thrown from a step, caught by the loop). */
+export class TurnFailure extends Error {
+  readonly verdict: TurnVerdict;
+  constructor(verdict: TurnVerdict) {
+    super("turn failed");
+    this.verdict = verdict;
+  }
+}
+
+/** A failed required (or fail-closed) phase as the turn's verdict. */
+export function phaseFailed(err: KeelError): TurnFailure {
+  return new TurnFailure({ status: "failed", reason: "phase_failed", code: err.code, message: err.message, ...(err.plugin ? { plugin: err.plugin } : {}), ...(err.phase ? { phase: err.phase } : {}) });
+}
+
+/** Append a message to the conversation and the log. */
+export function append(session: TurnHost, turnId: string, message: Message, durable = false): Promise<void> | void {
+  freezeDeep(message);
+  session.appendMessage(message);
+  return session.emit({ type: "message.appended", message }, turnId, durable);
+}
+
