@@ -4,7 +4,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { createAgent, defaultKeelHome, defaultSessionDbPath, KeelError, errorMessage, isKeelError, scriptedProvider, headOf } from "@keel/kernel";
+import { createAgent, defaultKeelHome, defaultSessionDbPath, KeelError, errorMessage, isKeelError, scriptedProvider, headOf, maskCredentials } from "@keel/kernel";
 import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelName, ModelProvider, ModelSpec, ProviderScriptInput, SessionStore } from "@keel/kernel";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";
@@ -134,7 +134,7 @@ function found(root: unknown, path: readonly PropertyKey[]): string {
   let v: unknown = root;
   for (const p of path) v = v && typeof v === "object" ? attempt(() => (v as Record<PropertyKey, unknown>)[p], undefined) : undefined;
   if (v === undefined) return "";
-  const shown = typeof v === "function" ? "a function" : typeof v === "string" ? JSON.stringify(v) : attempt(() => { const j = JSON.stringify(v); return j === undefined ? String(v) : headOf(j, 80); }, undefined) ?? (Array.isArray(v) ? "an array" : "an object that is not JSON (circular?)");
+  const shown = typeof v === "function" ? "a function" : typeof v === "string" ? JSON.stringify(maskCredentials(v)) : attempt(() => { const j = JSON.stringify(v); return j === undefined ? String(v) : headOf(j, 80); }, undefined) ?? (Array.isArray(v) ? "an array" : "an object that is not JSON (circular?)");
   return ` (found ${shown})`;
 }
 

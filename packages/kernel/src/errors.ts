@@ -1,4 +1,5 @@
 import { types } from "node:util";
+import { maskCredentials } from "@keel/secrets";
 import { codePointLength, droppedMarker, headOf, toWellFormed } from "./text.ts";
 
 /**
@@ -138,7 +139,9 @@ export interface ErrorLocation {
 /**
  * An error raised by Keel.
  * Contract: `code` is a key of ERROR_CODES; `message` is the specific problem followed by
- * the code's instruction; `plugin` and `phase` name the culprit when one is known.
+ * the code's instruction; `plugin` and `phase` name the culprit when one is known. No
+ * connection credential is kept: the problem, the path and a cause's message pass through
+ * `maskCredentials` (a driver error or a URL quoted in a message shows `password=***`).
  */
 export class KeelError extends Error {
   readonly code: ErrorCode;
@@ -150,7 +153,9 @@ export class KeelError extends Error {
   readonly problem: string;
 
   constructor(code: ErrorCode, problem: string, location: ErrorLocation = {}, options: { cause?: unknown; details?: unknown } = {}) {
-    super(formatMessage(code, problem, location), options.cause === undefined ? undefined : { cause: options.cause });
+    problem = maskCredentials(problem);
+    if (location.path) location = { ...location, path: maskCredentials(location.path) };
+    super(formatMessage(code, problem, location), options.cause === undefined ? undefined : { cause: maskedCause(options.cause) });
     this.name = "KeelError";
     this.code = code;
     this.plugin = location.plugin;
@@ -158,6 +163,23 @@ export class KeelError extends Error {
     this.location = location;
     this.details = options.details;
     this.problem = problem;
+  }
+}
+
+/** `cause` as it may be kept: an Error whose message holds a credential becomes a copy with it masked (name and code kept). */
+function maskedCause(cause: unknown): unknown {
+  try {
+    if (typeof cause === "string") return maskCredentials(cause);
+    if (!(cause instanceof Error) || cause instanceof KeelError) return cause;
+    const message = maskCredentials(String(cause.message));
+    if (message === cause.message) return cause;
+    const copy = new Error(message);
+    copy.name = cause.name;
+    const code = (cause as { code?: unknown }).code;
+    if (code !== undefined) Object.assign(copy, { code });
+    return copy;
+  } catch {
+    return cause;
   }
 }
 
@@ -198,12 +220,15 @@ export function plainThrown(err: unknown): unknown {
   return new Error(errorMessage(err));
 }
 
-/** The message of any thrown value, for diagnostics. */
+/**
+ * The message of any thrown value, for diagnostics. Contract: never throws; a connection
+ * credential in it (a driver echoing its URL, `password=…`) is masked (maskCredentials).
+ */
 export function errorMessage(err: unknown): string {
   // Thrown values often come from plugin or tool code: a getter, toJSON or Proxy may throw too.
   try {
-    if (err instanceof Error) return String(err.message);
-    return typeof err === "string" ? err : (JSON.stringify(err) ?? String(err));
+    if (err instanceof Error) return maskCredentials(String(err.message));
+    return maskCredentials(typeof err === "string" ? err : (JSON.stringify(err) ?? String(err)));
   } catch {
     try {
       return Object.prototype.toString.call(err);
