@@ -86,7 +86,7 @@ export const ERROR_CODES = {
   KEEL_STRICT_FAILED: "Strict mode (--strict or KEEL_STRICT=1) counts every warning or error a plugin caused during the command (a rejected contribution, a handler that threw or timed out, a plugin's own warning) as a failure. Fix each problem listed, at the plugin and phase named.",
   KEEL_CONFIG_READ_FAILED: "Reading a value of the config threw (a getter, a Proxy, or a property of a plugin or provider object). Fix the code behind the value at the path shown; a config should export plain values.",
   KEEL_CONFIG_LOAD_TIMEOUT: "The config file (or a module it imports) did not finish loading in time: a top-level await that never settles, or a file that cannot be read. Fix the file shown, or raise KEEL_CONFIG_TIMEOUT_MS (milliseconds, default 10000).",
-  KEEL_HOME_INVALID: "The Keel home (KEEL_HOME, --home or the config's `home`) is not a usable folder: it or one of its parents is a file. Point it at a folder; it is created if missing.",
+  KEEL_HOME_INVALID: "The Keel home (KEEL_HOME, --home or the config's `home`) is not a usable folder: it or one of its parents is a file, or it is in /proc, /sys or /dev. Point it at a folder on a disk; it is created if missing.",
   // Config and CLI (@keel/cli). Add codes above this line.
   KEEL_MEMORY_STORE_FAILED: "The memory store could not be opened, read or written. Check that the memory `path` (default <KEEL_HOME>/memory.sqlite) is writable and not corrupt, or, on PostgreSQL, that the server in KEEL_DATABASE_URL is reachable.",
   KEEL_MEMORY_INPUT_INVALID: "A memory write was rejected: content must be non-empty text and importance/confidence numbers in [0, 1]. Fix the value named.",

@@ -20,6 +20,7 @@ export { DEFAULT_CAPS, PolicySet, applyMessageEdits, mergeDecisions, mergePrompt
 export type { MergeCaps, MergedSection, ResolvedTool, ToolDecision } from "./merge.ts";
 export { ERROR_CODES, KeelError, PREVIEW_CHARS, errorMessage, isKeelError, preview } from "./errors.ts";
 export { maskCredentials } from "@keel/secrets";
+export { kernelFsOf, makeDirs, privateDirProblem, readRegularFile } from "./safe-path.ts";
 export type { ErrorCode, ErrorLocation } from "./errors.ts";
 export { KERNEL_VERSION, DEFAULT_SETUP_TIMEOUT_MS, DEFAULT_TIMEOUTS, buildRegistry } from "./registry.ts";
 export type { RegistryOptions, PluginRegistry, RegisteredPlugin, RegistryHooks, Subscription } from "./registry.ts";
