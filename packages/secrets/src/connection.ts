@@ -14,6 +14,9 @@ import { isPlaceholder, plausiblePassword } from "./rules.ts";
  */
 export const LIBPQ_SECRET_KEYS: readonly string[] = ["password", "sslpassword", "oauth_client_secret"];
 
+/** Every secret parameter's name holds one of these (a cheap test before the exact one). */
+const SECRET_HINT = /pass|secret|credential|pwd|token|sig|key/i;
+
 /** Other drivers' and services' names for a secret parameter (`passwd`, `api_key`, `access_token`, SAS `sig`…). */
 const SECRET_NAME = /passw|passphrase|secret|credential|(?:^|[_-])(?:pwd|token|sig|signature|api_?key|apikey|access_?key|private_?key)$/i;
 
@@ -40,9 +43,15 @@ export interface CredentialSpan {
   key?: string;
 }
 
-const SCHEME = /[A-Za-z][A-Za-z0-9+.-]{0,30}:\/\//g;
-/** `key = value` of a libpq keyword/value string; the value single-quoted (with \-escapes) or up to whitespace. */
-const KEYWORD = /(?<![A-Za-z0-9_.?&%-])([A-Za-z_][A-Za-z0-9_]{0,63})[ \t]*=[ \t]*('(?:[^'\\\n]|\\.)*'?|[^\s'"`,;)\]}]+)/g;
+/** A URL scheme, matched backwards from its "://" (scanning for "://" first keeps long texts linear). */
+const SCHEME_BEFORE = /[A-Za-z][A-Za-z0-9+.-]{0,30}$/;
+const SPACE = /\s/g;
+/** Where a form or query value outside a URL ends. */
+const VALUE_END = /[&#\s]/g;
+/** The key of a libpq `key = value` pair, matched backwards from its "=" (nothing key-like just before it). */
+const KEYWORD_BEFORE = /(?<![A-Za-z0-9_.?&%-])([A-Za-z_][A-Za-z0-9_]{0,63})[ \t]*$/;
+/** A keyword's value after its "=": single-quoted (with \-escapes) or up to whitespace or punctuation. */
+const KEYWORD_VALUE = /[ \t]*('(?:[^'\\\n]|\\.)*'?|[^\s'"`,;)\]}]+)/y;
 /** `?key=value` / `&key=value` of a URL query or form body; the key may be %-encoded. */
 const QUERY_PARAM = /[?&]([^=&#\s?]{1,96})=/g;
 
@@ -70,14 +79,16 @@ function urlSpans(text: string, to: number, schemeEnd: number, spans: Credential
   }
   const queryAt = rest.indexOf("?", at < 0 ? 0 : at);
   if (queryAt < 0) return;
-  const query = text.slice(0, to);
-  QUERY_PARAM.lastIndex = schemeEnd + queryAt;
+  // Only the URL's own text is searched (a search from its query on would run through the rest of the text).
+  const from = schemeEnd + queryAt;
+  const query = text.slice(from, to);
+  QUERY_PARAM.lastIndex = 0;
   for (let m = QUERY_PARAM.exec(query); m; m = QUERY_PARAM.exec(query)) {
     const valueStart = m.index + m[0].length;
     let valueEnd = valueStart;
-    while (valueEnd < to && query[valueEnd] !== "&" && query[valueEnd] !== "#") valueEnd++;
-    const key = decoded(m[1]!);
-    if (isSecretParameter(key) && valueEnd > valueStart) spans.push({ start: valueStart, end: valueEnd, where: "query", key });
+    while (valueEnd < query.length && query[valueEnd] !== "&" && query[valueEnd] !== "#") valueEnd++;
+    const key = SECRET_HINT.test(m[1]!) || m[1]!.includes("%") ? decoded(m[1]!) : "";
+    if (isSecretParameter(key) && valueEnd > valueStart) spans.push({ start: from + valueStart, end: from + valueEnd, where: "query", key });
     QUERY_PARAM.lastIndex = valueEnd;
   }
 }
@@ -94,34 +105,54 @@ export function credentialSpans(text: string, whole = false): CredentialSpan[] {
   const spans: CredentialSpan[] = [];
   if (typeof text !== "string" || !/[:=]/.test(text)) return spans;
   const urls: Array<[number, number]> = [];
-  SCHEME.lastIndex = 0;
-  for (let m = SCHEME.exec(text); m; m = SCHEME.exec(text)) {
-    const start = m.index;
-    const schemeEnd = start + m[0].length;
-    let end = whole ? text.length : schemeEnd;
-    if (!whole) while (end < text.length && !/\s/.test(text[end]!)) end++;
+  for (let sep = text.indexOf("://"); sep >= 0; sep = text.indexOf("://", Math.max(sep + 3, urls.at(-1)?.[1] ?? 0))) {
+    const scheme = SCHEME_BEFORE.exec(text.slice(Math.max(0, sep - 31), sep));
+    if (!scheme || (urls.length && sep < urls.at(-1)![1])) continue;
+    const start = sep - scheme[0].length;
+    const schemeEnd = sep + 3;
+    let end = text.length;
+    if (!whole) {
+      SPACE.lastIndex = schemeEnd;
+      const ws = SPACE.exec(text);
+      if (ws) end = ws.index;
+    }
     urlSpans(text, end, schemeEnd, spans);
     urls.push([start, end]);
-    SCHEME.lastIndex = end;
   }
-  // Outside URLs: form bodies (`user=a&password=b`) and libpq keyword/value strings.
-  const inUrl = (i: number) => urls.some(([a, b]) => i >= a && i < b);
+  // Outside URLs: form bodies (`user=a&password=b`) and libpq keyword/value strings. The URLs
+  // are sorted and disjoint: a binary search says whether an offset is inside one.
+  const inUrl = (i: number) => {
+    let lo = 0;
+    let hi = urls.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const [a, b] = urls[mid]!;
+      if (i < a) hi = mid - 1;
+      else if (i >= b) lo = mid + 1;
+      else return true;
+    }
+    return false;
+  };
   QUERY_PARAM.lastIndex = 0;
   for (let m = QUERY_PARAM.exec(text); m; m = QUERY_PARAM.exec(text)) {
     if (inUrl(m.index)) continue;
     const valueStart = m.index + m[0].length;
-    let valueEnd = valueStart;
-    while (valueEnd < text.length && !/[&#\s]/.test(text[valueEnd]!)) valueEnd++;
-    const key = decoded(m[1]!);
+    VALUE_END.lastIndex = valueStart;
+    const valueEnd = VALUE_END.exec(text)?.index ?? text.length;
+    const key = SECRET_HINT.test(m[1]!) || m[1]!.includes("%") ? decoded(m[1]!) : "";
     if (isSecretParameter(key) && valueEnd > valueStart) spans.push({ start: valueStart, end: valueEnd, where: "query", key });
     QUERY_PARAM.lastIndex = Math.max(valueEnd, m.index + 1);
   }
-  KEYWORD.lastIndex = 0;
-  for (const m of text.matchAll(KEYWORD)) {
-    if (inUrl(m.index) || !isSecretParameter(m[1]!)) continue;
-    const value = m[2]!;
-    const start = m.index + m[0].length - value.length;
-    spans.push({ start, end: start + value.length, where: "keyword", key: m[1]! });
+  for (let eq = text.indexOf("="); eq >= 0; eq = text.indexOf("=", eq + 1)) {
+    const before = text.slice(Math.max(0, eq - 80), eq);
+    if (!SECRET_HINT.test(before)) continue;
+    const key = KEYWORD_BEFORE.exec(before);
+    if (!key || !isSecretParameter(key[1]!) || inUrl(eq)) continue;
+    KEYWORD_VALUE.lastIndex = eq + 1;
+    const value = KEYWORD_VALUE.exec(text);
+    if (!value) continue;
+    const start = eq + 1 + value[0].length - value[1]!.length;
+    spans.push({ start, end: start + value[1]!.length, where: "keyword", key: key[1]! });
   }
   spans.sort((a, b) => a.start - b.start || b.end - a.end);
   const merged: CredentialSpan[] = [];
