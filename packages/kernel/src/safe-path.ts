@@ -1,27 +1,34 @@
 /**
  * Paths Keel creates or opens at start (its home, caches, files a config names) are checked
- * before anything can wait on them: a kernel file system (/proc, /sys, /dev) where Node's
- * recursive mkdir spins forever, a FIFO or device where a file or folder should be (an open
- * or read blocks for ever), a folder another user controls. This module imports nothing but
+ * before anything can wait on them: a kernel file system (/proc, /sys, /dev but /dev/shm)
+ * where Node's recursive mkdir spins forever, a FIFO or device where a file or folder should
+ * be (an open or read blocks for ever), a folder another user controls. This module imports nothing but
  * node:fs and node:path, so `bin/keel.js` can use it before anything else is loaded.
  */
-import { closeSync, constants, fstatSync, mkdirSync, openSync, readSync, realpathSync, statSync } from "node:fs";
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readSync, realpathSync, statfsSync, statSync } from "node:fs";
 import { dirname, isAbsolute, resolve, sep } from "node:path";
 
-/** Kernel file systems: what is there is not storage, and opening or creating things there can block or spin. */
+/** Kernel file systems by where they are mounted: what is there is not storage, and opening or creating things there can block or spin. */
 const KERNEL_FS = ["/proc", "/sys", "/dev"];
+/** Storage under /dev: the shared-memory tmpfs. */
+const DEV_STORAGE = "/dev/shm";
+/**
+ * Kernel file systems by type (statfs magic), wherever they are mounted (a container's
+ * /host/proc): proc, sysfs, cgroup, cgroup2, debugfs, tracefs, securityfs, devpts, bpf.
+ */
+const KERNEL_FS_TYPES = new Set([0x9fa0, 0x62656572, 0x27e0eb, 0x63677270, 0x64626720, 0x74726163, 0x73636673, 0x1cd1, 0xcafe4a11]);
 
-/** `path` with the links of its nearest existing ancestor resolved (the missing rest appended). */
-function realish(path: string): string {
+/** `path` with the links of its nearest existing ancestor resolved (the missing rest appended), and that ancestor. */
+function realish(path: string): { real: string; existing: string | undefined } {
   let p = resolve(path);
   const rest: string[] = [];
   for (;;) {
     try {
       const real = realpathSync(p);
-      return rest.length ? resolve(real, ...rest.reverse()) : real;
+      return { real: rest.length ? resolve(real, ...rest.reverse()) : real, existing: real };
     } catch {
       const up = dirname(p);
-      if (up === p) return resolve(path);
+      if (up === p) return { real: resolve(path), existing: undefined };
       rest.push(p.slice(up.length).replace(/^[\\/]+/, ""));
       p = up;
     }
@@ -29,13 +36,21 @@ function realish(path: string): string {
 }
 
 /**
- * The kernel file system (`/proc`, `/sys` or `/dev`) that `path` is in, links resolved, or
- * undefined. Contract: never throws; `/dev/shm` counts as `/dev`.
+ * The kernel file system `path` is in, or undefined: `/proc`, `/sys` or `/dev` (links
+ * resolved; `/dev/shm` is storage), or the nearest existing folder when the file system there
+ * is one of those types mounted elsewhere. Contract: never throws; never opens `path`.
  */
 export function kernelFsOf(path: string): string | undefined {
   if (sep !== "/") return undefined;
-  const real = realish(path);
-  return KERNEL_FS.find((fs) => real === fs || real.startsWith(`${fs}/`));
+  const { real, existing } = realish(path);
+  const mount = KERNEL_FS.find((fs) => real === fs || real.startsWith(`${fs}/`));
+  if (mount && !(real === DEV_STORAGE || real.startsWith(`${DEV_STORAGE}/`))) return mount;
+  try {
+    if (existing !== undefined && KERNEL_FS_TYPES.has(Number(statfsSync(existing).type))) return existing;
+  } catch {
+    // statfs is not available or the folder went away: the path test above is what is known.
+  }
+  return undefined;
 }
 
 /**

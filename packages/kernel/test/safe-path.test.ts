@@ -25,6 +25,9 @@ describe("kernelFsOf", () => {
     expect(kernelFsOf(join(link, "cache"))).toBe("/proc");
     expect(kernelFsOf(join(root, "procfs-lookalike", "proc"))).toBeUndefined();
     expect(kernelFsOf("/devices")).toBeUndefined();
+    // /dev/shm is storage (a tmpfs), as any folder on a disk.
+    expect(kernelFsOf("/dev/shm/keel-home")).toBeUndefined();
+    expect(kernelFsOf(root)).toBeUndefined();
   });
 });
 
