@@ -5,13 +5,16 @@
  * their signals. Every scenario asserts the exit code, a bound on the time, what the provider was
  * sent and what is on disk. Timeouts are short through the config (object-form models,
  * `limits.wallTimeMs`, `setupTimeoutMs`) and KEEL_EXIT_GRACE_MS. The tokenizer's cache file
- * replaced by a FIFO or a device must not hang a run either.
+ * replaced by a FIFO or a device must not hang a run either, nor may anything Keel creates or
+ * enables at start on a path from the environment or the config (the compile cache, the home,
+ * an offline script, a skill file, `keel init`'s folder) wait on a path it has not checked.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { cleanEnv, onlySession, pairing, scenario, storedSessions, timedKeel, until, useWirePerScenario } from "./support/hangs.ts";
+import { cleanEnv, onlySession, pairing, REPO, scenario, storedSessions, timedKeel, until, useWirePerScenario } from "./support/hangs.ts";
 
 const { root, wire, online } = useWirePerScenario("keel-fault-hangs-");
 const terminal = (events: readonly { type: string }[]) => events.filter((e) => e.type.startsWith("turn.") && e.type !== "turn.started");
@@ -417,5 +420,93 @@ describe("hangs: the tokenizer's cache file", { timeout: 40_000 }, () => {
     expect(new Set(counts).size).toBe(1);
     // The spoiled entry was replaced by a good cache file again.
     expect(readdirSync(cache).filter((f) => f.startsWith("o200k-") && !f.endsWith(".tmp"))).toHaveLength(1);
+  });
+});
+
+// A run of `keel run hi` offline takes 1-5 s here (no compile cache on these paths); a hang is
+// forever (Node's recursive mkdir spins under /proc, a FIFO's open waits for a writer and
+// outlives SIGTERM). The cap is an upper bound on a hang, not a speed target; a scenario makes at
+// most two runs and may queue behind the others for the two CLI slots.
+const CAP_MS = 60_000;
+describe.concurrent("hangs: nothing Keel creates or enables at start waits on a path it has not checked (issue 30)", { timeout: 3 * CAP_MS }, () => {
+  /** Env of an offline run that lets keel's own compile-cache code run (no NODE_COMPILE_CACHE, no opt-out). */
+  const startEnv = (home: string, extra: Record<string, string>) => {
+    const env = cleanEnv({ KEEL_HOME: home, KEEL_OFFLINE: "1", ...extra });
+    for (const k of ["NODE_COMPILE_CACHE", "KEEL_NO_COMPILE_CACHE", ...("XDG_CACHE_HOME" in extra ? ["KEEL_CACHE_DIR"] : [])]) delete env[k];
+    return env;
+  };
+  const fifo = (path: string) => {
+    execFileSync("mkfifo", [path]);
+    return path;
+  };
+
+  const caches: Array<[string, () => Record<string, string>, RegExp]> = [
+    ["KEEL_CACHE_DIR=/proc/self (Node's recursive mkdir spins there forever)", () => ({ KEEL_CACHE_DIR: "/proc/self" }), /\/proc\/self\/node-compile-cache \(from KEEL_CACHE_DIR\) is in \/proc, a kernel file system/],
+    ["XDG_CACHE_HOME=/proc/self", () => ({ XDG_CACHE_HOME: "/proc/self" }), /\/proc\/self\/keel\/node-compile-cache \(from XDG_CACHE_HOME\) is in \/proc, a kernel file system/],
+    ["KEEL_CACHE_DIR=/dev/zero", () => ({ KEEL_CACHE_DIR: "/dev/zero" }), /\/dev\/zero\/node-compile-cache \(from KEEL_CACHE_DIR\) is in \/dev, a kernel file system/],
+    ["KEEL_CACHE_DIR naming a FIFO", () => ({ KEEL_CACHE_DIR: fifo(join(root, `cache-fifo-${process.hrtime.bigint()}`)) }), /node-compile-cache \(from KEEL_CACHE_DIR\) is not a folder/],
+    ["KEEL_CACHE_DIR a folder other users may write to (its compiled code would be run)", () => {
+      const dir = join(root, `cache-shared-${process.hrtime.bigint()}`);
+      mkdirSync(join(dir, "node-compile-cache"), { recursive: true });
+      chmodSync(join(dir, "node-compile-cache"), 0o777);
+      return { KEEL_CACHE_DIR: dir };
+    }, /node-compile-cache \(from KEEL_CACHE_DIR\) may be written by other users/],
+  ];
+  for (const [name, setting, said] of caches) {
+    it.runIf(process.platform === "linux")(`the compile cache with ${name}: keel starts without it, at once, and says so`, async () => {
+      const s = scenario(root, `cache-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 40)}`, `export default { name: "cache" };\n`);
+      const run = await timedKeel(["run", "hi"], { cwd: s.dir, env: startEnv(s.home, setting()), capMs: CAP_MS });
+      expect(run.killed, `keel hung at start and was killed after ${CAP_MS} ms`).toBe(false);
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toContain("You said: hi");
+      expect(run.stderr).toMatch(/keel: compiled code is not cached: /);
+      expect(run.stderr).toMatch(said);
+    });
+  }
+
+  it.runIf(process.platform === "linux")("KEEL_HOME under /proc: a located KEEL_HOME_INVALID at once (creating it spun forever)", async () => {
+    const s = scenario(root, "home-proc", `export default { name: "home" };\n`);
+    const run = await timedKeel(["run", "hi"], { cwd: s.dir, env: startEnv("/proc/self/keel-home", {}), capMs: CAP_MS });
+    expect(run.killed, "keel hung at start").toBe(false);
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toContain("KEEL_HOME_INVALID (at KEEL_HOME): KEEL_HOME: /proc/self/keel-home is in /proc, a kernel file system");
+  });
+
+  it.runIf(process.platform === "linux")("an offline script that is a FIFO: KEEL_CONFIG_INVALID naming it, never a wait for a writer", async () => {
+    const s = scenario(root, "script-fifo", `export default { name: "script", offline: { script: "./script.json" } };\n`);
+    fifo(join(s.dir, "script.json"));
+    const run = await timedKeel(["run", "hi"], { cwd: s.dir, env: startEnv(s.home, {}), capMs: CAP_MS });
+    expect(run.killed, "keel waited on the FIFO").toBe(false);
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toContain(`offline.script "./script.json" could not be read as JSON: ${join(s.dir, "script.json")} is not a regular file (a FIFO)`);
+  });
+
+  it.runIf(process.platform === "linux")("a SKILL.md linked to a FIFO in the home's skills: the skill is skipped with a warning naming it, the turn runs", async () => {
+    const skills = pathToFileURL(join(REPO, "packages", "plugin-skills", "src", "index.ts")).href;
+    const s = scenario(root, "skill-fifo", `import skills from ${JSON.stringify(skills)};\nexport default { name: "skills", plugins: [skills()] };\n`);
+    mkdirSync(join(s.home, "skills", "fifo-skill"), { recursive: true });
+    mkdirSync(join(s.home, "skills", "good-skill"), { recursive: true });
+    writeFileSync(join(s.home, "skills", "good-skill", "SKILL.md"), "---\nname: good-skill\ndescription: Deploys the service to staging.\n---\nRun the deploy script.\n");
+    symlinkSync(fifo(join(root, "skill-fifo.md")), join(s.home, "skills", "fifo-skill", "SKILL.md"));
+    const run = await timedKeel(["run", "hi"], { cwd: s.dir, env: startEnv(s.home, {}), capMs: CAP_MS });
+    expect(run.killed, "keel waited on the FIFO").toBe(false);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr.replace(/\s+/g, " ")).toContain(`KEEL_SKILL_INVALID`);
+    expect(run.stderr.replace(/\s+/g, " ")).toContain(`fifo-skill/SKILL.md is not a regular file (a FIFO)`);
+  });
+
+  it.runIf(process.platform === "linux")("keel init into /proc, and keel init --force over a FIFO: KEEL_INIT_REFUSED at once, naming what is in the way", async () => {
+    const s = scenario(root, "init-fifo", `export default { name: "init" };\n`);
+    const proc = await timedKeel(["init", "/proc/self/new-agent"], { cwd: s.dir, env: startEnv(s.home, {}), capMs: CAP_MS });
+    expect(proc.killed, "keel init spun under /proc").toBe(false);
+    expect(proc.code, proc.stderr).toBe(2);
+    expect(proc.stderr).toContain("KEEL_INIT_REFUSED (at /proc/self/new-agent): /proc/self/new-agent is in /proc, a kernel file system");
+    const dir = join(s.dir, "agent");
+    mkdirSync(dir);
+    fifo(join(dir, "agent.config.ts"));
+    const forced = await timedKeel(["init", "--force", "agent"], { cwd: s.dir, env: startEnv(s.home, {}), capMs: CAP_MS });
+    expect(forced.killed, "keel init waited for a reader of the FIFO").toBe(false);
+    expect(forced.code, forced.stderr).toBe(2);
+    expect(forced.stderr).toContain("agent has agent.config.ts, which is not a regular file (a FIFO, device or folder)");
   });
 });

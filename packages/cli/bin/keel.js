@@ -11,22 +11,22 @@ if (major < 22 || (major === 22 && minor < 13)) {
 // Node keeps the compiled code of every module on disk (Node 22.1+): a later start skips most of
 // the parsing and compiling of Keel, its dependencies and the SDKs. The cache is the user's own
 // (KEEL_CACHE_DIR, else $XDG_CACHE_HOME/keel, else ~/.cache/keel; folders made private), never the
-// shared tmp folder: it holds the config's compiled code too. KEEL_NO_COMPILE_CACHE=1 turns it off.
+// shared tmp folder: it holds the config's compiled code too. Its folder is checked first (a
+// folder of ours that others cannot write to, not in /proc, /sys or /dev, not a FIFO or a file):
+// Node creates it with a recursive mkdir that spins forever under /proc, and would run compiled
+// code another user put there. KEEL_NO_COMPILE_CACHE=1 turns it off.
 if (!process.env.KEEL_NO_COMPILE_CACHE) {
   try {
-    const [{ enableCompileCache }, { homedir }, { isAbsolute, join }, { mkdirSync }] = await Promise.all([import("node:module"), import("node:os"), import("node:path"), import("node:fs")]);
+    const [{ enableCompileCache }, { homedir }, { isAbsolute, join }, { privateDirProblem }] = await Promise.all([import("node:module"), import("node:os"), import("node:path"), import("@keel/kernel/safe-path")]);
     const abs = (p) => (p && isAbsolute(p) ? p : undefined);
-    const parent = abs(process.env.XDG_CACHE_HOME) ?? join(homedir(), ".cache");
-    const base = abs(process.env.KEEL_CACHE_DIR) ?? join(parent, "keel");
+    const named = abs(process.env.KEEL_CACHE_DIR) ? "KEEL_CACHE_DIR" : abs(process.env.XDG_CACHE_HOME) ? "XDG_CACHE_HOME" : undefined;
+    const base = abs(process.env.KEEL_CACHE_DIR) ?? join(abs(process.env.XDG_CACHE_HOME) ?? join(homedir(), ".cache"), "keel");
     const dir = join(base, "node-compile-cache");
-    for (const d of abs(process.env.KEEL_CACHE_DIR) ? [base, dir] : [parent, base, dir]) {
-      try {
-        mkdirSync(d, { mode: 0o700 });
-      } catch {
-        // It exists (or cannot be made: then enableCompileCache reports failure, and keel starts without it).
-      }
-    }
-    enableCompileCache?.(dir);
+    // Made if missing: the cache folder and keel's folder, and the XDG or ~/.cache folder (never a missing home).
+    const problem = privateDirProblem(dir, { maxNew: named === "KEEL_CACHE_DIR" ? 2 : 3 });
+    if (problem === undefined) enableCompileCache?.(dir);
+    // A folder that cannot be made under the default home (a read-only HOME) costs only speed; anything else is said.
+    else if (named || !problem.startsWith("cannot be created")) process.stderr.write(`keel: compiled code is not cached: ${dir}${named ? ` (from ${named})` : ""} ${problem}. Point KEEL_CACHE_DIR at a folder of yours, or set KEEL_NO_COMPILE_CACHE=1.\n`);
   } catch {
     // No cache: start without it.
   }

@@ -2,9 +2,9 @@
  * From a loaded config to a running agent: validate it, resolve plugins and models (offline
  * when no key is set), and create the agent. Every failure is a KeelError naming the file.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { createAgent, defaultKeelHome, defaultSessionDbPath, KeelError, errorMessage, isKeelError, scriptedProvider, headOf } from "@keel/kernel";
+import { createAgent, defaultKeelHome, defaultSessionDbPath, KeelError, errorMessage, isKeelError, scriptedProvider, headOf, maskCredentials, readRegularFile } from "@keel/kernel";
 import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelName, ModelProvider, ModelSpec, ProviderScriptInput, SessionStore } from "@keel/kernel";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";
@@ -134,7 +134,7 @@ function found(root: unknown, path: readonly PropertyKey[]): string {
   let v: unknown = root;
   for (const p of path) v = v && typeof v === "object" ? attempt(() => (v as Record<PropertyKey, unknown>)[p], undefined) : undefined;
   if (v === undefined) return "";
-  const shown = typeof v === "function" ? "a function" : typeof v === "string" ? JSON.stringify(v) : attempt(() => { const j = JSON.stringify(v); return j === undefined ? String(v) : headOf(j, 80); }, undefined) ?? (Array.isArray(v) ? "an array" : "an object that is not JSON (circular?)");
+  const shown = typeof v === "function" ? "a function" : typeof v === "string" ? JSON.stringify(maskCredentials(v)) : attempt(() => { const j = JSON.stringify(v); return j === undefined ? String(v) : headOf(j, 80); }, undefined) ?? (Array.isArray(v) ? "an array" : "an object that is not JSON (circular?)");
   return ` (found ${shown})`;
 }
 
@@ -218,7 +218,8 @@ function offlineProvider(config: KeelConfig, dir: string, filepath: string): Mod
   if (typeof script === "string") {
     const file = resolve(dir, script);
     try {
-      input = JSON.parse(readFileSync(file, "utf8")) as ProviderScriptInput;
+      // Never waited on: a FIFO or a device named as the script is refused, not read.
+      input = JSON.parse(readRegularFile(file).toString("utf8")) as ProviderScriptInput;
     } catch (err) {
       throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: offline.script "${script}" could not be read as JSON: ${errorMessage(err)}`, { path: "offline.script" }, { cause: err });
     }

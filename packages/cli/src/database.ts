@@ -3,10 +3,11 @@
  * SQLite files in the home. One setting switches the session log and every plugin's store.
  * (Importing @keel/store-postgres is cheap: its pools load the driver on first use.)
  */
-import { maskUrl, PostgresSessionStore, selectDatabase } from "@keel/store-postgres";
+import { PostgresSessionStore, selectDatabase } from "@keel/store-postgres";
+import { maskCredentials } from "@keel/kernel";
 import type { KeelConfig, SessionStore } from "@keel/kernel";
 
-/** The chosen backend. Contract: `shown` never contains the URL's password. */
+/** The chosen backend. Contract: `shown` never contains a credential of the URL (maskCredentials: its password, `?password=`, `?sslpassword=`…). */
 export type Database = { kind: "sqlite" } | { kind: "postgres"; url: string; schema?: string; shown: string; source: string };
 
 /**
@@ -18,7 +19,7 @@ export function chooseDatabase(config: Pick<KeelConfig, "store">, env: NodeJS.Pr
   const fromConfig = config.store !== undefined;
   const source = fromConfig ? `${filepath ?? "the config"}: store` : "KEEL_DATABASE_URL";
   const target = selectDatabase(fromConfig ? config.store : env.KEEL_DATABASE_URL, source, fromConfig ? "store" : "KEEL_DATABASE_URL", env);
-  return target ? { kind: "postgres", ...target, shown: maskUrl(target.url), source } : { kind: "sqlite" };
+  return target ? { kind: "postgres", ...target, shown: maskCredentials(target.url), source } : { kind: "sqlite" };
 }
 
 /** The session store on PostgreSQL. */

@@ -1,7 +1,7 @@
 /** `keel init`: scaffold an agent project, or (`--plugin NAME`) a plugin package. */
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, relative, resolve } from "node:path";
-import { KeelError, KERNEL_VERSION } from "@keel/kernel";
+import { KeelError, KERNEL_VERSION, kernelFsOf, makeDirs } from "@keel/kernel";
 import { agentProject, pluginPackage } from "./init-templates.ts";
 import { cliVersion } from "./version.ts";
 
@@ -34,12 +34,18 @@ export function init(options: { cwd: string; dir?: string; plugin?: string; forc
     const name = basename(dir).toLowerCase().replace(/[^a-z0-9._~-]+/g, "-").replace(/^[^a-z0-9]+/, "") || "my-agent";
     files = agentProject(name, versions);
   }
+  const kfs = kernelFsOf(dir);
+  if (kfs) throw new KeelError("KEEL_INIT_REFUSED", `${dir} is in ${kfs}, a kernel file system: nothing can be created there.`, { path: dir });
   const existing = Object.keys(files).filter((f) => existsSync(join(dir, f)));
   if (existing.length && !options.force) {
     throw new KeelError("KEEL_INIT_REFUSED", `${relative(options.cwd, dir) || "."} already has ${existing.join(", ")}.`, { path: dir });
   }
+  // --force overwrites files, never a FIFO (writing to one waits for a reader), a device or a folder.
+  const special = existing.filter((f) => !statSync(join(dir, f)).isFile());
+  if (special.length) throw new KeelError("KEEL_INIT_REFUSED", `${relative(options.cwd, dir) || "."} has ${special.join(", ")}, which ${special.length > 1 ? "are not regular files" : "is not a regular file"} (a FIFO, device or folder); remove ${special.length > 1 ? "them" : "it"} first.`, { path: dir });
   for (const [file, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(dir, file)), { recursive: true });
+    // One level at a time: Node's recursive mkdir spins forever under /proc.
+    makeDirs(dirname(join(dir, file)));
     writeFileSync(join(dir, file), text);
   }
   return { dir, files: Object.keys(files) };

@@ -5,11 +5,12 @@
  * hash table (~40 ms), and each piece is merged by rank exactly as tiktoken merges it.
  * Counting only: no token ids leave this file.
  */
-import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { crc32 } from "node:zlib";
 import { dirname, isAbsolute, join } from "node:path";
+import { privateDirProblem, readRegularFile } from "./safe-path.ts";
 
 /** A loaded vocabulary. Contract: `pattern` is the pre-tokenizer (global, unicode), `sticky` the same pattern sticky; `countPiece` is the BPE token count of one piece. */
 export interface BpeVocabulary {
@@ -102,22 +103,12 @@ function readCache(file: string): Tables | undefined {
   // Only a regular file of a plausible size is read, and without blocking: a FIFO, a device or
   // a huge file put in its place is passed over, never waited on or read whole.
   let copy: Uint8Array;
-  let fd: number | undefined;
   try {
-    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
-    const st = fstatSync(fd);
-    if (!st.isFile() || st.size < 32 || st.size > MAX_CACHE_BYTES) return undefined;
-    copy = new Uint8Array(st.size);
-    for (let read = 0; read < st.size; ) {
-      const n = readSync(fd, copy, read, st.size - read, read);
-      if (n <= 0) return undefined;
-      read += n;
-    }
+    copy = readRegularFile(file, MAX_CACHE_BYTES);
   } catch {
     return undefined;
-  } finally {
-    if (fd !== undefined) closeSync(fd);
   }
+  if (copy.length < 32 || copy.byteOffset !== 0) return undefined;
   const [magic, format, first, tokens, used, size, sum, patternBytes] = new Uint32Array(copy.buffer, 0, 8) as unknown as number[];
   const expected = 32 + (tokens! + 1) * 4 + size! * 4 + used! + patternBytes!;
   if (magic !== MAGIC || format !== FORMAT || copy.length !== expected || sum !== checksum(copy, 32)) return undefined;
@@ -156,7 +147,6 @@ function writeCache(file: string, t: Tables): void {
     out.set(t.bytes, 32 + t.starts.byteLength + t.table.byteLength);
     out.set(pattern, out.length - pattern.length);
     new Uint32Array(out.buffer, 24, 1)[0] = checksum(out, 32);
-    makeDir(dirname(file));
     const tmp = `${file}.${process.pid}.tmp`;
     writeFileSync(tmp, out);
     renameSync(tmp, file);
@@ -164,19 +154,6 @@ function writeCache(file: string, t: Tables): void {
     for (const old of readdirSync(dirname(file))) if (old.startsWith("o200k-") && join(dirname(file), old) !== file && !old.endsWith(".tmp")) rmSync(join(dirname(file), old), { force: true });
   } catch {
     // A read-only or missing cache directory: the next process decodes again (~40 ms).
-  }
-}
-
-/** `dir` and up to two missing parents (not mkdir -p: Node's recursive mkdir spins forever under /proc). */
-function makeDir(dir: string, depth = 0): void {
-  try {
-    mkdirSync(dir, { mode: 0o700 });
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "EEXIST") return;
-    if (code !== "ENOENT" || depth >= 2 || dirname(dir) === dir) throw err;
-    makeDir(dirname(dir), depth + 1);
-    mkdirSync(dir, { mode: 0o700 });
   }
 }
 
@@ -194,10 +171,11 @@ export function tokenizerCacheDir(env: NodeJS.ProcessEnv = process.env): string 
  * arrays and kept in `cacheDir` (a few ms to read back; ~40 ms to decode when it is not there).
  * Contract: counts equal js-tiktoken's `encode(text, [], []).length` piece by piece; a
  * missing, unreadable or unwritable cache, one that fails its checksum or shape checks, or a
- * FIFO, device or huge file in its place is passed over and decoded again, never waited on
- * (a file crafted to pass the checks could change counts: keep the directory private, as the
- * per-user default is); writing a new one removes older ones; `cacheDir: null`
- * neither reads nor writes one.
+ * FIFO, device or huge file in its place is passed over and decoded again, never waited on;
+ * a cache folder that is not a private folder of this user (privateDirProblem: another
+ * user's, writable by others, in /proc, /sys or /dev) is neither read nor written (a file
+ * crafted to pass the checks could change counts); writing a new one removes older ones;
+ * `cacheDir: null` neither reads nor writes one.
  */
 export function loadO200k(options: { cacheDir?: string | null } = {}): BpeVocabulary {
   const require = createRequire(import.meta.url);
@@ -205,7 +183,9 @@ export function loadO200k(options: { cacheDir?: string | null } = {}): BpeVocabu
   const dir = options.cacheDir === undefined ? tokenizerCacheDir() : options.cacheDir;
   let file: string | undefined;
   try {
-    file = dir ? cacheFile(dir, ranksPath) : undefined;
+    // Only a folder of ours that others cannot write to (made if missing, with at most two
+    // parents), never one in /proc, /sys or /dev or a FIFO in its place: see privateDirProblem.
+    file = dir && privateDirProblem(dir, { maxNew: 3 }) === undefined ? cacheFile(dir, ranksPath) : undefined;
   } catch {
     file = undefined;
   }

@@ -1,4 +1,5 @@
 import { types } from "node:util";
+import { maskCredentials } from "@keel/secrets";
 import { codePointLength, droppedMarker, headOf, toWellFormed } from "./text.ts";
 
 /**
@@ -86,7 +87,7 @@ export const ERROR_CODES = {
   KEEL_STRICT_FAILED: "Strict mode (--strict or KEEL_STRICT=1) counts every warning or error a plugin caused during the command (a rejected contribution, a handler that threw or timed out, a plugin's own warning) as a failure. Fix each problem listed, at the plugin and phase named.",
   KEEL_CONFIG_READ_FAILED: "Reading a value of the config threw (a getter, a Proxy, or a property of a plugin or provider object). Fix the code behind the value at the path shown; a config should export plain values.",
   KEEL_CONFIG_LOAD_TIMEOUT: "The config file (or a module it imports) did not finish loading in time: a top-level await that never settles, or a file that cannot be read. Fix the file shown, or raise KEEL_CONFIG_TIMEOUT_MS (milliseconds, default 10000).",
-  KEEL_HOME_INVALID: "The Keel home (KEEL_HOME, --home or the config's `home`) is not a usable folder: it or one of its parents is a file. Point it at a folder; it is created if missing.",
+  KEEL_HOME_INVALID: "The Keel home (KEEL_HOME, --home or the config's `home`) is not a usable folder: it or one of its parents is a file, or it is in /proc, /sys or /dev. Point it at a folder on a disk; it is created if missing.",
   // Config and CLI (@keel/cli). Add codes above this line.
   KEEL_MEMORY_STORE_FAILED: "The memory store could not be opened, read or written. Check that the memory `path` (default <KEEL_HOME>/memory.sqlite) is writable and not corrupt, or, on PostgreSQL, that the server in KEEL_DATABASE_URL is reachable.",
   KEEL_MEMORY_INPUT_INVALID: "A memory write was rejected: content must be non-empty text and importance/confidence numbers in [0, 1]. Fix the value named.",
@@ -139,7 +140,9 @@ export interface ErrorLocation {
 /**
  * An error raised by Keel.
  * Contract: `code` is a key of ERROR_CODES; `message` is the specific problem followed by
- * the code's instruction; `plugin` and `phase` name the culprit when one is known.
+ * the code's instruction; `plugin` and `phase` name the culprit when one is known. No
+ * connection credential is kept: the problem, the path and a cause's message pass through
+ * `maskCredentials` (a driver error or a URL quoted in a message shows `password=***`).
  */
 export class KeelError extends Error {
   readonly code: ErrorCode;
@@ -151,7 +154,9 @@ export class KeelError extends Error {
   readonly problem: string;
 
   constructor(code: ErrorCode, problem: string, location: ErrorLocation = {}, options: { cause?: unknown; details?: unknown } = {}) {
-    super(formatMessage(code, problem, location), options.cause === undefined ? undefined : { cause: options.cause });
+    problem = maskCredentials(problem);
+    if (location.path) location = { ...location, path: maskCredentials(location.path) };
+    super(formatMessage(code, problem, location), options.cause === undefined ? undefined : { cause: maskedCause(options.cause) });
     this.name = "KeelError";
     this.code = code;
     this.plugin = location.plugin;
@@ -159,6 +164,23 @@ export class KeelError extends Error {
     this.location = location;
     this.details = options.details;
     this.problem = problem;
+  }
+}
+
+/** `cause` as it may be kept: an Error whose message holds a credential becomes a copy with it masked (name and code kept). */
+function maskedCause(cause: unknown): unknown {
+  try {
+    if (typeof cause === "string") return maskCredentials(cause);
+    if (!(cause instanceof Error) || cause instanceof KeelError) return cause;
+    const message = maskCredentials(String(cause.message));
+    if (message === cause.message) return cause;
+    const copy = new Error(message);
+    copy.name = cause.name;
+    const code = (cause as { code?: unknown }).code;
+    if (code !== undefined) Object.assign(copy, { code });
+    return copy;
+  } catch {
+    return cause;
   }
 }
 
@@ -199,12 +221,15 @@ export function plainThrown(err: unknown): unknown {
   return new Error(errorMessage(err));
 }
 
-/** The message of any thrown value, for diagnostics. */
+/**
+ * The message of any thrown value, for diagnostics. Contract: never throws; a connection
+ * credential in it (a driver echoing its URL, `password=…`) is masked (maskCredentials).
+ */
 export function errorMessage(err: unknown): string {
   // Thrown values often come from plugin or tool code: a getter, toJSON or Proxy may throw too.
   try {
-    if (err instanceof Error) return String(err.message);
-    return typeof err === "string" ? err : (JSON.stringify(err) ?? String(err));
+    if (err instanceof Error) return maskCredentials(String(err.message));
+    return maskCredentials(typeof err === "string" ? err : (JSON.stringify(err) ?? String(err)));
   } catch {
     try {
       return Object.prototype.toString.call(err);

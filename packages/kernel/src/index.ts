@@ -22,6 +22,8 @@ export type { Contribution, ContributionInput, ContributionInputOf, Contribution
 export { DEFAULT_CAPS, PolicySet, applyMessageEdits, mergeDecisions, mergePromptContext, mergePromptSections, mergeRequestOptions, mergeToolBundles } from "./merge.ts";
 export type { MergeCaps, MergedSection, ResolvedTool, ToolDecision } from "./merge.ts";
 export { ERROR_CODES, KeelError, PREVIEW_CHARS, errorMessage, isKeelError, preview } from "./errors.ts";
+export { maskCredentials } from "@keel/secrets";
+export { kernelFsOf, makeDirs, privateDirProblem, readRegularFile } from "./safe-path.ts";
 export type { ErrorCode, ErrorLocation } from "./errors.ts";
 export { KERNEL_VERSION, DEFAULT_SETUP_TIMEOUT_MS, DEFAULT_TIMEOUTS, buildRegistry } from "./registry.ts";
 export type { RegistryOptions, PluginRegistry, RegisteredPlugin, RegistryHooks, Subscription } from "./registry.ts";

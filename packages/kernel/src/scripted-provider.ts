@@ -2,7 +2,6 @@
  * A provider that replays a JSON script of model turns: deterministic tests, the offline
  * demo and benchmarks. Each `stream` call consumes the next step.
  */
-import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { KeelError, errorMessage } from "./errors.ts";
 import type { AssistantBlock, AssistantMessage, Message } from "./messages.ts";
@@ -12,6 +11,7 @@ import { ProviderError } from "./provider.ts";
 import { estimateTokens, fileTokens } from "./tokens.ts";
 import type { Usage } from "./usage.ts";
 import { truncate } from "./text.ts";
+import { readRegularFile } from "./safe-path.ts";
 
 const count = z.number().int().nonnegative();
 
@@ -102,11 +102,11 @@ export class ScriptedProvider implements ModelProvider {
     this.contextWindow = options.contextWindow ?? this.script.contextWindow ?? 200_000;
   }
 
-  /** Load a script from a JSON file. Contract: unreadable or invalid JSON is KEEL_SCRIPT_INVALID. */
+  /** Load a script from a JSON file. Contract: unreadable or invalid JSON, or not a regular file (a FIFO is not waited on), is KEEL_SCRIPT_INVALID. */
   static fromFile(path: string, options?: ScriptedProviderOptions): ScriptedProvider {
     let data: unknown;
     try {
-      data = JSON.parse(readFileSync(path, "utf8"));
+      data = JSON.parse(readRegularFile(path).toString("utf8"));
     } catch (err) {
       throw new KeelError("KEEL_SCRIPT_INVALID", `Cannot read script file ${path}: ${errorMessage(err)}.`, { path: "" }, { cause: err });
     }

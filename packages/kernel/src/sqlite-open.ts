@@ -3,12 +3,13 @@
  * timeout before anything, WAL switch and schema setup retried on SQLITE_BUSY, a quick check
  * before any write, read-only opens for viewing, and coded errors naming the file.
  */
-import { accessSync, constants, existsSync, mkdirSync, statSync } from "node:fs";
+import { accessSync, constants, existsSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { DatabaseSync } from "node:sqlite";
 import { errorMessage, KeelError } from "./errors.ts";
 import { headOf } from "./text.ts";
+import { makeDirs } from "./safe-path.ts";
 
 /** Options of openSqlite. */
 export interface OpenSqliteOptions {
@@ -143,7 +144,8 @@ function openForViewing(path: string, timeout: number): DatabaseSync {
 function assertWritable(path: string, what: string): void {
   const dir = dirname(path);
   try {
-    mkdirSync(dir, { recursive: true });
+    // One level at a time: Node's recursive mkdir spins forever under /proc.
+    makeDirs(dir);
   } catch (err) {
     if (!READ_ONLY_ERRNOS.has((err as NodeJS.ErrnoException).code ?? "")) throw err;
     throw readOnlyError(path, what, `its folder ${dir} cannot be created (${errorMessage(err)})`, err);

@@ -4,10 +4,10 @@
  * located diagnostic; a rescan is cheap (directory listings and stats) and only changed files
  * are parsed again.
  */
-import { readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { readdirSync, realpathSync, statSync } from "node:fs";
 import { join, relative, sep } from "node:path";
 import { parseDocument } from "yaml";
-import { codePointLength, headOf, truncate } from "@keel/kernel";
+import { codePointLength, headOf, readRegularFile, truncate } from "@keel/kernel";
 
 /** A loaded skill. Contract: `dir` is the real path of the skill's folder; `name` is unique in a catalog. */
 export interface Skill {
@@ -36,7 +36,7 @@ export interface DraftScope {
 /** A draft's scope from the manifest.json beside its SKILL.md. Contract: never throws; unreadable means unreviewed and unscoped. */
 export function readDraftScope(dir: string): DraftScope {
   try {
-    const m = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) as Record<string, unknown>;
+    const m = JSON.parse(readRegularFile(join(dir, "manifest.json")).toString("utf8")) as Record<string, unknown>;
     return { namespace: typeof m.namespace === "string" ? m.namespace : undefined, reviewed: m.needs_review === false };
   } catch {
     return { namespace: undefined, reviewed: false };
@@ -193,7 +193,8 @@ export class SkillCatalog {
       if (!entry || entry.stamp !== fileStamp) {
         let parsed: Parsed;
         try {
-          parsed = parseSkillFile(readFileSync(file, "utf8"));
+          // A FIFO or device linked in as SKILL.md is refused, never waited on.
+          parsed = parseSkillFile(readRegularFile(file).toString("utf8"));
         } catch (err) {
           parsed = { ok: false, message: `cannot read the file (${(err as Error).message}); check its permissions` };
         }

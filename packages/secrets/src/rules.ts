@@ -43,7 +43,8 @@ export function isPlaceholder(v: string): boolean {
  */
 const CODE = /^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*[([]$|^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+(?:\(\)?|\))?$/;
 
-function plausiblePassword(v: string): boolean {
+/** True for a value after a password word that reads as a password: not prose, a placeholder or code. */
+export function plausiblePassword(v: string): boolean {
   if (PROSE.has(v.toLowerCase().replace(/[.?!,:;)]+$/, ""))) return false;
   if (/^\[REDACTED:[a-z_]+\]$/.test(v)) return false;
   if (isPlaceholder(v) || CODE.test(v)) return false;

@@ -1,4 +1,5 @@
 /** The scanner: secretlint's rules, the gitleaks-derived rules, then entropy checks; spans merged. */
+import { storedCredentialSpans } from "./connection.ts";
 import { isHighEntropyToken } from "./entropy.ts";
 import { isPlaceholder, PATTERN_RULES } from "./rules.ts";
 import { secretlintFindings } from "./secretlint.ts";
@@ -12,7 +13,7 @@ const TOKEN = /(?:[A-Za-z0-9+/=_\-.~]|%[0-9A-Fa-f]{2}){16,}/g;
 /** Characters before a token searched for a key word. */
 const WINDOW = 48;
 /** Cheap pre-check: no 12-character token run and no key word means no finding. */
-const MAYBE = /[A-Za-z0-9+/=_.~-]{12}|pass|pwd|secret|token|key|pin|:\/\/|BEGIN|bearer/i;
+const MAYBE = /[A-Za-z0-9+/=_.~-]{12}|pass|pwd|secret|token|key|pin|:\/\/|BEGIN|bearer|sig|auth/i;
 const PLACEHOLDER = /\[REDACTED:[a-z0-9_]+\]/g;
 
 function wordsBefore(text: string, at: number): string[] {
@@ -82,17 +83,22 @@ function placeholderUrl(text: string, f: SecretFinding): boolean {
   return m !== null && isPlaceholder(m[1]!);
 }
 
+/** Each rule's pattern with match indices (`d`): where the captured secret is, not where its text first occurs in the match. */
+const INDEXED = PATTERN_RULES.map((r) => ({ rule: r, re: new RegExp(r.re.source, r.re.flags.includes("d") ? r.re.flags : `${r.re.flags}d`) }));
+
 function patternFindings(text: string): SecretFinding[] {
   const out: SecretFinding[] = [];
-  for (const r of PATTERN_RULES) {
-    r.re.lastIndex = 0;
-    for (const m of text.matchAll(r.re)) {
+  for (const { rule: r, re } of INDEXED) {
+    re.lastIndex = 0;
+    for (const m of text.matchAll(re)) {
       const value = m[r.group];
-      if (!value || (r.accept && !r.accept(value))) continue;
-      const offset = r.group === 0 ? 0 : m[0].indexOf(value);
-      out.push({ kind: r.kind, rule: `keel:${r.id}`, start: m.index + offset, end: m.index + offset + value.length });
+      const at = m.indices?.[r.group];
+      if (!value || !at || (r.accept && !r.accept(value))) continue;
+      out.push({ kind: r.kind, rule: `keel:${r.id}`, start: at[0], end: at[1] });
     }
   }
+  // Connection strings: `?password=`, `&sslpassword=`, libpq's `password='…'` (see connection.ts).
+  for (const s of storedCredentialSpans(text)) out.push({ kind: s.where === "userinfo" ? "url_password" : "password", rule: `keel:connection-${s.where}`, start: s.start, end: s.end });
   return out;
 }
 

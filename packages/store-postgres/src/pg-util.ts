@@ -1,6 +1,6 @@
 /** Small helpers shared by the PostgreSQL stores: identifiers, URLs for messages, error mapping. */
 import type { PgPool } from "./pool.ts";
-import { errorMessage, KeelError, toWellFormed } from "@keel/kernel";
+import { errorMessage, KeelError, maskCredentials, toWellFormed } from "@keel/kernel";
 import type { ErrorCode } from "@keel/kernel";
 
 /** A schema or table name as a quoted SQL identifier. Contract: throws for an empty name or one with NUL. */
@@ -9,20 +9,16 @@ export function quoteIdent(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
-/** A connection URL for messages: its password replaced by ***. Contract: never returns the password. */
-export function maskUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = "***";
-    return u.toString();
-  } catch {
-    return "postgres (an unparsable connection URL)";
-  }
-}
+/**
+ * A connection URL for messages, its credentials (the userinfo password, `?password=`,
+ * `?sslpassword=`, any libpq secret) replaced by ***.
+ * @deprecated Use `maskCredentials` from @keel/kernel (or @keel/secrets): the same function.
+ */
+export const maskUrl: (url: string) => string = maskCredentials;
 
-/** The database for messages: the URL without its password, or host:port/database of a given pool. */
+/** The database for messages: the URL without its credentials (maskCredentials), or host:port/database of a given pool. */
 export function describeUrl(url: string | undefined, pool: PgPool): string {
-  if (url) return maskUrl(url);
+  if (url) return maskCredentials(url);
   const o = (pool as unknown as { options?: { host?: string; port?: number; database?: string } }).options ?? {};
   return `postgres://${o.host ?? "localhost"}:${o.port ?? 5432}/${o.database ?? ""}`;
 }
@@ -32,7 +28,8 @@ const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ETIME
 
 /**
  * A driver error as a KeelError naming the database and what was being done.
- * Contract: KeelErrors pass through; an unreachable server says so and what to check.
+ * Contract: KeelErrors pass through; an unreachable server says so and what to check; the
+ * driver's message (which may echo the connection string) is masked by the KeelError.
  */
 export function pgError(err: unknown, where: string, action: string, keelCode: ErrorCode = "KEEL_STORE_FAILED"): KeelError {
   if (err instanceof KeelError) return err;

@@ -4,7 +4,7 @@
  * session log and every plugin's store.
  */
 import type pg from "pg";
-import { headOf, KeelError } from "@keel/kernel";
+import { headOf, KeelError, maskCredentials } from "@keel/kernel";
 import type { StoreDatabase } from "@keel/kernel";
 import { describeUrl } from "./pg-util.ts";
 
@@ -42,12 +42,12 @@ export function isPostgresUrl(value: unknown): boolean {
  * The database a setting names: undefined for unset, empty or "sqlite" (the SQLite files);
  * `{ url, schema }` for a postgres URL (schema from KEEL_DATABASE_SCHEMA).
  * Contract: anything else throws KEEL_CONFIG_INVALID naming `source`, at `path`, quoting at
- * most 12 code points of the value (never a whole URL, which may hold a password).
+ * most 12 code points of the value, credentials masked first (never a whole URL, which may hold a password).
  */
 export function selectDatabase(value: string | undefined, source: string, path: string, env: NodeJS.ProcessEnv = process.env): { url: string; schema?: string } | undefined {
   const url = value?.trim();
   if (!url || url === "sqlite") return undefined;
-  if (!isPostgresUrl(url)) throw new KeelError("KEEL_CONFIG_INVALID", `${source} must be "sqlite" or a postgres:// URL; it starts with ${JSON.stringify(headOf(url, 12))}.`, { path });
+  if (!isPostgresUrl(url)) throw new KeelError("KEEL_CONFIG_INVALID", `${source} must be "sqlite" or a postgres:// URL; it starts with ${JSON.stringify(headOf(maskCredentials(url), 12))}.`, { path });
   const schema = env.KEEL_DATABASE_SCHEMA?.trim();
   return { url, ...(schema ? { schema } : {}) };
 }

@@ -11,7 +11,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { KeelEvent, SessionInfo, SessionStore } from "@keel/kernel";
-import { errorMessage, headOf, isKeelError } from "@keel/kernel";
+import { errorMessage, headOf, isKeelError, maskCredentials } from "@keel/kernel";
 import { turnsOf } from "./turns.ts";
 
 /** Answers a pending approval (studio started with approvals allowed). Contract: throws a KeelError (HTTP 409) when the call is not waiting for an answer. */
@@ -20,7 +20,7 @@ export type ApprovalAnswerer = (sessionId: string, callId: string, answer: { app
 /** Options of startStudio. Contract: only `store` and `where` are required; without `answer` nothing is ever written. */
 export interface StudioOptions {
   store: SessionStore;
-  /** Shown on the page: where the sessions are (a path or a masked URL). */
+  /** Shown on the page: where the sessions are (a path or a URL; its credentials are masked before it is shown). */
   where: string;
   /** Only this agent's sessions (the config's name), when set. */
   agent?: string;
@@ -59,6 +59,9 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
   const token = options.token ?? randomBytes(32).toString("base64url");
   const expected = Buffer.from(token);
   const store = options.store;
+  const where = maskCredentials(options.where);
+  /** An error as the page is told it: a store's or driver's message, credentials masked. */
+  const failure = (err: unknown) => ({ error: maskCredentials(errorMessage(err)) });
   /** Per session: what the list shows of it, where reading stopped, and its events while it is one of the few being viewed. */
   const cache = new Map<string, { lastSeq: number; title: string; status: string; events?: KeelEvent[] }>();
   /** Sessions whose events are kept, least recently viewed first. */
@@ -135,14 +138,14 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
       if (asset.file === "page.html") body = Buffer.from(body.toString("utf8").replaceAll('"/app.css"', `"/app.css?token=${token}"`).replaceAll('"/app.js"', `"/app.js?token=${token}"`));
       return sendRaw(res, 200, req.method === "HEAD" ? Buffer.alloc(0) : body, { "content-type": asset.type });
     }
-    if (read && path === "/api/sessions") return send(res, 200, { where: options.where, approvals: !!options.answer, sessions: await summaries(url.searchParams.get("q") ?? "") });
+    if (read && path === "/api/sessions") return send(res, 200, { where, approvals: !!options.answer, sessions: await summaries(url.searchParams.get("q") ?? "") });
     const m = /^\/api\/sessions\/([^/]+)(\/since|\/approvals\/([^/]+))?$/.exec(path);
     if (!m) return send(res, 404, { error: `No such page: ${headOf(path, 80)}` });
     const id = decoded(m[1]!);
     const callId = m[3] === undefined ? undefined : decoded(m[3]);
     if (id === undefined || (m[3] !== undefined && callId === undefined)) return send(res, 400, { error: "The path is not valid percent-encoding." });
     const info = await sessionOf(id);
-    if (!info) return send(res, 404, { error: `No session "${headOf(id, 80)}"${options.agent ? ` of agent "${options.agent}"` : ""} in ${options.where}.` });
+    if (!info) return send(res, 404, { error: `No session "${headOf(id, 80)}"${options.agent ? ` of agent "${options.agent}"` : ""} in ${where}.` });
     if (read && !m[2]) {
       const log = await logOf(id, true);
       const events = log.events ?? [];
@@ -168,7 +171,7 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
       try {
         return send(res, 200, await options.answer(id, callId, { approved: body.approved, ...reason }));
       } catch (err) {
-        return send(res, isKeelError(err) ? 409 : 500, { error: errorMessage(err) });
+        return send(res, isKeelError(err) ? 409 : 500, failure(err));
       }
     }
     return send(res, 405, { error: `${req.method} is not allowed here.` });
@@ -176,7 +179,7 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
 
   const server: Server = createServer((req, res) => {
     handle(req, res).catch((err) => {
-      if (!res.headersSent) send(res, 500, { error: errorMessage(err) });
+      if (!res.headersSent) send(res, 500, failure(err));
       else res.end();
     });
   });
