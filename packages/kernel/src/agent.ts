@@ -916,12 +916,25 @@ export class Session {
     }
   }
 
-  /** Apply what other instances wrote since this handle last read. Contract: needs no lease. */
-  private async catchUp(): Promise<void> {
-    const events = await this.agent.store.events(this.id, { afterSeq: this.seq });
-    if (!events.length) return;
-    const messages = replay(this, this.cursor, [...this.messages], events);
-    this.messages = freezeDeep(messages);
+  /** The catch-up in flight: the next one reads after it (two reads from one seq would apply the same events twice). */
+  private catching: Promise<void> | undefined;
+
+  /** Apply what other instances wrote since this handle last read. Contract: needs no lease; catch-ups run one at a time. */
+  private catchUp(): Promise<void> {
+    const before = this.catching;
+    const run = (async () => {
+      await before?.catch(() => undefined);
+      const events = await this.agent.store.events(this.id, { afterSeq: this.seq });
+      if (!events.length) return;
+      const messages = replay(this, this.cursor, [...this.messages], events);
+      this.messages = freezeDeep(messages);
+    })();
+    this.catching = run;
+    void run.then(
+      () => this.catching === run && (this.catching = undefined),
+      () => this.catching === run && (this.catching = undefined),
+    );
+    return run;
   }
 
   /**
