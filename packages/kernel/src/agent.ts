@@ -660,7 +660,7 @@ export class Session {
    * KEEL_APPROVAL_PENDING (a paused turn must be answered first) or a store failure.
    */
   async run<O = unknown>(input: TurnInput, options: RunOptions<O> = {}): Promise<TurnResult<O>> {
-    return this.prepareRun(input, options)();
+    return this.fresh(() => this.prepareRun(input, options)) as Promise<TurnResult<O>>;
   }
 
   /**
@@ -747,7 +747,23 @@ export class Session {
    * KEEL_APPROVAL_PENDING while a call is unanswered; `output` must be given again if the turn had one.
    */
   async resume<O = unknown>(options: RunOptions<O> = {}): Promise<TurnResult<O>> {
-    return this.prepareResume(options)();
+    return this.fresh(() => this.prepareResume(options)) as Promise<TurnResult<O>>;
+  }
+
+  /**
+   * The door of run() or resume(): when it refuses for the paused turn's state, that state may be
+   * behind the log (another instance answered, resumed or ended the turn), so the log is read and
+   * the door judged once more. A door that opens does so at once (the turn is running on return).
+   */
+  private fresh(prepare: () => () => Promise<TurnResult<unknown>>): Promise<TurnResult<unknown>> {
+    let go: () => Promise<TurnResult<unknown>>;
+    try {
+      go = prepare();
+    } catch (err) {
+      if (!isKeelError(err, "KEEL_APPROVAL_PENDING") && !isKeelError(err, "KEEL_NOT_PAUSED")) throw err;
+      return this.sync().then(() => prepare()());
+    }
+    return go();
   }
 
   /** Resume as a stream. Contract: as stream(); KEEL_NOT_PAUSED and KEEL_APPROVAL_PENDING throw at once. */
