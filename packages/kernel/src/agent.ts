@@ -1021,8 +1021,15 @@ export class Session {
   emit(data: KeelEventData, turnId: string | null, durable = false): Promise<void> | void {
     if (!this.lease && this.agent.store.acquireLease) {
       // No lease held: numbered and written at the next hold (at once, in a hand-off, when durable).
-      this.outbox.push({ data, turnId, durable });
-      if (durable) return this.hold("handoff", noop);
+      const entry = { data, turnId, durable };
+      this.outbox.push(entry);
+      // A durable event whose hold is refused (another instance is running a turn) was not written, and its caller is told so: it is dropped, never written later.
+      if (durable)
+        return this.hold("handoff", noop).catch((err: unknown) => {
+          const at = this.outbox.indexOf(entry);
+          if (at >= 0) this.outbox.splice(at, 1);
+          throw err;
+        });
       // A little later, so what an open emits joins the first turn's hold when one follows at once.
       this.idleWrite ??= setTimeout(this.writeIdle, IDLE_WRITE_MS).unref();
       return;
