@@ -549,7 +549,7 @@ export class Session implements TurnHost {
    * KEEL_APPROVAL_PENDING (a paused turn must be answered first) or a store failure.
    */
   async run<O = unknown>(input: TurnInput, options: RunOptions<O> = {}): Promise<TurnResult<O>> {
-    return this.prepareRun(input, options)();
+    return this.fresh(() => this.prepareRun(input, options)) as Promise<TurnResult<O>>;
   }
 
   /**
@@ -636,7 +636,23 @@ export class Session implements TurnHost {
    * KEEL_APPROVAL_PENDING while a call is unanswered; `output` must be given again if the turn had one.
    */
   async resume<O = unknown>(options: RunOptions<O> = {}): Promise<TurnResult<O>> {
-    return this.prepareResume(options)();
+    return this.fresh(() => this.prepareResume(options)) as Promise<TurnResult<O>>;
+  }
+
+  /**
+   * The door of run() or resume(): when it refuses for the paused turn's state, that state may be
+   * behind the log (another instance answered, resumed or ended the turn), so the log is read and
+   * the door judged once more. A door that opens does so at once (the turn is running on return).
+   */
+  private fresh(prepare: () => () => Promise<TurnResult<unknown>>): Promise<TurnResult<unknown>> {
+    let go: () => Promise<TurnResult<unknown>>;
+    try {
+      go = prepare();
+    } catch (err) {
+      if (!isKeelError(err, "KEEL_APPROVAL_PENDING") && !isKeelError(err, "KEEL_NOT_PAUSED")) throw err;
+      return this.sync().then(() => prepare()());
+    }
+    return go();
   }
 
   /** Resume as a stream. Contract: as stream(); KEEL_NOT_PAUSED and KEEL_APPROVAL_PENDING throw at once. */
@@ -805,12 +821,25 @@ export class Session implements TurnHost {
     }
   }
 
-  /** Apply what other instances wrote since this handle last read. Contract: needs no lease. */
-  private async catchUp(): Promise<void> {
-    const events = await this.agent.store.events(this.id, { afterSeq: this.seq });
-    if (!events.length) return;
-    const messages = replay(this, this.cursor, [...this.messages], events);
-    this.messages = freezeDeep(messages);
+  /** The catch-up in flight: the next one reads after it (two reads from one seq would apply the same events twice). */
+  private catching: Promise<void> | undefined;
+
+  /** Apply what other instances wrote since this handle last read. Contract: needs no lease; catch-ups run one at a time. */
+  private catchUp(): Promise<void> {
+    const before = this.catching;
+    const run = (async () => {
+      await before?.catch(() => undefined);
+      const events = await this.agent.store.events(this.id, { afterSeq: this.seq });
+      if (!events.length) return;
+      const messages = replay(this, this.cursor, [...this.messages], events);
+      this.messages = freezeDeep(messages);
+    })();
+    this.catching = run;
+    void run.then(
+      () => this.catching === run && (this.catching = undefined),
+      () => this.catching === run && (this.catching = undefined),
+    );
+    return run;
   }
 
   /**
@@ -881,8 +910,15 @@ export class Session implements TurnHost {
   emit(data: KeelEventData, turnId: string | null, durable = false): Promise<void> | void {
     if (!this.lease && this.agent.store.acquireLease) {
       // No lease held: numbered and written at the next hold (at once, in a hand-off, when durable).
-      this.outbox.push({ data, turnId, durable });
-      if (durable) return this.hold("handoff", noop);
+      const entry = { data, turnId, durable };
+      this.outbox.push(entry);
+      // A durable event whose hold is refused (another instance is running a turn) was not written, and its caller is told so: it is dropped, never written later.
+      if (durable)
+        return this.hold("handoff", noop).catch((err: unknown) => {
+          const at = this.outbox.indexOf(entry);
+          if (at >= 0) this.outbox.splice(at, 1);
+          throw err;
+        });
       // A little later, so what an open emits joins the first turn's hold when one follows at once.
       this.idleWrite ??= setTimeout(this.writeIdle, IDLE_WRITE_MS).unref();
       return;

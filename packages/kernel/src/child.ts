@@ -143,6 +143,8 @@ function childAgent(host: Agent, name: string, options: ChildOptions["agent"]): 
       ...(given.sideModel === undefined && host.options.sideModel !== undefined ? { sideModel: host.options.sideModel } : {}),
       ...(given.approve === undefined && host.options.approve ? { approve: host.options.approve } : {}),
       ...(given.ask === undefined && host.options.ask ? { ask: host.options.ask } : {}),
+      // Its plugins keep their data where the parent agent does (its home and its store), never in KEEL_HOME.
+      home: host.storage.home,
       store: host.store,
     }).then(
       (a) => {

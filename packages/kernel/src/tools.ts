@@ -66,7 +66,7 @@ export interface TurnBudget {
 export interface ChildOptions<O = unknown> {
   /** The child agent's name within this agent, [a-z0-9_.-]{1,64}; its agent is built once per name and reused. */
   name: string;
-  /** The child agent (createAgent options; `store` is always the parent's, `provider` defaults to the parent's). */
+  /** The child agent (createAgent options; `store` and `home` are always the parent's, `provider` defaults to the parent's). */
   agent?: Omit<AgentOptions, "store" | "home" | "provider" | "observers"> & { provider?: ModelProvider };
   input: TurnInput;
   /**

@@ -6,10 +6,23 @@ import { secretlintFindings } from "./secretlint.ts";
 import type { Redaction, SecretFinding } from "./types.ts";
 
 /** Words that make the token after them a likely secret (lower case, split on case and punctuation). */
-const KEY_WORDS = new Set(["secret", "secrets", "key", "keys", "apikey", "token", "tokens", "password", "passwords", "passwd", "pwd", "passphrase", "credential", "credentials", "auth", "bearer", "private", "signature", "cookie", "pat"]);
+const KEY_WORDS = new Set(["secret", "secrets", "key", "keys", "apikey", "token", "tokens", "password", "passwords", "passwd", "pwd", "pass", "passphrase", "credential", "credentials", "cred", "creds", "auth", "bearer", "private", "signature", "sig", "cookie", "pat"]);
 
-/** Candidate tokens for the entropy checks: base64/base64url/hex-like runs, percent-escapes included (a key in a URL or form body). */
-const TOKEN = /(?:[A-Za-z0-9+/=_\-.~]|%[0-9A-Fa-f]{2}){16,}/g;
+/** Last words of a field that names an identifier of key material, not the material (`keyId`, `secretName`, `tokenArn`). */
+const ID_SUFFIXES = new Set(["id", "ids", "name", "names", "arn", "fingerprint", "hash", "type", "kind", "url", "uri", "path"]);
+
+/** Words that make `key` or `token` a lookup key or a cursor (`idempotencyKey`, `cacheKey`, `publicKey`, `nextPageToken`). */
+const NOT_SECRET: Record<string, ReadonlySet<string>> = {
+  key: new Set(["idempotency", "cache", "public", "primary", "foreign", "partition", "sort", "routing", "dedup", "dedupe", "object", "row", "lookup"]),
+  token: new Set(["page", "next", "continuation", "cursor", "sync", "max", "count"]),
+};
+
+/**
+ * Candidate tokens for the entropy checks: base64/base64url/hex-like runs, percent-escapes included
+ * (a key in a URL or form body). `=` ends a token (base64 padding is kept with it): in
+ * `?api_key=…` or `TOKEN=…` the name is then before the token, where the key words are looked for.
+ */
+const TOKEN = /(?:[A-Za-z0-9+/_\-.~]|%[0-9A-Fa-f]{2}){16,}={0,2}/g;
 /** Characters before a token searched for a key word. */
 const WINDOW = 48;
 /** Cheap pre-check: no 12-character token run and no key word means no finding. */
@@ -29,9 +42,20 @@ function fieldWords(field: string): string[] {
   return field.replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase().split(/[^a-z]+/).filter(Boolean);
 }
 
-/** True when a field's name marks its value as key material (`password`, `apiKey`, `authorization`). */
+/**
+ * True when a field's name marks its value as key material (`password`, `apiKey`, `DB_PASS`,
+ * `authorization`); not when it names an identifier of it (`keyId`, `secretName`) or a lookup key
+ * or cursor (`idempotencyKey`, `cacheKey`, `publicKey`, `nextPageToken`).
+ */
 export function isKeyField(field: string): boolean {
-  return fieldWords(field).some((w) => KEY_WORDS.has(w) || w === "authorization");
+  const words = fieldWords(field);
+  if (words.length > 1 && ID_SUFFIXES.has(words[words.length - 1]!)) return false;
+  return words.some((w) => {
+    if (w === "authorization") return true;
+    if (!KEY_WORDS.has(w)) return false;
+    const kind = w === "keys" ? "key" : w === "tokens" ? "token" : w;
+    return !NOT_SECRET[kind] || !words.some((q) => NOT_SECRET[kind]!.has(q));
+  });
 }
 
 /**
@@ -196,6 +220,23 @@ export function redactData(value: unknown, field?: string): unknown {
   return dataCopy(value, field, 0, new Set());
 }
 
+/** Fields holding the value of a `{ name, value }` entry (an env list, a secrets API). */
+const VALUE_FIELDS = new Set(["value", "Value", "val"]);
+
+/** The key-named `name` (or `key`) of a `{ name, value }` entry, which names its value; undefined otherwise. */
+function siblingName(obj: Record<string, unknown>): string | undefined {
+  try {
+    for (const k of ["name", "Name", "key", "Key"]) {
+      if (!Object.hasOwn(obj, k)) continue;
+      const n = obj[k];
+      if (typeof n === "string" && isKeyField(n)) return n;
+    }
+  } catch {
+    // A getter that throws: its own field is stored as "[unreadable]"; it names nothing.
+  }
+  return undefined;
+}
+
 function dataCopy(value: unknown, field: string | undefined, depth: number, path: Set<object>): unknown {
   if (typeof value === "string") return redactValue(value, field);
   if (value === null || typeof value !== "object") return value;
@@ -203,13 +244,18 @@ function dataCopy(value: unknown, field: string | undefined, depth: number, path
   if (path.has(value)) return "[Circular]";
   path.add(value);
   try {
-    if (Array.isArray(value)) return value.map((v) => dataCopy(v, field, depth + 1, path));
+    if (Array.isArray(value)) {
+      // A [name, value] pair (a header list): a key-named first item names the second.
+      const named = value.length === 2 && typeof value[0] === "string" && isKeyField(value[0]) ? value[0] : undefined;
+      return value.map((v, i) => dataCopy(v, named !== undefined && i === 1 ? named : field, depth + 1, path));
+    }
     const toJSON = (value as { toJSON?: unknown }).toJSON;
     if (typeof toJSON === "function") return dataCopy(toJSON.call(value), field, depth + 1, path);
     const out: Record<string, unknown> = {};
+    const named = siblingName(value as Record<string, unknown>);
     for (const k of Object.keys(value)) {
       try {
-        out[k] = dataCopy((value as Record<string, unknown>)[k], k, depth + 1, path);
+        out[k] = dataCopy((value as Record<string, unknown>)[k], named !== undefined && VALUE_FIELDS.has(k) ? named : k, depth + 1, path);
       } catch {
         out[k] = "[unreadable]";
       }
