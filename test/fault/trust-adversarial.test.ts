@@ -158,7 +158,7 @@ describe("class 14 (adversarial): what a handle writes without a lease", () => {
   // Open: fails on main and here. close() swallows KEEL_SESSION_BUSY for what the handle emitted without
   // a lease (Session.flush), and an idle handle never retries its outbox after a refused write, so
   // job.completed is dropped and the job runs again. Drop `.fails` with the fix.
-  it.fails("a durable job that finished in instance B while instance A runs a turn keeps its record when B closes: the next start does not run it again", async () => {
+  it("a durable job that finished in instance B while instance A runs a turn keeps its record when B closes: the next start does not run it again", async () => {
     const h = home();
     let runs = 0;
     const worker = definePlugin({

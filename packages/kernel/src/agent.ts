@@ -895,7 +895,9 @@ export class Session implements TurnHost {
     this.life.abort(this.jobs.size || this.agent.runner.background.size ? new KeelError("KEEL_TURN_ABORTED", "The session was closed.") : SESSION_CLOSED);
     await Promise.allSettled([...this.jobs]);
     try {
-      await this.flush();
+      // What was emitted without a lease (a job's record) waits for another instance's turn to end, within the grace.
+      if (!this.lease && this.outbox.length) await this.hold("handoff", noop, { waitMs: options.graceMs ?? 30_000 }).catch((err: unknown) => this.lostAtClose(err));
+      else await this.flush();
     } finally {
       await this.lease?.stop().catch(() => undefined);
       this.agent.forget(this.id);
@@ -937,14 +939,30 @@ export class Session implements TurnHost {
   /** The pending write of what was emitted without a lease (cancelled when a hold takes the outbox first). */
   private idleWrite: NodeJS.Timeout | undefined;
 
+  /** How long the next try of an idle write waits after another instance refused it (doubles up to 5 s). */
+  private idleBackoff = IDLE_WRITE_MS;
+
   private readonly writeIdle = (): void => {
     this.idleWrite = undefined;
-    if (this.lease || this.taking || !this.outbox.length) return;
-    // Another instance running a turn keeps these queued until a later hold; any other failure is reported at the next write.
-    void this.hold("handoff", noop).catch((err: unknown) => {
-      if (!isKeelError(err, "KEEL_SESSION_BUSY")) this.writeError ??= err;
-    });
+    if (this.lease || this.taking || !this.outbox.length || this.closed) return;
+    void this.hold("handoff", noop).then(
+      () => (this.idleBackoff = IDLE_WRITE_MS),
+      (err: unknown) => {
+        if (!isKeelError(err, "KEEL_SESSION_BUSY")) return void (this.writeError ??= err);
+        // Another instance is running a turn: try again later, until written (or the session closes, which waits for it).
+        this.idleBackoff = Math.min(this.idleBackoff * 2, 5_000);
+        if (this.outbox.length && !this.closed) this.idleWrite ??= setTimeout(this.writeIdle, this.idleBackoff).unref();
+      },
+    );
   };
+
+  /** Events a close could not write (another instance held the session past the grace): reported, since they are lost. */
+  private lostAtClose(err: unknown): void {
+    if (!isKeelError(err, "KEEL_SESSION_BUSY")) throw err;
+    const lost = this.outbox.splice(0);
+    const jobs = lost.filter((q) => q.data.type === "job.completed" || q.data.type === "job.deferred").length;
+    this.agent.reportFault(new KeelError("KEEL_SESSION_BUSY", `Closing session "${this.id}": ${lost.length} event(s) (${jobs} job record(s)) could not be written before the close grace ran out, because another instance kept a turn running in it; a job whose record is lost runs again at a later start (jobs are idempotent by their key). ${err instanceof Error ? err.message : ""}`));
+  }
 
   private readonly writeSoon = (): void => {
     this.soon = undefined;
