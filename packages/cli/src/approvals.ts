@@ -7,7 +7,8 @@
 import { createInterface } from "node:readline";
 import type { Interface } from "node:readline";
 import type { ApprovalAnswer, PendingApproval, Session, TurnResult } from "@keel/kernel";
-import { KeelError, truncate } from "@keel/kernel";
+import { KeelError } from "@keel/kernel";
+import { truncate } from "@keel/text";
 
 /** What `ask` means: `ask` the person, `deny` or `allow` every pending call. */
 export type AskMode = "ask" | "deny" | "allow";

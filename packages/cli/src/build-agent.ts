@@ -4,7 +4,8 @@
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { createAgent, defaultKeelHome, defaultSessionDbPath, KeelError, errorMessage, isKeelError, scriptedProvider, headOf, maskCredentials, readRegularFile } from "@keel/kernel";
+import { createAgent, defaultKeelHome, defaultSessionDbPath, KeelError, errorMessage, isKeelError, scriptedProvider, maskCredentials, readRegularFile } from "@keel/kernel";
+import { headOf } from "@keel/text";
 import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelName, ModelProvider, ModelSpec, ProviderScriptInput, SessionStore } from "@keel/kernel";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";

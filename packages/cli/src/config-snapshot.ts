@@ -4,7 +4,8 @@
  * and a value whose read throws is a located KEEL_CONFIG_READ_FAILED, not a stack trace.
  */
 import { types } from "node:util";
-import { headOf, KeelError } from "@keel/kernel";
+import { KeelError } from "@keel/kernel";
+import { headOf } from "@keel/text";
 import { childPath, thrownText } from "./guard.ts";
 
 /** Deepest nesting a config may have. */

@@ -1,6 +1,7 @@
 /** The offline model of last resort: answers every request by saying what it received. */
 import type { ModelEvent, ModelProvider, ModelRequest } from "@keel/kernel";
-import { ProviderError, headOf } from "@keel/kernel";
+import { ProviderError } from "@keel/kernel";
+import { headOf } from "@keel/text";
 
 /** Contract: streams one short text answer per request; honours abort. */
 export function echoProvider(): ModelProvider {

@@ -5,7 +5,7 @@
  */
 import { join } from "node:path";
 import type { Agent, Session } from "@keel/kernel";
-import { truncate } from "@keel/kernel";
+import { truncate } from "@keel/text";
 import type { CliEnv } from "./main.ts";
 
 async function plugin() {

@@ -10,7 +10,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Jiti } from "jiti";
 import * as kernel from "@keel/kernel";
 import * as kernelTesting from "@keel/kernel/testing";
-import { headOf, KeelError, isKeelError } from "@keel/kernel";
+import { KeelError, isKeelError } from "@keel/kernel";
+import { headOf } from "@keel/text";
 import { attempt, thrownText } from "./guard.ts";
 
 /** Where discovery looks, in order, in each folder from the start folder up to the project root. */

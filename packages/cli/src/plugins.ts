@@ -6,7 +6,8 @@
 import { createRequire } from "node:module";
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { KeelError, didYouMean, isKeelError } from "@keel/kernel";
+import { KeelError, isKeelError } from "@keel/kernel";
+import { didYouMean } from "@keel/text";
 import { thrownText } from "./guard.ts";
 import type { PluginEntry, PluginSpec } from "@keel/kernel";
 

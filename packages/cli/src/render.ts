@@ -1,6 +1,6 @@
 /** Terminal rendering of an agent's events: the answer on stdout, progress on stderr. */
 import type { AgentEvent } from "@keel/kernel";
-import { truncate } from "@keel/kernel";
+import { truncate } from "@keel/text";
 
 /** What the slow-phase line says about a phase: when it runs, and which plugins subscribe to it. */
 export interface PhaseInfo {

@@ -8,7 +8,7 @@ import { createAgent } from "./agent.ts";
 import type { Agent, Session } from "./agent.ts";
 import type { Limits } from "./limits.ts";
 import { errorMessage, KeelError } from "./errors.ts";
-import { headOf } from "./text.ts";
+import { headOf } from "@keel/text";
 import type { ChildOptions, ChildRun, TurnBudget } from "./tools.ts";
 import type { Usage } from "./usage.ts";
 import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";

@@ -1,6 +1,6 @@
 import { types } from "node:util";
 import { maskCredentials } from "@keel/secrets";
-import { codePointLength, droppedMarker, headOf, toWellFormed } from "./text.ts";
+import { codePointLength, droppedMarker, headOf, toWellFormed } from "@keel/text";
 
 /**
  * The one table of Keel's error codes. Every error and diagnostic the kernel raises comes

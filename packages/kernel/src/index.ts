@@ -69,7 +69,5 @@ export { runPreflight } from "./preflight.ts";
 export type { PreflightOptions, PreflightOutcome } from "./preflight.ts";
 export { satisfies } from "./semver.ts";
 export { compileSystemPrompt } from "./prompt.ts";
-export { codePointLength, codePointSlice, deltaJoiner, droppedMarker, headOf, isWellFormed, tailOf, toWellFormed, truncate, wellFormedDeep, wellFormedProvider } from "./text.ts";
-export type { TruncateOptions } from "./text.ts";
-export { closestName, didYouMean } from "./suggest.ts";
+export { wellFormedProvider } from "./provider.ts";
 export { boundResult } from "./tool-exec.ts";

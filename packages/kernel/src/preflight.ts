@@ -9,7 +9,8 @@ import { complete } from "./provider.ts";
 import type { ModelProvider } from "./provider.ts";
 import type { ToolDefinition } from "./tools.ts";
 import type { Usage } from "./usage.ts";
-import { truncate, wellFormedProvider } from "./text.ts";
+import { wellFormedProvider } from "./provider.ts";
+import { truncate } from "@keel/text";
 
 /**
  * How the preflight runs. Contract: it runs only when the turn has hidden tools; it never

@@ -1,7 +1,7 @@
 import type { AssistantMessage, Message } from "./messages.ts";
 import type { ToolSchema } from "./tools.ts";
 import type { Usage } from "./usage.ts";
-import { wellFormedDeep } from "./text.ts";
+import { wellFormedDeep } from "@keel/text";
 
 /** Prompt-cache tier a request asks for. */
 export type CacheTier = "none" | "5m" | "1h";
@@ -134,4 +134,14 @@ export async function complete(provider: ModelProvider, request: Partial<ModelRe
   }
   if (signal.aborted) throw new ProviderError("aborted", "The request was aborted.");
   throw new ProviderError("network", "The stream ended without a response event.");
+}
+
+/**
+ * `provider` with every request made well-formed before it is handed over (wellFormedDeep).
+ * Contract: the same id, context window and other properties (the provider is the prototype).
+ */
+export function wellFormedProvider(provider: ModelProvider): ModelProvider {
+  const wrapped = Object.create(provider) as ModelProvider;
+  Object.defineProperty(wrapped, "stream", { value: (request: ModelRequest, options: { signal: AbortSignal }) => provider.stream(wellFormedDeep(request), options) });
+  return wrapped;
 }

@@ -11,9 +11,9 @@ import type { AwaitPolicy, FailurePolicy, PhaseName } from "./phases.ts";
 import { isPhaseName, PHASE_NAMES, PHASES } from "./phases.ts";
 import type { Handler, JobRunner, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
 import { satisfies, validRange } from "./semver.ts";
-import { truncate } from "./text.ts";
+import { truncate } from "@keel/text";
 import { inFaultScope } from "./faults.ts";
-import { didYouMean } from "./suggest.ts";
+import { didYouMean } from "@keel/text";
 import type { AgentStorage } from "./storage.ts";
 import { defaultKeelHome } from "./sqlite-store.ts";
 

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { errorMessage, KeelError } from "./errors.ts";
 import type { ContentBlock } from "./messages.ts";
 import { snapshot } from "./snapshot.ts";
-import { toWellFormed, truncate } from "./text.ts";
+import { toWellFormed, truncate } from "@keel/text";
 import type { OutputSpec, TurnInput } from "./turn-state.ts";
 
 const MEDIA = /^image\/(png|jpeg|gif|webp)$/;

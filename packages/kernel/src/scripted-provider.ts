@@ -10,7 +10,7 @@ import type { ModelEvent, ModelProvider, ModelRequest, StopReason } from "./prov
 import { ProviderError } from "./provider.ts";
 import { estimateTokens, fileTokens } from "./tokens.ts";
 import type { Usage } from "./usage.ts";
-import { truncate } from "./text.ts";
+import { truncate } from "@keel/text";
 import { readRegularFile } from "./safe-path.ts";
 
 const count = z.number().int().nonnegative();

@@ -8,7 +8,7 @@ import { dirname, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { DatabaseSync } from "node:sqlite";
 import { errorMessage, KeelError } from "./errors.ts";
-import { headOf } from "./text.ts";
+import { headOf } from "@keel/text";
 import { makeDirs } from "./safe-path.ts";
 
 /** Options of openSqlite. */

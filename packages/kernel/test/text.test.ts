@@ -3,7 +3,8 @@
  * and the kernel never hands a provider a lone surrogate.
  */
 import { describe, expect, it } from "vitest";
-import { boundResult, codePointLength, codePointSlice, createAgent, defineTool, definePlugin, droppedMarker, headOf, isWellFormed, MemorySessionStore, preview, scriptedProvider, tailOf, toWellFormed, truncate, wellFormedDeep, wellFormedProvider } from "../src/index.ts";
+import { boundResult, createAgent, defineTool, definePlugin, MemorySessionStore, preview, scriptedProvider, wellFormedProvider } from "../src/index.ts";
+import { codePointLength, codePointSlice, droppedMarker, headOf, isWellFormed, tailOf, toWellFormed, truncate, wellFormedDeep } from "../../text/src/index.ts";
 import type { Message, ModelRequest, ToolResultMessage } from "../src/index.ts";
 
 const SMILE = "😀"; // U+1F600: two UTF-16 units

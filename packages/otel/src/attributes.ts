@@ -4,7 +4,7 @@
  */
 import type { Attributes } from "@opentelemetry/api";
 import type { PromptManifest, Usage } from "@keel/kernel";
-import { headOf, truncate } from "@keel/kernel";
+import { headOf, truncate } from "@keel/text";
 import { redactData, redactDeep } from "@keel/secrets";
 
 /** GenAI provider names (`gen_ai.provider.name`) for Keel's provider prefixes. */

@@ -5,7 +5,8 @@
  * `keel.*` for the rest (phases, plugins, contributions, compaction, jobs).
  */
 import { trace, type Tracer, type TracerProvider } from "@opentelemetry/api";
-import { defineObserver, errorMessage, headOf, KeelError } from "@keel/kernel";
+import { defineObserver, errorMessage, KeelError } from "@keel/kernel";
+import { headOf } from "@keel/text";
 import type { Agent, AgentObserver } from "@keel/kernel";
 import { SpanBuilder } from "./span-builder.ts";
 

@@ -7,7 +7,8 @@
  */
 import { z } from "zod";
 import type { Message, MessageEdit, ToolDefinition, ToolResultMessage } from "@keel/kernel";
-import { defineTool, headOf } from "@keel/kernel";
+import { defineTool } from "@keel/kernel";
+import { headOf } from "@keel/text";
 import { plainText } from "./messages.ts";
 
 /** The text a pruned output becomes starts with this. */

@@ -3,7 +3,7 @@
  * the middle lines that report errors or carry identifiers the kept lines do not.
  */
 import { extractIdentifiers, isErrorLine } from "./identifiers.ts";
-import { codePointLength, headOf, toWellFormed, truncate } from "@keel/kernel";
+import { codePointLength, headOf, toWellFormed, truncate } from "@keel/text";
 import { closeFences } from "./messages.ts";
 
 /** Counts tokens of a text (the kernel's TokenCounter.countText, or an estimate). */

@@ -4,7 +4,8 @@
  * when the file cannot be opened or written, an in-memory map for this process.
  */
 import type { DatabaseSync } from "node:sqlite";
-import { errorMessage, codePointLength, codePointSlice, headOf, openSqlite, toWellFormed } from "@keel/kernel";
+import { errorMessage, openSqlite } from "@keel/kernel";
+import { codePointLength, codePointSlice, headOf, toWellFormed } from "@keel/text";
 import { redact, redactValue } from "@keel/secrets";
 
 /** One stored raw output. */

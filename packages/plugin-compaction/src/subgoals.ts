@@ -4,7 +4,7 @@
  */
 import type { Message } from "@keel/kernel";
 import { fullText, messageKeys } from "./messages.ts";
-import { headOf } from "@keel/kernel";
+import { headOf } from "@keel/text";
 
 /** One subgoal. Contract: at most one is `active` at a time. */
 export interface Subgoal {

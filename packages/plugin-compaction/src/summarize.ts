@@ -3,7 +3,8 @@
  * deterministic fallbacks. A model answer that is empty or not smaller is a failure.
  */
 import type { Message, ModelProvider } from "@keel/kernel";
-import { codePointLength, complete, errorMessage, headOf, truncate } from "@keel/kernel";
+import { complete, errorMessage } from "@keel/kernel";
+import { codePointLength, headOf, truncate } from "@keel/text";
 import { extractIdentifiers, isErrorLine, salientIdentifiers } from "./identifiers.ts";
 import { closeFences, DIGEST_PREFIX, firstSentenceOf, fullText, isFenceLine, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX, withoutFence } from "./messages.ts";
 import { SHORTENED_TEXT_MARK } from "./mask.ts";

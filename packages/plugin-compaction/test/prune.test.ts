@@ -5,7 +5,8 @@
  * durable across a restart; pruning from the third round with a diagnostic).
  */
 import type { AssistantMessage, Message, ToolResultMessage } from "@keel/kernel";
-import { applyMessageEdits, createAgent, defineTool, isWellFormed } from "@keel/kernel";
+import { applyMessageEdits, createAgent, defineTool } from "@keel/kernel";
+import { isWellFormed } from "@keel/text";
 import { z } from "zod";
 import { MemorySessionStore, scriptedProvider, seededRandom } from "@keel/kernel/testing";
 import { afterAll, describe, expect, it } from "vitest";

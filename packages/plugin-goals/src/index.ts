@@ -8,7 +8,8 @@
 import { join } from "node:path";
 import { z } from "zod";
 import type { ContributionInputOf } from "@keel/kernel";
-import { defaultKeelHome, definePlugin, truncate } from "@keel/kernel";
+import { defaultKeelHome, definePlugin } from "@keel/kernel";
+import { truncate } from "@keel/text";
 import { completionPhrase, DEFAULT_PHRASES } from "./phrases.ts";
 import { GoalStore } from "./store.ts";
 

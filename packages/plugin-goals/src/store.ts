@@ -5,7 +5,8 @@
  */
 import { hostname } from "node:os";
 import type { DatabaseSync } from "node:sqlite";
-import { ReopeningSqlite, toWellFormed, truncate } from "@keel/kernel";
+import { ReopeningSqlite } from "@keel/kernel";
+import { toWellFormed, truncate } from "@keel/text";
 import { redact } from "@keel/secrets";
 
 /** A session's goal. Contract: `goal` is set unless `status` is idle. */

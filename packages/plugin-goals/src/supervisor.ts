@@ -3,7 +3,8 @@
  * session and answers whether the goal is achieved, as JSON `{ achieved, reason }`.
  */
 import type { Message, ModelProvider } from "@keel/kernel";
-import { complete, errorMessage, messageText, ProviderError, truncate } from "@keel/kernel";
+import { complete, errorMessage, messageText, ProviderError } from "@keel/kernel";
+import { truncate } from "@keel/text";
 
 /** What a supervisor call came to. `deferred`: rate limited (429); ask again later, not a failure. */
 export type SupervisorOutcome = { kind: "verdict"; achieved: boolean; reason: string } | { kind: "failed"; error: string } | { kind: "deferred"; error: string };

@@ -34,7 +34,7 @@ const NETWORK = /\bfetch failed|\bENOTFOUND\b|\bEAI_AGAIN\b|\bECONNREFUSED\b|\bE
 import { z } from "zod";
 import type { McpCallResult } from "./results.ts";
 import type { McpServerConfig } from "./options.ts";
-import { tailOf } from "@keel/kernel";
+import { tailOf } from "@keel/text";
 import { DEFAULT_STOP_GRACE_MS, PROCESS_GROUPS, ServerProcess, type StdioCodec } from "./child.ts";
 
 /**

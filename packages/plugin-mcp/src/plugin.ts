@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import type { AgentStorage, ContributionFor, Message, ToolDefinition, ToolOutput } from "@keel/kernel";
-import { definePlugin, KeelError, tailOf } from "@keel/kernel";
+import { definePlugin, KeelError } from "@keel/kernel";
+import { tailOf } from "@keel/text";
 import { AuditLog, type AuditStore, type CallOutcome, type StoredCuration } from "./audit.ts";
 import { PostgresAuditLog } from "./postgres-audit.ts";
 import { agentDatabase } from "@keel/store-postgres";

@@ -4,7 +4,7 @@ import { inventoryHash } from "./curation.ts";
 import { assignToolNames, identityKey } from "./names.ts";
 import type { McpServerConfig } from "./options.ts";
 import { normalizeInputSchema } from "./schema.ts";
-import { tailOf } from "@keel/kernel";
+import { tailOf } from "@keel/text";
 
 /** One MCP tool of the current inventory. Contract: `name` is its unique exposed name; `parameters` is normalised. */
 export interface InventoryTool {

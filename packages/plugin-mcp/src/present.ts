@@ -1,5 +1,5 @@
 import type { JsonSchema } from "@keel/kernel";
-import { codePointLength, headOf } from "@keel/kernel";
+import { codePointLength, headOf } from "@keel/text";
 
 /**
  * How a visible MCP tool is written into the request.

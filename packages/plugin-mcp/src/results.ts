@@ -1,5 +1,5 @@
 import type { ContentBlock, ToolOutput } from "@keel/kernel";
-import { codePointLength, headOf, toWellFormed } from "@keel/kernel";
+import { codePointLength, headOf, toWellFormed } from "@keel/text";
 
 /** A content item of an MCP tool result (the union the protocol defines, read loosely). */
 interface McpContent {

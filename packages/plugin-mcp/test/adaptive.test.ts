@@ -1,6 +1,6 @@
 /** The adaptive visible set: the relevance cut, compact forms fixed in the keep-set, tool_search's cut, and how definitions are written. */
 import { describe, expect, it } from "vitest";
-import { isWellFormed } from "@keel/kernel";
+import { isWellFormed } from "@keel/text";
 import { createRanker, curate, cutAtSentence, inventoryHash, presentTool, searchTools, tidyText, type CatalogEntry } from "../src/index.ts";
 import { entry } from "./support.ts";
 

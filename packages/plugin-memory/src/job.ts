@@ -1,6 +1,7 @@
 /** The post-turn job: honour a forget request, then extract facts once per turn id. */
 import type { ModelProvider } from "@keel/kernel";
-import { errorMessage, headOf, tailOf } from "@keel/kernel";
+import { errorMessage } from "@keel/kernel";
+import { headOf, tailOf } from "@keel/text";
 import { extractDeterministic, extractWithModel } from "./extract.ts";
 import type { Fact } from "./extract.ts";
 import { recall } from "./recall.ts";

@@ -4,7 +4,8 @@
  * (pre_tool_materialization), the `memory_recall` section (pre_prompt_compile) and the
  * post-turn extraction job (post_turn). Every hook fails open.
  */
-import { complete, definePlugin, errorMessage, KeelError, messageText, codePointLength, tailOf, truncate } from "@keel/kernel";
+import { complete, definePlugin, errorMessage, KeelError, messageText } from "@keel/kernel";
+import { codePointLength, tailOf, truncate } from "@keel/text";
 import type { ContributionFor, ErrorCode, KeelPlugin, ModelProvider, PhaseName, TurnEventBase } from "@keel/kernel";
 import { z } from "zod";
 import { classifyTurn } from "./classify.ts";

@@ -5,7 +5,7 @@
  * b 0.75, the same column weights and statistics over every active memory), so recall ranks
  * alike on both backends.
  */
-import { headOf } from "@keel/kernel";
+import { headOf } from "@keel/text";
 import { redact } from "@keel/secrets";
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PgQuery, PostgresTarget } from "@keel/store-postgres";

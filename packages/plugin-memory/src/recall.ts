@@ -7,7 +7,7 @@ import { looksSecret } from "./secrets.ts";
 import { dateWindows, eventSpan, hasTimeExpression, isFrameWord, isStopword, isWhenQuestion, queryTerms, tokens } from "./text.ts";
 import type { Memory, MemoryScope, MemoryStore, SearchHit } from "./types.ts";
 import { SCOPE_RANK } from "./types.ts";
-import { codePointLength, truncate } from "@keel/kernel";
+import { codePointLength, truncate } from "@keel/text";
 
 /** Tunables of the relevance stage (defaults chosen on LoCoMo conversations 0–4 only). */
 export interface RelevanceTuning {

@@ -4,7 +4,8 @@
  */
 import { join } from "node:path";
 import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
-import { defaultKeelHome, errorMessage, KeelError, headOf, openSqlite } from "@keel/kernel";
+import { defaultKeelHome, errorMessage, KeelError, openSqlite } from "@keel/kernel";
+import { headOf } from "@keel/text";
 import { redact, redactValue } from "@keel/secrets";
 import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET, searchRanges } from "./memory-input.ts";
 import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";

@@ -1,5 +1,5 @@
 /** Query-side text processing: tokens, stopwords, and date expressions. */
-import { headOf } from "@keel/kernel";
+import { headOf } from "@keel/text";
 
 // Function words and question words: they match nearly every memory and carry no topic.
 const STOPWORDS = new Set(

@@ -1,5 +1,6 @@
 /** The memory tools, bound to one turn's namespace: search, list, get, remember, forget. */
-import { defineTool, errorMessage, truncate } from "@keel/kernel";
+import { defineTool, errorMessage } from "@keel/kernel";
+import { truncate } from "@keel/text";
 import type { ToolDefinition } from "@keel/kernel";
 import { z } from "zod";
 import { recall } from "./recall.ts";

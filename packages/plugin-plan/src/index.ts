@@ -8,7 +8,8 @@
  */
 import { z } from "zod";
 import type { Message, ToolCallBlock } from "@keel/kernel";
-import { definePlugin, defineTool, truncate } from "@keel/kernel";
+import { definePlugin, defineTool } from "@keel/kernel";
+import { truncate } from "@keel/text";
 
 export const PLUGIN_NAME = "@keel/plugin-plan";
 export const PLUGIN_VERSION = "0.1.0";

@@ -4,7 +4,8 @@
  * result are read.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { canonicalJson, codePointSlice } from "@keel/kernel";
+import { canonicalJson } from "@keel/kernel";
+import { codePointSlice } from "@keel/text";
 
 /** Why a tool call failed, as the retry controller counts it. */
 export type FailureClass = "invalid_arguments" | "not_found" | "permission_denied" | "timeout" | "internal" | "output_truncated";

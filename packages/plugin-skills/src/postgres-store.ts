@@ -5,7 +5,7 @@
  * and the real call reads them from that snapshot. An update runs its function the same way
  * inside one transaction that holds an advisory lock, so concurrent instances add up.
  */
-import { headOf } from "@keel/kernel";
+import { headOf } from "@keel/text";
 import { redact } from "@keel/secrets";
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PgQuery, PostgresTarget } from "@keel/store-postgres";

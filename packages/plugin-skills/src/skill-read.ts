@@ -5,7 +5,7 @@ import { z } from "zod";
 import type { ToolDefinition } from "@keel/kernel";
 import type { SkillCatalog } from "./catalog.ts";
 import { isInside, visibleIn } from "./catalog.ts";
-import { codePointLength, headOf, toWellFormed, truncate } from "@keel/kernel";
+import { codePointLength, headOf, toWellFormed, truncate } from "@keel/text";
 import { closestSkills } from "./closest.ts";
 
 /** Largest file `skill_read` returns whole; longer files are cut with a marker. */

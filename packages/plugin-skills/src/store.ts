@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import { openSqlite } from "@keel/kernel";
 import { containsSecret, isHighEntropyToken, redact } from "@keel/secrets";
 import type { Counts, PosteriorStore, PosteriorTx, WeightRow, WeightWrite } from "./posterior.ts";
-import { headOf } from "@keel/kernel";
+import { headOf } from "@keel/text";
 
 /**
  * A routing term or feature as stored: one that looks like key material is replaced by a

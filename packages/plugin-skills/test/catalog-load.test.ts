@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { codePointLength, toWellFormed } from "@keel/kernel";
+import { codePointLength, toWellFormed } from "@keel/text";
 import { afterEach, describe, expect, it } from "vitest";
 import { MAX_DESCRIPTION_CHARS, normalizeSkillName, readSkill, SkillCatalog } from "../src/index.ts";
 

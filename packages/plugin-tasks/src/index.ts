@@ -6,7 +6,8 @@
  */
 import { z } from "zod";
 import type { ModelProvider, PluginEntry, ToolContext, ToolDefinition, ToolOutput } from "@keel/kernel";
-import { definePlugin, defineTool, errorMessage, KeelError, truncate } from "@keel/kernel";
+import { definePlugin, defineTool, errorMessage, KeelError } from "@keel/kernel";
+import { truncate } from "@keel/text";
 
 export const PLUGIN_NAME = "@keel/plugin-tasks";
 export const PLUGIN_VERSION = "0.1.0";

@@ -7,7 +7,8 @@
  */
 import { join } from "node:path";
 import { z } from "zod";
-import { codePointSlice, definePlugin, defineTool, errorMessage, toWellFormed } from "@keel/kernel";
+import { definePlugin, defineTool, errorMessage } from "@keel/kernel";
+import { codePointSlice, toWellFormed } from "@keel/text";
 import { redact } from "@keel/secrets";
 import { detectStyle } from "./style.ts";
 import { UserModelStore } from "./store.ts";

@@ -1,6 +1,7 @@
 /** Small helpers shared by the PostgreSQL stores: identifiers, URLs for messages, error mapping. */
 import type { PgPool } from "./pool.ts";
-import { errorMessage, KeelError, maskCredentials, toWellFormed } from "@keel/kernel";
+import { errorMessage, KeelError, maskCredentials } from "@keel/kernel";
+import { toWellFormed } from "@keel/text";
 import type { ErrorCode } from "@keel/kernel";
 
 /** A schema or table name as a quoted SQL identifier. Contract: throws for an empty name or one with NUL. */

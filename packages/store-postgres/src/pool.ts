@@ -4,7 +4,8 @@
  * session log and every plugin's store.
  */
 import type pg from "pg";
-import { headOf, KeelError, maskCredentials } from "@keel/kernel";
+import { KeelError, maskCredentials } from "@keel/kernel";
+import { headOf } from "@keel/text";
 import type { StoreDatabase } from "@keel/kernel";
 import { describeUrl } from "./pg-util.ts";
 

@@ -15,7 +15,8 @@ import { startWireServer } from "../../../packages/wire-server/src/index.ts";
 import type { RecordedRequest, WireReply, WireServer } from "../../../packages/wire-server/src/index.ts";
 import { lastUserText } from "../../../packages/wire-server/src/index.ts";
 import type { Agent, KeelEvent, ToolDefinition } from "../../../packages/kernel/src/index.ts";
-import { SqliteSessionStore, createAgent, defaultSessionDbPath, headOf, scriptedProvider } from "../../../packages/kernel/src/index.ts";
+import { SqliteSessionStore, createAgent, defaultSessionDbPath, scriptedProvider } from "../../../packages/kernel/src/index.ts";
+import { headOf } from "../../../packages/text/src/index.ts";
 import { resolveModel } from "../../../packages/providers/src/index.ts";
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { pathToFileURL } from "node:url";
-import { isWellFormed } from "../../../packages/kernel/src/index.ts";
+import { isWellFormed } from "../../../packages/text/src/index.ts";
 import type { WireServer } from "../../../packages/wire-server/src/index.ts";
 import { offlineEnv, REPO, runKeel } from "../../../packages/cli/test/support/run-keel.ts";
 import type { KeelRun } from "../../../packages/cli/test/support/run-keel.ts";

@@ -11,7 +11,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { KeelEvent, SessionInfo, SessionStore } from "@keel/kernel";
-import { errorMessage, headOf, isKeelError, maskCredentials } from "@keel/kernel";
+import { errorMessage, isKeelError, maskCredentials } from "@keel/kernel";
+import { headOf } from "@keel/text";
 import { turnsOf } from "./turns.ts";
 
 /** Answers a pending approval (studio started with approvals allowed). Contract: throws a KeelError (HTTP 409) when the call is not waiting for an answer. */

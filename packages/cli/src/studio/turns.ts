@@ -5,7 +5,7 @@
  * contributions with their plugin and phase, and the approvals a paused turn waits for.
  */
 import type { ContributionRecord, HandlerSummary, KeelEvent, PromptManifest, TurnTimings, TurnVerdict, Usage } from "@keel/kernel";
-import { headOf, truncate } from "@keel/kernel";
+import { headOf, truncate } from "@keel/text";
 
 /** One bar of a turn's timeline. Contract: `start`/`end` are ms from the turn's start, `end >= start`. */
 export interface TimelineItem {

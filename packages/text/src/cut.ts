@@ -3,7 +3,6 @@
  * splits a surrogate pair, and what leaves here is well-formed (a lone surrogate becomes
  * U+FFFD), because a provider rejects a request body that holds one.
  */
-import type { ModelProvider, ModelRequest } from "./provider.ts";
 
 type Native = { isWellFormed?: () => boolean; toWellFormed?: () => string };
 const NATIVE = typeof (String.prototype as Native).toWellFormed === "function";
@@ -227,16 +226,6 @@ function repair(v: unknown, path: Set<object>, depth: number): unknown {
   path.delete(v);
   if (frozen) repaired.set(v, out);
   return out;
-}
-
-/**
- * `provider` with every request made well-formed before it is handed over (wellFormedDeep).
- * Contract: the same id, context window and other properties (the provider is the prototype).
- */
-export function wellFormedProvider(provider: ModelProvider): ModelProvider {
-  const wrapped = Object.create(provider) as ModelProvider;
-  Object.defineProperty(wrapped, "stream", { value: (request: ModelRequest, options: { signal: AbortSignal }) => provider.stream(wellFormedDeep(request), options) });
-  return wrapped;
 }
 
 /**

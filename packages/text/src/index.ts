@@ -1,0 +1,8 @@
+/**
+ * @keel/text: text as Keel handles it. Cut by code points (never inside a surrogate pair),
+ * made well-formed before it reaches a model or a store, joined across streamed deltas, and
+ * "did you mean" for a mistyped name. No dependencies; the kernel and the plugins share it.
+ */
+export { codePointLength, codePointSlice, deltaJoiner, droppedMarker, extendWellFormed, headOf, isWellFormed, tailOf, toWellFormed, truncate, wellFormedDeep } from "./cut.ts";
+export type { TruncateOptions } from "./cut.ts";
+export { closestName, didYouMean } from "./suggest.ts";
