@@ -10,7 +10,7 @@ import { DatabaseSync } from "node:sqlite";
 import { describe, expect } from "vitest";
 import { ok, scenario, secrets, sessionOf } from "./support/secrets.ts";
 import { wellFormedDeep } from "./support/unicode.ts";
-import { defaultTokenCounter } from "../../packages/kernel/src/index.ts";
+import { defaultTokenCounter } from "../../packages/tokens/src/index.ts";
 import { leavesFenceOpen } from "../../packages/plugin-compaction/test/support.ts";
 
 const S = secrets();

@@ -35,7 +35,8 @@ function realText(bytes: number): string {
 if (process.argv[2] === "--child") {
   const extraTools = Number(process.argv[3]);
   const pastedBytes = Number(process.argv[4] ?? 0);
-  const { TokenCounter, defineTool, utf8Length } = await import("@keel/kernel");
+  const { defineTool } = await import("@keel/kernel");
+  const { TokenCounter, utf8Length } = await import("@keel/tokens");
   const { startWireServer, echoResponder } = await import("@keel/wire-server");
   const { loadConfig } = await import("../src/load-config.ts");
   const { buildAgent } = await import("../src/build-agent.ts");

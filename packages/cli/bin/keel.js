@@ -17,7 +17,7 @@ if (major < 22 || (major === 22 && minor < 13)) {
 // code another user put there. KEEL_NO_COMPILE_CACHE=1 turns it off.
 if (!process.env.KEEL_NO_COMPILE_CACHE) {
   try {
-    const [{ enableCompileCache }, { homedir }, { isAbsolute, join }, { privateDirProblem }] = await Promise.all([import("node:module"), import("node:os"), import("node:path"), import("@keel/kernel/safe-path")]);
+    const [{ enableCompileCache }, { homedir }, { isAbsolute, join }, { privateDirProblem }] = await Promise.all([import("node:module"), import("node:os"), import("node:path"), import("@keel/safe-path")]);
     const abs = (p) => (p && isAbsolute(p) ? p : undefined);
     const named = abs(process.env.KEEL_CACHE_DIR) ? "KEEL_CACHE_DIR" : abs(process.env.XDG_CACHE_HOME) ? "XDG_CACHE_HOME" : undefined;
     const base = abs(process.env.KEEL_CACHE_DIR) ?? join(abs(process.env.XDG_CACHE_HOME) ?? join(homedir(), ".cache"), "keel");

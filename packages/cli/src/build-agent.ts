@@ -4,7 +4,8 @@
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { createAgent, defaultKeelHome, defaultSessionDbPath, KeelError, errorMessage, isKeelError, scriptedProvider, maskCredentials, readRegularFile } from "@keel/kernel";
+import { createAgent, defaultKeelHome, defaultSessionDbPath, KeelError, errorMessage, isKeelError, scriptedProvider, maskCredentials } from "@keel/kernel";
+import { readRegularFile } from "@keel/safe-path";
 import { headOf } from "@keel/text";
 import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelName, ModelProvider, ModelSpec, ProviderScriptInput, SessionStore } from "@keel/kernel";
 import { ConfigSchema } from "./config-schema.ts";

@@ -1,7 +1,8 @@
 /** The Keel home folder must be a folder (or creatable as one) before anything opens a store in it. */
 import { statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { kernelFsOf, KeelError } from "@keel/kernel";
+import { KeelError } from "@keel/kernel";
+import { kernelFsOf } from "@keel/safe-path";
 
 /**
  * Check that `home` is a folder, or that its nearest existing ancestor is one (so it can be

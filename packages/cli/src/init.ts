@@ -1,7 +1,8 @@
 /** `keel init`: scaffold an agent project, or (`--plugin NAME`) a plugin package. */
 import { existsSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, relative, resolve } from "node:path";
-import { KeelError, KERNEL_VERSION, kernelFsOf, makeDirs } from "@keel/kernel";
+import { KeelError, KERNEL_VERSION } from "@keel/kernel";
+import { kernelFsOf, makeDirs } from "@keel/safe-path";
 import { agentProject, pluginPackage } from "./init-templates.ts";
 import { cliVersion } from "./version.ts";
 

@@ -5,7 +5,8 @@
  * so the ratio is measured in one run. Run with `pnpm bench`.
  */
 import { createAgent, definePlugin, MemorySessionStore, PHASE_NAMES, ScriptedProvider, SqliteSessionStore, toolCallsOf } from "../src/index.ts";
-import { buildRegistry, PhaseRunner, TokenCounter } from "../src/index.ts";
+import { buildRegistry, PhaseRunner } from "../src/index.ts";
+import { TokenCounter } from "../../tokens/src/index.ts";
 import type { KeelEvent, Message, ModelProvider, ModelRequest, PhaseName, ToolDefinition, ToolResultMessage } from "../src/index.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

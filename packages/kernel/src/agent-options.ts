@@ -9,7 +9,7 @@ import type { PluginEntry } from "./plugin.ts";
 import type { PreflightOptions } from "./preflight.ts";
 import type { ModelProvider, RequestOptions } from "./provider.ts";
 import type { SessionStore } from "./session-store.ts";
-import type { TokenCounter } from "./tokens.ts";
+import type { TokenCounter } from "./token-counter.ts";
 import type { ToolCategory, ToolDefinition } from "./tools.ts";
 import type { ApprovalAnswer } from "./verdict.ts";
 

@@ -25,7 +25,8 @@ import { trackAbandoned } from "./abandoned.ts";
 import type { SessionInfo, SessionStore } from "./session-store.ts";
 import type { AgentStorage } from "./storage.ts";
 import { resolveStorage } from "./storage.ts";
-import { TokenCounter } from "./tokens.ts";
+import { TokenCounter as O200kCounter } from "@keel/tokens";
+import type { TokenCounter } from "./token-counter.ts";
 import type { ToolCallView } from "./phases.ts";
 import type { ToolCategory, ToolDefinition } from "./tools.ts";
 import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "./tools.ts";
@@ -102,7 +103,7 @@ const AgentOptionsSchema = z.object({
   setupTimeoutMs: positive.optional(),
   lease: z.object({ ttlMs: z.number().int().min(100), waitMs: z.number().min(0) }).partial().strict().optional(),
   store: z.union([z.string().min(1), z.custom<SessionStore>((v) => typeof (v as SessionStore | undefined)?.append === "function", { message: "expected a SessionStore" })], { message: 'expected a SessionStore, "sqlite" or a postgres:// URL' }).optional(),
-  tokenCounter: z.instanceof(TokenCounter).optional(),
+  tokenCounter: z.custom<TokenCounter>((v) => typeof (v as TokenCounter | undefined)?.countRequest === "function", { message: "expected a token counter (an object with countRequest(), such as @keel/tokens' TokenCounter)" }).optional(),
   requestOptions: z.record(z.string(), z.unknown()).optional(),
   observers: z.array(z.unknown()).optional(),
   mode: z.enum(["agent", "chat"]).optional(),
@@ -196,7 +197,7 @@ export class Agent {
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.caps = { ...DEFAULT_CAPS, ...options.caps };
     this.toolTimeouts = { ...DEFAULT_TOOL_TIMEOUTS, ...options.toolTimeouts };
-    this.tokens = options.tokenCounter ?? new TokenCounter();
+    this.tokens = options.tokenCounter ?? new O200kCounter();
     this.trace = options.trace ?? "notable";
     const tracer: PhaseTracer = {
       phaseStarted: (phase, owner) => {
@@ -475,7 +476,7 @@ export class Session implements TurnHost {
     if (prev.length < HISTORY_FACTS_MIN) return;
     extendPairState(prev, next, message);
     extendWellFormed(prev, next, message);
-    this.agent.tokens.extendCounts(prev, next, message);
+    this.agent.tokens.extendCounts?.(prev, next, message);
   }
   seq = 0;
   turnCount = 0;

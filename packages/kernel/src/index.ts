@@ -23,7 +23,6 @@ export { DEFAULT_CAPS, PolicySet, applyMessageEdits, mergeDecisions, mergePrompt
 export type { MergeCaps, MergedSection, ResolvedTool, ToolDecision } from "./merge.ts";
 export { ERROR_CODES, KeelError, PREVIEW_CHARS, errorMessage, isKeelError, preview } from "./errors.ts";
 export { maskCredentials } from "@keel/secrets";
-export { kernelFsOf, makeDirs, privateDirProblem, readRegularFile } from "./safe-path.ts";
 export type { ErrorCode, ErrorLocation } from "./errors.ts";
 export { KERNEL_VERSION, DEFAULT_SETUP_TIMEOUT_MS, DEFAULT_TIMEOUTS, buildRegistry } from "./registry.ts";
 export type { RegistryOptions, PluginRegistry, RegisteredPlugin, RegistryHooks, Subscription } from "./registry.ts";
@@ -60,8 +59,7 @@ export type { LeaseOptions } from "./lease.ts";
 export { MemorySessionStore } from "./memory-store.ts";
 export { resolveStorage } from "./storage.ts";
 export type { AgentStorage, ResolvedStorage } from "./storage.ts";
-export { TokenCounter, defaultTokenCounter, estimateTokens, fileTokens, utf8Length } from "./tokens.ts";
-export type { RequestTokenCount } from "./tokens.ts";
+export type { RequestTokenCount, TokenCounter } from "./token-counter.ts";
 export { ScriptedProvider, scriptedProvider, parseProviderScript, ProviderScriptSchema } from "./scripted-provider.ts";
 export type { ProviderScript, ProviderScriptInput, ScriptStep } from "./scripted-provider.ts";
 export { repairToolPairs } from "./repair.ts";

@@ -2,7 +2,7 @@
  * The phase table: declared once, as data. Hook instances, handler types, `keel inspect`
  * and docs are all derived from it.
  */
-import type { RequestTokenCount } from "./tokens.ts";
+import type { RequestTokenCount } from "./token-counter.ts";
 import type { ContributionKind, ContributionOf } from "./contributions.ts";
 import type { PromptManifest } from "./manifest.ts";
 import type { AssistantMessage, ContentBlock, Message, ToolResultMessage } from "./messages.ts";

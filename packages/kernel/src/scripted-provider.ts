@@ -8,10 +8,10 @@ import type { AssistantBlock, AssistantMessage, Message } from "./messages.ts";
 import { messageText } from "./messages.ts";
 import type { ModelEvent, ModelProvider, ModelRequest, StopReason } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
-import { estimateTokens, fileTokens } from "./tokens.ts";
+import { estimateTokens, fileTokens } from "@keel/tokens";
 import type { Usage } from "./usage.ts";
 import { truncate } from "@keel/text";
-import { readRegularFile } from "./safe-path.ts";
+import { readRegularFile } from "@keel/safe-path";
 
 const count = z.number().int().nonnegative();
 

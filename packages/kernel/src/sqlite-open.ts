@@ -9,7 +9,7 @@ import { pathToFileURL } from "node:url";
 import { DatabaseSync } from "node:sqlite";
 import { errorMessage, KeelError } from "./errors.ts";
 import { headOf } from "@keel/text";
-import { makeDirs } from "./safe-path.ts";
+import { makeDirs } from "@keel/safe-path";
 
 /** Options of openSqlite. */
 export interface OpenSqliteOptions {

@@ -17,7 +17,7 @@ import type { GuardName, PendingApproval, TurnVerdict } from "./verdict.ts";
 import type { ContributionKind, ContributionOf } from "./contributions.ts";
 import type { AgentOptions } from "./agent-options.ts";
 import type { OutputFormat } from "./provider.ts";
-import type { TokenCounter } from "./tokens.ts";
+import type { TokenCounter } from "./token-counter.ts";
 import type { ChildOptions, ChildRun, ToolCategory, TurnBudget } from "./tools.ts";
 import type { ToolSchema } from "./tools.ts";
 import type { Usage } from "./usage.ts";

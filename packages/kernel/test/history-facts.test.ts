@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { freezeDeep, type Message } from "../src/messages.ts";
 import { extendPairState, HISTORY_FACTS_MIN, repairToolPairs } from "../src/repair.ts";
 import { extendWellFormed, wellFormedDeep } from "../../text/src/index.ts";
-import { TokenCounter } from "../src/tokens.ts";
+import { TokenCounter } from "../../tokens/src/index.ts";
 
 /** A seeded random history step: user text, an assistant with 0-3 calls, a result (matching or stray), text with a lone surrogate. */
 function randomMessages(seed: number, n: number): Message[] {

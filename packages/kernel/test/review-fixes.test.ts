@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { freezeDeep, type Message } from "../src/messages.ts";
 import { createAgent, defineTool, MemorySessionStore, scriptedProvider } from "../src/index.ts";
 import { takeLease } from "../src/lease.ts";
-import { TokenCounter } from "../src/tokens.ts";
+import { TokenCounter } from "../../tokens/src/index.ts";
 
 // Regressions for what the adversarial review of the latency changes found.
 describe("latency changes, review regressions", () => {

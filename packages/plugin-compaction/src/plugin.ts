@@ -6,7 +6,8 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import type { ContributionInputOf, HookContext, Message, ModelProvider, PhaseEvent } from "@keel/kernel";
-import { applyMessageEdits, defaultTokenCounter, definePlugin, KeelError } from "@keel/kernel";
+import { applyMessageEdits, definePlugin, KeelError } from "@keel/kernel";
+import { defaultTokenCounter } from "@keel/tokens";
 import type { CompactState } from "./compact.ts";
 import { compactHistory } from "./compact.ts";
 import { DIGEST_PREFIX, diffEdits, isCompacted, isSummary, messageKeys, plainText } from "./messages.ts";

@@ -4,7 +4,7 @@
  * tildes, a cut that turns a line into a fence opener, an output the tool cut inside a block.
  */
 import type { Message, ToolResultMessage } from "@keel/kernel";
-import { defaultTokenCounter } from "@keel/kernel";
+import { defaultTokenCounter } from "@keel/tokens";
 import { isWellFormed } from "@keel/text";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions } from "../src/index.ts";

@@ -4,7 +4,7 @@
  * identifiers huge or numerous.
  */
 import type { Message, ToolResultMessage } from "@keel/kernel";
-import { defaultTokenCounter } from "@keel/kernel";
+import { defaultTokenCounter } from "@keel/tokens";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions } from "../src/index.ts";
 import { compactHistory, MASK_PREFIX } from "../src/index.ts";

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Message } from "@keel/kernel";
-import { defaultTokenCounter } from "@keel/kernel";
+import { defaultTokenCounter } from "@keel/tokens";
 import { afterEach, describe, expect, it } from "vitest";
 import { compactHistory, extractIdentifiers, MASK_PREFIX, salientIdentifiers, SHORTENED_TEXT_MARK, SUMMARY_PREFIX } from "../src/index.ts";
 import { cleanupDirs, setup, textOf, gatedBash } from "./support.ts";

@@ -1,5 +1,5 @@
 import type { Message } from "@keel/kernel";
-import { defaultTokenCounter } from "@keel/kernel";
+import { defaultTokenCounter } from "@keel/tokens";
 import { afterEach, describe, expect, it } from "vitest";
 import type { CompactOptions, CompactState } from "../src/index.ts";
 import { compactHistory, SUMMARY_PREFIX } from "../src/index.ts";

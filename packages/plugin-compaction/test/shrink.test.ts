@@ -1,5 +1,5 @@
 import type { Message, ToolResultMessage } from "@keel/kernel";
-import { defaultTokenCounter } from "@keel/kernel";
+import { defaultTokenCounter } from "@keel/tokens";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions } from "../src/index.ts";
 import { compactHistory, deterministicSummary, MASK_PREFIX, salientIdentifiers, SHORTENED_TEXT_MARK } from "../src/index.ts";

@@ -1,5 +1,5 @@
 import type { Message } from "@keel/kernel";
-import { defaultTokenCounter } from "@keel/kernel";
+import { defaultTokenCounter } from "@keel/tokens";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions } from "../src/index.ts";
 import { compactHistory, SUMMARY_PREFIX, tailStart } from "../src/index.ts";

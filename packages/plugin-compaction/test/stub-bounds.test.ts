@@ -4,7 +4,7 @@
  * and a side model's summary is cut to the budget it was given.
  */
 import type { Message, ToolResultMessage } from "@keel/kernel";
-import { defaultTokenCounter } from "@keel/kernel";
+import { defaultTokenCounter } from "@keel/tokens";
 import { isWellFormed } from "@keel/text";
 import { scriptedProvider } from "@keel/kernel/testing";
 import { describe, expect, it } from "vitest";

@@ -1,5 +1,6 @@
 import type { Message, ToolResultMessage } from "@keel/kernel";
-import { defaultTokenCounter, messageText } from "@keel/kernel";
+import { messageText } from "@keel/kernel";
+import { defaultTokenCounter } from "@keel/tokens";
 import { afterEach, describe, expect, it } from "vitest";
 import type { CompactOptions } from "../src/index.ts";
 import { compactHistory, heuristicExtraction, MASK_PREFIX, messageKeys, parseExtraction, scoreBlocks, SubgoalRegistry, TIER, weightedJaccard, terms } from "../src/index.ts";

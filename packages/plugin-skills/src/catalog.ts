@@ -7,7 +7,7 @@
 import { readdirSync, realpathSync, statSync } from "node:fs";
 import { join, relative, sep } from "node:path";
 import { parseDocument } from "yaml";
-import { readRegularFile } from "@keel/kernel";
+import { readRegularFile } from "@keel/safe-path";
 import { codePointLength, headOf, truncate } from "@keel/text";
 
 /** A loaded skill. Contract: `dir` is the real path of the skill's folder; `name` is unique in a catalog. */

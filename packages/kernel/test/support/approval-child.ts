@@ -17,7 +17,7 @@ import { definePlugin } from "../../src/plugin.ts";
 import { scriptedProvider } from "../../src/scripted-provider.ts";
 import type { ScriptStep } from "../../src/scripted-provider.ts";
 import { defaultKeelHome, defaultSessionDbPath, SqliteSessionStore } from "../../src/sqlite-store.ts";
-import { estimateTokens, TokenCounter } from "../../src/tokens.ts";
+import { estimateTokens, TokenCounter } from "../../../tokens/src/index.ts";
 import type { ToolDefinition } from "../../src/tools.ts";
 
 class QuickTokenCounter extends TokenCounter {

@@ -14,7 +14,7 @@ import { createAgent } from "../../src/agent.ts";
 import type { ModelEvent, ModelProvider } from "../../src/provider.ts";
 import { scriptedProvider } from "../../src/scripted-provider.ts";
 import { defaultKeelHome, defaultSessionDbPath, SqliteSessionStore } from "../../src/sqlite-store.ts";
-import { estimateTokens, TokenCounter } from "../../src/tokens.ts";
+import { estimateTokens, TokenCounter } from "../../../tokens/src/index.ts";
 import type { ToolDefinition } from "../../src/tools.ts";
 
 type Mode = "provider" | "tool" | "steer";

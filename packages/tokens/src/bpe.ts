@@ -10,7 +10,7 @@ import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { crc32 } from "node:zlib";
 import { dirname, isAbsolute, join } from "node:path";
-import { privateDirProblem, readRegularFile } from "./safe-path.ts";
+import { privateDirProblem, readRegularFile } from "@keel/safe-path";
 
 /** A loaded vocabulary. Contract: `pattern` is the pre-tokenizer (global, unicode), `sticky` the same pattern sticky; `countPiece` is the BPE token count of one piece. */
 export interface BpeVocabulary {

@@ -5,9 +5,26 @@
  * once created), so recounting a long history is cheap.
  */
 import { loadO200k, type BpeVocabulary } from "./bpe.ts";
-import { HISTORY_FACTS_MIN } from "./repair.ts";
-import type { Message } from "./messages.ts";
-import type { ToolSchema } from "./tools.ts";
+
+/**
+ * A message as it is counted: any message of the kernel's conversation model is one (this
+ * package imports nothing of Keel). Contract: treated as immutable (counts are cached per object).
+ */
+export interface Message {
+  readonly role: string;
+  readonly toolName?: string;
+  readonly content: ReadonlyArray<{ readonly type: string; readonly text?: string; readonly data?: string; readonly name?: string; readonly args?: unknown }>;
+}
+
+/** A tool as it is sent: name, description and JSON Schema parameters. */
+export interface ToolSchema {
+  readonly name: string;
+  readonly description: string;
+  readonly parameters: unknown;
+}
+
+/** Histories shorter than this are summed again each time; longer ones keep their sums per array. */
+const HISTORY_FACTS_MIN = 32;
 
 /** Tokens added per message for role and framing. */
 export const MESSAGE_OVERHEAD_TOKENS = 4;
@@ -173,12 +190,12 @@ export class TokenCounter {
     const parts: string[] = [];
     let images = 0;
     let files = 0;
-    if (message.role === "tool") parts.push(message.toolName);
+    if (message.role === "tool") parts.push(message.toolName ?? "");
     for (const block of message.content) {
       if (block.type === "image") images++;
-      else if (block.type === "file") files += fileTokens(block.data);
-      else if (block.type === "tool_call") parts.push(block.name, JSON.stringify(block.args ?? {}));
-      else parts.push(block.text);
+      else if (block.type === "file") files += fileTokens(block.data ?? "");
+      else if (block.type === "tool_call") parts.push(block.name ?? "", JSON.stringify(block.args ?? {}));
+      else parts.push(block.text ?? "");
     }
     const count = this.countText(parts.join("\n")) + MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS + files;
     this.#messages.set(message, count);
@@ -300,11 +317,11 @@ export class TokenCounter {
       if ("role" in o) {
         for (const b of o.content) {
           if (b.type === "image") images++;
-          else if (b.type === "file") files += fileTokens(b.data);
-          else if (b.type === "tool_call") (add(b.name), add(JSON.stringify(b.args ?? {})));
-          else add(b.text);
+          else if (b.type === "file") files += fileTokens(b.data ?? "");
+          else if (b.type === "tool_call") (add(b.name ?? ""), add(JSON.stringify(b.args ?? {})));
+          else add(b.text ?? "");
         }
-        if (o.role === "tool") add(o.toolName);
+        if (o.role === "tool") add(o.toolName ?? "");
         // The separators countMessage joins the parts with (a tool call is two parts).
         chars += o.content.length;
         bytes += 2 * o.content.length + 1;

@@ -6,9 +6,9 @@ import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { Tiktoken } from "js-tiktoken/lite";
 import { describe, expect, it } from "vitest";
-import type { Message } from "../src/messages.ts";
-import { IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, TokenCounter, defaultTokenCounter, estimateTokens, utf8Length } from "../src/tokens.ts";
-import type { ToolSchema } from "../src/tools.ts";
+import type { Message } from "../../kernel/src/index.ts";
+import { IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, TokenCounter, defaultTokenCounter, estimateTokens, utf8Length } from "../src/counter.ts";
+import type { ToolSchema } from "../../kernel/src/index.ts";
 
 const direct = new Tiktoken(createRequire(import.meta.url)("js-tiktoken/ranks/o200k_base"));
 const encodeLen = (s: string) => direct.encode(s).length;
@@ -69,7 +69,7 @@ describe("TokenCounter counts", () => {
 
   it("the piece cache keeps no counted text alive (a piece is a slice of the text it came from)", () => {
     const run = spawnSync(process.execPath, ["--expose-gc", "--input-type=module", "-e", `
-      const { TokenCounter } = await import(${JSON.stringify(new URL("../src/tokens.ts", import.meta.url).href)});
+      const { TokenCounter } = await import(${JSON.stringify(new URL("../src/counter.ts", import.meta.url).href)});
       const c = new TokenCounter();
       c.countText("warm");
       globalThis.gc(); const before = process.memoryUsage().heapUsed;
@@ -83,7 +83,7 @@ describe("TokenCounter counts", () => {
   });
 
   it("loads neither the o200k ranks nor their cache at import time; the first count loads the vocabulary (from a fresh cache: decoded, then read back)", () => {
-    const url = new URL("../src/tokens.ts", import.meta.url).href;
+    const url = new URL("../src/counter.ts", import.meta.url).href;
     const code = `const { createRequire } = await import("node:module");
       const cache = createRequire(${JSON.stringify(url)}).cache;
       const ranks = () => Object.keys(cache).some((k) => k.includes("o200k_base"));
@@ -108,7 +108,7 @@ describe("TokenCounter counts", () => {
   });
 
   it("a request whose UTF-8 size is below exactAbove is estimated without loading the ranks, with its byte count as the bound; above it, counted exactly", () => {
-    const url = new URL("../src/tokens.ts", import.meta.url).href;
+    const url = new URL("../src/counter.ts", import.meta.url).href;
     const code = `const { TokenCounter, utf8Length } = await import(${JSON.stringify(url)});
       const c = new TokenCounter();
       // 40,000 ASCII chars: the old bound (3 x UTF-16 length, 120,000) was above 90,000; the bytes are not.

@@ -1,11 +1,11 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { crc32 } from "node:zlib";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { Tiktoken } from "js-tiktoken/lite";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { findDataDir } from "../../../test/support/data.ts";
 import { loadO200k, tokenizerCacheDir } from "../src/bpe.ts";
 
@@ -210,5 +210,21 @@ describe("o200k vocabulary cache", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("the tokenizer cache's folder", () => {
+  const linux = process.platform === "linux";
+  const root = mkdtempSync(join(tmpdir(), "keel-tok-folder-"));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  it.runIf(linux)("the tokenizer neither reads nor writes a cache in a folder others may write to (a crafted file could change counts)", () => {
+    const shared = join(root, "tok-shared");
+    mkdirSync(shared);
+    chmodSync(shared, 0o777);
+    loadO200k({ cacheDir: shared });
+    expect(readdirSync(shared).join("")).toBe("");
+    const mine = join(root, "tok-mine");
+    loadO200k({ cacheDir: mine });
+    expect(readdirSync(mine).join("")).toMatch(/^o200k-/);
   });
 });

@@ -1,0 +1,27 @@
+/** What the loop asks of a token counter: a request counted by part, to keep it under the context ceiling. */
+import type { Message } from "./messages.ts";
+import type { ToolSchema } from "./tools.ts";
+
+/** Token counts of one request, by part. */
+export interface RequestTokenCount {
+  /** False when the parts are chars/4 estimates (the tokenizer was not needed yet). */
+  exact: boolean;
+  /** With `exact: false`: a proven upper bound on the request's tokens. */
+  bound?: number;
+  system: number;
+  tools: number;
+  messages: number;
+  total: number;
+}
+
+/**
+ * A token counter (createAgent's default is @keel/tokens' o200k counter).
+ * Contract: `countRequest` is synchronous and `total` is the sum of the parts; below
+ * `exactAbove` it may estimate (`exact: false`, with a proven `bound`), above it it counts
+ * exactly; `extendCounts`, when present, carries what it knows of `prev` to `next` (`prev`
+ * plus `message`, both frozen), so a long history is not walked again each round.
+ */
+export interface TokenCounter {
+  countRequest(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }, options?: { exactAbove?: number }): RequestTokenCount;
+  extendCounts?(prev: readonly Message[], next: readonly Message[], message: Message): void;
+}
