@@ -6,7 +6,8 @@ import { readdir, readFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { createAgent, definePlugin, defineTool, ScriptedProvider } from "@keel/kernel";
+import { createAgent, definePlugin, defineTool } from "@keel/kernel";
+import { ScriptedProvider } from "@keel/testkit";
 import type { AgentOptions, ModelProvider } from "@keel/kernel";
 
 const here = dirname(fileURLToPath(import.meta.url));

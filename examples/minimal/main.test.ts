@@ -5,7 +5,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { SqliteSessionStore } from "@keel/kernel";
+import { SqliteSessionStore } from "@keel/store-sqlite";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const run = promisify(execFile);

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { SqliteSessionStore } from "../../packages/kernel/src/index.ts";
+import { SqliteSessionStore } from "../../packages/store-sqlite/src/index.ts";
 import type { KeelEvent } from "../../packages/kernel/src/index.ts";
 import { KEEL_BIN, offlineEnv, REPO, runKeel } from "../../packages/cli/test/support/run-keel.ts";
 

@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import type { KeelEvent, Message } from "../../packages/kernel/src/index.ts";
 import { repairToolPairs } from "../../packages/kernel/src/repair.ts";
-import { seededRandom } from "../../packages/kernel/src/testing.ts";
+import { seededRandom } from "../../packages/testkit/src/index.ts";
 import { PostgresSessionStore } from "../../packages/store-postgres/src/index.ts";
 import { dropTestSchemas, PG_URL, requirePostgres, testSchema } from "../../packages/store-postgres/test/support/pg.ts";
 

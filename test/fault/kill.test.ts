@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
 import type { KeelEvent } from "../../packages/kernel/src/index.ts";
 import { isTerminalEvent } from "../../packages/kernel/src/index.ts";
-import { seededRandom } from "../../packages/kernel/src/testing.ts";
+import { seededRandom } from "../../packages/testkit/src/index.ts";
 import { useSharedWire, faultConfig, inProcessAgent, pairingProblems, project, runKeel, seedSession, startKeel, storedEvents, storedUserTexts, until, wireEnv } from "./support/storage.ts";
 
 const { root, server: sharedServer } = useSharedWire("keel-fault-kill-");

@@ -11,7 +11,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import type { JobContext, KeelEvent } from "../../packages/kernel/src/index.ts";
-import { createAgent, definePlugin, MemorySessionStore, scriptedProvider } from "../../packages/kernel/src/index.ts";
+import { createAgent, definePlugin } from "../../packages/kernel/src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../packages/testkit/src/index.ts";
 import { memory } from "../../packages/plugin-memory/src/index.ts";
 import { allEvents, jobTrail, keel, makeHome, memories, sessionOf, SLOW_MEMORY_CONFIG } from "./support/jobs.ts";
 

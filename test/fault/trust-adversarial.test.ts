@@ -12,7 +12,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { Agent, KeelEvent } from "../../packages/kernel/src/index.ts";
-import { createAgent, definePlugin, defineTool, scriptedProvider } from "../../packages/kernel/src/index.ts";
+import { createAgent, definePlugin, defineTool } from "../../packages/kernel/src/index.ts";
+import { scriptedProvider } from "../../packages/testkit/src/index.ts";
 import memory from "../../packages/plugin-memory/src/index.ts";
 import { dropTestSchemas, PG_URL, rawRows, requirePostgres, testSchema } from "../../packages/store-postgres/test/support/pg.ts";
 

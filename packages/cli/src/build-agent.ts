@@ -4,10 +4,13 @@
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { createAgent, defaultKeelHome, defaultSessionDbPath, KeelError, errorMessage, isKeelError, scriptedProvider, maskCredentials } from "@keel/kernel";
+import { createAgent, defaultKeelHome, KeelError, errorMessage, isKeelError, maskCredentials } from "@keel/kernel";
+import { scriptedProvider } from "@keel/testkit";
+import { defaultSessionDbPath } from "@keel/store-sqlite";
 import { readRegularFile } from "@keel/safe-path";
 import { headOf } from "@keel/text";
-import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelName, ModelProvider, ModelSpec, ProviderScriptInput, SessionStore } from "@keel/kernel";
+import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelName, ModelProvider, ModelSpec, SessionStore } from "@keel/kernel";
+import type { ProviderScriptInput } from "@keel/testkit";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";
 import type { LoadedConfig } from "./load-config.ts";

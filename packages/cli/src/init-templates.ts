@@ -85,7 +85,7 @@ export function pluginPackage(name: string, v: Versions): Record<string, string>
       keywords: ["keel", "keel-plugin"],
       scripts: { build: "tsc -p tsconfig.json", test: "vitest run", prepublishOnly: "npm run build && npm test" },
       peerDependencies: { "@keel/kernel": `^${v.kernel}`, zod: "^4.1.0" },
-      devDependencies: { "@keel/kernel": `^${v.kernel}`, zod: "^4.1.0", vitest: "^4.0.0", typescript: "~5.9.0", "@types/node": "^24.0.0" },
+      devDependencies: { "@keel/kernel": `^${v.kernel}`, "@keel/testkit": `^${v.plugins}`, zod: "^4.1.0", vitest: "^4.0.0", typescript: "~5.9.0", "@types/node": "^24.0.0" },
     }),
     "tsconfig.json": json({
       compilerOptions: { target: "ES2023", module: "NodeNext", moduleResolution: "NodeNext", strict: true, declaration: true, outDir: "dist", rootDir: "src", skipLibCheck: true, allowImportingTsExtensions: true, rewriteRelativeImportExtensions: true },
@@ -122,7 +122,7 @@ export default function ${ident}(input?: z.input<typeof Options>) {
 }
 `,
     "test/plugin.test.ts": `import { createAgent } from "@keel/kernel";
-import { MemorySessionStore, scriptedProvider } from "@keel/kernel/testing";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { describe, expect, it } from "vitest";
 import ${ident} from "../src/index.ts";
 

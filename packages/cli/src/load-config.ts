@@ -9,7 +9,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Jiti } from "jiti";
 import * as kernel from "@keel/kernel";
-import * as kernelTesting from "@keel/kernel/testing";
+import * as testkit from "@keel/testkit";
 import { KeelError, isKeelError } from "@keel/kernel";
 import { headOf } from "@keel/text";
 import { attempt, thrownText } from "./guard.ts";
@@ -38,7 +38,7 @@ export async function configJiti(): Promise<Jiti> {
     interopDefault: false,
     moduleCache: true,
     fsCache: false,
-    virtualModules: { "@keel/kernel": kernel, "@keel/kernel/testing": kernelTesting },
+    virtualModules: { "@keel/kernel": kernel, "@keel/testkit": testkit, "@keel/kernel/testing": testkit },
   });
   return shared;
 }

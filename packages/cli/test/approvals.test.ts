@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { SqliteSessionStore } from "@keel/kernel";
+import { SqliteSessionStore } from "@keel/store-sqlite";
 import type { KeelEvent } from "@keel/kernel";
 import { KEEL_BIN, offlineEnv, runKeel } from "./support/run-keel.ts";
 

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { SqliteSessionStore } from "@keel/kernel";
+import { SqliteSessionStore } from "@keel/store-sqlite";
 import { offlineEnv, runKeel } from "./support/run-keel.ts";
 
 const root = mkdtempSync(join(tmpdir(), "keel-chat-"));

@@ -23,7 +23,7 @@ function linkDependencies(dir: string): void {
   const kernelReq = createRequire(join(REPO, "packages/kernel/package.json"));
   const rootReq = createRequire(join(REPO, "package.json"));
   for (const name of Object.keys({ ...manifest.dependencies, ...manifest.devDependencies })) {
-    const local: Record<string, string> = { "@keel/cli": "cli", "@keel/kernel": "kernel", "@keel/plugin-memory": "plugin-memory", "@keel/plugin-skills": "plugin-skills" };
+    const local: Record<string, string> = { "@keel/cli": "cli", "@keel/kernel": "kernel", "@keel/testkit": "testkit", "@keel/plugin-memory": "plugin-memory", "@keel/plugin-skills": "plugin-skills" };
     let target: string | undefined = local[name] ? join(REPO, "packages", local[name]!) : undefined;
     for (const req of [kernelReq, rootReq, fromCli]) {
       if (target) break;

@@ -4,7 +4,9 @@
  * provider and tools driven by a hand-written loop. Both run in this process, interleaved,
  * so the ratio is measured in one run. Run with `pnpm bench`.
  */
-import { createAgent, definePlugin, MemorySessionStore, PHASE_NAMES, ScriptedProvider, SqliteSessionStore, toolCallsOf } from "../src/index.ts";
+import { createAgent, definePlugin, PHASE_NAMES, toolCallsOf } from "../src/index.ts";
+import { MemorySessionStore, ScriptedProvider } from "../../testkit/src/index.ts";
+import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
 import { buildRegistry, PhaseRunner } from "../src/index.ts";
 import { TokenCounter } from "../../tokens/src/index.ts";
 import type { KeelEvent, Message, ModelProvider, ModelRequest, PhaseName, ToolDefinition, ToolResultMessage } from "../src/index.ts";

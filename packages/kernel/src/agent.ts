@@ -53,7 +53,7 @@ import type { AttemptOutcome, UnfinishedJob } from "./jobs.ts";
 import { recoverJobs, startDurableJob } from "./jobs.ts";
 import { inFaultScope } from "./faults.ts";
 import type { HeldLease, LeaseKind, LeaseOptions } from "./lease.ts";
-import { DEFAULT_LEASE, takeLease } from "./lease.ts";
+import { DEFAULT_LEASE } from "./lease.ts";
 import type { LogCursor } from "./session-replay.ts";
 import { newCursor, replay } from "./session-replay.ts";
 
@@ -771,7 +771,7 @@ export class Session implements TurnHost {
     this.taking = new Promise((r) => (done = r));
     try {
       const store = this.agent.store;
-      const lease = await takeLease(store, this.id, { ttlMs: this.leasing.ttlMs, waitMs: options.waitMs ?? this.leasing.waitMs, kind, ...(options.signal ? { signal: options.signal } : {}), ...(this.leasing.onWait ? { onWait: this.leasing.onWait } : {}) });
+      const lease = await store.lease?.(this.id, { ttlMs: this.leasing.ttlMs, waitMs: options.waitMs ?? this.leasing.waitMs, kind, ...(options.signal ? { signal: options.signal } : {}), ...(this.leasing.onWait ? { onWait: this.leasing.onWait } : {}) });
       try {
         await this.catchUp();
       } catch (err) {
@@ -897,8 +897,10 @@ export class Session implements TurnHost {
     this.life.abort(this.jobs.size || this.agent.runner.background.size ? new KeelError("KEEL_TURN_ABORTED", "The session was closed.") : SESSION_CLOSED);
     await Promise.allSettled([...this.jobs]);
     try {
-      // What was emitted without a lease (a job's record) waits for another instance's turn to end, within the grace.
-      if (!this.lease && this.outbox.length) await this.hold("handoff", noop, { waitMs: options.graceMs ?? 30_000 }).catch((err: unknown) => this.lostAtClose(err));
+      // A job's record emitted without a lease waits for another instance's turn to end, within the grace (it would run again
+      // if lost); the rest (the open's own records, diagnostics) is written if the session is free now, else dropped.
+      const jobRecords = this.outbox.some((q) => q.data.type.startsWith("job."));
+      if (!this.lease && this.outbox.length) await this.hold("handoff", noop, { waitMs: jobRecords ? (options.graceMs ?? 30_000) : 0 }).catch((err: unknown) => this.lostAtClose(err));
       else await this.flush();
     } finally {
       await this.lease?.stop().catch(() => undefined);
@@ -912,7 +914,7 @@ export class Session implements TurnHost {
    * Contract: with `durable`, resolves only once the store reports it on disk; order is kept.
    */
   emit(data: KeelEventData, turnId: string | null, durable = false): Promise<void> | void {
-    if (!this.lease && this.agent.store.acquireLease) {
+    if (!this.lease && this.agent.store.lease) {
       // No lease held: numbered and written at the next hold (at once, in a hand-off, when durable).
       const entry = { data, turnId, durable };
       this.outbox.push(entry);
@@ -962,8 +964,8 @@ export class Session implements TurnHost {
   private lostAtClose(err: unknown): void {
     if (!isKeelError(err, "KEEL_SESSION_BUSY")) throw err;
     const lost = this.outbox.splice(0);
-    const jobs = lost.filter((q) => q.data.type === "job.completed" || q.data.type === "job.deferred").length;
-    this.agent.reportFault(new KeelError("KEEL_SESSION_BUSY", `Closing session "${this.id}": ${lost.length} event(s) (${jobs} job record(s)) could not be written before the close grace ran out, because another instance kept a turn running in it; a job whose record is lost runs again at a later start (jobs are idempotent by their key). ${err instanceof Error ? err.message : ""}`));
+    const jobs = lost.filter((q) => q.data.type.startsWith("job.")).length;
+    if (jobs) this.agent.reportFault(new KeelError("KEEL_SESSION_BUSY", `Closing session "${this.id}": ${lost.length} event(s) (${jobs} job record(s)) could not be written before the close grace ran out, because another instance kept a turn running in it; a job whose record is lost runs again at a later start (jobs are idempotent by their key). ${err instanceof Error ? err.message : ""}`));
   }
 
   private readonly writeSoon = (): void => {

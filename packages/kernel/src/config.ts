@@ -5,7 +5,7 @@
 import type { AgentOptions } from "./agent-options.ts";
 import type { PluginEntry } from "./plugin.ts";
 import type { ModelProvider } from "./provider.ts";
-import type { ProviderScriptInput } from "./scripted-provider.ts";
+import type { ProviderScriptInput } from "../../testkit/src/index.ts";
 import type { ToolDefinition } from "./tools.ts";
 
 /** Models the editor completes. Contract: suggestions only; any `<provider>:<model>` is accepted. */

@@ -1,6 +1,8 @@
 /**
- * @keel/kernel — the phase table, plugin registry, contributions and their merge, the agent
- * loop, tool dispatch, the provider interface, the durable session log and token counting.
+ * @keel/kernel — the sequencer: the phase table, the plugin contract and registry, dispatch
+ * with its policies, contributions and their merge, the turn loop and tool dispatch, the
+ * session's event log, errors, and the interfaces it calls (provider, session store, tools,
+ * token counter).
  */
 export { createAgent, Agent, Session } from "./agent.ts";
 export type { PhaseMapRow, RunOptions, SessionOpenOptions } from "./agent.ts";
@@ -48,20 +50,13 @@ export type { TurnInput } from "./turn-state.ts";
 export type { PromptManifest } from "./manifest.ts";
 export { isTerminalEvent } from "./events.ts";
 export type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, KeelEventType, LiveEvent, SessionMode, TurnTimings } from "./events.ts";
-export type { AppendOptions, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore, StoreDatabase } from "./session-store.ts";
-export { SqliteSessionStore, defaultKeelHome, defaultSessionDbPath, toJson as storageJson } from "./sqlite-store.ts";
-export { redactEvent, redactForStorage } from "./storage-redaction.ts";
-export { openSqlite, ReopeningSqlite, retryBusy, storeError } from "./sqlite-open.ts";
+export type { AppendOptions, SessionInfo, SessionStore, StoreDatabase } from "./session-store.ts";
 export { canonicalJson } from "./canonical.ts";
-export type { OpenSqliteOptions } from "./sqlite-open.ts";
-export { DEFAULT_LEASE } from "./lease.ts";
-export type { LeaseOptions } from "./lease.ts";
-export { MemorySessionStore } from "./memory-store.ts";
-export { resolveStorage } from "./storage.ts";
+export { DEFAULT_LEASE, PROCESS_INSTANCE, thisHost } from "./lease.ts";
+export type { HeldLease, LeaseHolder, LeaseKind, LeaseOptions, LeaseRequest } from "./lease.ts";
+export { defaultKeelHome, resolveStorage } from "./storage.ts";
 export type { AgentStorage, ResolvedStorage } from "./storage.ts";
 export type { RequestTokenCount, TokenCounter } from "./token-counter.ts";
-export { ScriptedProvider, scriptedProvider, parseProviderScript, ProviderScriptSchema } from "./scripted-provider.ts";
-export type { ProviderScript, ProviderScriptInput, ScriptStep } from "./scripted-provider.ts";
 export { repairToolPairs } from "./repair.ts";
 export { runPreflight } from "./preflight.ts";
 export type { PreflightOptions, PreflightOutcome } from "./preflight.ts";

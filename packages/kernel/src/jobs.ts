@@ -15,7 +15,7 @@ import { freezeDeep, messageText } from "./messages.ts";
 import type { JobContext, JobTurn } from "./plugin.ts";
 import { jobKey } from "./registry.ts";
 import type { HeldLease } from "./lease.ts";
-import { DEFAULT_LEASE, PROCESS_INSTANCE, takeLease, thisHost } from "./lease.ts";
+import { DEFAULT_LEASE, PROCESS_INSTANCE, thisHost } from "./lease.ts";
 
 /** The types of the events a durable job leaves in the log. */
 export const JOB_EVENT_TYPES = ["job.pending", "job.started", "job.deferred", "job.completed"] as const;
@@ -207,7 +207,7 @@ export async function recoverJobs(session: Session): Promise<void> {
  */
 async function claimAcrossProcesses(session: Session, key: string): Promise<HeldLease | false | undefined> {
   try {
-    return await takeLease(session.agent.store, `job:${key}`, { ttlMs: session.agent.options.lease?.ttlMs ?? DEFAULT_LEASE.ttlMs, waitMs: 0 });
+    return await session.agent.store.lease?.(`job:${key}`, { ttlMs: session.agent.options.lease?.ttlMs ?? DEFAULT_LEASE.ttlMs, waitMs: 0, kind: "turn" });
   } catch {
     return false;
   }

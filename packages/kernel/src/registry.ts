@@ -15,7 +15,7 @@ import { truncate } from "@keel/text";
 import { inFaultScope } from "./faults.ts";
 import { didYouMean } from "@keel/text";
 import type { AgentStorage } from "./storage.ts";
-import { defaultKeelHome } from "./sqlite-store.ts";
+import { defaultKeelHome } from "./storage.ts";
 
 /** The kernel's version; plugins' `kernel` ranges are checked against it. */
 export const KERNEL_VERSION = "1.0.0";

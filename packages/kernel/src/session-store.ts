@@ -1,4 +1,5 @@
 import type { KeelEvent } from "./events.ts";
+import type { HeldLease, LeaseRequest } from "./lease.ts";
 
 /** A session as the store lists it. */
 export interface SessionInfo {
@@ -44,45 +45,17 @@ export interface SessionStore {
   eventsOfType?(types: readonly string[]): KeelEvent[] | Promise<KeelEvent[]>;
   close(): void | Promise<void>;
   /**
-   * Take the session's lease (one writer per session), atomically in one write transaction.
-   * Contract: succeeds when there is no lease, the lease is already `claim.owner`'s, it
-   * expired (`expiresAt <= now`), or its owner is `claim.replaces`; otherwise returns the
-   * holder and changes nothing. Optional: a store without leases lets every writer in.
+   * Take the session's lease (one writer at a time) and keep it renewed until `stop()`.
+   * Contract: throws KEEL_SESSION_BUSY naming the holder when another live writer holds it past
+   * `request.waitMs`; a holder whose process is gone or whose lease expired is taken over.
+   * Optional: a store without leases lets every writer in (one writer per store, then).
+   * Keel's stores implement it with @keel/store-kit's takeLease.
    */
-  acquireLease?(sessionId: string, claim: LeaseClaim): LeaseOutcome | Promise<LeaseOutcome>;
-  /** Push the lease's expiry to now + `ttlMs`. Contract: false (and no change) when `owner` no longer holds it. */
-  renewLease?(sessionId: string, owner: string, ttlMs: number): boolean | Promise<boolean>;
-  /** Drop the lease if `owner` holds it. Contract: idempotent; never drops another owner's lease. */
-  releaseLease?(sessionId: string, owner: string): void | Promise<void>;
+  lease?(sessionId: string, request: LeaseRequest): Promise<HeldLease>;
 }
 
-/** Who holds a session and until when. Contract: `expiresAt` is epoch ms; `host` is os.hostname(). */
-export interface SessionLease {
-  sessionId: string;
-  owner: string;
-  pid: number;
-  host: string;
-  acquiredAt: number;
-  expiresAt: number;
-}
 
-/** A request for a session's lease. */
-export interface LeaseClaim {
-  /** A fresh id per holder (one per open Session object). */
-  owner: string;
-  pid: number;
-  host: string;
-  ttlMs: number;
-  /** Take the lease from this owner even before it expires (its process is known to be dead). */
-  replaces?: string;
-}
 
-/**
- * The answer to a claim. Contract: `acquired: true` carries the new lease and, when another
- * owner held it before (expired or replaced), that `previous` lease; `acquired: false` carries
- * the live `holder`.
- */
-export type LeaseOutcome = { acquired: true; lease: SessionLease; previous?: SessionLease } | { acquired: false; holder: SessionLease };
 
 /**
  * Options of an append. Contract: with `lease`, the store appends only while that owner holds

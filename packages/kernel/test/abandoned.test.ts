@@ -1,6 +1,7 @@
 /** abandonedWork(): what the kernel stopped waiting for but is still running (what may keep a process alive). */
 import { describe, expect, it } from "vitest";
-import { abandonedWork, createAgent, defineTool, definePlugin, MemorySessionStore, scriptedProvider } from "../src/index.ts";
+import { abandonedWork, createAgent, defineTool, definePlugin } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 
 describe("abandonedWork", () => {
   it("lists a tool that ignored its signal past its timeout until it settles, then forgets it", async () => {

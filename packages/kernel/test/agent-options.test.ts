@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { AgentEvent, AgentOptions } from "../src/index.ts";
-import { createAgent, definePlugin, defineTool, isKeelError, MemorySessionStore, scriptedProvider } from "../src/index.ts";
+import { createAgent, definePlugin, defineTool, isKeelError } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 
 const base = (): AgentOptions => ({ provider: scriptedProvider([{ text: "ok" }]), store: new MemorySessionStore() });
 

@@ -10,8 +10,10 @@ import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createAgent, definePlugin, defineTool, MemorySessionStore, scriptedProvider } from "../src/index.ts";
-import type { AgentOptions, ScriptStep, TurnResult, TurnStreamEvent } from "../src/index.ts";
+import { createAgent, definePlugin, defineTool } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
+import type { AgentOptions, TurnResult, TurnStreamEvent } from "../src/index.ts";
+import type { ScriptStep } from "../../testkit/src/index.ts";
 import { keelErrorOf, ofType, pairResults, tempHomes } from "./support/helpers.ts";
 
 const CHILD = fileURLToPath(new URL("./support/approval-child.ts", import.meta.url));

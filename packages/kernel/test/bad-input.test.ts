@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ModelEvent, ModelProvider } from "../src/index.ts";
-import { createAgent, defineTool, MemorySessionStore, ProviderError } from "../src/index.ts";
+import { createAgent, defineTool, ProviderError } from "../src/index.ts";
+import { MemorySessionStore } from "../../testkit/src/index.ts";
 
 function provider(events: () => AsyncIterable<ModelEvent>): ModelProvider {
   return { id: "test:bad", stream: () => events() };
@@ -88,7 +89,8 @@ describe("tools that return odd things", () => {
 
 describe("oversized plugin messages", () => {
   it("a handler's 10,000-char error and diagnostic are kept as 512-char previews in the log", async () => {
-    const { definePlugin, scriptedProvider, PREVIEW_CHARS } = await import("../src/index.ts");
+    const { definePlugin, PREVIEW_CHARS } = await import("../src/index.ts");
+    const { scriptedProvider } = await import("@keel/testkit");
     const loud = definePlugin({
       name: "loud",
       version: "1.0.0",

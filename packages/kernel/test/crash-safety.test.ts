@@ -17,8 +17,8 @@ import { isTerminalEvent } from "../src/events.ts";
 import type { Message, UserMessage } from "../src/messages.ts";
 import { messageText } from "../src/messages.ts";
 import { INTERRUPTED_RESULT, repairToolPairs } from "../src/repair.ts";
-import { scriptedProvider } from "../src/scripted-provider.ts";
-import { defaultSessionDbPath, SqliteSessionStore } from "../src/sqlite-store.ts";
+import { scriptedProvider } from "../../testkit/src/index.ts";
+import { defaultSessionDbPath, SqliteSessionStore } from "../../store-sqlite/src/index.ts";
 import { expectContiguousSeqs, tempHomes, userMsg } from "./support/helpers.ts";
 
 const CHILD_SCRIPT = fileURLToPath(new URL("./support/turn-child.ts", import.meta.url));

@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from "vitest";
 import type { JobContext, KeelEvent, KeelPlugin } from "../src/index.ts";
-import { createAgent, definePlugin, MemorySessionStore, scriptedProvider } from "../src/index.ts";
+import { createAgent, definePlugin } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 
 type Behaviour = (payload: unknown, ctx: JobContext) => unknown;
 

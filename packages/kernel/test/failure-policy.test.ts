@@ -7,8 +7,10 @@
  * handler summaries, and that the user's message survived.
  */
 import { describe, expect, it } from "vitest";
-import type { FailurePolicy, HookContext, KeelEvent, KeelPlugin, ScriptStep, Session, SubscribeOptions, ToolDefinition } from "../src/index.ts";
-import { createAgent, DEFAULT_TIMEOUTS, definePlugin, KeelError, MemorySessionStore, messageText, PHASE_NAMES, PHASES, scriptedProvider } from "../src/index.ts";
+import type { FailurePolicy, HookContext, KeelEvent, KeelPlugin, Session, SubscribeOptions, ToolDefinition } from "../src/index.ts";
+import type { ScriptStep } from "../../testkit/src/index.ts";
+import { createAgent, DEFAULT_TIMEOUTS, definePlugin, KeelError, messageText, PHASE_NAMES, PHASES } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 
 type Ev<T extends KeelEvent["type"]> = Extract<KeelEvent, { type: T }>;
 const ofType = <T extends KeelEvent["type"]>(events: readonly KeelEvent[], type: T): Ev<T>[] => events.filter((e): e is Ev<T> => e.type === type);

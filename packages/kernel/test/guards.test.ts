@@ -1,7 +1,8 @@
 /** The one read boundary for plugin and tool values (snapshot.ts) and the event freeze. */
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createAgent, definePlugin, MemorySessionStore, scriptedProvider } from "../src/index.ts";
+import { createAgent, definePlugin } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import { freezeEvent, snapshot, UnreadableValueError } from "../src/snapshot.ts";
 
 describe("snapshot", () => {

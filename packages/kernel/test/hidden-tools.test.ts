@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createAgent, defineTool, definePlugin, MemorySessionStore, scriptedProvider } from "../src/index.ts";
+import { createAgent, defineTool, definePlugin } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import type { ToolDefinition } from "../src/index.ts";
 import { ofType } from "./support/helpers.ts";
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { KeelEvent } from "../src/index.ts";
-import { createAgent, definePlugin, MemorySessionStore, PHASES, scriptedProvider } from "../src/index.ts";
+import { createAgent, definePlugin, PHASES } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 
 describe("a plugin cannot corrupt a turn", () => {
   it("events, histories, messages and the phase table are read-only; attempts fail only the plugin's handler", async () => {

@@ -3,16 +3,10 @@
  * one final round without tools; stop contributions end the loop; limits override defaults.
  */
 import { describe, expect, it } from "vitest";
-import {
-  createAgent,
-  DEFAULT_LIMITS,
-  definePlugin,
-  defineTool,
-  MemorySessionStore,
-  messageText,
-  scriptedProvider,
-} from "../src/index.ts";
-import type { AgentOptions, KeelEvent, Message, ScriptedProvider, ScriptStep, ToolDefinition } from "../src/index.ts";
+import { createAgent, DEFAULT_LIMITS, definePlugin, defineTool, messageText } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
+import type { AgentOptions, KeelEvent, Message, ToolDefinition } from "../src/index.ts";
+import type { ScriptedProvider, ScriptStep } from "../../testkit/src/index.ts";
 import { ofType, pairResults, pingTool, type EventOf } from "./support/helpers.ts";
 
 function toolResults(messages: readonly Message[]): Array<{ id: string; text: string; isError: boolean }> {

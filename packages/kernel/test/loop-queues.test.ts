@@ -7,8 +7,11 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAgent, defineTool, isKeelError, MemorySessionStore, messageText, scriptedProvider, SqliteSessionStore } from "../src/index.ts";
-import type { AgentOptions, KeelEvent, Message, ScriptStep, ToolDefinition } from "../src/index.ts";
+import { createAgent, defineTool, isKeelError, messageText } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
+import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
+import type { AgentOptions, KeelEvent, Message, ToolDefinition } from "../src/index.ts";
+import type { ScriptStep } from "../../testkit/src/index.ts";
 import { ofType, deferred, pingTool, type EventOf } from "./support/helpers.ts";
 
 const tmpDirs: string[] = [];

@@ -8,18 +8,11 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import {
-  createAgent,
-  definePlugin,
-  defineTool,
-  isKeelError,
-  MemorySessionStore,
-  messageText,
-  repairToolPairs,
-  scriptedProvider,
-  SqliteSessionStore,
-} from "../src/index.ts";
-import type { AgentOptions, ApprovalRequest, KeelEvent, Message, ScriptStep, ToolDefinition } from "../src/index.ts";
+import { createAgent, definePlugin, defineTool, isKeelError, messageText, repairToolPairs } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
+import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
+import type { AgentOptions, ApprovalRequest, KeelEvent, Message, ToolDefinition } from "../src/index.ts";
+import type { ScriptStep } from "../../testkit/src/index.ts";
 import { ofType, deferred, pairResults, type EventOf } from "./support/helpers.ts";
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

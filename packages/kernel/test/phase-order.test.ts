@@ -17,7 +17,8 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { HookContext, KeelEvent, KeelPlugin, Message, PhaseName, SubscribeOptions, ToolDefinition } from "../src/index.ts";
-import { createAgent, definePlugin, isPhaseName, MemorySessionStore, messageText, PHASES, scriptedProvider } from "../src/index.ts";
+import { createAgent, definePlugin, isPhaseName, messageText, PHASES } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 
 const FIXTURE_DIR = join(dirname(fileURLToPath(import.meta.url)), "fixtures", "order");
 

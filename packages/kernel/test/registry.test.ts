@@ -2,7 +2,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { AwaitPolicy, ErrorCode, FailurePolicy, KeelPlugin, PhaseName, PluginEntry, PluginSetupContext, Stage } from "../src/index.ts";
-import { buildRegistry, createAgent, definePlugin, ERROR_CODES, isKeelError, KeelError, KERNEL_VERSION, MemorySessionStore, PHASE_NAMES, PHASES, scriptedProvider } from "../src/index.ts";
+import { buildRegistry, createAgent, definePlugin, ERROR_CODES, isKeelError, KeelError, KERNEL_VERSION, PHASE_NAMES, PHASES } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 
 const noop = () => undefined;
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { AssistantMessage, Message, ToolResultMessage, UserMessage } from "../src/index.ts";
 import { repairToolPairs, textContent, toolCallsOf } from "../src/index.ts";
-import { seededRandom } from "../src/testing.ts";
+import { seededRandom } from "../../testkit/src/index.ts";
 
 const user = (text: string): UserMessage => ({ role: "user", content: textContent(text) });
 const assistant = (text: string, ...calls: Array<[id: string, name: string]>): AssistantMessage => ({

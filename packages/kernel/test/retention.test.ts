@@ -9,8 +9,12 @@ import { describe, expect, it } from "vitest";
 describe("retention", () => {
   it("60 sessions run back to back without yielding leave no queued work behind (each queued immediate held its closed session)", () => {
     const kernel = new URL("../src/index.ts", import.meta.url).href;
+    const sqlite = new URL("../../store-sqlite/src/index.ts", import.meta.url).href;
+    const testkit = new URL("../../testkit/src/index.ts", import.meta.url).href;
     const code = `
-      const { createAgent, SqliteSessionStore, scriptedProvider } = await import(${JSON.stringify(kernel)});
+      const { createAgent } = await import(${JSON.stringify(kernel)});
+      const { SqliteSessionStore } = await import(${JSON.stringify(sqlite)});
+      const { scriptedProvider } = await import(${JSON.stringify(testkit)});
       const { mkdtempSync } = await import("node:fs"); const { tmpdir } = await import("node:os"); const { join } = await import("node:path");
       const store = new SqliteSessionStore({ path: join(mkdtempSync(join(tmpdir(), "keel-ret-")), "s.sqlite") });
       const steps = Array.from({ length: 120 }, (_, i) => (i % 2 ? { text: "done" } : { toolCalls: [{ name: "t", args: {} }] }));

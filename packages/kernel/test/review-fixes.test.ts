@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { freezeDeep, type Message } from "../src/messages.ts";
-import { createAgent, defineTool, MemorySessionStore, scriptedProvider } from "../src/index.ts";
-import { takeLease } from "../src/lease.ts";
+import { createAgent, defineTool } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
+import { takeLease } from "../../store-kit/src/index.ts";
 import { TokenCounter } from "../../tokens/src/index.ts";
 
 // Regressions for what the adversarial review of the latency changes found.
@@ -20,7 +21,7 @@ describe("latency changes, review regressions", () => {
       }
       return held;
     };
-    const lease = (await takeLease(store, "s", { ttlMs: 300, waitMs: 0 }))!;
+    const lease = (await takeLease(store, "s", { ttlMs: 300, waitMs: 0, kind: "turn" }))!;
     stall = true;
     await new Promise((r) => setTimeout(r, 150)); // the heartbeat (every 100 ms) renews, then stalls
     expect(stall).toBe(false);

@@ -8,7 +8,9 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { AgentOptions, KeelEvent, ModelProvider } from "../src/index.ts";
-import { createAgent, definePlugin, defineTool, MemorySessionStore, scriptedProvider, SqliteSessionStore } from "../src/index.ts";
+import { createAgent, definePlugin, defineTool } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
+import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
 
 const diagnostics = (events: KeelEvent[]) => events.filter((e): e is Extract<KeelEvent, { type: "diagnostic" }> => e.type === "diagnostic");
 

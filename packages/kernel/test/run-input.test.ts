@@ -5,8 +5,9 @@
  */
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createAgent, MemorySessionStore, scriptedProvider } from "../src/index.ts";
-import type { ScriptStep } from "../src/index.ts";
+import { createAgent } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
+import type { ScriptStep } from "../../testkit/src/index.ts";
 import { keelErrorOf } from "./support/helpers.ts";
 
 async function setup(steps: ScriptStep[]) {

@@ -6,7 +6,7 @@ import { KeelError } from "../src/errors.ts";
 import type { Message } from "../src/messages.ts";
 import type { ModelEvent, ModelRequest } from "../src/provider.ts";
 import { ProviderError } from "../src/provider.ts";
-import { ScriptedProvider, parseProviderScript, scriptedProvider } from "../src/scripted-provider.ts";
+import { ScriptedProvider, parseProviderScript, scriptedProvider } from "../../testkit/src/index.ts";
 import type { ToolSchema } from "../src/tools.ts";
 
 const user = (text: string): Message => ({ role: "user", content: [{ type: "text", text }] });
@@ -301,7 +301,8 @@ describe("ScriptedProvider.fromFile", () => {
 
 describe("scripted provider: steps for several conversations", () => {
   it("a step with `when` waits for a request whose last user message matches; others run in order", async () => {
-    const { scriptedProvider: sp, complete: done } = await import("../src/index.ts");
+    const { complete: done } = await import("../src/index.ts");
+    const { scriptedProvider: sp } = await import("@keel/testkit");
     const p = sp({ steps: [{ when: { lastUserIncludes: "weather" }, text: "sunny" }, { text: "first plain" }, { when: { lastUserIncludes: "time" }, text: "noon" }, { text: "second plain" }] });
     const ask = async (q: string) => (await done(p, { messages: [{ role: "user", content: [{ type: "text", text: q }] }] })).text;
     expect(await ask("what time is it")).toBe("first plain");

@@ -8,8 +8,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgent, definePlugin, defineTool, MemorySessionStore, scriptedProvider, SqliteSessionStore } from "../src/index.ts";
-import type { AgentOptions, KeelEvent, ProviderScriptInput } from "../src/index.ts";
+import { createAgent, definePlugin, defineTool } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
+import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
+import type { AgentOptions, KeelEvent } from "../src/index.ts";
+import type { ProviderScriptInput } from "../../testkit/src/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-mode-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -19,8 +19,8 @@ import { definePlugin } from "../src/plugin.ts";
 import type { PluginEntry } from "../src/plugin.ts";
 import type { ModelProvider } from "../src/provider.ts";
 import { repairToolPairs } from "../src/repair.ts";
-import { scriptedProvider } from "../src/scripted-provider.ts";
-import { defaultSessionDbPath, SqliteSessionStore } from "../src/sqlite-store.ts";
+import { scriptedProvider } from "../../testkit/src/index.ts";
+import { defaultSessionDbPath, SqliteSessionStore } from "../../store-sqlite/src/index.ts";
 import type { ToolDefinition } from "../src/tools.ts";
 import { ofType, keelErrorOf, expectContiguousSeqs, tempHomes, userMsg } from "./support/helpers.ts";
 

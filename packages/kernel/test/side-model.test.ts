@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { complete, createAgent, definePlugin, MemorySessionStore, ProviderError, scriptedProvider } from "../src/index.ts";
+import { complete, createAgent, definePlugin, ProviderError } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import type { ModelProvider } from "../src/index.ts";
 
 describe("side model for plugins", () => {

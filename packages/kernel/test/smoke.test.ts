@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createAgent, definePlugin, defineTool, MemorySessionStore, PHASE_NAMES, scriptedProvider } from "../src/index.ts";
+import { createAgent, definePlugin, defineTool, PHASE_NAMES } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 
 describe("smoke", () => {
   it("runs a turn with tool calls through every phase", async () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { PhaseName } from "../src/index.ts";
-import { createAgent, isKeelError, MemorySessionStore, PHASE_NAMES, scriptedProvider, validateContribution } from "../src/index.ts";
+import { createAgent, isKeelError, PHASE_NAMES, validateContribution } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import { closestName, didYouMean } from "../../text/src/index.ts";
 import type { KeelPlugin } from "../src/index.ts";
 

@@ -3,7 +3,8 @@
  * and the kernel never hands a provider a lone surrogate.
  */
 import { describe, expect, it } from "vitest";
-import { boundResult, createAgent, defineTool, definePlugin, MemorySessionStore, preview, scriptedProvider, wellFormedProvider } from "../src/index.ts";
+import { boundResult, createAgent, defineTool, definePlugin, preview, wellFormedProvider } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import { codePointLength, codePointSlice, droppedMarker, headOf, isWellFormed, tailOf, toWellFormed, truncate, wellFormedDeep } from "../../text/src/index.ts";
 import type { Message, ModelRequest, ToolResultMessage } from "../src/index.ts";
 

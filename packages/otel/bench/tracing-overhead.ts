@@ -5,7 +5,8 @@
  * this one process, so the ratios are measured in one run. Run with `pnpm bench otel`.
  */
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
-import { createAgent, definePlugin, MemorySessionStore, ScriptedProvider } from "@keel/kernel";
+import { createAgent, definePlugin } from "@keel/kernel";
+import { MemorySessionStore, ScriptedProvider } from "@keel/testkit";
 import type { Agent, Session, ToolDefinition } from "@keel/kernel";
 import { traceAgent } from "../src/index.ts";
 

@@ -41,11 +41,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Message, ModelRequest, ScriptStep, ToolDefinition } from "@keel/kernel";
+import type { Message, ModelRequest, ToolDefinition } from "@keel/kernel";
+import type { ScriptStep } from "@keel/testkit";
 import { createAgent, defineTool } from "@keel/kernel";
 import { defaultTokenCounter } from "@keel/tokens";
 import { headOf } from "@keel/text";
-import { MemorySessionStore, scriptedProvider } from "@keel/kernel/testing";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { dataDir } from "../../../test/support/data.ts";
 import type { Strategy } from "../src/index.ts";
 import { compaction, extractIdentifiers } from "../src/index.ts";

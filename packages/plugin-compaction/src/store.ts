@@ -4,7 +4,8 @@
  * when the file cannot be opened or written, an in-memory map for this process.
  */
 import type { DatabaseSync } from "node:sqlite";
-import { errorMessage, openSqlite } from "@keel/kernel";
+import { errorMessage } from "@keel/kernel";
+import { openSqlite } from "@keel/store-sqlite";
 import { codePointLength, codePointSlice, headOf, toWellFormed } from "@keel/text";
 import { redact, redactValue } from "@keel/secrets";
 

@@ -28,7 +28,7 @@ describe("token accounting", () => {
     const run = async (instructions: string) => {
       const home = tempDir();
       const { createAgent } = await import("@keel/kernel");
-      const { MemorySessionStore, scriptedProvider } = await import("@keel/kernel/testing");
+      const { MemorySessionStore, scriptedProvider } = await import("@keel/testkit");
       const { compaction } = await import("../src/index.ts");
       const outputs = Array.from({ length: 5 }, (_, i) => bigOutput(`o${i}`, 40));
       const agent = await createAgent({ provider: scriptedProvider(steps(5), { contextWindow: 10_000 }), instructions, store: new MemorySessionStore(), tools: [scriptedTool("bash", outputs)], plugins: [compaction({ path: join(home, "c.sqlite"), model: false, taco: { enabled: false }, subgoals: { extractor: "heuristic" }, protectedTail: { messages: 2 } })] });
@@ -77,7 +77,7 @@ describe("reduction, identifiers and the store", () => {
 describe("options", () => {
   it("bad options are a located registration error naming the plugin", async () => {
     const { createAgent } = await import("@keel/kernel");
-    const { MemorySessionStore, scriptedProvider } = await import("@keel/kernel/testing");
+    const { MemorySessionStore, scriptedProvider } = await import("@keel/testkit");
     const { compaction } = await import("../src/index.ts");
     const make = (o: object) => createAgent({ provider: scriptedProvider([]), store: new MemorySessionStore(), plugins: [compaction(o as never)] });
     await expect(make({ soft: 0.95, hard: 0.9 })).rejects.toThrow(/KEEL_PLUGIN_OPTIONS_INVALID \(plugin "@keel\/plugin-compaction", at plugins\[0\]\.options\.soft\): expected target ≤ soft ≤ hard/);

@@ -1,7 +1,8 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createAgent, defaultSessionDbPath, messageText, SqliteSessionStore } from "@keel/kernel";
-import { scriptedProvider } from "@keel/kernel/testing";
+import { createAgent, messageText } from "@keel/kernel";
+import { defaultSessionDbPath, SqliteSessionStore } from "@keel/store-sqlite";
+import { scriptedProvider } from "@keel/testkit";
 import { afterEach, describe, expect, it } from "vitest";
 import { compaction, MASK_PREFIX } from "../src/index.ts";
 import { bigOutput, cleanupDirs, diagnostics, expectPairs, scriptedTool, tempDir } from "./support.ts";

@@ -1,6 +1,6 @@
 import type { Message } from "@keel/kernel";
 import { applyMessageEdits, repairToolPairs } from "@keel/kernel";
-import { seededRandom } from "@keel/kernel/testing";
+import { seededRandom } from "@keel/testkit";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions, Strategy } from "../src/index.ts";
 import { compactHistory, diffEdits, SubgoalRegistry, messageKeys } from "../src/index.ts";

@@ -7,7 +7,7 @@
  */
 import { createAgent, defineTool } from "@keel/kernel";
 import type { ModelProvider } from "@keel/kernel";
-import { MemorySessionStore } from "@keel/kernel/testing";
+import { MemorySessionStore } from "@keel/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { join } from "node:path";

@@ -8,7 +8,7 @@ import type { AssistantMessage, Message, ToolResultMessage } from "@keel/kernel"
 import { applyMessageEdits, createAgent, defineTool } from "@keel/kernel";
 import { isWellFormed } from "@keel/text";
 import { z } from "zod";
-import { MemorySessionStore, scriptedProvider, seededRandom } from "@keel/kernel/testing";
+import { MemorySessionStore, scriptedProvider, seededRandom } from "@keel/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 import { compaction, diffEdits, PRUNED_PREFIX, prunEdits, pruneTurn } from "../src/index.ts";
 import { plainText } from "../src/messages.ts";

@@ -6,7 +6,7 @@
 import type { Message, ToolResultMessage } from "@keel/kernel";
 import { defaultTokenCounter } from "@keel/tokens";
 import { isWellFormed } from "@keel/text";
-import { scriptedProvider } from "@keel/kernel/testing";
+import { scriptedProvider } from "@keel/testkit";
 import { describe, expect, it } from "vitest";
 import type { CompactOptions } from "../src/index.ts";
 import { compactHistory, deterministicSummary, digestOutput, MASK_PREFIX, reduceText, SHORTENED_TEXT_MARK, summarizeTurns } from "../src/index.ts";

@@ -1,7 +1,8 @@
 import { join } from "node:path";
 import type { Message } from "@keel/kernel";
-import { createAgent, defaultSessionDbPath, definePlugin, SqliteSessionStore } from "@keel/kernel";
-import { scriptedProvider } from "@keel/kernel/testing";
+import { createAgent, definePlugin } from "@keel/kernel";
+import { defaultSessionDbPath, SqliteSessionStore } from "@keel/store-sqlite";
+import { scriptedProvider } from "@keel/testkit";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { compaction, SUMMARY_PREFIX } from "../src/index.ts";
 import { dropTestSchemas, rawRows, requirePostgres, testTarget } from "../../store-postgres/test/support/pg.ts";

@@ -2,9 +2,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { KeelEvent, KeelPlugin, Message, ProviderScriptInput, ToolDefinition, ToolResultMessage } from "@keel/kernel";
+import type { KeelEvent, KeelPlugin, Message, ToolDefinition, ToolResultMessage } from "@keel/kernel";
+import type { ProviderScriptInput } from "@keel/testkit";
 import { createAgent, defineTool, messageText } from "@keel/kernel";
-import { MemorySessionStore, scriptedProvider } from "@keel/kernel/testing";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { expect } from "vitest";
 import type { CompactionInput } from "../src/index.ts";
 import { compaction } from "../src/index.ts";

@@ -5,7 +5,7 @@
  */
 import { hostname } from "node:os";
 import type { DatabaseSync } from "node:sqlite";
-import { ReopeningSqlite } from "@keel/kernel";
+import { ReopeningSqlite } from "@keel/store-sqlite";
 import { toWellFormed, truncate } from "@keel/text";
 import { redact } from "@keel/secrets";
 

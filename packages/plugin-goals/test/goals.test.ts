@@ -11,8 +11,10 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgent, MemorySessionStore, scriptedProvider } from "@keel/kernel";
-import type { KeelEvent, ScriptStep, SessionStore } from "@keel/kernel";
+import { createAgent } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
+import type { KeelEvent, SessionStore } from "@keel/kernel";
+import type { ScriptStep } from "@keel/testkit";
 import { GoalStore, goals, runGoal } from "../src/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-goals-"));

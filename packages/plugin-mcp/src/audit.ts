@@ -1,5 +1,5 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import { openSqlite } from "@keel/kernel";
+import { openSqlite } from "@keel/store-sqlite";
 import { redact, redactValue } from "@keel/secrets";
 
 /** How an MCP call ended. Contract: `tool_error` is a result with `isError`; the rest had no result. */

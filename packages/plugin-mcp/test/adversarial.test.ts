@@ -2,7 +2,8 @@
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAgent, MemorySessionStore, scriptedProvider } from "@keel/kernel";
+import { createAgent } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { AuditLog, normalizeInputSchema, createRanker, curate, cutAtSentence, inventoryHash, mcp, McpCallError, McpServerConnection, presentTool, type CatalogEntry } from "../src/index.ts";
 import { fixture, serverBin, SETTINGS, tempDirs, entry } from "./support.ts";
 

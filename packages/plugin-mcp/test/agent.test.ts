@@ -7,7 +7,9 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAgent, defineTool, MemorySessionStore, scriptedProvider, SqliteSessionStore, type KeelEvent, type Message, type ScriptStep } from "@keel/kernel";
+import { createAgent, defineTool, type KeelEvent, type Message } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider, type ScriptStep } from "@keel/testkit";
+import { SqliteSessionStore } from "@keel/store-sqlite";
 import mcpDefault, { AuditLog, mcp, type McpOptions } from "../src/index.ts";
 import { alive, childPids, fixture, serverBin, tempDirs, until } from "./support.ts";
 

@@ -8,7 +8,9 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createAgent, MemorySessionStore, scriptedProvider, SqliteSessionStore, type AgentEvent, type KeelEvent, type ScriptStep } from "@keel/kernel";
+import { createAgent, type AgentEvent, type KeelEvent } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider, type ScriptStep } from "@keel/testkit";
+import { SqliteSessionStore } from "@keel/store-sqlite";
 import { mcp, type McpOptions } from "../src/index.ts";
 import { alive, childPids, fixture, tempDirs, until } from "./support.ts";
 

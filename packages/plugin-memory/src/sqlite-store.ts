@@ -4,7 +4,8 @@
  */
 import { join } from "node:path";
 import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
-import { defaultKeelHome, errorMessage, KeelError, openSqlite } from "@keel/kernel";
+import { defaultKeelHome, errorMessage, KeelError } from "@keel/kernel";
+import { openSqlite } from "@keel/store-sqlite";
 import { headOf } from "@keel/text";
 import { redact, redactValue } from "@keel/secrets";
 import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET, searchRanges } from "./memory-input.ts";

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { scriptedProvider } from "@keel/kernel";
+import { scriptedProvider } from "@keel/testkit";
 import { afterEach, describe, expect, it } from "vitest";
 import { runExtraction, SqliteMemoryStore } from "../src/index.ts";
 import type { MemoryStore } from "../src/index.ts";

@@ -8,8 +8,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgent, defineTool, MemorySessionStore, scriptedProvider, SqliteSessionStore } from "@keel/kernel";
-import type { AgentOptions, ProviderScriptInput } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
+import { SqliteSessionStore } from "@keel/store-sqlite";
+import type { AgentOptions } from "@keel/kernel";
+import type { ProviderScriptInput } from "@keel/testkit";
 import { plan, planState } from "../src/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-plan-"));

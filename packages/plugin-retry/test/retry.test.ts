@@ -6,8 +6,10 @@
  */
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createAgent, defineTool, MemorySessionStore, scriptedProvider } from "@keel/kernel";
-import type { KeelEvent, Message, ScriptStep, SessionStore } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
+import type { KeelEvent, Message, SessionStore } from "@keel/kernel";
+import type { ScriptStep } from "@keel/testkit";
 import { classifyFailure, normalizeArgs, retry } from "../src/index.ts";
 import type { RetryOptions } from "../src/index.ts";
 

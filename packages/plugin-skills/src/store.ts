@@ -4,7 +4,7 @@
  */
 import type { DatabaseSync } from "node:sqlite";
 import { createHash } from "node:crypto";
-import { openSqlite } from "@keel/kernel";
+import { openSqlite } from "@keel/store-sqlite";
 import { containsSecret, isHighEntropyToken, redact } from "@keel/secrets";
 import type { Counts, PosteriorStore, PosteriorTx, WeightRow, WeightWrite } from "./posterior.ts";
 import { headOf } from "@keel/text";

@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { scriptedProvider } from "@keel/kernel";
+import { scriptedProvider } from "@keel/testkit";
 import { afterEach, describe, expect, it } from "vitest";
 import { draftDir, parseSkillFile, removeDraft, sanitizeSignature, taskSignature, writeDraft } from "../src/index.ts";
 import type { Streak } from "../src/index.ts";

@@ -1,7 +1,8 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAgent, MemorySessionStore, scriptedProvider } from "@keel/kernel";
+import { createAgent } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { ModelProvider } from "@keel/kernel";
 import { afterEach, describe, expect, it } from "vitest";
 import { safeTerm, skills, SkillsStore, taskSignature } from "../src/index.ts";

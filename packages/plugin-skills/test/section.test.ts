@@ -1,7 +1,8 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAgent, MemorySessionStore, scriptedProvider } from "@keel/kernel";
+import { createAgent } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { KeelEvent } from "@keel/kernel";
 import { afterEach, describe, expect, it } from "vitest";
 import { skills } from "../src/index.ts";

@@ -7,8 +7,11 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAgent, defineTool, MemorySessionStore, ScriptedProvider, SqliteSessionStore } from "@keel/kernel";
-import type { ModelProvider, ModelRequest, ProviderScript, SessionStore } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/kernel";
+import { MemorySessionStore, ScriptedProvider } from "@keel/testkit";
+import { SqliteSessionStore } from "@keel/store-sqlite";
+import type { ModelProvider, ModelRequest, SessionStore } from "@keel/kernel";
+import type { ProviderScript } from "@keel/testkit";
 import { tasks } from "../src/index.ts";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 400);

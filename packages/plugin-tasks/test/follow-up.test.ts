@@ -5,7 +5,8 @@
  * work, and continuing that session picks up where it stopped.
  */
 import { describe, expect, it } from "vitest";
-import { createAgent, MemorySessionStore, scriptedProvider } from "@keel/kernel";
+import { createAgent } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { KeelEvent, Message, ModelProvider, SessionStore } from "@keel/kernel";
 import { tasks } from "../src/index.ts";
 

@@ -6,7 +6,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createAgent, defineTool, MemorySessionStore, scriptedProvider } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { KeelEvent, SessionStore } from "@keel/kernel";
 import { anthropicProvider } from "@keel/providers";
 import { startWireServer } from "@keel/wire-server";

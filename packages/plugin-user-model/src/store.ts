@@ -3,7 +3,7 @@
  * running average of message length, detail and tone, and how often words recur.
  */
 import type { DatabaseSync } from "node:sqlite";
-import { ReopeningSqlite } from "@keel/kernel";
+import { ReopeningSqlite } from "@keel/store-sqlite";
 import type { StyleSignals } from "./style.ts";
 
 /** A learned profile. Contract: `detail`/`tone` in [-1, 1]; `terms` at most 300, counted by turns. */

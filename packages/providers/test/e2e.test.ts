@@ -5,7 +5,8 @@
  * compaction retry from the kernel, never a loop in the adapter.
  */
 import { startWireServer, type WireServer } from "@keel/wire-server";
-import { createAgent, defineTool, definePlugin, MemorySessionStore, type KeelEvent, type ModelProvider } from "@keel/kernel";
+import { createAgent, defineTool, definePlugin, type KeelEvent, type ModelProvider } from "@keel/kernel";
+import { MemorySessionStore } from "@keel/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fallback, resolveModel } from "../src/index.ts";
 

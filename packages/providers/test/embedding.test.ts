@@ -4,7 +4,8 @@
  * back-pressure from a slow consumer, and rich (image, PDF) input reaching the provider's body.
  */
 import { startWireServer, type WireServer } from "@keel/wire-server";
-import { createAgent, defineTool, MemorySessionStore, type TurnStreamEvent } from "@keel/kernel";
+import { createAgent, defineTool, type TurnStreamEvent } from "@keel/kernel";
+import { MemorySessionStore } from "@keel/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { resolveModel } from "../src/index.ts";

@@ -7,7 +7,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAgent, SqliteSessionStore } from "@keel/kernel";
+import { createAgent } from "@keel/kernel";
+import { SqliteSessionStore } from "@keel/store-sqlite";
+import type { LeasePrimitives } from "@keel/store-kit";
 import type { KeelEvent, ModelProvider, SessionStore } from "@keel/kernel";
 import { endSharedPools, PostgresSessionStore } from "../src/index.ts";
 import { dropTestSchemas, testSchema, PG_URL } from "../test/support/pg.ts";
@@ -23,7 +25,7 @@ const answering: ModelProvider = {
 };
 const pct = (xs: number[], p: number) => xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 
-async function appendLatency(store: SessionStore, sessions: number): Promise<number[]> {
+async function appendLatency(store: SessionStore & LeasePrimitives, sessions: number): Promise<number[]> {
   const out: number[] = [];
   const per = Math.ceil(APPENDS / sessions);
   await Promise.all(
@@ -31,7 +33,7 @@ async function appendLatency(store: SessionStore, sessions: number): Promise<num
       const id = `bench-${sessions}-${k}-${Date.now()}`;
       await store.createSession({ id, agent: "bench", createdAt: Date.now() });
       const owner = `bench-${k}`;
-      await store.acquireLease!(id, { owner, pid: process.pid, host: hostname(), ttlMs: 30_000 });
+      await store.acquireLease(id, { owner, pid: process.pid, host: hostname(), ttlMs: 30_000 });
       for (let seq = 1; seq <= per; seq++) {
         const event = { type: "diagnostic", sessionId: id, seq, ts: Date.now(), turnId: null, level: "info", code: "bench", message: "x".repeat(300) } as unknown as KeelEvent;
         const t = performance.now();
@@ -69,7 +71,7 @@ const rows: Array<{ backend: string; sessions: number; p50: number; p99: number;
 for (const sessions of [1, 4, 16]) {
   for (const backend of ["sqlite", "postgres"]) {
     const a = open[backend]!();
-    const lat = await appendLatency(a, sessions);
+    const lat = await appendLatency(a as SessionStore & LeasePrimitives, sessions);
     await a.close();
     const b = open[backend]!();
     const tps = await turnsPerSecond(b, sessions);

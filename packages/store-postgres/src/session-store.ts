@@ -5,8 +5,10 @@
  */
 import type pg from "pg";
 import type { PgPool } from "./pool.ts";
-import { KeelError, redactEvent, storageJson as toJson } from "@keel/kernel";
-import type { AppendOptions, KeelEvent, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore, StoreDatabase } from "@keel/kernel";
+import { KeelError } from "@keel/kernel";
+import { redactEvent, takeLease, toJson } from "@keel/store-kit";
+import type { AppendOptions, HeldLease, KeelEvent, LeaseRequest, SessionInfo, SessionStore, StoreDatabase } from "@keel/kernel";
+import type { LeaseClaim, LeaseOutcome, SessionLease } from "@keel/store-kit";
 import { pgError, quoteIdent } from "./pg-util.ts";
 import { resolveTarget } from "./pool.ts";
 import { registerMigrations } from "./registry.ts";
@@ -174,7 +176,12 @@ export class PostgresSessionStore implements SessionStore {
     return rows.map((r) => toEvent(r, r["session_id"] as string));
   }
 
-  /** Take the session's lease (see SessionStore.acquireLease), decided on the database's clock. */
+  /** Take the session's lease and keep it renewed (SessionStore.lease, over the primitives below). */
+  lease(sessionId: string, request: LeaseRequest): Promise<HeldLease> {
+    return takeLease(this, sessionId, request);
+  }
+
+  /** Take the session's lease (LeasePrimitives.acquireLease), decided on the database's clock. */
   async acquireLease(sessionId: string, claim: LeaseClaim): Promise<LeaseOutcome> {
     await this.#open(true);
     return this.#transaction(`take the lease of session "${sessionId}" in`, async (c) => {

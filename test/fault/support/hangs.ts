@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { SqliteSessionStore, defaultSessionDbPath } from "../../../packages/kernel/src/index.ts";
+import { SqliteSessionStore, defaultSessionDbPath } from "../../../packages/store-sqlite/src/index.ts";
 import type { KeelEvent } from "../../../packages/kernel/src/index.ts";
 import { afterAll } from "vitest";
 import { startWireServer } from "../../../packages/wire-server/src/index.ts";

@@ -4,7 +4,7 @@
  * through their real classes, writes one row into each, and prints "ok" or "ERR <db>: <error>".
  */
 import { join } from "node:path";
-import { SqliteSessionStore } from "../../../packages/kernel/src/index.ts";
+import { SqliteSessionStore } from "../../../packages/store-sqlite/src/index.ts";
 import { SqliteMemoryStore } from "../../../packages/plugin-memory/src/sqlite-store.ts";
 import { SkillsStore } from "../../../packages/plugin-skills/src/store.ts";
 import { AuditLog } from "../../../packages/plugin-mcp/src/audit.ts";

@@ -15,7 +15,9 @@ import { startWireServer } from "../../../packages/wire-server/src/index.ts";
 import type { RecordedRequest, WireReply, WireServer } from "../../../packages/wire-server/src/index.ts";
 import { lastUserText } from "../../../packages/wire-server/src/index.ts";
 import type { Agent, KeelEvent, ToolDefinition } from "../../../packages/kernel/src/index.ts";
-import { SqliteSessionStore, createAgent, defaultSessionDbPath, scriptedProvider } from "../../../packages/kernel/src/index.ts";
+import { createAgent } from "../../../packages/kernel/src/index.ts";
+import { scriptedProvider } from "../../../packages/testkit/src/index.ts";
+import { SqliteSessionStore, defaultSessionDbPath } from "../../../packages/store-sqlite/src/index.ts";
 import { headOf } from "../../../packages/text/src/index.ts";
 import { resolveModel } from "../../../packages/providers/src/index.ts";
 

@@ -14,9 +14,10 @@ import * as fs from "node:fs";
 import { writeSync } from "node:fs";
 import { createAgent } from "../../src/agent.ts";
 import { definePlugin } from "../../src/plugin.ts";
-import { scriptedProvider } from "../../src/scripted-provider.ts";
-import type { ScriptStep } from "../../src/scripted-provider.ts";
-import { defaultKeelHome, defaultSessionDbPath, SqliteSessionStore } from "../../src/sqlite-store.ts";
+import { scriptedProvider } from "../../../testkit/src/index.ts";
+import type { ScriptStep } from "../../../testkit/src/index.ts";
+import { defaultKeelHome } from "../../src/storage.ts";
+import { defaultSessionDbPath, SqliteSessionStore } from "../../../store-sqlite/src/index.ts";
 import { estimateTokens, TokenCounter } from "../../../tokens/src/index.ts";
 import type { ToolDefinition } from "../../src/tools.ts";
 

@@ -4,7 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "vitest";
 import type { KeelEvent, Message, ToolDefinition, UserMessage } from "../../src/index.ts";
-import { defaultSessionDbPath, defineTool, isKeelError, messageText, SqliteSessionStore } from "../../src/index.ts";
+import { defineTool, isKeelError, messageText } from "../../src/index.ts";
+import { defaultSessionDbPath, SqliteSessionStore } from "../../../store-sqlite/src/index.ts";
 
 /** The stored event of one type. */
 export type EventOf<T extends KeelEvent["type"]> = Extract<KeelEvent, { type: T }>;

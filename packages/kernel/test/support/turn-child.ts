@@ -12,8 +12,9 @@
 import { writeSync } from "node:fs";
 import { createAgent } from "../../src/agent.ts";
 import type { ModelEvent, ModelProvider } from "../../src/provider.ts";
-import { scriptedProvider } from "../../src/scripted-provider.ts";
-import { defaultKeelHome, defaultSessionDbPath, SqliteSessionStore } from "../../src/sqlite-store.ts";
+import { scriptedProvider } from "../../../testkit/src/index.ts";
+import { defaultKeelHome } from "../../src/storage.ts";
+import { defaultSessionDbPath, SqliteSessionStore } from "../../../store-sqlite/src/index.ts";
 import { estimateTokens, TokenCounter } from "../../../tokens/src/index.ts";
 import type { ToolDefinition } from "../../src/tools.ts";
 

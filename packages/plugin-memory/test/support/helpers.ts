@@ -2,8 +2,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAgent, MemorySessionStore, scriptedProvider } from "@keel/kernel";
-import type { Agent, KeelEvent, ScriptedProvider, ScriptStep } from "@keel/kernel";
+import { createAgent } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
+import type { Agent, KeelEvent } from "@keel/kernel";
+import type { ScriptedProvider, ScriptStep } from "@keel/testkit";
 import { memory } from "../../src/index.ts";
 import type { MemoryOptions, MemoryPlugin } from "../../src/index.ts";
 

@@ -1,5 +1,6 @@
 /** Run in a fresh process: open the memory file given, run one turn, print what the model saw. */
-import { createAgent, MemorySessionStore, scriptedProvider } from "@keel/kernel";
+import { createAgent } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { memory } from "../../src/index.ts";
 
 const [path, input, userId] = process.argv.slice(2);

@@ -6,7 +6,8 @@
  *                                      or BUSY <code> <message>; then PROVIDER_CALLS <n>
  */
 import { writeSync } from "node:fs";
-import { createAgent, scriptedProvider } from "@keel/kernel";
+import { createAgent } from "@keel/kernel";
+import { scriptedProvider } from "@keel/testkit";
 import { PostgresSessionStore } from "../../src/index.ts";
 
 const [mode, schema, sessionId, input] = process.argv.slice(2) as [string, string, string, string | undefined];

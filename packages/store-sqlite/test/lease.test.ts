@@ -7,10 +7,12 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { KeelEvent, SessionStore } from "../src/index.ts";
-import { MemorySessionStore, openSqlite, SqliteSessionStore } from "../src/index.ts";
-import { holderIsDead, takeLease } from "../src/lease.ts";
-import { keelErrorOf } from "./support/helpers.ts";
+import type { KeelEvent, SessionStore } from "@keel/kernel";
+import { MemorySessionStore } from "@keel/testkit";
+import { openSqlite, SqliteSessionStore } from "@keel/store-sqlite";
+import { holderIsDead, takeLease } from "@keel/store-kit";
+import type { LeasePrimitives } from "@keel/store-kit";
+import { keelErrorOf } from "../../kernel/test/support/helpers.ts";
 import { dropTestSchemas, openTestStore, requirePostgres } from "../../store-postgres/test/support/pg.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-lease-"));
@@ -29,36 +31,36 @@ afterAll(dropTestSchemas);
 
 describe.each(stores)("%s leases", (_name, make) => {
   it("one owner at a time: a second claim gets the holder, the same owner re-claims, release frees it", async () => {
-    const store = make();
+    const store = make() as SessionStore & LeasePrimitives;
     await store.createSession({ id: "s", agent: "a", createdAt: 1 });
-    const a = await store.acquireLease!("s", claim("A"));
+    const a = await store.acquireLease("s", claim("A"));
     expect(a).toMatchObject({ acquired: true, lease: { owner: "A", pid: process.pid } });
     expect(a.acquired && a.previous).toBeFalsy();
-    expect(await store.acquireLease!("s", claim("B"))).toMatchObject({ acquired: false, holder: { owner: "A" } });
-    expect(await store.acquireLease!("s", claim("A"))).toMatchObject({ acquired: true });
-    await store.releaseLease!("s", "B");
-    expect(await store.acquireLease!("s", claim("B"))).toMatchObject({ acquired: false });
-    await store.releaseLease!("s", "A");
-    expect(await store.acquireLease!("s", claim("B"))).toMatchObject({ acquired: true, lease: { owner: "B" } });
+    expect(await store.acquireLease("s", claim("B"))).toMatchObject({ acquired: false, holder: { owner: "A" } });
+    expect(await store.acquireLease("s", claim("A"))).toMatchObject({ acquired: true });
+    await store.releaseLease("s", "B");
+    expect(await store.acquireLease("s", claim("B"))).toMatchObject({ acquired: false });
+    await store.releaseLease("s", "A");
+    expect(await store.acquireLease("s", claim("B"))).toMatchObject({ acquired: true, lease: { owner: "B" } });
     await store.close();
   });
 
   it("an expired lease, or one named in `replaces`, is taken over and reported as `previous`; the old owner can no longer renew", async () => {
-    const store = make();
+    const store = make() as SessionStore & LeasePrimitives;
     await store.createSession({ id: "s", agent: "a", createdAt: 1 });
-    await store.acquireLease!("s", claim("A", 100));
+    await store.acquireLease("s", claim("A", 100));
     await new Promise((r) => setTimeout(r, 120));
-    expect(await store.acquireLease!("s", claim("B"))).toMatchObject({ acquired: true, previous: { owner: "A" } });
-    expect(await store.renewLease!("s", "A", 60_000)).toBe(false);
-    expect(await store.renewLease!("s", "B", 60_000)).toBe(true);
-    expect(await store.acquireLease!("s", claim("C", 60_000, "B"))).toMatchObject({ acquired: true, previous: { owner: "B" } });
+    expect(await store.acquireLease("s", claim("B"))).toMatchObject({ acquired: true, previous: { owner: "A" } });
+    expect(await store.renewLease("s", "A", 60_000)).toBe(false);
+    expect(await store.renewLease("s", "B", 60_000)).toBe(true);
+    expect(await store.acquireLease("s", claim("C", 60_000, "B"))).toMatchObject({ acquired: true, previous: { owner: "B" } });
     await store.close();
   });
 
   it("an append fenced by a lease it does not hold throws KEEL_SESSION_BUSY and writes nothing", async () => {
-    const store = make();
+    const store = make() as SessionStore & LeasePrimitives;
     await store.createSession({ id: "s", agent: "a", createdAt: 1 });
-    await store.acquireLease!("s", claim("A"));
+    await store.acquireLease("s", claim("A"));
     await store.appendMany!([ev("s", 1)], { lease: "A" });
     const err = await keelErrorOf(() => store.appendMany!([ev("s", 2), ev("s", 3)], { lease: "B" }));
     expect(err.code).toBe("KEEL_SESSION_BUSY");
@@ -99,7 +101,7 @@ describe("SQLite opens", () => {
     expect(holderIsDead({ ...lease, host: `${hostname()}-elsewhere` })).toBe(false);
     // This pid: alive while this process holds the owner; an owner it does not hold was an
     // earlier process with the same pid (a container's PID 1 restarted after a kill).
-    const held = (await takeLease(new MemorySessionStore(), "s", { ttlMs: 60_000, waitMs: 0 }))!;
+    const held = (await takeLease(new MemorySessionStore(), "s", { ttlMs: 60_000, waitMs: 0, kind: "turn" }))!;
     expect(holderIsDead({ ...lease, pid: process.pid, owner: held.owner })).toBe(false);
     expect(holderIsDead({ ...lease, pid: process.pid, owner: "an-earlier-process" })).toBe(true);
     await held.stop();

@@ -2,14 +2,13 @@
  * The default session store: one SQLite file (WAL mode) through Node's built-in `node:sqlite`.
  * Several processes may open the same file; SQLite's locking serializes their writes.
  */
-import { homedir } from "node:os";
 import { join } from "node:path";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import { KeelError } from "./errors.ts";
-import type { KeelEvent } from "./events.ts";
-import type { AppendOptions, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "./session-store.ts";
+import { KeelError } from "@keel/kernel";
+import type { AppendOptions, HeldLease, KeelEvent, LeaseRequest, SessionInfo, SessionStore } from "@keel/kernel";
+import { redactEvent, takeLease, toJson } from "@keel/store-kit";
+import type { LeaseClaim, LeaseOutcome, SessionLease } from "@keel/store-kit";
 import { openSqlite, storeError } from "./sqlite-open.ts";
-import { redactEvent } from "./storage-redaction.ts";
 
 /**
  * Schema migrations: entry `i` moves the schema from version `i` to `i + 1`.
@@ -69,11 +68,6 @@ export interface SqliteSessionStoreOptions {
   busyTimeoutMs?: number;
 }
 
-/** Keel's home directory. Contract: `KEEL_HOME` when set and non-empty, else `~/.keel`. */
-export function defaultKeelHome(env: NodeJS.ProcessEnv = process.env): string {
-  const home = env["KEEL_HOME"];
-  return home ? home : join(homedir(), ".keel");
-}
 
 /** The default session database. Contract: `<home>/sessions.sqlite`. */
 export function defaultSessionDbPath(home: string): string {
@@ -303,7 +297,12 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
-  /** Take the session's lease (see SessionStore.acquireLease): one IMMEDIATE transaction. */
+  /** Take the session's lease and keep it renewed (SessionStore.lease, over the primitives below). */
+  lease(sessionId: string, request: LeaseRequest): Promise<HeldLease> {
+    return takeLease(this, sessionId, request);
+  }
+
+  /** Take the session's lease (LeasePrimitives.acquireLease): one IMMEDIATE transaction. */
   acquireLease(sessionId: string, claim: LeaseClaim): LeaseOutcome {
     this.#assertWritable();
     const st = this.#leases();
@@ -465,25 +464,4 @@ function toSessionInfo(row: Record<string, unknown>): SessionInfo {
 function sqliteErrcode(err: unknown): number | undefined {
   const code = (err as { errcode?: unknown } | null)?.errcode;
   return typeof code === "number" ? code : undefined;
-}
-
-/**
- * JSON of an event's data that never throws: BigInts become strings, cycles become
- * "[Circular]", so one odd value (a plugin's diagnostic, a tool's transformed arguments)
- * cannot fail a whole batch of events.
- */
-export function toJson(data: unknown): string {
-  try {
-    return JSON.stringify(data, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v));
-  } catch {
-    const seen = new WeakSet<object>();
-    return JSON.stringify(data, (_k, v: unknown) => {
-      if (typeof v === "bigint") return v.toString();
-      if (v !== null && typeof v === "object") {
-        if (seen.has(v)) return "[Circular]";
-        seen.add(v);
-      }
-      return v;
-    });
-  }
 }

@@ -7,7 +7,7 @@ import { accessSync, constants, existsSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { DatabaseSync } from "node:sqlite";
-import { errorMessage, KeelError } from "./errors.ts";
+import { errorMessage, KeelError } from "@keel/kernel";
 import { headOf } from "@keel/text";
 import { makeDirs } from "@keel/safe-path";
 

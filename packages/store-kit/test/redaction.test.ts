@@ -2,9 +2,9 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { KeelEvent } from "../src/events.ts";
-import { SqliteSessionStore } from "../src/sqlite-store.ts";
-import { redactForStorage } from "../src/storage-redaction.ts";
+import type { KeelEvent } from "@keel/kernel";
+import { SqliteSessionStore } from "@keel/store-sqlite";
+import { redactForStorage } from "@keel/store-kit";
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -7,7 +7,7 @@
  * enum values) is not in the table, so no redaction can touch it.
  */
 import { redact, redactData } from "@keel/secrets";
-import type { KeelEventData, KeelEventType } from "./events.ts";
+import type { KeelEventData, KeelEventType } from "@keel/kernel";
 
 /**
  * How one field is stored. `text`: prose (what a person, a model or a tool wrote), fully scanned.

@@ -1,7 +1,8 @@
 /** A SessionStore in process memory, for tests and benchmarks. Nothing survives the process. */
-import { KeelError } from "./errors.ts";
-import type { KeelEvent } from "./events.ts";
-import type { AppendOptions, LeaseClaim, LeaseOutcome, SessionInfo, SessionLease, SessionStore } from "./session-store.ts";
+import { KeelError } from "@keel/kernel";
+import type { AppendOptions, HeldLease, KeelEvent, LeaseRequest, SessionInfo, SessionStore } from "@keel/kernel";
+import { takeLease } from "@keel/store-kit";
+import type { LeaseClaim, LeaseOutcome, SessionLease } from "@keel/store-kit";
 
 interface MemorySession {
   info: SessionInfo;
@@ -106,7 +107,12 @@ export class MemorySessionStore implements SessionStore {
     return out;
   }
 
-  /** Take the session's lease (see SessionStore.acquireLease). */
+  /** Take the session's lease and keep it renewed (SessionStore.lease, over the primitives below). */
+  lease(sessionId: string, request: LeaseRequest): Promise<HeldLease> {
+    return takeLease(this, sessionId, request);
+  }
+
+  /** Take the session's lease (LeasePrimitives.acquireLease). */
   acquireLease(sessionId: string, claim: LeaseClaim): LeaseOutcome {
     this.#assertOpen();
     const held = this.#leases.get(sessionId);

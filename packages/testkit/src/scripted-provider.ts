@@ -3,13 +3,9 @@
  * demo and benchmarks. Each `stream` call consumes the next step.
  */
 import { z } from "zod";
-import { KeelError, errorMessage } from "./errors.ts";
-import type { AssistantBlock, AssistantMessage, Message } from "./messages.ts";
-import { messageText } from "./messages.ts";
-import type { ModelEvent, ModelProvider, ModelRequest, StopReason } from "./provider.ts";
-import { ProviderError } from "./provider.ts";
+import { KeelError, errorMessage, messageText, ProviderError } from "@keel/kernel";
+import type { AssistantBlock, AssistantMessage, Message, ModelEvent, ModelProvider, ModelRequest, StopReason, Usage } from "@keel/kernel";
 import { estimateTokens, fileTokens } from "@keel/tokens";
-import type { Usage } from "./usage.ts";
 import { truncate } from "@keel/text";
 import { readRegularFile } from "@keel/safe-path";
 

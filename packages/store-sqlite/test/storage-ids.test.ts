@@ -10,10 +10,10 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { KeelEvent, KeelEventData, KeelEventType } from "../src/events.ts";
-import { seededRandom } from "../src/seeded-random.ts";
-import { SqliteSessionStore } from "../src/sqlite-store.ts";
-import { redactEvent } from "../src/storage-redaction.ts";
+import type { KeelEvent, KeelEventData, KeelEventType } from "@keel/kernel";
+import { seededRandom } from "@keel/testkit";
+import { SqliteSessionStore } from "@keel/store-sqlite";
+import { redactEvent } from "@keel/store-kit";
 
 const rnd = seededRandom(30);
 const B62 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
