@@ -60,7 +60,6 @@ export type { RequestTokenCount, TokenCounter } from "./token-counter.ts";
 export { repairToolPairs } from "./repair.ts";
 export { runPreflight } from "./preflight.ts";
 export type { PreflightOptions, PreflightOutcome } from "./preflight.ts";
-export { satisfies } from "./semver.ts";
 export { compileSystemPrompt } from "./prompt.ts";
 export { wellFormedProvider } from "./provider.ts";
 export { boundResult } from "./tool-exec.ts";

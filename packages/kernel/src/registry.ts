@@ -10,7 +10,7 @@ import { errorMessage, isKeelError, KeelError } from "./errors.ts";
 import type { AwaitPolicy, FailurePolicy, PhaseName } from "./phases.ts";
 import { isPhaseName, PHASE_NAMES, PHASES } from "./phases.ts";
 import type { Handler, JobRunner, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
-import { satisfies, validRange } from "./semver.ts";
+import semver from "semver";
 import { truncate } from "@keel/text";
 import { inFaultScope } from "./faults.ts";
 import { didYouMean } from "@keel/text";
@@ -19,6 +19,16 @@ import { defaultKeelHome } from "./storage.ts";
 
 /** The kernel's version; plugins' `kernel` ranges are checked against it. */
 export const KERNEL_VERSION = "1.0.0";
+
+/** `range` as npm reads it (`semver`); a value that is not a string is no range. */
+function validRange(range: unknown): range is string {
+  return typeof range === "string" && semver.validRange(range) !== null;
+}
+
+/** True when `version` satisfies `range`; pre-release tags are compared like releases (a plugin built against 1.1.0-rc accepts it). */
+function satisfies(version: unknown, range: unknown): boolean {
+  return typeof version === "string" && validRange(range) && semver.satisfies(version, range, { includePrerelease: true });
+}
 
 /** Default deadline (ms) of one plugin's setup(ctx). */
 export const DEFAULT_SETUP_TIMEOUT_MS = 10_000;
