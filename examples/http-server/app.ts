@@ -13,7 +13,8 @@
  * Errors are JSON {"error": {"code", "message"}} with the Keel error code.
  */
 import { z } from "zod";
-import { KeelError, messageText, sseResponse } from "@keel/kernel";
+import { KeelError, messageText } from "@keel/kernel";
+import { sseResponse, streamResume, streamTurn } from "@keel/stream";
 import type { Agent, ContentBlock, Session } from "@keel/kernel";
 
 /** A string or content blocks; the kernel checks the blocks (KEEL_INPUT_INVALID names the one at fault). */
@@ -90,7 +91,7 @@ export function createHandler(agent: Agent, options: { idleMs?: number } = {}): 
         case "POST /sessions/:id/turns": {
           const { input } = await body(request, TurnBody);
           const s = await session(path[1]!);
-          const turn = s.stream(input as string | ContentBlock[], { signal: request.signal });
+          const turn = streamTurn(s, input as string | ContentBlock[], { signal: request.signal });
           // A turn another process is running in this session (409) is answered before any byte is streamed.
           await turn.started;
           return sseResponse(turn, { headers: { "x-keel-session": s.id } });
@@ -106,7 +107,7 @@ export function createHandler(agent: Agent, options: { idleMs?: number } = {}): 
           }
           const open = s.pendingApprovals().filter((p) => !p.answer);
           if (open.length) return json(200, { pending: open });
-          const turn = s.resumeStream({ signal: request.signal });
+          const turn = streamResume(s, { signal: request.signal });
           await turn.started;
           return sseResponse(turn, { headers: { "x-keel-session": s.id } });
         }

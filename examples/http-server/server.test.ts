@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import type { TurnStreamEvent } from "@keel/kernel";
+import type { TurnStreamEvent } from "@keel/stream";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const children: ChildProcess[] = [];

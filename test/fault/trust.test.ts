@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import type { TurnStreamEvent } from "../../packages/kernel/src/index.ts";
+import type { TurnStreamEvent } from "../../packages/stream/src/index.ts";
 import { createAgent, isKeelError } from "../../packages/kernel/src/index.ts";
 import { scriptedProvider } from "../../packages/testkit/src/index.ts";
 import compaction from "../../packages/plugin-compaction/src/index.ts";

@@ -42,8 +42,6 @@ import type { Usage } from "./usage.ts";
 import { errorResult } from "./tool-exec.ts";
 import { abandonChild, runChild } from "./child.ts";
 import { checkInput, outputSpecOf } from "./run-input.ts";
-import type { StreamOptions } from "./turn-stream.ts";
-import { TurnStream } from "./turn-stream.ts";
 import type { ZodType } from "zod";
 import { wellFormedProvider } from "./provider.ts";
 import { codePointSlice, extendWellFormed, headOf, toWellFormed, truncate } from "@keel/text";
@@ -412,6 +410,9 @@ export interface CloseOptions {
   graceMs?: number;
 }
 
+/** A turn whose door checks passed: calling it starts the turn; `held` is called once it holds the session. */
+export type PreparedTurn<O = unknown> = (signal?: AbortSignal, held?: () => void) => Promise<TurnResult<O>>;
+
 /** Options of one turn. */
 export interface RunOptions<O = unknown> {
   signal?: AbortSignal;
@@ -554,23 +555,21 @@ export class Session implements TurnHost {
     return this.fresh(() => this.prepareRun(input, options)) as Promise<TurnResult<O>>;
   }
 
-  /**
-   * Run one turn as a stream of typed events (text and thinking deltas, tools, approvals,
-   * compaction, then the verdict). Contract: see TurnStream; `break` or `signal` cancels the turn;
-   * what run() would reject at the door (bad input or schema, a busy or paused session) throws
-   * here at once, so a server can answer it with a status code before it starts streaming.
-   */
-  stream<O = unknown>(input: TurnInput, options: RunOptions<O> & StreamOptions = {}): TurnStream<O> {
-    return new TurnStream<O>(this, this.prepareRun(input, options), options);
-  }
-
-  /** The door checks of run(), then a thunk that starts the turn (also cancelled by `signal`, a stream's). */
   /** @internal one turn of a child session: clamped limits, trigger `subagent` (ToolContext.child) */
   runAsChild<O>(input: TurnInput, options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>> {
     return this.prepareRun(input, options, { limits, trigger: "subagent" })();
   }
 
-  private prepareRun<O>(input: TurnInput, options: RunOptions<O>, more: { limits?: Partial<Limits>; trigger?: "subagent" } = {}): (signal?: AbortSignal, held?: () => void) => Promise<TurnResult<O>> {
+  /**
+   * The door checks of run() (they throw now), then a function that starts the turn: a host
+   * that streams it (@keel/stream) passes a second signal and a `held` callback, called once the
+   * turn holds its session. Contract: as run().
+   */
+  prepare<O = unknown>(input: TurnInput, options: RunOptions<O> = {}): PreparedTurn<O> {
+    return this.prepareRun(input, options);
+  }
+
+  private prepareRun<O>(input: TurnInput, options: RunOptions<O>, more: { limits?: Partial<Limits>; trigger?: "subagent" } = {}): PreparedTurn<O> {
     const checked = checkInput(input);
     const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
     this.ready();
@@ -657,11 +656,6 @@ export class Session implements TurnHost {
     return go();
   }
 
-  /** Resume as a stream. Contract: as stream(); KEEL_NOT_PAUSED and KEEL_APPROVAL_PENDING throw at once. */
-  resumeStream<O = unknown>(options: RunOptions<O> & StreamOptions = {}): TurnStream<O> {
-    return new TurnStream<O>(this, this.prepareResume(options), options);
-  }
-
   /**
    * @internal End the paused turn without resuming it (its parent no longer waits for it): it is
    * interrupted, its waiting calls get "interrupted" results when the session goes on, and the
@@ -684,7 +678,8 @@ export class Session implements TurnHost {
     return this.prepareResume(options, { limits })();
   }
 
-  private prepareResume<O>(options: RunOptions<O>, more: { limits?: Partial<Limits> } = {}): (signal?: AbortSignal, held?: () => void) => Promise<TurnResult<O>> {
+  /** The door checks of resume() (they throw now), then a function that resumes the turn. Contract: as prepare(). */
+  prepareResume<O = unknown>(options: RunOptions<O> = {}, more: { limits?: Partial<Limits> } = {}): PreparedTurn<O> {
     const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
     this.ready();
     const paused = this.paused;

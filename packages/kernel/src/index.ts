@@ -5,7 +5,7 @@
  * token counter).
  */
 export { createAgent, Agent, Session } from "./agent.ts";
-export type { PhaseMapRow, RunOptions, SessionOpenOptions } from "./agent.ts";
+export type { PhaseMapRow, PreparedTurn, RunOptions, SessionOpenOptions } from "./agent.ts";
 export type { AgentOptions, ApprovalRequest } from "./agent-options.ts";
 export { DEFAULT_LIMITS } from "./limits.ts";
 export type { Limits } from "./limits.ts";
@@ -44,8 +44,6 @@ export type { ChildOptions, ChildRun, JsonSchema, ToolCategory, ToolContext, Too
 export { addUsage, emptyUsage } from "./usage.ts";
 export type { Usage } from "./usage.ts";
 export type { ApprovalAnswer, ChildApprovalLink, GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";
-export { TurnStream, sseResponse, toSSEStream } from "./turn-stream.ts";
-export type { StreamOptions, ToolRunStatusView, TurnStreamEvent } from "./turn-stream.ts";
 export type { TurnInput } from "./turn-state.ts";
 export type { PromptManifest } from "./manifest.ts";
 export { isTerminalEvent } from "./events.ts";

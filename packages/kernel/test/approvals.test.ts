@@ -12,7 +12,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent, definePlugin, defineTool } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
-import type { AgentOptions, TurnResult, TurnStreamEvent } from "../src/index.ts";
+import type { AgentOptions, TurnResult } from "../src/index.ts";
+import { streamResume, streamTurn } from "../../stream/src/index.ts";
+import type { TurnStreamEvent } from "../../stream/src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";
 import { keelErrorOf, ofType, pairResults, tempHomes } from "./support/helpers.ts";
 
@@ -206,13 +208,13 @@ describe("durable approvals in one process", () => {
   it("a stream shows the approval request and the paused verdict; resumeStream carries the rest", async () => {
     const { agent, session } = await setup([{ text: "Let me write.", toolCalls: [{ id: "w1", name: "write_note", args: { text: "a" } }] }, { text: "Written." }]);
     const seen: TurnStreamEvent[] = [];
-    for await (const e of session.stream("go")) seen.push(e);
+    for await (const e of streamTurn(session, "go")) seen.push(e);
     expect(seen.map((e) => e.type)).toEqual(expect.arrayContaining(["turn.started", "text", "approval.requested", "verdict"]));
     expect(seen.at(-1)).toMatchObject({ type: "verdict", result: { verdict: { status: "paused" } } });
     expect(seen.find((e) => e.type === "approval.requested")).toMatchObject({ callId: "w1", name: "write_note", args: { text: "a" }, reason: "review", plugin: "guard" });
     await session.approve("w1");
     const rest: TurnStreamEvent[] = [];
-    for await (const e of session.resumeStream()) rest.push(e);
+    for await (const e of streamResume(session)) rest.push(e);
     expect(rest.map((e) => e.type)).toEqual(["turn.started", "tool.started", "tool.finished", "text", "verdict"]);
     expect(rest[0]).toMatchObject({ resumed: true });
     expect(rest.at(-1)).toMatchObject({ result: { text: "Written.", verdict: { status: "completed" } } });
@@ -242,15 +244,15 @@ describe("durable approvals in one process", () => {
       }
       return "no throw";
     };
-    expect(codeOf(() => session.stream([]))).toBe("KEEL_INPUT_INVALID");
-    expect(codeOf(() => session.resumeStream())).toBe("KEEL_NOT_PAUSED");
-    const first = session.stream("go");
-    expect(codeOf(() => session.stream("again"))).toBe("KEEL_TURN_BUSY");
+    expect(codeOf(() => streamTurn(session, []))).toBe("KEEL_INPUT_INVALID");
+    expect(codeOf(() => streamResume(session))).toBe("KEEL_NOT_PAUSED");
+    const first = streamTurn(session, "go");
+    expect(codeOf(() => streamTurn(session, "again"))).toBe("KEEL_TURN_BUSY");
     expect((await first.result).verdict.status).toBe("paused");
-    expect(codeOf(() => session.stream("again"))).toBe("KEEL_APPROVAL_PENDING");
-    expect(codeOf(() => session.resumeStream())).toBe("KEEL_APPROVAL_PENDING");
+    expect(codeOf(() => streamTurn(session, "again"))).toBe("KEEL_APPROVAL_PENDING");
+    expect(codeOf(() => streamResume(session))).toBe("KEEL_APPROVAL_PENDING");
     await session.approve("w1");
-    expect((await session.resumeStream().result).text).toBe("Written.");
+    expect((await streamResume(session).result).text).toBe("Written.");
     expect(counter.writes).toEqual(["a"]);
     await agent.close();
   });

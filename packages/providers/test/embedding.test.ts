@@ -4,7 +4,8 @@
  * back-pressure from a slow consumer, and rich (image, PDF) input reaching the provider's body.
  */
 import { startWireServer, type WireServer } from "@keel/wire-server";
-import { createAgent, defineTool, type TurnStreamEvent } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/kernel";
+import { streamTurn, type TurnStreamEvent } from "@keel/stream";
 import { MemorySessionStore } from "@keel/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -36,7 +37,7 @@ describe.each(specs)("embedding on $spec", ({ spec, api }) => {
     const at = server.requests.length;
     server.enqueue({ text: "one two three four five six seven eight nine ten", chunks: 10, delayMs: 40, api });
     const seen: TurnStreamEvent[] = [];
-    const stream = session.stream("count");
+    const stream = streamTurn(session, "count");
     for await (const e of stream) {
       seen.push(e);
       if (e.type === "text") break;
@@ -57,7 +58,7 @@ describe.each(specs)("embedding on $spec", ({ spec, api }) => {
     const session = await agent.session();
     const text = Array.from({ length: 40 }, (_, i) => `w${i}`).join(" ");
     server.enqueue({ text, chunks: 40, api });
-    const stream = session.stream("go", { highWaterMark: 4 });
+    const stream = streamTurn(session, "go", { highWaterMark: 4 });
     let joined = "";
     let maxBehind = 0;
     let received = 0;
@@ -136,7 +137,7 @@ describe.each(specs)("embedding on $spec", ({ spec, api }) => {
     const session = await agent.session();
     server.enqueue({ toolCalls: [{ name: "index_repo", args: {} }], api }, { text: "Indexed.", api });
     const events: TurnStreamEvent[] = [];
-    for await (const e of session.stream("index it")) events.push(e);
+    for await (const e of streamTurn(session, "index it")) events.push(e);
     const progress = events.filter((e) => e.type === "tool.progress");
     expect(progress.map((e) => (e.type === "tool.progress" ? [e.message, e.fraction] : []))).toEqual([["indexed 100 files", 1 / 3], ["indexed 200 files", 2 / 3], ["indexed 300 files", 1]]);
     const order = events.map((e) => e.type).filter((t) => t.startsWith("tool."));

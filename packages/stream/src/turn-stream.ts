@@ -2,10 +2,8 @@
  * A turn as an async iterable of typed events, for hosts that stream to a client (SSE, a
  * WebSocket, a job log) instead of subscribing a callback.
  */
-import type { Session } from "./agent.ts";
-import { errorMessage, KeelError } from "./errors.ts";
-import type { AgentEvent } from "./events.ts";
-import type { ChildApprovalLink, TurnResult } from "./verdict.ts";
+import { errorMessage, KeelError } from "@keel/kernel";
+import type { AgentEvent, ChildApprovalLink, PreparedTurn, RunOptions, Session, TurnInput, TurnResult } from "@keel/kernel";
 
 /** How a streamed tool call ended. */
 export type ToolRunStatusView = "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled";
@@ -96,7 +94,7 @@ export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>
   private readonly high: number;
   private release: (() => void) | undefined;
 
-  constructor(session: Session, start: (signal: AbortSignal, held: () => void) => Promise<TurnResult<O>>, options: StreamOptions = {}) {
+  constructor(session: Session, start: PreparedTurn<O>, options: StreamOptions = {}) {
     this.session = session;
     this.high = Math.max(1, options.highWaterMark ?? 256);
     const off = session.agent.subscribe((e) => {
@@ -183,6 +181,21 @@ export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>
       },
     };
   }
+}
+
+/**
+ * Run one turn of `session` as a stream of typed events (text and thinking deltas, tools,
+ * approvals, compaction, then the verdict). Contract: see TurnStream; `break` or `signal`
+ * cancels the turn; what run() would reject at the door (bad input or schema, a busy or paused
+ * session) throws here at once, so a server can answer it with a status code before it streams.
+ */
+export function streamTurn<O = unknown>(session: Session, input: TurnInput, options: RunOptions<O> & StreamOptions = {}): TurnStream<O> {
+  return new TurnStream<O>(session, session.prepare(input, options), options);
+}
+
+/** Resume the paused turn of `session` as a stream. Contract: as streamTurn; KEEL_NOT_PAUSED and KEEL_APPROVAL_PENDING throw at once. */
+export function streamResume<O = unknown>(session: Session, options: RunOptions<O> & StreamOptions = {}): TurnStream<O> {
+  return new TurnStream<O>(session, session.prepareResume(options), options);
 }
 
 /**
