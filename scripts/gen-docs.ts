@@ -5,7 +5,8 @@
 import { writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { CONTRIBUTION_DOCS, CONTRIBUTION_SCHEMAS, contributionJsonSchema, DEFAULT_TIMEOUTS, ERROR_CODES, PHASE_EVENT_FIELDS, PHASE_NAMES, PHASES, TURN_EVENT_FIELDS } from "../packages/kernel/src/index.ts";
+import { CONTRIBUTION_SCHEMAS, DEFAULT_TIMEOUTS, ERROR_CODES, PHASE_NAMES, PHASES } from "../packages/kernel/src/index.ts";
+import { CONTRIBUTION_DOCS, contributionJsonSchema, PHASE_EVENT_FIELDS, TURN_EVENT_FIELDS } from "./reference.ts";
 import type { ContributionKind } from "../packages/kernel/src/index.ts";
 
 export function phasesDoc(): string {

@@ -3,7 +3,8 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { contributionsDoc, errorsDoc, phasesDoc } from "../scripts/gen-docs.ts";
-import { CONTRIBUTION_DOCS, CONTRIBUTION_SCHEMAS, validateContribution } from "../packages/kernel/src/index.ts";
+import { CONTRIBUTION_SCHEMAS, validateContribution } from "../packages/kernel/src/index.ts";
+import { CONTRIBUTION_DOCS } from "../scripts/reference.ts";
 
 const docs = join(dirname(fileURLToPath(import.meta.url)), "..", "docs");
 

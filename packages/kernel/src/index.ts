@@ -18,8 +18,6 @@ export type { ContributionFor, Handler, HandlerResult, HookContext, JobContext, 
 export { PHASES, PHASE_NAMES, isPhaseName } from "./phases.ts";
 export type { AcceptedKind, AwaitPolicy, FailurePolicy, PhaseEvent, PhaseEvents, PhaseKind, PhaseName, PhaseSpec, PolicyView, PromptContextEntry, ToolCallView, TurnEventBase } from "./phases.ts";
 export { CONTRIBUTION_SCHEMAS, ContributionSchema, MessageSchema, validateContribution } from "./contributions.ts";
-export { CONTRIBUTION_DOCS, PHASE_EVENT_FIELDS, TURN_EVENT_FIELDS, contributionJsonSchema } from "./reference.ts";
-export type { ContributionDoc } from "./reference.ts";
 export type { Contribution, ContributionInput, ContributionInputOf, ContributionKind, ContributionOf, MessageEdit, ValidationResult } from "./contributions.ts";
 export { DEFAULT_CAPS, PolicySet, applyMessageEdits, mergeDecisions, mergePromptContext, mergePromptSections, mergeRequestOptions, mergeToolBundles } from "./merge.ts";
 export type { MergeCaps, MergedSection, ResolvedTool, ToolDecision } from "./merge.ts";

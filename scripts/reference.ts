@@ -5,9 +5,8 @@
  * these tables and the zod schemas (scripts/gen-docs.ts), and a test validates each example.
  */
 import { z } from "zod";
-import type { ContributionInputOf, ContributionKind } from "./contributions.ts";
-import { CONTRIBUTION_SCHEMAS } from "./contributions.ts";
-import type { PhaseEvents, PhaseName, TurnEventBase } from "./phases.ts";
+import type { ContributionInputOf, ContributionKind, PhaseEvents, PhaseName, TurnEventBase } from "../packages/kernel/src/index.ts";
+import { CONTRIBUTION_SCHEMAS } from "../packages/kernel/src/index.ts";
 
 type FieldsOf<T> = { [F in Exclude<keyof T, "kind">]-?: string };
 /** Every distribution member's keys (a union's fields, e.g. background_job with or without run). */
