@@ -21,6 +21,7 @@ import { closeWithin, EXIT_INTERRUPTED, EXIT_TERMINATED } from "./exit.ts";
 import { renderer, terminalColumns, wrap } from "./render.ts";
 import type { Streams } from "./render.ts";
 import { onReaderGone, statusAfterOutput } from "./stdio.ts";
+import type { CliEnv } from "./stdio.ts";
 import { checkHome } from "./home.ts";
 import { thrownText } from "./guard.ts";
 import { COMMAND_HELP, commandHelp, overviewHelp } from "./help.ts";
@@ -40,14 +41,8 @@ export { processIo } from "./stdio.ts";
 export const EXIT = { ok: 0, turnFailed: 1, usage: 2, interrupted: EXIT_INTERRUPTED, terminated: EXIT_TERMINATED } as const;
 export { exitWhenDone } from "./exit.ts";
 
-/** What the command runs against. */
-export interface CliEnv extends Streams {
-  cwd: string;
-  env: NodeJS.ProcessEnv;
-  stdin: NodeJS.ReadableStream;
-  /** Aborts when stdout's reader has gone away (EPIPE): a running turn is cancelled, output stops. */
-  readerGone?: AbortSignal;
-}
+export type { CliEnv } from "./stdio.ts";
+
 
 /** Run the command line `argv` (without node and the script). Contract: returns the exit status, never throws. */
 export async function main(argv: readonly string[], io: CliEnv): Promise<number> {

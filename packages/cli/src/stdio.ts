@@ -4,7 +4,16 @@
  * output stops, and a running turn is cancelled as SIGPIPE would have ended a classic tool.
  */
 import { fstatSync } from "node:fs";
-import type { CliEnv } from "./main.ts";
+import type { Streams } from "./render.ts";
+
+/** What the command runs against. */
+export interface CliEnv extends Streams {
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  stdin: NodeJS.ReadableStream;
+  /** Aborts when stdout's reader has gone away (EPIPE): a running turn is cancelled, output stops. */
+  readerGone?: AbortSignal;
+}
 
 /**
  * The exit status when stdout's reader went away before a command that writes there finished

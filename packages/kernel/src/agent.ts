@@ -31,7 +31,7 @@ import type { ToolCallView } from "./phases.ts";
 import type { ToolCategory, ToolDefinition } from "./tools.ts";
 import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "./tools.ts";
 import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
-import type { PausedTurn, TurnHost, TurnInput } from "./turn-state.ts";
+import type { PausedTurn, PreparedTurn, RunOptions, TurnHost, TurnInput } from "./turn-state.ts";
 import { runTurn, unansweredCalls } from "./turn.ts";
 import type { AgentOptions } from "./agent-options.ts";
 import type { Limits } from "./limits.ts";
@@ -47,7 +47,7 @@ import { wellFormedProvider } from "./provider.ts";
 import { codePointSlice, extendWellFormed, headOf, toWellFormed, truncate } from "@keel/text";
 import type { AgentObserver } from "./observer.ts";
 import { DETACH_DEADLINE_MS } from "./observer.ts";
-import type { AttemptOutcome, UnfinishedJob } from "./jobs.ts";
+import type { AttemptOutcome, HostAgent, HostSession, UnfinishedJob } from "./host-types.ts";
 import { recoverJobs, startDurableJob } from "./jobs.ts";
 import { inFaultScope } from "./faults.ts";
 import type { HeldLease, LeaseKind, LeaseOptions } from "./lease.ts";
@@ -149,7 +149,7 @@ export async function createAgent(options: AgentOptions): Promise<Agent> {
  * A built agent. Contract: its plugin registry is frozen; it may hold many sessions, each
  * running at most one turn at a time.
  */
-export class Agent {
+export class Agent implements HostAgent {
   readonly name: string;
   readonly registry: PluginRegistry;
   readonly store: SessionStore;
@@ -243,6 +243,11 @@ export class Agent {
     } catch (err) {
       this.reportFault(new KeelError("KEEL_OBSERVER_FAILED", `Observer "${name}" threw in attach(): ${headOf(errorMessage(err), 300)}`, { path: `observers[${index}]` }));
     }
+  }
+
+  /** @internal a child agent (ToolContext.child): createAgent with these options, on this agent's store and home */
+  spawn(options: AgentOptions): Promise<Agent> {
+    return createAgent(options);
   }
 
   /** @internal take a durable job's key for this process; false when it already runs here. */
@@ -410,23 +415,6 @@ export interface CloseOptions {
   graceMs?: number;
 }
 
-/** A turn whose door checks passed: calling it starts the turn; `held` is called once it holds the session. */
-export type PreparedTurn<O = unknown> = (signal?: AbortSignal, held?: () => void) => Promise<TurnResult<O>>;
-
-/** Options of one turn. */
-export interface RunOptions<O = unknown> {
-  signal?: AbortSignal;
-  metadata?: Record<string, unknown>;
-  /**
-   * Structured output: a zod object schema the final answer must match. The provider's native
-   * mechanism is used; an invalid answer gets one corrective round, then the turn fails with
-   * KEEL_OUTPUT_INVALID. The parsed value is `result.output`.
-   */
-  output?: ZodType<O>;
-  /** The name the schema is given to the provider (default `final_answer`). */
-  outputName?: string;
-}
-
 /** Code points of a host's approval or denial reason that are kept. */
 const MAX_REASON_CHARS = 2_000;
 
@@ -450,7 +438,7 @@ const SESSION_CLOSED = new KeelError("KEEL_TURN_ABORTED", "The session was close
  * Contract: `run` persists the input before any provider call; at most one turn runs at a
  * time; `steer` and `followUp` are durable the moment they return.
  */
-export class Session implements TurnHost {
+export class Session implements TurnHost, HostSession {
   readonly id: string;
   readonly agent: Agent;
   #messages: readonly Message[] = Object.freeze([]);

@@ -4,11 +4,11 @@
  * in the logs, within what the parent turn has left; its usage counts as the parent turn's.
  * What to delegate, to whom and how deep is a plugin's business (@keel/plugin-tasks).
  */
-import { createAgent } from "./agent.ts";
-import type { Agent, Session } from "./agent.ts";
+import type { HostAgent as Agent, HostSession as Session } from "./host-types.ts";
 import type { Limits } from "./limits.ts";
 import { errorMessage, KeelError } from "./errors.ts";
 import { headOf } from "@keel/text";
+import type { AgentOptions } from "./agent-options.ts";
 import type { ChildOptions, ChildRun, TurnBudget } from "./tools.ts";
 import type { Usage } from "./usage.ts";
 import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
@@ -135,8 +135,8 @@ function cappedBy(own: Limits, limits: Pick<Limits, "maxRounds" | "maxToolCalls"
 function childAgent(host: Agent, name: string, options: ChildOptions["agent"]): Promise<Agent> {
   let made = host.children.get(name);
   if (!made) {
-    const given = options ?? {};
-    made = createAgent({
+    const given = (options ?? {}) as Partial<AgentOptions>;
+    made = host.spawn({
       ...given,
       name: host.name,
       provider: given.provider ?? host.options.provider,

@@ -8,7 +8,6 @@
  * itself, because an embedding app owns its process (the CLI opts in).
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import type { Agent } from "./agent.ts";
 import { errorMessage, isKeelError, KeelError, preview } from "./errors.ts";
 
 /** Faults a guard records in the log; later ones are only counted and passed to `onFault`. */
@@ -51,6 +50,11 @@ export interface ProcessFault {
   turns: string[];
 }
 
+/** What a guard records a fault in: an Agent is one (it closes the open turns, failed, and returns their ids). */
+export interface FaultTarget {
+  recordFault(fault: { source: "uncaughtException" | "unhandledRejection"; error: KeelError }): string[];
+}
+
 /** How `guardProcess` reacts. */
 export interface GuardOptions {
   /** Called after a fault is recorded (the CLI prints it). Contract: a throw here is ignored. */
@@ -70,7 +74,7 @@ export interface ProcessGuard {
  * `process.exit()` called by plugin or tool code is reported to `onFault` (source `processExit`).
  * Contract: the process is not exited here; the host decides (the CLI exits non-zero).
  */
-export function guardProcess(target: Agent | (() => Agent | undefined), options: GuardOptions = {}): ProcessGuard {
+export function guardProcess(target: FaultTarget | (() => FaultTarget | undefined), options: GuardOptions = {}): ProcessGuard {
   const faults: ProcessFault[] = [];
   const handle = (source: "uncaughtException" | "unhandledRejection", err: unknown): void => {
     const scope = faultScope.getStore();

@@ -5,7 +5,8 @@
  * token counter).
  */
 export { createAgent, Agent, Session } from "./agent.ts";
-export type { PhaseMapRow, PreparedTurn, RunOptions, SessionOpenOptions } from "./agent.ts";
+export type { PhaseMapRow, SessionOpenOptions } from "./agent.ts";
+export type { PreparedTurn, RunOptions } from "./turn-state.ts";
 export type { AgentOptions, ApprovalRequest } from "./agent-options.ts";
 export { DEFAULT_LIMITS } from "./limits.ts";
 export type { Limits } from "./limits.ts";
@@ -27,7 +28,7 @@ export type { ErrorCode, ErrorLocation } from "./errors.ts";
 export { KERNEL_VERSION, DEFAULT_SETUP_TIMEOUT_MS, DEFAULT_TIMEOUTS, buildRegistry } from "./registry.ts";
 export type { RegistryOptions, PluginRegistry, RegisteredPlugin, RegistryHooks, Subscription } from "./registry.ts";
 export { DEFAULT_DURABLE_ATTEMPTS, MAX_JOB_PAYLOAD_CHARS } from "./jobs.ts";
-export type { UnfinishedJob } from "./jobs.ts";
+export type { UnfinishedJob } from "./host-types.ts";
 export { PhaseRunner } from "./dispatch.ts";
 export { abandonedWork } from "./abandoned.ts";
 export { guardProcess } from "./faults.ts";
@@ -36,13 +37,13 @@ export type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./d
 export { messageText, textContent, toolCallsOf } from "./messages.ts";
 export type { AssistantBlock, AssistantMessage, ContentBlock, FileBlock, ImageBlock, Message, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultMessage, UserMessage } from "./messages.ts";
 export { ProviderError, complete } from "./provider.ts";
-export type { CacheTier, Completion, ModelEvent, ModelProvider, ModelRequest, OutputFormat, ProviderErrorClass, RequestOptions, StopReason } from "./provider.ts";
+export type { CacheTier, Completion, ModelEvent, ModelProvider, ModelRequest, OutputFormat, ProviderErrorClass, RequestOptions, StopReason, ToolSchema } from "./provider.ts";
 export { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN, defineTool } from "./tools.ts";
-export type { ChildOptions, ChildRun, JsonSchema, ToolCategory, ToolContext, ToolDefinition, ToolOutput, ToolSchema, ToolSource, TurnBudget } from "./tools.ts";
+export type { ChildOptions, ChildRun, JsonSchema, ToolCategory, ToolContext, ToolDefinition, ToolOutput, ToolSource, TurnBudget } from "./tools.ts";
 export { addUsage, emptyUsage } from "./usage.ts";
 export type { Usage } from "./usage.ts";
 export type { ApprovalAnswer, ChildApprovalLink, GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";
-export type { TurnInput } from "./turn-state.ts";
+export type { TurnInput } from "./messages.ts";
 export type { PromptManifest } from "./manifest.ts";
 export { isTerminalEvent } from "./events.ts";
 export type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, KeelEventType, LiveEvent, SessionMode, TurnTimings } from "./events.ts";

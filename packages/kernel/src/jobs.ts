@@ -6,7 +6,7 @@
  * any session opened later by the same store, re-runs what is still pending (by key): another
  * session adopts a job once it was deferred, its process (same host) is gone, or its timeout passed.
  */
-import type { Session } from "./agent.ts";
+import type { AttemptOutcome, HostSession as Session } from "./host-types.ts";
 import type { ContributionOf } from "./contributions.ts";
 import { errorMessage, KeelError, preview } from "./errors.ts";
 import type { KeelEvent, KeelEventData } from "./events.ts";
@@ -29,20 +29,6 @@ export const DEFAULT_DURABLE_ATTEMPTS = 3;
 /** What a `job.pending` event records. */
 export type JobRecord = Extract<KeelEventData, { type: "job.pending" }>;
 
-/**
- * A durable job the process could not finish.
- * Contract: `pending` jobs re-run on resume of `sessionId` or at the next agent start;
- * `failed` ones used up their attempts and will not run again.
- */
-export interface UnfinishedJob {
-  status: "pending" | "failed";
-  sessionId: string;
-  plugin: string;
-  name: string;
-  idempotencyKey: string;
-  attempts: number;
-  error?: string;
-}
 
 /** What the log says about one key. */
 interface KeyState {
@@ -120,8 +106,6 @@ export async function readJobTurn(session: Session, sessionId: string, turnId: s
   return freezeDeep({ turnId, input, metadata, messages, finalText });
 }
 
-/** The outcome of one attempt. */
-export type AttemptOutcome = { status: "ok" | "failed" | "timeout" | "aborted"; error?: string };
 
 /**
  * Record and run one durable job contribution in `session`.

@@ -47,6 +47,9 @@ export interface FileBlock {
   name?: string;
 }
 
+/** What a turn is given: the user's text, or content blocks (validated and copied by Session.run). */
+export type TurnInput = string | readonly ContentBlock[];
+
 /** Content a user message or a tool result may carry. */
 export type ContentBlock = TextBlock | ImageBlock | FileBlock;
 

@@ -1,7 +1,13 @@
 import type { AssistantMessage, Message } from "./messages.ts";
-import type { ToolSchema } from "./tools.ts";
 import type { Usage } from "./usage.ts";
 import { wellFormedDeep } from "@keel/text";
+
+/** The part of a tool the model sees. */
+export interface ToolSchema {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
 
 /** Prompt-cache tier a request asks for. */
 export type CacheTier = "none" | "5m" | "1h";

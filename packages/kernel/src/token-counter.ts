@@ -1,6 +1,6 @@
 /** What the loop asks of a token counter: a request counted by part, to keep it under the context ceiling. */
 import type { Message } from "./messages.ts";
-import type { ToolSchema } from "./tools.ts";
+import type { ToolSchema } from "./provider.ts";
 
 /** Token counts of one request, by part. */
 export interface RequestTokenCount {

@@ -1,9 +1,7 @@
 import type { ZodType } from "zod";
-import type { AgentOptions } from "./agent-options.ts";
 import type { Limits } from "./limits.ts";
 import type { ContentBlock } from "./messages.ts";
-import type { ModelProvider } from "./provider.ts";
-import type { TurnInput } from "./turn-state.ts";
+import type { TurnInput } from "./messages.ts";
 import type { TurnResult } from "./verdict.ts";
 
 /** A JSON Schema object, as sent to providers. */
@@ -66,8 +64,12 @@ export interface TurnBudget {
 export interface ChildOptions<O = unknown> {
   /** The child agent's name within this agent, [a-z0-9_.-]{1,64}; its agent is built once per name and reused. */
   name: string;
-  /** The child agent (createAgent options; `store` and `home` are always the parent's, `provider` defaults to the parent's). */
-  agent?: Omit<AgentOptions, "store" | "home" | "provider" | "observers"> & { provider?: ModelProvider };
+  /**
+   * The child agent: createAgent's options (AgentOptions) but `store`, `home` and `observers`,
+   * which are always the parent's; `provider` defaults to the parent's. Checked as createAgent
+   * checks its options when the child agent is built (KEEL_CHILD_INVALID naming the option).
+   */
+  agent?: Readonly<Record<string, unknown>>;
   input: TurnInput;
   /**
    * Continue this earlier child session (a ChildRun's `sessionId`, also one a crash cut off):
@@ -140,11 +142,5 @@ export function defineTool<A>(tool: ToolDefinition<A>): ToolDefinition<A> {
   return tool;
 }
 
-/** The part of a tool the model sees. */
-export interface ToolSchema {
-  name: string;
-  description: string;
-  parameters: JsonSchema;
-}
 
 export const TOOL_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;

@@ -10,7 +10,7 @@ import type { ContributionOf } from "./contributions.ts";
 import type { ResolvedTool } from "./merge.ts";
 import { freezeDeep } from "./messages.ts";
 import { wellFormedDeep } from "@keel/text";
-import type { ToolSchema } from "./tools.ts";
+import type { ToolSchema } from "./provider.ts";
 import type { Turn, Visibility } from "./turn-state.ts";
 
 /** Which tools the turn's tool_visibility contributions hide, what each plugin hid, and what each did. */

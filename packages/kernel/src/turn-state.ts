@@ -4,6 +4,7 @@
  * seam between the loop and everything durable. The loop never imports the host; the host
  * (agent.ts) implements this interface.
  */
+import type { ZodType } from "zod";
 import type { ChildHold } from "./child-types.ts";
 import type { Contributed, PhaseResult, PhaseRunner } from "./dispatch.ts";
 import type { KeelError } from "./errors.ts";
@@ -13,22 +14,38 @@ import type { MergeCaps, PolicySet, ResolvedTool } from "./merge.ts";
 import type { ContentBlock, Message } from "./messages.ts";
 import { freezeDeep } from "./messages.ts";
 import type { PhaseEvents, PhaseName, TurnEventBase } from "./phases.ts";
-import type { GuardName, PendingApproval, TurnVerdict } from "./verdict.ts";
+import type { GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";
 import type { ContributionKind, ContributionOf } from "./contributions.ts";
 import type { AgentOptions } from "./agent-options.ts";
 import type { OutputFormat } from "./provider.ts";
 import type { TokenCounter } from "./token-counter.ts";
 import type { ChildOptions, ChildRun, ToolCategory, TurnBudget } from "./tools.ts";
-import type { ToolSchema } from "./tools.ts";
+import type { ToolSchema } from "./provider.ts";
 import type { Usage } from "./usage.ts";
 
-/** What a turn is given: the user's text, or content blocks (validated and copied by Session.run). */
-export type TurnInput = string | readonly ContentBlock[];
+export type { TurnInput } from "./messages.ts";
 
 /** A structured-output request: the zod schema and the JSON Schema sent to the provider. */
 export interface OutputSpec {
   schema: { safeParse(v: unknown): { success: true; data: unknown } | { success: false; error: { issues: ReadonlyArray<{ path: readonly PropertyKey[]; message: string }> } } };
   format: OutputFormat;
+}
+
+/** A turn whose door checks passed: calling it starts the turn; `held` is called once it holds the session. */
+export type PreparedTurn<O = unknown> = (signal?: AbortSignal, held?: () => void) => Promise<TurnResult<O>>;
+
+/** Options of one turn. */
+export interface RunOptions<O = unknown> {
+  signal?: AbortSignal;
+  metadata?: Record<string, unknown>;
+  /**
+   * Structured output: a zod object schema the final answer must match. The provider's native
+   * mechanism is used; an invalid answer gets one corrective round, then the turn fails with
+   * KEEL_OUTPUT_INVALID. The parsed value is `result.output`.
+   */
+  output?: ZodType<O>;
+  /** The name the schema is given to the provider (default `final_answer`). */
+  outputName?: string;
 }
 
 /** A paused turn, as the session keeps it between run() and resume(). */

@@ -7,7 +7,7 @@ import type { Message } from "../src/messages.ts";
 import type { ModelEvent, ModelRequest } from "../src/provider.ts";
 import { ProviderError } from "../src/provider.ts";
 import { ScriptedProvider, parseProviderScript, scriptedProvider } from "../../testkit/src/index.ts";
-import type { ToolSchema } from "../src/tools.ts";
+import type { ToolSchema } from "../src/provider.ts";
 
 const user = (text: string): Message => ({ role: "user", content: [{ type: "text", text }] });
 const tool = (name: string): ToolSchema => ({ name, description: name, parameters: { type: "object" } });

@@ -1,6 +1,6 @@
 /** Masking: stubs for tool outputs and tool-call arguments, with identifier indexes. */
 import type { Message, ToolResultMessage } from "@keel/kernel";
-import type { CompactInput, CompactOptions } from "./compact.ts";
+import type { CompactInput, CompactOptions } from "./compact-types.ts";
 import { headOf } from "@keel/text";
 import { salientIdentifiers } from "./identifiers.ts";
 import { closeFences, firstSentenceOf, fullText, MASK_PREFIX, plainText } from "./messages.ts";

@@ -1,8 +1,19 @@
 /** Small helpers shared by the PostgreSQL stores: identifiers, URLs for messages, error mapping. */
-import type { PgPool } from "./pool.ts";
+import type pg from "pg";
 import { errorMessage, KeelError, maskCredentials } from "@keel/kernel";
 import { toWellFormed } from "@keel/text";
 import type { ErrorCode } from "@keel/kernel";
+
+/**
+ * What Keel's stores use of a pool. Contract: a `pg.Pool` is one; the shared pools are
+ * stand-ins that load the driver on their first query, so a process that never touches
+ * PostgreSQL never pays for loading it.
+ */
+export interface PgPool {
+  query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }>;
+  connect(): Promise<pg.PoolClient>;
+  end(): Promise<void>;
+}
 
 /** A schema or table name as a quoted SQL identifier. Contract: throws for an empty name or one with NUL. */
 export function quoteIdent(name: string): string {

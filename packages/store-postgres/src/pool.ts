@@ -9,16 +9,9 @@ import { headOf } from "@keel/text";
 import type { StoreDatabase } from "@keel/kernel";
 import { describeUrl } from "./pg-util.ts";
 
-/**
- * What Keel's stores use of a pool. Contract: a `pg.Pool` is one; the shared pools are
- * stand-ins that load the driver on their first query, so a process that never touches
- * PostgreSQL never pays for loading it.
- */
-export interface PgPool {
-  query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }>;
-  connect(): Promise<pg.PoolClient>;
-  end(): Promise<void>;
-}
+export type { PgPool } from "./pg-util.ts";
+import type { PgPool } from "./pg-util.ts";
+
 
 /**
  * A PostgreSQL database for Keel's stores.

@@ -1,0 +1,70 @@
+/**
+ * The agent and session as the modules beside them see them (children, durable jobs): what
+ * they call, declared here so none of them imports agent.ts (which imports them). Agent and
+ * Session implement these.
+ */
+import type { AgentOptions } from "./agent-options.ts";
+import type { KeelEventData } from "./events.ts";
+import type { Limits } from "./limits.ts";
+import type { ModelProvider } from "./provider.ts";
+import type { PluginRegistry } from "./registry.ts";
+import type { SessionStore } from "./session-store.ts";
+import type { AgentStorage } from "./storage.ts";
+import type { PendingApproval, TurnResult } from "./verdict.ts";
+import type { TurnInput } from "./messages.ts";
+import type { PausedTurn, RunOptions } from "./turn-state.ts";
+
+/** A durable job this agent left pending (cut by close) or gave up on. */
+export interface UnfinishedJob {
+  status: "pending" | "failed";
+  sessionId: string;
+  plugin: string;
+  name: string;
+  idempotencyKey: string;
+  attempts: number;
+  error?: string;
+}
+
+/** The outcome of one attempt of a background job. */
+export type AttemptOutcome = { status: "ok" | "failed" | "timeout" | "aborted"; error?: string };
+
+/** An agent, as children and jobs use it. */
+export interface HostAgent {
+  readonly name: string;
+  readonly options: AgentOptions;
+  readonly store: SessionStore;
+  readonly storage: AgentStorage;
+  readonly limits: Limits;
+  readonly registry: PluginRegistry;
+  readonly runner: { readonly model: ModelProvider | undefined };
+  depth: number;
+  readonly children: Map<string, Promise<HostAgent>>;
+  readonly unfinishedJobs: UnfinishedJob[];
+  session(id?: string, options?: { parent?: { sessionId: string; turnId: string; callId: string; name: string; depth: number } }): Promise<HostSession>;
+  isOpen(id: string): boolean;
+  claimJob(key: string): boolean;
+  releaseJob(key: string): void;
+  /** A child agent built from `options` on this agent's store and home (ToolContext.child). */
+  spawn(options: AgentOptions): Promise<HostAgent>;
+}
+
+/** A session, as children and jobs use it. */
+export interface HostSession {
+  readonly id: string;
+  readonly agent: HostAgent;
+  readonly paused: PausedTurn | undefined;
+  readonly completedJobs: Set<string>;
+  readonly lastTurnStart: { turnId: string; seq: number } | undefined;
+  emit(data: KeelEventData, turnId: string | null, durable?: boolean): Promise<void> | void;
+  flush(): Promise<void>;
+  close(): Promise<void>;
+  trackJob(job: Promise<unknown>): void;
+  pause(ms: number): Promise<boolean>;
+  runAttempt(plugin: string, name: string, timeoutMs: number, fn: (signal: AbortSignal) => unknown): Promise<AttemptOutcome>;
+  pendingApprovals(): PendingApproval[];
+  approve(callId: string, options?: { always?: boolean; reason?: string }): Promise<void>;
+  deny(callId: string, options?: { reason?: string }): Promise<void>;
+  abandonPaused(reason: "aborted" | "process_exit"): Promise<void>;
+  runAsChild<O>(input: TurnInput, options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>>;
+  resumeAsChild<O>(options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>>;
+}
