@@ -55,6 +55,72 @@ export function newCursor(): LogCursor {
   return { open: null, started: undefined, asked: new Map(), lastChild: new Map(), startedArgs: new Map(), children: new Map() };
 }
 
+/** One event's effect: on the target and the cursor, and on the conversation (returned when replaced). */
+type Apply<T extends KeelEvent["type"]> = (target: ReplayTarget, cursor: LogCursor, e: Extract<KeelEvent, { type: T }>, messages: Message[]) => Message[] | void;
+
+/** What each event type changes; a type not listed changes nothing but the seq (and ends an open turn when terminal). */
+const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
+  "turn.started": (target, cursor, e) => {
+    cursor.open = e.turnId;
+    target.turnCount++;
+    cursor.started = { input: e.input, metadata: e.metadata };
+    cursor.asked = new Map();
+    cursor.startedArgs.clear();
+    target.paused = undefined;
+  },
+  "approval.requested": (_t, cursor, e) => {
+    if (e.turnId) cursor.asked.set(e.callId, { callId: e.callId, turnId: e.turnId, name: e.name, args: e.args, round: e.round, requestedAt: e.ts, ...(e.reason !== undefined ? { reason: e.reason } : {}), ...(e.plugin !== undefined ? { plugin: e.plugin } : {}), ...(e.via ? { via: { ...e.via } } : {}) });
+  },
+  "tool.completed": (_t, cursor, e) => void cursor.asked.delete(e.callId),
+  "tool.started": (_t, cursor, e) => {
+    cursor.startedArgs.set(e.callId, e.args);
+    // Ids can repeat across rounds: a call's child is the one started after its last start.
+    cursor.lastChild.delete(e.callId);
+  },
+  "approval.resolved": (target, cursor, e) => {
+    // Answered within the turn (the approve() callback, an earlier "always"): it waits for no one.
+    if (e.by !== "host") cursor.asked.delete(e.callId);
+    const req = target.paused?.requests.get(e.callId);
+    if (req && e.by === "host") req.answer = { approved: e.approved, ...(e.always ? { always: true } : {}), ...(e.reason !== undefined ? { reason: e.reason } : {}) };
+    // A child's call approved "always" is always allowed in the child session, not here.
+    if (e.approved && e.always && !req?.via) target.alwaysAllowed.add(e.name);
+  },
+  "turn.paused": (target, cursor, e) => {
+    if (e.verdict.status === "paused" && e.turnId && cursor.started) {
+      const requests = cursor.asked;
+      const childCalls = new Map([...requests.values()].flatMap((r) => (r.via ? [[r.via.callId, cursor.startedArgs.get(r.via.callId)] as const] : [])));
+      target.paused = { turnId: e.turnId, input: cursor.started.input, metadata: cursor.started.metadata, rounds: e.rounds, toolCalls: e.toolCalls, requests, ...(childCalls.size ? { childCalls } : {}) };
+    }
+    if (e.turnId === cursor.open) cursor.open = null;
+  },
+  "turn.resumed": (target, cursor, e) => {
+    target.paused = undefined;
+    cursor.open = e.turnId;
+    cursor.asked = new Map();
+  },
+  "session.mode": (target, _c, e) => void (target.switchedMode = e.mode),
+  "child.started": (_t, cursor, e) => {
+    if (e.turnId) cursor.children.set(e.turnId, [...(cursor.children.get(e.turnId) ?? []), e]);
+    cursor.lastChild.set(e.callId, e);
+  },
+  "turn.interrupted": (target, cursor, e) => {
+    // A paused turn its parent gave up on (abandonPaused) ends here.
+    if (target.paused?.turnId === e.turnId) target.paused = undefined;
+    if (e.turnId === cursor.open) cursor.open = null;
+  },
+  "session.created": (target, _c, e) => void (e.parent && (target.parentLink = { ...e.parent })),
+  "message.appended": (_t, _c, e, messages) => void messages.push(e.message),
+  "context.edited": (_t, _c, e, messages) => [...applyMessageEdits(messages, e.edits)],
+  "context.repaired": (_t, _c, _e, messages) => [...repairToolPairs(messages).messages],
+  "message.queued": (target, _c, e) => void (e.queue === "steering" ? target.steering : target.followUps).push({ queueId: e.queueId, text: e.text }),
+  "message.dequeued": (target, _c, e) => {
+    const q = e.queue === "steering" ? target.steering : target.followUps;
+    const at = q.findIndex((m) => m.queueId === e.queueId);
+    if (at >= 0) q.splice(at, 1);
+  },
+  "job.completed": (target, _c, e) => void (e.status === "ok" && target.completedJobs.add(e.idempotencyKey)),
+};
+
 /**
  * Apply `events` (in seq order, all after `target.seq`) to `target` and `cursor`, starting from
  * `messages`. Returns the conversation after them (the same array, grown, unless an edit replaced it).
@@ -65,87 +131,9 @@ export function replay(target: ReplayTarget, cursor: LogCursor, messages: Messag
   let out = messages;
   for (const e of events) {
     target.seq = e.seq;
-    switch (e.type) {
-      case "turn.started":
-        cursor.open = e.turnId;
-        target.turnCount++;
-        cursor.started = { input: e.input, metadata: e.metadata };
-        cursor.asked = new Map();
-        cursor.startedArgs.clear();
-        target.paused = undefined;
-        break;
-      case "approval.requested":
-        if (e.turnId) cursor.asked.set(e.callId, { callId: e.callId, turnId: e.turnId, name: e.name, args: e.args, round: e.round, requestedAt: e.ts, ...(e.reason !== undefined ? { reason: e.reason } : {}), ...(e.plugin !== undefined ? { plugin: e.plugin } : {}), ...(e.via ? { via: { ...e.via } } : {}) });
-        break;
-      case "tool.completed":
-        cursor.asked.delete(e.callId);
-        break;
-      case "tool.started":
-        cursor.startedArgs.set(e.callId, e.args);
-        // Ids can repeat across rounds: a call's child is the one started after its last start.
-        cursor.lastChild.delete(e.callId);
-        break;
-      case "approval.resolved": {
-        // Answered within the turn (the approve() callback, an earlier "always"): it waits for no one.
-        if (e.by !== "host") cursor.asked.delete(e.callId);
-        const req = target.paused?.requests.get(e.callId);
-        if (req && e.by === "host") req.answer = { approved: e.approved, ...(e.always ? { always: true } : {}), ...(e.reason !== undefined ? { reason: e.reason } : {}) };
-        // A child's call approved "always" is always allowed in the child session, not here.
-        if (e.approved && e.always && !req?.via) target.alwaysAllowed.add(e.name);
-        break;
-      }
-      case "turn.paused":
-        if (e.verdict.status === "paused" && e.turnId && cursor.started) {
-          const requests = cursor.asked;
-          const childCalls = new Map([...requests.values()].flatMap((r) => (r.via ? [[r.via.callId, cursor.startedArgs.get(r.via.callId)] as const] : [])));
-          target.paused = { turnId: e.turnId, input: cursor.started.input, metadata: cursor.started.metadata, rounds: e.rounds, toolCalls: e.toolCalls, requests, ...(childCalls.size ? { childCalls } : {}) };
-        }
-        if (e.turnId === cursor.open) cursor.open = null;
-        break;
-      case "turn.resumed":
-        target.paused = undefined;
-        cursor.open = e.turnId;
-        cursor.asked = new Map();
-        break;
-      case "session.mode":
-        target.switchedMode = e.mode;
-        break;
-      case "child.started":
-        if (e.turnId) cursor.children.set(e.turnId, [...(cursor.children.get(e.turnId) ?? []), e]);
-        cursor.lastChild.set(e.callId, e);
-        break;
-      case "turn.interrupted":
-        // A paused turn its parent gave up on (abandonPaused) ends here.
-        if (target.paused?.turnId === e.turnId) target.paused = undefined;
-        if (e.turnId === cursor.open) cursor.open = null;
-        break;
-      case "session.created":
-        if (e.parent) target.parentLink = { ...e.parent };
-        break;
-      case "message.appended":
-        out.push(e.message);
-        break;
-      case "context.edited":
-        out = [...applyMessageEdits(out, e.edits)];
-        break;
-      case "context.repaired":
-        out = [...repairToolPairs(out).messages];
-        break;
-      case "message.queued":
-        (e.queue === "steering" ? target.steering : target.followUps).push({ queueId: e.queueId, text: e.text });
-        break;
-      case "message.dequeued": {
-        const q = e.queue === "steering" ? target.steering : target.followUps;
-        const at = q.findIndex((m) => m.queueId === e.queueId);
-        if (at >= 0) q.splice(at, 1);
-        break;
-      }
-      case "job.completed":
-        if (e.status === "ok") target.completedJobs.add(e.idempotencyKey);
-        break;
-      default:
-        if (isTerminalEvent(e) && e.turnId === cursor.open) cursor.open = null;
-    }
+    const apply = APPLY[e.type] as Apply<typeof e.type> | undefined;
+    if (apply) out = apply(target, cursor, e, out) ?? out;
+    else if (isTerminalEvent(e) && e.turnId === cursor.open) cursor.open = null;
   }
   return out;
 }
