@@ -146,29 +146,73 @@ export async function takeLease(store: LeasePrimitives, sessionId: string, optio
   }
 }
 
+/** A held lease's next renewal. */
+interface Beat {
+  due: number;
+  run(): void;
+}
+
+/**
+ * One timer for every lease this process holds: a turn adds its beat and removes it without
+ * touching a timer (most turns end long before a renewal is due); the timer fires at the
+ * earliest due beat and is not re-armed once no beat is left.
+ */
+const beats = new Set<Beat>();
+let ticker: NodeJS.Timeout | undefined;
+let tickAt = Number.POSITIVE_INFINITY;
+
+function arm(at: number): void {
+  clearTimeout(ticker);
+  tickAt = at;
+  ticker = setTimeout(tick, Math.max(10, at - Date.now()));
+  ticker.unref();
+}
+
+function tick(): void {
+  ticker = undefined;
+  tickAt = Number.POSITIVE_INFINITY;
+  const now = Date.now();
+  let next = Number.POSITIVE_INFINITY;
+  for (const b of beats) {
+    if (b.due <= now) b.run();
+    if (beats.has(b)) next = Math.min(next, b.due);
+  }
+  if (next < Number.POSITIVE_INFINITY) arm(next);
+}
+
+function schedule(b: Beat): void {
+  beats.add(b);
+  if (!ticker || b.due < tickAt) arm(b.due);
+}
+
 function keep(store: LeasePrimitives, sessionId: string, owner: string, ttlMs: number, takenOver: HeldLease["takenOver"], issued: number): HeldLease {
   let stopped = false;
   let failures = 0;
   /** When the store's last confirmation of this lease was asked for: until a third of the TTL later no one can have taken it. */
   let renewedAt = issued;
+  const period = Math.max(10, Math.floor(ttlMs / 3));
   LIVE_OWNERS.add(owner);
-  const timer = setInterval(() => {
-    // A failed renewal (a busy disk) is retried at the next beat, three times in a row at most
-    // (a closed store); a lost lease is caught by confirm() and the store's append fence.
-    // The lease runs from when the renewal was sent, not from when its reply was handled (a stall in between must not look fresh).
-    const issued = Date.now();
-    void Promise.resolve()
-      .then(() => store.renewLease(sessionId, owner, ttlMs))
-      .then((held) => {
-        failures = 0;
-        if (held === false) clearInterval(timer);
-        else renewedAt = Math.max(renewedAt, issued);
-      })
-      .catch(() => {
-        if (++failures >= 3) clearInterval(timer);
-      });
-  }, Math.max(10, Math.floor(ttlMs / 3)));
-  timer.unref();
+  const beat: Beat = {
+    due: issued + period,
+    run() {
+      // A failed renewal (a busy disk) is retried at the next beat, three times in a row at most
+      // (a closed store); a lost lease is caught by confirm() and the store's append fence.
+      // The lease runs from when the renewal was sent, not from when its reply was handled (a stall in between must not look fresh).
+      const sent = Date.now();
+      beat.due = sent + period;
+      void Promise.resolve()
+        .then(() => store.renewLease(sessionId, owner, ttlMs))
+        .then((held) => {
+          failures = 0;
+          if (held === false) beats.delete(beat);
+          else renewedAt = Math.max(renewedAt, sent);
+        })
+        .catch(() => {
+          if (++failures >= 3) beats.delete(beat);
+        });
+    },
+  };
+  schedule(beat);
   return {
     owner,
     ...(takenOver ? { takenOver } : {}),
@@ -179,14 +223,14 @@ function keep(store: LeasePrimitives, sessionId: string, owner: string, ttlMs: n
       if (now - renewedAt < ttlMs / 3) return;
       if ((await store.renewLease(sessionId, owner, ttlMs)) !== false) renewedAt = now;
       else {
-        clearInterval(timer);
+        beats.delete(beat);
         throw new KeelError("KEEL_SESSION_BUSY", `This process lost the lease of session "${sessionId}" (it stalled past its ${ttlMs} ms lease and another holder took over); no further model call is made.`);
       }
     },
     async stop() {
       if (stopped) return;
       stopped = true;
-      clearInterval(timer);
+      beats.delete(beat);
       LIVE_OWNERS.delete(owner);
       await store.releaseLease(sessionId, owner);
     },

@@ -174,7 +174,7 @@ const repaired = new WeakMap<object, unknown>();
  * messages) are cached, so a long frozen history is walked once; a cycle is left as it is.
  */
 export function wellFormedDeep<T>(value: T): T {
-  return repair(value, new Set(), 0) as T;
+  return repair(value, undefined, 0) as T;
 }
 
 /**
@@ -191,13 +191,21 @@ export function extendWellFormed(prev: readonly unknown[], next: readonly unknow
  */
 const CACHE_DEPTH = 2;
 
-function repair(v: unknown, path: Set<object>, depth: number): unknown {
+/** Cycles are looked for from this depth on: a request's usual depth (a tool call's arguments) costs no set. */
+const TRACK_FROM = 8;
+
+function repair(v: unknown, seen: Set<object> | undefined, depth: number): unknown {
   if (typeof v === "string") return toWellFormed(v);
-  if (v === null || typeof v !== "object" || path.has(v)) return v;
+  if (v === null || typeof v !== "object") return v;
+  if (depth >= TRACK_FROM && (seen ??= new Set()).has(v)) return v;
   const frozen = depth <= CACHE_DEPTH && Object.isFrozen(v);
-  if (frozen && repaired.has(v)) return repaired.get(v);
+  if (frozen) {
+    const known = repaired.get(v);
+    if (known !== undefined) return known;
+  }
   let out: unknown = v;
-  path.add(v);
+  const path = seen;
+  path?.add(v);
   if (Array.isArray(v)) {
     let copy: unknown[] | undefined;
     for (let i = 0; i < v.length; i++) {
@@ -223,7 +231,7 @@ function repair(v: unknown, path: Set<object>, depth: number): unknown {
       if (copy) out = Object.fromEntries(copy);
     }
   }
-  path.delete(v);
+  path?.delete(v);
   if (frozen) repaired.set(v, out);
   return out;
 }

@@ -119,18 +119,8 @@ export function estimateTokens(text: string): number {
  * shorter than one byte). Contract: O(n), never loads the tokenizer; a lone surrogate counts 3.
  */
 export function utf8Length(text: string): number {
-  let n = text.length;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x80) continue;
-    // 2 bytes below U+0800; 3 for the rest of the BMP; a surrogate pair is 4 bytes for 2 units.
-    if (c < 0x800) n += 1;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
-      n += 2;
-      i++;
-    } else n += 2;
-  }
-  return n;
+  // Node's native count: 2 bytes below U+0800, 3 for the rest of the BMP and for a lone surrogate (as U+FFFD), 4 for a pair.
+  return Buffer.byteLength(text, "utf8");
 }
 
 /** Token counts of one request, by part. */

@@ -8,7 +8,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { measure, weather, USER, CITIES, FINAL, TOOL } from "./scenario.mjs";
-const { createAgent, definePlugin, MemorySessionStore, SqliteSessionStore, PHASE_NAMES } = await import("../../src/index.ts");
+const { createAgent, definePlugin, PHASE_NAMES } = await import("../../src/index.ts");
+const { MemorySessionStore } = await import("../../../testkit/src/index.ts");
+const { SqliteSessionStore } = await import("../../../store-sqlite/src/index.ts");
 const variant = process.argv[2] ?? "bare";
 let n = 0;
 const provider = {

@@ -25,17 +25,21 @@ export async function measure(name, turn, { warmup = Number(process.env.BENCH_WA
   globalThis.gc?.();
   const heap0 = process.memoryUsage().heapUsed;
   const times = new Float64Array(turns);
+  const cpu0 = process.cpuUsage();
   for (let i = 0; i < turns; i++) {
     const t0 = process.hrtime.bigint();
     const text = await turn();
     times[i] = Number(process.hrtime.bigint() - t0) / 1000;
     check(text);
   }
+  const cpu = process.cpuUsage(cpu0);
   // Let pending timers and immediates run, then count what the measured turns left behind.
   await new Promise((r) => setTimeout(r, 20));
   globalThis.gc?.();
   const retained = (process.memoryUsage().heapUsed - heap0) / turns;
   times.sort();
   const q = (p) => Math.round(times[Math.min(turns - 1, Math.ceil(p * turns) - 1)] * 10) / 10;
-  console.log(JSON.stringify({ name, median_us: q(0.5), p90_us: q(0.9), retained_bytes_per_turn: Math.round(retained) }));
+  // CPU time per turn (user + system): steadier than wall time on a busy machine (another process's load does not count).
+  const cpu_us = Math.round(((cpu.user + cpu.system) / turns) * 10) / 10;
+  console.log(JSON.stringify({ name, median_us: q(0.5), p90_us: q(0.9), cpu_us, retained_bytes_per_turn: Math.round(retained) }));
 }
