@@ -1,4 +1,4 @@
-import { Bm25 } from "./bm25.ts";
+import { Bm25 } from "@keel/text";
 import { intentWords } from "./intents.ts";
 import { keelTokens, referenceTokens } from "./text.ts";
 

@@ -5,22 +5,15 @@
  * three characters or more are Porter-stemmed. (Emoji newer than Unicode 6.1, which FTS5
  * keeps as tokens, are separators here.)
  */
-import { stemmer } from "stemmer";
+import { tokenize } from "@keel/text";
+import type { TokenizeOptions } from "@keel/text";
 
-const TOKEN = /(?:[A-Za-z0-9]|[^\x00-\x7F\p{Z}\p{P}\p{S}\p{C}])+/gu;
-const MARKS = /\p{M}/gu;
-/** Longer tokens are indexed as they are (FTS5's porter step leaves them alone too). */
-const MAX_STEM = 64;
+/** FTS5's tokens: apostrophes separate, diacritics folded, nothing dropped, Porter-stemmed (@keel/text's default stemmer). */
+export const FTS_TOKENS: TokenizeOptions = { apostrophes: false, foldDiacritics: true, stopwords: false, minLength: 1 };
 
 /** Folded, stemmed tokens of `text`, in order (repeats kept). Contract: never returns an empty token. */
 export function ftsTokens(text: string): string[] {
-  const out: string[] = [];
-  for (const raw of text.normalize("NFD").match(TOKEN) ?? []) {
-    const t = raw.replace(MARKS, "").toLowerCase();
-    if (!t) continue;
-    out.push(t.length >= 3 && t.length <= MAX_STEM ? stemmer(t) : t);
-  }
-  return out;
+  return tokenize(text, FTS_TOKENS);
 }
 
 /**

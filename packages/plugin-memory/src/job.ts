@@ -1,7 +1,7 @@
 /** The post-turn job: honour a forget request, then extract facts once per turn id. */
 import type { ModelProvider } from "@keel/kernel";
 import { errorMessage } from "@keel/kernel";
-import { headOf, tailOf } from "@keel/text";
+import { headOf, stem, tailOf } from "@keel/text";
 import { extractDeterministic, extractWithModel } from "./extract.ts";
 import type { Fact } from "./extract.ts";
 import { recall } from "./recall.ts";
@@ -37,16 +37,14 @@ export interface ExtractionOutcome {
   modelError?: string;
 }
 
-const stem = (w: string) => w.replace(/(?:ing|ed|es|s)$/, "").replace(/e$/, "");
-
 /** Forget active memories that contain every content word of `what` (soft delete). */
 async function forgetMatching(store: MemoryStore, namespace: string, what: string): Promise<number[]> {
-  const want = queryTerms(what).map(stem);
+  const want = queryTerms(what).map((w) => stem(w));
   if (!want.length) return [];
   const hits = await recall(store, { namespace, query: what, limit: 20, maxChars: Infinity, itemChars: Infinity, showSecrets: true });
   const out: number[] = [];
   for (const h of hits) {
-    const have = new Set(queryTerms(h.memory.content, 200).map(stem));
+    const have = new Set(queryTerms(h.memory.content, 200).map((w) => stem(w)));
     if (want.every((w) => have.has(w)) && (await store.forget(namespace, h.memory.id, "the user asked to forget it"))) out.push(h.memory.id);
   }
   return out;

@@ -5,7 +5,7 @@
  * b 0.75, the same column weights and statistics over every active memory), so recall ranks
  * alike on both backends.
  */
-import { headOf } from "@keel/text";
+import { bm25Idf, headOf } from "@keel/text";
 import { redact } from "@keel/secrets";
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PgQuery, PostgresTarget } from "@keel/store-postgres";
@@ -250,11 +250,8 @@ export class PostgresMemoryStore implements MemoryStore {
     const tokens = await this.#bounded(await this.#variants(sq.namespace, sq.terms, all, only ? 0 : (sq.variants ?? 0)), only);
     const idfs: number[] = [];
     for (const t of tokens) {
-      const hits = await this.#docFreq(t, only);
-      // Counts cached at different moments (other instances write meanwhile) never make N < hits.
-      const n = Math.max(stats.n, hits);
-      const idf = Math.log((n - hits + 0.5) / (hits + 0.5));
-      idfs.push(idf > 0 ? idf : 1e-6);
+      // FTS5's idf; counts cached at different moments (other instances write meanwhile) never make N < hits.
+      idfs.push(bm25Idf(stats.n, await this.#docFreq(t, only), "fts5"));
     }
     const scopes = sq.scopes?.length ? sq.scopes : null;
     const within = searchRanges(sq.within);

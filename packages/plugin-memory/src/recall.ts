@@ -4,10 +4,10 @@
  * then the MECHANICS ranking (key, category, scope, recency, importance, confidence) and caps.
  */
 import { looksSecret } from "./secrets.ts";
-import { dateWindows, eventSpan, hasTimeExpression, isFrameWord, isStopword, isWhenQuestion, queryTerms, tokens } from "./text.ts";
+import { dateWindows, eventSpan, hasTimeExpression, isFrameWord, isWhenQuestion, queryTerms } from "./text.ts";
 import type { Memory, MemoryScope, MemoryStore, SearchHit } from "./types.ts";
 import { SCOPE_RANK } from "./types.ts";
-import { codePointLength, truncate } from "@keel/text";
+import { codePointLength, terms as termsOf, truncate } from "@keel/text";
 
 /** Tunables of the relevance stage (defaults chosen on LoCoMo conversations 0–4 only). */
 export interface RelevanceTuning {
@@ -93,7 +93,7 @@ const DAY = 86_400_000;
 export function prior(m: Memory, q: { terms: ReadonlySet<string>; category?: string; primaryScope: MemoryScope; now: number }): number {
   let s = 0;
   if (m.key) {
-    const words = tokens(m.key).filter((w) => !isStopword(w));
+    const words = queryTerms(m.key);
     if (words.length && words.every((w) => q.terms.has(w))) s += 2.0;
   }
   if (m.category && (m.category === q.category || q.terms.has(m.category.toLowerCase()))) s += 0.5;
@@ -134,7 +134,7 @@ export async function recall(store: MemoryStore, req: RecallRequest): Promise<Re
   const maxChars = req.maxChars ?? 4000;
   const itemChars = req.itemChars ?? 500;
   const now = req.now ?? Date.now();
-  const terms = req.mode === "bm25" ? [...new Set(tokens(req.query).map((w) => w.replace(/'/g, "")))] : queryTerms(req.query).filter((w) => !t.frameWords || !isFrameWord(w));
+  const terms = req.mode === "bm25" ? termsOf(req.query, { stopwords: false, stem: false, minLength: 1 }) : queryTerms(req.query).filter((w) => !t.frameWords || !isFrameWord(w));
   if (!terms.length) return [];
   const base = { namespace: req.namespace, terms, limit: req.mode === "bm25" ? limit * 4 : t.candidates, ...(req.mode === "bm25" ? { plain: true } : t.variants > 0 ? { variants: t.variants } : {}), ...(req.scopes ? { scopes: req.scopes } : {}) };
   const hits = await store.search(base);

@@ -1,21 +1,22 @@
-/** Query-side text processing: tokens, stopwords, and date expressions. */
-import { headOf } from "@keel/text";
+/** Query-side text processing: query terms (@keel/text's tokenizer), frame words, and date expressions. */
+import { headOf, terms } from "@keel/text";
+import type { TokenizeOptions } from "@keel/text";
 
-// Function words and question words: they match nearly every memory and carry no topic.
-const STOPWORDS = new Set(
+// Chat words besides @keel/text's STOPWORDS: fillers, modals and vague nouns and verbs that
+// match nearly every turn of a conversation and carry no topic.
+const CHAT_STOPWORDS = new Set(
   (
-    "a about above after again against all also am an and any are aren't as at be because been before being below between both but by can can't " +
-    "cannot could couldn't did didn't do does doesn't doing don't down during each few for from further had hadn't has hasn't have haven't having he he'd " +
-    "he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most " +
-    "mustn't my myself no nor not of off on once only or other ought our ours ourselves out over own same shan't she she'd she'll she's should shouldn't " +
-    "so some such than that that's the their theirs them themselves then there there's these they they'd they'll they're they've this those through to " +
-    "too under until up very was wasn't we we'd we'll we're we've were weren't what what's when when's where where's which while who who's whom why " +
-    "why's with won't would wouldn't you you'd you'll you're you've your yours yourself yourselves " +
-    "s t d ll re ve m just will shall may might must yes yeah oh ok okay hey hi hello wow really much many get got gets getting go goes going went gone " +
-    "thing things something anything kind sort lot lots like likely would well still even ever back way think know tell told say said says make made " +
-    "one ones thanks thank please sure"
+    "shall may might must yes yeah oh ok okay wow really much many gets getting go goes going went gone " +
+    "thing things something anything kind sort lot lots like likely well still even ever back way think know tell told say said says make made " +
+    "one ones sure"
   ).split(/\s+/),
 );
+
+/**
+ * Query terms: @keel/text's words (possessive "'s" dropped, "don't" read as "dont"), its
+ * STOPWORDS and CHAT_STOPWORDS dropped, unstemmed: the store's full-text index stems them.
+ */
+export const QUERY_TOKENS: TokenizeOptions = { extraStopwords: CHAT_STOPWORDS, stem: false };
 
 // Words that frame a question about a person rather than name its topic ("How does Ana describe
 // …", "Would Ana be considered …", "What type of …", "based on …"); "likely" and "might" are
@@ -27,29 +28,9 @@ export function isFrameWord(word: string): boolean {
   return FRAME_WORDS.has(word);
 }
 
-/** True when `word` (lower case) is a stopword. */
-export function isStopword(word: string): boolean {
-  return STOPWORDS.has(word);
-}
-
-/** Lower-case word tokens of `text` (letters, digits, inner apostrophes). */
-export function tokens(text: string): string[] {
-  return text.toLowerCase().match(/[\p{L}\p{N}]+(?:'[\p{L}]+)?/gu) ?? [];
-}
-
-/** Content terms of a query: tokens without stopwords and possessive endings, deduplicated, in order. */
+/** Content terms of a query (QUERY_TOKENS): deduplicated, in order, at most `max`. */
 export function queryTerms(text: string, max = 24): string[] {
-  const out: string[] = [];
-  const seen = new Set<string>();
-  for (let t of tokens(text)) {
-    if (t.endsWith("'s")) t = t.slice(0, -2);
-    t = t.replace(/'/g, "");
-    if (t.length < 2 || STOPWORDS.has(t) || seen.has(t)) continue;
-    seen.add(t);
-    out.push(t);
-    if (out.length >= max) break;
-  }
-  return out;
+  return terms(text, QUERY_TOKENS).slice(0, max);
 }
 
 const MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];

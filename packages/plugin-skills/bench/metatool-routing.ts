@@ -12,7 +12,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { dataDir } from "../../../test/support/data.ts";
-import { Bm25Index, ContextualRouter, createRng, terms, ThompsonSampler } from "../src/index.ts";
+import { Bm25 } from "@keel/text";
+import { ContextualRouter, createRng, terms, ThompsonSampler, tokenize } from "../src/index.ts";
 import type { RoutePick, RouterTuning } from "../src/index.ts";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5000);
@@ -96,13 +97,13 @@ const policies: Record<string, (seed: number) => Policy> = {
     return { pick: () => ts.pick()!, learn: (_q, p, r) => ts.update(p, r) };
   },
   "BM25 relevance alone": () => {
-    const index = new Bm25Index(skills.map((s) => ({ id: s.name, text: `${s.name} ${s.description}` })));
+    const index = new Bm25(skills.map((s) => tokenize(`${s.name} ${s.description}`)));
     return {
       pick(query) {
-        const scores = index.scores(terms(query));
+        const scores = index.score(terms(query));
         let best = 0;
         for (let i = 1; i < scores.length; i++) if (scores[i]! > scores[best]!) best = i;
-        return index.ids[best]!;
+        return skills[best]!.name;
       },
       learn() {},
     };

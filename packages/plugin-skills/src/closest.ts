@@ -1,7 +1,7 @@
 /** The skills closest to a name or a few words: name similarity plus BM25 over descriptions. */
-import { Bm25Index } from "./bm25.ts";
+import { Bm25 } from "@keel/text";
 import type { RoutableSkill } from "./router.ts";
-import { terms } from "./text.ts";
+import { terms, tokenize } from "./text.ts";
 
 /** Character bigrams of a lowercased text, letters and digits only, by code point. */
 function bigrams(text: string): Map<string, number> {
@@ -31,7 +31,7 @@ export function nameSimilarity(a: string, b: string): number {
  * Contract: deterministic; skills with no similarity and no matching term are left out.
  */
 export function closestSkills<T extends RoutableSkill>(skills: readonly T[], query: string, k = 8): T[] {
-  const rel = new Bm25Index(skills.map((s) => ({ id: s.name, text: `${s.name} ${s.description}` }))).scores(terms(query));
+  const rel = new Bm25(skills.map((s) => tokenize(`${s.name} ${s.description}`))).score(terms(query));
   let max = 0;
   for (const r of rel) max = Math.max(max, r);
   return skills

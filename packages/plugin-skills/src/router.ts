@@ -7,12 +7,12 @@
  * counts, at `rivalWeight`, as a miss for the gate's other candidates on that request, so
  * near-duplicate skills get told apart.
  */
-import { Bm25Index } from "./bm25.ts";
+import { Bm25 } from "@keel/text";
 import type { Counts, PosteriorReader, PosteriorStore, WeightRow, WeightWrite } from "./posterior.ts";
 import { fade, MemoryPosteriorStore } from "./posterior.ts";
 import type { Rng } from "./random.ts";
 import { createRng, sampleBeta, sampleNormal } from "./random.ts";
-import { terms as termsOf } from "./text.ts";
+import { terms as termsOf, tokenize } from "./text.ts";
 
 /** What the router knows about a skill. */
 export interface RoutableSkill {
@@ -69,7 +69,7 @@ const sigmoid = (z: number) => 1 / (1 + Math.exp(-z));
 export class ContextualRouter {
   private skills: RoutableSkill[] = [];
   private position = new Map<string, number>();
-  private index = new Bm25Index([]);
+  private index = new Bm25([]);
   private readonly rng: Rng;
   readonly store: PosteriorStore;
   readonly tuning: Required<RouterTuning>;
@@ -85,7 +85,7 @@ export class ContextualRouter {
   setSkills(skills: readonly RoutableSkill[]): void {
     this.skills = [...skills];
     this.position = new Map(this.skills.map((s, i) => [s.name, i]));
-    this.index = new Bm25Index(this.skills.map((s) => ({ id: s.name, text: `${s.name} ${s.description}` })));
+    this.index = new Bm25(this.skills.map((s) => tokenize(`${s.name} ${s.description}`)));
   }
 
   /** Skills by posterior mean for a request (no randomness), best first. */
@@ -152,7 +152,7 @@ export class ContextualRouter {
   private score(terms: readonly string[], reader: PosteriorReader, only?: readonly string[]): Array<{ i: number; z: number; variance: number; learned: boolean }> {
     const { values, updates } = this.features(terms, reader);
     const rows = reader.weights([...values.keys()], only);
-    const rel = this.index.scores(terms);
+    const rel = this.index.score(terms);
     let max = 0;
     for (const r of rel) max = Math.max(max, r);
     const { bias, relevanceWeight, priorPrecision: q0, discount } = this.tuning;

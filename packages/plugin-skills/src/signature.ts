@@ -1,19 +1,20 @@
 /** The task-signature bucketer of auto-drafting, and the guard that keeps a signature inside its folder. */
 import { isAbsolute, join, relative, resolve, sep } from "node:path";
 import { redact } from "@keel/secrets";
-import { isStopword } from "./text.ts";
+import { terms } from "@keel/text";
+import { SIGNATURE_TOKENS } from "./text.ts";
 
 /**
- * Task signature of a request: secrets redacted (@keel/secrets), lowercase, split on
- * non-alphanumerics, drop stopwords, tokens under 2 chars and the redaction placeholders,
- * dedupe, take the 3 longest (ties: first seen), sort, join with "-".
+ * Task signature of a request: secrets redacted (@keel/secrets), the redaction placeholders
+ * dropped, the words of @keel/text's tokenizer (SIGNATURE_TOKENS: lowercase, no stopwords,
+ * none under 2 characters, unstemmed), dedupe, take the 3 longest (ties: first seen), sort,
+ * join with "-".
  * Contract: deterministic; "" when nothing is left; never holds a piece of a secret (the
  * longest tokens of a request are often its key).
  */
 export function taskSignature(text: string): string {
-  const seen: string[] = [];
   const clean = redact(text).replace(/\[REDACTED:[a-z0-9_]+\]/g, " ");
-  for (const t of clean.toLowerCase().split(/[^a-z0-9]+/)) if (t.length >= 2 && !isStopword(t) && !seen.includes(t)) seen.push(t);
+  const seen = terms(clean, SIGNATURE_TOKENS);
   const longest = seen.map((t, i) => ({ t, i })).sort((a, b) => b.t.length - a.t.length || a.i - b.i).slice(0, 3).map((x) => x.t);
   return longest.sort().join("-");
 }

@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { Bm25Index, ContextualRouter, createRng, SkillsStore, terms } from "../src/index.ts";
+import { Bm25 } from "@keel/text";
+import { ContextualRouter, createRng, SkillsStore, terms, tokenize } from "../src/index.ts";
 
 const temps: string[] = [];
 afterEach(() => {
@@ -26,7 +27,7 @@ describe("cold start: the first pick is the prior's own top pick", () => {
     let nearTies = 0;
     for (let seed = 0; seed < 300; seed++) {
       const { skills, query } = world(seed);
-      const prior = new Bm25Index(skills.map((s) => ({ id: s.name, text: `${s.name} ${s.description}` }))).scores(terms(query));
+      const prior = new Bm25(skills.map((s) => tokenize(`${s.name} ${s.description}`))).score(terms(query));
       const best = Math.max(...prior);
       const router = new ContextualRouter({ seed, skills });
       const pick = router.pick(query)!;
