@@ -1,4 +1,4 @@
-import { Bm25 } from "@keel/text";
+import { Bm25 } from "@keel/text/retrieval";
 import { intentWords } from "./intents.ts";
 import { keelTokens, referenceTokens } from "./text.ts";
 

@@ -1,6 +1,6 @@
 /** The tokenizer options of tool ranking (the tokenizer itself is @keel/text's). */
-import { tokenize } from "@keel/text";
-import type { TokenizeOptions } from "@keel/text";
+import { tokenize } from "@keel/text/retrieval";
+import type { TokenizeOptions } from "@keel/text/retrieval";
 
 /**
  * Words too common to say anything about which tool fits. Narrower than @keel/text's

@@ -5,8 +5,8 @@
  * three characters or more are Porter-stemmed. (Emoji newer than Unicode 6.1, which FTS5
  * keeps as tokens, are separators here.)
  */
-import { tokenize } from "@keel/text";
-import type { TokenizeOptions } from "@keel/text";
+import { tokenize } from "@keel/text/retrieval";
+import type { TokenizeOptions } from "@keel/text/retrieval";
 
 /** FTS5's tokens: apostrophes separate, diacritics folded, nothing dropped, Porter-stemmed (@keel/text's default stemmer). */
 export const FTS_TOKENS: TokenizeOptions = { apostrophes: false, foldDiacritics: true, stopwords: false, minLength: 1 };

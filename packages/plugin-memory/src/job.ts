@@ -1,7 +1,8 @@
 /** The post-turn job: honour a forget request, then extract facts once per turn id. */
 import type { ModelProvider } from "@keel/kernel";
 import { errorMessage } from "@keel/kernel";
-import { headOf, stem, tailOf } from "@keel/text";
+import { headOf, tailOf } from "@keel/text";
+import { stem } from "@keel/text/retrieval";
 import { extractDeterministic, extractWithModel } from "./extract.ts";
 import type { Fact } from "./extract.ts";
 import { recall } from "./recall.ts";

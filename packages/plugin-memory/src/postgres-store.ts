@@ -5,7 +5,8 @@
  * b 0.75, the same column weights and statistics over every active memory), so recall ranks
  * alike on both backends.
  */
-import { bm25Idf, headOf } from "@keel/text";
+import { headOf } from "@keel/text";
+import { bm25Idf } from "@keel/text/retrieval";
 import { redact } from "@keel/secrets";
 import { PgComponent, registerMigrations } from "@keel/store-postgres";
 import type { PgQuery, PostgresTarget } from "@keel/store-postgres";

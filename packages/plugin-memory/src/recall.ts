@@ -7,7 +7,8 @@ import { looksSecret } from "./secrets.ts";
 import { dateWindows, eventSpan, hasTimeExpression, isFrameWord, isWhenQuestion, queryTerms } from "./text.ts";
 import type { Memory, MemoryScope, MemoryStore, SearchHit } from "./types.ts";
 import { SCOPE_RANK } from "./types.ts";
-import { codePointLength, terms as termsOf, truncate } from "@keel/text";
+import { codePointLength, truncate } from "@keel/text";
+import { terms as termsOf } from "@keel/text/retrieval";
 
 /** Tunables of the relevance stage (defaults chosen on LoCoMo conversations 0–4 only). */
 export interface RelevanceTuning {

@@ -1,6 +1,7 @@
 /** Query-side text processing: query terms (@keel/text's tokenizer), frame words, and date expressions. */
-import { headOf, terms } from "@keel/text";
-import type { TokenizeOptions } from "@keel/text";
+import { headOf } from "@keel/text";
+import { terms } from "@keel/text/retrieval";
+import type { TokenizeOptions } from "@keel/text/retrieval";
 
 // Chat words besides @keel/text's STOPWORDS: fillers, modals and vague nouns and verbs that
 // match nearly every turn of a conversation and carry no topic.

@@ -12,7 +12,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { dataDir } from "../../../test/support/data.ts";
-import { Bm25 } from "@keel/text";
+import { Bm25 } from "@keel/text/retrieval";
 import { ContextualRouter, createRng, terms, ThompsonSampler, tokenize } from "../src/index.ts";
 import type { RoutePick, RouterTuning } from "../src/index.ts";
 

@@ -1,5 +1,5 @@
 /** The skills closest to a name or a few words: name similarity plus BM25 over descriptions. */
-import { Bm25 } from "@keel/text";
+import { Bm25 } from "@keel/text/retrieval";
 import type { RoutableSkill } from "./router.ts";
 import { terms, tokenize } from "./text.ts";
 

@@ -7,7 +7,7 @@
  * counts, at `rivalWeight`, as a miss for the gate's other candidates on that request, so
  * near-duplicate skills get told apart.
  */
-import { Bm25 } from "@keel/text";
+import { Bm25 } from "@keel/text/retrieval";
 import type { Counts, PosteriorReader, PosteriorStore, WeightRow, WeightWrite } from "./posterior.ts";
 import { fade, MemoryPosteriorStore } from "./posterior.ts";
 import type { Rng } from "./random.ts";

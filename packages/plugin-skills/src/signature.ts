@@ -1,7 +1,7 @@
 /** The task-signature bucketer of auto-drafting, and the guard that keeps a signature inside its folder. */
 import { isAbsolute, join, relative, resolve, sep } from "node:path";
 import { redact } from "@keel/secrets";
-import { terms } from "@keel/text";
+import { terms } from "@keel/text/retrieval";
 import { SIGNATURE_TOKENS } from "./text.ts";
 
 /**

@@ -1,6 +1,6 @@
 /** The tokenizer options of skill routing (the tokenizer itself is @keel/text's). */
-import { terms as termsWith, tokenize as tokenizeWith } from "@keel/text";
-import type { TokenizeOptions } from "@keel/text";
+import { terms as termsWith, tokenize as tokenizeWith } from "@keel/text/retrieval";
+import type { TokenizeOptions } from "@keel/text/retrieval";
 
 /** Words of a request that name no particular skill (besides @keel/text's STOPWORDS). */
 const SKILL_STOPWORDS = new Set("done like want us dont cant".split(" "));

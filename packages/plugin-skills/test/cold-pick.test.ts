@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { Bm25 } from "@keel/text";
+import { Bm25 } from "@keel/text/retrieval";
 import { ContextualRouter, createRng, SkillsStore, terms, tokenize } from "../src/index.ts";
 
 const temps: string[] = [];

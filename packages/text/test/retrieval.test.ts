@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Bm25, bm25Idf, stem, STOPWORDS, terms, tokenize } from "../src/index.ts";
+import { Bm25, bm25Idf, stem, STOPWORDS, terms, tokenize } from "../src/retrieval.ts";
 
 describe("Bm25", () => {
   it("scores every document in order, by the Okapi formula with smoothed idf", () => {
