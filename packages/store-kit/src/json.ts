@@ -7,7 +7,8 @@
  */
 export function toJson(data: unknown): string {
   try {
-    return JSON.stringify(data, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v));
+    // Without a replacer first (several times faster): only a BigInt or a cycle throws here.
+    return JSON.stringify(data);
   } catch {
     const seen = new WeakSet<object>();
     return JSON.stringify(data, (_k, v: unknown) => {

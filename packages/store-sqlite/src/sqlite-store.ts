@@ -41,6 +41,11 @@ const MIGRATIONS: readonly string[] = [
      acquired_at INTEGER NOT NULL,
      expires_at INTEGER NOT NULL
    );`,
+  // v3: every event paid for two indexes no read used at its size. Nothing queries by turn; by
+  // type, only job records are looked up (across sessions, at start), so only they are indexed.
+  `DROP INDEX IF EXISTS events_session_turn;
+   DROP INDEX IF EXISTS events_type;
+   CREATE INDEX IF NOT EXISTS events_jobs ON events(type) WHERE type GLOB 'job.*';`,
 ];
 
 /** The schema version this Keel writes (`PRAGMA user_version`). */
@@ -286,7 +291,9 @@ export class SqliteSessionStore implements SessionStore {
     this.#assertOpen();
     if (!types.length) return [];
     try {
-      const rows = this.#db.prepare(`SELECT session_id, seq, ts, turn_id, type, data FROM events WHERE type IN (${types.map(() => "?").join(", ")}) ORDER BY session_id, seq`).all(...types);
+      // Job records are found through their partial index (the query must repeat its condition); other types scan.
+      const jobs = types.every((t) => t.startsWith("job.")) ? " AND type GLOB 'job.*'" : "";
+      const rows = this.#db.prepare(`SELECT session_id, seq, ts, turn_id, type, data FROM events WHERE type IN (${types.map(() => "?").join(", ")})${jobs} ORDER BY session_id, seq`).all(...types);
       return rows.map((r) => {
         const row = r as Record<string, unknown>;
         const data = JSON.parse(row["data"] as string) as Record<string, unknown>;
