@@ -55,6 +55,22 @@ describe("published packages", () => {
     }
   });
 
+  it("a package's source reaches another package by its name, never by a path into its folder (the build, and npm users, would not find it)", () => {
+    const escapes: string[] = [];
+    const walk = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? walk(join(dir, d.name)) : /\.(ts|mts)$/.test(d.name) ? [join(dir, d.name)] : []));
+    for (const p of packages) {
+      const src = join(REPO, "packages", p, "src");
+      if (!existsSync(src)) continue;
+      for (const file of walk(src)) {
+        for (const m of readFileSync(file, "utf8").matchAll(/(?:from|import)\s*\(?\s*"(\.{1,2}\/[^"]+)"/g)) {
+          const target = normalize(join(file, "..", m[1]!));
+          if (!target.startsWith(src)) escapes.push(`${file.slice(REPO.length + 1)} imports ${m[1]}`);
+        }
+      }
+    }
+    expect(escapes).toEqual([]);
+  });
+
   it("plugins and providers take @keel/kernel as a peer (one kernel per project)", () => {
     for (const p of packages) {
       const m = manifest(p);

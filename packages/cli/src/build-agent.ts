@@ -228,7 +228,7 @@ function offlineProvider(config: KeelConfig, dir: string, filepath: string): Mod
     } catch (err) {
       throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: offline.script "${script}" could not be read as JSON: ${errorMessage(err)}`, { path: "offline.script" }, { cause: err });
     }
-  } else input = script;
+  } else input = script as ProviderScriptInput;
   try {
     return scriptedProvider(input);
   } catch (err) {

@@ -5,8 +5,10 @@
 import type { AgentOptions } from "./agent-options.ts";
 import type { PluginEntry } from "./plugin.ts";
 import type { ModelProvider } from "./provider.ts";
-import type { ProviderScriptInput } from "../../testkit/src/index.ts";
 import type { ToolDefinition } from "./tools.ts";
+
+/** A provider script as a config holds it: `{ steps }` (with `model`, `contextWindow`) or a bare array of steps. */
+export type OfflineScript = readonly Record<string, unknown>[] | { steps: readonly Record<string, unknown>[]; model?: string; contextWindow?: number };
 
 /** Models the editor completes. Contract: suggestions only; any `<provider>:<model>` is accepted. */
 export type KnownModelName =
@@ -96,8 +98,12 @@ export interface KeelConfig {
   mode?: AgentOptions["mode"];
   /** Watchers of the agent's events, e.g. `otel()` from @keel/otel (OpenTelemetry spans); falsy entries are ignored. */
   observers?: AgentOptions["observers"];
-  /** The offline model: a provider script (inline, or a JSON file path relative to the config). */
-  offline?: { script?: ProviderScriptInput | string };
+  /**
+   * The offline model: a provider script (inline, or a JSON file path relative to the config).
+   * Its steps are checked where the config is loaded (@keel/testkit's `parseProviderScript`,
+   * with the path of a bad field), so the kernel does not depend on the test kit for its shape.
+   */
+  offline?: { script?: OfflineScript | string };
 }
 
 /**

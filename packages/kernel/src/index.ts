@@ -14,7 +14,7 @@ export { definePlugin } from "./plugin.ts";
 export { DETACH_DEADLINE_MS, defineObserver } from "./observer.ts";
 export type { AgentObserver } from "./observer.ts";
 export { defineConfig } from "./config.ts";
-export type { KeelConfig, KnownModelName, ModelEntry, ModelName, ModelSpec, PluginSpec } from "./config.ts";
+export type { KeelConfig, KnownModelName, ModelEntry, ModelName, ModelSpec, OfflineScript, PluginSpec } from "./config.ts";
 export type { ContributionFor, Handler, HandlerResult, HookContext, JobContext, JobRunner, JobTurn, KeelPlugin, MaybePromise, PluginEntry, PluginSetupContext, Stage, SubscribeOptions } from "./plugin.ts";
 export { PHASES, PHASE_NAMES, isPhaseName } from "./phases.ts";
 export type { AcceptedKind, AwaitPolicy, FailurePolicy, PhaseEvent, PhaseEvents, PhaseKind, PhaseName, PhaseSpec, PolicyView, PromptContextEntry, ToolCallView, TurnEventBase } from "./phases.ts";
