@@ -10,7 +10,9 @@ import { errorMessage, isKeelError, KeelError } from "./errors.ts";
 import type { AwaitPolicy, FailurePolicy, PhaseName } from "./phases.ts";
 import { isPhaseName, PHASE_NAMES, PHASES } from "./phases.ts";
 import type { Handler, JobRunner, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
-import semver from "semver";
+// Two functions, not the package index: the index loads all of semver (47 modules) on the way to the first request.
+import semverSatisfies from "semver/functions/satisfies.js";
+import semverRange from "semver/ranges/valid.js";
 import { truncate } from "@keel/text";
 import { inFaultScope } from "./faults.ts";
 import { didYouMean } from "@keel/text";
@@ -22,12 +24,12 @@ export const KERNEL_VERSION = "1.0.0";
 
 /** `range` as npm reads it (`semver`); a value that is not a string is no range. */
 function validRange(range: unknown): range is string {
-  return typeof range === "string" && semver.validRange(range) !== null;
+  return typeof range === "string" && semverRange(range) !== null;
 }
 
 /** True when `version` satisfies `range`; pre-release tags are compared like releases (a plugin built against 1.1.0-rc accepts it). */
 function satisfies(version: unknown, range: unknown): boolean {
-  return typeof version === "string" && validRange(range) && semver.satisfies(version, range, { includePrerelease: true });
+  return typeof version === "string" && validRange(range) && semverSatisfies(version, range, { includePrerelease: true });
 }
 
 /** Default deadline (ms) of one plugin's setup(ctx). */
