@@ -70,7 +70,9 @@ describe("a fleet of four instances on one PostgreSQL database", () => {
     for (const id of ids) await setup.createSession({ id, agent: "fleet", createdAt: Date.now() });
 
     const workers: Worker[] = Array.from({ length: 4 }, () => startWorker(schema));
-    onTestFinished(() => void workers.forEach((w) => w.dead || w.child.kill("SIGKILL")));
+    onTestFinished(() => {
+      for (const w of workers) if (!w.dead) w.child.kill("SIGKILL");
+    });
     await Promise.all(workers.map((w) => w.ready));
     const jobs = Array.from({ length: JOBS }, (_, i) => ({ sessionId: ids[i % SESSIONS]!, text: `The code word for topic${i} is ${codeWord(i)}` }));
     const outcome = new Map<string, { line: string; pid: number | undefined }>();

@@ -14,7 +14,7 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, wri
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { cleanEnv, onlySession, pairing, REPO, scenario, storedSessions, timedKeel, until, useWirePerScenario } from "./support/hangs.ts";
+import { cleanEnv, onlySession, pairing, REPO, scenario, timedKeel, until, useWirePerScenario } from "./support/hangs.ts";
 
 const { root, wire, online } = useWirePerScenario("keel-fault-hangs-");
 const terminal = (events: readonly { type: string }[]) => events.filter((e) => e.type.startsWith("turn.") && e.type !== "turn.started");
@@ -222,7 +222,6 @@ describe.concurrent("hangs: plugin setup", { timeout: 40_000 }, () => {
   }
 
   it("a setup that never settles and holds no timer is a located error too, not exit 13", async () => {
-    const server = await wire();
     const s = scenario(root, "setup-no-timer", "");
     const marker = join(s.dir, "marker");
     scenario(root, "setup-no-timer", `import { writeFileSync } from "node:fs";\nexport default { name: "stuck", setupTimeoutMs: 300, plugins: [${stuckPlugin(marker, false)}] };\n`);

@@ -13,7 +13,6 @@ import { describe, expect, it } from "vitest";
 import type { JobContext, KeelEvent } from "../../packages/kernel/src/index.ts";
 import { createAgent, definePlugin } from "../../packages/kernel/src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../packages/testkit/src/index.ts";
-import { memory } from "../../packages/plugin-memory/src/index.ts";
 import { allEvents, jobTrail, keel, makeHome, memories, sessionOf, SLOW_MEMORY_CONFIG } from "./support/jobs.ts";
 
 const SLOW = { SLOW_EXTRACT: "1" };

@@ -5,7 +5,6 @@
  * surrogates, long inputs) is shown by `keel studio` as text, cut, and never runs in the page.
  */
 import { rmSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { browserMissing, launchChromium } from "../../packages/cli/test/support/browser.ts";
 import { startStudioProcess } from "../../packages/cli/test/support/studio.ts";

@@ -47,7 +47,6 @@ const env = (home: string) => wireEnv(home, server.anthropicBaseURL);
 /** Requests since `from` whose last user text contains `needle`. */
 const requestsFor = (from: number, needle: string) => server.requests.slice(from).filter((r) => JSON.stringify(r.body?.messages ?? []).includes(needle));
 const firstJsonSession = (stdout: string) => /"sessionId":"([0-9a-f-]{36})"/.exec(stdout)?.[1];
-const types = (home: string, id: string) => storedEvents(home, id).map((e) => e.type);
 
 describe("storage: one writer per session", () => {
   it("a second CLI on a running session gets KEEL_SESSION_BUSY naming the holder, before any provider call", async () => {

@@ -75,7 +75,7 @@ const SITES: Array<{ name: string; graphemes?: true; cut: (s: string, n: number)
     return JSON.stringify(p.requests[0]!.messages);
   } },
   { name: "memory renderMemory (tool output, 500-char items)", cut: (s, n) => renderMemory(memoryOf(s), false, Math.max(1, n)) },
-  { name: "memory recall itemChars (prompt context)", cut: async (s, n) => {
+  { name: "memory recall itemChars (prompt context)", cut: async (_s, n) => {
     const items = await recall(memStore, { namespace: "prop", query: "release", itemChars: Math.max(1, n), maxChars: 50_000 });
     return items.map((r) => r.text).join("|");
   } },

@@ -68,7 +68,7 @@ export interface BuiltAgent {
  */
 export function validateConfig(loaded: Pick<LoadedConfig, "config" | "filepath">): KeelConfig {
   const config = snapshotConfig(loaded.config, loaded.filepath);
-  let r;
+  let r: ReturnType<typeof ConfigSchema.safeParse>;
   try {
     r = ConfigSchema.safeParse(config);
   } catch (err) {

@@ -19,7 +19,6 @@ import { configDir, loadConfig } from "./load-config.ts";
 import type { LoadedConfig } from "./load-config.ts";
 import { closeWithin, EXIT_INTERRUPTED, EXIT_TERMINATED } from "./exit.ts";
 import { renderer, terminalColumns, wrap } from "./render.ts";
-import type { Streams } from "./render.ts";
 import { onReaderGone, statusAfterOutput } from "./stdio.ts";
 import type { CliEnv } from "./stdio.ts";
 import { checkHome } from "./home.ts";
@@ -58,16 +57,13 @@ function usage(problem: string): KeelError {
   return new KeelError("KEEL_CLI_USAGE", problem);
 }
 
+const CLI_OPTIONS = { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, plugin: { type: "string" }, force: { type: "boolean" }, model: { type: "string", multiple: true }, ask: { type: "string" }, port: { type: "string" }, turns: { type: "string" }, every: { type: "string" }, "allow-approvals": { type: "boolean" }, mode: { type: "string" } } as const;
+
 async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   refuseConfigAfterShortC(argv);
-  let parsed;
+  let parsed: ReturnType<typeof parseArgs<{ args: string[]; allowPositionals: true; strict: true; options: typeof CLI_OPTIONS }>>;
   try {
-    parsed = parseArgs({
-      args: [...argv],
-      allowPositionals: true,
-      strict: true,
-      options: { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, plugin: { type: "string" }, force: { type: "boolean" }, model: { type: "string", multiple: true }, ask: { type: "string" }, port: { type: "string" }, turns: { type: "string" }, every: { type: "string" }, "allow-approvals": { type: "boolean" }, mode: { type: "string" } },
-    });
+    parsed = parseArgs({ args: [...argv], allowPositionals: true, strict: true, options: CLI_OPTIONS });
   } catch (err) {
     throw usage(errorMessage(err));
   }

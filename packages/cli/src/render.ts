@@ -178,7 +178,7 @@ export function wrap(text: string, columns: number): string {
     }
     out.push(line.join(""));
   }
-  return out.map((l, i) => `${i ? "    " : "  "}${l}`).join("\n") + "\n";
+  return `${out.map((l, i) => `${i ? "    " : "  "}${l}`).join("\n")}\n`;
 }
 
 function preview(text: string, max = 160): string {

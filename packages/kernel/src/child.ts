@@ -11,8 +11,8 @@ import { headOf } from "@keel/text";
 import type { AgentOptions } from "./agent-options.ts";
 import type { ChildOptions, ChildRun, TurnBudget } from "./tools.ts";
 import type { Usage } from "./usage.ts";
-import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
-import type { ChildHold, ChildResumes } from "./child-types.ts";
+import type { PendingApproval, TurnResult } from "./verdict.ts";
+import type { ChildHold, } from "./child-types.ts";
 export type { ChildHold, ChildResumes } from "./child-types.ts";
 
 const NAME = /^[a-z0-9_.-]{1,64}$/;

@@ -350,7 +350,9 @@ function resolveOrder(phase: PhaseName, drafts: Draft[], names: Set<string>): re
   const n = sorted.length;
   const preds: Set<number>[] = sorted.map(() => new Set());
   const byPlugin = new Map<string, number[]>();
-  sorted.forEach((d, i) => byPlugin.set(d.plugin, [...(byPlugin.get(d.plugin) ?? []), i]));
+  sorted.forEach((d, i) => {
+    byPlugin.set(d.plugin, [...(byPlugin.get(d.plugin) ?? []), i]);
+  });
   sorted.forEach((d, i) => {
     for (const [list, dir] of [[d.after, "after"], [d.before, "before"]] as const) {
       for (const name of list) {

@@ -11,7 +11,7 @@ import type { KeelError } from "./errors.ts";
 import type { KeelEventData, LiveEvent, SessionMode, TurnTimings } from "./events.ts";
 import type { Limits } from "./limits.ts";
 import type { MergeCaps, PolicySet, ResolvedTool } from "./merge.ts";
-import type { ContentBlock, Message } from "./messages.ts";
+import type { Message } from "./messages.ts";
 import { freezeDeep } from "./messages.ts";
 import type { PhaseEvents, PhaseName, TurnEventBase } from "./phases.ts";
 import type { GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";

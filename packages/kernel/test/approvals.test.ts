@@ -224,7 +224,7 @@ describe("durable approvals in one process", () => {
   it("a host's reason is made well-formed and cut to 2,000 code points before it is stored or sent", async () => {
     const { agent, session } = await setup([write("w1", "a"), { text: "ok" }]);
     await session.run("go");
-    await session.deny("w1", { reason: "\ud83d" + "😀".repeat(3_000) });
+    await session.deny("w1", { reason: `\ud83d${"😀".repeat(3_000)}` });
     await session.resume();
     const resolved = ofType(await session.events(), "approval.resolved")[0]!;
     expect(resolved.reason!.startsWith("\ufffd😀")).toBe(true);

@@ -6,19 +6,15 @@
  * chosen point, then resumes the session from the same SQLite file in this process.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAgent } from "../src/agent.ts";
 import type { KeelEvent } from "../src/events.ts";
 import { isTerminalEvent } from "../src/events.ts";
-import type { Message, UserMessage } from "../src/messages.ts";
+import type { Message, } from "../src/messages.ts";
 import { messageText } from "../src/messages.ts";
 import { INTERRUPTED_RESULT, repairToolPairs } from "../src/repair.ts";
 import { scriptedProvider } from "../../testkit/src/index.ts";
-import { defaultSessionDbPath, SqliteSessionStore } from "../../store-sqlite/src/index.ts";
 import { expectContiguousSeqs, tempHomes, userMsg } from "./support/helpers.ts";
 
 const CHILD_SCRIPT = fileURLToPath(new URL("./support/turn-child.ts", import.meta.url));

@@ -5,9 +5,9 @@
 import { describe, expect, it } from "vitest";
 import { createAgent, DEFAULT_LIMITS, definePlugin, defineTool, messageText } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
-import type { AgentOptions, KeelEvent, Message, ToolDefinition } from "../src/index.ts";
+import type { AgentOptions, Message, } from "../src/index.ts";
 import type { ScriptedProvider, ScriptStep } from "../../testkit/src/index.ts";
-import { ofType, pairResults, pingTool, type EventOf } from "./support/helpers.ts";
+import { ofType, pairResults, pingTool, } from "./support/helpers.ts";
 
 function toolResults(messages: readonly Message[]): Array<{ id: string; text: string; isError: boolean }> {
   return messages.flatMap((m) => (m.role === "tool" ? [{ id: m.toolCallId, text: messageText(m), isError: m.isError }] : []));

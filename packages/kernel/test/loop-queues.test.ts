@@ -10,9 +10,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createAgent, defineTool, isKeelError, messageText } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
-import type { AgentOptions, KeelEvent, Message, ToolDefinition } from "../src/index.ts";
+import type { AgentOptions, Message, ToolDefinition } from "../src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";
-import { ofType, deferred, pingTool, type EventOf } from "./support/helpers.ts";
+import { ofType, deferred, pingTool, } from "./support/helpers.ts";
 
 const tmpDirs: string[] = [];
 afterEach(() => {

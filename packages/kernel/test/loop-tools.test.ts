@@ -11,11 +11,10 @@ import { z } from "zod";
 import { createAgent, definePlugin, defineTool, isKeelError, messageText, repairToolPairs } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
-import type { AgentOptions, ApprovalRequest, KeelEvent, Message, ToolDefinition } from "../src/index.ts";
+import type { AgentOptions, ApprovalRequest, ToolDefinition } from "../src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";
-import { ofType, deferred, pairResults, type EventOf } from "./support/helpers.ts";
+import { ofType, deferred, pairResults, } from "./support/helpers.ts";
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Timers of tools that ignore their signal; cleared after each test so nothing lingers. */
 const timers: Array<ReturnType<typeof setTimeout>> = [];

@@ -24,6 +24,7 @@ async function turnWith(plugins: AgentOptions["plugins"], steps = [{ text: "ok" 
 }
 
 describe("handlers that return hostile values", () => {
+  // biome-ignore lint/suspicious/noThenProperty: a hostile thenable is what this test hands the kernel
   const throwingThenable = { then() { throw new Error("then() exploded"); } };
   const throwingGetter = { kind: "prompt_context", id: "g", domain: "d", get content(): string { throw new Error("getter exploded"); } };
 

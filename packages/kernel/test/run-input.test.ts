@@ -88,7 +88,7 @@ describe("content-block input", () => {
 
   it("a PDF file block (data: URL or base64) reaches the provider and counts in the token estimate by size", async () => {
     const { agent, session, provider } = await setup([{ text: "ok" }, { text: "ok" }]);
-    const pdf = Buffer.from("%PDF-1.4\n" + "x".repeat(200_000)).toString("base64");
+    const pdf = Buffer.from(`%PDF-1.4\n${"x".repeat(200_000)}`).toString("base64");
     await session.run([{ type: "text", text: "summarise" }, { type: "file", data: `data:application/pdf;base64,${pdf}`, name: "spec \ud83d.pdf" } as never]);
     expect(provider.requests[0]!.messages[0]!.content).toEqual([{ type: "text", text: "summarise" }, { type: "file", mediaType: "application/pdf", data: pdf, name: "spec \ufffd.pdf" }]);
     const first = (await session.events()).find((e) => e.type === "prompt.compiled");

@@ -48,10 +48,10 @@ describe("ScriptedProvider streaming", () => {
   });
 
   it("defaults chunkSize to 16 and never splits a surrogate pair", async () => {
-    const text = "a".repeat(15) + "😀" + "b".repeat(20);
+    const text = `${"a".repeat(15)}😀${"b".repeat(20)}`;
     const { events } = await collect(scriptedProvider([{ text }]));
     const deltas = events.filter((e) => e.type === "text_delta").map((d) => d.text);
-    expect(deltas[0]).toBe("a".repeat(15) + "😀");
+    expect(deltas[0]).toBe(`${"a".repeat(15)}😀`);
     expect(deltas.join("")).toBe(text);
   });
 

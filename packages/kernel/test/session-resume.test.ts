@@ -4,23 +4,20 @@
  * events, and where the default SQLite store lives.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createAgent } from "../src/agent.ts";
 import type { AgentOptions } from "../src/agent-options.ts";
-import { isKeelError } from "../src/errors.ts";
-import type { KeelEvent } from "../src/events.ts";
 import { isTerminalEvent } from "../src/events.ts";
-import type { Message, UserMessage } from "../src/messages.ts";
+import type { Message, } from "../src/messages.ts";
 import { messageText } from "../src/messages.ts";
 import { definePlugin } from "../src/plugin.ts";
 import type { PluginEntry } from "../src/plugin.ts";
 import type { ModelProvider } from "../src/provider.ts";
 import { repairToolPairs } from "../src/repair.ts";
 import { scriptedProvider } from "../../testkit/src/index.ts";
-import { defaultSessionDbPath, SqliteSessionStore } from "../../store-sqlite/src/index.ts";
+import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
 import type { ToolDefinition } from "../src/tools.ts";
 import { ofType, keelErrorOf, expectContiguousSeqs, tempHomes, userMsg } from "./support/helpers.ts";
 

@@ -44,7 +44,7 @@ describe("text by code points", () => {
   });
 
   it("tail keeps the end as well, around the marker", () => {
-    const out = truncate("HEAD-" + "x".repeat(100) + "-TAIL", 30, { tail: 5, marker: (n) => `[${n}]` });
+    const out = truncate(`HEAD-${"x".repeat(100)}-TAIL`, 30, { tail: 5, marker: (n) => `[${n}]` });
     expect(out.startsWith("HEAD-")).toBe(true);
     expect(out.endsWith("-TAIL")).toBe(true);
     expect(codePointLength(out)).toBeLessThanOrEqual(30);
@@ -117,7 +117,7 @@ describe("boundResult: the per-tool-result cap", () => {
   });
 
   it("cuts a long result to the cap, keeping head and tail and saying how much was cut and by which limit", () => {
-    const text = "BEGIN " + SMILE.repeat(50_000) + " END";
+    const text = `BEGIN ${SMILE.repeat(50_000)} END`;
     const out = boundResult(result(text), 1_000);
     const t = (out.content[0] as { text: string }).text;
     expect(codePointLength(t)).toBeLessThanOrEqual(1_000);

@@ -235,7 +235,7 @@ function measure(t: Trajectory, requests: ModelRequest[], ev: Array<string[] | n
     o.floor += floors[k]!;
     o.requests++;
     const prev = requests[k - 1]?.messages;
-    if (prev && prev.some((m, i) => req.messages[i] === undefined || (req.messages[i] !== m && JSON.stringify(req.messages[i]) !== JSON.stringify(m)))) o.rewrites++;
+    if (prev?.some((m, i) => req.messages[i] === undefined || (req.messages[i] !== m && JSON.stringify(req.messages[i]) !== JSON.stringify(m)))) o.rewrites++;
     o.peak = Math.max(o.peak, n);
     if (o.parts) {
       breakdown(req, o.parts);
@@ -327,7 +327,7 @@ async function main(): Promise<void> {
     const removable = base.tokens - base.floor;
     console.log(`\n${source}`);
     console.log(`floor (per request: system, tools, pinned user messages, newest call + results): ${base.floor.toLocaleString("en-US")} tokens = ${pct(base.floor / base.tokens)} of none; removable ${removable.toLocaleString("en-US")} = ${pct(removable / base.tokens)}`);
-    console.log("strategy".padEnd(20) + "tokens sent".padStart(14) + "vs none".padStart(10) + "removed".padStart(14) + "of removable".padStart(14) + "evidence kept".padStart(20) + "w/o indexes".padStart(13) + "edits".padStart(8) + "rewrites".padStart(10) + "  goal (≥85% of removable at ≥95%)");
+    console.log(`${"strategy".padEnd(20) + "tokens sent".padStart(14) + "vs none".padStart(10) + "removed".padStart(14) + "of removable".padStart(14) + "evidence kept".padStart(20) + "w/o indexes".padStart(13) + "edits".padStart(8) + "rewrites".padStart(10)}  goal (≥85% of removable at ≥95%)`);
     for (const [label, o] of rows) {
       const saved = 1 - o.tokens / base.tokens;
       const removed = base.tokens - o.tokens;
@@ -336,7 +336,7 @@ async function main(): Promise<void> {
       const strict = o.evidence ? o.strict / o.evidence : 1;
       const met = share >= 0.85 && kept >= 0.95 ? "met" : "not met";
       if (o.parts && (process.env.BREAKDOWN || label === "none")) console.log(`  ${label} breakdown: ${Object.entries(o.parts).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${pct(v / o.tokens)} (${pct(v / base.tokens)} of none)`).join(", ")}`);
-      console.log(label.padEnd(20) + o.tokens.toLocaleString("en-US").padStart(14) + `${saved >= 0 ? "-" : "+"}${Math.abs(saved * 100).toFixed(1)}%`.padStart(10) + removed.toLocaleString("en-US").padStart(14) + pct(share).padStart(14) + `${pct(kept)} of ${o.evidence}`.padStart(20) + pct(strict).padStart(13) + String(o.compactions).padStart(8) + pct(o.rewrites / Math.max(1, o.requests)).padStart(10) + `  ${label === "none" ? "" : met}`);
+      console.log(`${label.padEnd(20) + o.tokens.toLocaleString("en-US").padStart(14) + `${saved >= 0 ? "-" : "+"}${Math.abs(saved * 100).toFixed(1)}%`.padStart(10) + removed.toLocaleString("en-US").padStart(14) + pct(share).padStart(14) + `${pct(kept)} of ${o.evidence}`.padStart(20) + pct(strict).padStart(13) + String(o.compactions).padStart(8) + pct(o.rewrites / Math.max(1, o.requests)).padStart(10)}  ${label === "none" ? "" : met}`);
       if (label !== "none" && source.includes(", half")) summary.push(`${source.padEnd(34)} ${label.padEnd(20)} ${pct(share).padStart(7)} of removable at ${pct(kept)} evidence (${pct(strict)} w/o indexes), ${pct(o.rewrites / Math.max(1, o.requests))} of requests rewrite history`);
     }
   }

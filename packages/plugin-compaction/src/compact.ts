@@ -5,20 +5,18 @@
  * the active subgoal's blocks. Blocks (a call with its results) are never split; orphaned
  * results are stripped after every stage.
  */
-import type { Message, ModelProvider, ToolResultMessage } from "@keel/kernel";
+import type { Message, } from "@keel/kernel";
 import { repairToolPairs } from "@keel/kernel";
 import { salientIdentifiers } from "./identifiers.ts";
 import { argsTokens, indexWithin, maskArgs, maskStub, messageIdentifiers, textTokens, visibility } from "./mask.ts";
 import type { Block } from "./messages.ts";
 import { blocksOf, fullText, isCompacted, isSummary, messageKeys, withoutReadBack } from "./messages.ts";
-import type { ResolvedOptions, Strategy } from "./options.ts";
-import type { CountTokens } from "./reduce.ts";
+import type { Strategy } from "./options.ts";
 import { scoreBlocks } from "./scoring.ts";
-import type { SubgoalRegistry } from "./subgoals.ts";
 import { summarizeTurns, summaryHeader } from "./summarize.ts";
 
 export type { CompactInput, CompactOptions, CompactState } from "./compact-types.ts";
-import type { CompactInput, CompactOptions, CompactState } from "./compact-types.ts";
+import type { CompactInput, } from "./compact-types.ts";
 
 /** What a step did (recorded as a diagnostic's `data`). */
 export interface CompactReport {

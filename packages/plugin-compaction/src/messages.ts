@@ -21,7 +21,7 @@ export function withoutReadBack(text: string): string {
 /** A run that can open or close a Markdown code fence. */
 const FENCE_RUN = /`{3,}|~{3,}/g;
 /** A line that opens or closes a fence (a backtick fence's info string has no backtick; a tilde fence's, anything, a "\r" too). */
-const FENCE_LINE = /^ {0,3}(?:`{3,}[^`]*|~{3,}[^]*)$/;
+const FENCE_LINE = /^ {0,3}(?:`{3,}[^`]*|~{3,}[\s\S]*)$/;
 /** The marker run of a fence line: of one character only ("```~~~" is a backtick fence with info "~~~"). */
 const FENCE_MARK = /^ {0,3}(`{3,}|~{3,})/;
 /** Line ends as CommonMark has them ("\r\n", "\r", "\n"). */

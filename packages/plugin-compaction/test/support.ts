@@ -150,7 +150,7 @@ export function result(id: string, name: string, text: string): ToolResultMessag
 export function leavesFenceOpen(text: string): boolean {
   let open = "";
   for (const line of text.split(/\r\n|\r|\n/)) {
-    const m = /^ {0,3}(`{3,}|~{3,})([^]*)$/.exec(line);
+    const m = /^ {0,3}(`{3,}|~{3,})([\s\S]*)$/.exec(line);
     if (!m || (m[1]![0] === "`" && m[2]!.includes("`"))) continue;
     if (!open) open = m[1]!;
     else if (m[1]![0] === open[0] && m[1]!.length >= open.length && !m[2]!.trim()) open = "";

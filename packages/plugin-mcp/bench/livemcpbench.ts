@@ -16,7 +16,7 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { type ToolSchema } from "@keel/kernel";
+import type { ToolSchema } from "@keel/kernel";
 import { defaultTokenCounter } from "@keel/tokens";
 import { dataDir } from "../../../test/support/data.ts";
 import { assignToolNames, identityKey } from "../src/names.ts";

@@ -30,7 +30,7 @@ const isAnyMcpError = (err: unknown): boolean => !!loaded && err instanceof load
  * requests/httpx); urllib3's "Max retries exceeded" only when the retries were not for error
  * answers (ResponseError: the host was reached, e.g. 429s).
  */
-const NETWORK = /\bfetch failed|\bENOTFOUND\b|\bEAI_AGAIN\b|\bECONNREFUSED\b|\bECONNRESET\b|\bETIMEDOUT\b|\bEHOSTUNREACH\b|\bENETUNREACH\b|getaddrinfo|socket hang up|UND_ERR_CONNECT|certificate has expired|self[- ]signed certificate|unable to verify the first certificate|Name or service not known|Temporary failure in name resolution|Connection refused|Max retries exceeded(?![^]*Caused by ResponseError)|\bConnectError|\bConnectTimeout|network is unreachable/i;
+const NETWORK = /\bfetch failed|\bENOTFOUND\b|\bEAI_AGAIN\b|\bECONNREFUSED\b|\bECONNRESET\b|\bETIMEDOUT\b|\bEHOSTUNREACH\b|\bENETUNREACH\b|getaddrinfo|socket hang up|UND_ERR_CONNECT|certificate has expired|self[- ]signed certificate|unable to verify the first certificate|Name or service not known|Temporary failure in name resolution|Connection refused|Max retries exceeded(?![\s\S]*Caused by ResponseError)|\bConnectError|\bConnectTimeout|network is unreachable/i;
 import { z } from "zod";
 import type { McpCallResult } from "./results.ts";
 import type { McpServerConfig } from "./options.ts";

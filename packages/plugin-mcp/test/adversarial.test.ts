@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAgent } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
-import { AuditLog, normalizeInputSchema, createRanker, curate, cutAtSentence, inventoryHash, mcp, McpCallError, McpServerConnection, presentTool, type CatalogEntry } from "../src/index.ts";
+import { AuditLog, normalizeInputSchema, createRanker, curate, cutAtSentence, inventoryHash, mcp, type McpCallError, McpServerConnection, presentTool, type CatalogEntry } from "../src/index.ts";
 import { fixture, serverBin, SETTINGS, tempDirs, entry } from "./support.ts";
 
 const dirs = tempDirs();

@@ -37,7 +37,9 @@ for (const c of convs) {
   // One store per conversation: each is one user's memory (index statistics are per store).
   const store = open[backend]!();
   const diaOf = new Map<number, string>();
-  ((await store.writeMany(c.turns.map((t) => t.input))) as Array<{ memory: { id: number } }>).forEach((r, i) => diaOf.set(r.memory.id, c.turns[i]!.diaId));
+  ((await store.writeMany(c.turns.map((t) => t.input))) as Array<{ memory: { id: number } }>).forEach((r, i) => {
+    diaOf.set(r.memory.id, c.turns[i]!.diaId);
+  });
   for (const q of c.questions) {
     for (const mode of modes) {
       const got = await recall(store, { namespace: c.sampleId, query: q.question, now: c.lastDate + 86_400_000, limit: 10, maxChars: Infinity, itemChars: 100_000, mode, tuning });

@@ -231,7 +231,9 @@ export class SqliteMemoryStore implements MemoryStore {
     st.setReturnArrays(true);
     return (st.all(...args) as unknown as unknown[][]).map((a) => {
       const r = arrayRow(a) as Row & Record<string, unknown>;
-      extra.forEach((c, i) => (r[c] = a[MEMORY_COLUMNS.length + i]));
+      extra.forEach((c, i) => {
+        r[c] = a[MEMORY_COLUMNS.length + i];
+      });
       return r;
     });
   }

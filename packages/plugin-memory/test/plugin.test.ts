@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { messageText } from "@keel/kernel";
 import { afterEach, describe, expect, it } from "vitest";
 import memoryDefault, { memory, SqliteMemoryStore } from "../src/index.ts";
-import { cleanup, diagnostics, jobs, memoryAgent, tempDir } from "./support/helpers.ts";
+import { cleanup, jobs, memoryAgent, tempDir } from "./support/helpers.ts";
 
 afterEach(cleanup);
 

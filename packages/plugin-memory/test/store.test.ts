@@ -248,7 +248,7 @@ describe("write-time redaction in the store (no caller can bypass it)", () => {
   it("wraps a host-given store so its writes are redacted too", async () => {
     const seen: string[] = [];
     const inner = new SqliteMemoryStore({ path: ":memory:" });
-    const host = new Proxy(inner, { get: (t, p) => (p === "write" ? (i: { content: string }) => (seen.push(i.content), t.write(i as never)) : (Reflect.get(t, p) as Function).bind(t)) });
+    const host = new Proxy(inner, { get: (t, p) => (p === "write" ? (i: { content: string }) => (seen.push(i.content), t.write(i as never)) : (Reflect.get(t, p) as (...a: unknown[]) => unknown).bind(t)) });
     const { redactingStore } = await import("../src/redacting-store.ts");
     const wrapped = redactingStore(host);
     wrapped.write({ namespace: "n", content: `key is sk-ant-api03-${"a1B2".repeat(23)}AA` });

@@ -183,7 +183,7 @@ export class SkillCatalog {
     const found: Array<{ file: string; root: CatalogRoot; stamp: string }> = [];
     const diags: SkillDiagnostic[] = [];
     for (const root of this.roots) this.walk(root, root.dir, 0, found, diags);
-    const stamp = found.map((f) => `${f.file}@${f.stamp}`).join("\n") + `#${diags.length}`;
+    const stamp = `${found.map((f) => `${f.file}@${f.stamp}`).join("\n")}#${diags.length}`;
     if (stamp === this.stamp) return false;
     this.stamp = stamp;
     const cache = new Map<string, CacheEntry>();

@@ -62,7 +62,7 @@ export interface PosteriorTx extends PosteriorReader {
 /** A row as seen at tick `now` under discount `gamma`, towards a prior precision. */
 export function fade(row: WeightRow, now: number, gamma: number, priorPrecision: number): WeightRow {
   if (gamma >= 1 || now <= row.tick) return row;
-  const f = Math.pow(gamma, now - row.tick);
+  const f = gamma ** (now - row.tick);
   return { mean: row.mean * f, precision: priorPrecision + (row.precision - priorPrecision) * f, tick: now };
 }
 

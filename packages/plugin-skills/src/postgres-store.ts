@@ -116,7 +116,9 @@ export class PostgresSkillsStore implements PosteriorStore, SkillsStorage {
       const safe = terms.map(safeTerm);
       const rows = await q<{ term: string; df: number }>("SELECT term, df FROM {s}.keel_skill_terms WHERE term = ANY($1::text[])", [safe]);
       const bySafe = new Map(rows.map((r) => [r.term, Number(r.df)]));
-      terms.forEach((t, i) => df.set(t, bySafe.get(safe[i]!) ?? 0));
+      terms.forEach((t, i) => {
+        df.set(t, bySafe.get(safe[i]!) ?? 0);
+      });
     }
     const features = [...rec.features];
     const weights = new Map<string, Map<string, WeightRow>>();

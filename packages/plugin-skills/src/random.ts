@@ -70,7 +70,7 @@ export function sampleGamma(rng: Rng, shape: number): number {
   if (!(shape > 0)) throw new RangeError(`Gamma shape must be > 0, got ${shape}`);
   if (shape < 1) {
     const u = rng.next();
-    return sampleGamma(rng, shape + 1) * Math.pow(u === 0 ? Number.MIN_VALUE : u, 1 / shape);
+    return sampleGamma(rng, shape + 1) * (u === 0 ? Number.MIN_VALUE : u) ** (1 / shape);
   }
   const d = shape - 1 / 3;
   const c = 1 / Math.sqrt(9 * d);

@@ -77,7 +77,7 @@ function urlSpans(text: string, to: number, schemeEnd: number, spans: Credential
     const colon = rest.indexOf(":");
     if (colon >= 0 && colon < at) spans.push({ start: schemeEnd + colon + 1, end: schemeEnd + at, where: "userinfo" });
   }
-  const queryAt = rest.indexOf("?", at < 0 ? 0 : at);
+  const queryAt = rest.indexOf("?", Math.max(at , 0));
   if (queryAt < 0) return;
   // Only the URL's own text is searched (a search from its query on would run through the rest of the text).
   const from = schemeEnd + queryAt;

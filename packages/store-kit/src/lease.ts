@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { KeelError, PROCESS_INSTANCE, thisHost } from "@keel/kernel";
+import { KeelError, thisHost } from "@keel/kernel";
 import type { HeldLease, LeaseRequest } from "@keel/kernel";
 
 /** Who holds a session and until when. Contract: `expiresAt` is epoch ms; `host` is os.hostname(). */

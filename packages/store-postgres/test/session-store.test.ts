@@ -67,7 +67,7 @@ describe("PostgresSessionStore", () => {
     const schema = testSchema();
     const store = new PostgresSessionStore({ url: PG_URL, schema });
     await store.createSession({ id: "s", agent: "a", createdAt: 1 });
-    const key = "sk-ant-api03-" + "Zx9Qw7Er5Ty3Ui1Op0As8Df6Gh4Jk2Lz".repeat(3) + "-AAAAAA";
+    const key = `sk-ant-api03-${"Zx9Qw7Er5Ty3Ui1Op0As8Df6Gh4Jk2Lz".repeat(3)}-AAAAAA`;
     await store.append({ type: "message.appended", message: { role: "user", content: [{ type: "text", text: `my key is ${key}` }] }, sessionId: "s", seq: 1, ts: 5, turnId: "t" } as KeelEvent, { durable: true });
     const raw = await sql<{ data: string }>(`SELECT data FROM "${schema}".keel_events`);
     expect(raw[0]!.data).not.toContain("Zx9Qw7Er5Ty3");

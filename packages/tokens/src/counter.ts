@@ -101,7 +101,7 @@ function countPieceCached(v: BpeVocabulary, piece: string): number {
     c = countLong(v, piece);
     if (pieceCounts.size >= PIECE_CACHE_MAX) pieceCounts.clear();
     // A piece is a slice of the whole text: the key is a flat copy, so the cache never keeps a counted text alive.
-    pieceCounts.set(piece.length > 12 ? (piece + " ").slice(0, -1) : piece, c);
+    pieceCounts.set(piece.length > 12 ? (`${piece} `).slice(0, -1) : piece, c);
   }
   return c;
 }

@@ -56,7 +56,7 @@ describe("TokenCounter counts", () => {
     const c = new TokenCounter();
     c.countText("warm up");
     // Exact against the oracle where the oracle itself is quick enough (its merge is quadratic).
-    for (const t of ["x".repeat(1_200), " ".repeat(1_200) + "end", "aé".repeat(600), "\r\n".repeat(600), "\u00a0".repeat(1_200), "我们的系统使用插件和钩子来构建智能代理".repeat(20), "\uDE00".repeat(1_000), "straße".repeat(200)]) {
+    for (const t of ["x".repeat(1_200), `${" ".repeat(1_200)}end`, "aé".repeat(600), "\r\n".repeat(600), "\u00a0".repeat(1_200), "我们的系统使用插件和钩子来构建智能代理".repeat(20), "\uDE00".repeat(1_000), "straße".repeat(200)]) {
       expect(c.countText(t), JSON.stringify(t.slice(0, 12))).toBe(encodeLen(t));
     }
     // Inputs that took 2.5-45 s when each took one quadratic merge; a guard against that, not a timing target.

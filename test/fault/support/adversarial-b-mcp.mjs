@@ -3,7 +3,7 @@
 // $HUGE_MB megabytes in many text blocks, "leak" writes a key (from $LEAK) to stderr and
 // exits mid-call, so the key is in the stderr tail the client reports.
 const tools = ["halves", "huge", "leak"].map((name) => ({ name, description: `The ${name} tool.`, inputSchema: { type: "object", properties: {} } }));
-const send = (msg) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...msg }) + "\n");
+const send = (msg) => process.stdout.write(`${JSON.stringify({ jsonrpc: "2.0", ...msg })}\n`);
 let buf = "";
 process.stdin.setEncoding("utf8");
 process.stdin.on("data", (chunk) => {

@@ -11,7 +11,7 @@ const ms = (v) => (typeof v !== "number" || !Number.isFinite(v) ? "" : v >= 10_0
 const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v.toLocaleString("en-US") : "");
 const when = (t) => new Date(t).toLocaleString();
 const badge = (status) => `<span class="badge status-${esc(status)}">${esc(status)}</span>`;
-const plugins = (list) => (list && list.length ? list.map((p) => `<span class="plugin">${esc(p)}</span>`).join(", ") : '<span class="muted">kernel</span>');
+const plugins = (list) => (list?.length ? list.map((p) => `<span class="plugin">${esc(p)}</span>`).join(", ") : '<span class="muted">kernel</span>');
 
 async function api(path, init = {}) {
   const res = await fetch(path, { ...init, credentials: "omit", headers: { ...init.headers, authorization: `Bearer ${TOKEN}` } });
@@ -166,7 +166,7 @@ function timelineHtml(t) {
       const bad = ["threw", "timeout", "invalid", "error", "failed", "aborted"].includes(i.status) || i.kind === "request" && i.label.endsWith("failed");
       const extra = i.kind === "request" && i.detail?.usage ? ` · ${num((i.detail.usage.inputTokens ?? 0) + (i.detail.usage.cacheReadTokens ?? 0) + (i.detail.usage.cacheWriteTokens ?? 0))} in / ${num(i.detail.usage.outputTokens ?? 0)} out${i.detail.firstChunkMs !== undefined ? ` · first chunk ${ms(i.detail.firstChunkMs)}` : ""}` : i.kind === "tool" && i.detail?.resultChars !== undefined ? ` · ${num(i.detail.resultChars)} chars` : "";
       const label = `${{ phase: "phase", background: "background", request: "model", tool: "tool", job: "job", compaction: "compaction", guard: "guard" }[i.kind] ?? i.kind} · ${i.label}`;
-      const handlers = i.handlers && i.handlers.length ? `<div class="tl-handlers">${i.handlers.map((h) => `<span class="plugin">${esc(h.plugin)}</span> ${ms(h.durationMs)}${h.status !== "ok" ? ` ${badge(h.status)}` : ""}${h.contributions ? ` · ${num(h.contributions)} contribution(s)` : ""}`).join(" · ")}</div>` : "";
+      const handlers = i.handlers?.length ? `<div class="tl-handlers">${i.handlers.map((h) => `<span class="plugin">${esc(h.plugin)}</span> ${ms(h.durationMs)}${h.status !== "ok" ? ` ${badge(h.status)}` : ""}${h.contributions ? ` · ${num(h.contributions)} contribution(s)` : ""}`).join(" · ")}</div>` : "";
       const child = typeof i.detail?.childSession === "string" ? ` <a href="#${encodeURIComponent(i.detail.childSession)}" data-child="${esc(i.detail.childSession)}">its child session →</a>` : "";
       return `<div class="tl-row kind-${esc(i.kind)}${bad ? " bad" : ""}" data-timeline="${esc(i.kind)}" title="${esc(`${label} (${i.status})${extra}`)}"><span class="tl-label">${esc(label)}<span class="muted">${esc(extra)}</span></span><span class="tl-track"><span class="tl-bar" style="left:${left.toFixed(3)}%;width:${width.toFixed(3)}%"></span></span><span class="tl-ms">${ms(i.end - i.start)}</span>${handlers}${child ? `<div class="tl-handlers">${child}</div>` : ""}</div>`;
     })

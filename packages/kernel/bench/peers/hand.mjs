@@ -12,6 +12,6 @@ await measure("hand loop", async () => {
     messages.push(reply);
     if (!reply.calls.length) return reply.text;
     const out = await Promise.all(reply.calls.map((c) => weather(JSON.parse(c.args))));
-    reply.calls.forEach((c, i) => messages.push({ role: "tool", id: c.id, text: out[i] }));
+    for (const [i, c] of reply.calls.entries()) messages.push({ role: "tool", id: c.id, text: out[i] });
   }
 });

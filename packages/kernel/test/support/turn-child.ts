@@ -57,6 +57,7 @@ async function main(): Promise<void> {
     id: "child:hang",
     contextWindow: 200_000,
     stream(): AsyncIterable<ModelEvent> {
+      // biome-ignore lint/correctness/useYield: a model that never answers (it waits to be killed)
       return (async function* () {
         say(`IN_FLIGHT ${sessionId}`);
         markInFlight();
