@@ -12,7 +12,11 @@ const filter = process.argv[2] ?? "";
 const files = readdirSync(join(root, "packages"))
   .map((pkg) => join(root, "packages", pkg, "bench"))
   .filter((dir) => existsSync(dir))
-  .flatMap((dir) => readdirSync(dir).filter((f) => f.endsWith(".ts")).map((f) => join(dir, f)))
+  .flatMap((dir) =>
+    readdirSync(dir)
+      .filter((f) => f.endsWith(".ts"))
+      .map((f) => join(dir, f)),
+  )
   .filter((f) => relative(root, f).includes(filter))
   .sort();
 let failed = 0;

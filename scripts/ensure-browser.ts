@@ -9,7 +9,11 @@ if (!found() && process.env.KEEL_SKIP_BROWSER_SETUP !== "1") {
   const apt = spawnSync("sh", ["-c", "command -v apt-get"]).status === 0;
   if (root && apt) {
     process.stderr.write("keel tests: installing Debian's chromium for the studio's browser tests (apt-get, once)…\n");
-    const install = () => spawnSync("apt-get", ["install", "-y", "--no-install-recommends", "chromium"], { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } }).status === 0;
+    const install = () =>
+      spawnSync("apt-get", ["install", "-y", "--no-install-recommends", "chromium"], {
+        stdio: ["ignore", "ignore", "inherit"],
+        env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
+      }).status === 0;
     if (!install()) {
       try {
         execFileSync("apt-get", ["update"], { stdio: ["ignore", "ignore", "inherit"] });
@@ -19,5 +23,8 @@ if (!found() && process.env.KEEL_SKIP_BROWSER_SETUP !== "1") {
       install();
     }
   }
-  if (!found()) process.stderr.write(`keel tests: chromium is not installed${root ? " and apt-get could not install it" : ""}; the studio's browser tests will be skipped. Install it (sudo apt-get install chromium) to run them.\n`);
+  if (!found())
+    process.stderr.write(
+      `keel tests: chromium is not installed${root ? " and apt-get could not install it" : ""}; the studio's browser tests will be skipped. Install it (sudo apt-get install chromium) to run them.\n`,
+    );
 }

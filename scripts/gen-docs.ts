@@ -5,7 +5,13 @@
 import { writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { CONTRIBUTION_SCHEMAS, DEFAULT_TIMEOUTS, ERROR_CODES, PHASE_NAMES, PHASES } from "../packages/kernel/src/index.ts";
+import {
+  CONTRIBUTION_SCHEMAS,
+  DEFAULT_TIMEOUTS,
+  ERROR_CODES,
+  PHASE_NAMES,
+  PHASES,
+} from "../packages/kernel/src/index.ts";
 import { CONTRIBUTION_DOCS, contributionJsonSchema, PHASE_EVENT_FIELDS, TURN_EVENT_FIELDS } from "./reference.ts";
 import type { ContributionKind } from "../packages/kernel/src/index.ts";
 
@@ -27,7 +33,9 @@ export function phasesDoc(): string {
     "plugins' handlers), and their contributions are merged in subscription order once all have settled.",
     "`waterfall` — handlers run one at a time and each sees what the previous ones contributed.",
     "",
-    `Default handler timeouts by await policy: ${Object.entries(DEFAULT_TIMEOUTS).map(([k, v]) => `${k} ${v} ms`).join(", ")}.`,
+    `Default handler timeouts by await policy: ${Object.entries(DEFAULT_TIMEOUTS)
+      .map(([k, v]) => `${k} ${v} ms`)
+      .join(", ")}.`,
     "",
   ].join("\n");
 }
@@ -46,7 +54,23 @@ export function errorsDoc(): string {
   ].join("\n");
 }
 
-type Json = { type?: string | string[]; enum?: unknown[]; const?: unknown; anyOf?: Json[]; items?: Json; properties?: Record<string, Json>; required?: string[]; default?: unknown; minLength?: number; maxLength?: number; minimum?: number; exclusiveMinimum?: number; maximum?: number; pattern?: string; minItems?: number };
+type Json = {
+  type?: string | string[];
+  enum?: unknown[];
+  const?: unknown;
+  anyOf?: Json[];
+  items?: Json;
+  properties?: Record<string, Json>;
+  required?: string[];
+  default?: unknown;
+  minLength?: number;
+  maxLength?: number;
+  minimum?: number;
+  exclusiveMinimum?: number;
+  maximum?: number;
+  pattern?: string;
+  minItems?: number;
+};
 
 /** A JSON Schema node as a short type: `string`, `"a" \| "b"`, `object[]`. */
 function typeOf(j: Json): string {
@@ -91,16 +115,45 @@ export function contributionsDoc(): string {
       const j = schema.properties?.[field] ?? {};
       const required = (schema.required ?? []).includes(field) && j.default === undefined;
       const type = field === "run" ? "function" : field === "tools" ? "ToolDefinition[]" : typeOf(j);
-      lines.push(`| \`${field}\` | \`${type}\` | ${required ? "yes" : ""} | ${j.default !== undefined ? `\`${JSON.stringify(j.default)}\`` : ""} | ${constraints(j)} | ${meaning.replaceAll("|", "\\|")} |`);
+      lines.push(
+        `| \`${field}\` | \`${type}\` | ${required ? "yes" : ""} | ${j.default !== undefined ? `\`${JSON.stringify(j.default)}\`` : ""} | ${constraints(j)} | ${meaning.replaceAll("|", "\\|")} |`,
+      );
     }
-    lines.push("", "```ts", `return ${JSON.stringify(doc.example, (_k, v: unknown) => (typeof v === "function" ? "__FN__" : v), 2).replaceAll('"__FN__"', "() => new Date().toISOString()")};`, "```", "");
+    lines.push(
+      "",
+      "```ts",
+      `return ${JSON.stringify(doc.example, (_k, v: unknown) => (typeof v === "function" ? "__FN__" : v), 2).replaceAll('"__FN__"', "() => new Date().toISOString()")};`,
+      "```",
+      "",
+    );
   }
-  lines.push("## Phase events", "", "Every turn phase's event carries these fields (session phases carry `sessionId` and their own):", "");
-  lines.push("| field | meaning |", "|---|---|", ...Object.entries(TURN_EVENT_FIELDS).map(([f, m]) => `| \`${f}\` | ${m} |`), "");
+  lines.push(
+    "## Phase events",
+    "",
+    "Every turn phase's event carries these fields (session phases carry `sessionId` and their own):",
+    "",
+  );
+  lines.push(
+    "| field | meaning |",
+    "|---|---|",
+    ...Object.entries(TURN_EVENT_FIELDS).map(([f, m]) => `| \`${f}\` | ${m} |`),
+    "",
+  );
   for (const phase of PHASE_NAMES) {
     const own = Object.entries(PHASE_EVENT_FIELDS[phase] as Record<string, string>);
-    lines.push(`### \`${phase}\``, "", `Runs ${PHASES[phase].runs}. Returns: ${PHASES[phase].accepts.map((k) => `\`${k}\``).join(", ")}.`, "");
-    if (own.length) lines.push("| field | meaning |", "|---|---|", ...own.map(([f, m]) => `| \`${f}\` | ${m.replaceAll("|", "\\|")} |`), "");
+    lines.push(
+      `### \`${phase}\``,
+      "",
+      `Runs ${PHASES[phase].runs}. Returns: ${PHASES[phase].accepts.map((k) => `\`${k}\``).join(", ")}.`,
+      "",
+    );
+    if (own.length)
+      lines.push(
+        "| field | meaning |",
+        "|---|---|",
+        ...own.map(([f, m]) => `| \`${f}\` | ${m.replaceAll("|", "\\|")} |`),
+        "",
+      );
   }
   return lines.join("\n");
 }

@@ -13,7 +13,19 @@ const home = mkdtempSync(join(tmpdir(), "keel-shot-"));
 const config = join(repo, "examples", "full-stack", "agent.config.ts");
 const env = { ...process.env, KEEL_OFFLINE: "1" };
 try {
-  const run = spawnSync(process.execPath, [keel, "run", "--config", config, "--home", home, "Remember that release day is Thursday, then tell me what is left in TODO.md"], { env, encoding: "utf8" });
+  const run = spawnSync(
+    process.execPath,
+    [
+      keel,
+      "run",
+      "--config",
+      config,
+      "--home",
+      home,
+      "Remember that release day is Thursday, then tell me what is left in TODO.md",
+    ],
+    { env, encoding: "utf8" },
+  );
   if (run.status !== 0) throw new Error(`keel run failed: ${run.stderr}`);
   const studio = await startStudioProcess(["--config", config, "--home", home], { cwd: repo, env });
   const url = studio.url;

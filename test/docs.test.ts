@@ -22,9 +22,17 @@ describe("generated docs", () => {
     for (const [kind, doc] of Object.entries(CONTRIBUTION_DOCS)) {
       const v = validateContribution(doc.example);
       expect(v.ok, `${kind}: ${v.ok ? "" : v.message}`).toBe(true);
-      const schema = CONTRIBUTION_SCHEMAS[kind as keyof typeof CONTRIBUTION_SCHEMAS] as unknown as { shape?: Record<string, unknown>; def?: { in?: { shape?: Record<string, unknown> } } };
+      const schema = CONTRIBUTION_SCHEMAS[kind as keyof typeof CONTRIBUTION_SCHEMAS] as unknown as {
+        shape?: Record<string, unknown>;
+        def?: { in?: { shape?: Record<string, unknown> } };
+      };
       const shape = schema.shape ?? schema.def?.in?.shape;
-      if (shape) expect(Object.keys(doc.fields).sort(), kind).toEqual(Object.keys(shape).filter((k) => k !== "kind").sort());
+      if (shape)
+        expect(Object.keys(doc.fields).sort(), kind).toEqual(
+          Object.keys(shape)
+            .filter((k) => k !== "kind")
+            .sort(),
+        );
     }
   });
 });

@@ -10,9 +10,21 @@ import { join, normalize } from "node:path";
 import { describe, expect, it } from "vitest";
 
 const REPO = join(import.meta.dirname, "..");
-const packages = readdirSync(join(REPO, "packages")).filter((p) => existsSync(join(REPO, "packages", p, "package.json")));
-const manifest = (p: string) => JSON.parse(readFileSync(join(REPO, "packages", p, "package.json"), "utf8")) as { name: string; private?: boolean; files?: string[]; dependencies?: Record<string, string>; peerDependencies?: Record<string, string>; devDependencies?: Record<string, string>; scripts?: Record<string, string> };
-const relativeLinks = (md: string) => [...md.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)].map((m) => m[1]!).filter((l) => !/^[a-z]+:/i.test(l));
+const packages = readdirSync(join(REPO, "packages")).filter((p) =>
+  existsSync(join(REPO, "packages", p, "package.json")),
+);
+const manifest = (p: string) =>
+  JSON.parse(readFileSync(join(REPO, "packages", p, "package.json"), "utf8")) as {
+    name: string;
+    private?: boolean;
+    files?: string[];
+    dependencies?: Record<string, string>;
+    peerDependencies?: Record<string, string>;
+    devDependencies?: Record<string, string>;
+    scripts?: Record<string, string>;
+  };
+const relativeLinks = (md: string) =>
+  [...md.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)].map((m) => m[1]!).filter((l) => !/^[a-z]+:/i.test(l));
 
 describe("published packages", () => {
   it("README links stay inside what the package ships", () => {
@@ -30,8 +42,14 @@ describe("published packages", () => {
           checked++;
           expect(target.startsWith(".."), `${p}/README.md links outside its package: ${link}`).toBe(false);
           const top = target.split("/")[0]!;
-          expect(files.includes(top) || ["README.md", "package.json"].includes(target), `${p}/README.md links to ${link}, which "files" does not ship`).toBe(true);
-          const shipped = p === "kernel" && top === "docs" ? join(docs, target.slice("docs/".length)) : join(REPO, "packages", p, target);
+          expect(
+            files.includes(top) || ["README.md", "package.json"].includes(target),
+            `${p}/README.md links to ${link}, which "files" does not ship`,
+          ).toBe(true);
+          const shipped =
+            p === "kernel" && top === "docs"
+              ? join(docs, target.slice("docs/".length))
+              : join(REPO, "packages", p, target);
           expect(existsSync(shipped), `${p}/README.md links to ${link}, which does not exist`).toBe(true);
         }
       }
@@ -43,7 +61,14 @@ describe("published packages", () => {
 
   it("types resolve without `exports` too (moduleResolution node10): top-level main and types, typesVersions for each subpath", () => {
     for (const p of packages) {
-      const m = manifest(p) as ReturnType<typeof manifest> & { publishConfig?: { exports?: Record<string, { types: string; default: string }>; main?: string; types?: string; typesVersions?: Record<string, Record<string, string[]>> } };
+      const m = manifest(p) as ReturnType<typeof manifest> & {
+        publishConfig?: {
+          exports?: Record<string, { types: string; default: string }>;
+          main?: string;
+          types?: string;
+          typesVersions?: Record<string, Record<string, string[]>>;
+        };
+      };
       if (m.private || !m.publishConfig?.exports) continue;
       const ex = m.publishConfig.exports;
       expect(m.publishConfig.main, m.name).toBe(ex["."]!.default);
@@ -57,7 +82,10 @@ describe("published packages", () => {
 
   it("a package's source reaches another package by its name, never by a path into its folder (the build, and npm users, would not find it)", () => {
     const escapes: string[] = [];
-    const walk = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? walk(join(dir, d.name)) : /\.(ts|mts)$/.test(d.name) ? [join(dir, d.name)] : []));
+    const walk = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((d) =>
+        d.isDirectory() ? walk(join(dir, d.name)) : /\.(ts|mts)$/.test(d.name) ? [join(dir, d.name)] : [],
+      );
     for (const p of packages) {
       const src = join(REPO, "packages", p, "src");
       if (!existsSync(src)) continue;

@@ -1,4 +1,4 @@
-import { readFileSync, } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -39,7 +39,11 @@ describe("pnpm start", () => {
     expect(demoHome.startsWith(join(root, example![1]!))).toBe(true);
     // A user's HOME (where ~/.keel would be), with no KEEL_HOME: the demo must not write there.
     const userHome = mkdtempSync(join(tmpdir(), "keel-start-user-"));
-    const env: NodeJS.ProcessEnv = { ...process.env, HOME: userHome, PATH: `${join(root, "node_modules", ".bin")}:${process.env.PATH}` };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      HOME: userHome,
+      PATH: `${join(root, "node_modules", ".bin")}:${process.env.PATH}`,
+    };
     for (const k of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_HOME"]) delete env[k];
     // The demo's home is gitignored and throwaway: start from none, as a fresh clone does.
     rmSync(demoHome, { recursive: true, force: true });
@@ -54,7 +58,9 @@ describe("pnpm start", () => {
       if (existsSync(join(userHome, ".cache"))) expect(readdirSync(join(userHome, ".cache"))).toEqual(["keel"]);
       expect(readdirSync(demoHome)).toEqual(expect.arrayContaining(["sessions.sqlite", "memory.sqlite"]));
       expect(r.stderr).toContain(`first session in ${demoHome}`);
-      expect(r.stderr).toMatch(/chat -c --config examples\/full-stack\/agent\.config\.ts --home examples\/full-stack\/\.keel/);
+      expect(r.stderr).toMatch(
+        /chat -c --config examples\/full-stack\/agent\.config\.ts --home examples\/full-stack\/\.keel/,
+      );
       expect(r.stderr).toContain("docs/plugins.md");
       expect(existsSync(join(userHome, ".keel"))).toBe(false);
     } finally {

@@ -18,7 +18,9 @@ describe("README", () => {
     const home = mkdtempSync(join(tmpdir(), "keel-readme-"));
     writeFileSync(file, snippet!);
     try {
-      const { stdout } = await promisify(execFile)(process.execPath, [file], { env: { ...process.env, KEEL_HOME: home, DEBUG: "" } });
+      const { stdout } = await promisify(execFile)(process.execPath, [file], {
+        env: { ...process.env, KEEL_HOME: home, DEBUG: "" },
+      });
       expect(stdout.trim()).toBe("Hello!");
     } finally {
       rmSync(file, { force: true });
@@ -30,14 +32,20 @@ describe("README", () => {
 describe("README application snippet", () => {
   it("streams a turn that pauses for approval, resumes it, and returns typed structured output", async () => {
     const readme = readFileSync(join(root, "README.md"), "utf8");
-    const snippet = /## In an application: streaming, approvals, structured output\s+```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    const snippet = /## In an application: streaming, approvals, structured output\s+```ts\n([\s\S]*?)```/.exec(
+      readme,
+    )?.[1];
     expect(snippet).toContain("pendingApprovals");
     const file = join(root, "examples/minimal", `.readme-app-${process.pid}.ts`);
     const home = mkdtempSync(join(tmpdir(), "keel-readme-app-"));
     writeFileSync(file, snippet!);
     try {
-      const { stdout } = await promisify(execFile)(process.execPath, [file], { env: { ...process.env, KEEL_HOME: home } });
-      expect(stdout).toBe("Deploying. [deploy waits: deploys reach production]\npaused\nv1.4.2 is live.\n[ 'none found' ]\n");
+      const { stdout } = await promisify(execFile)(process.execPath, [file], {
+        env: { ...process.env, KEEL_HOME: home },
+      });
+      expect(stdout).toBe(
+        "Deploying. [deploy waits: deploys reach production]\npaused\nv1.4.2 is live.\n[ 'none found' ]\n",
+      );
     } finally {
       rmSync(file, { force: true });
       rmSync(home, { recursive: true, force: true });
@@ -58,7 +66,12 @@ describe("README config snippet", () => {
       const built = await buildAgent(await loadConfig({ cwd: root, configPath: file }), { env: {}, home });
       try {
         expect(built.offline).toBe(true);
-        expect(built.agent.registry.plugins.map((p) => p.name).sort()).toEqual(["@keel/plugin-compaction", "@keel/plugin-mcp", "@keel/plugin-memory", "@keel/plugin-skills"]);
+        expect(built.agent.registry.plugins.map((p) => p.name).sort()).toEqual([
+          "@keel/plugin-compaction",
+          "@keel/plugin-mcp",
+          "@keel/plugin-memory",
+          "@keel/plugin-skills",
+        ]);
       } finally {
         await built.agent.close();
       }

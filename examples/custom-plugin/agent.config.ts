@@ -7,13 +7,17 @@
 import { z } from "zod";
 import { defineConfig, definePlugin, defineTool } from "@keel/kernel";
 
-const notes = new Map([["standup", "Ship the CLI on Friday."], ["retro", "Tests were slow; keep benches out of the suite."]]);
+const notes = new Map([
+  ["standup", "Ship the CLI on Friday."],
+  ["retro", "Tests were slow; keep benches out of the suite."],
+]);
 
 const readNote = defineTool({
   name: "read_note",
   description: "Read a team note by name.",
   input: z.object({ name: z.string() }),
-  execute: ({ name }) => notes.get(name) ?? { content: `No note "${name}". Notes: ${[...notes.keys()].join(", ")}`, isError: true },
+  execute: ({ name }) =>
+    notes.get(name) ?? { content: `No note "${name}". Notes: ${[...notes.keys()].join(", ")}`, isError: true },
 });
 
 const deleteNote = defineTool({
@@ -41,9 +45,14 @@ const houseRules = definePlugin({
       content: ctx.options.rules.map((r) => `- ${r}`).join("\n"),
     }));
     ctx.on("tool.pre_call", (e) => {
-      const destructive = (e.call.category === "edit" && e.call.name.startsWith("delete")) || e.call.name.includes("drop");
+      const destructive =
+        (e.call.category === "edit" && e.call.name.startsWith("delete")) || e.call.name.includes("drop");
       if (destructive && !e.input.includes("--allow-destructive")) {
-        return { kind: "tool_decision", decision: "deny", reason: "house rules: destructive tools need --allow-destructive in the request" };
+        return {
+          kind: "tool_decision",
+          decision: "deny",
+          reason: "house rules: destructive tools need --allow-destructive in the request",
+        };
       }
       return undefined;
     });

@@ -15,7 +15,9 @@ import skills from "@keel/plugin-skills";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const project = join(here, "project");
-const filesystemServer = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-filesystem/dist/index.js");
+const filesystemServer = createRequire(import.meta.url).resolve(
+  "@modelcontextprotocol/server-filesystem/dist/index.js",
+);
 
 export default defineConfig({
   name: "full-stack",
@@ -24,7 +26,17 @@ export default defineConfig({
   plugins: [
     memory({ namespace: "team" }),
     skills({ dirs: [join(here, "skills")] }),
-    mcp({ topK: 5, servers: { fs: { command: process.execPath, args: [filesystemServer, project], cwd: project, description: "The team's project folder" } } }),
+    mcp({
+      topK: 5,
+      servers: {
+        fs: {
+          command: process.execPath,
+          args: [filesystemServer, project],
+          cwd: project,
+          description: "The team's project folder",
+        },
+      },
+    }),
     compaction(),
   ],
   offline: { script: "./script.json" },

@@ -30,7 +30,9 @@ export async function buildAgent(options: { home: string; provider: ModelProvide
     category: "info",
     execute: async () => {
       const lines = existsSync(log) ? readFileSync(log, "utf8").trim().split("\n") : [];
-      return lines.length ? `live: ${lines.at(-1)!.split(" ")[1]}\nrecent deployments:\n${lines.slice(-5).join("\n")}` : "live: v1.0.0 (no deployments recorded)";
+      return lines.length
+        ? `live: ${lines.at(-1)!.split(" ")[1]}\nrecent deployments:\n${lines.slice(-5).join("\n")}`
+        : "live: v1.0.0 (no deployments recorded)";
     },
   });
 
@@ -55,14 +57,19 @@ export async function buildAgent(options: { home: string; provider: ModelProvide
     name: "review-deploys",
     version: "1.0.0",
     setup(ctx) {
-      ctx.on("tool.pre_call", (e) => (e.call.name === "deploy" ? { kind: "tool_decision", decision: "ask", reason: "deploys reach production" } : undefined));
+      ctx.on("tool.pre_call", (e) =>
+        e.call.name === "deploy"
+          ? { kind: "tool_decision", decision: "ask", reason: "deploys reach production" }
+          : undefined,
+      );
     },
   });
 
   return createAgent({
     name: "release-assistant",
     provider: options.provider,
-    instructions: "You are a release assistant. Use service_status to answer questions about what is live; use deploy to ship a version when asked.",
+    instructions:
+      "You are a release assistant. Use service_status to answer questions about what is live; use deploy to ship a version when asked.",
     tools: [serviceStatus, deploy],
     plugins: [reviewDeploys],
     home: options.home,

@@ -21,7 +21,16 @@ import type { Agent, ContentBlock, Session } from "@keel/kernel";
 const InputSchema = z.union([z.string().min(1), z.array(z.unknown())]);
 const TurnBody = z.strictObject({ input: InputSchema });
 const AnswerBody = z.strictObject({
-  answers: z.array(z.strictObject({ callId: z.string().min(1), approve: z.boolean(), always: z.boolean().optional(), reason: z.string().max(2000).optional() })).min(1),
+  answers: z
+    .array(
+      z.strictObject({
+        callId: z.string().min(1),
+        approve: z.boolean(),
+        always: z.boolean().optional(),
+        reason: z.string().max(2000).optional(),
+      }),
+    )
+    .min(1),
 });
 
 const STATUS: Record<string, number> = {
@@ -44,14 +53,20 @@ const MAX_BODY = 8 * 1024 * 1024;
 function failure(err: unknown): Response {
   if (err instanceof BadRequest) return json(400, { error: { code: "BAD_REQUEST", message: err.message } });
   // Another process is running a turn in this session: the client may retry once it has ended.
-  if (err instanceof KeelError && err.code === "KEEL_SESSION_BUSY") return Response.json({ error: { code: err.code, message: err.message } }, { status: 409, headers: { "retry-after": "1" } });
-  if (err instanceof KeelError) return json(STATUS[err.code] ?? 500, { error: { code: err.code, message: err.message } });
+  if (err instanceof KeelError && err.code === "KEEL_SESSION_BUSY")
+    return Response.json(
+      { error: { code: err.code, message: err.message } },
+      { status: 409, headers: { "retry-after": "1" } },
+    );
+  if (err instanceof KeelError)
+    return json(STATUS[err.code] ?? 500, { error: { code: err.code, message: err.message } });
   if (err instanceof z.ZodError) return json(400, { error: { code: "BAD_REQUEST", message: z.prettifyError(err) } });
   return json(500, { error: { code: "INTERNAL", message: err instanceof Error ? err.message : String(err) } });
 }
 
 async function body<T>(request: Request, schema: z.ZodType<T>): Promise<T> {
-  if (Number(request.headers.get("content-length") ?? 0) > MAX_BODY) throw new BadRequest("The request body is larger than 8 MB.");
+  if (Number(request.headers.get("content-length") ?? 0) > MAX_BODY)
+    throw new BadRequest("The request body is larger than 8 MB.");
   const text = await request.text();
   if (text.length > MAX_BODY) throw new BadRequest("The request body is larger than 8 MB.");
   let parsed: unknown;
@@ -70,16 +85,23 @@ async function body<T>(request: Request, schema: z.ZodType<T>): Promise<T> {
  * turn runs (or an answer is written), so another process reads it, answers its approvals and
  * resumes it; a handle catches up with what other processes wrote before it serves a request.
  */
-export function createHandler(agent: Agent, options: { idleMs?: number } = {}): (request: Request) => Promise<Response> {
+export function createHandler(
+  agent: Agent,
+  options: { idleMs?: number } = {},
+): (request: Request) => Promise<Response> {
   const idle = new Map<string, NodeJS.Timeout>();
   const touch = (s: Session): Session => {
     clearTimeout(idle.get(s.id));
-    const timer = setTimeout(() => (s.busy ? touch(s) : (idle.delete(s.id), void s.close().catch(() => undefined))), options.idleMs ?? 600_000);
+    const timer = setTimeout(
+      () => (s.busy ? touch(s) : (idle.delete(s.id), void s.close().catch(() => undefined))),
+      options.idleMs ?? 600_000,
+    );
     idle.set(s.id, timer.unref());
     return s;
   };
   // An open handle reads what other processes wrote first (agent.session does); a turn running elsewhere is 409 at once.
-  const session = async (id?: string): Promise<Session> => touch(await agent.session(id === undefined ? undefined : decodeURIComponent(id), { waitMs: 0 }));
+  const session = async (id?: string): Promise<Session> =>
+    touch(await agent.session(id === undefined ? undefined : decodeURIComponent(id), { waitMs: 0 }));
 
   return async (request) => {
     const path = new URL(request.url).pathname.split("/").filter(Boolean);
@@ -102,7 +124,11 @@ export function createHandler(agent: Agent, options: { idleMs?: number } = {}): 
           const { answers } = await body(request, AnswerBody);
           const s = await session(path[1]!);
           for (const a of answers) {
-            if (a.approve) await s.approve(a.callId, { ...(a.always ? { always: true } : {}), ...(a.reason ? { reason: a.reason } : {}) });
+            if (a.approve)
+              await s.approve(a.callId, {
+                ...(a.always ? { always: true } : {}),
+                ...(a.reason ? { reason: a.reason } : {}),
+              });
             else await s.deny(a.callId, a.reason ? { reason: a.reason } : {});
           }
           const open = s.pendingApprovals().filter((p) => !p.answer);
@@ -112,9 +138,16 @@ export function createHandler(agent: Agent, options: { idleMs?: number } = {}): 
           return sseResponse(turn, { headers: { "x-keel-session": s.id } });
         }
         case "GET /sessions/:id/messages":
-          return json(200, { messages: (await session(path[1]!)).messages.map((m) => ({ role: m.role, text: messageText(m) })) });
+          return json(200, {
+            messages: (await session(path[1]!)).messages.map((m) => ({ role: m.role, text: messageText(m) })),
+          });
         default:
-          return json(404, { error: { code: "NOT_FOUND", message: `No route ${request.method} ${new URL(request.url).pathname}. See app.ts for the routes.` } });
+          return json(404, {
+            error: {
+              code: "NOT_FOUND",
+              message: `No route ${request.method} ${new URL(request.url).pathname}. See app.ts for the routes.`,
+            },
+          });
       }
     } catch (err) {
       return failure(err);

@@ -13,7 +13,9 @@ const B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /** A call id shaped like Anthropic's (`toolu_01` and 24 random-looking characters), the same for the same conversation. */
 function callId(messages: readonly Message[]): string {
-  const digest = createHash("sha256").update(JSON.stringify(messages.map((m) => [m.role, messageText(m)]))).digest();
+  const digest = createHash("sha256")
+    .update(JSON.stringify(messages.map((m) => [m.role, messageText(m)])))
+    .digest();
   return `toolu_01${[...digest.subarray(0, 24)].map((b) => B62[b % 62]).join("")}`;
 }
 
@@ -21,15 +23,28 @@ function decide(messages: readonly Message[]): AssistantMessage {
   const last = messages.at(-1);
   if (last?.role === "tool") {
     const results = messages.slice(messages.findLastIndex((m) => m.role === "assistant") + 1);
-    const lines = results.map((m) => (m.role === "tool" ? `${m.isError ? "✗" : "✓"} ${m.toolName}: ${messageText(m)}` : ""));
+    const lines = results.map((m) =>
+      m.role === "tool" ? `${m.isError ? "✗" : "✓"} ${m.toolName}: ${messageText(m)}` : "",
+    );
     return { role: "assistant", content: [{ type: "text", text: `Done.\n${lines.join("\n")}` }] };
   }
   const text = last ? messageText(last) : "";
   const version = /\bdeploy\s+(v?\d+(?:\.\d+){0,2})/i.exec(text)?.[1];
   const id = callId(messages);
-  if (version) return { role: "assistant", content: [{ type: "text", text: `Deploying ${version}.` }, { type: "tool_call", id, name: "deploy", args: { version } }] };
-  if (/\b(status|live|running)\b/i.test(text)) return { role: "assistant", content: [{ type: "tool_call", id, name: "service_status", args: {} }] };
-  return { role: "assistant", content: [{ type: "text", text: 'I can deploy a version ("deploy v1.4.2") or tell you what is live ("status").' }] };
+  if (version)
+    return {
+      role: "assistant",
+      content: [
+        { type: "text", text: `Deploying ${version}.` },
+        { type: "tool_call", id, name: "deploy", args: { version } },
+      ],
+    };
+  if (/\b(status|live|running)\b/i.test(text))
+    return { role: "assistant", content: [{ type: "tool_call", id, name: "service_status", args: {} }] };
+  return {
+    role: "assistant",
+    content: [{ type: "text", text: 'I can deploy a version ("deploy v1.4.2") or tell you what is live ("status").' }],
+  };
 }
 
 /** The offline provider. Contract: deterministic in the conversation; honours abort. */
@@ -47,6 +62,11 @@ export const offlineModel: ModelProvider = {
       }
     }
     const calls = message.content.some((b) => b.type === "tool_call");
-    yield { type: "response", message, stopReason: calls ? "tool_use" : "end_turn", usage: { inputTokens: 0, outputTokens: 0 } };
+    yield {
+      type: "response",
+      message,
+      stopReason: calls ? "tool_use" : "end_turn",
+      usage: { inputTokens: 0, outputTokens: 0 },
+    };
   },
 };

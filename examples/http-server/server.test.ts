@@ -16,7 +16,10 @@ const here = dirname(fileURLToPath(import.meta.url));
 const children: ChildProcess[] = [];
 
 async function start(home: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [join(here, "server.ts")], { env: { ...process.env, KEEL_HOME: home, PORT: "0", KEEL_MODEL: "" }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [join(here, "server.ts")], {
+    env: { ...process.env, KEEL_HOME: home, PORT: "0", KEEL_MODEL: "" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   children.push(child);
   let out = "";
   let err = "";
@@ -33,7 +36,12 @@ async function start(home: string): Promise<{ url: string; child: ChildProcess }
 }
 
 async function post(url: string, body: unknown, signal?: AbortSignal): Promise<Response> {
-  return fetch(url, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" }, ...(signal ? { signal } : {}) });
+  return fetch(url, {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { "content-type": "application/json" },
+    ...(signal ? { signal } : {}),
+  });
 }
 
 /** Read a server-sent-event body into the events it carries (optionally stopping early). */
@@ -80,7 +88,12 @@ describe("examples/http-server", () => {
 
     const first = await events(await post(`${server.url}/sessions/${id}/turns`, { input: "please deploy v2.0.1" }));
     expect(first.map((e) => e.type)).toEqual(["turn.started", "text", "text", "approval.requested", "verdict"]);
-    expect(first[3]).toMatchObject({ name: "deploy", args: { version: "v2.0.1" }, plugin: "review-deploys", reason: "deploys reach production" });
+    expect(first[3]).toMatchObject({
+      name: "deploy",
+      args: { version: "v2.0.1" },
+      plugin: "review-deploys",
+      reason: "deploys reach production",
+    });
     expect(verdictOf(first).verdict).toMatchObject({ status: "paused", reason: "approval" });
     expect(existsSync(log)).toBe(false);
     const busy = await post(`${server.url}/sessions/${id}/turns`, { input: "status" });
@@ -91,20 +104,37 @@ describe("examples/http-server", () => {
     server.child.kill("SIGKILL");
     await new Promise((r) => server.child.once("exit", r));
     server = await start(home);
-    const pending = (await (await fetch(`${server.url}/sessions/${id}/approvals`)).json()) as { pending: Array<{ callId: string; name: string }> };
+    const pending = (await (await fetch(`${server.url}/sessions/${id}/approvals`)).json()) as {
+      pending: Array<{ callId: string; name: string }>;
+    };
     expect(pending.pending).toEqual([expect.objectContaining({ name: "deploy", args: { version: "v2.0.1" } })]);
 
-    const rest = await events(await post(`${server.url}/sessions/${id}/approvals`, { answers: [{ callId: pending.pending[0]!.callId, approve: true }] }));
+    const rest = await events(
+      await post(`${server.url}/sessions/${id}/approvals`, {
+        answers: [{ callId: pending.pending[0]!.callId, approve: true }],
+      }),
+    );
     expect(rest[0]).toMatchObject({ type: "turn.started", resumed: true });
-    expect(rest.filter((e) => e.type === "tool.progress").map((e) => e.type === "tool.progress" && e.message)).toEqual(["building v2.0.1", "uploading v2.0.1", "switching traffic v2.0.1"]);
+    expect(rest.filter((e) => e.type === "tool.progress").map((e) => e.type === "tool.progress" && e.message)).toEqual([
+      "building v2.0.1",
+      "uploading v2.0.1",
+      "switching traffic v2.0.1",
+    ]);
     expect(rest.find((e) => e.type === "tool.finished")).toMatchObject({ name: "deploy", status: "ok" });
     const done = verdictOf(rest);
     expect(done.verdict.status).toBe("completed");
     expect(done.text).toContain("✓ deploy: v2.0.1 is live");
-    expect(rest.filter((e) => e.type === "text").map((e) => (e.type === "text" ? e.delta : "")).join("")).toBe(done.text);
+    expect(
+      rest
+        .filter((e) => e.type === "text")
+        .map((e) => (e.type === "text" ? e.delta : ""))
+        .join(""),
+    ).toBe(done.text);
     expect(readFileSync(log, "utf8")).toMatch(new RegExp(`^\\S+ v2\\.0\\.1 by ${id}\\n$`));
 
-    const { messages } = (await (await fetch(`${server.url}/sessions/${id}/messages`)).json()) as { messages: Array<{ role: string; text: string }> };
+    const { messages } = (await (await fetch(`${server.url}/sessions/${id}/messages`)).json()) as {
+      messages: Array<{ role: string; text: string }>;
+    };
     expect(messages.map((m) => m.role)).toEqual(["user", "assistant", "tool", "assistant"]);
     expect(messages[0]!.text).toBe("please deploy v2.0.1");
     expect(messages[2]!.text).toBe("v2.0.1 is live (deployment recorded in deployments.log)");
@@ -118,7 +148,11 @@ describe("examples/http-server", () => {
 
     const asked = await events(await post(`${url}/sessions/${id}/turns`, { input: "deploy v3.0" }));
     const callId = (asked.find((e) => e.type === "approval.requested") as { callId: string }).callId;
-    const denied = await events(await post(`${url}/sessions/${id}/approvals`, { answers: [{ callId, approve: false, reason: "freeze until Monday" }] }));
+    const denied = await events(
+      await post(`${url}/sessions/${id}/approvals`, {
+        answers: [{ callId, approve: false, reason: "freeze until Monday" }],
+      }),
+    );
     expect(denied.find((e) => e.type === "tool.finished")).toMatchObject({ status: "denied" });
     expect(verdictOf(denied).text).toContain("✗ deploy: ");
     expect(verdictOf(denied).text).toContain("freeze until Monday");
@@ -126,11 +160,22 @@ describe("examples/http-server", () => {
 
     const again = await events(await post(`${url}/sessions/${id}/turns`, { input: "deploy v3.1" }));
     const second = (again.find((e) => e.type === "approval.requested") as { callId: string }).callId;
-    expect(verdictOf(await events(await post(`${url}/sessions/${id}/approvals`, { answers: [{ callId: second, approve: true, always: true }] }))).verdict.status).toBe("completed");
+    expect(
+      verdictOf(
+        await events(
+          await post(`${url}/sessions/${id}/approvals`, { answers: [{ callId: second, approve: true, always: true }] }),
+        ),
+      ).verdict.status,
+    ).toBe("completed");
     const third = await events(await post(`${url}/sessions/${id}/turns`, { input: "deploy v3.2" }));
     expect(third.some((e) => e.type === "approval.requested")).toBe(false);
     expect(verdictOf(third).verdict.status).toBe("completed");
-    expect(readFileSync(log, "utf8").split("\n").filter(Boolean).map((l) => l.split(" ")[1])).toEqual(["v3.1", "v3.2"]);
+    expect(
+      readFileSync(log, "utf8")
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => l.split(" ")[1]),
+    ).toEqual(["v3.1", "v3.2"]);
 
     const unknown = await post(`${url}/sessions/${id}/approvals`, { answers: [{ callId: "nope", approve: true }] });
     expect(unknown.status).toBe(404);
@@ -146,7 +191,11 @@ describe("examples/http-server", () => {
     const callId = (asked.find((e) => e.type === "approval.requested") as { callId: string }).callId;
 
     const gone = new AbortController();
-    const res = await post(`${url}/sessions/${id}/approvals`, { answers: [{ callId, approve: true, always: true }] }, gone.signal);
+    const res = await post(
+      `${url}/sessions/${id}/approvals`,
+      { answers: [{ callId, approve: true, always: true }] },
+      gone.signal,
+    );
     const seen = await events(res, (e) => e.type === "tool.progress");
     expect(seen.at(-1)).toMatchObject({ type: "tool.progress", message: "building v4.0" });
     gone.abort();
@@ -164,9 +213,13 @@ describe("examples/http-server", () => {
     expect(verdictOf(status).text).toContain("live: v1.0.0 (no deployments recorded)");
     expect(existsSync(log)).toBe(false);
 
-    const bad = await post(`${url}/sessions/${id}/turns`, { input: [{ type: "image", mediaType: "image/tiff", data: "AAAA" }] });
+    const bad = await post(`${url}/sessions/${id}/turns`, {
+      input: [{ type: "image", mediaType: "image/tiff", data: "AAAA" }],
+    });
     expect(bad.status).toBe(400);
-    expect(await bad.json()).toMatchObject({ error: { code: "KEEL_INPUT_INVALID", message: expect.stringContaining("[0]") } });
+    expect(await bad.json()).toMatchObject({
+      error: { code: "KEEL_INPUT_INVALID", message: expect.stringContaining("[0]") },
+    });
     const notJson = await fetch(`${url}/sessions/${id}/turns`, { method: "POST", body: "{" });
     expect(notJson.status).toBe(400);
     expect((await fetch(`${url}/sessions/nope/approvals`)).status).toBe(404);

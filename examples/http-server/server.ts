@@ -25,7 +25,9 @@ function adapt(handler: (request: Request) => Promise<Response>) {
     const hasBody = req.method !== "GET" && req.method !== "HEAD";
     const request = new Request(new URL(req.url ?? "/", `http://${req.headers.host ?? "localhost"}`), {
       method: req.method!,
-      headers: Object.entries(req.headers).flatMap(([k, v]) => (v === undefined ? [] : (Array.isArray(v) ? v : [v]).map((x): [string, string] => [k, x]))),
+      headers: Object.entries(req.headers).flatMap(([k, v]) =>
+        v === undefined ? [] : (Array.isArray(v) ? v : [v]).map((x): [string, string] => [k, x]),
+      ),
       signal: gone.signal,
       ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream, duplex: "half" } : {}),
     } as RequestInit);
@@ -33,14 +35,27 @@ function adapt(handler: (request: Request) => Promise<Response>) {
     res.writeHead(response.status, [...response.headers].flat());
     // Streams the SSE body chunk by chunk; if the client disconnects, pipeline destroys the body,
     // which cancels the turn stream and with it the turn and its provider request.
-    if (response.body) await pipeline(Readable.fromWeb(response.body as import("node:stream/web").ReadableStream), res).catch(() => undefined);
+    if (response.body)
+      await pipeline(Readable.fromWeb(response.body as import("node:stream/web").ReadableStream), res).catch(
+        () => undefined,
+      );
     else res.end();
   };
 }
 
 /** Start the server. Contract: resolves once listening; `close()` stops it and closes the agent (paused turns stay paused). */
-export async function startServer(options: { home: string; provider: ModelProvider; port?: number; host?: string; stepMs?: number }): Promise<{ url: string; server: Server; close: () => Promise<void> }> {
-  const agent = await buildAgent({ home: options.home, provider: options.provider, ...(options.stepMs !== undefined ? { stepMs: options.stepMs } : {}) });
+export async function startServer(options: {
+  home: string;
+  provider: ModelProvider;
+  port?: number;
+  host?: string;
+  stepMs?: number;
+}): Promise<{ url: string; server: Server; close: () => Promise<void> }> {
+  const agent = await buildAgent({
+    home: options.home,
+    provider: options.provider,
+    ...(options.stepMs !== undefined ? { stepMs: options.stepMs } : {}),
+  });
   const server = createServer(adapt(createHandler(agent)));
   await new Promise<void>((resolve) => server.listen(options.port ?? 8787, options.host ?? "127.0.0.1", resolve));
   const address = server.address() as { port: number };
@@ -65,6 +80,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     host: process.env.HOST ?? "127.0.0.1",
     ...(process.env.DEPLOY_STEP_MS ? { stepMs: Number(process.env.DEPLOY_STEP_MS) } : {}),
   });
-  process.stdout.write(`release assistant listening on ${url} (${model ?? "offline model: try \"deploy v1.4.2\""})\n`);
-  for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void close().then(() => process.exit(0)));
+  process.stdout.write(`release assistant listening on ${url} (${model ?? 'offline model: try "deploy v1.4.2"'})\n`);
+  for (const signal of ["SIGINT", "SIGTERM"] as const)
+    process.once(signal, () => void close().then(() => process.exit(0)));
 }

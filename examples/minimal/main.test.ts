@@ -13,7 +13,9 @@ const run = promisify(execFile);
 describe("examples/minimal", () => {
   it("runs offline, streams the answer, and leaves a durable session", async () => {
     const home = mkdtempSync(join(tmpdir(), "keel-minimal-"));
-    const { stdout, stderr } = await run(process.execPath, [join(here, "main.ts")], { env: { ...process.env, KEEL_HOME: home } });
+    const { stdout, stderr } = await run(process.execPath, [join(here, "main.ts")], {
+      env: { ...process.env, KEEL_HOME: home },
+    });
     expect(stderr).toContain("offline mode");
     expect(stderr).toContain("→ list_files({})");
     expect(stderr).toContain('→ read_file({"path":"TODO.md"})');
@@ -30,11 +32,17 @@ describe("examples/minimal", () => {
       const types = events.map((e) => e.type);
       expect(types.filter((t) => t === "prompt.compiled")).toHaveLength(2);
       const user = events.find((e) => e.type === "message.appended" && e.message.role === "user");
-      expect(user && user.type === "message.appended" && user.message.content).toEqual([{ type: "text", text: "Which items of the TODO list are still open?" }]);
-      const readResult = events.find((e) => e.type === "message.appended" && e.message.role === "tool" && e.message.toolName === "read_file");
+      expect(user && user.type === "message.appended" && user.message.content).toEqual([
+        { type: "text", text: "Which items of the TODO list are still open?" },
+      ]);
+      const readResult = events.find(
+        (e) => e.type === "message.appended" && e.message.role === "tool" && e.message.toolName === "read_file",
+      );
       expect(JSON.stringify(readResult)).toContain("Provider adapters");
       const compiled = events.find((e) => e.type === "prompt.compiled");
-      expect(compiled?.type === "prompt.compiled" && compiled.manifest.context).toEqual([{ id: "workspace", domain: "workspace", chars: expect.any(Number), plugin: "workspace-context" }]);
+      expect(compiled?.type === "prompt.compiled" && compiled.manifest.context).toEqual([
+        { id: "workspace", domain: "workspace", chars: expect.any(Number), plugin: "workspace-context" },
+      ]);
       expect(types.at(-1)).toBe("turn.completed");
     } finally {
       store.close();

@@ -13,35 +13,56 @@ import { cleanEnv, onlySession, pairing, until, useWirePerScenario } from "./sup
 import { KERNEL, STACK, keel, project } from "./support/adversarial-a.ts";
 
 const { root, wire, online } = useWirePerScenario("keel-fault-adv-a-", { KEEL_EXIT_GRACE_MS: "300" });
-const offline = (home: string, extra: Record<string, string> = {}) => cleanEnv({ KEEL_HOME: home, KEEL_EXIT_GRACE_MS: "300", ...extra });
+const offline = (home: string, extra: Record<string, string> = {}) =>
+  cleanEnv({ KEEL_HOME: home, KEEL_EXIT_GRACE_MS: "300", ...extra });
 /** A config module importing the kernel's sources; `hostile()` builds a Proxy whose every trap throws. */
 const withKernel = (body: string) => `import { defineConfig, definePlugin } from ${JSON.stringify(KERNEL)};
 import { EventEmitter } from "node:events";
 const hostile = () => new Proxy(function () {}, { get() { throw new Error("trap get"); }, getPrototypeOf() { throw new Error("trap proto"); }, has() { throw new Error("trap has"); }, ownKeys() { throw new Error("trap keys"); }, getOwnPropertyDescriptor() { throw new Error("trap desc"); } });
 ${body}
 `;
-const closing = (events: readonly KeelEvent[]) => events.filter((e) => e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted");
+const closing = (events: readonly KeelEvent[]) =>
+  events.filter((e) => e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted");
 const assistantTexts = (events: readonly KeelEvent[]) =>
-  events.flatMap((e) => (e.type === "message.appended" && e.message.role === "assistant" ? [e.message.content.map((b) => (b.type === "text" ? b.text : "")).join("")] : []));
+  events.flatMap((e) =>
+    e.type === "message.appended" && e.message.role === "assistant"
+      ? [e.message.content.map((b) => (b.type === "text" ? b.text : "")).join("")]
+      : [],
+  );
 
 describe.concurrent("adversarial hangs: the wire", { timeout: 30_000 }, () => {
   it("a 429 saying x-should-retry: true with retry-after: 3600 (what the real API sends) is still not waited for", async () => {
     const server = await wire();
-    const p = project(root, "x-should-retry", `export default { name: "xsr", model: "anthropic:claude-sonnet-4-6" };\n`);
-    server.enqueue({ error: "rate_limit", retryAfter: "3600", headers: { "x-should-retry": "true" }, api: "anthropic" });
+    const p = project(
+      root,
+      "x-should-retry",
+      `export default { name: "xsr", model: "anthropic:claude-sonnet-4-6" };\n`,
+    );
+    server.enqueue({
+      error: "rate_limit",
+      retryAfter: "3600",
+      headers: { "x-should-retry": "true" },
+      api: "anthropic",
+    });
     const run = await keel(["run", "hello"], { cwd: p.dir, env: online(server, p.home), capMs: 15_000 });
     expect(run.killed, run.stderr).toBe(false);
     expect(run.code, run.stderr).toBe(1);
     expect(run.ms).toBeLessThan(8_000);
     expect(run.stderr).toMatch(/asked to wait 3600 s \(retry-after\).*cap of 30 s \(maxRetryAfterMs\); not waiting/);
     expect(server.requests).toHaveLength(1);
-    expect(closing(await onlySession(p.home))).toMatchObject([{ type: "turn.failed", verdict: { errorClass: "rate_limited" } }]);
+    expect(closing(await onlySession(p.home))).toMatchObject([
+      { type: "turn.failed", verdict: { errorClass: "rate_limited" } },
+    ]);
   });
 
   it("a retry-after given as an HTTP date an hour ahead is capped like a number of seconds", async () => {
     const server = await wire();
     const p = project(root, "retry-after-date", `export default { name: "date", model: "openai:gpt-4.1" };\n`);
-    server.enqueue({ error: "rate_limit", retryAfter: new Date(Date.now() + 3_600_000).toUTCString(), api: "responses" });
+    server.enqueue({
+      error: "rate_limit",
+      retryAfter: new Date(Date.now() + 3_600_000).toUTCString(),
+      api: "responses",
+    });
     const run = await keel(["run", "hello"], { cwd: p.dir, env: online(server, p.home), capMs: 15_000 });
     expect(run.code, run.stderr).toBe(1);
     expect(run.ms).toBeLessThan(8_000);
@@ -51,16 +72,28 @@ describe.concurrent("adversarial hangs: the wire", { timeout: 30_000 }, () => {
 
   it("a fallback chain whose first model stalls mid-text fails over; only the second model's answer is stored", async () => {
     const server = await wire();
-    const p = project(root, "chain-stall-mid-text", `export default { name: "chain", model: [{ model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 300, streamRetries: 0 }, "openai:gpt-4.1"] };\n`);
-    server.enqueue({ text: "alpha beta gamma delta", chunks: 4, fault: { type: "hang", afterEvents: 5 }, api: "anthropic" }, { text: "Second model answered.", api: "responses" });
+    const p = project(
+      root,
+      "chain-stall-mid-text",
+      `export default { name: "chain", model: [{ model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 300, streamRetries: 0 }, "openai:gpt-4.1"] };\n`,
+    );
+    server.enqueue(
+      { text: "alpha beta gamma delta", chunks: 4, fault: { type: "hang", afterEvents: 5 }, api: "anthropic" },
+      { text: "Second model answered.", api: "responses" },
+    );
     const run = await keel(["run", "hello"], { cwd: p.dir, env: online(server, p.home) });
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(8_000);
     expect(run.stdout).toContain("alpha");
     expect(run.stdout).toContain("Second model answered.");
     expect(run.stderr).toMatch(/stalled \(no event for 300 ms\)/);
-    expect(run.stderr).toMatch(/failed \(timeout\); frozen for \d+ ms\. Trying openai:gpt-4\.1\. Deltas so far are void\./);
-    expect(server.requests.map((r) => `${r.api}:${r.outcome}`)).toEqual(["anthropic:client_closed", "responses:completed"]);
+    expect(run.stderr).toMatch(
+      /failed \(timeout\); frozen for \d+ ms\. Trying openai:gpt-4\.1\. Deltas so far are void\./,
+    );
+    expect(server.requests.map((r) => `${r.api}:${r.outcome}`)).toEqual([
+      "anthropic:client_closed",
+      "responses:completed",
+    ]);
     const events = await onlySession(p.home);
     expect(assistantTexts(events)).toEqual(["Second model answered."]);
     expect(closing(events).map((e) => e.type)).toEqual(["turn.completed"]);
@@ -68,8 +101,17 @@ describe.concurrent("adversarial hangs: the wire", { timeout: 30_000 }, () => {
 
   it("a Chat Completions stream that sends tokens then stalls is cut by idleTimeoutMs; nothing partial is stored", async () => {
     const server = await wire();
-    const p = project(root, "chat-stall", `export default { name: "compat", model: { model: "openai-compatible:local-model", idleTimeoutMs: 300, streamRetries: 0 } };\n`);
-    server.enqueue({ text: "one two three four five six", chunks: 6, fault: { type: "hang", afterEvents: 3 }, api: "chat" });
+    const p = project(
+      root,
+      "chat-stall",
+      `export default { name: "compat", model: { model: "openai-compatible:local-model", idleTimeoutMs: 300, streamRetries: 0 } };\n`,
+    );
+    server.enqueue({
+      text: "one two three four five six",
+      chunks: 6,
+      fault: { type: "hang", afterEvents: 3 },
+      api: "chat",
+    });
     const run = await keel(["run", "hello"], { cwd: p.dir, env: online(server, p.home) });
     expect(run.code, run.stderr).toBe(1);
     expect(run.ms).toBeLessThan(8_000);
@@ -80,25 +122,47 @@ describe.concurrent("adversarial hangs: the wire", { timeout: 30_000 }, () => {
     expect(server.requests[0]!.outcome).toBe("client_closed");
     const events = await onlySession(p.home);
     expect(assistantTexts(events)).toEqual([]);
-    expect(closing(events)).toMatchObject([{ type: "turn.failed", verdict: { reason: "provider_error", errorClass: "timeout" } }]);
+    expect(closing(events)).toMatchObject([
+      { type: "turn.failed", verdict: { reason: "provider_error", errorClass: "timeout" } },
+    ]);
   });
 
   it("`keel chat`: a stream that stalls, then /exit, leaves within the idle timeout with the turn closed once", async () => {
     const server = await wire();
-    const p = project(root, "chat-exit", `export default { name: "chat", model: { model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 400, streamRetries: 0 } };\n`);
-    server.enqueue({ text: "alpha beta gamma delta", chunks: 4, fault: { type: "hang", afterEvents: 4 }, api: "anthropic" });
-    const run = await keel(["chat"], { cwd: p.dir, env: online(server, p.home), stdin: ["hello", "/exit"], endStdin: false, capMs: 15_000 });
+    const p = project(
+      root,
+      "chat-exit",
+      `export default { name: "chat", model: { model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 400, streamRetries: 0 } };\n`,
+    );
+    server.enqueue({
+      text: "alpha beta gamma delta",
+      chunks: 4,
+      fault: { type: "hang", afterEvents: 4 },
+      api: "anthropic",
+    });
+    const run = await keel(["chat"], {
+      cwd: p.dir,
+      env: online(server, p.home),
+      stdin: ["hello", "/exit"],
+      endStdin: false,
+      capMs: 15_000,
+    });
     expect(run.killed, run.stderr).toBe(false);
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(8_000);
     expect(run.stderr).toContain("keel: failed (provider_error)");
-    expect(closing(await onlySession(p.home))).toMatchObject([{ type: "turn.failed", verdict: { errorClass: "timeout" } }]);
+    expect(closing(await onlySession(p.home))).toMatchObject([
+      { type: "turn.failed", verdict: { errorClass: "timeout" } },
+    ]);
   });
 });
 
 describe.concurrent("adversarial hangs: wall time and signals", { timeout: 30_000 }, () => {
   it("limits.wallTimeMs cuts a parallel tool group: the fast call keeps its result, the others are cancelled, every call paired once", async () => {
-    const p = project(root, "wall-parallel", withKernel(`export default defineConfig({
+    const p = project(
+      root,
+      "wall-parallel",
+      withKernel(`export default defineConfig({
   name: "wall-par",
   limits: { wallTimeMs: 800 },
   tools: [
@@ -107,7 +171,8 @@ describe.concurrent("adversarial hangs: wall time and signals", { timeout: 30_00
     { name: "polite", description: "honours its signal", execute: (_a, { signal }) => new Promise((r) => { const t = setTimeout(() => r("late"), 60_000); signal.addEventListener("abort", () => { clearTimeout(t); r("aborted politely"); }); }) },
   ],
   offline: { script: [{ toolCalls: [{ id: "a", name: "fast", args: {} }, { id: "b", name: "stubborn", args: {} }, { id: "c", name: "polite", args: {} }] }, { text: "never" }] },
-});`));
+});`),
+    );
     const run = await keel(["run", "go"], { cwd: p.dir, env: offline(p.home) });
     expect(run.killed).toBe(false);
     expect(run.code, run.stderr).toBe(1);
@@ -120,12 +185,18 @@ describe.concurrent("adversarial hangs: wall time and signals", { timeout: 30_00
     expect(paired.texts.get("a")).toBe("fast done");
     expect(paired.texts.get("b")).toContain("wall-time limit ran out");
     expect(paired.texts.get("c")).toContain("wall-time limit ran out");
-    expect(closing(events)).toMatchObject([{ type: "turn.completed", verdict: { status: "stopped", reason: "wall_time" } }]);
+    expect(closing(events)).toMatchObject([
+      { type: "turn.completed", verdict: { status: "stopped", reason: "wall_time" } },
+    ]);
   });
 
   it("a session.start handler that never settles, with a huge timeoutMs, cannot hold the session: limits.wallTimeMs caps it, the turn runs, the process exits", async () => {
-    const p = project(root, "session-start-stuck", withKernel(`const p = definePlugin({ name: "sticky-start", version: "1.0.0", setup(ctx) { ctx.on("session.start", () => new Promise(() => { setInterval(() => {}, 1_000); }), { timeoutMs: 1e9 }); } });
-export default defineConfig({ name: "ss", plugins: [p], limits: { wallTimeMs: 700 }, offline: { script: [{ text: "served anyway" }] } });`));
+    const p = project(
+      root,
+      "session-start-stuck",
+      withKernel(`const p = definePlugin({ name: "sticky-start", version: "1.0.0", setup(ctx) { ctx.on("session.start", () => new Promise(() => { setInterval(() => {}, 1_000); }), { timeoutMs: 1e9 }); } });
+export default defineConfig({ name: "ss", plugins: [p], limits: { wallTimeMs: 700 }, offline: { script: [{ text: "served anyway" }] } });`),
+    );
     const run = await keel(["run", "hi"], { cwd: p.dir, env: offline(p.home), capMs: 15_000 });
     expect(run.killed, run.stderr).toBe(false);
     expect(run.code, run.stderr).toBe(0);
@@ -134,17 +205,27 @@ export default defineConfig({ name: "ss", plugins: [p], limits: { wallTimeMs: 70
     expect(run.stderr).toContain('KEEL_HANDLER_TIMEOUT (plugin "sticky-start", phase "session.start")');
     expect(run.stderr).toMatch(/still running: handler sticky-start:session\.start/);
     const events = await onlySession(p.home);
-    expect(events.find((e) => e.type === "diagnostic" && e.code === "KEEL_HANDLER_TIMEOUT")).toMatchObject({ plugin: "sticky-start", phase: "session.start" });
+    expect(events.find((e) => e.type === "diagnostic" && e.code === "KEEL_HANDLER_TIMEOUT")).toMatchObject({
+      plugin: "sticky-start",
+      phase: "session.start",
+    });
     expect(closing(events).map((e) => e.type)).toEqual(["turn.completed"]);
   });
 
   it("SIGTERM during a turn cancels it: exit 143, the turn recorded interrupted once, no stack trace", async () => {
-    const p = project(root, "sigterm-run", withKernel(`export default defineConfig({ name: "term", offline: { script: [{ hang: true }] } });`));
+    const p = project(
+      root,
+      "sigterm-run",
+      withKernel(`export default defineConfig({ name: "term", offline: { script: [{ hang: true }] } });`),
+    );
     let sentAt = 0;
     const run = await keel(["run", "--json", "hello"], {
       cwd: p.dir,
       env: offline(p.home),
-      during: (l) => until(() => l.stdout().includes('"prompt.compiled"')).then(() => ((sentAt = performance.now()), l.child.kill("SIGTERM"))),
+      during: (l) =>
+        until(() => l.stdout().includes('"prompt.compiled"')).then(
+          () => ((sentAt = performance.now()), l.child.kill("SIGTERM")),
+        ),
     });
     expect(run.duringError).toBeUndefined();
     expect(sentAt).toBeGreaterThan(0);
@@ -153,11 +234,17 @@ export default defineConfig({ name: "ss", plugins: [p], limits: { wallTimeMs: 70
     expect(performance.now() - sentAt).toBeLessThan(5_000);
     expect(run.stderr).toContain("terminated (SIGTERM); cancelling the turn");
     expect(run.stderr).not.toMatch(STACK);
-    expect(closing(await onlySession(p.home))).toMatchObject([{ type: "turn.interrupted", verdict: { reason: "aborted" } }]);
+    expect(closing(await onlySession(p.home))).toMatchObject([
+      { type: "turn.interrupted", verdict: { reason: "aborted" } },
+    ]);
   });
 
   it("SIGTERM during `keel chat` ends the running turn (interrupted) and the chat: exit 143", async () => {
-    const p = project(root, "sigterm-chat", withKernel(`export default defineConfig({ name: "chat-term", offline: { script: [{ hang: true }] } });`));
+    const p = project(
+      root,
+      "sigterm-chat",
+      withKernel(`export default defineConfig({ name: "chat-term", offline: { script: [{ hang: true }] } });`),
+    );
     const run = await keel(["chat", "--json"], {
       cwd: p.dir,
       env: offline(p.home),
@@ -172,15 +259,22 @@ export default defineConfig({ name: "ss", plugins: [p], limits: { wallTimeMs: 70
   });
 
   it("SIGTERM or SIGINT while closing (a background handler holds the grace) exits at once; the completed turn stays completed", async () => {
-    const body = withKernel(`const p = definePlugin({ name: "lingerer", version: "1.0.0", setup(ctx) { ctx.on("turn.post_turn", () => new Promise(() => { setInterval(() => {}, 1_000); }), { await: "background" }); } });
+    const body =
+      withKernel(`const p = definePlugin({ name: "lingerer", version: "1.0.0", setup(ctx) { ctx.on("turn.post_turn", () => new Promise(() => { setInterval(() => {}, 1_000); }), { await: "background" }); } });
 export default defineConfig({ name: "grace", plugins: [p], offline: { script: [{ text: "answered" }] } });`);
-    for (const [signal, code] of [["SIGTERM", 143], ["SIGINT", 130]] as const) {
+    for (const [signal, code] of [
+      ["SIGTERM", 143],
+      ["SIGINT", 130],
+    ] as const) {
       const p = project(root, `close-${signal}`, body);
       let sentAt = 0;
       const run = await keel(["run", "hi"], {
         cwd: p.dir,
         env: offline(p.home, { KEEL_EXIT_GRACE_MS: "30000" }),
-        during: (l) => until(() => l.stderr().includes("completed (end_turn)")).then(() => ((sentAt = performance.now()), l.child.kill(signal))),
+        during: (l) =>
+          until(() => l.stderr().includes("completed (end_turn)")).then(
+            () => ((sentAt = performance.now()), l.child.kill(signal)),
+          ),
       });
       expect(run.duringError).toBeUndefined();
       expect(run.code, run.stderr).toBe(code);
@@ -192,41 +286,66 @@ export default defineConfig({ name: "grace", plugins: [p], offline: { script: [{
   });
 });
 
-describe.concurrent("adversarial crashes: hostile values from plugin, tool and provider code", { timeout: 30_000 }, () => {
+describe.concurrent("adversarial crashes: hostile values from plugin, tool and provider code", {
+  timeout: 30_000,
+}, () => {
   it("a handler that throws a Proxy whose every trap throws: a KEEL_HANDLER_THREW diagnostic naming the plugin, the turn completes once", async () => {
-    const p = project(root, "throw-proxy", withKernel(`const p = definePlugin({ name: "hostile-thrower", version: "1.0.0", setup(ctx) { ctx.on("round.pre_request", () => { throw hostile(); }); } });
-export default defineConfig({ name: "h", plugins: [p], offline: { script: [{ text: "still fine" }] } });`));
+    const p = project(
+      root,
+      "throw-proxy",
+      withKernel(`const p = definePlugin({ name: "hostile-thrower", version: "1.0.0", setup(ctx) { ctx.on("round.pre_request", () => { throw hostile(); }); } });
+export default defineConfig({ name: "h", plugins: [p], offline: { script: [{ text: "still fine" }] } });`),
+    );
     const run = await keel(["run", "hi"], { cwd: p.dir, env: offline(p.home) });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain("still fine");
     expect(run.stderr).toContain('KEEL_HANDLER_THREW (plugin "hostile-thrower", phase "round.pre_request")');
     expect(run.stderr).not.toMatch(STACK);
     const events = await onlySession(p.home);
-    expect(events.find((e) => e.type === "diagnostic" && e.code === "KEEL_HANDLER_THREW")).toMatchObject({ plugin: "hostile-thrower" });
+    expect(events.find((e) => e.type === "diagnostic" && e.code === "KEEL_HANDLER_THREW")).toMatchObject({
+      plugin: "hostile-thrower",
+    });
     expect(closing(events).map((e) => e.type)).toEqual(["turn.completed"]);
   });
 
   it("a required handler that throws such a Proxy fails the turn (phase_failed, naming the plugin), closed once, exit 1", async () => {
-    const p = project(root, "throw-proxy-required", withKernel(`const p = definePlugin({ name: "strict-hostile", version: "1.0.0", setup(ctx) { ctx.on("round.pre_request", () => { throw hostile(); }, { failure: "required" }); } });
-export default defineConfig({ name: "h", plugins: [p], offline: { script: [{ text: "never" }] } });`));
+    const p = project(
+      root,
+      "throw-proxy-required",
+      withKernel(`const p = definePlugin({ name: "strict-hostile", version: "1.0.0", setup(ctx) { ctx.on("round.pre_request", () => { throw hostile(); }, { failure: "required" }); } });
+export default defineConfig({ name: "h", plugins: [p], offline: { script: [{ text: "never" }] } });`),
+    );
     const run = await keel(["run", "hi"], { cwd: p.dir, env: offline(p.home) });
     expect(run.code, run.stderr).toBe(1);
     expect(run.stderr).toContain('KEEL_PHASE_FAILED (plugin "strict-hostile", phase "round.pre_request")');
     expect(run.stderr).not.toMatch(STACK);
-    expect(closing(await onlySession(p.home))).toMatchObject([{ type: "turn.failed", verdict: { reason: "phase_failed", code: "KEEL_PHASE_FAILED" } }]);
+    expect(closing(await onlySession(p.home))).toMatchObject([
+      { type: "turn.failed", verdict: { reason: "phase_failed", code: "KEEL_PHASE_FAILED" } },
+    ]);
   });
 
   it("a provider object whose stream throws such a Proxy: a classified provider failure, the turn closed once, exit 1", async () => {
-    const p = project(root, "provider-proxy", withKernel(`export default defineConfig({ name: "h", model: { id: "custom:hostile", async *stream() { throw hostile(); } } });`));
+    const p = project(
+      root,
+      "provider-proxy",
+      withKernel(
+        `export default defineConfig({ name: "h", model: { id: "custom:hostile", async *stream() { throw hostile(); } } });`,
+      ),
+    );
     const run = await keel(["run", "hi"], { cwd: p.dir, env: offline(p.home) });
     expect(run.code, run.stderr).toBe(1);
     expect(run.stderr).toContain("KEEL_PROVIDER_ERROR: custom:hostile");
     expect(run.stderr).not.toMatch(STACK);
-    expect(closing(await onlySession(p.home))).toMatchObject([{ type: "turn.failed", verdict: { reason: "provider_error", errorClass: "unknown" } }]);
+    expect(closing(await onlySession(p.home))).toMatchObject([
+      { type: "turn.failed", verdict: { reason: "provider_error", errorClass: "unknown" } },
+    ]);
   });
 
   it("tools returning a never-settling thenable, or an object nested 200,000 deep: error results, each call paired, exit 0", async () => {
-    const p = project(root, "odd-tools", withKernel(`export default defineConfig({
+    const p = project(
+      root,
+      "odd-tools",
+      withKernel(`export default defineConfig({
   name: "odd",
   toolTimeouts: { info: 400 },
   tools: [
@@ -234,7 +353,8 @@ export default defineConfig({ name: "h", plugins: [p], offline: { script: [{ tex
     { name: "deep", description: "a very deep result", execute: () => { let o = { text: "leaf" }; for (let i = 0; i < 200_000; i++) o = { c: o }; return { content: "x", extra: o }; } },
   ],
   offline: { script: [{ toolCalls: [{ id: "n1", name: "never", args: {} }, { id: "d1", name: "deep", args: {} }] }, { text: "done" }] },
-});`));
+});`),
+    );
     const run = await keel(["run", "go"], { cwd: p.dir, env: offline(p.home) });
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(8_000);
@@ -258,8 +378,12 @@ export default defineConfig({ name: "h", plugins: [p], offline: { script: [{ tex
     };
     await Promise.all(
       Object.entries(throwers).map(async ([name, code]) => {
-        const p = project(root, `fault-${name}`, withKernel(`const p = definePlugin({ name: "leaky-${name}", version: "1.0.0", setup(ctx) { ctx.on("round.pre_request", () => { ${code}; }); } });
-export default defineConfig({ name: "f", plugins: [p], offline: { script: [{ text: "late", delayMs: 400 }] } });`));
+        const p = project(
+          root,
+          `fault-${name}`,
+          withKernel(`const p = definePlugin({ name: "leaky-${name}", version: "1.0.0", setup(ctx) { ctx.on("round.pre_request", () => { ${code}; }); } });
+export default defineConfig({ name: "f", plugins: [p], offline: { script: [{ text: "late", delayMs: 400 }] } });`),
+        );
         const run = await keel(["run", "hi"], { cwd: p.dir, env: offline(p.home) });
         expect(run.code, run.stderr).toBe(1);
         expect(run.ms).toBeLessThan(8_000);
@@ -267,20 +391,28 @@ export default defineConfig({ name: "f", plugins: [p], offline: { script: [{ tex
         expect(run.stderr).toContain(`from ${name === "microtask" ? "microtask" : name}`);
         expect(run.stderr).not.toMatch(STACK);
         const events = await onlySession(p.home);
-        expect(events.filter((e) => e.type === "fault")).toMatchObject([{ code: "KEEL_PROCESS_FAULT", plugin: `leaky-${name}` }]);
-        expect(closing(events)).toMatchObject([{ type: "turn.failed", verdict: { reason: "process_fault", plugin: `leaky-${name}` } }]);
+        expect(events.filter((e) => e.type === "fault")).toMatchObject([
+          { code: "KEEL_PROCESS_FAULT", plugin: `leaky-${name}` },
+        ]);
+        expect(closing(events)).toMatchObject([
+          { type: "turn.failed", verdict: { reason: "process_fault", plugin: `leaky-${name}` } },
+        ]);
       }),
     );
   });
 
   it("handlers that try to rewrite event.history and post_turn messages change nothing the provider is sent or the log keeps", async () => {
     const server = await wire();
-    const p = project(root, "mutate-history", withKernel(`const p = definePlugin({ name: "rewriter", version: "1.0.0", setup(ctx) {
+    const p = project(
+      root,
+      "mutate-history",
+      withKernel(`const p = definePlugin({ name: "rewriter", version: "1.0.0", setup(ctx) {
   const tries = (fns) => { for (const f of fns) { try { f(); } catch {} } };
   ctx.on("round.pre_request", (e) => tries([() => e.history.push({ role: "user", content: [{ type: "text", text: "PLANTED" }] }), () => { e.history[0].content[0].text = "PLANTED"; }, () => { e.history.length = 0; }, () => Object.defineProperty(e.history, 0, { value: "PLANTED" })]));
   ctx.on("turn.post_turn", (e) => tries([() => { e.messages[0].content[0].text = "PLANTED"; }, () => e.messages.push({ role: "user", content: [{ type: "text", text: "PLANTED" }] })]));
 } });
-export default defineConfig({ name: "m", model: "anthropic:claude-sonnet-4-6", plugins: [p] });`));
+export default defineConfig({ name: "m", model: "anthropic:claude-sonnet-4-6", plugins: [p] });`),
+    );
     server.enqueue({ text: "first answer", api: "anthropic" }, { text: "second answer", api: "anthropic" });
     const first = await keel(["run", "hello there"], { cwd: p.dir, env: online(server, p.home) });
     expect(first.code, first.stderr).toBe(0);
@@ -289,14 +421,24 @@ export default defineConfig({ name: "m", model: "anthropic:claude-sonnet-4-6", p
     expect(second.code, second.stderr).toBe(0);
     expect(server.requests).toHaveLength(2);
     for (const r of server.requests) expect(JSON.stringify(r.body)).not.toContain("PLANTED");
-    expect(server.requests[1]!.body.messages.map((m: { role: string }) => m.role)).toEqual(["user", "assistant", "user"]);
+    expect(server.requests[1]!.body.messages.map((m: { role: string }) => m.role)).toEqual([
+      "user",
+      "assistant",
+      "user",
+    ]);
     const events = await onlySession(p.home);
     expect(JSON.stringify(events)).not.toContain("PLANTED");
     expect(closing(events).map((e) => e.type)).toEqual(["turn.completed", "turn.completed"]);
   });
 
   it("a tool that calls process.exit(0) mid-turn: exit 1 with a coded message naming the tool; a resume closes that turn interrupted and answers the call", async () => {
-    const p = project(root, "tool-exit", withKernel(`export default defineConfig({ name: "quitter", tools: [{ name: "quit", description: "exits the process", execute: () => { process.exit(0); } }], offline: { script: [{ toolCalls: [{ id: "q1", name: "quit", args: {} }] }, { text: "after the resume" }] } });`));
+    const p = project(
+      root,
+      "tool-exit",
+      withKernel(
+        `export default defineConfig({ name: "quitter", tools: [{ name: "quit", description: "exits the process", execute: () => { process.exit(0); } }], offline: { script: [{ toolCalls: [{ id: "q1", name: "quit", args: {} }] }, { text: "after the resume" }] } });`,
+      ),
+    );
     const run = await keel(["run", "go"], { cwd: p.dir, env: offline(p.home) });
     expect(run.code, run.stderr).toBe(1);
     expect(run.stderr).toContain('KEEL_PROCESS_FAULT (tool "quit"): Code of tool "quit" called process.exit(0)');
@@ -304,19 +446,35 @@ export default defineConfig({ name: "m", model: "anthropic:claude-sonnet-4-6", p
     const id = (await onlySession(p.home))[0]!.sessionId;
     expect(closing(await onlySession(p.home))).toEqual([]);
     // The resumed process's script starts over: its first answer calls quit again, so the resume is a fresh session run with a text-only script.
-    const resumed = project(root, "tool-exit-resume", withKernel(`export default defineConfig({ name: "quitter", offline: { script: [{ text: "after the resume" }] } });`));
+    const resumed = project(
+      root,
+      "tool-exit-resume",
+      withKernel(
+        `export default defineConfig({ name: "quitter", offline: { script: [{ text: "after the resume" }] } });`,
+      ),
+    );
     const again = await keel(["run", "--session", id, "still there?"], { cwd: resumed.dir, env: offline(p.home) });
     expect(again.code, again.stderr).toBe(0);
     const events = await onlySession(p.home);
-    expect(closing(events)).toMatchObject([{ type: "turn.interrupted", verdict: { reason: "process_exit" } }, { type: "turn.completed" }]);
+    expect(closing(events)).toMatchObject([
+      { type: "turn.interrupted", verdict: { reason: "process_exit" } },
+      { type: "turn.completed" },
+    ]);
     expect(events.find((e) => e.type === "context.repaired")).toMatchObject({ synthesizedResults: ["q1"] });
   });
 
   it("a plugin setup that throws null, or a Symbol: KEEL_PLUGIN_SETUP_FAILED naming the plugin and its index, exit 2, nothing stored", async () => {
-    for (const [name, thrown, says] of [["nully", "null", "setup() threw: null"], ["symbolic", 'Symbol("boom")', "setup() threw: Symbol(boom)"]] as const) {
-      const p = project(root, `setup-${name}`, withKernel(`const ok = definePlugin({ name: "fine", version: "1.0.0", setup() {} });
+    for (const [name, thrown, says] of [
+      ["nully", "null", "setup() threw: null"],
+      ["symbolic", 'Symbol("boom")', "setup() threw: Symbol(boom)"],
+    ] as const) {
+      const p = project(
+        root,
+        `setup-${name}`,
+        withKernel(`const ok = definePlugin({ name: "fine", version: "1.0.0", setup() {} });
 const bad = definePlugin({ name: "${name}", version: "1.0.0", setup() { throw ${thrown}; } });
-export default defineConfig({ name: "s", plugins: [ok, bad] });`));
+export default defineConfig({ name: "s", plugins: [ok, bad] });`),
+      );
       const run = await keel(["run", "hi"], { cwd: p.dir, env: offline(p.home) });
       expect(run.code, run.stderr).toBe(2);
       expect(run.stderr).toContain(`KEEL_PLUGIN_SETUP_FAILED (plugin "${name}", at plugins[1])`);
@@ -329,7 +487,10 @@ export default defineConfig({ name: "s", plugins: [ok, bad] });`));
 
 describe.concurrent("adversarial CLI hygiene", { timeout: 30_000 }, () => {
   it("a config exporting a Proxy whose getOwnPropertyDescriptor or ownKeys trap throws: KEEL_CONFIG_READ_FAILED naming the file, for run, inspect and sessions", async () => {
-    const traps = { desc: `getOwnPropertyDescriptor() { throw new Error("no descriptor for you"); }`, keys: `ownKeys() { throw new Error("no keys for you"); }` };
+    const traps = {
+      desc: `getOwnPropertyDescriptor() { throw new Error("no descriptor for you"); }`,
+      keys: `ownKeys() { throw new Error("no keys for you"); }`,
+    };
     for (const [name, trap] of Object.entries(traps)) {
       const p = project(root, `proxy-${name}`, `export default new Proxy({ name: "proxied" }, { ${trap} });\n`);
       for (const args of [["run", "hi"], ["inspect"], ["sessions", "list"]]) {
@@ -345,16 +506,23 @@ describe.concurrent("adversarial CLI hygiene", { timeout: 30_000 }, () => {
   });
 
   it("what plugin and tool code prints (console.log, process.stdout.write) goes to stderr: --json stdout stays exactly the stored events (and the live deltas), a plain run's stdout exactly the answer", async () => {
-    const p = project(root, "chatty-stdout", withKernel(`console.log("config says hi");
+    const p = project(
+      root,
+      "chatty-stdout",
+      withKernel(`console.log("config says hi");
 const p = definePlugin({ name: "chatty", version: "1.0.0", setup(ctx) { console.log("setup says hi"); ctx.on("round.pre_request", () => { console.log("handler says hi"); process.stdout.write("raw write\\n"); }); } });
-export default defineConfig({ name: "chatty", plugins: [p], tools: [{ name: "loud", description: "logs", execute: () => { console.info("tool logs"); return "ok"; } }], offline: { script: [{ toolCalls: [{ id: "c1", name: "loud", args: {} }] }, { text: "the answer" }, { toolCalls: [{ id: "c2", name: "loud", args: {} }] }, { text: "the answer" }] } });`));
+export default defineConfig({ name: "chatty", plugins: [p], tools: [{ name: "loud", description: "logs", execute: () => { console.info("tool logs"); return "ok"; } }], offline: { script: [{ toolCalls: [{ id: "c1", name: "loud", args: {} }] }, { text: "the answer" }, { toolCalls: [{ id: "c2", name: "loud", args: {} }] }, { text: "the answer" }] } });`),
+    );
     const json = await keel(["run", "--json", "hi"], { cwd: p.dir, env: offline(p.home) });
     expect(json.code, json.stderr).toBe(0);
     const lines = json.stdout.trimEnd().split("\n");
-    const parsed = lines.map((l) => JSON.parse(l) as { type: string; seq?: number }).filter((e) => e.seq !== undefined || e.type !== "model.delta");
+    const parsed = lines
+      .map((l) => JSON.parse(l) as { type: string; seq?: number })
+      .filter((e) => e.seq !== undefined || e.type !== "model.delta");
     const stored = await onlySession(p.home);
     expect(parsed.map((e) => e.type)).toEqual(stored.map((e) => e.type));
-    for (const said of ["config says hi", "setup says hi", "handler says hi", "raw write", "tool logs"]) expect(json.stderr).toContain(said);
+    for (const said of ["config says hi", "setup says hi", "handler says hi", "raw write", "tool logs"])
+      expect(json.stderr).toContain(said);
     const plain = await keel(["run", "--new", "hi"], { cwd: p.dir, env: offline(p.home) });
     expect(plain.code, plain.stderr).toBe(0);
     expect(plain.stdout).toBe("the answer\n");
@@ -378,7 +546,11 @@ export default defineConfig({ name: "chatty", plugins: [p], tools: [{ name: "lou
     const p = project(root, "non-utf8", `export default { name: "bytes", model: "anthropic:claude-sonnet-4-6" };\n`);
     server.enqueue({ text: "got it", api: "anthropic" });
     // "hi" + 0xFF 0xFE (never UTF-8) + 0xC3 "(" (a cut sequence) + 0xED 0xA0 0x80 (an encoded lone surrogate)
-    const run = await keel(["run"], { cwd: p.dir, env: online(server, p.home), rawArgs: [Buffer.from([0x68, 0x69, 0xff, 0xfe, 0xc3, 0x28, 0xed, 0xa0, 0x80])] });
+    const run = await keel(["run"], {
+      cwd: p.dir,
+      env: online(server, p.home),
+      rawArgs: [Buffer.from([0x68, 0x69, 0xff, 0xfe, 0xc3, 0x28, 0xed, 0xa0, 0x80])],
+    });
     expect(run.code, run.stderr).toBe(0);
     const sent = JSON.stringify(server.requests[0]!.body.messages);
     expect(sent).toContain("hi\uFFFD");
@@ -387,7 +559,11 @@ export default defineConfig({ name: "chatty", plugins: [p], tools: [{ name: "lou
     const input = (events.find((e) => e.type === "turn.started") as { input: string }).input;
     expect(input.startsWith("hi\uFFFD")).toBe(true);
     expect(input).not.toMatch(/\p{Cs}/u);
-    const bad = await keel(["run", "--session"], { cwd: p.dir, env: online(server, p.home), rawArgs: [Buffer.from([0xff, 0xfe]), Buffer.from("hi")] });
+    const bad = await keel(["run", "--session"], {
+      cwd: p.dir,
+      env: online(server, p.home),
+      rawArgs: [Buffer.from([0xff, 0xfe]), Buffer.from("hi")],
+    });
     expect(bad.code, bad.stderr).toBe(2);
     expect(bad.stderr).toContain("KEEL_SESSION_NOT_FOUND");
     expect(bad.stderr).not.toMatch(STACK);

@@ -39,19 +39,29 @@ afterAll(async () => {
 });
 
 /** Random base62 (a realistic key body; no key literal in the repository). */
-const rnd = (n: number) => [...randomBytes(n)].map((b) => "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"[b % 62]).join("");
+const rnd = (n: number) =>
+  [...randomBytes(n)].map((b) => "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"[b % 62]).join("");
 
 function userTexts(home: string): string[] {
   const db = new DatabaseSync(join(home, "sessions.sqlite"), { readOnly: true });
   try {
-    const rows = db.prepare("SELECT data FROM events WHERE type = 'message.appended' ORDER BY seq").all() as Array<{ data: string }>;
-    return rows.map((r) => JSON.parse(r.data).message).filter((m: { role: string }) => m.role === "user").map((m: { content: Array<{ text?: string }> }) => m.content.map((b) => b.text ?? "").join(""));
+    const rows = db.prepare("SELECT data FROM events WHERE type = 'message.appended' ORDER BY seq").all() as Array<{
+      data: string;
+    }>;
+    return rows
+      .map((r) => JSON.parse(r.data).message)
+      .filter((m: { role: string }) => m.role === "user")
+      .map((m: { content: Array<{ text?: string }> }) => m.content.map((b) => b.text ?? "").join(""));
   } finally {
     db.close();
   }
 }
 
-const MODELS = { anthropic: "anthropic:claude-sonnet-4-6", chat: "openai-compatible:gpt-4o", responses: "openai:gpt-4.1" } as const;
+const MODELS = {
+  anthropic: "anthropic:claude-sonnet-4-6",
+  chat: "openai-compatible:gpt-4o",
+  responses: "openai:gpt-4.1",
+} as const;
 
 describe("adversarial: broken Unicode", () => {
   it("a stream that cuts every surrogate pair between two SSE events (Anthropic, Chat Completions, Responses): keel prints and stores each emoji whole, never as two U+FFFD", async () => {
@@ -72,7 +82,20 @@ describe("adversarial: broken Unicode", () => {
 
   it("tool arguments whose emoji straddle two argument deltas, with a lone surrogate too, come back to the provider well-formed: the pair whole, the lone half as U+FFFD", async () => {
     const { p, server } = await world();
-    server.enqueue({ toolCalls: [{ name: "post", args: { url: "https://example.com/🎉", data: `party 😀 then half ${"\ud83d"} end` }, chunks: 9 }], splitPairs: true, api: "anthropic" }, { text: "Posted.", api: "anthropic" });
+    server.enqueue(
+      {
+        toolCalls: [
+          {
+            name: "post",
+            args: { url: "https://example.com/🎉", data: `party 😀 then half ${"\ud83d"} end` },
+            chunks: 9,
+          },
+        ],
+        splitPairs: true,
+        api: "anthropic",
+      },
+      { text: "Posted.", api: "anthropic" },
+    );
     const run = await keel(p, server, ["post it"]);
     expect(run.code, run.stderr).toBe(0);
     const reqs = server.requests;
@@ -86,24 +109,46 @@ describe("adversarial: broken Unicode", () => {
   it("a plugin's side call through complete() with its own model (the docs' pattern) is repaired too: a lone surrogate in the user's input never reaches that provider", async () => {
     const server = await startWireServer({ onEmpty: () => ({ text: "a summary" }) });
     servers.push(server);
-    const own = anthropicProvider({ model: "claude-haiku-4-5", apiKey: "sk-test", baseURL: server.anthropicBaseURL, maxRetries: 0 });
+    const own = anthropicProvider({
+      model: "claude-haiku-4-5",
+      apiKey: "sk-test",
+      baseURL: server.anthropicBaseURL,
+      maxRetries: 0,
+    });
     const summaries: string[] = [];
     const failures: string[] = [];
     const summarizer = definePlugin({
       name: "summarizer",
       version: "1.0.0",
       setup(ctx) {
-        ctx.on("turn.post_turn", async (event, hook) => {
-          try {
-            const r = await complete(own, { system: "Summarize.", messages: [{ role: "user", content: [{ type: "text", text: event.input }] }], options: { maxTokens: 50 } }, { signal: hook.signal });
-            summaries.push(r.text);
-          } catch (err) {
-            failures.push(String(err));
-          }
-        }, { await: "blocking", timeoutMs: 5_000 });
+        ctx.on(
+          "turn.post_turn",
+          async (event, hook) => {
+            try {
+              const r = await complete(
+                own,
+                {
+                  system: "Summarize.",
+                  messages: [{ role: "user", content: [{ type: "text", text: event.input }] }],
+                  options: { maxTokens: 50 },
+                },
+                { signal: hook.signal },
+              );
+              summaries.push(r.text);
+            } catch (err) {
+              failures.push(String(err));
+            }
+          },
+          { await: "blocking", timeoutMs: 5_000 },
+        );
       },
     });
-    const agent = await createAgent({ provider: scriptedProvider([{ text: "ok" }]), store: new MemorySessionStore(), sideModel: false, plugins: [summarizer] });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "ok" }]),
+      store: new MemorySessionStore(),
+      sideModel: false,
+      plugins: [summarizer],
+    });
     const session = await agent.session();
     await session.run(`pasted from a broken terminal: ${"\ud83d"} and ${"\ude00"} here`);
     await agent.close();
@@ -128,7 +173,15 @@ describe("adversarial: secrets and isolation", () => {
   it("a GitHub token in a tool call's `data` argument (and under an `id` key inside it) is in no file under KEEL_HOME", async () => {
     const { p, server } = await world();
     const gh = `ghp_${rnd(36)}`;
-    server.enqueue({ toolCalls: [{ name: "post", args: { url: "https://api.example.com/hooks", data: `token=${gh}`, headers: { id: gh } } }], api: "anthropic" }, { text: "Posted.", api: "anthropic" });
+    server.enqueue(
+      {
+        toolCalls: [
+          { name: "post", args: { url: "https://api.example.com/hooks", data: `token=${gh}`, headers: { id: gh } } },
+        ],
+        api: "anthropic",
+      },
+      { text: "Posted.", api: "anthropic" },
+    );
     const run = await keel(p, server, ["post the hook"]);
     expect(run.code, run.stderr).toBe(0);
     expect(JSON.stringify(server.requests[1]!.body)).toContain(gh); // the live turn had it
@@ -144,16 +197,29 @@ describe("adversarial: secrets and isolation", () => {
       name: "chatty",
       version: "1.0.0",
       setup(ctx) {
-        ctx.on("turn.pre_prompt_context", () => ({ kind: "diagnostic", level: "warn", code: "CHATTY_UPSTREAM", message: "upstream answered 401", data: { request: { headers: { authorization: `Bearer ${token}` } }, signature: key, id: key } }));
+        ctx.on("turn.pre_prompt_context", () => ({
+          kind: "diagnostic",
+          level: "warn",
+          code: "CHATTY_UPSTREAM",
+          message: "upstream answered 401",
+          data: { request: { headers: { authorization: `Bearer ${token}` } }, signature: key, id: key },
+        }));
       },
     });
     const store = new SqliteSessionStore({ path: join(dir, "sessions.sqlite") });
-    const agent = await createAgent({ provider: scriptedProvider([{ text: "ok" }]), store, sideModel: false, plugins: [chatty] });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "ok" }]),
+      store,
+      sideModel: false,
+      plugins: [chatty],
+    });
     const session = await agent.session();
     await session.run("hello");
     await agent.close();
     const db = new DatabaseSync(join(dir, "sessions.sqlite"), { readOnly: true });
-    const diag = (db.prepare("SELECT data FROM events WHERE data LIKE '%CHATTY_UPSTREAM%'").all() as Array<{ data: string }>).map((r) => r.data);
+    const diag = (
+      db.prepare("SELECT data FROM events WHERE data LIKE '%CHATTY_UPSTREAM%'").all() as Array<{ data: string }>
+    ).map((r) => r.data);
     db.close();
     expect(diag.length).toBeGreaterThan(0);
     expect(filesContaining(dir, [token, key, key.slice(14)])).toEqual([]);
@@ -174,7 +240,7 @@ describe("adversarial: secrets and isolation", () => {
       "        if passwd:",
       "            env['PGPASSWORD'] = str(passwd)",
       "`PGPASSWORD` is not set if password is empty.",
-      "Token Counting (`POST /v1/messages/count_tokens`), token_endpoint: \"https://slack.com/api/oauth.v2.access\"",
+      'Token Counting (`POST /v1/messages/count_tokens`), token_endpoint: "https://slack.com/api/oauth.v2.access"',
       "thinking: budget_tokens=10000, max_tokens=16000. The token is short-lived and not auto-refreshed.",
       "commit 3f2a9b0c4d5e6f708192a3b4c5d6e7f8091a2b3c, request 123e4567-e89b-12d3-a456-426614174000",
     ];
@@ -197,7 +263,9 @@ describe("adversarial: secrets and isolation", () => {
     server.enqueue({ text: "Noted.", api: "anthropic" });
     const run = await keel(p, server, [input]);
     expect(run.code, run.stderr).toBe(0);
-    expect(filesContaining(p.home, [pw, redis, oauth.slice(5), encodeURIComponent(S.awsSecret), S.awsSecret])).toEqual([]);
+    expect(filesContaining(p.home, [pw, redis, oauth.slice(5), encodeURIComponent(S.awsSecret), S.awsSecret])).toEqual(
+      [],
+    );
     const [stored] = userTexts(p.home);
     expect(stored).toContain("config.ini has db_password=[REDACTED:");
     expect(stored).toContain("&region=eu-west-1");
@@ -210,31 +278,75 @@ describe("adversarial: secrets and isolation", () => {
     const azure = randomBytes(64).toString("base64");
     const session = rnd(32);
     const django = `django-insecure-${rnd(40)}`;
-    const env = ["APP_NAME=billing", "PORT=8080", `SESSION_SECRET=${session}`, `DJANGO_SECRET_KEY='${django}'`, `STRIPE_KEY=${S.stripe}`].join("\n");
-    const sa = JSON.stringify({ type: "service_account", project_id: "acme-prod", private_key_id: keyId, private_key: pem, client_email: "ci@acme-prod.iam.gserviceaccount.com" }, null, 2);
+    const env = [
+      "APP_NAME=billing",
+      "PORT=8080",
+      `SESSION_SECRET=${session}`,
+      `DJANGO_SECRET_KEY='${django}'`,
+      `STRIPE_KEY=${S.stripe}`,
+    ].join("\n");
+    const sa = JSON.stringify(
+      {
+        type: "service_account",
+        project_id: "acme-prod",
+        private_key_id: keyId,
+        private_key: pem,
+        client_email: "ci@acme-prod.iam.gserviceaccount.com",
+      },
+      null,
+      2,
+    );
     const conn = `DefaultEndpointsProtocol=https;AccountName=acmestore;AccountKey=${azure};EndpointSuffix=core.windows.net`;
     server.enqueue({ text: "Set up.", api: "anthropic" });
-    const run = await keel(p, server, [`Here is my .env:\n${env}\n\nthe service account:\n${sa}\n\nand storage: ${conn}`]);
+    const run = await keel(p, server, [
+      `Here is my .env:\n${env}\n\nthe service account:\n${sa}\n\nand storage: ${conn}`,
+    ]);
     expect(run.code, run.stderr).toBe(0);
     const pemLine = pem.split("\n")[1]!;
-    expect(filesContaining(p.home, [session, django, S.stripe, keyId, pemLine.slice(0, 40), JSON.stringify(pemLine).slice(1, 40), azure.slice(0, 40)])).toEqual([]);
+    expect(
+      filesContaining(p.home, [
+        session,
+        django,
+        S.stripe,
+        keyId,
+        pemLine.slice(0, 40),
+        JSON.stringify(pemLine).slice(1, 40),
+        azure.slice(0, 40),
+      ]),
+    ).toEqual([]);
     const [stored] = userTexts(p.home);
-    for (const kept of ["APP_NAME=billing", "PORT=8080", '"project_id": "acme-prod"', "ci@acme-prod.iam.gserviceaccount.com", "AccountName=acmestore", "EndpointSuffix=core.windows.net"]) expect(stored).toContain(kept);
+    for (const kept of [
+      "APP_NAME=billing",
+      "PORT=8080",
+      '"project_id": "acme-prod"',
+      "ci@acme-prod.iam.gserviceaccount.com",
+      "AccountName=acmestore",
+      "EndpointSuffix=core.windows.net",
+    ])
+      expect(stored).toContain(kept);
   });
 
   it("the scanner's false-positive fixes keep its catches: a key after a path-like word, base64 of a key, and a password in a URL are still redacted", () => {
     const gh = `ghp_${rnd(36)}`;
     expect(redact(`secret: ${rnd(24)}/${rnd(20)}`)).toMatch(/^secret: \[REDACTED:/);
-    expect(redact(`auth blob ${Buffer.from(gh).toString("base64")}`)).not.toContain(Buffer.from(gh).toString("base64").slice(0, 30));
+    expect(redact(`auth blob ${Buffer.from(gh).toString("base64")}`)).not.toContain(
+      Buffer.from(gh).toString("base64").slice(0, 30),
+    );
     expect(redact(`postgres://app:${rnd(14)}@db.internal/app`)).toContain("[REDACTED:");
-    expect(redact("http://user:${PASSWORD}@example.com and http://user:pass@example.com")).toBe("http://user:${PASSWORD}@example.com and http://user:pass@example.com");
+    expect(redact("http://user:${PASSWORD}@example.com and http://user:pass@example.com")).toBe(
+      "http://user:${PASSWORD}@example.com and http://user:pass@example.com",
+    );
   });
 });
 
 describe("adversarial: unbounded input", () => {
   it("a tool result of 40 images of 1 MB: the request carries at most limits.maxToolResultImageBytes (5,000,000) of images, each dropped one leaves a note, and the next turn stays small", async () => {
     const { p, server } = await world();
-    server.enqueue({ toolCalls: [{ name: "image", args: {} }], api: "anthropic" }, { text: "Seen.", api: "anthropic" }, { text: "Still here.", api: "anthropic" });
+    server.enqueue(
+      { toolCalls: [{ name: "image", args: {} }], api: "anthropic" },
+      { text: "Seen.", api: "anthropic" },
+      { text: "Still here.", api: "anthropic" },
+    );
     const first = await keel(p, server, ["show the screenshots"], { FAULT_IMAGES: "40", FAULT_IMAGE_MB: "1" });
     expect(first.code, first.stderr).toBe(0);
     const size = (i: number) => JSON.stringify(server.requests[i]!.body).length;
@@ -242,7 +354,11 @@ describe("adversarial: unbounded input", () => {
     expect(size(1)).toBeLessThan(5_300_000);
     const sent = JSON.stringify(server.requests[1]!.body.messages);
     expect(sent.match(/"type":"image"/g)).toHaveLength(4);
-    expect(sent.match(/was dropped from this tool result: its images may hold 5000000 bytes in all \(limits\.maxToolResultImageBytes\)/g)).toHaveLength(36);
+    expect(
+      sent.match(
+        /was dropped from this tool result: its images may hold 5000000 bytes in all \(limits\.maxToolResultImageBytes\)/g,
+      ),
+    ).toHaveLength(36);
     const session = /session (\S+)/.exec(first.stderr)![1]!;
     const second = await keel(p, server, ["--session", session, "and now?"]);
     expect(second.code, second.stderr).toBe(0);
@@ -251,18 +367,26 @@ describe("adversarial: unbounded input", () => {
 
   it("a single 12 MB screenshot is dropped with a note under a configured limits.maxToolResultImageBytes; the turn completes", async () => {
     const { p, server } = await world();
-    server.enqueue({ toolCalls: [{ name: "image", args: {} }], api: "anthropic" }, { text: "No image.", api: "anthropic" });
+    server.enqueue(
+      { toolCalls: [{ name: "image", args: {} }], api: "anthropic" },
+      { text: "No image.", api: "anthropic" },
+    );
     const run = await keel(p, server, ["show it"], { FAULT_IMAGE_MB: "12", FAULT_MAX_IMAGE: "3000000" });
     expect(run.code, run.stderr).toBe(0);
     const body = JSON.stringify(server.requests[1]!.body);
     expect(body.length).toBeLessThan(100_000);
     expect(body).toContain("the screenshot:");
-    expect(body).toMatch(/an image \(image\/png, 12582912 bytes\) was dropped from this tool result: its images may hold 3000000 bytes/);
+    expect(body).toMatch(
+      /an image \(image\/png, 12582912 bytes\) was dropped from this tool result: its images may hold 3000000 bytes/,
+    );
   });
 
   it("a 20 MB tool result in 50,000 small text blocks is capped like one block: head, tail and the count of what was cut", async () => {
     const { p, server } = await world();
-    server.enqueue({ toolCalls: [{ name: "blocks", args: {} }], api: "anthropic" }, { text: "Many blocks.", api: "anthropic" });
+    server.enqueue(
+      { toolCalls: [{ name: "blocks", args: {} }], api: "anthropic" },
+      { text: "Many blocks.", api: "anthropic" },
+    );
     const run = await keel(p, server, ["list them"], { FAULT_BLOCKS: "50000", FAULT_BLOCK_CHARS: "400" });
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(20_000);
@@ -275,7 +399,13 @@ describe("adversarial: unbounded input", () => {
 
   it("a model's 3 MB tool argument: the oversize next request is never sent, keel exits 1 with KEEL_CONTEXT_OVERFLOW within the bound", async () => {
     const { p, server } = await world();
-    server.enqueue({ toolCalls: [{ name: "post", args: { url: "https://x.example", data: "word ".repeat(600_000) } }], api: "anthropic" }, { text: "never sent", api: "anthropic" });
+    server.enqueue(
+      {
+        toolCalls: [{ name: "post", args: { url: "https://x.example", data: "word ".repeat(600_000) } }],
+        api: "anthropic",
+      },
+      { text: "never sent", api: "anthropic" },
+    );
     const run = await keel(p, server, ["post a lot"]);
     expect(run.code).toBe(1);
     expect(run.ms).toBeLessThan(20_000);
@@ -288,7 +418,10 @@ describe("adversarial: unbounded input", () => {
 describe("adversarial: a real MCP server over stdio", () => {
   it("an MCP result holding lone surrogates (each escaped alone in its JSON-RPC line) reaches the provider repaired and is stored well-formed", async () => {
     const { p, server } = await world();
-    server.enqueue({ toolCalls: [{ name: "mcp__adv__halves", args: {} }], api: "anthropic" }, { text: "Read.", api: "anthropic" });
+    server.enqueue(
+      { toolCalls: [{ name: "mcp__adv__halves", args: {} }], api: "anthropic" },
+      { text: "Read.", api: "anthropic" },
+    );
     const run = await keel(p, server, ["call halves"], { FAULT_MCP: MCP_SERVER });
     expect(run.code, run.stderr).toBe(0);
     expect(server.requests.map((r) => r.outcome)).toEqual(["completed", "completed"]);
@@ -301,7 +434,10 @@ describe("adversarial: a real MCP server over stdio", () => {
 
   it("an 8 MB MCP result in 8,000 blocks is capped: the provider gets head, tail and the count, not 8 MB (the MCP SDK drops a JSON-RPC line over 10 MB: see the plugin README)", async () => {
     const { p, server } = await world();
-    server.enqueue({ toolCalls: [{ name: "mcp__adv__huge", args: {} }], api: "anthropic" }, { text: "Big.", api: "anthropic" });
+    server.enqueue(
+      { toolCalls: [{ name: "mcp__adv__huge", args: {} }], api: "anthropic" },
+      { text: "Big.", api: "anthropic" },
+    );
     const run = await keel(p, server, ["call huge"], { FAULT_MCP: MCP_SERVER, FAULT_HUGE_MB: "8" });
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(20_000);
@@ -310,12 +446,17 @@ describe("adversarial: a real MCP server over stdio", () => {
     expect(body).toContain("MCP-HEAD");
     // One marker counts what the MCP cap dropped (not one marker per dropped block).
     expect(body.match(/output cut/g)).toHaveLength(1);
-    expect(Number(/output cut: (\d+) more characters in (\d+) blocks not shown/.exec(body)?.[1])).toBeGreaterThan(7_000_000);
+    expect(Number(/output cut: (\d+) more characters in (\d+) blocks not shown/.exec(body)?.[1])).toBeGreaterThan(
+      7_000_000,
+    );
   });
 
   it("a 12 MB MCP result (over the MCP SDK's 10 MB message limit): the call gets an error result that says so, not that the server exited, and the turn completes", async () => {
     const { p, server } = await world();
-    server.enqueue({ toolCalls: [{ name: "mcp__adv__huge", args: {} }], api: "anthropic" }, { text: "Too big.", api: "anthropic" });
+    server.enqueue(
+      { toolCalls: [{ name: "mcp__adv__huge", args: {} }], api: "anthropic" },
+      { text: "Too big.", api: "anthropic" },
+    );
     const run = await keel(p, server, ["call huge"], { FAULT_MCP: MCP_SERVER, FAULT_HUGE_MB: "12" });
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(20_000);
@@ -327,7 +468,10 @@ describe("adversarial: a real MCP server over stdio", () => {
   it("a key an MCP server writes to stderr before it dies is in no file under KEEL_HOME (session log, MCP audit)", async () => {
     const { p, server } = await world();
     const key = rnd(40);
-    server.enqueue({ toolCalls: [{ name: "mcp__adv__leak", args: {} }], api: "anthropic" }, { text: "It failed.", api: "anthropic" });
+    server.enqueue(
+      { toolCalls: [{ name: "mcp__adv__leak", args: {} }], api: "anthropic" },
+      { text: "It failed.", api: "anthropic" },
+    );
     const run = await keel(p, server, ["call leak"], { FAULT_MCP: MCP_SERVER, FAULT_LEAK: key });
     expect(run.code, run.stderr).toBe(0);
     expect(filesContaining(p.home, [key])).toEqual([]);
@@ -338,9 +482,15 @@ it("support: the wire server's splitPairs really cuts pairs (each half escaped a
   const server = await startWireServer();
   servers.push(server);
   server.enqueue({ text: "a😀b", splitPairs: true });
-  const res = await fetch(`${server.anthropicBaseURL}/v1/messages`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": "x", "anthropic-version": "2023-06-01" }, body: JSON.stringify({ model: "m", max_tokens: 10, stream: true, messages: [{ role: "user", content: "hi" }] }) });
+  const res = await fetch(`${server.anthropicBaseURL}/v1/messages`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": "x", "anthropic-version": "2023-06-01" },
+    body: JSON.stringify({ model: "m", max_tokens: 10, stream: true, messages: [{ role: "user", content: "hi" }] }),
+  });
   const raw = await res.text();
-  const deltas = [...raw.matchAll(/"text_delta","text":"((?:[^"\\]|\\.)*)"/g)].map((m) => JSON.parse(`"${m[1]}"`) as string);
+  const deltas = [...raw.matchAll(/"text_delta","text":"((?:[^"\\]|\\.)*)"/g)].map(
+    (m) => JSON.parse(`"${m[1]}"`) as string,
+  );
   expect(deltas.join("")).toBe("a😀b");
   expect(deltas.some((d) => !isWellFormed(d))).toBe(true);
 });

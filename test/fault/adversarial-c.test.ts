@@ -19,9 +19,41 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { offlineEnv } from "../../packages/cli/test/support/run-keel.ts";
 import { SQLITE_SCHEMA_VERSION } from "../../packages/store-sqlite/src/index.ts";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
-import { allEvents, jobTrail, keel, makeHome, memories, MEMORY, sessionOf, SLOW_MEMORY_CONFIG } from "./support/jobs.ts";
-import { useSharedWire, faultConfig, leaseOf, pairingProblems, project, runKeel, sessionIdOf, startKeel, storedEvents, storedSessions, storedUserTexts, until, wireEnv } from "./support/storage.ts";
-import { rows, runKeelFileLimited, schemaOf, SKILLS, terminalsByTurn, V1_INPUT, V1_SESSION, writeV1Home } from "./support/adversarial-c.ts";
+import {
+  allEvents,
+  jobTrail,
+  keel,
+  makeHome,
+  memories,
+  MEMORY,
+  sessionOf,
+  SLOW_MEMORY_CONFIG,
+} from "./support/jobs.ts";
+import {
+  useSharedWire,
+  faultConfig,
+  leaseOf,
+  pairingProblems,
+  project,
+  runKeel,
+  sessionIdOf,
+  startKeel,
+  storedEvents,
+  storedSessions,
+  storedUserTexts,
+  until,
+  wireEnv,
+} from "./support/storage.ts";
+import {
+  rows,
+  runKeelFileLimited,
+  schemaOf,
+  SKILLS,
+  terminalsByTurn,
+  V1_INPUT,
+  V1_SESSION,
+  writeV1Home,
+} from "./support/adversarial-c.ts";
 
 const { root, server: sharedServer } = useSharedWire("keel-fault-adv-c-");
 let server: WireServer;
@@ -37,7 +69,8 @@ const env = (home: string) => wireEnv(home, server.anthropicBaseURL);
 const SLOW = { SLOW_EXTRACT: "1" };
 const extractKey = (session: string, n = 1) => `memory.extract:${session}/${n}`;
 /** Requests since `from` whose messages mention `needle`. */
-const requestsFor = (from: number, needle: string) => server.requests.slice(from).filter((r) => JSON.stringify(r.body?.messages ?? []).includes(needle));
+const requestsFor = (from: number, needle: string) =>
+  server.requests.slice(from).filter((r) => JSON.stringify(r.body?.messages ?? []).includes(needle));
 
 /** A home whose first turn's memory extraction was cut by SIGKILL (job pending, its runner gone). */
 async function killedDuringExtraction(fact: string): Promise<{ dir: string; home: string; session: string }> {
@@ -60,11 +93,20 @@ describe("adversarial C, silent loss: a pending durable job runs once across pro
     // races ran the job twice (two job.started, two job.pending adoptions).
     for (let race = 0; race < 4; race++) {
       const { dir, home, session } = await killedDuringExtraction(`I work at Acme Rockets, race ${race}.`);
-      const [a, b] = await Promise.all([keel(dir, home, ["run", "Hello one."]), keel(dir, home, ["run", "Hello two."])]);
+      const [a, b] = await Promise.all([
+        keel(dir, home, ["run", "Hello one."]),
+        keel(dir, home, ["run", "Hello two."]),
+      ]);
       expect(a.code, a.stderr).toBe(0);
       expect(b.code, b.stderr).toBe(0);
       const trail = jobTrail(allEvents(home), extractKey(session));
-      expect(trail, `race ${race}`).toEqual(["job.pending", "job.started", "job.pending", "job.started", "job.completed:ok"]);
+      expect(trail, `race ${race}`).toEqual([
+        "job.pending",
+        "job.started",
+        "job.pending",
+        "job.started",
+        "job.completed:ok",
+      ]);
       expect(memories(home).contents.filter((c) => c.includes("Acme"))).toHaveLength(1);
     }
   }, 40_000);
@@ -72,15 +114,24 @@ describe("adversarial C, silent loss: a pending durable job runs once across pro
   it("the killed session's own resume racing a new session's start: the job runs once, and the resume keeps every message", async () => {
     for (let race = 0; race < 2; race++) {
       const { dir, home, session } = await killedDuringExtraction(`My cat is called Miso, race ${race}.`);
-      const [resumed, fresh] = await Promise.all([keel(dir, home, ["run", "--session", session, "Still there?"]), keel(dir, home, ["run", "New here."])]);
+      const [resumed, fresh] = await Promise.all([
+        keel(dir, home, ["run", "--session", session, "Still there?"]),
+        keel(dir, home, ["run", "New here."]),
+      ]);
       expect(resumed.code, resumed.stderr).toBe(0);
       expect(fresh.code, fresh.stderr).toBe(0);
       const events = allEvents(home);
       const trail = jobTrail(events, extractKey(session));
-      expect(trail.filter((t) => t === "job.started"), `race ${race}: ${trail.join(" ")}`).toHaveLength(2);
+      expect(
+        trail.filter((t) => t === "job.started"),
+        `race ${race}: ${trail.join(" ")}`,
+      ).toHaveLength(2);
       expect(trail.filter((t) => t === "job.completed:ok")).toHaveLength(1);
       expect(memories(home).contents.filter((c) => c.includes("Miso"))).toHaveLength(1);
-      expect(storedUserTexts(events.filter((e) => e.sessionId === session))).toEqual([`My cat is called Miso, race ${race}.`, "Still there?"]);
+      expect(storedUserTexts(events.filter((e) => e.sessionId === session))).toEqual([
+        `My cat is called Miso, race ${race}.`,
+        "Still there?",
+      ]);
     }
   }, 30_000);
 });
@@ -106,8 +157,17 @@ describe("adversarial C, silent loss: a live adopter keeps its job", () => {
       // while the adopter holds the job (in log order). On a loaded machine the third start may
       // reach its check only after the adopter deferred the job and exited: adopting it then is right.
       const trail = jobTrail(allEvents(home), extractKey(session));
-      expect(trail.slice(0, 5), `round ${round}`).toEqual(["job.pending", "job.started", "job.pending", "job.started", "job.deferred"]);
-      expect([[], ["job.pending", "job.started", "job.completed:ok"]], `round ${round}: ${trail.join(", ")}`).toContainEqual(trail.slice(5));
+      expect(trail.slice(0, 5), `round ${round}`).toEqual([
+        "job.pending",
+        "job.started",
+        "job.pending",
+        "job.started",
+        "job.deferred",
+      ]);
+      expect(
+        [[], ["job.pending", "job.started", "job.completed:ok"]],
+        `round ${round}: ${trail.join(", ")}`,
+      ).toContainEqual(trail.slice(5));
     }
   }, 60_000);
 });
@@ -117,32 +177,47 @@ const AS_PID_1 = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"];
 const canUnshare = spawnSync(AS_PID_1[0]!, [...AS_PID_1.slice(1), "true"]).status === 0;
 
 describe("adversarial C: a restarted process with the killed one's pid (a container's PID 1)", () => {
-  it.skipIf(!canUnshare)("keel as PID 1 killed during extraction: the next PID 1 adopts the pending job at once, and resuming the session takes the dead PID 1's lease at once", async () => {
-    // Before the fix a lease or job attempt of "pid 1 on this host" counted as this very process:
-    // the resume was refused with KEEL_SESSION_BUSY naming process 1 (itself) for the lease's
-    // 30 s, and other sessions left the job alone until its 180 s timeout.
-    const { dir, home } = makeHome(SLOW_MEMORY_CONFIG);
-    const jobEnv = (extra: Record<string, string> = {}) => offlineEnv({ KEEL_HOME: home, NODE_COMPILE_CACHE: join(tmpdir(), "keel-fault-compile-cache"), ...extra });
-    const a = startKeel(["run", "I work at Acme Rockets."], { cwd: dir, env: jobEnv(SLOW), prefix: AS_PID_1 });
-    await until(() => a.stderr().includes("extract-started"), "the extraction of PID 1", 15_000);
-    a.child.kill("SIGKILL");
-    await a.exit;
-    const session = sessionOf({ code: null, stdout: "", stderr: a.stderr() }, home);
-    expect(jobTrail(allEvents(home), extractKey(session))).toEqual(["job.pending", "job.started"]);
+  it.skipIf(!canUnshare)(
+    "keel as PID 1 killed during extraction: the next PID 1 adopts the pending job at once, and resuming the session takes the dead PID 1's lease at once",
+    async () => {
+      // Before the fix a lease or job attempt of "pid 1 on this host" counted as this very process:
+      // the resume was refused with KEEL_SESSION_BUSY naming process 1 (itself) for the lease's
+      // 30 s, and other sessions left the job alone until its 180 s timeout.
+      const { dir, home } = makeHome(SLOW_MEMORY_CONFIG);
+      const jobEnv = (extra: Record<string, string> = {}) =>
+        offlineEnv({ KEEL_HOME: home, NODE_COMPILE_CACHE: join(tmpdir(), "keel-fault-compile-cache"), ...extra });
+      const a = startKeel(["run", "I work at Acme Rockets."], { cwd: dir, env: jobEnv(SLOW), prefix: AS_PID_1 });
+      await until(() => a.stderr().includes("extract-started"), "the extraction of PID 1", 15_000);
+      a.child.kill("SIGKILL");
+      await a.exit;
+      const session = sessionOf({ code: null, stdout: "", stderr: a.stderr() }, home);
+      expect(jobTrail(allEvents(home), extractKey(session))).toEqual(["job.pending", "job.started"]);
 
-    const next = await runKeel(["run", "Hello again."], { cwd: dir, env: jobEnv(), prefix: AS_PID_1 });
-    expect(next.code, next.stderr).toBe(0);
-    expect(jobTrail(allEvents(home), extractKey(session))).toEqual(["job.pending", "job.started", "job.pending", "job.started", "job.completed:ok"]);
-    expect(memories(home).contents.filter((c) => c.includes("Acme"))).toHaveLength(1);
+      const next = await runKeel(["run", "Hello again."], { cwd: dir, env: jobEnv(), prefix: AS_PID_1 });
+      expect(next.code, next.stderr).toBe(0);
+      expect(jobTrail(allEvents(home), extractKey(session))).toEqual([
+        "job.pending",
+        "job.started",
+        "job.pending",
+        "job.started",
+        "job.completed:ok",
+      ]);
+      expect(memories(home).contents.filter((c) => c.includes("Acme"))).toHaveLength(1);
 
-    const resumed = await runKeel(["run", "--session", session, "Back after the restart."], { cwd: dir, env: jobEnv(), prefix: AS_PID_1 });
-    expect(resumed.code, resumed.stderr).toBe(0);
-    expect(resumed.stderr).not.toContain("KEEL_SESSION_BUSY");
-    const events = allEvents(home).filter((e) => e.sessionId === session);
-    // The session's lease went with the turn that ended before the extraction; only the job's claim was PID 1's, and it was taken over at once (the job trail above).
-    expect(events.filter((e) => e.type === "session.resumed").every((e) => !("leaseTakenOver" in e))).toBe(true);
-    expect(storedUserTexts(events)).toEqual(["I work at Acme Rockets.", "Back after the restart."]);
-  }, 30_000);
+      const resumed = await runKeel(["run", "--session", session, "Back after the restart."], {
+        cwd: dir,
+        env: jobEnv(),
+        prefix: AS_PID_1,
+      });
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(resumed.stderr).not.toContain("KEEL_SESSION_BUSY");
+      const events = allEvents(home).filter((e) => e.sessionId === session);
+      // The session's lease went with the turn that ended before the extraction; only the job's claim was PID 1's, and it was taken over at once (the job trail above).
+      expect(events.filter((e) => e.type === "session.resumed").every((e) => !("leaseTakenOver" in e))).toBe(true);
+      expect(storedUserTexts(events)).toEqual(["I work at Acme Rockets.", "Back after the restart."]);
+    },
+    30_000,
+  );
 });
 
 describe("adversarial C, storage: what sits where a database should be", () => {
@@ -169,7 +244,10 @@ describe("adversarial C, storage: what sits where a database should be", () => {
     const ok = await runKeel(["run", "hello file"], { cwd: p.dir, env: env(p.home) });
     expect(ok.code, ok.stderr).toBe(0);
     mkdirSync(join(p.home, "sessions.sqlite-wal"));
-    const walFolder = await runKeel(["run", "--session", sessionIdOf(ok.stderr), "hello wal folder"], { cwd: p.dir, env: env(p.home) });
+    const walFolder = await runKeel(["run", "--session", sessionIdOf(ok.stderr), "hello wal folder"], {
+      cwd: p.dir,
+      env: env(p.home),
+    });
     expect(walFolder.code).toBe(1);
     expect(walFolder.stderr).toMatch(/KEEL_STORE_CORRUPT.*sessions\.sqlite-wal is a folder, not a regular file/);
     expect(requestsFor(from, "hello wal folder")).toHaveLength(0);
@@ -199,7 +277,11 @@ describe("adversarial C, storage: a full disk", () => {
     const id = sessionIdOf(first.stderr);
     const size = Math.ceil(rows(join(p.home, "sessions.sqlite"), "PRAGMA page_count")[0]!["page_count"] as number) * 4;
     // The database file itself fits; its WAL can take the durable user message, not the whole turn.
-    const full = await runKeelFileLimited(size + 1, ["run", "--session", id, "tools:2 pause:1 written on a full disk"], { cwd: p.dir, env: env(p.home) });
+    const full = await runKeelFileLimited(
+      size + 1,
+      ["run", "--session", id, "tools:2 pause:1 written on a full disk"],
+      { cwd: p.dir, env: env(p.home) },
+    );
     expect(full.code, full.stderr).toBe(1);
     expect(full.ms).toBeLessThan(10_000);
     expect(full.stderr).toContain("KEEL_STORE_FAILED");
@@ -211,7 +293,11 @@ describe("adversarial C, storage: a full disk", () => {
     const next = await runKeel(["run", "--session", id, "after the disk was freed"], { cwd: p.dir, env: env(p.home) });
     expect(next.code, next.stderr).toBe(0);
     const events = storedEvents(p.home, id);
-    expect(storedUserTexts(events)).toEqual(["tools:1 pause:1 first turn", "tools:2 pause:1 written on a full disk", "after the disk was freed"]);
+    expect(storedUserTexts(events)).toEqual([
+      "tools:1 pause:1 first turn",
+      "tools:2 pause:1 written on a full disk",
+      "after the disk was freed",
+    ]);
     for (const [turn, ends] of terminalsByTurn(events)) expect(ends, turn).toHaveLength(1);
     const sent = requestsFor(from, "after the disk was freed");
     expect(sent.length).toBeGreaterThan(0);
@@ -238,7 +324,10 @@ describe("adversarial C, storage: a home from before the hardening merge", () =>
     writeV1Home(p.home);
     expect(schemaOf(join(p.home, "sessions.sqlite")).tables).not.toContain("leases");
     const from = server.requests.length;
-    const r = await runKeel(["run", "--session", V1_SESSION, "what is my dog called?"], { cwd: p.dir, env: env(p.home) });
+    const r = await runKeel(["run", "--session", V1_SESSION, "what is my dog called?"], {
+      cwd: p.dir,
+      env: env(p.home),
+    });
     expect(r.code, r.stderr).toBe(0);
     const sent = requestsFor(from, "what is my dog called?")[0]!;
     expect(JSON.stringify(sent.body.messages)).toContain(V1_INPUT);
@@ -249,10 +338,18 @@ describe("adversarial C, storage: a home from before the hardening merge", () =>
     expect(SQLITE_SCHEMA_VERSION).toBeGreaterThanOrEqual(2);
     expect(sessions.tables).toContain("leases");
     expect(storedUserTexts(storedEvents(p.home, V1_SESSION))).toEqual([V1_INPUT, "what is my dog called?"]);
-    expect(rows(join(p.home, "memory.sqlite"), "SELECT content FROM memories WHERE superseded_by IS NULL AND forgotten_at IS NULL").map((m) => m["content"])).toContain("The user's dog is Rex");
+    expect(
+      rows(
+        join(p.home, "memory.sqlite"),
+        "SELECT content FROM memories WHERE superseded_by IS NULL AND forgotten_at IS NULL",
+      ).map((m) => m["content"]),
+    ).toContain("The user's dog is Rex");
     // The old miss log kept a whole message with an AWS secret key: scrubbed on open, on disk too.
-    expect(rows(join(p.home, "memory.sqlite"), "SELECT query FROM misses WHERE id = 2")[0]!["query"]).toMatch(/^deploy with .*\[REDACTED/);
-    for (const f of readdirSync(p.home).filter((n) => n.startsWith("memory.sqlite"))) expect(readFileSync(join(p.home, f)).includes("wJalrXUtnFEMI"), f).toBe(false);
+    expect(rows(join(p.home, "memory.sqlite"), "SELECT query FROM misses WHERE id = 2")[0]!["query"]).toMatch(
+      /^deploy with .*\[REDACTED/,
+    );
+    for (const f of readdirSync(p.home).filter((n) => n.startsWith("memory.sqlite")))
+      expect(readFileSync(join(p.home, f)).includes("wJalrXUtnFEMI"), f).toBe(false);
     // skills v0 kept raw inputs in un-namespaced streaks: migrated to v1, which drops them.
     const skills = schemaOf(join(p.home, "skills.sqlite"));
     expect(skills.version).toBe(1);
@@ -297,7 +394,10 @@ export default { name: "fault", model: "anthropic:claude-sonnet-4-6", lease: { t
     const from = server.requests.length;
     // 150 ms between SSE events: the tool call arrives about a second after the request.
     const a = startKeel(["run", "--json", "tools:1 delay:150 stalled stream"], { cwd: p.dir, env: markEnv });
-    await until(() => requestsFor(from, "stalled stream").length > 0 && /"sessionId":"/.test(a.stdout()), "the stalled turn's request");
+    await until(
+      () => requestsFor(from, "stalled stream").length > 0 && /"sessionId":"/.test(a.stdout()),
+      "the stalled turn's request",
+    );
     const id = /"sessionId":"([0-9a-f-]{36})"/.exec(a.stdout())![1]!;
     await new Promise((r) => setTimeout(r, 200));
     a.child.kill("SIGSTOP");
@@ -312,7 +412,9 @@ export default { name: "fault", model: "anthropic:claude-sonnet-4-6", lease: { t
     expect(a.stderr()).toContain("KEEL_SESSION_BUSY");
     expect(existsSync(mark)).toBe(false);
     expect(storedEvents(p.home, id)).toEqual(before);
-    expect(requestsFor(from, "stalled stream").filter((r) => !JSON.stringify(r.body.messages).includes("took over"))).toHaveLength(1);
+    expect(
+      requestsFor(from, "stalled stream").filter((r) => !JSON.stringify(r.body.messages).includes("took over")),
+    ).toHaveLength(1);
     expect([...terminalsByTurn(before).values()]).toEqual([["turn.interrupted"], ["turn.completed"]]);
   });
 });
@@ -322,7 +424,10 @@ describe("adversarial C, storage: sabotage and odd homes", () => {
     const p = project(root, "wal-deleted", faultConfig());
     const first = await runKeel(["run", "hello first"], { cwd: p.dir, env: env(p.home) });
     const id = sessionIdOf(first.stderr);
-    const a = startKeel(["run", "--json", "--session", id, "tools:1 pause:600 second turn"], { cwd: p.dir, env: env(p.home) });
+    const a = startKeel(["run", "--json", "--session", id, "tools:1 pause:600 second turn"], {
+      cwd: p.dir,
+      env: env(p.home),
+    });
     await until(() => a.stdout().includes('"tool.started"'), "the second turn's tool");
     unlinkSync(join(p.home, "sessions.sqlite-wal"));
     const ra = await a.exit;
@@ -358,9 +463,17 @@ describe("adversarial C, storage: sabotage and odd homes", () => {
     const b = startKeel(["chat", "--session", id], { cwd: p.dir, env: env(p.home), keepStdin: true });
     await until(() => b.stderr().includes("keel chat"), "the second chat's banner");
     b.child.stdin!.write("from chat b\n");
-    await until(() => storedEvents(p.home, id).filter((e) => e.type === "turn.completed").length === 2 && !leaseOf(p.home, id), "chat b's turn to end");
+    await until(
+      () => storedEvents(p.home, id).filter((e) => e.type === "turn.completed").length === 2 && !leaseOf(p.home, id),
+      "chat b's turn to end",
+    );
     a.child.stdin!.write("from chat a\n");
-    await until(() => requestsFor(from, "from chat a").length > 0 && storedUserTexts(storedEvents(p.home, id)).includes("from chat a"), "chat a's turn").catch((err: unknown) => {
+    await until(
+      () =>
+        requestsFor(from, "from chat a").length > 0 &&
+        storedUserTexts(storedEvents(p.home, id)).includes("from chat a"),
+      "chat a's turn",
+    ).catch((err: unknown) => {
       throw new Error(`${String(err)}\nchat a: ${a.stderr()}\nchat b: ${b.stderr()}`);
     });
     a.child.stdin!.end();
@@ -377,7 +490,11 @@ describe("adversarial C, storage: sabotage and odd homes", () => {
 
   it("a bounded burst: 12 `keel run --new` at once in one fresh home all complete, each in its own session with its own message", async () => {
     const p = project(root, "burst", faultConfig());
-    const runs = await Promise.all(Array.from({ length: 12 }, (_, i) => runKeel(["run", "--new", `burst message ${i}`], { cwd: p.dir, env: env(p.home), timeoutMs: 30_000 })));
+    const runs = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        runKeel(["run", "--new", `burst message ${i}`], { cwd: p.dir, env: env(p.home), timeoutMs: 30_000 }),
+      ),
+    );
     for (const r of runs) expect(r.code, r.stderr).toBe(0);
     const ids = runs.map((r) => sessionIdOf(r.stderr));
     expect(new Set(ids).size).toBe(12);

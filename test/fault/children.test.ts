@@ -30,7 +30,9 @@ function eventsOf(home: string): Map<string, KeelEvent[]> {
 
 describe("fault/children: a subagent killed mid-turn", () => {
   it("SIGKILL while the child's model is answering: the next run closes the parent's and the child's turns as interrupted and delegates again", async () => {
-    writeFileSync(join(root, "agent.config.mjs"), `import { tasks } from ${JSON.stringify(TASKS)};
+    writeFileSync(
+      join(root, "agent.config.mjs"),
+      `import { tasks } from ${JSON.stringify(TASKS)};
 export default {
   name: "kids",
   plugins: [tasks({ profiles: { slow: { description: "Thinks slowly." } } })],
@@ -41,13 +43,24 @@ export default {
     { when: { lastUserIncludes: "quick answer" }, text: "42" },
     { when: { lastUserIncludes: "again" }, text: "The child says 42." },
   ] } },
-};\n`);
+};\n`,
+    );
     const home = join(root, ".keel");
     const env = offlineEnv({ KEEL_HOME: home });
-    const child = spawn(process.execPath, [KEEL_BIN, "run", "delegate this"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [KEEL_BIN, "run", "delegate this"], {
+      cwd: root,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     // Kill once the child session's turn has started (it then hangs on its model).
     await expect
-      .poll(() => [...eventsOf(home).values()].some((ev) => ev.some((e) => e.type === "turn.started" && e.trigger === "subagent")), { timeout: 20_000, interval: 100 })
+      .poll(
+        () =>
+          [...eventsOf(home).values()].some((ev) =>
+            ev.some((e) => e.type === "turn.started" && e.trigger === "subagent"),
+          ),
+        { timeout: 20_000, interval: 100 },
+      )
       .toBe(true);
     child.kill("SIGKILL");
     await new Promise((r) => child.once("exit", r));
@@ -63,27 +76,50 @@ export default {
     const after = eventsOf(home);
     const parent = after.get(parentId)!;
     const firstTurn = (parent.find((e) => e.type === "turn.started") as KeelEvent).turnId;
-    expect(parent.filter((e) => e.turnId === firstTurn && e.type.startsWith("turn.") && e.type !== "turn.started").map((e) => e.type)).toEqual(["turn.interrupted"]);
+    expect(
+      parent
+        .filter((e) => e.turnId === firstTurn && e.type.startsWith("turn.") && e.type !== "turn.started")
+        .map((e) => e.type),
+    ).toEqual(["turn.interrupted"]);
     expect(after.get(childId)!.at(-1)).toMatchObject({ type: "turn.interrupted", verdict: { reason: "process_exit" } });
     // The new turn delegated to a new child, which answered.
-    const links = parent.filter((e) => e.type === "child.started").map((e) => (e as { childSessionId: string }).childSessionId);
+    const links = parent
+      .filter((e) => e.type === "child.started")
+      .map((e) => (e as { childSessionId: string }).childSessionId);
     expect(links).toHaveLength(2);
     expect(after.get(links[1]!)!.filter((e) => e.type === "turn.completed")).toHaveLength(1);
   }, 60_000);
 
   it("SIGKILL mid-task, then the parent continues the killed child's session: the cut-off call names it, and the child picks up with its history", async () => {
     const dir = mkdtempSync(join(root, "continue-"));
-    const config = (steps: object[]) => writeFileSync(join(dir, "agent.config.mjs"), `import { tasks } from ${JSON.stringify(TASKS)};
-export default { name: "kids", plugins: [tasks({ profiles: { slow: { description: "Thinks slowly." } } })], offline: { script: { steps: ${JSON.stringify(steps)} } } };\n`);
+    const config = (steps: object[]) =>
+      writeFileSync(
+        join(dir, "agent.config.mjs"),
+        `import { tasks } from ${JSON.stringify(TASKS)};
+export default { name: "kids", plugins: [tasks({ profiles: { slow: { description: "Thinks slowly." } } })], offline: { script: { steps: ${JSON.stringify(steps)} } } };\n`,
+      );
     config([
-      { when: { lastUserIncludes: "delegate" }, toolCalls: [{ id: "t1", name: "task", args: { profile: "slow", prompt: "ponder the question" } }] },
+      {
+        when: { lastUserIncludes: "delegate" },
+        toolCalls: [{ id: "t1", name: "task", args: { profile: "slow", prompt: "ponder the question" } }],
+      },
       { when: { lastUserIncludes: "ponder" }, hang: true },
     ]);
     const home = join(dir, ".keel");
     const env = offlineEnv({ KEEL_HOME: home });
-    const child = spawn(process.execPath, [KEEL_BIN, "run", "delegate this"], { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [KEEL_BIN, "run", "delegate this"], {
+      cwd: dir,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     await expect
-      .poll(() => [...eventsOf(home).values()].some((ev) => ev.some((e) => e.type === "turn.started" && e.trigger === "subagent")), { timeout: 20_000, interval: 100 })
+      .poll(
+        () =>
+          [...eventsOf(home).values()].some((ev) =>
+            ev.some((e) => e.type === "turn.started" && e.trigger === "subagent"),
+          ),
+        { timeout: 20_000, interval: 100 },
+      )
       .toBe(true);
     child.kill("SIGKILL");
     await new Promise((r) => child.once("exit", r));
@@ -93,7 +129,12 @@ export default { name: "kids", plugins: [tasks({ profiles: { slow: { description
 
     // The next process's model continues that child session (its id is what the cut-off result names).
     config([
-      { when: { lastUserIncludes: "carry on" }, toolCalls: [{ id: "t2", name: "task", args: { profile: "slow", prompt: "finish pondering", session: childId } }] },
+      {
+        when: { lastUserIncludes: "carry on" },
+        toolCalls: [
+          { id: "t2", name: "task", args: { profile: "slow", prompt: "finish pondering", session: childId } },
+        ],
+      },
       { when: { lastUserIncludes: "finish pondering" }, text: "42, after pondering" },
       { when: { lastUserIncludes: "carry on" }, text: "The child finished: 42." },
     ]);
@@ -101,13 +142,24 @@ export default { name: "kids", plugins: [tasks({ profiles: { slow: { description
     expect(next.code, next.stderr).toBe(0);
     expect(next.stdout).toContain("The child finished: 42.");
     const after = eventsOf(home);
-    const cut = after.get(parentId)!.find((e) => e.type === "message.appended" && e.message.role === "tool" && e.message.toolCallId === "t1") as Extract<KeelEvent, { type: "message.appended" }>;
-    expect(JSON.stringify(cut.message.content)).toContain(`child session ${childId} (\\"slow\\") keeps the child's work so far`);
+    const cut = after
+      .get(parentId)!
+      .find(
+        (e) => e.type === "message.appended" && e.message.role === "tool" && e.message.toolCallId === "t1",
+      ) as Extract<KeelEvent, { type: "message.appended" }>;
+    expect(JSON.stringify(cut.message.content)).toContain(
+      `child session ${childId} (\\"slow\\") keeps the child's work so far`,
+    );
     // One child session in all: its killed turn closed, the follow-up turn saw the first prompt and completed.
     expect(after.size).toBe(2);
     const kid = after.get(childId)!;
-    expect(kid.filter((e) => e.type.startsWith("turn.") && e.type !== "turn.started").map((e) => e.type)).toEqual(["turn.interrupted", "turn.completed"]);
-    const users = kid.filter((e) => e.type === "message.appended" && e.message.role === "user").map((e) => JSON.stringify((e as Extract<KeelEvent, { type: "message.appended" }>).message.content));
+    expect(kid.filter((e) => e.type.startsWith("turn.") && e.type !== "turn.started").map((e) => e.type)).toEqual([
+      "turn.interrupted",
+      "turn.completed",
+    ]);
+    const users = kid
+      .filter((e) => e.type === "message.appended" && e.message.role === "user")
+      .map((e) => JSON.stringify((e as Extract<KeelEvent, { type: "message.appended" }>).message.content));
     expect(users.join(" ")).toMatch(/ponder the question[\s\S]*finish pondering/);
   }, 60_000);
 });

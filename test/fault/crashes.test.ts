@@ -23,8 +23,13 @@ async function toolRun(execute: string) {
   const { dir, home } = makeHome(toolConfig(execute));
   const r = await keel(dir, home, ["run", "call it"]);
   const events = allEvents(home);
-  const result = events.find((e) => e.type === "message.appended" && e.message.role === "tool")! as Extract<KeelEvent, { type: "message.appended" }>;
-  const text = (result.message as Extract<Message, { role: "tool" }>).content.map((b) => (b.type === "text" ? b.text : "")).join("");
+  const result = events.find((e) => e.type === "message.appended" && e.message.role === "tool")! as Extract<
+    KeelEvent,
+    { type: "message.appended" }
+  >;
+  const text = (result.message as Extract<Message, { role: "tool" }>).content
+    .map((b) => (b.type === "text" ? b.text : ""))
+    .join("");
   return { r, events, text, isError: (result.message as { isError: boolean }).isError };
 }
 
@@ -45,14 +50,18 @@ describe("crashes: tool output read inside a guard (real CLI)", () => {
   }, 15_000);
 
   it("a tool result that is a Proxy whose traps all throw becomes an error result", async () => {
-    const { r, text, isError } = await toolRun(`() => new Proxy({}, { get() { throw new Error("trap get"); }, has() { throw new Error("trap has"); }, ownKeys() { throw new Error("trap keys"); }, getPrototypeOf() { throw new Error("trap proto"); } })`);
+    const { r, text, isError } = await toolRun(
+      `() => new Proxy({}, { get() { throw new Error("trap get"); }, has() { throw new Error("trap has"); }, ownKeys() { throw new Error("trap keys"); }, getPrototypeOf() { throw new Error("trap proto"); } })`,
+    );
     expect(r.code).toBe(0);
     expect(isError).toBe(true);
     expect(text).toContain("KEEL_OUTPUT_UNREADABLE");
   }, 15_000);
 
   it("a cyclic tool result, or one holding a bigint, is an error result that says why", async () => {
-    const cyc = await toolRun(`() => { const o = { content: [] }; o.content.push({ type: "text", text: "x", self: o }); return o; }`);
+    const cyc = await toolRun(
+      `() => { const o = { content: [] }; o.content.push({ type: "text", text: "x", self: o }); return o; }`,
+    );
     expect(cyc.isError).toBe(true);
     expect(cyc.text).toContain("a cycle");
     const big = await toolRun(`() => ({ content: "n", extra: 10n })`);
@@ -61,7 +70,9 @@ describe("crashes: tool output read inside a guard (real CLI)", () => {
   }, 20_000);
 
   it("a tool result is read once: a getter that answers, then throws on a second read, gives its first answer", async () => {
-    const { r, text, isError } = await toolRun(`() => { let n = 0; return { get content() { if (n++) throw new Error("read twice"); return "first read"; }, toJSON() { throw new Error("toJSON boom"); } }; }`);
+    const { r, text, isError } = await toolRun(
+      `() => { let n = 0; return { get content() { if (n++) throw new Error("read twice"); return "first read"; }, toJSON() { throw new Error("toJSON boom"); } }; }`,
+    );
     expect(r.code).toBe(0);
     expect(isError).toBe(false);
     expect(text).toBe("first read");
@@ -75,36 +86,60 @@ const polite = definePlugin({ name: "polite", version: "1.0.0", setup(ctx) { ctx
 export default defineConfig({ name: "contrib", plugins: [hostile, polite], offline: { script: [{ text: "ok" }] } });`;
 
   it("a contribution with a throwing getter is rejected with KEEL_OUTPUT_UNREADABLE naming plugin and phase; the turn goes on", async () => {
-    const { dir, home } = makeHome(hostile(`({ kind: "prompt_context", id: "x", domain: "test", get content() { throw new Error("content getter"); } })`));
+    const { dir, home } = makeHome(
+      hostile(
+        `({ kind: "prompt_context", id: "x", domain: "test", get content() { throw new Error("content getter"); } })`,
+      ),
+    );
     const r = await keel(dir, home, ["run", "hi"]);
     expect(r.code).toBe(0);
     const events = allEvents(home);
     const d = events.find((e) => e.type === "diagnostic" && e.code === "KEEL_OUTPUT_UNREADABLE");
     expect(d).toMatchObject({ plugin: "hostile", phase: "turn.pre_prompt_context" });
     expect((d as { message: string }).message).toContain("content getter");
-    const manifest = events.find((e) => e.type === "prompt.compiled") as Extract<KeelEvent, { type: "prompt.compiled" }>;
+    const manifest = events.find((e) => e.type === "prompt.compiled") as Extract<
+      KeelEvent,
+      { type: "prompt.compiled" }
+    >;
     expect(manifest.manifest.context.map((c) => c.plugin)).toEqual(["polite"]);
     expect(closedOnce(events).map((e) => e.type)).toEqual(["turn.completed"]);
   }, 15_000);
 
   it("a Proxy contribution whose traps throw is rejected, coded, and the turn completes", async () => {
-    const { dir, home } = makeHome(hostile(`new Proxy({}, { get() { throw new Error("proxy get"); }, ownKeys() { throw new Error("proxy keys"); } })`));
+    const { dir, home } = makeHome(
+      hostile(
+        `new Proxy({}, { get() { throw new Error("proxy get"); }, ownKeys() { throw new Error("proxy keys"); } })`,
+      ),
+    );
     const r = await keel(dir, home, ["run", "hi"]);
     expect(r.code).toBe(0);
     expect(r.stderr).not.toMatch(STACK);
-    expect(allEvents(home).find((e) => e.type === "diagnostic" && e.plugin === "hostile")).toMatchObject({ phase: "turn.pre_prompt_context" });
+    expect(allEvents(home).find((e) => e.type === "diagnostic" && e.plugin === "hostile")).toMatchObject({
+      phase: "turn.pre_prompt_context",
+    });
   }, 15_000);
 
   it("a Proxy contribution that answers differently on each read is read once: what was validated is what is used", async () => {
-    const { dir, home } = makeHome(hostile(`(() => { let reads = 0; return new Proxy({ kind: "prompt_context", id: "shifty", domain: "test", content: "short" }, { get(t, k) { if (k === "content") return reads++ ? "x".repeat(5000) : "short"; return t[k]; } }); })()`));
+    const { dir, home } = makeHome(
+      hostile(
+        `(() => { let reads = 0; return new Proxy({ kind: "prompt_context", id: "shifty", domain: "test", content: "short" }, { get(t, k) { if (k === "content") return reads++ ? "x".repeat(5000) : "short"; return t[k]; } }); })()`,
+      ),
+    );
     const r = await keel(dir, home, ["run", "hi"]);
     expect(r.code).toBe(0);
-    const manifest = allEvents(home).find((e) => e.type === "prompt.compiled") as Extract<KeelEvent, { type: "prompt.compiled" }>;
+    const manifest = allEvents(home).find((e) => e.type === "prompt.compiled") as Extract<
+      KeelEvent,
+      { type: "prompt.compiled" }
+    >;
     expect(manifest.manifest.context.find((c) => c.id === "shifty")).toMatchObject({ chars: 5 });
   }, 15_000);
 
   it("a diagnostic whose data has a throwing toJSON is stored without it; the log stays whole", async () => {
-    const { dir, home } = makeHome(hostile(`({ kind: "diagnostic", code: "hostile.note", message: "m", data: { ok: 1, toJSON() { throw new Error("toJSON boom"); } } })`));
+    const { dir, home } = makeHome(
+      hostile(
+        `({ kind: "diagnostic", code: "hostile.note", message: "m", data: { ok: 1, toJSON() { throw new Error("toJSON boom"); } } })`,
+      ),
+    );
     const r = await keel(dir, home, ["run", "hi"]);
     expect(r.code).toBe(0);
     const events = allEvents(home);
@@ -137,10 +172,18 @@ export default defineConfig({ name: "fault", plugins: [ticker], offline: { scrip
     expect(r.stderr).not.toMatch(STACK);
     const events = allEvents(home);
     const session = sessionOf(r);
-    expect(events.find((e) => e.type === "fault")).toMatchObject({ code: "KEEL_PROCESS_FAULT", source: "uncaughtException", plugin: "ticker", turnId: `${session}/1` });
+    expect(events.find((e) => e.type === "fault")).toMatchObject({
+      code: "KEEL_PROCESS_FAULT",
+      source: "uncaughtException",
+      plugin: "ticker",
+      turnId: `${session}/1`,
+    });
     const closed = closedOnce(events);
     expect(closed).toHaveLength(1);
-    expect(closed[0]).toMatchObject({ type: "turn.failed", verdict: { status: "failed", reason: "process_fault", code: "KEEL_PROCESS_FAULT", plugin: "ticker" } });
+    expect(closed[0]).toMatchObject({
+      type: "turn.failed",
+      verdict: { status: "failed", reason: "process_fault", code: "KEEL_PROCESS_FAULT", plugin: "ticker" },
+    });
   }, 15_000);
 
   it("an unhandled rejection from a plugin tool mid-call: the call gets a result (pairing intact), the turn fails, message names plugin and tool", async () => {
@@ -155,14 +198,31 @@ export default defineConfig({ name: "fault2", plugins: [sloppy], offline: { scri
     const r = await keel(dir, home, ["run", "fetch"]);
     expect(r.code).toBe(1);
     expect(r.ms).toBeLessThan(10_000);
-    expect(r.stderr).toMatch(/KEEL_PROCESS_FAULT \(plugin "sloppy-tools", tool "fetchy"\): An unhandled promise rejection/);
+    expect(r.stderr).toMatch(
+      /KEEL_PROCESS_FAULT \(plugin "sloppy-tools", tool "fetchy"\): An unhandled promise rejection/,
+    );
     expect(r.stderr).not.toMatch(STACK);
     const events = allEvents(home);
-    expect(events.find((e) => e.type === "fault")).toMatchObject({ source: "unhandledRejection", plugin: "sloppy-tools" });
-    const calls = events.filter((e) => e.type === "message.appended" && e.message.role === "assistant").flatMap((e) => (e as Extract<KeelEvent, { type: "message.appended" }>).message.content.filter((b) => b.type === "tool_call").map((b) => (b as { id: string }).id));
-    const results = events.filter((e) => e.type === "message.appended" && e.message.role === "tool").map((e) => ((e as Extract<KeelEvent, { type: "message.appended" }>).message as { toolCallId: string }).toolCallId);
+    expect(events.find((e) => e.type === "fault")).toMatchObject({
+      source: "unhandledRejection",
+      plugin: "sloppy-tools",
+    });
+    const calls = events
+      .filter((e) => e.type === "message.appended" && e.message.role === "assistant")
+      .flatMap((e) =>
+        (e as Extract<KeelEvent, { type: "message.appended" }>).message.content
+          .filter((b) => b.type === "tool_call")
+          .map((b) => (b as { id: string }).id),
+      );
+    const results = events
+      .filter((e) => e.type === "message.appended" && e.message.role === "tool")
+      .map(
+        (e) => ((e as Extract<KeelEvent, { type: "message.appended" }>).message as { toolCallId: string }).toolCallId,
+      );
     expect(results).toEqual(calls);
-    expect(closedOnce(events)).toMatchObject([{ type: "turn.failed", verdict: { reason: "process_fault", plugin: "sloppy-tools" } }]);
+    expect(closedOnce(events)).toMatchObject([
+      { type: "turn.failed", verdict: { reason: "process_fault", plugin: "sloppy-tools" } },
+    ]);
   }, 15_000);
 
   it("an uncaught exception after the turn (a background handler's timer) still makes the exit non-zero with a coded message", async () => {
@@ -199,7 +259,9 @@ export default defineConfig({ name: "noisy", plugins: [noisy], offline: { script
     const faults = events.filter((e) => e.type === "fault");
     expect(faults.length).toBeGreaterThan(0);
     expect(faults.length).toBeLessThanOrEqual(20);
-    expect(closedOnce(events)).toMatchObject([{ type: "turn.failed", verdict: { reason: "process_fault", plugin: "noisy" } }]);
+    expect(closedOnce(events)).toMatchObject([
+      { type: "turn.failed", verdict: { reason: "process_fault", plugin: "noisy" } },
+    ]);
     // At most 5 fault lines, one "more faults followed", and the failed turn's own coded line.
     expect(r.stderr.split("\n").filter((l) => l.includes("KEEL_PROCESS_FAULT")).length).toBeLessThanOrEqual(7);
   }, 15_000);
@@ -221,11 +283,27 @@ describe("crashes: frozen events and the library default", () => {
       name: "watcher",
       version: "1.0.0",
       setup(ctx) {
-        for (const phase of PHASE_NAMES) ctx.on(phase as PhaseName, ((e: object) => void (seenPhases.add(phase), walk(e, phase, new Set()))) as never);
-        ctx.on("turn.pre_tool_materialization", () => ({ kind: "tool_bundle", bundleId: "t", tools: [{ name: "echo", description: "echo", execute: (a: unknown) => JSON.stringify(a) }] }), { id: "tools" });
+        for (const phase of PHASE_NAMES)
+          ctx.on(phase as PhaseName, ((e: object) => void (seenPhases.add(phase), walk(e, phase, new Set()))) as never);
+        ctx.on(
+          "turn.pre_tool_materialization",
+          () => ({
+            kind: "tool_bundle",
+            bundleId: "t",
+            tools: [{ name: "echo", description: "echo", execute: (a: unknown) => JSON.stringify(a) }],
+          }),
+          { id: "tools" },
+        );
       },
     });
-    const agent = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ name: "echo", args: { deep: { list: [1, { x: 2 }] } } }] }, { text: "done" }]), store: new MemorySessionStore(), plugins: [watcher] });
+    const agent = await createAgent({
+      provider: scriptedProvider([
+        { toolCalls: [{ name: "echo", args: { deep: { list: [1, { x: 2 }] } } }] },
+        { text: "done" },
+      ]),
+      store: new MemorySessionStore(),
+      plugins: [watcher],
+    });
     const s = await agent.session();
     await s.run("hi", { metadata: { user: { id: "u1", tags: ["a"] } } });
     await agent.close();
@@ -244,7 +322,18 @@ describe("crashes: frozen events and the library default", () => {
     thawed.createSession({ id: s1.id, agent: "agent", createdAt: Date.now() });
     for (const e of store.events(s1.id)) thawed.append(JSON.parse(JSON.stringify(e)));
     let threw = false;
-    const rewriter = definePlugin({ name: "rewriter", version: "1.0.0", setup: (ctx) => ctx.on("round.pre_request", (e) => { try { (e.history[0]!.content[0] as { text: string }).text = "planted"; } catch { threw = true; } }) });
+    const rewriter = definePlugin({
+      name: "rewriter",
+      version: "1.0.0",
+      setup: (ctx) =>
+        ctx.on("round.pre_request", (e) => {
+          try {
+            (e.history[0]!.content[0] as { text: string }).text = "planted";
+          } catch {
+            threw = true;
+          }
+        }),
+    });
     const provider = scriptedProvider([{ text: "ok" }]);
     const second = await createAgent({ provider, store: thawed, plugins: [rewriter] });
     await (await second.session(s1.id)).run("next");
@@ -257,8 +346,20 @@ describe("crashes: frozen events and the library default", () => {
   it("handlers get a read-only policy view (no merge) and a copy of the host's metadata (the host's objects stay writable)", async () => {
     let mergeType = "";
     const hostMeta = { user: { id: "u1" } };
-    const p = definePlugin({ name: "peek", version: "1.0.0", setup: (ctx) => ctx.on("turn.pre_policy", (e) => void (mergeType = typeof (e.policies as unknown as { merge?: unknown }).merge)) });
-    const agent = await createAgent({ provider: scriptedProvider([{ text: "ok" }]), store: new MemorySessionStore(), plugins: [p] });
+    const p = definePlugin({
+      name: "peek",
+      version: "1.0.0",
+      setup: (ctx) =>
+        ctx.on(
+          "turn.pre_policy",
+          (e) => void (mergeType = typeof (e.policies as unknown as { merge?: unknown }).merge),
+        ),
+    });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "ok" }]),
+      store: new MemorySessionStore(),
+      plugins: [p],
+    });
     await (await agent.session()).run("hi", { metadata: hostMeta });
     await agent.close();
     expect(mergeType).toBe("undefined");
@@ -266,12 +367,41 @@ describe("crashes: frozen events and the library default", () => {
   });
 
   it("a plugin object that is a Proxy with throwing traps, or whose options schema throws, is a located registration error, not a raw throw", async () => {
-    const proxy = new Proxy({}, { get() { throw new Error("plugin trap"); } });
-    await expect(createAgent({ provider: scriptedProvider([]), store: new MemorySessionStore(), plugins: [proxy as never] })).rejects.toMatchObject({ code: "KEEL_PLUGIN_INVALID", location: { path: "plugins[0]" }, message: expect.stringContaining("plugin trap") });
+    const proxy = new Proxy(
+      {},
+      {
+        get() {
+          throw new Error("plugin trap");
+        },
+      },
+    );
+    await expect(
+      createAgent({ provider: scriptedProvider([]), store: new MemorySessionStore(), plugins: [proxy as never] }),
+    ).rejects.toMatchObject({
+      code: "KEEL_PLUGIN_INVALID",
+      location: { path: "plugins[0]" },
+      message: expect.stringContaining("plugin trap"),
+    });
     // A schema whose validation runs plugin code that throws (as a zod refine would).
-    const options = { safeParse: () => { throw new Error("refine trap"); } };
-    const schemer = definePlugin({ name: "schemer", version: "1.0.0", options: options as never, input: { a: 1 } as never, setup() {} });
-    await expect(createAgent({ provider: scriptedProvider([]), store: new MemorySessionStore(), plugins: [schemer] })).rejects.toMatchObject({ code: "KEEL_PLUGIN_OPTIONS_INVALID", plugin: "schemer", message: expect.stringContaining("refine trap") });
+    const options = {
+      safeParse: () => {
+        throw new Error("refine trap");
+      },
+    };
+    const schemer = definePlugin({
+      name: "schemer",
+      version: "1.0.0",
+      options: options as never,
+      input: { a: 1 } as never,
+      setup() {},
+    });
+    await expect(
+      createAgent({ provider: scriptedProvider([]), store: new MemorySessionStore(), plugins: [schemer] }),
+    ).rejects.toMatchObject({
+      code: "KEEL_PLUGIN_OPTIONS_INVALID",
+      plugin: "schemer",
+      message: expect.stringContaining("refine trap"),
+    });
   });
 
   it("the kernel installs no process handlers by itself; guardProcess is opt-in and uninstall restores the host's handlers", async () => {
@@ -280,7 +410,10 @@ describe("crashes: frozen events and the library default", () => {
     await (await agent.session()).run("hi");
     expect([process.listenerCount("uncaughtException"), process.listenerCount("unhandledRejection")]).toEqual(before);
     const guard = guardProcess(agent);
-    expect([process.listenerCount("uncaughtException"), process.listenerCount("unhandledRejection")]).toEqual([before[0]! + 1, before[1]! + 1]);
+    expect([process.listenerCount("uncaughtException"), process.listenerCount("unhandledRejection")]).toEqual([
+      before[0]! + 1,
+      before[1]! + 1,
+    ]);
     guard.uninstall();
     guard.uninstall();
     expect([process.listenerCount("uncaughtException"), process.listenerCount("unhandledRejection")]).toEqual(before);
@@ -288,15 +421,28 @@ describe("crashes: frozen events and the library default", () => {
   });
 
   it("a guarded embedding app: a fault while a turn is open closes that turn with a failed verdict naming the plugin", async () => {
-    const gate = definePlugin({ name: "gatekeeper", version: "1.0.0", setup: (ctx) => ctx.on("round.pre_request", () => undefined) });
-    const agent = await createAgent({ provider: scriptedProvider([{ hang: true }]), store: new MemorySessionStore(), plugins: [gate] });
+    const gate = definePlugin({
+      name: "gatekeeper",
+      version: "1.0.0",
+      setup: (ctx) => ctx.on("round.pre_request", () => undefined),
+    });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ hang: true }]),
+      store: new MemorySessionStore(),
+      plugins: [gate],
+    });
     const s = await agent.session();
     const faults: string[] = [];
     const guard = guardProcess(agent, { onFault: (f) => faults.push(f.error.message) });
     const running = s.run("hi");
     await new Promise((r) => setTimeout(r, 30));
     // What the process handler does for a real uncaught exception (emitting it here would also reach vitest's own handler).
-    const recorded = agent.recordFault({ source: "uncaughtException", error: new (await import("../../packages/kernel/src/index.ts")).KeelError("KEEL_PROCESS_FAULT", "boom", { plugin: "gatekeeper" }) });
+    const recorded = agent.recordFault({
+      source: "uncaughtException",
+      error: new (await import("../../packages/kernel/src/index.ts")).KeelError("KEEL_PROCESS_FAULT", "boom", {
+        plugin: "gatekeeper",
+      }),
+    });
     const result = await running;
     guard.uninstall();
     expect(recorded).toEqual([result.turnId]);

@@ -33,7 +33,10 @@ interface Worker {
 }
 
 function startWorker(schema: string): Worker {
-  const child = spawn(process.execPath, [WORKER], { env: { ...process.env, KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema }, stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [WORKER], {
+    env: { ...process.env, KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema },
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   let ready!: () => void;
   const w: Worker = { child, ready: new Promise((r) => (ready = r)), busy: undefined, waiter: undefined, dead: false };
   createInterface({ input: child.stdout! }).on("line", (line) => {
@@ -74,7 +77,10 @@ describe("a fleet of four instances on one PostgreSQL database", () => {
       for (const w of workers) if (!w.dead) w.child.kill("SIGKILL");
     });
     await Promise.all(workers.map((w) => w.ready));
-    const jobs = Array.from({ length: JOBS }, (_, i) => ({ sessionId: ids[i % SESSIONS]!, text: `The code word for topic${i} is ${codeWord(i)}` }));
+    const jobs = Array.from({ length: JOBS }, (_, i) => ({
+      sessionId: ids[i % SESSIONS]!,
+      text: `The code word for topic${i} is ${codeWord(i)}`,
+    }));
     const outcome = new Map<string, { line: string; pid: number | undefined }>();
     let next = 0;
     let kills = 0;
@@ -96,7 +102,7 @@ describe("a fleet of four instances on one PostgreSQL database", () => {
         await new Promise((r) => setTimeout(r, 250 + rng() * 500));
         const victims = workers.filter((w) => !w.dead && w.busy !== undefined);
         const v = victims[Math.floor(rng() * victims.length)];
-        if (v) (v.child.kill("SIGKILL"), kills++);
+        if (v) v.child.kill("SIGKILL"), kills++;
       }
     })();
     await Promise.all([0, 1, 2, 3].map(serve));
@@ -113,7 +119,9 @@ describe("a fleet of four instances on one PostgreSQL database", () => {
       const i = Number(/topic(\d+)/.exec(text)![1]);
       const other = workers.find((w) => !w.dead && w.child.pid !== o.pid)!;
       const line = await send(other, ids[(i + 1) % SESSIONS]!, `ASK What is the code word for topic${i}?`, codeWord(i));
-      expect(`${line} (recall of topic${i} stored by pid ${o.pid}, asked in pid ${other.child.pid})`).toMatch(/\tcompleted\tFOUND \(/);
+      expect(`${line} (recall of topic${i} stored by pid ${o.pid}, asked in pid ${other.child.pid})`).toMatch(
+        /\tcompleted\tFOUND \(/,
+      );
     }
     for (const w of workers) w.child.stdin!.end();
     await Promise.all(workers.map((w) => (w.dead ? undefined : new Promise((r) => w.child.once("exit", r)))));
@@ -122,10 +130,11 @@ describe("a fleet of four instances on one PostgreSQL database", () => {
     const all: KeelEvent[] = [];
     for (const id of ids) all.push(...(await setup.events(id)));
     const stored = new Map<string, number>();
-    for (const e of all) if (e.type === "message.appended" && e.message.role === "user") {
-      const t = e.message.content.map((b) => (b.type === "text" ? b.text : "")).join("");
-      stored.set(t, (stored.get(t) ?? 0) + 1);
-    }
+    for (const e of all)
+      if (e.type === "message.appended" && e.message.role === "user") {
+        const t = e.message.content.map((b) => (b.type === "text" ? b.text : "")).join("");
+        stored.set(t, (stored.get(t) ?? 0) + 1);
+      }
     // Kills landed mid-turn and another instance took the session over, marking the turn interrupted.
     expect(all.filter((e) => e.type === "turn.interrupted").length).toBeGreaterThan(0);
     for (const [text] of done) expect(stored.get(text), text).toBe(1);
@@ -145,7 +154,9 @@ describe("a fleet of four instances on one PostgreSQL database", () => {
         if (e.type !== "message.appended" || e.message.role !== "assistant" || !finished.has(e.turnId)) continue;
         for (const b of e.message.content) {
           if (b.type !== "tool_call") continue;
-          const results = events.filter((x) => x.type === "message.appended" && x.message.role === "tool" && x.message.toolCallId === b.id);
+          const results = events.filter(
+            (x) => x.type === "message.appended" && x.message.role === "tool" && x.message.toolCallId === b.id,
+          );
           expect(results.length, `call ${b.id} in session ${id}`).toBe(1);
         }
       }

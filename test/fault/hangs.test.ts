@@ -14,17 +14,36 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, wri
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { cleanEnv, onlySession, pairing, REPO, scenario, timedKeel, until, useWirePerScenario } from "./support/hangs.ts";
+import {
+  cleanEnv,
+  onlySession,
+  pairing,
+  REPO,
+  scenario,
+  timedKeel,
+  until,
+  useWirePerScenario,
+} from "./support/hangs.ts";
 
 const { root, wire, online } = useWirePerScenario("keel-fault-hangs-");
-const terminal = (events: readonly { type: string }[]) => events.filter((e) => e.type.startsWith("turn.") && e.type !== "turn.started");
+const terminal = (events: readonly { type: string }[]) =>
+  events.filter((e) => e.type.startsWith("turn.") && e.type !== "turn.started");
 
 describe.concurrent("hangs: provider streams", { timeout: 40_000 }, () => {
   it("a stream that stops after its headers is cut by the model's idleTimeoutMs: exit 1 with a classified timeout, fast", async () => {
     const server = await wire();
-    const s = scenario(root, "stall", `export default { name: "stall", model: { model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 300, streamRetries: 0 } };\n`);
+    const s = scenario(
+      root,
+      "stall",
+      `export default { name: "stall", model: { model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 300, streamRetries: 0 } };\n`,
+    );
     const from = server.requests.length;
-    server.enqueue({ text: "This answer never finishes.", chunks: 4, fault: { type: "hang", afterEvents: 3 }, api: "anthropic" });
+    server.enqueue({
+      text: "This answer never finishes.",
+      chunks: 4,
+      fault: { type: "hang", afterEvents: 3 },
+      api: "anthropic",
+    });
     const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home) });
     expect(run.killed, run.stderr).toBe(false);
     expect(run.code, run.stderr).toBe(1);
@@ -37,15 +56,26 @@ describe.concurrent("hangs: provider streams", { timeout: 40_000 }, () => {
     const events = await onlySession(s.home);
     const end = terminal(events);
     expect(end.map((e) => e.type)).toEqual(["turn.failed"]);
-    expect((end[0] as any).verdict).toMatchObject({ status: "failed", reason: "provider_error", errorClass: "timeout" });
+    expect((end[0] as any).verdict).toMatchObject({
+      status: "failed",
+      reason: "provider_error",
+      errorClass: "timeout",
+    });
     expect(events.some((e) => e.type === "model.notice" && e.message.includes("stalled"))).toBe(true);
   });
 
   it("a stalled stream is retried after the idle cut (streamRetries) and the retry serves the turn", async () => {
     const server = await wire();
-    const s = scenario(root, "stall-retry", `export default { name: "stall-retry", model: { model: "openai:gpt-4.1", idleTimeoutMs: 300, streamRetries: 1 } };\n`);
+    const s = scenario(
+      root,
+      "stall-retry",
+      `export default { name: "stall-retry", model: { model: "openai:gpt-4.1", idleTimeoutMs: 300, streamRetries: 1 } };\n`,
+    );
     const from = server.requests.length;
-    server.enqueue({ text: "half", fault: { type: "hang", afterEvents: 2 }, api: "responses" }, { text: "Second attempt served.", api: "responses" });
+    server.enqueue(
+      { text: "half", fault: { type: "hang", afterEvents: 2 }, api: "responses" },
+      { text: "Second attempt served.", api: "responses" },
+    );
     const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home) });
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(8_000);
@@ -58,7 +88,11 @@ describe.concurrent("hangs: provider streams", { timeout: 40_000 }, () => {
 
   it("a server that never sends headers is cut by firstByteTimeoutMs: exit 1 with a timeout, nothing retried for minutes", async () => {
     const server = await wire();
-    const s = scenario(root, "first-byte", `export default { name: "first-byte", model: { model: "openai:gpt-4.1", firstByteTimeoutMs: 400 } };\n`);
+    const s = scenario(
+      root,
+      "first-byte",
+      `export default { name: "first-byte", model: { model: "openai:gpt-4.1", firstByteTimeoutMs: 400 } };\n`,
+    );
     const from = server.requests.length;
     server.enqueue({ hang: "before_headers", api: "responses" });
     const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home) });
@@ -73,9 +107,16 @@ describe.concurrent("hangs: provider streams", { timeout: 40_000 }, () => {
 
   it("a first-byte timeout on the first model of a chain fails over to the next one, with notices", async () => {
     const server = await wire();
-    const s = scenario(root, "first-byte-chain", `export default { name: "chain", model: [{ model: "anthropic:claude-sonnet-4-6", firstByteTimeoutMs: 400 }, "openai:gpt-4.1"] };\n`);
+    const s = scenario(
+      root,
+      "first-byte-chain",
+      `export default { name: "chain", model: [{ model: "anthropic:claude-sonnet-4-6", firstByteTimeoutMs: 400 }, "openai:gpt-4.1"] };\n`,
+    );
     const from = server.requests.length;
-    server.enqueue({ hang: "before_headers", api: "anthropic" }, { text: "Served by the second model.", api: "responses" });
+    server.enqueue(
+      { hang: "before_headers", api: "anthropic" },
+      { text: "Served by the second model.", api: "responses" },
+    );
     const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home) });
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(8_000);
@@ -84,7 +125,9 @@ describe.concurrent("hangs: provider streams", { timeout: 40_000 }, () => {
     expect(run.stderr).toMatch(/failed \(timeout\); frozen for \d+ ms\. Trying openai:gpt-4\.1/);
     expect(server.requests.slice(from).map((r) => r.api)).toEqual(["anthropic", "responses"]);
     const events = await onlySession(s.home);
-    expect(events.filter((e) => e.type === "model.notice").map((e: any) => e.kind)).toEqual(expect.arrayContaining(["info", "fallback"]));
+    expect(events.filter((e) => e.type === "model.notice").map((e: any) => e.kind)).toEqual(
+      expect.arrayContaining(["info", "fallback"]),
+    );
     expect(terminal(events).map((e) => e.type)).toEqual(["turn.completed"]);
   });
 });
@@ -108,9 +151,16 @@ describe.concurrent("hangs: retry-after", { timeout: 40_000 }, () => {
 
   it("a 429 with retry-after: 3600 on the first model of a chain fails over to the second at once", async () => {
     const server = await wire();
-    const s = scenario(root, "retry-after-chain", `export default { name: "ra-chain", model: ["openai:gpt-4.1", "anthropic:claude-sonnet-4-6"] };\n`);
+    const s = scenario(
+      root,
+      "retry-after-chain",
+      `export default { name: "ra-chain", model: ["openai:gpt-4.1", "anthropic:claude-sonnet-4-6"] };\n`,
+    );
     const from = server.requests.length;
-    server.enqueue({ error: "rate_limit", retryAfter: "3600", api: "responses" }, { text: "Second model here.", api: "anthropic" });
+    server.enqueue(
+      { error: "rate_limit", retryAfter: "3600", api: "responses" },
+      { text: "Second model here.", api: "anthropic" },
+    );
     const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home) });
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(8_000);
@@ -122,9 +172,16 @@ describe.concurrent("hangs: retry-after", { timeout: 40_000 }, () => {
 
   it("a retry-after within the cap is still honoured by the SDK (the cap is a cap, not a refusal)", async () => {
     const server = await wire();
-    const s = scenario(root, "retry-after-short", `export default { name: "ra-short", model: { model: "anthropic:claude-sonnet-4-6", maxRetryAfterMs: 2000 } };\n`);
+    const s = scenario(
+      root,
+      "retry-after-short",
+      `export default { name: "ra-short", model: { model: "anthropic:claude-sonnet-4-6", maxRetryAfterMs: 2000 } };\n`,
+    );
     const from = server.requests.length;
-    server.enqueue({ error: "rate_limit", retryAfter: "0.2", api: "anthropic" }, { text: "After a short wait.", api: "anthropic" });
+    server.enqueue(
+      { error: "rate_limit", retryAfter: "0.2", api: "anthropic" },
+      { text: "After a short wait.", api: "anthropic" },
+    );
     const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home) });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain("After a short wait.");
@@ -134,7 +191,11 @@ describe.concurrent("hangs: retry-after", { timeout: 40_000 }, () => {
 
   it("maxRetryAfterMs from an object-form model applies: retry-after 5 s over a 1 s cap fails at once", async () => {
     const server = await wire();
-    const s = scenario(root, "retry-after-cap", `export default { name: "ra-cap", model: { model: "openai:gpt-4.1", maxRetryAfterMs: 1000 } };\n`);
+    const s = scenario(
+      root,
+      "retry-after-cap",
+      `export default { name: "ra-cap", model: { model: "openai:gpt-4.1", maxRetryAfterMs: 1000 } };\n`,
+    );
     const from = server.requests.length;
     server.enqueue({ error: "overloaded", retryAfter: "5", api: "responses" });
     const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home) });
@@ -148,7 +209,11 @@ describe.concurrent("hangs: retry-after", { timeout: 40_000 }, () => {
 describe.concurrent("hangs: wall time", { timeout: 40_000 }, () => {
   it("limits.wallTimeMs cuts a running provider stream: exit 1 within the bound, verdict stopped wall_time, guard recorded", async () => {
     const server = await wire();
-    const s = scenario(root, "wall-stream", `export default { name: "wall", model: { model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 0, firstByteTimeoutMs: 0 }, limits: { wallTimeMs: 1_500 } };\n`);
+    const s = scenario(
+      root,
+      "wall-stream",
+      `export default { name: "wall", model: { model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 0, firstByteTimeoutMs: 0 }, limits: { wallTimeMs: 1_500 } };\n`,
+    );
     const from = server.requests.length;
     server.enqueue({ text: "Thinking very hard", fault: { type: "hang", afterEvents: 2 }, api: "anthropic" });
     const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home) });
@@ -168,15 +233,22 @@ describe.concurrent("hangs: wall time", { timeout: 40_000 }, () => {
 
   it("limits.wallTimeMs cuts a tool that ignores its signal: its call still gets exactly one result, and the process exits", async () => {
     const server = await wire();
-    const s = scenario(root, "wall-tool", `export default {
+    const s = scenario(
+      root,
+      "wall-tool",
+      `export default {
   name: "wall-tool",
   model: "anthropic:claude-sonnet-4-6",
   limits: { wallTimeMs: 800 },
   tools: [{ name: "stubborn", description: "Ignores its signal.", execute: () => new Promise((r) => setTimeout(() => r("too late"), 60_000)) }],
-};\n`);
+};\n`,
+    );
     const from = server.requests.length;
     server.enqueue({ toolCalls: [{ id: "call_stubborn", name: "stubborn", args: {} }], api: "anthropic" });
-    const run = await timedKeel(["run", "go"], { cwd: s.dir, env: online(server, s.home, { KEEL_EXIT_GRACE_MS: "200" }) });
+    const run = await timedKeel(["run", "go"], {
+      cwd: s.dir,
+      env: online(server, s.home, { KEEL_EXIT_GRACE_MS: "200" }),
+    });
     expect(run.killed).toBe(false);
     expect(run.code, run.stderr).toBe(1);
     expect(run.ms).toBeLessThan(8_000);
@@ -207,7 +279,11 @@ describe.concurrent("hangs: plugin setup", { timeout: 40_000 }, () => {
       const server = await wire();
       const s = scenario(root, `setup-${command[0]}`, "");
       const marker = join(s.dir, "marker");
-      scenario(root, `setup-${command[0]}`, `import { writeFileSync } from "node:fs";\nexport default { name: "stuck", model: "anthropic:claude-sonnet-4-6", setupTimeoutMs: 500, plugins: [${stuckPlugin(marker, true)}] };\n`);
+      scenario(
+        root,
+        `setup-${command[0]}`,
+        `import { writeFileSync } from "node:fs";\nexport default { name: "stuck", model: "anthropic:claude-sonnet-4-6", setupTimeoutMs: 500, plugins: [${stuckPlugin(marker, true)}] };\n`,
+      );
       const from = server.requests.length;
       const run = await timedKeel(command, { cwd: s.dir, env: online(server, s.home) });
       expect(run.killed).toBe(false);
@@ -224,7 +300,11 @@ describe.concurrent("hangs: plugin setup", { timeout: 40_000 }, () => {
   it("a setup that never settles and holds no timer is a located error too, not exit 13", async () => {
     const s = scenario(root, "setup-no-timer", "");
     const marker = join(s.dir, "marker");
-    scenario(root, "setup-no-timer", `import { writeFileSync } from "node:fs";\nexport default { name: "stuck", setupTimeoutMs: 300, plugins: [${stuckPlugin(marker, false)}] };\n`);
+    scenario(
+      root,
+      "setup-no-timer",
+      `import { writeFileSync } from "node:fs";\nexport default { name: "stuck", setupTimeoutMs: 300, plugins: [${stuckPlugin(marker, false)}] };\n`,
+    );
     const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: cleanEnv({ KEEL_HOME: s.home }) });
     expect(run.code, run.stderr).toBe(2);
     expect(run.ms).toBeLessThan(6_000);
@@ -233,13 +313,21 @@ describe.concurrent("hangs: plugin setup", { timeout: 40_000 }, () => {
 
   it("`keel sessions list` sets no plugin up: a hanging setup does not stop it listing the sessions", async () => {
     const server = await wire();
-    const a = scenario(root, "sessions-a", `export default { name: "lister", model: "anthropic:claude-sonnet-4-6" };\n`);
+    const a = scenario(
+      root,
+      "sessions-a",
+      `export default { name: "lister", model: "anthropic:claude-sonnet-4-6" };\n`,
+    );
     server.enqueue({ text: "First session.", api: "anthropic" });
     const first = await timedKeel(["run", "hello"], { cwd: a.dir, env: online(server, a.home) });
     expect(first.code, first.stderr).toBe(0);
     const b = scenario(root, "sessions-b", "");
     const marker = join(b.dir, "marker");
-    scenario(root, "sessions-b", `import { writeFileSync } from "node:fs";\nexport default { name: "lister", home: ${JSON.stringify(a.home)}, plugins: [${stuckPlugin(marker, true)}] };\n`);
+    scenario(
+      root,
+      "sessions-b",
+      `import { writeFileSync } from "node:fs";\nexport default { name: "lister", home: ${JSON.stringify(a.home)}, plugins: [${stuckPlugin(marker, true)}] };\n`,
+    );
     const run = await timedKeel(["sessions", "list", "--json"], { cwd: b.dir, env: cleanEnv() });
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(5_000);
@@ -253,15 +341,22 @@ describe.concurrent("hangs: plugin setup", { timeout: 40_000 }, () => {
 describe.concurrent("hangs: exit after the turn", { timeout: 40_000 }, () => {
   it("a background handler that ignores its signal does not keep `keel run` alive: exit 0 after the grace, naming it", async () => {
     const server = await wire();
-    const s = scenario(root, "background", `export default {
+    const s = scenario(
+      root,
+      "background",
+      `export default {
   name: "bg",
   model: "anthropic:claude-sonnet-4-6",
   plugins: [{ name: "lingerer", version: "1.0.0", setup(ctx) {
     ctx.on("turn.post_turn", () => new Promise(() => { setInterval(() => {}, 1_000); }), { await: "background" });
   } }],
-};\n`);
+};\n`,
+    );
     server.enqueue({ text: "Done quickly.", api: "anthropic" });
-    const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home, { KEEL_EXIT_GRACE_MS: "300" }) });
+    const run = await timedKeel(["run", "hello"], {
+      cwd: s.dir,
+      env: online(server, s.home, { KEEL_EXIT_GRACE_MS: "300" }),
+    });
     expect(run.killed).toBe(false);
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(6_000);
@@ -272,15 +367,22 @@ describe.concurrent("hangs: exit after the turn", { timeout: 40_000 }, () => {
 
   it("a session.end handler that never settles cannot hold the exit: closing is given up after the grace + 1 s", async () => {
     const server = await wire();
-    const s = scenario(root, "session-end", `export default {
+    const s = scenario(
+      root,
+      "session-end",
+      `export default {
   name: "end",
   model: "anthropic:claude-sonnet-4-6",
   plugins: [{ name: "never-ends", version: "1.0.0", setup(ctx) {
     ctx.on("session.end", () => new Promise(() => { setInterval(() => {}, 1_000); }), { timeoutMs: 60_000 });
   } }],
-};\n`);
+};\n`,
+    );
     server.enqueue({ text: "Bye.", api: "anthropic" });
-    const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home, { KEEL_EXIT_GRACE_MS: "200" }) });
+    const run = await timedKeel(["run", "hello"], {
+      cwd: s.dir,
+      env: online(server, s.home, { KEEL_EXIT_GRACE_MS: "200" }),
+    });
     expect(run.killed).toBe(false);
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(6_000);
@@ -292,15 +394,25 @@ describe.concurrent("hangs: exit after the turn", { timeout: 40_000 }, () => {
 
   it("a tool that ignores its signal past its timeout: the turn goes on, and the process exits right after it, naming the tool", async () => {
     const server = await wire();
-    const s = scenario(root, "tool-timeout", `export default {
+    const s = scenario(
+      root,
+      "tool-timeout",
+      `export default {
   name: "tool-timeout",
   model: "anthropic:claude-sonnet-4-6",
   toolTimeouts: { info: 300 },
   tools: [{ name: "stubborn", description: "Ignores its signal.", execute: () => new Promise((r) => setTimeout(() => r("too late"), 60_000)) }],
-};\n`);
+};\n`,
+    );
     const from = server.requests.length;
-    server.enqueue({ toolCalls: [{ id: "call_t", name: "stubborn", args: {} }], api: "anthropic" }, { text: "The tool timed out.", api: "anthropic" });
-    const run = await timedKeel(["run", "go"], { cwd: s.dir, env: online(server, s.home, { KEEL_EXIT_GRACE_MS: "200" }) });
+    server.enqueue(
+      { toolCalls: [{ id: "call_t", name: "stubborn", args: {} }], api: "anthropic" },
+      { text: "The tool timed out.", api: "anthropic" },
+    );
+    const run = await timedKeel(["run", "go"], {
+      cwd: s.dir,
+      env: online(server, s.home, { KEEL_EXIT_GRACE_MS: "200" }),
+    });
     expect(run.killed).toBe(false);
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(6_000);
@@ -315,14 +427,19 @@ describe.concurrent("hangs: exit after the turn", { timeout: 40_000 }, () => {
 describe.concurrent("hangs: SIGINT", { timeout: 40_000 }, () => {
   it("SIGINT during a hanging stream cancels the turn and exits 130; the turn is recorded interrupted", async () => {
     const server = await wire();
-    const s = scenario(root, "sigint-stream", `export default { name: "sigint", model: { model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 0, firstByteTimeoutMs: 0 } };\n`);
+    const s = scenario(
+      root,
+      "sigint-stream",
+      `export default { name: "sigint", model: { model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 0, firstByteTimeoutMs: 0 } };\n`,
+    );
     const from = server.requests.length;
     server.enqueue({ hang: "before_headers", api: "anthropic" });
     let sentAt = 0;
     const run = await timedKeel(["run", "hello"], {
       cwd: s.dir,
       env: online(server, s.home),
-      during: (child) => until(() => server.requests.length > from).then(() => ((sentAt = performance.now()), child.kill("SIGINT"))),
+      during: (child) =>
+        until(() => server.requests.length > from).then(() => ((sentAt = performance.now()), child.kill("SIGINT"))),
     });
     expect(performance.now() - sentAt).toBeLessThan(5_000);
     expect(run.duringError).toBeUndefined();
@@ -338,11 +455,15 @@ describe.concurrent("hangs: SIGINT", { timeout: 40_000 }, () => {
 
   it("SIGINT during a tool that ignores its signal exits 130 with the call paired", async () => {
     const server = await wire();
-    const s = scenario(root, "sigint-tool", `export default {
+    const s = scenario(
+      root,
+      "sigint-tool",
+      `export default {
   name: "sigint-tool",
   model: "anthropic:claude-sonnet-4-6",
   tools: [{ name: "stubborn", description: "Ignores its signal.", execute: () => new Promise((r) => setTimeout(() => r("too late"), 60_000)) }],
-};\n`);
+};\n`,
+    );
     server.enqueue({ toolCalls: [{ id: "call_s", name: "stubborn", args: {} }], api: "anthropic" });
     const run = await timedKeel(["run", "go"], {
       cwd: s.dir,
@@ -362,13 +483,17 @@ describe.concurrent("hangs: SIGINT", { timeout: 40_000 }, () => {
 
   it("a second SIGINT exits 130 at once, even while closing would wait for background work", async () => {
     const server = await wire();
-    const s = scenario(root, "sigint-twice", `export default {
+    const s = scenario(
+      root,
+      "sigint-twice",
+      `export default {
   name: "twice",
   model: { model: "anthropic:claude-sonnet-4-6", firstByteTimeoutMs: 0 },
   plugins: [{ name: "lingerer", version: "1.0.0", setup(ctx) {
     ctx.on("turn.post_turn", () => new Promise(() => { setInterval(() => {}, 1_000); }), { await: "background" });
   } }],
-};\n`);
+};\n`,
+    );
     const from = server.requests.length;
     server.enqueue({ hang: "before_headers", api: "anthropic" });
     let secondAt = 0;
@@ -393,33 +518,49 @@ describe.concurrent("hangs: SIGINT", { timeout: 40_000 }, () => {
 });
 
 describe("hangs: the tokenizer's cache file", { timeout: 40_000 }, () => {
-  it.runIf(process.platform !== "win32")("a FIFO, then /dev/zero, in the place of the o200k cache file: the run decodes the ranks again, counts exactly and exits at once", async () => {
-    const server = await wire();
-    const cache = join(root, "tokenizer-cache");
-    // 112 KB of input (an argument holds at most 128 KB): past half the ceiling of a 200k window, so the count must be exact and the vocabulary loads.
-    const input = `${"Release notes for the team, line by line. ".repeat(2_600)}\nSummarise them.`;
-    const counts: unknown[] = [];
-    for (const [name, spoil] of [["fresh", undefined], ["fifo", (f: string) => execFileSync("mkfifo", [f])], ["zero", (f: string) => symlinkSync("/dev/zero", f)]] as const) {
-      if (spoil) {
-        const [file] = readdirSync(cache).filter((f) => f.startsWith("o200k-"));
-        expect(file).toBeDefined();
-        rmSync(join(cache, file!));
-        spoil(join(cache, file!));
+  it.runIf(process.platform !== "win32")(
+    "a FIFO, then /dev/zero, in the place of the o200k cache file: the run decodes the ranks again, counts exactly and exits at once",
+    async () => {
+      const server = await wire();
+      const cache = join(root, "tokenizer-cache");
+      // 112 KB of input (an argument holds at most 128 KB): past half the ceiling of a 200k window, so the count must be exact and the vocabulary loads.
+      const input = `${"Release notes for the team, line by line. ".repeat(2_600)}\nSummarise them.`;
+      const counts: unknown[] = [];
+      for (const [name, spoil] of [
+        ["fresh", undefined],
+        ["fifo", (f: string) => execFileSync("mkfifo", [f])],
+        ["zero", (f: string) => symlinkSync("/dev/zero", f)],
+      ] as const) {
+        if (spoil) {
+          const [file] = readdirSync(cache).filter((f) => f.startsWith("o200k-"));
+          expect(file).toBeDefined();
+          rmSync(join(cache, file!));
+          spoil(join(cache, file!));
+        }
+        const s = scenario(
+          root,
+          `tokenizer-${name}`,
+          `export default { name: "tok", model: "anthropic:claude-sonnet-4-6" };\n`,
+        );
+        server.enqueue({ text: "Summarised.", api: "anthropic" });
+        const run = await timedKeel(["run", input], {
+          cwd: s.dir,
+          env: online(server, s.home, { KEEL_CACHE_DIR: cache }),
+        });
+        expect(run.killed, run.stderr).toBe(false);
+        expect(run.code, run.stderr).toBe(0);
+        expect(run.ms).toBeLessThan(15_000);
+        const compiled = (await onlySession(s.home)).find((e) => e.type === "prompt.compiled") as
+          | { manifest: { tokenEstimate: { exact: boolean; messages: number } } }
+          | undefined;
+        expect(compiled?.manifest.tokenEstimate.exact).toBe(true);
+        counts.push(compiled!.manifest.tokenEstimate.messages);
       }
-      const s = scenario(root, `tokenizer-${name}`, `export default { name: "tok", model: "anthropic:claude-sonnet-4-6" };\n`);
-      server.enqueue({ text: "Summarised.", api: "anthropic" });
-      const run = await timedKeel(["run", input], { cwd: s.dir, env: online(server, s.home, { KEEL_CACHE_DIR: cache }) });
-      expect(run.killed, run.stderr).toBe(false);
-      expect(run.code, run.stderr).toBe(0);
-      expect(run.ms).toBeLessThan(15_000);
-      const compiled = (await onlySession(s.home)).find((e) => e.type === "prompt.compiled") as { manifest: { tokenEstimate: { exact: boolean; messages: number } } } | undefined;
-      expect(compiled?.manifest.tokenEstimate.exact).toBe(true);
-      counts.push(compiled!.manifest.tokenEstimate.messages);
-    }
-    expect(new Set(counts).size).toBe(1);
-    // The spoiled entry was replaced by a good cache file again.
-    expect(readdirSync(cache).filter((f) => f.startsWith("o200k-") && !f.endsWith(".tmp"))).toHaveLength(1);
-  });
+      expect(new Set(counts).size).toBe(1);
+      // The spoiled entry was replaced by a good cache file again.
+      expect(readdirSync(cache).filter((f) => f.startsWith("o200k-") && !f.endsWith(".tmp"))).toHaveLength(1);
+    },
+  );
 });
 
 // A run of `keel run hi` offline takes 1-5 s here (no compile cache on these paths); a hang is
@@ -427,11 +568,18 @@ describe("hangs: the tokenizer's cache file", { timeout: 40_000 }, () => {
 // outlives SIGTERM). The cap is an upper bound on a hang, not a speed target; a scenario makes at
 // most two runs and may queue behind the others for the two CLI slots.
 const CAP_MS = 60_000;
-describe.concurrent("hangs: nothing Keel creates or enables at start waits on a path it has not checked (issue 30)", { timeout: 3 * CAP_MS }, () => {
+describe.concurrent("hangs: nothing Keel creates or enables at start waits on a path it has not checked (issue 30)", {
+  timeout: 3 * CAP_MS,
+}, () => {
   /** Env of an offline run that lets keel's own compile-cache code run (no NODE_COMPILE_CACHE, no opt-out). */
   const startEnv = (home: string, extra: Record<string, string>) => {
     const env = cleanEnv({ KEEL_HOME: home, KEEL_OFFLINE: "1", ...extra });
-    for (const k of ["NODE_COMPILE_CACHE", "KEEL_NO_COMPILE_CACHE", ...("XDG_CACHE_HOME" in extra ? ["KEEL_CACHE_DIR"] : [])]) delete env[k];
+    for (const k of [
+      "NODE_COMPILE_CACHE",
+      "KEEL_NO_COMPILE_CACHE",
+      ...("XDG_CACHE_HOME" in extra ? ["KEEL_CACHE_DIR"] : []),
+    ])
+      delete env[k];
     return env;
   };
   const fifo = (path: string) => {
@@ -440,72 +588,142 @@ describe.concurrent("hangs: nothing Keel creates or enables at start waits on a 
   };
 
   const caches: Array<[string, () => Record<string, string>, RegExp]> = [
-    ["KEEL_CACHE_DIR=/proc/self (Node's recursive mkdir spins there forever)", () => ({ KEEL_CACHE_DIR: "/proc/self" }), /\/proc\/self\/node-compile-cache \(from KEEL_CACHE_DIR\) is in \/proc, a kernel file system/],
-    ["XDG_CACHE_HOME=/proc/self", () => ({ XDG_CACHE_HOME: "/proc/self" }), /\/proc\/self\/keel\/node-compile-cache \(from XDG_CACHE_HOME\) is in \/proc, a kernel file system/],
-    ["KEEL_CACHE_DIR=/dev/zero", () => ({ KEEL_CACHE_DIR: "/dev/zero" }), /\/dev\/zero\/node-compile-cache \(from KEEL_CACHE_DIR\) is in \/dev, a kernel file system/],
-    ["KEEL_CACHE_DIR naming a FIFO", () => ({ KEEL_CACHE_DIR: fifo(join(root, `cache-fifo-${process.hrtime.bigint()}`)) }), /node-compile-cache \(from KEEL_CACHE_DIR\) is not a folder/],
-    ["KEEL_CACHE_DIR a folder other users may write to (its compiled code would be run)", () => {
-      const dir = join(root, `cache-shared-${process.hrtime.bigint()}`);
-      mkdirSync(join(dir, "node-compile-cache"), { recursive: true });
-      chmodSync(join(dir, "node-compile-cache"), 0o777);
-      return { KEEL_CACHE_DIR: dir };
-    }, /node-compile-cache \(from KEEL_CACHE_DIR\) may be written by other users/],
+    [
+      "KEEL_CACHE_DIR=/proc/self (Node's recursive mkdir spins there forever)",
+      () => ({ KEEL_CACHE_DIR: "/proc/self" }),
+      /\/proc\/self\/node-compile-cache \(from KEEL_CACHE_DIR\) is in \/proc, a kernel file system/,
+    ],
+    [
+      "XDG_CACHE_HOME=/proc/self",
+      () => ({ XDG_CACHE_HOME: "/proc/self" }),
+      /\/proc\/self\/keel\/node-compile-cache \(from XDG_CACHE_HOME\) is in \/proc, a kernel file system/,
+    ],
+    [
+      "KEEL_CACHE_DIR=/dev/zero",
+      () => ({ KEEL_CACHE_DIR: "/dev/zero" }),
+      /\/dev\/zero\/node-compile-cache \(from KEEL_CACHE_DIR\) is in \/dev, a kernel file system/,
+    ],
+    [
+      "KEEL_CACHE_DIR naming a FIFO",
+      () => ({ KEEL_CACHE_DIR: fifo(join(root, `cache-fifo-${process.hrtime.bigint()}`)) }),
+      /node-compile-cache \(from KEEL_CACHE_DIR\) is not a folder/,
+    ],
+    [
+      "KEEL_CACHE_DIR a folder other users may write to (its compiled code would be run)",
+      () => {
+        const dir = join(root, `cache-shared-${process.hrtime.bigint()}`);
+        mkdirSync(join(dir, "node-compile-cache"), { recursive: true });
+        chmodSync(join(dir, "node-compile-cache"), 0o777);
+        return { KEEL_CACHE_DIR: dir };
+      },
+      /node-compile-cache \(from KEEL_CACHE_DIR\) may be written by other users/,
+    ],
   ];
   for (const [name, setting, said] of caches) {
-    it.runIf(process.platform === "linux")(`the compile cache with ${name}: keel starts without it, at once, and says so`, async () => {
-      const s = scenario(root, `cache-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 40)}`, `export default { name: "cache" };\n`);
-      const run = await timedKeel(["run", "hi"], { cwd: s.dir, env: startEnv(s.home, setting()), capMs: CAP_MS });
-      expect(run.killed, `keel hung at start and was killed after ${CAP_MS} ms`).toBe(false);
-      expect(run.code, run.stderr).toBe(0);
-      expect(run.stdout).toContain("You said: hi");
-      expect(run.stderr).toMatch(/keel: compiled code is not cached: /);
-      expect(run.stderr).toMatch(said);
-    });
+    it.runIf(process.platform === "linux")(
+      `the compile cache with ${name}: keel starts without it, at once, and says so`,
+      async () => {
+        const s = scenario(
+          root,
+          `cache-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 40)}`,
+          `export default { name: "cache" };\n`,
+        );
+        const run = await timedKeel(["run", "hi"], { cwd: s.dir, env: startEnv(s.home, setting()), capMs: CAP_MS });
+        expect(run.killed, `keel hung at start and was killed after ${CAP_MS} ms`).toBe(false);
+        expect(run.code, run.stderr).toBe(0);
+        expect(run.stdout).toContain("You said: hi");
+        expect(run.stderr).toMatch(/keel: compiled code is not cached: /);
+        expect(run.stderr).toMatch(said);
+      },
+    );
   }
 
-  it.runIf(process.platform === "linux")("KEEL_HOME under /proc: a located KEEL_HOME_INVALID at once (creating it spun forever)", async () => {
-    const s = scenario(root, "home-proc", `export default { name: "home" };\n`);
-    const run = await timedKeel(["run", "hi"], { cwd: s.dir, env: startEnv("/proc/self/keel-home", {}), capMs: CAP_MS });
-    expect(run.killed, "keel hung at start").toBe(false);
-    expect(run.code, run.stderr).toBe(2);
-    expect(run.stderr).toContain("KEEL_HOME_INVALID (at KEEL_HOME): KEEL_HOME: /proc/self/keel-home is in /proc, a kernel file system");
-  });
+  it.runIf(process.platform === "linux")(
+    "KEEL_HOME under /proc: a located KEEL_HOME_INVALID at once (creating it spun forever)",
+    async () => {
+      const s = scenario(root, "home-proc", `export default { name: "home" };\n`);
+      const run = await timedKeel(["run", "hi"], {
+        cwd: s.dir,
+        env: startEnv("/proc/self/keel-home", {}),
+        capMs: CAP_MS,
+      });
+      expect(run.killed, "keel hung at start").toBe(false);
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toContain(
+        "KEEL_HOME_INVALID (at KEEL_HOME): KEEL_HOME: /proc/self/keel-home is in /proc, a kernel file system",
+      );
+    },
+  );
 
-  it.runIf(process.platform === "linux")("an offline script that is a FIFO: KEEL_CONFIG_INVALID naming it, never a wait for a writer", async () => {
-    const s = scenario(root, "script-fifo", `export default { name: "script", offline: { script: "./script.json" } };\n`);
-    fifo(join(s.dir, "script.json"));
-    const run = await timedKeel(["run", "hi"], { cwd: s.dir, env: startEnv(s.home, {}), capMs: CAP_MS });
-    expect(run.killed, "keel waited on the FIFO").toBe(false);
-    expect(run.code, run.stderr).toBe(2);
-    expect(run.stderr).toContain(`offline.script "./script.json" could not be read as JSON: ${join(s.dir, "script.json")} is not a regular file (a FIFO)`);
-  });
+  it.runIf(process.platform === "linux")(
+    "an offline script that is a FIFO: KEEL_CONFIG_INVALID naming it, never a wait for a writer",
+    async () => {
+      const s = scenario(
+        root,
+        "script-fifo",
+        `export default { name: "script", offline: { script: "./script.json" } };\n`,
+      );
+      fifo(join(s.dir, "script.json"));
+      const run = await timedKeel(["run", "hi"], { cwd: s.dir, env: startEnv(s.home, {}), capMs: CAP_MS });
+      expect(run.killed, "keel waited on the FIFO").toBe(false);
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toContain(
+        `offline.script "./script.json" could not be read as JSON: ${join(s.dir, "script.json")} is not a regular file (a FIFO)`,
+      );
+    },
+  );
 
-  it.runIf(process.platform === "linux")("a SKILL.md linked to a FIFO in the home's skills: the skill is skipped with a warning naming it, the turn runs", async () => {
-    const skills = pathToFileURL(join(REPO, "packages", "plugin-skills", "src", "index.ts")).href;
-    const s = scenario(root, "skill-fifo", `import skills from ${JSON.stringify(skills)};\nexport default { name: "skills", plugins: [skills()] };\n`);
-    mkdirSync(join(s.home, "skills", "fifo-skill"), { recursive: true });
-    mkdirSync(join(s.home, "skills", "good-skill"), { recursive: true });
-    writeFileSync(join(s.home, "skills", "good-skill", "SKILL.md"), "---\nname: good-skill\ndescription: Deploys the service to staging.\n---\nRun the deploy script.\n");
-    symlinkSync(fifo(join(root, "skill-fifo.md")), join(s.home, "skills", "fifo-skill", "SKILL.md"));
-    const run = await timedKeel(["run", "hi"], { cwd: s.dir, env: startEnv(s.home, {}), capMs: CAP_MS });
-    expect(run.killed, "keel waited on the FIFO").toBe(false);
-    expect(run.code, run.stderr).toBe(0);
-    expect(run.stderr.replace(/\s+/g, " ")).toContain(`KEEL_SKILL_INVALID`);
-    expect(run.stderr.replace(/\s+/g, " ")).toContain(`fifo-skill/SKILL.md is not a regular file (a FIFO)`);
-  });
+  it.runIf(process.platform === "linux")(
+    "a SKILL.md linked to a FIFO in the home's skills: the skill is skipped with a warning naming it, the turn runs",
+    async () => {
+      const skills = pathToFileURL(join(REPO, "packages", "plugin-skills", "src", "index.ts")).href;
+      const s = scenario(
+        root,
+        "skill-fifo",
+        `import skills from ${JSON.stringify(skills)};\nexport default { name: "skills", plugins: [skills()] };\n`,
+      );
+      mkdirSync(join(s.home, "skills", "fifo-skill"), { recursive: true });
+      mkdirSync(join(s.home, "skills", "good-skill"), { recursive: true });
+      writeFileSync(
+        join(s.home, "skills", "good-skill", "SKILL.md"),
+        "---\nname: good-skill\ndescription: Deploys the service to staging.\n---\nRun the deploy script.\n",
+      );
+      symlinkSync(fifo(join(root, "skill-fifo.md")), join(s.home, "skills", "fifo-skill", "SKILL.md"));
+      const run = await timedKeel(["run", "hi"], { cwd: s.dir, env: startEnv(s.home, {}), capMs: CAP_MS });
+      expect(run.killed, "keel waited on the FIFO").toBe(false);
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stderr.replace(/\s+/g, " ")).toContain(`KEEL_SKILL_INVALID`);
+      expect(run.stderr.replace(/\s+/g, " ")).toContain(`fifo-skill/SKILL.md is not a regular file (a FIFO)`);
+    },
+  );
 
-  it.runIf(process.platform === "linux")("keel init into /proc, and keel init --force over a FIFO: KEEL_INIT_REFUSED at once, naming what is in the way", async () => {
-    const s = scenario(root, "init-fifo", `export default { name: "init" };\n`);
-    const proc = await timedKeel(["init", "/proc/self/new-agent"], { cwd: s.dir, env: startEnv(s.home, {}), capMs: CAP_MS });
-    expect(proc.killed, "keel init spun under /proc").toBe(false);
-    expect(proc.code, proc.stderr).toBe(2);
-    expect(proc.stderr).toContain("KEEL_INIT_REFUSED (at /proc/self/new-agent): /proc/self/new-agent is in /proc, a kernel file system");
-    const dir = join(s.dir, "agent");
-    mkdirSync(dir);
-    fifo(join(dir, "agent.config.ts"));
-    const forced = await timedKeel(["init", "--force", "agent"], { cwd: s.dir, env: startEnv(s.home, {}), capMs: CAP_MS });
-    expect(forced.killed, "keel init waited for a reader of the FIFO").toBe(false);
-    expect(forced.code, forced.stderr).toBe(2);
-    expect(forced.stderr).toContain("agent has agent.config.ts, which is not a regular file (a FIFO, device or folder)");
-  });
+  it.runIf(process.platform === "linux")(
+    "keel init into /proc, and keel init --force over a FIFO: KEEL_INIT_REFUSED at once, naming what is in the way",
+    async () => {
+      const s = scenario(root, "init-fifo", `export default { name: "init" };\n`);
+      const proc = await timedKeel(["init", "/proc/self/new-agent"], {
+        cwd: s.dir,
+        env: startEnv(s.home, {}),
+        capMs: CAP_MS,
+      });
+      expect(proc.killed, "keel init spun under /proc").toBe(false);
+      expect(proc.code, proc.stderr).toBe(2);
+      expect(proc.stderr).toContain(
+        "KEEL_INIT_REFUSED (at /proc/self/new-agent): /proc/self/new-agent is in /proc, a kernel file system",
+      );
+      const dir = join(s.dir, "agent");
+      mkdirSync(dir);
+      fifo(join(dir, "agent.config.ts"));
+      const forced = await timedKeel(["init", "--force", "agent"], {
+        cwd: s.dir,
+        env: startEnv(s.home, {}),
+        capMs: CAP_MS,
+      });
+      expect(forced.killed, "keel init waited for a reader of the FIFO").toBe(false);
+      expect(forced.code, forced.stderr).toBe(2);
+      expect(forced.stderr).toContain(
+        "agent has agent.config.ts, which is not a regular file (a FIFO, device or folder)",
+      );
+    },
+  );
 });

@@ -42,7 +42,10 @@ describe("fault: unbounded input — one tool result is capped by the kernel", (
   it("a 20 MB tool result is cut to limits.maxToolResultChars (default 100,000): head, tail and how much was dropped go to the provider, not the rest", async () => {
     const h = home();
     const from = server.requests.length;
-    server.enqueue({ toolCalls: [{ name: "emit", args: {} }], api: "anthropic" }, { text: "A very long output.", api: "anthropic" });
+    server.enqueue(
+      { toolCalls: [{ name: "emit", args: {} }], api: "anthropic" },
+      { text: "A very long output.", api: "anthropic" },
+    );
     const run = await keelRun(h, wireEnv(server, h, { FAULT_TOOL: "huge", FAULT_HUGE_MB: "20" }), ["use emit"]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(30_000);
@@ -51,7 +54,9 @@ describe("fault: unbounded input — one tool result is capped by the kernel", (
     const sent = toolText(reqs[1]!.body);
     expect(sent.startsWith("HEAD-OF-RESULT")).toBe(true);
     expect(sent.endsWith("TAIL-OF-RESULT")).toBe(true);
-    const dropped = Number(/\[… (\d+) characters cut from this tool result \(limits\.maxToolResultChars is 100000\) …\]/.exec(sent)?.[1]);
+    const dropped = Number(
+      /\[… (\d+) characters cut from this tool result \(limits\.maxToolResultChars is 100000\) …\]/.exec(sent)?.[1],
+    );
     expect(dropped).toBeGreaterThan(20 * MB - 200_000);
     expect(reqs[1]!.size).toBeLessThan(DEFAULT_LIMITS.maxToolResultChars * 1.2);
     capped = { h, session: sessionIdOf(run) };
@@ -64,13 +69,15 @@ describe("fault: unbounded input — one tool result is capped by the kernel", (
     expect(tool).toHaveLength(1);
     expect(tool[0]!.data.length).toBeLessThan(DEFAULT_LIMITS.maxToolResultChars + 2_000);
     expect(tool[0]!.data).toContain("characters cut from this tool result");
-    const bytes = statSync(join(h.home, "sessions.sqlite")).size + (() => {
-      try {
-        return statSync(join(h.home, "sessions.sqlite-wal")).size;
-      } catch {
-        return 0;
-      }
-    })();
+    const bytes =
+      statSync(join(h.home, "sessions.sqlite")).size +
+      (() => {
+        try {
+          return statSync(join(h.home, "sessions.sqlite-wal")).size;
+        } catch {
+          return 0;
+        }
+      })();
     expect(bytes).toBeLessThan(3 * MB);
   });
 
@@ -90,8 +97,21 @@ describe("fault: unbounded input — one tool result is capped by the kernel", (
   it("a plugin's tool (tool_bundle) is capped the same way, at a cap set in the config, on OpenAI Responses", async () => {
     const h = home();
     const from = server.requests.length;
-    server.enqueue({ toolCalls: [{ name: "plugin_emit", args: {} }], api: "responses" }, { text: "ok", api: "responses" });
-    const run = await keelRun(h, wireEnv(server, h, { FAULT_TOOL: "huge", FAULT_HUGE_MB: "2", FAULT_PLUGIN_TOOL: "1", FAULT_MAX_RESULT: "5000", FAULT_MODEL: "openai:gpt-4.1" }), ["use plugin_emit"]);
+    server.enqueue(
+      { toolCalls: [{ name: "plugin_emit", args: {} }], api: "responses" },
+      { text: "ok", api: "responses" },
+    );
+    const run = await keelRun(
+      h,
+      wireEnv(server, h, {
+        FAULT_TOOL: "huge",
+        FAULT_HUGE_MB: "2",
+        FAULT_PLUGIN_TOOL: "1",
+        FAULT_MAX_RESULT: "5000",
+        FAULT_MODEL: "openai:gpt-4.1",
+      }),
+      ["use plugin_emit"],
+    );
     expect(run.code, run.stderr).toBe(0);
     const reqs = requestsSince(server, from);
     expect(reqs.map((r) => r.outcome)).toEqual(["completed", "completed"]);
@@ -134,7 +154,11 @@ describe("fault: unbounded input — no request known to exceed the context wind
     expect(user).toBeDefined();
     expect(user!.data.length).toBeGreaterThan(5 * MB);
     const failed = events.find((e) => e.type === "turn.failed");
-    expect(JSON.parse(failed!.data).verdict).toMatchObject({ status: "failed", reason: "context_overflow", code: "KEEL_CONTEXT_OVERFLOW" });
+    expect(JSON.parse(failed!.data).verdict).toMatchObject({
+      status: "failed",
+      reason: "context_overflow",
+      code: "KEEL_CONTEXT_OVERFLOW",
+    });
     expect(events.some((e) => e.type === "guard.tripped" && e.data.includes("context_ceiling"))).toBe(true);
     expect(events.some((e) => e.type === "prompt.compiled")).toBe(false);
     overflowed = { h, session };
@@ -149,7 +173,9 @@ describe("fault: unbounded input — no request known to exceed the context wind
     expect(run.ms).toBeLessThan(30_000);
     expect(run.stderr).toContain("KEEL_CONTEXT_OVERFLOW");
     expect(server.requests.length).toBe(from);
-    const stored = storedEvents(h.home).filter((e) => e.session === session && e.type === "message.appended" && e.data.includes("a short question"));
+    const stored = storedEvents(h.home).filter(
+      (e) => e.session === session && e.type === "message.appended" && e.data.includes("a short question"),
+    );
     expect(stored).toHaveLength(1);
   });
 

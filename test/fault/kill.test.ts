@@ -10,7 +10,20 @@ import type { WireServer } from "../../packages/wire-server/src/index.ts";
 import type { KeelEvent } from "../../packages/kernel/src/index.ts";
 import { isTerminalEvent } from "../../packages/kernel/src/index.ts";
 import { seededRandom } from "../../packages/testkit/src/index.ts";
-import { useSharedWire, faultConfig, inProcessAgent, pairingProblems, project, runKeel, seedSession, startKeel, storedEvents, storedUserTexts, until, wireEnv } from "./support/storage.ts";
+import {
+  useSharedWire,
+  faultConfig,
+  inProcessAgent,
+  pairingProblems,
+  project,
+  runKeel,
+  seedSession,
+  startKeel,
+  storedEvents,
+  storedUserTexts,
+  until,
+  wireEnv,
+} from "./support/storage.ts";
 
 const { root, server: sharedServer } = useSharedWire("keel-fault-kill-");
 let server: WireServer;
@@ -22,7 +35,8 @@ const SEED = 20261123;
 const KILLS = 20;
 const LANES = 2;
 const env = (home: string) => wireEnv(home, server.anthropicBaseURL);
-const requestsFor = (from: number, needle: string) => server.requests.slice(from).filter((r) => JSON.stringify(r.body?.messages ?? []).includes(needle));
+const requestsFor = (from: number, needle: string) =>
+  server.requests.slice(from).filter((r) => JSON.stringify(r.body?.messages ?? []).includes(needle));
 const firstJsonSession = (stdout: string) => /"sessionId":"([0-9a-f-]{36})"/.exec(stdout)?.[1];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -92,7 +106,8 @@ describe("kill: randomised SIGKILL campaign", () => {
         said.push(recover);
         const sent = requestsFor(from2, `recover-${l}-${i} `);
         expect(sent.length).toBeGreaterThanOrEqual(1);
-        for (const r of sent) expect(pairingProblems(r.body), JSON.stringify(r.body.messages).slice(0, 2000)).toEqual([]);
+        for (const r of sent)
+          expect(pairingProblems(r.body), JSON.stringify(r.body.messages).slice(0, 2000)).toEqual([]);
         expect(JSON.stringify(sent[0]!.body.messages)).toContain(tag);
         const after = storedEvents(p.home, id);
         expectContiguous(after);
@@ -105,7 +120,9 @@ describe("kill: randomised SIGKILL campaign", () => {
           interrupted++;
           expect(after.some((e) => e.type === "session.resumed" && e.interruptedTurn === turn)).toBe(true);
         }
-        expect(after.filter((e) => isTerminalEvent(e) && e.turnId === turnOf(after, recover)).map((e) => e.type)).toEqual(["turn.completed"]);
+        expect(
+          after.filter((e) => isTerminalEvent(e) && e.turnId === turnOf(after, recover)).map((e) => e.type),
+        ).toEqual(["turn.completed"]);
       }
     };
     // Two lanes at once (two CLIs at most): two sessions in one home, killed independently.
@@ -121,11 +138,17 @@ describe("kill: chosen moments", () => {
     const p = project(root, "double", faultConfig("lease: { ttlMs: 60000 },"));
     const from = server.requests.length;
     const a = startKeel(["run", "--json", "tools:1 pause:5000 first doomed"], { cwd: p.dir, env: env(p.home) });
-    await until(() => firstJsonSession(a.stdout()) !== undefined && a.stdout().includes('"tool.started"'), "the first tool");
+    await until(
+      () => firstJsonSession(a.stdout()) !== undefined && a.stdout().includes('"tool.started"'),
+      "the first tool",
+    );
     const id = firstJsonSession(a.stdout())!;
     a.child.kill("SIGKILL");
     await a.exit;
-    const b = startKeel(["run", "--json", "--session", id, "tools:1 pause:5000 second doomed"], { cwd: p.dir, env: env(p.home) });
+    const b = startKeel(["run", "--json", "--session", id, "tools:1 pause:5000 second doomed"], {
+      cwd: p.dir,
+      env: env(p.home),
+    });
     await until(() => b.stdout().includes('"tool.started"'), "the second tool");
     b.child.kill("SIGKILL");
     await b.exit;
@@ -133,7 +156,9 @@ describe("kill: chosen moments", () => {
     expect(c.code, c.stderr).toBe(0);
     expect(c.ms).toBeLessThan(10_000);
     const events = storedEvents(p.home, id);
-    expect(events.filter((e) => e.type === "session.resumed").map((e) => e.type === "session.resumed" && e.leaseTakenOver)).toEqual([
+    expect(
+      events.filter((e) => e.type === "session.resumed").map((e) => e.type === "session.resumed" && e.leaseTakenOver),
+    ).toEqual([
       { pid: a.child.pid, host: expect.any(String), reason: "holder_dead" },
       { pid: b.child.pid, host: expect.any(String), reason: "holder_dead" },
     ]);
@@ -147,7 +172,10 @@ describe("kill: chosen moments", () => {
   it("a process killed while it waits (--wait) for a held session leaves no trace; the holder finishes and the next run proceeds", async () => {
     const p = project(root, "waiter", faultConfig());
     const a = startKeel(["run", "--json", "tools:1 pause:4000 holder turn"], { cwd: p.dir, env: env(p.home) });
-    await until(() => firstJsonSession(a.stdout()) !== undefined && a.stdout().includes('"tool.started"'), "the holder's tool");
+    await until(
+      () => firstJsonSession(a.stdout()) !== undefined && a.stdout().includes('"tool.started"'),
+      "the holder's tool",
+    );
     const id = firstJsonSession(a.stdout())!;
     const from = server.requests.length;
     const w = startKeel(["run", "--wait", "--session", id, "impatient waiter"], { cwd: p.dir, env: env(p.home) });
@@ -161,13 +189,21 @@ describe("kill: chosen moments", () => {
     const events = storedEvents(p.home, id);
     expect(storedUserTexts(events)).toEqual(["tools:1 pause:4000 holder turn", "tools:0 next one"]);
     expect(events.filter((e) => e.type === "turn.interrupted")).toHaveLength(0);
-    expect(events.filter((e) => e.type === "session.resumed").map((e) => e.type === "session.resumed" && e.leaseTakenOver)).toEqual([undefined]);
+    expect(
+      events.filter((e) => e.type === "session.resumed").map((e) => e.type === "session.resumed" && e.leaseTakenOver),
+    ).toEqual([undefined]);
   });
 
   it("killed while two parallel tool calls run: the next request answers each call exactly once (synthesized), and the turn completes", async () => {
     const p = project(root, "parallel", faultConfig());
-    const a = startKeel(["run", "--json", "tools:1 parallel:2 pause:5000 two at once"], { cwd: p.dir, env: env(p.home) });
-    await until(() => firstJsonSession(a.stdout()) !== undefined && (a.stdout().match(/"tool\.started"/g) ?? []).length >= 2, "both tools");
+    const a = startKeel(["run", "--json", "tools:1 parallel:2 pause:5000 two at once"], {
+      cwd: p.dir,
+      env: env(p.home),
+    });
+    await until(
+      () => firstJsonSession(a.stdout()) !== undefined && (a.stdout().match(/"tool\.started"/g) ?? []).length >= 2,
+      "both tools",
+    );
     const id = firstJsonSession(a.stdout())!;
     // tool.started is printed as it is emitted; the calls reach the disk just before the tools
     // run. Kill well inside the 5 s pauses, when both are running.
@@ -180,7 +216,13 @@ describe("kill: chosen moments", () => {
     const sent = requestsFor(from, "carry on");
     expect(sent).toHaveLength(2);
     for (const r of sent) expect(pairingProblems(r.body)).toEqual([]);
-    const results = (sent[0]!.body.messages as Array<{ content: unknown }>).flatMap((m) => (Array.isArray(m.content) ? (m.content as Array<{ type: string; tool_use_id?: string; is_error?: boolean }>) : [])).filter((b) => b.type === "tool_result");
+    const results = (sent[0]!.body.messages as Array<{ content: unknown }>)
+      .flatMap((m) =>
+        Array.isArray(m.content)
+          ? (m.content as Array<{ type: string; tool_use_id?: string; is_error?: boolean }>)
+          : [],
+      )
+      .filter((b) => b.type === "tool_result");
     expect(results).toHaveLength(2);
     expect(results.every((r) => r.is_error === true)).toBe(true);
   });

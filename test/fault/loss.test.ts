@@ -92,10 +92,21 @@ const flaky = definePlugin({ name: "flaky-jobs", version: "1.0.0", setup(ctx) {
 export default defineConfig({ name: "flaky", plugins: [flaky], offline: { script: [{ text: "ok" }, { text: "ok" }] } });`);
     const r = await keel(dir, home, ["run", "go"]);
     const session = sessionOf(r);
-    expect(r.stderr).toMatch(/KEEL_JOB_FAILED: background job sync \(flaky-jobs, sync:[^)]+\) failed after 3 attempt\(s\).*upstream refused/);
+    expect(r.stderr).toMatch(
+      /KEEL_JOB_FAILED: background job sync \(flaky-jobs, sync:[^)]+\) failed after 3 attempt\(s\).*upstream refused/,
+    );
     const events = allEvents(home);
-    expect(jobTrail(events, `sync:${session}/1`)).toEqual(["job.pending", "job.started", "job.started", "job.started", "job.completed:failed"]);
-    expect(events.find((e) => e.type === "diagnostic" && e.code === "KEEL_JOB_FAILED")).toMatchObject({ plugin: "flaky-jobs", level: "error" });
+    expect(jobTrail(events, `sync:${session}/1`)).toEqual([
+      "job.pending",
+      "job.started",
+      "job.started",
+      "job.started",
+      "job.completed:failed",
+    ]);
+    expect(events.find((e) => e.type === "diagnostic" && e.code === "KEEL_JOB_FAILED")).toMatchObject({
+      plugin: "flaky-jobs",
+      level: "error",
+    });
     // Settled as failed: the next start does not try again.
     await keel(dir, home, ["run", "--session", session, "again"]);
     expect(jobTrail(allEvents(home), `sync:${session}/1`).filter((t) => t === "job.started")).toHaveLength(3);
@@ -104,7 +115,9 @@ export default defineConfig({ name: "flaky", plugins: [flaky], offline: { script
   it("the extraction job's payload in the log holds references and flags, not the user's words", async () => {
     const { dir, home } = makeHome(SLOW_MEMORY_CONFIG);
     const r = await keel(dir, home, ["run", "My project codename is Bluefinch."]);
-    const pending = allEvents(home).find((e) => e.type === "job.pending" && e.idempotencyKey === extractKey(sessionOf(r))) as Extract<KeelEvent, { type: "job.pending" }>;
+    const pending = allEvents(home).find(
+      (e) => e.type === "job.pending" && e.idempotencyKey === extractKey(sessionOf(r)),
+    ) as Extract<KeelEvent, { type: "job.pending" }>;
     expect(pending.payload).toEqual({ namespace: "default", write: true, model: true, forgetFromInput: false });
     expect(JSON.stringify(pending)).not.toContain("Bluefinch");
     expect(memories(home).contents).toEqual(["The user's project codename is Bluefinch"]);
@@ -127,7 +140,9 @@ const planter = definePlugin({ name: "planter", version: "1.0.0", setup(ctx) {
 export default defineConfig({ name: "plant", plugins: [planter, memory({ extraction: "deterministic" })], offline: { script: [{ text: "ok" }] } });`);
     const r = await keel(dir, home, ["run", "My cat is called Miso."]);
     expect(r.code).toBe(0);
-    expect(allEvents(home).find((e) => e.type === "diagnostic" && e.code === "planter.tries")).toMatchObject({ message: "4 of 4 mutations threw" });
+    expect(allEvents(home).find((e) => e.type === "diagnostic" && e.code === "planter.tries")).toMatchObject({
+      message: "4 of 4 mutations threw",
+    });
     expect(memories(home).contents).toEqual(["The user's cat is called Miso"]);
   }, 15_000);
 
@@ -144,21 +159,39 @@ export default defineConfig({ name: "sloppy", plugins: [sloppy], offline: { scri
     const r = await keel(dir, home, ["run", "a long message to copy"]);
     expect(r.code).toBe(0);
     const events = allEvents(home);
-    const diags = events.filter((e) => e.type === "diagnostic").map((e) => [(e as { code: string }).code, (e as { plugin?: string }).plugin]);
-    expect(diags).toEqual(expect.arrayContaining([["KEEL_JOB_RUNNER_MISSING", "sloppy"], ["KEEL_JOB_PAYLOAD_INVALID", "sloppy"]]));
+    const diags = events
+      .filter((e) => e.type === "diagnostic")
+      .map((e) => [(e as { code: string }).code, (e as { plugin?: string }).plugin]);
+    expect(diags).toEqual(
+      expect.arrayContaining([
+        ["KEEL_JOB_RUNNER_MISSING", "sloppy"],
+        ["KEEL_JOB_PAYLOAD_INVALID", "sloppy"],
+      ]),
+    );
     expect(events.filter((e) => e.type === "job.pending")).toEqual([]);
   }, 15_000);
 });
 
 describe("silent loss: durable jobs in the library (attempts across restarts, adoption, idempotency)", () => {
-  const hang = (_p: unknown, job: JobContext) => new Promise((_r, reject) => job.signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true }));
+  const hang = (_p: unknown, job: JobContext) =>
+    new Promise((_r, reject) =>
+      job.signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true }),
+    );
   const plugin = (run: (p: unknown, job: JobContext) => unknown) =>
     definePlugin({
       name: "worker",
       version: "1.0.0",
       setup(ctx) {
         ctx.registerJob("work", run);
-        ctx.on("turn.post_turn", (e) => ({ kind: "background_job", name: "work", idempotencyKey: `work:${e.turnId}`, durable: true, payload: { turn: e.turnId }, attempts: 2, retryDelayMs: 1 }));
+        ctx.on("turn.post_turn", (e) => ({
+          kind: "background_job",
+          name: "work",
+          idempotencyKey: `work:${e.turnId}`,
+          durable: true,
+          payload: { turn: e.turnId },
+          attempts: 2,
+          retryDelayMs: 1,
+        }));
       },
     });
 
@@ -178,7 +211,9 @@ describe("silent loss: durable jobs in the library (attempts across restarts, ad
     await c.drain();
     await c.close();
     expect(ran).toBe(0);
-    expect(c.unfinishedJobs).toMatchObject([{ status: "failed", attempts: 2, error: expect.stringContaining("gave up after 2 attempt(s)") }]);
+    expect(c.unfinishedJobs).toMatchObject([
+      { status: "failed", attempts: 2, error: expect.stringContaining("gave up after 2 attempt(s)") },
+    ]);
   });
 
   it("a job whose runner may still be alive (same process, no deferral) is not adopted by another session before its timeout; its own session's resume runs it", async () => {
@@ -210,7 +245,10 @@ describe("silent loss: an approval is durable at every step", () => {
   type Step = { code: number | null; signal: NodeJS.Signals | null; lines: Map<string, unknown> };
   const step = (home: string, args: string[], env: Record<string, string> = {}, killAt?: string): Promise<Step> =>
     new Promise((resolveStep, reject) => {
-      const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, KEEL_HOME: home, LEDGER: join(home, "ledger"), ...env }, stdio: ["ignore", "pipe", "pipe"] });
+      const child = spawn(process.execPath, [script, ...args], {
+        env: { ...process.env, KEEL_HOME: home, LEDGER: join(home, "ledger"), ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       let out = "";
       let err = "";
       child.stdout.on("data", (d: Buffer) => {
@@ -240,7 +278,9 @@ describe("silent loss: an approval is durable at every step", () => {
     expect((await step(home, ["approve-then-die", result.sessionId])).signal).toBe("SIGKILL");
 
     const resumed = await step(home, ["resume", result.sessionId]);
-    expect(resumed.lines.get("PENDING")).toEqual([expect.objectContaining({ callId: "d1", answer: { approved: true } })]);
+    expect(resumed.lines.get("PENDING")).toEqual([
+      expect.objectContaining({ callId: "d1", answer: { approved: true } }),
+    ]);
     expect(resumed.lines.get("RESULT")).toMatchObject({ verdict: { status: "completed" }, text: "Done." });
     expect(ledger(home)).toMatch(/^v9 pid \d+\n$/);
   }, 30_000);
@@ -259,7 +299,11 @@ describe("silent loss: an approval is durable at every step", () => {
     const events = allEvents(home).filter((e) => e.sessionId === sessionId);
     // The cut call gets its one result when the history is next sent (the repair is logged), never a second run.
     expect(events.filter((e) => e.type === "message.appended" && e.message.role === "tool")).toHaveLength(0);
-    expect(events.filter((e) => e.type === "context.repaired").flatMap((e) => (e.type === "context.repaired" ? e.synthesizedResults : []))).toEqual(["d1"]);
+    expect(
+      events
+        .filter((e) => e.type === "context.repaired")
+        .flatMap((e) => (e.type === "context.repaired" ? e.synthesizedResults : [])),
+    ).toEqual(["d1"]);
     expect(events.filter((e) => e.type === "tool.started")).toHaveLength(1);
     expect(events.filter((e) => e.type === "turn.interrupted")).toHaveLength(1);
   }, 30_000);

@@ -16,7 +16,9 @@ const SCRIPT = `offline: { script: { steps: [{ text: "The answer stands." }] } }
 
 describe.concurrent("fault/observe: an observer cannot change a turn", { timeout: 60_000 }, () => {
   it("an observer whose flush never finishes: keel run answers, exits 0 within the detach deadline, and says what was lost", async () => {
-    const dir = project({ "agent.config.mjs": `export default { name: "stuck", observers: [{ name: "stuck-exporter", attach: () => () => new Promise(() => {}) }], ${SCRIPT} };` });
+    const dir = project({
+      "agent.config.mjs": `export default { name: "stuck", observers: [{ name: "stuck-exporter", attach: () => () => new Promise(() => {}) }], ${SCRIPT} };`,
+    });
     const r = await keel(["run", "hello"], { cwd: dir });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("The answer stands.");
@@ -36,18 +38,34 @@ describe.concurrent("fault/observe: an observer cannot change a turn", { timeout
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("The answer stands.");
     const said = r.stderr.replace(/\s+/g, " ");
-    expect(said.match(/KEEL_OBSERVER_FAILED \(at observers\[0\]\): Observer "broken-attach" threw in attach\(\): no exporter configured/g)).toHaveLength(1);
-    expect(said.match(/KEEL_OBSERVER_FAILED: An event listener \(agent\.subscribe, or an observer's\) threw on a session\.created event: listener exploded/g)).toHaveLength(1);
+    expect(
+      said.match(
+        /KEEL_OBSERVER_FAILED \(at observers\[0\]\): Observer "broken-attach" threw in attach\(\): no exporter configured/g,
+      ),
+    ).toHaveLength(1);
+    expect(
+      said.match(
+        /KEEL_OBSERVER_FAILED: An event listener \(agent\.subscribe, or an observer's\) threw on a session\.created event: listener exploded/g,
+      ),
+    ).toHaveLength(1);
     expect(said.match(/listener exploded/g)).toHaveLength(1);
     expectNoStack(r.stderr);
-    const log = await keel(["sessions", "show", (await keel(["sessions", "list"], { cwd: dir })).stdout.split(" ")[0]!, "--json"], { cwd: dir });
-    const events = log.stdout.trim().split("\n").map((l) => JSON.parse(l) as { type: string; code?: string });
+    const log = await keel(
+      ["sessions", "show", (await keel(["sessions", "list"], { cwd: dir })).stdout.split(" ")[0]!, "--json"],
+      { cwd: dir },
+    );
+    const events = log.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { type: string; code?: string });
     expect(events.filter((e) => e.code === "KEEL_OBSERVER_FAILED")).toHaveLength(2);
     expect(events.at(-1)!.type).toBe("turn.completed");
   });
 
   it("an observers entry that is not an observer is a located config error, exit 2", async () => {
-    const dir = project({ "agent.config.mjs": `export default { name: "bad", observers: [{ name: "otel" }], ${SCRIPT} };` });
+    const dir = project({
+      "agent.config.mjs": `export default { name: "bad", observers: [{ name: "otel" }], ${SCRIPT} };`,
+    });
     const r = await keel(["run", "hello"], { cwd: dir });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("observers[0]");

@@ -16,7 +16,14 @@ import { createAgent } from "../../packages/kernel/src/index.ts";
 import type { ModelEvent, ModelProvider, ModelRequest } from "../../packages/kernel/src/index.ts";
 import { memory, PostgresMemoryStore } from "../../packages/plugin-memory/src/index.ts";
 import { PostgresSessionStore } from "../../packages/store-postgres/src/index.ts";
-import { dropTestSchemas, PG_URL, rawRows, requirePostgres, testSchema, testTarget } from "../../packages/store-postgres/test/support/pg.ts";
+import {
+  dropTestSchemas,
+  PG_URL,
+  rawRows,
+  requirePostgres,
+  testSchema,
+  testTarget,
+} from "../../packages/store-postgres/test/support/pg.ts";
 import { project, REPO, runKeel, tempRoot } from "./support/storage.ts";
 
 const root = tempRoot("keel-fault-pg-");
@@ -40,7 +47,13 @@ describe("PostgreSQL under hostile conditions", () => {
     const port = (silent.address() as { port: number }).port;
     const { dir, home } = project(root, "silent", `export default { name: "silent" };\n`);
     const url = `postgres://keel:hunter2-very-secret@127.0.0.1:${port}/keel`;
-    const env = { ...process.env, KEEL_HOME: home, KEEL_DATABASE_URL: url, KEEL_DATABASE_CONNECT_TIMEOUT_MS: "1500", KEEL_OFFLINE: "1" };
+    const env = {
+      ...process.env,
+      KEEL_HOME: home,
+      KEEL_DATABASE_URL: url,
+      KEEL_DATABASE_CONNECT_TIMEOUT_MS: "1500",
+      KEEL_OFFLINE: "1",
+    };
     const r = await runKeel(["run", "hello"], { cwd: dir, env, timeoutMs: 20_000 });
     expect(r.signal, "keel hung and was killed").toBeNull();
     expect(r.code).toBe(1);
@@ -57,14 +70,26 @@ describe("PostgreSQL under hostile conditions", () => {
       id: "fault:remember",
       async *stream(request: ModelRequest): AsyncIterable<ModelEvent> {
         const last = request.messages.at(-1)!;
-        const message = last.role === "user"
-          ? { role: "assistant" as const, content: [{ type: "tool_call" as const, id: "c1", name: "memory_remember", args: { content: nasty } }] }
-          : { role: "assistant" as const, content: [{ type: "text" as const, text: last.role === "tool" ? JSON.stringify(last.content) : "" }] };
+        const message =
+          last.role === "user"
+            ? {
+                role: "assistant" as const,
+                content: [{ type: "tool_call" as const, id: "c1", name: "memory_remember", args: { content: nasty } }],
+              }
+            : {
+                role: "assistant" as const,
+                content: [{ type: "text" as const, text: last.role === "tool" ? JSON.stringify(last.content) : "" }],
+              };
         yield { type: "response", message, stopReason: last.role === "user" ? "tool_use" : "end_turn", usage: {} };
       },
     };
     const store = new PostgresSessionStore({ url: PG_URL, schema });
-    const agent = await createAgent({ name: "nul", store, provider, plugins: [memory({ database: PG_URL, namespace: "u1", extraction: "off" })] });
+    const agent = await createAgent({
+      name: "nul",
+      store,
+      provider,
+      plugins: [memory({ database: PG_URL, namespace: "u1", extraction: "off" })],
+    });
     process.env.KEEL_DATABASE_SCHEMA = schema;
     try {
       const session = await agent.session();
@@ -91,7 +116,9 @@ describe("PostgreSQL under hostile conditions", () => {
     const big = `needle ${words.join(" ")}`;
     const r = await s.write({ namespace: "alice", content: big });
     expect(r.memory.content.length).toBe(big.length);
-    expect((await s.search({ namespace: "alice", terms: ["needle"], limit: 5 })).map((h) => h.memory.id)).toEqual([r.memory.id]);
+    expect((await s.search({ namespace: "alice", terms: ["needle"], limit: 5 })).map((h) => h.memory.id)).toEqual([
+      r.memory.id,
+    ]);
     expect(await s.search({ namespace: "bob", terms: ["needle"], limit: 5 })).toEqual([]);
     expect(await s.get("bob", r.memory.id)).toBeUndefined();
     expect((await rawRows(target.schema, "keel_memories")).length).toBe(1);
@@ -106,7 +133,9 @@ function filesHolding(home: string, needles: readonly string[]): string[] {
   } catch {
     return [];
   }
-  return names.filter((n) => statSync(join(home, n)).isFile() && needles.some((x) => readFileSync(join(home, n)).includes(x)));
+  return names.filter(
+    (n) => statSync(join(home, n)).isFile() && needles.some((x) => readFileSync(join(home, n)).includes(x)),
+  );
 }
 
 /** A password that could be nowhere else: a prefix per place, random bytes. */
@@ -123,7 +152,13 @@ async function refusingPort(): Promise<number> {
 
 /** Env of an offline run whose stores are at `url` (tables in `extra.KEEL_DATABASE_SCHEMA` when given, never the developer's). */
 function pgEnv(home: string, url: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, KEEL_HOME: home, KEEL_DATABASE_URL: url, KEEL_DATABASE_CONNECT_TIMEOUT_MS: "3000", KEEL_OFFLINE: "1" };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    KEEL_HOME: home,
+    KEEL_DATABASE_URL: url,
+    KEEL_DATABASE_CONNECT_TIMEOUT_MS: "3000",
+    KEEL_OFFLINE: "1",
+  };
   delete env.KEEL_DATABASE_SCHEMA;
   return { ...env, ...extra };
 }
@@ -138,7 +173,9 @@ describe("trust round 3 (issue 30): a credential anywhere in a connection string
     expect(r.signal, "keel hung and was killed").toBeNull();
     for (const s of [user, query, ssl]) expect(r.stdout + r.stderr).not.toContain(s);
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toContain(`keel: stores on postgres://keel:***@127.0.0.1:${port}/keeldb?password=***&sslpassword=***&application_name=keel-fault (KEEL_DATABASE_URL)`);
+    expect(r.stderr).toContain(
+      `keel: stores on postgres://keel:***@127.0.0.1:${port}/keeldb?password=***&sslpassword=***&application_name=keel-fault (KEEL_DATABASE_URL)`,
+    );
     expect(r.stderr).toContain("KEEL_STORE_FAILED");
     expect(r.stderr).toContain(`127.0.0.1:${port}/keeldb`);
     expect(filesHolding(home, [user, query, ssl])).toEqual([]);
@@ -149,7 +186,11 @@ describe("trust round 3 (issue 30): a credential anywhere in a connection string
     const { dir, home } = project(root, "mask-nodb", `export default { name: "mask-nodb" };\n`);
     const server = new URL(PG_URL);
     const url = `postgres://${server.username || "postgres"}:${user}@${server.host}/keel_fault_no_such_db?sslpassword=${ssl}&password=${query}`;
-    for (const args of [["run", "hello"], ["sessions", "list"], ["db", "migrate"]]) {
+    for (const args of [
+      ["run", "hello"],
+      ["sessions", "list"],
+      ["db", "migrate"],
+    ]) {
       const r = await runKeel(args, { cwd: dir, env: pgEnv(home, url), timeoutMs: 30_000 });
       expect(r.signal, `keel ${args.join(" ")} hung`).toBeNull();
       for (const s of [user, query, ssl]) expect(r.stdout + r.stderr, args.join(" ")).not.toContain(s);
@@ -166,8 +207,15 @@ describe("trust round 3 (issue 30): a credential anywhere in a connection string
     const server = new URL(PG_URL);
     const url = `postgres://${server.username || "postgres"}@${server.host}/keel_fault_no_such_db?password=${query}&sslpassword=${ssl}`;
     const memoryUrl = pathToFileURL(join(REPO, "packages", "plugin-memory", "src", "index.ts")).href;
-    const script = JSON.stringify([{ toolCalls: [{ name: "memory_remember", args: { content: "the deploy is on Friday" } }] }, { text: "noted" }]);
-    const { dir, home } = project(root, "mask-plugin", `import memory from ${JSON.stringify(memoryUrl)};\nexport default { name: "mask-plugin", plugins: [memory({ database: ${JSON.stringify(url)}, extraction: "off" })], offline: { script: ${script} } };\n`);
+    const script = JSON.stringify([
+      { toolCalls: [{ name: "memory_remember", args: { content: "the deploy is on Friday" } }] },
+      { text: "noted" },
+    ]);
+    const { dir, home } = project(
+      root,
+      "mask-plugin",
+      `import memory from ${JSON.stringify(memoryUrl)};\nexport default { name: "mask-plugin", plugins: [memory({ database: ${JSON.stringify(url)}, extraction: "off" })], offline: { script: ${script} } };\n`,
+    );
     const env = pgEnv(home, "sqlite");
     const r = await runKeel(["run", "remember that the deploy is on Friday"], { cwd: dir, env, timeoutMs: 30_000 });
     expect(r.signal, "keel hung").toBeNull();
@@ -175,7 +223,10 @@ describe("trust round 3 (issue 30): a credential anywhere in a connection string
     expect(filesHolding(home, [query, ssl])).toEqual([]);
     expect(r.stderr + r.stdout).toContain("KEEL_MEMORY_STORE_FAILED");
     expect(r.stderr + r.stdout).toContain("keel_fault_no_such_db?password=***&sslpassword=***");
-    expect(filesHolding(home, ["KEEL_MEMORY_STORE_FAILED"]).length, "the failure is in the session log").toBeGreaterThan(0);
+    expect(
+      filesHolding(home, ["KEEL_MEMORY_STORE_FAILED"]).length,
+      "the failure is in the session log",
+    ).toBeGreaterThan(0);
   }, 40_000);
 
   it("a working server given ?password= (trust auth ignores it): run, sessions list and db migrate --json show where the stores are, never the password", async () => {
@@ -185,20 +236,31 @@ describe("trust round 3 (issue 30): a credential anywhere in a connection string
     const url = `${PG_URL}${PG_URL.includes("?") ? "&" : "?"}password=${query}`;
     const env = pgEnv(home, url, { KEEL_DATABASE_SCHEMA: schema });
     const out: string[] = [];
-    for (const args of [["run", "hello"], ["sessions", "list"], ["db", "migrate", "--json"]]) {
+    for (const args of [
+      ["run", "hello"],
+      ["sessions", "list"],
+      ["db", "migrate", "--json"],
+    ]) {
       const r = await runKeel(args, { cwd: dir, env, timeoutMs: 30_000 });
       expect(r.stdout + r.stderr, args.join(" ")).not.toContain(query);
       expect(r.code, `keel ${args.join(" ")}: ${r.stderr}`).toBe(0);
       out.push(r.stdout + r.stderr);
     }
     expect(out[0]).toContain(`keel: stores on ${PG_URL.replace(/\?.*$/, "")}?password=*** (KEEL_DATABASE_URL)`);
-    expect(JSON.parse(out[2]!.trim().split("\n").at(-1)!)).toMatchObject({ database: `${PG_URL.replace(/\?.*$/, "")}?password=***`, schema });
+    expect(JSON.parse(out[2]!.trim().split("\n").at(-1)!)).toMatchObject({
+      database: `${PG_URL.replace(/\?.*$/, "")}?password=***`,
+      schema,
+    });
     expect(filesHolding(home, [query])).toEqual([]);
   }, 90_000);
 
   it("a config whose store is not a usable URL quotes it with the password masked", async () => {
     const query = secret("query");
-    const { dir, home } = project(root, "mask-config", `export default { name: "mask-config", store: "postgresql://keel@db.internal/keel?password=${query} trailing" };\n`);
+    const { dir, home } = project(
+      root,
+      "mask-config",
+      `export default { name: "mask-config", store: "postgresql://keel@db.internal/keel?password=${query} trailing" };\n`,
+    );
     const r = await runKeel(["run", "hello"], { cwd: dir, env: pgEnv(home, "sqlite"), timeoutMs: 30_000 });
     expect(r.stdout + r.stderr).not.toContain(query);
     expect(r.code, r.stderr).toBe(2);

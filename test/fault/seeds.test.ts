@@ -28,7 +28,14 @@ const root = mkdtempSync(join(tmpdir(), "keel-fault-seeds-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 const KEY = `sk-ant-api03-${"Qw7".repeat(22)}`;
 /** Files under `dir` whose raw bytes hold `needle`. */
-const holding = (dir: string, needle: string) => (readdirSync(dir, { recursive: true }) as string[]).filter((f) => { try { return readFileSync(join(dir, f)).includes(needle); } catch { return false; } });
+const holding = (dir: string, needle: string) =>
+  (readdirSync(dir, { recursive: true }) as string[]).filter((f) => {
+    try {
+      return readFileSync(join(dir, f)).includes(needle);
+    } catch {
+      return false;
+    }
+  });
 /** Every call has exactly one result before the next assistant message, and no result is orphaned. */
 function pairsHold(messages: readonly Message[]): boolean {
   let open: string[] = [];
@@ -48,11 +55,20 @@ function pairsHold(messages: readonly Message[]): boolean {
 describe("fault/seeds: goals", () => {
   it("keel goal SIGKILLed mid-run: the next keel goal status marks the run orphaned", async () => {
     const dir = mkdtempSync(join(root, "goal-kill-"));
-    writeFileSync(join(dir, "agent.config.mjs"), `export default { name: "goalie", offline: { script: { steps: [{ text: "working" }, { hang: true }] } } };\n`);
+    writeFileSync(
+      join(dir, "agent.config.mjs"),
+      `export default { name: "goalie", offline: { script: { steps: [{ text: "working" }, { hang: true }] } } };\n`,
+    );
     const env = offlineEnv({ KEEL_HOME: join(dir, ".keel") });
-    const child = spawn(process.execPath, [KEEL_BIN, "goal", "ship the notes", "--turns", "5"], { cwd: dir, env, stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(process.execPath, [KEEL_BIN, "goal", "ship the notes", "--turns", "5"], {
+      cwd: dir,
+      env,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     let err = "";
-    await new Promise<void>((resolve) => child.stderr.on("data", (d: Buffer) => ((err += d.toString()), err.includes("goal turn 1") && resolve())));
+    await new Promise<void>((resolve) =>
+      child.stderr.on("data", (d: Buffer) => ((err += d.toString()), err.includes("goal turn 1") && resolve())),
+    );
     await new Promise((r) => setTimeout(r, 200));
     child.kill("SIGKILL");
     await new Promise((r) => child.once("exit", r));
@@ -68,7 +84,12 @@ describe("fault/seeds: goals", () => {
     const dir = mkdtempSync(join(root, "goal-huge-"));
     const path = join(dir, "goals.sqlite");
     const goal = `Rotate ${KEY} then \ud800 ${"🎉x\udc00".repeat(250_000)}`;
-    const agent = await createAgent({ provider: scriptedProvider([{ text: "GOAL COMPLETE" }], { contextWindow: 50_000_000 }), sideModel: false, store: new MemorySessionStore(), plugins: [goals({ path })] });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "GOAL COMPLETE" }], { contextWindow: 50_000_000 }),
+      sideModel: false,
+      store: new MemorySessionStore(),
+      plugins: [goals({ path })],
+    });
     const db = new GoalStore(path);
     const t0 = performance.now();
     const r = await runGoal(await agent.session(), { goal, store: db, maxTurns: 2 });
@@ -87,12 +108,25 @@ describe("fault/seeds: user model", () => {
   it("a 1 MB message with lone surrogates and a key: the profile stays bounded and holds no key; the other user never sees these words", async () => {
     const dir = mkdtempSync(join(root, "um-"));
     const path = join(dir, "user-model.sqlite");
-    const provider = scriptedProvider(Array.from({ length: 8 }, () => ({ text: "ok" })), { contextWindow: 50_000_000 });
-    const agent = await createAgent({ provider, sideModel: false, store: new MemorySessionStore(), plugins: [userModel({ path, minTurns: 1 })] });
+    const provider = scriptedProvider(
+      Array.from({ length: 8 }, () => ({ text: "ok" })),
+      { contextWindow: 50_000_000 },
+    );
+    const agent = await createAgent({
+      provider,
+      sideModel: false,
+      store: new MemorySessionStore(),
+      plugins: [userModel({ path, minTurns: 1 })],
+    });
     const s = await agent.session();
-    const huge = `deploy ${KEY} zanzibarian \ud83d ${Array.from({ length: 60_000 }, (_, i) => `word${String.fromCharCode(97 + (i % 26))}${i % 977}qq`).join(" ")}`.slice(0, 1_000_000);
+    const huge =
+      `deploy ${KEY} zanzibarian \ud83d ${Array.from({ length: 60_000 }, (_, i) => `word${String.fromCharCode(97 + (i % 26))}${i % 977}qq`).join(" ")}`.slice(
+        0,
+        1_000_000,
+      );
     const t0 = performance.now();
-    for (let i = 0; i < 2; i++) expect((await s.run(huge, { metadata: { userId: "mallory" } })).verdict.status).toBe("completed");
+    for (let i = 0; i < 2; i++)
+      expect((await s.run(huge, { metadata: { userId: "mallory" } })).verdict.status).toBe("completed");
     await s.run("hello", { metadata: { userId: "alice" } });
     expect(performance.now() - t0).toBeLessThan(20_000);
     const db = new UserModelStore(path);
@@ -112,11 +146,37 @@ describe("fault/seeds: retry, pruning and prun", () => {
   it("a tool failing with 3 MB of broken text, again and again, with call ids the server reuses: pairs hold in every request, text capped and well-formed, the blind repeat refused", async () => {
     const dir = mkdtempSync(join(root, "retry-"));
     let runs = 0;
-    const flaky = defineTool({ name: "fetch", description: "Fetches.", parameters: { type: "object", properties: { url: { type: "string" } } }, category: "info", execute: () => (runs++, { content: `Error: upstream broke \ud800 ${"x\udfff🎉".repeat(1_000_000)}`, isError: true }) });
-    const ok = defineTool({ name: "read", description: "Reads.", category: "info", execute: () => `contents ${"line of text ".repeat(400)}` });
+    const flaky = defineTool({
+      name: "fetch",
+      description: "Fetches.",
+      parameters: { type: "object", properties: { url: { type: "string" } } },
+      category: "info",
+      execute: () => (
+        runs++, { content: `Error: upstream broke \ud800 ${"x\udfff🎉".repeat(1_000_000)}`, isError: true }
+      ),
+    });
+    const ok = defineTool({
+      name: "read",
+      description: "Reads.",
+      category: "info",
+      execute: () => `contents ${"line of text ".repeat(400)}`,
+    });
     const same = (name: string, args: unknown) => ({ toolCalls: [{ id: "call_0", name, args }] });
-    const provider = scriptedProvider([same("fetch", { url: "u" }), same("read", {}), same("fetch", { url: "u" }), same("read", {}), same("fetch", { url: "u" }), { text: "gave up" }]);
-    const agent = await createAgent({ provider, sideModel: false, store: new MemorySessionStore(), tools: [flaky, ok], plugins: [retry(), compaction({ path: join(dir, "c.sqlite"), model: false, prune: { minCandidateTokens: 0 } })] });
+    const provider = scriptedProvider([
+      same("fetch", { url: "u" }),
+      same("read", {}),
+      same("fetch", { url: "u" }),
+      same("read", {}),
+      same("fetch", { url: "u" }),
+      { text: "gave up" },
+    ]);
+    const agent = await createAgent({
+      provider,
+      sideModel: false,
+      store: new MemorySessionStore(),
+      tools: [flaky, ok],
+      plugins: [retry(), compaction({ path: join(dir, "c.sqlite"), model: false, prune: { minCandidateTokens: 0 } })],
+    });
     const s = await agent.session();
     const r = await s.run("fetch u");
     expect(r.verdict.status).toBe("completed");
@@ -136,11 +196,23 @@ describe("fault/seeds: retry, pruning and prun", () => {
   it("prun asked to drop 5,000 outputs is a located error; nothing is pruned and the turn goes on", async () => {
     const dir = mkdtempSync(join(root, "prun-"));
     const read = defineTool({ name: "read", description: "Reads.", category: "info", execute: () => "file body" });
-    const provider = scriptedProvider([{ toolCalls: [{ id: "r1", name: "read", args: {} }] }, { toolCalls: [{ id: "p1", name: "prun", args: { ids: Array.from({ length: 5_000 }, (_, i) => `id${i}`) } }] }, { text: "fine" }]);
-    const agent = await createAgent({ provider, sideModel: false, store: new MemorySessionStore(), tools: [read], plugins: [compaction({ path: join(dir, "c.sqlite"), prun: "prun" })] });
+    const provider = scriptedProvider([
+      { toolCalls: [{ id: "r1", name: "read", args: {} }] },
+      { toolCalls: [{ id: "p1", name: "prun", args: { ids: Array.from({ length: 5_000 }, (_, i) => `id${i}`) } }] },
+      { text: "fine" },
+    ]);
+    const agent = await createAgent({
+      provider,
+      sideModel: false,
+      store: new MemorySessionStore(),
+      tools: [read],
+      plugins: [compaction({ path: join(dir, "c.sqlite"), prun: "prun" })],
+    });
     const s = await agent.session();
     expect((await s.run("go")).text).toBe("fine");
-    expect(JSON.stringify(s.messages.find((m) => m.role === "tool" && m.toolCallId === "p1"))).toContain("KEEL_TOOL_ARGS_INVALID");
+    expect(JSON.stringify(s.messages.find((m) => m.role === "tool" && m.toolCallId === "p1"))).toContain(
+      "KEEL_TOOL_ARGS_INVALID",
+    );
     expect(JSON.stringify(provider.requests[2]!.messages)).toContain("file body");
     await agent.close();
   });

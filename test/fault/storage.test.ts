@@ -45,7 +45,8 @@ beforeAll(() => {
 
 const env = (home: string) => wireEnv(home, server.anthropicBaseURL);
 /** Requests since `from` whose last user text contains `needle`. */
-const requestsFor = (from: number, needle: string) => server.requests.slice(from).filter((r) => JSON.stringify(r.body?.messages ?? []).includes(needle));
+const requestsFor = (from: number, needle: string) =>
+  server.requests.slice(from).filter((r) => JSON.stringify(r.body?.messages ?? []).includes(needle));
 const firstJsonSession = (stdout: string) => /"sessionId":"([0-9a-f-]{36})"/.exec(stdout)?.[1];
 
 describe("storage: one writer per session", () => {
@@ -53,7 +54,12 @@ describe("storage: one writer per session", () => {
     const p = project(root, "busy", faultConfig());
     const from = server.requests.length;
     const a = startKeel(["run", "--json", "tools:1 pause:4000 first writer"], { cwd: p.dir, env: env(p.home) });
-    await until(() => requestsFor(from, "first writer").length >= 2 || (firstJsonSession(a.stdout()) !== undefined && requestsFor(from, "first writer").length >= 1), "the first writer's request");
+    await until(
+      () =>
+        requestsFor(from, "first writer").length >= 2 ||
+        (firstJsonSession(a.stdout()) !== undefined && requestsFor(from, "first writer").length >= 1),
+      "the first writer's request",
+    );
     const id = firstJsonSession(a.stdout())!;
     const b = await runKeel(["run", "--session", id, "second writer"], { cwd: p.dir, env: env(p.home) });
     expect(b.code, b.stderr).toBe(1);
@@ -76,7 +82,10 @@ describe("storage: one writer per session", () => {
     const p = project(root, "wait", faultConfig());
     const from = server.requests.length;
     const a = startKeel(["run", "--json", "tools:1 pause:4000 first turn"], { cwd: p.dir, env: env(p.home) });
-    await until(() => firstJsonSession(a.stdout()) !== undefined && requestsFor(from, "first turn").length >= 1, "the first turn's request");
+    await until(
+      () => firstJsonSession(a.stdout()) !== undefined && requestsFor(from, "first turn").length >= 1,
+      "the first turn's request",
+    );
     const id = firstJsonSession(a.stdout())!;
     const b = await runKeel(["run", "--wait", "--session", id, "waited turn"], { cwd: p.dir, env: env(p.home) });
     const ra = await a.exit;
@@ -85,12 +94,20 @@ describe("storage: one writer per session", () => {
     expect(b.stderr).toMatch(/in use by process \d+.*waiting/);
     const events = storedEvents(p.home, id);
     expect(storedUserTexts(events)).toEqual(["tools:1 pause:4000 first turn", "waited turn"]);
-    const terminals = events.filter((e) => e.type === "turn.completed" || e.type === "turn.interrupted" || e.type === "turn.failed");
+    const terminals = events.filter(
+      (e) => e.type === "turn.completed" || e.type === "turn.interrupted" || e.type === "turn.failed",
+    );
     expect(terminals.map((e) => e.type)).toEqual(["turn.completed", "turn.completed"]);
     // The waiter's only request came after the holder's last one and carried its exchange.
     const waited = requestsFor(from, "waited turn");
     expect(waited).toHaveLength(1);
-    expect(waited[0]!.index).toBeGreaterThan(Math.max(...requestsFor(from, "first turn").filter((r) => !JSON.stringify(r.body.messages).includes("waited turn")).map((r) => r.index)));
+    expect(waited[0]!.index).toBeGreaterThan(
+      Math.max(
+        ...requestsFor(from, "first turn")
+          .filter((r) => !JSON.stringify(r.body.messages).includes("waited turn"))
+          .map((r) => r.index),
+      ),
+    );
     expect(JSON.stringify(waited[0]!.body.messages)).toContain("tool_result");
   });
 
@@ -98,7 +115,13 @@ describe("storage: one writer per session", () => {
     const p = project(root, "killed-holder", faultConfig("lease: { ttlMs: 60000 },"));
     const from = server.requests.length;
     const a = startKeel(["run", "--json", "tools:1 pause:5000 doomed turn"], { cwd: p.dir, env: env(p.home) });
-    await until(() => firstJsonSession(a.stdout()) !== undefined && requestsFor(from, "doomed turn").length >= 1 && a.stdout().includes('"tool.started"'), "the doomed turn's tool");
+    await until(
+      () =>
+        firstJsonSession(a.stdout()) !== undefined &&
+        requestsFor(from, "doomed turn").length >= 1 &&
+        a.stdout().includes('"tool.started"'),
+      "the doomed turn's tool",
+    );
     const id = firstJsonSession(a.stdout())!;
     a.child.kill("SIGKILL");
     expect((await a.exit).signal).toBe("SIGKILL");
@@ -108,7 +131,10 @@ describe("storage: one writer per session", () => {
     expect(b.ms).toBeLessThan(10_000);
     const events = storedEvents(p.home, id);
     const resumed = events.find((e) => e.type === "session.resumed");
-    expect(resumed).toMatchObject({ interruptedTurn: `${id}/1`, leaseTakenOver: { pid: a.child.pid, reason: "holder_dead" } });
+    expect(resumed).toMatchObject({
+      interruptedTurn: `${id}/1`,
+      leaseTakenOver: { pid: a.child.pid, reason: "holder_dead" },
+    });
     expect(events.filter((e) => e.type === "turn.interrupted").map((e) => e.turnId)).toEqual([`${id}/1`]);
     const sent = requestsFor(from, "after the kill")[0]!;
     expect(JSON.stringify(sent.body.messages)).toContain("doomed turn");
@@ -118,7 +144,10 @@ describe("storage: one writer per session", () => {
     const p = project(root, "stalled-holder", faultConfig("lease: { ttlMs: 400 },"));
     const from = server.requests.length;
     const a = startKeel(["run", "--json", "tools:1 pause:600 stalled turn"], { cwd: p.dir, env: env(p.home) });
-    await until(() => firstJsonSession(a.stdout()) !== undefined && a.stdout().includes('"tool.started"'), "the stalled turn's tool");
+    await until(
+      () => firstJsonSession(a.stdout()) !== undefined && a.stdout().includes('"tool.started"'),
+      "the stalled turn's tool",
+    );
     const id = firstJsonSession(a.stdout())!;
     // Stop it inside the tool's wait, not inside the write that follows the event on stdout
     // (a process stopped mid-transaction holds SQLite's write lock; no lease can help then).
@@ -128,7 +157,10 @@ describe("storage: one writer per session", () => {
     expect(b.code, b.stderr).toBe(0);
     const before = storedEvents(p.home, id);
     const resumed = before.find((e) => e.type === "session.resumed")!;
-    expect(resumed).toMatchObject({ interruptedTurn: `${id}/1`, leaseTakenOver: { pid: a.child.pid, reason: "expired" } });
+    expect(resumed).toMatchObject({
+      interruptedTurn: `${id}/1`,
+      leaseTakenOver: { pid: a.child.pid, reason: "expired" },
+    });
     a.child.kill("SIGCONT");
     const ra = await a.exit;
     // The woken holder's tool finishes and its next write is fenced: a coded failure, nothing written.
@@ -136,7 +168,9 @@ describe("storage: one writer per session", () => {
     expect(a.stderr()).toContain("KEEL_SESSION_BUSY");
     const after = storedEvents(p.home, id);
     expect(after).toEqual(before);
-    expect(requestsFor(from, "stalled turn").filter((r) => !JSON.stringify(r.body.messages).includes("took over"))).toHaveLength(1);
+    expect(
+      requestsFor(from, "stalled turn").filter((r) => !JSON.stringify(r.body.messages).includes("took over")),
+    ).toHaveLength(1);
   });
 
   it("two agents in one process on one session: both open it; while one runs a turn the other's run is refused, or waits with waitMs; each catches up with the other's turns", async () => {
@@ -144,17 +178,33 @@ describe("storage: one writer per session", () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const slow = defineTool({ name: "slow", description: "waits", execute: () => gate.then(() => "done") });
-    const a1 = await createAgent({ provider: scriptedProvider([{ text: "one" }, { toolCalls: [{ id: "s1", name: "slow" }] }, { text: "slow done" }]), tools: [slow], store: new SqliteSessionStore({ path }) });
-    const a2 = await createAgent({ provider: scriptedProvider([{ text: "two" }, { text: "three" }]), store: new SqliteSessionStore({ path }) });
+    const a1 = await createAgent({
+      provider: scriptedProvider([{ text: "one" }, { toolCalls: [{ id: "s1", name: "slow" }] }, { text: "slow done" }]),
+      tools: [slow],
+      store: new SqliteSessionStore({ path }),
+    });
+    const a2 = await createAgent({
+      provider: scriptedProvider([{ text: "two" }, { text: "three" }]),
+      store: new SqliteSessionStore({ path }),
+    });
     const s1 = await a1.session();
     await s1.run("hello");
     const s2 = await a2.session(s1.id);
     expect(s2.messages).toHaveLength(2);
     const running = s1.run("go slow");
-    await until(() => s1.busy && storedEvents(dirname(path), s1.id).some((e) => e.type === "tool.started"), "the slow call");
-    const refused = await s2.run("now?").then(() => undefined, (e: unknown) => e);
+    await until(
+      () => s1.busy && storedEvents(dirname(path), s1.id).some((e) => e.type === "tool.started"),
+      "the slow call",
+    );
+    const refused = await s2.run("now?").then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(isKeelError(refused, "KEEL_SESSION_BUSY")).toBe(true);
-    const a3 = await createAgent({ provider: scriptedProvider([{ text: "waited" }]), store: new SqliteSessionStore({ path }) });
+    const a3 = await createAgent({
+      provider: scriptedProvider([{ text: "waited" }]),
+      store: new SqliteSessionStore({ path }),
+    });
     const s3 = await a3.session(s1.id, { waitMs: 10_000 });
     const waiting = s3.run("after you");
     setTimeout(release, 150);
@@ -162,7 +212,12 @@ describe("storage: one writer per session", () => {
     expect((await waiting).text).toBe("waited");
     expect((await s2.run("again")).text).toBe("two");
     // s2 caught up with both turns it did not run before its own.
-    expect(s2.messages.filter((m) => m.role === "user").map((m) => (m.content[0] as { text: string }).text)).toEqual(["hello", "go slow", "after you", "again"]);
+    expect(s2.messages.filter((m) => m.role === "user").map((m) => (m.content[0] as { text: string }).text)).toEqual([
+      "hello",
+      "go slow",
+      "after you",
+      "again",
+    ]);
     expect((await s2.events()).filter((e) => e.type === "turn.interrupted")).toHaveLength(0);
     for (const a of [a1, a2, a3]) {
       await a.close();
@@ -178,29 +233,40 @@ describe("storage: concurrent opens", () => {
     // Node's compile cache, filled by one warm-up child (in another home), keeps 32 cold
     // starts on 2 cores to a few seconds; the opens themselves are what is under test.
     const childEnv = { ...process.env, NODE_COMPILE_CACHE: join(root, "compile-cache") };
-    const warm = spawn(process.execPath, ["--no-warnings", script, join(root, "warm-home")], { stdio: ["pipe", "ignore", "inherit"], env: childEnv });
+    const warm = spawn(process.execPath, ["--no-warnings", script, join(root, "warm-home")], {
+      stdio: ["pipe", "ignore", "inherit"],
+      env: childEnv,
+    });
     warm.stdin.end("go\n");
     await new Promise((r) => warm.on("close", r));
-    const kids = Array.from({ length: 32 }, () => spawn(process.execPath, ["--no-warnings", script, home], { stdio: ["pipe", "pipe", "pipe"], env: childEnv }));
+    const kids = Array.from({ length: 32 }, () =>
+      spawn(process.execPath, ["--no-warnings", script, home], { stdio: ["pipe", "pipe", "pipe"], env: childEnv }),
+    );
     let ready = 0;
-    const outs = kids.map((k) => new Promise<string>((res) => {
-      let s = "";
-      k.stdout.on("data", (d: Buffer) => {
-        s += d.toString();
-        if (s.startsWith("ready\n") && !(k as { counted?: boolean }).counted) {
-          (k as { counted?: boolean }).counted = true;
-          ready++;
-        }
-      });
-      k.stderr.on("data", (d: Buffer) => (s += d.toString()));
-      k.on("close", () => res(s.replace(/^ready\n/, "").trim()));
-    }));
+    const outs = kids.map(
+      (k) =>
+        new Promise<string>((res) => {
+          let s = "";
+          k.stdout.on("data", (d: Buffer) => {
+            s += d.toString();
+            if (s.startsWith("ready\n") && !(k as { counted?: boolean }).counted) {
+              (k as { counted?: boolean }).counted = true;
+              ready++;
+            }
+          });
+          k.stderr.on("data", (d: Buffer) => (s += d.toString()));
+          k.on("close", () => res(s.replace(/^ready\n/, "").trim()));
+        }),
+    );
     // Every child has loaded its modules before any opens: they start on one signal.
     await until(() => ready === kids.length, "32 children to load", 30_000);
     const t0 = Date.now();
     for (const k of kids) k.stdin.write("go\n");
     const results = await Promise.all(outs);
-    expect(results.filter((r) => r !== "ok"), results.join("\n")).toEqual([]);
+    expect(
+      results.filter((r) => r !== "ok"),
+      results.join("\n"),
+    ).toEqual([]);
     expect(Date.now() - t0).toBeLessThan(20_000);
     expect(storedSessions(home)).toHaveLength(32);
   }, 40_000);
@@ -210,13 +276,25 @@ describe("storage: concurrent opens", () => {
     openSqlite(path, { wal: false }).close();
     // Another process holds a RESERVED lock (rollback journal): SQLite refuses the WAL switch
     // without calling the busy handler, so only a retry gets through.
-    const holder = spawn(process.execPath, ["-e", `const {DatabaseSync}=require("node:sqlite");const d=new DatabaseSync(${JSON.stringify(path)});d.exec("BEGIN IMMEDIATE");d.exec("CREATE TABLE held(x)");console.log("locked");setTimeout(()=>{d.exec("COMMIT");d.close();},400);`], { stdio: ["ignore", "pipe", "inherit"] });
+    const holder = spawn(
+      process.execPath,
+      [
+        "-e",
+        `const {DatabaseSync}=require("node:sqlite");const d=new DatabaseSync(${JSON.stringify(path)});d.exec("BEGIN IMMEDIATE");d.exec("CREATE TABLE held(x)");console.log("locked");setTimeout(()=>{d.exec("COMMIT");d.close();},400);`,
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
     await new Promise((r) => holder.stdout.once("data", r));
     const t0 = Date.now();
     const db = openSqlite(path, { setup: (d) => d.exec("CREATE TABLE IF NOT EXISTS mine(y)") });
     const waited = Date.now() - t0;
     expect((db.prepare("PRAGMA journal_mode").get() as { journal_mode: string }).journal_mode).toBe("wal");
-    expect(db.prepare("SELECT name FROM sqlite_schema ORDER BY name").all().map((r) => r["name"])).toEqual(["held", "mine"]);
+    expect(
+      db
+        .prepare("SELECT name FROM sqlite_schema ORDER BY name")
+        .all()
+        .map((r) => r["name"]),
+    ).toEqual(["held", "mine"]);
     db.close();
     expect(waited).toBeGreaterThan(200);
     await new Promise((r) => holder.on("close", r));
@@ -224,7 +302,10 @@ describe("storage: concurrent opens", () => {
 
   it("two CLIs starting new sessions in one fresh home at once both complete", async () => {
     const p = project(root, "two-fresh", faultConfig());
-    const [a, b] = await Promise.all([runKeel(["run", "tools:0 left"], { cwd: p.dir, env: env(p.home) }), runKeel(["run", "tools:0 right"], { cwd: p.dir, env: env(p.home) })]);
+    const [a, b] = await Promise.all([
+      runKeel(["run", "tools:0 left"], { cwd: p.dir, env: env(p.home) }),
+      runKeel(["run", "tools:0 right"], { cwd: p.dir, env: env(p.home) }),
+    ]);
     expect(a.code, a.stderr).toBe(0);
     expect(b.code, b.stderr).toBe(0);
     expect(new Set(storedSessions(p.home))).toEqual(new Set([sessionIdOf(a.stderr), sessionIdOf(b.stderr)]));
@@ -234,61 +315,81 @@ describe("storage: concurrent opens", () => {
 describe("storage: read-only homes", () => {
   const unprivileged = asUnprivileged();
 
-  it.skipIf(unprivileged === undefined)("a read-only home (folder and files not writable, run as a non-root user) can be listed, shown and inspected; run fails KEEL_STORE_READ_ONLY before any provider call, and nothing changes", async () => {
-    const p = project(root, "ro-home", faultConfig());
-    const id = await seedSession(p.home, ["stored before"]);
-    const db = join(p.home, "sessions.sqlite");
-    chmodSync(root, 0o755);
-    chmodSync(db, 0o444);
-    chmodSync(p.home, 0o555);
-    try {
-      const before = digest(db);
-      const list = await runKeel(["sessions", "list"], { cwd: p.dir, env: env(p.home), prefix: unprivileged! });
-      expect(list.code, list.stderr).toBe(0);
-      expect(list.stdout).toContain(id);
-      const show = await runKeel(["sessions", "show", id], { cwd: p.dir, env: env(p.home), prefix: unprivileged! });
-      expect(show.code, show.stderr).toBe(0);
-      expect(show.stdout).toContain("stored before");
-      expect(show.stdout).toContain("turn.completed");
-      const inspect = await runKeel(["inspect"], { cwd: p.dir, env: env(p.home), prefix: unprivileged! });
-      expect(inspect.code, inspect.stderr).toBe(0);
-      const from = server.requests.length;
-      const run = await runKeel(["run", "--session", id, "not allowed"], { cwd: p.dir, env: env(p.home), prefix: unprivileged! });
-      expect(run.code, run.stderr).toBe(1);
-      expect(run.stderr).toContain("KEEL_STORE_READ_ONLY");
-      expect(run.stderr).toContain(db);
-      expect(server.requests.length).toBe(from);
-      expect(digest(db)).toBe(before);
-      expect(existsSync(`${db}-wal`)).toBe(false);
-    } finally {
-      chmodSync(p.home, 0o755);
-      chmodSync(db, 0o644);
-    }
-  });
+  it.skipIf(unprivileged === undefined)(
+    "a read-only home (folder and files not writable, run as a non-root user) can be listed, shown and inspected; run fails KEEL_STORE_READ_ONLY before any provider call, and nothing changes",
+    async () => {
+      const p = project(root, "ro-home", faultConfig());
+      const id = await seedSession(p.home, ["stored before"]);
+      const db = join(p.home, "sessions.sqlite");
+      chmodSync(root, 0o755);
+      chmodSync(db, 0o444);
+      chmodSync(p.home, 0o555);
+      try {
+        const before = digest(db);
+        const list = await runKeel(["sessions", "list"], { cwd: p.dir, env: env(p.home), prefix: unprivileged! });
+        expect(list.code, list.stderr).toBe(0);
+        expect(list.stdout).toContain(id);
+        const show = await runKeel(["sessions", "show", id], { cwd: p.dir, env: env(p.home), prefix: unprivileged! });
+        expect(show.code, show.stderr).toBe(0);
+        expect(show.stdout).toContain("stored before");
+        expect(show.stdout).toContain("turn.completed");
+        const inspect = await runKeel(["inspect"], { cwd: p.dir, env: env(p.home), prefix: unprivileged! });
+        expect(inspect.code, inspect.stderr).toBe(0);
+        const from = server.requests.length;
+        const run = await runKeel(["run", "--session", id, "not allowed"], {
+          cwd: p.dir,
+          env: env(p.home),
+          prefix: unprivileged!,
+        });
+        expect(run.code, run.stderr).toBe(1);
+        expect(run.stderr).toContain("KEEL_STORE_READ_ONLY");
+        expect(run.stderr).toContain(db);
+        expect(server.requests.length).toBe(from);
+        expect(digest(db)).toBe(before);
+        expect(existsSync(`${db}-wal`)).toBe(false);
+      } finally {
+        chmodSync(p.home, 0o755);
+        chmodSync(db, 0o644);
+      }
+    },
+  );
 
-  it.skipIf(unprivileged === undefined)("a read-only database file in a writable folder: viewing works, run is refused with KEEL_STORE_READ_ONLY naming the file, the file is unchanged", async () => {
-    const p = project(root, "ro-file", faultConfig());
-    const id = await seedSession(p.home, ["kept"]);
-    const db = join(p.home, "sessions.sqlite");
-    chmodSync(root, 0o755);
-    chmodSync(p.dir, 0o777);
-    chmodSync(p.home, 0o777);
-    chmodSync(db, 0o444);
-    try {
-      const before = digest(db);
-      const list = await runKeel(["sessions", "list", "--json"], { cwd: p.dir, env: env(p.home), prefix: unprivileged! });
-      expect(list.code, list.stderr).toBe(0);
-      expect(JSON.parse(list.stdout).map((s: { id: string }) => s.id)).toEqual([id]);
-      const from = server.requests.length;
-      const run = await runKeel(["run", "--session", id, "refused"], { cwd: p.dir, env: env(p.home), prefix: unprivileged! });
-      expect(run.code, run.stderr).toBe(1);
-      expect(run.stderr).toMatch(/KEEL_STORE_READ_ONLY.*sessions\.sqlite cannot be written: the file is not writable/);
-      expect(server.requests.length).toBe(from);
-      expect(digest(db)).toBe(before);
-    } finally {
-      chmodSync(db, 0o644);
-    }
-  });
+  it.skipIf(unprivileged === undefined)(
+    "a read-only database file in a writable folder: viewing works, run is refused with KEEL_STORE_READ_ONLY naming the file, the file is unchanged",
+    async () => {
+      const p = project(root, "ro-file", faultConfig());
+      const id = await seedSession(p.home, ["kept"]);
+      const db = join(p.home, "sessions.sqlite");
+      chmodSync(root, 0o755);
+      chmodSync(p.dir, 0o777);
+      chmodSync(p.home, 0o777);
+      chmodSync(db, 0o444);
+      try {
+        const before = digest(db);
+        const list = await runKeel(["sessions", "list", "--json"], {
+          cwd: p.dir,
+          env: env(p.home),
+          prefix: unprivileged!,
+        });
+        expect(list.code, list.stderr).toBe(0);
+        expect(JSON.parse(list.stdout).map((s: { id: string }) => s.id)).toEqual([id]);
+        const from = server.requests.length;
+        const run = await runKeel(["run", "--session", id, "refused"], {
+          cwd: p.dir,
+          env: env(p.home),
+          prefix: unprivileged!,
+        });
+        expect(run.code, run.stderr).toBe(1);
+        expect(run.stderr).toMatch(
+          /KEEL_STORE_READ_ONLY.*sessions\.sqlite cannot be written: the file is not writable/,
+        );
+        expect(server.requests.length).toBe(from);
+        expect(digest(db)).toBe(before);
+      } finally {
+        chmodSync(db, 0o644);
+      }
+    },
+  );
 });
 
 describe("storage: malformed databases", () => {
@@ -339,19 +440,29 @@ describe("storage: malformed databases", () => {
 
   it("a plugin database that fails the quick check (skills.sqlite) is not written; the plugin says so and the turn completes", async () => {
     const skillsUrl = pathToFileURL(join(REPO, "packages", "plugin-skills", "src", "index.ts")).href;
-    const p = project(root, "garbled-plugin", `import skills from ${JSON.stringify(skillsUrl)};\n${faultConfig("plugins: [skills({ dirs: [] })],").replace("export default {", "export default {")}`);
+    const p = project(
+      root,
+      "garbled-plugin",
+      `import skills from ${JSON.stringify(skillsUrl)};\n${faultConfig("plugins: [skills({ dirs: [] })],").replace("export default {", "export default {")}`,
+    );
     const first = await runKeel(["run", "tools:0 learn something"], { cwd: p.dir, env: env(p.home) });
     expect(first.code, first.stderr).toBe(0);
     const db = join(p.home, "skills.sqlite");
     expect(existsSync(db)).toBe(true);
     const fill = new DatabaseSync(db);
-    fill.exec("CREATE TABLE IF NOT EXISTS filler(x); INSERT INTO filler VALUES (randomblob(3000)), (randomblob(3000));");
+    fill.exec(
+      "CREATE TABLE IF NOT EXISTS filler(x); INSERT INTO filler VALUES (randomblob(3000)), (randomblob(3000));",
+    );
     fill.close();
     garbleTable(db, "filler");
     const before = digest(db);
     const run = await runKeel(["run", "--json", "tools:0 with a broken skills db"], { cwd: p.dir, env: env(p.home) });
     expect(run.code, run.stderr).toBe(0);
-    const diag = run.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { type: string; code?: string; message?: string }).find((e) => e.type === "diagnostic" && e.code === "KEEL_SKILL_STORE_FAILED");
+    const diag = run.stdout
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { type: string; code?: string; message?: string })
+      .find((e) => e.type === "diagnostic" && e.code === "KEEL_SKILL_STORE_FAILED");
     expect(diag?.message).toContain("KEEL_STORE_CORRUPT");
     expect(diag?.message).toContain(db);
     expect(digest(db)).toBe(before);

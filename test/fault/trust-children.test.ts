@@ -35,7 +35,12 @@ describe.runIf(process.platform === "linux").concurrent("child processes end wit
    */
   const LEFT_BOUND_MS = EXIT_WAIT_MS + 1_000;
   const env = (home: string, extra: Record<string, string> = {}) => cleanEnv({ KEEL_HOME: home, ...extra });
-  type Step = { args: string[]; env?: Record<string, string>; during?: (live: Live, pids: string) => Promise<unknown>; check: (run: Run) => void };
+  type Step = {
+    args: string[];
+    env?: Record<string, string>;
+    during?: (live: Live, pids: string) => Promise<unknown>;
+    check: (run: Run) => void;
+  };
 
   /** Run `steps` (keel processes, one after the other) on one config; after each, nothing of its servers is left. */
   async function exitPath(name: string, config: Omit<ChildrenConfig, "marker" | "dir">, steps: Step[]): Promise<void> {
@@ -46,7 +51,12 @@ describe.runIf(process.platform === "linux").concurrent("child processes end wit
     const p = project(root, name, childrenConfig({ ...config, marker, dir: pids }));
     try {
       for (const step of steps) {
-        const run = await keel(step.args, { cwd: p.dir, env: env(p.home, step.env), capMs: 90_000, ...(step.during ? { during: (l: Live) => step.during!(l, pids) } : {}) });
+        const run = await keel(step.args, {
+          cwd: p.dir,
+          env: env(p.home, step.env),
+          capMs: 90_000,
+          ...(step.during ? { during: (l: Live) => step.during!(l, pids) } : {}),
+        });
         expect(run.killed, run.stderr).toBe(false);
         expect(run.duringError, run.stderr).toBeUndefined();
         expect(await leftAfter(marker, LEFT_BOUND_MS), `left running after keel exited (${name})`).toEqual([]);
@@ -62,13 +72,18 @@ describe.runIf(process.platform === "linux").concurrent("child processes end wit
 
   const stuck = { ready: true, stuckConnectTimeoutMs: 60_000 };
   /** With --json, stdout shows the request being built once the turn runs (its model then hangs). */
-  const turnRunning = (l: Live, pids: string) => serversUp(pids).then(() => until(() => l.stdout().includes('"prompt.compiled"'), 60_000));
+  const turnRunning = (l: Live, pids: string) =>
+    serversUp(pids).then(() => until(() => l.stdout().includes('"prompt.compiled"'), 60_000));
 
   it("the turn ends normally (exit 0): the close ends every server, the wrapper's grandchild included", () =>
-    exitPath("normal", { ...stuck, script: [{ text: "done" }] }, [{ args: ["run", "hello"], check: (r) => expect(r.code, r.stderr).toBe(0) }]));
+    exitPath("normal", { ...stuck, script: [{ text: "done" }] }, [
+      { args: ["run", "hello"], check: (r) => expect(r.code, r.stderr).toBe(0) },
+    ]));
 
   it("the turn fails (exit 1, the provider refused the key)", () =>
-    exitPath("error", { ...stuck, script: [{ error: { class: "auth", message: "invalid x-api-key" } }] }, [{ args: ["run", "hello"], check: (r) => expect(r.code, r.stderr).toBe(1) }]));
+    exitPath("error", { ...stuck, script: [{ error: { class: "auth", message: "invalid x-api-key" } }] }, [
+      { args: ["run", "hello"], check: (r) => expect(r.code, r.stderr).toBe(1) },
+    ]));
 
   it("exit 2 on a usage error found after the servers started (--mode on a session paused for approval)", () =>
     exitPath(
@@ -83,13 +98,20 @@ describe.runIf(process.platform === "linux").concurrent("child processes end wit
       [
         // Asked on stdin, which ends: the turn stays paused (exit 130).
         { args: ["run", "--ask", "ask", "deploy it"], check: (r) => expect(r.code, r.stderr).toBe(130) },
-        { args: ["run", "-c", "--mode", "chat", "hello"], check: (r) => (expect(r.code, r.stderr).toBe(2), expect(r.stderr).toContain("KEEL_MODE_INVALID")) },
+        {
+          args: ["run", "-c", "--mode", "chat", "hello"],
+          check: (r) => (expect(r.code, r.stderr).toBe(2), expect(r.stderr).toContain("KEEL_MODE_INVALID")),
+        },
       ],
     ));
 
   it("Ctrl-C once: the turn is cancelled (exit 130)", () =>
     exitPath("sigint", { ...stuck, script: [{ hang: true }] }, [
-      { args: ["run", "--json", "hello"], during: (l, pids) => turnRunning(l, pids).then(() => l.child.kill("SIGINT")), check: (r) => (expect(r.code, r.stderr).toBe(130), expect(r.stderr).toContain("cancelling the turn")) },
+      {
+        args: ["run", "--json", "hello"],
+        during: (l, pids) => turnRunning(l, pids).then(() => l.child.kill("SIGINT")),
+        check: (r) => (expect(r.code, r.stderr).toBe(130), expect(r.stderr).toContain("cancelling the turn")),
+      },
     ]));
 
   it("Ctrl-C twice: keel exits at once through process.exit (exit 130)", () =>
@@ -102,25 +124,44 @@ describe.runIf(process.platform === "linux").concurrent("child processes end wit
           await until(() => l.stderr().includes("cancelling the turn"), 60_000);
           l.child.kill("SIGINT");
         },
-        check: (r) => (expect(r.code, r.stderr).toBe(130), expect(r.stderr).toMatch(/interrupted twice; exiting now|interrupted while closing; exiting now/)),
+        check: (r) => (
+          expect(r.code, r.stderr).toBe(130),
+          expect(r.stderr).toMatch(/interrupted twice; exiting now|interrupted while closing; exiting now/)
+        ),
       },
     ]));
 
   it("SIGTERM during the turn (exit 143)", () =>
     exitPath("sigterm", { ...stuck, script: [{ hang: true }] }, [
-      { args: ["run", "--json", "hello"], during: (l, pids) => turnRunning(l, pids).then(() => l.child.kill("SIGTERM")), check: (r) => (expect(r.code, r.stderr).toBe(143), expect(r.stderr).toContain("terminated (SIGTERM)")) },
+      {
+        args: ["run", "--json", "hello"],
+        during: (l, pids) => turnRunning(l, pids).then(() => l.child.kill("SIGTERM")),
+        check: (r) => (expect(r.code, r.stderr).toBe(143), expect(r.stderr).toContain("terminated (SIGTERM)")),
+      },
     ]));
 
   for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
     it(`${sig} while session.start waits for the servers, which keel does not handle yet: the servers end, then the signal ends keel as it would have`, () =>
-      exitPath(`${sig.toLowerCase()}-at-start`, { ready: false, stuckConnectTimeoutMs: 60_000, script: [{ text: "never reached" }] }, [
-        { args: ["run", "hello"], during: (l, pids) => serversUp(pids).then(() => l.child.kill(sig)), check: (r) => expect([r.code, r.signal], r.stderr).toEqual([null, sig]) },
-      ]));
+      exitPath(
+        `${sig.toLowerCase()}-at-start`,
+        { ready: false, stuckConnectTimeoutMs: 60_000, script: [{ text: "never reached" }] },
+        [
+          {
+            args: ["run", "hello"],
+            during: (l, pids) => serversUp(pids).then(() => l.child.kill(sig)),
+            check: (r) => expect([r.code, r.signal], r.stderr).toEqual([null, sig]),
+          },
+        ],
+      ));
   }
 
   it("SIGHUP during the turn (the terminal closed; keel has no handler for it)", () =>
     exitPath("sighup", { ...stuck, script: [{ hang: true }] }, [
-      { args: ["run", "--json", "hello"], during: (l, pids) => turnRunning(l, pids).then(() => l.child.kill("SIGHUP")), check: (r) => expect([r.code, r.signal], r.stderr).toEqual([null, "SIGHUP"]) },
+      {
+        args: ["run", "--json", "hello"],
+        during: (l, pids) => turnRunning(l, pids).then(() => l.child.kill("SIGHUP")),
+        check: (r) => expect([r.code, r.signal], r.stderr).toEqual([null, "SIGHUP"]),
+      },
     ]));
 
   it("an uncaught exception from a plugin timer, caught by the process guard (exit 1)", () =>
@@ -132,23 +173,54 @@ describe.runIf(process.platform === "linux").concurrent("child processes end wit
         plugins: "thrower",
         script: [{ delayMs: 500, text: "late" }],
       },
-      [{ args: ["run", "hello"], check: (r) => (expect(r.code, r.stderr).toBe(1), expect(r.stderr).toContain('KEEL_PROCESS_FAULT (plugin "thrower"')) }],
+      [
+        {
+          args: ["run", "hello"],
+          check: (r) => (
+            expect(r.code, r.stderr).toBe(1), expect(r.stderr).toContain('KEEL_PROCESS_FAULT (plugin "thrower"')
+          ),
+        },
+      ],
     ));
 
   it("a tool calls process.exit(0) (exit 1): no close runs, the exit event ends the servers", () =>
     exitPath(
       "tool-exit",
-      { ...stuck, tools: `{ name: "quit", description: "Exits the process.", execute: () => { process.exit(0); } }`, script: [{ toolCalls: [{ id: "q1", name: "quit", args: {} }] }] },
-      [{ args: ["run", "hello"], check: (r) => (expect(r.code, r.stderr).toBe(1), expect(r.stderr).toContain('Code of tool "quit" called process.exit(0)')) }],
+      {
+        ...stuck,
+        tools: `{ name: "quit", description: "Exits the process.", execute: () => { process.exit(0); } }`,
+        script: [{ toolCalls: [{ id: "q1", name: "quit", args: {} }] }],
+      },
+      [
+        {
+          args: ["run", "hello"],
+          check: (r) => (
+            expect(r.code, r.stderr).toBe(1), expect(r.stderr).toContain('Code of tool "quit" called process.exit(0)')
+          ),
+        },
+      ],
     ));
 
   it("the close grace runs out (KEEL_EXIT_GRACE_MS=0: 1 s, shorter than ending the stubborn servers takes)", () =>
     exitPath("close-grace", { ...stuck, script: [{ text: "done" }] }, [
-      { args: ["run", "hello"], env: { KEEL_EXIT_GRACE_MS: "0" }, check: (r) => (expect(r.code, r.stderr).toBe(0), expect(r.stderr).toContain("closing did not finish within 1000 ms")) },
+      {
+        args: ["run", "hello"],
+        env: { KEEL_EXIT_GRACE_MS: "0" },
+        check: (r) => (
+          expect(r.code, r.stderr).toBe(0), expect(r.stderr).toContain("closing did not finish within 1000 ms")
+        ),
+      },
     ]));
 
   it("servers that never answer initialize fail their connect timeout mid-turn, and the run ends 1 s later (exit 0)", () =>
-    exitPath("connect-timeout", { ready: true, stuckConnectTimeoutMs: 400, script: [{ delayMs: 1_500, text: "done" }] }, [
-      { args: ["run", "hello"], check: (r) => (expect(r.code, r.stderr).toBe(0), expect(r.stderr).toContain("no answer within 400 ms")) },
-    ]));
+    exitPath(
+      "connect-timeout",
+      { ready: true, stuckConnectTimeoutMs: 400, script: [{ delayMs: 1_500, text: "done" }] },
+      [
+        {
+          args: ["run", "hello"],
+          check: (r) => (expect(r.code, r.stderr).toBe(0), expect(r.stderr).toContain("no answer within 400 ms")),
+        },
+      ],
+    ));
 });

@@ -19,7 +19,13 @@ import mcp from "../../packages/plugin-mcp/src/index.ts";
 import memory from "../../packages/plugin-memory/src/index.ts";
 import skills from "../../packages/plugin-skills/src/index.ts";
 import { userModel } from "../../packages/plugin-user-model/src/index.ts";
-import { dropTestSchemas, PG_URL, rawRows, requirePostgres, testSchema } from "../../packages/store-postgres/test/support/pg.ts";
+import {
+  dropTestSchemas,
+  PG_URL,
+  rawRows,
+  requirePostgres,
+  testSchema,
+} from "../../packages/store-postgres/test/support/pg.ts";
 
 const SERVER = fileURLToPath(new URL("../../examples/http-server/server.ts", import.meta.url));
 const children: ChildProcess[] = [];
@@ -40,8 +46,14 @@ function home(): string {
 }
 
 /** Start one instance of the HTTP example; resolves once it listens. */
-async function instance(keelHome: string, env: Record<string, string> = {}): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [SERVER], { env: { ...process.env, KEEL_HOME: keelHome, PORT: "0", KEEL_MODEL: "", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+async function instance(
+  keelHome: string,
+  env: Record<string, string> = {},
+): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, [SERVER], {
+    env: { ...process.env, KEEL_HOME: keelHome, PORT: "0", KEEL_MODEL: "", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   children.push(child);
   let out = "";
   let err = "";
@@ -57,10 +69,17 @@ async function instance(keelHome: string, env: Record<string, string> = {}): Pro
   return { url, child };
 }
 
-const post = (url: string, body: unknown) => fetch(url, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
+const post = (url: string, body: unknown) =>
+  fetch(url, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
 
 async function stream(res: Response): Promise<TurnStreamEvent[]> {
-  expect(res.status, await res.clone().text().then((t) => t.slice(0, 300))).toBe(200);
+  expect(
+    res.status,
+    await res
+      .clone()
+      .text()
+      .then((t) => t.slice(0, 300)),
+  ).toBe(200);
   const out: TurnStreamEvent[] = [];
   const text = await res.text();
   for (const frame of text.split("\n\n")) {
@@ -103,10 +122,15 @@ describe("class 14: a paused approval is never lost on reload", () => {
     for (const s of sessions) {
       const listed = await pending(a.url, s.id);
       expect(listed.map((p) => p.callId)).toEqual([s.callId]);
-      const rest = await stream(await post(`${a.url}/sessions/${s.id}/approvals`, { answers: [{ callId: s.callId, approve: true }] }));
+      const rest = await stream(
+        await post(`${a.url}/sessions/${s.id}/approvals`, { answers: [{ callId: s.callId, approve: true }] }),
+      );
       expect(verdict(rest).verdict.status).toBe("completed");
     }
-    const deployed = readFileSync(log, "utf8").trim().split("\n").map((l) => l.split(" ")[1]);
+    const deployed = readFileSync(log, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => l.split(" ")[1]);
     expect(deployed.sort()).toEqual(sessions.map((s) => s.version).sort());
   });
 });
@@ -124,7 +148,9 @@ describe("class 14: a paused session belongs to the fleet", () => {
     expect((await pending(a.url, id)).length).toBe(1);
     const listed = await pending(b.url, id);
     expect(listed).toEqual([expect.objectContaining({ name: "deploy", args: { version: "v8.1.0" } })]);
-    const rest = await stream(await post(`${b.url}/sessions/${id}/approvals`, { answers: [{ callId: listed[0]!.callId, approve: true }] }));
+    const rest = await stream(
+      await post(`${b.url}/sessions/${id}/approvals`, { answers: [{ callId: listed[0]!.callId, approve: true }] }),
+    );
     expect(verdict(rest).verdict.status).toBe("completed");
     expect(readFileSync(log, "utf8").split("\n").filter(Boolean)).toHaveLength(1);
 
@@ -132,37 +158,52 @@ describe("class 14: a paused session belongs to the fleet", () => {
     expect(await pending(a.url, id)).toEqual([]);
     const next = await stream(await post(`${a.url}/sessions/${id}/turns`, { input: "status" }));
     expect(verdict(next).text).toContain("live: v8.1.0");
-    const { messages } = (await (await fetch(`${a.url}/sessions/${id}/messages`)).json()) as { messages: Array<{ role: string; text: string }> };
-    expect(messages.map((m) => m.role)).toEqual(["user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"]);
+    const { messages } = (await (await fetch(`${a.url}/sessions/${id}/messages`)).json()) as {
+      messages: Array<{ role: string; text: string }>;
+    };
+    expect(messages.map((m) => m.role)).toEqual([
+      "user",
+      "assistant",
+      "tool",
+      "assistant",
+      "user",
+      "assistant",
+      "tool",
+      "assistant",
+    ]);
     expect(existsSync(log)).toBe(true);
   });
 
-  it("a turn running in A is a 409 KEEL_SESSION_BUSY in B naming the holder, answered before any byte is streamed; once it ends B runs the session", async () => {
-    const h = home();
-    // A's deploy takes three steps of 2 s: B's request lands while it runs (it is sent once the first step is streamed).
-    const a = await instance(h, { DEPLOY_STEP_MS: "2000" });
-    const b = await instance(h);
-    const { id } = (await (await post(`${a.url}/sessions`, {})).json()) as { id: string };
-    const asked = await stream(await post(`${a.url}/sessions/${id}/turns`, { input: "deploy v9.0.0" }));
-    const callId = (asked.find((e) => e.type === "approval.requested") as { callId: string }).callId;
-    const running = await post(`${a.url}/sessions/${id}/approvals`, { answers: [{ callId, approve: true }] });
-    // The resumed turn streams: once its first progress line arrives, A holds the session.
-    const reader = running.body!.getReader();
-    let seen = "";
-    while (!seen.includes("tool.progress")) seen += new TextDecoder().decode((await reader.read()).value);
-    const busy = await post(`${b.url}/sessions/${id}/turns`, { input: "status" });
-    expect(busy.status).toBe(409);
-    expect(busy.headers.get("content-type")).toContain("application/json");
-    expect(busy.headers.get("retry-after")).toBe("1");
-    const body = (await busy.json()) as { error: { code: string; message: string } };
-    expect(body.error.code).toBe("KEEL_SESSION_BUSY");
-    expect(body.error.message).toMatch(/process \d+ on .*, running a turn/);
-    // Reading needs no lease, even now.
-    expect(await pending(b.url, id)).toEqual([]);
-    while (!(await reader.read()).done);
-    const after = await stream(await post(`${b.url}/sessions/${id}/turns`, { input: "status" }));
-    expect(verdict(after).text).toContain("live: v9.0.0");
-  }, 20_000 + 6_000);
+  it(
+    "a turn running in A is a 409 KEEL_SESSION_BUSY in B naming the holder, answered before any byte is streamed; once it ends B runs the session",
+    async () => {
+      const h = home();
+      // A's deploy takes three steps of 2 s: B's request lands while it runs (it is sent once the first step is streamed).
+      const a = await instance(h, { DEPLOY_STEP_MS: "2000" });
+      const b = await instance(h);
+      const { id } = (await (await post(`${a.url}/sessions`, {})).json()) as { id: string };
+      const asked = await stream(await post(`${a.url}/sessions/${id}/turns`, { input: "deploy v9.0.0" }));
+      const callId = (asked.find((e) => e.type === "approval.requested") as { callId: string }).callId;
+      const running = await post(`${a.url}/sessions/${id}/approvals`, { answers: [{ callId, approve: true }] });
+      // The resumed turn streams: once its first progress line arrives, A holds the session.
+      const reader = running.body!.getReader();
+      let seen = "";
+      while (!seen.includes("tool.progress")) seen += new TextDecoder().decode((await reader.read()).value);
+      const busy = await post(`${b.url}/sessions/${id}/turns`, { input: "status" });
+      expect(busy.status).toBe(409);
+      expect(busy.headers.get("content-type")).toContain("application/json");
+      expect(busy.headers.get("retry-after")).toBe("1");
+      const body = (await busy.json()) as { error: { code: string; message: string } };
+      expect(body.error.code).toBe("KEEL_SESSION_BUSY");
+      expect(body.error.message).toMatch(/process \d+ on .*, running a turn/);
+      // Reading needs no lease, even now.
+      expect(await pending(b.url, id)).toEqual([]);
+      while (!(await reader.read()).done);
+      const after = await stream(await post(`${b.url}/sessions/${id}/turns`, { input: "status" }));
+      expect(verdict(after).text).toContain("live: v9.0.0");
+    },
+    20_000 + 6_000,
+  );
 });
 
 describe("class 14: one store rule, and every plugin's data follows its agent", () => {
@@ -178,7 +219,9 @@ describe("class 14: one store rule, and every plugin's data follows its agent", 
     expect(verdict(asked).verdict.status).toBe("paused");
     const listed = await pending(b.url, id);
     expect(listed).toEqual([expect.objectContaining({ name: "deploy" })]);
-    const rest = await stream(await post(`${b.url}/sessions/${id}/approvals`, { answers: [{ callId: listed[0]!.callId, approve: true }] }));
+    const rest = await stream(
+      await post(`${b.url}/sessions/${id}/approvals`, { answers: [{ callId: listed[0]!.callId, approve: true }] }),
+    );
     expect(verdict(rest).verdict.status).toBe("completed");
     expect(existsSync(join(ha, "sessions.sqlite")) || existsSync(join(hb, "sessions.sqlite"))).toBe(false);
     expect((await rawRows(schema, "keel_events")).length).toBeGreaterThan(5);
@@ -191,27 +234,53 @@ describe("class 14: one store rule, and every plugin's data follows its agent", 
     try {
       const homes = [home(), home()];
       for (const [i, h] of homes.entries()) {
-        const agent = await createAgent({ home: h, provider: scriptedProvider([{ text: `tenant ${i}: noted, release day is Thursday.` }]), sideModel: false, plugins: [memory({ extraction: "deterministic" }), skills({ dirs: [] }), compaction(), userModel(), goals(), mcp({ servers: {} })] });
+        const agent = await createAgent({
+          home: h,
+          provider: scriptedProvider([{ text: `tenant ${i}: noted, release day is Thursday.` }]),
+          sideModel: false,
+          plugins: [
+            memory({ extraction: "deterministic" }),
+            skills({ dirs: [] }),
+            compaction(),
+            userModel(),
+            goals(),
+            mcp({ servers: {} }),
+          ],
+        });
         const session = await agent.session();
         await session.run("Remember that release day is Thursday.");
         await agent.close();
       }
       expect(readdirSync(shared)).toEqual([]);
-      const [a, b] = homes.map((h) => readdirSync(h).filter((f) => f.endsWith(".sqlite")).sort());
+      const [a, b] = homes.map((h) =>
+        readdirSync(h)
+          .filter((f) => f.endsWith(".sqlite"))
+          .sort(),
+      );
       expect(a).toEqual(b);
-      expect(a).toEqual(["goals.sqlite", "mcp-audit.sqlite", "memory.sqlite", "sessions.sqlite", "skills.sqlite", "user-model.sqlite"]);
+      expect(a).toEqual([
+        "goals.sqlite",
+        "mcp-audit.sqlite",
+        "memory.sqlite",
+        "sessions.sqlite",
+        "skills.sqlite",
+        "user-model.sqlite",
+      ]);
     } finally {
       if (before === undefined) delete process.env.KEEL_HOME;
       else process.env.KEEL_HOME = before;
     }
   });
 
-  it("createAgent: `store: \"sqlite\"` wins over KEEL_DATABASE_URL; a KEEL_DATABASE_URL that is neither is a located error naming it, never echoing it", async () => {
+  it('createAgent: `store: "sqlite"` wins over KEEL_DATABASE_URL; a KEEL_DATABASE_URL that is neither is a located error naming it, never echoing it', async () => {
     const h = home();
     const before = process.env.KEEL_DATABASE_URL;
     try {
       process.env.KEEL_DATABASE_URL = "mysql://root:hunter2secret@db.internal/keel";
-      const err = await createAgent({ home: h, provider: scriptedProvider([]) }).then(() => undefined, (e: unknown) => e);
+      const err = await createAgent({ home: h, provider: scriptedProvider([]) }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(isKeelError(err, "KEEL_AGENT_OPTIONS_INVALID")).toBe(true);
       expect((err as Error).message).toContain("KEEL_DATABASE_URL");
       expect((err as Error).message).not.toContain("hunter2secret");

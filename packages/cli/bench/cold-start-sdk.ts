@@ -20,7 +20,12 @@ const RUNS = Number(process.env.RUNS ?? 9);
 let arrivals: number[] = [];
 const server = await startWireServer({ onEmpty: (req) => (arrivals.push(performance.now()), echoResponder(req)) });
 const home = mkdtempSync(join(tmpdir(), "keel-cold-sdk-"));
-const env = { ...process.env, ANTHROPIC_API_KEY: "bench", ANTHROPIC_BASE_URL: server.anthropicBaseURL, KEEL_HOME: home };
+const env = {
+  ...process.env,
+  ANTHROPIC_API_KEY: "bench",
+  ANTHROPIC_BASE_URL: server.anthropicBaseURL,
+  KEEL_HOME: home,
+};
 
 function once(args: string[], extra: Record<string, string> = {}): Promise<number> {
   arrivals = [];
@@ -29,13 +34,18 @@ function once(args: string[], extra: Record<string, string> = {}): Promise<numbe
     const child = spawn(process.execPath, args, { env: { ...env, ...extra }, stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("close", (code) => (code === 0 && arrivals[0] !== undefined ? resolve(arrivals[0] - t0) : reject(new Error(`${args.join(" ")} exited ${code}: ${stderr.slice(-2000)}`))));
+    child.on("close", (code) =>
+      code === 0 && arrivals[0] !== undefined
+        ? resolve(arrivals[0] - t0)
+        : reject(new Error(`${args.join(" ")} exited ${code}: ${stderr.slice(-2000)}`)),
+    );
   });
 }
 
 // Published packages run built JavaScript: `--conditions=keel-dist` picks dist/ here (built first, as in cold-start.ts).
 const repo = join(here, "..", "..", "..");
-if (process.env.SKIP_BUILD !== "1" && spawnSync("pnpm", ["build"], { cwd: repo, stdio: "ignore" }).status !== 0) throw new Error("pnpm build failed; run it to see why");
+if (process.env.SKIP_BUILD !== "1" && spawnSync("pnpm", ["build"], { cwd: repo, stdio: "ignore" }).status !== 0)
+  throw new Error("pnpm build failed; run it to see why");
 const keel = [bin, "run", "--config", config, "--home", home, "What is left in TODO.md?"];
 const built = ["--conditions=keel-dist", ...keel];
 await once(keel); // warm the OS file cache and the tokenizer cache; also captures the request
@@ -62,9 +72,19 @@ const k = median(times.keel);
 const b = median(times.built);
 console.log(`spawn → first provider request, median of ${RUNS} interleaved runs (ms)`);
 console.log(`| run | median | min | max |\n|---|---:|---:|---:|`);
-console.log(`| floor: import @anthropic-ai/sdk, stream the same request | ${f.toFixed(0)} | ${Math.min(...times.floor).toFixed(0)} | ${Math.max(...times.floor).toFixed(0)} |`);
-console.log(`| floor with Node's compile cache | ${c.toFixed(0)} | ${Math.min(...times.cached).toFixed(0)} | ${Math.max(...times.cached).toFixed(0)} |`);
-console.log(`| keel run, full-stack config without MCP (sources; compile cache on) | ${k.toFixed(0)} | ${Math.min(...times.keel).toFixed(0)} | ${Math.max(...times.keel).toFixed(0)} |`);
-console.log(`| keel run, the same, built (--conditions=keel-dist, as published) | ${b.toFixed(0)} | ${Math.min(...times.built).toFixed(0)} | ${Math.max(...times.built).toFixed(0)} |`);
+console.log(
+  `| floor: import @anthropic-ai/sdk, stream the same request | ${f.toFixed(0)} | ${Math.min(...times.floor).toFixed(0)} | ${Math.max(...times.floor).toFixed(0)} |`,
+);
+console.log(
+  `| floor with Node's compile cache | ${c.toFixed(0)} | ${Math.min(...times.cached).toFixed(0)} | ${Math.max(...times.cached).toFixed(0)} |`,
+);
+console.log(
+  `| keel run, full-stack config without MCP (sources; compile cache on) | ${k.toFixed(0)} | ${Math.min(...times.keel).toFixed(0)} | ${Math.max(...times.keel).toFixed(0)} |`,
+);
+console.log(
+  `| keel run, the same, built (--conditions=keel-dist, as published) | ${b.toFixed(0)} | ${Math.min(...times.built).toFixed(0)} | ${Math.max(...times.built).toFixed(0)} |`,
+);
 console.log(`ratio built keel / floor: ${(b / f).toFixed(2)}; `);
-console.log(`ratio keel / floor: ${(k / f).toFixed(2)} (goal ≤ 1.3); keel / floor with compile cache: ${(k / c).toFixed(2)}; request: ${JSON.stringify(body).length} bytes`);
+console.log(
+  `ratio keel / floor: ${(k / f).toFixed(2)} (goal ≤ 1.3); keel / floor with compile cache: ${(k / c).toFixed(2)}; request: ${JSON.stringify(body).length} bytes`,
+);

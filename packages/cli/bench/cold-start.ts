@@ -18,14 +18,26 @@ let arrivals: number[] = [];
 const server = await startWireServer({ onEmpty: (req) => (arrivals.push(performance.now()), echoResponder(req)) });
 const home = mkdtempSync(join(tmpdir(), "keel-cold-"));
 
-function once(args: string[]): Promise<{ toRequest: number | undefined; total: number; code: number | null; stderr: string }> {
+function once(
+  args: string[],
+): Promise<{ toRequest: number | undefined; total: number; code: number | null; stderr: string }> {
   arrivals = [];
   const t0 = performance.now();
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, args, { env: { ...process.env, ANTHROPIC_API_KEY: "bench", ANTHROPIC_BASE_URL: server.anthropicBaseURL, KEEL_HOME: home }, stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(process.execPath, args, {
+      env: { ...process.env, ANTHROPIC_API_KEY: "bench", ANTHROPIC_BASE_URL: server.anthropicBaseURL, KEEL_HOME: home },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     let stderr = "";
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("close", (code) => resolve({ toRequest: arrivals[0] === undefined ? undefined : arrivals[0] - t0, total: performance.now() - t0, code, stderr }));
+    child.on("close", (code) =>
+      resolve({
+        toRequest: arrivals[0] === undefined ? undefined : arrivals[0] - t0,
+        total: performance.now() - t0,
+        code,
+        stderr,
+      }),
+    );
   });
 }
 
@@ -41,7 +53,12 @@ async function measure(label: string, args: string[], first: boolean) {
     if (r.toRequest !== undefined) to.push(r.toRequest);
     total.push(r.total);
   }
-  return { label, toRequest: to.length ? median(to) : undefined, min: to.length ? Math.min(...to) : undefined, total: median(total) };
+  return {
+    label,
+    toRequest: to.length ? median(to) : undefined,
+    min: to.length ? Math.min(...to) : undefined,
+    total: median(total),
+  };
 }
 
 // The published packages run built JavaScript; in the repository `--conditions=keel-dist` makes
@@ -63,8 +80,15 @@ const rows = [
 ];
 await server.close();
 rmSync(home, { recursive: true, force: true });
-console.log(`cold start, median of ${RUNS} runs (ms) — target: TS config + 4 plugins, process start to first provider request < 300 ms`);
+console.log(
+  `cold start, median of ${RUNS} runs (ms) — target: TS config + 4 plugins, process start to first provider request < 300 ms`,
+);
 console.log("| run | to first request | min | whole process |\n|---|---|---|---|");
-for (const r of rows) console.log(`| ${r.label} | ${r.toRequest?.toFixed(0) ?? "—"} | ${r.min?.toFixed(0) ?? "—"} | ${r.total.toFixed(0)} |`);
+for (const r of rows)
+  console.log(
+    `| ${r.label} | ${r.toRequest?.toFixed(0) ?? "—"} | ${r.min?.toFixed(0) ?? "—"} | ${r.total.toFixed(0)} |`,
+  );
 const [floor, bareBuilt, full] = rows;
-console.log(`built, TS config + 4 plugins: ${full!.toRequest!.toFixed(0)} ms to the first request (${(full!.toRequest! / floor!.total).toFixed(1)}× the bare node process, ${(full!.toRequest! / bareBuilt!.toRequest!).toFixed(2)}× the no-plugin config)`);
+console.log(
+  `built, TS config + 4 plugins: ${full!.toRequest!.toFixed(0)} ms to the first request (${(full!.toRequest! / floor!.total).toFixed(1)}× the bare node process, ${(full!.toRequest! / bareBuilt!.toRequest!).toFixed(2)}× the no-plugin config)`,
+);

@@ -54,7 +54,13 @@ if (process.argv[2] === "--child") {
         return original.apply(this, args);
       } finally {
         ms += performance.now() - t0;
-        if (process.env.BENCH_DEBUG) console.error(name, (performance.now() - t0).toFixed(1), "ms", typeof args[0] === "string" ? args[0].length : "");
+        if (process.env.BENCH_DEBUG)
+          console.error(
+            name,
+            (performance.now() - t0).toFixed(1),
+            "ms",
+            typeof args[0] === "string" ? args[0].length : "",
+          );
         depth--;
       }
     };
@@ -64,10 +70,33 @@ if (process.argv[2] === "--child") {
   try {
     const loaded = await loadConfig({ cwd: join(root, "examples", "full-stack") });
     if (extraTools) {
-      const big = (i: number) => defineTool({ name: `catalog_tool_${i}`, description: `Tool ${i} of a large catalog. ${"It does a specific, carefully described thing with many options. ".repeat(12)}`, parameters: { type: "object", properties: Object.fromEntries(Array.from({ length: 12 }, (_, k) => [`option_${k}`, { type: "string", description: `Option ${k}: ${"what this option changes and when to use it. ".repeat(3)}` }])) }, execute: () => "ok" });
-      (loaded.config as { tools?: unknown[] }).tools = [...((loaded.config as { tools?: unknown[] }).tools ?? []), ...Array.from({ length: extraTools }, (_, i) => big(i))];
+      const big = (i: number) =>
+        defineTool({
+          name: `catalog_tool_${i}`,
+          description: `Tool ${i} of a large catalog. ${"It does a specific, carefully described thing with many options. ".repeat(12)}`,
+          parameters: {
+            type: "object",
+            properties: Object.fromEntries(
+              Array.from({ length: 12 }, (_, k) => [
+                `option_${k}`,
+                {
+                  type: "string",
+                  description: `Option ${k}: ${"what this option changes and when to use it. ".repeat(3)}`,
+                },
+              ]),
+            ),
+          },
+          execute: () => "ok",
+        });
+      (loaded.config as { tools?: unknown[] }).tools = [
+        ...((loaded.config as { tools?: unknown[] }).tools ?? []),
+        ...Array.from({ length: extraTools }, (_, i) => big(i)),
+      ];
     }
-    const built = await buildAgent(loaded, { home, env: { ...process.env, ANTHROPIC_API_KEY: "bench", ANTHROPIC_BASE_URL: server.anthropicBaseURL, KEEL_HOME: home } });
+    const built = await buildAgent(loaded, {
+      home,
+      env: { ...process.env, ANTHROPIC_API_KEY: "bench", ANTHROPIC_BASE_URL: server.anthropicBaseURL, KEEL_HOME: home },
+    });
     const agent = built.agent;
     const session = await agent.session();
     const t0 = performance.now();
@@ -80,7 +109,17 @@ if (process.argv[2] === "--child") {
     const chars = JSON.stringify({ system: body?.system, messages: body?.messages, tools: body?.tools }).length;
     const window = agent.options.provider.contextWindow ?? 0;
     const exactAbove = window * (agent.limits.contextCeiling ?? 0.95) * 0.5;
-    console.log(JSON.stringify({ ms, loaded: new TokenCounter().loaded, turnMs, bytes, oldBound: chars * 3, exactAbove, tools: body?.tools?.length ?? 0 }));
+    console.log(
+      JSON.stringify({
+        ms,
+        loaded: new TokenCounter().loaded,
+        turnMs,
+        bytes,
+        oldBound: chars * 3,
+        exactAbove,
+        tools: body?.tools?.length ?? 0,
+      }),
+    );
     await agent.close();
   } finally {
     await server.close();
@@ -89,17 +128,39 @@ if (process.argv[2] === "--child") {
   process.exit(0);
 }
 
-console.log("scenario                      tools  request bytes  old bound (3×len)  exact above  vocab loaded  counting ms  first turn ms");
-const scenarios = [["full-stack example", 0, 0], ["+ 20 large tools", 20, 0], ["+ 60 large tools", 60, 0], ["+ 200 large tools", 200, 0], ["+ 300 KB pasted log", 0, 300_000], ["+ 560 KB pasted log", 0, 560_000]] as const;
+console.log(
+  "scenario                      tools  request bytes  old bound (3×len)  exact above  vocab loaded  counting ms  first turn ms",
+);
+const scenarios = [
+  ["full-stack example", 0, 0],
+  ["+ 20 large tools", 20, 0],
+  ["+ 60 large tools", 60, 0],
+  ["+ 200 large tools", 200, 0],
+  ["+ 300 KB pasted log", 0, 300_000],
+  ["+ 560 KB pasted log", 0, 560_000],
+] as const;
 for (const [label, extra, pasted] of scenarios) {
-  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), "--child", String(extra), String(pasted)], { encoding: "utf8", cwd: root });
+  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), "--child", String(extra), String(pasted)], {
+    encoding: "utf8",
+    cwd: root,
+  });
   const line = r.stdout.trim().split("\n").at(-1) ?? "";
-  let o: { ms: number; loaded: boolean; turnMs: number; bytes: number; oldBound: number; exactAbove: number; tools: number };
+  let o: {
+    ms: number;
+    loaded: boolean;
+    turnMs: number;
+    bytes: number;
+    oldBound: number;
+    exactAbove: number;
+    tools: number;
+  };
   try {
     o = JSON.parse(line);
   } catch {
     console.log(`${label}: failed\n${r.stderr.slice(-2000)}`);
     continue;
   }
-  console.log(`${label.padEnd(30)}${String(o.tools).padStart(5)}${String(o.bytes).padStart(15)}${String(o.oldBound).padStart(19)}${String(Math.round(o.exactAbove)).padStart(13)}${String(o.loaded).padStart(14)}${o.ms.toFixed(1).padStart(13)}${o.turnMs.toFixed(0).padStart(15)}`);
+  console.log(
+    `${label.padEnd(30)}${String(o.tools).padStart(5)}${String(o.bytes).padStart(15)}${String(o.oldBound).padStart(19)}${String(Math.round(o.exactAbove)).padStart(13)}${String(o.loaded).padStart(14)}${o.ms.toFixed(1).padStart(13)}${o.turnMs.toFixed(0).padStart(15)}`,
+  );
 }

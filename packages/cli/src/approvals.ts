@@ -21,7 +21,10 @@ export function askMode(flag: string | undefined, env: NodeJS.ProcessEnv, tty: b
   const given = flag ?? (env.KEEL_ASK || undefined);
   if (given === undefined) return tty ? "ask" : "deny";
   if (given === "ask" || given === "deny" || given === "allow") return given;
-  throw new KeelError("KEEL_CLI_USAGE", `${flag !== undefined ? "--ask" : "KEEL_ASK"} is "${given}"; use ask, deny or allow.`);
+  throw new KeelError(
+    "KEEL_CLI_USAGE",
+    `${flag !== undefined ? "--ask" : "KEEL_ASK"} is "${given}"; use ask, deny or allow.`,
+  );
 }
 
 /** Answers one pending call. */
@@ -29,7 +32,10 @@ export type Answerer = (pending: PendingApproval) => Promise<ApprovalAnswer>;
 
 /** `deny` / `allow` without asking, saying why in the denial. */
 export function policyAnswerer(mode: "deny" | "allow", source: string): Answerer {
-  return async () => (mode === "allow" ? { approved: true } : { approved: false, reason: `nobody was asked: no terminal, and ${source} says deny` });
+  return async () =>
+    mode === "allow"
+      ? { approved: true }
+      : { approved: false, reason: `nobody was asked: no terminal, and ${source} says deny` };
 }
 
 /** The question for one call, on the lines before the prompt. */
@@ -67,7 +73,8 @@ export function terminalAnswerer(read: () => Promise<string | undefined>, err: (
     err(approvalQuestion(p));
     for (let i = 0; i < 3; i++) {
       const line = await read();
-      if (line === undefined) throw new KeelError("KEEL_APPROVAL_PENDING", `No answer was given for ${p.name} (${p.callId}).`);
+      if (line === undefined)
+        throw new KeelError("KEEL_APPROVAL_PENDING", `No answer was given for ${p.name} (${p.callId}).`);
       const a = parseAnswer(line);
       if (a) return a;
       err("    answer y, a, or n followed by a reason\n");
@@ -85,7 +92,12 @@ export function askInterface(stdin: NodeJS.ReadableStream, tty: boolean): Interf
  * Answer what the session waits for (a turn paused now or by an earlier process) and resume,
  * until the turn ends without pausing. Contract: every answer is durable before resume().
  */
-export async function settle(session: Session, result: TurnResult | undefined, answer: Answerer, note: (s: string) => void): Promise<TurnResult | undefined> {
+export async function settle(
+  session: Session,
+  result: TurnResult | undefined,
+  answer: Answerer,
+  note: (s: string) => void,
+): Promise<TurnResult | undefined> {
   for (;;) {
     const pending = session.pendingApprovals().filter((p) => !p.answer);
     if (!pending.length && !session.pendingApprovals().length) return result;
@@ -93,7 +105,9 @@ export async function settle(session: Session, result: TurnResult | undefined, a
       const a = await answer(p);
       if (a.approved) await session.approve(p.callId, a.always ? { always: true } : {});
       else await session.deny(p.callId, a.reason ? { reason: a.reason } : {});
-      note(`  ${a.approved ? "✓" : "✗"} ${p.name} ${a.approved ? (a.always ? "allowed always in this session" : "allowed once") : `denied${a.reason ? `: ${a.reason}` : ""}`}\n`);
+      note(
+        `  ${a.approved ? "✓" : "✗"} ${p.name} ${a.approved ? (a.always ? "allowed always in this session" : "allowed once") : `denied${a.reason ? `: ${a.reason}` : ""}`}\n`,
+      );
     }
     result = await session.resume();
   }

@@ -9,7 +9,16 @@ import { scriptedProvider } from "@keel/testkit";
 import { defaultSessionDbPath } from "@keel/store-sqlite";
 import { readRegularFile } from "@keel/safe-path";
 import { headOf } from "@keel/text";
-import type { Agent, AgentOptions, KeelConfig, ModelEntry, ModelName, ModelProvider, ModelSpec, SessionStore } from "@keel/kernel";
+import type {
+  Agent,
+  AgentOptions,
+  KeelConfig,
+  ModelEntry,
+  ModelName,
+  ModelProvider,
+  ModelSpec,
+  SessionStore,
+} from "@keel/kernel";
 import type { ProviderScriptInput } from "@keel/testkit";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";
@@ -72,7 +81,12 @@ export function validateConfig(loaded: Pick<LoadedConfig, "config" | "filepath">
   try {
     r = ConfigSchema.safeParse(config);
   } catch (err) {
-    throw new KeelError("KEEL_CONFIG_READ_FAILED", `${loaded.filepath}: validating the config threw: ${thrownText(err)}.`, { path: "(root)" }, { cause: err });
+    throw new KeelError(
+      "KEEL_CONFIG_READ_FAILED",
+      `${loaded.filepath}: validating the config threw: ${thrownText(err)}.`,
+      { path: "(root)" },
+      { cause: err },
+    );
   }
   if (r.success) {
     checkSerializable(config as KeelConfig, loaded.filepath);
@@ -80,7 +94,10 @@ export function validateConfig(loaded: Pick<LoadedConfig, "config" | "filepath">
   }
   const seen = new Set<string>();
   const issues = r.error.issues.flatMap((i) => {
-    const hint = i.path[0] === "plugins" && typeof i.path[1] === "number" ? pluginEntryHint((config as KeelConfig).plugins?.[i.path[1]], formatPath(i.path.slice(0, 2))) : undefined;
+    const hint =
+      i.path[0] === "plugins" && typeof i.path[1] === "number"
+        ? pluginEntryHint((config as KeelConfig).plugins?.[i.path[1]], formatPath(i.path.slice(0, 2)))
+        : undefined;
     const path = hint ? formatPath(i.path.slice(0, 2)) : formatPath(i.path);
     const line = hint ? `  ${hint}` : `  ${path}: ${i.message}${found(config, i.path)}`;
     if (seen.has(line)) return [];
@@ -94,9 +111,18 @@ export function validateConfig(loaded: Pick<LoadedConfig, "config" | "filepath">
 /** requestOptions go over the wire as JSON: a cycle or a BigInt there is a config error now, not a failed request later. */
 function checkSerializable(config: KeelConfig, filepath: string): void {
   const bad = unserializable(config.requestOptions, "requestOptions", [], new WeakSet());
-  if (bad) throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: ${bad.path} ${bad.why}; requestOptions are sent as JSON.`, { path: bad.path });
+  if (bad)
+    throw new KeelError(
+      "KEEL_CONFIG_INVALID",
+      `${filepath}: ${bad.path} ${bad.why}; requestOptions are sent as JSON.`,
+      { path: bad.path },
+    );
   if (expanded(config.requestOptions, new Map()) > MAX_JSON_VALUES) {
-    throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: requestOptions would be more than ${MAX_JSON_VALUES} values as JSON (a value shared many times over); requestOptions are sent as JSON.`, { path: "requestOptions" });
+    throw new KeelError(
+      "KEEL_CONFIG_INVALID",
+      `${filepath}: requestOptions would be more than ${MAX_JSON_VALUES} values as JSON (a value shared many times over); requestOptions are sent as JSON.`,
+      { path: "requestOptions" },
+    );
   }
 }
 
@@ -114,7 +140,12 @@ function expanded(v: unknown, memo: Map<object, number>): number {
 }
 
 /** The first value JSON cannot carry; `clean` holds values already checked (a shared value is walked once). */
-function unserializable(v: unknown, path: string, ancestors: object[], clean: WeakSet<object>): { path: string; why: string } | undefined {
+function unserializable(
+  v: unknown,
+  path: string,
+  ancestors: object[],
+  clean: WeakSet<object>,
+): { path: string; why: string } | undefined {
   if (typeof v === "bigint") return { path, why: "is a BigInt" };
   if (!v || typeof v !== "object" || clean.has(v)) return undefined;
   if (ancestors.includes(v)) return { path, why: "refers back to an enclosing value (a circular structure)" };
@@ -137,14 +168,27 @@ export function formatPath(path: readonly PropertyKey[]): string {
 
 function found(root: unknown, path: readonly PropertyKey[]): string {
   let v: unknown = root;
-  for (const p of path) v = v && typeof v === "object" ? attempt(() => (v as Record<PropertyKey, unknown>)[p], undefined) : undefined;
+  for (const p of path)
+    v = v && typeof v === "object" ? attempt(() => (v as Record<PropertyKey, unknown>)[p], undefined) : undefined;
   if (v === undefined) return "";
-  const shown = typeof v === "function" ? "a function" : typeof v === "string" ? JSON.stringify(maskCredentials(v)) : attempt(() => { const j = JSON.stringify(v); return j === undefined ? String(v) : headOf(j, 80); }, undefined) ?? (Array.isArray(v) ? "an array" : "an object that is not JSON (circular?)");
+  const shown =
+    typeof v === "function"
+      ? "a function"
+      : typeof v === "string"
+        ? JSON.stringify(maskCredentials(v))
+        : (attempt(() => {
+            const j = JSON.stringify(v);
+            return j === undefined ? String(v) : headOf(j, 80);
+          }, undefined) ?? (Array.isArray(v) ? "an array" : "an object that is not JSON (circular?)"));
   return ` (found ${shown})`;
 }
 
 /** The env var a model needs, or undefined when it is usable as configured. */
-export function missingCredential(spec: string, env: NodeJS.ProcessEnv, baseURL: string | undefined): string | undefined {
+export function missingCredential(
+  spec: string,
+  env: NodeJS.ProcessEnv,
+  baseURL: string | undefined,
+): string | undefined {
   if (spec.startsWith("anthropic:")) return env.ANTHROPIC_API_KEY ? undefined : "ANTHROPIC_API_KEY";
   if (spec.startsWith("openai:")) return env.OPENAI_API_KEY || env.OPENAI_BASE_URL ? undefined : "OPENAI_API_KEY";
   if (spec.startsWith("openai-compatible:")) return baseURL || env.OPENAI_BASE_URL ? undefined : "OPENAI_BASE_URL";
@@ -158,25 +202,45 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
   const config = validateConfig(loaded);
   const dir = configDir(loaded.filepath);
   const home = options.home ?? config.home;
-  if (home !== undefined) checkHome(resolve(dir, home), options.home !== undefined ? "--home" : `${loaded.filepath}: home`);
+  if (home !== undefined)
+    checkHome(resolve(dir, home), options.home !== undefined ? "--home" : `${loaded.filepath}: home`);
   else checkHome(defaultKeelHome(env), env.KEEL_HOME ? "KEEL_HOME" : "the default home");
   const database = chooseDatabase(config, env, loaded.filepath);
   const plugins = await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
-  const configured: ModelSpec[] = config.model === undefined ? [] : Array.isArray(config.model) ? [...config.model] : [config.model as ModelSpec];
-  const specs: ModelSpec[] = options.model ? options.model.map((m) => configured.find((c) => typeof c === "object" && specString(c) === m) ?? (m as ModelName)) : configured;
+  const configured: ModelSpec[] =
+    config.model === undefined ? [] : Array.isArray(config.model) ? [...config.model] : [config.model as ModelSpec];
+  const specs: ModelSpec[] = options.model
+    ? options.model.map((m) => configured.find((c) => typeof c === "object" && specString(c) === m) ?? (m as ModelName))
+    : configured;
   const strings = specs.map(specString).filter((s): s is string => s !== undefined && !s.startsWith("scripted:"));
   const missing = strings.map((s) => missingCredential(s, env, config.baseURL)).filter((m): m is string => !!m);
-  const offline = options.offline === true || env.KEEL_OFFLINE === "1" || specs.length === 0 || specs.some((s) => specString(s)?.startsWith("scripted:")) || (strings.length > 0 && missing.length === strings.length);
+  const offline =
+    options.offline === true ||
+    env.KEEL_OFFLINE === "1" ||
+    specs.length === 0 ||
+    specs.some((s) => specString(s)?.startsWith("scripted:")) ||
+    (strings.length > 0 && missing.length === strings.length);
   let provider: ModelProvider;
   let sideModel: ModelProvider | false | undefined;
   if (offline) {
     provider = offlineProvider(config, dir, loaded.filepath);
     sideModel = false; // a script answers the conversation only; plugins use their deterministic fallbacks
-    const why = options.offline || env.KEEL_OFFLINE === "1" ? "offline mode was asked for" : missing.length ? `${[...new Set(missing)].join(" / ")} is not set` : "the config names no model";
-    note(`keel: offline — ${why}; the model is ${provider.id}${typeof config.offline?.script === "string" ? ` replaying ${config.offline.script}` : ""}. Set the API key to use ${strings[0] ?? "a real model"}.`);
+    const why =
+      options.offline || env.KEEL_OFFLINE === "1"
+        ? "offline mode was asked for"
+        : missing.length
+          ? `${[...new Set(missing)].join(" / ")} is not set`
+          : "the config names no model";
+    note(
+      `keel: offline — ${why}; the model is ${provider.id}${typeof config.offline?.script === "string" ? ` replaying ${config.offline.script}` : ""}. Set the API key to use ${strings[0] ?? "a real model"}.`,
+    );
   } else {
     // Models whose key is missing are left out of the chain; the rest serve in order.
-    provider = await onlineProvider(specs.filter((s) => specString(s) === undefined || !missingCredential(specString(s)!, env, config.baseURL)), env, config.baseURL);
+    provider = await onlineProvider(
+      specs.filter((s) => specString(s) === undefined || !missingCredential(specString(s)!, env, config.baseURL)),
+      env,
+      config.baseURL,
+    );
     if (config.sideModel !== undefined) sideModel = await onlineProvider([config.sideModel], env, config.baseURL);
     note(`keel: model ${provider.id}`);
   }
@@ -209,9 +273,18 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
   if (options.shareHome) env.KEEL_HOME = homeDir;
   try {
     const agent = await createAgent(agentOptions);
-    return { agent, config: options.model ? { ...config, model: specs.length === 1 ? specs[0]! : specs } : config, offline, modelIds: [provider.id], home: homeDir, freshHome, database };
+    return {
+      agent,
+      config: options.model ? { ...config, model: specs.length === 1 ? specs[0]! : specs } : config,
+      offline,
+      modelIds: [provider.id],
+      home: homeDir,
+      freshHome,
+      database,
+    };
   } catch (err) {
-    if (isKeelError(err)) throw new KeelError(err.code, `${loaded.filepath}: ${err.problem}`, err.location, { cause: err });
+    if (isKeelError(err))
+      throw new KeelError(err.code, `${loaded.filepath}: ${err.problem}`, err.location, { cause: err });
     throw new KeelError("KEEL_CONFIG_INVALID", `${loaded.filepath}: ${errorMessage(err)}`, {}, { cause: err });
   }
 }
@@ -226,13 +299,23 @@ function offlineProvider(config: KeelConfig, dir: string, filepath: string): Mod
       // Never waited on: a FIFO or a device named as the script is refused, not read.
       input = JSON.parse(readRegularFile(file).toString("utf8")) as ProviderScriptInput;
     } catch (err) {
-      throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: offline.script "${script}" could not be read as JSON: ${errorMessage(err)}`, { path: "offline.script" }, { cause: err });
+      throw new KeelError(
+        "KEEL_CONFIG_INVALID",
+        `${filepath}: offline.script "${script}" could not be read as JSON: ${errorMessage(err)}`,
+        { path: "offline.script" },
+        { cause: err },
+      );
     }
   } else input = script as ProviderScriptInput;
   try {
     return scriptedProvider(input);
   } catch (err) {
-    throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: offline.script: ${errorMessage(err)}`, { path: "offline.script" }, { cause: err });
+    throw new KeelError(
+      "KEEL_CONFIG_INVALID",
+      `${filepath}: offline.script: ${errorMessage(err)}`,
+      { path: "offline.script" },
+      { cause: err },
+    );
   }
 }
 
@@ -242,7 +325,11 @@ function specString(s: ModelSpec): string | undefined {
   return typeof (s as ModelProvider).stream === "function" ? undefined : (s as ModelEntry).model;
 }
 
-async function onlineProvider(specs: readonly ModelSpec[], env: NodeJS.ProcessEnv, baseURL: string | undefined): Promise<ModelProvider> {
+async function onlineProvider(
+  specs: readonly ModelSpec[],
+  env: NodeJS.ProcessEnv,
+  baseURL: string | undefined,
+): Promise<ModelProvider> {
   const providers = specs.some((s) => specString(s) !== undefined) ? await import("@keel/providers") : undefined;
   const list = specs.map((s) => {
     const spec = specString(s);
@@ -251,7 +338,9 @@ async function onlineProvider(specs: readonly ModelSpec[], env: NodeJS.ProcessEn
     try {
       return providers!.resolveModel(spec, { env, ...(baseURL ? { baseURL } : {}), ...settings });
     } catch (err) {
-      throw isKeelError(err) ? err : new KeelError("KEEL_MODEL_UNAVAILABLE", `"${spec}": ${errorMessage(err)}`, { path: "model" }, { cause: err });
+      throw isKeelError(err)
+        ? err
+        : new KeelError("KEEL_MODEL_UNAVAILABLE", `"${spec}": ${errorMessage(err)}`, { path: "model" }, { cause: err });
     }
   });
   if (list.length === 1) return list[0]!;

@@ -15,7 +15,11 @@ export function refuseConfigAfterShortC(argv: readonly string[]): void {
     if (a === "--") return;
     const path = a === "-c" ? argv[i + 1] : /^-c=?./u.test(a) ? a.replace(/^-c=?/u, "") : undefined;
     if (path !== undefined && CONFIG_LIKE.test(path)) {
-      throw new KeelError("KEEL_CLI_USAGE", `-c is --continue (continue the most recent session); give the config with --config ${path}.`, { path: "-c" });
+      throw new KeelError(
+        "KEEL_CLI_USAGE",
+        `-c is --continue (continue the most recent session); give the config with --config ${path}.`,
+        { path: "-c" },
+      );
     }
   }
 }

@@ -15,7 +15,10 @@ export const MAX_CONFIG_ENTRIES = 1_000_000;
 
 /** Fields read from a non-plain object (a class instance) at a position the CLI and kernel read. */
 const PROBES: Array<[RegExp, readonly string[]]> = [
-  [/^plugins\[\d+\]$/, ["then", "name", "version", "kernel", "description", "dependencies", "options", "input", "setup"]],
+  [
+    /^plugins\[\d+\]$/,
+    ["then", "name", "version", "kernel", "description", "dependencies", "options", "input", "setup"],
+  ],
   [/^observers\[\d+\]$/, ["name", "attach"]],
   [/^tools\[\d+\]$/, ["name", "description", "inputSchema", "category", "execute"]],
   [/^(model(\[\d+\])?|sideModel)$/, ["id", "stream"]],
@@ -33,7 +36,12 @@ export function snapshotConfig(config: unknown, filepath: string): unknown {
     try {
       return fn();
     } catch (err) {
-      throw new KeelError("KEEL_CONFIG_READ_FAILED", `${filepath}: reading ${path || "the config"} threw: ${thrownText(err)}.`, { path: path || "(root)" }, { cause: err });
+      throw new KeelError(
+        "KEEL_CONFIG_READ_FAILED",
+        `${filepath}: reading ${path || "the config"} threw: ${thrownText(err)}.`,
+        { path: path || "(root)" },
+        { cause: err },
+      );
     }
   };
   const visit = (v: unknown, path: string, depth: number): unknown => {
@@ -41,20 +49,41 @@ export function snapshotConfig(config: unknown, filepath: string): unknown {
     if (copies.has(v)) return copies.get(v);
     if (depth > MAX_CONFIG_DEPTH) {
       const shown = `${headOf(path, 60)}…`;
-      throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: ${shown} nests deeper than ${MAX_CONFIG_DEPTH} levels.`, { path: shown });
+      throw new KeelError(
+        "KEEL_CONFIG_INVALID",
+        `${filepath}: ${shown} nests deeper than ${MAX_CONFIG_DEPTH} levels.`,
+        { path: shown },
+      );
     }
-    const kind = read(() => (Array.isArray(v) ? "array" : types.isModuleNamespaceObject(v) ? "other" : isPlain(v) ? "plain" : "other"), path);
+    const kind = read(
+      () => (Array.isArray(v) ? "array" : types.isModuleNamespaceObject(v) ? "other" : isPlain(v) ? "plain" : "other"),
+      path,
+    );
     if (kind === "other") {
       copies.set(v, v);
-      for (const [pattern, fields] of PROBES) if (pattern.test(path)) for (const f of fields) read(() => (v as Record<string, unknown>)[f], childPath(path, f));
+      for (const [pattern, fields] of PROBES)
+        if (pattern.test(path))
+          for (const f of fields) read(() => (v as Record<string, unknown>)[f], childPath(path, f));
       return v;
     }
     if (kind === "array") {
       const out: unknown[] = [];
       copies.set(v, out);
       const n = read(() => (v as unknown[]).length, path);
-      if (!(n <= MAX_CONFIG_ENTRIES)) throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: ${path} has ${n} entries (at most ${MAX_CONFIG_ENTRIES}).`, { path });
-      for (let i = 0; i < n; i++) out.push(visit(read(() => (v as unknown[])[i], childPath(path, i)), childPath(path, i), depth + 1));
+      if (!(n <= MAX_CONFIG_ENTRIES))
+        throw new KeelError(
+          "KEEL_CONFIG_INVALID",
+          `${filepath}: ${path} has ${n} entries (at most ${MAX_CONFIG_ENTRIES}).`,
+          { path },
+        );
+      for (let i = 0; i < n; i++)
+        out.push(
+          visit(
+            read(() => (v as unknown[])[i], childPath(path, i)),
+            childPath(path, i),
+            depth + 1,
+          ),
+        );
       return out;
     }
     const out: Record<string, unknown> = {};
@@ -62,7 +91,16 @@ export function snapshotConfig(config: unknown, filepath: string): unknown {
     for (const key of read(() => Object.keys(v), path)) {
       const at = childPath(path, key);
       // defineProperty, so a "__proto__" key stays a key.
-      Object.defineProperty(out, key, { value: visit(read(() => (v as Record<string, unknown>)[key], at), at, depth + 1), enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(out, key, {
+        value: visit(
+          read(() => (v as Record<string, unknown>)[key], at),
+          at,
+          depth + 1,
+        ),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
     return out;
   };

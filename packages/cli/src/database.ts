@@ -8,7 +8,9 @@ import { maskCredentials } from "@keel/kernel";
 import type { KeelConfig, SessionStore } from "@keel/kernel";
 
 /** The chosen backend. Contract: `shown` never contains a credential of the URL (maskCredentials: its password, `?password=`, `?sslpassword=`…). */
-export type Database = { kind: "sqlite" } | { kind: "postgres"; url: string; schema?: string; shown: string; source: string };
+export type Database =
+  | { kind: "sqlite" }
+  | { kind: "postgres"; url: string; schema?: string; shown: string; source: string };
 
 /**
  * The database a config and environment select.
@@ -18,7 +20,12 @@ export type Database = { kind: "sqlite" } | { kind: "postgres"; url: string; sch
 export function chooseDatabase(config: Pick<KeelConfig, "store">, env: NodeJS.ProcessEnv, filepath?: string): Database {
   const fromConfig = config.store !== undefined;
   const source = fromConfig ? `${filepath ?? "the config"}: store` : "KEEL_DATABASE_URL";
-  const target = selectDatabase(fromConfig ? config.store : env.KEEL_DATABASE_URL, source, fromConfig ? "store" : "KEEL_DATABASE_URL", env);
+  const target = selectDatabase(
+    fromConfig ? config.store : env.KEEL_DATABASE_URL,
+    source,
+    fromConfig ? "store" : "KEEL_DATABASE_URL",
+    env,
+  );
   return target ? { kind: "postgres", ...target, shown: maskCredentials(target.url), source } : { kind: "sqlite" };
 }
 
@@ -26,4 +33,3 @@ export function chooseDatabase(config: Pick<KeelConfig, "store">, env: NodeJS.Pr
 export function postgresSessionStore(db: Database & { kind: "postgres" }): SessionStore {
   return new PostgresSessionStore({ url: db.url, ...(db.schema ? { schema: db.schema } : {}) });
 }
-

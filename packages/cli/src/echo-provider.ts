@@ -13,7 +13,12 @@ export function echoProvider(): ModelProvider {
       const said = last ? last.content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join(" ") : "";
       const text = `(offline echo model: no API key is set) You said: ${headOf(said, 400)}`;
       yield { type: "text_delta", text };
-      yield { type: "response", message: { role: "assistant", content: [{ type: "text", text }] }, stopReason: "end_turn", usage: { inputTokens: 0, outputTokens: 0 } };
+      yield {
+        type: "response",
+        message: { role: "assistant", content: [{ type: "text", text }] },
+        stopReason: "end_turn",
+        usage: { inputTokens: 0, outputTokens: 0 },
+      };
     },
   };
 }

@@ -20,7 +20,8 @@ export const DEFAULT_EXIT_GRACE_MS = 5_000;
  */
 export async function closeWithin(agent: Agent, env: NodeJS.ProcessEnv, err: (text: string) => void): Promise<void> {
   const raw = Number(env.KEEL_EXIT_GRACE_MS);
-  const graceMs = env.KEEL_EXIT_GRACE_MS !== undefined && Number.isFinite(raw) && raw >= 0 ? raw : DEFAULT_EXIT_GRACE_MS;
+  const graceMs =
+    env.KEEL_EXIT_GRACE_MS !== undefined && Number.isFinite(raw) && raw >= 0 ? raw : DEFAULT_EXIT_GRACE_MS;
   const quit = (signal: NodeJS.Signals) => {
     err(`keel: ${signal === "SIGTERM" ? "terminated" : "interrupted"} while closing; exiting now\n`);
     process.exit(signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED);
@@ -30,8 +31,15 @@ export async function closeWithin(agent: Agent, env: NodeJS.ProcessEnv, err: (te
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<"late">((r) => (timer = setTimeout(() => r("late"), graceMs + 1_000)));
   try {
-    const how = await Promise.race([agent.close({ graceMs }).then(() => "closed" as const, () => "closed" as const), late]);
-    if (how === "late") err(`keel: closing did not finish within ${graceMs + 1_000} ms; leaving it${describeAbandoned()}\n`);
+    const how = await Promise.race([
+      agent.close({ graceMs }).then(
+        () => "closed" as const,
+        () => "closed" as const,
+      ),
+      late,
+    ]);
+    if (how === "late")
+      err(`keel: closing did not finish within ${graceMs + 1_000} ms; leaving it${describeAbandoned()}\n`);
   } finally {
     clearTimeout(timer);
     process.off("SIGINT", quit);
@@ -41,7 +49,9 @@ export async function closeWithin(agent: Agent, env: NodeJS.ProcessEnv, err: (te
 
 function describeAbandoned(): string {
   const left = abandonedWork();
-  return left.length ? ` (still running: ${left.slice(0, 8).join(", ")}${left.length > 8 ? `, +${left.length - 8} more` : ""})` : "";
+  return left.length
+    ? ` (still running: ${left.slice(0, 8).join(", ")}${left.length > 8 ? `, +${left.length - 8} more` : ""})`
+    : "";
 }
 
 /**
@@ -60,9 +70,15 @@ export function exitWhenDone(code: number, err: (text: string) => void, lingerMs
     process.exit(typeof process.exitCode === "number" && process.exitCode !== 0 ? process.exitCode : code);
   };
   const timer = setTimeout(() => {
-    const handles = process.getActiveResourcesInfo().filter((r) => r !== "TTYWrap" && r !== "PipeWrap" && r !== "FSReqCallback");
-    const counts = [...handles.reduce((m, r) => m.set(r, (m.get(r) ?? 0) + 1), new Map<string, number>())].map(([r, n]) => `${n} ${r}`).join(", ");
-    err(`keel: exiting while work is still running${describeAbandoned() || (counts ? ` (open: ${counts})` : "")}; it was abandoned.\n`);
+    const handles = process
+      .getActiveResourcesInfo()
+      .filter((r) => r !== "TTYWrap" && r !== "PipeWrap" && r !== "FSReqCallback");
+    const counts = [...handles.reduce((m, r) => m.set(r, (m.get(r) ?? 0) + 1), new Map<string, number>())]
+      .map(([r, n]) => `${n} ${r}`)
+      .join(", ");
+    err(
+      `keel: exiting while work is still running${describeAbandoned() || (counts ? ` (open: ${counts})` : "")}; it was abandoned.\n`,
+    );
     exit();
   }, lingerMs);
   timer.unref();

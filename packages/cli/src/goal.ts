@@ -13,7 +13,14 @@ async function plugin() {
 }
 
 export const goalCommand = {
-  async run(agent: Agent, session: Session, goal: string, limits: { turns: number; every: number }, io: CliEnv, home: string): Promise<number> {
+  async run(
+    agent: Agent,
+    session: Session,
+    goal: string,
+    limits: { turns: number; every: number },
+    io: CliEnv,
+    home: string,
+  ): Promise<number> {
     const { GoalStore, runGoal } = await plugin();
     const store = new GoalStore(join(home, "goals.sqlite"));
     const ctrl = new AbortController();
@@ -26,8 +33,17 @@ export const goalCommand = {
       // The supervisor is an independent call: on the side model when there is one, else the agent's model.
       const side = agent.options.sideModel;
       const supervisor = side || agent.options.provider;
-      io.err(`keel: goal run on session ${session.id}: up to ${limits.turns} turns, supervisor every ${limits.every}\n`);
-      const r = await runGoal(session, { goal, store, maxTurns: limits.turns, signal: ctrl.signal, supervisor: { ...(supervisor ? { model: supervisor } : {}), every: limits.every }, onTurn: (n, t) => io.err(`keel: goal turn ${n}: ${t.verdict.status}\n`) });
+      io.err(
+        `keel: goal run on session ${session.id}: up to ${limits.turns} turns, supervisor every ${limits.every}\n`,
+      );
+      const r = await runGoal(session, {
+        goal,
+        store,
+        maxTurns: limits.turns,
+        signal: ctrl.signal,
+        supervisor: { ...(supervisor ? { model: supervisor } : {}), every: limits.every },
+        onTurn: (n, t) => io.err(`keel: goal turn ${n}: ${t.verdict.status}\n`),
+      });
       io.out(`\n`);
       io.err(`keel: goal ${r.status} (${r.reason}) · ${r.turns} turns · run ${r.run.id} · session ${session.id}\n`);
       return r.status === "achieved" ? 0 : ctrl.signal.aborted ? 130 : 1;
@@ -44,8 +60,12 @@ export const goalCommand = {
       store.markOrphans();
       const runs = store.runs({ limit: 50 });
       if (json) io.out(`${JSON.stringify(runs)}\n`);
-      else if (!runs.length) io.out("no goal runs yet (keel goal \"…\" starts one)\n");
-      else for (const r of runs) io.out(`${r.status.padEnd(9)} ${String(r.turns).padStart(3)}/${r.maxTurns} turns  ${new Date(r.startedAt).toISOString().slice(0, 16).replace("T", " ")}  ${truncate(r.goal, 60)}  (run ${r.id.slice(0, 8)}, session ${r.sessionId.slice(0, 8)})${r.reason ? `\n          ${truncate(r.reason, 160)}` : ""}\n`);
+      else if (!runs.length) io.out('no goal runs yet (keel goal "…" starts one)\n');
+      else
+        for (const r of runs)
+          io.out(
+            `${r.status.padEnd(9)} ${String(r.turns).padStart(3)}/${r.maxTurns} turns  ${new Date(r.startedAt).toISOString().slice(0, 16).replace("T", " ")}  ${truncate(r.goal, 60)}  (run ${r.id.slice(0, 8)}, session ${r.sessionId.slice(0, 8)})${r.reason ? `\n          ${truncate(r.reason, 160)}` : ""}\n`,
+          );
       return 0;
     } finally {
       store.close();

@@ -16,16 +16,18 @@ export function attempt<T, F>(fn: () => T, fallback: F): T | F {
  * a connection credential in it is masked (maskCredentials).
  */
 export function thrownText(err: unknown): string {
-  return maskCredentials(attempt(() => {
-    if (err instanceof Error) {
-      const name = attempt(() => String(err.name), "Error");
-      const message = attempt(() => String(err.message), "");
-      return name && name !== "Error" ? `${name}: ${message}` : message || name;
-    }
-    if (typeof err === "string") return err;
-    if (err === undefined || typeof err === "function" || typeof err === "symbol") return String(err);
-    return JSON.stringify(err) ?? String(err);
-  }, "(an unprintable value)"));
+  return maskCredentials(
+    attempt(() => {
+      if (err instanceof Error) {
+        const name = attempt(() => String(err.name), "Error");
+        const message = attempt(() => String(err.message), "");
+        return name && name !== "Error" ? `${name}: ${message}` : message || name;
+      }
+      if (typeof err === "string") return err;
+      if (err === undefined || typeof err === "function" || typeof err === "symbol") return String(err);
+      return JSON.stringify(err) ?? String(err);
+    }, "(an unprintable value)"),
+  );
 }
 
 /** `parent.key` or `parent[3]`, the way validation paths are written. */

@@ -22,7 +22,8 @@ export interface CommandHelp {
 /** Every environment variable keel reads, and what for. Contract: one line each. */
 export const ENVIRONMENT: Record<string, string> = {
   KEEL_HOME: "the home folder: sessions and plugin databases (default ~/.keel; --home and the config's `home` win)",
-  KEEL_DATABASE_URL: "sqlite (default) or a postgres:// URL: the session log and every plugin store on one shared PostgreSQL (the config's `store` wins)",
+  KEEL_DATABASE_URL:
+    "sqlite (default) or a postgres:// URL: the session log and every plugin store on one shared PostgreSQL (the config's `store` wins)",
   KEEL_DATABASE_SCHEMA: "the PostgreSQL schema holding Keel's tables (default public)",
   KEEL_OFFLINE: "1 = use the offline model (offline.script, else echo) even when a key is set, as --offline",
   ANTHROPIC_API_KEY: "key for anthropic:<model>; a model whose key is missing is left out (offline when none is left)",
@@ -30,44 +31,82 @@ export const ENVIRONMENT: Record<string, string> = {
   OPENAI_API_KEY: "key for openai:<model>",
   OPENAI_BASE_URL: "endpoint for openai: and openai-compatible:<model>; the config's baseURL wins",
   KEEL_CONFIG_TIMEOUT_MS: "deadline for loading the config and the plugin packages it names (default 10000)",
-  KEEL_EXIT_GRACE_MS: "how long background work (memory extraction, jobs) gets after the turn before keel exits (default 5000)",
-  KEEL_STRICT: "1 = strict mode, as --strict: any warning or error a plugin causes (a rejected contribution, a handler that threw) fails the command",
-  KEEL_ASK: "what a plugin's `ask` decision means, as --ask: ask (the person at the terminal; default on one), deny (default without one) or allow",
+  KEEL_EXIT_GRACE_MS:
+    "how long background work (memory extraction, jobs) gets after the turn before keel exits (default 5000)",
+  KEEL_STRICT:
+    "1 = strict mode, as --strict: any warning or error a plugin causes (a rejected contribution, a handler that threw) fails the command",
+  KEEL_ASK:
+    "what a plugin's `ask` decision means, as --ask: ask (the person at the terminal; default on one), deny (default without one) or allow",
   KEEL_STDIN_WAIT_MS: "with an input argument and piped stdin: how long to wait for stdin's first bytes (default 3000)",
 };
 
-const CONFIG: [string, string] = ["--config PATH", "the agent's config (default: agent.config.* or package.json \"keel\", found from here up)"];
-const MODE: [string, string] = ["--mode agent|chat", "switch the session: agent sends tools (the default), chat sends none; kept in the session's log for its later turns"];
-const HOME: [string, string] = ["--home DIR", "the home folder for this command (beats KEEL_HOME and the config's home)"];
-const JSON_OUT: [string, string] = ["--json", "print the session's stored events on stdout, one JSON object per line, with the live text deltas (model.delta) and tool progress (tool.progress) between them (those have no seq)"];
-const ASK: [string, string] = ["--ask MODE", "when a plugin asks for approval of a tool call: ask (the person at the terminal: y once, a always in this session, n <reason> deny; default on a terminal), deny (default without one) or allow"];
+const CONFIG: [string, string] = [
+  "--config PATH",
+  'the agent\'s config (default: agent.config.* or package.json "keel", found from here up)',
+];
+const MODE: [string, string] = [
+  "--mode agent|chat",
+  "switch the session: agent sends tools (the default), chat sends none; kept in the session's log for its later turns",
+];
+const HOME: [string, string] = [
+  "--home DIR",
+  "the home folder for this command (beats KEEL_HOME and the config's home)",
+];
+const JSON_OUT: [string, string] = [
+  "--json",
+  "print the session's stored events on stdout, one JSON object per line, with the live text deltas (model.delta) and tool progress (tool.progress) between them (those have no seq)",
+];
+const ASK: [string, string] = [
+  "--ask MODE",
+  "when a plugin asks for approval of a tool call: ask (the person at the terminal: y once, a always in this session, n <reason> deny; default on a terminal), deny (default without one) or allow",
+];
 const MODEL_ENV = ["KEEL_OFFLINE", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
 const SESSION: Array<[string, string]> = [
   ["-c, --continue", "continue the most recent session of this agent in this home (a new one if there is none)"],
   ["-s, --session ID", "continue that session (`keel sessions list` shows the ids)"],
   ["--wait", "with --session: wait while another process holds the session, instead of exit 1"],
-  ["--model SPEC", "use this model instead of the config's; repeat or comma-separate for a fallback chain (anthropic:claude-sonnet-4-6,openai:gpt-4.1)"],
+  [
+    "--model SPEC",
+    "use this model instead of the config's; repeat or comma-separate for a fallback chain (anthropic:claude-sonnet-4-6,openai:gpt-4.1)",
+  ],
   ["--offline", "use the offline model even when an API key is set"],
-  ["--strict", "for plugin CI: any warning or error a plugin causes (a rejected contribution, a handler that threw or timed out) makes the exit 1 (KEEL_STRICT_FAILED)"],
+  [
+    "--strict",
+    "for plugin CI: any warning or error a plugin causes (a rejected contribution, a handler that threw or timed out) makes the exit 1 (KEEL_STRICT_FAILED)",
+  ],
 ];
 
 /** Every command's help, keyed by command. Contract: the overview lists the commands in this order. */
 export const COMMAND_HELP: Record<string, CommandHelp> = {
   run: {
     summary: "one turn: the answer on stdout, progress on stderr",
-    usage: ['keel run [options] "<input>"', "keel run [options] -            (the input is stdin)", "<command> | keel run [options]  (the input is stdin)"],
+    usage: [
+      'keel run [options] "<input>"',
+      "keel run [options] -            (the input is stdin)",
+      "<command> | keel run [options]  (the input is stdin)",
+    ],
     options: [CONFIG, ...SESSION, ["--new", "start a new session (the default)"], MODE, ASK, JSON_OUT, HOME],
     examples: [
       'keel run "what is left in TODO.md?"                    # one turn in a new session',
       'git diff | keel run "review this change"               # stdin is appended as context',
       'keel run -c --model openai:gpt-4.1 "and the tests?"    # continue the last session, another model',
     ],
-    env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STRICT", "KEEL_ASK", "KEEL_STDIN_WAIT_MS"],
+    env: [
+      "KEEL_HOME",
+      "KEEL_DATABASE_URL",
+      "KEEL_DATABASE_SCHEMA",
+      ...MODEL_ENV,
+      "KEEL_CONFIG_TIMEOUT_MS",
+      "KEEL_EXIT_GRACE_MS",
+      "KEEL_STRICT",
+      "KEEL_ASK",
+      "KEEL_STDIN_WAIT_MS",
+    ],
     notes: [
       "Input: the arguments joined by spaces; with no argument (or `-`) and stdin not a terminal, stdin is the input.\n" +
         "With an argument and piped stdin, stdin is appended to the input as context, after a blank line,\n" +
         "between <stdin> and </stdin> lines. When stdin gives nothing within KEEL_STDIN_WAIT_MS, keel goes on\n" +
-        "without it and says so (`keel run - \"question\"` waits for it; `< /dev/null` skips it). An empty input is a usage error.",
+        'without it and says so (`keel run - "question"` waits for it; `< /dev/null` skips it). An empty input is a usage error.',
     ],
   },
   chat: {
@@ -79,14 +118,34 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       "keel chat -c                               # pick up the most recent session",
       "keel chat --session 3f2c… --wait           # that session, once its other process lets go",
     ],
-    env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS", "KEEL_EXIT_GRACE_MS", "KEEL_STRICT", "KEEL_ASK"],
-    notes: ["Ctrl-C cancels the running turn (the session goes on); Ctrl-C between turns leaves.", "A turn paused for approval (asked, or left paused by another process) is answered with the next lines typed; Ctrl-D leaves it paused."],
+    env: [
+      "KEEL_HOME",
+      "KEEL_DATABASE_URL",
+      "KEEL_DATABASE_SCHEMA",
+      ...MODEL_ENV,
+      "KEEL_CONFIG_TIMEOUT_MS",
+      "KEEL_EXIT_GRACE_MS",
+      "KEEL_STRICT",
+      "KEEL_ASK",
+    ],
+    notes: [
+      "Ctrl-C cancels the running turn (the session goes on); Ctrl-C between turns leaves.",
+      "A turn paused for approval (asked, or left paused by another process) is answered with the next lines typed; Ctrl-D leaves it paused.",
+    ],
   },
   inspect: {
     summary: "the plugin tree and the phase map (order, timeouts, failure policies)",
     usage: ["keel inspect [--config PATH] [--json]"],
-    options: [CONFIG, ["--json", "the same map as JSON"], ["--model SPEC", "show the agent with this model instead of the config's"], HOME],
-    examples: ["keel inspect                               # which plugin subscribes where, in what order", "keel inspect --json | jq '.phases[0]'       # the same as data"],
+    options: [
+      CONFIG,
+      ["--json", "the same map as JSON"],
+      ["--model SPEC", "show the agent with this model instead of the config's"],
+      HOME,
+    ],
+    examples: [
+      "keel inspect                               # which plugin subscribes where, in what order",
+      "keel inspect --json | jq '.phases[0]'       # the same as data",
+    ],
     env: ["KEEL_HOME", ...MODEL_ENV, "KEEL_CONFIG_TIMEOUT_MS"],
     notes: ["No session is opened: it works on a read-only home."],
   },
@@ -94,53 +153,102 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     summary: "stored sessions and their events (read-only)",
     usage: ["keel sessions [list] [--config PATH] [--json]", "keel sessions show ID [--config PATH] [--json]"],
     options: [CONFIG, ["--json", "list: one JSON array; show: one event per line"], HOME],
-    examples: ["keel sessions                              # this agent's sessions, most recent first", "keel sessions show 3f2c… --json            # every stored event of one session"],
+    examples: [
+      "keel sessions                              # this agent's sessions, most recent first",
+      "keel sessions show 3f2c… --json            # every stored event of one session",
+    ],
     env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", "KEEL_CONFIG_TIMEOUT_MS"],
-    notes: ["Only the config's name, home and store are read: no plugin starts, nothing is written (a read-only home works). With a PostgreSQL store the sessions of every instance are listed."],
+    notes: [
+      "Only the config's name, home and store are read: no plugin starts, nothing is written (a read-only home works). With a PostgreSQL store the sessions of every instance are listed.",
+    ],
   },
   goal: {
     summary: "work toward a goal without user input, checked by a supervisor model (@keel/plugin-goals)",
-    usage: ['keel goal "GOAL" [--turns N] [--every N] [--session ID | -c] [--config PATH]', "keel goal status [--json] [--config PATH]"],
-    options: [CONFIG, HOME, ["--turns N", "most turns (default 20)"], ["--every N", "ask the supervisor (the side model, else the agent's model) every N turns (default 5), and whenever the agent says the goal is complete"], ["--session ID, -c", "continue a session instead of starting one"], ["--json", "status: the runs as JSON"]],
-    examples: ['keel goal "make the failing test pass" --turns 10', "keel goal status                           # runs, newest first; runs a dead process left are marked orphaned"],
+    usage: [
+      'keel goal "GOAL" [--turns N] [--every N] [--session ID | -c] [--config PATH]',
+      "keel goal status [--json] [--config PATH]",
+    ],
+    options: [
+      CONFIG,
+      HOME,
+      ["--turns N", "most turns (default 20)"],
+      [
+        "--every N",
+        "ask the supervisor (the side model, else the agent's model) every N turns (default 5), and whenever the agent says the goal is complete",
+      ],
+      ["--session ID, -c", "continue a session instead of starting one"],
+      ["--json", "status: the runs as JSON"],
+    ],
+    examples: [
+      'keel goal "make the failing test pass" --turns 10',
+      "keel goal status                           # runs, newest first; runs a dead process left are marked orphaned",
+    ],
     env: ["KEEL_HOME", "KEEL_OFFLINE"],
-    notes: ["A run ends achieved (exit 0), at its limit, stopped (Ctrl-C, exit 130), stuck (the same answer three times), paused (an approval is needed, or the supervisor failed three times in a row; a 429 only defers it), or failed. Runs are kept in <KEEL_HOME>/goals.sqlite."],
+    notes: [
+      "A run ends achieved (exit 0), at its limit, stopped (Ctrl-C, exit 130), stuck (the same answer three times), paused (an approval is needed, or the supervisor failed three times in a row; a 429 only defers it), or failed. Runs are kept in <KEEL_HOME>/goals.sqlite.",
+    ],
   },
   studio: {
     summary: "the sessions in the browser: turns as timelines, what each plugin contributed to every request, live",
     usage: ["keel studio [--port N] [--allow-approvals] [--config PATH] [--home DIR]"],
-    options: [CONFIG, HOME, ["--port N", "serve on 127.0.0.1:N (default: a free port)"], ["--allow-approvals", "let the page answer pending approvals; the agent is built from the config to resume the turn"]],
-    examples: ["keel studio                                # prints the URL to open (with its token)", "keel studio --allow-approvals --port 4777"],
+    options: [
+      CONFIG,
+      HOME,
+      ["--port N", "serve on 127.0.0.1:N (default: a free port)"],
+      [
+        "--allow-approvals",
+        "let the page answer pending approvals; the agent is built from the config to resume the turn",
+      ],
+    ],
+    examples: [
+      "keel studio                                # prints the URL to open (with its token)",
+      "keel studio --allow-approvals --port 4777",
+    ],
     env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", "KEEL_CONFIG_TIMEOUT_MS"],
-    notes: ["Loopback only; every request needs the token in the printed URL (the page then keeps it in a same-site cookie). Read-only by default: nothing is written and no plugin starts. Turns run by any process appear as they happen. Ctrl-C stops it."],
+    notes: [
+      "Loopback only; every request needs the token in the printed URL (the page then keeps it in a same-site cookie). Read-only by default: nothing is written and no plugin starts. Turns run by any process appear as they happen. Ctrl-C stops it.",
+    ],
   },
   db: {
     summary: "bring the PostgreSQL tables of the session log and every configured plugin up to date",
     usage: ["keel db migrate [--config PATH] [--json]"],
     options: [CONFIG, ["--json", "the database, schema and each component's version as JSON"]],
-    examples: ["KEEL_DATABASE_URL=postgres://keel@db:5432/keel keel db migrate   # before rolling out a new version", "keel db migrate --json"],
+    examples: [
+      "KEEL_DATABASE_URL=postgres://keel@db:5432/keel keel db migrate   # before rolling out a new version",
+      "keel db migrate --json",
+    ],
     env: ["KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", "KEEL_CONFIG_TIMEOUT_MS"],
-    notes: ["Instances also migrate on start, under one advisory lock, so this is optional; it lets a deploy fail early. A database newer than this Keel is refused and left unchanged. SQLite files migrate themselves when opened."],
+    notes: [
+      "Instances also migrate on start, under one advisory lock, so this is optional; it lets a deploy fail early. A database newer than this Keel is refused and left unchanged. SQLite files migrate themselves when opened.",
+    ],
   },
   init: {
     summary: "scaffold an agent project here (or in DIR), or a plugin package with --plugin NAME",
     usage: ["keel init [DIR] [--force]", "keel init --plugin NAME [DIR] [--force]"],
     options: [
-      ["--plugin NAME", "scaffold a plugin package named NAME (an npm name, e.g. @acme/keel-rules) in DIR (default: a folder named after it)"],
-      ["--force", "overwrite files the scaffold would write (without it, existing files are listed and nothing is written)"],
+      [
+        "--plugin NAME",
+        "scaffold a plugin package named NAME (an npm name, e.g. @acme/keel-rules) in DIR (default: a folder named after it)",
+      ],
+      [
+        "--force",
+        "overwrite files the scaffold would write (without it, existing files are listed and nothing is written)",
+      ],
     ],
     examples: [
       "mkdir my-agent && cd my-agent && keel init     # package.json, agent.config.ts, skills/, .gitignore, README",
       "keel init --plugin @acme/keel-house-rules      # a plugin with a test that drives it through the scripted provider",
     ],
     env: [],
-    notes: ["The agent runs offline at once (an echo model) and keeps its sessions in ./.keel; the plugin's test runs with npm test."],
+    notes: [
+      "The agent runs offline at once (an echo model) and keeps its sessions in ./.keel; the plugin's test runs with npm test.",
+    ],
   },
   schema: {
     summary: "print the JSON Schema of agent.config.*",
     usage: ["keel schema"],
     options: [],
-    examples: ["keel schema > agent.config.schema.json     # for editors: \"$schema\" in a JSON config"],
+    examples: ['keel schema > agent.config.schema.json     # for editors: "$schema" in a JSON config'],
     env: [],
   },
 };
@@ -182,9 +290,16 @@ export function commandHelp(command: string): string | undefined {
   const h = COMMAND_HELP[command]!;
   const width = Math.max(0, ...h.options.map(([f]) => f.length), ...h.env.map((e) => e.length)) + 3;
   const parts = [`keel ${command} — ${h.summary}`, `usage:\n${h.usage.map((u) => `  ${u}`).join("\n")}`];
-  if (h.options.length) parts.push(`options:\n${[...h.options, ["-h, --help", "this help"] as [string, string]].map(([f, t]) => `  ${pad(f, width)}${t}`).join("\n")}`);
+  if (h.options.length)
+    parts.push(
+      `options:\n${[...h.options, ["-h, --help", "this help"] as [string, string]].map(([f, t]) => `  ${pad(f, width)}${t}`).join("\n")}`,
+    );
   for (const n of h.notes ?? []) parts.push(n);
   parts.push(`examples:\n${h.examples.map((e) => `  ${e}`).join("\n")}`);
-  parts.push(h.env.length ? `environment:\n${h.env.map((e) => `  ${pad(e, width)}${ENVIRONMENT[e] ?? ""}`).join("\n")}` : "environment: none read");
+  parts.push(
+    h.env.length
+      ? `environment:\n${h.env.map((e) => `  ${pad(e, width)}${ENVIRONMENT[e] ?? ""}`).join("\n")}`
+      : "environment: none read",
+  );
   return `${parts.join("\n\n")}\n\n${EXIT_HELP}`;
 }

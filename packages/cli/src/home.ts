@@ -15,7 +15,10 @@ import { kernelFsOf } from "@keel/safe-path";
 export function checkHome(home: string, source: string): void {
   const target = resolve(home);
   const kfs = kernelFsOf(target);
-  if (kfs) throw new KeelError("KEEL_HOME_INVALID", `${source}: ${target} is in ${kfs}, a kernel file system, not storage.`, { path: source.includes(": ") ? "home" : source });
+  if (kfs)
+    throw new KeelError("KEEL_HOME_INVALID", `${source}: ${target} is in ${kfs}, a kernel file system, not storage.`, {
+      path: source.includes(": ") ? "home" : source,
+    });
   for (let p = target; ; p = dirname(p)) {
     let isDir: boolean;
     try {

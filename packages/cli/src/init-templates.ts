@@ -19,7 +19,13 @@ export function agentProject(name: string, v: Versions): Record<string, string> 
       type: "module",
       engines: { node: ">=22.13" },
       scripts: { chat: "keel chat", ask: "keel run", inspect: "keel inspect" },
-      dependencies: { "@keel/cli": `^${v.cli}`, "@keel/kernel": `^${v.kernel}`, "@keel/plugin-memory": `^${v.plugins}`, "@keel/plugin-skills": `^${v.plugins}`, zod: "^4.1.0" },
+      dependencies: {
+        "@keel/cli": `^${v.cli}`,
+        "@keel/kernel": `^${v.kernel}`,
+        "@keel/plugin-memory": `^${v.plugins}`,
+        "@keel/plugin-skills": `^${v.plugins}`,
+        zod: "^4.1.0",
+      },
     }),
     "agent.config.ts": `import { defineConfig } from "@keel/kernel";
 import memory from "@keel/plugin-memory";
@@ -71,7 +77,11 @@ Write a plugin of your own: \`npx keel init --plugin my-plugin\` in another fold
 
 /** A plugin package: a factory, a test that drives it through the scripted provider, a build. */
 export function pluginPackage(name: string, v: Versions): Record<string, string> {
-  const ident = name.replace(/^@[^/]+\//, "").replace(/[^a-zA-Z0-9]+(.)?/g, (_, c: string | undefined) => (c ? c.toUpperCase() : "")).replace(/^[^a-zA-Z_$]+/, "") || "plugin";
+  const ident =
+    name
+      .replace(/^@[^/]+\//, "")
+      .replace(/[^a-zA-Z0-9]+(.)?/g, (_, c: string | undefined) => (c ? c.toUpperCase() : ""))
+      .replace(/^[^a-zA-Z_$]+/, "") || "plugin";
   return {
     "package.json": json({
       name,
@@ -85,10 +95,28 @@ export function pluginPackage(name: string, v: Versions): Record<string, string>
       keywords: ["keel", "keel-plugin"],
       scripts: { build: "tsc -p tsconfig.json", test: "vitest run", prepublishOnly: "npm run build && npm test" },
       peerDependencies: { "@keel/kernel": `^${v.kernel}`, zod: "^4.1.0" },
-      devDependencies: { "@keel/kernel": `^${v.kernel}`, "@keel/testkit": `^${v.plugins}`, zod: "^4.1.0", vitest: "^4.0.0", typescript: "~5.9.0", "@types/node": "^24.0.0" },
+      devDependencies: {
+        "@keel/kernel": `^${v.kernel}`,
+        "@keel/testkit": `^${v.plugins}`,
+        zod: "^4.1.0",
+        vitest: "^4.0.0",
+        typescript: "~5.9.0",
+        "@types/node": "^24.0.0",
+      },
     }),
     "tsconfig.json": json({
-      compilerOptions: { target: "ES2023", module: "NodeNext", moduleResolution: "NodeNext", strict: true, declaration: true, outDir: "dist", rootDir: "src", skipLibCheck: true, allowImportingTsExtensions: true, rewriteRelativeImportExtensions: true },
+      compilerOptions: {
+        target: "ES2023",
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        strict: true,
+        declaration: true,
+        outDir: "dist",
+        rootDir: "src",
+        skipLibCheck: true,
+        allowImportingTsExtensions: true,
+        rewriteRelativeImportExtensions: true,
+      },
       include: ["src"],
     }),
     "src/index.ts": `import { definePlugin } from "@keel/kernel";

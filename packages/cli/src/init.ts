@@ -28,22 +28,44 @@ export function init(options: { cwd: string; dir?: string; plugin?: string; forc
   if (options.plugin !== undefined) {
     const name = options.plugin;
     if (name.length > 214 || !PACKAGE_NAME.test(name)) {
-      throw new KeelError("KEEL_INIT_REFUSED", `"${name}" is not a valid npm package name${/[A-Z]/.test(name) ? ` (try "${name.toLowerCase()}")` : ""}.`, { path: "--plugin" });
+      throw new KeelError(
+        "KEEL_INIT_REFUSED",
+        `"${name}" is not a valid npm package name${/[A-Z]/.test(name) ? ` (try "${name.toLowerCase()}")` : ""}.`,
+        { path: "--plugin" },
+      );
     }
     files = pluginPackage(name, versions);
   } else {
-    const name = basename(dir).toLowerCase().replace(/[^a-z0-9._~-]+/g, "-").replace(/^[^a-z0-9]+/, "") || "my-agent";
+    const name =
+      basename(dir)
+        .toLowerCase()
+        .replace(/[^a-z0-9._~-]+/g, "-")
+        .replace(/^[^a-z0-9]+/, "") || "my-agent";
     files = agentProject(name, versions);
   }
   const kfs = kernelFsOf(dir);
-  if (kfs) throw new KeelError("KEEL_INIT_REFUSED", `${dir} is in ${kfs}, a kernel file system: nothing can be created there.`, { path: dir });
+  if (kfs)
+    throw new KeelError(
+      "KEEL_INIT_REFUSED",
+      `${dir} is in ${kfs}, a kernel file system: nothing can be created there.`,
+      { path: dir },
+    );
   const existing = Object.keys(files).filter((f) => existsSync(join(dir, f)));
   if (existing.length && !options.force) {
-    throw new KeelError("KEEL_INIT_REFUSED", `${relative(options.cwd, dir) || "."} already has ${existing.join(", ")}.`, { path: dir });
+    throw new KeelError(
+      "KEEL_INIT_REFUSED",
+      `${relative(options.cwd, dir) || "."} already has ${existing.join(", ")}.`,
+      { path: dir },
+    );
   }
   // --force overwrites files, never a FIFO (writing to one waits for a reader), a device or a folder.
   const special = existing.filter((f) => !statSync(join(dir, f)).isFile());
-  if (special.length) throw new KeelError("KEEL_INIT_REFUSED", `${relative(options.cwd, dir) || "."} has ${special.join(", ")}, which ${special.length > 1 ? "are not regular files" : "is not a regular file"} (a FIFO, device or folder); remove ${special.length > 1 ? "them" : "it"} first.`, { path: dir });
+  if (special.length)
+    throw new KeelError(
+      "KEEL_INIT_REFUSED",
+      `${relative(options.cwd, dir) || "."} has ${special.join(", ")}, which ${special.length > 1 ? "are not regular files" : "is not a regular file"} (a FIFO, device or folder); remove ${special.length > 1 ? "them" : "it"} first.`,
+      { path: dir },
+    );
   for (const [file, text] of Object.entries(files)) {
     // One level at a time: Node's recursive mkdir spins forever under /proc.
     makeDirs(dirname(join(dir, file)));
@@ -57,7 +79,15 @@ export function initSummary(r: InitResult, cwd: string, plugin: boolean): string
   const where = relative(cwd, r.dir) || ".";
   const cd = where === "." ? "" : `cd ${where} && `;
   const next = plugin
-    ? [`${cd}npm install`, "npm test                    # drives the plugin through the scripted provider", "npm run build               # dist/ is what npm users get"]
-    : [`${cd}npm install`, 'npx keel run "hello"        # offline at once; set ANTHROPIC_API_KEY for a real model', "npx keel chat               # a conversation; -c continues the last one"];
+    ? [
+        `${cd}npm install`,
+        "npm test                    # drives the plugin through the scripted provider",
+        "npm run build               # dist/ is what npm users get",
+      ]
+    : [
+        `${cd}npm install`,
+        'npx keel run "hello"        # offline at once; set ANTHROPIC_API_KEY for a real model',
+        "npx keel chat               # a conversation; -c continues the last one",
+      ];
   return `created in ${where}:\n${r.files.map((f) => `  ${f}\n`).join("")}next:\n${next.map((l) => `  ${l}\n`).join("")}`;
 }

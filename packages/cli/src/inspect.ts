@@ -3,7 +3,11 @@ import type { Agent } from "@keel/kernel";
 
 /** The phase map as text: plugins, then every phase with its subscriptions in run order. */
 export function formatInspect(agent: Agent, filepath: string): string {
-  const lines = [`agent "${agent.name}" (${filepath})`, `kernel ${agent.registry.kernelVersion}, model ${agent.options.provider.id}`, "plugins:"];
+  const lines = [
+    `agent "${agent.name}" (${filepath})`,
+    `kernel ${agent.registry.kernelVersion}, model ${agent.options.provider.id}`,
+    "plugins:",
+  ];
   const plugins = agent.registry.plugins;
   if (!plugins.length) lines.push("  (none)");
   for (const p of plugins) {
@@ -16,8 +20,17 @@ export function formatInspect(agent: Agent, filepath: string): string {
     if (!row.subscriptions.length) lines.push("    (no subscriptions)");
     row.subscriptions.forEach((s, i) => {
       const last = i === row.subscriptions.length - 1;
-      const order = [s.stage !== "normal" ? s.stage : "", s.priority ? `priority ${s.priority}` : "", s.after.length ? `after ${s.after.join(",")}` : "", s.before.length ? `before ${s.before.join(",")}` : ""].filter(Boolean).join(", ");
-      lines.push(`    ${last ? "└─" : "├─"} ${s.plugin}${s.id !== `${s.plugin}:${row.phase}` ? ` #${s.id}` : ""}  ${s.await} ${s.timeoutMs} ms, ${s.failure}${order ? `, ${order}` : ""}`);
+      const order = [
+        s.stage !== "normal" ? s.stage : "",
+        s.priority ? `priority ${s.priority}` : "",
+        s.after.length ? `after ${s.after.join(",")}` : "",
+        s.before.length ? `before ${s.before.join(",")}` : "",
+      ]
+        .filter(Boolean)
+        .join(", ");
+      lines.push(
+        `    ${last ? "└─" : "├─"} ${s.plugin}${s.id !== `${s.plugin}:${row.phase}` ? ` #${s.id}` : ""}  ${s.await} ${s.timeoutMs} ms, ${s.failure}${order ? `, ${order}` : ""}`,
+      );
     });
   }
   return `${lines.join("\n")}\n`;

@@ -15,7 +15,16 @@ import { headOf } from "@keel/text";
 import { attempt, thrownText } from "./guard.ts";
 
 /** Where discovery looks, in order, in each folder from the start folder up to the project root. */
-export const SEARCH_PLACES = ["package.json", "agent.config.ts", "agent.config.mts", "agent.config.cts", "agent.config.js", "agent.config.mjs", "agent.config.cjs", "agent.config.json"];
+export const SEARCH_PLACES = [
+  "package.json",
+  "agent.config.ts",
+  "agent.config.mts",
+  "agent.config.cts",
+  "agent.config.js",
+  "agent.config.mjs",
+  "agent.config.cjs",
+  "agent.config.json",
+];
 
 /** A loaded, not yet validated, config. */
 export interface LoadedConfig {
@@ -69,7 +78,12 @@ async function quietTypeless<T>(filepath: string, load: () => Promise<T>): Promi
   process.emitWarning = function (this: unknown, warning: string | Error, ...rest: unknown[]) {
     const code = typeof rest[0] === "object" && rest[0] ? (rest[0] as { code?: string }).code : rest[1];
     const text = typeof warning === "string" ? warning : warning.message;
-    if ((code === "MODULE_TYPELESS_PACKAGE_JSON" || (warning as { code?: string }).code === "MODULE_TYPELESS_PACKAGE_JSON") && text.includes(url)) return;
+    if (
+      (code === "MODULE_TYPELESS_PACKAGE_JSON" ||
+        (warning as { code?: string }).code === "MODULE_TYPELESS_PACKAGE_JSON") &&
+      text.includes(url)
+    )
+      return;
     return (original as (...a: unknown[]) => void).call(process, warning, ...rest);
   } as typeof process.emitWarning;
   try {
@@ -113,7 +127,12 @@ async function loadScript(filepath: string): Promise<unknown> {
     mod = await importConfig(filepath);
   } catch (err) {
     // Whatever the file threw (`throw undefined` included) is located here, not in cosmiconfig.
-    throw new KeelError("KEEL_CONFIG_LOAD_FAILED", describeLoadError(err, filepath), { path: filepath }, { cause: err });
+    throw new KeelError(
+      "KEEL_CONFIG_LOAD_FAILED",
+      describeLoadError(err, filepath),
+      { path: filepath },
+      { cause: err },
+    );
   }
   return defaultExport(mod, filepath);
 }
@@ -122,20 +141,33 @@ async function loadScript(filepath: string): Promise<unknown> {
 function defaultExport(mod: unknown, filepath: string): unknown {
   try {
     const m = mod as Record<string, unknown>;
-    if ("default" in m && (m.default !== undefined || !/\.c[jt]s$/.test(filepath))) return exportedConfig(m.default, filepath);
+    if ("default" in m && (m.default !== undefined || !/\.c[jt]s$/.test(filepath)))
+      return exportedConfig(m.default, filepath);
     if (/\.c[jt]s$/.test(filepath) && Object.keys(m).length) return exportedConfig(m, filepath);
     const named = Object.keys(m).filter((k) => k !== "__esModule");
-    throw new KeelError("KEEL_CONFIG_INVALID", `${filepath} has no default export${named.length ? ` (it exports ${named.join(", ")})` : ""}. Write \`export default defineConfig({ ... })\`.`, { path: "default export" });
+    throw new KeelError(
+      "KEEL_CONFIG_INVALID",
+      `${filepath} has no default export${named.length ? ` (it exports ${named.join(", ")})` : ""}. Write \`export default defineConfig({ ... })\`.`,
+      { path: "default export" },
+    );
   } catch (err) {
     if (isKeelError(err)) throw err;
-    throw new KeelError("KEEL_CONFIG_READ_FAILED", `${filepath}: reading its exports threw: ${thrownText(err)}.`, { path: "default export" }, { cause: err });
+    throw new KeelError(
+      "KEEL_CONFIG_READ_FAILED",
+      `${filepath}: reading its exports threw: ${thrownText(err)}.`,
+      { path: "default export" },
+      { cause: err },
+    );
   }
 }
 
 /** `value` when it can be a config; otherwise what it is, as a located error. */
 function exportedConfig(value: unknown, filepath: string): unknown {
   const problem = notAConfig(value);
-  if (problem) throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: the config file exports ${problem}.`, { path: "default export" });
+  if (problem)
+    throw new KeelError("KEEL_CONFIG_INVALID", `${filepath}: the config file exports ${problem}.`, {
+      path: "default export",
+    });
   return value;
 }
 
@@ -148,10 +180,19 @@ function notAConfig(v: unknown): string | undefined {
     const name = attempt(() => String((v as { name?: unknown }).name ?? ""), "");
     return `a function${name && name !== "default" ? ` (${name})` : ""}, not a config (the CLI does not call it): ${fix}`;
   }
-  if (typeof v !== "object") return `${typeof v === "string" ? `a string (${JSON.stringify(headOf(v, 40))})` : `a ${typeof v} (${attempt(() => String(v), "?")})`}; ${fix}`;
-  if (attempt(() => typeof (v as { then?: unknown }).then === "function", false)) return `a Promise; await inside the file instead: export default defineConfig(await …)`;
+  if (typeof v !== "object")
+    return `${typeof v === "string" ? `a string (${JSON.stringify(headOf(v, 40))})` : `a ${typeof v} (${attempt(() => String(v), "?")})`}; ${fix}`;
+  if (attempt(() => typeof (v as { then?: unknown }).then === "function", false))
+    return `a Promise; await inside the file instead: export default defineConfig(await …)`;
   if (attempt(() => Array.isArray(v), false)) return `an array; ${fix} (plugins go in its \`plugins: [...]\`)`;
-  if (attempt(() => typeof (v as { setup?: unknown }).setup === "function" && typeof (v as { name?: unknown }).name === "string", false)) return `a plugin, not a config; put it in the plugins list: export default defineConfig({ plugins: [plugin] })`;
+  if (
+    attempt(
+      () =>
+        typeof (v as { setup?: unknown }).setup === "function" && typeof (v as { name?: unknown }).name === "string",
+      false,
+    )
+  )
+    return `a plugin, not a config; put it in the plugins list: export default defineConfig({ plugins: [plugin] })`;
   return undefined;
 }
 
@@ -165,7 +206,15 @@ export function configLoadTimeoutMs(env: NodeJS.ProcessEnv = process.env): numbe
 async function withDeadline<T>(work: Promise<T>, ms: number, file: () => string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new KeelError("KEEL_CONFIG_LOAD_TIMEOUT", `${file()} did not finish loading within ${ms} ms.`, { path: file() })), ms);
+    timer = setTimeout(
+      () =>
+        reject(
+          new KeelError("KEEL_CONFIG_LOAD_TIMEOUT", `${file()} did not finish loading within ${ms} ms.`, {
+            path: file(),
+          }),
+        ),
+      ms,
+    );
   });
   try {
     return await Promise.race([work, late]);
@@ -179,20 +228,40 @@ async function withDeadline<T>(work: Promise<T>, ms: number, file: () => string)
  * Contract: throws KeelError KEEL_CONFIG_NOT_FOUND, KEEL_CONFIG_LOAD_FAILED, KEEL_CONFIG_LOAD_TIMEOUT
  * or KEEL_CONFIG_INVALID (the file exports no config) naming the file.
  */
-export async function loadConfig(options: { cwd: string; configPath?: string; timeoutMs?: number }): Promise<LoadedConfig> {
+export async function loadConfig(options: {
+  cwd: string;
+  configPath?: string;
+  timeoutMs?: number;
+}): Promise<LoadedConfig> {
   const target = options.configPath ? resolve(options.cwd, options.configPath) : undefined;
   const ms = options.timeoutMs ?? configLoadTimeoutMs();
   const at = { file: target ?? options.cwd };
   return withDeadline(findConfig(options.cwd, options.configPath, target, ms, at), ms, () => at.file);
 }
 
-async function findConfig(cwd: string, configPath: string | undefined, target: string | undefined, ms: number, at: { file: string }): Promise<LoadedConfig> {
-  if (target && !existsSync(target)) throw new KeelError("KEEL_CONFIG_NOT_FOUND", `--config ${configPath}: no such file (${target}).`, { path: target });
+async function findConfig(
+  cwd: string,
+  configPath: string | undefined,
+  target: string | undefined,
+  ms: number,
+  at: { file: string },
+): Promise<LoadedConfig> {
+  if (target && !existsSync(target))
+    throw new KeelError("KEEL_CONFIG_NOT_FOUND", `--config ${configPath}: no such file (${target}).`, { path: target });
   if (target && attempt(() => statSync(target).isDirectory(), false)) {
     const inside = SEARCH_PLACES.find((f) => f !== "package.json" && existsSync(join(target, f)));
-    throw new KeelError("KEEL_CONFIG_NOT_FOUND", `--config ${configPath} is a folder, not a config file${inside ? `; did you mean --config ${join(configPath!, inside)}?` : "."}`, { path: target });
+    throw new KeelError(
+      "KEEL_CONFIG_NOT_FOUND",
+      `--config ${configPath} is a folder, not a config file${inside ? `; did you mean --config ${join(configPath!, inside)}?` : "."}`,
+      { path: target },
+    );
   }
-  if (target && attempt(() => !statSync(target).isFile(), false)) throw new KeelError("KEEL_CONFIG_NOT_FOUND", `--config ${configPath} is not a regular file (a FIFO, socket or device cannot be loaded).`, { path: target });
+  if (target && attempt(() => !statSync(target).isFile(), false))
+    throw new KeelError(
+      "KEEL_CONFIG_NOT_FOUND",
+      `--config ${configPath} is not a regular file (a FIFO, socket or device cannot be loaded).`,
+      { path: target },
+    );
   const importModule = (file: string) => withDeadline(importConfig(file), ms, () => file);
   if (target && /\.(m|c)?(t|j)s$/.test(target)) {
     // An explicit script config needs no discovery: load it the way cosmiconfig would, without loading cosmiconfig.
@@ -203,14 +272,21 @@ async function findConfig(cwd: string, configPath: string | undefined, target: s
       throw new KeelError("KEEL_CONFIG_LOAD_FAILED", describeLoadError(err, target), { path: target }, { cause: err });
     }
   }
-  if (!existsSync(cwd)) throw new KeelError("KEEL_CONFIG_NOT_FOUND", `The current folder ${cwd} no longer exists (was it removed?). Change to a folder that exists.`, { path: cwd });
+  if (!existsSync(cwd))
+    throw new KeelError(
+      "KEEL_CONFIG_NOT_FOUND",
+      `The current folder ${cwd} no longer exists (was it removed?). Change to a folder that exists.`,
+      { path: cwd },
+    );
   if (!target) refuseSpecialFiles(cwd);
   const { cosmiconfig, defaultLoaders } = await import("cosmiconfig");
   // The file being loaded, so a deadline names it.
-  const tracked = <A extends unknown[]>(load: (filepath: string, ...rest: A) => Promise<unknown>) => (filepath: string, ...rest: A) => {
-    at.file = filepath;
-    return load(filepath, ...rest);
-  };
+  const tracked =
+    <A extends unknown[]>(load: (filepath: string, ...rest: A) => Promise<unknown>) =>
+    (filepath: string, ...rest: A) => {
+      at.file = filepath;
+      return load(filepath, ...rest);
+    };
   const jsonLoader = async (filepath: string, content: string) => {
     const value = await defaultLoaders[".json"](filepath, content);
     return filepath.endsWith("package.json") ? value : exportedConfig(value, filepath);
@@ -219,16 +295,32 @@ async function findConfig(cwd: string, configPath: string | undefined, target: s
     searchPlaces: SEARCH_PLACES,
     searchStrategy: "project",
     cache: false,
-    loaders: { ".ts": tracked(jitiLoader), ".mts": tracked(jitiLoader), ".cts": tracked(jitiLoader), ".js": tracked(jitiLoader), ".mjs": tracked(jitiLoader), ".cjs": tracked(jitiLoader), ".json": tracked(jsonLoader) },
+    loaders: {
+      ".ts": tracked(jitiLoader),
+      ".mts": tracked(jitiLoader),
+      ".cts": tracked(jitiLoader),
+      ".js": tracked(jitiLoader),
+      ".mjs": tracked(jitiLoader),
+      ".cjs": tracked(jitiLoader),
+      ".json": tracked(jsonLoader),
+    },
   });
   let found: { config: unknown; filepath: string; isEmpty?: boolean } | null;
   try {
     found = target ? await explorer.load(target) : await explorer.search(cwd);
   } catch (err) {
     if (isKeelError(err)) throw err;
-    throw new KeelError("KEEL_CONFIG_LOAD_FAILED", describeLoadError(err, target), { path: fileOf(err) ?? target ?? cwd }, { cause: err });
+    throw new KeelError(
+      "KEEL_CONFIG_LOAD_FAILED",
+      describeLoadError(err, target),
+      { path: fileOf(err) ?? target ?? cwd },
+      { cause: err },
+    );
   }
-  if (!found) throw new KeelError("KEEL_CONFIG_NOT_FOUND", `Searched ${cwd} and its parents up to the project root.`, { path: cwd });
+  if (!found)
+    throw new KeelError("KEEL_CONFIG_NOT_FOUND", `Searched ${cwd} and its parents up to the project root.`, {
+      path: cwd,
+    });
   return checked(found, importModule);
 }
 
@@ -241,19 +333,44 @@ function refuseSpecialFiles(cwd: string): void {
     for (const place of SEARCH_PLACES) {
       const file = join(dir, place);
       const st = attempt(() => statSync(file), undefined);
-      if (st && !st.isFile() && !st.isDirectory()) throw new KeelError("KEEL_CONFIG_LOAD_FAILED", `${file} is not a regular file (a FIFO, socket or device cannot be read as a config).`, { path: file });
+      if (st && !st.isFile() && !st.isDirectory())
+        throw new KeelError(
+          "KEEL_CONFIG_LOAD_FAILED",
+          `${file} is not a regular file (a FIFO, socket or device cannot be read as a config).`,
+          { path: file },
+        );
       // Discovery would skip an empty file and report "no config found"; say what it is instead.
-      if (st?.isFile() && place !== "package.json" && st.size < 256 && attempt(() => readFileSync(file, "utf8").trim() === "", false)) {
-        throw new KeelError("KEEL_CONFIG_INVALID", `${file} is empty. Write \`export default defineConfig({ ... })\` in it, or delete it.`, { path: file });
+      if (
+        st?.isFile() &&
+        place !== "package.json" &&
+        st.size < 256 &&
+        attempt(() => readFileSync(file, "utf8").trim() === "", false)
+      ) {
+        throw new KeelError(
+          "KEEL_CONFIG_INVALID",
+          `${file} is empty. Write \`export default defineConfig({ ... })\` in it, or delete it.`,
+          { path: file },
+        );
       }
     }
     if (existsSync(join(dir, "package.json")) || dirname(dir) === dir) return;
   }
 }
 
-function checked(found: { config: unknown; filepath: string; isEmpty?: boolean }, importModule: (file: string) => Promise<unknown>): LoadedConfig {
-  if (found.isEmpty) throw new KeelError("KEEL_CONFIG_INVALID", `${found.filepath} is empty. Export the config as the default export (export default defineConfig({ ... })).`, { path: found.filepath });
-  const config = found.config !== null && typeof found.config === "object" && boxes.has(found.config) ? boxes.get(found.config) : found.config;
+function checked(
+  found: { config: unknown; filepath: string; isEmpty?: boolean },
+  importModule: (file: string) => Promise<unknown>,
+): LoadedConfig {
+  if (found.isEmpty)
+    throw new KeelError(
+      "KEEL_CONFIG_INVALID",
+      `${found.filepath} is empty. Export the config as the default export (export default defineConfig({ ... })).`,
+      { path: found.filepath },
+    );
+  const config =
+    found.config !== null && typeof found.config === "object" && boxes.has(found.config)
+      ? boxes.get(found.config)
+      : found.config;
   exportedConfig(config, found.filepath);
   return { config, filepath: found.filepath, importModule };
 }
@@ -266,13 +383,28 @@ function fileOf(err: unknown): string | undefined {
 /** A load error's message with its location (file:line:column) when the error has one. Contract: never throws. */
 function describeLoadError(err: unknown, target: string | undefined): string {
   const file = fileOf(err) ?? target;
-  const msg = (err instanceof Error ? "" : "threw ") + thrownText(err).split("\n").filter((l) => !l.startsWith("Require stack") && !l.startsWith("- ")).slice(0, 6).join("\n").replace(file ? `JSON Error in ${file}:\n` : "\u0000", "").trim();
+  const msg =
+    (err instanceof Error ? "" : "threw ") +
+    thrownText(err)
+      .split("\n")
+      .filter((l) => !l.startsWith("Require stack") && !l.startsWith("- "))
+      .slice(0, 6)
+      .join("\n")
+      .replace(file ? `JSON Error in ${file}:\n` : "\u0000", "")
+      .trim();
   const loc = attempt(() => (err as { loc?: { line?: number; column?: number } } | null)?.loc, undefined);
   let at = loc?.line !== undefined ? ` (at line ${loc.line}, column ${(loc.column ?? 0) + 1})` : "";
   if (!at && file && !msg.includes(`${file}:`)) {
     // A file that threw: the topmost stack frame in it gives the line (jiti keeps lines, not columns).
-    const stack = attempt(() => String((err as { stack?: unknown } | null)?.stack ?? ""), "").replaceAll(pathToFileURL(file).href, file);
-    const line = stack.split("\n").find((l) => l.includes(`${file}:`))?.split(`${file}:`)[1]?.match(/^(\d+):\d+/)?.[1];
+    const stack = attempt(() => String((err as { stack?: unknown } | null)?.stack ?? ""), "").replaceAll(
+      pathToFileURL(file).href,
+      file,
+    );
+    const line = stack
+      .split("\n")
+      .find((l) => l.includes(`${file}:`))
+      ?.split(`${file}:`)[1]
+      ?.match(/^(\d+):\d+/)?.[1];
     if (line) at = ` (at ${file}:${line})`;
   }
   return `${file ? `${file}: ` : ""}${msg}${at}`;

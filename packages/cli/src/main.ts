@@ -37,11 +37,16 @@ import type { Answerer } from "./approvals.ts";
 export { processIo } from "./stdio.ts";
 
 /** Exit statuses. Contract: stable across versions. */
-export const EXIT = { ok: 0, turnFailed: 1, usage: 2, interrupted: EXIT_INTERRUPTED, terminated: EXIT_TERMINATED } as const;
+export const EXIT = {
+  ok: 0,
+  turnFailed: 1,
+  usage: 2,
+  interrupted: EXIT_INTERRUPTED,
+  terminated: EXIT_TERMINATED,
+} as const;
 export { exitWhenDone } from "./exit.ts";
 
 export type { CliEnv } from "./stdio.ts";
-
 
 /** Run the command line `argv` (without node and the script). Contract: returns the exit status, never throws. */
 export async function main(argv: readonly string[], io: CliEnv): Promise<number> {
@@ -49,7 +54,16 @@ export async function main(argv: readonly string[], io: CliEnv): Promise<number>
     return statusAfterOutput(io, await dispatch(argv, io));
   } catch (err) {
     io.err(`${isKeelError(err) ? err.message : `keel: ${thrownText(err)}`}\n`);
-    return isKeelError(err) && !["KEEL_PROVIDER_ERROR", "KEEL_STORE_FAILED", "KEEL_SESSION_BUSY", "KEEL_STORE_READ_ONLY", "KEEL_STORE_CORRUPT"].includes(err.code) ? EXIT.usage : EXIT.turnFailed;
+    return isKeelError(err) &&
+      ![
+        "KEEL_PROVIDER_ERROR",
+        "KEEL_STORE_FAILED",
+        "KEEL_SESSION_BUSY",
+        "KEEL_STORE_READ_ONLY",
+        "KEEL_STORE_CORRUPT",
+      ].includes(err.code)
+      ? EXIT.usage
+      : EXIT.turnFailed;
   }
 }
 
@@ -57,11 +71,34 @@ function usage(problem: string): KeelError {
   return new KeelError("KEEL_CLI_USAGE", problem);
 }
 
-const CLI_OPTIONS = { config: { type: "string" }, continue: { type: "boolean", short: "c" }, session: { type: "string", short: "s" }, new: { type: "boolean" }, json: { type: "boolean" }, offline: { type: "boolean" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" }, strict: { type: "boolean" }, home: { type: "string" }, wait: { type: "boolean" }, plugin: { type: "string" }, force: { type: "boolean" }, model: { type: "string", multiple: true }, ask: { type: "string" }, port: { type: "string" }, turns: { type: "string" }, every: { type: "string" }, "allow-approvals": { type: "boolean" }, mode: { type: "string" } } as const;
+const CLI_OPTIONS = {
+  config: { type: "string" },
+  continue: { type: "boolean", short: "c" },
+  session: { type: "string", short: "s" },
+  new: { type: "boolean" },
+  json: { type: "boolean" },
+  offline: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+  version: { type: "boolean", short: "v" },
+  strict: { type: "boolean" },
+  home: { type: "string" },
+  wait: { type: "boolean" },
+  plugin: { type: "string" },
+  force: { type: "boolean" },
+  model: { type: "string", multiple: true },
+  ask: { type: "string" },
+  port: { type: "string" },
+  turns: { type: "string" },
+  every: { type: "string" },
+  "allow-approvals": { type: "boolean" },
+  mode: { type: "string" },
+} as const;
 
 async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   refuseConfigAfterShortC(argv);
-  let parsed: ReturnType<typeof parseArgs<{ args: string[]; allowPositionals: true; strict: true; options: typeof CLI_OPTIONS }>>;
+  let parsed: ReturnType<
+    typeof parseArgs<{ args: string[]; allowPositionals: true; strict: true; options: typeof CLI_OPTIONS }>
+  >;
   try {
     parsed = parseArgs({ args: [...argv], allowPositionals: true, strict: true, options: CLI_OPTIONS });
   } catch (err) {
@@ -75,7 +112,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   }
   if (command === "help" || (values.help && command)) {
     const topic = command === "help" ? rest[0] : command;
-    if (topic === undefined) return io.out(overviewHelp()), EXIT.ok;
+    if (topic === undefined) return (io.out(overviewHelp()), EXIT.ok);
     const text = commandHelp(topic);
     if (text === undefined) throw usage(`No help for "${topic}": it is not a command (keel --help lists them).`);
     io.out(text);
@@ -87,21 +124,46 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     return values.help ? EXIT.ok : EXIT.usage;
   }
   if (values.session && values.new) throw usage("--session and --new exclude each other.");
-  if (values.continue && (values.session || values.new)) throw usage(`--continue picks the most recent session; it excludes ${values.session ? "--session" : "--new"}.`);
-  if (values.wait && !values.session) throw usage("--wait waits for a session held by another process: give it --session ID.");
+  if (values.continue && (values.session || values.new))
+    throw usage(`--continue picks the most recent session; it excludes ${values.session ? "--session" : "--new"}.`);
+  if (values.wait && !values.session)
+    throw usage("--wait waits for a session held by another process: give it --session ID.");
   // --home is a path from here (the config's `home` is from the config's folder); what was typed is repeated in hints.
-  const typed = [...(values.config ? ["--config", values.config] : []), ...(values.home ? ["--home", values.home] : [])];
-  if (values.mode !== undefined && command !== "run" && command !== "chat") throw usage("--mode is an option of keel run and keel chat.");
-  if (values.mode !== undefined && values.mode !== "agent" && values.mode !== "chat") throw usage(`--mode takes agent (tools) or chat (no tools), not "${headOf(values.mode, 40)}".`);
-  if ((values.turns !== undefined || values.every !== undefined) && command !== "goal") throw usage(`${values.turns !== undefined ? "--turns" : "--every"} is an option of keel goal.`);
-  if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio") throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
-  const flags: Flags = { ...values, mode: values.mode as Flags["mode"], ...(values["allow-approvals"] ? { allowApprovals: true } : {}), ...(values.home ? { home: resolve(io.cwd, values.home) } : {}), ...(values.model ? { model: modelsFromFlags(values.model) } : {}), typed };
+  const typed = [
+    ...(values.config ? ["--config", values.config] : []),
+    ...(values.home ? ["--home", values.home] : []),
+  ];
+  if (values.mode !== undefined && command !== "run" && command !== "chat")
+    throw usage("--mode is an option of keel run and keel chat.");
+  if (values.mode !== undefined && values.mode !== "agent" && values.mode !== "chat")
+    throw usage(`--mode takes agent (tools) or chat (no tools), not "${headOf(values.mode, 40)}".`);
+  if ((values.turns !== undefined || values.every !== undefined) && command !== "goal")
+    throw usage(`${values.turns !== undefined ? "--turns" : "--every"} is an option of keel goal.`);
+  if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio")
+    throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
+  const flags: Flags = {
+    ...values,
+    mode: values.mode as Flags["mode"],
+    ...(values["allow-approvals"] ? { allowApprovals: true } : {}),
+    ...(values.home ? { home: resolve(io.cwd, values.home) } : {}),
+    ...(values.model ? { model: modelsFromFlags(values.model) } : {}),
+    typed,
+  };
   switch (command) {
     case "run": {
       // With --ask ask (or KEEL_ASK=ask) and the input as arguments, stdin is where the answers come from, not context.
       const answersOnStdin = rest.length > 0 && (values.ask ?? io.env.KEEL_ASK) === "ask";
-      const input = await readRunInput({ words: rest, stdin: io.stdin, stdinIsTTY: answersOnStdin || (io.stdin as { isTTY?: boolean }).isTTY === true, waitMs: stdinWaitMs(io.env), note: (l) => io.err(`${l}\n`) });
-      if (!input) throw usage('keel run needs the input, e.g. keel run "summarise the logs", or on stdin: echo "summarise the logs" | keel run.');
+      const input = await readRunInput({
+        words: rest,
+        stdin: io.stdin,
+        stdinIsTTY: answersOnStdin || (io.stdin as { isTTY?: boolean }).isTTY === true,
+        waitMs: stdinWaitMs(io.env),
+        note: (l) => io.err(`${l}\n`),
+      });
+      if (!input)
+        throw usage(
+          'keel run needs the input, e.g. keel run "summarise the logs", or on stdin: echo "summarise the logs" | keel run.',
+        );
       return withAgent(io, flags, (agent, _filepath, built) => runOnce(agent, input, io, flags, built));
     }
     case "chat":
@@ -117,9 +179,15 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       return sessions(rest, io, flags);
     case "goal": {
       const { goalCommand } = await import("./goal.ts");
-      if (rest[0] === "status") return withAgent(io, { ...flags, quiet: true }, (_agent, _f, built) => goalCommand.status(io, built.home, !!values.json));
+      if (rest[0] === "status")
+        return withAgent(io, { ...flags, quiet: true }, (_agent, _f, built) =>
+          goalCommand.status(io, built.home, !!values.json),
+        );
       const goal = rest.join(" ").trim();
-      if (!goal) throw usage('keel goal needs the goal, e.g. keel goal "make the tests pass" --turns 20 (keel goal status lists runs).');
+      if (!goal)
+        throw usage(
+          'keel goal needs the goal, e.g. keel goal "make the tests pass" --turns 20 (keel goal status lists runs).',
+        );
       const whole = (flag: string, v: string | undefined, d: number) => {
         if (v === undefined) return d;
         const n = Number(v);
@@ -146,7 +214,12 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     case "init": {
       if (rest.length > 1) throw usage(`keel init takes at most one folder (got "${rest.join(" ")}").`);
       const { init, initSummary } = await import("./init.ts");
-      const r = init({ cwd: io.cwd, ...(rest[0] ? { dir: rest[0] } : {}), ...(values.plugin !== undefined ? { plugin: values.plugin } : {}), ...(values.force ? { force: true } : {}) });
+      const r = init({
+        cwd: io.cwd,
+        ...(rest[0] ? { dir: rest[0] } : {}),
+        ...(values.plugin !== undefined ? { plugin: values.plugin } : {}),
+        ...(values.force ? { force: true } : {}),
+      });
       io.out(initSummary(r, io.cwd, values.plugin !== undefined));
       return EXIT.ok;
     }
@@ -160,16 +233,48 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   }
 }
 
-type Flags = { turns?: string; every?: string; mode?: "agent" | "chat"; port?: string; allowApprovals?: boolean; ask?: string; strict?: boolean; config?: string; session?: string; new?: boolean; continue?: boolean; json?: boolean; offline?: boolean; home?: string; quiet?: boolean; wait?: boolean; viewOnly?: boolean; model?: string[] | undefined; typed?: string[] };
+type Flags = {
+  turns?: string;
+  every?: string;
+  mode?: "agent" | "chat";
+  port?: string;
+  allowApprovals?: boolean;
+  ask?: string;
+  strict?: boolean;
+  config?: string;
+  session?: string;
+  new?: boolean;
+  continue?: boolean;
+  json?: boolean;
+  offline?: boolean;
+  home?: string;
+  quiet?: boolean;
+  wait?: boolean;
+  viewOnly?: boolean;
+  model?: string[] | undefined;
+  typed?: string[];
+};
 
 /** Where the agent runs, for what is said around a turn. */
 type Built = { home: string; freshHome: boolean };
 
-async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: string, built: Built) => Promise<number>): Promise<number> {
+async function withAgent(
+  io: CliEnv,
+  flags: Flags,
+  fn: (agent: Agent, filepath: string, built: Built) => Promise<number>,
+): Promise<number> {
   // Guarded from the start: a plugin's setup may leave a timer that throws before the agent exists.
   const faultsBefore = guardCli(undefined, io);
   const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
-  const built = await buildAgent(loaded, { env: io.env, shareHome: true, ...(flags.offline ? { offline: true } : {}), ...(flags.model ? { model: flags.model } : {}), ...(flags.home ? { home: flags.home } : {}), note: (l) => !flags.quiet && io.err(`${l}\n`), ...(flags.viewOnly ? { store: new MemorySessionStore() } : {}) });
+  const built = await buildAgent(loaded, {
+    env: io.env,
+    shareHome: true,
+    ...(flags.offline ? { offline: true } : {}),
+    ...(flags.model ? { model: flags.model } : {}),
+    ...(flags.home ? { home: flags.home } : {}),
+    note: (l) => !flags.quiet && io.err(`${l}\n`),
+    ...(flags.viewOnly ? { store: new MemorySessionStore() } : {}),
+  });
   guardCli(built.agent, io);
   const strict = strictFromEnv(flags.strict, io.env) && !flags.viewOnly ? strictCollector(built.agent) : undefined;
   let code: number;
@@ -196,7 +301,10 @@ async function withAgent(io: CliEnv, flags: Flags, fn: (agent: Agent, filepath: 
  * plugin and makes the exit non-zero, instead of a raw stack trace. Installed once per
  * process and kept to the end (a plugin timer may fire after the agent closed).
  */
-const cliGuard: { agent?: Agent | undefined; io?: CliEnv; faults: number; installed: boolean } = { faults: 0, installed: false };
+const cliGuard: { agent?: Agent | undefined; io?: CliEnv; faults: number; installed: boolean } = {
+  faults: 0,
+  installed: false,
+};
 
 function guardCli(agent: Agent | undefined, io: CliEnv): number {
   cliGuard.agent = agent;
@@ -207,7 +315,8 @@ function guardCli(agent: Agent | undefined, io: CliEnv): number {
       onFault: (f) => {
         cliGuard.faults++;
         if (cliGuard.faults <= 5) cliGuard.io?.err(`keel: ${f.error.message}\n`);
-        else if (cliGuard.faults === 6) cliGuard.io?.err("keel: KEEL_PROCESS_FAULT: more faults followed; only the first 5 are shown.\n");
+        else if (cliGuard.faults === 6)
+          cliGuard.io?.err("keel: KEEL_PROCESS_FAULT: more faults followed; only the first 5 are shown.\n");
         process.exitCode = EXIT.turnFailed;
       },
     });
@@ -218,8 +327,14 @@ function guardCli(agent: Agent | undefined, io: CliEnv): number {
 /** Say on stderr which durable jobs were left pending (and how they resume) or given up on. */
 function reportUnfinishedJobs(agent: Agent, io: CliEnv): void {
   for (const j of agent.unfinishedJobs) {
-    if (j.status === "pending") io.err(`keel: KEEL_JOB_PENDING: background job ${j.name} (${j.plugin}, ${j.idempotencyKey}) was cut short after ${j.attempts} attempt(s) and is recorded as pending; it re-runs at the next keel start with this home, or now with: keel run --session ${j.sessionId} "<input>"\n`);
-    else io.err(`keel: KEEL_JOB_FAILED: background job ${j.name} (${j.plugin}, ${j.idempotencyKey}) failed after ${j.attempts} attempt(s) and will not run again: ${j.error ?? "unknown error"}\n`);
+    if (j.status === "pending")
+      io.err(
+        `keel: KEEL_JOB_PENDING: background job ${j.name} (${j.plugin}, ${j.idempotencyKey}) was cut short after ${j.attempts} attempt(s) and is recorded as pending; it re-runs at the next keel start with this home, or now with: keel run --session ${j.sessionId} "<input>"\n`,
+      );
+    else
+      io.err(
+        `keel: KEEL_JOB_FAILED: background job ${j.name} (${j.plugin}, ${j.idempotencyKey}) failed after ${j.attempts} attempt(s) and will not run again: ${j.error ?? "unknown error"}\n`,
+      );
   }
 }
 
@@ -227,7 +342,10 @@ function reportUnfinishedJobs(agent: Agent, io: CliEnv): void {
 async function openSession(agent: Agent, flags: Flags, io: CliEnv, built: Built): Promise<Session> {
   const session = await openNamedSession(agent, flags, io, built);
   if (flags.mode) await session.setMode(flags.mode);
-  if (session.mode === "chat") io.err(`keel: chat mode — no tools are sent in this session${flags.mode ? "" : " (its last --mode)"}; --mode agent switches it back\n`);
+  if (session.mode === "chat")
+    io.err(
+      `keel: chat mode — no tools are sent in this session${flags.mode ? "" : " (its last --mode)"}; --mode agent switches it back\n`,
+    );
   return session;
 }
 
@@ -242,13 +360,16 @@ async function openNamedSession(agent: Agent, flags: Flags, io: CliEnv, built: B
   if (!flags.wait) return agent.session(flags.session);
   return agent.session(flags.session, {
     waitMs: Number.POSITIVE_INFINITY,
-    onWait: (h) => io.err(`keel: session ${flags.session} is in use by process ${h.pid} on ${h.host}; waiting for it (--wait)…\n`),
+    onWait: (h) =>
+      io.err(`keel: session ${flags.session} is in use by process ${h.pid} on ${h.host}; waiting for it (--wait)…\n`),
   });
 }
 
 /** For the slow-phase line: when the phase runs and which plugins subscribe to it. */
 function phaseInfo(agent: Agent): (phase: string) => PhaseInfo | undefined {
-  const map = new Map(agent.inspect().map((row) => [row.phase as string, [...new Set(row.subscriptions.map((s) => s.plugin))]]));
+  const map = new Map(
+    agent.inspect().map((row) => [row.phase as string, [...new Set(row.subscriptions.map((s) => s.plugin))]]),
+  );
   return (phase) => (isPhaseName(phase) ? { runs: PHASES[phase].runs, plugins: map.get(phase) ?? [] } : undefined);
 }
 
@@ -295,14 +416,20 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
     result = (await settle(session, result, ask.answer, io.err)) ?? result;
     if (!flags.json) io.out("\n");
     await session.flush?.();
-    if (!flags.json) io.err(`keel: ${result.verdict.status} (${result.verdict.reason}) · ${result.rounds} rounds · ${result.toolCalls} tool calls · session ${session.id}\n`);
-    if (!flags.json && built.freshHome && result.verdict.status === "completed") io.err(nextSteps({ home: built.home, flags: flags.typed ?? [], env: io.env }));
+    if (!flags.json)
+      io.err(
+        `keel: ${result.verdict.status} (${result.verdict.reason}) · ${result.rounds} rounds · ${result.toolCalls} tool calls · session ${session.id}\n`,
+      );
+    if (!flags.json && built.freshHome && result.verdict.status === "completed")
+      io.err(nextSteps({ home: built.home, flags: flags.typed ?? [], env: io.env }));
     if (terminated) return EXIT.terminated;
     if (interrupted) return EXIT.interrupted;
     return result.verdict.status === "completed" ? EXIT.ok : EXIT.turnFailed;
   } catch (err) {
     if (isKeelError(err, "KEEL_APPROVAL_PENDING")) {
-      io.err(`keel: the turn stays paused for approval (nothing is lost); answer it with: keel chat --session ${session.id}\n`);
+      io.err(
+        `keel: the turn stays paused for approval (nothing is lost); answer it with: keel chat --session ${session.id}\n`,
+      );
       return EXIT.interrupted;
     }
     throw err;
@@ -317,10 +444,21 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
 }
 
 /** How this command answers approvals: the person at the terminal, or `--ask` / KEEL_ASK. */
-function answererFor(io: CliEnv, flags: Flags, lines?: () => Promise<string | undefined>): { answer: Answerer; close(): void } {
+function answererFor(
+  io: CliEnv,
+  flags: Flags,
+  lines?: () => Promise<string | undefined>,
+): { answer: Answerer; close(): void } {
   const tty = (io.stdin as { isTTY?: boolean }).isTTY === true && process.stderr.isTTY === true;
   const mode = askMode(flags.ask, io.env, tty);
-  if (mode !== "ask") return { answer: policyAnswerer(mode, flags.ask !== undefined ? "--ask" : io.env.KEEL_ASK ? "KEEL_ASK" : "the default (--ask deny)"), close: () => {} };
+  if (mode !== "ask")
+    return {
+      answer: policyAnswerer(
+        mode,
+        flags.ask !== undefined ? "--ask" : io.env.KEEL_ASK ? "KEEL_ASK" : "the default (--ask deny)",
+      ),
+      close: () => {},
+    };
   if (lines) return { answer: terminalAnswerer(lines, io.err), close: () => {} };
   let rl: ReturnType<typeof askInterface> | undefined;
   let next: ((l: string | undefined) => void) | undefined;
@@ -349,10 +487,16 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promi
     off();
     throw err;
   });
-  io.err(`keel chat · session ${session.id} · type /exit to leave, /mode chat|agent to switch tools off or on; Ctrl-C cancels the running turn\n`);
+  io.err(
+    `keel chat · session ${session.id} · type /exit to leave, /mode chat|agent to switch tools off or on; Ctrl-C cancels the running turn\n`,
+  );
   // On a terminal readline edits lines and turns Ctrl-C into its own SIGINT event; piped, the process gets the signal.
   const tty = (io.stdin as { isTTY?: boolean }).isTTY === true;
-  const rl = createInterface({ input: io.stdin, terminal: tty, ...(tty ? { output: process.stderr, prompt: "> " } : {}) });
+  const rl = createInterface({
+    input: io.stdin,
+    terminal: tty,
+    ...(tty ? { output: process.stderr, prompt: "> " } : {}),
+  });
   let running: Promise<unknown> | undefined;
   let failed = false;
   const onSigint = () => {
@@ -382,26 +526,36 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promi
   rl.on("close", () => {
     for (const w of waiters.splice(0)) w(undefined);
   });
-  const ask = answererFor(io, flags, () => new Promise<string | undefined>((r) => {
-    waiters.push(r);
-    if (tty) rl.setPrompt("  > "), rl.prompt();
-  }));
+  const ask = answererFor(
+    io,
+    flags,
+    () =>
+      new Promise<string | undefined>((r) => {
+        waiters.push(r);
+        if (tty) rl.setPrompt("  > "), rl.prompt();
+      }),
+  );
   const go = (turn: () => Promise<unknown>) => {
-    running = turn().then(
-      (res) => {
-        const r = res as Awaited<ReturnType<Session["run"]>> | undefined;
-        io.out("\n");
-        if (r && r.verdict.status !== "completed") io.err(`keel: ${r.verdict.status} (${r.verdict.reason})\n`);
-      },
-      (err: unknown) => {
-        if (isKeelError(err, "KEEL_APPROVAL_PENDING")) return void io.err(`keel: the turn stays paused for approval (nothing is lost); keel chat --session ${session.id} asks again\n`);
-        failed = true;
-        io.err(`${errorMessage(err)}\n`);
-      },
-    ).finally(() => {
-      running = undefined;
-      if (tty) rl.setPrompt("> "), rl.prompt();
-    });
+    running = turn()
+      .then(
+        (res) => {
+          const r = res as Awaited<ReturnType<Session["run"]>> | undefined;
+          io.out("\n");
+          if (r && r.verdict.status !== "completed") io.err(`keel: ${r.verdict.status} (${r.verdict.reason})\n`);
+        },
+        (err: unknown) => {
+          if (isKeelError(err, "KEEL_APPROVAL_PENDING"))
+            return void io.err(
+              `keel: the turn stays paused for approval (nothing is lost); keel chat --session ${session.id} asks again\n`,
+            );
+          failed = true;
+          io.err(`${errorMessage(err)}\n`);
+        },
+      )
+      .finally(() => {
+        running = undefined;
+        if (tty) rl.setPrompt("> "), rl.prompt();
+      });
   };
   const start = (text: string) => go(async () => settle(session, await session.run(text), ask.answer, io.err));
   if (session.pendingApprovals().length) {
@@ -420,10 +574,13 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promi
       const mode = /^\/mode(?:\s+(\S+))?$/.exec(line);
       if (mode) {
         if (running) io.err("  (a turn is running: switch with /mode after it ends)\n");
-        else if (mode[1] !== "agent" && mode[1] !== "chat") io.err(`  (this session is in ${session.mode} mode; /mode chat sends no tools, /mode agent sends them)\n`);
+        else if (mode[1] !== "agent" && mode[1] !== "chat")
+          io.err(`  (this session is in ${session.mode} mode; /mode chat sends no tools, /mode agent sends them)\n`);
         else {
           await session.setMode(mode[1]);
-          io.err(`  (${mode[1]} mode: ${mode[1] === "chat" ? "no tools are sent" : "tools are sent"} from the next turn on, in any later run of this session too)\n`);
+          io.err(
+            `  (${mode[1]} mode: ${mode[1] === "chat" ? "no tools are sent" : "tools are sent"} from the next turn on, in any later run of this session too)\n`,
+          );
         }
         continue;
       }
@@ -463,25 +620,37 @@ async function readConfigOnly(io: CliEnv, flags: Flags): Promise<{ config: KeelC
  * config's name, home and store are read, so no plugin starts and a read-only home can be viewed.
  * `store` is undefined when the SQLite file does not exist yet.
  */
-async function viewStore(io: CliEnv, flags: Flags): Promise<{ store: SessionStore | undefined; where: string; agentName: string | undefined }> {
+async function viewStore(
+  io: CliEnv,
+  flags: Flags,
+): Promise<{ store: SessionStore | undefined; where: string; agentName: string | undefined }> {
   const { config, loaded } = await readConfigOnly(io, flags);
   const agentName = loaded ? (config.name ?? "agent") : undefined;
   const configured = flags.home ?? config.home;
-  const home = loaded && configured !== undefined ? resolve(configDir(loaded.filepath), configured) : (flags.home ?? defaultKeelHome(io.env));
+  const home =
+    loaded && configured !== undefined
+      ? resolve(configDir(loaded.filepath), configured)
+      : (flags.home ?? defaultKeelHome(io.env));
   const database = chooseDatabase(config, io.env, loaded?.filepath);
   if (database.kind === "postgres") return { store: postgresSessionStore(database), where: database.shown, agentName };
   checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
   const where = defaultSessionDbPath(home);
   // Read-only: viewing never writes, never waits for a writer's lease, and works on a read-only home.
-  return { store: existsSync(where) ? new SqliteSessionStore({ path: where, readOnly: true }) : undefined, where, agentName };
+  return {
+    store: existsSync(where) ? new SqliteSessionStore({ path: where, readOnly: true }) : undefined,
+    where,
+    agentName,
+  };
 }
 
 async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<number> {
   const [sub = "list", id, ...extra] = rest;
-  if (extra.length || (sub === "show" && !id) || (sub !== "list" && sub !== "show")) throw usage("keel sessions [list | show ID].");
+  if (extra.length || (sub === "show" && !id) || (sub !== "list" && sub !== "show"))
+    throw usage("keel sessions [list | show ID].");
   const { store, where, agentName } = await viewStore(io, flags);
   if (!store) {
-    if (sub === "show") throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}" in ${where} (the file does not exist).`);
+    if (sub === "show")
+      throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}" in ${where} (the file does not exist).`);
     if (flags.json) io.out("[]\n");
     else io.err(`keel: no sessions in ${where}\n`);
     return EXIT.ok;
@@ -491,14 +660,18 @@ async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<numbe
       const list = await store.listSessions({ ...(agentName ? { agent: agentName } : {}), limit: 100 });
       if (flags.json) io.out(`${JSON.stringify(list)}\n`);
       else if (!list.length) io.err(`keel: no sessions in ${where}\n`);
-      else for (const s of list) io.out(`${s.id}  ${s.agent}  ${new Date(s.updatedAt).toISOString()}  ${s.eventCount} events\n`);
+      else
+        for (const s of list)
+          io.out(`${s.id}  ${s.agent}  ${new Date(s.updatedAt).toISOString()}  ${s.eventCount} events\n`);
       return EXIT.ok;
     }
     const info = await store.getSession(id!);
     if (!info) throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}" in ${where}.`);
     const events = await store.events(id!);
     if (flags.json) for (const e of events) io.out(`${JSON.stringify(e)}\n`);
-    else for (const e of events) io.out(`${String(e.seq).padStart(4)} ${new Date(e.ts).toISOString()} ${e.type}${summary(e)}\n`);
+    else
+      for (const e of events)
+        io.out(`${String(e.seq).padStart(4)} ${new Date(e.ts).toISOString()} ${e.type}${summary(e)}\n`);
     return EXIT.ok;
   } finally {
     await store.close();
@@ -512,17 +685,31 @@ async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<numbe
  */
 async function studio(io: CliEnv, flags: Flags): Promise<number> {
   const port = flags.port === undefined ? 0 : Number(flags.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw usage(`--port takes a port number, 0 to 65535 (got "${flags.port}").`);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535)
+    throw usage(`--port takes a port number, 0 to 65535 (got "${flags.port}").`);
   const { startStudio } = await import("./studio/server.ts");
-  const serve = async (store: SessionStore, where: string, agentName: string | undefined, answer?: import("./studio/server.ts").ApprovalAnswerer): Promise<number> => {
-    const s = await startStudio({ store, where, ...(agentName ? { agent: agentName } : {}), port, ...(answer ? { answer } : {}) });
+  const serve = async (
+    store: SessionStore,
+    where: string,
+    agentName: string | undefined,
+    answer?: import("./studio/server.ts").ApprovalAnswerer,
+  ): Promise<number> => {
+    const s = await startStudio({
+      store,
+      where,
+      ...(agentName ? { agent: agentName } : {}),
+      port,
+      ...(answer ? { answer } : {}),
+    });
     // Listening for Ctrl-C before the URL is printed: whoever reads the URL may stop us at once.
     const stopped = new Promise<NodeJS.Signals>((resolve) => {
       process.once("SIGINT", () => resolve("SIGINT"));
       process.once("SIGTERM", () => resolve("SIGTERM"));
     });
     io.out(`${s.url}\n`);
-    io.err(`keel: studio on ${where} (${answer ? "approvals can be answered from the page" : "read-only"}); Ctrl-C stops it\n`);
+    io.err(
+      `keel: studio on ${where} (${answer ? "approvals can be answered from the page" : "read-only"}); Ctrl-C stops it\n`,
+    );
     const signal = await stopped;
     await s.close();
     return signal === "SIGINT" ? EXIT.ok : EXIT.terminated;
@@ -530,11 +717,20 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
   if (flags.allowApprovals) {
     return withAgent(io, flags, async (agent) => {
       const { sessionAnswerer } = await import("./studio/answer.ts");
-      return serve(agent.store, "the agent's session store", agent.name, sessionAnswerer(agent, (line) => io.err(`${line}\n`)));
+      return serve(
+        agent.store,
+        "the agent's session store",
+        agent.name,
+        sessionAnswerer(agent, (line) => io.err(`${line}\n`)),
+      );
     });
   }
   const { store, where, agentName } = await viewStore(io, flags);
-  if (!store) throw new KeelError("KEEL_SESSION_NOT_FOUND", `No sessions in ${where} yet (the file does not exist): run a turn first, e.g. keel run "hello".`);
+  if (!store)
+    throw new KeelError(
+      "KEEL_SESSION_NOT_FOUND",
+      `No sessions in ${where} yet (the file does not exist): run a turn first, e.g. keel run "hello".`,
+    );
   try {
     return await serve(store, where, agentName);
   } finally {
@@ -550,12 +746,20 @@ async function db(rest: readonly string[], io: CliEnv, flags: Flags): Promise<nu
   // Importing the plugins registers their tables; none is set up and nothing else is opened.
   if (loaded) await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
   const database = chooseDatabase(config, io.env, loaded?.filepath);
-  if (database.kind !== "postgres") throw usage('keel db migrate works on PostgreSQL: set `store: "postgres://…"` in the config or KEEL_DATABASE_URL. SQLite databases migrate themselves when they are opened.');
+  if (database.kind !== "postgres")
+    throw usage(
+      'keel db migrate works on PostgreSQL: set `store: "postgres://…"` in the config or KEEL_DATABASE_URL. SQLite databases migrate themselves when they are opened.',
+    );
   const pgStore = await import("@keel/store-postgres");
   const done = await pgStore.migrateAll({ url: database.url, ...(database.schema ? { schema: database.schema } : {}) });
   await pgStore.endSharedPools();
-  if (flags.json) io.out(`${JSON.stringify({ database: database.shown, schema: database.schema ?? "public", components: done })}\n`);
-  else for (const c of done) io.out(`${c.component.padEnd(12)} version ${c.version}${c.applied ? ` (${c.applied} step${c.applied === 1 ? "" : "s"} applied)` : " (up to date)"}\n`);
+  if (flags.json)
+    io.out(`${JSON.stringify({ database: database.shown, schema: database.schema ?? "public", components: done })}\n`);
+  else
+    for (const c of done)
+      io.out(
+        `${c.component.padEnd(12)} version ${c.version}${c.applied ? ` (${c.applied} step${c.applied === 1 ? "" : "s"} applied)` : " (up to date)"}\n`,
+      );
   return EXIT.ok;
 }
 
@@ -565,7 +769,8 @@ function summary(e: { type: string } & Record<string, unknown>): string {
     return ` ${m.role}: ${headOf(m.content.map((b) => (b.type === "text" ? b.text : b.type === "tool_call" ? `[call ${b.name}]` : `[${b.type}]`)).join(" "), 120)}`;
   }
   if (e.type === "turn.started") return ` "${headOf(String(e.input), 80)}"`;
-  if (e.type.startsWith("turn.")) return ` ${(e.verdict as { status: string; reason: string } | undefined)?.reason ?? ""}`;
+  if (e.type.startsWith("turn."))
+    return ` ${(e.verdict as { status: string; reason: string } | undefined)?.reason ?? ""}`;
   if (e.type === "tool.completed") return ` ${String(e.name)} ${String(e.status)}`;
   return "";
 }

@@ -16,7 +16,11 @@ export function modelsFromFlags(values: readonly string[] | undefined): string[]
     const r = modelString.safeParse(spec);
     if (r.success) return;
     const where = specs.length > 1 ? ` (model ${i + 1} of the chain ${JSON.stringify(specs.join(","))})` : "";
-    throw new KeelError("KEEL_CLI_USAGE", `--model: ${r.error.issues[0]?.message ?? "invalid model"} (found ${JSON.stringify(spec)})${where}.`, { path: "--model" });
+    throw new KeelError(
+      "KEEL_CLI_USAGE",
+      `--model: ${r.error.issues[0]?.message ?? "invalid model"} (found ${JSON.stringify(spec)})${where}.`,
+      { path: "--model" },
+    );
   });
   return specs;
 }

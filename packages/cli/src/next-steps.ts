@@ -16,7 +16,11 @@ export interface NextStepsInput {
  * Contract: ends with a newline; for stderr.
  */
 export function nextSteps(input: NextStepsInput): string {
-  const runner = input.env.npm_lifecycle_event ? (/pnpm/.test(input.env.npm_execpath ?? "") ? "pnpm keel" : "npx keel") : "keel";
+  const runner = input.env.npm_lifecycle_event
+    ? /pnpm/.test(input.env.npm_execpath ?? "")
+      ? "pnpm keel"
+      : "npx keel"
+    : "keel";
   const same = input.flags.length ? ` ${input.flags.map(shellWord).join(" ")}` : "";
   const steps: Array<[string, string]> = [
     ["talk on in this session", `${runner} chat -c${same}`],

@@ -15,7 +15,11 @@ import type { PluginEntry, PluginSpec } from "@keel/kernel";
  * Resolve every entry. Contract: throws KEEL_PLUGIN_NOT_FOUND (import failed) or
  * KEEL_CONFIG_INVALID (the package exports no plugin) with the entry's path.
  */
-export async function resolvePlugins(specs: readonly PluginSpec[], from: string, importModule: (file: string) => Promise<unknown>): Promise<PluginEntry[]> {
+export async function resolvePlugins(
+  specs: readonly PluginSpec[],
+  from: string,
+  importModule: (file: string) => Promise<unknown>,
+): Promise<PluginEntry[]> {
   const out: PluginEntry[] = [];
   for (const [i, spec] of specs.entries()) {
     if (typeof spec === "string" || Array.isArray(spec)) {
@@ -26,20 +30,37 @@ export async function resolvePlugins(specs: readonly PluginSpec[], from: string,
   return out;
 }
 
-async function fromPackage(name: string, options: unknown, path: string, from: string, importModule: (file: string) => Promise<unknown>): Promise<PluginEntry> {
+async function fromPackage(
+  name: string,
+  options: unknown,
+  path: string,
+  from: string,
+  importModule: (file: string) => Promise<unknown>,
+): Promise<PluginEntry> {
   let mod: unknown;
   try {
     const resolved = createRequire(from).resolve(name);
     mod = await importModule(resolved);
   } catch (err) {
-    if (isKeelError(err)) throw new KeelError(err.code, `${from}: "${name}": ${err.problem}`, { ...err.location, path }, { cause: err });
-    throw new KeelError("KEEL_PLUGIN_NOT_FOUND", `${from}: "${name}" could not be imported: ${thrownText(err).split("\n")[0]}${didYouMean(name, installedNames(from))}`, { path }, { cause: err });
+    if (isKeelError(err))
+      throw new KeelError(err.code, `${from}: "${name}": ${err.problem}`, { ...err.location, path }, { cause: err });
+    throw new KeelError(
+      "KEEL_PLUGIN_NOT_FOUND",
+      `${from}: "${name}" could not be imported: ${thrownText(err).split("\n")[0]}${didYouMean(name, installedNames(from))}`,
+      { path },
+      { cause: err },
+    );
   }
   const read = <T>(fn: () => T, what: string): T => {
     try {
       return fn();
     } catch (err) {
-      throw new KeelError("KEEL_CONFIG_READ_FAILED", `${from}: reading ${what} of "${name}" threw: ${thrownText(err)}.`, { path }, { cause: err });
+      throw new KeelError(
+        "KEEL_CONFIG_READ_FAILED",
+        `${from}: reading ${what} of "${name}" threw: ${thrownText(err)}.`,
+        { path },
+        { cause: err },
+      );
     }
   };
   const exported = read(() => {
@@ -51,17 +72,36 @@ async function fromPackage(name: string, options: unknown, path: string, from: s
     try {
       made = options === undefined ? exported() : exported(options);
     } catch (err) {
-      throw new KeelError("KEEL_CONFIG_INVALID", `${from}: the plugin factory of "${name}" threw: ${thrownText(err)}`, { path: `${path}[1]` }, { cause: err });
+      throw new KeelError(
+        "KEEL_CONFIG_INVALID",
+        `${from}: the plugin factory of "${name}" threw: ${thrownText(err)}`,
+        { path: `${path}[1]` },
+        { cause: err },
+      );
     }
     if (read(() => typeof (made as { then?: unknown } | null)?.then === "function", "the factory's result")) {
-      throw new KeelError("KEEL_CONFIG_INVALID", `${from}: the plugin factory of "${name}" returned a Promise; the package's factory must be synchronous (or import it and write plugins: [await factory()]).`, { path });
+      throw new KeelError(
+        "KEEL_CONFIG_INVALID",
+        `${from}: the plugin factory of "${name}" returned a Promise; the package's factory must be synchronous (or import it and write plugins: [await factory()]).`,
+        { path },
+      );
     }
     return made as PluginEntry;
   }
-  if (exported && typeof exported === "object" && read(() => typeof (exported as { setup?: unknown }).setup === "function", "setup")) {
-    return (options === undefined ? exported : read(() => ({ ...exported, input: options }), "the plugin object")) as PluginEntry;
+  if (
+    exported &&
+    typeof exported === "object" &&
+    read(() => typeof (exported as { setup?: unknown }).setup === "function", "setup")
+  ) {
+    return (
+      options === undefined ? exported : read(() => ({ ...exported, input: options }), "the plugin object")
+    ) as PluginEntry;
   }
-  throw new KeelError("KEEL_CONFIG_INVALID", `${from}: "${name}" does not export a plugin (expected a default export that is a plugin object or a factory function).`, { path });
+  throw new KeelError(
+    "KEEL_CONFIG_INVALID",
+    `${from}: "${name}" does not export a plugin (expected a default export that is a plugin object or a factory function).`,
+    { path },
+  );
 }
 
 /** Keel's own plugins and the packages installed beside the config (node_modules up the tree), for "did you mean". */

@@ -22,7 +22,9 @@ export const DEFAULT_STDIN_WAIT_MS = 3_000;
 /** KEEL_STDIN_WAIT_MS as a number of ms (the default when unset or not a number >= 0). */
 export function stdinWaitMs(env: NodeJS.ProcessEnv): number {
   const raw = Number(env.KEEL_STDIN_WAIT_MS);
-  return env.KEEL_STDIN_WAIT_MS !== undefined && env.KEEL_STDIN_WAIT_MS !== "" && Number.isFinite(raw) && raw >= 0 ? raw : DEFAULT_STDIN_WAIT_MS;
+  return env.KEEL_STDIN_WAIT_MS !== undefined && env.KEEL_STDIN_WAIT_MS !== "" && Number.isFinite(raw) && raw >= 0
+    ? raw
+    : DEFAULT_STDIN_WAIT_MS;
 }
 
 /**
@@ -34,11 +36,17 @@ export function stdinWaitMs(env: NodeJS.ProcessEnv): number {
  */
 export async function readRunInput(src: InputSource): Promise<string> {
   const dash = src.words.includes("-");
-  const question = src.words.filter((w) => w !== "-").join(" ").trim();
+  const question = src.words
+    .filter((w) => w !== "-")
+    .join(" ")
+    .trim();
   if (src.stdinIsTTY) return question;
   if (!question) return (await readAll(src.stdin, Number.POSITIVE_INFINITY)).text.trim();
   const piped = await readAll(src.stdin, dash ? Number.POSITIVE_INFINITY : src.waitMs);
-  if (piped.timedOut) src.note(`keel: stdin gave nothing within ${src.waitMs} ms; going on without it (keel run - "…" waits for it; < /dev/null skips it; KEEL_STDIN_WAIT_MS sets the wait)`);
+  if (piped.timedOut)
+    src.note(
+      `keel: stdin gave nothing within ${src.waitMs} ms; going on without it (keel run - "…" waits for it; < /dev/null skips it; KEEL_STDIN_WAIT_MS sets the wait)`,
+    );
   const context = piped.text.replace(/\s+$/u, "");
   return context.trim() ? `${question}\n\n<stdin>\n${context}\n</stdin>` : question;
 }

@@ -24,7 +24,15 @@ const STILL_RUNNING_MS = 5_000;
  * `seq`), and so are the live events `model.delta` (text and thinking channels) and
  * `tool.progress` (no `seq`), so a pipe can render the answer as it streams; nothing else is.
  */
-export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs?: number; phaseInfo?: (phase: string) => PhaseInfo | undefined; columns?: number }): { listener: (e: AgentEvent) => void; dispose(): void } {
+export function renderer(
+  streams: Streams,
+  options: {
+    json: boolean;
+    slowPhaseMs?: number;
+    phaseInfo?: (phase: string) => PhaseInfo | undefined;
+    columns?: number;
+  },
+): { listener: (e: AgentEvent) => void; dispose(): void } {
   let slow: ReturnType<typeof setTimeout> | undefined;
   /** The phase a slow line was shown for: its end says how long it took. */
   let shownSlow: string | undefined;
@@ -51,7 +59,8 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
   };
   const listener = (e: AgentEvent) => {
     if (options.json) {
-      if ("seq" in e || e.type === "tool.progress" || (e.type === "model.delta" && e.channel !== "tool_args")) streams.out(`${JSON.stringify(e)}\n`);
+      if ("seq" in e || e.type === "tool.progress" || (e.type === "model.delta" && e.channel !== "tool_args"))
+        streams.out(`${JSON.stringify(e)}\n`);
       return;
     }
     clear();
@@ -72,8 +81,13 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
       case "phase.completed":
         if (e.phase === shownSlow) {
           shownSlow = undefined;
-          const slowest = [...e.handlers].filter((h) => h.durationMs >= 1).sort((a, b) => b.durationMs - a.durationMs).slice(0, 3);
-          err(`  … ${e.phase} took ${Math.round(e.durationMs)} ms${slowest.length ? ` (${slowest.map((h) => `${h.plugin} ${Math.round(h.durationMs)} ms`).join(", ")})` : ""}\n`);
+          const slowest = [...e.handlers]
+            .filter((h) => h.durationMs >= 1)
+            .sort((a, b) => b.durationMs - a.durationMs)
+            .slice(0, 3);
+          err(
+            `  … ${e.phase} took ${Math.round(e.durationMs)} ms${slowest.length ? ` (${slowest.map((h) => `${h.plugin} ${Math.round(h.durationMs)} ms`).join(", ")})` : ""}\n`,
+          );
         }
         break;
       case "tool.started":
@@ -85,7 +99,9 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
       case "tool.progress": {
         const r = running.get(e.callId);
         if (r) r.said = Date.now();
-        err(`  … ${e.name}: ${preview(e.message, 200)}${e.fraction !== undefined ? ` (${Math.round(e.fraction * 100)}%)` : ""} · ${seconds(e.elapsedMs)}\n`);
+        err(
+          `  … ${e.name}: ${preview(e.message, 200)}${e.fraction !== undefined ? ` (${Math.round(e.fraction * 100)}%)` : ""} · ${seconds(e.elapsedMs)}\n`,
+        );
         break;
       }
       case "tool.completed":
@@ -94,14 +110,21 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
           clearInterval(ticker);
           ticker = undefined;
         }
-        err(`  ${e.status === "ok" ? "✓" : "✗"} ${e.name} ${e.status}${e.decision ? ` (${e.decision})` : ""} (${e.durationMs >= 10_000 ? seconds(e.durationMs) : `${Math.round(e.durationMs)} ms`})\n`);
+        err(
+          `  ${e.status === "ok" ? "✓" : "✗"} ${e.name} ${e.status}${e.decision ? ` (${e.decision})` : ""} (${e.durationMs >= 10_000 ? seconds(e.durationMs) : `${Math.round(e.durationMs)} ms`})\n`,
+        );
         break;
       case "approval.requested":
-        err(`  ? ${e.name}${e.via ? ` (subagent ${e.via.child})` : ""} needs approval${e.plugin ? ` (${e.plugin}${e.reason ? `: ${preview(e.reason, 200)}` : ""})` : e.reason ? ` (${preview(e.reason, 200)})` : ""}\n`);
+        err(
+          `  ? ${e.name}${e.via ? ` (subagent ${e.via.child})` : ""} needs approval${e.plugin ? ` (${e.plugin}${e.reason ? `: ${preview(e.reason, 200)}` : ""})` : e.reason ? ` (${preview(e.reason, 200)})` : ""}\n`,
+        );
         break;
       case "approval.resolved":
         if (e.by === "always") err(`  ✓ ${e.name} allowed (always, in this session)\n`);
-        else if (e.by === "callback") err(`  ${e.approved ? "✓" : "✗"} ${e.name} ${e.approved ? "approved" : "not approved"}${e.reason ? `: ${preview(e.reason, 200)}` : ""}\n`);
+        else if (e.by === "callback")
+          err(
+            `  ${e.approved ? "✓" : "✗"} ${e.name} ${e.approved ? "approved" : "not approved"}${e.reason ? `: ${preview(e.reason, 200)}` : ""}\n`,
+          );
         break;
       case "model.notice":
         err(`  ! ${e.message}\n`);
@@ -117,7 +140,13 @@ export function renderer(streams: Streams, options: { json: boolean; slowPhaseMs
         break;
       case "diagnostic":
         // A kernel diagnostic's message already starts with its code, plugin and phase.
-        if (e.level !== "info") err(wrap(`${e.level}: ${e.message.startsWith(e.code) ? "" : `${e.code}${e.plugin ? ` [${e.plugin}${e.phase ? ` @ ${e.phase}` : ""}]` : ""}: `}${truncate(e.message, DIAGNOSTIC_MAX)}`, options.columns ?? 100));
+        if (e.level !== "info")
+          err(
+            wrap(
+              `${e.level}: ${e.message.startsWith(e.code) ? "" : `${e.code}${e.plugin ? ` [${e.plugin}${e.phase ? ` @ ${e.phase}` : ""}]` : ""}: `}${truncate(e.message, DIAGNOSTIC_MAX)}`,
+              options.columns ?? 100,
+            ),
+          );
         break;
       default:
     }

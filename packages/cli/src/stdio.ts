@@ -23,7 +23,11 @@ export interface CliEnv extends Streams {
 export const READER_GONE_EXIT = 141;
 
 /** A writer that drops its text once `stream` failed, and calls `gone` on the first failure. */
-function guardedWriter(stream: NodeJS.WriteStream, gone: (err: unknown) => void, write: (text: string) => unknown = (t) => stream.write(t)): (text: string) => void {
+function guardedWriter(
+  stream: NodeJS.WriteStream,
+  gone: (err: unknown) => void,
+  write: (text: string) => unknown = (t) => stream.write(t),
+): (text: string) => void {
   let failed = false;
   const fail = (err: unknown) => {
     if (failed) return;

@@ -17,10 +17,20 @@ export function strictCollector(agent: Agent): { failure(): KeelError | undefine
   const off = agent.subscribe((e: AgentEvent) => {
     if (e.type !== "diagnostic" || e.level === "info") return;
     // A kernel diagnostic's message already starts with its code, plugin and phase.
-    problems.push(e.message.startsWith(e.code) ? e.message : `${e.code}${e.plugin ? ` [${e.plugin}${e.phase ? ` @ ${e.phase}` : ""}]` : ""}: ${e.message}`);
+    problems.push(
+      e.message.startsWith(e.code)
+        ? e.message
+        : `${e.code}${e.plugin ? ` [${e.plugin}${e.phase ? ` @ ${e.phase}` : ""}]` : ""}: ${e.message}`,
+    );
   });
   return {
-    failure: () => (problems.length ? new KeelError("KEEL_STRICT_FAILED", `${problems.length} plugin problem(s) during the command:\n${problems.map((p, i) => `${i + 1}. ${p}`).join("\n")}`) : undefined),
+    failure: () =>
+      problems.length
+        ? new KeelError(
+            "KEEL_STRICT_FAILED",
+            `${problems.length} plugin problem(s) during the command:\n${problems.map((p, i) => `${i + 1}. ${p}`).join("\n")}`,
+          )
+        : undefined,
     dispose: off,
   };
 }

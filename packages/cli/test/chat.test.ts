@@ -11,11 +11,14 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 function chatProject(steps: unknown[]): string {
   const dir = mkdtempSync(join(root, "p-"));
-  writeFileSync(join(dir, "agent.config.mjs"), `export default {
+  writeFileSync(
+    join(dir, "agent.config.mjs"),
+    `export default {
   name: "chat-test",
   tools: [{ name: "slow_check", description: "Takes a moment.", execute: () => new Promise((r) => setTimeout(() => r("checked"), 700)) }],
   offline: { script: { steps: ${JSON.stringify(steps)} } },
-};\n`);
+};\n`,
+  );
   return dir;
 }
 
@@ -31,14 +34,26 @@ function storedEvents(home: string) {
 
 describe("keel chat", () => {
   it("queues a line typed while the agent works as steering, delivered before the next request", async () => {
-    const dir = chatProject([{ toolCalls: [{ name: "slow_check", args: {} }] }, { text: "Done, and I saw your note." }]);
+    const dir = chatProject([
+      { toolCalls: [{ name: "slow_check", args: {} }] },
+      { text: "Done, and I saw your note." },
+    ]);
     const home = join(dir, ".keel");
-    const run = await runKeel(["chat"], { cwd: dir, env: offlineEnv({ KEEL_HOME: home }), stdin: ["check things", "also look at the logs", "/exit"], gapMs: 300 });
+    const run = await runKeel(["chat"], {
+      cwd: dir,
+      env: offlineEnv({ KEEL_HOME: home }),
+      stdin: ["check things", "also look at the logs", "/exit"],
+      gapMs: 300,
+    });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toContain("(queued as steering: also look at the logs)");
     expect(run.stdout).toContain("Done, and I saw your note.");
     const events = storedEvents(home);
-    const users = events.flatMap((e) => (e.type === "message.appended" && e.message.role === "user" ? [e.message.content.map((b) => (b.type === "text" ? b.text : "")).join("")] : []));
+    const users = events.flatMap((e) =>
+      e.type === "message.appended" && e.message.role === "user"
+        ? [e.message.content.map((b) => (b.type === "text" ? b.text : "")).join("")]
+        : [],
+    );
     expect(users).toEqual(["check things", "also look at the logs"]);
     expect(events.filter((e) => e.type === "turn.started")).toHaveLength(1);
     expect(events.some((e) => e.type === "message.queued" && e.queue === "steering")).toBe(true);
@@ -50,13 +65,24 @@ describe("keel chat", () => {
       { when: { lastUserIncludes: "second" }, expect: { toolsInclude: ["slow_check"] }, text: "tools are back" },
     ]);
     const home = join(dir, ".keel");
-    const run = await runKeel(["chat"], { cwd: dir, env: offlineEnv({ KEEL_HOME: home }), stdin: ["/mode chat", "first question", "/mode", "/mode agent", "second question", "/exit"], gapMs: 400 });
+    const run = await runKeel(["chat"], {
+      cwd: dir,
+      env: offlineEnv({ KEEL_HOME: home }),
+      stdin: ["/mode chat", "first question", "/mode", "/mode agent", "second question", "/exit"],
+      gapMs: 400,
+    });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain("no tools here");
     expect(run.stdout).toContain("tools are back");
-    expect(run.stderr).toContain("(chat mode: no tools are sent from the next turn on, in any later run of this session too)");
+    expect(run.stderr).toContain(
+      "(chat mode: no tools are sent from the next turn on, in any later run of this session too)",
+    );
     expect(run.stderr).toContain("(this session is in chat mode; /mode chat sends no tools, /mode agent sends them)");
-    expect(storedEvents(home).filter((e) => e.type === "session.mode").map((e) => (e as { mode: string }).mode)).toEqual(["chat", "agent"]);
+    expect(
+      storedEvents(home)
+        .filter((e) => e.type === "session.mode")
+        .map((e) => (e as { mode: string }).mode),
+    ).toEqual(["chat", "agent"]);
   });
 
   it("Ctrl-C cancels the running turn and the session takes the next line", async () => {
@@ -90,7 +116,9 @@ describe("keel chat", () => {
     expect(run.stderr).toContain("keel: turn cancelled (the session goes on)");
     expect(run.stderr).toMatch(/keel: interrupted/);
     expect(run.stdout).toContain("Still here after the cancel.");
-    const terminal = storedEvents(home).filter((e) => e.type.startsWith("turn.") && e.type !== "turn.started").map((e) => e.type);
+    const terminal = storedEvents(home)
+      .filter((e) => e.type.startsWith("turn.") && e.type !== "turn.started")
+      .map((e) => e.type);
     expect(terminal).toEqual(["turn.interrupted", "turn.completed"]);
   });
 });

@@ -19,8 +19,13 @@ const root = mkdtempSync(join(tmpdir(), "keel-conventions-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 const minimal = join(REPO, "examples", "minimal", "agent.config.ts");
 const CLI_PKG = JSON.parse(readFileSync(join(REPO, "packages", "cli", "package.json"), "utf8")) as { version: string };
-const events = (stdout: string) => stdout.trim().split("\n").map((l) => JSON.parse(l) as KeelEvent);
-const inputOf = (stdout: string) => (events(stdout).find((e) => e.type === "turn.started") as { input?: string } | undefined)?.input;
+const events = (stdout: string) =>
+  stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as KeelEvent);
+const inputOf = (stdout: string) =>
+  (events(stdout).find((e) => e.type === "turn.started") as { input?: string } | undefined)?.input;
 const sessionOf = (stderr: string) => /session ([0-9a-f-]{36})/.exec(stderr)?.[1];
 
 /** A project with no model (the echo model answers) and its own home. */
@@ -47,7 +52,23 @@ describe("--version, help, usage", () => {
     expect(b.code).toBe(0);
     expect(a.stdout).toBe(b.stdout);
     expect(a.stdout).toMatch(/^keel run — /);
-    for (const part of ["usage:", "examples:", "environment:", "--model SPEC", "-c, --continue", "KEEL_HOME", "KEEL_OFFLINE", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_EXIT_GRACE_MS", "KEEL_STDIN_WAIT_MS", "130", "143"]) expect(a.stdout).toContain(part);
+    for (const part of [
+      "usage:",
+      "examples:",
+      "environment:",
+      "--model SPEC",
+      "-c, --continue",
+      "KEEL_HOME",
+      "KEEL_OFFLINE",
+      "ANTHROPIC_API_KEY",
+      "OPENAI_API_KEY",
+      "OPENAI_BASE_URL",
+      "KEEL_EXIT_GRACE_MS",
+      "KEEL_STDIN_WAIT_MS",
+      "130",
+      "143",
+    ])
+      expect(a.stdout).toContain(part);
     expect(a.stdout).not.toContain("keel chat — ");
   });
 
@@ -66,10 +87,19 @@ describe("--version, help, usage", () => {
   });
 
   it("the environment table names only variables the code reads, and every KEEL_* the CLI reads is in it", () => {
-    const sources = ["cli", "kernel", "providers"].flatMap((p) => readdirSync(join(REPO, "packages", p, "src"), { recursive: true }).map((f) => join(REPO, "packages", p, "src", String(f)))).filter((f) => f.endsWith(".ts") && !f.endsWith("help.ts"));
+    const sources = ["cli", "kernel", "providers"]
+      .flatMap((p) =>
+        readdirSync(join(REPO, "packages", p, "src"), { recursive: true }).map((f) =>
+          join(REPO, "packages", p, "src", String(f)),
+        ),
+      )
+      .filter((f) => f.endsWith(".ts") && !f.endsWith("help.ts"));
     const code = sources.map((f) => readFileSync(f, "utf8")).join("\n");
     for (const name of Object.keys(ENVIRONMENT)) expect(code, name).toMatch(new RegExp(`\\b${name}\\b`));
-    const cli = sources.filter((f) => f.startsWith(join(REPO, "packages", "cli", "src"))).map((f) => readFileSync(f, "utf8")).join("\n");
+    const cli = sources
+      .filter((f) => f.startsWith(join(REPO, "packages", "cli", "src")))
+      .map((f) => readFileSync(f, "utf8"))
+      .join("\n");
     for (const [, name] of cli.matchAll(/env\.(KEEL_[A-Z_]+)/g)) expect(Object.keys(ENVIRONMENT)).toContain(name);
   });
 
@@ -99,7 +129,11 @@ describe("--version, help, usage", () => {
 describe("keel run: input from stdin", () => {
   it("`echo … | keel run` and `keel run -` take stdin as the input", async () => {
     const p = project();
-    const piped = await runKeel(["run", "--json"], { cwd: p.dir, env: p.env, stdin: ["summarise the logs", "line two"] });
+    const piped = await runKeel(["run", "--json"], {
+      cwd: p.dir,
+      env: p.env,
+      stdin: ["summarise the logs", "line two"],
+    });
     expect(piped.code, piped.stderr).toBe(0);
     expect(inputOf(piped.stdout)).toBe("summarise the logs\nline two");
     const dash = await runKeel(["run", "--json", "-"], { cwd: p.dir, env: p.env, stdin: ["from the dash"] });
@@ -109,7 +143,11 @@ describe("keel run: input from stdin", () => {
 
   it('`keel run "question" < piped` appends stdin as context between <stdin> lines', async () => {
     const p = project();
-    const r = await runKeel(["run", "--json", "review", "this"], { cwd: p.dir, env: p.env, stdin: ["diff --git a/x b/x", "+added"] });
+    const r = await runKeel(["run", "--json", "review", "this"], {
+      cwd: p.dir,
+      env: p.env,
+      stdin: ["diff --git a/x b/x", "+added"],
+    });
     expect(r.code, r.stderr).toBe(0);
     expect(inputOf(r.stdout)).toBe("review this\n\n<stdin>\ndiff --git a/x b/x\n+added\n</stdin>");
   });
@@ -125,7 +163,11 @@ describe("keel run: input from stdin", () => {
   it("an argument with a stdin nobody writes to: keel goes on without it after KEEL_STDIN_WAIT_MS and says so", async () => {
     const p = project();
     const t0 = performance.now();
-    const r = await runKeel(["run", "--json", "just this"], { cwd: p.dir, env: { ...p.env, KEEL_STDIN_WAIT_MS: "150" }, keepStdin: true });
+    const r = await runKeel(["run", "--json", "just this"], {
+      cwd: p.dir,
+      env: { ...p.env, KEEL_STDIN_WAIT_MS: "150" },
+      keepStdin: true,
+    });
     expect(r.code, r.stderr).toBe(0);
     expect(inputOf(r.stdout)).toBe("just this");
     expect(r.stderr).toContain("stdin gave nothing within 150 ms; going on without it");
@@ -143,7 +185,11 @@ describe("keel run --model", () => {
   it("replaces the config's model: the anthropic example answers through openai:gpt-4.1", async () => {
     const from = server.requests.length;
     server.enqueue({ text: "Answered by the override.", api: "responses" });
-    const env = offlineEnv({ KEEL_HOME: join(root, "model-home"), OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.openaiBaseURL });
+    const env = offlineEnv({
+      KEEL_HOME: join(root, "model-home"),
+      OPENAI_API_KEY: "sk-test",
+      OPENAI_BASE_URL: server.openaiBaseURL,
+    });
     const r = await runKeel(["run", "--config", minimal, "--model", "openai:gpt-4.1", "Hello?"], { env });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toContain("keel: model openai:gpt-4.1");
@@ -154,7 +200,10 @@ describe("keel run --model", () => {
 
   it("a chain, repeated or comma-separated: the models without a key are left out, offline names the first", async () => {
     const p = project();
-    for (const args of [["--model", "anthropic:claude-sonnet-4-6,openai:gpt-4.1"], ["--model", "anthropic:claude-sonnet-4-6", "--model", "openai:gpt-4.1"]]) {
+    for (const args of [
+      ["--model", "anthropic:claude-sonnet-4-6,openai:gpt-4.1"],
+      ["--model", "anthropic:claude-sonnet-4-6", "--model", "openai:gpt-4.1"],
+    ]) {
       const r = await runKeel(["run", ...args, "hi"], { cwd: p.dir, env: p.env });
       expect(r.code, r.stderr).toBe(0);
       expect(r.stderr).toContain("ANTHROPIC_API_KEY / OPENAI_API_KEY is not set");
@@ -164,10 +213,15 @@ describe("keel run --model", () => {
 
   it("a malformed spec is the config's model error, located at --model, exit 2 before anything starts", async () => {
     const p = project();
-    for (const [value, found] of [["gpt-4.1", '"gpt-4.1"'], ["openai:gpt-4.1,claude", '"claude"']]) {
+    for (const [value, found] of [
+      ["gpt-4.1", '"gpt-4.1"'],
+      ["openai:gpt-4.1,claude", '"claude"'],
+    ]) {
       const r = await runKeel(["run", "--model", value!, "hi"], { cwd: p.dir, env: p.env });
       expect(r.code).toBe(2);
-      expect(r.stderr).toContain("KEEL_CLI_USAGE (at --model): --model: expected <provider>:<model>, with provider anthropic, openai, openai-compatible or scripted");
+      expect(r.stderr).toContain(
+        "KEEL_CLI_USAGE (at --model): --model: expected <provider>:<model>, with provider anthropic, openai, openai-compatible or scripted",
+      );
       expect(r.stderr).toContain(`(found ${found})`);
       expect(existsSync(p.home)).toBe(false);
     }
@@ -207,7 +261,8 @@ describe("first run in a home", () => {
     const first = await runKeel(["run", "hi"], { cwd: p.dir, env: p.env });
     expect(first.code, first.stderr).toBe(0);
     expect(first.stderr).toContain(`this was the first session in ${p.home}`);
-    for (const next of ["keel chat -c", 'keel run -c "…"', "keel init", "keel help run", "docs/plugins.md"]) expect(first.stderr).toContain(next);
+    for (const next of ["keel chat -c", 'keel run -c "…"', "keel init", "keel help run", "docs/plugins.md"])
+      expect(first.stderr).toContain(next);
     expect(first.stdout).not.toContain("keel chat");
     const again = await runKeel(["run", "hi"], { cwd: p.dir, env: p.env });
     expect(again.stderr).not.toContain("first session");
@@ -216,9 +271,21 @@ describe("first run in a home", () => {
   it("--home is a path from the working folder, and plugin databases follow it (nothing lands in KEEL_HOME)", async () => {
     const dir = mkdtempSync(join(root, "home-flag-"));
     const elsewhere = join(dir, "KEEL_HOME-unused");
-    const r = await runKeel(["run", "--config", join(REPO, "examples", "full-stack", "agent.config.ts"), "--home", "here", "Remember that release day is Thursday, then tell me what is left in TODO.md"], { cwd: dir, env: offlineEnv({ KEEL_HOME: elsewhere }) });
+    const r = await runKeel(
+      [
+        "run",
+        "--config",
+        join(REPO, "examples", "full-stack", "agent.config.ts"),
+        "--home",
+        "here",
+        "Remember that release day is Thursday, then tell me what is left in TODO.md",
+      ],
+      { cwd: dir, env: offlineEnv({ KEEL_HOME: elsewhere }) },
+    );
     expect(r.code, r.stderr).toBe(0);
-    expect(readdirSync(join(dir, "here")).sort()).toEqual(expect.arrayContaining(["memory.sqlite", "sessions.sqlite", "skills.sqlite"]));
+    expect(readdirSync(join(dir, "here")).sort()).toEqual(
+      expect.arrayContaining(["memory.sqlite", "sessions.sqlite", "skills.sqlite"]),
+    );
     expect(existsSync(elsewhere)).toBe(false);
     expect(r.stderr).toContain("keel run -c --config");
     expect(r.stderr).toContain("--home here");
@@ -228,10 +295,26 @@ describe("first run in a home", () => {
 describe("the slow-phase line", () => {
   it("names the phase, when it runs and the plugins in it, then how long it took and who took it", async () => {
     const out: string[] = [];
-    const r = renderer({ out: () => {}, err: (t) => out.push(t) }, { json: false, slowPhaseMs: 20, phaseInfo: (phase) => ({ runs: `once, for ${phase}`, plugins: ["@keel/plugin-mcp", "@keel/plugin-memory"] }) });
+    const r = renderer(
+      { out: () => {}, err: (t) => out.push(t) },
+      {
+        json: false,
+        slowPhaseMs: 20,
+        phaseInfo: (phase) => ({ runs: `once, for ${phase}`, plugins: ["@keel/plugin-mcp", "@keel/plugin-memory"] }),
+      },
+    );
     r.listener({ type: "phase.started", sessionId: "s", turnId: null, phase: "session.start" } as never);
     await new Promise((res) => setTimeout(res, 60));
-    r.listener({ type: "phase.completed", phase: "session.start", durationMs: 812.4, handlers: [{ plugin: "@keel/plugin-memory", subscription: "m", status: "ok", durationMs: 3, contributions: 0 }, { plugin: "@keel/plugin-mcp", subscription: "x", status: "ok", durationMs: 801, contributions: 0 }], contributions: [] } as never);
+    r.listener({
+      type: "phase.completed",
+      phase: "session.start",
+      durationMs: 812.4,
+      handlers: [
+        { plugin: "@keel/plugin-memory", subscription: "m", status: "ok", durationMs: 3, contributions: 0 },
+        { plugin: "@keel/plugin-mcp", subscription: "x", status: "ok", durationMs: 801, contributions: 0 },
+      ],
+      contributions: [],
+    } as never);
     r.dispose();
     expect(out).toEqual([
       "  … phase session.start is still running after 20 ms (it runs once, for session.start; plugins working in it: @keel/plugin-mcp, @keel/plugin-memory)\n",
@@ -243,32 +326,42 @@ describe("the slow-phase line", () => {
 describe("an unsupported Node", () => {
   const old = ["/usr/bin/node", "/usr/local/bin/node", "/bin/node"].find((n) => {
     try {
-      const [major, minor] = execFileSync(n, ["-p", "process.versions.node"], { encoding: "utf8" }).trim().split(".").map(Number);
+      const [major, minor] = execFileSync(n, ["-p", "process.versions.node"], { encoding: "utf8" })
+        .trim()
+        .split(".")
+        .map(Number);
       return major! < 22 || (major === 22 && minor! < 13);
     } catch {
       return false;
     }
   });
 
-  it.skipIf(!old)("bin/keel.js on Node < 22.13 prints one line (which Node, which is needed, how to get it), exit 2", () => {
-    let code = 0;
-    let stderr = "";
-    let stdout = "";
-    try {
-      stdout = execFileSync(old!, [KEEL_BIN, "run", "hi"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], cwd: root });
-    } catch (err) {
-      const e = err as { status: number; stderr: string; stdout: string };
-      code = e.status;
-      stderr = e.stderr;
-      stdout = e.stdout;
-    }
-    const version = execFileSync(old!, ["-p", "process.versions.node"], { encoding: "utf8" }).trim();
-    expect(code).toBe(2);
-    expect(stdout).toBe("");
-    expect(stderr.trim().split("\n")).toHaveLength(1);
-    expect(stderr).toContain(`Node ${version}`);
-    expect(stderr).toContain("22.13");
-    expect(stderr).toContain("npx -y -p node@24");
-    expect(stderr).not.toMatch(/\n\s+at |ERR_|SyntaxError/);
-  });
+  it.skipIf(!old)(
+    "bin/keel.js on Node < 22.13 prints one line (which Node, which is needed, how to get it), exit 2",
+    () => {
+      let code = 0;
+      let stderr = "";
+      let stdout = "";
+      try {
+        stdout = execFileSync(old!, [KEEL_BIN, "run", "hi"], {
+          encoding: "utf8",
+          stdio: ["ignore", "pipe", "pipe"],
+          cwd: root,
+        });
+      } catch (err) {
+        const e = err as { status: number; stderr: string; stdout: string };
+        code = e.status;
+        stderr = e.stderr;
+        stdout = e.stdout;
+      }
+      const version = execFileSync(old!, ["-p", "process.versions.node"], { encoding: "utf8" }).trim();
+      expect(code).toBe(2);
+      expect(stdout).toBe("");
+      expect(stderr.trim().split("\n")).toHaveLength(1);
+      expect(stderr).toContain(`Node ${version}`);
+      expect(stderr).toContain("22.13");
+      expect(stderr).toContain("npx -y -p node@24");
+      expect(stderr).not.toMatch(/\n\s+at |ERR_|SyntaxError/);
+    },
+  );
 });

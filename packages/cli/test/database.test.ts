@@ -21,7 +21,10 @@ function project(store?: string): string {
   const dir = mkdtempSync(join(tmpdir(), "keel-db-"));
   dirs.push(dir);
   const memory = JSON.stringify(join(REPO, "packages/plugin-memory/src/index.ts"));
-  writeFileSync(join(dir, "agent.config.ts"), `import memory from ${memory};\nexport default { name: "db-agent", plugins: [memory({ extraction: "deterministic" })]${store ? `, store: ${JSON.stringify(store)}` : ""} };\n`);
+  writeFileSync(
+    join(dir, "agent.config.ts"),
+    `import memory from ${memory};\nexport default { name: "db-agent", plugins: [memory({ extraction: "deterministic" })]${store ? `, store: ${JSON.stringify(store)}` : ""} };\n`,
+  );
   return dir;
 }
 
@@ -39,7 +42,15 @@ describe("store selection", () => {
     expect(JSON.parse(list.stdout)).toHaveLength(1);
     const migrate = await runKeel(["db", "migrate", "--json"], { cwd: dir, env });
     expect(migrate.code, migrate.stderr).toBe(0);
-    expect(JSON.parse(migrate.stdout).components.map((c: { component: string; applied: number }) => [c.component, c.applied])).toEqual([["memory", 0], ["sessions", 0]]);
+    expect(
+      JSON.parse(migrate.stdout).components.map((c: { component: string; applied: number }) => [
+        c.component,
+        c.applied,
+      ]),
+    ).toEqual([
+      ["memory", 0],
+      ["sessions", 0],
+    ]);
   }, 60_000);
 
   it("keel studio reads the sessions of every instance from PostgreSQL", async () => {
@@ -52,10 +63,16 @@ describe("store selection", () => {
     }
     const studio = await startStudioProcess([], { cwd: dir, env });
     try {
-      await expect.poll(() => studio.stderr()).toContain("keel: studio on postgres://postgres@127.0.0.1:5432/test (read-only)");
-      const list = (await (await fetch(`${studio.origin}/api/sessions?q=second&token=${studio.token}`)).json()) as { sessions: Array<{ id: string; title: string; status: string }> };
+      await expect
+        .poll(() => studio.stderr())
+        .toContain("keel: studio on postgres://postgres@127.0.0.1:5432/test (read-only)");
+      const list = (await (await fetch(`${studio.origin}/api/sessions?q=second&token=${studio.token}`)).json()) as {
+        sessions: Array<{ id: string; title: string; status: string }>;
+      };
       expect(list.sessions.map((s) => [s.title, s.status])).toEqual([["second instance says hello", "completed"]]);
-      const detail = (await (await fetch(`${studio.origin}/api/sessions/${list.sessions[0]!.id}?token=${studio.token}`)).json()) as { turns: Array<{ input: string; requests: unknown[] }> };
+      const detail = (await (
+        await fetch(`${studio.origin}/api/sessions/${list.sessions[0]!.id}?token=${studio.token}`)
+      ).json()) as { turns: Array<{ input: string; requests: unknown[] }> };
       expect(detail.turns.map((t) => t.input)).toEqual(["second instance says hello"]);
       expect(detail.turns[0]!.requests).toHaveLength(1);
     } finally {
@@ -66,7 +83,10 @@ describe("store selection", () => {
   it("keel db migrate on a fresh schema creates the tables of the config's plugins", async () => {
     const dir = project();
     const schema = testSchema();
-    const r = await runKeel(["db", "migrate"], { cwd: dir, env: offlineEnv({ KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema }) });
+    const r = await runKeel(["db", "migrate"], {
+      cwd: dir,
+      env: offlineEnv({ KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema }),
+    });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/memory\s+version 1 \(1 step applied\)\nsessions\s+version 1 \(1 step applied\)/);
     expect(await rawRows(schema, "keel_memories")).toEqual([]);
@@ -76,10 +96,13 @@ describe("store selection", () => {
     const bad = await runKeel(["run", "hi"], { cwd: project("mysql://db/keel") });
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/KEEL_CONFIG_INVALID[\s\S]*store: expected "sqlite" or a PostgreSQL URL/);
-    const env = await runKeel(["run", "hi"], { cwd: project(), env: offlineEnv({ KEEL_DATABASE_URL: "mysql://db/keel" }) });
+    const env = await runKeel(["run", "hi"], {
+      cwd: project(),
+      env: offlineEnv({ KEEL_DATABASE_URL: "mysql://db/keel" }),
+    });
     expect(env.code).toBe(2);
     expect(env.stderr).toMatch(/KEEL_DATABASE_URL must be "sqlite" or a postgres:\/\/ URL/);
-    const m = await runKeel(["db", "migrate"], { cwd: project() , env: offlineEnv({ KEEL_DATABASE_URL: "sqlite" }) });
+    const m = await runKeel(["db", "migrate"], { cwd: project(), env: offlineEnv({ KEEL_DATABASE_URL: "sqlite" }) });
     expect(m.code).toBe(2);
     expect(m.stderr).toContain("keel db migrate works on PostgreSQL");
   }, 60_000);

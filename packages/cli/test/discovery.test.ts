@@ -21,10 +21,14 @@ function project(files: Record<string, string>): string {
 }
 
 const FORMS: Record<string, string> = {
-  "agent.config.ts": 'import { defineConfig } from "@keel/kernel";\nconst name: string = "from-ts";\nexport default defineConfig({ name });\n',
-  "agent.config.mts": 'import { defineConfig } from "@keel/kernel";\nexport default defineConfig({ name: "from-mts" as string });\n',
-  "agent.config.cts": 'const { defineConfig } = require("@keel/kernel");\nmodule.exports = defineConfig({ name: "from-cts" as string });\n',
-  "agent.config.js": 'import { defineConfig } from "@keel/kernel";\nexport default defineConfig({ name: "from-js" });\n',
+  "agent.config.ts":
+    'import { defineConfig } from "@keel/kernel";\nconst name: string = "from-ts";\nexport default defineConfig({ name });\n',
+  "agent.config.mts":
+    'import { defineConfig } from "@keel/kernel";\nexport default defineConfig({ name: "from-mts" as string });\n',
+  "agent.config.cts":
+    'const { defineConfig } = require("@keel/kernel");\nmodule.exports = defineConfig({ name: "from-cts" as string });\n',
+  "agent.config.js":
+    'import { defineConfig } from "@keel/kernel";\nexport default defineConfig({ name: "from-js" });\n',
   "agent.config.mjs": 'export default { name: "from-mjs" };\n',
   "agent.config.cjs": 'module.exports = { name: "from-cjs" };\n',
   "agent.config.json": '{ "name": "from-json" }\n',
@@ -33,7 +37,10 @@ const FORMS: Record<string, string> = {
 
 describe("config discovery", () => {
   it.each(Object.entries(FORMS))("finds and loads %s", async (file, text) => {
-    const dir = project({ [file]: text, ...(file === "package.json" ? {} : { "package.json": '{ "name": "x", "type": "module" }\n' }) });
+    const dir = project({
+      [file]: text,
+      ...(file === "package.json" ? {} : { "package.json": '{ "name": "x", "type": "module" }\n' }),
+    });
     const loaded = await loadConfig({ cwd: dir });
     expect(loaded.filepath).toBe(join(dir, file));
     const expected = file === "package.json" ? "from-package-json" : `from-${file.split(".").pop()}`;
@@ -41,13 +48,24 @@ describe("config discovery", () => {
   });
 
   it("searches parent folders up to the project root, and --config wins", async () => {
-    const dir = project({ "package.json": '{ "name": "x" }\n', "agent.config.json": '{ "name": "top" }\n', "src/deep/x.txt": "", "other.config.json": '{ "name": "explicit" }\n' });
+    const dir = project({
+      "package.json": '{ "name": "x" }\n',
+      "agent.config.json": '{ "name": "top" }\n',
+      "src/deep/x.txt": "",
+      "other.config.json": '{ "name": "explicit" }\n',
+    });
     expect(((await loadConfig({ cwd: join(dir, "src", "deep") })).config as { name: string }).name).toBe("top");
-    expect(((await loadConfig({ cwd: join(dir, "src"), configPath: "../other.config.json" })).config as { name: string }).name).toBe("explicit");
+    expect(
+      ((await loadConfig({ cwd: join(dir, "src"), configPath: "../other.config.json" })).config as { name: string })
+        .name,
+    ).toBe("explicit");
   });
 
   it("a config outside any install gets the host's @keel/kernel (same classes, same functions)", async () => {
-    const dir = project({ "agent.config.ts": 'import * as k from "@keel/kernel";\nimport { definePlugin } from "@keel/kernel";\nconst p = definePlugin({ name: "probe", version: "1.0.0", setup() {} });\nexport default { name: "probe", plugins: [p], marker: [k.KeelError, k.definePlugin, k.PHASES] };\n' });
+    const dir = project({
+      "agent.config.ts":
+        'import * as k from "@keel/kernel";\nimport { definePlugin } from "@keel/kernel";\nconst p = definePlugin({ name: "probe", version: "1.0.0", setup() {} });\nexport default { name: "probe", plugins: [p], marker: [k.KeelError, k.definePlugin, k.PHASES] };\n',
+    });
     const loaded = await loadConfig({ cwd: dir });
     const [KeelErrorClass, definePluginFn, phases] = (loaded.config as { marker: unknown[] }).marker;
     expect(KeelErrorClass).toBe(kernel.KeelError);
@@ -57,9 +75,12 @@ describe("config discovery", () => {
 
   it("falsy plugins are ignored, package names are imported relative to the config and called with their options", async () => {
     const dir = project({
-      "node_modules/keel-plugin-greet/package.json": '{ "name": "keel-plugin-greet", "type": "module", "main": "index.js" }\n',
-      "node_modules/keel-plugin-greet/index.js": 'export default (opts = {}) => ({ name: "greet", version: "1.2.3", input: opts, setup(ctx) { ctx.on("turn.pre_prompt_context", () => ({ kind: "prompt_context", id: "g", domain: "greet", content: "Hello " + (opts.who ?? "you") })); } });\n',
-      "agent.config.mjs": 'export default { name: "pkgs", plugins: [false, null, ["keel-plugin-greet", { who: "team" }], process.env.NEVER_SET_X && "nope"], offline: { script: { steps: [{ text: "hi" }] } } };\n',
+      "node_modules/keel-plugin-greet/package.json":
+        '{ "name": "keel-plugin-greet", "type": "module", "main": "index.js" }\n',
+      "node_modules/keel-plugin-greet/index.js":
+        'export default (opts = {}) => ({ name: "greet", version: "1.2.3", input: opts, setup(ctx) { ctx.on("turn.pre_prompt_context", () => ({ kind: "prompt_context", id: "g", domain: "greet", content: "Hello " + (opts.who ?? "you") })); } });\n',
+      "agent.config.mjs":
+        'export default { name: "pkgs", plugins: [false, null, ["keel-plugin-greet", { who: "team" }], process.env.NEVER_SET_X && "nope"], offline: { script: { steps: [{ text: "hi" }] } } };\n',
     });
     const built = await buildAgent(await loadConfig({ cwd: dir }), { env: {}, home: join(dir, ".keel") });
     try {
@@ -68,15 +89,23 @@ describe("config discovery", () => {
       const session = await built.agent.session();
       await session.run("x");
       const compiled = (await session.events()).find((e) => e.type === "prompt.compiled");
-      expect(compiled?.type === "prompt.compiled" && compiled.manifest.context).toEqual([{ id: "g", domain: "greet", chars: "Hello team".length, plugin: "greet" }]);
+      expect(compiled?.type === "prompt.compiled" && compiled.manifest.context).toEqual([
+        { id: "g", domain: "greet", chars: "Hello team".length, plugin: "greet" },
+      ]);
     } finally {
       await built.agent.close();
     }
   });
 
   it("the real binary runs a TypeScript config found in its working folder", async () => {
-    const dir = project({ "agent.config.ts": 'import { defineConfig } from "@keel/kernel";\nexport default defineConfig({ name: "bin", offline: { script: { steps: [{ text: "ran from the binary" }] } } });\n' });
-    const run = await runKeel(["run", "go"], { cwd: dir, env: { ...process.env, KEEL_HOME: join(dir, ".keel"), ANTHROPIC_API_KEY: "" } });
+    const dir = project({
+      "agent.config.ts":
+        'import { defineConfig } from "@keel/kernel";\nexport default defineConfig({ name: "bin", offline: { script: { steps: [{ text: "ran from the binary" }] } } });\n',
+    });
+    const run = await runKeel(["run", "go"], {
+      cwd: dir,
+      env: { ...process.env, KEEL_HOME: join(dir, ".keel"), ANTHROPIC_API_KEY: "" },
+    });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain("ran from the binary");
     expect(run.stderr).toContain("keel: offline");

@@ -14,7 +14,10 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 function project(steps: object[]): { dir: string; env: NodeJS.ProcessEnv } {
   const dir = mkdtempSync(join(root, "p-"));
-  writeFileSync(join(dir, "agent.config.mjs"), `export default { name: "goalie", offline: { script: { steps: ${JSON.stringify(steps)} } } };\n`);
+  writeFileSync(
+    join(dir, "agent.config.mjs"),
+    `export default { name: "goalie", offline: { script: { steps: ${JSON.stringify(steps)} } } };\n`,
+  );
   return { dir, env: offlineEnv({ KEEL_HOME: join(dir, ".keel") }) };
 }
 
@@ -23,12 +26,17 @@ describe("keel goal", () => {
     const { dir, env } = project([
       { when: { lastUserIncludes: "write the notes" }, text: "Drafted the first half." },
       { when: { lastUserIncludes: "Continue working" }, text: "Both halves written. GOAL COMPLETE" },
-      { when: { lastUserIncludes: "Goal: write the notes" }, text: '{"achieved": true, "reason": "both halves are written"}' },
+      {
+        when: { lastUserIncludes: "Goal: write the notes" },
+        text: '{"achieved": true, "reason": "both halves are written"}',
+      },
     ]);
     const r = await runKeel(["goal", "write the notes", "--turns", "5"], { cwd: dir, env });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toContain("keel: goal turn 1: completed");
-    expect(r.stderr).toMatch(/keel: goal achieved \(the supervisor confirmed it: both halves are written\) · 2 turns · run [0-9a-f-]{36}/);
+    expect(r.stderr).toMatch(
+      /keel: goal achieved \(the supervisor confirmed it: both halves are written\) · 2 turns · run [0-9a-f-]{36}/,
+    );
     const status = await runKeel(["goal", "status"], { cwd: dir, env });
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toMatch(/^achieved\s+2\/5 turns .* write the notes/m);

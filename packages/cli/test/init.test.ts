@@ -5,7 +5,17 @@
  * Dependencies are linked from this workspace, as `npm install` would provide them.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -19,11 +29,20 @@ const pkgDir = (name: string, from = fromCli) => dirname(from.resolve(`${name}/p
 
 /** node_modules/<name> → this workspace's copy, for every dependency of the scaffold's package.json. */
 function linkDependencies(dir: string): void {
-  const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { dependencies?: Record<string, string>; devDependencies?: Record<string, string> };
+  const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as {
+    dependencies?: Record<string, string>;
+    devDependencies?: Record<string, string>;
+  };
   const kernelReq = createRequire(join(REPO, "packages/kernel/package.json"));
   const rootReq = createRequire(join(REPO, "package.json"));
   for (const name of Object.keys({ ...manifest.dependencies, ...manifest.devDependencies })) {
-    const local: Record<string, string> = { "@keel/cli": "cli", "@keel/kernel": "kernel", "@keel/testkit": "testkit", "@keel/plugin-memory": "plugin-memory", "@keel/plugin-skills": "plugin-skills" };
+    const local: Record<string, string> = {
+      "@keel/cli": "cli",
+      "@keel/kernel": "kernel",
+      "@keel/testkit": "testkit",
+      "@keel/plugin-memory": "plugin-memory",
+      "@keel/plugin-skills": "plugin-skills",
+    };
     let target: string | undefined = local[name] ? join(REPO, "packages", local[name]!) : undefined;
     for (const req of [kernelReq, rootReq, fromCli]) {
       if (target) break;
@@ -45,7 +64,8 @@ describe("keel init", () => {
     mkdirSync(dir);
     const init = await runKeel(["init"], { cwd: dir });
     expect(init.code, init.stderr).toBe(0);
-    for (const f of ["package.json", "agent.config.ts", "skills/write-a-summary/SKILL.md", ".gitignore", "README.md"]) expect(existsSync(join(dir, f)), f).toBe(true);
+    for (const f of ["package.json", "agent.config.ts", "skills/write-a-summary/SKILL.md", ".gitignore", "README.md"])
+      expect(existsSync(join(dir, f)), f).toBe(true);
     expect(init.stdout).toContain("npx keel run");
     const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
     expect(manifest).toMatchObject({ name: "my-agent", type: "module" });
@@ -71,13 +91,25 @@ describe("keel init", () => {
   });
 
   it("a plugin package whose generated test passes, and fails once the plugin is broken", () => {
-    const r = spawnSync(process.execPath, [join(REPO, "packages/cli/bin/keel.js"), "init", "--plugin", "@acme/keel-house-rules"], { cwd: root, encoding: "utf8", env: offlineEnv() });
+    const r = spawnSync(
+      process.execPath,
+      [join(REPO, "packages/cli/bin/keel.js"), "init", "--plugin", "@acme/keel-house-rules"],
+      { cwd: root, encoding: "utf8", env: offlineEnv() },
+    );
     expect(r.status, r.stderr).toBe(0);
     const dir = join(root, "keel-house-rules");
-    expect(JSON.parse(readFileSync(join(dir, "package.json"), "utf8"))).toMatchObject({ name: "@acme/keel-house-rules", peerDependencies: { "@keel/kernel": expect.stringMatching(/^\^\d/) } });
+    expect(JSON.parse(readFileSync(join(dir, "package.json"), "utf8"))).toMatchObject({
+      name: "@acme/keel-house-rules",
+      peerDependencies: { "@keel/kernel": expect.stringMatching(/^\^\d/) },
+    });
     linkDependencies(dir);
     const vitest = join(realpathSync(join(REPO, "node_modules", "vitest")), "vitest.mjs");
-    const test = () => spawnSync(process.execPath, [vitest, "run", "--root", dir], { cwd: dir, encoding: "utf8", env: { ...offlineEnv(), CI: "1" } });
+    const test = () =>
+      spawnSync(process.execPath, [vitest, "run", "--root", dir], {
+        cwd: dir,
+        encoding: "utf8",
+        env: { ...offlineEnv(), CI: "1" },
+      });
 
     const pass = test();
     expect(pass.status, pass.stdout + pass.stderr).toBe(0);

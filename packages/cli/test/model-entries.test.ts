@@ -16,9 +16,22 @@ const problem = (config: unknown) => {
 
 describe("model entries", () => {
   it("accepts a model with its own timeouts, alone, in a chain, and as sideModel", () => {
-    const entry = { model: "anthropic:claude-sonnet-4-6", idleTimeoutMs: 5_000, firstByteTimeoutMs: 30_000, maxRetryAfterMs: 10_000, maxRetries: 1, streamRetries: 0 };
+    const entry = {
+      model: "anthropic:claude-sonnet-4-6",
+      idleTimeoutMs: 5_000,
+      firstByteTimeoutMs: 30_000,
+      maxRetryAfterMs: 10_000,
+      maxRetries: 1,
+      streamRetries: 0,
+    };
     expect(check({ model: entry })).toBeTruthy();
-    expect(check({ model: [entry, "openai:gpt-4.1"], sideModel: { model: "openai:gpt-4.1-mini", idleTimeoutMs: 0 }, setupTimeoutMs: 2_000 })).toBeTruthy();
+    expect(
+      check({
+        model: [entry, "openai:gpt-4.1"],
+        sideModel: { model: "openai:gpt-4.1-mini", idleTimeoutMs: 0 },
+        setupTimeoutMs: 2_000,
+      }),
+    ).toBeTruthy();
   });
 
   it("rejects a misspelt setting or a bad value with its path", () => {
@@ -34,6 +47,7 @@ describe("model entries", () => {
 
   it("the JSON schema describes the object form", () => {
     const text = JSON.stringify(configJsonSchema());
-    for (const k of ["idleTimeoutMs", "firstByteTimeoutMs", "maxRetryAfterMs", "setupTimeoutMs"]) expect(text).toContain(k);
+    for (const k of ["idleTimeoutMs", "firstByteTimeoutMs", "maxRetryAfterMs", "setupTimeoutMs"])
+      expect(text).toContain(k);
   });
 });

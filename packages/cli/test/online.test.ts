@@ -24,8 +24,16 @@ afterAll(async () => {
 describe("keel run against the providers' wire formats", () => {
   it("minimal example on anthropic: tool calls go through the SDK and the answer streams", async () => {
     const from = server.requests.length;
-    server.enqueue({ toolCalls: [{ name: "list_files", args: {} }], api: "anthropic" }, { text: "The project holds NOTES.md and TODO.md.", chunks: 5, api: "anthropic" });
-    const run = await runKeel(["run", "--config", join(REPO, "examples", "minimal", "agent.config.ts"), "What files are there?"], { env: offlineEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL }) });
+    server.enqueue(
+      { toolCalls: [{ name: "list_files", args: {} }], api: "anthropic" },
+      { text: "The project holds NOTES.md and TODO.md.", chunks: 5, api: "anthropic" },
+    );
+    const run = await runKeel(
+      ["run", "--config", join(REPO, "examples", "minimal", "agent.config.ts"), "What files are there?"],
+      {
+        env: offlineEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL }),
+      },
+    );
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toContain("keel: model anthropic:claude-sonnet-4-6");
     expect(run.stderr).not.toContain("offline");
@@ -38,8 +46,14 @@ describe("keel run against the providers' wire formats", () => {
 
   it("custom-plugin example on openai: the plugin's deny reaches the model as a tool result", async () => {
     const from = server.requests.length;
-    server.enqueue({ toolCalls: [{ name: "delete_note", args: { name: "retro" } }], api: "responses" }, { text: "I was not allowed to delete it.", api: "responses" });
-    const run = await runKeel(["run", "--config", join(REPO, "examples", "custom-plugin", "agent.config.ts"), "Delete the retro note"], { env: offlineEnv({ KEEL_HOME: home, OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.openaiBaseURL }) });
+    server.enqueue(
+      { toolCalls: [{ name: "delete_note", args: { name: "retro" } }], api: "responses" },
+      { text: "I was not allowed to delete it.", api: "responses" },
+    );
+    const run = await runKeel(
+      ["run", "--config", join(REPO, "examples", "custom-plugin", "agent.config.ts"), "Delete the retro note"],
+      { env: offlineEnv({ KEEL_HOME: home, OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.openaiBaseURL }) },
+    );
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain("I was not allowed to delete it.");
     const second = server.requests.slice(from)[1]!;
@@ -50,18 +64,40 @@ describe("keel run against the providers' wire formats", () => {
 
   it("a fallback chain: an overloaded first model is frozen and the second serves, and the events say so", async () => {
     const dir = mkdtempSync(join(home, "chain-"));
-    writeFileSync(join(dir, "agent.config.mjs"), 'export default { name: "chain", model: ["anthropic:claude-sonnet-4-6", "openai:gpt-4.1"] };\n');
-    server.enqueue({ error: "overloaded", api: "anthropic" }, { error: "overloaded", api: "anthropic" }, { error: "overloaded", api: "anthropic" }, { text: "Served by the second model.", api: "responses" });
-    const run = await runKeel(["run", "--json", "hello"], { cwd: dir, env: offlineEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL, OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.openaiBaseURL }) });
+    writeFileSync(
+      join(dir, "agent.config.mjs"),
+      'export default { name: "chain", model: ["anthropic:claude-sonnet-4-6", "openai:gpt-4.1"] };\n',
+    );
+    server.enqueue(
+      { error: "overloaded", api: "anthropic" },
+      { error: "overloaded", api: "anthropic" },
+      { error: "overloaded", api: "anthropic" },
+      { text: "Served by the second model.", api: "responses" },
+    );
+    const run = await runKeel(["run", "--json", "hello"], {
+      cwd: dir,
+      env: offlineEnv({
+        KEEL_HOME: home,
+        ANTHROPIC_API_KEY: "sk-test",
+        ANTHROPIC_BASE_URL: server.anthropicBaseURL,
+        OPENAI_API_KEY: "sk-test",
+        OPENAI_BASE_URL: server.openaiBaseURL,
+      }),
+    });
     expect(run.code, run.stderr).toBe(0);
-    const events = run.stdout.trim().split("\n").map((l) => JSON.parse(l) as { type: string; kind?: string; message?: string });
+    const events = run.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { type: string; kind?: string; message?: string });
     expect(events.some((e) => e.type === "model.notice" && e.kind === "fallback")).toBe(true);
     expect(events.at(-1)!.type).toBe("turn.completed");
   });
 
   it("a provider error ends the turn with exit 1 and the error class", async () => {
     server.enqueue({ error: "auth", api: "anthropic" });
-    const run = await runKeel(["run", "--config", join(REPO, "examples", "minimal", "agent.config.ts"), "hi"], { env: offlineEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-wrong", ANTHROPIC_BASE_URL: server.anthropicBaseURL }) });
+    const run = await runKeel(["run", "--config", join(REPO, "examples", "minimal", "agent.config.ts"), "hi"], {
+      env: offlineEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-wrong", ANTHROPIC_BASE_URL: server.anthropicBaseURL }),
+    });
     expect(run.code).toBe(1);
     expect(run.stderr).toContain("auth");
   });

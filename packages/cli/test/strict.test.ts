@@ -28,7 +28,8 @@ writeFileSync(
 };
 `,
 );
-const env = (extra: Record<string, string> = {}) => offlineEnv({ KEEL_HOME: join(root, "home"), KEEL_EXIT_GRACE_MS: "300", ...extra });
+const env = (extra: Record<string, string> = {}) =>
+  offlineEnv({ KEEL_HOME: join(root, "home"), KEEL_EXIT_GRACE_MS: "300", ...extra });
 
 describe("strict mode", () => {
   it("without it: exit 0, the warning shown whole (every issue, wrapped, not cut at 160 characters)", async () => {
@@ -38,7 +39,8 @@ describe("strict mode", () => {
     expect(at).toBeGreaterThan(-1);
     const warning = r.stderr.slice(at, r.stderr.indexOf("\nkeel: completed", at));
     expect(warning.replace(/\s+/g, " ").length).toBeGreaterThan(200);
-    for (const path of ["invalid at id", "and at sectionId", "and at domain"]) expect(warning.replace(/\n\s+/g, " ")).toContain(path);
+    for (const path of ["invalid at id", "and at sectionId", "and at domain"])
+      expect(warning.replace(/\n\s+/g, " ")).toContain(path);
     expect(warning).not.toContain("more chars"); // nothing dropped
     for (const line of warning.split("\n")) expect([...line].length).toBeLessThanOrEqual(100);
   });
@@ -48,7 +50,9 @@ describe("strict mode", () => {
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain("KEEL_STRICT_FAILED");
     const failure = r.stderr.slice(r.stderr.indexOf("KEEL_STRICT_FAILED")).replace(/\n\s+/g, " ");
-    expect(failure).toContain('1. KEEL_CONTRIBUTION_INVALID (plugin "acme-house-rules-for-the-support-desk-agent", phase "turn.pre_prompt_compile")');
+    expect(failure).toContain(
+      '1. KEEL_CONTRIBUTION_INVALID (plugin "acme-house-rules-for-the-support-desk-agent", phase "turn.pre_prompt_compile")',
+    );
     expect(r.stdout.length).toBeGreaterThan(0); // the answer itself still came
   });
 
@@ -63,7 +67,10 @@ describe("strict mode", () => {
 
   it("a clean plugin passes strict mode", async () => {
     const dir = mkdtempSync(join(root, "clean-"));
-    writeFileSync(join(dir, "agent.config.mjs"), `export default { name: "clean", plugins: [{ name: "fine", version: "1.0.0", setup(ctx) { ctx.on("turn.pre_prompt_compile", () => ({ kind: "prompt_section", id: "fr", sectionId: "lang", domain: "style", content: "Answer in French." })); } }] };\n`);
+    writeFileSync(
+      join(dir, "agent.config.mjs"),
+      `export default { name: "clean", plugins: [{ name: "fine", version: "1.0.0", setup(ctx) { ctx.on("turn.pre_prompt_compile", () => ({ kind: "prompt_section", id: "fr", sectionId: "lang", domain: "style", content: "Answer in French." })); } }] };\n`,
+    );
     const r = await runKeel(["run", "--strict", "bonjour"], { cwd: dir, env: env() });
     expect(r.code, r.stderr).toBe(0);
   });
@@ -73,7 +80,10 @@ describe("strict mode", () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('Did you mean "run"?');
     const dir = mkdtempSync(join(root, "typo-"));
-    writeFileSync(join(dir, "agent.config.mjs"), `export default { name: "typo", plugins: ["@keel/plugin-memroy"] };\n`);
+    writeFileSync(
+      join(dir, "agent.config.mjs"),
+      `export default { name: "typo", plugins: ["@keel/plugin-memroy"] };\n`,
+    );
     const p = await runKeel(["inspect"], { cwd: dir, env: env() });
     expect(p.code).toBe(2);
     expect(p.stderr).toContain("KEEL_PLUGIN_NOT_FOUND");

@@ -16,18 +16,42 @@ import { turnsOf } from "../src/studio/turns.ts";
 const home = mkdtempSync(join(tmpdir(), "keel-studio-turns-"));
 afterAll(() => rmSync(home, { recursive: true, force: true }));
 
-const output = (tag: string) => Array.from({ length: 60 }, (_, i) => `${tag} row ${i + 1}: ok ${i * 7} items processed in worker pool shard ${i % 5} of the cluster node`).join("\n");
+const output = (tag: string) =>
+  Array.from(
+    { length: 60 },
+    (_, i) => `${tag} row ${i + 1}: ok ${i * 7} items processed in worker pool shard ${i % 5} of the cluster node`,
+  ).join("\n");
 
 describe("turnsOf", () => {
   it("a compaction is shown on the next request and the timeline, with its plugin and every edit", async () => {
     let n = 0;
-    const steps = [...Array.from({ length: 8 }, (_, i) => ({ text: `Step ${i + 1}.`, toolCalls: [{ id: `c${i + 1}`, name: "bash", args: { command: `check ${i + 1}` } }] })), { text: "done" }];
+    const steps = [
+      ...Array.from({ length: 8 }, (_, i) => ({
+        text: `Step ${i + 1}.`,
+        toolCalls: [{ id: `c${i + 1}`, name: "bash", args: { command: `check ${i + 1}` } }],
+      })),
+      { text: "done" },
+    ];
     const agent = await createAgent({
       provider: scriptedProvider(steps, { contextWindow: 9_000 }),
       sideModel: false,
       store: new MemorySessionStore(),
-      tools: [defineTool({ name: "bash", description: "Runs a command.", category: "exec", execute: () => output(`t${n++}`) })],
-      plugins: [compaction({ path: join(home, "c.sqlite"), taco: { enabled: false }, hard: 0.99, subgoals: { extractor: "heuristic" } })],
+      tools: [
+        defineTool({
+          name: "bash",
+          description: "Runs a command.",
+          category: "exec",
+          execute: () => output(`t${n++}`),
+        }),
+      ],
+      plugins: [
+        compaction({
+          path: join(home, "c.sqlite"),
+          taco: { enabled: false },
+          hard: 0.99,
+          subgoals: { extractor: "heuristic" },
+        }),
+      ],
     });
     const session = await agent.session();
     await session.run("check the cluster");
@@ -47,17 +71,24 @@ describe("turnsOf", () => {
     expect(marker.label).toBe(`@keel/plugin-compaction: ${c.before} → ${c.after} messages`);
     expect(marker.start).toBe(marker.end);
     // Tool results have their size; timeline bars never end before they start.
-    expect(turn!.timeline.filter((i) => i.kind === "tool").map((i) => i.detail?.resultChars)).toEqual(Array(8).fill(output("t0").length));
+    expect(turn!.timeline.filter((i) => i.kind === "tool").map((i) => i.detail?.resultChars)).toEqual(
+      Array(8).fill(output("t0").length),
+    );
     for (const i of turn!.timeline) expect(i.end).toBeGreaterThanOrEqual(i.start);
   });
 
   it("a tool call that ran a subagent links to the child session; the child's log names its parent", async () => {
     const store = new MemorySessionStore();
     const agent = await createAgent({
-      provider: scriptedProvider([{ toolCalls: [{ id: "t1", name: "task", args: { profile: "helper", prompt: "help" } }] }, { text: "done" }]),
+      provider: scriptedProvider([
+        { toolCalls: [{ id: "t1", name: "task", args: { profile: "helper", prompt: "help" } }] },
+        { text: "done" },
+      ]),
       sideModel: false,
       store,
-      plugins: [tasks({ profiles: { helper: { description: "Helps.", model: scriptedProvider([{ text: "helped" }]) } } })],
+      plugins: [
+        tasks({ profiles: { helper: { description: "Helps.", model: scriptedProvider([{ text: "helped" }]) } } }),
+      ],
     });
     const session = await agent.session();
     await session.run("delegate");
@@ -72,7 +103,10 @@ describe("turnsOf", () => {
 
   it("a guard that trips is a marker and a finding; the verdict says stopped", async () => {
     const agent = await createAgent({
-      provider: scriptedProvider([...Array.from({ length: 2 }, (_, i) => ({ toolCalls: [{ id: `k${i}`, name: "clock", args: {} }] })), { text: "I stop here." }]),
+      provider: scriptedProvider([
+        ...Array.from({ length: 2 }, (_, i) => ({ toolCalls: [{ id: `k${i}`, name: "clock", args: {} }] })),
+        { text: "I stop here." },
+      ]),
       sideModel: false,
       store: new MemorySessionStore(),
       limits: { maxToolCalls: 2 },

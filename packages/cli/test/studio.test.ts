@@ -62,7 +62,11 @@ async function studio(args: string[] = []): Promise<StudioProcess> {
 }
 
 /** A raw HTTP request, so the Host header can be forged. */
-function raw(url: string, headers: Record<string, string> = {}, method = "GET"): Promise<{ status: number; body: string }> {
+function raw(
+  url: string,
+  headers: Record<string, string> = {},
+  method = "GET",
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request(url, { method, headers }, (res) => {
       let body = "";
@@ -114,13 +118,17 @@ describe("keel studio: access", () => {
   });
 
   it("sets no cookie (every port of 127.0.0.1 would receive it): the page's own files carry the token, the page sends it as a header", async () => {
-    const page = await new Promise<{ headers: Record<string, string | string[] | undefined>; body: string }>((resolve, reject) => {
-      request(readOnly.url, (res) => {
-        let body = "";
-        res.on("data", (d: Buffer) => (body += d.toString()));
-        res.on("end", () => resolve({ headers: res.headers, body }));
-      }).on("error", reject).end();
-    });
+    const page = await new Promise<{ headers: Record<string, string | string[] | undefined>; body: string }>(
+      (resolve, reject) => {
+        request(readOnly.url, (res) => {
+          let body = "";
+          res.on("data", (d: Buffer) => (body += d.toString()));
+          res.on("end", () => resolve({ headers: res.headers, body }));
+        })
+          .on("error", reject)
+          .end();
+      },
+    );
     expect(page.headers["set-cookie"]).toBeUndefined();
     expect(page.body).toContain(`src="/app.js?token=${readOnly.token}"`);
     expect(page.body).toContain(`href="/app.css?token=${readOnly.token}"`);
@@ -131,7 +139,10 @@ describe("keel studio: access", () => {
     const auth = { authorization: `Bearer ${readOnly.token}` };
     expect((await raw(`${readOnly.origin}/api/sessions/%E0%A4%A`, auth)).status).toBe(400);
     const list = JSON.parse((await raw(`${readOnly.origin}/api/sessions`, auth)).body);
-    for (const after of ["abc", "1e400", "-1"]) expect((await raw(`${readOnly.origin}/api/sessions/${list.sessions[0].id}/since?after=${after}`, auth)).status).toBe(400);
+    for (const after of ["abc", "1e400", "-1"])
+      expect(
+        (await raw(`${readOnly.origin}/api/sessions/${list.sessions[0].id}/since?after=${after}`, auth)).status,
+      ).toBe(400);
     expect((await raw(`${readOnly.origin}/api/sessions/no-such-session`, auth)).status).toBe(404);
   });
 
@@ -151,14 +162,20 @@ describe("keel studio: access", () => {
   it("is read-only unless started with --allow-approvals", async () => {
     const token = new URL(readOnly.url).searchParams.get("token")!;
     const list = JSON.parse((await raw(`${readOnly.origin}/api/sessions?token=${token}`)).body);
-    const r = await raw(`${readOnly.origin}/api/sessions/${list.sessions[0].id}/approvals/w1?token=${token}`, { "x-keel-studio": "1", "content-type": "application/json" }, "POST");
+    const r = await raw(
+      `${readOnly.origin}/api/sessions/${list.sessions[0].id}/approvals/w1?token=${token}`,
+      { "x-keel-studio": "1", "content-type": "application/json" },
+      "POST",
+    );
     expect(r.status).toBe(403);
     expect(JSON.parse(r.body).error).toMatch(/read-only: start it with --allow-approvals/);
   });
 
   it("listens on the loopback address only", async () => {
     expect(readOnly.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
-    await expect.poll(() => readOnly.stderr()).toMatch(/keel: studio on .*sessions\.sqlite \(read-only\); Ctrl-C stops it/);
+    await expect
+      .poll(() => readOnly.stderr())
+      .toMatch(/keel: studio on .*sessions\.sqlite \(read-only\); Ctrl-C stops it/);
   });
 });
 
@@ -197,7 +214,9 @@ describe.skipIf(missing)("keel studio in a browser", () => {
     expect(await request.locator('[data-table="tokens"] td').count()).toBe(4);
     expect(await turn.locator('[data-table="plugin-times"]').textContent()).toContain("house");
     const rejected = turn.locator('[data-finding="contribution rejected"]');
-    expect(await rejected.textContent()).toMatch(/house in turn\.pre_prompt_context prompt_section: not accepted by turn\.pre_prompt_context/);
+    expect(await rejected.textContent()).toMatch(
+      /house in turn\.pre_prompt_context prompt_section: not accepted by turn\.pre_prompt_context/,
+    );
     await page.screenshot({ path: join(process.env.KEEL_STUDIO_SHOT_DIR ?? root, "studio-turn.png"), fullPage: true });
     // Viewing never writes: the database is byte for byte what keel run left.
     expect(createHash("sha256").update(readFileSync(db)).digest("hex")).toBe(before);
@@ -223,12 +242,30 @@ describe.skipIf(missing)("keel studio in a browser", () => {
       const store = new SqliteSessionStore({ path: join(home, "sessions.sqlite") });
       const host = await createAgent({
         name: agentName,
-        provider: scriptedProvider([{ toolCalls: [{ id: "w1", name: "write_note", args: { text: "release is Thursday" } }, { id: "w2", name: "write_note", args: { text: "ship it" } }] }]),
+        provider: scriptedProvider([
+          {
+            toolCalls: [
+              { id: "w1", name: "write_note", args: { text: "release is Thursday" } },
+              { id: "w2", name: "write_note", args: { text: "ship it" } },
+            ],
+          },
+        ]),
         sideModel: false,
         store,
         // Parallel-safe here, so both calls are asked at once and the turn waits for two answers.
         tools: [{ name: "write_note", description: "Appends a note.", category: "info", execute: () => "unused" }],
-        plugins: [{ name: "house", version: "1.0.0", setup: (ctx) => ctx.on("tool.pre_call", (e) => (e.call.name === "write_note" ? { kind: "tool_decision", decision: "ask", reason: "writes are reviewed" } : undefined)) }],
+        plugins: [
+          {
+            name: "house",
+            version: "1.0.0",
+            setup: (ctx) =>
+              ctx.on("tool.pre_call", (e) =>
+                e.call.name === "write_note"
+                  ? { kind: "tool_decision", decision: "ask", reason: "writes are reviewed" }
+                  : undefined,
+              ),
+          },
+        ],
       });
       const session = await host.session();
       const paused = await session.run("note the release day");
@@ -249,10 +286,25 @@ describe.skipIf(missing)("keel studio in a browser", () => {
     expect(await waiting.locator("button").count()).toBe(0);
 
     const answering = await studio(["--allow-approvals", "--config", "agent.config.mjs"]);
-    const post = (session: string, call: string, approved: boolean) => fetch(`${answering.origin}/api/sessions/${session}/approvals/${call}`, { method: "POST", headers: { authorization: `Bearer ${answering.token}`, "x-keel-studio": "1", "content-type": "application/json" }, body: JSON.stringify({ approved }) });
+    const post = (session: string, call: string, approved: boolean) =>
+      fetch(`${answering.origin}/api/sessions/${session}/approvals/${call}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${answering.token}`,
+          "x-keel-studio": "1",
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ approved }),
+      });
     // The config's agent answers only its own sessions.
     expect((await post(foreign, "w1", true)).status).toBe(404);
-    expect((await fetch(`${answering.origin}/api/sessions/${foreign}`, { headers: { authorization: `Bearer ${answering.token}` } })).status).toBe(404);
+    expect(
+      (
+        await fetch(`${answering.origin}/api/sessions/${foreign}`, {
+          headers: { authorization: `Bearer ${answering.token}` },
+        })
+      ).status,
+    ).toBe(404);
 
     const p2 = await browser.newPage();
     await p2.goto(`${answering.url}#${id}`);

@@ -9,7 +9,15 @@ import { MemorySessionStore, ScriptedProvider } from "../../testkit/src/index.ts
 import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
 import { buildRegistry, PhaseRunner } from "../src/index.ts";
 import { TokenCounter } from "../../tokens/src/index.ts";
-import type { KeelEvent, Message, ModelProvider, ModelRequest, PhaseName, ToolDefinition, ToolResultMessage } from "../src/index.ts";
+import type {
+  KeelEvent,
+  Message,
+  ModelProvider,
+  ModelRequest,
+  PhaseName,
+  ToolDefinition,
+  ToolResultMessage,
+} from "../src/index.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,12 +26,35 @@ const TURNS = Number(process.env.BENCH_TURNS ?? 3000);
 const WARMUP = 300;
 const PLUGINS = 5;
 
-const step = [{ toolCalls: [{ name: "t0", args: { q: "a" } }, { name: "t1", args: { q: "b" } }, { name: "t2", args: { q: "c" } }] }, { text: "All three lookups are done." }];
-const provider = () => new ScriptedProvider({ steps: Array.from({ length: 2 * (TURNS + WARMUP) }, (_, i) => step[i % 2]!) });
-const tools: ToolDefinition[] = [0, 1, 2].map((i) => ({ name: `t${i}`, description: `tool ${i}`, parameters: { type: "object", properties: { q: { type: "string" } } }, category: "info", execute: () => "ok" }));
+const step = [
+  {
+    toolCalls: [
+      { name: "t0", args: { q: "a" } },
+      { name: "t1", args: { q: "b" } },
+      { name: "t2", args: { q: "c" } },
+    ],
+  },
+  { text: "All three lookups are done." },
+];
+const provider = () =>
+  new ScriptedProvider({ steps: Array.from({ length: 2 * (TURNS + WARMUP) }, (_, i) => step[i % 2]!) });
+const tools: ToolDefinition[] = [0, 1, 2].map((i) => ({
+  name: `t${i}`,
+  description: `tool ${i}`,
+  parameters: { type: "object", properties: { q: { type: "string" } } },
+  category: "info",
+  execute: () => "ok",
+}));
 const noop = () => undefined;
 const plugins = Array.from({ length: PLUGINS }, (_, i) =>
-  definePlugin({ name: `noop-${i}`, version: "1.0.0", kernel: "^1", setup(ctx) { for (const p of PHASE_NAMES) ctx.on(p, noop); } }),
+  definePlugin({
+    name: `noop-${i}`,
+    version: "1.0.0",
+    kernel: "^1",
+    setup(ctx) {
+      for (const p of PHASE_NAMES) ctx.on(p, noop);
+    },
+  }),
 );
 
 /** What a hand loop that also keeps the kernel's log and token counts would do (baseline b). */
@@ -41,7 +72,15 @@ interface Bookkeeping {
  */
 async function handLoop(p: ModelProvider, signal: AbortSignal, book?: Bookkeeping): Promise<void> {
   const log = (type: string, data: object) => {
-    if (book) book.store.append({ type, ...data, sessionId: book.sessionId, seq: ++book.seq, ts: Date.now(), turnId: "t" } as KeelEvent);
+    if (book)
+      book.store.append({
+        type,
+        ...data,
+        sessionId: book.sessionId,
+        seq: ++book.seq,
+        ts: Date.now(),
+        turnId: "t",
+      } as KeelEvent);
   };
   const call = async (phase: PhaseName, event: object) => {
     for (let i = 0; i < PLUGINS; i++) {
@@ -53,11 +92,22 @@ async function handLoop(p: ModelProvider, signal: AbortSignal, book?: Bookkeepin
   log("turn.started", { input: "look things up" });
   log("message.appended", { message: messages[0] });
   const schemas = tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters! }));
-  for (const phase of ["turn.pre_policy", "turn.pre_prompt_context", "turn.pre_tool_materialization", "turn.post_preflight_prompt_context", "turn.pre_prompt_compile", "turn.post_prompt_compile"] as const) await call(phase, { messages });
+  for (const phase of [
+    "turn.pre_policy",
+    "turn.pre_prompt_context",
+    "turn.pre_tool_materialization",
+    "turn.post_preflight_prompt_context",
+    "turn.pre_prompt_compile",
+    "turn.post_prompt_compile",
+  ] as const)
+    await call(phase, { messages });
   for (let round = 1; ; round++) {
     await call("round.pre_request", { messages, round });
     const request: ModelRequest = { system: "You are a bench.", messages, tools: schemas, options: {} };
-    if (book) log("prompt.compiled", { manifest: { round, tokenEstimate: book.tokens.countRequest(request, { exactAbove: 100_000 }) } });
+    if (book)
+      log("prompt.compiled", {
+        manifest: { round, tokenEstimate: book.tokens.countRequest(request, { exactAbove: 100_000 }) },
+      });
     let message: Message | undefined;
     for await (const e of p.stream(request, { signal })) if (e.type === "response") message = e.message;
     messages.push(message!);
@@ -70,9 +120,33 @@ async function handLoop(p: ModelProvider, signal: AbortSignal, book?: Bookkeepin
       await call("tool.pre_call", { call: c });
       log("tool.started", { callId: c.id });
     }
-    const outs = await Promise.all(calls.map(async (c) => ({ c, out: await tools.find((t) => t.name === c.name)!.execute(c.args, { signal, callId: c.id, toolName: c.name, sessionId: "s", turnId: "t", progress: () => {}, budget: { rounds: 1, toolCalls: 1, tokens: 1, wallMs: 1 }, depth: 0, rerun: false, child: () => Promise.reject(new Error("no child sessions in the hand loop")) }) })));
+    const outs = await Promise.all(
+      calls.map(async (c) => ({
+        c,
+        out: await tools
+          .find((t) => t.name === c.name)!
+          .execute(c.args, {
+            signal,
+            callId: c.id,
+            toolName: c.name,
+            sessionId: "s",
+            turnId: "t",
+            progress: () => {},
+            budget: { rounds: 1, toolCalls: 1, tokens: 1, wallMs: 1 },
+            depth: 0,
+            rerun: false,
+            child: () => Promise.reject(new Error("no child sessions in the hand loop")),
+          }),
+      })),
+    );
     for (const { c, out } of outs) {
-      const result: ToolResultMessage = { role: "tool", toolCallId: c.id, toolName: c.name, content: [{ type: "text", text: String(out) }], isError: false };
+      const result: ToolResultMessage = {
+        role: "tool",
+        toolCallId: c.id,
+        toolName: c.name,
+        content: [{ type: "text", text: String(out) }],
+        isError: false,
+      };
       await call("tool.post_result", { result });
       log("tool.completed", { callId: c.id });
       log("message.appended", { message: result });
@@ -111,7 +185,8 @@ async function main(): Promise<void> {
     const t3 = performance.now();
     await handLoop(bp, signal, book);
     const t4 = performance.now();
-    if (r.verdict.status !== "completed" || r.toolCalls !== 3) throw new Error(`unexpected verdict ${JSON.stringify(r.verdict)}`);
+    if (r.verdict.status !== "completed" || r.toolCalls !== 3)
+      throw new Error(`unexpected verdict ${JSON.stringify(r.verdict)}`);
     if (i >= WARMUP) {
       kernel.push(t1 - t0);
       hand.push(t2 - t1);
@@ -136,7 +211,13 @@ async function main(): Promise<void> {
   const durable: number[] = [];
   const durableTurns = process.env.BENCH_SQLITE === "0" ? 60 : 400;
   const sp = new ScriptedProvider({ steps: Array.from({ length: 2 * durableTurns }, (_, i) => step[i % 2]!) });
-  const sqliteAgent = await createAgent({ name: "bench", provider: sp, tools, plugins, store: new SqliteSessionStore({ path: join(dir, "sessions.sqlite") }) });
+  const sqliteAgent = await createAgent({
+    name: "bench",
+    provider: sp,
+    tools,
+    plugins,
+    store: new SqliteSessionStore({ path: join(dir, "sessions.sqlite") }),
+  });
   for (let i = 0; i < durableTurns; i++) {
     const session = await sqliteAgent.session();
     const t0 = performance.now();

@@ -34,13 +34,21 @@ const entries = [
   { id: "sqlite-10", file: "keel.mjs", args: ["sqlite-10"] },
 ] as const;
 type Id = (typeof entries)[number]["id"];
-interface Row { name: string; median_us: number; p90_us: number; retained_bytes_per_turn: number }
+interface Row {
+  name: string;
+  median_us: number;
+  p90_us: number;
+  retained_bytes_per_turn: number;
+}
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const runs = new Map<Id, Row[]>(entries.map((e) => [e.id, []]));
 for (let r = 0; r < rounds; r++) {
   for (const e of entries) {
-    const child = spawnSync(process.execPath, ["--expose-gc", join(dir, e.file), ...e.args], { cwd: dir, encoding: "utf8" });
+    const child = spawnSync(process.execPath, ["--expose-gc", join(dir, e.file), ...e.args], {
+      cwd: dir,
+      encoding: "utf8",
+    });
     const line = child.stdout.trim().split("\n").pop() ?? "";
     if (child.status !== 0 || !line.startsWith("{")) {
       console.error(`${e.id} failed (exit ${child.status}):\n${child.stderr}`);
@@ -52,13 +60,17 @@ for (let r = 0; r < rounds; r++) {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 const med = (id: Id) => median(runs.get(id)!.map((x) => x.median_us));
-console.log(`\n${rounds} interleaved rounds, ${process.env.BENCH_TURNS ?? 2000} turns each (after 200 warm-up turns); medians of the per-run medians\n`);
+console.log(
+  `\n${rounds} interleaved rounds, ${process.env.BENCH_TURNS ?? 2000} turns each (after 200 warm-up turns); medians of the per-run medians\n`,
+);
 console.log("| entry | µs per turn (median) | runs | p90 µs | retained heap per turn |");
 console.log("|---|---:|---|---:|---:|");
 for (const e of entries) {
   const rs = runs.get(e.id)!;
   const kb = median(rs.map((x) => x.retained_bytes_per_turn)) / 1024;
-  console.log(`| ${rs[0]!.name} | ${med(e.id).toFixed(1)} | ${rs.map((x) => x.median_us.toFixed(0)).join(" / ")} | ${median(rs.map((x) => x.p90_us)).toFixed(0)} | ${kb.toFixed(2)} KB |`);
+  console.log(
+    `| ${rs[0]!.name} | ${med(e.id).toFixed(1)} | ${rs.map((x) => x.median_us.toFixed(0)).join(" / ")} | ${median(rs.map((x) => x.p90_us)).toFixed(0)} | ${kb.toFixed(2)} KB |`,
+  );
 }
 const ratio = (a: Id, b: Id) => (med(a) / med(b)).toFixed(2);
 console.log(`

@@ -94,4 +94,3 @@ export interface AgentOptions {
    */
   mode?: SessionMode;
 }
-

@@ -7,24 +7,33 @@ import { z } from "zod";
 import type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
 import { PhaseRunner } from "./dispatch.ts";
 import { errorMessage, isKeelError, KeelError, preview } from "./errors.ts";
-import type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, LiveEvent, SessionMode, TurnTimings } from "./events.ts";
+import type {
+  AgentEvent,
+  ContributionRecord,
+  HandlerSummary,
+  KeelEvent,
+  KeelEventData,
+  LiveEvent,
+  SessionMode,
+  TurnTimings,
+} from "./events.ts";
 import { freezeDeep } from "./messages.ts";
 import type { MergeCaps } from "./merge.ts";
 import { DEFAULT_CAPS } from "./merge.ts";
 import type { Message } from "./messages.ts";
 import type { PhaseName } from "./phases.ts";
 import { PHASE_NAMES, PHASES } from "./phases.ts";
-import type { ModelProvider, } from "./provider.ts";
+import type { ModelProvider } from "./provider.ts";
 import type { PluginRegistry } from "./registry.ts";
 import { buildRegistry } from "./registry.ts";
-import { extendPairState, HISTORY_FACTS_MIN, } from "./repair.ts";
+import { extendPairState, HISTORY_FACTS_MIN } from "./repair.ts";
 import { trackAbandoned } from "./abandoned.ts";
 import type { SessionInfo, SessionStore } from "./session-store.ts";
 import type { AgentStorage } from "./storage.ts";
 import { resolveStorage } from "./storage.ts";
 import { TokenCounter as O200kCounter } from "@keel/tokens";
 import type { TokenCounter } from "./token-counter.ts";
-import type { ToolCategory, } from "./tools.ts";
+import type { ToolCategory } from "./tools.ts";
 import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "./tools.ts";
 import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
 import type { PausedTurn, PreparedTurn, RunOptions, TurnHost, TurnInput } from "./turn-state.ts";
@@ -45,11 +54,10 @@ import { DETACH_DEADLINE_MS } from "./observer.ts";
 import type { AttemptOutcome, HostAgent, HostSession, UnfinishedJob } from "./host-types.ts";
 import { recoverJobs, startDurableJob } from "./jobs.ts";
 import { inFaultScope } from "./faults.ts";
-import type { HeldLease, LeaseKind, } from "./lease.ts";
+import type { HeldLease, LeaseKind } from "./lease.ts";
 import { DEFAULT_LEASE } from "./lease.ts";
 import type { LogCursor } from "./session-replay.ts";
 import { newCursor, replay } from "./session-replay.ts";
-
 
 /**
  * Options of agent.session().
@@ -72,35 +80,118 @@ export interface PhaseMapRow {
   phase: PhaseName;
   kind: string;
   accepts: readonly string[];
-  subscriptions: Array<{ id: string; plugin: string; stage: string; priority: number; after: readonly string[]; before: readonly string[]; await: string; timeoutMs: number; failure: string }>;
+  subscriptions: Array<{
+    id: string;
+    plugin: string;
+    stage: string;
+    priority: number;
+    after: readonly string[];
+    before: readonly string[];
+    await: string;
+    timeoutMs: number;
+    failure: string;
+  }>;
 }
 
 type Listener = (event: AgentEvent) => void;
 
 const positive = z.number().positive();
-const AgentOptionsSchema = z.object({
-  name: z.string().min(1).optional(),
-  provider: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method" }),
-  sideModel: z.union([z.literal(false), z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method, or false" })]).optional(),
-  preflight: z.union([z.boolean(), z.object({ model: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method" }).optional(), timeoutMs: positive.optional(), maxTokens: z.number().int().positive().optional(), maxReveal: z.number().int().positive().optional() }).strict()]).optional(),
-  instructions: z.string().optional(),
-  tools: z.array(z.unknown()).optional(),
-  plugins: z.array(z.unknown()).optional(),
-  home: z.string().min(1).optional(),
-  limits: z.object({ maxRounds: z.number().int().positive(), maxToolCalls: z.number().int().positive(), tokenBudget: positive, wallTimeMs: positive, contextCeiling: z.number().gt(0).max(1), maxToolResultChars: z.number().int().positive(), maxToolResultImageBytes: z.number().int().nonnegative() }).partial().strict().optional(),
-  toolTimeouts: z.object({ exec: positive, mcp: positive, info: positive, edit: positive }).partial().strict().optional(),
-  caps: z.object({ contextEntries: z.number().int().positive(), contextChars: positive, sections: z.number().int().positive(), sectionChars: positive, sectionsTotalChars: positive }).partial().strict().optional(),
-  approve: z.custom<NonNullable<AgentOptions["approve"]>>((f) => typeof f === "function", { message: "expected a function" }).optional(),
-  ask: z.enum(["pause", "deny"]).optional(),
-  trace: z.enum(["notable", "full"]).optional(),
-  setupTimeoutMs: positive.optional(),
-  lease: z.object({ ttlMs: z.number().int().min(100), waitMs: z.number().min(0) }).partial().strict().optional(),
-  store: z.union([z.string().min(1), z.custom<SessionStore>((v) => typeof (v as SessionStore | undefined)?.append === "function", { message: "expected a SessionStore" })], { message: 'expected a SessionStore, "sqlite" or a postgres:// URL' }).optional(),
-  tokenCounter: z.custom<TokenCounter>((v) => typeof (v as TokenCounter | undefined)?.countRequest === "function", { message: "expected a token counter (an object with countRequest(), such as @keel/tokens' TokenCounter)" }).optional(),
-  requestOptions: z.record(z.string(), z.unknown()).optional(),
-  observers: z.array(z.unknown()).optional(),
-  mode: z.enum(["agent", "chat"]).optional(),
-}).strict();
+const AgentOptionsSchema = z
+  .object({
+    name: z.string().min(1).optional(),
+    provider: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
+      message: "expected a ModelProvider with a stream() method",
+    }),
+    sideModel: z
+      .union([
+        z.literal(false),
+        z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
+          message: "expected a ModelProvider with a stream() method, or false",
+        }),
+      ])
+      .optional(),
+    preflight: z
+      .union([
+        z.boolean(),
+        z
+          .object({
+            model: z
+              .custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
+                message: "expected a ModelProvider with a stream() method",
+              })
+              .optional(),
+            timeoutMs: positive.optional(),
+            maxTokens: z.number().int().positive().optional(),
+            maxReveal: z.number().int().positive().optional(),
+          })
+          .strict(),
+      ])
+      .optional(),
+    instructions: z.string().optional(),
+    tools: z.array(z.unknown()).optional(),
+    plugins: z.array(z.unknown()).optional(),
+    home: z.string().min(1).optional(),
+    limits: z
+      .object({
+        maxRounds: z.number().int().positive(),
+        maxToolCalls: z.number().int().positive(),
+        tokenBudget: positive,
+        wallTimeMs: positive,
+        contextCeiling: z.number().gt(0).max(1),
+        maxToolResultChars: z.number().int().positive(),
+        maxToolResultImageBytes: z.number().int().nonnegative(),
+      })
+      .partial()
+      .strict()
+      .optional(),
+    toolTimeouts: z
+      .object({ exec: positive, mcp: positive, info: positive, edit: positive })
+      .partial()
+      .strict()
+      .optional(),
+    caps: z
+      .object({
+        contextEntries: z.number().int().positive(),
+        contextChars: positive,
+        sections: z.number().int().positive(),
+        sectionChars: positive,
+        sectionsTotalChars: positive,
+      })
+      .partial()
+      .strict()
+      .optional(),
+    approve: z
+      .custom<NonNullable<AgentOptions["approve"]>>((f) => typeof f === "function", { message: "expected a function" })
+      .optional(),
+    ask: z.enum(["pause", "deny"]).optional(),
+    trace: z.enum(["notable", "full"]).optional(),
+    setupTimeoutMs: positive.optional(),
+    lease: z
+      .object({ ttlMs: z.number().int().min(100), waitMs: z.number().min(0) })
+      .partial()
+      .strict()
+      .optional(),
+    store: z
+      .union(
+        [
+          z.string().min(1),
+          z.custom<SessionStore>((v) => typeof (v as SessionStore | undefined)?.append === "function", {
+            message: "expected a SessionStore",
+          }),
+        ],
+        { message: 'expected a SessionStore, "sqlite" or a postgres:// URL' },
+      )
+      .optional(),
+    tokenCounter: z
+      .custom<TokenCounter>((v) => typeof (v as TokenCounter | undefined)?.countRequest === "function", {
+        message: "expected a token counter (an object with countRequest(), such as @keel/tokens' TokenCounter)",
+      })
+      .optional(),
+    requestOptions: z.record(z.string(), z.unknown()).optional(),
+    observers: z.array(z.unknown()).optional(),
+    mode: z.enum(["agent", "chat"]).optional(),
+  })
+  .strict();
 
 /** A handler slower than this always gets its phase recorded, even in `notable` tracing. */
 const SLOW_HANDLER_MS = 1;
@@ -120,18 +211,33 @@ export async function createAgent(options: AgentOptions): Promise<Agent> {
   const resolved = await resolveStorage(options);
   let registry: PluginRegistry;
   try {
-    registry = await buildRegistry(options.plugins ?? [], undefined, { storage: resolved.storage, report: (err) => (built ? built.reportFault(err) : late.push(err)), ...(options.setupTimeoutMs !== undefined ? { setupTimeoutMs: options.setupTimeoutMs } : {}) });
+    registry = await buildRegistry(options.plugins ?? [], undefined, {
+      storage: resolved.storage,
+      report: (err) => (built ? built.reportFault(err) : late.push(err)),
+      ...(options.setupTimeoutMs !== undefined ? { setupTimeoutMs: options.setupTimeoutMs } : {}),
+    });
   } catch (err) {
-    if (resolved.owns && resolved.storage.database.kind === "postgres") await Promise.resolve(resolved.open().close()).catch(() => undefined);
+    if (resolved.owns && resolved.storage.database.kind === "postgres")
+      await Promise.resolve(resolved.open().close()).catch(() => undefined);
     throw err;
   }
   const builtin = options.tools ?? [];
   const seen = new Set<string>();
   for (const [i, t] of builtin.entries()) {
-    if (!t || typeof t.name !== "string" || !TOOL_NAME_PATTERN.test(t.name) || typeof t.execute !== "function" || typeof t.description !== "string" || (t.input !== undefined && typeof t.input?.safeParse !== "function")) {
-      throw new KeelError("KEEL_TOOL_INVALID", `tools[${i}] (${JSON.stringify(t?.name)}) is malformed.`, { path: `tools[${i}]` });
+    if (
+      !t ||
+      typeof t.name !== "string" ||
+      !TOOL_NAME_PATTERN.test(t.name) ||
+      typeof t.execute !== "function" ||
+      typeof t.description !== "string" ||
+      (t.input !== undefined && typeof t.input?.safeParse !== "function")
+    ) {
+      throw new KeelError("KEEL_TOOL_INVALID", `tools[${i}] (${JSON.stringify(t?.name)}) is malformed.`, {
+        path: `tools[${i}]`,
+      });
     }
-    if (seen.has(t.name)) throw new KeelError("KEEL_TOOL_DUPLICATE", `"${t.name}" is given twice.`, { tool: t.name, path: `tools[${i}]` });
+    if (seen.has(t.name))
+      throw new KeelError("KEEL_TOOL_DUPLICATE", `"${t.name}" is given twice.`, { tool: t.name, path: `tools[${i}]` });
     seen.add(t.name);
   }
   built = new Agent(options, registry, resolved.open(), resolved.owns, resolved.storage);
@@ -180,7 +286,13 @@ export class Agent implements HostAgent {
   /** Where this agent keeps its data (its home, and the database its plugins share with the session log). */
   readonly storage: AgentStorage;
 
-  constructor(options: AgentOptions, registry: PluginRegistry, store: SessionStore, ownsStore: boolean, storage: AgentStorage) {
+  constructor(
+    options: AgentOptions,
+    registry: PluginRegistry,
+    store: SessionStore,
+    ownsStore: boolean,
+    storage: AgentStorage,
+  ) {
     this.options = options;
     this.storage = storage;
     this.name = options.name ?? "agent";
@@ -203,7 +315,11 @@ export class Agent implements HostAgent {
         o?.session.backgroundSettled(phase, o.turnId, handler, contributions, records, diagnostics);
       },
     };
-    this.runner = new PhaseRunner(registry, tracer, options.sideModel === false ? undefined : wellFormedProvider(options.sideModel ?? options.provider));
+    this.runner = new PhaseRunner(
+      registry,
+      tracer,
+      options.sideModel === false ? undefined : wellFormedProvider(options.sideModel ?? options.provider),
+    );
   }
 
   /** Receive every event (stored and live). Returns an unsubscribe function. */
@@ -222,7 +338,12 @@ export class Agent implements HostAgent {
         // A listener's failure must not break the turn; it is said once per listener, not silently dropped.
         if (this.threwOnce.has(l)) continue;
         this.threwOnce.add(l);
-        this.reportFault(new KeelError("KEEL_OBSERVER_FAILED", `An event listener (agent.subscribe, or an observer's) threw on a ${event.type} event: ${headOf(errorMessage(err), 300)}. It stays subscribed; its later throws are not reported.`));
+        this.reportFault(
+          new KeelError(
+            "KEEL_OBSERVER_FAILED",
+            `An event listener (agent.subscribe, or an observer's) threw on a ${event.type} event: ${headOf(errorMessage(err), 300)}. It stays subscribed; its later throws are not reported.`,
+          ),
+        );
       }
     }
   }
@@ -236,7 +357,13 @@ export class Agent implements HostAgent {
       const detach: unknown = observer.attach(this);
       if (typeof detach === "function") this.detachers.push({ name, detach: detach as () => unknown });
     } catch (err) {
-      this.reportFault(new KeelError("KEEL_OBSERVER_FAILED", `Observer "${name}" threw in attach(): ${headOf(errorMessage(err), 300)}`, { path: `observers[${index}]` }));
+      this.reportFault(
+        new KeelError(
+          "KEEL_OBSERVER_FAILED",
+          `Observer "${name}" threw in attach(): ${headOf(errorMessage(err), 300)}`,
+          { path: `observers[${index}]` },
+        ),
+      );
     }
   }
 
@@ -270,7 +397,17 @@ export class Agent implements HostAgent {
     }
     for (const s of sessions) {
       try {
-        void s.emit({ type: "diagnostic", level: "error", code: err.code, message: err.message, ...(err.plugin ? { plugin: err.plugin } : {}), ...(err.phase ? { phase: err.phase } : {}) }, s.currentTurnId);
+        void s.emit(
+          {
+            type: "diagnostic",
+            level: "error",
+            code: err.code,
+            message: err.message,
+            ...(err.plugin ? { plugin: err.plugin } : {}),
+            ...(err.phase ? { phase: err.phase } : {}),
+          },
+          s.currentTurnId,
+        );
       } catch {
         // The session's store failed; the fault has nowhere to go.
       }
@@ -285,7 +422,17 @@ export class Agent implements HostAgent {
     const turns: string[] = [];
     for (const s of this.open.values()) {
       const turnId = s.currentTurnId;
-      void s.emit({ type: "fault", code: "KEEL_PROCESS_FAULT", source: fault.source, message: fault.error.message, ...(fault.error.plugin ? { plugin: fault.error.plugin } : {}) }, turnId, false);
+      void s.emit(
+        {
+          type: "fault",
+          code: "KEEL_PROCESS_FAULT",
+          source: fault.source,
+          message: fault.error.message,
+          ...(fault.error.plugin ? { plugin: fault.error.plugin } : {}),
+        },
+        turnId,
+        false,
+      );
       if (turnId) {
         turns.push(turnId);
         s.cancel(fault.error);
@@ -307,7 +454,8 @@ export class Agent implements HostAgent {
    * ended (its holder is gone) is marked interrupted and its user message stays in the history.
    */
   async session(id?: string, options: SessionOpenOptions = {}): Promise<Session> {
-    if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `session(${id ? `"${id}"` : ""}) was called after close().`);
+    if (this.closed)
+      throw new KeelError("KEEL_AGENT_CLOSED", `session(${id ? `"${id}"` : ""}) was called after close().`);
     if (id && this.open.has(id)) {
       // An open handle first reads what other instances wrote since it last did (no lease needed).
       const open = this.open.get(id)!;
@@ -328,7 +476,11 @@ export class Agent implements HostAgent {
 
   private async openSession(id: string | undefined, options: SessionOpenOptions): Promise<Session> {
     let session: Session;
-    const leasing = { ttlMs: this.options.lease?.ttlMs ?? DEFAULT_LEASE.ttlMs, waitMs: options.waitMs ?? this.options.lease?.waitMs ?? DEFAULT_LEASE.waitMs, ...(options.onWait ? { onWait: options.onWait } : {}) };
+    const leasing = {
+      ttlMs: this.options.lease?.ttlMs ?? DEFAULT_LEASE.ttlMs,
+      waitMs: options.waitMs ?? this.options.lease?.waitMs ?? DEFAULT_LEASE.waitMs,
+      ...(options.onWait ? { onWait: options.onWait } : {}),
+    };
     if (id && (await this.store.getSession(id))) {
       // Opening reads; it takes no lease unless the log ends in a turn whose holder is gone (marked interrupted then).
       session = new Session(this, id, leasing);
@@ -340,7 +492,11 @@ export class Agent implements HostAgent {
       await this.store.createSession({ id: session.id, agent: this.name, createdAt: Date.now() });
       // A child's link to its parent call is on disk before the child runs (it is checked on resume); a top-level
       // session's first event joins the first turn's durable write (one fsync fewer per new session).
-      await session.emit({ type: "session.created", agent: this.name, ...(options.parent ? { parent: options.parent } : {}) }, null, options.parent !== undefined);
+      await session.emit(
+        { type: "session.created", agent: this.name, ...(options.parent ? { parent: options.parent } : {}) },
+        null,
+        options.parent !== undefined,
+      );
       session.parentLink = options.parent;
     }
     this.open.set(session.id, session);
@@ -361,7 +517,17 @@ export class Agent implements HostAgent {
       phase,
       kind: PHASES[phase].kind,
       accepts: PHASES[phase].accepts,
-      subscriptions: this.runner.subscriptions(phase).map((s) => ({ id: s.id, plugin: s.plugin, stage: s.stage, priority: s.priority, after: s.after, before: s.before, await: s.await, timeoutMs: s.timeoutMs, failure: s.failure })),
+      subscriptions: this.runner.subscriptions(phase).map((s) => ({
+        id: s.id,
+        plugin: s.plugin,
+        stage: s.stage,
+        priority: s.priority,
+        after: s.after,
+        before: s.before,
+        await: s.await,
+        timeoutMs: s.timeoutMs,
+        failure: s.failure,
+      })),
     }));
   }
 
@@ -382,17 +548,30 @@ export class Agent implements HostAgent {
     // Child agents share this agent's store: closed before it.
     await Promise.allSettled([...this.children.values()].map(async (c) => (await c).close(options)));
     // Observers flush what they buffered (spans of the turns just closed) before the process may exit.
-    await Promise.allSettled(this.detachers.map(async ({ name, detach }) => {
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        const deadline = new Promise<"late">((r) => (timer = setTimeout(r, DETACH_DEADLINE_MS, "late")));
-        if ((await Promise.race([Promise.resolve().then(detach), deadline])) === "late") this.observerFailures.push(new KeelError("KEEL_OBSERVER_FAILED", `Observer "${name}" did not detach within ${DETACH_DEADLINE_MS} ms (a flush that never finished); the agent closed without waiting for it, and what it had not exported is lost.`));
-      } catch (err) {
-        this.observerFailures.push(new KeelError("KEEL_OBSERVER_FAILED", `Observer "${name}" threw in its detach: ${headOf(errorMessage(err), 300)}`));
-      } finally {
-        clearTimeout(timer);
-      }
-    }));
+    await Promise.allSettled(
+      this.detachers.map(async ({ name, detach }) => {
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          const deadline = new Promise<"late">((r) => (timer = setTimeout(r, DETACH_DEADLINE_MS, "late")));
+          if ((await Promise.race([Promise.resolve().then(detach), deadline])) === "late")
+            this.observerFailures.push(
+              new KeelError(
+                "KEEL_OBSERVER_FAILED",
+                `Observer "${name}" did not detach within ${DETACH_DEADLINE_MS} ms (a flush that never finished); the agent closed without waiting for it, and what it had not exported is lost.`,
+              ),
+            );
+        } catch (err) {
+          this.observerFailures.push(
+            new KeelError(
+              "KEEL_OBSERVER_FAILED",
+              `Observer "${name}" threw in its detach: ${headOf(errorMessage(err), 300)}`,
+            ),
+          );
+        } finally {
+          clearTimeout(timer);
+        }
+      }),
+    );
     if (this.ownsStore) await this.store.close();
   }
 
@@ -505,9 +684,17 @@ export class Session implements TurnHost, HostSession {
   /** Where this handle's reading of the log stands (an unfinished turn, approvals asked in it). */
   private readonly cursor: LogCursor = newCursor();
   /** @internal how this handle waits for a lease another instance holds */
-  readonly leasing: { ttlMs: number; waitMs: number; onWait?: (holder: { pid: number; host: string; expiresAt: number }) => void };
+  readonly leasing: {
+    ttlMs: number;
+    waitMs: number;
+    onWait?: (holder: { pid: number; host: string; expiresAt: number }) => void;
+  };
 
-  constructor(agent: Agent, id: string, leasing: Session["leasing"] = { ttlMs: DEFAULT_LEASE.ttlMs, waitMs: DEFAULT_LEASE.waitMs }) {
+  constructor(
+    agent: Agent,
+    id: string,
+    leasing: Session["leasing"] = { ttlMs: DEFAULT_LEASE.ttlMs, waitMs: DEFAULT_LEASE.waitMs },
+  ) {
     this.agent = agent;
     this.id = id;
     this.leasing = leasing;
@@ -552,12 +739,25 @@ export class Session implements TurnHost, HostSession {
     return this.prepareRun(input, options);
   }
 
-  private prepareRun<O>(input: TurnInput, options: RunOptions<O>, more: { limits?: Partial<Limits>; trigger?: "subagent" } = {}): PreparedTurn<O> {
+  private prepareRun<O>(
+    input: TurnInput,
+    options: RunOptions<O>,
+    more: { limits?: Partial<Limits>; trigger?: "subagent" } = {},
+  ): PreparedTurn<O> {
     const checked = checkInput(input);
     const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
     this.ready();
-    if (this.paused) throw new KeelError("KEEL_APPROVAL_PENDING", `Session "${this.id}" has turn ${this.paused.turnId} paused for ${this.paused.requests.size} tool call(s): ${[...this.paused.requests.values()].map((r) => `${r.name} (${r.callId})`).join(", ")}. Answer them (approve/deny) and resume() first.`);
-    return (signal, held) => this.start(checked, withSignal(options, signal), { ...(output ? { output } : {}), ...more, ...(held ? { held } : {}) }) as Promise<TurnResult<O>>;
+    if (this.paused)
+      throw new KeelError(
+        "KEEL_APPROVAL_PENDING",
+        `Session "${this.id}" has turn ${this.paused.turnId} paused for ${this.paused.requests.size} tool call(s): ${[...this.paused.requests.values()].map((r) => `${r.name} (${r.callId})`).join(", ")}. Answer them (approve/deny) and resume() first.`,
+      );
+    return (signal, held) =>
+      this.start(checked, withSignal(options, signal), {
+        ...(output ? { output } : {}),
+        ...more,
+        ...(held ? { held } : {}),
+      }) as Promise<TurnResult<O>>;
   }
 
   /** How this session's turns run: `agent` (tools) or `chat` (none). Contract: the last setMode() in the log, else the agent's `mode`, else `agent`. */
@@ -571,11 +771,23 @@ export class Session implements TurnHost, HostSession {
    * while a turn waits for approval; setting the current mode records nothing.
    */
   async setMode(mode: SessionMode): Promise<void> {
-    if (mode !== "agent" && mode !== "chat") throw new KeelError("KEEL_MODE_INVALID", `setMode(${JSON.stringify(typeof mode === "string" ? headOf(mode, 40) : typeof mode)}) on session "${this.id}".`);
-    if (this.current) throw new KeelError("KEEL_MODE_INVALID", `Session "${this.id}" is running a turn; switch to ${mode} mode after it ends.`);
+    if (mode !== "agent" && mode !== "chat")
+      throw new KeelError(
+        "KEEL_MODE_INVALID",
+        `setMode(${JSON.stringify(typeof mode === "string" ? headOf(mode, 40) : typeof mode)}) on session "${this.id}".`,
+      );
+    if (this.current)
+      throw new KeelError(
+        "KEEL_MODE_INVALID",
+        `Session "${this.id}" is running a turn; switch to ${mode} mode after it ends.`,
+      );
     if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `Session "${this.id}" is closed.`);
     await this.hold("handoff", async () => {
-      if (this.paused) throw new KeelError("KEEL_MODE_INVALID", `Session "${this.id}" has turn ${this.paused.turnId} waiting for approval; answer and resume it first.`);
+      if (this.paused)
+        throw new KeelError(
+          "KEEL_MODE_INVALID",
+          `Session "${this.id}" has turn ${this.paused.turnId} waiting for approval; answer and resume it first.`,
+        );
       if (mode === this.mode) return;
       await this.emit({ type: "session.mode", mode }, null, true);
       this.switchedMode = mode;
@@ -584,7 +796,9 @@ export class Session implements TurnHost, HostSession {
 
   /** The tool calls the paused turn waits for (empty when no turn is paused). Contract: copies. */
   pendingApprovals(): PendingApproval[] {
-    return this.paused ? [...this.paused.requests.values()].map((r) => ({ ...r, ...(r.answer ? { answer: { ...r.answer } } : {}) })) : [];
+    return this.paused
+      ? [...this.paused.requests.values()].map((r) => ({ ...r, ...(r.answer ? { answer: { ...r.answer } } : {}) }))
+      : [];
   }
 
   /**
@@ -592,7 +806,11 @@ export class Session implements TurnHost, HostSession {
    * without asking. Contract: durable when it resolves; the last answer before resume() counts.
    */
   async approve(callId: string, options: { always?: boolean; reason?: string } = {}): Promise<void> {
-    await this.answer(callId, { approved: true, ...(options.always ? { always: true } : {}), ...(options.reason ? { reason: options.reason } : {}) });
+    await this.answer(callId, {
+      approved: true,
+      ...(options.always ? { always: true } : {}),
+      ...(options.reason ? { reason: options.reason } : {}),
+    });
   }
 
   /** Deny a pending call; the model gets an error result with `reason`. Contract: durable when it resolves. */
@@ -603,11 +821,18 @@ export class Session implements TurnHost, HostSession {
   private async answer(callId: string, given: ApprovalAnswer): Promise<void> {
     this.ready();
     // A reason is the person's words for the model: well-formed, and bounded like any tool result text.
-    const answer: ApprovalAnswer = typeof given.reason === "string" ? { ...given, reason: truncate(toWellFormed(given.reason), MAX_REASON_CHARS) } : given;
+    const answer: ApprovalAnswer =
+      typeof given.reason === "string"
+        ? { ...given, reason: truncate(toWellFormed(given.reason), MAX_REASON_CHARS) }
+        : given;
     // Under the lease, on the log as it is now: any instance may answer, one at a time.
     await this.hold("handoff", async () => {
       const req = this.paused?.requests.get(callId);
-      if (!req) throw new KeelError("KEEL_APPROVAL_UNKNOWN", `Session "${this.id}" has no pending approval "${callId}"${this.paused ? ` (pending: ${[...this.paused.requests.keys()].join(", ")})` : " (no turn is paused)"}.`);
+      if (!req)
+        throw new KeelError(
+          "KEEL_APPROVAL_UNKNOWN",
+          `Session "${this.id}" has no pending approval "${callId}"${this.paused ? ` (pending: ${[...this.paused.requests.keys()].join(", ")})` : " (no turn is paused)"}.`,
+        );
       await this.emit({ type: "approval.resolved", callId, name: req.name, ...answer, by: "host" }, req.turnId, true);
       req.answer = answer;
       if (answer.approved && answer.always && !req.via) this.alwaysAllowed.add(req.name);
@@ -650,10 +875,21 @@ export class Session implements TurnHost, HostSession {
       const p = this.paused;
       if (!p) return undefined;
       this.paused = undefined;
-      await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: p.rounds, toolCalls: p.toolCalls }, p.turnId, true);
+      await this.emit(
+        {
+          type: "turn.interrupted",
+          verdict: { status: "interrupted", reason },
+          usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
+          rounds: p.rounds,
+          toolCalls: p.toolCalls,
+        },
+        p.turnId,
+        true,
+      );
       return p;
     });
-    for (const id of new Set([...(p?.requests.values() ?? [])].flatMap((r) => (r.via ? [r.via.sessionId] : [])))) await abandonChild(this, id);
+    for (const id of new Set([...(p?.requests.values() ?? [])].flatMap((r) => (r.via ? [r.via.sessionId] : []))))
+      await abandonChild(this, id);
   }
 
   /** @internal resume a paused child turn (ToolContext.child, after its parent resumed) within `limits`. */
@@ -668,8 +904,18 @@ export class Session implements TurnHost, HostSession {
     const paused = this.paused;
     if (!paused) throw new KeelError("KEEL_NOT_PAUSED", `Session "${this.id}" has no paused turn.`);
     const open = [...paused.requests.values()].filter((r) => !r.answer);
-    if (open.length) throw new KeelError("KEEL_APPROVAL_PENDING", `Turn ${paused.turnId} still waits for ${open.map((r) => `${r.name} (${r.callId})`).join(", ")}.`);
-    return (signal, held) => this.start("", withSignal(options, signal), { resume: paused, ...(output ? { output } : {}), ...more, ...(held ? { held } : {}) }) as Promise<TurnResult<O>>;
+    if (open.length)
+      throw new KeelError(
+        "KEEL_APPROVAL_PENDING",
+        `Turn ${paused.turnId} still waits for ${open.map((r) => `${r.name} (${r.callId})`).join(", ")}.`,
+      );
+    return (signal, held) =>
+      this.start("", withSignal(options, signal), {
+        resume: paused,
+        ...(output ? { output } : {}),
+        ...more,
+        ...(held ? { held } : {}),
+      }) as Promise<TurnResult<O>>;
   }
 
   private ready(): void {
@@ -677,7 +923,17 @@ export class Session implements TurnHost, HostSession {
     if (this.closed) throw new KeelError("KEEL_AGENT_CLOSED", `Session "${this.id}" is closed.`);
   }
 
-  private async start(input: TurnInput, options: RunOptions<unknown>, extra: { resume?: PausedTurn; output?: ReturnType<typeof outputSpecOf>; limits?: Partial<Limits>; trigger?: "subagent"; held?: () => void }): Promise<TurnResult> {
+  private async start(
+    input: TurnInput,
+    options: RunOptions<unknown>,
+    extra: {
+      resume?: PausedTurn;
+      output?: ReturnType<typeof outputSpecOf>;
+      limits?: Partial<Limits>;
+      trigger?: "subagent";
+      held?: () => void;
+    },
+  ): Promise<TurnResult> {
     const ctrl = new AbortController();
     this.current = ctrl;
     const outer = options.signal;
@@ -708,13 +964,25 @@ export class Session implements TurnHost, HostSession {
   /** The door checks of run() and resume() once more, on the log as it is now (another instance may have paused or resumed the turn). */
   private doorAgain<T extends { resume?: PausedTurn }>(extra: T): T {
     if (!extra.resume) {
-      if (this.paused) throw new KeelError("KEEL_APPROVAL_PENDING", `Session "${this.id}" has turn ${this.paused.turnId} paused for ${this.paused.requests.size} tool call(s) (another instance paused it): ${[...this.paused.requests.values()].map((r) => `${r.name} (${r.callId})`).join(", ")}. Answer them (approve/deny) and resume() first.`);
+      if (this.paused)
+        throw new KeelError(
+          "KEEL_APPROVAL_PENDING",
+          `Session "${this.id}" has turn ${this.paused.turnId} paused for ${this.paused.requests.size} tool call(s) (another instance paused it): ${[...this.paused.requests.values()].map((r) => `${r.name} (${r.callId})`).join(", ")}. Answer them (approve/deny) and resume() first.`,
+        );
       return extra;
     }
     const paused = this.paused;
-    if (!paused) throw new KeelError("KEEL_NOT_PAUSED", `Session "${this.id}" has no paused turn (another instance resumed or ended it).`);
+    if (!paused)
+      throw new KeelError(
+        "KEEL_NOT_PAUSED",
+        `Session "${this.id}" has no paused turn (another instance resumed or ended it).`,
+      );
     const open = [...paused.requests.values()].filter((r) => !r.answer);
-    if (open.length) throw new KeelError("KEEL_APPROVAL_PENDING", `Turn ${paused.turnId} still waits for ${open.map((r) => `${r.name} (${r.callId})`).join(", ")}.`);
+    if (open.length)
+      throw new KeelError(
+        "KEEL_APPROVAL_PENDING",
+        `Turn ${paused.turnId} still waits for ${open.map((r) => `${r.name} (${r.callId})`).join(", ")}.`,
+      );
     return { ...extra, resume: paused };
   }
 
@@ -725,7 +993,11 @@ export class Session implements TurnHost, HostSession {
    * is written. Contract: throws KEEL_SESSION_BUSY naming the holder when another instance holds
    * it past the wait (`waitMs`, default this handle's), before anything is written.
    */
-  async hold<T>(kind: LeaseKind, fn: () => T | Promise<T>, options: { waitMs?: number; signal?: AbortSignal } = {}): Promise<T> {
+  async hold<T>(
+    kind: LeaseKind,
+    fn: () => T | Promise<T>,
+    options: { waitMs?: number; signal?: AbortSignal } = {},
+  ): Promise<T> {
     await this.acquire(kind, options);
     try {
       return await fn();
@@ -749,7 +1021,13 @@ export class Session implements TurnHost, HostSession {
     this.taking = new Promise((r) => (done = r));
     try {
       const store = this.agent.store;
-      const lease = await store.lease?.(this.id, { ttlMs: this.leasing.ttlMs, waitMs: options.waitMs ?? this.leasing.waitMs, kind, ...(options.signal ? { signal: options.signal } : {}), ...(this.leasing.onWait ? { onWait: this.leasing.onWait } : {}) });
+      const lease = await store.lease?.(this.id, {
+        ttlMs: this.leasing.ttlMs,
+        waitMs: options.waitMs ?? this.leasing.waitMs,
+        kind,
+        ...(options.signal ? { signal: options.signal } : {}),
+        ...(this.leasing.onWait ? { onWait: this.leasing.onWait } : {}),
+      });
       try {
         await this.catchUp();
       } catch (err) {
@@ -872,13 +1150,20 @@ export class Session implements TurnHost, HostSession {
       clearTimeout(timer);
     }
     // A plain close aborts with one shared reason: an abort() without one builds a DOMException and its stack every time.
-    this.life.abort(this.jobs.size || this.agent.runner.background.size ? new KeelError("KEEL_TURN_ABORTED", "The session was closed.") : SESSION_CLOSED);
+    this.life.abort(
+      this.jobs.size || this.agent.runner.background.size
+        ? new KeelError("KEEL_TURN_ABORTED", "The session was closed.")
+        : SESSION_CLOSED,
+    );
     await Promise.allSettled([...this.jobs]);
     try {
       // A job's record emitted without a lease waits for another instance's turn to end, within the grace (it would run again
       // if lost); the rest (the open's own records, diagnostics) is written if the session is free now, else dropped.
       const jobRecords = this.outbox.some((q) => q.data.type.startsWith("job."));
-      if (!this.lease && this.outbox.length) await this.hold("handoff", noop, { waitMs: jobRecords ? (options.graceMs ?? 30_000) : 0 }).catch((err: unknown) => this.lostAtClose(err));
+      if (!this.lease && this.outbox.length)
+        await this.hold("handoff", noop, { waitMs: jobRecords ? (options.graceMs ?? 30_000) : 0 }).catch(
+          (err: unknown) => this.lostAtClose(err),
+        );
       else await this.flush();
     } finally {
       await this.lease?.stop().catch(() => undefined);
@@ -943,7 +1228,13 @@ export class Session implements TurnHost, HostSession {
     if (!isKeelError(err, "KEEL_SESSION_BUSY")) throw err;
     const lost = this.outbox.splice(0);
     const jobs = lost.filter((q) => q.data.type.startsWith("job.")).length;
-    if (jobs) this.agent.reportFault(new KeelError("KEEL_SESSION_BUSY", `Closing session "${this.id}": ${lost.length} event(s) (${jobs} job record(s)) could not be written before the close grace ran out, because another instance kept a turn running in it; a job whose record is lost runs again at a later start (jobs are idempotent by their key). ${err instanceof Error ? err.message : ""}`));
+    if (jobs)
+      this.agent.reportFault(
+        new KeelError(
+          "KEEL_SESSION_BUSY",
+          `Closing session "${this.id}": ${lost.length} event(s) (${jobs} job record(s)) could not be written before the close grace ran out, because another instance kept a turn running in it; a job whose record is lost runs again at a later start (jobs are idempotent by their key). ${err instanceof Error ? err.message : ""}`,
+        ),
+      );
   }
 
   private readonly writeSoon = (): void => {
@@ -972,7 +1263,8 @@ export class Session implements TurnHost, HostSession {
     this.pending = [];
     const store = this.agent.store;
     const lease = this.lease?.owner;
-    const options = durable || lease ? { ...(durable ? { durable: true } : {}), ...(lease ? { lease } : {}) } : undefined;
+    const options =
+      durable || lease ? { ...(durable ? { durable: true } : {}), ...(lease ? { lease } : {}) } : undefined;
     const run = (): void | Promise<void> => {
       if (store.appendMany) return store.appendMany(batch, options);
       let chain: Promise<void> | undefined;
@@ -988,7 +1280,14 @@ export class Session implements TurnHost, HostSession {
     // A batch that fails goes back to the front of the queue, so a later write retries it.
     const failed = (err: unknown): never => {
       this.pending = batch.concat(this.pending);
-      throw isKeelError(err) ? err : new KeelError("KEEL_STORE_FAILED", `Writing ${batch.length} event(s) of session "${this.id}" failed: ${errorMessage(err)}.`, {}, { cause: err });
+      throw isKeelError(err)
+        ? err
+        : new KeelError(
+            "KEEL_STORE_FAILED",
+            `Writing ${batch.length} event(s) of session "${this.id}" failed: ${errorMessage(err)}.`,
+            {},
+            { cause: err },
+          );
     };
     let w: void | Promise<void>;
     try {
@@ -1020,7 +1319,15 @@ export class Session implements TurnHost, HostSession {
   }
 
   /** @internal the children point of a turn: one child turn for a tool call (ToolContext.child) */
-  runChild<O>(turnId: string, callId: string, signal: AbortSignal, options: ChildOptions<O>, budget: TurnBudget, addToParent: (usage: Usage) => void, hold: ChildHold): Promise<ChildRun<O>> {
+  runChild<O>(
+    turnId: string,
+    callId: string,
+    signal: AbortSignal,
+    options: ChildOptions<O>,
+    budget: TurnBudget,
+    addToParent: (usage: Usage) => void,
+    hold: ChildHold,
+  ): Promise<ChildRun<O>> {
     return runChild(this, turnId, callId, signal, options, budget, addToParent, hold);
   }
 
@@ -1049,7 +1356,16 @@ export class Session implements TurnHost, HostSession {
   async phase(phase: "session.start" | "session.end", event: object): Promise<void> {
     if (!this.agent.runner.has(phase)) return;
     // No turn runs, so no wall-time guard: the limit caps each blocking handler here instead (a session.start that never settles cannot hold the session).
-    const res = await this.agent.runner.run(phase, { ...event, phase }, { signal: this.lifetime, owner: { session: this, turnId: null }, backgroundSignal: this.lifetime, maxHandlerMs: this.agent.limits.wallTimeMs });
+    const res = await this.agent.runner.run(
+      phase,
+      { ...event, phase },
+      {
+        signal: this.lifetime,
+        owner: { session: this, turnId: null },
+        backgroundSignal: this.lifetime,
+        maxHandlerMs: this.agent.limits.wallTimeMs,
+      },
+    );
     this.record(res, null);
     this.startJobs(res.contributions, null);
   }
@@ -1059,7 +1375,8 @@ export class Session implements TurnHost, HostSession {
     const t = (this.timings.phases[res.phase] ??= { runs: 0, ms: 0 });
     t.runs++;
     t.ms += res.durationMs;
-    let notable = this.agent.trace === "full" || res.records.length > 0 || res.diagnostics.length > 0 || res.failed !== undefined;
+    let notable =
+      this.agent.trace === "full" || res.records.length > 0 || res.diagnostics.length > 0 || res.failed !== undefined;
     for (const h of res.handlers) {
       const p = (this.timings.plugins[h.plugin] ??= { calls: 0, ms: 0 });
       p.calls++;
@@ -1067,7 +1384,17 @@ export class Session implements TurnHost, HostSession {
       // A handler that contributed is notable even when fast: which plugin built each part of a request must be in the log.
       if (h.status !== "ok" || h.durationMs >= SLOW_HANDLER_MS || h.contributions > 0) notable = true;
     }
-    if (notable) void this.emit({ type: "phase.completed", phase: res.phase, durationMs: Math.round(res.durationMs * 1000) / 1000, handlers: [...res.handlers], contributions: [...res.records] }, turnId);
+    if (notable)
+      void this.emit(
+        {
+          type: "phase.completed",
+          phase: res.phase,
+          durationMs: Math.round(res.durationMs * 1000) / 1000,
+          handlers: [...res.handlers],
+          contributions: [...res.records],
+        },
+        turnId,
+      );
     for (const d of res.diagnostics) void this.emit({ type: "diagnostic", ...d }, turnId);
   }
 
@@ -1080,7 +1407,14 @@ export class Session implements TurnHost, HostSession {
   }
 
   /** @internal a background handler settled after its phase closed */
-  backgroundSettled(phase: PhaseName, turnId: string | null, handler: HandlerSummary, contributions: Contributed[], records: ContributionRecord[], diagnostics: PhaseDiagnostic[]): void {
+  backgroundSettled(
+    phase: PhaseName,
+    turnId: string | null,
+    handler: HandlerSummary,
+    contributions: Contributed[],
+    records: ContributionRecord[],
+    diagnostics: PhaseDiagnostic[],
+  ): void {
     void this.emit({ type: "phase.background", phase, handler, contributions: records }, turnId);
     for (const d of diagnostics) void this.emit({ type: "diagnostic", ...d }, turnId);
     this.startJobs(contributions, turnId);
@@ -1095,7 +1429,17 @@ export class Session implements TurnHost, HostSession {
       if (value.kind !== "background_job") continue;
       const key = value.idempotencyKey;
       if (this.completedJobs.has(key) || this.runningJobs.has(key)) {
-        void this.emit({ type: "job.completed", plugin, name: value.name, idempotencyKey: key, status: "skipped_duplicate", durationMs: 0 }, turnId);
+        void this.emit(
+          {
+            type: "job.completed",
+            plugin,
+            name: value.name,
+            idempotencyKey: key,
+            status: "skipped_duplicate",
+            durationMs: 0,
+          },
+          turnId,
+        );
         continue;
       }
       if (value.durable) {
@@ -1117,7 +1461,18 @@ export class Session implements TurnHost, HostSession {
         }
         this.runningJobs.delete(key);
         if (r.status === "ok") this.completedJobs.add(key);
-        void this.emit({ type: "job.completed", plugin, name: value.name, idempotencyKey: key, durationMs: Math.round(performance.now() - t0), ...r, ...(attempts > 1 ? { attempts: n } : {}) }, turnId);
+        void this.emit(
+          {
+            type: "job.completed",
+            plugin,
+            name: value.name,
+            idempotencyKey: key,
+            durationMs: Math.round(performance.now() - t0),
+            ...r,
+            ...(attempts > 1 ? { attempts: n } : {}),
+          },
+          turnId,
+        );
       })();
       this.trackJob(job);
     }
@@ -1139,7 +1494,12 @@ export class Session implements TurnHost, HostSession {
   }
 
   /** @internal one attempt of a background job, under its timeout and the session's lifetime. Contract: never rejects. */
-  runAttempt(plugin: string, name: string, timeoutMs: number, fn: (signal: AbortSignal) => unknown): Promise<AttemptOutcome> {
+  runAttempt(
+    plugin: string,
+    name: string,
+    timeoutMs: number,
+    fn: (signal: AbortSignal) => unknown,
+  ): Promise<AttemptOutcome> {
     const ctrl = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -1151,22 +1511,43 @@ export class Session implements TurnHost, HostSession {
     const onClose = () => ctrl.abort(this.life.signal.reason);
     const closed = new Promise<never>((_, reject) => {
       if (this.life.signal.aborted) reject(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
-      this.life.signal.addEventListener("abort", () => {
-        onClose();
-        reject(new KeelError("KEEL_TURN_ABORTED", "The session was closed before the job finished."));
-      }, { once: true });
+      this.life.signal.addEventListener(
+        "abort",
+        () => {
+          onClose();
+          reject(new KeelError("KEEL_TURN_ABORTED", "The session was closed before the job finished."));
+        },
+        { once: true },
+      );
     });
     const scope = { plugin, phase: `job ${name}` };
-    const work = Promise.resolve().then(() => inFaultScope(() => scope, () => fn(ctrl.signal)));
+    const work = Promise.resolve().then(() =>
+      inFaultScope(
+        () => scope,
+        () => fn(ctrl.signal),
+      ),
+    );
     let settled = false;
-    void work.then(() => (settled = true), () => (settled = true));
-    return Promise.race([work, timeout, closed]).then(
-      () => ({ status: "ok" as const }),
-      (err: unknown) => ({ status: isKeelError(err, "KEEL_HANDLER_TIMEOUT") ? ("timeout" as const) : isKeelError(err, "KEEL_TURN_ABORTED") ? ("aborted" as const) : ("failed" as const), error: preview(errorMessage(err)) }),
-    ).finally(() => {
-      clearTimeout(timer);
-      if (!settled) trackAbandoned(`job ${plugin}/${name}`, work);
-    });
+    void work.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    return Promise.race([work, timeout, closed])
+      .then(
+        () => ({ status: "ok" as const }),
+        (err: unknown) => ({
+          status: isKeelError(err, "KEEL_HANDLER_TIMEOUT")
+            ? ("timeout" as const)
+            : isKeelError(err, "KEEL_TURN_ABORTED")
+              ? ("aborted" as const)
+              : ("failed" as const),
+          error: preview(errorMessage(err)),
+        }),
+      )
+      .finally(() => {
+        clearTimeout(timer);
+        if (!settled) trackAbandoned(`job ${plugin}/${name}`, work);
+      });
   }
 
   /**
@@ -1196,15 +1577,39 @@ export class Session implements TurnHost, HostSession {
   private async interruptOpenTurn(takenOver: HeldLease["takenOver"]): Promise<void> {
     const open = this.cursor.open!;
     this.cursor.open = null;
-    void this.emit({ type: "session.resumed", agent: this.agent.name, interruptedTurn: open, ...(takenOver ? { leaseTakenOver: takenOver } : {}) }, null);
+    void this.emit(
+      {
+        type: "session.resumed",
+        agent: this.agent.name,
+        interruptedTurn: open,
+        ...(takenOver ? { leaseTakenOver: takenOver } : {}),
+      },
+      null,
+    );
     const cut = this.cursor.children.get(open) ?? [];
     const waiting = new Map(unansweredCalls(this.messages).map((c) => [c.id, c.name]));
     for (const c of [...this.cursor.lastChild.values()].filter((c) => waiting.has(c.callId) && cut.includes(c))) {
-      const message = freezeDeep(errorResult(c.callId, waiting.get(c.callId)!, `No result: the process stopped before this call returned. Its child session ${c.childSessionId} ("${c.name}") keeps the child's work so far; call the tool again if you still need it.`));
+      const message = freezeDeep(
+        errorResult(
+          c.callId,
+          waiting.get(c.callId)!,
+          `No result: the process stopped before this call returned. Its child session ${c.childSessionId} ("${c.name}") keeps the child's work so far; call the tool again if you still need it.`,
+        ),
+      );
       this.appendMessage(message);
       await this.emit({ type: "message.appended", message }, open);
     }
-    await this.emit({ type: "turn.interrupted", verdict: { status: "interrupted", reason: "process_exit" }, usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }, rounds: 0, toolCalls: 0 }, open, true);
+    await this.emit(
+      {
+        type: "turn.interrupted",
+        verdict: { status: "interrupted", reason: "process_exit" },
+        usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
+        rounds: 0,
+        toolCalls: 0,
+      },
+      open,
+      true,
+    );
     // Its child sessions died with it: opening one marks its own open turn interrupted (and its children's).
     for (const id of new Set(cut.map((c) => c.childSessionId))) {
       try {
@@ -1213,9 +1618,16 @@ export class Session implements TurnHost, HostSession {
         await child.abandonPaused("process_exit");
         await child.close();
       } catch (err) {
-        await this.emit({ type: "diagnostic", level: "warn", code: "KEEL_CHILD_INVALID", message: `Child session ${id} of the interrupted turn could not be closed: ${headOf(errorMessage(err), 300)}. Open it to repair it.` }, open);
+        await this.emit(
+          {
+            type: "diagnostic",
+            level: "warn",
+            code: "KEEL_CHILD_INVALID",
+            message: `Child session ${id} of the interrupted turn could not be closed: ${headOf(errorMessage(err), 300)}. Open it to repair it.`,
+          },
+          open,
+        );
       }
     }
   }
 }
-

@@ -13,4 +13,3 @@ export interface ChildHold {
   /** The parent is done with this call: a child that pauses now is ended instead (nobody would answer). */
   closed?: boolean;
 }
-

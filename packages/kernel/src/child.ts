@@ -12,7 +12,8 @@ import type { AgentOptions } from "./agent-options.ts";
 import type { ChildOptions, ChildRun, TurnBudget } from "./tools.ts";
 import type { Usage } from "./usage.ts";
 import type { PendingApproval, TurnResult } from "./verdict.ts";
-import type { ChildHold, } from "./child-types.ts";
+import type { ChildHold, ChildResumes } from "./child-types.ts";
+import type { RunOptions } from "./turn-state.ts";
 export type { ChildHold, ChildResumes } from "./child-types.ts";
 
 const NAME = /^[a-z0-9_.-]{1,64}$/;
@@ -28,36 +29,54 @@ export function childApprovalId(callId: string, ordinal: number, childCallId: st
  * then pauses on it); when the call runs again, its n-th child() resumes the child its n-th
  * child() started, with the host's answers, instead of starting a session.
  */
-export async function runChild<O>(parent: Session, turnId: string, callId: string, signal: AbortSignal, options: ChildOptions<O>, budget: TurnBudget, addToParent: (usage: Usage) => void, hold: ChildHold): Promise<ChildRun<O>> {
+export async function runChild<O>(
+  parent: Session,
+  turnId: string,
+  callId: string,
+  signal: AbortSignal,
+  options: ChildOptions<O>,
+  budget: TurnBudget,
+  addToParent: (usage: Usage) => void,
+  hold: ChildHold,
+): Promise<ChildRun<O>> {
   const ordinal = (hold.count = (hold.count ?? 0) + 1);
   const name = options?.name;
-  if (typeof name !== "string" || !NAME.test(name)) throw new KeelError("KEEL_CHILD_INVALID", `name ${JSON.stringify(typeof name === "string" ? headOf(name, 70) : typeof name)} must match ${NAME.source}.`, { path: "name" });
+  if (typeof name !== "string" || !NAME.test(name))
+    throw new KeelError(
+      "KEEL_CHILD_INVALID",
+      `name ${JSON.stringify(typeof name === "string" ? headOf(name, 70) : typeof name)} must match ${NAME.source}.`,
+      { path: "name" },
+    );
   const limits = clamp(options.limits, budget);
   const host = parent.agent;
   const agent = await childAgent(host, name, options.agent);
   signal.throwIfAborted();
-  const run = { signal, ...(options.output ? { output: options.output } : {}), metadata: { ...options.metadata, parent: { sessionId: parent.id, turnId, callId } } };
+  const run = {
+    signal,
+    ...(options.output ? { output: options.output } : {}),
+    metadata: { ...options.metadata, parent: { sessionId: parent.id, turnId, callId } },
+  };
   const waiting = hold.resume?.get(ordinal);
   if (waiting) hold.resume!.delete(ordinal);
   if (waiting && waiting.name !== name) {
     await abandonChild(parent, waiting.sessionId);
-    throw new KeelError("KEEL_CHILD_INVALID", `This call's child ${ordinal} was "${waiting.name}" (session ${waiting.sessionId}, waiting for approval) and is now "${name}": the waiting one was ended. The tool must start the same children in the same order when it runs again.`, { path: "name" });
+    throw new KeelError(
+      "KEEL_CHILD_INVALID",
+      `This call's child ${ordinal} was "${waiting.name}" (session ${waiting.sessionId}, waiting for approval) and is now "${name}": the waiting one was ended. The tool must start the same children in the same order when it runs again.`,
+      { path: "name" },
+    );
   }
   let session: Session;
   if (waiting) session = await agent.session(waiting.sessionId);
   else if (options.session !== undefined) session = await earlier(agent, parent, name, options.session);
-  else session = await agent.session(undefined, { parent: { sessionId: parent.id, turnId, callId, name, depth: host.depth + 1 } });
+  else
+    session = await agent.session(undefined, {
+      parent: { sessionId: parent.id, turnId, callId, name, depth: host.depth + 1 },
+    });
   try {
     let result: TurnResult<O>;
     if (waiting) {
-      if (!session.paused) throw new KeelError("KEEL_CHILD_INVALID", `Child session ${session.id} no longer waits for approval (it was resumed on its own); its answer is in that session: ask it again with session ${session.id}.`, { path: "session" });
-      // The host answered the child's calls in the parent session: they go to the child's log, then it goes on.
-      for (const r of session.pendingApprovals()) {
-        const a = waiting.answers.get(r.callId);
-        if (a?.approved) await session.approve(r.callId, { ...(a.always ? { always: true } : {}), ...(a.reason ? { reason: a.reason } : {}) });
-        else await session.deny(r.callId, { reason: a ? (a.reason ?? "not approved") : "no answer came through the parent session" });
-      }
-      result = await session.resumeAsChild(run, cappedBy(agent.limits, limits));
+      result = await answerAndResume(session, waiting, run, cappedBy(agent.limits, limits));
     } else {
       // The link is in the parent's log before the child does anything, so a crash leaves it findable.
       await parent.emit({ type: "child.started", callId, name, childSessionId: session.id }, turnId, true);
@@ -68,14 +87,52 @@ export async function runChild<O>(parent: Session, turnId: string, callId: strin
       // Nobody will answer a child whose parent call is over (cancelled, timed out): its turn ends instead.
       if (hold.closed || signal.aborted) await session.abandonPaused("aborted");
       else {
-        const link = (p: PendingApproval) => ({ callId, sessionId: session.id, child: name, childCallId: p.callId, ordinal });
-        hold.paused = [...(hold.paused ?? []), ...result.pending.map((p) => ({ ...p, callId: childApprovalId(callId, ordinal, p.callId), via: link(p) }))];
+        const link = (p: PendingApproval) => ({
+          callId,
+          sessionId: session.id,
+          child: name,
+          childCallId: p.callId,
+          ordinal,
+        });
+        hold.paused = [
+          ...(hold.paused ?? []),
+          ...result.pending.map((p) => ({ ...p, callId: childApprovalId(callId, ordinal, p.callId), via: link(p) })),
+        ];
       }
     }
     return { sessionId: session.id, result };
   } finally {
     await session.close().catch(() => {});
   }
+}
+
+/** The host's answers to a waiting child's calls go to the child's log, then its turn goes on. */
+async function answerAndResume<O>(
+  session: Session,
+  waiting: ChildResumes extends Map<number, infer W> ? W : never,
+  run: RunOptions<O>,
+  limits: Partial<Limits>,
+): Promise<TurnResult<O>> {
+  if (!session.paused)
+    throw new KeelError(
+      "KEEL_CHILD_INVALID",
+      `Child session ${session.id} no longer waits for approval (it was resumed on its own); its answer is in that session: ask it again with session ${session.id}.`,
+      { path: "session" },
+    );
+  // The host answered the child's calls in the parent session: they go to the child's log, then it goes on.
+  for (const r of session.pendingApprovals()) {
+    const a = waiting.answers.get(r.callId);
+    if (a?.approved)
+      await session.approve(r.callId, {
+        ...(a.always ? { always: true } : {}),
+        ...(a.reason ? { reason: a.reason } : {}),
+      });
+    else
+      await session.deny(r.callId, {
+        reason: a ? (a.reason ?? "not approved") : "no answer came through the parent session",
+      });
+  }
+  return session.resumeAsChild(run, limits);
 }
 
 /** End the paused turn of child session `id` (and its own waiting children): no parent waits for it any more. */
@@ -88,7 +145,17 @@ export async function abandonChild(parent: Session, id: string): Promise<void> {
       await s.close();
     }
   } catch (err) {
-    await Promise.resolve(parent.emit({ type: "diagnostic", level: "warn", code: "KEEL_CHILD_INVALID", message: `Child session ${id} waits for approval that no parent call will pass on, and could not be ended: ${headOf(errorMessage(err), 300)}. A follow-up task with that session ends it.` }, null)).catch(() => {});
+    await Promise.resolve(
+      parent.emit(
+        {
+          type: "diagnostic",
+          level: "warn",
+          code: "KEEL_CHILD_INVALID",
+          message: `Child session ${id} waits for approval that no parent call will pass on, and could not be ended: ${headOf(errorMessage(err), 300)}. A follow-up task with that session ends it.`,
+        },
+        null,
+      ),
+    ).catch(() => {});
   }
 }
 
@@ -96,16 +163,23 @@ export async function abandonChild(parent: Session, id: string): Promise<void> {
 async function earlier(agent: Agent, parent: Session, name: string, id: unknown): Promise<Session> {
   const shown = JSON.stringify(typeof id === "string" ? headOf(id, 80) : typeof id);
   const wrong = (why: string) => new KeelError("KEEL_CHILD_INVALID", `session ${shown} ${why}.`, { path: "session" });
-  if (typeof id !== "string" || id === parent.id) throw wrong(id === parent.id ? "is this session itself" : "is not a session");
+  if (typeof id !== "string" || id === parent.id)
+    throw wrong(id === parent.id ? "is this session itself" : "is not a session");
   const info = await agent.store.getSession(id);
   if (!info) throw wrong("is not a session");
   const first = (await agent.store.events(id))[0];
   const link = first?.type === "session.created" ? first.parent : undefined;
-  if (info.agent !== parent.agent.name || link?.sessionId !== parent.id) throw wrong("is not a child session of this session");
+  if (info.agent !== parent.agent.name || link?.sessionId !== parent.id)
+    throw wrong("is not a child session of this session");
   if (link.name !== name) throw wrong(`belongs to "${link.name}", not "${name}"`);
   if (agent.isOpen(id)) throw wrong("is in use by another call right now");
   const session = await agent.session(id).catch((err: unknown) => {
-    throw new KeelError("KEEL_CHILD_INVALID", `session ${shown} could not be opened: ${headOf(errorMessage(err), 300)}.`, { path: "session" }, { cause: err });
+    throw new KeelError(
+      "KEEL_CHILD_INVALID",
+      `session ${shown} could not be opened: ${headOf(errorMessage(err), 300)}.`,
+      { path: "session" },
+      { cause: err },
+    );
   });
   // A child still paused here has no parent waiting for it (this session is running a turn): that turn ends.
   if (session.paused) await session.abandonPaused("aborted");
@@ -113,22 +187,43 @@ async function earlier(agent: Agent, parent: Session, name: string, id: unknown)
 }
 
 /** The child's limits: the smallest of the options', and what the parent has left. */
-function clamp(given: ChildOptions["limits"], budget: TurnBudget): Pick<Limits, "maxRounds" | "maxToolCalls" | "tokenBudget" | "wallTimeMs"> {
-  const left = { maxRounds: budget.rounds, maxToolCalls: budget.toolCalls, tokenBudget: budget.tokens, wallTimeMs: budget.wallMs };
-  for (const [k, v] of Object.entries(left)) if (!(v > 0)) throw new KeelError("KEEL_CHILD_BUDGET", `The parent turn has no ${k} left (${v}).`, { path: `limits.${k}` });
+function clamp(
+  given: ChildOptions["limits"],
+  budget: TurnBudget,
+): Pick<Limits, "maxRounds" | "maxToolCalls" | "tokenBudget" | "wallTimeMs"> {
+  const left = {
+    maxRounds: budget.rounds,
+    maxToolCalls: budget.toolCalls,
+    tokenBudget: budget.tokens,
+    wallTimeMs: budget.wallMs,
+  };
+  for (const [k, v] of Object.entries(left))
+    if (!(v > 0))
+      throw new KeelError("KEEL_CHILD_BUDGET", `The parent turn has no ${k} left (${v}).`, { path: `limits.${k}` });
   const out = { ...left };
   for (const k of Object.keys(left) as Array<keyof typeof left>) {
     const v = given?.[k];
     if (v === undefined) continue;
-    if (typeof v !== "number" || !(v > 0)) throw new KeelError("KEEL_CHILD_INVALID", `limits.${k} must be a positive number (got ${String(v)}).`, { path: `limits.${k}` });
+    if (typeof v !== "number" || !(v > 0))
+      throw new KeelError("KEEL_CHILD_INVALID", `limits.${k} must be a positive number (got ${String(v)}).`, {
+        path: `limits.${k}`,
+      });
     out[k] = Math.min(out[k], v);
   }
   return out;
 }
 
 /** The child agent's own limits count too: the turn gets the minimum. */
-function cappedBy(own: Limits, limits: Pick<Limits, "maxRounds" | "maxToolCalls" | "tokenBudget" | "wallTimeMs">): Partial<Limits> {
-  return { maxRounds: Math.min(own.maxRounds, limits.maxRounds), maxToolCalls: Math.min(own.maxToolCalls, limits.maxToolCalls), tokenBudget: Math.min(own.tokenBudget, limits.tokenBudget), wallTimeMs: Math.min(own.wallTimeMs, limits.wallTimeMs) };
+function cappedBy(
+  own: Limits,
+  limits: Pick<Limits, "maxRounds" | "maxToolCalls" | "tokenBudget" | "wallTimeMs">,
+): Partial<Limits> {
+  return {
+    maxRounds: Math.min(own.maxRounds, limits.maxRounds),
+    maxToolCalls: Math.min(own.maxToolCalls, limits.maxToolCalls),
+    tokenBudget: Math.min(own.tokenBudget, limits.tokenBudget),
+    wallTimeMs: Math.min(own.wallTimeMs, limits.wallTimeMs),
+  };
 }
 
 /** The child agent named `name`, built once from the first options given for it. */
@@ -136,26 +231,35 @@ function childAgent(host: Agent, name: string, options: ChildOptions["agent"]): 
   let made = host.children.get(name);
   if (!made) {
     const given = (options ?? {}) as Partial<AgentOptions>;
-    made = host.spawn({
-      ...given,
-      name: host.name,
-      provider: given.provider ?? host.options.provider,
-      ...(given.sideModel === undefined && host.options.sideModel !== undefined ? { sideModel: host.options.sideModel } : {}),
-      ...(given.approve === undefined && host.options.approve ? { approve: host.options.approve } : {}),
-      ...(given.ask === undefined && host.options.ask ? { ask: host.options.ask } : {}),
-      // Its plugins keep their data where the parent agent does (its home and its store), never in KEEL_HOME.
-      home: host.storage.home,
-      store: host.store,
-    }).then(
-      (a) => {
-        a.depth = host.depth + 1;
-        return a;
-      },
-      (err: unknown) => {
-        host.children.delete(name);
-        throw new KeelError("KEEL_CHILD_INVALID", `Child agent "${name}": ${headOf(errorMessage(err), 500)}`, { path: "agent" }, { cause: err });
-      },
-    );
+    made = host
+      .spawn({
+        ...given,
+        name: host.name,
+        provider: given.provider ?? host.options.provider,
+        ...(given.sideModel === undefined && host.options.sideModel !== undefined
+          ? { sideModel: host.options.sideModel }
+          : {}),
+        ...(given.approve === undefined && host.options.approve ? { approve: host.options.approve } : {}),
+        ...(given.ask === undefined && host.options.ask ? { ask: host.options.ask } : {}),
+        // Its plugins keep their data where the parent agent does (its home and its store), never in KEEL_HOME.
+        home: host.storage.home,
+        store: host.store,
+      })
+      .then(
+        (a) => {
+          a.depth = host.depth + 1;
+          return a;
+        },
+        (err: unknown) => {
+          host.children.delete(name);
+          throw new KeelError(
+            "KEEL_CHILD_INVALID",
+            `Child agent "${name}": ${headOf(errorMessage(err), 500)}`,
+            { path: "agent" },
+            { cause: err },
+          );
+        },
+      );
     host.children.set(name, made);
   }
   return made;

@@ -8,7 +8,9 @@ import type { ModelProvider } from "./provider.ts";
 import type { ToolDefinition } from "./tools.ts";
 
 /** A provider script as a config holds it: `{ steps }` (with `model`, `contextWindow`) or a bare array of steps. */
-export type OfflineScript = readonly Record<string, unknown>[] | { steps: readonly Record<string, unknown>[]; model?: string; contextWindow?: number };
+export type OfflineScript =
+  | readonly Record<string, unknown>[]
+  | { steps: readonly Record<string, unknown>[]; model?: string; contextWindow?: number };
 
 /** Models the editor completes. Contract: suggestions only; any `<provider>:<model>` is accepted. */
 export type KnownModelName =
@@ -111,13 +113,21 @@ export interface KeelConfig {
  * so a mistyped key is a type error at that key even though defineConfig is generic.
  */
 type NoExtraKeys<C, Shape> = C extends object
-  ? { [K in keyof C]: K extends "model" | "sideModel" ? CheckModels<C[K]> : K extends keyof Shape ? NoExtraNested<C[K], Shape[K]> : never }
+  ? {
+      [K in keyof C]: K extends "model" | "sideModel"
+        ? CheckModels<C[K]>
+        : K extends keyof Shape
+          ? NoExtraNested<C[K], Shape[K]>
+          : never;
+    }
   : C;
 /** A nested plain object (limits, lease, preflight, offline) is checked against its object shape; arrays and functions are left alone. */
 type NoExtraNested<V, S> = V extends readonly unknown[] | ((...args: never[]) => unknown)
   ? V
   : V extends object
-    ? [Extract<NonNullable<S>, Record<string, unknown>>] extends [never] ? V : NoExtraKeys<V, Extract<NonNullable<S>, Record<string, unknown>>>
+    ? [Extract<NonNullable<S>, Record<string, unknown>>] extends [never]
+      ? V
+      : NoExtraKeys<V, Extract<NonNullable<S>, Record<string, unknown>>>
     : V;
 /** A model entry object is checked against ModelEntry; a provider object (with `stream`) and a string pass. */
 type CheckModel<V> = V extends string | { stream: unknown } ? V : V extends object ? NoExtraKeys<V, ModelEntry> : V;

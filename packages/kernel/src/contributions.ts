@@ -18,7 +18,12 @@ const id = z.string().min(1).max(200);
 
 const TextBlockSchema = z.object({ type: z.literal("text"), text: z.string() });
 const ImageBlockSchema = z.object({ type: z.literal("image"), mediaType: z.string().min(1), data: z.string() });
-const FileBlockSchema = z.object({ type: z.literal("file"), mediaType: z.string().min(1), data: z.string(), name: z.string().optional() });
+const FileBlockSchema = z.object({
+  type: z.literal("file"),
+  mediaType: z.string().min(1),
+  data: z.string(),
+  name: z.string().optional(),
+});
 const ContentBlockSchema = z.discriminatedUnion("type", [TextBlockSchema, ImageBlockSchema, FileBlockSchema]);
 
 /** Zod schema of a conversation message (see messages.ts). */
@@ -29,7 +34,12 @@ export const MessageSchema = z.discriminatedUnion("role", [
     content: z.array(
       z.discriminatedUnion("type", [
         TextBlockSchema,
-        z.object({ type: z.literal("thinking"), text: z.string(), redacted: z.boolean().optional(), providerData: z.unknown().optional() }),
+        z.object({
+          type: z.literal("thinking"),
+          text: z.string(),
+          redacted: z.boolean().optional(),
+          providerData: z.unknown().optional(),
+        }),
         z.object({ type: z.literal("tool_call"), id: z.string().min(1), name: z.string().min(1), args: z.unknown() }),
       ]),
     ),
@@ -53,24 +63,40 @@ const ToolShape = z
     hidden: z.boolean().optional(),
     timeoutMs: z.number().int().positive().optional(),
     parameters: z.record(z.string(), z.unknown()).optional(),
-    input: z.custom((v) => v === undefined || typeof (v as { safeParse?: unknown } | null)?.safeParse === "function", { message: "expected a zod schema" }).optional(),
+    input: z
+      .custom((v) => v === undefined || typeof (v as { safeParse?: unknown } | null)?.safeParse === "function", {
+        message: "expected a zod schema",
+      })
+      .optional(),
   })
   .loose();
 
 /** A tool inside a bundle: checked structurally, typed as the kernel's ToolDefinition. */
 const ToolDefinitionSchema = z.custom<ToolDefinition>().superRefine((value, ctx) => {
   const r = ToolShape.safeParse(value);
-  if (!r.success) for (const issue of r.error.issues) ctx.addIssue({ code: "custom", message: issue.message, path: issue.path });
+  if (!r.success)
+    for (const issue of r.error.issues) ctx.addIssue({ code: "custom", message: issue.message, path: issue.path });
 });
 
 const MessageEditSchema = z.discriminatedUnion("op", [
-  z.object({ op: z.literal("replace"), start: z.number().int().min(0), end: z.number().int().min(0), messages: z.array(MessageSchema) }),
+  z.object({
+    op: z.literal("replace"),
+    start: z.number().int().min(0),
+    end: z.number().int().min(0),
+    messages: z.array(MessageSchema),
+  }),
   z.object({ op: z.literal("mask_tool_result"), toolCallId: z.string().min(1), text: z.string() }),
 ]);
 
 /** Zod schema of every contribution kind, keyed by kind. */
 export const CONTRIBUTION_SCHEMAS = {
-  policy: z.object({ kind: z.literal("policy"), domain: z.string().min(1), key: z.string().min(1), value: z.unknown(), priority }),
+  policy: z.object({
+    kind: z.literal("policy"),
+    domain: z.string().min(1),
+    key: z.string().min(1),
+    value: z.unknown(),
+    priority,
+  }),
   prompt_context: z.object({
     kind: z.literal("prompt_context"),
     id,
@@ -99,11 +125,20 @@ export const CONTRIBUTION_SCHEMAS = {
   }),
   tool_visibility: z.object({
     kind: z.literal("tool_visibility"),
-    hide: z.object({ categories: z.array(z.enum(["exec", "mcp", "info", "edit"])).optional(), names: z.array(z.string().min(1)).optional() }).strict(),
+    hide: z
+      .object({
+        categories: z.array(z.enum(["exec", "mcp", "info", "edit"])).optional(),
+        names: z.array(z.string().min(1)).optional(),
+      })
+      .strict(),
     keep: z.array(z.string().min(1)).optional(),
     reason: z.string().min(1).max(500),
   }),
-  message_edit: z.object({ kind: z.literal("message_edit"), reason: z.string().min(1), edits: z.array(MessageEditSchema).min(1) }),
+  message_edit: z.object({
+    kind: z.literal("message_edit"),
+    reason: z.string().min(1),
+    edits: z.array(MessageEditSchema).min(1),
+  }),
   request_options: z.object({
     kind: z.literal("request_options"),
     priority,
@@ -158,7 +193,10 @@ export const CONTRIBUTION_SCHEMAS = {
       attempts: z.number().int().min(1).max(5).optional(),
       retryDelayMs: z.number().int().nonnegative().optional(),
     })
-    .refine((v) => v.durable === true || typeof v.run === "function", { message: "expected run to be a function (or durable: true with a registered job runner)", path: ["run"] }),
+    .refine((v) => v.durable === true || typeof v.run === "function", {
+      message: "expected run to be a function (or durable: true with a registered job runner)",
+      path: ["run"],
+    }),
   stop: z.object({ kind: z.literal("stop"), reason: z.string().min(1) }),
 } as const;
 
@@ -178,10 +216,13 @@ export type Contribution = { [K in ContributionKind]: ContributionOf<K> }[Contri
 export type ContributionInput = { [K in ContributionKind]: ContributionInputOf<K> }[ContributionKind];
 
 /** The tagged union schema of all contributions. */
-export const ContributionSchema = z.discriminatedUnion("kind", Object.values(CONTRIBUTION_SCHEMAS) as unknown as [
-  (typeof CONTRIBUTION_SCHEMAS)["policy"],
-  ...(typeof CONTRIBUTION_SCHEMAS)[ContributionKind][],
-]);
+export const ContributionSchema = z.discriminatedUnion(
+  "kind",
+  Object.values(CONTRIBUTION_SCHEMAS) as unknown as [
+    (typeof CONTRIBUTION_SCHEMAS)["policy"],
+    ...(typeof CONTRIBUTION_SCHEMAS)[ContributionKind][],
+  ],
+);
 
 /** One message edit of a `message_edit` contribution. */
 export type MessageEdit = z.output<typeof MessageEditSchema>;
@@ -207,21 +248,40 @@ export function validateContribution(raw: unknown): ValidationResult {
     plain = snapshot(raw);
   } catch (err) {
     const e = err as UnreadableValueError;
-    return { ok: false, kind: undefined, path: e.path ?? "(root)", message: `unreadable: ${errorMessage(err)}`, unreadable: true };
+    return {
+      ok: false,
+      kind: undefined,
+      path: e.path ?? "(root)",
+      message: `unreadable: ${errorMessage(err)}`,
+      unreadable: true,
+    };
   }
   try {
     return validateUnsafe(plain);
   } catch (err) {
-    return { ok: false, kind: undefined, path: "(root)", message: `validating the contribution threw: ${errorMessage(err)}` };
+    return {
+      ok: false,
+      kind: undefined,
+      path: "(root)",
+      message: `validating the contribution threw: ${errorMessage(err)}`,
+    };
   }
 }
 
 function validateUnsafe(raw: unknown): ValidationResult {
   const kind = typeof raw === "object" && raw !== null ? (raw as { kind?: unknown }).kind : undefined;
-  const schema = typeof kind === "string" && Object.hasOwn(CONTRIBUTION_SCHEMAS, kind) ? (CONTRIBUTION_SCHEMAS as Record<string, z.ZodType>)[kind] : undefined;
+  const schema =
+    typeof kind === "string" && Object.hasOwn(CONTRIBUTION_SCHEMAS, kind)
+      ? (CONTRIBUTION_SCHEMAS as Record<string, z.ZodType>)[kind]
+      : undefined;
   if (!schema) {
     const near = typeof kind === "string" ? closestName(kind, Object.keys(CONTRIBUTION_SCHEMAS)) : undefined;
-    return { ok: false, kind: typeof kind === "string" ? kind : undefined, path: "kind", message: `unknown contribution kind ${JSON.stringify(kind)};${near ? ` did you mean "${near}"?` : ""} expected one of ${Object.keys(CONTRIBUTION_SCHEMAS).join(", ")}` };
+    return {
+      ok: false,
+      kind: typeof kind === "string" ? kind : undefined,
+      path: "kind",
+      message: `unknown contribution kind ${JSON.stringify(kind)};${near ? ` did you mean "${near}"?` : ""} expected one of ${Object.keys(CONTRIBUTION_SCHEMAS).join(", ")}`,
+    };
   }
   const parsed = schema.safeParse(raw);
   if (parsed.success) return { ok: true, value: parsed.data as Contribution };

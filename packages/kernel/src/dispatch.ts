@@ -8,7 +8,7 @@ import { trackAbandoned } from "./abandoned.ts";
 import { AsyncSeriesHook } from "tapable";
 import type { Contribution } from "./contributions.ts";
 import { describeInvalid, validateContribution } from "./contributions.ts";
-import type { ErrorCode } from "./errors.ts";
+import type { ErrorCode, ErrorLocation } from "./errors.ts";
 import { errorMessage, isKeelError, KeelError, plainThrown, preview } from "./errors.ts";
 import type { ContributionRecord, HandlerSummary } from "./events.ts";
 import type { PhaseName } from "./phases.ts";
@@ -58,7 +58,14 @@ export type WaterfallStep = (event: any, added: Contributed[]) => any;
 export interface PhaseTracer {
   phaseStarted(phase: PhaseName, owner: unknown): void;
   /** A background handler settled after its phase closed. */
-  backgroundSettled(phase: PhaseName, summary: HandlerSummary, contributions: Contributed[], records: ContributionRecord[], diagnostics: PhaseDiagnostic[], owner: unknown): void;
+  backgroundSettled(
+    phase: PhaseName,
+    summary: HandlerSummary,
+    contributions: Contributed[],
+    records: ContributionRecord[],
+    diagnostics: PhaseDiagnostic[],
+    owner: unknown,
+  ): void;
 }
 
 interface Outcome {
@@ -118,7 +125,13 @@ class HookCtx implements HookContext {
   private readonly parent: AbortSignal;
   private onParent: (() => void) | undefined;
   readonly model: ModelProvider | undefined;
-  constructor(plugin: string, phase: PhaseName, subscription: string, parent: AbortSignal, model: ModelProvider | undefined) {
+  constructor(
+    plugin: string,
+    phase: PhaseName,
+    subscription: string,
+    parent: AbortSignal,
+    model: ModelProvider | undefined,
+  ) {
     this.model = model;
     this.plugin = plugin;
     this.phase = phase;
@@ -155,7 +168,11 @@ class HookCtx implements HookContext {
 }
 
 function isThenable(v: unknown): v is PromiseLike<unknown> {
-  return v !== null && (typeof v === "object" || typeof v === "function") && typeof (v as { then?: unknown }).then === "function";
+  return (
+    v !== null &&
+    (typeof v === "object" || typeof v === "function") &&
+    typeof (v as { then?: unknown }).then === "function"
+  );
 }
 
 /**
@@ -242,7 +259,13 @@ export class PhaseRunner {
     if (!run.options.step) for (const o of outcomes) if (o) this.settle(run, o);
     if (run.crashed !== undefined) {
       // Unreachable unless the dispatcher itself has a bug: record it rather than lose it.
-      result.diagnostics.push({ level: "error", code: "KEEL_HANDLER_THREW", message: `Dispatch of ${run.phase} failed: ${preview(errorMessage(run.crashed))}`, plugin: "(kernel)", phase: run.phase });
+      result.diagnostics.push({
+        level: "error",
+        code: "KEEL_HANDLER_THREW",
+        message: `Dispatch of ${run.phase} failed: ${preview(errorMessage(run.crashed))}`,
+        plugin: "(kernel)",
+        phase: run.phase,
+      });
     }
     if (run.waterfallStop && !result.failed) result.failed = run.waterfallStop;
     result.durationMs = performance.now() - t0;
@@ -251,7 +274,9 @@ export class PhaseRunner {
 
   private launch(run: Run, sub: Subscription): void {
     const waits = sub.waitFor.length ? sub.waitFor.map((p) => run.slots[p]).filter(isThenable) : [];
-    const slot = waits.length ? Promise.all(waits).then(() => this.invoke(run, sub, run.options.signal, true)) : this.invoke(run, sub);
+    const slot = waits.length
+      ? Promise.all(waits).then(() => this.invoke(run, sub, run.options.signal, true))
+      : this.invoke(run, sub);
     if (isThenable(slot)) run.async = true;
     run.slots[sub.position] = slot;
   }
@@ -282,20 +307,53 @@ export class PhaseRunner {
       run.event = freezeEvent(run.options.step(run.event, added));
     } catch (err) {
       const { sub } = out;
-      run.result.diagnostics.push({ level: "warn", code: "KEEL_CONTRIBUTION_INVALID", message: new KeelError("KEEL_CONTRIBUTION_INVALID", `The contributions could not be applied: ${preview(errorMessage(err))}.`, { plugin: sub.plugin, phase: sub.phase }).message, plugin: sub.plugin, phase: sub.phase });
+      run.result.diagnostics.push({
+        level: "warn",
+        code: "KEEL_CONTRIBUTION_INVALID",
+        message: new KeelError(
+          "KEEL_CONTRIBUTION_INVALID",
+          `The contributions could not be applied: ${preview(errorMessage(err))}.`,
+          { plugin: sub.plugin, phase: sub.phase },
+        ).message,
+        plugin: sub.plugin,
+        phase: sub.phase,
+      });
     }
   }
 
   private launchBackground(run: Run, sub: Subscription): void {
     const out = this.invoke(run, sub, run.options.backgroundSignal ?? NEVER, true);
-    run.result.handlers.push({ plugin: sub.plugin, subscription: sub.id, status: "queued", durationMs: 0, contributions: 0 });
+    run.result.handlers.push({
+      plugin: sub.plugin,
+      subscription: sub.id,
+      status: "queued",
+      durationMs: 0,
+      contributions: 0,
+    });
     const p = Promise.resolve(out).then((o) => {
-      const r: PhaseResult = { phase: run.phase, durationMs: 0, handlers: [], contributions: [], records: [], diagnostics: [] };
-      o.invalid = [...o.invalid, ...o.valid.filter((c) => !LATE_KINDS.has(c.kind)).map((c) => ({ kind: c.kind, reason: "late" }))];
+      const r: PhaseResult = {
+        phase: run.phase,
+        durationMs: 0,
+        handlers: [],
+        contributions: [],
+        records: [],
+        diagnostics: [],
+      };
+      o.invalid = [
+        ...o.invalid,
+        ...o.valid.filter((c) => !LATE_KINDS.has(c.kind)).map((c) => ({ kind: c.kind, reason: "late" })),
+      ];
       o.valid = o.valid.filter((c) => LATE_KINDS.has(c.kind));
       this.settle(new Run(run.phase, undefined, run.options, r), o);
       try {
-        this.tracer.backgroundSettled(run.phase, r.handlers[0]!, r.contributions, r.records, r.diagnostics, run.options.owner);
+        this.tracer.backgroundSettled(
+          run.phase,
+          r.handlers[0]!,
+          r.contributions,
+          r.records,
+          r.diagnostics,
+          run.options.owner,
+        );
       } catch {
         // The tracer records into a store that may be closed by now; nothing else to tell.
       }
@@ -308,14 +366,24 @@ export class PhaseRunner {
    * Call one handler under its deadline.
    * Contract: never throws; a returned promise never rejects.
    */
-  private invoke(run: Run, sub: Subscription, signal: AbortSignal = run.options.signal, freshClock = false): Outcome | Promise<Outcome> {
+  private invoke(
+    run: Run,
+    sub: Subscription,
+    signal: AbortSignal = run.options.signal,
+    freshClock = false,
+  ): Outcome | Promise<Outcome> {
     // Handlers launched back-to-back share clock readings (one per handler, not two).
     const t0 = freshClock ? performance.now() : run.mark;
     const ctx = new HookCtx(sub.plugin, sub.phase, sub.id, signal, this.model);
     let raw: unknown;
     let thenable: boolean;
     try {
-      raw = faultScopesActive() ? inFaultScope(() => this.scopeOf(sub), () => sub.handler(run.event, ctx)) : sub.handler(run.event, ctx);
+      raw = faultScopesActive()
+        ? inFaultScope(
+            () => this.scopeOf(sub),
+            () => sub.handler(run.event, ctx),
+          )
+        : sub.handler(run.event, ctx);
       thenable = isThenable(raw);
     } catch (error) {
       ctx.dispose();
@@ -345,7 +413,11 @@ export class PhaseRunner {
       };
       const deadlineMs = Math.min(sub.timeoutMs, run.options.maxHandlerMs ?? Number.POSITIVE_INFINITY);
       const timer = setTimeout(() => {
-        const err = new KeelError("KEEL_HANDLER_TIMEOUT", `The handler ran past its ${deadlineMs} ms deadline${deadlineMs < sub.timeoutMs ? ` (its timeoutMs of ${sub.timeoutMs} is capped by the limit ${deadlineMs} ms: limits.wallTimeMs)` : ""}.`, { plugin: sub.plugin, phase: sub.phase, subscription: sub.id });
+        const err = new KeelError(
+          "KEEL_HANDLER_TIMEOUT",
+          `The handler ran past its ${deadlineMs} ms deadline${deadlineMs < sub.timeoutMs ? ` (its timeoutMs of ${sub.timeoutMs} is capped by the limit ${deadlineMs} ms: limits.wallTimeMs)` : ""}.`,
+          { plugin: sub.plugin, phase: sub.phase, subscription: sub.id },
+        );
         ctx.abort(err);
         if (!settled) trackAbandoned(`handler ${sub.id}`, raw);
         finish(failedOutcome(sub, t0, "timeout", err));
@@ -366,14 +438,18 @@ export class PhaseRunner {
   /** Validate what a handler returned. Contract: never throws (a throwing getter is an invalid contribution). */
   private validate(sub: Subscription, raw: unknown, t0: number): Outcome {
     // Most handlers return nothing: their outcome shares two frozen empty lists.
-    if (raw === undefined || raw === null) return { sub, status: "ok", durationMs: performance.now() - t0, valid: NONE, invalid: NONE };
+    if (raw === undefined || raw === null)
+      return { sub, status: "ok", durationMs: performance.now() - t0, valid: NONE, invalid: NONE };
     const out: Outcome = { sub, status: "ok", durationMs: performance.now() - t0, valid: [], invalid: [] };
     const accepts = PHASES[sub.phase].accepts as readonly string[];
     let items: unknown[];
     try {
       items = Array.isArray(raw) ? Array.from({ length: Math.min(raw.length, 10_000) }, (_, i) => raw[i]) : [raw];
     } catch (err) {
-      out.invalid.push({ kind: undefined, reason: `unreadable: (root): reading it threw ${preview(errorMessage(err))}` });
+      out.invalid.push({
+        kind: undefined,
+        reason: `unreadable: (root): reading it threw ${preview(errorMessage(err))}`,
+      });
       out.status = "invalid";
       return out;
     }
@@ -381,7 +457,11 @@ export class PhaseRunner {
       if (item === undefined || item === null || item === false) continue;
       const v = validateContribution(item);
       if (!v.ok) out.invalid.push({ kind: v.kind, reason: describeInvalid(v) });
-      else if (!accepts.includes(v.value.kind)) out.invalid.push({ kind: v.value.kind, reason: `not accepted by ${sub.phase} (accepts ${accepts.join(", ")})` });
+      else if (!accepts.includes(v.value.kind))
+        out.invalid.push({
+          kind: v.value.kind,
+          reason: `not accepted by ${sub.phase} (accepts ${accepts.join(", ")})`,
+        });
       else out.valid.push(v.value);
     }
     if (out.invalid.length) out.status = "invalid";
@@ -392,43 +472,119 @@ export class PhaseRunner {
   private settle(run: Run, o: Outcome): void {
     const { sub } = o;
     const r = run.result;
-    const loc = o.invalid.length || o.status !== "ok" ? { plugin: sub.plugin, phase: sub.phase, subscription: sub.id } : undefined;
-    for (const bad of o.invalid) {
-      const late = bad.reason === "late";
-      r.records.push({ plugin: sub.plugin, kind: bad.kind ?? "unknown", status: "rejected", reason: late ? "arrived after the phase closed" : bad.reason });
-      const code: ErrorCode = late ? "KEEL_CONTRIBUTION_LATE" : bad.reason.startsWith("not accepted") ? "KEEL_CONTRIBUTION_NOT_ACCEPTED" : bad.reason.startsWith("unreadable") ? "KEEL_OUTPUT_UNREADABLE" : "KEEL_CONTRIBUTION_INVALID";
-      r.diagnostics.push({ level: "warn", code, message: new KeelError(code, `Rejected a "${bad.kind ?? "unknown"}" contribution: ${late ? "it arrived after the phase closed" : bad.reason}.`, loc).message, plugin: sub.plugin, phase: sub.phase });
-    }
-    const failed = o.status === "threw" || o.status === "timeout" || (o.status === "invalid" && !o.invalid.every((b) => b.reason === "late"));
-    const summary: HandlerSummary = { plugin: sub.plugin, subscription: sub.id, status: o.status, durationMs: round(o.durationMs), contributions: o.valid.length };
+    const loc =
+      o.invalid.length || o.status !== "ok"
+        ? { plugin: sub.plugin, phase: sub.phase, subscription: sub.id }
+        : undefined;
+    recordRejected(r, sub, o.invalid, loc);
+    const failed =
+      o.status === "threw" ||
+      o.status === "timeout" ||
+      (o.status === "invalid" && !o.invalid.every((b) => b.reason === "late"));
+    const summary: HandlerSummary = {
+      plugin: sub.plugin,
+      subscription: sub.id,
+      status: o.status,
+      durationMs: round(o.durationMs),
+      contributions: o.valid.length,
+    };
     if (o.error !== undefined) summary.error = preview(errorMessage(o.error));
     r.handlers.push(summary);
     let accepted = o.valid;
     if (failed && o.status !== "invalid") {
       const code: ErrorCode = o.status === "timeout" ? "KEEL_HANDLER_TIMEOUT" : "KEEL_HANDLER_THREW";
-      const message = isKeelError(o.error) ? o.error.message : new KeelError(code, preview(errorMessage(o.error)), loc).message;
-      r.diagnostics.push({ level: sub.failure === "best_effort" || sub.failure === "fallback" ? "warn" : "error", code, message, plugin: sub.plugin, phase: sub.phase });
+      const message = isKeelError(o.error)
+        ? o.error.message
+        : new KeelError(code, preview(errorMessage(o.error)), loc).message;
+      r.diagnostics.push({
+        level: sub.failure === "best_effort" || sub.failure === "fallback" ? "warn" : "error",
+        code,
+        message,
+        plugin: sub.plugin,
+        phase: sub.phase,
+      });
     }
     if (failed) {
       if (sub.failure === "fallback") {
         accepted = [...sub.fallback];
-        for (const c of accepted) r.records.push({ plugin: sub.plugin, kind: c.kind, ...idOf(c), status: "fallback", reason: `handler ${o.status}` });
+        for (const c of accepted)
+          r.records.push({
+            plugin: sub.plugin,
+            kind: c.kind,
+            ...idOf(c),
+            status: "fallback",
+            reason: `handler ${o.status}`,
+          });
         for (const c of accepted) r.contributions.push({ plugin: sub.plugin, value: c });
         return;
       }
       if (sub.failure === "required" || sub.failure === "fail_closed") {
-        r.failed ??= new KeelError("KEEL_PHASE_FAILED", `Subscription "${sub.id}" (failure: ${sub.failure}) ${o.status === "invalid" ? "returned an invalid contribution" : o.status === "timeout" ? "timed out" : `threw: ${preview(errorMessage(o.error))}`}.`, loc, { cause: o.error, details: { failure: sub.failure } });
+        r.failed ??= new KeelError(
+          "KEEL_PHASE_FAILED",
+          `Subscription "${sub.id}" (failure: ${sub.failure}) ${o.status === "invalid" ? "returned an invalid contribution" : o.status === "timeout" ? "timed out" : `threw: ${preview(errorMessage(o.error))}`}.`,
+          loc,
+          { cause: o.error, details: { failure: sub.failure } },
+        );
         return;
       }
     }
     for (const c of accepted) {
       r.contributions.push({ plugin: sub.plugin, value: c });
-      if (c.kind === "diagnostic") r.diagnostics.push({ level: c.level, code: c.code, message: preview(c.message), plugin: sub.plugin, phase: sub.phase, data: c.data });
+      if (c.kind === "diagnostic")
+        r.diagnostics.push({
+          level: c.level,
+          code: c.code,
+          message: preview(c.message),
+          plugin: sub.plugin,
+          phase: sub.phase,
+          data: c.data,
+        });
     }
   }
 }
 
-function failedOutcome(sub: Subscription, t0: number, status: "threw" | "timeout" | "aborted", error: unknown): Outcome {
+/** Record each rejected contribution of one handler, with its diagnostic. */
+function recordRejected(
+  r: PhaseResult,
+  sub: Subscription,
+  invalid: Outcome["invalid"],
+  loc: ErrorLocation | undefined,
+): void {
+  for (const bad of invalid) {
+    const late = bad.reason === "late";
+    r.records.push({
+      plugin: sub.plugin,
+      kind: bad.kind ?? "unknown",
+      status: "rejected",
+      reason: late ? "arrived after the phase closed" : bad.reason,
+    });
+    const code: ErrorCode = late
+      ? "KEEL_CONTRIBUTION_LATE"
+      : bad.reason.startsWith("not accepted")
+        ? "KEEL_CONTRIBUTION_NOT_ACCEPTED"
+        : bad.reason.startsWith("unreadable")
+          ? "KEEL_OUTPUT_UNREADABLE"
+          : "KEEL_CONTRIBUTION_INVALID";
+    r.diagnostics.push({
+      level: "warn",
+      code,
+      message: new KeelError(
+        code,
+        `Rejected a "${bad.kind ?? "unknown"}" contribution: ${late ? "it arrived after the phase closed" : bad.reason}.`,
+        loc,
+      ).message,
+      plugin: sub.plugin,
+      phase: sub.phase,
+    });
+  }
+}
+
+function failedOutcome(
+  sub: Subscription,
+  t0: number,
+  status: "threw" | "timeout" | "aborted",
+  error: unknown,
+): Outcome {
   return { sub, status, durationMs: performance.now() - t0, valid: [], invalid: [], error: plainThrown(error) };
 }
 

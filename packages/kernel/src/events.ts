@@ -45,58 +45,202 @@ export interface TurnTimings {
 /** Durable events, by type. */
 export type KeelEventData =
   /** `parent`: set on a child session (ToolContext.child): the turn and tool call that started it. */
-  | { type: "session.created"; agent: string; parent?: { sessionId: string; turnId: string; callId: string; name: string; depth: number } }
+  | {
+      type: "session.created";
+      agent: string;
+      parent?: { sessionId: string; turnId: string; callId: string; name: string; depth: number };
+    }
   /** A tool call started a child session (ToolContext.child); recorded before the child runs. */
   | { type: "child.started"; callId: string; name: string; childSessionId: string }
   /** The host switched the session's mode (session.setMode): `chat` sends no tools, `agent` does. */
   | { type: "session.mode"; mode: SessionMode }
-  | { type: "session.resumed"; agent: string; interruptedTurn?: string; leaseTakenOver?: { pid: number; host: string; reason: "expired" | "holder_dead" } }
+  | {
+      type: "session.resumed";
+      agent: string;
+      interruptedTurn?: string;
+      leaseTakenOver?: { pid: number; host: string; reason: "expired" | "holder_dead" };
+    }
   /** `content`: the input's blocks when run() was given content blocks (`input` is their text). */
   /** `mode`: present when the turn ran in chat mode (no tools). */
-  | { type: "turn.started"; input: string; trigger: "user" | "follow_up" | "resume" | "subagent"; metadata: Record<string, unknown>; content?: ContentBlock[]; mode?: "chat" }
+  | {
+      type: "turn.started";
+      input: string;
+      trigger: "user" | "follow_up" | "resume" | "subagent";
+      metadata: Record<string, unknown>;
+      content?: ContentBlock[];
+      mode?: "chat";
+    }
   | { type: "message.appended"; message: Message }
   | { type: "message.queued"; queue: "steering" | "follow_up"; queueId: string; text: string }
   | { type: "message.dequeued"; queue: "steering" | "follow_up"; queueId: string }
   | { type: "context.edited"; plugin: string; reason: string; edits: MessageEdit[]; before: number; after: number }
   | { type: "context.repaired"; synthesizedResults: string[]; droppedResults: string[] }
-  | { type: "phase.completed"; phase: string; durationMs: number; handlers: HandlerSummary[]; contributions: ContributionRecord[] }
+  | {
+      type: "phase.completed";
+      phase: string;
+      durationMs: number;
+      handlers: HandlerSummary[];
+      contributions: ContributionRecord[];
+    }
   | { type: "phase.background"; phase: string; handler: HandlerSummary; contributions: ContributionRecord[] }
   /** What the merge of a phase's contributions applied, truncated, omitted or rejected (caps, conflicts). */
   | { type: "contributions.merged"; phase: string; contributions: ContributionRecord[] }
   | { type: "prompt.compiled"; manifest: PromptManifest }
   /** `provider`: the `<provider>:<model>` that answered; `model`: the model name the server reported; `firstChunkMs`: request to first streamed delta. */
-  | { type: "model.responded"; round: number; stopReason: StopReason; usage: Partial<Usage>; durationMs: number; attempt: number; provider?: string; model?: string; firstChunkMs?: number }
+  | {
+      type: "model.responded";
+      round: number;
+      stopReason: StopReason;
+      usage: Partial<Usage>;
+      durationMs: number;
+      attempt: number;
+      provider?: string;
+      model?: string;
+      firstChunkMs?: number;
+    }
   | { type: "model.failed"; round: number; errorClass: ProviderErrorClass; message: string; status?: number }
   /** A provider's notice: a retried stream, a fallback to another model (ModelEvent `notice`). */
-  | { type: "model.notice"; round: number; kind: "retry" | "fallback" | "info"; message: string; provider?: string; data?: Record<string, unknown> }
+  | {
+      type: "model.notice";
+      round: number;
+      kind: "retry" | "fallback" | "info";
+      message: string;
+      provider?: string;
+      data?: Record<string, unknown>;
+    }
   | { type: "tool.started"; round: number; callId: string; name: string; args: unknown }
-  | { type: "tool.completed"; round: number; callId: string; name: string; status: "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled"; durationMs: number; decision?: string; rewrittenBy?: string[] }
+  | {
+      type: "tool.completed";
+      round: number;
+      callId: string;
+      name: string;
+      status: "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled";
+      durationMs: number;
+      decision?: string;
+      rewrittenBy?: string[];
+    }
   /** The preflight plan ran (AgentOptions.preflight) and revealed these hidden tools. */
-  | { type: "preflight.completed"; status: "ok" | "timeout" | "failed" | "invalid"; revealed: string[]; ignored: string[]; plan?: string; durationMs: number; usage: Partial<Usage>; error?: string }
+  | {
+      type: "preflight.completed";
+      status: "ok" | "timeout" | "failed" | "invalid";
+      revealed: string[];
+      ignored: string[];
+      plan?: string;
+      durationMs: number;
+      usage: Partial<Usage>;
+      error?: string;
+    }
   /** A tool's output revealed hidden tools for the rest of the turn. */
   | { type: "tools.revealed"; by: string; names: string[]; unknown?: string[] }
   | { type: "guard.tripped"; guard: GuardName; limit: number; value: number }
   /** A plugin's `ask` decision: the call waits for an answer (the host's approve() callback, or the turn pauses). */
-  | { type: "approval.requested"; round: number; callId: string; name: string; args: unknown; reason?: string; plugin?: string; via?: ChildApprovalLink }
+  | {
+      type: "approval.requested";
+      round: number;
+      callId: string;
+      name: string;
+      args: unknown;
+      reason?: string;
+      plugin?: string;
+      via?: ChildApprovalLink;
+    }
   /** The answer to an approval request: from the host (session.approve/deny), the approve() callback, or an earlier "always". */
-  | { type: "approval.resolved"; callId: string; name: string; approved: boolean; always?: boolean; reason?: string; by: "host" | "callback" | "always" }
+  | {
+      type: "approval.resolved";
+      callId: string;
+      name: string;
+      approved: boolean;
+      always?: boolean;
+      reason?: string;
+      by: "host" | "callback" | "always";
+    }
   /** A paused turn continues (session.resume()): its turn id is open again. */
   | { type: "turn.resumed"; answered: string[] }
-  | { type: "diagnostic"; level: "info" | "warn" | "error"; code: string; message: string; plugin?: string; phase?: string; data?: unknown }
+  | {
+      type: "diagnostic";
+      level: "info" | "warn" | "error";
+      code: string;
+      message: string;
+      plugin?: string;
+      phase?: string;
+      data?: unknown;
+    }
   /** A durable job, recorded before it runs (JobRecord); `origin`: the session whose turn it belongs to when another session adopted it. */
-  | { type: "job.pending"; plugin: string; name: string; idempotencyKey: string; payload?: unknown; attempts: number; timeoutMs: number; retryDelayMs: number; origin?: { sessionId: string; turnId: string | null } }
+  | {
+      type: "job.pending";
+      plugin: string;
+      name: string;
+      idempotencyKey: string;
+      payload?: unknown;
+      attempts: number;
+      timeoutMs: number;
+      retryDelayMs: number;
+      origin?: { sessionId: string; turnId: string | null };
+    }
   /** One attempt of a durable job starts (attempts count across restarts). */
-  | { type: "job.started"; plugin: string; name: string; idempotencyKey: string; attempt: number; pid?: number; host?: string; instance?: string }
+  | {
+      type: "job.started";
+      plugin: string;
+      name: string;
+      idempotencyKey: string;
+      attempt: number;
+      pid?: number;
+      host?: string;
+      instance?: string;
+    }
   /** A durable job was cut short (close grace, shutdown) and stays pending: it re-runs on resume or at the next start. */
   | { type: "job.deferred"; plugin: string; name: string; idempotencyKey: string; attempts: number; reason: string }
   /** The process-level last line of defence caught an error from plugin or tool code while a turn was open. */
-  | { type: "fault"; code: "KEEL_PROCESS_FAULT"; source: "uncaughtException" | "unhandledRejection"; message: string; plugin?: string }
-  | { type: "job.completed"; plugin: string; name: string; idempotencyKey: string; status: "ok" | "failed" | "timeout" | "aborted" | "skipped_duplicate"; durationMs: number; error?: string; attempts?: number }
-  | { type: "turn.completed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings }
-  | { type: "turn.failed"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings }
-  | { type: "turn.interrupted"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings }
+  | {
+      type: "fault";
+      code: "KEEL_PROCESS_FAULT";
+      source: "uncaughtException" | "unhandledRejection";
+      message: string;
+      plugin?: string;
+    }
+  | {
+      type: "job.completed";
+      plugin: string;
+      name: string;
+      idempotencyKey: string;
+      status: "ok" | "failed" | "timeout" | "aborted" | "skipped_duplicate";
+      durationMs: number;
+      error?: string;
+      attempts?: number;
+    }
+  | {
+      type: "turn.completed";
+      verdict: TurnVerdict;
+      usage: Usage;
+      rounds: number;
+      toolCalls: number;
+      timings?: TurnTimings;
+    }
+  | {
+      type: "turn.failed";
+      verdict: TurnVerdict;
+      usage: Usage;
+      rounds: number;
+      toolCalls: number;
+      timings?: TurnTimings;
+    }
+  | {
+      type: "turn.interrupted";
+      verdict: TurnVerdict;
+      usage: Usage;
+      rounds: number;
+      toolCalls: number;
+      timings?: TurnTimings;
+    }
   /** The turn waits for approval of tool calls (verdict `paused`); it ends this run, and session.resume() continues it. */
-  | { type: "turn.paused"; verdict: TurnVerdict; usage: Usage; rounds: number; toolCalls: number; timings?: TurnTimings };
+  | {
+      type: "turn.paused";
+      verdict: TurnVerdict;
+      usage: Usage;
+      rounds: number;
+      toolCalls: number;
+      timings?: TurnTimings;
+    };
 
 /** A durable event type. */
 export type KeelEventType = KeelEventData["type"];
@@ -110,15 +254,33 @@ export type KeelEvent = KeelEventData & { sessionId: string; seq: number; ts: nu
 
 /** Live-only events: streamed to subscribers, never stored. */
 export type LiveEvent =
-  | { type: "model.delta"; sessionId: string; turnId: string; round: number; channel: "text" | "thinking" | "tool_args"; text: string }
+  | {
+      type: "model.delta";
+      sessionId: string;
+      turnId: string;
+      round: number;
+      channel: "text" | "thinking" | "tool_args";
+      text: string;
+    }
   | { type: "phase.started"; sessionId: string; turnId: string | null; phase: string }
   /** A running tool reported progress (ToolContext.progress); `elapsedMs` since the call started. */
-  | { type: "tool.progress"; sessionId: string; turnId: string; callId: string; name: string; message: string; fraction?: number; elapsedMs: number };
+  | {
+      type: "tool.progress";
+      sessionId: string;
+      turnId: string;
+      callId: string;
+      name: string;
+      message: string;
+      fraction?: number;
+      elapsedMs: number;
+    };
 
 /** Everything an agent subscriber sees. */
 export type AgentEvent = KeelEvent | LiveEvent;
 
 /** True for events that end a turn. */
 export function isTerminalEvent(e: { type: string }): boolean {
-  return e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted" || e.type === "turn.paused";
+  return (
+    e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted" || e.type === "turn.paused"
+  );
 }

@@ -67,6 +67,21 @@ export interface ProcessGuard {
   uninstall(): void;
 }
 
+/** Whose code it was, in words: `plugin "p" (phase) tool "t"`, or "" when outside any. */
+function whereOf(plugin: string | undefined, scope: { phase?: string; tool?: string } | undefined): string {
+  const parts = [plugin ? `plugin "${plugin}"` : "", scope?.phase ? `(${scope.phase})` : ""];
+  return [...parts, scope?.tool ? `tool "${scope.tool}"` : ""].filter(Boolean).join(" ");
+}
+
+/** The error location of a fault in a scope. */
+function locationOf(plugin: string | undefined, scope: { phase?: string; tool?: string } | undefined) {
+  return {
+    ...(plugin ? { plugin } : {}),
+    ...(scope?.phase ? { phase: scope.phase } : {}),
+    ...(scope?.tool ? { tool: scope.tool } : {}),
+  };
+}
+
 /**
  * Install process handlers for `target` (an agent, or a function giving the current one): an uncaught exception or unhandled rejection is
  * recorded as a `fault` event in every open session, the turns that are open are closed with
@@ -74,14 +89,24 @@ export interface ProcessGuard {
  * `process.exit()` called by plugin or tool code is reported to `onFault` (source `processExit`).
  * Contract: the process is not exited here; the host decides (the CLI exits non-zero).
  */
-export function guardProcess(target: FaultTarget | (() => FaultTarget | undefined), options: GuardOptions = {}): ProcessGuard {
+export function guardProcess(
+  target: FaultTarget | (() => FaultTarget | undefined),
+  options: GuardOptions = {},
+): ProcessGuard {
   const faults: ProcessFault[] = [];
   const handle = (source: "uncaughtException" | "unhandledRejection", err: unknown): void => {
     const scope = faultScope.getStore();
     const plugin = scope?.plugin ?? (isKeelError(err) ? err.plugin : undefined);
-    const where = [plugin ? `plugin "${plugin}"` : "", scope?.phase ? `(${scope.phase})` : "", scope?.tool ? `tool "${scope.tool}"` : ""].filter(Boolean).join(" ");
+    const where = whereOf(plugin, scope);
     const what = source === "uncaughtException" ? "An uncaught exception" : "An unhandled promise rejection";
-    const error = new KeelError("KEEL_PROCESS_FAULT", `${what} escaped ${where ? `code of ${where}` : "code outside any plugin or tool"}: ${preview(errorMessage(err), 300)}.`, { ...(plugin ? { plugin } : {}), ...(scope?.phase ? { phase: scope.phase } : {}), ...(scope?.tool ? { tool: scope.tool } : {}) }, { cause: err });
+    const error = new KeelError(
+      "KEEL_PROCESS_FAULT",
+      `${what} escaped ${where ? `code of ${where}` : "code outside any plugin or tool"}: ${preview(errorMessage(err), 300)}.`,
+      {
+        ...locationOf(plugin, scope),
+      },
+      { cause: err },
+    );
     const fault: ProcessFault & { source: typeof source } = { source, error, ...(plugin ? { plugin } : {}), turns: [] };
     try {
       const agent = typeof target === "function" ? target() : target;
@@ -103,9 +128,18 @@ export function guardProcess(target: FaultTarget | (() => FaultTarget | undefine
   const onExit = (code: number) => {
     const scope = faultScope.getStore();
     if (!scope?.plugin && !scope?.tool) return;
-    const where = [scope.plugin ? `plugin "${scope.plugin}"` : "", scope.phase ? `(${scope.phase})` : "", scope.tool ? `tool "${scope.tool}"` : ""].filter(Boolean).join(" ");
-    const error = new KeelError("KEEL_PROCESS_FAULT", `Code of ${where} called process.exit(${code}): unlike a thrown error this cannot be recorded nor the turn closed now; a turn it cut short is marked interrupted when its session is resumed.`, { ...(scope.plugin ? { plugin: scope.plugin } : {}), ...(scope.phase ? { phase: scope.phase } : {}), ...(scope.tool ? { tool: scope.tool } : {}) });
-    const fault: ProcessFault = { source: "processExit", error, ...(scope.plugin ? { plugin: scope.plugin } : {}), turns: [] };
+    const where = whereOf(scope.plugin, scope);
+    const error = new KeelError(
+      "KEEL_PROCESS_FAULT",
+      `Code of ${where} called process.exit(${code}): unlike a thrown error this cannot be recorded nor the turn closed now; a turn it cut short is marked interrupted when its session is resumed.`,
+      locationOf(scope.plugin, scope),
+    );
+    const fault: ProcessFault = {
+      source: "processExit",
+      error,
+      ...(scope.plugin ? { plugin: scope.plugin } : {}),
+      turns: [],
+    };
     faults.push(fault);
     try {
       options.onFault?.(fault);

@@ -40,7 +40,10 @@ export interface HostAgent {
   depth: number;
   readonly children: Map<string, Promise<HostAgent>>;
   readonly unfinishedJobs: UnfinishedJob[];
-  session(id?: string, options?: { parent?: { sessionId: string; turnId: string; callId: string; name: string; depth: number } }): Promise<HostSession>;
+  session(
+    id?: string,
+    options?: { parent?: { sessionId: string; turnId: string; callId: string; name: string; depth: number } },
+  ): Promise<HostSession>;
   isOpen(id: string): boolean;
   claimJob(key: string): boolean;
   releaseJob(key: string): void;
@@ -60,7 +63,12 @@ export interface HostSession {
   close(): Promise<void>;
   trackJob(job: Promise<unknown>): void;
   pause(ms: number): Promise<boolean>;
-  runAttempt(plugin: string, name: string, timeoutMs: number, fn: (signal: AbortSignal) => unknown): Promise<AttemptOutcome>;
+  runAttempt(
+    plugin: string,
+    name: string,
+    timeoutMs: number,
+    fn: (signal: AbortSignal) => unknown,
+  ): Promise<AttemptOutcome>;
   pendingApprovals(): PendingApproval[];
   approve(callId: string, options?: { always?: boolean; reason?: string }): Promise<void>;
   deny(callId: string, options?: { reason?: string }): Promise<void>;

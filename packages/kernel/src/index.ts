@@ -14,13 +14,65 @@ export { definePlugin } from "./plugin.ts";
 export { DETACH_DEADLINE_MS, defineObserver } from "./observer.ts";
 export type { AgentObserver } from "./observer.ts";
 export { defineConfig } from "./config.ts";
-export type { KeelConfig, KnownModelName, ModelEntry, ModelName, ModelSpec, OfflineScript, PluginSpec } from "./config.ts";
-export type { ContributionFor, Handler, HandlerResult, HookContext, JobContext, JobRunner, JobTurn, KeelPlugin, MaybePromise, PluginEntry, PluginSetupContext, Stage, SubscribeOptions } from "./plugin.ts";
+export type {
+  KeelConfig,
+  KnownModelName,
+  ModelEntry,
+  ModelName,
+  ModelSpec,
+  OfflineScript,
+  PluginSpec,
+} from "./config.ts";
+export type {
+  ContributionFor,
+  Handler,
+  HandlerResult,
+  HookContext,
+  JobContext,
+  JobRunner,
+  JobTurn,
+  KeelPlugin,
+  MaybePromise,
+  PluginEntry,
+  PluginSetupContext,
+  Stage,
+  SubscribeOptions,
+} from "./plugin.ts";
 export { PHASES, PHASE_NAMES, isPhaseName } from "./phases.ts";
-export type { AcceptedKind, AwaitPolicy, FailurePolicy, PhaseEvent, PhaseEvents, PhaseKind, PhaseName, PhaseSpec, PolicyView, PromptContextEntry, ToolCallView, TurnEventBase } from "./phases.ts";
+export type {
+  AcceptedKind,
+  AwaitPolicy,
+  FailurePolicy,
+  PhaseEvent,
+  PhaseEvents,
+  PhaseKind,
+  PhaseName,
+  PhaseSpec,
+  PolicyView,
+  PromptContextEntry,
+  ToolCallView,
+  TurnEventBase,
+} from "./phases.ts";
 export { CONTRIBUTION_SCHEMAS, ContributionSchema, MessageSchema, validateContribution } from "./contributions.ts";
-export type { Contribution, ContributionInput, ContributionInputOf, ContributionKind, ContributionOf, MessageEdit, ValidationResult } from "./contributions.ts";
-export { DEFAULT_CAPS, PolicySet, applyMessageEdits, mergeDecisions, mergePromptContext, mergePromptSections, mergeRequestOptions, mergeToolBundles } from "./merge.ts";
+export type {
+  Contribution,
+  ContributionInput,
+  ContributionInputOf,
+  ContributionKind,
+  ContributionOf,
+  MessageEdit,
+  ValidationResult,
+} from "./contributions.ts";
+export {
+  DEFAULT_CAPS,
+  PolicySet,
+  applyMessageEdits,
+  mergeDecisions,
+  mergePromptContext,
+  mergePromptSections,
+  mergeRequestOptions,
+  mergeToolBundles,
+} from "./merge.ts";
 export type { MergeCaps, MergedSection, ResolvedTool, ToolDecision } from "./merge.ts";
 export { ERROR_CODES, KeelError, PREVIEW_CHARS, errorMessage, isKeelError, preview } from "./errors.ts";
 export { maskCredentials } from "@keel/secrets";
@@ -35,18 +87,68 @@ export { guardProcess } from "./faults.ts";
 export type { GuardOptions, ProcessFault, ProcessGuard } from "./faults.ts";
 export type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
 export { messageText, textContent, toolCallsOf } from "./messages.ts";
-export type { AssistantBlock, AssistantMessage, ContentBlock, FileBlock, ImageBlock, Message, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultMessage, UserMessage } from "./messages.ts";
+export type {
+  AssistantBlock,
+  AssistantMessage,
+  ContentBlock,
+  FileBlock,
+  ImageBlock,
+  Message,
+  TextBlock,
+  ThinkingBlock,
+  ToolCallBlock,
+  ToolResultMessage,
+  UserMessage,
+} from "./messages.ts";
 export { ProviderError, complete } from "./provider.ts";
-export type { CacheTier, Completion, ModelEvent, ModelProvider, ModelRequest, OutputFormat, ProviderErrorClass, RequestOptions, StopReason, ToolSchema } from "./provider.ts";
+export type {
+  CacheTier,
+  Completion,
+  ModelEvent,
+  ModelProvider,
+  ModelRequest,
+  OutputFormat,
+  ProviderErrorClass,
+  RequestOptions,
+  StopReason,
+  ToolSchema,
+} from "./provider.ts";
 export { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN, defineTool } from "./tools.ts";
-export type { ChildOptions, ChildRun, JsonSchema, ToolCategory, ToolContext, ToolDefinition, ToolOutput, ToolSource, TurnBudget } from "./tools.ts";
+export type {
+  ChildOptions,
+  ChildRun,
+  JsonSchema,
+  ToolCategory,
+  ToolContext,
+  ToolDefinition,
+  ToolOutput,
+  ToolSource,
+  TurnBudget,
+} from "./tools.ts";
 export { addUsage, emptyUsage } from "./usage.ts";
 export type { Usage } from "./usage.ts";
-export type { ApprovalAnswer, ChildApprovalLink, GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";
+export type {
+  ApprovalAnswer,
+  ChildApprovalLink,
+  GuardName,
+  PendingApproval,
+  TurnResult,
+  TurnVerdict,
+} from "./verdict.ts";
 export type { TurnInput } from "./messages.ts";
 export type { PromptManifest } from "./manifest.ts";
 export { isTerminalEvent } from "./events.ts";
-export type { AgentEvent, ContributionRecord, HandlerSummary, KeelEvent, KeelEventData, KeelEventType, LiveEvent, SessionMode, TurnTimings } from "./events.ts";
+export type {
+  AgentEvent,
+  ContributionRecord,
+  HandlerSummary,
+  KeelEvent,
+  KeelEventData,
+  KeelEventType,
+  LiveEvent,
+  SessionMode,
+  TurnTimings,
+} from "./events.ts";
 export type { AppendOptions, SessionInfo, SessionStore, StoreDatabase } from "./session-store.ts";
 export { canonicalJson } from "./canonical.ts";
 export { DEFAULT_LEASE, PROCESS_INSTANCE, thisHost } from "./lease.ts";

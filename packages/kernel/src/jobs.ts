@@ -29,7 +29,6 @@ export const DEFAULT_DURABLE_ATTEMPTS = 3;
 /** What a `job.pending` event records. */
 export type JobRecord = Extract<KeelEventData, { type: "job.pending" }>;
 
-
 /** What the log says about one key. */
 interface KeyState {
   record: JobRecord & { sessionId: string; seq: number; ts: number; turnId: string | null };
@@ -61,7 +60,8 @@ export function jobStates(events: readonly KeelEvent[]): Map<string, KeyState> {
     if (e.type === "job.started") {
       s.started = Math.max(s.started, e.attempt);
       s.deferred = false;
-      if (e.pid !== undefined && e.host !== undefined) s.runner = { pid: e.pid, host: e.host, ...(e.instance !== undefined ? { instance: e.instance } : {}) };
+      if (e.pid !== undefined && e.host !== undefined)
+        s.runner = { pid: e.pid, host: e.host, ...(e.instance !== undefined ? { instance: e.instance } : {}) };
       else delete s.runner;
     } else if (e.type === "job.deferred") s.deferred = true;
   }
@@ -79,16 +79,24 @@ export function payloadProblem(payload: unknown): string | undefined {
     return `its payload cannot be serialized: ${preview(errorMessage(err), 200)}`;
   }
   if (json === undefined) return "its payload is not JSON";
-  if ([...json].length > MAX_JOB_PAYLOAD_CHARS) return `its payload is ${[...json].length} chars of JSON, over ${MAX_JOB_PAYLOAD_CHARS}`;
+  if ([...json].length > MAX_JOB_PAYLOAD_CHARS)
+    return `its payload is ${[...json].length} chars of JSON, over ${MAX_JOB_PAYLOAD_CHARS}`;
   return undefined;
 }
 
 /** Read a turn back from a session's log. Contract: frozen; undefined when the turn is not there. */
-export async function readJobTurn(session: Session, sessionId: string, turnId: string | null): Promise<JobTurn | undefined> {
+export async function readJobTurn(
+  session: Session,
+  sessionId: string,
+  turnId: string | null,
+): Promise<JobTurn | undefined> {
   if (!turnId) return undefined;
   if (sessionId === session.id) await session.flush();
   // The usual case (the turn that just ended, in this process) reads from its start only.
-  const from = sessionId === session.id && session.lastTurnStart?.turnId === turnId ? { afterSeq: session.lastTurnStart.seq - 1 } : undefined;
+  const from =
+    sessionId === session.id && session.lastTurnStart?.turnId === turnId
+      ? { afterSeq: session.lastTurnStart.seq - 1 }
+      : undefined;
   const events = await session.agent.store.events(sessionId, from);
   let input: string | undefined;
   let metadata: Record<string, unknown> = {};
@@ -106,13 +114,17 @@ export async function readJobTurn(session: Session, sessionId: string, turnId: s
   return freezeDeep({ turnId, input, metadata, messages, finalText });
 }
 
-
 /**
  * Record and run one durable job contribution in `session`.
  * Contract: never throws; a job without a registered runner or with a bad payload is
  * reported (diagnostic) and neither recorded nor run.
  */
-export function startDurableJob(session: Session, plugin: string, value: ContributionOf<"background_job">, turnId: string | null): void {
+export function startDurableJob(
+  session: Session,
+  plugin: string,
+  value: ContributionOf<"background_job">,
+  turnId: string | null,
+): void {
   const key = value.idempotencyKey;
   const runner = session.agent.registry.jobs.get(jobKey(plugin, value.name));
   const reject = (code: "KEEL_JOB_RUNNER_MISSING" | "KEEL_JOB_PAYLOAD_INVALID", problem: string) => {
@@ -123,7 +135,17 @@ export function startDurableJob(session: Session, plugin: string, value: Contrib
   const problem = payloadProblem(value.payload);
   if (problem) return reject("KEEL_JOB_PAYLOAD_INVALID", problem);
   if (!session.agent.claimJob(key)) {
-    void session.emit({ type: "job.completed", plugin, name: value.name, idempotencyKey: key, status: "skipped_duplicate", durationMs: 0 }, turnId);
+    void session.emit(
+      {
+        type: "job.completed",
+        plugin,
+        name: value.name,
+        idempotencyKey: key,
+        status: "skipped_duplicate",
+        durationMs: 0,
+      },
+      turnId,
+    );
     return;
   }
   const record: JobRecord = {
@@ -152,9 +174,22 @@ export async function recoverJobs(session: Session): Promise<void> {
   if (agent.registry.jobs.size === 0) return;
   let events: readonly KeelEvent[];
   try {
-    events = agent.store.eventsOfType ? await agent.store.eventsOfType(JOB_EVENT_TYPES) : (await agent.store.events(session.id)).filter((e) => (JOB_EVENT_TYPES as readonly string[]).includes(e.type));
+    events = agent.store.eventsOfType
+      ? await agent.store.eventsOfType(JOB_EVENT_TYPES)
+      : (await agent.store.events(session.id)).filter((e) => (JOB_EVENT_TYPES as readonly string[]).includes(e.type));
   } catch (err) {
-    void session.emit({ type: "diagnostic", level: "warn", code: "KEEL_STORE_FAILED", message: new KeelError("KEEL_STORE_FAILED", `Pending jobs could not be listed: ${preview(errorMessage(err), 200)}.`).message }, null);
+    void session.emit(
+      {
+        type: "diagnostic",
+        level: "warn",
+        code: "KEEL_STORE_FAILED",
+        message: new KeelError(
+          "KEEL_STORE_FAILED",
+          `Pending jobs could not be listed: ${preview(errorMessage(err), 200)}.`,
+        ).message,
+      },
+      null,
+    );
     return;
   }
   const now = Date.now();
@@ -180,7 +215,17 @@ export async function recoverJobs(session: Session): Promise<void> {
     if (!own) void session.emit(record, null);
     const run = runDurable(session, record, origin, fresh.started, true, own ? s.record.turnId : null);
     // The claim is freed only once the outcome (job.completed or job.deferred) is on disk.
-    session.trackJob(claim ? run.finally(() => session.flush().catch(() => undefined).then(() => claim.stop()).catch(() => undefined)) : run);
+    session.trackJob(
+      claim
+        ? run.finally(() =>
+            session
+              .flush()
+              .catch(() => undefined)
+              .then(() => claim.stop())
+              .catch(() => undefined),
+          )
+        : run,
+    );
   }
 }
 
@@ -191,14 +236,22 @@ export async function recoverJobs(session: Session): Promise<void> {
  */
 async function claimAcrossProcesses(session: Session, key: string): Promise<HeldLease | false | undefined> {
   try {
-    return await session.agent.store.lease?.(`job:${key}`, { ttlMs: session.agent.options.lease?.ttlMs ?? DEFAULT_LEASE.ttlMs, waitMs: 0, kind: "turn" });
+    return await session.agent.store.lease?.(`job:${key}`, {
+      ttlMs: session.agent.options.lease?.ttlMs ?? DEFAULT_LEASE.ttlMs,
+      waitMs: 0,
+      kind: "turn",
+    });
   } catch {
     return false;
   }
 }
 
 /** The key's state read again once it is claimed (undefined when it cannot be read). */
-async function stateAfterClaim(store: Session["agent"]["store"], key: string, before: KeyState): Promise<KeyState | undefined> {
+async function stateAfterClaim(
+  store: Session["agent"]["store"],
+  key: string,
+  before: KeyState,
+): Promise<KeyState | undefined> {
   if (!store.eventsOfType) return before;
   try {
     return jobStates(await store.eventsOfType(JOB_EVENT_TYPES)).get(key);
@@ -232,47 +285,99 @@ async function sameAgent(session: Session, sessionId: string): Promise<boolean> 
 }
 
 /** Run the attempts a job has left; record each, and how it ended. */
-async function runDurable(session: Session, record: JobRecord, origin: { sessionId: string; turnId: string | null }, used: number, recovered: boolean, turnId: string | null): Promise<void> {
+async function runDurable(
+  session: Session,
+  record: JobRecord,
+  origin: { sessionId: string; turnId: string | null },
+  used: number,
+  recovered: boolean,
+  turnId: string | null,
+): Promise<void> {
   const { plugin, name, idempotencyKey: key } = record;
   const agent = session.agent;
   const t0 = performance.now();
-  const runner = agent.registry.jobs.get(jobKey(plugin, name))!;
-  let r: AttemptOutcome = { status: "failed", error: `gave up after ${used} attempt(s) (the last was cut short by a restart)` };
-  let n = used;
+  const tried = { n: used };
   try {
     // Let the caller's synchronous continuation (the turn's terminal event) reach the log first.
     await Promise.resolve();
-    while (n < record.attempts) {
-      n++;
-      await session.emit({ type: "job.started", plugin, name, idempotencyKey: key, attempt: n, pid: process.pid, host: thisHost(), instance: PROCESS_INSTANCE }, turnId, true);
-      const attempt = n;
-      r = await session.runAttempt(plugin, name, record.timeoutMs, (signal) => {
-        const ctx: JobContext = Object.freeze({ plugin, name, idempotencyKey: key, sessionId: origin.sessionId, turnId: origin.turnId, attempt, recovered, signal, model: agent.runner.model, turn: () => readJobTurn(session, origin.sessionId, origin.turnId) });
-        return runner(record.payload, ctx);
-      });
-      if (r.status === "ok" || r.status === "aborted" || n >= record.attempts) break;
-      if (!(await session.pause(record.retryDelayMs * n))) {
-        r = { status: "aborted", error: "the session was closed" };
-        break;
-      }
-    }
+    const r = await attemptJob(session, record, origin, tried, recovered, turnId);
+    const n = tried.n;
+    const unfinished = { sessionId: origin.sessionId, plugin, name, idempotencyKey: key, attempts: n };
     if (r.status === "aborted") {
-      void session.emit({ type: "job.deferred", plugin, name, idempotencyKey: key, attempts: n, reason: r.error ?? "the session was closed" }, turnId);
-      agent.unfinishedJobs.push({ status: "pending", sessionId: origin.sessionId, plugin, name, idempotencyKey: key, attempts: n });
+      const reason = r.error ?? "the session was closed";
+      void session.emit({ type: "job.deferred", plugin, name, idempotencyKey: key, attempts: n, reason }, turnId);
+      agent.unfinishedJobs.push({ status: "pending", ...unfinished });
       return;
     }
     const status = r.status === "ok" ? "ok" : "failed";
-    void session.emit({ type: "job.completed", plugin, name, idempotencyKey: key, status, durationMs: Math.round(performance.now() - t0), attempts: n, ...(r.error ? { error: r.error } : {}) }, turnId);
-    if (status === "ok") session.completedJobs.add(key);
-    else {
-      const message = new KeelError("KEEL_JOB_FAILED", `Durable job "${name}" (${key}) failed after ${n} attempt(s): ${r.error ?? "unknown error"}.`, { plugin }).message;
-      void session.emit({ type: "diagnostic", level: "error", code: "KEEL_JOB_FAILED", message, plugin }, turnId);
-      agent.unfinishedJobs.push({ status: "failed", sessionId: origin.sessionId, plugin, name, idempotencyKey: key, attempts: n, ...(r.error ? { error: r.error } : {}) });
-    }
+    const durationMs = Math.round(performance.now() - t0);
+    const error = r.error ? { error: r.error } : {};
+    void session.emit(
+      { type: "job.completed", plugin, name, idempotencyKey: key, status, durationMs, attempts: n, ...error },
+      turnId,
+    );
+    if (status === "ok") return void session.completedJobs.add(key);
+    const message = new KeelError(
+      "KEEL_JOB_FAILED",
+      `Durable job "${name}" (${key}) failed after ${n} attempt(s): ${r.error ?? "unknown error"}.`,
+      { plugin },
+    ).message;
+    void session.emit({ type: "diagnostic", level: "error", code: "KEEL_JOB_FAILED", message, plugin }, turnId);
+    agent.unfinishedJobs.push({ status: "failed", ...unfinished, ...error });
   } catch (err) {
     // The store failed (the job.started record could not be written): the job stays pending.
-    agent.unfinishedJobs.push({ status: "pending", sessionId: origin.sessionId, plugin, name, idempotencyKey: key, attempts: n, error: preview(errorMessage(err), 200) });
+    agent.unfinishedJobs.push({
+      status: "pending",
+      sessionId: origin.sessionId,
+      plugin,
+      name,
+      idempotencyKey: key,
+      attempts: tried.n,
+      error: preview(errorMessage(err), 200),
+    });
   } finally {
     agent.releaseJob(key);
   }
+}
+
+/** The attempts left, each recorded as job.started before it runs; `tried.n` counts them. */
+async function attemptJob(
+  session: Session,
+  record: JobRecord,
+  origin: { sessionId: string; turnId: string | null },
+  tried: { n: number },
+  recovered: boolean,
+  turnId: string | null,
+): Promise<AttemptOutcome> {
+  const { plugin, name, idempotencyKey: key } = record;
+  const agent = session.agent;
+  const runner = agent.registry.jobs.get(jobKey(plugin, name))!;
+  let r: AttemptOutcome = {
+    status: "failed",
+    error: `gave up after ${tried.n} attempt(s) (the last was cut short by a restart)`,
+  };
+  while (tried.n < record.attempts) {
+    const attempt = ++tried.n;
+    const where = { pid: process.pid, host: thisHost(), instance: PROCESS_INSTANCE };
+    await session.emit({ type: "job.started", plugin, name, idempotencyKey: key, attempt, ...where }, turnId, true);
+    r = await session.runAttempt(plugin, name, record.timeoutMs, (signal) => {
+      const ctx: JobContext = Object.freeze({
+        plugin,
+        name,
+        idempotencyKey: key,
+        sessionId: origin.sessionId,
+        turnId: origin.turnId,
+        attempt,
+        recovered,
+        signal,
+        model: agent.runner.model,
+        turn: () => readJobTurn(session, origin.sessionId, origin.turnId),
+      });
+      return runner(record.payload, ctx);
+    });
+    if (r.status === "ok" || r.status === "aborted" || tried.n >= record.attempts) break;
+    if (!(await session.pause(record.retryDelayMs * tried.n)))
+      return { status: "aborted", error: "the session was closed" };
+  }
+  return r;
 }

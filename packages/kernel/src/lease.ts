@@ -56,7 +56,8 @@ export interface HeldLease {
  * tell this process from a killed one that had the same pid (a container's PID 1 restarted).
  * Shared by every copy of the kernel module in the process.
  */
-export const PROCESS_INSTANCE: string = ((globalThis as Record<symbol, unknown>)[Symbol.for("keel.processInstance")] ??= randomUUID()) as string;
+export const PROCESS_INSTANCE: string = ((globalThis as Record<symbol, unknown>)[Symbol.for("keel.processInstance")] ??=
+  randomUUID()) as string;
 
 let host: string | undefined;
 /** This machine's name (os.hostname(), read once: the call is a system call). */

@@ -34,4 +34,12 @@ export interface Limits {
   maxToolResultImageBytes: number;
 }
 
-export const DEFAULT_LIMITS: Limits = { maxRounds: 50, maxToolCalls: 200, tokenBudget: 1_000_000, wallTimeMs: 600_000, contextCeiling: 0.95, maxToolResultChars: 100_000, maxToolResultImageBytes: 5_000_000 };
+export const DEFAULT_LIMITS: Limits = {
+  maxRounds: 50,
+  maxToolCalls: 200,
+  tokenBudget: 1_000_000,
+  wallTimeMs: 600_000,
+  contextCeiling: 0.95,
+  maxToolResultChars: 100_000,
+  maxToolResultImageBytes: 5_000_000,
+};

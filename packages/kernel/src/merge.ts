@@ -23,7 +23,13 @@ export interface MergeCaps {
   sectionsTotalChars: number;
 }
 
-export const DEFAULT_CAPS: MergeCaps = { contextEntries: 16, contextChars: 12_000, sections: 16, sectionChars: 8_000, sectionsTotalChars: 16_000 };
+export const DEFAULT_CAPS: MergeCaps = {
+  contextEntries: 16,
+  contextChars: 12_000,
+  sections: 16,
+  sectionChars: 8_000,
+  sectionsTotalChars: 16_000,
+};
 
 /** What a merge produced besides its value. */
 export interface MergeLog {
@@ -45,7 +51,10 @@ function cap(text: string, max: number): { content: string; chars: number; from:
 
 /** Merged policies of one turn. Contract: higher priority wins; equal priority keeps the first. */
 export class PolicySet implements PolicyView {
-  private readonly map = new Map<string, { domain: string; key: string; value: unknown; priority: number; plugin: string }>();
+  private readonly map = new Map<
+    string,
+    { domain: string; key: string; value: unknown; priority: number; plugin: string }
+  >();
 
   get(domain: string, key: string): unknown {
     return this.map.get(`${domain}\u0000${key}`)?.value;
@@ -61,7 +70,11 @@ export class PolicySet implements PolicyView {
 
   /** A frozen read-only view (what handlers get: they cannot call `merge`). */
   view(): PolicyView {
-    return Object.freeze({ get: (d: string, k: string) => freezeEvent(this.get(d, k)), has: (d: string, k: string) => this.has(d, k), entries: () => this.entries() });
+    return Object.freeze({
+      get: (d: string, k: string) => freezeEvent(this.get(d, k)),
+      has: (d: string, k: string) => this.has(d, k),
+      entries: () => this.entries(),
+    });
   }
 
   /** Merge policy contributions in order. */
@@ -72,13 +85,31 @@ export class PolicySet implements PolicyView {
       const prev = this.map.get(k);
       if (!prev || c.priority > prev.priority) {
         this.map.set(k, { domain: c.domain, key: c.key, value: c.value, priority: c.priority, plugin });
-        out.records.push({ plugin, kind: "policy", id: `${c.domain}.${c.key}`, status: "applied", ...(prev ? { reason: `overrides ${prev.plugin} (priority ${prev.priority})` } : {}) });
+        out.records.push({
+          plugin,
+          kind: "policy",
+          id: `${c.domain}.${c.key}`,
+          status: "applied",
+          ...(prev ? { reason: `overrides ${prev.plugin} (priority ${prev.priority})` } : {}),
+        });
         continue;
       }
       const same = JSON.stringify(prev.value) === JSON.stringify(c.value);
-      out.records.push({ plugin, kind: "policy", id: `${c.domain}.${c.key}`, status: "rejected", reason: same ? "duplicate of an applied value" : `lower or equal priority than ${prev.plugin}` });
+      out.records.push({
+        plugin,
+        kind: "policy",
+        id: `${c.domain}.${c.key}`,
+        status: "rejected",
+        reason: same ? "duplicate of an applied value" : `lower or equal priority than ${prev.plugin}`,
+      });
       if (!same && c.priority === prev.priority) {
-        out.diagnostics.push({ level: "warn", code: "policy.merge.conflict", message: `KEEL_MERGE_CONFLICT: policy ${c.domain}.${c.key}: ${plugin} conflicts with ${prev.plugin} at priority ${c.priority}; kept ${prev.plugin}'s value.`, plugin, phase });
+        out.diagnostics.push({
+          level: "warn",
+          code: "policy.merge.conflict",
+          message: `KEEL_MERGE_CONFLICT: policy ${c.domain}.${c.key}: ${plugin} conflicts with ${prev.plugin} at priority ${c.priority}; kept ${prev.plugin}'s value.`,
+          plugin,
+          phase,
+        });
       }
     }
     return out;
@@ -86,23 +117,63 @@ export class PolicySet implements PolicyView {
 }
 
 /** Sort, cap and truncate prompt context entries (priority desc, domain, id, arrival). */
-export function mergePromptContext(items: readonly Contributed<ContributionOf<"prompt_context">>[], phase: PhaseName, caps: MergeCaps = DEFAULT_CAPS): { entries: PromptContextEntry[] } & MergeLog {
+export function mergePromptContext(
+  items: readonly Contributed<ContributionOf<"prompt_context">>[],
+  phase: PhaseName,
+  caps: MergeCaps = DEFAULT_CAPS,
+): { entries: PromptContextEntry[] } & MergeLog {
   const out = log();
-  const sorted = items.map((it, i) => ({ ...it, i })).sort((a, b) => b.value.priority - a.value.priority || cmp(a.value.domain, b.value.domain) || cmp(a.value.id, b.value.id) || a.i - b.i);
+  const sorted = items
+    .map((it, i) => ({ ...it, i }))
+    .sort(
+      (a, b) =>
+        b.value.priority - a.value.priority ||
+        cmp(a.value.domain, b.value.domain) ||
+        cmp(a.value.id, b.value.id) ||
+        a.i - b.i,
+    );
   const entries: PromptContextEntry[] = [];
   let chars = 0;
   for (const { plugin, value: c } of sorted) {
     if (entries.length >= caps.contextEntries || chars >= caps.contextChars) {
-      out.records.push({ plugin, kind: "prompt_context", id: c.id, status: "omitted", reason: entries.length >= caps.contextEntries ? `over ${caps.contextEntries} entries` : `over ${caps.contextChars} chars` });
-      out.diagnostics.push({ level: "warn", code: "KEEL_MERGE_CAPPED", message: `KEEL_MERGE_CAPPED: prompt context "${c.id}" omitted (cap reached).`, plugin, phase });
+      out.records.push({
+        plugin,
+        kind: "prompt_context",
+        id: c.id,
+        status: "omitted",
+        reason:
+          entries.length >= caps.contextEntries
+            ? `over ${caps.contextEntries} entries`
+            : `over ${caps.contextChars} chars`,
+      });
+      out.diagnostics.push({
+        level: "warn",
+        code: "KEEL_MERGE_CAPPED",
+        message: `KEEL_MERGE_CAPPED: prompt context "${c.id}" omitted (cap reached).`,
+        plugin,
+        phase,
+      });
       continue;
     }
     const limit = Math.min(c.maxChars ?? Infinity, caps.contextChars - chars);
     const { content, chars: n, from, cut } = cap(c.content, limit);
     chars += n;
     entries.push({ id: c.id, domain: c.domain, priority: c.priority, content, plugin });
-    out.records.push({ plugin, kind: "prompt_context", id: c.id, status: cut ? "truncated" : "applied", ...(cut ? { reason: `${from} → ${n} chars` } : {}) });
-    if (cut) out.diagnostics.push({ level: "info", code: "KEEL_MERGE_CAPPED", message: `KEEL_MERGE_CAPPED: prompt context "${c.id}" truncated to ${n} chars.`, plugin, phase });
+    out.records.push({
+      plugin,
+      kind: "prompt_context",
+      id: c.id,
+      status: cut ? "truncated" : "applied",
+      ...(cut ? { reason: `${from} → ${n} chars` } : {}),
+    });
+    if (cut)
+      out.diagnostics.push({
+        level: "info",
+        code: "KEEL_MERGE_CAPPED",
+        message: `KEEL_MERGE_CAPPED: prompt context "${c.id}" truncated to ${n} chars.`,
+        plugin,
+        phase,
+      });
   }
   return { entries, ...out };
 }
@@ -116,7 +187,11 @@ export interface MergedSection {
 }
 
 /** Group prompt sections by section id (fragments joined, first title wins) within caps. */
-export function mergePromptSections(items: readonly Contributed<ContributionOf<"prompt_section">>[], phase: PhaseName, caps: MergeCaps = DEFAULT_CAPS): { sections: MergedSection[] } & MergeLog {
+export function mergePromptSections(
+  items: readonly Contributed<ContributionOf<"prompt_section">>[],
+  phase: PhaseName,
+  caps: MergeCaps = DEFAULT_CAPS,
+): { sections: MergedSection[] } & MergeLog {
   const out = log();
   const sorted = items.map((it, i) => ({ ...it, i })).sort((a, b) => b.value.priority - a.value.priority || a.i - b.i);
   const groups = new Map<string, { title?: string; parts: string[]; plugins: string[]; chars: number }>();
@@ -125,8 +200,20 @@ export function mergePromptSections(items: readonly Contributed<ContributionOf<"
     let g = groups.get(c.sectionId);
     if (!g) {
       if (groups.size >= caps.sections) {
-        out.records.push({ plugin, kind: "prompt_section", id: c.id, status: "omitted", reason: `over ${caps.sections} sections` });
-        out.diagnostics.push({ level: "warn", code: "KEEL_MERGE_CAPPED", message: `KEEL_MERGE_CAPPED: section "${c.sectionId}" omitted (${caps.sections} sections max).`, plugin, phase });
+        out.records.push({
+          plugin,
+          kind: "prompt_section",
+          id: c.id,
+          status: "omitted",
+          reason: `over ${caps.sections} sections`,
+        });
+        out.diagnostics.push({
+          level: "warn",
+          code: "KEEL_MERGE_CAPPED",
+          message: `KEEL_MERGE_CAPPED: section "${c.sectionId}" omitted (${caps.sections} sections max).`,
+          plugin,
+          phase,
+        });
         continue;
       }
       g = { parts: [], plugins: [], chars: 0, ...(c.title !== undefined ? { title: c.title } : {}) };
@@ -134,8 +221,20 @@ export function mergePromptSections(items: readonly Contributed<ContributionOf<"
     } else if (g.title === undefined && c.title !== undefined) g.title = c.title;
     const room = Math.min(c.maxChars ?? Infinity, caps.sectionChars - g.chars, caps.sectionsTotalChars - total);
     if (room <= 0) {
-      out.records.push({ plugin, kind: "prompt_section", id: c.id, status: "omitted", reason: "no room left in the section or the prompt" });
-      out.diagnostics.push({ level: "warn", code: "KEEL_MERGE_CAPPED", message: `KEEL_MERGE_CAPPED: fragment "${c.id}" of section "${c.sectionId}" omitted (char cap).`, plugin, phase });
+      out.records.push({
+        plugin,
+        kind: "prompt_section",
+        id: c.id,
+        status: "omitted",
+        reason: "no room left in the section or the prompt",
+      });
+      out.diagnostics.push({
+        level: "warn",
+        code: "KEEL_MERGE_CAPPED",
+        message: `KEEL_MERGE_CAPPED: fragment "${c.id}" of section "${c.sectionId}" omitted (char cap).`,
+        plugin,
+        phase,
+      });
       continue;
     }
     const { content, chars: n, from, cut } = cap(c.content, room);
@@ -143,9 +242,22 @@ export function mergePromptSections(items: readonly Contributed<ContributionOf<"
     g.chars += n;
     total += n;
     if (!g.plugins.includes(plugin)) g.plugins.push(plugin);
-    out.records.push({ plugin, kind: "prompt_section", id: c.id, status: cut ? "truncated" : "applied", ...(cut ? { reason: `${from} → ${n} chars` } : {}) });
+    out.records.push({
+      plugin,
+      kind: "prompt_section",
+      id: c.id,
+      status: cut ? "truncated" : "applied",
+      ...(cut ? { reason: `${from} → ${n} chars` } : {}),
+    });
   }
-  const sections = [...groups].filter(([, g]) => g.parts.length).map(([sectionId, g]) => ({ sectionId, ...(g.title !== undefined ? { title: g.title } : {}), content: g.parts.join("\n\n"), plugins: g.plugins }));
+  const sections = [...groups]
+    .filter(([, g]) => g.parts.length)
+    .map(([sectionId, g]) => ({
+      sectionId,
+      ...(g.title !== undefined ? { title: g.title } : {}),
+      content: g.parts.join("\n\n"),
+      plugins: g.plugins,
+    }));
   return { sections, ...out };
 }
 
@@ -156,7 +268,11 @@ export interface ResolvedTool {
 }
 
 /** Merge tool bundles after the built-in tools: first bundle id and first tool name win; built-ins always win. */
-export function mergeToolBundles(builtin: readonly ToolDefinition[], items: readonly Contributed<ContributionOf<"tool_bundle">>[], phase: PhaseName): { tools: ResolvedTool[] } & MergeLog {
+export function mergeToolBundles(
+  builtin: readonly ToolDefinition[],
+  items: readonly Contributed<ContributionOf<"tool_bundle">>[],
+  phase: PhaseName,
+): { tools: ResolvedTool[] } & MergeLog {
   const out = log();
   const tools: ResolvedTool[] = builtin.map((def) => ({ def, source: { kind: "builtin" } }));
   const names = new Map<string, string>(builtin.map((t) => [t.name, "built-in tools"]));
@@ -165,8 +281,20 @@ export function mergeToolBundles(builtin: readonly ToolDefinition[], items: read
   for (const { plugin, value: b } of sorted) {
     const owner = bundles.get(b.bundleId);
     if (owner) {
-      out.records.push({ plugin, kind: "tool_bundle", id: b.bundleId, status: "rejected", reason: `bundle id already contributed by ${owner}` });
-      out.diagnostics.push({ level: "warn", code: "KEEL_MERGE_CONFLICT", message: `KEEL_MERGE_CONFLICT: tool bundle "${b.bundleId}" from ${plugin} duplicates one from ${owner}; kept the first.`, plugin, phase });
+      out.records.push({
+        plugin,
+        kind: "tool_bundle",
+        id: b.bundleId,
+        status: "rejected",
+        reason: `bundle id already contributed by ${owner}`,
+      });
+      out.diagnostics.push({
+        level: "warn",
+        code: "KEEL_MERGE_CONFLICT",
+        message: `KEEL_MERGE_CONFLICT: tool bundle "${b.bundleId}" from ${plugin} duplicates one from ${owner}; kept the first.`,
+        plugin,
+        phase,
+      });
       continue;
     }
     bundles.set(b.bundleId, plugin);
@@ -174,20 +302,39 @@ export function mergeToolBundles(builtin: readonly ToolDefinition[], items: read
     for (const def of b.tools) {
       const prev = names.get(def.name);
       if (prev) {
-        out.diagnostics.push({ level: "warn", code: "KEEL_TOOL_DUPLICATE", message: `KEEL_TOOL_DUPLICATE: tool "${def.name}" in bundle "${b.bundleId}" of ${plugin} is already provided by ${prev}; dropped.`, plugin, phase });
+        out.diagnostics.push({
+          level: "warn",
+          code: "KEEL_TOOL_DUPLICATE",
+          message: `KEEL_TOOL_DUPLICATE: tool "${def.name}" in bundle "${b.bundleId}" of ${plugin} is already provided by ${prev}; dropped.`,
+          plugin,
+          phase,
+        });
         continue;
       }
       names.set(def.name, `${plugin} (bundle ${b.bundleId})`);
-      tools.push({ def, source: { kind: "plugin", plugin, bundle: b.bundleId, ...(def.meta ? { meta: def.meta } : {}) } });
+      tools.push({
+        def,
+        source: { kind: "plugin", plugin, bundle: b.bundleId, ...(def.meta ? { meta: def.meta } : {}) },
+      });
       kept++;
     }
-    out.records.push({ plugin, kind: "tool_bundle", id: b.bundleId, status: kept === b.tools.length ? "applied" : "truncated", ...(kept < b.tools.length ? { reason: `${b.tools.length - kept} tool(s) shadowed` } : {}) });
+    out.records.push({
+      plugin,
+      kind: "tool_bundle",
+      id: b.bundleId,
+      status: kept === b.tools.length ? "applied" : "truncated",
+      ...(kept < b.tools.length ? { reason: `${b.tools.length - kept} tool(s) shadowed` } : {}),
+    });
   }
   return { tools, ...out };
 }
 
 /** Merge request options over a base: per option, the highest priority wins; ties keep the first. */
-export function mergeRequestOptions(base: RequestOptions, items: readonly Contributed<ContributionOf<"request_options">>[], phase: PhaseName): { options: RequestOptions } & MergeLog {
+export function mergeRequestOptions(
+  base: RequestOptions,
+  items: readonly Contributed<ContributionOf<"request_options">>[],
+  phase: PhaseName,
+): { options: RequestOptions } & MergeLog {
   const out = log();
   const options: Record<string, unknown> = { ...base };
   const owner = new Map<string, { plugin: string; priority: number }>();
@@ -198,7 +345,13 @@ export function mergeRequestOptions(base: RequestOptions, items: readonly Contri
       const prev = owner.get(k);
       if (prev && c.priority <= prev.priority) {
         if (c.priority === prev.priority && JSON.stringify(options[k]) !== JSON.stringify(v)) {
-          out.diagnostics.push({ level: "warn", code: "KEEL_MERGE_CONFLICT", message: `KEEL_MERGE_CONFLICT: request option "${k}" from ${plugin} conflicts with ${prev.plugin} at priority ${c.priority}; kept ${prev.plugin}'s.`, plugin, phase });
+          out.diagnostics.push({
+            level: "warn",
+            code: "KEEL_MERGE_CONFLICT",
+            message: `KEEL_MERGE_CONFLICT: request option "${k}" from ${plugin} conflicts with ${prev.plugin} at priority ${c.priority}; kept ${prev.plugin}'s.`,
+            plugin,
+            phase,
+          });
         }
         continue;
       }
@@ -206,7 +359,12 @@ export function mergeRequestOptions(base: RequestOptions, items: readonly Contri
       options[k] = v;
       applied.push(k);
     }
-    out.records.push({ plugin, kind: "request_options", status: applied.length ? "applied" : "rejected", ...(applied.length ? {} : { reason: "every option was outranked" }) });
+    out.records.push({
+      plugin,
+      kind: "request_options",
+      status: applied.length ? "applied" : "rejected",
+      ...(applied.length ? {} : { reason: "every option was outranked" }),
+    });
   }
   return { options: options as RequestOptions, ...out };
 }
@@ -224,7 +382,8 @@ const RANK = { allow: 0, ask: 1, deny: 2 } as const;
 export function mergeDecisions(items: readonly Contributed<ContributionOf<"tool_decision">>[]): ToolDecision {
   let best: ToolDecision = { decision: "allow" };
   for (const { plugin, value } of items) {
-    if (RANK[value.decision] > RANK[best.decision]) best = { decision: value.decision, plugin, ...(value.reason !== undefined ? { reason: value.reason } : {}) };
+    if (RANK[value.decision] > RANK[best.decision])
+      best = { decision: value.decision, plugin, ...(value.reason !== undefined ? { reason: value.reason } : {}) };
   }
   return best;
 }
@@ -238,7 +397,8 @@ export function applyMessageEdits(messages: readonly Message[], edits: readonly 
   let next = [...messages];
   for (const [i, e] of edits.entries()) {
     if (e.op === "replace") {
-      if (e.end < e.start || e.end > next.length) throw new Error(`edits[${i}]: replace ${e.start}..${e.end} is outside 0..${next.length}`);
+      if (e.end < e.start || e.end > next.length)
+        throw new Error(`edits[${i}]: replace ${e.start}..${e.end} is outside 0..${next.length}`);
       next = [...next.slice(0, e.start), ...(e.messages as Message[]), ...next.slice(e.end)];
     } else {
       const at = next.findIndex((m) => m.role === "tool" && m.toolCallId === e.toolCallId);

@@ -22,7 +22,9 @@ export interface ModelAnswer {
 
 /** Why a call was cut: the turn's wall time, or its cancellation. */
 function cutDuringCall(t: Turn): string {
-  return t.wallCut() ? `The turn's wall-time limit (${t.limits.wallTimeMs} ms) ran out during the model call; it was cut.` : "The turn was cancelled during the model call.";
+  return t.wallCut()
+    ? `The turn's wall-time limit (${t.limits.wallTimeMs} ms) ran out during the model call; it was cut.`
+    : "The turn was cancelled during the model call.";
 }
 
 /** Send `request` and read its stream to the final response. Contract: settles promptly on abort; records model.responded or model.failed. */
@@ -54,7 +56,17 @@ export async function callModel(t: Turn, request: ModelRequest, attempt: number)
       if (e.type !== "notice" && firstChunkAt === undefined) firstChunkAt = performance.now();
       if (e.type === "notice") {
         if (e.kind === "retry") firstChunkAt = undefined;
-        void session.emit({ type: "model.notice", round: t.rounds, kind: e.kind, message: e.message, ...(e.provider !== undefined ? { provider: e.provider } : {}), ...(e.data !== undefined ? { data: e.data } : {}) }, t.turnId);
+        void session.emit(
+          {
+            type: "model.notice",
+            round: t.rounds,
+            kind: e.kind,
+            message: e.message,
+            ...(e.provider !== undefined ? { provider: e.provider } : {}),
+            ...(e.data !== undefined ? { data: e.data } : {}),
+          },
+          t.turnId,
+        );
         continue;
       }
       if (t.agent.hasListeners) await delta(t, e, joiners, aborted);
@@ -63,8 +75,25 @@ export async function callModel(t: Turn, request: ModelRequest, attempt: number)
     throw new ProviderError("network", "The provider stream ended without a final response.");
   } catch (thrown) {
     const err = plainThrown(thrown);
-    const pe = err instanceof ProviderError ? err : signal.aborted ? new ProviderError("aborted", "aborted", { cause: err }) : isKeelError(err) ? undefined : new ProviderError("unknown", errorMessage(err), { cause: err });
-    if (pe) void session.emit({ type: "model.failed", round: t.rounds, errorClass: pe.errorClass, message: pe.message, ...(pe.status !== undefined ? { status: pe.status } : {}) }, t.turnId);
+    const pe =
+      err instanceof ProviderError
+        ? err
+        : signal.aborted
+          ? new ProviderError("aborted", "aborted", { cause: err })
+          : isKeelError(err)
+            ? undefined
+            : new ProviderError("unknown", errorMessage(err), { cause: err });
+    if (pe)
+      void session.emit(
+        {
+          type: "model.failed",
+          round: t.rounds,
+          errorClass: pe.errorClass,
+          message: pe.message,
+          ...(pe.status !== undefined ? { status: pe.status } : {}),
+        },
+        t.turnId,
+      );
     if (signal.aborted) throw new ProviderError("aborted", cutDuringCall(t), { cause: err });
     throw pe ?? err;
   } finally {
@@ -81,31 +110,68 @@ export async function callModel(t: Turn, request: ModelRequest, attempt: number)
 }
 
 /** The final response: checked, its usage counted, recorded. */
-function responded(t: Turn, e: Extract<ModelEvent, { type: "response" }>, joiners: Map<string, ReturnType<typeof deltaJoiner>>, attempt: number, started: number, firstChunkAt: number | undefined): ModelAnswer {
+function responded(
+  t: Turn,
+  e: Extract<ModelEvent, { type: "response" }>,
+  joiners: Map<string, ReturnType<typeof deltaJoiner>>,
+  attempt: number,
+  started: number,
+  firstChunkAt: number | undefined,
+): ModelAnswer {
   const valid = MessageSchema.safeParse(e.message);
   if (!valid.success || e.message.role !== "assistant") {
-    throw new ProviderError("unknown", `The provider returned a malformed response message (${valid.success ? "not an assistant message" : `${valid.error.issues[0]!.path.join(".")}: ${valid.error.issues[0]!.message}`}).`);
+    throw new ProviderError(
+      "unknown",
+      `The provider returned a malformed response message (${valid.success ? "not an assistant message" : `${valid.error.issues[0]!.path.join(".")}: ${valid.error.issues[0]!.message}`}).`,
+    );
   }
   for (const [key, j] of joiners) {
     const rest = j.flush();
-    if (rest && t.agent.hasListeners) t.session.live({ type: "model.delta", sessionId: t.session.id, turnId: t.turnId, round: t.rounds, channel: key.startsWith("tool_args") ? "tool_args" : (key as "text" | "thinking"), text: rest });
+    if (rest && t.agent.hasListeners)
+      t.session.live({
+        type: "model.delta",
+        sessionId: t.session.id,
+        turnId: t.turnId,
+        round: t.rounds,
+        channel: key.startsWith("tool_args") ? "tool_args" : (key as "text" | "thinking"),
+        text: rest,
+      });
   }
   addUsage(t.usage, e.usage);
   const provider = t.agent.options.provider;
   const answered = typeof e.provider === "string" ? e.provider : provider.id;
   const model = typeof e.model === "string" && e.model ? { model: codePointSlice(e.model, 0, 200) } : {};
   const firstChunk = firstChunkAt !== undefined ? { firstChunkMs: Math.round(firstChunkAt - started) } : {};
-  void t.session.emit({ type: "model.responded", round: t.rounds, stopReason: e.stopReason, usage: e.usage, durationMs: Math.round(performance.now() - started), attempt, ...(typeof answered === "string" ? { provider: answered } : {}), ...model, ...firstChunk }, t.turnId);
+  void t.session.emit(
+    {
+      type: "model.responded",
+      round: t.rounds,
+      stopReason: e.stopReason,
+      usage: e.usage,
+      durationMs: Math.round(performance.now() - started),
+      attempt,
+      ...(typeof answered === "string" ? { provider: answered } : {}),
+      ...model,
+      ...firstChunk,
+    },
+    t.turnId,
+  );
   return { message: e.message, stopReason: e.stopReason, usage: e.usage ?? {} };
 }
 
 /** A streamed delta to listeners, whole characters only; waits while a turn stream's reader is behind. */
-async function delta(t: Turn, e: Exclude<ModelEvent, { type: "response" | "notice" }>, joiners: Map<string, ReturnType<typeof deltaJoiner>>, aborted: Promise<never>): Promise<void> {
+async function delta(
+  t: Turn,
+  e: Exclude<ModelEvent, { type: "response" | "notice" }>,
+  joiners: Map<string, ReturnType<typeof deltaJoiner>>,
+  aborted: Promise<never>,
+): Promise<void> {
   const channel = e.type === "text_delta" ? "text" : e.type === "thinking_delta" ? "thinking" : "tool_args";
   const key = e.type === "tool_call_delta" ? `tool_args:${e.id}` : channel;
   if (!joiners.has(key)) joiners.set(key, deltaJoiner());
   const text = joiners.get(key)!.push(e.type === "tool_call_delta" ? e.argsText : e.text);
-  if (text) t.session.live({ type: "model.delta", sessionId: t.session.id, turnId: t.turnId, round: t.rounds, channel, text });
+  if (text)
+    t.session.live({ type: "model.delta", sessionId: t.session.id, turnId: t.turnId, round: t.rounds, channel, text });
   const held = t.session.backpressure;
   if (held) await Promise.race([held, aborted]);
 }

@@ -38,19 +38,97 @@ export interface PhaseSpec {
  * Contract: the only phases that exist (registration rejects any other name); frozen.
  */
 export const PHASES = {
-  "session.start": { scope: "session", kind: "collect", accepts: ["diagnostic", "background_job"], failure: "best_effort", runs: "once, when a session is opened or resumed" },
-  "turn.pre_policy": { scope: "turn", kind: "collect", accepts: ["policy", "diagnostic"], failure: "best_effort", runs: "input accepted and persisted, before anything else" },
-  "turn.pre_prompt_context": { scope: "turn", kind: "collect", accepts: ["prompt_context", "diagnostic"], failure: "best_effort", runs: "after policy" },
-  "turn.pre_tool_materialization": { scope: "turn", kind: "collect", accepts: ["tool_bundle", "tool_visibility", "policy", "diagnostic"], failure: "best_effort", runs: "before tools are listed for the model" },
-  "turn.post_preflight_prompt_context": { scope: "turn", kind: "collect", accepts: ["prompt_context", "diagnostic"], failure: "best_effort", runs: "after the optional preflight plan" },
-  "turn.pre_prompt_compile": { scope: "turn", kind: "collect", accepts: ["prompt_section", "diagnostic"], failure: "best_effort", runs: "before the system prompt is assembled" },
-  "turn.post_prompt_compile": { scope: "turn", kind: "collect", accepts: ["diagnostic"], failure: "best_effort", runs: "after the system prompt is assembled, with its manifest" },
-  "round.pre_request": { scope: "round", kind: "waterfall", accepts: ["message_edit", "request_options", "diagnostic", "stop"], failure: "best_effort", runs: "before every provider call" },
-  "round.post_response": { scope: "round", kind: "collect", accepts: ["diagnostic", "stop"], failure: "best_effort", runs: "after every provider response" },
-  "tool.pre_call": { scope: "tool", kind: "waterfall", accepts: ["tool_decision", "diagnostic"], failure: "fail_closed", runs: "before every tool call" },
-  "tool.post_result": { scope: "tool", kind: "waterfall", accepts: ["tool_result_rewrite", "diagnostic"], failure: "best_effort", runs: "after every tool call, also one refused for invalid arguments" },
-  "turn.post_turn": { scope: "turn", kind: "collect", accepts: ["background_job", "diagnostic"], failure: "best_effort", runs: "turn ended (success or failure), with the verdict" },
-  "session.end": { scope: "session", kind: "collect", accepts: ["diagnostic", "background_job"], failure: "best_effort", runs: "once, when a session is closed" },
+  "session.start": {
+    scope: "session",
+    kind: "collect",
+    accepts: ["diagnostic", "background_job"],
+    failure: "best_effort",
+    runs: "once, when a session is opened or resumed",
+  },
+  "turn.pre_policy": {
+    scope: "turn",
+    kind: "collect",
+    accepts: ["policy", "diagnostic"],
+    failure: "best_effort",
+    runs: "input accepted and persisted, before anything else",
+  },
+  "turn.pre_prompt_context": {
+    scope: "turn",
+    kind: "collect",
+    accepts: ["prompt_context", "diagnostic"],
+    failure: "best_effort",
+    runs: "after policy",
+  },
+  "turn.pre_tool_materialization": {
+    scope: "turn",
+    kind: "collect",
+    accepts: ["tool_bundle", "tool_visibility", "policy", "diagnostic"],
+    failure: "best_effort",
+    runs: "before tools are listed for the model",
+  },
+  "turn.post_preflight_prompt_context": {
+    scope: "turn",
+    kind: "collect",
+    accepts: ["prompt_context", "diagnostic"],
+    failure: "best_effort",
+    runs: "after the optional preflight plan",
+  },
+  "turn.pre_prompt_compile": {
+    scope: "turn",
+    kind: "collect",
+    accepts: ["prompt_section", "diagnostic"],
+    failure: "best_effort",
+    runs: "before the system prompt is assembled",
+  },
+  "turn.post_prompt_compile": {
+    scope: "turn",
+    kind: "collect",
+    accepts: ["diagnostic"],
+    failure: "best_effort",
+    runs: "after the system prompt is assembled, with its manifest",
+  },
+  "round.pre_request": {
+    scope: "round",
+    kind: "waterfall",
+    accepts: ["message_edit", "request_options", "diagnostic", "stop"],
+    failure: "best_effort",
+    runs: "before every provider call",
+  },
+  "round.post_response": {
+    scope: "round",
+    kind: "collect",
+    accepts: ["diagnostic", "stop"],
+    failure: "best_effort",
+    runs: "after every provider response",
+  },
+  "tool.pre_call": {
+    scope: "tool",
+    kind: "waterfall",
+    accepts: ["tool_decision", "diagnostic"],
+    failure: "fail_closed",
+    runs: "before every tool call",
+  },
+  "tool.post_result": {
+    scope: "tool",
+    kind: "waterfall",
+    accepts: ["tool_result_rewrite", "diagnostic"],
+    failure: "best_effort",
+    runs: "after every tool call, also one refused for invalid arguments",
+  },
+  "turn.post_turn": {
+    scope: "turn",
+    kind: "collect",
+    accepts: ["background_job", "diagnostic"],
+    failure: "best_effort",
+    runs: "turn ended (success or failure), with the verdict",
+  },
+  "session.end": {
+    scope: "session",
+    kind: "collect",
+    accepts: ["diagnostic", "background_job"],
+    failure: "best_effort",
+    runs: "once, when a session is closed",
+  },
 } as const satisfies Record<string, PhaseSpec>;
 
 for (const spec of Object.values(PHASES)) Object.freeze(Object.freeze(spec).accepts);
@@ -104,7 +182,8 @@ export interface ToolCallView {
 }
 
 /** Merged prompt context as hooks see it. */
-export interface PromptContextEntry extends Pick<ContributionOf<"prompt_context">, "id" | "domain" | "priority" | "content"> {
+export interface PromptContextEntry
+  extends Pick<ContributionOf<"prompt_context">, "id" | "domain" | "priority" | "content"> {
   plugin: string;
 }
 
@@ -120,7 +199,11 @@ export interface PhaseEvents {
     preflight?: { status: "ok" | "timeout" | "failed" | "invalid"; plan?: string; revealed: readonly string[] };
   };
   /** `tools`: names the model will see; `hiddenTools`: callable but not advertised (yet). */
-  "turn.pre_prompt_compile": TurnEventBase & { context: readonly PromptContextEntry[]; tools: readonly string[]; hiddenTools: readonly string[] };
+  "turn.pre_prompt_compile": TurnEventBase & {
+    context: readonly PromptContextEntry[];
+    tools: readonly string[];
+    hiddenTools: readonly string[];
+  };
   "turn.post_prompt_compile": TurnEventBase & { system: string; manifest: PromptManifest };
   "round.pre_request": TurnEventBase & {
     round: number;
@@ -133,12 +216,30 @@ export interface PhaseEvents {
     /** Set when the previous attempt of this round was rejected as too long. */
     retry?: { reason: "context_too_long" };
   };
-  "round.post_response": TurnEventBase & { round: number; response: AssistantMessage; stopReason: StopReason; usage: Partial<Usage> };
+  "round.post_response": TurnEventBase & {
+    round: number;
+    response: AssistantMessage;
+    stopReason: StopReason;
+    usage: Partial<Usage>;
+  };
   "tool.pre_call": TurnEventBase & { round: number; call: ToolCallView };
-  "tool.post_result": TurnEventBase & { round: number; call: ToolCallView; result: ToolResultMessage; durationMs: number; approvedByUser: boolean };
-  "turn.post_turn": TurnEventBase & { verdict: TurnVerdict; usage: Usage; messages: readonly Message[]; finalText: string };
+  "tool.post_result": TurnEventBase & {
+    round: number;
+    call: ToolCallView;
+    result: ToolResultMessage;
+    durationMs: number;
+    approvedByUser: boolean;
+  };
+  "turn.post_turn": TurnEventBase & {
+    verdict: TurnVerdict;
+    usage: Usage;
+    messages: readonly Message[];
+    finalText: string;
+  };
   "session.end": { sessionId: string; agent: string };
 }
 
 /** The event of phase P, tagged with its phase name (one discriminated union over all phases). */
-export type PhaseEvent<P extends PhaseName = PhaseName> = P extends PhaseName ? PhaseEvents[P] & { readonly phase: P } : never;
+export type PhaseEvent<P extends PhaseName = PhaseName> = P extends PhaseName
+  ? PhaseEvents[P] & { readonly phase: P }
+  : never;

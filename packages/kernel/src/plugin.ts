@@ -17,7 +17,9 @@ export type MaybePromise<T> = T | Promise<T>;
 export type ContributionFor<P extends PhaseName> = { [K in AcceptedKind<P>]: ContributionInputOf<K> }[AcceptedKind<P>];
 
 /** What a handler of phase P may return. Contract: nothing, one contribution, or a list. */
-export type HandlerResult<P extends PhaseName> = MaybePromise<ContributionFor<P> | readonly ContributionFor<P>[] | void | undefined | null>;
+export type HandlerResult<P extends PhaseName> = MaybePromise<
+  ContributionFor<P> | readonly ContributionFor<P>[] | void | undefined | null
+>;
 
 /**
  * Given to every handler call.

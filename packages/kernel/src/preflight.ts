@@ -49,31 +49,75 @@ const SYSTEM = [
 ].join("\n");
 
 /** Run the preflight for `input` over the turn's hidden tools. */
-export async function runPreflight(model: ModelProvider, input: string, hidden: readonly ToolDefinition[], options: PreflightOptions, signal: AbortSignal): Promise<PreflightOutcome> {
+export async function runPreflight(
+  model: ModelProvider,
+  input: string,
+  hidden: readonly ToolDefinition[],
+  options: PreflightOptions,
+  signal: AbortSignal,
+): Promise<PreflightOutcome> {
   const t0 = performance.now();
   const timeoutMs = options.timeoutMs ?? 10_000;
   const maxReveal = options.maxReveal ?? 8;
-  const catalogue = hidden.slice(0, 400).map((t) => `- ${t.name}: ${truncate(t.description.replace(/\s+/g, " "), 200)}`).join("\n");
-  const messages: Message[] = [{ role: "user", content: [{ type: "text", text: `Catalogue of optional tools:\n${catalogue}\n\nTask:\n${truncate(input, 8000)}` }] }];
+  const catalogue = hidden
+    .slice(0, 400)
+    .map((t) => `- ${t.name}: ${truncate(t.description.replace(/\s+/g, " "), 200)}`)
+    .join("\n");
+  const messages: Message[] = [
+    {
+      role: "user",
+      content: [
+        { type: "text", text: `Catalogue of optional tools:\n${catalogue}\n\nTask:\n${truncate(input, 8000)}` },
+      ],
+    },
+  ];
   const ctrl = new AbortController();
   const onAbort = () => ctrl.abort(signal.reason);
   signal.addEventListener("abort", onAbort, { once: true });
   const timer = setTimeout(() => ctrl.abort(new Error(`preflight ran past ${timeoutMs} ms`)), timeoutMs);
-  const done = (o: Omit<PreflightOutcome, "durationMs">): PreflightOutcome => ({ ...o, durationMs: Math.round(performance.now() - t0) });
+  const done = (o: Omit<PreflightOutcome, "durationMs">): PreflightOutcome => ({
+    ...o,
+    durationMs: Math.round(performance.now() - t0),
+  });
   try {
     const answer = await Promise.race([
-      complete(wellFormedProvider(model), { system: SYSTEM, messages, options: { maxTokens: options.maxTokens ?? 512, temperature: 0 } }, { signal: ctrl.signal }),
-      new Promise<never>((_, reject) => ctrl.signal.addEventListener("abort", () => reject(ctrl.signal.reason), { once: true })),
+      complete(
+        wellFormedProvider(model),
+        { system: SYSTEM, messages, options: { maxTokens: options.maxTokens ?? 512, temperature: 0 } },
+        { signal: ctrl.signal },
+      ),
+      new Promise<never>((_, reject) =>
+        ctrl.signal.addEventListener("abort", () => reject(ctrl.signal.reason), { once: true }),
+      ),
     ]);
     const parsed = AnswerSchema.safeParse(firstJsonObject(answer.text));
-    if (!parsed.success) return done({ status: "invalid", revealed: [], ignored: [], usage: answer.usage, error: `the answer is not {"plan", "reveal"} JSON: ${preview(answer.text, 200)}` });
+    if (!parsed.success)
+      return done({
+        status: "invalid",
+        revealed: [],
+        ignored: [],
+        usage: answer.usage,
+        error: `the answer is not {"plan", "reveal"} JSON: ${preview(answer.text, 200)}`,
+      });
     const names = new Set(hidden.map((t) => t.name));
     const revealed = [...new Set(parsed.data.reveal.filter((n) => names.has(n)))].slice(0, maxReveal);
     const ignored = parsed.data.reveal.filter((n) => !names.has(n));
-    return done({ status: "ok", revealed, ignored, usage: answer.usage, ...(parsed.data.plan ? { plan: parsed.data.plan } : {}) });
+    return done({
+      status: "ok",
+      revealed,
+      ignored,
+      usage: answer.usage,
+      ...(parsed.data.plan ? { plan: parsed.data.plan } : {}),
+    });
   } catch (err) {
     const timedOut = ctrl.signal.aborted && !signal.aborted;
-    return done({ status: timedOut ? "timeout" : "failed", revealed: [], ignored: [], usage: {}, error: errorMessage(timedOut ? ctrl.signal.reason : err) });
+    return done({
+      status: timedOut ? "timeout" : "failed",
+      revealed: [],
+      ignored: [],
+      usage: {},
+      error: errorMessage(timedOut ? ctrl.signal.reason : err),
+    });
   } finally {
     clearTimeout(timer);
     signal.removeEventListener("abort", onAbort);

@@ -6,7 +6,11 @@ import type { PromptContextEntry } from "./phases.ts";
  * then the prompt context block.
  * Contract: deterministic for the same inputs; empty parts leave no blank headings.
  */
-export function compileSystemPrompt(instructions: string, sections: readonly MergedSection[], context: readonly PromptContextEntry[]): string {
+export function compileSystemPrompt(
+  instructions: string,
+  sections: readonly MergedSection[],
+  context: readonly PromptContextEntry[],
+): string {
   const parts: string[] = [];
   if (instructions.trim()) parts.push(instructions.trim());
   for (const s of sections) parts.push(s.title ? `## ${s.title}\n${s.content}` : s.content);

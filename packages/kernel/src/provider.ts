@@ -60,12 +60,25 @@ export type ModelEvent =
   | { type: "thinking_delta"; text: string }
   | { type: "tool_call_delta"; id: string; name?: string; argsText: string }
   /** `provider`: the `<provider>:<model>` that answered (in a fallback chain, the member); `model`: the model name the server reported. */
-  | { type: "response"; message: AssistantMessage; stopReason: StopReason; usage: Partial<Usage>; provider?: string; model?: string }
+  | {
+      type: "response";
+      message: AssistantMessage;
+      stopReason: StopReason;
+      usage: Partial<Usage>;
+      provider?: string;
+      model?: string;
+    }
   /**
    * Something the log should show about how the answer was obtained: a stream retried
    * (`retry`, deltas so far are void), a provider frozen or skipped (`fallback`), a model switched.
    */
-  | { type: "notice"; kind: "retry" | "fallback" | "info"; message: string; provider?: string; data?: Record<string, unknown> };
+  | {
+      type: "notice";
+      kind: "retry" | "fallback" | "info";
+      message: string;
+      provider?: string;
+      data?: Record<string, unknown>;
+    };
 
 /**
  * A model provider (Anthropic, OpenAI, a local server, or the scripted provider).
@@ -102,7 +115,11 @@ export class ProviderError extends Error {
   readonly status: number | undefined;
   readonly retryAfterMs: number | undefined;
 
-  constructor(errorClass: ProviderErrorClass, message: string, options: { status?: number; retryAfterMs?: number; cause?: unknown } = {}) {
+  constructor(
+    errorClass: ProviderErrorClass,
+    message: string,
+    options: { status?: number; retryAfterMs?: number; cause?: unknown } = {},
+  ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = "ProviderError";
     this.errorClass = errorClass;
@@ -111,7 +128,12 @@ export class ProviderError extends Error {
   }
 
   get retryable(): boolean {
-    return this.errorClass === "rate_limited" || this.errorClass === "overloaded" || this.errorClass === "network" || this.errorClass === "timeout";
+    return (
+      this.errorClass === "rate_limited" ||
+      this.errorClass === "overloaded" ||
+      this.errorClass === "network" ||
+      this.errorClass === "timeout"
+    );
   }
 }
 
@@ -130,8 +152,17 @@ export interface Completion {
  * provider is given (a plugin's own `model` option too); throws the provider's ProviderError; throws `aborted` when `signal` fires;
  * a stream that ends without its `response` event is a `network` error.
  */
-export async function complete(provider: ModelProvider, request: Partial<ModelRequest> & Pick<ModelRequest, "messages">, options: { signal?: AbortSignal } = {}): Promise<Completion> {
-  const full: ModelRequest = wellFormedDeep({ system: request.system ?? "", messages: request.messages, tools: request.tools ?? [], options: request.options ?? {} });
+export async function complete(
+  provider: ModelProvider,
+  request: Partial<ModelRequest> & Pick<ModelRequest, "messages">,
+  options: { signal?: AbortSignal } = {},
+): Promise<Completion> {
+  const full: ModelRequest = wellFormedDeep({
+    system: request.system ?? "",
+    messages: request.messages,
+    tools: request.tools ?? [],
+    options: request.options ?? {},
+  });
   const signal = options.signal ?? new AbortController().signal;
   for await (const event of provider.stream(full, { signal })) {
     if (event.type !== "response") continue;
@@ -148,6 +179,9 @@ export async function complete(provider: ModelProvider, request: Partial<ModelRe
  */
 export function wellFormedProvider(provider: ModelProvider): ModelProvider {
   const wrapped = Object.create(provider) as ModelProvider;
-  Object.defineProperty(wrapped, "stream", { value: (request: ModelRequest, options: { signal: AbortSignal }) => provider.stream(wellFormedDeep(request), options) });
+  Object.defineProperty(wrapped, "stream", {
+    value: (request: ModelRequest, options: { signal: AbortSignal }) =>
+      provider.stream(wellFormedDeep(request), options),
+  });
   return wrapped;
 }

@@ -29,7 +29,9 @@ function validRange(range: unknown): range is string {
 
 /** True when `version` satisfies `range`; pre-release tags are compared like releases (a plugin built against 1.1.0-rc accepts it). */
 function satisfies(version: unknown, range: unknown): boolean {
-  return typeof version === "string" && validRange(range) && semverSatisfies(version, range, { includePrerelease: true });
+  return (
+    typeof version === "string" && validRange(range) && semverSatisfies(version, range, { includePrerelease: true })
+  );
 }
 
 /** Default deadline (ms) of one plugin's setup(ctx). */
@@ -113,15 +115,20 @@ type Draft = Omit<Subscription, "position" | "waitFor"> & { order: number[] };
  * settled within `setupTimeoutMs` fails with KEEL_PLUGIN_SETUP_TIMEOUT (its `ctx.signal` aborts,
  * and its later `ctx.on` calls throw).
  */
-export async function buildRegistry(entries: readonly PluginEntry[], kernelVersion = KERNEL_VERSION, options: RegistryOptions = {}): Promise<PluginRegistry> {
+export async function buildRegistry(
+  entries: readonly PluginEntry[],
+  kernelVersion = KERNEL_VERSION,
+  options: RegistryOptions = {},
+): Promise<PluginRegistry> {
   const setupMs = options.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS;
-  const storage: AgentStorage = Object.freeze(options.storage ?? { home: resolve(defaultKeelHome()), database: { kind: "sqlite" } });
+  const storage: AgentStorage = Object.freeze(
+    options.storage ?? { home: resolve(defaultKeelHome()), database: { kind: "sqlite" } },
+  );
   const hooks: RegistryHooks = options;
   const plugins = checkPlugins(entries, kernelVersion);
   const names = new Set(plugins.map((p) => p.plugin.name));
   const drafts: Draft[] = [];
   const jobs = new Map<string, JobRunner>();
-  let frozen = false;
   /** A late call must not throw (it usually runs in a timer, where a throw kills the process). */
   const late = (err: KeelError): void => {
     try {
@@ -130,67 +137,136 @@ export async function buildRegistry(entries: readonly PluginEntry[], kernelVersi
       // The host's reporter failed; the call is ignored either way.
     }
   };
-  for (const { plugin, index, options } of setupOrder(plugins)) {
-    const seen = new Set<string>();
-    let local = 0;
-    let active = true;
-    const deadline = new AbortController();
-    const ctx = {
-      plugin: plugin.name,
-      storage,
-      signal: deadline.signal,
-      options,
-      kernelVersion,
-      hasPlugin: (name: string) => names.has(name),
-      on<P extends PhaseName>(phase: P, handler: Handler<P>, opts: SubscribeOptions<P> = {}) {
-        if (frozen || !active) return late(new KeelError("KEEL_REGISTRY_FROZEN", `ctx.on("${String(phase)}") was called after setup finished; the subscription was ignored.`, { plugin: plugin.name, phase: String(phase) }));
-        const draft = subscription(plugin.name, phase, handler, opts, [index, local++]);
-        if (seen.has(draft.id)) throw new KeelError("KEEL_SUBSCRIPTION_DUPLICATE", `Subscription "${draft.id}" is declared twice.`, { plugin: plugin.name, phase, subscription: draft.id });
-        seen.add(draft.id);
-        drafts.push(draft);
-      },
-      registerJob(name: string, runner: JobRunner) {
-        if (frozen || !active) return late(new KeelError("KEEL_REGISTRY_FROZEN", `ctx.registerJob("${String(name)}") was called after setup finished; the runner was ignored.`, { plugin: plugin.name }));
-        if (typeof name !== "string" || !name || name.length > 100 || typeof runner !== "function") throw new KeelError("KEEL_SUBSCRIPTION_INVALID", `registerJob(${JSON.stringify(name)}) needs a name (1-100 chars) and a runner function.`, { plugin: plugin.name });
-        if (jobs.has(jobKey(plugin.name, name))) throw new KeelError("KEEL_SUBSCRIPTION_DUPLICATE", `Job runner "${name}" is registered twice.`, { plugin: plugin.name });
-        jobs.set(jobKey(plugin.name, name), runner);
-      },
-    };
-    // A ref'd timer: it also keeps the process alive while a setup waits on nothing at all.
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timedOut = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const err = new KeelError("KEEL_PLUGIN_SETUP_TIMEOUT", `setup() did not settle within ${setupMs} ms.`, { plugin: plugin.name, path: `plugins[${index}]` });
-        deadline.abort(err);
-        reject(err);
-      }, setupMs);
-    });
-    try {
-      const setup = Promise.resolve().then(() => inFaultScope(() => ({ plugin: plugin.name, phase: "setup" }), () => plugin.setup(ctx)));
-      await Promise.race([setup, timedOut]).catch((err: unknown) => {
-        if (isKeelError(err, "KEEL_PLUGIN_SETUP_TIMEOUT")) trackAbandoned(`setup of plugin ${plugin.name}`, setup);
-        throw err;
-      });
-    } catch (err) {
-      if (isKeelError(err)) throw err;
-      throw new KeelError("KEEL_PLUGIN_SETUP_FAILED", `setup() threw: ${errorMessage(err)}.`, { plugin: plugin.name, path: `plugins[${index}]` }, { cause: err });
-    } finally {
-      clearTimeout(timer);
-      active = false;
-    }
-  }
-  frozen = true;
+  const shared: SetupShared = { storage, kernelVersion, names, drafts, jobs, late };
+  for (const checked of setupOrder(plugins)) await runSetup(shared, checked, setupMs);
   const phases = new Map<PhaseName, readonly Subscription[]>();
   for (const phase of PHASE_NAMES) {
-    const subs = resolveOrder(phase, drafts.filter((d) => d.phase === phase), names);
+    const subs = resolveOrder(
+      phase,
+      drafts.filter((d) => d.phase === phase),
+      names,
+    );
     if (subs.length) phases.set(phase, subs);
   }
   return Object.freeze({
     kernelVersion,
-    plugins: Object.freeze(plugins.map(({ plugin, options }) => Object.freeze({ name: plugin.name, version: plugin.version, kernel: plugin.kernel, dependencies: deps(plugin), options }))),
+    plugins: Object.freeze(
+      plugins.map(({ plugin, options }) =>
+        Object.freeze({
+          name: plugin.name,
+          version: plugin.version,
+          kernel: plugin.kernel,
+          dependencies: deps(plugin),
+          options,
+        }),
+      ),
+    ),
     phases,
     jobs,
   });
+}
+
+/** What every plugin's setup shares: the subscriptions and job runners collected so far. */
+interface SetupShared {
+  storage: AgentStorage;
+  kernelVersion: string;
+  names: Set<string>;
+  drafts: Draft[];
+  jobs: Map<string, JobRunner>;
+  late(err: KeelError): void;
+}
+
+/**
+ * Run one plugin's setup under its deadline, in a fault scope naming it. Contract: its `ctx`
+ * accepts calls only until this returns; a later call is reported through `late`, not thrown.
+ */
+async function runSetup(shared: SetupShared, checked: Checked, setupMs: number): Promise<void> {
+  const { plugin, index } = checked;
+  const deadline = new AbortController();
+  let active = true;
+  const ctx = setupContext(shared, checked, deadline.signal, () => active);
+  // A ref'd timer: it also keeps the process alive while a setup waits on nothing at all.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const err = new KeelError("KEEL_PLUGIN_SETUP_TIMEOUT", `setup() did not settle within ${setupMs} ms.`, {
+        plugin: plugin.name,
+        path: `plugins[${index}]`,
+      });
+      deadline.abort(err);
+      reject(err);
+    }, setupMs);
+  });
+  try {
+    const setup = Promise.resolve().then(() =>
+      inFaultScope(
+        () => ({ plugin: plugin.name, phase: "setup" }),
+        () => plugin.setup(ctx),
+      ),
+    );
+    await Promise.race([setup, timedOut]).catch((err: unknown) => {
+      if (isKeelError(err, "KEEL_PLUGIN_SETUP_TIMEOUT")) trackAbandoned(`setup of plugin ${plugin.name}`, setup);
+      throw err;
+    });
+  } catch (err) {
+    if (isKeelError(err)) throw err;
+    throw new KeelError(
+      "KEEL_PLUGIN_SETUP_FAILED",
+      `setup() threw: ${errorMessage(err)}.`,
+      { plugin: plugin.name, path: `plugins[${index}]` },
+      { cause: err },
+    );
+  } finally {
+    clearTimeout(timer);
+    active = false;
+  }
+}
+
+/** The `ctx` a plugin's setup receives: subscribe, register job runners, while `open()`. */
+function setupContext(shared: SetupShared, checked: Checked, signal: AbortSignal, open: () => boolean) {
+  const { plugin, index, options } = checked;
+  const { storage, kernelVersion, names, drafts, jobs, late } = shared;
+  const seen = new Set<string>();
+  let local = 0;
+  const frozenError = (call: string, ignored: string, extra: { phase?: string } = {}) =>
+    new KeelError("KEEL_REGISTRY_FROZEN", `${call} was called after setup finished; the ${ignored} was ignored.`, {
+      plugin: plugin.name,
+      ...extra,
+    });
+  return {
+    plugin: plugin.name,
+    storage,
+    signal,
+    options,
+    kernelVersion,
+    hasPlugin: (name: string) => names.has(name),
+    on<P extends PhaseName>(phase: P, handler: Handler<P>, opts: SubscribeOptions<P> = {}) {
+      if (!open()) return late(frozenError(`ctx.on("${String(phase)}")`, "subscription", { phase: String(phase) }));
+      const draft = subscription(plugin.name, phase, handler, opts, [index, local++]);
+      if (seen.has(draft.id))
+        throw new KeelError("KEEL_SUBSCRIPTION_DUPLICATE", `Subscription "${draft.id}" is declared twice.`, {
+          plugin: plugin.name,
+          phase,
+          subscription: draft.id,
+        });
+      seen.add(draft.id);
+      drafts.push(draft);
+    },
+    registerJob(name: string, runner: JobRunner) {
+      if (!open()) return late(frozenError(`ctx.registerJob("${String(name)}")`, "runner"));
+      if (typeof name !== "string" || !name || name.length > 100 || typeof runner !== "function")
+        throw new KeelError(
+          "KEEL_SUBSCRIPTION_INVALID",
+          `registerJob(${JSON.stringify(name)}) needs a name (1-100 chars) and a runner function.`,
+          { plugin: plugin.name },
+        );
+      if (jobs.has(jobKey(plugin.name, name)))
+        throw new KeelError("KEEL_SUBSCRIPTION_DUPLICATE", `Job runner "${name}" is registered twice.`, {
+          plugin: plugin.name,
+        });
+      jobs.set(jobKey(plugin.name, name), runner);
+    },
+  };
 }
 
 interface Checked {
@@ -208,7 +284,11 @@ function readPlugin(entry: NonNullable<PluginEntry>): Partial<KeelPlugin> {
   const o = entry as KeelPlugin;
   const setup = o.setup;
   const d = o.dependencies as unknown;
-  const dependencies = Array.isArray(d) ? [...(d as string[])] : d && typeof d === "object" ? { ...(d as Record<string, string>) } : (d as undefined);
+  const dependencies = Array.isArray(d)
+    ? [...(d as string[])]
+    : d && typeof d === "object"
+      ? { ...(d as Record<string, string>) }
+      : (d as undefined);
   return {
     name: o.name,
     version: o.version,
@@ -217,7 +297,9 @@ function readPlugin(entry: NonNullable<PluginEntry>): Partial<KeelPlugin> {
     ...(dependencies !== undefined ? { dependencies } : {}),
     ...(o.options !== undefined ? { options: o.options } : {}),
     input: o.input,
-    setup: (typeof setup === "function" ? (ctx: Parameters<KeelPlugin["setup"]>[0]) => setup.call(o, ctx) : setup) as KeelPlugin["setup"],
+    setup: (typeof setup === "function"
+      ? (ctx: Parameters<KeelPlugin["setup"]>[0]) => setup.call(o, ctx)
+      : setup) as KeelPlugin["setup"],
   };
 }
 
@@ -238,55 +320,103 @@ function checkPlugins(entries: readonly PluginEntry[], kernelVersion: string): C
     try {
       p = readPlugin(entry);
     } catch (err) {
-      throw new KeelError("KEEL_PLUGIN_INVALID", `Reading the plugin object threw: ${errorMessage(err)}. Return a plain plugin object (definePlugin), not a Proxy or an object with throwing getters.`, { path }, { cause: err });
+      throw new KeelError(
+        "KEEL_PLUGIN_INVALID",
+        `Reading the plugin object threw: ${errorMessage(err)}. Return a plain plugin object (definePlugin), not a Proxy or an object with throwing getters.`,
+        { path },
+        { cause: err },
+      );
     }
     if (typeof p !== "object" || typeof p.name !== "string" || !p.name.trim()) {
-      throw new KeelError("KEEL_PLUGIN_INVALID", `The entry is ${describe(entry)}, not a plugin with a name.`, { path });
+      throw new KeelError("KEEL_PLUGIN_INVALID", `The entry is ${describe(entry)}, not a plugin with a name.`, {
+        path,
+      });
     }
     if (typeof p.version !== "string" || typeof p.setup !== "function") {
-      throw new KeelError("KEEL_PLUGIN_INVALID", `Missing ${typeof p.version !== "string" ? "`version`" : "`setup`"}.`, { plugin: p.name, path });
+      throw new KeelError(
+        "KEEL_PLUGIN_INVALID",
+        `Missing ${typeof p.version !== "string" ? "`version`" : "`setup`"}.`,
+        { plugin: p.name, path },
+      );
     }
     if (byName.has(p.name)) {
-      throw new KeelError("KEEL_PLUGIN_DUPLICATE", `"${p.name}" appears at plugins[${byName.get(p.name)!.index}] and ${path}.`, { plugin: p.name, path });
+      throw new KeelError(
+        "KEEL_PLUGIN_DUPLICATE",
+        `"${p.name}" appears at plugins[${byName.get(p.name)!.index}] and ${path}.`,
+        { plugin: p.name, path },
+      );
     }
     if (p.kernel !== undefined && (!validRange(p.kernel) || !satisfies(kernelVersion, p.kernel))) {
-      throw new KeelError("KEEL_KERNEL_RANGE_UNSUPPORTED", `It requires kernel "${p.kernel}" but this kernel is ${kernelVersion}.`, { plugin: p.name, path });
+      throw new KeelError(
+        "KEEL_KERNEL_RANGE_UNSUPPORTED",
+        `It requires kernel "${p.kernel}" but this kernel is ${kernelVersion}.`,
+        { plugin: p.name, path },
+      );
     }
-    let options: unknown = p.input;
-    if (p.options) {
-      // No input means "all defaults": an object schema with defaults accepts {} but not undefined.
-      let parsed: ReturnType<NonNullable<typeof p.options>["safeParse"]>;
-      try {
-        parsed = p.options.safeParse(p.input);
-        if (!parsed.success && p.input === undefined) {
-          const empty = p.options.safeParse({});
-          if (empty.success) parsed = empty;
-        }
-      } catch (err) {
-        // The schema is plugin code (refinements, transforms): a throw is invalid options, located.
-        throw new KeelError("KEEL_PLUGIN_OPTIONS_INVALID", `Validating the options threw: ${errorMessage(err)}.`, { plugin: p.name, path: `${path}.options` }, { cause: err });
-      }
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0]!;
-        const at = [`${path}.options`, ...issue.path.map(String)].join(".");
-        throw new KeelError("KEEL_PLUGIN_OPTIONS_INVALID", `${issue.message} (found ${describe(valueAt(p.input, issue.path))}).`, { plugin: p.name, path: at });
-      }
-      options = parsed.data;
-    }
+    const options = parseOptions(p, path);
     const checked = { plugin: p as KeelPlugin, index, options };
     byName.set(p.name, checked);
     out.push(checked);
   });
+  checkDependencies(out, byName);
+  return out;
+}
+
+/** A plugin's options validated by its zod schema (its input as is without one), located on failure. */
+function parseOptions(p: Partial<KeelPlugin>, path: string): unknown {
+  let options: unknown = p.input;
+  if (p.options) {
+    // No input means "all defaults": an object schema with defaults accepts {} but not undefined.
+    let parsed: ReturnType<NonNullable<typeof p.options>["safeParse"]>;
+    try {
+      parsed = p.options.safeParse(p.input);
+      if (!parsed.success && p.input === undefined) {
+        const empty = p.options.safeParse({});
+        if (empty.success) parsed = empty;
+      }
+    } catch (err) {
+      // The schema is plugin code (refinements, transforms): a throw is invalid options, located.
+      throw new KeelError(
+        "KEEL_PLUGIN_OPTIONS_INVALID",
+        `Validating the options threw: ${errorMessage(err)}.`,
+        { plugin: p.name, path: `${path}.options` },
+        { cause: err },
+      );
+    }
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      const at = [`${path}.options`, ...issue.path.map(String)].join(".");
+      throw new KeelError(
+        "KEEL_PLUGIN_OPTIONS_INVALID",
+        `${issue.message} (found ${describe(valueAt(p.input, issue.path))}).`,
+        { plugin: p.name, path: at },
+      );
+    }
+    options = parsed.data;
+  }
+  return options;
+}
+
+/** Every declared dependency is in the list, at a version its range accepts. */
+function checkDependencies(out: readonly Checked[], byName: Map<string, Checked>): void {
   for (const c of out) {
     for (const [dep, range] of Object.entries(deps(c.plugin))) {
       const target = byName.get(dep);
-      if (!target) throw new KeelError("KEEL_DEPENDENCY_MISSING", `It depends on "${dep}", which is not in the plugins list.${didYouMean(dep, byName.keys())}`, { plugin: c.plugin.name, path: `plugins[${c.index}].dependencies` });
+      if (!target)
+        throw new KeelError(
+          "KEEL_DEPENDENCY_MISSING",
+          `It depends on "${dep}", which is not in the plugins list.${didYouMean(dep, byName.keys())}`,
+          { plugin: c.plugin.name, path: `plugins[${c.index}].dependencies` },
+        );
       if (range !== "*" && !satisfies(target.plugin.version, range)) {
-        throw new KeelError("KEEL_DEPENDENCY_VERSION", `It needs "${dep}" ${range} but ${target.plugin.version} is registered.`, { plugin: c.plugin.name, path: `plugins[${c.index}].dependencies` });
+        throw new KeelError(
+          "KEEL_DEPENDENCY_VERSION",
+          `It needs "${dep}" ${range} but ${target.plugin.version} is registered.`,
+          { plugin: c.plugin.name, path: `plugins[${c.index}].dependencies` },
+        );
       }
     }
   }
-  return out;
 }
 
 /** Plugins ordered so that dependencies set up first; stable by list order. */
@@ -299,7 +429,9 @@ function setupOrder(plugins: Checked[]): Checked[] {
     if (s === "done") return;
     if (s === "visiting") {
       const cycle = [...trail.slice(trail.indexOf(p.plugin.name)), p.plugin.name];
-      throw new KeelError("KEEL_DEPENDENCY_CYCLE", `Plugin dependencies form a cycle: ${cycle.join(" -> ")}.`, { plugin: p.plugin.name });
+      throw new KeelError("KEEL_DEPENDENCY_CYCLE", `Plugin dependencies form a cycle: ${cycle.join(" -> ")}.`, {
+        plugin: p.plugin.name,
+      });
     }
     state.set(p.plugin.name, "visiting");
     for (const dep of Object.keys(deps(p.plugin))) visit(byName.get(dep)!, [...trail, p.plugin.name]);
@@ -310,9 +442,18 @@ function setupOrder(plugins: Checked[]): Checked[] {
   return out;
 }
 
-function subscription<P extends PhaseName>(plugin: string, phase: P, handler: Handler<P>, o: SubscribeOptions<P>, order: number[]): Draft {
+function subscription<P extends PhaseName>(
+  plugin: string,
+  phase: P,
+  handler: Handler<P>,
+  o: SubscribeOptions<P>,
+  order: number[],
+): Draft {
   if (!isPhaseName(phase)) {
-    throw new KeelError("KEEL_PHASE_UNKNOWN", `"${String(phase)}" is not a phase.${didYouMean(phase, PHASE_NAMES)}`, { plugin, phase: String(phase) });
+    throw new KeelError("KEEL_PHASE_UNKNOWN", `"${String(phase)}" is not a phase.${didYouMean(phase, PHASE_NAMES)}`, {
+      plugin,
+      phase: String(phase),
+    });
   }
   const id = o.id ? `${plugin}:${phase}#${o.id}` : `${plugin}:${phase}`;
   const bad = (what: string) => new KeelError("KEEL_SUBSCRIPTION_INVALID", what, { plugin, phase, subscription: id });
@@ -320,10 +461,15 @@ function subscription<P extends PhaseName>(plugin: string, phase: P, handler: Ha
   const awaitPolicy = o.await ?? "blocking";
   if (!AWAITS.has(awaitPolicy)) throw bad(`await "${awaitPolicy}" is not one of blocking, deadline, background.`);
   const failure = o.failure ?? (awaitPolicy === "background" ? "best_effort" : PHASES[phase].failure);
-  if (!FAILURES.has(failure)) throw bad(`failure "${failure}" is not one of best_effort, required, fallback, fail_closed.`);
-  if (awaitPolicy === "background" && failure !== "best_effort") throw bad(`failure "${failure}" cannot apply to a background handler: nothing waits for it. Use best_effort, or await it.`);
+  if (!FAILURES.has(failure))
+    throw bad(`failure "${failure}" is not one of best_effort, required, fallback, fail_closed.`);
+  if (awaitPolicy === "background" && failure !== "best_effort")
+    throw bad(
+      `failure "${failure}" cannot apply to a background handler: nothing waits for it. Use best_effort, or await it.`,
+    );
   const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUTS[awaitPolicy];
-  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw bad(`timeoutMs must be a positive number, got ${String(o.timeoutMs)}.`);
+  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0))
+    throw bad(`timeoutMs must be a positive number, got ${String(o.timeoutMs)}.`);
   const stage = o.stage ?? "normal";
   if (!(stage in STAGE_RANK)) throw bad(`stage "${stage}" is not one of pre, normal, post.`);
   const priority = o.priority ?? 0;
@@ -332,18 +478,39 @@ function subscription<P extends PhaseName>(plugin: string, phase: P, handler: Ha
   for (const [i, raw] of (o.fallback ?? []).entries()) {
     const v = validateContribution(raw);
     if (!v.ok) throw bad(`fallback[${i}] is invalid at ${v.path}: ${v.message}.`);
-    if (!(PHASES[phase].accepts as readonly string[]).includes(v.value.kind)) throw bad(`fallback[${i}] is a "${v.value.kind}" contribution, which ${phase} does not accept.`);
+    if (!(PHASES[phase].accepts as readonly string[]).includes(v.value.kind))
+      throw bad(`fallback[${i}] is a "${v.value.kind}" contribution, which ${phase} does not accept.`);
     fallback.push(v.value);
   }
-  if (failure === "fallback" && fallback.length === 0) throw new KeelError("KEEL_FALLBACK_EMPTY", `Subscription "${id}" has no fallback contributions.`, { plugin, phase, subscription: id });
-  return { id, plugin, phase, handler, stage, priority, after: [...(o.after ?? [])], before: [...(o.before ?? [])], await: awaitPolicy, timeoutMs, failure, fallback, order };
+  if (failure === "fallback" && fallback.length === 0)
+    throw new KeelError("KEEL_FALLBACK_EMPTY", `Subscription "${id}" has no fallback contributions.`, {
+      plugin,
+      phase,
+      subscription: id,
+    });
+  return {
+    id,
+    plugin,
+    phase,
+    handler,
+    stage,
+    priority,
+    after: [...(o.after ?? [])],
+    before: [...(o.before ?? [])],
+    await: awaitPolicy,
+    timeoutMs,
+    failure,
+    fallback,
+    order,
+  };
 }
 
 /** Sort by stage, priority, list order; then honour after/before edges (stable topological sort). */
 function resolveOrder(phase: PhaseName, drafts: Draft[], names: Set<string>): readonly Subscription[] {
   const key = (d: Draft) => [STAGE_RANK[d.stage], d.priority, ...d.order];
   const sorted = [...drafts].sort((a, b) => {
-    const ka = key(a), kb = key(b);
+    const ka = key(a),
+      kb = key(b);
     for (let i = 0; i < ka.length; i++) if (ka[i] !== kb[i]) return ka[i]! - kb[i]!;
     return 0;
   });
@@ -354,9 +521,17 @@ function resolveOrder(phase: PhaseName, drafts: Draft[], names: Set<string>): re
     byPlugin.set(d.plugin, [...(byPlugin.get(d.plugin) ?? []), i]);
   });
   sorted.forEach((d, i) => {
-    for (const [list, dir] of [[d.after, "after"], [d.before, "before"]] as const) {
+    for (const [list, dir] of [
+      [d.after, "after"],
+      [d.before, "before"],
+    ] as const) {
       for (const name of list) {
-        if (!names.has(name)) throw new KeelError("KEEL_ORDER_UNKNOWN_PLUGIN", `${dir}: ["${name}"] names no registered plugin.${didYouMean(name, names)}`, { plugin: d.plugin, phase, subscription: d.id });
+        if (!names.has(name))
+          throw new KeelError(
+            "KEEL_ORDER_UNKNOWN_PLUGIN",
+            `${dir}: ["${name}"] names no registered plugin.${didYouMean(name, names)}`,
+            { plugin: d.plugin, phase, subscription: d.id },
+          );
         for (const j of byPlugin.get(name) ?? []) {
           if (j === i) continue;
           if (dir === "after") preds[i]!.add(j);
@@ -377,16 +552,26 @@ function resolveOrder(phase: PhaseName, drafts: Draft[], names: Set<string>): re
     }
     if (next < 0) {
       const stuck = sorted.filter((_, i) => !done[i]).map((d) => d.id);
-      throw new KeelError("KEEL_DEPENDENCY_CYCLE", `after/before edges in ${phase} form a cycle among: ${stuck.join(", ")}.`, { plugin: sorted.find((_, i) => !done[i])!.plugin, phase });
+      throw new KeelError(
+        "KEEL_DEPENDENCY_CYCLE",
+        `after/before edges in ${phase} form a cycle among: ${stuck.join(", ")}.`,
+        { plugin: sorted.find((_, i) => !done[i])!.plugin, phase },
+      );
     }
     done[next] = true;
     out.push(next);
   }
   const position = new Map(out.map((orig, pos) => [orig, pos]));
-  return Object.freeze(out.map((orig, pos) => {
-    const { order: _order, ...d } = sorted[orig]!;
-    return Object.freeze({ ...d, position: pos, waitFor: Object.freeze([...preds[orig]!].map((p) => position.get(p)!).sort((a, b) => a - b)) });
-  }));
+  return Object.freeze(
+    out.map((orig, pos) => {
+      const { order: _order, ...d } = sorted[orig]!;
+      return Object.freeze({
+        ...d,
+        position: pos,
+        waitFor: Object.freeze([...preds[orig]!].map((p) => position.get(p)!).sort((a, b) => a - b)),
+      });
+    }),
+  );
 }
 
 function describe(v: unknown): string {

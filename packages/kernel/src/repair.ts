@@ -2,7 +2,8 @@ import type { Message, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
 
 /** The text of a synthesized result for a tool call that never got one. */
-export const INTERRUPTED_RESULT = "No result: the tool call was interrupted before it finished (the session was cancelled or the process stopped). Call the tool again if you still need it.";
+export const INTERRUPTED_RESULT =
+  "No result: the tool call was interrupted before it finished (the session was cancelled or the process stopped). Call the tool again if you still need it.";
 
 /**
  * Make a history safe to send: every tool call is followed (before any other message) by
@@ -10,7 +11,11 @@ export const INTERRUPTED_RESULT = "No result: the tool call was interrupted befo
  * Contract: returns the input array itself when nothing needed repair; otherwise a new
  * array plus the ids of synthesized and dropped results. Never reorders other messages.
  */
-export function repairToolPairs(messages: readonly Message[]): { messages: readonly Message[]; synthesized: string[]; dropped: string[] } {
+export function repairToolPairs(messages: readonly Message[]): {
+  messages: readonly Message[];
+  synthesized: string[];
+  dropped: string[];
+} {
   const known = pairStates.get(messages);
   if (known !== undefined && known !== null && known.length === 0) return { messages, synthesized: [], dropped: [] };
   const synthesized: string[] = [];
@@ -19,7 +24,13 @@ export function repairToolPairs(messages: readonly Message[]): { messages: reado
   let pending: Array<{ id: string; name: string }> = [];
   const flush = (into: Message[]) => {
     for (const call of pending) {
-      const r: ToolResultMessage = { role: "tool", toolCallId: call.id, toolName: call.name, content: textContent(INTERRUPTED_RESULT), isError: true };
+      const r: ToolResultMessage = {
+        role: "tool",
+        toolCallId: call.id,
+        toolName: call.name,
+        content: textContent(INTERRUPTED_RESULT),
+        isError: true,
+      };
       into.push(r);
       synthesized.push(call.id);
     }
@@ -75,6 +86,7 @@ export function extendPairState(prev: readonly Message[], next: readonly Message
     const at = st.indexOf(message.toolCallId);
     after = at < 0 ? null : st.filter((_, k) => k !== at);
   } else if (st.length) after = null;
-  else after = message.role === "assistant" ? message.content.flatMap((b) => (b.type === "tool_call" ? [b.id] : [])) : [];
+  else
+    after = message.role === "assistant" ? message.content.flatMap((b) => (b.type === "tool_call" ? [b.id] : [])) : [];
   pairStates.set(next, after);
 }

@@ -15,12 +15,17 @@ function mediaOf(o: Record<string, unknown>, bad: (what: string) => KeelError): 
   let data = o.data;
   if (typeof data === "string" && data.startsWith("data:")) {
     const m = /^data:([^;,]+);base64,(.*)$/s.exec(data);
-    if (!m) throw bad(`a data: URL must be base64 (data:${o.type === "image" ? "image/png" : "application/pdf"};base64,...)`);
+    if (!m)
+      throw bad(`a data: URL must be base64 (data:${o.type === "image" ? "image/png" : "application/pdf"};base64,...)`);
     mediaType ??= m[1];
     data = m[2];
   }
-  if (typeof mediaType !== "string") throw bad(`${o.type === "image" ? "an image" : "a file"} needs a string mediaType`);
-  if (typeof data !== "string" || !data.length || !BASE64.test(data)) throw bad(`${o.type === "image" ? "an image" : "a file"} needs \`data\`: base64 without line breaks (or a data: URL)`);
+  if (typeof mediaType !== "string")
+    throw bad(`${o.type === "image" ? "an image" : "a file"} needs a string mediaType`);
+  if (typeof data !== "string" || !data.length || !BASE64.test(data))
+    throw bad(
+      `${o.type === "image" ? "an image" : "a file"} needs \`data\`: base64 without line breaks (or a data: URL)`,
+    );
   return { mediaType, data };
 }
 
@@ -51,12 +56,26 @@ export function checkInput(input: unknown): TurnInput {
     if (o.type === "image" || o.type === "file") {
       const { mediaType, data } = mediaOf(o, (what) => bad(`[${i}]`, what));
       if (o.type === "image") {
-        if (!MEDIA.test(mediaType)) throw bad(`[${i}]`, `an image needs mediaType image/png, image/jpeg, image/gif or image/webp (got ${JSON.stringify(mediaType)})`);
+        if (!MEDIA.test(mediaType))
+          throw bad(
+            `[${i}]`,
+            `an image needs mediaType image/png, image/jpeg, image/gif or image/webp (got ${JSON.stringify(mediaType)})`,
+          );
         return { type: "image", mediaType, data };
       }
-      if (mediaType !== "application/pdf") throw bad(`[${i}]`, `a file must be a PDF, mediaType "application/pdf" (got ${JSON.stringify(mediaType)}); send other documents as text`);
-      if (o.name !== undefined && (typeof o.name !== "string" || !o.name.length)) throw bad(`[${i}]`, "a file's `name` must be a non-empty string");
-      return { type: "file", mediaType, data, ...(typeof o.name === "string" ? { name: truncate(toWellFormed(o.name), 255) } : {}) };
+      if (mediaType !== "application/pdf")
+        throw bad(
+          `[${i}]`,
+          `a file must be a PDF, mediaType "application/pdf" (got ${JSON.stringify(mediaType)}); send other documents as text`,
+        );
+      if (o.name !== undefined && (typeof o.name !== "string" || !o.name.length))
+        throw bad(`[${i}]`, "a file's `name` must be a non-empty string");
+      return {
+        type: "file",
+        mediaType,
+        data,
+        ...(typeof o.name === "string" ? { name: truncate(toWellFormed(o.name), 255) } : {}),
+      };
     }
     throw bad(`[${i}]`, `unknown block type ${JSON.stringify(o.type)}; use "text", "image" or "file"`);
   });
@@ -68,15 +87,24 @@ export function checkInput(input: unknown): TurnInput {
  */
 export function outputSpecOf(schema: unknown, name = "final_answer"): OutputSpec {
   const s = schema as z.ZodType;
-  if (typeof (s as { safeParse?: unknown } | null)?.safeParse !== "function") throw new KeelError("KEEL_OUTPUT_SCHEMA_INVALID", "`output` is not a zod schema.");
-  if (!/^[A-Za-z0-9_-]{1,64}$/.test(name)) throw new KeelError("KEEL_OUTPUT_SCHEMA_INVALID", `outputName ${JSON.stringify(name)} must match ^[A-Za-z0-9_-]{1,64}$.`);
+  if (typeof (s as { safeParse?: unknown } | null)?.safeParse !== "function")
+    throw new KeelError("KEEL_OUTPUT_SCHEMA_INVALID", "`output` is not a zod schema.");
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(name))
+    throw new KeelError(
+      "KEEL_OUTPUT_SCHEMA_INVALID",
+      `outputName ${JSON.stringify(name)} must match ^[A-Za-z0-9_-]{1,64}$.`,
+    );
   let json: Record<string, unknown>;
   try {
     json = z.toJSONSchema(s, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
   } catch (err) {
     throw new KeelError("KEEL_OUTPUT_SCHEMA_INVALID", `\`output\` has no JSON Schema form: ${errorMessage(err)}.`);
   }
-  if (json.type !== "object") throw new KeelError("KEEL_OUTPUT_SCHEMA_INVALID", `\`output\` describes ${JSON.stringify(json.type ?? "a union")}, not an object.`);
+  if (json.type !== "object")
+    throw new KeelError(
+      "KEEL_OUTPUT_SCHEMA_INVALID",
+      `\`output\` describes ${JSON.stringify(json.type ?? "a union")}, not an object.`,
+    );
   const { $schema: _drop, ...rest } = json;
   return { schema: s as OutputSpec["schema"], format: { name, schema: rest } };
 }

@@ -52,11 +52,23 @@ export interface LogCursor {
 
 /** A cursor before the first event. */
 export function newCursor(): LogCursor {
-  return { open: null, started: undefined, asked: new Map(), lastChild: new Map(), startedArgs: new Map(), children: new Map() };
+  return {
+    open: null,
+    started: undefined,
+    asked: new Map(),
+    lastChild: new Map(),
+    startedArgs: new Map(),
+    children: new Map(),
+  };
 }
 
 /** One event's effect: on the target and the cursor, and on the conversation (returned when replaced). */
-type Apply<T extends KeelEvent["type"]> = (target: ReplayTarget, cursor: LogCursor, e: Extract<KeelEvent, { type: T }>, messages: Message[]) => Message[] | void;
+type Apply<T extends KeelEvent["type"]> = (
+  target: ReplayTarget,
+  cursor: LogCursor,
+  e: Extract<KeelEvent, { type: T }>,
+  messages: Message[],
+) => Message[] | void;
 
 /** What each event type changes; a type not listed changes nothing but the seq (and ends an open turn when terminal). */
 const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
@@ -69,7 +81,18 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
     target.paused = undefined;
   },
   "approval.requested": (_t, cursor, e) => {
-    if (e.turnId) cursor.asked.set(e.callId, { callId: e.callId, turnId: e.turnId, name: e.name, args: e.args, round: e.round, requestedAt: e.ts, ...(e.reason !== undefined ? { reason: e.reason } : {}), ...(e.plugin !== undefined ? { plugin: e.plugin } : {}), ...(e.via ? { via: { ...e.via } } : {}) });
+    if (e.turnId)
+      cursor.asked.set(e.callId, {
+        callId: e.callId,
+        turnId: e.turnId,
+        name: e.name,
+        args: e.args,
+        round: e.round,
+        requestedAt: e.ts,
+        ...(e.reason !== undefined ? { reason: e.reason } : {}),
+        ...(e.plugin !== undefined ? { plugin: e.plugin } : {}),
+        ...(e.via ? { via: { ...e.via } } : {}),
+      });
   },
   "tool.completed": (_t, cursor, e) => void cursor.asked.delete(e.callId),
   "tool.started": (_t, cursor, e) => {
@@ -81,15 +104,32 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
     // Answered within the turn (the approve() callback, an earlier "always"): it waits for no one.
     if (e.by !== "host") cursor.asked.delete(e.callId);
     const req = target.paused?.requests.get(e.callId);
-    if (req && e.by === "host") req.answer = { approved: e.approved, ...(e.always ? { always: true } : {}), ...(e.reason !== undefined ? { reason: e.reason } : {}) };
+    if (req && e.by === "host")
+      req.answer = {
+        approved: e.approved,
+        ...(e.always ? { always: true } : {}),
+        ...(e.reason !== undefined ? { reason: e.reason } : {}),
+      };
     // A child's call approved "always" is always allowed in the child session, not here.
     if (e.approved && e.always && !req?.via) target.alwaysAllowed.add(e.name);
   },
   "turn.paused": (target, cursor, e) => {
     if (e.verdict.status === "paused" && e.turnId && cursor.started) {
       const requests = cursor.asked;
-      const childCalls = new Map([...requests.values()].flatMap((r) => (r.via ? [[r.via.callId, cursor.startedArgs.get(r.via.callId)] as const] : [])));
-      target.paused = { turnId: e.turnId, input: cursor.started.input, metadata: cursor.started.metadata, rounds: e.rounds, toolCalls: e.toolCalls, requests, ...(childCalls.size ? { childCalls } : {}) };
+      const childCalls = new Map(
+        [...requests.values()].flatMap((r) =>
+          r.via ? [[r.via.callId, cursor.startedArgs.get(r.via.callId)] as const] : [],
+        ),
+      );
+      target.paused = {
+        turnId: e.turnId,
+        input: cursor.started.input,
+        metadata: cursor.started.metadata,
+        rounds: e.rounds,
+        toolCalls: e.toolCalls,
+        requests,
+        ...(childCalls.size ? { childCalls } : {}),
+      };
     }
     if (e.turnId === cursor.open) cursor.open = null;
   },
@@ -112,7 +152,8 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
   "message.appended": (_t, _c, e, messages) => void messages.push(e.message),
   "context.edited": (_t, _c, e, messages) => [...applyMessageEdits(messages, e.edits)],
   "context.repaired": (_t, _c, _e, messages) => [...repairToolPairs(messages).messages],
-  "message.queued": (target, _c, e) => void (e.queue === "steering" ? target.steering : target.followUps).push({ queueId: e.queueId, text: e.text }),
+  "message.queued": (target, _c, e) =>
+    void (e.queue === "steering" ? target.steering : target.followUps).push({ queueId: e.queueId, text: e.text }),
   "message.dequeued": (target, _c, e) => {
     const q = e.queue === "steering" ? target.steering : target.followUps;
     const at = q.findIndex((m) => m.queueId === e.queueId);
@@ -127,7 +168,12 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
  * Contract: rebuilds the calls a paused turn waits for from `approval.requested` (and what
  * answered or completed them within the turn), never from the verdict's copy of their ids.
  */
-export function replay(target: ReplayTarget, cursor: LogCursor, messages: Message[], events: readonly KeelEvent[]): Message[] {
+export function replay(
+  target: ReplayTarget,
+  cursor: LogCursor,
+  messages: Message[],
+  events: readonly KeelEvent[],
+): Message[] {
   let out = messages;
   for (const e of events) {
     target.seq = e.seq;

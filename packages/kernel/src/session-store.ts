@@ -21,7 +21,9 @@ export interface SessionInfo {
  * Contract: `sqlite`: files (plugins use SQLite files in the agent's home); `postgres`: a
  * PostgreSQL database given by `url` or an opaque `pool` (a `pg.Pool`), tables in `schema`.
  */
-export type StoreDatabase = { readonly kind: "sqlite" } | { readonly kind: "postgres"; readonly url?: string; readonly pool?: unknown; readonly schema?: string };
+export type StoreDatabase =
+  | { readonly kind: "sqlite" }
+  | { readonly kind: "postgres"; readonly url?: string; readonly pool?: unknown; readonly schema?: string };
 
 export interface SessionStore {
   /** Where this store keeps sessions. Optional: a store that does not say has its agent's plugins use SQLite files in its home. */
@@ -53,9 +55,6 @@ export interface SessionStore {
    */
   lease?(sessionId: string, request: LeaseRequest): Promise<HeldLease>;
 }
-
-
-
 
 /**
  * Options of an append. Contract: with `lease`, the store appends only while that owner holds

@@ -67,7 +67,13 @@ function copy(v: unknown, path: string, depth: number, seen: Set<object>, budget
       const rec: Record<string, unknown> = {};
       for (const k of Object.keys(o)) {
         if (k === "toJSON" || k === "__proto__") continue;
-        rec[k] = copy((o as Record<string, unknown>)[k], path === "(root)" ? k : `${path}.${k}`, depth + 1, seen, budget);
+        rec[k] = copy(
+          (o as Record<string, unknown>)[k],
+          path === "(root)" ? k : `${path}.${k}`,
+          depth + 1,
+          seen,
+          budget,
+        );
       }
       if (typeof rec["execute"] === "function") tools.set(o, rec);
       out = rec;

@@ -49,7 +49,10 @@ const POSTGRES = /^postgres(ql)?:\/\/\S+$/i;
  * KEEL_AGENT_OPTIONS_INVALID at `store` naming where it came from and quoting only its scheme;
  * PostgreSQL needs @keel/store-postgres installed (KEEL_STORE_FAILED saying so otherwise).
  */
-export async function resolveStorage(options: { store?: SessionStore | string; home?: string }, env: NodeJS.ProcessEnv = process.env): Promise<ResolvedStorage> {
+export async function resolveStorage(
+  options: { store?: SessionStore | string; home?: string },
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<ResolvedStorage> {
   const home = resolve(options.home ?? defaultKeelHome(env));
   if (options.store !== undefined && typeof options.store !== "string") {
     const given = options.store;
@@ -58,17 +61,34 @@ export async function resolveStorage(options: { store?: SessionStore | string; h
   const fromOptions = typeof options.store === "string";
   const value = (fromOptions ? (options.store as string) : env.KEEL_DATABASE_URL)?.trim();
   if (!value || value === "sqlite") {
-    const sqlite = (await load("@keel/store-sqlite", "the default SQLite store")) as { SqliteSessionStore: new (o: { path: string }) => SessionStore };
+    const sqlite = (await load("@keel/store-sqlite", "the default SQLite store")) as {
+      SqliteSessionStore: new (o: { path: string }) => SessionStore;
+    };
     let store: SessionStore | undefined;
-    return { open: () => (store ??= new sqlite.SqliteSessionStore({ path: join(home, "sessions.sqlite") })), owns: true, storage: { home, database: { kind: "sqlite" } } };
+    return {
+      open: () => (store ??= new sqlite.SqliteSessionStore({ path: join(home, "sessions.sqlite") })),
+      owns: true,
+      storage: { home, database: { kind: "sqlite" } },
+    };
   }
   const source = fromOptions ? "createAgent's `store`" : "KEEL_DATABASE_URL";
-  if (!POSTGRES.test(value)) throw new KeelError("KEEL_AGENT_OPTIONS_INVALID", `${source} must be a SessionStore, "sqlite" or a postgres:// URL; it starts with ${JSON.stringify(/^[a-z][a-z0-9+.-]*:/i.exec(value)?.[0] ?? value.slice(0, 1))}.`, { path: "store" });
+  if (!POSTGRES.test(value))
+    throw new KeelError(
+      "KEEL_AGENT_OPTIONS_INVALID",
+      `${source} must be a SessionStore, "sqlite" or a postgres:// URL; it starts with ${JSON.stringify(/^[a-z][a-z0-9+.-]*:/i.exec(value)?.[0] ?? value.slice(0, 1))}.`,
+      { path: "store" },
+    );
   const schema = env.KEEL_DATABASE_SCHEMA?.trim() || undefined;
-  const pg = (await load("@keel/store-postgres", source)) as { PostgresSessionStore: new (o: { url: string; schema?: string }) => SessionStore };
+  const pg = (await load("@keel/store-postgres", source)) as {
+    PostgresSessionStore: new (o: { url: string; schema?: string }) => SessionStore;
+  };
   // Connects on first use: nothing is opened before the plugins are set up.
   const store = new pg.PostgresSessionStore({ url: value, ...(schema ? { schema } : {}) });
-  return { open: () => store, owns: true, storage: { home, database: store.database ?? { kind: "postgres", url: value, ...(schema ? { schema } : {}) } } };
+  return {
+    open: () => store,
+    owns: true,
+    storage: { home, database: store.database ?? { kind: "postgres", url: value, ...(schema ? { schema } : {}) } },
+  };
 }
 
 /** A store package, loaded on first use (it imports the kernel: a static import would be a cycle). */
@@ -76,6 +96,11 @@ async function load(name: string, what: string): Promise<unknown> {
   try {
     return await import(name);
   } catch (err) {
-    throw new KeelError("KEEL_STORE_FAILED", `${what} needs ${name}, which could not be loaded (${(err as Error)?.message ?? String(err)}). Install it beside @keel/kernel, or pass createAgent a store.`, { path: "store" }, { cause: err });
+    throw new KeelError(
+      "KEEL_STORE_FAILED",
+      `${what} needs ${name}, which could not be loaded (${(err as Error)?.message ?? String(err)}). Install it beside @keel/kernel, or pass createAgent a store.`,
+      { path: "store" },
+      { cause: err },
+    );
   }
 }

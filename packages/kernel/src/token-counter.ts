@@ -22,6 +22,9 @@ export interface RequestTokenCount {
  * plus `message`, both frozen), so a long history is not walked again each round.
  */
 export interface TokenCounter {
-  countRequest(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }, options?: { exactAbove?: number }): RequestTokenCount;
+  countRequest(
+    request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] },
+    options?: { exactAbove?: number },
+  ): RequestTokenCount;
   extendCounts?(prev: readonly Message[], next: readonly Message[], message: Message): void;
 }

@@ -29,7 +29,14 @@ interface Prepared {
   result?: ToolResultMessage;
   /** The call waits for the host's answer: the turn pauses after this group. */
   pause?: PendingApproval;
-  ready?: { def: ToolDefinition; args: unknown; timeoutMs: number; view: ToolCallView; approvedByUser: boolean; decision: ToolDecision };
+  ready?: {
+    def: ToolDefinition;
+    args: unknown;
+    timeoutMs: number;
+    view: ToolCallView;
+    approvedByUser: boolean;
+    decision: ToolDecision;
+  };
   /** The call's child sessions that wait for approval, with the host's answers (a resumed call). */
   children?: ChildResumes;
   /** Refused before running (invalid arguments): tool.post_result still sees its error result. */
@@ -39,8 +46,14 @@ interface Prepared {
 export const SKIPPED_STEERING = "Skipped due to queued user message.";
 
 /** Run `calls` (one response's, or a resumed turn's unanswered ones). Sets `t.pauseFor` when a group waits for approval. */
-export async function runToolCalls(t: Turn, calls: readonly ToolCallBlock[], stopReasonText: string | undefined): Promise<void> {
-  let skipRest: string | undefined = stopReasonText ? `Skipped: a plugin asked to stop (${stopReasonText}).` : undefined;
+export async function runToolCalls(
+  t: Turn,
+  calls: readonly ToolCallBlock[],
+  stopReasonText: string | undefined,
+): Promise<void> {
+  let skipRest: string | undefined = stopReasonText
+    ? `Skipped: a plugin asked to stop (${stopReasonText}).`
+    : undefined;
   for (const group of groupsOf(t, calls)) {
     if (!skipRest && t.signal.aborted) skipRest = "Cancelled: the turn was cancelled before this call started.";
     // Steering queued at any point before a group starts (also during the model's stream) skips it.
@@ -66,7 +79,10 @@ function groupsOf(t: Turn, calls: readonly ToolCallBlock[]): ToolCallBlock[][] {
   const groups: Array<{ parallel: boolean; calls: ToolCallBlock[] }> = [];
   for (const c of calls) {
     const tool = t.tools.get(c.name);
-    const parallel = tool ? (tool.def.parallel ?? (tool.def.category === undefined || tool.def.category === "info" || tool.def.category === "mcp")) : true;
+    const parallel = tool
+      ? (tool.def.parallel ??
+        (tool.def.category === undefined || tool.def.category === "info" || tool.def.category === "mcp"))
+      : true;
     const last = groups[groups.length - 1];
     if (parallel && last?.parallel) last.calls.push(c);
     else groups.push({ parallel, calls: [c] });
@@ -76,7 +92,17 @@ function groupsOf(t: Turn, calls: readonly ToolCallBlock[]): ToolCallBlock[][] {
 
 function execute(t: Turn, p: Prepared, hold: ChildHold): Promise<ToolRun> {
   const r = p.ready!;
-  const ctx = { callId: p.call.id, toolName: p.call.name, sessionId: t.session.id, turnId: t.turnId, budget: budget(t), depth: t.agent.depth, rerun: !!p.children, child: <O>(o: ChildOptions<O>, callSignal?: AbortSignal) => t.session.runChild(t.turnId, p.call.id, callSignal ?? t.signal, o, budget(t), (u) => addUsage(t.usage, u), hold) };
+  const ctx = {
+    callId: p.call.id,
+    toolName: p.call.name,
+    sessionId: t.session.id,
+    turnId: t.turnId,
+    budget: budget(t),
+    depth: t.agent.depth,
+    rerun: !!p.children,
+    child: <O>(o: ChildOptions<O>, callSignal?: AbortSignal) =>
+      t.session.runChild(t.turnId, p.call.id, callSignal ?? t.signal, o, budget(t), (u) => addUsage(t.usage, u), hold),
+  };
   return executeTool(r.def, r.args, ctx, r.timeoutMs, t.signal, r.view.source.plugin, progressOf(t, p.call));
 }
 
@@ -84,14 +110,27 @@ function execute(t: Turn, p: Prepared, hold: ChildHold): Promise<ToolRun> {
  * After a group ran: children left waiting are ended or waited on, results appended in call
  * order. Returns true when the group waits for approval (the turn pauses).
  */
-async function settleGroup(t: Turn, prepared: Prepared[], holds: ChildHold[], runs: Array<ToolRun | undefined>): Promise<boolean> {
+async function settleGroup(
+  t: Turn,
+  prepared: Prepared[],
+  holds: ChildHold[],
+  runs: Array<ToolRun | undefined>,
+): Promise<boolean> {
   const waiting: PendingApproval[] = [];
   for (const [i, p] of prepared.entries()) {
     const hold = holds[i]!;
     hold.closed = true;
     // A child the call did not resume this time, or one that paused in a call that was cut short, waits for no one.
     for (const [n, left] of hold.resume ?? []) {
-      void t.session.emit({ type: "diagnostic", level: "warn", code: "KEEL_CHILD_INVALID", message: `Call ${p.call.id} (${p.call.name}) ran again without resuming its child ${n} (session ${left.sessionId}, "${left.name}"), which waited for approval: that child's turn was ended. A tool must start the same children in the same order when it runs again.` }, t.turnId);
+      void t.session.emit(
+        {
+          type: "diagnostic",
+          level: "warn",
+          code: "KEEL_CHILD_INVALID",
+          message: `Call ${p.call.id} (${p.call.name}) ran again without resuming its child ${n} (session ${left.sessionId}, "${left.name}"), which waited for approval: that child's turn was ended. A tool must start the same children in the same order when it runs again.`,
+        },
+        t.turnId,
+      );
       await t.session.abandonChild(left.sessionId);
     }
     const cut = runs[i] && runs[i]!.status !== "ok" && runs[i]!.status !== "error";
@@ -103,7 +142,19 @@ async function settleGroup(t: Turn, prepared: Prepared[], holds: ChildHold[], ru
     else if (hold.paused?.length) {
       // A child waits for approval: so does this call (whatever the tool returned); it runs again on resume.
       for (const w of hold.paused) {
-        void t.session.emit({ type: "approval.requested", round: t.rounds, callId: w.callId, name: w.name, args: w.args, ...(w.reason !== undefined ? { reason: w.reason } : {}), ...(w.plugin !== undefined ? { plugin: w.plugin } : {}), via: w.via! }, t.turnId);
+        void t.session.emit(
+          {
+            type: "approval.requested",
+            round: t.rounds,
+            callId: w.callId,
+            name: w.name,
+            args: w.args,
+            ...(w.reason !== undefined ? { reason: w.reason } : {}),
+            ...(w.plugin !== undefined ? { plugin: w.plugin } : {}),
+            via: w.via!,
+          },
+          t.turnId,
+        );
         waiting.push({ ...w, turnId: t.turnId, round: t.rounds });
       }
       t.childCalls.set(p.call.id, p.ready!.args);
@@ -115,8 +166,20 @@ async function settleGroup(t: Turn, prepared: Prepared[], holds: ChildHold[], ru
     return true;
   }
   // Cancelled while deciding: nothing waits for an answer; each call gets its result now.
-  for (const w of waiting.filter((w) => !w.via)) await skip(t, prepared.find((p) => p.call.id === w.callId)!.call, "Cancelled: the turn was cancelled while this call waited for approval.", "cancelled");
-  for (const p of prepared.filter((p) => waiting.some((w) => w.via?.callId === p.call.id))) await skip(t, p.call, "Cancelled: the turn was cancelled while this call's child waited for approval.", "cancelled");
+  for (const w of waiting.filter((w) => !w.via))
+    await skip(
+      t,
+      prepared.find((p) => p.call.id === w.callId)!.call,
+      "Cancelled: the turn was cancelled while this call waited for approval.",
+      "cancelled",
+    );
+  for (const p of prepared.filter((p) => waiting.some((w) => w.via?.callId === p.call.id)))
+    await skip(
+      t,
+      p.call,
+      "Cancelled: the turn was cancelled while this call's child waited for approval.",
+      "cancelled",
+    );
   t.childCalls.clear();
   return false;
 }
@@ -124,27 +187,67 @@ async function settleGroup(t: Turn, prepared: Prepared[], holds: ChildHold[], ru
 /** What is left of the turn's limits now. */
 function budget(t: Turn): TurnBudget {
   const { limits, usage } = t;
-  return { rounds: Math.max(0, limits.maxRounds - t.rounds), toolCalls: Math.max(0, limits.maxToolCalls - t.toolCalls), tokens: Math.max(0, limits.tokenBudget - (usage.inputTokens + usage.outputTokens)), wallMs: Math.max(0, limits.wallTimeMs - (Date.now() - t.t0)) };
+  return {
+    rounds: Math.max(0, limits.maxRounds - t.rounds),
+    toolCalls: Math.max(0, limits.maxToolCalls - t.toolCalls),
+    tokens: Math.max(0, limits.tokenBudget - (usage.inputTokens + usage.outputTokens)),
+    wallMs: Math.max(0, limits.wallTimeMs - (Date.now() - t.t0)),
+  };
 }
 
-function progressOf(t: Turn, call: ToolCallBlock): ((p: { message: string; fraction?: number; elapsedMs: number }) => void) | undefined {
+function progressOf(
+  t: Turn,
+  call: ToolCallBlock,
+): ((p: { message: string; fraction?: number; elapsedMs: number }) => void) | undefined {
   if (!t.agent.hasListeners) return undefined;
-  return (p) => t.session.live({ type: "tool.progress", sessionId: t.session.id, turnId: t.turnId, callId: call.id, name: call.name, ...p });
+  return (p) =>
+    t.session.live({
+      type: "tool.progress",
+      sessionId: t.session.id,
+      turnId: t.turnId,
+      callId: call.id,
+      name: call.name,
+      ...p,
+    });
 }
 
 /** Record how a call ended. */
-export function completed(t: Turn, call: ToolCallBlock, status: "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled", extra: { durationMs?: number; decision?: string; rewrittenBy?: string[] } = {}): void {
-  void t.session.emit({ type: "tool.completed", round: t.rounds, callId: call.id, name: call.name, status, durationMs: extra.durationMs ?? 0, ...(extra.decision ? { decision: extra.decision } : {}), ...(extra.rewrittenBy ? { rewrittenBy: extra.rewrittenBy } : {}) }, t.turnId);
+export function completed(
+  t: Turn,
+  call: ToolCallBlock,
+  status: "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled",
+  extra: { durationMs?: number; decision?: string; rewrittenBy?: string[] } = {},
+): void {
+  void t.session.emit(
+    {
+      type: "tool.completed",
+      round: t.rounds,
+      callId: call.id,
+      name: call.name,
+      status,
+      durationMs: extra.durationMs ?? 0,
+      ...(extra.decision ? { decision: extra.decision } : {}),
+      ...(extra.rewrittenBy ? { rewrittenBy: extra.rewrittenBy } : {}),
+    },
+    t.turnId,
+  );
 }
 
 /** Child sessions a resumed call waited on (PendingApproval.via). */
 function waitingChildren(t: Turn, callId: string): string[] {
   const resume = t.resume;
-  return resume?.childCalls?.has(callId) ? [...new Set([...resume.requests.values()].flatMap((r) => (r.via?.callId === callId ? [r.via.sessionId] : [])))] : [];
+  return resume?.childCalls?.has(callId)
+    ? [...new Set([...resume.requests.values()].flatMap((r) => (r.via?.callId === callId ? [r.via.sessionId] : [])))]
+    : [];
 }
 
 /** Give a call that will not run its one result. */
-export async function skip(t: Turn, call: ToolCallBlock, text: string, status: "skipped" | "cancelled" | "denied" = "skipped"): Promise<void> {
+export async function skip(
+  t: Turn,
+  call: ToolCallBlock,
+  text: string,
+  status: "skipped" | "cancelled" | "denied" = "skipped",
+): Promise<void> {
   // A call that waited on a child and will not run: nobody passes the answers on, so the child ends.
   for (const id of waitingChildren(t, call.id)) await t.session.abandonChild(id);
   completed(t, call, status);
@@ -159,17 +262,33 @@ async function prepare(t: Turn, call: ToolCallBlock): Promise<Prepared> {
   t.answers.delete(call.id);
   if (!answered && t.toolCalls >= t.limits.maxToolCalls) {
     completed(t, call, "skipped");
-    return { call, result: errorResult(call.id, call.name, `Skipped: this turn reached its limit of ${t.limits.maxToolCalls} tool calls.`) };
+    return {
+      call,
+      result: errorResult(
+        call.id,
+        call.name,
+        `Skipped: this turn reached its limit of ${t.limits.maxToolCalls} tool calls.`,
+      ),
+    };
   }
   if (!answered) t.toolCalls++;
   const resolved = t.tools.get(call.name);
   if (!resolved) {
     completed(t, call, "error");
-    const text = t.mode === "chat" ? "Error: this session is in chat mode: no tools are available (the host switches modes between turns). Answer from the conversation." : `Error: ${new KeelError("KEEL_TOOL_UNKNOWN", `There is no tool "${call.name}". Available: ${[...t.tools.keys()].slice(0, 40).join(", ") || "(none)"}.`, { tool: call.name }).message}`;
+    const text =
+      t.mode === "chat"
+        ? "Error: this session is in chat mode: no tools are available (the host switches modes between turns). Answer from the conversation."
+        : `Error: ${new KeelError("KEEL_TOOL_UNKNOWN", `There is no tool "${call.name}". Available: ${[...t.tools.keys()].slice(0, 40).join(", ") || "(none)"}.`, { tool: call.name }).message}`;
     return { call, result: errorResult(call.id, call.name, text) };
   }
   const def = resolved.def;
-  let view: ToolCallView = freezeDeep({ id: call.id, name: call.name, args: call.args, category: def.category ?? "info", source: { ...resolved.source } });
+  let view: ToolCallView = freezeDeep({
+    id: call.id,
+    name: call.name,
+    args: call.args,
+    category: def.category ?? "info",
+    source: { ...resolved.source },
+  });
   let decision: ToolDecision = { decision: "allow" };
   let approvedByUser = false;
   if (answered) {
@@ -177,7 +296,14 @@ async function prepare(t: Turn, call: ToolCallBlock): Promise<Prepared> {
     // Read back from a store, arguments that held a secret hold its placeholder: never run a call with it.
     if (answered.answer!.approved && holdsPlaceholder(answered.args)) {
       completed(t, call, "error");
-      return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_APPROVAL_ARGS_REDACTED", "This call was approved, but its arguments held a secret that was not stored, so it was not run. Call it again if it is still needed.", { tool: call.name }).message}`) };
+      return {
+        call,
+        result: errorResult(
+          call.id,
+          call.name,
+          `Error: ${new KeelError("KEEL_APPROVAL_ARGS_REDACTED", "This call was approved, but its arguments held a secret that was not stored, so it was not run. Call it again if it is still needed.", { tool: call.name }).message}`,
+        ),
+      };
     }
     if (answered.answer!.approved) approvedByUser = true;
     else decision = { decision: "deny", reason: answered.answer!.reason ?? "no reason given", plugin: "the user" };
@@ -186,7 +312,10 @@ async function prepare(t: Turn, call: ToolCallBlock): Promise<Prepared> {
     const asked: AskOutcome = await decideAsk(t, call, view, decision);
     if (asked.kind === "cancelled") {
       completed(t, call, "cancelled");
-      return { call, result: errorResult(call.id, call.name, "Cancelled: the turn was cancelled while waiting for approval.") };
+      return {
+        call,
+        result: errorResult(call.id, call.name, "Cancelled: the turn was cancelled while waiting for approval."),
+      };
     }
     if (asked.kind === "pause") return { call, pause: asked.pending };
     if (asked.kind === "approved") approvedByUser = true;
@@ -194,7 +323,14 @@ async function prepare(t: Turn, call: ToolCallBlock): Promise<Prepared> {
   }
   if (decision.decision === "deny") {
     completed(t, call, "denied", { decision: `deny${decision.plugin ? ` by ${decision.plugin}` : ""}` });
-    return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_DENIED", `The call was denied${decision.plugin ? ` by ${decision.plugin}` : ""}${decision.reason ? `: ${decision.reason}` : ""}.`, { tool: call.name }).message}`) };
+    return {
+      call,
+      result: errorResult(
+        call.id,
+        call.name,
+        `Error: ${new KeelError("KEEL_TOOL_DENIED", `The call was denied${decision.plugin ? ` by ${decision.plugin}` : ""}${decision.reason ? `: ${decision.reason}` : ""}.`, { tool: call.name }).message}`,
+      ),
+    };
   }
   return checkArgs(t, call, def, view, approvedByUser, decision);
 }
@@ -203,39 +339,87 @@ async function prepare(t: Turn, call: ToolCallBlock): Promise<Prepared> {
 async function preCall(t: Turn, given: ToolCallView): Promise<{ view: ToolCallView; decision: ToolDecision }> {
   if (!t.runner.has("tool.pre_call")) return { view: given, decision: { decision: "allow" } };
   let view = given;
-  const res = await t.runner.run("tool.pre_call", t.event("tool.pre_call", { round: t.rounds, call: view }), { signal: t.signal, owner: t.owner, backgroundSignal: t.session.lifetime, step: (e, added) => {
-    const withArgs = added.filter((c) => c.value.kind === "tool_decision" && c.value.args !== undefined);
-    if (!withArgs.length) return e;
-    view = freezeDeep({ ...view, args: (withArgs[withArgs.length - 1]!.value as ContributionOf<"tool_decision">).args });
-    return Object.freeze({ ...e, call: view });
-  } });
+  const res = await t.runner.run("tool.pre_call", t.event("tool.pre_call", { round: t.rounds, call: view }), {
+    signal: t.signal,
+    owner: t.owner,
+    backgroundSignal: t.session.lifetime,
+    step: (e, added) => {
+      const withArgs = added.filter((c) => c.value.kind === "tool_decision" && c.value.args !== undefined);
+      if (!withArgs.length) return e;
+      view = freezeDeep({
+        ...view,
+        args: (withArgs[withArgs.length - 1]!.value as ContributionOf<"tool_decision">).args,
+      });
+      return Object.freeze({ ...e, call: view });
+    },
+  });
   t.session.record(res, t.turnId);
   if (!res.failed) return { view, decision: mergeDecisions(t.of(res, "tool_decision")) };
   const failure = (res.failed.details as { failure?: string } | undefined)?.failure;
   if (failure === "required") throw phaseFailed(res.failed);
-  return { view, decision: { decision: "deny", reason: `a fail-closed check failed: ${res.failed.message}`, ...(res.failed.plugin ? { plugin: res.failed.plugin } : {}) } };
+  return {
+    view,
+    decision: {
+      decision: "deny",
+      reason: `a fail-closed check failed: ${res.failed.message}`,
+      ...(res.failed.plugin ? { plugin: res.failed.plugin } : {}),
+    },
+  };
 }
 
 /** The arguments against the tool's input schema; recorded as started when they fit. */
-function checkArgs(t: Turn, call: ToolCallBlock, def: ToolDefinition, view: ToolCallView, approvedByUser: boolean, decision: ToolDecision): Prepared {
+function checkArgs(
+  t: Turn,
+  call: ToolCallBlock,
+  def: ToolDefinition,
+  view: ToolCallView,
+  approvedByUser: boolean,
+  decision: ToolDecision,
+): Prepared {
   let args = view.args;
   if (def.input) {
-    let parsed: ReturnType<NonNullable<ToolDefinition["input"]>["safeParse"]> | { success: false; error: { issues: Array<{ path: PropertyKey[]; message: string }> } };
+    let parsed:
+      | ReturnType<NonNullable<ToolDefinition["input"]>["safeParse"]>
+      | { success: false; error: { issues: Array<{ path: PropertyKey[]; message: string }> } };
     try {
       parsed = def.input.safeParse(args);
     } catch (err) {
-      parsed = { success: false, error: { issues: [{ path: [], message: `validating the arguments threw: ${errorMessage(err)}` }] } };
+      parsed = {
+        success: false,
+        error: { issues: [{ path: [], message: `validating the arguments threw: ${errorMessage(err)}` }] },
+      };
     }
     if (!parsed.success) {
       completed(t, call, "error");
-      const issues = parsed.error.issues.slice(0, 5).map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`).join("; ");
+      const issues = parsed.error.issues
+        .slice(0, 5)
+        .map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`)
+        .join("; ");
       // The tool never ran, but tool.post_result still sees the failure (a retry controller counts it).
-      return { call, result: errorResult(call.id, call.name, `Error: ${new KeelError("KEEL_TOOL_ARGS_INVALID", `Invalid arguments — ${issues}.`, { tool: call.name }).message}`), rejected: view };
+      return {
+        call,
+        result: errorResult(
+          call.id,
+          call.name,
+          `Error: ${new KeelError("KEEL_TOOL_ARGS_INVALID", `Invalid arguments — ${issues}.`, { tool: call.name }).message}`,
+        ),
+        rejected: view,
+      };
     }
     args = parsed.data;
   }
   void t.session.emit({ type: "tool.started", round: t.rounds, callId: call.id, name: call.name, args }, t.turnId);
-  return { call, ready: { def, args, timeoutMs: def.timeoutMs ?? t.agent.toolTimeouts[def.category ?? "info"], view, approvedByUser, decision } };
+  return {
+    call,
+    ready: {
+      def,
+      args,
+      timeoutMs: def.timeoutMs ?? t.agent.toolTimeouts[def.category ?? "info"],
+      view,
+      approvedByUser,
+      decision,
+    },
+  };
 }
 
 /** A call whose child waited for approval: decided and counted before, it runs again with the answers. */
@@ -244,22 +428,53 @@ async function prepareAgain(t: Turn, call: ToolCallBlock, args: unknown): Promis
   for (const [id, a] of t.answers) {
     if (a.via?.callId !== call.id) continue;
     t.answers.delete(id);
-    const entry = children.get(a.via.ordinal) ?? { sessionId: a.via.sessionId, name: a.via.child, answers: new Map<string, ApprovalAnswer>() };
+    const entry = children.get(a.via.ordinal) ?? {
+      sessionId: a.via.sessionId,
+      name: a.via.child,
+      answers: new Map<string, ApprovalAnswer>(),
+    };
     entry.answers.set(a.via.childCallId, a.answer!);
     children.set(a.via.ordinal, entry);
   }
   const resolved = t.tools.get(call.name);
   let problem: KeelError | undefined;
-  if (!resolved) problem = new KeelError("KEEL_TOOL_UNKNOWN", `The tool "${call.name}" is gone since this call paused; the child session(s) it waited on were ended.`, { tool: call.name });
-  else if (resolved.def.input && !fits(resolved.def, args)) problem = new KeelError("KEEL_TOOL_ARGS_INVALID", `The arguments this call paused with no longer fit "${call.name}" (its definition changed); the child session(s) it waited on were ended.`, { tool: call.name });
+  if (!resolved)
+    problem = new KeelError(
+      "KEEL_TOOL_UNKNOWN",
+      `The tool "${call.name}" is gone since this call paused; the child session(s) it waited on were ended.`,
+      { tool: call.name },
+    );
+  else if (resolved.def.input && !fits(resolved.def, args))
+    problem = new KeelError(
+      "KEEL_TOOL_ARGS_INVALID",
+      `The arguments this call paused with no longer fit "${call.name}" (its definition changed); the child session(s) it waited on were ended.`,
+      { tool: call.name },
+    );
   if (problem || !resolved) {
     for (const c of children.values()) await t.session.abandonChild(c.sessionId);
     completed(t, call, "error");
     return { call, result: errorResult(call.id, call.name, `Error: ${problem!.message}`) };
   }
-  const view: ToolCallView = freezeDeep({ id: call.id, name: call.name, args, category: resolved.def.category ?? "info", source: { ...resolved.source } });
+  const view: ToolCallView = freezeDeep({
+    id: call.id,
+    name: call.name,
+    args,
+    category: resolved.def.category ?? "info",
+    source: { ...resolved.source },
+  });
   void t.session.emit({ type: "tool.started", round: t.rounds, callId: call.id, name: call.name, args }, t.turnId);
-  return { call, children, ready: { def: resolved.def, args, timeoutMs: resolved.def.timeoutMs ?? t.agent.toolTimeouts[resolved.def.category ?? "info"], view, approvedByUser: false, decision: { decision: "allow" } } };
+  return {
+    call,
+    children,
+    ready: {
+      def: resolved.def,
+      args,
+      timeoutMs: resolved.def.timeoutMs ?? t.agent.toolTimeouts[resolved.def.category ?? "info"],
+      view,
+      approvedByUser: false,
+      decision: { decision: "allow" },
+    },
+  };
 }
 
 /** The tool may have changed since the pause (another process, another config): its arguments are checked again. */
@@ -292,30 +507,58 @@ function reveal(t: Turn, by: string, names: readonly string[]): void {
 
 /** A call's one result: bounded, rewritten by tool.post_result, recorded. */
 async function finish(t: Turn, p: Prepared, run: ToolRun | undefined): Promise<ToolResultMessage> {
-  if (p.rejected && t.runner.has("tool.post_result")) return afterResult(t, p.rejected, freezeDeep(p.result!), 0, false);
+  if (p.rejected && t.runner.has("tool.post_result"))
+    return afterResult(t, p.rejected, freezeDeep(p.result!), 0, false);
   if (!p.ready || !run) return p.result!;
   const { call } = p;
   const { view, approvedByUser, decision } = p.ready;
-  let result: ToolResultMessage = freezeDeep(boundResult(run.result, t.limits.maxToolResultChars, t.limits.maxToolResultImageBytes));
-  if (run.status !== "cancelled" && t.runner.has("tool.post_result")) result = await afterResult(t, view, result, run.durationMs, approvedByUser);
+  let result: ToolResultMessage = freezeDeep(
+    boundResult(run.result, t.limits.maxToolResultChars, t.limits.maxToolResultImageBytes),
+  );
+  if (run.status !== "cancelled" && t.runner.has("tool.post_result"))
+    result = await afterResult(t, view, result, run.durationMs, approvedByUser);
   if (run.reveal?.length) reveal(t, call.name, run.reveal);
   const owner = view.source.plugin;
   if (run.unhide && owner) reveal(t, call.name, [...(t.hiddenByPlugins.byPlugin.get(owner) ?? [])]);
-  completed(t, call, run.status, { durationMs: run.durationMs, ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}), ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}) });
+  completed(t, call, run.status, {
+    durationMs: run.durationMs,
+    ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}),
+    ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}),
+  });
   return result;
 }
 
 /** tool.post_result over a result: rewrites applied in order, then the size cap again. */
-async function afterResult(t: Turn, view: ToolCallView, given: ToolResultMessage, durationMs: number, approvedByUser: boolean): Promise<ToolResultMessage> {
+async function afterResult(
+  t: Turn,
+  view: ToolCallView,
+  given: ToolResultMessage,
+  durationMs: number,
+  approvedByUser: boolean,
+): Promise<ToolResultMessage> {
   let result = given;
-  const res = await t.runner.run("tool.post_result", t.event("tool.post_result", { round: t.rounds, call: view, result, durationMs, approvedByUser }), { signal: t.signal, owner: t.owner, backgroundSignal: t.session.lifetime, step: (e, added) => {
-    for (const c of added) {
-      if (c.value.kind !== "tool_result_rewrite") continue;
-      const v = c.value;
-      result = freezeDeep({ ...result, content: typeof v.content === "string" ? textContent(v.content) : v.content, isError: v.isError ?? result.isError, rewrittenBy: [...(result.rewrittenBy ?? []), c.plugin] });
-    }
-    return Object.freeze({ ...e, result });
-  } });
+  const res = await t.runner.run(
+    "tool.post_result",
+    t.event("tool.post_result", { round: t.rounds, call: view, result, durationMs, approvedByUser }),
+    {
+      signal: t.signal,
+      owner: t.owner,
+      backgroundSignal: t.session.lifetime,
+      step: (e, added) => {
+        for (const c of added) {
+          if (c.value.kind !== "tool_result_rewrite") continue;
+          const v = c.value;
+          result = freezeDeep({
+            ...result,
+            content: typeof v.content === "string" ? textContent(v.content) : v.content,
+            isError: v.isError ?? result.isError,
+            rewrittenBy: [...(result.rewrittenBy ?? []), c.plugin],
+          });
+        }
+        return Object.freeze({ ...e, result });
+      },
+    },
+  );
   t.session.record(res, t.turnId);
   if (res.failed) throw phaseFailed(res.failed);
   return freezeDeep(boundResult(result, t.limits.maxToolResultChars, t.limits.maxToolResultImageBytes));

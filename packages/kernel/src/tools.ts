@@ -48,7 +48,10 @@ export interface ToolContext {
    * Contract: resolves with the child's TurnResult (a failed child is a result, not a throw);
    * throws KEEL_CHILD_INVALID for bad options and KEEL_CHILD_BUDGET when nothing is left.
    */
-  child<O = unknown>(options: ChildOptions<O>, /** @internal the call's signal */ callSignal?: AbortSignal): Promise<ChildRun<O>>;
+  child<O = unknown>(
+    options: ChildOptions<O>,
+    /** @internal the call's signal */ callSignal?: AbortSignal,
+  ): Promise<ChildRun<O>>;
 }
 
 /** What is left of a turn's limits. Contract: never negative. */
@@ -141,6 +144,5 @@ export interface ToolDefinition<A = any> {
 export function defineTool<A>(tool: ToolDefinition<A>): ToolDefinition<A> {
   return tool;
 }
-
 
 export const TOOL_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;

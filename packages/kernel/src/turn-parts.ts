@@ -14,7 +14,10 @@ import type { ToolSchema } from "./provider.ts";
 import type { Turn, Visibility } from "./turn-state.ts";
 
 /** Which tools the turn's tool_visibility contributions hide, what each plugin hid, and what each did. */
-export function applyVisibility(items: readonly Contributed<ContributionOf<"tool_visibility">>[], tools: ReadonlyMap<string, ResolvedTool>): Visibility & { records: ContributionRecord[] } {
+export function applyVisibility(
+  items: readonly Contributed<ContributionOf<"tool_visibility">>[],
+  tools: ReadonlyMap<string, ResolvedTool>,
+): Visibility & { records: ContributionRecord[] } {
   const names = new Set<string>();
   const byPlugin = new Map<string, Set<string>>();
   const records: ContributionRecord[] = [];
@@ -32,7 +35,12 @@ export function applyVisibility(items: readonly Contributed<ContributionOf<"tool
         n++;
       }
     }
-    records.push({ plugin, kind: "tool_visibility", status: "applied", reason: `${value.reason} (${n} tool(s) hidden)` });
+    records.push({
+      plugin,
+      kind: "tool_visibility",
+      status: "applied",
+      reason: `${value.reason} (${n} tool(s) hidden)`,
+    });
   }
   return { names, byPlugin, records };
 }
@@ -55,7 +63,11 @@ export function toolSchema(t: ResolvedTool): ToolSchema {
   if (s) return s;
   let parameters: Record<string, unknown>;
   try {
-    parameters = t.def.parameters ?? (t.def.input ? (z.toJSONSchema(t.def.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>) : { type: "object", properties: {} });
+    parameters =
+      t.def.parameters ??
+      (t.def.input
+        ? (z.toJSONSchema(t.def.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>)
+        : { type: "object", properties: {} });
   } catch {
     // A schema that cannot be described (or whose getters throw) is sent as an open object; its safeParse still checks the call.
     parameters = { type: "object", properties: {} };
@@ -88,7 +100,10 @@ export function checkOutput(t: Turn, text: string): string | undefined {
     t.output = checked.data;
     return undefined;
   }
-  return checked.error.issues.slice(0, 5).map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`).join("; ");
+  return checked.error.issues
+    .slice(0, 5)
+    .map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`)
+    .join("; ");
 }
 
 /** The answer text as JSON: the whole text, or the body of one fenced block. */

@@ -27,7 +27,13 @@ export type { TurnInput } from "./messages.ts";
 
 /** A structured-output request: the zod schema and the JSON Schema sent to the provider. */
 export interface OutputSpec {
-  schema: { safeParse(v: unknown): { success: true; data: unknown } | { success: false; error: { issues: ReadonlyArray<{ path: readonly PropertyKey[]; message: string }> } } };
+  schema: {
+    safeParse(
+      v: unknown,
+    ):
+      | { success: true; data: unknown }
+      | { success: false; error: { issues: ReadonlyArray<{ path: readonly PropertyKey[]; message: string }> } };
+  };
   format: OutputFormat;
 }
 
@@ -112,7 +118,15 @@ export interface TurnHost {
   startJobs(contributions: readonly Contributed[], turnId: string | null): void;
   takeTimings(): TurnTimings;
   confirmLease(): Promise<void>;
-  runChild<O>(turnId: string, callId: string, signal: AbortSignal, options: ChildOptions<O>, budget: TurnBudget, addToParent: (usage: Usage) => void, hold: ChildHold): Promise<ChildRun<O>>;
+  runChild<O>(
+    turnId: string,
+    callId: string,
+    signal: AbortSignal,
+    options: ChildOptions<O>,
+    budget: TurnBudget,
+    addToParent: (usage: Usage) => void,
+    hold: ChildHold,
+  ): Promise<ChildRun<O>>;
   abandonChild(sessionId: string): Promise<void>;
 }
 
@@ -156,8 +170,20 @@ export interface Turn {
   readonly visible: Set<string>;
   revealedSince: boolean;
   /** The context entries and system prompt the rounds send, and the manifest rows they share. */
-  prompt: { system: string; manifest: Omit<import("./manifest.ts").PromptManifest, "round" | "messageCount" | "systemChars" | "tokenEstimate" | "options" | "finalRound"> } | undefined;
-  shown: { schemas: ToolSchema[]; manifest: Array<{ name: string; source: string }>; hidden: Array<{ name: string; source: string }> };
+  prompt:
+    | {
+        system: string;
+        manifest: Omit<
+          import("./manifest.ts").PromptManifest,
+          "round" | "messageCount" | "systemChars" | "tokenEstimate" | "options" | "finalRound"
+        >;
+      }
+    | undefined;
+  shown: {
+    schemas: ToolSchema[];
+    manifest: Array<{ name: string; source: string }>;
+    hidden: Array<{ name: string; source: string }>;
+  };
   finalGuard: GuardName | undefined;
   /** Set when a group of calls waits for the host's approval: the turn pauses. */
   pauseFor: PendingApproval[] | undefined;
@@ -185,7 +211,14 @@ export class TurnFailure extends Error {
 
 /** A failed required (or fail-closed) phase as the turn's verdict. */
 export function phaseFailed(err: KeelError): TurnFailure {
-  return new TurnFailure({ status: "failed", reason: "phase_failed", code: err.code, message: err.message, ...(err.plugin ? { plugin: err.plugin } : {}), ...(err.phase ? { phase: err.phase } : {}) });
+  return new TurnFailure({
+    status: "failed",
+    reason: "phase_failed",
+    code: err.code,
+    message: err.message,
+    ...(err.plugin ? { plugin: err.plugin } : {}),
+    ...(err.phase ? { phase: err.phase } : {}),
+  });
 }
 
 /** Append a message to the conversation and the log. */
@@ -194,4 +227,3 @@ export function append(session: TurnHost, turnId: string, message: Message, dura
   session.appendMessage(message);
   return session.emit({ type: "message.appended", message }, turnId, durable);
 }
-

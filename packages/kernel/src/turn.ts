@@ -13,7 +13,14 @@
 import type { Contributed, PhaseResult } from "./dispatch.ts";
 import { isKeelError, KeelError, plainThrown } from "./errors.ts";
 import type { ResolvedTool } from "./merge.ts";
-import { applyMessageEdits, mergePromptContext, mergePromptSections, mergeRequestOptions, mergeToolBundles, PolicySet } from "./merge.ts";
+import {
+  applyMessageEdits,
+  mergePromptContext,
+  mergePromptSections,
+  mergeRequestOptions,
+  mergeToolBundles,
+  PolicySet,
+} from "./merge.ts";
 import type { AssistantMessage, Message, ToolCallBlock, UserMessage } from "./messages.ts";
 import { freezeDeep, messageText, textContent, toolCallsOf } from "./messages.ts";
 import { callModel } from "./model-call.ts";
@@ -26,6 +33,7 @@ import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
 import { runToolCalls, skip } from "./tool-calls.ts";
 import { applyVisibility, checkOutput, copyMetadata, toolSchema } from "./turn-parts.ts";
+import type { RequestTokenCount } from "./token-counter.ts";
 import type { Turn, TurnHost, TurnInput, TurnOptions } from "./turn-state.ts";
 import { append, phaseFailed, TurnFailure } from "./turn-state.ts";
 import { addUsage, emptyUsage } from "./usage.ts";
@@ -35,7 +43,12 @@ import type { TurnResult, TurnVerdict } from "./verdict.ts";
 const MAX_HIDDEN_LISTED = 200;
 
 /** Run one turn in `session`. Contract: see Session.run; rejects only for a store failure or a lost lease. */
-export async function runTurn(session: TurnHost, given: TurnInput, turnSignal: AbortSignal, options: TurnOptions): Promise<TurnResult> {
+export async function runTurn(
+  session: TurnHost,
+  given: TurnInput,
+  turnSignal: AbortSignal,
+  options: TurnOptions,
+): Promise<TurnResult> {
   const t = await openTurn(session, given, turnSignal, options);
   t.startClock();
   try {
@@ -55,7 +68,12 @@ export async function runTurn(session: TurnHost, given: TurnInput, turnSignal: A
 }
 
 /** 1. The user's words are durable before anything else (or a paused turn goes on under its own id). */
-async function openTurn(session: TurnHost, given: TurnInput, turnSignal: AbortSignal, options: TurnOptions): Promise<Turn> {
+async function openTurn(
+  session: TurnHost,
+  given: TurnInput,
+  turnSignal: AbortSignal,
+  options: TurnOptions,
+): Promise<Turn> {
   const t = newTurn(session, given, turnSignal, options);
   // What handlers see as the history: the conversation before this turn.
   const history = session.messages;
@@ -70,15 +88,37 @@ async function openTurn(session: TurnHost, given: TurnInput, turnSignal: AbortSi
   } else {
     // Messages queued while no turn ran (a steer or follow-up just after the last turn ended) come first.
     const content = typeof given === "string" ? undefined : given;
-    await session.emit({ type: "turn.started", input: t.input, trigger: options.trigger ?? "user", metadata: t.metadata, ...(content ? { content: [...content] } : {}), ...(session.mode === "chat" ? { mode: "chat" as const } : {}) }, t.turnId);
+    await session.emit(
+      {
+        type: "turn.started",
+        input: t.input,
+        trigger: options.trigger ?? "user",
+        metadata: t.metadata,
+        ...(content ? { content: [...content] } : {}),
+        ...(session.mode === "chat" ? { mode: "chat" as const } : {}),
+      },
+      t.turnId,
+    );
     drain(t, "steering");
     drain(t, "follow_up");
-    t.inputMessage = content ? { role: "user", content: [...content] } : { role: "user", content: textContent(t.input) };
+    t.inputMessage = content
+      ? { role: "user", content: [...content] }
+      : { role: "user", content: textContent(t.input) };
     await append(session, t.turnId, t.inputMessage, true);
   }
   // Handlers get a read-only policy view and their own copy of the host's metadata (events are deep-frozen).
   const content = typeof given === "string" || t.resume ? undefined : t.inputMessage.content;
-  t.base = Object.freeze({ sessionId: session.id, turnId: t.turnId, input: t.input, ...(content ? { content } : {}), trigger: t.resume ? "resume" : (options.trigger ?? "user"), mode: t.mode, history, policies: t.policies.view(), metadata: copyMetadata(t.metadata) }) as TurnEventBase;
+  t.base = Object.freeze({
+    sessionId: session.id,
+    turnId: t.turnId,
+    input: t.input,
+    ...(content ? { content } : {}),
+    trigger: t.resume ? "resume" : (options.trigger ?? "user"),
+    mode: t.mode,
+    history,
+    policies: t.policies.view(),
+    metadata: copyMetadata(t.metadata),
+  }) as TurnEventBase;
   return t;
 }
 
@@ -96,7 +136,15 @@ function newTurn(session: TurnHost, given: TurnInput, turnSignal: AbortSignal, o
   let timer: NodeJS.Timeout | undefined;
   const turnId = resume ? resume.turnId : `${session.id}/${++session.turnCount}`;
   const t: Turn = {
-    session, agent, runner: agent.runner, turnId, limits, resume, t0, signal: wall.signal, owner: { session, turnId },
+    session,
+    agent,
+    runner: agent.runner,
+    turnId,
+    limits,
+    resume,
+    t0,
+    signal: wall.signal,
+    owner: { session, turnId },
     input: resume ? resume.input : inputText(given),
     metadata: resume ? resume.metadata : options.metadata,
     // A resumed turn keeps the mode it paused in (tools were asked for; setMode is refused while paused).
@@ -107,15 +155,36 @@ function newTurn(session: TurnHost, given: TurnInput, turnSignal: AbortSignal, o
     startClock: () => {
       if (turnSignal.aborted) onTurnAbort();
       else turnSignal.addEventListener("abort", onTurnAbort, { once: true });
-      timer = setTimeout(() => wall.abort(new KeelError("KEEL_GUARD_TRIPPED", `The turn ran past its wall-time limit of ${limits.wallTimeMs} ms.`)), Math.max(0, limits.wallTimeMs - (Date.now() - t0)));
+      timer = setTimeout(
+        () =>
+          wall.abort(
+            new KeelError("KEEL_GUARD_TRIPPED", `The turn ran past its wall-time limit of ${limits.wallTimeMs} ms.`),
+          ),
+        Math.max(0, limits.wallTimeMs - (Date.now() - t0)),
+      );
     },
     stopClock: () => (clearTimeout(timer), turnSignal.removeEventListener("abort", onTurnAbort)),
-    usage: emptyUsage(), rounds: resume?.rounds ?? 0, toolCalls: resume?.toolCalls ?? 0, finalText: "", startCount: session.messages.length,
-    inputMessage: undefined as unknown as Message, policies: new PolicySet(), base: undefined as unknown as TurnEventBase,
-    tools: new Map(), hiddenByPlugins: { names: new Set(), byPlugin: new Map() }, visible: new Set(), revealedSince: false,
-    prompt: undefined, shown: { schemas: [], manifest: [], hidden: [] }, finalGuard: undefined, pauseFor: undefined,
-    answers: new Map(resume ? [...resume.requests].filter(([, r]) => r.answer) : []), childCalls: new Map(),
-    outputRetried: false, output: undefined, verdict: undefined,
+    usage: emptyUsage(),
+    rounds: resume?.rounds ?? 0,
+    toolCalls: resume?.toolCalls ?? 0,
+    finalText: "",
+    startCount: session.messages.length,
+    inputMessage: undefined as unknown as Message,
+    policies: new PolicySet(),
+    base: undefined as unknown as TurnEventBase,
+    tools: new Map(),
+    hiddenByPlugins: { names: new Set(), byPlugin: new Map() },
+    visible: new Set(),
+    revealedSince: false,
+    prompt: undefined,
+    shown: { schemas: [], manifest: [], hidden: [] },
+    finalGuard: undefined,
+    pauseFor: undefined,
+    answers: new Map(resume ? [...resume.requests].filter(([, r]) => r.answer) : []),
+    childCalls: new Map(),
+    outputRetried: false,
+    output: undefined,
+    verdict: undefined,
     event: (phase, extra = {}) => Object.freeze({ ...t.base, ...extra, phase }),
     of: (res, kind) => (res?.contributions.filter((c) => c.value.kind === kind) ?? []) as never,
   };
@@ -128,9 +197,19 @@ export function inputText(input: TurnInput): string {
 }
 
 /** Run a turn or round phase and record it; its event is built only when someone subscribes. */
-async function phase(t: Turn, name: PhaseName, extra: object = {}, step?: (e: any, added: Contributed[]) => any): Promise<PhaseResult | undefined> {
+async function phase(
+  t: Turn,
+  name: PhaseName,
+  extra: object = {},
+  step?: (e: any, added: Contributed[]) => any,
+): Promise<PhaseResult | undefined> {
   if (!t.runner.has(name)) return undefined;
-  const res = await t.runner.run(name, t.event(name, extra), { signal: t.signal, owner: t.owner, backgroundSignal: t.session.lifetime, ...(step ? { step } : {}) });
+  const res = await t.runner.run(name, t.event(name, extra), {
+    signal: t.signal,
+    owner: t.owner,
+    backgroundSignal: t.session.lifetime,
+    ...(step ? { step } : {}),
+  });
   t.session.record(res, t.turnId);
   t.session.startJobs(res.contributions, t.turnId);
   if (res.failed) throw phaseFailed(res.failed);
@@ -138,9 +217,16 @@ async function phase(t: Turn, name: PhaseName, extra: object = {}, step?: (e: an
 }
 
 /** What a merge applied, truncated, omitted or rejected, and its diagnostics, into the log. */
-function merged(t: Turn, res: PhaseResult | undefined, log: { records: PhaseResult["records"]; diagnostics: PhaseResult["diagnostics"] }): void {
+function merged(
+  t: Turn,
+  res: PhaseResult | undefined,
+  log: { records: PhaseResult["records"]; diagnostics: PhaseResult["diagnostics"] },
+): void {
   if (!log.records.length && !log.diagnostics.length) return;
-  void t.session.emit({ type: "contributions.merged", phase: res?.phase ?? "turn", contributions: log.records }, t.turnId);
+  void t.session.emit(
+    { type: "contributions.merged", phase: res?.phase ?? "turn", contributions: log.records },
+    t.turnId,
+  );
   for (const d of log.diagnostics) void t.session.emit({ type: "diagnostic", ...d }, t.turnId);
 }
 
@@ -168,7 +254,8 @@ async function toolMaterialization(t: Turn): Promise<void> {
     t.hiddenByPlugins = hidden;
     if (hidden.records.length) merged(t, res, { records: hidden.records, diagnostics: [] });
   }
-  for (const x of t.tools.values()) if (!x.def.hidden && !t.hiddenByPlugins.names.has(x.def.name)) t.visible.add(x.def.name);
+  for (const x of t.tools.values())
+    if (!x.def.hidden && !t.hiddenByPlugins.names.has(x.def.name)) t.visible.add(x.def.name);
 }
 
 /** 5. The optional preflight plan: one bounded tool-less request that may reveal hidden tools. */
@@ -185,37 +272,79 @@ async function preflight(t: Turn): Promise<Awaited<ReturnType<typeof runPrefligh
 }
 
 /** 6. turn.post_preflight_prompt_context: context that may use the plan; all entries merged once. */
-async function postPreflightContext(t: Turn, first: PhaseResult | undefined, pf: Awaited<ReturnType<typeof preflight>>): Promise<ReturnType<typeof mergePromptContext>> {
+async function postPreflightContext(
+  t: Turn,
+  first: PhaseResult | undefined,
+  pf: Awaited<ReturnType<typeof preflight>>,
+): Promise<ReturnType<typeof mergePromptContext>> {
   const firstContext = mergePromptContext(t.of(first, "prompt_context"), "turn.pre_prompt_context", t.agent.caps);
-  const res = await phase(t, "turn.post_preflight_prompt_context", { context: firstContext.entries, ...(pf ? { preflight: { status: pf.status, revealed: pf.revealed, ...(pf.plan !== undefined ? { plan: pf.plan } : {}) } } : {}) });
-  const context = res ? mergePromptContext([...t.of(first, "prompt_context"), ...t.of(res, "prompt_context")], "turn.post_preflight_prompt_context", t.agent.caps) : firstContext;
+  const res = await phase(t, "turn.post_preflight_prompt_context", {
+    context: firstContext.entries,
+    ...(pf
+      ? { preflight: { status: pf.status, revealed: pf.revealed, ...(pf.plan !== undefined ? { plan: pf.plan } : {}) } }
+      : {}),
+  });
+  const context = res
+    ? mergePromptContext(
+        [...t.of(first, "prompt_context"), ...t.of(res, "prompt_context")],
+        "turn.post_preflight_prompt_context",
+        t.agent.caps,
+      )
+    : firstContext;
   merged(t, res ?? first, context);
   return context;
 }
 
 /** 7. turn.pre_prompt_compile: sections, then the system prompt, its manifest, and turn.post_prompt_compile. */
 async function promptCompile(t: Turn, context: ReturnType<typeof mergePromptContext>): Promise<void> {
-  const res = await phase(t, "turn.pre_prompt_compile", { context: context.entries, tools: [...t.visible], hiddenTools: [...t.tools.keys()].filter((n) => !t.visible.has(n)) });
+  const res = await phase(t, "turn.pre_prompt_compile", {
+    context: context.entries,
+    tools: [...t.visible],
+    hiddenTools: [...t.tools.keys()].filter((n) => !t.visible.has(n)),
+  });
   const sections = mergePromptSections(t.of(res, "prompt_section"), "turn.pre_prompt_compile", t.agent.caps);
   merged(t, res, sections);
   const system = compileSystemPrompt(t.agent.options.instructions ?? "", sections.sections, context.entries);
   t.shown = showTools(t);
   const manifest = {
-    sections: sections.sections.map((s) => ({ sectionId: s.sectionId, ...(s.title !== undefined ? { title: s.title } : {}), chars: s.content.length, plugins: s.plugins })),
+    sections: sections.sections.map((s) => ({
+      sectionId: s.sectionId,
+      ...(s.title !== undefined ? { title: s.title } : {}),
+      chars: s.content.length,
+      plugins: s.plugins,
+    })),
     context: context.entries.map((e) => ({ id: e.id, domain: e.domain, chars: e.content.length, plugin: e.plugin })),
     tools: t.shown.manifest,
     ...(t.shown.hidden.length ? { hiddenTools: t.shown.hidden } : {}),
   };
   t.prompt = { system, manifest };
-  await phase(t, "turn.post_prompt_compile", { system, manifest: { round: 0, ...manifest, messageCount: t.session.messages.length, systemChars: system.length, tokenEstimate: { exact: false, system: 0, tools: 0, messages: 0, total: 0 }, options: {}, finalRound: false } });
+  await phase(t, "turn.post_prompt_compile", {
+    system,
+    manifest: {
+      round: 0,
+      ...manifest,
+      messageCount: t.session.messages.length,
+      systemChars: system.length,
+      tokenEstimate: { exact: false, system: 0, tools: 0, messages: 0, total: 0 },
+      options: {},
+      finalRound: false,
+    },
+  });
 }
 
 /** What the model is shown of the visible tools: schemas and their manifest rows (rebuilt only after a reveal). */
 function showTools(t: Turn): Turn["shown"] {
-  const row = (x: ResolvedTool) => ({ name: x.def.name, source: x.source.kind === "builtin" ? "builtin" : `${x.source.plugin}/${x.source.bundle}` });
+  const row = (x: ResolvedTool) => ({
+    name: x.def.name,
+    source: x.source.kind === "builtin" ? "builtin" : `${x.source.plugin}/${x.source.bundle}`,
+  });
   const shown = [...t.tools.values()].filter((x) => t.visible.has(x.def.name));
   const hidden = [...t.tools.values()].filter((x) => !t.visible.has(x.def.name));
-  return { schemas: shown.map(toolSchema), manifest: shown.map(row), hidden: hidden.slice(0, MAX_HIDDEN_LISTED).map(row) };
+  return {
+    schemas: shown.map(toolSchema),
+    manifest: shown.map(row),
+    hidden: hidden.slice(0, MAX_HIDDEN_LISTED).map(row),
+  };
 }
 
 /** 8. A resumed turn first answers the calls it paused on (and runs the ones after them). */
@@ -248,7 +377,12 @@ async function round(t: Turn): Promise<void> {
   if (answer === "stopped") return;
   t.finalText = messageText(answer.message) || t.finalText;
   await append(t.session, t.turnId, answer.message);
-  const res = await phase(t, "round.post_response", { round: t.rounds, response: answer.message, stopReason: answer.stopReason, usage: answer.usage });
+  const res = await phase(t, "round.post_response", {
+    round: t.rounds,
+    response: answer.message,
+    stopReason: answer.stopReason,
+    usage: answer.usage,
+  });
   const stop = t.of(res, "stop")[0];
   await toolCalls(t, answer.message, stop?.value.reason);
   if (!t.verdict) next(t, answer, stop?.value.reason);
@@ -260,11 +394,16 @@ function guards(t: Turn): void {
   const { limits, usage } = t;
   const used = usage.inputTokens + usage.outputTokens;
   const elapsed = Date.now() - t.t0;
-  const tripped = t.rounds >= limits.maxRounds ? { guard: "max_rounds" as const, limit: limits.maxRounds, value: t.rounds }
-    : t.toolCalls >= limits.maxToolCalls ? { guard: "max_tool_calls" as const, limit: limits.maxToolCalls, value: t.toolCalls }
-    : used >= limits.tokenBudget ? { guard: "token_budget" as const, limit: limits.tokenBudget, value: used }
-    : elapsed >= limits.wallTimeMs ? { guard: "wall_time" as const, limit: limits.wallTimeMs, value: elapsed }
-    : undefined;
+  const tripped =
+    t.rounds >= limits.maxRounds
+      ? { guard: "max_rounds" as const, limit: limits.maxRounds, value: t.rounds }
+      : t.toolCalls >= limits.maxToolCalls
+        ? { guard: "max_tool_calls" as const, limit: limits.maxToolCalls, value: t.toolCalls }
+        : used >= limits.tokenBudget
+          ? { guard: "token_budget" as const, limit: limits.tokenBudget, value: used }
+          : elapsed >= limits.wallTimeMs
+            ? { guard: "wall_time" as const, limit: limits.wallTimeMs, value: elapsed }
+            : undefined;
   if (!tripped) return;
   t.finalGuard = tripped.guard;
   if (tripped.guard === "wall_time") t.wallTripped = true;
@@ -286,7 +425,10 @@ function repair(t: Turn): void {
   const r = repairToolPairs(t.session.messages);
   if (r.messages === t.session.messages) return;
   t.session.messages = freezeDeep(r.messages);
-  void t.session.emit({ type: "context.repaired", synthesizedResults: r.synthesized, droppedResults: r.dropped }, t.turnId);
+  void t.session.emit(
+    { type: "context.repaired", synthesizedResults: r.synthesized, droppedResults: r.dropped },
+    t.turnId,
+  );
 }
 
 /**
@@ -306,7 +448,15 @@ async function request(t: Turn): Promise<ModelAnswer | "stopped"> {
     try {
       return await callModel(t, prepared, attempt);
     } catch (err) {
-      if (!(err instanceof ProviderError && err.errorClass === "context_too_long" && !retry && t.runner.has("round.pre_request"))) throw err;
+      if (
+        !(
+          err instanceof ProviderError &&
+          err.errorClass === "context_too_long" &&
+          !retry &&
+          t.runner.has("round.pre_request")
+        )
+      )
+        throw err;
       retry = { reason: "context_too_long" };
     }
   }
@@ -316,7 +466,10 @@ async function request(t: Turn): Promise<ModelAnswer | "stopped"> {
  * The request of this attempt: round.pre_request (message edits, request options, a stop), the
  * token count and the ceilings, the manifest. "again" when the context ceiling just tripped.
  */
-async function preRequest(t: Turn, retry: { reason: "context_too_long" } | undefined): Promise<ModelRequest | { stopped: string } | "again"> {
+async function preRequest(
+  t: Turn,
+  retry: { reason: "context_too_long" } | undefined,
+): Promise<ModelRequest | { stopped: string } | "again"> {
   if (t.revealedSince) {
     t.shown = showTools(t);
     t.revealedSince = false;
@@ -325,11 +478,31 @@ async function preRequest(t: Turn, retry: { reason: "context_too_long" } | undef
   const tools = final ? [] : t.shown.schemas;
   const system = final ? `${t.prompt!.system}\n\n${finalRoundInstruction(final)}` : t.prompt!.system;
   const window = t.agent.options.provider.contextWindow;
-  const count = () => t.agent.tokens.countRequest({ system, messages: t.session.messages, tools }, { exactAbove: window ? window * t.limits.contextCeiling * 0.5 : Infinity });
+  const count = () =>
+    t.agent.tokens.countRequest(
+      { system, messages: t.session.messages, tools },
+      { exactAbove: window ? window * t.limits.contextCeiling * 0.5 : Infinity },
+    );
   const counted = t.session.messages;
   let estimate = count();
-  let options: RequestOptions = { ...t.agent.options.requestOptions, ...(t.outputSpec && !final ? { output: t.outputSpec.format } : {}) };
-  const res = await phase(t, "round.pre_request", { round: t.rounds, messages: counted, tokenEstimate: estimate.total, tokenCount: estimate, contextWindow: window, options, ...(retry ? { retry } : {}) }, (e, added) => editMessages(t, e, added));
+  let options: RequestOptions = {
+    ...t.agent.options.requestOptions,
+    ...(t.outputSpec && !final ? { output: t.outputSpec.format } : {}),
+  };
+  const res = await phase(
+    t,
+    "round.pre_request",
+    {
+      round: t.rounds,
+      messages: counted,
+      tokenEstimate: estimate.total,
+      tokenCount: estimate,
+      contextWindow: window,
+      options,
+      ...(retry ? { retry } : {}),
+    },
+    (e, added) => editMessages(t, e, added),
+  );
   if (res) {
     const ro = mergeRequestOptions(options, t.of(res, "request_options"), "round.pre_request");
     merged(t, res, ro);
@@ -341,16 +514,56 @@ async function preRequest(t: Turn, retry: { reason: "context_too_long" } | undef
       estimate = count();
     }
   }
+  if (overCeiling(t, !!final, window, estimate)) return "again";
+  emitManifest(t, !!final, system, estimate, options);
+  return { system, messages: t.session.messages, tools, options };
+}
+
+/**
+ * The context ceilings: past the soft one the next round is the final one (true: build the
+ * request again); past the window itself the request is never sent (the count is exact there).
+ */
+function overCeiling(t: Turn, final: boolean, window: number | undefined, estimate: RequestTokenCount): boolean {
   if (!final && window && estimate.total > window * t.limits.contextCeiling) {
     t.finalGuard = "context_ceiling";
-    void t.session.emit({ type: "guard.tripped", guard: "context_ceiling", limit: Math.floor(window * t.limits.contextCeiling), value: estimate.total }, t.turnId);
-    return "again";
+    const limit = Math.floor(window * t.limits.contextCeiling);
+    void t.session.emit({ type: "guard.tripped", guard: "context_ceiling", limit, value: estimate.total }, t.turnId);
+    return true;
   }
-  // Known not to fit (the count is exact this far above the ceiling): never sent.
-  if (window && estimate.total > window) throw new TurnFailure({ status: "failed", reason: "context_overflow", code: "KEEL_CONTEXT_OVERFLOW", message: new KeelError("KEEL_CONTEXT_OVERFLOW", `The request counts ${estimate.total} tokens (messages ${estimate.messages}, system ${estimate.system}, tools ${estimate.tools}) and ${t.agent.options.provider.id}'s context window is ${window}; it was not sent.`).message });
+  if (window && estimate.total > window)
+    throw new TurnFailure({
+      status: "failed",
+      reason: "context_overflow",
+      code: "KEEL_CONTEXT_OVERFLOW",
+      message: new KeelError(
+        "KEEL_CONTEXT_OVERFLOW",
+        `The request counts ${estimate.total} tokens (messages ${estimate.messages}, system ${estimate.system}, tools ${estimate.tools}) and ${t.agent.options.provider.id}'s context window is ${window}; it was not sent.`,
+      ).message,
+    });
+  return false;
+}
+
+/** The prompt manifest of this request: what a host or a replay sees was sent. */
+function emitManifest(
+  t: Turn,
+  final: boolean,
+  system: string,
+  estimate: RequestTokenCount,
+  options: RequestOptions,
+): void {
   const shown = t.shown;
-  void t.session.emit({ type: "prompt.compiled", manifest: { round: t.rounds, ...t.prompt!.manifest, tools: final ? [] : shown.manifest, ...(shown.hidden.length ? { hiddenTools: shown.hidden } : {}), messageCount: t.session.messages.length, systemChars: system.length, tokenEstimate: estimate, options: options as Record<string, unknown>, finalRound: !!final } }, t.turnId);
-  return { system, messages: t.session.messages, tools, options };
+  const manifest = {
+    round: t.rounds,
+    ...t.prompt!.manifest,
+    tools: final ? [] : shown.manifest,
+    ...(shown.hidden.length ? { hiddenTools: shown.hidden } : {}),
+    messageCount: t.session.messages.length,
+    systemChars: system.length,
+    tokenEstimate: estimate,
+    options: options as Record<string, unknown>,
+    finalRound: final,
+  };
+  void t.session.emit({ type: "prompt.compiled", manifest }, t.turnId);
 }
 
 /** A plugin's message edits (compaction), applied in waterfall order; an edit that would break the history is rejected. */
@@ -362,14 +575,39 @@ function editMessages(t: Turn, e: { messages: readonly Message[] }, added: Contr
       const messages = applyMessageEdits(next.messages, c.value.edits);
       if (messages[0]?.role !== "user") throw new Error("the history must start with a user message");
       if (!messages.includes(t.inputMessage)) throw new Error("the edit removes or changes this turn's user message");
-      if (messages[messages.length - 1]!.role === "assistant") throw new Error("the history must not end with an assistant message");
-      void t.session.emit({ type: "context.edited", plugin: c.plugin, reason: c.value.reason, edits: c.value.edits, before: next.messages.length, after: messages.length }, t.turnId);
+      if (messages[messages.length - 1]!.role === "assistant")
+        throw new Error("the history must not end with an assistant message");
+      void t.session.emit(
+        {
+          type: "context.edited",
+          plugin: c.plugin,
+          reason: c.value.reason,
+          edits: c.value.edits,
+          before: next.messages.length,
+          after: messages.length,
+        },
+        t.turnId,
+      );
       t.session.messages = messages;
       freezeDeep(messages);
       next = Object.freeze({ ...next, messages });
     } catch (err) {
-      const message = new KeelError("KEEL_CONTRIBUTION_INVALID", `message_edit rejected (history left as it was): ${err instanceof Error ? err.message : String(err)}.`, { plugin: c.plugin, phase: "round.pre_request" }).message;
-      void t.session.emit({ type: "diagnostic", level: "warn", code: "KEEL_CONTRIBUTION_INVALID", message, plugin: c.plugin, phase: "round.pre_request" }, t.turnId);
+      const message = new KeelError(
+        "KEEL_CONTRIBUTION_INVALID",
+        `message_edit rejected (history left as it was): ${err instanceof Error ? err.message : String(err)}.`,
+        { plugin: c.plugin, phase: "round.pre_request" },
+      ).message;
+      void t.session.emit(
+        {
+          type: "diagnostic",
+          level: "warn",
+          code: "KEEL_CONTRIBUTION_INVALID",
+          message,
+          plugin: c.plugin,
+          phase: "round.pre_request",
+        },
+        t.turnId,
+      );
     }
   }
   return next;
@@ -381,7 +619,13 @@ async function toolCalls(t: Turn, message: AssistantMessage, stopReason: string 
   if (!calls.length) return;
   if (t.finalGuard) {
     for (const c of calls) await skip(t, c, "Error: tools are disabled in the final round after a limit was reached.");
-    t.verdict = { status: "failed", reason: "final_round_tool_use", code: "KEEL_GUARD_TRIPPED", message: new KeelError("KEEL_GUARD_TRIPPED", `The model called tools in the final round after ${t.finalGuard}.`).message };
+    t.verdict = {
+      status: "failed",
+      reason: "final_round_tool_use",
+      code: "KEEL_GUARD_TRIPPED",
+      message: new KeelError("KEEL_GUARD_TRIPPED", `The model called tools in the final round after ${t.finalGuard}.`)
+        .message,
+    };
     return;
   }
   await runToolCalls(t, calls, stopReason);
@@ -406,7 +650,15 @@ function next(t: Turn, answer: ModelAnswer, stop: string | undefined): void {
   if (t.session.steering.length) return;
   if (t.session.followUps.length) return drain(t, "follow_up");
   const r = answer.stopReason;
-  const done: TurnVerdict = { status: "completed", reason: r === "max_tokens" || r === "refusal" ? r : r === "end_turn" || r === "stop_sequence" || r === "tool_use" ? "end_turn" : "other" };
+  const done: TurnVerdict = {
+    status: "completed",
+    reason:
+      r === "max_tokens" || r === "refusal"
+        ? r
+        : r === "end_turn" || r === "stop_sequence" || r === "tool_use"
+          ? "end_turn"
+          : "other",
+  };
   // Structured output: the answer must parse and match; one corrective round, then a failed verdict.
   const problem = t.outputSpec ? checkOutput(t, t.finalText) : undefined;
   if (!problem) {
@@ -414,12 +666,33 @@ function next(t: Turn, answer: ModelAnswer, stop: string | undefined): void {
     return;
   }
   if (t.outputRetried) {
-    t.verdict = { status: "failed", reason: "output_invalid", code: "KEEL_OUTPUT_INVALID", message: new KeelError("KEEL_OUTPUT_INVALID", `The answer did not match the output schema after one corrective retry: ${problem}.`).message };
+    t.verdict = {
+      status: "failed",
+      reason: "output_invalid",
+      code: "KEEL_OUTPUT_INVALID",
+      message: new KeelError(
+        "KEEL_OUTPUT_INVALID",
+        `The answer did not match the output schema after one corrective retry: ${problem}.`,
+      ).message,
+    };
     return;
   }
   t.outputRetried = true;
-  void t.session.emit({ type: "diagnostic", level: "warn", code: "KEEL_OUTPUT_INVALID", message: `The answer did not match the output schema (${problem}); the model is asked once more.` }, t.turnId);
-  void append(t.session, t.turnId, { role: "user", content: textContent(`Your answer did not match the required output schema: ${problem}. Reply again with only a JSON value that matches the schema, nothing else.`) });
+  void t.session.emit(
+    {
+      type: "diagnostic",
+      level: "warn",
+      code: "KEEL_OUTPUT_INVALID",
+      message: `The answer did not match the output schema (${problem}); the model is asked once more.`,
+    },
+    t.turnId,
+  );
+  void append(t.session, t.turnId, {
+    role: "user",
+    content: textContent(
+      `Your answer did not match the required output schema: ${problem}. Reply again with only a JSON value that matches the schema, nothing else.`,
+    ),
+  });
 }
 
 /** What a throw from a step means for the turn: its verdict, or the throw itself for a store failure or a lost lease. */
@@ -428,14 +701,38 @@ function verdictOf(t: Turn, thrown: unknown): TurnVerdict {
   const err = plainThrown(thrown);
   const { signal } = t;
   if (err instanceof TurnFailure) return err.verdict;
-  if (signal.aborted && isKeelError(signal.reason, "KEEL_PROCESS_FAULT")) return { status: "failed", reason: "process_fault", code: "KEEL_PROCESS_FAULT", message: signal.reason.message, ...(signal.reason.plugin ? { plugin: signal.reason.plugin } : {}), ...(signal.reason.phase ? { phase: signal.reason.phase } : {}) };
+  if (signal.aborted && isKeelError(signal.reason, "KEEL_PROCESS_FAULT"))
+    return {
+      status: "failed",
+      reason: "process_fault",
+      code: "KEEL_PROCESS_FAULT",
+      message: signal.reason.message,
+      ...(signal.reason.plugin ? { plugin: signal.reason.plugin } : {}),
+      ...(signal.reason.phase ? { phase: signal.reason.phase } : {}),
+    };
   if (t.wallCut()) {
-    if (!t.wallTripped) void t.session.emit({ type: "guard.tripped", guard: "wall_time", limit: t.limits.wallTimeMs, value: Date.now() - t.t0 }, t.turnId);
+    if (!t.wallTripped)
+      void t.session.emit(
+        { type: "guard.tripped", guard: "wall_time", limit: t.limits.wallTimeMs, value: Date.now() - t.t0 },
+        t.turnId,
+      );
     return { status: "stopped", reason: "wall_time" };
   }
-  if (signal.aborted || (err instanceof ProviderError && err.errorClass === "aborted")) return { status: "interrupted", reason: "aborted" };
-  if (err instanceof ProviderError) return { status: "failed", reason: "provider_error", errorClass: err.errorClass, code: "KEEL_PROVIDER_ERROR", message: new KeelError("KEEL_PROVIDER_ERROR", `${t.agent.options.provider.id}: ${err.message} (class ${err.errorClass}).`).message };
-  if (isKeelError(err) && err.code !== "KEEL_STORE_FAILED" && err.code !== "KEEL_SESSION_BUSY") return { status: "failed", reason: "provider_error", code: err.code, message: err.message };
+  if (signal.aborted || (err instanceof ProviderError && err.errorClass === "aborted"))
+    return { status: "interrupted", reason: "aborted" };
+  if (err instanceof ProviderError)
+    return {
+      status: "failed",
+      reason: "provider_error",
+      errorClass: err.errorClass,
+      code: "KEEL_PROVIDER_ERROR",
+      message: new KeelError(
+        "KEEL_PROVIDER_ERROR",
+        `${t.agent.options.provider.id}: ${err.message} (class ${err.errorClass}).`,
+      ).message,
+    };
+  if (isKeelError(err) && err.code !== "KEEL_STORE_FAILED" && err.code !== "KEEL_SESSION_BUSY")
+    return { status: "failed", reason: "provider_error", code: err.code, message: err.message };
   throw err;
 }
 
@@ -447,16 +744,61 @@ async function closeTurn(t: Turn): Promise<TurnResult> {
   const { session, turnId, verdict } = t;
   const paused = verdict!.status === "paused" && t.pauseFor ? t.pauseFor : undefined;
   if (!paused) repair(t);
-  const type = paused ? "turn.paused" : verdict!.status === "failed" ? "turn.failed" : verdict!.status === "interrupted" ? "turn.interrupted" : "turn.completed";
+  const type = paused
+    ? "turn.paused"
+    : verdict!.status === "failed"
+      ? "turn.failed"
+      : verdict!.status === "interrupted"
+        ? "turn.interrupted"
+        : "turn.completed";
   if (!paused && t.runner.has("turn.post_turn")) {
     // Runs before the terminal event is written so its timing is in it; a crash here still leaves the turn's messages on disk.
-    const post = await t.runner.run("turn.post_turn", t.event("turn.post_turn", { verdict, usage: { ...t.usage }, messages: session.messages.slice(t.startCount), finalText: t.finalText }), { signal: session.lifetime, owner: t.owner, backgroundSignal: session.lifetime });
+    const post = await t.runner.run(
+      "turn.post_turn",
+      t.event("turn.post_turn", {
+        verdict,
+        usage: { ...t.usage },
+        messages: session.messages.slice(t.startCount),
+        finalText: t.finalText,
+      }),
+      { signal: session.lifetime, owner: t.owner, backgroundSignal: session.lifetime },
+    );
     session.record(post, turnId);
     // Jobs first: a durable job's `job.pending` record joins the terminal event's durable write.
     session.startJobs(post.contributions, turnId);
   }
-  if (paused) session.paused = { turnId, input: t.input, metadata: t.metadata, rounds: t.rounds, toolCalls: t.toolCalls, requests: new Map(paused.map((p) => [p.callId, p])), ...(t.childCalls.size ? { childCalls: t.childCalls } : {}) };
-  await session.emit({ type, verdict: verdict!, usage: t.usage, rounds: t.rounds, toolCalls: t.toolCalls, timings: session.takeTimings() }, turnId, true);
+  if (paused)
+    session.paused = {
+      turnId,
+      input: t.input,
+      metadata: t.metadata,
+      rounds: t.rounds,
+      toolCalls: t.toolCalls,
+      requests: new Map(paused.map((p) => [p.callId, p])),
+      ...(t.childCalls.size ? { childCalls: t.childCalls } : {}),
+    };
+  await session.emit(
+    {
+      type,
+      verdict: verdict!,
+      usage: t.usage,
+      rounds: t.rounds,
+      toolCalls: t.toolCalls,
+      timings: session.takeTimings(),
+    },
+    turnId,
+    true,
+  );
   const output = verdict!.status === "completed" && t.outputSpec ? { output: t.output } : {};
-  return { sessionId: session.id, turnId, verdict: verdict!, text: t.finalText, usage: t.usage, rounds: t.rounds, toolCalls: t.toolCalls, ...(paused ? { pending: paused.map((p) => ({ ...p })) } : {}), ...output };
+  return {
+    sessionId: session.id,
+    turnId,
+    verdict: verdict!,
+    text: t.finalText,
+    usage: t.usage,
+    rounds: t.rounds,
+    toolCalls: t.toolCalls,
+    ...(paused ? { pending: paused.map((p) => ({ ...p })) } : {}),
+    ...output,
+  };
 }

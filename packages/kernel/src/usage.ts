@@ -28,6 +28,7 @@ export function addUsage(a: Usage, b: Partial<Usage> | undefined): Usage {
   a.outputTokens += count(b.outputTokens);
   a.cacheReadTokens += count(b.cacheReadTokens);
   a.cacheWriteTokens += count(b.cacheWriteTokens);
-  if (typeof b.costUsd === "number" && Number.isFinite(b.costUsd) && b.costUsd >= 0) a.costUsd = (a.costUsd ?? 0) + b.costUsd;
+  if (typeof b.costUsd === "number" && Number.isFinite(b.costUsd) && b.costUsd >= 0)
+    a.costUsd = (a.costUsd ?? 0) + b.costUsd;
   return a;
 }

@@ -15,7 +15,21 @@ export type GuardName = "max_rounds" | "max_tool_calls" | "token_budget" | "wall
 export type TurnVerdict =
   | { status: "completed"; reason: "end_turn" | "max_tokens" | "refusal" | "other" }
   | { status: "stopped"; reason: GuardName | "plugin_stop"; detail?: string }
-  | { status: "failed"; reason: "provider_error" | "phase_failed" | "final_round_tool_use" | "context_overflow" | "process_fault" | "output_invalid"; errorClass?: ProviderErrorClass; code: string; message: string; plugin?: string; phase?: string }
+  | {
+      status: "failed";
+      reason:
+        | "provider_error"
+        | "phase_failed"
+        | "final_round_tool_use"
+        | "context_overflow"
+        | "process_fault"
+        | "output_invalid";
+      errorClass?: ProviderErrorClass;
+      code: string;
+      message: string;
+      plugin?: string;
+      phase?: string;
+    }
   | { status: "paused"; reason: "approval"; pending: string[] }
   | { status: "interrupted"; reason: "aborted" | "process_exit" };
 

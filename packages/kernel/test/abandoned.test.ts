@@ -6,7 +6,12 @@ import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts
 describe("abandonedWork", () => {
   it("lists a tool that ignored its signal past its timeout until it settles, then forgets it", async () => {
     let release!: (v: string) => void;
-    const stubborn = defineTool({ name: "stubborn", description: "Ignores its signal.", timeoutMs: 20, execute: () => new Promise<string>((r) => (release = r)) });
+    const stubborn = defineTool({
+      name: "stubborn",
+      description: "Ignores its signal.",
+      timeoutMs: 20,
+      execute: () => new Promise<string>((r) => (release = r)),
+    });
     const provider = scriptedProvider([{ toolCalls: [{ name: "stubborn", args: {} }] }, { text: "done" }]);
     const agent = await createAgent({ provider, store: new MemorySessionStore(), tools: [stubborn] });
     const session = await agent.session();
@@ -27,7 +32,11 @@ describe("abandonedWork", () => {
         ctx.on("turn.post_turn", () => new Promise<void>(() => {}), { await: "background" });
       },
     });
-    const agent = await createAgent({ provider: scriptedProvider([{ text: "hi" }]), store: new MemorySessionStore(), plugins: [lingerer] });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "hi" }]),
+      store: new MemorySessionStore(),
+      plugins: [lingerer],
+    });
     const session = await agent.session();
     await session.run("go");
     const t0 = performance.now();

@@ -35,13 +35,28 @@ describe("createAgent options", () => {
   });
 
   it("rejects a malformed built-in tool with its index", async () => {
-    const err = await optionsError({ ...base(), tools: [defineTool({ name: "ok", description: "d", execute: () => "" }), { name: "bad name!", description: "d", execute: () => "" }] });
+    const err = await optionsError({
+      ...base(),
+      tools: [
+        defineTool({ name: "ok", description: "d", execute: () => "" }),
+        { name: "bad name!", description: "d", execute: () => "" },
+      ],
+    });
     expect(err.code).toBe("KEEL_TOOL_INVALID");
     expect(err.location.path).toBe("tools[1]");
   });
 
   it("accepts the documented options", async () => {
-    const agent = await createAgent({ ...base(), name: "a", instructions: "be brief", limits: { maxRounds: 3 }, toolTimeouts: { info: 100 }, caps: { contextEntries: 4 }, trace: "full", approve: () => true });
+    const agent = await createAgent({
+      ...base(),
+      name: "a",
+      instructions: "be brief",
+      limits: { maxRounds: 3 },
+      toolTimeouts: { info: 100 },
+      caps: { contextEntries: 4 },
+      trace: "full",
+      approve: () => true,
+    });
     expect(agent.limits.maxRounds).toBe(3);
     expect(agent.toolTimeouts).toMatchObject({ info: 100, exec: 600_000 });
     await agent.close();
@@ -53,7 +68,9 @@ describe("run() input", () => {
     const agent = await createAgent(base());
     const session = await agent.session();
     const before = (await session.events()).length;
-    await expect(session.run({ text: "hi" } as unknown as string)).rejects.toMatchObject({ code: "KEEL_INPUT_INVALID" });
+    await expect(session.run({ text: "hi" } as unknown as string)).rejects.toMatchObject({
+      code: "KEEL_INPUT_INVALID",
+    });
     expect((await session.events()).length).toBe(before);
     expect(session.busy).toBe(false);
     await agent.close();
@@ -71,15 +88,26 @@ describe("live events", () => {
         ctx.on("turn.post_turn", () => undefined);
       },
     });
-    const agent = await createAgent({ ...base(), provider: scriptedProvider([{ text: "hello there" }]), plugins: [everywhere] });
+    const agent = await createAgent({
+      ...base(),
+      provider: scriptedProvider([{ text: "hello there" }]),
+      plugins: [everywhere],
+    });
     const seen: AgentEvent[] = [];
     agent.subscribe((e) => seen.push(e));
     const session = await agent.session();
     const result = await session.run("hi");
     const started = seen.filter((e) => e.type === "phase.started");
-    expect(started.map((e) => e.type === "phase.started" && e.phase)).toEqual(["turn.pre_policy", "round.pre_request", "turn.post_turn"]);
+    expect(started.map((e) => e.type === "phase.started" && e.phase)).toEqual([
+      "turn.pre_policy",
+      "round.pre_request",
+      "turn.post_turn",
+    ]);
     expect(started.every((e) => e.turnId === result.turnId)).toBe(true);
-    const text = seen.filter((e) => e.type === "model.delta").map((e) => (e.type === "model.delta" ? e.text : "")).join("");
+    const text = seen
+      .filter((e) => e.type === "model.delta")
+      .map((e) => (e.type === "model.delta" ? e.text : ""))
+      .join("");
     expect(text).toBe("hello there");
     await agent.close();
   });
@@ -89,14 +117,21 @@ describe("tool-call limit within one response", () => {
   it("runs calls up to the limit, skips the rest with a result each, then gives a final round", async () => {
     let runs = 0;
     const tick = defineTool({ name: "tick", description: "count", execute: () => String(++runs) });
-    const provider = scriptedProvider([{ toolCalls: [1, 2, 3, 4, 5].map(() => ({ name: "tick", args: {} })) }, { text: "done" }]);
+    const provider = scriptedProvider([
+      { toolCalls: [1, 2, 3, 4, 5].map(() => ({ name: "tick", args: {} })) },
+      { text: "done" },
+    ]);
     const agent = await createAgent({ ...base(), provider, tools: [tick], limits: { maxToolCalls: 2 } });
     const session = await agent.session();
     const result = await session.run("tick five times");
     expect(runs).toBe(2);
     const results = session.messages.filter((m) => m.role === "tool");
     expect(results).toHaveLength(5);
-    expect(results.slice(2).every((m) => m.role === "tool" && m.isError && JSON.stringify(m.content).includes("limit of 2 tool calls"))).toBe(true);
+    expect(
+      results
+        .slice(2)
+        .every((m) => m.role === "tool" && m.isError && JSON.stringify(m.content).includes("limit of 2 tool calls")),
+    ).toBe(true);
     expect(result.verdict).toEqual({ status: "stopped", reason: "max_tool_calls" });
     expect(provider.requests[1]!.tools).toEqual([]);
     await agent.close();

@@ -35,8 +35,16 @@ afterEach(async () => {
 });
 
 /** Run the child to its end (or, with `until`, to that stdout marker) and return its marked lines. */
-function child(home: string, mode: string, arg: object, until?: string): Promise<{ lines: Map<string, unknown>; proc: ChildProcess }> {
-  const proc = spawn(process.execPath, ["--no-warnings", CHILD, mode, JSON.stringify(arg)], { env: { ...process.env, KEEL_HOME: home, NOTE_FILE: path.join(home, "notes.txt") }, stdio: ["ignore", "pipe", "pipe"] });
+function child(
+  home: string,
+  mode: string,
+  arg: object,
+  until?: string,
+): Promise<{ lines: Map<string, unknown>; proc: ChildProcess }> {
+  const proc = spawn(process.execPath, ["--no-warnings", CHILD, mode, JSON.stringify(arg)], {
+    env: { ...process.env, KEEL_HOME: home, NOTE_FILE: path.join(home, "notes.txt") },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   children.add(proc);
   const lines = new Map<string, unknown>();
   let out = "";
@@ -53,26 +61,47 @@ function child(home: string, mode: string, arg: object, until?: string): Promise
   let done: () => void = () => {};
   return new Promise((resolve, reject) => {
     done = () => resolve({ lines, proc });
-    proc.on("exit", (code) => (code === 0 ? resolve({ lines, proc }) : reject(new Error(`child ${mode} exited ${code}: ${err}`))));
+    proc.on("exit", (code) =>
+      code === 0 ? resolve({ lines, proc }) : reject(new Error(`child ${mode} exited ${code}: ${err}`)),
+    );
   });
 }
 
-const notes = (home: string) => (fs.existsSync(path.join(home, "notes.txt")) ? fs.readFileSync(path.join(home, "notes.txt"), "utf8") : "");
-const postTurns = (home: string) => (fs.existsSync(path.join(home, "notes.txt.post")) ? fs.readFileSync(path.join(home, "notes.txt.post"), "utf8").length : 0);
+const notes = (home: string) =>
+  fs.existsSync(path.join(home, "notes.txt")) ? fs.readFileSync(path.join(home, "notes.txt"), "utf8") : "";
+const postTurns = (home: string) =>
+  fs.existsSync(path.join(home, "notes.txt.post"))
+    ? fs.readFileSync(path.join(home, "notes.txt.post"), "utf8").length
+    : 0;
 
 const write = (id: string, text: string): ScriptStep => ({ toolCalls: [{ id, name: "write_note", args: { text } }] });
 
 describe("durable approvals across processes", () => {
   it("pause → the process exits → a new process approves → the turn completes with the tool's real result", async () => {
     const home = homes.fresh();
-    const first = await child(home, "start", { input: "note that release day is Thursday", script: [write("w1", "release: Thursday")] });
+    const first = await child(home, "start", {
+      input: "note that release day is Thursday",
+      script: [write("w1", "release: Thursday")],
+    });
     const paused = first.lines.get("RESULT") as TurnResult;
     expect(paused.verdict).toEqual({ status: "paused", reason: "approval", pending: ["w1"] });
-    expect(paused.pending).toMatchObject([{ callId: "w1", name: "write_note", args: { text: "release: Thursday" }, reason: "writes are reviewed", plugin: "guard" }]);
+    expect(paused.pending).toMatchObject([
+      {
+        callId: "w1",
+        name: "write_note",
+        args: { text: "release: Thursday" },
+        reason: "writes are reviewed",
+        plugin: "guard",
+      },
+    ]);
     expect(notes(home)).toBe("");
     expect(postTurns(home)).toBe(0);
 
-    const second = await child(home, "answer", { session: paused.sessionId, script: [{ text: "Noted." }], answers: [{ callId: "w1", approve: true }] });
+    const second = await child(home, "answer", {
+      session: paused.sessionId,
+      script: [{ text: "Noted." }],
+      answers: [{ callId: "w1", approve: true }],
+    });
     expect(second.lines.get("PENDING")).toMatchObject([{ callId: "w1", turnId: paused.turnId }]);
     const done = second.lines.get("RESULT") as TurnResult;
     expect(done).toMatchObject({ turnId: paused.turnId, verdict: { status: "completed" }, text: "Noted." });
@@ -85,8 +114,17 @@ describe("durable approvals across processes", () => {
     const results = pairResults(msgs);
     expect(results.get("w1")!.text).toMatch(/^wrote "release: Thursday" \(pid \d+\)$/);
     expect(results.get("w1")!.text).toContain(`pid ${second.proc.pid}`);
-    expect(events.map((e) => e.type).filter((t) => t.startsWith("turn.") || t.startsWith("approval."))).toEqual(["turn.started", "approval.requested", "turn.paused", "approval.resolved", "turn.resumed", "turn.completed"]);
-    expect(ofType(events, "tool.completed").map((e) => [e.callId, e.status, e.decision])).toEqual([["w1", "ok", "ask→approved"]]);
+    expect(events.map((e) => e.type).filter((t) => t.startsWith("turn.") || t.startsWith("approval."))).toEqual([
+      "turn.started",
+      "approval.requested",
+      "turn.paused",
+      "approval.resolved",
+      "turn.resumed",
+      "turn.completed",
+    ]);
+    expect(ofType(events, "tool.completed").map((e) => [e.callId, e.status, e.decision])).toEqual([
+      ["w1", "ok", "ask→approved"],
+    ]);
   }, 30_000);
 
   it("SIGKILL while waiting loses nothing: a new process finds the request and finishes the turn", async () => {
@@ -95,7 +133,11 @@ describe("durable approvals across processes", () => {
     const paused = held.lines.get("PAUSED") as TurnResult;
     held.proc.kill("SIGKILL");
     await new Promise((r) => held.proc.once("exit", r));
-    const after = await child(home, "answer", { session: paused.sessionId, script: [{ text: "Saved." }], answers: [{ callId: "w1", approve: true }] });
+    const after = await child(home, "answer", {
+      session: paused.sessionId,
+      script: [{ text: "Saved." }],
+      answers: [{ callId: "w1", approve: true }],
+    });
     expect(after.lines.get("PENDING")).toMatchObject([{ callId: "w1", args: { text: "kept" } }]);
     expect((after.lines.get("RESULT") as TurnResult).verdict.status).toBe("completed");
     expect(notes(home)).toBe("kept\n");
@@ -103,37 +145,75 @@ describe("durable approvals across processes", () => {
 
   it("deny with a reason: the tool never runs and the model reads the reason", async () => {
     const home = homes.fresh();
-    const paused = (await child(home, "start", { input: "x", script: [write("w1", "nope")] })).lines.get("RESULT") as TurnResult;
-    await child(home, "answer", { session: paused.sessionId, script: [{ text: "Understood." }], answers: [{ callId: "w1", approve: false, reason: "not on Fridays" }] });
+    const paused = (await child(home, "start", { input: "x", script: [write("w1", "nope")] })).lines.get(
+      "RESULT",
+    ) as TurnResult;
+    await child(home, "answer", {
+      session: paused.sessionId,
+      script: [{ text: "Understood." }],
+      answers: [{ callId: "w1", approve: false, reason: "not on Fridays" }],
+    });
     expect(notes(home)).toBe("");
     const events = await homes.open(home).events(paused.sessionId);
     const result = pairResults(ofType(events, "message.appended").map((e) => e.message)).get("w1")!;
     expect(result.isError).toBe(true);
     expect(result.text).toContain("denied by the user: not on Fridays");
-    expect(ofType(events, "tool.completed").map((e) => [e.status, e.decision])).toEqual([["denied", "deny by the user"]]);
+    expect(ofType(events, "tool.completed").map((e) => [e.status, e.decision])).toEqual([
+      ["denied", "deny by the user"],
+    ]);
   }, 30_000);
 
-  it("\"always\" is remembered for the session, in a later process too, and not in another session", async () => {
+  it('"always" is remembered for the session, in a later process too, and not in another session', async () => {
     const home = homes.fresh();
-    const paused = (await child(home, "start", { input: "a", script: [write("w1", "one")] })).lines.get("RESULT") as TurnResult;
-    await child(home, "answer", { session: paused.sessionId, script: [{ text: "ok" }], answers: [{ callId: "w1", approve: true, always: true }] });
-    const again = (await child(home, "again", { session: paused.sessionId, input: "b", script: [write("w2", "two"), { text: "ok again" }] })).lines.get("RESULT") as TurnResult;
+    const paused = (await child(home, "start", { input: "a", script: [write("w1", "one")] })).lines.get(
+      "RESULT",
+    ) as TurnResult;
+    await child(home, "answer", {
+      session: paused.sessionId,
+      script: [{ text: "ok" }],
+      answers: [{ callId: "w1", approve: true, always: true }],
+    });
+    const again = (
+      await child(home, "again", {
+        session: paused.sessionId,
+        input: "b",
+        script: [write("w2", "two"), { text: "ok again" }],
+      })
+    ).lines.get("RESULT") as TurnResult;
     expect(again.verdict.status).toBe("completed");
     expect(notes(home)).toBe("one\ntwo\n");
-    const other = (await child(home, "start", { input: "c", script: [write("w3", "three")] })).lines.get("RESULT") as TurnResult;
+    const other = (await child(home, "start", { input: "c", script: [write("w3", "three")] })).lines.get(
+      "RESULT",
+    ) as TurnResult;
     expect(other.verdict.status).toBe("paused");
     const events = await homes.open(home).events(paused.sessionId);
-    expect(ofType(events, "approval.resolved").map((e) => [e.callId, e.by, e.approved])).toEqual([["w1", "host", true], ["w2", "always", true]]);
+    expect(ofType(events, "approval.resolved").map((e) => [e.callId, e.by, e.approved])).toEqual([
+      ["w1", "host", true],
+      ["w2", "always", true],
+    ]);
   }, 40_000);
 });
 
 describe("durable approvals in one process", () => {
   const counter = { writes: [] as string[], reads: 0 };
   const tools = [
-    defineTool({ name: "write_note", description: "w", category: "edit", input: z.object({ text: z.string() }), execute: (a) => (counter.writes.push(a.text), `wrote ${a.text}`) }),
+    defineTool({
+      name: "write_note",
+      description: "w",
+      category: "edit",
+      input: z.object({ text: z.string() }),
+      execute: (a) => (counter.writes.push(a.text), `wrote ${a.text}`),
+    }),
     defineTool({ name: "read_note", description: "r", execute: () => (counter.reads++, "notes") }),
   ];
-  const asker = definePlugin({ name: "guard", version: "1.0.0", setup: (ctx) => ctx.on("tool.pre_call", (e) => (e.call.name === "write_note" ? { kind: "tool_decision", decision: "ask", reason: "review" } : undefined)) });
+  const asker = definePlugin({
+    name: "guard",
+    version: "1.0.0",
+    setup: (ctx) =>
+      ctx.on("tool.pre_call", (e) =>
+        e.call.name === "write_note" ? { kind: "tool_decision", decision: "ask", reason: "review" } : undefined,
+      ),
+  });
   async function setup(steps: ScriptStep[], extra: Partial<AgentOptions> = {}) {
     counter.writes = [];
     counter.reads = 0;
@@ -144,7 +224,13 @@ describe("durable approvals in one process", () => {
 
   it("an allowed call in the same group runs before the pause; a later sequential call waits for the answer; one result per call", async () => {
     const { agent, session, provider } = await setup([
-      { toolCalls: [{ id: "r1", name: "read_note" }, { id: "w1", name: "write_note", args: { text: "a" } }, { id: "w2", name: "write_note", args: { text: "b" } }] },
+      {
+        toolCalls: [
+          { id: "r1", name: "read_note" },
+          { id: "w1", name: "write_note", args: { text: "a" } },
+          { id: "w2", name: "write_note", args: { text: "b" } },
+        ],
+      },
       { text: "done" },
     ]);
     const r = await session.run("go");
@@ -172,7 +258,10 @@ describe("durable approvals in one process", () => {
   });
 
   it("misuse gets clear errors: run while paused, resume unanswered, unknown id, resume when nothing is paused", async () => {
-    const { agent, session } = await setup([{ toolCalls: [{ id: "w1", name: "write_note", args: { text: "a" } }] }, { text: "ok" }]);
+    const { agent, session } = await setup([
+      { toolCalls: [{ id: "w1", name: "write_note", args: { text: "a" } }] },
+      { text: "ok" },
+    ]);
     await session.run("go");
     expect((await keelErrorOf(() => session.run("next"))).code).toBe("KEEL_APPROVAL_PENDING");
     const unanswered = await keelErrorOf(() => session.resume());
@@ -188,30 +277,48 @@ describe("durable approvals in one process", () => {
 
   it("the approve() callback may answer { approved, always }: later asks for that tool do not reach it", async () => {
     const asked: string[] = [];
-    const { agent, session } = await setup([write("w1", "a"), write("w2", "b"), { text: "ok" }], { approve: (req) => (asked.push(req.call.id), { approved: true, always: true }) });
+    const { agent, session } = await setup([write("w1", "a"), write("w2", "b"), { text: "ok" }], {
+      approve: (req) => (asked.push(req.call.id), { approved: true, always: true }),
+    });
     const r = await session.run("go");
     expect(r.verdict.status).toBe("completed");
     expect(asked).toEqual(["w1"]);
     expect(counter.writes).toEqual(["a", "b"]);
     const resolved = ofType(await session.events(), "approval.resolved");
-    expect(resolved.map((e) => [e.callId, e.by])).toEqual([["w1", "callback"], ["w2", "always"]]);
+    expect(resolved.map((e) => [e.callId, e.by])).toEqual([
+      ["w1", "callback"],
+      ["w2", "always"],
+    ]);
     await agent.close();
   });
 
   it("a callback's denial reason reaches the model", async () => {
-    const { agent, session } = await setup([write("w1", "a"), { text: "ok" }], { approve: () => ({ approved: false, reason: "ask Bob" }) });
+    const { agent, session } = await setup([write("w1", "a"), { text: "ok" }], {
+      approve: () => ({ approved: false, reason: "ask Bob" }),
+    });
     await session.run("go");
     expect(pairResults(session.messages).get("w1")!.text).toContain("the user did not approve it (ask Bob)");
     await agent.close();
   });
 
   it("a stream shows the approval request and the paused verdict; resumeStream carries the rest", async () => {
-    const { agent, session } = await setup([{ text: "Let me write.", toolCalls: [{ id: "w1", name: "write_note", args: { text: "a" } }] }, { text: "Written." }]);
+    const { agent, session } = await setup([
+      { text: "Let me write.", toolCalls: [{ id: "w1", name: "write_note", args: { text: "a" } }] },
+      { text: "Written." },
+    ]);
     const seen: TurnStreamEvent[] = [];
     for await (const e of streamTurn(session, "go")) seen.push(e);
-    expect(seen.map((e) => e.type)).toEqual(expect.arrayContaining(["turn.started", "text", "approval.requested", "verdict"]));
+    expect(seen.map((e) => e.type)).toEqual(
+      expect.arrayContaining(["turn.started", "text", "approval.requested", "verdict"]),
+    );
     expect(seen.at(-1)).toMatchObject({ type: "verdict", result: { verdict: { status: "paused" } } });
-    expect(seen.find((e) => e.type === "approval.requested")).toMatchObject({ callId: "w1", name: "write_note", args: { text: "a" }, reason: "review", plugin: "guard" });
+    expect(seen.find((e) => e.type === "approval.requested")).toMatchObject({
+      callId: "w1",
+      name: "write_note",
+      args: { text: "a" },
+      reason: "review",
+      plugin: "guard",
+    });
     await session.approve("w1");
     const rest: TurnStreamEvent[] = [];
     for await (const e of streamResume(session)) rest.push(e);

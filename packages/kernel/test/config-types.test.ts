@@ -12,7 +12,11 @@ describe("defineConfig types", () => {
   it("accept a full, valid config and return it unchanged", () => {
     const config = {
       name: "typed",
-      model: ["anthropic:claude-sonnet-4-6", { model: "openai:gpt-4.1", idleTimeoutMs: 30_000 }, "openai-compatible:llama3.3"],
+      model: [
+        "anthropic:claude-sonnet-4-6",
+        { model: "openai:gpt-4.1", idleTimeoutMs: 30_000 },
+        "openai-compatible:llama3.3",
+      ],
       sideModel: "anthropic:claude-some-future-model",
       plugins: [plugin, false, "@keel/plugin-memory", ["@keel/plugin-skills", { dirs: ["./skills"] }]],
       limits: { maxRounds: 10, wallTimeMs: 60_000 },

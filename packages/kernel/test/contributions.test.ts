@@ -23,7 +23,11 @@ const MINIMAL: Record<ContributionKind, Record<string, unknown>> = {
   prompt_section: { kind: "prompt_section", id: "frag-1", sectionId: "rules", domain: "safety", content: "be careful" },
   tool_bundle: { kind: "tool_bundle", bundleId: "fs", tools: [tool] },
   tool_visibility: { kind: "tool_visibility", hide: { categories: ["edit"] }, reason: "plan mode" },
-  message_edit: { kind: "message_edit", reason: "compact", edits: [{ op: "mask_tool_result", toolCallId: "c1", text: "[masked]" }] },
+  message_edit: {
+    kind: "message_edit",
+    reason: "compact",
+    edits: [{ op: "mask_tool_result", toolCallId: "c1", text: "[masked]" }],
+  },
   request_options: { kind: "request_options", options: { temperature: 0.2 } },
   tool_decision: { kind: "tool_decision", decision: "deny" },
   tool_result_rewrite: { kind: "tool_result_rewrite", content: "shorter", reason: "compress" },
@@ -80,7 +84,9 @@ describe("validateContribution: accepts every kind", () => {
     const e = ok({
       kind: "message_edit",
       reason: "summarize",
-      edits: [{ op: "replace", start: 0, end: 2, messages: [{ role: "user", content: [{ type: "text", text: "summary" }] }] }],
+      edits: [
+        { op: "replace", start: 0, end: 2, messages: [{ role: "user", content: [{ type: "text", text: "summary" }] }] },
+      ],
     });
     expect(e.kind === "message_edit" && e.edits[0]!.op).toBe("replace");
     const r = ok({ kind: "tool_result_rewrite", content: [{ type: "text", text: "x" }], isError: false, reason: "r" });
@@ -108,7 +114,9 @@ describe("validateContribution: rejects with a path", () => {
     expect(r.kind).toBe("tool_bundle");
     expect(r.path).toBe("tools.1.name");
     expect(r.message).toContain("^[a-zA-Z0-9_-]{1,64}$");
-    expect(bad({ kind: "tool_bundle", bundleId: "fs", tools: [{ ...tool, name: "x".repeat(65) }] }).path).toBe("tools.0.name");
+    expect(bad({ kind: "tool_bundle", bundleId: "fs", tools: [{ ...tool, name: "x".repeat(65) }] }).path).toBe(
+      "tools.0.name",
+    );
   });
 
   it("a tool without execute, at tools.<i>.execute", () => {
@@ -138,8 +146,15 @@ describe("validateContribution: rejects with a path", () => {
     expect(bad({ ...MINIMAL.tool_decision, decision: "maybe" }).path).toBe("decision");
     expect(bad({ ...MINIMAL.diagnostic, level: "fatal" }).path).toBe("level");
     expect(bad({ ...MINIMAL.message_edit, edits: [] }).path).toBe("edits");
-    expect(bad({ ...MINIMAL.message_edit, edits: [{ op: "replace", start: -1, end: 0, messages: [] }] }).path).toBe("edits.0.start");
-    expect(bad({ ...MINIMAL.message_edit, edits: [{ op: "replace", start: 0, end: 0, messages: [{ role: "robot", content: [] }] }] }).path).toBe("edits.0.messages.0.role");
+    expect(bad({ ...MINIMAL.message_edit, edits: [{ op: "replace", start: -1, end: 0, messages: [] }] }).path).toBe(
+      "edits.0.start",
+    );
+    expect(
+      bad({
+        ...MINIMAL.message_edit,
+        edits: [{ op: "replace", start: 0, end: 0, messages: [{ role: "robot", content: [] }] }],
+      }).path,
+    ).toBe("edits.0.messages.0.role");
     expect(bad({ ...MINIMAL.background_job, run: "not a function" }).path).toBe("run");
     expect(bad({ ...MINIMAL.stop, reason: "" }).path).toBe("reason");
     expect(bad({ ...MINIMAL.tool_result_rewrite, content: 42 }).path).toBe("content");

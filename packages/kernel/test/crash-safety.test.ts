@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createAgent } from "../src/agent.ts";
 import type { KeelEvent } from "../src/events.ts";
 import { isTerminalEvent } from "../src/events.ts";
-import type { Message, } from "../src/messages.ts";
+import type { Message } from "../src/messages.ts";
 import { messageText } from "../src/messages.ts";
 import { INTERRUPTED_RESULT, repairToolPairs } from "../src/repair.ts";
 import { scriptedProvider } from "../../testkit/src/index.ts";
@@ -74,7 +74,9 @@ function startChild(home: string, mode: Mode, args: string[]): Child {
     for (const w of waiters) w();
   });
   proc.stderr!.on("data", (chunk: string) => (stderr += chunk));
-  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once("exit", (code, signal) => resolve({ code, signal })));
+  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    proc.once("exit", (code, signal) => resolve({ code, signal })),
+  );
 
   return {
     proc,
@@ -89,14 +91,22 @@ function startChild(home: string, mode: Mode, args: string[]): Child {
         };
         const timer = setTimeout(() => {
           done();
-          reject(new Error(`turn-child (${mode}) did not write ${marker} within ${MARKER_TIMEOUT_MS} ms; stdout: ${JSON.stringify(lines)}; stderr: ${stderr}`));
+          reject(
+            new Error(
+              `turn-child (${mode}) did not write ${marker} within ${MARKER_TIMEOUT_MS} ms; stdout: ${JSON.stringify(lines)}; stderr: ${stderr}`,
+            ),
+          );
         }, MARKER_TIMEOUT_MS);
         const onExit = () => {
           // Lines written just before exiting may still be in the pipe; `close` comes after them.
           const settle = () => {
             if (check()) return;
             done();
-            reject(new Error(`turn-child (${mode}) exited (code ${proc.exitCode}, signal ${proc.signalCode}) before writing ${marker}; stdout: ${JSON.stringify(lines)}; stderr: ${stderr}`));
+            reject(
+              new Error(
+                `turn-child (${mode}) exited (code ${proc.exitCode}, signal ${proc.signalCode}) before writing ${marker}; stdout: ${JSON.stringify(lines)}; stderr: ${stderr}`,
+              ),
+            );
           };
           if (proc.stdout!.closed) settle();
           else proc.stdout!.once("close", settle);
@@ -156,8 +166,17 @@ function danglingTurn(events: readonly KeelEvent[], input: string): { turnId: st
 /** After `agent.session(id)`: exactly a session.resumed naming the turn, then its turn.interrupted. */
 function expectResumeEvents(added: readonly KeelEvent[], turnId: string): void {
   expect(added.map((e) => e.type)).toEqual(["session.resumed", "turn.interrupted"]);
-  expect(added[0]).toMatchObject({ type: "session.resumed", agent: CHILD_AGENT, interruptedTurn: turnId, turnId: null });
-  expect(added[1]).toMatchObject({ type: "turn.interrupted", turnId, verdict: { status: "interrupted", reason: "process_exit" } });
+  expect(added[0]).toMatchObject({
+    type: "session.resumed",
+    agent: CHILD_AGENT,
+    interruptedTurn: turnId,
+    turnId: null,
+  });
+  expect(added[1]).toMatchObject({
+    type: "turn.interrupted",
+    turnId,
+    verdict: { status: "interrupted", reason: "process_exit" },
+  });
 }
 
 describe("crash safety: a SIGKILLed turn resumes with nothing the user said lost", () => {
@@ -222,9 +241,25 @@ describe("crash safety: a SIGKILLed turn resumes with nothing the user said lost
       expectContiguousSeqs(before);
       const { turnId } = danglingTurn(before, input);
       const assistant = before.find((e) => e.type === "message.appended" && e.message.role === "assistant");
-      expect(assistant).toMatchObject({ turnId, message: { role: "assistant", content: expect.arrayContaining([{ type: "tool_call", id: ORPHAN_CALL_ID, name: HANG_TOOL, args: { target: "db" } }]) } });
-      expect(before.find((e) => e.type === "tool.started")).toMatchObject({ turnId, callId: ORPHAN_CALL_ID, name: HANG_TOOL });
-      expect(before.filter((e) => e.type === "tool.completed" || (e.type === "message.appended" && e.message.role === "tool"))).toEqual([]);
+      expect(assistant).toMatchObject({
+        turnId,
+        message: {
+          role: "assistant",
+          content: expect.arrayContaining([
+            { type: "tool_call", id: ORPHAN_CALL_ID, name: HANG_TOOL, args: { target: "db" } },
+          ]),
+        },
+      });
+      expect(before.find((e) => e.type === "tool.started")).toMatchObject({
+        turnId,
+        callId: ORPHAN_CALL_ID,
+        name: HANG_TOOL,
+      });
+      expect(
+        before.filter(
+          (e) => e.type === "tool.completed" || (e.type === "message.appended" && e.message.role === "tool"),
+        ),
+      ).toEqual([]);
 
       const provider = scriptedProvider([{ text: "No, it was interrupted.", expect: { lastUserIncludes: next } }]);
       const agent = await createAgent({ name: CHILD_AGENT, store, provider });
@@ -239,7 +274,13 @@ describe("crash safety: a SIGKILLed turn resumes with nothing the user said lost
       const sent = provider.requests[0]!.messages;
       expect(sent.map((m) => m.role)).toEqual(["user", "assistant", "tool", "user"]);
       expect(sent[0]).toEqual(userMsg(input));
-      expect(sent[2]).toEqual({ role: "tool", toolCallId: ORPHAN_CALL_ID, toolName: HANG_TOOL, content: [{ type: "text", text: INTERRUPTED_RESULT }], isError: true });
+      expect(sent[2]).toEqual({
+        role: "tool",
+        toolCallId: ORPHAN_CALL_ID,
+        toolName: HANG_TOOL,
+        content: [{ type: "text", text: INTERRUPTED_RESULT }],
+        isError: true,
+      });
       expect(sent[3]).toEqual(userMsg(next));
       expectValidHistory(sent);
 
@@ -247,7 +288,11 @@ describe("crash safety: a SIGKILLed turn resumes with nothing the user said lost
       expectContiguousSeqs(events);
       const repaired = events.filter((e) => e.type === "context.repaired");
       expect(repaired).toHaveLength(1);
-      expect(repaired[0]).toMatchObject({ turnId: result.turnId, synthesizedResults: [ORPHAN_CALL_ID], droppedResults: [] });
+      expect(repaired[0]).toMatchObject({
+        turnId: result.turnId,
+        synthesizedResults: [ORPHAN_CALL_ID],
+        droppedResults: [],
+      });
       await agent.close();
 
       // The repair is in the log: another resume rebuilds exactly the repaired history.

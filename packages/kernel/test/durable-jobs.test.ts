@@ -16,19 +16,34 @@ function jobber(behave: { run: Behaviour }, extra: Record<string, unknown> = {})
     version: "1.0.0",
     setup(ctx) {
       ctx.registerJob("work", (payload, job) => behave.run(payload, job));
-      ctx.on("turn.post_turn", (e) => ({ kind: "background_job", name: "work", idempotencyKey: `work:${e.turnId}`, durable: true, payload: { turn: e.turnId }, retryDelayMs: 1, ...extra }));
+      ctx.on("turn.post_turn", (e) => ({
+        kind: "background_job",
+        name: "work",
+        idempotencyKey: `work:${e.turnId}`,
+        durable: true,
+        payload: { turn: e.turnId },
+        retryDelayMs: 1,
+        ...extra,
+      }));
     },
   });
 }
 
 const script = () => scriptedProvider(Array.from({ length: 6 }, () => ({ text: "ok" })));
-const jobEvents = (events: KeelEvent[]) => events.filter((e) => e.type.startsWith("job.")).map((e) => `${e.type}${"status" in e ? `:${e.status}` : ""}${"attempt" in e ? `#${e.attempt}` : ""}`);
+const jobEvents = (events: KeelEvent[]) =>
+  events
+    .filter((e) => e.type.startsWith("job."))
+    .map((e) => `${e.type}${"status" in e ? `:${e.status}` : ""}${"attempt" in e ? `#${e.attempt}` : ""}`);
 
 describe("durable background jobs", () => {
   it("records job.pending before the runner starts and job.completed once; the runner reads its turn from the log", async () => {
     const store = new MemorySessionStore();
     const seen: unknown[] = [];
-    const agent = await createAgent({ provider: script(), store, plugins: [jobber({ run: async (p, job) => seen.push(p, (await job.turn())?.input, job.attempt, job.recovered) })] });
+    const agent = await createAgent({
+      provider: script(),
+      store,
+      plugins: [jobber({ run: async (p, job) => seen.push(p, (await job.turn())?.input, job.attempt, job.recovered) })],
+    });
     const s = await agent.session();
     await s.run("remember the blue door");
     await agent.drain();
@@ -36,13 +51,18 @@ describe("durable background jobs", () => {
     expect(jobEvents(await s.events())).toEqual(["job.pending", "job.started#1", "job.completed:ok"]);
     const events = await s.events();
     // The pending record is in the log no later than the turn's terminal event.
-    expect(events.findIndex((e) => e.type === "job.pending")).toBeLessThan(events.findIndex((e) => e.type === "turn.completed"));
+    expect(events.findIndex((e) => e.type === "job.pending")).toBeLessThan(
+      events.findIndex((e) => e.type === "turn.completed"),
+    );
     await agent.close();
   });
 
   it("a job cut by the close grace is deferred, re-run on resume and never run again once it completed", async () => {
     const store = new MemorySessionStore();
-    const hang: { run: Behaviour } = { run: (_p, job) => new Promise((_r, reject) => job.signal.addEventListener("abort", () => reject(new Error("aborted")))) };
+    const hang: { run: Behaviour } = {
+      run: (_p, job) =>
+        new Promise((_r, reject) => job.signal.addEventListener("abort", () => reject(new Error("aborted")))),
+    };
     const a1 = await createAgent({ provider: script(), store, plugins: [jobber(hang)] });
     const s1 = await a1.session();
     await s1.run("first");
@@ -67,13 +87,20 @@ describe("durable background jobs", () => {
 
   it("a new session of the same store adopts a deferred job of another session and runs it once", async () => {
     const store = new MemorySessionStore();
-    const hang: { run: Behaviour } = { run: (_p, job) => new Promise((_r, reject) => job.signal.addEventListener("abort", () => reject(new Error("aborted")))) };
+    const hang: { run: Behaviour } = {
+      run: (_p, job) =>
+        new Promise((_r, reject) => job.signal.addEventListener("abort", () => reject(new Error("aborted")))),
+    };
     const a1 = await createAgent({ provider: script(), store, plugins: [jobber(hang)] });
     const s1 = await a1.session();
     await s1.run("first");
     await a1.close({ graceMs: 10 });
     const got: Array<[string, string | null, string | undefined]> = [];
-    const a2 = await createAgent({ provider: script(), store, plugins: [jobber({ run: async (_p, job) => got.push([job.sessionId, job.turnId, (await job.turn())?.input]) })] });
+    const a2 = await createAgent({
+      provider: script(),
+      store,
+      plugins: [jobber({ run: async (_p, job) => got.push([job.sessionId, job.turnId, (await job.turn())?.input]) })],
+    });
     const s2 = await a2.session();
     await a2.drain();
     expect(got).toEqual([[s1.id, `${s1.id}/1`, "first"]]);
@@ -96,9 +123,13 @@ describe("durable background jobs", () => {
     await a1.drain();
     await a1.close();
     expect(calls).toBe(3);
-    expect(a1.unfinishedJobs).toMatchObject([{ status: "failed", attempts: 3, error: expect.stringContaining("boom") }]);
+    expect(a1.unfinishedJobs).toMatchObject([
+      { status: "failed", attempts: 3, error: expect.stringContaining("boom") },
+    ]);
     const events = await store.events(s.id);
-    expect(events.find((e) => e.type === "diagnostic" && e.code === "KEEL_JOB_FAILED")).toMatchObject({ plugin: "jobber" });
+    expect(events.find((e) => e.type === "diagnostic" && e.code === "KEEL_JOB_FAILED")).toMatchObject({
+      plugin: "jobber",
+    });
     const a2 = await createAgent({ provider: script(), store, plugins: [jobber(failing, { attempts: 3 })] });
     await a2.session(s.id);
     await a2.drain();
@@ -114,7 +145,13 @@ describe("durable background jobs", () => {
         ctx.registerJob("big", () => undefined);
         ctx.on("turn.post_turn", () => [
           { kind: "background_job", name: "nobody", idempotencyKey: "a", durable: true },
-          { kind: "background_job", name: "big", idempotencyKey: "b", durable: true, payload: { text: "x".repeat(5000) } },
+          {
+            kind: "background_job",
+            name: "big",
+            idempotencyKey: "b",
+            durable: true,
+            payload: { text: "x".repeat(5000) },
+          },
         ]);
       },
     });
@@ -122,7 +159,12 @@ describe("durable background jobs", () => {
     const s = await agent.session();
     await s.run("x");
     const events = await s.events();
-    expect(events.filter((e) => e.type === "diagnostic").map((e) => (e as { code: string }).code).sort()).toEqual(["KEEL_JOB_PAYLOAD_INVALID", "KEEL_JOB_RUNNER_MISSING"]);
+    expect(
+      events
+        .filter((e) => e.type === "diagnostic")
+        .map((e) => (e as { code: string }).code)
+        .sort(),
+    ).toEqual(["KEEL_JOB_PAYLOAD_INVALID", "KEEL_JOB_RUNNER_MISSING"]);
     expect(jobEvents(events)).toEqual([]);
     await agent.close();
   });

@@ -7,13 +7,30 @@
  * handler summaries, and that the user's message survived.
  */
 import { describe, expect, it } from "vitest";
-import type { FailurePolicy, HookContext, KeelEvent, KeelPlugin, Session, SubscribeOptions, ToolDefinition } from "../src/index.ts";
+import type {
+  FailurePolicy,
+  HookContext,
+  KeelEvent,
+  KeelPlugin,
+  Session,
+  SubscribeOptions,
+  ToolDefinition,
+} from "../src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";
-import { createAgent, DEFAULT_TIMEOUTS, definePlugin, KeelError, messageText, PHASE_NAMES, PHASES } from "../src/index.ts";
+import {
+  createAgent,
+  DEFAULT_TIMEOUTS,
+  definePlugin,
+  KeelError,
+  messageText,
+  PHASE_NAMES,
+  PHASES,
+} from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 
 type Ev<T extends KeelEvent["type"]> = Extract<KeelEvent, { type: T }>;
-const ofType = <T extends KeelEvent["type"]>(events: readonly KeelEvent[], type: T): Ev<T>[] => events.filter((e): e is Ev<T> => e.type === type);
+const ofType = <T extends KeelEvent["type"]>(events: readonly KeelEvent[], type: T): Ev<T>[] =>
+  events.filter((e): e is Ev<T> => e.type === type);
 
 const POLICIES: readonly FailurePolicy[] = ["best_effort", "required", "fallback", "fail_closed"];
 type Fault = "throws" | "hangs" | "invalid";
@@ -21,9 +38,17 @@ const FAULTS: readonly Fault[] = ["throws", "hangs", "invalid"];
 const TIMEOUT_MS = 30;
 const INPUT = "Please keep every word I said: the launch code is 4711.";
 
-const FAULT_CODE: Record<Fault, string> = { throws: "KEEL_HANDLER_THREW", hangs: "KEEL_HANDLER_TIMEOUT", invalid: "KEEL_CONTRIBUTION_INVALID" };
+const FAULT_CODE: Record<Fault, string> = {
+  throws: "KEEL_HANDLER_THREW",
+  hangs: "KEEL_HANDLER_TIMEOUT",
+  invalid: "KEEL_CONTRIBUTION_INVALID",
+};
 const FAULT_STATUS: Record<Fault, string> = { throws: "threw", hangs: "timeout", invalid: "invalid" };
-const FAULT_PHRASE: Record<Fault, string> = { throws: "threw: boom in faulty", hangs: "timed out", invalid: "returned an invalid contribution" };
+const FAULT_PHRASE: Record<Fault, string> = {
+  throws: "threw: boom in faulty",
+  hangs: "timed out",
+  invalid: "returned an invalid contribution",
+};
 
 interface Probe {
   calls: number;
@@ -72,7 +97,12 @@ function goodPlugin(seen: { postTurnVerdicts: unknown[] }): KeelPlugin {
     name: "good",
     version: "1.0.0",
     setup(ctx) {
-      ctx.on("turn.pre_prompt_context", () => ({ kind: "prompt_context", id: "good", domain: "test", content: "GOOD-CONTEXT" }));
+      ctx.on("turn.pre_prompt_context", () => ({
+        kind: "prompt_context",
+        id: "good",
+        domain: "test",
+        content: "GOOD-CONTEXT",
+      }));
       ctx.on("turn.post_turn", (e) => void seen.postTurnVerdicts.push(e.verdict));
     },
   });
@@ -80,7 +110,13 @@ function goodPlugin(seen: { postTurnVerdicts: unknown[] }): KeelPlugin {
 
 async function setup(plugins: KeelPlugin[], steps: ScriptStep[], counter = { runs: 0 }) {
   const provider = scriptedProvider(steps);
-  const agent = await createAgent({ provider, store: new MemorySessionStore(), instructions: "You are a test agent.", tools: [readTool(counter)], plugins });
+  const agent = await createAgent({
+    provider,
+    store: new MemorySessionStore(),
+    instructions: "You are a test agent.",
+    tools: [readTool(counter)],
+    plugins,
+  });
   const session = await agent.session();
   return { provider, agent, session, counter };
 }
@@ -117,7 +153,8 @@ describe("failure policies on turn.pre_prompt_context (a collect phase)", () => 
       version: "1.0.0",
       setup(ctx) {
         const opts: SubscribeOptions<typeof phase> = { failure: policy, timeoutMs: TIMEOUT_MS };
-        if (policy === "fallback") opts.fallback = [{ kind: "prompt_context", id: "fb", domain: "test", content: "FALLBACK-CONTEXT" }];
+        if (policy === "fallback")
+          opts.fallback = [{ kind: "prompt_context", id: "fb", domain: "test", content: "FALLBACK-CONTEXT" }];
         const late = { kind: "prompt_context", id: "faulty-late", domain: "test", content: "FAULTY-CONTEXT" };
         const bad = { kind: "prompt_context", id: "", domain: "test", content: "FAULTY-CONTEXT" };
         ctx.on(phase, faultyHandler(fault, probe, late, bad) as never, opts);
@@ -164,7 +201,12 @@ describe("failure policies on turn.pre_prompt_context (a collect phase)", () => 
     // The diagnostics: one, with the fault's code, naming plugin and phase.
     const diags = diagnosticsOf(events, "faulty");
     expect(diags).toHaveLength(1);
-    expect(diags[0]).toMatchObject({ code: FAULT_CODE[fault], plugin: "faulty", phase, level: expectedLevel(policy, fault) });
+    expect(diags[0]).toMatchObject({
+      code: FAULT_CODE[fault],
+      plugin: "faulty",
+      phase,
+      level: expectedLevel(policy, fault),
+    });
     expect(diags[0]!.message).toContain(FAULT_CODE[fault]);
     expect(diags[0]!.message).toContain(`plugin "faulty", phase "${phase}"`);
 
@@ -172,8 +214,18 @@ describe("failure policies on turn.pre_prompt_context (a collect phase)", () => 
     const completed = ofType(events, "phase.completed").filter((e) => e.phase === phase);
     expect(completed).toHaveLength(1);
     const [goodSummary, faultySummary] = completed[0]!.handlers;
-    expect(goodSummary).toMatchObject({ plugin: "good", subscription: `good:${phase}`, status: "ok", contributions: 1 });
-    expect(faultySummary).toMatchObject({ plugin: "faulty", subscription: `faulty:${phase}`, status: FAULT_STATUS[fault], contributions: 0 });
+    expect(goodSummary).toMatchObject({
+      plugin: "good",
+      subscription: `good:${phase}`,
+      status: "ok",
+      contributions: 1,
+    });
+    expect(faultySummary).toMatchObject({
+      plugin: "faulty",
+      subscription: `faulty:${phase}`,
+      status: FAULT_STATUS[fault],
+      contributions: 0,
+    });
     if (fault === "throws") expect(faultySummary!.error).toBe("boom in faulty");
     if (fault === "hangs") {
       expect(faultySummary!.error).toContain("KEEL_HANDLER_TIMEOUT");
@@ -181,8 +233,21 @@ describe("failure policies on turn.pre_prompt_context (a collect phase)", () => 
     }
     const records = completed[0]!.contributions.filter((r) => r.plugin === "faulty");
     const expectedRecords: unknown[] = [];
-    if (fault === "invalid") expectedRecords.push({ plugin: "faulty", kind: "prompt_context", status: "rejected", reason: expect.stringMatching(/^invalid at id: /) });
-    if (policy === "fallback") expectedRecords.push({ plugin: "faulty", kind: "prompt_context", id: "fb", status: "fallback", reason: `handler ${FAULT_STATUS[fault]}` });
+    if (fault === "invalid")
+      expectedRecords.push({
+        plugin: "faulty",
+        kind: "prompt_context",
+        status: "rejected",
+        reason: expect.stringMatching(/^invalid at id: /),
+      });
+    if (policy === "fallback")
+      expectedRecords.push({
+        plugin: "faulty",
+        kind: "prompt_context",
+        id: "fb",
+        status: "fallback",
+        reason: `handler ${FAULT_STATUS[fault]}`,
+      });
     expect(records).toEqual(expectedRecords);
 
     expectUserKept(session, events);
@@ -202,13 +267,17 @@ describe("failure policies on tool.pre_call (a waterfall phase)", () => {
       version: "1.0.0",
       setup(ctx) {
         const opts: SubscribeOptions<typeof phase> = { failure: policy, timeoutMs: TIMEOUT_MS };
-        if (policy === "fallback") opts.fallback = [{ kind: "tool_decision", decision: "deny", reason: "fallback: the guard is unavailable" }];
+        if (policy === "fallback")
+          opts.fallback = [{ kind: "tool_decision", decision: "deny", reason: "fallback: the guard is unavailable" }];
         const late = { kind: "tool_decision", decision: "allow" };
         const bad = { kind: "tool_decision", decision: "maybe" };
         ctx.on(phase, faultyHandler(fault, probe, late, bad) as never, opts);
       },
     });
-    const { provider, agent, session, counter } = await setup([goodPlugin(seen), faulty], [{ text: "Reading.", toolCalls: [{ id: "c1", name: "read", args: { path: "a" } }] }, { text: "Done." }]);
+    const { provider, agent, session, counter } = await setup(
+      [goodPlugin(seen), faulty],
+      [{ text: "Reading.", toolCalls: [{ id: "c1", name: "read", args: { path: "a" } }] }, { text: "Done." }],
+    );
     const result = await session.run(INPUT);
     const events = await session.events();
     expect(probe.calls).toBe(1);
@@ -254,19 +323,39 @@ describe("failure policies on tool.pre_call (a waterfall phase)", () => {
           expect(text).toContain("a fail-closed check failed");
           expect(text).toContain("KEEL_PHASE_FAILED");
         }
-        expect(toolDone).toEqual([expect.objectContaining({ callId: "c1", status: "denied", decision: "deny by faulty" })]);
+        expect(toolDone).toEqual([
+          expect.objectContaining({ callId: "c1", status: "denied", decision: "deny by faulty" }),
+        ]);
       }
     }
 
     const diags = diagnosticsOf(events, "faulty");
     expect(diags).toHaveLength(1);
-    expect(diags[0]).toMatchObject({ code: FAULT_CODE[fault], plugin: "faulty", phase, level: expectedLevel(policy, fault) });
+    expect(diags[0]).toMatchObject({
+      code: FAULT_CODE[fault],
+      plugin: "faulty",
+      phase,
+      level: expectedLevel(policy, fault),
+    });
     expect(diags[0]!.message).toContain(`plugin "faulty", phase "${phase}"`);
 
     const completed = ofType(events, "phase.completed").filter((e) => e.phase === phase);
     expect(completed).toHaveLength(1);
-    expect(completed[0]!.handlers).toEqual([expect.objectContaining({ plugin: "faulty", subscription: `faulty:${phase}`, status: FAULT_STATUS[fault], contributions: 0 })]);
-    if (policy === "fallback") expect(completed[0]!.contributions).toContainEqual({ plugin: "faulty", kind: "tool_decision", status: "fallback", reason: `handler ${FAULT_STATUS[fault]}` });
+    expect(completed[0]!.handlers).toEqual([
+      expect.objectContaining({
+        plugin: "faulty",
+        subscription: `faulty:${phase}`,
+        status: FAULT_STATUS[fault],
+        contributions: 0,
+      }),
+    ]);
+    if (policy === "fallback")
+      expect(completed[0]!.contributions).toContainEqual({
+        plugin: "faulty",
+        kind: "tool_decision",
+        status: "fallback",
+        reason: `handler ${FAULT_STATUS[fault]}`,
+      });
 
     expectUserKept(session, events);
     await agent.close();
@@ -280,7 +369,9 @@ describe("deadlines and signals", () => {
       name: "faulty",
       version: "1.0.0",
       setup(ctx) {
-        ctx.on("turn.pre_prompt_context", faultyHandler("hangs", probe, undefined, undefined) as never, { timeoutMs: TIMEOUT_MS });
+        ctx.on("turn.pre_prompt_context", faultyHandler("hangs", probe, undefined, undefined) as never, {
+          timeoutMs: TIMEOUT_MS,
+        });
       },
     });
     const { agent, session } = await setup([faulty], [{ text: "ok" }]);
@@ -316,7 +407,9 @@ describe("deadlines and signals", () => {
     });
     const { agent } = await setup([plugin], []);
     const rows = new Map(agent.inspect().map((r) => [r.phase, r.subscriptions]));
-    expect(rows.get("turn.pre_prompt_context")).toEqual([expect.objectContaining({ id: "waits:turn.pre_prompt_context", await: "deadline", timeoutMs: 1000 })]);
+    expect(rows.get("turn.pre_prompt_context")).toEqual([
+      expect.objectContaining({ id: "waits:turn.pre_prompt_context", await: "deadline", timeoutMs: 1000 }),
+    ]);
     expect(rows.get("turn.pre_policy")).toEqual([expect.objectContaining({ await: "background", timeoutMs: 180_000 })]);
     expect(rows.get("round.pre_request")).toEqual([expect.objectContaining({ await: "blocking", timeoutMs: 30_000 })]);
     expect(rows.get("round.post_response")).toEqual([expect.objectContaining({ await: "deadline", timeoutMs: 50 })]);
@@ -337,7 +430,9 @@ describe("deadlines and signals", () => {
     const events = await session.events();
     expect(result.verdict).toEqual({ status: "completed", reason: "end_turn" });
     expect(provider.requests[0]!.system).toContain("GOOD-CONTEXT");
-    expect(diagnosticsOf(events, "slowctx")).toEqual([expect.objectContaining({ code: "KEEL_HANDLER_TIMEOUT", phase: "turn.pre_prompt_context", level: "warn" })]);
+    expect(diagnosticsOf(events, "slowctx")).toEqual([
+      expect.objectContaining({ code: "KEEL_HANDLER_TIMEOUT", phase: "turn.pre_prompt_context", level: "warn" }),
+    ]);
     await agent.close();
   });
 });
@@ -357,7 +452,11 @@ describe("default failure policies", () => {
     const { agent } = await setup([everywhere], []);
     const rows = agent.inspect();
     expect(rows.map((r) => r.phase)).toEqual(PHASE_NAMES);
-    for (const row of rows) expect(row.subscriptions.map((s) => s.failure), row.phase).toEqual([row.phase === "tool.pre_call" ? "fail_closed" : "best_effort"]);
+    for (const row of rows)
+      expect(
+        row.subscriptions.map((s) => s.failure),
+        row.phase,
+      ).toEqual([row.phase === "tool.pre_call" ? "fail_closed" : "best_effort"]);
     await agent.close();
   });
 
@@ -374,7 +473,10 @@ describe("default failure policies", () => {
         });
       },
     });
-    const { agent, session, provider, counter } = await setup([goodPlugin({ postTurnVerdicts: [] }), thrower], [{ toolCalls: [{ id: "c1", name: "read", args: { path: "a" } }] }, { text: "ok" }]);
+    const { agent, session, provider, counter } = await setup(
+      [goodPlugin({ postTurnVerdicts: [] }), thrower],
+      [{ toolCalls: [{ id: "c1", name: "read", args: { path: "a" } }] }, { text: "ok" }],
+    );
     const result = await session.run(INPUT);
     const events = await session.events();
     expect(result.verdict).toEqual({ status: "completed", reason: "end_turn" });
@@ -397,7 +499,11 @@ describe("contribution rejection", () => {
       name: "wrong",
       version: "1.0.0",
       setup(ctx) {
-        ctx.on("turn.pre_prompt_context", (() => ({ kind: "tool_decision", decision: "deny", reason: "not here" })) as never);
+        ctx.on("turn.pre_prompt_context", (() => ({
+          kind: "tool_decision",
+          decision: "deny",
+          reason: "not here",
+        })) as never);
       },
     });
     const { agent, session, provider } = await setup([wrong, goodPlugin({ postTurnVerdicts: [] })], [{ text: "ok" }]);
@@ -406,11 +512,22 @@ describe("contribution rejection", () => {
     expect(result.verdict).toEqual({ status: "completed", reason: "end_turn" });
     expect(provider.requests[0]!.system).toContain("GOOD-CONTEXT");
     expect(diagnosticsOf(events, "wrong")).toEqual([
-      expect.objectContaining({ level: "warn", code: "KEEL_CONTRIBUTION_NOT_ACCEPTED", plugin: "wrong", phase: "turn.pre_prompt_context", message: expect.stringContaining('Rejected a "tool_decision" contribution') }),
+      expect.objectContaining({
+        level: "warn",
+        code: "KEEL_CONTRIBUTION_NOT_ACCEPTED",
+        plugin: "wrong",
+        phase: "turn.pre_prompt_context",
+        message: expect.stringContaining('Rejected a "tool_decision" contribution'),
+      }),
     ]);
     const completed = ofType(events, "phase.completed").find((e) => e.phase === "turn.pre_prompt_context")!;
     expect(completed.handlers[0]).toMatchObject({ plugin: "wrong", status: "invalid", contributions: 0 });
-    expect(completed.contributions).toContainEqual({ plugin: "wrong", kind: "tool_decision", status: "rejected", reason: expect.stringMatching(/^not accepted by turn\.pre_prompt_context \(accepts prompt_context, diagnostic\)/) });
+    expect(completed.contributions).toContainEqual({
+      plugin: "wrong",
+      kind: "tool_decision",
+      status: "rejected",
+      reason: expect.stringMatching(/^not accepted by turn\.pre_prompt_context \(accepts prompt_context, diagnostic\)/),
+    });
     expectUserKept(session, events);
     await agent.close();
   });
@@ -426,7 +543,13 @@ describe("contribution rejection", () => {
     const { agent, session, provider } = await setup([wrong], [{ text: "ok" }]);
     const result = await session.run(INPUT);
     const events = await session.events();
-    expect(result.verdict).toMatchObject({ status: "failed", reason: "phase_failed", code: "KEEL_PHASE_FAILED", plugin: "wrong", phase: "turn.pre_prompt_context" });
+    expect(result.verdict).toMatchObject({
+      status: "failed",
+      reason: "phase_failed",
+      code: "KEEL_PHASE_FAILED",
+      plugin: "wrong",
+      phase: "turn.pre_prompt_context",
+    });
     expect(provider.requests).toHaveLength(0);
     expect(diagnosticsOf(events, "wrong").map((d) => d.code)).toEqual(["KEEL_CONTRIBUTION_NOT_ACCEPTED"]);
     expectUserKept(session, events);
@@ -459,7 +582,9 @@ describe("contribution rejection", () => {
     expect(system).not.toContain("MIX-BAD");
     expect(system).not.toContain("MIX-BOGUS");
     const completed = ofType(events, "phase.completed").find((e) => e.phase === "turn.pre_prompt_context")!;
-    expect(completed.handlers).toEqual([expect.objectContaining({ plugin: "mixed", status: "invalid", contributions: 2 })]);
+    expect(completed.handlers).toEqual([
+      expect.objectContaining({ plugin: "mixed", status: "invalid", contributions: 2 }),
+    ]);
     expect(completed.contributions.map((r) => [r.kind, r.status])).toEqual([
       ["prompt_context", "rejected"],
       ["stop", "rejected"],
@@ -467,7 +592,12 @@ describe("contribution rejection", () => {
     ]);
     const merge = ofType(events, "contributions.merged").find((e) => e.phase === "turn.pre_prompt_context")!;
     expect(merge.contributions).toEqual([{ plugin: "mixed", kind: "prompt_context", id: "mix-ok", status: "applied" }]);
-    expect(diagnosticsOf(events, "mixed").map((d) => d.code)).toEqual(["KEEL_CONTRIBUTION_INVALID", "KEEL_CONTRIBUTION_NOT_ACCEPTED", "KEEL_CONTRIBUTION_INVALID", "mixed.note"]);
+    expect(diagnosticsOf(events, "mixed").map((d) => d.code)).toEqual([
+      "KEEL_CONTRIBUTION_INVALID",
+      "KEEL_CONTRIBUTION_NOT_ACCEPTED",
+      "KEEL_CONTRIBUTION_INVALID",
+      "mixed.note",
+    ]);
     expectUserKept(session, events);
     await agent.close();
   });
@@ -506,7 +636,11 @@ describe("background handlers", () => {
     expect(provider.requests[0]!.system).not.toContain("LATE-CONTEXT");
     let events = await session.events();
     const completed = ofType(events, "phase.completed").find((e) => e.phase === "turn.pre_prompt_context")!;
-    expect(completed.handlers[0]).toMatchObject({ plugin: "bg", subscription: "bg:turn.pre_prompt_context", status: "queued" });
+    expect(completed.handlers[0]).toMatchObject({
+      plugin: "bg",
+      subscription: "bg:turn.pre_prompt_context",
+      status: "queued",
+    });
     expect(ofType(events, "phase.background")).toEqual([]);
     expect(diagnosticsOf(events, "bg")).toEqual([]);
 
@@ -517,8 +651,14 @@ describe("background handlers", () => {
     const turnEnd = ofType(events, "turn.completed")[0]!;
     const background = ofType(events, "phase.background");
     expect(background).toHaveLength(1);
-    expect(background[0]).toMatchObject({ phase: "turn.pre_prompt_context", turnId: result.turnId, handler: { plugin: "bg", subscription: "bg:turn.pre_prompt_context", status: "ok", contributions: 1 } });
-    expect(background[0]!.contributions).toEqual([{ plugin: "bg", kind: "prompt_context", status: "rejected", reason: "arrived after the phase closed" }]);
+    expect(background[0]).toMatchObject({
+      phase: "turn.pre_prompt_context",
+      turnId: result.turnId,
+      handler: { plugin: "bg", subscription: "bg:turn.pre_prompt_context", status: "ok", contributions: 1 },
+    });
+    expect(background[0]!.contributions).toEqual([
+      { plugin: "bg", kind: "prompt_context", status: "rejected", reason: "arrived after the phase closed" },
+    ]);
     expect(background[0]!.seq).toBeGreaterThan(turnEnd.seq);
     const diags = diagnosticsOf(events, "bg");
     expect(diags.map((d) => [d.code, d.level, d.phase])).toEqual([
@@ -553,9 +693,18 @@ describe("background handlers", () => {
     release();
     await agent.drain();
     const events = await session.events();
-    expect(ofType(events, "phase.background")).toEqual([expect.objectContaining({ phase: "turn.post_turn", handler: expect.objectContaining({ status: "threw", error: "late failure" }) })]);
-    expect(diagnosticsOf(events, "bg")).toEqual([expect.objectContaining({ code: "KEEL_HANDLER_THREW", phase: "turn.post_turn" })]);
-    expect(ofType(events, "turn.completed").map((e) => e.verdict)).toEqual([{ status: "completed", reason: "end_turn" }]);
+    expect(ofType(events, "phase.background")).toEqual([
+      expect.objectContaining({
+        phase: "turn.post_turn",
+        handler: expect.objectContaining({ status: "threw", error: "late failure" }),
+      }),
+    ]);
+    expect(diagnosticsOf(events, "bg")).toEqual([
+      expect.objectContaining({ code: "KEEL_HANDLER_THREW", phase: "turn.post_turn" }),
+    ]);
+    expect(ofType(events, "turn.completed").map((e) => e.verdict)).toEqual([
+      { status: "completed", reason: "end_turn" },
+    ]);
     await agent.close();
   });
 });
@@ -566,14 +715,23 @@ describe("post_turn background jobs", () => {
       name: "indexer",
       version: "1.0.0",
       setup(ctx) {
-        ctx.on("turn.post_turn", () => ({ kind: "background_job", idempotencyKey: job.key, name: "index", run: job.run, ...(job.attempts ? { attempts: job.attempts, retryDelayMs: 5 } : {}) }));
+        ctx.on("turn.post_turn", () => ({
+          kind: "background_job",
+          idempotencyKey: job.key,
+          name: "index",
+          run: job.run,
+          ...(job.attempts ? { attempts: job.attempts, retryDelayMs: 5 } : {}),
+        }));
       },
     });
   }
 
   it("runs once per idempotencyKey: a second turn returning the same key records skipped_duplicate", async () => {
     let runs = 0;
-    const { agent, session } = await setup([jobPlugin({ key: "index-v1", run: async () => void runs++ })], [{ text: "one" }, { text: "two" }]);
+    const { agent, session } = await setup(
+      [jobPlugin({ key: "index-v1", run: async () => void runs++ })],
+      [{ text: "one" }, { text: "two" }],
+    );
     const first = await session.run(INPUT);
     await agent.drain();
     expect(runs).toBe(1);
@@ -592,23 +750,43 @@ describe("post_turn background jobs", () => {
 
   it("a job with attempts is retried after a failure and records one job.completed with the attempts it took", async () => {
     let runs = 0;
-    const flaky = jobPlugin({ key: "flaky-v1", attempts: 3, run: () => {
-      runs++;
-      if (runs < 3) throw new Error(`attempt ${runs} failed`);
-    } });
+    const flaky = jobPlugin({
+      key: "flaky-v1",
+      attempts: 3,
+      run: () => {
+        runs++;
+        if (runs < 3) throw new Error(`attempt ${runs} failed`);
+      },
+    });
     const { agent, session } = await setup([flaky], [{ text: "one" }]);
     await session.run(INPUT);
     await agent.drain();
     expect(runs).toBe(3);
-    expect(ofType(await session.events(), "job.completed")).toEqual([expect.objectContaining({ idempotencyKey: "flaky-v1", status: "ok", attempts: 3 })]);
+    expect(ofType(await session.events(), "job.completed")).toEqual([
+      expect.objectContaining({ idempotencyKey: "flaky-v1", status: "ok", attempts: 3 }),
+    ]);
     await agent.close();
 
     let broken = 0;
-    const never = await setup([jobPlugin({ key: "never-v1", attempts: 2, run: () => { broken++; throw new Error("still broken"); } })], [{ text: "one" }]);
+    const never = await setup(
+      [
+        jobPlugin({
+          key: "never-v1",
+          attempts: 2,
+          run: () => {
+            broken++;
+            throw new Error("still broken");
+          },
+        }),
+      ],
+      [{ text: "one" }],
+    );
     await never.session.run(INPUT);
     await never.agent.drain();
     expect(broken).toBe(2);
-    expect(ofType(await never.session.events(), "job.completed")).toEqual([expect.objectContaining({ status: "failed", attempts: 2, error: "still broken" })]);
+    expect(ofType(await never.session.events(), "job.completed")).toEqual([
+      expect.objectContaining({ status: "failed", attempts: 2, error: "still broken" }),
+    ]);
     await never.agent.close();
   });
 
@@ -631,9 +809,18 @@ describe("post_turn background jobs", () => {
     expect(first.verdict).toEqual({ status: "completed", reason: "end_turn" });
     let events = await session.events();
     const failed = ofType(events, "job.completed");
-    expect(failed).toEqual([expect.objectContaining({ plugin: "indexer", idempotencyKey: "explode-v1", status: "failed", error: "job exploded" })]);
+    expect(failed).toEqual([
+      expect.objectContaining({
+        plugin: "indexer",
+        idempotencyKey: "explode-v1",
+        status: "failed",
+        error: "job exploded",
+      }),
+    ]);
     expect(failed[0]!.seq).toBeGreaterThan(ofType(events, "turn.completed")[0]!.seq);
-    expect(ofType(events, "turn.completed").map((e) => e.verdict)).toEqual([{ status: "completed", reason: "end_turn" }]);
+    expect(ofType(events, "turn.completed").map((e) => e.verdict)).toEqual([
+      { status: "completed", reason: "end_turn" },
+    ]);
     // Only a successful run consumes the key.
     await session.run("again");
     await agent.drain();

@@ -9,7 +9,16 @@ describe("snapshot", () => {
   it("reads getters once into plain data and leaves toJSON, symbols and non-enumerables behind", () => {
     let reads = 0;
     const sym = Symbol("s");
-    const src = { get a() { return ++reads; }, toJSON() { throw new Error("no"); }, [sym]: 1, nested: [{ b: "x" }] };
+    const src = {
+      get a() {
+        return ++reads;
+      },
+      toJSON() {
+        throw new Error("no");
+      },
+      [sym]: 1,
+      nested: [{ b: "x" }],
+    };
     Object.defineProperty(src, "hidden", { value: 1, enumerable: false });
     const out = snapshot(src) as Record<string, unknown>;
     expect(out).toEqual({ a: 1, nested: [{ b: "x" }] });
@@ -21,10 +30,29 @@ describe("snapshot", () => {
     const cyc: Record<string, unknown> = {};
     cyc.self = cyc;
     const cases: Array<[unknown, string]> = [
-      [{ a: { get b() { throw new Error("boom"); } } }, "boom"],
+      [
+        {
+          a: {
+            get b() {
+              throw new Error("boom");
+            },
+          },
+        },
+        "boom",
+      ],
       [cyc, "cycle"],
       [{ n: 1n }, "bigint"],
-      [new Proxy({}, { ownKeys() { throw new Error("keys"); } }), "keys"],
+      [
+        new Proxy(
+          {},
+          {
+            ownKeys() {
+              throw new Error("keys");
+            },
+          },
+        ),
+        "keys",
+      ],
     ];
     for (const [v, says] of cases) {
       expect(() => snapshot(v)).toThrow(UnreadableValueError);
@@ -44,7 +72,9 @@ describe("snapshot", () => {
   });
 
   it("freezeEvent deep-freezes plain data but not class instances", () => {
-    class Box { v = 1; }
+    class Box {
+      v = 1;
+    }
     const box = new Box();
     const e = freezeEvent({ list: [{ x: 1 }], box });
     expect(Object.isFrozen(e.list[0])).toBe(true);
@@ -54,9 +84,24 @@ describe("snapshot", () => {
 
 describe("plugin schemas are plugin code too", () => {
   it("a tool whose input schema throws while validating gets an invalid-arguments result; the turn completes", async () => {
-    const input = z.object({ q: z.string() }).refine(() => { throw new Error("refine exploded"); });
-    const p = definePlugin({ name: "schemer", version: "1.0.0", setup: (ctx) => ctx.on("turn.pre_tool_materialization", () => ({ kind: "tool_bundle", bundleId: "s", tools: [{ name: "ask", description: "asks", input, execute: () => "never" }] })) });
-    const agent = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ id: "a1", name: "ask", args: { q: "x" } }] }, { text: "done" }]), store: new MemorySessionStore(), plugins: [p] });
+    const input = z.object({ q: z.string() }).refine(() => {
+      throw new Error("refine exploded");
+    });
+    const p = definePlugin({
+      name: "schemer",
+      version: "1.0.0",
+      setup: (ctx) =>
+        ctx.on("turn.pre_tool_materialization", () => ({
+          kind: "tool_bundle",
+          bundleId: "s",
+          tools: [{ name: "ask", description: "asks", input, execute: () => "never" }],
+        })),
+    });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ toolCalls: [{ id: "a1", name: "ask", args: { q: "x" } }] }, { text: "done" }]),
+      store: new MemorySessionStore(),
+      plugins: [p],
+    });
     const s = await agent.session();
     const r = await s.run("go");
     expect(r.verdict.status).toBe("completed");
@@ -70,17 +115,26 @@ describe("fault scope", () => {
   it("follows a handler's and a tool's timers while a guard listens, so a fault there can name the plugin, phase and tool", async () => {
     const { faultScope, guardProcess } = await import("../src/faults.ts");
     const seen: unknown[] = [];
-    const later = (tag: string) => new Promise<void>((r) => setTimeout(() => (seen.push([tag, faultScope.getStore()]), r()), 1));
+    const later = (tag: string) =>
+      new Promise<void>((r) => setTimeout(() => (seen.push([tag, faultScope.getStore()]), r()), 1));
     const p = definePlugin({
       name: "scoped",
       version: "1.0.0",
       setup(ctx) {
         ctx.on("turn.pre_policy", () => later("handler"));
-        ctx.on("turn.pre_tool_materialization", () => ({ kind: "tool_bundle", bundleId: "b", tools: [{ name: "tick", description: "t", execute: () => later("tool").then(() => "ok") }] }));
+        ctx.on("turn.pre_tool_materialization", () => ({
+          kind: "tool_bundle",
+          bundleId: "b",
+          tools: [{ name: "tick", description: "t", execute: () => later("tool").then(() => "ok") }],
+        }));
       },
     });
     const run = async () => {
-      const agent = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ name: "tick", args: {} }] }, { text: "done" }]), store: new MemorySessionStore(), plugins: [p] });
+      const agent = await createAgent({
+        provider: scriptedProvider([{ toolCalls: [{ name: "tick", args: {} }] }, { text: "done" }]),
+        store: new MemorySessionStore(),
+        plugins: [p],
+      });
       await (await agent.session()).run("go");
       await agent.close();
     };
@@ -98,6 +152,9 @@ describe("fault scope", () => {
     // Without a guard no scope is entered (it would only cost time).
     seen.length = 0;
     await run();
-    expect(seen).toEqual([["handler", undefined], ["tool", undefined]]);
+    expect(seen).toEqual([
+      ["handler", undefined],
+      ["tool", undefined],
+    ]);
   });
 });

@@ -12,15 +12,28 @@ function randomMessages(seed: number, n: number): Message[] {
   let open: string[] = [];
   for (let i = 0; i < n; i++) {
     const r = rand(10);
-    if (r < 3) out.push({ role: "user", content: [{ type: "text", text: rand(5) === 0 ? `lone \uD800 ${i}` : `user ${i}` }] });
+    if (r < 3)
+      out.push({ role: "user", content: [{ type: "text", text: rand(5) === 0 ? `lone \uD800 ${i}` : `user ${i}` }] });
     else if (r < 6) {
       const calls = Array.from({ length: rand(4) }, (_, k) => `c${i}_${k}`);
       open = calls;
-      out.push({ role: "assistant", content: [{ type: "text", text: `a ${i}` }, ...calls.map((id) => ({ type: "tool_call" as const, id, name: "t", args: { i } }))] });
+      out.push({
+        role: "assistant",
+        content: [
+          { type: "text", text: `a ${i}` },
+          ...calls.map((id) => ({ type: "tool_call" as const, id, name: "t", args: { i } })),
+        ],
+      });
     } else {
       // Mostly the result of an open call, sometimes a stray one, sometimes a duplicate id.
       const id = open.length && rand(5) ? open.splice(rand(open.length), 1)[0]! : rand(2) ? `stray${i}` : `c${i - 1}_0`;
-      out.push({ role: "tool", toolCallId: id, toolName: "t", content: [{ type: "text", text: `r ${i}` }], isError: false });
+      out.push({
+        role: "tool",
+        toolCallId: id,
+        toolName: "t",
+        content: [{ type: "text", text: `r ${i}` }],
+        isError: false,
+      });
     }
   }
   return out.map((m) => freezeDeep(m));
@@ -28,7 +41,17 @@ function randomMessages(seed: number, n: number): Message[] {
 
 /** A clean history long enough for facts to be kept (user and assistant turns, no calls). */
 const base = (): readonly Message[] =>
-  Object.freeze(Array.from({ length: HISTORY_FACTS_MIN + 2 }, (_, i): Message => freezeDeep(i % 2 ? { role: "assistant", content: [{ type: "text", text: `a${i}` }] } : { role: "user", content: [{ type: "text", text: `u${i}` }] })));
+  Object.freeze(
+    Array.from(
+      { length: HISTORY_FACTS_MIN + 2 },
+      (_, i): Message =>
+        freezeDeep(
+          i % 2
+            ? { role: "assistant", content: [{ type: "text", text: `a${i}` }] }
+            : { role: "user", content: [{ type: "text", text: `u${i}` }] },
+        ),
+    ),
+  );
 
 describe("history facts carried over by appending (no rescans)", () => {
   it("pairing: a history built one message at a time is repaired exactly as a fresh scan repairs a copy of it", () => {
@@ -44,7 +67,9 @@ describe("history facts carried over by appending (no rescans)", () => {
         const fresh = repairToolPairs([...arr]);
         expect(viaFacts.synthesized, `seed ${seed}`).toEqual(fresh.synthesized);
         expect(viaFacts.dropped, `seed ${seed}`).toEqual(fresh.dropped);
-        expect(viaFacts.messages === arr, `seed ${seed}`).toBe(fresh.messages.length === arr.length && fresh.synthesized.length === 0 && fresh.dropped.length === 0);
+        expect(viaFacts.messages === arr, `seed ${seed}`).toBe(
+          fresh.messages.length === arr.length && fresh.synthesized.length === 0 && fresh.dropped.length === 0,
+        );
       }
     }
   });
@@ -73,7 +98,10 @@ describe("history facts carried over by appending (no rescans)", () => {
       c.extendCounts(arr, next, m);
       arr = next;
       const est = c.countRequest({ system, messages: arr, tools: [] }, { exactAbove: Number.POSITIVE_INFINITY });
-      const freshEst = new TokenCounter().countRequest({ system, messages: [...arr], tools: [] }, { exactAbove: Number.POSITIVE_INFINITY });
+      const freshEst = new TokenCounter().countRequest(
+        { system, messages: [...arr], tools: [] },
+        { exactAbove: Number.POSITIVE_INFINITY },
+      );
       expect(est).toEqual(freshEst);
       const hits = c.stats.cacheHits;
       expect(c.countMessages(arr)).toBe(new TokenCounter().countMessages([...arr]));

@@ -5,12 +5,14 @@
 import { describe, expect, it } from "vitest";
 import { createAgent, DEFAULT_LIMITS, definePlugin, defineTool, messageText } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
-import type { AgentOptions, Message, } from "../src/index.ts";
+import type { AgentOptions, Message } from "../src/index.ts";
 import type { ScriptedProvider, ScriptStep } from "../../testkit/src/index.ts";
-import { ofType, pairResults, pingTool, } from "./support/helpers.ts";
+import { ofType, pairResults, pingTool } from "./support/helpers.ts";
 
 function toolResults(messages: readonly Message[]): Array<{ id: string; text: string; isError: boolean }> {
-  return messages.flatMap((m) => (m.role === "tool" ? [{ id: m.toolCallId, text: messageText(m), isError: m.isError }] : []));
+  return messages.flatMap((m) =>
+    m.role === "tool" ? [{ id: m.toolCallId, text: messageText(m), isError: m.isError }] : [],
+  );
 }
 
 async function setup(steps: ScriptStep[] | ScriptedProvider, extra: Partial<AgentOptions> = {}) {
@@ -131,13 +133,24 @@ describe("loop guards", () => {
         }),
     });
     const provider = scriptedProvider([{ toolCalls: [call("slow")] }, { text: "late" }, { text: "never used" }]);
-    const agent = await createAgent({ provider, store: new MemorySessionStore(), tools: [slow], limits: { wallTimeMs: 40 } });
+    const agent = await createAgent({
+      provider,
+      store: new MemorySessionStore(),
+      tools: [slow],
+      limits: { wallTimeMs: 40 },
+    });
     const session = await agent.session();
     const r = await session.run("go");
     expect(r.verdict).toEqual({ status: "stopped", reason: "wall_time" });
     expect(provider.requests).toHaveLength(1);
     expect(provider.remaining).toBe(2);
-    expect(toolResults(session.messages)).toEqual([{ id: "call_0_0", text: 'Cancelled: the turn\'s wall-time limit ran out while "slow" was running.', isError: true }]);
+    expect(toolResults(session.messages)).toEqual([
+      {
+        id: "call_0_0",
+        text: 'Cancelled: the turn\'s wall-time limit ran out while "slow" was running.',
+        isError: true,
+      },
+    ]);
     const tripped = ofType(await session.events(), "guard.tripped");
     expect(tripped).toHaveLength(1);
     expect(tripped[0]!.guard).toBe("wall_time");
@@ -147,8 +160,15 @@ describe("loop guards", () => {
   });
 
   it("wall_time: a provider stream that ignores its signal is cut when wallTimeMs runs out; the stored turn is stopped (wall_time)", async () => {
-    const hanging = { id: "hanging", stream: () => ({ [Symbol.asyncIterator]: () => ({ next: () => new Promise<never>(() => {}) }) }) };
-    const agent = await createAgent({ provider: hanging as never, store: new MemorySessionStore(), limits: { wallTimeMs: 60 } });
+    const hanging = {
+      id: "hanging",
+      stream: () => ({ [Symbol.asyncIterator]: () => ({ next: () => new Promise<never>(() => {}) }) }),
+    };
+    const agent = await createAgent({
+      provider: hanging as never,
+      store: new MemorySessionStore(),
+      limits: { wallTimeMs: 60 },
+    });
     const session = await agent.session();
     const t0 = performance.now();
     const r = await session.run("go");
@@ -156,15 +176,29 @@ describe("loop guards", () => {
     expect(r.verdict).toEqual({ status: "stopped", reason: "wall_time" });
     const events = await session.events();
     expect(ofType(events, "guard.tripped").map((e) => e.guard)).toEqual(["wall_time"]);
-    expect(ofType(events, "model.failed")[0]!.message).toContain("wall-time limit (60 ms) ran out during the model call");
+    expect(ofType(events, "model.failed")[0]!.message).toContain(
+      "wall-time limit (60 ms) ran out during the model call",
+    );
     expect(ofType(events, "turn.completed")).toHaveLength(1);
     await agent.close();
   });
 
   it("wall_time: cutting one call of a parallel group still gives every call exactly one result", async () => {
-    const never = defineTool({ name: "never", description: "Never settles.", execute: () => new Promise<string>(() => {}) });
-    const provider = scriptedProvider([{ toolCalls: [call("never"), call("never"), call("never")] }, { text: "unused" }]);
-    const agent = await createAgent({ provider, store: new MemorySessionStore(), tools: [never], limits: { wallTimeMs: 50 } });
+    const never = defineTool({
+      name: "never",
+      description: "Never settles.",
+      execute: () => new Promise<string>(() => {}),
+    });
+    const provider = scriptedProvider([
+      { toolCalls: [call("never"), call("never"), call("never")] },
+      { text: "unused" },
+    ]);
+    const agent = await createAgent({
+      provider,
+      store: new MemorySessionStore(),
+      tools: [never],
+      limits: { wallTimeMs: 50 },
+    });
     const session = await agent.session();
     const r = await session.run("go");
     expect(r.verdict).toEqual({ status: "stopped", reason: "wall_time" });
@@ -177,8 +211,16 @@ describe("loop guards", () => {
   it("context_ceiling: a request that outgrows the provider's window turns into a final round", async () => {
     const big = "lorem ipsum dolor sit amet ".repeat(300); // ~1,500 tokens: over the ceiling (1,000), under the window (2,000)
     const dump = defineTool({ name: "dump", description: "Returns a lot of text.", execute: () => big });
-    const provider = scriptedProvider([{ toolCalls: [call("dump")] }, { text: "summary of what I saw" }, { text: "never used" }], { contextWindow: 2000 });
-    const agent = await createAgent({ provider, store: new MemorySessionStore(), tools: [dump], limits: { contextCeiling: 0.5 } });
+    const provider = scriptedProvider(
+      [{ toolCalls: [call("dump")] }, { text: "summary of what I saw" }, { text: "never used" }],
+      { contextWindow: 2000 },
+    );
+    const agent = await createAgent({
+      provider,
+      store: new MemorySessionStore(),
+      tools: [dump],
+      limits: { contextCeiling: 0.5 },
+    });
     expect(agent.limits.contextCeiling).toBe(0.5);
     const session = await agent.session();
     const r = await session.run("read it");
@@ -209,7 +251,11 @@ describe("loop guards", () => {
     expect(pings.n).toBe(0);
     const events = await session.events();
     expect(ofType(events, "guard.tripped").map((e) => [e.guard, e.limit])).toEqual([["context_ceiling", 9]]);
-    expect(events.some((e) => e.type === "message.appended" && e.message.role === "user" && JSON.stringify(e.message).includes(input))).toBe(true);
+    expect(
+      events.some(
+        (e) => e.type === "message.appended" && e.message.role === "user" && JSON.stringify(e.message).includes(input),
+      ),
+    ).toBe(true);
     await agent.close();
   });
 
@@ -225,7 +271,11 @@ describe("loop guards", () => {
 
   it("a model that still calls tools in the final round gets an error result per call and a failed verdict", async () => {
     const { provider, session, agent, pings } = await setup(
-      [{ toolCalls: [call()] }, { text: "one more try", toolCalls: [call(), call("nonexistent")] }, { text: "never used" }],
+      [
+        { toolCalls: [call()] },
+        { text: "one more try", toolCalls: [call(), call("nonexistent")] },
+        { text: "never used" },
+      ],
       { limits: { maxRounds: 1 } },
     );
     const r = await session.run("go");
@@ -254,7 +304,9 @@ describe("loop guards", () => {
   });
 
   it("limits override the defaults field by field", async () => {
-    const { agent, session, provider } = await setup([{ toolCalls: [call()] }, { text: "stopped" }], { limits: { maxRounds: 1 } });
+    const { agent, session, provider } = await setup([{ toolCalls: [call()] }, { text: "stopped" }], {
+      limits: { maxRounds: 1 },
+    });
     expect(agent.limits).toEqual({ ...DEFAULT_LIMITS, maxRounds: 1 });
     const r = await session.run("go");
     expect(r.verdict).toEqual({ status: "stopped", reason: "max_rounds" });
@@ -285,7 +337,9 @@ describe("loop guards", () => {
     }
     const events = await session.events();
     expect(ofType(events, "guard.tripped")).toEqual([]);
-    expect(ofType(events, "turn.completed").map((e) => e.verdict)).toEqual([{ status: "completed", reason: "end_turn" }]);
+    expect(ofType(events, "turn.completed").map((e) => e.verdict)).toEqual([
+      { status: "completed", reason: "end_turn" },
+    ]);
     await agent.close();
   });
 
@@ -297,7 +351,11 @@ describe("loop guards", () => {
   });
 
   describe("stop contributions", () => {
-    function stopper(phase: "round.post_response" | "round.pre_request", when: (round: number) => boolean, seen: number[]) {
+    function stopper(
+      phase: "round.post_response" | "round.pre_request",
+      when: (round: number) => boolean,
+      seen: number[],
+    ) {
       return definePlugin({
         name: "stopper",
         version: "1.0.0",
@@ -334,9 +392,12 @@ describe("loop guards", () => {
 
     it("a stop from round.post_response on a later text response ends the loop before follow-ups", async () => {
       const seen: number[] = [];
-      const { provider, session, agent, pings } = await setup([{ toolCalls: [call()] }, { text: "answer" }, { text: "never used" }], {
-        plugins: [stopper("round.post_response", (round) => round === 2, seen)],
-      });
+      const { provider, session, agent, pings } = await setup(
+        [{ toolCalls: [call()] }, { text: "answer" }, { text: "never used" }],
+        {
+          plugins: [stopper("round.post_response", (round) => round === 2, seen)],
+        },
+      );
       // Queue the follow-up while the turn runs (after its first response).
       const unsubscribe = agent.subscribe((e) => {
         if (e.type === "tool.started") void session.followUp("and then?");

@@ -12,7 +12,7 @@ import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts
 import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
 import type { AgentOptions, Message, ToolDefinition } from "../src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";
-import { ofType, deferred, pingTool, } from "./support/helpers.ts";
+import { ofType, deferred, pingTool } from "./support/helpers.ts";
 
 const tmpDirs: string[] = [];
 afterEach(() => {
@@ -62,7 +62,13 @@ describe("steering", () => {
     const pings = { n: 0 };
     const { agent, session, provider } = await setup(
       [
-        { toolCalls: [{ id: "w", name: "work" }, { id: "p1", name: "ping" }, { id: "p2", name: "ping" }] },
+        {
+          toolCalls: [
+            { id: "w", name: "work" },
+            { id: "p1", name: "ping" },
+            { id: "p2", name: "ping" },
+          ],
+        },
         { text: "changing course", expect: { lastUserIncludes: "use the other file" } },
       ],
       [work.tool, pingTool(pings)],
@@ -105,7 +111,11 @@ describe("steering", () => {
     expect(dequeued[0]!.turnId).toBe(r.turnId);
     expect(dequeued[0]!.seq).toBeLessThan(compiled[1]!.seq);
     expect(dequeued[0]!.seq).toBeGreaterThan(compiled[0]!.seq);
-    expect(Object.fromEntries(ofType(events, "tool.completed").map((e) => [e.callId, e.status]))).toEqual({ w: "ok", p1: "skipped", p2: "skipped" });
+    expect(Object.fromEntries(ofType(events, "tool.completed").map((e) => [e.callId, e.status]))).toEqual({
+      w: "ok",
+      p1: "skipped",
+      p2: "skipped",
+    });
     await agent.close();
   });
 
@@ -126,14 +136,27 @@ describe("steering", () => {
     expect(r.text).toBe("considering your note");
     expect(provider.requests).toHaveLength(2);
     expect(texts(provider.requests[0]!.messages)).toEqual(["user:question"]);
-    expect(texts(provider.requests[1]!.messages)).toEqual(["user:question", "assistant:first thoughts", "user:also consider X"]);
+    expect(texts(provider.requests[1]!.messages)).toEqual([
+      "user:question",
+      "assistant:first thoughts",
+      "user:also consider X",
+    ]);
     await agent.close();
   });
 
   it("steering that arrives while the model streams a tool-calling response skips every call of it (none has started)", async () => {
     const pings = { n: 0 };
     const { agent, session, provider } = await setup(
-      [{ toolCalls: [{ id: "p1", name: "ping" }, { id: "p2", name: "ping" }], delayMs: 30 }, { text: "ok, stopping" }],
+      [
+        {
+          toolCalls: [
+            { id: "p1", name: "ping" },
+            { id: "p2", name: "ping" },
+          ],
+          delayMs: 30,
+        },
+        { text: "ok, stopping" },
+      ],
       [pingTool(pings)],
     );
     const requested = deferred();
@@ -164,7 +187,11 @@ describe("steering", () => {
     const r = await session.run("question");
     expect(r.text).toBe("answer to all");
     expect(provider.requests).toHaveLength(1);
-    expect(texts(provider.requests[0]!.messages)).toEqual(["user:and a detail", "user:and another task", "user:question"]);
+    expect(texts(provider.requests[0]!.messages)).toEqual([
+      "user:and a detail",
+      "user:and another task",
+      "user:question",
+    ]);
     expect(session.steering).toEqual([]);
     expect(session.followUps).toEqual([]);
     await agent.close();
@@ -201,7 +228,9 @@ describe("follow-ups", () => {
     expect(session.followUps).toEqual([]);
     const events = await session.events();
     expect(ofType(events, "message.dequeued").map((e) => e.queue)).toEqual(["follow_up"]);
-    const terminal = events.filter((e) => e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted");
+    const terminal = events.filter(
+      (e) => e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted",
+    );
     expect(terminal).toHaveLength(1);
     await agent.close();
   });
@@ -280,7 +309,10 @@ describe("durable queues", () => {
 
 describe("one turn at a time, and cancel()", () => {
   it("run() while a turn runs rejects with KEEL_TURN_BUSY and leaves the running turn alone", async () => {
-    const { agent, session, provider } = await setup([{ text: "slow answer", delayMs: 40 }, { text: "next" }], [pingTool({ n: 0 })]);
+    const { agent, session, provider } = await setup(
+      [{ text: "slow answer", delayMs: 40 }, { text: "next" }],
+      [pingTool({ n: 0 })],
+    );
     const first = session.run("one");
     expect(session.busy).toBe(true);
     let err: unknown;

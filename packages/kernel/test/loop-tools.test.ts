@@ -13,8 +13,7 @@ import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts
 import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
 import type { AgentOptions, ApprovalRequest, ToolDefinition } from "../src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";
-import { ofType, deferred, pairResults, } from "./support/helpers.ts";
-
+import { ofType, deferred, pairResults } from "./support/helpers.ts";
 
 /** Timers of tools that ignore their signal; cleared after each test so nothing lingers. */
 const timers: Array<ReturnType<typeof setTimeout>> = [];
@@ -73,7 +72,15 @@ describe("parallel and sequential tool calls", () => {
         },
       });
     const { agent, session } = await setup(
-      [{ toolCalls: [{ id: "ca", name: "meet_a" }, { id: "cb", name: "meet_b" }] }, { text: "both met" }],
+      [
+        {
+          toolCalls: [
+            { id: "ca", name: "meet_a" },
+            { id: "cb", name: "meet_b" },
+          ],
+        },
+        { text: "both met" },
+      ],
       [meet("a", "b"), meet("b", "a")],
       { toolTimeouts: { info: 1_000 } }, // run one at a time they would time out instead of hanging
     );
@@ -83,7 +90,9 @@ describe("parallel and sequential tool calls", () => {
     expect(results.get("ca")).toMatchObject({ text: "a met b", isError: false });
     expect(results.get("cb")).toMatchObject({ text: "b met a", isError: false });
     // Results land in call order regardless of finishing order.
-    expect(session.messages.filter((m) => m.role === "tool").map((m) => (m.role === "tool" ? m.toolCallId : ""))).toEqual(["ca", "cb"]);
+    expect(
+      session.messages.filter((m) => m.role === "tool").map((m) => (m.role === "tool" ? m.toolCallId : "")),
+    ).toEqual(["ca", "cb"]);
     await agent.close();
   });
 
@@ -166,7 +175,10 @@ describe("parallel and sequential tool calls", () => {
           return name;
         },
       });
-    const { agent, session } = await setup([{ toolCalls: [{ name: "solo" }, { name: "solo" }] }, { text: "ok" }], [mk("solo", false)]);
+    const { agent, session } = await setup(
+      [{ toolCalls: [{ name: "solo" }, { name: "solo" }] }, { text: "ok" }],
+      [mk("solo", false)],
+    );
     await session.run("go");
     expect(seen).toEqual([1, 1]);
     await agent.close();
@@ -186,16 +198,38 @@ describe("exactly one result per tool call", () => {
           throw new Error("kaboom");
         },
       }),
-      defineTool({ name: "typed", description: "typed", input: z.object({ n: z.number() }), execute: ({ n }) => (ran.push("typed"), String(n * 2)) }),
-      defineTool({ name: "forbidden", description: "denied", execute: () => (ran.push("forbidden"), "should not run") }),
-      defineTool({ name: "sloth", description: "never finishes in time", timeoutMs: 30, execute: () => (ran.push("sloth"), stubborn(5_000, "too late")) }),
-      defineTool({ name: "soft", description: "returns an error result", execute: () => ({ content: "soft failure", isError: true }) }),
+      defineTool({
+        name: "typed",
+        description: "typed",
+        input: z.object({ n: z.number() }),
+        execute: ({ n }) => (ran.push("typed"), String(n * 2)),
+      }),
+      defineTool({
+        name: "forbidden",
+        description: "denied",
+        execute: () => (ran.push("forbidden"), "should not run"),
+      }),
+      defineTool({
+        name: "sloth",
+        description: "never finishes in time",
+        timeoutMs: 30,
+        execute: () => (ran.push("sloth"), stubborn(5_000, "too late")),
+      }),
+      defineTool({
+        name: "soft",
+        description: "returns an error result",
+        execute: () => ({ content: "soft failure", isError: true }),
+      }),
     ];
     const guard = definePlugin({
       name: "guard",
       version: "1.0.0",
       setup(ctx) {
-        ctx.on("tool.pre_call", (e) => (e.call.name === "forbidden" ? { kind: "tool_decision", decision: "deny", reason: "not allowed here" } : undefined));
+        ctx.on("tool.pre_call", (e) =>
+          e.call.name === "forbidden"
+            ? { kind: "tool_decision", decision: "deny", reason: "not allowed here" }
+            : undefined,
+        );
       },
     });
     const { agent, session, provider } = await setup(
@@ -226,7 +260,9 @@ describe("exactly one result per tool call", () => {
     expect(results.get("c_ok")).toEqual({ text: "fine", isError: false, name: "ok" });
     expect(results.get("c_boom")).toMatchObject({ text: "Error: kaboom", isError: true });
     expect(results.get("c_unknown")!.isError).toBe(true);
-    expect(results.get("c_unknown")!.text).toMatch(/KEEL_TOOL_UNKNOWN.*"nope".*Available: ok, boom, typed, forbidden, sloth, soft/);
+    expect(results.get("c_unknown")!.text).toMatch(
+      /KEEL_TOOL_UNKNOWN.*"nope".*Available: ok, boom, typed, forbidden, sloth, soft/,
+    );
     expect(results.get("c_bad")!.isError).toBe(true);
     expect(results.get("c_bad")!.text).toMatch(/KEEL_TOOL_ARGS_INVALID.*n:/);
     expect(results.get("c_deny")!.isError).toBe(true);
@@ -237,10 +273,23 @@ describe("exactly one result per tool call", () => {
     expect(results.get("c_typed")).toMatchObject({ text: "42", isError: false });
     const events = await session.events();
     const status = Object.fromEntries(ofType(events, "tool.completed").map((e) => [e.callId, e.status]));
-    expect(status).toEqual({ c_ok: "ok", c_boom: "error", c_unknown: "error", c_bad: "error", c_deny: "denied", c_slow: "timeout", c_soft: "error", c_typed: "ok" });
+    expect(status).toEqual({
+      c_ok: "ok",
+      c_boom: "error",
+      c_unknown: "error",
+      c_bad: "error",
+      c_deny: "denied",
+      c_slow: "timeout",
+      c_soft: "error",
+      c_typed: "ok",
+    });
     // Exactly one tool.completed per call; tool.started only for calls that really ran.
     expect(ofType(events, "tool.completed")).toHaveLength(8);
-    expect(ofType(events, "tool.started").map((e) => e.callId).sort()).toEqual(["c_boom", "c_ok", "c_slow", "c_soft", "c_typed"]);
+    expect(
+      ofType(events, "tool.started")
+        .map((e) => e.callId)
+        .sort(),
+    ).toEqual(["c_boom", "c_ok", "c_slow", "c_soft", "c_typed"]);
     // The next request carries every result.
     expect(provider.requests[1]!.messages.filter((m) => m.role === "tool")).toHaveLength(8);
     await agent.close();
@@ -258,9 +307,13 @@ describe("timeouts", () => {
         return stubborn(5_000, "finally");
       },
     });
-    const { agent, session, provider } = await setup([{ toolCalls: [{ id: "c1", name: "deaf" }] }, { text: "gave up on it" }], [deaf], {
-      toolTimeouts: { info: 50 },
-    });
+    const { agent, session, provider } = await setup(
+      [{ toolCalls: [{ id: "c1", name: "deaf" }] }, { text: "gave up on it" }],
+      [deaf],
+      {
+        toolTimeouts: { info: 50 },
+      },
+    );
     expect(agent.toolTimeouts.info).toBe(50);
     expect(agent.toolTimeouts.exec).toBe(600_000);
     const t0 = performance.now();
@@ -300,22 +353,42 @@ describe("timeouts", () => {
       timeoutMs: 30,
       execute: () => stubborn(5_000, "never"),
     });
-    const { agent, session } = await setup([{ toolCalls: [{ id: "p", name: "patient" }, { id: "h", name: "hasty" }] }, { text: "ok" }], [patient, hasty], {
-      toolTimeouts: { info: 20, exec: 5_000 },
-    });
+    const { agent, session } = await setup(
+      [
+        {
+          toolCalls: [
+            { id: "p", name: "patient" },
+            { id: "h", name: "hasty" },
+          ],
+        },
+        { text: "ok" },
+      ],
+      [patient, hasty],
+      {
+        toolTimeouts: { info: 20, exec: 5_000 },
+      },
+    );
     const r = await session.run("go");
     expect(r.verdict.status).toBe("completed");
     const results = pairResults(session.messages);
     expect(results.get("p")).toMatchObject({ text: "patient done", isError: false });
     expect(results.get("h")!.text).toContain('"hasty" ran past 30 ms');
-    const status = Object.fromEntries(ofType(await session.events(), "tool.completed").map((e) => [e.callId, e.status]));
+    const status = Object.fromEntries(
+      ofType(await session.events(), "tool.completed").map((e) => [e.callId, e.status]),
+    );
     expect(status).toEqual({ p: "ok", h: "timeout" });
     await agent.close();
   });
 });
 
 describe("decisions and approval", () => {
-  function decider(name: string, decision: "allow" | "deny" | "ask", stage: "pre" | "normal" | "post", order: string[], extra: Record<string, unknown> = {}) {
+  function decider(
+    name: string,
+    decision: "allow" | "deny" | "ask",
+    stage: "pre" | "normal" | "post",
+    order: string[],
+    extra: Record<string, unknown> = {},
+  ) {
     return definePlugin({
       name,
       version: "1.0.0",
@@ -336,8 +409,15 @@ describe("decisions and approval", () => {
     it(`a deny wins over another plugin's allow (deny runs ${denyFirst ? "first" : "last"})`, async () => {
       const order: string[] = [];
       const counter = { n: 0 };
-      const plugins = [decider("denier", "deny", denyFirst ? "pre" : "post", order), decider("allower", "allow", denyFirst ? "post" : "pre", order)];
-      const { agent, session } = await setup([{ toolCalls: [{ id: "c", name: "ping" }] }, { text: "ok" }], [ping(counter)], { plugins });
+      const plugins = [
+        decider("denier", "deny", denyFirst ? "pre" : "post", order),
+        decider("allower", "allow", denyFirst ? "post" : "pre", order),
+      ];
+      const { agent, session } = await setup(
+        [{ toolCalls: [{ id: "c", name: "ping" }] }, { text: "ok" }],
+        [ping(counter)],
+        { plugins },
+      );
       await session.run("go");
       expect(order).toEqual(denyFirst ? ["denier", "allower"] : ["allower", "denier"]);
       expect(counter.n).toBe(0);
@@ -354,10 +434,14 @@ describe("decisions and approval", () => {
     const order: string[] = [];
     const asked: ApprovalRequest[] = [];
     const counter = { n: 0 };
-    const { agent, session } = await setup([{ toolCalls: [{ id: "c", name: "ping" }] }, { text: "ok" }], [ping(counter)], {
-      plugins: [decider("asker", "ask", "pre", order), decider("denier", "deny", "post", order)],
-      approve: (req) => (asked.push(req), true),
-    });
+    const { agent, session } = await setup(
+      [{ toolCalls: [{ id: "c", name: "ping" }] }, { text: "ok" }],
+      [ping(counter)],
+      {
+        plugins: [decider("asker", "ask", "pre", order), decider("denier", "deny", "post", order)],
+        approve: (req) => (asked.push(req), true),
+      },
+    );
     await session.run("go");
     expect(counter.n).toBe(0);
     expect(asked).toEqual([]);
@@ -377,19 +461,29 @@ describe("decisions and approval", () => {
         ctx.on("tool.post_result", (e) => void postSeen.push(e.approvedByUser));
       },
     });
-    const { agent, session } = await setup([{ toolCalls: [{ id: "c", name: "ping", args: { x: 1 } }] }, { text: "ok" }], [ping(counter)], {
-      plugins: [decider("asker", "ask", "normal", order), observer],
-      approve: async (req) => {
-        asked.push(req);
-        return true;
+    const { agent, session } = await setup(
+      [{ toolCalls: [{ id: "c", name: "ping", args: { x: 1 } }] }, { text: "ok" }],
+      [ping(counter)],
+      {
+        plugins: [decider("asker", "ask", "normal", order), observer],
+        approve: async (req) => {
+          asked.push(req);
+          return true;
+        },
       },
-    });
+    );
     const r = await session.run("go");
     expect(r.verdict.status).toBe("completed");
     expect(counter.n).toBe(1);
     expect(postSeen).toEqual([true]);
     expect(asked).toHaveLength(1);
-    expect(asked[0]).toMatchObject({ sessionId: session.id, turnId: r.turnId, reason: "asker says ask", plugin: "asker", call: { id: "c", name: "ping", args: { x: 1 }, category: "info" } });
+    expect(asked[0]).toMatchObject({
+      sessionId: session.id,
+      turnId: r.turnId,
+      reason: "asker says ask",
+      plugin: "asker",
+      call: { id: "c", name: "ping", args: { x: 1 }, category: "info" },
+    });
     expect(pairResults(session.messages).get("c")).toMatchObject({ text: "pong", isError: false });
     const completed = ofType(await session.events(), "tool.completed");
     expect(completed.map((e) => e.status)).toEqual(["ok"]);
@@ -398,10 +492,14 @@ describe("decisions and approval", () => {
 
   it("ask + approve() false denies", async () => {
     const counter = { n: 0 };
-    const { agent, session } = await setup([{ toolCalls: [{ id: "c", name: "ping" }] }, { text: "ok" }], [ping(counter)], {
-      plugins: [decider("asker", "ask", "pre", [])],
-      approve: () => false,
-    });
+    const { agent, session } = await setup(
+      [{ toolCalls: [{ id: "c", name: "ping" }] }, { text: "ok" }],
+      [ping(counter)],
+      {
+        plugins: [decider("asker", "ask", "pre", [])],
+        approve: () => false,
+      },
+    );
     await session.run("go");
     expect(counter.n).toBe(0);
     const res = pairResults(session.messages).get("c")!;
@@ -413,12 +511,16 @@ describe("decisions and approval", () => {
 
   it("ask + an approve() that throws denies", async () => {
     const counter = { n: 0 };
-    const { agent, session } = await setup([{ toolCalls: [{ id: "c", name: "ping" }] }, { text: "ok" }], [ping(counter)], {
-      plugins: [decider("asker", "ask", "pre", [])],
-      approve: () => {
-        throw new Error("UI crashed");
+    const { agent, session } = await setup(
+      [{ toolCalls: [{ id: "c", name: "ping" }] }, { text: "ok" }],
+      [ping(counter)],
+      {
+        plugins: [decider("asker", "ask", "pre", [])],
+        approve: () => {
+          throw new Error("UI crashed");
+        },
       },
-    });
+    );
     const r = await session.run("go");
     expect(r.verdict.status).toBe("completed");
     expect(counter.n).toBe(0);
@@ -426,12 +528,16 @@ describe("decisions and approval", () => {
     await agent.close();
   });
 
-  it("ask without an approve callback and ask: \"deny\" denies with a message saying so", async () => {
+  it('ask without an approve callback and ask: "deny" denies with a message saying so', async () => {
     const counter = { n: 0 };
-    const { agent, session } = await setup([{ toolCalls: [{ id: "c", name: "ping" }] }, { text: "ok" }], [ping(counter)], {
-      plugins: [decider("asker", "ask", "pre", [])],
-      ask: "deny",
-    });
+    const { agent, session } = await setup(
+      [{ toolCalls: [{ id: "c", name: "ping" }] }, { text: "ok" }],
+      [ping(counter)],
+      {
+        plugins: [decider("asker", "ask", "pre", [])],
+        ask: "deny",
+      },
+    );
     await session.run("go");
     expect(counter.n).toBe(0);
     const res = pairResults(session.messages).get("c")!;
@@ -454,7 +560,8 @@ describe("decisions and approval", () => {
       setup(ctx) {
         ctx.on("tool.pre_call", (e) => {
           const a = e.call.args as { path?: unknown };
-          if (a.path === "/etc/passwd") return { kind: "tool_decision", decision: "allow", args: { path: "/sandbox/passwd" } };
+          if (a.path === "/etc/passwd")
+            return { kind: "tool_decision", decision: "allow", args: { path: "/sandbox/passwd" } };
           if (a.path === "bad") return { kind: "tool_decision", decision: "allow", args: { path: 42 } };
           return undefined;
         });
@@ -509,7 +616,16 @@ describe("cancellation", () => {
       },
     });
     const { agent, session, provider } = await setup(
-      [{ toolCalls: [{ id: "w", name: "work" }, { id: "p1", name: "ping" }, { id: "p2", name: "ping" }] }, { text: "never used" }],
+      [
+        {
+          toolCalls: [
+            { id: "w", name: "work" },
+            { id: "p1", name: "ping" },
+            { id: "p2", name: "ping" },
+          ],
+        },
+        { text: "never used" },
+      ],
       [work, ping(counter)],
     );
     const ctrl = new AbortController();
@@ -528,7 +644,11 @@ describe("cancellation", () => {
       expect(results.get(id)!.text).toMatch(/cancelled before this call started/i);
     }
     const events = await session.events();
-    expect(Object.fromEntries(ofType(events, "tool.completed").map((e) => [e.callId, e.status]))).toEqual({ w: "cancelled", p1: "cancelled", p2: "cancelled" });
+    expect(Object.fromEntries(ofType(events, "tool.completed").map((e) => [e.callId, e.status]))).toEqual({
+      w: "cancelled",
+      p1: "cancelled",
+      p2: "cancelled",
+    });
     expect(ofType(events, "turn.interrupted")).toHaveLength(1);
     expect(session.busy).toBe(false);
     await agent.close();
@@ -584,9 +704,18 @@ describe("orphaned tool calls", () => {
   it("a turn cancelled mid-tool stores a cancelled result, so a resumed session needs no repair", async () => {
     const db = tmpDb();
     const started = deferred();
-    const work = defineTool({ name: "work", description: "waits", category: "exec", execute: () => (started.resolve(), stubborn(5_000, "never")) });
+    const work = defineTool({
+      name: "work",
+      description: "waits",
+      category: "exec",
+      execute: () => (started.resolve(), stubborn(5_000, "never")),
+    });
     const store1 = new SqliteSessionStore({ path: db });
-    const agent1 = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ id: "w1", name: "work" }] }]), store: store1, tools: [work] });
+    const agent1 = await createAgent({
+      provider: scriptedProvider([{ toolCalls: [{ id: "w1", name: "work" }] }]),
+      store: store1,
+      tools: [work],
+    });
     const s1 = await agent1.session();
     const running = s1.run("go");
     await started.promise;
@@ -610,10 +739,20 @@ describe("orphaned tool calls", () => {
     const db = tmpDb();
     const started = deferred();
     const release = deferred<string>();
-    const work = defineTool({ name: "work", description: "waits", category: "exec", execute: () => (started.resolve(), release.promise) });
+    const work = defineTool({
+      name: "work",
+      description: "waits",
+      category: "exec",
+      execute: () => (started.resolve(), release.promise),
+    });
     const store1 = new SqliteSessionStore({ path: db });
     // A short lease: the "dead" holder stops renewing it, so it expires soon after.
-    const agent1 = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ id: "orphan", name: "work" }] }, { text: "never" }]), store: store1, tools: [work], lease: { ttlMs: 200 } });
+    const agent1 = await createAgent({
+      provider: scriptedProvider([{ toolCalls: [{ id: "orphan", name: "work" }] }, { text: "never" }]),
+      store: store1,
+      tools: [work],
+      lease: { ttlMs: 200 },
+    });
     const s1 = await agent1.session();
     const running = s1.run("do the work");
     await started.promise;
@@ -667,7 +806,11 @@ describe("provider failures", () => {
         ctx.on("round.pre_request", (e) => {
           seen.push({ round: e.round, retry: e.retry, messages: e.messages.length });
           if (e.retry?.reason !== "context_too_long") return undefined;
-          return { kind: "message_edit", reason: "shrink after context_too_long", edits: [{ op: "replace", start: 0, end: e.messages.length - 1, messages: [] }] };
+          return {
+            kind: "message_edit",
+            reason: "shrink after context_too_long",
+            edits: [{ op: "replace", start: 0, end: e.messages.length - 1, messages: [] }],
+          };
         });
       },
     });
@@ -706,7 +849,12 @@ describe("provider failures", () => {
       { plugins: [trimmer(seen)] },
     );
     const r = await session.run("question");
-    expect(r.verdict).toMatchObject({ status: "failed", reason: "provider_error", errorClass: "context_too_long", code: "KEEL_PROVIDER_ERROR" });
+    expect(r.verdict).toMatchObject({
+      status: "failed",
+      reason: "provider_error",
+      errorClass: "context_too_long",
+      code: "KEEL_PROVIDER_ERROR",
+    });
     expect(provider.requests).toHaveLength(2);
     expect(seen.map((s) => s.retry)).toEqual([undefined, { reason: "context_too_long" }]);
     expect(session.messages.map((m) => messageText(m))).toEqual(["question"]);
@@ -714,7 +862,10 @@ describe("provider failures", () => {
   });
 
   it("context_too_long without a round.pre_request subscriber fails at once", async () => {
-    const { agent, session, provider } = await setup([{ error: { class: "context_too_long" } }, { text: "never used" }], [ping()]);
+    const { agent, session, provider } = await setup(
+      [{ error: { class: "context_too_long" } }, { text: "never used" }],
+      [ping()],
+    );
     const r = await session.run("question");
     expect(r.verdict).toMatchObject({ status: "failed", reason: "provider_error", errorClass: "context_too_long" });
     expect(provider.requests).toHaveLength(1);
@@ -723,11 +874,23 @@ describe("provider failures", () => {
 
   it("a rate_limited error mid-stream fails the turn with provider_error, a model.failed event, and keeps the user message", async () => {
     const { agent, session, provider } = await setup(
-      [{ toolCalls: [{ id: "c", name: "ping" }] }, { text: "partial answer streaming", chunkSize: 4, error: { class: "rate_limited", status: 429, message: "slow down", afterDeltas: 2 } }],
+      [
+        { toolCalls: [{ id: "c", name: "ping" }] },
+        {
+          text: "partial answer streaming",
+          chunkSize: 4,
+          error: { class: "rate_limited", status: 429, message: "slow down", afterDeltas: 2 },
+        },
+      ],
       [ping()],
     );
     const r = await session.run("question");
-    expect(r.verdict).toMatchObject({ status: "failed", reason: "provider_error", errorClass: "rate_limited", code: "KEEL_PROVIDER_ERROR" });
+    expect(r.verdict).toMatchObject({
+      status: "failed",
+      reason: "provider_error",
+      errorClass: "rate_limited",
+      code: "KEEL_PROVIDER_ERROR",
+    });
     expect(r.verdict.status === "failed" && r.verdict.message).toContain("slow down");
     expect(provider.requests).toHaveLength(2);
     const events = await session.events();

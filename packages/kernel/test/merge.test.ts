@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import type { Contributed, ContributionKind, ContributionOf, Message, MessageEdit, ToolDefinition, ToolResultMessage } from "../src/index.ts";
+import type {
+  Contributed,
+  ContributionKind,
+  ContributionOf,
+  Message,
+  MessageEdit,
+  ToolDefinition,
+  ToolResultMessage,
+} from "../src/index.ts";
 import {
   applyMessageEdits,
   CONTRIBUTION_SCHEMAS,
@@ -14,22 +22,40 @@ import {
 } from "../src/index.ts";
 
 /** A contribution as the runner hands it to merge: validated (defaults applied), with its plugin. */
-function c<K extends ContributionKind>(kind: K, plugin: string, fields: Record<string, unknown>): Contributed<ContributionOf<K>> {
+function c<K extends ContributionKind>(
+  kind: K,
+  plugin: string,
+  fields: Record<string, unknown>,
+): Contributed<ContributionOf<K>> {
   const value = CONTRIBUTION_SCHEMAS[kind].parse({ kind, ...fields }) as ContributionOf<K>;
   return { plugin, value };
 }
 
-const policy = (plugin: string, key: string, value: unknown, priority = 0, domain = "fs") => c("policy", plugin, { domain, key, value, priority });
-const ctxEntry = (plugin: string, id: string, content: string, extra: Record<string, unknown> = {}) => c("prompt_context", plugin, { id, domain: "d", content, ...extra });
-const section = (plugin: string, id: string, sectionId: string, content: string, extra: Record<string, unknown> = {}) => c("prompt_section", plugin, { id, sectionId, domain: "d", content, ...extra });
-const tool = (name: string, meta?: Record<string, unknown>): ToolDefinition => ({ name, description: `${name} tool`, execute: () => name, ...(meta ? { meta } : {}) });
-const bundle = (plugin: string, bundleId: string, tools: ToolDefinition[], priority = 0) => c("tool_bundle", plugin, { bundleId, tools, priority });
-const reqOpts = (plugin: string, options: Record<string, unknown>, priority = 0) => c("request_options", plugin, { options, priority });
-const decision = (plugin: string, d: "allow" | "ask" | "deny", reason?: string) => c("tool_decision", plugin, { decision: d, ...(reason ? { reason } : {}) });
+const policy = (plugin: string, key: string, value: unknown, priority = 0, domain = "fs") =>
+  c("policy", plugin, { domain, key, value, priority });
+const ctxEntry = (plugin: string, id: string, content: string, extra: Record<string, unknown> = {}) =>
+  c("prompt_context", plugin, { id, domain: "d", content, ...extra });
+const section = (plugin: string, id: string, sectionId: string, content: string, extra: Record<string, unknown> = {}) =>
+  c("prompt_section", plugin, { id, sectionId, domain: "d", content, ...extra });
+const tool = (name: string, meta?: Record<string, unknown>): ToolDefinition => ({
+  name,
+  description: `${name} tool`,
+  execute: () => name,
+  ...(meta ? { meta } : {}),
+});
+const bundle = (plugin: string, bundleId: string, tools: ToolDefinition[], priority = 0) =>
+  c("tool_bundle", plugin, { bundleId, tools, priority });
+const reqOpts = (plugin: string, options: Record<string, unknown>, priority = 0) =>
+  c("request_options", plugin, { options, priority });
+const decision = (plugin: string, d: "allow" | "ask" | "deny", reason?: string) =>
+  c("tool_decision", plugin, { decision: d, ...(reason ? { reason } : {}) });
 
 describe("PolicySet", () => {
   it("a higher priority wins whatever the order", () => {
-    for (const items of [[policy("low", "mode", "a", 0), policy("high", "mode", "b", 5)], [policy("high", "mode", "b", 5), policy("low", "mode", "a", 0)]]) {
+    for (const items of [
+      [policy("low", "mode", "a", 0), policy("high", "mode", "b", 5)],
+      [policy("high", "mode", "b", 5), policy("low", "mode", "a", 0)],
+    ]) {
       const set = new PolicySet();
       const log = set.merge(items, "turn.pre_policy");
       expect(set.get("fs", "mode")).toBe("b");
@@ -40,20 +66,35 @@ describe("PolicySet", () => {
 
   it("records which contribution was applied and which rejected", () => {
     const set = new PolicySet();
-    const log = set.merge([policy("low", "mode", "a", 0), policy("high", "mode", "b", 5), policy("mid", "mode", "c", 2)], "turn.pre_policy");
-    expect(log.records.map((r) => [r.plugin, r.status])).toEqual([["low", "applied"], ["high", "applied"], ["mid", "rejected"]]);
+    const log = set.merge(
+      [policy("low", "mode", "a", 0), policy("high", "mode", "b", 5), policy("mid", "mode", "c", 2)],
+      "turn.pre_policy",
+    );
+    expect(log.records.map((r) => [r.plugin, r.status])).toEqual([
+      ["low", "applied"],
+      ["high", "applied"],
+      ["mid", "rejected"],
+    ]);
     expect(log.records[1]!.reason).toContain("low");
     expect(log.records[0]!.id).toBe("fs.mode");
   });
 
   it("an equal-priority conflict keeps the first value and emits policy.merge.conflict", () => {
     const set = new PolicySet();
-    const log = set.merge([policy("first", "mode", "strict", 1), policy("second", "mode", "lax", 1)], "turn.pre_tool_materialization");
+    const log = set.merge(
+      [policy("first", "mode", "strict", 1), policy("second", "mode", "lax", 1)],
+      "turn.pre_tool_materialization",
+    );
     expect(set.get("fs", "mode")).toBe("strict");
     expect(set.entries()[0]!.plugin).toBe("first");
     expect(log.diagnostics).toHaveLength(1);
     const d = log.diagnostics[0]!;
-    expect(d).toMatchObject({ level: "warn", code: "policy.merge.conflict", plugin: "second", phase: "turn.pre_tool_materialization" });
+    expect(d).toMatchObject({
+      level: "warn",
+      code: "policy.merge.conflict",
+      plugin: "second",
+      phase: "turn.pre_tool_materialization",
+    });
     expect(d.message).toContain("first");
     expect(d.message).toContain("fs.mode");
     expect(log.records[1]).toMatchObject({ plugin: "second", status: "rejected" });
@@ -61,7 +102,10 @@ describe("PolicySet", () => {
 
   it("identical values at equal priority do not warn", () => {
     const set = new PolicySet();
-    const log = set.merge([policy("a", "limits", { max: 3 }, 0), policy("b", "limits", { max: 3 }, 0)], "turn.pre_policy");
+    const log = set.merge(
+      [policy("a", "limits", { max: 3 }, 0), policy("b", "limits", { max: 3 }, 0)],
+      "turn.pre_policy",
+    );
     expect(log.diagnostics).toEqual([]);
     expect(log.records[1]).toMatchObject({ plugin: "b", status: "rejected", reason: "duplicate of an applied value" });
     expect(set.get("fs", "limits")).toEqual({ max: 3 });
@@ -115,7 +159,9 @@ describe("mergePromptContext", () => {
 
   it("caps the number of entries at 16, omitting the lowest ranked with a record and a diagnostic", () => {
     // Arrival order is the reverse of rank, so the cap must follow rank, not arrival.
-    const items = Array.from({ length: 20 }, (_, i) => ctxEntry(`p${i}`, `e${String(i).padStart(2, "0")}`, "x", { priority: i }));
+    const items = Array.from({ length: 20 }, (_, i) =>
+      ctxEntry(`p${i}`, `e${String(i).padStart(2, "0")}`, "x", { priority: i }),
+    );
     const { entries, records, diagnostics } = mergePromptContext(items, "turn.pre_prompt_context");
     expect(DEFAULT_CAPS.contextEntries).toBe(16);
     expect(entries).toHaveLength(16);
@@ -124,12 +170,21 @@ describe("mergePromptContext", () => {
     expect(omitted.map((r) => r.plugin)).toEqual(["p3", "p2", "p1", "p0"]);
     expect(omitted[0]!.reason).toContain("16 entries");
     expect(diagnostics).toHaveLength(4);
-    expect(diagnostics.every((d) => d.code === "KEEL_MERGE_CAPPED" && d.level === "warn" && d.phase === "turn.pre_prompt_context")).toBe(true);
+    expect(
+      diagnostics.every(
+        (d) => d.code === "KEEL_MERGE_CAPPED" && d.level === "warn" && d.phase === "turn.pre_prompt_context",
+      ),
+    ).toBe(true);
     expect(diagnostics.map((d) => d.plugin)).toEqual(["p3", "p2", "p1", "p0"]);
   });
 
   it("caps total characters at 12,000: the entry that crosses is truncated, later ones omitted", () => {
-    const items = [ctxEntry("a", "1", "a".repeat(5000), { priority: 3 }), ctxEntry("b", "2", "b".repeat(5000), { priority: 2 }), ctxEntry("c", "3", "c".repeat(5000), { priority: 1 }), ctxEntry("d", "4", "d", { priority: 0 })];
+    const items = [
+      ctxEntry("a", "1", "a".repeat(5000), { priority: 3 }),
+      ctxEntry("b", "2", "b".repeat(5000), { priority: 2 }),
+      ctxEntry("c", "3", "c".repeat(5000), { priority: 1 }),
+      ctxEntry("d", "4", "d", { priority: 0 }),
+    ];
     const { entries, records, diagnostics } = mergePromptContext(items, "turn.pre_prompt_context");
     expect(DEFAULT_CAPS.contextChars).toBe(12_000);
     expect(entries.map((e) => e.plugin)).toEqual(["a", "b", "c"]);
@@ -147,7 +202,10 @@ describe("mergePromptContext", () => {
   });
 
   it("honours an entry's maxChars", () => {
-    const { entries, records, diagnostics } = mergePromptContext([ctxEntry("a", "1", "0123456789".repeat(10), { maxChars: 10 })], "turn.pre_prompt_context");
+    const { entries, records, diagnostics } = mergePromptContext(
+      [ctxEntry("a", "1", "0123456789".repeat(10), { maxChars: 10 })],
+      "turn.pre_prompt_context",
+    );
     expect(entries[0]!.content).toBe("012345678…");
     expect(records[0]).toMatchObject({ status: "truncated", reason: "100 → 10 chars" });
     expect(diagnostics).toHaveLength(1);
@@ -155,17 +213,28 @@ describe("mergePromptContext", () => {
   });
 
   it("content exactly at maxChars is applied untouched", () => {
-    const { entries, records } = mergePromptContext([ctxEntry("a", "1", "0123456789", { maxChars: 10 })], "turn.pre_prompt_context");
+    const { entries, records } = mergePromptContext(
+      [ctxEntry("a", "1", "0123456789", { maxChars: 10 })],
+      "turn.pre_prompt_context",
+    );
     expect(entries[0]!.content).toBe("0123456789");
     expect(records[0]!.status).toBe("applied");
   });
 
   it("uses custom caps", () => {
     const caps = { ...DEFAULT_CAPS, contextEntries: 2, contextChars: 15 };
-    const r1 = mergePromptContext([ctxEntry("a", "1", "x"), ctxEntry("b", "2", "y"), ctxEntry("c", "3", "z")], "turn.pre_prompt_context", caps);
+    const r1 = mergePromptContext(
+      [ctxEntry("a", "1", "x"), ctxEntry("b", "2", "y"), ctxEntry("c", "3", "z")],
+      "turn.pre_prompt_context",
+      caps,
+    );
     expect(r1.entries.map((e) => e.plugin)).toEqual(["a", "b"]);
     expect(r1.records[2]).toMatchObject({ plugin: "c", status: "omitted", reason: "over 2 entries" });
-    const r2 = mergePromptContext([ctxEntry("a", "1", "0123456789"), ctxEntry("b", "2", "0123456789")], "turn.pre_prompt_context", caps);
+    const r2 = mergePromptContext(
+      [ctxEntry("a", "1", "0123456789"), ctxEntry("b", "2", "0123456789")],
+      "turn.pre_prompt_context",
+      caps,
+    );
     expect(r2.entries.map((e) => e.content)).toEqual(["0123456789", "0123…"]);
   });
 
@@ -192,7 +261,11 @@ describe("mergePromptSections", () => {
   });
 
   it("orders fragments by priority desc, then arrival", () => {
-    const items = [section("a", "f1", "s", "low"), section("b", "f2", "s", "high", { priority: 5 }), section("c", "f3", "s", "low2")];
+    const items = [
+      section("a", "f1", "s", "low"),
+      section("b", "f2", "s", "high", { priority: 5 }),
+      section("c", "f3", "s", "low2"),
+    ];
     const { sections } = mergePromptSections(items, "turn.pre_prompt_compile");
     expect(sections[0]!.content).toBe("high\n\nlow\n\nlow2");
     expect(sections[0]!.plugins).toEqual(["b", "a", "c"]);
@@ -218,7 +291,11 @@ describe("mergePromptSections", () => {
   });
 
   it("caps one section at 8,000 characters", () => {
-    const items = [section("a", "f1", "big", "a".repeat(5000)), section("b", "f2", "big", "b".repeat(5000)), section("c", "f3", "big", "c")];
+    const items = [
+      section("a", "f1", "big", "a".repeat(5000)),
+      section("b", "f2", "big", "b".repeat(5000)),
+      section("c", "f3", "big", "c"),
+    ];
     const { sections, records, diagnostics } = mergePromptSections(items, "turn.pre_prompt_compile");
     expect(DEFAULT_CAPS.sectionChars).toBe(8_000);
     const parts = sections[0]!.content.split("\n\n");
@@ -230,7 +307,12 @@ describe("mergePromptSections", () => {
   });
 
   it("caps all sections together at 16,000 characters", () => {
-    const items = [section("a", "f1", "s1", "a".repeat(7000)), section("b", "f2", "s2", "b".repeat(7000)), section("c", "f3", "s3", "c".repeat(7000)), section("d", "f4", "s4", "d")];
+    const items = [
+      section("a", "f1", "s1", "a".repeat(7000)),
+      section("b", "f2", "s2", "b".repeat(7000)),
+      section("c", "f3", "s3", "c".repeat(7000)),
+      section("d", "f4", "s4", "d"),
+    ];
     const { sections, records } = mergePromptSections(items, "turn.pre_prompt_compile");
     expect(DEFAULT_CAPS.sectionsTotalChars).toBe(16_000);
     expect(sections.map((s) => s.content.length)).toEqual([7000, 7000, 2000]);
@@ -242,7 +324,11 @@ describe("mergePromptSections", () => {
     const r1 = mergePromptSections([section("a", "f1", "s", "0123456789", { maxChars: 4 })], "turn.pre_prompt_compile");
     expect(r1.sections[0]!.content).toBe("012…");
     const caps = { ...DEFAULT_CAPS, sections: 1, sectionChars: 5 };
-    const r2 = mergePromptSections([section("a", "f1", "s", "0123456789"), section("b", "f2", "t", "x")], "turn.pre_prompt_compile", caps);
+    const r2 = mergePromptSections(
+      [section("a", "f1", "s", "0123456789"), section("b", "f2", "t", "x")],
+      "turn.pre_prompt_compile",
+      caps,
+    );
     expect(r2.sections).toEqual([{ sectionId: "s", content: "0123…", plugins: ["a"] }]);
     expect(r2.records[1]).toMatchObject({ plugin: "b", status: "omitted", reason: "over 1 sections" });
   });
@@ -253,7 +339,11 @@ describe("mergeToolBundles", () => {
     const builtinRead = tool("read");
     const pluginRead = tool("read");
     const grep = tool("grep");
-    const { tools, records, diagnostics } = mergeToolBundles([builtinRead], [bundle("fsplug", "fs", [pluginRead, grep], 100)], "turn.pre_tool_materialization");
+    const { tools, records, diagnostics } = mergeToolBundles(
+      [builtinRead],
+      [bundle("fsplug", "fs", [pluginRead, grep], 100)],
+      "turn.pre_tool_materialization",
+    );
     expect(tools.map((t) => t.def.name)).toEqual(["read", "grep"]);
     expect(tools[0]!.def).toBe(builtinRead);
     expect(tools[0]!.source).toEqual({ kind: "builtin" });
@@ -263,26 +353,47 @@ describe("mergeToolBundles", () => {
     expect(diagnostics).toHaveLength(1);
     expect(diagnostics[0]).toMatchObject({ code: "KEEL_TOOL_DUPLICATE", plugin: "fsplug", level: "warn" });
     expect(diagnostics[0]!.message).toContain("built-in");
-    expect(records[0]).toMatchObject({ plugin: "fsplug", kind: "tool_bundle", id: "fs", status: "truncated", reason: "1 tool(s) shadowed" });
+    expect(records[0]).toMatchObject({
+      plugin: "fsplug",
+      kind: "tool_bundle",
+      id: "fs",
+      status: "truncated",
+      reason: "1 tool(s) shadowed",
+    });
   });
 
   it("a duplicate bundleId keeps the first bundle and emits a diagnostic", () => {
-    const { tools, records, diagnostics } = mergeToolBundles([], [bundle("a", "fs", [tool("read")]), bundle("b", "fs", [tool("write")])], "turn.pre_tool_materialization");
+    const { tools, records, diagnostics } = mergeToolBundles(
+      [],
+      [bundle("a", "fs", [tool("read")]), bundle("b", "fs", [tool("write")])],
+      "turn.pre_tool_materialization",
+    );
     expect(tools.map((t) => [t.def.name, t.source.plugin])).toEqual([["read", "a"]]);
-    expect(records.map((r) => [r.plugin, r.status])).toEqual([["a", "applied"], ["b", "rejected"]]);
+    expect(records.map((r) => [r.plugin, r.status])).toEqual([
+      ["a", "applied"],
+      ["b", "rejected"],
+    ]);
     expect(diagnostics).toHaveLength(1);
     expect(diagnostics[0]).toMatchObject({ code: "KEEL_MERGE_CONFLICT", plugin: "b" });
     expect(diagnostics[0]!.message).toContain('"fs"');
   });
 
   it("a higher-priority bundle is merged first, so it wins name and bundle-id clashes", () => {
-    const { tools } = mergeToolBundles([], [bundle("low", "x", [tool("search")], 0), bundle("high", "y", [tool("search")], 5)], "turn.pre_tool_materialization");
+    const { tools } = mergeToolBundles(
+      [],
+      [bundle("low", "x", [tool("search")], 0), bundle("high", "y", [tool("search")], 5)],
+      "turn.pre_tool_materialization",
+    );
     expect(tools.map((t) => t.source.plugin)).toEqual(["high"]);
   });
 
   it("records provenance: plugin, bundle and the tool's meta", () => {
     const t = tool("fs_read", { mcpServer: "fs" });
-    const { tools } = mergeToolBundles([tool("echo")], [bundle("mcp", "mcp:fs", [t, tool("fs_list")])], "turn.pre_tool_materialization");
+    const { tools } = mergeToolBundles(
+      [tool("echo")],
+      [bundle("mcp", "mcp:fs", [t, tool("fs_list")])],
+      "turn.pre_tool_materialization",
+    );
     expect(tools.map((x) => x.source)).toEqual([
       { kind: "builtin" },
       { kind: "plugin", plugin: "mcp", bundle: "mcp:fs", meta: { mcpServer: "fs" } },
@@ -304,31 +415,56 @@ describe("mergeRequestOptions", () => {
     const base = { maxTokens: 1000, temperature: 1 };
     const { options, records, diagnostics } = mergeRequestOptions(
       base,
-      [reqOpts("a", { temperature: 0.1 }, 10), reqOpts("b", { temperature: 0.9, toolChoice: "none" }, 5), reqOpts("c", { maxTokens: 50 }, 0)],
+      [
+        reqOpts("a", { temperature: 0.1 }, 10),
+        reqOpts("b", { temperature: 0.9, toolChoice: "none" }, 5),
+        reqOpts("c", { maxTokens: 50 }, 0),
+      ],
       "round.pre_request",
     );
     expect(options).toEqual({ maxTokens: 50, temperature: 0.1, toolChoice: "none" });
-    expect(records.map((r) => [r.plugin, r.status])).toEqual([["a", "applied"], ["b", "applied"], ["c", "applied"]]);
+    expect(records.map((r) => [r.plugin, r.status])).toEqual([
+      ["a", "applied"],
+      ["b", "applied"],
+      ["c", "applied"],
+    ]);
     expect(diagnostics).toEqual([]);
     expect(base).toEqual({ maxTokens: 1000, temperature: 1 });
   });
 
   it("a later higher priority overrides an earlier lower one", () => {
-    const { options } = mergeRequestOptions({}, [reqOpts("a", { temperature: 0.1 }, 0), reqOpts("b", { temperature: 0.7 }, 3)], "round.pre_request");
+    const { options } = mergeRequestOptions(
+      {},
+      [reqOpts("a", { temperature: 0.1 }, 0), reqOpts("b", { temperature: 0.7 }, 3)],
+      "round.pre_request",
+    );
     expect(options.temperature).toBe(0.7);
   });
 
   it("an equal-priority conflict keeps the first and emits a diagnostic", () => {
-    const { options, records, diagnostics } = mergeRequestOptions({}, [reqOpts("a", { temperature: 0.1 }), reqOpts("b", { temperature: 0.2 })], "round.pre_request");
+    const { options, records, diagnostics } = mergeRequestOptions(
+      {},
+      [reqOpts("a", { temperature: 0.1 }), reqOpts("b", { temperature: 0.2 })],
+      "round.pre_request",
+    );
     expect(options.temperature).toBe(0.1);
     expect(diagnostics).toHaveLength(1);
-    expect(diagnostics[0]).toMatchObject({ code: "KEEL_MERGE_CONFLICT", plugin: "b", phase: "round.pre_request", level: "warn" });
+    expect(diagnostics[0]).toMatchObject({
+      code: "KEEL_MERGE_CONFLICT",
+      plugin: "b",
+      phase: "round.pre_request",
+      level: "warn",
+    });
     expect(diagnostics[0]!.message).toContain("temperature");
     expect(records[1]).toMatchObject({ plugin: "b", status: "rejected", reason: "every option was outranked" });
   });
 
   it("equal-priority identical values do not warn", () => {
-    const { diagnostics } = mergeRequestOptions({}, [reqOpts("a", { cache: "5m" }), reqOpts("b", { cache: "5m" })], "round.pre_request");
+    const { diagnostics } = mergeRequestOptions(
+      {},
+      [reqOpts("a", { cache: "5m" }), reqOpts("b", { cache: "5m" })],
+      "round.pre_request",
+    );
     expect(diagnostics).toEqual([]);
   });
 
@@ -341,7 +477,10 @@ describe("mergeRequestOptions", () => {
 });
 
 describe("mergeDecisions", () => {
-  const permutations = <T>(xs: T[]): T[][] => (xs.length <= 1 ? [xs] : xs.flatMap((x, i) => permutations([...xs.slice(0, i), ...xs.slice(i + 1)]).map((p) => [x, ...p])));
+  const permutations = <T>(xs: T[]): T[][] =>
+    xs.length <= 1
+      ? [xs]
+      : xs.flatMap((x, i) => permutations([...xs.slice(0, i), ...xs.slice(i + 1)]).map((p) => [x, ...p]));
 
   it("deny beats ask beats allow, in every order", () => {
     for (const order of permutations(["allow", "ask", "deny"] as const)) {
@@ -362,16 +501,33 @@ describe("mergeDecisions", () => {
   });
 
   it("among equally restrictive decisions the first is reported", () => {
-    const merged = mergeDecisions([decision("a", "ask", "first"), decision("b", "deny", "d1"), decision("c", "deny", "d2")]);
+    const merged = mergeDecisions([
+      decision("a", "ask", "first"),
+      decision("b", "deny", "d1"),
+      decision("c", "deny", "d2"),
+    ]);
     expect(merged).toEqual({ decision: "deny", plugin: "b", reason: "d1" });
   });
 });
 
 describe("applyMessageEdits", () => {
   const u = (t: string): Message => ({ role: "user", content: textContent(t) });
-  const res = (id: string, t: string): ToolResultMessage => ({ role: "tool", toolCallId: id, toolName: "read", content: textContent(t), isError: false });
-  const history = (): Message[] => [u("m0"), { role: "assistant", content: [{ type: "tool_call", id: "c1", name: "read", args: {} }] }, res("c1", "big output"), u("m3"), u("m4")];
-  const texts = (ms: readonly Message[]) => ms.map((m) => (m.content[0] && "text" in m.content[0] ? m.content[0].text : m.role));
+  const res = (id: string, t: string): ToolResultMessage => ({
+    role: "tool",
+    toolCallId: id,
+    toolName: "read",
+    content: textContent(t),
+    isError: false,
+  });
+  const history = (): Message[] => [
+    u("m0"),
+    { role: "assistant", content: [{ type: "tool_call", id: "c1", name: "read", args: {} }] },
+    res("c1", "big output"),
+    u("m3"),
+    u("m4"),
+  ];
+  const texts = (ms: readonly Message[]) =>
+    ms.map((m) => (m.content[0] && "text" in m.content[0] ? m.content[0].text : m.role));
 
   it("replaces a range with new messages", () => {
     const input = history();
@@ -389,7 +545,11 @@ describe("applyMessageEdits", () => {
   });
 
   it("deletes a range with no messages", () => {
-    expect(texts(applyMessageEdits(history(), [{ op: "replace", start: 3, end: 5, messages: [] }]))).toEqual(["m0", "assistant", "big output"]);
+    expect(texts(applyMessageEdits(history(), [{ op: "replace", start: 3, end: 5, messages: [] }]))).toEqual([
+      "m0",
+      "assistant",
+      "big output",
+    ]);
   });
 
   it("applies edits in order, each to the result of the previous", () => {
@@ -404,7 +564,13 @@ describe("applyMessageEdits", () => {
   it("mask_tool_result replaces only the content of that result", () => {
     const input = history();
     const out = applyMessageEdits(input, [{ op: "mask_tool_result", toolCallId: "c1", text: "[masked]" }]);
-    expect(out[2]).toEqual({ role: "tool", toolCallId: "c1", toolName: "read", content: textContent("[masked]"), isError: false });
+    expect(out[2]).toEqual({
+      role: "tool",
+      toolCallId: "c1",
+      toolName: "read",
+      content: textContent("[masked]"),
+      isError: false,
+    });
     expect(out[2]).not.toBe(input[2]);
     expect(out[3]).toBe(input[3]);
   });
@@ -415,16 +581,25 @@ describe("applyMessageEdits", () => {
       [{ op: "replace", start: 3, end: 2, messages: [] }],
     ];
     for (const edits of bad) expect(() => applyMessageEdits(history(), edits)).toThrow(/edits\[0\]/);
-    expect(() => applyMessageEdits(history(), [{ op: "replace", start: 0, end: 0, messages: [] }, { op: "replace", start: 9, end: 9, messages: [] }])).toThrow(/edits\[1\].*outside 0\.\.5/);
+    expect(() =>
+      applyMessageEdits(history(), [
+        { op: "replace", start: 0, end: 0, messages: [] },
+        { op: "replace", start: 9, end: 9, messages: [] },
+      ]),
+    ).toThrow(/edits\[1\].*outside 0\.\.5/);
   });
 
   it("throws on an unknown tool call id", () => {
-    expect(() => applyMessageEdits(history(), [{ op: "mask_tool_result", toolCallId: "nope", text: "" }])).toThrow(/edits\[0\].*"nope"/);
+    expect(() => applyMessageEdits(history(), [{ op: "mask_tool_result", toolCallId: "nope", text: "" }])).toThrow(
+      /edits\[0\].*"nope"/,
+    );
   });
 
   it("never mutates the input array or its messages", () => {
     const input = history();
-    const frozen = Object.freeze(input.map((m) => Object.freeze({ ...m, content: Object.freeze([...m.content]) }))) as unknown as Message[];
+    const frozen = Object.freeze(
+      input.map((m) => Object.freeze({ ...m, content: Object.freeze([...m.content]) })),
+    ) as unknown as Message[];
     const snapshot = JSON.stringify(frozen);
     const out = applyMessageEdits(frozen, [
       { op: "mask_tool_result", toolCallId: "c1", text: "[masked]" },
@@ -434,7 +609,12 @@ describe("applyMessageEdits", () => {
     expect(out).not.toBe(frozen);
     expect(texts(out)).toEqual(["m0", "assistant", "[masked]", "new", "m4"]);
     // A failing edit list leaves the input untouched too.
-    expect(() => applyMessageEdits(frozen, [{ op: "mask_tool_result", toolCallId: "c1", text: "x" }, { op: "replace", start: 0, end: 99, messages: [] }])).toThrow();
+    expect(() =>
+      applyMessageEdits(frozen, [
+        { op: "mask_tool_result", toolCallId: "c1", text: "x" },
+        { op: "replace", start: 0, end: 99, messages: [] },
+      ]),
+    ).toThrow();
     expect(JSON.stringify(frozen)).toBe(snapshot);
   });
 });

@@ -16,7 +16,15 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { HookContext, KeelEvent, KeelPlugin, Message, PhaseName, SubscribeOptions, ToolDefinition } from "../src/index.ts";
+import type {
+  HookContext,
+  KeelEvent,
+  KeelPlugin,
+  Message,
+  PhaseName,
+  SubscribeOptions,
+  ToolDefinition,
+} from "../src/index.ts";
 import { createAgent, definePlugin, isPhaseName, messageText, PHASES } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 
@@ -98,14 +106,31 @@ function observed(spec: SubscriptionSpec, event: any): string {
 
 function contributions(spec: SubscriptionSpec, plugin: string, event: any): unknown[] {
   const out: unknown[] = [];
-  if (spec.rewriteArgs) out.push({ kind: "tool_decision", decision: "allow", args: { ...(event.call.args as object), ...spec.rewriteArgs } });
-  if (spec.rewriteResult !== undefined) out.push({ kind: "tool_result_rewrite", content: textOf(event.result) + spec.rewriteResult, reason: `fixture rewrite by ${plugin}` });
+  if (spec.rewriteArgs)
+    out.push({
+      kind: "tool_decision",
+      decision: "allow",
+      args: { ...(event.call.args as object), ...spec.rewriteArgs },
+    });
+  if (spec.rewriteResult !== undefined)
+    out.push({
+      kind: "tool_result_rewrite",
+      content: textOf(event.result) + spec.rewriteResult,
+      reason: `fixture rewrite by ${plugin}`,
+    });
   if (spec.maskToolResult) {
     const { toolCallId, text } = spec.maskToolResult;
     const present = (event.messages as Message[]).some((m) => m.role === "tool" && m.toolCallId === toolCallId);
-    if (present) out.push({ kind: "message_edit", reason: "fixture mask", edits: [{ op: "mask_tool_result", toolCallId, text }] });
+    if (present)
+      out.push({ kind: "message_edit", reason: "fixture mask", edits: [{ op: "mask_tool_result", toolCallId, text }] });
   }
-  if (spec.context !== undefined) out.push({ kind: "prompt_context", id: `${plugin}${spec.id ? `-${spec.id}` : ""}`, domain: "fixture", content: spec.context });
+  if (spec.context !== undefined)
+    out.push({
+      kind: "prompt_context",
+      id: `${plugin}${spec.id ? `-${spec.id}` : ""}`,
+      domain: "fixture",
+      content: spec.context,
+    });
   return out;
 }
 
@@ -120,8 +145,15 @@ function buildPlugin(name: string, subs: readonly SubscriptionSpec[], rec: Recor
         const subLabel = spec.id ? `${name}#${spec.id}` : name;
         const expectedId = spec.id ? `${name}:${phase}#${spec.id}` : `${name}:${phase}`;
         const handler = (event: any, hctx: HookContext): unknown => {
-          if (hctx.subscription !== expectedId || hctx.phase !== phase || event.phase !== phase || hctx.plugin !== name) {
-            rec.problems.push(`${expectedId} called with ctx ${hctx.plugin}/${hctx.phase}/${hctx.subscription}, event ${String(event.phase)}`);
+          if (
+            hctx.subscription !== expectedId ||
+            hctx.phase !== phase ||
+            event.phase !== phase ||
+            hctx.plugin !== name
+          ) {
+            rec.problems.push(
+              `${expectedId} called with ctx ${hctx.plugin}/${hctx.phase}/${hctx.subscription}, event ${String(event.phase)}`,
+            );
           }
           const parts = [phase, subLabel];
           if (TOOL_PHASES.has(phase)) parts.push(event.call.id as string);
@@ -161,7 +193,11 @@ function buildTools(rec: Recorder): ToolDefinition[] {
     name: "read",
     description: "Read a file (parallel-safe).",
     category: "info",
-    parameters: { type: "object", properties: { path: { type: "string" }, delayMs: { type: "number" } }, required: ["path"] },
+    parameters: {
+      type: "object",
+      properties: { path: { type: "string" }, delayMs: { type: "number" } },
+      required: ["path"],
+    },
     async execute(args: { path: string; delayMs?: number }, tctx) {
       rec.log.push(`exec read ${tctx.callId} args=${JSON.stringify(args)}`);
       if (args.delayMs) await sleep(args.delayMs);
@@ -210,7 +246,9 @@ async function runFixture(fixture: Fixture) {
     tools: buildTools(rec),
     plugins: fixture.plugins.map((p) => buildPlugin(p.name, p.subscriptions, rec)),
   });
-  const resolved = new Map(agent.inspect().map((row) => [row.phase as string, row.subscriptions.map((s) => subLabelOf(s.id, row.phase))]));
+  const resolved = new Map(
+    agent.inspect().map((row) => [row.phase as string, row.subscriptions.map((s) => subLabelOf(s.id, row.phase))]),
+  );
   const session = await agent.session();
   const result = await session.run("please use the tools");
   await session.close();
@@ -224,7 +262,14 @@ const fixtures = loadFixtures();
 describe("phase order fixtures", () => {
   it("finds the fixtures and each has a tool round with 2-3 calls then a final answer", () => {
     expect(fixtures.map((f) => f.file)).toEqual(
-      expect.arrayContaining(["after-before.json", "collect-after-async.json", "lifecycle.json", "priority-and-list-order.json", "stages.json", "waterfall-rewrites.json"]),
+      expect.arrayContaining([
+        "after-before.json",
+        "collect-after-async.json",
+        "lifecycle.json",
+        "priority-and-list-order.json",
+        "stages.json",
+        "waterfall-rewrites.json",
+      ]),
     );
     for (const { file, fixture } of fixtures) {
       const steps = fixture.steps as Array<{ toolCalls?: unknown[]; text?: string }>;
@@ -248,13 +293,18 @@ describe("phase order fixtures", () => {
 
       // What the model received after the tool round.
       const last = provider.requests[provider.requests.length - 1]!;
-      const toolResults = Object.fromEntries(last.messages.filter((m) => m.role === "tool").map((m) => [m.toolCallId, textOf(m)]));
+      const toolResults = Object.fromEntries(
+        last.messages.filter((m) => m.role === "tool").map((m) => [m.toolCallId, textOf(m)]),
+      );
       expect(toolResults).toEqual(fixture.expectedToolResults);
       for (const s of fixture.expectedSystemIncludes ?? []) expect(provider.requests[0]!.system).toContain(s);
       expect(textOf(session.messages[0]!)).toBe("please use the tools");
 
       // The stored log has one phase.completed per phase run, in the same order as the handlers ran.
-      const completed = events.filter((e): e is Extract<KeelEvent, { type: "phase.completed" }> => e.type === "phase.completed" && isPhaseName(e.phase));
+      const completed = events.filter(
+        (e): e is Extract<KeelEvent, { type: "phase.completed" }> =>
+          e.type === "phase.completed" && isPhaseName(e.phase),
+      );
       const instances = instancesOf(rec.log);
       expect(completed.map((e) => e.phase)).toEqual(instances.map((i) => i.phase));
       completed.forEach((e, i) => {
@@ -265,7 +315,10 @@ describe("phase order fixtures", () => {
         expect([...summarized].sort(), where).toEqual([...instances[i]!.subs].sort());
         // ... which for a waterfall is exactly the order the handlers were called in.
         if (PHASES[e.phase as PhaseName].kind === "waterfall") expect(instances[i]!.subs, where).toEqual(summarized);
-        expect(e.handlers.every((h) => h.status === "ok"), `${where} handler statuses`).toBe(true);
+        expect(
+          e.handlers.every((h) => h.status === "ok"),
+          `${where} handler statuses`,
+        ).toBe(true);
       });
       expect(events.filter((e) => e.type === "diagnostic")).toEqual([]);
 
@@ -297,7 +350,9 @@ describe("phase order fixtures", () => {
       plugins: fixture.plugins.map((p) => buildPlugin(p.name, p.subscriptions, rec)),
     });
     const row = agent.inspect().find((r) => r.phase === "tool.post_result")!;
-    const ran = fixture.expected.filter((l) => l.startsWith("tool.post_result ") && l.endsWith(" c1")).map((l) => l.split(" ")[1]);
+    const ran = fixture.expected
+      .filter((l) => l.startsWith("tool.post_result ") && l.endsWith(" c1"))
+      .map((l) => l.split(" ")[1]);
     expect(ran).toEqual(["plain", "first", "early", "late", "poststage", "prestage"]);
     expect(row.subscriptions.map((s) => subLabelOf(s.id, row.phase))).toEqual(ran);
     await agent.close();

@@ -1,8 +1,27 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { AwaitPolicy, ErrorCode, FailurePolicy, KeelPlugin, PhaseName, PluginEntry, PluginSetupContext, Stage } from "../src/index.ts";
-import { buildRegistry, createAgent, definePlugin, ERROR_CODES, isKeelError, KeelError, KERNEL_VERSION, PHASE_NAMES, PHASES } from "../src/index.ts";
+import type {
+  AwaitPolicy,
+  ErrorCode,
+  FailurePolicy,
+  KeelPlugin,
+  PhaseName,
+  PluginEntry,
+  PluginSetupContext,
+  Stage,
+} from "../src/index.ts";
+import {
+  buildRegistry,
+  createAgent,
+  definePlugin,
+  ERROR_CODES,
+  isKeelError,
+  KeelError,
+  KERNEL_VERSION,
+  PHASE_NAMES,
+  PHASES,
+} from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 
 const noop = () => undefined;
@@ -43,7 +62,11 @@ function plugin(name: string, extra: Partial<KeelPlugin> = {}, log?: string[]): 
   };
 }
 
-function subscriber(name: string, subscribe: (ctx: PluginSetupContext<unknown>) => void, extra: Partial<KeelPlugin> = {}): KeelPlugin {
+function subscriber(
+  name: string,
+  subscribe: (ctx: PluginSetupContext<unknown>) => void,
+  extra: Partial<KeelPlugin> = {},
+): KeelPlugin {
   return { name, version: "1.0.0", setup: (ctx) => subscribe(ctx as PluginSetupContext<unknown>), ...extra };
 }
 
@@ -58,7 +81,13 @@ describe("registration errors", () => {
   });
 
   it("KEEL_PLUGIN_INVALID: an object without a name (or a blank one)", async () => {
-    for (const entry of [{}, { version: "1.0.0", setup: noop }, { name: "   ", version: "1.0.0", setup: noop }, { name: 7, version: "1.0.0", setup: noop }, []]) {
+    for (const entry of [
+      {},
+      { version: "1.0.0", setup: noop },
+      { name: "   ", version: "1.0.0", setup: noop },
+      { name: 7, version: "1.0.0", setup: noop },
+      [],
+    ]) {
       const err = await registrationError([entry as unknown as PluginEntry], "KEEL_PLUGIN_INVALID");
       expect(err.location.path).toBe("plugins[0]");
       expect(err.message).toContain("non-empty `name`");
@@ -66,14 +95,23 @@ describe("registration errors", () => {
   });
 
   it("KEEL_PLUGIN_INVALID: no setup, or no version, names the plugin and the missing field", async () => {
-    const noSetup = await registrationError([{ name: "nosetup", version: "1.0.0" } as unknown as PluginEntry], "KEEL_PLUGIN_INVALID");
+    const noSetup = await registrationError(
+      [{ name: "nosetup", version: "1.0.0" } as unknown as PluginEntry],
+      "KEEL_PLUGIN_INVALID",
+    );
     expect(noSetup.plugin).toBe("nosetup");
     expect(noSetup.location.path).toBe("plugins[0]");
     expect(noSetup.message).toContain("Missing `setup`");
-    const notFn = await registrationError([plugin("a"), { name: "b", version: "1.0.0", setup: "yes" } as unknown as PluginEntry], "KEEL_PLUGIN_INVALID");
+    const notFn = await registrationError(
+      [plugin("a"), { name: "b", version: "1.0.0", setup: "yes" } as unknown as PluginEntry],
+      "KEEL_PLUGIN_INVALID",
+    );
     expect(notFn.plugin).toBe("b");
     expect(notFn.location.path).toBe("plugins[1]");
-    const noVersion = await registrationError([{ name: "nover", setup: noop } as unknown as PluginEntry], "KEEL_PLUGIN_INVALID");
+    const noVersion = await registrationError(
+      [{ name: "nover", setup: noop } as unknown as PluginEntry],
+      "KEEL_PLUGIN_INVALID",
+    );
     expect(noVersion.plugin).toBe("nover");
     expect(noVersion.message).toContain("Missing `version`");
   });
@@ -105,18 +143,29 @@ describe("registration errors", () => {
   });
 
   it("KEEL_KERNEL_RANGE_UNSUPPORTED: a kernel range that is not a string is a coded error, not a TypeError", async () => {
-    const err = await registrationError([plugin("numeric", { kernel: 1 as unknown as string })], "KEEL_KERNEL_RANGE_UNSUPPORTED");
+    const err = await registrationError(
+      [plugin("numeric", { kernel: 1 as unknown as string })],
+      "KEEL_KERNEL_RANGE_UNSUPPORTED",
+    );
     expect(err.plugin).toBe("numeric");
   });
 
   it("accepted kernel ranges", async () => {
-    const agent = await agentWith([plugin("a", { kernel: "^1" }), plugin("b", { kernel: ">=1.0.0 <2" }), plugin("c", { kernel: "*" }), plugin("d", { kernel: "^0.9 || ^1.0.0" })]);
+    const agent = await agentWith([
+      plugin("a", { kernel: "^1" }),
+      plugin("b", { kernel: ">=1.0.0 <2" }),
+      plugin("c", { kernel: "*" }),
+      plugin("d", { kernel: "^0.9 || ^1.0.0" }),
+    ]);
     expect(agent.registry.plugins.map((p) => p.kernel)).toEqual(["^1", ">=1.0.0 <2", "*", "^0.9 || ^1.0.0"]);
     await agent.close();
   });
 
   it("KEEL_DEPENDENCY_MISSING names the plugin and the missing dependency", async () => {
-    const err = await registrationError([plugin("a"), plugin("needy", { dependencies: { a: "^1", memory: "^1" } })], "KEEL_DEPENDENCY_MISSING");
+    const err = await registrationError(
+      [plugin("a"), plugin("needy", { dependencies: { a: "^1", memory: "^1" } })],
+      "KEEL_DEPENDENCY_MISSING",
+    );
     expect(err.plugin).toBe("needy");
     expect(err.location.path).toBe("plugins[1].dependencies");
     expect(err.message).toContain('"memory"');
@@ -127,21 +176,34 @@ describe("registration errors", () => {
   });
 
   it("KEEL_DEPENDENCY_VERSION shows the required range and the registered version", async () => {
-    const err = await registrationError([plugin("memory", { version: "1.4.0" }), plugin("needy", { dependencies: { memory: "^2.0.0" } })], "KEEL_DEPENDENCY_VERSION");
+    const err = await registrationError(
+      [plugin("memory", { version: "1.4.0" }), plugin("needy", { dependencies: { memory: "^2.0.0" } })],
+      "KEEL_DEPENDENCY_VERSION",
+    );
     expect(err.plugin).toBe("needy");
     expect(err.message).toContain('"memory" ^2.0.0');
     expect(err.message).toContain("1.4.0");
     expect(err.message).toContain("Install a matching version");
     // A malformed dependency range is never satisfied.
-    const bad = await registrationError([plugin("memory"), plugin("needy", { dependencies: { memory: "one" } })], "KEEL_DEPENDENCY_VERSION");
+    const bad = await registrationError(
+      [plugin("memory"), plugin("needy", { dependencies: { memory: "one" } })],
+      "KEEL_DEPENDENCY_VERSION",
+    );
     expect(bad.plugin).toBe("needy");
     // A non-string range is a coded error, not a TypeError.
-    const numeric = await registrationError([plugin("memory"), plugin("needy", { dependencies: { memory: 1 as unknown as string } })], "KEEL_DEPENDENCY_VERSION");
+    const numeric = await registrationError(
+      [plugin("memory"), plugin("needy", { dependencies: { memory: 1 as unknown as string } })],
+      "KEEL_DEPENDENCY_VERSION",
+    );
     expect(numeric.plugin).toBe("needy");
   });
 
   it("satisfied dependencies (object and array forms) register", async () => {
-    const agent = await agentWith([plugin("memory", { version: "1.4.0" }), plugin("x", { dependencies: { memory: "^1.2" } }), plugin("y", { dependencies: ["memory", "x"] })]);
+    const agent = await agentWith([
+      plugin("memory", { version: "1.4.0" }),
+      plugin("x", { dependencies: { memory: "^1.2" } }),
+      plugin("y", { dependencies: ["memory", "x"] }),
+    ]);
     expect(agent.registry.plugins.map((p) => [p.name, p.dependencies])).toEqual([
       ["memory", {}],
       ["x", { memory: "^1.2" }],
@@ -151,18 +213,35 @@ describe("registration errors", () => {
   });
 
   it("KEEL_DEPENDENCY_CYCLE for plugin dependencies shows the cycle", async () => {
-    const err = await registrationError([plugin("a", { dependencies: ["b"] }), plugin("b", { dependencies: ["a"] })], "KEEL_DEPENDENCY_CYCLE");
+    const err = await registrationError(
+      [plugin("a", { dependencies: ["b"] }), plugin("b", { dependencies: ["a"] })],
+      "KEEL_DEPENDENCY_CYCLE",
+    );
     expect(err.plugin).toBe("a");
     expect(err.message).toContain("a -> b -> a");
-    const longer = await registrationError([plugin("x"), plugin("a", { dependencies: ["b"] }), plugin("b", { dependencies: ["c"] }), plugin("c", { dependencies: ["a", "x"] })], "KEEL_DEPENDENCY_CYCLE");
+    const longer = await registrationError(
+      [
+        plugin("x"),
+        plugin("a", { dependencies: ["b"] }),
+        plugin("b", { dependencies: ["c"] }),
+        plugin("c", { dependencies: ["a", "x"] }),
+      ],
+      "KEEL_DEPENDENCY_CYCLE",
+    );
     expect(longer.message).toContain("a -> b -> c -> a");
-    const self = await registrationError([plugin("narcissus", { dependencies: ["narcissus"] })], "KEEL_DEPENDENCY_CYCLE");
+    const self = await registrationError(
+      [plugin("narcissus", { dependencies: ["narcissus"] })],
+      "KEEL_DEPENDENCY_CYCLE",
+    );
     expect(self.message).toContain("narcissus -> narcissus");
   });
 
   it("KEEL_DEPENDENCY_CYCLE for after/before edges within a phase", async () => {
     const err = await registrationError(
-      [subscriber("a", (ctx) => ctx.on("turn.pre_policy", noop, { after: ["b"] })), subscriber("b", (ctx) => ctx.on("turn.pre_policy", noop, { after: ["a"] }))],
+      [
+        subscriber("a", (ctx) => ctx.on("turn.pre_policy", noop, { after: ["b"] })),
+        subscriber("b", (ctx) => ctx.on("turn.pre_policy", noop, { after: ["a"] })),
+      ],
       "KEEL_DEPENDENCY_CYCLE",
     );
     expect(err.plugin).toBe("a");
@@ -172,7 +251,10 @@ describe("registration errors", () => {
     expect(err.message).toContain("`after`/`before` edges");
     // after + before that contradict each other.
     const mixed = await registrationError(
-      [subscriber("a", (ctx) => ctx.on("round.pre_request", noop, { before: ["b"] })), subscriber("b", (ctx) => ctx.on("round.pre_request", noop, { before: ["a"] }))],
+      [
+        subscriber("a", (ctx) => ctx.on("round.pre_request", noop, { before: ["b"] })),
+        subscriber("b", (ctx) => ctx.on("round.pre_request", noop, { before: ["a"] })),
+      ],
       "KEEL_DEPENDENCY_CYCLE",
     );
     expect(mixed.phase).toBe("round.pre_request");
@@ -191,13 +273,19 @@ describe("registration errors", () => {
   });
 
   it("KEEL_PHASE_UNKNOWN for a typo'd phase name", async () => {
-    const err = await registrationError([subscriber("typo", (ctx) => ctx.on("turn.pre_promt_context" as PhaseName, noop))], "KEEL_PHASE_UNKNOWN");
+    const err = await registrationError(
+      [subscriber("typo", (ctx) => ctx.on("turn.pre_promt_context" as PhaseName, noop))],
+      "KEEL_PHASE_UNKNOWN",
+    );
     expect(err.plugin).toBe("typo");
     expect(err.phase).toBe("turn.pre_promt_context");
     expect(err.message).toContain('"turn.pre_promt_context" is not a phase');
     expect(err.message).toContain("PHASES");
     // Object.prototype keys are not phases either.
-    await registrationError([subscriber("proto", (ctx) => ctx.on("toString" as PhaseName, noop))], "KEEL_PHASE_UNKNOWN");
+    await registrationError(
+      [subscriber("proto", (ctx) => ctx.on("toString" as PhaseName, noop))],
+      "KEEL_PHASE_UNKNOWN",
+    );
   });
 
   it("KEEL_SUBSCRIPTION_DUPLICATE: the same phase twice without distinct ids", async () => {
@@ -234,15 +322,27 @@ describe("registration errors", () => {
         ctx.on("turn.pre_policy", noop, { id: "third" });
       }),
     ]);
-    expect(agent.registry.phases.get("turn.pre_policy")!.map((s) => s.id)).toEqual(["multi:turn.pre_policy", "multi:turn.pre_policy#second", "multi:turn.pre_policy#third"]);
+    expect(agent.registry.phases.get("turn.pre_policy")!.map((s) => s.id)).toEqual([
+      "multi:turn.pre_policy",
+      "multi:turn.pre_policy#second",
+      "multi:turn.pre_policy#third",
+    ]);
     await agent.close();
   });
 
   it("KEEL_SUBSCRIPTION_INVALID: bad await, failure, timeout, stage, priority or handler", async () => {
     const cases: Array<[string, (ctx: PluginSetupContext<unknown>) => void, string]> = [
       ["await", (ctx) => ctx.on("turn.pre_policy", noop, { await: "sometimes" as AwaitPolicy }), 'await "sometimes"'],
-      ["failure", (ctx) => ctx.on("turn.pre_policy", noop, { failure: "explode" as FailurePolicy }), 'failure "explode"'],
-      ["timeout zero", (ctx) => ctx.on("turn.pre_policy", noop, { timeoutMs: 0 }), "timeoutMs must be a positive number"],
+      [
+        "failure",
+        (ctx) => ctx.on("turn.pre_policy", noop, { failure: "explode" as FailurePolicy }),
+        'failure "explode"',
+      ],
+      [
+        "timeout zero",
+        (ctx) => ctx.on("turn.pre_policy", noop, { timeoutMs: 0 }),
+        "timeoutMs must be a positive number",
+      ],
       ["timeout negative", (ctx) => ctx.on("turn.pre_policy", noop, { timeoutMs: -5 }), "timeoutMs"],
       ["timeout NaN", (ctx) => ctx.on("turn.pre_policy", noop, { timeoutMs: NaN }), "timeoutMs"],
       ["timeout Infinity", (ctx) => ctx.on("turn.pre_policy", noop, { timeoutMs: Infinity }), "timeoutMs"],
@@ -261,20 +361,43 @@ describe("registration errors", () => {
 
   it("KEEL_SUBSCRIPTION_INVALID: a fallback of a kind the phase does not accept, or an invalid fallback", async () => {
     const wrongKind = await registrationError(
-      [subscriber("fb", (ctx) => ctx.on("turn.pre_policy", noop, { failure: "fallback", fallback: [{ kind: "prompt_context", id: "x", domain: "d", content: "c" } as never] }))],
+      [
+        subscriber("fb", (ctx) =>
+          ctx.on("turn.pre_policy", noop, {
+            failure: "fallback",
+            fallback: [{ kind: "prompt_context", id: "x", domain: "d", content: "c" } as never],
+          }),
+        ),
+      ],
       "KEEL_SUBSCRIPTION_INVALID",
     );
     expect(wrongKind.plugin).toBe("fb");
-    expect(wrongKind.message).toContain('fallback[0] is a "prompt_context" contribution, which turn.pre_policy does not accept');
+    expect(wrongKind.message).toContain(
+      'fallback[0] is a "prompt_context" contribution, which turn.pre_policy does not accept',
+    );
     const invalid = await registrationError(
-      [subscriber("fb", (ctx) => ctx.on("turn.pre_policy", noop, { failure: "fallback", fallback: [{ kind: "policy", domain: "", key: "k", value: 1 }] }))],
+      [
+        subscriber("fb", (ctx) =>
+          ctx.on("turn.pre_policy", noop, {
+            failure: "fallback",
+            fallback: [{ kind: "policy", domain: "", key: "k", value: 1 }],
+          }),
+        ),
+      ],
       "KEEL_SUBSCRIPTION_INVALID",
     );
     expect(invalid.message).toContain("fallback[0] is invalid at domain");
   });
 
   it("a valid fallback is stored validated, with defaults applied", async () => {
-    const agent = await agentWith([subscriber("fb", (ctx) => ctx.on("turn.pre_policy", noop, { failure: "fallback", fallback: [{ kind: "policy", domain: "fs", key: "mode", value: "ro" }] }))]);
+    const agent = await agentWith([
+      subscriber("fb", (ctx) =>
+        ctx.on("turn.pre_policy", noop, {
+          failure: "fallback",
+          fallback: [{ kind: "policy", domain: "fs", key: "mode", value: "ro" }],
+        }),
+      ),
+    ]);
     const sub = agent.registry.phases.get("turn.pre_policy")![0]!;
     expect(sub.failure).toBe("fallback");
     expect(sub.fallback).toEqual([{ kind: "policy", domain: "fs", key: "mode", value: "ro", priority: 0 }]);
@@ -283,7 +406,14 @@ describe("registration errors", () => {
 
   it("KEEL_FALLBACK_EMPTY: failure fallback without fallback contributions", async () => {
     for (const fallback of [undefined, []]) {
-      const err = await registrationError([subscriber("fb", (ctx) => ctx.on("turn.pre_policy", noop, { failure: "fallback", ...(fallback ? { fallback } : {}) }))], "KEEL_FALLBACK_EMPTY");
+      const err = await registrationError(
+        [
+          subscriber("fb", (ctx) =>
+            ctx.on("turn.pre_policy", noop, { failure: "fallback", ...(fallback ? { fallback } : {}) }),
+          ),
+        ],
+        "KEEL_FALLBACK_EMPTY",
+      );
       expect(err.plugin).toBe("fb");
       expect(err.phase).toBe("turn.pre_policy");
       expect(err.message).toContain("fb:turn.pre_policy");
@@ -292,17 +422,26 @@ describe("registration errors", () => {
   });
 
   it("KEEL_ORDER_UNKNOWN_PLUGIN: after/before naming no registered plugin", async () => {
-    const err = await registrationError([plugin("real"), subscriber("orderly", (ctx) => ctx.on("turn.pre_policy", noop, { after: ["real", "ghost"] }))], "KEEL_ORDER_UNKNOWN_PLUGIN");
+    const err = await registrationError(
+      [plugin("real"), subscriber("orderly", (ctx) => ctx.on("turn.pre_policy", noop, { after: ["real", "ghost"] }))],
+      "KEEL_ORDER_UNKNOWN_PLUGIN",
+    );
     expect(err.plugin).toBe("orderly");
     expect(err.phase).toBe("turn.pre_policy");
     expect(err.message).toContain('after: ["ghost"]');
     expect(err.message).toContain("ctx.hasPlugin(name)");
-    const before = await registrationError([subscriber("orderly", (ctx) => ctx.on("tool.pre_call", noop, { before: ["ghost"] }))], "KEEL_ORDER_UNKNOWN_PLUGIN");
+    const before = await registrationError(
+      [subscriber("orderly", (ctx) => ctx.on("tool.pre_call", noop, { before: ["ghost"] }))],
+      "KEEL_ORDER_UNKNOWN_PLUGIN",
+    );
     expect(before.message).toContain('before: ["ghost"]');
   });
 
   it("an edge to a registered plugin with no subscription in that phase is accepted", async () => {
-    const agent = await agentWith([plugin("elsewhere", { setup: (ctx) => ctx.on("turn.post_turn", noop) }), subscriber("orderly", (ctx) => ctx.on("turn.pre_policy", noop, { after: ["elsewhere"] }))]);
+    const agent = await agentWith([
+      plugin("elsewhere", { setup: (ctx) => ctx.on("turn.post_turn", noop) }),
+      subscriber("orderly", (ctx) => ctx.on("turn.pre_policy", noop, { after: ["elsewhere"] })),
+    ]);
     expect(agent.registry.phases.get("turn.pre_policy")!.map((s) => s.plugin)).toEqual(["orderly"]);
     await agent.close();
   });
@@ -311,7 +450,10 @@ describe("registration errors", () => {
     const retrieval = definePlugin({
       name: "retrieval",
       version: "1.0.0",
-      options: z.object({ topK: z.number().int().positive().default(5), index: z.object({ name: z.string() }).optional() }),
+      options: z.object({
+        topK: z.number().int().positive().default(5),
+        index: z.object({ name: z.string() }).optional(),
+      }),
       input: { topK: "ten" as unknown as number },
       setup: noop,
     });
@@ -322,11 +464,17 @@ describe("registration errors", () => {
     expect(err.message).toContain('(found "ten")');
     expect(err.message).toContain("Fix the option at the path shown");
 
-    const nested = await registrationError([{ ...retrieval, input: { topK: 3, index: { name: 42 } } } as KeelPlugin], "KEEL_PLUGIN_OPTIONS_INVALID");
+    const nested = await registrationError(
+      [{ ...retrieval, input: { topK: 3, index: { name: 42 } } } as KeelPlugin],
+      "KEEL_PLUGIN_OPTIONS_INVALID",
+    );
     expect(nested.location.path).toBe("plugins[0].options.index.name");
     expect(nested.message).toContain("(found number 42)");
 
-    const negative = await registrationError([{ ...retrieval, input: { topK: -1 } } as KeelPlugin], "KEEL_PLUGIN_OPTIONS_INVALID");
+    const negative = await registrationError(
+      [{ ...retrieval, input: { topK: -1 } } as KeelPlugin],
+      "KEEL_PLUGIN_OPTIONS_INVALID",
+    );
     expect(negative.location.path).toBe("plugins[0].options.topK");
     expect(negative.message).toContain("(found number -1)");
   });
@@ -360,7 +508,12 @@ describe("registration errors", () => {
       },
     });
     const t0 = performance.now();
-    const err = await createAgent({ provider: scriptedProvider([]), store: new MemorySessionStore(), plugins: [plugin("fine"), stuck], setupTimeoutMs: 50 }).then(
+    const err = await createAgent({
+      provider: scriptedProvider([]),
+      store: new MemorySessionStore(),
+      plugins: [plugin("fine"), stuck],
+      setupTimeoutMs: 50,
+    }).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -374,8 +527,14 @@ describe("registration errors", () => {
   });
 
   it("a setup that finishes within the deadline is unaffected, and a slow one can be allowed more time", async () => {
-    const slow = plugin("slow", { async setup() { await sleep(60); } });
-    await expect(buildRegistry([slow], undefined, { setupTimeoutMs: 20 })).rejects.toMatchObject({ code: "KEEL_PLUGIN_SETUP_TIMEOUT" });
+    const slow = plugin("slow", {
+      async setup() {
+        await sleep(60);
+      },
+    });
+    await expect(buildRegistry([slow], undefined, { setupTimeoutMs: 20 })).rejects.toMatchObject({
+      code: "KEEL_PLUGIN_SETUP_TIMEOUT",
+    });
     const registry = await buildRegistry([slow], undefined, { setupTimeoutMs: 1_000 });
     expect(registry.plugins.map((p) => p.name)).toEqual(["slow"]);
   });
@@ -457,12 +616,19 @@ describe("registration errors", () => {
     expect(late).toBeUndefined();
     expect(agent.registry.phases.has("turn.post_turn")).toBe(false);
     const session = await agent.session();
-    expect((await session.events()).filter((e) => e.type === "diagnostic" && e.code === "KEEL_REGISTRY_FROZEN" && e.plugin === "early")).toHaveLength(1);
+    expect(
+      (await session.events()).filter(
+        (e) => e.type === "diagnostic" && e.code === "KEEL_REGISTRY_FROZEN" && e.plugin === "early",
+      ),
+    ).toHaveLength(1);
     await agent.close();
   });
 
   it("a setup failure is thrown as-is when it already is a KeelError (e.g. from ctx.on)", async () => {
-    const err = await registrationError([subscriber("typo", (ctx) => ctx.on("nope" as PhaseName, noop))], "KEEL_PHASE_UNKNOWN");
+    const err = await registrationError(
+      [subscriber("typo", (ctx) => ctx.on("nope" as PhaseName, noop))],
+      "KEEL_PHASE_UNKNOWN",
+    );
     expect(err.cause).toBeUndefined();
   });
 });
@@ -475,7 +641,16 @@ describe("registration guarantees", () => {
       [plugin("future", { kernel: "^2" }), "KEEL_KERNEL_RANGE_UNSUPPORTED"],
       [plugin("needy", { dependencies: ["missing"] }), "KEEL_DEPENDENCY_MISSING"],
       [plugin("needy", { dependencies: { first: "^9" } }), "KEEL_DEPENDENCY_VERSION"],
-      [{ name: "opts", version: "1.0.0", options: z.object({ n: z.number() }), input: { n: "x" }, setup: noop } as unknown as PluginEntry, "KEEL_PLUGIN_OPTIONS_INVALID"],
+      [
+        {
+          name: "opts",
+          version: "1.0.0",
+          options: z.object({ n: z.number() }),
+          input: { n: "x" },
+          setup: noop,
+        } as unknown as PluginEntry,
+        "KEEL_PLUGIN_OPTIONS_INVALID",
+      ],
     ];
     for (const [bad, code] of invalidLater) {
       const log: string[] = [];
@@ -484,7 +659,10 @@ describe("registration guarantees", () => {
     }
     // A dependency cycle among later plugins also stops everything before any setup.
     const log: string[] = [];
-    await registrationError([plugin("first", {}, log), plugin("a", { dependencies: ["b"] }, log), plugin("b", { dependencies: ["a"] }, log)], "KEEL_DEPENDENCY_CYCLE");
+    await registrationError(
+      [plugin("first", {}, log), plugin("a", { dependencies: ["b"] }, log), plugin("b", { dependencies: ["a"] }, log)],
+      "KEEL_DEPENDENCY_CYCLE",
+    );
     expect(log).toEqual([]);
   });
 
@@ -501,18 +679,35 @@ describe("registration guarantees", () => {
     // The registry keeps the list order for plugins.
     expect(agent.registry.plugins.map((p) => p.name)).toEqual(["app", "tools", "z-independent", "memory", "core"]);
     // Subscription order is by list position, not setup order.
-    expect(agent.registry.phases.get("turn.pre_policy")!.map((s) => s.plugin)).toEqual(["app", "tools", "z-independent", "memory", "core"]);
+    expect(agent.registry.phases.get("turn.pre_policy")!.map((s) => s.plugin)).toEqual([
+      "app",
+      "tools",
+      "z-independent",
+      "memory",
+      "core",
+    ]);
     await agent.close();
   });
 
   it("ignores falsy entries so `cond && plugin` works, and keeps real indexes in paths", async () => {
     const enabled = false as boolean;
     const log: string[] = [];
-    const agent = await agentWith([false, null, undefined, 0, "", enabled && plugin("off", {}, log), plugin("on", {}, log)]);
+    const agent = await agentWith([
+      false,
+      null,
+      undefined,
+      0,
+      "",
+      enabled && plugin("off", {}, log),
+      plugin("on", {}, log),
+    ]);
     expect(log).toEqual(["on"]);
     expect(agent.registry.plugins.map((p) => p.name)).toEqual(["on"]);
     await agent.close();
-    const err = await registrationError([false, null, plugin("a"), { name: "bad", version: "1" } as unknown as PluginEntry], "KEEL_PLUGIN_INVALID");
+    const err = await registrationError(
+      [false, null, plugin("a"), { name: "bad", version: "1" } as unknown as PluginEntry],
+      "KEEL_PLUGIN_INVALID",
+    );
     expect(err.location.path).toBe("plugins[3]");
     const dup = await registrationError([null, plugin("a"), false, plugin("a")], "KEEL_PLUGIN_DUPLICATE");
     expect(dup.message).toContain("plugins[1] and plugins[3]");
@@ -527,7 +722,11 @@ describe("registration guarantees", () => {
 
   it("parses options with defaults applied and passes them to setup as ctx.options", async () => {
     let seen: unknown;
-    const schema = z.object({ topK: z.number().default(5), mode: z.enum(["fast", "exact"]).default("fast"), label: z.string().transform((s) => s.toUpperCase()) });
+    const schema = z.object({
+      topK: z.number().default(5),
+      mode: z.enum(["fast", "exact"]).default("fast"),
+      label: z.string().transform((s) => s.toUpperCase()),
+    });
     const p = definePlugin({
       name: "retrieval",
       version: "1.0.0",
@@ -548,7 +747,9 @@ describe("registration guarantees", () => {
   it("without an options schema, ctx.options is the raw input", async () => {
     let seen: unknown = "unset";
     const input = { anything: [1, 2] };
-    await buildRegistry([{ name: "raw", version: "1.0.0", input, setup: (ctx) => void (seen = ctx.options) } as KeelPlugin]);
+    await buildRegistry([
+      { name: "raw", version: "1.0.0", input, setup: (ctx) => void (seen = ctx.options) } as KeelPlugin,
+    ]);
     expect(seen).toBe(input);
   });
 
@@ -566,7 +767,9 @@ describe("registration guarantees", () => {
       }),
     ]);
     expect(log).toEqual(["slow:start", "slow:end", "dependent"]);
-    expect(agent.registry.phases.get("turn.pre_policy")!.map((s) => s.id)).toEqual(["slow:turn.pre_policy#after-await"]);
+    expect(agent.registry.phases.get("turn.pre_policy")!.map((s) => s.id)).toEqual([
+      "slow:turn.pre_policy#after-await",
+    ]);
     await agent.close();
   });
 
@@ -588,7 +791,14 @@ describe("registration guarantees", () => {
       }),
       plugin("later"),
     ]);
-    expect(seen).toEqual({ plugin: "probe", kernelVersion: KERNEL_VERSION, hasMemory: true, hasSelf: true, hasLater: true, hasGhost: false });
+    expect(seen).toEqual({
+      plugin: "probe",
+      kernelVersion: KERNEL_VERSION,
+      hasMemory: true,
+      hasSelf: true,
+      hasLater: true,
+      hasGhost: false,
+    });
     expect(agent.registry.phases.get("turn.pre_policy")!.find((s) => s.plugin === "probe")!.after).toEqual(["memory"]);
     await agent.close();
   });
@@ -645,7 +855,9 @@ describe("agent.inspect()", () => {
     const agent = await agentWith([
       subscriber("a-post", (ctx) => ctx.on("turn.pre_policy", noop, { stage: "post" })),
       subscriber("b-prio5", (ctx) => ctx.on("turn.pre_policy", noop, { priority: 5, await: "deadline" })),
-      subscriber("c-after-b", (ctx) => ctx.on("turn.pre_policy", noop, { priority: -1, after: ["b-prio5"], await: "background" })),
+      subscriber("c-after-b", (ctx) =>
+        ctx.on("turn.pre_policy", noop, { priority: -1, after: ["b-prio5"], await: "background" }),
+      ),
       subscriber("d-pre", (ctx) => ctx.on("turn.pre_policy", noop, { stage: "pre", timeoutMs: 250 })),
       subscriber("e-before-b", (ctx) => ctx.on("turn.pre_policy", noop, { priority: 10, before: ["b-prio5"] })),
       subscriber("f-normal", (ctx) => {
@@ -667,14 +879,48 @@ describe("agent.inspect()", () => {
       "a-post:turn.pre_policy",
     ]);
     const byId = Object.fromEntries(row.subscriptions.map((s) => [s.id, s]));
-    expect(byId["b-prio5:turn.pre_policy"]).toEqual({ id: "b-prio5:turn.pre_policy", plugin: "b-prio5", stage: "normal", priority: 5, after: [], before: [], await: "deadline", timeoutMs: 1_000, failure: "best_effort" });
-    expect(byId["c-after-b:turn.pre_policy"]).toMatchObject({ priority: -1, after: ["b-prio5"], await: "background", timeoutMs: 180_000, failure: "best_effort" });
+    expect(byId["b-prio5:turn.pre_policy"]).toEqual({
+      id: "b-prio5:turn.pre_policy",
+      plugin: "b-prio5",
+      stage: "normal",
+      priority: 5,
+      after: [],
+      before: [],
+      await: "deadline",
+      timeoutMs: 1_000,
+      failure: "best_effort",
+    });
+    expect(byId["c-after-b:turn.pre_policy"]).toMatchObject({
+      priority: -1,
+      after: ["b-prio5"],
+      await: "background",
+      timeoutMs: 180_000,
+      failure: "best_effort",
+    });
     expect(byId["d-pre:turn.pre_policy"]).toMatchObject({ stage: "pre", await: "blocking", timeoutMs: 250 });
-    expect(byId["e-before-b:turn.pre_policy"]).toMatchObject({ stage: "normal", priority: 10, before: ["b-prio5"], after: [], timeoutMs: 30_000 });
+    expect(byId["e-before-b:turn.pre_policy"]).toMatchObject({
+      stage: "normal",
+      priority: 10,
+      before: ["b-prio5"],
+      after: [],
+      timeoutMs: 30_000,
+    });
     expect(byId["a-post:turn.pre_policy"]).toMatchObject({ stage: "post", priority: 0 });
     // Default failure policy comes from the phase table.
     const tool = agent.inspect().find((r) => r.phase === "tool.pre_call")!;
-    expect(tool.subscriptions).toEqual([{ id: "f-normal:tool.pre_call", plugin: "f-normal", stage: "normal", priority: 0, after: [], before: [], await: "blocking", timeoutMs: 30_000, failure: "fail_closed" }]);
+    expect(tool.subscriptions).toEqual([
+      {
+        id: "f-normal:tool.pre_call",
+        plugin: "f-normal",
+        stage: "normal",
+        priority: 0,
+        after: [],
+        before: [],
+        await: "blocking",
+        timeoutMs: 30_000,
+        failure: "fail_closed",
+      },
+    ]);
     // Positions and waitFor in the registry agree with the listed order.
     const subs = agent.registry.phases.get("turn.pre_policy")!;
     expect(subs.map((s) => s.position)).toEqual([0, 1, 2, 3, 4, 5, 6]);
@@ -697,7 +943,10 @@ describe("agent.inspect()", () => {
         subscriber("early", (ctx) => ctx.on("turn.pre_policy", rec("early"), { stage: "pre" })),
       ],
     });
-    const expected = agent.inspect().find((r) => r.phase === "turn.pre_policy")!.subscriptions.map((s) => s.plugin);
+    const expected = agent
+      .inspect()
+      .find((r) => r.phase === "turn.pre_policy")!
+      .subscriptions.map((s) => s.plugin);
     expect(expected).toEqual(["early", "first", "second", "late"]);
     const session = await agent.session();
     const r = await session.run("go");
@@ -723,25 +972,48 @@ describe("options without input", () => {
   });
 
   it("a schema that needs a value still fails without input", async () => {
-    const p = definePlugin({ name: "needs-key", version: "1.0.0", options: z.object({ apiKey: z.string() }), setup() {} });
-    await expect(buildRegistry([p])).rejects.toMatchObject({ code: "KEEL_PLUGIN_OPTIONS_INVALID", plugin: "needs-key" });
+    const p = definePlugin({
+      name: "needs-key",
+      version: "1.0.0",
+      options: z.object({ apiKey: z.string() }),
+      setup() {},
+    });
+    await expect(buildRegistry([p])).rejects.toMatchObject({
+      code: "KEEL_PLUGIN_OPTIONS_INVALID",
+      plugin: "needs-key",
+    });
   });
 });
 
 describe("background subscriptions", () => {
-  it.each(["required", "fail_closed", "fallback"] as const)("refuse failure %s (nothing waits for them) with KEEL_SUBSCRIPTION_INVALID", async (failure) => {
+  it.each(["required", "fail_closed", "fallback"] as const)(
+    "refuse failure %s (nothing waits for them) with KEEL_SUBSCRIPTION_INVALID",
+    async (failure) => {
+      const p = definePlugin({
+        name: "bg",
+        version: "1.0.0",
+        setup(ctx) {
+          ctx.on("turn.post_turn", () => undefined, {
+            await: "background",
+            failure,
+            fallback: [{ kind: "diagnostic", code: "x", message: "y" }],
+          });
+        },
+      });
+      await expect(buildRegistry([p])).rejects.toMatchObject({
+        code: "KEEL_SUBSCRIPTION_INVALID",
+        plugin: "bg",
+        message: expect.stringContaining("nothing waits for it"),
+      });
+    },
+  );
+
+  it("default to best_effort even on a fail_closed phase", async () => {
     const p = definePlugin({
       name: "bg",
       version: "1.0.0",
-      setup(ctx) {
-        ctx.on("turn.post_turn", () => undefined, { await: "background", failure, fallback: [{ kind: "diagnostic", code: "x", message: "y" }] });
-      },
+      setup: (ctx) => ctx.on("tool.pre_call", () => undefined, { await: "background" }),
     });
-    await expect(buildRegistry([p])).rejects.toMatchObject({ code: "KEEL_SUBSCRIPTION_INVALID", plugin: "bg", message: expect.stringContaining("nothing waits for it") });
-  });
-
-  it("default to best_effort even on a fail_closed phase", async () => {
-    const p = definePlugin({ name: "bg", version: "1.0.0", setup: (ctx) => ctx.on("tool.pre_call", () => undefined, { await: "background" }) });
     const registry = await buildRegistry([p]);
     expect(registry.phases.get("tool.pre_call")![0]!.failure).toBe("best_effort");
   });

@@ -6,9 +6,18 @@ import { seededRandom } from "../../testkit/src/index.ts";
 const user = (text: string): UserMessage => ({ role: "user", content: textContent(text) });
 const assistant = (text: string, ...calls: Array<[id: string, name: string]>): AssistantMessage => ({
   role: "assistant",
-  content: [...(text ? textContent(text) : []), ...calls.map(([id, name]) => ({ type: "tool_call" as const, id, name, args: {} }))],
+  content: [
+    ...(text ? textContent(text) : []),
+    ...calls.map(([id, name]) => ({ type: "tool_call" as const, id, name, args: {} })),
+  ],
 });
-const result = (id: string, name = "t", text = `result of ${id}`): ToolResultMessage => ({ role: "tool", toolCallId: id, toolName: name, content: textContent(text), isError: false });
+const result = (id: string, name = "t", text = `result of ${id}`): ToolResultMessage => ({
+  role: "tool",
+  toolCallId: id,
+  toolName: name,
+  content: textContent(text),
+  isError: false,
+});
 
 /**
  * The invariant repair guarantees, as a list of violations (empty when the history is safe):
@@ -33,7 +42,15 @@ function violations(messages: readonly Message[]): string[] {
 
 describe("repairToolPairs: examples", () => {
   it("returns a clean history as the very same array", () => {
-    const history: Message[] = [user("hi"), assistant("", ["c1", "read"], ["c2", "grep"]), result("c2"), result("c1"), assistant("done"), user("more"), assistant("ok")];
+    const history: Message[] = [
+      user("hi"),
+      assistant("", ["c1", "read"], ["c2", "grep"]),
+      result("c2"),
+      result("c1"),
+      assistant("done"),
+      user("more"),
+      assistant("ok"),
+    ];
     const r = repairToolPairs(history);
     expect(r.messages).toBe(history);
     expect(r.synthesized).toEqual([]);
@@ -69,10 +86,22 @@ describe("repairToolPairs: examples", () => {
 
   it("synthesizes only the missing results of a partly answered call list, after the real ones", () => {
     const real = result("c2", "grep");
-    const history: Message[] = [user("go"), assistant("", ["c1", "read"], ["c2", "grep"], ["c3", "ls"]), real, assistant("next")];
+    const history: Message[] = [
+      user("go"),
+      assistant("", ["c1", "read"], ["c2", "grep"], ["c3", "ls"]),
+      real,
+      assistant("next"),
+    ];
     const r = repairToolPairs(history);
     expect(r.synthesized).toEqual(["c1", "c3"]);
-    expect(r.messages.map((m) => (m.role === "tool" ? `tool:${m.toolCallId}` : m.role))).toEqual(["user", "assistant", "tool:c2", "tool:c1", "tool:c3", "assistant"]);
+    expect(r.messages.map((m) => (m.role === "tool" ? `tool:${m.toolCallId}` : m.role))).toEqual([
+      "user",
+      "assistant",
+      "tool:c2",
+      "tool:c1",
+      "tool:c3",
+      "assistant",
+    ]);
     expect(r.messages[2]).toBe(real);
   });
 
@@ -95,7 +124,13 @@ describe("repairToolPairs: examples", () => {
 
   it("drops a duplicate result and keeps the first", () => {
     const first = result("c1", "read", "first");
-    const history: Message[] = [user("go"), assistant("", ["c1", "read"]), first, result("c1", "read", "second"), assistant("done")];
+    const history: Message[] = [
+      user("go"),
+      assistant("", ["c1", "read"]),
+      first,
+      result("c1", "read", "second"),
+      assistant("done"),
+    ];
     const r = repairToolPairs(history);
     expect(r.dropped).toEqual(["c1"]);
     expect(r.messages).toHaveLength(4);
@@ -115,12 +150,22 @@ describe("repairToolPairs: examples", () => {
   });
 
   it("drops a result of an earlier round that appears after a later assistant message", () => {
-    const history: Message[] = [user("go"), assistant("", ["c1", "read"]), assistant("", ["c2", "grep"]), result("c1"), result("c2"), assistant("done")];
+    const history: Message[] = [
+      user("go"),
+      assistant("", ["c1", "read"]),
+      assistant("", ["c2", "grep"]),
+      result("c1"),
+      result("c2"),
+      assistant("done"),
+    ];
     const r = repairToolPairs(history);
     expect(r.synthesized).toEqual(["c1"]);
     expect(r.dropped).toEqual(["c1"]);
     expect(violations(r.messages)).toEqual([]);
-    expect(r.messages.filter((m) => m.role === "tool").map((m) => (m as ToolResultMessage).toolCallId)).toEqual(["c1", "c2"]);
+    expect(r.messages.filter((m) => m.role === "tool").map((m) => (m as ToolResultMessage).toolCallId)).toEqual([
+      "c1",
+      "c2",
+    ]);
   });
 
   it("repairing a repaired history changes nothing", () => {
@@ -132,7 +177,6 @@ describe("repairToolPairs: examples", () => {
     expect(twice.dropped).toEqual([]);
   });
 });
-
 
 /**
  * A random history mixing well-formed stretches with every kind of damage: missing,
@@ -188,7 +232,17 @@ describe("repairToolPairs: property test over 2,000 seeded random histories", ()
       const history = randomHistory(rand);
       const snapshot = [...history];
       const r = repairToolPairs(history);
-      const ctx = `history #${n}: ${JSON.stringify(history.map((m) => (m.role === "tool" ? `T:${m.toolCallId}` : m.role === "assistant" ? `A(${toolCallsOf(m).map((c) => c.id).join(",")})` : "U")))}`;
+      const ctx = `history #${n}: ${JSON.stringify(
+        history.map((m) =>
+          m.role === "tool"
+            ? `T:${m.toolCallId}`
+            : m.role === "assistant"
+              ? `A(${toolCallsOf(m)
+                  .map((c) => c.id)
+                  .join(",")})`
+              : "U",
+        ),
+      )}`;
 
       // The input array is never modified.
       expect(history, ctx).toEqual(snapshot);

@@ -47,9 +47,17 @@ describe("latency changes, review regressions", () => {
   });
 
   it("a tool schema that cannot be cloned is sent as it is and never frozen (it is the host's object)", async () => {
-    const parameters: Record<string, unknown> = { type: "object", properties: { q: { type: "string" } }, "x-hook": () => "meta" };
+    const parameters: Record<string, unknown> = {
+      type: "object",
+      properties: { q: { type: "string" } },
+      "x-hook": () => "meta",
+    };
     const tool = defineTool({ name: "t", description: "t", parameters: parameters as never, execute: () => "ok" });
-    const agent = await createAgent({ provider: scriptedProvider([{ text: "done" }]), store: new MemorySessionStore(), tools: [tool] });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "done" }]),
+      store: new MemorySessionStore(),
+      tools: [tool],
+    });
     const s = await agent.session();
     expect((await s.run("go")).verdict.status).toBe("completed");
     await agent.close();

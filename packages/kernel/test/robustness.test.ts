@@ -12,7 +12,8 @@ import { createAgent, definePlugin, defineTool } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
 
-const diagnostics = (events: KeelEvent[]) => events.filter((e): e is Extract<KeelEvent, { type: "diagnostic" }> => e.type === "diagnostic");
+const diagnostics = (events: KeelEvent[]) =>
+  events.filter((e): e is Extract<KeelEvent, { type: "diagnostic" }> => e.type === "diagnostic");
 
 async function turnWith(plugins: AgentOptions["plugins"], steps = [{ text: "ok" }], extra: Partial<AgentOptions> = {}) {
   const provider = scriptedProvider(steps);
@@ -24,31 +25,78 @@ async function turnWith(plugins: AgentOptions["plugins"], steps = [{ text: "ok" 
 }
 
 describe("handlers that return hostile values", () => {
-  // biome-ignore lint/suspicious/noThenProperty: a hostile thenable is what this test hands the kernel
-  const throwingThenable = { then() { throw new Error("then() exploded"); } };
-  const throwingGetter = { kind: "prompt_context", id: "g", domain: "d", get content(): string { throw new Error("getter exploded"); } };
+  const throwingThenable = {
+    // biome-ignore lint/suspicious/noThenProperty: a hostile thenable is what this test hands the kernel
+    then() {
+      throw new Error("then() exploded");
+    },
+  };
+  const throwingGetter = {
+    kind: "prompt_context",
+    id: "g",
+    domain: "d",
+    get content(): string {
+      throw new Error("getter exploded");
+    },
+  };
 
   it.each([
-    ["a thenable whose then() throws (collect phase)", "turn.pre_prompt_context", () => throwingThenable, "KEEL_HANDLER_THREW"],
-    ["an async handler whose contribution's getter throws", "turn.pre_prompt_context", async () => throwingGetter, "KEEL_OUTPUT_UNREADABLE"],
-    ["a sync handler whose contribution's getter throws", "turn.pre_prompt_context", () => throwingGetter, "KEEL_OUTPUT_UNREADABLE"],
-    ["a thenable whose then() throws (waterfall phase)", "round.pre_request", () => throwingThenable, "KEEL_HANDLER_THREW"],
-  ] as const)("%s is a failed handler, the next plugin still runs, the turn completes", async (_name, phase, handler, code) => {
-    const after: string[] = [];
-    const hostile = definePlugin({ name: "hostile", version: "1.0.0", setup: (ctx) => ctx.on(phase, handler as never) });
-    const next = definePlugin({ name: "next", version: "1.0.0", setup: (ctx) => ctx.on(phase, () => void after.push(phase), { after: ["hostile"] }) });
-    const { result, events, agent } = await turnWith([hostile, next]);
-    expect(result.verdict).toEqual({ status: "completed", reason: "end_turn" });
-    expect(after).toEqual([phase]);
-    expect(diagnostics(events).map((d) => [d.code, d.plugin, d.phase])).toEqual([[code, "hostile", phase]]);
-    await agent.close();
-  });
+    [
+      "a thenable whose then() throws (collect phase)",
+      "turn.pre_prompt_context",
+      () => throwingThenable,
+      "KEEL_HANDLER_THREW",
+    ],
+    [
+      "an async handler whose contribution's getter throws",
+      "turn.pre_prompt_context",
+      async () => throwingGetter,
+      "KEEL_OUTPUT_UNREADABLE",
+    ],
+    [
+      "a sync handler whose contribution's getter throws",
+      "turn.pre_prompt_context",
+      () => throwingGetter,
+      "KEEL_OUTPUT_UNREADABLE",
+    ],
+    [
+      "a thenable whose then() throws (waterfall phase)",
+      "round.pre_request",
+      () => throwingThenable,
+      "KEEL_HANDLER_THREW",
+    ],
+  ] as const)(
+    "%s is a failed handler, the next plugin still runs, the turn completes",
+    async (_name, phase, handler, code) => {
+      const after: string[] = [];
+      const hostile = definePlugin({
+        name: "hostile",
+        version: "1.0.0",
+        setup: (ctx) => ctx.on(phase, handler as never),
+      });
+      const next = definePlugin({
+        name: "next",
+        version: "1.0.0",
+        setup: (ctx) => ctx.on(phase, () => void after.push(phase), { after: ["hostile"] }),
+      });
+      const { result, events, agent } = await turnWith([hostile, next]);
+      expect(result.verdict).toEqual({ status: "completed", reason: "end_turn" });
+      expect(after).toEqual([phase]);
+      expect(diagnostics(events).map((d) => [d.code, d.plugin, d.phase])).toEqual([[code, "hostile", phase]]);
+      await agent.close();
+    },
+  );
 });
 
 describe("values the log cannot hold", () => {
   it("a diagnostic with non-JSON data (a bigint) is rejected as unreadable; the SQLite log stays whole", async () => {
     const home = mkdtempSync(join(tmpdir(), "keel-robust-"));
-    const odd = definePlugin({ name: "odd", version: "1.0.0", setup: (ctx) => ctx.on("turn.pre_policy", () => ({ kind: "diagnostic", code: "odd", message: "m", data: { n: 1n } as never })) });
+    const odd = definePlugin({
+      name: "odd",
+      version: "1.0.0",
+      setup: (ctx) =>
+        ctx.on("turn.pre_policy", () => ({ kind: "diagnostic", code: "odd", message: "m", data: { n: 1n } as never })),
+    });
     const agent = await createAgent({ provider: scriptedProvider([{ text: "ok" }]), plugins: [odd], home });
     const session = await agent.session();
     const result = await session.run("hello");
@@ -63,8 +111,17 @@ describe("values the log cannot hold", () => {
 
   it("tool arguments transformed into BigInts are stored (as strings), not lost with their batch", async () => {
     const home = mkdtempSync(join(tmpdir(), "keel-robust-"));
-    const big = defineTool({ name: "big", description: "big", input: z.object({ n: z.string().transform((v) => BigInt(v)) }), execute: ({ n }) => String(n * 2n) });
-    const agent = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ name: "big", args: { n: "21" } }] }, { text: "42" }]), tools: [big], home });
+    const big = defineTool({
+      name: "big",
+      description: "big",
+      input: z.object({ n: z.string().transform((v) => BigInt(v)) }),
+      execute: ({ n }) => String(n * 2n),
+    });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ toolCalls: [{ name: "big", args: { n: "21" } }] }, { text: "42" }]),
+      tools: [big],
+      home,
+    });
     const session = await agent.session();
     const result = await session.run("double it");
     expect(result.verdict.status).toBe("completed");
@@ -82,7 +139,11 @@ describe("values the log cannot hold", () => {
 
 describe("cancel() always ends the turn", () => {
   it("while the approval callback never answers", async () => {
-    const ask = definePlugin({ name: "ask", version: "1.0.0", setup: (ctx) => ctx.on("tool.pre_call", () => ({ kind: "tool_decision", decision: "ask" })) });
+    const ask = definePlugin({
+      name: "ask",
+      version: "1.0.0",
+      setup: (ctx) => ctx.on("tool.pre_call", () => ({ kind: "tool_decision", decision: "ask" })),
+    });
     let seenSignal: AbortSignal | undefined;
     const agent = await createAgent({
       provider: scriptedProvider([{ toolCalls: [{ name: "t", args: {} }] }]),
@@ -128,9 +189,28 @@ describe("cancel() always ends the turn", () => {
 describe("closing", () => {
   it("session.close() cancels the running turn and waits for it before session.end", async () => {
     const order: string[] = [];
-    const tracer = definePlugin({ name: "tracer", version: "1.0.0", setup: (ctx) => ctx.on("session.end", () => void order.push("session.end")) });
-    const slow = defineTool({ name: "slow", description: "slow", execute: (_a, { signal }) => new Promise((resolve) => signal.addEventListener("abort", () => { order.push("tool aborted"); resolve("stopped"); })) });
-    const agent = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ name: "slow", args: {} }] }]), store: new MemorySessionStore(), tools: [slow], plugins: [tracer] });
+    const tracer = definePlugin({
+      name: "tracer",
+      version: "1.0.0",
+      setup: (ctx) => ctx.on("session.end", () => void order.push("session.end")),
+    });
+    const slow = defineTool({
+      name: "slow",
+      description: "slow",
+      execute: (_a, { signal }) =>
+        new Promise((resolve) =>
+          signal.addEventListener("abort", () => {
+            order.push("tool aborted");
+            resolve("stopped");
+          }),
+        ),
+    });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ toolCalls: [{ name: "slow", args: {} }] }]),
+      store: new MemorySessionStore(),
+      tools: [slow],
+      plugins: [tracer],
+    });
     const session = await agent.session();
     const running = session.run("go");
     await new Promise((r) => setTimeout(r, 20));
@@ -150,8 +230,21 @@ describe("closing", () => {
       version: "1.0.0",
       setup: (ctx) =>
         ctx.on("turn.post_turn", (e) => [
-          { kind: "background_job", idempotencyKey: `quick-${e.turnId}`, name: "quick", run: () => new Promise((r) => setTimeout(r, 20)) },
-          { kind: "background_job", idempotencyKey: `stuck-${e.turnId}`, name: "stuck", run: (signal: AbortSignal) => { jobSignal = signal; return new Promise(() => {}); } },
+          {
+            kind: "background_job",
+            idempotencyKey: `quick-${e.turnId}`,
+            name: "quick",
+            run: () => new Promise((r) => setTimeout(r, 20)),
+          },
+          {
+            kind: "background_job",
+            idempotencyKey: `stuck-${e.turnId}`,
+            name: "stuck",
+            run: (signal: AbortSignal) => {
+              jobSignal = signal;
+              return new Promise(() => {});
+            },
+          },
         ]),
     });
     const store = new MemorySessionStore();
@@ -162,8 +255,14 @@ describe("closing", () => {
     await agent.close({ graceMs: 100 });
     expect(performance.now() - t0).toBeLessThan(2_000);
     expect(jobSignal?.aborted).toBe(true);
-    const done = store.events(session.id).filter((e) => e.type === "job.completed").map((e) => (e.type === "job.completed" ? [e.name, e.status] : []));
-    expect(done).toEqual([["quick", "ok"], ["stuck", "aborted"]]);
+    const done = store
+      .events(session.id)
+      .filter((e) => e.type === "job.completed")
+      .map((e) => (e.type === "job.completed" ? [e.name, e.status] : []));
+    expect(done).toEqual([
+      ["quick", "ok"],
+      ["stuck", "aborted"],
+    ]);
     await expect(agent.session()).rejects.toMatchObject({ code: "KEEL_AGENT_CLOSED" });
   });
 });
@@ -186,19 +285,35 @@ describe("sessions and edits", () => {
     const wiper = definePlugin({
       name: "wiper",
       version: "1.0.0",
-      setup: (ctx) => ctx.on("round.pre_request", (e) => ({ kind: "message_edit", reason: "wipe", edits: [{ op: "replace", start: 0, end: e.messages.length, messages: [] }] })),
+      setup: (ctx) =>
+        ctx.on("round.pre_request", (e) => ({
+          kind: "message_edit",
+          reason: "wipe",
+          edits: [{ op: "replace", start: 0, end: e.messages.length, messages: [] }],
+        })),
     });
     const { provider, events, agent } = await turnWith([wiper]);
     expect(provider.requests[0]!.messages).toEqual([{ role: "user", content: [{ type: "text", text: "hello" }] }]);
-    expect(diagnostics(events).map((d) => d.message).join()).toContain("message_edit rejected (history left as it was)");
+    expect(
+      diagnostics(events)
+        .map((d) => d.message)
+        .join(),
+    ).toContain("message_edit rejected (history left as it was)");
     expect(events.some((e) => e.type === "context.edited")).toBe(false);
     await agent.close();
   });
 
   it("round.post_response sees the response's usage", async () => {
     let seen: unknown;
-    const watcher = definePlugin({ name: "watcher", version: "1.0.0", setup: (ctx) => ctx.on("round.post_response", (e) => void (seen = e.usage)) });
-    const { agent } = await turnWith([watcher], [{ text: "ok", usage: { inputTokens: 120, outputTokens: 7 } } as never]);
+    const watcher = definePlugin({
+      name: "watcher",
+      version: "1.0.0",
+      setup: (ctx) => ctx.on("round.post_response", (e) => void (seen = e.usage)),
+    });
+    const { agent } = await turnWith(
+      [watcher],
+      [{ text: "ok", usage: { inputTokens: 120, outputTokens: 7 } } as never],
+    );
     expect(seen).toMatchObject({ inputTokens: 120, outputTokens: 7 });
     await agent.close();
   });
@@ -207,7 +322,12 @@ describe("sessions and edits", () => {
     const bad = definePlugin({
       name: "bad-tools",
       version: "1.0.0",
-      setup: (ctx) => ctx.on("turn.pre_tool_materialization", () => ({ kind: "tool_bundle", bundleId: "b", tools: [{ name: "t", description: "t", input: { type: "object" } as never, execute: () => "x" }] })),
+      setup: (ctx) =>
+        ctx.on("turn.pre_tool_materialization", () => ({
+          kind: "tool_bundle",
+          bundleId: "b",
+          tools: [{ name: "t", description: "t", input: { type: "object" } as never, execute: () => "x" }],
+        })),
     });
     const { result, events, provider, agent } = await turnWith([bad]);
     expect(result.verdict.status).toBe("completed");

@@ -67,11 +67,20 @@ describe("ScriptedProvider streaming", () => {
   it("emits several tool calls in order, after text, with explicit and default ids", async () => {
     const p = scriptedProvider([
       { text: "ok" },
-      { text: "Let me look.", toolCalls: [{ name: "ls" }, { id: "mine", name: "cat", args: ["x"] }, { name: "grep", args: { q: 1 } }] },
+      {
+        text: "Let me look.",
+        toolCalls: [{ name: "ls" }, { id: "mine", name: "cat", args: ["x"] }, { name: "grep", args: { q: 1 } }],
+      },
     ]);
     await collect(p);
     const { events } = await collect(p);
-    expect(events.map((e) => e.type)).toEqual(["text_delta", "tool_call_delta", "tool_call_delta", "tool_call_delta", "response"]);
+    expect(events.map((e) => e.type)).toEqual([
+      "text_delta",
+      "tool_call_delta",
+      "tool_call_delta",
+      "tool_call_delta",
+      "response",
+    ]);
     const r = response(events);
     expect(r.message.content).toEqual([
       { type: "text", text: "Let me look." },
@@ -86,7 +95,12 @@ describe("ScriptedProvider streaming", () => {
     const { events } = await collect(p);
     const types = events.map((e) => e.type);
     expect(types.lastIndexOf("thinking_delta")).toBeLessThan(types.indexOf("text_delta"));
-    expect(events.filter((e) => e.type === "thinking_delta").map((e) => e.text).join("")).toBe("Hmm, let me think about it.");
+    expect(
+      events
+        .filter((e) => e.type === "thinking_delta")
+        .map((e) => e.text)
+        .join(""),
+    ).toBe("Hmm, let me think about it.");
     expect(response(events).message.content.map((b) => b.type)).toEqual(["thinking", "text"]);
   });
 
@@ -96,13 +110,20 @@ describe("ScriptedProvider streaming", () => {
   });
 
   it("uses scripted stop reasons", async () => {
-    const p = scriptedProvider([{ text: "cut", stopReason: "max_tokens" }, { toolCalls: [{ name: "a" }], stopReason: "end_turn" }]);
+    const p = scriptedProvider([
+      { text: "cut", stopReason: "max_tokens" },
+      { toolCalls: [{ name: "a" }], stopReason: "end_turn" },
+    ]);
     expect(response((await collect(p)).events).stopReason).toBe("max_tokens");
     expect(response((await collect(p)).events).stopReason).toBe("end_turn");
   });
 
   it("estimates usage by default and honours scripted usage", async () => {
-    const p = scriptedProvider([{ text: "x".repeat(40) }, { text: "hi", usage: { inputTokens: 123, cacheReadTokens: 7 } }, {}]);
+    const p = scriptedProvider([
+      { text: "x".repeat(40) },
+      { text: "hi", usage: { inputTokens: 123, cacheReadTokens: 7 } },
+      {},
+    ]);
     const request = req({ system: "s".repeat(400), messages: [user("u".repeat(400))] });
     const u1 = response((await collect(p, request)).events).usage;
     expect(u1).toEqual({ inputTokens: 200, outputTokens: 10, cacheReadTokens: 0, cacheWriteTokens: 0 });
@@ -130,7 +151,10 @@ describe("ScriptedProvider streaming", () => {
 
 describe("ScriptedProvider errors", () => {
   it("throws a classified error before streaming", async () => {
-    const p = scriptedProvider([{ text: "never", error: { class: "rate_limited", status: 429, message: "slow down" } }, { text: "ok" }]);
+    const p = scriptedProvider([
+      { text: "never", error: { class: "rate_limited", status: 429, message: "slow down" } },
+      { text: "ok" },
+    ]);
     const { events, error } = await collect(p);
     expect(events).toEqual([]);
     expect(error).toBeInstanceOf(ProviderError);
@@ -154,7 +178,9 @@ describe("ScriptedProvider errors", () => {
   });
 
   it("throws before the response when afterDeltas exceeds the deltas", async () => {
-    const { events, error } = await collect(scriptedProvider([{ text: "abc", error: { class: "overloaded", afterDeltas: 99 } }]));
+    const { events, error } = await collect(
+      scriptedProvider([{ text: "abc", error: { class: "overloaded", afterDeltas: 99 } }]),
+    );
     expect(events.map((e) => e.type)).toEqual(["text_delta"]);
     expect((error as ProviderError).errorClass).toBe("overloaded");
   });
@@ -220,7 +246,9 @@ describe("ScriptedProvider errors", () => {
     const { error } = await collect(p);
     expect(error).toBeInstanceOf(KeelError);
     expect((error as KeelError).code).toBe("KEEL_SCRIPT_EXHAUSTED");
-    expect((error as KeelError).message).toContain("Request 3 arrived but the script has no step left for it (2 steps, 2 used)");
+    expect((error as KeelError).message).toContain(
+      "Request 3 arrived but the script has no step left for it (2 steps, 2 used)",
+    );
     expect(p.remaining).toBe(0);
   });
 
@@ -246,7 +274,10 @@ describe("ScriptedProvider errors", () => {
 describe("ScriptedProvider expectations", () => {
   it("passes when the request matches", async () => {
     const p = scriptedProvider([{ text: "ok", expect: { lastUserIncludes: "weather", toolsInclude: ["search"] } }]);
-    const { error } = await collect(p, req({ messages: [user("old"), user("what is the weather?")], tools: [tool("search"), tool("read")] }));
+    const { error } = await collect(
+      p,
+      req({ messages: [user("old"), user("what is the weather?")], tools: [tool("search"), tool("read")] }),
+    );
     expect(error).toBeUndefined();
   });
 
@@ -303,8 +334,16 @@ describe("scripted provider: steps for several conversations", () => {
   it("a step with `when` waits for a request whose last user message matches; others run in order", async () => {
     const { complete: done } = await import("../src/index.ts");
     const { scriptedProvider: sp } = await import("@keel/testkit");
-    const p = sp({ steps: [{ when: { lastUserIncludes: "weather" }, text: "sunny" }, { text: "first plain" }, { when: { lastUserIncludes: "time" }, text: "noon" }, { text: "second plain" }] });
-    const ask = async (q: string) => (await done(p, { messages: [{ role: "user", content: [{ type: "text", text: q }] }] })).text;
+    const p = sp({
+      steps: [
+        { when: { lastUserIncludes: "weather" }, text: "sunny" },
+        { text: "first plain" },
+        { when: { lastUserIncludes: "time" }, text: "noon" },
+        { text: "second plain" },
+      ],
+    });
+    const ask = async (q: string) =>
+      (await done(p, { messages: [{ role: "user", content: [{ type: "text", text: q }] }] })).text;
     expect(await ask("what time is it")).toBe("first plain");
     expect(await ask("the time, please")).toBe("noon");
     expect(await ask("and the weather?")).toBe("sunny");

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { createAgent } from "../src/agent.ts";
 import type { AgentOptions } from "../src/agent-options.ts";
 import { isTerminalEvent } from "../src/events.ts";
-import type { Message, } from "../src/messages.ts";
+import type { Message } from "../src/messages.ts";
 import { messageText } from "../src/messages.ts";
 import { definePlugin } from "../src/plugin.ts";
 import type { PluginEntry } from "../src/plugin.ts";
@@ -49,14 +49,27 @@ const persona = definePlugin({
   name: "persona",
   version: "1.0.0",
   setup(ctx) {
-    ctx.on("turn.pre_prompt_compile", () => ({ kind: "prompt_section", id: "persona.main", sectionId: "persona", title: "Persona", domain: "persona", content: "You are terse." }));
+    ctx.on("turn.pre_prompt_compile", () => ({
+      kind: "prompt_section",
+      id: "persona.main",
+      sectionId: "persona",
+      title: "Persona",
+      domain: "persona",
+      content: "You are terse.",
+    }));
   },
 });
 const style = definePlugin({
   name: "style",
   version: "1.0.0",
   setup(ctx) {
-    ctx.on("turn.pre_prompt_compile", () => ({ kind: "prompt_section", id: "style.voice", sectionId: "persona", domain: "style", content: "Answer in one line." }));
+    ctx.on("turn.pre_prompt_compile", () => ({
+      kind: "prompt_section",
+      id: "style.voice",
+      sectionId: "persona",
+      domain: "style",
+      content: "Answer in one line.",
+    }));
   },
 });
 const toolkit = definePlugin({
@@ -78,11 +91,19 @@ const editor = definePlugin({
     ctx.on("round.pre_request", (e) => {
       if (e.input === SECOND_INPUT && e.round === 1 && messageText(e.messages[0]!) !== SUMMARY) {
         const end = e.messages.length - 1; // keep the new user message
-        return { kind: "message_edit", reason: "summarize the first turn", edits: [{ op: "replace", start: 0, end, messages: [userMsg(SUMMARY)] }] };
+        return {
+          kind: "message_edit",
+          reason: "summarize the first turn",
+          edits: [{ op: "replace", start: 0, end, messages: [userMsg(SUMMARY)] }],
+        };
       }
       const result = e.messages.find((m) => m.role === "tool" && m.toolCallId === "c1");
       if (result && messageText(result) !== "[masked]") {
-        return { kind: "message_edit", reason: "mask a bulky result", edits: [{ op: "mask_tool_result", toolCallId: "c1", text: "[masked]" }] };
+        return {
+          kind: "message_edit",
+          reason: "mask a bulky result",
+          edits: [{ op: "mask_tool_result", toolCallId: "c1", text: "[masked]" }],
+        };
       }
       return undefined;
     });
@@ -92,13 +113,24 @@ const editor = definePlugin({
 /** A first turn with one tool round (lookup + kit_search), then a second plain turn. */
 function twoTurnScript() {
   return scriptedProvider([
-    { text: "Looking up.", toolCalls: [{ id: "c1", name: "lookup", args: { key: "alpha" } }, { id: "c2", name: "kit_search", args: { q: "alpha" } }] },
+    {
+      text: "Looking up.",
+      toolCalls: [
+        { id: "c1", name: "lookup", args: { key: "alpha" } },
+        { id: "c2", name: "kit_search", args: { q: "alpha" } },
+      ],
+    },
     { text: "alpha is 42." },
     { text: "Done: alpha is 42.", expect: { lastUserIncludes: SECOND_INPUT } },
   ]);
 }
 
-async function runTwoTurns(home: string, plugins: PluginEntry[], provider: ModelProvider = twoTurnScript(), extra: Partial<AgentOptions> = {}) {
+async function runTwoTurns(
+  home: string,
+  plugins: PluginEntry[],
+  provider: ModelProvider = twoTurnScript(),
+  extra: Partial<AgentOptions> = {},
+) {
   const store = openStore(home);
   const agent = await createAgent({ name: "resumer", store, provider, tools: [lookup], plugins, ...extra });
   const session = await agent.session();
@@ -130,7 +162,15 @@ describe("session resume", () => {
     const home = freshDir();
     const live = await runTwoTurns(home, []);
     expectContiguousSeqs(live.events);
-    expect(live.messages.map((m) => m.role)).toEqual(["user", "assistant", "tool", "tool", "assistant", "user", "assistant"]);
+    expect(live.messages.map((m) => m.role)).toEqual([
+      "user",
+      "assistant",
+      "tool",
+      "tool",
+      "assistant",
+      "user",
+      "assistant",
+    ]);
 
     const store = openStore(home);
     const provider = scriptedProvider([{ text: "Third answer." }]);
@@ -174,7 +214,9 @@ describe("session resume", () => {
 
     for (const [i, { manifest }] of compiled.entries()) {
       const request = provider.requests[i]!;
-      expect(manifest.sections).toEqual([{ sectionId: "persona", title: "Persona", chars: expect.any(Number), plugins: ["persona", "style"] }]);
+      expect(manifest.sections).toEqual([
+        { sectionId: "persona", title: "Persona", chars: expect.any(Number), plugins: ["persona", "style"] },
+      ]);
       expect(manifest.sections[0]!.chars).toBe("You are terse.\n\nAnswer in one line.".length);
       expect(request.system).toContain("You are terse.");
       expect(request.system).toContain("Answer in one line.");
@@ -186,7 +228,9 @@ describe("session resume", () => {
       expect(manifest.messageCount).toBe(request.messages.length);
       expect(manifest.systemChars).toBe(request.system.length);
       expect(manifest.tokenEstimate.total).toBeGreaterThan(0);
-      expect(manifest.tokenEstimate.total).toBe(manifest.tokenEstimate.system + manifest.tokenEstimate.tools + manifest.tokenEstimate.messages);
+      expect(manifest.tokenEstimate.total).toBe(
+        manifest.tokenEstimate.system + manifest.tokenEstimate.tools + manifest.tokenEstimate.messages,
+      );
       expect(manifest.finalRound).toBe(false);
     }
     // The history grows between requests, and the manifest says so.
@@ -202,7 +246,11 @@ describe("session resume", () => {
     const maskedResult = provider.requests[1]!.messages.find((m) => m.role === "tool" && m.toolCallId === "c1");
     expect(maskedResult && messageText(maskedResult)).toBe("[masked]");
     expect(provider.requests[2]!.messages).toEqual([userMsg(SUMMARY), userMsg(SECOND_INPUT)]);
-    expect(live.messages).toEqual([userMsg(SUMMARY), userMsg(SECOND_INPUT), { role: "assistant", content: [{ type: "text", text: "Done: alpha is 42." }] }]);
+    expect(live.messages).toEqual([
+      userMsg(SUMMARY),
+      userMsg(SECOND_INPUT),
+      { role: "assistant", content: [{ type: "text", text: "Done: alpha is 42." }] },
+    ]);
 
     const edited = ofType(live.events, "context.edited");
     expect(edited.map((e) => ({ plugin: e.plugin, reason: e.reason, turnId: e.turnId }))).toEqual([
@@ -215,7 +263,13 @@ describe("session resume", () => {
     expect(appendedOnly).not.toEqual(live.messages);
 
     const store = openStore(home);
-    const agent = await createAgent({ name: "resumer", store, provider: scriptedProvider([]), tools: [lookup], plugins: [editor] });
+    const agent = await createAgent({
+      name: "resumer",
+      store,
+      provider: scriptedProvider([]),
+      tools: [lookup],
+      plugins: [editor],
+    });
     const session = await agent.session(live.id);
     expect(session.messages).toEqual(live.messages);
     expect(repairToolPairs(session.messages).messages).toBe(session.messages);
@@ -236,13 +290,22 @@ describe("session resume", () => {
         ["style", "ok", 1],
       ]);
       // The section merge records what became of each fragment.
-      const records = ofType(live.events, "contributions.merged").filter((p) => p.turnId === e.turnId && p.phase === "turn.pre_prompt_compile").flatMap((p) => p.contributions);
-      expect(records).toEqual(expect.arrayContaining([expect.objectContaining({ plugin: "persona", kind: "prompt_section", status: "applied" }), expect.objectContaining({ plugin: "style", kind: "prompt_section", status: "applied" })]));
+      const records = ofType(live.events, "contributions.merged")
+        .filter((p) => p.turnId === e.turnId && p.phase === "turn.pre_prompt_compile")
+        .flatMap((p) => p.contributions);
+      expect(records).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ plugin: "persona", kind: "prompt_section", status: "applied" }),
+          expect.objectContaining({ plugin: "style", kind: "prompt_section", status: "applied" }),
+        ]),
+      );
     }
 
     const tools = phases.filter((e) => e.phase === "turn.pre_tool_materialization");
     expect(tools).toHaveLength(2);
-    expect(tools[0]!.handlers).toEqual([expect.objectContaining({ plugin: "toolkit", status: "ok", contributions: 1 })]);
+    expect(tools[0]!.handlers).toEqual([
+      expect.objectContaining({ plugin: "toolkit", status: "ok", contributions: 1 }),
+    ]);
 
     // round.pre_request runs once per provider request.
     const preRequest = phases.filter((e) => e.phase === "round.pre_request");
@@ -266,7 +329,14 @@ describe("session resume", () => {
     const live = await runTwoTurns(home, [broken]);
     const runs = ofType(live.events, "phase.completed").filter((e) => e.phase === "turn.pre_prompt_context");
     expect(runs.map((e) => e.turnId)).toEqual(live.turnIds);
-    for (const e of runs) expect(e.handlers).toEqual([expect.objectContaining({ plugin: "broken", status: "threw", error: expect.stringContaining("context source offline") })]);
+    for (const e of runs)
+      expect(e.handlers).toEqual([
+        expect.objectContaining({
+          plugin: "broken",
+          status: "threw",
+          error: expect.stringContaining("context source offline"),
+        }),
+      ]);
   });
 
   it("every event of a turn carries that turn's id; session-level events carry null", async () => {
@@ -327,7 +397,10 @@ describe("session resume", () => {
     const again = await createAgent({ name: "homebody", home, provider: scriptedProvider([]) });
     expect((await again.sessions()).map((s) => s.id)).toEqual([session.id]);
     const resumed = await again.session(session.id);
-    expect(resumed.messages).toEqual([userMsg("Keep this"), { role: "assistant", content: [{ type: "text", text: "Stored." }] }]);
+    expect(resumed.messages).toEqual([
+      userMsg("Keep this"),
+      { role: "assistant", content: [{ type: "text", text: "Stored." }] },
+    ]);
     await again.close();
   });
 });

@@ -13,13 +13,28 @@ describe("side model for plugins", () => {
   });
 
   it("complete() turns a stream without a response event into a network error", async () => {
-    const broken: ModelProvider = { id: "x:y", async *stream() { yield { type: "text_delta", text: "half" }; } };
-    await expect(complete(broken, { messages: [] })).rejects.toSatisfy((e: unknown) => e instanceof ProviderError && e.errorClass === "network");
+    const broken: ModelProvider = {
+      id: "x:y",
+      async *stream() {
+        yield { type: "text_delta", text: "half" };
+      },
+    };
+    await expect(complete(broken, { messages: [] })).rejects.toSatisfy(
+      (e: unknown) => e instanceof ProviderError && e.errorClass === "network",
+    );
   });
 
   it("handlers see the agent's sideModel, else its provider, as ctx.model", async () => {
     const seen: Array<string | undefined> = [];
-    const spy = definePlugin({ name: "spy", version: "1.0.0", setup(ctx) { ctx.on("turn.pre_policy", (_e, hook) => { seen.push(hook.model?.id); }); } });
+    const spy = definePlugin({
+      name: "spy",
+      version: "1.0.0",
+      setup(ctx) {
+        ctx.on("turn.pre_policy", (_e, hook) => {
+          seen.push(hook.model?.id);
+        });
+      },
+    });
     const main = scriptedProvider([{ text: "a" }, { text: "b" }, { text: "c" }], { model: "main" });
     const side = scriptedProvider([], { model: "side" });
     const a = await createAgent({ provider: main, store: new MemorySessionStore(), plugins: [spy] });

@@ -15,14 +15,26 @@ describe("smoke", () => {
       },
     });
     const provider = scriptedProvider([
-      { toolCalls: [{ name: "add", args: { a: 1, b: 2 } }, { name: "add", args: { a: 3, b: 4 } }] },
+      {
+        toolCalls: [
+          { name: "add", args: { a: 1, b: 2 } },
+          { name: "add", args: { a: 3, b: 4 } },
+        ],
+      },
       { text: "The sums are 3 and 7." },
     ]);
     const agent = await createAgent({
       provider,
       store: new MemorySessionStore(),
       plugins: [tracer],
-      tools: [defineTool({ name: "add", description: "add", input: z.object({ a: z.number(), b: z.number() }), execute: ({ a, b }) => String(a + b) })],
+      tools: [
+        defineTool({
+          name: "add",
+          description: "add",
+          input: z.object({ a: z.number(), b: z.number() }),
+          execute: ({ a, b }) => String(a + b),
+        }),
+      ],
     });
     const s = await agent.session();
     const r = await s.run("add things");

@@ -37,16 +37,28 @@ describe("closestName", () => {
 
 describe("did you mean, where names are checked", () => {
   it("an unknown phase in ctx.on", async () => {
-    const msg = await registrationMessage([{ name: "typo", version: "1.0.0", setup: (ctx) => ctx.on("turn.pre_promt_context" as PhaseName, noop) }]);
+    const msg = await registrationMessage([
+      { name: "typo", version: "1.0.0", setup: (ctx) => ctx.on("turn.pre_promt_context" as PhaseName, noop) },
+    ]);
     expect(msg).toMatch(/^KEEL_PHASE_UNKNOWN/);
     expect(msg).toContain('Did you mean "turn.pre_prompt_context"?');
   });
   it("an unknown dependency and an unknown after/before plugin", async () => {
     const memory: KeelPlugin = { name: "@keel/plugin-memory", version: "1.0.0", setup: noop };
-    const dep = await registrationMessage([memory, { name: "needy", version: "1.0.0", dependencies: { "@keel/plugin-memroy": "*" }, setup: noop }]);
+    const dep = await registrationMessage([
+      memory,
+      { name: "needy", version: "1.0.0", dependencies: { "@keel/plugin-memroy": "*" }, setup: noop },
+    ]);
     expect(dep).toMatch(/^KEEL_DEPENDENCY_MISSING/);
     expect(dep).toContain('Did you mean "@keel/plugin-memory"?');
-    const order = await registrationMessage([memory, { name: "orderly", version: "1.0.0", setup: (ctx) => ctx.on("turn.pre_policy", noop, { after: ["@keel/plugin-memory2"] }) }]);
+    const order = await registrationMessage([
+      memory,
+      {
+        name: "orderly",
+        version: "1.0.0",
+        setup: (ctx) => ctx.on("turn.pre_policy", noop, { after: ["@keel/plugin-memory2"] }),
+      },
+    ]);
     expect(order).toMatch(/^KEEL_ORDER_UNKNOWN_PLUGIN/);
     expect(order).toContain('Did you mean "@keel/plugin-memory"?');
   });

@@ -5,7 +5,17 @@
 import { describe, expect, it } from "vitest";
 import { boundResult, createAgent, defineTool, definePlugin, preview, wellFormedProvider } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
-import { codePointLength, codePointSlice, droppedMarker, headOf, isWellFormed, tailOf, toWellFormed, truncate, wellFormedDeep } from "../../text/src/index.ts";
+import {
+  codePointLength,
+  codePointSlice,
+  droppedMarker,
+  headOf,
+  isWellFormed,
+  tailOf,
+  toWellFormed,
+  truncate,
+  wellFormedDeep,
+} from "../../text/src/index.ts";
 import type { Message, ModelRequest, ToolResultMessage } from "../src/index.ts";
 
 const SMILE = "😀"; // U+1F600: two UTF-16 units
@@ -101,7 +111,12 @@ describe("text by code points", () => {
     const p = wellFormedProvider(inner);
     expect(p.id).toBe(inner.id);
     expect(p.contextWindow).toBe(1234);
-    const req: ModelRequest = { system: `s${HIGH}`, messages: [{ role: "user", content: [{ type: "text", text: `u${LOW}` }] }], tools: [], options: {} };
+    const req: ModelRequest = {
+      system: `s${HIGH}`,
+      messages: [{ role: "user", content: [{ type: "text", text: `u${LOW}` }] }],
+      tools: [],
+      options: {},
+    };
     for await (const _ of p.stream(req, { signal: new AbortController().signal })) void _;
     expect(JSON.stringify(inner.requests[0])).not.toMatch(/\\ud[89a-f]/i);
     expect(req.system).toBe(`s${HIGH}`); // never mutated
@@ -109,7 +124,13 @@ describe("text by code points", () => {
 });
 
 describe("boundResult: the per-tool-result cap", () => {
-  const result = (text: string): ToolResultMessage => ({ role: "tool", toolCallId: "c1", toolName: "t", content: [{ type: "text", text }], isError: false });
+  const result = (text: string): ToolResultMessage => ({
+    role: "tool",
+    toolCallId: "c1",
+    toolName: "t",
+    content: [{ type: "text", text }],
+    isError: false,
+  });
 
   it("returns a small well-formed result itself", () => {
     const r = result(`fine ${SMILE}`);
@@ -130,9 +151,21 @@ describe("boundResult: the per-tool-result cap", () => {
   });
 
   it("repairs lone surrogates without cutting, and keeps images", () => {
-    const r: ToolResultMessage = { role: "tool", toolCallId: "c", toolName: "t", content: [{ type: "text", text: `a${HIGH}` }, { type: "image", mediaType: "image/png", data: "AAAA" }], isError: false };
+    const r: ToolResultMessage = {
+      role: "tool",
+      toolCallId: "c",
+      toolName: "t",
+      content: [
+        { type: "text", text: `a${HIGH}` },
+        { type: "image", mediaType: "image/png", data: "AAAA" },
+      ],
+      isError: false,
+    };
     const out = boundResult(r, 100);
-    expect(out.content).toEqual([{ type: "text", text: "a\uFFFD" }, { type: "image", mediaType: "image/png", data: "AAAA" }]);
+    expect(out.content).toEqual([
+      { type: "text", text: "a\uFFFD" },
+      { type: "image", mediaType: "image/png", data: "AAAA" },
+    ]);
   });
 });
 
@@ -141,8 +174,17 @@ describe("the kernel never sends a lone surrogate", () => {
 
   it("a tool returning lone surrogates is stored well-formed, capped, and the request carries no lone surrogate", async () => {
     const provider = scriptedProvider([{ toolCalls: [{ name: "broken", args: {} }] }, { text: "done" }]);
-    const broken = defineTool({ name: "broken", description: "returns broken text", execute: () => `half ${HIGH} emoji ${LOW} and ${"x".repeat(500)}` });
-    const agent = await createAgent({ provider, store: new MemorySessionStore(), tools: [broken], limits: { maxToolResultChars: 300 } });
+    const broken = defineTool({
+      name: "broken",
+      description: "returns broken text",
+      execute: () => `half ${HIGH} emoji ${LOW} and ${"x".repeat(500)}`,
+    });
+    const agent = await createAgent({
+      provider,
+      store: new MemorySessionStore(),
+      tools: [broken],
+      limits: { maxToolResultChars: 300 },
+    });
     const session = await agent.session();
     const r = await session.run("go");
     expect(r.verdict.status).toBe("completed");
@@ -178,17 +220,37 @@ describe("the kernel never sends a lone surrogate", () => {
       name: "broken-text",
       version: "1.0.0",
       setup(ctx) {
-        ctx.on("turn.pre_prompt_context", () => ({ kind: "prompt_context", id: "c", domain: "d", content: `context ${HIGH}` }));
-        ctx.on("turn.pre_prompt_compile", () => ({ kind: "prompt_section", id: "s", sectionId: "s", domain: "d", content: `section ${LOW}` }));
+        ctx.on("turn.pre_prompt_context", () => ({
+          kind: "prompt_context",
+          id: "c",
+          domain: "d",
+          content: `context ${HIGH}`,
+        }));
+        ctx.on("turn.pre_prompt_compile", () => ({
+          kind: "prompt_section",
+          id: "s",
+          sectionId: "s",
+          domain: "d",
+          content: `section ${LOW}`,
+        }));
         ctx.on("turn.pre_policy", async (_e, hook) => {
           const { complete } = await import("../src/index.ts");
-          await complete(hook.model!, { messages: [{ role: "user", content: [{ type: "text", text: `side ${HIGH}` }] }] });
+          await complete(hook.model!, {
+            messages: [{ role: "user", content: [{ type: "text", text: `side ${HIGH}` }] }],
+          });
           return undefined;
         });
       },
     });
     const tool = defineTool({ name: "t", description: `describes ${HIGH}`, execute: () => "x" });
-    const agent = await createAgent({ provider, sideModel: side, store: new MemorySessionStore(), instructions: `be ${LOW}`, tools: [tool], plugins: [plugin] });
+    const agent = await createAgent({
+      provider,
+      sideModel: side,
+      store: new MemorySessionStore(),
+      instructions: `be ${LOW}`,
+      tools: [tool],
+      plugins: [plugin],
+    });
     const r = await (await agent.session()).run("hi");
     expect(r.verdict.status).toBe("completed");
     expect(surrogateIn(provider.requests)).toBe(false);

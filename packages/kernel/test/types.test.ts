@@ -16,12 +16,23 @@ describe("phase types", () => {
       options: z.object({ topK: z.number().default(3) }),
       setup(ctx) {
         const topK: number = ctx.options.topK;
-        ctx.on("turn.pre_prompt_context", (event) => ({ kind: "prompt_context", id: "a", domain: "d", content: `${event.input} ${topK}` }));
-        // @ts-expect-error a prompt_section is not accepted by turn.pre_prompt_context
-        ctx.on("turn.pre_prompt_context", () => ({ kind: "prompt_section", id: "a", sectionId: "s", domain: "d", content: "x" }), { id: "wrong-kind" });
+        ctx.on("turn.pre_prompt_context", (event) => ({
+          kind: "prompt_context",
+          id: "a",
+          domain: "d",
+          content: `${event.input} ${topK}`,
+        }));
+        ctx.on(
+          "turn.pre_prompt_context",
+          // @ts-expect-error a prompt_section is not accepted by turn.pre_prompt_context
+          () => ({ kind: "prompt_section", id: "a", sectionId: "s", domain: "d", content: "x" }),
+          { id: "wrong-kind" },
+        );
         // @ts-expect-error tool.pre_call events have a call, not a verdict
         ctx.on("tool.pre_call", (event) => void event.verdict, { id: "wrong-field" });
-        ctx.on("tool.pre_call", (event) => (event.call.name === "rm" ? { kind: "tool_decision", decision: "deny", reason: "no" } : undefined));
+        ctx.on("tool.pre_call", (event) =>
+          event.call.name === "rm" ? { kind: "tool_decision", decision: "deny", reason: "no" } : undefined,
+        );
         ctx.on("turn.post_turn", (event) => [{ kind: "diagnostic", code: "x", message: event.verdict.status }]);
         // @ts-expect-error unknown phase names do not compile
         ctx.on("turn.pre_prompt", () => undefined);

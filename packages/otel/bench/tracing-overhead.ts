@@ -12,21 +12,53 @@ import { traceAgent } from "../src/index.ts";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 1500);
 const WARMUP = 200;
-const step = [{ toolCalls: [{ name: "t0", args: { q: "a" } }, { name: "t1", args: { q: "b" } }, { name: "t2", args: { q: "c" } }] }, { text: "All three lookups are done." }];
-const tools: ToolDefinition[] = [0, 1, 2].map((i) => ({ name: `t${i}`, description: `tool ${i}`, parameters: { type: "object", properties: { q: { type: "string" } } }, category: "info", execute: () => "ok" }));
+const step = [
+  {
+    toolCalls: [
+      { name: "t0", args: { q: "a" } },
+      { name: "t1", args: { q: "b" } },
+      { name: "t2", args: { q: "c" } },
+    ],
+  },
+  { text: "All three lookups are done." },
+];
+const tools: ToolDefinition[] = [0, 1, 2].map((i) => ({
+  name: `t${i}`,
+  description: `tool ${i}`,
+  parameters: { type: "object", properties: { q: { type: "string" } } },
+  category: "info",
+  execute: () => "ok",
+}));
 const plugins = [0, 1].map((i) =>
   definePlugin({
     name: `p${i}`,
     version: "1.0.0",
     setup(ctx) {
-      ctx.on("turn.pre_prompt_compile", () => ({ kind: "prompt_section", id: `s${i}`, sectionId: `s${i}`, domain: "bench", content: "be brief" }));
-      ctx.on("turn.pre_prompt_context", () => ({ kind: "prompt_context", id: `c${i}`, domain: "bench", content: "context" }));
+      ctx.on("turn.pre_prompt_compile", () => ({
+        kind: "prompt_section",
+        id: `s${i}`,
+        sectionId: `s${i}`,
+        domain: "bench",
+        content: "be brief",
+      }));
+      ctx.on("turn.pre_prompt_context", () => ({
+        kind: "prompt_context",
+        id: `c${i}`,
+        domain: "bench",
+        content: "context",
+      }));
     },
   }),
 );
 
 async function make(): Promise<{ agent: Agent; session: Session }> {
-  const agent = await createAgent({ provider: new ScriptedProvider({ steps: Array.from({ length: 2 * (TURNS + WARMUP) }, (_, i) => step[i % 2]!) }), sideModel: false, store: new MemorySessionStore(), tools, plugins });
+  const agent = await createAgent({
+    provider: new ScriptedProvider({ steps: Array.from({ length: 2 * (TURNS + WARMUP) }, (_, i) => step[i % 2]!) }),
+    sideModel: false,
+    store: new MemorySessionStore(),
+    tools,
+    plugins,
+  });
   return { agent, session: await agent.session() };
 }
 /** A fresh session every few turns, so a growing history does not dominate the turn. */
@@ -58,6 +90,11 @@ for (let i = 0; i < TURNS + WARMUP; i++) {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const p99 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.99)]!;
 const base = median(times[0]!);
-console.log(`${TURNS} turns each (3 tool calls, 2 contributing plugins, ${PER_SESSION} turns a session), interleaved; median and p99 ms per turn:`);
-for (const [v, { name }] of variants.entries()) console.log(`  ${name.padEnd(32)} p50 ${median(times[v]!).toFixed(3)}  p99 ${p99(times[v]!).toFixed(3)}  ratio ${(median(times[v]!) / base).toFixed(2)}x`);
+console.log(
+  `${TURNS} turns each (3 tool calls, 2 contributing plugins, ${PER_SESSION} turns a session), interleaved; median and p99 ms per turn:`,
+);
+for (const [v, { name }] of variants.entries())
+  console.log(
+    `  ${name.padEnd(32)} p50 ${median(times[v]!).toFixed(3)}  p99 ${p99(times[v]!).toFixed(3)}  ratio ${(median(times[v]!) / base).toFixed(2)}x`,
+  );
 for (const { agent } of variants) await agent.close();

@@ -8,7 +8,13 @@ import { headOf, truncate } from "@keel/text";
 import { redactData, redactDeep } from "@keel/secrets";
 
 /** GenAI provider names (`gen_ai.provider.name`) for Keel's provider prefixes. */
-const PROVIDER_NAMES: Record<string, string> = { anthropic: "anthropic", openai: "openai", "openai-compatible": "openai", scripted: "keel.scripted", echo: "keel.echo" };
+const PROVIDER_NAMES: Record<string, string> = {
+  anthropic: "anthropic",
+  openai: "openai",
+  "openai-compatible": "openai",
+  scripted: "keel.scripted",
+  echo: "keel.echo",
+};
 
 /** `anthropic:claude-sonnet-4-6` → provider and model; a fallback chain (`fallback:a|b`) → its first member. */
 export function splitProviderId(id: unknown): { provider: string; model: string } | undefined {

@@ -63,7 +63,12 @@ export function traceAgent(agent: Agent, options: OtelOptions = {}): () => Promi
       builder.handle(event);
     } catch (err) {
       broken = true;
-      agent.reportFault(new KeelError("KEEL_OBSERVER_FAILED", `Observer "otel" failed on a ${event.type} event and stopped tracing: ${headOf(errorMessage(err), 300)}`));
+      agent.reportFault(
+        new KeelError(
+          "KEEL_OBSERVER_FAILED",
+          `Observer "otel" failed on a ${event.type} event and stopped tracing: ${headOf(errorMessage(err), 300)}`,
+        ),
+      );
     }
   });
   return async () => {

@@ -4,7 +4,16 @@
  * per provider request, an `execute_tool` span per tool call, a `keel.phase` span per phase
  * run that did work, and `keel.job` spans for durable jobs. Everything else is a span event.
  */
-import { context as otelContext, type Context, type Span, SpanKind, SpanStatusCode, trace, type Tracer, type Attributes } from "@opentelemetry/api";
+import {
+  context as otelContext,
+  type Context,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Tracer,
+  type Attributes,
+} from "@opentelemetry/api";
 import type { AgentEvent, KeelEvent } from "@keel/kernel";
 import { content, label, manifestAttributes, short, splitProviderId, usageAttributes } from "./attributes.ts";
 
@@ -54,7 +63,13 @@ export class SpanBuilder {
   handle(e: AgentEvent): void {
     // A turn whose span is not recorded (no SDK, or sampled out) costs nothing more.
     if (e.turnId && this.silent.has(e.turnId) && e.type !== "turn.started" && e.type !== "turn.resumed") {
-      if (e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted" || e.type === "turn.paused") this.silent.delete(e.turnId);
+      if (
+        e.type === "turn.completed" ||
+        e.type === "turn.failed" ||
+        e.type === "turn.interrupted" ||
+        e.type === "turn.paused"
+      )
+        this.silent.delete(e.turnId);
       return;
     }
     switch (e.type) {
@@ -72,7 +87,10 @@ export class SpanBuilder {
       case "prompt.compiled":
         return this.request(e);
       case "model.notice":
-        return this.roundEvent(e, `keel.model.${e.kind}`, { "keel.message": short(e.message), ...(e.provider ? { "keel.provider": label(e.provider, 200) } : {}) });
+        return this.roundEvent(e, `keel.model.${e.kind}`, {
+          "keel.message": short(e.message),
+          ...(e.provider ? { "keel.provider": label(e.provider, 200) } : {}),
+        });
       case "model.responded":
         return this.responded(e);
       case "model.failed":
@@ -84,28 +102,73 @@ export class SpanBuilder {
       case "message.appended":
         return this.appended(e);
       case "context.edited":
-        return this.turnEvent(e, "keel.compaction", { "keel.plugin": label(e.plugin, 200), "keel.compaction.reason": short(e.reason), "keel.compaction.messages_before": e.before, "keel.compaction.messages_after": e.after, "keel.compaction.edits": e.edits.length });
+        return this.turnEvent(e, "keel.compaction", {
+          "keel.plugin": label(e.plugin, 200),
+          "keel.compaction.reason": short(e.reason),
+          "keel.compaction.messages_before": e.before,
+          "keel.compaction.messages_after": e.after,
+          "keel.compaction.edits": e.edits.length,
+        });
       case "context.repaired":
-        return this.turnEvent(e, "keel.context.repaired", { "keel.repaired.synthesized": e.synthesizedResults.length, "keel.repaired.dropped": e.droppedResults.length });
+        return this.turnEvent(e, "keel.context.repaired", {
+          "keel.repaired.synthesized": e.synthesizedResults.length,
+          "keel.repaired.dropped": e.droppedResults.length,
+        });
       case "contributions.merged": {
         const notApplied = e.contributions.filter((c) => c.status !== "applied");
-        for (const c of notApplied) this.turnEvent(e, `keel.contribution.${c.status}`, { "keel.phase": e.phase, "keel.plugin": label(c.plugin, 200), "keel.contribution.kind": label(c.kind, 100), ...(c.reason ? { "keel.contribution.reason": short(c.reason) } : {}) });
+        for (const c of notApplied)
+          this.turnEvent(e, `keel.contribution.${c.status}`, {
+            "keel.phase": e.phase,
+            "keel.plugin": label(c.plugin, 200),
+            "keel.contribution.kind": label(c.kind, 100),
+            ...(c.reason ? { "keel.contribution.reason": short(c.reason) } : {}),
+          });
         return;
       }
       case "diagnostic":
-        return this.turnEvent(e, "keel.diagnostic", { "keel.diagnostic.level": e.level, "keel.diagnostic.code": e.code, "keel.diagnostic.message": short(e.message, 1000), ...(e.plugin ? { "keel.plugin": label(e.plugin, 200) } : {}), ...(e.phase ? { "keel.phase": e.phase } : {}) });
+        return this.turnEvent(e, "keel.diagnostic", {
+          "keel.diagnostic.level": e.level,
+          "keel.diagnostic.code": e.code,
+          "keel.diagnostic.message": short(e.message, 1000),
+          ...(e.plugin ? { "keel.plugin": label(e.plugin, 200) } : {}),
+          ...(e.phase ? { "keel.phase": e.phase } : {}),
+        });
       case "guard.tripped":
-        return this.turnEvent(e, "keel.guard.tripped", { "keel.guard": e.guard, "keel.guard.limit": e.limit, "keel.guard.value": e.value });
+        return this.turnEvent(e, "keel.guard.tripped", {
+          "keel.guard": e.guard,
+          "keel.guard.limit": e.limit,
+          "keel.guard.value": e.value,
+        });
       case "tools.revealed":
-        return this.turnEvent(e, "keel.tools.revealed", { "keel.revealed.by": label(e.by, 200), "keel.revealed.names": e.names.map((n) => label(n, 100)) });
+        return this.turnEvent(e, "keel.tools.revealed", {
+          "keel.revealed.by": label(e.by, 200),
+          "keel.revealed.names": e.names.map((n) => label(n, 100)),
+        });
       case "preflight.completed":
-        return this.turnEvent(e, "keel.preflight", { "keel.preflight.status": e.status, "keel.preflight.revealed": e.revealed, "keel.preflight.duration_ms": e.durationMs });
+        return this.turnEvent(e, "keel.preflight", {
+          "keel.preflight.status": e.status,
+          "keel.preflight.revealed": e.revealed,
+          "keel.preflight.duration_ms": e.durationMs,
+        });
       case "approval.requested":
-        return this.turnEvent(e, "keel.approval.requested", { "gen_ai.tool.name": e.name, "gen_ai.tool.call.id": e.callId, ...(e.plugin ? { "keel.plugin": label(e.plugin, 200) } : {}) });
+        return this.turnEvent(e, "keel.approval.requested", {
+          "gen_ai.tool.name": e.name,
+          "gen_ai.tool.call.id": e.callId,
+          ...(e.plugin ? { "keel.plugin": label(e.plugin, 200) } : {}),
+        });
       case "approval.resolved":
-        return this.turnEvent(e, "keel.approval.resolved", { "gen_ai.tool.name": e.name, "gen_ai.tool.call.id": e.callId, "keel.approval.approved": e.approved, "keel.approval.by": e.by });
+        return this.turnEvent(e, "keel.approval.resolved", {
+          "gen_ai.tool.name": e.name,
+          "gen_ai.tool.call.id": e.callId,
+          "keel.approval.approved": e.approved,
+          "keel.approval.by": e.by,
+        });
       case "fault":
-        return this.turnEvent(e, "keel.fault", { "keel.fault.source": e.source, "keel.fault.message": short(e.message, 1000), ...(e.plugin ? { "keel.plugin": label(e.plugin, 200) } : {}) });
+        return this.turnEvent(e, "keel.fault", {
+          "keel.fault.source": e.source,
+          "keel.fault.message": short(e.message, 1000),
+          ...(e.plugin ? { "keel.plugin": label(e.plugin, 200) } : {}),
+        });
       case "message.queued":
         return this.turnEvent(e, "keel.message.queued", { "keel.queue": e.queue });
       case "job.started":
@@ -151,7 +214,11 @@ export class SpanBuilder {
     if (e.type === "turn.started") {
       attrs["keel.turn.trigger"] = e.trigger;
       attrs["keel.session.mode"] = e.mode === "chat" ? "chat" : "agent";
-      if (this.o.captureContent) attrs["gen_ai.input.messages"] = content([{ role: "user", parts: [{ type: "text", content: e.input }] }], this.o.maxContentChars);
+      if (this.o.captureContent)
+        attrs["gen_ai.input.messages"] = content(
+          [{ role: "user", parts: [{ type: "text", content: e.input }] }],
+          this.o.maxContentChars,
+        );
     } else {
       attrs["keel.turn.resumed"] = true;
       attrs["keel.turn.answered"] = e.answered;
@@ -161,7 +228,16 @@ export class SpanBuilder {
     // A resumed turn links to the run that paused it (same turn id), so the two read as one.
     const paused = resumed ? this.recent.get(e.turnId) : undefined;
     const pausedSpan = paused ? trace.getSpanContext(paused) : undefined;
-    const span = this.o.tracer.startSpan(`invoke_agent ${this.o.agentName}`, { kind: SpanKind.INTERNAL, attributes: attrs, startTime: e.ts, ...(pausedSpan ? { links: [{ context: pausedSpan, attributes: { "keel.link": "paused_run" } }] } : {}) }, parent);
+    const span = this.o.tracer.startSpan(
+      `invoke_agent ${this.o.agentName}`,
+      {
+        kind: SpanKind.INTERNAL,
+        attributes: attrs,
+        startTime: e.ts,
+        ...(pausedSpan ? { links: [{ context: pausedSpan, attributes: { "keel.link": "paused_run" } }] } : {}),
+      },
+      parent,
+    );
     if (!span.isRecording()) {
       span.end();
       this.silent.add(e.turnId);
@@ -182,26 +258,51 @@ export class SpanBuilder {
     t?.phaseStarts.delete(e.phase);
     const plugins = [...new Set(handlers.map((h) => h.plugin))];
     const applied = e.contributions.filter((c) => c.status === "applied").length;
-    const span = this.o.tracer.startSpan(`keel.phase ${e.phase}`, {
-      kind: SpanKind.INTERNAL,
-      startTime: started,
-      attributes: {
-        "keel.phase": e.phase,
-        "keel.phase.background": background,
-        "keel.phase.duration_ms": durationMs,
-        "keel.plugins": plugins.map((p) => label(p, 200)),
-        "keel.contributions.applied": applied,
-        "keel.contributions.not_applied": e.contributions.length - applied,
+    const span = this.o.tracer.startSpan(
+      `keel.phase ${e.phase}`,
+      {
+        kind: SpanKind.INTERNAL,
+        startTime: started,
+        attributes: {
+          "keel.phase": e.phase,
+          "keel.phase.background": background,
+          "keel.phase.duration_ms": durationMs,
+          "keel.plugins": plugins.map((p) => label(p, 200)),
+          "keel.contributions.applied": applied,
+          "keel.contributions.not_applied": e.contributions.length - applied,
+        },
       },
-    }, parent);
+      parent,
+    );
     let failed: string | undefined;
     for (const h of handlers) {
-      span.addEvent("keel.handler", { "keel.plugin": label(h.plugin, 200), "keel.subscription": label(h.subscription, 200), "keel.handler.status": h.status, "keel.handler.duration_ms": h.durationMs, "keel.handler.contributions": h.contributions, ...(h.error ? { "keel.handler.error": short(h.error, 1000) } : {}) }, e.ts);
-      if (h.status === "threw" || h.status === "timeout" || h.status === "invalid") failed ??= `${label(h.plugin)}: ${h.status}${h.error ? ` (${short(h.error, 200)})` : ""}`;
+      span.addEvent(
+        "keel.handler",
+        {
+          "keel.plugin": label(h.plugin, 200),
+          "keel.subscription": label(h.subscription, 200),
+          "keel.handler.status": h.status,
+          "keel.handler.duration_ms": h.durationMs,
+          "keel.handler.contributions": h.contributions,
+          ...(h.error ? { "keel.handler.error": short(h.error, 1000) } : {}),
+        },
+        e.ts,
+      );
+      if (h.status === "threw" || h.status === "timeout" || h.status === "invalid")
+        failed ??= `${label(h.plugin)}: ${h.status}${h.error ? ` (${short(h.error, 200)})` : ""}`;
     }
     for (const c of e.contributions) {
       if (c.status === "applied") continue;
-      span.addEvent(`keel.contribution.${c.status}`, { "keel.plugin": label(c.plugin, 200), "keel.contribution.kind": label(c.kind, 100), ...(c.id ? { "keel.contribution.id": label(c.id, 200) } : {}), ...(c.reason ? { "keel.contribution.reason": short(c.reason) } : {}) }, e.ts);
+      span.addEvent(
+        `keel.contribution.${c.status}`,
+        {
+          "keel.plugin": label(c.plugin, 200),
+          "keel.contribution.kind": label(c.kind, 100),
+          ...(c.id ? { "keel.contribution.id": label(c.id, 200) } : {}),
+          ...(c.reason ? { "keel.contribution.reason": short(c.reason) } : {}),
+        },
+        e.ts,
+      );
     }
     if (failed) span.setStatus({ code: SpanStatusCode.ERROR, message: failed });
     span.end(Math.max(started, e.ts));
@@ -221,14 +322,30 @@ export class SpanBuilder {
   }
 
   /** End the turn's previous `chat` span and start one for `round`. */
-  private openRound(t: TurnState, sessionId: string, round: number, startTime: number, more: Attributes): Pending & { round: number } {
+  private openRound(
+    t: TurnState,
+    sessionId: string,
+    round: number,
+    startTime: number,
+    more: Attributes,
+  ): Pending & { round: number } {
     this.endRound(t);
     const requested = splitProviderId(this.o.providerId);
-    const span = this.o.tracer.startSpan(`chat ${requested?.model ?? "model"}`, {
-      kind: SpanKind.CLIENT,
-      startTime,
-      attributes: { "gen_ai.operation.name": "chat", ...(requested ? { "gen_ai.provider.name": requested.provider, "gen_ai.request.model": requested.model } : {}), "gen_ai.conversation.id": sessionId, "keel.round": round, ...more },
-    }, t.ctx);
+    const span = this.o.tracer.startSpan(
+      `chat ${requested?.model ?? "model"}`,
+      {
+        kind: SpanKind.CLIENT,
+        startTime,
+        attributes: {
+          "gen_ai.operation.name": "chat",
+          ...(requested ? { "gen_ai.provider.name": requested.provider, "gen_ai.request.model": requested.model } : {}),
+          "gen_ai.conversation.id": sessionId,
+          "keel.round": round,
+          ...more,
+        },
+      },
+      t.ctx,
+    );
     t.round = { span, round };
     return t.round;
   }
@@ -251,7 +368,8 @@ export class SpanBuilder {
       ...(e.firstChunkMs !== undefined ? { "keel.model.first_chunk_ms": e.firstChunkMs } : {}),
       ...(e.provider ? { "keel.provider": label(e.provider, 200) } : {}),
     });
-    if (e.firstChunkMs !== undefined) r.span.addEvent("keel.model.first_chunk", {}, e.ts - e.durationMs + e.firstChunkMs);
+    if (e.firstChunkMs !== undefined)
+      r.span.addEvent("keel.model.first_chunk", {}, e.ts - e.durationMs + e.firstChunkMs);
     r.endTime = e.ts;
     // Without content capture nothing more will be added: end now. Otherwise the answer's message follows.
     if (!this.o.captureContent) this.endRound(this.turns.get(e.turnId!)!);
@@ -260,7 +378,10 @@ export class SpanBuilder {
   private failed(e: Ev<"model.failed">): void {
     const r = this.roundSpan(e, e.ts);
     if (!r) return;
-    r.span.setAttributes({ "error.type": e.errorClass, ...(e.status !== undefined ? { "http.response.status_code": e.status } : {}) });
+    r.span.setAttributes({
+      "error.type": e.errorClass,
+      ...(e.status !== undefined ? { "http.response.status_code": e.status } : {}),
+    });
     r.span.setStatus({ code: SpanStatusCode.ERROR, message: short(e.message) });
     r.endTime = e.ts;
     this.endRound(this.turns.get(e.turnId!)!);
@@ -270,17 +391,23 @@ export class SpanBuilder {
     const t = e.turnId ? this.turns.get(e.turnId) : undefined;
     if (!t) return;
     if (t.round?.endTime !== undefined) this.endRound(t);
-    const span = this.o.tracer.startSpan(`execute_tool ${e.name}`, {
-      kind: SpanKind.INTERNAL,
-      startTime: e.ts,
-      attributes: {
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": e.name,
-        "gen_ai.tool.call.id": e.callId,
-        "keel.round": e.round,
-        ...(this.o.captureContent ? { "gen_ai.tool.call.arguments": content(e.args, this.o.maxContentChars, "data") } : {}),
+    const span = this.o.tracer.startSpan(
+      `execute_tool ${e.name}`,
+      {
+        kind: SpanKind.INTERNAL,
+        startTime: e.ts,
+        attributes: {
+          "gen_ai.operation.name": "execute_tool",
+          "gen_ai.tool.name": e.name,
+          "gen_ai.tool.call.id": e.callId,
+          "keel.round": e.round,
+          ...(this.o.captureContent
+            ? { "gen_ai.tool.call.arguments": content(e.args, this.o.maxContentChars, "data") }
+            : {}),
+        },
       },
-    }, t.ctx);
+      t.ctx,
+    );
     t.tools.set(e.callId, { span, resultSeen: false });
   }
 
@@ -288,8 +415,14 @@ export class SpanBuilder {
     const t = e.turnId ? this.turns.get(e.turnId) : undefined;
     const p = t?.tools.get(e.callId);
     if (!t || !p) return;
-    p.span.setAttributes({ "keel.tool.status": e.status, "keel.tool.duration_ms": e.durationMs, ...(e.decision ? { "keel.tool.decision": label(e.decision, 200) } : {}), ...(e.rewrittenBy ? { "keel.tool.rewritten_by": e.rewrittenBy.map((r) => label(r, 200)) } : {}) });
-    if (e.status === "error" || e.status === "timeout") p.span.setStatus({ code: SpanStatusCode.ERROR, message: e.status });
+    p.span.setAttributes({
+      "keel.tool.status": e.status,
+      "keel.tool.duration_ms": e.durationMs,
+      ...(e.decision ? { "keel.tool.decision": label(e.decision, 200) } : {}),
+      ...(e.rewrittenBy ? { "keel.tool.rewritten_by": e.rewrittenBy.map((r) => label(r, 200)) } : {}),
+    });
+    if (e.status === "error" || e.status === "timeout")
+      p.span.setStatus({ code: SpanStatusCode.ERROR, message: e.status });
     if (e.status !== "ok") p.span.setAttribute("error.type", e.status);
     p.endTime = e.ts;
     if (p.resultSeen) {
@@ -307,33 +440,84 @@ export class SpanBuilder {
       if (!p) return;
       const parts = Array.isArray(m.content) ? m.content : [];
       const chars = parts.reduce((n, b) => n + (b.type === "text" ? [...b.text].length : 0), 0);
-      p.span.setAttributes({ "keel.tool.result_chars": chars, "keel.tool.result_blocks": parts.length, ...(m.isError ? { "keel.tool.result_error": true } : {}) });
-      if (this.o.captureContent) p.span.setAttribute("gen_ai.tool.call.result", content(parts.map((b) => (b.type === "text" ? b.text : `[${b.type}]`)).join("\n"), this.o.maxContentChars));
+      p.span.setAttributes({
+        "keel.tool.result_chars": chars,
+        "keel.tool.result_blocks": parts.length,
+        ...(m.isError ? { "keel.tool.result_error": true } : {}),
+      });
+      if (this.o.captureContent)
+        p.span.setAttribute(
+          "gen_ai.tool.call.result",
+          content(parts.map((b) => (b.type === "text" ? b.text : `[${b.type}]`)).join("\n"), this.o.maxContentChars),
+        );
       p.resultSeen = true;
       if (p.endTime !== undefined) {
         p.span.end(p.endTime);
         t.tools.delete(m.toolCallId);
       }
     } else if (m.role === "assistant" && t.round && t.round.endTime !== undefined) {
-      if (this.o.captureContent && Array.isArray(m.content)) t.round.span.setAttribute("gen_ai.output.messages", content([{ role: "assistant", parts: m.content.map((b) => (b.type === "text" ? { type: "text", content: b.text } : b.type === "tool_call" ? { type: "tool_call", id: b.id, name: b.name, arguments: b.args } : { type: b.type })) }], this.o.maxContentChars));
+      if (this.o.captureContent && Array.isArray(m.content))
+        t.round.span.setAttribute(
+          "gen_ai.output.messages",
+          content(
+            [
+              {
+                role: "assistant",
+                parts: m.content.map((b) =>
+                  b.type === "text"
+                    ? { type: "text", content: b.text }
+                    : b.type === "tool_call"
+                      ? { type: "tool_call", id: b.id, name: b.name, arguments: b.args }
+                      : { type: b.type },
+                ),
+              },
+            ],
+            this.o.maxContentChars,
+          ),
+        );
       this.endRound(t);
     }
   }
 
   private jobStarted(e: Ev<"job.started">): void {
-    const parent = (e.turnId ? (this.turns.get(e.turnId)?.ctx ?? this.recent.get(e.turnId)) : undefined) ?? otelContext.active();
+    const parent =
+      (e.turnId ? (this.turns.get(e.turnId)?.ctx ?? this.recent.get(e.turnId)) : undefined) ?? otelContext.active();
     this.jobs.get(e.idempotencyKey)?.end();
-    const span = this.o.tracer.startSpan(`keel.job ${e.name}`, { kind: SpanKind.INTERNAL, startTime: e.ts, attributes: { "keel.plugin": label(e.plugin, 200), "keel.job.name": label(e.name, 200), "keel.job.key": label(e.idempotencyKey, 200), "keel.job.attempt": e.attempt, "keel.session.id": e.sessionId } }, parent);
+    const span = this.o.tracer.startSpan(
+      `keel.job ${e.name}`,
+      {
+        kind: SpanKind.INTERNAL,
+        startTime: e.ts,
+        attributes: {
+          "keel.plugin": label(e.plugin, 200),
+          "keel.job.name": label(e.name, 200),
+          "keel.job.key": label(e.idempotencyKey, 200),
+          "keel.job.attempt": e.attempt,
+          "keel.session.id": e.sessionId,
+        },
+      },
+      parent,
+    );
     this.jobs.set(e.idempotencyKey, span);
     if (this.jobs.size > 1_000) this.endJob(this.jobs.keys().next().value!, { code: SpanStatusCode.UNSET }, {});
   }
 
   private jobCompleted(e: Ev<"job.completed">): void {
     const failed = e.status === "failed" || e.status === "timeout";
-    this.endJob(e.idempotencyKey, failed ? { code: SpanStatusCode.ERROR, message: short(e.error ?? e.status) } : { code: SpanStatusCode.UNSET }, { "keel.job.status": e.status, "keel.job.duration_ms": e.durationMs }, e.ts);
+    this.endJob(
+      e.idempotencyKey,
+      failed ? { code: SpanStatusCode.ERROR, message: short(e.error ?? e.status) } : { code: SpanStatusCode.UNSET },
+      { "keel.job.status": e.status, "keel.job.duration_ms": e.durationMs },
+      e.ts,
+    );
   }
 
-  private endJob(key: string, status: { code: SpanStatusCode; message?: string }, attrs: Attributes, at?: number): void {
+  private endJob(
+    key: string,
+    status: { code: SpanStatusCode; message?: string },
+    attrs: Attributes,
+    at?: number,
+  ): void {
     const span = this.jobs.get(key);
     if (!span) return;
     span.setAttributes(attrs);

@@ -37,8 +37,17 @@ async function startReceiver(): Promise<{ server: Server; url: string; received:
   const received: Batch[] = [];
   const server = createServer(async (req, res) => {
     const text = await body(req);
-    const json = JSON.parse(text) as { resourceSpans: Array<{ scopeSpans: Array<{ scope: { name: string }; spans: OtlpSpan[] }> }> };
-    for (const rs of json.resourceSpans) for (const ss of rs.scopeSpans) received.push({ path: req.url ?? "", type: String(req.headers["content-type"]), spans: ss.spans, scope: ss.scope.name });
+    const json = JSON.parse(text) as {
+      resourceSpans: Array<{ scopeSpans: Array<{ scope: { name: string }; spans: OtlpSpan[] }> }>;
+    };
+    for (const rs of json.resourceSpans)
+      for (const ss of rs.scopeSpans)
+        received.push({
+          path: req.url ?? "",
+          type: String(req.headers["content-type"]),
+          spans: ss.spans,
+          scope: ss.scope.name,
+        });
     res.writeHead(200, { "content-type": "application/json" }).end("{}");
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -49,11 +58,17 @@ it("spans reach an OTLP/HTTP receiver when the agent closes", async () => {
   const { server: receiver, url, received } = await startReceiver();
   try {
     // A long batch delay: only the flush on close can deliver the spans in time.
-    const provider = new TracerProvider({ spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url }), scheduledDelayMillis: 60_000 })] });
+    const provider = new TracerProvider({
+      spanProcessors: [
+        new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url }), scheduledDelayMillis: 60_000 }),
+      ],
+    });
     const clock = defineTool({ name: "clock", description: "Tells the time.", execute: () => "12:00" });
     const agent = await createAgent({
       name: "wire",
-      provider: scriptedProvider([{ toolCalls: [{ id: "t1", name: "clock", args: {} }] }, { text: "It is noon." }], { model: "demo" }),
+      provider: scriptedProvider([{ toolCalls: [{ id: "t1", name: "clock", args: {} }] }, { text: "It is noon." }], {
+        model: "demo",
+      }),
       sideModel: false,
       store: new MemorySessionStore(),
       tools: [clock],
@@ -79,8 +94,12 @@ it("spans reach an OTLP/HTTP receiver when the agent closes", async () => {
     }
     const attr = (s: OtlpSpan, key: string) => s.attributes.find((a) => a.key === key)?.value;
     expect(attr(turn, "keel.turn.status")).toEqual({ stringValue: "completed" });
-    expect(attr(spans.find((s) => s.name === "execute_tool clock")!, "gen_ai.tool.name")).toEqual({ stringValue: "clock" });
-    expect(attr(spans.find((s) => s.name === "chat demo")!, "gen_ai.provider.name")).toEqual({ stringValue: "keel.scripted" });
+    expect(attr(spans.find((s) => s.name === "execute_tool clock")!, "gen_ai.tool.name")).toEqual({
+      stringValue: "clock",
+    });
+    expect(attr(spans.find((s) => s.name === "chat demo")!, "gen_ai.provider.name")).toEqual({
+      stringValue: "keel.scripted",
+    });
     await provider.shutdown();
   } finally {
     receiver.close();
@@ -96,7 +115,10 @@ it("keel run traces with the observers of agent.config.ts and exports before it 
     const env = { ...process.env, TEST_OTLP_URL: url, KEEL_OFFLINE: "1" };
     const config = join(dirname(fileURLToPath(import.meta.url)), "fixtures", "agent.config.ts");
     // Asynchronously: a synchronous spawn would block the receiver, which runs in this process.
-    const child = spawn(process.execPath, [KEEL_BIN, "run", "--config", config, "--home", home, "hello"], { env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [KEEL_BIN, "run", "--config", config, "--home", home, "hello"], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));

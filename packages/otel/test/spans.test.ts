@@ -9,7 +9,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import { AlwaysOffSampler, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
+import {
+  AlwaysOffSampler,
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+  TracerProvider,
+} from "@opentelemetry/sdk-trace";
 import { createAgent, definePlugin, defineTool } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { Agent } from "@keel/kernel";
@@ -44,7 +50,10 @@ afterEach(async () => {
 
 /** A tool output big enough that eight of them push a 9,000-token window past compaction's soft threshold. */
 function bigOutput(tag: string): string {
-  return Array.from({ length: 60 }, (_, i) => `${tag} row ${i + 1}: ok ${i * 7} items processed in worker pool shard ${i % 5} of the cluster node`).join("\n");
+  return Array.from(
+    { length: 60 },
+    (_, i) => `${tag} row ${i + 1}: ok ${i * 7} items processed in worker pool shard ${i % 5} of the cluster node`,
+  ).join("\n");
 }
 
 /** A plugin that adds a prompt section, and one contribution the kernel rejects (wrong kind for the phase). */
@@ -52,27 +61,67 @@ const probe = definePlugin({
   name: "probe",
   version: "1.0.0",
   setup(ctx) {
-    ctx.on("turn.pre_prompt_compile", () => ({ kind: "prompt_section", id: "probe.rules", sectionId: "rules", title: "Rules", domain: "rules", content: "Answer briefly." }));
-    ctx.on("turn.pre_prompt_context", () => ({ kind: "prompt_section", id: "misplaced", sectionId: "x", domain: "x", content: "wrong phase" }) as never);
+    ctx.on("turn.pre_prompt_compile", () => ({
+      kind: "prompt_section",
+      id: "probe.rules",
+      sectionId: "rules",
+      title: "Rules",
+      domain: "rules",
+      content: "Answer briefly.",
+    }));
+    ctx.on(
+      "turn.pre_prompt_context",
+      () => ({ kind: "prompt_section", id: "misplaced", sectionId: "x", domain: "x", content: "wrong phase" }) as never,
+    );
   },
 });
 
-async function tracedAgent(opts: { captureContent?: boolean; rounds: number } ) {
+async function tracedAgent(opts: { captureContent?: boolean; rounds: number }) {
   const home = mkdtempSync(join(tmpdir(), "keel-otel-"));
   dirs.push(home);
   let n = 0;
-  const bash = defineTool({ name: "bash", description: "Runs a command.", category: "exec", execute: () => bigOutput(`t${n++}`) });
+  const bash = defineTool({
+    name: "bash",
+    description: "Runs a command.",
+    category: "exec",
+    execute: () => bigOutput(`t${n++}`),
+  });
   const agent = await createAgent({
     name: "ops",
-    provider: anthropicProvider({ model: "claude-sonnet-4-6", apiKey: "k", baseURL: server.anthropicBaseURL, contextWindow: 9_000, maxRetries: 0, streamRetries: 2, streamBackoffMs: 5 }),
+    provider: anthropicProvider({
+      model: "claude-sonnet-4-6",
+      apiKey: "k",
+      baseURL: server.anthropicBaseURL,
+      contextWindow: 9_000,
+      maxRetries: 0,
+      streamRetries: 2,
+      streamBackoffMs: 5,
+    }),
     sideModel: false,
     store: new MemorySessionStore(),
     tools: [bash],
-    plugins: [compaction({ path: join(home, "compaction.sqlite"), taco: { enabled: false }, hard: 0.99, subgoals: { extractor: "heuristic" } }), probe],
+    plugins: [
+      compaction({
+        path: join(home, "compaction.sqlite"),
+        taco: { enabled: false },
+        hard: 0.99,
+        subgoals: { extractor: "heuristic" },
+      }),
+      probe,
+    ],
   });
   agents.push(agent);
-  traceAgent(agent, { tracerProvider: provider, ...(opts.captureContent !== undefined ? { captureContent: opts.captureContent } : {}) });
-  for (let i = 0; i < opts.rounds; i++) server.enqueue({ text: `Step ${i + 1}: next check.`, toolCalls: [{ id: `c${i + 1}`, name: "bash", args: { command: `check ${i + 1}` } }], usage: { input: 900 + i, output: 20 }, model: "claude-sonnet-4-6-20260901" });
+  traceAgent(agent, {
+    tracerProvider: provider,
+    ...(opts.captureContent !== undefined ? { captureContent: opts.captureContent } : {}),
+  });
+  for (let i = 0; i < opts.rounds; i++)
+    server.enqueue({
+      text: `Step ${i + 1}: next check.`,
+      toolCalls: [{ id: `c${i + 1}`, name: "bash", args: { command: `check ${i + 1}` } }],
+      usage: { input: 900 + i, output: 20 },
+      model: "claude-sonnet-4-6-20260901",
+    });
   return agent;
 }
 
@@ -84,7 +133,14 @@ describe("spans of a turn", () => {
   it("a turn with tools, a retried stream and a compaction, inside the host's request span", async () => {
     const agent = await tracedAgent({ rounds: 8 });
     // Round 9 is cut mid-stream, then retried: one chat span with a retry event.
-    server.enqueue({ text: "All eight checks passed and nothing else is left.", fault: { type: "cut", afterEvents: 2 } }, { text: "All eight checks passed.", usage: { input: 1200, output: 7, cacheRead: 300 }, model: "claude-sonnet-4-6-20260901" });
+    server.enqueue(
+      { text: "All eight checks passed and nothing else is left.", fault: { type: "cut", afterEvents: 2 } },
+      {
+        text: "All eight checks passed.",
+        usage: { input: 1200, output: 7, cacheRead: 300 },
+        model: "claude-sonnet-4-6-20260901",
+      },
+    );
     const session = await agent.session();
     const host = provider.getTracer("host");
     const result = await host.startActiveSpan("POST /chat", { kind: SpanKind.SERVER }, async (span) => {
@@ -121,23 +177,52 @@ describe("spans of a turn", () => {
     for (const c of chats) {
       expect(c.kind).toBe(SpanKind.CLIENT);
       expect(parentOf(c)).toBe(turn.spanContext().spanId);
-      expect(c.attributes).toMatchObject({ "gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic", "gen_ai.request.model": "claude-sonnet-4-6", "gen_ai.response.model": "claude-sonnet-4-6-20260901" });
+      expect(c.attributes).toMatchObject({
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": "claude-sonnet-4-6",
+        "gen_ai.response.model": "claude-sonnet-4-6-20260901",
+      });
       expect(c.attributes["keel.prompt.sections"]).toContain("rules: probe");
       expect(c.attributes["keel.prompt.tools"]).toContain("bash");
     }
     expect(chats[0]!.name).toBe("chat claude-sonnet-4-6");
-    expect(chats[0]!.attributes).toMatchObject({ "keel.round": 1, "gen_ai.response.finish_reasons": ["tool_use"], "gen_ai.usage.input_tokens": 900, "gen_ai.usage.output_tokens": 20 });
+    expect(chats[0]!.attributes).toMatchObject({
+      "keel.round": 1,
+      "gen_ai.response.finish_reasons": ["tool_use"],
+      "gen_ai.usage.input_tokens": 900,
+      "gen_ai.usage.output_tokens": 20,
+    });
     const last = chats[8]!;
-    expect(last.attributes).toMatchObject({ "keel.round": 9, "gen_ai.response.finish_reasons": ["end_turn"], "gen_ai.usage.input_tokens": 1500, "gen_ai.usage.cache_read.input_tokens": 300, "gen_ai.usage.output_tokens": 7 });
+    expect(last.attributes).toMatchObject({
+      "keel.round": 9,
+      "gen_ai.response.finish_reasons": ["end_turn"],
+      "gen_ai.usage.input_tokens": 1500,
+      "gen_ai.usage.cache_read.input_tokens": 300,
+      "gen_ai.usage.output_tokens": 7,
+    });
     expect(last.events.map((e) => e.name)).toContain("keel.model.retry");
     expect(chats.slice(0, 8).every((c) => !c.events.some((e) => e.name === "keel.model.retry"))).toBe(true);
 
     const tools = byName(spans, "execute_tool");
-    expect(tools.map((t) => t.attributes["gen_ai.tool.call.id"])).toEqual(["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8"]);
+    expect(tools.map((t) => t.attributes["gen_ai.tool.call.id"])).toEqual([
+      "c1",
+      "c2",
+      "c3",
+      "c4",
+      "c5",
+      "c6",
+      "c7",
+      "c8",
+    ]);
     for (const t of tools) {
       expect(t.name).toBe("execute_tool bash");
       expect(parentOf(t)).toBe(turn.spanContext().spanId);
-      expect(t.attributes).toMatchObject({ "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "bash", "keel.tool.status": "ok" });
+      expect(t.attributes).toMatchObject({
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "bash",
+        "keel.tool.status": "ok",
+      });
       expect(t.attributes["keel.tool.result_chars"]).toBeGreaterThan(4_000);
       expect(ms(t.startTime)).toBeGreaterThanOrEqual(ms(turn.startTime));
       expect(ms(t.endTime)).toBeLessThanOrEqual(ms(turn.endTime));
@@ -147,13 +232,25 @@ describe("spans of a turn", () => {
     const compactions = turn.events.filter((e) => e.name === "keel.compaction");
     expect(compactions.length).toBeGreaterThan(0);
     expect(compactions[0]!.attributes).toMatchObject({ "keel.plugin": "@keel/plugin-compaction" });
-    expect(compactions[0]!.attributes!["keel.compaction.reason"]).toMatch(/^compaction subgoal: \d+ → \d+ tokens; masked \d+ tool outputs/);
+    expect(compactions[0]!.attributes!["keel.compaction.reason"]).toMatch(
+      /^compaction subgoal: \d+ → \d+ tokens; masked \d+ tool outputs/,
+    );
     expect(typeof compactions[0]!.attributes!["keel.compaction.messages_before"]).toBe("number");
     const phases = byName(spans, "keel.phase ");
-    expect(phases.some((p) => p.name === "keel.phase round.pre_request" && (p.attributes["keel.plugins"] as string[]).includes("@keel/plugin-compaction"))).toBe(true);
+    expect(
+      phases.some(
+        (p) =>
+          p.name === "keel.phase round.pre_request" &&
+          (p.attributes["keel.plugins"] as string[]).includes("@keel/plugin-compaction"),
+      ),
+    ).toBe(true);
     const compile = phases.find((p) => p.name === "keel.phase turn.pre_prompt_compile")!;
     expect(compile.attributes["keel.plugins"]).toEqual(["probe"]);
-    expect(compile.events.find((e) => e.name === "keel.handler")!.attributes).toMatchObject({ "keel.plugin": "probe", "keel.handler.status": "ok", "keel.handler.contributions": 1 });
+    expect(compile.events.find((e) => e.name === "keel.handler")!.attributes).toMatchObject({
+      "keel.plugin": "probe",
+      "keel.handler.status": "ok",
+      "keel.handler.contributions": 1,
+    });
     // The misplaced contribution is visible where it happened, with its plugin.
     const context = phases.find((p) => p.name === "keel.phase turn.pre_prompt_context")!;
     const rejected = context.events.find((e) => e.name === "keel.contribution.rejected")!;
@@ -162,7 +259,9 @@ describe("spans of a turn", () => {
     for (const p of phases) expect([turn.spanContext().spanId]).toContain(parentOf(p));
 
     // Content is off by default: no prompt, answer or tool text leaves the process.
-    for (const s of spans) for (const key of Object.keys(s.attributes)) expect(key).not.toMatch(/^gen_ai\.(input|output)\.messages$|^gen_ai\.tool\.call\.(arguments|result)$/);
+    for (const s of spans)
+      for (const key of Object.keys(s.attributes))
+        expect(key).not.toMatch(/^gen_ai\.(input|output)\.messages$|^gen_ai\.tool\.call\.(arguments|result)$/);
     expect(JSON.stringify(spans.map((s) => [s.attributes, s.events]))).not.toContain("check the cluster");
   });
 
@@ -177,8 +276,13 @@ describe("spans of a turn", () => {
     expect(input[0].role).toBe("user");
     expect(input[0].parts[0].content).toMatch(/^check it with token \[REDACTED:[a-z_]+\] 🎉$/);
     const [first, second] = byName(spans, "chat ");
-    expect(JSON.parse(first!.attributes["gen_ai.output.messages"] as string)[0].parts).toEqual([{ type: "text", content: "Step 1: next check." }, { type: "tool_call", id: "c1", name: "bash", arguments: { command: "check 1" } }]);
-    expect(JSON.parse(second!.attributes["gen_ai.output.messages"] as string)[0].parts[0].content).toBe("Done: one check.");
+    expect(JSON.parse(first!.attributes["gen_ai.output.messages"] as string)[0].parts).toEqual([
+      { type: "text", content: "Step 1: next check." },
+      { type: "tool_call", id: "c1", name: "bash", arguments: { command: "check 1" } },
+    ]);
+    expect(JSON.parse(second!.attributes["gen_ai.output.messages"] as string)[0].parts[0].content).toBe(
+      "Done: one check.",
+    );
     const tool = byName(spans, "execute_tool")[0]!;
     expect(JSON.parse(tool.attributes["gen_ai.tool.call.arguments"] as string)).toEqual({ command: "check 1" });
     expect(tool.attributes["gen_ai.tool.call.result"]).toMatch(/^t0 row 1: ok 0 items/);
@@ -202,8 +306,16 @@ describe("spans of a turn", () => {
   });
 
   it("a turn sampled out is not traced at all (its tools and rounds make no spans either)", async () => {
-    const sampledOut = new TracerProvider({ sampler: new AlwaysOffSampler(), spanProcessors: [new SimpleSpanProcessor({ exporter })] });
-    const agent = await createAgent({ provider: scriptedProvider([{ toolCalls: [{ id: "k1", name: "clock", args: {} }] }, { text: "noon" }]), sideModel: false, store: new MemorySessionStore(), tools: [defineTool({ name: "clock", description: "Tells the time.", execute: () => "12:00" })] });
+    const sampledOut = new TracerProvider({
+      sampler: new AlwaysOffSampler(),
+      spanProcessors: [new SimpleSpanProcessor({ exporter })],
+    });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ toolCalls: [{ id: "k1", name: "clock", args: {} }] }, { text: "noon" }]),
+      sideModel: false,
+      store: new MemorySessionStore(),
+      tools: [defineTool({ name: "clock", description: "Tells the time.", execute: () => "12:00" })],
+    });
     agents.push(agent);
     traceAgent(agent, { tracerProvider: sampledOut });
     const r = await (await agent.session()).run("time?");
@@ -212,7 +324,23 @@ describe("spans of a turn", () => {
   });
 
   it("a tracer that throws never changes a turn: tracing stops and the failure is one located diagnostic", async () => {
-    const agent = await createAgent({ provider: scriptedProvider([{ text: "fine" }]), sideModel: false, store: new MemorySessionStore(), observers: [otel({ tracer: { startSpan: () => { throw new Error("exporter exploded"); }, startActiveSpan: () => { throw new Error("no"); } } as never })] });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "fine" }]),
+      sideModel: false,
+      store: new MemorySessionStore(),
+      observers: [
+        otel({
+          tracer: {
+            startSpan: () => {
+              throw new Error("exporter exploded");
+            },
+            startActiveSpan: () => {
+              throw new Error("no");
+            },
+          } as never,
+        }),
+      ],
+    });
     agents.push(agent);
     const session = await agent.session();
     const r = await session.run("hi");
@@ -220,16 +348,33 @@ describe("spans of a turn", () => {
     expect(r.text).toBe("fine");
     const diags = (await session.events()).filter((e) => e.type === "diagnostic" && e.code === "KEEL_OBSERVER_FAILED");
     expect(diags).toHaveLength(1);
-    expect((diags[0] as { message: string }).message).toMatch(/Observer "otel" failed on a turn\.started event and stopped tracing: exporter exploded/);
+    expect((diags[0] as { message: string }).message).toMatch(
+      /Observer "otel" failed on a turn\.started event and stopped tracing: exporter exploded/,
+    );
   });
 
   it("an observer whose attach throws is reported and the agent runs; a falsy entry is ignored", async () => {
-    const agent = await createAgent({ provider: scriptedProvider([{ text: "still here" }]), sideModel: false, store: new MemorySessionStore(), observers: [false, { name: "broken", attach: () => { throw new Error("boom"); } }] });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "still here" }]),
+      sideModel: false,
+      store: new MemorySessionStore(),
+      observers: [
+        false,
+        {
+          name: "broken",
+          attach: () => {
+            throw new Error("boom");
+          },
+        },
+      ],
+    });
     agents.push(agent);
     const session = await agent.session();
     const r = await session.run("hi");
     expect(r.text).toBe("still here");
-    const diag = (await session.events()).find((e) => e.type === "diagnostic" && e.code === "KEEL_OBSERVER_FAILED") as { message: string } | undefined;
+    const diag = (await session.events()).find((e) => e.type === "diagnostic" && e.code === "KEEL_OBSERVER_FAILED") as
+      | { message: string }
+      | undefined;
     expect(diag?.message).toMatch(/Observer "broken" threw in attach\(\): boom/);
     expect(trace.getActiveSpan()).toBeUndefined();
   });

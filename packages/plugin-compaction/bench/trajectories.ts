@@ -74,7 +74,13 @@ interface Config {
  * protected tail beyond the newest call, small summaries): removed share vs evidence
  * retention per source. "eager" compacts from a fifth of the window down to a tenth.
  */
-const EXTREME = { soft: 0.05, target: 0.05, hard: 0.06, cooldownRounds: 0, protectedTail: { messages: 1, tokens: 0, share: 0.01 } };
+const EXTREME = {
+  soft: 0.05,
+  target: 0.05,
+  hard: 0.06,
+  cooldownRounds: 0,
+  protectedTail: { messages: 1, tokens: 0, share: 0.01 },
+};
 const EAGER = { soft: 0.2, target: 0.1, hard: 0.3, protectedTail: { messages: 6, tokens: 0, share: 0.1 } };
 const CURVE: Array<[string, Record<string, unknown>]> = [
   ["c0 defaults", {}],
@@ -94,7 +100,10 @@ const ALL_CONFIGS: Config[] = [
   { label: "subgoal+taco+prune", strategy: "subgoal", taco: true, prune: true },
 ];
 const CONFIGS: Config[] = process.env.CURVE
-  ? [ALL_CONFIGS[0]!, ...CURVE.map(([label, opts]): Config => ({ label, strategy: "mask", taco: true, prune: false, opts }))]
+  ? [
+      ALL_CONFIGS[0]!,
+      ...CURVE.map(([label, opts]): Config => ({ label, strategy: "mask", taco: true, prune: false, opts })),
+    ]
   : ALL_CONFIGS.filter((c) => c.label === "none" || !process.env.ONLY || process.env.ONLY.split(",").includes(c.label));
 
 const idCache = new Map<string, Set<string>>();
@@ -162,7 +171,20 @@ function breakdown(req: ModelRequest, parts: Record<string, number>): void {
   ms.forEach((m, i) => {
     const n = counter.countMessages([m]);
     const text = fullText(m);
-    const kind = i === first || i === input ? "pinned" : last > input && i >= last ? "newest" : isSummary(m) ? "summary" : text.startsWith(MASK_PREFIX) ? "stubs" : text.includes('"masked":"[masked arguments') ? "masked-args assistant" : text.startsWith(DIGEST_PREFIX) ? "digests" : `raw ${m.role}`;
+    const kind =
+      i === first || i === input
+        ? "pinned"
+        : last > input && i >= last
+          ? "newest"
+          : isSummary(m)
+            ? "summary"
+            : text.startsWith(MASK_PREFIX)
+              ? "stubs"
+              : text.includes('"masked":"[masked arguments')
+                ? "masked-args assistant"
+                : text.startsWith(DIGEST_PREFIX)
+                  ? "digests"
+                  : `raw ${m.role}`;
     add(kind, n);
   });
 }
@@ -179,16 +201,25 @@ function floorOf(req: ModelRequest): number {
   // The newest block: the latest assistant message and its results (when it comes after the input).
   const last = ms.findLastIndex((m) => m.role === "assistant");
   if (last > input) for (let i = last; i < ms.length; i++) keep.add(i);
-  return counter.countRequest({ system: req.system, messages: ms.filter((_, i) => keep.has(i)), tools: req.tools }).total;
+  return counter.countRequest({ system: req.system, messages: ms.filter((_, i) => keep.has(i)), tools: req.tools })
+    .total;
 }
 
-async function replay(t: Trajectory, cfg: Config, window: number, home: string): Promise<{ outcome: Outcome; requests: ModelRequest[] }> {
+async function replay(
+  t: Trajectory,
+  cfg: Config,
+  window: number,
+  home: string,
+): Promise<{ outcome: Outcome; requests: ModelRequest[] }> {
   const steps: ScriptStep[] = [];
   const outputs = new Map<string, string>();
   const names = new Set<string>();
   for (const turn of t.turns) {
     turn.steps.forEach((s, i) => {
-      steps.push({ text: s.text, ...(s.calls.length ? { toolCalls: s.calls.map((c) => ({ id: c.id, name: c.name, args: c.args })) } : {}) });
+      steps.push({
+        text: s.text,
+        ...(s.calls.length ? { toolCalls: s.calls.map((c) => ({ id: c.id, name: c.name, args: c.args })) } : {}),
+      });
       for (const c of s.calls) {
         outputs.set(c.id, c.output ?? "(no output recorded)");
         names.add(c.name);
@@ -197,22 +228,63 @@ async function replay(t: Trajectory, cfg: Config, window: number, home: string):
     });
   }
   const tools: ToolDefinition[] = [...names].map((name) =>
-    defineTool({ name, description: `Recorded tool ${name}.`, category: t.source === "tau-bench" ? "info" : "exec", parameters: { type: "object", additionalProperties: true }, execute: (_a, ctx) => outputs.get(ctx.callId) ?? "" }),
+    defineTool({
+      name,
+      description: `Recorded tool ${name}.`,
+      category: t.source === "tau-bench" ? "info" : "exec",
+      parameters: { type: "object", additionalProperties: true },
+      execute: (_a, ctx) => outputs.get(ctx.callId) ?? "",
+    }),
   );
   const provider = scriptedProvider(steps, { contextWindow: 100_000_000 });
-  const plugins = cfg.strategy === "none" && !cfg.taco && !cfg.prune
-    ? []
-    : [compaction({ path: join(home, "compaction.sqlite"), model: false, window: cfg.strategy === "none" ? 100_000_000 : window, strategy: cfg.strategy === "none" ? "mask" : cfg.strategy, taco: { enabled: cfg.taco }, prune: { enabled: cfg.prune }, subgoals: { extractor: "heuristic", every: 1 }, ...cfg.opts, ...(process.env.OPTS ? JSON.parse(process.env.OPTS) : {}) })];
-  const agent = await createAgent({ provider, instructions: t.system, store: new MemorySessionStore(), tools, plugins, limits: { maxRounds: 100_000, maxToolCalls: 100_000, tokenBudget: 1e15, wallTimeMs: 1e9 } });
+  const plugins =
+    cfg.strategy === "none" && !cfg.taco && !cfg.prune
+      ? []
+      : [
+          compaction({
+            path: join(home, "compaction.sqlite"),
+            model: false,
+            window: cfg.strategy === "none" ? 100_000_000 : window,
+            strategy: cfg.strategy === "none" ? "mask" : cfg.strategy,
+            taco: { enabled: cfg.taco },
+            prune: { enabled: cfg.prune },
+            subgoals: { extractor: "heuristic", every: 1 },
+            ...cfg.opts,
+            ...(process.env.OPTS ? JSON.parse(process.env.OPTS) : {}),
+          }),
+        ];
+  const agent = await createAgent({
+    provider,
+    instructions: t.system,
+    store: new MemorySessionStore(),
+    tools,
+    plugins,
+    limits: { maxRounds: 100_000, maxToolCalls: 100_000, tokenBudget: 1e15, wallTimeMs: 1e9 },
+  });
   const session = await agent.session();
   for (const turn of t.turns) {
     const r = await session.run(turn.input);
-    if (r.verdict.status !== "completed") throw new Error(`${t.name} (${cfg.label}): turn ended ${JSON.stringify(r.verdict)}`);
+    if (r.verdict.status !== "completed")
+      throw new Error(`${t.name} (${cfg.label}): turn ended ${JSON.stringify(r.verdict)}`);
   }
   const events = await session.events();
   await agent.close();
   const compactions = events.filter((e) => e.type === "context.edited").length;
-  return { outcome: { tokens: 0, floor: 0, peak: 0, evidence: 0, kept: 0, strict: 0, compactions, requests: 0, rewrites: 0, ...(process.env.BREAKDOWN || cfg.label === "none" ? { parts: {} } : {}) }, requests: provider.requests };
+  return {
+    outcome: {
+      tokens: 0,
+      floor: 0,
+      peak: 0,
+      evidence: 0,
+      kept: 0,
+      strict: 0,
+      compactions,
+      requests: 0,
+      rewrites: 0,
+      ...(process.env.BREAKDOWN || cfg.label === "none" ? { parts: {} } : {}),
+    },
+    requests: provider.requests,
+  };
 }
 
 const misses = new Map<string, number>();
@@ -221,7 +293,13 @@ let baseRequests: ModelRequest[] = [];
 let floors: number[] = [];
 /** Message count of each uncompacted request of that trajectory. */
 let noneLengths: number[] = [];
-function measure(t: Trajectory, requests: ModelRequest[], ev: Array<string[] | null>, o: Outcome, base: boolean): Outcome {
+function measure(
+  t: Trajectory,
+  requests: ModelRequest[],
+  ev: Array<string[] | null>,
+  o: Outcome,
+  base: boolean,
+): Outcome {
   if (requests.length !== ev.length) throw new Error(`${t.name}: ${requests.length} requests for ${ev.length} steps`);
   if (base) {
     floors = requests.map(floorOf);
@@ -235,13 +313,27 @@ function measure(t: Trajectory, requests: ModelRequest[], ev: Array<string[] | n
     o.floor += floors[k]!;
     o.requests++;
     const prev = requests[k - 1]?.messages;
-    if (prev?.some((m, i) => req.messages[i] === undefined || (req.messages[i] !== m && JSON.stringify(req.messages[i]) !== JSON.stringify(m)))) o.rewrites++;
+    if (
+      prev?.some(
+        (m, i) =>
+          req.messages[i] === undefined ||
+          (req.messages[i] !== m && JSON.stringify(req.messages[i]) !== JSON.stringify(m)),
+      )
+    )
+      o.rewrites++;
     o.peak = Math.max(o.peak, n);
     if (o.parts) {
       breakdown(req, o.parts);
       // Above-floor tokens of requests the strategy left as they were (below its threshold).
-      const touched = req.messages.length !== noneLengths[k] || req.messages.some((m) => isSummary(m) || fullText(m).startsWith(MASK_PREFIX) || fullText(m).includes('"masked":"[masked arguments'));
-      if (!base && !touched) o.parts["(above floor, requests not compacted)"] = (o.parts["(above floor, requests not compacted)"] ?? 0) + n - floors[k]!;
+      const touched =
+        req.messages.length !== noneLengths[k] ||
+        req.messages.some(
+          (m) =>
+            isSummary(m) || fullText(m).startsWith(MASK_PREFIX) || fullText(m).includes('"masked":"[masked arguments'),
+        );
+      if (!base && !touched)
+        o.parts["(above floor, requests not compacted)"] =
+          (o.parts["(above floor, requests not compacted)"] ?? 0) + n - floors[k]!;
     }
     if (!want!.length) return;
     const sets = [idsOf(req.system), ...req.messages.map((m: Message) => idsOf(fullText(m)))];
@@ -266,7 +358,11 @@ function measure(t: Trajectory, requests: ModelRequest[], ev: Array<string[] | n
 async function main(): Promise<void> {
   const t0 = performance.now();
   const d = join(dataDir(), "trajectories");
-  const trajectories = [...loadSweAgent(join(d, "swe-agent")), ...loadMiniSweAgent(join(d, "mini-swe-agent")), ...loadTauBench(join(d, "tau-bench", "gpt-4o-airline.json"), all ? [0, 1, 2, 3] : [0])];
+  const trajectories = [
+    ...loadSweAgent(join(d, "swe-agent")),
+    ...loadMiniSweAgent(join(d, "mini-swe-agent")),
+    ...loadTauBench(join(d, "tau-bench", "gpt-4o-airline.json"), all ? [0, 1, 2, 3] : [0]),
+  ];
   const home = mkdtempSync(join(tmpdir(), "keel-compaction-bench-"));
   const totals = new Map<string, Map<string, Outcome>>();
   const windows: number[] = [];
@@ -285,8 +381,13 @@ async function main(): Promise<void> {
         if (process.env.DUMP && t.name.includes(process.env.DUMP)) {
           const k = Number(process.env.DUMPK ?? requests.length - 2);
           const req = requests[k]!;
-          console.log(`--- ${t.name} ${cfg.label} request ${k}/${requests.length}: ${counter.countRequest({ system: req.system, messages: req.messages, tools: req.tools }).total} tokens, floor ${floors[k]}, system ${counter.countText(req.system)}`);
-          for (const m of req.messages) console.log(`  ${m.role.padEnd(9)} ${String(counter.countMessages([m])).padStart(6)}  ${JSON.stringify(process.env.DUMPFULL ? fullText(m) : headOf(fullText(m), 160))}`);
+          console.log(
+            `--- ${t.name} ${cfg.label} request ${k}/${requests.length}: ${counter.countRequest({ system: req.system, messages: req.messages, tools: req.tools }).total} tokens, floor ${floors[k]}, system ${counter.countText(req.system)}`,
+          );
+          for (const m of req.messages)
+            console.log(
+              `  ${m.role.padEnd(9)} ${String(counter.countMessages([m])).padStart(6)}  ${JSON.stringify(process.env.DUMPFULL ? fullText(m) : headOf(fullText(m), 160))}`,
+            );
         }
         if (cfg.label === "none") baseRequests = requests;
         if (cfg.label === "none") {
@@ -296,7 +397,17 @@ async function main(): Promise<void> {
         for (const key of ["all", half, t.source, `${t.source}, ${half}`]) {
           const bySource = totals.get(key) ?? new Map<string, Outcome>();
           totals.set(key, bySource);
-          const acc = bySource.get(cfg.label) ?? { tokens: 0, floor: 0, peak: 0, evidence: 0, kept: 0, strict: 0, compactions: 0, requests: 0, rewrites: 0 };
+          const acc = bySource.get(cfg.label) ?? {
+            tokens: 0,
+            floor: 0,
+            peak: 0,
+            evidence: 0,
+            kept: 0,
+            strict: 0,
+            compactions: 0,
+            requests: 0,
+            rewrites: 0,
+          };
           acc.tokens += o.tokens;
           acc.floor += o.floor;
           acc.peak = Math.max(acc.peak, o.peak);
@@ -318,16 +429,24 @@ async function main(): Promise<void> {
     rmSync(home, { recursive: true, force: true });
   }
   const counts = (s: string) => trajectories.filter((t) => t.source === s).length;
-  console.log(`trajectories: swe-agent ${counts("swe-agent")}, mini-swe-agent ${counts("mini-swe-agent")}, tau-bench ${counts("tau-bench")}${all ? "" : " (trial 0 of each task; --all for all 200 runs)"}`);
-  console.log(`window per trajectory: ${WINDOW_SHARE * 100}% of its largest uncompacted request, min ${MIN_WINDOW} (median ${windows.sort((a, b) => a - b)[windows.length >> 1]} tokens); summaries deterministic`);
+  console.log(
+    `trajectories: swe-agent ${counts("swe-agent")}, mini-swe-agent ${counts("mini-swe-agent")}, tau-bench ${counts("tau-bench")}${all ? "" : " (trial 0 of each task; --all for all 200 runs)"}`,
+  );
+  console.log(
+    `window per trajectory: ${WINDOW_SHARE * 100}% of its largest uncompacted request, min ${MIN_WINDOW} (median ${windows.sort((a, b) => a - b)[windows.length >> 1]} tokens); summaries deterministic`,
+  );
   const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
   const summary: string[] = [];
   for (const [source, rows] of totals) {
     const base = rows.get("none")!;
     const removable = base.tokens - base.floor;
     console.log(`\n${source}`);
-    console.log(`floor (per request: system, tools, pinned user messages, newest call + results): ${base.floor.toLocaleString("en-US")} tokens = ${pct(base.floor / base.tokens)} of none; removable ${removable.toLocaleString("en-US")} = ${pct(removable / base.tokens)}`);
-    console.log(`${"strategy".padEnd(20) + "tokens sent".padStart(14) + "vs none".padStart(10) + "removed".padStart(14) + "of removable".padStart(14) + "evidence kept".padStart(20) + "w/o indexes".padStart(13) + "edits".padStart(8) + "rewrites".padStart(10)}  goal (≥85% of removable at ≥95%)`);
+    console.log(
+      `floor (per request: system, tools, pinned user messages, newest call + results): ${base.floor.toLocaleString("en-US")} tokens = ${pct(base.floor / base.tokens)} of none; removable ${removable.toLocaleString("en-US")} = ${pct(removable / base.tokens)}`,
+    );
+    console.log(
+      `${"strategy".padEnd(20) + "tokens sent".padStart(14) + "vs none".padStart(10) + "removed".padStart(14) + "of removable".padStart(14) + "evidence kept".padStart(20) + "w/o indexes".padStart(13) + "edits".padStart(8) + "rewrites".padStart(10)}  goal (≥85% of removable at ≥95%)`,
+    );
     for (const [label, o] of rows) {
       const saved = 1 - o.tokens / base.tokens;
       const removed = base.tokens - o.tokens;
@@ -335,13 +454,31 @@ async function main(): Promise<void> {
       const kept = o.evidence ? o.kept / o.evidence : 1;
       const strict = o.evidence ? o.strict / o.evidence : 1;
       const met = share >= 0.85 && kept >= 0.95 ? "met" : "not met";
-      if (o.parts && (process.env.BREAKDOWN || label === "none")) console.log(`  ${label} breakdown: ${Object.entries(o.parts).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${pct(v / o.tokens)} (${pct(v / base.tokens)} of none)`).join(", ")}`);
-      console.log(`${label.padEnd(20) + o.tokens.toLocaleString("en-US").padStart(14) + `${saved >= 0 ? "-" : "+"}${Math.abs(saved * 100).toFixed(1)}%`.padStart(10) + removed.toLocaleString("en-US").padStart(14) + pct(share).padStart(14) + `${pct(kept)} of ${o.evidence}`.padStart(20) + pct(strict).padStart(13) + String(o.compactions).padStart(8) + pct(o.rewrites / Math.max(1, o.requests)).padStart(10)}  ${label === "none" ? "" : met}`);
-      if (label !== "none" && source.includes(", half")) summary.push(`${source.padEnd(34)} ${label.padEnd(20)} ${pct(share).padStart(7)} of removable at ${pct(kept)} evidence (${pct(strict)} w/o indexes), ${pct(o.rewrites / Math.max(1, o.requests))} of requests rewrite history`);
+      if (o.parts && (process.env.BREAKDOWN || label === "none"))
+        console.log(
+          `  ${label} breakdown: ${Object.entries(o.parts)
+            .sort((a, b) => b[1] - a[1])
+            .map(([k, v]) => `${k} ${pct(v / o.tokens)} (${pct(v / base.tokens)} of none)`)
+            .join(", ")}`,
+        );
+      console.log(
+        `${label.padEnd(20) + o.tokens.toLocaleString("en-US").padStart(14) + `${saved >= 0 ? "-" : "+"}${Math.abs(saved * 100).toFixed(1)}%`.padStart(10) + removed.toLocaleString("en-US").padStart(14) + pct(share).padStart(14) + `${pct(kept)} of ${o.evidence}`.padStart(20) + pct(strict).padStart(13) + String(o.compactions).padStart(8) + pct(o.rewrites / Math.max(1, o.requests)).padStart(10)}  ${label === "none" ? "" : met}`,
+      );
+      if (label !== "none" && source.includes(", half"))
+        summary.push(
+          `${source.padEnd(34)} ${label.padEnd(20)} ${pct(share).padStart(7)} of removable at ${pct(kept)} evidence (${pct(strict)} w/o indexes), ${pct(o.rewrites / Math.max(1, o.requests))} of requests rewrite history`,
+        );
     }
   }
   console.log(`\nper source and half: removed share of removable tokens, evidence kept\n${summary.sort().join("\n")}`);
-  if (process.env.MISSES) console.log("misses (messages back from the end, uncompacted):", [...misses].sort().map(([k, v]) => `${k}: ${v}`).join(", "));
+  if (process.env.MISSES)
+    console.log(
+      "misses (messages back from the end, uncompacted):",
+      [...misses]
+        .sort()
+        .map(([k, v]) => `${k}: ${v}`)
+        .join(", "),
+    );
   console.log(`\n${((performance.now() - t0) / 1000).toFixed(1)} s`);
 }
 

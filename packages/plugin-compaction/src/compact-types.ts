@@ -21,7 +21,22 @@ export interface CompactState {
 }
 
 /** The options a compaction step reads. */
-export type CompactOptions = Pick<ResolvedOptions, "strategy" | "soft" | "hard" | "target" | "protectedTail" | "cooldownRounds" | "minMaskTokens" | "summaryTokens" | "summaryTimeoutMs" | "retrieveTool" | "stubIdentifiers" | "maskArguments"> & Partial<Pick<ResolvedOptions, "maskText" | "summaryShare" | "stubIndexShare">>;
+export type CompactOptions = Pick<
+  ResolvedOptions,
+  | "strategy"
+  | "soft"
+  | "hard"
+  | "target"
+  | "protectedTail"
+  | "cooldownRounds"
+  | "minMaskTokens"
+  | "summaryTokens"
+  | "summaryTimeoutMs"
+  | "retrieveTool"
+  | "stubIdentifiers"
+  | "maskArguments"
+> &
+  Partial<Pick<ResolvedOptions, "maskText" | "summaryShare" | "stubIndexShare">>;
 
 /** What one step needs. */
 export interface CompactInput {
@@ -46,4 +61,3 @@ export interface CompactInput {
   signal?: AbortSignal;
   goal: string;
 }
-

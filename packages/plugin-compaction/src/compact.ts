@@ -5,7 +5,7 @@
  * the active subgoal's blocks. Blocks (a call with its results) are never split; orphaned
  * results are stripped after every stage.
  */
-import type { Message, } from "@keel/kernel";
+import type { Message } from "@keel/kernel";
 import { repairToolPairs } from "@keel/kernel";
 import { salientIdentifiers } from "./identifiers.ts";
 import { argsTokens, indexWithin, maskArgs, maskStub, messageIdentifiers, textTokens, visibility } from "./mask.ts";
@@ -16,7 +16,7 @@ import { scoreBlocks } from "./scoring.ts";
 import { summarizeTurns, summaryHeader } from "./summarize.ts";
 
 export type { CompactInput, CompactOptions, CompactState } from "./compact-types.ts";
-import type { CompactInput, } from "./compact-types.ts";
+import type { CompactInput } from "./compact-types.ts";
 
 /** What a step did (recorded as a diagnostic's `data`). */
 export interface CompactReport {
@@ -30,7 +30,14 @@ export interface CompactReport {
   stages: Array<"mask" | "truncate" | "summary" | "repair">;
   masked: Array<{ toolCallId: string; tool: string; tokens: number; id: string; score: number }>;
   truncated: number;
-  summary?: { messages: number; tokensReplaced: number; summaryTokens: number; method: string; fallback?: string; lifted: number };
+  summary?: {
+    messages: number;
+    tokensReplaced: number;
+    summaryTokens: number;
+    method: string;
+    fallback?: string;
+    lifted: number;
+  };
   orphansDropped: string[];
   resultsSynthesized: string[];
   /** Why the hard stage did not run although the hard threshold was reached. */
@@ -48,14 +55,25 @@ export interface CompactResult {
  * `minMessages` > 0), older blocks while within `maxTokens`, and the last `minMessages`
  * messages as long as the tail stays within `cap` (a small window is not pinned by them).
  */
-export function tailStart(messages: readonly Message[], blocks: readonly Block[], maxTokens: number, minMessages: number, countMessage: (m: Message) => number, cap = Infinity): number {
+export function tailStart(
+  messages: readonly Message[],
+  blocks: readonly Block[],
+  maxTokens: number,
+  minMessages: number,
+  countMessage: (m: Message) => number,
+  cap = Infinity,
+): number {
   let start = messages.length;
   let tokens = 0;
   for (let b = blocks.length - 1; b >= 0; b--) {
     const block = blocks[b]!;
     let t = 0;
     for (let i = block.start; i < block.end; i++) t += countMessage(messages[i]!);
-    if ((minMessages > 0 && b === blocks.length - 1) || (messages.length - block.end < minMessages && tokens + t <= cap) || tokens + t <= maxTokens) {
+    if (
+      (minMessages > 0 && b === blocks.length - 1) ||
+      (messages.length - block.end < minMessages && tokens + t <= cap) ||
+      tokens + t <= maxTokens
+    ) {
       start = block.start;
       tokens += t;
     } else break;
@@ -74,8 +92,24 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
   };
   const before = measure(input.messages);
   const force = input.force === true;
-  if (before < o.soft * window || (input.state.exhausted && input.state.exhaustedAt !== undefined && before >= input.state.exhaustedAt + 0.1 * window)) input.state.exhausted = false;
-  const report: CompactReport = { strategy: o.strategy, forced: force, window, calibration: Number(cal.toFixed(3)), tokensBefore: before, tokensAfter: before, stages: [], masked: [], truncated: 0, orphansDropped: [], resultsSynthesized: [] };
+  if (
+    before < o.soft * window ||
+    (input.state.exhausted && input.state.exhaustedAt !== undefined && before >= input.state.exhaustedAt + 0.1 * window)
+  )
+    input.state.exhausted = false;
+  const report: CompactReport = {
+    strategy: o.strategy,
+    forced: force,
+    window,
+    calibration: Number(cal.toFixed(3)),
+    tokensBefore: before,
+    tokensAfter: before,
+    stages: [],
+    masked: [],
+    truncated: 0,
+    orphansDropped: [],
+    resultsSynthesized: [],
+  };
 
   let msgs: Message[] = [...input.messages];
   let pinned = new Set(input.pinned);
@@ -136,12 +170,27 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
       const eligible = i < tail && !activeKeys.has(k[i]!) && !pinned.has(i);
       if (m.role === "tool") {
         pool.push(i);
-        if (!eligible || isCompacted(m) || m.content.some((b) => b.type !== "text") || countMessage(m) < o.minMaskTokens) continue;
+        if (
+          !eligible ||
+          isCompacted(m) ||
+          m.content.some((b) => b.type !== "text") ||
+          countMessage(m) < o.minMaskTokens
+        )
+          continue;
         candidates.push(i);
-      } else if (m.role === "assistant" && eligible && ((o.maskArguments && argsTokens(m, input.countText) >= o.minMaskTokens) || (o.maskText && textTokens(m, input.countText) >= o.minMaskTokens))) candidates.push(i);
+      } else if (
+        m.role === "assistant" &&
+        eligible &&
+        ((o.maskArguments && argsTokens(m, input.countText) >= o.minMaskTokens) ||
+          (o.maskText && textTokens(m, input.countText) >= o.minMaskTokens))
+      )
+        candidates.push(i);
     }
     const tierOf = (i: number) => (subgoal && input.registry ? input.registry.tier(k[i]!) : 0.1);
-    const order = o.strategy === "mask" ? candidates.map((i) => ({ index: i, score: i / msgs.length })) : scoreBlocks(msgs, candidates, tierOf, { mig: o.strategy === "subgoal_mig", pool });
+    const order =
+      o.strategy === "mask"
+        ? candidates.map((i) => ({ index: i, score: i / msgs.length }))
+        : scoreBlocks(msgs, candidates, tierOf, { mig: o.strategy === "subgoal_mig", pool });
     const visible = o.stubIdentifiers > 0 ? visibility(msgs) : new Map<string, number>();
     for (const c of order) {
       if (tokens <= goal) break;
@@ -154,7 +203,25 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
       let id: string;
       if (m.role === "tool") {
         id = input.stash(m, "mask");
-        next = { role: "tool", toolCallId: m.toolCallId, toolName: m.toolName, content: [{ type: "text", text: maskStub(m, t, id, o.retrieveTool, indexWithin(unique.slice(0, o.stubIdentifiers), t * (o.stubIndexShare ?? 1), input.countText)) }], isError: m.isError, ...(m.rewrittenBy ? { rewrittenBy: m.rewrittenBy } : {}) };
+        next = {
+          role: "tool",
+          toolCallId: m.toolCallId,
+          toolName: m.toolName,
+          content: [
+            {
+              type: "text",
+              text: maskStub(
+                m,
+                t,
+                id,
+                o.retrieveTool,
+                indexWithin(unique.slice(0, o.stubIdentifiers), t * (o.stubIndexShare ?? 1), input.countText),
+              ),
+            },
+          ],
+          isError: m.isError,
+          ...(m.rewrittenBy ? { rewrittenBy: m.rewrittenBy } : {}),
+        };
       } else {
         const masked = maskArgs(m, input, o, unique, k[c.index]);
         if (!masked) continue;
@@ -181,7 +248,8 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
 
   // Hard stage.
   if ((force || tokens >= o.hard * window) && o.strategy !== "truncate") {
-    const cooling = !force && input.state.lastHard !== undefined && input.state.round - input.state.lastHard <= o.cooldownRounds;
+    const cooling =
+      !force && input.state.lastHard !== undefined && input.state.round - input.state.lastHard <= o.cooldownRounds;
     if (cooling) report.hardSkipped = "cooldown";
     else if (input.state.exhausted && !force) report.hardSkipped = "exhausted";
     else await summarise();
@@ -212,10 +280,24 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
     const gone = removed.map((i) => msgs[i]!);
     let replaced = 0;
     for (const m of gone) replaced += countMessage(m);
-    const subgoals = input.registry ? input.registry.subgoals.map((s) => `${s.state === "active" ? "[active]" : "[done]"} ${s.description}${s.result ? ` → ${s.result}` : ""}`) : [];
+    const subgoals = input.registry
+      ? input.registry.subgoals.map(
+          (s) => `${s.state === "active" ? "[active]" : "[done]"} ${s.description}${s.result ? ` → ${s.result}` : ""}`,
+        )
+      : [];
     // The summary's size follows what it replaces: a fixed 1,200 tokens would outweigh a short history.
     const budget = Math.min(o.summaryTokens, Math.max(150, Math.round(replaced * (o.summaryShare ?? 1))));
-    const produced = await summarizeTurns({ messages: gone, goal: input.goal, subgoals, maxTokens: budget, limit: o.summaryTokens, model: input.model, timeoutMs: o.summaryTimeoutMs, count: input.countText, ...(input.signal ? { signal: input.signal } : {}) });
+    const produced = await summarizeTurns({
+      messages: gone,
+      goal: input.goal,
+      subgoals,
+      maxTokens: budget,
+      limit: o.summaryTokens,
+      model: input.model,
+      timeoutMs: o.summaryTimeoutMs,
+      count: input.countText,
+      ...(input.signal ? { signal: input.signal } : {}),
+    });
     // Identifiers visible only in what is summarised away, unless the summary already has them.
     let index: string[] = [];
     if (o.stubIdentifiers > 0) {
@@ -225,12 +307,21 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
       // Most recent first: when the index is full, the oldest identifiers are the ones left out.
       const recent = new Set<string>();
       // Not a stub's read-back id, size or tool name: those leave with the stub and mean nothing without it.
-      for (let i = gone.length - 1; i >= 0; i--) for (const x of salientIdentifiers(withoutReadBack(fullText(gone[i]!)), Infinity)) recent.add(x);
+      for (let i = gone.length - 1; i >= 0; i--)
+        for (const x of salientIdentifiers(withoutReadBack(fullText(gone[i]!)), Infinity)) recent.add(x);
       index = [...recent].filter((x) => all.get(x) === leaving.get(x) && !said.has(x)).slice(0, o.stubIdentifiers);
       // The index shares the budget: what the summary text left of it, and at least half.
       index = indexWithin(index, Math.max(budget - input.countText(produced.text), budget / 2), input.countText);
     }
-    const summary: Message = { role: "user", content: [{ type: "text", text: `${summaryHeader(gone.length, produced.method)}\n${produced.text}${index.length ? `\nOther identifiers: ${index.join(", ")}` : ""}` }] };
+    const summary: Message = {
+      role: "user",
+      content: [
+        {
+          type: "text",
+          text: `${summaryHeader(gone.length, produced.method)}\n${produced.text}${index.length ? `\nOther identifiers: ${index.join(", ")}` : ""}`,
+        },
+      ],
+    };
     const summaryTokens = countMessage(summary);
     if (summaryTokens >= replaced) {
       report.hardSkipped = "not_smaller";
@@ -249,14 +340,22 @@ export async function compactHistory(input: CompactInput): Promise<CompactResult
     pinned = new Set(keepPinned.map((m) => msgs.indexOf(m)));
     input.state.lastHard = input.state.round;
     report.stages.push("summary");
-    report.summary = { messages: gone.length, tokensReplaced: replaced, summaryTokens, method: produced.method, ...(produced.fallback ? { fallback: produced.fallback } : {}), lifted };
+    report.summary = {
+      messages: gone.length,
+      tokensReplaced: replaced,
+      summaryTokens,
+      method: produced.method,
+      ...(produced.fallback ? { fallback: produced.fallback } : {}),
+      lifted,
+    };
     repair();
     tokens = measure(msgs);
   }
 
   function finish(): CompactResult | undefined {
     report.tokensAfter = measure(msgs);
-    if (msgs.length === input.messages.length && msgs.every((m, i) => m === input.messages[i])) return report.hardSkipped ? { messages: msgs, report } : undefined;
+    if (msgs.length === input.messages.length && msgs.every((m, i) => m === input.messages[i]))
+      return report.hardSkipped ? { messages: msgs, report } : undefined;
     return { messages: msgs, report };
   }
 }

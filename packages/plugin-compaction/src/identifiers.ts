@@ -50,7 +50,8 @@ export function extractIdentifiers(text: string, limit = Infinity): string[] {
   return Number.isFinite(limit) ? ordered.slice(0, limit) : ordered;
 }
 
-const ERROR_LINE = /\b(?:error|exception|traceback|failed|failure|fatal|panic|denied|not found|no such|exit (?:code|status)|returned non-zero|warning|assert(?:ion)?|segmentation|killed|timed? ?out|cannot|unable)\b/i;
+const ERROR_LINE =
+  /\b(?:error|exception|traceback|failed|failure|fatal|panic|denied|not found|no such|exit (?:code|status)|returned non-zero|warning|assert(?:ion)?|segmentation|killed|timed? ?out|cannot|unable)\b/i;
 
 /** True when a line reports an error, a failure or an exit status. */
 export function isErrorLine(line: string): boolean {

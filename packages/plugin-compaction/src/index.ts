@@ -20,7 +20,16 @@ export { SubgoalRegistry, TIER, extractionPrompt, heuristicExtraction, parseExtr
 export type { Extraction, Subgoal } from "./subgoals.ts";
 export { scoreBlocks, weightedJaccard, terms } from "./scoring.ts";
 export type { ScoredBlock } from "./scoring.ts";
-export { blocksOf, diffEdits, isCompacted, isSummary, messageKeys, DIGEST_PREFIX, MASK_PREFIX, SUMMARY_PREFIX } from "./messages.ts";
+export {
+  blocksOf,
+  diffEdits,
+  isCompacted,
+  isSummary,
+  messageKeys,
+  DIGEST_PREFIX,
+  MASK_PREFIX,
+  SUMMARY_PREFIX,
+} from "./messages.ts";
 export { RawStore, sliceRaw } from "./store.ts";
 export type { RawStorage } from "./store.ts";
 export { PostgresRawStore, RAW_MIGRATIONS } from "./postgres-store.ts";

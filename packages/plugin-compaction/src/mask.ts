@@ -10,7 +10,13 @@ import type { CountTokens } from "./reduce.ts";
  * The stub that replaces a masked tool output: its size, how to read it back, and an index
  * of its identifiers (those in `index`, most salient first).
  */
-export function maskStub(m: ToolResultMessage, tokens: number, id: string, tool: string | false, index: readonly string[]): string {
+export function maskStub(
+  m: ToolResultMessage,
+  tokens: number,
+  id: string,
+  tool: string | false,
+  index: readonly string[],
+): string {
   const lines = plainText(m).split("\n").length;
   const how = tool ? `; read it with ${tool}(id="${id}", startLine, endLine)` : `; stored as ${id}`;
   return `${MASK_PREFIX}: ${m.toolName}, ${tokens} tokens, ${lines} lines${how}.${index.length ? ` Identifiers: ${index.join(", ")}` : ""}]`;
@@ -64,7 +70,9 @@ export const MASKED_ARGS_PREFIX = "[masked arguments";
 
 function argsText(args: unknown): string {
   const a = args as { command?: unknown } | null;
-  return a && typeof a === "object" && typeof a.command === "string" && Object.keys(a).length === 1 ? a.command : JSON.stringify(args ?? {}, null, 1);
+  return a && typeof a === "object" && typeof a.command === "string" && Object.keys(a).length === 1
+    ? a.command
+    : JSON.stringify(args ?? {}, null, 1);
 }
 
 function isMaskedArgs(args: unknown): boolean {
@@ -75,7 +83,8 @@ function isMaskedArgs(args: unknown): boolean {
 /** Tokens of an assistant message's unmasked tool-call arguments. */
 export function argsTokens(m: Message, count: CountTokens): number {
   let n = 0;
-  for (const b of m.content) if (b.type === "tool_call" && !isMaskedArgs(b.args)) n += count(JSON.stringify(b.args ?? {}));
+  for (const b of m.content)
+    if (b.type === "tool_call" && !isMaskedArgs(b.args)) n += count(JSON.stringify(b.args ?? {}));
   return n;
 }
 
@@ -101,7 +110,13 @@ function lead(text: string): string {
  * message's stable key) names the stored text.
  * Contract: thinking blocks and call ids and names are never changed; undefined when nothing was masked.
  */
-export function maskArgs(m: Message, input: CompactInput, o: CompactOptions, unique: readonly string[], key = "a"): { message: Message; id: string } | undefined {
+export function maskArgs(
+  m: Message,
+  input: CompactInput,
+  o: CompactOptions,
+  unique: readonly string[],
+  key = "a",
+): { message: Message; id: string } | undefined {
   if (m.role !== "assistant") return undefined;
   const said = new Set(salientIdentifiers(plainText(m), Infinity));
   let id = "";
@@ -116,25 +131,53 @@ export function maskArgs(m: Message, input: CompactInput, o: CompactOptions, uni
       const first = lead(b.text);
       const kept = new Set(salientIdentifiers(first, Infinity));
       const own = salientIdentifiers(b.text, Infinity);
-      const index = indexWithin(own.filter((x) => left.has(x) && !kept.has(x)).slice(0, o.stubIdentifiers), tokens * share, input.countText);
+      const index = indexWithin(
+        own.filter((x) => left.has(x) && !kept.has(x)).slice(0, o.stubIdentifiers),
+        tokens * share,
+        input.countText,
+      );
       for (const x of index) left.delete(x);
-      const raw: ToolResultMessage = { role: "tool", toolCallId: `${key}#text${k}`, toolName: "assistant", content: [{ type: "text", text: b.text }], isError: false };
+      const raw: ToolResultMessage = {
+        role: "tool",
+        toolCallId: `${key}#text${k}`,
+        toolName: "assistant",
+        content: [{ type: "text", text: b.text }],
+        isError: false,
+      };
       const rid = input.stash(raw, "mask");
       id ||= rid;
       const how = o.retrieveTool ? `; read it with ${o.retrieveTool}(id="${rid}")` : `; stored as ${rid}`;
-      return { ...b, text: `${first} ${SHORTENED_TEXT_MARK}: ${tokens} tokens${how}.${index.length ? ` Identifiers: ${index.join(", ")}` : ""}]` };
+      return {
+        ...b,
+        text: `${first} ${SHORTENED_TEXT_MARK}: ${tokens} tokens${how}.${index.length ? ` Identifiers: ${index.join(", ")}` : ""}]`,
+      };
     }
     if (b.type !== "tool_call" || !o.maskArguments || isMaskedArgs(b.args)) return b;
     const text = argsText(b.args);
     const tokens = input.countText(text);
     if (tokens < o.minMaskTokens) return b;
-    const raw: ToolResultMessage = { role: "tool", toolCallId: `${b.id}#args`, toolName: b.name, content: [{ type: "text", text }], isError: false };
+    const raw: ToolResultMessage = {
+      role: "tool",
+      toolCallId: `${b.id}#args`,
+      toolName: b.name,
+      content: [{ type: "text", text }],
+      isError: false,
+    };
     const own = new Set(salientIdentifiers(text, Infinity));
-    const index = indexWithin([...left].filter((x) => own.has(x) && !said.has(x)).slice(0, o.stubIdentifiers), tokens * share, input.countText);
+    const index = indexWithin(
+      [...left].filter((x) => own.has(x) && !said.has(x)).slice(0, o.stubIdentifiers),
+      tokens * share,
+      input.countText,
+    );
     const rid = input.stash(raw, "mask");
     id ||= rid;
     const how = o.retrieveTool ? ` Read them with ${o.retrieveTool}(id="${rid}").` : ` Stored as ${rid}.`;
-    return { ...b, args: { masked: `${MASKED_ARGS_PREFIX}: ${tokens} tokens, already executed.${how}${index.length ? ` Identifiers: ${index.join(", ")}` : ""}]` } };
+    return {
+      ...b,
+      args: {
+        masked: `${MASKED_ARGS_PREFIX}: ${tokens} tokens, already executed.${how}${index.length ? ` Identifiers: ${index.join(", ")}` : ""}]`,
+      },
+    };
   });
   if (!id) return undefined;
   return { message: { role: "assistant", content }, id };

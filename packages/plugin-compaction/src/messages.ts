@@ -8,7 +8,8 @@ export const DIGEST_PREFIX = "[digest of tool output";
 /** Prefix of a structured summary message. */
 export const SUMMARY_PREFIX = "[summary of earlier conversation";
 
-const READ_BACK = /: (?:[\w-]+, )?\d+(?: → ~\d+)? tokens(?:, \d+ lines)?|(?:[Rr]ead (?:it|them) with|full output:) [\w-]+\(id="[^"]*"[^)]*\)(?:, \d+ lines)?|\b[Ss]tored as [\w-]+/g;
+const READ_BACK =
+  /: (?:[\w-]+, )?\d+(?: → ~\d+)? tokens(?:, \d+ lines)?|(?:[Rr]ead (?:it|them) with|full output:) [\w-]+\(id="[^"]*"[^)]*\)(?:, \d+ lines)?|\b[Ss]tored as [\w-]+/g;
 
 /**
  * `text` without the sizes and read-back instructions of this plugin's stubs and digest
@@ -89,7 +90,8 @@ export function firstSentenceOf(text: string, colon = false): string {
   // Skip whole blocks that hold no code line (one pass over the lines, however many blocks).
   while (i < lines.length && FENCE_LINE.test(lines[i]!)) {
     const open = FENCE_MARK.exec(lines[i]!)![1]!;
-    for (i++; i < lines.length && !closesFence(lines[i]!, open); i++) if (lines[i]!.trim() && !FENCE_LINE.test(lines[i]!)) return withoutFence(lines[i]!.trim().split(split)[0]!);
+    for (i++; i < lines.length && !closesFence(lines[i]!, open); i++)
+      if (lines[i]!.trim() && !FENCE_LINE.test(lines[i]!)) return withoutFence(lines[i]!.trim().split(split)[0]!);
     for (i++; i < lines.length && !lines[i]!.trim(); i++);
   }
   return withoutFence((lines[i] ?? "").trim().split(split)[0]!);
@@ -100,7 +102,8 @@ export function fullText(m: Message): string {
   const parts: string[] = [];
   for (const b of m.content) {
     if (b.type === "text" || b.type === "thinking") parts.push(b.text);
-    else if (b.type === "tool_call") parts.push(`${b.name} ${typeof b.args === "string" ? b.args : JSON.stringify(b.args ?? {})}`);
+    else if (b.type === "tool_call")
+      parts.push(`${b.name} ${typeof b.args === "string" ? b.args : JSON.stringify(b.args ?? {})}`);
   }
   return parts.join("\n");
 }
@@ -195,12 +198,23 @@ export function diffEdits(before: readonly Message[], after: readonly Message[])
   const edits: MessageEdit[] = [];
   const ranged: MessageEdit[] = [];
   for (const h of hunks) {
-    const masks = h.end - h.start === h.messages.length && h.messages.every((m, x) => {
-      const old = before[h.start + x]!;
-      return m.role === "tool" && old.role === "tool" && ids.get(old.toolCallId) === 2 && m.toolCallId === old.toolCallId && m.content.length === 1 && m.content[0]!.type === "text" && m.isError === old.isError;
-    });
+    const masks =
+      h.end - h.start === h.messages.length &&
+      h.messages.every((m, x) => {
+        const old = before[h.start + x]!;
+        return (
+          m.role === "tool" &&
+          old.role === "tool" &&
+          ids.get(old.toolCallId) === 2 &&
+          m.toolCallId === old.toolCallId &&
+          m.content.length === 1 &&
+          m.content[0]!.type === "text" &&
+          m.isError === old.isError
+        );
+      });
     if (masks) {
-      for (const m of h.messages) edits.push({ op: "mask_tool_result", toolCallId: (m as ToolResultMessage).toolCallId, text: plainText(m) });
+      for (const m of h.messages)
+        edits.push({ op: "mask_tool_result", toolCallId: (m as ToolResultMessage).toolCallId, text: plainText(m) });
     } else ranged.push({ op: "replace", start: h.start, end: h.end, messages: h.messages });
   }
   // Later ranges first, so earlier indices stay valid.

@@ -3,7 +3,9 @@ import type { ModelProvider } from "@keel/kernel";
 import { z } from "zod";
 
 const ratio = z.number().gt(0).max(1);
-const provider = z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider with a stream() method" });
+const provider = z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
+  message: "expected a ModelProvider with a stream() method",
+});
 
 /** Which old content the soft stage removes first. */
 export const STRATEGIES = ["truncate", "mask", "subgoal", "subgoal_mig"] as const;
@@ -18,7 +20,23 @@ export const TacoOptions = z
     /** Size the digest aims for, in tokens. */
     target: z.number().int().positive().default(500),
     /** Tool names whose outputs may be compressed. */
-    tools: z.array(z.string().min(1)).default(["shell", "bash", "exec", "run", "run_command", "terminal", "web_scrape", "web_fetch", "fetch", "read", "read_file", "cat", "open"]),
+    tools: z
+      .array(z.string().min(1))
+      .default([
+        "shell",
+        "bash",
+        "exec",
+        "run",
+        "run_command",
+        "terminal",
+        "web_scrape",
+        "web_fetch",
+        "fetch",
+        "read",
+        "read_file",
+        "cat",
+        "open",
+      ]),
     /** Tool categories whose outputs may be compressed. */
     categories: z.array(z.enum(["exec", "mcp", "info", "edit"])).default(["exec"]),
     /** Tool names never compressed (wins over everything). */
@@ -74,7 +92,11 @@ export const CompactionOptions = z
     target: ratio.default(0.45),
     /** Never touched: the last `messages` messages and up to `tokens` (capped at `share` of the window). */
     protectedTail: z
-      .object({ tokens: z.number().int().nonnegative().default(40_000), messages: z.number().int().nonnegative().default(6), share: ratio.default(0.15) })
+      .object({
+        tokens: z.number().int().nonnegative().default(40_000),
+        messages: z.number().int().nonnegative().default(6),
+        share: ratio.default(0.15),
+      })
       .strict()
       .prefault({}),
     /** Rounds after a hard compaction before the next one. */

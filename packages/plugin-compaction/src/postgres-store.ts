@@ -50,7 +50,11 @@ export class PostgresRawStore implements RawStorage {
     const r = { ...input, text: redact(input.text), toolName: redactValue(input.toolName) };
     this.#memory.set(r.id, r);
     const p = this.#db
-      .query("store a raw output in", "INSERT INTO {s}.keel_compaction_raw (id, session_id, tool_call_id, tool_name, kind, text, tokens, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO UPDATE SET session_id = EXCLUDED.session_id, tool_call_id = EXCLUDED.tool_call_id, tool_name = EXCLUDED.tool_name, kind = EXCLUDED.kind, text = EXCLUDED.text, tokens = EXCLUDED.tokens, created_at = EXCLUDED.created_at", [r.id, r.sessionId, r.toolCallId, r.toolName, r.kind, r.text, r.tokens, r.createdAt])
+      .query(
+        "store a raw output in",
+        "INSERT INTO {s}.keel_compaction_raw (id, session_id, tool_call_id, tool_name, kind, text, tokens, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO UPDATE SET session_id = EXCLUDED.session_id, tool_call_id = EXCLUDED.tool_call_id, tool_name = EXCLUDED.tool_name, kind = EXCLUDED.kind, text = EXCLUDED.text, tokens = EXCLUDED.tokens, created_at = EXCLUDED.created_at",
+        [r.id, r.sessionId, r.toolCallId, r.toolName, r.kind, r.text, r.tokens, r.createdAt],
+      )
       .then(
         () => {
           if (this.#memory.get(r.id) === r) this.#memory.delete(r.id);
@@ -67,9 +71,24 @@ export class PostgresRawStore implements RawStorage {
     const mem = this.#memory.get(id);
     if (mem) return mem.sessionId === sessionId ? mem : undefined;
     try {
-      const row = (await this.#db.query("read a raw output in", "SELECT * FROM {s}.keel_compaction_raw WHERE id = $1 AND session_id = $2", [id, sessionId]))[0];
+      const row = (
+        await this.#db.query(
+          "read a raw output in",
+          "SELECT * FROM {s}.keel_compaction_raw WHERE id = $1 AND session_id = $2",
+          [id, sessionId],
+        )
+      )[0];
       if (!row) return undefined;
-      return { id: String(row.id), sessionId: String(row.session_id), toolCallId: String(row.tool_call_id), toolName: String(row.tool_name), kind: row.kind as RawRecord["kind"], text: String(row.text), tokens: Number(row.tokens), createdAt: Number(row.created_at) };
+      return {
+        id: String(row.id),
+        sessionId: String(row.session_id),
+        toolCallId: String(row.tool_call_id),
+        toolName: String(row.tool_name),
+        kind: row.kind as RawRecord["kind"],
+        text: String(row.text),
+        tokens: Number(row.tokens),
+        createdAt: Number(row.created_at),
+      };
     } catch (err) {
       this.lastError ??= `${this.path}: ${errorMessage(err)}`;
       return undefined;

@@ -21,21 +21,27 @@ export const PrunArgs = z
     to: z.string().min(1).optional().describe("…up to and including this one (default: up to this call)"),
     reason: z.string().max(300).optional().describe("why they are stale, kept in their place"),
   })
-  .refine((a) => (a.ids?.length ?? 0) > 0 || a.from !== undefined, { message: "give ids, or a range starting at from" });
+  .refine((a) => (a.ids?.length ?? 0) > 0 || a.from !== undefined, {
+    message: "give ids, or a range starting at from",
+  });
 
 /** The results (tool call ids, in order) a prun call with `args` names, among `messages` before it. */
-export function prunTargets(messages: readonly Message[], args: z.output<typeof PrunArgs>): { ids: string[]; unknown: string[] } {
+export function prunTargets(
+  messages: readonly Message[],
+  args: z.output<typeof PrunArgs>,
+): { ids: string[]; unknown: string[] } {
   const order = messages.flatMap((m) => (m.role === "tool" ? [m.toolCallId] : []));
   const at = new Map(order.map((id, i) => [id, i]));
   const ids = new Set<string>();
   const unknown: string[] = [];
-  for (const id of args.ids ?? []) (at.has(id) ? ids.add(id) : unknown.push(id));
+  for (const id of args.ids ?? []) at.has(id) ? ids.add(id) : unknown.push(id);
   if (args.from !== undefined) {
     const start = at.get(args.from);
     const end = args.to === undefined ? order.length - 1 : at.get(args.to);
     if (start === undefined) unknown.push(args.from);
     if (args.to !== undefined && end === undefined) unknown.push(args.to);
-    if (start !== undefined && end !== undefined) for (let i = Math.min(start, end); i <= Math.max(start, end); i++) ids.add(order[i]!);
+    if (start !== undefined && end !== undefined)
+      for (let i = Math.min(start, end); i <= Math.max(start, end); i++) ids.add(order[i]!);
   }
   return { ids: [...ids], unknown };
 }
@@ -62,7 +68,11 @@ export function prunEdits(messages: readonly Message[], name: string): MessageEd
       for (const id of prunTargets(messages.slice(0, i), parsed.data).ids) {
         const r = results.get(id);
         if (!r || prunIds.has(id) || plainText(r).startsWith(PRUNED_PREFIX)) continue;
-        edits.set(id, { op: "mask_tool_result", toolCallId: id, text: `${PRUNED_PREFIX}${reason}; ${r.toolName}, ${plainText(r).length} chars]` });
+        edits.set(id, {
+          op: "mask_tool_result",
+          toolCallId: id,
+          text: `${PRUNED_PREFIX}${reason}; ${r.toolName}, ${plainText(r).length} chars]`,
+        });
       }
     }
   }
@@ -73,7 +83,8 @@ export function prunEdits(messages: readonly Message[], name: string): MessageEd
 export function prunTool(name: string, seen: (sessionId: string) => readonly Message[]): ToolDefinition {
   return defineTool({
     name,
-    description: "Drop your own stale tool outputs from the context (by call id, or a range from one call id to another) to keep it small and focused. Each is replaced by a short note; the calls stay. Use it for outputs you will not need again.",
+    description:
+      "Drop your own stale tool outputs from the context (by call id, or a range from one call id to another) to keep it small and focused. Each is replaced by a short note; the calls stay. Use it for outputs you will not need again.",
     input: PrunArgs,
     category: "info",
     parallel: false,
@@ -87,8 +98,16 @@ export function prunTool(name: string, seen: (sessionId: string) => readonly Mes
         const r = first.get(id);
         return r?.role === "tool" && r.toolName !== name && !plainText(r).startsWith(PRUNED_PREFIX);
       });
-      if (unknown.length) return { content: `Error: no tool output with id ${unknown.map((u) => JSON.stringify(headOf(u, 80))).join(", ")} in this conversation; nothing was pruned. Use the ids of earlier tool calls.`, isError: true };
-      if (!ids.length) return { content: "Error: nothing there is left to prune (no tool outputs, or only pruned ones and prun results).", isError: true };
+      if (unknown.length)
+        return {
+          content: `Error: no tool output with id ${unknown.map((u) => JSON.stringify(headOf(u, 80))).join(", ")} in this conversation; nothing was pruned. Use the ids of earlier tool calls.`,
+          isError: true,
+        };
+      if (!ids.length)
+        return {
+          content: "Error: nothing there is left to prune (no tool outputs, or only pruned ones and prun results).",
+          isError: true,
+        };
       return `${ids.length} tool output(s) will be dropped before your next request: ${ids.slice(0, 20).join(", ")}${ids.length > 20 ? ", …" : ""}.`;
     },
   });

@@ -55,7 +55,11 @@ interface Branch {
  * by position (a call's result is the first result with its id after it, before the next
  * assistant message), so ids a server reuses across rounds cannot pull in another round.
  */
-export function pruneTurn(messages: readonly Message[], turnStart: number, options: PruneOptions): { messages: Message[]; report: PruneReport } | undefined {
+export function pruneTurn(
+  messages: readonly Message[],
+  turnStart: number,
+  options: PruneOptions,
+): { messages: Message[]; report: PruneReport } | undefined {
   const latest = messages.findLastIndex((m) => m.role === "assistant");
   if (latest < 0) return undefined;
   const from = Math.max(0, turnStart);
@@ -76,7 +80,15 @@ export function pruneTurn(messages: readonly Message[], turnStart: number, optio
         if (resultAt === undefined) resultAt = j;
         else extra.push(j);
       }
-      branches.push({ at: i, block, call: b, resultAt, extra, result: resultAt === undefined ? undefined : (messages[resultAt] as ToolResultMessage), args: canonicalOf(b) });
+      branches.push({
+        at: i,
+        block,
+        call: b,
+        resultAt,
+        extra,
+        result: resultAt === undefined ? undefined : (messages[resultAt] as ToolResultMessage),
+        args: canonicalOf(b),
+      });
     });
   }
   const report: PruneReport = { failed: [], empty: [], duplicate: [], thinkingStripped: 0 };
@@ -95,10 +107,20 @@ export function pruneTurn(messages: readonly Message[], turnStart: number, optio
       let why: PruneReason | undefined;
       // A repeat: the same call again that did at least as well (a later failure never replaces an
       // earlier success), or another successful call whose result is the same text.
-      if ((failed ? seen.anyArgs : seen.okArgs).has(b.args) || (!failed && text.trim() !== "" && seen.okTexts.has(text))) why = "duplicate";
+      if (
+        (failed ? seen.anyArgs : seen.okArgs).has(b.args) ||
+        (!failed && text.trim() !== "" && seen.okTexts.has(text))
+      )
+        why = "duplicate";
       else if (failed && seen.okArgs.size > 0) why = "failed";
       // An empty result of a tool that may change state is the only record of an action: kept.
-      else if (!failed && !text.trim() && b.result.content.every((c) => c.type === "text") && options.informational(b.call.id)) why = "empty";
+      else if (
+        !failed &&
+        !text.trim() &&
+        b.result.content.every((c) => c.type === "text") &&
+        options.informational(b.call.id)
+      )
+        why = "empty";
       if (why) candidates.push({ branch: b, why, tokens: options.countText(text) + options.countText(b.args) });
     }
     seen.anyArgs.add(b.args);
@@ -108,7 +130,13 @@ export function pruneTurn(messages: readonly Message[], turnStart: number, optio
     }
   }
   candidates.reverse();
-  const thinking = messages.slice(0, Math.max(0, latest)).flatMap((m) => (m.role === "assistant" && m.content.some((b) => b.type !== "thinking") ? m.content.flatMap((b) => (b.type === "thinking" ? [b.text] : [])) : []));
+  const thinking = messages
+    .slice(0, Math.max(0, latest))
+    .flatMap((m) =>
+      m.role === "assistant" && m.content.some((b) => b.type !== "thinking")
+        ? m.content.flatMap((b) => (b.type === "thinking" ? [b.text] : []))
+        : [],
+    );
   const total = candidates.reduce((n, c) => n + c.tokens, 0) + thinking.reduce((n, t) => n + options.countText(t), 0);
   if (total < options.minCandidateTokens) return undefined;
   const dropResults = new Set<number>();
@@ -128,7 +156,8 @@ export function pruneTurn(messages: readonly Message[], turnStart: number, optio
       out.push(m);
       continue;
     }
-    const strip = i < latest && m.content.some((b) => b.type === "thinking") && m.content.some((b) => b.type !== "thinking");
+    const strip =
+      i < latest && m.content.some((b) => b.type === "thinking") && m.content.some((b) => b.type !== "thinking");
     const gone = dropBlocks.get(i);
     const content = m.content.filter((b, block) => !gone?.has(block) && !(strip && b.type === "thinking"));
     if (strip) report.thinkingStripped++;

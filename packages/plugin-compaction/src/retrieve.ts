@@ -30,15 +30,35 @@ export const RETRIEVE_MAX_CHARS = 12_000;
 export function retrieveTool(name: string, store: RawStorage): ToolDefinition<z.infer<typeof RetrieveArgs>> {
   return defineTool({
     name,
-    description: "Read back a compressed or masked output by the id in its header; lines are 1-based inclusive, chars 0-based end-exclusive.",
+    description:
+      "Read back a compressed or masked output by the id in its header; lines are 1-based inclusive, chars 0-based end-exclusive.",
     input: RetrieveArgs,
     // Spelled out (not derived from `input`) to keep the schema sent with every request small.
-    parameters: { type: "object", properties: { id: { type: "string" }, startLine: { type: "integer" }, endLine: { type: "integer" }, startChar: { type: "integer" }, endChar: { type: "integer" } }, required: ["id"] },
+    parameters: {
+      type: "object",
+      properties: {
+        id: { type: "string" },
+        startLine: { type: "integer" },
+        endLine: { type: "integer" },
+        startChar: { type: "integer" },
+        endChar: { type: "integer" },
+      },
+      required: ["id"],
+    },
     category: "info",
     async execute(args, ctx) {
       const rec = await store.get(args.id, ctx.sessionId);
-      if (!rec) return { content: `Error: ${new KeelError("KEEL_COMPACTION_NOT_FOUND", `no stored output has id "${args.id}".`, { tool: name }).message}`, isError: true };
-      const range = { ...(args.startLine !== undefined ? { startLine: args.startLine } : {}), ...(args.endLine !== undefined ? { endLine: args.endLine } : {}), ...(args.startChar !== undefined ? { startChar: args.startChar } : {}), ...(args.endChar !== undefined ? { endChar: args.endChar } : {}) };
+      if (!rec)
+        return {
+          content: `Error: ${new KeelError("KEEL_COMPACTION_NOT_FOUND", `no stored output has id "${args.id}".`, { tool: name }).message}`,
+          isError: true,
+        };
+      const range = {
+        ...(args.startLine !== undefined ? { startLine: args.startLine } : {}),
+        ...(args.endLine !== undefined ? { endLine: args.endLine } : {}),
+        ...(args.startChar !== undefined ? { startChar: args.startChar } : {}),
+        ...(args.endChar !== undefined ? { endChar: args.endChar } : {}),
+      };
       const s = sliceRaw(rec.text, range, RETRIEVE_MAX_CHARS);
       const more = s.truncated ? ` Cut at ${RETRIEVE_MAX_CHARS} characters: ask for a narrower range to read on.` : "";
       return `[${name} ${rec.id}: ${rec.toolName} output, ${s.from}.${more}]\n${s.text}`;

@@ -2,7 +2,11 @@
 import type { Message } from "@keel/kernel";
 import { plainText } from "./messages.ts";
 
-const STOP = new Set("the a an and or of to in on for is are was were be been it this that with as at by from not no but if then else than so do does did have has had i you we they he she its our your their can will would should could may might must into out up down over under about after before there here what which who when where why how all any some each more most other such only own same too very just also line lines file".split(" "));
+const STOP = new Set(
+  "the a an and or of to in on for is are was were be been it this that with as at by from not no but if then else than so do does did have has had i you we they he she its our your their can will would should could may might must into out up down over under about after before there here what which who when where why how all any some each more most other such only own same too very just also line lines file".split(
+    " ",
+  ),
+);
 const TERM = /[A-Za-z_][A-Za-z0-9_]{1,}|\d+(?:\.\d+)?/g;
 
 const termCache = new WeakMap<Message, Map<string, number>>();
@@ -45,7 +49,12 @@ export interface ScoredBlock {
  * largest similarity to a higher-scored tool result among `pool` (all tool results).
  * Contract: sorted lowest score first (evicted first), ties by index.
  */
-export function scoreBlocks(messages: readonly Message[], indices: readonly number[], tierOf: (i: number) => number, options: { mig: boolean; pool?: readonly number[] }): ScoredBlock[] {
+export function scoreBlocks(
+  messages: readonly Message[],
+  indices: readonly number[],
+  tierOf: (i: number) => number,
+  options: { mig: boolean; pool?: readonly number[] },
+): ScoredBlock[] {
   const len = Math.max(1, messages.length);
   const base = (i: number) => tierOf(i) + (i / len) * 0.05;
   const out: ScoredBlock[] = indices.map((i) => ({ index: i, tier: tierOf(i), score: base(i) }));

@@ -63,7 +63,9 @@ export class RawStore implements RawStorage {
         what: "compaction store",
         setup: (db) => {
           db.exec("PRAGMA secure_delete = ON");
-          db.exec("CREATE TABLE IF NOT EXISTS raw (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, tool_name TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL, tokens INTEGER NOT NULL, created_at INTEGER NOT NULL)");
+          db.exec(
+            "CREATE TABLE IF NOT EXISTS raw (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, tool_name TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL, tokens INTEGER NOT NULL, created_at INTEGER NOT NULL)",
+          );
         },
       });
     } catch (err) {
@@ -94,8 +96,17 @@ export class RawStore implements RawStorage {
     const db = this.#open();
     if (!db) return;
     try {
-      db.prepare("INSERT OR REPLACE INTO raw (id, session_id, tool_call_id, tool_name, kind, text, tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)").run(
-        record.id, record.sessionId, record.toolCallId, record.toolName, record.kind, record.text, record.tokens, record.createdAt,
+      db.prepare(
+        "INSERT OR REPLACE INTO raw (id, session_id, tool_call_id, tool_name, kind, text, tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+      ).run(
+        record.id,
+        record.sessionId,
+        record.toolCallId,
+        record.toolName,
+        record.kind,
+        record.text,
+        record.tokens,
+        record.createdAt,
       );
       this.#memory.delete(record.id);
     } catch (err) {
@@ -109,9 +120,20 @@ export class RawStore implements RawStorage {
     const db = this.#open();
     if (!db) return undefined;
     try {
-      const row = db.prepare("SELECT * FROM raw WHERE id = ? AND session_id = ?").get(id, sessionId) as Record<string, unknown> | undefined;
+      const row = db.prepare("SELECT * FROM raw WHERE id = ? AND session_id = ?").get(id, sessionId) as
+        | Record<string, unknown>
+        | undefined;
       if (!row) return undefined;
-      return { id: String(row.id), sessionId: String(row.session_id), toolCallId: String(row.tool_call_id), toolName: String(row.tool_name), kind: row.kind as RawRecord["kind"], text: String(row.text), tokens: Number(row.tokens), createdAt: Number(row.created_at) };
+      return {
+        id: String(row.id),
+        sessionId: String(row.session_id),
+        toolCallId: String(row.tool_call_id),
+        toolName: String(row.tool_name),
+        kind: row.kind as RawRecord["kind"],
+        text: String(row.text),
+        tokens: Number(row.tokens),
+        createdAt: Number(row.created_at),
+      };
     } catch (err) {
       this.#fail(err);
       return undefined;
@@ -133,7 +155,11 @@ export class RawStore implements RawStorage {
  * Contract: line numbers are 1-based and inclusive; characters are 0-based, end exclusive;
  * the slice is cut at `maxChars` with a note saying how to read on.
  */
-export function sliceRaw(text: string, range: { startLine?: number; endLine?: number; startChar?: number; endChar?: number }, maxChars: number): { text: string; lines: number; from: string; truncated: boolean } {
+export function sliceRaw(
+  text: string,
+  range: { startLine?: number; endLine?: number; startChar?: number; endChar?: number },
+  maxChars: number,
+): { text: string; lines: number; from: string; truncated: boolean } {
   const allLines = text.split("\n");
   let body: string;
   let from: string;

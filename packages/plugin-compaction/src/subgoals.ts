@@ -76,7 +76,11 @@ export class SubgoalRegistry {
    * a completed subgoal ("earlier part"), so an ever-growing subgoal cannot pin the window.
    * Returns the split-off subgoal, if any.
    */
-  capActive(messages: readonly Message[], countMessage: (m: Message) => number, maxTokens: number): Subgoal | undefined {
+  capActive(
+    messages: readonly Message[],
+    countMessage: (m: Message) => number,
+    maxTokens: number,
+  ): Subgoal | undefined {
     const active = this.active;
     if (!active) return undefined;
     const keys = messageKeys(messages);
@@ -88,7 +92,12 @@ export class SubgoalRegistry {
       if (total > maxTokens) older.push(keys[i]!);
     }
     if (!older.length) return undefined;
-    const part: Subgoal = { id: this.subgoals.length + 1, description: `${active.description} (earlier part)`, state: "completed", keys: new Set() };
+    const part: Subgoal = {
+      id: this.subgoals.length + 1,
+      description: `${active.description} (earlier part)`,
+      state: "completed",
+      keys: new Set(),
+    };
     this.subgoals.push(part);
     for (const k of older) this.#claim(part, k);
     return part;
@@ -106,7 +115,9 @@ export class SubgoalRegistry {
   }
 
   /** [first, last] message index of each subgoal present in `messages`. */
-  spans(messages: readonly Message[]): Array<{ id: number; description: string; state: Subgoal["state"]; span: [number, number] | null }> {
+  spans(
+    messages: readonly Message[],
+  ): Array<{ id: number; description: string; state: Subgoal["state"]; span: [number, number] | null }> {
     const keys = messageKeys(messages);
     return this.subgoals.map((s) => {
       let first = -1;
@@ -149,12 +160,16 @@ export function parseExtraction(reply: string, hasActive: boolean): Extraction {
   return out;
 }
 
-const DONE = /\b(?:fixed|resolved|works now|now works|is done|completed?|passe[sd]|succeeded|successfully|confirmed|verified|has been (?:updated|changed|applied))\b/i;
+const DONE =
+  /\b(?:fixed|resolved|works now|now works|is done|completed?|passe[sd]|succeeded|successfully|confirmed|verified|has been (?:updated|changed|applied))\b/i;
 const INTENT = /\b(?:let's|let me|i'll|i will|next|now|we need to|need to|first|i should|we should|going to)\b/i;
 const WORD = /[a-z][a-z0-9_]{2,}/g;
 
 function sentences(text: string): string[] {
-  return text.split(/(?<=[.!?])\s+|\n+/).map((s) => s.trim()).filter((s) => s.length > 8);
+  return text
+    .split(/(?<=[.!?])\s+|\n+/)
+    .map((s) => s.trim())
+    .filter((s) => s.length > 8);
 }
 
 function wordSet(text: string): Set<string> {
@@ -167,7 +182,9 @@ function wordSet(text: string): Set<string> {
  * or when it shares under 20% of its words with the active one after 4+ messages.
  */
 export function heuristicExtraction(recent: readonly Message[], active: Subgoal | undefined): Extraction {
-  const last = [...recent].reverse().find((m) => m.role === "assistant" && m.content.some((b) => b.type === "text" && b.text.trim()));
+  const last = [...recent]
+    .reverse()
+    .find((m) => m.role === "assistant" && m.content.some((b) => b.type === "text" && b.text.trim()));
   if (!last) return {};
   const text = last.content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("\n");
   const ss = sentences(text);
@@ -186,7 +203,10 @@ export function heuristicExtraction(recent: readonly Message[], active: Subgoal 
 }
 
 /** The extraction prompt for a model. */
-export function extractionPrompt(recent: readonly Message[], active: Subgoal | undefined): { system: string; user: string } {
+export function extractionPrompt(
+  recent: readonly Message[],
+  active: Subgoal | undefined,
+): { system: string; user: string } {
   const lines = recent.map((m) => `${m.role}: ${headOf(fullText(m), 600)}`);
   return {
     system:

@@ -6,7 +6,18 @@ import type { Message, ModelProvider } from "@keel/kernel";
 import { complete, errorMessage } from "@keel/kernel";
 import { codePointLength, headOf, truncate } from "@keel/text";
 import { extractIdentifiers, isErrorLine, salientIdentifiers } from "./identifiers.ts";
-import { closeFences, DIGEST_PREFIX, firstSentenceOf, fullText, isFenceLine, isSummary, MASK_PREFIX, plainText, SUMMARY_PREFIX, withoutFence } from "./messages.ts";
+import {
+  closeFences,
+  DIGEST_PREFIX,
+  firstSentenceOf,
+  fullText,
+  isFenceLine,
+  isSummary,
+  MASK_PREFIX,
+  plainText,
+  SUMMARY_PREFIX,
+  withoutFence,
+} from "./messages.ts";
 import { SHORTENED_TEXT_MARK } from "./mask.ts";
 import type { CountTokens } from "./reduce.ts";
 import { reduceText } from "./reduce.ts";
@@ -20,11 +31,24 @@ export interface Produced {
 }
 
 /** Ask `model` once with a deadline. Contract: resolves to the answer text or rejects with a reason. */
-export async function ask(model: ModelProvider, system: string, user: string, options: { maxTokens: number; timeoutMs: number; signal?: AbortSignal }): Promise<string> {
+export async function ask(
+  model: ModelProvider,
+  system: string,
+  user: string,
+  options: { maxTokens: number; timeoutMs: number; signal?: AbortSignal },
+): Promise<string> {
   const timeout = AbortSignal.timeout(options.timeoutMs);
   const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
   try {
-    const r = await complete(model, { system, messages: [{ role: "user", content: [{ type: "text", text: user }] }], options: { maxTokens: options.maxTokens, temperature: 0 } }, { signal });
+    const r = await complete(
+      model,
+      {
+        system,
+        messages: [{ role: "user", content: [{ type: "text", text: user }] }],
+        options: { maxTokens: options.maxTokens, temperature: 0 },
+      },
+      { signal },
+    );
     return r.text.trim();
   } catch (err) {
     if (timeout.aborted) throw new Error(`timed out after ${options.timeoutMs} ms`);
@@ -43,10 +67,23 @@ const DIGEST_SYSTEM =
  * Contract: never rejects; uses the model when given and it answers in time with a non-empty
  * text smaller than 80% of the raw output, else the deterministic reduction.
  */
-export async function digestOutput(input: { text: string; toolName: string; args: unknown; target: number; model: ModelProvider | undefined; timeoutMs: number; signal?: AbortSignal; count: CountTokens }): Promise<Produced> {
+export async function digestOutput(input: {
+  text: string;
+  toolName: string;
+  args: unknown;
+  target: number;
+  model: ModelProvider | undefined;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  count: CountTokens;
+}): Promise<Produced> {
   const { text, target, count } = input;
   // A fence left open (by the cut, or by a tool that cut its output inside a block) is closed before the index, as for a model's digest.
-  const reduce = (fallback: string): Produced => ({ text: withIndex(closeFences(reduceText(text, target, count)), text, target, count), method: "deterministic", fallback });
+  const reduce = (fallback: string): Produced => ({
+    text: withIndex(closeFences(reduceText(text, target, count)), text, target, count),
+    method: "deterministic",
+    fallback,
+  });
   if (!input.model) return reduce("no model");
   const rawTokens = count(text);
   const feed = rawTokens > 30_000 ? reduceText(text, 12_000, count) : text;
@@ -54,7 +91,11 @@ export async function digestOutput(input: { text: string; toolName: string; args
   const check = (digest: string) => withIndex(closeFences(digest), text, target, count);
   try {
     const user = `Tool: ${input.toolName}\nArguments: ${headOf(JSON.stringify(input.args ?? {}), 500)}\nAim for about ${target} tokens.\n\nOutput (${rawTokens} tokens):\n${feed}`;
-    const digest = await ask(input.model, DIGEST_SYSTEM, user, { maxTokens: Math.max(256, target * 2), timeoutMs: input.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) });
+    const digest = await ask(input.model, DIGEST_SYSTEM, user, {
+      maxTokens: Math.max(256, target * 2),
+      timeoutMs: input.timeoutMs,
+      ...(input.signal ? { signal: input.signal } : {}),
+    });
     if (!digest) return reduce("the model returned an empty digest");
     const n = count(digest);
     if (n >= rawTokens * 0.8) return reduce(`the model's digest was not smaller (${n} of ${rawTokens} tokens)`);
@@ -80,7 +121,9 @@ export function withIndex(digest: string, raw: string, budget: number, count: Co
     out.push(id);
     used += c;
   }
-  return out.length ? `${digest}\n[identifiers in the omitted part: ${out.join(", ")}${out.length < lost.length ? `, … ${lost.length - out.length} more` : ""}]` : digest;
+  return out.length
+    ? `${digest}\n[identifiers in the omitted part: ${out.join(", ")}${out.length < lost.length ? `, … ${lost.length - out.length} more` : ""}]`
+    : digest;
 }
 
 const SUMMARY_SYSTEM =
@@ -98,16 +141,36 @@ export function summaryHeader(count: number, method: string): string {
  * of about `maxTokens` tokens; a model's answer (it may use up to `limit`, default `maxTokens`) is cut to `maxTokens` by `fitSummary`.
  * Contract: never rejects; falls back to `deterministicSummary` on no model, error, timeout or empty answer.
  */
-export async function summarizeTurns(input: { messages: readonly Message[]; goal: string; subgoals: string[]; maxTokens: number; limit?: number; model: ModelProvider | undefined; timeoutMs: number; signal?: AbortSignal; count: CountTokens }): Promise<Produced> {
+export async function summarizeTurns(input: {
+  messages: readonly Message[];
+  goal: string;
+  subgoals: string[];
+  maxTokens: number;
+  limit?: number;
+  model: ModelProvider | undefined;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  count: CountTokens;
+}): Promise<Produced> {
   // The model may answer up to `limit` tokens (so it is not stopped mid-line); its answer is then fitted to `maxTokens`.
   const limit = Math.max(input.maxTokens, input.limit ?? input.maxTokens);
-  const fallback = (why: string): Produced => ({ text: deterministicSummary(input.messages, input.goal, input.subgoals, input.maxTokens, input.count), method: "deterministic", fallback: why });
+  const fallback = (why: string): Produced => ({
+    text: deterministicSummary(input.messages, input.goal, input.subgoals, input.maxTokens, input.count),
+    method: "deterministic",
+    fallback: why,
+  });
   if (!input.model) return fallback("no model");
-  const transcript = input.messages.map((m) => `${m.role}${m.role === "tool" ? `(${m.toolName})` : ""}: ${reduceText(fullText(m), 600, input.count)}`).join("\n\n");
+  const transcript = input.messages
+    .map((m) => `${m.role}${m.role === "tool" ? `(${m.toolName})` : ""}: ${reduceText(fullText(m), 600, input.count)}`)
+    .join("\n\n");
   const clipped = input.count(transcript) > 40_000 ? reduceText(transcript, 40_000, input.count) : transcript;
   try {
     const user = `Overall goal: ${input.goal}\n${input.subgoals.length ? `Subgoals so far:\n${input.subgoals.map((s) => `- ${s}`).join("\n")}\n` : ""}Stay under ${input.maxTokens} tokens.\n\nConversation to summarise:\n${clipped}`;
-    const text = await ask(input.model, SUMMARY_SYSTEM, user, { maxTokens: limit, timeoutMs: input.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) });
+    const text = await ask(input.model, SUMMARY_SYSTEM, user, {
+      maxTokens: limit,
+      timeoutMs: input.timeoutMs,
+      ...(input.signal ? { signal: input.signal } : {}),
+    });
     if (!text) return fallback("the model returned an empty summary");
     return { text: fitSummary(text, input.maxTokens, input.count), method: "model" };
   } catch (err) {
@@ -157,12 +220,23 @@ export function fitSummary(answer: string, budget: number, count: CountTokens): 
   const ranks = lines.map((l) => (STRUCTURE.test(l.trimEnd()) || isFenceLine(l) ? ((rank = 0), -1) : rank++));
   const keep = (n: number) => lines.filter((_, i) => ranks[i]! < n).join("\n");
   if (within(keep(0))) {
-    const n = longest(ranks.reduce((a, b) => Math.max(a, b), 0), (k) => within(keep(k)));
+    const n = longest(
+      ranks.reduce((a, b) => Math.max(a, b), 0),
+      (k) => within(keep(k)),
+    );
     if (n > 0) return keep(n);
     // Not one whole item per section fits: the first item of each, cut to the same number of code points.
     // A cut line can become a fence opener ("```js `x`" is none, its head "```js" is one): closed, within the count.
-    const firsts = (len: number) => closeFences(lines.flatMap((l, i) => (ranks[i]! < 0 ? [l] : ranks[i] === 0 && len > 0 ? [headOf(l, len)] : [])).join("\n"));
-    return firsts(longest(lines.reduce((m, l, i) => (ranks[i] === 0 ? Math.max(m, codePointLength(l)) : m), 0), (len) => within(firsts(len))));
+    const firsts = (len: number) =>
+      closeFences(
+        lines.flatMap((l, i) => (ranks[i]! < 0 ? [l] : ranks[i] === 0 && len > 0 ? [headOf(l, len)] : [])).join("\n"),
+      );
+    return firsts(
+      longest(
+        lines.reduce((m, l, i) => (ranks[i] === 0 ? Math.max(m, codePointLength(l)) : m), 0),
+        (len) => within(firsts(len)),
+      ),
+    );
   }
   // Not even the headings fit: the longest head by code points (headOf never splits a pair), a fence it opens closed.
   const head = (n: number) => closeFences(headOf(text, n));
@@ -181,7 +255,13 @@ function firstSentence(text: string): string {
  * key facts (salient identifiers and error lines of tool outputs), open questions.
  * Contract: deterministic; at most about `maxTokens` tokens.
  */
-export function deterministicSummary(messages: readonly Message[], goal: string, subgoals: readonly string[], maxTokens: number, count: CountTokens): string {
+export function deterministicSummary(
+  messages: readonly Message[],
+  goal: string,
+  subgoals: readonly string[],
+  maxTokens: number,
+  count: CountTokens,
+): string {
   const decisions: string[] = [];
   const questions: string[] = [];
   const files = new Set<string>();
@@ -199,7 +279,8 @@ export function deterministicSummary(messages: readonly Message[], goal: string,
           if (section === "Decisions") decisions.push(item);
           else if (section === "Files touched") files.add(item);
           else if (section === "Open questions") questions.push(item);
-          else if (section === "Key facts") (item.startsWith("error: ") ? errors.length < 6 && errors.push(item.slice(7)) : facts.add(item));
+          else if (section === "Key facts")
+            item.startsWith("error: ") ? errors.length < 6 && errors.push(item.slice(7)) : facts.add(item);
         }
       }
       continue;
@@ -218,20 +299,39 @@ export function deterministicSummary(messages: readonly Message[], goal: string,
         facts.delete(id);
         facts.add(id);
       }
-      for (const line of text.split("\n")) if (isErrorLine(line) && errors.length < 6) errors.push(headOf(line.trim(), 200));
+      for (const line of text.split("\n"))
+        if (isErrorLine(line) && errors.length < 6) errors.push(headOf(line.trim(), 200));
     }
   }
   // Items are single lines that open no code fence (an earlier model summary's items included).
-  const list = (xs: Iterable<string>, n: number) => [...xs].slice(-n).map((x) => `- ${withoutFence(x)}`).join("\n") || "- (none)";
+  const list = (xs: Iterable<string>, n: number) =>
+    [...xs]
+      .slice(-n)
+      .map((x) => `- ${withoutFence(x)}`)
+      .join("\n") || "- (none)";
   // Fit the budget by keeping fewer (the newest) items of each list, so the headings stay; a
   // line-level reduction is the last resort.
   const render = (k: number) =>
     [
       `Goal:\n- ${firstSentence(goal) || "(not stated)"}`,
-      ...(subgoals.length ? [`Subgoals:\n${subgoals.slice(-Math.max(2, Math.ceil(6 * k))).map((s) => `- ${withoutFence(s)}`).join("\n")}`] : []),
+      ...(subgoals.length
+        ? [
+            `Subgoals:\n${subgoals
+              .slice(-Math.max(2, Math.ceil(6 * k)))
+              .map((s) => `- ${withoutFence(s)}`)
+              .join("\n")}`,
+          ]
+        : []),
       `Decisions:\n${list(decisions, Math.ceil(10 * k))}`,
       `Files touched:\n${list(files, Math.ceil(20 * k))}`,
-      `Key facts:\n${list(facts, Math.ceil(30 * k))}${errors.length ? `\n${errors.slice(-Math.ceil(6 * k)).map((e) => `- error: ${withoutFence(e)}`).join("\n")}` : ""}`,
+      `Key facts:\n${list(facts, Math.ceil(30 * k))}${
+        errors.length
+          ? `\n${errors
+              .slice(-Math.ceil(6 * k))
+              .map((e) => `- error: ${withoutFence(e)}`)
+              .join("\n")}`
+          : ""
+      }`,
       `Open questions:\n${list(questions, Math.ceil(3 * k))}`,
     ].join("\n");
   let k = 1;

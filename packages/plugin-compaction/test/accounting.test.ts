@@ -6,7 +6,14 @@ import { bigOutput, cleanupDirs, diagnostics, scriptedTool, setup, tempDir } fro
 
 afterEach(cleanupDirs);
 
-const steps = (n: number, usage?: { inputTokens: number }) => [...Array.from({ length: n }, (_, i) => ({ text: `Step ${i}.`, toolCalls: [{ id: `c${i}`, name: "bash", args: { i } }], ...(usage ? { usage } : {}) })), { text: "done" }];
+const steps = (n: number, usage?: { inputTokens: number }) => [
+  ...Array.from({ length: n }, (_, i) => ({
+    text: `Step ${i}.`,
+    toolCalls: [{ id: `c${i}`, name: "bash", args: { i } }],
+    ...(usage ? { usage } : {}),
+  })),
+  { text: "done" },
+];
 
 describe("token accounting", () => {
   it("counts the system prompt and tool definitions, and calibrates by the provider's reported input tokens", async () => {
@@ -16,9 +23,21 @@ describe("token accounting", () => {
     await plain.session.run("go");
     expect(diagnostics(await plain.session.events(), "compaction.applied")).toHaveLength(0);
     // The same run, but the provider reports twice the tokens we estimate: compaction starts earlier.
-    const calibrated = await setup({ steps: steps(6, { inputTokens: 100_000 }), window: 20_000, tools: [scriptedTool("bash", Array.from({ length: 6 }, (_, i) => bigOutput(`o${i}`, 60)))], plugin });
+    const calibrated = await setup({
+      steps: steps(6, { inputTokens: 100_000 }),
+      window: 20_000,
+      tools: [
+        scriptedTool(
+          "bash",
+          Array.from({ length: 6 }, (_, i) => bigOutput(`o${i}`, 60)),
+        ),
+      ],
+      plugin,
+    });
     await calibrated.session.run("go");
-    const applied = diagnostics(await calibrated.session.events(), "compaction.applied").map((d) => d.data as { calibration: number; tokensBefore: number });
+    const applied = diagnostics(await calibrated.session.events(), "compaction.applied").map(
+      (d) => d.data as { calibration: number; tokensBefore: number },
+    );
     expect(applied.length).toBeGreaterThan(0);
     expect(applied[0]!.calibration).toBeGreaterThan(1.4);
     expect(applied[0]!.tokensBefore).toBeGreaterThanOrEqual(0.6 * 20_000);
@@ -31,7 +50,21 @@ describe("token accounting", () => {
       const { MemorySessionStore, scriptedProvider } = await import("@keel/testkit");
       const { compaction } = await import("../src/index.ts");
       const outputs = Array.from({ length: 5 }, (_, i) => bigOutput(`o${i}`, 40));
-      const agent = await createAgent({ provider: scriptedProvider(steps(5), { contextWindow: 10_000 }), instructions, store: new MemorySessionStore(), tools: [scriptedTool("bash", outputs)], plugins: [compaction({ path: join(home, "c.sqlite"), model: false, taco: { enabled: false }, subgoals: { extractor: "heuristic" }, protectedTail: { messages: 2 } })] });
+      const agent = await createAgent({
+        provider: scriptedProvider(steps(5), { contextWindow: 10_000 }),
+        instructions,
+        store: new MemorySessionStore(),
+        tools: [scriptedTool("bash", outputs)],
+        plugins: [
+          compaction({
+            path: join(home, "c.sqlite"),
+            model: false,
+            taco: { enabled: false },
+            subgoals: { extractor: "heuristic" },
+            protectedTail: { messages: 2 },
+          }),
+        ],
+      });
       const session = await agent.session();
       await session.run("go");
       return diagnostics(await session.events(), "compaction.applied").length;
@@ -43,8 +76,21 @@ describe("token accounting", () => {
 
 describe("reduction, identifiers and the store", () => {
   it("extracts paths, symbols, numbers, ids and error names", () => {
-    const ids = extractIdentifiers("Traceback in /srv/app/db.py: KeyError on user_id 48213 (reservation 8JX2WO, v1.2.3, obj.method, fooBar, 0x1f)");
-    for (const x of ["/srv/app/db.py", "KeyError", "user_id", "48213", "8JX2WO", "v1.2.3", "obj.method", "fooBar", "0x1f"]) expect(ids).toContain(x);
+    const ids = extractIdentifiers(
+      "Traceback in /srv/app/db.py: KeyError on user_id 48213 (reservation 8JX2WO, v1.2.3, obj.method, fooBar, 0x1f)",
+    );
+    for (const x of [
+      "/srv/app/db.py",
+      "KeyError",
+      "user_id",
+      "48213",
+      "8JX2WO",
+      "v1.2.3",
+      "obj.method",
+      "fooBar",
+      "0x1f",
+    ])
+      expect(ids).toContain(x);
     expect(ids).not.toContain("in");
   });
 
@@ -60,12 +106,24 @@ describe("reduction, identifiers and the store", () => {
   });
 
   it("slices by lines and characters; an unwritable store falls back to memory and says so", () => {
-    expect(sliceRaw("a\nb\nc\nd", { startLine: 2, endLine: 3 }, 100)).toMatchObject({ text: "b\nc", from: "lines 2–3 of 4" });
+    expect(sliceRaw("a\nb\nc\nd", { startLine: 2, endLine: 3 }, 100)).toMatchObject({
+      text: "b\nc",
+      from: "lines 2–3 of 4",
+    });
     expect(sliceRaw("abcdef", { startChar: 2, endChar: 4 }, 100).text).toBe("cd");
     const dir = tempDir();
     writeFileSync(join(dir, "file"), "not a directory");
     const store = new RawStore(join(dir, "file", "sub", "c.sqlite"));
-    store.put({ id: "x1", sessionId: "s", toolCallId: "c", toolName: "bash", kind: "mask", text: "raw text", tokens: 2, createdAt: 0 });
+    store.put({
+      id: "x1",
+      sessionId: "s",
+      toolCallId: "c",
+      toolName: "bash",
+      kind: "mask",
+      text: "raw text",
+      tokens: 2,
+      createdAt: 0,
+    });
     expect(store.get("x1", "s")!.text).toBe("raw text");
     expect(store.get("x1", "another session")).toBeUndefined();
     expect(store.degraded).toBe(true);
@@ -79,8 +137,15 @@ describe("options", () => {
     const { createAgent } = await import("@keel/kernel");
     const { MemorySessionStore, scriptedProvider } = await import("@keel/testkit");
     const { compaction } = await import("../src/index.ts");
-    const make = (o: object) => createAgent({ provider: scriptedProvider([]), store: new MemorySessionStore(), plugins: [compaction(o as never)] });
-    await expect(make({ soft: 0.95, hard: 0.9 })).rejects.toThrow(/KEEL_PLUGIN_OPTIONS_INVALID \(plugin "@keel\/plugin-compaction", at plugins\[0\]\.options\.soft\): expected target ≤ soft ≤ hard/);
+    const make = (o: object) =>
+      createAgent({
+        provider: scriptedProvider([]),
+        store: new MemorySessionStore(),
+        plugins: [compaction(o as never)],
+      });
+    await expect(make({ soft: 0.95, hard: 0.9 })).rejects.toThrow(
+      /KEEL_PLUGIN_OPTIONS_INVALID \(plugin "@keel\/plugin-compaction", at plugins\[0\]\.options\.soft\): expected target ≤ soft ≤ hard/,
+    );
     await expect(make({ taco: { threshold: -1 } })).rejects.toThrow(/options\.taco\.threshold/);
     await expect(make({ strategy: "lru" })).rejects.toThrow(/options\.strategy/);
   });

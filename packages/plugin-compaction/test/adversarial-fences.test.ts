@@ -16,7 +16,6 @@ import { leavesFenceOpen, textOf } from "./support.ts";
 const counter = defaultTokenCounter();
 const countText = (t: string) => counter.countText(t);
 
-
 describe("the fence checks themselves", () => {
   it("a backtick fence whose info string holds tildes is closed by a bare backtick run, and a closed text is left as it is", () => {
     const text = "```~~~\ncode\n```";
@@ -61,8 +60,20 @@ describe("cuts never open a fence", () => {
   });
 
   it("a deterministic digest of an output the tool cut inside a code block closes it before its identifier index", async () => {
-    const raw = ["# README", "```python", ...Array.from({ length: 300 }, (_, i) => `setting_${i} = load_value("key_${i}")  # line ${i}`)].join("\n");
-    const digest = await digestOutput({ text: raw, toolName: "bash", args: { command: "head -302 README.md" }, target: 300, model: undefined, timeoutMs: 1_000, count: countText });
+    const raw = [
+      "# README",
+      "```python",
+      ...Array.from({ length: 300 }, (_, i) => `setting_${i} = load_value("key_${i}")  # line ${i}`),
+    ].join("\n");
+    const digest = await digestOutput({
+      text: raw,
+      toolName: "bash",
+      args: { command: "head -302 README.md" },
+      target: 300,
+      model: undefined,
+      timeoutMs: 1_000,
+      count: countText,
+    });
     expect(digest.text).toContain("[identifiers in the omitted part:");
     expect(leavesFenceOpen(digest.text), digest.text.slice(-200)).toBe(false);
   });
@@ -72,11 +83,56 @@ describe("a shortened assistant text with CRLF line ends", () => {
   it("keeps the block's first code line, not a bare tilde", async () => {
     const body = "The reasoning goes on about the plan, weighing one option against another at length. ".repeat(12);
     const text = `~~~\r\nimport os\r\n${Array.from({ length: 20 }, (_, i) => `result_${i} = compute(${i})`).join("\r\n")}\r\n~~~\r\n${body}`;
-    const say = (id: string, t: string): Message => ({ role: "assistant", content: [{ type: "text", text: t }, { type: "tool_call", id, name: "bash", args: { command: "ls" } }] });
-    const result = (id: string, t: string): ToolResultMessage => ({ role: "tool", toolCallId: id, toolName: "bash", content: [{ type: "text", text: t }], isError: false });
-    const history: Message[] = [{ role: "user", content: [{ type: "text", text: "the task" }] }, say("c0", text), result("c0", "ok"), say("c1", "next"), result("c1", "ok")];
-    const o: CompactOptions = { strategy: "mask", soft: 0.6, hard: 0.99, target: 0.1, protectedTail: { tokens: 0, messages: 2, share: 0.15 }, cooldownRounds: 2, minMaskTokens: 60, summaryTokens: 1_200, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 150, maskArguments: false, maskText: true };
-    const r = (await compactHistory({ messages: history, overhead: 0, window: Math.floor(counter.countMessages(history) / 0.9), calibration: 1, pinned: new Set([0]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText, countMessage: (m) => counter.countMessage(m), stash: () => "m1", model: undefined, goal: "the task" }))!;
+    const say = (id: string, t: string): Message => ({
+      role: "assistant",
+      content: [
+        { type: "text", text: t },
+        { type: "tool_call", id, name: "bash", args: { command: "ls" } },
+      ],
+    });
+    const result = (id: string, t: string): ToolResultMessage => ({
+      role: "tool",
+      toolCallId: id,
+      toolName: "bash",
+      content: [{ type: "text", text: t }],
+      isError: false,
+    });
+    const history: Message[] = [
+      { role: "user", content: [{ type: "text", text: "the task" }] },
+      say("c0", text),
+      result("c0", "ok"),
+      say("c1", "next"),
+      result("c1", "ok"),
+    ];
+    const o: CompactOptions = {
+      strategy: "mask",
+      soft: 0.6,
+      hard: 0.99,
+      target: 0.1,
+      protectedTail: { tokens: 0, messages: 2, share: 0.15 },
+      cooldownRounds: 2,
+      minMaskTokens: 60,
+      summaryTokens: 1_200,
+      summaryTimeoutMs: 1_000,
+      retrieveTool: "context_retrieve",
+      stubIdentifiers: 150,
+      maskArguments: false,
+      maskText: true,
+    };
+    const r = (await compactHistory({
+      messages: history,
+      overhead: 0,
+      window: Math.floor(counter.countMessages(history) / 0.9),
+      calibration: 1,
+      pinned: new Set([0]),
+      state: { round: 1, lastHard: undefined, exhausted: false },
+      options: o,
+      countText,
+      countMessage: (m) => counter.countMessage(m),
+      stash: () => "m1",
+      model: undefined,
+      goal: "the task",
+    }))!;
     const shortened = textOf(r.messages[1]!);
     expect(shortened).toMatch(new RegExp(`^import os \\${SHORTENED_TEXT_MARK}`));
     expect(leavesFenceOpen(shortened)).toBe(false);
@@ -102,7 +158,11 @@ describe("a huge model summary is fitted without counting it whole", () => {
     return { count: (t: string) => ((chars += t.length), countText(t)), chars: () => chars };
   };
   it("one 1 MB line, or 1 MB of headings: what is counted is bounded by the budget, not by the text", () => {
-    for (const answer of ["\u200b".repeat(1 << 20), `Key facts: ${"value_1 ".repeat(1 << 17)}`, Array.from({ length: 40_000 }, (_, i) => `Heading number ${i}:`).join("\n")]) {
+    for (const answer of [
+      "\u200b".repeat(1 << 20),
+      `Key facts: ${"value_1 ".repeat(1 << 17)}`,
+      Array.from({ length: 40_000 }, (_, i) => `Heading number ${i}:`).join("\n"),
+    ]) {
       const c = counted();
       const cut = fitSummary(answer, 300, c.count);
       expect(countText(cut)).toBeLessThanOrEqual(300);
@@ -116,20 +176,45 @@ describe("seeded random texts of fence-like lines", () => {
   // Lines a hostile or sloppy model writes: every form of fence (indented, long, tilde, with
   // info strings holding backticks or tildes), headings, items, astral and combining characters,
   // CRLF ends; cut at every budget from 0 up.
-  const pieces = ["```", "````", "~~~", "~~~~ x", "```py", "```js `x`", "   ```", "    ```", "```~~~", "Goal:", "Key facts:", "## Notes", "- item 😀 é", "- value_1 at /srv/a.py", "plain line of text here.", "x".repeat(300), "\u200b", ""];
-  const rng = (seed: number) => () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  const pieces = [
+    "```",
+    "````",
+    "~~~",
+    "~~~~ x",
+    "```py",
+    "```js `x`",
+    "   ```",
+    "    ```",
+    "```~~~",
+    "Goal:",
+    "Key facts:",
+    "## Notes",
+    "- item 😀 é",
+    "- value_1 at /srv/a.py",
+    "plain line of text here.",
+    "x".repeat(300),
+    "\u200b",
+    "",
+  ];
+  const rng = (seed: number) => () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
   it("closeFences, fitSummary, reduceText and firstSentenceOf never leave a fence open; fitSummary keeps its budget and every pair", () => {
     for (let s = 1; s <= 300; s++) {
       const r = rng(s);
       const eol = r() < 0.3 ? "\r\n" : "\n";
-      const text = Array.from({ length: 1 + Math.floor(r() * 60) }, () => pieces[Math.floor(r() * pieces.length)]!).join(eol);
+      const text = Array.from(
+        { length: 1 + Math.floor(r() * 60) },
+        () => pieces[Math.floor(r() * pieces.length)]!,
+      ).join(eol);
       expect(leavesFenceOpen(closeFences(text)), JSON.stringify(text)).toBe(false);
       const budget = Math.floor(r() * 120);
       const fit = fitSummary(text, budget, countText);
       expect(countText(fit), JSON.stringify(text)).toBeLessThanOrEqual(budget);
       expect(leavesFenceOpen(fit), JSON.stringify([text, budget])).toBe(false);
       expect(isWellFormed(fit)).toBe(true);
-      if (!leavesFenceOpen(text)) expect(leavesFenceOpen(reduceText(text, Math.max(1, budget), countText)), JSON.stringify([text, budget])).toBe(false);
+      if (!leavesFenceOpen(text))
+        expect(leavesFenceOpen(reduceText(text, Math.max(1, budget), countText)), JSON.stringify([text, budget])).toBe(
+          false,
+        );
       expect(firstSentenceOf(text, true)).not.toMatch(/```|~~~/);
     }
   });
@@ -140,18 +225,81 @@ describe("a fence that spans two text blocks of one assistant message", () => {
     const code = Array.from({ length: 40 }, (_, i) => `result_${i} = compute(${i})`).join("\n");
     const history: Message[] = [
       { role: "user", content: [{ type: "text", text: "the task" }] },
-      { role: "assistant", content: [{ type: "text", text: `Here is the script:\n\`\`\`python\n${code}` }, { type: "text", text: "```\nRun it." }, { type: "tool_call", id: "c0", name: "bash", args: { command: "ls" } }] },
+      {
+        role: "assistant",
+        content: [
+          { type: "text", text: `Here is the script:\n\`\`\`python\n${code}` },
+          { type: "text", text: "```\nRun it." },
+          { type: "tool_call", id: "c0", name: "bash", args: { command: "ls" } },
+        ],
+      },
       { role: "tool", toolCallId: "c0", toolName: "bash", content: [{ type: "text", text: "ok" }], isError: false },
-      { role: "assistant", content: [{ type: "text", text: "next" }, { type: "tool_call", id: "c1", name: "bash", args: { command: "ls" } }] },
+      {
+        role: "assistant",
+        content: [
+          { type: "text", text: "next" },
+          { type: "tool_call", id: "c1", name: "bash", args: { command: "ls" } },
+        ],
+      },
       { role: "tool", toolCallId: "c1", toolName: "bash", content: [{ type: "text", text: "ok" }], isError: false },
     ];
-    const o: CompactOptions = { strategy: "mask", soft: 0.6, hard: 0.99, target: 0.1, protectedTail: { tokens: 0, messages: 2, share: 0.15 }, cooldownRounds: 2, minMaskTokens: 60, summaryTokens: 1_200, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 150, maskArguments: false, maskText: true };
-    const r = await compactHistory({ messages: history, overhead: 0, window: Math.floor(counter.countMessages(history) / 0.9), calibration: 1, pinned: new Set([0]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText, countMessage: (m) => counter.countMessage(m), stash: () => "m1", model: undefined, goal: "the task" });
+    const o: CompactOptions = {
+      strategy: "mask",
+      soft: 0.6,
+      hard: 0.99,
+      target: 0.1,
+      protectedTail: { tokens: 0, messages: 2, share: 0.15 },
+      cooldownRounds: 2,
+      minMaskTokens: 60,
+      summaryTokens: 1_200,
+      summaryTimeoutMs: 1_000,
+      retrieveTool: "context_retrieve",
+      stubIdentifiers: 150,
+      maskArguments: false,
+      maskText: true,
+    };
+    const r = await compactHistory({
+      messages: history,
+      overhead: 0,
+      window: Math.floor(counter.countMessages(history) / 0.9),
+      calibration: 1,
+      pinned: new Set([0]),
+      state: { round: 1, lastHard: undefined, exhausted: false },
+      options: o,
+      countText,
+      countMessage: (m) => counter.countMessage(m),
+      stash: () => "m1",
+      model: undefined,
+      goal: "the task",
+    });
     const texts = (r?.messages[1] ?? history[1]!).content.flatMap((b) => (b.type === "text" ? [b.text] : []));
     expect(leavesFenceOpen(texts.join("\n")), JSON.stringify(texts)).toBe(false);
     // One block alone that leaves its fence open (a model cut at max tokens) is still shortened.
-    const alone: Message[] = [history[0]!, { role: "assistant", content: [{ type: "text", text: `Here is the script:\n\`\`\`python\n${code}` }, { type: "tool_call", id: "c0", name: "bash", args: { command: "ls" } }] }, ...history.slice(2)];
-    const r2 = await compactHistory({ messages: alone, overhead: 0, window: Math.floor(counter.countMessages(alone) / 0.9), calibration: 1, pinned: new Set([0]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText, countMessage: (m) => counter.countMessage(m), stash: () => "m1", model: undefined, goal: "the task" });
+    const alone: Message[] = [
+      history[0]!,
+      {
+        role: "assistant",
+        content: [
+          { type: "text", text: `Here is the script:\n\`\`\`python\n${code}` },
+          { type: "tool_call", id: "c0", name: "bash", args: { command: "ls" } },
+        ],
+      },
+      ...history.slice(2),
+    ];
+    const r2 = await compactHistory({
+      messages: alone,
+      overhead: 0,
+      window: Math.floor(counter.countMessages(alone) / 0.9),
+      calibration: 1,
+      pinned: new Set([0]),
+      state: { round: 1, lastHard: undefined, exhausted: false },
+      options: o,
+      countText,
+      countMessage: (m) => counter.countMessage(m),
+      stash: () => "m1",
+      model: undefined,
+      goal: "the task",
+    });
     expect(textOf(r2!.messages[1]!)).toMatch(new RegExp(`^Here is the script: \\${SHORTENED_TEXT_MARK}`));
   });
 });

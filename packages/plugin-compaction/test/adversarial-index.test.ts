@@ -15,7 +15,8 @@ const counter = defaultTokenCounter();
 const countText = (t: string) => counter.countText(t);
 
 /** Hex-like ids: counted alone each costs less than after ", " (o200k merges the pieces differently). */
-const hex = (n: number) => Array.from({ length: n }, (_, i) => `${((i + 1) * 2654435761 >>> 0).toString(16).padStart(8, "0")}deadbeef`);
+const hex = (n: number) =>
+  Array.from({ length: n }, (_, i) => `${(((i + 1) * 2654435761) >>> 0).toString(16).padStart(8, "0")}deadbeef`);
 
 describe("indexWithin", () => {
   it("counts the index as joined, so it never exceeds its budget", () => {
@@ -25,7 +26,13 @@ describe("indexWithin", () => {
       expect(countText(kept.join(", ")), `budget ${budget}`).toBeLessThanOrEqual(budget);
       // Still the most salient head, and nearly all the room used.
       expect(hex(3_000).slice(0, kept.length)).toEqual(kept);
-      expect(countText(hex(3_000).slice(0, kept.length + 1).join(", "))).toBeGreaterThan(budget);
+      expect(
+        countText(
+          hex(3_000)
+            .slice(0, kept.length + 1)
+            .join(", "),
+        ),
+      ).toBeGreaterThan(budget);
     }
   });
 
@@ -41,13 +48,65 @@ describe("a masked output made of hex ids", () => {
     const out = hex(400).join(" ");
     const history: Message[] = [
       { role: "user", content: [{ type: "text", text: "the task" }] },
-      { role: "assistant", content: [{ type: "text", text: "Listing." }, { type: "tool_call", id: "c0", name: "bash", args: { command: "ls" } }] },
-      { role: "tool", toolCallId: "c0", toolName: "bash", content: [{ type: "text", text: out }], isError: false } satisfies ToolResultMessage,
-      { role: "assistant", content: [{ type: "text", text: "next" }, { type: "tool_call", id: "c1", name: "bash", args: { command: "ls" } }] },
-      { role: "tool", toolCallId: "c1", toolName: "bash", content: [{ type: "text", text: "ok" }], isError: false } satisfies ToolResultMessage,
+      {
+        role: "assistant",
+        content: [
+          { type: "text", text: "Listing." },
+          { type: "tool_call", id: "c0", name: "bash", args: { command: "ls" } },
+        ],
+      },
+      {
+        role: "tool",
+        toolCallId: "c0",
+        toolName: "bash",
+        content: [{ type: "text", text: out }],
+        isError: false,
+      } satisfies ToolResultMessage,
+      {
+        role: "assistant",
+        content: [
+          { type: "text", text: "next" },
+          { type: "tool_call", id: "c1", name: "bash", args: { command: "ls" } },
+        ],
+      },
+      {
+        role: "tool",
+        toolCallId: "c1",
+        toolName: "bash",
+        content: [{ type: "text", text: "ok" }],
+        isError: false,
+      } satisfies ToolResultMessage,
     ];
-    const o: CompactOptions = { strategy: "mask", soft: 0.6, hard: 0.99, target: 0.1, protectedTail: { tokens: 0, messages: 2, share: 0.15 }, cooldownRounds: 2, minMaskTokens: 60, summaryTokens: 1_200, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 1_000, maskArguments: false, maskText: false, stubIndexShare: 0.5 };
-    const r = (await compactHistory({ messages: history, overhead: 0, window: Math.floor(counter.countMessages(history) / 0.9), calibration: 1, pinned: new Set([0]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText, countMessage: (m) => counter.countMessage(m), stash: () => "m1", model: undefined, goal: "the task" }))!;
+    const o: CompactOptions = {
+      strategy: "mask",
+      soft: 0.6,
+      hard: 0.99,
+      target: 0.1,
+      protectedTail: { tokens: 0, messages: 2, share: 0.15 },
+      cooldownRounds: 2,
+      minMaskTokens: 60,
+      summaryTokens: 1_200,
+      summaryTimeoutMs: 1_000,
+      retrieveTool: "context_retrieve",
+      stubIdentifiers: 1_000,
+      maskArguments: false,
+      maskText: false,
+      stubIndexShare: 0.5,
+    };
+    const r = (await compactHistory({
+      messages: history,
+      overhead: 0,
+      window: Math.floor(counter.countMessages(history) / 0.9),
+      calibration: 1,
+      pinned: new Set([0]),
+      state: { round: 1, lastHard: undefined, exhausted: false },
+      options: o,
+      countText,
+      countMessage: (m) => counter.countMessage(m),
+      stash: () => "m1",
+      model: undefined,
+      goal: "the task",
+    }))!;
     const stub = textOf(r.messages[2]!);
     expect(stub.startsWith(MASK_PREFIX)).toBe(true);
     const index = /Identifiers: (.*)\]$/.exec(stub)![1]!;

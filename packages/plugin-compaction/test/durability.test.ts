@@ -9,15 +9,32 @@ import { bigOutput, cleanupDirs, diagnostics, expectPairs, scriptedTool, tempDir
 
 afterEach(cleanupDirs);
 
-const steps = (n: number) => [...Array.from({ length: n }, (_, i) => ({ text: `Step ${i}.`, toolCalls: [{ id: `c${i}`, name: "bash", args: { i } }] })), { text: "done" }];
+const steps = (n: number) => [
+  ...Array.from({ length: n }, (_, i) => ({
+    text: `Step ${i}.`,
+    toolCalls: [{ id: `c${i}`, name: "bash", args: { i } }],
+  })),
+  { text: "done" },
+];
 
 describe("durability", () => {
   it("a resumed session has the compacted history (context.edited replays), and masked outputs stay retrievable", async () => {
     const home = tempDir();
     const outputs = Array.from({ length: 8 }, (_, i) => bigOutput(`o${i}`, 60));
-    const plugin = () => compaction({ path: join(home, "compaction.sqlite"), model: false, taco: { enabled: false }, subgoals: { extractor: "heuristic" } });
+    const plugin = () =>
+      compaction({
+        path: join(home, "compaction.sqlite"),
+        model: false,
+        taco: { enabled: false },
+        subgoals: { extractor: "heuristic" },
+      });
     const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
-    const agent = await createAgent({ provider: scriptedProvider(steps(8), { contextWindow: 9_000 }), store, tools: [scriptedTool("bash", outputs)], plugins: [plugin()] });
+    const agent = await createAgent({
+      provider: scriptedProvider(steps(8), { contextWindow: 9_000 }),
+      store,
+      tools: [scriptedTool("bash", outputs)],
+      plugins: [plugin()],
+    });
     const session = await agent.session();
     await session.run("check everything");
     const live = session.messages.map((m) => JSON.stringify(m));
@@ -29,8 +46,16 @@ describe("durability", () => {
     store.close();
 
     const store2 = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
-    const provider = scriptedProvider([{ toolCalls: [{ id: "r1", name: "context_retrieve", args: { id, startLine: 1, endLine: 2 } }] }, { text: "ok" }], { contextWindow: 9_000 });
-    const agent2 = await createAgent({ provider, store: store2, tools: [scriptedTool("bash", [])], plugins: [plugin()] });
+    const provider = scriptedProvider(
+      [{ toolCalls: [{ id: "r1", name: "context_retrieve", args: { id, startLine: 1, endLine: 2 } }] }, { text: "ok" }],
+      { contextWindow: 9_000 },
+    );
+    const agent2 = await createAgent({
+      provider,
+      store: store2,
+      tools: [scriptedTool("bash", [])],
+      plugins: [plugin()],
+    });
     const resumed = await agent2.session(session.id);
     expect(resumed.messages.map((m) => JSON.stringify(m))).toEqual(live);
     await resumed.run("read the first masked output back");
@@ -50,7 +75,14 @@ describe("durability", () => {
       provider: scriptedProvider(steps(8), { contextWindow: 9_000 }),
       store,
       tools: [scriptedTool("bash", outputs)],
-      plugins: [compaction({ path: join(home, "file", "c.sqlite"), model: false, taco: { enabled: false }, subgoals: { extractor: "heuristic" } })],
+      plugins: [
+        compaction({
+          path: join(home, "file", "c.sqlite"),
+          model: false,
+          taco: { enabled: false },
+          subgoals: { extractor: "heuristic" },
+        }),
+      ],
     });
     const session = await agent.session();
     const r = await session.run("go");

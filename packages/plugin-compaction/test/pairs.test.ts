@@ -7,8 +7,22 @@ import { compactHistory, diffEdits, SubgoalRegistry, messageKeys } from "../src/
 import { fullText } from "../src/messages.ts";
 import { adversarialHistory, expectPairs } from "./support.ts";
 
-
-const base: CompactOptions = { strategy: "subgoal", soft: 0.6, hard: 0.9, target: 0.45, protectedTail: { tokens: 40_000, messages: 6, share: 0.25 }, cooldownRounds: 2, minMaskTokens: 20, summaryTokens: 300, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 150, maskArguments: true, maskText: true, summaryShare: 0.5 };
+const base: CompactOptions = {
+  strategy: "subgoal",
+  soft: 0.6,
+  hard: 0.9,
+  target: 0.45,
+  protectedTail: { tokens: 40_000, messages: 6, share: 0.25 },
+  cooldownRounds: 2,
+  minMaskTokens: 20,
+  summaryTokens: 300,
+  summaryTimeoutMs: 1_000,
+  retrieveTool: "context_retrieve",
+  stubIdentifiers: 150,
+  maskArguments: true,
+  maskText: true,
+  summaryShare: 0.5,
+};
 
 describe("pair integrity on adversarial histories", () => {
   it("1,200 seeded histories: no orphan, no split pair, pinned messages kept, edits reproduce the result", async () => {
@@ -30,10 +44,15 @@ describe("pair integrity on adversarial histories", () => {
       const total = counter.countMessages(history);
       const registry = new SubgoalRegistry();
       registry.apply({ next: "first subgoal" }, messageKeys(history).slice(0, Math.floor(rnd() * history.length)));
-      if (rnd() < 0.5) registry.apply({ completed: "done", next: "second" }, messageKeys(history).slice(-Math.floor(rnd() * 6)));
+      if (rnd() < 0.5)
+        registry.apply({ completed: "done", next: "second" }, messageKeys(history).slice(-Math.floor(rnd() * 6)));
       const pinIndex = history.findLastIndex((m) => m.role === "user");
       const pinned = new Set([0, pinIndex]);
-      const options = { ...base, strategy: strategies[seed % 4]!, protectedTail: { tokens: Math.floor(rnd() * 2_000), messages: Math.floor(rnd() * 8), share: 0.25 } };
+      const options = {
+        ...base,
+        strategy: strategies[seed % 4]!,
+        protectedTail: { tokens: Math.floor(rnd() * 2_000), messages: Math.floor(rnd() * 8), share: 0.25 },
+      };
       const res = await compactHistory({
         messages: history,
         overhead: 100,
@@ -51,7 +70,10 @@ describe("pair integrity on adversarial histories", () => {
         goal: "task",
       });
       const out = res?.messages ?? history;
-      if (!res) expect(repairToolPairs(history).messages, `seed ${seed}: unchanged history must already be valid`).toBe(history);
+      if (!res)
+        expect(repairToolPairs(history).messages, `seed ${seed}: unchanged history must already be valid`).toBe(
+          history,
+        );
       else changed++;
       if (res?.report.summary) summarised++;
       expectPairs(out);
@@ -60,7 +82,10 @@ describe("pair integrity on adversarial histories", () => {
       expect(out[0]).toBe(history[0]);
       if (res) {
         const replayed = applyMessageEdits(history, diffEdits(history, out));
-        expect(replayed.map((m) => JSON.stringify(m)), `seed ${seed}: edits do not reproduce the result`).toEqual(out.map((m) => JSON.stringify(m)));
+        expect(
+          replayed.map((m) => JSON.stringify(m)),
+          `seed ${seed}: edits do not reproduce the result`,
+        ).toEqual(out.map((m) => JSON.stringify(m)));
       }
     }
     // The generator really exercises the stages.

@@ -18,13 +18,36 @@ import { cleanupDirs, tempDir } from "./support.ts";
 
 afterAll(cleanupDirs);
 
-const read = defineTool({ name: "read", description: "Reads a file.", category: "info", input: z.object({ path: z.string() }), execute: ({ path }) => (path === "missing.txt" ? { content: `ENOENT: ${path} ${"(no such file) ".repeat(60)}`, isError: true } : `${path}: ${"line of text ".repeat(60)}`) });
+const read = defineTool({
+  name: "read",
+  description: "Reads a file.",
+  category: "info",
+  input: z.object({ path: z.string() }),
+  execute: ({ path }) =>
+    path === "missing.txt"
+      ? { content: `ENOENT: ${path} ${"(no such file) ".repeat(60)}`, isError: true }
+      : `${path}: ${"line of text ".repeat(60)}`,
+});
 
 type Api = "anthropic" | "responses" | "chat";
-const formats: Array<{ api: Api; make: (base: { anthropic: string; openai: string }) => ModelProvider; extra?: Record<string, unknown> }> = [
-  { api: "anthropic", make: (b) => anthropicProvider({ model: "claude-sonnet-4-6", apiKey: "k", baseURL: b.anthropic, maxRetries: 0 }), extra: { thinking: { type: "enabled", budget_tokens: 2048 } } },
-  { api: "responses", make: (b) => openaiProvider({ model: "gpt-5", api: "responses", apiKey: "k", baseURL: b.openai, maxRetries: 0 }) },
-  { api: "chat", make: (b) => openaiProvider({ model: "local", api: "chat", compatible: true, baseURL: b.openai, maxRetries: 0 }) },
+const formats: Array<{
+  api: Api;
+  make: (base: { anthropic: string; openai: string }) => ModelProvider;
+  extra?: Record<string, unknown>;
+}> = [
+  {
+    api: "anthropic",
+    make: (b) => anthropicProvider({ model: "claude-sonnet-4-6", apiKey: "k", baseURL: b.anthropic, maxRetries: 0 }),
+    extra: { thinking: { type: "enabled", budget_tokens: 2048 } },
+  },
+  {
+    api: "responses",
+    make: (b) => openaiProvider({ model: "gpt-5", api: "responses", apiKey: "k", baseURL: b.openai, maxRetries: 0 }),
+  },
+  {
+    api: "chat",
+    make: (b) => openaiProvider({ model: "local", api: "chat", compatible: true, baseURL: b.openai, maxRetries: 0 }),
+  },
 ];
 
 describe("intra-turn pruning on the wire", () => {
@@ -41,7 +64,14 @@ describe("intra-turn pruning on the wire", () => {
           { thinking: think(4), text: "Done reading." },
         );
         const provider = f.make({ anthropic: server.anthropicBaseURL, openai: server.openaiBaseURL });
-        const agent = await createAgent({ provider, sideModel: false, store: new MemorySessionStore(), tools: [read], ...(f.extra ? { requestOptions: { extra: f.extra } } : {}), plugins: [compaction({ path: join(home, "c.sqlite"), prune: { minCandidateTokens: 50 } })] });
+        const agent = await createAgent({
+          provider,
+          sideModel: false,
+          store: new MemorySessionStore(),
+          tools: [read],
+          ...(f.extra ? { requestOptions: { extra: f.extra } } : {}),
+          plugins: [compaction({ path: join(home, "c.sqlite"), prune: { minCandidateTokens: 50 } })],
+        });
         const r = await (await agent.session()).run("Read my files.");
         expect(r.verdict.status, JSON.stringify(server.requests.map((q) => q.outcome))).toBe("completed");
         expect(r.text).toBe("Done reading.");
@@ -52,7 +82,9 @@ describe("intra-turn pruning on the wire", () => {
         expect(serialized).not.toContain("missing.txt");
         if (f.api === "anthropic") {
           const assistants = body.messages.filter((m: { role: string }) => m.role === "assistant");
-          expect(assistants.map((m: { content: Array<{ type: string }> }) => m.content.map((b) => b.type).join("+"))).toEqual(["tool_use", "thinking+tool_use"]);
+          expect(
+            assistants.map((m: { content: Array<{ type: string }> }) => m.content.map((b) => b.type).join("+")),
+          ).toEqual(["tool_use", "thinking+tool_use"]);
           expect(assistants.at(-1).content[0].thinking).toBe(think(3).text);
         } else if (f.api === "responses") {
           const reasoning = body.input.filter((i: { type: string }) => i.type === "reasoning");
@@ -70,13 +102,44 @@ describe("intra-turn pruning on the wire", () => {
     const server = await startWireServer();
     try {
       server.enqueue({ text: "never sent" }, { text: "never sent" });
-      const post = (body: unknown) => fetch(`${server.anthropicBaseURL}/v1/messages`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": "k", "anthropic-version": "2023-06-01" }, body: JSON.stringify(body) });
+      const post = (body: unknown) =>
+        fetch(`${server.anthropicBaseURL}/v1/messages`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": "k", "anthropic-version": "2023-06-01" },
+          body: JSON.stringify(body),
+        });
       const { signText } = await import("../../wire-server/src/common.ts");
-      const base = { model: "m", max_tokens: 10, stream: true, thinking: { type: "enabled", budget_tokens: 1024 }, tools: [{ name: "read", input_schema: { type: "object" } }] };
-      const edited = await post({ ...base, messages: [{ role: "user", content: "hi" }, { role: "assistant", content: [{ type: "thinking", thinking: "changed", signature: signText("original") }, { type: "tool_use", id: "t", name: "read", input: {} }] }, { role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: "x" }] }] });
+      const base = {
+        model: "m",
+        max_tokens: 10,
+        stream: true,
+        thinking: { type: "enabled", budget_tokens: 1024 },
+        tools: [{ name: "read", input_schema: { type: "object" } }],
+      };
+      const edited = await post({
+        ...base,
+        messages: [
+          { role: "user", content: "hi" },
+          {
+            role: "assistant",
+            content: [
+              { type: "thinking", thinking: "changed", signature: signText("original") },
+              { type: "tool_use", id: "t", name: "read", input: {} },
+            ],
+          },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: "x" }] },
+        ],
+      });
       expect(edited.status).toBe(400);
       expect(await edited.text()).toContain("Invalid `signature` in `thinking` block");
-      const stripped = await post({ ...base, messages: [{ role: "user", content: "hi" }, { role: "assistant", content: [{ type: "tool_use", id: "t", name: "read", input: {} }] }, { role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: "x" }] }] });
+      const stripped = await post({
+        ...base,
+        messages: [
+          { role: "user", content: "hi" },
+          { role: "assistant", content: [{ type: "tool_use", id: "t", name: "read", input: {} }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: "x" }] },
+        ],
+      });
       expect(stripped.status).toBe(400);
       expect(await stripped.text()).toContain("a final `assistant` message must start with a thinking block");
     } finally {

@@ -15,18 +15,33 @@ afterAll(async () => {
 });
 
 const backends: Array<[string, () => { open: () => RawStorage; raw: () => Promise<string[]> }]> = [
-  ["SQLite", () => {
-    const dir = mkdtempSync(join(tmpdir(), "keel-raw-"));
-    dirs.push(dir);
-    return { open: () => new RawStore(join(dir, "c.sqlite")), raw: async () => [] };
-  }],
-  ["PostgreSQL", () => {
-    const target = testTarget();
-    return { open: () => new PostgresRawStore(target), raw: () => rawRows(target.schema, "keel_compaction_raw") };
-  }],
+  [
+    "SQLite",
+    () => {
+      const dir = mkdtempSync(join(tmpdir(), "keel-raw-"));
+      dirs.push(dir);
+      return { open: () => new RawStore(join(dir, "c.sqlite")), raw: async () => [] };
+    },
+  ],
+  [
+    "PostgreSQL",
+    () => {
+      const target = testTarget();
+      return { open: () => new PostgresRawStore(target), raw: () => rawRows(target.schema, "keel_compaction_raw") };
+    },
+  ],
 ];
 
-const rec = (id: string, sessionId: string, text: string): RawRecord => ({ id, sessionId, toolCallId: `c-${id}`, toolName: "shell", kind: "taco", text, tokens: 12, createdAt: 1_700_000_000_000 });
+const rec = (id: string, sessionId: string, text: string): RawRecord => ({
+  id,
+  sessionId,
+  toolCallId: `c-${id}`,
+  toolName: "shell",
+  kind: "taco",
+  text,
+  tokens: 12,
+  createdAt: 1_700_000_000_000,
+});
 
 describe.each(backends)("raw outputs on %s", (_name, backend) => {
   it("reads back what another instance stored, only in the session that stored it, redacted", async () => {
@@ -37,7 +52,14 @@ describe.each(backends)("raw outputs on %s", (_name, backend) => {
     expect((await a.get("r1", "s1"))!.text).toBe("line one\nsecret [REDACTED:aws_access_key_id]\nline three");
     await a.close();
     const b = db.open();
-    expect(await b.get("r1", "s1")).toMatchObject({ id: "r1", toolCallId: "c-r1", toolName: "shell", kind: "taco", tokens: 12, createdAt: 1_700_000_000_000 });
+    expect(await b.get("r1", "s1")).toMatchObject({
+      id: "r1",
+      toolCallId: "c-r1",
+      toolName: "shell",
+      kind: "taco",
+      tokens: 12,
+      createdAt: 1_700_000_000_000,
+    });
     expect(await b.get("r1", "s2")).toBeUndefined();
     expect(await b.get("nope", "s1")).toBeUndefined();
     expect(b.degraded).toBe(false);

@@ -10,12 +10,33 @@ import { expectPairs, textOf } from "./support.ts";
 const counter = defaultTokenCounter();
 const count = (m: Message) => counter.countMessage(m);
 const user = (text: string): Message => ({ role: "user", content: [{ type: "text", text }] });
-const call = (id: string, command: string): Message => ({ role: "assistant", content: [{ type: "text", text: `Running ${id}.` }, { type: "tool_call", id, name: "bash", args: { command } }] });
-const result = (id: string, text: string): Message => ({ role: "tool", toolCallId: id, toolName: "bash", content: [{ type: "text", text }], isError: false });
-const filler = (tag: string, n: number) => Array.from({ length: n }, (_, i) => `${tag} line ${i}: nothing in particular happens here`).join("\n");
+const call = (id: string, command: string): Message => ({
+  role: "assistant",
+  content: [
+    { type: "text", text: `Running ${id}.` },
+    { type: "tool_call", id, name: "bash", args: { command } },
+  ],
+});
+const result = (id: string, text: string): Message => ({
+  role: "tool",
+  toolCallId: id,
+  toolName: "bash",
+  content: [{ type: "text", text }],
+  isError: false,
+});
+const filler = (tag: string, n: number) =>
+  Array.from({ length: n }, (_, i) => `${tag} line ${i}: nothing in particular happens here`).join("\n");
 
 describe("protected tail on a small window", () => {
-  const history: Message[] = [user("the task"), call("a", "ls"), result("a", filler("a", 80)), call("b", "ls"), result("b", filler("b", 80)), call("c", "ls"), result("c", filler("c", 80))];
+  const history: Message[] = [
+    user("the task"),
+    call("a", "ls"),
+    result("a", filler("a", 80)),
+    call("b", "ls"),
+    result("b", filler("b", 80)),
+    call("c", "ls"),
+    result("c", filler("c", 80)),
+  ];
   const blocks = blocksOf(history);
 
   it("keeps the last `messages` messages while they fit the cap, else only the newest call with its result", () => {
@@ -28,9 +49,35 @@ describe("protected tail on a small window", () => {
   });
 
   it("a window smaller than six messages masks everything but the newest call and its result", async () => {
-    const o: CompactOptions = { strategy: "mask", soft: 0.6, hard: 0.9, target: 0.45, protectedTail: { tokens: 40_000, messages: 6, share: 0.25 }, cooldownRounds: 2, minMaskTokens: 20, summaryTokens: 300, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 150, maskArguments: true };
+    const o: CompactOptions = {
+      strategy: "mask",
+      soft: 0.6,
+      hard: 0.9,
+      target: 0.45,
+      protectedTail: { tokens: 40_000, messages: 6, share: 0.25 },
+      cooldownRounds: 2,
+      minMaskTokens: 20,
+      summaryTokens: 300,
+      summaryTimeoutMs: 1_000,
+      retrieveTool: "context_retrieve",
+      stubIdentifiers: 150,
+      maskArguments: true,
+    };
     const total = counter.countMessages(history);
-    const r = await compactHistory({ messages: history, overhead: 0, window: Math.floor(total * 1.2), calibration: 1, pinned: new Set([0]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText: (t) => counter.countText(t), countMessage: count, stash: () => "x", model: undefined, goal: "the task" });
+    const r = await compactHistory({
+      messages: history,
+      overhead: 0,
+      window: Math.floor(total * 1.2),
+      calibration: 1,
+      pinned: new Set([0]),
+      state: { round: 1, lastHard: undefined, exhausted: false },
+      options: o,
+      countText: (t) => counter.countText(t),
+      countMessage: count,
+      stash: () => "x",
+      model: undefined,
+      goal: "the task",
+    });
     expect(r!.report.masked.map((m) => m.toolCallId)).toEqual(["a", "b"]);
     expect(r!.messages[6]).toBe(history[6]);
     expectPairs(r!.messages);
@@ -39,7 +86,10 @@ describe("protected tail on a small window", () => {
 
 describe("deterministic summary of a history that already has one", () => {
   it("merges the earlier summary's items instead of nesting it, so repeated summaries do not grow", () => {
-    const step = (i: number): Message[] => [call(`c${i}`, `cat src/mod_${i}.py`), result(`c${i}`, `def handler_${i}(): raise ValueError_${i}`)];
+    const step = (i: number): Message[] => [
+      call(`c${i}`, `cat src/mod_${i}.py`),
+      result(`c${i}`, `def handler_${i}(): raise ValueError_${i}`),
+    ];
     let summary: Message | undefined;
     const sizes: number[] = [];
     for (let round = 0; round < 6; round++) {
@@ -59,11 +109,42 @@ describe("deterministic summary of a history that already has one", () => {
 
   it("lists the identifiers leaving the context most recent first when the index is full", async () => {
     const history: Message[] = [user("the task")];
-    for (let i = 0; i < 12; i++) history.push(call(`c${i}`, `probe ${i}`), result(`c${i}`, `found value_${i}_alpha and value_${i}_beta\n${filler(`p${i}`, 10)}`));
+    for (let i = 0; i < 12; i++)
+      history.push(
+        call(`c${i}`, `probe ${i}`),
+        result(`c${i}`, `found value_${i}_alpha and value_${i}_beta\n${filler(`p${i}`, 10)}`),
+      );
     history.push(user("go on"));
-    const o: CompactOptions = { strategy: "subgoal", soft: 0.6, hard: 0.9, target: 0.45, protectedTail: { tokens: 0, messages: 2, share: 0.25 }, cooldownRounds: 2, minMaskTokens: 100_000, summaryTokens: 60, summaryShare: 1, summaryTimeoutMs: 1_000, retrieveTool: "context_retrieve", stubIdentifiers: 4, maskArguments: false };
+    const o: CompactOptions = {
+      strategy: "subgoal",
+      soft: 0.6,
+      hard: 0.9,
+      target: 0.45,
+      protectedTail: { tokens: 0, messages: 2, share: 0.25 },
+      cooldownRounds: 2,
+      minMaskTokens: 100_000,
+      summaryTokens: 60,
+      summaryShare: 1,
+      summaryTimeoutMs: 1_000,
+      retrieveTool: "context_retrieve",
+      stubIdentifiers: 4,
+      maskArguments: false,
+    };
     const total = counter.countMessages(history);
-    const r = await compactHistory({ messages: history, overhead: 0, window: Math.floor(total / 0.95), calibration: 1, pinned: new Set([0, history.length - 1]), state: { round: 1, lastHard: undefined, exhausted: false }, options: o, countText: (t) => counter.countText(t), countMessage: count, stash: () => "x", model: undefined, goal: "the task" });
+    const r = await compactHistory({
+      messages: history,
+      overhead: 0,
+      window: Math.floor(total / 0.95),
+      calibration: 1,
+      pinned: new Set([0, history.length - 1]),
+      state: { round: 1, lastHard: undefined, exhausted: false },
+      options: o,
+      countText: (t) => counter.countText(t),
+      countMessage: count,
+      stash: () => "x",
+      model: undefined,
+      goal: "the task",
+    });
     const summary = r!.messages.find((m) => textOf(m).startsWith(SUMMARY_PREFIX));
     const index = /\nOther identifiers: (.*)$/m.exec(textOf(summary!))?.[1]?.split(", ") ?? [];
     expect(index).toHaveLength(4);

@@ -14,8 +14,16 @@ describe("steering survives compaction", () => {
   for (const strategy of ["truncate", "mask", "subgoal"] as Strategy[]) {
     it(`${strategy}: a steered message is in every request after it, under heavy pressure`, async () => {
       const { bash, began, release } = gatedBash((n) => bigOutput(`run${n}`, 60));
-      const steps = Array.from({ length: 8 }, (_, i) => ({ text: `Step ${i + 1}.`, toolCalls: [{ id: `c${i + 1}`, name: "bash", args: { command: `check ${i + 1}` } }] }));
-      const { session, provider } = await setup({ steps: [...steps, { text: "done" }], window: 8_000, tools: [bash], plugin: { strategy, taco: { enabled: false }, hard: 0.99, subgoals: { extractor: "heuristic" } } });
+      const steps = Array.from({ length: 8 }, (_, i) => ({
+        text: `Step ${i + 1}.`,
+        toolCalls: [{ id: `c${i + 1}`, name: "bash", args: { command: `check ${i + 1}` } }],
+      }));
+      const { session, provider } = await setup({
+        steps: [...steps, { text: "done" }],
+        window: 8_000,
+        tools: [bash],
+        plugin: { strategy, taco: { enabled: false }, hard: 0.99, subgoals: { extractor: "heuristic" } },
+      });
       const running = session.run("Run the checks one by one.");
       await began;
       await session.steer("Also report the slowest check.");
@@ -24,7 +32,10 @@ describe("steering survives compaction", () => {
       const after = provider.requests.slice(1);
       expect(after.length).toBeGreaterThan(3);
       for (const [i, r] of after.entries()) {
-        const users = r.messages.filter((m) => m.role === "user").map(textOf).join("\n");
+        const users = r.messages
+          .filter((m) => m.role === "user")
+          .map(textOf)
+          .join("\n");
         expect(users, `request ${i + 2}`).toContain("Also report the slowest check.");
         expect(users, `request ${i + 2}`).toContain("Run the checks one by one.");
       }

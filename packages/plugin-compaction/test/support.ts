@@ -27,7 +27,8 @@ export function cleanupDirs(): void {
 export function bigOutput(tag: string, lines: number): string {
   const out: string[] = [];
   for (let i = 1; i <= lines; i++) {
-    if (i === Math.floor(lines / 2)) out.push(`Traceback: ValueError in /srv/${tag}/core_${i}.py line ${1000 + i}: bad value ${tag}_${i}`);
+    if (i === Math.floor(lines / 2))
+      out.push(`Traceback: ValueError in /srv/${tag}/core_${i}.py line ${1000 + i}: bad value ${tag}_${i}`);
     else out.push(`${tag} row ${i}: ok ${i * 7} items processed in worker pool shard ${i % 5} of the cluster node`);
   }
   return out.join("\n");
@@ -36,31 +37,54 @@ export function bigOutput(tag: string, lines: number): string {
 /** A `bash` tool answering with `outputs[n]` on its n-th call. */
 export function scriptedTool(name: string, outputs: string[], extra: Partial<ToolDefinition> = {}): ToolDefinition {
   let n = 0;
-  return defineTool({ name, description: `Runs ${name}.`, category: "exec", ...extra, execute: () => outputs[n++] ?? "done" });
+  return defineTool({
+    name,
+    description: `Runs ${name}.`,
+    category: "exec",
+    ...extra,
+    execute: () => outputs[n++] ?? "done",
+  });
 }
 
 /**
  * A `bash` tool whose first call waits until `release()` (so a test can steer while it runs);
  * `began` resolves when that first call started. Call n (from 1) answers `output(n)`.
  */
-export function gatedBash(output: (n: number) => string): { bash: ToolDefinition; began: Promise<void>; release: () => void } {
+export function gatedBash(output: (n: number) => string): {
+  bash: ToolDefinition;
+  began: Promise<void>;
+  release: () => void;
+} {
   let release!: () => void;
   let started!: () => void;
   const gate = new Promise<void>((r) => (release = r));
   const began = new Promise<void>((r) => (started = r));
   let n = 0;
-  const bash = defineTool({ name: "bash", description: "Runs a command.", category: "exec", execute: async () => {
-    if (n++ === 0) {
-      started();
-      await gate;
-    }
-    return output(n);
-  } });
+  const bash = defineTool({
+    name: "bash",
+    description: "Runs a command.",
+    category: "exec",
+    execute: async () => {
+      if (n++ === 0) {
+        started();
+        await gate;
+      }
+      return output(n);
+    },
+  });
   return { bash, began, release };
 }
 
 /** Build an agent with the plugin, a scripted main provider and a scripted side model. */
-export async function setup(opts: { steps: ProviderScriptInput; side?: ProviderScriptInput; window?: number; tools?: ToolDefinition[]; plugin?: CompactionInput; extraPlugins?: KeelPlugin[]; approve?: () => boolean }) {
+export async function setup(opts: {
+  steps: ProviderScriptInput;
+  side?: ProviderScriptInput;
+  window?: number;
+  tools?: ToolDefinition[];
+  plugin?: CompactionInput;
+  extraPlugins?: KeelPlugin[];
+  approve?: () => boolean;
+}) {
   const home = tempDir();
   const provider = scriptedProvider(opts.steps, { contextWindow: opts.window ?? 200_000 });
   const side = scriptedProvider(opts.side ?? [], { model: "side" });
@@ -78,12 +102,18 @@ export async function setup(opts: { steps: ProviderScriptInput; side?: ProviderS
 }
 
 /** Events of one type. */
-export function ofType<T extends KeelEvent["type"]>(events: readonly KeelEvent[], type: T): Extract<KeelEvent, { type: T }>[] {
+export function ofType<T extends KeelEvent["type"]>(
+  events: readonly KeelEvent[],
+  type: T,
+): Extract<KeelEvent, { type: T }>[] {
   return events.filter((e): e is Extract<KeelEvent, { type: T }> => e.type === type);
 }
 
 /** Diagnostics with a code. */
-export function diagnostics(events: readonly KeelEvent[], code: string): Array<{ message: string; data?: unknown; level: string }> {
+export function diagnostics(
+  events: readonly KeelEvent[],
+  code: string,
+): Array<{ message: string; data?: unknown; level: string }> {
   return ofType(events, "diagnostic").filter((d) => d.code === code) as never;
 }
 
@@ -106,11 +136,13 @@ export function expectPairs(messages: readonly Message[]): void {
 /** Text of a message. */
 export const textOf = (m: Message): string => messageText(m);
 
-const WORDS = "alpha beta gamma /srv/app/main.py ValueError exit 137 retry_count fooBar 0x1f build ok failed".split(" ");
+const WORDS = "alpha beta gamma /srv/app/main.py ValueError exit 137 retry_count fooBar 0x1f build ok failed".split(
+  " ",
+);
 
 /** A history with orphans, missing results, duplicates, results after user messages and stray summaries. */
 export function adversarialHistory(rnd: () => number): Message[] {
-  const pick = <T,>(xs: readonly T[]) => xs[Math.floor(rnd() * xs.length)]!;
+  const pick = <T>(xs: readonly T[]) => xs[Math.floor(rnd() * xs.length)]!;
   const text = (n: number) => Array.from({ length: n }, () => pick(WORDS)).join(" ");
   const out: Message[] = [{ role: "user", content: [{ type: "text", text: `task ${text(5)}` }] }];
   let callNo = 0;
@@ -120,8 +152,17 @@ export function adversarialHistory(rnd: () => number): Message[] {
     const r = rnd();
     if (r < 0.12) out.push({ role: "user", content: [{ type: "text", text: text(1 + Math.floor(rnd() * 30)) }] });
     else if (r < 0.45) {
-      const calls = Array.from({ length: Math.floor(rnd() * 4) }, () => ({ id: rnd() < 0.05 && callNo > 0 ? `c${callNo - 1}` : `c${callNo++}`, name: pick(["bash", "read", "grep"]) }));
-      out.push({ role: "assistant", content: [{ type: "text", text: text(3 + Math.floor(rnd() * 40)) }, ...calls.map((c) => ({ type: "tool_call" as const, id: c.id, name: c.name, args: { q: text(2) } }))] });
+      const calls = Array.from({ length: Math.floor(rnd() * 4) }, () => ({
+        id: rnd() < 0.05 && callNo > 0 ? `c${callNo - 1}` : `c${callNo++}`,
+        name: pick(["bash", "read", "grep"]),
+      }));
+      out.push({
+        role: "assistant",
+        content: [
+          { type: "text", text: text(3 + Math.floor(rnd() * 40)) },
+          ...calls.map((c) => ({ type: "tool_call" as const, id: c.id, name: c.name, args: { q: text(2) } })),
+        ],
+      });
       pending = calls;
       const order = [...pending].sort(() => rnd() - 0.5);
       for (const c of order) {
@@ -130,8 +171,13 @@ export function adversarialHistory(rnd: () => number): Message[] {
         out.push(result(c.id, c.name, text(5 + Math.floor(rnd() * 400))));
         if (rnd() < 0.05) out.push(result(c.id, c.name, "duplicate"));
       }
-    } else if (r < 0.55) out.push(result(`ghost${k}`, "bash", text(10))); // orphan
-    else if (r < 0.6) out.push({ role: "user", content: [{ type: "text", text: `[summary of earlier conversation (3 messages, deterministic)]\n${text(20)}` }] });
+    } else if (r < 0.55)
+      out.push(result(`ghost${k}`, "bash", text(10))); // orphan
+    else if (r < 0.6)
+      out.push({
+        role: "user",
+        content: [{ type: "text", text: `[summary of earlier conversation (3 messages, deterministic)]\n${text(20)}` }],
+      });
     else out.push({ role: "assistant", content: [{ type: "text", text: text(5 + Math.floor(rnd() * 60)) }] });
   }
   if (out.at(-1)!.role === "assistant") out.push({ role: "user", content: [{ type: "text", text: "go on" }] });

@@ -34,7 +34,11 @@ export interface GoalsOptions {
   prompt?: boolean;
 }
 
-const Options = z.strictObject({ path: z.string().min(1).optional(), phrases: z.array(z.string().min(2)).min(1).optional(), prompt: z.boolean().default(false) });
+const Options = z.strictObject({
+  path: z.string().min(1).optional(),
+  phrases: z.array(z.string().min(2)).min(1).optional(),
+  prompt: z.boolean().default(false),
+});
 
 /** The goals database at `path`, or `goals.sqlite` in `home` (default KEEL_HOME, else ~/.keel). Contract: the caller closes it. */
 export function goalStore(path?: string, home: string = defaultKeelHome()): GoalStore {
@@ -63,18 +67,43 @@ export function goals(options: GoalsOptions = {}) {
         if (!orphans.length) return undefined;
         const found = orphans;
         orphans = [];
-        return { kind: "diagnostic", level: "warn", code: "GOAL_RUNS_ORPHANED", message: `${found.length} autonomous goal run(s) were left running by a process that stopped, and are now marked orphaned: ${found.map((r) => `${r.id} (session ${r.sessionId}, ${r.turns} turn(s))`).join(", ")}. Start them again with runGoal or keel goal.`, data: { runs: found.map((r) => ({ id: r.id, sessionId: r.sessionId, turns: r.turns })) } };
+        return {
+          kind: "diagnostic",
+          level: "warn",
+          code: "GOAL_RUNS_ORPHANED",
+          message: `${found.length} autonomous goal run(s) were left running by a process that stopped, and are now marked orphaned: ${found.map((r) => `${r.id} (session ${r.sessionId}, ${r.turns} turn(s))`).join(", ")}. Start them again with runGoal or keel goal.`,
+          data: { runs: found.map((r) => ({ id: r.id, sessionId: r.sessionId, turns: r.turns })) },
+        };
       });
 
       ctx.on("turn.pre_prompt_compile", (e) => {
         const out: Array<ContributionInputOf<"prompt_section"> | ContributionInputOf<"diagnostic">> = [];
         let g = store.goal(e.sessionId);
         // A person's new message opens a goal when none is open (an autonomous run sets its own).
-        if ((g.status !== "active") && e.trigger === "user" && !(e.metadata as { goalRun?: unknown }).goalRun && e.input.trim()) {
+        if (
+          g.status !== "active" &&
+          e.trigger === "user" &&
+          !(e.metadata as { goalRun?: unknown }).goalRun &&
+          e.input.trim()
+        ) {
           g = store.setGoal({ sessionId: e.sessionId, status: "active", goal: e.input });
-          out.push({ kind: "diagnostic", level: "info", code: "goal.active", message: `Goal: ${truncate(g.goal ?? "", 200)}`, data: { goal: g.goal ?? "" } });
+          out.push({
+            kind: "diagnostic",
+            level: "info",
+            code: "goal.active",
+            message: `Goal: ${truncate(g.goal ?? "", 200)}`,
+            data: { goal: g.goal ?? "" },
+          });
         }
-        if (o.prompt && g.status === "active" && g.goal) out.push({ kind: "prompt_section", id: "goals:current", sectionId: "current_goal", domain: "goals", title: "Current goal", content: g.goal });
+        if (o.prompt && g.status === "active" && g.goal)
+          out.push({
+            kind: "prompt_section",
+            id: "goals:current",
+            sectionId: "current_goal",
+            domain: "goals",
+            title: "Current goal",
+            content: g.goal,
+          });
         return out.length ? out : undefined;
       });
 
@@ -86,7 +115,13 @@ export function goals(options: GoalsOptions = {}) {
         const said = completionPhrase(e.finalText, phrases);
         if (!said) return undefined;
         store.setGoal({ sessionId: e.sessionId, status: "completed", goal: g.goal ?? "", completedBy: "phrase" });
-        return { kind: "diagnostic", level: "info", code: "goal.completed", message: `Goal completed (the agent said "${said}"): ${truncate(g.goal ?? "", 200)}`, data: { goal: g.goal ?? "", by: "phrase" } };
+        return {
+          kind: "diagnostic",
+          level: "info",
+          code: "goal.completed",
+          message: `Goal completed (the agent said "${said}"): ${truncate(g.goal ?? "", 200)}`,
+          data: { goal: g.goal ?? "", by: "phrase" },
+        };
       });
 
       ctx.on("session.end", (e) => {

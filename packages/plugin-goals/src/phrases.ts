@@ -6,5 +6,10 @@ export const DEFAULT_PHRASES: readonly string[] = ["goal complete", "task comple
 /** The first phrase `text` contains as whole words, else undefined. */
 export function completionPhrase(text: string, phrases: readonly string[]): string | undefined {
   const t = text.toLowerCase();
-  return phrases.find((p) => new RegExp(`(^|[^\\p{L}\\p{N}])${p.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}($|[^\\p{L}\\p{N}])`, "u").test(t));
+  return phrases.find((p) =>
+    new RegExp(
+      `(^|[^\\p{L}\\p{N}])${p.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}($|[^\\p{L}\\p{N}])`,
+      "u",
+    ).test(t),
+  );
 }

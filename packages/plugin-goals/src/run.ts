@@ -41,7 +41,8 @@ export interface GoalRunResult {
   reason: string;
 }
 
-const CONTINUE = "Continue working toward the goal on your own; nobody will answer questions. When the goal is fully achieved, say \"GOAL COMPLETE\" in your final answer.";
+const CONTINUE =
+  'Continue working toward the goal on your own; nobody will answer questions. When the goal is fully achieved, say "GOAL COMPLETE" in your final answer.';
 
 /** Run `session` autonomously toward `options.goal`. Contract: throws only for bad options; every ending is recorded. */
 export async function runGoal(session: Session, options: GoalRunOptions): Promise<GoalRunResult> {
@@ -53,11 +54,32 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
   const delay = options.turnDelayMs ?? 0;
   const phrases = options.phrases ?? DEFAULT_PHRASES;
   // Everything is checked before the run is recorded: a bad option never leaves a run "running".
-  if (typeof options.goal !== "string" || !options.goal.trim()) throw new KeelError("KEEL_CONFIG_INVALID", "runGoal needs a goal.", { path: "goal" });
-  for (const [k, v, min] of [["maxTurns", maxTurns, 1], ["supervisor.every", every, 1], ["supervisor.maxFails", maxFails, 1], ["stuckAfter", stuckAfter, 2]] as const) if (!Number.isInteger(v) || v < min) throw new KeelError("KEEL_CONFIG_INVALID", `runGoal: ${k} must be a whole number ≥ ${min} (got ${String(v)}).`, { path: k });
-  for (const [k, v] of [["supervisor.timeoutMs", timeoutMs], ["turnDelayMs", delay]] as const) if (!Number.isInteger(v) || v < 0 || v > 2_147_483_647 || (k === "supervisor.timeoutMs" && v < 1)) throw new KeelError("KEEL_CONFIG_INVALID", `runGoal: ${k} must be a whole number of ms (got ${String(v)}).`, { path: k });
-  if (!Array.isArray(phrases) || !phrases.every((p) => typeof p === "string" && p.trim().length >= 2)) throw new KeelError("KEEL_CONFIG_INVALID", "runGoal: phrases must be a list of strings of 2 or more characters.", { path: "phrases" });
-  if (options.onTurn !== undefined && typeof options.onTurn !== "function") throw new KeelError("KEEL_CONFIG_INVALID", "runGoal: onTurn must be a function.", { path: "onTurn" });
+  if (typeof options.goal !== "string" || !options.goal.trim())
+    throw new KeelError("KEEL_CONFIG_INVALID", "runGoal needs a goal.", { path: "goal" });
+  for (const [k, v, min] of [
+    ["maxTurns", maxTurns, 1],
+    ["supervisor.every", every, 1],
+    ["supervisor.maxFails", maxFails, 1],
+    ["stuckAfter", stuckAfter, 2],
+  ] as const)
+    if (!Number.isInteger(v) || v < min)
+      throw new KeelError("KEEL_CONFIG_INVALID", `runGoal: ${k} must be a whole number ≥ ${min} (got ${String(v)}).`, {
+        path: k,
+      });
+  for (const [k, v] of [
+    ["supervisor.timeoutMs", timeoutMs],
+    ["turnDelayMs", delay],
+  ] as const)
+    if (!Number.isInteger(v) || v < 0 || v > 2_147_483_647 || (k === "supervisor.timeoutMs" && v < 1))
+      throw new KeelError("KEEL_CONFIG_INVALID", `runGoal: ${k} must be a whole number of ms (got ${String(v)}).`, {
+        path: k,
+      });
+  if (!Array.isArray(phrases) || !phrases.every((p) => typeof p === "string" && p.trim().length >= 2))
+    throw new KeelError("KEEL_CONFIG_INVALID", "runGoal: phrases must be a list of strings of 2 or more characters.", {
+      path: "phrases",
+    });
+  if (options.onTurn !== undefined && typeof options.onTurn !== "function")
+    throw new KeelError("KEEL_CONFIG_INVALID", "runGoal: onTurn must be a function.", { path: "onTurn" });
   const store = options.store;
   store.markOrphans();
   const before = store.goal(session.id);
@@ -69,7 +91,13 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
   let last: string | undefined;
   const end = (status: GoalRunResult["status"], reason: string, extra: Partial<RunRecord> = {}): GoalRunResult => {
     run = store.updateRun(run.id, { status, reason, ...extra });
-    if (status === "achieved") store.setGoal({ sessionId: session.id, status: "completed", goal: options.goal, completedBy: extra.verdict ? "supervisor" : "phrase" });
+    if (status === "achieved")
+      store.setGoal({
+        sessionId: session.id,
+        status: "completed",
+        goal: options.goal,
+        completedBy: extra.verdict ? "supervisor" : "phrase",
+      });
     return { run, status, turns: run.turns, reason };
   };
   const onAbort = () => session.cancel(options.signal?.reason);
@@ -81,10 +109,18 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
       let r: TurnResult;
       try {
         if (turn === 1) store.setGoal({ sessionId: session.id, status: "active", goal: options.goal });
-        r = await session.run(turn === 1 ? options.goal : (options.continuePrompt ?? CONTINUE), { metadata: { goalRun: { id: run.id, turn } } });
+        r = await session.run(turn === 1 ? options.goal : (options.continuePrompt ?? CONTINUE), {
+          metadata: { goalRun: { id: run.id, turn } },
+        });
       } catch (err) {
         // Refused at once (a busy session, bad input): the session keeps the goal it had.
-        if (turn === 1) store.setGoal({ sessionId: session.id, status: before.status, ...(before.goal ? { goal: before.goal } : {}), ...(before.completedBy ? { completedBy: before.completedBy } : {}) });
+        if (turn === 1)
+          store.setGoal({
+            sessionId: session.id,
+            status: before.status,
+            ...(before.goal ? { goal: before.goal } : {}),
+            ...(before.completedBy ? { completedBy: before.completedBy } : {}),
+          });
         return end("failed", `turn ${turn} could not run: ${errorMessage(err)}`);
       }
       run = store.updateRun(run.id, { turns: turn });
@@ -93,8 +129,13 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
       } catch {
         // The host's callback is told, not trusted: its throw does not end the run.
       }
-      if (r.verdict.status === "interrupted") return end("stopped", `turn ${turn} was interrupted (${r.verdict.reason})`);
-      if (r.verdict.status === "paused") return end("paused", `turn ${turn} waits for approval of ${r.verdict.pending.join(", ")}; answer it, then run the goal again`);
+      if (r.verdict.status === "interrupted")
+        return end("stopped", `turn ${turn} was interrupted (${r.verdict.reason})`);
+      if (r.verdict.status === "paused")
+        return end(
+          "paused",
+          `turn ${turn} waits for approval of ${r.verdict.pending.join(", ")}; answer it, then run the goal again`,
+        );
       if (r.verdict.status === "failed") return end("failed", `turn ${turn} failed: ${r.verdict.code}`);
       const claimed = completionPhrase(r.text, phrases);
       same = r.text && r.text === last ? same + 1 : 0;
@@ -102,18 +143,25 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
       if (same + 1 >= stuckAfter) return end("stuck", `the last ${same + 1} answers were identical`);
       if (claimed && !model) return end("achieved", `the agent said "${claimed}"`);
       if (model && (claimed || verifyDue || turn % every === 0)) {
-        const v = await superviseGoal(model, options.goal, session.messages, { timeoutMs, ...(options.signal ? { signal: options.signal } : {}) });
+        const v = await superviseGoal(model, options.goal, session.messages, {
+          timeoutMs,
+          ...(options.signal ? { signal: options.signal } : {}),
+        });
         if (v.kind === "deferred") verifyDue = true;
         else if (v.kind === "failed") {
           verifyDue = false;
           fails++;
           run = store.updateRun(run.id, { supervisorFails: fails, reason: v.error });
-          if (fails >= maxFails) return end("paused", `the supervisor failed ${fails} times in a row (last: ${v.error}); the run paused`);
+          if (fails >= maxFails)
+            return end("paused", `the supervisor failed ${fails} times in a row (last: ${v.error}); the run paused`);
         } else {
           verifyDue = false;
           fails = 0;
           run = store.updateRun(run.id, { supervisorFails: 0, verdict: { achieved: v.achieved, reason: v.reason } });
-          if (v.achieved) return end("achieved", `the supervisor confirmed it: ${v.reason}`, { verdict: { achieved: true, reason: v.reason } });
+          if (v.achieved)
+            return end("achieved", `the supervisor confirmed it: ${v.reason}`, {
+              verdict: { achieved: true, reason: v.reason },
+            });
         }
       }
       if (delay) await sleep(delay, options.signal);

@@ -64,29 +64,60 @@ export class GoalStore {
   }
 
   goal(sessionId: string): GoalRecord {
-    const r = this.#db.prepare("SELECT * FROM goals WHERE session_id = ?").get(sessionId) as Record<string, unknown> | undefined;
+    const r = this.#db.prepare("SELECT * FROM goals WHERE session_id = ?").get(sessionId) as
+      | Record<string, unknown>
+      | undefined;
     if (!r) return { sessionId, status: "idle", updatedAt: 0 };
-    return { sessionId, status: r.status as GoalRecord["status"], ...(r.goal != null ? { goal: String(r.goal) } : {}), ...(r.completed_by != null ? { completedBy: r.completed_by as GoalRecord["completedBy"] } : {}), updatedAt: Number(r.updated_at) };
+    return {
+      sessionId,
+      status: r.status as GoalRecord["status"],
+      ...(r.goal != null ? { goal: String(r.goal) } : {}),
+      ...(r.completed_by != null ? { completedBy: r.completed_by as GoalRecord["completedBy"] } : {}),
+      updatedAt: Number(r.updated_at),
+    };
   }
 
   setGoal(rec: Omit<GoalRecord, "updatedAt">): GoalRecord {
     const goal = rec.goal === undefined ? null : clean(rec.goal);
     const now = Date.now();
-    this.#db.prepare("INSERT INTO goals (session_id, status, goal, completed_by, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET status = excluded.status, goal = excluded.goal, completed_by = excluded.completed_by, updated_at = excluded.updated_at").run(rec.sessionId, rec.status, goal, rec.completedBy ?? null, now);
+    this.#db
+      .prepare(
+        "INSERT INTO goals (session_id, status, goal, completed_by, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET status = excluded.status, goal = excluded.goal, completed_by = excluded.completed_by, updated_at = excluded.updated_at",
+      )
+      .run(rec.sessionId, rec.status, goal, rec.completedBy ?? null, now);
     return this.goal(rec.sessionId);
   }
 
   startRun(r: { id: string; sessionId: string; goal: string; maxTurns: number }): RunRecord {
     const now = Date.now();
-    this.#db.prepare("INSERT INTO runs (id, session_id, goal, status, max_turns, turns, supervisor_fails, started_at, updated_at, pid, host) VALUES (?, ?, ?, 'running', ?, 0, 0, ?, ?, ?, ?)").run(r.id, r.sessionId, clean(r.goal), r.maxTurns, now, now, process.pid, hostname());
+    this.#db
+      .prepare(
+        "INSERT INTO runs (id, session_id, goal, status, max_turns, turns, supervisor_fails, started_at, updated_at, pid, host) VALUES (?, ?, ?, 'running', ?, 0, 0, ?, ?, ?, ?)",
+      )
+      .run(r.id, r.sessionId, clean(r.goal), r.maxTurns, now, now, process.pid, hostname());
     return this.run(r.id)!;
   }
 
-  updateRun(id: string, patch: Partial<Pick<RunRecord, "status" | "reason" | "turns" | "supervisorFails" | "verdict">>): RunRecord {
+  updateRun(
+    id: string,
+    patch: Partial<Pick<RunRecord, "status" | "reason" | "turns" | "supervisorFails" | "verdict">>,
+  ): RunRecord {
     const cur = this.run(id);
     if (!cur) throw new Error(`no goal run ${id}`);
     const next = { ...cur, ...patch };
-    this.#db.prepare("UPDATE runs SET status = ?, reason = ?, turns = ?, supervisor_fails = ?, verdict = ?, updated_at = ? WHERE id = ?").run(next.status, next.reason === undefined ? null : clean(next.reason), next.turns, next.supervisorFails, next.verdict ? JSON.stringify({ achieved: next.verdict.achieved, reason: clean(next.verdict.reason) }) : null, Date.now(), id);
+    this.#db
+      .prepare(
+        "UPDATE runs SET status = ?, reason = ?, turns = ?, supervisor_fails = ?, verdict = ?, updated_at = ? WHERE id = ?",
+      )
+      .run(
+        next.status,
+        next.reason === undefined ? null : clean(next.reason),
+        next.turns,
+        next.supervisorFails,
+        next.verdict ? JSON.stringify({ achieved: next.verdict.achieved, reason: clean(next.verdict.reason) }) : null,
+        Date.now(),
+        id,
+      );
     return this.run(id)!;
   }
 
@@ -97,7 +128,9 @@ export class GoalStore {
 
   runs(options: { sessionId?: string; limit?: number } = {}): RunRecord[] {
     const rows = options.sessionId
-      ? this.#db.prepare("SELECT * FROM runs WHERE session_id = ? ORDER BY started_at DESC LIMIT ?").all(options.sessionId, options.limit ?? 50)
+      ? this.#db
+          .prepare("SELECT * FROM runs WHERE session_id = ? ORDER BY started_at DESC LIMIT ?")
+          .all(options.sessionId, options.limit ?? 50)
       : this.#db.prepare("SELECT * FROM runs ORDER BY started_at DESC LIMIT ?").all(options.limit ?? 50);
     return (rows as Array<Record<string, unknown>>).map(toRun);
   }
@@ -108,8 +141,16 @@ export class GoalStore {
    */
   markOrphans(staleMs = 10 * 60_000): RunRecord[] {
     const here = hostname();
-    const orphans = (this.#db.prepare("SELECT * FROM runs WHERE status = 'running'").all() as Array<Record<string, unknown>>).map(toRun).filter((r) => (r.host === here ? r.pid !== process.pid && !alive(r.pid) : Date.now() - r.updatedAt > staleMs));
-    for (const r of orphans) this.updateRun(r.id, { status: "orphaned", reason: `its process (pid ${r.pid} on ${r.host}) stopped after ${r.turns} turn(s)` });
+    const orphans = (
+      this.#db.prepare("SELECT * FROM runs WHERE status = 'running'").all() as Array<Record<string, unknown>>
+    )
+      .map(toRun)
+      .filter((r) => (r.host === here ? r.pid !== process.pid && !alive(r.pid) : Date.now() - r.updatedAt > staleMs));
+    for (const r of orphans)
+      this.updateRun(r.id, {
+        status: "orphaned",
+        reason: `its process (pid ${r.pid} on ${r.host}) stopped after ${r.turns} turn(s)`,
+      });
     return orphans.map((r) => this.run(r.id)!);
   }
 

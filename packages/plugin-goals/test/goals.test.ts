@@ -21,7 +21,10 @@ const dir = mkdtempSync(join(tmpdir(), "keel-goals-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 let n = 0;
 const dbPath = () => join(dir, `goals-${++n}.sqlite`);
-const codes = async (store: SessionStore, id: string) => ((await store.events(id)) as KeelEvent[]).flatMap((e) => (e.type === "diagnostic" && e.code.toLowerCase().startsWith("goal") ? [e.code] : []));
+const codes = async (store: SessionStore, id: string) =>
+  ((await store.events(id)) as KeelEvent[]).flatMap((e) =>
+    e.type === "diagnostic" && e.code.toLowerCase().startsWith("goal") ? [e.code] : [],
+  );
 
 describe("goal lifecycle", () => {
   it("a message opens the goal, a completion phrase closes it, the next message opens another; the state survives a restart", async () => {
@@ -40,7 +43,12 @@ describe("goal lifecycle", () => {
     await a1.close();
     // Another process: the completed goal is there; the next message opens a new one.
     const p2 = scriptedProvider([{ text: "On it." }]);
-    const a2 = await createAgent({ provider: p2, sideModel: false, store: sessions, plugins: [goals({ path, prompt: true })] });
+    const a2 = await createAgent({
+      provider: p2,
+      sideModel: false,
+      store: sessions,
+      plugins: [goals({ path, prompt: true })],
+    });
     const s2 = await a2.session(s.id);
     expect(db.goal(s.id).status).toBe("completed");
     await s2.run("Now tag the release");
@@ -55,7 +63,12 @@ describe("goal lifecycle", () => {
   it("a goal holding a secret is stored redacted", async () => {
     const path = dbPath();
     const key = `sk-ant-api03-${"Zq8".repeat(22)}`;
-    const agent = await createAgent({ provider: scriptedProvider([{ text: "ok" }]), sideModel: false, store: new MemorySessionStore(), plugins: [goals({ path })] });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "ok" }]),
+      sideModel: false,
+      store: new MemorySessionStore(),
+      plugins: [goals({ path })],
+    });
     const s = await agent.session();
     await s.run(`Rotate the key ${key} today`);
     await agent.close();
@@ -70,12 +83,21 @@ describe("autonomous runs", () => {
   const setup = async (steps: ScriptStep[]) => {
     const path = dbPath();
     const provider = scriptedProvider(steps);
-    const agent = await createAgent({ provider, sideModel: false, store: new MemorySessionStore(), plugins: [goals({ path })] });
+    const agent = await createAgent({
+      provider,
+      sideModel: false,
+      store: new MemorySessionStore(),
+      plugins: [goals({ path })],
+    });
     return { agent, provider, session: await agent.session(), db: new GoalStore(path) };
   };
 
   it("reaches the goal: the agent works unattended and says it is done; the goal is completed", async () => {
-    const { agent, session, db, provider } = await setup([{ text: "Step 1 done." }, { text: "Step 2 done." }, { text: "All written. GOAL COMPLETE" }]);
+    const { agent, session, db, provider } = await setup([
+      { text: "Step 1 done." },
+      { text: "Step 2 done." },
+      { text: "All written. GOAL COMPLETE" },
+    ]);
     const r = await runGoal(session, { goal: "Write three notes", store: db, maxTurns: 10 });
     expect(r).toMatchObject({ status: "achieved", turns: 3 });
     expect(db.goal(session.id)).toMatchObject({ status: "completed", completedBy: "phrase" });
@@ -98,16 +120,35 @@ describe("autonomous runs", () => {
   it("is stopped by the host mid-turn", async () => {
     const { agent, session, db } = await setup([{ text: "a" }, { hang: true }]);
     const ctrl = new AbortController();
-    const r = runGoal(session, { goal: "Long job", store: db, maxTurns: 10, onTurn: (t) => t === 1 && setTimeout(() => ctrl.abort(), 50), signal: ctrl.signal });
+    const r = runGoal(session, {
+      goal: "Long job",
+      store: db,
+      maxTurns: 10,
+      onTurn: (t) => t === 1 && setTimeout(() => ctrl.abort(), 50),
+      signal: ctrl.signal,
+    });
     expect(await r).toMatchObject({ status: "stopped", turns: 2 });
     await agent.close();
     db.close();
   });
 
   it("the supervisor decides: a claim it rejects goes on, its confirmation ends the run; a 429 defers it without counting", async () => {
-    const { agent, session, db } = await setup([{ text: "GOAL COMPLETE (not really)" }, { text: "more work" }, { text: "now truly done" }]);
-    const supervisor = scriptedProvider([{ text: '{"achieved": false, "reason": "nothing was written yet"}' }, { error: { class: "rate_limited", status: 429 } }, { text: '{"achieved": true, "reason": "the notes exist"}' }]);
-    const r = await runGoal(session, { goal: "Write the notes", store: db, maxTurns: 10, supervisor: { model: supervisor, every: 2 } });
+    const { agent, session, db } = await setup([
+      { text: "GOAL COMPLETE (not really)" },
+      { text: "more work" },
+      { text: "now truly done" },
+    ]);
+    const supervisor = scriptedProvider([
+      { text: '{"achieved": false, "reason": "nothing was written yet"}' },
+      { error: { class: "rate_limited", status: 429 } },
+      { text: '{"achieved": true, "reason": "the notes exist"}' },
+    ]);
+    const r = await runGoal(session, {
+      goal: "Write the notes",
+      store: db,
+      maxTurns: 10,
+      supervisor: { model: supervisor, every: 2 },
+    });
     // Turn 1 claimed: checked, rejected. Turn 2: the regular check got a 429 (deferred). Turn 3: checked again, confirmed.
     expect(r).toMatchObject({ status: "achieved", turns: 3 });
     expect(r.run.verdict).toEqual({ achieved: true, reason: "the notes exist" });
@@ -121,7 +162,12 @@ describe("autonomous runs", () => {
   it("pauses after the supervisor fails K times in a row (circuit breaker)", async () => {
     const { agent, session, db } = await setup([{ text: "a" }, { text: "b" }, { text: "c" }, { text: "d" }]);
     const supervisor = scriptedProvider([{ text: "I think so?" }, { error: { class: "overloaded" } }]);
-    const r = await runGoal(session, { goal: "Something", store: db, maxTurns: 10, supervisor: { model: supervisor, every: 1, maxFails: 2 } });
+    const r = await runGoal(session, {
+      goal: "Something",
+      store: db,
+      maxTurns: 10,
+      supervisor: { model: supervisor, every: 1, maxFails: 2 },
+    });
     expect(r).toMatchObject({ status: "paused", turns: 2 });
     expect(r.reason).toContain("the supervisor failed 2 times in a row");
     expect(r.run.supervisorFails).toBe(2);
@@ -131,18 +177,34 @@ describe("autonomous runs", () => {
 
   it("ends as stuck when the answers repeat", async () => {
     const { agent, session, db } = await setup([{ text: "same" }, { text: "same" }, { text: "same" }, { text: "x" }]);
-    expect(await runGoal(session, { goal: "Loop", store: db, maxTurns: 10, stuckAfter: 3 })).toMatchObject({ status: "stuck", turns: 3 });
+    expect(await runGoal(session, { goal: "Loop", store: db, maxTurns: 10, stuckAfter: 3 })).toMatchObject({
+      status: "stuck",
+      turns: 3,
+    });
     await agent.close();
     db.close();
   });
 
   it("bad options are refused before a run is recorded; a throwing onTurn does not end the run", async () => {
     const { agent, session, db } = await setup([{ text: "a" }, { text: "GOAL COMPLETE" }]);
-    for (const bad of [{ supervisor: { model: scriptedProvider([]), timeoutMs: -1 } }, { stuckAfter: 1 }, { phrases: "done" as never }, { turnDelayMs: Number.NaN }]) {
-      await expect(runGoal(session, { goal: "g", store: db, ...bad })).rejects.toMatchObject({ code: "KEEL_CONFIG_INVALID" });
+    for (const bad of [
+      { supervisor: { model: scriptedProvider([]), timeoutMs: -1 } },
+      { stuckAfter: 1 },
+      { phrases: "done" as never },
+      { turnDelayMs: Number.NaN },
+    ]) {
+      await expect(runGoal(session, { goal: "g", store: db, ...bad })).rejects.toMatchObject({
+        code: "KEEL_CONFIG_INVALID",
+      });
     }
     expect(db.runs()).toEqual([]);
-    const r = await runGoal(session, { goal: "g", store: db, onTurn: () => { throw new Error("host bug"); } });
+    const r = await runGoal(session, {
+      goal: "g",
+      store: db,
+      onTurn: () => {
+        throw new Error("host bug");
+      },
+    });
     expect(r).toMatchObject({ status: "achieved", turns: 2 });
     await agent.close();
     db.close();
@@ -150,9 +212,19 @@ describe("autonomous runs", () => {
 
   it("a supervisor that ignores its signal is cut at its timeout; a stop during the pause between turns is prompt", async () => {
     const { agent, session, db } = await setup([{ text: "a" }, { text: "b" }, { text: "c" }]);
-    const deaf = { id: "deaf:m", stream: async function* () { await new Promise(() => {}); } } as never;
+    const deaf = {
+      id: "deaf:m",
+      stream: async function* () {
+        await new Promise(() => {});
+      },
+    } as never;
     const t0 = performance.now();
-    const r = await runGoal(session, { goal: "g", store: db, maxTurns: 2, supervisor: { model: deaf, every: 1, timeoutMs: 150, maxFails: 2 } });
+    const r = await runGoal(session, {
+      goal: "g",
+      store: db,
+      maxTurns: 2,
+      supervisor: { model: deaf, every: 1, timeoutMs: 150, maxFails: 2 },
+    });
     expect(r).toMatchObject({ status: "paused" });
     expect(r.reason).toContain("timed out after 150 ms");
     expect(performance.now() - t0).toBeLessThan(3_000);
@@ -161,7 +233,13 @@ describe("autonomous runs", () => {
     const second = await setup([{ text: "a" }, { text: "b" }]);
     const ctrl = new AbortController();
     const t1 = performance.now();
-    const stopped = await runGoal(second.session, { goal: "g", store: second.db, turnDelayMs: 10_000, signal: ctrl.signal, onTurn: () => setTimeout(() => ctrl.abort(), 30) });
+    const stopped = await runGoal(second.session, {
+      goal: "g",
+      store: second.db,
+      turnDelayMs: 10_000,
+      signal: ctrl.signal,
+      onTurn: () => setTimeout(() => ctrl.abort(), 30),
+    });
     expect(stopped.status).toBe("stopped");
     expect(performance.now() - t1).toBeLessThan(3_000);
     await second.agent.close();
@@ -170,10 +248,26 @@ describe("autonomous runs", () => {
 
   it("with the plugin on, a claim the supervisor rejects leaves the goal active; a busy session keeps its goal", async () => {
     const path = dbPath();
-    const agent = await createAgent({ provider: scriptedProvider([{ text: "GOAL COMPLETE" }, { text: "hmm" }, { hang: true }]), sideModel: false, store: new MemorySessionStore(), plugins: [goals({ path })] });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "GOAL COMPLETE" }, { text: "hmm" }, { hang: true }]),
+      sideModel: false,
+      store: new MemorySessionStore(),
+      plugins: [goals({ path })],
+    });
     const session = await agent.session();
     const db = new GoalStore(path);
-    const r = await runGoal(session, { goal: "Write it", store: db, maxTurns: 2, supervisor: { model: scriptedProvider([{ text: '{"achieved": false, "reason": "no"}' }, { text: '{"achieved": false, "reason": "no"}' }]), every: 1 } });
+    const r = await runGoal(session, {
+      goal: "Write it",
+      store: db,
+      maxTurns: 2,
+      supervisor: {
+        model: scriptedProvider([
+          { text: '{"achieved": false, "reason": "no"}' },
+          { text: '{"achieved": false, "reason": "no"}' },
+        ]),
+        every: 1,
+      },
+    });
     expect(r.status).toBe("limit");
     expect(db.goal(session.id)).toMatchObject({ status: "active", goal: "Write it" });
     const busy = session.run("something long");
@@ -190,7 +284,12 @@ describe("autonomous runs", () => {
 
   it("the plugin's database outlives a closed session: the next session of the agent still records its goal", async () => {
     const path = dbPath();
-    const agent = await createAgent({ provider: scriptedProvider([{ text: "ok" }, { text: "ok" }]), sideModel: false, store: new MemorySessionStore(), plugins: [goals({ path })] });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "ok" }, { text: "ok" }]),
+      sideModel: false,
+      store: new MemorySessionStore(),
+      plugins: [goals({ path })],
+    });
     const s1 = await agent.session();
     await s1.run("Goal one");
     await s1.close();
@@ -212,7 +311,12 @@ describe("autonomous runs", () => {
     await new Promise((r) => child.once("exit", r));
     expect(db.runs()[0]!.status).toBe("running");
     const sessions = new MemorySessionStore();
-    const agent = await createAgent({ provider: scriptedProvider([]), sideModel: false, store: sessions, plugins: [goals({ path })] });
+    const agent = await createAgent({
+      provider: scriptedProvider([]),
+      sideModel: false,
+      store: sessions,
+      plugins: [goals({ path })],
+    });
     const s = await agent.session();
     expect(db.runs()[0]).toMatchObject({ status: "orphaned", goal: "Ship the release notes" });
     await s.flush();

@@ -53,9 +53,15 @@ function install(): Record<Key, string> | undefined {
     mkdirSync(dir, { recursive: true });
     console.log(`installing ${missing.map((p) => p.pkg).join(", ")} into ${dir} (once) …`);
     const npm = process.platform === "win32" ? "npm.cmd" : "npm";
-    const r = spawnSync(npm, ["install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", ...missing.map((p) => p.pkg)], { stdio: ["ignore", "inherit", "inherit"], timeout: 600_000 });
+    const r = spawnSync(
+      npm,
+      ["install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", ...missing.map((p) => p.pkg)],
+      { stdio: ["ignore", "inherit", "inherit"], timeout: 600_000 },
+    );
     if (r.status !== 0) {
-      console.log(`start-latency: skipped — npm install into ${dir} failed (${r.error?.message ?? `exit ${r.status}`}); the benchmark needs the five servers from the npm registry.`);
+      console.log(
+        `start-latency: skipped — npm install into ${dir} failed (${r.error?.message ?? `exit ${r.status}`}); the benchmark needs the five servers from the npm registry.`,
+      );
       return undefined;
     }
   }
@@ -79,12 +85,27 @@ const home = mkdtempSync(join(tmpdir(), "keel-mcp-bench-home-"));
 const viaNpm = process.env.BENCH_LAUNCH === "npm-exec";
 const node = (key: Key, args: string[] = [], env: Record<string, string> = {}) =>
   viaNpm
-    ? { command: process.platform === "win32" ? "npm.cmd" : "npm", args: ["exec", "--prefix", dir, "--offline", "--", PACKAGES[key].bin, ...args], env: { HOME: home, ...env } }
+    ? {
+        command: process.platform === "win32" ? "npm.cmd" : "npm",
+        args: ["exec", "--prefix", dir, "--offline", "--", PACKAGES[key].bin, ...args],
+        env: { HOME: home, ...env },
+      }
     : { command: process.execPath, args: [bins[key], ...args], env: { HOME: home, ...env } };
-console.log(`servers started with ${viaNpm ? "npm exec --offline (cache dir)" : "node <bin>"}; ${RUNS} run(s) per mode`);
+console.log(
+  `servers started with ${viaNpm ? "npm exec --offline (cache dir)" : "node <bin>"}; ${RUNS} run(s) per mode`,
+);
 const servers: McpOptions["servers"] = {
-  gitlab: node("gitlab", [], { GITLAB_PERSONAL_ACCESS_TOKEN: "glpat-fake-token-for-bench", GITLAB_API_URL: "https://gitlab.invalid/api/v4" }),
-  notion: node("notion", [], { NOTION_TOKEN: "ntn_fake_token_for_bench", OPENAPI_MCP_HEADERS: JSON.stringify({ Authorization: "Bearer ntn_fake_token_for_bench", "Notion-Version": "2022-06-28" }) }),
+  gitlab: node("gitlab", [], {
+    GITLAB_PERSONAL_ACCESS_TOKEN: "glpat-fake-token-for-bench",
+    GITLAB_API_URL: "https://gitlab.invalid/api/v4",
+  }),
+  notion: node("notion", [], {
+    NOTION_TOKEN: "ntn_fake_token_for_bench",
+    OPENAPI_MCP_HEADERS: JSON.stringify({
+      Authorization: "Bearer ntn_fake_token_for_bench",
+      "Notion-Version": "2022-06-28",
+    }),
+  }),
   "desktop-commander": node("desktop-commander", [], { DISABLE_TELEMETRY: "true" }),
   everything: node("everything"),
   filesystem: node("filesystem", [root]),
@@ -102,7 +123,12 @@ async function run(mode: "old" | "new"): Promise<Run> {
   let sentAt: number | undefined;
   const stream = provider.stream.bind(provider);
   provider.stream = (request, o) => ((sentAt ??= performance.now()), stream(request, o));
-  const options: McpOptions = { servers, auditPath: false, connectTimeoutMs: 60_000, ...(mode === "old" ? { startGraceMs: 600_000 } : {}) };
+  const options: McpOptions = {
+    servers,
+    auditPath: false,
+    connectTimeoutMs: 60_000,
+    ...(mode === "old" ? { startGraceMs: 600_000 } : {}),
+  };
   const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [mcp(options)] });
   const events: AgentEvent[] = [];
   agent.subscribe((e) => void events.push(e));
@@ -118,10 +144,14 @@ async function run(mode: "old" | "new"): Promise<Run> {
       const end = performance.now() + 90_000;
       const started = () => events.find((e) => e.type === "diagnostic" && e.code === "mcp.servers_started");
       // Every server in the first request's server list: none was late, no diagnostic comes.
-      const listed = /Connected MCP servers \(tools\): ([^.]*)\./.exec(provider.requests[0]!.system ?? "")?.[1]?.split(", ").length ?? 0;
-      while (!started() && listed < Object.keys(PACKAGES).length && performance.now() < end) await new Promise((r) => setTimeout(r, 50));
+      const listed =
+        /Connected MCP servers \(tools\): ([^.]*)\./.exec(provider.requests[0]!.system ?? "")?.[1]?.split(", ")
+          .length ?? 0;
+      while (!started() && listed < Object.keys(PACKAGES).length && performance.now() < end)
+        await new Promise((r) => setTimeout(r, 50));
       const d = started() as Extract<AgentEvent, { type: "diagnostic" }> | undefined;
-      const list = (d?.data as { servers?: Array<{ server: string; ok: boolean; durationMs: number }> } | undefined)?.servers;
+      const list = (d?.data as { servers?: Array<{ server: string; ok: boolean; durationMs: number }> } | undefined)
+        ?.servers;
       if (list) ready = Object.fromEntries(list.map((s) => [s.server, s.ok ? s.durationMs : "failed"]));
     }
     const failed = events.filter((e) => e.type === "diagnostic" && e.code === "KEEL_MCP_SERVER_START_FAILED");
@@ -140,7 +170,12 @@ const median = (xs: number[]) => {
 
 /** Only the pool: every server's spawn → ready time. */
 async function poolRun(): Promise<Record<string, number | "failed">> {
-  const pool = new McpPool(McpOptionsSchema.parse({ servers }).servers, { clientName: "keel-bench", clientVersion: "0", connectTimeoutMs: 60_000, restart: { maxAttempts: 0, baseDelayMs: 500, maxDelayMs: 500 } });
+  const pool = new McpPool(McpOptionsSchema.parse({ servers }).servers, {
+    clientName: "keel-bench",
+    clientVersion: "0",
+    connectTimeoutMs: 60_000,
+    restart: { maxAttempts: 0, baseDelayMs: 500, maxDelayMs: 500 },
+  });
   try {
     return Object.fromEntries((await pool.start()).map((r) => [r.server, r.ok ? r.durationMs : "failed"]));
   } finally {
@@ -154,11 +189,23 @@ try {
   for (let i = 0; i < RUNS; i++) {
     const p = await poolRun();
     pools.push(p);
-    console.log(`run ${i + 1} pool: ready ${Object.entries(p).map(([k, v]) => `${k} ${v}${v === "failed" ? "" : " ms"}`).join(", ")}`);
+    console.log(
+      `run ${i + 1} pool: ready ${Object.entries(p)
+        .map(([k, v]) => `${k} ${v}${v === "failed" ? "" : " ms"}`)
+        .join(", ")}`,
+    );
     for (const mode of i % 2 ? (["new", "old"] as const) : (["old", "new"] as const)) {
       const r = await run(mode);
       runs.push(r);
-      console.log(`run ${i + 1} ${mode}: first request after ${r.firstRequestMs} ms with ${r.mcpTools} MCP tools advertised${r.ready ? `; ready: ${Object.entries(r.ready).map(([k, v]) => `${k} ${v}${v === "failed" ? "" : " ms"}`).join(", ")}` : ""}`);
+      console.log(
+        `run ${i + 1} ${mode}: first request after ${r.firstRequestMs} ms with ${r.mcpTools} MCP tools advertised${
+          r.ready
+            ? `; ready: ${Object.entries(r.ready)
+                .map(([k, v]) => `${k} ${v}${v === "failed" ? "" : " ms"}`)
+                .join(", ")}`
+            : ""
+        }`,
+      );
     }
   }
 } finally {
@@ -169,17 +216,26 @@ try {
 const olds = runs.filter((r) => r.mode === "old").map((r) => r.firstRequestMs);
 const news = runs.filter((r) => r.mode === "new");
 const readies = [...pools, ...news.flatMap((r) => (r.ready ? [r.ready] : []))];
-console.log(`\nmedians over ${RUNS} run(s) per mode (ms; ready = spawn → tools listed, from the pool passes and the new runs that had late servers, ${readies.length} samples):`);
+console.log(
+  `\nmedians over ${RUNS} run(s) per mode (ms; ready = spawn → tools listed, from the pool passes and the new runs that had late servers, ${readies.length} samples):`,
+);
 console.log("| server | ready (median) | min | max |\n|---|---|---|---|");
 for (const k of Object.keys(PACKAGES)) {
   const xs = readies.map((r) => r[k]).filter((v): v is number => typeof v === "number");
   const failed = readies.filter((r) => r[k] === "failed").length;
-  console.log(`| ${k} | ${xs.length ? median(xs) : "n/a"}${failed ? ` (${failed} failed)` : ""} | ${xs.length ? Math.min(...xs) : "n/a"} | ${xs.length ? Math.max(...xs) : "n/a"} |`);
+  console.log(
+    `| ${k} | ${xs.length ? median(xs) : "n/a"}${failed ? ` (${failed} failed)` : ""} | ${xs.length ? Math.min(...xs) : "n/a"} | ${xs.length ? Math.max(...xs) : "n/a"} |`,
+  );
 }
-const nums = (r: Record<string, number | "failed">) => Object.values(r).filter((v): v is number => typeof v === "number");
+const nums = (r: Record<string, number | "failed">) =>
+  Object.values(r).filter((v): v is number => typeof v === "number");
 const fastest = readies.map((r) => Math.min(...nums(r))).filter((v) => Number.isFinite(v));
 const slowest = readies.map((r) => Math.max(...nums(r))).filter((v) => Number.isFinite(v));
-const gaps = news.filter((r) => r.ready).map((r) => r.firstRequestMs - Math.min(...Object.values(r.ready!).filter((v): v is number => typeof v === "number")));
+const gaps = news
+  .filter((r) => r.ready)
+  .map(
+    (r) => r.firstRequestMs - Math.min(...Object.values(r.ready!).filter((v): v is number => typeof v === "number")),
+  );
 const mOld = median(olds);
 const mNew = median(news.map((r) => r.firstRequestMs));
 console.log(`\n| measure | median ms |\n|---|---|`);
@@ -187,5 +243,9 @@ console.log(`| fastest server ready | ${fastest.length ? median(fastest) : "n/a"
 console.log(`| slowest server ready (= the old wait, computed) | ${slowest.length ? median(slowest) : "n/a"} |`);
 console.log(`| first request, old (wait for all) | ${mOld} |`);
 console.log(`| first request, new (startGraceMs 500) | ${mNew} |`);
-console.log(`| new first request − fastest ready (same run, ${gaps.length} run(s) with a late server) | ${gaps.length ? `${median(gaps)} (max ${Math.max(...gaps)})` : "n/a: every server was ready within the grace in every new run"} |`);
-console.log(`\nratio old / new: ${(mOld / mNew).toFixed(2)}x; MCP tools in the first request: old ${median(runs.filter((r) => r.mode === "old").map((r) => r.mcpTools))}, new ${median(news.map((r) => r.mcpTools))}`);
+console.log(
+  `| new first request − fastest ready (same run, ${gaps.length} run(s) with a late server) | ${gaps.length ? `${median(gaps)} (max ${Math.max(...gaps)})` : "n/a: every server was ready within the grace in every new run"} |`,
+);
+console.log(
+  `\nratio old / new: ${(mOld / mNew).toFixed(2)}x; MCP tools in the first request: old ${median(runs.filter((r) => r.mode === "old").map((r) => r.mcpTools))}, new ${median(news.map((r) => r.mcpTools))}`,
+);

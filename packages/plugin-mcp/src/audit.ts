@@ -3,7 +3,16 @@ import { openSqlite } from "@keel/store-sqlite";
 import { redact, redactValue } from "@keel/secrets";
 
 /** How an MCP call ended. Contract: `tool_error` is a result with `isError`; the rest had no result. */
-export type CallOutcome = "ok" | "tool_error" | "protocol_error" | "rejected" | "upstream" | "timeout" | "cancelled" | "crashed" | "unavailable";
+export type CallOutcome =
+  | "ok"
+  | "tool_error"
+  | "protocol_error"
+  | "rejected"
+  | "upstream"
+  | "timeout"
+  | "cancelled"
+  | "crashed"
+  | "unavailable";
 
 /** One audited MCP call. Contract: `ts` is epoch ms at the end of the call; `durationMs` is wall time. */
 export interface AuditRecord {
@@ -54,7 +63,13 @@ export interface StoredCuration {
  */
 export function storableCuration(c: StoredCuration): string {
   const names = (list: readonly string[]) => list.map((n) => redactValue(n));
-  return JSON.stringify({ ...c, keep: names(c.keep), compact: names(c.compact), pinned: names(c.pinned), basis: Object.fromEntries(Object.entries(c.basis).map(([n, d]) => [redactValue(n), d])) });
+  return JSON.stringify({
+    ...c,
+    keep: names(c.keep),
+    compact: names(c.compact),
+    pinned: names(c.pinned),
+    basis: Object.fromEntries(Object.entries(c.basis).map(([n, d]) => [redactValue(n), d])),
+  });
 }
 
 /** How long a session's curation is kept after its last change (ms): 90 days. */
@@ -65,11 +80,28 @@ export function curationOf(json: unknown): StoredCuration | undefined {
   try {
     const v = typeof json === "string" ? JSON.parse(json) : json;
     const names = (x: unknown) => Array.isArray(x) && x.every((n) => typeof n === "string");
-    if (!v || typeof v !== "object" || typeof v.inventoryHash !== "string" || !names(v.keep) || !names(v.compact) || !names(v.pinned)) return undefined;
-    const basis = v.basis && typeof v.basis === "object" && !Array.isArray(v.basis) ? Object.fromEntries(Object.entries(v.basis).filter(([, d]) => typeof d === "string")) : {};
+    if (
+      !v ||
+      typeof v !== "object" ||
+      typeof v.inventoryHash !== "string" ||
+      !names(v.keep) ||
+      !names(v.compact) ||
+      !names(v.pinned)
+    )
+      return undefined;
+    const basis =
+      v.basis && typeof v.basis === "object" && !Array.isArray(v.basis)
+        ? Object.fromEntries(Object.entries(v.basis).filter(([, d]) => typeof d === "string"))
+        : {};
     // Each name once, compact ones among the kept (a repeated name would be sent twice).
     const keep: string[] = [...new Set<string>(v.keep)];
-    return { inventoryHash: v.inventoryHash, keep, compact: [...new Set<string>(v.compact)].filter((n) => keep.includes(n)), pinned: [...new Set<string>(v.pinned)], basis: basis as Record<string, string> };
+    return {
+      inventoryHash: v.inventoryHash,
+      keep,
+      compact: [...new Set<string>(v.compact)].filter((n) => keep.includes(n)),
+      pinned: [...new Set<string>(v.pinned)],
+      basis: basis as Record<string, string>,
+    };
   } catch {
     return undefined;
   }
@@ -137,23 +169,39 @@ export class AuditLog implements AuditStore {
           error TEXT
         )`);
         db.exec("CREATE INDEX IF NOT EXISTS mcp_calls_ts ON mcp_calls (ts)");
-        db.exec("CREATE TABLE IF NOT EXISTS mcp_sessions (session_id TEXT PRIMARY KEY, ts INTEGER NOT NULL, state TEXT NOT NULL)");
+        db.exec(
+          "CREATE TABLE IF NOT EXISTS mcp_sessions (session_id TEXT PRIMARY KEY, ts INTEGER NOT NULL, state TEXT NOT NULL)",
+        );
       },
     });
-    this.#saveCuration = this.#db.prepare("INSERT INTO mcp_sessions (session_id, ts, state) VALUES (?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET ts = excluded.ts, state = excluded.state");
+    this.#saveCuration = this.#db.prepare(
+      "INSERT INTO mcp_sessions (session_id, ts, state) VALUES (?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET ts = excluded.ts, state = excluded.state",
+    );
     this.#loadCuration = this.#db.prepare("SELECT state FROM mcp_sessions WHERE session_id = ? AND ts >= ?");
     try {
       this.#db.prepare("DELETE FROM mcp_sessions WHERE ts < ?").run(Date.now() - CURATION_TTL_MS);
     } catch {
       // another process holds the write lock: the next open prunes
     }
-    this.#insert = this.#db.prepare("INSERT INTO mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    this.#insert = this.#db.prepare(
+      "INSERT INTO mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    );
     this.#recent = this.#db.prepare("SELECT name, COUNT(*) AS n FROM mcp_calls WHERE ts >= ? GROUP BY name");
   }
 
   record(r: AuditRecord): void {
     try {
-      this.#insert.run(r.ts, r.sessionId, redactValue(r.server), redactValue(r.tool), redactValue(r.name), r.durationMs, r.outcome, r.bytes, r.error === undefined ? null : redact(r.error));
+      this.#insert.run(
+        r.ts,
+        r.sessionId,
+        redactValue(r.server),
+        redactValue(r.tool),
+        redactValue(r.name),
+        r.durationMs,
+        r.outcome,
+        r.bytes,
+        r.error === undefined ? null : redact(r.error),
+      );
     } catch (err) {
       if (!this.#failed) this.#onError?.(err);
       this.#failed = true;
@@ -190,7 +238,9 @@ export class AuditLog implements AuditStore {
 
   /** Every record, oldest first (for tests and `keel inspect`). */
   all(): AuditRecord[] {
-    return (this.#db.prepare("SELECT * FROM mcp_calls ORDER BY id").all() as Array<Record<string, unknown>>).map(auditRecordOf);
+    return (this.#db.prepare("SELECT * FROM mcp_calls ORDER BY id").all() as Array<Record<string, unknown>>).map(
+      auditRecordOf,
+    );
   }
 
   close(): void {

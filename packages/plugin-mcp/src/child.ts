@@ -86,7 +86,14 @@ export class ServerProcess implements Transport {
   start(): Promise<void> {
     if (this.#child) return Promise.reject(new Error("This MCP server process was started already."));
     return new Promise((resolve, reject) => {
-      const child = spawn(this.#o.command, [...this.#o.args], { env: this.#o.env, ...(this.#o.cwd ? { cwd: this.#o.cwd } : {}), stdio: ["pipe", "pipe", "pipe"], detached: PROCESS_GROUPS, shell: false, windowsHide: true });
+      const child = spawn(this.#o.command, [...this.#o.args], {
+        env: this.#o.env,
+        ...(this.#o.cwd ? { cwd: this.#o.cwd } : {}),
+        stdio: ["pipe", "pipe", "pipe"],
+        detached: PROCESS_GROUPS,
+        shell: false,
+        windowsHide: true,
+      });
       this.#child = child;
       let spawned = false;
       child.once("spawn", () => {
@@ -190,7 +197,11 @@ const OURS = Symbol.for("keel.plugin-mcp.endServers");
 const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 type Sig = (typeof SIGNALS)[number];
 const ours = (fn: () => void) => Object.assign(fn, { [OURS]: true });
-const onSignal: Record<Sig, () => void> = { SIGINT: ours(() => lastResortOnSignal("SIGINT")), SIGTERM: ours(() => lastResortOnSignal("SIGTERM")), SIGHUP: ours(() => lastResortOnSignal("SIGHUP")) };
+const onSignal: Record<Sig, () => void> = {
+  SIGINT: ours(() => lastResortOnSignal("SIGINT")),
+  SIGTERM: ours(() => lastResortOnSignal("SIGTERM")),
+  SIGHUP: ours(() => lastResortOnSignal("SIGHUP")),
+};
 const onExit = ours(() => endServersNow());
 let hooked = false;
 /**

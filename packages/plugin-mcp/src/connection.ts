@@ -19,18 +19,30 @@ function sdk(): Promise<Sdk> {
     import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
     import("@modelcontextprotocol/sdk/types.js"),
     import("@modelcontextprotocol/sdk/shared/stdio.js"),
-  ]).then(([c, s, h, types, io]) => (loaded = { Client: c.Client, StdioClientTransport: s.StdioClientTransport, StreamableHTTPClientTransport: h.StreamableHTTPClientTransport, getDefaultEnvironment: s.getDefaultEnvironment, codec: { ReadBuffer: io.ReadBuffer, serializeMessage: io.serializeMessage }, types }));
+  ]).then(
+    ([c, s, h, types, io]) =>
+      (loaded = {
+        Client: c.Client,
+        StdioClientTransport: s.StdioClientTransport,
+        StreamableHTTPClientTransport: h.StreamableHTTPClientTransport,
+        getDefaultEnvironment: s.getDefaultEnvironment,
+        codec: { ReadBuffer: io.ReadBuffer, serializeMessage: io.serializeMessage },
+        types,
+      }),
+  );
   return sdkLoading;
 }
 type RpcCode = "RequestTimeout" | "ConnectionClosed" | "InvalidParams" | "MethodNotFound" | "InvalidRequest";
-const isMcpError = (err: unknown, ...codes: RpcCode[]): boolean => !!loaded && err instanceof loaded.types.McpError && codes.some((c) => err.code === loaded!.types.ErrorCode[c]);
+const isMcpError = (err: unknown, ...codes: RpcCode[]): boolean =>
+  !!loaded && err instanceof loaded.types.McpError && codes.some((c) => err.code === loaded!.types.ErrorCode[c]);
 const isAnyMcpError = (err: unknown): boolean => !!loaded && err instanceof loaded.types.McpError;
 /**
  * What a failure to reach a host over the network says (undici, Node's net/dns/tls, Python's
  * requests/httpx); urllib3's "Max retries exceeded" only when the retries were not for error
  * answers (ResponseError: the host was reached, e.g. 429s).
  */
-const NETWORK = /\bfetch failed|\bENOTFOUND\b|\bEAI_AGAIN\b|\bECONNREFUSED\b|\bECONNRESET\b|\bETIMEDOUT\b|\bEHOSTUNREACH\b|\bENETUNREACH\b|getaddrinfo|socket hang up|UND_ERR_CONNECT|certificate has expired|self[- ]signed certificate|unable to verify the first certificate|Name or service not known|Temporary failure in name resolution|Connection refused|Max retries exceeded(?![\s\S]*Caused by ResponseError)|\bConnectError|\bConnectTimeout|network is unreachable/i;
+const NETWORK =
+  /\bfetch failed|\bENOTFOUND\b|\bEAI_AGAIN\b|\bECONNREFUSED\b|\bECONNRESET\b|\bETIMEDOUT\b|\bEHOSTUNREACH\b|\bENETUNREACH\b|getaddrinfo|socket hang up|UND_ERR_CONNECT|certificate has expired|self[- ]signed certificate|unable to verify the first certificate|Name or service not known|Temporary failure in name resolution|Connection refused|Max retries exceeded(?![\s\S]*Caused by ResponseError)|\bConnectError|\bConnectTimeout|network is unreachable/i;
 import { z } from "zod";
 import type { McpCallResult } from "./results.ts";
 import type { McpServerConfig } from "./options.ts";
@@ -43,8 +55,19 @@ import { DEFAULT_STOP_GRACE_MS, PROCESS_GROUPS, ServerProcess, type StdioCodec }
  */
 export const INHERITED_NETWORK_ENV: readonly string[] = [
   ...["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"].flatMap((k) => [k, k.toLowerCase()]),
-  "NODE_EXTRA_CA_CERTS", "NODE_USE_ENV_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
-  "npm_config_proxy", "npm_config_https_proxy", "npm_config_noproxy", "npm_config_registry", "npm_config_cafile", "npm_config_strict_ssl",
+  "NODE_EXTRA_CA_CERTS",
+  "NODE_USE_ENV_PROXY",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "REQUESTS_CA_BUNDLE",
+  "CURL_CA_BUNDLE",
+  "GIT_SSL_CAINFO",
+  "npm_config_proxy",
+  "npm_config_https_proxy",
+  "npm_config_noproxy",
+  "npm_config_registry",
+  "npm_config_cafile",
+  "npm_config_strict_ssl",
 ];
 
 /** The variables of `from` a server inherits under `setting`. Contract: only names set in `from`; never anything for `false`. */
@@ -75,7 +98,14 @@ export type ServerState = "idle" | "connecting" | "ready" | "restarting" | "fail
  * network; `protocol_error`: any other error answer; `unavailable`: the server is not connected
  * or could not be reached.
  */
-export type CallFailure = "timeout" | "cancelled" | "crashed" | "protocol_error" | "rejected" | "upstream" | "unavailable";
+export type CallFailure =
+  | "timeout"
+  | "cancelled"
+  | "crashed"
+  | "protocol_error"
+  | "rejected"
+  | "upstream"
+  | "unavailable";
 
 /** A call that did not produce a result. Contract: `kind` says why; `message` is for the model. */
 export class McpCallError extends Error {
@@ -161,7 +191,10 @@ export class McpServerConnection {
     const m = await sdk();
     // Closed while the SDK loaded: spawn nothing.
     if ((this.state as ServerState) === "closed") throw new Error(`MCP server "${this.key}" is closed.`);
-    const client = new m.Client({ name: this.#settings.clientName, version: this.#settings.clientVersion }, { capabilities: {} });
+    const client = new m.Client(
+      { name: this.#settings.clientName, version: this.#settings.clientVersion },
+      { capabilities: {} },
+    );
     const transport = this.#makeTransport(m);
     client.setNotificationHandler(m.types.ToolListChangedNotificationSchema, () => void this.refresh().catch(() => {}));
     client.onclose = () => this.#closed(client);
@@ -180,7 +213,8 @@ export class McpServerConnection {
       this.instructions = client.getInstructions();
       this.tools = await listAllTools(client, { signal: ctrl.signal, timeout });
       this.toolsVersion++;
-      if (this.state !== "connecting") throw new Error(this.lastError ?? "the server closed the connection during the handshake");
+      if (this.state !== "connecting")
+        throw new Error(this.lastError ?? "the server closed the connection during the handshake");
       this.state = "ready";
       this.lastError = undefined;
     } catch (err) {
@@ -198,14 +232,31 @@ export class McpServerConnection {
 
   #makeTransport(m: Sdk): Transport {
     const c = this.config;
-    if ("url" in c) return new m.StreamableHTTPClientTransport(new URL(c.url), c.headers ? { requestInit: { headers: c.headers } } : {});
+    if ("url" in c)
+      return new m.StreamableHTTPClientTransport(
+        new URL(c.url),
+        c.headers ? { requestInit: { headers: c.headers } } : {},
+      );
     const env = { ...inheritedEnv(c.inheritEnv ?? true, process.env), ...c.env };
     // POSIX: Keel's own transport, which starts the server in a process group of its own and
     // ends the whole group, on close and at process exit (child.ts). Windows has no process
     // groups, and the SDK's spawn resolves `npx.cmd`: its transport and its own close there.
     const t = PROCESS_GROUPS
-      ? new ServerProcess({ command: c.command, args: c.args, env: { ...m.getDefaultEnvironment(), ...env }, cwd: c.cwd, stopGraceMs: this.#settings.stopGraceMs ?? DEFAULT_STOP_GRACE_MS, codec: m.codec })
-      : new m.StdioClientTransport({ command: c.command, args: c.args, stderr: "pipe", ...(Object.keys(env).length ? { env } : {}), ...(c.cwd ? { cwd: c.cwd } : {}) });
+      ? new ServerProcess({
+          command: c.command,
+          args: c.args,
+          env: { ...m.getDefaultEnvironment(), ...env },
+          cwd: c.cwd,
+          stopGraceMs: this.#settings.stopGraceMs ?? DEFAULT_STOP_GRACE_MS,
+          codec: m.codec,
+        })
+      : new m.StdioClientTransport({
+          command: c.command,
+          args: c.args,
+          stderr: "pipe",
+          ...(Object.keys(env).length ? { env } : {}),
+          ...(c.cwd ? { cwd: c.cwd } : {}),
+        });
     if (t instanceof ServerProcess) {
       this.#processes.add(t);
       void t.ended.then(() => this.#processes.delete(t));
@@ -268,7 +319,11 @@ export class McpServerConnection {
    * Call a tool. Contract: resolves with the server's result (also `isError` ones); rejects
    * only with McpCallError; on timeout or abort the SDK sends notifications/cancelled.
    */
-  async callTool(name: string, args: unknown, options: { signal: AbortSignal; timeoutMs: number }): Promise<McpCallResult> {
+  async callTool(
+    name: string,
+    args: unknown,
+    options: { signal: AbortSignal; timeoutMs: number },
+  ): Promise<McpCallResult> {
     const { signal, timeoutMs } = options;
     if (this.state === "restarting" || this.state === "connecting") {
       try {
@@ -279,30 +334,69 @@ export class McpServerConnection {
     }
     const client = this.#client;
     if (!client || this.state !== "ready") {
-      throw new McpCallError("unavailable", `MCP server "${this.key}" is not connected (${this.state}${this.lastError ? `: ${this.lastError}` : ""}).`);
+      throw new McpCallError(
+        "unavailable",
+        `MCP server "${this.key}" is not connected (${this.state}${this.lastError ? `: ${this.lastError}` : ""}).`,
+      );
     }
     const t0 = performance.now();
     try {
-      const result = (await client.callTool({ name, arguments: (args ?? {}) as Record<string, unknown> }, undefined, { signal, timeout: timeoutMs, maxTotalTimeout: timeoutMs })) as McpCallResult;
+      const result = (await client.callTool({ name, arguments: (args ?? {}) as Record<string, unknown> }, undefined, {
+        signal,
+        timeout: timeoutMs,
+        maxTotalTimeout: timeoutMs,
+      })) as McpCallResult;
       this.restarts = 0;
       return result;
     } catch (err) {
-      if (signal.aborted) throw new McpCallError("cancelled", `The call to "${name}" on "${this.key}" was cancelled.`, { cause: err });
+      if (signal.aborted)
+        throw new McpCallError("cancelled", `The call to "${name}" on "${this.key}" was cancelled.`, { cause: err });
       // The SDK's timer, not a -32001 the server answered with early (codes -32000..-32099 are the server's to use).
-      if (isMcpError(err, "RequestTimeout") && performance.now() - t0 >= timeoutMs - 5) throw new McpCallError("timeout", `"${name}" on MCP server "${this.key}" did not answer within ${timeoutMs} ms; the call was cancelled.`, { cause: err });
+      if (isMcpError(err, "RequestTimeout") && performance.now() - t0 >= timeoutMs - 5)
+        throw new McpCallError(
+          "timeout",
+          `"${name}" on MCP server "${this.key}" did not answer within ${timeoutMs} ms; the call was cancelled.`,
+          { cause: err },
+        );
       if ((isMcpError(err, "ConnectionClosed") || client !== this.#client) && this.#oversize !== undefined) {
-        throw new McpCallError("crashed", `MCP server "${this.key}" answered the call to "${name}" with a message over the MCP SDK's limit of ${this.#oversize} bytes, so the connection was dropped; the server is being restarted. Ask for less (a narrower query, a page, a range).`, { cause: err });
+        throw new McpCallError(
+          "crashed",
+          `MCP server "${this.key}" answered the call to "${name}" with a message over the MCP SDK's limit of ${this.#oversize} bytes, so the connection was dropped; the server is being restarted. Ask for less (a narrower query, a page, a range).`,
+          { cause: err },
+        );
       }
       if (isMcpError(err, "ConnectionClosed") || client !== this.#client) {
-        throw new McpCallError("crashed", `MCP server "${this.key}" exited during the call to "${name}"; it is being restarted.${this.stderrTail ? ` Its stderr ends with: ${tailOf(this.stderrTail, 500).trim()}` : ""}`, { cause: err });
+        throw new McpCallError(
+          "crashed",
+          `MCP server "${this.key}" exited during the call to "${name}"; it is being restarted.${this.stderrTail ? ` Its stderr ends with: ${tailOf(this.stderrTail, 500).trim()}` : ""}`,
+          { cause: err },
+        );
       }
       const why = describe(err);
-      if (isMcpError(err, "InvalidParams", "MethodNotFound", "InvalidRequest")) throw new McpCallError("rejected", `MCP server "${this.key}" refused the call to "${name}" as invalid: ${why}`, { cause: err });
+      if (isMcpError(err, "InvalidParams", "MethodNotFound", "InvalidRequest"))
+        throw new McpCallError(
+          "rejected",
+          `MCP server "${this.key}" refused the call to "${name}" as invalid: ${why}`,
+          { cause: err },
+        );
       if (NETWORK.test(why)) {
-        if (isAnyMcpError(err)) throw new McpCallError("upstream", `MCP server "${this.key}" could not reach the service behind "${name}": ${why}`, { cause: err });
-        throw new McpCallError("unavailable", `MCP server "${this.key}" could not be reached over the network for "${name}": ${why}`, { cause: err });
+        if (isAnyMcpError(err))
+          throw new McpCallError(
+            "upstream",
+            `MCP server "${this.key}" could not reach the service behind "${name}": ${why}`,
+            { cause: err },
+          );
+        throw new McpCallError(
+          "unavailable",
+          `MCP server "${this.key}" could not be reached over the network for "${name}": ${why}`,
+          { cause: err },
+        );
       }
-      throw new McpCallError("protocol_error", `MCP server "${this.key}" answered the call to "${name}" with an error: ${why}`, { cause: err });
+      throw new McpCallError(
+        "protocol_error",
+        `MCP server "${this.key}" answered the call to "${name}" with an error: ${why}`,
+        { cause: err },
+      );
     }
   }
 
@@ -328,15 +422,27 @@ const LooseToolList = z.looseObject({
   nextCursor: z.string().optional(),
 });
 
-async function listAllTools(client: Client, options: { signal?: AbortSignal; timeout: number }): Promise<McpToolInfo[]> {
+async function listAllTools(
+  client: Client,
+  options: { signal?: AbortSignal; timeout: number },
+): Promise<McpToolInfo[]> {
   const out: McpToolInfo[] = [];
   let cursor: string | undefined;
   for (let page = 0; page < MAX_PAGES; page++) {
-    const res = await client.request({ method: "tools/list", params: cursor ? { cursor } : {} }, LooseToolList, options);
+    const res = await client.request(
+      { method: "tools/list", params: cursor ? { cursor } : {} },
+      LooseToolList,
+      options,
+    );
     for (const raw of res.tools) {
       const t = raw as Partial<Record<keyof McpToolInfo, unknown>>;
       if (typeof t?.name !== "string" || !t.name) continue;
-      out.push({ name: t.name, ...(typeof t.title === "string" && t.title ? { title: t.title } : {}), ...(typeof t.description === "string" && t.description ? { description: t.description } : {}), inputSchema: t.inputSchema });
+      out.push({
+        name: t.name,
+        ...(typeof t.title === "string" && t.title ? { title: t.title } : {}),
+        ...(typeof t.description === "string" && t.description ? { description: t.description } : {}),
+        inputSchema: t.inputSchema,
+      });
     }
     cursor = res.nextCursor;
     if (!cursor) break;
@@ -363,6 +469,9 @@ export function raceSignal<T>(p: Promise<T>, signal: AbortSignal, ms: number): P
     };
     if (signal.aborted) return onAbort();
     signal.addEventListener("abort", onAbort, { once: true });
-    p.then((v) => done(() => resolve(v)), (e: unknown) => done(() => reject(e)));
+    p.then(
+      (v) => done(() => resolve(v)),
+      (e: unknown) => done(() => reject(e)),
+    );
   });
 }

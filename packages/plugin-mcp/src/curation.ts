@@ -26,9 +26,14 @@ export interface CutOptions {
 }
 
 /** Hash of an MCP inventory. Contract: depends on names, descriptions and schemas only, not on their order. */
-export function inventoryHash(tools: ReadonlyArray<{ name: string; description: string; parameters?: unknown }>): string {
+export function inventoryHash(
+  tools: ReadonlyArray<{ name: string; description: string; parameters?: unknown }>,
+): string {
   const h = createHash("sha256");
-  for (const line of tools.map((t) => `${t.name}\u0000${t.description}\u0000${JSON.stringify(t.parameters ?? null)}`).sort()) h.update(line).update("\n");
+  for (const line of tools
+    .map((t) => `${t.name}\u0000${t.description}\u0000${JSON.stringify(t.parameters ?? null)}`)
+    .sort())
+    h.update(line).update("\n");
   return h.digest("hex").slice(0, 16);
 }
 
@@ -103,7 +108,8 @@ export function curate(input: CurateInput): CurateResult {
   // Revealed tools first (full form, also when this request ranks them low), in inventory order:
   // where the request that revealed them listed them, so that list stays the prefix of this one.
   const position = new Map(input.ranker.entries.map((e, i) => [e.name, i]));
-  for (const p of [...pinned].filter((n) => position.has(n)).sort((a, b) => position.get(a)! - position.get(b)!)) add(p);
+  for (const p of [...pinned].filter((n) => position.has(n)).sort((a, b) => position.get(a)! - position.get(b)!))
+    add(p);
   let joined = 0;
   for (const r of ranked.slice(0, input.topK)) {
     if (!(r.score > 0 || small)) continue;
@@ -117,11 +123,22 @@ export function curate(input: CurateInput): CurateResult {
   let capped: string[] = [];
   if (visible.length > room) {
     const order = new Map(ranked.map((r, i) => [r.name, i]));
-    const top = new Set([...visible].sort((a, b) => Number(pinned.has(b)) - Number(pinned.has(a)) || order.get(a)! - order.get(b)!).slice(0, room));
+    const top = new Set(
+      [...visible]
+        .sort((a, b) => Number(pinned.has(b)) - Number(pinned.has(a)) || order.get(a)! - order.get(b)!)
+        .slice(0, room),
+    );
     capped = visible.filter((n) => !top.has(n));
     visible = visible.filter((n) => top.has(n));
   }
-  return { visible: [...visible], keepSet: { inventoryHash: input.inventoryHash, keep, ...(compact.length ? { compact } : {}) }, ranked, added, capped, reset };
+  return {
+    visible: [...visible],
+    keepSet: { inventoryHash: input.inventoryHash, keep, ...(compact.length ? { compact } : {}) },
+    ranked,
+    added,
+    capped,
+    reset,
+  };
 }
 
 /** One tool_search hit. Contract: `score` > 0. */
@@ -137,7 +154,13 @@ export interface SearchHit {
  * Contract: at most `limit` hits, each with a positive score and, after the first, at least
  * `minRatio` × the first hit's score (default 0: no relevance cut).
  */
-export function searchTools(ranker: ToolRanker, query: string, limit: number, options?: RankOptions, minRatio = 0): SearchHit[] {
+export function searchTools(
+  ranker: ToolRanker,
+  query: string,
+  limit: number,
+  options?: RankOptions,
+  minRatio = 0,
+): SearchHit[] {
   const byName = new Map<string, CatalogEntry>(ranker.entries.map((e) => [e.name, e]));
   const ranked = ranker.rank(query, options);
   const floor = minRatio * (ranked[0]?.score ?? 0);

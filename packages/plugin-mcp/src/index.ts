@@ -7,7 +7,13 @@ import { mcp } from "./plugin.ts";
 export default mcp;
 export { mcp, PLUGIN_NAME, PLUGIN_VERSION } from "./plugin.ts";
 export { McpOptionsSchema } from "./options.ts";
-export type { HttpServerConfig, McpOptions, McpServerConfig, ResolvedMcpOptions, StdioServerConfig } from "./options.ts";
+export type {
+  HttpServerConfig,
+  McpOptions,
+  McpServerConfig,
+  ResolvedMcpOptions,
+  StdioServerConfig,
+} from "./options.ts";
 export { MAX_TOOL_NAME, assignToolNames, identityKey, sanitizeToolName } from "./names.ts";
 export type { ToolIdentity } from "./names.ts";
 export { normalizeInputSchema } from "./schema.ts";

@@ -30,8 +30,14 @@ const EXTENSIONS: Record<string, string> = {
 
 const RULES: Array<[RegExp, string]> = [
   [/\bhttps?:\/\/\S+|\bwww\.[a-z0-9-]+\.[a-z]{2,}\S*/i, "url fetch web page content"],
-  [/\b(today|tonight|tomorrow|yesterday|this (week|month|year)|next (week|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|last (24 ?h|week|month|year|quarter)|(past|last) \d+ (hours?|days?|weeks?|months?))\b/i, "current date time"],
-  [/\b(calculate|compute|estimate|how much|total|sum|percentage|percent|average|ratio|bmi|convert \d)/i, "calculate math expression"],
+  [
+    /\b(today|tonight|tomorrow|yesterday|this (week|month|year)|next (week|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|last (24 ?h|week|month|year|quarter)|(past|last) \d+ (hours?|days?|weeks?|months?))\b/i,
+    "current date time",
+  ],
+  [
+    /\b(calculate|compute|estimate|how much|total|sum|percentage|percent|average|ratio|bmi|convert \d)/i,
+    "calculate math expression",
+  ],
   [/(^|\s)(\/|~\/|\.\/)[\w.-]+(\/[\w.-]+)*\/?(\s|$|[,.;:])/, "file directory path"],
   [/\b(save|write|store|export)\b[^.]*\b(to|in|at|as)\b/i, "write file save"],
 ];

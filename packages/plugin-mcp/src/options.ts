@@ -100,7 +100,13 @@ export const McpOptionsSchema = z.strictObject({
   /** Window of "recent use" for ranking (ms). */
   recentWindowMs: ms.default(24 * 3_600_000),
   /** Restarts of a crashed stdio server: attempts and backoff. */
-  restart: z.strictObject({ maxAttempts: z.number().int().min(0).default(5), baseDelayMs: ms.default(500), maxDelayMs: ms.default(30_000) }).prefault({}),
+  restart: z
+    .strictObject({
+      maxAttempts: z.number().int().min(0).default(5),
+      baseDelayMs: ms.default(500),
+      maxDelayMs: ms.default(30_000),
+    })
+    .prefault({}),
   /** Name this client gives servers in its handshake. */
   clientName: z.string().min(1).default("keel"),
 });

@@ -47,7 +47,8 @@ interface SessionState {
 
 const newState = (): SessionState => ({ pinned: new Set(), reported: new Set() });
 /** What identifies a tool's definition as the model sees it. */
-const defKey = (t: InventoryTool) => `${t.server}\u0000${t.tool}\u0000${t.description}\u0000${JSON.stringify(t.parameters)}`;
+const defKey = (t: InventoryTool) =>
+  `${t.server}\u0000${t.tool}\u0000${t.description}\u0000${JSON.stringify(t.parameters)}`;
 /** Digest of a tool's definition, once per inventory object (the pool caches its inventory between turns). */
 const digests = new WeakMap<InventoryTool, string>();
 const digest = (t: InventoryTool) => {
@@ -56,7 +57,16 @@ const digest = (t: InventoryTool) => {
   return d;
 };
 
-const CODES: Record<McpCallError["kind"], "KEEL_MCP_CALL_TIMEOUT" | "KEEL_MCP_SERVER_CRASHED" | "KEEL_MCP_SERVER_UNAVAILABLE" | "KEEL_MCP_CALL_FAILED" | "KEEL_MCP_CALL_REJECTED" | "KEEL_MCP_UPSTREAM_UNREACHABLE" | "KEEL_TURN_ABORTED"> = {
+const CODES: Record<
+  McpCallError["kind"],
+  | "KEEL_MCP_CALL_TIMEOUT"
+  | "KEEL_MCP_SERVER_CRASHED"
+  | "KEEL_MCP_SERVER_UNAVAILABLE"
+  | "KEEL_MCP_CALL_FAILED"
+  | "KEEL_MCP_CALL_REJECTED"
+  | "KEEL_MCP_UPSTREAM_UNREACHABLE"
+  | "KEEL_TURN_ABORTED"
+> = {
   timeout: "KEEL_MCP_CALL_TIMEOUT",
   crashed: "KEEL_MCP_SERVER_CRASHED",
   unavailable: "KEEL_MCP_SERVER_UNAVAILABLE",
@@ -96,9 +106,18 @@ export function mcp(input: McpOptions = {}) {
       const connectMax = Math.max(o.connectTimeoutMs, ...Object.values(o.servers).map((s) => s.connectTimeoutMs ?? 0));
       ctx.on("session.start", (event) => rt.open(event.sessionId), { timeoutMs: connectMax + 5_000 });
       // Late start failures (and the start times) as diagnostics when the last server settles, without holding the session.
-      ctx.on("session.start", (event) => rt.lateStarts(event.sessionId), { id: "late-starts", await: "background", timeoutMs: connectMax + 5_000 });
+      ctx.on("session.start", (event) => rt.lateStarts(event.sessionId), {
+        id: "late-starts",
+        await: "background",
+        timeoutMs: connectMax + 5_000,
+      });
       // Within its timeout: the start wait plus, on a resumed session, the wait for its kept servers (bounded by connectMax + 3 s).
-      ctx.on("turn.pre_tool_materialization", (event, hook) => rt.materialize(event.sessionId, event.input, event.tools, event.history, hook.signal, connectMax + 3_000), { timeoutMs: connectMax + 5_000 });
+      ctx.on(
+        "turn.pre_tool_materialization",
+        (event, hook) =>
+          rt.materialize(event.sessionId, event.input, event.tools, event.history, hook.signal, connectMax + 3_000),
+        { timeoutMs: connectMax + 5_000 },
+      );
       ctx.on("turn.post_preflight_prompt_context", (event) => {
         if (event.preflight?.revealed.length) rt.pin(event.sessionId, event.preflight.revealed);
       });
@@ -132,7 +151,13 @@ class Runtime {
 
   #pool(): McpPool {
     if (!this.pool) {
-      this.pool = new McpPool(this.o.servers, { clientName: this.o.clientName, clientVersion: PLUGIN_VERSION, connectTimeoutMs: this.o.connectTimeoutMs, restart: this.o.restart, stopGraceMs: this.o.stopGraceMs });
+      this.pool = new McpPool(this.o.servers, {
+        clientName: this.o.clientName,
+        clientVersion: PLUGIN_VERSION,
+        connectTimeoutMs: this.o.connectTimeoutMs,
+        restart: this.o.restart,
+        stopGraceMs: this.o.stopGraceMs,
+      });
       for (const c of this.pool.servers.values()) c.onCrash = (m) => this.#crashes.push(`MCP server "${c.key}": ${m}`);
     }
     return this.pool;
@@ -144,7 +169,8 @@ class Runtime {
     try {
       // An explicit path is a SQLite file; otherwise the shared database when one is configured.
       const pg = this.o.auditPath === undefined ? agentDatabase(this.storage) : undefined;
-      const onError = (err: unknown) => (this.auditError = `writing ${path}: ${err instanceof Error ? err.message : String(err)}`);
+      const onError = (err: unknown) =>
+        (this.auditError = `writing ${path}: ${err instanceof Error ? err.message : String(err)}`);
       if (pg) {
         const log = new PostgresAuditLog(pg, onError);
         path = log.path;
@@ -194,7 +220,10 @@ class Runtime {
         level: "info",
         code: "mcp.servers_started",
         message: `MCP servers started: ${all.map((r) => `${r.server} ${r.ok ? `ready in ${r.durationMs} ms` : `failed after ${r.durationMs} ms`}`).join(", ")}; ${late.map((k) => `"${k}"`).join(", ")} ${late.length === 1 ? "was" : "were"} still starting when the first turn could go on.`,
-        data: { late, servers: all.map((r) => ({ server: r.server, ok: r.ok, tools: r.tools, durationMs: r.durationMs })) },
+        data: {
+          late,
+          servers: all.map((r) => ({ server: r.server, ok: r.ok, tools: r.tools, durationMs: r.durationMs })),
+        },
       },
     ];
   }
@@ -205,8 +234,18 @@ class Runtime {
     for (const r of reports) {
       if (r.ok || state.reported.has(r.server)) continue;
       state.reported.add(r.server);
-      const msg = new KeelError("KEEL_MCP_SERVER_START_FAILED", `${r.error}.${r.stderrTail ? ` Stderr ends with: ${tailOf(r.stderrTail.trim(), 1_500)}` : ""}`, { plugin: PLUGIN_NAME, phase: "session.start" }).message;
-      out.push({ kind: "diagnostic", level: "warn", code: "KEEL_MCP_SERVER_START_FAILED", message: msg, data: { server: r.server, error: r.error ?? "", stderrTail: r.stderrTail ?? "", durationMs: r.durationMs } });
+      const msg = new KeelError(
+        "KEEL_MCP_SERVER_START_FAILED",
+        `${r.error}.${r.stderrTail ? ` Stderr ends with: ${tailOf(r.stderrTail.trim(), 1_500)}` : ""}`,
+        { plugin: PLUGIN_NAME, phase: "session.start" },
+      ).message;
+      out.push({
+        kind: "diagnostic",
+        level: "warn",
+        code: "KEEL_MCP_SERVER_START_FAILED",
+        message: msg,
+        data: { server: r.server, error: r.error ?? "", stderrTail: r.stderrTail ?? "", durationMs: r.durationMs },
+      });
     }
     return out;
   }
@@ -215,7 +254,14 @@ class Runtime {
   #auditDiagnostic() {
     if (this.#auditReported || !this.auditError) return [];
     this.#auditReported = true;
-    return [{ kind: "diagnostic" as const, level: "warn" as const, code: "KEEL_MCP_AUDIT_FAILED", message: new KeelError("KEEL_MCP_AUDIT_FAILED", `${this.auditError}.`, { plugin: PLUGIN_NAME }).message }];
+    return [
+      {
+        kind: "diagnostic" as const,
+        level: "warn" as const,
+        code: "KEEL_MCP_AUDIT_FAILED",
+        message: new KeelError("KEEL_MCP_AUDIT_FAILED", `${this.auditError}.`, { plugin: PLUGIN_NAME }).message,
+      },
+    ];
   }
 
   pin(sessionId: string, names: readonly string[]): void {
@@ -231,7 +277,11 @@ class Runtime {
     state.restored = true;
     const stored = await this.#auditLog()?.loadCuration(sessionId);
     if (!stored || state.keepSet) return;
-    state.keepSet = { inventoryHash: stored.inventoryHash, keep: stored.keep, ...(stored.compact.length ? { compact: stored.compact } : {}) };
+    state.keepSet = {
+      inventoryHash: stored.inventoryHash,
+      keep: stored.keep,
+      ...(stored.compact.length ? { compact: stored.compact } : {}),
+    };
     for (const n of stored.pinned) state.pinned.add(n);
     state.basis = new Map(Object.entries(stored.basis));
     state.resumed = true;
@@ -241,7 +291,13 @@ class Runtime {
   #save(sessionId: string, state: SessionState): void {
     const audit = this.#auditLog();
     if (!audit || !state.keepSet) return;
-    const c: StoredCuration = { inventoryHash: state.keepSet.inventoryHash, keep: state.keepSet.keep, compact: state.keepSet.compact ?? [], pinned: [...state.pinned], basis: Object.fromEntries(state.basis ?? []) };
+    const c: StoredCuration = {
+      inventoryHash: state.keepSet.inventoryHash,
+      keep: state.keepSet.keep,
+      compact: state.keepSet.compact ?? [],
+      pinned: [...state.pinned],
+      basis: Object.fromEntries(state.basis ?? []),
+    };
     const json = JSON.stringify(c);
     if (json === state.saved) return;
     state.saved = json;
@@ -266,7 +322,19 @@ class Runtime {
 
   #rankerFor(inv: Inventory): ToolRanker {
     if (this.#ranker?.hash !== inv.hash) {
-      this.#ranker = { hash: inv.hash, ranker: createRanker(inv.tools.map((t) => ({ name: t.name, server: t.server, tool: t.tool, description: t.description, serverDescription: t.serverDescription })), this.o.ranking) };
+      this.#ranker = {
+        hash: inv.hash,
+        ranker: createRanker(
+          inv.tools.map((t) => ({
+            name: t.name,
+            server: t.server,
+            tool: t.tool,
+            description: t.description,
+            serverDescription: t.serverDescription,
+          })),
+          this.o.ranking,
+        ),
+      };
     }
     return this.#ranker.ranker;
   }
@@ -275,12 +343,20 @@ class Runtime {
     return this.#auditLog()?.recentUses(Date.now() - this.o.recentWindowMs);
   }
 
-  async materialize(sessionId: string, query: string, fixed: readonly string[], history: readonly Message[] = [], signal?: AbortSignal, budgetMs = Infinity): Promise<ContributionFor<"turn.pre_tool_materialization">[]> {
+  async materialize(
+    sessionId: string,
+    query: string,
+    fixed: readonly string[],
+    history: readonly Message[] = [],
+    signal?: AbortSignal,
+    budgetMs = Infinity,
+  ): Promise<ContributionFor<"turn.pre_tool_materialization">[]> {
     const t0 = performance.now();
     const state = this.#state(sessionId);
     const pool = this.#pool();
     const out: ContributionFor<"turn.pre_tool_materialization">[] = [];
-    if (!pool.started) out.push(...((await this.open(sessionId)) as ContributionFor<"turn.pre_tool_materialization">[]));
+    if (!pool.started)
+      out.push(...((await this.open(sessionId)) as ContributionFor<"turn.pre_tool_materialization">[]));
     else await pool.firstTurn(this.o.startGraceMs);
     // The stored curation first: servers still starting that hold its tools are waited for.
     await this.#restore(sessionId, state);
@@ -288,7 +364,13 @@ class Runtime {
     if (waited) out.push(waited);
     // Start failures no session.start handler could report to this conversation.
     out.push(...this.#startFailures(state, pool.reports));
-    for (const c of this.#crashes.splice(0)) out.push({ kind: "diagnostic", level: "warn", code: "KEEL_MCP_SERVER_CRASHED", message: new KeelError("KEEL_MCP_SERVER_CRASHED", `${c}.`, { plugin: PLUGIN_NAME }).message });
+    for (const c of this.#crashes.splice(0))
+      out.push({
+        kind: "diagnostic",
+        level: "warn",
+        code: "KEEL_MCP_SERVER_CRASHED",
+        message: new KeelError("KEEL_MCP_SERVER_CRASHED", `${c}.`, { plugin: PLUGIN_NAME }).message,
+      });
     const reserved = [...fixed, TOOL_SEARCH_NAME];
     const inv = pool.inventory(reserved);
     this.#inventory = inv;
@@ -309,7 +391,8 @@ class Runtime {
     let previous = state.keepSet;
     if (previous && previous.inventoryHash !== inv.hash && state.basis) {
       const basis = state.basis;
-      if (previous.keep.every((n) => !byName.has(n) || digest(byName.get(n)!) === basis.get(n))) previous = { ...previous, inventoryHash: inv.hash };
+      if (previous.keep.every((n) => !byName.has(n) || digest(byName.get(n)!) === basis.get(n)))
+        previous = { ...previous, inventoryHash: inv.hash };
     }
     const result = curate({
       ranker,
@@ -343,7 +426,15 @@ class Runtime {
       level: "info",
       code: "mcp.curation",
       message: `MCP curation: ${visible.size} of ${inv.tools.length} tools visible (${result.added.length} added${compact.size ? `, ${compact.size} in compact form` : ""}${result.reset ? ", keep-set reset: inventory changed" : ""}${result.capped.length ? `, ${result.capped.length} over the hard cap` : ""}).`,
-      data: { inventoryHash: inv.hash, visible: result.visible, added: result.added, compact: [...compact], capped: result.capped, reset: result.reset, total: inv.tools.length },
+      data: {
+        inventoryHash: inv.hash,
+        visible: result.visible,
+        added: result.added,
+        compact: [...compact],
+        capped: result.capped,
+        reset: result.reset,
+        total: inv.tools.length,
+      },
     });
     out.push(...this.#auditDiagnostic());
     return out;
@@ -358,7 +449,12 @@ class Runtime {
    * from the config or not holding kept tools are not waited for. Returns the
    * `mcp.kept_servers_waited` info diagnostic when it waited.
    */
-  async #awaitKept(state: SessionState, pool: McpPool, signal: AbortSignal | undefined, budgetMs: number): Promise<ContributionFor<"turn.pre_tool_materialization"> | undefined> {
+  async #awaitKept(
+    state: SessionState,
+    pool: McpPool,
+    signal: AbortSignal | undefined,
+    budgetMs: number,
+  ): Promise<ContributionFor<"turn.pre_tool_materialization"> | undefined> {
     // Only before the first request built from the stored list: once one has gone out (without
     // a server that did not make it), waiting again would hold every turn for nothing.
     if (!state.resumed) return undefined;
@@ -369,9 +465,15 @@ class Runtime {
     const servers = pending.filter((k) => names.some((n) => mayBeOf(n, k)));
     if (!servers.length) return undefined;
     const t0 = performance.now();
-    const connectMs = Math.max(...servers.map((k) => pool.servers.get(k)!.config.connectTimeoutMs ?? this.o.connectTimeoutMs));
+    const connectMs = Math.max(
+      ...servers.map((k) => pool.servers.get(k)!.config.connectTimeoutMs ?? this.o.connectTimeoutMs),
+    );
     const ms = Math.max(0, Math.min(connectMs + 1_000, budgetMs, KEPT_WAIT_MAX_MS));
-    await raceSignal(Promise.all(servers.map((k) => pool.settled(k))), signal ?? new AbortController().signal, ms).catch(() => undefined);
+    await raceSignal(
+      Promise.all(servers.map((k) => pool.settled(k))),
+      signal ?? new AbortController().signal,
+      ms,
+    ).catch(() => undefined);
     // Cancelled: no request went out, so the next turn's is still the first one.
     if (signal?.aborted) state.resumed = true;
     const waitedMs = Math.round(performance.now() - t0);
@@ -396,9 +498,14 @@ class Runtime {
    * The `mcp.tools_changed` diagnostic when the servers or tool lists differ from this
    * conversation's previous request (a server joined late or left, a tools/list_changed).
    */
-  #toolsChange(state: SessionState, pool: McpPool, inv: Inventory): ContributionFor<"turn.pre_tool_materialization"> | undefined {
+  #toolsChange(
+    state: SessionState,
+    pool: McpPool,
+    inv: Inventory,
+  ): ContributionFor<"turn.pre_tool_materialization"> | undefined {
     const now = new Map<string, number>();
-    for (const c of pool.servers.values()) if (c.state === "ready" || c.state === "restarting") now.set(c.key, c.toolsVersion);
+    for (const c of pool.servers.values())
+      if (c.state === "ready" || c.state === "restarting") now.set(c.key, c.toolsVersion);
     const before = state.seen;
     state.seen = now;
     if (!before) return undefined;
@@ -407,8 +514,18 @@ class Runtime {
     const left = [...before.keys()].filter((k) => !now.has(k));
     if (!joined.length && !changed.length && !left.length) return undefined;
     const count = (k: string) => inv.tools.filter((t) => t.server === k).length;
-    const parts = [...joined.map((k) => `"${k}" joined (${count(k)} tools)`), ...changed.map((k) => `"${k}" changed its tools (${count(k)} now)`), ...left.map((k) => `"${k}" left`)];
-    return { kind: "diagnostic", level: "info", code: "mcp.tools_changed", message: `MCP tools changed since the last turn: ${parts.join(", ")}.`, data: { joined, changed, left, inventoryHash: inv.hash, total: inv.tools.length } };
+    const parts = [
+      ...joined.map((k) => `"${k}" joined (${count(k)} tools)`),
+      ...changed.map((k) => `"${k}" changed its tools (${count(k)} now)`),
+      ...left.map((k) => `"${k}" left`),
+    ];
+    return {
+      kind: "diagnostic",
+      level: "info",
+      code: "mcp.tools_changed",
+      message: `MCP tools changed since the last turn: ${parts.join(", ")}.`,
+      data: { joined, changed, left, inventoryHash: inv.hash, total: inv.tools.length },
+    };
   }
 
   /**
@@ -416,7 +533,12 @@ class Runtime {
    * (by name, from history): a call waits for the server, then runs the tool if it has it;
    * otherwise it gets a located error result.
    */
-  #placeholders(pool: McpPool, inv: Inventory, reserved: readonly string[], history: readonly Message[]): ToolDefinition[] {
+  #placeholders(
+    pool: McpPool,
+    inv: Inventory,
+    reserved: readonly string[],
+    history: readonly Message[],
+  ): ToolDefinition[] {
     const pending = pool.pending;
     if (!pending.length) return [];
     const known = new Set([...inv.tools.map((t) => t.name), ...reserved]);
@@ -436,7 +558,10 @@ class Runtime {
     const conn = pool.servers.get(server)!;
     const connectMs = conn.config.connectTimeoutMs ?? this.o.connectTimeoutMs;
     const callMs = conn.config.timeoutMs ?? this.o.callTimeoutMs;
-    const unavailable = (why: string): ToolOutput => ({ content: `Error: ${new KeelError("KEEL_MCP_SERVER_UNAVAILABLE", why, { plugin: PLUGIN_NAME, tool: name }).message}`, isError: true });
+    const unavailable = (why: string): ToolOutput => ({
+      content: `Error: ${new KeelError("KEEL_MCP_SERVER_UNAVAILABLE", why, { plugin: PLUGIN_NAME, tool: name }).message}`,
+      isError: true,
+    });
     return {
       name,
       description: `A tool of MCP server "${server}", which is still starting; calling it waits for the server.`,
@@ -447,11 +572,23 @@ class Runtime {
       hidden: true,
       execute: async (args, ctx) => {
         const report = await raceSignal(pool.settled(server), ctx.signal, connectMs + 2_000).catch(() => undefined);
-        if (ctx.signal.aborted) return { content: `Cancelled: the call to "${name}" was cancelled while MCP server "${server}" was starting.`, isError: true };
-        if (!report) return unavailable(`MCP server "${server}" is still starting (or the session was closed); "${name}" could not run. Its tools join the tool list at the next turn once it is ready.`);
-        if (!report.ok) return unavailable(`MCP server "${server}" failed to start, so "${name}" could not run: ${report.error}.`);
+        if (ctx.signal.aborted)
+          return {
+            content: `Cancelled: the call to "${name}" was cancelled while MCP server "${server}" was starting.`,
+            isError: true,
+          };
+        if (!report)
+          return unavailable(
+            `MCP server "${server}" is still starting (or the session was closed); "${name}" could not run. Its tools join the tool list at the next turn once it is ready.`,
+          );
+        if (!report.ok)
+          return unavailable(`MCP server "${server}" failed to start, so "${name}" could not run: ${report.error}.`);
         const t = pool.inventory(reserved).tools.find((x) => x.name === name);
-        if (!t) return { content: `Error: ${new KeelError("KEEL_TOOL_UNKNOWN", `MCP server "${server}" is ready but has no tool exposed as "${name}".`, { plugin: PLUGIN_NAME, tool: name }).message}`, isError: true };
+        if (!t)
+          return {
+            content: `Error: ${new KeelError("KEEL_TOOL_UNKNOWN", `MCP server "${server}" is ready but has no tool exposed as "${name}".`, { plugin: PLUGIN_NAME, tool: name }).message}`,
+            isError: true,
+          };
         return this.#call(t, args, ctx.signal, ctx.sessionId, callMs);
       },
     };
@@ -483,7 +620,10 @@ class Runtime {
     if (def) return def;
     const server = this.pool?.servers.get(t.server);
     const timeoutMs = server?.config.timeoutMs ?? this.o.callTimeoutMs;
-    const shown = presentTool(t, form, { descriptionChars: this.o.descriptionChars, compactDescriptionChars: this.o.compactDescriptionChars });
+    const shown = presentTool(t, form, {
+      descriptionChars: this.o.descriptionChars,
+      compactDescriptionChars: this.o.compactDescriptionChars,
+    });
     def = {
       name: t.name,
       description: shown.description,
@@ -499,27 +639,50 @@ class Runtime {
     return def;
   }
 
-  async #call(t: InventoryTool, args: unknown, signal: AbortSignal, sessionId: string, timeoutMs: number): Promise<ToolOutput> {
+  async #call(
+    t: InventoryTool,
+    args: unknown,
+    signal: AbortSignal,
+    sessionId: string,
+    timeoutMs: number,
+  ): Promise<ToolOutput> {
     const t0 = performance.now();
     const conn = this.pool?.servers.get(t.server);
     let outcome: CallOutcome = "ok";
     let bytes = 0;
     let error: string | undefined;
     try {
-      if (!conn) throw new McpCallError("unavailable", `MCP server "${t.server}" is not connected (the session was closed).`);
+      if (!conn)
+        throw new McpCallError("unavailable", `MCP server "${t.server}" is not connected (the session was closed).`);
       const res = await conn.callTool(t.tool, args, { signal, timeoutMs });
       const mapped = mapCallResult(res, this.o.maxResultChars);
       bytes = mapped.bytes;
       if (mapped.output.isError) outcome = "tool_error";
       return mapped.output;
     } catch (err) {
-      const e = err instanceof McpCallError ? err : new McpCallError("protocol_error", err instanceof Error ? err.message : String(err));
+      const e =
+        err instanceof McpCallError
+          ? err
+          : new McpCallError("protocol_error", err instanceof Error ? err.message : String(err));
       outcome = e.kind;
       error = e.message;
-      const text = e.kind === "cancelled" ? `Cancelled: ${e.message}` : `Error: ${new KeelError(CODES[e.kind], e.message, { plugin: PLUGIN_NAME, tool: t.name }).message}`;
+      const text =
+        e.kind === "cancelled"
+          ? `Cancelled: ${e.message}`
+          : `Error: ${new KeelError(CODES[e.kind], e.message, { plugin: PLUGIN_NAME, tool: t.name }).message}`;
       return { content: text, isError: true };
     } finally {
-      this.#auditLog()?.record({ ts: Date.now(), sessionId, server: t.server, tool: t.tool, name: t.name, durationMs: Math.round((performance.now() - t0) * 1000) / 1000, outcome, bytes, ...(error ? { error } : {}) });
+      this.#auditLog()?.record({
+        ts: Date.now(),
+        sessionId,
+        server: t.server,
+        tool: t.tool,
+        name: t.name,
+        durationMs: Math.round((performance.now() - t0) * 1000) / 1000,
+        outcome,
+        bytes,
+        ...(error ? { error } : {}),
+      });
     }
   }
 
@@ -531,14 +694,37 @@ class Runtime {
       // Reveals for the session that calls it (the kernel's context), never another one.
       execute: async (args, ctx) => {
         const query = typeof args?.query === "string" ? args.query.trim() : "";
-        if (!query) return { content: "Error: tool_search needs a non-empty `query` describing what the tool should do.", isError: true };
-        const limit = typeof args.limit === "number" && Number.isInteger(args.limit) ? Math.min(20, Math.max(1, args.limit)) : this.o.searchLimit;
+        if (!query)
+          return {
+            content: "Error: tool_search needs a non-empty `query` describing what the tool should do.",
+            isError: true,
+          };
+        const limit =
+          typeof args.limit === "number" && Number.isInteger(args.limit)
+            ? Math.min(20, Math.max(1, args.limit))
+            : this.o.searchLimit;
         const recent = await this.#recent();
-        const hits = searchTools(ranker, query, limit, recent ? { recentUses: recent } : undefined, this.o.adaptive ? this.o.adaptive.searchRatio : 0);
-        if (!hits.length) return `No MCP tool matches "${query}". Try other words (what the tool does, or the service it talks to).`;
-        this.pin(ctx?.sessionId ?? sessionId, hits.map((h) => h.name));
-        const lines = hits.map((h) => `- ${h.name} (server ${h.server}): ${cutAtSentence(h.description.replace(/\s+/g, " ").trim(), SEARCH_DESCRIPTION_CHARS)}`);
-        return { content: `These tools are now available to call:\n${lines.join("\n")}`, reveal: hits.map((h) => h.name) };
+        const hits = searchTools(
+          ranker,
+          query,
+          limit,
+          recent ? { recentUses: recent } : undefined,
+          this.o.adaptive ? this.o.adaptive.searchRatio : 0,
+        );
+        if (!hits.length)
+          return `No MCP tool matches "${query}". Try other words (what the tool does, or the service it talks to).`;
+        this.pin(
+          ctx?.sessionId ?? sessionId,
+          hits.map((h) => h.name),
+        );
+        const lines = hits.map(
+          (h) =>
+            `- ${h.name} (server ${h.server}): ${cutAtSentence(h.description.replace(/\s+/g, " ").trim(), SEARCH_DESCRIPTION_CHARS)}`,
+        );
+        return {
+          content: `These tools are now available to call:\n${lines.join("\n")}`,
+          reveal: hits.map((h) => h.name),
+        };
       },
     };
   }

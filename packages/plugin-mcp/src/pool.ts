@@ -54,7 +54,8 @@ export class McpPool {
   #cache: { key: string; inventory: Inventory } | undefined;
 
   constructor(servers: Readonly<Record<string, McpServerConfig>>, settings: ConnectionSettings) {
-    for (const [key, config] of Object.entries(servers)) if (!config.disabled) this.servers.set(key, new McpServerConnection(key, config, settings));
+    for (const [key, config] of Object.entries(servers))
+      if (!config.disabled) this.servers.set(key, new McpServerConnection(key, config, settings));
   }
 
   /** Connect all servers once (later calls share the first attempt); resolves when every one has settled. */
@@ -77,7 +78,14 @@ export class McpPool {
       report = { server: c.key, ok: true, tools: c.tools.length, durationMs: Math.round(performance.now() - t0) };
       this.#firstReadyAt ??= performance.now();
     } catch (err) {
-      report = { server: c.key, ok: false, tools: 0, durationMs: Math.round(performance.now() - t0), error: err instanceof Error ? err.message : String(err), ...(c.stderrTail ? { stderrTail: tailOf(c.stderrTail, 1_000) } : {}) };
+      report = {
+        server: c.key,
+        ok: false,
+        tools: 0,
+        durationMs: Math.round(performance.now() - t0),
+        error: err instanceof Error ? err.message : String(err),
+        ...(c.stderrTail ? { stderrTail: tailOf(c.stderrTail, 1_000) } : {}),
+      };
     }
     this.#reports.set(c.key, report);
     this.#notify();
@@ -125,7 +133,8 @@ export class McpPool {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const check = () => {
         const waiting = [...this.servers.values()].filter((c) => !this.#reports.has(c.key));
-        const graceLeft = this.#firstReadyAt === undefined ? Infinity : graceMs - (performance.now() - this.#firstReadyAt);
+        const graceLeft =
+          this.#firstReadyAt === undefined ? Infinity : graceMs - (performance.now() - this.#firstReadyAt);
         const done = this.#closed || !waiting.length || (graceLeft <= 0 && !waiting.some((c) => c.config.required));
         if (done) {
           clearTimeout(timer);
@@ -154,7 +163,14 @@ export class McpPool {
     const conns = [...this.servers.values()].filter((c) => c.state === "ready" || c.state === "restarting");
     const key = `${reserved.join(",")}|${conns.map((c) => `${c.key}:${c.toolsVersion}`).join(",")}`;
     if (this.#cache?.key === key) return this.#cache.inventory;
-    const raw = conns.flatMap((c) => c.tools.map((t) => ({ server: c.key, tool: t.name, info: t, serverDescription: c.config.description ?? c.instructions ?? "" })));
+    const raw = conns.flatMap((c) =>
+      c.tools.map((t) => ({
+        server: c.key,
+        tool: t.name,
+        info: t,
+        serverDescription: c.config.description ?? c.instructions ?? "",
+      })),
+    );
     const names = assignToolNames(raw, reserved);
     const tools = raw.map((r) => ({
       name: names.get(identityKey(r))!,

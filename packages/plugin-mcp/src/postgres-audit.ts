@@ -52,22 +52,52 @@ export class PostgresAuditLog implements AuditStore {
   }
 
   record(r: AuditRecord): void {
-    this.#write(() => this.#db.query("record an MCP call in", "INSERT INTO {s}.keel_mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", [r.ts, r.sessionId, redactValue(r.server), redactValue(r.tool), redactValue(r.name), r.durationMs, r.outcome, r.bytes, r.error === undefined ? null : redact(r.error)]));
+    this.#write(() =>
+      this.#db.query(
+        "record an MCP call in",
+        "INSERT INTO {s}.keel_mcp_calls (ts, session_id, server, tool, name, duration_ms, outcome, bytes, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        [
+          r.ts,
+          r.sessionId,
+          redactValue(r.server),
+          redactValue(r.tool),
+          redactValue(r.name),
+          r.durationMs,
+          r.outcome,
+          r.bytes,
+          r.error === undefined ? null : redact(r.error),
+        ],
+      ),
+    );
   }
 
   saveCuration(sessionId: string, c: StoredCuration): void {
     const state = storableCuration(c);
     if (!this.#pruned) {
       this.#pruned = true;
-      this.#write(() => this.#db.query("prune MCP curations in", "DELETE FROM {s}.keel_mcp_sessions WHERE ts < $1", [Date.now() - CURATION_TTL_MS]));
+      this.#write(() =>
+        this.#db.query("prune MCP curations in", "DELETE FROM {s}.keel_mcp_sessions WHERE ts < $1", [
+          Date.now() - CURATION_TTL_MS,
+        ]),
+      );
     }
-    this.#write(() => this.#db.query("keep an MCP curation in", "INSERT INTO {s}.keel_mcp_sessions (session_id, ts, state) VALUES ($1, $2, $3) ON CONFLICT (session_id) DO UPDATE SET ts = EXCLUDED.ts, state = EXCLUDED.state", [sessionId, Date.now(), state]));
+    this.#write(() =>
+      this.#db.query(
+        "keep an MCP curation in",
+        "INSERT INTO {s}.keel_mcp_sessions (session_id, ts, state) VALUES ($1, $2, $3) ON CONFLICT (session_id) DO UPDATE SET ts = EXCLUDED.ts, state = EXCLUDED.state",
+        [sessionId, Date.now(), state],
+      ),
+    );
   }
 
   async loadCuration(sessionId: string): Promise<StoredCuration | undefined> {
     try {
       await this.flush();
-      const rows = await this.#db.query<{ state: string }>("read an MCP curation in", "SELECT state FROM {s}.keel_mcp_sessions WHERE session_id = $1 AND ts >= $2", [sessionId, Date.now() - CURATION_TTL_MS]);
+      const rows = await this.#db.query<{ state: string }>(
+        "read an MCP curation in",
+        "SELECT state FROM {s}.keel_mcp_sessions WHERE session_id = $1 AND ts >= $2",
+        [sessionId, Date.now() - CURATION_TTL_MS],
+      );
       return rows[0] ? curationOf(rows[0].state) : undefined;
     } catch {
       return undefined;
@@ -89,7 +119,11 @@ export class PostgresAuditLog implements AuditStore {
 
   async recentUses(sinceMs: number): Promise<Map<string, number>> {
     try {
-      const rows = await this.#db.query<{ name: string; n: string }>("count recent MCP calls in", "SELECT name, count(*) AS n FROM {s}.keel_mcp_calls WHERE ts >= $1 GROUP BY name", [sinceMs]);
+      const rows = await this.#db.query<{ name: string; n: string }>(
+        "count recent MCP calls in",
+        "SELECT name, count(*) AS n FROM {s}.keel_mcp_calls WHERE ts >= $1 GROUP BY name",
+        [sinceMs],
+      );
       return new Map(rows.map((r) => [r.name, Number(r.n)]));
     } catch {
       return new Map();
@@ -98,7 +132,9 @@ export class PostgresAuditLog implements AuditStore {
 
   async all(): Promise<AuditRecord[]> {
     await this.flush();
-    return (await this.#db.query("read the MCP audit in", "SELECT * FROM {s}.keel_mcp_calls ORDER BY id")).map(auditRecordOf);
+    return (await this.#db.query("read the MCP audit in", "SELECT * FROM {s}.keel_mcp_calls ORDER BY id")).map(
+      auditRecordOf,
+    );
   }
 
   /** Wait for the inserts started so far. */

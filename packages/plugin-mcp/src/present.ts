@@ -24,10 +24,18 @@ export interface PresentLimits {
  * `$schema`; nested descriptions are trimmed the same way but never cut; values (`default`,
  * `const`, `enum`, `examples`) are sent as given. The input is not modified.
  */
-export function presentTool(t: { tool: string; description: string; parameters: JsonSchema }, form: ToolForm, limits: PresentLimits): { description: string; parameters: JsonSchema } {
+export function presentTool(
+  t: { tool: string; description: string; parameters: JsonSchema },
+  form: ToolForm,
+  limits: PresentLimits,
+): { description: string; parameters: JsonSchema } {
   // A compact form is never longer than the full one, whatever the options say.
-  const max = form === "compact" ? Math.min(limits.compactDescriptionChars, limits.descriptionChars) : limits.descriptionChars;
-  return { description: cutAtSentence(tidyText(t.description), max), parameters: leanSchema(t.parameters, undefined, t.tool) as JsonSchema };
+  const max =
+    form === "compact" ? Math.min(limits.compactDescriptionChars, limits.descriptionChars) : limits.descriptionChars;
+  return {
+    description: cutAtSentence(tidyText(t.description), max),
+    parameters: leanSchema(t.parameters, undefined, t.tool) as JsonSchema,
+  };
 }
 
 /** Lines trimmed, blank lines dropped. Contract: no other change. */
@@ -46,7 +54,8 @@ export function cutAtSentence(text: string, max: number): string {
   let end = -1;
   // Matched against the head plus the next character: "v1." of "v1.2" at the cut is no sentence
   // end; CJK full stops need no space after them.
-  for (const m of (head + text.charAt(head.length)).matchAll(/[.!?](?=\s|$)|[。！？]/g)) if (m.index < head.length) end = m.index + m[0].length;
+  for (const m of (head + text.charAt(head.length)).matchAll(/[.!?](?=\s|$)|[。！？]/g))
+    if (m.index < head.length) end = m.index + m[0].length;
   const sentence = end > 0 && codePointLength(head.slice(0, end)) >= max * 0.4;
   return `${sentence ? head.slice(0, end) : head.trimEnd()}…`;
 }
@@ -67,9 +76,15 @@ function leanSchema(x: unknown, prop: string | undefined, tool: string | undefin
       continue;
     }
     if (k === "$schema" && tool === undefined) continue;
-    if (k === "title" && typeof v === "string" && ((prop !== undefined && key(v) === key(prop)) || (tool !== undefined && key(v).replace(SUFFIX, "") === key(tool)))) continue;
+    if (
+      k === "title" &&
+      typeof v === "string" &&
+      ((prop !== undefined && key(v) === key(prop)) || (tool !== undefined && key(v).replace(SUFFIX, "") === key(tool)))
+    )
+      continue;
     if (k === "description" && typeof v === "string") out[k] = tidyText(v);
-    else if (k === "properties" && typeof v === "object" && v !== null && !Array.isArray(v)) out[k] = Object.fromEntries(Object.entries(v).map(([p, s]) => [p, leanSchema(s, p, undefined)]));
+    else if (k === "properties" && typeof v === "object" && v !== null && !Array.isArray(v))
+      out[k] = Object.fromEntries(Object.entries(v).map(([p, s]) => [p, leanSchema(s, p, undefined)]));
     else out[k] = leanSchema(v, undefined, undefined);
   }
   return out;

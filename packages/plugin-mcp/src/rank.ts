@@ -46,7 +46,16 @@ export interface KeelRankingOptions {
   intentWeight: number;
 }
 
-export const DEFAULT_KEEL_RANKING: KeelRankingOptions = { nameWeight: 2, serverWeight: 0.5, expansionTerms: 0, expansionDocs: 5, expansionWeight: 0.3, serverDecay: 1, intents: true, intentWeight: 0.5 };
+export const DEFAULT_KEEL_RANKING: KeelRankingOptions = {
+  nameWeight: 2,
+  serverWeight: 0.5,
+  expansionTerms: 0,
+  expansionDocs: 5,
+  expansionWeight: 0.3,
+  serverDecay: 1,
+  intents: true,
+  intentWeight: 0.5,
+};
 
 /** Options of one ranking call. Contract: absent recent uses count as 0. */
 export interface RankOptions {
@@ -66,7 +75,11 @@ export interface ToolRanker {
 }
 
 /** Build a ranker for `entries` with the chosen method. */
-export function createRanker(entries: readonly CatalogEntry[], method: RankingMethod = "keel", keel: Partial<KeelRankingOptions> = {}): ToolRanker {
+export function createRanker(
+  entries: readonly CatalogEntry[],
+  method: RankingMethod = "keel",
+  keel: Partial<KeelRankingOptions> = {},
+): ToolRanker {
   return method === "reference" ? referenceRanker(entries) : keelRanker(entries, { ...DEFAULT_KEEL_RANKING, ...keel });
 }
 
@@ -86,7 +99,10 @@ function referenceRanker(entries: readonly CatalogEntry[]): ToolRanker {
     rank(query, options = {}) {
       const scores = index.score(referenceTokens(query));
       const recent = options.recentUses;
-      return sortStable(entries, scores.map((s, i) => s + 0.5 * (recent?.get(entries[i]!.name) ?? 0)));
+      return sortStable(
+        entries,
+        scores.map((s, i) => s + 0.5 * (recent?.get(entries[i]!.name) ?? 0)),
+      );
     },
   };
 }
@@ -172,8 +188,17 @@ function normalize(scores: number[]): number[] {
 }
 
 /** Terms of the top documents, weighted by frequency there times idf, that are not in the query. */
-function expand(index: Bm25, query: readonly string[], scores: readonly number[], o: KeelRankingOptions): Map<string, number> {
-  const top = scores.map((s, i) => ({ s, i })).filter((x) => x.s > 0).sort((a, b) => b.s - a.s).slice(0, o.expansionDocs);
+function expand(
+  index: Bm25,
+  query: readonly string[],
+  scores: readonly number[],
+  o: KeelRankingOptions,
+): Map<string, number> {
+  const top = scores
+    .map((s, i) => ({ s, i }))
+    .filter((x) => x.s > 0)
+    .sort((a, b) => b.s - a.s)
+    .slice(0, o.expansionDocs);
   const weight = new Map<string, number>();
   const qs = new Set(query);
   for (const { s, i } of top) {
@@ -182,7 +207,10 @@ function expand(index: Bm25, query: readonly string[], scores: readonly number[]
     for (const f of terms.values()) total += f;
     for (const [t, f] of terms) if (!qs.has(t)) weight.set(t, (weight.get(t) ?? 0) + (s * f) / total);
   }
-  const ranked = [...weight].map(([t, w]) => [t, w * index.idf(t)] as const).sort((a, b) => b[1] - a[1]).slice(0, o.expansionTerms);
+  const ranked = [...weight]
+    .map(([t, w]) => [t, w * index.idf(t)] as const)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, o.expansionTerms);
   const max = ranked[0]?.[1] ?? 0;
   return new Map(max > 0 ? ranked.map(([t, w]) => [t, (o.expansionWeight * w) / max]) : []);
 }

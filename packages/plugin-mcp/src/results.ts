@@ -47,11 +47,18 @@ export function mapCallResult(result: McpCallResult, maxChars: number): MappedRe
     const text = blocks.map((b) => (b.type === "text" ? b.text : "")).join("\n");
     if (!text.includes(json) && !carriesAll(text, result.structuredContent)) blocks.push({ type: "text", text: json });
   }
-  if (!items.length && result.toolResult !== undefined) blocks.push({ type: "text", text: typeof result.toolResult === "string" ? result.toolResult : JSON.stringify(result.toolResult) });
+  if (!items.length && result.toolResult !== undefined)
+    blocks.push({
+      type: "text",
+      text: typeof result.toolResult === "string" ? result.toolResult : JSON.stringify(result.toolResult),
+    });
   let bytes = 0;
   for (const b of blocks) bytes += b.type === "text" ? Buffer.byteLength(b.text) : Math.floor((b.data.length * 3) / 4);
   const cut = capText(blocks, maxChars);
-  const output: Exclude<ToolOutput, string> = { content: cut.blocks.length ? cut.blocks : [{ type: "text", text: "(no content)" }], isError: result.isError === true };
+  const output: Exclude<ToolOutput, string> = {
+    content: cut.blocks.length ? cut.blocks : [{ type: "text", text: "(no content)" }],
+    isError: result.isError === true,
+  };
   if (result.structuredContent !== undefined) output.details = { structuredContent: result.structuredContent };
   return { output, bytes, truncated: cut.truncated };
 }
@@ -73,16 +80,32 @@ function mapContent(c: McpContent): ContentBlock[] {
     case "text":
       return [{ type: "text", text: c.text ?? "" }];
     case "image":
-      return c.data && c.mimeType ? [{ type: "image", mediaType: c.mimeType, data: c.data }] : [{ type: "text", text: "[image without data]" }];
+      return c.data && c.mimeType
+        ? [{ type: "image", mediaType: c.mimeType, data: c.data }]
+        : [{ type: "text", text: "[image without data]" }];
     case "audio":
-      return [{ type: "text", text: `[audio ${c.mimeType ?? "unknown type"}, ${approxBytes(c.data)} bytes, not shown]` }];
+      return [
+        { type: "text", text: `[audio ${c.mimeType ?? "unknown type"}, ${approxBytes(c.data)} bytes, not shown]` },
+      ];
     case "resource_link":
-      return [{ type: "text", text: `[resource link] ${c.name ?? c.title ?? ""} <${c.uri ?? "?"}>${c.mimeType ? ` (${c.mimeType})` : ""}${c.description ? `: ${c.description}` : ""}` }];
+      return [
+        {
+          type: "text",
+          text: `[resource link] ${c.name ?? c.title ?? ""} <${c.uri ?? "?"}>${c.mimeType ? ` (${c.mimeType})` : ""}${c.description ? `: ${c.description}` : ""}`,
+        },
+      ];
     case "resource": {
       const r = c.resource ?? {};
-      if (typeof r.text === "string") return [{ type: "text", text: `[resource ${r.uri ?? "?"}${r.mimeType ? ` (${r.mimeType})` : ""}]\n${r.text}` }];
-      if (typeof r.blob === "string" && r.mimeType?.startsWith("image/")) return [{ type: "image", mediaType: r.mimeType, data: r.blob }];
-      return [{ type: "text", text: `[resource ${r.uri ?? "?"}${r.mimeType ? ` (${r.mimeType})` : ""}, ${approxBytes(r.blob)} bytes of binary data, not shown]` }];
+      if (typeof r.text === "string")
+        return [{ type: "text", text: `[resource ${r.uri ?? "?"}${r.mimeType ? ` (${r.mimeType})` : ""}]\n${r.text}` }];
+      if (typeof r.blob === "string" && r.mimeType?.startsWith("image/"))
+        return [{ type: "image", mediaType: r.mimeType, data: r.blob }];
+      return [
+        {
+          type: "text",
+          text: `[resource ${r.uri ?? "?"}${r.mimeType ? ` (${r.mimeType})` : ""}, ${approxBytes(r.blob)} bytes of binary data, not shown]`,
+        },
+      ];
     }
     default:
       return [{ type: "text", text: JSON.stringify(c) }];
@@ -120,7 +143,10 @@ function capText(blocks: ContentBlock[], maxChars: number): { blocks: ContentBlo
   }
   if (cut) {
     const head = out[cut.at] as { type: "text"; text: string };
-    out[cut.at] = { type: "text", text: `${head.text}\n[… output cut: ${cut.chars} more characters${cut.blocks > 1 ? ` in ${cut.blocks} blocks` : ""} not shown]` };
+    out[cut.at] = {
+      type: "text",
+      text: `${head.text}\n[… output cut: ${cut.chars} more characters${cut.blocks > 1 ? ` in ${cut.blocks} blocks` : ""} not shown]`,
+    };
   }
   return { blocks: out, truncated: cut !== undefined };
 }

@@ -21,7 +21,9 @@ export function normalizeInputSchema(input: unknown): JsonSchema {
   for (const key of ["oneOf", "anyOf", "allOf"]) {
     const list = src[key];
     if (!Array.isArray(list)) continue;
-    for (const alt of list) if (isObject(alt) && isObject(alt.properties)) for (const [p, s] of Object.entries(alt.properties)) if (!(p in props)) props[p] = s;
+    for (const alt of list)
+      if (isObject(alt) && isObject(alt.properties))
+        for (const [p, s] of Object.entries(alt.properties)) if (!(p in props)) props[p] = s;
   }
   out.properties = props;
   if (Array.isArray(src.required)) {

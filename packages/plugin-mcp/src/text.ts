@@ -8,17 +8,24 @@ import type { TokenizeOptions } from "@keel/text/retrieval";
  * or "sign out" (measured: the wider list lowers the held-out check on LiveMCPBench, README).
  */
 const TOOL_STOPWORDS = new Set(
-  ("a an and are as at be but by can could do does for from get has have how i if in into is it its me my of on or our please "
-    + "should so some than that the their them then there these this those to use used using via want was we what when where which "
-    + "who will with would you your all any also about after before each more most other only such same very just need needs make "
-    + "given give let lets tool tools mcp server").split(" "),
+  (
+    "a an and are as at be but by can could do does for from get has have how i if in into is it its me my of on or our please " +
+    "should so some than that the their them then there these this those to use used using via want was we what when where which " +
+    "who will with would you your all any also about after before each more most other only such same very just need needs make " +
+    "given give let lets tool tools mcp server"
+  ).split(" "),
 );
 
 /**
  * Keel's ranking: camelCase and snake/kebab names split, TOOL_STOPWORDS dropped, CJK runs as
  * bigrams, the light stemmer (Porter's coarser stems cost recall on LiveMCPBench, README).
  */
-export const KEEL_TOKENS: TokenizeOptions = { camelCase: true, cjkBigrams: true, stopwords: TOOL_STOPWORDS, stem: "light" };
+export const KEEL_TOKENS: TokenizeOptions = {
+  camelCase: true,
+  cjkBigrams: true,
+  stopwords: TOOL_STOPWORDS,
+  stem: "light",
+};
 
 /** The MECHANICS.md reference: lowercase letter-and-digit runs of 4 characters or more, nothing dropped or stemmed. */
 export const REFERENCE_TOKENS: TokenizeOptions = { apostrophes: false, stopwords: false, stem: false, minLength: 4 };

@@ -7,7 +7,7 @@ export const TOOL_SEARCH_NAME = "tool_search";
 export const TOOL_SEARCH_SCHEMA: ToolSchema = {
   name: TOOL_SEARCH_NAME,
   description:
-    "Search the connected MCP servers for tools that are not listed yet. Describe the step you need a tool for (e.g. \"convert a word document to pdf\"); matching tools become callable for the rest of this turn.",
+    'Search the connected MCP servers for tools that are not listed yet. Describe the step you need a tool for (e.g. "convert a word document to pdf"); matching tools become callable for the rest of this turn.',
   parameters: {
     type: "object",
     properties: {

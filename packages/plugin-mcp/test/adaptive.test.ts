@@ -1,7 +1,16 @@
 /** The adaptive visible set: the relevance cut, compact forms fixed in the keep-set, tool_search's cut, and how definitions are written. */
 import { describe, expect, it } from "vitest";
 import { isWellFormed } from "@keel/text";
-import { createRanker, curate, cutAtSentence, inventoryHash, presentTool, searchTools, tidyText, type CatalogEntry } from "../src/index.ts";
+import {
+  createRanker,
+  curate,
+  cutAtSentence,
+  inventoryHash,
+  presentTool,
+  searchTools,
+  tidyText,
+  type CatalogEntry,
+} from "../src/index.ts";
 import { entry } from "./support.ts";
 
 const CATALOG: CatalogEntry[] = [
@@ -12,7 +21,13 @@ const CATALOG: CatalogEntry[] = [
   entry("weather", "get_alerts", "Severe weather alerts for a US state."),
   entry("git", "git_log", "Show the commit history of a repository."),
   // Weak matches: "file" appears once in a long text, so they score far below the best.
-  ...Array.from({ length: 20 }, (_, i) => entry("misc", `helper_${i}`, `Helper ${i} for spreadsheets, slides, charts, calendars, contacts, tickets and, rarely, a file.`)),
+  ...Array.from({ length: 20 }, (_, i) =>
+    entry(
+      "misc",
+      `helper_${i}`,
+      `Helper ${i} for spreadsheets, slides, charts, calendars, contacts, tickets and, rarely, a file.`,
+    ),
+  ),
 ];
 const HASH = inventoryHash(CATALOG.map((c) => ({ name: c.name, description: c.description })));
 const ranker = createRanker(CATALOG);
@@ -20,8 +35,23 @@ const CUT = { minK: 2, ratio: 0.5, compactBelow: 0.9 };
 
 describe("adaptive cut", () => {
   it("stops where relevance falls below the ratio once minK tools joined; without a cut the weak tail fills K", () => {
-    const fixed = curate({ ranker, inventoryHash: HASH, query: "read the file", topK: 10, hardCap: 128, fixedCount: 1 });
-    const cut = curate({ ranker, inventoryHash: HASH, query: "read the file", topK: 10, hardCap: 128, fixedCount: 1, cut: CUT });
+    const fixed = curate({
+      ranker,
+      inventoryHash: HASH,
+      query: "read the file",
+      topK: 10,
+      hardCap: 128,
+      fixedCount: 1,
+    });
+    const cut = curate({
+      ranker,
+      inventoryHash: HASH,
+      query: "read the file",
+      topK: 10,
+      hardCap: 128,
+      fixedCount: 1,
+      cut: CUT,
+    });
     expect(fixed.visible).toHaveLength(10);
     expect(fixed.visible.some((n) => n.includes("helper"))).toBe(true);
     expect(cut.visible[0]).toBe("mcp__fs__read_file");
@@ -34,25 +64,60 @@ describe("adaptive cut", () => {
   });
 
   it("marks tools below compactBelow × best as compact, and a kept tool keeps its form on later turns whatever they rank", () => {
-    const t1 = curate({ ranker, inventoryHash: HASH, query: "read the file", topK: 10, hardCap: 128, fixedCount: 1, cut: CUT });
+    const t1 = curate({
+      ranker,
+      inventoryHash: HASH,
+      query: "read the file",
+      topK: 10,
+      hardCap: 128,
+      fixedCount: 1,
+      cut: CUT,
+    });
     const compact1 = new Set(t1.keepSet.compact);
     expect(compact1.has("mcp__fs__read_file")).toBe(false);
     expect(compact1.size).toBeGreaterThan(0);
     for (const n of compact1) expect(t1.visible).toContain(n);
     // Next turn: a query where a compact tool of turn 1 is now the best match.
     const again = [...compact1][0]!;
-    const t2 = curate({ ranker, inventoryHash: HASH, query: CATALOG.find((c) => c.name === again)!.description, topK: 10, hardCap: 128, fixedCount: 1, cut: CUT, previous: t1.keepSet });
+    const t2 = curate({
+      ranker,
+      inventoryHash: HASH,
+      query: CATALOG.find((c) => c.name === again)!.description,
+      topK: 10,
+      hardCap: 128,
+      fixedCount: 1,
+      cut: CUT,
+      previous: t1.keepSet,
+    });
     expect(t2.keepSet.keep.slice(0, t1.keepSet.keep.length)).toEqual(t1.keepSet.keep);
     expect(t2.keepSet.compact).toEqual(expect.arrayContaining([...compact1]));
     // A pinned tool (revealed by tool_search) joins in full form.
-    const t3 = curate({ ranker, inventoryHash: HASH, query: "weather", topK: 10, hardCap: 128, fixedCount: 1, cut: CUT, previous: t2.keepSet, pinned: ["mcp__git__git_log"] });
+    const t3 = curate({
+      ranker,
+      inventoryHash: HASH,
+      query: "weather",
+      topK: 10,
+      hardCap: 128,
+      fixedCount: 1,
+      cut: CUT,
+      previous: t2.keepSet,
+      pinned: ["mcp__git__git_log"],
+    });
     expect(t3.visible).toContain("mcp__git__git_log");
     expect(t3.keepSet.compact ?? []).not.toContain("mcp__git__git_log");
   });
 
   it("a catalog no larger than K is kept whole, in full form", () => {
     const small = createRanker(CATALOG.slice(0, 6));
-    const r = curate({ ranker: small, inventoryHash: "x", query: "read the file", topK: 10, hardCap: 128, fixedCount: 1, cut: CUT });
+    const r = curate({
+      ranker: small,
+      inventoryHash: "x",
+      query: "read the file",
+      topK: 10,
+      hardCap: 128,
+      fixedCount: 1,
+      cut: CUT,
+    });
     expect(r.visible).toHaveLength(6);
     expect(r.keepSet.compact).toBeUndefined();
   });
@@ -70,7 +135,9 @@ describe("adaptive cut", () => {
 describe("definitions as sent", () => {
   const limits = { descriptionChars: 60, compactDescriptionChars: 30 };
   it("trims docstring indentation and blank lines, and cuts by code points at a sentence end", () => {
-    expect(tidyText("\n      Search papers.\n\n      Args:\n        q: words\n")).toBe("Search papers.\nArgs:\nq: words");
+    expect(tidyText("\n      Search papers.\n\n      Args:\n        q: words\n")).toBe(
+      "Search papers.\nArgs:\nq: words",
+    );
     const long = "Read a file from disk. It returns the whole text, and more words follow here.";
     expect(cutAtSentence(long, 40)).toBe("Read a file from disk.…");
     // No sentence end past 40%: cut at the limit. Emoji are one code point each and never split.
@@ -89,12 +156,17 @@ describe("definitions as sent", () => {
       properties: {
         path: { type: "string", title: "Path", description: "\n    The file.\n    Absolute.\n" },
         mode: { type: "string", title: "How to open it", enum: ["r", "rb"] },
-        nested: { type: "object", $schema: "http://json-schema.org/draft-07/schema#", properties: { title: { type: "string", title: "Title" } } },
+        nested: {
+          type: "object",
+          $schema: "http://json-schema.org/draft-07/schema#",
+          properties: { title: { type: "string", title: "Title" } },
+        },
       },
       required: ["path"],
     };
     const before = JSON.stringify(parameters);
-    const description = "Read a file. Returns its text. Fails when the path is outside the allowed folders, or when the file is binary and too large.";
+    const description =
+      "Read a file. Returns its text. Fails when the path is outside the allowed folders, or when the file is binary and too large.";
     const full = presentTool({ tool: "read_file", description, parameters }, "full", limits);
     const compact = presentTool({ tool: "read_file", description, parameters }, "compact", limits);
     expect(JSON.stringify(parameters)).toBe(before);

@@ -18,17 +18,28 @@ afterEach(() => dirs.cleanup());
 
 const EVERYTHING = { command: process.execPath, args: [serverBin("server-everything")] };
 
-async function setup(steps: ScriptStep[], options: McpOptions, extra: { tools?: Parameters<typeof createAgent>[0]["tools"] } = {}) {
+async function setup(
+  steps: ScriptStep[],
+  options: McpOptions,
+  extra: { tools?: Parameters<typeof createAgent>[0]["tools"] } = {},
+) {
   const auditPath = join(dirs.make(), "mcp-audit.sqlite");
   const provider = scriptedProvider(steps);
-  const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [mcp({ auditPath, ...options })], ...extra });
+  const agent = await createAgent({
+    provider,
+    store: new MemorySessionStore(),
+    plugins: [mcp({ auditPath, ...options })],
+    ...extra,
+  });
   const session = await agent.session();
   return { provider, agent, session, auditPath };
 }
 
 const toolResults = (messages: readonly Message[]) => messages.filter((m) => m.role === "tool");
-const resultText = (m: Message) => (m.role === "tool" ? m.content.map((b) => (b.type === "text" ? b.text : `[${b.type}]`)).join("") : "");
-const ofType = <T extends KeelEvent["type"]>(events: readonly KeelEvent[], type: T) => events.filter((e) => e.type === type) as Extract<KeelEvent, { type: T }>[];
+const resultText = (m: Message) =>
+  m.role === "tool" ? m.content.map((b) => (b.type === "text" ? b.text : `[${b.type}]`)).join("") : "";
+const ofType = <T extends KeelEvent["type"]>(events: readonly KeelEvent[], type: T) =>
+  events.filter((e) => e.type === type) as Extract<KeelEvent, { type: T }>[];
 
 describe("mcp() in a full turn", () => {
   it("exports the factory as default and named", () => {
@@ -64,7 +75,14 @@ describe("mcp() in a full turn", () => {
     const rows = audit.all();
     audit.close();
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ server: "everything", tool: "echo", name: "mcp__everything__echo", outcome: "ok", bytes: "Echo: hello".length, sessionId: session.id });
+    expect(rows[0]).toMatchObject({
+      server: "everything",
+      tool: "echo",
+      name: "mcp__everything__echo",
+      outcome: "ok",
+      bytes: "Echo: hello".length,
+      sessionId: session.id,
+    });
     expect(rows[0]!.durationMs).toBeGreaterThan(0);
   });
 
@@ -101,8 +119,16 @@ describe("mcp() in a full turn", () => {
     const dir = dirs.make();
     const auditPath = join(dir, "mcp-audit.sqlite");
     const options: McpOptions = { auditPath, servers: { everything: EVERYTHING }, topK: 2, adaptive: false };
-    const p1 = scriptedProvider([{ toolCalls: [{ id: "s1", name: "tool_search", args: { query: "tiny image" } }] }, { text: "found it" }, { text: "second turn" }]);
-    const a1 = await createAgent({ provider: p1, store: new SqliteSessionStore({ path: join(dir, "sessions.sqlite") }), plugins: [mcp(options)] });
+    const p1 = scriptedProvider([
+      { toolCalls: [{ id: "s1", name: "tool_search", args: { query: "tiny image" } }] },
+      { text: "found it" },
+      { text: "second turn" },
+    ]);
+    const a1 = await createAgent({
+      provider: p1,
+      store: new SqliteSessionStore({ path: join(dir, "sessions.sqlite") }),
+      plugins: [mcp(options)],
+    });
     const s1 = await a1.session();
     await s1.run("add two numbers with get sum");
     await s1.run("print environment variables");
@@ -113,7 +139,11 @@ describe("mcp() in a full turn", () => {
 
     // A new agent, new plugin instance, new server processes; the same files.
     const p2 = scriptedProvider([{ text: "still here" }, { text: "fresh" }]);
-    const a2 = await createAgent({ provider: p2, store: new SqliteSessionStore({ path: join(dir, "sessions.sqlite") }), plugins: [mcp(options)] });
+    const a2 = await createAgent({
+      provider: p2,
+      store: new SqliteSessionStore({ path: join(dir, "sessions.sqlite") }),
+      plugins: [mcp(options)],
+    });
     const s2 = await a2.session(s1.id);
     await s2.run("print environment variables");
     const after = p2.requests[0]!.tools.map((t) => t.name).filter((n) => n.startsWith("mcp__"));
@@ -122,7 +152,9 @@ describe("mcp() in a full turn", () => {
     // A fresh session on the same agent starts from its own ranking, without the revealed tool.
     const fresh = await a2.session();
     await fresh.run("print environment variables");
-    expect(p2.requests[1]!.tools.map((t) => t.name).filter((n) => n.startsWith("mcp__"))).not.toContain("mcp__everything__get-tiny-image");
+    expect(p2.requests[1]!.tools.map((t) => t.name).filter((n) => n.startsWith("mcp__"))).not.toContain(
+      "mcp__everything__get-tiny-image",
+    );
     await a2.close();
     const rows = new AuditLog(auditPath);
     expect(rows.loadCuration(s1.id)?.pinned).toContain("mcp__everything__get-tiny-image");
@@ -138,7 +170,12 @@ describe("mcp() in a full turn", () => {
       { text: '{"plan": "nothing needed", "reveal": []}' },
       { text: "turn two" },
     ]);
-    const agent = await createAgent({ provider, store: new MemorySessionStore(), preflight: true, plugins: [mcp({ auditPath, servers: { everything: EVERYTHING }, topK: 2 })] });
+    const agent = await createAgent({
+      provider,
+      store: new MemorySessionStore(),
+      preflight: true,
+      plugins: [mcp({ auditPath, servers: { everything: EVERYTHING }, topK: 2 })],
+    });
     const session = await agent.session();
     await session.run("show me a picture");
     expect(provider.requests[1]!.tools.map((t) => t.name)).toContain("mcp__everything__get-tiny-image");
@@ -153,10 +190,19 @@ describe("mcp() in a full turn", () => {
 
   it("a server that fails to start is a diagnostic naming it, and the turn goes on with the others; built-ins are never shadowed", async () => {
     const echoCalls: unknown[] = [];
-    const builtin = defineTool({ name: "mcp__fx__echo", description: "A built-in that happens to look like an MCP tool.", execute: (args) => (echoCalls.push(args), "built-in echo") });
+    const builtin = defineTool({
+      name: "mcp__fx__echo",
+      description: "A built-in that happens to look like an MCP tool.",
+      execute: (args) => (echoCalls.push(args), "built-in echo"),
+    });
     const { provider, agent, session } = await setup(
       [{ toolCalls: [{ id: "b1", name: "mcp__fx__echo", args: { text: "x" } }] }, { text: "ok" }],
-      { servers: { broken: { command: process.execPath, args: ["-e", "console.error('boom: no credentials'); process.exit(2)"] }, fx: fixture("scripted-server.mjs") } },
+      {
+        servers: {
+          broken: { command: process.execPath, args: ["-e", "console.error('boom: no credentials'); process.exit(2)"] },
+          fx: fixture("scripted-server.mjs"),
+        },
+      },
       { tools: [builtin] },
     );
     const result = await session.run("echo x");
@@ -179,7 +225,15 @@ describe("mcp() in a full turn", () => {
 
   it("the model is told the true cause: an unreachable upstream is not blamed on the arguments, a server bug neither", async () => {
     const { agent, session, auditPath } = await setup(
-      [{ toolCalls: [{ id: "u1", name: "mcp__fx__fail", args: { text: "upstream" } }, { id: "i1", name: "mcp__fx__fail", args: { text: "internal" } }] }, { text: "both failed" }],
+      [
+        {
+          toolCalls: [
+            { id: "u1", name: "mcp__fx__fail", args: { text: "upstream" } },
+            { id: "i1", name: "mcp__fx__fail", args: { text: "internal" } },
+          ],
+        },
+        { text: "both failed" },
+      ],
       { servers: { fx: fixture("scripted-server.mjs") } },
     );
     await session.run("fetch the page");
@@ -200,7 +254,12 @@ describe("mcp() in a full turn", () => {
     const log = join(dirs.make(), "notes.jsonl");
     const { agent, session, auditPath } = await setup(
       [
-        { toolCalls: [{ id: "f1", name: "mcp__fx__fail", args: {} }, { id: "h1", name: "mcp__fx__hang", args: {} }] },
+        {
+          toolCalls: [
+            { id: "f1", name: "mcp__fx__fail", args: {} },
+            { id: "h1", name: "mcp__fx__hang", args: {} },
+          ],
+        },
         { text: "both failed" },
         { toolCalls: [{ id: "h2", name: "mcp__fx__hang", args: {} }] },
         { text: "never reached" },
@@ -213,16 +272,25 @@ describe("mcp() in a full turn", () => {
     expect(resultText(fail!)).toContain("KEEL_MCP_CALL_REJECTED");
     expect(resultText(fail!)).toContain("Fix the arguments");
     expect(resultText(hang!)).toContain("KEEL_MCP_CALL_TIMEOUT");
-    await until(() => existsSync(log) && readFileSync(log, "utf8").includes("notifications/cancelled"), 5_000, "cancel after timeout");
+    await until(
+      () => existsSync(log) && readFileSync(log, "utf8").includes("notifications/cancelled"),
+      5_000,
+      "cancel after timeout",
+    );
 
     const ctrl = new AbortController();
     const run = session.run("hang again", { signal: ctrl.signal });
-    for (let i = 0; i < 200 && !ofType(await session.events(), "tool.started").some((e) => e.callId === "h2"); i++) await new Promise((r) => setTimeout(r, 25));
+    for (let i = 0; i < 200 && !ofType(await session.events(), "tool.started").some((e) => e.callId === "h2"); i++)
+      await new Promise((r) => setTimeout(r, 25));
     await new Promise((r) => setTimeout(r, 100));
     ctrl.abort();
     const aborted = await run;
     expect(aborted.verdict.status).toBe("interrupted");
-    await until(() => readFileSync(log, "utf8").split("notifications/cancelled").length >= 3, 5_000, "cancel after abort");
+    await until(
+      () => readFileSync(log, "utf8").split("notifications/cancelled").length >= 3,
+      5_000,
+      "cancel after abort",
+    );
     await agent.close();
     const audit = new AuditLog(auditPath);
     expect(audit.all().map((r) => r.outcome)).toEqual(["rejected", "timeout", "cancelled"]);
@@ -231,7 +299,11 @@ describe("mcp() in a full turn", () => {
 
   it("two sessions share the servers, which close with the last session; the hard cap counts built-ins", async () => {
     const builtin = defineTool({ name: "ping", description: "Answers pong.", execute: () => "pong" });
-    const { provider, agent, session } = await setup([{ text: "a" }, { text: "b" }], { servers: { everything: EVERYTHING }, hardCap: 4 }, { tools: [builtin] });
+    const { provider, agent, session } = await setup(
+      [{ text: "a" }, { text: "b" }],
+      { servers: { everything: EVERYTHING }, hardCap: 4 },
+      { tools: [builtin] },
+    );
     const other = await agent.session();
     await session.run("echo a message and add numbers with get sum and print env");
     const names = provider.requests[0]!.tools.map((t) => t.name);
@@ -251,7 +323,12 @@ describe("mcp() in a full turn", () => {
 
   it("a server that crashes mid-call gives that call an error result and is restarted for the next", async () => {
     const { agent, session, auditPath } = await setup(
-      [{ toolCalls: [{ id: "x1", name: "mcp__fx__echo", args: { text: "before" } }] }, { toolCalls: [{ id: "x2", name: "mcp__fx__crash", args: {} }] }, { toolCalls: [{ id: "x3", name: "mcp__fx__echo", args: { text: "after" } }] }, { text: "ok" }],
+      [
+        { toolCalls: [{ id: "x1", name: "mcp__fx__echo", args: { text: "before" } }] },
+        { toolCalls: [{ id: "x2", name: "mcp__fx__crash", args: {} }] },
+        { toolCalls: [{ id: "x3", name: "mcp__fx__echo", args: { text: "after" } }] },
+        { text: "ok" },
+      ],
       { servers: { fx: fixture("scripted-server.mjs") }, restart: { baseDelayMs: 50 } },
     );
     const pidsBefore = childPids().filter(alive);
@@ -270,7 +347,17 @@ describe("mcp() in a full turn", () => {
   });
 
   it("closing the agent ends every server process", async () => {
-    const { agent, session } = await setup([{ text: "hi" }], { servers: { everything: EVERYTHING, fx: fixture("scripted-server.mjs"), memory: { command: process.execPath, args: [serverBin("server-memory")], env: { MEMORY_FILE_PATH: join(dirs.make(), "m.jsonl") } } } });
+    const { agent, session } = await setup([{ text: "hi" }], {
+      servers: {
+        everything: EVERYTHING,
+        fx: fixture("scripted-server.mjs"),
+        memory: {
+          command: process.execPath,
+          args: [serverBin("server-memory")],
+          env: { MEMORY_FILE_PATH: join(dirs.make(), "m.jsonl") },
+        },
+      },
+    });
     await session.run("hi");
     const pids = childPids().filter(alive);
     expect(pids.length).toBeGreaterThanOrEqual(3);

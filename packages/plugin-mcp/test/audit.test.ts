@@ -14,8 +14,15 @@ describe("AuditLog", () => {
     const dir = dirs.make();
     const path = join(dir, "mcp-audit.sqlite");
     const key = `xoxb-123456789012-1234567890123-${"Ab9".repeat(8)}`;
-    const provider = scriptedProvider([{ toolCalls: [{ id: "f", name: "mcp__fx__fail", args: { text: `token ${key}` } }] }, { text: "ok" }]);
-    const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [mcp({ servers: { fx: fixture("scripted-server.mjs") }, auditPath: path })] });
+    const provider = scriptedProvider([
+      { toolCalls: [{ id: "f", name: "mcp__fx__fail", args: { text: `token ${key}` } }] },
+      { text: "ok" },
+    ]);
+    const agent = await createAgent({
+      provider,
+      store: new MemorySessionStore(),
+      plugins: [mcp({ servers: { fx: fixture("scripted-server.mjs") }, auditPath: path })],
+    });
     const session = await agent.session();
     await session.run("fail with the key");
     await agent.close();
@@ -29,15 +36,26 @@ describe("AuditLog", () => {
   });
 
   it("a path that cannot be opened is a diagnostic; tool calls still work", async () => {
-    const provider = scriptedProvider([{ toolCalls: [{ id: "e", name: "mcp__fx__echo", args: { text: "still works" } }] }, { text: "ok" }]);
-    const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [mcp({ servers: { fx: fixture("scripted-server.mjs") }, auditPath: "/dev/null/cannot/mcp-audit.sqlite" })] });
+    const provider = scriptedProvider([
+      { toolCalls: [{ id: "e", name: "mcp__fx__echo", args: { text: "still works" } }] },
+      { text: "ok" },
+    ]);
+    const agent = await createAgent({
+      provider,
+      store: new MemorySessionStore(),
+      plugins: [
+        mcp({ servers: { fx: fixture("scripted-server.mjs") }, auditPath: "/dev/null/cannot/mcp-audit.sqlite" }),
+      ],
+    });
     const session = await agent.session();
     await session.run("echo");
     const events = await session.events();
     const diag = events.find((e) => e.type === "diagnostic" && e.code === "KEEL_MCP_AUDIT_FAILED");
     expect(diag && "message" in diag ? diag.message : "").toContain("/dev/null/cannot/mcp-audit.sqlite");
     const result = session.messages.find((m) => m.role === "tool");
-    expect(result?.role === "tool" && result.content[0]?.type === "text" ? result.content[0].text : "").toBe("still works");
+    expect(result?.role === "tool" && result.content[0]?.type === "text" ? result.content[0].text : "").toBe(
+      "still works",
+    );
     await agent.close();
   });
 });

@@ -1,6 +1,15 @@
 /** Ranking, keep-set stability, the hard cap and tool_search, on a small synthetic catalog. */
 import { describe, expect, it } from "vitest";
-import { createRanker, curate, intentWords, inventoryHash, keelTokens, referenceTokens, searchTools, type CatalogEntry } from "../src/index.ts";
+import {
+  createRanker,
+  curate,
+  intentWords,
+  inventoryHash,
+  keelTokens,
+  referenceTokens,
+  searchTools,
+  type CatalogEntry,
+} from "../src/index.ts";
 import { entry } from "./support.ts";
 
 const CATALOG: CatalogEntry[] = [
@@ -13,7 +22,9 @@ const CATALOG: CatalogEntry[] = [
   entry("git", "git_commit", "Record staged changes to the repository."),
   entry("time", "get_current_time", "Current date and time in a timezone."),
   entry("calc", "calculate", "Evaluate a math expression."),
-  ...Array.from({ length: 20 }, (_, i) => entry("misc", `filler_${i}`, `Unrelated helper number ${i} for spreadsheets and slides.`)),
+  ...Array.from({ length: 20 }, (_, i) =>
+    entry("misc", `filler_${i}`, `Unrelated helper number ${i} for spreadsheets and slides.`),
+  ),
 ];
 const HASH = inventoryHash(CATALOG.map((c) => ({ name: c.name, description: c.description })));
 const names = (list: Array<{ name: string }>) => list.map((t) => t.name);
@@ -39,7 +50,10 @@ describe("ranking", () => {
     expect(r.rank("forecast for Paris")[0]!.name).toBe("mcp__weather__getWeatherForecast");
     const plain = r.rank("repository");
     const boosted = r.rank("repository", { recentUses: new Map([["mcp__git__git_commit", 1]]) });
-    expect(boosted.find((t) => t.name === "mcp__git__git_commit")!.score - plain.find((t) => t.name === "mcp__git__git_commit")!.score).toBeCloseTo(0.5);
+    expect(
+      boosted.find((t) => t.name === "mcp__git__git_commit")!.score -
+        plain.find((t) => t.name === "mcp__git__git_commit")!.score,
+    ).toBeCloseTo(0.5);
   });
 
   it("keel: camelCase names, server relevance and intents", () => {
@@ -87,7 +101,14 @@ describe("curate", () => {
   });
 
   it("keeps pinned (revealed) tools and respects the hard cap by rank, pinned first", () => {
-    const r = curate({ ...base, topK: 6, hardCap: 4, fixedCount: 1, query: "file directory weather", pinned: ["mcp__calc__calculate"] });
+    const r = curate({
+      ...base,
+      topK: 6,
+      hardCap: 4,
+      fixedCount: 1,
+      query: "file directory weather",
+      pinned: ["mcp__calc__calculate"],
+    });
     expect(r.visible).toHaveLength(3);
     expect(r.visible).toContain("mcp__calc__calculate");
     expect(r.capped.length).toBe(r.keepSet.keep.length - 3);

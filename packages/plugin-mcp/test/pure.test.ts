@@ -12,12 +12,23 @@ describe("sanitizeToolName", () => {
   });
 
   it("cuts long names to 64 characters with a hash that keeps them apart", () => {
-    const a = sanitizeToolName("a-very-long-server-name-for-testing", "an_extremely_long_tool_name_that_goes_past_the_limit_one");
-    const b = sanitizeToolName("a-very-long-server-name-for-testing", "an_extremely_long_tool_name_that_goes_past_the_limit_two");
+    const a = sanitizeToolName(
+      "a-very-long-server-name-for-testing",
+      "an_extremely_long_tool_name_that_goes_past_the_limit_one",
+    );
+    const b = sanitizeToolName(
+      "a-very-long-server-name-for-testing",
+      "an_extremely_long_tool_name_that_goes_past_the_limit_two",
+    );
     expect(a).toHaveLength(64);
     expect(a).toMatch(TOOL_NAME_PATTERN);
     expect(a).not.toBe(b);
-    expect(sanitizeToolName("a-very-long-server-name-for-testing", "an_extremely_long_tool_name_that_goes_past_the_limit_one")).toBe(a);
+    expect(
+      sanitizeToolName(
+        "a-very-long-server-name-for-testing",
+        "an_extremely_long_tool_name_that_goes_past_the_limit_one",
+      ),
+    ).toBe(a);
   });
 });
 
@@ -59,7 +70,12 @@ describe("assignToolNames", () => {
   it("never hands out a reserved (built-in) name and keeps every name valid", () => {
     const names = assignToolNames([{ server: "x", tool: "y" }], ["mcp__x__y"]);
     expect(names.get(identityKey({ server: "x", tool: "y" }))).toMatch(/^mcp__x__y_[0-9a-f]{8}$/);
-    const many = assignToolNames(Array.from({ length: 50 }, (_, i) => ({ server: "s".repeat(40), tool: `${"t".repeat(40)}${i % 2 ? "." : "/"}${Math.floor(i / 2)}` })));
+    const many = assignToolNames(
+      Array.from({ length: 50 }, (_, i) => ({
+        server: "s".repeat(40),
+        tool: `${"t".repeat(40)}${i % 2 ? "." : "/"}${Math.floor(i / 2)}`,
+      })),
+    );
     expect(new Set(many.values()).size).toBe(50);
     for (const n of many.values()) expect(n).toMatch(TOOL_NAME_PATTERN);
   });
@@ -67,9 +83,22 @@ describe("assignToolNames", () => {
 
 describe("normalizeInputSchema", () => {
   it("forces an object at the top and drops keywords OpenAI rejects there, keeping nested schemas", () => {
-    const input = { $schema: "http://json-schema.org/draft-07/schema#", anyOf: [{ type: "object", properties: { a: { type: "string" } } }, { properties: { b: { anyOf: [{ type: "number" }, { type: "null" }] } } }], required: ["a", "zzz"], $defs: { X: { type: "string" } } };
+    const input = {
+      $schema: "http://json-schema.org/draft-07/schema#",
+      anyOf: [
+        { type: "object", properties: { a: { type: "string" } } },
+        { properties: { b: { anyOf: [{ type: "number" }, { type: "null" }] } } },
+      ],
+      required: ["a", "zzz"],
+      $defs: { X: { type: "string" } },
+    };
     const out = normalizeInputSchema(input);
-    expect(out).toEqual({ type: "object", properties: { a: { type: "string" }, b: { anyOf: [{ type: "number" }, { type: "null" }] } }, required: ["a"], $defs: { X: { type: "string" } } });
+    expect(out).toEqual({
+      type: "object",
+      properties: { a: { type: "string" }, b: { anyOf: [{ type: "number" }, { type: "null" }] } },
+      required: ["a"],
+      $defs: { X: { type: "string" } },
+    });
     expect(input.required).toEqual(["a", "zzz"]);
   });
 
@@ -120,10 +149,19 @@ describe("mapCallResult", () => {
 
 describe("structured content that repeats the text", () => {
   it("is not added a second time (it stays in details)", () => {
-    const r = mapCallResult({ content: [{ type: "text", text: "# TODO\n- [ ] a" }], structuredContent: { content: "# TODO\n- [ ] a" } }, 10_000);
+    const r = mapCallResult(
+      { content: [{ type: "text", text: "# TODO\n- [ ] a" }], structuredContent: { content: "# TODO\n- [ ] a" } },
+      10_000,
+    );
     expect(r.output.content).toEqual([{ type: "text", text: "# TODO\n- [ ] a" }]);
     expect(r.output.details).toEqual({ structuredContent: { content: "# TODO\n- [ ] a" } });
-    const other = mapCallResult({ content: [{ type: "text", text: "sum done" }], structuredContent: { sum: 42 } }, 10_000);
-    expect(other.output.content).toEqual([{ type: "text", text: "sum done" }, { type: "text", text: '{"sum":42}' }]);
+    const other = mapCallResult(
+      { content: [{ type: "text", text: "sum done" }], structuredContent: { sum: 42 } },
+      10_000,
+    );
+    expect(other.output.content).toEqual([
+      { type: "text", text: "sum done" },
+      { type: "text", text: '{"sum":42}' },
+    ]);
   });
 });

@@ -15,12 +15,17 @@ const dirs = tempDirs();
 const open: McpServerConnection[] = [];
 const never = new AbortController().signal;
 
-function connection(key: string, config: ConstructorParameters<typeof McpServerConnection>[1], settings: ConstructorParameters<typeof McpServerConnection>[2] = SETTINGS) {
+function connection(
+  key: string,
+  config: ConstructorParameters<typeof McpServerConnection>[1],
+  settings: ConstructorParameters<typeof McpServerConnection>[2] = SETTINGS,
+) {
   const c = new McpServerConnection(key, config, settings);
   open.push(c);
   return c;
 }
-const everything = () => connection("everything", { command: process.execPath, args: [serverBin("server-everything")] });
+const everything = () =>
+  connection("everything", { command: process.execPath, args: [serverBin("server-everything")] });
 
 afterEach(async () => {
   for (const c of open.splice(0)) await c.close();
@@ -37,15 +42,34 @@ describe("server-everything over stdio", () => {
     const c = everything();
     await c.connect();
     const names = c.tools.map((t) => t.name);
-    expect(names).toEqual(expect.arrayContaining(["echo", "get-sum", "get-tiny-image", "get-structured-content", "get-resource-links", "trigger-long-running-operation"]));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        "echo",
+        "get-sum",
+        "get-tiny-image",
+        "get-structured-content",
+        "get-resource-links",
+        "trigger-long-running-operation",
+      ]),
+    );
     expect(c.tools.find((t) => t.name === "echo")!.inputSchema).toMatchObject({ type: "object" });
 
-    expect(mapCallResult(await c.callTool("echo", { message: "hi" }, { signal: never, timeoutMs: 5_000 }), 1_000).output.content).toEqual([{ type: "text", text: "Echo: hi" }]);
-    const structured = mapCallResult(await c.callTool("get-structured-content", { location: "New York" }, { signal: never, timeoutMs: 5_000 }), 1_000).output;
+    expect(
+      mapCallResult(await c.callTool("echo", { message: "hi" }, { signal: never, timeoutMs: 5_000 }), 1_000).output
+        .content,
+    ).toEqual([{ type: "text", text: "Echo: hi" }]);
+    const structured = mapCallResult(
+      await c.callTool("get-structured-content", { location: "New York" }, { signal: never, timeoutMs: 5_000 }),
+      1_000,
+    ).output;
     expect(structured.details).toMatchObject({ structuredContent: { temperature: expect.any(Number) } });
-    const image = mapCallResult(await c.callTool("get-tiny-image", {}, { signal: never, timeoutMs: 5_000 }), 1_000).output.content as Array<{ type: string; mediaType?: string }>;
+    const image = mapCallResult(await c.callTool("get-tiny-image", {}, { signal: never, timeoutMs: 5_000 }), 1_000)
+      .output.content as Array<{ type: string; mediaType?: string }>;
     expect(image.some((b) => b.type === "image" && b.mediaType === "image/png")).toBe(true);
-    const links = mapCallResult(await c.callTool("get-resource-links", { count: 2 }, { signal: never, timeoutMs: 5_000 }), 1_000).output.content as Array<{ text: string }>;
+    const links = mapCallResult(
+      await c.callTool("get-resource-links", { count: 2 }, { signal: never, timeoutMs: 5_000 }),
+      1_000,
+    ).output.content as Array<{ text: string }>;
     expect(links.filter((b) => b.text.startsWith("[resource link]"))).toHaveLength(2);
 
     const pid = c.pid!;
@@ -57,10 +81,16 @@ describe("server-everything over stdio", () => {
   it("returns isError results for an unknown tool and invalid arguments", async () => {
     const c = everything();
     await c.connect();
-    const unknown = mapCallResult(await c.callTool("no-such-tool", {}, { signal: never, timeoutMs: 5_000 }), 1_000).output;
+    const unknown = mapCallResult(
+      await c.callTool("no-such-tool", {}, { signal: never, timeoutMs: 5_000 }),
+      1_000,
+    ).output;
     expect(unknown.isError).toBe(true);
     expect(JSON.stringify(unknown.content)).toContain("no-such-tool");
-    const bad = mapCallResult(await c.callTool("get-sum", { a: "x" }, { signal: never, timeoutMs: 5_000 }), 1_000).output;
+    const bad = mapCallResult(
+      await c.callTool("get-sum", { a: "x" }, { signal: never, timeoutMs: 5_000 }),
+      1_000,
+    ).output;
     expect(bad.isError).toBe(true);
   });
 
@@ -68,10 +98,17 @@ describe("server-everything over stdio", () => {
     const c = everything();
     await c.connect();
     const first = c.pid!;
-    const call = c.callTool("trigger-long-running-operation", { duration: 20, steps: 20 }, { signal: never, timeoutMs: 30_000 });
+    const call = c.callTool(
+      "trigger-long-running-operation",
+      { duration: 20, steps: 20 },
+      { signal: never, timeoutMs: 30_000 },
+    );
     await new Promise((r) => setTimeout(r, 300));
     process.kill(first, "SIGKILL");
-    const err = await call.then(() => undefined, (e: unknown) => e);
+    const err = await call.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(McpCallError);
     expect((err as McpCallError).kind).toBe("crashed");
     // The next call waits for the restart (backoff 100 ms) and succeeds on a new process.
@@ -91,17 +128,32 @@ describe("server-filesystem over stdio (temp dir)", () => {
     writeFileSync(join(outside, "secret.txt"), "no");
     const c = connection("fs", { command: process.execPath, args: [serverBin("server-filesystem"), root] });
     await c.connect();
-    expect(c.tools.map((t) => t.name)).toEqual(expect.arrayContaining(["read_text_file", "write_file", "list_directory"]));
+    expect(c.tools.map((t) => t.name)).toEqual(
+      expect.arrayContaining(["read_text_file", "write_file", "list_directory"]),
+    );
 
-    const listing = mapCallResult(await c.callTool("list_directory", { path: root }, { signal: never, timeoutMs: 10_000 }), 10_000).output;
+    const listing = mapCallResult(
+      await c.callTool("list_directory", { path: root }, { signal: never, timeoutMs: 10_000 }),
+      10_000,
+    ).output;
     expect(JSON.stringify(listing.content)).toContain("a.txt");
-    await c.callTool("write_file", { path: join(root, "b.txt"), content: "beta" }, { signal: never, timeoutMs: 10_000 });
+    await c.callTool(
+      "write_file",
+      { path: join(root, "b.txt"), content: "beta" },
+      { signal: never, timeoutMs: 10_000 },
+    );
     expect(readFileSync(join(root, "b.txt"), "utf8")).toBe("beta");
 
-    const denied = mapCallResult(await c.callTool("read_text_file", { path: join(outside, "secret.txt") }, { signal: never, timeoutMs: 10_000 }), 10_000).output;
+    const denied = mapCallResult(
+      await c.callTool("read_text_file", { path: join(outside, "secret.txt") }, { signal: never, timeoutMs: 10_000 }),
+      10_000,
+    ).output;
     expect(denied.isError).toBe(true);
 
-    const big = mapCallResult(await c.callTool("read_text_file", { path: join(root, "big.txt") }, { signal: never, timeoutMs: 20_000 }), 50_000);
+    const big = mapCallResult(
+      await c.callTool("read_text_file", { path: join(root, "big.txt") }, { signal: never, timeoutMs: 20_000 }),
+      50_000,
+    );
     expect(big.bytes).toBeGreaterThanOrEqual(1_100_000);
     expect(big.truncated).toBe(true);
     const text = (big.output.content as Array<{ text: string }>).map((b) => b.text).join("");
@@ -114,10 +166,21 @@ describe("server-memory over stdio", () => {
   it("creates entities and finds them again", async () => {
     const home = dirs.make();
     const file = join(home, "memory.jsonl");
-    const c = connection("memory", { command: process.execPath, args: [serverBin("server-memory")], env: { MEMORY_FILE_PATH: file } });
+    const c = connection("memory", {
+      command: process.execPath,
+      args: [serverBin("server-memory")],
+      env: { MEMORY_FILE_PATH: file },
+    });
     await c.connect();
-    await c.callTool("create_entities", { entities: [{ name: "Keel", entityType: "project", observations: ["a microkernel for agents"] }] }, { signal: never, timeoutMs: 10_000 });
-    const found = mapCallResult(await c.callTool("search_nodes", { query: "microkernel" }, { signal: never, timeoutMs: 10_000 }), 10_000).output;
+    await c.callTool(
+      "create_entities",
+      { entities: [{ name: "Keel", entityType: "project", observations: ["a microkernel for agents"] }] },
+      { signal: never, timeoutMs: 10_000 },
+    );
+    const found = mapCallResult(
+      await c.callTool("search_nodes", { query: "microkernel" }, { signal: never, timeoutMs: 10_000 }),
+      10_000,
+    ).output;
     expect(JSON.stringify(found.content)).toContain("Keel");
     expect(existsSync(file)).toBe(true);
   });
@@ -143,24 +206,38 @@ describe("faults (fixture servers)", () => {
     const failed = await c.callTool("fail", {}, { signal: never, timeoutMs: 5_000 }).catch((e: unknown) => e);
     expect((failed as McpCallError).kind).toBe("rejected");
     expect((failed as Error).message).toContain("invalid params on purpose");
-    const upstream = await c.callTool("fail", { text: "upstream" }, { signal: never, timeoutMs: 5_000 }).catch((e: unknown) => e);
+    const upstream = await c
+      .callTool("fail", { text: "upstream" }, { signal: never, timeoutMs: 5_000 })
+      .catch((e: unknown) => e);
     expect((upstream as McpCallError).kind).toBe("upstream");
     expect((upstream as Error).message).toContain("ENOTFOUND api.example.invalid");
-    const internal = await c.callTool("fail", { text: "internal" }, { signal: never, timeoutMs: 5_000 }).catch((e: unknown) => e);
+    const internal = await c
+      .callTool("fail", { text: "internal" }, { signal: never, timeoutMs: 5_000 })
+      .catch((e: unknown) => e);
     expect((internal as McpCallError).kind).toBe("protocol_error");
     expect((internal as Error).message).toContain("cannot read properties");
 
     const timedOut = await c.callTool("hang", {}, { signal: never, timeoutMs: 400 }).catch((e: unknown) => e);
     expect((timedOut as McpCallError).kind).toBe("timeout");
-    await until(() => existsSync(log) && readFileSync(log, "utf8").includes("notifications/cancelled"), 5_000, "notifications/cancelled");
+    await until(
+      () => existsSync(log) && readFileSync(log, "utf8").includes("notifications/cancelled"),
+      5_000,
+      "notifications/cancelled",
+    );
 
     const ctrl = new AbortController();
     const pending = c.callTool("hang", {}, { signal: ctrl.signal, timeoutMs: 30_000 }).catch((e: unknown) => e);
     setTimeout(() => ctrl.abort(new Error("user pressed stop")), 100);
     expect(((await pending) as McpCallError).kind).toBe("cancelled");
-    await until(() => readFileSync(log, "utf8").split("notifications/cancelled").length === 3, 5_000, "a second notifications/cancelled");
+    await until(
+      () => readFileSync(log, "utf8").split("notifications/cancelled").length === 3,
+      5_000,
+      "a second notifications/cancelled",
+    );
     // The server is still usable afterwards.
-    expect(JSON.stringify((await c.callTool("echo", { text: "ok" }, { signal: never, timeoutMs: 5_000 })).content)).toContain("ok");
+    expect(
+      JSON.stringify((await c.callTool("echo", { text: "ok" }, { signal: never, timeoutMs: 5_000 })).content),
+    ).toContain("ok");
   });
 
   it("a server that never answers fails to start within its timeout and leaves no process behind", async () => {
@@ -175,27 +252,41 @@ describe("faults (fixture servers)", () => {
     await until(() => !alive(pid), 5_000, "the silent child to be ended");
   });
 
-  it.runIf(process.platform !== "win32")("close ends the server's whole process group: a grandchild (as under npx) that ignores the end of stdin and SIGTERM is killed after 2 × stopGraceMs", async () => {
-    const pidFile = join(dirs.make(), "grandchild.pid");
-    const c = connection("forking", { command: process.execPath, args: [fixture("forking-server.mjs").args[0]!, pidFile], connectTimeoutMs: 60_000 }, { ...SETTINGS, stopGraceMs: 200 });
-    const started = c.connect().catch((e: unknown) => e);
-    await until(() => existsSync(pidFile) && readFileSync(pidFile, "utf8") !== "", 10_000, "the grandchild to start");
-    const grandchild = Number(readFileSync(pidFile, "utf8"));
-    expect(liveServerPids()).toEqual([c.pid]);
-    const t0 = performance.now();
-    await c.close();
-    // stdin closed, 200 ms, SIGTERM to the group (the wrapper ends, the grandchild does not), 200 ms, SIGKILL.
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(400);
-    expect(performance.now() - t0).toBeLessThan(400 + 1_000 + 2_000);
-    expect(running(grandchild)).toBe(false);
-    expect(liveServerPids()).toEqual([]);
-    expect(String(await started)).toContain('MCP server "forking" failed to start');
-  });
+  it.runIf(process.platform !== "win32")(
+    "close ends the server's whole process group: a grandchild (as under npx) that ignores the end of stdin and SIGTERM is killed after 2 × stopGraceMs",
+    async () => {
+      const pidFile = join(dirs.make(), "grandchild.pid");
+      const c = connection(
+        "forking",
+        {
+          command: process.execPath,
+          args: [fixture("forking-server.mjs").args[0]!, pidFile],
+          connectTimeoutMs: 60_000,
+        },
+        { ...SETTINGS, stopGraceMs: 200 },
+      );
+      const started = c.connect().catch((e: unknown) => e);
+      await until(() => existsSync(pidFile) && readFileSync(pidFile, "utf8") !== "", 10_000, "the grandchild to start");
+      const grandchild = Number(readFileSync(pidFile, "utf8"));
+      expect(liveServerPids()).toEqual([c.pid]);
+      const t0 = performance.now();
+      await c.close();
+      // stdin closed, 200 ms, SIGTERM to the group (the wrapper ends, the grandchild does not), 200 ms, SIGKILL.
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(400);
+      expect(performance.now() - t0).toBeLessThan(400 + 1_000 + 2_000);
+      expect(running(grandchild)).toBe(false);
+      expect(liveServerPids()).toEqual([]);
+      expect(String(await started)).toContain('MCP server "forking" failed to start');
+    },
+  );
 
   it("the pool reports a server that exits at start with its stderr tail and starts the others", async () => {
     const pool = new McpPool(
       {
-        broken: { command: process.execPath, args: ["-e", "console.error('fatal: FOO_API_KEY is not set'); process.exit(3)"] },
+        broken: {
+          command: process.execPath,
+          args: ["-e", "console.error('fatal: FOO_API_KEY is not set'); process.exit(3)"],
+        },
         missing: { command: "/nonexistent/keel-no-such-server", args: [] },
         fx: fixture("scripted-server.mjs"),
       },
@@ -206,11 +297,17 @@ describe("faults (fixture servers)", () => {
       const broken = reports.find((r) => r.server === "broken")!;
       expect(broken.ok).toBe(false);
       expect(broken.stderrTail).toContain("FOO_API_KEY is not set");
-      expect(reports.find((r) => r.server === "missing")).toMatchObject({ ok: false, error: expect.stringContaining("ENOENT") });
+      expect(reports.find((r) => r.server === "missing")).toMatchObject({
+        ok: false,
+        error: expect.stringContaining("ENOENT"),
+      });
       expect(reports.find((r) => r.server === "fx")).toMatchObject({ ok: true, tools: 6 });
       const inv = pool.inventory();
       expect(inv.tools.map((t) => t.name)).toContain("mcp__fx__weird_name_with_dots");
-      expect(inv.tools.find((t) => t.name === "mcp__fx__weird_name_with_dots")!.parameters).toEqual({ type: "object", properties: { a: { type: "string" }, b: { type: "number" } } });
+      expect(inv.tools.find((t) => t.name === "mcp__fx__weird_name_with_dots")!.parameters).toEqual({
+        type: "object",
+        properties: { a: { type: "string" }, b: { type: "number" } },
+      });
     } finally {
       await pool.close();
     }
@@ -219,7 +316,13 @@ describe("faults (fixture servers)", () => {
 
 describe("the environment a stdio server gets", () => {
   // Prints the variables it sees on stderr, then exits: the pool's report carries the stderr tail.
-  const printer = { command: process.execPath, args: ["-e", "for (const k of ['HTTPS_PROXY','https_proxy','NODE_EXTRA_CA_CERTS','ACME_TOKEN','KEEL_CUSTOM']) console.error(k + '=' + (process.env[k] ?? '<unset>')); process.exit(3)"] };
+  const printer = {
+    command: process.execPath,
+    args: [
+      "-e",
+      "for (const k of ['HTTPS_PROXY','https_proxy','NODE_EXTRA_CA_CERTS','ACME_TOKEN','KEEL_CUSTOM']) console.error(k + '=' + (process.env[k] ?? '<unset>')); process.exit(3)",
+    ],
+  };
   const saved: Record<string, string | undefined> = {};
   const setEnv = (vars: Record<string, string>) => {
     for (const [k, v] of Object.entries(vars)) {
@@ -245,7 +348,13 @@ describe("the environment a stdio server gets", () => {
   }
 
   it("inherits proxy and CA variables by default (the server's own env wins), but no other variable", async () => {
-    setEnv({ HTTPS_PROXY: "http://127.0.0.1:3128", https_proxy: "http://127.0.0.1:3129", NODE_EXTRA_CA_CERTS: "/etc/corp-ca.pem", ACME_TOKEN: "not-for-servers", KEEL_CUSTOM: "x" });
+    setEnv({
+      HTTPS_PROXY: "http://127.0.0.1:3128",
+      https_proxy: "http://127.0.0.1:3129",
+      NODE_EXTRA_CA_CERTS: "/etc/corp-ca.pem",
+      ACME_TOKEN: "not-for-servers",
+      KEEL_CUSTOM: "x",
+    });
     const tail = await seen({});
     expect(tail).toContain("HTTPS_PROXY=http://127.0.0.1:3128");
     expect(tail).toContain("https_proxy=http://127.0.0.1:3129");
@@ -274,7 +383,10 @@ describe("server-everything over Streamable HTTP", () => {
 
   it("connects with headers, lists and calls", async () => {
     const port = await freePort();
-    server = spawn(process.execPath, [serverBin("server-everything"), "streamableHttp"], { env: { ...process.env, PORT: String(port) }, stdio: ["ignore", "ignore", "pipe"] });
+    server = spawn(process.execPath, [serverBin("server-everything"), "streamableHttp"], {
+      env: { ...process.env, PORT: String(port) },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     let err = "";
     server.stderr!.on("data", (d: Buffer) => (err += d.toString()));
     await until(() => err.includes("listening"), 15_000, "the HTTP server to listen");
@@ -287,7 +399,9 @@ describe("server-everything over Streamable HTTP", () => {
     const exited = new Promise((r) => server!.once("exit", r));
     server.kill("SIGKILL");
     await exited;
-    const gone = await c.callTool("echo", { message: "again" }, { signal: never, timeoutMs: 5_000 }).catch((e: unknown) => e);
+    const gone = await c
+      .callTool("echo", { message: "again" }, { signal: never, timeoutMs: 5_000 })
+      .catch((e: unknown) => e);
     expect((gone as McpCallError).kind).toBe("unavailable");
     expect((gone as Error).message).toMatch(/ECONNREFUSED|fetch failed/);
     await c.close();

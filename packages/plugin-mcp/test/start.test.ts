@@ -32,13 +32,26 @@ interface Milestone {
   pid: number;
   t: number;
 }
-const milestones = (log: string): Milestone[] => (existsSync(log) ? readFileSync(log, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as Milestone) : []);
+const milestones = (log: string): Milestone[] =>
+  existsSync(log)
+    ? readFileSync(log, "utf8")
+        .trim()
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Milestone)
+    : [];
 const readyAt = (log: string) => milestones(log).find((m) => m.event === "ready")?.t;
 
 /** A delayed fixture server whose tools are `<prefix>_lookup` and `<prefix>_echo`. */
 function delayed(prefix: string, delayMs: number, extra: Record<string, unknown> = {}) {
   const log = join(dirs.make(), `${prefix}.jsonl`);
-  return { log, config: { ...fixture("delayed-server.mjs", { DELAY_MS: String(delayMs), TOOL_PREFIX: prefix, FIXTURE_LOG: log }), ...extra } };
+  return {
+    log,
+    config: {
+      ...fixture("delayed-server.mjs", { DELAY_MS: String(delayMs), TOOL_PREFIX: prefix, FIXTURE_LOG: log }),
+      ...extra,
+    },
+  };
 }
 
 async function setup(steps: ScriptStep[], options: McpOptions) {
@@ -47,7 +60,11 @@ async function setup(steps: ScriptStep[], options: McpOptions) {
   const sentAt: number[] = [];
   const stream = provider.stream.bind(provider);
   provider.stream = (request, o) => (sentAt.push(Date.now()), stream(request, o));
-  const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [mcp({ auditPath: false, ...options })] });
+  const agent = await createAgent({
+    provider,
+    store: new MemorySessionStore(),
+    plugins: [mcp({ auditPath: false, ...options })],
+  });
   const live: AgentEvent[] = [];
   agent.subscribe((e) => void live.push(e));
   const t0 = Date.now();
@@ -55,14 +72,18 @@ async function setup(steps: ScriptStep[], options: McpOptions) {
   return { provider, agent, session, sentAt, live, t0 };
 }
 
-const mcpNames = (tools: ReadonlyArray<{ name: string }>) => tools.map((t) => t.name).filter((n) => n.startsWith("mcp__"));
-const diagnostics = (events: readonly (AgentEvent | KeelEvent)[], code: string) => events.filter((e): e is Extract<KeelEvent, { type: "diagnostic" }> => e.type === "diagnostic" && e.code === code);
+const mcpNames = (tools: ReadonlyArray<{ name: string }>) =>
+  tools.map((t) => t.name).filter((n) => n.startsWith("mcp__"));
+const diagnostics = (events: readonly (AgentEvent | KeelEvent)[], code: string) =>
+  events.filter((e): e is Extract<KeelEvent, { type: "diagnostic" }> => e.type === "diagnostic" && e.code === code);
 
 describe("start: the first turn does not wait for slow servers", () => {
   it("the first request leaves before the slow server is ready, with the fast server's tools; the slow one joins the next turn as a tools change, appended", async () => {
     const fast = delayed("fast", 0);
     const slow = delayed("slow", 4_000);
-    const { provider, agent, session, sentAt, live, t0 } = await setup([{ text: "one" }, { text: "two" }], { servers: { fast: fast.config, slow: slow.config } });
+    const { provider, agent, session, sentAt, live, t0 } = await setup([{ text: "one" }, { text: "two" }], {
+      servers: { fast: fast.config, slow: slow.config },
+    });
     try {
       await session.run("look up the record with key 7");
       const first = provider.requests[0]!;
@@ -76,7 +97,10 @@ describe("start: the first turn does not wait for slow servers", () => {
       // Once every server settled, a background diagnostic says who joined late and their start times.
       await until(() => diagnostics(live, "mcp.servers_started").length > 0, 20_000, "mcp.servers_started");
       const started = diagnostics(live, "mcp.servers_started")[0]!;
-      expect(started.data).toMatchObject({ late: ["slow"], servers: expect.arrayContaining([expect.objectContaining({ server: "slow", ok: true, tools: 2 })]) });
+      expect(started.data).toMatchObject({
+        late: ["slow"],
+        servers: expect.arrayContaining([expect.objectContaining({ server: "slow", ok: true, tools: 2 })]),
+      });
       expect(readyAt(slow.log)).toBeGreaterThan(sentAt[0]!);
 
       await session.run("echo the text hello");
@@ -91,7 +115,9 @@ describe("start: the first turn does not wait for slow servers", () => {
       expect(changed).toHaveLength(1);
       expect(changed[0]!.data).toMatchObject({ joined: ["slow"], changed: [], left: [] });
       // Announced in the turn the tools joined.
-      expect(changed[0]!.turnId).toBe(events.find((e) => e.type === "turn.started" && e.input === "echo the text hello")!.turnId);
+      expect(changed[0]!.turnId).toBe(
+        events.find((e) => e.type === "turn.started" && e.input === "echo the text hello")!.turnId,
+      );
       const curation = diagnostics(events, "mcp.curation");
       expect(curation.map((d) => (d.data as { reset: boolean }).reset)).toEqual([false, false]);
     } finally {
@@ -102,11 +128,15 @@ describe("start: the first turn does not wait for slow servers", () => {
   it("a required server is waited for: the first request carries its tools", async () => {
     const fast = delayed("fast", 0);
     const slow = delayed("slow", 1_500, { required: true });
-    const { provider, agent, session, sentAt, live } = await setup([{ text: "one" }], { servers: { fast: fast.config, slow: slow.config } });
+    const { provider, agent, session, sentAt, live } = await setup([{ text: "one" }], {
+      servers: { fast: fast.config, slow: slow.config },
+    });
     try {
       await session.run("look up key 1");
       expect(sentAt[0]!).toBeGreaterThanOrEqual(readyAt(slow.log)!);
-      expect(mcpNames(provider.requests[0]!.tools)).toEqual(expect.arrayContaining(["mcp__fast__fast_lookup", "mcp__slow__slow_lookup"]));
+      expect(mcpNames(provider.requests[0]!.tools)).toEqual(
+        expect.arrayContaining(["mcp__fast__fast_lookup", "mcp__slow__slow_lookup"]),
+      );
       expect(diagnostics(live, "mcp.servers_started")).toEqual([]);
     } finally {
       await agent.close();
@@ -116,7 +146,10 @@ describe("start: the first turn does not wait for slow servers", () => {
   it("startGraceMs at least connectTimeoutMs waits for every server (the old behaviour)", async () => {
     const fast = delayed("fast", 0);
     const slow = delayed("slow", 1_500);
-    const { provider, agent, session, sentAt } = await setup([{ text: "one" }], { servers: { fast: fast.config, slow: slow.config }, startGraceMs: 30_000 });
+    const { provider, agent, session, sentAt } = await setup([{ text: "one" }], {
+      servers: { fast: fast.config, slow: slow.config },
+      startGraceMs: 30_000,
+    });
     try {
       await session.run("look up key 1");
       expect(sentAt[0]!).toBeGreaterThanOrEqual(readyAt(slow.log)!);
@@ -128,7 +161,10 @@ describe("start: the first turn does not wait for slow servers", () => {
 
   it("a server that fails after the first turn started is a KEEL_MCP_SERVER_START_FAILED diagnostic with its stderr, without another turn", async () => {
     const fast = delayed("fast", 0);
-    const late = { command: process.execPath, args: ["-e", "setTimeout(() => { console.error('late boom: no token'); process.exit(4); }, 1500)"] };
+    const late = {
+      command: process.execPath,
+      args: ["-e", "setTimeout(() => { console.error('late boom: no token'); process.exit(4); }, 1500)"],
+    };
     const { agent, session, live } = await setup([{ text: "one" }], { servers: { fast: fast.config, late } });
     try {
       await session.run("hi");
@@ -138,7 +174,11 @@ describe("start: the first turn does not wait for slow servers", () => {
       expect(failed!.message).toContain("late boom: no token");
       expect(failed!.plugin).toBe("@keel/plugin-mcp");
       expect(failed!.phase).toBe("session.start");
-      expect(failed!.data).toMatchObject({ server: "late", stderrTail: expect.stringContaining("late boom"), durationMs: expect.any(Number) });
+      expect(failed!.data).toMatchObject({
+        server: "late",
+        stderrTail: expect.stringContaining("late boom"),
+        durationMs: expect.any(Number),
+      });
       // Reported once: the next turn does not repeat it.
       await session.run("again");
       expect(diagnostics(await session.events(), "KEEL_MCP_SERVER_START_FAILED")).toHaveLength(1);
@@ -179,7 +219,9 @@ describe("start: the first turn does not wait for slow servers", () => {
   it("closing the session while a server is still starting ends its process, reports no failure and rejects nothing", async () => {
     const fast = delayed("fast", 0);
     const slow = delayed("slow", 20_000);
-    const { agent, session, live } = await setup([{ text: "one" }], { servers: { fast: fast.config, slow: slow.config } });
+    const { agent, session, live } = await setup([{ text: "one" }], {
+      servers: { fast: fast.config, slow: slow.config },
+    });
     await session.run("hi");
     await until(() => milestones(slow.log).some((m) => m.event === "spawned"), 10_000, "the slow server to spawn");
     const pid = milestones(slow.log)[0]!.pid;
@@ -204,14 +246,21 @@ describe("start: a session resumed in a new process sends its stored tool list f
     const sentAt: number[] = [];
     const stream = provider.stream.bind(provider);
     provider.stream = (request, o) => (sentAt.push(Date.now()), stream(request, o));
-    const agent = await createAgent({ provider, store: new SqliteSessionStore({ path: join(dir, "sessions.sqlite") }), plugins: [mcp({ auditPath: join(dir, "mcp-audit.sqlite"), servers })] });
+    const agent = await createAgent({
+      provider,
+      store: new SqliteSessionStore({ path: join(dir, "sessions.sqlite") }),
+      plugins: [mcp({ auditPath: join(dir, "mcp-audit.sqlite"), servers })],
+    });
     return { provider, agent, sentAt };
   }
 
   it("a kept server still starting is waited for: the first request's tools equal the stored list, and the next turn's too", async () => {
     const dir = dirs.make();
     const fast = delayed("fast", 0);
-    const p1 = await agentOn(dir, [{ text: "one" }, { text: "two" }], { fast: fast.config, slow: delayed("slow", 0, { required: true }).config });
+    const p1 = await agentOn(dir, [{ text: "one" }, { text: "two" }], {
+      fast: fast.config,
+      slow: delayed("slow", 0, { required: true }).config,
+    });
     const s1 = await p1.agent.session();
     await s1.run("look up the record with key 7");
     await s1.run("echo the text hello");
@@ -236,7 +285,12 @@ describe("start: a session resumed in a new process sends its stored tool list f
       expect(waited[0]!.data).toMatchObject({ servers: ["slow"], ready: ["slow"], failed: [], starting: [] });
       // Nothing joined later: the list did not change.
       expect(diagnostics(events, "mcp.tools_changed")).toEqual([]);
-      expect(diagnostics(events, "mcp.curation").map((d) => (d.data as { reset: boolean }).reset)).toEqual([false, false, false, false]);
+      expect(diagnostics(events, "mcp.curation").map((d) => (d.data as { reset: boolean }).reset)).toEqual([
+        false,
+        false,
+        false,
+        false,
+      ]);
     } finally {
       await p2.agent.close();
     }
@@ -245,7 +299,11 @@ describe("start: a session resumed in a new process sends its stored tool list f
   it("a kept server that fails is dropped once with KEEL_MCP_SERVER_START_FAILED in that first turn; a server gone from the config and a new slow one hold nothing up", async () => {
     const dir = dirs.make();
     const fast = delayed("fast", 0);
-    const p1 = await agentOn(dir, [{ text: "one" }], { fast: fast.config, slow: delayed("slow", 0, { required: true }).config, gone: delayed("gone", 0, { required: true }).config });
+    const p1 = await agentOn(dir, [{ text: "one" }], {
+      fast: fast.config,
+      slow: delayed("slow", 0, { required: true }).config,
+      gone: delayed("gone", 0, { required: true }).config,
+    });
     const s1 = await p1.agent.session();
     await s1.run("look up the record with key 7");
     const stored = mcpNames(p1.provider.requests[0]!.tools);
@@ -253,13 +311,22 @@ describe("start: a session resumed in a new process sends its stored tool list f
     await p1.agent.close();
 
     // "slow" now fails after 1.5 s, "gone" left the config, "other" (never kept) takes 20 s.
-    const failing = { command: process.execPath, args: ["-e", "setTimeout(() => { console.error('slow boom: login refused'); process.exit(3); }, 1500)"] };
+    const failing = {
+      command: process.execPath,
+      args: ["-e", "setTimeout(() => { console.error('slow boom: login refused'); process.exit(3); }, 1500)"],
+    };
     const other = delayed("other", 20_000);
-    const p2 = await agentOn(dir, [{ text: "two" }, { text: "three" }], { fast: fast.config, slow: failing, other: other.config });
+    const p2 = await agentOn(dir, [{ text: "two" }, { text: "three" }], {
+      fast: fast.config,
+      slow: failing,
+      other: other.config,
+    });
     try {
       const s2 = await p2.agent.session(s1.id);
       await s2.run("look up key 8");
-      expect(mcpNames(p2.provider.requests[0]!.tools)).toEqual(stored.filter((n) => !n.startsWith("mcp__slow__") && !n.startsWith("mcp__gone__")));
+      expect(mcpNames(p2.provider.requests[0]!.tools)).toEqual(
+        stored.filter((n) => !n.startsWith("mcp__slow__") && !n.startsWith("mcp__gone__")),
+      );
       expect(readyAt(other.log)).toBeUndefined();
       const events = await s2.events();
       const firstTurn = events.find((e) => e.type === "turn.started" && e.input === "look up key 8")!.turnId;
@@ -282,7 +349,10 @@ describe("start: a session resumed in a new process sends its stored tool list f
   it("a kept server that hangs with a huge connectTimeoutMs holds the first turn at most 10 s, and no later turn waits again", async () => {
     const dir = dirs.make();
     const fast = delayed("fast", 0);
-    const p1 = await agentOn(dir, [{ text: "one" }], { fast: fast.config, slow: delayed("slow", 0, { required: true }).config });
+    const p1 = await agentOn(dir, [{ text: "one" }], {
+      fast: fast.config,
+      slow: delayed("slow", 0, { required: true }).config,
+    });
     const s1 = await p1.agent.session();
     await s1.run("look up the record with key 7");
     expect(mcpNames(p1.provider.requests[0]!.tools)).toEqual(expect.arrayContaining(["mcp__slow__slow_echo"]));
@@ -290,7 +360,10 @@ describe("start: a session resumed in a new process sends its stored tool list f
 
     // "slow" now never answers, and may take ten minutes to say so.
     const hung = delayed("slow", 3_600_000, { connectTimeoutMs: 600_000 });
-    const p2 = await agentOn(dir, [{ text: "two" }, { text: "three" }, { text: "four" }], { fast: fast.config, slow: hung.config });
+    const p2 = await agentOn(dir, [{ text: "two" }, { text: "three" }, { text: "four" }], {
+      fast: fast.config,
+      slow: hung.config,
+    });
     try {
       const s2 = await p2.agent.session(s1.id);
       await s2.run("look up key 8");
@@ -300,7 +373,9 @@ describe("start: a session resumed in a new process sends its stored tool list f
       expect((waited[0]!.data as { waitedMs: number }).waitedMs).toBeLessThan(12_000);
       // It says what happened: the list is shorter this time, not "the same".
       expect(waited[0]!.message).not.toContain("stays the same");
-      expect(waited[0]!.message).toMatch(/"slow" still starting after the wait's limit of 10000 ms: its tools join a later turn/);
+      expect(waited[0]!.message).toMatch(
+        /"slow" still starting after the wait's limit of 10000 ms: its tools join a later turn/,
+      );
       // The first request has gone out without "slow": later turns must not wait for it again.
       await s2.run("echo again");
       await s2.run("and again");
@@ -315,7 +390,10 @@ describe("start: a session resumed in a new process sends its stored tool list f
     const dir = dirs.make();
     const key = "records-service-of-the-internal-platform-team-eu-west-1";
     const fast = delayed("fast", 0);
-    const p1 = await agentOn(dir, [{ text: "one" }], { fast: fast.config, [key]: delayed("slow", 0, { required: true }).config });
+    const p1 = await agentOn(dir, [{ text: "one" }], {
+      fast: fast.config,
+      [key]: delayed("slow", 0, { required: true }).config,
+    });
     const s1 = await p1.agent.session();
     await s1.run("look up the record with key 7");
     const stored = mcpNames(p1.provider.requests[0]!.tools);
@@ -331,7 +409,10 @@ describe("start: a session resumed in a new process sends its stored tool list f
       const s2 = await p2.agent.session(s1.id);
       await s2.run("look up key 8");
       expect(mcpNames(p2.provider.requests[0]!.tools)).toEqual(stored);
-      expect(diagnostics(await s2.events(), "mcp.kept_servers_waited")[0]!.data).toMatchObject({ servers: [key], ready: [key] });
+      expect(diagnostics(await s2.events(), "mcp.kept_servers_waited")[0]!.data).toMatchObject({
+        servers: [key],
+        ready: [key],
+      });
     } finally {
       await p2.agent.close();
     }
@@ -340,7 +421,10 @@ describe("start: a session resumed in a new process sends its stored tool list f
   it("two sessions resumed at once in one process both send their stored lists; a fresh session alongside them does not wait", async () => {
     const dir = dirs.make();
     const fast = delayed("fast", 0);
-    const p1 = await agentOn(dir, [{ text: "a1" }, { text: "b1" }], { fast: fast.config, slow: delayed("slow", 0, { required: true }).config });
+    const p1 = await agentOn(dir, [{ text: "a1" }, { text: "b1" }], {
+      fast: fast.config,
+      slow: delayed("slow", 0, { required: true }).config,
+    });
     const a1 = await p1.agent.session();
     await a1.run("look up the record with key 7");
     const b1 = await p1.agent.session();
@@ -350,7 +434,10 @@ describe("start: a session resumed in a new process sends its stored tool list f
     await p1.agent.close();
 
     const slow = delayed("slow", 3_000);
-    const p2 = await agentOn(dir, [{ text: "x" }, { text: "y" }, { text: "z" }], { fast: fast.config, slow: slow.config });
+    const p2 = await agentOn(dir, [{ text: "x" }, { text: "y" }, { text: "z" }], {
+      fast: fast.config,
+      slow: slow.config,
+    });
     try {
       const [a2, b2, c2] = await Promise.all([p2.agent.session(a1.id), p2.agent.session(b1.id), p2.agent.session()]);
       await Promise.all([a2.run("look up key 8"), b2.run("echo again"), c2.run("say hi")]);

@@ -65,7 +65,12 @@ export async function until(check: () => boolean, ms = 10_000, what = "condition
 }
 
 /** Connection settings for tests: quick restarts. */
-export const SETTINGS = { clientName: "keel-test", clientVersion: "0.0.0", connectTimeoutMs: 15_000, restart: { maxAttempts: 3, baseDelayMs: 100, maxDelayMs: 1_000 } };
+export const SETTINGS = {
+  clientName: "keel-test",
+  clientVersion: "0.0.0",
+  connectTimeoutMs: 15_000,
+  restart: { maxAttempts: 3, baseDelayMs: 100, maxDelayMs: 1_000 },
+};
 
 /** Pids of this process's child processes (Linux /proc), for orphan checks. */
 export function childPids(): number[] {
@@ -84,5 +89,9 @@ export function childPids(): number[] {
 }
 
 /** A catalog entry of server `server`'s tool `tool`, exposed as `mcp__<server>__<tool>`. */
-export const entry = (server: string, tool: string, description: string): CatalogEntry => ({ name: `mcp__${server}__${tool}`, server, tool, description });
-
+export const entry = (server: string, tool: string, description: string): CatalogEntry => ({
+  name: `mcp__${server}__${tool}`,
+  server,
+  tool,
+  description,
+});

@@ -47,18 +47,41 @@ export function loadLocomo(): LocomoConversation[] {
   return raw.map((c, index) => {
     const turns: LocomoTurn[] = [];
     let lastDate = 0;
-    const sessions = Object.keys(c.conversation).filter((k) => /^session_\d+$/.test(k)).sort((a, b) => +a.slice(8) - +b.slice(8));
+    const sessions = Object.keys(c.conversation)
+      .filter((k) => /^session_\d+$/.test(k))
+      .sort((a, b) => +a.slice(8) - +b.slice(8));
     for (const s of sessions) {
       const date = parseSessionDate(String(c.conversation[`${s}_date_time`]));
       lastDate = Math.max(lastDate, date);
-      for (const t of c.conversation[s] as Array<{ speaker: string; dia_id: string; text: string; blip_caption?: string }>) {
+      for (const t of c.conversation[s] as Array<{
+        speaker: string;
+        dia_id: string;
+        text: string;
+        blip_caption?: string;
+      }>) {
         const caption = t.blip_caption ? ` [shares a photo: ${t.blip_caption}]` : "";
-        turns.push({ diaId: t.dia_id, input: { namespace: c.sample_id, content: `${t.speaker}: ${t.text}${caption}`, occurredAt: date, at: date, source: { sessionId: `${c.sample_id}/${s}`, turnId: t.dia_id, via: "import" } } });
+        turns.push({
+          diaId: t.dia_id,
+          input: {
+            namespace: c.sample_id,
+            content: `${t.speaker}: ${t.text}${caption}`,
+            occurredAt: date,
+            at: date,
+            source: { sessionId: `${c.sample_id}/${s}`, turnId: t.dia_id, via: "import" },
+          },
+        });
       }
     }
     const questions = c.qa
       .filter((q) => q.category >= 1 && q.category <= 4)
-      .map((q) => ({ question: q.question, category: q.category as 1 | 2 | 3 | 4, evidence: q.evidence.flatMap((e) => e.split(/[;,\s]+/)).map((e) => e.trim()).filter(Boolean) }));
+      .map((q) => ({
+        question: q.question,
+        category: q.category as 1 | 2 | 3 | 4,
+        evidence: q.evidence
+          .flatMap((e) => e.split(/[;,\s]+/))
+          .map((e) => e.trim())
+          .filter(Boolean),
+      }));
     return { index, sampleId: c.sample_id, turns, questions, lastDate };
   });
 }

@@ -28,50 +28,65 @@ const open: Record<string, () => MemoryStore & { writeMany(i: readonly unknown[]
 };
 const at10: Record<string, number> = {};
 for (const backend of backends) {
-const res: Record<string, Record<string, Record<string, Tally>>> = {};
-for (const mode of modes) {
-  res[mode] = {};
-  for (const split of Object.keys(splits)) res[mode]![split] = { 1: tally(), 2: tally(), 3: tally(), 4: tally(), all: tally() };
-}
-for (const c of convs) {
-  // One store per conversation: each is one user's memory (index statistics are per store).
-  const store = open[backend]!();
-  const diaOf = new Map<number, string>();
-  ((await store.writeMany(c.turns.map((t) => t.input))) as Array<{ memory: { id: number } }>).forEach((r, i) => {
-    diaOf.set(r.memory.id, c.turns[i]!.diaId);
-  });
-  for (const q of c.questions) {
-    for (const mode of modes) {
-      const got = await recall(store, { namespace: c.sampleId, query: q.question, now: c.lastDate + 86_400_000, limit: 10, maxChars: Infinity, itemChars: 100_000, mode, tuning });
-      const ids = got.map((r) => diaOf.get(r.memory.id));
-      const hit = (k: number) => ids.slice(0, k).some((d) => d !== undefined && q.evidence.includes(d));
-      for (const [split, inSplit] of Object.entries(splits)) {
-        if (!inSplit(c.index)) continue;
-        for (const key of [String(q.category), "all"]) {
-          const t = res[mode]![split]![key]!;
-          t.n++;
-          if (hit(5)) t.at5++;
-          if (hit(10)) t.at10++;
+  const res: Record<string, Record<string, Record<string, Tally>>> = {};
+  for (const mode of modes) {
+    res[mode] = {};
+    for (const split of Object.keys(splits))
+      res[mode]![split] = { 1: tally(), 2: tally(), 3: tally(), 4: tally(), all: tally() };
+  }
+  for (const c of convs) {
+    // One store per conversation: each is one user's memory (index statistics are per store).
+    const store = open[backend]!();
+    const diaOf = new Map<number, string>();
+    ((await store.writeMany(c.turns.map((t) => t.input))) as Array<{ memory: { id: number } }>).forEach((r, i) => {
+      diaOf.set(r.memory.id, c.turns[i]!.diaId);
+    });
+    for (const q of c.questions) {
+      for (const mode of modes) {
+        const got = await recall(store, {
+          namespace: c.sampleId,
+          query: q.question,
+          now: c.lastDate + 86_400_000,
+          limit: 10,
+          maxChars: Infinity,
+          itemChars: 100_000,
+          mode,
+          tuning,
+        });
+        const ids = got.map((r) => diaOf.get(r.memory.id));
+        const hit = (k: number) => ids.slice(0, k).some((d) => d !== undefined && q.evidence.includes(d));
+        for (const [split, inSplit] of Object.entries(splits)) {
+          if (!inSplit(c.index)) continue;
+          for (const key of [String(q.category), "all"]) {
+            const t = res[mode]![split]![key]!;
+            t.n++;
+            if (hit(5)) t.at5++;
+            if (hit(10)) t.at10++;
+          }
         }
       }
     }
+    await store.close();
   }
-  await store.close();
-}
-const f = (x: number) => x.toFixed(3);
-console.log(`LoCoMo recall on ${backend} (categories 1-4; 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop)`);
-console.log("split         cat     n   bm25@5  bm25@10  ranked@5  ranked@10  ratio@10");
-for (const split of Object.keys(splits)) {
-  if (only === "dev" && split !== "dev 0-4") continue;
-  for (const cat of ["1", "2", "3", "4", "all"]) {
-    const b = res.bm25![split]![cat]!;
-    const r = res.ranked![split]![cat]!;
-    if (!b.n) continue;
-    console.log(`${split.padEnd(13)} ${cat.padEnd(4)} ${String(b.n).padStart(5)}   ${f(b.at5 / b.n)}   ${f(b.at10 / b.n)}    ${f(r.at5 / r.n)}     ${f(r.at10 / r.n)}     ${(r.at10 / b.n / (b.at10 / b.n)).toFixed(2)}x`);
+  const f = (x: number) => x.toFixed(3);
+  console.log(`LoCoMo recall on ${backend} (categories 1-4; 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop)`);
+  console.log("split         cat     n   bm25@5  bm25@10  ranked@5  ranked@10  ratio@10");
+  for (const split of Object.keys(splits)) {
+    if (only === "dev" && split !== "dev 0-4") continue;
+    for (const cat of ["1", "2", "3", "4", "all"]) {
+      const b = res.bm25![split]![cat]!;
+      const r = res.ranked![split]![cat]!;
+      if (!b.n) continue;
+      console.log(
+        `${split.padEnd(13)} ${cat.padEnd(4)} ${String(b.n).padStart(5)}   ${f(b.at5 / b.n)}   ${f(b.at10 / b.n)}    ${f(r.at5 / r.n)}     ${f(r.at10 / r.n)}     ${(r.at10 / b.n / (b.at10 / b.n)).toFixed(2)}x`,
+      );
+    }
   }
+  at10[backend] = res.ranked!.all!.all!.at10 / res.ranked!.all!.all!.n;
 }
-at10[backend] = res.ranked!.all!.all!.at10 / res.ranked!.all!.all!.n;
-}
-if (at10.sqlite !== undefined && at10.postgres !== undefined) console.log(`ranked recall@10, all: SQLite ${at10.sqlite.toFixed(3)}, PostgreSQL ${at10.postgres.toFixed(3)} (difference ${(at10.postgres - at10.sqlite).toFixed(3)})`);
+if (at10.sqlite !== undefined && at10.postgres !== undefined)
+  console.log(
+    `ranked recall@10, all: SQLite ${at10.sqlite.toFixed(3)}, PostgreSQL ${at10.postgres.toFixed(3)} (difference ${(at10.postgres - at10.sqlite).toFixed(3)})`,
+  );
 await dropTestSchemas();
 await endSharedPools();

@@ -26,7 +26,28 @@ const rand = () => {
   t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
   return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
 };
-const syll = ["ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ze", "pa", "qu", "di", "fo", "gra", "ste", "bri", "mon", "tel", "and", "or"];
+const syll = [
+  "ka",
+  "lo",
+  "mi",
+  "ne",
+  "ru",
+  "sa",
+  "to",
+  "vi",
+  "ze",
+  "pa",
+  "qu",
+  "di",
+  "fo",
+  "gra",
+  "ste",
+  "bri",
+  "mon",
+  "tel",
+  "and",
+  "or",
+];
 const vocab = Array.from({ length: 20_000 }, (_, i) => {
   let w = "";
   let x = i + 7;
@@ -52,11 +73,19 @@ const word = (from = 0) => {
   }
   return vocab[lo]!;
 };
-const sentence = (n: number) => Array.from({ length: n }, () => (rand() < 0.3 ? fillers[Math.floor(rand() * fillers.length)]! : word())).join(" ");
+const sentence = (n: number) =>
+  Array.from({ length: n }, () => (rand() < 0.3 ? fillers[Math.floor(rand() * fillers.length)]! : word())).join(" ");
 
 const day = 86_400_000;
 const t0 = Date.UTC(2025, 0, 1);
-const input = (i: number, namespace: string): MemoryInput => ({ namespace, content: sentence(8 + Math.floor(rand() * 25)), occurredAt: t0 + (i % 400) * day, at: t0 + (i % 400) * day, source: { sessionId: `${namespace}/s${Math.floor(i / 20)}`, turnId: `t${i}` }, ...(i % 50 === 0 ? { key: `k${Math.floor(i / 100)}` } : {}) });
+const input = (i: number, namespace: string): MemoryInput => ({
+  namespace,
+  content: sentence(8 + Math.floor(rand() * 25)),
+  occurredAt: t0 + (i % 400) * day,
+  at: t0 + (i % 400) * day,
+  source: { sessionId: `${namespace}/s${Math.floor(i / 20)}`, turnId: `t${i}` },
+  ...(i % 50 === 0 ? { key: `k${Math.floor(i / 100)}` } : {}),
+});
 
 async function run(backend: string, store: SqliteMemoryStore | PostgresMemoryStore): Promise<void> {
   seed = 42;
@@ -67,13 +96,19 @@ async function run(backend: string, store: SqliteMemoryStore | PostgresMemorySto
   const singleMs = performance.now() - w0;
   const batch = 1000;
   w0 = performance.now();
-  for (let i = single; i < N; i += batch) await store.writeMany(Array.from({ length: Math.min(batch, N - i) }, (_, j) => input(i + j, "big")));
+  for (let i = single; i < N; i += batch)
+    await store.writeMany(Array.from({ length: Math.min(batch, N - i) }, (_, j) => input(i + j, "big")));
   const batchMs = performance.now() - w0;
-  for (let i = 0; i < N / 10; i += batch) await store.writeMany(Array.from({ length: batch }, (_, j) => input(i + j, "small")));
+  for (let i = 0; i < N / 10; i += batch)
+    await store.writeMany(Array.from({ length: batch }, (_, j) => input(i + j, "small")));
 
   seed = 7;
-  const queries = Array.from({ length: QUERIES }, () => `what did we say about ${word(150)} and ${word(150)} ${rand() < 0.5 ? `with ${word(150)}` : ""}?`);
-  const pct = (xs: number[], p: number) => xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+  const queries = Array.from(
+    { length: QUERIES },
+    () => `what did we say about ${word(150)} and ${word(150)} ${rand() < 0.5 ? `with ${word(150)}` : ""}?`,
+  );
+  const pct = (xs: number[], p: number) =>
+    xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
   async function measure(namespace: string, mode: "ranked" | "bm25"): Promise<number[]> {
     const out: number[] = [];
     for (let i = 0; i < (mode === "bm25" ? 10 : 100); i++) await recall(store, { namespace, query: queries[i]!, mode });
@@ -86,11 +121,19 @@ async function run(backend: string, store: SqliteMemoryStore | PostgresMemorySto
     return out;
   }
   const rows: Array<[string, number[]]> = [];
-  for (const ns of ["big", "small"]) for (const mode of ["bm25", "ranked"] as const) rows.push([`${mode} recall, namespace of ${ns === "big" ? N : N / 10} (store ${N + N / 10})`, await measure(ns, mode)]);
+  for (const ns of ["big", "small"])
+    for (const mode of ["bm25", "ranked"] as const)
+      rows.push([
+        `${mode} recall, namespace of ${ns === "big" ? N : N / 10} (store ${N + N / 10})`,
+        await measure(ns, mode),
+      ]);
 
   console.log(`${backend}: memories in store: ${await store.count()}, queries: ${QUERIES}`);
   console.log("what                                                   p50 ms   p99 ms   mean ms");
-  for (const [name, xs] of rows) console.log(`${name.padEnd(54)} ${pct(xs, 50).toFixed(3).padStart(7)}  ${pct(xs, 99).toFixed(3).padStart(7)}  ${(xs.reduce((a, b) => a + b, 0) / xs.length).toFixed(3).padStart(7)}`);
+  for (const [name, xs] of rows)
+    console.log(
+      `${name.padEnd(54)} ${pct(xs, 50).toFixed(3).padStart(7)}  ${pct(xs, 99).toFixed(3).padStart(7)}  ${(xs.reduce((a, b) => a + b, 0) / xs.length).toFixed(3).padStart(7)}`,
+    );
   console.log(`ranked / bm25 p50 (namespace of ${N}): ${(pct(rows[1]![1], 50) / pct(rows[0]![1], 50)).toFixed(2)}x`);
   console.log(`writes, one transaction each: ${Math.round(single / (singleMs / 1000))} memories/s`);
   console.log(`writes, batches of ${batch}: ${Math.round((N - single) / (batchMs / 1000))} memories/s`);

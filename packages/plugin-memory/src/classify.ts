@@ -10,9 +10,11 @@ export interface TurnClass {
   reason: string;
 }
 
-const NO_WRITE = /\b(?:don'?t|do not|never|please don'?t)\s+(?:remember|save|store|memori[sz]e|keep|record|log)\b|\boff the record\b|\b(?:forget|disregard) (?:this|what I (?:just )?said)\b|\bno memory\b/i;
+const NO_WRITE =
+  /\b(?:don'?t|do not|never|please don'?t)\s+(?:remember|save|store|memori[sz]e|keep|record|log)\b|\boff the record\b|\b(?:forget|disregard) (?:this|what I (?:just )?said)\b|\bno memory\b/i;
 const FORGET = /\bforget\s+(?:that|about|my|the fact that)\s+(.{3,300})/i;
-const ACK = /^(?:hi|hello|hey|thanks|thank you|ok|okay|cool|great|nice|yes|no|sure|bye|good (?:morning|night|evening))[\s!.,]*$/i;
+const ACK =
+  /^(?:hi|hello|hey|thanks|thank you|ok|okay|cool|great|nice|yes|no|sure|bye|good (?:morning|night|evening))[\s!.,]*$/i;
 
 /** Classify a user input. Contract: deterministic, never throws. */
 export function classifyTurn(input: string): TurnClass {
@@ -20,6 +22,12 @@ export function classifyTurn(input: string): TurnClass {
   const forget = FORGET.exec(text);
   const noWrite = NO_WRITE.test(text) || !!forget;
   const recall = !!text && !ACK.test(text) && queryTerms(text).length > 0;
-  const reason = forget ? "the user asked to forget something" : noWrite ? "the user asked not to remember this turn" : recall ? "content words present" : "greeting or acknowledgement";
+  const reason = forget
+    ? "the user asked to forget something"
+    : noWrite
+      ? "the user asked not to remember this turn"
+      : recall
+        ? "content words present"
+        : "greeting or acknowledgement";
   return { recall, write: !noWrite, ...(forget ? { forget: forget[1]!.replace(/[.!?]+$/, "").trim() } : {}), reason };
 }

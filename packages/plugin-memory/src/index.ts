@@ -2,7 +2,18 @@
  * @keel/plugin-memory — durable memory for Keel agents: a SQLite FTS5 store, ranked recall,
  * memory tools, and post-turn fact extraction, as one hook package.
  */
-export type { ListQuery, Memory, MemoryInput, MemoryScope, MemorySource, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
+export type {
+  ListQuery,
+  Memory,
+  MemoryInput,
+  MemoryScope,
+  MemorySource,
+  MemoryStore,
+  MissRecord,
+  SearchHit,
+  SearchQuery,
+  WriteResult,
+} from "./types.ts";
 export { SCOPE_RANK } from "./types.ts";
 export { SqliteMemoryStore, defaultMemoryDbPath, MISS_QUERY_CHARS } from "./sqlite-store.ts";
 export type { SqliteMemoryStoreOptions } from "./sqlite-store.ts";

@@ -42,11 +42,19 @@ export interface ExtractionOutcome {
 async function forgetMatching(store: MemoryStore, namespace: string, what: string): Promise<number[]> {
   const want = queryTerms(what).map((w) => stem(w));
   if (!want.length) return [];
-  const hits = await recall(store, { namespace, query: what, limit: 20, maxChars: Infinity, itemChars: Infinity, showSecrets: true });
+  const hits = await recall(store, {
+    namespace,
+    query: what,
+    limit: 20,
+    maxChars: Infinity,
+    itemChars: Infinity,
+    showSecrets: true,
+  });
   const out: number[] = [];
   for (const h of hits) {
     const have = new Set(queryTerms(h.memory.content, 200).map((w) => stem(w)));
-    if (want.every((w) => have.has(w)) && (await store.forget(namespace, h.memory.id, "the user asked to forget it"))) out.push(h.memory.id);
+    if (want.every((w) => have.has(w)) && (await store.forget(namespace, h.memory.id, "the user asked to forget it")))
+      out.push(h.memory.id);
   }
   return out;
 }
@@ -78,7 +86,22 @@ export async function runExtraction(x: ExtractionInput, signal: AbortSignal): Pr
   const inputs: MemoryInput[] = facts
     .filter((f) => !findSecrets(f.content).length)
     .slice(0, x.maxFacts)
-    .map((f) => ({ namespace: x.namespace, content: f.content, scope: f.scope, category: f.category, importance: f.importance, confidence: f.confidence, ...(f.key ? { key: f.key } : {}), source: { sessionId: x.sessionId, turnId: x.turnId, via: via === "model" ? "model_extractor" : "extractor" } }));
+    .map((f) => ({
+      namespace: x.namespace,
+      content: f.content,
+      scope: f.scope,
+      category: f.category,
+      importance: f.importance,
+      confidence: f.confidence,
+      ...(f.key ? { key: f.key } : {}),
+      source: { sessionId: x.sessionId, turnId: x.turnId, via: via === "model" ? "model_extractor" : "extractor" },
+    }));
   const written = await x.store.writeExtraction(x.turnId, x.namespace, inputs);
-  return { status: "stored", via, stored: written.filter((w) => !w.duplicate).map((w) => w.memory.id), forgotten, ...(modelError ? { modelError } : {}) };
+  return {
+    status: "stored",
+    via,
+    stored: written.filter((w) => !w.duplicate).map((w) => w.memory.id),
+    forgotten,
+    ...(modelError ? { modelError } : {}),
+  };
 }

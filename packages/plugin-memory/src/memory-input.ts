@@ -21,14 +21,19 @@ const TIME_LIMIT = 8.64e15;
 export function searchRanges(within: SearchQuery["within"]): Array<[number, number]> | null {
   if (!within?.length) return null;
   const clamp = (t: number) => Math.min(TIME_LIMIT, Math.max(-TIME_LIMIT, t));
-  return within.filter((r) => !Number.isNaN(r.start) && !Number.isNaN(r.end)).map((r) => [Math.floor(clamp(r.start)), Math.ceil(clamp(r.end))]);
+  return within
+    .filter((r) => !Number.isNaN(r.start) && !Number.isNaN(r.end))
+    .map((r) => [Math.floor(clamp(r.start)), Math.ceil(clamp(r.end))]);
 }
 
 const SCOPES = new Set<MemoryScope>(["user", "project", "global"]);
 
 function unit(name: string, v: number | undefined, dflt: number): number {
   const x = v ?? dflt;
-  if (typeof x !== "number" || !Number.isFinite(x) || x < 0 || x > 1) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", `${name} must be a number in [0, 1], got ${String(x)}.`, { path: name });
+  if (typeof x !== "number" || !Number.isFinite(x) || x < 0 || x > 1)
+    throw new KeelError("KEEL_MEMORY_INPUT_INVALID", `${name} must be a number in [0, 1], got ${String(x)}.`, {
+      path: name,
+    });
   return x;
 }
 
@@ -52,9 +57,15 @@ export interface CheckedInput {
 export function checkInput(input: MemoryInput): CheckedInput {
   const content = typeof input.content === "string" ? redact(input.content.trim()) : "";
   if (!content) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", "content is empty.", { path: "content" });
-  if (typeof input.namespace !== "string" || !input.namespace) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", "namespace is empty.", { path: "namespace" });
+  if (typeof input.namespace !== "string" || !input.namespace)
+    throw new KeelError("KEEL_MEMORY_INPUT_INVALID", "namespace is empty.", { path: "namespace" });
   const scope = input.scope ?? "user";
-  if (!SCOPES.has(scope)) throw new KeelError("KEEL_MEMORY_INPUT_INVALID", `scope must be user, project or global, got ${JSON.stringify(scope)}.`, { path: "scope" });
+  if (!SCOPES.has(scope))
+    throw new KeelError(
+      "KEEL_MEMORY_INPUT_INVALID",
+      `scope must be user, project or global, got ${JSON.stringify(scope)}.`,
+      { path: "scope" },
+    );
   return {
     namespace: input.namespace,
     scope,

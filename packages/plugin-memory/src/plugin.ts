@@ -26,10 +26,15 @@ export const PLUGIN_NAME = "@keel/plugin-memory";
 const VERSION = "0.1.0";
 
 const isFn = (v: unknown) => typeof v === "function";
-const Provider = z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message: "expected a ModelProvider" });
+const Provider = z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
+  message: "expected a ModelProvider",
+});
 
 /** A host function giving a turn's namespace from its metadata. */
-export type NamespaceResolver = (metadata: Readonly<Record<string, unknown>>, turn: { sessionId: string; turnId: string }) => string;
+export type NamespaceResolver = (
+  metadata: Readonly<Record<string, unknown>>,
+  turn: { sessionId: string; turnId: string },
+) => string;
 
 /** Options of `memory()`. */
 export const MemoryOptionsSchema = z.strictObject({
@@ -39,16 +44,34 @@ export const MemoryOptionsSchema = z.strictObject({
    * The database when `path` is not given: a postgres:// URL (tables in KEEL_DATABASE_SCHEMA,
    * else public) or "sqlite". Default: the agent's (PostgreSQL when its session log is there, else SQLite).
    */
-  database: z.union([z.literal("sqlite"), z.string().regex(/^postgres(ql)?:\/\//i, 'expected a postgres:// URL or "sqlite"')]).optional(),
+  database: z
+    .union([z.literal("sqlite"), z.string().regex(/^postgres(ql)?:\/\//i, 'expected a postgres:// URL or "sqlite"')])
+    .optional(),
   /** A ready store (e.g. a PostgreSQL implementation); the host owns and closes it. */
-  store: z.custom<MemoryStore>((s) => isFn((s as MemoryStore | undefined)?.search) && isFn((s as MemoryStore | undefined)?.write), { message: "expected a MemoryStore" }).optional(),
+  store: z
+    .custom<MemoryStore>(
+      (s) => isFn((s as MemoryStore | undefined)?.search) && isFn((s as MemoryStore | undefined)?.write),
+      { message: "expected a MemoryStore" },
+    )
+    .optional(),
   /** Namespace when the turn's metadata names none, or a resolver function. */
-  namespace: z.union([z.string().min(1).max(200), z.custom<NamespaceResolver>(isFn, { message: "expected a string or a function" })]).default("default"),
+  namespace: z
+    .union([
+      z.string().min(1).max(200),
+      z.custom<NamespaceResolver>(isFn, { message: "expected a string or a function" }),
+    ])
+    .default("default"),
   /** The metadata field naming the user (its value becomes the namespace). */
   namespaceKey: z.string().min(1).default("userId"),
   /** Scope that ranks first. */
   primaryScope: z.enum(["user", "project", "global"]).default("user"),
-  recall: z.strictObject({ limit: z.number().int().min(1).max(50).default(8), maxChars: z.number().int().min(100).max(50_000).default(4000), itemChars: z.number().int().min(50).max(10_000).default(500) }).prefault({}),
+  recall: z
+    .strictObject({
+      limit: z.number().int().min(1).max(50).default(8),
+      maxChars: z.number().int().min(100).max(50_000).default(4000),
+      itemChars: z.number().int().min(50).max(10_000).default(500),
+    })
+    .prefault({}),
   /** Model-planned recall at turn.post_preflight_prompt_context (one side call per turn). */
   activeRecall: z.boolean().default(false),
   activeRecallTimeoutMs: z.number().int().positive().default(10_000),
@@ -89,12 +112,30 @@ interface TurnState {
 const DOMAIN = "memory";
 
 /** What a durable extraction job records: flags and the namespace, never the turn's text. */
-const ExtractPayload = z.object({ namespace: z.string().min(1), write: z.boolean(), model: z.boolean(), forgetFromInput: z.boolean(), forget: z.string().optional() });
+const ExtractPayload = z.object({
+  namespace: z.string().min(1),
+  write: z.boolean(),
+  model: z.boolean(),
+  forgetFromInput: z.boolean(),
+  forget: z.string().optional(),
+});
 type ExtractPayload = z.infer<typeof ExtractPayload>;
 const MAX_OPEN_TURNS = 256;
 
-function diag(level: "info" | "warn", code: ErrorCode, problem: string, phase: PhaseName, data?: Record<string, string | number | boolean>) {
-  return { kind: "diagnostic" as const, level, code, message: new KeelError(code, problem, { plugin: PLUGIN_NAME, phase }).message, ...(data ? { data } : {}) };
+function diag(
+  level: "info" | "warn",
+  code: ErrorCode,
+  problem: string,
+  phase: PhaseName,
+  data?: Record<string, string | number | boolean>,
+) {
+  return {
+    kind: "diagnostic" as const,
+    level,
+    code,
+    message: new KeelError(code, problem, { plugin: PLUGIN_NAME, phase }).message,
+    ...(data ? { data } : {}),
+  };
 }
 
 /**
@@ -112,11 +153,22 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
   const handle: MemoryHandle = {
     store() {
       if (opened) return opened;
-      if (!options) throw new KeelError("KEEL_MEMORY_STORE_FAILED", "The plugin is not set up yet: add it to an agent first.", { plugin: PLUGIN_NAME });
+      if (!options)
+        throw new KeelError("KEEL_MEMORY_STORE_FAILED", "The plugin is not set up yet: add it to an agent first.", {
+          plugin: PLUGIN_NAME,
+        });
       if (options.store) opened = redactingStore(options.store);
       else {
-        const pg = options.path ? undefined : options.database !== undefined ? (options.database === "sqlite" ? undefined : { url: options.database }) : storage && agentDatabase(storage);
-        opened = pg ? new PostgresMemoryStore(pg) : new SqliteMemoryStore({ path: options.path ?? defaultMemoryDbPath(storage?.home) });
+        const pg = options.path
+          ? undefined
+          : options.database !== undefined
+            ? options.database === "sqlite"
+              ? undefined
+              : { url: options.database }
+            : storage && agentDatabase(storage);
+        opened = pg
+          ? new PostgresMemoryStore(pg)
+          : new SqliteMemoryStore({ path: options.path ?? defaultMemoryDbPath(storage?.home) });
         owned = true;
       }
       return opened;
@@ -140,7 +192,8 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
       const namespaceOf = (e: TurnEventBase): string => {
         if (typeof o.namespace === "function") {
           const ns = o.namespace(e.metadata, { sessionId: e.sessionId, turnId: e.turnId });
-          if (typeof ns !== "string" || !ns) throw new Error(`the namespace resolver returned ${JSON.stringify(ns)}, expected a non-empty string`);
+          if (typeof ns !== "string" || !ns)
+            throw new Error(`the namespace resolver returned ${JSON.stringify(ns)}, expected a non-empty string`);
           return ns;
         }
         const v = e.metadata[o.namespaceKey];
@@ -157,8 +210,15 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
         return s;
       };
       const canWrite = (e: TurnEventBase, s: TurnState) => e.policies.get(DOMAIN, "write") !== false && s.cls.write;
-      const wantsRecall = (e: TurnEventBase, s: TurnState) => (e.policies.has(DOMAIN, "recall") ? e.policies.get(DOMAIN, "recall") !== false : s.cls.recall);
-      const recallCfg = { limit: o.recall.limit, maxChars: o.recall.maxChars, itemChars: o.recall.itemChars, primaryScope: o.primaryScope, showSecrets: o.showSecrets };
+      const wantsRecall = (e: TurnEventBase, s: TurnState) =>
+        e.policies.has(DOMAIN, "recall") ? e.policies.get(DOMAIN, "recall") !== false : s.cls.recall;
+      const recallCfg = {
+        limit: o.recall.limit,
+        maxChars: o.recall.maxChars,
+        itemChars: o.recall.itemChars,
+        primaryScope: o.primaryScope,
+        showSecrets: o.showSecrets,
+      };
       const contextOf = (items: Recalled[], id: string): ContributionFor<"turn.pre_prompt_context"> => ({
         kind: "prompt_context",
         id,
@@ -192,7 +252,13 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
             ...(s.cls.forget ? [{ kind: "policy" as const, domain: DOMAIN, key: "forget", value: s.cls.forget }] : []),
           ];
         },
-        { id: "memory.classify", await: "deadline", timeoutMs: 1000, failure: "fallback", fallback: [{ kind: "policy", domain: DOMAIN, key: "write", value: false }] },
+        {
+          id: "memory.classify",
+          await: "deadline",
+          timeoutMs: 1000,
+          failure: "fallback",
+          fallback: [{ kind: "policy", domain: DOMAIN, key: "write", value: false }],
+        },
       );
 
       // 2. Deterministic recall (skipped when active recall owns this turn).
@@ -230,10 +296,17 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
                 s.recalled = items;
                 s.recallRan = true;
                 if (items.length) return [contextOf(items, "memory.recall")];
-                await handle.store().logMiss({ namespace: s.namespace, query: e.input, sessionId: e.sessionId, turnId: e.turnId });
+                await handle
+                  .store()
+                  .logMiss({ namespace: s.namespace, query: e.input, sessionId: e.sessionId, turnId: e.turnId });
                 return;
               } catch (err) {
-                fallbackNote = diag("info", "KEEL_MEMORY_MODEL_FALLBACK", `Active recall failed (${errorMessage(err)}); deterministic recall was used.`, "turn.post_preflight_prompt_context");
+                fallbackNote = diag(
+                  "info",
+                  "KEEL_MEMORY_MODEL_FALLBACK",
+                  `Active recall failed (${errorMessage(err)}); deterministic recall was used.`,
+                  "turn.post_preflight_prompt_context",
+                );
               }
             }
             try {
@@ -246,18 +319,42 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
         );
       }
 
-      async function activeRecall(model: ModelProvider, e: TurnEventBase, s: TurnState, timeoutMs: number, signal: AbortSignal): Promise<Recalled[]> {
+      async function activeRecall(
+        model: ModelProvider,
+        e: TurnEventBase,
+        s: TurnState,
+        timeoutMs: number,
+        signal: AbortSignal,
+      ): Promise<Recalled[]> {
         const ctrl = new AbortController();
         const onAbort = () => ctrl.abort(signal.reason);
         signal.addEventListener("abort", onAbort, { once: true });
         const timer = setTimeout(() => ctrl.abort(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
         try {
-          const recent = e.history.slice(-4).map((m) => `${m.role}: ${truncate(messageText(m), 500)}`).join("\n");
+          const recent = e.history
+            .slice(-4)
+            .map((m) => `${m.role}: ${truncate(messageText(m), 500)}`)
+            .join("\n");
           const answer = await Promise.race([
-            complete(model, { system: 'Plan memory searches for the user\'s latest message. Answer JSON only: {"queries":[string, ...]} with 1 to 3 short keyword queries.', messages: [{ role: "user", content: [{ type: "text", text: tailOf(`${recent}\nuser: ${e.input}`, 4000) }] }], options: { temperature: 0, maxTokens: 200 } }, { signal: ctrl.signal }),
-            new Promise<never>((_, reject) => ctrl.signal.addEventListener("abort", () => reject(ctrl.signal.reason), { once: true })),
+            complete(
+              model,
+              {
+                system:
+                  'Plan memory searches for the user\'s latest message. Answer JSON only: {"queries":[string, ...]} with 1 to 3 short keyword queries.',
+                messages: [
+                  { role: "user", content: [{ type: "text", text: tailOf(`${recent}\nuser: ${e.input}`, 4000) }] },
+                ],
+                options: { temperature: 0, maxTokens: 200 },
+              },
+              { signal: ctrl.signal },
+            ),
+            new Promise<never>((_, reject) =>
+              ctrl.signal.addEventListener("abort", () => reject(ctrl.signal.reason), { once: true }),
+            ),
           ]);
-          const parsed = z.strictObject({ queries: z.array(z.string().min(1).max(300)).min(1).max(3) }).parse(JSON.parse(/\{[\s\S]*\}/.exec(answer.text)?.[0] ?? ""));
+          const parsed = z
+            .strictObject({ queries: z.array(z.string().min(1).max(300)).min(1).max(3) })
+            .parse(JSON.parse(/\{[\s\S]*\}/.exec(answer.text)?.[0] ?? ""));
           const best = new Map<number, Recalled>();
           for (const q of [e.input, ...parsed.queries]) {
             for (const r of await recall(handle.store(), { namespace: s.namespace, query: q, ...recallCfg })) {
@@ -287,9 +384,26 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
           (e) => {
             try {
               const s = stateOf(e);
-              return { kind: "tool_bundle", bundleId: "memory", domain: DOMAIN, tools: memoryTools({ store: handle.store(), namespace: s.namespace, canWrite: canWrite(e, s), showSecrets: o.showSecrets, sessionId: e.sessionId, turnId: e.turnId }) };
+              return {
+                kind: "tool_bundle",
+                bundleId: "memory",
+                domain: DOMAIN,
+                tools: memoryTools({
+                  store: handle.store(),
+                  namespace: s.namespace,
+                  canWrite: canWrite(e, s),
+                  showSecrets: o.showSecrets,
+                  sessionId: e.sessionId,
+                  turnId: e.turnId,
+                }),
+              };
             } catch (err) {
-              return diag("warn", "KEEL_MEMORY_STORE_FAILED", `The memory tools are off for this turn: ${errorMessage(err)}`, "turn.pre_tool_materialization");
+              return diag(
+                "warn",
+                "KEEL_MEMORY_STORE_FAILED",
+                `The memory tools are off for this turn: ${errorMessage(err)}`,
+                "turn.pre_tool_materialization",
+              );
             }
           },
           { id: "memory.tools", await: "deadline", timeoutMs: 1000 },
@@ -301,13 +415,30 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
         "turn.pre_prompt_compile",
         (e) => {
           const s = turns.get(e.turnId);
-          const lines = ["Long-term memory holds facts, preferences and decisions from earlier sessions with this user."];
-          if (s?.recalled.length) lines.push(`Recalled for this message: ${s.recalled.map((r) => `#${r.memory.id}${r.memory.key ? ` (${r.memory.key})` : ""}`).join(", ")} — see the memory context entry. Treat them as possibly outdated; what the user says now wins.`);
+          const lines = [
+            "Long-term memory holds facts, preferences and decisions from earlier sessions with this user.",
+          ];
+          if (s?.recalled.length)
+            lines.push(
+              `Recalled for this message: ${s.recalled.map((r) => `#${r.memory.id}${r.memory.key ? ` (${r.memory.key})` : ""}`).join(", ")} — see the memory context entry. Treat them as possibly outdated; what the user says now wins.`,
+            );
           else if (s?.recallRan) lines.push("Nothing relevant was recalled for this message.");
-          if (o.tools && e.tools.includes("memory_search")) lines.push("Use memory_search / memory_get when earlier sessions may matter; memory_remember for durable facts the user wants kept (with a stable key when it may change later); memory_forget when the user asks to forget.");
-          if (e.policies.get(DOMAIN, "write") === false || (s && !s.cls.write)) lines.push("The user asked not to remember this turn: do not store anything from it.");
+          if (o.tools && e.tools.includes("memory_search"))
+            lines.push(
+              "Use memory_search / memory_get when earlier sessions may matter; memory_remember for durable facts the user wants kept (with a stable key when it may change later); memory_forget when the user asks to forget.",
+            );
+          if (e.policies.get(DOMAIN, "write") === false || (s && !s.cls.write))
+            lines.push("The user asked not to remember this turn: do not store anything from it.");
           lines.push("Never store or repeat secrets (passwords, API keys, tokens).");
-          return { kind: "prompt_section", id: "memory.contract", sectionId: "memory_recall", title: "Memory", domain: DOMAIN, priority: 10, content: lines.join("\n") };
+          return {
+            kind: "prompt_section",
+            id: "memory.contract",
+            sectionId: "memory_recall",
+            title: "Memory",
+            domain: DOMAIN,
+            priority: 10,
+            content: lines.join("\n"),
+          };
         },
         { id: "memory.contract", await: "deadline", timeoutMs: 1000 },
       );
@@ -319,14 +450,42 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
         ctx.registerJob("memory.extract", async (payload, job) => {
           const p = ExtractPayload.parse(payload);
           const turn = await job.turn();
-          if (!turn) throw new KeelError("KEEL_MEMORY_EXTRACT_FAILED", `Turn ${String(job.turnId)} is not in the session log.`, { plugin: PLUGIN_NAME, phase: "turn.post_turn" });
+          if (!turn)
+            throw new KeelError("KEEL_MEMORY_EXTRACT_FAILED", `Turn ${String(job.turnId)} is not in the session log.`, {
+              plugin: PLUGIN_NAME,
+              phase: "turn.post_turn",
+            });
           const model = p.model ? (o.model ?? job.model) : undefined;
-          const userText = turn.messages.filter((m) => m.role === "user").map(messageText).join("\n") || turn.input;
+          const userText =
+            turn.messages
+              .filter((m) => m.role === "user")
+              .map(messageText)
+              .join("\n") || turn.input;
           const forget = p.forget ?? (p.forgetFromInput ? classifyTurn(turn.input).forget : undefined);
           try {
-            return await runExtraction({ store: handle.store(), namespace: p.namespace, sessionId: job.sessionId, turnId: turn.turnId, userText, assistantText: turn.finalText, write: p.write, ...(forget ? { forget } : {}), ...(model ? { model } : {}), maxFacts: o.maxFactsPerTurn, maxChars: o.extractionChars }, job.signal);
+            return await runExtraction(
+              {
+                store: handle.store(),
+                namespace: p.namespace,
+                sessionId: job.sessionId,
+                turnId: turn.turnId,
+                userText,
+                assistantText: turn.finalText,
+                write: p.write,
+                ...(forget ? { forget } : {}),
+                ...(model ? { model } : {}),
+                maxFacts: o.maxFactsPerTurn,
+                maxChars: o.extractionChars,
+              },
+              job.signal,
+            );
           } catch (err) {
-            throw new KeelError("KEEL_MEMORY_EXTRACT_FAILED", `Turn ${turn.turnId}: ${errorMessage(err)}`, { plugin: PLUGIN_NAME, phase: "turn.post_turn" }, { cause: err });
+            throw new KeelError(
+              "KEEL_MEMORY_EXTRACT_FAILED",
+              `Turn ${turn.turnId}: ${errorMessage(err)}`,
+              { plugin: PLUGIN_NAME, phase: "turn.post_turn" },
+              { cause: err },
+            );
           }
         });
         ctx.on(
@@ -337,18 +496,36 @@ export function memory(input?: MemoryOptions): MemoryPlugin {
               s = stateOf(e);
             } catch (err) {
               turns.delete(e.turnId);
-              return diag("warn", "KEEL_MEMORY_EXTRACT_FAILED", `No extraction for this turn: ${errorMessage(err)}`, "turn.post_turn");
+              return diag(
+                "warn",
+                "KEEL_MEMORY_EXTRACT_FAILED",
+                `No extraction for this turn: ${errorMessage(err)}`,
+                "turn.post_turn",
+              );
             }
             turns.delete(e.turnId);
             const write = canWrite(e, s);
             const policyForget = e.policies.get(DOMAIN, "forget");
             const forget = typeof policyForget === "string" ? policyForget : s.cls.forget;
             if (!write && !forget) return;
-            const candidate = o.model ?? (o.extraction === "model" || (o.extraction === "auto" && !hook.model?.id.startsWith("scripted:")) ? hook.model : undefined);
+            const candidate =
+              o.model ??
+              (o.extraction === "model" || (o.extraction === "auto" && !hook.model?.id.startsWith("scripted:"))
+                ? hook.model
+                : undefined);
             const model = o.extraction !== "deterministic" && candidate !== undefined;
             // A forget request from the user's words is re-derived from the log; only a policy's (short, secret-free) value is kept.
-            const keepForget = typeof policyForget === "string" && policyForget.length <= 200 && !findSecrets(policyForget).length ? { forget: policyForget } : {};
-            const payload: ExtractPayload = { namespace: s.namespace, write, model, forgetFromInput: typeof policyForget !== "string" && !!s.cls.forget, ...keepForget };
+            const keepForget =
+              typeof policyForget === "string" && policyForget.length <= 200 && !findSecrets(policyForget).length
+                ? { forget: policyForget }
+                : {};
+            const payload: ExtractPayload = {
+              namespace: s.namespace,
+              write,
+              model,
+              forgetFromInput: typeof policyForget !== "string" && !!s.cls.forget,
+              ...keepForget,
+            };
             return {
               kind: "background_job",
               idempotencyKey: `memory.extract:${e.turnId}`,

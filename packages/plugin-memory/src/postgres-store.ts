@@ -13,7 +13,17 @@ import type { PgQuery, PostgresTarget } from "@keel/store-postgres";
 import { ftsTokens, variantPrefix } from "./fts-tokens.ts";
 import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET, searchRanges } from "./memory-input.ts";
 import { MISS_QUERY_CHARS } from "./sqlite-store.ts";
-import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
+import type {
+  ListQuery,
+  Memory,
+  MemoryInput,
+  MemoryScope,
+  MemoryStore,
+  MissRecord,
+  SearchHit,
+  SearchQuery,
+  WriteResult,
+} from "./types.ts";
 
 /** Index statistics written by other instances are picked up within this time. */
 const STATS_TTL_MS = 30_000;
@@ -62,7 +72,8 @@ export const MEMORY_MIGRATIONS: readonly string[] = [
 registerMigrations("memory", MEMORY_MIGRATIONS);
 
 const ACTIVE = "superseded_by IS NULL AND forgotten_at IS NULL";
-const COLUMNS = "id, namespace, scope, key, category, content, importance, confidence, source_session, source_turn, source_via, occurred_at, created_at, updated_at, superseded_by, forgotten_at, forget_reason";
+const COLUMNS =
+  "id, namespace, scope, key, category, content, importance, confidence, source_session, source_turn, source_via, occurred_at, created_at, updated_at, superseded_by, forgotten_at, forget_reason";
 
 type Row = Record<string, unknown>;
 
@@ -99,11 +110,21 @@ function lexeme(t: string): string {
 }
 
 /** The tsvector text of a memory (columns as weights A–D, FTS5 token positions) and its token count. */
-export function memoryVector(content: string, key: string, category: string, context: string): { tsv: string; doclen: number } {
+export function memoryVector(
+  content: string,
+  key: string,
+  category: string,
+  context: string,
+): { tsv: string; doclen: number } {
   const positions = new Map<string, string[]>();
   let pos = 0;
   let bytes = 0;
-  for (const [text, weight] of [[content, "A"], [key, "B"], [category, "C"], [context, "D"]] as const) {
+  for (const [text, weight] of [
+    [content, "A"],
+    [key, "B"],
+    [category, "C"],
+    [context, "D"],
+  ] as const) {
     for (const t of ftsTokens(text)) {
       pos++;
       if (pos > MAX_POS) continue;
@@ -115,7 +136,7 @@ export function memoryVector(content: string, key: string, category: string, con
         bytes += size;
         positions.set(t, (list = []));
       }
-      if (list.length < 255) (list.push(`${pos}${weight}`), (bytes += 2));
+      if (list.length < 255) list.push(`${pos}${weight}`), (bytes += 2);
     }
   }
   return { tsv: [...positions].map(([t, p]) => `${lexeme(t)}:${p.join(",")}`).join(" "), doclen: pos };
@@ -131,9 +152,12 @@ type PgTerm = string | { prefix: string };
 
 /** A tsquery matching any term (`only`: in that weight only). */
 function anyOf(tokens: readonly PgTerm[], only?: string): string {
-  return tokens.map((t) => (typeof t === "string" ? `${lexeme(t)}${only ? `:${only}` : ""}` : `${lexeme(t.prefix)}:*${only ?? ""}`)).join(" | ");
+  return tokens
+    .map((t) =>
+      typeof t === "string" ? `${lexeme(t)}${only ? `:${only}` : ""}` : `${lexeme(t.prefix)}:*${only ?? ""}`,
+    )
+    .join(" | ");
 }
-
 
 /**
  * A MemoryStore on PostgreSQL.
@@ -165,13 +189,21 @@ export class PostgresMemoryStore implements MemoryStore {
     const { namespace: ns, content, scope, importance, confidence, key, category, at } = checkInput(input);
     // One writer per namespace at a time, across instances: dedupe, positions and supersession stay consistent.
     await q("SELECT pg_advisory_xact_lock(hashtextextended($1, 4242))", [`keel-memory:${ns}`]);
-    const same = await q(`SELECT ${COLUMNS} FROM {s}.keel_memories WHERE namespace = $1 AND md5(content) = md5($2) AND content = $2 AND scope = $3 AND key IS NOT DISTINCT FROM $4 AND ${ACTIVE} LIMIT 1`, [ns, content, scope, key]);
+    const same = await q(
+      `SELECT ${COLUMNS} FROM {s}.keel_memories WHERE namespace = $1 AND md5(content) = md5($2) AND content = $2 AND scope = $3 AND key IS NOT DISTINCT FROM $4 AND ${ACTIVE} LIMIT 1`,
+      [ns, content, scope, key],
+    );
     if (same[0]) return { memory: toMemory(same[0]), superseded: [], duplicate: true };
     const src = input.source ?? {};
     let seq: number | null = null;
     let context = "";
     if (src.sessionId !== undefined) {
-      const prev = (await q(`SELECT seq, content FROM {s}.keel_memories WHERE namespace = $1 AND source_session = $2 ORDER BY seq DESC NULLS LAST LIMIT 1`, [ns, src.sessionId]))[0];
+      const prev = (
+        await q(
+          `SELECT seq, content FROM {s}.keel_memories WHERE namespace = $1 AND source_session = $2 ORDER BY seq DESC NULLS LAST LIMIT 1`,
+          [ns, src.sessionId],
+        )
+      )[0];
       seq = (prev ? num(prev.seq) : 0) + 1;
       context = prev ? headOf(String(prev.content), CONTEXT_CHARS) : "";
     }
@@ -179,13 +211,33 @@ export class PostgresMemoryStore implements MemoryStore {
     const inserted = await q(
       `INSERT INTO {s}.keel_memories (namespace, scope, key, category, content, importance, confidence, source_session, source_turn, source_via, seq, context, occurred_at, created_at, updated_at, tsv, doclen)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15::tsvector, $16) RETURNING ${COLUMNS}`,
-      [ns, scope, key, category, content, importance, confidence, src.sessionId ?? null, src.turnId ?? null, src.via ?? null, seq, context, input.occurredAt ?? at, at, tsv, doclen],
+      [
+        ns,
+        scope,
+        key,
+        category,
+        content,
+        importance,
+        confidence,
+        src.sessionId ?? null,
+        src.turnId ?? null,
+        src.via ?? null,
+        seq,
+        context,
+        input.occurredAt ?? at,
+        at,
+        tsv,
+        doclen,
+      ],
     );
     const memory = toMemory(inserted[0]!);
     this.#dfWrites++;
     let superseded: number[] = [];
     if (key) {
-      const old = await q(`UPDATE {s}.keel_memories SET superseded_by = $1, updated_at = $2 WHERE namespace = $3 AND key = $4 AND scope = $5 AND id <> $1 AND ${ACTIVE} RETURNING id`, [memory.id, at, ns, key, scope]);
+      const old = await q(
+        `UPDATE {s}.keel_memories SET superseded_by = $1, updated_at = $2 WHERE namespace = $3 AND key = $4 AND scope = $5 AND id <> $1 AND ${ACTIVE} RETURNING id`,
+        [memory.id, at, ns, key, scope],
+      );
       superseded = old.map((r) => num(r.id)).sort((a, b) => a - b);
     }
     return { memory, superseded, duplicate: false };
@@ -207,38 +259,66 @@ export class PostgresMemoryStore implements MemoryStore {
   async writeExtraction(turnId: string, namespace: string, inputs: readonly MemoryInput[]): Promise<WriteResult[]> {
     return this.#db.tx("write extracted memories to", async (q) => {
       // Claim the turn first: a second instance extracting it waits here, then finds it taken.
-      const claimed = await q("INSERT INTO {s}.keel_memory_extractions (turn_id, namespace, at, facts) VALUES ($1, $2, $3, 0) ON CONFLICT (turn_id) DO NOTHING RETURNING turn_id", [turnId, namespace, Date.now()]);
+      const claimed = await q(
+        "INSERT INTO {s}.keel_memory_extractions (turn_id, namespace, at, facts) VALUES ($1, $2, $3, 0) ON CONFLICT (turn_id) DO NOTHING RETURNING turn_id",
+        [turnId, namespace, Date.now()],
+      );
       if (!claimed.length) return [];
       const out: WriteResult[] = [];
       for (const i of inputs) out.push(await this.#insert(q, i));
-      await q("UPDATE {s}.keel_memory_extractions SET facts = $2 WHERE turn_id = $1", [turnId, out.filter((r) => !r.duplicate).length]);
+      await q("UPDATE {s}.keel_memory_extractions SET facts = $2 WHERE turn_id = $1", [
+        turnId,
+        out.filter((r) => !r.duplicate).length,
+      ]);
       return out;
     });
   }
 
   async isExtracted(turnId: string): Promise<boolean> {
-    return (await this.#db.query("read extractions in", "SELECT 1 FROM {s}.keel_memory_extractions WHERE turn_id = $1", [turnId])).length > 0;
+    return (
+      (
+        await this.#db.query("read extractions in", "SELECT 1 FROM {s}.keel_memory_extractions WHERE turn_id = $1", [
+          turnId,
+        ])
+      ).length > 0
+    );
   }
 
   async get(namespace: string, id: number): Promise<Memory | undefined> {
     if (!Number.isSafeInteger(id) || id < 1 || id > 2_147_483_647) return undefined;
-    const r = await this.#db.query("read a memory in", `SELECT ${COLUMNS} FROM {s}.keel_memories WHERE namespace = $1 AND id = $2`, [namespace, id]);
+    const r = await this.#db.query(
+      "read a memory in",
+      `SELECT ${COLUMNS} FROM {s}.keel_memories WHERE namespace = $1 AND id = $2`,
+      [namespace, id],
+    );
     return r[0] ? toMemory(r[0]) : undefined;
   }
 
   async byKey(namespace: string, key: string): Promise<Memory[]> {
-    return (await this.#db.query("read memories by key in", `SELECT ${COLUMNS} FROM {s}.keel_memories WHERE namespace = $1 AND key = $2 AND ${ACTIVE} ORDER BY id DESC`, [namespace, key])).map(toMemory);
+    return (
+      await this.#db.query(
+        "read memories by key in",
+        `SELECT ${COLUMNS} FROM {s}.keel_memories WHERE namespace = $1 AND key = $2 AND ${ACTIVE} ORDER BY id DESC`,
+        [namespace, key],
+      )
+    ).map(toMemory);
   }
 
   async list(lq: ListQuery): Promise<Memory[]> {
     const where = ["namespace = $1"];
     const args: Array<string | number> = [lq.namespace];
     if (!lq.includeInactive) where.push(ACTIVE);
-    if (lq.scope) (args.push(lq.scope), where.push(`scope = $${args.length}`));
-    if (lq.category) (args.push(lq.category), where.push(`category = $${args.length}`));
-    if (lq.key) (args.push(lq.key), where.push(`key = $${args.length}`));
+    if (lq.scope) args.push(lq.scope), where.push(`scope = $${args.length}`);
+    if (lq.category) args.push(lq.category), where.push(`category = $${args.length}`);
+    if (lq.key) args.push(lq.key), where.push(`key = $${args.length}`);
     args.push(Math.max(1, Math.min(lq.limit ?? 50, 10_000)), Math.max(0, lq.offset ?? 0));
-    return (await this.#db.query("list memories in", `SELECT ${COLUMNS} FROM {s}.keel_memories WHERE ${where.join(" AND ")} ORDER BY id DESC LIMIT $${args.length - 1} OFFSET $${args.length}`, args)).map(toMemory);
+    return (
+      await this.#db.query(
+        "list memories in",
+        `SELECT ${COLUMNS} FROM {s}.keel_memories WHERE ${where.join(" AND ")} ORDER BY id DESC LIMIT $${args.length - 1} OFFSET $${args.length}`,
+        args,
+      )
+    ).map(toMemory);
   }
 
   async search(sq: SearchQuery): Promise<SearchHit[]> {
@@ -248,7 +328,10 @@ export class PostgresMemoryStore implements MemoryStore {
     const w = sq.plain ? [1, 0, 0, 0] : [1, 2, 0.5, 1];
     const stats = await this.#statistics();
     if (!stats.n) return [];
-    const tokens = await this.#bounded(await this.#variants(sq.namespace, sq.terms, all, only ? 0 : (sq.variants ?? 0)), only);
+    const tokens = await this.#bounded(
+      await this.#variants(sq.namespace, sq.terms, all, only ? 0 : (sq.variants ?? 0)),
+      only,
+    );
     const idfs: number[] = [];
     for (const t of tokens) {
       // FTS5's idf; counts cached at different moments (other instances write meanwhile) never make N < hits.
@@ -287,7 +370,11 @@ export class PostgresMemoryStore implements MemoryStore {
     );
     if (!rows.length) return [];
     const ids = rows.map((r) => num(r.id));
-    const full = await this.#db.query("read memories in", `SELECT ${COLUMNS} FROM {s}.keel_memories WHERE id = ANY($1::int[])`, [ids]);
+    const full = await this.#db.query(
+      "read memories in",
+      `SELECT ${COLUMNS} FROM {s}.keel_memories WHERE id = ANY($1::int[])`,
+      [ids],
+    );
     const byId = new Map(full.map((r) => [num(r.id), r]));
     return rows.flatMap((r) => {
       const m = byId.get(num(r.id));
@@ -296,14 +383,22 @@ export class PostgresMemoryStore implements MemoryStore {
   }
 
   /** As the SQLite store: a word of one token that no memory of the namespace holds is searched by its variant prefix. */
-  async #variants(namespace: string, words: readonly string[], tokens: readonly string[], letters: number): Promise<PgTerm[]> {
+  async #variants(
+    namespace: string,
+    words: readonly string[],
+    tokens: readonly string[],
+    letters: number,
+  ): Promise<PgTerm[]> {
     if (!letters) return [...tokens];
     const prefixOf = new Map<string, string>();
     for (const word of words) {
       const own = ftsTokens(word);
       // Only a token the query keeps (an overlong one is no lexeme PostgreSQL accepts in a tsquery).
       if (own.length !== 1 || prefixOf.has(own[0]!) || !tokens.includes(own[0]!)) continue;
-      const p = (await this.#docFreq(own[0]!)) === 0 || !(await this.#heldIn(namespace, own[0]!)) ? variantPrefix(word, letters) : undefined;
+      const p =
+        (await this.#docFreq(own[0]!)) === 0 || !(await this.#heldIn(namespace, own[0]!))
+          ? variantPrefix(word, letters)
+          : undefined;
       if (p) prefixOf.set(own[0]!, p);
     }
     return tokens.map((t) => (prefixOf.has(t) ? { prefix: prefixOf.get(t)! } : t));
@@ -317,7 +412,14 @@ export class PostgresMemoryStore implements MemoryStore {
   async #heldIn(namespace: string, token: string): Promise<boolean> {
     const key = `\u0001${namespace}\u0001${token}`;
     if (this.#df.has(key)) return true;
-    const held = (await this.#db.query("look up a word in", `SELECT 1 AS x FROM {s}.keel_memories WHERE tsv @@ $1::tsquery AND namespace = $2 AND ${ACTIVE} LIMIT 1`, [anyOf([token]), namespace])).length > 0;
+    const held =
+      (
+        await this.#db.query(
+          "look up a word in",
+          `SELECT 1 AS x FROM {s}.keel_memories WHERE tsv @@ $1::tsquery AND namespace = $2 AND ${ACTIVE} LIMIT 1`,
+          [anyOf([token]), namespace],
+        )
+      ).length > 0;
     if (held) this.#df.set(key, 1);
     return held;
   }
@@ -326,11 +428,17 @@ export class PostgresMemoryStore implements MemoryStore {
   async #statistics(): Promise<{ n: number; avgdl: number; at: number }> {
     const now = Date.now();
     // An empty index is never cached: another instance may write the first memories any moment.
-    if (this.#stats && this.#stats.n > 0 && now - this.#stats.at < STATS_TTL_MS && this.#dfWrites < DF_REFRESH_WRITES) return this.#stats;
+    if (this.#stats && this.#stats.n > 0 && now - this.#stats.at < STATS_TTL_MS && this.#dfWrites < DF_REFRESH_WRITES)
+      return this.#stats;
     // Term counts are refreshed with the statistics, so idf and N agree.
     this.#df.clear();
     this.#dfWrites = 0;
-    const r = (await this.#db.query("read index statistics in", `SELECT count(*) AS n, coalesce(sum(doclen), 0) AS tokens FROM {s}.keel_memories WHERE ${ACTIVE}`))[0]!;
+    const r = (
+      await this.#db.query(
+        "read index statistics in",
+        `SELECT count(*) AS n, coalesce(sum(doclen), 0) AS tokens FROM {s}.keel_memories WHERE ${ACTIVE}`,
+      )
+    )[0]!;
     const n = num(r.n);
     return (this.#stats = { n, avgdl: n ? Math.max(num(r.tokens) / n, 1e-9) : 1, at: now });
   }
@@ -339,7 +447,11 @@ export class PostgresMemoryStore implements MemoryStore {
     const cacheKey = typeof token === "string" ? `${only ?? ""}:${token}` : `${only ?? ""}*${token.prefix}`;
     const known = this.#df.get(cacheKey);
     if (known !== undefined) return known;
-    const r = await this.#db.query("count matches in", `SELECT count(*) AS n FROM {s}.keel_memories WHERE tsv @@ $1::tsquery AND ${ACTIVE}`, [anyOf([token], only)]);
+    const r = await this.#db.query(
+      "count matches in",
+      `SELECT count(*) AS n FROM {s}.keel_memories WHERE tsv @@ $1::tsquery AND ${ACTIVE}`,
+      [anyOf([token], only)],
+    );
     const n = num(r[0]!.n);
     if (n > 0) this.#df.set(cacheKey, n); // a term no memory has yet may be written by another instance next
     return n;
@@ -380,29 +492,70 @@ export class PostgresMemoryStore implements MemoryStore {
   async forget(namespace: string, id: number, reason?: string): Promise<Memory | undefined> {
     if (!Number.isSafeInteger(id) || id < 1 || id > 2_147_483_647) return undefined;
     const now = Date.now();
-    const r = await this.#db.query("forget a memory in", `UPDATE {s}.keel_memories SET forgotten_at = $1, forget_reason = $2, updated_at = $1 WHERE namespace = $3 AND id = $4 AND ${ACTIVE} RETURNING ${COLUMNS}`, [now, reason ?? null, namespace, id]);
+    const r = await this.#db.query(
+      "forget a memory in",
+      `UPDATE {s}.keel_memories SET forgotten_at = $1, forget_reason = $2, updated_at = $1 WHERE namespace = $3 AND id = $4 AND ${ACTIVE} RETURNING ${COLUMNS}`,
+      [now, reason ?? null, namespace, id],
+    );
     return r[0] ? toMemory(r[0]) : undefined;
   }
 
   async history(namespace: string, key: string): Promise<Memory[]> {
-    return (await this.#db.query("read a key's history in", `SELECT ${COLUMNS} FROM {s}.keel_memories WHERE namespace = $1 AND key = $2 ORDER BY id`, [namespace, key])).map(toMemory);
+    return (
+      await this.#db.query(
+        "read a key's history in",
+        `SELECT ${COLUMNS} FROM {s}.keel_memories WHERE namespace = $1 AND key = $2 ORDER BY id`,
+        [namespace, key],
+      )
+    ).map(toMemory);
   }
 
   async logMiss(miss: { namespace: string; query: string; sessionId?: string; turnId?: string }): Promise<void> {
-    await this.#db.query("log a recall miss in", "INSERT INTO {s}.keel_memory_misses (namespace, query, at, session_id, turn_id) VALUES ($1, $2, $3, $4, $5)", [miss.namespace, headOf(redact(miss.query), MISS_QUERY_CHARS), Date.now(), miss.sessionId ?? null, miss.turnId ?? null]);
+    await this.#db.query(
+      "log a recall miss in",
+      "INSERT INTO {s}.keel_memory_misses (namespace, query, at, session_id, turn_id) VALUES ($1, $2, $3, $4, $5)",
+      [
+        miss.namespace,
+        headOf(redact(miss.query), MISS_QUERY_CHARS),
+        Date.now(),
+        miss.sessionId ?? null,
+        miss.turnId ?? null,
+      ],
+    );
   }
 
   async misses(namespace?: string, limit = 100): Promise<MissRecord[]> {
-    const rows = namespace === undefined
-      ? await this.#db.query("read the miss log in", "SELECT * FROM {s}.keel_memory_misses ORDER BY id DESC LIMIT $1", [limit])
-      : await this.#db.query("read the miss log in", "SELECT * FROM {s}.keel_memory_misses WHERE namespace = $1 ORDER BY id DESC LIMIT $2", [namespace, limit]);
-    return rows.map((r) => ({ id: num(r.id), namespace: String(r.namespace), query: String(r.query), at: num(r.at), sessionId: (r.session_id as string | null) ?? null, turnId: (r.turn_id as string | null) ?? null }));
+    const rows =
+      namespace === undefined
+        ? await this.#db.query(
+            "read the miss log in",
+            "SELECT * FROM {s}.keel_memory_misses ORDER BY id DESC LIMIT $1",
+            [limit],
+          )
+        : await this.#db.query(
+            "read the miss log in",
+            "SELECT * FROM {s}.keel_memory_misses WHERE namespace = $1 ORDER BY id DESC LIMIT $2",
+            [namespace, limit],
+          );
+    return rows.map((r) => ({
+      id: num(r.id),
+      namespace: String(r.namespace),
+      query: String(r.query),
+      at: num(r.at),
+      sessionId: (r.session_id as string | null) ?? null,
+      turnId: (r.turn_id as string | null) ?? null,
+    }));
   }
 
   async count(namespace?: string): Promise<number> {
-    const r = namespace === undefined
-      ? await this.#db.query("count memories in", `SELECT count(*) AS n FROM {s}.keel_memories WHERE ${ACTIVE}`)
-      : await this.#db.query("count memories in", `SELECT count(*) AS n FROM {s}.keel_memories WHERE namespace = $1 AND ${ACTIVE}`, [namespace]);
+    const r =
+      namespace === undefined
+        ? await this.#db.query("count memories in", `SELECT count(*) AS n FROM {s}.keel_memories WHERE ${ACTIVE}`)
+        : await this.#db.query(
+            "count memories in",
+            `SELECT count(*) AS n FROM {s}.keel_memories WHERE namespace = $1 AND ${ACTIVE}`,
+            [namespace],
+          );
     return num(r[0]!.n);
   }
 

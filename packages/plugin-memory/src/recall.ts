@@ -54,7 +54,28 @@ export interface RelevanceTuning {
   eventDates: boolean;
 }
 
-export const DEFAULT_TUNING: RelevanceTuning = { candidates: 60, neighbourWeight: 0.35, neighbourSpan: 3, feedbackWeight: 0, dateBonus: 2, speakerBonus: 0, questionFactor: 1, sessionWeight: 0.2, seeds: 6, neighbourDecay: 0.5, answerWeight: 0.8, priorWeight: 1, timeBoost: 1, timeNeighbour: 1, eventDates: true, speakerBoost: 1.5, dateBoost: 2, frameWords: true, dateCandidates: 40, variants: 5 };
+export const DEFAULT_TUNING: RelevanceTuning = {
+  candidates: 60,
+  neighbourWeight: 0.35,
+  neighbourSpan: 3,
+  feedbackWeight: 0,
+  dateBonus: 2,
+  speakerBonus: 0,
+  questionFactor: 1,
+  sessionWeight: 0.2,
+  seeds: 6,
+  neighbourDecay: 0.5,
+  answerWeight: 0.8,
+  priorWeight: 1,
+  timeBoost: 1,
+  timeNeighbour: 1,
+  eventDates: true,
+  speakerBoost: 1.5,
+  dateBoost: 2,
+  frameWords: true,
+  dateCandidates: 40,
+  variants: 5,
+};
 
 /** A recall request. Contract: `namespace` is the only namespace read. */
 export interface RecallRequest {
@@ -91,7 +112,10 @@ export interface Recalled {
 const DAY = 86_400_000;
 
 /** The MECHANICS prior of a memory for a query (everything but the backend score). */
-export function prior(m: Memory, q: { terms: ReadonlySet<string>; category?: string; primaryScope: MemoryScope; now: number }): number {
+export function prior(
+  m: Memory,
+  q: { terms: ReadonlySet<string>; category?: string; primaryScope: MemoryScope; now: number },
+): number {
   let s = 0;
   if (m.key) {
     const words = queryTerms(m.key);
@@ -120,8 +144,14 @@ function isQuestion(content: string): boolean {
 /** Expansion terms from the top hits: content words shared by at least two of them. */
 function feedbackTerms(top: readonly SearchHit[], exclude: ReadonlySet<string>, max: number): string[] {
   const df = new Map<string, number>();
-  for (const h of top) for (const t of new Set(queryTerms(h.memory.content, 64))) if (!exclude.has(t) && !/^\d+$/.test(t)) df.set(t, (df.get(t) ?? 0) + 1);
-  return [...df].filter(([, n]) => n >= 2).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, max).map(([t]) => t);
+  for (const h of top)
+    for (const t of new Set(queryTerms(h.memory.content, 64)))
+      if (!exclude.has(t) && !/^\d+$/.test(t)) df.set(t, (df.get(t) ?? 0) + 1);
+  return [...df]
+    .filter(([, n]) => n >= 2)
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+    .slice(0, max)
+    .map(([t]) => t);
 }
 
 /**
@@ -135,17 +165,30 @@ export async function recall(store: MemoryStore, req: RecallRequest): Promise<Re
   const maxChars = req.maxChars ?? 4000;
   const itemChars = req.itemChars ?? 500;
   const now = req.now ?? Date.now();
-  const terms = req.mode === "bm25" ? termsOf(req.query, { stopwords: false, stem: false, minLength: 1 }) : queryTerms(req.query).filter((w) => !t.frameWords || !isFrameWord(w));
+  const terms =
+    req.mode === "bm25"
+      ? termsOf(req.query, { stopwords: false, stem: false, minLength: 1 })
+      : queryTerms(req.query).filter((w) => !t.frameWords || !isFrameWord(w));
   if (!terms.length) return [];
-  const base = { namespace: req.namespace, terms, limit: req.mode === "bm25" ? limit * 4 : t.candidates, ...(req.mode === "bm25" ? { plain: true } : t.variants > 0 ? { variants: t.variants } : {}), ...(req.scopes ? { scopes: req.scopes } : {}) };
+  const base = {
+    namespace: req.namespace,
+    terms,
+    limit: req.mode === "bm25" ? limit * 4 : t.candidates,
+    ...(req.mode === "bm25" ? { plain: true } : t.variants > 0 ? { variants: t.variants } : {}),
+    ...(req.scopes ? { scopes: req.scopes } : {}),
+  };
   const hits = await store.search(base);
-  const windows = req.mode !== "bm25" && (t.dateBonus > 0 || t.dateBoost > 0) ? dateWindows(req.query, now).filter((w) => Number.isFinite(w.start) && Number.isFinite(w.end)) : [];
+  const windows =
+    req.mode !== "bm25" && (t.dateBonus > 0 || t.dateBoost > 0)
+      ? dateWindows(req.query, now).filter((w) => Number.isFinite(w.start) && Number.isFinite(w.end))
+      : [];
   if (windows.length && t.dateCandidates > 0) {
     // Candidates from inside the named windows, widened by what a memory's own words may point to
     // (a memory up to 45 days later may say "last month", up to 10 days earlier "next week").
     const seen = new Set(hits.map((h) => h.memory.id));
     const within = windows.slice(0, 12).map((w) => ({ start: w.start - 10 * DAY, end: w.end + 45 * DAY }));
-    for (const h of await store.search({ ...base, limit: t.dateCandidates, within })) if (!seen.has(h.memory.id)) (seen.add(h.memory.id), hits.push(h));
+    for (const h of await store.search({ ...base, limit: t.dateCandidates, within }))
+      if (!seen.has(h.memory.id)) seen.add(h.memory.id), hits.push(h);
   }
   let ranked: Array<{ memory: Memory; relevance: number; score: number }>;
   if (req.mode === "bm25") {
@@ -173,17 +216,23 @@ export async function recall(store: MemoryStore, req: RecallRequest): Promise<Re
       if (sp && named.has(sp)) r.relevance = r.relevance * (1 + t.speakerBoost) + t.speakerBonus;
     }
     const asksWhen = isWhenQuestion(req.query);
-    if (asksWhen && t.timeBoost > 0) for (const r of rel.values()) if (hasTimeExpression(r.memory.content)) r.relevance *= 1 + t.timeBoost;
+    if (asksWhen && t.timeBoost > 0)
+      for (const r of rel.values()) if (hasTimeExpression(r.memory.content)) r.relevance *= 1 + t.timeBoost;
     if (windows.length)
       for (const r of rel.values()) {
         const span = t.eventDates ? eventSpan(r.memory.content) : { back: 0, fwd: 0 };
         const from = r.memory.occurredAt - span.back * DAY;
         const to = r.memory.occurredAt + span.fwd * DAY;
-        if (windows.some((w) => to >= w.start && from < w.end)) r.relevance = r.relevance * (1 + t.dateBoost) + t.dateBonus;
+        if (windows.some((w) => to >= w.start && from < w.end))
+          r.relevance = r.relevance * (1 + t.dateBoost) + t.dateBonus;
       }
     if (t.neighbourWeight > 0 && hits.length) {
       const seeds = [...rel.values()].sort((a, b) => b.relevance - a.relevance).slice(0, t.seeds);
-      const near = await store.neighbours(req.namespace, seeds.map((s) => s.memory), t.neighbourSpan);
+      const near = await store.neighbours(
+        req.namespace,
+        seeds.map((s) => s.memory),
+        t.neighbourSpan,
+      );
       const lift = new Map<number, { memory: Memory; add: number }>();
       for (const s of seeds) {
         const asks = isQuestion(s.memory.content);
@@ -192,7 +241,9 @@ export async function recall(store: MemoryStore, req: RecallRequest): Promise<Re
         const pos = at < 0 ? list.length : at;
         for (const [i, n] of list.entries()) {
           const dist = i < pos ? pos - i : i - pos + 1;
-          const w = (asks && n.id > s.memory.id ? Math.max(t.neighbourWeight, t.answerWeight) : t.neighbourWeight) * (asksWhen ? t.timeNeighbour : 1);
+          const w =
+            (asks && n.id > s.memory.id ? Math.max(t.neighbourWeight, t.answerWeight) : t.neighbourWeight) *
+            (asksWhen ? t.timeNeighbour : 1);
           const add = (w * s.relevance) / (1 + t.neighbourDecay * (dist - 1));
           const cur = lift.get(n.id);
           if (!cur || cur.add < add) lift.set(n.id, { memory: n, add });
@@ -215,8 +266,14 @@ export async function recall(store: MemoryStore, req: RecallRequest): Promise<Re
         if (sid !== undefined) r.relevance += t.sessionWeight * (best.get(sid) ?? 0);
       }
     }
-    if (t.questionFactor !== 1) for (const r of rel.values()) if (isQuestion(r.memory.content)) r.relevance *= t.questionFactor;
-    const q = { terms: new Set(terms), primaryScope: req.primaryScope ?? "user", now, ...(req.category ? { category: req.category } : {}) };
+    if (t.questionFactor !== 1)
+      for (const r of rel.values()) if (isQuestion(r.memory.content)) r.relevance *= t.questionFactor;
+    const q = {
+      terms: new Set(terms),
+      primaryScope: req.primaryScope ?? "user",
+      now,
+      ...(req.category ? { category: req.category } : {}),
+    };
     ranked = [...rel.values()].map((r) => ({ ...r, score: r.relevance + t.priorWeight * prior(r.memory, q) }));
   }
   ranked.sort((a, b) => b.score - a.score || b.memory.id - a.memory.id);

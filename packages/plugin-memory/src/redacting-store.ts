@@ -3,7 +3,12 @@ import { redact, redactValue } from "@keel/secrets";
 import type { MemoryInput, MemoryStore } from "./types.ts";
 
 function clean(i: MemoryInput): MemoryInput {
-  return { ...i, content: typeof i.content === "string" ? redact(i.content) : i.content, ...(typeof i.key === "string" ? { key: redactValue(i.key) } : {}), ...(typeof i.category === "string" ? { category: redactValue(i.category) } : {}) };
+  return {
+    ...i,
+    content: typeof i.content === "string" ? redact(i.content) : i.content,
+    ...(typeof i.key === "string" ? { key: redactValue(i.key) } : {}),
+    ...(typeof i.category === "string" ? { category: redactValue(i.category) } : {}),
+  };
 }
 
 /**
@@ -17,8 +22,11 @@ export function redactingStore(store: MemoryStore): MemoryStore {
       const v = Reflect.get(target, prop, receiver) as unknown;
       if (typeof v !== "function") return v;
       if (prop === "write") return (i: MemoryInput) => target.write(clean(i));
-      if (prop === "writeExtraction") return (turnId: string, ns: string, inputs: readonly MemoryInput[]) => target.writeExtraction(turnId, ns, inputs.map(clean));
-      if (prop === "logMiss") return (m: Parameters<MemoryStore["logMiss"]>[0]) => target.logMiss({ ...m, query: redact(m.query) });
+      if (prop === "writeExtraction")
+        return (turnId: string, ns: string, inputs: readonly MemoryInput[]) =>
+          target.writeExtraction(turnId, ns, inputs.map(clean));
+      if (prop === "logMiss")
+        return (m: Parameters<MemoryStore["logMiss"]>[0]) => target.logMiss({ ...m, query: redact(m.query) });
       return (v as (...a: unknown[]) => unknown).bind(target);
     },
   });

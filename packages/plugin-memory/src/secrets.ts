@@ -22,6 +22,11 @@ export function redactSecrets(text: string): { text: string; kinds: string[] } {
 
 /** True when nothing but placeholders, labels and punctuation is left after redaction. */
 export function onlySecret(redacted: string): boolean {
-  const rest = redacted.replace(/\[REDACTED:[a-z0-9_]+\]/g, " ").replace(/\b(?:my|the|is|was|password|passwd|pwd|token|api|key|secret|access|auth|bearer|pin|for|remember|that|this|it|here|use|and|with|aws|github|slack|openai|anthropic)\b/gi, " ");
+  const rest = redacted
+    .replace(/\[REDACTED:[a-z0-9_]+\]/g, " ")
+    .replace(
+      /\b(?:my|the|is|was|password|passwd|pwd|token|api|key|secret|access|auth|bearer|pin|for|remember|that|this|it|here|use|and|with|aws|github|slack|openai|anthropic)\b/gi,
+      " ",
+    );
   return !/[\p{L}\p{N}]{3,}/u.test(rest);
 }

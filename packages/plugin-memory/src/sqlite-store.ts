@@ -9,7 +9,17 @@ import { openSqlite } from "@keel/store-sqlite";
 import { headOf } from "@keel/text";
 import { redact, redactValue } from "@keel/secrets";
 import { CONTEXT_CHARS, checkInput, DF_REFRESH_WRITES, SCORE_BUDGET, searchRanges } from "./memory-input.ts";
-import type { ListQuery, Memory, MemoryInput, MemoryScope, MemoryStore, MissRecord, SearchHit, SearchQuery, WriteResult } from "./types.ts";
+import type {
+  ListQuery,
+  Memory,
+  MemoryInput,
+  MemoryScope,
+  MemoryStore,
+  MissRecord,
+  SearchHit,
+  SearchQuery,
+  WriteResult,
+} from "./types.ts";
 import { variantPrefix } from "./fts-tokens.ts";
 
 /** BM25 weight of the context column (the memory's own text weighs 1). */
@@ -26,8 +36,17 @@ function scrubSecrets(db: DatabaseSync): void {
   // Overwritten text must not survive in freed pages.
   db.exec("PRAGMA secure_delete = ON");
   const mem = db.prepare("UPDATE memories SET content = ?, key = ?, category = ? WHERE id = ?");
-  for (const r of db.prepare("SELECT id, content, key, category FROM memories").all() as Array<{ id: number; content: string; key: string | null; category: string | null }>) {
-    const [content, key, category] = [redact(r.content), r.key === null ? null : redactValue(r.key), r.category === null ? null : redactValue(r.category)];
+  for (const r of db.prepare("SELECT id, content, key, category FROM memories").all() as Array<{
+    id: number;
+    content: string;
+    key: string | null;
+    category: string | null;
+  }>) {
+    const [content, key, category] = [
+      redact(r.content),
+      r.key === null ? null : redactValue(r.key),
+      r.category === null ? null : redactValue(r.category),
+    ];
     if (content !== r.content || key !== r.key || category !== r.category) mem.run(content, key, category, r.id);
   }
   const miss = db.prepare("UPDATE misses SET query = ? WHERE id = ?");
@@ -113,7 +132,25 @@ interface Row {
 }
 
 /** The columns a Memory is read from, in order (the index-only context and seq are never read back). */
-const MEMORY_COLUMNS = ["id", "namespace", "scope", "key", "category", "content", "importance", "confidence", "source_session", "source_turn", "source_via", "occurred_at", "created_at", "updated_at", "superseded_by", "forgotten_at", "forget_reason"] as const;
+const MEMORY_COLUMNS = [
+  "id",
+  "namespace",
+  "scope",
+  "key",
+  "category",
+  "content",
+  "importance",
+  "confidence",
+  "source_session",
+  "source_turn",
+  "source_via",
+  "occurred_at",
+  "created_at",
+  "updated_at",
+  "superseded_by",
+  "forgotten_at",
+  "forget_reason",
+] as const;
 const SELECT_MEMORY = MEMORY_COLUMNS.map((c) => `m.${c}`).join(", ");
 
 /** A row read as an array of MEMORY_COLUMNS (then any extra columns) as a Row. */
@@ -152,9 +189,10 @@ type FtsTerm = string | { prefix: string };
 
 /** An FTS5 query matching any of `terms` (each quoted, so user text is never FTS syntax; a prefix is followed by `*`). */
 export function ftsAnyOf(terms: readonly FtsTerm[]): string {
-  return terms.map((t) => (typeof t === "string" ? `"${t.replace(/"/g, '""')}"` : `"${t.prefix.replace(/"/g, '""')}"*`)).join(" OR ");
+  return terms
+    .map((t) => (typeof t === "string" ? `"${t.replace(/"/g, '""')}"` : `"${t.prefix.replace(/"/g, '""')}"*`))
+    .join(" OR ");
 }
-
 
 /**
  * A MemoryStore in one SQLite file.
@@ -185,7 +223,12 @@ export class SqliteMemoryStore implements MemoryStore {
         },
       });
     } catch (err) {
-      throw new KeelError("KEEL_MEMORY_STORE_FAILED", `Opening ${this.path} failed: ${errorMessage(err)}.`, { path: this.path }, { cause: err });
+      throw new KeelError(
+        "KEEL_MEMORY_STORE_FAILED",
+        `Opening ${this.path} failed: ${errorMessage(err)}.`,
+        { path: this.path },
+        { cause: err },
+      );
     }
   }
 
@@ -196,7 +239,8 @@ export class SqliteMemoryStore implements MemoryStore {
     try {
       // Read again inside the write lock: another process may have migrated meanwhile.
       const version = current();
-      if (version > MIGRATIONS.length) throw new Error(`schema version ${version} is newer than this plugin (${MIGRATIONS.length})`);
+      if (version > MIGRATIONS.length)
+        throw new Error(`schema version ${version} is newer than this plugin (${MIGRATIONS.length})`);
       for (let v = version; v < MIGRATIONS.length; v++) {
         const step = MIGRATIONS[v]!;
         if (typeof step === "string") db.exec(step);
@@ -211,7 +255,8 @@ export class SqliteMemoryStore implements MemoryStore {
   }
 
   #stmt(sql: string): StatementSync {
-    if (this.#closed) throw new KeelError("KEEL_MEMORY_STORE_FAILED", `The memory store ${this.path} is closed.`, { path: this.path });
+    if (this.#closed)
+      throw new KeelError("KEEL_MEMORY_STORE_FAILED", `The memory store ${this.path} is closed.`, { path: this.path });
     let s = this.#stmts.get(sql);
     if (!s) {
       s = this.#db.prepare(sql);
@@ -255,7 +300,12 @@ export class SqliteMemoryStore implements MemoryStore {
       return fn();
     } catch (err) {
       if (err instanceof KeelError) throw err;
-      throw new KeelError("KEEL_MEMORY_STORE_FAILED", `${what} in ${this.path} failed: ${errorMessage(err)}.`, { path: this.path }, { cause: err });
+      throw new KeelError(
+        "KEEL_MEMORY_STORE_FAILED",
+        `${what} in ${this.path} failed: ${errorMessage(err)}.`,
+        { path: this.path },
+        { cause: err },
+      );
     }
   }
 
@@ -271,14 +321,33 @@ export class SqliteMemoryStore implements MemoryStore {
     const { lastInsertRowid } = this.#stmt(
       `INSERT INTO memories (namespace, scope, key, category, content, importance, confidence, source_session, source_turn, source_via, seq, context, occurred_at, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(input.namespace, scope, key, category, content, importance, confidence, src.sessionId ?? null, src.turnId ?? null, src.via ?? null, pos.seq, pos.context, input.occurredAt ?? at, at, at);
+    ).run(
+      input.namespace,
+      scope,
+      key,
+      category,
+      content,
+      importance,
+      confidence,
+      src.sessionId ?? null,
+      src.turnId ?? null,
+      src.via ?? null,
+      pos.seq,
+      pos.context,
+      input.occurredAt ?? at,
+      at,
+      at,
+    );
     const id = Number(lastInsertRowid);
     this.#dfWrites++;
     let superseded: number[] = [];
     if (key) {
-      const old = this.#stmt("SELECT id FROM memories WHERE namespace = ? AND key = ? AND scope = ? AND id != ? AND superseded_by IS NULL AND forgotten_at IS NULL").all(input.namespace, key, scope, id) as Array<{ id: number }>;
+      const old = this.#stmt(
+        "SELECT id FROM memories WHERE namespace = ? AND key = ? AND scope = ? AND id != ? AND superseded_by IS NULL AND forgotten_at IS NULL",
+      ).all(input.namespace, key, scope, id) as Array<{ id: number }>;
       superseded = old.map((r) => r.id);
-      for (const o of superseded) this.#stmt("UPDATE memories SET superseded_by = ?, updated_at = ? WHERE id = ?").run(id, at, o);
+      for (const o of superseded)
+        this.#stmt("UPDATE memories SET superseded_by = ?, updated_at = ? WHERE id = ?").run(id, at, o);
     }
     const row = this.#stmt("SELECT * FROM memories WHERE id = ?").get(id) as unknown as Row;
     return { memory: toMemory(row), superseded, duplicate: false };
@@ -287,7 +356,9 @@ export class SqliteMemoryStore implements MemoryStore {
   /** Position in the source session, and the previous memory's text as index-only context. */
   #position(namespace: string, session: string | undefined): { seq: number | null; context: string } {
     if (session === undefined) return { seq: null, context: "" };
-    const prev = this.#stmt("SELECT seq, content FROM memories WHERE namespace = ? AND source_session = ? ORDER BY seq DESC LIMIT 1").get(namespace, session) as { seq: number; content: string } | undefined;
+    const prev = this.#stmt(
+      "SELECT seq, content FROM memories WHERE namespace = ? AND source_session = ? ORDER BY seq DESC LIMIT 1",
+    ).get(namespace, session) as { seq: number; content: string } | undefined;
     return { seq: (prev?.seq ?? 0) + 1, context: prev ? headOf(prev.content, CONTEXT_CHARS) : "" };
   }
 
@@ -305,26 +376,40 @@ export class SqliteMemoryStore implements MemoryStore {
       this.#tx(() => {
         if (this.#stmt("SELECT 1 FROM extractions WHERE turn_id = ?").get(turnId)) return [];
         const out = inputs.map((i) => this.#insert(i));
-        this.#stmt("INSERT INTO extractions (turn_id, namespace, at, facts) VALUES (?, ?, ?, ?)").run(turnId, namespace, Date.now(), out.filter((r) => !r.duplicate).length);
+        this.#stmt("INSERT INTO extractions (turn_id, namespace, at, facts) VALUES (?, ?, ?, ?)").run(
+          turnId,
+          namespace,
+          Date.now(),
+          out.filter((r) => !r.duplicate).length,
+        );
         return out;
       }),
     );
   }
 
   isExtracted(turnId: string): boolean {
-    return this.#guard("Reading extractions", () => !!this.#stmt("SELECT 1 FROM extractions WHERE turn_id = ?").get(turnId));
+    return this.#guard(
+      "Reading extractions",
+      () => !!this.#stmt("SELECT 1 FROM extractions WHERE turn_id = ?").get(turnId),
+    );
   }
 
   get(namespace: string, id: number): Memory | undefined {
     return this.#guard("Reading a memory", () => {
-      const r = this.#stmt("SELECT * FROM memories WHERE namespace = ? AND id = ?").get(namespace, id) as Row | undefined;
+      const r = this.#stmt("SELECT * FROM memories WHERE namespace = ? AND id = ?").get(namespace, id) as
+        | Row
+        | undefined;
       return r ? toMemory(r) : undefined;
     });
   }
 
   byKey(namespace: string, key: string): Memory[] {
     return this.#guard("Reading memories by key", () =>
-      (this.#stmt("SELECT * FROM memories WHERE namespace = ? AND key = ? AND superseded_by IS NULL AND forgotten_at IS NULL ORDER BY id DESC").all(namespace, key) as unknown as Row[]).map(toMemory),
+      (
+        this.#stmt(
+          "SELECT * FROM memories WHERE namespace = ? AND key = ? AND superseded_by IS NULL AND forgotten_at IS NULL ORDER BY id DESC",
+        ).all(namespace, key) as unknown as Row[]
+      ).map(toMemory),
     );
   }
 
@@ -333,11 +418,15 @@ export class SqliteMemoryStore implements MemoryStore {
       const where = ["namespace = ?"];
       const args: Array<string | number> = [q.namespace];
       if (!q.includeInactive) where.push("superseded_by IS NULL AND forgotten_at IS NULL");
-      if (q.scope) (where.push("scope = ?"), args.push(q.scope));
-      if (q.category) (where.push("category = ?"), args.push(q.category));
-      if (q.key) (where.push("key = ?"), args.push(q.key));
+      if (q.scope) where.push("scope = ?"), args.push(q.scope);
+      if (q.category) where.push("category = ?"), args.push(q.category);
+      if (q.key) where.push("key = ?"), args.push(q.key);
       args.push(Math.max(1, Math.min(q.limit ?? 50, 10_000)), Math.max(0, q.offset ?? 0));
-      return (this.#stmt(`SELECT * FROM memories WHERE ${where.join(" AND ")} ORDER BY id DESC LIMIT ? OFFSET ?`).all(...args) as unknown as Row[]).map(toMemory);
+      return (
+        this.#stmt(`SELECT * FROM memories WHERE ${where.join(" AND ")} ORDER BY id DESC LIMIT ? OFFSET ?`).all(
+          ...args,
+        ) as unknown as Row[]
+      ).map(toMemory);
     });
   }
 
@@ -351,16 +440,33 @@ export class SqliteMemoryStore implements MemoryStore {
       const ranges = searchRanges(q.within);
       if (ranges && !ranges.length) return [];
       const asJson = !!ranges && ranges.length > 64;
-      const within = !ranges ? "" : asJson ? " AND EXISTS (SELECT 1 FROM json_each(?) w WHERE m.occurred_at >= w.value ->> 0 AND m.occurred_at < w.value ->> 1)" : ` AND (${ranges.map(() => "(m.occurred_at >= ? AND m.occurred_at < ?)").join(" OR ")})`;
+      const within = !ranges
+        ? ""
+        : asJson
+          ? " AND EXISTS (SELECT 1 FROM json_each(?) w WHERE m.occurred_at >= w.value ->> 0 AND m.occurred_at < w.value ->> 1)"
+          : ` AND (${ranges.map(() => "(m.occurred_at >= ? AND m.occurred_at < ?)").join(" OR ")})`;
       const w = q.plain ? "1.0, 0.0, 0.0, 0.0" : `1.0, 2.0, 0.5, ${CONTEXT_WEIGHT}`;
       const terms = q.plain ? q.terms : this.#bounded(q.terms, q.variants ?? 0, q.namespace);
       const match = q.plain ? `content : (${ftsAnyOf(terms)})` : ftsAnyOf(terms);
-      const args = [match, q.namespace, ...(q.scopes ?? []), ...(!ranges ? [] : asJson ? [JSON.stringify(ranges)] : ranges.flat()), q.limit];
+      const args = [
+        match,
+        q.namespace,
+        ...(q.scopes ?? []),
+        ...(!ranges ? [] : asJson ? [JSON.stringify(ranges)] : ranges.flat()),
+        q.limit,
+      ];
       // Rank ids only; read the full rows of the top ones.
-      const top = this.#stmt(`SELECT m.id AS id, -bm25(memories_fts, ${w}) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
-        WHERE memories_fts MATCH ? AND m.namespace = ?${scopes}${within} ORDER BY score DESC LIMIT ?`).all(...args) as Array<{ id: number; score: number }>;
+      const top =
+        this.#stmt(`SELECT m.id AS id, -bm25(memories_fts, ${w}) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
+        WHERE memories_fts MATCH ? AND m.namespace = ?${scopes}${within} ORDER BY score DESC LIMIT ?`).all(
+          ...args,
+        ) as Array<{ id: number; score: number }>;
       if (!top.length) return [];
-      const rows = this.#memoryRows(`SELECT ${SELECT_MEMORY} FROM json_each(?) j JOIN memories m ON m.id = j.value`, [], JSON.stringify(top.map((r) => r.id)));
+      const rows = this.#memoryRows(
+        `SELECT ${SELECT_MEMORY} FROM json_each(?) j JOIN memories m ON m.id = j.value`,
+        [],
+        JSON.stringify(top.map((r) => r.id)),
+      );
       const byId = new Map(rows.map((r) => [r.id, r]));
       return top.flatMap((t) => (byId.has(t.id) ? [{ memory: toMemory(byId.get(t.id)!), score: t.score }] : []));
     });
@@ -372,7 +478,7 @@ export class SqliteMemoryStore implements MemoryStore {
    * BM25 weight but cost a score per matching row.
    */
   #bounded(terms: readonly string[], variants: number, namespace: string): readonly FtsTerm[] {
-    if (this.#dfWrites >= DF_REFRESH_WRITES || this.#df.size > 50_000) (this.#df.clear(), (this.#dfWrites = 0));
+    if (this.#dfWrites >= DF_REFRESH_WRITES || this.#df.size > 50_000) this.#df.clear(), (this.#dfWrites = 0);
     const count = this.#stmt("SELECT count(*) AS n FROM memories_fts WHERE memories_fts MATCH ?");
     const df = (t: FtsTerm): number => {
       const key = typeof t === "string" ? t : `\u0000${t.prefix}`;
@@ -383,7 +489,9 @@ export class SqliteMemoryStore implements MemoryStore {
     // Whether the namespace itself holds a word decides its variant: other namespaces' memories
     // must neither change what this one finds nor reveal their words. Only a yes is cached (a
     // word the namespace lacks may be written next).
-    const here = this.#stmt("SELECT 1 AS x FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND m.namespace = ? LIMIT 1");
+    const here = this.#stmt(
+      "SELECT 1 AS x FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND m.namespace = ? LIMIT 1",
+    );
     const heldHere = (word: string): boolean => {
       const key = `\u0001${namespace}\u0001${word}`;
       if (this.#df.has(key)) return true;
@@ -434,7 +542,9 @@ export class SqliteMemoryStore implements MemoryStore {
     return this.#guard("Forgetting a memory", () =>
       this.#tx(() => {
         const now = Date.now();
-        const r = this.#stmt("UPDATE memories SET forgotten_at = ?, forget_reason = ?, updated_at = ? WHERE namespace = ? AND id = ? AND forgotten_at IS NULL AND superseded_by IS NULL").run(now, reason ?? null, now, namespace, id);
+        const r = this.#stmt(
+          "UPDATE memories SET forgotten_at = ?, forget_reason = ?, updated_at = ? WHERE namespace = ? AND id = ? AND forgotten_at IS NULL AND superseded_by IS NULL",
+        ).run(now, reason ?? null, now, namespace, id);
         if (!r.changes) return undefined;
         return toMemory(this.#stmt("SELECT * FROM memories WHERE id = ?").get(id) as unknown as Row);
       }),
@@ -442,12 +552,25 @@ export class SqliteMemoryStore implements MemoryStore {
   }
 
   history(namespace: string, key: string): Memory[] {
-    return this.#guard("Reading a key's history", () => (this.#stmt("SELECT * FROM memories WHERE namespace = ? AND key = ? ORDER BY id").all(namespace, key) as unknown as Row[]).map(toMemory));
+    return this.#guard("Reading a key's history", () =>
+      (
+        this.#stmt("SELECT * FROM memories WHERE namespace = ? AND key = ? ORDER BY id").all(
+          namespace,
+          key,
+        ) as unknown as Row[]
+      ).map(toMemory),
+    );
   }
 
   logMiss(miss: { namespace: string; query: string; sessionId?: string; turnId?: string }): void {
     this.#guard("Logging a recall miss", () => {
-      this.#stmt("INSERT INTO misses (namespace, query, at, session_id, turn_id) VALUES (?, ?, ?, ?, ?)").run(miss.namespace, headOf(redact(miss.query), MISS_QUERY_CHARS), Date.now(), miss.sessionId ?? null, miss.turnId ?? null);
+      this.#stmt("INSERT INTO misses (namespace, query, at, session_id, turn_id) VALUES (?, ?, ?, ?, ?)").run(
+        miss.namespace,
+        headOf(redact(miss.query), MISS_QUERY_CHARS),
+        Date.now(),
+        miss.sessionId ?? null,
+        miss.turnId ?? null,
+      );
     });
   }
 
@@ -455,15 +578,36 @@ export class SqliteMemoryStore implements MemoryStore {
     return this.#guard("Reading the miss log", () => {
       const rows = (namespace === undefined
         ? this.#stmt("SELECT * FROM misses ORDER BY id DESC LIMIT ?").all(limit)
-        : this.#stmt("SELECT * FROM misses WHERE namespace = ? ORDER BY id DESC LIMIT ?").all(namespace, limit)) as unknown as Array<{ id: number; namespace: string; query: string; at: number; session_id: string | null; turn_id: string | null }>;
-      return rows.map((r) => ({ id: r.id, namespace: r.namespace, query: r.query, at: r.at, sessionId: r.session_id, turnId: r.turn_id }));
+        : this.#stmt("SELECT * FROM misses WHERE namespace = ? ORDER BY id DESC LIMIT ?").all(
+            namespace,
+            limit,
+          )) as unknown as Array<{
+        id: number;
+        namespace: string;
+        query: string;
+        at: number;
+        session_id: string | null;
+        turn_id: string | null;
+      }>;
+      return rows.map((r) => ({
+        id: r.id,
+        namespace: r.namespace,
+        query: r.query,
+        at: r.at,
+        sessionId: r.session_id,
+        turnId: r.turn_id,
+      }));
     });
   }
 
   count(namespace?: string): number {
     return this.#guard("Counting memories", () => {
       const active = "superseded_by IS NULL AND forgotten_at IS NULL";
-      const r = (namespace === undefined ? this.#stmt(`SELECT count(*) AS n FROM memories WHERE ${active}`).get() : this.#stmt(`SELECT count(*) AS n FROM memories WHERE namespace = ? AND ${active}`).get(namespace)) as { n: number };
+      const r = (
+        namespace === undefined
+          ? this.#stmt(`SELECT count(*) AS n FROM memories WHERE ${active}`).get()
+          : this.#stmt(`SELECT count(*) AS n FROM memories WHERE namespace = ? AND ${active}`).get(namespace)
+      ) as { n: number };
       return r.n;
     });
   }

@@ -22,7 +22,17 @@ export const QUERY_TOKENS: TokenizeOptions = { extraStopwords: CHAT_STOPWORDS, s
 // Words that frame a question about a person rather than name its topic ("How does Ana describe
 // …", "Would Ana be considered …", "What type of …", "based on …"); "likely" and "might" are
 // stopwords already. Dropped from recall queries.
-const FRAME_WORDS = new Set(["describe", "described", "mention", "mentioned", "consider", "considered", "based", "type", "types"]);
+const FRAME_WORDS = new Set([
+  "describe",
+  "described",
+  "mention",
+  "mentioned",
+  "consider",
+  "considered",
+  "based",
+  "type",
+  "types",
+]);
 
 /** True when `word` (lower case) frames a question rather than naming its topic. */
 export function isFrameWord(word: string): boolean {
@@ -34,7 +44,20 @@ export function queryTerms(text: string, max = 24): string[] {
   return terms(text, QUERY_TOKENS).slice(0, max);
 }
 
-const MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
+const MONTHS = [
+  "january",
+  "february",
+  "march",
+  "april",
+  "may",
+  "june",
+  "july",
+  "august",
+  "september",
+  "october",
+  "november",
+  "december",
+];
 const MONTH_ABBR = new Map(MONTHS.map((m, i) => [m.slice(0, 3), i] as const));
 
 /** A calendar window a query mentions (UTC ms, end exclusive). */
@@ -46,24 +69,56 @@ export interface DateWindow {
 /** The leading code points of a text that dateWindows reads. */
 const DATE_TEXT_CHARS = 2000;
 
-const MONTH_WORD = /\b(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)(?![a-z])/g;
+const MONTH_WORD =
+  /\b(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)(?![a-z])/g;
 // Month words that are also common English words (the modal "may", the verb "march", "mar").
 const AMBIGUOUS_MONTH = new Set(["may", "march", "mar"]);
 // A day number that reads as one: "May 5th", "May 5?", "May 5, 2023", "May 5 and 6" (not "May 5 people").
-const DAY_AFTER = /^\s+\d{1,2}(?:(?:st|nd|rd|th)\b|(?=\s*(?:$|[,.?!;:)]|[-–]\s*\d|(?:and|or|to|through|till|until)\b)))/;
+const DAY_AFTER =
+  /^\s+\d{1,2}(?:(?:st|nd|rd|th)\b|(?=\s*(?:$|[,.?!;:)]|[-–]\s*\d|(?:and|or|to|through|till|until)\b)))/;
 const MONTH_CONTEXT = /\b(?:in|of|during|early|late|mid|since|until|till|by|before|after|from)\s+(?:the\s+)?$/;
 // Before a number: words that make it a year, and marks or words that make it a count or a code.
-const YEAR_CONTEXT = /(?:\b(?:in|since|of|year|during|from|until|till|by|before|after|around|circa|early|late|mid|summer|winter|spring|fall|autumn|january|february|march|april|may|june|july|august|september|october|november|december)\s*,?\s*|\b(?:mid|pre|post)-)$/;
-const NOT_YEAR_BEFORE = /(?:[$#€£¥@]\s*|\d\.|[a-z]-|\b(?:port|room|no|number|version|model|page|route|flight|bus|exit|over|under|about|nearly|almost|approximately|exactly)\s+)$/;
+const YEAR_CONTEXT =
+  /(?:\b(?:in|since|of|year|during|from|until|till|by|before|after|around|circa|early|late|mid|summer|winter|spring|fall|autumn|january|february|march|april|may|june|july|august|september|october|november|december)\s*,?\s*|\b(?:mid|pre|post)-)$/;
+const NOT_YEAR_BEFORE =
+  /(?:[$#€£¥@]\s*|\d\.|[a-z]-|\b(?:port|room|no|number|version|model|page|route|flight|bus|exit|over|under|about|nearly|almost|approximately|exactly)\s+)$/;
 // After a number: part of a longer token ("2048-token", "2020x", "2020.5") or a unit or counted noun.
 const NOT_YEAR_TOKEN = /^(?:[-–]?[a-z]|[.,]\d|\s*[%+])/;
-const UNIT_AFTER = /^\s+(?:people|persons?|men|women|children|kids|km|kg|mi|m|ft|feet|lbs?|px|pt|kb|mb|gb|tb|ms|mph|kph|rpm|hz|k|x|usd|eur|gbp|ml|mg|g|kcal|meters?|metres?|miles?|tokens?|items?|words?|steps?|dollars?|euros?|calories?|pieces?|points?|pages?|units?|times?|yen)\b/;
+const UNIT_AFTER =
+  /^\s+(?:people|persons?|men|women|children|kids|km|kg|mi|m|ft|feet|lbs?|px|pt|kb|mb|gb|tb|ms|mph|kph|rpm|hz|k|x|usd|eur|gbp|ml|mg|g|kcal|meters?|metres?|miles?|tokens?|items?|words?|steps?|dollars?|euros?|calories?|pieces?|points?|pages?|units?|times?|yen)\b/;
 const PLURAL_AFTER = /^\s+([a-z]{3,}s)\b/;
-const NOT_PLURAL = new Set(["was", "has", "this", "his", "its", "yes", "plus", "always", "perhaps", "unless", "whereas", "thus", "does", "goes", "besides", "ours", "yours", "hers", "theirs", "afterwards", "towards"]);
+const NOT_PLURAL = new Set([
+  "was",
+  "has",
+  "this",
+  "his",
+  "its",
+  "yes",
+  "plus",
+  "always",
+  "perhaps",
+  "unless",
+  "whereas",
+  "thus",
+  "does",
+  "goes",
+  "besides",
+  "ours",
+  "yours",
+  "hers",
+  "theirs",
+  "afterwards",
+  "towards",
+]);
 
 /** True when the 4-digit number 1950–2099 at `at` in `lower` (`orig` its original case) reads as a year. */
 function isYearAt(lower: string, orig: string, at: number): boolean {
-  if (!/^(?:19[5-9]\d|20\d\d)$/.test(lower.slice(at, at + 4)) || /\d$/.test(lower.slice(0, at)) || /^\d/.test(lower.slice(at + 4, at + 5))) return false;
+  if (
+    !/^(?:19[5-9]\d|20\d\d)$/.test(lower.slice(at, at + 4)) ||
+    /\d$/.test(lower.slice(0, at)) ||
+    /^\d/.test(lower.slice(at + 4, at + 5))
+  )
+    return false;
   const before = lower.slice(Math.max(0, at - 30), at);
   const after = lower.slice(at + 4, at + 40);
   if (NOT_YEAR_TOKEN.test(after)) return false;
@@ -119,7 +174,8 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
   let lower = text.replace(/[A-Z]/g, (c) => c.toLowerCase());
   lower = hideNonMonths(lower, text);
   const unread = lower;
-  const consume = (m: RegExpMatchArray) => (lower = lower.slice(0, m.index) + " ".repeat(m[0].length) + lower.slice(m.index! + m[0].length));
+  const consume = (m: RegExpMatchArray) =>
+    (lower = lower.slice(0, m.index) + " ".repeat(m[0].length) + lower.slice(m.index! + m[0].length));
   const month = (w: string) => MONTH_ABBR.get(w.slice(0, 3));
   const used = new Set<number>();
   const DAY_MS = 86_400_000;
@@ -142,12 +198,21 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
   };
   for (const m of [...lower.matchAll(/\b(\d{4})-(\d{2})-(\d{2})\b/g)]) day(m, +m[1]!, +m[2]! - 1, +m[3]!);
   // A month's name or abbreviation, as a whole word ("marathon", "Mark", "decent" are no months).
-  const mon = "(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)(?![a-z])";
-  for (const m of [...lower.matchAll(new RegExp(`\\b(\\d{1,2})(?:st|nd|rd|th)?\\s+(?:of\\s+)?${mon},?\\s+(\\d{4})\\b`, "g"))]) day(m, +m[3]!, month(m[2]!)!, +m[1]!);
-  for (const m of [...lower.matchAll(new RegExp(`\\b${mon}\\s+(\\d{1,2})(?:st|nd|rd|th)?,?\\s+(\\d{4})\\b`, "g"))]) day(m, +m[3]!, month(m[1]!)!, +m[2]!);
+  const mon =
+    "(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)(?![a-z])";
+  for (const m of [
+    ...lower.matchAll(new RegExp(`\\b(\\d{1,2})(?:st|nd|rd|th)?\\s+(?:of\\s+)?${mon},?\\s+(\\d{4})\\b`, "g")),
+  ])
+    day(m, +m[3]!, month(m[2]!)!, +m[1]!);
+  for (const m of [...lower.matchAll(new RegExp(`\\b${mon}\\s+(\\d{1,2})(?:st|nd|rd|th)?,?\\s+(\\d{4})\\b`, "g"))])
+    day(m, +m[3]!, month(m[1]!)!, +m[2]!);
   // A day without its year ("August 11 and August 15 2023", "on the 3rd of May"): the year the text names, else each of the last three.
   const named = [...unread.matchAll(/\b(19[5-9]\d|20\d\d)\b/g)].find((m) => isYearAt(unread, text, m.index!));
-  const years = named ? [+named[1]!] : now !== undefined ? [0, 1, 2].map((k) => new Date(now).getUTCFullYear() - k) : [];
+  const years = named
+    ? [+named[1]!]
+    : now !== undefined
+      ? [0, 1, 2].map((k) => new Date(now).getUTCFullYear() - k)
+      : [];
   const withYear = dated.slice();
   // The named year, moved by one so the day keeps its order with the dated day nearest it in the
   // text ("between December 28 and January 3 2023" starts in 2022).
@@ -157,7 +222,10 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
     const t = Date.UTC(y, mi, d);
     return at < near.at && t > near.t ? y - 1 : at > near.at && t < near.t ? y + 1 : y;
   };
-  for (const re of [`\\b(\\d{1,2})(?:st|nd|rd|th)?\\s+of\\s+${mon}\\b`, `\\b${mon}\\s+(\\d{1,2})(?:st|nd|rd|th)?\\b(?!\\s*(?:,\\s*)?\\d)`]) {
+  for (const re of [
+    `\\b(\\d{1,2})(?:st|nd|rd|th)?\\s+of\\s+${mon}\\b`,
+    `\\b${mon}\\s+(\\d{1,2})(?:st|nd|rd|th)?\\b(?!\\s*(?:,\\s*)?\\d)`,
+  ]) {
     for (const m of [...lower.matchAll(new RegExp(re, "g"))]) {
       const [d, mi] = /^\d/.test(m[1]!) ? [+m[1]!, month(m[2]!)!] : [+m[2]!, month(m[1]!)!];
       if (d < 1 || d > 31) continue;
@@ -180,7 +248,11 @@ export function dateWindows(text: string, now?: number): DateWindow[] {
   if (now !== undefined) {
     // A month without a year ("in May", "early June"): that month in each of the last three years.
     const y0 = new Date(now).getUTCFullYear();
-    for (const m of [...lower.matchAll(new RegExp(`\\b(?:in|of|during|early|late|mid|since)\\s+(?:the\\s+)?${mon}\\b(?!\\s*,?\\s*\\d)`, "g"))]) {
+    for (const m of [
+      ...lower.matchAll(
+        new RegExp(`\\b(?:in|of|during|early|late|mid|since)\\s+(?:the\\s+)?${mon}\\b(?!\\s*,?\\s*\\d)`, "g"),
+      ),
+    ]) {
       const mi = month(m[1]!)!;
       for (let y = y0 - 2; y <= y0; y++) out.push({ start: Date.UTC(y, mi, 1), end: Date.UTC(y, mi + 1, 1) });
     }
@@ -222,7 +294,18 @@ export function hasTimeExpression(text: string): boolean {
   return TIME_EXPR.test(text);
 }
 
-const NUM: Record<string, number> = { a: 1, an: 1, one: 1, two: 2, three: 3, four: 4, five: 5, six: 6, few: 3, couple: 2 };
+const NUM: Record<string, number> = {
+  a: 1,
+  an: 1,
+  one: 1,
+  two: 2,
+  three: 3,
+  four: 4,
+  five: 5,
+  six: 6,
+  few: 3,
+  couple: 2,
+};
 
 /**
  * Days before and after a memory's date that its own words may point to ("yesterday",
@@ -241,7 +324,8 @@ export function eventSpan(text: string): { back: number; fwd: number } {
     back = Math.max(back, n * (m[2] === "day" ? 1 : m[2] === "week" ? 7 : 30) + 3);
   }
   if (/\b(?:tomorrow|tonight)\b/.test(t)) fwd = Math.max(fwd, 1);
-  if (/\b(?:next|this) (?:week|weekend)\b|\bnext (?:mon|tues|wednes|thurs|fri|satur|sun)day\b/.test(t)) fwd = Math.max(fwd, 10);
+  if (/\b(?:next|this) (?:week|weekend)\b|\bnext (?:mon|tues|wednes|thurs|fri|satur|sun)day\b/.test(t))
+    fwd = Math.max(fwd, 10);
   if (/\bnext month\b/.test(t)) fwd = Math.max(fwd, 45);
   return { back: Math.min(back, 400), fwd };
 }

@@ -122,7 +122,11 @@ export interface MissRecord {
 export interface MemoryStore {
   write(input: MemoryInput): WriteResult | Promise<WriteResult>;
   /** Write many memories and mark `turnId` extracted in one transaction; returns [] when it already was. */
-  writeExtraction(turnId: string, namespace: string, inputs: readonly MemoryInput[]): WriteResult[] | Promise<WriteResult[]>;
+  writeExtraction(
+    turnId: string,
+    namespace: string,
+    inputs: readonly MemoryInput[],
+  ): WriteResult[] | Promise<WriteResult[]>;
   isExtracted(turnId: string): boolean | Promise<boolean>;
   get(namespace: string, id: number): Memory | undefined | Promise<Memory | undefined>;
   /** Active memories with exactly this key (any scope). */
@@ -130,7 +134,11 @@ export interface MemoryStore {
   list(query: ListQuery): Memory[] | Promise<Memory[]>;
   search(query: SearchQuery): SearchHit[] | Promise<SearchHit[]>;
   /** Active memories within `span` write positions of each seed in the same source session, in order (context expansion). */
-  neighbours(namespace: string, seeds: readonly Memory[], span: number): Map<number, Memory[]> | Promise<Map<number, Memory[]>>;
+  neighbours(
+    namespace: string,
+    seeds: readonly Memory[],
+    span: number,
+  ): Map<number, Memory[]> | Promise<Map<number, Memory[]>>;
   forget(namespace: string, id: number, reason?: string): Memory | undefined | Promise<Memory | undefined>;
   /** The supersession chain of a key, oldest first (audit). */
   history(namespace: string, key: string): Memory[] | Promise<Memory[]>;

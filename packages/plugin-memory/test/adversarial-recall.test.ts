@@ -22,8 +22,14 @@ describe("hostile recall input", () => {
     await s.close();
   });
 
-  it("reads no date out of words that only begin like a month (\"marathon 5\", \"Mark 12\", \"in marathons\")", () => {
-    for (const q of ["Did Nate run the marathon 5 times?", "What did Mark 12 say?", "Was it decent 3 times?", "What did he win in marathons?", "the mayor 4 years ago"]) {
+  it('reads no date out of words that only begin like a month ("marathon 5", "Mark 12", "in marathons")', () => {
+    for (const q of [
+      "Did Nate run the marathon 5 times?",
+      "What did Mark 12 say?",
+      "Was it decent 3 times?",
+      "What did he win in marathons?",
+      "the mayor 4 years ago",
+    ]) {
       expect(dateWindows(q, now), q).toEqual([]);
     }
     // Real month names and abbreviations still read.
@@ -32,7 +38,7 @@ describe("hostile recall input", () => {
     expect(dateWindows("on Sept 3 2023", now)).toEqual([{ start: d(2023, 9, 3), end: d(2023, 9, 4) }]);
   });
 
-  it("reads \"between December 28 and January 3 2023\" as the days across the new year, not the whole of 2023", () => {
+  it('reads "between December 28 and January 3 2023" as the days across the new year, not the whole of 2023', () => {
     const w = dateWindows("What did Tim do between December 28 and January 3 2023?", now);
     expect(w).toContainEqual({ start: d(2022, 12, 28), end: d(2023, 1, 4) });
     expect(w.every((x) => x.end - x.start <= 8 * 86_400_000)).toBe(true);
@@ -41,7 +47,15 @@ describe("hostile recall input", () => {
   });
 
   it("makes no window for a day that does not exist (no rollover into the next month or 1900s)", () => {
-    for (const q of ["on February 30", "on February 30, 2023", "on 2023-13-01", "on 2023-02-29", "on 0099-05-01", "on May 0 2023"]) expect(dateWindows(q, now), q).toEqual([]);
+    for (const q of [
+      "on February 30",
+      "on February 30, 2023",
+      "on 2023-13-01",
+      "on 2023-02-29",
+      "on 0099-05-01",
+      "on May 0 2023",
+    ])
+      expect(dateWindows(q, now), q).toEqual([]);
     expect(dateWindows("on 2024-02-29", now)).toEqual([{ start: d(2024, 2, 29), end: d(2024, 3, 1) }]);
     // Without a year: only the leap years among the last three (none of 2021-2023).
     expect(dateWindows("on February 29", now)).toEqual([]);
@@ -83,7 +97,8 @@ describe.each([
   it("reads any number of date ranges, and non-finite ones, the same way", async () => {
     const s = open();
     const m = (await s.write({ namespace: "n", content: "Nate won", occurredAt: 1000, at: 1000 })).memory;
-    const ids = async (within: Array<{ start: number; end: number }>) => (await s.search({ namespace: "n", terms: ["nate"], limit: 5, within })).map((h) => h.memory.id);
+    const ids = async (within: Array<{ start: number; end: number }>) =>
+      (await s.search({ namespace: "n", terms: ["nate"], limit: 5, within })).map((h) => h.memory.id);
     expect(await ids(Array.from({ length: 5000 }, (_, i) => ({ start: i * 2, end: i * 2 + 1 })))).toEqual([m.id]);
     expect(await ids([{ start: -Infinity, end: Infinity }])).toEqual([m.id]);
     expect(await ids([{ start: NaN, end: Infinity }])).toEqual([]);
@@ -94,7 +109,9 @@ describe.each([
   it("finds a word beyond the BMP by its five-letter prefix", async () => {
     const s = open();
     const m = (await s.write({ namespace: "n", content: "𠀀𠀁𠀂𠀃𠀄𠀇𠀈 x" })).memory;
-    expect((await s.search({ namespace: "n", terms: ["𠀀𠀁𠀂𠀃𠀄𠀅"], limit: 5, variants: 5 })).map((h) => h.memory.id)).toEqual([m.id]);
+    expect(
+      (await s.search({ namespace: "n", terms: ["𠀀𠀁𠀂𠀃𠀄𠀅"], limit: 5, variants: 5 })).map((h) => h.memory.id),
+    ).toEqual([m.id]);
     await s.close();
   });
 });

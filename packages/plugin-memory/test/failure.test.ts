@@ -8,7 +8,11 @@ import { cleanup, diagnostics, jobs, memoryAgent, tempDir } from "./support/help
 afterEach(cleanup);
 
 /** A real SQLite store whose named methods throw (always, or the first `times` calls). */
-function faulty(path: string, methods: Array<keyof MemoryStore>, times = Infinity): { store: MemoryStore; inner: SqliteMemoryStore } {
+function faulty(
+  path: string,
+  methods: Array<keyof MemoryStore>,
+  times = Infinity,
+): { store: MemoryStore; inner: SqliteMemoryStore } {
   const inner = new SqliteMemoryStore({ path });
   let left = times;
   const store = new Proxy(inner, {
@@ -16,7 +20,8 @@ function faulty(path: string, methods: Array<keyof MemoryStore>, times = Infinit
       const v = Reflect.get(target, prop, receiver) as unknown;
       if (typeof v !== "function") return v;
       return (...args: unknown[]) => {
-        if (methods.includes(prop as keyof MemoryStore) && left-- > 0) throw new Error(`disk on fire in ${String(prop)}`);
+        if (methods.includes(prop as keyof MemoryStore) && left-- > 0)
+          throw new Error(`disk on fire in ${String(prop)}`);
         return (v as (...a: unknown[]) => unknown).apply(target, args);
       };
     },
@@ -35,10 +40,25 @@ describe("extraction is idempotent per turn id", () => {
     expect(job).toMatchObject({ status: "ok", attempts: 2 });
     expect(inner.count()).toBe(2);
     expect(inner.isExtracted(r.turnId)).toBe(true);
-    const again = { store, namespace: "default", sessionId: s.id, turnId: r.turnId, userText: "My editor is Zed. I prefer tabs over spaces.", assistantText: "ok", write: true, maxFacts: 8, maxChars: 8000 };
+    const again = {
+      store,
+      namespace: "default",
+      sessionId: s.id,
+      turnId: r.turnId,
+      userText: "My editor is Zed. I prefer tabs over spaces.",
+      assistantText: "ok",
+      write: true,
+      maxFacts: 8,
+      maxChars: 8000,
+    };
     const second = await runExtraction(again, new AbortController().signal);
     expect(second).toMatchObject({ status: "already_extracted", stored: [] });
-    expect(inner.list({ namespace: "default" }).map((m) => m.content).sort()).toEqual(["The user prefers tabs over spaces", "The user's editor is Zed"]);
+    expect(
+      inner
+        .list({ namespace: "default" })
+        .map((m) => m.content)
+        .sort(),
+    ).toEqual(["The user prefers tabs over spaces", "The user's editor is Zed"]);
     inner.close();
   });
 
@@ -84,8 +104,26 @@ describe("every hook fails open", () => {
   });
 
   it("a store that throws everywhere: recall, tools and the job fail, the turn completes", async () => {
-    const { store, inner } = faulty(join(tempDir(), "m.sqlite"), ["search", "write", "writeExtraction", "isExtracted", "logMiss", "list"]);
-    const { agent, provider } = await memoryAgent([{ toolCalls: [{ name: "memory_search", args: { query: "tea" } }, { name: "memory_remember", args: { content: "likes tea" } }] }, { text: "done" }], { store });
+    const { store, inner } = faulty(join(tempDir(), "m.sqlite"), [
+      "search",
+      "write",
+      "writeExtraction",
+      "isExtracted",
+      "logMiss",
+      "list",
+    ]);
+    const { agent, provider } = await memoryAgent(
+      [
+        {
+          toolCalls: [
+            { name: "memory_search", args: { query: "tea" } },
+            { name: "memory_remember", args: { content: "likes tea" } },
+          ],
+        },
+        { text: "done" },
+      ],
+      { store },
+    );
     const s = await agent.session();
     const r = await s.run("What tea do I like? My favorite tea is sencha.");
     await agent.drain();
@@ -117,7 +155,12 @@ describe("side-model paths", () => {
     seed.write({ namespace: "default", content: "The staging database runs on port 6543" });
     seed.close();
     const model = scriptedProvider([{ hang: true }]);
-    const { agent, provider } = await memoryAgent([{ text: "ok" }], { path, activeRecall: true, activeRecallTimeoutMs: 100, model });
+    const { agent, provider } = await memoryAgent([{ text: "ok" }], {
+      path,
+      activeRecall: true,
+      activeRecallTimeoutMs: 100,
+      model,
+    });
     const s = await agent.session();
     const r = await s.run("Which port does the staging database use?");
     expect(r.verdict.status).toBe("completed");
@@ -138,23 +181,44 @@ describe("side-model paths", () => {
   });
 
   it("model extraction stores schema-valid facts; a malformed answer falls back to the deterministic extractor", async () => {
-    const good = scriptedProvider([{ text: '{"facts":[{"content":"The user is migrating billing to Rust","key":"project.billing_language","category":"project","importance":0.7,"confidence":0.9,"scope":"project"},{"content":"password is hunter22","key":null,"category":"note","importance":0.5,"confidence":0.5}]}' }]);
-    const a = await memoryAgent([{ text: "ok" }], { path: join(tempDir(), "m.sqlite"), extraction: "model", model: good });
+    const good = scriptedProvider([
+      {
+        text: '{"facts":[{"content":"The user is migrating billing to Rust","key":"project.billing_language","category":"project","importance":0.7,"confidence":0.9,"scope":"project"},{"content":"password is hunter22","key":null,"category":"note","importance":0.5,"confidence":0.5}]}',
+      },
+    ]);
+    const a = await memoryAgent([{ text: "ok" }], {
+      path: join(tempDir(), "m.sqlite"),
+      extraction: "model",
+      model: good,
+    });
     await (await a.agent.session()).run("We're moving billing to Rust.");
     await a.agent.drain();
     const rows = (a.plugin.memory.store() as SqliteMemoryStore).list({ namespace: "default" });
-    expect(rows.map((m) => [m.content, m.key, m.scope, m.source.via])).toEqual([["The user is migrating billing to Rust", "project.billing_language", "project", "model_extractor"]]);
+    expect(rows.map((m) => [m.content, m.key, m.scope, m.source.via])).toEqual([
+      ["The user is migrating billing to Rust", "project.billing_language", "project", "model_extractor"],
+    ]);
 
     const bad = scriptedProvider([{ text: "Sure! Here are the facts: none" }, { text: '{"facts":[{"content":"x"}]}' }]);
-    const b = await memoryAgent([{ text: "ok" }], { path: join(tempDir(), "m.sqlite"), extraction: "model", model: bad });
+    const b = await memoryAgent([{ text: "ok" }], {
+      path: join(tempDir(), "m.sqlite"),
+      extraction: "model",
+      model: bad,
+    });
     await (await b.agent.session()).run("My shell is fish.");
     await b.agent.drain();
     expect(bad.requests).toHaveLength(2);
-    expect((b.plugin.memory.store() as SqliteMemoryStore).list({ namespace: "default" }).map((m) => [m.content, m.source.via])).toEqual([["The user's shell is fish", "extractor"]]);
+    expect(
+      (b.plugin.memory.store() as SqliteMemoryStore)
+        .list({ namespace: "default" })
+        .map((m) => [m.content, m.source.via]),
+    ).toEqual([["The user's shell is fish", "extractor"]]);
   });
 
   it("auto extraction does not consume a scripted main provider's steps", async () => {
-    const { agent, provider } = await memoryAgent([{ text: "one" }, { text: "two" }], { path: join(tempDir(), "m.sqlite"), extraction: "auto" });
+    const { agent, provider } = await memoryAgent([{ text: "one" }, { text: "two" }], {
+      path: join(tempDir(), "m.sqlite"),
+      extraction: "auto",
+    });
     const s = await agent.session();
     await s.run("My shell is fish.");
     await agent.drain();

@@ -15,7 +15,9 @@ describe("memory through the kernel", () => {
   it("subscribes one hook per phase, each with its own await and failure policy", async () => {
     expect(memoryDefault).toBe(memory);
     const { agent } = await memoryAgent([], { path: join(tempDir(), "m.sqlite") });
-    const subs = agent.inspect().flatMap((row) => row.subscriptions.map((s) => [row.phase, s.id.split("#")[1], s.await, s.failure]));
+    const subs = agent
+      .inspect()
+      .flatMap((row) => row.subscriptions.map((s) => [row.phase, s.id.split("#")[1], s.await, s.failure]));
     expect(subs).toEqual([
       ["turn.pre_policy", "memory.classify", "deadline", "fallback"],
       ["turn.pre_prompt_context", "memory.recall", "deadline", "best_effort"],
@@ -59,15 +61,20 @@ describe("memory through the kernel", () => {
     const system = provider.requests[2]!.system;
     expect(system).toContain("favorite color is green");
     expect(system).not.toContain("teal");
-    const history = plugin.memory.store().history("default", "user.favorite_color") as Awaited<ReturnType<SqliteMemoryStore["history"]>>;
+    const history = plugin.memory.store().history("default", "user.favorite_color") as Awaited<
+      ReturnType<SqliteMemoryStore["history"]>
+    >;
     expect(history.map((m) => [m.content, m.supersededBy === null])).toEqual([
       ["The user's favorite color is teal", false],
       ["The user's favorite color is green now", true],
     ]);
   });
 
-  it("\"forget that …\" soft-deletes the memory; \"don't remember this\" writes nothing", async () => {
-    const { agent, provider, plugin } = await memoryAgent([{ text: "ok" }, { text: "ok" }, { text: "ok" }, { text: "ok" }], { path: join(tempDir(), "m.sqlite") });
+  it('"forget that …" soft-deletes the memory; "don\'t remember this" writes nothing', async () => {
+    const { agent, provider, plugin } = await memoryAgent(
+      [{ text: "ok" }, { text: "ok" }, { text: "ok" }, { text: "ok" }],
+      { path: join(tempDir(), "m.sqlite") },
+    );
     const s = await agent.session();
     await s.run("I live in Lisbon.");
     await agent.drain();
@@ -79,7 +86,9 @@ describe("memory through the kernel", () => {
     const store = plugin.memory.store() as SqliteMemoryStore;
     expect(store.count("default")).toBe(0);
     const audit = store.list({ namespace: "default", includeInactive: true });
-    expect(audit.map((m) => [m.content, m.forgetReason])).toEqual([["The user lives in Lisbon", "the user asked to forget it"]]);
+    expect(audit.map((m) => [m.content, m.forgetReason])).toEqual([
+      ["The user lives in Lisbon", "the user asked to forget it"],
+    ]);
     expect(provider.requests[3]!.system).not.toContain("Lisbon");
     expect(provider.requests[2]!.system).toContain("do not store anything from it");
   });
@@ -88,7 +97,14 @@ describe("memory through the kernel", () => {
     const path = join(tempDir(), "m.sqlite");
     const steps = [
       { text: "ok" },
-      { toolCalls: [{ name: "memory_search", args: { query: "allergy peanuts" } }, { name: "memory_list", args: {} }, { name: "memory_get", args: { id: 1 } }, { name: "memory_forget", args: { id: 1 } }] },
+      {
+        toolCalls: [
+          { name: "memory_search", args: { query: "allergy peanuts" } },
+          { name: "memory_list", args: {} },
+          { name: "memory_get", args: { id: 1 } },
+          { name: "memory_forget", args: { id: 1 } },
+        ],
+      },
       { text: "done" },
     ];
     const { agent, provider, plugin } = await memoryAgent(steps, { path });
@@ -113,9 +129,22 @@ describe("memory through the kernel", () => {
     const steps = [
       {
         toolCalls: [
-          { name: "memory_remember", args: { content: "Deploys go through the staging cluster first", key: "project.deploy", category: "decision" } },
-          { name: "memory_remember", args: { content: "Deploys go straight to production on Fridays", key: "project.deploy" } },
-          { name: "memory_remember", args: { content: "The CI token is ghp_abcdefghijklmnopqrstuvwxyz0123456789 for the deploy bot" } },
+          {
+            name: "memory_remember",
+            args: {
+              content: "Deploys go through the staging cluster first",
+              key: "project.deploy",
+              category: "decision",
+            },
+          },
+          {
+            name: "memory_remember",
+            args: { content: "Deploys go straight to production on Fridays", key: "project.deploy" },
+          },
+          {
+            name: "memory_remember",
+            args: { content: "The CI token is ghp_abcdefghijklmnopqrstuvwxyz0123456789 for the deploy bot" },
+          },
           { name: "memory_remember", args: { content: "sk-proj-abcdefghijklmnopqrstuvwx12345678" } },
         ],
       },
@@ -150,9 +179,16 @@ describe("memory through the kernel", () => {
     new SqliteMemoryStore({ path }).close();
     // A row from before write-time redaction (or another writer): inserted past the store.
     const raw = new DatabaseSync(path);
-    raw.prepare("INSERT INTO memories (namespace, scope, content, importance, confidence, occurred_at, created_at, updated_at) VALUES ('default', 'user', ?, 0.5, 0.8, 1, 1, 1)").run("Server deploy password: Tr0ub4dor&3 for the deploy server");
+    raw
+      .prepare(
+        "INSERT INTO memories (namespace, scope, content, importance, confidence, occurred_at, created_at, updated_at) VALUES ('default', 'user', ?, 0.5, 0.8, 1, 1, 1)",
+      )
+      .run("Server deploy password: Tr0ub4dor&3 for the deploy server");
     raw.close();
-    const { agent, provider } = await memoryAgent([{ toolCalls: [{ name: "memory_list", args: {} }] }, { text: "ok" }], { path });
+    const { agent, provider } = await memoryAgent(
+      [{ toolCalls: [{ name: "memory_list", args: {} }] }, { text: "ok" }],
+      { path },
+    );
     await (await agent.session()).run("What is the deploy server password?");
     expect(provider.requests[0]!.system).not.toContain("Tr0ub4dor");
     const listed = provider.requests[1]!.messages.filter((m) => m.role === "tool").map((m) => messageText(m));

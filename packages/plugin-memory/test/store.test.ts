@@ -26,9 +26,16 @@ describe.each(backends)("MemoryStore on %s", (_name, store) => {
     expect((await s.get("u1", a.memory.id))!.supersededBy).toBe(b.memory.id);
     expect((await s.byKey("u1", "user.editor")).map((m) => m.content)).toEqual(["The user edits with helix"]);
     expect((await s.history("u1", "user.editor")).map((m) => m.id)).toEqual([a.memory.id, b.memory.id]);
-    expect((await s.search({ namespace: "u1", terms: ["edits"], limit: 10 })).map((h) => h.memory.id)).toEqual([b.memory.id]);
+    expect((await s.search({ namespace: "u1", terms: ["edits"], limit: 10 })).map((h) => h.memory.id)).toEqual([
+      b.memory.id,
+    ]);
     // Another scope or namespace with the same key is left alone.
-    const c = await s.write({ namespace: "u1", scope: "project", key: "user.editor", content: "Project standard: helix" });
+    const c = await s.write({
+      namespace: "u1",
+      scope: "project",
+      key: "user.editor",
+      content: "Project standard: helix",
+    });
     const d = await s.write({ namespace: "u2", key: "user.editor", content: "The user edits with emacs" });
     expect(c.superseded).toEqual([]);
     expect(d.superseded).toEqual([]);
@@ -51,8 +58,12 @@ describe.each(backends)("MemoryStore on %s", (_name, store) => {
 
   it("confines reads to the namespace given", async () => {
     const s = store();
-    const a = (await s.write({ namespace: "alice", content: "Alice's locker code note: blue door", source: { sessionId: "s1" } })).memory;
-    const next = (await s.write({ namespace: "alice", content: "The locker is on the second floor", source: { sessionId: "s1" } })).memory;
+    const a = (
+      await s.write({ namespace: "alice", content: "Alice's locker code note: blue door", source: { sessionId: "s1" } })
+    ).memory;
+    const next = (
+      await s.write({ namespace: "alice", content: "The locker is on the second floor", source: { sessionId: "s1" } })
+    ).memory;
     expect((await s.neighbours("alice", [a], 2)).get(a.id)!.map((m) => m.id)).toEqual([next.id]);
     expect(await s.search({ namespace: "bob", terms: ["locker"], limit: 5 })).toEqual([]);
     expect(await s.get("bob", a.id)).toBeUndefined();
@@ -64,17 +75,29 @@ describe.each(backends)("MemoryStore on %s", (_name, store) => {
 
   it("ranks by BM25 over content, key, category and the previous memory's context, stemming words", async () => {
     const s = store();
-    const run = (await s.write({ namespace: "n", content: "Melanie ran a charity race for mental health", source: { sessionId: "d1" } })).memory;
-    const later = (await s.write({ namespace: "n", content: "It was in the park near her home", source: { sessionId: "d1" } })).memory;
+    const run = (
+      await s.write({
+        namespace: "n",
+        content: "Melanie ran a charity race for mental health",
+        source: { sessionId: "d1" },
+      })
+    ).memory;
+    const later = (
+      await s.write({ namespace: "n", content: "It was in the park near her home", source: { sessionId: "d1" } })
+    ).memory;
     const keyed = (await s.write({ namespace: "n", key: "hobby.running", content: "Likes the outdoors" })).memory;
     await s.write({ namespace: "n", content: "An unrelated note about cooking pasta" });
     // "races" stems to "race"; the next memory carries "race" in its context (weight 1), the key hit weighs 2.
     const hits = await s.search({ namespace: "n", terms: ["races"], limit: 10 });
     expect(hits.map((h) => h.memory.id)).toEqual([run.id, later.id]);
     expect(hits[0]!.score).toBeGreaterThan(hits[1]!.score);
-    expect((await s.search({ namespace: "n", terms: ["running"], limit: 10 })).map((h) => h.memory.id)).toEqual([keyed.id]);
+    expect((await s.search({ namespace: "n", terms: ["running"], limit: 10 })).map((h) => h.memory.id)).toEqual([
+      keyed.id,
+    ]);
     // Plain (baseline) search reads content only.
-    expect((await s.search({ namespace: "n", terms: ["running", "race"], limit: 10, plain: true })).map((h) => h.memory.id)).toEqual([run.id]);
+    expect(
+      (await s.search({ namespace: "n", terms: ["running", "race"], limit: 10, plain: true })).map((h) => h.memory.id),
+    ).toEqual([run.id]);
     await s.close();
   });
 
@@ -82,28 +105,51 @@ describe.each(backends)("MemoryStore on %s", (_name, store) => {
     const s = store();
     const day = 86_400_000;
     const t0 = Date.UTC(2023, 7, 1);
-    const won = (await s.write({ namespace: "n", content: "Nate won the regional tournament", occurredAt: t0, at: t0 })).memory;
-    const fed = (await s.write({ namespace: "n", content: "Nate fed his turtles", occurredAt: t0 + 20 * day, at: t0 + 20 * day })).memory;
+    const won = (await s.write({ namespace: "n", content: "Nate won the regional tournament", occurredAt: t0, at: t0 }))
+      .memory;
+    const fed = (
+      await s.write({ namespace: "n", content: "Nate fed his turtles", occurredAt: t0 + 20 * day, at: t0 + 20 * day })
+    ).memory;
     const neck = (await s.write({ namespace: "n", content: "A turtleneck sweater", occurredAt: t0, at: t0 })).memory;
     // "tourney" (token "tournei") is in no memory: only with variants do its first five letters find "tournament".
     expect(await s.search({ namespace: "n", terms: ["tourney"], limit: 5 })).toEqual([]);
     const ids = async (q: Parameters<MemoryStore["search"]>[0]) => (await s.search(q)).map((h) => h.memory.id);
     expect(await ids({ namespace: "n", terms: ["tourney"], limit: 5, variants: 5 })).toEqual([won.id]);
     // A word the index holds is matched as it is ("turtles", not every "turtl…" word).
-    expect(await ids({ namespace: "n", terms: ["tourney", "turtles"], limit: 5, variants: 5 })).toEqual(expect.arrayContaining([won.id, fed.id]));
+    expect(await ids({ namespace: "n", terms: ["tourney", "turtles"], limit: 5, variants: 5 })).toEqual(
+      expect.arrayContaining([won.id, fed.id]),
+    );
     expect(await ids({ namespace: "n", terms: ["turtles"], limit: 5, variants: 5 })).not.toContain(neck.id);
     // Prefixes shorter than four letters are never used.
     expect(await ids({ namespace: "n", terms: ["nat"], limit: 5, variants: 3 })).toEqual([]);
     // Date ranges: only memories that occurred inside one of them.
-    expect(await ids({ namespace: "n", terms: ["nate"], limit: 5, within: [{ start: t0 + 10 * day, end: t0 + 30 * day }] })).toEqual([fed.id]);
-    expect((await ids({ namespace: "n", terms: ["nate"], limit: 5, within: [{ start: t0, end: t0 + day }, { start: t0 + 20 * day, end: t0 + 21 * day }] })).sort()).toEqual([won.id, fed.id].sort());
-    expect(await ids({ namespace: "n", terms: ["nate"], limit: 5, within: [{ start: t0 + 40 * day, end: t0 + 50 * day }] })).toEqual([]);
+    expect(
+      await ids({ namespace: "n", terms: ["nate"], limit: 5, within: [{ start: t0 + 10 * day, end: t0 + 30 * day }] }),
+    ).toEqual([fed.id]);
+    expect(
+      (
+        await ids({
+          namespace: "n",
+          terms: ["nate"],
+          limit: 5,
+          within: [
+            { start: t0, end: t0 + day },
+            { start: t0 + 20 * day, end: t0 + 21 * day },
+          ],
+        })
+      ).sort(),
+    ).toEqual([won.id, fed.id].sort());
+    expect(
+      await ids({ namespace: "n", terms: ["nate"], limit: 5, within: [{ start: t0 + 40 * day, end: t0 + 50 * day }] }),
+    ).toEqual([]);
     await s.close();
   });
 
   it("bounds scoring by skipping a term that matches more rows than the budget, keeping the rarest", async () => {
     const s = store();
-    await (s as SqliteMemoryStore | PostgresMemoryStore).writeMany(Array.from({ length: 1600 }, (_, i) => ({ namespace: "u1", content: `common filler line ${i}` })));
+    await (s as SqliteMemoryStore | PostgresMemoryStore).writeMany(
+      Array.from({ length: 1600 }, (_, i) => ({ namespace: "u1", content: `common filler line ${i}` })),
+    );
     const rare = (await s.write({ namespace: "u1", content: "a quokka wandered past" })).memory;
     const both = await s.search({ namespace: "u1", terms: ["common", "quokka"], limit: 5 });
     expect(both.map((h) => h.memory.id)).toEqual([rare.id]);
@@ -140,7 +186,12 @@ describe.each(backends)("MemoryStore on %s", (_name, store) => {
     expect(await s.writeExtraction("t1", "n", [{ namespace: "n", content: "fact two" }])).toEqual([]);
     expect(await s.isExtracted("t1")).toBe(true);
     // A failing fact rolls the whole extraction back, so a retry can store it.
-    await expect(async () => s.writeExtraction("t2", "n", [{ namespace: "n", content: "ok fact" }, { namespace: "n", content: "" }])).rejects.toThrow(/KEEL_MEMORY_INPUT_INVALID/);
+    await expect(async () =>
+      s.writeExtraction("t2", "n", [
+        { namespace: "n", content: "ok fact" },
+        { namespace: "n", content: "" },
+      ]),
+    ).rejects.toThrow(/KEEL_MEMORY_INPUT_INVALID/);
     expect(await s.isExtracted("t2")).toBe(false);
     expect(await s.count("n")).toBe(1);
     await s.close();
@@ -149,8 +200,15 @@ describe.each(backends)("MemoryStore on %s", (_name, store) => {
   it("redacts content, key and category of a direct write, and the miss log's query", async () => {
     const aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
     const s = store();
-    const r = await s.write({ namespace: "ops", key: `deploy ${aws}`, content: `Deploy with aws key AKIAQWERTYUIOP234567 with secret ${aws}`, category: "token ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789" });
-    expect(r.memory.content).toBe("Deploy with aws key [REDACTED:aws_access_key_id] with secret [REDACTED:high_entropy]");
+    const r = await s.write({
+      namespace: "ops",
+      key: `deploy ${aws}`,
+      content: `Deploy with aws key AKIAQWERTYUIOP234567 with secret ${aws}`,
+      category: "token ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",
+    });
+    expect(r.memory.content).toBe(
+      "Deploy with aws key [REDACTED:aws_access_key_id] with secret [REDACTED:high_entropy]",
+    );
     expect(r.memory.key).toBe("deploy [REDACTED:high_entropy]");
     expect(r.memory.category).toBe("token [REDACTED:github_token]");
     await s.logMiss({ namespace: "ops", query: `what was my secret ${aws}?` });
@@ -169,7 +227,9 @@ describe.each(backends)("MemoryStore on %s", (_name, store) => {
 describe("MemoryStore backends", () => {
   it("SQLite: an unopenable path is KEEL_MEMORY_STORE_FAILED naming it", () => {
     const dir = tempDir();
-    expect(() => new SqliteMemoryStore({ path: dir })).toThrow(new RegExp(`KEEL_MEMORY_STORE_FAILED.*${dir.replace(/[/\\]/g, ".")}`));
+    expect(() => new SqliteMemoryStore({ path: dir })).toThrow(
+      new RegExp(`KEEL_MEMORY_STORE_FAILED.*${dir.replace(/[/\\]/g, ".")}`),
+    );
   });
 
   it("PostgreSQL: an unreachable server is KEEL_MEMORY_STORE_FAILED naming it without its password", async () => {
@@ -185,7 +245,9 @@ describe("MemoryStore backends", () => {
     const writer = new PostgresMemoryStore(target);
     expect(await reader.search({ namespace: "n", terms: ["quokka"], limit: 5 })).toEqual([]);
     await writer.write({ namespace: "n", content: "A quokka lives on Rottnest" });
-    expect((await reader.search({ namespace: "n", terms: ["quokka"], limit: 5 })).map((h) => h.memory.content)).toEqual(["A quokka lives on Rottnest"]);
+    expect((await reader.search({ namespace: "n", terms: ["quokka"], limit: 5 })).map((h) => h.memory.content)).toEqual(
+      ["A quokka lives on Rottnest"],
+    );
     await writer.write({ namespace: "n", content: "The second quokka fact" });
     expect(await reader.search({ namespace: "n", terms: ["second"], limit: 5 })).toHaveLength(1);
   });
@@ -198,7 +260,9 @@ describe("MemoryStore backends", () => {
     await a.write({ namespace: "alice", content: `Alice's staging secret is ${aws}` });
     await b.logMiss({ namespace: "bob", query: `find ${aws}` });
     expect(await b.search({ namespace: "bob", terms: ["staging"], limit: 5 })).toEqual([]);
-    expect((await b.search({ namespace: "alice", terms: ["staging"], limit: 5 })).map((h) => h.memory.content)).toEqual(["Alice's staging secret is [REDACTED:credential]"]);
+    expect((await b.search({ namespace: "alice", terms: ["staging"], limit: 5 })).map((h) => h.memory.content)).toEqual(
+      ["Alice's staging secret is [REDACTED:credential]"],
+    );
     for (const table of ["keel_memories", "keel_memory_misses"]) {
       const rows = await rawRows(target.schema, table);
       expect(rows.length).toBe(1);
@@ -227,7 +291,13 @@ describe("secrets", () => {
     expect(looksSecret(r.text)).toBe(false);
   });
   it("leaves prose about passwords and keys alone", () => {
-    for (const t of ["I reset my password yesterday", "The key to success is patience", "my token of appreciation", "Our database is postgres://db.internal:5432/app"]) expect(findSecrets(t), t).toEqual([]);
+    for (const t of [
+      "I reset my password yesterday",
+      "The key to success is patience",
+      "my token of appreciation",
+      "Our database is postgres://db.internal:5432/app",
+    ])
+      expect(findSecrets(t), t).toEqual([]);
   });
 });
 
@@ -236,19 +306,31 @@ describe("write-time redaction in the store (no caller can bypass it)", () => {
   it("redacts content, key and category of a direct store write, and the miss log's query", () => {
     const path = join(tempDir(), "m.sqlite");
     const store = new SqliteMemoryStore({ path });
-    const r = store.write({ namespace: "ops", content: `Deploy with aws key AKIAQWERTYUIOP234567 with secret ${aws}`, category: "token ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789" });
-    expect(r.memory.content).toBe("Deploy with aws key [REDACTED:aws_access_key_id] with secret [REDACTED:high_entropy]");
+    const r = store.write({
+      namespace: "ops",
+      content: `Deploy with aws key AKIAQWERTYUIOP234567 with secret ${aws}`,
+      category: "token ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",
+    });
+    expect(r.memory.content).toBe(
+      "Deploy with aws key [REDACTED:aws_access_key_id] with secret [REDACTED:high_entropy]",
+    );
     expect(r.memory.category).toBe("token [REDACTED:github_token]");
     store.logMiss({ namespace: "ops", query: `what was my secret ${aws}?` });
     expect(store.misses("ops")[0]!.query).toBe("what was my secret [REDACTED:high_entropy]?");
     store.close();
-    for (const f of readdirSync(dirname(path))) expect(readFileSync(join(dirname(path), f)).includes(aws), f).toBe(false);
+    for (const f of readdirSync(dirname(path)))
+      expect(readFileSync(join(dirname(path), f)).includes(aws), f).toBe(false);
   });
 
   it("wraps a host-given store so its writes are redacted too", async () => {
     const seen: string[] = [];
     const inner = new SqliteMemoryStore({ path: ":memory:" });
-    const host = new Proxy(inner, { get: (t, p) => (p === "write" ? (i: { content: string }) => (seen.push(i.content), t.write(i as never)) : (Reflect.get(t, p) as (...a: unknown[]) => unknown).bind(t)) });
+    const host = new Proxy(inner, {
+      get: (t, p) =>
+        p === "write"
+          ? (i: { content: string }) => (seen.push(i.content), t.write(i as never))
+          : (Reflect.get(t, p) as (...a: unknown[]) => unknown).bind(t),
+    });
     const { redactingStore } = await import("../src/redacting-store.ts");
     const wrapped = redactingStore(host);
     wrapped.write({ namespace: "n", content: `key is sk-ant-api03-${"a1B2".repeat(23)}AA` });
@@ -261,13 +343,17 @@ describe("a memory database written before the shared scanner", () => {
     const { DatabaseSync } = await import("node:sqlite");
     const path = join(tempDir(), "memory.sqlite");
     const first = new SqliteMemoryStore({ path });
-    const id = first.write({ namespace: "u1", key: "aws", category: "creds", content: "The deploy key is kept here" }).memory.id;
+    const id = first.write({ namespace: "u1", key: "aws", category: "creds", content: "The deploy key is kept here" })
+      .memory.id;
     first.close();
     const aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY";
     // What an older version stored: the secret verbatim.
     const db = new DatabaseSync(path);
     const version = (db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version;
-    db.prepare("UPDATE memories SET content = ? WHERE id = ?").run(`The deploy key is aws_secret_access_key=${aws}`, id);
+    db.prepare("UPDATE memories SET content = ? WHERE id = ?").run(
+      `The deploy key is aws_secret_access_key=${aws}`,
+      id,
+    );
     db.prepare("INSERT INTO misses (namespace, query, at) VALUES ('u1', ?, 0)").run(`log in with secret ${aws} please`);
     db.exec(`PRAGMA user_version = ${version - 1}`);
     db.close();

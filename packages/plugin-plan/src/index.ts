@@ -26,7 +26,11 @@ export interface PlanOptions {
   maxPlanChars?: number;
 }
 
-const Options = z.strictObject({ start: z.boolean().default(false), modelEnters: z.boolean().default(true), maxPlanChars: z.number().int().positive().default(8_000) });
+const Options = z.strictObject({
+  start: z.boolean().default(false),
+  modelEnters: z.boolean().default(true),
+  maxPlanChars: z.number().int().positive().default(8_000),
+});
 
 /** Where the conversation stands: in plan mode or not, and the last approved plan. */
 export interface PlanState {
@@ -43,7 +47,9 @@ export function planState(messages: readonly Message[], start: boolean): PlanSta
   const state: PlanState = { active: start };
   const calls = new Map<string, ToolCallBlock>();
   for (const m of messages) {
-    if (m.role === "assistant") for (const b of m.content) if (b.type === "tool_call" && (b.name === ENTER || b.name === EXIT)) calls.set(b.id, b);
+    if (m.role === "assistant")
+      for (const b of m.content)
+        if (b.type === "tool_call" && (b.name === ENTER || b.name === EXIT)) calls.set(b.id, b);
     if (m.role !== "tool" || m.isError) continue;
     const call = calls.get(m.toolCallId);
     if (call?.name === ENTER) state.active = true;
@@ -71,7 +77,8 @@ export function plan(options: PlanOptions = {}) {
       const turns = new Map<string, boolean>();
       const enter = defineTool({
         name: ENTER,
-        description: "Enter plan mode: until a plan is approved you may only read and search (information tools). Use it before changes that need the user's agreement.",
+        description:
+          "Enter plan mode: until a plan is approved you may only read and search (information tools). Use it before changes that need the user's agreement.",
         input: z.strictObject({ reason: z.string().optional() }),
         category: "info",
         execute: (_args, tc) => {
@@ -81,7 +88,8 @@ export function plan(options: PlanOptions = {}) {
       });
       const exit = defineTool({
         name: EXIT,
-        description: "Leave plan mode with a complete plan (steps, files, risks). The user is asked to approve it; once approved all tools return and the plan is pinned.",
+        description:
+          "Leave plan mode with a complete plan (steps, files, risks). The user is asked to approve it; once approved all tools return and the plan is pinned.",
         input: z.strictObject({ plan: z.string().min(1) }),
         category: "info",
         parallel: false,
@@ -96,25 +104,62 @@ export function plan(options: PlanOptions = {}) {
         const forced = e.metadata.planMode === true;
         const active = forced || planState(e.history, o.start).active;
         turns.set(e.turnId, active);
-        const bundle = { kind: "tool_bundle" as const, bundleId: "plan", tools: active ? [exit] : o.modelEnters ? [enter] : [] };
+        const bundle = {
+          kind: "tool_bundle" as const,
+          bundleId: "plan",
+          tools: active ? [exit] : o.modelEnters ? [enter] : [],
+        };
         if (!active) return bundle;
-        return [bundle, { kind: "tool_visibility" as const, hide: { categories: ["exec" as const, "edit" as const, "mcp" as const] }, keep: [EXIT], reason: "plan mode: information tools only until the plan is approved" }];
+        return [
+          bundle,
+          {
+            kind: "tool_visibility" as const,
+            hide: { categories: ["exec" as const, "edit" as const, "mcp" as const] },
+            keep: [EXIT],
+            reason: "plan mode: information tools only until the plan is approved",
+          },
+        ];
       });
 
       ctx.on("turn.pre_prompt_compile", (e) => {
         const s = planState(e.history, o.start);
         if (turns.get(e.turnId)) {
-          return { kind: "prompt_section", id: "plan.mode", sectionId: "plan", title: "Plan mode", domain: "plan", content: `You are in plan mode. Only information tools are available. Investigate what you need, then call ${EXIT} with a complete plan (steps, files, risks). Do not claim to have changed anything.` };
+          return {
+            kind: "prompt_section",
+            id: "plan.mode",
+            sectionId: "plan",
+            title: "Plan mode",
+            domain: "plan",
+            content: `You are in plan mode. Only information tools are available. Investigate what you need, then call ${EXIT} with a complete plan (steps, files, risks). Do not claim to have changed anything.`,
+          };
         }
-        if (s.approved) return { kind: "prompt_section", id: "plan.approved", sectionId: "plan", title: "Approved plan", domain: "plan", content: `The user approved this plan; follow it:\n${truncate(s.approved, o.maxPlanChars)}` };
+        if (s.approved)
+          return {
+            kind: "prompt_section",
+            id: "plan.approved",
+            sectionId: "plan",
+            title: "Approved plan",
+            domain: "plan",
+            content: `The user approved this plan; follow it:\n${truncate(s.approved, o.maxPlanChars)}`,
+          };
         return undefined;
       });
 
       // Asking is the kernel's durable approval: a host callback, or a paused turn answered later.
       ctx.on("tool.pre_call", (e) => {
-        if (e.call.name === EXIT) return { kind: "tool_decision", decision: "ask", reason: `approve this plan before any change:\n${truncate(String((e.call.args as { plan?: unknown } | null)?.plan ?? ""), 2_000)}` };
+        if (e.call.name === EXIT)
+          return {
+            kind: "tool_decision",
+            decision: "ask",
+            reason: `approve this plan before any change:\n${truncate(String((e.call.args as { plan?: unknown } | null)?.plan ?? ""), 2_000)}`,
+          };
         // A hidden tool called by name while planning is denied, with the way out.
-        if (turns.get(e.turnId) && e.call.category !== "info") return { kind: "tool_decision", decision: "deny", reason: `plan mode: only information tools until the plan is approved (call ${EXIT} with your plan)` };
+        if (turns.get(e.turnId) && e.call.category !== "info")
+          return {
+            kind: "tool_decision",
+            decision: "deny",
+            reason: `plan mode: only information tools until the plan is approved (call ${EXIT} with your plan)`,
+          };
         return undefined;
       });
 

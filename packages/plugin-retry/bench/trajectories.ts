@@ -25,12 +25,32 @@ const root = join(dataDir(), "trajectories");
 /** What may change state: the shell; tau-bench's tools other than reads and calculations. */
 const changes = (tool: string) => !/^(get|search|list|calculate|think|find)_?/.test(tool) || tool === "bash";
 const sets: Array<[string, Trajectory[], (out: string) => boolean]> = [
-  ["tau-bench", loadTauBench(join(root, "tau-bench", "gpt-4o-airline.json"), [0, 1, 2, 3]), (o) => /^\s*Error\b/.test(o)],
-  ["mini-swe-agent", loadMiniSweAgent(join(root, "mini-swe-agent")), (o) => { const rc = /<returncode>(\d+)<\/returncode>/.exec(o); return !!rc && rc[1] !== "0"; }],
-  ["swe-agent", loadSweAgent(join(root, "swe-agent")), (o) => /command not found|Traceback \(most recent|No such file|^(?:Error|error)\b|Usage: |SyntaxError|is not defined|cannot (?:open|access)/m.test(o)],
+  [
+    "tau-bench",
+    loadTauBench(join(root, "tau-bench", "gpt-4o-airline.json"), [0, 1, 2, 3]),
+    (o) => /^\s*Error\b/.test(o),
+  ],
+  [
+    "mini-swe-agent",
+    loadMiniSweAgent(join(root, "mini-swe-agent")),
+    (o) => {
+      const rc = /<returncode>(\d+)<\/returncode>/.exec(o);
+      return !!rc && rc[1] !== "0";
+    },
+  ],
+  [
+    "swe-agent",
+    loadSweAgent(join(root, "swe-agent")),
+    (o) =>
+      /command not found|Traceback \(most recent|No such file|^(?:Error|error)\b|Usage: |SyntaxError|is not defined|cannot (?:open|access)/m.test(
+        o,
+      ),
+  ],
 ];
 
-console.log("source          trajectories  calls  failed  repeats  blind  stopped  share of blind  false stops  classes of failures");
+console.log(
+  "source          trajectories  calls  failed  repeats  blind  stopped  share of blind  false stops  classes of failures",
+);
 const all = { calls: 0, failed: 0, repeatedAny: 0, repeated: 0, stopped: 0, falseStops: 0 };
 for (const [name, trajectories, failedOf] of sets) {
   const n = { calls: 0, failed: 0, repeatedAny: 0, repeated: 0, stopped: 0, falseStops: 0 };
@@ -74,8 +94,19 @@ for (const [name, trajectories, failedOf] of sets) {
   }
   for (const k of Object.keys(all) as Array<keyof typeof all>) all[k] += n[k];
   const share = n.repeated ? `${((100 * n.stopped) / n.repeated).toFixed(1)}%` : "n/a";
-  console.log(`${name.padEnd(16)}${String(trajectories.length).padStart(12)}${String(n.calls).padStart(7)}${String(n.failed).padStart(8)}${String(n.repeatedAny).padStart(9)}${String(n.repeated).padStart(7)}${String(n.stopped).padStart(9)}  ${share.padEnd(14)}${String(n.falseStops).padStart(12)}  ${[...classes].sort((a, b) => b[1] - a[1]).map(([c, k]) => `${c} ${k}`).join(", ")}`);
+  console.log(
+    `${name.padEnd(16)}${String(trajectories.length).padStart(12)}${String(n.calls).padStart(7)}${String(n.failed).padStart(8)}${String(n.repeatedAny).padStart(9)}${String(n.repeated).padStart(7)}${String(n.stopped).padStart(9)}  ${share.padEnd(14)}${String(n.falseStops).padStart(12)}  ${[
+      ...classes,
+    ]
+      .sort((a, b) => b[1] - a[1])
+      .map(([c, k]) => `${c} ${k}`)
+      .join(", ")}`,
+  );
 }
-console.log(`${"all".padEnd(16)}${"".padStart(12)}${String(all.calls).padStart(7)}${String(all.failed).padStart(8)}${String(all.repeatedAny).padStart(9)}${String(all.repeated).padStart(7)}${String(all.stopped).padStart(9)}  ${`${((100 * all.stopped) / Math.max(1, all.repeated)).toFixed(1)}%`.padEnd(14)}${String(all.falseStops).padStart(12)}`);
-console.log("\nrepeats = failures of a call that already failed in the turn; blind = with no state-changing call succeeding in between;");
+console.log(
+  `${"all".padEnd(16)}${"".padStart(12)}${String(all.calls).padStart(7)}${String(all.failed).padStart(8)}${String(all.repeatedAny).padStart(9)}${String(all.repeated).padStart(7)}${String(all.stopped).padStart(9)}  ${`${((100 * all.stopped) / Math.max(1, all.repeated)).toFixed(1)}%`.padEnd(14)}${String(all.falseStops).padStart(12)}`,
+);
+console.log(
+  "\nrepeats = failures of a call that already failed in the turn; blind = with no state-changing call succeeding in between;",
+);
 console.log("stopped = blind repeats denied before running; false stop = a denied call whose recorded run succeeded.");

@@ -45,25 +45,54 @@ export interface RetryOptions extends Omit<ToolRetryOptions, "off"> {
 }
 
 const budget = z.number().int().min(0);
-const Budgets = z.strictObject(Object.fromEntries(FAILURE_CLASSES.map((c) => [c, budget.optional()])) as Record<FailureClass, z.ZodOptional<typeof budget>>);
-const ToolOptions = z.strictObject({ budgets: Budgets.optional(), maxPerSignature: budget.optional(), off: z.boolean().optional() });
+const Budgets = z.strictObject(
+  Object.fromEntries(FAILURE_CLASSES.map((c) => [c, budget.optional()])) as Record<
+    FailureClass,
+    z.ZodOptional<typeof budget>
+  >,
+);
+const ToolOptions = z.strictObject({
+  budgets: Budgets.optional(),
+  maxPerSignature: budget.optional(),
+  off: z.boolean().optional(),
+});
 const Options = z.strictObject({
   budgets: Budgets.optional(),
   maxPerSignature: budget.default(3),
   tools: z.record(z.string(), ToolOptions).optional(),
-  classify: z.custom<NonNullable<RetryOptions["classify"]>>((v) => typeof v === "function", { message: "expected a function" }).optional(),
+  classify: z
+    .custom<NonNullable<RetryOptions["classify"]>>((v) => typeof v === "function", { message: "expected a function" })
+    .optional(),
   hints: z.boolean().default(true),
 });
 type Resolved = z.output<typeof Options>;
 
 /** What to tell the model per class. */
 const ADVICE: Record<FailureClass, { retry: string; stop: string }> = {
-  invalid_arguments: { retry: "fix the arguments to match the tool's schema and call it again", stop: "read the tool's description and change your approach instead of guessing arguments" },
-  not_found: { retry: "check the name, path or id (list or search first) before calling again", stop: "what you are looking for is not there; look it up another way or tell the user" },
-  permission_denied: { retry: "retry only if something changed that grants access", stop: "you do not have access; do not try again, ask the user or do without it" },
-  timeout: { retry: "retry with a smaller request (narrower query, fewer items)", stop: "it keeps timing out; use a smaller request or another tool" },
-  internal: { retry: "retry once if the failure looks transient", stop: "the tool failed internally; do not repeat the call, work around it or report it" },
-  output_truncated: { retry: "ask for less (a filter, a range, a page) to see the rest", stop: "stop re-reading it; narrow the request or use what you have" },
+  invalid_arguments: {
+    retry: "fix the arguments to match the tool's schema and call it again",
+    stop: "read the tool's description and change your approach instead of guessing arguments",
+  },
+  not_found: {
+    retry: "check the name, path or id (list or search first) before calling again",
+    stop: "what you are looking for is not there; look it up another way or tell the user",
+  },
+  permission_denied: {
+    retry: "retry only if something changed that grants access",
+    stop: "you do not have access; do not try again, ask the user or do without it",
+  },
+  timeout: {
+    retry: "retry with a smaller request (narrower query, fewer items)",
+    stop: "it keeps timing out; use a smaller request or another tool",
+  },
+  internal: {
+    retry: "retry once if the failure looks transient",
+    stop: "the tool failed internally; do not repeat the call, work around it or report it",
+  },
+  output_truncated: {
+    retry: "ask for less (a filter, a range, a page) to see the rest",
+    stop: "stop re-reading it; narrow the request or use what you have",
+  },
 };
 
 /** The plugin. Contract: never changes a successful result; never denies a call that has not failed this turn. */
@@ -91,8 +120,18 @@ export function retry(options: RetryOptions = {}) {
         const hit = current?.hasBlocks ? current.blocked(e.call.name, normalizeArgs(e.call.args)) : undefined;
         if (!hit) return undefined;
         return [
-          { kind: "tool_decision", decision: "deny", reason: `this exact call already failed ${hit.failures} time(s) this turn (${label(hit.cls)}), past its retry budget, and nothing has changed since; ${ADVICE[hit.cls].stop}` },
-          { kind: "diagnostic", level: "info", code: "TOOL_RETRY_BLOCKED", message: `${e.call.name}: a repeat of a call out of retries (${label(hit.cls)}) was denied without running.`, data: { tool: e.call.name, callId: e.call.id, class: hit.cls, failures: hit.failures } },
+          {
+            kind: "tool_decision",
+            decision: "deny",
+            reason: `this exact call already failed ${hit.failures} time(s) this turn (${label(hit.cls)}), past its retry budget, and nothing has changed since; ${ADVICE[hit.cls].stop}`,
+          },
+          {
+            kind: "diagnostic",
+            level: "info",
+            code: "TOOL_RETRY_BLOCKED",
+            message: `${e.call.name}: a repeat of a call out of retries (${label(hit.cls)}) was denied without running.`,
+            data: { tool: e.call.name, callId: e.call.id, class: hit.cls, failures: hit.failures },
+          },
         ];
       });
 
@@ -111,22 +150,64 @@ export function retry(options: RetryOptions = {}) {
           const mine = o.classify?.({ tool, text, args: e.call.args });
           cls = FAILURE_CLASSES.includes(mine as FailureClass) ? mine : undefined;
         } catch (err) {
-          notes.push({ kind: "diagnostic", level: "warn", code: "TOOL_RETRY_CLASSIFY_FAILED", message: `Your classify option threw for ${tool}: ${errorMessage(err)}. The built-in classes were used; fix classify.` });
+          notes.push({
+            kind: "diagnostic",
+            level: "warn",
+            code: "TOOL_RETRY_CLASSIFY_FAILED",
+            message: `Your classify option threw for ${tool}: ${errorMessage(err)}. The built-in classes were used; fix classify.`,
+          });
         }
         cls ??= classifyFailure(text);
-        const { failures, failuresOfClass, budget: classBudget, left } = ledger(e.turnId).failed(tool, normalizeArgs(e.call.args), cls);
-        const data = { tool, callId: e.call.id, class: cls, failures, failuresOfClass, budget: classBudget, left: Math.max(0, left) };
+        const {
+          failures,
+          failuresOfClass,
+          budget: classBudget,
+          left,
+        } = ledger(e.turnId).failed(tool, normalizeArgs(e.call.args), cls);
+        const data = {
+          tool,
+          callId: e.call.id,
+          class: cls,
+          failures,
+          failuresOfClass,
+          budget: classBudget,
+          left: Math.max(0, left),
+        };
         if (left > 0) {
           return [
             ...notes,
-            ...(o.hints ? [rewrite(e.result.content, `[retry: ${label(cls)}; ${ADVICE[cls].retry} (${left} ${left === 1 ? "retry" : "retries"} left)]`, `retry controller: ${cls}, within budget`)] : []),
-            { kind: "diagnostic", level: "info", code: "TOOL_RETRY_ALLOWED", message: `${tool} failed (${label(cls)}); ${left} retr${left === 1 ? "y" : "ies"} left this turn.`, data },
+            ...(o.hints
+              ? [
+                  rewrite(
+                    e.result.content,
+                    `[retry: ${label(cls)}; ${ADVICE[cls].retry} (${left} ${left === 1 ? "retry" : "retries"} left)]`,
+                    `retry controller: ${cls}, within budget`,
+                  ),
+                ]
+              : []),
+            {
+              kind: "diagnostic",
+              level: "info",
+              code: "TOOL_RETRY_ALLOWED",
+              message: `${tool} failed (${label(cls)}); ${left} retr${left === 1 ? "y" : "ies"} left this turn.`,
+              data,
+            },
           ];
         }
         return [
           ...notes,
-          rewrite(e.result.content, `[retry: do not call ${tool} again with these arguments unless something changes first: ${label(cls)} ${failures > 1 ? `${failures} times` : "and this class gets no retries"}. ${cap(ADVICE[cls].stop)}.]`, `retry controller: ${cls}, budget spent`),
-          { kind: "diagnostic", level: "info", code: "TOOL_RETRY_EXHAUSTED", message: `${tool} failed (${label(cls)}) past its retry budget (${classBudget} for this class); the same call is denied for the rest of the turn.`, data },
+          rewrite(
+            e.result.content,
+            `[retry: do not call ${tool} again with these arguments unless something changes first: ${label(cls)} ${failures > 1 ? `${failures} times` : "and this class gets no retries"}. ${cap(ADVICE[cls].stop)}.]`,
+            `retry controller: ${cls}, budget spent`,
+          ),
+          {
+            kind: "diagnostic",
+            level: "info",
+            code: "TOOL_RETRY_EXHAUSTED",
+            message: `${tool} failed (${label(cls)}) past its retry budget (${classBudget} for this class); the same call is denied for the rest of the turn.`,
+            data,
+          },
         ];
       });
 

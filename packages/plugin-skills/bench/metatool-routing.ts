@@ -47,7 +47,9 @@ function parseCsv(text: string): string[][] {
 const dir = join(dataDir(), "skills-routing", "metatool");
 const descriptions = JSON.parse(readFileSync(join(dir, "plugin_des.json"), "utf8")) as Record<string, string>;
 const byLower = new Map(Object.entries(descriptions).map(([k, v]) => [k.toLowerCase(), v]));
-const rows = parseCsv(readFileSync(join(dir, "all_clean_data.csv"), "utf8")).slice(1).map(([query, tool]) => ({ query: query!, tool: tool! }));
+const rows = parseCsv(readFileSync(join(dir, "all_clean_data.csv"), "utf8"))
+  .slice(1)
+  .map(([query, tool]) => ({ query: query!, tool: tool! }));
 const tools = [...new Set(rows.map((r) => r.tool))].sort();
 const HALF = process.env.BENCH_HALF ?? "heldout";
 if (!["tune", "heldout", "all"].includes(HALF)) throw new Error(`BENCH_HALF must be tune, heldout or all, got ${HALF}`);
@@ -122,17 +124,35 @@ const started = performance.now();
 const names = Object.keys(policies);
 const results = SEEDS.map((seed) => {
   const queries = streamOf(seed);
-  return { seed, rows: Object.values(policies).map((make) => ({ clean: run(make, seed, queries, 0), flipped: run(make, seed, queries, FLIP) })) };
+  return {
+    seed,
+    rows: Object.values(policies).map((make) => ({
+      clean: run(make, seed, queries, 0),
+      flipped: run(make, seed, queries, FLIP),
+    })),
+  };
 });
 const wall = ((performance.now() - started) / 1000).toFixed(1);
 const meets = (r: (typeof results)[number]["rows"]) =>
-  r[2]!.clean >= 0.6 && r[2]!.clean > r[0]!.clean && r[2]!.clean > r[1]!.clean && r[2]!.flipped > r[0]!.flipped && r[2]!.flipped > r[1]!.flipped;
-console.log(`MetaTool routing: ${skills.length} skills, ${ROUNDS} of ${pool.length} queries (${HALF} half of ${rows.length}), accuracy over the last ${WINDOW} rounds`);
+  r[2]!.clean >= 0.6 &&
+  r[2]!.clean > r[0]!.clean &&
+  r[2]!.clean > r[1]!.clean &&
+  r[2]!.flipped > r[0]!.flipped &&
+  r[2]!.flipped > r[1]!.flipped;
+console.log(
+  `MetaTool routing: ${skills.length} skills, ${ROUNDS} of ${pool.length} queries (${HALF} half of ${rows.length}), accuracy over the last ${WINDOW} rounds`,
+);
 if (SEEDS.length === 1) {
   const table = results[0]!.rows;
   const ours = table[2]!;
   console.log(`stream order seed ${SEEDS[0]}`);
-  console.table(table.map((r, i) => ({ policy: names[i], "accuracy (clean rewards)": r.clean.toFixed(3), "accuracy (10% flipped)": r.flipped.toFixed(3) })));
+  console.table(
+    table.map((r, i) => ({
+      policy: names[i],
+      "accuracy (clean rewards)": r.clean.toFixed(3),
+      "accuracy (10% flipped)": r.flipped.toFixed(3),
+    })),
+  );
   console.log(
     `router vs BM25: ${(ours.clean / table[1]!.clean).toFixed(2)}x clean, ${(ours.flipped / table[1]!.flipped).toFixed(2)}x flipped; ` +
       `router vs reference: ${(ours.clean / table[0]!.clean).toFixed(1)}x clean; wall ${wall} s`,
@@ -140,13 +160,23 @@ if (SEEDS.length === 1) {
 } else {
   const short = ["reference", "BM25", "router"];
   const line = (label: string, value: (p: number, k: "clean" | "flipped") => number) =>
-    Object.fromEntries([["seed", label], ...short.flatMap((n, p) => (["clean", "flipped"] as const).map((k) => [`${n} ${k}`, value(p, k).toFixed(3)]))]);
-  const perSeed = results.map(({ seed, rows: r }) => ({ ...line(String(seed), (p, k) => r[p]![k]), "target met": meets(r) ? "yes" : "no" }));
+    Object.fromEntries([
+      ["seed", label],
+      ...short.flatMap((n, p) => (["clean", "flipped"] as const).map((k) => [`${n} ${k}`, value(p, k).toFixed(3)])),
+    ]);
+  const perSeed = results.map(({ seed, rows: r }) => ({
+    ...line(String(seed), (p, k) => r[p]![k]),
+    "target met": meets(r) ? "yes" : "no",
+  }));
   const mean = line("mean", (p, k) => results.reduce((s, r) => s + r.rows[p]![k], 0) / results.length);
   const min = line("min", (p, k) => Math.min(...results.map((r) => r.rows[p]![k])));
   console.table([...perSeed, mean, min]);
   console.log(`wall ${wall} s for ${SEEDS.length} seeds`);
 }
 const ok = results.every((r) => meets(r.rows));
-console.log(ok ? "target met: router >= 0.60 and ahead of both baselines" : "TARGET MISSED: router < 0.60 or not ahead of both baselines (on at least one seed)");
+console.log(
+  ok
+    ? "target met: router >= 0.60 and ahead of both baselines"
+    : "TARGET MISSED: router < 0.60 or not ahead of both baselines (on at least one seed)",
+);
 if (!ok) process.exitCode = 1;

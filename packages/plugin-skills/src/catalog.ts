@@ -57,7 +57,12 @@ export function visibleIn(skill: Skill, namespace: string): boolean {
  * to fix; `loaded` is true when the skill was loaded anyway (name normalised, description cut).
  */
 export interface SkillDiagnostic {
-  code: "KEEL_SKILL_INVALID" | "KEEL_SKILL_DUPLICATE" | "KEEL_SKILL_DIR_UNREADABLE" | "KEEL_SKILL_NAME_NORMALIZED" | "KEEL_SKILL_DESCRIPTION_CUT";
+  code:
+    | "KEEL_SKILL_INVALID"
+    | "KEEL_SKILL_DUPLICATE"
+    | "KEEL_SKILL_DIR_UNREADABLE"
+    | "KEEL_SKILL_NAME_NORMALIZED"
+    | "KEEL_SKILL_DESCRIPTION_CUT";
   file: string;
   line?: number;
   message: string;
@@ -73,7 +78,13 @@ export const MAX_DESCRIPTION_CHARS = 1024;
  * Contract: returns "" when nothing usable is left (the skill is then invalid).
  */
 export function normalizeSkillName(name: string): string {
-  const kebab = name.normalize("NFKD").replace(/\p{M}+/gu, "").toLowerCase().replace(/[^a-z0-9._-]+/g, "-").replace(/-{2,}/g, "-").replace(/^[-._]+|-+$/g, "");
+  const kebab = name
+    .normalize("NFKD")
+    .replace(/\p{M}+/gu, "")
+    .toLowerCase()
+    .replace(/[^a-z0-9._-]+/g, "-")
+    .replace(/-{2,}/g, "-")
+    .replace(/^[-._]+|-+$/g, "");
   return headOf(kebab, 64).replace(/-+$/, "");
 }
 
@@ -89,7 +100,9 @@ export interface CatalogRoot {
 const NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 const MAX_DEPTH = 2;
 
-type Parsed = { ok: true; name: string; description: string; body: string; frontmatter: Record<string, unknown>; notes: Note[] } | { ok: false; line?: number; message: string };
+type Parsed =
+  | { ok: true; name: string; description: string; body: string; frontmatter: Record<string, unknown>; notes: Note[] }
+  | { ok: false; line?: number; message: string };
 
 /**
  * Parse one SKILL.md text. Contract: never throws; a failure says where (line in the file)
@@ -98,9 +111,19 @@ type Parsed = { ok: true; name: string; description: string; body: string; front
 export function parseSkillFile(text: string): Parsed {
   const src = text.replace(/^\uFEFF/, "");
   const lines = src.split(/\r?\n/);
-  if (lines[0]?.trim() !== "---") return { ok: false, line: 1, message: "the file must start with a `---` line opening the YAML frontmatter (name, description)" };
+  if (lines[0]?.trim() !== "---")
+    return {
+      ok: false,
+      line: 1,
+      message: "the file must start with a `---` line opening the YAML frontmatter (name, description)",
+    };
   const close = lines.findIndex((l, i) => i > 0 && l.trim() === "---");
-  if (close < 0) return { ok: false, line: 1, message: "the YAML frontmatter opened on line 1 is never closed; add a `---` line after it" };
+  if (close < 0)
+    return {
+      ok: false,
+      line: 1,
+      message: "the YAML frontmatter opened on line 1 is never closed; add a `---` line after it",
+    };
   const yamlText = lines.slice(1, close).join("\n");
   const doc = parseDocument(yamlText, { prettyErrors: false });
   if (doc.errors.length) {
@@ -110,30 +133,64 @@ export function parseSkillFile(text: string): Parsed {
     return { ok: false, line: yamlLine + 1, message: `invalid YAML frontmatter: ${err.message.split("\n")[0]}` };
   }
   const data: unknown = doc.toJS();
-  if (typeof data !== "object" || data === null || Array.isArray(data)) return { ok: false, line: 2, message: "the frontmatter must be a YAML mapping with `name` and `description`" };
+  if (typeof data !== "object" || data === null || Array.isArray(data))
+    return { ok: false, line: 2, message: "the frontmatter must be a YAML mapping with `name` and `description`" };
   const fm = data as Record<string, unknown>;
   const lineOf = (key: string) => {
     const i = lines.slice(1, close).findIndex((l) => l.startsWith(`${key}:`));
     return i < 0 ? 2 : i + 2;
   };
-  if (typeof fm.name !== "string" || !fm.name.trim()) return { ok: false, line: lineOf("name"), message: "missing `name`: add `name: <skill-name>` (letters, digits, . _ -) to the frontmatter" };
+  if (typeof fm.name !== "string" || !fm.name.trim())
+    return {
+      ok: false,
+      line: lineOf("name"),
+      message: "missing `name`: add `name: <skill-name>` (letters, digits, . _ -) to the frontmatter",
+    };
   const notes: Note[] = [];
   const declared = fm.name.trim();
   let name = declared;
   if (!NAME.test(declared)) {
     // A name that looks like a path is refused, not normalised: it is a mistake, not a style.
     name = /[\\/]/.test(declared) ? "" : normalizeSkillName(declared);
-    if (!NAME.test(name)) return { ok: false, line: lineOf("name"), message: `\`name\` "${headOf(declared, 80)}" is not a valid skill name: use 1-64 lowercase letters, digits, ".", "_" or "-", starting with a letter or digit (no "/")` };
-    notes.push({ code: "KEEL_SKILL_NAME_NORMALIZED", line: lineOf("name"), message: `\`name\` "${headOf(declared, 80)}" is not kebab-case; loaded as "${name}". Set \`name: ${name}\` in the frontmatter` });
+    if (!NAME.test(name))
+      return {
+        ok: false,
+        line: lineOf("name"),
+        message: `\`name\` "${headOf(declared, 80)}" is not a valid skill name: use 1-64 lowercase letters, digits, ".", "_" or "-", starting with a letter or digit (no "/")`,
+      };
+    notes.push({
+      code: "KEEL_SKILL_NAME_NORMALIZED",
+      line: lineOf("name"),
+      message: `\`name\` "${headOf(declared, 80)}" is not kebab-case; loaded as "${name}". Set \`name: ${name}\` in the frontmatter`,
+    });
   }
-  if (typeof fm.description !== "string" || !fm.description.trim()) return { ok: false, line: lineOf("description"), message: "missing `description`: add `description: <what the skill does and when to use it>` to the frontmatter" };
+  if (typeof fm.description !== "string" || !fm.description.trim())
+    return {
+      ok: false,
+      line: lineOf("description"),
+      message: "missing `description`: add `description: <what the skill does and when to use it>` to the frontmatter",
+    };
   let description = fm.description.trim().replace(/\s+/g, " ");
   const length = codePointLength(description);
   if (length > MAX_DESCRIPTION_CHARS) {
     description = truncate(description, MAX_DESCRIPTION_CHARS);
-    notes.push({ code: "KEEL_SKILL_DESCRIPTION_CUT", line: lineOf("description"), message: `\`description\` has ${length} characters; it was cut to ${MAX_DESCRIPTION_CHARS}. Shorten it and move details into the body` });
+    notes.push({
+      code: "KEEL_SKILL_DESCRIPTION_CUT",
+      line: lineOf("description"),
+      message: `\`description\` has ${length} characters; it was cut to ${MAX_DESCRIPTION_CHARS}. Shorten it and move details into the body`,
+    });
   }
-  return { ok: true, name, description, body: lines.slice(close + 1).join("\n").trim(), frontmatter: fm, notes };
+  return {
+    ok: true,
+    name,
+    description,
+    body: lines
+      .slice(close + 1)
+      .join("\n")
+      .trim(),
+    frontmatter: fm,
+    notes,
+  };
 }
 
 interface CacheEntry {
@@ -204,13 +261,23 @@ export class SkillCatalog {
       cache.set(file, entry);
       const p = entry.parsed;
       if (!p.ok) {
-        diags.push({ code: "KEEL_SKILL_INVALID", file, ...(p.line !== undefined ? { line: p.line } : {}), message: p.message });
+        diags.push({
+          code: "KEEL_SKILL_INVALID",
+          file,
+          ...(p.line !== undefined ? { line: p.line } : {}),
+          message: p.message,
+        });
         continue;
       }
       for (const note of p.notes) diags.push({ ...note, file, loaded: true });
       const prior = byName.get(p.name);
       if (prior) {
-        diags.push({ code: "KEEL_SKILL_DUPLICATE", file, line: 2, message: `skill "${p.name}" is already loaded from ${prior.file}; rename one of them (the first one found is kept)${p.frontmatter.name !== p.name ? ` (its name "${headOf(String(p.frontmatter.name).trim(), 80)}" normalises to "${p.name}")` : ""}` });
+        diags.push({
+          code: "KEEL_SKILL_DUPLICATE",
+          file,
+          line: 2,
+          message: `skill "${p.name}" is already loaded from ${prior.file}; rename one of them (the first one found is kept)${p.frontmatter.name !== p.name ? ` (its name "${headOf(String(p.frontmatter.name).trim(), 80)}" normalises to "${p.name}")` : ""}`,
+        });
         if (p.notes.length) diags.splice(diags.length - 1 - p.notes.length, p.notes.length);
         continue;
       }
@@ -227,7 +294,17 @@ export class SkillCatalog {
         /* keep the path as found */
       }
       const auto = Boolean(root.auto) || (this.autoDir !== undefined && isInside(this.autoDir, dir));
-      const skill: Skill = { name: p.name, description: p.description, body: p.body, dir: real, file, root: root.dir, auto, ...(auto ? { draft: readDraftScope(dir) } : {}), frontmatter: p.frontmatter };
+      const skill: Skill = {
+        name: p.name,
+        description: p.description,
+        body: p.body,
+        dir: real,
+        file,
+        root: root.dir,
+        auto,
+        ...(auto ? { draft: readDraftScope(dir) } : {}),
+        frontmatter: p.frontmatter,
+      };
       entry.skill = skill;
       list.push(skill);
       byName.set(p.name, skill);
@@ -240,13 +317,24 @@ export class SkillCatalog {
     return changed;
   }
 
-  private walk(root: CatalogRoot, dir: string, depth: number, found: Array<{ file: string; root: CatalogRoot; stamp: string }>, diags: SkillDiagnostic[]): void {
+  private walk(
+    root: CatalogRoot,
+    dir: string,
+    depth: number,
+    found: Array<{ file: string; root: CatalogRoot; stamp: string }>,
+    diags: SkillDiagnostic[],
+  ): void {
     let entries: import("node:fs").Dirent[];
     try {
       entries = readdirSync(dir, { withFileTypes: true });
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (depth > 0 || code !== "ENOENT") diags.push({ code: "KEEL_SKILL_DIR_UNREADABLE", file: dir, message: `cannot list the folder (${code ?? (err as Error).message}); check that it exists and is readable` });
+      if (depth > 0 || code !== "ENOENT")
+        diags.push({
+          code: "KEEL_SKILL_DIR_UNREADABLE",
+          file: dir,
+          message: `cannot list the folder (${code ?? (err as Error).message}); check that it exists and is readable`,
+        });
       return;
     }
     const skillFile = entries.find((e) => e.name === "SKILL.md" && (e.isFile() || e.isSymbolicLink()));
@@ -256,18 +344,26 @@ export class SkillCatalog {
         const st = statSync(file);
         let manifest = "";
         try {
-          if (this.autoDir !== undefined && isInside(this.autoDir, dir)) manifest = `:${statSync(join(dir, "manifest.json")).mtimeMs}`;
+          if (this.autoDir !== undefined && isInside(this.autoDir, dir))
+            manifest = `:${statSync(join(dir, "manifest.json")).mtimeMs}`;
         } catch {
           // no manifest: the draft stays unreviewed
         }
         found.push({ file, root, stamp: `${st.mtimeMs}:${st.size}${manifest}` });
       } catch {
-        diags.push({ code: "KEEL_SKILL_INVALID", file, message: "SKILL.md cannot be read (dangling link?); fix or remove it" });
+        diags.push({
+          code: "KEEL_SKILL_INVALID",
+          file,
+          message: "SKILL.md cannot be read (dangling link?); fix or remove it",
+        });
       }
       return;
     }
     if (depth >= MAX_DEPTH) return;
-    const subdirs = entries.filter((e) => (e.isDirectory() || e.isSymbolicLink()) && !e.name.startsWith(".") && e.name !== "node_modules").map((e) => e.name).sort();
+    const subdirs = entries
+      .filter((e) => (e.isDirectory() || e.isSymbolicLink()) && !e.name.startsWith(".") && e.name !== "node_modules")
+      .map((e) => e.name)
+      .sort();
     for (const name of subdirs) {
       const sub = join(dir, name);
       try {

@@ -5,7 +5,12 @@ import { terms, tokenize } from "./text.ts";
 
 /** Character bigrams of a lowercased text, letters and digits only, by code point. */
 function bigrams(text: string): Map<string, number> {
-  const chars = [...text.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, " ").trim()];
+  const chars = [
+    ...text
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}]+/gu, " ")
+      .trim(),
+  ];
   const out = new Map<string, number>();
   for (let i = 0; i + 1 < chars.length; i++) {
     const g = chars[i]! + chars[i + 1]!;

@@ -28,5 +28,11 @@ export const DEFAULT_CREDIT: Readonly<Record<string, Outcome>> = Object.freeze({
  */
 export function creditOf(verdict: TurnVerdict, overrides: Readonly<Record<string, Outcome>> = {}): Outcome {
   const specific = `${verdict.status}:${verdict.reason}`;
-  return overrides[specific] ?? overrides[verdict.status] ?? DEFAULT_CREDIT[specific] ?? DEFAULT_CREDIT[verdict.status] ?? "neutral";
+  return (
+    overrides[specific] ??
+    overrides[verdict.status] ??
+    DEFAULT_CREDIT[specific] ??
+    DEFAULT_CREDIT[verdict.status] ??
+    "neutral"
+  );
 }

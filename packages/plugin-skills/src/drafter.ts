@@ -38,19 +38,41 @@ export interface DraftManifest {
 
 /** The deterministic body used when no model is available or it fails. */
 export function templateBody(streak: Streak): string {
-  const examples = streak.examples.map((e, i) => `### Example ${i + 1}\n\nRequest:\n\n> ${e.input.replace(/\n/g, "\n> ")}\n\nWhat worked:\n\n> ${(e.answer || "(no final text)").replace(/\n/g, "\n> ")}`).join("\n\n");
+  const examples = streak.examples
+    .map(
+      (e, i) =>
+        `### Example ${i + 1}\n\nRequest:\n\n> ${e.input.replace(/\n/g, "\n> ")}\n\nWhat worked:\n\n> ${(e.answer || "(no final text)").replace(/\n/g, "\n> ")}`,
+    )
+    .join("\n\n");
   return `# ${streak.signature}\n\nDrafted automatically after ${streak.count} consecutive successful turns on requests like these. Review, edit and keep it, or revoke it.\n\n## When to use\n\nRequests about: ${streak.signature.split("-").join(", ")}.\n\n## Examples\n\n${examples}\n`;
 }
 
 /** Ask the model for a body; undefined on any failure. */
-export async function modelBody(model: ModelProvider, streak: Streak, signal?: AbortSignal): Promise<string | undefined> {
-  const examples = streak.examples.map((e, i) => `Example ${i + 1}\nRequest: ${e.input}\nAnswer that worked: ${e.answer}`).join("\n\n");
+export async function modelBody(
+  model: ModelProvider,
+  streak: Streak,
+  signal?: AbortSignal,
+): Promise<string | undefined> {
+  const examples = streak.examples
+    .map((e, i) => `Example ${i + 1}\nRequest: ${e.input}\nAnswer that worked: ${e.answer}`)
+    .join("\n\n");
   try {
     const answer = await complete(
       model,
       {
-        system: "You write Agent Skills: concise Markdown instructions (no YAML frontmatter) that tell an assistant how to handle a recurring kind of request. Use sections: When to use, Steps, Pitfalls.",
-        messages: [{ role: "user", content: [{ type: "text", text: `Write the body of a skill for requests with the signature "${streak.signature}", from these successful turns:\n\n${examples}` }] }],
+        system:
+          "You write Agent Skills: concise Markdown instructions (no YAML frontmatter) that tell an assistant how to handle a recurring kind of request. Use sections: When to use, Steps, Pitfalls.",
+        messages: [
+          {
+            role: "user",
+            content: [
+              {
+                type: "text",
+                text: `Write the body of a skill for requests with the signature "${streak.signature}", from these successful turns:\n\n${examples}`,
+              },
+            ],
+          },
+        ],
         options: { maxTokens: 1200 },
       },
       signal ? { signal } : {},
@@ -69,11 +91,18 @@ export async function modelBody(model: ModelProvider, streak: Streak, signal?: A
  * SKILL.md and manifest.json are redacted by @keel/secrets (a model body that repeats an
  * input's key is written without it); the manifest records the streak's namespace.
  */
-export async function writeDraft(options: { autoDir: string; streak: Streak; isRevoked: (signature: string) => boolean | Promise<boolean>; model?: ModelProvider | undefined; signal?: AbortSignal }): Promise<DraftOutcome> {
+export async function writeDraft(options: {
+  autoDir: string;
+  streak: Streak;
+  isRevoked: (signature: string) => boolean | Promise<boolean>;
+  model?: ModelProvider | undefined;
+  signal?: AbortSignal;
+}): Promise<DraftOutcome> {
   const { autoDir, streak } = options;
   const dir = draftDir(autoDir, streak.signature);
   if (!dir) return { status: "skipped", reason: "unsafe_signature" };
-  if ((await options.isRevoked(streak.signature)) || (await options.isRevoked(sanitizeSignature(streak.signature)))) return { status: "skipped", reason: "revoked" };
+  if ((await options.isRevoked(streak.signature)) || (await options.isRevoked(sanitizeSignature(streak.signature))))
+    return { status: "skipped", reason: "revoked" };
   if (existsSync(dir)) return { status: "skipped", reason: "exists" };
   const fromModel = options.model ? await modelBody(options.model, streak, options.signal) : undefined;
   const body = fromModel ?? templateBody(streak);

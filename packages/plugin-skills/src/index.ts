@@ -6,7 +6,14 @@ export { skills, skills as default, PLUGIN_NAME, PLUGIN_VERSION } from "./plugin
 export type { FeedbackResult, SkillInfo, SkillsApi, SkillsPlugin, TurnRef } from "./plugin.ts";
 export { SkillsOptions, RouterTuningSchema } from "./options.ts";
 export type { SkillsOptionsInput, SkillsOptionsParsed } from "./options.ts";
-export { SkillCatalog, parseSkillFile, readDraftScope, visibleIn, normalizeSkillName, MAX_DESCRIPTION_CHARS } from "./catalog.ts";
+export {
+  SkillCatalog,
+  parseSkillFile,
+  readDraftScope,
+  visibleIn,
+  normalizeSkillName,
+  MAX_DESCRIPTION_CHARS,
+} from "./catalog.ts";
 export { closestSkills, nameSimilarity } from "./closest.ts";
 export type { CatalogRoot, DraftScope, Skill, SkillDiagnostic } from "./catalog.ts";
 export { readSkill, skillReadTool, MAX_READ_CHARS } from "./skill-read.ts";

@@ -51,9 +51,16 @@ export const SkillsOptions = z.strictObject({
   /** Verdict → outcome overrides, keyed "status" or "status:reason" (e.g. { "completed:max_tokens": "failure" }). */
   credit: z.record(z.string(), outcome).default({}),
   /** Auto-drafting of skills for task signatures that keep succeeding. */
-  autoDraft: z.strictObject({ enabled: z.boolean().default(true), threshold: z.number().int().min(1).max(100).default(3) }).prefault({}),
+  autoDraft: z
+    .strictObject({ enabled: z.boolean().default(true), threshold: z.number().int().min(1).max(100).default(3) })
+    .prefault({}),
   /** Model that writes draft bodies; default the hook's model (the agent's sideModel, else its provider). */
-  model: z.custom<ModelProvider>((v) => typeof v === "object" && v !== null && typeof (v as { stream?: unknown }).stream === "function", { message: "expected a ModelProvider (an object with stream())" }).optional(),
+  model: z
+    .custom<ModelProvider>(
+      (v) => typeof v === "object" && v !== null && typeof (v as { stream?: unknown }).stream === "function",
+      { message: "expected a ModelProvider (an object with stream())" },
+    )
+    .optional(),
 });
 
 /** Options as the user writes them. */

@@ -99,7 +99,10 @@ class SkillsRuntime {
     this.home = resolve(options.home ?? storage.home);
     const skillsDir = join(this.home, "skills");
     this.autoDir = join(skillsDir, "auto");
-    const roots = [...options.dirs.map((d) => ({ dir: resolve(d) })), ...(options.includeHomeSkills ? [{ dir: skillsDir }] : [])];
+    const roots = [
+      ...options.dirs.map((d) => ({ dir: resolve(d) })),
+      ...(options.includeHomeSkills ? [{ dir: skillsDir }] : []),
+    ];
     this.catalog = new SkillCatalog(roots, { autoDir: this.autoDir });
     let store: SkillsStorage | undefined;
     try {
@@ -110,7 +113,11 @@ class SkillsRuntime {
       this.storeError = `cannot open ${options.db ?? join(this.home, "skills.sqlite")}: ${(err as Error).message}`;
     }
     this.store = store;
-    this.router = new ContextualRouter({ store: store ?? new MemoryPosteriorStore(), seed: options.seed, tuning: options.router });
+    this.router = new ContextualRouter({
+      store: store ?? new MemoryPosteriorStore(),
+      seed: options.seed,
+      tuning: options.router,
+    });
   }
 
   /** Rescan; when the catalog changed, hand the skills to the router and queue its diagnostics. */
@@ -134,19 +141,32 @@ class SkillsRuntime {
     this.pendingDiags = [];
     if (this.storeError && !this.storeErrorReported) {
       this.storeErrorReported = true;
-      out.push({ kind: "diagnostic", level: "error", code: "KEEL_SKILL_STORE_FAILED", message: `${this.storeError}; learning is kept in memory only and auto-drafting is off.` });
+      out.push({
+        kind: "diagnostic",
+        level: "error",
+        code: "KEEL_SKILL_STORE_FAILED",
+        message: `${this.storeError}; learning is kept in memory only and auto-drafting is off.`,
+      });
     }
     return out;
   }
 
   /** The turn's namespace: metadata[namespaceKey], else the configured one. */
   namespaceOf(metadata: unknown): string {
-    const v = metadata && typeof metadata === "object" ? (metadata as Record<string, unknown>)[this.options.namespaceKey] : undefined;
+    const v =
+      metadata && typeof metadata === "object"
+        ? (metadata as Record<string, unknown>)[this.options.namespaceKey]
+        : undefined;
     return (typeof v === "string" && v) || (typeof v === "number" && String(v)) || this.options.namespace;
   }
 
   /** Pick for a turn and remember it. Contract: the router sees the input with secrets redacted; a draft the namespace may not see is never picked. */
-  async pick(sessionId: string, turnId: string, rawInput: string, namespace = this.options.namespace): Promise<{ pick: RoutePick | undefined; unknownForced?: string; storeError?: string }> {
+  async pick(
+    sessionId: string,
+    turnId: string,
+    rawInput: string,
+    namespace = this.options.namespace,
+  ): Promise<{ pick: RoutePick | undefined; unknownForced?: string; storeError?: string }> {
     const input = redact(rawInput);
     let storeError: string | undefined;
     try {
@@ -156,14 +176,24 @@ class SkillsRuntime {
     }
     const written = FORCE.exec(input)?.[1];
     // Names load normalised (KEEL_SKILL_NAME_NORMALIZED), so "@@skill=PDF-Filler" finds "pdf-filler".
-    const forced = written === undefined || this.catalog.get(written) ? written : normalizeSkillName(written) || written;
+    const forced =
+      written === undefined || this.catalog.get(written) ? written : normalizeSkillName(written) || written;
     const target = forced !== undefined ? this.catalog.get(forced) : undefined;
     const known = target !== undefined && visibleIn(target, namespace);
     const routed = this.router.pick(input, known ? { force: forced } : {});
     const chosen = routed ? this.catalog.get(routed.skill) : undefined;
     const pick = routed && (!chosen || visibleIn(chosen, namespace)) ? routed : undefined;
     if (pick) {
-      const stored = { sessionId, turnId, skill: pick.skill, terms: pick.terms, candidates: pick.candidates, forced: pick.forced, signature: taskSignature(input), input };
+      const stored = {
+        sessionId,
+        turnId,
+        skill: pick.skill,
+        terms: pick.terms,
+        candidates: pick.candidates,
+        forced: pick.forced,
+        signature: taskSignature(input),
+        input,
+      };
       this.picks.set(turnId, stored);
       if (this.picks.size > 200) this.picks.delete(this.picks.keys().next().value!);
       try {
@@ -172,7 +202,11 @@ class SkillsRuntime {
         /* feedback from another process will not find this pick; the turn goes on */
       }
     }
-    return { pick, ...(written !== undefined && !known ? { unknownForced: written } : {}), ...(storeError ? { storeError } : {}) };
+    return {
+      pick,
+      ...(written !== undefined && !known ? { unknownForced: written } : {}),
+      ...(storeError ? { storeError } : {}),
+    };
   }
 
   async findPick(turn: TurnRef): Promise<StoredPick | undefined> {
@@ -194,10 +228,17 @@ class SkillsRuntime {
     const visible = this.catalog.skills.filter((s) => visibleIn(s, namespace));
     // Most relevant to this turn first (the router's posterior ranking), so the cap drops the least relevant.
     const order = new Map(this.router.rank(redact(input)).map((r, i) => [r.skill, i]));
-    const skills = visible.map((s, i) => ({ s, at: order.get(s.name) ?? order.size + i })).sort((a, b) => a.at - b.at).map((x) => x.s);
+    const skills = visible
+      .map((s, i) => ({ s, at: order.get(s.name) ?? order.size + i }))
+      .sort((a, b) => a.at - b.at)
+      .map((x) => x.s);
     if (!skills.length) return undefined;
-    const advice = pick && this.options.suggest ? `\nThe "${pick.skill}" skill may help with this request: read it with skill_read and use it only if it is relevant.` : "";
-    const head = "Skills you can read with the skill_read tool (name: description), most relevant to this request first. Read a skill before following it.\n";
+    const advice =
+      pick && this.options.suggest
+        ? `\nThe "${pick.skill}" skill may help with this request: read it with skill_read and use it only if it is relevant.`
+        : "";
+    const head =
+      "Skills you can read with the skill_read tool (name: description), most relevant to this request first. Read a skill before following it.\n";
     const budget = this.options.maxPromptChars - head.length - advice.length - 140;
     const lines: string[] = [];
     let used = 0;
@@ -220,11 +261,13 @@ class SkillsRuntime {
   api(): SkillsApi {
     return {
       recordFeedback: async (turn, feedback) => {
-        if (feedback !== "up" && feedback !== "down") return { applied: false, reason: `feedback must be "up" or "down", got ${JSON.stringify(feedback)}` };
+        if (feedback !== "up" && feedback !== "down")
+          return { applied: false, reason: `feedback must be "up" or "down", got ${JSON.stringify(feedback)}` };
         const pick = await this.findPick(turn);
         if (!pick) return { applied: false, reason: `no routed pick is recorded for turn ${JSON.stringify(turn)}` };
         if (!this.scanned) this.refresh();
-        if (!this.catalog.get(pick.skill)) return { applied: false, reason: `skill "${pick.skill}" is no longer in the catalog` };
+        if (!this.catalog.get(pick.skill))
+          return { applied: false, reason: `skill "${pick.skill}" is no longer in the catalog` };
         await this.credit(pick, feedback === "up" ? "success" : "failure");
         if (feedback === "down" && pick.signature) await this.store?.resetStreak(pick.signature);
         return { applied: true, skill: pick.skill };
@@ -245,7 +288,15 @@ class SkillsRuntime {
       listSkills: () => {
         this.refresh();
         const arms = this.router.store.arms();
-        return this.catalog.skills.map((s: Skill) => ({ name: s.name, description: s.description, dir: s.dir, file: s.file, auto: s.auto, ...(s.draft ? { draft: { ...s.draft } } : {}), arm: arms.get(s.name) ?? { successes: 0, failures: 0 } }));
+        return this.catalog.skills.map((s: Skill) => ({
+          name: s.name,
+          description: s.description,
+          dir: s.dir,
+          file: s.file,
+          auto: s.auto,
+          ...(s.draft ? { draft: { ...s.draft } } : {}),
+          arm: arms.get(s.name) ?? { successes: 0, failures: 0 },
+        }));
       },
       diagnostics: () => {
         if (!this.scanned) this.refresh();
@@ -266,7 +317,10 @@ function parseOptions(input: SkillsOptionsInput | undefined): SkillsOptionsParse
   const r = SkillsOptions.safeParse(input ?? {});
   if (r.success) return r.data;
   const issue = r.error.issues[0]!;
-  throw new KeelError("KEEL_PLUGIN_OPTIONS_INVALID", `${issue.path.join(".") || "(root)"}: ${issue.message}.`, { plugin: PLUGIN_NAME, path: issue.path.join(".") });
+  throw new KeelError("KEEL_PLUGIN_OPTIONS_INVALID", `${issue.path.join(".") || "(root)"}: ${issue.message}.`, {
+    plugin: PLUGIN_NAME,
+    path: issue.path.join("."),
+  });
 }
 
 /**
@@ -278,7 +332,11 @@ function parseOptions(input: SkillsOptionsInput | undefined): SkillsOptionsParse
 export function skills(input?: SkillsOptionsInput): SkillsPlugin {
   let runtime: SkillsRuntime | undefined;
   // Set up in an agent, the runtime keeps its data where that agent does; the host API used before that, in KEEL_HOME.
-  const get = (parsed?: SkillsOptionsParsed, storage?: AgentStorage) => (runtime ??= new SkillsRuntime(parsed ?? parseOptions(input), storage ?? { home: defaultKeelHome(), database: { kind: "sqlite" } }));
+  const get = (parsed?: SkillsOptionsParsed, storage?: AgentStorage) =>
+    (runtime ??= new SkillsRuntime(
+      parsed ?? parseOptions(input),
+      storage ?? { home: defaultKeelHome(), database: { kind: "sqlite" } },
+    ));
   const plugin = definePlugin({
     name: PLUGIN_NAME,
     version: PLUGIN_VERSION,
@@ -292,18 +350,46 @@ export function skills(input?: SkillsOptionsInput): SkillsPlugin {
         rt.refresh();
         const out: ContributionFor<"turn.pre_tool_materialization">[] = rt.takeDiagnostics();
         const namespace = rt.namespaceOf(event.metadata);
-        if (rt.catalog.skills.some((s) => visibleIn(s, namespace))) out.push({ kind: "tool_bundle", bundleId: "skills", domain: "skills", tools: [skillReadTool(() => rt.catalog, namespace)] });
+        if (rt.catalog.skills.some((s) => visibleIn(s, namespace)))
+          out.push({
+            kind: "tool_bundle",
+            bundleId: "skills",
+            domain: "skills",
+            tools: [skillReadTool(() => rt.catalog, namespace)],
+          });
         return out;
       });
 
       ctx.on("turn.pre_prompt_compile", async (event) => {
         const out: ContributionFor<"turn.pre_prompt_compile">[] = [];
         const namespace = rt.namespaceOf(event.metadata);
-        const { pick, unknownForced, storeError } = await rt.pick(event.sessionId, event.turnId, event.input, namespace);
-        if (storeError) out.push({ kind: "diagnostic", level: "warn", code: "KEEL_SKILL_STORE_FAILED", message: `${storeError}.` });
-        if (unknownForced) out.push({ kind: "diagnostic", level: "warn", code: "KEEL_SKILL_UNKNOWN", message: `@@skill=${unknownForced} names no loaded skill; the router picked instead. Use one of the names listed by listSkills().` });
+        const { pick, unknownForced, storeError } = await rt.pick(
+          event.sessionId,
+          event.turnId,
+          event.input,
+          namespace,
+        );
+        if (storeError)
+          out.push({ kind: "diagnostic", level: "warn", code: "KEEL_SKILL_STORE_FAILED", message: `${storeError}.` });
+        if (unknownForced)
+          out.push({
+            kind: "diagnostic",
+            level: "warn",
+            code: "KEEL_SKILL_UNKNOWN",
+            message: `@@skill=${unknownForced} names no loaded skill; the router picked instead. Use one of the names listed by listSkills().`,
+          });
         const content = rt.section(pick, namespace, event.input);
-        if (content) out.push({ kind: "prompt_section", id: "skills", sectionId: "skills", title: "Skills", domain: "skills", priority: 400, content, maxChars: 8000 });
+        if (content)
+          out.push({
+            kind: "prompt_section",
+            id: "skills",
+            sectionId: "skills",
+            title: "Skills",
+            domain: "skills",
+            priority: 400,
+            content,
+            maxChars: 8000,
+          });
         return out;
       });
 
@@ -315,27 +401,57 @@ export function skills(input?: SkillsOptionsInput): SkillsPlugin {
           pick = await rt.findPick({ sessionId: event.sessionId, turnId: event.turnId });
           await rt.credit(pick, outcome);
         } catch (err) {
-          out.push({ kind: "diagnostic", level: "error", code: "KEEL_SKILL_STORE_FAILED", message: `crediting "${pick?.skill}" failed: ${(err as Error).message}; the posterior was not updated.` });
+          out.push({
+            kind: "diagnostic",
+            level: "error",
+            code: "KEEL_SKILL_STORE_FAILED",
+            message: `crediting "${pick?.skill}" failed: ${(err as Error).message}; the posterior was not updated.`,
+          });
         }
         const signature = taskSignature(event.input);
         if (!rt.options.autoDraft.enabled || !signature || outcome === "neutral" || !rt.store) return out;
         let streak: Streak;
         try {
-          streak = await rt.store.bumpStreak(signature, outcome === "success", { input: event.input, answer: event.finalText, ...(pick ? { skill: pick.skill } : {}) }, rt.namespaceOf(event.metadata));
+          streak = await rt.store.bumpStreak(
+            signature,
+            outcome === "success",
+            { input: event.input, answer: event.finalText, ...(pick ? { skill: pick.skill } : {}) },
+            rt.namespaceOf(event.metadata),
+          );
         } catch (err) {
-          out.push({ kind: "diagnostic", level: "error", code: "KEEL_SKILL_STORE_FAILED", message: `recording the streak of "${signature}" failed: ${(err as Error).message}.` });
+          out.push({
+            kind: "diagnostic",
+            level: "error",
+            code: "KEEL_SKILL_STORE_FAILED",
+            message: `recording the streak of "${signature}" failed: ${(err as Error).message}.`,
+          });
           return out;
         }
-        if (streak.count >= rt.options.autoDraft.threshold && !(await Promise.resolve().then(() => rt.store!.isRevoked(signature)).catch(() => true))) {
+        if (
+          streak.count >= rt.options.autoDraft.threshold &&
+          !(await Promise.resolve()
+            .then(() => rt.store!.isRevoked(signature))
+            .catch(() => true))
+        ) {
           const model = rt.options.model ?? hook.model;
           out.push({
             kind: "background_job",
             idempotencyKey: `skills-draft:${sanitizeSignature(signature)}`,
             name: "skills.draft",
             run: async (signal: AbortSignal) => {
-              const result = await writeDraft({ autoDir: rt.autoDir, streak, isRevoked: (s) => rt.store!.isRevoked(s), model, signal });
+              const result = await writeDraft({
+                autoDir: rt.autoDir,
+                streak,
+                isRevoked: (s) => rt.store!.isRevoked(s),
+                model,
+                signal,
+              });
               rt.logDraft(result);
-              if (result.status === "failed") throw new KeelError("KEEL_SKILL_DRAFT_FAILED", `signature "${signature}": ${result.message}.`, { plugin: PLUGIN_NAME, phase: "turn.post_turn" });
+              if (result.status === "failed")
+                throw new KeelError("KEEL_SKILL_DRAFT_FAILED", `signature "${signature}": ${result.message}.`, {
+                  plugin: PLUGIN_NAME,
+                  phase: "turn.post_turn",
+                });
               return result;
             },
           });
@@ -344,7 +460,10 @@ export function skills(input?: SkillsOptionsInput): SkillsPlugin {
       });
     },
   });
-  return Object.assign(plugin, lazyApi(() => get().api()));
+  return Object.assign(
+    plugin,
+    lazyApi(() => get().api()),
+  );
 }
 
 /** The API object whose methods create the runtime on first use. */

@@ -93,7 +93,10 @@ export class PostgresSkillsStore implements PosteriorStore, SkillsStorage {
   async warm(probe: () => void): Promise<void> {
     const rec = this.#record(probe);
     this.#snapshot = await this.#load(this.#db.runner("read the router's posteriors in"), rec);
-    const rows = await this.#db.query<{ skill: string; successes: number; failures: number }>("read the arms in", "SELECT skill, successes, failures FROM {s}.keel_skill_arms");
+    const rows = await this.#db.query<{ skill: string; successes: number; failures: number }>(
+      "read the arms in",
+      "SELECT skill, successes, failures FROM {s}.keel_skill_arms",
+    );
     this.#arms = new Map(rows.map((r) => [r.skill, { successes: Number(r.successes), failures: Number(r.failures) }]));
   }
 
@@ -114,7 +117,10 @@ export class PostgresSkillsStore implements PosteriorStore, SkillsStorage {
     const df = new Map<string, number>();
     if (terms.length) {
       const safe = terms.map(safeTerm);
-      const rows = await q<{ term: string; df: number }>("SELECT term, df FROM {s}.keel_skill_terms WHERE term = ANY($1::text[])", [safe]);
+      const rows = await q<{ term: string; df: number }>(
+        "SELECT term, df FROM {s}.keel_skill_terms WHERE term = ANY($1::text[])",
+        [safe],
+      );
       const bySafe = new Map(rows.map((r) => [r.term, Number(r.df)]));
       terms.forEach((t, i) => {
         df.set(t, bySafe.get(safe[i]!) ?? 0);
@@ -125,7 +131,10 @@ export class PostgresSkillsStore implements PosteriorStore, SkillsStorage {
     if (features.length) {
       const safe = features.map(safeTerm);
       const original = new Map(safe.map((s, i) => [s, features[i]!]));
-      const rows = await q<{ skill: string; feature: string; mean: number; precision: number; tick: string }>("SELECT skill, feature, mean, precision, tick FROM {s}.keel_skill_weights WHERE feature = ANY($1::text[])", [safe]);
+      const rows = await q<{ skill: string; feature: string; mean: number; precision: number; tick: string }>(
+        "SELECT skill, feature, mean, precision, tick FROM {s}.keel_skill_weights WHERE feature = ANY($1::text[])",
+        [safe],
+      );
       for (const r of rows) {
         const f = original.get(r.feature) ?? r.feature;
         let m = weights.get(f);
@@ -139,7 +148,15 @@ export class PostgresSkillsStore implements PosteriorStore, SkillsStorage {
   /** Run `fn` against the database's current rows and write what it writes, in one locked transaction. */
   update(fn: (tx: PosteriorTx) => void): Promise<void> {
     const noop = () => undefined;
-    const rec = this.#record(() => fn({ weights: (f, s) => this.weights(f, s), termStats: (t) => this.termStats(t), writeWeights: noop, recordArm: noop, countUpdate: noop }));
+    const rec = this.#record(() =>
+      fn({
+        weights: (f, s) => this.weights(f, s),
+        termStats: (t) => this.termStats(t),
+        writeWeights: noop,
+        recordArm: noop,
+        countUpdate: noop,
+      }),
+    );
     return this.#db.tx("update the router's posteriors in", async (q) => {
       await q("SELECT pg_advisory_xact_lock(hashtextextended($1, 4243))", [`keel-skills:${this.#db.schema}`]);
       const snap = await this.#load(q, rec);
@@ -166,15 +183,28 @@ export class PostgresSkillsStore implements PosteriorStore, SkillsStorage {
         await q(
           `INSERT INTO {s}.keel_skill_weights (skill, feature, mean, precision, tick) SELECT * FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[], $5::bigint[])
            ON CONFLICT (feature, skill) DO UPDATE SET mean = EXCLUDED.mean, precision = EXCLUDED.precision, tick = EXCLUDED.tick`,
-          [writes.map((w) => w.skill), writes.map((w) => safeTerm(w.feature)), writes.map((w) => w.row.mean), writes.map((w) => w.row.precision), writes.map((w) => w.row.tick)],
+          [
+            writes.map((w) => w.skill),
+            writes.map((w) => safeTerm(w.feature)),
+            writes.map((w) => w.row.mean),
+            writes.map((w) => w.row.precision),
+            writes.map((w) => w.row.tick),
+          ],
         );
       }
       for (const [skill, reward] of arms) {
-        await q("INSERT INTO {s}.keel_skill_arms (skill, successes, failures) VALUES ($1, $2, $3) ON CONFLICT (skill) DO UPDATE SET successes = {s}.keel_skill_arms.successes + EXCLUDED.successes, failures = {s}.keel_skill_arms.failures + EXCLUDED.failures", [skill, reward, 1 - reward]);
+        await q(
+          "INSERT INTO {s}.keel_skill_arms (skill, successes, failures) VALUES ($1, $2, $3) ON CONFLICT (skill) DO UPDATE SET successes = {s}.keel_skill_arms.successes + EXCLUDED.successes, failures = {s}.keel_skill_arms.failures + EXCLUDED.failures",
+          [skill, reward, 1 - reward],
+        );
       }
       if (counted) {
         const terms = [...new Set(counted.map(safeTerm))];
-        if (terms.length) await q("INSERT INTO {s}.keel_skill_terms (term, df) SELECT t, 1 FROM unnest($1::text[]) t ON CONFLICT (term) DO UPDATE SET df = {s}.keel_skill_terms.df + 1", [terms]);
+        if (terms.length)
+          await q(
+            "INSERT INTO {s}.keel_skill_terms (term, df) SELECT t, 1 FROM unnest($1::text[]) t ON CONFLICT (term) DO UPDATE SET df = {s}.keel_skill_terms.df + 1",
+            [terms],
+          );
         await q("UPDATE {s}.keel_skill_tick SET tick = tick + 1 WHERE id = 1");
       }
     });
@@ -185,31 +215,79 @@ export class PostgresSkillsStore implements PosteriorStore, SkillsStorage {
       "save a pick in",
       `INSERT INTO {s}.keel_skill_picks (session_id, turn_id, skill, terms, candidates, forced, signature, input, ts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
        ON CONFLICT (session_id, turn_id) DO UPDATE SET skill = EXCLUDED.skill, terms = EXCLUDED.terms, candidates = EXCLUDED.candidates, forced = EXCLUDED.forced, signature = EXCLUDED.signature, input = EXCLUDED.input, ts = EXCLUDED.ts`,
-      [p.sessionId, p.turnId, p.skill, JSON.stringify(p.terms.map(safeTerm)), JSON.stringify(p.candidates), p.forced, redact(p.signature), headOf(redact(p.input), 4000), Date.now()],
+      [
+        p.sessionId,
+        p.turnId,
+        p.skill,
+        JSON.stringify(p.terms.map(safeTerm)),
+        JSON.stringify(p.candidates),
+        p.forced,
+        redact(p.signature),
+        headOf(redact(p.input), 4000),
+        Date.now(),
+      ],
     );
     if (++this.#saves % TRIM_EVERY === 0) {
-      await this.#db.query("trim old picks in", `DELETE FROM {s}.keel_skill_picks WHERE ts < (SELECT ts FROM {s}.keel_skill_picks ORDER BY ts DESC OFFSET ${KEEP_PICKS - 1} LIMIT 1)`);
+      await this.#db.query(
+        "trim old picks in",
+        `DELETE FROM {s}.keel_skill_picks WHERE ts < (SELECT ts FROM {s}.keel_skill_picks ORDER BY ts DESC OFFSET ${KEEP_PICKS - 1} LIMIT 1)`,
+      );
     }
   }
 
   async getPick(turnId: string, sessionId?: string): Promise<StoredPick | undefined> {
-    const rows = sessionId === undefined
-      ? await this.#db.query("read a pick in", "SELECT * FROM {s}.keel_skill_picks WHERE turn_id = $1 ORDER BY ts DESC LIMIT 1", [turnId])
-      : await this.#db.query("read a pick in", "SELECT * FROM {s}.keel_skill_picks WHERE turn_id = $1 AND session_id = $2", [turnId, sessionId]);
+    const rows =
+      sessionId === undefined
+        ? await this.#db.query(
+            "read a pick in",
+            "SELECT * FROM {s}.keel_skill_picks WHERE turn_id = $1 ORDER BY ts DESC LIMIT 1",
+            [turnId],
+          )
+        : await this.#db.query(
+            "read a pick in",
+            "SELECT * FROM {s}.keel_skill_picks WHERE turn_id = $1 AND session_id = $2",
+            [turnId, sessionId],
+          );
     const r = rows[0];
     if (!r) return undefined;
-    return { sessionId: String(r.session_id), turnId: String(r.turn_id), skill: String(r.skill), terms: JSON.parse(String(r.terms)), candidates: JSON.parse(String(r.candidates)), forced: r.forced === true, signature: String(r.signature), input: String(r.input) };
+    return {
+      sessionId: String(r.session_id),
+      turnId: String(r.turn_id),
+      skill: String(r.skill),
+      terms: JSON.parse(String(r.terms)),
+      candidates: JSON.parse(String(r.candidates)),
+      forced: r.forced === true,
+      signature: String(r.signature),
+      input: String(r.input),
+    };
   }
 
-  async bumpStreak(signature: string, success: boolean, example: { input: string; answer: string; skill?: string }, namespace = "default"): Promise<Streak> {
+  async bumpStreak(
+    signature: string,
+    success: boolean,
+    example: { input: string; answer: string; skill?: string },
+    namespace = "default",
+  ): Promise<Streak> {
     const sig = redact(signature);
     return this.#db.tx("record a streak in", async (q) => {
       if (!success) {
         await q("DELETE FROM {s}.keel_skill_streaks WHERE namespace = $1 AND signature = $2", [namespace, sig]);
         return { signature: sig, namespace, count: 0, examples: [] };
       }
-      const row = (await q<{ count: number; examples: string }>("SELECT count, examples FROM {s}.keel_skill_streaks WHERE namespace = $1 AND signature = $2 FOR UPDATE", [namespace, sig]))[0];
-      const examples = [...(row ? (JSON.parse(row.examples) as Streak["examples"]) : []), { input: headOf(redact(example.input), 2000), answer: headOf(redact(example.answer), 2000), ...(example.skill ? { skill: example.skill } : {}) }].slice(-5);
+      const row = (
+        await q<{ count: number; examples: string }>(
+          "SELECT count, examples FROM {s}.keel_skill_streaks WHERE namespace = $1 AND signature = $2 FOR UPDATE",
+          [namespace, sig],
+        )
+      )[0];
+      const examples = [
+        ...(row ? (JSON.parse(row.examples) as Streak["examples"]) : []),
+        {
+          input: headOf(redact(example.input), 2000),
+          answer: headOf(redact(example.answer), 2000),
+          ...(example.skill ? { skill: example.skill } : {}),
+        },
+      ].slice(-5);
       const count = (row ? Number(row.count) : 0) + 1;
       await q(
         "INSERT INTO {s}.keel_skill_streaks (namespace, signature, count, examples, ts) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (namespace, signature) DO UPDATE SET count = EXCLUDED.count, examples = EXCLUDED.examples, ts = EXCLUDED.ts",
@@ -220,23 +298,38 @@ export class PostgresSkillsStore implements PosteriorStore, SkillsStorage {
   }
 
   async resetStreak(signature: string): Promise<void> {
-    await this.#db.query("reset a streak in", "DELETE FROM {s}.keel_skill_streaks WHERE signature = $1", [redact(signature)]);
+    await this.#db.query("reset a streak in", "DELETE FROM {s}.keel_skill_streaks WHERE signature = $1", [
+      redact(signature),
+    ]);
   }
 
   async streak(signature: string, namespace = "default"): Promise<number> {
-    const r = await this.#db.query("read a streak in", "SELECT count FROM {s}.keel_skill_streaks WHERE namespace = $1 AND signature = $2", [namespace, redact(signature)]);
+    const r = await this.#db.query(
+      "read a streak in",
+      "SELECT count FROM {s}.keel_skill_streaks WHERE namespace = $1 AND signature = $2",
+      [namespace, redact(signature)],
+    );
     return r[0] ? Number(r[0].count) : 0;
   }
 
   async revoke(signature: string): Promise<void> {
     await this.#db.tx("revoke a draft in", async (q) => {
-      await q("INSERT INTO {s}.keel_skill_revoked (signature, ts) VALUES ($1, $2) ON CONFLICT DO NOTHING", [signature, Date.now()]);
+      await q("INSERT INTO {s}.keel_skill_revoked (signature, ts) VALUES ($1, $2) ON CONFLICT DO NOTHING", [
+        signature,
+        Date.now(),
+      ]);
       await q("DELETE FROM {s}.keel_skill_streaks WHERE signature = $1", [signature]);
     });
   }
 
   async isRevoked(signature: string): Promise<boolean> {
-    return (await this.#db.query("read revocations in", "SELECT 1 FROM {s}.keel_skill_revoked WHERE signature = $1", [signature])).length > 0;
+    return (
+      (
+        await this.#db.query("read revocations in", "SELECT 1 FROM {s}.keel_skill_revoked WHERE signature = $1", [
+          signature,
+        ])
+      ).length > 0
+    );
   }
 
   close(): void {

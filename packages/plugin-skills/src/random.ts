@@ -24,7 +24,7 @@ function splitmix32(seed: number): () => number {
 
 /** Hash a string seed to 32 bits (FNV-1a). */
 function hashSeed(seed: number | string): number {
-  if (typeof seed === "number") return seed >>> 0 ^ Math.floor(seed / 2 ** 32);
+  if (typeof seed === "number") return (seed >>> 0) ^ Math.floor(seed / 2 ** 32);
   let h = 0x811c9dc5;
   for (let i = 0; i < seed.length; i++) h = Math.imul(h ^ seed.charCodeAt(i), 0x01000193) >>> 0;
   return h;
@@ -36,7 +36,10 @@ function hashSeed(seed: number | string): number {
  */
 export function createRng(seed?: number | string): Rng {
   const mix = splitmix32(seed === undefined ? Math.floor(Math.random() * 2 ** 32) : hashSeed(seed));
-  let a = mix(), b = mix(), c = mix(), d = mix();
+  let a = mix(),
+    b = mix(),
+    c = mix(),
+    d = mix();
   const rng: Rng = {
     next() {
       const t = (((a + b) >>> 0) + d) >>> 0;

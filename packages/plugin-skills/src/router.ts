@@ -58,7 +58,18 @@ export interface RoutePick {
 }
 
 const BIAS_FEATURE = "";
-const DEFAULTS: Required<RouterTuning> = { gate: 8, temperature: 0.05, bias: -4, relevanceWeight: 4, priorPrecision: 1, idfScale: 5, bigramWeight: 1, rivalWeight: 3, discount: 1, rewardNoise: 0 };
+const DEFAULTS: Required<RouterTuning> = {
+  gate: 8,
+  temperature: 0.05,
+  bias: -4,
+  relevanceWeight: 4,
+  priorPrecision: 1,
+  idfScale: 5,
+  bigramWeight: 1,
+  rivalWeight: 3,
+  discount: 1,
+  rewardNoise: 0,
+};
 const sigmoid = (z: number) => 1 / (1 + Math.exp(-z));
 
 /**
@@ -74,7 +85,15 @@ export class ContextualRouter {
   readonly store: PosteriorStore;
   readonly tuning: Required<RouterTuning>;
 
-  constructor(options: { store?: PosteriorStore; rng?: Rng; seed?: number | string; skills?: readonly RoutableSkill[]; tuning?: RouterTuning } = {}) {
+  constructor(
+    options: {
+      store?: PosteriorStore;
+      rng?: Rng;
+      seed?: number | string;
+      skills?: readonly RoutableSkill[];
+      tuning?: RouterTuning;
+    } = {},
+  ) {
     this.store = options.store ?? new MemoryPosteriorStore();
     this.rng = options.rng ?? createRng(options.seed);
     this.tuning = { ...DEFAULTS, ...stripUndefined(options.tuning ?? {}) };
@@ -91,7 +110,9 @@ export class ContextualRouter {
   /** Skills by posterior mean for a request (no randomness), best first. */
   rank(query: string): Array<{ skill: string; probability: number }> {
     const scored = this.score(termsOf(query), this.store);
-    return scored.map((s) => ({ skill: this.skills[s.i]!.name, probability: sigmoid(s.z) })).sort((a, b) => b.probability - a.probability || a.skill.localeCompare(b.skill));
+    return scored
+      .map((s) => ({ skill: this.skills[s.i]!.name, probability: sigmoid(s.z) }))
+      .sort((a, b) => b.probability - a.probability || a.skill.localeCompare(b.skill));
   }
 
   /** Pick a skill for a request; `force` (a skill name in the catalog) skips the draw. */
@@ -108,10 +129,19 @@ export class ContextualRouter {
     // top pick (a draw would flip near-ties); exploration starts with the first evidence.
     const top = scored.slice(0, Math.max(1, this.tuning.gate));
     const explore = top.some((s) => s.learned);
-    const gate = top.map((s) => ({ ...s, draw: s.z + (explore ? this.tuning.temperature * Math.sqrt(s.variance) * sampleNormal(this.rng) : 0) }));
+    const gate = top.map((s) => ({
+      ...s,
+      draw: s.z + (explore ? this.tuning.temperature * Math.sqrt(s.variance) * sampleNormal(this.rng) : 0),
+    }));
     gate.sort((a, b) => b.draw - a.draw);
     const best = gate[0]!;
-    return { skill: this.skills[best.i]!.name, terms, probability: sigmoid(best.z), forced: false, candidates: gate.map((g) => this.skills[g.i]!.name) };
+    return {
+      skill: this.skills[best.i]!.name,
+      terms,
+      probability: sigmoid(best.z),
+      forced: false,
+      candidates: gate.map((g) => this.skills[g.i]!.name),
+    };
   }
 
   /**
@@ -123,10 +153,16 @@ export class ContextualRouter {
   }
 
   /** Credit a pick with a reward (1 success, 0 failure, fractions allowed). Unknown skills are ignored; a server store returns a promise. */
-  update(pick: Pick<RoutePick, "skill" | "terms"> & { candidates?: readonly string[] }, reward: number): void | Promise<void> {
+  update(
+    pick: Pick<RoutePick, "skill" | "terms"> & { candidates?: readonly string[] },
+    reward: number,
+  ): void | Promise<void> {
     if (!this.position.has(pick.skill)) return;
     const y = Math.min(1, Math.max(0, reward));
-    const rivals = y > 0 && this.tuning.rivalWeight > 0 ? (pick.candidates ?? []).filter((c) => c !== pick.skill && this.position.has(c)) : [];
+    const rivals =
+      y > 0 && this.tuning.rivalWeight > 0
+        ? (pick.candidates ?? []).filter((c) => c !== pick.skill && this.position.has(c))
+        : [];
     return this.store.update((tx) => {
       const writes: WeightWrite[] = [];
       this.step(tx, pick.skill, pick.terms, y, 1, writes);
@@ -137,19 +173,27 @@ export class ContextualRouter {
     });
   }
 
-  private features(terms: readonly string[], reader: PosteriorReader): { values: Map<string, number>; updates: number } {
+  private features(
+    terms: readonly string[],
+    reader: PosteriorReader,
+  ): { values: Map<string, number>; updates: number } {
     const { updates, df } = reader.termStats(terms);
     const values = new Map<string, number>([[BIAS_FEATURE, 1]]);
     for (const t of terms) {
       const idf = Math.log((updates + 2) / ((df.get(t) ?? 0) + 0.5));
       values.set(t, Math.min(1.5, Math.max(0.1, idf / this.tuning.idfScale)));
     }
-    if (this.tuning.bigramWeight > 0) for (let k = 0; k + 1 < terms.length; k++) values.set(`${terms[k]}_${terms[k + 1]}`, this.tuning.bigramWeight);
+    if (this.tuning.bigramWeight > 0)
+      for (let k = 0; k + 1 < terms.length; k++) values.set(`${terms[k]}_${terms[k + 1]}`, this.tuning.bigramWeight);
     return { values, updates };
   }
 
   /** Log-odds of each skill, its posterior variance, and whether any weight of it was learned for these features. */
-  private score(terms: readonly string[], reader: PosteriorReader, only?: readonly string[]): Array<{ i: number; z: number; variance: number; learned: boolean }> {
+  private score(
+    terms: readonly string[],
+    reader: PosteriorReader,
+    only?: readonly string[],
+  ): Array<{ i: number; z: number; variance: number; learned: boolean }> {
     const { values, updates } = this.features(terms, reader);
     const rows = reader.weights([...values.keys()], only);
     const rel = this.index.score(terms);
@@ -173,7 +217,14 @@ export class ContextualRouter {
     });
   }
 
-  private step(tx: PosteriorReader, skill: string, terms: readonly string[], y: number, rate: number, writes: WeightWrite[]): void {
+  private step(
+    tx: PosteriorReader,
+    skill: string,
+    terms: readonly string[],
+    y: number,
+    rate: number,
+    writes: WeightWrite[],
+  ): void {
     const { values, updates } = this.features(terms, tx);
     const { priorPrecision: q0, discount } = this.tuning;
     const z = this.score(terms, tx, [skill])[0]!.z;
@@ -188,7 +239,11 @@ export class ContextualRouter {
       const stored = rows.get(feature)?.get(skill);
       const w: WeightRow = stored ? fade(stored, updates, discount, q0) : { mean: 0, precision: q0, tick: updates };
       const precision = w.precision + rate * curvature * x * x;
-      writes.push({ skill, feature, row: { mean: w.mean + (rate * gradient * x) / precision, precision, tick: updates } });
+      writes.push({
+        skill,
+        feature,
+        row: { mean: w.mean + (rate * gradient * x) / precision, precision, tick: updates },
+      });
     }
   }
 }

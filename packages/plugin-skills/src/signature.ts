@@ -15,13 +15,23 @@ import { SIGNATURE_TOKENS } from "./text.ts";
 export function taskSignature(text: string): string {
   const clean = redact(text).replace(/\[REDACTED:[a-z0-9_]+\]/g, " ");
   const seen = terms(clean, SIGNATURE_TOKENS);
-  const longest = seen.map((t, i) => ({ t, i })).sort((a, b) => b.t.length - a.t.length || a.i - b.i).slice(0, 3).map((x) => x.t);
+  const longest = seen
+    .map((t, i) => ({ t, i }))
+    .sort((a, b) => b.t.length - a.t.length || a.i - b.i)
+    .slice(0, 3)
+    .map((x) => x.t);
   return longest.sort().join("-");
 }
 
 /** A signature reduced to a safe folder name: [a-z0-9-], no leading/trailing "-", at most 96 chars; "" if nothing is left. */
 export function sanitizeSignature(signature: string): string {
-  return signature.toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/-+/g, "-").replace(/^-|-$/g, "").slice(0, 96).replace(/-$/, "");
+  return signature
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, "-")
+    .replace(/-+/g, "-")
+    .replace(/^-|-$/g, "")
+    .slice(0, 96)
+    .replace(/-$/, "");
 }
 
 /**

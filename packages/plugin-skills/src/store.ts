@@ -62,7 +62,12 @@ function scrubLegacy(db: DatabaseSync): void {
   try {
     db.exec("DROP TABLE IF EXISTS streaks");
     const upd = db.prepare("UPDATE picks SET input = ?, terms = ?, signature = ? WHERE rowid = ?");
-    for (const r of db.prepare("SELECT rowid AS id, input, terms, signature FROM picks").all() as Array<{ id: number; input: string; terms: string; signature: string }>) {
+    for (const r of db.prepare("SELECT rowid AS id, input, terms, signature FROM picks").all() as Array<{
+      id: number;
+      input: string;
+      terms: string;
+      signature: string;
+    }>) {
       let terms: string[] = [];
       try {
         terms = (JSON.parse(r.terms) as unknown[]).filter((t): t is string => typeof t === "string").map(safeTerm);
@@ -88,7 +93,12 @@ export interface SkillsStorage extends PosteriorStore {
   readonly path: string;
   savePick(p: StoredPick): void | Promise<void>;
   getPick(turnId: string, sessionId?: string): StoredPick | undefined | Promise<StoredPick | undefined>;
-  bumpStreak(signature: string, success: boolean, example: { input: string; answer: string; skill?: string }, namespace?: string): Streak | Promise<Streak>;
+  bumpStreak(
+    signature: string,
+    success: boolean,
+    example: { input: string; answer: string; skill?: string },
+    namespace?: string,
+  ): Streak | Promise<Streak>;
   resetStreak(signature: string): void | Promise<void>;
   revoke(signature: string): void | Promise<void>;
   isRevoked(signature: string): boolean | Promise<boolean>;
@@ -142,7 +152,13 @@ export class SkillsStore implements SkillsStorage {
       sql += ` AND skill IN (${skills.map(() => "?").join(",")})`;
       params.push(...skills);
     }
-    for (const r of this.db.prepare(sql).all(...params) as Array<{ skill: string; feature: string; mean: number; precision: number; tick: number }>) {
+    for (const r of this.db.prepare(sql).all(...params) as Array<{
+      skill: string;
+      feature: string;
+      mean: number;
+      precision: number;
+      tick: number;
+    }>) {
       let m = out.get(r.feature);
       if (!m) out.set(r.feature, (m = new Map()));
       m.set(r.skill, { mean: r.mean, precision: r.precision, tick: r.tick });
@@ -153,12 +169,20 @@ export class SkillsStore implements SkillsStorage {
   termStats(terms: readonly string[]): { updates: number; df: Map<string, number> } {
     const df = new Map<string, number>(terms.map((t) => [t, 0]));
     const ts = [...new Set(terms)];
-    if (ts.length) for (const r of this.db.prepare(`SELECT term, df FROM terms WHERE term IN (${ts.map(() => "?").join(",")})`).all(...ts) as Array<{ term: string; df: number }>) df.set(r.term, r.df);
+    if (ts.length)
+      for (const r of this.db
+        .prepare(`SELECT term, df FROM terms WHERE term IN (${ts.map(() => "?").join(",")})`)
+        .all(...ts) as Array<{ term: string; df: number }>)
+        df.set(r.term, r.df);
     return { updates: this.tick(), df };
   }
 
   arms(): Map<string, Counts> {
-    const rows = this.db.prepare("SELECT skill, successes, failures FROM arms").all() as Array<{ skill: string; successes: number; failures: number }>;
+    const rows = this.db.prepare("SELECT skill, successes, failures FROM arms").all() as Array<{
+      skill: string;
+      successes: number;
+      failures: number;
+    }>;
     return new Map(rows.map((r) => [r.skill, { successes: r.successes, failures: r.failures }]));
   }
 
@@ -168,16 +192,29 @@ export class SkillsStore implements SkillsStorage {
         weights: (f, s) => this.weights(f, s),
         termStats: (t) => this.termStats(t),
         writeWeights: (rows: readonly WeightWrite[]) => {
-          const st = this.db.prepare("INSERT INTO weights (skill, feature, mean, precision, tick) VALUES (?, ?, ?, ?, ?) ON CONFLICT (feature, skill) DO UPDATE SET mean = excluded.mean, precision = excluded.precision, tick = excluded.tick");
-          for (const { skill, feature, row } of rows) st.run(skill, safeTerm(feature), row.mean, row.precision, row.tick);
+          const st = this.db.prepare(
+            "INSERT INTO weights (skill, feature, mean, precision, tick) VALUES (?, ?, ?, ?, ?) ON CONFLICT (feature, skill) DO UPDATE SET mean = excluded.mean, precision = excluded.precision, tick = excluded.tick",
+          );
+          for (const { skill, feature, row } of rows)
+            st.run(skill, safeTerm(feature), row.mean, row.precision, row.tick);
         },
         recordArm: (skill, reward) => {
-          this.db.prepare("INSERT INTO arms (skill, successes, failures) VALUES (?, ?, ?) ON CONFLICT (skill) DO UPDATE SET successes = successes + excluded.successes, failures = failures + excluded.failures").run(skill, reward, 1 - reward);
+          this.db
+            .prepare(
+              "INSERT INTO arms (skill, successes, failures) VALUES (?, ?, ?) ON CONFLICT (skill) DO UPDATE SET successes = successes + excluded.successes, failures = failures + excluded.failures",
+            )
+            .run(skill, reward, 1 - reward);
         },
         countUpdate: (terms) => {
-          const st = this.db.prepare("INSERT INTO terms (term, df) VALUES (?, 1) ON CONFLICT (term) DO UPDATE SET df = df + 1");
+          const st = this.db.prepare(
+            "INSERT INTO terms (term, df) VALUES (?, 1) ON CONFLICT (term) DO UPDATE SET df = df + 1",
+          );
           for (const t of new Set(terms.map(safeTerm))) st.run(t);
-          this.db.prepare("INSERT INTO meta (key, value) VALUES ('tick', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)").run();
+          this.db
+            .prepare(
+              "INSERT INTO meta (key, value) VALUES ('tick', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",
+            )
+            .run();
         },
       }),
     );
@@ -198,32 +235,75 @@ export class SkillsStore implements SkillsStorage {
 
   savePick(p: StoredPick): void {
     this.db
-      .prepare("INSERT OR REPLACE INTO picks (session_id, turn_id, skill, terms, candidates, forced, signature, input, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .run(p.sessionId, p.turnId, p.skill, JSON.stringify(p.terms.map(safeTerm)), JSON.stringify(p.candidates), p.forced ? 1 : 0, redact(p.signature), headOf(redact(p.input), 4000), Date.now());
-    this.db.prepare(`DELETE FROM picks WHERE rowid IN (SELECT rowid FROM picks ORDER BY ts DESC LIMIT -1 OFFSET ${KEEP_PICKS})`).run();
+      .prepare(
+        "INSERT OR REPLACE INTO picks (session_id, turn_id, skill, terms, candidates, forced, signature, input, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      )
+      .run(
+        p.sessionId,
+        p.turnId,
+        p.skill,
+        JSON.stringify(p.terms.map(safeTerm)),
+        JSON.stringify(p.candidates),
+        p.forced ? 1 : 0,
+        redact(p.signature),
+        headOf(redact(p.input), 4000),
+        Date.now(),
+      );
+    this.db
+      .prepare(
+        `DELETE FROM picks WHERE rowid IN (SELECT rowid FROM picks ORDER BY ts DESC LIMIT -1 OFFSET ${KEEP_PICKS})`,
+      )
+      .run();
   }
 
   /** The pick of a turn (by turn id, optionally within a session). */
   getPick(turnId: string, sessionId?: string): StoredPick | undefined {
-    const r = (sessionId === undefined
-      ? this.db.prepare("SELECT * FROM picks WHERE turn_id = ? ORDER BY ts DESC LIMIT 1").get(turnId)
-      : this.db.prepare("SELECT * FROM picks WHERE turn_id = ? AND session_id = ?").get(turnId, sessionId)) as Record<string, unknown> | undefined;
+    const r = (
+      sessionId === undefined
+        ? this.db.prepare("SELECT * FROM picks WHERE turn_id = ? ORDER BY ts DESC LIMIT 1").get(turnId)
+        : this.db.prepare("SELECT * FROM picks WHERE turn_id = ? AND session_id = ?").get(turnId, sessionId)
+    ) as Record<string, unknown> | undefined;
     if (!r) return undefined;
-    return { sessionId: String(r.session_id), turnId: String(r.turn_id), skill: String(r.skill), terms: JSON.parse(String(r.terms)), candidates: JSON.parse(String(r.candidates)), forced: r.forced === 1, signature: String(r.signature), input: String(r.input) };
+    return {
+      sessionId: String(r.session_id),
+      turnId: String(r.turn_id),
+      skill: String(r.skill),
+      terms: JSON.parse(String(r.terms)),
+      candidates: JSON.parse(String(r.candidates)),
+      forced: r.forced === 1,
+      signature: String(r.signature),
+      input: String(r.input),
+    };
   }
 
   /** Add a success to a signature's streak in `namespace` (or reset it on failure); returns the streak after. */
-  bumpStreak(signature: string, success: boolean, example: { input: string; answer: string; skill?: string }, namespace = "default"): Streak {
+  bumpStreak(
+    signature: string,
+    success: boolean,
+    example: { input: string; answer: string; skill?: string },
+    namespace = "default",
+  ): Streak {
     const sig = redact(signature);
     return this.transaction(() => {
       if (!success) {
         this.db.prepare("DELETE FROM ns_streaks WHERE namespace = ? AND signature = ?").run(namespace, sig);
         return { signature: sig, namespace, count: 0, examples: [] };
       }
-      const row = this.db.prepare("SELECT count, examples FROM ns_streaks WHERE namespace = ? AND signature = ?").get(namespace, sig) as { count: number; examples: string } | undefined;
-      const examples = [...(row ? (JSON.parse(row.examples) as Streak["examples"]) : []), { input: headOf(redact(example.input), 2000), answer: headOf(redact(example.answer), 2000), ...(example.skill ? { skill: example.skill } : {}) }].slice(-5);
+      const row = this.db
+        .prepare("SELECT count, examples FROM ns_streaks WHERE namespace = ? AND signature = ?")
+        .get(namespace, sig) as { count: number; examples: string } | undefined;
+      const examples = [
+        ...(row ? (JSON.parse(row.examples) as Streak["examples"]) : []),
+        {
+          input: headOf(redact(example.input), 2000),
+          answer: headOf(redact(example.answer), 2000),
+          ...(example.skill ? { skill: example.skill } : {}),
+        },
+      ].slice(-5);
       const count = (row?.count ?? 0) + 1;
-      this.db.prepare("INSERT OR REPLACE INTO ns_streaks (namespace, signature, count, examples, ts) VALUES (?, ?, ?, ?, ?)").run(namespace, sig, count, JSON.stringify(examples), Date.now());
+      this.db
+        .prepare("INSERT OR REPLACE INTO ns_streaks (namespace, signature, count, examples, ts) VALUES (?, ?, ?, ?, ?)")
+        .run(namespace, sig, count, JSON.stringify(examples), Date.now());
       return { signature: sig, namespace, count, examples };
     });
   }
@@ -234,7 +314,9 @@ export class SkillsStore implements SkillsStorage {
   }
 
   streak(signature: string, namespace = "default"): number {
-    const row = this.db.prepare("SELECT count FROM ns_streaks WHERE namespace = ? AND signature = ?").get(namespace, redact(signature)) as { count: number } | undefined;
+    const row = this.db
+      .prepare("SELECT count FROM ns_streaks WHERE namespace = ? AND signature = ?")
+      .get(namespace, redact(signature)) as { count: number } | undefined;
     return row?.count ?? 0;
   }
 

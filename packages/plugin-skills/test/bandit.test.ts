@@ -1,9 +1,18 @@
 import { describe, expect, it } from "vitest";
-import { ContextualRouter, createRng, MemoryPosteriorStore, sampleBeta, sampleGamma, ThompsonSampler } from "../src/index.ts";
+import {
+  ContextualRouter,
+  createRng,
+  MemoryPosteriorStore,
+  sampleBeta,
+  sampleGamma,
+  ThompsonSampler,
+} from "../src/index.ts";
 
 describe("seeded randomness", () => {
   it("is deterministic per seed and differs across seeds", () => {
-    const a = createRng(7), b = createRng(7), c = createRng(8);
+    const a = createRng(7),
+      b = createRng(7),
+      c = createRng(8);
     const xs = Array.from({ length: 5 }, () => a.next());
     expect(Array.from({ length: 5 }, () => b.next())).toEqual(xs);
     expect(Array.from({ length: 5 }, () => c.next())).not.toEqual(xs);
@@ -88,10 +97,17 @@ describe("contextual router", () => {
   it("starts from relevance (BM25 over name and description) and is deterministic for a seed", () => {
     const picks = (seed: number) => {
       const r = new ContextualRouter({ seed, skills: SKILLS });
-      return Array.from({ length: 20 }, (_, i) => r.pick(i % 2 ? "book a flight and a hotel" : "records of documents")!.skill);
+      return Array.from(
+        { length: 20 },
+        (_, i) => r.pick(i % 2 ? "book a flight and a hotel" : "records of documents")!.skill,
+      );
     };
     expect(picks(5)).toEqual(picks(5));
-    expect(picks(5).filter((_, i) => i % 2).every((s) => s === "travel")).toBe(true);
+    expect(
+      picks(5)
+        .filter((_, i) => i % 2)
+        .every((s) => s === "travel"),
+    ).toBe(true);
   });
 
   it("a forced pick names the skill whatever the posterior says; an unknown forced name is ignored", () => {
@@ -123,7 +139,10 @@ describe("contextual router", () => {
       const trainer = new ContextualRouter({ seed: 8, skills: SKILLS, store });
       for (let i = 0; i < 60; i++) trainer.update({ skill: "verse", terms: ["sonnet"], candidates: [] }, 1);
       const before = trainer.rank("sonnet").find((r) => r.skill === "verse")!.probability;
-      new ContextualRouter({ seed: 8, skills: SKILLS, store, tuning: { rewardNoise } }).update({ skill: "verse", terms: ["sonnet"], candidates: [] }, 0);
+      new ContextualRouter({ seed: 8, skills: SKILLS, store, tuning: { rewardNoise } }).update(
+        { skill: "verse", terms: ["sonnet"], candidates: [] },
+        0,
+      );
       return { before, drop: before - trainer.rank("sonnet").find((r) => r.skill === "verse")!.probability };
     };
     const plain = dropAfterFailure(0);

@@ -32,7 +32,12 @@ describe("real catalogs load whole", () => {
     catalog.refresh();
     expect(catalog.skills.map((s) => s.name)).toEqual(["pdf-form-filler", "resume-writer", "plain-name"]);
     expect(catalog.get("pdf-form-filler")!.file).toBe(pdf);
-    const diags = catalog.diagnostics.map((d) => ({ code: d.code, folder: d.file.split("/").at(-2), line: d.line, loaded: d.loaded === true }));
+    const diags = catalog.diagnostics.map((d) => ({
+      code: d.code,
+      folder: d.file.split("/").at(-2),
+      line: d.line,
+      loaded: d.loaded === true,
+    }));
     expect(diags).toEqual([
       { code: "KEEL_SKILL_NAME_NORMALIZED", folder: "a-pdf", line: 2, loaded: true },
       { code: "KEEL_SKILL_DUPLICATE", folder: "b-pdf", line: 2, loaded: false },
@@ -52,21 +57,32 @@ describe("real catalogs load whole", () => {
     expect(codePointLength(d)).toBe(MAX_DESCRIPTION_CHARS);
     expect(d.endsWith("…")).toBe(true);
     expect(toWellFormed(d)).toBe(d);
-    expect(catalog.diagnostics).toMatchObject([{ code: "KEEL_SKILL_DESCRIPTION_CUT", line: 3, loaded: true, message: expect.stringContaining(`cut to ${MAX_DESCRIPTION_CHARS}`) }]);
+    expect(catalog.diagnostics).toMatchObject([
+      {
+        code: "KEEL_SKILL_DESCRIPTION_CUT",
+        line: 3,
+        loaded: true,
+        message: expect.stringContaining(`cut to ${MAX_DESCRIPTION_CHARS}`),
+      },
+    ]);
   });
 });
 
 describe("skill_read on an unknown name", () => {
   it("answers with the closest skills by name similarity and by BM25 over descriptions, not the first names", () => {
     const dir = root();
-    for (let i = 0; i < 60; i++) write(dir, `filler-${String(i).padStart(2, "0")}`, `filler-${i}`, `Filler skill number ${i} about gardening.`);
+    for (let i = 0; i < 60; i++)
+      write(dir, `filler-${String(i).padStart(2, "0")}`, `filler-${i}`, `Filler skill number ${i} about gardening.`);
     write(dir, "zz-invoice", "invoice-reconciler", "Reconcile supplier invoices against purchase orders.");
     write(dir, "zz-travel", "trip-planner", "Plan trips, flights and hotel bookings.");
     const catalog = new SkillCatalog([{ dir }]);
     catalog.refresh();
     const byName = readSkill(catalog, "invoice-reconcilor");
     expect(byName.ok).toBe(false);
-    if (!byName.ok) expect(byName.error.split("\n")[1]).toBe("- invoice-reconciler: Reconcile supplier invoices against purchase orders.");
+    if (!byName.ok)
+      expect(byName.error.split("\n")[1]).toBe(
+        "- invoice-reconciler: Reconcile supplier invoices against purchase orders.",
+      );
     const byWords = readSkill(catalog, "book a hotel for my flight");
     if (!byWords.ok) {
       expect(byWords.error.split("\n")[1]).toMatch(/^- trip-planner:/);

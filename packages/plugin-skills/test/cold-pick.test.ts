@@ -10,14 +10,20 @@ afterEach(() => {
   for (const d of temps.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-const VOCAB = "invoice receipt flight hotel poem verse chart graph email calendar meeting summary translate spanish recipe cook budget tax report code review bug test deploy server photo resize".split(" ");
+const VOCAB =
+  "invoice receipt flight hotel poem verse chart graph email calendar meeting summary translate spanish recipe cook budget tax report code review bug test deploy server photo resize".split(
+    " ",
+  );
 
 /** A seeded catalog of near-duplicate skills (shared words make BM25 near-ties) and a query. */
 function world(seed: number) {
   const rng = createRng(`world:${seed}`);
   const word = () => VOCAB[Math.floor(rng.next() * VOCAB.length)]!;
   const n = 4 + Math.floor(rng.next() * 30);
-  const skills = Array.from({ length: n }, (_, i) => ({ name: `skill-${i}`, description: Array.from({ length: 3 + Math.floor(rng.next() * 6) }, word).join(" ") }));
+  const skills = Array.from({ length: n }, (_, i) => ({
+    name: `skill-${i}`,
+    description: Array.from({ length: 3 + Math.floor(rng.next() * 6) }, word).join(" "),
+  }));
   const query = Array.from({ length: 2 + Math.floor(rng.next() * 4) }, word).join(" ");
   return { skills, query };
 }

@@ -20,7 +20,11 @@ const streak = (signature: string): Streak => ({
   signature,
   namespace: "default",
   count: 3,
-  examples: [1, 2, 3].map((i) => ({ input: `convert the csv invoice number ${i}`, answer: `Converted invoice ${i}.`, skill: "ledger" })),
+  examples: [1, 2, 3].map((i) => ({
+    input: `convert the csv invoice number ${i}`,
+    answer: `Converted invoice ${i}.`,
+    skill: "ledger",
+  })),
 });
 
 describe("task-signature bucketer", () => {
@@ -52,7 +56,15 @@ describe("drafter", () => {
     expect(out).toMatchObject({ status: "drafted", source: "template", dir: join(auto, "convert-invoice-csv") });
     const dir = join(auto, "convert-invoice-csv");
     const manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8"));
-    expect(manifest).toMatchObject({ auto_drafted: true, signature: "convert-invoice-csv", evidence_count: 3, needs_review: true, score: null, source: "template", skills_used: ["ledger"] });
+    expect(manifest).toMatchObject({
+      auto_drafted: true,
+      signature: "convert-invoice-csv",
+      evidence_count: 3,
+      needs_review: true,
+      score: null,
+      source: "template",
+      skills_used: ["ledger"],
+    });
     const parsed = parseSkillFile(readFileSync(join(dir, "SKILL.md"), "utf8"));
     expect(parsed).toMatchObject({ ok: true, name: "auto-convert-invoice-csv" });
     if (parsed.ok) expect(parsed.body).toContain("convert the csv invoice number 3");
@@ -61,25 +73,42 @@ describe("drafter", () => {
 
   it("uses the model's body when a model answers, the template when it fails", async () => {
     const auto = temp();
-    const model = scriptedProvider([{ text: "## When to use\n\nConverting invoices.\n\n## Steps\n\n1. Parse the CSV." }]);
+    const model = scriptedProvider([
+      { text: "## When to use\n\nConverting invoices.\n\n## Steps\n\n1. Parse the CSV." },
+    ]);
     const good = await writeDraft({ autoDir: auto, streak: streak("model-body-sig"), isRevoked: () => false, model });
     expect(good).toMatchObject({ status: "drafted", source: "model" });
     expect(readFileSync(join(auto, "model-body-sig", "SKILL.md"), "utf8")).toContain("1. Parse the CSV.");
-    expect(model.requests[0]!.messages[0]!.content[0]).toMatchObject({ text: expect.stringContaining("convert the csv invoice number 1") });
+    expect(model.requests[0]!.messages[0]!.content[0]).toMatchObject({
+      text: expect.stringContaining("convert the csv invoice number 1"),
+    });
 
     const broken = scriptedProvider([{ error: { class: "overloaded" } }]);
-    const fallback = await writeDraft({ autoDir: auto, streak: streak("fallback-sig"), isRevoked: () => false, model: broken });
+    const fallback = await writeDraft({
+      autoDir: auto,
+      streak: streak("fallback-sig"),
+      isRevoked: () => false,
+      model: broken,
+    });
     expect(fallback).toMatchObject({ status: "drafted", source: "template" });
   });
 
   it("never drafts a revoked signature, never overwrites, and never writes outside the folder", async () => {
     const base = temp();
     const auto = join(base, "auto");
-    expect(await writeDraft({ autoDir: auto, streak: streak("gone-sig"), isRevoked: (s) => s === "gone-sig" })).toEqual({ status: "skipped", reason: "revoked" });
+    expect(await writeDraft({ autoDir: auto, streak: streak("gone-sig"), isRevoked: (s) => s === "gone-sig" })).toEqual(
+      { status: "skipped", reason: "revoked" },
+    );
     expect(existsSync(join(auto, "gone-sig"))).toBe(false);
     await writeDraft({ autoDir: auto, streak: streak("kept-sig"), isRevoked: () => false });
-    expect(await writeDraft({ autoDir: auto, streak: streak("kept-sig"), isRevoked: () => false })).toEqual({ status: "skipped", reason: "exists" });
-    expect(await writeDraft({ autoDir: auto, streak: streak("../.."), isRevoked: () => false })).toEqual({ status: "skipped", reason: "unsafe_signature" });
+    expect(await writeDraft({ autoDir: auto, streak: streak("kept-sig"), isRevoked: () => false })).toEqual({
+      status: "skipped",
+      reason: "exists",
+    });
+    expect(await writeDraft({ autoDir: auto, streak: streak("../.."), isRevoked: () => false })).toEqual({
+      status: "skipped",
+      reason: "unsafe_signature",
+    });
     const escaped = await writeDraft({ autoDir: auto, streak: streak("../../escape"), isRevoked: () => false });
     expect(escaped).toMatchObject({ status: "drafted", dir: join(auto, "escape") });
     expect(readdirSync(base)).toEqual(["auto"]);

@@ -29,16 +29,22 @@ afterAll(dropTestSchemas);
 
 /** A database each backend's processes share (its argument for the child) and a store on it. */
 const backends: Array<[string, () => { arg: string; open: () => SkillsStorage }]> = [
-  ["SQLite", () => {
-    const home = mkdtempSync(join(tmpdir(), "keel-skills-persist-"));
-    temps.push(home);
-    const db = join(home, "skills.sqlite");
-    return { arg: db, open: () => new SkillsStore(db) };
-  }],
-  ["PostgreSQL", () => {
-    const t = testTarget();
-    return { arg: `${t.url}#${t.schema}`, open: () => new PostgresSkillsStore(t) };
-  }],
+  [
+    "SQLite",
+    () => {
+      const home = mkdtempSync(join(tmpdir(), "keel-skills-persist-"));
+      temps.push(home);
+      const db = join(home, "skills.sqlite");
+      return { arg: db, open: () => new SkillsStore(db) };
+    },
+  ],
+  [
+    "PostgreSQL",
+    () => {
+      const t = testTarget();
+      return { arg: `${t.url}#${t.schema}`, open: () => new PostgresSkillsStore(t) };
+    },
+  ],
 ];
 
 describe.each(backends)("posteriors persist on %s across processes", (_name, backend) => {
@@ -47,7 +53,10 @@ describe.each(backends)("posteriors persist on %s across processes", (_name, bac
     const fresh = new ContextualRouter({ seed: 1, skills: SKILLS });
     const before = fresh.rank("sonnet rhyme").find((r) => r.skill === "verse")!.probability;
 
-    const [p1, p2] = await Promise.all([child(db, "verse", 10, "sonnet rhyme"), child(db, "ledger", 10, "invoice receipt")]);
+    const [p1, p2] = await Promise.all([
+      child(db, "verse", 10, "sonnet rhyme"),
+      child(db, "ledger", 10, "invoice receipt"),
+    ]);
     expect(p1).toBeGreaterThan(before + 0.3);
     expect(p2).toBeGreaterThan(0.5);
 
@@ -74,9 +83,24 @@ describe.each(backends)("posteriors persist on %s across processes", (_name, bac
     const a = open();
     const b = open();
     const key = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789";
-    await a.savePick({ sessionId: "s1", turnId: "t1", skill: "verse", terms: ["sonnet"], candidates: ["verse", "ledger"], forced: false, signature: "write-sonnet", input: `a sonnet about ${key}` });
+    await a.savePick({
+      sessionId: "s1",
+      turnId: "t1",
+      skill: "verse",
+      terms: ["sonnet"],
+      candidates: ["verse", "ledger"],
+      forced: false,
+      signature: "write-sonnet",
+      input: `a sonnet about ${key}`,
+    });
     const pick = await b.getPick("t1");
-    expect(pick).toMatchObject({ sessionId: "s1", skill: "verse", candidates: ["verse", "ledger"], forced: false, signature: "write-sonnet" });
+    expect(pick).toMatchObject({
+      sessionId: "s1",
+      skill: "verse",
+      candidates: ["verse", "ledger"],
+      forced: false,
+      signature: "write-sonnet",
+    });
     expect(pick!.input).not.toContain(key);
     expect(await b.getPick("t1", "other-session")).toBeUndefined();
     expect((await a.bumpStreak("write-sonnet", true, { input: "x", answer: "y" }, "team")).count).toBe(1);

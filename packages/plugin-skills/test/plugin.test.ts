@@ -22,25 +22,46 @@ function home(): string {
   return d;
 }
 
-function writeSkill(root: string, dir: string, name: string, description: string, body = "Do the thing step by step."): void {
+function writeSkill(
+  root: string,
+  dir: string,
+  name: string,
+  description: string,
+  body = "Do the thing step by step.",
+): void {
   mkdirSync(join(root, dir), { recursive: true });
   writeFileSync(join(root, dir, "SKILL.md"), `---\nname: ${name}\ndescription: ${description}\n---\n\n${body}\n`);
 }
 
 async function agentWith(plugin: ReturnType<typeof skills>, provider: ModelProvider, limits?: { maxRounds?: number }) {
-  const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [plugin], ...(limits ? { limits } : {}) });
-  closers.push(() => agent.close(), () => plugin.close());
+  const agent = await createAgent({
+    provider,
+    store: new MemorySessionStore(),
+    plugins: [plugin],
+    ...(limits ? { limits } : {}),
+  });
+  closers.push(
+    () => agent.close(),
+    () => plugin.close(),
+  );
   return { agent, session: await agent.session() };
 }
 
-const diagnostics = (events: readonly KeelEvent[]) => events.filter((e) => e.type === "diagnostic") as Array<Extract<KeelEvent, { type: "diagnostic" }>>;
+const diagnostics = (events: readonly KeelEvent[]) =>
+  events.filter((e) => e.type === "diagnostic") as Array<Extract<KeelEvent, { type: "diagnostic" }>>;
 
 describe("the plugin through real kernel turns", () => {
   it("lists skills in a capped prompt section with one advisory line, serves skill_read, and reports malformed skills", async () => {
     const h = home();
     const plugin = skills({ dirs: [FIXTURES], home: h, seed: 1 });
     const provider = scriptedProvider([
-      { toolCalls: [{ id: "c1", name: "skill_read", args: { name: "invoice-reconciler" } }, { id: "c2", name: "skill_read", args: { name: "invoice-reconciler", path: "docs/checklist.md" } }, { id: "c3", name: "skill_read", args: { name: "invoice-reconciler", path: "../bad-yaml/SKILL.md" } }] },
+      {
+        toolCalls: [
+          { id: "c1", name: "skill_read", args: { name: "invoice-reconciler" } },
+          { id: "c2", name: "skill_read", args: { name: "invoice-reconciler", path: "docs/checklist.md" } },
+          { id: "c3", name: "skill_read", args: { name: "invoice-reconciler", path: "../bad-yaml/SKILL.md" } },
+        ],
+      },
       { text: "Reconciled." },
     ]);
     const { session } = await agentWith(plugin, provider);
@@ -74,7 +95,11 @@ describe("the plugin through real kernel turns", () => {
     expect(provider.requests[0]!.system).toContain('The "poems" skill may help');
     await session.run("book a flight and a hotel @@skill=nope");
     expect(provider.requests[1]!.system).toContain('The "travel" skill may help');
-    expect(diagnostics(await session.events()).some((d) => d.code === "KEEL_SKILL_UNKNOWN" && d.message.includes("@@skill=nope"))).toBe(true);
+    expect(
+      diagnostics(await session.events()).some(
+        (d) => d.code === "KEEL_SKILL_UNKNOWN" && d.message.includes("@@skill=nope"),
+      ),
+    ).toBe(true);
     // Names load in kebab-case; the name as the user writes it still forces the skill.
     await session.run("book a flight and a hotel @@skill=Poems");
     expect(provider.requests[2]!.system).toContain('The "poems" skill may help');
@@ -87,7 +112,12 @@ describe("the plugin through real kernel turns", () => {
     writeSkill(dir, "travel", "travel", "Plan trips, flights and hotel bookings.");
     writeSkill(dir, "poems", "poems", "Write poems and verses.");
     const plugin = skills({ dirs: [dir], home: h, seed: 3, autoDraft: { enabled: false } });
-    const provider = scriptedProvider([{ text: "done" }, { error: { class: "invalid_request", message: "bad" } }, { toolCalls: [{ name: "skill_read", args: { name: "travel" } }] }, { text: "final" }]);
+    const provider = scriptedProvider([
+      { text: "done" },
+      { error: { class: "invalid_request", message: "bad" } },
+      { toolCalls: [{ name: "skill_read", args: { name: "travel" } }] },
+      { text: "final" },
+    ]);
     const { session } = await agentWith(plugin, provider, { maxRounds: 1 });
     const ok = await session.run("book a flight to Oslo @@skill=travel");
     expect(ok.verdict.status).toBe("completed");
@@ -101,7 +131,10 @@ describe("the plugin through real kernel turns", () => {
     expect(arm()).toEqual({ successes: 1, failures: 2 });
 
     expect(await plugin.recordFeedback(ok.turnId, "down")).toEqual({ applied: true, skill: "travel" });
-    expect(await plugin.recordFeedback({ sessionId: ok.sessionId, turnId: ok.turnId }, "up")).toEqual({ applied: true, skill: "travel" });
+    expect(await plugin.recordFeedback({ sessionId: ok.sessionId, turnId: ok.turnId }, "up")).toEqual({
+      applied: true,
+      skill: "travel",
+    });
     expect(arm()).toEqual({ successes: 2, failures: 3 });
     expect(await plugin.recordFeedback("no-such-turn", "up")).toMatchObject({ applied: false });
     expect(existsSync(join(h, "skills.sqlite"))).toBe(true);
@@ -116,7 +149,19 @@ describe("the plugin through real kernel turns", () => {
   it("drafts a skill after 3 consecutive successes on one signature, resets on failure, and never redrafts a revoked one", async () => {
     const h = home();
     const plugin = skills({ home: h, seed: 4 });
-    const steps = [{ text: "ok 1" }, { text: "ok 2" }, { error: { class: "invalid_request" as const } }, { text: "ok 3" }, { text: "ok 4" }, { text: "ok 5" }, { text: "unused" }, { text: "after revoke 1" }, { text: "after revoke 2" }, { text: "after revoke 3" }, { text: "after revoke 4" }];
+    const steps = [
+      { text: "ok 1" },
+      { text: "ok 2" },
+      { error: { class: "invalid_request" as const } },
+      { text: "ok 3" },
+      { text: "ok 4" },
+      { text: "ok 5" },
+      { text: "unused" },
+      { text: "after revoke 1" },
+      { text: "after revoke 2" },
+      { text: "after revoke 3" },
+      { text: "after revoke 4" },
+    ];
     const { agent, session } = await agentWith(plugin, scriptedProvider(steps));
     const ask = "convert these invoices to json";
     const sig = "convert-invoices-json";
@@ -131,7 +176,13 @@ describe("the plugin through real kernel turns", () => {
     await session.run(ask); // third consecutive success
     await agent.drain();
     const manifest = JSON.parse(readFileSync(join(auto, "manifest.json"), "utf8"));
-    expect(manifest).toMatchObject({ auto_drafted: true, signature: sig, evidence_count: 3, needs_review: true, score: null });
+    expect(manifest).toMatchObject({
+      auto_drafted: true,
+      signature: sig,
+      evidence_count: 3,
+      needs_review: true,
+      score: null,
+    });
     expect(["model", "template"]).toContain(manifest.source);
     await session.run("something unrelated entirely");
     expect(plugin.listSkills()).toEqual([expect.objectContaining({ name: `auto-${sig}`, auto: true })]);
@@ -146,7 +197,9 @@ describe("the plugin through real kernel turns", () => {
 
   it("writes the draft body with the model when one is configured", async () => {
     const h = home();
-    const writer = scriptedProvider([{ text: "## When to use\n\nWhen invoices need JSON.\n\n## Steps\n\n1. Parse.\n2. Emit JSON." }]);
+    const writer = scriptedProvider([
+      { text: "## When to use\n\nWhen invoices need JSON.\n\n## Steps\n\n1. Parse.\n2. Emit JSON." },
+    ]);
     const plugin = skills({ home: h, model: writer, autoDraft: { threshold: 2 } });
     const { agent, session } = await agentWith(plugin, scriptedProvider([{ text: "a" }, { text: "b" }]));
     await session.run("convert invoices to json");
@@ -158,7 +211,13 @@ describe("the plugin through real kernel turns", () => {
   });
 
   it("rejects bad options with the kernel's options error, naming the field", async () => {
-    await expect(createAgent({ provider: scriptedProvider([]), store: new MemorySessionStore(), plugins: [skills({ dirs: "nope" as unknown as string[] })] })).rejects.toMatchObject({ code: "KEEL_PLUGIN_OPTIONS_INVALID" });
+    await expect(
+      createAgent({
+        provider: scriptedProvider([]),
+        store: new MemorySessionStore(),
+        plugins: [skills({ dirs: "nope" as unknown as string[] })],
+      }),
+    ).rejects.toMatchObject({ code: "KEEL_PLUGIN_OPTIONS_INVALID" });
     expect(() => skills({ maxPromptChars: 5 }).listSkills()).toThrow(/KEEL_PLUGIN_OPTIONS_INVALID.*maxPromptChars/);
   });
 });

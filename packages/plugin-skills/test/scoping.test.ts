@@ -20,7 +20,10 @@ function home(): string {
 }
 async function agentWith(plugin: ReturnType<typeof skills>, provider: ModelProvider) {
   const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [plugin] });
-  closers.push(() => agent.close(), () => plugin.close());
+  closers.push(
+    () => agent.close(),
+    () => plugin.close(),
+  );
   return { agent, session: await agent.session() };
 }
 /** Every file under `dir` (recursively) whose raw bytes contain `needle`. */
@@ -52,14 +55,18 @@ describe("secrets never reach skills.sqlite or a draft", () => {
     const h = home();
     const writer = scriptedProvider([{ text: `## When to use\n\nDeploys. Use the secret ${SECRET} and token ${GH}.` }]);
     const plugin = skills({ home: h, model: writer, autoDraft: { threshold: 2 } });
-    const { agent, session } = await agentWith(plugin, scriptedProvider([{ text: `done with ${GH}` }, { text: "done" }]));
+    const { agent, session } = await agentWith(
+      plugin,
+      scriptedProvider([{ text: `done with ${GH}` }, { text: "done" }]),
+    );
     const ask = `deploy the billing service with secret ${SECRET} and token ${GH}`;
     await session.run(ask);
     await session.run(ask);
     await agent.drain();
     expect(plugin.drafts()).toEqual([expect.objectContaining({ status: "drafted", source: "model" })]);
     plugin.close();
-    for (const needle of [SECRET, GH, "wjalrxutnfemi", GH.toLowerCase().slice(4)]) expect(filesContaining(h, needle), needle).toEqual([]);
+    for (const needle of [SECRET, GH, "wjalrxutnfemi", GH.toLowerCase().slice(4)])
+      expect(filesContaining(h, needle), needle).toEqual([]);
     const md = readFileSync(join(h, "skills", "auto", "billing-deploy-service", "SKILL.md"), "utf8");
     expect(md).toContain("[REDACTED:");
   });
@@ -69,8 +76,12 @@ describe("secrets never reach skills.sqlite or a draft", () => {
     const path = join(h, "skills.sqlite");
     const { DatabaseSync } = await import("node:sqlite");
     const db = new DatabaseSync(path);
-    db.exec("CREATE TABLE picks (session_id TEXT NOT NULL, turn_id TEXT NOT NULL, skill TEXT NOT NULL, terms TEXT NOT NULL, candidates TEXT NOT NULL, forced INTEGER NOT NULL, signature TEXT NOT NULL, input TEXT NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (session_id, turn_id))");
-    db.exec("CREATE TABLE streaks (signature TEXT PRIMARY KEY, count INTEGER NOT NULL, examples TEXT NOT NULL, ts INTEGER NOT NULL)");
+    db.exec(
+      "CREATE TABLE picks (session_id TEXT NOT NULL, turn_id TEXT NOT NULL, skill TEXT NOT NULL, terms TEXT NOT NULL, candidates TEXT NOT NULL, forced INTEGER NOT NULL, signature TEXT NOT NULL, input TEXT NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (session_id, turn_id))",
+    );
+    db.exec(
+      "CREATE TABLE streaks (signature TEXT PRIMARY KEY, count INTEGER NOT NULL, examples TEXT NOT NULL, ts INTEGER NOT NULL)",
+    );
     db.prepare("INSERT INTO picks VALUES ('s', 't', 'x', '[]', '[]', 0, 'sig', ?, 1)").run(`token ${GH}`);
     db.prepare("INSERT INTO streaks VALUES ('sig', 2, ?, 1)").run(JSON.stringify([{ input: `token ${GH}` }]));
     db.close();
@@ -100,7 +111,9 @@ describe("drafts are scoped to the namespace that produced them until reviewed",
     await session.run("convert invoices to json", alice);
     await session.run("convert invoices to json", alice);
     await agent.drain();
-    const manifest = JSON.parse(readFileSync(join(h, "skills", "auto", "convert-invoices-json", "manifest.json"), "utf8"));
+    const manifest = JSON.parse(
+      readFileSync(join(h, "skills", "auto", "convert-invoices-json", "manifest.json"), "utf8"),
+    );
     expect(manifest).toMatchObject({ namespace: "alice", needs_review: true });
     await session.run("convert invoices to json", bob);
     const bobReq = provider.requests[2]!;
@@ -131,7 +144,11 @@ describe("skill_read bound to the namespace", () => {
     const cat = new SkillCatalog([{ dir: auto, auto: true }], { autoDir: auto });
     cat.refresh();
     expect(readSkill(cat, "auto-x", undefined, "alice")).toMatchObject({ ok: true });
-    expect(readSkill(cat, "auto-x", undefined, "bob")).toEqual({ ok: false, error: 'No skill named "auto-x" (0 skills loaded). None is close; call skill_read with other words of the task to search.' });
+    expect(readSkill(cat, "auto-x", undefined, "bob")).toEqual({
+      ok: false,
+      error:
+        'No skill named "auto-x" (0 skills loaded). None is close; call skill_read with other words of the task to search.',
+    });
     writeFileSync(join(auto, "x", "manifest.json"), JSON.stringify({ needs_review: true }));
     cat.refresh();
     expect(readSkill(cat, "auto-x", undefined, "alice")).toMatchObject({ ok: false });

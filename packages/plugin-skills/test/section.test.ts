@@ -14,7 +14,10 @@ afterEach(async () => {
   for (const d of temps.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-const TOPICS = "gardening knitting pottery chess astronomy origami baking fishing cycling sailing birdwatching calligraphy".split(" ");
+const TOPICS =
+  "gardening knitting pottery chess astronomy origami baking fishing cycling sailing birdwatching calligraphy".split(
+    " ",
+  );
 
 describe("the skills prompt section with a large catalog", () => {
   it("lists the skills most relevant to the turn within the cap, says how many more exist and how to find them", async () => {
@@ -26,14 +29,26 @@ describe("the skills prompt section with a large catalog", () => {
       const folder = join(dir, `s${String(i).padStart(3, "0")}`);
       mkdirSync(folder, { recursive: true });
       const topic = TOPICS[i % TOPICS.length]!;
-      writeFileSync(join(folder, "SKILL.md"), `---\nname: ${topic}-helper-${i}\ndescription: Tips and step-by-step guidance for ${topic}, from first steps to advanced practice, with checklists.\n---\n\nBody.\n`);
+      writeFileSync(
+        join(folder, "SKILL.md"),
+        `---\nname: ${topic}-helper-${i}\ndescription: Tips and step-by-step guidance for ${topic}, from first steps to advanced practice, with checklists.\n---\n\nBody.\n`,
+      );
     }
     mkdirSync(join(dir, "zzz-invoice"), { recursive: true });
-    writeFileSync(join(dir, "zzz-invoice", "SKILL.md"), "---\nname: invoice-reconciler\ndescription: Reconcile supplier invoices against purchase orders and flag mismatches.\n---\n\nBody.\n");
+    writeFileSync(
+      join(dir, "zzz-invoice", "SKILL.md"),
+      "---\nname: invoice-reconciler\ndescription: Reconcile supplier invoices against purchase orders and flag mismatches.\n---\n\nBody.\n",
+    );
     const plugin = skills({ dirs: [dir], home: h, seed: 5, includeHomeSkills: false });
-    const provider = scriptedProvider([{ toolCalls: [{ id: "c1", name: "skill_read", args: { name: "supplier invoices purchase orders" } }] }, { text: "done" }]);
+    const provider = scriptedProvider([
+      { toolCalls: [{ id: "c1", name: "skill_read", args: { name: "supplier invoices purchase orders" } }] },
+      { text: "done" },
+    ]);
     const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [plugin] });
-    closers.push(() => agent.close(), () => plugin.close());
+    closers.push(
+      () => agent.close(),
+      () => plugin.close(),
+    );
     const session = await agent.session();
     await session.run("reconcile these supplier invoices with the purchase orders");
     const system = provider.requests[0]!.system;

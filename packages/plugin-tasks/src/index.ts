@@ -44,7 +44,39 @@ export interface TasksOptions {
 const PROFILE_NAME = /^[a-z0-9_.-]{1,64}$/;
 const fn = z.custom<(...a: unknown[]) => unknown>((v) => typeof v === "function", { message: "expected a function" });
 const Options = z.strictObject({
-  profiles: z.record(z.string().regex(PROFILE_NAME, "profile names are lowercase [a-z0-9_.-], 1-64 characters"), z.looseObject({ description: z.string().min(1), instructions: z.string().optional(), model: z.union([z.string().regex(/^(anthropic|openai|openai-compatible):\S+$/, "expected <provider>:<model> or a ModelProvider"), z.looseObject({ stream: fn })]).optional(), tools: z.array(z.unknown()).optional(), plugins: z.array(z.unknown()).optional(), limits: z.strictObject({ maxRounds: z.number().int().positive(), maxToolCalls: z.number().int().positive(), tokenBudget: z.number().positive(), wallTimeMs: z.number().positive() }).partial().optional(), output: z.custom<z.ZodType>((v) => typeof (v as z.ZodType | undefined)?.safeParse === "function", { message: "expected a zod schema" }).optional() })).refine((r) => Object.keys(r).length > 0, "declare at least one profile"),
+  profiles: z
+    .record(
+      z.string().regex(PROFILE_NAME, "profile names are lowercase [a-z0-9_.-], 1-64 characters"),
+      z.looseObject({
+        description: z.string().min(1),
+        instructions: z.string().optional(),
+        model: z
+          .union([
+            z
+              .string()
+              .regex(/^(anthropic|openai|openai-compatible):\S+$/, "expected <provider>:<model> or a ModelProvider"),
+            z.looseObject({ stream: fn }),
+          ])
+          .optional(),
+        tools: z.array(z.unknown()).optional(),
+        plugins: z.array(z.unknown()).optional(),
+        limits: z
+          .strictObject({
+            maxRounds: z.number().int().positive(),
+            maxToolCalls: z.number().int().positive(),
+            tokenBudget: z.number().positive(),
+            wallTimeMs: z.number().positive(),
+          })
+          .partial()
+          .optional(),
+        output: z
+          .custom<z.ZodType>((v) => typeof (v as z.ZodType | undefined)?.safeParse === "function", {
+            message: "expected a zod schema",
+          })
+          .optional(),
+      }),
+    )
+    .refine((r) => Object.keys(r).length > 0, "declare at least one profile"),
   maxDepth: z.number().int().min(1).default(2),
   maxFanOut: z.number().int().min(1).default(8),
   timeoutMs: z.number().positive().default(600_000),
@@ -81,8 +113,16 @@ function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: M
   const input = z.strictObject({
     profile: z.enum(names as [string, ...string[]]).describe("which subagent does the task"),
     prompt: z.string().min(1).describe("the task, complete: the subagent does not see this conversation"),
-    expected_output: z.record(z.string(), z.unknown()).optional().describe("a JSON Schema the subagent's answer must match (its answer is then that JSON)"),
-    session: z.string().optional().describe("to follow up: the session id of an earlier task of this profile (from its result); the subagent then sees that session's history"),
+    expected_output: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe("a JSON Schema the subagent's answer must match (its answer is then that JSON)"),
+    session: z
+      .string()
+      .optional()
+      .describe(
+        "to follow up: the session id of an earlier task of this profile (from its result); the subagent then sees that session's history",
+      ),
   });
   return defineTool({
     name: "task",
@@ -92,10 +132,16 @@ function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: M
     parallel: true,
     timeoutMs: o.timeoutMs,
     async execute(args, tc: ToolContext): Promise<ToolOutput> {
-      if (tc.depth >= o.maxDepth) return failure(`KEEL_TASK_DEPTH: this session is at delegation depth ${tc.depth}, the limit (maxDepth ${o.maxDepth}); do the work here instead.`);
+      if (tc.depth >= o.maxDepth)
+        return failure(
+          `KEEL_TASK_DEPTH: this session is at delegation depth ${tc.depth}, the limit (maxDepth ${o.maxDepth}); do the work here instead.`,
+        );
       // A call that runs again (its subagent waited for approval) is the same task, counted once.
       const count = (started.get(tc.turnId) ?? 0) + (tc.rerun ? 0 : 1);
-      if (count > o.maxFanOut) return failure(`KEEL_TASK_FAN_OUT: this turn already started ${o.maxFanOut} tasks (maxFanOut); use their answers, or do the rest here.`);
+      if (count > o.maxFanOut)
+        return failure(
+          `KEEL_TASK_FAN_OUT: this turn already started ${o.maxFanOut} tasks (maxFanOut); use their answers, or do the rest here.`,
+        );
       started.set(tc.turnId, count);
       const profile = profiles[args.profile]!;
       let output: z.ZodType | undefined = profile.output;
@@ -115,7 +161,13 @@ function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: M
       try {
         const run = await tc.child({
           name: args.profile,
-          agent: { ...(profile.instructions !== undefined ? { instructions: profile.instructions } : {}), ...(model ? { provider: model } : {}), tools: profile.tools ?? [], plugins: profile.plugins ?? [], ...(profile.limits ? { limits: profile.limits } : {}) },
+          agent: {
+            ...(profile.instructions !== undefined ? { instructions: profile.instructions } : {}),
+            ...(model ? { provider: model } : {}),
+            tools: profile.tools ?? [],
+            plugins: profile.plugins ?? [],
+            ...(profile.limits ? { limits: profile.limits } : {}),
+          },
           input: args.prompt,
           ...(args.session !== undefined ? { session: args.session } : {}),
           ...(output ? { output } : {}),
@@ -127,8 +179,17 @@ function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: M
           const answer = r.output !== undefined ? JSON.stringify(r.output) : r.text;
           return { content: `${head}\n${cut(answer)}`, details: { sessionId: run.sessionId, usage: r.usage } };
         }
-        const why = v.status === "failed" ? (v.message.startsWith(v.code) ? v.message : `${v.code}: ${v.message}`).replace(/\.+$/, "") : v.status === "stopped" ? `stopped by ${v.reason}${v.detail ? ` (${v.detail})` : ""}` : v.status === "paused" ? `waiting for approval of ${v.pending.join(", ")} in its session; the host answers there` : `interrupted (${v.reason})`;
-        return failure(`${head} the subagent did not finish: ${why}.${r.text ? `\nWhat it had so far:\n${cut(r.text)}` : ""}`);
+        const why =
+          v.status === "failed"
+            ? (v.message.startsWith(v.code) ? v.message : `${v.code}: ${v.message}`).replace(/\.+$/, "")
+            : v.status === "stopped"
+              ? `stopped by ${v.reason}${v.detail ? ` (${v.detail})` : ""}`
+              : v.status === "paused"
+                ? `waiting for approval of ${v.pending.join(", ")} in its session; the host answers there`
+                : `interrupted (${v.reason})`;
+        return failure(
+          `${head} the subagent did not finish: ${why}.${r.text ? `\nWhat it had so far:\n${cut(r.text)}` : ""}`,
+        );
       } catch (err) {
         return failure(`the task could not run: ${err instanceof KeelError ? err.message : errorMessage(err)}`);
       }

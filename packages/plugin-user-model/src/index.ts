@@ -36,7 +36,13 @@ export interface UserModelOptions {
   tools?: boolean;
 }
 
-const Options = z.strictObject({ path: z.string().min(1).optional(), namespace: z.string().min(1).max(200).default("default"), namespaceKey: z.string().min(1).default("userId"), minTurns: z.number().int().min(1).default(3), tools: z.boolean().default(true) });
+const Options = z.strictObject({
+  path: z.string().min(1).optional(),
+  namespace: z.string().min(1).max(200).default("default"),
+  namespaceKey: z.string().min(1).default("userId"),
+  minTurns: z.number().int().min(1).default(3),
+  tools: z.boolean().default(true),
+});
 
 /** The few lines a profile puts in the prompt, or "" when it says nothing yet. */
 export function describeProfile(p: UserProfile, minTurns = 3): string {
@@ -46,7 +52,10 @@ export function describeProfile(p: UserProfile, minTurns = 3): string {
   else if (p.detail >= 0.3) lines.push("Prefers detailed answers with explanations.");
   if (p.tone <= -0.3) lines.push("Writes casually; a relaxed tone suits them.");
   else if (p.tone >= 0.3) lines.push("Writes formally; keep a formal tone.");
-  const terms = Object.entries(p.terms).filter(([, n]) => n >= 2).slice(0, 10).map(([t]) => t);
+  const terms = Object.entries(p.terms)
+    .filter(([, n]) => n >= 2)
+    .slice(0, 10)
+    .map(([t]) => t);
   if (terms.length) lines.push(`Often talks about: ${terms.join(", ")}.`);
   return lines.join("\n");
 }
@@ -57,7 +66,8 @@ export function userModel(options: UserModelOptions = {}) {
     name: PLUGIN_NAME,
     version: PLUGIN_VERSION,
     kernel: "^1.0.0",
-    description: "Learns a person's preferred detail, tone and vocabulary per namespace, and shapes a small prompt section.",
+    description:
+      "Learns a person's preferred detail, tone and vocabulary per namespace, and shapes a small prompt section.",
     options: Options,
     input: options as z.input<typeof Options>,
     setup(ctx) {
@@ -80,22 +90,50 @@ export function userModel(options: UserModelOptions = {}) {
           store.observe(ns, detectStyle(codePointSlice(redact(toWellFormed(e.input)), 0, 20_000)));
           return undefined;
         } catch (err) {
-          return { kind: "diagnostic", level: "warn", code: "USER_MODEL_FAILED", message: `The user model could not record this turn: ${errorMessage(err)}. The turn goes on without it.` };
+          return {
+            kind: "diagnostic",
+            level: "warn",
+            code: "USER_MODEL_FAILED",
+            message: `The user model could not record this turn: ${errorMessage(err)}. The turn goes on without it.`,
+          };
         }
       });
       ctx.on("turn.pre_prompt_compile", (e) => {
         const text = describeProfile(store.profile(namespaceOf(e.metadata)), o.minTurns);
-        return text ? { kind: "prompt_section", id: "user-model:profile", sectionId: "user_profile", domain: "user_model", title: "About this user (learned from their messages)", content: text, maxChars: 600 } : undefined;
+        return text
+          ? {
+              kind: "prompt_section",
+              id: "user-model:profile",
+              sectionId: "user_profile",
+              domain: "user_model",
+              title: "About this user (learned from their messages)",
+              content: text,
+              maxChars: 600,
+            }
+          : undefined;
       });
       if (o.tools) {
         const show = defineTool({
           name: "user_profile",
-          description: "Show what has been learned about the user's style (detail, tone, recurring words). Use it when the user asks what you know about how they write.",
+          description:
+            "Show what has been learned about the user's style (detail, tone, recurring words). Use it when the user asks what you know about how they write.",
           input: z.strictObject({}),
           category: "info",
           execute: (_a, tc) => {
             const p = store.profile(turns.get(tc.turnId) ?? o.namespace);
-            return p.turns ? JSON.stringify({ turnsObserved: p.turns, averageWords: p.words, detail: p.detail, tone: p.tone, recurringWords: Object.entries(p.terms).filter(([, n]) => n >= 2).slice(0, 20).map(([t]) => t), promptSection: describeProfile(p, o.minTurns) || "(none yet)" }) : "Nothing has been learned about this user yet.";
+            return p.turns
+              ? JSON.stringify({
+                  turnsObserved: p.turns,
+                  averageWords: p.words,
+                  detail: p.detail,
+                  tone: p.tone,
+                  recurringWords: Object.entries(p.terms)
+                    .filter(([, n]) => n >= 2)
+                    .slice(0, 20)
+                    .map(([t]) => t),
+                  promptSection: describeProfile(p, o.minTurns) || "(none yet)",
+                })
+              : "Nothing has been learned about this user yet.";
           },
         });
         const reset = defineTool({
@@ -103,9 +141,17 @@ export function userModel(options: UserModelOptions = {}) {
           description: "Forget everything learned about the user's style. Use it only when the user asks for it.",
           input: z.strictObject({}),
           category: "edit",
-          execute: (_a, tc) => (store.reset(turns.get(tc.turnId) ?? o.namespace) ? "The learned profile was deleted." : "There was no learned profile."),
+          execute: (_a, tc) =>
+            store.reset(turns.get(tc.turnId) ?? o.namespace)
+              ? "The learned profile was deleted."
+              : "There was no learned profile.",
         });
-        ctx.on("turn.pre_tool_materialization", () => ({ kind: "tool_bundle", bundleId: "user-model", domain: "user_model", tools: [show, reset] }));
+        ctx.on("turn.pre_tool_materialization", () => ({
+          kind: "tool_bundle",
+          bundleId: "user-model",
+          domain: "user_model",
+          tools: [show, reset],
+        }));
       }
       ctx.on("turn.post_turn", (e) => void turns.delete(e.turnId));
       ctx.on("session.end", (e) => {

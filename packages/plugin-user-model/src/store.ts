@@ -30,7 +30,13 @@ export class UserModelStore {
 
   constructor(path: string) {
     this.path = path;
-    this.#sql = new ReopeningSqlite(path, { what: "user model database", setup: (db) => db.exec("CREATE TABLE IF NOT EXISTS profiles (namespace TEXT PRIMARY KEY, profile TEXT NOT NULL, updated_at INTEGER NOT NULL)") });
+    this.#sql = new ReopeningSqlite(path, {
+      what: "user model database",
+      setup: (db) =>
+        db.exec(
+          "CREATE TABLE IF NOT EXISTS profiles (namespace TEXT PRIMARY KEY, profile TEXT NOT NULL, updated_at INTEGER NOT NULL)",
+        ),
+    });
   }
 
   /** The database, opened again if it was closed (the plugin closes it when its last session ends). */
@@ -39,8 +45,12 @@ export class UserModelStore {
   }
 
   profile(namespace: string): UserProfile {
-    const r = this.#db.prepare("SELECT profile FROM profiles WHERE namespace = ?").get(namespace) as { profile: string } | undefined;
-    return r ? { ...(JSON.parse(r.profile) as UserProfile), namespace } : { namespace, turns: 0, words: 0, detail: 0, tone: 0, terms: {}, updatedAt: 0 };
+    const r = this.#db.prepare("SELECT profile FROM profiles WHERE namespace = ?").get(namespace) as
+      | { profile: string }
+      | undefined;
+    return r
+      ? { ...(JSON.parse(r.profile) as UserProfile), namespace }
+      : { namespace, turns: 0, words: 0, detail: 0, tone: 0, terms: {}, updatedAt: 0 };
   }
 
   /** Fold one message's signals into the namespace's profile. */
@@ -59,9 +69,15 @@ export class UserModelStore {
       updatedAt: Date.now(),
     };
     for (const t of s.terms) next.terms[t] = (next.terms[t] ?? 0) + 1;
-    const kept = Object.entries(next.terms).sort((a, b) => b[1] - a[1]).slice(0, MAX_TERMS);
+    const kept = Object.entries(next.terms)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, MAX_TERMS);
     next.terms = Object.fromEntries(kept);
-    this.#db.prepare("INSERT INTO profiles (namespace, profile, updated_at) VALUES (?, ?, ?) ON CONFLICT(namespace) DO UPDATE SET profile = excluded.profile, updated_at = excluded.updated_at").run(namespace, JSON.stringify(next), next.updatedAt);
+    this.#db
+      .prepare(
+        "INSERT INTO profiles (namespace, profile, updated_at) VALUES (?, ?, ?) ON CONFLICT(namespace) DO UPDATE SET profile = excluded.profile, updated_at = excluded.updated_at",
+      )
+      .run(namespace, JSON.stringify(next), next.updatedAt);
     return next;
   }
 

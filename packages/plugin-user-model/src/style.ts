@@ -14,12 +14,20 @@ export interface StyleSignals {
   terms: string[];
 }
 
-const BRIEF = /\b(be brief|briefly|shorter|short answer|concise(ly)?|tl;?dr|just the (answer|code|command)|one line|in a sentence|no explanation|keep it short)\b/i;
-const DETAILED = /\b(in (more )?detail|more detail|elaborate|explain (why|how|in depth|thoroughly)|step[- ]by[- ]step|walk me through|in depth|thorough(ly)?|longer answer)\b/i;
-const CASUAL = /\b(hey|hi there|lol|thx|thanks!|pls|plz|gonna|wanna|yeah|yep|nope|cool|awesome|btw|imo)\b|[\u{1F300}-\u{1FAFF}]|!{2,}/iu;
-const FORMAL = /\b(dear|kindly|would you (please )?be so kind|i would appreciate|regards|sincerely|could you please|please find)\b/i;
+const BRIEF =
+  /\b(be brief|briefly|shorter|short answer|concise(ly)?|tl;?dr|just the (answer|code|command)|one line|in a sentence|no explanation|keep it short)\b/i;
+const DETAILED =
+  /\b(in (more )?detail|more detail|elaborate|explain (why|how|in depth|thoroughly)|step[- ]by[- ]step|walk me through|in depth|thorough(ly)?|longer answer)\b/i;
+const CASUAL =
+  /\b(hey|hi there|lol|thx|thanks!|pls|plz|gonna|wanna|yeah|yep|nope|cool|awesome|btw|imo)\b|[\u{1F300}-\u{1FAFF}]|!{2,}/iu;
+const FORMAL =
+  /\b(dear|kindly|would you (please )?be so kind|i would appreciate|regards|sincerely|could you please|please find)\b/i;
 
-const STOP = new Set("about above after again against also because been before being below between both could does doing down during each from further have having here how into itself just more most other over same should some such than that their them then there these they this those through under until very what when where which while whom will with would your yours yourself please thanks thank could make need want like know think tell give show help using used file files".split(" "));
+const STOP = new Set(
+  "about above after again against also because been before being below between both could does doing down during each from further have having here how into itself just more most other over same should some such than that their them then there these they this those through under until very what when where which while whom will with would your yours yourself please thanks thank could make need want like know think tell give show help using used file files".split(
+    " ",
+  ),
+);
 
 /** Signals of `text` (already redacted). */
 export function detectStyle(text: string): StyleSignals {

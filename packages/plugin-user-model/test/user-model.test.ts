@@ -23,11 +23,26 @@ describe("user model", () => {
   it("keeps one profile per namespace: each user's section reflects only their own messages", async () => {
     const path = dbPath();
     const provider = scriptedProvider(ok(8));
-    const agent = await createAgent({ provider, sideModel: false, store: new MemorySessionStore(), plugins: [userModel({ path })] });
+    const agent = await createAgent({
+      provider,
+      sideModel: false,
+      store: new MemorySessionStore(),
+      plugins: [userModel({ path })],
+    });
     const alice = await agent.session();
     const bob = await agent.session();
-    for (const t of ["hey, kubernetes pod crashloop again lol", "tl;dr the helm chart fix pls", "just the command for the kubernetes rollback"]) await alice.run(t, { metadata: { userId: "alice" } });
-    for (const t of ["Dear assistant, could you please explain in detail how the invoice ledger reconciles?", "I would appreciate a thorough explanation of the ledger accruals.", "Could you please walk me through the invoice approval, step by step?"]) await bob.run(t, { metadata: { userId: "bob" } });
+    for (const t of [
+      "hey, kubernetes pod crashloop again lol",
+      "tl;dr the helm chart fix pls",
+      "just the command for the kubernetes rollback",
+    ])
+      await alice.run(t, { metadata: { userId: "alice" } });
+    for (const t of [
+      "Dear assistant, could you please explain in detail how the invoice ledger reconciles?",
+      "I would appreciate a thorough explanation of the ledger accruals.",
+      "Could you please walk me through the invoice approval, step by step?",
+    ])
+      await bob.run(t, { metadata: { userId: "bob" } });
     await alice.run("and the helm values?", { metadata: { userId: "alice" } });
     await bob.run("And the ledger closing?", { metadata: { userId: "bob" } });
     const sys = provider.requests.map((r) => r.system);
@@ -54,7 +69,12 @@ describe("user model", () => {
   it("never stores a secret the person typed", async () => {
     const path = dbPath();
     const key = `sk-ant-api03-${"Zq8".repeat(22)}`;
-    const agent = await createAgent({ provider: scriptedProvider(ok(2)), sideModel: false, store: new MemorySessionStore(), plugins: [userModel({ path })] });
+    const agent = await createAgent({
+      provider: scriptedProvider(ok(2)),
+      sideModel: false,
+      store: new MemorySessionStore(),
+      plugins: [userModel({ path })],
+    });
     const s = await agent.session();
     await s.run(`my key is ${key} and the db password=Hunter2Secret!x9 please keep going`);
     await s.run(`ANTHROPIC_API_KEY=${key}`);
@@ -70,13 +90,31 @@ describe("user model", () => {
 
   it("the person sees and resets their profile through the tools; the section goes with it", async () => {
     const path = dbPath();
-    const provider = scriptedProvider([...ok(3), { toolCalls: [{ id: "p1", name: "user_profile", args: {} }] }, { text: "Here is what I learned." }, { toolCalls: [{ id: "r1", name: "user_profile_reset", args: {} }] }, { text: "Forgotten." }, { text: "ok" }]);
-    const agent = await createAgent({ provider, sideModel: false, store: new MemorySessionStore(), plugins: [userModel({ path })] });
+    const provider = scriptedProvider([
+      ...ok(3),
+      { toolCalls: [{ id: "p1", name: "user_profile", args: {} }] },
+      { text: "Here is what I learned." },
+      { toolCalls: [{ id: "r1", name: "user_profile_reset", args: {} }] },
+      { text: "Forgotten." },
+      { text: "ok" },
+    ]);
+    const agent = await createAgent({
+      provider,
+      sideModel: false,
+      store: new MemorySessionStore(),
+      plugins: [userModel({ path })],
+    });
     const s = await agent.session();
-    for (const t of ["terraform plan pls", "terraform apply, short answer", "terraform state again lol"]) await s.run(t, { metadata: { userId: "carol" } });
+    for (const t of ["terraform plan pls", "terraform apply, short answer", "terraform state again lol"])
+      await s.run(t, { metadata: { userId: "carol" } });
     await s.run("what do you know about how I write?", { metadata: { userId: "carol" } });
-    const shown = JSON.parse(JSON.stringify(s.messages.find((m) => m.role === "tool" && m.toolCallId === "p1")!.content[0])).text as string;
-    expect(JSON.parse(shown)).toMatchObject({ turnsObserved: 4, recurringWords: expect.arrayContaining(["terraform"]) });
+    const shown = JSON.parse(
+      JSON.stringify(s.messages.find((m) => m.role === "tool" && m.toolCallId === "p1")!.content[0]),
+    ).text as string;
+    expect(JSON.parse(shown)).toMatchObject({
+      turnsObserved: 4,
+      recurringWords: expect.arrayContaining(["terraform"]),
+    });
     await s.run("forget my profile", { metadata: { userId: "carol" } });
     // The reset also drops what this very turn taught it.
     expect(new UserModelStore(path).profile("carol").turns).toBe(0);

@@ -17,13 +17,24 @@ const WARMUP = 15;
 const reply: WireReply = {
   text: "token ".repeat(1000),
   chunks: 1000,
-  toolCalls: [0, 1, 2].map((i) => ({ id: `call_${i}`, name: "lookup", args: { query: `question number ${i}`, limit: 10 }, chunks: 8 })),
+  toolCalls: [0, 1, 2].map((i) => ({
+    id: `call_${i}`,
+    name: "lookup",
+    args: { query: `question number ${i}`, limit: 10 },
+    chunks: 8,
+  })),
 };
 const server = await startWireServer({ onEmpty: reply });
 const request: ModelRequest = {
   system: "You are a benchmark.",
   messages: [{ role: "user", content: [{ type: "text", text: "Say a thousand tokens and call three tools." }] }],
-  tools: [{ name: "lookup", description: "Look something up.", parameters: { type: "object", properties: { query: { type: "string" }, limit: { type: "number" } } } }],
+  tools: [
+    {
+      name: "lookup",
+      description: "Look something up.",
+      parameters: { type: "object", properties: { query: { type: "string" }, limit: { type: "number" } } },
+    },
+  ],
   options: {},
 };
 const signal = new AbortController().signal;
@@ -49,7 +60,8 @@ const cases: Case[] = [
       for await (const ev of stream as unknown as AsyncIterable<any>) {
         if (ev.type === "content_block_delta") {
           if (ev.delta.type === "text_delta") text += ev.delta.text;
-          else if (ev.delta.type === "input_json_delta") args[ev.index] = (args[ev.index] ?? "") + ev.delta.partial_json;
+          else if (ev.delta.type === "input_json_delta")
+            args[ev.index] = (args[ev.index] ?? "") + ev.delta.partial_json;
         }
       }
       return text.length + args.filter(Boolean).map((a) => JSON.parse(a)).length;
@@ -59,7 +71,10 @@ const cases: Case[] = [
     name: "openai chat",
     adapter: openaiProvider({ model: "gpt-4o", api: "chat", client: openai }),
     async direct() {
-      const stream = await openai.chat.completions.create(chatBody(request, "gpt-4o", { compatible: false, includeUsage: true }, undefined) as any, { signal });
+      const stream = await openai.chat.completions.create(
+        chatBody(request, "gpt-4o", { compatible: false, includeUsage: true }, undefined) as any,
+        { signal },
+      );
       let text = "";
       const args: string[] = [];
       for await (const chunk of stream as unknown as AsyncIterable<any>) {
@@ -74,12 +89,16 @@ const cases: Case[] = [
     name: "openai responses",
     adapter: openaiProvider({ model: "gpt-4o", api: "responses", client: openai }),
     async direct() {
-      const stream = await openai.responses.create(responsesBody(request, "gpt-4o", { store: false, encryptedReasoning: false }, undefined) as any, { signal });
+      const stream = await openai.responses.create(
+        responsesBody(request, "gpt-4o", { store: false, encryptedReasoning: false }, undefined) as any,
+        { signal },
+      );
       let text = "";
       const args: string[] = [];
       for await (const ev of stream as unknown as AsyncIterable<any>) {
         if (ev.type === "response.output_text.delta") text += ev.delta;
-        else if (ev.type === "response.function_call_arguments.delta") args[ev.output_index] = (args[ev.output_index] ?? "") + ev.delta;
+        else if (ev.type === "response.function_call_arguments.delta")
+          args[ev.output_index] = (args[ev.output_index] ?? "") + ev.delta;
       }
       return text.length + args.filter(Boolean).map((a) => JSON.parse(a)).length;
     },
@@ -90,7 +109,8 @@ async function viaAdapter(p: ModelProvider): Promise<number> {
   let deltas = 0;
   for await (const e of p.stream(request, { signal })) {
     if (e.type === "text_delta") deltas++;
-    if (e.type === "response" && e.message.content.filter((b) => b.type === "tool_call").length !== 3) throw new Error("expected 3 tool calls");
+    if (e.type === "response" && e.message.content.filter((b) => b.type === "tool_call").length !== 3)
+      throw new Error("expected 3 tool calls");
   }
   if (deltas !== 1000) throw new Error(`expected 1000 text deltas, got ${deltas}`);
   return deltas;
@@ -114,10 +134,14 @@ for (const c of cases) {
     d.push(first ? t2 - t1 : t1 - t0);
   }
   const ratio = median(a) / median(d);
-  rows.push(`| ${c.name} | ${median(d).toFixed(2)} | ${median(a).toFixed(2)} | ${ratio.toFixed(3)} | ${ratio <= 1.1 ? "yes" : "NO"} |`);
+  rows.push(
+    `| ${c.name} | ${median(d).toFixed(2)} | ${median(a).toFixed(2)} | ${ratio.toFixed(3)} | ${ratio <= 1.1 ? "yes" : "NO"} |`,
+  );
 }
 await server.close();
-console.log(`adapter overhead per streamed response (1,000 text deltas + 3 tool calls), median of ${ITERS} runs each, interleaved`);
+console.log(
+  `adapter overhead per streamed response (1,000 text deltas + 3 tool calls), median of ${ITERS} runs each, interleaved`,
+);
 console.log("| wire format | SDK direct (ms) | adapter (ms) | ratio | <= 1.1 |");
 console.log("|---|---|---|---|---|");
 for (const r of rows) console.log(r);

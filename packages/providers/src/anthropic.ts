@@ -6,7 +6,13 @@ import { anthropicBody, type AnthropicThinkingData } from "./anthropic-request.t
 import { parseArgs } from "./args.ts";
 import { chooseCacheTier } from "./cache.ts";
 import { costOf, knownContextWindow, knownPrice, type ModelPrice } from "./models.ts";
-import { cappedRetryFetch, retrySettings, type StreamRetryOptions, type StreamSession, withStreamRetries } from "./retry.ts";
+import {
+  cappedRetryFetch,
+  retrySettings,
+  type StreamRetryOptions,
+  type StreamSession,
+  withStreamRetries,
+} from "./retry.ts";
 
 /** Options of anthropicProvider. Contract: `model` is required; everything else has a default. */
 export interface AnthropicProviderOptions extends StreamRetryOptions {
@@ -42,7 +48,14 @@ type Slot =
   | { kind: "output"; json: string }
   | { kind: "other" };
 
-const STOP: Record<string, StopReason> = { end_turn: "end_turn", tool_use: "tool_use", max_tokens: "max_tokens", stop_sequence: "stop_sequence", refusal: "refusal", model_context_window_exceeded: "max_tokens" };
+const STOP: Record<string, StopReason> = {
+  end_turn: "end_turn",
+  tool_use: "tool_use",
+  max_tokens: "max_tokens",
+  stop_sequence: "stop_sequence",
+  refusal: "refusal",
+  model_context_window_exceeded: "max_tokens",
+};
 
 /**
  * A ModelProvider for Claude models. Contract: streams text, thinking and tool-call deltas, then
@@ -51,7 +64,12 @@ const STOP: Record<string, StopReason> = { end_turn: "end_turn", tool_use: "tool
 export function anthropicProvider(options: AnthropicProviderOptions): ModelProvider {
   const id = `anthropic:${options.model}`;
   const retry = retrySettings(options, id);
-  if (!options.client && !options.apiKey && !process.env.ANTHROPIC_API_KEY) throw new KeelError("KEEL_PROVIDER_KEY_MISSING", `${id} needs an API key: set ANTHROPIC_API_KEY (or pass apiKey).`, { path: "apiKey" });
+  if (!options.client && !options.apiKey && !process.env.ANTHROPIC_API_KEY)
+    throw new KeelError(
+      "KEEL_PROVIDER_KEY_MISSING",
+      `${id} needs an API key: set ANTHROPIC_API_KEY (or pass apiKey).`,
+      { path: "apiKey" },
+    );
   // The SDK is loaded on the first request, so a process that never calls this model never pays for it.
   let client: Anthropic | undefined = options.client;
   const getClient = async (): Promise<Anthropic> =>
@@ -79,14 +97,17 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
       if (typeof u.output_tokens === "number") usage.outputTokens = u.output_tokens;
       if (typeof u.cache_read_input_tokens === "number") usage.cacheReadTokens = u.cache_read_input_tokens;
       if (typeof u.cache_creation_input_tokens === "number") usage.cacheWriteTokens = u.cache_creation_input_tokens;
-      if (typeof u.cache_creation?.ephemeral_1h_input_tokens === "number") write1h = u.cache_creation.ephemeral_1h_input_tokens;
+      if (typeof u.cache_creation?.ephemeral_1h_input_tokens === "number")
+        write1h = u.cache_creation.ephemeral_1h_input_tokens;
     };
     return {
       ready: getClient,
       async open(signal) {
         const tier = options.promptCache === "off" ? "none" : chooseCacheTier(request, options.cacheReuseMs ?? 0);
         const body = anthropicBody(request, options.model, options.maxTokens ?? 8192, tier);
-        return (await (await getClient()).messages.create({ ...(body as any), stream: true }, { signal })) as unknown as AsyncIterable<any>;
+        return (await (
+          await getClient()
+        ).messages.create({ ...(body as any), stream: true }, { signal })) as unknown as AsyncIterable<any>;
       },
       push(ev): ModelEvent | undefined {
         switch (ev.type) {
@@ -115,9 +136,11 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
           case "content_block_start": {
             const b = ev.content_block;
             if (b.type === "text") slots[ev.index] = { kind: "text", text: b.text ?? "" };
-            else if (b.type === "thinking") slots[ev.index] = { kind: "thinking", text: b.thinking ?? "", signature: b.signature ?? "" };
+            else if (b.type === "thinking")
+              slots[ev.index] = { kind: "thinking", text: b.thinking ?? "", signature: b.signature ?? "" };
             else if (b.type === "redacted_thinking") slots[ev.index] = { kind: "redacted", data: b.data };
-            else if (b.type === "tool_use" && outputName !== undefined && b.name === outputName) slots[ev.index] = { kind: "output", json: "" };
+            else if (b.type === "tool_use" && outputName !== undefined && b.name === outputName)
+              slots[ev.index] = { kind: "output", json: "" };
             else if (b.type === "tool_use") {
               slots[ev.index] = { kind: "tool", id: b.id, name: b.name, json: "" };
               return { type: "tool_call_delta", id: b.id, name: b.name, argsText: "" };
@@ -140,7 +163,8 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
       },
       finish(signal) {
         if (signal.aborted) throw new ProviderError("aborted", `${id}: the request was aborted.`);
-        if (!done) throw new ProviderError("network", `${id}: the stream ended without its message_stop event (truncated).`);
+        if (!done)
+          throw new ProviderError("network", `${id}: the stream ended without its message_stop event (truncated).`);
         const content: AssistantBlock[] = [];
         // The output tool's input is the answer (as JSON text), unless the model also called real
         // tools in this message: then those run and the model answers again.
@@ -150,14 +174,33 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
           if (!s || s.kind === "other" || s.kind === "output") continue;
           if (s.kind === "text" && answer && !calls) continue;
           if (s.kind === "text") content.push({ type: "text", text: s.text });
-          else if (s.kind === "thinking") content.push({ type: "thinking", text: s.text, providerData: { provider: "anthropic", signature: s.signature } satisfies AnthropicThinkingData });
-          else if (s.kind === "redacted") content.push({ type: "thinking", text: "", redacted: true, providerData: { provider: "anthropic", data: s.data } satisfies AnthropicThinkingData });
+          else if (s.kind === "thinking")
+            content.push({
+              type: "thinking",
+              text: s.text,
+              providerData: { provider: "anthropic", signature: s.signature } satisfies AnthropicThinkingData,
+            });
+          else if (s.kind === "redacted")
+            content.push({
+              type: "thinking",
+              text: "",
+              redacted: true,
+              providerData: { provider: "anthropic", data: s.data } satisfies AnthropicThinkingData,
+            });
           else content.push({ type: "tool_call", id: s.id, name: s.name, args: parseArgs(s.json) });
         }
         if (answer && !calls) content.push({ type: "text", text: answer.json.trim() ? answer.json : "{}" });
         if (price) usage.costUsd = costOf(price, usage, write1h);
-        const stopReason = answer && !calls && (stop === "tool_use" || stop === "end_turn") ? "end_turn" : (STOP[stop ?? ""] ?? "other");
-        return { type: "response", message: { role: "assistant", content }, stopReason, usage, provider: id, ...(typeof served === "string" && served ? { model: served } : {}) };
+        const stopReason =
+          answer && !calls && (stop === "tool_use" || stop === "end_turn") ? "end_turn" : (STOP[stop ?? ""] ?? "other");
+        return {
+          type: "response",
+          message: { role: "assistant", content },
+          stopReason,
+          usage,
+          provider: id,
+          ...(typeof served === "string" && served ? { model: served } : {}),
+        };
       },
     };
   }

@@ -3,11 +3,18 @@ import { ProviderError, type ProviderErrorClass } from "@keel/kernel";
 
 // The SDKs' error classes, recognised by shape and class name so that this module does not
 // load either SDK (each costs a few hundred ms of start-up).
-type SdkApiError = Error & { status: number | undefined; headers?: Headers; error?: unknown; type?: string | null; code?: string | null };
+type SdkApiError = Error & {
+  status: number | undefined;
+  headers?: Headers;
+  error?: unknown;
+  type?: string | null;
+  code?: string | null;
+};
 const sdkClass = (err: unknown): string => (err instanceof Error ? err.constructor.name : "");
 const isSdkAbort = (err: unknown): boolean => sdkClass(err) === "APIUserAbortError";
 const isSdkConnection = (err: unknown): err is Error => /^APIConnection(Timeout)?Error$/.test(sdkClass(err));
-const isSdkApiError = (err: unknown): err is SdkApiError => err instanceof Error && "status" in err && "headers" in err && "error" in err;
+const isSdkApiError = (err: unknown): err is SdkApiError =>
+  err instanceof Error && "status" in err && "headers" in err && "error" in err;
 
 /** What is known about a failure, whatever its source. */
 export interface FailureFacts {
@@ -20,19 +27,44 @@ export interface FailureFacts {
   retryAfterMs?: number | undefined;
 }
 
-const CONTEXT = /prompt is too long|context[ _-]?length|context window|maximum context|too many tokens|input is too long|exceeds the (model'?s? )?(context|maximum)/i;
+const CONTEXT =
+  /prompt is too long|context[ _-]?length|context window|maximum context|too many tokens|input is too long|exceeds the (model'?s? )?(context|maximum)/i;
 
 /** The class of a failure from its status, type, code and message. Contract: total; `unknown` when nothing matches. */
 export function classOf(f: FailureFacts): ProviderErrorClass {
   const type = f.type ?? "";
   const code = f.code ?? "";
   const status = f.status;
-  if (code === "context_length_exceeded" || status === 413 || ((status === 400 || status === undefined) && CONTEXT.test(f.message))) return "context_too_long";
-  if (status === 401 || status === 403 || type === "authentication_error" || type === "permission_error" || code === "invalid_api_key" || code === "insufficient_quota" || type === "billing_error") return "auth";
+  if (
+    code === "context_length_exceeded" ||
+    status === 413 ||
+    ((status === 400 || status === undefined) && CONTEXT.test(f.message))
+  )
+    return "context_too_long";
+  if (
+    status === 401 ||
+    status === 403 ||
+    type === "authentication_error" ||
+    type === "permission_error" ||
+    code === "invalid_api_key" ||
+    code === "insufficient_quota" ||
+    type === "billing_error"
+  )
+    return "auth";
   if (status === 429 || type === "rate_limit_error" || code === "rate_limit_exceeded") return "rate_limited";
-  if ((status !== undefined && status >= 500) || type === "overloaded_error" || type === "api_error" || type === "server_error" || code === "server_error" || code === "server_is_overloaded" || code === "overloaded") return "overloaded";
+  if (
+    (status !== undefined && status >= 500) ||
+    type === "overloaded_error" ||
+    type === "api_error" ||
+    type === "server_error" ||
+    code === "server_error" ||
+    code === "server_is_overloaded" ||
+    code === "overloaded"
+  )
+    return "overloaded";
   if (status !== undefined && status >= 400) return "invalid_request";
-  if (type === "invalid_request_error" || code === "invalid_request_error" || code === "invalid_prompt") return "invalid_request";
+  if (type === "invalid_request_error" || code === "invalid_request_error" || code === "invalid_prompt")
+    return "invalid_request";
   return "unknown";
 }
 
@@ -49,11 +81,13 @@ export function retryAfterOf(headers: { get(name: string): string | null } | und
   return Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined;
 }
 
-const NETWORK = /terminated|other side closed|ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|socket|fetch failed|network|UND_ERR/i;
+const NETWORK =
+  /terminated|other side closed|ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|socket|fetch failed|network|UND_ERR/i;
 
 function causeChain(err: unknown): string {
   const parts: string[] = [];
-  for (let e: any = err, i = 0; e && i < 5; e = e.cause, i++) parts.push(`${e.name ?? ""} ${e.code ?? ""} ${e.message ?? String(e)}`);
+  for (let e: any = err, i = 0; e && i < 5; e = e.cause, i++)
+    parts.push(`${e.name ?? ""} ${e.code ?? ""} ${e.message ?? String(e)}`);
   return parts.join(" | ");
 }
 
@@ -63,7 +97,8 @@ function causeChain(err: unknown): string {
  */
 export function classifyError(err: unknown, provider: string, signal?: AbortSignal): ProviderError {
   if (err instanceof ProviderError) return err;
-  if (signal?.aborted || isSdkAbort(err)) return new ProviderError("aborted", `${provider}: the request was aborted.`, { cause: err });
+  if (signal?.aborted || isSdkAbort(err))
+    return new ProviderError("aborted", `${provider}: the request was aborted.`, { cause: err });
   if (isSdkConnection(err)) {
     return new ProviderError("network", `${provider}: ${err.message} (${causeChain(err.cause)})`, { cause: err });
   }
@@ -79,10 +114,14 @@ export function classifyError(err: unknown, provider: string, signal?: AbortSign
     };
     return fromFacts(facts, provider, err);
   }
-  if (err instanceof SyntaxError) return new ProviderError("unknown", `${provider}: malformed stream data: ${err.message}`, { cause: err });
+  if (err instanceof SyntaxError)
+    return new ProviderError("unknown", `${provider}: malformed stream data: ${err.message}`, { cause: err });
   const chain = causeChain(err);
-  if (NETWORK.test(chain)) return new ProviderError("network", `${provider}: connection failed mid-stream (${chain}).`, { cause: err });
-  return new ProviderError("unknown", `${provider}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  if (NETWORK.test(chain))
+    return new ProviderError("network", `${provider}: connection failed mid-stream (${chain}).`, { cause: err });
+  return new ProviderError("unknown", `${provider}: ${err instanceof Error ? err.message : String(err)}`, {
+    cause: err,
+  });
 }
 
 /** A ProviderError from known facts (in-band error events, failed responses). */
@@ -90,10 +129,19 @@ export function fromFacts(f: FailureFacts, provider: string, cause?: unknown): P
   const errorClass = classOf(f);
   const where = f.status === undefined ? "in-band error" : `HTTP ${f.status}`;
   const msg = f.message.startsWith(String(f.status)) ? f.message : `${where}: ${f.message}`;
-  return new ProviderError(errorClass, `${provider}: ${msg}`, { ...(f.status !== undefined ? { status: f.status } : {}), ...(f.retryAfterMs !== undefined ? { retryAfterMs: f.retryAfterMs } : {}), ...(cause !== undefined ? { cause } : {}) });
+  return new ProviderError(errorClass, `${provider}: ${msg}`, {
+    ...(f.status !== undefined ? { status: f.status } : {}),
+    ...(f.retryAfterMs !== undefined ? { retryAfterMs: f.retryAfterMs } : {}),
+    ...(cause !== undefined ? { cause } : {}),
+  });
 }
 
 /** Classes worth another attempt once a stream has started. */
 export function retryableMidStream(e: ProviderError): boolean {
-  return e.errorClass === "network" || e.errorClass === "timeout" || e.errorClass === "overloaded" || e.errorClass === "rate_limited";
+  return (
+    e.errorClass === "network" ||
+    e.errorClass === "timeout" ||
+    e.errorClass === "overloaded" ||
+    e.errorClass === "rate_limited"
+  );
 }

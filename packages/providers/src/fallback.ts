@@ -35,10 +35,18 @@ export interface FallbackProvider extends ModelProvider {
  * providers tried all fail, the last error is raised. A success clears that provider's strikes.
  */
 export function fallback(providers: readonly ModelProvider[], options: FallbackOptions = {}): FallbackProvider {
-  if (!Array.isArray(providers) || providers.length === 0) throw new KeelError("KEEL_PROVIDER_OPTIONS_INVALID", "fallback() needs at least one provider.", { path: "providers" });
+  if (!Array.isArray(providers) || providers.length === 0)
+    throw new KeelError("KEEL_PROVIDER_OPTIONS_INVALID", "fallback() needs at least one provider.", {
+      path: "providers",
+    });
   const base = options.baseFreezeMs ?? 30_000;
   const max = options.maxFreezeMs ?? 600_000;
-  if (!(base >= 0) || !(max >= base)) throw new KeelError("KEEL_PROVIDER_OPTIONS_INVALID", `fallback(): need 0 <= baseFreezeMs <= maxFreezeMs, got ${base} and ${max}.`, { path: "baseFreezeMs" });
+  if (!(base >= 0) || !(max >= base))
+    throw new KeelError(
+      "KEEL_PROVIDER_OPTIONS_INVALID",
+      `fallback(): need 0 <= baseFreezeMs <= maxFreezeMs, got ${base} and ${max}.`,
+      { path: "baseFreezeMs" },
+    );
   const now = options.now ?? Date.now;
   const states: FreezeState[] = providers.map((p) => ({ id: p.id, frozenUntil: 0, strikes: 0 }));
   const windows = providers.map((p) => p.contextWindow).filter((w): w is number => typeof w === "number");
@@ -49,12 +57,24 @@ export function fallback(providers: readonly ModelProvider[], options: FallbackO
     let candidates = order.filter((c) => c.s.frozenUntil <= t);
     for (const c of order) {
       if (c.s.frozenUntil <= t || !candidates.length) break;
-      yield { type: "notice", kind: "fallback", provider: c.p.id, message: `${c.p.id} is frozen for ${c.s.frozenUntil - t} ms more; skipped.`, data: { action: "skip", frozenForMs: c.s.frozenUntil - t, strikes: c.s.strikes } };
+      yield {
+        type: "notice",
+        kind: "fallback",
+        provider: c.p.id,
+        message: `${c.p.id} is frozen for ${c.s.frozenUntil - t} ms more; skipped.`,
+        data: { action: "skip", frozenForMs: c.s.frozenUntil - t, strikes: c.s.strikes },
+      };
     }
     if (!candidates.length) {
       const least = order.reduce((a, b) => (b.s.frozenUntil < a.s.frozenUntil ? b : a));
       candidates = [least];
-      yield { type: "notice", kind: "fallback", provider: least.p.id, message: `Every provider is frozen; trying ${least.p.id}, whose freeze ends first (in ${least.s.frozenUntil - t} ms).`, data: { action: "try_least_frozen", frozenForMs: least.s.frozenUntil - t } };
+      yield {
+        type: "notice",
+        kind: "fallback",
+        provider: least.p.id,
+        message: `Every provider is frozen; trying ${least.p.id}, whose freeze ends first (in ${least.s.frozenUntil - t} ms).`,
+        data: { action: "try_least_frozen", frozenForMs: least.s.frozenUntil - t },
+      };
     }
     let last: ProviderError | undefined;
     for (const [k, c] of candidates.entries()) {
@@ -72,9 +92,19 @@ export function fallback(providers: readonly ModelProvider[], options: FallbackO
         c.s.frozenUntil = 0;
         return;
       } catch (err) {
-        const e = err instanceof ProviderError ? err : new ProviderError("unknown", `${c.p.id}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+        const e =
+          err instanceof ProviderError
+            ? err
+            : new ProviderError("unknown", `${c.p.id}: ${err instanceof Error ? err.message : String(err)}`, {
+                cause: err,
+              });
         // A stall (`timeout`) fails over even after deltas: that answer will never finish, and only the final response enters history.
-        if (signal.aborted || (e.errorClass !== "rate_limited" && e.errorClass !== "overloaded" && e.errorClass !== "timeout") || (streamed && e.errorClass !== "timeout")) throw e;
+        if (
+          signal.aborted ||
+          (e.errorClass !== "rate_limited" && e.errorClass !== "overloaded" && e.errorClass !== "timeout") ||
+          (streamed && e.errorClass !== "timeout")
+        )
+          throw e;
         c.s.strikes++;
         const freezeMs = Math.min(Math.max(base * 2 ** (c.s.strikes - 1), e.retryAfterMs ?? 0), max);
         c.s.frozenUntil = now() + freezeMs;
@@ -84,7 +114,14 @@ export function fallback(providers: readonly ModelProvider[], options: FallbackO
           kind: "fallback",
           provider: c.p.id,
           message: `${c.p.id} failed (${e.errorClass}); frozen for ${freezeMs} ms. ${next ? `Trying ${next}.` : "No other provider is available."}${streamed && next ? " Deltas so far are void." : ""}`,
-          data: { action: "freeze", errorClass: e.errorClass, freezeMs, strikes: c.s.strikes, ...(next ? { next } : {}), ...(streamed ? { afterDeltas: true } : {}) },
+          data: {
+            action: "freeze",
+            errorClass: e.errorClass,
+            freezeMs,
+            strikes: c.s.strikes,
+            ...(next ? { next } : {}),
+            ...(streamed ? { afterDeltas: true } : {}),
+          },
         };
         last = e;
       }

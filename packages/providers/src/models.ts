@@ -56,6 +56,11 @@ export function costOf(price: ModelPrice, usage: Usage, write1h = 0): number {
   const m = 1_000_000;
   const w5 = Math.max(0, usage.cacheWriteTokens - write1h);
   const cost =
-    (usage.inputTokens * price.input + usage.outputTokens * price.output + usage.cacheReadTokens * (price.cacheRead ?? price.input) + w5 * (price.cacheWrite ?? price.input) + write1h * (price.cacheWrite1h ?? price.cacheWrite ?? price.input)) / m;
+    (usage.inputTokens * price.input +
+      usage.outputTokens * price.output +
+      usage.cacheReadTokens * (price.cacheRead ?? price.input) +
+      w5 * (price.cacheWrite ?? price.input) +
+      write1h * (price.cacheWrite1h ?? price.cacheWrite ?? price.input)) /
+    m;
   return Math.round(cost * 1e9) / 1e9;
 }

@@ -15,7 +15,8 @@ export interface ChatFlavor {
   includeUsage: boolean;
 }
 
-const text = (content: readonly { type: string; text?: string }[]) => content.flatMap((b) => (b.type === "text" ? [b.text ?? ""] : [])).join("");
+const text = (content: readonly { type: string; text?: string }[]) =>
+  content.flatMap((b) => (b.type === "text" ? [b.text ?? ""] : [])).join("");
 const dataUrl = (b: Extract<ContentBlock, { type: "image" | "file" }>) => `data:${b.mediaType};base64,${b.data}`;
 const fileName = (b: Extract<ContentBlock, { type: "file" }>) => b.name ?? "attachment.pdf";
 
@@ -35,7 +36,12 @@ function responsesPart(b: ContentBlock): Record<string, unknown> {
 const argsJson = (args: unknown) => (typeof args === "string" ? args : JSON.stringify(args ?? {}));
 
 /** The Chat Completions body (with `stream: true`). Contract: never mutates `request`; thinking blocks are not sent back. */
-export function chatBody(request: ModelRequest, model: string, flavor: ChatFlavor, defaultMaxTokens: number | undefined): Record<string, unknown> {
+export function chatBody(
+  request: ModelRequest,
+  model: string,
+  flavor: ChatFlavor,
+  defaultMaxTokens: number | undefined,
+): Record<string, unknown> {
   const o = request.options;
   const messages: Record<string, unknown>[] = [];
   if (request.system) messages.push({ role: "system", content: request.system });
@@ -45,20 +51,39 @@ export function chatBody(request: ModelRequest, model: string, flavor: ChatFlavo
       messages.push({ role: "user", content: media ? m.content.map(chatPart) : text(m.content) });
     } else if (m.role === "tool") {
       const images = m.content.filter((b) => b.type === "image").length;
-      messages.push({ role: "tool", tool_call_id: m.toolCallId, content: text(m.content) + (images ? `\n[${images} image(s) omitted: tool messages carry text only]` : "") });
+      messages.push({
+        role: "tool",
+        tool_call_id: m.toolCallId,
+        content: text(m.content) + (images ? `\n[${images} image(s) omitted: tool messages carry text only]` : ""),
+      });
     } else {
-      const calls = m.content.flatMap((b) => (b.type === "tool_call" ? [{ id: b.id, type: "function", function: { name: b.name, arguments: argsJson(b.args) } }] : []));
+      const calls = m.content.flatMap((b) =>
+        b.type === "tool_call"
+          ? [{ id: b.id, type: "function", function: { name: b.name, arguments: argsJson(b.args) } }]
+          : [],
+      );
       const t = text(m.content);
-      messages.push({ role: "assistant", content: t || (calls.length ? null : ""), ...(calls.length ? { tool_calls: calls } : {}) });
+      messages.push({
+        role: "assistant",
+        content: t || (calls.length ? null : ""),
+        ...(calls.length ? { tool_calls: calls } : {}),
+      });
     }
   }
   const body: Record<string, unknown> = { model, messages, stream: true };
   if (flavor.includeUsage) body.stream_options = { include_usage: true };
   if (request.tools.length) {
-    body.tools = request.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description, parameters: t.parameters } }));
+    body.tools = request.tools.map((t) => ({
+      type: "function",
+      function: { name: t.name, description: t.description, parameters: t.parameters },
+    }));
     if (o.toolChoice) body.tool_choice = o.toolChoice;
   }
-  if (o.output) body.response_format = { type: "json_schema", json_schema: { name: o.output.name, schema: o.output.schema, strict: false } };
+  if (o.output)
+    body.response_format = {
+      type: "json_schema",
+      json_schema: { name: o.output.name, schema: o.output.schema, strict: false },
+    };
   const maxTokens = o.maxTokens ?? defaultMaxTokens;
   if (maxTokens !== undefined) body[flavor.compatible ? "max_tokens" : "max_completion_tokens"] = maxTokens;
   if (o.temperature !== undefined) body.temperature = o.temperature;
@@ -76,7 +101,12 @@ export interface ResponsesFlavor {
 }
 
 /** The Responses body (with `stream: true`). Contract: never mutates `request`; this provider's reasoning items go back verbatim. */
-export function responsesBody(request: ModelRequest, model: string, flavor: ResponsesFlavor, defaultMaxTokens: number | undefined): Record<string, unknown> {
+export function responsesBody(
+  request: ModelRequest,
+  model: string,
+  flavor: ResponsesFlavor,
+  defaultMaxTokens: number | undefined,
+): Record<string, unknown> {
   const o = request.options;
   const input: Record<string, unknown>[] = [];
   for (const m of request.messages) {
@@ -90,7 +120,8 @@ export function responsesBody(request: ModelRequest, model: string, flavor: Resp
           if (b.text) input.push({ role: "assistant", content: b.text });
         } else if (b.type === "thinking") {
           const d = b.providerData as OpenAIReasoningData | undefined;
-          if (d?.provider === "openai-responses" && d.item && (flavor.store || d.item.encrypted_content)) input.push(d.item);
+          if (d?.provider === "openai-responses" && d.item && (flavor.store || d.item.encrypted_content))
+            input.push(d.item);
         } else input.push({ type: "function_call", call_id: b.id, name: b.name, arguments: argsJson(b.args) });
       }
     }
@@ -100,10 +131,17 @@ export function responsesBody(request: ModelRequest, model: string, flavor: Resp
   if (flavor.encryptedReasoning) body.include = ["reasoning.encrypted_content"];
   if (flavor.reasoning) body.reasoning = flavor.reasoning;
   if (request.tools.length) {
-    body.tools = request.tools.map((t) => ({ type: "function", name: t.name, description: t.description, parameters: t.parameters, strict: false }));
+    body.tools = request.tools.map((t) => ({
+      type: "function",
+      name: t.name,
+      description: t.description,
+      parameters: t.parameters,
+      strict: false,
+    }));
     if (o.toolChoice) body.tool_choice = o.toolChoice;
   }
-  if (o.output) body.text = { format: { type: "json_schema", name: o.output.name, schema: o.output.schema, strict: false } };
+  if (o.output)
+    body.text = { format: { type: "json_schema", name: o.output.name, schema: o.output.schema, strict: false } };
   const maxTokens = o.maxTokens ?? defaultMaxTokens;
   if (maxTokens !== undefined) body.max_output_tokens = maxTokens;
   if (o.temperature !== undefined) body.temperature = o.temperature;

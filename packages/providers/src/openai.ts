@@ -6,7 +6,14 @@ import { parseArgs } from "./args.ts";
 import { fromFacts } from "./errors.ts";
 import { costOf, knownContextWindow, knownPrice, type ModelPrice } from "./models.ts";
 import { chatBody, type OpenAIReasoningData, responsesBody } from "./openai-request.ts";
-import { cappedRetryFetch, REASONING_TIMEOUT_MS, retrySettings, type StreamRetryOptions, type StreamSession, withStreamRetries } from "./retry.ts";
+import {
+  cappedRetryFetch,
+  REASONING_TIMEOUT_MS,
+  retrySettings,
+  type StreamRetryOptions,
+  type StreamSession,
+  withStreamRetries,
+} from "./retry.ts";
 
 /** Options of openaiProvider. Contract: `model` is required; everything else has a default. */
 export interface OpenAIProviderOptions extends StreamRetryOptions {
@@ -47,9 +54,16 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
   const id = `${compatible ? "openai-compatible" : "openai"}:${options.model}`;
   // Reasoning models may think for minutes before (or between) events.
   const reasoningModel = options.reasoning !== undefined || REASONING_MODEL.test(options.model);
-  const retry = retrySettings(options, id, reasoningModel ? { idleMs: REASONING_TIMEOUT_MS, firstByteMs: REASONING_TIMEOUT_MS } : {});
+  const retry = retrySettings(
+    options,
+    id,
+    reasoningModel ? { idleMs: REASONING_TIMEOUT_MS, firstByteMs: REASONING_TIMEOUT_MS } : {},
+  );
   const key = options.apiKey !== undefined ? options.apiKey : process.env.OPENAI_API_KEY;
-  if (!options.client && !key && !compatible) throw new KeelError("KEEL_PROVIDER_KEY_MISSING", `${id} needs an API key: set OPENAI_API_KEY (or pass apiKey).`, { path: "apiKey" });
+  if (!options.client && !key && !compatible)
+    throw new KeelError("KEEL_PROVIDER_KEY_MISSING", `${id} needs an API key: set OPENAI_API_KEY (or pass apiKey).`, {
+      path: "apiKey",
+    });
   // The SDK is loaded on the first request, so a process that never calls this model never pays for it.
   let client: OpenAI | undefined = options.client;
   const getClient = async (): Promise<OpenAI> =>
@@ -62,13 +76,22 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
       ...(options.timeoutMs !== undefined ? { timeout: options.timeoutMs } : {}),
       fetch: cappedRetryFetch(retry.maxRetryAfterMs),
     } as ConstructorParameters<typeof OpenAI>[0]));
-  const price = options.price === false ? undefined : (options.price ?? (compatible ? undefined : knownPrice(options.model)));
+  const price =
+    options.price === false ? undefined : (options.price ?? (compatible ? undefined : knownPrice(options.model)));
   const contextWindow = options.contextWindow ?? (compatible ? undefined : knownContextWindow(options.model));
-  const encryptedReasoning = options.encryptedReasoning ?? (options.reasoning !== undefined || REASONING_MODEL.test(options.model));
+  const encryptedReasoning =
+    options.encryptedReasoning ?? (options.reasoning !== undefined || REASONING_MODEL.test(options.model));
 
   const respond = (content: AssistantBlock[], stopReason: StopReason, usage: Usage, served: unknown): ModelEvent => {
     if (price) usage.costUsd = costOf(price, usage);
-    return { type: "response", message: { role: "assistant", content }, stopReason, usage, provider: id, ...(typeof served === "string" && served ? { model: served } : {}) };
+    return {
+      type: "response",
+      message: { role: "assistant", content },
+      stopReason,
+      usage,
+      provider: id,
+      ...(typeof served === "string" && served ? { model: served } : {}),
+    };
   };
 
   function chat(request: ModelRequest): StreamSession {
@@ -81,8 +104,15 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
     return {
       ready: getClient,
       async open(signal) {
-        const body = chatBody(request, options.model, { compatible, includeUsage: options.includeUsage ?? true }, options.maxTokens);
-        return (await (await getClient()).chat.completions.create(body as any, { signal })) as unknown as AsyncIterable<any>;
+        const body = chatBody(
+          request,
+          options.model,
+          { compatible, includeUsage: options.includeUsage ?? true },
+          options.maxTokens,
+        );
+        return (await (
+          await getClient()
+        ).chat.completions.create(body as any, { signal })) as unknown as AsyncIterable<any>;
       },
       push(chunk) {
         let out: ModelEvent | ModelEvent[] | undefined;
@@ -112,11 +142,22 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
                 const i = typeof tc.index === "number" ? tc.index : calls.length;
                 let slot = calls[i];
                 const fresh = !slot;
-                if (!slot) slot = calls[i] = { id: tc.id || `call_${Date.now().toString(36)}_${i}_${Math.random().toString(36).slice(2, 8)}`, name: "", args: "" };
+                if (!slot)
+                  slot = calls[i] = {
+                    id: tc.id || `call_${Date.now().toString(36)}_${i}_${Math.random().toString(36).slice(2, 8)}`,
+                    name: "",
+                    args: "",
+                  };
                 if (tc.function?.name) slot.name += tc.function.name;
                 const piece = tc.function?.arguments ?? "";
                 slot.args += piece;
-                if (fresh || piece) add({ type: "tool_call_delta", id: slot.id, ...(tc.function?.name ? { name: tc.function.name } : {}), argsText: piece });
+                if (fresh || piece)
+                  add({
+                    type: "tool_call_delta",
+                    id: slot.id,
+                    ...(tc.function?.name ? { name: tc.function.name } : {}),
+                    argsText: piece,
+                  });
               }
             }
           }
@@ -132,27 +173,45 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
       },
       finish(signal) {
         if (signal.aborted) throw new ProviderError("aborted", `${id}: the request was aborted.`);
-        if (!finishReason) throw new ProviderError("network", `${id}: the stream ended without a finish_reason (truncated).`);
+        if (!finishReason)
+          throw new ProviderError("network", `${id}: the stream ended without a finish_reason (truncated).`);
         const content: AssistantBlock[] = [];
         if (thinking) content.push({ type: "thinking", text: thinking, providerData: { provider: "openai-chat" } });
         if (text) content.push({ type: "text", text });
         const toolCalls = calls.filter(Boolean);
         for (const c of toolCalls) content.push({ type: "tool_call", id: c.id, name: c.name, args: parseArgs(c.args) });
-        const stop: StopReason = toolCalls.length ? "tool_use" : finishReason === "length" ? "max_tokens" : finishReason === "content_filter" ? "refusal" : finishReason === "stop" ? "end_turn" : "other";
+        const stop: StopReason = toolCalls.length
+          ? "tool_use"
+          : finishReason === "length"
+            ? "max_tokens"
+            : finishReason === "content_filter"
+              ? "refusal"
+              : finishReason === "stop"
+                ? "end_turn"
+                : "other";
         return respond(content, stop, usage, served);
       },
     };
   }
 
   function responses(request: ModelRequest): StreamSession {
-    type Item = { kind: "text"; text: string } | { kind: "reasoning"; text: string; item?: Record<string, unknown> } | { kind: "call"; id: string; name: string; args: string } | { kind: "other" };
+    type Item =
+      | { kind: "text"; text: string }
+      | { kind: "reasoning"; text: string; item?: Record<string, unknown> }
+      | { kind: "call"; id: string; name: string; args: string }
+      | { kind: "other" };
     const items: Item[] = [];
     let final: any;
     let refusal = false;
     return {
       ready: getClient,
       async open(signal) {
-        const body = responsesBody(request, options.model, { store: options.store ?? false, encryptedReasoning, reasoning: options.reasoning }, options.maxTokens);
+        const body = responsesBody(
+          request,
+          options.model,
+          { store: options.store ?? false, encryptedReasoning, reasoning: options.reasoning },
+          options.maxTokens,
+        );
         return (await (await getClient()).responses.create(body as any, { signal })) as unknown as AsyncIterable<any>;
       },
       push(ev): ModelEvent | undefined {
@@ -198,9 +257,15 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
           case "response.output_item.done": {
             // The finished item is authoritative.
             const item = ev.item;
-            if (item.type === "message") items[ev.output_index] = { kind: "text", text: (item.content ?? []).map((p: any) => p.text ?? p.refusal ?? "").join("") };
-            else if (item.type === "reasoning") items[ev.output_index] = { kind: "reasoning", text: reasoningText(item), item };
-            else if (item.type === "function_call") items[ev.output_index] = { kind: "call", id: item.call_id, name: item.name, args: item.arguments ?? "" };
+            if (item.type === "message")
+              items[ev.output_index] = {
+                kind: "text",
+                text: (item.content ?? []).map((p: any) => p.text ?? p.refusal ?? "").join(""),
+              };
+            else if (item.type === "reasoning")
+              items[ev.output_index] = { kind: "reasoning", text: reasoningText(item), item };
+            else if (item.type === "function_call")
+              items[ev.output_index] = { kind: "call", id: item.call_id, name: item.name, args: item.arguments ?? "" };
             return undefined;
           }
           case "response.completed":
@@ -209,20 +274,31 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
             return undefined;
           case "response.failed": {
             const e = ev.response?.error ?? {};
-            throw fromFacts({ code: e.code, type: e.type, message: `response failed: ${e.message ?? "no message"}` }, id);
+            throw fromFacts(
+              { code: e.code, type: e.type, message: `response failed: ${e.message ?? "no message"}` },
+              id,
+            );
           }
         }
         return undefined;
       },
       finish(signal) {
         if (signal.aborted) throw new ProviderError("aborted", `${id}: the request was aborted.`);
-        if (!final) throw new ProviderError("network", `${id}: the stream ended without response.completed (truncated).`);
+        if (!final)
+          throw new ProviderError("network", `${id}: the stream ended without response.completed (truncated).`);
         const content: AssistantBlock[] = [];
         let calls = 0;
         for (const it of items) {
           if (!it || it.kind === "other") continue;
           if (it.kind === "text") content.push({ type: "text", text: it.text });
-          else if (it.kind === "reasoning") content.push({ type: "thinking", text: it.text, ...(it.item ? { providerData: { provider: "openai-responses", item: it.item } satisfies OpenAIReasoningData } : {}) });
+          else if (it.kind === "reasoning")
+            content.push({
+              type: "thinking",
+              text: it.text,
+              ...(it.item
+                ? { providerData: { provider: "openai-responses", item: it.item } satisfies OpenAIReasoningData }
+                : {}),
+            });
           else {
             calls++;
             content.push({ type: "tool_call", id: it.id, name: it.name, args: parseArgs(it.args) });
@@ -230,9 +306,22 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
         }
         const u = final.usage ?? {};
         const cached = u.input_tokens_details?.cached_tokens ?? 0;
-        const usage: Usage = { inputTokens: Math.max(0, (u.input_tokens ?? 0) - cached), outputTokens: u.output_tokens ?? 0, cacheReadTokens: cached, cacheWriteTokens: 0 };
+        const usage: Usage = {
+          inputTokens: Math.max(0, (u.input_tokens ?? 0) - cached),
+          outputTokens: u.output_tokens ?? 0,
+          cacheReadTokens: cached,
+          cacheWriteTokens: 0,
+        };
         const reason = final.incomplete_details?.reason;
-        const stop: StopReason = calls ? "tool_use" : refusal || reason === "content_filter" ? "refusal" : reason === "max_output_tokens" ? "max_tokens" : final.status === "completed" ? "end_turn" : "other";
+        const stop: StopReason = calls
+          ? "tool_use"
+          : refusal || reason === "content_filter"
+            ? "refusal"
+            : reason === "max_output_tokens"
+              ? "max_tokens"
+              : final.status === "completed"
+                ? "end_turn"
+                : "other";
         return respond(content, stop, usage, final.model);
       },
     };

@@ -31,7 +31,9 @@ export function resolveModel(spec: string, opts: ResolveModelOptions = {}): Mode
   const kind = colon > 0 ? spec.slice(0, colon) : "";
   const model = colon > 0 ? spec.slice(colon + 1).trim() : "";
   if (!model || (kind !== "anthropic" && kind !== "openai" && kind !== "openai-compatible")) {
-    throw new KeelError("KEEL_PROVIDER_SPEC_INVALID", `Cannot resolve the model spec ${JSON.stringify(spec)}.`, { path: "model" });
+    throw new KeelError("KEEL_PROVIDER_SPEC_INVALID", `Cannot resolve the model spec ${JSON.stringify(spec)}.`, {
+      path: "model",
+    });
   }
   const common = {
     model,
@@ -45,7 +47,10 @@ export function resolveModel(spec: string, opts: ResolveModelOptions = {}): Mode
   };
   if (kind === "anthropic") {
     const apiKey = opts.apiKey ?? env.ANTHROPIC_API_KEY;
-    if (!apiKey) throw new KeelError("KEEL_PROVIDER_KEY_MISSING", `${spec} needs an API key: set ANTHROPIC_API_KEY.`, { path: "ANTHROPIC_API_KEY" });
+    if (!apiKey)
+      throw new KeelError("KEEL_PROVIDER_KEY_MISSING", `${spec} needs an API key: set ANTHROPIC_API_KEY.`, {
+        path: "ANTHROPIC_API_KEY",
+      });
     // The SDK appends /v1/messages itself, so one ".../v1" URL can serve both kinds of spec.
     const baseURL = (opts.baseURL ?? env.ANTHROPIC_BASE_URL)?.replace(/\/v1\/?$/, "");
     return anthropicProvider({ ...common, apiKey, ...(baseURL ? { baseURL } : {}) });
@@ -54,9 +59,13 @@ export function resolveModel(spec: string, opts: ResolveModelOptions = {}): Mode
   const apiKey = opts.apiKey ?? env.OPENAI_API_KEY;
   const api = opts.api !== undefined ? { api: opts.api } : {};
   if (kind === "openai") {
-    if (!apiKey) throw new KeelError("KEEL_PROVIDER_KEY_MISSING", `${spec} needs an API key: set OPENAI_API_KEY.`, { path: "OPENAI_API_KEY" });
+    if (!apiKey)
+      throw new KeelError("KEEL_PROVIDER_KEY_MISSING", `${spec} needs an API key: set OPENAI_API_KEY.`, {
+        path: "OPENAI_API_KEY",
+      });
     return openaiProvider({ ...common, ...api, apiKey, ...(baseURL ? { baseURL } : {}) });
   }
-  if (!baseURL) throw new KeelError("KEEL_PROVIDER_BASE_URL_MISSING", `${spec} has no server URL.`, { path: "OPENAI_BASE_URL" });
+  if (!baseURL)
+    throw new KeelError("KEEL_PROVIDER_BASE_URL_MISSING", `${spec} has no server URL.`, { path: "OPENAI_BASE_URL" });
   return openaiProvider({ ...common, ...api, compatible: true, baseURL, apiKey: apiKey ?? "" });
 }

@@ -62,17 +62,40 @@ export interface StreamSession {
 }
 
 /** Validated retry settings. Contract: throws KEEL_PROVIDER_OPTIONS_INVALID on a bad value. */
-export function retrySettings(o: StreamRetryOptions, provider: string, defaults: { idleMs?: number; firstByteMs?: number } = {}): RetrySettings {
+export function retrySettings(
+  o: StreamRetryOptions,
+  provider: string,
+  defaults: { idleMs?: number; firstByteMs?: number } = {},
+): RetrySettings {
   const retries = o.streamRetries ?? 2;
   const backoffMs = o.streamBackoffMs ?? 500;
   const idleMs = o.idleTimeoutMs ?? defaults.idleMs ?? DEFAULT_IDLE_TIMEOUT_MS;
   const firstByteMs = o.firstByteTimeoutMs ?? defaults.firstByteMs ?? DEFAULT_FIRST_BYTE_TIMEOUT_MS;
   const maxRetryAfterMs = o.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
-  for (const [name, v] of [["idleTimeoutMs", idleMs], ["firstByteTimeoutMs", firstByteMs], ["maxRetryAfterMs", maxRetryAfterMs]] as const) {
-    if (!Number.isFinite(v) || v < 0) throw new KeelError("KEEL_PROVIDER_OPTIONS_INVALID", `${provider}: ${name} must be a non-negative number of ms, got ${JSON.stringify(v)}.`, { path: name });
+  for (const [name, v] of [
+    ["idleTimeoutMs", idleMs],
+    ["firstByteTimeoutMs", firstByteMs],
+    ["maxRetryAfterMs", maxRetryAfterMs],
+  ] as const) {
+    if (!Number.isFinite(v) || v < 0)
+      throw new KeelError(
+        "KEEL_PROVIDER_OPTIONS_INVALID",
+        `${provider}: ${name} must be a non-negative number of ms, got ${JSON.stringify(v)}.`,
+        { path: name },
+      );
   }
-  if (!Number.isInteger(retries) || retries < 0) throw new KeelError("KEEL_PROVIDER_OPTIONS_INVALID", `${provider}: streamRetries must be a non-negative integer, got ${JSON.stringify(retries)}.`, { path: "streamRetries" });
-  if (!Number.isFinite(backoffMs) || backoffMs < 0) throw new KeelError("KEEL_PROVIDER_OPTIONS_INVALID", `${provider}: streamBackoffMs must be a non-negative number, got ${JSON.stringify(backoffMs)}.`, { path: "streamBackoffMs" });
+  if (!Number.isInteger(retries) || retries < 0)
+    throw new KeelError(
+      "KEEL_PROVIDER_OPTIONS_INVALID",
+      `${provider}: streamRetries must be a non-negative integer, got ${JSON.stringify(retries)}.`,
+      { path: "streamRetries" },
+    );
+  if (!Number.isFinite(backoffMs) || backoffMs < 0)
+    throw new KeelError(
+      "KEEL_PROVIDER_OPTIONS_INVALID",
+      `${provider}: streamBackoffMs must be a non-negative number, got ${JSON.stringify(backoffMs)}.`,
+      { path: "streamBackoffMs" },
+    );
   return { retries, backoffMs, idleMs, firstByteMs, maxRetryAfterMs };
 }
 
@@ -84,7 +107,12 @@ export function retrySettings(o: StreamRetryOptions, provider: string, defaults:
  * retry-after beyond the cap is announced by an `info` notice before it is thrown; `return()`
  * stops the HTTP stream. A hand-written iterator: no generator hop per event.
  */
-export function withStreamRetries(provider: string, begin: () => StreamSession, signal: AbortSignal, settings: RetrySettings): AsyncIterableIterator<ModelEvent> {
+export function withStreamRetries(
+  provider: string,
+  begin: () => StreamSession,
+  signal: AbortSignal,
+  settings: RetrySettings,
+): AsyncIterableIterator<ModelEvent> {
   let attempt = 0;
   let session: StreamSession | undefined;
   let raw: AsyncIterator<any> | undefined;
@@ -94,7 +122,14 @@ export function withStreamRetries(provider: string, begin: () => StreamSession, 
   const end = (): IteratorResult<ModelEvent> => ((finished = true), { done: true, value: undefined });
   // Watchdog: one interval per attempt, cutting the attempt's own controller when the request
   // waits past firstByteMs for its first event, or a started stream is silent past idleMs.
-  const watch = { at: 0, first: true, stalled: undefined as "first" | "idle" | undefined, timer: undefined as ReturnType<typeof setInterval> | undefined, ctrl: undefined as AbortController | undefined, unlink: () => {} };
+  const watch = {
+    at: 0,
+    first: true,
+    stalled: undefined as "first" | "idle" | undefined,
+    timer: undefined as ReturnType<typeof setInterval> | undefined,
+    ctrl: undefined as AbortController | undefined,
+    unlink: () => {},
+  };
   const watching = settings.idleMs > 0 || settings.firstByteMs > 0;
   const stopWatch = () => {
     if (watch.timer) clearInterval(watch.timer);
@@ -104,14 +139,42 @@ export function withStreamRetries(provider: string, begin: () => StreamSession, 
   };
   const stalledError = () =>
     watch.stalled === "first"
-      ? new ProviderError("timeout", `${provider}: no response within ${settings.firstByteMs} ms (first-byte timeout); the request was cut.`)
-      : new ProviderError("timeout", `${provider}: the stream stalled (no event for ${settings.idleMs} ms); it was cut.`);
+      ? new ProviderError(
+          "timeout",
+          `${provider}: no response within ${settings.firstByteMs} ms (first-byte timeout); the request was cut.`,
+        )
+      : new ProviderError(
+          "timeout",
+          `${provider}: the stream stalled (no event for ${settings.idleMs} ms); it was cut.`,
+        );
   /** An error to raise after the notice that explains it was yielded. */
   let deferred: ProviderError | undefined;
   const noticeFor = (e: ProviderError): ModelEvent | undefined => {
-    if (e.errorClass === "timeout") return { type: "notice", kind: "info", provider, message: `${e.message} Giving up on this attempt.`, data: { reason: "timeout", errorClass: e.errorClass } };
-    if (e.retryAfterMs !== undefined && e.retryAfterMs > settings.maxRetryAfterMs && (e.errorClass === "rate_limited" || e.errorClass === "overloaded")) {
-      return { type: "notice", kind: "info", provider, message: `${provider}: the server asked to wait ${Math.round(e.retryAfterMs / 1000)} s (retry-after) before retrying, more than the cap of ${Math.round(settings.maxRetryAfterMs / 1000)} s (maxRetryAfterMs); not waiting.`, data: { reason: "retry_after_capped", retryAfterMs: e.retryAfterMs, maxRetryAfterMs: settings.maxRetryAfterMs, errorClass: e.errorClass } };
+    if (e.errorClass === "timeout")
+      return {
+        type: "notice",
+        kind: "info",
+        provider,
+        message: `${e.message} Giving up on this attempt.`,
+        data: { reason: "timeout", errorClass: e.errorClass },
+      };
+    if (
+      e.retryAfterMs !== undefined &&
+      e.retryAfterMs > settings.maxRetryAfterMs &&
+      (e.errorClass === "rate_limited" || e.errorClass === "overloaded")
+    ) {
+      return {
+        type: "notice",
+        kind: "info",
+        provider,
+        message: `${provider}: the server asked to wait ${Math.round(e.retryAfterMs / 1000)} s (retry-after) before retrying, more than the cap of ${Math.round(settings.maxRetryAfterMs / 1000)} s (maxRetryAfterMs); not waiting.`,
+        data: {
+          reason: "retry_after_capped",
+          retryAfterMs: e.retryAfterMs,
+          maxRetryAfterMs: settings.maxRetryAfterMs,
+          errorClass: e.errorClass,
+        },
+      };
     }
     return undefined;
   };
@@ -196,12 +259,15 @@ export function withStreamRetries(provider: string, begin: () => StreamSession, 
       attemptSignal = ctrl.signal;
       watch.at = performance.now();
       const limits = [settings.firstByteMs, settings.idleMs].filter((ms) => ms > 0);
-      watch.timer = setInterval(() => {
-        const limit = watch.first ? settings.firstByteMs : settings.idleMs;
-        if (!limit || performance.now() - watch.at <= limit) return;
-        watch.stalled = watch.first ? "first" : "idle";
-        watch.ctrl?.abort();
-      }, Math.min(1_000, Math.max(5, Math.min(...limits) / 4)));
+      watch.timer = setInterval(
+        () => {
+          const limit = watch.first ? settings.firstByteMs : settings.idleMs;
+          if (!limit || performance.now() - watch.at <= limit) return;
+          watch.stalled = watch.first ? "first" : "idle";
+          watch.ctrl?.abort();
+        },
+        Math.min(1_000, Math.max(5, Math.min(...limits) / 4)),
+      );
       watch.timer.unref?.();
     }
     let iterable: AsyncIterable<any>;

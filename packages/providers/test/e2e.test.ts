@@ -23,7 +23,13 @@ const specs = [
   { spec: "openai:gpt-4o", api: "chat" as const },
 ];
 const providerFor = (spec: string, api: string) =>
-  resolveModel(spec, { env: {}, apiKey: "sk-test", baseURL: spec.startsWith("anthropic") ? server.anthropicBaseURL : server.openaiBaseURL, ...(api === "chat" ? { api: "chat" as const } : {}), ...fast });
+  resolveModel(spec, {
+    env: {},
+    apiKey: "sk-test",
+    baseURL: spec.startsWith("anthropic") ? server.anthropicBaseURL : server.openaiBaseURL,
+    ...(api === "chat" ? { api: "chat" as const } : {}),
+    ...fast,
+  });
 
 function weather(calls: string[]) {
   return defineTool({
@@ -39,19 +45,34 @@ function weather(calls: string[]) {
 
 async function turn(provider: ModelProvider, input: string, extra: { plugins?: any[] } = {}) {
   const calls: string[] = [];
-  const agent = await createAgent({ provider, store: new MemorySessionStore(), tools: [weather(calls)], instructions: "Use tools when needed.", ...extra });
+  const agent = await createAgent({
+    provider,
+    store: new MemorySessionStore(),
+    tools: [weather(calls)],
+    instructions: "Use tools when needed.",
+    ...extra,
+  });
   const session = await agent.session();
   const result = await session.run(input);
   const events = await session.events();
   await agent.close();
   return { result, events, calls };
 }
-const ofType = <T extends KeelEvent["type"]>(events: KeelEvent[], type: T) => events.filter((e) => e.type === type) as Extract<KeelEvent, { type: T }>[];
+const ofType = <T extends KeelEvent["type"]>(events: KeelEvent[], type: T) =>
+  events.filter((e) => e.type === type) as Extract<KeelEvent, { type: T }>[];
 
 describe.each(specs)("a kernel turn on $spec", ({ spec, api }) => {
   it("runs a tool call and answers, with usage, through the real SDK", async () => {
     const from = server.requests.length;
-    server.enqueue({ text: "Let me look.", toolCalls: [{ name: "get_weather", args: { city: "Paris" } }], usage: { input: 50, output: 10 }, api }, { text: "Paris is sunny, 21°C.", usage: { input: 80, output: 8 }, api });
+    server.enqueue(
+      {
+        text: "Let me look.",
+        toolCalls: [{ name: "get_weather", args: { city: "Paris" } }],
+        usage: { input: 50, output: 10 },
+        api,
+      },
+      { text: "Paris is sunny, 21°C.", usage: { input: 80, output: 8 }, api },
+    );
     const { result, events, calls } = await turn(providerFor(spec, api), "Weather in Paris?");
     expect(result.verdict).toEqual({ status: "completed", reason: "end_turn" });
     expect(result.text).toBe("Paris is sunny, 21°C.");
@@ -67,7 +88,10 @@ describe.each(specs)("a kernel turn on $spec", ({ spec, api }) => {
   });
 
   it("records a mid-stream retry as a model.notice and still completes", async () => {
-    server.enqueue({ text: "broken answer", fault: { type: "cut", afterEvents: 5 }, api }, { text: "whole answer", api });
+    server.enqueue(
+      { text: "broken answer", fault: { type: "cut", afterEvents: 5 }, api },
+      { text: "whole answer", api },
+    );
     const { result, events } = await turn(providerFor(spec, api), "hi");
     expect(result.verdict.status).toBe("completed");
     expect(result.text).toBe("whole answer");
@@ -94,7 +118,12 @@ describe.each(specs)("a kernel turn on $spec", ({ spec, api }) => {
   it("fails the turn with a classified error in the verdict and the log (401: auth)", async () => {
     server.enqueue({ error: "auth", api });
     const { result, events } = await turn(providerFor(spec, api), "hi");
-    expect(result.verdict).toMatchObject({ status: "failed", reason: "provider_error", errorClass: "auth", code: "KEEL_PROVIDER_ERROR" });
+    expect(result.verdict).toMatchObject({
+      status: "failed",
+      reason: "provider_error",
+      errorClass: "auth",
+      code: "KEEL_PROVIDER_ERROR",
+    });
     expect(ofType(events, "model.failed")[0]).toMatchObject({ errorClass: "auth", status: 401 });
   });
 });
@@ -110,8 +139,14 @@ describe("context_too_long", () => {
       },
     });
     const from = server.requests.length;
-    server.enqueue({ error: "context_length", api: "anthropic" }, { error: "context_length", api: "anthropic" }, { text: "never reached", api: "anthropic" });
-    const { result } = await turn(providerFor("anthropic:claude-sonnet-4-6", "anthropic"), "a very long story", { plugins: [compactor] });
+    server.enqueue(
+      { error: "context_length", api: "anthropic" },
+      { error: "context_length", api: "anthropic" },
+      { text: "never reached", api: "anthropic" },
+    );
+    const { result } = await turn(providerFor("anthropic:claude-sonnet-4-6", "anthropic"), "a very long story", {
+      plugins: [compactor],
+    });
     expect(result.verdict).toMatchObject({ status: "failed", errorClass: "context_too_long" });
     const seen = server.requests.slice(from);
     expect(seen).toHaveLength(2);
@@ -123,8 +158,14 @@ describe("context_too_long", () => {
 
 describe("fallback through the kernel", () => {
   it("serves from the second provider when the first is overloaded, and logs the fallback", async () => {
-    const chain = fallback([providerFor("anthropic:claude-sonnet-4-6", "anthropic"), providerFor("openai:gpt-4o", "chat")], { baseFreezeMs: 60_000 });
-    server.enqueue(...Array(2).fill({ error: "overloaded", retryAfter: "0.01", api: "anthropic" }), { text: "from gpt", api: "chat" });
+    const chain = fallback(
+      [providerFor("anthropic:claude-sonnet-4-6", "anthropic"), providerFor("openai:gpt-4o", "chat")],
+      { baseFreezeMs: 60_000 },
+    );
+    server.enqueue(...Array(2).fill({ error: "overloaded", retryAfter: "0.01", api: "anthropic" }), {
+      text: "from gpt",
+      api: "chat",
+    });
     const { result, events } = await turn(chain, "hi");
     expect(result.text).toBe("from gpt");
     expect(ofType(events, "model.notice").map((n) => n.kind)).toEqual(["fallback"]);

@@ -23,12 +23,20 @@ const specs = [
   { spec: "openai:gpt-4o", api: "chat" as const },
 ];
 const providerFor = (spec: string, api: string) =>
-  resolveModel(spec, { env: {}, apiKey: "sk-test", baseURL: spec.startsWith("anthropic") ? server.anthropicBaseURL : server.openaiBaseURL, ...(api === "chat" ? { api: "chat" as const } : {}), maxRetries: 0 });
+  resolveModel(spec, {
+    env: {},
+    apiKey: "sk-test",
+    baseURL: spec.startsWith("anthropic") ? server.anthropicBaseURL : server.openaiBaseURL,
+    ...(api === "chat" ? { api: "chat" as const } : {}),
+    maxRetries: 0,
+  });
 
 // A 1×1 transparent PNG.
 const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 /** A minimal one-page PDF. */
-const PDF = Buffer.from("%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj 2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj 3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n").toString("base64");
+const PDF = Buffer.from(
+  "%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj 2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj 3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n",
+).toString("base64");
 
 describe.each(specs)("embedding on $spec", ({ spec, api }) => {
   it("a turn stream yields text deltas, and an early break cancels the provider request", async () => {
@@ -87,23 +95,47 @@ describe.each(specs)("embedding on $spec", ({ spec, api }) => {
     const agent = await createAgent({
       provider: providerFor(spec, api),
       store: new MemorySessionStore(),
-      plugins: [{ name: "reader", version: "1.0.0", setup: (ctx) => ctx.on("turn.pre_prompt_context", (e) => void seenInput.push(e.input)) }],
+      plugins: [
+        {
+          name: "reader",
+          version: "1.0.0",
+          setup: (ctx) => ctx.on("turn.pre_prompt_context", (e) => void seenInput.push(e.input)),
+        },
+      ],
     });
     const session = await agent.session();
     const at = server.requests.length;
     server.enqueue({ text: "A transparent pixel.", api });
-    const result = await session.run([{ type: "text", text: "What is in this image?" }, { type: "image", mediaType: "image/png", data: PNG }]);
+    const result = await session.run([
+      { type: "text", text: "What is in this image?" },
+      { type: "image", mediaType: "image/png", data: PNG },
+    ]);
     expect(result.text).toBe("A transparent pixel.");
     expect(seenInput).toEqual(["What is in this image?"]);
     const body = server.requests[at]!.body;
     const json = JSON.stringify(body);
-    if (api === "anthropic") expect(body.messages[0].content).toMatchObject([{ type: "text", text: "What is in this image?" }, { type: "image", source: { type: "base64", media_type: "image/png", data: PNG } }]);
-    else if (api === "chat") expect(body.messages.find((m: { role: string }) => m.role === "user").content[1]).toEqual({ type: "image_url", image_url: { url: `data:image/png;base64,${PNG}` } });
-    else expect(body.input[0].content[1]).toMatchObject({ type: "input_image", image_url: `data:image/png;base64,${PNG}` });
+    if (api === "anthropic")
+      expect(body.messages[0].content).toMatchObject([
+        { type: "text", text: "What is in this image?" },
+        { type: "image", source: { type: "base64", media_type: "image/png", data: PNG } },
+      ]);
+    else if (api === "chat")
+      expect(body.messages.find((m: { role: string }) => m.role === "user").content[1]).toEqual({
+        type: "image_url",
+        image_url: { url: `data:image/png;base64,${PNG}` },
+      });
+    else
+      expect(body.input[0].content[1]).toMatchObject({
+        type: "input_image",
+        image_url: `data:image/png;base64,${PNG}`,
+      });
     expect(json).toContain(PNG);
     // The stored turn keeps the blocks, so a resumed session sends the image again.
     const started = (await session.events()).find((e) => e.type === "turn.started");
-    expect(started).toMatchObject({ input: "What is in this image?", content: [{ type: "text" }, { type: "image", mediaType: "image/png" }] });
+    expect(started).toMatchObject({
+      input: "What is in this image?",
+      content: [{ type: "text" }, { type: "image", mediaType: "image/png" }],
+    });
     await agent.close();
   });
 
@@ -112,12 +144,29 @@ describe.each(specs)("embedding on $spec", ({ spec, api }) => {
     const session = await agent.session();
     const at = server.requests.length;
     server.enqueue({ text: "A one-page spec.", api });
-    const result = await session.run([{ type: "text", text: "Summarise the attachment." }, { type: "file", mediaType: "application/pdf", data: PDF, name: "spec.pdf" }]);
+    const result = await session.run([
+      { type: "text", text: "Summarise the attachment." },
+      { type: "file", mediaType: "application/pdf", data: PDF, name: "spec.pdf" },
+    ]);
     expect(result.text).toBe("A one-page spec.");
     const body = server.requests[at]!.body;
-    if (api === "anthropic") expect(body.messages[0].content[1]).toMatchObject({ type: "document", source: { type: "base64", media_type: "application/pdf", data: PDF }, title: "spec.pdf" });
-    else if (api === "chat") expect(body.messages.find((m: { role: string }) => m.role === "user").content[1]).toEqual({ type: "file", file: { filename: "spec.pdf", file_data: `data:application/pdf;base64,${PDF}` } });
-    else expect(body.input[0].content[1]).toEqual({ type: "input_file", filename: "spec.pdf", file_data: `data:application/pdf;base64,${PDF}` });
+    if (api === "anthropic")
+      expect(body.messages[0].content[1]).toMatchObject({
+        type: "document",
+        source: { type: "base64", media_type: "application/pdf", data: PDF },
+        title: "spec.pdf",
+      });
+    else if (api === "chat")
+      expect(body.messages.find((m: { role: string }) => m.role === "user").content[1]).toEqual({
+        type: "file",
+        file: { filename: "spec.pdf", file_data: `data:application/pdf;base64,${PDF}` },
+      });
+    else
+      expect(body.input[0].content[1]).toEqual({
+        type: "input_file",
+        filename: "spec.pdf",
+        file_data: `data:application/pdf;base64,${PDF}`,
+      });
     await agent.close();
   });
 
@@ -133,13 +182,21 @@ describe.each(specs)("embedding on $spec", ({ spec, api }) => {
         return "indexed 300 files";
       },
     });
-    const agent = await createAgent({ provider: providerFor(spec, api), store: new MemorySessionStore(), tools: [slow] });
+    const agent = await createAgent({
+      provider: providerFor(spec, api),
+      store: new MemorySessionStore(),
+      tools: [slow],
+    });
     const session = await agent.session();
     server.enqueue({ toolCalls: [{ name: "index_repo", args: {} }], api }, { text: "Indexed.", api });
     const events: TurnStreamEvent[] = [];
     for await (const e of streamTurn(session, "index it")) events.push(e);
     const progress = events.filter((e) => e.type === "tool.progress");
-    expect(progress.map((e) => (e.type === "tool.progress" ? [e.message, e.fraction] : []))).toEqual([["indexed 100 files", 1 / 3], ["indexed 200 files", 2 / 3], ["indexed 300 files", 1]]);
+    expect(progress.map((e) => (e.type === "tool.progress" ? [e.message, e.fraction] : []))).toEqual([
+      ["indexed 100 files", 1 / 3],
+      ["indexed 200 files", 2 / 3],
+      ["indexed 300 files", 1],
+    ]);
     const order = events.map((e) => e.type).filter((t) => t.startsWith("tool."));
     expect(order).toEqual(["tool.started", "tool.progress", "tool.progress", "tool.progress", "tool.finished"]);
     await agent.close();
@@ -150,10 +207,22 @@ const Weather = z.object({ city: z.string(), celsius: z.number(), sunny: z.boole
 
 describe.each(specs)("structured output on $spec", ({ spec, api }) => {
   /** The model's answer, as that provider's native mechanism carries it. */
-  const answer = (value: unknown) => (api === "anthropic" ? { toolCalls: [{ name: "final_answer", args: value }], api } : { text: JSON.stringify(value), api });
-  const lookup = defineTool({ name: "get_weather", description: "Weather.", parameters: { type: "object", properties: { city: { type: "string" } } }, execute: () => "Paris: 21°C, sunny" });
+  const answer = (value: unknown) =>
+    api === "anthropic"
+      ? { toolCalls: [{ name: "final_answer", args: value }], api }
+      : { text: JSON.stringify(value), api };
+  const lookup = defineTool({
+    name: "get_weather",
+    description: "Weather.",
+    parameters: { type: "object", properties: { city: { type: "string" } } },
+    execute: () => "Paris: 21°C, sunny",
+  });
   async function turn(...answers: object[]) {
-    const agent = await createAgent({ provider: providerFor(spec, api), store: new MemorySessionStore(), tools: [lookup] });
+    const agent = await createAgent({
+      provider: providerFor(spec, api),
+      store: new MemorySessionStore(),
+      tools: [lookup],
+    });
     const session = await agent.session();
     const at = server.requests.length;
     server.enqueue(...answers);
@@ -164,7 +233,10 @@ describe.each(specs)("structured output on $spec", ({ spec, api }) => {
   }
 
   it("a valid answer comes back typed and validated, after a tool call, through the native mechanism", async () => {
-    const { result, bodies } = await turn({ toolCalls: [{ name: "get_weather", args: { city: "Paris" } }], api }, answer({ city: "Paris", celsius: 21, sunny: true }));
+    const { result, bodies } = await turn(
+      { toolCalls: [{ name: "get_weather", args: { city: "Paris" } }], api },
+      answer({ city: "Paris", celsius: 21, sunny: true }),
+    );
     expect(result.verdict).toEqual({ status: "completed", reason: "end_turn" });
     expect(result.output).toEqual({ city: "Paris", celsius: 21, sunny: true });
     const typed: { city: string; celsius: number; sunny: boolean } | undefined = result.output;
@@ -174,13 +246,25 @@ describe.each(specs)("structured output on $spec", ({ spec, api }) => {
         expect(body.tools.map((t: { name: string }) => t.name)).toEqual(["get_weather", "final_answer"]);
         expect(body.tool_choice).toEqual({ type: "any" });
         expect(body.tools[1].input_schema).toMatchObject({ type: "object", required: ["city", "celsius", "sunny"] });
-      } else if (api === "chat") expect(body.response_format).toMatchObject({ type: "json_schema", json_schema: { name: "final_answer", schema: { type: "object" } } });
-      else expect(body.text.format).toMatchObject({ type: "json_schema", name: "final_answer", schema: { type: "object" } });
+      } else if (api === "chat")
+        expect(body.response_format).toMatchObject({
+          type: "json_schema",
+          json_schema: { name: "final_answer", schema: { type: "object" } },
+        });
+      else
+        expect(body.text.format).toMatchObject({
+          type: "json_schema",
+          name: "final_answer",
+          schema: { type: "object" },
+        });
     }
   });
 
   it("an invalid answer gets one corrective round, then the valid one is returned", async () => {
-    const { result, bodies } = await turn(answer({ city: "Paris", celsius: "warm" }), answer({ city: "Paris", celsius: 21, sunny: true }));
+    const { result, bodies } = await turn(
+      answer({ city: "Paris", celsius: "warm" }),
+      answer({ city: "Paris", celsius: 21, sunny: true }),
+    );
     expect(result.verdict.status).toBe("completed");
     expect(result.output).toEqual({ city: "Paris", celsius: 21, sunny: true });
     expect(bodies).toHaveLength(2);

@@ -16,8 +16,10 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 const noSdkRetry = { maxRetries: 0, streamRetries: 0 };
-const claude = () => anthropicProvider({ model: "claude-sonnet-4-6", apiKey: "k", baseURL: server.anthropicBaseURL, ...noSdkRetry });
-const gpt = () => openaiProvider({ model: "gpt-4o", api: "chat", apiKey: "k", baseURL: server.openaiBaseURL, ...noSdkRetry });
+const claude = () =>
+  anthropicProvider({ model: "claude-sonnet-4-6", apiKey: "k", baseURL: server.anthropicBaseURL, ...noSdkRetry });
+const gpt = () =>
+  openaiProvider({ model: "gpt-4o", api: "chat", apiKey: "k", baseURL: server.openaiBaseURL, ...noSdkRetry });
 const clock = () => {
   const c = { t: 1_000_000, now: () => c.t };
   return c;
@@ -27,7 +29,13 @@ const apis = (from: number) => server.requests.slice(from).map((r) => r.api);
 describe("fallback chain", () => {
   it("fails over on a first-byte timeout of the first provider (a `timeout` error is retryable)", async () => {
     const c = clock();
-    const slow = anthropicProvider({ model: "claude-sonnet-4-6", apiKey: "k", baseURL: server.anthropicBaseURL, ...noSdkRetry, firstByteTimeoutMs: 80 });
+    const slow = anthropicProvider({
+      model: "claude-sonnet-4-6",
+      apiKey: "k",
+      baseURL: server.anthropicBaseURL,
+      ...noSdkRetry,
+      firstByteTimeoutMs: 80,
+    });
     const chain = fallback([slow, gpt()], { baseFreezeMs: 1000, now: c.now });
     const from = server.requests.length;
     server.enqueue({ hang: "before_headers", api: "anthropic" }, { text: "served by gpt", api: "chat" });
@@ -49,7 +57,11 @@ describe("fallback chain", () => {
     expect(r.text).toBe("served by gpt");
     expect(apis(from)).toEqual(["anthropic", "chat"]);
     expect(r.notices).toHaveLength(1);
-    expect(r.notices[0]).toMatchObject({ kind: "fallback", provider: "anthropic:claude-sonnet-4-6", data: { action: "freeze", errorClass: "rate_limited", freezeMs: 1000, strikes: 1, next: "openai:gpt-4o" } });
+    expect(r.notices[0]).toMatchObject({
+      kind: "fallback",
+      provider: "anthropic:claude-sonnet-4-6",
+      data: { action: "freeze", errorClass: "rate_limited", freezeMs: 1000, strikes: 1, next: "openai:gpt-4o" },
+    });
     expect(chain.states()[0]).toMatchObject({ frozenUntil: c.t + 1000, strikes: 1 });
   });
 
@@ -94,7 +106,10 @@ describe("fallback chain", () => {
   it("when every provider is frozen, tries the one whose freeze ends first; raises the error if it fails", async () => {
     const c = clock();
     const chain = fallback([claude(), gpt()], { baseFreezeMs: 1000, maxFreezeMs: 60_000, now: c.now });
-    server.enqueue({ error: "rate_limit", retryAfter: 5, api: "anthropic" }, { error: "rate_limit", retryAfter: 2, api: "chat" });
+    server.enqueue(
+      { error: "rate_limit", retryAfter: 5, api: "anthropic" },
+      { error: "rate_limit", retryAfter: 2, api: "chat" },
+    );
     const r1 = await run(chain, ask("a"));
     expect(r1.error).toMatchObject({ errorClass: "rate_limited" });
     expect(r1.notices.map((n) => n.data?.action)).toEqual(["freeze", "freeze"]);

@@ -12,11 +12,32 @@ import { ask, FAST, run } from "./support/helpers.ts";
 
 let server: WireServer;
 
-type Make = (o?: { streamRetries?: number; maxRetries?: number; idleTimeoutMs?: number; firstByteTimeoutMs?: number; maxRetryAfterMs?: number }) => ModelProvider;
+type Make = (o?: {
+  streamRetries?: number;
+  maxRetries?: number;
+  idleTimeoutMs?: number;
+  firstByteTimeoutMs?: number;
+  maxRetryAfterMs?: number;
+}) => ModelProvider;
 const flavours: Array<{ api: WireApi; make: Make; overloadedStatus: number }> = [
-  { api: "anthropic", overloadedStatus: 529, make: (o = {}) => anthropicProvider({ model: "claude-sonnet-4-6", apiKey: "k", baseURL: server.anthropicBaseURL, ...FAST, ...o }) },
-  { api: "chat", overloadedStatus: 503, make: (o = {}) => openaiProvider({ model: "gpt-4o", api: "chat", apiKey: "k", baseURL: server.openaiBaseURL, ...FAST, ...o }) },
-  { api: "responses", overloadedStatus: 503, make: (o = {}) => openaiProvider({ model: "gpt-5", api: "responses", apiKey: "k", baseURL: server.openaiBaseURL, ...FAST, ...o }) },
+  {
+    api: "anthropic",
+    overloadedStatus: 529,
+    make: (o = {}) =>
+      anthropicProvider({ model: "claude-sonnet-4-6", apiKey: "k", baseURL: server.anthropicBaseURL, ...FAST, ...o }),
+  },
+  {
+    api: "chat",
+    overloadedStatus: 503,
+    make: (o = {}) =>
+      openaiProvider({ model: "gpt-4o", api: "chat", apiKey: "k", baseURL: server.openaiBaseURL, ...FAST, ...o }),
+  },
+  {
+    api: "responses",
+    overloadedStatus: 503,
+    make: (o = {}) =>
+      openaiProvider({ model: "gpt-5", api: "responses", apiKey: "k", baseURL: server.openaiBaseURL, ...FAST, ...o }),
+  },
 ];
 
 /** Requests received from now on. */
@@ -104,10 +125,16 @@ describe.each(flavours)("$api faults", ({ api, make, overloadedStatus }) => {
     for (const type of ["cut", "error_event", "truncate"] as const) {
       it(`retries a stream that failed by ${type}, voiding its deltas with a retry notice`, async () => {
         const seen = mark();
-        server.enqueue({ text: "first try that breaks", chunks: 6, fault: { type, afterEvents: 6 } }, { text: "second try" });
+        server.enqueue(
+          { text: "first try that breaks", chunks: 6, fault: { type, afterEvents: 6 } },
+          { text: "second try" },
+        );
         const r = await run(make(), ask("hi"));
         expect(r.error).toBeUndefined();
-        expect(seen().map((q) => q.outcome)).toEqual([type === "cut" ? "cut" : type === "error_event" ? "error_event" : "truncated", "completed"]);
+        expect(seen().map((q) => q.outcome)).toEqual([
+          type === "cut" ? "cut" : type === "error_event" ? "error_event" : "truncated",
+          "completed",
+        ]);
         expect(r.notices).toHaveLength(1);
         expect(r.notices[0]).toMatchObject({ type: "notice", kind: "retry", data: { attempt: 2, of: 3 } });
         const noticeAt = r.events.indexOf(r.notices[0]!);
@@ -234,8 +261,15 @@ describe.each(flavours)("$api faults", ({ api, make, overloadedStatus }) => {
 
 function anthropicOrOpenAIWithSlowBackoff(api: WireApi): ModelProvider {
   const o = { maxRetries: 0, streamRetries: 2, streamBackoffMs: 60_000 };
-  if (api === "anthropic") return anthropicProvider({ model: "claude-sonnet-4-6", apiKey: "k", baseURL: server.anthropicBaseURL, ...o });
-  return openaiProvider({ model: api === "chat" ? "gpt-4o" : "gpt-5", api, apiKey: "k", baseURL: server.openaiBaseURL, ...o });
+  if (api === "anthropic")
+    return anthropicProvider({ model: "claude-sonnet-4-6", apiKey: "k", baseURL: server.anthropicBaseURL, ...o });
+  return openaiProvider({
+    model: api === "chat" ? "gpt-4o" : "gpt-5",
+    api,
+    apiKey: "k",
+    baseURL: server.openaiBaseURL,
+    ...o,
+  });
 }
 
 describe("responses api: response.failed", () => {
@@ -245,7 +279,10 @@ describe("responses api: response.failed", () => {
   afterAll(() => server.close());
 
   it("is an in-band failure: retried when transient", async () => {
-    server.enqueue({ text: "x", fault: { type: "error_event", responsesFailed: true, errorKind: "server_error" } }, { text: "fine" });
+    server.enqueue(
+      { text: "x", fault: { type: "error_event", responsesFailed: true, errorKind: "server_error" } },
+      { text: "fine" },
+    );
     const r = await run(flavours[2]!.make(), ask("hi"));
     expect(r.notices).toHaveLength(1);
     expect(r.text.endsWith("fine")).toBe(true);

@@ -19,7 +19,12 @@ async function toolTurn(provider: ModelProvider) {
     parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
     execute: ({ city }: { city: string }) => (calls.push(city), `${city}: 21 degrees Celsius, sunny`),
   });
-  const agent = await createAgent({ provider, store: new MemorySessionStore(), tools: [tool], instructions: "Answer in one short sentence." });
+  const agent = await createAgent({
+    provider,
+    store: new MemorySessionStore(),
+    tools: [tool],
+    instructions: "Answer in one short sentence.",
+  });
   const session = await agent.session();
   const result = await session.run("What is the weather in Paris right now?");
   await agent.close();
@@ -28,7 +33,10 @@ async function toolTurn(provider: ModelProvider) {
 
 describe.skipIf(!process.env.ANTHROPIC_API_KEY)(`live Anthropic (${anthropicModel})`, () => {
   it("streams a short answer with usage", async () => {
-    const r = await run(resolveModel(`anthropic:${anthropicModel}`), ask("Reply with the single word: pong", { options: { maxTokens: 20 } }));
+    const r = await run(
+      resolveModel(`anthropic:${anthropicModel}`),
+      ask("Reply with the single word: pong", { options: { maxTokens: 20 } }),
+    );
     expect(r.error).toBeUndefined();
     expect(r.text.toLowerCase()).toContain("pong");
     expect(r.response!.usage.inputTokens).toBeGreaterThan(0);
@@ -42,7 +50,10 @@ describe.skipIf(!process.env.ANTHROPIC_API_KEY)(`live Anthropic (${anthropicMode
   }, 120_000);
 
   it("classifies a bad key as auth", async () => {
-    const r = await run(resolveModel(`anthropic:${anthropicModel}`, { apiKey: "sk-ant-invalid", maxRetries: 0 }), ask("hi"));
+    const r = await run(
+      resolveModel(`anthropic:${anthropicModel}`, { apiKey: "sk-ant-invalid", maxRetries: 0 }),
+      ask("hi"),
+    );
     expect(r.error?.errorClass).toBe("auth");
   }, 60_000);
 });
@@ -50,7 +61,10 @@ describe.skipIf(!process.env.ANTHROPIC_API_KEY)(`live Anthropic (${anthropicMode
 describe.skipIf(!process.env.OPENAI_API_KEY)(`live OpenAI (${openaiModel})`, () => {
   for (const api of ["responses", "chat"] as const) {
     it(`${api}: streams a short answer with usage`, async () => {
-      const r = await run(resolveModel(`openai:${openaiModel}`, { api }), ask("Reply with the single word: pong", { options: { maxTokens: 20 } }));
+      const r = await run(
+        resolveModel(`openai:${openaiModel}`, { api }),
+        ask("Reply with the single word: pong", { options: { maxTokens: 20 } }),
+      );
       expect(r.error).toBeUndefined();
       expect(r.text.toLowerCase()).toContain("pong");
       expect((r.response!.usage.inputTokens ?? 0) + (r.response!.usage.cacheReadTokens ?? 0)).toBeGreaterThan(0);

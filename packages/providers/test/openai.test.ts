@@ -14,8 +14,10 @@ beforeAll(async () => {
 afterAll(() => server.close());
 const last = () => server.requests[server.requests.length - 1]!;
 
-const chat = (o: Partial<OpenAIProviderOptions> = {}) => openaiProvider({ model: "gpt-4o", api: "chat", apiKey: "sk-test", baseURL: server.openaiBaseURL, ...FAST, ...o });
-const responses = (o: Partial<OpenAIProviderOptions> = {}) => openaiProvider({ model: "gpt-5", apiKey: "sk-test", baseURL: server.openaiBaseURL, ...FAST, ...o });
+const chat = (o: Partial<OpenAIProviderOptions> = {}) =>
+  openaiProvider({ model: "gpt-4o", api: "chat", apiKey: "sk-test", baseURL: server.openaiBaseURL, ...FAST, ...o });
+const responses = (o: Partial<OpenAIProviderOptions> = {}) =>
+  openaiProvider({ model: "gpt-5", apiKey: "sk-test", baseURL: server.openaiBaseURL, ...FAST, ...o });
 
 describe("openai chat completions", () => {
   it("streams text and reports usage from the include_usage chunk (cached tokens apart)", async () => {
@@ -25,12 +27,25 @@ describe("openai chat completions", () => {
     expect(r.events.filter((e) => e.type === "text_delta")).toHaveLength(5);
     expect(r.response!.message.content).toEqual([{ type: "text", text: "Hi from chat." }]);
     expect(r.response!.stopReason).toBe("end_turn");
-    expect(r.response!.usage).toMatchObject({ inputTokens: 30, cacheReadTokens: 70, outputTokens: 5, cacheWriteTokens: 0 });
+    expect(r.response!.usage).toMatchObject({
+      inputTokens: 30,
+      cacheReadTokens: 70,
+      outputTokens: 5,
+      cacheWriteTokens: 0,
+    });
     expect(r.response!.usage.costUsd).toBeCloseTo((30 * 2.5 + 70 * 1.25 + 5 * 10) / 1e6, 12);
     const req = last();
     expect(req.path).toBe("/v1/chat/completions");
     expect(req.headers.authorization).toBe("Bearer sk-test");
-    expect(req.body).toMatchObject({ model: "gpt-4o", stream: true, stream_options: { include_usage: true }, messages: [{ role: "system", content: "You are terse." }, { role: "user", content: "hi" }] });
+    expect(req.body).toMatchObject({
+      model: "gpt-4o",
+      stream: true,
+      stream_options: { include_usage: true },
+      messages: [
+        { role: "system", content: "You are terse." },
+        { role: "user", content: "hi" },
+      ],
+    });
   });
 
   it("assembles several tool calls whose argument deltas interleave by index, and sends the results back", async () => {
@@ -56,11 +71,22 @@ describe("openai chat completions", () => {
     ]);
     const ids = r1.events.filter((e) => e.type === "tool_call_delta").map((e) => (e as { id: string }).id);
     expect(ids.slice(0, 6)).toEqual(["call_a", "call_b", "call_c", "call_a", "call_b", "call_c"]);
-    expect(last().body.tools[0]).toEqual({ type: "function", function: { name: "get_weather", description: "Weather for a city.", parameters: weatherTool.parameters } });
+    expect(last().body.tools[0]).toEqual({
+      type: "function",
+      function: { name: "get_weather", description: "Weather for a city.", parameters: weatherTool.parameters },
+    });
     const r2 = await run(p, withResults(request, r1.response!.message));
     expect(r2.error).toBeUndefined();
     const sent = last().body.messages;
-    expect(sent[2]).toEqual({ role: "assistant", content: null, tool_calls: [{ id: "call_a", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }, expect.anything(), expect.anything()] });
+    expect(sent[2]).toEqual({
+      role: "assistant",
+      content: null,
+      tool_calls: [
+        { id: "call_a", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
+        expect.anything(),
+        expect.anything(),
+      ],
+    });
     expect(sent.slice(3).map((m: { role: string; tool_call_id: string }) => [m.role, m.tool_call_id])).toEqual([
       ["tool", "call_a"],
       ["tool", "call_b"],
@@ -73,8 +99,18 @@ describe("openai chat completions", () => {
     const p = chat();
     const r = await run(p, ask("q"));
     expect(r.events.filter((e) => e.type === "thinking_delta")).toHaveLength(3);
-    expect(r.response!.message.content).toEqual([{ type: "thinking", text: "Let me think.", providerData: { provider: "openai-chat" } }, { type: "text", text: "42" }]);
-    await run(p, { ...ask("q"), messages: [...ask("q").messages, r.response!.message, { role: "user", content: [{ type: "text", text: "and?" }] }] });
+    expect(r.response!.message.content).toEqual([
+      { type: "thinking", text: "Let me think.", providerData: { provider: "openai-chat" } },
+      { type: "text", text: "42" },
+    ]);
+    await run(p, {
+      ...ask("q"),
+      messages: [
+        ...ask("q").messages,
+        r.response!.message,
+        { role: "user", content: [{ type: "text", text: "and?" }] },
+      ],
+    });
     expect(last().body.messages[2]).toEqual({ role: "assistant", content: "42" });
   });
 
@@ -99,7 +135,12 @@ describe("openai chat completions", () => {
   });
 
   it("generates unique ids when a compatible server omits tool call ids", async () => {
-    server.enqueue({ toolCalls: [{ id: "", name: "get_weather", args: { city: "A" } }, { id: "", name: "get_weather", args: { city: "B" } }] });
+    server.enqueue({
+      toolCalls: [
+        { id: "", name: "get_weather", args: { city: "A" } },
+        { id: "", name: "get_weather", args: { city: "B" } },
+      ],
+    });
     const r = await run(chat(), ask("x", { tools: [weatherTool] }));
     const ids = r.response!.message.content.map((b) => (b.type === "tool_call" ? b.id : ""));
     expect(ids.every((id) => id.startsWith("call_"))).toBe(true);
@@ -109,18 +150,38 @@ describe("openai chat completions", () => {
 
 describe("openai responses api", () => {
   it("is the default for openai models and streams text with usage", async () => {
-    server.enqueue({ text: "Hello from responses.", chunks: 3, usage: { input: 40, cacheRead: 60, output: 7, reasoning: 3 } });
+    server.enqueue({
+      text: "Hello from responses.",
+      chunks: 3,
+      usage: { input: 40, cacheRead: 60, output: 7, reasoning: 3 },
+    });
     const r = await run(responses(), ask("hi"));
     expect(r.error).toBeUndefined();
     expect(last().path).toBe("/v1/responses");
     expect(r.text).toBe("Hello from responses.");
     expect(r.response!.message.content).toEqual([{ type: "text", text: "Hello from responses." }]);
     expect(r.response!.usage).toMatchObject({ inputTokens: 40, cacheReadTokens: 60, outputTokens: 7 });
-    expect(last().body).toMatchObject({ model: "gpt-5", stream: true, store: false, instructions: "You are terse.", include: ["reasoning.encrypted_content"], input: [{ role: "user", content: [{ type: "input_text", text: "hi" }] }] });
+    expect(last().body).toMatchObject({
+      model: "gpt-5",
+      stream: true,
+      store: false,
+      instructions: "You are terse.",
+      include: ["reasoning.encrypted_content"],
+      input: [{ role: "user", content: [{ type: "input_text", text: "hi" }] }],
+    });
   });
 
   it("streams tool calls and sends function_call / function_call_output items back", async () => {
-    server.enqueue({ text: "Checking.", toolCalls: [{ id: "call_1", name: "get_weather", args: { city: "Oslo" } }, { id: "call_2", name: "get_time", args: { city: "Oslo" } }] }, { text: "Done." });
+    server.enqueue(
+      {
+        text: "Checking.",
+        toolCalls: [
+          { id: "call_1", name: "get_weather", args: { city: "Oslo" } },
+          { id: "call_2", name: "get_time", args: { city: "Oslo" } },
+        ],
+      },
+      { text: "Done." },
+    );
     const p = responses();
     const request = ask("Oslo?", { tools: [weatherTool, timeTool] });
     const r1 = await run(p, request);
@@ -130,7 +191,13 @@ describe("openai responses api", () => {
       { type: "tool_call", id: "call_1", name: "get_weather", args: { city: "Oslo" } },
       { type: "tool_call", id: "call_2", name: "get_time", args: { city: "Oslo" } },
     ]);
-    expect(last().body.tools[0]).toEqual({ type: "function", name: "get_weather", description: "Weather for a city.", parameters: weatherTool.parameters, strict: false });
+    expect(last().body.tools[0]).toEqual({
+      type: "function",
+      name: "get_weather",
+      description: "Weather for a city.",
+      parameters: weatherTool.parameters,
+      strict: false,
+    });
     const r2 = await run(p, withResults(request, r1.response!.message));
     expect(r2.error).toBeUndefined();
     expect(last().body.input.slice(1)).toEqual([
@@ -143,13 +210,35 @@ describe("openai responses api", () => {
   });
 
   it("keeps reasoning items (summary + encrypted content) and sends them back verbatim", async () => {
-    server.enqueue({ thinking: { text: "Need the weather tool.", encrypted: "gAAAA-opaque-blob" }, toolCalls: [{ id: "call_r", name: "get_weather", args: { city: "Lima" } }] }, { text: "Warm." });
+    server.enqueue(
+      {
+        thinking: { text: "Need the weather tool.", encrypted: "gAAAA-opaque-blob" },
+        toolCalls: [{ id: "call_r", name: "get_weather", args: { city: "Lima" } }],
+      },
+      { text: "Warm." },
+    );
     const p = responses({ reasoning: { effort: "low", summary: "auto" } });
     const request = ask("Lima?", { tools: [weatherTool] });
     const r1 = await run(p, request);
-    expect(r1.events.filter((e) => e.type === "thinking_delta").map((e) => (e as { text: string }).text).join("")).toBe("Need the weather tool.");
+    expect(
+      r1.events
+        .filter((e) => e.type === "thinking_delta")
+        .map((e) => (e as { text: string }).text)
+        .join(""),
+    ).toBe("Need the weather tool.");
     const thinking = r1.response!.message.content[0]!;
-    expect(thinking).toMatchObject({ type: "thinking", text: "Need the weather tool.", providerData: { provider: "openai-responses", item: { type: "reasoning", encrypted_content: "gAAAA-opaque-blob", summary: [{ type: "summary_text", text: "Need the weather tool." }] } } });
+    expect(thinking).toMatchObject({
+      type: "thinking",
+      text: "Need the weather tool.",
+      providerData: {
+        provider: "openai-responses",
+        item: {
+          type: "reasoning",
+          encrypted_content: "gAAAA-opaque-blob",
+          summary: [{ type: "summary_text", text: "Need the weather tool." }],
+        },
+      },
+    });
     expect(last().body.reasoning).toEqual({ effort: "low", summary: "auto" });
     await run(p, withResults(request, r1.response!.message));
     expect(last().body.input[1]).toEqual((thinking as { providerData: { item: unknown } }).providerData.item);

@@ -41,7 +41,9 @@ describe("resolveModel", () => {
     const e = codeOf(() => resolveModel("openai-compatible:llama3.1", { env: {} }));
     expect(e.code).toBe("KEEL_PROVIDER_BASE_URL_MISSING");
     expect(e.message).toContain("OPENAI_BASE_URL");
-    expect(resolveModel("openai-compatible:llama3.1", { env: { OPENAI_BASE_URL: "http://127.0.0.1:1/v1" } }).id).toBe("openai-compatible:llama3.1");
+    expect(resolveModel("openai-compatible:llama3.1", { env: { OPENAI_BASE_URL: "http://127.0.0.1:1/v1" } }).id).toBe(
+      "openai-compatible:llama3.1",
+    );
   });
 
   it("knows common context windows and takes an override", () => {
@@ -54,7 +56,12 @@ describe("resolveModel", () => {
   });
 
   it("honours ANTHROPIC_BASE_URL and OPENAI_BASE_URL from the env, and keys from the env", async () => {
-    const env = { ANTHROPIC_API_KEY: "env-anthropic", OPENAI_API_KEY: "env-openai", ANTHROPIC_BASE_URL: server.anthropicBaseURL, OPENAI_BASE_URL: server.openaiBaseURL };
+    const env = {
+      ANTHROPIC_API_KEY: "env-anthropic",
+      OPENAI_API_KEY: "env-openai",
+      ANTHROPIC_BASE_URL: server.anthropicBaseURL,
+      OPENAI_BASE_URL: server.openaiBaseURL,
+    };
     server.enqueue({ text: "a" }, { text: "b" }, { text: "c" });
     const from = server.requests.length;
     expect((await run(resolveModel("anthropic:claude-haiku-4-5", { env }), ask("x"))).text).toBe("a");

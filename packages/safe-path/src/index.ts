@@ -5,7 +5,17 @@
  * be (an open or read blocks for ever), a folder another user controls. This module imports nothing but
  * node:fs and node:path, so `bin/keel.js` can use it before anything else is loaded.
  */
-import { closeSync, constants, fstatSync, mkdirSync, openSync, readSync, realpathSync, statfsSync, statSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  realpathSync,
+  statfsSync,
+  statSync,
+} from "node:fs";
 import { dirname, isAbsolute, resolve, sep } from "node:path";
 
 /** Kernel file systems by where they are mounted: what is there is not storage, and opening or creating things there can block or spin. */
@@ -16,7 +26,9 @@ const DEV_STORAGE = "/dev/shm";
  * Kernel file systems by type (statfs magic), wherever they are mounted (a container's
  * /host/proc): proc, sysfs, cgroup, cgroup2, debugfs, tracefs, securityfs, devpts, bpf.
  */
-const KERNEL_FS_TYPES = new Set([0x9fa0, 0x62656572, 0x27e0eb, 0x63677270, 0x64626720, 0x74726163, 0x73636673, 0x1cd1, 0xcafe4a11]);
+const KERNEL_FS_TYPES = new Set([
+  0x9fa0, 0x62656572, 0x27e0eb, 0x63677270, 0x64626720, 0x74726163, 0x73636673, 0x1cd1, 0xcafe4a11,
+]);
 
 /** `path` with the links of its nearest existing ancestor resolved (the missing rest appended), and that ancestor. */
 function realish(path: string): { real: string; existing: string | undefined } {
@@ -68,7 +80,8 @@ export function makeDirs(dir: string, options: { mode?: number; maxNew?: number 
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === "EEXIST") {
-        if (!statSync(d).isDirectory()) throw Object.assign(new Error(`ENOTDIR: not a directory, mkdir '${d}'`), { code: "ENOTDIR", path: d });
+        if (!statSync(d).isDirectory())
+          throw Object.assign(new Error(`ENOTDIR: not a directory, mkdir '${d}'`), { code: "ENOTDIR", path: d });
         return;
       }
       const up = dirname(d);
@@ -106,7 +119,8 @@ export function privateDirProblem(dir: string, options: { maxNew?: number } = {}
     if (uid === undefined) return undefined;
     if (st.uid !== uid) return `belongs to another user (uid ${st.uid})`;
     const parent = statSync(dirname(dir));
-    if ((parent.mode & 0o022) !== 0 && (parent.mode & 0o1000) === 0 && parent.uid !== uid) return `is in a folder other users may write to (${dirname(dir)})`;
+    if ((parent.mode & 0o022) !== 0 && (parent.mode & 0o1000) === 0 && parent.uid !== uid)
+      return `is in a folder other users may write to (${dirname(dir)})`;
     if ((st.mode & 0o022) !== 0) return `may be written by other users (mode ${(st.mode & 0o777).toString(8)})`;
     return undefined;
   } catch (err) {
@@ -125,8 +139,18 @@ export function readRegularFile(path: string, maxBytes = 64 * 1024 * 1024): Buff
   const fd = openSync(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
   try {
     const st = fstatSync(fd);
-    if (!st.isFile()) throw Object.assign(new Error(`${path} is not a regular file (${st.isFIFO() ? "a FIFO" : st.isDirectory() ? "a folder" : st.isSocket() ? "a socket" : "a device"}); it is not read`), { code: "ENOTREG", path });
-    if (st.size > maxBytes) throw Object.assign(new Error(`${path} is ${st.size} bytes, more than the ${maxBytes} this file may hold; it is not read`), { code: "EFBIG", path });
+    if (!st.isFile())
+      throw Object.assign(
+        new Error(
+          `${path} is not a regular file (${st.isFIFO() ? "a FIFO" : st.isDirectory() ? "a folder" : st.isSocket() ? "a socket" : "a device"}); it is not read`,
+        ),
+        { code: "ENOTREG", path },
+      );
+    if (st.size > maxBytes)
+      throw Object.assign(
+        new Error(`${path} is ${st.size} bytes, more than the ${maxBytes} this file may hold; it is not read`),
+        { code: "EFBIG", path },
+      );
     const out = Buffer.alloc(st.size);
     let read = 0;
     while (read < st.size) {

@@ -1,5 +1,15 @@
 import { execFileSync } from "node:child_process";
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -40,7 +50,9 @@ describe("makeDirs", () => {
   });
 
   it("stops at maxNew levels and when a file is in the way (ENOTDIR), instead of creating around it", () => {
-    expect(() => makeDirs(join(root, "m1", "m2", "m3"), { maxNew: 2 })).toThrow(expect.objectContaining({ code: "ENOENT" }));
+    expect(() => makeDirs(join(root, "m1", "m2", "m3"), { maxNew: 2 })).toThrow(
+      expect.objectContaining({ code: "ENOENT" }),
+    );
     expect(existsSync(join(root, "m1"))).toBe(false);
     writeFileSync(join(root, "file"), "x");
     expect(() => makeDirs(join(root, "file"))).toThrow(expect.objectContaining({ code: "ENOTDIR" }));
@@ -62,7 +74,9 @@ describe("privateDirProblem", () => {
     if (!linux) return;
     expect(privateDirProblem("/proc/self")).toMatch(/^is in \/proc, a kernel file system/);
     expect(privateDirProblem("/dev/zero/node-compile-cache")).toMatch(/^is in \/dev/);
-    expect(privateDirProblem(join(fifo("cache-fifo"), "node-compile-cache"))).toBe("is not a folder (or a file is in its way)");
+    expect(privateDirProblem(join(fifo("cache-fifo"), "node-compile-cache"))).toBe(
+      "is not a folder (or a file is in its way)",
+    );
     expect(privateDirProblem(fifo("cache-fifo-2"))).toBe("is not a folder (or a file is in its way)");
     const shared = join(root, "shared");
     mkdirSync(shared);
@@ -71,20 +85,22 @@ describe("privateDirProblem", () => {
     expect(privateDirProblem(join(root, "deep", "a", "b", "c"), { maxNew: 2 })).toBe("cannot be created (ENOENT)");
   });
 
-  it.runIf(linux && process.getuid?.() === 0)("refuses a folder of another user, and one in a folder others may write to without the sticky bit", () => {
-    const theirs = join(root, "theirs");
-    mkdirSync(theirs, { mode: 0o700 });
-    chownSync(theirs, 65534, 65534);
-    expect(privateDirProblem(theirs)).toBe("belongs to another user (uid 65534)");
-    const open = join(root, "open");
-    mkdirSync(open);
-    chownSync(open, 65534, 65534);
-    chmodSync(open, 0o777);
-    expect(privateDirProblem(join(open, "mine"))).toBe(`is in a folder other users may write to (${open})`);
-    chmodSync(open, 0o1777);
-    expect(privateDirProblem(join(open, "mine-sticky"))).toBeUndefined();
-  });
-
+  it.runIf(linux && process.getuid?.() === 0)(
+    "refuses a folder of another user, and one in a folder others may write to without the sticky bit",
+    () => {
+      const theirs = join(root, "theirs");
+      mkdirSync(theirs, { mode: 0o700 });
+      chownSync(theirs, 65534, 65534);
+      expect(privateDirProblem(theirs)).toBe("belongs to another user (uid 65534)");
+      const open = join(root, "open");
+      mkdirSync(open);
+      chownSync(open, 65534, 65534);
+      chmodSync(open, 0o777);
+      expect(privateDirProblem(join(open, "mine"))).toBe(`is in a folder other users may write to (${open})`);
+      chmodSync(open, 0o1777);
+      expect(privateDirProblem(join(open, "mine-sticky"))).toBeUndefined();
+    },
+  );
 });
 
 describe("readRegularFile", () => {
@@ -93,14 +109,17 @@ describe("readRegularFile", () => {
     expect(readRegularFile(join(root, "r.json")).toString("utf8")).toBe('{"a":1}');
   });
 
-  it.runIf(linux)("refuses a FIFO, a device, a folder and a file over the limit without waiting or reading it whole", () => {
-    const t0 = performance.now();
-    expect(() => readRegularFile(fifo("script.json"))).toThrow(/is not a regular file \(a FIFO\)/);
-    expect(() => readRegularFile("/dev/zero")).toThrow(/is not a regular file \(a device\)/);
-    expect(() => readRegularFile(root)).toThrow(/is not a regular file \(a folder\)/);
-    writeFileSync(join(root, "big"), "x".repeat(2048));
-    expect(() => readRegularFile(join(root, "big"), 1024)).toThrow(expect.objectContaining({ code: "EFBIG" }));
-    expect(() => readRegularFile(join(root, "missing"))).toThrow(expect.objectContaining({ code: "ENOENT" }));
-    expect(performance.now() - t0).toBeLessThan(5_000);
-  });
+  it.runIf(linux)(
+    "refuses a FIFO, a device, a folder and a file over the limit without waiting or reading it whole",
+    () => {
+      const t0 = performance.now();
+      expect(() => readRegularFile(fifo("script.json"))).toThrow(/is not a regular file \(a FIFO\)/);
+      expect(() => readRegularFile("/dev/zero")).toThrow(/is not a regular file \(a device\)/);
+      expect(() => readRegularFile(root)).toThrow(/is not a regular file \(a folder\)/);
+      writeFileSync(join(root, "big"), "x".repeat(2048));
+      expect(() => readRegularFile(join(root, "big"), 1024)).toThrow(expect.objectContaining({ code: "EFBIG" }));
+      expect(() => readRegularFile(join(root, "missing"))).toThrow(expect.objectContaining({ code: "ENOENT" }));
+      expect(performance.now() - t0).toBeLessThan(5_000);
+    },
+  );
 });

@@ -18,7 +18,8 @@ export const LIBPQ_SECRET_KEYS: readonly string[] = ["password", "sslpassword", 
 const SECRET_HINT = /pass|secret|credential|pwd|token|sig|key/i;
 
 /** Other drivers' and services' names for a secret parameter (`passwd`, `api_key`, `access_token`, SAS `sig`…). */
-const SECRET_NAME = /passw|passphrase|secret|credential|(?:^|[_-])(?:pwd|token|sig|signature|api_?key|apikey|access_?key|private_?key)$/i;
+const SECRET_NAME =
+  /passw|passphrase|secret|credential|(?:^|[_-])(?:pwd|token|sig|signature|api_?key|apikey|access_?key|private_?key)$/i;
 
 /**
  * True when a connection or URL query parameter named `name` holds a secret: one of libpq's
@@ -72,12 +73,13 @@ function urlSpans(text: string, to: number, schemeEnd: number, spans: Credential
   // (an unencoded "/", "?" or "#" in it) still counts: the last "@" before the query, else an
   // "@" after it when what precedes the "?" is not host:port.
   let at = head.lastIndexOf("@");
-  if (at < 0 && q >= 0 && rest.lastIndexOf("@") > q && !/^[^:/@]*:\d*(?:\/|$)/.test(head) && head.includes(":")) at = rest.lastIndexOf("@");
+  if (at < 0 && q >= 0 && rest.lastIndexOf("@") > q && !/^[^:/@]*:\d*(?:\/|$)/.test(head) && head.includes(":"))
+    at = rest.lastIndexOf("@");
   if (at >= 0) {
     const colon = rest.indexOf(":");
     if (colon >= 0 && colon < at) spans.push({ start: schemeEnd + colon + 1, end: schemeEnd + at, where: "userinfo" });
   }
-  const queryAt = rest.indexOf("?", Math.max(at , 0));
+  const queryAt = rest.indexOf("?", Math.max(at, 0));
   if (queryAt < 0) return;
   // Only the URL's own text is searched (a search from its query on would run through the rest of the text).
   const from = schemeEnd + queryAt;
@@ -88,7 +90,8 @@ function urlSpans(text: string, to: number, schemeEnd: number, spans: Credential
     let valueEnd = valueStart;
     while (valueEnd < query.length && query[valueEnd] !== "&" && query[valueEnd] !== "#") valueEnd++;
     const key = SECRET_HINT.test(m[1]!) || m[1]!.includes("%") ? decoded(m[1]!) : "";
-    if (isSecretParameter(key) && valueEnd > valueStart) spans.push({ start: from + valueStart, end: from + valueEnd, where: "query", key });
+    if (isSecretParameter(key) && valueEnd > valueStart)
+      spans.push({ start: from + valueStart, end: from + valueEnd, where: "query", key });
     QUERY_PARAM.lastIndex = valueEnd;
   }
 }
@@ -140,7 +143,8 @@ export function credentialSpans(text: string, whole = false): CredentialSpan[] {
     VALUE_END.lastIndex = valueStart;
     const valueEnd = VALUE_END.exec(text)?.index ?? text.length;
     const key = SECRET_HINT.test(m[1]!) || m[1]!.includes("%") ? decoded(m[1]!) : "";
-    if (isSecretParameter(key) && valueEnd > valueStart) spans.push({ start: valueStart, end: valueEnd, where: "query", key });
+    if (isSecretParameter(key) && valueEnd > valueStart)
+      spans.push({ start: valueStart, end: valueEnd, where: "query", key });
     QUERY_PARAM.lastIndex = Math.max(valueEnd, m.index + 1);
   }
   for (let eq = text.indexOf("="); eq >= 0; eq = text.indexOf("=", eq + 1)) {

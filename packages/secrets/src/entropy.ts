@@ -22,7 +22,8 @@ function classes(t: string): { upper: boolean; lower: boolean; digit: boolean; h
 }
 
 /** A path segment or identifier part that reads as a word, a number or a version (not random case). */
-const WORDY = /^(?:[a-z]+\d*|[A-Z]+\d*|[A-Z]?[a-z]+(?:[A-Z][a-z]+)*\d*|\d+|[a-z]{1,3}\d+[a-z]{0,3}|[0-9a-f]{4,}|[0-9A-F]{4,})$/;
+const WORDY =
+  /^(?:[a-z]+\d*|[A-Z]+\d*|[A-Z]?[a-z]+(?:[A-Z][a-z]+)*\d*|\d+|[a-z]{1,3}\d+[a-z]{0,3}|[0-9a-f]{4,}|[0-9A-F]{4,})$/;
 
 /**
  * True when `token` is made of words: a file path, a URL's host and path, a dotted or

@@ -9,6 +9,15 @@ export type { PatternRule } from "./rules.ts";
 export { secretlintRuleNames } from "./secretlint.ts";
 export { credentialSpans, isSecretParameter, LIBPQ_SECRET_KEYS, maskCredentials } from "./connection.ts";
 export type { CredentialSpan } from "./connection.ts";
-export { containsSecret, isKeyField, redact, redactData, redactDeep, redactSecrets, redactValue, scanSecrets } from "./scan.ts";
+export {
+  containsSecret,
+  isKeyField,
+  redact,
+  redactData,
+  redactDeep,
+  redactSecrets,
+  redactValue,
+  scanSecrets,
+} from "./scan.ts";
 export type { ScanOptions } from "./scan.ts";
 export type { Redaction, SecretFinding } from "./types.ts";

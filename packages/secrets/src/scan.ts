@@ -6,14 +6,66 @@ import { secretlintFindings } from "./secretlint.ts";
 import type { Redaction, SecretFinding } from "./types.ts";
 
 /** Words that make the token after them a likely secret (lower case, split on case and punctuation). */
-const KEY_WORDS = new Set(["secret", "secrets", "key", "keys", "apikey", "token", "tokens", "password", "passwords", "passwd", "pwd", "pass", "passphrase", "credential", "credentials", "cred", "creds", "auth", "bearer", "private", "signature", "sig", "cookie", "pat"]);
+const KEY_WORDS = new Set([
+  "secret",
+  "secrets",
+  "key",
+  "keys",
+  "apikey",
+  "token",
+  "tokens",
+  "password",
+  "passwords",
+  "passwd",
+  "pwd",
+  "pass",
+  "passphrase",
+  "credential",
+  "credentials",
+  "cred",
+  "creds",
+  "auth",
+  "bearer",
+  "private",
+  "signature",
+  "sig",
+  "cookie",
+  "pat",
+]);
 
 /** Last words of a field that names an identifier of key material, not the material (`keyId`, `secretName`, `tokenArn`). */
-const ID_SUFFIXES = new Set(["id", "ids", "name", "names", "arn", "fingerprint", "hash", "type", "kind", "url", "uri", "path"]);
+const ID_SUFFIXES = new Set([
+  "id",
+  "ids",
+  "name",
+  "names",
+  "arn",
+  "fingerprint",
+  "hash",
+  "type",
+  "kind",
+  "url",
+  "uri",
+  "path",
+]);
 
 /** Words that make `key` or `token` a lookup key or a cursor (`idempotencyKey`, `cacheKey`, `publicKey`, `nextPageToken`). */
 const NOT_SECRET: Record<string, ReadonlySet<string>> = {
-  key: new Set(["idempotency", "cache", "public", "primary", "foreign", "partition", "sort", "routing", "dedup", "dedupe", "object", "row", "lookup"]),
+  key: new Set([
+    "idempotency",
+    "cache",
+    "public",
+    "primary",
+    "foreign",
+    "partition",
+    "sort",
+    "routing",
+    "dedup",
+    "dedupe",
+    "object",
+    "row",
+    "lookup",
+  ]),
   token: new Set(["page", "next", "continuation", "cursor", "sync", "max", "count"]),
 };
 
@@ -34,12 +86,21 @@ function wordsBefore(text: string, at: number): string[] {
   let window = text.slice(from, at);
   const nl = window.lastIndexOf("\n");
   if (nl >= 0) window = window.slice(nl + 1);
-  return window.replace(/([a-z])([A-Z])/g, "$1 $2").toLowerCase().split(/[^a-z]+/).filter(Boolean).slice(-4);
+  return window
+    .replace(/([a-z])([A-Z])/g, "$1 $2")
+    .toLowerCase()
+    .split(/[^a-z]+/)
+    .filter(Boolean)
+    .slice(-4);
 }
 
 /** Words of a field name (`apiKey`, `client_secret`, `x-auth-token`), lower case. */
 function fieldWords(field: string): string[] {
-  return field.replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase().split(/[^a-z]+/).filter(Boolean);
+  return field
+    .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
+    .toLowerCase()
+    .split(/[^a-z]+/)
+    .filter(Boolean);
 }
 
 /**
@@ -82,12 +143,23 @@ function entropyFindings(text: string, options: ScanOptions | undefined): Secret
     if (token.length < 16) continue;
     // Inline data (data:…;base64,), SRI hashes (sha512-…) and SSH public keys are not secrets.
     const before = text.slice(Math.max(0, start - 24), start);
-    if (/base64,$/.test(before) || /(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-nistp\d+)\s+$/.test(before) || /^sha(?:1|256|384|512)-/.test(token)) continue;
+    if (
+      /base64,$/.test(before) ||
+      /(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-nistp\d+)\s+$/.test(before) ||
+      /^sha(?:1|256|384|512)-/.test(token)
+    )
+      continue;
     token = token.replace(/^[.\-~/]+/, "");
     const s = start + (m[0].length - m[0].replace(/^[.\-~/]+/, "").length);
     const nearKey = fieldKey || wordsBefore(text, s).some((w) => KEY_WORDS.has(w));
     if (!nearKey && !bare) continue;
-    if (isHighEntropyToken(token.includes("%") ? percentDecoded(token) : token, nearKey)) out.push({ kind: "high_entropy", rule: nearKey ? "entropy:near-key" : "entropy", start: s, end: s + token.length });
+    if (isHighEntropyToken(token.includes("%") ? percentDecoded(token) : token, nearKey))
+      out.push({
+        kind: "high_entropy",
+        rule: nearKey ? "entropy:near-key" : "entropy",
+        start: s,
+        end: s + token.length,
+      });
   }
   return out;
 }
@@ -108,7 +180,10 @@ function placeholderUrl(text: string, f: SecretFinding): boolean {
 }
 
 /** Each rule's pattern with match indices (`d`): where the captured secret is, not where its text first occurs in the match. */
-const INDEXED = PATTERN_RULES.map((r) => ({ rule: r, re: new RegExp(r.re.source, r.re.flags.includes("d") ? r.re.flags : `${r.re.flags}d`) }));
+const INDEXED = PATTERN_RULES.map((r) => ({
+  rule: r,
+  re: new RegExp(r.re.source, r.re.flags.includes("d") ? r.re.flags : `${r.re.flags}d`),
+}));
 
 function patternFindings(text: string): SecretFinding[] {
   const out: SecretFinding[] = [];
@@ -122,7 +197,13 @@ function patternFindings(text: string): SecretFinding[] {
     }
   }
   // Connection strings: `?password=`, `&sslpassword=`, libpq's `password='…'` (see connection.ts).
-  for (const s of storedCredentialSpans(text)) out.push({ kind: s.where === "userinfo" ? "url_password" : "password", rule: `keel:connection-${s.where}`, start: s.start, end: s.end });
+  for (const s of storedCredentialSpans(text))
+    out.push({
+      kind: s.where === "userinfo" ? "url_password" : "password",
+      rule: `keel:connection-${s.where}`,
+      start: s.start,
+      end: s.end,
+    });
   return out;
 }
 
@@ -132,7 +213,8 @@ function snap(text: string, f: SecretFinding): SecretFinding {
   start = Math.max(0, start);
   end = Math.min(text.length, end);
   if (start > 0 && /[\uDC00-\uDFFF]/.test(text[start] ?? "") && /[\uD800-\uDBFF]/.test(text[start - 1] ?? "")) start--;
-  if (end < text.length && /[\uDC00-\uDFFF]/.test(text[end] ?? "") && /[\uD800-\uDBFF]/.test(text[end - 1] ?? "")) end++;
+  if (end < text.length && /[\uDC00-\uDFFF]/.test(text[end] ?? "") && /[\uD800-\uDBFF]/.test(text[end - 1] ?? ""))
+    end++;
   return { ...f, start, end };
 }
 
@@ -148,11 +230,21 @@ function placeholders(text: string): Array<[number, number]> {
  * `[REDACTED:…]` placeholder is not reported, so scanning redacted text finds nothing new.
  */
 export function scanSecrets(text: string, options?: ScanOptions): SecretFinding[] {
-  if (typeof text !== "string" || text.length < 8 || (!MAYBE.test(text) && !(options?.field && isKeyField(options.field)))) return [];
+  if (
+    typeof text !== "string" ||
+    text.length < 8 ||
+    (!MAYBE.test(text) && !(options?.field && isKeyField(options.field)))
+  )
+    return [];
   const held = placeholders(text);
   const raw = [...secretlintFindings(text), ...patternFindings(text), ...entropyFindings(text, options)]
     .map((f) => snap(text, f))
-    .filter((f) => f.end > f.start && !held.some(([a, b]) => f.start >= a && f.end <= b) && !(f.rule === "secretlint:basicauth" && placeholderUrl(text, f)));
+    .filter(
+      (f) =>
+        f.end > f.start &&
+        !held.some(([a, b]) => f.start >= a && f.end <= b) &&
+        !(f.rule === "secretlint:basicauth" && placeholderUrl(text, f)),
+    );
   raw.sort((a, b) => a.start - b.start || b.end - a.end);
   const merged: SecretFinding[] = [];
   for (const f of raw) {
@@ -255,7 +347,12 @@ function dataCopy(value: unknown, field: string | undefined, depth: number, path
     const named = siblingName(value as Record<string, unknown>);
     for (const k of Object.keys(value)) {
       try {
-        out[k] = dataCopy((value as Record<string, unknown>)[k], named !== undefined && VALUE_FIELDS.has(k) ? named : k, depth + 1, path);
+        out[k] = dataCopy(
+          (value as Record<string, unknown>)[k],
+          named !== undefined && VALUE_FIELDS.has(k) ? named : k,
+          depth + 1,
+          path,
+        );
       } catch {
         out[k] = "[unreadable]";
       }

@@ -32,13 +32,26 @@ interface RuleCreator {
 /** Rules left out: comment directives would let the scanned text switch the scanner off. */
 const SKIP = new Set(["@secretlint/secretlint-rule-filter-comments"]);
 /** Options per rule: AWS access key ids are reported too (off by default in secretlint). */
-const OPTIONS: Record<string, Record<string, unknown>> = { "@secretlint/secretlint-rule-aws": { enableIDScanRule: true } };
+const OPTIONS: Record<string, Record<string, unknown>> = {
+  "@secretlint/secretlint-rule-aws": { enableIDScanRule: true },
+};
 
 const RULES = ((preset as unknown as { rules: RuleCreator[] }).rules ?? []).filter((r) => !SKIP.has(r.meta.id));
 
 /** `AWSSecretAccessKey` → `aws_secret_access_key`; `PostgreSQLConnection` → `postgresql_connection`. */
 export function snake(id: string): string {
-  return id.replace(/PostgreSQL/g, "Postgresql").replace(/MySQL/g, "Mysql").replace(/MongoDB/g, "Mongodb").replace(/GitHub/g, "Github").replace(/GitLab/g, "Gitlab").replace(/OpenAI/g, "Openai").replace(/([a-z0-9])([A-Z])/g, "$1_$2").replace(/([A-Z]+)([A-Z][a-z])/g, "$1_$2").replace(/[^A-Za-z0-9]+/g, "_").replace(/^_|_$/g, "").toLowerCase();
+  return id
+    .replace(/PostgreSQL/g, "Postgresql")
+    .replace(/MySQL/g, "Mysql")
+    .replace(/MongoDB/g, "Mongodb")
+    .replace(/GitHub/g, "Github")
+    .replace(/GitLab/g, "Gitlab")
+    .replace(/OpenAI/g, "Openai")
+    .replace(/([a-z0-9])([A-Z])/g, "$1_$2")
+    .replace(/([A-Z]+)([A-Z][a-z])/g, "$1_$2")
+    .replace(/[^A-Za-z0-9]+/g, "_")
+    .replace(/^_|_$/g, "")
+    .toLowerCase();
 }
 
 /** The names of the secretlint rules in use. Contract: stable order, `@secretlint/secretlint-rule-` dropped. */
@@ -68,7 +81,8 @@ export function secretlintFindings(text: string): SecretFinding[] {
     },
     locationToRange(l) {
       const loc = l as { start?: { line: number; column: number }; end?: { line: number; column: number } };
-      const at = (p: { line: number; column: number } | undefined) => (p ? (lineStarts[p.line - 1] ?? 0) + p.column : 0);
+      const at = (p: { line: number; column: number } | undefined) =>
+        p ? (lineStarts[p.line - 1] ?? 0) + p.column : 0;
       return [at(loc.start), at(loc.end)] as const;
     },
   };
@@ -79,11 +93,13 @@ export function secretlintFindings(text: string): SecretFinding[] {
       report: (d) => {
         const kind = typeof d.message === "string" ? snake(name) : snake(d.message.id);
         const [s, e] = d.range;
-        if (Number.isInteger(s) && Number.isInteger(e) && e > s) out.push({ kind, rule: `secretlint:${name}`, start: s, end: e });
+        if (Number.isInteger(s) && Number.isInteger(e) && e > s)
+          out.push({ kind, rule: `secretlint:${name}`, start: s, end: e });
         if (typeof d.message === "string") return;
         for (const v of Object.values(d.message.props)) {
           if (typeof v !== "string" || v.length < 8) continue;
-          for (let i = text.indexOf(v); i >= 0; i = text.indexOf(v, i + v.length)) out.push({ kind, rule: `secretlint:${name}`, start: i, end: i + v.length });
+          for (let i = text.indexOf(v); i >= 0; i = text.indexOf(v, i + v.length))
+            out.push({ kind, rule: `secretlint:${name}`, start: i, end: i + v.length });
         }
       },
       ignore: () => {},

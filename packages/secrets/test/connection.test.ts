@@ -7,14 +7,26 @@ describe("maskCredentials: a connection URL as one setting", () => {
   const cases: Array<[string, string]> = [
     [`postgres://keel:${SECRET}@db.internal:5432/keel`, "postgres://keel:***@db.internal:5432/keel"],
     [`postgres://keel@db.internal/keel?password=${SECRET}`, "postgres://keel@db.internal/keel?password=***"],
-    [`postgresql://keel@db.internal/keel?sslmode=verify-full&sslpassword=${SECRET}&application_name=a`, "postgresql://keel@db.internal/keel?sslmode=verify-full&sslpassword=***&application_name=a"],
-    [`postgres://keel@db.internal/keel?oauth_client_secret=${SECRET}`, "postgres://keel@db.internal/keel?oauth_client_secret=***"],
+    [
+      `postgresql://keel@db.internal/keel?sslmode=verify-full&sslpassword=${SECRET}&application_name=a`,
+      "postgresql://keel@db.internal/keel?sslmode=verify-full&sslpassword=***&application_name=a",
+    ],
+    [
+      `postgres://keel@db.internal/keel?oauth_client_secret=${SECRET}`,
+      "postgres://keel@db.internal/keel?oauth_client_secret=***",
+    ],
     // %-encoded and upper-case names: node-postgres decodes query keys (URLSearchParams).
     [`postgres://keel@db.internal/keel?pass%77ord=${SECRET}`, "postgres://keel@db.internal/keel?pass%77ord=***"],
     [`postgres://keel@db.internal/keel?PASSWORD=${SECRET}`, "postgres://keel@db.internal/keel?PASSWORD=***"],
     // Userinfo and query both, several hosts, a socket URL without a host.
-    [`postgres://keel:${SECRET}@h1:5432,h2:5433/keel?password=${SECRET}`, "postgres://keel:***@h1:5432,h2:5433/keel?password=***"],
-    [`postgres:///keel?host=/var/run/postgresql&password=${SECRET}`, "postgres:///keel?host=/var/run/postgresql&password=***"],
+    [
+      `postgres://keel:${SECRET}@h1:5432,h2:5433/keel?password=${SECRET}`,
+      "postgres://keel:***@h1:5432,h2:5433/keel?password=***",
+    ],
+    [
+      `postgres:///keel?host=/var/run/postgresql&password=${SECRET}`,
+      "postgres:///keel?host=/var/run/postgresql&password=***",
+    ],
     // Passwords a URL parser would split or that hold spaces (node-postgres encodes spaces first).
     [`postgres://keel:a b ${SECRET}@db/keel`, "postgres://keel:***@db/keel"],
     [`postgres://keel:p@ss/${SECRET}@db/keel`, "postgres://keel:***@db/keel"],
@@ -31,7 +43,11 @@ describe("maskCredentials: a connection URL as one setting", () => {
   });
 
   it("keeps a URL without credentials as it is (user, host, port, database, other parameters)", () => {
-    for (const url of ["postgres://keel@db.internal:5432/keel", "postgres://db/keel?sslmode=require&application_name=keel&sslkey=/k/client.key&passfile=/k/.pgpass&require_auth=scram-sha-256", "postgres://keel@h:5432/keel?user=me@corp.example"]) {
+    for (const url of [
+      "postgres://keel@db.internal:5432/keel",
+      "postgres://db/keel?sslmode=require&application_name=keel&sslkey=/k/client.key&passfile=/k/.pgpass&require_auth=scram-sha-256",
+      "postgres://keel@h:5432/keel?user=me@corp.example",
+    ]) {
       expect(maskCredentials(url)).toBe(url);
     }
   });
@@ -58,15 +74,49 @@ describe("maskCredentials: free text (an error message, a log line)", () => {
   });
 
   it("leaves text without credentials unchanged", () => {
-    for (const t of ["database \"keel\" does not exist", "connect ECONNREFUSED 127.0.0.1:5432", "see https://example.com/docs?page=2#x", "sslmode=require host=db", ""]) expect(maskCredentials(t)).toBe(t);
+    for (const t of [
+      'database "keel" does not exist',
+      "connect ECONNREFUSED 127.0.0.1:5432",
+      "see https://example.com/docs?page=2#x",
+      "sslmode=require host=db",
+      "",
+    ])
+      expect(maskCredentials(t)).toBe(t);
   });
 });
 
 describe("which parameters are secret", () => {
   it("knows libpq's secret keywords (the ones PQconndefaults marks with *) and names that say secret", () => {
     expect(LIBPQ_SECRET_KEYS).toEqual(["password", "sslpassword", "oauth_client_secret"]);
-    for (const k of [...LIBPQ_SECRET_KEYS, "PASSWORD", "passwd", "db_password", "pwd", "api_key", "apikey", "token", "access_token", "client_secret", "sig"]) expect(isSecretParameter(k), k).toBe(true);
-    for (const k of ["host", "user", "dbname", "sslmode", "sslkey", "sslcert", "sslrootcert", "passfile", "require_auth", "application_name", "options", "page"]) expect(isSecretParameter(k), k).toBe(false);
+    for (const k of [
+      ...LIBPQ_SECRET_KEYS,
+      "PASSWORD",
+      "passwd",
+      "db_password",
+      "pwd",
+      "api_key",
+      "apikey",
+      "token",
+      "access_token",
+      "client_secret",
+      "sig",
+    ])
+      expect(isSecretParameter(k), k).toBe(true);
+    for (const k of [
+      "host",
+      "user",
+      "dbname",
+      "sslmode",
+      "sslkey",
+      "sslcert",
+      "sslrootcert",
+      "passfile",
+      "require_auth",
+      "application_name",
+      "options",
+      "page",
+    ])
+      expect(isSecretParameter(k), k).toBe(false);
   });
 
   it("reports spans in order, without overlap, each saying what holds it", () => {
@@ -79,7 +129,13 @@ describe("which parameters are secret", () => {
 
 describe("redact (stored text) and connection strings", () => {
   it("catches secrets in URL query strings, even a weak or placeholder-looking value", () => {
-    for (const t of [`postgres://u@h/db?password=${SECRET}`, `postgres://u@h/db?sslpassword=${SECRET}&x=1`, "postgres://u@h/db?password=secret", `postgres://u@h/db?pass%77ord=${SECRET}`, `host=db sslpassword='${SECRET}'`]) {
+    for (const t of [
+      `postgres://u@h/db?password=${SECRET}`,
+      `postgres://u@h/db?sslpassword=${SECRET}&x=1`,
+      "postgres://u@h/db?password=secret",
+      `postgres://u@h/db?pass%77ord=${SECRET}`,
+      `host=db sslpassword='${SECRET}'`,
+    ]) {
       const out = redact(t);
       expect(out, t).toContain("[REDACTED:");
       expect(out, t).not.toMatch(/password=(?:secret|Hx7)/);
@@ -88,7 +144,13 @@ describe("redact (stored text) and connection strings", () => {
   });
 
   it("leaves code and placeholders after a keyword alone (stored text is full of source code)", () => {
-    for (const t of ["const token = this.next();", "sslpassword = conn_params.get('sslpassword')", "user:pass@example.com", "sslmode=require"]) expect(redact(t)).toBe(t);
+    for (const t of [
+      "const token = this.next();",
+      "sslpassword = conn_params.get('sslpassword')",
+      "user:pass@example.com",
+      "sslmode=require",
+    ])
+      expect(redact(t)).toBe(t);
   });
 
   it("finds a URL password at its place, not at the first character equal to it (a one-letter password)", () => {

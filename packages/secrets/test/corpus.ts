@@ -39,7 +39,8 @@ export function corpus(seed = 12): Sample[] {
     return /[0-9]/.test(set) && !/[0-9]/.test(s) ? `${s.slice(0, -1)}7` : s;
   };
   const b64 = (n: number) => pick(B64, n);
-  const pem = (label: string) => `-----BEGIN ${label}-----\n${Array.from({ length: 6 }, () => b64(64)).join("\n")}\n-----END ${label}-----`;
+  const pem = (label: string) =>
+    `-----BEGIN ${label}-----\n${Array.from({ length: 6 }, () => b64(64)).join("\n")}\n-----END ${label}-----`;
   const jwt = () => {
     const enc = (o: object) => Buffer.from(JSON.stringify(o)).toString("base64url");
     return `${enc({ alg: "HS256", typ: "JWT" })}.${enc({ sub: pick(HEX, 12), name: "Ada Lovelace", iat: 1_700_000_000 + Math.floor(r() * 1e6) })}.${pick(URLSAFE, 43)}`;
@@ -52,10 +53,22 @@ export function corpus(seed = 12): Sample[] {
     ["github classic pat", (s) => `use ${s} to push`, `ghp_${pick(ALNUM, 36)}`],
     ["github fine-grained pat", (s) => `GH token: ${s}`, `github_pat_${pick(ALNUM, 22)}_${pick(ALNUM, 59)}`],
     ["github oauth", (s) => `oauth=${s}`, `gho_${pick(ALNUM, 36)}`],
-    ["slack bot token", (s) => `SLACK_BOT=${s}`, `xoxb-${pick("0123456789", 12)}-${pick("0123456789", 13)}-${pick(ALNUM, 24)}`],
-    ["slack webhook", (s) => `post alerts to ${s}`, `https://hooks.slack.com/services/T${pick(UPPER32, 8)}/B${pick(UPPER32, 10)}/${pick(ALNUM, 24)}`],
+    [
+      "slack bot token",
+      (s) => `SLACK_BOT=${s}`,
+      `xoxb-${pick("0123456789", 12)}-${pick("0123456789", 13)}-${pick(ALNUM, 24)}`,
+    ],
+    [
+      "slack webhook",
+      (s) => `post alerts to ${s}`,
+      `https://hooks.slack.com/services/T${pick(UPPER32, 8)}/B${pick(UPPER32, 10)}/${pick(ALNUM, 24)}`,
+    ],
     ["openai project key", (s) => `OPENAI key is ${s}`, `sk-proj-${pick(URLSAFE, 74)}T3BlbkFJ${pick(URLSAFE, 74)}`],
-    ["openai legacy key", (s) => `const client = new OpenAI({ apiKey: "${s}" });`, `sk-${pick(ALNUM, 20)}T3BlbkFJ${pick(ALNUM, 20)}`],
+    [
+      "openai legacy key",
+      (s) => `const client = new OpenAI({ apiKey: "${s}" });`,
+      `sk-${pick(ALNUM, 20)}T3BlbkFJ${pick(ALNUM, 20)}`,
+    ],
     ["anthropic key", (s) => `ANTHROPIC_API_KEY=${s}`, `sk-ant-api03-${pick(URLSAFE, 93)}AA`],
     ["anthropic key in prose", (s) => `here is the claude key ${s} thanks`, `sk-ant-api03-${pick(URLSAFE, 93)}AA`],
     ["rsa private key", (s) => `key file:\n${s}\n`, pem("RSA PRIVATE KEY")],
@@ -79,7 +92,11 @@ export function corpus(seed = 12): Sample[] {
     ["hex api key", (s) => `api_key: "${s}"`, pick(HEX, 32)],
     ["base64url token", (s) => `token: ${s}`, pick(URLSAFE, 40)],
     ["twilio api key", (s) => `twilio ${s}`, `SK${pick(HEX, 32)}`],
-    ["azure storage key", (s) => `DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=${s};EndpointSuffix=core.windows.net`, `${b64(86)}==`],
+    [
+      "azure storage key",
+      (s) => `DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=${s};EndpointSuffix=core.windows.net`,
+      `${b64(86)}==`,
+    ],
     ["client secret json", (s) => `{"client_id": "web-app", "client_secret": "${s}"}`, pick(URLSAFE, 40)],
     ["shopify token", (s) => `shop ${s}`, `shpat_${pick(HEX, 32)}`],
     ["groq key", (s) => `groq ${s}`, `gsk_${pick(ALNUM, 52)}`],

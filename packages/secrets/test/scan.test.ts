@@ -1,18 +1,31 @@
 import { describe, expect, it } from "vitest";
-import { containsSecret, isHighEntropyToken, isPlaceholder, isWordPath, redactDeep, redactSecrets, scanSecrets, secretlintRuleNames, shannonEntropy } from "../src/index.ts";
+import {
+  containsSecret,
+  isHighEntropyToken,
+  isPlaceholder,
+  isWordPath,
+  redactDeep,
+  redactSecrets,
+  scanSecrets,
+  secretlintRuleNames,
+  shannonEntropy,
+} from "../src/index.ts";
 import { secretlintFindings } from "../src/secretlint.ts";
 import { corpus } from "./corpus.ts";
 
 /** Sample-level precision and recall; a positive counts only when its secret is gone after redaction. */
 function measure(seed: number, scan: (t: string) => { text: string; found: boolean }) {
-  let tp = 0, fp = 0, fn = 0, tn = 0;
+  let tp = 0,
+    fp = 0,
+    fn = 0,
+    tn = 0;
   const misses: string[] = [];
   for (const s of corpus(seed)) {
     const r = scan(s.text);
     if (s.secret !== undefined) {
       if (r.found && !r.text.includes(s.secret)) tp++;
-      else (fn++, misses.push(`missed: ${s.label}`));
-    } else if (r.found) (fp++, misses.push(`false alarm: ${s.label}: ${r.text.slice(0, 120)}`));
+      else fn++, misses.push(`missed: ${s.label}`);
+    } else if (r.found) fp++, misses.push(`false alarm: ${s.label}: ${r.text.slice(0, 120)}`);
     else tn++;
   }
   return { tp, fp, fn, tn, precision: tp / (tp + fp || 1), recall: tp / (tp + fn || 1), misses };
@@ -25,7 +38,9 @@ describe("scanner on the labelled corpus", () => {
         const r = redactSecrets(t);
         return { text: r.text, found: r.findings.length > 0 };
       });
-      console.log(`[secrets] seed ${seed}: precision ${m.precision.toFixed(3)} recall ${m.recall.toFixed(3)} (tp ${m.tp} fp ${m.fp} fn ${m.fn} tn ${m.tn})`);
+      console.log(
+        `[secrets] seed ${seed}: precision ${m.precision.toFixed(3)} recall ${m.recall.toFixed(3)} (tp ${m.tp} fp ${m.fp} fn ${m.fn} tn ${m.tn})`,
+      );
       expect(m.misses).toEqual([]);
       expect(m.precision).toBeGreaterThanOrEqual(0.95);
       expect(m.recall).toBeGreaterThanOrEqual(0.95);
@@ -36,10 +51,13 @@ describe("scanner on the labelled corpus", () => {
     const alone = measure(12, (t) => {
       const f = secretlintFindings(t);
       let out = t;
-      for (const x of [...f].sort((a, b) => b.start - a.start)) out = out.slice(0, x.start) + "#".repeat(x.end - x.start) + out.slice(x.end);
+      for (const x of [...f].sort((a, b) => b.start - a.start))
+        out = out.slice(0, x.start) + "#".repeat(x.end - x.start) + out.slice(x.end);
       return { text: out, found: f.length > 0 };
     });
-    console.log(`[secrets] secretlint preset alone: precision ${alone.precision.toFixed(3)} recall ${alone.recall.toFixed(3)}`);
+    console.log(
+      `[secrets] secretlint preset alone: precision ${alone.precision.toFixed(3)} recall ${alone.recall.toFixed(3)}`,
+    );
     expect(alone.misses.some((m) => m.includes("aws secret in prose"))).toBe(true);
     expect(secretlintRuleNames()).toContain("aws");
     expect(secretlintRuleNames()).not.toContain("filter-comments");
@@ -76,7 +94,13 @@ describe("scanSecrets / redactSecrets", () => {
   });
 
   it("redactDeep copies a frozen JSON value with every string redacted and keys kept", () => {
-    const v = Object.freeze({ args: Object.freeze({ note: awsProse, n: 3, list: Object.freeze(["ok", "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI2kL4"]) }) });
+    const v = Object.freeze({
+      args: Object.freeze({
+        note: awsProse,
+        n: 3,
+        list: Object.freeze(["ok", "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI2kL4"]),
+      }),
+    });
     const out = redactDeep(v);
     expect(JSON.stringify(out)).not.toMatch(/wJalr|ghp_/);
     expect(out.args.n).toBe(3);
@@ -123,7 +147,8 @@ describe("real developer text (quoted from public agent trajectories) and the sh
       "passwd = conn_params.get('password', '')\nif passwd:\n    env['PGPASSWORD'] = str(passwd)",
       "`PGPASSWORD` is not set if password is empty.",
       "The token is short-lived and not auto-refreshed.",
-    ]) expect(scanSecrets(t), t).toEqual([]);
+    ])
+      expect(scanSecrets(t), t).toEqual([]);
     expect(isWordPath("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")).toBe(false);
     expect(isPlaceholder("Tr0ub4dor&3")).toBe(false);
   });
@@ -134,7 +159,9 @@ describe("real developer text (quoted from public agent trajectories) and the sh
     expect(redactSecrets("my password is Passw0rd(2024)").text).toBe("my password is [REDACTED:password]");
     expect(redactSecrets("password = self.password").findings).toEqual([]);
     expect(redactSecrets("REDIS_PASS=s3cr3tValue9").text).toBe("REDIS_PASS=[REDACTED:credential]");
-    expect(redactSecrets(`https://x.example/put?aws_secret_access_key=${encodeURIComponent(aws)}&r=1`).text).not.toContain("K7MDENG");
+    expect(
+      redactSecrets(`https://x.example/put?aws_secret_access_key=${encodeURIComponent(aws)}&r=1`).text,
+    ).not.toContain("K7MDENG");
     expect(redactSecrets(`ya29.a0AfH6SMB${"x7Kq2".repeat(12)}`).text).toBe("[REDACTED:gcp_oauth_token]");
   });
 
@@ -146,6 +173,8 @@ describe("real developer text (quoted from public agent trajectories) and the sh
     expect(redactSecrets(`CONFIG_${github}`).text).toBe("CONFIG_[REDACTED:github_token]");
     expect(redactSecrets(`key_${anthropic}`).text).not.toContain("Zx9_Zx9_");
     // Still not inside a longer word: a prefix must not be the tail of another token.
-    expect(redactSecrets(`notaxoxb-${"1234567890".repeat(2)}`).findings.filter((f) => f.kind === "slack_token")).toEqual([]);
+    expect(
+      redactSecrets(`notaxoxb-${"1234567890".repeat(2)}`).findings.filter((f) => f.kind === "slack_token"),
+    ).toEqual([]);
   });
 });

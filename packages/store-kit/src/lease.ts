@@ -35,7 +35,9 @@ export interface LeaseClaim {
  * owner held it before (expired or replaced), that `previous` lease; `acquired: false` carries
  * the live `holder`.
  */
-export type LeaseOutcome = { acquired: true; lease: SessionLease; previous?: SessionLease } | { acquired: false; holder: SessionLease };
+export type LeaseOutcome =
+  | { acquired: true; lease: SessionLease; previous?: SessionLease }
+  | { acquired: false; holder: SessionLease };
 
 /**
  * A store's lease primitives.
@@ -61,8 +63,8 @@ export const HANDOFF_WAIT_MS = 5_000;
  * The lease owners this process holds, shared by every copy of the kernel module loaded in it
  * (a config loaded through jiti may bring its own).
  */
-const LIVE_OWNERS: Set<string> = ((globalThis as Record<symbol, unknown>)[Symbol.for("keel.liveLeaseOwners")] ??= new Set<string>()) as Set<string>;
-
+const LIVE_OWNERS: Set<string> = ((globalThis as Record<symbol, unknown>)[Symbol.for("keel.liveLeaseOwners")] ??=
+  new Set<string>()) as Set<string>;
 
 /**
  * True when the lease's process is known to be gone: same host, and no such (living) pid, or
@@ -129,13 +131,29 @@ export async function takeLease(store: LeasePrimitives, sessionId: string, optio
     }
     if (out.acquired) {
       const prev = out.previous;
-      return keep(store, sessionId, claim.owner, options.ttlMs, prev ? { pid: prev.pid, host: prev.host, reason: prev.expiresAt <= out.lease.acquiredAt ? "expired" : "holder_dead" } : undefined, issued);
+      return keep(
+        store,
+        sessionId,
+        claim.owner,
+        options.ttlMs,
+        prev
+          ? {
+              pid: prev.pid,
+              host: prev.host,
+              reason: prev.expiresAt <= out.lease.acquiredAt ? "expired" : "holder_dead",
+            }
+          : undefined,
+        issued,
+      );
     }
     const holder = out.holder;
     const now = Date.now();
     const until = holder.owner.startsWith("handoff:") ? Math.max(deadline, t0 + HANDOFF_WAIT_MS) : deadline;
     if (now >= until) {
-      throw new KeelError("KEEL_SESSION_BUSY", `Session "${sessionId}" is in use by ${describe(holder)}; nothing was written${now > t0 ? ` after waiting ${now - t0} ms` : ""}.`);
+      throw new KeelError(
+        "KEEL_SESSION_BUSY",
+        `Session "${sessionId}" is in use by ${describe(holder)}; nothing was written${now > t0 ? ` after waiting ${now - t0} ms` : ""}.`,
+      );
     }
     if (!told) {
       told = true;
@@ -185,7 +203,14 @@ function schedule(b: Beat): void {
   if (!ticker || b.due < tickAt) arm(b.due);
 }
 
-function keep(store: LeasePrimitives, sessionId: string, owner: string, ttlMs: number, takenOver: HeldLease["takenOver"], issued: number): HeldLease {
+function keep(
+  store: LeasePrimitives,
+  sessionId: string,
+  owner: string,
+  ttlMs: number,
+  takenOver: HeldLease["takenOver"],
+  issued: number,
+): HeldLease {
   let stopped = false;
   let failures = 0;
   /** When the store's last confirmation of this lease was asked for: until a third of the TTL later no one can have taken it. */
@@ -224,7 +249,10 @@ function keep(store: LeasePrimitives, sessionId: string, owner: string, ttlMs: n
       if ((await store.renewLease(sessionId, owner, ttlMs)) !== false) renewedAt = now;
       else {
         beats.delete(beat);
-        throw new KeelError("KEEL_SESSION_BUSY", `This process lost the lease of session "${sessionId}" (it stalled past its ${ttlMs} ms lease and another holder took over); no further model call is made.`);
+        throw new KeelError(
+          "KEEL_SESSION_BUSY",
+          `This process lost the lease of session "${sessionId}" (it stalled past its ${ttlMs} ms lease and another holder took over); no further model call is made.`,
+        );
       }
     },
     async stop() {

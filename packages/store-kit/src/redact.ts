@@ -15,7 +15,17 @@ import type { KeelEventData, KeelEventType } from "@keel/kernel";
  * every string is scanned as a value of its field, so a known secret format or a key-named
  * field is redacted and an identifier is kept. The rest name the kernel's composite shapes.
  */
-type Rule = "text" | "data" | "blocks" | "message" | "edits" | "handlers" | "handler" | "records" | "verdict" | "manifest";
+type Rule =
+  | "text"
+  | "data"
+  | "blocks"
+  | "message"
+  | "edits"
+  | "handlers"
+  | "handler"
+  | "records"
+  | "verdict"
+  | "manifest";
 
 type Fields<E> = { readonly [K in Exclude<keyof E, "type">]?: Rule };
 
@@ -109,7 +119,8 @@ function block(v: unknown): unknown {
     case "tool_call":
       return { ...b, args: redactData(b.args, "args") };
     default:
-      if (typeof b.type === "string" && MEDIA.has(b.type)) return { ...b, ...(b.name !== undefined ? { name: text(b.name) } : {}) };
+      if (typeof b.type === "string" && MEDIA.has(b.type))
+        return { ...b, ...(b.name !== undefined ? { name: text(b.name) } : {}) };
       return redactData(v);
   }
 }
@@ -128,7 +139,11 @@ const RULES: Record<Rule, (v: unknown) => unknown> = {
     each(v, (e) => {
       const edit = fields(e);
       if (!edit) return redactData(e);
-      return { ...edit, ...("messages" in edit ? { messages: each(edit.messages, message) } : {}), ...("text" in edit ? { text: text(edit.text) } : {}) };
+      return {
+        ...edit,
+        ...("messages" in edit ? { messages: each(edit.messages, message) } : {}),
+        ...("text" in edit ? { text: text(edit.text) } : {}),
+      };
     }),
   handler: (v) => {
     const h = fields(v);
@@ -143,7 +158,11 @@ const RULES: Record<Rule, (v: unknown) => unknown> = {
   verdict: (v) => {
     const verdict = fields(v);
     if (!verdict) return redactData(v);
-    return { ...verdict, ...("message" in verdict ? { message: text(verdict.message) } : {}), ...("detail" in verdict ? { detail: text(verdict.detail) } : {}) };
+    return {
+      ...verdict,
+      ...("message" in verdict ? { message: text(verdict.message) } : {}),
+      ...("detail" in verdict ? { detail: text(verdict.detail) } : {}),
+    };
   },
   manifest: (v) => {
     const m = fields(v);
@@ -163,8 +182,14 @@ const RULES: Record<Rule, (v: unknown) => unknown> = {
  * caller data (every string scanned as a value of its field). `type` defaults to `data.type`
  * (a store that keeps the type in a column of its own passes the rest of the event as `data`).
  */
-export function redactEvent(data: KeelEventData | Record<string, unknown>, type: unknown = read(data, "type")): unknown {
-  const table = typeof type === "string" && Object.hasOwn(STORED, type) ? (STORED[type as KeelEventType] as Partial<Record<string, Rule>>) : undefined;
+export function redactEvent(
+  data: KeelEventData | Record<string, unknown>,
+  type: unknown = read(data, "type"),
+): unknown {
+  const table =
+    typeof type === "string" && Object.hasOwn(STORED, type)
+      ? (STORED[type as KeelEventType] as Partial<Record<string, Rule>>)
+      : undefined;
   const out = fields(data);
   if (!table || !out) return redactData(data);
   for (const [k, rule] of Object.entries(table)) if (rule && k in out) out[k] = RULES[rule](out[k]);
@@ -180,7 +205,9 @@ export function redactEvent(data: KeelEventData | Record<string, unknown>, type:
 export function redactForStorage(value: unknown): unknown {
   if (typeof value === "string") return redact(value);
   const type = value !== null && typeof value === "object" ? read(value, "type") : undefined;
-  return typeof type === "string" && Object.hasOwn(STORED, type) ? redactEvent(value as KeelEventData, type) : anyValue(value, undefined, 0);
+  return typeof type === "string" && Object.hasOwn(STORED, type)
+    ? redactEvent(value as KeelEventData, type)
+    : anyValue(value, undefined, 0);
 }
 
 const BLOCK_TYPES = new Set(["text", "thinking", "tool_call", ...MEDIA]);

@@ -26,10 +26,22 @@ describe("the session store persists no secret", () => {
       content: [
         { type: "thinking", text: `the user gave ${KEY}`, providerData: { provider: "anthropic", signature: SIG } },
         { type: "text", text: `I will push with ${KEY}.` },
-        { type: "tool_call", id: "toolu_01AbCdEfGhIjKlMnOpQrStUv", name: "bash", args: { cmd: `git push https://x:${KEY}@github.com/o/r`, env: { GITHUB_TOKEN: KEY } } },
+        {
+          type: "tool_call",
+          id: "toolu_01AbCdEfGhIjKlMnOpQrStUv",
+          name: "bash",
+          args: { cmd: `git push https://x:${KEY}@github.com/o/r`, env: { GITHUB_TOKEN: KEY } },
+        },
       ],
     };
-    const event = Object.freeze({ type: "message.appended", sessionId: "s1", seq: 1, ts: 2, turnId: "t1", message: Object.freeze(message) }) as unknown as KeelEvent;
+    const event = Object.freeze({
+      type: "message.appended",
+      sessionId: "s1",
+      seq: 1,
+      ts: 2,
+      turnId: "t1",
+      message: Object.freeze(message),
+    }) as unknown as KeelEvent;
     store.appendMany([event], { durable: true });
     const [back] = store.events("s1") as Array<KeelEvent & { message: typeof message }>;
     store.close();
@@ -47,7 +59,12 @@ describe("the session store persists no secret", () => {
 
   it("redactForStorage survives a throwing getter and a cycle", () => {
     const bad: Record<string, unknown> = { ok: `token ${KEY}` };
-    Object.defineProperty(bad, "boom", { enumerable: true, get: () => { throw new Error("boom"); } });
+    Object.defineProperty(bad, "boom", {
+      enumerable: true,
+      get: () => {
+        throw new Error("boom");
+      },
+    });
     bad.self = bad;
     const out = redactForStorage(bad) as Record<string, unknown>;
     expect(out.ok).toBe("token [REDACTED:github_token]");
@@ -55,7 +72,10 @@ describe("the session store persists no secret", () => {
   });
 
   it("redactForStorage copies: the input is untouched", () => {
-    const input = Object.freeze({ text: `token ${KEY}`, image: Object.freeze({ type: "image", mediaType: "image/png", data: KEY }) });
+    const input = Object.freeze({
+      text: `token ${KEY}`,
+      image: Object.freeze({ type: "image", mediaType: "image/png", data: KEY }),
+    });
     const out = redactForStorage(input) as typeof input;
     expect(out.text).toBe("token [REDACTED:github_token]");
     expect(out.image.data).toBe(KEY);

@@ -20,10 +20,16 @@ const TURNS = Number(process.env.BENCH_TURNS ?? 96);
 const answering: ModelProvider = {
   id: "bench:answer",
   async *stream() {
-    yield { type: "response", message: { role: "assistant", content: [{ type: "text", text: "ok" }] }, stopReason: "end_turn", usage: { inputTokens: 10, outputTokens: 1 } };
+    yield {
+      type: "response",
+      message: { role: "assistant", content: [{ type: "text", text: "ok" }] },
+      stopReason: "end_turn",
+      usage: { inputTokens: 10, outputTokens: 1 },
+    };
   },
 };
-const pct = (xs: number[], p: number) => xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+const pct = (xs: number[], p: number) =>
+  xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 
 async function appendLatency(store: SessionStore & LeasePrimitives, sessions: number): Promise<number[]> {
   const out: number[] = [];
@@ -35,7 +41,16 @@ async function appendLatency(store: SessionStore & LeasePrimitives, sessions: nu
       const owner = `bench-${k}`;
       await store.acquireLease(id, { owner, pid: process.pid, host: hostname(), ttlMs: 30_000 });
       for (let seq = 1; seq <= per; seq++) {
-        const event = { type: "diagnostic", sessionId: id, seq, ts: Date.now(), turnId: null, level: "info", code: "bench", message: "x".repeat(300) } as unknown as KeelEvent;
+        const event = {
+          type: "diagnostic",
+          sessionId: id,
+          seq,
+          ts: Date.now(),
+          turnId: null,
+          level: "info",
+          code: "bench",
+          message: "x".repeat(300),
+        } as unknown as KeelEvent;
         const t = performance.now();
         await store.append(event, { durable: true, lease: owner });
         out.push(performance.now() - t);
@@ -79,13 +94,20 @@ for (const sessions of [1, 4, 16]) {
     rows.push({ backend, sessions, p50: pct(lat, 50), p99: pct(lat, 99), tps });
   }
 }
-console.log(`durable append (${APPENDS} per level, fenced by the lease) and turns/s (${TURNS} scripted turns per level), one process`);
+console.log(
+  `durable append (${APPENDS} per level, fenced by the lease) and turns/s (${TURNS} scripted turns per level), one process`,
+);
 console.log("backend    sessions  append p50 ms  append p99 ms  turns/s");
-for (const r of rows) console.log(`${r.backend.padEnd(10)} ${String(r.sessions).padStart(8)}  ${r.p50.toFixed(3).padStart(13)}  ${r.p99.toFixed(3).padStart(13)}  ${r.tps.toFixed(1).padStart(7)}`);
+for (const r of rows)
+  console.log(
+    `${r.backend.padEnd(10)} ${String(r.sessions).padStart(8)}  ${r.p50.toFixed(3).padStart(13)}  ${r.p99.toFixed(3).padStart(13)}  ${r.tps.toFixed(1).padStart(7)}`,
+  );
 for (const sessions of [1, 4, 16]) {
   const s = rows.find((r) => r.backend === "sqlite" && r.sessions === sessions)!;
   const p = rows.find((r) => r.backend === "postgres" && r.sessions === sessions)!;
-  console.log(`${sessions} sessions: PostgreSQL / SQLite append p50 ${(p.p50 / s.p50).toFixed(2)}x, turns/s ${(p.tps / s.tps).toFixed(2)}x`);
+  console.log(
+    `${sessions} sessions: PostgreSQL / SQLite append p50 ${(p.p50 / s.p50).toFixed(2)}x, turns/s ${(p.tps / s.tps).toFixed(2)}x`,
+  );
 }
 rmSync(dir, { recursive: true, force: true });
 await dropTestSchemas();

@@ -61,7 +61,11 @@ export class PgComponent {
   }
 
   /** One statement on the pool. */
-  async query<R = Record<string, unknown>>(action: string, text: string, params: readonly unknown[] = []): Promise<R[]> {
+  async query<R = Record<string, unknown>>(
+    action: string,
+    text: string,
+    params: readonly unknown[] = [],
+  ): Promise<R[]> {
     await this.#open();
     try {
       return (await this.pool.query(this.sql(text), pgParams(params))).rows as R[];
@@ -105,7 +109,8 @@ export class PgComponent {
   }
 
   async #open(): Promise<void> {
-    if (this.#closed) throw new KeelError(this.code, `The ${this.component} store on ${this.where} is closed.`, { path: this.where });
+    if (this.#closed)
+      throw new KeelError(this.code, `The ${this.component} store on ${this.where} is closed.`, { path: this.where });
     await this.ready();
   }
 }

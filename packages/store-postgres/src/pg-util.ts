@@ -17,7 +17,10 @@ export interface PgPool {
 
 /** A schema or table name as a quoted SQL identifier. Contract: throws for an empty name or one with NUL. */
 export function quoteIdent(name: string): string {
-  if (!name || name.includes("\0")) throw new KeelError("KEEL_STORE_FAILED", `${JSON.stringify(name)} is not a usable PostgreSQL schema name.`, { path: "store.schema" });
+  if (!name || name.includes("\0"))
+    throw new KeelError("KEEL_STORE_FAILED", `${JSON.stringify(name)} is not a usable PostgreSQL schema name.`, {
+      path: "store.schema",
+    });
   return `"${name.replaceAll('"', '""')}"`;
 }
 
@@ -43,12 +46,18 @@ const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ETIME
  * Contract: KeelErrors pass through; an unreachable server says so and what to check; the
  * driver's message (which may echo the connection string) is masked by the KeelError.
  */
-export function pgError(err: unknown, where: string, action: string, keelCode: ErrorCode = "KEEL_STORE_FAILED"): KeelError {
+export function pgError(
+  err: unknown,
+  where: string,
+  action: string,
+  keelCode: ErrorCode = "KEEL_STORE_FAILED",
+): KeelError {
   if (err instanceof KeelError) return err;
   const code = (err as { code?: string } | null)?.code;
-  const why = code && UNREACHABLE.has(code)
-    ? `the server is not reachable (${code}); start PostgreSQL or fix the connection URL (KEEL_DATABASE_URL)`
-    : `${errorMessage(err)}${code ? ` (SQLSTATE ${code})` : ""}`;
+  const why =
+    code && UNREACHABLE.has(code)
+      ? `the server is not reachable (${code}); start PostgreSQL or fix the connection URL (KEEL_DATABASE_URL)`
+      : `${errorMessage(err)}${code ? ` (SQLSTATE ${code})` : ""}`;
   return new KeelError(keelCode, `Could not ${action} ${where}: ${why}.`, { path: where }, { cause: err });
 }
 

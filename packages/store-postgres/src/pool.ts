@@ -12,7 +12,6 @@ import { describeUrl } from "./pg-util.ts";
 export type { PgPool } from "./pg-util.ts";
 import type { PgPool } from "./pg-util.ts";
 
-
 /**
  * A PostgreSQL database for Keel's stores.
  * Contract: give `url` or `pool`; `schema` (default KEEL_DATABASE_SCHEMA, else `public`)
@@ -38,10 +37,20 @@ export function isPostgresUrl(value: unknown): boolean {
  * Contract: anything else throws KEEL_CONFIG_INVALID naming `source`, at `path`, quoting at
  * most 12 code points of the value, credentials masked first (never a whole URL, which may hold a password).
  */
-export function selectDatabase(value: string | undefined, source: string, path: string, env: NodeJS.ProcessEnv = process.env): { url: string; schema?: string } | undefined {
+export function selectDatabase(
+  value: string | undefined,
+  source: string,
+  path: string,
+  env: NodeJS.ProcessEnv = process.env,
+): { url: string; schema?: string } | undefined {
   const url = value?.trim();
   if (!url || url === "sqlite") return undefined;
-  if (!isPostgresUrl(url)) throw new KeelError("KEEL_CONFIG_INVALID", `${source} must be "sqlite" or a postgres:// URL; it starts with ${JSON.stringify(headOf(maskCredentials(url), 12))}.`, { path });
+  if (!isPostgresUrl(url))
+    throw new KeelError(
+      "KEEL_CONFIG_INVALID",
+      `${source} must be "sqlite" or a postgres:// URL; it starts with ${JSON.stringify(headOf(maskCredentials(url), 12))}.`,
+      { path },
+    );
   const schema = env.KEEL_DATABASE_SCHEMA?.trim();
   return { url, ...(schema ? { schema } : {}) };
 }
@@ -53,9 +62,12 @@ export function selectDatabase(value: string | undefined, source: string, path: 
 export function agentDatabase(storage: { readonly database: StoreDatabase }): PostgresTarget | undefined {
   const d = storage.database;
   if (d.kind !== "postgres") return undefined;
-  return { ...(d.url !== undefined ? { url: d.url } : {}), ...(d.pool !== undefined ? { pool: d.pool as PgPool } : {}), ...(d.schema !== undefined ? { schema: d.schema } : {}) };
+  return {
+    ...(d.url !== undefined ? { url: d.url } : {}),
+    ...(d.pool !== undefined ? { pool: d.pool as PgPool } : {}),
+    ...(d.schema !== undefined ? { schema: d.schema } : {}),
+  };
 }
-
 
 function msFromEnv(name: string, dflt: number): number {
   const v = Number(process.env[name]);
@@ -72,7 +84,13 @@ class LazyPool implements PgPool {
   #pool(): Promise<pg.Pool> {
     return (this.#real ??= import("pg").then(({ default: driver }) => {
       // A server that accepts and never answers must not hang a turn: bounded connect and query waits.
-      const pool = new driver.Pool({ connectionString: this.#url, max: 10, allowExitOnIdle: true, connectionTimeoutMillis: msFromEnv("KEEL_DATABASE_CONNECT_TIMEOUT_MS", 10_000), query_timeout: msFromEnv("KEEL_DATABASE_QUERY_TIMEOUT_MS", 60_000) });
+      const pool = new driver.Pool({
+        connectionString: this.#url,
+        max: 10,
+        allowExitOnIdle: true,
+        connectionTimeoutMillis: msFromEnv("KEEL_DATABASE_CONNECT_TIMEOUT_MS", 10_000),
+        query_timeout: msFromEnv("KEEL_DATABASE_QUERY_TIMEOUT_MS", 60_000),
+      });
       pool.on("error", () => undefined);
       return pool;
     }));
@@ -112,8 +130,21 @@ export async function endSharedPools(): Promise<void> {
 }
 
 /** The pool, schema and printable name of a target. Contract: throws KEEL_STORE_FAILED without `url` or `pool`. */
-export function resolveTarget(target: PostgresTarget, what: string, env: NodeJS.ProcessEnv = process.env): { pool: PgPool; schema: string; where: string } {
-  if (!target.pool && !target.url) throw new KeelError("KEEL_STORE_FAILED", `${what} needs a database: give \`url\` or \`pool\`, or set KEEL_DATABASE_URL.`, { path: "store" });
+export function resolveTarget(
+  target: PostgresTarget,
+  what: string,
+  env: NodeJS.ProcessEnv = process.env,
+): { pool: PgPool; schema: string; where: string } {
+  if (!target.pool && !target.url)
+    throw new KeelError(
+      "KEEL_STORE_FAILED",
+      `${what} needs a database: give \`url\` or \`pool\`, or set KEEL_DATABASE_URL.`,
+      { path: "store" },
+    );
   const pool = target.pool ?? sharedPool(target.url!);
-  return { pool, schema: target.schema ?? (env.KEEL_DATABASE_SCHEMA?.trim() || "public"), where: describeUrl(target.url, pool) };
+  return {
+    pool,
+    schema: target.schema ?? (env.KEEL_DATABASE_SCHEMA?.trim() || "public"),
+    where: describeUrl(target.url, pool),
+  };
 }

@@ -24,7 +24,10 @@ export function registeredComponents(): string[] {
  * Contract: each component in its own transaction under the schema's advisory lock; returns
  * what each was brought to and how many steps ran; the first failure throws KEEL_STORE_FAILED.
  */
-export async function migrateAll(target: PostgresTarget, only?: readonly string[]): Promise<Array<{ component: string; version: number; applied: number }>> {
+export async function migrateAll(
+  target: PostgresTarget,
+  only?: readonly string[],
+): Promise<Array<{ component: string; version: number; applied: number }>> {
   const { pool, schema, where } = resolveTarget(target, "keel db migrate");
   quoteIdent(schema);
   const out: Array<{ component: string; version: number; applied: number }> = [];

@@ -7,7 +7,15 @@ import type pg from "pg";
 import type { PgPool } from "./pool.ts";
 import { KeelError } from "@keel/kernel";
 import { redactEvent, takeLease, toJson } from "@keel/store-kit";
-import type { AppendOptions, HeldLease, KeelEvent, LeaseRequest, SessionInfo, SessionStore, StoreDatabase } from "@keel/kernel";
+import type {
+  AppendOptions,
+  HeldLease,
+  KeelEvent,
+  LeaseRequest,
+  SessionInfo,
+  SessionStore,
+  StoreDatabase,
+} from "@keel/kernel";
 import type { LeaseClaim, LeaseOutcome, SessionLease } from "@keel/store-kit";
 import { pgError, quoteIdent } from "./pg-util.ts";
 import { resolveTarget } from "./pool.ts";
@@ -83,7 +91,12 @@ export class PostgresSessionStore implements SessionStore {
     this.#schema = schema;
     this.#s = quoteIdent(schema);
     this.path = where;
-    this.database = { kind: "postgres", ...(options.url !== undefined ? { url: options.url } : {}), ...(options.pool !== undefined ? { pool: options.pool } : {}), schema };
+    this.database = {
+      kind: "postgres",
+      ...(options.url !== undefined ? { url: options.url } : {}),
+      ...(options.pool !== undefined ? { pool: options.pool } : {}),
+      schema,
+    };
   }
 
   /** Create or migrate the tables; every method waits for it. Contract: runs once per store. */
@@ -101,16 +114,29 @@ export class PostgresSessionStore implements SessionStore {
   async createSession(info: { id: string; agent: string; createdAt: number }): Promise<void> {
     await this.#open(true);
     try {
-      await this.#pool.query(`INSERT INTO ${this.#s}.keel_sessions (id, agent, created_at, updated_at) VALUES ($1, $2, $3, $3)`, [info.id, info.agent, info.createdAt]);
+      await this.#pool.query(
+        `INSERT INTO ${this.#s}.keel_sessions (id, agent, created_at, updated_at) VALUES ($1, $2, $3, $3)`,
+        [info.id, info.agent, info.createdAt],
+      );
     } catch (err) {
-      if ((err as { code?: string }).code === "23505") throw new KeelError("KEEL_STORE_FAILED", `Session "${info.id}" already exists in ${this.path}.`, { path: this.path }, { cause: err });
+      if ((err as { code?: string }).code === "23505")
+        throw new KeelError(
+          "KEEL_STORE_FAILED",
+          `Session "${info.id}" already exists in ${this.path}.`,
+          { path: this.path },
+          { cause: err },
+        );
       throw pgError(err, this.path, `create session "${info.id}" in`);
     }
   }
 
   async getSession(id: string): Promise<SessionInfo | undefined> {
     await this.#open();
-    const rows = await this.#query(`SELECT id, agent, created_at, updated_at, event_count FROM ${this.#s}.keel_sessions WHERE id = $1`, [id], `read session "${id}" in`);
+    const rows = await this.#query(
+      `SELECT id, agent, created_at, updated_at, event_count FROM ${this.#s}.keel_sessions WHERE id = $1`,
+      [id],
+      `read session "${id}" in`,
+    );
     return rows[0] ? toSessionInfo(rows[0]) : undefined;
   }
 
@@ -143,36 +169,66 @@ export class PostgresSessionStore implements SessionStore {
       for (const [sessionId, batch] of bySession) {
         if (options?.lease !== undefined) await this.#assertHolder(c, sessionId, options.lease);
         const maxTs = Math.max(...batch.map((e) => e.ts));
-        const touched = await c.query(`UPDATE ${this.#s}.keel_sessions SET updated_at = GREATEST(updated_at, $1), event_count = event_count + $2 WHERE id = $3`, [maxTs, batch.length, sessionId]);
-        if (touched.rowCount === 0) throw new KeelError("KEEL_SESSION_NOT_FOUND", `Cannot append event ${batch[0]!.seq} (${batch[0]!.type}): no session "${sessionId}" in ${this.path}.`, { path: this.path });
+        const touched = await c.query(
+          `UPDATE ${this.#s}.keel_sessions SET updated_at = GREATEST(updated_at, $1), event_count = event_count + $2 WHERE id = $3`,
+          [maxTs, batch.length, sessionId],
+        );
+        if (touched.rowCount === 0)
+          throw new KeelError(
+            "KEEL_SESSION_NOT_FOUND",
+            `Cannot append event ${batch[0]!.seq} (${batch[0]!.type}): no session "${sessionId}" in ${this.path}.`,
+            { path: this.path },
+          );
         for (const event of batch) {
           current = event;
           const { sessionId: _s, seq, ts, turnId, type, ...data } = event;
           try {
             await c.query("SAVEPOINT keel_event");
-            await c.query(`INSERT INTO ${this.#s}.keel_events (session_id, seq, ts, turn_id, type, data) VALUES ($1, $2, $3, $4, $5, $6)`, [sessionId, seq, ts, turnId, type, toJson(redactEvent(data, type))]);
+            await c.query(
+              `INSERT INTO ${this.#s}.keel_events (session_id, seq, ts, turn_id, type, data) VALUES ($1, $2, $3, $4, $5, $6)`,
+              [sessionId, seq, ts, turnId, type, toJson(redactEvent(data, type))],
+            );
             await c.query("RELEASE SAVEPOINT keel_event");
           } catch (err) {
             if ((err as { code?: string }).code !== "23505") throw err;
-            throw new KeelError("KEEL_SESSION_BUSY", `Session "${sessionId}" already has an event with seq ${seq} in ${this.path}; two writers are appending to the same session (one of them without its lease).`, { path: this.path }, { cause: err });
+            throw new KeelError(
+              "KEEL_SESSION_BUSY",
+              `Session "${sessionId}" already has an event with seq ${seq} in ${this.path}; two writers are appending to the same session (one of them without its lease).`,
+              { path: this.path },
+              { cause: err },
+            );
           }
         }
       }
     }).catch((err: unknown) => {
-      throw err instanceof KeelError ? err : pgError(err, this.path, `append event ${current?.seq} (${current?.type}) to session "${current?.sessionId}" in`);
+      throw err instanceof KeelError
+        ? err
+        : pgError(
+            err,
+            this.path,
+            `append event ${current?.seq} (${current?.type}) to session "${current?.sessionId}" in`,
+          );
     });
   }
 
   async events(sessionId: string, options?: { afterSeq?: number }): Promise<KeelEvent[]> {
     await this.#open();
-    const rows = await this.#query(`SELECT seq, ts, turn_id, type, data FROM ${this.#s}.keel_events WHERE session_id = $1 AND seq > $2 ORDER BY seq`, [sessionId, options?.afterSeq ?? -1], `read the events of session "${sessionId}" in`);
+    const rows = await this.#query(
+      `SELECT seq, ts, turn_id, type, data FROM ${this.#s}.keel_events WHERE session_id = $1 AND seq > $2 ORDER BY seq`,
+      [sessionId, options?.afterSeq ?? -1],
+      `read the events of session "${sessionId}" in`,
+    );
     return rows.map((r) => toEvent(r, sessionId));
   }
 
   async eventsOfType(types: readonly string[]): Promise<KeelEvent[]> {
     await this.#open();
     if (!types.length) return [];
-    const rows = await this.#query(`SELECT session_id, seq, ts, turn_id, type, data FROM ${this.#s}.keel_events WHERE type = ANY($1::text[]) ORDER BY session_id, seq`, [[...types]], `read the ${types.join("/")} events in`);
+    const rows = await this.#query(
+      `SELECT session_id, seq, ts, turn_id, type, data FROM ${this.#s}.keel_events WHERE type = ANY($1::text[]) ORDER BY session_id, seq`,
+      [[...types]],
+      `read the ${types.join("/")} events in`,
+    );
     return rows.map((r) => toEvent(r, r["session_id"] as string));
   }
 
@@ -185,13 +241,28 @@ export class PostgresSessionStore implements SessionStore {
   async acquireLease(sessionId: string, claim: LeaseClaim): Promise<LeaseOutcome> {
     await this.#open(true);
     return this.#transaction(`take the lease of session "${sessionId}" in`, async (c) => {
-      await c.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 4242))", [`keel-lease:${this.#schema}:${sessionId}`]);
+      await c.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 4242))", [
+        `keel-lease:${this.#schema}:${sessionId}`,
+      ]);
       const now = Number((await c.query(`SELECT ${NOW_MS} AS now`)).rows[0].now);
-      const row = (await c.query(`SELECT session_id, owner, pid, host, acquired_at, expires_at FROM ${this.#s}.keel_leases WHERE session_id = $1`, [sessionId])).rows[0] as Record<string, unknown> | undefined;
+      const row = (
+        await c.query(
+          `SELECT session_id, owner, pid, host, acquired_at, expires_at FROM ${this.#s}.keel_leases WHERE session_id = $1`,
+          [sessionId],
+        )
+      ).rows[0] as Record<string, unknown> | undefined;
       const held = row ? toLease(row) : undefined;
-      if (held && held.owner !== claim.owner && held.expiresAt > now && held.owner !== claim.replaces) return { acquired: false, holder: held };
+      if (held && held.owner !== claim.owner && held.expiresAt > now && held.owner !== claim.replaces)
+        return { acquired: false, holder: held };
       const acquiredAt = held?.owner === claim.owner ? held.acquiredAt : now;
-      const lease: SessionLease = { sessionId, owner: claim.owner, pid: claim.pid, host: claim.host, acquiredAt, expiresAt: now + claim.ttlMs };
+      const lease: SessionLease = {
+        sessionId,
+        owner: claim.owner,
+        pid: claim.pid,
+        host: claim.host,
+        acquiredAt,
+        expiresAt: now + claim.ttlMs,
+      };
       await c.query(
         `INSERT INTO ${this.#s}.keel_leases (session_id, owner, pid, host, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, pid = EXCLUDED.pid, host = EXCLUDED.host, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at`,
@@ -204,7 +275,10 @@ export class PostgresSessionStore implements SessionStore {
   async renewLease(sessionId: string, owner: string, ttlMs: number): Promise<boolean> {
     await this.#open(true);
     try {
-      const r = await this.#pool.query(`UPDATE ${this.#s}.keel_leases SET expires_at = GREATEST(expires_at, ${NOW_MS} + $1) WHERE session_id = $2 AND owner = $3`, [ttlMs, sessionId, owner]);
+      const r = await this.#pool.query(
+        `UPDATE ${this.#s}.keel_leases SET expires_at = GREATEST(expires_at, ${NOW_MS} + $1) WHERE session_id = $2 AND owner = $3`,
+        [ttlMs, sessionId, owner],
+      );
       return r.rowCount === 1;
     } catch (err) {
       throw pgError(err, this.path, `renew the lease of session "${sessionId}" in`);
@@ -214,7 +288,10 @@ export class PostgresSessionStore implements SessionStore {
   async releaseLease(sessionId: string, owner: string): Promise<void> {
     await this.#open(true);
     try {
-      await this.#pool.query(`DELETE FROM ${this.#s}.keel_leases WHERE session_id = $1 AND owner = $2`, [sessionId, owner]);
+      await this.#pool.query(`DELETE FROM ${this.#s}.keel_leases WHERE session_id = $1 AND owner = $2`, [
+        sessionId,
+        owner,
+      ]);
     } catch (err) {
       throw pgError(err, this.path, `release the lease of session "${sessionId}" in`);
     }
@@ -227,7 +304,8 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   async #open(_write = false): Promise<void> {
-    if (this.#closed) throw new KeelError("KEEL_STORE_FAILED", `The session store ${this.path} is closed.`, { path: this.path });
+    if (this.#closed)
+      throw new KeelError("KEEL_STORE_FAILED", `The session store ${this.path} is closed.`, { path: this.path });
     await this.ready();
   }
 
@@ -266,7 +344,12 @@ export class PostgresSessionStore implements SessionStore {
 
   /** Inside a transaction: throw KEEL_SESSION_BUSY unless `owner` holds the session's lease (the row is locked until commit). */
   async #assertHolder(c: pg.PoolClient, sessionId: string, owner: string): Promise<void> {
-    const row = (await c.query(`SELECT session_id, owner, pid, host, acquired_at, expires_at FROM ${this.#s}.keel_leases WHERE session_id = $1 FOR SHARE`, [sessionId])).rows[0] as Record<string, unknown> | undefined;
+    const row = (
+      await c.query(
+        `SELECT session_id, owner, pid, host, acquired_at, expires_at FROM ${this.#s}.keel_leases WHERE session_id = $1 FOR SHARE`,
+        [sessionId],
+      )
+    ).rows[0] as Record<string, unknown> | undefined;
     const held = row ? toLease(row) : undefined;
     if (held?.owner === owner) return;
     throw new KeelError(
@@ -281,13 +364,33 @@ export class PostgresSessionStore implements SessionStore {
 
 function toEvent(row: Record<string, unknown>, sessionId: string): KeelEvent {
   const data = JSON.parse(row["data"] as string) as Record<string, unknown>;
-  return { type: row["type"], ...data, sessionId, seq: Number(row["seq"]), ts: Number(row["ts"]), turnId: row["turn_id"] ?? null } as KeelEvent;
+  return {
+    type: row["type"],
+    ...data,
+    sessionId,
+    seq: Number(row["seq"]),
+    ts: Number(row["ts"]),
+    turnId: row["turn_id"] ?? null,
+  } as KeelEvent;
 }
 
 function toLease(row: Record<string, unknown>): SessionLease {
-  return { sessionId: row["session_id"] as string, owner: row["owner"] as string, pid: Number(row["pid"]), host: row["host"] as string, acquiredAt: Number(row["acquired_at"]), expiresAt: Number(row["expires_at"]) };
+  return {
+    sessionId: row["session_id"] as string,
+    owner: row["owner"] as string,
+    pid: Number(row["pid"]),
+    host: row["host"] as string,
+    acquiredAt: Number(row["acquired_at"]),
+    expiresAt: Number(row["expires_at"]),
+  };
 }
 
 function toSessionInfo(row: Record<string, unknown>): SessionInfo {
-  return { id: row["id"] as string, agent: row["agent"] as string, createdAt: Number(row["created_at"]), updatedAt: Number(row["updated_at"]), eventCount: Number(row["event_count"]) };
+  return {
+    id: row["id"] as string,
+    agent: row["agent"] as string,
+    createdAt: Number(row["created_at"]),
+    updatedAt: Number(row["updated_at"]),
+    eventCount: Number(row["event_count"]),
+  };
 }

@@ -52,9 +52,12 @@ describe("masking what node-postgres reads as the password", () => {
         } catch {
           read = {};
         }
-        const secrets = [read.password, read.sslpassword].filter((v): v is string => typeof v === "string" && v.length > 0);
+        const secrets = [read.password, read.sslpassword].filter(
+          (v): v is string => typeof v === "string" && v.length > 0,
+        );
         const shown = describeUrl(url, sharedPool(url));
-        for (const s of new Set([...secrets, pw, enc])) if (s.length >= 4 && url.includes(s)) expect(shown, `${url} → ${shown}`).not.toContain(s);
+        for (const s of new Set([...secrets, pw, enc]))
+          if (s.length >= 4 && url.includes(s)) expect(shown, `${url} → ${shown}`).not.toContain(s);
         checked += secrets.length;
       }
     }

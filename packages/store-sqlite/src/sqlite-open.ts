@@ -47,7 +47,11 @@ export function sqlitePrimaryCode(err: unknown): number | undefined {
 /** True for a lock conflict another connection will release (worth a retry). */
 export function isSqliteBusy(err: unknown): boolean {
   const code = sqlitePrimaryCode(err);
-  return code === SQLITE_BUSY || code === SQLITE_LOCKED || /database is locked|database table is locked/i.test(errorMessage(err));
+  return (
+    code === SQLITE_BUSY ||
+    code === SQLITE_LOCKED ||
+    /database is locked|database table is locked/i.test(errorMessage(err))
+  );
 }
 
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
@@ -69,7 +73,9 @@ export function retryBusy<T>(fn: () => T, budgetMs = 5_000): T {
       return fn();
     } catch (err) {
       if (!isSqliteBusy(err) || Date.now() >= deadline) throw err;
-      sleepSync(Math.min(Math.max(1, deadline - Date.now()), Math.round((5 << Math.min(attempt, 6)) * (0.5 + Math.random()))));
+      sleepSync(
+        Math.min(Math.max(1, deadline - Date.now()), Math.round((5 << Math.min(attempt, 6)) * (0.5 + Math.random()))),
+      );
     }
   }
 }
@@ -89,14 +95,16 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): Datab
   try {
     if (!memory) assertRegularFile(path, what);
     if (options.readOnly) {
-      if (memory) throw new KeelError("KEEL_STORE_FAILED", `A read-only ${what} needs a file, not ":memory:".`, { path });
+      if (memory)
+        throw new KeelError("KEEL_STORE_FAILED", `A read-only ${what} needs a file, not ":memory:".`, { path });
       if (!existsSync(path)) throw new KeelError("KEEL_STORE_FAILED", `The ${what} ${path} does not exist.`, { path });
       db = openForViewing(path, timeout);
       return db;
     }
     if (!memory) assertWritable(path, what);
     db = new DatabaseSync(path, { timeout });
-    if (!memory && options.check !== false && existsSync(path) && statSync(path).size > 0) retryBusy(() => quickCheck(db!, path, what), timeout);
+    if (!memory && options.check !== false && existsSync(path) && statSync(path).size > 0)
+      retryBusy(() => quickCheck(db!, path, what), timeout);
     if (!memory && options.wal !== false) retryBusy(() => db!.exec("PRAGMA journal_mode=WAL"), timeout);
     if (options.setup) {
       const setup = options.setup;
@@ -202,7 +210,11 @@ function quickCheck(db: DatabaseSync, path: string, what: string): void {
   const rows = db.prepare("PRAGMA quick_check(5)").all() as Array<Record<string, unknown>>;
   const problems = rows.map((r) => String(Object.values(r)[0])).filter((r) => r !== "ok");
   if (problems.length) {
-    throw new KeelError("KEEL_STORE_CORRUPT", `The ${what} ${path} fails SQLite's quick check (${headOf(problems.join("; "), 300)}); Keel did not write to it.`, { path });
+    throw new KeelError(
+      "KEEL_STORE_CORRUPT",
+      `The ${what} ${path} fails SQLite's quick check (${headOf(problems.join("; "), 300)}); Keel did not write to it.`,
+      { path },
+    );
   }
 }
 
@@ -216,12 +228,18 @@ export function storeError(err: unknown, path: string, what: string, action: str
   const code = sqlitePrimaryCode(err);
   if (code === SQLITE_READONLY) return readOnlyError(path, what, errorMessage(err), err);
   if (code === SQLITE_CORRUPT || code === SQLITE_NOTADB) {
-    return new KeelError("KEEL_STORE_CORRUPT", `The ${what} ${path} is malformed (${errorMessage(err)}); Keel did not write to it.`, { path }, { cause: err });
+    return new KeelError(
+      "KEEL_STORE_CORRUPT",
+      `The ${what} ${path} is malformed (${errorMessage(err)}); Keel did not write to it.`,
+      { path },
+      { cause: err },
+    );
   }
-  const why = isSqliteBusy(err) ? `${errorMessage(err)} (another process held its write lock past the busy timeout: is a keel process stopped or hung?)` : errorMessage(err);
+  const why = isSqliteBusy(err)
+    ? `${errorMessage(err)} (another process held its write lock past the busy timeout: is a keel process stopped or hung?)`
+    : errorMessage(err);
   return new KeelError("KEEL_STORE_FAILED", `Could not ${action} ${path}: ${why}.`, { path }, { cause: err });
 }
-
 
 /**
  * A database a plugin may close when its last session ends and use again when another opens.

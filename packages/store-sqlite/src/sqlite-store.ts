@@ -73,7 +73,6 @@ export interface SqliteSessionStoreOptions {
   busyTimeoutMs?: number;
 }
 
-
 /** The default session database. Contract: `<home>/sessions.sqlite`. */
 export function defaultSessionDbPath(home: string): string {
   return join(home, "sessions.sqlite");
@@ -132,7 +131,11 @@ export class SqliteSessionStore implements SessionStore {
     });
     try {
       if (this.#readOnly && userVersion(db) > SQLITE_SCHEMA_VERSION) {
-        throw new KeelError("KEEL_STORE_FAILED", `The session database ${path} has schema version ${userVersion(db)} but this Keel only knows up to ${SQLITE_SCHEMA_VERSION}; upgrade Keel to open it.`, { path });
+        throw new KeelError(
+          "KEEL_STORE_FAILED",
+          `The session database ${path} has schema version ${userVersion(db)} but this Keel only knows up to ${SQLITE_SCHEMA_VERSION}; upgrade Keel to open it.`,
+          { path },
+        );
       }
       this.#syncDefault = `PRAGMA synchronous=${synchronous}`;
       this.#begin = db.prepare("BEGIN IMMEDIATE");
@@ -173,7 +176,12 @@ export class SqliteSessionStore implements SessionStore {
       this.#insertSession.run(info.id, info.agent, info.createdAt, info.createdAt);
     } catch (err) {
       if (sqliteErrcode(err) === SQLITE_CONSTRAINT_PRIMARYKEY) {
-        throw new KeelError("KEEL_STORE_FAILED", `Session "${info.id}" already exists in ${this.path}.`, { path: this.path }, { cause: err });
+        throw new KeelError(
+          "KEEL_STORE_FAILED",
+          `Session "${info.id}" already exists in ${this.path}.`,
+          { path: this.path },
+          { cause: err },
+        );
       }
       throw this.#failed(`create session "${info.id}"`, err);
     }
@@ -230,7 +238,7 @@ export class SqliteSessionStore implements SessionStore {
       const bumps = new Map<string, { ts: number; n: number }>();
       for (const e of events) {
         const b = bumps.get(e.sessionId);
-        if (b) (b.n++, (b.ts = Math.max(b.ts, e.ts)));
+        if (b) b.n++, (b.ts = Math.max(b.ts, e.ts));
         else bumps.set(e.sessionId, { ts: e.ts, n: 1 });
       }
       for (const event of events) {
@@ -243,9 +251,13 @@ export class SqliteSessionStore implements SessionStore {
         const bump = bumps.get(sessionId);
         if (bump) bumps.delete(sessionId);
         if (bump && this.#touchSession.run(bump.ts, bump.n, sessionId).changes === 0) {
-          throw new KeelError("KEEL_SESSION_NOT_FOUND", `Cannot append event ${seq} (${type}): no session "${sessionId}" in ${this.path}.`, {
-            path: this.path,
-          });
+          throw new KeelError(
+            "KEEL_SESSION_NOT_FOUND",
+            `Cannot append event ${seq} (${type}): no session "${sessionId}" in ${this.path}.`,
+            {
+              path: this.path,
+            },
+          );
         }
         try {
           this.#insertEvent.run(sessionId, seq, ts, turnId, type, toJson(redactEvent(data, type)));
@@ -263,7 +275,9 @@ export class SqliteSessionStore implements SessionStore {
       inTransaction = false;
     } catch (err) {
       if (inTransaction) this.#rollbackQuietly();
-      throw err instanceof KeelError ? err : this.#failed(`append event ${current?.seq} (${current?.type}) to session "${current?.sessionId}"`, err);
+      throw err instanceof KeelError
+        ? err
+        : this.#failed(`append event ${current?.seq} (${current?.type}) to session "${current?.sessionId}"`, err);
     } finally {
       if (switchSync) this.#restoreSync();
     }
@@ -278,7 +292,14 @@ export class SqliteSessionStore implements SessionStore {
       for (let i = 0; i < rows.length; i++) {
         const row = rows[i] as Record<string, unknown>;
         const data = JSON.parse(row["data"] as string) as Record<string, unknown>;
-        out[i] = { type: row["type"], ...data, sessionId, seq: row["seq"], ts: row["ts"], turnId: row["turn_id"] } as KeelEvent;
+        out[i] = {
+          type: row["type"],
+          ...data,
+          sessionId,
+          seq: row["seq"],
+          ts: row["ts"],
+          turnId: row["turn_id"],
+        } as KeelEvent;
       }
       return out;
     } catch (err) {
@@ -293,11 +314,22 @@ export class SqliteSessionStore implements SessionStore {
     try {
       // Job records are found through their partial index (the query must repeat its condition); other types scan.
       const jobs = types.every((t) => t.startsWith("job.")) ? " AND type GLOB 'job.*'" : "";
-      const rows = this.#db.prepare(`SELECT session_id, seq, ts, turn_id, type, data FROM events WHERE type IN (${types.map(() => "?").join(", ")})${jobs} ORDER BY session_id, seq`).all(...types);
+      const rows = this.#db
+        .prepare(
+          `SELECT session_id, seq, ts, turn_id, type, data FROM events WHERE type IN (${types.map(() => "?").join(", ")})${jobs} ORDER BY session_id, seq`,
+        )
+        .all(...types);
       return rows.map((r) => {
         const row = r as Record<string, unknown>;
         const data = JSON.parse(row["data"] as string) as Record<string, unknown>;
-        return { type: row["type"], ...data, sessionId: row["session_id"], seq: row["seq"], ts: row["ts"], turnId: row["turn_id"] } as KeelEvent;
+        return {
+          type: row["type"],
+          ...data,
+          sessionId: row["session_id"],
+          seq: row["seq"],
+          ts: row["ts"],
+          turnId: row["turn_id"],
+        } as KeelEvent;
       });
     } catch (err) {
       throw this.#failed(`read the ${types.join("/")} events`, err);
@@ -329,7 +361,14 @@ export class SqliteSessionStore implements SessionStore {
       st.put.run(sessionId, claim.owner, claim.pid, claim.host, acquiredAt, now + claim.ttlMs);
       this.#commit.run();
       inTransaction = false;
-      const lease: SessionLease = { sessionId, owner: claim.owner, pid: claim.pid, host: claim.host, acquiredAt, expiresAt: now + claim.ttlMs };
+      const lease: SessionLease = {
+        sessionId,
+        owner: claim.owner,
+        pid: claim.pid,
+        host: claim.host,
+        acquiredAt,
+        expiresAt: now + claim.ttlMs,
+      };
       return held && held.owner !== claim.owner ? { acquired: true, lease, previous: held } : { acquired: true, lease };
     } catch (err) {
       if (inTransaction) this.#rollbackQuietly();
@@ -369,18 +408,28 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   #assertOpen(): void {
-    if (this.#closed) throw new KeelError("KEEL_STORE_FAILED", `The session store ${this.path} is closed.`, { path: this.path });
+    if (this.#closed)
+      throw new KeelError("KEEL_STORE_FAILED", `The session store ${this.path} is closed.`, { path: this.path });
   }
 
   #assertWritable(): void {
     this.#assertOpen();
-    if (this.#readOnly) throw new KeelError("KEEL_STORE_READ_ONLY", `The session database ${this.path} was opened read-only (for viewing).`, { path: this.path });
+    if (this.#readOnly)
+      throw new KeelError(
+        "KEEL_STORE_READ_ONLY",
+        `The session database ${this.path} was opened read-only (for viewing).`,
+        { path: this.path },
+      );
   }
 
   #leases(): LeaseStatements {
     return (this.#leaseStmts ??= {
-      get: this.#db.prepare("SELECT session_id, owner, pid, host, acquired_at, expires_at FROM leases WHERE session_id = ?"),
-      put: this.#db.prepare("INSERT OR REPLACE INTO leases (session_id, owner, pid, host, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)"),
+      get: this.#db.prepare(
+        "SELECT session_id, owner, pid, host, acquired_at, expires_at FROM leases WHERE session_id = ?",
+      ),
+      put: this.#db.prepare(
+        "INSERT OR REPLACE INTO leases (session_id, owner, pid, host, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+      ),
       renew: this.#db.prepare("UPDATE leases SET expires_at = MAX(expires_at, ?) WHERE session_id = ? AND owner = ?"),
       release: this.#db.prepare("DELETE FROM leases WHERE session_id = ? AND owner = ?"),
     });

@@ -18,8 +18,24 @@ import { dropTestSchemas, openTestStore, requirePostgres } from "../../store-pos
 const dir = mkdtempSync(join(tmpdir(), "keel-lease-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 let n = 0;
-const claim = (owner: string, ttlMs = 60_000, replaces?: string) => ({ owner, pid: process.pid, host: hostname(), ttlMs, ...(replaces ? { replaces } : {}) });
-const ev = (sessionId: string, seq: number): KeelEvent => ({ type: "diagnostic", level: "info", code: "KEEL_HANDLER_THREW", message: `e${seq}`, sessionId, seq, ts: Date.now(), turnId: null }) as unknown as KeelEvent;
+const claim = (owner: string, ttlMs = 60_000, replaces?: string) => ({
+  owner,
+  pid: process.pid,
+  host: hostname(),
+  ttlMs,
+  ...(replaces ? { replaces } : {}),
+});
+const ev = (sessionId: string, seq: number): KeelEvent =>
+  ({
+    type: "diagnostic",
+    level: "info",
+    code: "KEEL_HANDLER_THREW",
+    message: `e${seq}`,
+    sessionId,
+    seq,
+    ts: Date.now(),
+    turnId: null,
+  }) as unknown as KeelEvent;
 
 const stores: Array<[string, () => SessionStore]> = [
   ["SqliteSessionStore", () => new SqliteSessionStore({ path: join(dir, `s${++n}.sqlite`) })],
@@ -53,7 +69,10 @@ describe.each(stores)("%s leases", (_name, make) => {
     expect(await store.acquireLease("s", claim("B"))).toMatchObject({ acquired: true, previous: { owner: "A" } });
     expect(await store.renewLease("s", "A", 60_000)).toBe(false);
     expect(await store.renewLease("s", "B", 60_000)).toBe(true);
-    expect(await store.acquireLease("s", claim("C", 60_000, "B"))).toMatchObject({ acquired: true, previous: { owner: "B" } });
+    expect(await store.acquireLease("s", claim("C", 60_000, "B"))).toMatchObject({
+      acquired: true,
+      previous: { owner: "B" },
+    });
     await store.close();
   });
 
@@ -96,7 +115,14 @@ describe("SQLite opens", () => {
 
   it("holderIsDead: true for a pid that exited on this host, false for this process's held leases and for another host", async () => {
     const gone = spawnSync(process.execPath, ["-e", "console.log(process.pid)"]).stdout.toString().trim();
-    const lease = { sessionId: "s", owner: "o", pid: Number(gone), host: hostname(), acquiredAt: 0, expiresAt: Date.now() + 60_000 };
+    const lease = {
+      sessionId: "s",
+      owner: "o",
+      pid: Number(gone),
+      host: hostname(),
+      acquiredAt: 0,
+      expiresAt: Date.now() + 60_000,
+    };
     expect(holderIsDead(lease)).toBe(true);
     expect(holderIsDead({ ...lease, host: `${hostname()}-elsewhere` })).toBe(false);
     // This pid: alive while this process holds the owner; an owner it does not hold was an

@@ -15,9 +15,17 @@ import { defaultSessionDbPath, SQLITE_SCHEMA_VERSION, SqliteSessionStore } from 
 import { keelErrorOf } from "../../kernel/test/support/helpers.ts";
 import { dropTestSchemas, openTestStore, requirePostgres } from "../../store-postgres/test/support/pg.ts";
 
-const SQLITE_STORE_URL = pathToFileURL(path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../src/sqlite-store.ts")).href;
+const SQLITE_STORE_URL = pathToFileURL(
+  path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../src/sqlite-store.ts"),
+).href;
 
-function ev(sessionId: string, seq: number, data: KeelEventData, ts = 1_000 + seq, turnId: string | null = "turn-1"): KeelEvent {
+function ev(
+  sessionId: string,
+  seq: number,
+  data: KeelEventData,
+  ts = 1_000 + seq,
+  turnId: string | null = "turn-1",
+): KeelEvent {
   return { ...data, sessionId, seq, ts, turnId } as KeelEvent;
 }
 
@@ -41,7 +49,10 @@ interface StoreCase {
 
 const cases: StoreCase[] = [
   { name: "MemorySessionStore", open: () => new MemorySessionStore() },
-  { name: "SqliteSessionStore (file)", open: () => new SqliteSessionStore({ path: path.join(freshDir(), "sessions.sqlite") }) },
+  {
+    name: "SqliteSessionStore (file)",
+    open: () => new SqliteSessionStore({ path: path.join(freshDir(), "sessions.sqlite") }),
+  },
   { name: "SqliteSessionStore (:memory:)", open: () => new SqliteSessionStore({ path: ":memory:" }) },
   { name: "PostgresSessionStore", open: () => openTestStore() },
 ];
@@ -62,7 +73,13 @@ describe.each(cases)("$name", ({ open }) => {
     await store.createSession({ id: "s2", agent: "beta", createdAt: 200 });
     await store.createSession({ id: "s3", agent: "alpha", createdAt: 300 });
 
-    expect(await store.getSession("s1")).toEqual({ id: "s1", agent: "alpha", createdAt: 100, updatedAt: 100, eventCount: 0 });
+    expect(await store.getSession("s1")).toEqual({
+      id: "s1",
+      agent: "alpha",
+      createdAt: 100,
+      updatedAt: 100,
+      eventCount: 0,
+    });
     expect(await store.getSession("nope")).toBeUndefined();
 
     expect((await store.listSessions()).map((s) => s.id)).toEqual(["s3", "s2", "s1"]);
@@ -98,7 +115,16 @@ describe.each(cases)("$name", ({ open }) => {
     const all = await store.events("s1");
     expect(all.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5]);
     expect(all[0]).toEqual({ type: "session.created", agent: "a", sessionId: "s1", seq: 1, ts: 10, turnId: null });
-    expect(all[2]).toEqual({ type: "diagnostic", level: "info", code: "c3", message: "m-c3", sessionId: "s1", seq: 3, ts: 1003, turnId: "turn-1" });
+    expect(all[2]).toEqual({
+      type: "diagnostic",
+      level: "info",
+      code: "c3",
+      message: "m-c3",
+      sessionId: "s1",
+      seq: 3,
+      ts: 1003,
+      turnId: "turn-1",
+    });
 
     expect((await store.events("s1", { afterSeq: 3 })).map((e) => e.seq)).toEqual([4, 5]);
     expect(await store.events("s1", { afterSeq: 5 })).toEqual([]);
@@ -122,7 +148,13 @@ describe.each(cases)("$name", ({ open }) => {
     await store.createSession({ id: "s1", agent: "a", createdAt: 100 });
     await store.append(ev("s1", 1, diag("a"), 150));
     await store.append(ev("s1", 2, diag("b"), 400));
-    expect(await store.getSession("s1")).toEqual({ id: "s1", agent: "a", createdAt: 100, updatedAt: 400, eventCount: 2 });
+    expect(await store.getSession("s1")).toEqual({
+      id: "s1",
+      agent: "a",
+      createdAt: 100,
+      updatedAt: 400,
+      eventCount: 2,
+    });
     // A clock step backwards does not move updatedAt back.
     await store.append(ev("s1", 3, diag("c"), 300));
     expect(await store.getSession("s1")).toMatchObject({ updatedAt: 400, eventCount: 3 });
@@ -143,7 +175,7 @@ describe.each(cases)("$name", ({ open }) => {
     // Same seq in another session is fine.
     await store.createSession({ id: "s2", agent: "a", createdAt: 1 });
     await store.append(ev("s2", 1, diag("s2")));
-    expect((await store.events("s2"))).toHaveLength(1);
+    expect(await store.events("s2")).toHaveLength(1);
   });
 
   it("throws KEEL_SESSION_NOT_FOUND when appending to an unknown session", async () => {
@@ -168,17 +200,42 @@ describe.each(cases)("$name", ({ open }) => {
       role: "tool",
       toolCallId: "call_1",
       toolName: "read_file",
-      content: [{ type: "text", text: "ok" }, { type: "image", mediaType: "image/png", data: "iVBORw0KGgo=" }],
+      content: [
+        { type: "text", text: "ok" },
+        { type: "image", mediaType: "image/png", data: "iVBORw0KGgo=" },
+      ],
       isError: false,
       rewrittenBy: ["compressor"],
     };
     await store.append(ev("s1", 1, { type: "message.appended", message: assistant }));
     await store.append(ev("s1", 2, { type: "message.appended", message: toolResult }));
-    await store.append(ev("s1", 3, { type: "tool.started", round: 1, callId: "call_1", name: "read_file", args: [null, true, 1.5, "s"] }));
+    await store.append(
+      ev("s1", 3, {
+        type: "tool.started",
+        round: 1,
+        callId: "call_1",
+        name: "read_file",
+        args: [null, true, 1.5, "s"],
+      }),
+    );
 
     const events = await store.events("s1");
-    expect(events[0]).toEqual({ type: "message.appended", message: assistant, sessionId: "s1", seq: 1, ts: 1001, turnId: "turn-1" });
-    expect(events[1]).toEqual({ type: "message.appended", message: toolResult, sessionId: "s1", seq: 2, ts: 1002, turnId: "turn-1" });
+    expect(events[0]).toEqual({
+      type: "message.appended",
+      message: assistant,
+      sessionId: "s1",
+      seq: 1,
+      ts: 1001,
+      turnId: "turn-1",
+    });
+    expect(events[1]).toEqual({
+      type: "message.appended",
+      message: toolResult,
+      sessionId: "s1",
+      seq: 2,
+      ts: 1002,
+      turnId: "turn-1",
+    });
     expect(events[2]).toMatchObject({ type: "tool.started", args: [null, true, 1.5, "s"] });
   });
 
@@ -224,11 +281,19 @@ describe("SqliteSessionStore on disk", () => {
         type: "turn.started",
         data: JSON.stringify({ input: "hi", trigger: "user", metadata: { k: 1 } }),
       });
-      const indexes = raw.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'").all().map((r) => r["name"]);
+      const indexes = raw
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'")
+        .all()
+        .map((r) => r["name"]);
       expect(indexes).toContain("events_jobs");
       expect(indexes).not.toContain("events_type");
       // Job records (looked up across sessions at start) are read through the partial index.
-      const plan = raw.prepare("EXPLAIN QUERY PLAN SELECT seq FROM events WHERE type IN ('job.pending', 'job.completed') AND type GLOB 'job.*' ORDER BY session_id, seq").all().map((r) => String(r["detail"]));
+      const plan = raw
+        .prepare(
+          "EXPLAIN QUERY PLAN SELECT seq FROM events WHERE type IN ('job.pending', 'job.completed') AND type GLOB 'job.*' ORDER BY session_id, seq",
+        )
+        .all()
+        .map((r) => String(r["detail"]));
       expect(plan.join(" ")).toContain("events_jobs");
     } finally {
       raw.close();
@@ -411,7 +476,16 @@ describe("SqliteSessionStore on disk", () => {
     const store = openStore(file);
     expect(store.getSession("killed")).toMatchObject({ agent: "child", eventCount: 1, updatedAt: 7 });
     expect(store.events("killed")).toEqual([
-      { type: "diagnostic", level: "warn", code: "C", message: "before the kill", sessionId: "killed", seq: 1, ts: 7, turnId: null },
+      {
+        type: "diagnostic",
+        level: "warn",
+        code: "C",
+        message: "before the kill",
+        sessionId: "killed",
+        seq: 1,
+        ts: 7,
+        turnId: null,
+      },
     ]);
   });
 });

@@ -3,7 +3,15 @@
  * WebSocket, a job log) instead of subscribing a callback.
  */
 import { errorMessage, KeelError } from "@keel/kernel";
-import type { AgentEvent, ChildApprovalLink, PreparedTurn, RunOptions, Session, TurnInput, TurnResult } from "@keel/kernel";
+import type {
+  AgentEvent,
+  ChildApprovalLink,
+  PreparedTurn,
+  RunOptions,
+  Session,
+  TurnInput,
+  TurnResult,
+} from "@keel/kernel";
 
 /** How a streamed tool call ended. */
 export type ToolRunStatusView = "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled";
@@ -25,8 +33,23 @@ export type TurnStreamEvent<O = unknown> =
   | { type: "thinking"; delta: string; round: number }
   | { type: "tool.started"; callId: string; name: string; args: unknown; round: number }
   | { type: "tool.progress"; callId: string; name: string; message: string; fraction?: number; elapsedMs: number }
-  | { type: "tool.finished"; callId: string; name: string; status: ToolRunStatusView; durationMs: number; decision?: string }
-  | { type: "approval.requested"; callId: string; name: string; args: unknown; reason?: string; plugin?: string; via?: ChildApprovalLink }
+  | {
+      type: "tool.finished";
+      callId: string;
+      name: string;
+      status: ToolRunStatusView;
+      durationMs: number;
+      decision?: string;
+    }
+  | {
+      type: "approval.requested";
+      callId: string;
+      name: string;
+      args: unknown;
+      reason?: string;
+      plugin?: string;
+      via?: ChildApprovalLink;
+    }
   | { type: "compaction"; plugin: string; reason: string; messagesBefore: number; messagesAfter: number }
   | { type: "retry"; message: string }
   | { type: "error"; code: string; message: string }
@@ -49,17 +72,47 @@ function toStreamEvent(e: AgentEvent): TurnStreamEvent | undefined {
     case "turn.resumed":
       return { type: "turn.started", turnId: e.turnId!, resumed: true };
     case "model.delta":
-      return e.channel === "tool_args" ? undefined : { type: e.channel === "text" ? "text" : "thinking", delta: e.text, round: e.round };
+      return e.channel === "tool_args"
+        ? undefined
+        : { type: e.channel === "text" ? "text" : "thinking", delta: e.text, round: e.round };
     case "tool.started":
       return { type: "tool.started", callId: e.callId, name: e.name, args: e.args, round: e.round };
     case "tool.progress":
-      return { type: "tool.progress", callId: e.callId, name: e.name, message: e.message, ...(e.fraction !== undefined ? { fraction: e.fraction } : {}), elapsedMs: e.elapsedMs };
+      return {
+        type: "tool.progress",
+        callId: e.callId,
+        name: e.name,
+        message: e.message,
+        ...(e.fraction !== undefined ? { fraction: e.fraction } : {}),
+        elapsedMs: e.elapsedMs,
+      };
     case "tool.completed":
-      return { type: "tool.finished", callId: e.callId, name: e.name, status: e.status, durationMs: e.durationMs, ...(e.decision ? { decision: e.decision } : {}) };
+      return {
+        type: "tool.finished",
+        callId: e.callId,
+        name: e.name,
+        status: e.status,
+        durationMs: e.durationMs,
+        ...(e.decision ? { decision: e.decision } : {}),
+      };
     case "approval.requested":
-      return { type: "approval.requested", callId: e.callId, name: e.name, args: e.args, ...(e.reason !== undefined ? { reason: e.reason } : {}), ...(e.plugin !== undefined ? { plugin: e.plugin } : {}), ...(e.via ? { via: { ...e.via } } : {}) };
+      return {
+        type: "approval.requested",
+        callId: e.callId,
+        name: e.name,
+        args: e.args,
+        ...(e.reason !== undefined ? { reason: e.reason } : {}),
+        ...(e.plugin !== undefined ? { plugin: e.plugin } : {}),
+        ...(e.via ? { via: { ...e.via } } : {}),
+      };
     case "context.edited":
-      return { type: "compaction", plugin: e.plugin, reason: e.reason, messagesBefore: e.before, messagesAfter: e.after };
+      return {
+        type: "compaction",
+        plugin: e.plugin,
+        reason: e.reason,
+        messagesBefore: e.before,
+        messagesAfter: e.after,
+      };
     case "model.notice":
       return e.kind === "info" ? undefined : { type: "retry", message: e.message };
     default:
@@ -113,10 +166,17 @@ export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>
     this.result = run;
     this.started = Promise.race([started, run.then(() => undefined)]);
     this.started.catch(() => {});
-    run.then(
-      (result) => this.end({ type: "verdict", result }),
-      (err: unknown) => this.end({ type: "error", code: (err as { code?: string } | null)?.code ?? "KEEL_TURN_FAILED", message: errorMessage(err) }),
-    ).finally(off);
+    run
+      .then(
+        (result) => this.end({ type: "verdict", result }),
+        (err: unknown) =>
+          this.end({
+            type: "error",
+            code: (err as { code?: string } | null)?.code ?? "KEEL_TURN_FAILED",
+            message: errorMessage(err),
+          }),
+      )
+      .finally(off);
     // A host that only awaits `result` must not see an unhandled rejection from the iterator side.
     run.catch(() => {});
   }
@@ -189,12 +249,19 @@ export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>
  * cancels the turn; what run() would reject at the door (bad input or schema, a busy or paused
  * session) throws here at once, so a server can answer it with a status code before it streams.
  */
-export function streamTurn<O = unknown>(session: Session, input: TurnInput, options: RunOptions<O> & StreamOptions = {}): TurnStream<O> {
+export function streamTurn<O = unknown>(
+  session: Session,
+  input: TurnInput,
+  options: RunOptions<O> & StreamOptions = {},
+): TurnStream<O> {
   return new TurnStream<O>(session, session.prepare(input, options), options);
 }
 
 /** Resume the paused turn of `session` as a stream. Contract: as streamTurn; KEEL_NOT_PAUSED and KEEL_APPROVAL_PENDING throw at once. */
-export function streamResume<O = unknown>(session: Session, options: RunOptions<O> & StreamOptions = {}): TurnStream<O> {
+export function streamResume<O = unknown>(
+  session: Session,
+  options: RunOptions<O> & StreamOptions = {},
+): TurnStream<O> {
   return new TurnStream<O>(session, session.prepareResume(options), options);
 }
 
@@ -207,17 +274,22 @@ export function toSSEStream(stream: AsyncIterable<TurnStreamEvent<unknown>>): Re
   const encoder = new TextEncoder();
   const it = stream[Symbol.asyncIterator]();
   let id = 0;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const next = await it.next();
-      if (next.done) return controller.close();
-      id++;
-      controller.enqueue(encoder.encode(`id: ${id}\nevent: ${next.value.type}\ndata: ${JSON.stringify(next.value)}\n\n`));
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const next = await it.next();
+        if (next.done) return controller.close();
+        id++;
+        controller.enqueue(
+          encoder.encode(`id: ${id}\nevent: ${next.value.type}\ndata: ${JSON.stringify(next.value)}\n\n`),
+        );
+      },
+      async cancel() {
+        await it.return?.();
+      },
     },
-    async cancel() {
-      await it.return?.();
-    },
-  }, { highWaterMark: 0 });
+    { highWaterMark: 0 },
+  );
 }
 
 /** A `Response` streaming the turn as server-sent events (for fetch-style servers; see toSSEStream). */

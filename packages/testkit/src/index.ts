@@ -3,7 +3,13 @@
  * disk: the scripted provider (a queue of canned model turns, read from code or a JSON file;
  * the CLI's offline model), the in-memory session store, and a seeded random.
  */
-export { ScriptedProvider, scriptedProvider, parseProviderScript, ProviderScriptSchema, ScriptStepSchema } from "./scripted-provider.ts";
+export {
+  ScriptedProvider,
+  scriptedProvider,
+  parseProviderScript,
+  ProviderScriptSchema,
+  ScriptStepSchema,
+} from "./scripted-provider.ts";
 export type { ProviderScript, ProviderScriptInput, ScriptStep, ScriptedProviderOptions } from "./scripted-provider.ts";
 export { MemorySessionStore } from "./memory-store.ts";
 export { seededRandom } from "./seeded-random.ts";

@@ -48,7 +48,8 @@ export class MemorySessionStore implements SessionStore {
   listSessions(options: { agent?: string; limit?: number } = {}): SessionInfo[] {
     this.#assertOpen();
     const out: SessionInfo[] = [];
-    for (const s of this.#sessions.values()) if (options.agent === undefined || s.info.agent === options.agent) out.push({ ...s.info });
+    for (const s of this.#sessions.values())
+      if (options.agent === undefined || s.info.agent === options.agent) out.push({ ...s.info });
     // Map order is creation order; reverse it so the stable sort breaks ties newest-first.
     out.reverse().sort((a, b) => b.updatedAt - a.updatedAt);
     const limit = options.limit;
@@ -64,11 +65,17 @@ export class MemorySessionStore implements SessionStore {
   append(event: KeelEvent, options?: AppendOptions): void {
     this.#assertOpen();
     if (options?.lease !== undefined && this.#leases.get(event.sessionId)?.owner !== options.lease) {
-      throw new KeelError("KEEL_SESSION_BUSY", `This holder no longer holds the lease of session "${event.sessionId}"; nothing more was written.`);
+      throw new KeelError(
+        "KEEL_SESSION_BUSY",
+        `This holder no longer holds the lease of session "${event.sessionId}"; nothing more was written.`,
+      );
     }
     const session = this.#sessions.get(event.sessionId);
     if (session === undefined) {
-      throw new KeelError("KEEL_SESSION_NOT_FOUND", `Cannot append event ${event.seq} (${event.type}): no session "${event.sessionId}" in the in-memory store.`);
+      throw new KeelError(
+        "KEEL_SESSION_NOT_FOUND",
+        `Cannot append event ${event.seq} (${event.type}): no session "${event.sessionId}" in the in-memory store.`,
+      );
     }
     if (session.seqs.has(event.seq)) {
       throw new KeelError(
@@ -103,7 +110,8 @@ export class MemorySessionStore implements SessionStore {
     this.#assertOpen();
     const want = new Set(types);
     const out: KeelEvent[] = [];
-    for (const id of [...this.#sessions.keys()].sort()) for (const e of this.events(id)) if (want.has(e.type)) out.push(e);
+    for (const id of [...this.#sessions.keys()].sort())
+      for (const e of this.events(id)) if (want.has(e.type)) out.push(e);
     return out;
   }
 
@@ -117,10 +125,20 @@ export class MemorySessionStore implements SessionStore {
     this.#assertOpen();
     const held = this.#leases.get(sessionId);
     const now = Date.now();
-    if (held && held.owner !== claim.owner && held.expiresAt > now && held.owner !== claim.replaces) return { acquired: false, holder: { ...held } };
-    const lease: SessionLease = { sessionId, owner: claim.owner, pid: claim.pid, host: claim.host, acquiredAt: held?.owner === claim.owner ? held.acquiredAt : now, expiresAt: now + claim.ttlMs };
+    if (held && held.owner !== claim.owner && held.expiresAt > now && held.owner !== claim.replaces)
+      return { acquired: false, holder: { ...held } };
+    const lease: SessionLease = {
+      sessionId,
+      owner: claim.owner,
+      pid: claim.pid,
+      host: claim.host,
+      acquiredAt: held?.owner === claim.owner ? held.acquiredAt : now,
+      expiresAt: now + claim.ttlMs,
+    };
     this.#leases.set(sessionId, lease);
-    return held && held.owner !== claim.owner ? { acquired: true, lease: { ...lease }, previous: held } : { acquired: true, lease: { ...lease } };
+    return held && held.owner !== claim.owner
+      ? { acquired: true, lease: { ...lease }, previous: held }
+      : { acquired: true, lease: { ...lease } };
   }
 
   /** Extend `owner`'s lease; false when it no longer holds it. */

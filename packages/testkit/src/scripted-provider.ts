@@ -4,7 +4,16 @@
  */
 import { z } from "zod";
 import { KeelError, errorMessage, messageText, ProviderError } from "@keel/kernel";
-import type { AssistantBlock, AssistantMessage, Message, ModelEvent, ModelProvider, ModelRequest, StopReason, Usage } from "@keel/kernel";
+import type {
+  AssistantBlock,
+  AssistantMessage,
+  Message,
+  ModelEvent,
+  ModelProvider,
+  ModelRequest,
+  StopReason,
+  Usage,
+} from "@keel/kernel";
 import { estimateTokens, fileTokens } from "@keel/tokens";
 import { truncate } from "@keel/text";
 import { readRegularFile } from "@keel/safe-path";
@@ -15,9 +24,18 @@ const count = z.number().int().nonnegative();
 export const ScriptStepSchema = z.strictObject({
   text: z.string().optional(),
   thinking: z.string().optional(),
-  toolCalls: z.array(z.strictObject({ id: z.string().min(1).optional(), name: z.string().min(1), args: z.unknown().optional() })).optional(),
+  toolCalls: z
+    .array(z.strictObject({ id: z.string().min(1).optional(), name: z.string().min(1), args: z.unknown().optional() }))
+    .optional(),
   stopReason: z.enum(["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other"]).optional(),
-  usage: z.strictObject({ inputTokens: count.optional(), outputTokens: count.optional(), cacheReadTokens: count.optional(), cacheWriteTokens: count.optional() }).optional(),
+  usage: z
+    .strictObject({
+      inputTokens: count.optional(),
+      outputTokens: count.optional(),
+      cacheReadTokens: count.optional(),
+      cacheWriteTokens: count.optional(),
+    })
+    .optional(),
   /** Milliseconds to wait before the first delta. */
   delayMs: count.optional(),
   /** Characters per text/thinking delta. Default 16. */
@@ -26,7 +44,17 @@ export const ScriptStepSchema = z.strictObject({
   hang: z.boolean().optional(),
   error: z
     .strictObject({
-      class: z.enum(["rate_limited", "overloaded", "auth", "context_too_long", "invalid_request", "network", "timeout", "aborted", "unknown"]),
+      class: z.enum([
+        "rate_limited",
+        "overloaded",
+        "auth",
+        "context_too_long",
+        "invalid_request",
+        "network",
+        "timeout",
+        "aborted",
+        "unknown",
+      ]),
       message: z.string().optional(),
       status: z.number().int().optional(),
       /** Throw after this many deltas (mid-stream); 0 = before streaming. */
@@ -40,7 +68,11 @@ export const ScriptStepSchema = z.strictObject({
   when: z.strictObject({ lastUserIncludes: z.string() }).optional(),
   /** Assertions on the request; a mismatch throws ProviderError("invalid_request"). */
   expect: z
-    .strictObject({ lastUserIncludes: z.string().optional(), toolsInclude: z.array(z.string()).optional(), noTools: z.boolean().optional() })
+    .strictObject({
+      lastUserIncludes: z.string().optional(),
+      toolsInclude: z.array(z.string()).optional(),
+      noTools: z.boolean().optional(),
+    })
     .optional(),
 });
 
@@ -68,7 +100,12 @@ export function parseProviderScript(input: unknown, source?: string): ProviderSc
   if (result.success) return result.data;
   const issues = result.error.issues.map((i) => ({ path: i.path.map(String).join("."), message: i.message }));
   const problem = issues.map((i) => `${i.path || "(root)"}: ${i.message}`).join("; ");
-  throw new KeelError("KEEL_SCRIPT_INVALID", `${source ? `${source}: ` : ""}${problem}.`, { path: issues[0]?.path ?? "" }, { details: issues });
+  throw new KeelError(
+    "KEEL_SCRIPT_INVALID",
+    `${source ? `${source}: ` : ""}${problem}.`,
+    { path: issues[0]?.path ?? "" },
+    { details: issues },
+  );
 }
 
 /** Options of a ScriptedProvider; they override the script's own fields. */
@@ -104,7 +141,12 @@ export class ScriptedProvider implements ModelProvider {
     try {
       data = JSON.parse(readRegularFile(path).toString("utf8"));
     } catch (err) {
-      throw new KeelError("KEEL_SCRIPT_INVALID", `Cannot read script file ${path}: ${errorMessage(err)}.`, { path: "" }, { cause: err });
+      throw new KeelError(
+        "KEEL_SCRIPT_INVALID",
+        `Cannot read script file ${path}: ${errorMessage(err)}.`,
+        { path: "" },
+        { cause: err },
+      );
     }
     return new ScriptedProvider(parseProviderScript(data, path), options);
   }
@@ -161,7 +203,9 @@ export class ScriptedProvider implements ModelProvider {
     throwIfAborted(signal);
     const hasCalls = (step.toolCalls?.length ?? 0) > 0;
     const usage: Usage = {
-      inputTokens: step.usage?.inputTokens ?? Math.max(1, estimateTokens(request.system) + Math.ceil(requestChars(request.messages) / 4)),
+      inputTokens:
+        step.usage?.inputTokens ??
+        Math.max(1, estimateTokens(request.system) + Math.ceil(requestChars(request.messages) / 4)),
       outputTokens: step.usage?.outputTokens ?? Math.max(1, Math.ceil(outputChars / 4)),
       cacheReadTokens: step.usage?.cacheReadTokens ?? 0,
       cacheWriteTokens: step.usage?.cacheWriteTokens ?? 0,
@@ -172,11 +216,17 @@ export class ScriptedProvider implements ModelProvider {
 }
 
 /** Create a ScriptedProvider from a script object or a bare array of steps. */
-export function scriptedProvider(script: ProviderScriptInput | ProviderScript, options?: ScriptedProviderOptions): ScriptedProvider {
+export function scriptedProvider(
+  script: ProviderScriptInput | ProviderScript,
+  options?: ScriptedProviderOptions,
+): ScriptedProvider {
   return new ScriptedProvider(script, options);
 }
 
-function buildResponse(step: ScriptStep, index: number): { message: AssistantMessage; deltas: ModelEvent[]; outputChars: number } {
+function buildResponse(
+  step: ScriptStep,
+  index: number,
+): { message: AssistantMessage; deltas: ModelEvent[]; outputChars: number } {
   const size = step.chunkSize ?? 16;
   const content: AssistantBlock[] = [];
   const deltas: ModelEvent[] = [];
@@ -250,7 +300,11 @@ function checkExpect(step: ScriptStep, index: number, request: ModelRequest): vo
 
 function stepError(step: ScriptStep, index: number): ProviderError {
   const e = step.error!;
-  return new ProviderError(e.class, e.message ?? `Scripted ${e.class} error at step ${index}.`, e.status === undefined ? {} : { status: e.status });
+  return new ProviderError(
+    e.class,
+    e.message ?? `Scripted ${e.class} error at step ${index}.`,
+    e.status === undefined ? {} : { status: e.status },
+  );
 }
 
 function abortError(signal: AbortSignal): ProviderError {

@@ -37,14 +37,16 @@ export function toWellFormed(text: string): string {
 /** Contract: the number of code points in `text` (a lone surrogate counts as one). */
 export function codePointLength(text: string): number {
   let n = 0;
-  for (let i = 0; i < text.length; i++, n++) if (isHigh(text.charCodeAt(i)) && i + 1 < text.length && isLow(text.charCodeAt(i + 1))) i++;
+  for (let i = 0; i < text.length; i++, n++)
+    if (isHigh(text.charCodeAt(i)) && i + 1 < text.length && isLow(text.charCodeAt(i + 1))) i++;
   return n;
 }
 
 /** UTF-16 index just after the first `n` code points (text.length when it has fewer). */
 function indexAfter(text: string, n: number): number {
   let i = 0;
-  for (; n > 0 && i < text.length; n--) i += isHigh(text.charCodeAt(i)) && i + 1 < text.length && isLow(text.charCodeAt(i + 1)) ? 2 : 1;
+  for (; n > 0 && i < text.length; n--)
+    i += isHigh(text.charCodeAt(i)) && i + 1 < text.length && isLow(text.charCodeAt(i + 1)) ? 2 : 1;
   return i;
 }
 
@@ -92,7 +94,8 @@ function graphemeCeil(s: string, i: number): number {
   if (i <= 0 || i >= s.length) return i;
   segmenter ??= new Intl.Segmenter(undefined, { granularity: "grapheme" });
   const from = Math.max(0, i - 128);
-  for (const { index } of segmenter.segment(s.slice(from, Math.min(s.length, i + 128)))) if (from + index >= i) return from + index;
+  for (const { index } of segmenter.segment(s.slice(from, Math.min(s.length, i + 128))))
+    if (from + index >= i) return from + index;
   return s.length;
 }
 
@@ -125,7 +128,8 @@ export function truncate(text: string, max: number, options: TruncateOptions = {
     room = next;
   }
   const m = markerFor(total - room);
-  if (codePointLength(m) + room > limit) return s.slice(0, options.graphemes ? graphemeFloor(s, indexAfter(s, limit)) : indexAfter(s, limit));
+  if (codePointLength(m) + room > limit)
+    return s.slice(0, options.graphemes ? graphemeFloor(s, indexAfter(s, limit)) : indexAfter(s, limit));
   const tail = Math.min(Math.max(0, Math.floor(options.tail ?? 0)), room);
   let headEnd = indexAfter(s, room - tail);
   let tailStart = tail > 0 ? indexOfLast(s, tail) : s.length;

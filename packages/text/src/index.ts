@@ -4,6 +4,18 @@
  * "did you mean" for a mistyped name. BM25 and the tokenizer the retrieval plugins share are
  * the `@keel/text/retrieval` subpath (it loads the stemmer; this entry does not).
  */
-export { codePointLength, codePointSlice, deltaJoiner, droppedMarker, extendWellFormed, headOf, isWellFormed, tailOf, toWellFormed, truncate, wellFormedDeep } from "./cut.ts";
+export {
+  codePointLength,
+  codePointSlice,
+  deltaJoiner,
+  droppedMarker,
+  extendWellFormed,
+  headOf,
+  isWellFormed,
+  tailOf,
+  toWellFormed,
+  truncate,
+  wellFormedDeep,
+} from "./cut.ts";
 export type { TruncateOptions } from "./cut.ts";
 export { closestName, didYouMean } from "./suggest.ts";

@@ -1,5 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { codePointLength, codePointSlice, deltaJoiner, didYouMean, headOf, isWellFormed, tailOf, toWellFormed, truncate, wellFormedDeep } from "../src/index.ts";
+import {
+  codePointLength,
+  codePointSlice,
+  deltaJoiner,
+  didYouMean,
+  headOf,
+  isWellFormed,
+  tailOf,
+  toWellFormed,
+  truncate,
+  wellFormedDeep,
+} from "../src/index.ts";
 
 const EMOJI = "😀";
 

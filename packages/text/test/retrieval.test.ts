@@ -19,7 +19,13 @@ describe("Bm25", () => {
   });
 
   it("ranks the rarer term higher, saturates term frequency and favours the shorter document", () => {
-    const index = new Bm25([["rare", "common"], ["common"], ["common"], ["common", "common", "common", "common"], ["common", "x", "y", "z", "w", "v"]]);
+    const index = new Bm25([
+      ["rare", "common"],
+      ["common"],
+      ["common"],
+      ["common", "common", "common", "common"],
+      ["common", "x", "y", "z", "w", "v"],
+    ]);
     const [rare] = index.score(["rare"]);
     const [common] = index.score(["common"]);
     expect(rare).toBeGreaterThan(common!);
@@ -70,11 +76,21 @@ describe("tokenize", () => {
     expect(tokenize("Ana’s dog couldn’t bark", { stem: false })).toEqual(["ana", "dog", "couldnt", "bark"]);
     expect(tokenize("you're here", { stem: false })).toEqual([]);
     // As FTS5: an apostrophe separates.
-    expect(tokenize("Ana's dog couldn't", { apostrophes: false, stopwords: false, stem: false, minLength: 1 })).toEqual(["ana", "s", "dog", "couldn", "t"]);
+    expect(tokenize("Ana's dog couldn't", { apostrophes: false, stopwords: false, stem: false, minLength: 1 })).toEqual(
+      ["ana", "s", "dog", "couldn", "t"],
+    );
   });
 
   it("splits camelCase and acronyms only when asked", () => {
-    expect(tokenize("readFileSync HTTPServer get_user-id", { camelCase: true, stem: false })).toEqual(["read", "file", "sync", "http", "server", "user", "id"]);
+    expect(tokenize("readFileSync HTTPServer get_user-id", { camelCase: true, stem: false })).toEqual([
+      "read",
+      "file",
+      "sync",
+      "http",
+      "server",
+      "user",
+      "id",
+    ]);
     expect(tokenize("readFileSync", { stem: false })).toEqual(["readfilesync"]);
   });
 
@@ -84,7 +100,10 @@ describe("tokenize", () => {
     expect(tokenize("Café naïve", { foldDiacritics: true, stem: false })).toEqual(["cafe", "naive"]);
     expect(tokenize("Café", { stem: false })).toEqual(["café"]);
     // A lone combining mark folds away to nothing and is no token.
-    expect(tokenize("a \u0301 b", { foldDiacritics: true, stopwords: false, stem: false, minLength: 1 })).toEqual(["a", "b"]);
+    expect(tokenize("a \u0301 b", { foldDiacritics: true, stopwords: false, stem: false, minLength: 1 })).toEqual([
+      "a",
+      "b",
+    ]);
   });
 
   it("makes CJK runs bigrams only when asked", () => {

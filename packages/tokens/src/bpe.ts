@@ -21,7 +21,8 @@ export interface BpeVocabulary {
 }
 
 const BASE64 = new Int8Array(128).fill(-1);
-for (const [i, c] of [..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"].entries()) BASE64[c.charCodeAt(0)] = i;
+for (const [i, c] of [..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"].entries())
+  BASE64[c.charCodeAt(0)] = i;
 
 /** A checksum of a cache file's body (CRC-32, native): catches a torn or corrupted file. */
 function checksum(b: Uint8Array, from: number): number {
@@ -56,7 +57,8 @@ function build(data: { pat_str: string; bpe_ranks: string }): Tables {
   const head = s.indexOf(" ");
   const afterRank = s.indexOf(" ", head + 1);
   const first = Number(s.slice(head + 1, afterRank));
-  if (!(head > 0 && afterRank > head && Number.isInteger(first)) || s.includes("\n")) throw new Error("js-tiktoken's o200k_base rank data is not in the expected form");
+  if (!(head > 0 && afterRank > head && Number.isInteger(first)) || s.includes("\n"))
+    throw new Error("js-tiktoken's o200k_base rank data is not in the expected form");
   const bytes = new Uint8Array(Math.ceil(s.length * 0.75));
   const starts = new Uint32Array(Math.ceil(s.length / 2));
   let used = 0;
@@ -89,7 +91,14 @@ function build(data: { pat_str: string; bpe_ranks: string }): Tables {
     while (table[h] !== -1) h = (h + 1) & (size - 1);
     table[h] = t;
   }
-  return { pattern: data.pat_str, first, tokens, bytes: bytes.slice(0, used), starts: starts.slice(0, tokens + 1), table };
+  return {
+    pattern: data.pat_str,
+    first,
+    tokens,
+    bytes: bytes.slice(0, used),
+    starts: starts.slice(0, tokens + 1),
+    table,
+  };
 }
 
 /** The cache file's name for this copy of the rank data (its size and mtime: a new js-tiktoken writes a new file). */
@@ -109,7 +118,11 @@ function readCache(file: string): Tables | undefined {
     return undefined;
   }
   if (copy.length < 32 || copy.byteOffset !== 0) return undefined;
-  const [magic, format, first, tokens, used, size, sum, patternBytes] = new Uint32Array(copy.buffer, 0, 8) as unknown as number[];
+  const [magic, format, first, tokens, used, size, sum, patternBytes] = new Uint32Array(
+    copy.buffer,
+    0,
+    8,
+  ) as unknown as number[];
   const expected = 32 + (tokens! + 1) * 4 + size! * 4 + used! + patternBytes!;
   if (magic !== MAGIC || format !== FORMAT || copy.length !== expected || sum !== checksum(copy, 32)) return undefined;
   const starts = new Uint32Array(copy.buffer, 32, tokens! + 1);
@@ -117,14 +130,24 @@ function readCache(file: string): Tables | undefined {
   const bytes = new Uint8Array(copy.buffer, 32 + (tokens! + 1) * 4 + size! * 4, used!);
   let pattern: string;
   try {
-    pattern = new TextDecoder("utf-8", { fatal: true }).decode(new Uint8Array(copy.buffer, expected - patternBytes!, patternBytes!));
+    pattern = new TextDecoder("utf-8", { fatal: true }).decode(
+      new Uint8Array(copy.buffer, expected - patternBytes!, patternBytes!),
+    );
     new RegExp(pattern, "ug");
   } catch {
     return undefined;
   }
   // The shape a lookup relies on (a file that passes its checksum may still be crafted): a
   // power-of-two table with empty slots and entries naming tokens, offsets that never go back.
-  if (!pattern || size! < 2 || (size! & (size! - 1)) !== 0 || size! < tokens! * 2 || starts[0] !== 0 || starts[tokens!] !== used) return undefined;
+  if (
+    !pattern ||
+    size! < 2 ||
+    (size! & (size! - 1)) !== 0 ||
+    size! < tokens! * 2 ||
+    starts[0] !== 0 ||
+    starts[tokens!] !== used
+  )
+    return undefined;
   for (let t = 0; t < tokens!; t++) if (starts[t + 1]! <= starts[t]!) return undefined;
   let empty = 0;
   for (let h = 0; h < size!; h++) {
@@ -141,7 +164,16 @@ function writeCache(file: string, t: Tables): void {
   try {
     const pattern = new TextEncoder().encode(t.pattern);
     const out = new Uint8Array(32 + t.starts.byteLength + t.table.byteLength + t.bytes.length + pattern.length);
-    new Uint32Array(out.buffer, 0, 8).set([MAGIC, FORMAT, t.first, t.tokens, t.bytes.length, t.table.length, 0, pattern.length]);
+    new Uint32Array(out.buffer, 0, 8).set([
+      MAGIC,
+      FORMAT,
+      t.first,
+      t.tokens,
+      t.bytes.length,
+      t.table.length,
+      0,
+      pattern.length,
+    ]);
     out.set(new Uint8Array(t.starts.buffer, t.starts.byteOffset, t.starts.byteLength), 32);
     out.set(new Uint8Array(t.table.buffer, t.table.byteOffset, t.table.byteLength), 32 + t.starts.byteLength);
     out.set(t.bytes, 32 + t.starts.byteLength + t.table.byteLength);
@@ -151,7 +183,9 @@ function writeCache(file: string, t: Tables): void {
     writeFileSync(tmp, out);
     renameSync(tmp, file);
     // Files of an earlier copy of the ranks (another js-tiktoken) are not read again.
-    for (const old of readdirSync(dirname(file))) if (old.startsWith("o200k-") && join(dirname(file), old) !== file && !old.endsWith(".tmp")) rmSync(join(dirname(file), old), { force: true });
+    for (const old of readdirSync(dirname(file)))
+      if (old.startsWith("o200k-") && join(dirname(file), old) !== file && !old.endsWith(".tmp"))
+        rmSync(join(dirname(file), old), { force: true });
   } catch {
     // A read-only or missing cache directory: the next process decodes again (~40 ms).
   }

@@ -13,7 +13,13 @@ import { loadO200k, type BpeVocabulary } from "./bpe.ts";
 export interface Message {
   readonly role: string;
   readonly toolName?: string;
-  readonly content: ReadonlyArray<{ readonly type: string; readonly text?: string; readonly data?: string; readonly name?: string; readonly args?: unknown }>;
+  readonly content: ReadonlyArray<{
+    readonly type: string;
+    readonly text?: string;
+    readonly data?: string;
+    readonly name?: string;
+    readonly args?: unknown;
+  }>;
 }
 
 /** A tool as it is sent: name, description and JSON Schema parameters. */
@@ -101,7 +107,7 @@ function countPieceCached(v: BpeVocabulary, piece: string): number {
     c = countLong(v, piece);
     if (pieceCounts.size >= PIECE_CACHE_MAX) pieceCounts.clear();
     // A piece is a slice of the whole text: the key is a flat copy, so the cache never keeps a counted text alive.
-    pieceCounts.set(piece.length > 12 ? (`${piece} `).slice(0, -1) : piece, c);
+    pieceCounts.set(piece.length > 12 ? `${piece} `.slice(0, -1) : piece, c);
   }
   return c;
 }
@@ -150,7 +156,9 @@ export class TokenCounter {
   #messages: WeakMap<Message, number> = this.#shared ? messageCounts : new WeakMap();
   #tools: WeakMap<ToolSchema, number> = this.#shared ? toolCounts : new WeakMap();
   #exactSums: WeakMap<readonly Message[], number> = this.#shared ? exactSums : new WeakMap();
-  #estimateSums: WeakMap<readonly Message[], { tokens: number; bound: number }> = this.#shared ? estimateSums : new WeakMap();
+  #estimateSums: WeakMap<readonly Message[], { tokens: number; bound: number }> = this.#shared
+    ? estimateSums
+    : new WeakMap();
   #lastSystem: { text: string; count: number } | undefined;
   #encodes = 0;
   #cacheHits = 0;
@@ -225,7 +233,9 @@ export class TokenCounter {
     for (const tool of tools) {
       let count = this.#tools.get(tool);
       if (count === undefined) {
-        count = this.countText(JSON.stringify({ name: tool.name, description: tool.description, parameters: tool.parameters }));
+        count = this.countText(
+          JSON.stringify({ name: tool.name, description: tool.description, parameters: tool.parameters }),
+        );
         this.#tools.set(tool, count);
       } else this.#cacheHits++;
       total += count;
@@ -245,7 +255,10 @@ export class TokenCounter {
    * parts are chars/4 estimates (`exact: false`, with the bound) and the tokenizer stays
    * unloaded; otherwise they are exact.
    */
-  countRequest(request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] }, options: { exactAbove?: number } = {}): RequestTokenCount {
+  countRequest(
+    request: { system: string; messages: readonly Message[]; tools: readonly ToolSchema[] },
+    options: { exactAbove?: number } = {},
+  ): RequestTokenCount {
     if (!vocabulary && options.exactAbove !== undefined) {
       // One pass: chars/4 estimates, and the UTF-8 length as a hard upper bound on tokens.
       let sums = this.#estimateSums.get(request.messages);
@@ -256,7 +269,8 @@ export class TokenCounter {
           sums.tokens += e.tokens;
           sums.bound += e.bound;
         }
-        if (request.messages.length >= HISTORY_FACTS_MIN && Object.isFrozen(request.messages)) this.#estimateSums.set(request.messages, sums);
+        if (request.messages.length >= HISTORY_FACTS_MIN && Object.isFrozen(request.messages))
+          this.#estimateSums.set(request.messages, sums);
       }
       const messages = sums.tokens;
       let bound = this.#systemBytes(request.system) + sums.bound;
@@ -308,7 +322,7 @@ export class TokenCounter {
         for (const b of o.content) {
           if (b.type === "image") images++;
           else if (b.type === "file") files += fileTokens(b.data ?? "");
-          else if (b.type === "tool_call") (add(b.name ?? ""), add(JSON.stringify(b.args ?? {})));
+          else if (b.type === "tool_call") add(b.name ?? ""), add(JSON.stringify(b.args ?? {}));
           else add(b.text ?? "");
         }
         if (o.role === "tool") add(o.toolName ?? "");

@@ -1,5 +1,16 @@
 import { spawnSync } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { crc32 } from "node:zlib";
 import { createRequire } from "node:module";
@@ -43,7 +54,28 @@ describe("o200k vocabulary (bpe.ts)", () => {
   it("counts exactly what js-tiktoken encodes, on hostile text", () => {
     let seed = 7;
     const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
-    const alphabet = [..."aZ9 \t\n\r.,;:'\"-_()[]{}<>/\\|`~!@#$%^&*+=?", "é", "ß", "日", "本", "語", "😀", "👍🏽", "\u0301", "\uD800", "\uDC00", "\u00a0", "\u3000", "ا", "ل", "ع", "я", "Ж", "٣", "½"];
+    const alphabet = [
+      ..."aZ9 \t\n\r.,;:'\"-_()[]{}<>/\\|`~!@#$%^&*+=?",
+      "é",
+      "ß",
+      "日",
+      "本",
+      "語",
+      "😀",
+      "👍🏽",
+      "\u0301",
+      "\uD800",
+      "\uDC00",
+      "\u00a0",
+      "\u3000",
+      "ا",
+      "ل",
+      "ع",
+      "я",
+      "Ж",
+      "٣",
+      "½",
+    ];
     const texts = [
       "",
       "a",
@@ -56,11 +88,14 @@ describe("o200k vocabulary (bpe.ts)", () => {
       "<|endoftext|> special text as plain text",
       "   leading, trailing   \n\n\n  \r\n\t\t",
     ];
-    for (let i = 0; i < 300; i++) texts.push(Array.from({ length: 1 + rand(120) }, () => alphabet[rand(alphabet.length)]).join(""));
+    for (let i = 0; i < 300; i++)
+      texts.push(Array.from({ length: 1 + rand(120) }, () => alphabet[rand(alphabet.length)]).join(""));
     // Single long pieces (one word, one whitespace run): the heap merge, past 48 bytes.
     const letters = [..."abcdefghijklmnopqrstuvwxyzéßøñ", "ж", "日"];
-    for (let i = 0; i < 150; i++) texts.push(Array.from({ length: 20 + rand(400) }, () => letters[rand(rand(3) ? 6 : letters.length)]).join(""));
-    for (let i = 0; i < 20; i++) texts.push(Array.from({ length: 50 + rand(300) }, () => [" ", "\t", "\n", "\r\n", "\u00a0"][rand(5)]).join(""));
+    for (let i = 0; i < 150; i++)
+      texts.push(Array.from({ length: 20 + rand(400) }, () => letters[rand(rand(3) ? 6 : letters.length)]).join(""));
+    for (let i = 0; i < 20; i++)
+      texts.push(Array.from({ length: 50 + rand(300) }, () => [" ", "\t", "\n", "\r\n", "\u00a0"][rand(5)]).join(""));
     for (const t of texts) expect(count(t), JSON.stringify(t)).toBe(oracle.encode(t, [], []).length);
   });
 
@@ -152,28 +187,31 @@ describe("o200k vocabulary cache", () => {
     expect(tokenizerCacheDir({ KEEL_CACHE_DIR: "rel/k", XDG_CACHE_HOME: "rel" })).toMatch(/[/\\]\.cache[/\\]keel$/);
   });
 
-  it.runIf(process.platform !== "win32")("passes over a FIFO, a device or a huge file in the cache's place without waiting on or reading it", () => {
-    const dir = mkdtempSync(join(tmpdir(), "keel-bpe-"));
-    try {
-      viaCache(dir);
-      const file = join(dir, readdirSync(dir)[0]!);
-      const replace = (make: () => void) => {
-        rmSync(file, { force: true });
-        make();
-        const t0 = performance.now();
-        expect(viaCache(dir)).toBe(expected());
-        expect(performance.now() - t0).toBeLessThan(5_000); // a FIFO read would block forever; /dev/zero would read until memory runs out
-      };
-      replace(() => expect(spawnSync("mkfifo", [file]).status).toBe(0));
-      replace(() => symlinkSync("/dev/zero", file));
-      replace(() => {
-        writeFileSync(file, "");
-        truncateSync(file, 64 * 1024 * 1024); // sparse: 64 MB that take no disk
-      });
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  it.runIf(process.platform !== "win32")(
+    "passes over a FIFO, a device or a huge file in the cache's place without waiting on or reading it",
+    () => {
+      const dir = mkdtempSync(join(tmpdir(), "keel-bpe-"));
+      try {
+        viaCache(dir);
+        const file = join(dir, readdirSync(dir)[0]!);
+        const replace = (make: () => void) => {
+          rmSync(file, { force: true });
+          make();
+          const t0 = performance.now();
+          expect(viaCache(dir)).toBe(expected());
+          expect(performance.now() - t0).toBeLessThan(5_000); // a FIFO read would block forever; /dev/zero would read until memory runs out
+        };
+        replace(() => expect(spawnSync("mkfifo", [file]).status).toBe(0));
+        replace(() => symlinkSync("/dev/zero", file));
+        replace(() => {
+          writeFileSync(file, "");
+          truncateSync(file, 64 * 1024 * 1024); // sparse: 64 MB that take no disk
+        });
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 
   it("refuses a file that passes its checksum but is crafted: a table with no empty slot (an endless probe), a pattern that is not a regex", () => {
     const dir = mkdtempSync(join(tmpdir(), "keel-bpe-"));
@@ -217,14 +255,17 @@ describe("the tokenizer cache's folder", () => {
   const linux = process.platform === "linux";
   const root = mkdtempSync(join(tmpdir(), "keel-tok-folder-"));
   afterAll(() => rmSync(root, { recursive: true, force: true }));
-  it.runIf(linux)("the tokenizer neither reads nor writes a cache in a folder others may write to (a crafted file could change counts)", () => {
-    const shared = join(root, "tok-shared");
-    mkdirSync(shared);
-    chmodSync(shared, 0o777);
-    loadO200k({ cacheDir: shared });
-    expect(readdirSync(shared).join("")).toBe("");
-    const mine = join(root, "tok-mine");
-    loadO200k({ cacheDir: mine });
-    expect(readdirSync(mine).join("")).toMatch(/^o200k-/);
-  });
+  it.runIf(linux)(
+    "the tokenizer neither reads nor writes a cache in a folder others may write to (a crafted file could change counts)",
+    () => {
+      const shared = join(root, "tok-shared");
+      mkdirSync(shared);
+      chmodSync(shared, 0o777);
+      loadO200k({ cacheDir: shared });
+      expect(readdirSync(shared).join("")).toBe("");
+      const mine = join(root, "tok-mine");
+      loadO200k({ cacheDir: mine });
+      expect(readdirSync(mine).join("")).toMatch(/^o200k-/);
+    },
+  );
 });

@@ -29,7 +29,10 @@ export function split(text: string, n: number): string[] {
   const parts = Math.max(1, Math.min(Math.floor(n), chars.length));
   if (!chars.length) return [];
   const out: string[] = [];
-  for (let i = 0; i < parts; i++) out.push(chars.slice(Math.floor((i * chars.length) / parts), Math.floor(((i + 1) * chars.length) / parts)).join(""));
+  for (let i = 0; i < parts; i++)
+    out.push(
+      chars.slice(Math.floor((i * chars.length) / parts), Math.floor(((i + 1) * chars.length) / parts)).join(""),
+    );
   return out;
 }
 
@@ -108,7 +111,8 @@ export interface UnicodeFault {
   column: number;
 }
 
-const hex4 = (s: string, i: number) => (/^[0-9a-fA-F]{4}$/.test(s.slice(i, i + 4)) ? parseInt(s.slice(i, i + 4), 16) : -1);
+const hex4 = (s: string, i: number) =>
+  /^[0-9a-fA-F]{4}$/.test(s.slice(i, i + 4)) ? parseInt(s.slice(i, i + 4), 16) : -1;
 
 /**
  * The first lone surrogate in a JSON body — an escaped `\ud83d` without its pair, or a raw

@@ -4,12 +4,19 @@ import type { RecordedRequest, WireReply } from "./types.ts";
 /** The text of the last user message of a request in any of the three formats ("" when none). */
 export function lastUserText(request: RecordedRequest): string {
   const body = request.body as any;
-  const items: any[] = request.api === "responses" ? (typeof body?.input === "string" ? [{ role: "user", content: body.input }] : (body?.input ?? [])) : (body?.messages ?? []);
+  const items: any[] =
+    request.api === "responses"
+      ? typeof body?.input === "string"
+        ? [{ role: "user", content: body.input }]
+        : (body?.input ?? [])
+      : (body?.messages ?? []);
   for (let i = items.length - 1; i >= 0; i--) {
     const m = items[i];
     if (m?.role !== "user") continue;
     if (typeof m.content === "string") return m.content;
-    const texts = (m.content ?? []).filter((b: any) => b?.type === "text" || b?.type === "input_text").map((b: any) => b.text);
+    const texts = (m.content ?? [])
+      .filter((b: any) => b?.type === "text" || b?.type === "input_text")
+      .map((b: any) => b.text);
     if (texts.length) return texts.join("");
   }
   return "";

@@ -22,7 +22,9 @@ if (values.script) {
     if (!Array.isArray(parsed)) throw new Error("the file must hold a JSON array of scripted answers");
     script = parsed as WireResponse[];
   } catch (err) {
-    console.error(`wire-server: cannot read --script ${values.script}: ${err instanceof Error ? err.message : String(err)}`);
+    console.error(
+      `wire-server: cannot read --script ${values.script}: ${err instanceof Error ? err.message : String(err)}`,
+    );
     process.exit(2);
   }
 }

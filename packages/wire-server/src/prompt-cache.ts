@@ -43,7 +43,11 @@ export function applyPromptCache(store: CacheStore, body: any, now = Date.now())
     hash.update(text);
     chars += text.length;
     const cc = (b as { cache_control?: { ttl?: string } } | null)?.cache_control;
-    prefixes.push({ key: hash.copy().digest("hex"), tokens: Math.ceil(chars / 4), ...(cc ? { ttl: cc.ttl ?? "5m" } : {}) });
+    prefixes.push({
+      key: hash.copy().digest("hex"),
+      tokens: Math.ceil(chars / 4),
+      ...(cc ? { ttl: cc.ttl ?? "5m" } : {}),
+    });
   }
   const total = Math.ceil(chars / 4);
   let read = 0;

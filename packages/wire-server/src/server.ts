@@ -7,9 +7,22 @@ import { unicodeFault } from "./common.ts";
 import { checkChat, openaiError, renderChat } from "./openai-chat.ts";
 import { checkResponses, renderResponses } from "./openai-responses.ts";
 import { applyPromptCache, type CacheStore } from "./prompt-cache.ts";
-import type { RecordedRequest, WireApi, WireErrorKind, WireHttpError, WireReply, WireResponse, WireServer, WireServerOptions } from "./types.ts";
+import type {
+  RecordedRequest,
+  WireApi,
+  WireErrorKind,
+  WireHttpError,
+  WireReply,
+  WireResponse,
+  WireServer,
+  WireServerOptions,
+} from "./types.ts";
 
-const ROUTES: Record<string, WireApi> = { "/v1/messages": "anthropic", "/v1/chat/completions": "chat", "/v1/responses": "responses" };
+const ROUTES: Record<string, WireApi> = {
+  "/v1/messages": "anthropic",
+  "/v1/chat/completions": "chat",
+  "/v1/responses": "responses",
+};
 
 /**
  * Start a server on 127.0.0.1 that answers Anthropic Messages and OpenAI Chat Completions /
@@ -46,7 +59,15 @@ export async function startWireServer(options: WireServerOptions = {}): Promise<
         // kept as text
       }
       const path = (req.url ?? "/").split("?")[0]!;
-      const record: RecordedRequest = { index: requests.length, method: req.method ?? "GET", path, api: ROUTES[path] ?? "other", headers: headersOf(req), body, outcome: "pending" };
+      const record: RecordedRequest = {
+        index: requests.length,
+        method: req.method ?? "GET",
+        path,
+        api: ROUTES[path] ?? "other",
+        headers: headersOf(req),
+        body,
+        outcome: "pending",
+      };
       requests.push(record);
       res.on("close", () => {
         if (record.outcome === "pending") record.outcome = "client_closed";
@@ -63,30 +84,55 @@ export async function startWireServer(options: WireServerOptions = {}): Promise<
   function handle(record: RecordedRequest, res: ServerResponse, bytes: Buffer, raw: string): void {
     const api = record.api;
     if (api === "other" || record.method !== "POST") {
-      sendJson(res, { status: 404, body: { error: { message: `wire-server: no route for ${record.method} ${record.path}`, type: "not_found_error" } }, headers: {} });
+      sendJson(res, {
+        status: 404,
+        body: {
+          error: { message: `wire-server: no route for ${record.method} ${record.path}`, type: "not_found_error" },
+        },
+        headers: {},
+      });
       record.outcome = "rejected";
       return;
     }
     if (options.apiKey !== undefined) {
-      const given = (api === "anthropic" ? record.headers["x-api-key"] : undefined) ?? record.headers["authorization"]?.replace(/^Bearer /, "");
+      const given =
+        (api === "anthropic" ? record.headers["x-api-key"] : undefined) ??
+        record.headers["authorization"]?.replace(/^Bearer /, "");
       if (given !== options.apiKey) return void httpError(record, res, { error: "auth" });
     }
     // The real APIs' strict JSON parsers refuse a lone surrogate before anything else happens
     // (no scripted answer is used up).
     const bad = unicodeFault(bytes, raw);
     if (bad) {
-      const rendered = api === "anthropic" ? anthropicError("invalid_request", anthropicUnicodeMessage(bad)) : openaiError("invalid_request", api, OPENAI_BAD_JSON);
+      const rendered =
+        api === "anthropic"
+          ? anthropicError("invalid_request", anthropicUnicodeMessage(bad))
+          : openaiError("invalid_request", api, OPENAI_BAD_JSON);
       record.outcome = "rejected";
       sendJson(res, rendered);
       return;
     }
-    let next = queue.shift() ?? options.onEmpty ?? { error: "invalid_request", message: "wire-server: the script has no answer left for this request; enqueue one more.", api };
+    let next = queue.shift() ??
+      options.onEmpty ?? {
+        error: "invalid_request",
+        message: "wire-server: the script has no answer left for this request; enqueue one more.",
+        api,
+      };
     if (typeof next === "function") next = next(record);
     record.response = next;
-    if (next.api && next.api !== api) return void httpError(record, res, { error: "invalid_request", message: `wire-server: the scripted answer is for the ${next.api} API but ${record.path} was called.` });
+    if (next.api && next.api !== api)
+      return void httpError(record, res, {
+        error: "invalid_request",
+        message: `wire-server: the scripted answer is for the ${next.api} API but ${record.path} was called.`,
+      });
     if ("error" in next) return void httpError(record, res, next);
     if ("hang" in next) return;
-    const problem = api === "anthropic" ? checkAnthropic(record.body) : api === "chat" ? checkChat(record.body) : checkResponses(record.body);
+    const problem =
+      api === "anthropic"
+        ? checkAnthropic(record.body)
+        : api === "chat"
+          ? checkChat(record.body)
+          : checkResponses(record.body);
     if (problem) {
       httpError(record, res, { error: "invalid_request", message: problem });
       record.outcome = "rejected";
@@ -97,7 +143,10 @@ export async function startWireServer(options: WireServerOptions = {}): Promise<
 
   function httpError(record: RecordedRequest, res: ServerResponse, e: WireHttpError): void {
     const api = record.api as WireApi;
-    const rendered = api === "anthropic" ? anthropicError(e.error, e.message, e.status) : openaiError(e.error, api, e.message, e.status);
+    const rendered =
+      api === "anthropic"
+        ? anthropicError(e.error, e.message, e.status)
+        : openaiError(e.error, api, e.message, e.status);
     if (e.retryAfter !== undefined) rendered.headers["retry-after"] = String(e.retryAfter);
     Object.assign(rendered.headers, e.headers ?? {});
     record.outcome = "http_error";
@@ -106,17 +155,46 @@ export async function startWireServer(options: WireServerOptions = {}): Promise<
 
   function stream(record: RecordedRequest, res: ServerResponse, reply: WireReply, api: WireApi): void {
     const u = reply.usage ?? {};
-    if (api === "anthropic" && u.cacheRead === undefined && u.cacheWrite === undefined && u.cacheWrite1h === undefined) {
+    if (
+      api === "anthropic" &&
+      u.cacheRead === undefined &&
+      u.cacheWrite === undefined &&
+      u.cacheWrite1h === undefined
+    ) {
       // No scripted cache figures: take them from the modelled prompt cache.
       const c = applyPromptCache(promptCache, record.body);
-      reply = { ...reply, usage: { ...u, input: u.input ?? c.total - c.read - c.write5m - c.write1h, cacheRead: c.read, cacheWrite: c.write5m, cacheWrite1h: c.write1h } };
+      reply = {
+        ...reply,
+        usage: {
+          ...u,
+          input: u.input ?? c.total - c.read - c.write5m - c.write1h,
+          cacheRead: c.read,
+          cacheWrite: c.write5m,
+          cacheWrite1h: c.write1h,
+        },
+      };
     }
-    const rendered: RenderedStream = api === "anthropic" ? renderAnthropic(reply, record.body) : api === "chat" ? renderChat(reply, record.body) : renderResponses(reply, record.body);
-    res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive", [api === "anthropic" ? "request-id" : "x-request-id"]: `req_wire_${record.index}` });
+    const rendered: RenderedStream =
+      api === "anthropic"
+        ? renderAnthropic(reply, record.body)
+        : api === "chat"
+          ? renderChat(reply, record.body)
+          : renderResponses(reply, record.body);
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+      [api === "anthropic" ? "request-id" : "x-request-id"]: `req_wire_${record.index}`,
+    });
     const fault = reply.fault;
-    const after = fault ? Math.max(0, Math.min(fault.afterEvents ?? Math.floor(rendered.finishAt / 2), rendered.finishAt)) : rendered.frames.length;
+    const after = fault
+      ? Math.max(0, Math.min(fault.afterEvents ?? Math.floor(rendered.finishAt / 2), rendered.finishAt))
+      : rendered.frames.length;
     let frames = rendered.frames.slice(0, fault?.type === "truncate" ? rendered.finishAt : after);
-    if (fault?.type === "error_event") frames = frames.concat(rendered.errorFrames(fault.errorKind ?? ("overloaded" as WireErrorKind), after, fault.responsesFailed === true));
+    if (fault?.type === "error_event")
+      frames = frames.concat(
+        rendered.errorFrames(fault.errorKind ?? ("overloaded" as WireErrorKind), after, fault.responsesFailed === true),
+      );
     const finish = () => {
       if (res.destroyed) return;
       if (!fault) {
@@ -174,7 +252,12 @@ export async function startWireServer(options: WireServerOptions = {}): Promise<
 
 /** Anthropic's message for a body its JSON parser refuses (as the real API words it). */
 function anthropicUnicodeMessage(f: UnicodeFault): string {
-  const what = f.kind === "no_low" ? "no low surrogate in string" : f.kind === "lone_low" ? "invalid low surrogate in string" : "invalid UTF-8 in string";
+  const what =
+    f.kind === "no_low"
+      ? "no low surrogate in string"
+      : f.kind === "lone_low"
+        ? "invalid low surrogate in string"
+        : "invalid UTF-8 in string";
   return `The request body is not valid JSON: ${what}: line ${f.line} column ${f.column} (char ${f.char})`;
 }
 
@@ -190,7 +273,10 @@ function headersOf(req: IncomingMessage): Record<string, string> {
 
 function sendJson(res: ServerResponse, e: RenderedError): void {
   const text = JSON.stringify(e.body);
-  res.writeHead(e.status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...e.headers });
+  res.writeHead(e.status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+    ...e.headers,
+  });
   res.end(text);
 }
-

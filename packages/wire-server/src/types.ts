@@ -36,7 +36,13 @@ export interface WireThinking {
 }
 
 /** Kinds of error the server can answer with, in each provider's real error shape. */
-export type WireErrorKind = "rate_limit" | "overloaded" | "server_error" | "auth" | "context_length" | "invalid_request";
+export type WireErrorKind =
+  | "rate_limit"
+  | "overloaded"
+  | "server_error"
+  | "auth"
+  | "context_length"
+  | "invalid_request";
 
 /**
  * A failure after the stream started. `cut`: the TCP connection is reset; `error_event`: an
@@ -98,10 +104,22 @@ export interface WireHang {
 }
 
 /** One scripted answer, or a function choosing one from the recorded request. */
-export type WireResponse = WireReply | WireHttpError | WireHang | ((request: RecordedRequest) => WireReply | WireHttpError | WireHang);
+export type WireResponse =
+  | WireReply
+  | WireHttpError
+  | WireHang
+  | ((request: RecordedRequest) => WireReply | WireHttpError | WireHang);
 
 /** How an exchange ended, as the server saw it. */
-export type WireOutcome = "pending" | "completed" | "http_error" | "cut" | "truncated" | "error_event" | "client_closed" | "rejected";
+export type WireOutcome =
+  | "pending"
+  | "completed"
+  | "http_error"
+  | "cut"
+  | "truncated"
+  | "error_event"
+  | "client_closed"
+  | "rejected";
 
 /** A request the server received. Contract: `body` is the parsed JSON (or the raw text when it is not JSON). */
 export interface RecordedRequest {

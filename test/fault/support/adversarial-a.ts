@@ -73,7 +73,16 @@ export async function keel(args: string[], options: KeelOptions): Promise<Run> {
       // Raw bytes reach keel's argv through the shell: printf expands octal escapes into the bytes themselves.
       const octal = (b: Buffer) => [...b].map((x) => `\\${x.toString(8).padStart(3, "0")}`).join("");
       const [cmd, argv] = raw.length
-        ? ["/bin/sh", ["-c", `exec "$0" "$@" ${raw.map((b) => `"$(printf '${octal(b)}')"`).join(" ")}`, process.execPath, KEEL_BIN, ...args]]
+        ? [
+            "/bin/sh",
+            [
+              "-c",
+              `exec "$0" "$@" ${raw.map((b) => `"$(printf '${octal(b)}')"`).join(" ")}`,
+              process.execPath,
+              KEEL_BIN,
+              ...args,
+            ],
+          ]
         : [process.execPath, [KEEL_BIN, ...args]];
       const child = spawn(cmd, argv, { cwd: options.cwd, env: options.env, stdio: ["pipe", "pipe", "pipe"] });
       let stdout = "";
@@ -93,7 +102,15 @@ export async function keel(args: string[], options: KeelOptions): Promise<Run> {
       child.on("error", reject);
       child.on("close", (code, signal) => {
         clearTimeout(cap);
-        resolve({ code, signal, stdout, stderr, ms: performance.now() - t0, killed, ...(duringError ? { duringError } : {}) });
+        resolve({
+          code,
+          signal,
+          stdout,
+          stderr,
+          ms: performance.now() - t0,
+          killed,
+          ...(duringError ? { duringError } : {}),
+        });
       });
       Promise.resolve(options.during?.({ child, stdout: () => stdout, stderr: () => stderr })).catch((err: unknown) => {
         duringError = String(err);

@@ -71,10 +71,27 @@ export function project(): Project {
 }
 
 /** `keel run` (or `keel chat` with `stdin` lines) with the project's config against the wire server, and how long it took. */
-export async function keel(p: Project, server: WireServer, args: string[], env: Record<string, string> = {}, stdin?: string[]): Promise<KeelRun & { ms: number }> {
+export async function keel(
+  p: Project,
+  server: WireServer,
+  args: string[],
+  env: Record<string, string> = {},
+  stdin?: string[],
+): Promise<KeelRun & { ms: number }> {
   const t0 = performance.now();
-  const full = offlineEnv({ KEEL_HOME: p.home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL, OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.openaiBaseURL, ...env });
-  const run = await runKeel([stdin ? "chat" : "run", "--config", p.config, ...args], { cwd: p.dir, env: full, ...(stdin ? { stdin } : {}) });
+  const full = offlineEnv({
+    KEEL_HOME: p.home,
+    ANTHROPIC_API_KEY: "sk-test",
+    ANTHROPIC_BASE_URL: server.anthropicBaseURL,
+    OPENAI_API_KEY: "sk-test",
+    OPENAI_BASE_URL: server.openaiBaseURL,
+    ...env,
+  });
+  const run = await runKeel([stdin ? "chat" : "run", "--config", p.config, ...args], {
+    cwd: p.dir,
+    env: full,
+    ...(stdin ? { stdin } : {}),
+  });
   return { ...run, ms: performance.now() - t0 };
 }
 

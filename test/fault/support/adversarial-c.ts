@@ -43,7 +43,10 @@ export function schemaOf(path: string): { version: number; tables: string[] } {
   const db = new DatabaseSync(path, { readOnly: true });
   try {
     const version = (db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version;
-    const tables = db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").all().map((r) => String((r as { name: unknown }).name));
+    const tables = db
+      .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+      .all()
+      .map((r) => String((r as { name: unknown }).name));
     return { version, tables };
   } finally {
     db.close();
@@ -61,9 +64,17 @@ export function rows(path: string, sql: string): Array<Record<string, unknown>> 
 }
 
 /** `keel args…` with every file it writes limited to `kib` KiB (bash `ulimit -f`): a full disk. */
-export function runKeelFileLimited(kib: number, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
+export function runKeelFileLimited(
+  kib: number,
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv },
+): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
   const t0 = performance.now();
-  const child = spawn("bash", ["-c", `ulimit -f ${kib} && exec "$0" "$@"`, process.execPath, KEEL_BIN, ...args], { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn("bash", ["-c", `ulimit -f ${kib} && exec "$0" "$@"`, process.execPath, KEEL_BIN, ...args], {
+    cwd: options.cwd,
+    env: options.env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -82,7 +93,8 @@ export function terminalsByTurn(events: readonly KeelEvent[]): Map<string, strin
   const out = new Map<string, string[]>();
   for (const e of events) {
     if (e.type === "turn.started" && e.turnId) out.set(e.turnId, out.get(e.turnId) ?? []);
-    if ((e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted") && e.turnId) out.set(e.turnId, [...(out.get(e.turnId) ?? []), e.type]);
+    if ((e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted") && e.turnId)
+      out.set(e.turnId, [...(out.get(e.turnId) ?? []), e.type]);
   }
   return out;
 }

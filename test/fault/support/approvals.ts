@@ -37,7 +37,9 @@ const review = definePlugin({
   name: "review",
   version: "1.0.0",
   setup(ctx) {
-    ctx.on("tool.pre_call", (e) => (e.call.name === "deploy" ? { kind: "tool_decision", decision: "ask", reason: "deploys are reviewed" } : undefined));
+    ctx.on("tool.pre_call", (e) =>
+      e.call.name === "deploy" ? { kind: "tool_decision", decision: "ask", reason: "deploys are reviewed" } : undefined,
+    );
   },
 });
 
@@ -47,7 +49,11 @@ const agent = await createAgent({
   tools: [deploy],
   plugins: [review],
   // Every process gets the script from where the conversation stands: a call, then prose.
-  provider: scriptedProvider(step === "pause" ? [{ toolCalls: [{ id: "d1", name: "deploy", args: { version: "v9" } }] }] : [{ text: "Done." }, { text: "Next." }]),
+  provider: scriptedProvider(
+    step === "pause"
+      ? [{ toolCalls: [{ id: "d1", name: "deploy", args: { version: "v9" } }] }]
+      : [{ text: "Done." }, { text: "Next." }],
+  ),
 });
 const session = await agent.session(sid);
 if (step === "pause") say(`RESULT ${JSON.stringify(await session.run("deploy v9"))}`);

@@ -53,7 +53,6 @@ export interface RunOptions {
   killAfterMs?: number;
 }
 
-
 /** The env every scenario runs with: no provider keys, its own home, a short loading deadline. */
 export function scenarioEnv(cwd: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return offlineEnv({ KEEL_HOME: join(cwd, ".keel-home"), KEEL_CONFIG_TIMEOUT_MS: String(LOAD_TIMEOUT_MS), ...extra });
@@ -65,8 +64,14 @@ export function keel(args: string[], options: RunOptions): Promise<Run> {
     () =>
       new Promise<Run>((resolve, reject) => {
         const started = performance.now();
-        const [cmd, argv] = options.removeCwdFirst ? ["/bin/sh", ["-c", 'rmdir "$PWD" && exec "$0" "$@"', process.execPath, KEEL_BIN, ...args]] : [process.execPath, [KEEL_BIN, ...args]];
-        const child = spawn(cmd, argv, { cwd: options.cwd, env: scenarioEnv(options.cwd, options.env), stdio: ["ignore", "pipe", "pipe"] });
+        const [cmd, argv] = options.removeCwdFirst
+          ? ["/bin/sh", ["-c", 'rmdir "$PWD" && exec "$0" "$@"', process.execPath, KEEL_BIN, ...args]]
+          : [process.execPath, [KEEL_BIN, ...args]];
+        const child = spawn(cmd, argv, {
+          cwd: options.cwd,
+          env: scenarioEnv(options.cwd, options.env),
+          stdio: ["ignore", "pipe", "pipe"],
+        });
         let stdout = "";
         let stderr = "";
         let closedAt: number | undefined;
@@ -74,7 +79,11 @@ export function keel(args: string[], options: RunOptions): Promise<Run> {
         if (options.closeStderr) child.stderr.destroy();
         child.stdout.on("data", (d: Buffer) => {
           stdout += d.toString();
-          if (options.closeStdoutAfterLines !== undefined && stdout.split("\n").length > options.closeStdoutAfterLines && closedAt === undefined) {
+          if (
+            options.closeStdoutAfterLines !== undefined &&
+            stdout.split("\n").length > options.closeStdoutAfterLines &&
+            closedAt === undefined
+          ) {
             closedAt = performance.now();
             child.stdout.destroy();
           }
@@ -85,7 +94,14 @@ export function keel(args: string[], options: RunOptions): Promise<Run> {
         child.on("close", (code, signal) => {
           clearTimeout(killer);
           const now = performance.now();
-          resolve({ code, signal, stdout, stderr, ms: now - started, ...(closedAt !== undefined ? { msAfterClose: now - closedAt } : {}) });
+          resolve({
+            code,
+            signal,
+            stdout,
+            stderr,
+            ms: now - started,
+            ...(closedAt !== undefined ? { msAfterClose: now - closedAt } : {}),
+          });
         });
       }),
   );
@@ -103,7 +119,10 @@ export function expectNoStack(text: string): void {
  * loose enough for a loaded 2-core machine), nothing on stdout, and stderr gives the
  * code, the file, the path (`at <path>`) and each of `says`, with no stack trace.
  */
-export function expectLocated(run: Run, want: { code: string; file: string; path?: string; says?: string[]; withinMs?: number }): void {
+export function expectLocated(
+  run: Run,
+  want: { code: string; file: string; path?: string; says?: string[]; withinMs?: number },
+): void {
   expect(run.code, run.stderr).toBe(2);
   expect(run.ms).toBeLessThan(want.withinMs ?? 15_000);
   expect(run.stdout).toBe("");

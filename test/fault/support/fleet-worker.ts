@@ -9,12 +9,19 @@
 import { writeSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { createAgent } from "../../../packages/kernel/src/index.ts";
-import type { AssistantMessage, Message, ModelEvent, ModelProvider, ModelRequest } from "../../../packages/kernel/src/index.ts";
+import type {
+  AssistantMessage,
+  Message,
+  ModelEvent,
+  ModelProvider,
+  ModelRequest,
+} from "../../../packages/kernel/src/index.ts";
 import { memory } from "../../../packages/plugin-memory/src/index.ts";
 import { PostgresSessionStore } from "../../../packages/store-postgres/src/index.ts";
 
 const say = (line: string) => writeSync(1, `${line}\n`);
-const textOf = (m: Message | undefined): string => (m && m.role !== "assistant" ? m.content.map((b) => (b.type === "text" ? b.text : "")).join("") : "");
+const textOf = (m: Message | undefined): string =>
+  m && m.role !== "assistant" ? m.content.map((b) => (b.type === "text" ? b.text : "")).join("") : "";
 let calls = 0;
 /** The word an ASK turn looks for (sent after a tab, never part of the user's message). */
 let expected = "";
@@ -29,23 +36,50 @@ const provider: ModelProvider = {
       if (text.startsWith("ASK ")) {
         const word = expected;
         const context = request.system + JSON.stringify(request.messages.slice(0, -1));
-        message = { role: "assistant", content: [{ type: "text", text: context.includes(word) ? "FOUND" : "MISSING" }] };
+        message = {
+          role: "assistant",
+          content: [{ type: "text", text: context.includes(word) ? "FOUND" : "MISSING" }],
+        };
       } else {
         // Some model time, so kills land mid-turn too.
         await new Promise((r, j) => {
           const t = setTimeout(r, 20 + Math.floor(Math.random() * 120));
           options.signal.addEventListener("abort", () => (clearTimeout(t), j(options.signal.reason)), { once: true });
         });
-        message = { role: "assistant", content: [{ type: "tool_call", id: `call-${process.pid}-${++calls}`, name: "memory_remember", args: { content: text } }] };
+        message = {
+          role: "assistant",
+          content: [
+            {
+              type: "tool_call",
+              id: `call-${process.pid}-${++calls}`,
+              name: "memory_remember",
+              args: { content: text },
+            },
+          ],
+        };
       }
     } else message = { role: "assistant", content: [{ type: "text", text: "Noted." }] };
     const toolUse = message.content.some((b) => b.type === "tool_call");
-    yield { type: "response", message, stopReason: toolUse ? "tool_use" : "end_turn", usage: { inputTokens: 10, outputTokens: 5 } };
+    yield {
+      type: "response",
+      message,
+      stopReason: toolUse ? "tool_use" : "end_turn",
+      usage: { inputTokens: 10, outputTokens: 5 },
+    };
   },
 };
 
-const store = new PostgresSessionStore({ url: process.env.KEEL_DATABASE_URL!, schema: process.env.KEEL_DATABASE_SCHEMA! });
-const agent = await createAgent({ name: "fleet", store, provider, plugins: [memory({ namespace: "fleet", extraction: "off" })], lease: { ttlMs: 1_000, waitMs: 60_000 } });
+const store = new PostgresSessionStore({
+  url: process.env.KEEL_DATABASE_URL!,
+  schema: process.env.KEEL_DATABASE_SCHEMA!,
+});
+const agent = await createAgent({
+  name: "fleet",
+  store,
+  provider,
+  plugins: [memory({ namespace: "fleet", extraction: "off" })],
+  lease: { ttlMs: 1_000, waitMs: 60_000 },
+});
 say("READY");
 const lines = createInterface({ input: process.stdin });
 for await (const line of lines) {

@@ -22,7 +22,10 @@ export function tempRoot(prefix = "keel-fault-hangs-"): string {
  * A temp root for the file and a wire server per scenario (so scenarios can run two at a time),
  * all closed and removed after the file; `online` is the env pointing both SDKs at one of them.
  */
-export function useWirePerScenario(prefix: string, defaults: Record<string, string> = {}): {
+export function useWirePerScenario(
+  prefix: string,
+  defaults: Record<string, string> = {},
+): {
   root: string;
   wire: () => Promise<WireServer>;
   online: (server: WireServer, home: string, extra?: Record<string, string>) => NodeJS.ProcessEnv;
@@ -41,7 +44,15 @@ export function useWirePerScenario(prefix: string, defaults: Record<string, stri
       return s;
     },
     online: (server, home, extra = {}) =>
-      cleanEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL, OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.openaiBaseURL, ...defaults, ...extra }),
+      cleanEnv({
+        KEEL_HOME: home,
+        ANTHROPIC_API_KEY: "sk-test",
+        ANTHROPIC_BASE_URL: server.anthropicBaseURL,
+        OPENAI_API_KEY: "sk-test",
+        OPENAI_BASE_URL: server.openaiBaseURL,
+        ...defaults,
+        ...extra,
+      }),
   };
 }
 
@@ -70,7 +81,16 @@ export interface TimedRun {
 /** Env without provider keys or settings of the developer's shell. */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const k of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "KEEL_OFFLINE", "KEEL_HOME", "KEEL_EXIT_GRACE_MS"]) delete env[k];
+  for (const k of [
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+    "KEEL_OFFLINE",
+    "KEEL_HOME",
+    "KEEL_EXIT_GRACE_MS",
+  ])
+    delete env[k];
   return { ...env, ...extra };
 }
 
@@ -78,7 +98,15 @@ export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
  * Spawn `keel args…` and time it; the child is SIGKILLed after `capMs` (so a hang fails the
  * test instead of hanging it). `during` may signal the child while it runs.
  */
-export async function timedKeel(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; capMs?: number; during?: (child: ChildProcess, out: { stdout: () => string; stderr: () => string }) => unknown }): Promise<TimedRun> {
+export async function timedKeel(
+  args: string[],
+  options: {
+    cwd: string;
+    env: NodeJS.ProcessEnv;
+    capMs?: number;
+    during?: (child: ChildProcess, out: { stdout: () => string; stderr: () => string }) => unknown;
+  },
+): Promise<TimedRun> {
   await slot();
   try {
     return await spawnTimed(args, options);
@@ -106,7 +134,11 @@ function release(): void {
 function spawnTimed(args: string[], options: Parameters<typeof timedKeel>[1]): Promise<TimedRun> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, [KEEL_BIN, ...args], { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [KEEL_BIN, ...args], {
+      cwd: options.cwd,
+      env: options.env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     let killed = false;
@@ -120,7 +152,15 @@ function spawnTimed(args: string[], options: Parameters<typeof timedKeel>[1]): P
     child.on("error", reject);
     child.on("close", (code, signal) => {
       clearTimeout(cap);
-      resolve({ code, signal, stdout, stderr, ms: performance.now() - t0, killed, ...(duringError ? { duringError } : {}) });
+      resolve({
+        code,
+        signal,
+        stdout,
+        stderr,
+        ms: performance.now() - t0,
+        killed,
+        ...(duringError ? { duringError } : {}),
+      });
     });
     Promise.resolve(options.during?.(child, { stdout: () => stdout, stderr: () => stderr })).catch((err: unknown) => {
       duringError = String(err);
@@ -157,7 +197,11 @@ export async function onlySession(home: string): Promise<KeelEvent[]> {
 }
 
 /** Tool calls and tool results of the stored messages: every call must have exactly one result. */
-export function pairing(events: readonly KeelEvent[]): { calls: string[]; results: Map<string, number>; texts: Map<string, string> } {
+export function pairing(events: readonly KeelEvent[]): {
+  calls: string[];
+  results: Map<string, number>;
+  texts: Map<string, string>;
+} {
   const calls: string[] = [];
   const results = new Map<string, number>();
   const texts = new Map<string, string>();

@@ -21,14 +21,26 @@ export const MEMORY = pathToFileURL(join(REPO, "packages/plugin-memory/src/index
 /** A home with an `agent.config.mjs`: `body` is the module after the imports (it must export default). */
 export function makeHome(body: string): { dir: string; home: string } {
   const dir = mkdtempSync(join(tmpdir(), "keel-fault-jobs-"));
-  writeFileSync(join(dir, "agent.config.mjs"), `import { defineConfig, definePlugin } from ${JSON.stringify(KERNEL)};\nimport { memory } from ${JSON.stringify(MEMORY)};\n${body}\n`);
+  writeFileSync(
+    join(dir, "agent.config.mjs"),
+    `import { defineConfig, definePlugin } from ${JSON.stringify(KERNEL)};\nimport { memory } from ${JSON.stringify(MEMORY)};\n${body}\n`,
+  );
   return { dir, home: join(dir, "home") };
 }
 
 /** Run `keel` in `dir` with its home; returns the run and how long it took. */
-export async function keel(dir: string, home: string, args: string[], options: { env?: Record<string, string>; onStderr?: (chunk: string, child: ChildProcess) => void } = {}): Promise<KeelRun & { ms: number }> {
+export async function keel(
+  dir: string,
+  home: string,
+  args: string[],
+  options: { env?: Record<string, string>; onStderr?: (chunk: string, child: ChildProcess) => void } = {},
+): Promise<KeelRun & { ms: number }> {
   const t0 = Date.now();
-  const r = await runKeel(args, { cwd: dir, env: offlineEnv({ KEEL_HOME: home, ...options.env }), ...(options.onStderr ? { onStderr: options.onStderr } : {}) });
+  const r = await runKeel(args, {
+    cwd: dir,
+    env: offlineEnv({ KEEL_HOME: home, ...options.env }),
+    ...(options.onStderr ? { onStderr: options.onStderr } : {}),
+  });
   return { ...r, ms: Date.now() - t0 };
 }
 
@@ -50,10 +62,20 @@ export function sessionOf(run: KeelRun, home?: string): string {
 export function allEvents(home: string): KeelEvent[] {
   const db = new DatabaseSync(join(home, "sessions.sqlite"), { readOnly: true });
   try {
-    return db.prepare("SELECT session_id, seq, ts, turn_id, type, data FROM events ORDER BY rowid").all().map((r) => {
-      const row = r as Record<string, unknown>;
-      return { type: row["type"], ...(JSON.parse(row["data"] as string) as object), sessionId: row["session_id"], seq: row["seq"], ts: row["ts"], turnId: row["turn_id"] } as KeelEvent;
-    });
+    return db
+      .prepare("SELECT session_id, seq, ts, turn_id, type, data FROM events ORDER BY rowid")
+      .all()
+      .map((r) => {
+        const row = r as Record<string, unknown>;
+        return {
+          type: row["type"],
+          ...(JSON.parse(row["data"] as string) as object),
+          sessionId: row["session_id"],
+          seq: row["seq"],
+          ts: row["ts"],
+          turnId: row["turn_id"],
+        } as KeelEvent;
+      });
   } finally {
     db.close();
   }
@@ -63,8 +85,14 @@ export function allEvents(home: string): KeelEvent[] {
 export function memories(home: string): { contents: string[]; extracted: string[] } {
   const db = new DatabaseSync(join(home, "memory.sqlite"), { readOnly: true });
   try {
-    const contents = db.prepare("SELECT content FROM memories ORDER BY id").all().map((r) => String((r as { content: unknown }).content));
-    const extracted = db.prepare("SELECT turn_id FROM extractions ORDER BY turn_id").all().map((r) => String((r as { turn_id: unknown }).turn_id));
+    const contents = db
+      .prepare("SELECT content FROM memories ORDER BY id")
+      .all()
+      .map((r) => String((r as { content: unknown }).content));
+    const extracted = db
+      .prepare("SELECT turn_id FROM extractions ORDER BY turn_id")
+      .all()
+      .map((r) => String((r as { turn_id: unknown }).turn_id));
     return { contents, extracted };
   } finally {
     db.close();
@@ -73,7 +101,9 @@ export function memories(home: string): { contents: string[]; extracted: string[
 
 /** `job.*` events of one key, as `type[:status]` strings. */
 export function jobTrail(events: readonly KeelEvent[], key: string): string[] {
-  return events.filter((e) => e.type.startsWith("job.") && (e as { idempotencyKey?: string }).idempotencyKey === key).map((e) => `${e.type}${"status" in e ? `:${String(e.status)}` : ""}`);
+  return events
+    .filter((e) => e.type.startsWith("job.") && (e as { idempotencyKey?: string }).idempotencyKey === key)
+    .map((e) => `${e.type}${"status" in e ? `:${String(e.status)}` : ""}`);
 }
 
 /**

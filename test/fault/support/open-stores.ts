@@ -29,11 +29,29 @@ try {
   step = "mcp-audit";
   let auditError: unknown;
   const audit = new AuditLog(join(home, "mcp-audit.sqlite"), (e) => (auditError = e));
-  audit.record({ ts: Date.now(), sessionId: tag, server: "s", tool: "t", name: "s_t", durationMs: 1, outcome: "ok", bytes: 0 });
+  audit.record({
+    ts: Date.now(),
+    sessionId: tag,
+    server: "s",
+    tool: "t",
+    name: "s_t",
+    durationMs: 1,
+    outcome: "ok",
+    bytes: 0,
+  });
   if (auditError) throw auditError;
   step = "compaction";
   const raw = new RawStore(join(home, "compaction.sqlite"));
-  raw.put({ id: tag, sessionId: tag, toolCallId: "c", toolName: "t", kind: "taco", text: "x", tokens: 1, createdAt: Date.now() });
+  raw.put({
+    id: tag,
+    sessionId: tag,
+    toolCallId: "c",
+    toolName: "t",
+    kind: "taco",
+    text: "x",
+    tokens: 1,
+    createdAt: Date.now(),
+  });
   if (raw.degraded) throw new Error(raw.lastError);
   process.stdout.write("ok\n");
 } catch (err) {

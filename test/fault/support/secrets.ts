@@ -4,7 +4,17 @@
  * are routed by what is asked (main turn, memory extraction, active recall, skill drafting),
  * and a raw-bytes search of every file under the home (including -wal and -shm files).
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -18,7 +28,6 @@ import { expect, it } from "vitest";
 const src = (pkg: string) => pathToFileURL(join(REPO, "packages", pkg, "src", "index.ts")).href;
 const FIXTURE_MCP = join(REPO, "packages", "plugin-mcp", "test", "fixtures", "scripted-server.mjs");
 const DELAYED_MCP = join(REPO, "packages", "plugin-mcp", "test", "fixtures", "delayed-server.mjs");
-
 
 /** Key-shaped test values of many providers, built at run time (no key literal in the repository). */
 export function secrets() {
@@ -68,7 +77,10 @@ export interface World {
   server: WireServer;
   script: Script;
   /** `env`: more variables for the `keel` process (e.g. FAULT_MCP_DELAY). */
-  run(input: string, opts?: { ns?: string; session?: string; json?: boolean; env?: Record<string, string> }): Promise<KeelRun>;
+  run(
+    input: string,
+    opts?: { ns?: string; session?: string; json?: boolean; env?: Record<string, string> },
+  ): Promise<KeelRun>;
   mainRequests(): RecordedRequest[];
   /** Files under the home whose raw bytes contain any needle (each needle also in lower case). */
   filesContaining(needles: readonly string[]): string[];
@@ -107,15 +119,22 @@ export async function world(cfg: WorldConfig = {}): Promise<World> {
       return script.main.shift() ?? { text: "ok" };
     },
   });
-  const tools = cfg.bigTool !== undefined
-    ? `tools: [defineTool({ name: "dump_config", description: "Dump the service configuration.", input: z.object({}), category: "exec", execute: () => ${JSON.stringify(cfg.bigTool)} })],`
-    : "";
+  const tools =
+    cfg.bigTool !== undefined
+      ? `tools: [defineTool({ name: "dump_config", description: "Dump the service configuration.", input: z.object({}), category: "exec", execute: () => ${JSON.stringify(cfg.bigTool)} })],`
+      : "";
   const plugins = [
     `memory({ namespace: process.env.FAULT_NS ?? "default", extraction: "model" })`,
     `skills({ namespace: process.env.FAULT_NS ?? "default", autoDraft: { threshold: ${cfg.skillsThreshold ?? 50} }${cfg.skill ? `, dirs: [${JSON.stringify(join(dir, "skills"))}]` : ""} })`,
-    ...(typeof cfg.compaction === "string" ? [`compaction(${cfg.compaction})`] : cfg.compaction ?? cfg.bigTool !== undefined ? [`compaction({ model: false, taco: { threshold: 200 } })`] : []),
+    ...(typeof cfg.compaction === "string"
+      ? [`compaction(${cfg.compaction})`]
+      : (cfg.compaction ?? cfg.bigTool !== undefined)
+        ? [`compaction({ model: false, taco: { threshold: 200 } })`]
+        : []),
     ...(cfg.mcp
-      ? [`mcp({ servers: { fx: { command: process.execPath, args: [${JSON.stringify(FIXTURE_MCP)}] }${cfg.mcpSlow ? `, slow: { command: process.execPath, args: [${JSON.stringify(DELAYED_MCP)}], env: { DELAY_MS: process.env.FAULT_MCP_DELAY ?? "0", TOOL_PREFIX: "slow" } }` : ""} }, topK: ${cfg.mcpTopK ?? 10} })`]
+      ? [
+          `mcp({ servers: { fx: { command: process.execPath, args: [${JSON.stringify(FIXTURE_MCP)}] }${cfg.mcpSlow ? `, slow: { command: process.execPath, args: [${JSON.stringify(DELAYED_MCP)}], env: { DELAY_MS: process.env.FAULT_MCP_DELAY ?? "0", TOOL_PREFIX: "slow" } }` : ""} }, topK: ${cfg.mcpTopK ?? 10} })`,
+        ]
       : []),
     // Both keep text from the user's words (the goal, recurring words): every scenario's file scan covers them too.
     `goals()`,
@@ -127,7 +146,10 @@ export async function world(cfg: WorldConfig = {}): Promise<World> {
   symlinkSync(join(REPO, "packages", "kernel"), join(dir, "node_modules", "@keel", "kernel"), "dir");
   if (cfg.skill) {
     mkdirSync(join(dir, "skills", "deploy-checklist"), { recursive: true });
-    writeFileSync(join(dir, "skills", "deploy-checklist", "SKILL.md"), "---\nname: deploy-checklist\ndescription: Steps to deploy a service and verify its tokens and credentials.\n---\n\n1. Check. 2. Deploy.\n");
+    writeFileSync(
+      join(dir, "skills", "deploy-checklist", "SKILL.md"),
+      "---\nname: deploy-checklist\ndescription: Steps to deploy a service and verify its tokens and credentials.\n---\n\n1. Check. 2. Deploy.\n",
+    );
   }
   writeFileSync(
     join(dir, "agent.config.ts"),
@@ -154,8 +176,27 @@ export default defineConfig({
     server,
     script,
     run(input, opts = {}) {
-      const args = ["run", ...(opts.json ? ["--json"] : []), ...(opts.session ? ["--session", opts.session] : []), input];
-      return limited(async () => { const t0 = Date.now(); const r = await runKeel(args, { cwd: dir, env: offlineEnv({ KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL, ...(opts.ns ? { FAULT_NS: opts.ns } : {}), ...opts.env }) }); if (process.env.FAULT_TIMING) console.log(`[run ${Date.now() - t0} ms] ${input.slice(0, 30)}`); return r; });
+      const args = [
+        "run",
+        ...(opts.json ? ["--json"] : []),
+        ...(opts.session ? ["--session", opts.session] : []),
+        input,
+      ];
+      return limited(async () => {
+        const t0 = Date.now();
+        const r = await runKeel(args, {
+          cwd: dir,
+          env: offlineEnv({
+            KEEL_HOME: home,
+            ANTHROPIC_API_KEY: "sk-test",
+            ANTHROPIC_BASE_URL: server.anthropicBaseURL,
+            ...(opts.ns ? { FAULT_NS: opts.ns } : {}),
+            ...opts.env,
+          }),
+        });
+        if (process.env.FAULT_TIMING) console.log(`[run ${Date.now() - t0} ms] ${input.slice(0, 30)}`);
+        return r;
+      });
     },
     mainRequests: () => server.requests.filter(isMain),
     filesContaining(needles) {

@@ -63,9 +63,24 @@ export function faultConfig(extra = ""): string {
 /** Env of a run against the wire server: no other provider key, KEEL_HOME set. */
 export function wireEnv(home: string, anthropicBaseURL: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const k of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "KEEL_OFFLINE", "KEEL_HOME"]) delete env[k];
+  for (const k of [
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+    "KEEL_OFFLINE",
+    "KEEL_HOME",
+  ])
+    delete env[k];
   // Node's compile cache only shortens each CLI's start (~1 s cold on 2 cores); Keel ignores it.
-  return { ...env, KEEL_HOME: home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: anthropicBaseURL, NODE_COMPILE_CACHE: join(tmpdir(), "keel-fault-compile-cache"), ...extra };
+  return {
+    ...env,
+    KEEL_HOME: home,
+    ANTHROPIC_API_KEY: "sk-test",
+    ANTHROPIC_BASE_URL: anthropicBaseURL,
+    NODE_COMPILE_CACHE: join(tmpdir(), "keel-fault-compile-cache"),
+    ...extra,
+  };
 }
 
 /** A running `keel`. */
@@ -80,10 +95,17 @@ export interface KeelProc {
 const live = new Set<ChildProcess>();
 
 /** Start `keel args…` (optionally through a command prefix such as setpriv). */
-export function startKeel(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; prefix?: string[]; keepStdin?: boolean }): KeelProc {
+export function startKeel(
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv; prefix?: string[]; keepStdin?: boolean },
+): KeelProc {
   const t0 = performance.now();
   const argv = [...(options.prefix ?? []), process.execPath, KEEL_BIN, ...args];
-  const child = spawn(argv[0]!, argv.slice(1), { cwd: options.cwd, env: options.env, stdio: [options.keepStdin ? "pipe" : "ignore", "pipe", "pipe"] });
+  const child = spawn(argv[0]!, argv.slice(1), {
+    cwd: options.cwd,
+    env: options.env,
+    stdio: [options.keepStdin ? "pipe" : "ignore", "pipe", "pipe"],
+  });
   live.add(child);
   let out = "";
   let err = "";
@@ -99,7 +121,10 @@ export function startKeel(args: string[], options: { cwd: string; env: NodeJS.Pr
 }
 
 /** Run `keel args…` to the end, SIGKILLed after `timeoutMs` (then `code` is null). */
-export async function runKeel(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; prefix?: string[]; timeoutMs?: number }): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; ms: number }> {
+export async function runKeel(
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv; prefix?: string[]; timeoutMs?: number },
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; ms: number }> {
   const p = startKeel(args, options);
   const timer = setTimeout(() => p.child.kill("SIGKILL"), options.timeoutMs ?? 15_000);
   const r = await p.exit;
@@ -134,12 +159,17 @@ export function useSharedWire(prefix: string): { root: string; server: () => Wir
 
 /** SIGKILL every child still running (afterEach/afterAll). */
 export async function killAll(): Promise<void> {
-  await Promise.all([...live].map((c) => new Promise<void>((res) => {
-    if (c.exitCode !== null || c.signalCode !== null) return res();
-    c.once("close", () => res());
-    c.kill("SIGCONT");
-    c.kill("SIGKILL");
-  })));
+  await Promise.all(
+    [...live].map(
+      (c) =>
+        new Promise<void>((res) => {
+          if (c.exitCode !== null || c.signalCode !== null) return res();
+          c.once("close", () => res());
+          c.kill("SIGCONT");
+          c.kill("SIGKILL");
+        }),
+    ),
+  );
 }
 
 /** Poll `pred` every `stepMs` until true; throws after `timeoutMs` naming `what`. */
@@ -196,22 +226,32 @@ export function storedUserTexts(events: readonly KeelEvent[]): string[] {
 export function pairingProblems(body: { messages?: Array<{ role: string; content: unknown }> }): string[] {
   const problems: string[] = [];
   const msgs = body.messages ?? [];
-  const blocks = (m: { content: unknown } | undefined) => (Array.isArray(m?.content) ? (m!.content as Array<{ type: string; id?: string; tool_use_id?: string }>) : []);
+  const blocks = (m: { content: unknown } | undefined) =>
+    Array.isArray(m?.content) ? (m!.content as Array<{ type: string; id?: string; tool_use_id?: string }>) : [];
   for (let i = 0; i < msgs.length; i++) {
     const m = msgs[i]!;
-    const results = blocks(m).filter((b) => b.type === "tool_result").map((b) => b.tool_use_id!);
+    const results = blocks(m)
+      .filter((b) => b.type === "tool_result")
+      .map((b) => b.tool_use_id!);
     const prev = msgs[i - 1];
-    const calls = prev?.role === "assistant" ? blocks(prev).filter((b) => b.type === "tool_use").map((b) => b.id!) : [];
+    const calls =
+      prev?.role === "assistant"
+        ? blocks(prev)
+            .filter((b) => b.type === "tool_use")
+            .map((b) => b.id!)
+        : [];
     if (m.role === "user") {
       for (const r of results) if (!calls.includes(r)) problems.push(`message ${i}: tool_result ${r} without its call`);
       for (const c of calls) {
         const n = results.filter((r) => r === c).length;
         if (n !== 1) problems.push(`message ${i}: tool_use ${c} has ${n} results`);
       }
-    } else if (calls.length) problems.push(`message ${i}: tool_use in message ${i - 1} not followed by a user message with results`);
+    } else if (calls.length)
+      problems.push(`message ${i}: tool_use in message ${i - 1} not followed by a user message with results`);
   }
   const last = msgs.at(-1);
-  if (last?.role === "assistant" && blocks(last).some((b) => b.type === "tool_use")) problems.push("the request ends with unanswered tool calls");
+  if (last?.role === "assistant" && blocks(last).some((b) => b.type === "tool_use"))
+    problems.push("the request ends with unanswered tool calls");
   return problems;
 }
 
@@ -237,7 +277,15 @@ export function toolScript(request: RecordedRequest): WireReply {
   }
   const parallel = num("parallel", 1);
   if (results < rounds * parallel) {
-    return { toolCalls: Array.from({ length: parallel }, (_, k) => ({ id: `toolu_${request.index}_${k}`, name: "pause", args: { ms: pause } })), delayMs, api: "anthropic" };
+    return {
+      toolCalls: Array.from({ length: parallel }, (_, k) => ({
+        id: `toolu_${request.index}_${k}`,
+        name: "pause",
+        args: { ms: pause },
+      })),
+      delayMs,
+      api: "anthropic",
+    };
   }
   return { text: `Done after ${results} tool results: ${headOf(text, 40)}`, chunks: 4, delayMs, api: "anthropic" };
 }
@@ -264,7 +312,8 @@ export function garbleTable(dbPath: string, table: string): void {
   const db = new DatabaseSync(dbPath);
   db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
   const pageSize = (db.prepare("PRAGMA page_size").get() as { page_size: number }).page_size;
-  const root = (db.prepare("SELECT rootpage FROM sqlite_schema WHERE name = ?").get(table) as { rootpage: number }).rootpage;
+  const root = (db.prepare("SELECT rootpage FROM sqlite_schema WHERE name = ?").get(table) as { rootpage: number })
+    .rootpage;
   db.close();
   const buf = readFileSync(dbPath);
   const at = (root - 1) * pageSize;
@@ -281,7 +330,14 @@ export function garbleTable(dbPath: string, table: string): void {
 export function asUnprivileged(): string[] | undefined {
   if (process.getuid?.() !== 0) return [];
   const check = `process.exit(process.getuid() === 65534 && require("node:fs").readFileSync(${JSON.stringify(KEEL_BIN)}).length > 0 ? 0 : 1)`;
-  const probe = spawnSync("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "-e", check]);
+  const probe = spawnSync("setpriv", [
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+    process.execPath,
+    "-e",
+    check,
+  ]);
   return probe.status === 0 ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : undefined;
 }
 
@@ -291,10 +347,11 @@ export const pauseTool: ToolDefinition<{ ms?: number }> = {
   description: "Waits ms milliseconds, then says so.",
   parameters: { type: "object", properties: { ms: { type: "number" } } },
   category: "info",
-  execute: (args, ctx) => new Promise((resolve, reject) => {
-    const t = setTimeout(() => resolve(`paused ${args?.ms ?? 0} ms`), args?.ms ?? 0);
-    ctx.signal.addEventListener("abort", () => (clearTimeout(t), reject(ctx.signal.reason)), { once: true });
-  }),
+  execute: (args, ctx) =>
+    new Promise((resolve, reject) => {
+      const t = setTimeout(() => resolve(`paused ${args?.ms ?? 0} ms`), args?.ms ?? 0);
+      ctx.signal.addEventListener("abort", () => (clearTimeout(t), reject(ctx.signal.reason)), { once: true });
+    }),
 };
 
 /**
@@ -302,13 +359,19 @@ export const pauseTool: ToolDefinition<{ ms?: number }> = {
  * official Anthropic SDK against the wire server and the same tool as the config.
  */
 export async function inProcessAgent(home: string, anthropicBaseURL: string): Promise<Agent> {
-  const provider = resolveModel("anthropic:claude-sonnet-4-6", { env: { ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: anthropicBaseURL } });
+  const provider = resolveModel("anthropic:claude-sonnet-4-6", {
+    env: { ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: anthropicBaseURL },
+  });
   return createAgent({ name: "fault", provider, tools: [pauseTool], home });
 }
 
 /** A session with one completed turn per text, written in this process (offline model). */
 export async function seedSession(home: string, texts: readonly string[]): Promise<string> {
-  const agent = await createAgent({ name: "fault", provider: scriptedProvider(texts.map((t) => ({ text: `noted: ${t}` }))), home });
+  const agent = await createAgent({
+    name: "fault",
+    provider: scriptedProvider(texts.map((t) => ({ text: `noted: ${t}` }))),
+    home,
+  });
   try {
     const session = await agent.session();
     for (const t of texts) await session.run(t);
@@ -322,7 +385,9 @@ export async function seedSession(home: string, texts: readonly string[]): Promi
 export function leaseOf(home: string, sessionId: string): { owner: string; pid: number } | undefined {
   const db = new DatabaseSync(defaultSessionDbPath(home), { readOnly: true });
   try {
-    return db.prepare("SELECT owner, pid FROM leases WHERE session_id = ?").get(sessionId) as { owner: string; pid: number } | undefined;
+    return db.prepare("SELECT owner, pid FROM leases WHERE session_id = ?").get(sessionId) as
+      | { owner: string; pid: number }
+      | undefined;
   } finally {
     db.close();
   }

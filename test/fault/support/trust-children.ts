@@ -34,7 +34,8 @@ export interface ChildrenConfig {
 
 /** An agent.config.mjs body: the MCP plugin with the `trust-mcp.mjs` servers, plus what `c` adds. */
 export function childrenConfig(c: ChildrenConfig): string {
-  const server = (role: string, extra = "") => `{ command: process.execPath, args: [${JSON.stringify(SERVER_SCRIPT)}, "${role}", ${JSON.stringify(c.marker)}, ${JSON.stringify(c.dir)}]${extra} }`;
+  const server = (role: string, extra = "") =>
+    `{ command: process.execPath, args: [${JSON.stringify(SERVER_SCRIPT)}, "${role}", ${JSON.stringify(c.marker)}, ${JSON.stringify(c.dir)}]${extra} }`;
   const stuck = `, connectTimeoutMs: ${c.stuckConnectTimeoutMs}`;
   return `import { defineConfig, definePlugin } from ${JSON.stringify(KERNEL)};
 import { mcp } from ${JSON.stringify(PLUGIN_MCP)};

@@ -36,8 +36,22 @@ if (role === "mute") {
   const send = (msg) => process.stdout.write(`${JSON.stringify({ jsonrpc: "2.0", ...msg })}\n`);
   const answer = (m) => {
     if (m.id === undefined) return;
-    if (m.method === "initialize") return send({ id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "ready", version: "1.0.0" } } });
-    if (m.method === "tools/list") return send({ id: m.id, result: { tools: [{ name: "ping", description: "Answers pong.", inputSchema: { type: "object", properties: {} } }] } });
+    if (m.method === "initialize")
+      return send({
+        id: m.id,
+        result: {
+          protocolVersion: m.params.protocolVersion,
+          capabilities: { tools: {} },
+          serverInfo: { name: "ready", version: "1.0.0" },
+        },
+      });
+    if (m.method === "tools/list")
+      return send({
+        id: m.id,
+        result: {
+          tools: [{ name: "ping", description: "Answers pong.", inputSchema: { type: "object", properties: {} } }],
+        },
+      });
     if (m.method === "tools/call") return send({ id: m.id, result: { content: [{ type: "text", text: "pong" }] } });
     send({ id: m.id, error: { code: -32601, message: `method not found: ${m.method}` } });
   };

@@ -84,7 +84,14 @@ export function makeHome(prefix = "keel-fault-unicode-"): FaultHome {
 
 /** Env for a run against the wire server: Anthropic (default) or OpenAI. */
 export function wireEnv(server: WireServer, h: FaultHome, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  return offlineEnv({ KEEL_HOME: h.home, ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: server.anthropicBaseURL, OPENAI_API_KEY: "sk-test", OPENAI_BASE_URL: server.openaiBaseURL, ...extra });
+  return offlineEnv({
+    KEEL_HOME: h.home,
+    ANTHROPIC_API_KEY: "sk-test",
+    ANTHROPIC_BASE_URL: server.anthropicBaseURL,
+    OPENAI_API_KEY: "sk-test",
+    OPENAI_BASE_URL: server.openaiBaseURL,
+    ...extra,
+  });
 }
 
 /** `keel run` with the fault config; also how long it took. */
@@ -95,7 +102,12 @@ export async function keelRun(h: FaultHome, env: NodeJS.ProcessEnv, args: string
 }
 
 /** `keel chat` with the fault config, `lines` on stdin. */
-export async function keelChat(h: FaultHome, env: NodeJS.ProcessEnv, lines: string[], args: string[] = []): Promise<KeelRun & { ms: number }> {
+export async function keelChat(
+  h: FaultHome,
+  env: NodeJS.ProcessEnv,
+  lines: string[],
+  args: string[] = [],
+): Promise<KeelRun & { ms: number }> {
   const t0 = performance.now();
   const run = await runKeel(["chat", "--config", h.config, ...args], { cwd: h.dir, env, stdin: lines });
   return { ...run, ms: performance.now() - t0 };
@@ -105,7 +117,7 @@ export async function keelChat(h: FaultHome, env: NodeJS.ProcessEnv, lines: stri
 export function strings(v: unknown, out: string[] = []): string[] {
   if (typeof v === "string") out.push(v);
   else if (Array.isArray(v)) for (const x of v) strings(x, out);
-  else if (v && typeof v === "object") for (const [k, x] of Object.entries(v)) (out.push(k), strings(x, out));
+  else if (v && typeof v === "object") for (const [k, x] of Object.entries(v)) out.push(k), strings(x, out);
   return out;
 }
 
@@ -118,7 +130,11 @@ export function wellFormedDeep(v: unknown): boolean {
 export function storedEvents(home: string): Array<{ session: string; type: string; data: string }> {
   const db = new DatabaseSync(join(home, "sessions.sqlite"), { readOnly: true });
   try {
-    return db.prepare("SELECT session_id AS session, type, data FROM events ORDER BY session_id, seq").all() as Array<{ session: string; type: string; data: string }>;
+    return db.prepare("SELECT session_id AS session, type, data FROM events ORDER BY session_id, seq").all() as Array<{
+      session: string;
+      type: string;
+      data: string;
+    }>;
   } finally {
     db.close();
   }

@@ -11,13 +11,17 @@ import type { ApprovalAnswerer } from "./server.ts";
 export function sessionAnswerer(agent: Agent, note: (line: string) => void): ApprovalAnswerer {
   const resuming = new Map<string, Promise<unknown>>();
   return async (sessionId, callId, answer) => {
-    if (resuming.has(sessionId)) throw new KeelError("KEEL_TURN_BUSY", `Session "${sessionId}" is resuming its turn; wait for it to finish.`);
+    if (resuming.has(sessionId))
+      throw new KeelError("KEEL_TURN_BUSY", `Session "${sessionId}" is resuming its turn; wait for it to finish.`);
     const session: Session = await agent.session(sessionId);
     const pending = session.pendingApprovals().find((p) => p.callId === callId);
     if (!pending || pending.answer) {
       await session.close();
       // Answered once is answered: a second page (or a stale tab) cannot flip it.
-      throw new KeelError("KEEL_APPROVAL_UNKNOWN", `Session "${sessionId}" has no unanswered approval "${callId}" (${pending ? "it was answered already" : "the turn moved on, or it was never asked"}).`);
+      throw new KeelError(
+        "KEEL_APPROVAL_UNKNOWN",
+        `Session "${sessionId}" has no unanswered approval "${callId}" (${pending ? "it was answered already" : "the turn moved on, or it was never asked"}).`,
+      );
     }
     if (answer.approved) await session.approve(callId, answer.reason ? { reason: answer.reason } : {});
     else await session.deny(callId, answer.reason ? { reason: answer.reason } : {});

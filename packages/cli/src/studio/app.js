@@ -1,20 +1,48 @@
 // Keel studio's page: plain DOM, no framework, no build. Every text from the log goes through esc().
 const $ = (sel) => document.querySelector(sel);
-const state = { q: "", selected: null, detail: null, openTurns: new Set(), openRequests: new Set(), approvals: false, polling: false };
+const state = {
+  q: "",
+  selected: null,
+  detail: null,
+  openTurns: new Set(),
+  openRequests: new Set(),
+  approvals: false,
+  polling: false,
+};
 // The token came in this file's own URL; it goes in a header, never in a cookie (every port of 127.0.0.1 would get one).
 const TOKEN = new URL(import.meta.url).searchParams.get("token") ?? "";
 const POLL_MS = 700;
 
-const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+const esc = (v) =>
+  String(v ?? "").replace(
+    /[&<>"']/g,
+    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c],
+  );
 // Numbers from the log are shown only when they are numbers (a tampered store could put markup there).
-const ms = (v) => (typeof v !== "number" || !Number.isFinite(v) ? "" : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : v >= 1000 ? `${(v / 1000).toFixed(2)} s` : v >= 10 ? `${Math.round(v)} ms` : `${v.toFixed(2)} ms`);
+const ms = (v) =>
+  typeof v !== "number" || !Number.isFinite(v)
+    ? ""
+    : v >= 10_000
+      ? `${(v / 1000).toFixed(1)} s`
+      : v >= 1000
+        ? `${(v / 1000).toFixed(2)} s`
+        : v >= 10
+          ? `${Math.round(v)} ms`
+          : `${v.toFixed(2)} ms`;
 const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v.toLocaleString("en-US") : "");
 const when = (t) => new Date(t).toLocaleString();
 const badge = (status) => `<span class="badge status-${esc(status)}">${esc(status)}</span>`;
-const plugins = (list) => (list?.length ? list.map((p) => `<span class="plugin">${esc(p)}</span>`).join(", ") : '<span class="muted">kernel</span>');
+const plugins = (list) =>
+  list?.length
+    ? list.map((p) => `<span class="plugin">${esc(p)}</span>`).join(", ")
+    : '<span class="muted">kernel</span>';
 
 async function api(path, init = {}) {
-  const res = await fetch(path, { ...init, credentials: "omit", headers: { ...init.headers, authorization: `Bearer ${TOKEN}` } });
+  const res = await fetch(path, {
+    ...init,
+    credentials: "omit",
+    headers: { ...init.headers, authorization: `Bearer ${TOKEN}` },
+  });
   const body = await res.json().catch(() => ({}));
   if (!res.ok) throw new Error(body.error || `${res.status}`);
   return body;
@@ -52,7 +80,10 @@ async function loadSessions() {
     return;
   }
   nav.innerHTML = data.sessions
-    .map((s) => `<a href="#${encodeURIComponent(s.id)}" data-session="${esc(s.id)}" class="${s.id === state.selected ? "selected" : ""}"><span class="title">${esc(s.title)}</span><span class="meta">${badge(s.status)} ${esc(s.agent)} · ${num(s.eventCount)} events · ${esc(when(s.updatedAt))}</span><span class="meta" style="display:block">${esc(s.id)}</span></a>`)
+    .map(
+      (s) =>
+        `<a href="#${encodeURIComponent(s.id)}" data-session="${esc(s.id)}" class="${s.id === state.selected ? "selected" : ""}"><span class="title">${esc(s.title)}</span><span class="meta">${badge(s.status)} ${esc(s.agent)} · ${num(s.eventCount)} events · ${esc(when(s.updatedAt))}</span><span class="meta" style="display:block">${esc(s.id)}</span></a>`,
+    )
     .join("");
 }
 
@@ -104,10 +135,19 @@ function render() {
   const d = state.detail;
   const running = d.turns.some((t) => t.status === "running");
   const head = `<h2 style="margin:0 0 4px;font-size:16px">${running ? '<span class="live-dot" title="a turn is running"></span>' : ""}Session <code>${esc(d.info.id)}</code></h2>${d.parent ? `<p class="muted" style="margin:0 0 4px">Subagent <strong>${esc(d.parent.name)}</strong> (depth ${num(d.parent.depth)}) of session <a href="#${encodeURIComponent(d.parent.sessionId)}" data-parent="${esc(d.parent.sessionId)}">${esc(d.parent.sessionId)}</a>, tool call ${esc(d.parent.callId)}</p>` : ""}<p class="muted" style="margin:0 0 12px">${esc(d.info.agent)} · started ${esc(when(d.info.createdAt))} · ${num(d.turns.length)} turn(s) · ${num(d.info.eventCount)} events</p>`;
-  const earlier = d.earlierTurns ? `<p class="muted">${num(d.earlierTurns)} earlier turn(s) not shown (the page shows the last ${num(d.turns.length)}; keel sessions show ID --json has them all).</p>` : "";
-  $("#detail").innerHTML = head + earlier + (d.turns.length ? d.turns.map(turnHtml).join("") : '<p class="muted">No turns yet.</p>');
-  for (const el of document.querySelectorAll("details.turn")) el.addEventListener("toggle", () => (el.open ? state.openTurns.add(el.dataset.turn) : state.openTurns.delete(el.dataset.turn)));
-  for (const el of document.querySelectorAll("details.request")) el.addEventListener("toggle", () => (el.open ? state.openRequests.add(el.dataset.request) : state.openRequests.delete(el.dataset.request)));
+  const earlier = d.earlierTurns
+    ? `<p class="muted">${num(d.earlierTurns)} earlier turn(s) not shown (the page shows the last ${num(d.turns.length)}; keel sessions show ID --json has them all).</p>`
+    : "";
+  $("#detail").innerHTML =
+    head + earlier + (d.turns.length ? d.turns.map(turnHtml).join("") : '<p class="muted">No turns yet.</p>');
+  for (const el of document.querySelectorAll("details.turn"))
+    el.addEventListener("toggle", () =>
+      el.open ? state.openTurns.add(el.dataset.turn) : state.openTurns.delete(el.dataset.turn),
+    );
+  for (const el of document.querySelectorAll("details.request"))
+    el.addEventListener("toggle", () =>
+      el.open ? state.openRequests.add(el.dataset.request) : state.openRequests.delete(el.dataset.request),
+    );
   for (const b of document.querySelectorAll("button[data-answer]")) b.addEventListener("click", () => answer(b));
 }
 
@@ -122,7 +162,12 @@ function turnHtml(t) {
 function verdictHtml(t) {
   const v = t.verdict;
   if (!v || v.status === "completed") return "";
-  const where = [v.plugin ? `plugin <span class="plugin">${esc(v.plugin)}</span>` : "", v.phase ? `phase ${esc(v.phase)}` : ""].filter(Boolean).join(", ");
+  const where = [
+    v.plugin ? `plugin <span class="plugin">${esc(v.plugin)}</span>` : "",
+    v.phase ? `phase ${esc(v.phase)}` : "",
+  ]
+    .filter(Boolean)
+    .join(", ");
   return `<p class="finding">${badge(v.status)} ${esc(v.reason)}${v.code ? ` <code>${esc(v.code)}</code>` : ""}${where ? ` (${where})` : ""}${v.message ? `: ${esc(v.message)}` : ""}${v.detail ? `: ${esc(v.detail)}` : ""}</p>`;
 }
 
@@ -148,7 +193,11 @@ async function answer(button) {
   const reason = document.querySelector(`input[data-reason="${CSS.escape(callId)}"]`)?.value ?? "";
   button.disabled = true;
   try {
-    await api(`/api/sessions/${encodeURIComponent(state.selected)}/approvals/${encodeURIComponent(callId)}`, { method: "POST", headers: { "content-type": "application/json", "x-keel-studio": "1" }, body: JSON.stringify({ approved: button.dataset.answer === "approve", ...(reason ? { reason } : {}) }) });
+    await api(`/api/sessions/${encodeURIComponent(state.selected)}/approvals/${encodeURIComponent(callId)}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-keel-studio": "1" },
+      body: JSON.stringify({ approved: button.dataset.answer === "approve", ...(reason ? { reason } : {}) }),
+    });
   } catch (err) {
     alert(err.message);
   }
@@ -163,11 +212,23 @@ function timelineHtml(t) {
     .map((i) => {
       const left = (i.start / total) * 100;
       const width = Math.max(0.3, ((i.end - i.start) / total) * 100);
-      const bad = ["threw", "timeout", "invalid", "error", "failed", "aborted"].includes(i.status) || i.kind === "request" && i.label.endsWith("failed");
-      const extra = i.kind === "request" && i.detail?.usage ? ` · ${num((i.detail.usage.inputTokens ?? 0) + (i.detail.usage.cacheReadTokens ?? 0) + (i.detail.usage.cacheWriteTokens ?? 0))} in / ${num(i.detail.usage.outputTokens ?? 0)} out${i.detail.firstChunkMs !== undefined ? ` · first chunk ${ms(i.detail.firstChunkMs)}` : ""}` : i.kind === "tool" && i.detail?.resultChars !== undefined ? ` · ${num(i.detail.resultChars)} chars` : "";
+      const bad =
+        ["threw", "timeout", "invalid", "error", "failed", "aborted"].includes(i.status) ||
+        (i.kind === "request" && i.label.endsWith("failed"));
+      const extra =
+        i.kind === "request" && i.detail?.usage
+          ? ` · ${num((i.detail.usage.inputTokens ?? 0) + (i.detail.usage.cacheReadTokens ?? 0) + (i.detail.usage.cacheWriteTokens ?? 0))} in / ${num(i.detail.usage.outputTokens ?? 0)} out${i.detail.firstChunkMs !== undefined ? ` · first chunk ${ms(i.detail.firstChunkMs)}` : ""}`
+          : i.kind === "tool" && i.detail?.resultChars !== undefined
+            ? ` · ${num(i.detail.resultChars)} chars`
+            : "";
       const label = `${{ phase: "phase", background: "background", request: "model", tool: "tool", job: "job", compaction: "compaction", guard: "guard" }[i.kind] ?? i.kind} · ${i.label}`;
-      const handlers = i.handlers?.length ? `<div class="tl-handlers">${i.handlers.map((h) => `<span class="plugin">${esc(h.plugin)}</span> ${ms(h.durationMs)}${h.status !== "ok" ? ` ${badge(h.status)}` : ""}${h.contributions ? ` · ${num(h.contributions)} contribution(s)` : ""}`).join(" · ")}</div>` : "";
-      const child = typeof i.detail?.childSession === "string" ? ` <a href="#${encodeURIComponent(i.detail.childSession)}" data-child="${esc(i.detail.childSession)}">its child session →</a>` : "";
+      const handlers = i.handlers?.length
+        ? `<div class="tl-handlers">${i.handlers.map((h) => `<span class="plugin">${esc(h.plugin)}</span> ${ms(h.durationMs)}${h.status !== "ok" ? ` ${badge(h.status)}` : ""}${h.contributions ? ` · ${num(h.contributions)} contribution(s)` : ""}`).join(" · ")}</div>`
+        : "";
+      const child =
+        typeof i.detail?.childSession === "string"
+          ? ` <a href="#${encodeURIComponent(i.detail.childSession)}" data-child="${esc(i.detail.childSession)}">its child session →</a>`
+          : "";
       return `<div class="tl-row kind-${esc(i.kind)}${bad ? " bad" : ""}" data-timeline="${esc(i.kind)}" title="${esc(`${label} (${i.status})${extra}`)}"><span class="tl-label">${esc(label)}<span class="muted">${esc(extra)}</span></span><span class="tl-track"><span class="tl-bar" style="left:${left.toFixed(3)}%;width:${width.toFixed(3)}%"></span></span><span class="tl-ms">${ms(i.end - i.start)}</span>${handlers}${child ? `<div class="tl-handlers">${child}</div>` : ""}</div>`;
     })
     .join("");
@@ -191,32 +252,60 @@ function requestHtml(t, r, i) {
   const head = `Round ${num(r.round)}${r.model ? ` · ${esc(r.model)}` : r.provider ? ` · ${esc(r.provider)}` : ""}${u ? ` · ${num((u.inputTokens ?? 0) + (u.cacheReadTokens ?? 0) + (u.cacheWriteTokens ?? 0))} in / ${num(u.outputTokens ?? 0)} out` : ""}${r.durationMs !== undefined ? ` · ${ms(r.durationMs)}` : ""}${r.firstChunkMs !== undefined ? ` (first chunk ${ms(r.firstChunkMs)})` : ""}${r.stopReason ? ` · ${esc(r.stopReason)}` : ""}${r.error ? ` ${badge("failed")}` : ""}${r.compactions.length ? ` ${badge("compacted")}` : ""}`;
   const m = r.manifest;
   const parts = [];
-  if (r.error) parts.push(`<p class="finding">${badge("error")} ${esc(r.error.errorClass)}${r.error.status ? ` (HTTP ${num(r.error.status)})` : ""}: ${esc(r.error.message)}</p>`);
+  if (r.error)
+    parts.push(
+      `<p class="finding">${badge("error")} ${esc(r.error.errorClass)}${r.error.status ? ` (HTTP ${num(r.error.status)})` : ""}: ${esc(r.error.message)}</p>`,
+    );
   for (const n of r.notices) parts.push(`<p class="finding">${badge(n.kind)} ${esc(n.message)}</p>`);
-  if (r.compactions.length) parts.push(`<h3>Compaction before this request</h3><table data-table="compactions"><thead><tr><th>plugin</th><th class="num">messages before</th><th class="num">after</th><th class="num">edits</th><th>what it did</th></tr></thead><tbody>${r.compactions.map((c) => `<tr><td><span class="plugin">${esc(c.plugin)}</span></td><td class="num">${num(c.before)}</td><td class="num">${num(c.after)}</td><td class="num">${num(c.edits)}</td><td>${esc(c.reason)}${c.what.length ? `<ul class="edits">${c.what.map((w) => `<li>${esc(w)}</li>`).join("")}</ul>` : ""}</td></tr>`).join("")}</tbody></table>`);
+  if (r.compactions.length)
+    parts.push(
+      `<h3>Compaction before this request</h3><table data-table="compactions"><thead><tr><th>plugin</th><th class="num">messages before</th><th class="num">after</th><th class="num">edits</th><th>what it did</th></tr></thead><tbody>${r.compactions.map((c) => `<tr><td><span class="plugin">${esc(c.plugin)}</span></td><td class="num">${num(c.before)}</td><td class="num">${num(c.after)}</td><td class="num">${num(c.edits)}</td><td>${esc(c.reason)}${c.what.length ? `<ul class="edits">${c.what.map((w) => `<li>${esc(w)}</li>`).join("")}</ul>` : ""}</td></tr>`).join("")}</tbody></table>`,
+    );
   if (m) {
-    parts.push(`<h3>System prompt sections</h3>${m.sections.length ? `<table data-table="sections"><thead><tr><th>section</th><th>title</th><th class="num">chars</th><th>contributed by</th></tr></thead><tbody>${m.sections.map((s) => `<tr data-section="${esc(s.sectionId)}"><td><code>${esc(s.sectionId)}</code></td><td>${esc(s.title ?? "")}</td><td class="num">${num(s.chars)}</td><td>${plugins(s.plugins)}</td></tr>`).join("")}</tbody></table>` : '<p class="muted">None: instructions only.</p>'}`);
-    if (m.context.length) parts.push(`<h3>Context entries</h3><table data-table="context"><thead><tr><th>entry</th><th>domain</th><th class="num">chars</th><th>contributed by</th></tr></thead><tbody>${m.context.map((c) => `<tr data-context="${esc(c.id)}"><td><code>${esc(c.id)}</code></td><td>${esc(c.domain)}</td><td class="num">${num(c.chars)}</td><td>${plugins([c.plugin])}</td></tr>`).join("")}</tbody></table>`);
+    parts.push(
+      `<h3>System prompt sections</h3>${m.sections.length ? `<table data-table="sections"><thead><tr><th>section</th><th>title</th><th class="num">chars</th><th>contributed by</th></tr></thead><tbody>${m.sections.map((s) => `<tr data-section="${esc(s.sectionId)}"><td><code>${esc(s.sectionId)}</code></td><td>${esc(s.title ?? "")}</td><td class="num">${num(s.chars)}</td><td>${plugins(s.plugins)}</td></tr>`).join("")}</tbody></table>` : '<p class="muted">None: instructions only.</p>'}`,
+    );
+    if (m.context.length)
+      parts.push(
+        `<h3>Context entries</h3><table data-table="context"><thead><tr><th>entry</th><th>domain</th><th class="num">chars</th><th>contributed by</th></tr></thead><tbody>${m.context.map((c) => `<tr data-context="${esc(c.id)}"><td><code>${esc(c.id)}</code></td><td>${esc(c.domain)}</td><td class="num">${num(c.chars)}</td><td>${plugins([c.plugin])}</td></tr>`).join("")}</tbody></table>`,
+      );
     const hidden = m.hiddenTools ?? [];
-    parts.push(`<h3>Tools sent (${m.tools.length})${hidden.length ? ` and hidden (${hidden.length})` : ""}</h3><table data-table="tools"><thead><tr><th>tool</th><th>from</th><th></th></tr></thead><tbody>${m.tools.map((x) => `<tr><td><code>${esc(x.name)}</code></td><td>${esc(x.source)}</td><td>sent</td></tr>`).join("")}${hidden.map((x) => `<tr class="muted"><td><code>${esc(x.name)}</code></td><td>${esc(x.source)}</td><td>hidden</td></tr>`).join("")}</tbody></table>`);
+    parts.push(
+      `<h3>Tools sent (${m.tools.length})${hidden.length ? ` and hidden (${hidden.length})` : ""}</h3><table data-table="tools"><thead><tr><th>tool</th><th>from</th><th></th></tr></thead><tbody>${m.tools.map((x) => `<tr><td><code>${esc(x.name)}</code></td><td>${esc(x.source)}</td><td>sent</td></tr>`).join("")}${hidden.map((x) => `<tr class="muted"><td><code>${esc(x.name)}</code></td><td>${esc(x.source)}</td><td>hidden</td></tr>`).join("")}</tbody></table>`,
+    );
     const e = m.tokenEstimate;
-    parts.push(`<h3>Tokens by part (${e.exact ? "counted" : "estimated"})</h3><table data-table="tokens"><thead><tr><th class="num">system prompt</th><th class="num">tool schemas</th><th class="num">messages (${num(m.messageCount)})</th><th class="num">total</th></tr></thead><tbody><tr><td class="num">${num(e.system)}</td><td class="num">${num(e.tools)}</td><td class="num">${num(e.messages)}</td><td class="num">${num(e.total)}</td></tr></tbody></table>`);
+    parts.push(
+      `<h3>Tokens by part (${e.exact ? "counted" : "estimated"})</h3><table data-table="tokens"><thead><tr><th class="num">system prompt</th><th class="num">tool schemas</th><th class="num">messages (${num(m.messageCount)})</th><th class="num">total</th></tr></thead><tbody><tr><td class="num">${num(e.system)}</td><td class="num">${num(e.tools)}</td><td class="num">${num(e.messages)}</td><td class="num">${num(e.total)}</td></tr></tbody></table>`,
+    );
   }
   return `<details class="request" data-request="${esc(key)}"${state.openRequests.has(key) ? " open" : ""}><summary>${head}</summary><div class="request-body">${parts.join("")}</div></details>`;
 }
 
 function omitted(t, key, what) {
   const n = t.omitted?.[key];
-  return typeof n === "number" && n > 0 ? `<p class="muted">… ${num(n)} more ${what} in the middle of this turn are not shown.</p>` : "";
+  return typeof n === "number" && n > 0
+    ? `<p class="muted">… ${num(n)} more ${what} in the middle of this turn are not shown.</p>`
+    : "";
 }
 
 function findingsHtml(t) {
-  const rows = [...t.findings, ...t.guards.map((g) => ({ level: "warn", code: `guard ${g.guard}`, message: `${g.value} reached the limit ${g.limit}` }))];
+  const rows = [
+    ...t.findings,
+    ...t.guards.map((g) => ({
+      level: "warn",
+      code: `guard ${g.guard}`,
+      message: `${g.value} reached the limit ${g.limit}`,
+    })),
+  ];
   if (!rows.length) return "";
   return `<h3>Diagnostics and rejected contributions (${num(rows.length + (t.omitted?.findings ?? 0))})</h3>${omitted(t, "findings", "findings")}${rows.map((f) => `<div class="finding" data-finding="${esc(f.code)}">${badge(f.level)} <code>${esc(f.code)}</code>${f.plugin ? ` <span class="plugin">${esc(f.plugin)}</span>` : ""}${f.phase ? ` <span class="muted">in ${esc(f.phase)}</span>` : ""} ${esc(f.message)}</div>`).join("")}`;
 }
 
-const refreshList = () => loadSessions().then(() => trouble(""), (err) => trouble(`The session list could not be read: ${err.message}`));
+const refreshList = () =>
+  loadSessions().then(
+    () => trouble(""),
+    (err) => trouble(`The session list could not be read: ${err.message}`),
+  );
 $("#search").addEventListener("input", (e) => {
   state.q = e.target.value;
   refreshList();

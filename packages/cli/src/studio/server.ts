@@ -16,7 +16,11 @@ import { headOf } from "@keel/text";
 import { turnsOf } from "./turns.ts";
 
 /** Answers a pending approval (studio started with approvals allowed). Contract: throws a KeelError (HTTP 409) when the call is not waiting for an answer. */
-export type ApprovalAnswerer = (sessionId: string, callId: string, answer: { approved: boolean; reason?: string }) => Promise<{ resumed: boolean }>;
+export type ApprovalAnswerer = (
+  sessionId: string,
+  callId: string,
+  answer: { approved: boolean; reason?: string },
+) => Promise<{ resumed: boolean }>;
 
 /** Options of startStudio. Contract: only `store` and `where` are required; without `answer` nothing is ever written. */
 export interface StudioOptions {
@@ -90,7 +94,13 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
         if (c.title === "(no turns)") c.title = headOf(e.input, 120);
         c.status = "running";
       } else if (e.type === "turn.resumed") c.status = "running";
-      else if (e.type === "turn.completed" || e.type === "turn.failed" || e.type === "turn.interrupted" || e.type === "turn.paused") c.status = e.verdict.status;
+      else if (
+        e.type === "turn.completed" ||
+        e.type === "turn.failed" ||
+        e.type === "turn.interrupted" ||
+        e.type === "turn.paused"
+      )
+        c.status = e.verdict.status;
     }
     c.lastSeq = Math.max(c.lastSeq, fresh.at(-1)?.seq ?? 0);
     if (keep) {
@@ -127,46 +137,77 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     // DNS rebinding: a page from another origin that resolves to 127.0.0.1 still sends its own Host.
     const host = req.headers.host ?? "";
-    if (host !== `127.0.0.1:${port}` && host !== `localhost:${port}`) return send(res, 421, { error: `keel studio answers on 127.0.0.1:${port} only.` });
+    if (host !== `127.0.0.1:${port}` && host !== `localhost:${port}`)
+      return send(res, 421, { error: `keel studio answers on 127.0.0.1:${port} only.` });
     const url = new URL(req.url ?? "/", `http://${host}`);
-    if (!authorized(req, url)) return send(res, 401, { error: "This page needs the token that keel studio printed: open the full URL it shows (…?token=…)." });
+    if (!authorized(req, url))
+      return send(res, 401, {
+        error: "This page needs the token that keel studio printed: open the full URL it shows (…?token=…).",
+      });
     const path = url.pathname;
     const read = req.method === "GET" || req.method === "HEAD";
     const asset = read ? ASSETS[path] : undefined;
     if (asset) {
       let body = readFileSync(join(PAGE_DIR, asset.file));
       // The page's own files carry the token in their URLs; the page then sends it as a header.
-      if (asset.file === "page.html") body = Buffer.from(body.toString("utf8").replaceAll('"/app.css"', `"/app.css?token=${token}"`).replaceAll('"/app.js"', `"/app.js?token=${token}"`));
+      if (asset.file === "page.html")
+        body = Buffer.from(
+          body
+            .toString("utf8")
+            .replaceAll('"/app.css"', `"/app.css?token=${token}"`)
+            .replaceAll('"/app.js"', `"/app.js?token=${token}"`),
+        );
       return sendRaw(res, 200, req.method === "HEAD" ? Buffer.alloc(0) : body, { "content-type": asset.type });
     }
-    if (read && path === "/api/sessions") return send(res, 200, { where, approvals: !!options.answer, sessions: await summaries(url.searchParams.get("q") ?? "") });
+    if (read && path === "/api/sessions")
+      return send(res, 200, {
+        where,
+        approvals: !!options.answer,
+        sessions: await summaries(url.searchParams.get("q") ?? ""),
+      });
     const m = /^\/api\/sessions\/([^/]+)(\/since|\/approvals\/([^/]+))?$/.exec(path);
     if (!m) return send(res, 404, { error: `No such page: ${headOf(path, 80)}` });
     const id = decoded(m[1]!);
     const callId = m[3] === undefined ? undefined : decoded(m[3]);
-    if (id === undefined || (m[3] !== undefined && callId === undefined)) return send(res, 400, { error: "The path is not valid percent-encoding." });
+    if (id === undefined || (m[3] !== undefined && callId === undefined))
+      return send(res, 400, { error: "The path is not valid percent-encoding." });
     const info = await sessionOf(id);
-    if (!info) return send(res, 404, { error: `No session "${headOf(id, 80)}"${options.agent ? ` of agent "${options.agent}"` : ""} in ${where}.` });
+    if (!info)
+      return send(res, 404, {
+        error: `No session "${headOf(id, 80)}"${options.agent ? ` of agent "${options.agent}"` : ""} in ${where}.`,
+      });
     if (read && !m[2]) {
       const log = await logOf(id, true);
       const events = log.events ?? [];
       const turns = turnsOf(events);
       const created = events[0]?.type === "session.created" ? events[0] : undefined;
-      return send(res, 200, { info, ...(created?.parent ? { parent: created.parent } : {}), lastSeq: log.lastSeq, approvals: !!options.answer, earlierTurns: Math.max(0, turns.length - TURNS_SENT), turns: turns.slice(-TURNS_SENT) });
+      return send(res, 200, {
+        info,
+        ...(created?.parent ? { parent: created.parent } : {}),
+        lastSeq: log.lastSeq,
+        approvals: !!options.answer,
+        earlierTurns: Math.max(0, turns.length - TURNS_SENT),
+        turns: turns.slice(-TURNS_SENT),
+      });
     }
     if (read && m[2] === "/since") {
       // The page's poll: one indexed read of what is new.
       const after = Number(url.searchParams.get("after") ?? "0");
-      if (!Number.isSafeInteger(after) || after < 0) return send(res, 400, { error: "`after` must be a sequence number (an integer ≥ 0)." });
+      if (!Number.isSafeInteger(after) || after < 0)
+        return send(res, 400, { error: "`after` must be a sequence number (an integer ≥ 0)." });
       const fresh = await store.events(id, { afterSeq: after });
       return send(res, 200, { lastSeq: fresh.at(-1)?.seq ?? after });
     }
     if (req.method === "POST" && callId !== undefined) {
-      if (!options.answer) return send(res, 403, { error: "keel studio is read-only: start it with --allow-approvals to answer approvals from the page." });
+      if (!options.answer)
+        return send(res, 403, {
+          error: "keel studio is read-only: start it with --allow-approvals to answer approvals from the page.",
+        });
       // A form on another site cannot set this header without a CORS preflight, which this server never grants.
       if (req.headers["x-keel-studio"] !== "1") return send(res, 403, { error: "Missing the X-Keel-Studio header." });
       const body = await readJson(req);
-      if (typeof body?.approved !== "boolean") return send(res, 400, { error: 'Expected {"approved": true|false, "reason"?: string}.' });
+      if (typeof body?.approved !== "boolean")
+        return send(res, 400, { error: 'Expected {"approved": true|false, "reason"?: string}.' });
       // The kernel makes a reason well-formed and cuts it (2,000 code points) where it stores it.
       const reason = typeof body.reason === "string" && body.reason ? { reason: body.reason } : {};
       try {
@@ -207,7 +248,8 @@ const SECURITY_HEADERS = {
   "x-content-type-options": "nosniff",
   "referrer-policy": "no-referrer",
   "x-frame-options": "DENY",
-  "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
 };
 
 function send(res: ServerResponse, status: number, body: unknown): void {

@@ -4,7 +4,15 @@
  * the prompt manifest of every request, what compaction removed, diagnostics and rejected
  * contributions with their plugin and phase, and the approvals a paused turn waits for.
  */
-import type { ContributionRecord, HandlerSummary, KeelEvent, PromptManifest, TurnTimings, TurnVerdict, Usage } from "@keel/kernel";
+import type {
+  ContributionRecord,
+  HandlerSummary,
+  KeelEvent,
+  PromptManifest,
+  TurnTimings,
+  TurnVerdict,
+  Usage,
+} from "@keel/kernel";
 import { headOf, truncate } from "@keel/text";
 
 /** One bar of a turn's timeline. Contract: `start`/`end` are ms from the turn's start, `end >= start`. */
@@ -68,7 +76,14 @@ export interface TurnView {
   findings: Finding[];
   guards: Array<{ guard: string; limit: number; value: number }>;
   /** Tool calls a paused turn waits for. */
-  pending: Array<{ callId: string; name: string; args: string; reason?: string; plugin?: string; via?: { child: string; sessionId: string } }>;
+  pending: Array<{
+    callId: string;
+    name: string;
+    args: string;
+    reason?: string;
+    plugin?: string;
+    via?: { child: string; sessionId: string };
+  }>;
   answer?: string;
   /** Items left out of a huge turn (the middle of each list is dropped; its first and last halves are kept). */
   omitted?: { timeline?: number; requests?: number; findings?: number };
@@ -83,7 +98,7 @@ const MAX_EDITS_SHOWN = 20;
 const MAX_TEXT = 4_000;
 
 function text(value: unknown, max = MAX_TEXT): string {
-  const s = typeof value === "string" ? value : JSON.stringify(value) ?? "";
+  const s = typeof value === "string" ? value : (JSON.stringify(value) ?? "");
   return truncate(s, max);
 }
 
@@ -97,7 +112,22 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
   const rel = (t: TurnView, ts: number) => Math.max(0, ts - t.startedAt);
   for (const e of events) {
     if (e.type === "turn.started") {
-      turns.set(e.turnId!, { id: e.turnId!, index: turns.size + 1, startedAt: e.ts, input: text(e.input), trigger: e.trigger, mode: e.mode === "chat" ? "chat" : "agent", status: "running", rounds: 0, toolCalls: 0, timeline: [], requests: [], findings: [], guards: [], pending: [] });
+      turns.set(e.turnId!, {
+        id: e.turnId!,
+        index: turns.size + 1,
+        startedAt: e.ts,
+        input: text(e.input),
+        trigger: e.trigger,
+        mode: e.mode === "chat" ? "chat" : "agent",
+        status: "running",
+        rounds: 0,
+        toolCalls: 0,
+        timeline: [],
+        requests: [],
+        findings: [],
+        guards: [],
+        pending: [],
+      });
       pendingCompactions = [];
       continue;
     }
@@ -113,7 +143,15 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         const handlers = e.type === "phase.completed" ? e.handlers : [e.handler];
         const duration = e.type === "phase.completed" ? e.durationMs : e.handler.durationMs;
         const end = rel(t, e.ts);
-        t.timeline.push({ kind: e.type === "phase.completed" ? "phase" : "background", label: e.phase, start: Math.max(0, end - duration), end, status: handlers.some((h) => h.status !== "ok") ? handlers.find((h) => h.status !== "ok")!.status : "ok", plugins: [...new Set(handlers.map((h) => h.plugin))], handlers });
+        t.timeline.push({
+          kind: e.type === "phase.completed" ? "phase" : "background",
+          label: e.phase,
+          start: Math.max(0, end - duration),
+          end,
+          status: handlers.some((h) => h.status !== "ok") ? handlers.find((h) => h.status !== "ok")!.status : "ok",
+          plugins: [...new Set(handlers.map((h) => h.plugin))],
+          handlers,
+        });
         addRecords(t, e.contributions, e.phase, e.seq);
         break;
       }
@@ -121,15 +159,41 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         addRecords(t, e.contributions, e.phase, e.seq);
         break;
       case "prompt.compiled":
-        t.requests.push({ round: e.manifest.round, at: rel(t, e.ts), manifest: e.manifest, notices: [], compactions: pendingCompactions });
+        t.requests.push({
+          round: e.manifest.round,
+          at: rel(t, e.ts),
+          manifest: e.manifest,
+          notices: [],
+          compactions: pendingCompactions,
+        });
         pendingCompactions = [];
         break;
       case "context.edited": {
-        const what = e.edits.slice(0, MAX_EDITS_SHOWN).map((x) => (x.op === "replace" ? `messages ${x.start + 1}–${x.end} replaced by ${x.messages.length} (${headOf(x.messages.map((m) => m.content.map((b) => (b.type === "text" ? b.text : `[${b.type}]`)).join(" ")).join(" / "), 160)})` : `result of call ${headOf(x.toolCallId, 60)} masked: ${headOf(x.text, 160)}`));
+        const what = e.edits
+          .slice(0, MAX_EDITS_SHOWN)
+          .map((x) =>
+            x.op === "replace"
+              ? `messages ${x.start + 1}–${x.end} replaced by ${x.messages.length} (${headOf(x.messages.map((m) => m.content.map((b) => (b.type === "text" ? b.text : `[${b.type}]`)).join(" ")).join(" / "), 160)})`
+              : `result of call ${headOf(x.toolCallId, 60)} masked: ${headOf(x.text, 160)}`,
+          );
         if (e.edits.length > MAX_EDITS_SHOWN) what.push(`… and ${e.edits.length - MAX_EDITS_SHOWN} more edits`);
-        pendingCompactions.push({ plugin: e.plugin, reason: e.reason, before: e.before, after: e.after, edits: e.edits.length, what });
+        pendingCompactions.push({
+          plugin: e.plugin,
+          reason: e.reason,
+          before: e.before,
+          after: e.after,
+          edits: e.edits.length,
+          what,
+        });
         const at = rel(t, e.ts);
-        t.timeline.push({ kind: "compaction", label: `${e.plugin}: ${e.before} → ${e.after} messages`, start: at, end: at, status: "ok", plugins: [e.plugin] });
+        t.timeline.push({
+          kind: "compaction",
+          label: `${e.plugin}: ${e.before} → ${e.after} messages`,
+          start: at,
+          end: at,
+          status: "ok",
+          plugins: [e.plugin],
+        });
         break;
       }
       case "model.notice":
@@ -137,15 +201,40 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         break;
       case "model.responded": {
         const r = request(t, e.round, rel(t, e.ts) - e.durationMs);
-        Object.assign(r, { durationMs: e.durationMs, usage: e.usage, stopReason: e.stopReason, attempt: e.attempt, ...(e.provider ? { provider: e.provider } : {}), ...(e.model ? { model: e.model } : {}), ...(e.firstChunkMs !== undefined ? { firstChunkMs: e.firstChunkMs } : {}) });
+        Object.assign(r, {
+          durationMs: e.durationMs,
+          usage: e.usage,
+          stopReason: e.stopReason,
+          attempt: e.attempt,
+          ...(e.provider ? { provider: e.provider } : {}),
+          ...(e.model ? { model: e.model } : {}),
+          ...(e.firstChunkMs !== undefined ? { firstChunkMs: e.firstChunkMs } : {}),
+        });
         const end = rel(t, e.ts);
-        t.timeline.push({ kind: "request", label: `round ${e.round}${e.model ? ` · ${e.model}` : e.provider ? ` · ${e.provider}` : ""}`, start: Math.max(0, end - e.durationMs), end, status: e.stopReason, detail: { usage: e.usage, firstChunkMs: e.firstChunkMs, attempt: e.attempt } });
+        t.timeline.push({
+          kind: "request",
+          label: `round ${e.round}${e.model ? ` · ${e.model}` : e.provider ? ` · ${e.provider}` : ""}`,
+          start: Math.max(0, end - e.durationMs),
+          end,
+          status: e.stopReason,
+          detail: { usage: e.usage, firstChunkMs: e.firstChunkMs, attempt: e.attempt },
+        });
         break;
       }
       case "model.failed": {
         const r = request(t, e.round, rel(t, e.ts));
-        r.error = { errorClass: e.errorClass, message: text(e.message, 1_000), ...(e.status !== undefined ? { status: e.status } : {}) };
-        t.timeline.push({ kind: "request", label: `round ${e.round} failed`, start: r.at, end: Math.max(r.at, rel(t, e.ts)), status: e.errorClass });
+        r.error = {
+          errorClass: e.errorClass,
+          message: text(e.message, 1_000),
+          ...(e.status !== undefined ? { status: e.status } : {}),
+        };
+        t.timeline.push({
+          kind: "request",
+          label: `round ${e.round} failed`,
+          start: r.at,
+          end: Math.max(r.at, rel(t, e.ts)),
+          status: e.errorClass,
+        });
         break;
       }
       case "child.started":
@@ -158,7 +247,20 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         const o = openTools.get(e.callId);
         openTools.delete(e.callId);
         const end = rel(t, e.ts);
-        t.timeline.push({ kind: "tool", label: e.name, start: o?.start ?? Math.max(0, end - e.durationMs), end, status: e.status, detail: { callId: e.callId, round: e.round, durationMs: e.durationMs, ...(e.decision ? { decision: e.decision } : {}), ...(children.has(e.callId) ? { childSession: children.get(e.callId) } : {}) } });
+        t.timeline.push({
+          kind: "tool",
+          label: e.name,
+          start: o?.start ?? Math.max(0, end - e.durationMs),
+          end,
+          status: e.status,
+          detail: {
+            callId: e.callId,
+            round: e.round,
+            durationMs: e.durationMs,
+            ...(e.decision ? { decision: e.decision } : {}),
+            ...(children.has(e.callId) ? { childSession: children.get(e.callId) } : {}),
+          },
+        });
         break;
       }
       case "message.appended": {
@@ -168,7 +270,10 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
           const chars = m.content.reduce((n, b) => n + (b.type === "text" ? [...b.text].length : 0), 0);
           if (item) item.detail = { ...item.detail, resultChars: chars, ...(m.isError ? { isError: true } : {}) };
         } else if (m.role === "assistant") {
-          const answer = m.content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join("");
+          const answer = m.content
+            .filter((b) => b.type === "text")
+            .map((b) => (b as { text: string }).text)
+            .join("");
           if (answer) t.answer = text(answer);
         }
         break;
@@ -180,23 +285,57 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         const o = openJobs.get(e.idempotencyKey);
         openJobs.delete(e.idempotencyKey);
         const end = rel(t, e.ts);
-        t.timeline.push({ kind: "job", label: `${e.plugin}: ${e.name}`, start: o?.start ?? Math.max(0, end - e.durationMs), end, status: e.status, plugins: [e.plugin], detail: { durationMs: e.durationMs, ...(e.error ? { error: text(e.error, 500) } : {}) } });
+        t.timeline.push({
+          kind: "job",
+          label: `${e.plugin}: ${e.name}`,
+          start: o?.start ?? Math.max(0, end - e.durationMs),
+          end,
+          status: e.status,
+          plugins: [e.plugin],
+          detail: { durationMs: e.durationMs, ...(e.error ? { error: text(e.error, 500) } : {}) },
+        });
         break;
       }
       case "diagnostic":
-        t.findings.push({ level: e.level, code: e.code, message: text(e.message, 1_000), ...(e.plugin ? { plugin: e.plugin } : {}), ...(e.phase ? { phase: e.phase } : {}), seq: e.seq });
+        t.findings.push({
+          level: e.level,
+          code: e.code,
+          message: text(e.message, 1_000),
+          ...(e.plugin ? { plugin: e.plugin } : {}),
+          ...(e.phase ? { phase: e.phase } : {}),
+          seq: e.seq,
+        });
         break;
       case "fault":
-        t.findings.push({ level: "error", code: e.code, message: text(e.message, 1_000), ...(e.plugin ? { plugin: e.plugin } : {}), seq: e.seq });
+        t.findings.push({
+          level: "error",
+          code: e.code,
+          message: text(e.message, 1_000),
+          ...(e.plugin ? { plugin: e.plugin } : {}),
+          seq: e.seq,
+        });
         break;
       case "guard.tripped": {
         t.guards.push({ guard: e.guard, limit: e.limit, value: e.value });
         const at = rel(t, e.ts);
-        t.timeline.push({ kind: "guard", label: `${e.guard}: ${e.value} of ${e.limit}`, start: at, end: at, status: "tripped" });
+        t.timeline.push({
+          kind: "guard",
+          label: `${e.guard}: ${e.value} of ${e.limit}`,
+          start: at,
+          end: at,
+          status: "tripped",
+        });
         break;
       }
       case "approval.requested":
-        t.pending.push({ callId: e.callId, name: e.name, args: text(e.args, 1_000), ...(e.reason ? { reason: text(e.reason, 500) } : {}), ...(e.plugin ? { plugin: e.plugin } : {}), ...(e.via ? { via: { child: e.via.child, sessionId: e.via.sessionId } } : {}) });
+        t.pending.push({
+          callId: e.callId,
+          name: e.name,
+          args: text(e.args, 1_000),
+          ...(e.reason ? { reason: text(e.reason, 500) } : {}),
+          ...(e.plugin ? { plugin: e.plugin } : {}),
+          ...(e.via ? { via: { child: e.via.child, sessionId: e.via.sessionId } } : {}),
+        });
         break;
       case "approval.resolved":
         t.pending = t.pending.filter((p) => p.callId !== e.callId);
@@ -205,7 +344,15 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
       case "turn.failed":
       case "turn.interrupted":
       case "turn.paused":
-        Object.assign(t, { status: e.verdict.status, verdict: e.verdict, usage: e.usage, rounds: e.rounds, toolCalls: e.toolCalls, endedAt: e.ts, ...(e.timings ? { timings: e.timings } : {}) });
+        Object.assign(t, {
+          status: e.verdict.status,
+          verdict: e.verdict,
+          usage: e.usage,
+          rounds: e.rounds,
+          toolCalls: e.toolCalls,
+          endedAt: e.ts,
+          ...(e.timings ? { timings: e.timings } : {}),
+        });
         if (e.type !== "turn.paused") t.pending = [];
         break;
     }
@@ -235,6 +382,13 @@ function request(t: TurnView, round: number, at: number): RequestView {
 function addRecords(t: TurnView, records: readonly ContributionRecord[], phase: string, seq: number): void {
   for (const c of records) {
     if (c.status === "applied") continue;
-    t.findings.push({ level: c.status === "rejected" ? "warn" : "info", code: `contribution ${c.status}`, message: `${c.kind}${c.id ? ` "${headOf(c.id, 80)}"` : ""}${c.reason ? `: ${text(c.reason, 500)}` : ""}`, plugin: c.plugin, phase, seq });
+    t.findings.push({
+      level: c.status === "rejected" ? "warn" : "info",
+      code: `contribution ${c.status}`,
+      message: `${c.kind}${c.id ? ` "${headOf(c.id, 80)}"` : ""}${c.reason ? `: ${text(c.reason, 500)}` : ""}`,
+      plugin: c.plugin,
+      phase,
+      seq,
+    });
   }
 }

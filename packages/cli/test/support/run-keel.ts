@@ -16,7 +16,8 @@ export interface KeelRun {
 /** Env without provider keys, so runs are offline unless a test sets one. */
 export function offlineEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const k of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "KEEL_OFFLINE"]) delete env[k];
+  for (const k of ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "KEEL_OFFLINE"])
+    delete env[k];
   return { ...env, ...extra };
 }
 
@@ -25,10 +26,25 @@ export function offlineEnv(extra: Record<string, string> = {}): NodeJS.ProcessEn
  * ended, unless `keepStdin` (default: true for `chat` driven by onStderr/onStdout, which write to
  * the child's stdin themselves). `keel run` reads piped stdin, so an open one would make it wait.
  */
-export function runKeel(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; stdin?: string[]; gapMs?: number; keepStdin?: boolean; onStderr?: (chunk: string, child: ReturnType<typeof spawn>) => void; onStdout?: (chunk: string, child: ReturnType<typeof spawn>) => void } = {}): Promise<KeelRun> {
+export function runKeel(
+  args: string[],
+  options: {
+    cwd?: string;
+    env?: NodeJS.ProcessEnv;
+    stdin?: string[];
+    gapMs?: number;
+    keepStdin?: boolean;
+    onStderr?: (chunk: string, child: ReturnType<typeof spawn>) => void;
+    onStdout?: (chunk: string, child: ReturnType<typeof spawn>) => void;
+  } = {},
+): Promise<KeelRun> {
   const keepStdin = options.keepStdin ?? (args.includes("chat") && !!(options.onStderr || options.onStdout));
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [KEEL_BIN, ...args], { cwd: options.cwd ?? REPO, env: options.env ?? offlineEnv(), stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [KEEL_BIN, ...args], {
+      cwd: options.cwd ?? REPO,
+      env: options.env ?? offlineEnv(),
+      stdio: ["pipe", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => {
@@ -57,11 +73,13 @@ export function runKeel(args: string[], options: { cwd?: string; env?: NodeJS.Pr
 export async function pool<T, R>(items: readonly T[], limit: number, task: (item: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(items.length);
   let next = 0;
-  await Promise.all(Array.from({ length: limit }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await task(items[i]!);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await task(items[i]!);
+      }
+    }),
+  );
   return out;
 }

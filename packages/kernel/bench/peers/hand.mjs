@@ -2,7 +2,8 @@
 import { measure, weather, USER, CITIES, FINAL } from "./scenario.mjs";
 async function model(messages) {
   const last = messages[messages.length - 1];
-  if (last.role !== "tool") return { role: "assistant", calls: CITIES.map((city, i) => ({ id: `c${i}`, args: JSON.stringify({ city }) })) };
+  if (last.role !== "tool")
+    return { role: "assistant", calls: CITIES.map((city, i) => ({ id: `c${i}`, args: JSON.stringify({ city }) })) };
   return { role: "assistant", text: FINAL, calls: [] };
 }
 await measure("hand loop", async () => {

@@ -17,17 +17,53 @@ const provider = {
   id: "scripted",
   async *stream(request) {
     const usage = { input: 10, output: 5 };
-    if (request.messages[request.messages.length - 1].role !== "tool") yield { type: "response", stopReason: "tool_use", usage, message: { role: "assistant", content: CITIES.map((city) => ({ type: "tool_call", id: `c${n++}`, name: TOOL.name, args: { city } })) } };
-    else yield { type: "response", stopReason: "end_turn", usage, message: { role: "assistant", content: [{ type: "text", text: FINAL }] } };
+    if (request.messages[request.messages.length - 1].role !== "tool")
+      yield {
+        type: "response",
+        stopReason: "tool_use",
+        usage,
+        message: {
+          role: "assistant",
+          content: CITIES.map((city) => ({ type: "tool_call", id: `c${n++}`, name: TOOL.name, args: { city } })),
+        },
+      };
+    else
+      yield {
+        type: "response",
+        stopReason: "end_turn",
+        usage,
+        message: { role: "assistant", content: [{ type: "text", text: FINAL }] },
+      };
   },
 };
 const noop = () => undefined;
-const plugins = variant === "plugins" ? Array.from({ length: 5 }, (_, i) => definePlugin({ name: `noop-${i}`, version: "1.0.0", kernel: "^1", setup(ctx) { for (const p of PHASE_NAMES) ctx.on(p, noop); } })) : [];
+const plugins =
+  variant === "plugins"
+    ? Array.from({ length: 5 }, (_, i) =>
+        definePlugin({
+          name: `noop-${i}`,
+          version: "1.0.0",
+          kernel: "^1",
+          setup(ctx) {
+            for (const p of PHASE_NAMES) ctx.on(p, noop);
+          },
+        }),
+      )
+    : [];
 const dir = variant.startsWith("sqlite") ? mkdtempSync(join(tmpdir(), "keel-peers-")) : undefined;
 const store = dir ? new SqliteSessionStore({ path: join(dir, "s.sqlite") }) : new MemorySessionStore();
-const agent = await createAgent({ name: "bench", provider, plugins, store, tools: [{ name: TOOL.name, description: TOOL.description, parameters: TOOL.schema, category: "info", execute: weather }] });
+const agent = await createAgent({
+  name: "bench",
+  provider,
+  plugins,
+  store,
+  tools: [
+    { name: TOOL.name, description: TOOL.description, parameters: TOOL.schema, category: "info", execute: weather },
+  ],
+});
 const perSession = variant === "sqlite-10" ? 10 : variant === "bare-50" ? 50 : 1;
-let session, used = 0;
+let session,
+  used = 0;
 await measure(`keel ${variant}`, async () => {
   if (!session) session = await agent.session();
   const r = await session.run(USER);

@@ -6,7 +6,16 @@
 export const USER = "check the weather in three cities";
 export const CITIES = ["Paris", "Oslo", "Lima"];
 export const FINAL = "Done.";
-export const TOOL = { name: "get_weather", description: "Get the current weather for a city", schema: { type: "object", properties: { city: { type: "string", description: "City name" } }, required: ["city"], additionalProperties: false } };
+export const TOOL = {
+  name: "get_weather",
+  description: "Get the current weather for a city",
+  schema: {
+    type: "object",
+    properties: { city: { type: "string", description: "City name" } },
+    required: ["city"],
+    additionalProperties: false,
+  },
+};
 
 const calls = [];
 /** The tool every entry wraps: records its argument, answers at once. */
@@ -16,10 +25,15 @@ export async function weather({ city }) {
 }
 
 /** Time `turn` (200 warm-up + 2,000 measured by default) and check every turn's outcome. */
-export async function measure(name, turn, { warmup = Number(process.env.BENCH_WARMUP ?? 200), turns = Number(process.env.BENCH_TURNS ?? 2000) } = {}) {
+export async function measure(
+  name,
+  turn,
+  { warmup = Number(process.env.BENCH_WARMUP ?? 200), turns = Number(process.env.BENCH_TURNS ?? 2000) } = {},
+) {
   const check = (text) => {
     const got = calls.splice(0).sort().join(",");
-    if (text !== FINAL || got !== [...CITIES].sort().join(",")) throw new Error(`${name}: turn answered ${JSON.stringify(text)} after tool calls ${got}`);
+    if (text !== FINAL || got !== [...CITIES].sort().join(","))
+      throw new Error(`${name}: turn answered ${JSON.stringify(text)} after tool calls ${got}`);
   };
   for (let i = 0; i < warmup; i++) check(await turn());
   globalThis.gc?.();
@@ -41,5 +55,7 @@ export async function measure(name, turn, { warmup = Number(process.env.BENCH_WA
   const q = (p) => Math.round(times[Math.min(turns - 1, Math.ceil(p * turns) - 1)] * 10) / 10;
   // CPU time per turn (user + system): steadier than wall time on a busy machine (another process's load does not count).
   const cpu_us = Math.round(((cpu.user + cpu.system) / turns) * 10) / 10;
-  console.log(JSON.stringify({ name, median_us: q(0.5), p90_us: q(0.9), cpu_us, retained_bytes_per_turn: Math.round(retained) }));
+  console.log(
+    JSON.stringify({ name, median_us: q(0.5), p90_us: q(0.9), cpu_us, retained_bytes_per_turn: Math.round(retained) }),
+  );
 }

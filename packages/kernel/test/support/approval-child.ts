@@ -41,7 +41,12 @@ const tools: ToolDefinition[] = [
       return `wrote "${args.text}" (pid ${process.pid})`;
     },
   },
-  { name: "read_note", description: "Reads the notes.", parameters: { type: "object", properties: {} }, execute: () => (fs.existsSync(noteFile) ? fs.readFileSync(noteFile, "utf8") : "(empty)") },
+  {
+    name: "read_note",
+    description: "Reads the notes.",
+    parameters: { type: "object", properties: {} },
+    execute: () => (fs.existsSync(noteFile) ? fs.readFileSync(noteFile, "utf8") : "(empty)"),
+  },
 ];
 
 /** Asks for every write; counts turn.post_turn runs in $NOTE_FILE.post. */
@@ -49,14 +54,23 @@ const guard = definePlugin({
   name: "guard",
   version: "1.0.0",
   setup(ctx) {
-    ctx.on("tool.pre_call", (e) => (e.call.name === "write_note" ? { kind: "tool_decision", decision: "ask", reason: "writes are reviewed" } : undefined));
+    ctx.on("tool.pre_call", (e) =>
+      e.call.name === "write_note"
+        ? { kind: "tool_decision", decision: "ask", reason: "writes are reviewed" }
+        : undefined,
+    );
     ctx.on("turn.post_turn", () => void fs.appendFileSync(`${noteFile}.post`, "x"));
   },
 });
 
 async function main(): Promise<void> {
   const [mode, raw] = process.argv.slice(2) as [string, string];
-  const arg = JSON.parse(raw) as { input?: string; script: ScriptStep[]; session?: string; answers?: Array<{ callId: string; approve: boolean; always?: boolean; reason?: string }> };
+  const arg = JSON.parse(raw) as {
+    input?: string;
+    script: ScriptStep[];
+    session?: string;
+    answers?: Array<{ callId: string; approve: boolean; always?: boolean; reason?: string }>;
+  };
   const agent = await createAgent({
     name: "approval-child",
     store: new SqliteSessionStore({ path: defaultSessionDbPath(defaultKeelHome()) }),
@@ -77,7 +91,11 @@ async function main(): Promise<void> {
   } else if (mode === "answer") {
     say(`PENDING ${JSON.stringify(session.pendingApprovals())}`);
     for (const a of arg.answers ?? []) {
-      if (a.approve) await session.approve(a.callId, { ...(a.always ? { always: true } : {}), ...(a.reason ? { reason: a.reason } : {}) });
+      if (a.approve)
+        await session.approve(a.callId, {
+          ...(a.always ? { always: true } : {}),
+          ...(a.reason ? { reason: a.reason } : {}),
+        });
       else await session.deny(a.callId, a.reason ? { reason: a.reason } : {});
     }
     say(`RESULT ${JSON.stringify(await session.resume())}`);

@@ -53,7 +53,11 @@ export function pingTool(counter: { n: number }): ToolDefinition {
  * Temporary agent homes and the SQLite stores opened on them; `cleanup()` closes the stores
  * and deletes the folders (call it in afterEach).
  */
-export function tempHomes(prefix: string): { fresh(): string; open(home: string): SqliteSessionStore; cleanup(): void } {
+export function tempHomes(prefix: string): {
+  fresh(): string;
+  open(home: string): SqliteSessionStore;
+  cleanup(): void;
+} {
   const dirs: string[] = [];
   const stores: SqliteSessionStore[] = [];
   return {
@@ -78,7 +82,9 @@ export function tempHomes(prefix: string): { fresh(): string; open(home: string)
  * Pair tool calls with results: every call has exactly one result, after its assistant
  * message and before the next one; no result lacks a call. Returns id → result message.
  */
-export function pairResults(messages: readonly Message[]): Map<string, { text: string; isError: boolean; name: string }> {
+export function pairResults(
+  messages: readonly Message[],
+): Map<string, { text: string; isError: boolean; name: string }> {
   const out = new Map<string, { text: string; isError: boolean; name: string }>();
   const calls: string[] = [];
   let open = new Set<string>();

@@ -45,7 +45,8 @@ function forever(): Promise<never> {
 
 async function main(): Promise<void> {
   const [mode, input, steerText] = process.argv.slice(2) as [Mode | undefined, string | undefined, string | undefined];
-  if (mode !== "provider" && mode !== "tool" && mode !== "steer") throw new Error(`unknown mode ${JSON.stringify(mode)}`);
+  if (mode !== "provider" && mode !== "tool" && mode !== "steer")
+    throw new Error(`unknown mode ${JSON.stringify(mode)}`);
   if (!input) throw new Error("missing the user message argument");
   if (mode === "steer" && !steerText) throw new Error("steer mode needs the steering text argument");
 
@@ -81,7 +82,12 @@ async function main(): Promise<void> {
     store,
     tools: [hangTool],
     tokenCounter: new QuickTokenCounter(),
-    provider: mode === "tool" ? scriptedProvider([{ text: "Probing.", toolCalls: [{ id: ORPHAN_CALL_ID, name: HANG_TOOL, args: { target: "db" } }] }]) : hangingProvider,
+    provider:
+      mode === "tool"
+        ? scriptedProvider([
+            { text: "Probing.", toolCalls: [{ id: ORPHAN_CALL_ID, name: HANG_TOOL, args: { target: "db" } }] },
+          ])
+        : hangingProvider,
   });
   const session = await agent.session();
   sessionId = session.id;

@@ -22,11 +22,20 @@ export interface Trajectory {
   turns: Turn[];
 }
 
-type Raw = { role: string; content?: unknown; tool_calls?: Array<{ id?: string; function: { name: string; arguments: string } }>; tool_call_ids?: string[]; tool_call_id?: string; action?: string; is_demo?: boolean };
+type Raw = {
+  role: string;
+  content?: unknown;
+  tool_calls?: Array<{ id?: string; function: { name: string; arguments: string } }>;
+  tool_call_ids?: string[];
+  tool_call_id?: string;
+  action?: string;
+  is_demo?: boolean;
+};
 
 function text(content: unknown): string {
   if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map((c) => (typeof c === "string" ? c : typeof c?.text === "string" ? c.text : "")).join("\n");
+  if (Array.isArray(content))
+    return content.map((c) => (typeof c === "string" ? c : typeof c?.text === "string" ? c.text : "")).join("\n");
   return content == null ? "" : JSON.stringify(content);
 }
 
@@ -47,8 +56,16 @@ const BASH_BLOCK = /```(?:bash|sh)?\s*\n([\s\S]*?)```/;
  * following tool/user messages are the outputs; a user message after an assistant message
  * without an action starts a new turn.
  */
-function fromMessages(source: Trajectory["source"], name: string, messages: Raw[], actionOf: (m: Raw) => string | undefined): Trajectory {
-  const system = messages.filter((m) => m.role === "system").map((m) => text(m.content)).join("\n\n");
+function fromMessages(
+  source: Trajectory["source"],
+  name: string,
+  messages: Raw[],
+  actionOf: (m: Raw) => string | undefined,
+): Trajectory {
+  const system = messages
+    .filter((m) => m.role === "system")
+    .map((m) => text(m.content))
+    .join("\n\n");
   const rest = messages.filter((m) => m.role !== "system");
   const turns: Turn[] = [];
   let turn: Turn | undefined;
@@ -58,14 +75,23 @@ function fromMessages(source: Trajectory["source"], name: string, messages: Raw[
     if (m.role === "assistant") {
       if (!turn) turns.push((turn = { input: "(start)", steps: [] }));
       const calls: Step["calls"] = m.tool_calls?.length
-        ? m.tool_calls.map((c) => ({ id: `t${n++}`, ...(c.id ? { orig: c.id } : {}), name: sanitize(c.function.name), args: parseArgs(c.function.arguments), output: undefined }))
+        ? m.tool_calls.map((c) => ({
+            id: `t${n++}`,
+            ...(c.id ? { orig: c.id } : {}),
+            name: sanitize(c.function.name),
+            args: parseArgs(c.function.arguments),
+            output: undefined,
+          }))
         : (() => {
             const action = actionOf(m);
             return action ? [{ id: `t${n++}`, name: "bash", args: { command: action }, output: undefined }] : [];
           })();
       // A text-format action is sent once, as the tool call, not also inside the text.
       const body = text(m.content);
-      const step: Step = { text: m.tool_calls?.length || !calls.length ? body : stripAction(body, String(calls[0]!.args.command)), calls };
+      const step: Step = {
+        text: m.tool_calls?.length || !calls.length ? body : stripAction(body, String(calls[0]!.args.command)),
+        calls,
+      };
       const prev = turn.steps.at(-1);
       if (prev && prev.calls.length === 0) {
         // A reply without calls ends a turn: a second assistant message right after it joins it.
@@ -81,7 +107,9 @@ function fromMessages(source: Trajectory["source"], name: string, messages: Raw[
     const body = text(m.content);
     if (open && (m.role === "tool" || m.role === "user")) {
       const ids = m.tool_call_ids ?? (m.tool_call_id ? [m.tool_call_id] : undefined);
-      const target = (ids && open.calls.find((c) => c.orig !== undefined && ids.includes(c.orig) && c.output === undefined)) ?? open.calls.find((c) => c.output === undefined);
+      const target =
+        (ids && open.calls.find((c) => c.orig !== undefined && ids.includes(c.orig) && c.output === undefined)) ??
+        open.calls.find((c) => c.output === undefined);
       if (target) {
         target.output = body;
         if (open.calls.every((c) => c.output !== undefined)) open = undefined;
@@ -114,7 +142,12 @@ export function loadSweAgent(dir: string): Trajectory[] {
     .sort()
     .map((f) => {
       const j = JSON.parse(readFileSync(join(dir, f), "utf8")) as { history?: Raw[] };
-      return fromMessages("swe-agent", f, (j.history ?? []).filter((m) => !m.is_demo), (m) => (typeof m.action === "string" && m.action.trim() ? m.action.trim() : undefined));
+      return fromMessages(
+        "swe-agent",
+        f,
+        (j.history ?? []).filter((m) => !m.is_demo),
+        (m) => (typeof m.action === "string" && m.action.trim() ? m.action.trim() : undefined),
+      );
     })
     .filter((t) => t.turns.length > 0);
 }
@@ -126,7 +159,12 @@ export function loadMiniSweAgent(dir: string): Trajectory[] {
     .sort()
     .map((f) => {
       const j = JSON.parse(readFileSync(join(dir, f), "utf8")) as { messages: Raw[] };
-      return fromMessages("mini-swe-agent", f, j.messages, (m) => BASH_BLOCK.exec(text(m.content))?.[1]?.trim() || undefined);
+      return fromMessages(
+        "mini-swe-agent",
+        f,
+        j.messages,
+        (m) => BASH_BLOCK.exec(text(m.content))?.[1]?.trim() || undefined,
+      );
     })
     .filter((t) => t.turns.length > 0);
 }

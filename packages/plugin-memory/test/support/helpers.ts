@@ -26,20 +26,40 @@ export async function cleanup(): Promise<void> {
 }
 
 /** An agent with the memory plugin and a scripted provider. */
-export async function memoryAgent(steps: ScriptStep[], options: MemoryOptions = {}): Promise<{ agent: Agent; provider: ScriptedProvider; plugin: MemoryPlugin }> {
+export async function memoryAgent(
+  steps: ScriptStep[],
+  options: MemoryOptions = {},
+): Promise<{ agent: Agent; provider: ScriptedProvider; plugin: MemoryPlugin }> {
   const provider = scriptedProvider(steps);
   const plugin = memory({ extraction: "deterministic", ...options });
   const agent = await createAgent({ provider, store: new MemorySessionStore(), plugins: [plugin] });
-  closers.push(() => plugin.memory.close(), () => agent.close());
+  closers.push(
+    () => plugin.memory.close(),
+    () => agent.close(),
+  );
   return { agent, provider, plugin };
 }
 
 /** Diagnostics recorded in a session's events. */
-export function diagnostics(events: readonly KeelEvent[]): Array<{ code: string; plugin: string; phase: string; message: string }> {
-  return events.filter((e) => e.type === "diagnostic") as unknown as Array<{ code: string; plugin: string; phase: string; message: string }>;
+export function diagnostics(
+  events: readonly KeelEvent[],
+): Array<{ code: string; plugin: string; phase: string; message: string }> {
+  return events.filter((e) => e.type === "diagnostic") as unknown as Array<{
+    code: string;
+    plugin: string;
+    phase: string;
+    message: string;
+  }>;
 }
 
 /** job.completed events. */
-export function jobs(events: readonly KeelEvent[]): Array<{ name: string; status: string; idempotencyKey: string; error?: string }> {
-  return events.filter((e) => e.type === "job.completed") as unknown as Array<{ name: string; status: string; idempotencyKey: string; error?: string }>;
+export function jobs(
+  events: readonly KeelEvent[],
+): Array<{ name: string; status: string; idempotencyKey: string; error?: string }> {
+  return events.filter((e) => e.type === "job.completed") as unknown as Array<{
+    name: string;
+    status: string;
+    idempotencyKey: string;
+    error?: string;
+  }>;
 }

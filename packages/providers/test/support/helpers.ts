@@ -12,7 +12,12 @@ export interface Run {
 }
 
 /** Consume a provider's stream; a thrown ProviderError is returned, anything else rethrown. */
-export async function run(provider: ModelProvider, request: ModelRequest, signal: AbortSignal = new AbortController().signal, onEvent?: (e: ModelEvent) => void): Promise<Run> {
+export async function run(
+  provider: ModelProvider,
+  request: ModelRequest,
+  signal: AbortSignal = new AbortController().signal,
+  onEvent?: (e: ModelEvent) => void,
+): Promise<Run> {
   const events: ModelEvent[] = [];
   const out: Run = { events, notices: [], text: "" };
   try {
@@ -32,15 +37,45 @@ export async function run(provider: ModelProvider, request: ModelRequest, signal
 
 /** A request with one user message. */
 export function ask(text: string, extra: Partial<ModelRequest> = {}): ModelRequest {
-  return { system: "You are terse.", messages: [{ role: "user", content: [{ type: "text", text }] }], tools: [], options: {}, ...extra };
+  return {
+    system: "You are terse.",
+    messages: [{ role: "user", content: [{ type: "text", text }] }],
+    tools: [],
+    options: {},
+    ...extra,
+  };
 }
 
-export const weatherTool: ToolSchema = { name: "get_weather", description: "Weather for a city.", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } };
-export const timeTool: ToolSchema = { name: "get_time", description: "Time in a city.", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } };
+export const weatherTool: ToolSchema = {
+  name: "get_weather",
+  description: "Weather for a city.",
+  parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+};
+export const timeTool: ToolSchema = {
+  name: "get_time",
+  description: "Time in a city.",
+  parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+};
 
 /** The conversation after the model's answer and one result per tool call. */
-export function withResults(request: ModelRequest, answer: Extract<Message, { role: "assistant" }>, result = "sunny"): ModelRequest {
-  const results: Message[] = answer.content.flatMap((b) => (b.type === "tool_call" ? [{ role: "tool" as const, toolCallId: b.id, toolName: b.name, content: [{ type: "text" as const, text: result }], isError: false }] : []));
+export function withResults(
+  request: ModelRequest,
+  answer: Extract<Message, { role: "assistant" }>,
+  result = "sunny",
+): ModelRequest {
+  const results: Message[] = answer.content.flatMap((b) =>
+    b.type === "tool_call"
+      ? [
+          {
+            role: "tool" as const,
+            toolCallId: b.id,
+            toolName: b.name,
+            content: [{ type: "text" as const, text: result }],
+            isError: false,
+          },
+        ]
+      : [],
+  );
   return { ...request, messages: [...request.messages, answer, ...results] };
 }
 

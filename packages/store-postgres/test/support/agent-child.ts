@@ -27,7 +27,8 @@ const provider = {
 const agent = await createAgent({ name: "pg-child", store, provider });
 if (mode === "hang") {
   await store.ready();
-  if (!(await store.getSession(sessionId))) await store.createSession({ id: sessionId, agent: "pg-child", createdAt: Date.now() });
+  if (!(await store.getSession(sessionId)))
+    await store.createSession({ id: sessionId, agent: "pg-child", createdAt: Date.now() });
 }
 try {
   const session = await agent.session(sessionId);

@@ -29,7 +29,9 @@ export async function requirePostgres(): Promise<void> {
     await client.connect();
     await client.query("SELECT 1");
   } catch (err) {
-    throw new Error(`PostgreSQL is not reachable at ${PG_URL} (${(err as Error).message}). These tests need it: start it (pg_ctlcluster 15 main start --skip-systemctl-redirect) or point KEEL_TEST_PG_URL at one.`);
+    throw new Error(
+      `PostgreSQL is not reachable at ${PG_URL} (${(err as Error).message}). These tests need it: start it (pg_ctlcluster 15 main start --skip-systemctl-redirect) or point KEEL_TEST_PG_URL at one.`,
+    );
   } finally {
     await client.end().catch(() => undefined);
   }
@@ -57,7 +59,11 @@ export async function rawRows(schema: string, table: string): Promise<string[]> 
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
   try {
-    return ((await client.query(`SELECT row_to_json(t)::text AS j FROM "${schema}"."${table}" t`)).rows as Array<{ j: string }>).map((r) => r.j);
+    return (
+      (await client.query(`SELECT row_to_json(t)::text AS j FROM "${schema}"."${table}" t`)).rows as Array<{
+        j: string;
+      }>
+    ).map((r) => r.j);
   } finally {
     await client.end();
   }
