@@ -79,5 +79,5 @@ describe("README config snippet", () => {
       rmSync(file, { force: true });
       rmSync(home, { recursive: true, force: true });
     }
-  }, 30_000);
+  }, 60_000);
 });

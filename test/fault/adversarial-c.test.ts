@@ -109,7 +109,7 @@ describe("adversarial C, silent loss: a pending durable job runs once across pro
       ]);
       expect(memories(home).contents.filter((c) => c.includes("Acme"))).toHaveLength(1);
     }
-  }, 40_000);
+  }, 60_000);
 
   it("the killed session's own resume racing a new session's start: the job runs once, and the resume keeps every message", async () => {
     for (let race = 0; race < 2; race++) {
@@ -133,7 +133,7 @@ describe("adversarial C, silent loss: a pending durable job runs once across pro
         "Still there?",
       ]);
     }
-  }, 30_000);
+  }, 60_000);
 });
 
 describe("adversarial C, silent loss: a live adopter keeps its job", () => {
@@ -379,7 +379,7 @@ describe("adversarial C, storage: a home from before the hardening merge", () =>
       expect(texts.at(-1)).toBe("after the kill");
       for (const [turn, ends] of terminalsByTurn(storedEvents(p.home, V1_SESSION))) expect(ends, turn).toHaveLength(1);
     }
-  }, 30_000);
+  }, 60_000);
 });
 
 describe("adversarial C, storage: a holder stalled mid-stream", () => {
@@ -502,5 +502,5 @@ describe("adversarial C, storage: sabotage and odd homes", () => {
     ids.forEach((id, i) => {
       expect(storedUserTexts(storedEvents(p.home, id))).toEqual([`burst message ${i}`]);
     });
-  }, 40_000);
+  }, 60_000);
 });

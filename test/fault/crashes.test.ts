@@ -47,7 +47,7 @@ describe("crashes: tool output read inside a guard (real CLI)", () => {
     expect(text).toContain("getter boom");
     expect(events.find((e) => e.type === "tool.completed")).toMatchObject({ status: "error" });
     expect(closedOnce(events).map((e) => e.type)).toEqual(["turn.completed"]);
-  }, 15_000);
+  }, 60_000);
 
   it("a tool result that is a Proxy whose traps all throw becomes an error result", async () => {
     const { r, text, isError } = await toolRun(
@@ -56,7 +56,7 @@ describe("crashes: tool output read inside a guard (real CLI)", () => {
     expect(r.code).toBe(0);
     expect(isError).toBe(true);
     expect(text).toContain("KEEL_OUTPUT_UNREADABLE");
-  }, 15_000);
+  }, 60_000);
 
   it("a cyclic tool result, or one holding a bigint, is an error result that says why", async () => {
     const cyc = await toolRun(
@@ -67,7 +67,7 @@ describe("crashes: tool output read inside a guard (real CLI)", () => {
     const big = await toolRun(`() => ({ content: "n", extra: 10n })`);
     expect(big.isError).toBe(true);
     expect(big.text).toContain("bigint");
-  }, 20_000);
+  }, 60_000);
 
   it("a tool result is read once: a getter that answers, then throws on a second read, gives its first answer", async () => {
     const { r, text, isError } = await toolRun(
@@ -76,7 +76,7 @@ describe("crashes: tool output read inside a guard (real CLI)", () => {
     expect(r.code).toBe(0);
     expect(isError).toBe(false);
     expect(text).toBe("first read");
-  }, 15_000);
+  }, 60_000);
 });
 
 describe("crashes: contributions read inside a guard (real CLI)", () => {
@@ -103,7 +103,7 @@ export default defineConfig({ name: "contrib", plugins: [hostile, polite], offli
     >;
     expect(manifest.manifest.context.map((c) => c.plugin)).toEqual(["polite"]);
     expect(closedOnce(events).map((e) => e.type)).toEqual(["turn.completed"]);
-  }, 15_000);
+  }, 60_000);
 
   it("a Proxy contribution whose traps throw is rejected, coded, and the turn completes", async () => {
     const { dir, home } = makeHome(
@@ -117,7 +117,7 @@ export default defineConfig({ name: "contrib", plugins: [hostile, polite], offli
     expect(allEvents(home).find((e) => e.type === "diagnostic" && e.plugin === "hostile")).toMatchObject({
       phase: "turn.pre_prompt_context",
     });
-  }, 15_000);
+  }, 60_000);
 
   it("a Proxy contribution that answers differently on each read is read once: what was validated is what is used", async () => {
     const { dir, home } = makeHome(
@@ -132,7 +132,7 @@ export default defineConfig({ name: "contrib", plugins: [hostile, polite], offli
       { type: "prompt.compiled" }
     >;
     expect(manifest.manifest.context.find((c) => c.id === "shifty")).toMatchObject({ chars: 5 });
-  }, 15_000);
+  }, 60_000);
 
   it("a diagnostic whose data has a throwing toJSON is stored without it; the log stays whole", async () => {
     const { dir, home } = makeHome(
@@ -145,7 +145,7 @@ export default defineConfig({ name: "contrib", plugins: [hostile, polite], offli
     const events = allEvents(home);
     expect(events.find((e) => e.type === "diagnostic" && e.code === "hostile.note")).toMatchObject({ data: { ok: 1 } });
     expect(closedOnce(events).map((e) => e.type)).toEqual(["turn.completed"]);
-  }, 15_000);
+  }, 60_000);
 });
 
 describe("crashes: late ctx.on and the process-level last line of defence (real CLI)", () => {
@@ -158,7 +158,7 @@ export default defineConfig({ name: "late", plugins: [late], offline: { script: 
     expect(r.stderr).not.toMatch(STACK);
     const d = allEvents(home).find((e) => e.type === "diagnostic" && e.code === "KEEL_REGISTRY_FROZEN");
     expect(d).toMatchObject({ plugin: "late-subscriber", phase: "turn.post_turn", level: "error" });
-  }, 15_000);
+  }, 60_000);
 
   it("an uncaught exception from a plugin timer mid-turn: fault recorded, turn closed failed, exit 1 within bounds, message names the plugin", async () => {
     const { dir, home } = makeHome(`
@@ -184,7 +184,7 @@ export default defineConfig({ name: "fault", plugins: [ticker], offline: { scrip
       type: "turn.failed",
       verdict: { status: "failed", reason: "process_fault", code: "KEEL_PROCESS_FAULT", plugin: "ticker" },
     });
-  }, 15_000);
+  }, 60_000);
 
   it("an unhandled rejection from a plugin tool mid-call: the call gets a result (pairing intact), the turn fails, message names plugin and tool", async () => {
     const { dir, home } = makeHome(`
@@ -223,7 +223,7 @@ export default defineConfig({ name: "fault2", plugins: [sloppy], offline: { scri
     expect(closedOnce(events)).toMatchObject([
       { type: "turn.failed", verdict: { reason: "process_fault", plugin: "sloppy-tools" } },
     ]);
-  }, 15_000);
+  }, 60_000);
 
   it("an uncaught exception after the turn (a background handler's timer) still makes the exit non-zero with a coded message", async () => {
     const { dir, home } = makeHome(`
@@ -234,7 +234,7 @@ export default defineConfig({ name: "fault3", plugins: [after], offline: { scrip
     expect(r.stderr).toContain('KEEL_PROCESS_FAULT (plugin "afterburner"');
     expect(r.stderr).not.toMatch(STACK);
     expect(closedOnce(allEvents(home))).toMatchObject([{ type: "turn.completed" }]);
-  }, 15_000);
+  }, 60_000);
 });
 
 describe("crashes: faults outside a turn (real CLI)", () => {
@@ -247,7 +247,7 @@ export default defineConfig({ name: "early", plugins: [early, slow], offline: { 
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('KEEL_PROCESS_FAULT (plugin "early-bird", phase "setup")');
     expect(r.stderr).not.toMatch(STACK);
-  }, 15_000);
+  }, 60_000);
 
   it("a plugin interval that throws on every tick: the turn closes once, the log keeps a bounded number of fault events, stderr a bounded number of lines", async () => {
     const { dir, home } = makeHome(`
@@ -264,7 +264,7 @@ export default defineConfig({ name: "noisy", plugins: [noisy], offline: { script
     ]);
     // At most 5 fault lines, one "more faults followed", and the failed turn's own coded line.
     expect(r.stderr.split("\n").filter((l) => l.includes("KEEL_PROCESS_FAULT")).length).toBeLessThanOrEqual(7);
-  }, 15_000);
+  }, 60_000);
 });
 
 describe("crashes: frozen events and the library default", () => {

@@ -41,7 +41,7 @@ describe("silent loss: durable background jobs through the real CLI", () => {
     await keel(dir, home, ["run", "Anything else?"]);
     expect(jobTrail(allEvents(home), extractKey(session)).filter((t) => t.startsWith("job.started"))).toHaveLength(2);
     expect(memories(home).contents.filter((c) => c.includes("Lisbon"))).toHaveLength(1);
-  }, 30_000);
+  }, 60_000);
 
   it("SIGKILL during extraction: the job is pending on disk and re-runs on resume, with no duplicates", async () => {
     const { dir, home } = makeHome(SLOW_MEMORY_CONFIG);
@@ -64,7 +64,7 @@ describe("silent loss: durable background jobs through the real CLI", () => {
     const { contents, extracted } = memories(home);
     expect(contents.filter((c) => c.includes("teal"))).toEqual(["The user's favourite colour is teal"]);
     expect(extracted).toEqual([`${session}/1`, `${session}/2`]);
-  }, 30_000);
+  }, 60_000);
 
   it("SIGKILL during extraction: the next start (a new session) sees the killed process is gone and re-runs the job at once, storing it once", async () => {
     const { dir, home } = makeHome(SLOW_MEMORY_CONFIG);
@@ -81,7 +81,7 @@ describe("silent loss: durable background jobs through the real CLI", () => {
     const trail = jobTrail(allEvents(home), extractKey(session));
     expect(trail).toEqual(["job.pending", "job.started", "job.pending", "job.started", "job.completed:ok"]);
     expect(memories(home).contents.filter((c) => c.includes("Acme"))).toEqual(["The user works at Acme Rockets"]);
-  }, 30_000);
+  }, 60_000);
 
   it("a durable job that always fails stops after its attempts and the CLI reports it (KEEL_JOB_FAILED), naming the plugin", async () => {
     const { dir, home } = makeHome(`
@@ -110,7 +110,7 @@ export default defineConfig({ name: "flaky", plugins: [flaky], offline: { script
     // Settled as failed: the next start does not try again.
     await keel(dir, home, ["run", "--session", session, "again"]);
     expect(jobTrail(allEvents(home), `sync:${session}/1`).filter((t) => t === "job.started")).toHaveLength(3);
-  }, 20_000);
+  }, 60_000);
 
   it("the extraction job's payload in the log holds references and flags, not the user's words", async () => {
     const { dir, home } = makeHome(SLOW_MEMORY_CONFIG);
@@ -121,7 +121,7 @@ export default defineConfig({ name: "flaky", plugins: [flaky], offline: { script
     expect(pending.payload).toEqual({ namespace: "default", write: true, model: true, forgetFromInput: false });
     expect(JSON.stringify(pending)).not.toContain("Bluefinch");
     expect(memories(home).contents).toEqual(["The user's project codename is Bluefinch"]);
-  }, 15_000);
+  }, 60_000);
 
   it("a plugin that mutates turn.post_turn's messages cannot plant facts for memory extraction", async () => {
     const { dir, home } = makeHome(`
@@ -144,7 +144,7 @@ export default defineConfig({ name: "plant", plugins: [planter, memory({ extract
       message: "4 of 4 mutations threw",
     });
     expect(memories(home).contents).toEqual(["The user's cat is called Miso"]);
-  }, 15_000);
+  }, 60_000);
 
   it("a durable job whose runner is not registered, or whose payload is content, is refused with a coded diagnostic naming the plugin", async () => {
     const { dir, home } = makeHome(`
@@ -169,7 +169,7 @@ export default defineConfig({ name: "sloppy", plugins: [sloppy], offline: { scri
       ]),
     );
     expect(events.filter((e) => e.type === "job.pending")).toEqual([]);
-  }, 15_000);
+  }, 60_000);
 });
 
 describe("silent loss: durable jobs in the library (attempts across restarts, adoption, idempotency)", () => {
@@ -283,7 +283,7 @@ describe("silent loss: an approval is durable at every step", () => {
     ]);
     expect(resumed.lines.get("RESULT")).toMatchObject({ verdict: { status: "completed" }, text: "Done." });
     expect(ledger(home)).toMatch(/^v9 pid \d+\n$/);
-  }, 30_000);
+  }, 60_000);
 
   it("killed while the approved tool runs: the next process finds nothing pending, the call gets one 'interrupted' result, and the tool is not re-run behind the person's back", async () => {
     const home = mkdtempSync(join(tmpdir(), "keel-fault-approve-"));
@@ -306,5 +306,5 @@ describe("silent loss: an approval is durable at every step", () => {
     ).toEqual(["d1"]);
     expect(events.filter((e) => e.type === "tool.started")).toHaveLength(1);
     expect(events.filter((e) => e.type === "turn.interrupted")).toHaveLength(1);
-  }, 30_000);
+  }, 60_000);
 });

@@ -61,7 +61,7 @@ describe("PostgreSQL under hostile conditions", () => {
     expect(r.stderr).toContain(`127.0.0.1:${port}`);
     expect(r.stderr + r.stdout).not.toContain("hunter2-very-secret");
     expect(r.ms).toBeLessThan(12_000);
-  }, 30_000);
+  }, 60_000);
 
   it("NUL bytes and lone surrogates in a message and a memory are stored (as U+FFFD), not a failed write", async () => {
     const schema = testSchema();
@@ -107,7 +107,7 @@ describe("PostgreSQL under hostile conditions", () => {
       await agent.close();
       await store.close();
     }
-  }, 30_000);
+  }, 60_000);
 
   it("a memory of megabytes (long distinct words) is stored and found; another namespace never sees it", async () => {
     const target = testTarget();
@@ -122,7 +122,7 @@ describe("PostgreSQL under hostile conditions", () => {
     expect(await s.search({ namespace: "bob", terms: ["needle"], limit: 5 })).toEqual([]);
     expect(await s.get("bob", r.memory.id)).toBeUndefined();
     expect((await rawRows(target.schema, "keel_memories")).length).toBe(1);
-  }, 30_000);
+  }, 60_000);
 });
 
 /** Files under `home` whose bytes hold any of `needles` (WAL and SHM files included). */
@@ -179,7 +179,7 @@ describe("trust round 3 (issue 30): a credential anywhere in a connection string
     expect(r.stderr).toContain("KEEL_STORE_FAILED");
     expect(r.stderr).toContain(`127.0.0.1:${port}/keeldb`);
     expect(filesHolding(home, [user, query, ssl])).toEqual([]);
-  }, 40_000);
+  }, 60_000);
 
   it("a database that does not exist on the real server: keel run, keel sessions list and keel db migrate fail naming it, with no password shown", async () => {
     const [user, query, ssl] = [secret("userinfo"), secret("query"), secret("sslkey")];
@@ -227,7 +227,7 @@ describe("trust round 3 (issue 30): a credential anywhere in a connection string
       filesHolding(home, ["KEEL_MEMORY_STORE_FAILED"]).length,
       "the failure is in the session log",
     ).toBeGreaterThan(0);
-  }, 40_000);
+  }, 60_000);
 
   it("a working server given ?password= (trust auth ignores it): run, sessions list and db migrate --json show where the stores are, never the password", async () => {
     const query = secret("query");
@@ -266,5 +266,5 @@ describe("trust round 3 (issue 30): a credential anywhere in a connection string
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr).toContain("KEEL_CONFIG_INVALID");
     expect(r.stderr).toContain("postgresql://keel@db.internal/keel?password=***");
-  }, 40_000);
+  }, 60_000);
 });

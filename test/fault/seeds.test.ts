@@ -101,7 +101,7 @@ describe("fault/seeds: goals", () => {
     await agent.close();
     db.close();
     expect(holding(dir, KEY.slice(14, 50))).toEqual([]);
-  }, 30_000);
+  }, 60_000);
 });
 
 describe("fault/seeds: user model", () => {
@@ -139,7 +139,7 @@ describe("fault/seeds: user model", () => {
     await agent.close();
     db.close();
     expect(holding(dir, KEY.slice(14, 50))).toEqual([]);
-  }, 40_000);
+  }, 60_000);
 });
 
 describe("fault/seeds: retry, pruning and prun", () => {

@@ -269,7 +269,7 @@ describe("storage: concurrent opens", () => {
     ).toEqual([]);
     expect(Date.now() - t0).toBeLessThan(20_000);
     expect(storedSessions(home)).toHaveLength(32);
-  }, 40_000);
+  }, 60_000);
 
   it("a first open that meets another process's write lock on a fresh file waits for it instead of failing", async () => {
     const path = join(root, "locked", "x.sqlite");

@@ -141,7 +141,7 @@ describe("keel run asks", () => {
       "turn.started",
       "turn.completed",
     ]);
-  }, 30_000);
+  }, 60_000);
 
   it("on a terminal (a real pty) the person is asked by default; 'a' allows always for the session", async () => {
     const p = project([
@@ -171,5 +171,5 @@ describe("keel run asks", () => {
     expect(out).toContain("✓ write_note allowed (always, in this session)");
     expect(p.notes()).toBe("release is Thursday\nsecond\n");
     expect(out).toContain("Both written.");
-  }, 30_000);
+  }, 60_000);
 });

@@ -42,8 +42,9 @@ describe("keel chat", () => {
     const run = await runKeel(["chat"], {
       cwd: dir,
       env: offlineEnv({ KEEL_HOME: home }),
-      stdin: ["check things", "also look at the logs", "/exit"],
-      gapMs: 300,
+      // The note is typed while the tool runs (it prints "→ slow_check" on stderr as it starts).
+      stdin: ["check things", { line: "also look at the logs", after: "slow_check" }, "/exit"],
+      gapMs: 100,
     });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toContain("(queued as steering: also look at the logs)");
@@ -68,8 +69,16 @@ describe("keel chat", () => {
     const run = await runKeel(["chat"], {
       cwd: dir,
       env: offlineEnv({ KEEL_HOME: home }),
-      stdin: ["/mode chat", "first question", "/mode", "/mode agent", "second question", "/exit"],
-      gapMs: 400,
+      // Each question waits for the answer before it: a line typed during a turn is steering, not a turn.
+      stdin: [
+        "/mode chat",
+        "first question",
+        { line: "/mode", after: "no tools here" },
+        "/mode agent",
+        "second question",
+        { line: "/exit", after: "tools are back" },
+      ],
+      gapMs: 100,
     });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain("no tools here");

@@ -289,7 +289,7 @@ describe("first run in a home", () => {
     expect(existsSync(elsewhere)).toBe(false);
     expect(r.stderr).toContain("keel run -c --config");
     expect(r.stderr).toContain("--home here");
-  }, 20_000);
+  }, 60_000);
 });
 
 describe("the slow-phase line", () => {

@@ -125,7 +125,7 @@ describe("durable approvals across processes", () => {
     expect(ofType(events, "tool.completed").map((e) => [e.callId, e.status, e.decision])).toEqual([
       ["w1", "ok", "ask→approved"],
     ]);
-  }, 30_000);
+  }, 60_000);
 
   it("SIGKILL while waiting loses nothing: a new process finds the request and finishes the turn", async () => {
     const home = homes.fresh();
@@ -141,7 +141,7 @@ describe("durable approvals across processes", () => {
     expect(after.lines.get("PENDING")).toMatchObject([{ callId: "w1", args: { text: "kept" } }]);
     expect((after.lines.get("RESULT") as TurnResult).verdict.status).toBe("completed");
     expect(notes(home)).toBe("kept\n");
-  }, 30_000);
+  }, 60_000);
 
   it("deny with a reason: the tool never runs and the model reads the reason", async () => {
     const home = homes.fresh();
@@ -161,7 +161,7 @@ describe("durable approvals across processes", () => {
     expect(ofType(events, "tool.completed").map((e) => [e.status, e.decision])).toEqual([
       ["denied", "deny by the user"],
     ]);
-  }, 30_000);
+  }, 60_000);
 
   it('"always" is remembered for the session, in a later process too, and not in another session', async () => {
     const home = homes.fresh();
@@ -191,7 +191,7 @@ describe("durable approvals across processes", () => {
       ["w1", "host", true],
       ["w2", "always", true],
     ]);
-  }, 40_000);
+  }, 60_000);
 });
 
 describe("durable approvals in one process", () => {

@@ -69,7 +69,7 @@ describe("a steered message that looks like one of this plugin's summaries (real
     const after = provider.requests.slice(2);
     expect(after.length).toBeGreaterThan(3);
     for (const [i, r] of after.entries()) expect(r.messages.map(textOf), `request ${i + 3}`).toContain(pasted);
-  }, 30_000);
+  }, 60_000);
 });
 
 describe("a tool output that is one long blob (base64)", () => {

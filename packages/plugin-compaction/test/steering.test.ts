@@ -39,6 +39,6 @@ describe("steering survives compaction", () => {
         expect(users, `request ${i + 2}`).toContain("Also report the slowest check.");
         expect(users, `request ${i + 2}`).toContain("Run the checks one by one.");
       }
-    }, 30_000);
+    }, 60_000);
   }
 });

@@ -148,6 +148,6 @@ describe.each(["SQLite", "PostgreSQL"])(
             tool_call_id: expect.stringMatching(/^[0-9a-f]{64}$/),
           });
       }
-    }, 30_000);
+    }, 60_000);
   },
 );

@@ -323,5 +323,5 @@ describe("autonomous runs", () => {
     expect(await codes(sessions, s.id)).toEqual(["GOAL_RUNS_ORPHANED"]);
     await agent.close();
     db.close();
-  }, 30_000);
+  }, 60_000);
 });

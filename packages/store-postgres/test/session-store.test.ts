@@ -130,7 +130,7 @@ describe("two processes, one session, one database", () => {
       .filter((e) => e.type === "message.appended" && JSON.parse(e.data).message.role === "user")
       .map((e) => JSON.parse(e.data).message.content[0].text);
     expect(users).toEqual(["first question", "second question"]);
-  }, 30_000);
+  }, 60_000);
 
   it("while one process holds the session, another is refused before any provider call", async () => {
     const schema = testSchema();
@@ -146,5 +146,5 @@ describe("two processes, one session, one database", () => {
     expect(second.out).toContain("BUSY KEEL_SESSION_BUSY");
     expect(second.out).toContain(`process ${holder.pid}`);
     expect(second.out).toContain("PROVIDER_CALLS 0");
-  }, 30_000);
+  }, 60_000);
 });

@@ -21,8 +21,12 @@ export function offlineEnv(extra: Record<string, string> = {}): NodeJS.ProcessEn
   return { ...env, ...extra };
 }
 
+/** A stdin line written once stdout or stderr contains `after` (what the line must not overtake). */
+export type StdinLine = string | { line: string; after: string };
+
 /**
- * Spawn `keel args…`; `stdin` lines are written one by one (each after `gapMs`), then stdin is
+ * Spawn `keel args…`; `stdin` lines are written one by one (each after `gapMs`, and a line with
+ * `after` only once the output holds that text: a wait on what happened, not on time), then stdin is
  * ended, unless `keepStdin` (default: true for `chat` driven by onStderr/onStdout, which write to
  * the child's stdin themselves). `keel run` reads piped stdin, so an open one would make it wait.
  */
@@ -31,7 +35,7 @@ export function runKeel(
   options: {
     cwd?: string;
     env?: NodeJS.ProcessEnv;
-    stdin?: string[];
+    stdin?: StdinLine[];
     gapMs?: number;
     keepStdin?: boolean;
     onStderr?: (chunk: string, child: ReturnType<typeof spawn>) => void;
@@ -59,8 +63,11 @@ export function runKeel(
     child.on("close", (code) => resolve({ code, stdout, stderr }));
     if (options.stdin) {
       void (async () => {
-        for (const line of options.stdin!) {
+        for (const item of options.stdin!) {
           await new Promise((r) => setTimeout(r, options.gapMs ?? 0));
+          const { line, after } = typeof item === "string" ? { line: item, after: undefined } : item;
+          while (after !== undefined && !`${stdout}${stderr}`.includes(after) && child.exitCode === null)
+            await new Promise((r) => setTimeout(r, 20));
           child.stdin.write(`${line}\n`);
         }
         if (!keepStdin) child.stdin.end();
