@@ -3,6 +3,7 @@
  * a loaded config and to generate `agent.config.schema.json` for editors.
  */
 import { z } from "zod";
+import { limitsSchema, toolTimeoutsSchema } from "@keel/kernel";
 
 const provider = z.custom<object>((v) => typeof (v as { stream?: unknown } | null)?.stream === "function", {
   message:
@@ -105,24 +106,8 @@ export const ConfigSchema = z
     instructions: z.string().optional(),
     plugins: z.array(pluginSpec).optional(),
     tools: z.array(tool).optional(),
-    limits: z
-      .object({
-        maxRounds: z.number().int().positive(),
-        maxToolCalls: z.number().int().positive(),
-        tokenBudget: positive,
-        wallTimeMs: positive,
-        contextCeiling: z.number().gt(0).max(1),
-        maxToolResultChars: z.number().int().positive(),
-        maxToolResultImageBytes: z.number().int().nonnegative(),
-      })
-      .partial()
-      .strict()
-      .optional(),
-    toolTimeouts: z
-      .object({ exec: positive, mcp: positive, info: positive, edit: positive })
-      .partial()
-      .strict()
-      .optional(),
+    limits: limitsSchema.optional(),
+    toolTimeouts: toolTimeoutsSchema.optional(),
     requestOptions: z
       .object({
         maxTokens: z.number().int().positive(),

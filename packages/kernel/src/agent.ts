@@ -4,6 +4,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
+import { limitsSchema, toolTimeoutsSchema } from "./limits.ts";
 import type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
 import { PhaseRunner } from "./dispatch.ts";
 import { errorMessage, isKeelError, KeelError, preview } from "./errors.ts";
@@ -131,24 +132,8 @@ const AgentOptionsSchema = z
     tools: z.array(z.unknown()).optional(),
     plugins: z.array(z.unknown()).optional(),
     home: z.string().min(1).optional(),
-    limits: z
-      .object({
-        maxRounds: z.number().int().positive(),
-        maxToolCalls: z.number().int().positive(),
-        tokenBudget: positive,
-        wallTimeMs: positive,
-        contextCeiling: z.number().gt(0).max(1),
-        maxToolResultChars: z.number().int().positive(),
-        maxToolResultImageBytes: z.number().int().nonnegative(),
-      })
-      .partial()
-      .strict()
-      .optional(),
-    toolTimeouts: z
-      .object({ exec: positive, mcp: positive, info: positive, edit: positive })
-      .partial()
-      .strict()
-      .optional(),
+    limits: limitsSchema.optional(),
+    toolTimeouts: toolTimeoutsSchema.optional(),
     caps: z
       .object({
         contextEntries: z.number().int().positive(),

@@ -8,7 +8,7 @@ export { createAgent, Agent, Session } from "./agent.ts";
 export type { PhaseMapRow, SessionOpenOptions } from "./agent.ts";
 export type { PreparedTurn, RunOptions } from "./turn-state.ts";
 export type { AgentOptions, ApprovalRequest } from "./agent-options.ts";
-export { DEFAULT_LIMITS } from "./limits.ts";
+export { DEFAULT_LIMITS, limitsSchema, toolTimeoutsSchema } from "./limits.ts";
 export type { Limits } from "./limits.ts";
 export { definePlugin } from "./plugin.ts";
 export { DETACH_DEADLINE_MS, defineObserver } from "./observer.ts";

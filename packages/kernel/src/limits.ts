@@ -1,4 +1,5 @@
 /** The loop's guards: how far one turn may go. */
+import { z } from "zod";
 
 /**
  * Loop guards. Contract: when one runs out the model gets one final round without tools —
@@ -43,3 +44,25 @@ export const DEFAULT_LIMITS: Limits = {
   maxToolResultChars: 100_000,
   maxToolResultImageBytes: 5_000_000,
 };
+
+const positive = z.number().positive();
+
+/** The schema of a partial `limits` option (createAgent and agent.config.ts). Contract: strict; every field optional. */
+export const limitsSchema = z
+  .object({
+    maxRounds: z.number().int().positive(),
+    maxToolCalls: z.number().int().positive(),
+    tokenBudget: positive,
+    wallTimeMs: positive,
+    contextCeiling: z.number().gt(0).max(1),
+    maxToolResultChars: z.number().int().positive(),
+    maxToolResultImageBytes: z.number().int().nonnegative(),
+  })
+  .partial()
+  .strict();
+
+/** The schema of a partial `toolTimeouts` option, ms per tool category. Contract: strict; every field optional. */
+export const toolTimeoutsSchema = z
+  .object({ exec: positive, mcp: positive, info: positive, edit: positive })
+  .partial()
+  .strict();
