@@ -14,6 +14,69 @@ export const EXIT_TERMINATED = 143;
 /** How long closing waits for background work after the turn (KEEL_EXIT_GRACE_MS overrides). */
 export const DEFAULT_EXIT_GRACE_MS = 5_000;
 
+/** The signals the CLI handles: Ctrl-C and SIGTERM. */
+export type CliSignal = "SIGINT" | "SIGTERM";
+
+/**
+ * The CLI's one SIGINT and SIGTERM listener, installed before the agent is built and kept for
+ * the rest of the process (opening the session, the turn, settling, closing, the exit linger).
+ * What a signal does is the current phase's action (the innermost `onSignal`); with none, the
+ * signal does what it would do if keel did not listen (ends the process, or whatever another
+ * listener does, e.g. a plugin that ends its child processes first).
+ *
+ * Why one listener and not one per phase: Node runs a signal's listeners a little after the
+ * signal arrived (libuv queues it for the signal's handle, the event loop reads it later), and a
+ * signal queued for a handle that was closed in between is dropped. Removing a phase's listener
+ * as it ended (the turn) closed the handle when it was the last one, and the next phase (closing)
+ * opened a new one: a Ctrl-C sent just as the turn ended was lost, and the process waited out the
+ * exit grace. The listener here stays, so a signal goes to whichever phase is current when it is read.
+ */
+const signals: { actions: Array<(signal: CliSignal) => void>; err: (text: string) => void; installed: boolean } = {
+  actions: [],
+  err: (text) => void process.stderr.write(text),
+  installed: false,
+};
+
+function onProcessSignal(signal: CliSignal): void {
+  const action = signals.actions.at(-1);
+  if (action) return action(signal);
+  // No phase handles it: as if keel did not listen. Removing the listeners restores the default
+  // action when no one else listens; the signal sent again then ends the process by it.
+  signals.installed = false;
+  process.off("SIGINT", onProcessSignal);
+  process.off("SIGTERM", onProcessSignal);
+  process.kill(process.pid, signal);
+}
+
+/** Take over SIGINT and SIGTERM for the rest of the process (idempotent); `err` says what a signal did. */
+export function ownSignals(err: (text: string) => void): void {
+  signals.err = err;
+  if (signals.installed) return;
+  signals.installed = true;
+  process.on("SIGINT", onProcessSignal);
+  process.on("SIGTERM", onProcessSignal);
+}
+
+/**
+ * Make `action` what SIGINT and SIGTERM do until the returned function is called (then the
+ * enclosing phase's action is back). Contract: installs the listener if needed.
+ */
+export function onSignal(action: (signal: CliSignal) => void): () => void {
+  ownSignals(signals.err);
+  const entry = (signal: CliSignal) => action(signal);
+  signals.actions.push(entry);
+  return () => {
+    const at = signals.actions.lastIndexOf(entry);
+    if (at >= 0) signals.actions.splice(at, 1);
+  };
+}
+
+/** Say `text` on stderr and exit at once: 130 after SIGINT, 143 after SIGTERM. */
+export function exitNow(signal: CliSignal, text: string): never {
+  signals.err(text);
+  process.exit(signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED);
+}
+
 /**
  * Close the agent within the exit grace (plus 1 s for session.end), whatever a plugin does.
  * Contract: resolves within KEEL_EXIT_GRACE_MS + 1 s; Ctrl-C while closing exits 130 at once, SIGTERM 143.
@@ -22,12 +85,9 @@ export async function closeWithin(agent: Agent, env: NodeJS.ProcessEnv, err: (te
   const raw = Number(env.KEEL_EXIT_GRACE_MS);
   const graceMs =
     env.KEEL_EXIT_GRACE_MS !== undefined && Number.isFinite(raw) && raw >= 0 ? raw : DEFAULT_EXIT_GRACE_MS;
-  const quit = (signal: NodeJS.Signals) => {
-    err(`keel: ${signal === "SIGTERM" ? "terminated" : "interrupted"} while closing; exiting now\n`);
-    process.exit(signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED);
-  };
-  process.once("SIGINT", quit);
-  process.once("SIGTERM", quit);
+  const offSignals = onSignal((signal) =>
+    exitNow(signal, `keel: ${signal === "SIGTERM" ? "terminated" : "interrupted"} while closing; exiting now\n`),
+  );
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<"late">((r) => (timer = setTimeout(() => r("late"), graceMs + 1_000)));
   try {
@@ -42,8 +102,7 @@ export async function closeWithin(agent: Agent, env: NodeJS.ProcessEnv, err: (te
       err(`keel: closing did not finish within ${graceMs + 1_000} ms; leaving it${describeAbandoned()}\n`);
   } finally {
     clearTimeout(timer);
-    process.off("SIGINT", quit);
-    process.off("SIGTERM", quit);
+    offSignals();
   }
 }
 

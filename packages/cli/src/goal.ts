@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { Agent, Session } from "@keel/kernel";
 import { truncate } from "@keel/text";
 import type { CliEnv } from "./main.ts";
+import { exitNow, onSignal } from "./exit.ts";
 
 async function plugin() {
   return import("@keel/plugin-goals");
@@ -24,11 +25,16 @@ export const goalCommand = {
     const { GoalStore, runGoal } = await plugin();
     const store = new GoalStore(join(home, "goals.sqlite"));
     const ctrl = new AbortController();
-    const onSigint = () => {
+    // Ctrl-C stops the run; a second one, or SIGTERM, exits at once.
+    const offSignals = onSignal((signal) => {
+      if (signal === "SIGTERM" || ctrl.signal.aborted)
+        exitNow(
+          signal,
+          signal === "SIGTERM" ? "\nkeel: terminated; exiting now\n" : "\nkeel: interrupted twice; exiting now\n",
+        );
       io.err("\nkeel: stopping the goal run\n");
       ctrl.abort();
-    };
-    process.on("SIGINT", onSigint);
+    });
     try {
       // The supervisor is an independent call: on the side model when there is one, else the agent's model.
       const side = agent.options.sideModel;
@@ -48,7 +54,7 @@ export const goalCommand = {
       io.err(`keel: goal ${r.status} (${r.reason}) · ${r.turns} turns · run ${r.run.id} · session ${session.id}\n`);
       return r.status === "achieved" ? 0 : ctrl.signal.aborted ? 130 : 1;
     } finally {
-      process.off("SIGINT", onSigint);
+      offSignals();
       store.close();
     }
   },

@@ -17,7 +17,7 @@ import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
 import { configDir, loadConfig } from "./load-config.ts";
 import type { LoadedConfig } from "./load-config.ts";
-import { closeWithin, EXIT_INTERRUPTED, EXIT_TERMINATED } from "./exit.ts";
+import { closeWithin, EXIT_INTERRUPTED, EXIT_TERMINATED, exitNow, onSignal, ownSignals } from "./exit.ts";
 import { renderer, terminalColumns, wrap } from "./render.ts";
 import { onReaderGone, statusAfterOutput } from "./stdio.ts";
 import type { CliEnv } from "./stdio.ts";
@@ -265,6 +265,8 @@ async function withAgent(
 ): Promise<number> {
   // Guarded from the start: a plugin's setup may leave a timer that throws before the agent exists.
   const faultsBefore = guardCli(undefined, io);
+  // One listener of Ctrl-C and SIGTERM from here to the exit; the turn and closing say what they do.
+  ownSignals(io.err);
   const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
   const built = await buildAgent(loaded, {
     env: io.env,
@@ -380,30 +382,25 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
     off();
     throw err;
   });
-  // Ctrl-C cancels the turn (exit 130 once it has ended); a second one exits at once.
-  let interrupted = false;
-  const onSigint = () => {
-    if (interrupted) {
-      io.err("\nkeel: interrupted twice; exiting now\n");
-      process.exit(EXIT.interrupted);
-    }
-    interrupted = true;
-    io.err("\nkeel: cancelling the turn (Ctrl-C again to exit at once)\n");
-    session.cancel();
-  };
-  process.on("SIGINT", onSigint);
+  // Ctrl-C cancels the turn (exit 130 once it has ended); a second signal exits at once.
   // SIGTERM (docker stop, systemd, a CI timeout) cancels the turn the same way: recorded interrupted, exit 143.
+  let interrupted = false;
   let terminated = false;
-  const onSigterm = () => {
-    if (terminated || interrupted) {
-      io.err("\nkeel: terminated; exiting now\n");
-      process.exit(EXIT.terminated);
-    }
-    terminated = true;
-    io.err("\nkeel: terminated (SIGTERM); cancelling the turn\n");
+  const offSignals = onSignal((signal) => {
+    if (interrupted || terminated)
+      exitNow(
+        signal,
+        `\nkeel: ${signal === "SIGTERM" ? "terminated" : interrupted ? "interrupted twice" : "interrupted"}; exiting now\n`,
+      );
+    if (signal === "SIGTERM") terminated = true;
+    else interrupted = true;
+    io.err(
+      signal === "SIGTERM"
+        ? "\nkeel: terminated (SIGTERM); cancelling the turn\n"
+        : "\nkeel: cancelling the turn (Ctrl-C again to exit at once)\n",
+    );
     session.cancel();
-  };
-  process.on("SIGTERM", onSigterm);
+  });
   const offGone = onReaderGone(io, () => session.cancel());
   const ask = answererFor(io, flags);
   try {
@@ -435,8 +432,7 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
     throw err;
   } finally {
     ask.close();
-    process.off("SIGINT", onSigint);
-    process.off("SIGTERM", onSigterm);
+    offSignals();
     offGone();
     r.dispose();
     off();
@@ -505,7 +501,6 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promi
       io.err("\nkeel: turn cancelled (the session goes on)\n");
     } else rl.close();
   };
-  process.on("SIGINT", onSigint);
   rl.on("SIGINT", onSigint);
   let terminated = false;
   const onSigterm = () => {
@@ -515,7 +510,7 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promi
     session.cancel();
     rl.close();
   };
-  process.on("SIGTERM", onSigterm);
+  const offSignals = onSignal((signal) => (signal === "SIGTERM" ? onSigterm() : onSigint()));
   const offGone = onReaderGone(io, () => {
     failed = true;
     session.cancel();
@@ -591,8 +586,7 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promi
     }
     while (running) await running;
   } finally {
-    process.off("SIGINT", onSigint);
-    process.off("SIGTERM", onSigterm);
+    offSignals();
     offGone();
     rl.close();
     r.dispose();
@@ -688,6 +682,7 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
   if (!Number.isInteger(port) || port < 0 || port > 65_535)
     throw usage(`--port takes a port number, 0 to 65535 (got "${flags.port}").`);
   const { startStudio } = await import("./studio/server.ts");
+  ownSignals(io.err);
   const serve = async (
     store: SessionStore,
     where: string,
@@ -702,16 +697,27 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
       ...(answer ? { answer } : {}),
     });
     // Listening for Ctrl-C before the URL is printed: whoever reads the URL may stop us at once.
+    // The first signal stops the server; another while it closes exits at once.
+    let offSignals = () => {};
     const stopped = new Promise<NodeJS.Signals>((resolve) => {
-      process.once("SIGINT", () => resolve("SIGINT"));
-      process.once("SIGTERM", () => resolve("SIGTERM"));
+      let stopping = false;
+      offSignals = onSignal((signal) => {
+        if (stopping)
+          exitNow(signal, `keel: ${signal === "SIGTERM" ? "terminated" : "interrupted"} while stopping; exiting now\n`);
+        stopping = true;
+        resolve(signal);
+      });
     });
     io.out(`${s.url}\n`);
     io.err(
       `keel: studio on ${where} (${answer ? "approvals can be answered from the page" : "read-only"}); Ctrl-C stops it\n`,
     );
     const signal = await stopped;
-    await s.close();
+    try {
+      await s.close();
+    } finally {
+      offSignals();
+    }
     return signal === "SIGINT" ? EXIT.ok : EXIT.terminated;
   };
   if (flags.allowApprovals) {
