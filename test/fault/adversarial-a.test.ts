@@ -164,7 +164,7 @@ describe.concurrent("adversarial hangs: wall time and signals", { timeout: 60_00
       "wall-parallel",
       withKernel(`export default defineConfig({
   name: "wall-par",
-  limits: { wallTimeMs: 800 },
+  limits: { wallTimeMs: 3000 },
   tools: [
     { name: "fast", description: "answers at once", execute: async () => "fast done" },
     { name: "stubborn", description: "ignores its signal", execute: () => new Promise((r) => setTimeout(() => r("late"), 60_000)) },
@@ -176,7 +176,8 @@ describe.concurrent("adversarial hangs: wall time and signals", { timeout: 60_00
     const run = await keel(["run", "go"], { cwd: p.dir, env: offline(p.home) });
     expect(run.killed).toBe(false);
     expect(run.code, run.stderr).toBe(1);
-    expect(run.ms).toBeLessThan(8_000);
+    // 3 s of wall time (the fast call must finish inside it on a loaded machine) and the exit.
+    expect(run.ms).toBeLessThan(12_000);
     expect(run.stderr).toMatch(/still running.*tool stubborn \(call b\)/);
     const events = await onlySession(p.home);
     const paired = pairing(events);
@@ -195,12 +196,12 @@ describe.concurrent("adversarial hangs: wall time and signals", { timeout: 60_00
       root,
       "session-start-stuck",
       withKernel(`const p = definePlugin({ name: "sticky-start", version: "1.0.0", setup(ctx) { ctx.on("session.start", () => new Promise(() => { setInterval(() => {}, 1_000); }), { timeoutMs: 1e9 }); } });
-export default defineConfig({ name: "ss", plugins: [p], limits: { wallTimeMs: 700 }, offline: { script: [{ text: "served anyway" }] } });`),
+export default defineConfig({ name: "ss", plugins: [p], limits: { wallTimeMs: 2000 }, offline: { script: [{ text: "served anyway" }] } });`),
     );
-    const run = await keel(["run", "hi"], { cwd: p.dir, env: offline(p.home), capMs: 15_000 });
+    const run = await keel(["run", "hi"], { cwd: p.dir, env: offline(p.home), capMs: 20_000 });
     expect(run.killed, run.stderr).toBe(false);
     expect(run.code, run.stderr).toBe(0);
-    expect(run.ms).toBeLessThan(8_000);
+    expect(run.ms).toBeLessThan(12_000);
     expect(run.stdout).toContain("served anyway");
     expect(run.stderr).toContain('KEEL_HANDLER_TIMEOUT (plugin "sticky-start", phase "session.start")');
     expect(run.stderr).toMatch(/still running: handler sticky-start:session\.start/);

@@ -239,19 +239,21 @@ describe.concurrent("hangs: wall time", { timeout: 60_000 }, () => {
       `export default {
   name: "wall-tool",
   model: "anthropic:claude-sonnet-4-6",
-  limits: { wallTimeMs: 800 },
+  limits: { wallTimeMs: 4000 },
   tools: [{ name: "stubborn", description: "Ignores its signal.", execute: () => new Promise((r) => setTimeout(() => r("too late"), 60_000)) }],
 };\n`,
     );
     const from = server.requests.length;
     server.enqueue({ toolCalls: [{ id: "call_stubborn", name: "stubborn", args: {} }], api: "anthropic" });
+    // The limit must outlast the model call on a loaded machine (it is the tool it has to cut), so 4 s, not 0.8.
     const run = await timedKeel(["run", "go"], {
       cwd: s.dir,
       env: online(server, s.home, { KEEL_EXIT_GRACE_MS: "200" }),
     });
     expect(run.killed).toBe(false);
     expect(run.code, run.stderr).toBe(1);
-    expect(run.ms).toBeLessThan(8_000);
+    // 4 s of wall time, the 200 ms grace and start-up: far below the 60 s the tool would take.
+    expect(run.ms).toBeLessThan(14_000);
     expect(run.stderr).toMatch(/still running.*tool stubborn \(call call_stubborn\)/);
     expect(server.requests.slice(from)).toHaveLength(1);
     const events = await onlySession(s.home);
