@@ -30,7 +30,7 @@ const assistantTexts = (events: readonly KeelEvent[]) =>
       : [],
   );
 
-describe.concurrent("adversarial hangs: the wire", { timeout: 60_000 }, () => {
+describe.concurrent("adversarial hangs: the wire", { timeout: 120_000 }, () => {
   it("a 429 saying x-should-retry: true with retry-after: 3600 (what the real API sends) is still not waited for", async () => {
     const server = await wire();
     const p = project(
@@ -157,7 +157,7 @@ describe.concurrent("adversarial hangs: the wire", { timeout: 60_000 }, () => {
   });
 });
 
-describe.concurrent("adversarial hangs: wall time and signals", { timeout: 60_000 }, () => {
+describe.concurrent("adversarial hangs: wall time and signals", { timeout: 120_000 }, () => {
   it("limits.wallTimeMs cuts a parallel tool group: the fast call keeps its result, the others are cancelled, every call paired once", async () => {
     const p = project(
       root,
@@ -288,7 +288,7 @@ export default defineConfig({ name: "grace", plugins: [p], offline: { script: [{
 });
 
 describe.concurrent("adversarial crashes: hostile values from plugin, tool and provider code", {
-  timeout: 60_000,
+  timeout: 120_000,
 }, () => {
   it("a handler that throws a Proxy whose every trap throws: a KEEL_HANDLER_THREW diagnostic naming the plugin, the turn completes once", async () => {
     const p = project(
@@ -486,7 +486,7 @@ export default defineConfig({ name: "s", plugins: [ok, bad] });`),
   });
 });
 
-describe.concurrent("adversarial CLI hygiene", { timeout: 60_000 }, () => {
+describe.concurrent("adversarial CLI hygiene", { timeout: 120_000 }, () => {
   it("a config exporting a Proxy whose getOwnPropertyDescriptor or ownKeys trap throws: KEEL_CONFIG_READ_FAILED naming the file, for run, inspect and sessions", async () => {
     const traps = {
       desc: `getOwnPropertyDescriptor() { throw new Error("no descriptor for you"); }`,

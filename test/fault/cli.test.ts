@@ -24,7 +24,7 @@ function config(text: string, more: Record<string, string> = {}): { dir: string;
   return { dir, file: join(dir, CONFIG) };
 }
 
-describe.concurrent("fault/cli: a reader that goes away (EPIPE) is never a crash", { timeout: 60_000 }, () => {
+describe.concurrent("fault/cli: a reader that goes away (EPIPE) is never a crash", { timeout: 120_000 }, () => {
   const echo = `export default { name: "pipes", offline: { script: { steps: [{ text: "first answer" }, { text: "second answer" }] } } };`;
   const hang = `export default { name: "hang", offline: { script: { steps: [{ hang: true }] } } };`;
   const seeded = (async () => {
@@ -101,7 +101,7 @@ describe.concurrent("fault/cli: a reader that goes away (EPIPE) is never a crash
   });
 });
 
-describe.concurrent("fault/cli: every config value is read inside a guard", { timeout: 60_000 }, () => {
+describe.concurrent("fault/cli: every config value is read inside a guard", { timeout: 120_000 }, () => {
   it("a config getter that throws is KEEL_CONFIG_READ_FAILED at its path, exit 2", async () => {
     const p = config(`export default { name: "g", get plugins() { throw new Error("plugins are not ready"); } };`);
     expectLocated(await keel(["run", "hi"], { cwd: p.dir }), {
@@ -160,7 +160,7 @@ describe.concurrent("fault/cli: every config value is read inside a guard", { ti
 });
 
 describe.concurrent("fault/cli: a default export that is not a config is named for what it is", {
-  timeout: 60_000,
+  timeout: 120_000,
 }, () => {
   const cases: Array<[string, string, string]> = [
     ["null", "export default null;", "the config file exports null; export an object from defineConfig({ ... })"],
@@ -201,7 +201,7 @@ describe.concurrent("fault/cli: a default export that is not a config is named f
 });
 
 describe.concurrent("fault/cli: plugin entries written wrong get a specific hint at their index", {
-  timeout: 60_000,
+  timeout: 120_000,
 }, () => {
   const hint = async (
     text: string,
@@ -300,7 +300,7 @@ describe.concurrent("fault/cli: plugin entries written wrong get a specific hint
 });
 
 describe.concurrent("fault/cli: a config that cannot load is a coded, located error within a bound", {
-  timeout: 60_000,
+  timeout: 120_000,
 }, () => {
   it("a syntax error gives line and column", async () => {
     const p = config(`const x = 1;\nexport default {\n  name: "a",,\n};\n`);
@@ -511,7 +511,7 @@ describe.concurrent("fault/cli: a config that cannot load is a coded, located er
 });
 
 describe.concurrent("fault/cli: a home that is not a folder is a config error before any store opens", {
-  timeout: 60_000,
+  timeout: 120_000,
 }, () => {
   it("KEEL_HOME pointing at a file: KEEL_HOME_INVALID, exit 2 (was KEEL_STORE_FAILED, exit 1)", async () => {
     const p = config(`export default { name: "h" };\n`, { "home-file": "not a folder\n" });

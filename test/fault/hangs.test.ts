@@ -29,7 +29,9 @@ const { root, wire, online } = useWirePerScenario("keel-fault-hangs-");
 const terminal = (events: readonly { type: string }[]) =>
   events.filter((e) => e.type.startsWith("turn.") && e.type !== "turn.started");
 
-describe.concurrent("hangs: provider streams", { timeout: 60_000 }, () => {
+// Scenarios in a concurrent block queue for the two CLI slots (support/hangs.ts), so their
+// timeouts are hang bounds for the block, not speed bounds; each asserts its own bound on time.
+describe.concurrent("hangs: provider streams", { timeout: 120_000 }, () => {
   it("a stream that stops after its headers is cut by the model's idleTimeoutMs: exit 1 with a classified timeout, fast", async () => {
     const server = await wire();
     const s = scenario(
@@ -132,7 +134,7 @@ describe.concurrent("hangs: provider streams", { timeout: 60_000 }, () => {
   });
 });
 
-describe.concurrent("hangs: retry-after", { timeout: 60_000 }, () => {
+describe.concurrent("hangs: retry-after", { timeout: 120_000 }, () => {
   it("a 429 with retry-after: 3600 is not waited for: exit 1 at once, one request, a notice on stderr naming the cap", async () => {
     const server = await wire();
     const s = scenario(root, "retry-after", `export default { name: "ra", model: "anthropic:claude-sonnet-4-6" };\n`);
@@ -206,7 +208,7 @@ describe.concurrent("hangs: retry-after", { timeout: 60_000 }, () => {
   });
 });
 
-describe.concurrent("hangs: wall time", { timeout: 60_000 }, () => {
+describe.concurrent("hangs: wall time", { timeout: 120_000 }, () => {
   it("limits.wallTimeMs cuts a running provider stream: exit 1 within the bound, verdict stopped wall_time, guard recorded", async () => {
     const server = await wire();
     const s = scenario(
@@ -275,7 +277,7 @@ const stuckPlugin = (marker: string, timer: boolean) => `{
   },
 }`;
 
-describe.concurrent("hangs: plugin setup", { timeout: 60_000 }, () => {
+describe.concurrent("hangs: plugin setup", { timeout: 120_000 }, () => {
   for (const command of [["run", "hello"], ["inspect"]]) {
     it(`a setup that never settles fails \`keel ${command[0]}\` with KEEL_PLUGIN_SETUP_TIMEOUT naming the plugin, within the deadline`, async () => {
       const server = await wire();
@@ -340,7 +342,7 @@ describe.concurrent("hangs: plugin setup", { timeout: 60_000 }, () => {
   });
 });
 
-describe.concurrent("hangs: exit after the turn", { timeout: 60_000 }, () => {
+describe.concurrent("hangs: exit after the turn", { timeout: 120_000 }, () => {
   it("a background handler that ignores its signal does not keep `keel run` alive: exit 0 after the grace, naming it", async () => {
     const server = await wire();
     const s = scenario(
@@ -426,7 +428,7 @@ describe.concurrent("hangs: exit after the turn", { timeout: 60_000 }, () => {
   });
 });
 
-describe.concurrent("hangs: SIGINT", { timeout: 60_000 }, () => {
+describe.concurrent("hangs: SIGINT", { timeout: 120_000 }, () => {
   it("SIGINT during a hanging stream cancels the turn and exits 130; the turn is recorded interrupted", async () => {
     const server = await wire();
     const s = scenario(

@@ -14,7 +14,7 @@ afterAll(() => rmSync(ROOT, { recursive: true, force: true }));
 
 const SCRIPT = `offline: { script: { steps: [{ text: "The answer stands." }] } }`;
 
-describe.concurrent("fault/observe: an observer cannot change a turn", { timeout: 60_000 }, () => {
+describe.concurrent("fault/observe: an observer cannot change a turn", { timeout: 120_000 }, () => {
   it("an observer whose flush never finishes: keel run answers, exits 0 within the detach deadline, and says what was lost", async () => {
     const dir = project({
       "agent.config.mjs": `export default { name: "stuck", observers: [{ name: "stuck-exporter", attach: () => () => new Promise(() => {}) }], ${SCRIPT} };`,

@@ -240,7 +240,8 @@ export function scenario(name: string, cfg: WorldConfig, fn: (w: World) => Promi
     } finally {
       await w.close();
     }
-  }, 40_000);
+    // The file's scenarios run at once and share the cores with each other: a hang bound, not a speed bound.
+  }, 120_000);
 }
 
 /** A `keel` run that must exit 0 (its stderr is the failure message). */
