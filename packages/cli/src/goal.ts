@@ -1,7 +1,7 @@
 /**
  * `keel goal "<goal>" [--turns N] [--every N]`: an autonomous run (@keel/plugin-goals) on the
  * config's agent, supervised by its side model every N turns; `keel goal status` lists runs.
- * Ctrl-C stops the run after the current turn is cancelled (exit 130).
+ * Ctrl-C stops the run after the current turn is cancelled (exit 130); SIGTERM the same (exit 143).
  */
 import { join } from "node:path";
 import type { Agent, Session } from "@keel/kernel";
@@ -25,14 +25,17 @@ export const goalCommand = {
     const { GoalStore, runGoal } = await plugin();
     const store = new GoalStore(join(home, "goals.sqlite"));
     const ctrl = new AbortController();
-    // Ctrl-C stops the run; a second one, or SIGTERM, exits at once.
+    // Ctrl-C or SIGTERM stops the run (the running turn is cancelled and recorded interrupted:
+    // exit 130, or 143 after SIGTERM, as keel run); a second signal exits at once.
+    let terminated = false;
     const offSignals = onSignal((signal) => {
-      if (signal === "SIGTERM" || ctrl.signal.aborted)
+      if (ctrl.signal.aborted)
         exitNow(
           signal,
           signal === "SIGTERM" ? "\nkeel: terminated; exiting now\n" : "\nkeel: interrupted twice; exiting now\n",
         );
-      io.err("\nkeel: stopping the goal run\n");
+      terminated = signal === "SIGTERM";
+      io.err(terminated ? "\nkeel: terminated (SIGTERM); stopping the goal run\n" : "\nkeel: stopping the goal run\n");
       ctrl.abort();
     });
     try {
@@ -52,7 +55,7 @@ export const goalCommand = {
       });
       io.out(`\n`);
       io.err(`keel: goal ${r.status} (${r.reason}) · ${r.turns} turns · run ${r.run.id} · session ${session.id}\n`);
-      return r.status === "achieved" ? 0 : ctrl.signal.aborted ? 130 : 1;
+      return r.status === "achieved" ? 0 : ctrl.signal.aborted ? (terminated ? 143 : 130) : 1;
     } finally {
       offSignals();
       store.close();

@@ -185,7 +185,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     ],
     env: ["KEEL_HOME", "KEEL_OFFLINE"],
     notes: [
-      "A run ends achieved (exit 0), at its limit, stopped (Ctrl-C, exit 130), stuck (the same answer three times), paused (an approval is needed, or the supervisor failed three times in a row; a 429 only defers it), or failed. Runs are kept in <KEEL_HOME>/goals.sqlite.",
+      "A run ends achieved (exit 0), at its limit, stopped (Ctrl-C, exit 130; SIGTERM, exit 143), stuck (the same answer three times), paused (an approval is needed, or the supervisor failed three times in a row; a 429 only defers it), or failed. Runs are kept in <KEEL_HOME>/goals.sqlite.",
     ],
   },
   studio: {
