@@ -31,30 +31,30 @@ export type CliSignal = "SIGINT" | "SIGTERM";
  * opened a new one: a Ctrl-C sent just as the turn ended was lost, and the process waited out the
  * exit grace. The listener here stays, so a signal goes to whichever phase is current when it is read.
  */
-const signals: { actions: Array<(signal: CliSignal) => void>; err: (text: string) => void; installed: boolean } = {
+const signals: { actions: Array<(signal: CliSignal) => void>; err: (text: string) => void } = {
   actions: [],
   err: (text) => void process.stderr.write(text),
-  installed: false,
 };
+const CLI_SIGNALS = ["SIGINT", "SIGTERM"] as const;
 
 function onProcessSignal(signal: CliSignal): void {
   const action = signals.actions.at(-1);
   if (action) return action(signal);
   // No phase handles it: as if keel did not listen. Removing the listeners restores the default
   // action when no one else listens; the signal sent again then ends the process by it.
-  signals.installed = false;
-  process.off("SIGINT", onProcessSignal);
-  process.off("SIGTERM", onProcessSignal);
+  for (const s of CLI_SIGNALS) process.off(s, onProcessSignal);
   process.kill(process.pid, signal);
 }
 
-/** Take over SIGINT and SIGTERM for the rest of the process (idempotent); `err` says what a signal did. */
+/**
+ * Take over SIGINT and SIGTERM for the rest of the process (idempotent); `err` says what a signal did.
+ * Whether keel listens is read from the process, not remembered: a plugin that removed every listener
+ * (`process.removeAllListeners("SIGINT")` in its setup) must not leave the turn without its Ctrl-C.
+ */
 export function ownSignals(err: (text: string) => void): void {
   signals.err = err;
-  if (signals.installed) return;
-  signals.installed = true;
-  process.on("SIGINT", onProcessSignal);
-  process.on("SIGTERM", onProcessSignal);
+  for (const s of CLI_SIGNALS)
+    if (!process.listeners(s).some((l) => l === onProcessSignal)) process.on(s, onProcessSignal);
 }
 
 /**
@@ -121,6 +121,12 @@ function describeAbandoned(): string {
  */
 export function exitWhenDone(code: number, err: (text: string) => void, lingerMs = 200): void {
   process.exitCode = code;
+  // A signal from here on (a second Ctrl-C during the linger, or one caught with the first and read
+  // after main returned) exits at once with its status, like one while closing; the listener is
+  // unref'd, so it keeps nothing alive.
+  onSignal((signal) =>
+    exitNow(signal, `keel: ${signal === "SIGTERM" ? "terminated" : "interrupted"} while exiting; exiting now\n`),
+  );
   // Output a slow reader has not taken yet is waited for (it is what the user asked for).
   const unflushed = (s: NodeJS.WriteStream) => !s.destroyed && s.writableLength > 0;
   const exit = () => {

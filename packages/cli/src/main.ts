@@ -386,6 +386,7 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
   // SIGTERM (docker stop, systemd, a CI timeout) cancels the turn the same way: recorded interrupted, exit 143.
   let interrupted = false;
   let terminated = false;
+  const ask = answererFor(io, flags);
   const offSignals = onSignal((signal) => {
     if (interrupted || terminated)
       exitNow(
@@ -400,9 +401,11 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
         : "\nkeel: cancelling the turn (Ctrl-C again to exit at once)\n",
     );
     session.cancel();
+    // A turn paused for approval is not running (cancel does nothing to it): the question is
+    // given up instead, the turn stays paused (durable) and keel ends as for a cancelled turn.
+    ask.close();
   });
   const offGone = onReaderGone(io, () => session.cancel());
-  const ask = answererFor(io, flags);
   try {
     // A turn an earlier process left paused for approval is answered (and finished) first.
     if (session.pendingApprovals().length) {
@@ -427,7 +430,7 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
       io.err(
         `keel: the turn stays paused for approval (nothing is lost); answer it with: keel chat --session ${session.id}\n`,
       );
-      return EXIT.interrupted;
+      return terminated ? EXIT.terminated : EXIT.interrupted;
     }
     throw err;
   } finally {
@@ -458,8 +461,11 @@ function answererFor(
   if (lines) return { answer: terminalAnswerer(lines, io.err), close: () => {} };
   let rl: ReturnType<typeof askInterface> | undefined;
   let next: ((l: string | undefined) => void) | undefined;
+  // Once closed (a signal), every question gets no answer: the turn stays paused.
+  let closed = false;
   const read = () =>
     new Promise<string | undefined>((resolve) => {
+      if (closed) return resolve(undefined);
       if (!rl) {
         rl = askInterface(io.stdin, (io.stdin as { isTTY?: boolean }).isTTY === true);
         rl.on("line", (l) => next?.(l));
@@ -473,7 +479,14 @@ function answererFor(
       };
       io.err("  > ");
     });
-  return { answer: terminalAnswerer(read, io.err), close: () => rl?.close() };
+  return {
+    answer: terminalAnswerer(read, io.err),
+    close: () => {
+      closed = true;
+      rl?.close();
+      next?.(undefined);
+    },
+  };
 }
 
 async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promise<number> {
@@ -495,8 +508,13 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promi
   });
   let running: Promise<unknown> | undefined;
   let failed = false;
+  // While a turn waits for approval, the next lines typed are the answers.
+  const waiters: Array<(line: string | undefined) => void> = [];
   const onSigint = () => {
-    if (running) {
+    // Asked for approval (the turn is paused, there is nothing to cancel): no answer, the turn
+    // stays paused (durable) and the chat goes on.
+    if (waiters.length) for (const w of waiters.splice(0)) w(undefined);
+    else if (running) {
       session.cancel();
       io.err("\nkeel: turn cancelled (the session goes on)\n");
     } else rl.close();
@@ -516,8 +534,6 @@ async function chat(agent: Agent, io: CliEnv, flags: Flags, built: Built): Promi
     session.cancel();
     rl.close();
   });
-  // While a turn waits for approval, the next lines typed are the answers.
-  const waiters: Array<(line: string | undefined) => void> = [];
   rl.on("close", () => {
     for (const w of waiters.splice(0)) w(undefined);
   });

@@ -12,7 +12,7 @@ function child(body: string) {
     [
       "--input-type=module",
       "-e",
-      `import { onSignal, ownSignals } from ${JSON.stringify(EXIT_TS)};\nownSignals((t) => process.stderr.write(t));\n${body}`,
+      `import { exitWhenDone, onSignal, ownSignals } from ${JSON.stringify(EXIT_TS)};\nownSignals((t) => process.stderr.write(t));\n${body}`,
     ],
     { encoding: "utf8", timeout: 20_000 },
   );
@@ -29,6 +29,29 @@ onSignal((s) => (console.log("closing " + s), process.exit(130)));
 setTimeout(() => (console.log("lost"), process.exit(1)), 5_000);`);
     expect(r.out, r.err).toBe("closing SIGINT\n");
     expect(r.code).toBe(130);
+  });
+
+  it("a plugin that removed every SIGINT/SIGTERM listener (in its setup) does not take the next phase's signal away", () => {
+    const r = child(`process.removeAllListeners("SIGINT");
+process.removeAllListeners("SIGTERM");
+onSignal((s) => (console.log("turn " + s), process.exit(130)));
+process.kill(process.pid, "SIGINT");
+setTimeout(() => (console.log("lost"), process.exit(1)), 5_000);`);
+    expect([r.out, r.code, r.signal], r.err).toEqual(["turn SIGINT\n", 130, null]);
+  });
+
+  it("after main returned (the exit linger), a signal exits at once with its status, not by the signal", () => {
+    for (const [signal, code] of [
+      ["SIGINT", 130],
+      ["SIGTERM", 143],
+    ] as const) {
+      // Something keeps the process alive past the linger's start; the signal lands during it.
+      const r = child(`setInterval(() => {}, 1_000);
+exitWhenDone(0, (t) => process.stderr.write(t), 10_000);
+process.kill(process.pid, ${JSON.stringify(signal)});`);
+      expect([r.code, r.signal], r.err).toEqual([code, null]);
+      expect(r.err).toContain("while exiting; exiting now");
+    }
   });
 
   it("with no phase, a signal ends the process by that signal, as if keel did not listen", () => {
