@@ -93,15 +93,15 @@ describe.concurrent("hangs: provider streams", { timeout: 120_000 }, () => {
     const s = scenario(
       root,
       "first-byte",
-      `export default { name: "first-byte", model: { model: "openai:gpt-4.1", firstByteTimeoutMs: 400 } };\n`,
+      `export default { name: "first-byte", model: { model: "openai:gpt-4.1", firstByteTimeoutMs: 1500 } };\n`,
     );
     const from = server.requests.length;
     server.enqueue({ hang: "before_headers", api: "responses" });
     const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home) });
     expect(run.killed).toBe(false);
     expect(run.code, run.stderr).toBe(1);
-    expect(run.ms).toBeLessThan(8_000);
-    expect(run.stderr).toMatch(/no response within 400 ms \(first-byte timeout\)/);
+    expect(run.ms).toBeLessThan(10_000);
+    expect(run.stderr).toMatch(/no response within 1500 ms \(first-byte timeout\)/);
     expect(server.requests.slice(from)).toHaveLength(1);
     const end = terminal(await onlySession(s.home));
     expect((end[0] as any).verdict).toMatchObject({ status: "failed", errorClass: "timeout" });
@@ -112,7 +112,7 @@ describe.concurrent("hangs: provider streams", { timeout: 120_000 }, () => {
     const s = scenario(
       root,
       "first-byte-chain",
-      `export default { name: "chain", model: [{ model: "anthropic:claude-sonnet-4-6", firstByteTimeoutMs: 400 }, "openai:gpt-4.1"] };\n`,
+      `export default { name: "chain", model: [{ model: "anthropic:claude-sonnet-4-6", firstByteTimeoutMs: 1500 }, "openai:gpt-4.1"] };\n`,
     );
     const from = server.requests.length;
     server.enqueue(
@@ -121,7 +121,7 @@ describe.concurrent("hangs: provider streams", { timeout: 120_000 }, () => {
     );
     const run = await timedKeel(["run", "hello"], { cwd: s.dir, env: online(server, s.home) });
     expect(run.code, run.stderr).toBe(0);
-    expect(run.ms).toBeLessThan(8_000);
+    expect(run.ms).toBeLessThan(10_000);
     expect(run.stdout).toContain("Served by the second model.");
     expect(run.stderr).toMatch(/first-byte timeout/);
     expect(run.stderr).toMatch(/failed \(timeout\); frozen for \d+ ms\. Trying openai:gpt-4\.1/);

@@ -34,7 +34,8 @@ describe("fallback chain", () => {
       apiKey: "k",
       baseURL: server.anthropicBaseURL,
       ...noSdkRetry,
-      firstByteTimeoutMs: 80,
+      // The server never answers; the timeout must still outlast sending the request on a loaded machine.
+      firstByteTimeoutMs: 1_500,
     });
     const chain = fallback([slow, gpt()], { baseFreezeMs: 1000, now: c.now });
     const from = server.requests.length;

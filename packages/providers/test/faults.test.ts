@@ -167,7 +167,7 @@ describe.each(flavours)("$api faults", ({ api, make, overloadedStatus }) => {
     it("cuts a request whose headers never come after firstByteTimeoutMs: a `timeout` error after an info notice", async () => {
       const seen = mark();
       server.enqueue({ hang: "before_headers" });
-      const r = await run(make({ firstByteTimeoutMs: 100 }), ask("hi"));
+      const r = await run(make({ firstByteTimeoutMs: 1_000 }), ask("hi"));
       expect(r.error).toMatchObject({ errorClass: "timeout", retryable: true });
       expect(r.notices.map((n) => [n.kind, n.data?.reason])).toEqual([["info", "timeout"]]);
       expect(r.notices[0]!.message).toContain("first-byte timeout");

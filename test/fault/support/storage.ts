@@ -173,7 +173,7 @@ export async function killAll(): Promise<void> {
 }
 
 /** Poll `pred` every `stepMs` until true; throws after `timeoutMs` naming `what`. */
-export async function until(pred: () => boolean, what: string, timeoutMs = 10_000, stepMs = 5): Promise<void> {
+export async function until(pred: () => boolean, what: string, timeoutMs = 30_000, stepMs = 5): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!pred()) {
     if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
