@@ -53,7 +53,12 @@ describe("storage: one writer per session", () => {
   it("a second CLI on a running session gets KEEL_SESSION_BUSY naming the holder, before any provider call", async () => {
     const p = project(root, "busy", faultConfig());
     const from = server.requests.length;
-    const a = startKeel(["run", "--json", "tools:1 pause:4000 first writer"], { cwd: p.dir, env: env(p.home) });
+    // The first writer's tool holds its turn until the second CLI has been refused (a file releases it).
+    const release = join(p.dir, "release");
+    const a = startKeel(["run", "--json", "tools:1 pause:60000 first writer"], {
+      cwd: p.dir,
+      env: { ...env(p.home), FAULT_PAUSE_RELEASE: release },
+    });
     await until(
       () =>
         requestsFor(from, "first writer").length >= 2 ||
@@ -67,13 +72,14 @@ describe("storage: one writer per session", () => {
     expect(b.stderr).toContain(`process ${a.child.pid}`);
     expect(b.stderr).toMatch(/--wait/);
     expect(b.stderr).not.toMatch(/disk|\n\s+at /);
+    writeFileSync(release, "");
     const ra = await a.exit;
     expect(ra.code, a.stderr()).toBe(0);
     // The wire server saw only the first writer: its tool round and its final round.
     expect(requestsFor(from, "second writer")).toHaveLength(0);
     expect(server.requests.slice(from).filter((r) => r.api === "anthropic")).toHaveLength(2);
     const events = storedEvents(p.home, id);
-    expect(storedUserTexts(events)).toEqual(["tools:1 pause:4000 first writer"]);
+    expect(storedUserTexts(events)).toEqual(["tools:1 pause:60000 first writer"]);
     expect(events.map((e) => e.type)).not.toContain("turn.interrupted");
     expect(events.map((e) => e.type)).toContain("turn.completed");
   });

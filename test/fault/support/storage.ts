@@ -39,10 +39,13 @@ export function project(root: string, name: string, config: string): { dir: stri
 
 /**
  * The config of the fault agent: Anthropic through the wire server, a `pause` tool that waits
- * `ms` (honouring its signal), and the given lease.
+ * `ms` (honouring its signal), or less when FAULT_PAUSE_RELEASE names a file that appears (a
+ * scenario releases the pause when what it checks is done, instead of guessing a duration), and
+ * the given lease.
  */
 export function faultConfig(extra = ""): string {
-  return `export default {
+  return `import { existsSync } from "node:fs";
+export default {
   name: "fault",
   model: "anthropic:claude-sonnet-4-6",
   tools: [{
@@ -51,8 +54,11 @@ export function faultConfig(extra = ""): string {
     parameters: { type: "object", properties: { ms: { type: "number" } } },
     category: "info",
     execute: (args, ctx) => new Promise((resolve, reject) => {
-      const t = setTimeout(() => resolve("paused " + (args?.ms ?? 0) + " ms"), args?.ms ?? 0);
-      ctx.signal.addEventListener("abort", () => { clearTimeout(t); reject(ctx.signal.reason); }, { once: true });
+      const release = process.env.FAULT_PAUSE_RELEASE;
+      const stop = () => { clearTimeout(t); clearInterval(poll); };
+      const t = setTimeout(() => { stop(); resolve("paused " + (args?.ms ?? 0) + " ms"); }, args?.ms ?? 0);
+      const poll = release ? setInterval(() => { if (existsSync(release)) { stop(); resolve("paused until released"); } }, 50) : undefined;
+      ctx.signal.addEventListener("abort", () => { stop(); reject(ctx.signal.reason); }, { once: true });
     }),
   }],
   ${extra}
