@@ -137,7 +137,7 @@ describe("kill: chosen moments", () => {
   it("a process killed right after it took over a dead holder's lease: the third run takes over again, and both turns are interrupted with their messages kept", async () => {
     const p = project(root, "double", faultConfig("lease: { ttlMs: 60000 },"));
     const from = server.requests.length;
-    const a = startKeel(["run", "--json", "tools:1 pause:5000 first doomed"], { cwd: p.dir, env: env(p.home) });
+    const a = startKeel(["run", "--json", "tools:1 pause:60000 first doomed"], { cwd: p.dir, env: env(p.home) });
     await until(
       () => firstJsonSession(a.stdout()) !== undefined && a.stdout().includes('"tool.started"'),
       "the first tool",
@@ -145,7 +145,7 @@ describe("kill: chosen moments", () => {
     const id = firstJsonSession(a.stdout())!;
     a.child.kill("SIGKILL");
     await a.exit;
-    const b = startKeel(["run", "--json", "--session", id, "tools:1 pause:5000 second doomed"], {
+    const b = startKeel(["run", "--json", "--session", id, "tools:1 pause:60000 second doomed"], {
       cwd: p.dir,
       env: env(p.home),
     });
