@@ -5,6 +5,8 @@
  * with parallel tool calls, an idle chat). After each kill: the user's message is in the log,
  * tool-call/result pairing is intact in what the next turn sends, and the next turn succeeds.
  */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
 import type { KeelEvent } from "../../packages/kernel/src/index.ts";
@@ -171,7 +173,12 @@ describe("kill: chosen moments", () => {
 
   it("a process killed while it waits (--wait) for a held session leaves no trace; the holder finishes and the next run proceeds", async () => {
     const p = project(root, "waiter", faultConfig());
-    const a = startKeel(["run", "--json", "tools:1 pause:4000 holder turn"], { cwd: p.dir, env: env(p.home) });
+    // The holder's tool holds its turn until the waiter is gone (a file releases it).
+    const release = join(p.dir, "release");
+    const a = startKeel(["run", "--json", "tools:1 pause:60000 holder turn"], {
+      cwd: p.dir,
+      env: { ...env(p.home), FAULT_PAUSE_RELEASE: release },
+    });
     await until(
       () => firstJsonSession(a.stdout()) !== undefined && a.stdout().includes('"tool.started"'),
       "the holder's tool",
@@ -182,12 +189,13 @@ describe("kill: chosen moments", () => {
     await until(() => /waiting for it/.test(w.stderr()), "the waiter to wait");
     w.child.kill("SIGKILL");
     await w.exit;
+    writeFileSync(release, "");
     expect((await a.exit).code, a.stderr()).toBe(0);
     expect(requestsFor(from, "impatient waiter")).toHaveLength(0);
     const next = await runKeel(["run", "--session", id, "tools:0 next one"], { cwd: p.dir, env: env(p.home) });
     expect(next.code, next.stderr).toBe(0);
     const events = storedEvents(p.home, id);
-    expect(storedUserTexts(events)).toEqual(["tools:1 pause:4000 holder turn", "tools:0 next one"]);
+    expect(storedUserTexts(events)).toEqual(["tools:1 pause:60000 holder turn", "tools:0 next one"]);
     expect(events.filter((e) => e.type === "turn.interrupted")).toHaveLength(0);
     expect(
       events.filter((e) => e.type === "session.resumed").map((e) => e.type === "session.resumed" && e.leaseTakenOver),
@@ -196,7 +204,7 @@ describe("kill: chosen moments", () => {
 
   it("killed while two parallel tool calls run: the next request answers each call exactly once (synthesized), and the turn completes", async () => {
     const p = project(root, "parallel", faultConfig());
-    const a = startKeel(["run", "--json", "tools:1 parallel:2 pause:5000 two at once"], {
+    const a = startKeel(["run", "--json", "tools:1 parallel:2 pause:60000 two at once"], {
       cwd: p.dir,
       env: env(p.home),
     });
@@ -206,7 +214,7 @@ describe("kill: chosen moments", () => {
     );
     const id = firstJsonSession(a.stdout())!;
     // tool.started is printed as it is emitted; the calls reach the disk just before the tools
-    // run. Kill well inside the 5 s pauses, when both are running.
+    // run. Kill well inside the pauses, when both are running.
     await sleep(300);
     a.child.kill("SIGKILL");
     await a.exit;

@@ -87,19 +87,26 @@ describe("storage: one writer per session", () => {
   it("with --wait the second CLI waits for the holder, then runs on the whole history", async () => {
     const p = project(root, "wait", faultConfig());
     const from = server.requests.length;
-    const a = startKeel(["run", "--json", "tools:1 pause:4000 first turn"], { cwd: p.dir, env: env(p.home) });
+    // The holder's tool holds its turn until the second CLI says it waits (a file releases it).
+    const release = join(p.dir, "release");
+    const a = startKeel(["run", "--json", "tools:1 pause:60000 first turn"], {
+      cwd: p.dir,
+      env: { ...env(p.home), FAULT_PAUSE_RELEASE: release },
+    });
     await until(
       () => firstJsonSession(a.stdout()) !== undefined && requestsFor(from, "first turn").length >= 1,
       "the first turn's request",
     );
     const id = firstJsonSession(a.stdout())!;
-    const b = await runKeel(["run", "--wait", "--session", id, "waited turn"], { cwd: p.dir, env: env(p.home) });
+    const b = startKeel(["run", "--wait", "--session", id, "waited turn"], { cwd: p.dir, env: env(p.home) });
+    await until(() => /in use by process \d+.*waiting/.test(b.stderr()), "the second CLI to wait");
+    writeFileSync(release, "");
     const ra = await a.exit;
+    const rb = await b.exit;
     expect(ra.code, a.stderr()).toBe(0);
-    expect(b.code, b.stderr).toBe(0);
-    expect(b.stderr).toMatch(/in use by process \d+.*waiting/);
+    expect(rb.code, b.stderr()).toBe(0);
     const events = storedEvents(p.home, id);
-    expect(storedUserTexts(events)).toEqual(["tools:1 pause:4000 first turn", "waited turn"]);
+    expect(storedUserTexts(events)).toEqual(["tools:1 pause:60000 first turn", "waited turn"]);
     const terminals = events.filter(
       (e) => e.type === "turn.completed" || e.type === "turn.interrupted" || e.type === "turn.failed",
     );
@@ -120,7 +127,7 @@ describe("storage: one writer per session", () => {
   it("a holder SIGKILLed mid-turn: the next run takes the lease at once (holder dead), marks the turn interrupted and completes", async () => {
     const p = project(root, "killed-holder", faultConfig("lease: { ttlMs: 60000 },"));
     const from = server.requests.length;
-    const a = startKeel(["run", "--json", "tools:1 pause:5000 doomed turn"], { cwd: p.dir, env: env(p.home) });
+    const a = startKeel(["run", "--json", "tools:1 pause:60000 doomed turn"], { cwd: p.dir, env: env(p.home) });
     await until(
       () =>
         firstJsonSession(a.stdout()) !== undefined &&
