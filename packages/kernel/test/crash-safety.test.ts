@@ -22,9 +22,12 @@ const CHILD_SCRIPT = fileURLToPath(new URL("./support/turn-child.ts", import.met
 const ORPHAN_CALL_ID = "call_orphan_1";
 const HANG_TOOL = "hang_probe";
 const CHILD_AGENT = "crash-child";
-/** How long to wait for the child to reach a marker before failing (it loads the tokenizer first). */
-const MARKER_TIMEOUT_MS = 10_000;
-const TEST_TIMEOUT_MS = 20_000;
+/**
+ * How long to wait for the child to reach a marker before failing (it loads the tokenizer first):
+ * a hang bound, since a child on a loaded machine can take seconds to start, not a speed bound.
+ */
+const MARKER_TIMEOUT_MS = 40_000;
+const TEST_TIMEOUT_MS = 90_000;
 
 type Mode = "provider" | "tool" | "steer";
 
