@@ -172,6 +172,9 @@ export const ConfigSchema = z
       .optional(),
     observers: z.array(observerSpec).optional(),
     mode: z.enum(["agent", "chat"], { error: 'expected "agent" (tools) or "chat" (no tools)' }).optional(),
+    recovery: z
+      .enum(["auto", "manual"], { error: 'expected "auto" (a crashed turn goes on by itself) or "manual"' })
+      .optional(),
     offline: z
       .object({
         script: z

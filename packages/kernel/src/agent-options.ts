@@ -93,4 +93,13 @@ export interface AgentOptions {
    * tools; `chat` sends none. A session's own switch is in its log and wins on resume.
    */
   mode?: SessionMode;
+  /**
+   * What happens to a turn a dead process (or a lapsed lease) left unfinished.
+   * `manual` (default): it is marked interrupted when the session is next used, and nothing
+   * runs until a person sends a message. `auto`: it continues from its log (Session.recover,
+   * `keel worker`): completed tool results are kept, a call that was cut runs again only when
+   * its tool is `repeatable` (else it gets one "interrupted" result), and the loop goes on.
+   * Contract: with `auto`, run() on such a session first finishes that turn, then runs the input.
+   */
+  recovery?: "auto" | "manual";
 }

@@ -37,7 +37,7 @@ import type { TokenCounter } from "./token-counter.ts";
 import type { ToolCategory } from "./tools.ts";
 import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "./tools.ts";
 import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
-import type { PausedTurn, PreparedTurn, RunOptions, TurnHost, TurnInput } from "./turn-state.ts";
+import type { PausedTurn, PreparedTurn, RunOptions, TurnHost, TurnInput, TurnOptions } from "./turn-state.ts";
 import { runTurn, unansweredCalls } from "./turn.ts";
 import type { AgentOptions } from "./agent-options.ts";
 import type { Limits } from "./limits.ts";
@@ -175,6 +175,7 @@ const AgentOptionsSchema = z
     requestOptions: z.record(z.string(), z.unknown()).optional(),
     observers: z.array(z.unknown()).optional(),
     mode: z.enum(["agent", "chat"]).optional(),
+    recovery: z.enum(["auto", "manual"]).optional(),
   })
   .strict();
 
@@ -572,6 +573,11 @@ export class Agent implements HostAgent {
  */
 export interface CloseOptions {
   graceMs?: number;
+  /**
+   * Give running turns back unfinished instead of ending them interrupted: no terminal event is
+   * written, so the next worker or recover() continues them (a stopping worker does this).
+   */
+  handBack?: boolean;
 }
 
 /** Code points of a host's approval or denial reason that are kept. */
@@ -634,6 +640,8 @@ export class Session implements TurnHost, HostSession {
   readonly completedJobs = new Set<string>();
   /** @internal the turn paused for approval, if any (rebuilt from the log on resume) */
   paused: PausedTurn | undefined;
+  /** @internal with agent `recovery: "auto"`: the turn a stopped process left unfinished, found under the lease */
+  unfinished: PausedTurn | undefined;
   /** @internal tools the host approved "always" in this session */
   readonly alwaysAllowed = new Set<string>();
   /** @internal the mode this session switched to (from its log), if it ever did */
@@ -877,6 +885,57 @@ export class Session implements TurnHost, HostSession {
       await abandonChild(this, id);
   }
 
+  /**
+   * Finish the turn a stopped process (or a lapsed lease) left unfinished, from its log:
+   * completed tool results are kept; a call that was cut runs again when its tool is
+   * `repeatable` (or it started child sessions, which go on), else it gets one "interrupted"
+   * result; then the loop goes on. With agent `recovery: "auto"` a worker (or the next run())
+   * does this by itself. Contract: throws KEEL_NOT_UNFINISHED when there is no such turn (it
+   * ended, or another instance finished it) and KEEL_SESSION_BUSY while a live instance runs it;
+   * otherwise as run().
+   */
+  async recover<O = unknown>(options: RunOptions<O> = {}): Promise<TurnResult<O>> {
+    this.ready();
+    if (!this.unfinished && !this.lease && !this.taking) {
+      await this.catchUp();
+      if (this.cursor.open) {
+        this.recovering = true;
+        try {
+          await this.hold("handoff", noop, { waitMs: 0, ...(options.signal ? { signal: options.signal } : {}) });
+        } finally {
+          this.recovering = false;
+        }
+      }
+    }
+    return this.prepareRecover(options)() as Promise<TurnResult<O>>;
+  }
+
+  /** True while recover() looks for the unfinished turn (it is kept, whatever the agent's `recovery`). */
+  private recovering = false;
+
+  /** The door checks of recover() (they throw now), then a function that continues the turn. Contract: as prepare(). */
+  prepareRecover<O = unknown>(options: RunOptions<O> = {}, more: { limits?: Partial<Limits> } = {}): PreparedTurn<O> {
+    const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
+    this.ready();
+    if (!this.unfinished)
+      throw new KeelError(
+        "KEEL_NOT_UNFINISHED",
+        `Session "${this.id}" has no turn left unfinished by a stopped process.`,
+      );
+    return (signal, held) =>
+      this.start("", withSignal(options, signal), {
+        recover: true,
+        ...(output ? { output } : {}),
+        ...more,
+        ...(held ? { held } : {}),
+      }) as Promise<TurnResult<O>>;
+  }
+
+  /** @internal continue a child's unfinished turn (its parent's call was cut and runs again) within `limits`. */
+  recoverAsChild<O>(options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>> {
+    return this.prepareRecover(options, { limits })();
+  }
+
   /** @internal resume a paused child turn (ToolContext.child, after its parent resumed) within `limits`. */
   resumeAsChild<O>(options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>> {
     return this.prepareResume(options, { limits })();
@@ -913,6 +972,7 @@ export class Session implements TurnHost, HostSession {
     options: RunOptions<unknown>,
     extra: {
       resume?: PausedTurn;
+      recover?: boolean;
       output?: ReturnType<typeof outputSpecOf>;
       limits?: Partial<Limits>;
       trigger?: "subagent";
@@ -932,7 +992,7 @@ export class Session implements TurnHost, HostSession {
       () => {
         const checked = this.doorAgain(turnExtra);
         held?.();
-        return runTurn(this, input, ctrl.signal, { metadata: options.metadata ?? {}, ...checked });
+        return this.turnUnderLease(input, ctrl.signal, options.metadata ?? {}, checked);
       },
       { signal: ctrl.signal },
     );
@@ -946,8 +1006,43 @@ export class Session implements TurnHost, HostSession {
     }
   }
 
+  /**
+   * The turn, under the lease: an unfinished one goes on (recover(), or first of all when
+   * recovery is "auto" and the log leaves one), then the input's.
+   */
+  private async turnUnderLease(
+    input: TurnInput,
+    signal: AbortSignal,
+    metadata: Record<string, unknown>,
+    checked: Omit<TurnOptions, "metadata"> & { recover?: boolean },
+  ): Promise<TurnResult> {
+    const { recover, ...rest } = checked;
+    if (recover) return runTurn(this, "", signal, { ...rest, metadata, resume: this.takeUnfinished() });
+    if (!rest.resume && this.unfinished) {
+      const first = await runTurn(this, "", signal, {
+        metadata,
+        resume: this.takeUnfinished(),
+        ...(rest.limits ? { limits: rest.limits } : {}),
+      });
+      if (first.verdict.status === "paused")
+        throw new KeelError(
+          "KEEL_APPROVAL_PENDING",
+          `Session "${this.id}": the turn a stopped process left unfinished (${first.turnId}) went on first and paused for ${first.pending?.map((p) => `${p.name} (${p.callId})`).join(", ")}. Answer them (approve/deny) and resume() first; this input was not run.`,
+        );
+    }
+    return runTurn(this, input, signal, { ...rest, metadata });
+  }
+
   /** The door checks of run() and resume() once more, on the log as it is now (another instance may have paused or resumed the turn). */
-  private doorAgain<T extends { resume?: PausedTurn }>(extra: T): T {
+  private doorAgain<T extends { resume?: PausedTurn; recover?: boolean }>(extra: T): T {
+    if (extra.recover) {
+      if (!this.unfinished)
+        throw new KeelError(
+          "KEEL_NOT_UNFINISHED",
+          `Session "${this.id}" has no unfinished turn any more (another instance finished or ended it).`,
+        );
+      return extra;
+    }
     if (!extra.resume) {
       if (this.paused)
         throw new KeelError(
@@ -1030,8 +1125,11 @@ export class Session implements TurnHost, HostSession {
       for (const q of queued) void this.emit(q.data, q.turnId);
       try {
         if (queued.some((q) => q.durable)) await this.write(true);
-        // A turn left open by a holder that is gone (this lease was free or taken over) ends here, interrupted.
-        if (this.cursor.open) await this.interruptOpenTurn(lease?.takenOver);
+        // A turn left open by a holder that is gone (this lease was free or taken over) ends here, interrupted,
+        // or (recovery "auto") is kept to go on from its log.
+        if (this.cursor.open && (this.recovering || this.agent.options.recovery === "auto"))
+          this.noteUnfinished(lease?.takenOver);
+        else if (this.cursor.open) await this.interruptOpenTurn(lease?.takenOver);
       } catch (err) {
         await this.unhold().catch(() => undefined);
         throw err;
@@ -1124,7 +1222,12 @@ export class Session implements TurnHost, HostSession {
   async close(options: CloseOptions = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.current) this.cancel(new KeelError("KEEL_TURN_ABORTED", "The session was closed."));
+    if (this.current)
+      this.cancel(
+        options.handBack
+          ? new KeelError("KEEL_TURN_HANDED_BACK", `Session "${this.id}" was closed to be handed back.`)
+          : new KeelError("KEEL_TURN_ABORTED", "The session was closed."),
+      );
     await this.running?.catch(() => undefined);
     await this.phase("session.end", { sessionId: this.id, agent: this.agent.name });
     const background = [...this.jobs, ...this.agent.runner.background];
@@ -1550,8 +1653,41 @@ export class Session implements TurnHost, HostSession {
       await this.hold("handoff", noop, { waitMs: 0, ...(signal ? { signal } : {}) }).catch((err: unknown) => {
         if (!isKeelError(err, "KEEL_SESSION_BUSY")) throw err;
       });
-      if (this.cursor.open) void this.emit({ type: "session.resumed", agent: this.agent.name }, null);
+      if (this.unfinished)
+        void this.emit(
+          { type: "session.resumed", agent: this.agent.name, unfinishedTurn: this.unfinished.turnId },
+          null,
+        );
+      else if (this.cursor.open) void this.emit({ type: "session.resumed", agent: this.agent.name }, null);
     } else void this.emit({ type: "session.resumed", agent: this.agent.name }, null);
+  }
+
+  /** Under the lease: the turn the log leaves open (its holder is gone) is kept to go on from its log (recovery "auto"). */
+  private noteUnfinished(takenOver: HeldLease["takenOver"]): void {
+    const c = this.cursor;
+    if (this.unfinished?.turnId === c.open) return;
+    this.unfinished = {
+      turnId: c.open!,
+      input: c.started?.input ?? "",
+      metadata: c.started?.metadata ?? {},
+      rounds: c.rounds,
+      toolCalls: c.toolCalls,
+      requests: new Map(),
+      childCalls: new Map(),
+      recovery: {
+        started: new Map(c.startedArgs),
+        children: new Map([...c.callChildren].map(([id, list]) => [id, list.map((x) => ({ ...x }))])),
+        ...(takenOver ? { leaseTakenOver: { ...takenOver } } : {}),
+      },
+    };
+  }
+
+  /** The unfinished turn, now this handle's to run (the log's open turn is no longer someone else's). */
+  private takeUnfinished(): PausedTurn {
+    const u = this.unfinished!;
+    this.unfinished = undefined;
+    this.cursor.open = null;
+    return u;
   }
 
   /**

@@ -2,7 +2,16 @@
 import type { ApprovalAnswer, PendingApproval } from "./verdict.ts";
 
 /** Child sessions of one call that wait for approval, by the order of their child() call, with the host's answers by their call ids. */
-export type ChildResumes = Map<number, { sessionId: string; name: string; answers: Map<string, ApprovalAnswer> }>;
+export type ChildResumes = Map<
+  number,
+  {
+    sessionId: string;
+    name: string;
+    answers: Map<string, ApprovalAnswer>;
+    /** The call was cut by a stopped process (recovery): the child goes on from its log instead of being asked again. */
+    recover?: boolean;
+  }
+>;
 
 /** One call's dealings with its children: which paused ones to resume, and which paused this time. */
 export interface ChildHold {

@@ -14,6 +14,8 @@ import type { Usage } from "./usage.ts";
 import type { PendingApproval, TurnResult } from "./verdict.ts";
 import type { ChildHold, ChildResumes } from "./child-types.ts";
 import type { RunOptions } from "./turn-state.ts";
+import { isTerminalEvent } from "./events.ts";
+import { messageText } from "./messages.ts";
 export type { ChildHold, ChildResumes } from "./child-types.ts";
 
 const NAME = /^[a-z0-9_.-]{1,64}$/;
@@ -75,7 +77,9 @@ export async function runChild<O>(
     });
   try {
     let result: TurnResult<O>;
-    if (waiting) {
+    if (waiting?.recover) {
+      result = await goOn(session, options.input, run, cappedBy(agent.limits, limits));
+    } else if (waiting) {
       result = await answerAndResume(session, waiting, run, cappedBy(agent.limits, limits));
     } else {
       // The link is in the parent's log before the child does anything, so a crash leaves it findable.
@@ -133,6 +137,44 @@ async function answerAndResume<O>(
       });
   }
   return session.resumeAsChild(run, limits);
+}
+
+/**
+ * A child whose parent's call a stopped process cut goes on where it stopped: its unfinished turn
+ * is recovered, a turn that ended gives its stored result (nothing runs again), a paused one
+ * pauses the call again, and a child that never began its turn begins it now.
+ */
+async function goOn<O>(
+  session: Session,
+  input: ChildOptions["input"],
+  run: RunOptions<O>,
+  limits: Partial<Limits>,
+): Promise<TurnResult<O>> {
+  if (session.unfinished) return session.recoverAsChild(run, limits);
+  const ended = await lastResult(session);
+  if (ended) return ended as TurnResult<O>;
+  return session.runAsChild(input, run, limits);
+}
+
+/** The result of the session's last turn as its log holds it (a paused one with what it waits for), or undefined when none ended. */
+async function lastResult(session: Session): Promise<TurnResult | undefined> {
+  const events = await session.events();
+  const end = events.findLast((e) => isTerminalEvent(e));
+  if (!end || !("verdict" in end) || !end.turnId) return undefined;
+  let text = "";
+  for (const e of events)
+    if (e.turnId === end.turnId && e.type === "message.appended" && e.message.role === "assistant")
+      text = messageText(e.message) || text;
+  return {
+    sessionId: session.id,
+    turnId: end.turnId,
+    verdict: end.verdict,
+    text,
+    usage: end.usage,
+    rounds: end.rounds,
+    toolCalls: end.toolCalls,
+    ...(end.type === "turn.paused" ? { pending: session.pendingApprovals() } : {}),
+  };
 }
 
 /** End the paused turn of child session `id` (and its own waiting children): no parent waits for it any more. */
@@ -241,6 +283,7 @@ function childAgent(host: Agent, name: string, options: ChildOptions["agent"]): 
           : {}),
         ...(given.approve === undefined && host.options.approve ? { approve: host.options.approve } : {}),
         ...(given.ask === undefined && host.options.ask ? { ask: host.options.ask } : {}),
+        ...(given.recovery === undefined && host.options.recovery ? { recovery: host.options.recovery } : {}),
         // Its plugins keep their data where the parent agent does (its home and its store), never in KEEL_HOME.
         home: host.storage.home,
         store: host.store,

@@ -88,6 +88,10 @@ export const ERROR_CODES = {
     "An approved call's arguments held a secret, and secrets are never stored, so the call could not run as approved after the session was reloaded; the model was told so and can call again. Keep secrets out of tool arguments (pass a reference the tool resolves), or answer the approval in the process that asked.",
   KEEL_NOT_PAUSED:
     "resume() was called but no turn of this session is paused for approval. Start a new turn with run().",
+  KEEL_NOT_UNFINISHED:
+    "recover() was called but the session has no turn a stopped process left unfinished (it ended, or another instance finished it). Start a new turn with run().",
+  KEEL_TURN_HANDED_BACK:
+    "The turn was given back unfinished (its worker was stopping): it stays open in the log, and the next worker or recover() continues it. Nothing to do.",
   KEEL_OUTPUT_INVALID:
     "The model's final answer did not match the requested output schema, also after one corrective retry. Loosen the schema, describe the fields better in the instructions, or use a stronger model.",
   KEEL_OUTPUT_SCHEMA_INVALID:

@@ -58,6 +58,8 @@ export type KeelEventData =
       type: "session.resumed";
       agent: string;
       interruptedTurn?: string;
+      /** With agent `recovery: "auto"`: a turn a dead process left unfinished, to be continued. */
+      unfinishedTurn?: string;
       leaseTakenOver?: { pid: number; host: string; reason: "expired" | "holder_dead" };
     }
   /** `content`: the input's blocks when run() was given content blocks (`input` is their text). */
@@ -155,7 +157,15 @@ export type KeelEventData =
       by: "host" | "callback" | "always";
     }
   /** A paused turn continues (session.resume()): its turn id is open again. */
-  | { type: "turn.resumed"; answered: string[] }
+  /**
+   * A paused turn goes on (`answered`), or one a stopped process left unfinished (`recovered`:
+   * `cut`, the calls that had started; each then runs again or gets an "interrupted" result).
+   */
+  | {
+      type: "turn.resumed";
+      answered: string[];
+      recovered?: { cut: string[]; leaseTakenOver?: { pid: number; host: string; reason: "expired" | "holder_dead" } };
+    }
   | {
       type: "diagnostic";
       level: "info" | "warn" | "error";

@@ -4,7 +4,7 @@
  * Session implement these.
  */
 import type { AgentOptions } from "./agent-options.ts";
-import type { KeelEventData } from "./events.ts";
+import type { KeelEvent, KeelEventData } from "./events.ts";
 import type { Limits } from "./limits.ts";
 import type { ModelProvider } from "./provider.ts";
 import type { PluginRegistry } from "./registry.ts";
@@ -75,4 +75,8 @@ export interface HostSession {
   abandonPaused(reason: "aborted" | "process_exit"): Promise<void>;
   runAsChild<O>(input: TurnInput, options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>>;
   resumeAsChild<O>(options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>>;
+  /** The turn a stopped process left unfinished, when this handle found it under the lease (recovery). */
+  readonly unfinished: PausedTurn | undefined;
+  recoverAsChild<O>(options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>>;
+  events(): Promise<KeelEvent[]>;
 }

@@ -48,6 +48,11 @@ export interface LogCursor {
   startedArgs: Map<string, unknown>;
   /** Child sessions each turn started: an interrupted turn's are closed too. */
   children: Map<string, ChildStart[]>;
+  /** The child sessions each call of the open turn started since its last start, in order (a recovered call's children go on). */
+  callChildren: Map<string, ChildStart[]>;
+  /** Rounds and counted tool calls of the open turn so far (a recovered turn goes on from them). */
+  rounds: number;
+  toolCalls: number;
 }
 
 /** A cursor before the first event. */
@@ -59,6 +64,9 @@ export function newCursor(): LogCursor {
     lastChild: new Map(),
     startedArgs: new Map(),
     children: new Map(),
+    callChildren: new Map(),
+    rounds: 0,
+    toolCalls: 0,
   };
 }
 
@@ -78,6 +86,9 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
     cursor.started = { input: e.input, metadata: e.metadata };
     cursor.asked = new Map();
     cursor.startedArgs.clear();
+    cursor.callChildren.clear();
+    cursor.rounds = 0;
+    cursor.toolCalls = 0;
     target.paused = undefined;
   },
   "approval.requested": (_t, cursor, e) => {
@@ -97,8 +108,10 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
   "tool.completed": (_t, cursor, e) => void cursor.asked.delete(e.callId),
   "tool.started": (_t, cursor, e) => {
     cursor.startedArgs.set(e.callId, e.args);
+    cursor.toolCalls++;
     // Ids can repeat across rounds: a call's child is the one started after its last start.
     cursor.lastChild.delete(e.callId);
+    cursor.callChildren.delete(e.callId);
   },
   "approval.resolved": (target, cursor, e) => {
     // Answered within the turn (the approve() callback, an earlier "always"): it waits for no one.
@@ -132,6 +145,8 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
       };
     }
     if (e.turnId === cursor.open) cursor.open = null;
+    cursor.rounds = e.rounds;
+    cursor.toolCalls = e.toolCalls;
   },
   "turn.resumed": (target, cursor, e) => {
     target.paused = undefined;
@@ -142,7 +157,9 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
   "child.started": (_t, cursor, e) => {
     if (e.turnId) cursor.children.set(e.turnId, [...(cursor.children.get(e.turnId) ?? []), e]);
     cursor.lastChild.set(e.callId, e);
+    cursor.callChildren.set(e.callId, [...(cursor.callChildren.get(e.callId) ?? []), e]);
   },
+  "model.responded": (_t, cursor, e) => void (cursor.rounds = Math.max(cursor.rounds, e.round)),
   "turn.interrupted": (target, cursor, e) => {
     // A paused turn its parent gave up on (abandonPaused) ends here.
     if (target.paused?.turnId === e.turnId) target.paused = undefined;

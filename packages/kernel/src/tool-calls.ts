@@ -425,6 +425,9 @@ function checkArgs(
 /** A call whose child waited for approval: decided and counted before, it runs again with the answers. */
 async function prepareAgain(t: Turn, call: ToolCallBlock, args: unknown): Promise<Prepared> {
   const children: ChildResumes = new Map();
+  // A call a stopped process cut: its children go on from their logs, in the order it started them.
+  for (const [i, c] of (t.resume?.recovery?.children.get(call.id) ?? []).entries())
+    children.set(i + 1, { sessionId: c.childSessionId, name: c.name, answers: new Map(), recover: true });
   for (const [id, a] of t.answers) {
     if (a.via?.callId !== call.id) continue;
     t.answers.delete(id);

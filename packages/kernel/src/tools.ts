@@ -128,6 +128,13 @@ export interface ToolDefinition<A = any> {
   parameters?: JsonSchema;
   category?: ToolCategory;
   timeoutMs?: number;
+  /**
+   * Safe to run again when a crash cut a call of it short (the turn then goes on, agent
+   * `recovery: "auto"`). Default: true for `category: "info"` tools, false otherwise. A call
+   * of a tool that is not repeatable gets one "interrupted" result the model reads instead.
+   * A call that started child sessions (ToolContext.child) runs again and its children go on.
+   */
+  repeatable?: boolean;
   /** May run concurrently with other calls of the same response. Default: info and mcp tools. */
   parallel?: boolean;
   /**

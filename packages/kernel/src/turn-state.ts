@@ -64,6 +64,19 @@ export interface PausedTurn {
   requests: Map<string, PendingApproval>;
   /** Calls that wait in a child session (PendingApproval.via), with the arguments they run with again. */
   childCalls?: Map<string, unknown>;
+  /** Set when a stopped process left the turn unfinished (agent `recovery: "auto"`): it goes on from its log. */
+  recovery?: UnfinishedTurn;
+}
+
+/**
+ * Where a turn a stopped process left stands, as its log says (Session.recover continues it).
+ * Contract: `started` holds the calls that may have begun running (a tool.started is in the
+ * log); a call not in it never ran; `children` are the child sessions each started call began.
+ */
+export interface UnfinishedTurn {
+  started: Map<string, unknown>;
+  children: Map<string, Array<{ name: string; childSessionId: string }>>;
+  leaseTakenOver?: { pid: number; host: string; reason: "expired" | "holder_dead" };
 }
 
 /** How a turn runs besides its input. */

@@ -78,8 +78,26 @@ async function openTurn(
   // What handlers see as the history: the conversation before this turn.
   const history = session.messages;
   if (t.resume) {
-    // The answers are in the log already.
-    await session.emit({ type: "turn.resumed", answered: [...t.answers.keys()] }, t.turnId, true);
+    // The answers are in the log already; a recovered turn names the calls that had started when its process stopped.
+    const r = t.resume.recovery;
+    await session.emit(
+      {
+        type: "turn.resumed",
+        answered: [...t.answers.keys()],
+        ...(r
+          ? {
+              recovered: {
+                cut: unansweredCalls(session.messages)
+                  .filter((c) => r.started.has(c.id))
+                  .map((c) => c.id),
+                ...(r.leaseTakenOver ? { leaseTakenOver: r.leaseTakenOver } : {}),
+              },
+            }
+          : {}),
+      },
+      t.turnId,
+      true,
+    );
     session.paused = undefined;
     const history = session.messages;
     const at = history.findLastIndex((m) => m.role === "user" && messageText(m) === t.input);
@@ -347,12 +365,45 @@ function showTools(t: Turn): Turn["shown"] {
   };
 }
 
-/** 8. A resumed turn first answers the calls it paused on (and runs the ones after them). */
+/** 8. A resumed turn first answers the calls it paused on (and runs the ones after them); a recovered one settles its cut calls. */
 async function answerPaused(t: Turn): Promise<void> {
   if (!t.resume) return;
   const calls = unansweredCalls(t.session.messages);
+  if (t.resume.recovery) return recoverCalls(t, calls);
   if (calls.length) await runToolCalls(t, calls, undefined);
   if (t.pauseFor) t.verdict = { status: "paused", reason: "approval", pending: t.pauseFor.map((p) => p.callId) };
+}
+
+/**
+ * The calls a stopped process left without a result: one that never started runs as usual; one
+ * that may have started runs again when its tool is repeatable or it started child sessions
+ * (they go on from their logs), else it gets one "interrupted" result. No call runs twice unasked.
+ */
+async function recoverCalls(t: Turn, calls: readonly ToolCallBlock[]): Promise<void> {
+  const { started, children } = t.resume!.recovery!;
+  const again = t.resume!.childCalls!;
+  const run: ToolCallBlock[] = [];
+  for (const c of calls) {
+    if (!started.has(c.id)) {
+      run.push(c);
+      continue;
+    }
+    const kids = children.get(c.id) ?? [];
+    const def = t.tools.get(c.name)?.def;
+    if (def && (kids.length || (def.repeatable ?? def.category === "info"))) {
+      again.set(c.id, started.get(c.id));
+      run.push(c);
+    } else await skip(t, c, interruptedText(c.name, def !== undefined), "cancelled");
+  }
+  if (run.length) await runToolCalls(t, run, undefined);
+  if (t.pauseFor) t.verdict = { status: "paused", reason: "approval", pending: t.pauseFor.map((p) => p.callId) };
+}
+
+/** The result of a cut call that is not run again. */
+function interruptedText(name: string, known: boolean): string {
+  return known
+    ? `No result: the process running this call stopped before it returned, and "${name}" is not marked safe to repeat, so it was not run again. It may or may not have taken effect: check before calling it again.`
+    : `No result: the process running this call stopped before it returned, and the tool "${name}" is no longer available.`;
 }
 
 /** The calls of the last assistant message that have no result yet, in order. */
@@ -741,6 +792,7 @@ function verdictOf(t: Turn, thrown: unknown): TurnVerdict {
  * runs (not for a pause), its jobs start, and the terminal event is written durably.
  */
 async function closeTurn(t: Turn): Promise<TurnResult> {
+  if (isKeelError(t.signal.reason, "KEEL_TURN_HANDED_BACK")) return handBack(t);
   const { session, turnId, verdict } = t;
   const paused = verdict!.status === "paused" && t.pauseFor ? t.pauseFor : undefined;
   if (!paused) repair(t);
@@ -800,5 +852,19 @@ async function closeTurn(t: Turn): Promise<TurnResult> {
     toolCalls: t.toolCalls,
     ...(paused ? { pending: paused.map((p) => ({ ...p })) } : {}),
     ...output,
+  };
+}
+
+/** A turn given back unfinished (its worker is stopping): what it wrote stays, no terminal event, so it goes on elsewhere. */
+async function handBack(t: Turn): Promise<TurnResult> {
+  await t.session.flush();
+  return {
+    sessionId: t.session.id,
+    turnId: t.turnId,
+    verdict: { status: "interrupted", reason: "handed_back" },
+    text: t.finalText,
+    usage: t.usage,
+    rounds: t.rounds,
+    toolCalls: t.toolCalls,
   };
 }

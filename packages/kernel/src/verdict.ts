@@ -31,7 +31,7 @@ export type TurnVerdict =
       phase?: string;
     }
   | { status: "paused"; reason: "approval"; pending: string[] }
-  | { status: "interrupted"; reason: "aborted" | "process_exit" };
+  | { status: "interrupted"; reason: "aborted" | "process_exit" | "handed_back" };
 
 /** What `session.run` resolves to. Contract: `text` is the final assistant text ("" if none). */
 export interface TurnResult<O = unknown> {
