@@ -149,7 +149,7 @@ export type {
   SessionMode,
   TurnTimings,
 } from "./events.ts";
-export type { AppendOptions, SessionInfo, SessionStore, StoreDatabase } from "./session-store.ts";
+export type { AppendOptions, SessionInfo, SessionStore, StoreDatabase, TurnToContinue } from "./session-store.ts";
 export { canonicalJson } from "./canonical.ts";
 export { DEFAULT_LEASE, PROCESS_INSTANCE, thisHost } from "./lease.ts";
 export type { HeldLease, LeaseHolder, LeaseKind, LeaseOptions, LeaseRequest } from "./lease.ts";

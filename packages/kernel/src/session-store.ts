@@ -1,6 +1,14 @@
 import type { KeelEvent } from "./events.ts";
 import type { HeldLease, LeaseRequest } from "./lease.ts";
 
+/** A session whose turn should go on (SessionStore.unfinished). Contract: `updatedAt` is its last append. */
+export interface TurnToContinue {
+  sessionId: string;
+  agent: string;
+  state: "running" | "answered";
+  updatedAt: number;
+}
+
 /** A session as the store lists it. */
 export interface SessionInfo {
   id: string;
@@ -45,6 +53,13 @@ export interface SessionStore {
    * jobs re-run only when their own session is resumed.
    */
   eventsOfType?(types: readonly string[]): KeelEvent[] | Promise<KeelEvent[]>;
+  /**
+   * Sessions whose turn should go on, oldest update first: `running`, a turn that has not ended
+   * (running now, or left by a stopped process: the lease tells which), and `answered`, a paused
+   * turn a person answered since. Contract: kept with each append, in the same transaction.
+   * Optional: without it a worker (`keel worker`) finds nothing to continue in this store.
+   */
+  unfinished?(options?: { agent?: string; limit?: number }): TurnToContinue[] | Promise<TurnToContinue[]>;
   close(): void | Promise<void>;
   /**
    * Take the session's lease (one writer at a time) and keep it renewed until `stop()`.

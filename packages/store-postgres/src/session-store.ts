@@ -6,7 +6,7 @@
 import type pg from "pg";
 import type { PgPool } from "./pool.ts";
 import { KeelError } from "@keel/kernel";
-import { redactEvent, takeLease, toJson } from "@keel/store-kit";
+import { redactEvent, takeLease, toJson, turnStateChanges } from "@keel/store-kit";
 import type {
   AppendOptions,
   HeldLease,
@@ -15,6 +15,7 @@ import type {
   SessionInfo,
   SessionStore,
   StoreDatabase,
+  TurnToContinue,
 } from "@keel/kernel";
 import type { LeaseClaim, LeaseOutcome, SessionLease } from "@keel/store-kit";
 import { pgError, quoteIdent } from "./pg-util.ts";
@@ -55,6 +56,16 @@ export const SESSION_MIGRATIONS: readonly string[] = [
      acquired_at BIGINT NOT NULL,
      expires_at BIGINT NOT NULL
    );`,
+  // v2: each session's turn state (running, paused, answered or idle), kept with each append, so
+  // a worker finds the turns to continue without reading every log. Filled from the logs once.
+  `ALTER TABLE {s}.keel_sessions ADD COLUMN turn_state TEXT;
+   UPDATE {s}.keel_sessions s SET turn_state = (
+     SELECT CASE e.type WHEN 'turn.started' THEN 'running' WHEN 'turn.resumed' THEN 'running'
+       WHEN 'turn.paused' THEN 'paused' ELSE NULL END
+     FROM {s}.keel_events e WHERE e.session_id = s.id
+       AND e.type IN ('turn.started', 'turn.resumed', 'turn.paused', 'turn.completed', 'turn.failed', 'turn.interrupted')
+     ORDER BY e.seq DESC LIMIT 1);
+   CREATE INDEX keel_sessions_to_continue ON {s}.keel_sessions (updated_at) WHERE turn_state IN ('running', 'answered');`,
 ];
 
 registerMigrations("sessions", SESSION_MIGRATIONS);
@@ -200,6 +211,13 @@ export class PostgresSessionStore implements SessionStore {
           }
         }
       }
+      for (const [id, change] of turnStateChanges(events))
+        await c.query(
+          "set" in change
+            ? `UPDATE ${this.#s}.keel_sessions SET turn_state = $2 WHERE id = $1`
+            : `UPDATE ${this.#s}.keel_sessions SET turn_state = 'answered' WHERE id = $1 AND turn_state = 'paused'`,
+          "set" in change ? [id, change.set] : [id],
+        );
     }).catch((err: unknown) => {
       throw err instanceof KeelError
         ? err
@@ -209,6 +227,23 @@ export class PostgresSessionStore implements SessionStore {
             `append event ${current?.seq} (${current?.type}) to session "${current?.sessionId}" in`,
           );
     });
+  }
+
+  /** Sessions whose turn should go on (SessionStore.unfinished), oldest update first. */
+  async unfinished(options: { agent?: string; limit?: number } = {}): Promise<TurnToContinue[]> {
+    await this.#open();
+    const rows = await this.#query(
+      `SELECT id, agent, turn_state, updated_at FROM ${this.#s}.keel_sessions WHERE turn_state IN ('running', 'answered')
+       AND ($1::text IS NULL OR agent = $1) ORDER BY updated_at, n LIMIT $2`,
+      [options.agent ?? null, options.limit === undefined || options.limit < 0 ? null : options.limit],
+      "list the sessions whose turn should go on in",
+    );
+    return rows.map((r) => ({
+      sessionId: r["id"] as string,
+      agent: r["agent"] as string,
+      state: r["turn_state"] as "running" | "answered",
+      updatedAt: Number(r["updated_at"]),
+    }));
   }
 
   async events(sessionId: string, options?: { afterSeq?: number }): Promise<KeelEvent[]> {

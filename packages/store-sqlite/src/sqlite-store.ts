@@ -5,8 +5,16 @@
 import { join } from "node:path";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { KeelError } from "@keel/kernel";
-import type { AppendOptions, HeldLease, KeelEvent, LeaseRequest, SessionInfo, SessionStore } from "@keel/kernel";
-import { redactEvent, takeLease, toJson } from "@keel/store-kit";
+import type {
+  AppendOptions,
+  HeldLease,
+  KeelEvent,
+  LeaseRequest,
+  SessionInfo,
+  SessionStore,
+  TurnToContinue,
+} from "@keel/kernel";
+import { redactEvent, takeLease, toJson, turnStateChanges } from "@keel/store-kit";
 import type { LeaseClaim, LeaseOutcome, SessionLease } from "@keel/store-kit";
 import { openSqlite, storeError } from "./sqlite-open.ts";
 
@@ -46,6 +54,16 @@ const MIGRATIONS: readonly string[] = [
   `DROP INDEX IF EXISTS events_session_turn;
    DROP INDEX IF EXISTS events_type;
    CREATE INDEX IF NOT EXISTS events_jobs ON events(type) WHERE type GLOB 'job.*';`,
+  // v4: each session's turn state (running, paused, answered or idle), kept with each append, so
+  // a worker finds the turns to continue without reading every log. Filled from the logs once.
+  `ALTER TABLE sessions ADD COLUMN turn_state TEXT;
+   UPDATE sessions SET turn_state = (
+     SELECT CASE e.type WHEN 'turn.started' THEN 'running' WHEN 'turn.resumed' THEN 'running'
+       WHEN 'turn.paused' THEN 'paused' ELSE NULL END
+     FROM events e WHERE e.session_id = sessions.id
+       AND e.type IN ('turn.started', 'turn.resumed', 'turn.paused', 'turn.completed', 'turn.failed', 'turn.interrupted')
+     ORDER BY e.seq DESC LIMIT 1);
+   CREATE INDEX IF NOT EXISTS sessions_to_continue ON sessions(updated_at) WHERE turn_state IN ('running', 'answered');`,
 ];
 
 /** The schema version this Keel writes (`PRAGMA user_version`). */
@@ -53,6 +71,13 @@ export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;
 
 /** SQLite's extended result code for a PRIMARY KEY violation. */
 const SQLITE_CONSTRAINT_PRIMARYKEY = 1555;
+
+/** The statements that keep and list each session's turn state (prepared at first use). */
+interface TurnStatements {
+  set: StatementSync;
+  answered: StatementSync;
+  list: StatementSync;
+}
 
 interface LeaseStatements {
   get: StatementSync;
@@ -271,6 +296,7 @@ export class SqliteSessionStore implements SessionStore {
           );
         }
       }
+      this.#keepTurnStates(events);
       this.#commit.run();
       inTransaction = false;
     } catch (err) {
@@ -304,6 +330,46 @@ export class SqliteSessionStore implements SessionStore {
       return out;
     } catch (err) {
       throw this.#failed(`read the events of session "${sessionId}"`, err);
+    }
+  }
+
+  #turnState: TurnStatements | undefined;
+
+  /** Each session's turn state after the batch (in its transaction). */
+  #keepTurnStates(events: readonly KeelEvent[]): void {
+    const changes = turnStateChanges(events);
+    if (!changes.size) return;
+    const st = this.#turnStatements();
+    for (const [id, c] of changes)
+      if ("set" in c) st.set.run(c.set, id);
+      else st.answered.run(id);
+  }
+
+  #turnStatements(): TurnStatements {
+    this.#turnState ??= {
+      set: this.#db.prepare("UPDATE sessions SET turn_state = ? WHERE id = ?"),
+      answered: this.#db.prepare("UPDATE sessions SET turn_state = 'answered' WHERE id = ? AND turn_state = 'paused'"),
+      list: this.#db.prepare(
+        `SELECT id, agent, turn_state, updated_at FROM sessions WHERE turn_state IN ('running', 'answered')
+         AND (:agent IS NULL OR agent = :agent) ORDER BY updated_at, rowid LIMIT :limit`,
+      ),
+    };
+    return this.#turnState;
+  }
+
+  /** Sessions whose turn should go on (SessionStore.unfinished), oldest update first. */
+  unfinished(options: { agent?: string; limit?: number } = {}): TurnToContinue[] {
+    this.#assertOpen();
+    try {
+      const rows = this.#turnStatements().list.all({ agent: options.agent ?? null, limit: options.limit ?? -1 });
+      return rows.map((r) => ({
+        sessionId: r["id"] as string,
+        agent: r["agent"] as string,
+        state: r["turn_state"] as "running" | "answered",
+        updatedAt: Number(r["updated_at"]),
+      }));
+    } catch (err) {
+      throw this.#failed("list the sessions whose turn should go on", err);
     }
   }
 

@@ -68,6 +68,46 @@ describe.each(cases)("$name", ({ open }) => {
     await store.close();
   });
 
+  it("keeps each session's turn state with its appends: unfinished() lists running turns and answered pauses, oldest first", async () => {
+    const verdictOf = (type: "turn.completed" | "turn.paused" | "turn.interrupted") =>
+      ({
+        type,
+        verdict:
+          type === "turn.paused"
+            ? { status: "paused", reason: "approval", pending: ["c1"] }
+            : type === "turn.completed"
+              ? { status: "completed", reason: "end_turn" }
+              : { status: "interrupted", reason: "process_exit" },
+        usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
+        rounds: 1,
+        toolCalls: 0,
+      }) as KeelEventData;
+    const started: KeelEventData = { type: "turn.started", input: "x", trigger: "user", metadata: {} };
+    const answer: KeelEventData = { type: "approval.resolved", callId: "c1", name: "t", approved: true, by: "host" };
+    for (const [i, id] of ["idle", "running", "paused", "answered", "done", "other"].entries())
+      await store.createSession({ id, agent: id === "other" ? "beta" : "alpha", createdAt: 10 + i });
+    await store.appendMany!([ev("idle", 1, diag("a"), 100)]);
+    await store.appendMany!([ev("running", 1, started, 105)]);
+    await store.appendMany!([ev("paused", 1, started, 101), ev("paused", 2, verdictOf("turn.paused"), 102)]);
+    // The answer comes in a later batch than the pause (another instance answered it).
+    await store.appendMany!([ev("answered", 1, started, 103), ev("answered", 2, verdictOf("turn.paused"), 103)]);
+    await store.appendMany!([ev("answered", 3, answer, 104)]);
+    await store.appendMany!([ev("done", 1, started, 106), ev("done", 2, verdictOf("turn.completed"), 107)]);
+    await store.appendMany!([ev("other", 1, started, 99)]);
+    const list = await store.unfinished!({ agent: "alpha" });
+    expect(list.map((u) => [u.sessionId, u.state])).toEqual([
+      ["answered", "answered"],
+      ["running", "running"],
+    ]);
+    expect(list[1]).toMatchObject({ agent: "alpha", updatedAt: 105 });
+    expect((await store.unfinished!()).map((u) => u.sessionId)).toEqual(["other", "answered", "running"]);
+    expect((await store.unfinished!({ limit: 1 })).map((u) => u.sessionId)).toEqual(["other"]);
+    // An answer with no pause stored changes nothing; a turn that ends leaves the list.
+    await store.appendMany!([ev("idle", 2, answer, 108)]);
+    await store.appendMany!([ev("running", 2, verdictOf("turn.interrupted"), 109)]);
+    expect((await store.unfinished!()).map((u) => u.sessionId)).toEqual(["other", "answered"]);
+  });
+
   it("creates, gets and lists sessions", async () => {
     await store.createSession({ id: "s1", agent: "alpha", createdAt: 100 });
     await store.createSession({ id: "s2", agent: "beta", createdAt: 200 });

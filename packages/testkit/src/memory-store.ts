@@ -1,8 +1,16 @@
 /** A SessionStore in process memory, for tests and benchmarks. Nothing survives the process. */
 import { KeelError } from "@keel/kernel";
-import type { AppendOptions, HeldLease, KeelEvent, LeaseRequest, SessionInfo, SessionStore } from "@keel/kernel";
-import { takeLease } from "@keel/store-kit";
-import type { LeaseClaim, LeaseOutcome, SessionLease } from "@keel/store-kit";
+import type {
+  AppendOptions,
+  HeldLease,
+  KeelEvent,
+  LeaseRequest,
+  SessionInfo,
+  SessionStore,
+  TurnToContinue,
+} from "@keel/kernel";
+import { takeLease, turnStateChanges } from "@keel/store-kit";
+import type { LeaseClaim, LeaseOutcome, SessionLease, TurnState } from "@keel/store-kit";
 
 interface MemorySession {
   info: SessionInfo;
@@ -10,6 +18,7 @@ interface MemorySession {
   seqs: Set<number>;
   /** False once an append arrived with a lower seq than the last one. */
   sorted: boolean;
+  turnState?: TurnState;
 }
 
 /**
@@ -89,6 +98,23 @@ export class MemorySessionStore implements SessionStore {
     session.events.push(Object.freeze({ ...event }));
     session.info.eventCount++;
     if (event.ts > session.info.updatedAt) session.info.updatedAt = event.ts;
+    const change = turnStateChanges([event]).get(event.sessionId);
+    if (change && "set" in change) session.turnState = change.set;
+    else if (change && session.turnState === "paused") session.turnState = "answered";
+  }
+
+  /** Sessions whose turn should go on (SessionStore.unfinished), oldest update first. */
+  unfinished(options: { agent?: string; limit?: number } = {}): TurnToContinue[] {
+    this.#assertOpen();
+    const out: TurnToContinue[] = [];
+    for (const s of this.#sessions.values())
+      if (
+        (s.turnState === "running" || s.turnState === "answered") &&
+        (!options.agent || s.info.agent === options.agent)
+      )
+        out.push({ sessionId: s.info.id, agent: s.info.agent, state: s.turnState, updatedAt: s.info.updatedAt });
+    out.sort((a, b) => a.updatedAt - b.updatedAt);
+    return options.limit === undefined || options.limit < 0 ? out : out.slice(0, options.limit);
   }
 
   /** The session's events in `seq` order, those after `afterSeq` when given; empty for an unknown session. */
