@@ -1,0 +1,211 @@
+import { errorMessage, isKeelError, KeelError } from "@keel/kernel";
+import type { Agent, Session, TurnResult, TurnToContinue } from "@keel/kernel";
+
+/**
+ * What a worker does, as it happens. `claimed`: it holds the session and continues its turn;
+ * `finished`: the turn ended (any verdict, `paused` included); `skipped`: not its to take now
+ * (`busy`: a live instance runs it; `child`: its parent's recovery continues it; `not_ready`:
+ * a paused turn still waits for an answer; `gone`: another worker finished it first);
+ * `failed`: the session could not be continued (unreadable, corrupt), reported by id, and the
+ * worker goes on with the others; `handed_back`: stopping, the turn was left for the next worker.
+ */
+export type WorkerEvent =
+  | { type: "claimed"; sessionId: string; state: TurnToContinue["state"]; turnId: string }
+  | { type: "finished"; sessionId: string; turnId: string; verdict: TurnResult["verdict"]; ms: number }
+  | { type: "skipped"; sessionId: string; reason: "busy" | "child" | "not_ready" | "gone" }
+  | { type: "failed"; sessionId: string; code: string; message: string }
+  | { type: "handed_back"; sessionId: string; turnId: string };
+
+/** Options of runWorker. */
+export interface WorkerOptions {
+  /** The agent whose sessions are continued; its `recovery` must be `"auto"` (a manual agent marks such turns interrupted on open). */
+  agent: Agent;
+  /** How often the store is asked for work (default 1 s). */
+  intervalMs?: number;
+  /** Turns continued at once (default 4). */
+  concurrency?: number;
+  /**
+   * How long a session must have been quiet before it is taken (default: the agent's lease TTL).
+   * A live holder renews its lease within it; a quiet pause lets the host that answered an
+   * approval resume it itself.
+   */
+  minIdleMs?: number;
+  /** One pass over the work there is, then return when it is done (a cron job). */
+  once?: boolean;
+  /** Stops claiming; running turns get `graceMs` to end, then are handed back unfinished. */
+  signal?: AbortSignal;
+  /** How long running turns may take to end once `signal` aborts (default 30 s). */
+  graceMs?: number;
+  /** Each step, for logs and traces. Contract: a listener that throws is ignored. */
+  onEvent?: (event: WorkerEvent) => void;
+}
+
+/** What a worker did. Contract: counts of the events it reported. */
+export interface WorkerReport {
+  passes: number;
+  finished: number;
+  failed: number;
+  handedBack: number;
+}
+
+/** The default poll interval. */
+const INTERVAL_MS = 1_000;
+
+/** Sessions asked for per pass, at most. */
+const PAGE = 200;
+
+/**
+ * Run a worker until `signal` aborts (or one pass with `once`).
+ * Contract: never runs a turn another live instance holds (the session lease decides); a
+ * session that fails is reported and skipped, never stops the worker; resolves with the report
+ * once every turn it started has ended or been handed back.
+ */
+export async function runWorker(options: WorkerOptions): Promise<WorkerReport> {
+  const { agent } = options;
+  if (agent.options.recovery !== "auto")
+    throw new KeelError(
+      "KEEL_AGENT_OPTIONS_INVALID",
+      `A worker needs an agent with recovery: "auto" (agent "${agent.name}" has ${JSON.stringify(agent.options.recovery ?? "manual")}); a manual agent would mark the turns it opens interrupted instead of finishing them.`,
+      { path: "recovery" },
+    );
+  const w = new Worker(options);
+  return w.run();
+}
+
+class Worker {
+  readonly report: WorkerReport = { passes: 0, finished: 0, failed: 0, handedBack: 0 };
+  private readonly running = new Map<string, { session?: Session; done: Promise<void> }>();
+  /** Sessions skipped as not this worker's (a child, an unanswered pause), with the update they were skipped at. */
+  private readonly passed = new Map<string, number>();
+  private readonly options: WorkerOptions;
+  private readonly agent: Agent;
+  private readonly concurrency: number;
+  private readonly minIdleMs: number;
+
+  constructor(options: WorkerOptions) {
+    this.options = options;
+    this.agent = options.agent;
+    this.concurrency = Math.max(1, options.concurrency ?? 4);
+    this.minIdleMs = options.minIdleMs ?? options.agent.options.lease?.ttlMs ?? 30_000;
+  }
+
+  async run(): Promise<WorkerReport> {
+    const { signal } = this.options;
+    while (!signal?.aborted) {
+      await this.pass();
+      if (this.options.once) break;
+      await sleep(this.options.intervalMs ?? INTERVAL_MS, signal);
+    }
+    await this.settle();
+    return this.report;
+  }
+
+  /** One look at the store: every candidate not taken yet is started, up to the concurrency. */
+  private async pass(): Promise<void> {
+    this.report.passes++;
+    const store = this.agent.store;
+    if (!store.unfinished) return;
+    const now = Date.now();
+    const list = await store.unfinished({ agent: this.agent.name, limit: PAGE });
+    for (const c of list) {
+      if (this.options.signal?.aborted) return;
+      if (this.running.has(c.sessionId) || now - c.updatedAt < this.minIdleMs) continue;
+      if (this.passed.get(c.sessionId) === c.updatedAt) continue;
+      while (this.running.size >= this.concurrency) await Promise.race([...this.running.values()].map((r) => r.done));
+      const slot: { session?: Session; done: Promise<void> } = { done: Promise.resolve() };
+      slot.done = this.take(c, slot).finally(() => this.running.delete(c.sessionId));
+      this.running.set(c.sessionId, slot);
+    }
+    if (this.options.once) await Promise.all([...this.running.values()].map((r) => r.done));
+  }
+
+  /** Claim one session and continue its turn. Contract: never rejects. */
+  private async take(c: TurnToContinue, slot: { session?: Session }): Promise<void> {
+    let session: Session | undefined;
+    try {
+      session = await this.agent.session(c.sessionId, { waitMs: 0 });
+      slot.session = session;
+      const why = this.notMine(session, c);
+      if (why) {
+        // Not retried until the session changes (a child waits for its parent; a pause for its answers).
+        if (why !== "busy") this.passed.set(c.sessionId, c.updatedAt);
+        return this.emit({ type: "skipped", sessionId: c.sessionId, reason: why });
+      }
+      const turnId = (c.state === "running" ? session.unfinished : session.pendingApprovals()[0])!.turnId;
+      this.emit({ type: "claimed", sessionId: c.sessionId, state: c.state, turnId });
+      const t0 = Date.now();
+      const result = c.state === "running" ? await session.recover() : await session.resume();
+      if (result.verdict.status === "interrupted" && result.verdict.reason === "handed_back") {
+        this.report.handedBack++;
+        return this.emit({ type: "handed_back", sessionId: c.sessionId, turnId });
+      }
+      this.report.finished++;
+      this.emit({ type: "finished", sessionId: c.sessionId, turnId, verdict: result.verdict, ms: Date.now() - t0 });
+    } catch (err) {
+      this.failed(c.sessionId, err);
+    } finally {
+      await session?.close().catch(() => undefined);
+    }
+  }
+
+  /** Why this session is not the worker's to continue now, if so. */
+  private notMine(session: Session, c: TurnToContinue): "busy" | "child" | "not_ready" | undefined {
+    if (session.parentLink) return "child";
+    if (c.state === "running") return session.unfinished ? undefined : "busy";
+    const pending = session.pendingApprovals();
+    return pending.length && pending.every((p) => p.answer) ? undefined : "not_ready";
+  }
+
+  private failed(sessionId: string, err: unknown): void {
+    if (isKeelError(err, "KEEL_SESSION_BUSY")) return this.emit({ type: "skipped", sessionId, reason: "busy" });
+    if (isKeelError(err, "KEEL_NOT_UNFINISHED") || isKeelError(err, "KEEL_NOT_PAUSED"))
+      return this.emit({ type: "skipped", sessionId, reason: "gone" });
+    this.report.failed++;
+    const code = isKeelError(err) ? err.code : "KEEL_STORE_FAILED";
+    this.emit({ type: "failed", sessionId, code, message: errorMessage(err) });
+  }
+
+  /** Once stopping: running turns get the grace to end, then are handed back unfinished. */
+  private async settle(): Promise<void> {
+    const all = () => Promise.all([...this.running.values()].map((r) => r.done));
+    if (!this.running.size) return;
+    if (await within(all(), this.options.graceMs ?? 30_000)) return;
+    await Promise.all(
+      [...this.running.values()].map((r) => r.session?.close({ handBack: true }).catch(() => undefined)),
+    );
+    await all();
+  }
+
+  private emit(event: WorkerEvent): void {
+    try {
+      this.options.onEvent?.(event);
+    } catch {
+      // A listener's failure is its own; the worker goes on.
+    }
+  }
+}
+
+/** Wait `ms`, or less when `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** True when `work` settled within `ms`. */
+async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let t: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((r) => (t = setTimeout(r, ms, false)));
+  try {
+    return await Promise.race([work.then(() => true as const), late]);
+  } finally {
+    clearTimeout(t);
+  }
+}
