@@ -54,6 +54,8 @@ export interface BuildOptions {
    * config's `home` too. The CLI sets it (its env is process.env).
    */
   shareHome?: boolean;
+  /** Overrides the config's `recovery` (`keel worker` continues unfinished turns: "auto"). */
+  recovery?: "auto" | "manual";
 }
 
 /** A built agent and how its model was chosen. */
@@ -265,6 +267,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.approve ? { approve: config.approve } : {}),
     ...(config.observers ? { observers: config.observers } : {}),
     ...(config.mode ? { mode: config.mode } : {}),
+    ...(options.recovery || config.recovery ? { recovery: options.recovery ?? config.recovery } : {}),
     home: resolve(home !== undefined ? resolve(dir, home) : defaultKeelHome(env)),
   };
   const homeDir = agentOptions.home!;

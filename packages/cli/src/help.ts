@@ -209,6 +209,36 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       "Loopback only; every request needs the token in the printed URL (the page then keeps it in a same-site cookie). Read-only by default: nothing is written and no plugin starts. Turns run by any process appear as they happen. Ctrl-C stops it.",
     ],
   },
+  worker: {
+    summary:
+      "finish the turns stopped processes left, with no user action: claims them across instances through the session leases (@keel/worker)",
+    usage: ["keel worker [--once] [--concurrency N] [--json] [--config PATH] [--home DIR]"],
+    options: [
+      CONFIG,
+      HOME,
+      [
+        "--once",
+        "one pass over the work there is, then exit (a cron job); exit 1 when a session could not be continued",
+      ],
+      ["--concurrency N", "turns continued at once (default 4)"],
+      ["--json", "one JSON line per step (claimed, finished, skipped, failed, handed_back) and the report"],
+    ],
+    examples: [
+      "keel worker                                # until SIGTERM or Ctrl-C",
+      "keel worker --once --json                  # from cron",
+    ],
+    env: [
+      "KEEL_HOME",
+      "KEEL_DATABASE_URL",
+      "KEEL_DATABASE_SCHEMA",
+      "KEEL_EXIT_GRACE_MS",
+      "KEEL_WORKER_MIN_IDLE_MS",
+      "KEEL_WORKER_INTERVAL_MS",
+    ],
+    notes: [
+      'The agent runs with recovery "auto": a turn a stopped process left goes on from its log (a cut call runs again only when its tool is repeatable; otherwise the model reads that it was interrupted), and a paused turn whose approvals were all answered is resumed. A session is taken once it has been quiet for the lease TTL (KEEL_WORKER_MIN_IDLE_MS). On SIGTERM or Ctrl-C running turns get KEEL_EXIT_GRACE_MS to end, then are handed back unfinished for the next worker; a second signal exits at once.',
+    ],
+  },
   db: {
     summary: "bring the PostgreSQL tables of the session log and every configured plugin up to date",
     usage: ["keel db migrate [--config PATH] [--json]"],

@@ -92,6 +92,8 @@ const CLI_OPTIONS = {
   every: { type: "string" },
   "allow-approvals": { type: "boolean" },
   mode: { type: "string" },
+  once: { type: "boolean" },
+  concurrency: { type: "string" },
 } as const;
 
 async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
@@ -139,6 +141,8 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     throw usage(`--mode takes agent (tools) or chat (no tools), not "${headOf(values.mode, 40)}".`);
   if ((values.turns !== undefined || values.every !== undefined) && command !== "goal")
     throw usage(`${values.turns !== undefined ? "--turns" : "--every"} is an option of keel goal.`);
+  if ((values.once || values.concurrency !== undefined) && command !== "worker")
+    throw usage(`${values.once ? "--once" : "--concurrency"} is an option of keel worker.`);
   if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio")
     throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
   const flags: Flags = {
@@ -206,6 +210,20 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
         }
       });
     }
+    case "worker": {
+      if (rest.length) throw usage(`keel worker takes no arguments (got "${rest.join(" ")}").`);
+      const n = values.concurrency === undefined ? undefined : Number(values.concurrency);
+      if (n !== undefined && !(Number.isInteger(n) && n >= 1))
+        throw usage(`--concurrency takes a whole number ≥ 1, not "${headOf(values.concurrency!, 20)}".`);
+      const { workerCommand } = await import("./worker.ts");
+      return withAgent(io, { ...flags, recovery: "auto" }, (agent) =>
+        workerCommand(agent, io, {
+          ...(values.once ? { once: true } : {}),
+          ...(values.json ? { json: true } : {}),
+          ...(n ? { concurrency: n } : {}),
+        }),
+      );
+    }
     case "db":
       return db(rest, io, flags);
     case "studio":
@@ -237,6 +255,9 @@ type Flags = {
   turns?: string;
   every?: string;
   mode?: "agent" | "chat";
+  recovery?: "auto";
+  once?: boolean;
+  concurrency?: string;
   port?: string;
   allowApprovals?: boolean;
   ask?: string;
@@ -276,6 +297,7 @@ async function withAgent(
     ...(flags.home ? { home: flags.home } : {}),
     note: (l) => !flags.quiet && io.err(`${l}\n`),
     ...(flags.viewOnly ? { store: new MemorySessionStore() } : {}),
+    ...(flags.recovery ? { recovery: flags.recovery } : {}),
   });
   guardCli(built.agent, io);
   const strict = strictFromEnv(flags.strict, io.env) && !flags.viewOnly ? strictCollector(built.agent) : undefined;

@@ -98,6 +98,8 @@ export interface KeelConfig {
   approve?: AgentOptions["approve"];
   /** How new sessions run: "agent" (default: tools) or "chat" (no tools); a session's own switch (session.setMode, keel --mode) wins. */
   mode?: AgentOptions["mode"];
+  /** What happens to a turn a stopped process left unfinished: `manual` (default) or `auto` (AgentOptions.recovery). */
+  recovery?: AgentOptions["recovery"];
   /** Watchers of the agent's events, e.g. `otel()` from @keel/otel (OpenTelemetry spans); falsy entries are ignored. */
   observers?: AgentOptions["observers"];
   /**
