@@ -98,6 +98,8 @@ export const ERROR_CODES = {
     "run()'s `output` must be a zod object schema (z.object({...})) that converts to JSON Schema. Wrap an array or a scalar answer in an object field, and avoid transforms the model cannot see.",
   KEEL_STREAM_CONSUMED:
     "A turn stream can be iterated once. Keep the events you need, or start the stream again with a new turn.",
+  KEEL_STREAM_POSITION_INVALID:
+    "A rejoin position (SSE Last-Event-ID, or `after`) must be an id the session's stream sent: a stored event's seq like `41`, or `41.7` for a live event after it. Send the last id the client received, or none to follow the session's latest turn from its start.",
   KEEL_TURN_BUSY:
     "A turn is already running in this session. Queue the message with steer() or followUp(), or wait for the turn to end.",
   KEEL_SESSION_NOT_FOUND: "No session has that id in this store. List sessions to find the id, or start a new session.",
