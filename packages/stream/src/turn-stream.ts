@@ -2,7 +2,7 @@
  * A turn as an async iterable of typed events, for hosts that stream to a client (SSE, a
  * WebSocket, a job log) instead of subscribing a callback.
  */
-import { errorMessage, KeelError } from "@keel/kernel";
+import { errorMessage, isTerminalEvent, KeelError } from "@keel/kernel";
 import type {
   AgentEvent,
   ChildApprovalLink,
@@ -26,8 +26,12 @@ export type ToolRunStatusView = "ok" | "error" | "timeout" | "denied" | "skipped
  * - `retry` the provider retried or fell back (deltas of the retried attempt are void);
  * - `error` the turn threw instead of ending with a verdict (a store failure);
  * - `verdict` always last (unless `error`): the TurnResult.
+ *
+ * `id` says where the event sits in the session's log, so a client can rejoin after it
+ * (rejoinTurn): the `seq` of the stored event it comes from (`"41"`; a verdict's is its terminal
+ * event's), or `"<seq>.<n>"` for the n-th live-only event (a delta, progress) after stored seq 41.
  */
-export type TurnStreamEvent<O = unknown> =
+export type TurnStreamEvent<O = unknown> = (
   | { type: "turn.started"; turnId: string; resumed: boolean }
   | { type: "text"; delta: string; round: number }
   | { type: "thinking"; delta: string; round: number }
@@ -53,7 +57,8 @@ export type TurnStreamEvent<O = unknown> =
   | { type: "compaction"; plugin: string; reason: string; messagesBefore: number; messagesAfter: number }
   | { type: "retry"; message: string }
   | { type: "error"; code: string; message: string }
-  | { type: "verdict"; result: TurnResult<O> };
+  | { type: "verdict"; result: TurnResult<O> }
+) & { id?: string };
 
 /** Options of session.stream(). */
 export interface StreamOptions {
@@ -64,8 +69,8 @@ export interface StreamOptions {
   highWaterMark?: number;
 }
 
-/** Map a kernel event of the session to a stream event, or undefined when streams do not carry it. */
-function toStreamEvent(e: AgentEvent): TurnStreamEvent | undefined {
+/** @internal Map a kernel event of the session to a stream event, or undefined when streams do not carry it. */
+export function toStreamEvent(e: AgentEvent): TurnStreamEvent | undefined {
   switch (e.type) {
     case "turn.started":
       return { type: "turn.started", turnId: e.turnId!, resumed: false };
@@ -120,13 +125,23 @@ function toStreamEvent(e: AgentEvent): TurnStreamEvent | undefined {
   }
 }
 
+/** The live-only events each running TurnStream published since its session's last stored event. */
+const tails = new WeakMap<Session, { lastSeq: number; events: TurnStreamEvent[] }>();
+
+/** @internal What a turn stream running `session` in this process published after its last stored event (rejoinTurn resumes there). */
+export function liveTail(session: Session): { lastSeq: number; events: TurnStreamEvent[] } | undefined {
+  const tail = tails.get(session);
+  return tail && { lastSeq: tail.lastSeq, events: [...tail.events] };
+}
+
 /**
  * A running turn as an async iterable (session.stream / session.resumeStream).
  * Contract: the turn starts at once, whether or not anyone iterates; iterate at most once
  * (KEEL_STREAM_CONSUMED otherwise); the last event is `verdict` (or `error`); leaving the loop
  * early (`break`, `return`, a throw) cancels the turn and its provider request; while the
  * consumer is more than `highWaterMark` events behind, the model's stream is not read
- * (back-pressure reaches the provider's socket). `result` settles like run() would.
+ * (back-pressure reaches the provider's socket), unless detach() was called. `result` settles
+ * like run() would. Events carry rejoinable ids (see TurnStreamEvent).
  */
 export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>> {
   /** The turn's result, as run() would resolve it. */
@@ -146,15 +161,33 @@ export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>
   private readonly session: Session;
   private readonly high: number;
   private release: (() => void) | undefined;
+  private detached = false;
 
   constructor(session: Session, start: PreparedTurn<O>, options: StreamOptions = {}) {
     this.session = session;
     this.high = Math.max(1, options.highWaterMark ?? 256);
-    const off = session.agent.subscribe((e) => {
+    // Ids: a stored event's seq; a live-only one is numbered after the last stored seq seen.
+    const tail = { lastSeq: session.seq, events: [] as TurnStreamEvent[] };
+    let verdictId: string | undefined;
+    const nextLiveId = () => `${tail.lastSeq}.${tail.events.length + 1}`;
+    const subscribed = session.agent.subscribe((e) => {
       if (e.sessionId !== session.id) return;
+      if ("seq" in e) {
+        tail.lastSeq = e.seq;
+        tail.events = [];
+        if (isTerminalEvent(e)) verdictId = String(e.seq);
+      }
       const mapped = toStreamEvent(e);
-      if (mapped) this.push(mapped as TurnStreamEvent<O>);
+      if (!mapped) return;
+      const event = { ...mapped, id: "seq" in e ? String(e.seq) : nextLiveId() } as TurnStreamEvent<O>;
+      if (!("seq" in e)) tail.events.push(event as TurnStreamEvent);
+      this.push(event);
     });
+    tails.set(session, tail);
+    const off = () => {
+      subscribed();
+      if (tails.get(session) === tail) tails.delete(session);
+    };
     let run: Promise<TurnResult<O>>;
     let held!: () => void;
     const started = new Promise<void>((r) => (held = r));
@@ -168,12 +201,13 @@ export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>
     this.started.catch(() => {});
     run
       .then(
-        (result) => this.end({ type: "verdict", result }),
+        (result) => this.end({ type: "verdict", result, id: verdictId ?? nextLiveId() }),
         (err: unknown) =>
           this.end({
             type: "error",
             code: (err as { code?: string } | null)?.code ?? "KEEL_TURN_FAILED",
             message: errorMessage(err),
+            id: `${tail.lastSeq}.${tail.events.length + 1}`,
           }),
       )
       .finally(off);
@@ -187,8 +221,20 @@ export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>
     this.unblock();
   }
 
+  /**
+   * Stop delivering events without cancelling the turn: it runs to its end (a client that
+   * disconnected may rejoin it from the log), never held back by back-pressure.
+   * Contract: the queue is dropped and later events are discarded; iteration ends; `result` still settles.
+   */
+  detach(): void {
+    this.detached = true;
+    this.queue.length = 0;
+    this.unblock();
+    this.wake?.();
+  }
+
   private push(e: TurnStreamEvent<O>): void {
-    if (this.done) return;
+    if (this.done || this.detached) return;
     this.queue.push(e);
     this.wake?.();
     // Back-pressure only once someone reads: a host that just awaits `result` is never blocked.
@@ -198,7 +244,7 @@ export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>
   }
 
   private end(last: TurnStreamEvent<O>): void {
-    this.queue.push(last);
+    if (!this.detached) this.queue.push(last);
     this.done = true;
     this.unblock();
     this.wake?.();
@@ -224,14 +270,14 @@ export class TurnStream<O = unknown> implements AsyncIterable<TurnStreamEvent<O>
             if (this.done && !this.queue.length) finished = true;
             return { value, done: false };
           }
-          if (finished || this.done) return { value: undefined, done: true };
+          if (finished || this.done || this.detached) return { value: undefined, done: true };
           await new Promise<void>((r) => (this.wake = r));
           this.wake = undefined;
         }
       },
       return: async (): Promise<IteratorResult<TurnStreamEvent<O>>> => {
-        // Leaving early cancels the turn; wait for it to end so the session is free again.
-        if (!this.done) {
+        // Leaving early cancels the turn (unless detached); wait for it to end so the session is free again.
+        if (!this.done && !this.detached) {
           this.abort(new KeelError("KEEL_TURN_ABORTED", "The turn stream's consumer stopped reading."));
           await this.result.catch(() => undefined);
         }
@@ -265,38 +311,65 @@ export function streamResume<O = unknown>(
   return new TurnStream<O>(session, session.prepareResume(options), options);
 }
 
+/** Options of toSSEStream() and sseResponse(). */
+export interface SSEOptions {
+  /**
+   * What a client that disconnects (the body is cancelled) does to the stream. `cancel` (the
+   * default): the iterator is closed with return(), so a TurnStream cancels its turn. `continue`:
+   * a TurnStream is detached (its turn runs to its end, unread events are discarded, no
+   * back-pressure holds it) and the client may rejoin it (rejoinTurn); any other stream is closed.
+   * Contract: only the body's cancellation is concerned; the turn's own signal still cancels it.
+   */
+  onDisconnect?: "cancel" | "continue";
+}
+
 /**
- * The stream as server-sent events: `event: <type>` and `data: <JSON>` per event, `verdict` last.
- * Contract: pull-based (back-pressure from the reader reaches the turn); cancelling the body
- * (a client that disconnects) cancels the turn.
+ * The stream as server-sent events: `id: <event id>`, `event: <type>` and `data: <JSON>` per
+ * event, `verdict` last. Contract: pull-based (back-pressure from the reader reaches the turn);
+ * the SSE id is the event's `id` (a per-response counter for events without one); a client that
+ * disconnects cancels the turn unless `onDisconnect` is `continue`.
  */
-export function toSSEStream(stream: AsyncIterable<TurnStreamEvent<unknown>>): ReadableStream<Uint8Array> {
+export function toSSEStream(
+  stream: AsyncIterable<TurnStreamEvent<unknown>>,
+  options: SSEOptions = {},
+): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   const it = stream[Symbol.asyncIterator]();
-  let id = 0;
+  let count = 0;
+  let closed = false;
   return new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
         const next = await it.next();
+        // A read that settles after the client disconnected has nowhere to go.
+        if (closed) return;
         if (next.done) return controller.close();
-        id++;
+        count++;
         controller.enqueue(
-          encoder.encode(`id: ${id}\nevent: ${next.value.type}\ndata: ${JSON.stringify(next.value)}\n\n`),
+          encoder.encode(
+            `id: ${next.value.id ?? count}\nevent: ${next.value.type}\ndata: ${JSON.stringify(next.value)}\n\n`,
+          ),
         );
       },
       async cancel() {
-        await it.return?.();
+        closed = true;
+        if (options.onDisconnect === "continue" && stream instanceof TurnStream) stream.detach();
+        else await it.return?.();
       },
     },
     { highWaterMark: 0 },
   );
 }
 
-/** A `Response` streaming the turn as server-sent events (for fetch-style servers; see toSSEStream). */
-export function sseResponse(stream: AsyncIterable<TurnStreamEvent<unknown>>, init: ResponseInit = {}): Response {
-  const headers = new Headers(init.headers);
+/** A `Response` streaming the turn as server-sent events (for fetch-style servers; see toSSEStream). Contract: as toSSEStream. */
+export function sseResponse(
+  stream: AsyncIterable<TurnStreamEvent<unknown>>,
+  init: ResponseInit & SSEOptions = {},
+): Response {
+  const { onDisconnect, ...rest } = init;
+  const headers = new Headers(rest.headers);
   headers.set("content-type", "text/event-stream; charset=utf-8");
   headers.set("cache-control", "no-cache, no-transform");
   headers.set("x-accel-buffering", "no");
-  return new Response(toSSEStream(stream), { ...init, headers });
+  return new Response(toSSEStream(stream, onDisconnect ? { onDisconnect } : {}), { ...rest, headers });
 }
