@@ -9,12 +9,18 @@
  *                                       → text/event-stream of the resumed turn once nothing is
  *                                         left unanswered, else 200 {"pending": [...]}
  *   GET  /sessions/:id/messages         → {"messages": [{"role", "text"}]}
+ *   GET  /sessions/:id/stream           Last-Event-ID header (or ?after=) → text/event-stream of
+ *                                         what the client missed, then the live turn to its
+ *                                         verdict; 204 when it has seen the end already
+ *
+ * A turn's stream survives its client: a client that disconnects leaves the turn running, and
+ * rejoins it from any process with the last SSE id it received.
  *
  * Errors are JSON {"error": {"code", "message"}} with the Keel error code.
  */
 import { z } from "zod";
 import { KeelError, messageText } from "@keel/kernel";
-import { sseResponse, streamResume, streamTurn } from "@keel/stream";
+import { rejoinTurn, sseResponse, streamResume, streamTurn } from "@keel/stream";
 import type { Agent, ContentBlock, Session } from "@keel/kernel";
 
 /** A string or content blocks; the kernel checks the blocks (KEEL_INPUT_INVALID names the one at fault). */
@@ -37,6 +43,7 @@ const STATUS: Record<string, number> = {
   KEEL_SESSION_NOT_FOUND: 404,
   KEEL_APPROVAL_UNKNOWN: 404,
   KEEL_INPUT_INVALID: 400,
+  KEEL_STREAM_POSITION_INVALID: 400,
   KEEL_TURN_BUSY: 409,
   KEEL_SESSION_BUSY: 409,
   KEEL_APPROVAL_PENDING: 409,
@@ -113,10 +120,11 @@ export function createHandler(
         case "POST /sessions/:id/turns": {
           const { input } = await body(request, TurnBody);
           const s = await session(path[1]!);
-          const turn = streamTurn(s, input as string | ContentBlock[], { signal: request.signal });
+          // Not tied to the request: a client that disconnects leaves the turn running and may rejoin it.
+          const turn = streamTurn(s, input as string | ContentBlock[]);
           // A turn another process is running in this session (409) is answered before any byte is streamed.
           await turn.started;
-          return sseResponse(turn, { headers: { "x-keel-session": s.id } });
+          return sseResponse(turn, { headers: { "x-keel-session": s.id }, onDisconnect: "continue" });
         }
         case "GET /sessions/:id/approvals":
           return json(200, { pending: (await session(path[1]!)).pendingApprovals() });
@@ -133,14 +141,22 @@ export function createHandler(
           }
           const open = s.pendingApprovals().filter((p) => !p.answer);
           if (open.length) return json(200, { pending: open });
-          const turn = streamResume(s, { signal: request.signal });
+          const turn = streamResume(s);
           await turn.started;
-          return sseResponse(turn, { headers: { "x-keel-session": s.id } });
+          return sseResponse(turn, { headers: { "x-keel-session": s.id }, onDisconnect: "continue" });
         }
         case "GET /sessions/:id/messages":
           return json(200, {
             messages: (await session(path[1]!)).messages.map((m) => ({ role: m.role, text: messageText(m) })),
           });
+        case "GET /sessions/:id/stream": {
+          const s = await session(path[1]!);
+          const after = request.headers.get("last-event-id") ?? new URL(request.url).searchParams.get("after");
+          const rejoined = await rejoinTurn(s, { ...(after !== null ? { after } : {}), signal: request.signal });
+          // 204 tells an EventSource that has seen the verdict to stop reconnecting.
+          if (rejoined.upToDate) return new Response(null, { status: 204 });
+          return sseResponse(rejoined, { headers: { "x-keel-session": s.id } });
+        }
         default:
           return json(404, {
             error: {

@@ -1,7 +1,8 @@
 /**
  * The HTTP example end to end over real sockets: `node server.ts` in a child process, driven
  * with fetch. A deploy waits for approval across two requests and a server killed in between;
- * denial, "always" and a client that disconnects mid-stream.
+ * denial, "always" and a client that disconnects mid-stream (the turn runs on; rejoin.test.ts
+ * rejoins it).
  */
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
@@ -182,7 +183,7 @@ describe("examples/http-server", () => {
     expect(await unknown.json()).toMatchObject({ error: { code: "KEEL_APPROVAL_UNKNOWN" } });
   });
 
-  it("a client that disconnects mid-stream cancels the turn and its tool; bad requests get located 4xx errors", async () => {
+  it("a client that disconnects mid-stream leaves the turn and its tool running to the end; bad requests get located 4xx errors", async () => {
     const home = mkdtempSync(join(tmpdir(), "keel-http-"));
     const log = join(home, "deployments.log");
     const { url } = await start(home);
@@ -200,9 +201,9 @@ describe("examples/http-server", () => {
     expect(seen.at(-1)).toMatchObject({ type: "tool.progress", message: "building v4.0" });
     gone.abort();
 
-    // The session is free again once the server has cancelled the turn; the deploy never finished.
+    // The session is free again once the turn, which nobody reads any more, has ended: the deploy finished.
     let next: Response | undefined;
-    for (let i = 0; i < 50; i++) {
+    for (let i = 0; i < 300; i++) {
       next = await post(`${url}/sessions/${id}/turns`, { input: "status" });
       if (next.status !== 409) break;
       await next.body?.cancel();
@@ -210,8 +211,8 @@ describe("examples/http-server", () => {
     }
     expect(next!.status).toBe(200);
     const status = await events(next!);
-    expect(verdictOf(status).text).toContain("live: v1.0.0 (no deployments recorded)");
-    expect(existsSync(log)).toBe(false);
+    expect(verdictOf(status).text).toContain("live: v4.0");
+    expect(readFileSync(log, "utf8")).toMatch(new RegExp(`^\\S+ v4\\.0 by ${id}\\n$`));
 
     const bad = await post(`${url}/sessions/${id}/turns`, {
       input: [{ type: "image", mediaType: "image/tiff", data: "AAAA" }],

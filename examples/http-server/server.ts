@@ -33,8 +33,10 @@ function adapt(handler: (request: Request) => Promise<Response>) {
     } as RequestInit);
     const response = await handler(request);
     res.writeHead(response.status, [...response.headers].flat());
+    // A stream's status goes out now, not with its first event (a rejoin may wait for one).
+    res.flushHeaders();
     // Streams the SSE body chunk by chunk; if the client disconnects, pipeline destroys the body,
-    // which cancels the turn stream and with it the turn and its provider request.
+    // which detaches the turn stream (app.ts: the turn runs on, the client may rejoin it).
     if (response.body)
       await pipeline(Readable.fromWeb(response.body as import("node:stream/web").ReadableStream), res).catch(
         () => undefined,
