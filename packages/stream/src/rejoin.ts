@@ -7,7 +7,7 @@ import type { AgentEvent, KeelEvent, PendingApproval, Session } from "@keel/kern
 import { liveTail, toStreamEvent } from "./turn-stream.ts";
 import type { TurnStreamEvent } from "./turn-stream.ts";
 
-/** Options of rejoinTurn(). */
+/** Options of rejoinTurn(). Contract: all optional; `after` is parsed before anything is read. */
 export interface RejoinOptions {
   /**
    * The last event id the client received (SSE `Last-Event-ID`: `"41"`, or `"41.7"` for a live

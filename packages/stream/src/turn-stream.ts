@@ -30,6 +30,8 @@ export type ToolRunStatusView = "ok" | "error" | "timeout" | "denied" | "skipped
  * `id` says where the event sits in the session's log, so a client can rejoin after it
  * (rejoinTurn): the `seq` of the stored event it comes from (`"41"`; a verdict's is its terminal
  * event's), or `"<seq>.<n>"` for the n-th live-only event (a delta, progress) after stored seq 41.
+ * Contract: `id` is optional in the type (a host may build events) and always set by streamTurn,
+ * streamResume and rejoinTurn.
  */
 export type TurnStreamEvent<O = unknown> = (
   | { type: "turn.started"; turnId: string; resumed: boolean }
@@ -311,7 +313,7 @@ export function streamResume<O = unknown>(
   return new TurnStream<O>(session, session.prepareResume(options), options);
 }
 
-/** Options of toSSEStream() and sseResponse(). */
+/** Options of toSSEStream() and sseResponse(). Contract: without them, a disconnect cancels the turn (as before). */
 export interface SSEOptions {
   /**
    * What a client that disconnects (the body is cancelled) does to the stream. `cancel` (the
