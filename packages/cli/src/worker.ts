@@ -28,8 +28,7 @@ export async function workerCommand(
   const minIdleMs = ms("KEEL_WORKER_MIN_IDLE_MS");
   const intervalMs = ms("KEEL_WORKER_INTERVAL_MS");
   const graceMs = ms("KEEL_EXIT_GRACE_MS");
-  if (!flags.once && !flags.json)
-    io.err(`keel worker: continuing the unfinished turns of agent "${agent.name}" (Ctrl-C stops)\n`);
+  if (!flags.once) io.err(`keel worker: continuing the unfinished turns of agent "${agent.name}" (Ctrl-C stops)\n`);
   try {
     const report = await runWorker({
       agent,

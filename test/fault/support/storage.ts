@@ -262,8 +262,9 @@ export function pairingProblems(body: { messages?: Array<{ role: string; content
 }
 
 /**
- * The stateless tool script: the last user text carries directives `tools:N pause:MS delay:MS`.
- * The model calls `pause` until N results followed that text, then answers with text.
+ * The stateless tool script: the last user text carries directives `tools:N pause:MS delay:MS`
+ * (and `tool:NAME`, default pause). The model calls that tool until N results followed that
+ * text, then answers with text.
  */
 export function toolScript(request: RecordedRequest): WireReply {
   // The last text block only: after a kill, two user turns in a row are merged into one
@@ -286,7 +287,7 @@ export function toolScript(request: RecordedRequest): WireReply {
     return {
       toolCalls: Array.from({ length: parallel }, (_, k) => ({
         id: `toolu_${request.index}_${k}`,
-        name: "pause",
+        name: /tool:([a-z_]+)/.exec(text)?.[1] ?? "pause",
         args: { ms: pause },
       })),
       delayMs,

@@ -1,0 +1,232 @@
+/**
+ * Fault suite, class 15 — runs that finish themselves. The real `keel` binary (agent
+ * `recovery: "auto"`) with the official Anthropic SDK against the wire server is SIGKILLed in
+ * the middle of a tool call; `keel worker` then finishes the turn with no user action: no tool
+ * runs twice unless it is repeatable, every call has exactly one result, and the turn ends
+ * under its own id. On SQLite and on PostgreSQL, and as a small campaign with two workers
+ * running beside the killed processes (one of them killed and restarted too).
+ */
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { WireServer } from "../../packages/wire-server/src/index.ts";
+import type { KeelEvent } from "../../packages/kernel/src/index.ts";
+import { seededRandom } from "../../packages/testkit/src/index.ts";
+import { PostgresSessionStore } from "../../packages/store-postgres/src/index.ts";
+import { dropTestSchemas, PG_URL, requirePostgres, testSchema } from "../../packages/store-postgres/test/support/pg.ts";
+import {
+  faultConfig,
+  pairingProblems,
+  project,
+  runKeel,
+  startKeel,
+  storedEvents,
+  storedSessions,
+  until,
+  useSharedWire,
+  wireEnv,
+} from "./support/storage.ts";
+import type { KeelProc } from "./support/storage.ts";
+
+const { root, server: sharedServer } = useSharedWire("keel-fault-recovery-");
+let server: WireServer;
+beforeAll(() => {
+  server = sharedServer();
+});
+
+/** The fault config with recovery on, a short lease, and `charge`: a tool with an effect, not safe to repeat. */
+function recoveryConfig(): string {
+  const charge = `{
+    name: "charge",
+    description: "Charges the card once; waits like pause.",
+    parameters: { type: "object", properties: { ms: { type: "number" } } },
+    category: "exec",
+    execute: (args, ctx) => {
+      appendFileSync(process.env.FAULT_CHARGE_LOG, ctx.callId + "\\n");
+      return new Promise((resolve) => {
+        const poll = setInterval(() => { if (existsSync(process.env.FAULT_PAUSE_RELEASE)) { clearInterval(poll); resolve("charged"); } }, 50);
+      });
+    },
+  }, {`;
+  return faultConfig(`recovery: "auto",\n  lease: { ttlMs: 2000 },`)
+    .replace('import { existsSync } from "node:fs";', 'import { appendFileSync, existsSync } from "node:fs";')
+    .replace("tools: [{", `tools: [${charge}`);
+}
+
+function setup(name: string, extra: Record<string, string> = {}) {
+  const p = project(root, name, recoveryConfig());
+  const release = join(p.dir, "release");
+  const charges = join(p.dir, "charges.log");
+  writeFileSync(charges, "");
+  const env = wireEnv(p.home, server.anthropicBaseURL, {
+    FAULT_PAUSE_RELEASE: release,
+    FAULT_CHARGE_LOG: charges,
+    KEEL_WORKER_MIN_IDLE_MS: "0",
+    KEEL_WORKER_INTERVAL_MS: "100",
+    ...extra,
+  });
+  return { ...p, env, release, charges: () => readFileSync(charges, "utf8").split("\n").filter(Boolean) };
+}
+
+const requestsWith = (needle: string) =>
+  server.requests.filter((r) => JSON.stringify(r.body?.messages ?? []).includes(needle));
+
+/** Each tool call of the session's log has exactly one result message. */
+function resultsPerCall(events: readonly KeelEvent[]): Map<string, number> {
+  const n = new Map<string, number>();
+  for (const e of events) {
+    if (e.type !== "message.appended") continue;
+    const m = e.message;
+    if (m.role === "assistant") for (const b of m.content) if (b.type === "tool_call") n.set(b.id, n.get(b.id) ?? 0);
+    if (m.role === "tool") n.set(m.toolCallId, (n.get(m.toolCallId) ?? 0) + 1);
+  }
+  return n;
+}
+
+const terminals = (events: readonly KeelEvent[]) =>
+  events.filter((e) => e.type.startsWith("turn.") && "verdict" in e).map((e) => `${e.type}:${e.turnId}`);
+
+async function killed(proc: KeelProc): Promise<void> {
+  proc.child.kill("SIGKILL");
+  expect((await proc.exit).signal).toBe("SIGKILL");
+}
+
+describe("recovery: a SIGKILLed turn is finished by keel worker with no user action", () => {
+  it("killed mid-call of a repeatable tool: keel worker --once runs the call again and completes the turn under its id", async () => {
+    const p = setup("repeatable");
+    const proc = startKeel(["run", "recover-a tools:2 pause:60000"], { cwd: p.dir, env: p.env });
+    let id = "";
+    await until(
+      () => {
+        try {
+          id = storedSessions(p.home)[0] ?? "";
+          return !!id && storedEvents(p.home, id).some((e) => e.type === "tool.started");
+        } catch {
+          return false; // the database is still being created by keel run
+        }
+      },
+      "the first call to start",
+      40_000,
+      50,
+    );
+    await killed(proc);
+    writeFileSync(p.release, "");
+    const r = await runKeel(["worker", "--once", "--json"], { cwd: p.dir, env: p.env, timeoutMs: 50_000 });
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { type: string });
+    expect(lines.map((l) => l.type)).toEqual(["claimed", "finished", "report"]);
+    expect(lines[1]).toMatchObject({ sessionId: id, turnId: `${id}/1`, verdict: { status: "completed" } });
+    const events = storedEvents(p.home, id);
+    expect(terminals(events)).toEqual([`turn.completed:${id}/1`]);
+    const resumed = events.find((e) => e.type === "turn.resumed");
+    expect(resumed?.type === "turn.resumed" && resumed.recovered?.cut).toHaveLength(1);
+    expect([...resultsPerCall(events).values()]).toEqual([1, 1]);
+    const last = requestsWith("recover-a").at(-1)!;
+    expect(pairingProblems(last.body as never)).toEqual([]);
+  });
+
+  it("killed mid-call of a tool not safe to repeat: it never runs again, and the model reads that it was interrupted", async () => {
+    const p = setup("charge");
+    const proc = startKeel(["run", "recover-b tools:1 tool:charge"], { cwd: p.dir, env: p.env });
+    await until(() => p.charges().length === 1, "the charge to start", 40_000, 50);
+    await killed(proc);
+    writeFileSync(p.release, "");
+    const r = await runKeel(["worker", "--once"], { cwd: p.dir, env: p.env, timeoutMs: 50_000 });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(
+      /^claimed {2}\S+\/1 \(left unfinished\)\nfinished \S+\/1 completed \(end_turn\) in \d+ ms\n$/,
+    );
+    expect(p.charges()).toHaveLength(1);
+    const id = storedSessions(p.home)[0]!;
+    const events = storedEvents(p.home, id);
+    expect(terminals(events)).toEqual([`turn.completed:${id}/1`]);
+    expect([...resultsPerCall(events).values()]).toEqual([1]);
+    const last = requestsWith("recover-b").at(-1)!;
+    expect(pairingProblems(last.body as never)).toEqual([]);
+    expect(JSON.stringify(last.body)).toContain("not marked safe to repeat");
+  });
+
+  it("a campaign: 6 turns killed at seeded moments while 2 workers run (one of them killed and restarted): every turn completes, each call has one result", async () => {
+    const p = setup("campaign");
+    writeFileSync(p.release, "");
+    const rand = seededRandom(20261127);
+    const workers: KeelProc[] = [0, 1].map(() => startKeel(["worker", "--json"], { cwd: p.dir, env: p.env }));
+    const inputs = Array.from({ length: 6 }, (_, i) => `campaign-${i} tools:3 pause:${150 + Math.floor(rand() * 150)}`);
+    const kills: Array<{ input: string; at: number }> = [];
+    await Promise.all(
+      inputs.map(async (input, i) => {
+        await new Promise((r) => setTimeout(r, i * 150));
+        const proc = startKeel(["run", input], { cwd: p.dir, env: p.env });
+        await until(() => requestsWith(input).length >= 1, `${input} to reach the model`, 40_000, 20);
+        await new Promise((r) => setTimeout(r, Math.floor(rand() * 600)));
+        if (proc.child.exitCode === null) {
+          proc.child.kill("SIGKILL");
+          kills.push({ input, at: Date.now() });
+        }
+        await proc.exit;
+      }),
+    );
+    // One worker dies mid-way and another takes its place.
+    workers[0]!.child.kill("SIGKILL");
+    workers.push(startKeel(["worker", "--json"], { cwd: p.dir, env: p.env }));
+    const done = () => {
+      const ids = storedSessions(p.home);
+      return ids.length === 6 && ids.every((id) => terminals(storedEvents(p.home, id)).length === 1);
+    };
+    await until(done, "every turn to end", 90_000, 100);
+    for (const id of storedSessions(p.home)) {
+      const events = storedEvents(p.home, id);
+      expect(terminals(events)).toEqual([`turn.completed:${id}/1`]);
+      expect([...resultsPerCall(events).values()].every((n) => n === 1)).toBe(true);
+      const input = events.find((e) => e.type === "turn.started");
+      const last = requestsWith(input?.type === "turn.started" ? input.input : "?").at(-1)!;
+      expect(pairingProblems(last.body as never)).toEqual([]);
+    }
+    // A worker's "continuing" line says it listens for SIGTERM (a process still loading would die of it).
+    for (const w of workers.slice(1))
+      await until(() => w.stderr().includes("keel worker: continuing"), "the worker to start", 40_000, 20);
+    for (const w of workers.slice(1)) w.child.kill("SIGTERM");
+    const exits = await Promise.all(workers.slice(1).map((w) => w.exit));
+    expect(exits.map((e) => e.code)).toEqual([0, 0]);
+    expect(kills.length).toBeGreaterThan(0);
+  }, 120_000);
+});
+
+describe("recovery on PostgreSQL", () => {
+  beforeAll(requirePostgres);
+  afterAll(dropTestSchemas);
+
+  it("a keel run killed mid-tool on a shared PostgreSQL store is finished by keel worker from another home", async () => {
+    const schema = testSchema();
+    const pg = { KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema };
+    const a = setup("pg-a", pg);
+    const b = setup("pg-b", { ...pg, FAULT_PAUSE_RELEASE: a.release, FAULT_CHARGE_LOG: join(a.dir, "charges.log") });
+    const proc = startKeel(["run", "recover-pg tools:2 pause:60000"], { cwd: a.dir, env: a.env });
+    const store = new PostgresSessionStore({ url: PG_URL, schema });
+    try {
+      let id = "";
+      for (let i = 0; !id; i++) {
+        if (i > 800) throw new Error("the first call never started");
+        const [u] = await store.unfinished();
+        if (u && (await store.events(u.sessionId)).some((e) => e.type === "tool.started")) id = u.sessionId;
+        else await new Promise((r) => setTimeout(r, 50));
+      }
+      await killed(proc);
+      expect((await store.unfinished()).map((u) => [u.sessionId, u.state])).toEqual([[id, "running"]]);
+      writeFileSync(a.release, "");
+      const r = await runKeel(["worker", "--once"], { cwd: b.dir, env: b.env, timeoutMs: 50_000 });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toContain(`finished ${id}/1 completed`);
+      const events = await store.events(id);
+      expect(terminals(events)).toEqual([`turn.completed:${id}/1`]);
+      expect([...resultsPerCall(events).values()].every((n) => n === 1)).toBe(true);
+      expect(await store.unfinished()).toEqual([]);
+      expect(existsSync(join(b.home, "sessions.sqlite"))).toBe(false);
+    } finally {
+      await store.close();
+    }
+  });
+});
