@@ -169,7 +169,8 @@ describe("storage: one writer per session", () => {
     const b = await runKeel(["run", "--wait", "--session", id, "took over"], { cwd: p.dir, env: env(p.home) });
     expect(b.code, b.stderr).toBe(0);
     const before = storedEvents(p.home, id);
-    const resumed = before.find((e) => e.type === "session.resumed")!;
+    // The open may first find the lease still held (a plain session.resumed) before --wait takes it over.
+    const resumed = before.find((e) => e.type === "session.resumed" && e.interruptedTurn)!;
     expect(resumed).toMatchObject({
       interruptedTurn: `${id}/1`,
       leaseTakenOver: { pid: a.child.pid, reason: "expired" },

@@ -88,7 +88,7 @@ describe("store selection", () => {
       env: offlineEnv({ KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema }),
     });
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/memory\s+version 1 \(1 step applied\)\nsessions\s+version 1 \(1 step applied\)/);
+    expect(r.stdout).toMatch(/memory\s+version 1 \(1 step applied\)\nsessions\s+version 2 \(2 steps applied\)/);
     expect(await rawRows(schema, "keel_memories")).toEqual([]);
   }, 60_000);
 
