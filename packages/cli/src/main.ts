@@ -216,12 +216,17 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       if (n !== undefined && !(Number.isInteger(n) && n >= 1))
         throw usage(`--concurrency takes a whole number ≥ 1, not "${headOf(values.concurrency!, 20)}".`);
       const { workerCommand } = await import("./worker.ts");
-      return withAgent(io, { ...flags, recovery: "auto" }, (agent) =>
-        workerCommand(agent, io, {
-          ...(values.once ? { once: true } : {}),
-          ...(values.json ? { json: true } : {}),
-          ...(n ? { concurrency: n } : {}),
-        }),
+      return withAgent(io, { ...flags, recovery: "auto" }, (agent, _f, built) =>
+        workerCommand(
+          agent,
+          io,
+          {
+            ...(values.once ? { once: true } : {}),
+            ...(values.json ? { json: true } : {}),
+            ...(n ? { concurrency: n } : {}),
+          },
+          built.home,
+        ),
       );
     }
     case "db":

@@ -3,9 +3,11 @@
  * Ctrl-C (running turns get the exit grace to end, then are handed back unfinished), or one
  * pass with --once (a cron job). One line per step on stdout; JSON lines with --json.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import type { Agent } from "@keel/kernel";
 import { runWorker } from "@keel/worker";
-import type { WorkerEvent } from "@keel/worker";
+import type { WorkerEvent, WorkSource } from "@keel/worker";
 import { exitNow, onSignal } from "./exit.ts";
 import type { CliEnv } from "./stdio.ts";
 
@@ -14,7 +16,18 @@ export async function workerCommand(
   agent: Agent,
   io: CliEnv,
   flags: { once?: boolean; json?: boolean; concurrency?: number },
+  home: string,
 ): Promise<number> {
+  // Goal runs (keel goal) keep their records in the home: orphaned ones go on here too, as keel goal would run them.
+  const sources: WorkSource[] = [];
+  let closeGoals = () => {};
+  if (existsSync(join(home, "goals.sqlite"))) {
+    const { GoalStore, goalRunWork } = await import("@keel/plugin-goals");
+    const store = new GoalStore(join(home, "goals.sqlite"));
+    closeGoals = () => store.close();
+    const supervisor = agent.options.sideModel || agent.options.provider;
+    sources.push(goalRunWork({ store, supervisor: { model: supervisor } }));
+  }
   const stop = new AbortController();
   const off = onSignal((signal) => {
     if (stop.signal.aborted) exitNow(signal, "keel worker: a second signal; exiting now (the turns stay unfinished)\n");
@@ -33,6 +46,7 @@ export async function workerCommand(
     const report = await runWorker({
       agent,
       signal: stop.signal,
+      sources,
       ...(flags.once ? { once: true } : {}),
       ...(flags.concurrency ? { concurrency: flags.concurrency } : {}),
       ...(minIdleMs !== undefined ? { minIdleMs } : {}),
@@ -49,6 +63,7 @@ export async function workerCommand(
     return flags.once && report.failed ? 1 : 0;
   } finally {
     off();
+    closeGoals();
   }
 }
 
@@ -65,6 +80,10 @@ function describe(e: WorkerEvent): string | undefined {
       return `failed   ${e.sessionId}: ${e.code}: ${e.message}`;
     case "handed_back":
       return `handed back ${e.turnId}`;
+    case "jobs":
+      return `jobs     ${e.sessionId}: pending durable jobs run in ${e.ms} ms`;
+    case "work":
+      return `${e.source} ${e.id}: ${e.outcome}`;
     default:
       return undefined;
   }

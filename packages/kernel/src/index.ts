@@ -79,7 +79,7 @@ export { maskCredentials } from "@keel/secrets";
 export type { ErrorCode, ErrorLocation } from "./errors.ts";
 export { KERNEL_VERSION, DEFAULT_SETUP_TIMEOUT_MS, DEFAULT_TIMEOUTS, buildRegistry } from "./registry.ts";
 export type { RegistryOptions, PluginRegistry, RegisteredPlugin, RegistryHooks, Subscription } from "./registry.ts";
-export { DEFAULT_DURABLE_ATTEMPTS, MAX_JOB_PAYLOAD_CHARS } from "./jobs.ts";
+export { DEFAULT_DURABLE_ATTEMPTS, MAX_JOB_PAYLOAD_CHARS, sessionsWithPendingJobs } from "./jobs.ts";
 export type { UnfinishedJob } from "./host-types.ts";
 export { PhaseRunner } from "./dispatch.ts";
 export { abandonedWork } from "./abandoned.ts";

@@ -6,7 +6,7 @@
  * any session opened later by the same store, re-runs what is still pending (by key): another
  * session adopts a job once it was deferred, its process (same host) is gone, or its timeout passed.
  */
-import type { AttemptOutcome, HostSession as Session } from "./host-types.ts";
+import type { AttemptOutcome, HostAgent as Agent, HostSession as Session } from "./host-types.ts";
 import type { ContributionOf } from "./contributions.ts";
 import { errorMessage, KeelError, preview } from "./errors.ts";
 import type { KeelEvent, KeelEventData } from "./events.ts";
@@ -227,6 +227,25 @@ export async function recoverJobs(session: Session): Promise<void> {
         : run,
     );
   }
+}
+
+/**
+ * Sessions of `agent` with durable jobs left pending and running nowhere (deferred, past their
+ * timeout, or their process gone), oldest first: opening one adopts its jobs (recoverJobs),
+ * which is how a worker (`keel worker`) runs them. Contract: empty when the agent registers no
+ * durable job or the store cannot list job records; never lists another agent's sessions.
+ */
+export async function sessionsWithPendingJobs(agent: Agent): Promise<string[]> {
+  if (agent.registry.jobs.size === 0 || !agent.store.eventsOfType) return [];
+  const now = Date.now();
+  const out: string[] = [];
+  for (const s of jobStates(await agent.store.eventsOfType(JOB_EVENT_TYPES)).values()) {
+    if (s.settled || !agent.registry.jobs.has(jobKey(s.record.plugin, s.record.name))) continue;
+    if (!s.deferred && now - s.lastTs < s.record.timeoutMs && !runnerGone(s.runner)) continue;
+    const id = s.record.sessionId;
+    if (!out.includes(id) && (await agent.store.getSession(id))?.agent === agent.name) out.push(id);
+  }
+  return out;
 }
 
 /**

@@ -7,11 +7,13 @@
  */
 import { join } from "node:path";
 import { z } from "zod";
-import type { ContributionInputOf } from "@keel/kernel";
+import type { Agent, ContributionInputOf } from "@keel/kernel";
 import { defaultKeelHome, definePlugin } from "@keel/kernel";
 import { truncate } from "@keel/text";
 import { completionPhrase, DEFAULT_PHRASES } from "./phrases.ts";
 import { GoalStore } from "./store.ts";
+import { runGoal } from "./run.ts";
+import type { GoalRunOptions } from "./run.ts";
 
 export { completionPhrase, DEFAULT_PHRASES } from "./phrases.ts";
 export { GoalStore } from "./store.ts";
@@ -131,6 +133,49 @@ export function goals(options: GoalsOptions = {}) {
       });
     },
   });
+}
+
+/**
+ * A worker's source of orphaned goal runs (a @keel/worker WorkSource, for `keel worker`): each
+ * run whose process stopped is claimed (GoalStore.claimOrphans) and goes on in its session,
+ * with its turn count, until it ends as usual. Contract: two workers on one goals database
+ * never run one run twice; a run handed back by a stopping worker is orphaned again.
+ */
+export function goalRunWork(options: {
+  store: GoalStore;
+  supervisor?: GoalRunOptions["supervisor"];
+  continuePrompt?: string;
+}): {
+  name: string;
+  claim(
+    agent: Agent,
+    limit: number,
+  ): Promise<Array<{ id: string; sessionId: string; run(signal: AbortSignal): Promise<string> }>>;
+} {
+  return {
+    name: "goal-runs",
+    claim: async (agent, limit) =>
+      options.store.claimOrphans(limit).map((run) => ({
+        id: run.id,
+        sessionId: run.sessionId,
+        run: async (signal) => {
+          const session = await agent.session(run.sessionId);
+          try {
+            const r = await runGoal(session, {
+              goal: run.goal,
+              store: options.store,
+              resume: run,
+              signal,
+              ...(options.supervisor ? { supervisor: options.supervisor } : {}),
+              ...(options.continuePrompt ? { continuePrompt: options.continuePrompt } : {}),
+            });
+            return `${r.status} after ${r.turns} turn(s): ${r.reason}`;
+          } finally {
+            await session.close();
+          }
+        },
+      })),
+  };
 }
 
 export default goals;

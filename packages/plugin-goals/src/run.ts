@@ -31,6 +31,11 @@ export interface GoalRunOptions {
   signal?: AbortSignal;
   /** Told after every turn. */
   onTurn?: (turn: number, result: TurnResult) => void;
+  /**
+   * Go on with this run (one whose process stopped: GoalStore.claimOrphans) instead of starting
+   * one: its turns count, the next turn continues the work, and the run keeps its id.
+   */
+  resume?: RunRecord;
 }
 
 /** How the run ended. Contract: `status` is never `running`. */
@@ -46,7 +51,7 @@ const CONTINUE =
 
 /** Run `session` autonomously toward `options.goal`. Contract: throws only for bad options; every ending is recorded. */
 export async function runGoal(session: Session, options: GoalRunOptions): Promise<GoalRunResult> {
-  const maxTurns = options.maxTurns ?? 50;
+  const maxTurns = options.maxTurns ?? options.resume?.maxTurns ?? 50;
   const every = options.supervisor?.every ?? 5;
   const maxFails = options.supervisor?.maxFails ?? 3;
   const stuckAfter = options.stuckAfter ?? 3;
@@ -83,7 +88,8 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
   const store = options.store;
   store.markOrphans();
   const before = store.goal(session.id);
-  let run = store.startRun({ id: randomUUID(), sessionId: session.id, goal: options.goal, maxTurns });
+  let run = options.resume ?? store.startRun({ id: randomUUID(), sessionId: session.id, goal: options.goal, maxTurns });
+  const first = (options.resume?.turns ?? 0) + 1;
   const model = options.supervisor?.model;
   let fails = 0;
   let verifyDue = false;
@@ -103,18 +109,20 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
   const onAbort = () => session.cancel(options.signal?.reason);
   options.signal?.addEventListener("abort", onAbort, { once: true });
   try {
-    for (let turn = 1; ; turn++) {
+    for (let turn = first; ; turn++) {
       if (options.signal?.aborted) return end("stopped", "stopped by the host");
       if (turn > maxTurns) return end("limit", `the turn limit (${maxTurns}) was reached before the goal`);
       let r: TurnResult;
       try {
-        if (turn === 1) store.setGoal({ sessionId: session.id, status: "active", goal: options.goal });
-        r = await session.run(turn === 1 ? options.goal : (options.continuePrompt ?? CONTINUE), {
+        // A run that goes on was given its goal already (that turn's input is in the log): it continues.
+        const opening = turn === 1 && !options.resume;
+        if (opening) store.setGoal({ sessionId: session.id, status: "active", goal: options.goal });
+        r = await session.run(opening ? options.goal : (options.continuePrompt ?? CONTINUE), {
           metadata: { goalRun: { id: run.id, turn } },
         });
       } catch (err) {
         // Refused at once (a busy session, bad input): the session keeps the goal it had.
-        if (turn === 1)
+        if (turn === 1 && !options.resume)
           store.setGoal({
             sessionId: session.id,
             status: before.status,
@@ -128,6 +136,14 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
         options.onTurn?.(turn, r);
       } catch {
         // The host's callback is told, not trusted: its throw does not end the run.
+      }
+      if (r.verdict.status === "interrupted" && r.verdict.reason === "handed_back") {
+        // A stopping worker gave the turn back: the run is left for the next worker to go on with.
+        run = store.updateRun(run.id, {
+          status: "orphaned",
+          reason: `turn ${turn} was handed back by a stopping worker`,
+        });
+        return { run, status: "stopped", turns: run.turns, reason: run.reason ?? "handed back" };
       }
       if (r.verdict.status === "interrupted")
         return end("stopped", `turn ${turn} was interrupted (${r.verdict.reason})`);

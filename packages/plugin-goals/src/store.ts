@@ -154,6 +154,26 @@ export class GoalStore {
     return orphans.map((r) => this.run(r.id)!);
   }
 
+  /**
+   * Take up to `limit` orphaned runs (their driving process is gone) for this process to go on
+   * with: each is `running` again under this pid. Contract: atomic per run, so of two workers
+   * sharing the database one takes it; returns what this process took.
+   */
+  claimOrphans(limit: number): RunRecord[] {
+    this.markOrphans();
+    const candidates = (
+      this.#db
+        .prepare("SELECT id FROM runs WHERE status = 'orphaned' ORDER BY updated_at LIMIT ?")
+        .all(limit) as Array<{ id: string }>
+    ).map((r) => r.id);
+    const take = this.#db.prepare(
+      "UPDATE runs SET status = 'running', reason = NULL, pid = ?, host = ?, updated_at = ? WHERE id = ? AND status = 'orphaned'",
+    );
+    return candidates
+      .filter((id) => take.run(process.pid, hostname(), Date.now(), id).changes === 1)
+      .map((id) => this.run(id)!);
+  }
+
   close(): void {
     this.#sql.close();
   }

@@ -11,11 +11,14 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgent } from "@keel/kernel";
+import { createAgent, messageText } from "@keel/kernel";
+import { SqliteSessionStore } from "@keel/store-sqlite";
+import { runWorker } from "@keel/worker";
+import type { WorkerEvent } from "@keel/worker";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { KeelEvent, SessionStore } from "@keel/kernel";
 import type { ScriptStep } from "@keel/testkit";
-import { GoalStore, goals, runGoal } from "../src/index.ts";
+import { GoalStore, goalRunWork, goals, runGoal } from "../src/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-goals-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -300,6 +303,48 @@ describe("autonomous runs", () => {
     await agent.close();
     db.close();
   });
+
+  it("a worker goes on with a SIGKILLed run: the cut turn is finished, then the run continues under its id until achieved", async () => {
+    const path = dbPath();
+    const sessionsDb = join(dirname(path), "sessions.sqlite");
+    const here = dirname(fileURLToPath(import.meta.url));
+    const child = spawn(process.execPath, [join(here, "fixtures", "crash-run.ts"), path, sessionsDb], {
+      stdio: "ignore",
+    });
+    const db = new GoalStore(path);
+    await expect.poll(() => db.runs().length, { timeout: 20_000 }).toBe(1);
+    const sessions = new SqliteSessionStore({ path: sessionsDb });
+    await expect.poll(async () => (await sessions.unfinished()).length, { timeout: 20_000 }).toBe(1);
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("exit", r));
+    const provider = scriptedProvider([{ text: "Drafting the notes." }, { text: "Done. GOAL COMPLETE" }]);
+    const agent = await createAgent({ provider, sideModel: false, store: sessions, recovery: "auto" });
+    const events: WorkerEvent[] = [];
+    await runWorker({
+      agent,
+      once: true,
+      minIdleMs: 0,
+      sources: [goalRunWork({ store: db })],
+      onEvent: (e) => events.push(e),
+    });
+    expect(events.map((e) => e.type)).toEqual(["claimed", "finished", "work"]);
+    const run = db.runs()[0]!;
+    expect(run).toMatchObject({ status: "achieved", turns: 1, goal: "Ship the release notes" });
+    expect(events[2]).toMatchObject({ type: "work", source: "goal-runs", id: run.id });
+    // The goal was sent once (the cut turn's input, kept); the run went on with the continue prompt.
+    const texts = provider.requests
+      .at(-1)!
+      .messages.filter((m) => m.role === "user")
+      .map((m) => messageText(m));
+    expect(texts[0]).toBe("Ship the release notes");
+    expect(texts.slice(1).every((t) => t.startsWith("Continue working toward the goal"))).toBe(true);
+    // A second worker pass finds nothing more.
+    await runWorker({ agent, once: true, minIdleMs: 0, sources: [goalRunWork({ store: db })] });
+    expect(db.runs()[0]!.status).toBe("achieved");
+    await agent.close();
+    sessions.close();
+    db.close();
+  }, 60_000);
 
   it("a run whose process was SIGKILLed is marked orphaned when the next agent starts, with a warning in its first session's log", async () => {
     const path = dbPath();

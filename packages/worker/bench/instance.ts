@@ -47,7 +47,13 @@ createInterface({ input: process.stdin }).on("line", (line) => {
   if (cmd !== "RUN") return;
   void (async () => {
     const s = await agent.session();
-    say(`STARTED ${label} ${s.id}`);
+    // Begun once the model answered the first request: the input is durable by then.
+    const off = agent.subscribe((e) => {
+      if (e.sessionId === s.id && e.type === "model.responded") {
+        off();
+        say(`STARTED ${label} ${s.id}`);
+      }
+    });
     const r = await s.run(`${label} rounds:${env.ROUNDS ?? 3}`);
     say(`DONE ${s.id} ${r.verdict.status} ${Date.now()}`);
   })().catch((err: unknown) => say(`ERROR ${label} ${String(err)}`));

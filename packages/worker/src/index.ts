@@ -4,4 +4,4 @@
  * paused turn whose approvals were all answered and never resumed) and continues it.
  */
 export { runWorker } from "./worker.ts";
-export type { WorkerEvent, WorkerOptions, WorkerReport } from "./worker.ts";
+export type { WorkerEvent, WorkerOptions, WorkerReport, WorkSource } from "./worker.ts";

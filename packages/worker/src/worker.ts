@@ -1,4 +1,4 @@
-import { errorMessage, isKeelError, KeelError } from "@keel/kernel";
+import { errorMessage, isKeelError, KeelError, sessionsWithPendingJobs } from "@keel/kernel";
 import type { Agent, Session, TurnResult, TurnToContinue } from "@keel/kernel";
 
 /**
@@ -14,7 +14,25 @@ export type WorkerEvent =
   | { type: "finished"; sessionId: string; turnId: string; verdict: TurnResult["verdict"]; ms: number }
   | { type: "skipped"; sessionId: string; reason: "busy" | "child" | "not_ready" | "gone" }
   | { type: "failed"; sessionId: string; code: string; message: string }
-  | { type: "handed_back"; sessionId: string; turnId: string };
+  | { type: "handed_back"; sessionId: string; turnId: string }
+  /** Durable jobs (memory extraction and the like) left pending in the session were run. */
+  | { type: "jobs"; sessionId: string; ms: number }
+  /** An item of a work source (e.g. an orphaned goal run) ran; `outcome` says how it ended. */
+  | { type: "work"; source: string; id: string; outcome: string; ms: number };
+
+/**
+ * More work a worker takes besides turns: a plugin's own durable work (e.g. @keel/plugin-goals'
+ * orphaned goal runs). Contract: `claim` returns items this worker now owns (the source claims
+ * them atomically, so two workers never run one), at most `limit`; an item's `run` resolves
+ * with a short outcome and may be cut by `signal` (the worker stopping).
+ */
+export interface WorkSource {
+  name: string;
+  claim(
+    agent: Agent,
+    limit: number,
+  ): Promise<Array<{ id: string; sessionId?: string; run(signal: AbortSignal): Promise<string> }>>;
+}
 
 /** Options of runWorker. */
 export interface WorkerOptions {
@@ -36,6 +54,10 @@ export interface WorkerOptions {
   signal?: AbortSignal;
   /** How long running turns may take to end once `signal` aborts (default 30 s). */
   graceMs?: number;
+  /** More work than turns (orphaned goal runs, …), claimed each pass. */
+  sources?: readonly WorkSource[];
+  /** How often pending durable jobs are looked for (default 10 s; they are scanned across sessions). */
+  jobsEveryMs?: number;
   /** Each step, for logs and traces. Contract: a listener that throws is ignored. */
   onEvent?: (event: WorkerEvent) => void;
 }
@@ -81,6 +103,8 @@ class Worker {
   private readonly agent: Agent;
   private readonly concurrency: number;
   private readonly minIdleMs: number;
+  private readonly stopping = new AbortController();
+  private jobsAt = 0;
 
   constructor(options: WorkerOptions) {
     this.options = options;
@@ -109,14 +133,74 @@ class Worker {
     const list = await store.unfinished({ agent: this.agent.name, limit: PAGE });
     for (const c of list) {
       if (this.options.signal?.aborted) return;
-      if (this.running.has(c.sessionId) || now - c.updatedAt < this.minIdleMs) continue;
+      if (now - c.updatedAt < this.minIdleMs) continue;
       if (this.passed.get(c.sessionId) === c.updatedAt) continue;
-      while (this.running.size >= this.concurrency) await Promise.race([...this.running.values()].map((r) => r.done));
-      const slot: { session?: Session; done: Promise<void> } = { done: Promise.resolve() };
-      slot.done = this.take(c, slot).finally(() => this.running.delete(c.sessionId));
-      this.running.set(c.sessionId, slot);
+      await this.slot(c.sessionId, (slot) => this.take(c, slot));
     }
+    await this.pendingJobs();
+    for (const source of this.options.sources ?? []) await this.fromSource(source);
     if (this.options.once) await Promise.all([...this.running.values()].map((r) => r.done));
+  }
+
+  /** Start `fn` in a free slot under `key` (waits for one); skipped when `key` already runs, unless `after` (then it waits for it). */
+  private async slot(key: string, fn: (slot: { session?: Session }) => Promise<void>, after = false): Promise<void> {
+    while (after && this.running.has(key)) await this.running.get(key)!.done;
+    if (this.running.has(key)) return;
+    while (this.running.size >= this.concurrency) await Promise.race([...this.running.values()].map((r) => r.done));
+    const slot: { session?: Session; done: Promise<void> } = { done: Promise.resolve() };
+    slot.done = fn(slot)
+      .catch(() => undefined)
+      .finally(() => this.running.delete(key));
+    this.running.set(key, slot);
+  }
+
+  /** Sessions with durable jobs left pending: opened (which adopts their jobs), then closed once the jobs ended. */
+  private async pendingJobs(): Promise<void> {
+    if (!this.options.once && Date.now() - this.jobsAt < (this.options.jobsEveryMs ?? 10_000)) return;
+    this.jobsAt = Date.now();
+    let ids: string[];
+    try {
+      ids = await sessionsWithPendingJobs(this.agent);
+    } catch (err) {
+      return this.failed("(jobs)", err);
+    }
+    for (const id of ids)
+      await this.slot(id, async (slot) => {
+        const t0 = Date.now();
+        try {
+          slot.session = await this.agent.session(id, { waitMs: 0 });
+          await slot.session.close({ graceMs: this.options.graceMs ?? 30_000 });
+          this.emit({ type: "jobs", sessionId: id, ms: Date.now() - t0 });
+        } catch (err) {
+          await slot.session?.close().catch(() => undefined);
+          this.failed(id, err);
+        }
+      });
+  }
+
+  /** The items a source has for this worker now. */
+  private async fromSource(source: WorkSource): Promise<void> {
+    let items: Awaited<ReturnType<WorkSource["claim"]>>;
+    try {
+      items = await source.claim(this.agent, Math.max(1, this.concurrency - this.running.size));
+    } catch (err) {
+      return this.failed(`(${source.name})`, err);
+    }
+    // An item in a session waits for the session's own work (its unfinished turn) and keeps the session to itself.
+    for (const item of items)
+      await this.slot(
+        item.sessionId ?? `${source.name}:${item.id}`,
+        async () => {
+          const t0 = Date.now();
+          try {
+            const outcome = await item.run(this.stopping.signal);
+            this.emit({ type: "work", source: source.name, id: item.id, outcome, ms: Date.now() - t0 });
+          } catch (err) {
+            this.failed(`${source.name}:${item.id}`, err);
+          }
+        },
+        true,
+      );
   }
 
   /** Claim one session and continue its turn. Contract: never rejects. */
@@ -170,6 +254,7 @@ class Worker {
     const all = () => Promise.all([...this.running.values()].map((r) => r.done));
     if (!this.running.size) return;
     if (await within(all(), this.options.graceMs ?? 30_000)) return;
+    this.stopping.abort(new KeelError("KEEL_TURN_HANDED_BACK", "The worker is stopping."));
     await Promise.all(
       [...this.running.values()].map((r) => r.session?.close({ handBack: true }).catch(() => undefined)),
     );

@@ -234,6 +234,50 @@ describe("runWorker", () => {
     await w2.close();
   });
 
+  it("runs durable jobs left pending by a dead process, in their session", async () => {
+    const db = tmpDb();
+    const jobber = (run: () => unknown) =>
+      definePlugin({
+        name: "jobber",
+        version: "1.0.0",
+        setup(ctx) {
+          ctx.registerJob("work", () => run());
+          ctx.on("turn.post_turn", (e) => ({
+            kind: "background_job",
+            name: "work",
+            idempotencyKey: `work:${e.turnId}`,
+            durable: true,
+            payload: { turn: e.turnId },
+            timeoutMs: 100,
+            attempts: 2,
+          }));
+        },
+      });
+    const started = gate();
+    const storeA = new SqliteSessionStore({ path: db });
+    const a = await createAgent({
+      provider: scriptedProvider([{ text: "ok" }]),
+      store: storeA,
+      plugins: [jobber(() => (started.open(), new Promise(() => undefined)))],
+    });
+    const s = await a.session();
+    await s.run("hello");
+    await started.opened;
+    storeA.close(); // the process dies with its job running
+    let ran = 0;
+    const w = await workerAgent(db, [], [], { plugins: [jobber(() => void ran++)] });
+    await new Promise((r) => setTimeout(r, 150)); // past the job's timeout: its runner is presumed gone
+    const events: WorkerEvent[] = [];
+    await runWorker({ agent: w.agent, once: true, minIdleMs: 0, onEvent: (e) => events.push(e) });
+    expect(ran).toBe(1);
+    expect(events.map((e) => e.type)).toEqual(["jobs"]);
+    const log = await w.store.events(s.id);
+    expect(log.filter((e) => e.type === "job.completed").map((e) => e.type === "job.completed" && e.status)).toEqual([
+      "ok",
+    ]);
+    await w.close();
+  });
+
   it("refuses an agent whose recovery is manual", async () => {
     const db = tmpDb();
     const w = await workerAgent(db, [], [], { recovery: "manual" });
