@@ -19,7 +19,12 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /** Build the example agent. Contract: sessions are stored in `<home>/sessions.sqlite`. */
-export async function buildAgent(options: { home: string; provider: ModelProvider; stepMs?: number }) {
+export async function buildAgent(options: {
+  home: string;
+  provider: ModelProvider;
+  stepMs?: number;
+  leaseTtlMs?: number;
+}) {
   const log = join(options.home, "deployments.log");
   const stepMs = options.stepMs ?? 150;
 
@@ -73,5 +78,9 @@ export async function buildAgent(options: { home: string; provider: ModelProvide
     tools: [serviceStatus, deploy],
     plugins: [reviewDeploys],
     home: options.home,
+    // A turn a crashed server left goes on in another (its worker): service_status runs again
+    // (info), a cut deploy never does (exec): the model reads that it was interrupted.
+    recovery: "auto",
+    ...(options.leaseTtlMs ? { lease: { ttlMs: options.leaseTtlMs } } : {}),
   });
 }

@@ -3,7 +3,9 @@
  * Offline by default (offline-model.ts); KEEL_MODEL=anthropic:<model> or openai:<model>
  * uses a real provider (keys from the environment). PORT (default 8787; 0 = any free port),
  * HOST (default 127.0.0.1), KEEL_HOME (default ./.keel) say where it listens and stores;
- * DEPLOY_STEP_MS (default 150) how long each of a deploy's three steps takes.
+ * DEPLOY_STEP_MS (default 150) how long each of a deploy's three steps takes. Each server also
+ * runs a worker (@keel/worker) that finishes turns a crashed server left, with no user action
+ * (WORKER=0 turns it off; LEASE_TTL_MS, default 30 s, is how long a silent holder keeps a turn).
  */
 import { createServer } from "node:http";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
@@ -12,6 +14,7 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { fileURLToPath } from "node:url";
 import { resolveModel } from "@keel/providers";
+import { runWorker } from "@keel/worker";
 import type { ModelProvider } from "@keel/kernel";
 import { buildAgent } from "./agent.ts";
 import { createHandler } from "./app.ts";
@@ -52,12 +55,23 @@ export async function startServer(options: {
   port?: number;
   host?: string;
   stepMs?: number;
+  /** Run a worker beside the server (default true). */
+  worker?: boolean;
+  leaseTtlMs?: number;
 }): Promise<{ url: string; server: Server; close: () => Promise<void> }> {
   const agent = await buildAgent({
     home: options.home,
     provider: options.provider,
     ...(options.stepMs !== undefined ? { stepMs: options.stepMs } : {}),
+    ...(options.leaseTtlMs !== undefined ? { leaseTtlMs: options.leaseTtlMs } : {}),
   });
+  const stopWorker = new AbortController();
+  const worker =
+    options.worker === false
+      ? undefined
+      : runWorker({ agent, signal: stopWorker.signal, graceMs: 5_000 }).catch((err: unknown) => {
+          process.stderr.write(`worker stopped: ${err instanceof Error ? err.message : String(err)}\n`);
+        });
   const server = createServer(adapt(createHandler(agent)));
   await new Promise<void>((resolve) => server.listen(options.port ?? 8787, options.host ?? "127.0.0.1", resolve));
   const address = server.address() as { port: number };
@@ -67,6 +81,9 @@ export async function startServer(options: {
     close: async () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
+      // The worker's turns get its grace, then are handed back for another server to finish.
+      stopWorker.abort();
+      await worker;
       await agent.close();
     },
   };
@@ -81,6 +98,8 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     port: Number(process.env.PORT ?? 8787),
     host: process.env.HOST ?? "127.0.0.1",
     ...(process.env.DEPLOY_STEP_MS ? { stepMs: Number(process.env.DEPLOY_STEP_MS) } : {}),
+    ...(process.env.WORKER === "0" ? { worker: false } : {}),
+    ...(process.env.LEASE_TTL_MS ? { leaseTtlMs: Number(process.env.LEASE_TTL_MS) } : {}),
   });
   process.stdout.write(`release assistant listening on ${url} (${model ?? 'offline model: try "deploy v1.4.2"'})\n`);
   for (const signal of ["SIGINT", "SIGTERM"] as const)
