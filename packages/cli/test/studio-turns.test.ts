@@ -12,6 +12,7 @@ import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import compaction from "../../plugin-compaction/src/index.ts";
 import { tasks } from "../../plugin-tasks/src/index.ts";
 import { turnsOf } from "../src/studio/turns.ts";
+import { SqliteSessionStore } from "@keel/store-sqlite";
 
 const home = mkdtempSync(join(tmpdir(), "keel-studio-turns-"));
 afterAll(() => rmSync(home, { recursive: true, force: true }));
@@ -99,6 +100,48 @@ describe("turnsOf", () => {
     expect(childTurn!.answer).toBe("helped");
     expect(childTurn!.trigger).toBe("subagent");
     await agent.close();
+  });
+
+  it("a turn a stopped process left and a worker finished says it was recovered, with the calls that were cut", async () => {
+    const db = join(home, `recovered-${Date.now()}.sqlite`);
+    let release!: () => void;
+    let started!: () => void;
+    const inTool = new Promise<void>((r) => (started = r));
+    const look = defineTool({
+      name: "look",
+      description: "Looks.",
+      category: "info",
+      execute: () => (started(), new Promise<string>((r) => (release = () => r("seen")))),
+    });
+    const storeA = new SqliteSessionStore({ path: db });
+    const a = await createAgent({
+      provider: scriptedProvider([{ toolCalls: [{ id: "c1", name: "look", args: {} }] }]),
+      sideModel: false,
+      store: storeA,
+      tools: [look],
+    });
+    const s = await a.session();
+    const running = s.run("look around").catch(() => undefined);
+    await inTool;
+    storeA.close();
+    release();
+    await running;
+    const fast = defineTool({ name: "look", description: "Looks.", category: "info", execute: () => "seen" });
+    const storeB = new SqliteSessionStore({ path: db });
+    const b = await createAgent({
+      provider: scriptedProvider([{ text: "Nothing there." }]),
+      sideModel: false,
+      store: storeB,
+      tools: [fast],
+      recovery: "auto",
+    });
+    const again = await b.session(s.id);
+    await again.recover();
+    const [turn] = turnsOf(await again.events());
+    await b.close();
+    storeB.close();
+    expect(turn!.status).toBe("completed");
+    expect(turn!.recovered).toMatchObject({ cut: ["c1"], takenOver: { reason: "holder_dead" } });
   });
 
   it("a guard that trips is a marker and a finding; the verdict says stopped", async () => {

@@ -222,6 +222,13 @@ export class SpanBuilder {
     } else {
       attrs["keel.turn.resumed"] = true;
       attrs["keel.turn.answered"] = e.answered;
+      // Went on after a stopped process left it (recovery "auto"): which calls had been cut, and whose lease was taken.
+      if (e.recovered) {
+        attrs["keel.turn.recovered"] = true;
+        attrs["keel.turn.recovered.cut"] = e.recovered.cut;
+        if (e.recovered.leaseTakenOver)
+          attrs["keel.turn.recovered.lease_taken_over"] = e.recovered.leaseTakenOver.reason;
+      }
     }
     // The host's active span (an HTTP request span) when the turn started is the parent.
     const parent = otelContext.active();

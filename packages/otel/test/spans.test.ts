@@ -23,6 +23,7 @@ import { anthropicProvider } from "@keel/providers";
 import compaction from "@keel/plugin-compaction";
 import { startWireServer, type WireServer } from "@keel/wire-server";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { SqliteSessionStore } from "@keel/store-sqlite";
 import { otel, traceAgent } from "../src/index.ts";
 
 let server: WireServer;
@@ -321,6 +322,54 @@ describe("spans of a turn", () => {
     const r = await (await agent.session()).run("time?");
     expect(r.text).toBe("noon");
     expect(exporter.getFinishedSpans()).toEqual([]);
+  });
+
+  it("a turn a stopped process left, finished by another agent, is traced as recovered with the calls that were cut", async () => {
+    const home = mkdtempSync(join(tmpdir(), "keel-otel-recovered-"));
+    dirs.push(home);
+    const db = join(home, "sessions.sqlite");
+    let started!: () => void;
+    let release!: () => void;
+    const inTool = new Promise<void>((r) => (started = r));
+    const hang = defineTool({
+      name: "look",
+      description: "Looks.",
+      category: "info",
+      execute: () => (started(), new Promise<string>((r) => (release = () => r("late")))),
+    });
+    const storeA = new SqliteSessionStore({ path: db });
+    const a = await createAgent({
+      provider: scriptedProvider([{ toolCalls: [{ id: "c1", name: "look", args: {} }] }]),
+      sideModel: false,
+      store: storeA,
+      tools: [hang],
+    });
+    const s = await a.session();
+    const running = s.run("look").catch(() => undefined);
+    await inTool;
+    storeA.close(); // the process is gone: nothing it does reaches the log any more
+    release();
+    await running;
+    const look = defineTool({ name: "look", description: "Looks.", category: "info", execute: () => "seen" });
+    const storeB = new SqliteSessionStore({ path: db });
+    const b = await createAgent({
+      provider: scriptedProvider([{ text: "done" }]),
+      sideModel: false,
+      store: storeB,
+      tools: [look],
+      recovery: "auto",
+      observers: [otel({ tracer: provider.getTracer("test") })],
+    });
+    await (await b.session(s.id)).recover();
+    await b.close();
+    storeB.close();
+    const turn = exporter.getFinishedSpans().find((x) => x.name.startsWith("invoke_agent"))!;
+    expect(turn.attributes).toMatchObject({
+      "keel.turn.resumed": true,
+      "keel.turn.recovered": true,
+      "keel.turn.recovered.cut": ["c1"],
+      "keel.turn.recovered.lease_taken_over": "holder_dead",
+    });
   });
 
   it("a tracer that throws never changes a turn: tracing stops and the failure is one located diagnostic", async () => {

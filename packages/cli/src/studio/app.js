@@ -154,7 +154,7 @@ function render() {
 function turnHtml(t) {
   const duration = t.endedAt ? t.endedAt - t.startedAt : undefined;
   const u = t.usage;
-  const summary = `<summary><span class="muted">#${num(t.index)}</span><span class="input">${esc(t.input || "(resumed)")}</span>${badge(t.status)}${t.mode === "chat" ? ' <span class="badge" title="no tools were sent">chat mode</span>' : ""}<span class="muted">${num(t.rounds)} round(s) · ${num(t.toolCalls)} tool call(s)${u ? ` · ${num(u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens)} in / ${num(u.outputTokens)} out tokens` : ""}${duration !== undefined ? ` · ${ms(duration)}` : ""}</span></summary>`;
+  const summary = `<summary><span class="muted">#${num(t.index)}</span><span class="input">${esc(t.input || "(resumed)")}</span>${badge(t.status)}${t.mode === "chat" ? ' <span class="badge" title="no tools were sent">chat mode</span>' : ""}${t.recovered ? ` <span class="badge" title="a stopped process left this turn unfinished; it went on from its log${t.recovered.cut.length ? ` (cut calls: ${esc(t.recovered.cut.join(", "))})` : ""}">recovered</span>` : ""}<span class="muted">${num(t.rounds)} round(s) · ${num(t.toolCalls)} tool call(s)${u ? ` · ${num(u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens)} in / ${num(u.outputTokens)} out tokens` : ""}${duration !== undefined ? ` · ${ms(duration)}` : ""}</span></summary>`;
   const open = state.openTurns.has(t.id) ? " open" : "";
   return `<details class="turn" data-turn="${esc(t.id)}"${open}>${summary}<div class="turn-body">${[verdictHtml(t), answerHtml(t), pendingHtml(t), timelineHtml(t), pluginTimesHtml(t), requestsHtml(t), findingsHtml(t)].join("")}</div></details>`;
 }

@@ -85,6 +85,11 @@ export interface TurnView {
     via?: { child: string; sessionId: string };
   }>;
   answer?: string;
+  /**
+   * Set when a stopped process left the turn unfinished and it went on (recovery "auto", keel
+   * worker): the calls it cut, and whose lease was taken over.
+   */
+  recovered?: { cut: string[]; at: number; takenOver?: { pid: number; host: string; reason: string } };
   /** Items left out of a huge turn (the middle of each list is dropped; its first and last halves are kept). */
   omitted?: { timeline?: number; requests?: number; findings?: number };
 }
@@ -137,6 +142,12 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
       case "turn.resumed":
         t.status = "running";
         t.pending = [];
+        if (e.recovered)
+          t.recovered = {
+            cut: e.recovered.cut.slice(0, 50).map((c) => text(c, 200)),
+            at: e.ts,
+            ...(e.recovered.leaseTakenOver ? { takenOver: { ...e.recovered.leaseTakenOver } } : {}),
+          };
         break;
       case "phase.completed":
       case "phase.background": {
