@@ -195,6 +195,80 @@ describe("recovery: a SIGKILLed turn is finished by keel worker with no user act
   }, 120_000);
 });
 
+describe("recovery of a parent killed while its child session runs", () => {
+  it("keel worker resumes the parent; the child goes on where it stopped instead of being delegated again", async () => {
+    const config = `import { existsSync } from "node:fs";
+const pause = {
+  name: "pause",
+  description: "Waits until released.",
+  parameters: { type: "object", properties: { ms: { type: "number" } } },
+  category: "info",
+  execute: () => new Promise((resolve) => {
+    const poll = setInterval(() => { if (existsSync(process.env.FAULT_PAUSE_RELEASE)) { clearInterval(poll); resolve("released"); } }, 50);
+  }),
+};
+export default {
+  name: "fault",
+  model: "anthropic:claude-sonnet-4-6",
+  recovery: "auto",
+  lease: { ttlMs: 2000 },
+  tools: [pause, {
+    name: "delegate",
+    description: "Asks a helper.",
+    parameters: { type: "object", properties: { ms: { type: "number" } } },
+    category: "exec",
+    execute: async (_args, ctx) => {
+      const run = await ctx.child({ name: "helper", input: "child-task tools:1", agent: { tools: [pause] } });
+      return "helper: " + run.result.text;
+    },
+  }],
+};
+`;
+    const p = project(root, "children", config);
+    const release = join(p.dir, "release");
+    const env = wireEnv(p.home, server.anthropicBaseURL, {
+      FAULT_PAUSE_RELEASE: release,
+      KEEL_WORKER_MIN_IDLE_MS: "0",
+    });
+    const proc = startKeel(["run", "parent-task tools:1 tool:delegate"], { cwd: p.dir, env });
+    // Killed once the child's own tool call is running.
+    await until(
+      () => {
+        try {
+          const ids = storedSessions(p.home);
+          return (
+            ids.length === 2 &&
+            ids.some((id) => storedEvents(p.home, id).some((e) => e.type === "tool.started" && e.name === "pause"))
+          );
+        } catch {
+          return false;
+        }
+      },
+      "the child's tool to start",
+      40_000,
+      50,
+    );
+    await killed(proc);
+    writeFileSync(release, "");
+    const r = await runKeel(["worker", "--once", "--json"], { cwd: p.dir, env, timeoutMs: 50_000 });
+    expect(r.code, r.stderr).toBe(0);
+    const ids = storedSessions(p.home);
+    expect(ids).toHaveLength(2);
+    const logs = ids.map((id) => ({ id, events: storedEvents(p.home, id) }));
+    const parent = logs.find((l) => l.events.some((e) => e.type === "child.started"))!;
+    const child = logs.find((l) => l !== parent)!;
+    expect(terminals(parent.events)).toEqual([`turn.completed:${parent.id}/1`]);
+    expect(terminals(child.events)).toEqual([`turn.completed:${child.id}/1`]);
+    expect(parent.events.filter((e) => e.type === "child.started")).toHaveLength(1);
+    expect(child.events.filter((e) => e.type === "turn.started")).toHaveLength(1);
+    const resumed = child.events.find((e) => e.type === "turn.resumed");
+    expect(resumed?.type === "turn.resumed" && resumed.recovered?.cut).toHaveLength(1);
+    const answer = parent.events.find((e) => e.type === "message.appended" && e.message.role === "tool");
+    expect(JSON.stringify(answer)).toContain("helper: Done after 1 tool results");
+    for (const l of logs) expect([...resultsPerCall(l.events).values()].every((n) => n === 1)).toBe(true);
+  });
+});
+
 describe("recovery on PostgreSQL", () => {
   beforeAll(requirePostgres);
   afterAll(dropTestSchemas);
