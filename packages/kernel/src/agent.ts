@@ -1174,6 +1174,8 @@ export class Session implements TurnHost, HostSession {
       if (!events.length) return;
       const messages = replay(this, this.cursor, [...this.messages], events);
       this.messages = freezeDeep(messages);
+      // Another instance finished (or ended) the turn this handle had found unfinished.
+      if (this.unfinished && this.cursor.open !== this.unfinished.turnId) this.unfinished = undefined;
     })();
     this.catching = run;
     void run.then(

@@ -223,6 +223,30 @@ describe("recovery: a turn a stopped process left unfinished goes on", () => {
     await b.close();
   });
 
+  it("a handle that found the turn unfinished while another instance finished it does not run it again", async () => {
+    const db = tmpDb();
+    const look = counted("look", { category: "info" });
+    const id = await dieMidTool(
+      db,
+      [{ toolCalls: [{ id: "c1", name: "look" }] }, { text: "never" }],
+      [look.tool],
+      look.started.promise,
+      look.release.resolve,
+    );
+    const late = await second(db, [{ text: "late" }], [look.tool]);
+    const stale = await late.agent.session(id, { waitMs: 5_000 });
+    expect(stale.unfinished?.turnId).toBe(`${id}/1`);
+    const first = await second(db, [{ text: "finished elsewhere" }], [look.tool]);
+    expect((await (await first.agent.session(id, { waitMs: 5_000 })).recover()).text).toBe("finished elsewhere");
+    await first.close();
+    await expect(stale.recover()).rejects.toMatchObject({ code: "KEEL_NOT_UNFINISHED" });
+    expect(look.runs).toHaveLength(2);
+    const events = await stale.events();
+    expect(ofType(events, "turn.completed")).toHaveLength(1);
+    expect(late.provider.requests).toHaveLength(0);
+    await late.close();
+  });
+
   it("recover() with nothing unfinished is KEEL_NOT_UNFINISHED", async () => {
     const db = tmpDb();
     const b = await second(db, [{ text: "hi" }], []);
