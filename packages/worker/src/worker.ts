@@ -206,13 +206,14 @@ class Worker {
   /** Claim one session and continue its turn. Contract: never rejects. */
   private async take(c: TurnToContinue, slot: { session?: Session }): Promise<void> {
     let session: Session | undefined;
+    let skipped = false;
     try {
       session = await this.agent.session(c.sessionId, { waitMs: 0 });
       slot.session = session;
       const why = this.notMine(session, c);
       if (why) {
         // Not retried until the session changes (a child waits for its parent; a pause for its answers).
-        if (why !== "busy") this.passed.set(c.sessionId, c.updatedAt);
+        skipped = why !== "busy";
         return this.emit({ type: "skipped", sessionId: c.sessionId, reason: why });
       }
       const turnId = (c.state === "running" ? session.unfinished : session.pendingApprovals()[0])!.turnId;
@@ -229,6 +230,11 @@ class Worker {
       this.failed(c.sessionId, err);
     } finally {
       await session?.close().catch(() => undefined);
+      // Remembered as of after this open's own record (session.resumed), so it alone never makes the session look changed.
+      if (skipped) {
+        const after = await Promise.resolve(this.agent.store.getSession(c.sessionId)).catch(() => undefined);
+        this.passed.set(c.sessionId, after?.updatedAt ?? c.updatedAt);
+      }
     }
   }
 

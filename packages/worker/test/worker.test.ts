@@ -183,6 +183,24 @@ describe("runWorker", () => {
     ]);
     expect((await w.store.unfinished()).map((u) => u.sessionId)).toEqual([]);
     expect(terminal(await w.store.events(b.id))).toEqual([`turn.paused:${b.id}/1`]);
+    // A pause still waiting for its answer is not even opened, however many passes run (an open records itself).
+    const before = (await w.store.events(b.id)).length;
+    const w2 = await workerAgent(db, [], [pay], { plugins: [asker] });
+    const skips: WorkerEvent[] = [];
+    const stop = new AbortController();
+    const looping = runWorker({
+      agent: w2.agent,
+      minIdleMs: 0,
+      intervalMs: 10,
+      signal: stop.signal,
+      onEvent: (e) => skips.push(e),
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    stop.abort();
+    await looping;
+    expect(skips).toEqual([]);
+    expect((await w.store.events(b.id)).length).toBe(before);
+    await w2.close();
     await w.close();
   });
 
@@ -275,6 +293,42 @@ describe("runWorker", () => {
     expect(log.filter((e) => e.type === "job.completed").map((e) => e.type === "job.completed" && e.status)).toEqual([
       "ok",
     ]);
+    await w.close();
+  });
+
+  it("a child session left running is its parent's to continue: skipped once, and its log is not written at every pass", async () => {
+    const db = tmpDb();
+    const w = await workerAgent(db, [], []);
+    const id = "orphan-child";
+    await w.store.createSession({ id, agent: w.agent.name, createdAt: 1 });
+    const parent = { sessionId: "gone", turnId: "gone/1", callId: "c1", name: "helper", depth: 1 };
+    await w.store.appendMany([
+      { type: "session.created", agent: w.agent.name, parent, sessionId: id, seq: 1, ts: 1, turnId: null },
+      {
+        type: "turn.started",
+        input: "x",
+        trigger: "subagent",
+        metadata: {},
+        sessionId: id,
+        seq: 2,
+        ts: 2,
+        turnId: `${id}/1`,
+      },
+    ] as KeelEvent[]);
+    const events: WorkerEvent[] = [];
+    const stop = new AbortController();
+    const looping = runWorker({
+      agent: w.agent,
+      minIdleMs: 0,
+      intervalMs: 10,
+      signal: stop.signal,
+      onEvent: (e) => events.push(e),
+    });
+    await new Promise((r) => setTimeout(r, 400));
+    stop.abort();
+    await looping;
+    expect(events).toEqual([{ type: "skipped", sessionId: id, reason: "child" }]);
+    expect((await w.store.events(id)).length).toBeLessThanOrEqual(3);
     await w.close();
   });
 
