@@ -886,6 +886,21 @@ export class Session implements TurnHost, HostSession {
   }
 
   /**
+   * @internal End the turn a stopped process left unfinished here, interrupted (and its own
+   * children): no one goes on with it, because the parent call that started this child session
+   * will not run again.
+   */
+  async abandonUnfinished(): Promise<void> {
+    if (!this.unfinished || this.current) return;
+    await this.hold("handoff", async () => {
+      if (!this.unfinished) return;
+      const u = this.takeUnfinished();
+      this.cursor.open = u.turnId;
+      await this.interruptOpenTurn(u.recovery?.leaseTakenOver);
+    });
+  }
+
+  /**
    * Finish the turn a stopped process (or a lapsed lease) left unfinished, from its log:
    * completed tool results are kept; a call that was cut runs again when its tool is
    * `repeatable` (or it started child sessions, which go on), else it gets one "interrupted"
@@ -987,9 +1002,12 @@ export class Session implements TurnHost, HostSession {
     else outer?.addEventListener("abort", onAbort, { once: true });
     // The turn holds the session's lease from before it reads what other instances wrote to its terminal event.
     const { held, ...turnExtra } = extra;
+    // recover() keeps the turn it finds open under the lease whatever the agent's `recovery` (its note is renewed when the log moved on).
+    if (extra.recover) this.recovering = true;
     const turn = this.hold(
       "turn",
       () => {
+        this.recovering = false;
         const checked = this.doorAgain(turnExtra);
         held?.();
         return this.turnUnderLease(input, ctrl.signal, options.metadata ?? {}, checked);
@@ -1000,6 +1018,7 @@ export class Session implements TurnHost, HostSession {
     try {
       return await turn;
     } finally {
+      if (extra.recover) this.recovering = false;
       this.running = undefined;
       outer?.removeEventListener("abort", onAbort);
       this.current = undefined;
@@ -1174,8 +1193,11 @@ export class Session implements TurnHost, HostSession {
       if (!events.length) return;
       const messages = replay(this, this.cursor, [...this.messages], events);
       this.messages = freezeDeep(messages);
-      // Another instance finished (or ended) the turn this handle had found unfinished.
-      if (this.unfinished && this.cursor.open !== this.unfinished.turnId) this.unfinished = undefined;
+      // What this handle noted as unfinished is stale now: another instance went on with the turn
+      // (it may have ended it, or run more calls before it too stopped). The next hold notes it
+      // again from the log if it is still open, so a turn is never finished twice, nor a call it
+      // started after the note run again.
+      this.unfinished = undefined;
     })();
     this.catching = run;
     void run.then(
@@ -1739,6 +1761,8 @@ export class Session implements TurnHost, HostSession {
         const child = await this.agent.session(id);
         // One that paused for approval in the meantime waits for no one now: it ends too.
         await child.abandonPaused("process_exit");
+        // With recovery "auto" its open turn was kept to go on: nothing will, its parent's turn ended.
+        await child.abandonUnfinished();
         await child.close();
       } catch (err) {
         await this.emit(

@@ -183,6 +183,7 @@ export async function abandonChild(parent: Session, id: string): Promise<void> {
     const s = await parent.agent.session(id);
     try {
       await s.abandonPaused("aborted");
+      await s.abandonUnfinished();
     } finally {
       await s.close();
     }

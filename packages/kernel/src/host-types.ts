@@ -73,6 +73,8 @@ export interface HostSession {
   approve(callId: string, options?: { always?: boolean; reason?: string }): Promise<void>;
   deny(callId: string, options?: { reason?: string }): Promise<void>;
   abandonPaused(reason: "aborted" | "process_exit"): Promise<void>;
+  /** End the turn a stopped process left unfinished here (no parent call goes on with it). */
+  abandonUnfinished(): Promise<void>;
   runAsChild<O>(input: TurnInput, options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>>;
   resumeAsChild<O>(options: RunOptions<O>, limits: Partial<Limits>): Promise<TurnResult<O>>;
   /** The turn a stopped process left unfinished, when this handle found it under the lease (recovery). */

@@ -53,6 +53,8 @@ export interface LogCursor {
   /** Rounds and counted tool calls of the open turn so far (a recovered turn goes on from them). */
   rounds: number;
   toolCalls: number;
+  /** The calls (round and id) counted in `toolCalls`: a call started again (after a crash, or a child's approval) counts once. */
+  counted: Set<string>;
 }
 
 /** A cursor before the first event. */
@@ -67,6 +69,7 @@ export function newCursor(): LogCursor {
     callChildren: new Map(),
     rounds: 0,
     toolCalls: 0,
+    counted: new Set(),
   };
 }
 
@@ -89,6 +92,7 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
     cursor.callChildren.clear();
     cursor.rounds = 0;
     cursor.toolCalls = 0;
+    cursor.counted.clear();
     target.paused = undefined;
   },
   "approval.requested": (_t, cursor, e) => {
@@ -108,7 +112,11 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
   "tool.completed": (_t, cursor, e) => void cursor.asked.delete(e.callId),
   "tool.started": (_t, cursor, e) => {
     cursor.startedArgs.set(e.callId, e.args);
-    cursor.toolCalls++;
+    const key = `${e.round}:${e.callId}`;
+    if (!cursor.counted.has(key)) {
+      cursor.counted.add(key);
+      cursor.toolCalls++;
+    }
     // Ids can repeat across rounds: a call's child is the one started after its last start.
     cursor.lastChild.delete(e.callId);
     cursor.callChildren.delete(e.callId);

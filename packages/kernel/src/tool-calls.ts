@@ -256,6 +256,13 @@ export async function skip(
 
 /** Decide one call: counted, its tool found, tool.pre_call and the approval point, its arguments checked. */
 async function prepare(t: Turn, call: ToolCallBlock): Promise<Prepared> {
+  const cut = t.resume?.recovery?.interrupted?.get(call.id);
+  if (cut !== undefined) {
+    // A call a stopped process cut that does not run again: the child sessions it started have no one to go on for.
+    for (const c of t.resume!.recovery!.children.get(call.id) ?? []) await t.session.abandonChild(c.childSessionId);
+    completed(t, call, "cancelled");
+    return { call, result: errorResult(call.id, call.name, cut) };
+  }
   if (t.resume?.childCalls?.has(call.id)) return await prepareAgain(t, call, t.resume.childCalls.get(call.id));
   // A call the host answered after a pause: counted and decided before, it takes the answer as its decision.
   const answered = t.answers.get(call.id);

@@ -77,6 +77,8 @@ export interface UnfinishedTurn {
   started: Map<string, unknown>;
   children: Map<string, Array<{ name: string; childSessionId: string }>>;
   leaseTakenOver?: { pid: number; host: string; reason: "expired" | "holder_dead" };
+  /** Cut calls that are not run again, with their one result's text (set when the recovery begins). */
+  interrupted?: Map<string, string>;
 }
 
 /** How a turn runs besides its input. */

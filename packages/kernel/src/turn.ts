@@ -377,25 +377,29 @@ async function answerPaused(t: Turn): Promise<void> {
 /**
  * The calls a stopped process left without a result: one that never started runs as usual; one
  * that may have started runs again when its tool is repeatable or it started child sessions
- * (they go on from their logs), else it gets one "interrupted" result. No call runs twice unasked.
+ * (they go on from their logs), else it gets one "interrupted" result (given in call order, as a
+ * live turn gives results). No call runs twice unasked. A turn whose final answer is in the log
+ * already (the process stopped in turn.post_turn) ends with it: the model is not asked again.
  */
 async function recoverCalls(t: Turn, calls: readonly ToolCallBlock[]): Promise<void> {
-  const { started, children } = t.resume!.recovery!;
+  const recovery = t.resume!.recovery!;
+  const { started, children } = recovery;
   const again = t.resume!.childCalls!;
-  const run: ToolCallBlock[] = [];
+  const last = t.session.messages.at(-1);
+  if (!calls.length && last?.role === "assistant") {
+    t.finalText = messageText(last) || t.finalText;
+    next(t, { message: last, stopReason: "end_turn", usage: {} }, undefined);
+    return;
+  }
+  recovery.interrupted = new Map();
   for (const c of calls) {
-    if (!started.has(c.id)) {
-      run.push(c);
-      continue;
-    }
+    if (!started.has(c.id)) continue;
     const kids = children.get(c.id) ?? [];
     const def = t.tools.get(c.name)?.def;
-    if (def && (kids.length || (def.repeatable ?? def.category === "info"))) {
-      again.set(c.id, started.get(c.id));
-      run.push(c);
-    } else await skip(t, c, interruptedText(c.name, def !== undefined), "cancelled");
+    if (def && (kids.length || (def.repeatable ?? def.category === "info"))) again.set(c.id, started.get(c.id));
+    else recovery.interrupted.set(c.id, interruptedText(c.name, def !== undefined));
   }
-  if (run.length) await runToolCalls(t, run, undefined);
+  if (calls.length) await runToolCalls(t, calls, undefined);
   if (t.pauseFor) t.verdict = { status: "paused", reason: "approval", pending: t.pauseFor.map((p) => p.callId) };
 }
 
