@@ -525,3 +525,49 @@ describe("recovery, adversarial: child sessions", () => {
     expect(terminal(child)).toEqual([`turn.interrupted:${kids[0]!.childSessionId}/1`]);
   });
 });
+
+describe("recovery, adversarial: a v3 session file meets the v4 turn_state", () => {
+  it("the migration fills turn_state from the logs: an open turn is running, an answered pause is answered, an ended turn is idle", async () => {
+    const db = tmpDb();
+    // Three sessions written by this Keel, then the file is taken back to the v3 shape (no turn_state).
+    const look = gated("look", { category: "info" });
+    const pay = gated("pay", {}, []);
+    const asker = definePlugin({
+      name: "guard",
+      version: "1.0.0",
+      setup: (ctx) =>
+        ctx.on("tool.pre_call", (e) =>
+          e.call.name === "pay" ? { kind: "tool_decision", decision: "ask", reason: "review" } : undefined,
+        ),
+    });
+    const host = await live(
+      db,
+      [{ text: "done" }, { toolCalls: [{ id: "p1", name: "pay" }] }],
+      [look.tool, pay.tool],
+      { plugins: [asker] },
+    );
+    const ended = await host.agent.session();
+    await ended.run("hello");
+    const answered = await host.agent.session();
+    expect((await answered.run("pay it")).verdict.status).toBe("paused");
+    await answered.approve("p1");
+    await host.close();
+    const a = await dying(db, [{ toolCalls: [{ id: "c1", name: "look" }] }], [look.tool, pay.tool]);
+    const { id: open } = await a.runUntil(look.started.promise, () => look.release.resolve("late"));
+    const { DatabaseSync } = await import("node:sqlite");
+    const raw = new DatabaseSync(db);
+    raw.exec("DROP INDEX sessions_to_continue; ALTER TABLE sessions DROP COLUMN turn_state; PRAGMA user_version=3;");
+    raw.close();
+
+    const w = await live(db, [{ text: "finished the look" }, { text: "paid" }], [look.tool, pay.tool], {
+      plugins: [asker],
+    });
+    const found = new Map((await w.store.unfinished!()).map((u) => [u.sessionId, u.state]));
+    expect(found).toEqual(
+      new Map([
+        [open, "running"],
+        [answered.id, "answered"],
+      ]),
+    );
+  });
+});

@@ -57,7 +57,8 @@ export const SESSION_MIGRATIONS: readonly string[] = [
      expires_at BIGINT NOT NULL
    );`,
   // v2: each session's turn state (running, paused, answered or idle), kept with each append, so
-  // a worker finds the turns to continue without reading every log. Filled from the logs once.
+  // a worker finds the turns to continue without reading every log. Filled from the logs once (a
+  // pause a host answered since is "answered", as the appends would have made it).
   `ALTER TABLE {s}.keel_sessions ADD COLUMN turn_state TEXT;
    UPDATE {s}.keel_sessions s SET turn_state = (
      SELECT CASE e.type WHEN 'turn.started' THEN 'running' WHEN 'turn.resumed' THEN 'running'
@@ -65,6 +66,10 @@ export const SESSION_MIGRATIONS: readonly string[] = [
      FROM {s}.keel_events e WHERE e.session_id = s.id
        AND e.type IN ('turn.started', 'turn.resumed', 'turn.paused', 'turn.completed', 'turn.failed', 'turn.interrupted')
      ORDER BY e.seq DESC LIMIT 1);
+   UPDATE {s}.keel_sessions s SET turn_state = 'answered' WHERE turn_state = 'paused' AND EXISTS (
+     SELECT 1 FROM {s}.keel_events a WHERE a.session_id = s.id AND a.type = 'approval.resolved'
+       AND a.data LIKE '%"by":"host"%'
+       AND a.seq > (SELECT MAX(p.seq) FROM {s}.keel_events p WHERE p.session_id = s.id AND p.type = 'turn.paused'));
    CREATE INDEX keel_sessions_to_continue ON {s}.keel_sessions (updated_at) WHERE turn_state IN ('running', 'answered');`,
 ];
 

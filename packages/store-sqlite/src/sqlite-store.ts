@@ -55,7 +55,8 @@ const MIGRATIONS: readonly string[] = [
    DROP INDEX IF EXISTS events_type;
    CREATE INDEX IF NOT EXISTS events_jobs ON events(type) WHERE type GLOB 'job.*';`,
   // v4: each session's turn state (running, paused, answered or idle), kept with each append, so
-  // a worker finds the turns to continue without reading every log. Filled from the logs once.
+  // a worker finds the turns to continue without reading every log. Filled from the logs once (a
+  // pause a host answered since is "answered", as the appends would have made it).
   `ALTER TABLE sessions ADD COLUMN turn_state TEXT;
    UPDATE sessions SET turn_state = (
      SELECT CASE e.type WHEN 'turn.started' THEN 'running' WHEN 'turn.resumed' THEN 'running'
@@ -63,6 +64,10 @@ const MIGRATIONS: readonly string[] = [
      FROM events e WHERE e.session_id = sessions.id
        AND e.type IN ('turn.started', 'turn.resumed', 'turn.paused', 'turn.completed', 'turn.failed', 'turn.interrupted')
      ORDER BY e.seq DESC LIMIT 1);
+   UPDATE sessions SET turn_state = 'answered' WHERE turn_state = 'paused' AND EXISTS (
+     SELECT 1 FROM events a WHERE a.session_id = sessions.id AND a.type = 'approval.resolved'
+       AND a.data LIKE '%"by":"host"%'
+       AND a.seq > (SELECT MAX(p.seq) FROM events p WHERE p.session_id = sessions.id AND p.type = 'turn.paused'));
    CREATE INDEX IF NOT EXISTS sessions_to_continue ON sessions(updated_at) WHERE turn_state IN ('running', 'answered');`,
 ];
 
