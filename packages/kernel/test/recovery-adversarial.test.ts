@@ -540,12 +540,9 @@ describe("recovery, adversarial: a v3 session file meets the v4 turn_state", () 
           e.call.name === "pay" ? { kind: "tool_decision", decision: "ask", reason: "review" } : undefined,
         ),
     });
-    const host = await live(
-      db,
-      [{ text: "done" }, { toolCalls: [{ id: "p1", name: "pay" }] }],
-      [look.tool, pay.tool],
-      { plugins: [asker] },
-    );
+    const host = await live(db, [{ text: "done" }, { toolCalls: [{ id: "p1", name: "pay" }] }], [look.tool, pay.tool], {
+      plugins: [asker],
+    });
     const ended = await host.agent.session();
     await ended.run("hello");
     const answered = await host.agent.session();
