@@ -9,7 +9,7 @@ import type { AskOutcome } from "./approvals.ts";
 import { decideAsk } from "./approvals.ts";
 import type { ChildHold, ChildResumes } from "./child-types.ts";
 import type { ContributionOf } from "./contributions.ts";
-import { KeelError, errorMessage } from "./errors.ts";
+import { isKeelError, KeelError, errorMessage } from "./errors.ts";
 import type { ToolDecision } from "./merge.ts";
 import { mergeDecisions } from "./merge.ts";
 import type { ToolCallBlock, ToolResultMessage } from "./messages.ts";
@@ -55,6 +55,7 @@ export async function runToolCalls(
     ? `Skipped: a plugin asked to stop (${stopReasonText}).`
     : undefined;
   for (const group of groupsOf(t, calls)) {
+    if (handingBack(t)) return;
     if (!skipRest && t.signal.aborted) skipRest = "Cancelled: the turn was cancelled before this call started.";
     // Steering queued at any point before a group starts (also during the model's stream) skips it.
     if (!skipRest && t.session.steering.length) skipRest = SKIPPED_STEERING;
@@ -116,6 +117,8 @@ async function settleGroup(
   holds: ChildHold[],
   runs: Array<ToolRun | undefined>,
 ): Promise<boolean> {
+  // Given back: the calls that ran stay as they are in the log (started, no result), as after a crash.
+  if (handingBack(t)) return false;
   const waiting: PendingApproval[] = [];
   for (const [i, p] of prepared.entries()) {
     const hold = holds[i]!;
@@ -236,9 +239,21 @@ export function completed(
 /** Child sessions a resumed call waited on (PendingApproval.via). */
 function waitingChildren(t: Turn, callId: string): string[] {
   const resume = t.resume;
+  // A call a stopped process cut that will not run again: its children (left unfinished) end too.
+  const cut = resume?.recovery?.children.get(callId)?.map((c) => c.childSessionId) ?? [];
   return resume?.childCalls?.has(callId)
-    ? [...new Set([...resume.requests.values()].flatMap((r) => (r.via?.callId === callId ? [r.via.sessionId] : [])))]
-    : [];
+    ? [
+        ...new Set([
+          ...[...resume.requests.values()].flatMap((r) => (r.via?.callId === callId ? [r.via.sessionId] : [])),
+          ...cut,
+        ]),
+      ]
+    : cut;
+}
+
+/** The turn is being given back unfinished (a stopping worker): calls get no results, so the next claimer settles them. */
+function handingBack(t: Turn): boolean {
+  return isKeelError(t.signal.reason, "KEEL_TURN_HANDED_BACK");
 }
 
 /** Give a call that will not run its one result. */

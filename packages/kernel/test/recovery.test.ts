@@ -283,6 +283,10 @@ describe("recovery: a turn a stopped process left unfinished goes on", () => {
     const events = await s.events();
     expect(ofType(events, "turn.interrupted")).toEqual([]);
     expect(toolResults(events).get("c1")).toBe(1);
+    // The call the hand-back cut got no "cancelled" result: it was settled by the next claimer (run again: repeatable).
+    expect(look.runs).toHaveLength(2);
+    expect(ofType(events, "turn.resumed").at(-1)!.recovered!.cut).toEqual(["c1"]);
+    expect(pairResults(s.messages).get("c1")!.text).toBe("look done (run 2)");
     await b.close();
   });
 });
