@@ -466,13 +466,13 @@ async function prepareAgain(t: Turn, call: ToolCallBlock, args: unknown): Promis
   if (!resolved)
     problem = new KeelError(
       "KEEL_TOOL_UNKNOWN",
-      `The tool "${call.name}" is gone since this call paused; the child session(s) it waited on were ended.`,
+      `The tool "${call.name}" is gone since this call ${t.resume?.recovery ? "was cut by a stopped process" : "paused"}; the child session(s) it waited on were ended.`,
       { tool: call.name },
     );
   else if (resolved.def.input && !fits(resolved.def, args))
     problem = new KeelError(
       "KEEL_TOOL_ARGS_INVALID",
-      `The arguments this call paused with no longer fit "${call.name}" (its definition changed); the child session(s) it waited on were ended.`,
+      `The arguments this call ${t.resume?.recovery ? "started" : "paused"} with no longer fit "${call.name}" (its definition changed); the child session(s) it waited on were ended.`,
       { tool: call.name },
     );
   if (problem || !resolved) {

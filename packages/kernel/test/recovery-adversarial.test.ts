@@ -352,6 +352,7 @@ describe("recovery, adversarial: where the process dies", () => {
     expectWellFormedRequest(sent);
     const results = pairResults(sent);
     expect(results.get("l1")!.isError).toBe(true);
+    expect(results.get("l1")!.text).toContain("started with no longer fit");
     expect(results.get("g1")!.isError).toBe(true);
     expect(toolResults(await s.events())).toEqual(
       new Map([
