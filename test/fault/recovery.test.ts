@@ -91,6 +91,76 @@ async function killed(proc: KeelProc): Promise<void> {
   expect((await proc.exit).signal).toBe("SIGKILL");
 }
 
+/** Where a campaign reads the sessions it checks (the SQLite file, or PostgreSQL). */
+interface LogReader {
+  sessions(): Promise<string[]>;
+  events(id: string): Promise<KeelEvent[]>;
+}
+
+/** Poll an async `pred` until true; throws after `timeoutMs` naming `what`. */
+async function untilAsync(pred: () => Promise<boolean>, what: string, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await pred().catch(() => false))) {
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * 6 `keel run` turns of 3 tool rounds, each SIGKILLed at a seeded moment, while 2 `keel worker`
+ * processes run (one SIGKILLed and replaced): every turn completes under its id, each call has
+ * exactly one result, what was last sent pairs, and the workers exit 0 on SIGTERM.
+ */
+async function campaign(p: ReturnType<typeof setup>, read: LogReader): Promise<void> {
+  writeFileSync(p.release, "");
+  const rand = seededRandom(20261127);
+  const tag = p.dir.split("/").at(-1);
+  const workers: KeelProc[] = [0, 1].map(() => startKeel(["worker", "--json"], { cwd: p.dir, env: p.env }));
+  const inputs = Array.from({ length: 6 }, (_, i) => `${tag}-${i} tools:3 pause:${150 + Math.floor(rand() * 150)}`);
+  let kills = 0;
+  await Promise.all(
+    inputs.map(async (input, i) => {
+      await new Promise((r) => setTimeout(r, i * 150));
+      const proc = startKeel(["run", input], { cwd: p.dir, env: p.env });
+      await until(() => requestsWith(input).length >= 1, `${input} to reach the model`, 40_000, 20);
+      await new Promise((r) => setTimeout(r, Math.floor(rand() * 600)));
+      if (proc.child.exitCode === null) {
+        proc.child.kill("SIGKILL");
+        kills++;
+      }
+      await proc.exit;
+    }),
+  );
+  // One worker dies mid-way and another takes its place.
+  workers[0]!.child.kill("SIGKILL");
+  workers.push(startKeel(["worker", "--json"], { cwd: p.dir, env: p.env }));
+  await untilAsync(
+    async () => {
+      const ids = await read.sessions();
+      if (ids.length !== 6) return false;
+      for (const id of ids) if (terminals(await read.events(id)).length !== 1) return false;
+      return true;
+    },
+    "every turn to end",
+    90_000,
+  );
+  for (const id of await read.sessions()) {
+    const events = await read.events(id);
+    expect(terminals(events)).toEqual([`turn.completed:${id}/1`]);
+    expect([...resultsPerCall(events).values()].every((n) => n === 1)).toBe(true);
+    const input = events.find((e) => e.type === "turn.started");
+    const last = requestsWith(input?.type === "turn.started" ? input.input : "?").at(-1)!;
+    expect(pairingProblems(last.body as never)).toEqual([]);
+  }
+  // A worker's "continuing" line says it listens for SIGTERM (a process still loading would die of it).
+  for (const w of workers.slice(1))
+    await until(() => w.stderr().includes("keel worker: continuing"), "the worker to start", 40_000, 20);
+  for (const w of workers.slice(1)) w.child.kill("SIGTERM");
+  const exits = await Promise.all(workers.slice(1).map((w) => w.exit));
+  expect(exits.map((e) => e.code)).toEqual([0, 0]);
+  expect(kills).toBeGreaterThan(0);
+}
+
 describe("recovery: a SIGKILLed turn is finished by keel worker with no user action", () => {
   it("killed mid-call of a repeatable tool: keel worker --once runs the call again and completes the turn under its id", async () => {
     const p = setup("repeatable");
@@ -151,47 +221,10 @@ describe("recovery: a SIGKILLed turn is finished by keel worker with no user act
 
   it("a campaign: 6 turns killed at seeded moments while 2 workers run (one of them killed and restarted): every turn completes, each call has one result", async () => {
     const p = setup("campaign");
-    writeFileSync(p.release, "");
-    const rand = seededRandom(20261127);
-    const workers: KeelProc[] = [0, 1].map(() => startKeel(["worker", "--json"], { cwd: p.dir, env: p.env }));
-    const inputs = Array.from({ length: 6 }, (_, i) => `campaign-${i} tools:3 pause:${150 + Math.floor(rand() * 150)}`);
-    const kills: Array<{ input: string; at: number }> = [];
-    await Promise.all(
-      inputs.map(async (input, i) => {
-        await new Promise((r) => setTimeout(r, i * 150));
-        const proc = startKeel(["run", input], { cwd: p.dir, env: p.env });
-        await until(() => requestsWith(input).length >= 1, `${input} to reach the model`, 40_000, 20);
-        await new Promise((r) => setTimeout(r, Math.floor(rand() * 600)));
-        if (proc.child.exitCode === null) {
-          proc.child.kill("SIGKILL");
-          kills.push({ input, at: Date.now() });
-        }
-        await proc.exit;
-      }),
-    );
-    // One worker dies mid-way and another takes its place.
-    workers[0]!.child.kill("SIGKILL");
-    workers.push(startKeel(["worker", "--json"], { cwd: p.dir, env: p.env }));
-    const done = () => {
-      const ids = storedSessions(p.home);
-      return ids.length === 6 && ids.every((id) => terminals(storedEvents(p.home, id)).length === 1);
-    };
-    await until(done, "every turn to end", 90_000, 100);
-    for (const id of storedSessions(p.home)) {
-      const events = storedEvents(p.home, id);
-      expect(terminals(events)).toEqual([`turn.completed:${id}/1`]);
-      expect([...resultsPerCall(events).values()].every((n) => n === 1)).toBe(true);
-      const input = events.find((e) => e.type === "turn.started");
-      const last = requestsWith(input?.type === "turn.started" ? input.input : "?").at(-1)!;
-      expect(pairingProblems(last.body as never)).toEqual([]);
-    }
-    // A worker's "continuing" line says it listens for SIGTERM (a process still loading would die of it).
-    for (const w of workers.slice(1))
-      await until(() => w.stderr().includes("keel worker: continuing"), "the worker to start", 40_000, 20);
-    for (const w of workers.slice(1)) w.child.kill("SIGTERM");
-    const exits = await Promise.all(workers.slice(1).map((w) => w.exit));
-    expect(exits.map((e) => e.code)).toEqual([0, 0]);
-    expect(kills.length).toBeGreaterThan(0);
+    await campaign(p, {
+      sessions: async () => storedSessions(p.home),
+      events: async (id) => storedEvents(p.home, id),
+    });
   }, 120_000);
 });
 
@@ -272,6 +305,21 @@ export default {
 describe("recovery on PostgreSQL", () => {
   beforeAll(requirePostgres);
   afterAll(dropTestSchemas);
+
+  it("the campaign on PostgreSQL: 6 turns killed at seeded moments, 2 workers (one killed): every turn completes once", async () => {
+    const schema = testSchema();
+    const p = setup("pg-campaign", { KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema });
+    const store = new PostgresSessionStore({ url: PG_URL, schema });
+    try {
+      await campaign(p, {
+        sessions: async () => (await store.listSessions()).map((s) => s.id),
+        events: (id) => store.events(id),
+      });
+      expect(await store.unfinished()).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  }, 120_000);
 
   it("a keel run killed mid-tool on a shared PostgreSQL store is finished by keel worker from another home", async () => {
     const schema = testSchema();
