@@ -49,7 +49,7 @@ function script(r: RecordedRequest) {
 
 async function trial(
   kills: number,
-): Promise<{ ms: number; tail: number; cut: number[]; extraRuns: number; done: number }> {
+): Promise<{ ms: number; tail: number; cut: number[]; extraRuns: number; unpaired: number; done: number }> {
   const dir = mkdtempSync(join(tmpdir(), "keel-bench-recovery-"));
   const schema = `bench_recovery_${process.pid}_${kills}`;
   const wire = await startWireServer({ onEmpty: script });
@@ -120,6 +120,7 @@ async function trial(
   const tail = killAt.length ? Date.now() - killAt.at(-1)!.at : 0;
   const cut: number[] = [];
   let extraRuns = 0;
+  let unpaired = 0;
   const labels = new Set<string>();
   for (const s of await store.listSessions()) {
     const events: KeelEvent[] = await store.events(s.id);
@@ -129,9 +130,22 @@ async function trial(
     // A request sent again by its client after its instance died may have begun twice: counted once.
     if (end && input?.type === "turn.started") labels.add(input.input.split(" ")[0]!);
     if (resumed?.type === "turn.resumed" && resumed.recovered && end) {
-      const kill = killAt.filter((k) => k.at <= resumed.ts).at(-1);
+      // The kill that cut it: the first after the dead process's last write to the turn.
+      const lastWrite = Math.max(
+        ...events.filter((e) => e.seq < resumed.seq && e.turnId === resumed.turnId).map((e) => e.ts),
+      );
+      const kill = killAt.find((k) => k.at >= lastWrite && k.at <= resumed.ts);
       if (kill) cut.push(end.ts - kill.at);
     }
+    // Pairing: every call of the log has exactly one result.
+    const results = new Map<string, number>();
+    for (const e of events) {
+      if (e.type !== "message.appended") continue;
+      if (e.message.role === "assistant")
+        for (const b of e.message.content) if (b.type === "tool_call") results.set(b.id, results.get(b.id) ?? 0);
+      if (e.message.role === "tool") results.set(e.message.toolCallId, (results.get(e.message.toolCallId) ?? 0) + 1);
+    }
+    unpaired += [...results.values()].filter((n) => n !== 1).length;
     const started = events.filter((e) => e.type === "tool.started").length;
     const calls = new Set(events.flatMap((e) => (e.type === "tool.started" ? [e.callId] : []))).size;
     extraRuns += started - calls;
@@ -140,7 +154,7 @@ async function trial(
   await store.close();
   await wire.close();
   rmSync(dir, { recursive: true, force: true });
-  return { ms, tail, cut, extraRuns, done: labels.size };
+  return { ms, tail, cut, extraRuns, unpaired, done: labels.size };
 }
 
 const pct = (xs: number[], p: number) => {
@@ -159,5 +173,5 @@ console.log(
   `${KILLS} kills: ${killed.done} turns completed in ${killed.ms} ms (${((killed.done / killed.ms) * 1000).toFixed(1)} turns/s, ${(100 * (1 - killed.done / killed.ms / (base.done / base.ms))).toFixed(0)}% throughput lost, most of it the kill schedule itself; all done ${killed.tail} ms after the last kill)`,
 );
 console.log(
-  `turns cut and recovered: ${killed.cut.length}; kill to finish p50 ${pct(killed.cut, 50)} ms, p99 ${pct(killed.cut, 99)} ms (goal: p99 within 2 × TTL + the cut call's timeout); repeat runs of repeatable calls: ${killed.extraRuns}`,
+  `turns cut and recovered: ${killed.cut.length}; kill to finish p50 ${pct(killed.cut, 50)} ms, p99 ${pct(killed.cut, 99)} ms (goal: p99 within 2 × TTL + the cut call's timeout); repeat runs of repeatable calls: ${killed.extraRuns}; calls without exactly one result: ${killed.unpaired}`,
 );
