@@ -269,30 +269,31 @@ export async function skip(
   await append(t.session, t.turnId, errorResult(call.id, call.name, text));
 }
 
+/** A call a stopped process cut that does not run again: its "interrupted" result; the child sessions it started have no one to go on for. */
+async function cutForGood(t: Turn, call: ToolCallBlock): Promise<Prepared | undefined> {
+  const cut = t.resume?.recovery?.interrupted?.get(call.id);
+  if (cut === undefined) return undefined;
+  for (const c of t.resume!.recovery!.children.get(call.id) ?? []) await t.session.abandonChild(c.childSessionId);
+  completed(t, call, "cancelled");
+  return { call, result: errorResult(call.id, call.name, cut) };
+}
+
+/** A call past the turn's tool-call limit: skipped, with a result saying so. */
+function overLimit(t: Turn, call: ToolCallBlock): Prepared {
+  completed(t, call, "skipped");
+  const text = `Skipped: this turn reached its limit of ${t.limits.maxToolCalls} tool calls.`;
+  return { call, result: errorResult(call.id, call.name, text) };
+}
+
 /** Decide one call: counted, its tool found, tool.pre_call and the approval point, its arguments checked. */
 async function prepare(t: Turn, call: ToolCallBlock): Promise<Prepared> {
-  const cut = t.resume?.recovery?.interrupted?.get(call.id);
-  if (cut !== undefined) {
-    // A call a stopped process cut that does not run again: the child sessions it started have no one to go on for.
-    for (const c of t.resume!.recovery!.children.get(call.id) ?? []) await t.session.abandonChild(c.childSessionId);
-    completed(t, call, "cancelled");
-    return { call, result: errorResult(call.id, call.name, cut) };
-  }
+  const cut = await cutForGood(t, call);
+  if (cut) return cut;
   if (t.resume?.childCalls?.has(call.id)) return await prepareAgain(t, call, t.resume.childCalls.get(call.id));
   // A call the host answered after a pause: counted and decided before, it takes the answer as its decision.
   const answered = t.answers.get(call.id);
   t.answers.delete(call.id);
-  if (!answered && t.toolCalls >= t.limits.maxToolCalls) {
-    completed(t, call, "skipped");
-    return {
-      call,
-      result: errorResult(
-        call.id,
-        call.name,
-        `Skipped: this turn reached its limit of ${t.limits.maxToolCalls} tool calls.`,
-      ),
-    };
-  }
+  if (!answered && t.toolCalls >= t.limits.maxToolCalls) return overLimit(t, call);
   if (!answered) t.toolCalls++;
   const resolved = t.tools.get(call.name);
   if (!resolved) {
