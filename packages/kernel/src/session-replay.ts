@@ -113,10 +113,12 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
   "tool.started": (_t, cursor, e) => {
     cursor.startedArgs.set(e.callId, e.args);
     const key = `${e.round}:${e.callId}`;
-    if (!cursor.counted.has(key)) {
-      cursor.counted.add(key);
-      cursor.toolCalls++;
-    }
+    // The same call started again (recovered after a crash, or resumed for its child's approval): its
+    // children go on from their logs and are not started anew, so they stay its (a second crash
+    // must find them, or the call would be cut for good and its children left open).
+    if (cursor.counted.has(key)) return;
+    cursor.counted.add(key);
+    cursor.toolCalls++;
     // Ids can repeat across rounds: a call's child is the one started after its last start.
     cursor.lastChild.delete(e.callId);
     cursor.callChildren.delete(e.callId);
