@@ -1,4 +1,4 @@
-import { errorMessage, isKeelError, KeelError, sessionsWithPendingJobs } from "@keel/kernel";
+import { errorMessage, isKeelError, isTerminalEvent, KeelError, sessionsWithPendingJobs } from "@keel/kernel";
 import type { Agent, Session, TurnResult, TurnToContinue } from "@keel/kernel";
 
 /**
@@ -210,6 +210,19 @@ class Worker {
     try {
       session = await this.agent.session(c.sessionId, { waitMs: 0 });
       slot.session = session;
+      if (session.parentLink && session.unfinished && (await this.parentDone(session))) {
+        // A child left running whose parent turn has ended: no one will go on with it; it ends interrupted.
+        const turnId = session.unfinished.turnId;
+        await session.abandonUnfinished();
+        this.report.finished++;
+        return this.emit({
+          type: "finished",
+          sessionId: c.sessionId,
+          turnId,
+          verdict: { status: "interrupted", reason: "process_exit" },
+          ms: 0,
+        });
+      }
       const why = this.notMine(session, c);
       if (why) {
         // Not retried until the session changes (a child waits for its parent; a pause for its answers).
@@ -236,6 +249,16 @@ class Worker {
         this.passed.set(c.sessionId, after?.updatedAt ?? c.updatedAt);
       }
     }
+  }
+
+  /** True when the parent turn that started this child session has ended (completed, failed or interrupted). */
+  private async parentDone(session: Session): Promise<boolean> {
+    const link = session.parentLink!;
+    const events = await this.agent.store.events(link.sessionId);
+    const end = events.findLast(
+      (e) => e.turnId === link.turnId && (e.type === "turn.started" || e.type === "turn.resumed" || isTerminalEvent(e)),
+    );
+    return end !== undefined && isTerminalEvent(end) && end.type !== "turn.paused";
   }
 
   /** Why this session is not the worker's to continue now, if so. */

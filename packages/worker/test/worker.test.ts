@@ -332,6 +332,67 @@ describe("runWorker", () => {
     await w.close();
   });
 
+  it("a child session left running whose parent turn has ended is ended interrupted, not skipped forever", async () => {
+    const db = tmpDb();
+    const w = await workerAgent(db, [], []);
+    const usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
+    await w.store.createSession({ id: "parent", agent: w.agent.name, createdAt: 1 });
+    await w.store.appendMany([
+      { type: "session.created", agent: w.agent.name, sessionId: "parent", seq: 1, ts: 1, turnId: null },
+      {
+        type: "turn.started",
+        input: "x",
+        trigger: "user",
+        metadata: {},
+        sessionId: "parent",
+        seq: 2,
+        ts: 2,
+        turnId: "parent/1",
+      },
+      {
+        type: "turn.completed",
+        verdict: { status: "completed", reason: "end_turn" },
+        usage,
+        rounds: 1,
+        toolCalls: 1,
+        sessionId: "parent",
+        seq: 3,
+        ts: 3,
+        turnId: "parent/1",
+      },
+    ] as KeelEvent[]);
+    const id = "left-child";
+    await w.store.createSession({ id, agent: w.agent.name, createdAt: 1 });
+    const parent = { sessionId: "parent", turnId: "parent/1", callId: "c1", name: "helper", depth: 1 };
+    await w.store.appendMany([
+      { type: "session.created", agent: w.agent.name, parent, sessionId: id, seq: 1, ts: 1, turnId: null },
+      {
+        type: "turn.started",
+        input: "x",
+        trigger: "subagent",
+        metadata: {},
+        sessionId: id,
+        seq: 2,
+        ts: 2,
+        turnId: `${id}/1`,
+      },
+    ] as KeelEvent[]);
+    const events: WorkerEvent[] = [];
+    await runWorker({ agent: w.agent, once: true, minIdleMs: 0, onEvent: (e) => events.push(e) });
+    expect(events).toEqual([
+      {
+        type: "finished",
+        sessionId: id,
+        turnId: `${id}/1`,
+        verdict: { status: "interrupted", reason: "process_exit" },
+        ms: 0,
+      },
+    ]);
+    expect(await w.store.unfinished!()).toEqual([]);
+    expect((await w.store.events(id)).some((e) => e.type === "turn.interrupted")).toBe(true);
+    await w.close();
+  });
+
   it("refuses an agent whose recovery is manual", async () => {
     const db = tmpDb();
     const w = await workerAgent(db, [], [], { recovery: "manual" });
