@@ -14,6 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { KeelEvent } from "@keel/kernel";
 import { PostgresSessionStore } from "@keel/store-postgres";
 import { SqliteSessionStore } from "@keel/store-sqlite";
+import { frames } from "./sse-frames.ts";
 import { dropTestSchemas, PG_URL, requirePostgres, testSchema } from "../../packages/store-postgres/test/support/pg.ts";
 
 const SERVER = fileURLToPath(new URL("./server.ts", import.meta.url));
@@ -45,40 +46,6 @@ async function server(home: string, env: Record<string, string> = {}): Promise<{
   return { url, proc };
 }
 
-interface Frame {
-  id: string;
-  event: string;
-  data: Record<string, unknown>;
-}
-
-/** Read SSE frames until `stop` says so (then the connection is dropped) or the stream ends. */
-async function frames(res: Response, stop?: (f: Frame) => boolean): Promise<Frame[]> {
-  const out: Frame[] = [];
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = "";
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return out;
-    buf += value;
-    let at: number;
-    while ((at = buf.indexOf("\n\n")) >= 0) {
-      const raw = buf.slice(0, at);
-      buf = buf.slice(at + 2);
-      const f: Frame = { id: "", event: "", data: {} };
-      for (const line of raw.split("\n")) {
-        if (line.startsWith("id: ")) f.id = line.slice(4);
-        if (line.startsWith("event: ")) f.event = line.slice(7);
-        if (line.startsWith("data: ")) f.data = JSON.parse(line.slice(6)) as Record<string, unknown>;
-      }
-      out.push(f);
-      if (stop?.(f)) {
-        await reader.cancel();
-        return out;
-      }
-    }
-  }
-}
-
 const post = (url: string, body?: unknown) =>
   fetch(url, { method: "POST", ...(body ? { body: JSON.stringify(body) } : {}) });
 
@@ -97,7 +64,7 @@ describe.each([
     const b = await server(homeB, env);
     const { id } = (await (await post(`${a.url}/sessions`)).json()) as { id: string };
     const paused = await frames(await post(`${a.url}/sessions/${id}/turns`, { input: "please deploy v1.4.2" }));
-    expect(paused.at(-1)!.data).toMatchObject({ result: { verdict: { status: "paused" } } });
+    expect(paused.at(-1)).toMatchObject({ type: "verdict", result: { verdict: { status: "paused" } } });
     const pending = (await (await fetch(`${a.url}/sessions/${id}/approvals`)).json()) as {
       pending: Array<{ callId: string }>;
     };
@@ -105,7 +72,7 @@ describe.each([
     // Approved: the deploy starts on A; A dies in the middle of it.
     const seen = await frames(
       await post(`${a.url}/sessions/${id}/approvals`, { answers: [{ callId, approve: true }] }),
-      (f) => f.event === "tool.progress",
+      (f) => f.type === "tool.progress",
     );
     a.proc.kill("SIGKILL");
     await new Promise((r) => a.proc.once("exit", r));
@@ -115,9 +82,8 @@ describe.each([
       await fetch(`${b.url}/sessions/${id}/stream`, { headers: { "last-event-id": last } }),
     );
     const verdict = rejoined.at(-1)!;
-    expect(verdict.event).toBe("verdict");
-    expect(verdict.data).toMatchObject({ result: { verdict: { status: "completed" } } });
-    expect(String((verdict.data.result as { text: string }).text)).toContain("not marked safe to repeat");
+    expect(verdict).toMatchObject({ type: "verdict", result: { verdict: { status: "completed" } } });
+    expect(verdict.type === "verdict" && verdict.result.text).toContain("not marked safe to repeat");
     // The cut deploy never finished and never ran again: nothing in any deployments.log.
     for (const home of new Set([homeA, homeB])) expect(existsSync(join(home, "deployments.log"))).toBe(false);
     const store = pg

@@ -8,11 +8,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ModelProvider } from "@keel/kernel";
-import type { TurnStreamEvent } from "@keel/stream";
 import { offlineModel } from "./offline-model.ts";
 import { startServer } from "./server.ts";
+import { frames } from "./sse-frames.ts";
+import type { Frame } from "./sse-frames.ts";
 
-type Frame = TurnStreamEvent & { id: string };
 const servers: Array<{ close: () => Promise<void> }> = [];
 
 afterEach(async () => {
@@ -42,28 +42,6 @@ async function serve(home: string, provider: ModelProvider) {
 
 const post = (url: string, body: unknown, signal?: AbortSignal) =>
   fetch(url, { method: "POST", body: JSON.stringify(body), ...(signal ? { signal } : {}) });
-
-/** The SSE frames of a body (their `id:` checked against the event's), optionally stopping early. */
-async function frames(res: Response, stopAt?: (e: Frame) => boolean): Promise<Frame[]> {
-  expect(res.status).toBe(200);
-  expect(res.headers.get("content-type")).toContain("text/event-stream");
-  const out: Frame[] = [];
-  const decoder = new TextDecoder();
-  let buf = "";
-  for await (const chunk of res.body!) {
-    buf += decoder.decode(chunk, { stream: true });
-    let cut: number;
-    while ((cut = buf.indexOf("\n\n")) >= 0) {
-      const lines = buf.slice(0, cut).split("\n");
-      buf = buf.slice(cut + 2);
-      const e = JSON.parse(lines.find((l) => l.startsWith("data: "))!.slice(6)) as Frame;
-      expect(lines.find((l) => l.startsWith("id: "))).toBe(`id: ${e.id}`);
-      out.push(e);
-      if (stopAt?.(e)) return out;
-    }
-  }
-  return out;
-}
 
 const stored = (es: Frame[]) => es.filter((e) => /^\d+$/.test(e.id)).map((e) => `${e.id} ${e.type}`);
 const text = (es: Frame[]) => es.map((e) => (e.type === "text" ? e.delta : "")).join("");

@@ -29,7 +29,8 @@ function positionOf(after: string | number): { seq: number; live: number } {
   if (typeof after === "number" && Number.isSafeInteger(after) && after >= 0) return { seq: after, live: 0 };
   throw new KeelError(
     "KEEL_STREAM_POSITION_INVALID",
-    `Cannot rejoin after ${JSON.stringify(String(after).slice(0, 40))}.`,
+    // Shown cut by code points: a header never splits a surrogate pair in the message.
+    `Cannot rejoin after ${JSON.stringify(Array.from(String(after)).slice(0, 40).join(""))}.`,
     { path: "after" },
   );
 }

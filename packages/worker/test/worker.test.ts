@@ -94,6 +94,34 @@ async function workerAgent(
 const terminal = (events: KeelEvent[]) =>
   events.filter((e) => e.type.startsWith("turn.") && "verdict" in e).map((e) => `${e.type}:${e.turnId}`);
 
+/** A session written straight into the store: its created event (a child's link when `parent`), then `more`. */
+async function rawSession(
+  store: SqliteSessionStore,
+  agent: string,
+  id: string,
+  more: Array<Record<string, unknown>>,
+  parent?: { sessionId: string; turnId: string },
+): Promise<void> {
+  await store.createSession({ id, agent, createdAt: 1 });
+  const link = parent ? { parent: { ...parent, callId: "c1", name: "helper", depth: 1 } } : {};
+  const events = [{ type: "session.created", agent, ...link }, ...more].map((e, i) => ({
+    turnId: null,
+    ...e,
+    sessionId: id,
+    seq: i + 1,
+    ts: i + 1,
+  }));
+  await store.appendMany(events as unknown as KeelEvent[]);
+}
+
+const childStarted = (id: string) => ({
+  type: "turn.started",
+  input: "x",
+  trigger: "subagent",
+  metadata: {},
+  turnId: `${id}/1`,
+});
+
 describe("runWorker", () => {
   it("finishes every turn a dead process left, once each, with no user action", async () => {
     const db = tmpDb();
@@ -300,21 +328,7 @@ describe("runWorker", () => {
     const db = tmpDb();
     const w = await workerAgent(db, [], []);
     const id = "orphan-child";
-    await w.store.createSession({ id, agent: w.agent.name, createdAt: 1 });
-    const parent = { sessionId: "gone", turnId: "gone/1", callId: "c1", name: "helper", depth: 1 };
-    await w.store.appendMany([
-      { type: "session.created", agent: w.agent.name, parent, sessionId: id, seq: 1, ts: 1, turnId: null },
-      {
-        type: "turn.started",
-        input: "x",
-        trigger: "subagent",
-        metadata: {},
-        sessionId: id,
-        seq: 2,
-        ts: 2,
-        turnId: `${id}/1`,
-      },
-    ] as KeelEvent[]);
+    await rawSession(w.store, w.agent.name, id, [childStarted(id)], { sessionId: "gone", turnId: "gone/1" });
     const events: WorkerEvent[] = [];
     const stop = new AbortController();
     const looping = runWorker({
@@ -336,47 +350,19 @@ describe("runWorker", () => {
     const db = tmpDb();
     const w = await workerAgent(db, [], []);
     const usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
-    await w.store.createSession({ id: "parent", agent: w.agent.name, createdAt: 1 });
-    await w.store.appendMany([
-      { type: "session.created", agent: w.agent.name, sessionId: "parent", seq: 1, ts: 1, turnId: null },
-      {
-        type: "turn.started",
-        input: "x",
-        trigger: "user",
-        metadata: {},
-        sessionId: "parent",
-        seq: 2,
-        ts: 2,
-        turnId: "parent/1",
-      },
+    await rawSession(w.store, w.agent.name, "parent", [
+      { type: "turn.started", input: "x", trigger: "user", metadata: {}, turnId: "parent/1" },
       {
         type: "turn.completed",
         verdict: { status: "completed", reason: "end_turn" },
         usage,
         rounds: 1,
         toolCalls: 1,
-        sessionId: "parent",
-        seq: 3,
-        ts: 3,
         turnId: "parent/1",
       },
-    ] as KeelEvent[]);
+    ]);
     const id = "left-child";
-    await w.store.createSession({ id, agent: w.agent.name, createdAt: 1 });
-    const parent = { sessionId: "parent", turnId: "parent/1", callId: "c1", name: "helper", depth: 1 };
-    await w.store.appendMany([
-      { type: "session.created", agent: w.agent.name, parent, sessionId: id, seq: 1, ts: 1, turnId: null },
-      {
-        type: "turn.started",
-        input: "x",
-        trigger: "subagent",
-        metadata: {},
-        sessionId: id,
-        seq: 2,
-        ts: 2,
-        turnId: `${id}/1`,
-      },
-    ] as KeelEvent[]);
+    await rawSession(w.store, w.agent.name, id, [childStarted(id)], { sessionId: "parent", turnId: "parent/1" });
     const events: WorkerEvent[] = [];
     await runWorker({ agent: w.agent, once: true, minIdleMs: 0, onEvent: (e) => events.push(e) });
     expect(events).toEqual([
