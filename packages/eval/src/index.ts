@@ -1,0 +1,16 @@
+/**
+ * @keel/eval: prove a change to a prompt, a plugin or a model before it ships. `replaySession`
+ * re-runs a recorded session against today's plugins and reports what changed per request;
+ * the eval runner scores an agent on a dataset, stores each run as an experiment beside the
+ * sessions and compares it with a baseline for a CI gate.
+ */
+export type {
+  CaseMetrics,
+  CaseResult,
+  EvalCase,
+  ExperimentRecord,
+  ExperimentStore,
+  ExperimentSummary,
+  ScoreResult,
+  ScorerSummary,
+} from "./types.ts";
