@@ -14,3 +14,33 @@ export type {
   ScoreResult,
   ScorerSummary,
 } from "./types.ts";
+export {
+  CaseSchema,
+  EXPECT_KEYS,
+  ExpectSchema,
+  compileJsonSchema,
+  datasetHash,
+  loadDataset,
+  parseDataset,
+} from "./dataset.ts";
+export type { Dataset, DatasetIssue, Expectations } from "./dataset.ts";
+export { defineScorer, expectScorers, jsonOf, runScorer, subsetMatch } from "./scorers.ts";
+export type { ScoreContext, Scorer, ScorerVerdict } from "./scorers.ts";
+export { judgePrompt, llmJudge, parseVerdict } from "./judge.ts";
+export type { JudgeOptions } from "./judge.ts";
+export { defineEval, metricsOf, runEval, summarize } from "./runner.ts";
+export type { EvalDefinition, EvalProgress, EvalRun, RunEvalOptions } from "./runner.ts";
+export { applyGate, compareRuns, pct } from "./gate.ts";
+export type { CaseChange, CaseComparison, Comparison, GateOptions, GateResult } from "./gate.ts";
+export {
+  caseLine,
+  failureLines,
+  jsonReport,
+  junitXml,
+  progressBar,
+  summaryTable,
+  xmlAttr,
+  xmlText,
+} from "./reporters.ts";
+export { addSessionsToDataset, caseFromSession } from "./from-sessions.ts";
+export type { DatasetLine } from "./from-sessions.ts";

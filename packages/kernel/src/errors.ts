@@ -213,6 +213,15 @@ export const ERROR_CODES = {
   KEEL_COMPACTION_NOT_FOUND:
     "context_retrieve got an id that is not in the compaction store. Use the id printed in the compacted output's header line.",
   // Compaction (@keel/plugin-compaction). Add codes above this line.
+  KEEL_EVAL_DATASET_INVALID:
+    "An eval dataset (JSONL or YAML) or a case in it is malformed; nothing was run. Fix the field at the file and line shown: each case needs an `input` (a string or a list of turns), a unique `id`, and `expect` may only hold known scorers (exact, contains, notContains, regex, jsonSchema, toolCalled, limits, judge) with valid values.",
+  KEEL_EVAL_CONFIG_INVALID:
+    "An eval file (*.eval.ts) must export default defineEval({ dataset, scorers?, concurrency?, name? }); it did not load or does not match. Fix the field named.",
+  KEEL_EVAL_EXPERIMENT_NOT_FOUND:
+    "No experiment has that id or name in this store. `keel eval list` shows them; `--baseline latest` picks the most recent finished one of this agent.",
+  KEEL_EVAL_RESUME_MISMATCH:
+    "The experiment cannot be resumed with this dataset: its cases changed since the run started (the dataset hash differs), or it already finished. Resume with the dataset it ran, or start a new experiment.",
+  // Evals (@keel/eval). Add codes above this line.
 } as const;
 
 Object.freeze(ERROR_CODES);

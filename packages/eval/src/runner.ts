@@ -1,0 +1,275 @@
+/**
+ * The eval runner: each case in its own session of the agent (turn metadata `{ experiment, case }`),
+ * at most `concurrency` at once; each case's result is stored as soon as it is scored, so a
+ * killed run loses only the cases in flight and `resume` continues it.
+ */
+import { randomUUID } from "node:crypto";
+import type { Agent, KeelEvent, ModelProvider, Session } from "@keel/kernel";
+import { errorMessage, KeelError } from "@keel/kernel";
+import { headOf } from "@keel/text";
+import { expectScorers, runScorer } from "./scorers.ts";
+import type { Scorer } from "./scorers.ts";
+import type {
+  CaseMetrics,
+  CaseResult,
+  EvalCase,
+  ExperimentRecord,
+  ExperimentStore,
+  ExperimentSummary,
+  ScoreResult,
+} from "./types.ts";
+
+/** An eval file's default export (`*.eval.ts`). */
+export interface EvalDefinition {
+  /** The dataset, relative to the eval file. */
+  dataset: string;
+  /** Scorers run on every case (their `appliesTo` may narrow it), after the case's `expect` scorers. */
+  scorers?: Scorer[];
+  /** Cases run at once (default 4; `--concurrency` wins). */
+  concurrency?: number;
+  /** The experiment's name (default: the dataset's file name and the time; `--name` wins). */
+  name?: string;
+}
+
+/** Declare an eval file's content, typed. Contract: returns its argument unchanged. */
+export function defineEval<D extends EvalDefinition>(definition: D): D {
+  return definition;
+}
+
+/** What the runner reports while it runs. */
+export type EvalProgress =
+  | { type: "start"; experiment: ExperimentRecord; total: number; skipped: number }
+  | { type: "case"; result: CaseResult; done: number; total: number };
+
+/** Options of runEval. */
+export interface RunEvalOptions {
+  agent: Agent;
+  cases: readonly EvalCase[];
+  store: ExperimentStore;
+  /** Run-level scorers, added to each case's `expect` scorers. */
+  scorers?: readonly Scorer[];
+  /** Cases at once (default 4). */
+  concurrency?: number;
+  /** The dataset's path as shown, and its hash (loadDataset's). */
+  dataset: { file: string; hash: string };
+  name?: string;
+  config?: string;
+  /** The experiment this run is compared to (recorded on the experiment). */
+  baseline?: string;
+  /** Continue this experiment: the same dataset hash is required; stored cases are skipped. */
+  resume?: string;
+  /** The model judges ask (default: the agent's side model, else its main model). */
+  judgeModel?: ModelProvider;
+  metadata?: Record<string, unknown>;
+  onProgress?: (event: EvalProgress) => void;
+  /** Stops the run: cases in flight are cancelled and not stored; the experiment stays `running` (resumable). */
+  signal?: AbortSignal;
+  /** Milliseconds a case's session gets to close (its background jobs); default 5,000. */
+  closeGraceMs?: number;
+}
+
+/** What runEval returns. */
+export interface EvalRun {
+  experiment: ExperimentRecord;
+  /** Every case of the experiment (resumed ones included), in dataset order. */
+  results: CaseResult[];
+  summary: ExperimentSummary;
+  /** False when the run was stopped before every case was scored. */
+  complete: boolean;
+}
+
+/**
+ * Run `cases` against `agent` as one experiment.
+ * Contract: every case runs in a new session; a case's result is in the store before the next
+ * progress event; a case that throws is `error` with the reason, never the run; a stopped run
+ * leaves the experiment `running` with the finished cases stored; a finished one is `completed`
+ * with its summary. Resuming with another dataset hash, or a finished experiment, throws
+ * KEEL_EVAL_RESUME_MISMATCH; an unknown id KEEL_EVAL_EXPERIMENT_NOT_FOUND.
+ */
+export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
+  const { agent, store, cases } = options;
+  const concurrency = Math.max(1, Math.floor(options.concurrency ?? 4));
+  let experiment: ExperimentRecord;
+  const done = new Map<string, CaseResult>();
+  if (options.resume) {
+    const found = await store.get(options.resume);
+    if (!found) throw new KeelError("KEEL_EVAL_EXPERIMENT_NOT_FOUND", `No experiment "${options.resume}" to resume.`);
+    if (found.datasetHash !== options.dataset.hash)
+      throw new KeelError(
+        "KEEL_EVAL_RESUME_MISMATCH",
+        `Experiment "${found.id}" ran ${found.dataset} with hash ${found.datasetHash.slice(0, 12)}; ${options.dataset.file} now hashes to ${options.dataset.hash.slice(0, 12)}.`,
+      );
+    if (found.status !== "running")
+      throw new KeelError("KEEL_EVAL_RESUME_MISMATCH", `Experiment "${found.id}" already ${found.status}.`);
+    experiment = found;
+    const ids = new Set(cases.map((c) => c.id));
+    for (const r of await store.cases(found.id)) if (ids.has(r.caseId)) done.set(r.caseId, r);
+  } else {
+    experiment = {
+      id: `exp_${randomUUID().replaceAll("-", "").slice(0, 16)}`,
+      name: options.name ?? `${options.dataset.file} ${new Date().toISOString()}`,
+      dataset: options.dataset.file,
+      datasetHash: options.dataset.hash,
+      agent: agent.name,
+      ...(options.config ? { config: options.config } : {}),
+      ...(options.baseline ? { baseline: options.baseline } : {}),
+      status: "running",
+      startedAt: Date.now(),
+      ...(options.metadata ? { metadata: options.metadata } : {}),
+    };
+    await store.create(experiment);
+  }
+  const todo = cases.map((c, index) => ({ c, index })).filter(({ c }) => !done.has(c.id));
+  options.onProgress?.({ type: "start", experiment, total: cases.length, skipped: cases.length - todo.length });
+  const judgeModel = options.judgeModel ?? (agent.options.sideModel || agent.options.provider);
+  let next = 0;
+  let finished = done.size;
+  const stopped = () => options.signal?.aborted === true;
+  const worker = async () => {
+    while (next < todo.length && !stopped()) {
+      const { c, index } = todo[next++]!;
+      const result = await runCase(options, experiment.id, c, index, judgeModel);
+      if (!result) continue; // stopped mid-case: not stored, re-run on resume
+      await store.putCase(result);
+      done.set(c.id, result);
+      options.onProgress?.({ type: "case", result, done: ++finished, total: cases.length });
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, todo.length) }, worker));
+  const results = cases.flatMap((c) => (done.has(c.id) ? [done.get(c.id)!] : []));
+  const summary = summarize(results);
+  const complete = results.length === cases.length;
+  if (complete) {
+    const endedAt = Date.now();
+    await store.finish(experiment.id, "completed", summary, endedAt);
+    experiment = { ...experiment, status: "completed", endedAt, summary };
+  }
+  return { experiment, results, summary, complete };
+}
+
+/** One case: its session, its turns, its scores. Undefined when the run was stopped during it. */
+async function runCase(
+  options: RunEvalOptions,
+  experimentId: string,
+  c: EvalCase,
+  index: number,
+  judgeModel: ModelProvider | undefined,
+): Promise<CaseResult | undefined> {
+  const startedAt = Date.now();
+  const inputs = typeof c.input === "string" ? [c.input] : c.input;
+  const outputs: string[] = [];
+  let session: Session | undefined;
+  let events: KeelEvent[] = [];
+  let error: string | undefined;
+  const onStop = () => session?.cancel();
+  options.signal?.addEventListener("abort", onStop, { once: true });
+  try {
+    session = await options.agent.session();
+    for (const input of inputs) {
+      if (options.signal?.aborted) return undefined;
+      const r = await session.run(input, { metadata: { experiment: experimentId, case: c.id } });
+      outputs.push(r.text);
+      if (r.verdict.status !== "completed") {
+        error = `turn ${outputs.length} ${r.verdict.status}: ${"reason" in r.verdict ? r.verdict.reason : ""}`;
+        break;
+      }
+    }
+    events = await session.events();
+  } catch (err) {
+    if (options.signal?.aborted) return undefined;
+    error = errorMessage(err);
+    if (session) events = await session.events().catch(() => []);
+  } finally {
+    options.signal?.removeEventListener("abort", onStop);
+    await session?.close({ graceMs: options.closeGraceMs ?? 5_000 }).catch(() => undefined);
+  }
+  if (options.signal?.aborted && error !== undefined) return undefined;
+  const metrics = metricsOf(events, Date.now() - startedAt);
+  const output = outputs.at(-1) ?? "";
+  const scorers = [...expectScorers(c), ...(options.scorers ?? []).filter((s) => appliesTo(s, c))];
+  const scores: ScoreResult[] = [];
+  if (error === undefined)
+    for (const s of scorers)
+      scores.push(
+        await runScorer(
+          s,
+          { case: c, output, outputs, events, metrics, ...(judgeModel ? { model: judgeModel } : {}) },
+          options.signal,
+        ),
+      );
+  return {
+    experimentId,
+    caseId: c.id,
+    index,
+    input: c.input,
+    ...(session ? { sessionId: session.id } : {}),
+    status: error !== undefined ? "error" : scores.every((s) => s.pass) ? "passed" : "failed",
+    output,
+    scores,
+    metrics,
+    ...(error !== undefined ? { error: headOf(error, 2_000) } : {}),
+    startedAt,
+    endedAt: Date.now(),
+  };
+}
+
+function appliesTo(s: Scorer, c: EvalCase): boolean {
+  try {
+    return s.appliesTo ? s.appliesTo(c) !== false : true;
+  } catch {
+    return true; // scored, so that its own failure shows under its name
+  }
+}
+
+/** A case's metrics from its session's events. Contract: sums over every turn's terminal event. */
+export function metricsOf(events: readonly KeelEvent[], durationMs: number): CaseMetrics {
+  const m: CaseMetrics = { rounds: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, durationMs };
+  for (const e of events) {
+    if (
+      e.type !== "turn.completed" &&
+      e.type !== "turn.failed" &&
+      e.type !== "turn.interrupted" &&
+      e.type !== "turn.paused"
+    )
+      continue;
+    m.rounds += e.rounds;
+    m.toolCalls += e.toolCalls;
+    m.inputTokens += e.usage.inputTokens + e.usage.cacheReadTokens + e.usage.cacheWriteTokens;
+    m.outputTokens += e.usage.outputTokens;
+    m.costUsd += e.usage.costUsd ?? 0;
+  }
+  return m;
+}
+
+/** An experiment's totals. Contract: the ExperimentSummary contract; `durationMs` spans the first start to the last end. */
+export function summarize(results: readonly CaseResult[]): ExperimentSummary {
+  const s: ExperimentSummary = {
+    cases: results.length,
+    passed: 0,
+    failed: 0,
+    errored: 0,
+    passRate: 0,
+    scorers: {},
+    costUsd: 0,
+    durationMs: 0,
+  };
+  let first = Number.POSITIVE_INFINITY;
+  let last = 0;
+  for (const r of results) {
+    if (r.status === "passed") s.passed++;
+    else if (r.status === "failed") s.failed++;
+    else s.errored++;
+    s.costUsd += r.metrics.costUsd;
+    first = Math.min(first, r.startedAt);
+    last = Math.max(last, r.endedAt);
+    for (const sc of r.scores) {
+      const t = (s.scorers[sc.scorer] ??= { passed: 0, total: 0, mean: 0 });
+      t.mean = (t.mean * t.total + sc.score) / (t.total + 1);
+      t.total++;
+      if (sc.pass) t.passed++;
+    }
+  }
+  s.passRate = results.length ? s.passed / results.length : 0;
+  s.durationMs = results.length ? last - first : 0;
+  return s;
+}

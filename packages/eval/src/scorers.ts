@@ -1,0 +1,279 @@
+/**
+ * Scorers: what decides whether a case passed. Built-in scorers read their key of the case's
+ * `expect`; custom scorers are code (`defineScorer`) given to the run (`defineEval({ scorers })`).
+ * A scorer that throws, times out or returns something that is not a verdict fails its case
+ * with its name in the reason; the other scorers and cases go on.
+ */
+import type { KeelEvent, ModelProvider } from "@keel/kernel";
+import { errorMessage } from "@keel/kernel";
+import { headOf } from "@keel/text";
+import { compileJsonSchema, expectRegex } from "./dataset.ts";
+import type { Expectations } from "./dataset.ts";
+import { judgeScorer } from "./judge.ts";
+import type { CaseMetrics, EvalCase, ScoreResult } from "./types.ts";
+
+/** What a scorer is given about one case's run. Contract: read-only; `events` are the case session's stored events. */
+export interface ScoreContext {
+  case: EvalCase;
+  /** The answer of the case's last turn. */
+  output: string;
+  /** Every turn's answer, in order (one per entry of a multi-turn input). */
+  outputs: readonly string[];
+  events: readonly KeelEvent[];
+  metrics: CaseMetrics;
+  /** The model a judge asks: the agent's side model, else its main model. */
+  model?: ModelProvider;
+  /** Aborted when the scorer's time is up or the run is stopped. */
+  signal: AbortSignal;
+}
+
+/**
+ * What a scorer may return: a boolean (pass or fail), a number in [0, 1] (passes at or over
+ * the scorer's `threshold`, default 0.5), or `{ pass?, score?, reason? }` (one of pass or score).
+ */
+export type ScorerVerdict = boolean | number | { pass?: boolean; score?: number; reason?: string };
+
+/** A scorer. Contract: `name` is unique in a run; `score` may be async; `appliesTo` false skips the case. */
+export interface Scorer {
+  name: string;
+  score(ctx: ScoreContext): ScorerVerdict | Promise<ScorerVerdict>;
+  /** Which cases it scores (default: every case). */
+  appliesTo?(c: EvalCase): boolean;
+  /** A number verdict passes at or over this (default 0.5). */
+  threshold?: number;
+  /** How long `score` may take (default 60,000 ms); past it the case fails with the scorer's name. */
+  timeoutMs?: number;
+}
+
+/**
+ * Declare a custom scorer, typed. Contract: returns its argument unchanged (an identity function
+ * for the types), so it can be written inline in `defineEval({ scorers: [...] })` or exported.
+ */
+export function defineScorer<S extends Scorer>(scorer: S): S {
+  return scorer;
+}
+
+/** Built-in scorers named by the `expect` keys of `c`, in the order of EXPECT_KEYS. */
+export function expectScorers(c: EvalCase): Scorer[] {
+  const e = (c.expect ?? {}) as Expectations;
+  const out: Scorer[] = [];
+  if (e.exact !== undefined) out.push(exactScorer(e.exact));
+  if (e.contains !== undefined) out.push(containsScorer("contains", e.contains, true));
+  if (e.notContains !== undefined) out.push(containsScorer("notContains", e.notContains, false));
+  if (e.regex !== undefined) out.push(regexScorer(e.regex));
+  if (e.jsonSchema !== undefined) out.push(jsonSchemaScorer(e.jsonSchema));
+  if (e.toolCalled !== undefined) out.push(toolCalledScorer(e.toolCalled));
+  if (e.limits !== undefined) out.push(limitsScorer(e.limits));
+  if (e.judge !== undefined)
+    out.push(
+      judgeScorer(
+        typeof e.judge === "string" ? { rubric: e.judge } : { rubric: e.judge.rubric, threshold: e.judge.threshold },
+      ),
+    );
+  return out;
+}
+
+const show = (s: string) => JSON.stringify(headOf(s, 80));
+
+function exactScorer(expected: string): Scorer {
+  return {
+    name: "exact",
+    score: ({ output }) =>
+      output.trim() === expected.trim()
+        ? true
+        : { pass: false, reason: `expected exactly ${show(expected)}, got ${show(output.trim())}` },
+  };
+}
+
+function containsScorer(name: string, wanted: string | string[], present: boolean): Scorer {
+  const list = typeof wanted === "string" ? [wanted] : wanted;
+  return {
+    name,
+    score: ({ output }) => {
+      const lower = output.toLowerCase();
+      const bad = list.filter((w) => lower.includes(w.toLowerCase()) !== present);
+      return bad.length
+        ? {
+            pass: false,
+            score: (list.length - bad.length) / list.length,
+            reason: `${present ? "missing" : "present"}: ${bad.map(show).join(", ")}`,
+          }
+        : true;
+    },
+  };
+}
+
+function regexScorer(regex: NonNullable<Expectations["regex"]>): Scorer {
+  return {
+    name: "regex",
+    score: ({ output }) => {
+      const re = expectRegex(regex);
+      return re.test(output) ? true : { pass: false, reason: `no match for /${re.source}/${re.flags}` };
+    },
+  };
+}
+
+/** The JSON in an answer: the whole text, or the first fenced ```json block. */
+export function jsonOf(output: string): { ok: true; value: unknown } | { ok: false; reason: string } {
+  const fenced = /```(?:json)?\s*\n([\s\S]*?)\n\s*```/.exec(output);
+  const text = (fenced ? fenced[1]! : output).trim();
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch (err) {
+    return { ok: false, reason: `the answer is not JSON (${errorMessage(err)})` };
+  }
+}
+
+function jsonSchemaScorer(schema: Record<string, unknown> | boolean): Scorer {
+  return {
+    name: "jsonSchema",
+    score: ({ output }) => {
+      const parsed = jsonOf(output);
+      if (!parsed.ok) return { pass: false, reason: parsed.reason };
+      const validate = compileJsonSchema(schema);
+      if (validate(parsed.value)) return true;
+      const errors = (validate.errors ?? []).slice(0, 3).map((e) => `${e.instancePath || "(root)"} ${e.message}`);
+      return { pass: false, reason: `does not match the schema: ${errors.join("; ")}` };
+    },
+  };
+}
+
+type ToolExpectation = string | { name: string; args?: Record<string, unknown> | undefined };
+
+/** True when every field of `want` is in `got` with an equal value (objects compared the same way, arrays element by element). */
+export function subsetMatch(want: unknown, got: unknown): boolean {
+  if (want === got) return true;
+  if (Array.isArray(want))
+    return Array.isArray(got) && got.length === want.length && want.every((w, i) => subsetMatch(w, got[i]));
+  if (want && typeof want === "object") {
+    if (!got || typeof got !== "object" || Array.isArray(got)) return false;
+    return Object.entries(want).every(([k, v]) => Object.hasOwn(got, k) && subsetMatch(v, (got as never)[k]));
+  }
+  return false;
+}
+
+function toolCalledScorer(expect: ToolExpectation | ToolExpectation[]): Scorer {
+  const list = (Array.isArray(expect) ? expect : [expect]).map((e) => (typeof e === "string" ? { name: e } : e));
+  return {
+    name: "toolCalled",
+    score: ({ events }) => {
+      const calls = events.flatMap((e) => (e.type === "tool.started" ? [{ name: e.name, args: e.args }] : []));
+      const missing = list.filter(
+        (w) => !calls.some((c) => c.name === w.name && (!w.args || subsetMatch(w.args, c.args))),
+      );
+      if (!missing.length) return true;
+      const called = [...new Set(calls.map((c) => c.name))];
+      return {
+        pass: false,
+        score: (list.length - missing.length) / list.length,
+        reason: `not called: ${missing.map((m) => (m.args ? `${m.name} with ${headOf(JSON.stringify(m.args), 80)}` : m.name)).join(", ")} (called: ${called.length ? called.join(", ") : "no tool"})`,
+      };
+    },
+  };
+}
+
+function limitsScorer(limits: NonNullable<Expectations["limits"]>): Scorer {
+  return {
+    name: "limits",
+    score: ({ metrics: m }) => {
+      const over: string[] = [];
+      const check = (what: string, value: number, max: number | undefined) => {
+        if (max !== undefined && value > max) over.push(`${what} ${round(value)} > ${max}`);
+      };
+      check("rounds", m.rounds, limits.maxRounds);
+      check("tool calls", m.toolCalls, limits.maxToolCalls);
+      check("tokens", m.inputTokens + m.outputTokens, limits.maxTokens);
+      check("cost $", m.costUsd, limits.maxCostUsd);
+      check("ms", m.durationMs, limits.maxDurationMs);
+      return over.length ? { pass: false, reason: `over the limits: ${over.join(", ")}` } : true;
+    },
+  };
+}
+
+const round = (n: number) => Math.round(n * 10_000) / 10_000;
+
+/**
+ * Run one scorer on one case, never throwing. Contract: a throw, a timeout or a verdict that is
+ * not one of ScorerVerdict's forms (or a score outside [0, 1]) gives `pass: false`, `score: 0`
+ * and `error` naming the scorer; reasons are cut to 2,000 code points.
+ */
+export async function runScorer(
+  scorer: Scorer,
+  ctx: Omit<ScoreContext, "signal">,
+  signal?: AbortSignal,
+): Promise<ScoreResult> {
+  const name = typeof scorer.name === "string" && scorer.name ? scorer.name : "(unnamed scorer)";
+  const failed = (error: string): ScoreResult => ({
+    scorer: name,
+    pass: false,
+    score: 0,
+    reason: headOf(`scorer "${name}" ${error}`, 2_000),
+    error: headOf(error, 2_000),
+  });
+  const ms = scorer.timeoutMs ?? 60_000;
+  const ctrl = new AbortController();
+  const onAbort = () => ctrl.abort(signal?.reason);
+  signal?.addEventListener("abort", onAbort, { once: true });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        ctrl.abort();
+        reject(new Error(`did not finish within ${ms} ms`));
+      }, ms);
+    });
+    const verdict: unknown = await Promise.race([
+      Promise.resolve().then(() => scorer.score({ ...ctx, signal: ctrl.signal })),
+      timeout,
+    ]);
+    return normalize(name, verdict, scorer.threshold ?? 0.5) ?? failed(`returned no verdict (${describe(verdict)})`);
+  } catch (err) {
+    return failed(`threw: ${safeMessage(err)}`);
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", onAbort);
+  }
+}
+
+function normalize(name: string, v: unknown, threshold: number): ScoreResult | undefined {
+  const valid = (n: unknown): n is number => typeof n === "number" && Number.isFinite(n) && n >= 0 && n <= 1;
+  if (typeof v === "boolean") return { scorer: name, pass: v, score: v ? 1 : 0 };
+  if (valid(v)) return { scorer: name, pass: v >= threshold, score: v };
+  if (!v || typeof v !== "object" || Array.isArray(v)) return undefined;
+  let pass: unknown;
+  let score: unknown;
+  let reason: unknown;
+  try {
+    ({ pass, score, reason } = v as Record<string, unknown>);
+  } catch {
+    return undefined;
+  }
+  if (pass !== undefined && typeof pass !== "boolean") return undefined;
+  if (score !== undefined && !valid(score)) return undefined;
+  if (pass === undefined && score === undefined) return undefined;
+  const s = (score as number | undefined) ?? (pass ? 1 : 0);
+  return {
+    scorer: name,
+    pass: (pass as boolean | undefined) ?? s >= threshold,
+    score: s,
+    ...(typeof reason === "string" && reason ? { reason: headOf(reason, 2_000) } : {}),
+  };
+}
+
+function describe(v: unknown): string {
+  if (v === undefined) return "undefined";
+  if (typeof v === "number") return `the number ${v}, not in [0, 1]`;
+  try {
+    return headOf(JSON.stringify(v) ?? String(v), 80);
+  } catch {
+    return typeof v;
+  }
+}
+
+function safeMessage(err: unknown): string {
+  try {
+    return errorMessage(err);
+  } catch {
+    return "an unreadable error";
+  }
+}
