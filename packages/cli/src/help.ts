@@ -239,6 +239,54 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       'The agent runs with recovery "auto": a turn a stopped process left goes on from its log (a cut call runs again only when its tool is repeatable; otherwise the model reads that it was interrupted), and a paused turn whose approvals were all answered is resumed. A session is taken once it has been quiet for the lease TTL (KEEL_WORKER_MIN_IDLE_MS). On SIGTERM or Ctrl-C running turns get KEEL_EXIT_GRACE_MS to end, then are handed back unfinished for the next worker; a second signal exits at once.',
     ],
   },
+  eval: {
+    summary:
+      "score the agent on a dataset (JSONL, YAML or an *.eval.ts file): each case in its own session, stored as an experiment; a baseline and thresholds gate CI",
+    usage: [
+      "keel eval DATASET [--concurrency N] [--name NAME] [--baseline EXP|latest] [--fail-under RATE] [--max-regressions N] [--junit FILE] [--json FILE] [--resume [EXP]] [--config PATH] [--home DIR]",
+      "keel eval list [--json] · keel eval show EXP [--json]",
+      "keel eval add SESSION… [--to FILE]",
+    ],
+    options: [
+      CONFIG,
+      HOME,
+      ["--concurrency N", "cases run at once, each in its own session (default 4, or the eval file's)"],
+      ["--name NAME", "the experiment's name (default: the dataset and the time)"],
+      [
+        "--baseline EXP",
+        "compare case by case with that experiment (id or name; latest = this agent's most recent completed one): regression, fixed, unchanged, new, missing",
+      ],
+      [
+        "--fail-under RATE",
+        "exit 3 when the pass rate is below RATE (0.9 or 90%); without it and --max-regressions, every case must pass",
+      ],
+      ["--max-regressions N", "exit 3 when more than N cases passed in the baseline and do not now"],
+      ["--junit FILE", "write JUnit XML: one testcase per case, failures carrying the scorers' reasons"],
+      ["--json FILE", "write the report as JSON (experiment, summary, gate, comparison, cases); - for stdout"],
+      [
+        "--resume [EXP]",
+        "continue a stopped run (the same cases required): scored cases are kept, the rest run; default: this agent's last unfinished experiment of the dataset",
+      ],
+      ["--to FILE", "keel eval add: the JSONL dataset the sessions are appended to (default evals/cases.jsonl)"],
+      ["--offline", "use the offline model even when an API key is set"],
+    ],
+    examples: [
+      "keel eval evals/cases.jsonl --baseline latest --max-regressions 0 --junit eval.xml   # a CI gate",
+      "keel eval evals/agent.eval.ts --concurrency 8       # a dataset with custom scorers (defineEval)",
+      "keel eval add 3f2c… 9a1b… --to evals/cases.jsonl    # turn real sessions into cases",
+    ],
+    env: [
+      "KEEL_HOME",
+      "KEEL_DATABASE_URL",
+      "KEEL_DATABASE_SCHEMA",
+      ...MODEL_ENV,
+      "KEEL_CONFIG_TIMEOUT_MS",
+      "KEEL_EXIT_GRACE_MS",
+    ],
+    notes: [
+      'A case: {"id", "input": text or a list of turns, "expect": {exact, contains, notContains, regex, jsonSchema, toolCalled, limits, judge}, "reference", "metadata"}. Every case is checked before the agent is built; a malformed one is an error at its file, line and field (exit 2) and nothing runs. Each case runs in a new session of the config\'s agent (its turn metadata holds the experiment and case ids) and its result is stored as soon as it is scored, beside the sessions (SQLite or PostgreSQL): Ctrl-C or a kill loses only the cases in flight, and --resume continues. A scorer that throws fails its case with its name, never the run. Exit 0 when the gate passes, 3 when it fails.',
+    ],
+  },
   db: {
     summary: "bring the PostgreSQL tables of the session log and every configured plugin up to date",
     usage: ["keel db migrate [--config PATH] [--json]"],
@@ -286,6 +334,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
 /** Exit statuses, as help and the README state them. */
 export const EXIT_HELP =
   "exit: 0 success · 1 the turn failed (or the session store refused it) · 2 bad usage or config ·\n" +
+  "3 keel eval's gate failed (a case did not pass, --fail-under, --max-regressions) ·\n" +
   "130 interrupted (Ctrl-C cancels the turn; twice: at once) · 141 stdout's reader went away during a turn ·\n" +
   "143 terminated (SIGTERM cancels the turn; twice: at once)\n";
 

@@ -1,5 +1,5 @@
 /**
- * The `keel` command. Exit codes: 0 success, 1 the turn failed, 2 bad usage or config,
+ * The `keel` command. Exit codes: 0 success, 1 the turn failed, 2 bad usage or config, 3 the eval gate failed,
  * 130 interrupted (SIGINT), 141 stdout's reader went away, 143 terminated (SIGTERM).
  */
 import { parseArgs } from "node:util";
@@ -10,7 +10,7 @@ import { KeelError, PHASES, isPhaseName, defaultKeelHome, errorMessage, guardPro
 import { MemorySessionStore } from "@keel/testkit";
 import { SqliteSessionStore, defaultSessionDbPath } from "@keel/store-sqlite";
 import { didYouMean, headOf } from "@keel/text";
-import type { Agent, KeelConfig, Session, SessionStore } from "@keel/kernel";
+import type { Agent, AgentStorage, KeelConfig, Session, SessionStore } from "@keel/kernel";
 import { chooseDatabase, postgresSessionStore } from "./database.ts";
 import { resolvePlugins } from "./plugins.ts";
 import { buildAgent, validateConfig } from "./build-agent.ts";
@@ -41,6 +41,8 @@ export const EXIT = {
   ok: 0,
   turnFailed: 1,
   usage: 2,
+  /** `keel eval`: the run finished but its gate failed (a case did not pass, --fail-under, --max-regressions). */
+  gateFailed: 3,
   interrupted: EXIT_INTERRUPTED,
   terminated: EXIT_TERMINATED,
 } as const;
@@ -94,7 +96,37 @@ const CLI_OPTIONS = {
   mode: { type: "string" },
   once: { type: "boolean" },
   concurrency: { type: "string" },
+  name: { type: "string" },
+  baseline: { type: "string" },
+  "fail-under": { type: "string" },
+  "max-regressions": { type: "string" },
+  junit: { type: "string" },
+  "json-file": { type: "string" },
+  resume: { type: "boolean" },
+  to: { type: "string" },
 } as const;
+
+const EVAL_ONLY = ["name", "baseline", "fail-under", "max-regressions", "junit", "resume", "to"] as const;
+
+/**
+ * `keel eval DATASET --json FILE` writes the report to FILE, where every other command's --json
+ * is a switch: the word after it becomes --json-file's value (and `--resume=EXP` the positional
+ * `--resume EXP`), before parsing. `keel eval list|show --json` keep the switch.
+ */
+function evalArgv(argv: readonly string[]): readonly string[] {
+  const words = argv.filter((a) => !a.startsWith("-"));
+  if (words[0] !== "eval" || ["list", "show", "add"].includes(words[1] ?? "")) return argv;
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a.startsWith("--json=")) out.push("--json-file", a.slice(7));
+    else if (a === "--json" && argv[i + 1] !== undefined && (!argv[i + 1]!.startsWith("-") || argv[i + 1] === "-"))
+      out.push("--json-file", argv[++i]!);
+    else if (a.startsWith("--resume=")) out.push("--resume", a.slice(9));
+    else out.push(a);
+  }
+  return out;
+}
 
 async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   refuseConfigAfterShortC(argv);
@@ -102,7 +134,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     typeof parseArgs<{ args: string[]; allowPositionals: true; strict: true; options: typeof CLI_OPTIONS }>
   >;
   try {
-    parsed = parseArgs({ args: [...argv], allowPositionals: true, strict: true, options: CLI_OPTIONS });
+    parsed = parseArgs({ args: [...evalArgv(argv)], allowPositionals: true, strict: true, options: CLI_OPTIONS });
   } catch (err) {
     throw usage(errorMessage(err));
   }
@@ -141,8 +173,11 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     throw usage(`--mode takes agent (tools) or chat (no tools), not "${headOf(values.mode, 40)}".`);
   if ((values.turns !== undefined || values.every !== undefined) && command !== "goal")
     throw usage(`${values.turns !== undefined ? "--turns" : "--every"} is an option of keel goal.`);
-  if ((values.once || values.concurrency !== undefined) && command !== "worker")
-    throw usage(`${values.once ? "--once" : "--concurrency"} is an option of keel worker.`);
+  if (values.once && command !== "worker") throw usage("--once is an option of keel worker.");
+  if (values.concurrency !== undefined && command !== "worker" && command !== "eval")
+    throw usage("--concurrency is an option of keel worker and keel eval.");
+  for (const flag of EVAL_ONLY)
+    if (values[flag] !== undefined && command !== "eval") throw usage(`--${flag} is an option of keel eval.`);
   if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio")
     throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
   const flags: Flags = {
@@ -229,6 +264,8 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
         ),
       );
     }
+    case "eval":
+      return evalDispatch(rest, io, flags, values);
     case "db":
       return db(rest, io, flags);
     case "studio":
@@ -680,6 +717,35 @@ async function viewStore(
   };
 }
 
+/**
+ * Where the configured agent keeps its data, for viewing experiments (`keel eval list|show`)
+ * without building the agent. `storage` is undefined when the SQLite file does not exist yet.
+ */
+async function viewStorage(
+  io: CliEnv,
+  flags: Flags,
+): Promise<{ storage: AgentStorage | undefined; where: string; agentName: string | undefined }> {
+  const { config, loaded } = await readConfigOnly(io, flags);
+  const agentName = loaded ? (config.name ?? "agent") : undefined;
+  const configured = flags.home ?? config.home;
+  const home =
+    loaded && configured !== undefined
+      ? resolve(configDir(loaded.filepath), configured)
+      : (flags.home ?? defaultKeelHome(io.env));
+  const database = chooseDatabase(config, io.env, loaded?.filepath);
+  if (database.kind === "postgres")
+    return {
+      storage: {
+        home,
+        database: { kind: "postgres", url: database.url, ...(database.schema ? { schema: database.schema } : {}) },
+      },
+      where: database.shown,
+      agentName,
+    };
+  const where = defaultSessionDbPath(home);
+  return { storage: existsSync(where) ? { home, database: { kind: "sqlite" } } : undefined, where, agentName };
+}
+
 async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<number> {
   const [sub = "list", id, ...extra] = rest;
   if (extra.length || (sub === "show" && !id) || (sub !== "list" && sub !== "show"))
@@ -785,6 +851,72 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
   } finally {
     await store.close();
   }
+}
+
+/** `keel eval`: run a dataset (the dataset is read and checked before the agent is built), or list, show, add. */
+async function evalDispatch(
+  rest: string[],
+  io: CliEnv,
+  flags: Flags,
+  values: { [K in (typeof EVAL_ONLY)[number] | "json-file" | "concurrency"]?: string | boolean | undefined },
+): Promise<number> {
+  const ev = await import("./eval.ts");
+  const [sub, ...args] = rest;
+  if (sub === "list" || sub === "show") {
+    if (sub === "list" ? args.length : args.length !== 1) throw usage("keel eval list | keel eval show EXPERIMENT.");
+    const { storage, agentName, where } = await viewStorage(io, flags);
+    if (!storage) {
+      if (sub === "show")
+        throw new KeelError(
+          "KEEL_EVAL_EXPERIMENT_NOT_FOUND",
+          `No experiment "${args[0]}" in ${where} (the file does not exist).`,
+        );
+      return flags.json ? (io.out("[]\n"), EXIT.ok) : (io.err(`keel eval: no experiments in ${where}\n`), EXIT.ok);
+    }
+    const { openExperimentStore } = await import("@keel/eval");
+    const store = await openExperimentStore(storage, { readOnly: true });
+    try {
+      if (sub === "list") await ev.listExperiments(store, io, agentName, !!flags.json);
+      else await ev.showExperiment(store, io, args[0]!, !!flags.json);
+      return EXIT.ok;
+    } finally {
+      await store.close();
+    }
+  }
+  if (sub === "add") {
+    if (!args.length)
+      throw usage("keel eval add SESSION… [--to FILE]: name at least one session (keel sessions list shows them).");
+    const { store, where } = await viewStore(io, flags);
+    if (!store)
+      throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${args[0]}" in ${where} (the file does not exist).`);
+    try {
+      return await ev.addCommand(store, io, args, values.to as string | undefined);
+    } finally {
+      await store.close();
+    }
+  }
+  if (!sub)
+    throw usage(
+      "keel eval needs a dataset (cases.jsonl, cases.yaml) or an eval file (*.eval.ts); keel help eval shows more.",
+    );
+  if (values.to !== undefined) throw usage("--to is an option of keel eval add.");
+  const resumeRef = values.resume ? args[0] : undefined;
+  if (args.length > (values.resume ? 1 : 0))
+    throw usage(`keel eval takes one dataset (got "${rest.join(" ")}"); --resume takes the experiment after it.`);
+  const evalFlags = {
+    concurrency: values.concurrency as string | undefined,
+    name: values.name as string | undefined,
+    baseline: values.baseline as string | undefined,
+    failUnder: values["fail-under"] as string | undefined,
+    maxRegressions: values["max-regressions"] as string | undefined,
+    junit: values.junit as string | undefined,
+    jsonFile: values["json-file"] as string | undefined,
+    resume: values.resume as boolean | undefined,
+  };
+  ev.gateFlags(evalFlags);
+  // Every case is checked before the agent is built: a malformed one never reaches a model.
+  const target = await ev.loadEvalTarget(sub, io.cwd);
+  return withAgent(io, flags, (agent, filepath) => ev.evalCommand(agent, io, target, evalFlags, resumeRef, filepath));
 }
 
 /** `keel db migrate`: bring every configured store's tables on PostgreSQL up to date. */

@@ -116,10 +116,10 @@ describe("--version, help, usage", () => {
     }
   });
 
-  it("help and the CLI README state every exit status: 0 1 2 130 141 143", async () => {
+  it("help and the CLI README state every exit status: 0 1 2 3 130 141 143", async () => {
     const help = (await runKeel(["--help"])).stdout;
     const readme = readFileSync(join(REPO, "packages", "cli", "README.md"), "utf8");
-    for (const code of ["0", "1", "2", "130", "141", "143"]) {
+    for (const code of ["0", "1", "2", "3", "130", "141", "143"]) {
       expect(help).toMatch(new RegExp(`(^|[ :])${code} `, "m"));
       expect(readme).toMatch(new RegExp(`\\| \`${code}\` \\|`));
     }

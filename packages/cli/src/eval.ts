@@ -1,0 +1,309 @@
+/**
+ * `keel eval`: score the config's agent on a dataset (JSONL or YAML, or an `*.eval.ts` file
+ * naming one with its scorers), store the run as an experiment beside the sessions, compare it
+ * with a baseline and gate CI on it. `keel eval list`, `keel eval show EXP` read experiments;
+ * `keel eval add SESSION…` turns sessions into cases.
+ */
+import { writeFileSync } from "node:fs";
+import { dirname, relative, resolve } from "node:path";
+import { KeelError, errorMessage, isKeelError } from "@keel/kernel";
+import type { Agent, SessionStore } from "@keel/kernel";
+import {
+  addSessionsToDataset,
+  applyGate,
+  caseLine,
+  compareRuns,
+  jsonReport,
+  junitXml,
+  loadDataset,
+  openExperimentStore,
+  pct,
+  progressBar,
+  runEval,
+  summaryTable,
+} from "@keel/eval";
+import type { CaseResult, Dataset, EvalDefinition, ExperimentRecord, ExperimentStore, Scorer } from "@keel/eval";
+import { headOf } from "@keel/text";
+import { configJiti } from "./load-config.ts";
+import { exitNow, onSignal } from "./exit.ts";
+import type { CliEnv } from "./stdio.ts";
+import { terminalColumns } from "./render.ts";
+
+/** Exit status when the eval ran but its gate failed (`--fail-under`, `--max-regressions`, or a case not passing). */
+export const EXIT_GATE_FAILED = 3;
+
+/** The flags of `keel eval DATASET`. */
+export interface EvalFlags {
+  concurrency?: string | undefined;
+  name?: string | undefined;
+  baseline?: string | undefined;
+  failUnder?: string | undefined;
+  maxRegressions?: string | undefined;
+  junit?: string | undefined;
+  jsonFile?: string | undefined;
+  resume?: boolean | undefined;
+}
+
+/** What `keel eval DATASET` runs: the dataset, and the eval file's scorers when one was given. */
+export interface EvalTarget {
+  dataset: Dataset;
+  /** The path as typed (relative to the current folder), kept on the experiment. */
+  shown: string;
+  scorers: Scorer[];
+  concurrency?: number;
+  name?: string;
+}
+
+const usage = (problem: string) => new KeelError("KEEL_CLI_USAGE", problem);
+
+/** True when `path` names an eval file (`*.eval.ts`, `.mts`, `.js`, `.mjs`) rather than a dataset. */
+export function isEvalFile(path: string): boolean {
+  return /\.eval\.(m?ts|m?js|cts|cjs)$/.test(path);
+}
+
+/**
+ * Load what `keel eval PATH` runs, before any agent exists: a dataset, or an eval file and the
+ * dataset it names. Contract: a malformed case throws KEEL_EVAL_DATASET_INVALID, a bad eval file
+ * KEEL_EVAL_CONFIG_INVALID; no model is called and no session is created.
+ */
+export async function loadEvalTarget(path: string, cwd: string): Promise<EvalTarget> {
+  const file = resolve(cwd, path);
+  if (!isEvalFile(file)) return { dataset: loadDataset(file), shown: relative(cwd, file) || path, scorers: [] };
+  let def: unknown;
+  try {
+    const jiti = await configJiti();
+    def = await jiti.import(file, { default: true });
+  } catch (err) {
+    throw new KeelError("KEEL_EVAL_CONFIG_INVALID", `${file} could not be loaded: ${errorMessage(err)}`, {
+      path: file,
+    });
+  }
+  const bad = (field: string, what: string) =>
+    new KeelError("KEEL_EVAL_CONFIG_INVALID", `${file}: ${field} ${what}.`, { path: field });
+  if (!def || typeof def !== "object") throw bad("the default export", "is not defineEval({ … })");
+  const d = def as Partial<EvalDefinition>;
+  if (typeof d.dataset !== "string" || !d.dataset) throw bad("dataset", "must be the dataset's path (JSONL or YAML)");
+  if (d.scorers !== undefined && !Array.isArray(d.scorers)) throw bad("scorers", "must be a list of defineScorer(…)");
+  const names = new Set<string>();
+  for (const [i, s] of (d.scorers ?? []).entries()) {
+    if (!s || typeof s !== "object" || typeof s.name !== "string" || !s.name || typeof s.score !== "function")
+      throw bad(`scorers[${i}]`, "must be defineScorer({ name, score(ctx) })");
+    if (names.has(s.name)) throw bad(`scorers[${i}]`, `repeats the name "${s.name}"`);
+    names.add(s.name);
+  }
+  if (d.concurrency !== undefined && !(Number.isInteger(d.concurrency) && d.concurrency >= 1))
+    throw bad("concurrency", "must be a whole number ≥ 1");
+  if (d.name !== undefined && typeof d.name !== "string") throw bad("name", "must be a string");
+  const datasetFile = resolve(dirname(file), d.dataset);
+  return {
+    dataset: loadDataset(datasetFile),
+    shown: relative(cwd, datasetFile) || d.dataset,
+    scorers: d.scorers ?? [],
+    ...(d.concurrency !== undefined ? { concurrency: d.concurrency } : {}),
+    ...(d.name !== undefined ? { name: d.name } : {}),
+  };
+}
+
+/** Check the numeric flags before anything runs. */
+export function gateFlags(flags: EvalFlags): { concurrency?: number; failUnder?: number; maxRegressions?: number } {
+  const out: { concurrency?: number; failUnder?: number; maxRegressions?: number } = {};
+  if (flags.concurrency !== undefined) {
+    const n = Number(flags.concurrency);
+    if (!Number.isInteger(n) || n < 1)
+      throw usage(`--concurrency takes a whole number ≥ 1, not "${headOf(flags.concurrency, 20)}".`);
+    out.concurrency = n;
+  }
+  if (flags.failUnder !== undefined) {
+    const raw = flags.failUnder.trim();
+    const n = raw.endsWith("%") ? Number(raw.slice(0, -1)) / 100 : Number(raw);
+    if (!raw || !Number.isFinite(n) || n < 0 || n > 1)
+      throw usage(`--fail-under takes a pass rate from 0 to 1 (or 0% to 100%), not "${headOf(flags.failUnder, 20)}".`);
+    out.failUnder = n;
+  }
+  if (flags.maxRegressions !== undefined) {
+    const n = Number(flags.maxRegressions);
+    if (!Number.isInteger(n) || n < 0)
+      throw usage(`--max-regressions takes a whole number ≥ 0, not "${headOf(flags.maxRegressions, 20)}".`);
+    out.maxRegressions = n;
+  }
+  return out;
+}
+
+/** The experiment `--baseline` names: an id, a name, or `latest` (the agent's most recent completed one). */
+async function findBaseline(store: ExperimentStore, ref: string, agent: string): Promise<ExperimentRecord> {
+  if (ref === "latest") {
+    const found = (await store.list({ agent, limit: 200 })).find((e) => e.status === "completed");
+    if (!found)
+      throw new KeelError(
+        "KEEL_EVAL_EXPERIMENT_NOT_FOUND",
+        `--baseline latest: agent "${agent}" has no completed experiment yet.`,
+      );
+    return found;
+  }
+  return findExperiment(store, ref, agent);
+}
+
+async function findExperiment(store: ExperimentStore, ref: string, agent?: string): Promise<ExperimentRecord> {
+  const byId = await store.get(ref);
+  if (byId) return byId;
+  const byName = (await store.list({ ...(agent ? { agent } : {}), limit: 500 })).find((e) => e.name === ref);
+  if (byName) return byName;
+  throw new KeelError("KEEL_EVAL_EXPERIMENT_NOT_FOUND", `No experiment "${headOf(ref, 80)}".`);
+}
+
+/**
+ * `keel eval DATASET`. Contract: exit 0 when the gate passes, EXIT_GATE_FAILED (3) when it
+ * fails, 130/143 when stopped by a signal (the experiment stays resumable); errors are thrown.
+ * Without --fail-under or --max-regressions the gate is "every case passed".
+ */
+export async function evalCommand(
+  agent: Agent,
+  io: CliEnv,
+  target: EvalTarget,
+  flags: EvalFlags,
+  resumeRef: string | undefined,
+  configFile: string,
+): Promise<number> {
+  const numbers = gateFlags(flags);
+  const store = await openExperimentStore(agent.storage);
+  const stop = new AbortController();
+  let signalled: "SIGINT" | "SIGTERM" | undefined;
+  const offSignals = onSignal((signal) => {
+    if (signalled) exitNow(signal, "keel eval: a second signal; exiting now (the experiment stays resumable)\n");
+    signalled = signal;
+    io.err(`\nkeel eval: ${signal}; cancelling the cases in flight (finished ones are stored)\n`);
+    stop.abort();
+  });
+  try {
+    const baseline = flags.baseline ? await findBaseline(store, flags.baseline, agent.name) : undefined;
+    let resume: string | undefined;
+    if (flags.resume) {
+      if (resumeRef) resume = (await findExperiment(store, resumeRef, agent.name)).id;
+      else {
+        const running = (await store.list({ agent: agent.name, limit: 200 })).find(
+          (e) => e.status === "running" && e.datasetHash === target.dataset.hash,
+        );
+        if (!running)
+          throw new KeelError(
+            "KEEL_EVAL_EXPERIMENT_NOT_FOUND",
+            `--resume: agent "${agent.name}" has no unfinished experiment of ${target.shown} with these cases.`,
+          );
+        resume = running.id;
+      }
+    }
+    const tty = (process.stderr as { isTTY?: boolean }).isTTY === true && io.env.CI === undefined;
+    const counts = { failed: 0, errored: 0 };
+    let barShown = false;
+    const clearBar = () => {
+      if (barShown) io.err("\r\u001b[2K");
+      barShown = false;
+    };
+    const run = await runEval({
+      agent,
+      cases: target.dataset.cases,
+      store,
+      scorers: target.scorers,
+      concurrency: numbers.concurrency ?? target.concurrency ?? 4,
+      dataset: { file: target.shown, hash: target.dataset.hash },
+      ...((flags.name ?? target.name) ? { name: (flags.name ?? target.name)! } : {}),
+      config: configFile,
+      ...(baseline ? { baseline: baseline.id } : {}),
+      ...(resume ? { resume } : {}),
+      signal: stop.signal,
+      onProgress: (e) => {
+        if (e.type === "start") {
+          io.err(
+            `keel eval: experiment ${e.experiment.id} · ${e.total} case${e.total === 1 ? "" : "s"}${e.skipped ? ` (${e.skipped} already scored, resumed)` : ""} · agent "${agent.name}"\n`,
+          );
+          return;
+        }
+        if (e.result.status === "failed") counts.failed++;
+        if (e.result.status === "error") counts.errored++;
+        if (!tty) return io.err(`${caseLine(e.result, e.done, e.total)}\n`);
+        clearBar();
+        if (e.result.status !== "passed") io.err(`${caseLine(e.result, e.done, e.total)}\n`);
+        io.err(progressBar(e.done, e.total, counts, terminalColumns()));
+        barShown = true;
+        if (e.done === e.total) clearBar();
+      },
+    });
+    clearBar();
+    if (!run.complete) {
+      io.err(
+        `keel eval: stopped with ${run.results.length} of ${target.dataset.cases.length} cases scored; continue with: keel eval ${target.shown} --resume ${run.experiment.id}\n`,
+      );
+      return signalled === "SIGTERM" ? 143 : 130;
+    }
+    const comparison = baseline ? compareRuns(baseline.id, run.results, await store.cases(baseline.id)) : undefined;
+    const gate = applyGate(
+      run.summary,
+      comparison,
+      numbers.failUnder === undefined && numbers.maxRegressions === undefined ? { failUnder: 1 } : numbers,
+    );
+    const extra = { comparison, gate };
+    if (flags.junit) writeFileSync(resolve(io.cwd, flags.junit), junitXml(run.experiment, run.results, run.summary));
+    const json = jsonReport(run.experiment, run.results, run.summary, extra);
+    if (flags.jsonFile && flags.jsonFile !== "-") writeFileSync(resolve(io.cwd, flags.jsonFile), json);
+    const table = summaryTable(run.experiment, run.summary, run.results, extra);
+    if (flags.jsonFile === "-") {
+      io.out(json);
+      io.err(table);
+    } else io.out(table);
+    return gate.pass ? 0 : EXIT_GATE_FAILED;
+  } finally {
+    offSignals();
+    await store.close().catch(() => undefined);
+  }
+}
+
+/** `keel eval list`: the experiments of this store, most recent first. */
+export async function listExperiments(store: ExperimentStore, io: CliEnv, agent: string | undefined, json: boolean) {
+  const list = await store.list({ ...(agent ? { agent } : {}), limit: 100 });
+  if (json) return void io.out(`${JSON.stringify(list)}\n`);
+  if (!list.length) return void io.err("keel eval: no experiments yet (run keel eval DATASET)\n");
+  for (const e of list)
+    io.out(
+      `${e.id}  ${new Date(e.startedAt).toISOString()}  ${e.status.padEnd(9)}  ${e.summary ? `${e.summary.passed}/${e.summary.cases} (${pct(e.summary.passRate)})` : "-"}  ${headOf(e.name, 60)}\n`,
+    );
+}
+
+/** `keel eval show EXP`: one experiment and its cases. */
+export async function showExperiment(store: ExperimentStore, io: CliEnv, ref: string, json: boolean) {
+  const e = await findExperiment(store, ref);
+  const cases = await store.cases(e.id);
+  if (json) return void io.out(`${JSON.stringify({ experiment: e, cases })}\n`);
+  const summary = e.summary ?? (await import("@keel/eval")).summarize(cases);
+  io.out(summaryTable(e, summary, cases));
+  for (const c of cases) io.out(`${caseRow(c)}\n`);
+}
+
+function caseRow(c: CaseResult): string {
+  return `  ${c.status.padEnd(6)} ${headOf(c.caseId, 40).padEnd(40)} session ${c.sessionId ?? "-"}`;
+}
+
+/** `keel eval add SESSION… [--to FILE]`: append the sessions as cases to a JSONL dataset. */
+export async function addCommand(
+  store: SessionStore,
+  io: CliEnv,
+  sessions: readonly string[],
+  to: string | undefined,
+): Promise<number> {
+  const file = resolve(io.cwd, to ?? "evals/cases.jsonl");
+  if (!/\.(jsonl|ndjson)$/i.test(file))
+    throw usage(`--to takes a .jsonl file (cases are appended one a line), not "${to}".`);
+  const { mkdirSync } = await import("node:fs");
+  mkdirSync(dirname(file), { recursive: true });
+  try {
+    const r = await addSessionsToDataset(store, sessions, file);
+    for (const s of r.skipped) io.err(`keel eval add: skipped session ${s.session}: ${s.why}\n`);
+    io.err(
+      `keel eval add: ${r.added.length} case${r.added.length === 1 ? "" : "s"} appended to ${relative(io.cwd, file).startsWith("..") ? file : relative(io.cwd, file) || file}\n`,
+    );
+    for (const id of r.added) io.out(`${id}\n`);
+    return 0;
+  } catch (err) {
+    if (isKeelError(err, "KEEL_SESSION_NOT_FOUND"))
+      throw new KeelError("KEEL_SESSION_NOT_FOUND", `${err.problem} (keel sessions list shows the ids)`);
+    throw err;
+  }
+}
