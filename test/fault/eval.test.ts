@@ -1,0 +1,193 @@
+/**
+ * Fault suite, class 16 — evals. The real `keel eval` binary: a malformed case is a located
+ * error before any model call (the wire server sees no request, no session is created); a
+ * scorer that throws fails its case with its name while the other scorers and cases score; a run
+ * SIGKILLed midway is continued with `--resume` and ends with every case scored exactly once; the
+ * JUnit report stays well-formed XML whatever the model and the dataset put in it.
+ */
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { XMLParser, XMLValidator } from "fast-xml-parser";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { WireServer } from "../../packages/wire-server/src/index.ts";
+import { isWellFormed } from "../../packages/text/src/index.ts";
+import { sqliteExperimentStore } from "../../packages/eval/src/index.ts";
+import {
+  faultConfig,
+  project,
+  runKeel,
+  startKeel,
+  storedSessions,
+  until,
+  useSharedWire,
+  wireEnv,
+} from "./support/storage.ts";
+
+const { root, server: sharedServer } = useSharedWire("keel-fault-eval-");
+let server: WireServer;
+beforeAll(() => {
+  server = sharedServer();
+});
+
+const jsonl = (rows: unknown[]) => `${rows.map((r) => JSON.stringify(r)).join("\n")}\n`;
+
+/** An offline project: a JSON config whose scripted model answers each case `q<i>.` after `delayMs`. */
+function offlineProject(name: string, steps: unknown[]): { dir: string; home: string; env: NodeJS.ProcessEnv } {
+  const p = project(root, name, "export default {};\n");
+  writeFileSync(
+    join(p.dir, "agent.config.mjs"),
+    `export default ${JSON.stringify({ name, offline: { script: "./script.json" } })};\n`,
+  );
+  writeFileSync(join(p.dir, "script.json"), JSON.stringify({ steps }));
+  const env = wireEnv(p.home, "http://127.0.0.1:9", { KEEL_HOME: p.home, KEEL_EXIT_GRACE_MS: "500" });
+  delete env.ANTHROPIC_API_KEY;
+  return { ...p, env };
+}
+
+async function experimentOf(home: string) {
+  const store = sqliteExperimentStore({ path: join(home, "sessions.sqlite"), readOnly: true });
+  try {
+    const [e] = await store.list();
+    return { experiment: e!, cases: await store.cases(e!.id) };
+  } finally {
+    await store.close();
+  }
+}
+
+describe("fault class 16: evals", () => {
+  it("a malformed case is a located error before any model call: no request, no session, exit 2", async () => {
+    const p = project(root, "malformed", faultConfig());
+    writeFileSync(
+      join(p.dir, "cases.yaml"),
+      [
+        "- id: fine",
+        "  input: hello",
+        "- id: broken",
+        "  input: hi",
+        "  expect:",
+        "    regex: '(unclosed'",
+        "- id: fine",
+        "  input: again",
+      ].join("\n"),
+    );
+    const before = server.requests.length;
+    const r = await runKeel(["eval", "cases.yaml"], { cwd: p.dir, env: wireEnv(p.home, server.anthropicBaseURL) });
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toContain("KEEL_EVAL_DATASET_INVALID");
+    expect(r.stderr).toContain(`${join(p.dir, "cases.yaml")}:6 expect.regex: not a valid regular expression`);
+    expect(r.stderr).toContain('7 id: duplicate id "fine" (first at line 1)');
+    expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    expect(server.requests.length).toBe(before);
+    expect(existsSync(join(p.home, "sessions.sqlite"))).toBe(false);
+    expect(storedSessions(p.home)).toEqual([]);
+  });
+
+  it("a scorer that throws fails its case with its name; hostile text keeps the JUnit report well-formed", async () => {
+    const hostile = `]]><![CDATA[x]]> <b>&amp;</b> "q" \u0001\u0007\u001b[31m ${"😀".repeat(5000)}`;
+    const p = offlineProject("scorers", [
+      { when: { lastUserIncludes: "first" }, text: hostile },
+      { when: { lastUserIncludes: "second" }, text: "plain answer" },
+    ]);
+    writeFileSync(
+      join(p.dir, "cases.jsonl"),
+      jsonl([
+        { id: `first ]]> \u0002 ${"🧪".repeat(300)}`, input: "first", expect: { contains: "😀" } },
+        { id: "second", input: "second", expect: { contains: "plain" } },
+      ]),
+    );
+    writeFileSync(
+      join(p.dir, "check.eval.mjs"),
+      `export default {
+  dataset: "./cases.jsonl",
+  scorers: [
+    { name: "explodes", appliesTo: (c) => c.id !== "second", score() { throw new Error("scorer bug ]]> <oops>"); } },
+    { name: "garbage", appliesTo: (c) => c.id === "second", score: () => ({ score: "lots" }) },
+    { name: "length", score: ({ output }) => output.length > 0 },
+  ],
+};
+`,
+    );
+    const r = await runKeel(["eval", "check.eval.mjs", "--junit", "out.xml", "--json", "out.json"], {
+      cwd: p.dir,
+      env: p.env,
+    });
+    expect(r.code, r.stderr).toBe(3);
+    const report = JSON.parse(readFileSync(join(p.dir, "out.json"), "utf8"));
+    const [first, second] = report.cases as Array<{
+      status: string;
+      scores: Array<{ scorer: string; pass: boolean; reason?: string }>;
+    }>;
+    expect(first!.status).toBe("failed");
+    expect(first!.scores.map((s) => [s.scorer, s.pass])).toEqual([
+      ["contains", true],
+      ["explodes", false],
+      ["length", true],
+    ]);
+    expect(first!.scores[1]!.reason).toBe('scorer "explodes" threw: scorer bug ]]> <oops>');
+    expect(second!.scores.find((s) => s.scorer === "garbage")!.reason).toContain(
+      'scorer "garbage" returned no verdict',
+    );
+    expect(second!.scores.find((s) => s.scorer === "contains")!.pass).toBe(true);
+    const junit = readFileSync(join(p.dir, "out.xml"), "utf8");
+    expect(XMLValidator.validate(junit)).toBe(true);
+    expect(isWellFormed(junit)).toBe(true);
+    expect([...junit].filter((ch) => ch < " " && !"\n\r\t".includes(ch))).toEqual([]);
+    const doc = new XMLParser({
+      ignoreAttributes: false,
+      attributeNamePrefix: "",
+      isArray: (n) => n === "testcase",
+    }).parse(junit);
+    const cases = doc.testsuites.testsuite.testcase;
+    expect(cases).toHaveLength(2);
+    expect(cases[0].failure.message).toContain('explodes: scorer "explodes" threw: scorer bug ]]> <oops>');
+    expect(cases[0]["system-out"]).toContain("]]><![CDATA[x]]> <b>&amp;</b>");
+    expect(cases[1].failure.type).toBe("garbage");
+  });
+
+  it("a run SIGKILLed midway continues with --resume: finished cases kept, every case scored exactly once", async () => {
+    const n = 10;
+    const steps = Array.from({ length: n }, (_, i) => ({
+      when: { lastUserIncludes: `q${i}.` },
+      text: `a${i}`,
+      delayMs: 250,
+    }));
+    const p = offlineProject("killed", steps);
+    writeFileSync(
+      join(p.dir, "cases.jsonl"),
+      jsonl(Array.from({ length: n }, (_, i) => ({ id: `c${i}`, input: `q${i}.`, expect: { exact: `a${i}` } }))),
+    );
+    const first = startKeel(["eval", "cases.jsonl", "--concurrency", "2"], { cwd: p.dir, env: p.env });
+    await until(() => /\[3\/10\]/.test(first.stderr()), "three cases scored");
+    first.child.kill("SIGKILL");
+    const killed = await first.exit;
+    expect(killed.signal).toBe("SIGKILL");
+    const cut = await experimentOf(p.home);
+    expect(cut.experiment.status).toBe("running");
+    const kept = new Map(cut.cases.map((c) => [c.caseId, c.sessionId]));
+    expect(kept.size).toBeGreaterThanOrEqual(3);
+    expect(kept.size).toBeLessThan(n);
+
+    const resumed = await runKeel(["eval", "cases.jsonl", "--resume", "--concurrency", "3"], {
+      cwd: p.dir,
+      env: p.env,
+    });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stderr).toContain(`(${kept.size} already scored, resumed)`);
+    expect(resumed.stderr.match(/\[\d+\/10\] pass/g)).toHaveLength(n - kept.size);
+    const done = await experimentOf(p.home);
+    expect(done.experiment).toMatchObject({
+      id: cut.experiment.id,
+      status: "completed",
+      summary: { cases: n, passed: n },
+    });
+    expect(done.cases.map((c) => c.caseId)).toEqual(Array.from({ length: n }, (_, i) => `c${i}`));
+    // Cases scored before the kill were not run again: the same sessions.
+    for (const [caseId, sessionId] of kept)
+      expect(done.cases.find((c) => c.caseId === caseId)!.sessionId).toBe(sessionId);
+    expect(new Set(done.cases.map((c) => c.sessionId)).size).toBe(n);
+    // A finished experiment is not resumed again.
+    const again = await runKeel(["eval", "cases.jsonl", "--resume", cut.experiment.id], { cwd: p.dir, env: p.env });
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain("KEEL_EVAL_RESUME_MISMATCH");
+  });
+});
