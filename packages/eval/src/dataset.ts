@@ -6,8 +6,8 @@
 import { createHash } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { extname } from "node:path";
-import { Ajv } from "ajv";
-import { isMap, isSeq, LineCounter, parseDocument } from "yaml";
+import { createRequire } from "node:module";
+import type { Ajv } from "ajv";
 import type { Node as YamlNode } from "yaml";
 import { z } from "zod";
 import { canonicalJson, KeelError } from "@keel/kernel";
@@ -93,6 +93,9 @@ export function expectRegex(regex: NonNullable<Expectations["regex"]>): RegExp {
   return typeof regex === "string" ? new RegExp(regex) : new RegExp(regex.pattern, regex.flags ?? "");
 }
 
+// Ajv and yaml are loaded on first use: most datasets are JSONL without a schema, and the ~40 ms
+// their imports cost is the start-up of every `keel eval` otherwise (see bench/eval-overhead.ts).
+const load = createRequire(import.meta.url);
 let ajv: Ajv | undefined;
 const compiled = new Map<string, ReturnType<Ajv["compile"]>>();
 
@@ -104,7 +107,7 @@ export function compileJsonSchema(schema: Record<string, unknown> | boolean): Re
   const key = canonicalJson(schema);
   const known = compiled.get(key);
   if (known) return known;
-  ajv ??= new Ajv({ allErrors: true, strict: false, validateFormats: false });
+  ajv ??= new (load("ajv") as typeof import("ajv")).Ajv({ allErrors: true, strict: false, validateFormats: false });
   const validate = ajv.compile(schema);
   compiled.set(key, validate);
   return validate;
@@ -266,6 +269,7 @@ function jsonlCases(text: string, file: string, issues: DatasetIssue[]): RawCase
 }
 
 function yamlCases(text: string, file: string, issues: DatasetIssue[]): RawCase[] {
+  const { isMap, isSeq, LineCounter, parseDocument } = load("yaml") as typeof import("yaml");
   const counter = new LineCounter();
   const doc = parseDocument(text, { lineCounter: counter, prettyErrors: false, uniqueKeys: true });
   const lineAt = (offset: number) => counter.linePos(offset).line;
