@@ -34,6 +34,8 @@ describe("examples/full-stack: keel eval", () => {
       "evals/full-stack.eval.ts",
       "--name",
       "baseline",
+      "--baseline",
+      "latest",
       "--junit",
       join(home, "baseline.xml"),
       "--json",
@@ -41,6 +43,8 @@ describe("examples/full-stack: keel eval", () => {
     ]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/\[3\/3\] pass /);
+    // A first CI run has no baseline yet: it says so and runs without comparison.
+    expect(r.stderr).toContain('agent "full-stack" has no completed experiment yet; nothing to compare with');
     expect(r.stdout).toContain("3/3 passed (100%)");
     expect(r.stdout).toContain("gate: passed");
     baseline = JSON.parse(readFileSync(join(home, "baseline.json"), "utf8")) as Report;

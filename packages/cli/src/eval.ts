@@ -129,17 +129,13 @@ export function gateFlags(flags: EvalFlags): { concurrency?: number; failUnder?:
   return out;
 }
 
-/** The experiment `--baseline` names: an id, a name, or `latest` (the agent's most recent completed one). */
-async function findBaseline(store: ExperimentStore, ref: string, agent: string): Promise<ExperimentRecord> {
-  if (ref === "latest") {
-    const found = (await store.list({ agent, limit: 200 })).find((e) => e.status === "completed");
-    if (!found)
-      throw new KeelError(
-        "KEEL_EVAL_EXPERIMENT_NOT_FOUND",
-        `--baseline latest: agent "${agent}" has no completed experiment yet.`,
-      );
-    return found;
-  }
+/**
+ * The experiment `--baseline` names: an id, a name, or `latest` (the agent's most recent completed
+ * one). Contract: `latest` with none yet is undefined (a first CI run has nothing to compare with);
+ * an id or name that matches nothing throws KEEL_EVAL_EXPERIMENT_NOT_FOUND.
+ */
+async function findBaseline(store: ExperimentStore, ref: string, agent: string): Promise<ExperimentRecord | undefined> {
+  if (ref === "latest") return (await store.list({ agent, limit: 200 })).find((e) => e.status === "completed");
   return findExperiment(store, ref, agent);
 }
 
@@ -176,6 +172,10 @@ export async function evalCommand(
   });
   try {
     const baseline = flags.baseline ? await findBaseline(store, flags.baseline, agent.name) : undefined;
+    if (flags.baseline && !baseline)
+      io.err(
+        `keel eval: --baseline latest: agent "${agent.name}" has no completed experiment yet; nothing to compare with\n`,
+      );
     let resume: string | undefined;
     if (flags.resume) {
       if (resumeRef) resume = (await findExperiment(store, resumeRef, agent.name)).id;
