@@ -190,4 +190,31 @@ describe("fault class 16: evals", () => {
     expect(again.code).toBe(2);
     expect(again.stderr).toContain("KEEL_EVAL_RESUME_MISMATCH");
   });
+  it("Ctrl-C stops a run with exit 130, says how to continue, and --resume=EXP finishes it", async () => {
+    const n = 8;
+    const steps = Array.from({ length: n }, (_, i) => ({
+      when: { lastUserIncludes: `q${i}.` },
+      text: `a${i}`,
+      delayMs: 300,
+    }));
+    const p = offlineProject("interrupted", steps);
+    writeFileSync(
+      join(p.dir, "cases.jsonl"),
+      jsonl(Array.from({ length: n }, (_, i) => ({ id: `c${i}`, input: `q${i}.`, expect: { exact: `a${i}` } }))),
+    );
+    const first = startKeel(["eval", "cases.jsonl", "--concurrency", "2"], { cwd: p.dir, env: p.env });
+    await until(() => /\[2\/8\]/.test(first.stderr()), "two cases scored");
+    first.child.kill("SIGINT");
+    const stopped = await first.exit;
+    expect(stopped.code, first.stderr()).toBe(130);
+    const hint = /continue with: keel eval cases\.jsonl --resume (exp_\w+)/.exec(first.stderr());
+    expect(hint, first.stderr()).toBeTruthy();
+    const cut = await experimentOf(p.home);
+    expect(cut.experiment).toMatchObject({ id: hint![1], status: "running" });
+    const resumed = await runKeel(["eval", "cases.jsonl", `--resume=${hint![1]}`], { cwd: p.dir, env: p.env });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const done = await experimentOf(p.home);
+    expect(done.experiment).toMatchObject({ status: "completed", summary: { cases: n, passed: n } });
+    expect(done.cases).toHaveLength(n);
+  });
 });

@@ -79,7 +79,7 @@ export interface Dataset {
   hash: string;
 }
 
-/** One problem in a dataset. */
+/** One problem in a dataset. Contract: `line` is 1-based, 0 when the problem is the file itself. */
 export interface DatasetIssue {
   file: string;
   line: number;

@@ -9,7 +9,7 @@ import type { SessionStore } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 import { loadDataset } from "./dataset.ts";
 
-/** A case as written to a JSONL dataset. */
+/** A case as written to a JSONL dataset by `keel eval add`. Contract: `id` is `session-<session id>`. */
 export interface DatasetLine {
   id: string;
   input: string | string[];

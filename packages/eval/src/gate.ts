@@ -4,10 +4,10 @@
  */
 import type { CaseResult, ExperimentSummary } from "./types.ts";
 
-/** How one case moved against the baseline. */
+/** How one case moved against the baseline. Contract: passing is `status === "passed"`; failed and error are alike. */
 export type CaseChange = "regression" | "fixed" | "unchanged" | "new" | "missing";
 
-/** One case compared with the baseline. */
+/** One case compared with the baseline. Contract: `status` absent only for `missing`, `baseline` only for `new`. */
 export interface CaseComparison {
   caseId: string;
   change: CaseChange;
@@ -55,7 +55,7 @@ export function compareRuns(
   return { baseline: baselineId, cases, counts };
 }
 
-/** The thresholds of the gate. */
+/** The thresholds of the gate. Contract: an absent threshold is not checked. */
 export interface GateOptions {
   /** Fail when the pass rate is below this, in [0, 1]. */
   failUnder?: number;
@@ -89,7 +89,7 @@ export function applyGate(
   return { pass: reasons.length === 0, reasons };
 }
 
-/** A rate as a percentage with at most one decimal. */
+/** A rate as a percentage. Contract: at most one decimal, e.g. `66.7%`. */
 export function pct(rate: number): string {
   return `${Math.round(rate * 1000) / 10}%`;
 }

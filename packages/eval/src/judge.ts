@@ -10,7 +10,7 @@ import { headOf, truncate } from "@keel/text";
 import { z } from "zod";
 import type { Scorer, ScoreContext } from "./scorers.ts";
 
-/** Options of `llmJudge`. */
+/** Options of `llmJudge`. Contract: only `rubric` is required. */
 export interface JudgeOptions {
   /** What a good answer does, in plain words. */
   rubric: string;

@@ -7,7 +7,7 @@ import { pct } from "./gate.ts";
 import type { Comparison, GateResult } from "./gate.ts";
 import type { CaseResult, ExperimentRecord, ExperimentSummary } from "./types.ts";
 
-/** XML 1.0 text: markup escaped; characters XML cannot carry (C0 controls but tab/LF/CR, U+FFFE/U+FFFF, lone surrogates) as U+FFFD. */
+/** Contract: XML 1.0 text: markup escaped; characters XML cannot carry (C0 controls but tab/LF/CR, U+FFFE/U+FFFF, lone surrogates) as U+FFFD. */
 export function xmlText(s: string): string {
   let clean = "";
   for (const ch of toWellFormed(s)) {
@@ -17,7 +17,7 @@ export function xmlText(s: string): string {
   return clean.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
 }
 
-/** An XML attribute value: as xmlText, quotes escaped, and line breaks and tabs as character references (kept by parsers). */
+/** Contract: an XML attribute value: as xmlText, quotes escaped, and line breaks and tabs as character references (kept by parsers). */
 export function xmlAttr(s: string): string {
   return xmlText(s)
     .replaceAll('"', "&quot;")
@@ -29,7 +29,7 @@ export function xmlAttr(s: string): string {
 
 const seconds = (ms: number) => (Math.max(0, ms) / 1000).toFixed(3);
 
-/** Why a case did not pass, one line per failed scorer (or its error). */
+/** Why a case did not pass. Contract: one line per failed scorer (`scorer: reason`), or the error of a case that could not run; none for a passed case. */
 export function failureLines(r: CaseResult): string[] {
   if (r.status === "error") return [`error: ${r.error ?? "unknown"}`];
   return r.scores.filter((s) => !s.pass).map((s) => `${s.scorer}: ${s.reason ?? `score ${s.score}`}`);
@@ -102,7 +102,7 @@ export function jsonReport(
   )}\n`;
 }
 
-/** The summary printed at the end of `keel eval`: totals, one row per scorer, the comparison and the gate. */
+/** The summary printed at the end of `keel eval`. Contract: totals, one row per scorer, up to 20 cases not passed, the comparison and the gate; ends with a newline. */
 export function summaryTable(
   experiment: ExperimentRecord,
   summary: ExperimentSummary,
@@ -139,14 +139,14 @@ export function summaryTable(
   return `${lines.join("\n")}\n`;
 }
 
-/** One plain line per finished case (stderr when it is not a terminal). */
+/** One plain line per finished case (stderr when it is not a terminal). Contract: one line, no newline; the case id cut to 60 code points. */
 export function caseLine(r: CaseResult, done: number, total: number): string {
   const mark = r.status === "passed" ? "pass" : r.status === "failed" ? "FAIL" : "ERROR";
   const why = r.status === "passed" ? "" : `: ${truncate(failureLines(r).join("; "), 160)}`;
   return `[${done}/${total}] ${mark} ${truncate(r.caseId, 60)} (${seconds(r.metrics.durationMs)} s)${why}`;
 }
 
-/** A progress bar for a terminal, `width` columns at most. */
+/** A progress bar for a terminal. Contract: one line, no newline, at most `width` columns for widths of 30 and more. */
 export function progressBar(
   done: number,
   total: number,

@@ -19,7 +19,7 @@ import type {
   ScoreResult,
 } from "./types.ts";
 
-/** An eval file's default export (`*.eval.ts`). */
+/** An eval file's default export (`*.eval.ts`). Contract: `dataset` is resolved from the eval file's folder; scorer names are unique. */
 export interface EvalDefinition {
   /** The dataset, relative to the eval file. */
   dataset: string;
@@ -36,12 +36,12 @@ export function defineEval<D extends EvalDefinition>(definition: D): D {
   return definition;
 }
 
-/** What the runner reports while it runs. */
+/** What the runner reports while it runs. Contract: one `start`, then one `case` per case scored in this run, `done` counting resumed ones too. */
 export type EvalProgress =
   | { type: "start"; experiment: ExperimentRecord; total: number; skipped: number }
   | { type: "case"; result: CaseResult; done: number; total: number };
 
-/** Options of runEval. */
+/** Options of runEval. Contract: only `agent`, `cases`, `store` and `dataset` are required. */
 export interface RunEvalOptions {
   agent: Agent;
   cases: readonly EvalCase[];
@@ -68,7 +68,7 @@ export interface RunEvalOptions {
   closeGraceMs?: number;
 }
 
-/** What runEval returns. */
+/** What runEval returns. Contract: `summary` covers `results`; `experiment` is as stored. */
 export interface EvalRun {
   experiment: ExperimentRecord;
   /** Every case of the experiment (resumed ones included), in dataset order. */

@@ -28,7 +28,7 @@ export interface ScoreContext {
 }
 
 /**
- * What a scorer may return: a boolean (pass or fail), a number in [0, 1] (passes at or over
+ * What a scorer may return. Contract: a boolean (pass or fail), a number in [0, 1] (passes at or over
  * the scorer's `threshold`, default 0.5), or `{ pass?, score?, reason? }` (one of pass or score).
  */
 export type ScorerVerdict = boolean | number | { pass?: boolean; score?: number; reason?: string };
@@ -53,7 +53,7 @@ export function defineScorer<S extends Scorer>(scorer: S): S {
   return scorer;
 }
 
-/** Built-in scorers named by the `expect` keys of `c`, in the order of EXPECT_KEYS. */
+/** Built-in scorers named by the `expect` keys of `c`. Contract: one per key present, in the order of EXPECT_KEYS; none without `expect`. */
 export function expectScorers(c: EvalCase): Scorer[] {
   const e = (c.expect ?? {}) as Expectations;
   const out: Scorer[] = [];
@@ -113,7 +113,7 @@ function regexScorer(regex: NonNullable<Expectations["regex"]>): Scorer {
   };
 }
 
-/** The JSON in an answer: the whole text, or the first fenced ```json block. */
+/** The JSON in an answer. Contract: the first fenced ```json (or bare ```) block when there is one, else the whole text, trimmed; never throws. */
 export function jsonOf(output: string): { ok: true; value: unknown } | { ok: false; reason: string } {
   const fenced = /```(?:json)?\s*\n([\s\S]*?)\n\s*```/.exec(output);
   const text = (fenced ? fenced[1]! : output).trim();
@@ -140,7 +140,7 @@ function jsonSchemaScorer(schema: Record<string, unknown> | boolean): Scorer {
 
 type ToolExpectation = string | { name: string; args?: Record<string, unknown> | undefined };
 
-/** True when every field of `want` is in `got` with an equal value (objects compared the same way, arrays element by element). */
+/** Contract: true when every field of `want` is in `got` with an equal value (objects compared the same way, arrays element by element and of equal length). */
 export function subsetMatch(want: unknown, got: unknown): boolean {
   if (want === got) return true;
   if (Array.isArray(want))
