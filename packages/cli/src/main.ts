@@ -114,7 +114,19 @@ const EVAL_ONLY = ["name", "baseline", "fail-under", "max-regressions", "junit",
  * `--resume EXP`), before parsing. `keel eval list|show --json` keep the switch.
  */
 function evalArgv(argv: readonly string[]): readonly string[] {
-  const words = argv.filter((a) => !a.startsWith("-"));
+  // The positionals, skipping the values of options that take one (`--config x eval …`).
+  const options = CLI_OPTIONS as Record<string, { type: string; short?: string }>;
+  const words: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (!a.startsWith("-") || a === "-") words.push(a);
+    else if (!a.includes("=")) {
+      const spec = a.startsWith("--")
+        ? options[a.slice(2)]
+        : Object.values(options).find((o) => a.length === 2 && o.short === a[1]);
+      if (spec?.type === "string") i++;
+    }
+  }
   if (words[0] !== "eval" || ["list", "show", "add"].includes(words[1] ?? "")) return argv;
   const out: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -895,6 +907,8 @@ async function evalDispatch(
       await store.close();
     }
   }
+  if (flags.json && values["json-file"] === undefined)
+    throw usage("keel eval DATASET --json takes the FILE to write the report to (- for stdout).");
   if (!sub)
     throw usage(
       "keel eval needs a dataset (cases.jsonl, cases.yaml) or an eval file (*.eval.ts); keel help eval shows more.",
