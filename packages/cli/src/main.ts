@@ -709,7 +709,7 @@ async function readConfigOnly(io: CliEnv, flags: Flags): Promise<{ config: KeelC
 async function viewStore(
   io: CliEnv,
   flags: Flags,
-): Promise<{ store: SessionStore | undefined; where: string; agentName: string | undefined }> {
+): Promise<{ store: SessionStore | undefined; where: string; agentName: string | undefined; storage: AgentStorage }> {
   const { config, loaded } = await readConfigOnly(io, flags);
   const agentName = loaded ? (config.name ?? "agent") : undefined;
   const configured = flags.home ?? config.home;
@@ -718,7 +718,11 @@ async function viewStore(
       ? resolve(configDir(loaded.filepath), configured)
       : (flags.home ?? defaultKeelHome(io.env));
   const database = chooseDatabase(config, io.env, loaded?.filepath);
-  if (database.kind === "postgres") return { store: postgresSessionStore(database), where: database.shown, agentName };
+  if (database.kind === "postgres") {
+    const { url, schema } = database;
+    const storage: AgentStorage = { home, database: { kind: "postgres", url, ...(schema ? { schema } : {}) } };
+    return { store: postgresSessionStore(database), where: database.shown, agentName, storage };
+  }
   checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
   const where = defaultSessionDbPath(home);
   // Read-only: viewing never writes, never waits for a writer's lease, and works on a read-only home.
@@ -726,6 +730,7 @@ async function viewStore(
     store: existsSync(where) ? new SqliteSessionStore({ path: where, readOnly: true }) : undefined,
     where,
     agentName,
+    storage: { home, database: { kind: "sqlite" } },
   };
 }
 
@@ -808,6 +813,23 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
     store: SessionStore,
     where: string,
     agentName: string | undefined,
+    storage: AgentStorage,
+    answer?: import("./studio/server.ts").ApprovalAnswerer,
+  ): Promise<number> => {
+    // Experiments live beside the sessions; the studio only reads them (a SQLite file is opened read-only).
+    const { openExperimentStore } = await import("@keel/eval");
+    const experiments = await openExperimentStore(storage, { readOnly: true });
+    try {
+      return await serveWith(store, where, agentName, experiments, answer);
+    } finally {
+      await experiments.close();
+    }
+  };
+  const serveWith = async (
+    store: SessionStore,
+    where: string,
+    agentName: string | undefined,
+    experiments: import("@keel/eval").ExperimentStore,
     answer?: import("./studio/server.ts").ApprovalAnswerer,
   ): Promise<number> => {
     const s = await startStudio({
@@ -816,6 +838,7 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
       ...(agentName ? { agent: agentName } : {}),
       port,
       ...(answer ? { answer } : {}),
+      experiments,
     });
     // Listening for Ctrl-C before the URL is printed: whoever reads the URL may stop us at once.
     // The first signal stops the server; another while it closes exits at once.
@@ -848,18 +871,19 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
         agent.store,
         "the agent's session store",
         agent.name,
+        agent.storage,
         sessionAnswerer(agent, (line) => io.err(`${line}\n`)),
       );
     });
   }
-  const { store, where, agentName } = await viewStore(io, flags);
+  const { store, where, agentName, storage } = await viewStore(io, flags);
   if (!store)
     throw new KeelError(
       "KEEL_SESSION_NOT_FOUND",
       `No sessions in ${where} yet (the file does not exist): run a turn first, e.g. keel run "hello".`,
     );
   try {
-    return await serve(store, where, agentName);
+    return await serve(store, where, agentName, storage);
   } finally {
     await store.close();
   }
