@@ -1,5 +1,5 @@
 /**
- * Fault suite, class 16 — evals. The real `keel eval` binary: a malformed case is a located
+ * Fault suite, class 17 — evals. The real `keel eval` binary: a malformed case is a located
  * error before any model call (the wire server sees no request, no session is created); a
  * scorer that throws fails its case with its name while the other scorers and cases score; a run
  * SIGKILLed midway is continued with `--resume` and ends with every case scored exactly once; the
@@ -54,7 +54,7 @@ async function experimentOf(home: string) {
   }
 }
 
-describe("fault class 16: evals", () => {
+describe("fault class 17: evals", () => {
   it("a malformed case is a located error before any model call: no request, no session, exit 2", async () => {
     const p = project(root, "malformed", faultConfig());
     writeFileSync(
