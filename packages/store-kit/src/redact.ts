@@ -49,7 +49,7 @@ const STORED: { readonly [T in KeelEventType]: Fields<Extract<KeelEventData, { t
   "model.failed": { message: "text" },
   "model.notice": { message: "text", data: "data" },
   "tool.started": { args: "data" },
-  "tool.completed": {},
+  "tool.completed": { raw: "message" },
   "preflight.completed": { plan: "text", error: "text" },
   "tools.revealed": { unknown: "data" },
   "guard.tripped": {},
