@@ -14,3 +14,7 @@ export type {
   ScoreResult,
   ScorerSummary,
 } from "./types.ts";
+export { replaySession } from "./replay.ts";
+export type { ReplayOptions, ReplayReport, ReplayRig, TurnOutcome } from "./replay.ts";
+export { compareRequests } from "./replay-diff.ts";
+export type { EditSummary, RequestChange } from "./replay-diff.ts";
