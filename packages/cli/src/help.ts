@@ -209,6 +209,24 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       "Loopback only; every request needs the token in the printed URL (the page then keeps it in a same-site cookie). Read-only by default: nothing is written and no plugin starts. Turns run by any process appear as they happen. Ctrl-C stops it.",
     ],
   },
+  replay: {
+    summary:
+      "re-run a recorded session with today's config and plugins (the model's answers from the recording) and show which request changed and why",
+    usage: ["keel replay SESSION [--tools log|live] [--strict] [--json] [--keep] [--config PATH] [--home DIR]"],
+    options: [
+      CONFIG,
+      HOME,
+      ["--tools log|live", "log (default): tools answer with their recorded results; live: they run"],
+      ["--strict", "exit 1 when the replay diverged from the recording (a CI check)"],
+      ["--json", "the whole report as JSON: every request's sections, context, tools, messages, edits and tokens"],
+      ["--keep", "keep the replay's scratch home (the plugins' files) and print where"],
+    ],
+    examples: [
+      "keel replay 3f2a9c1e-…                     # what today's plugins change in this session",
+      "keel replay 3f2a9c1e-… --strict --json     # in CI",
+    ],
+    env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA"],
+  },
   worker: {
     summary:
       "finish the turns stopped processes left, with no user action: claims them across instances through the session leases (@keel/worker)",

@@ -94,6 +94,8 @@ const CLI_OPTIONS = {
   mode: { type: "string" },
   once: { type: "boolean" },
   concurrency: { type: "string" },
+  tools: { type: "string" },
+  keep: { type: "boolean" },
 } as const;
 
 async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
@@ -143,6 +145,8 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     throw usage(`${values.turns !== undefined ? "--turns" : "--every"} is an option of keel goal.`);
   if ((values.once || values.concurrency !== undefined) && command !== "worker")
     throw usage(`${values.once ? "--once" : "--concurrency"} is an option of keel worker.`);
+  if ((values.tools !== undefined || values.keep) && command !== "replay")
+    throw usage(`${values.tools !== undefined ? "--tools" : "--keep"} is an option of keel replay.`);
   if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio")
     throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
   const flags: Flags = {
@@ -227,6 +231,28 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
           },
           built.home,
         ),
+      );
+    }
+    case "replay": {
+      if (rest.length !== 1)
+        throw usage("keel replay takes one session id, e.g. keel replay 3f2a… (keel sessions lists them).");
+      const tools = values.tools ?? "log";
+      if (tools !== "log" && tools !== "live")
+        throw usage(`--tools takes log (recorded results) or live (run the tools), not "${headOf(tools, 40)}".`);
+      guardCli(undefined, io);
+      const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
+      const { replayCommand } = await import("./replay.ts");
+      return replayCommand(
+        {
+          sessionId: rest[0]!,
+          tools,
+          json: !!values.json,
+          strict: !!values.strict,
+          ...(values.keep ? { keep: true } : {}),
+        },
+        await viewStore(io, flags),
+        loaded,
+        io,
       );
     }
     case "db":
