@@ -30,6 +30,11 @@ export interface ReplayRig {
   approve: (request: ApprovalRequest) => boolean;
   /** A scratch store: nothing of the replay reaches the recorded session's store. */
   store: SessionStore;
+  /**
+   * No side model: the log holds no side-model answers, and the agent's provider must not answer
+   * plugins' side requests (each would take a recorded answer). Plugins use their fallbacks.
+   */
+  sideModel: false;
 }
 
 /** Options of replaySession. Contract: `events` is one session's log, in order. */
@@ -44,8 +49,9 @@ export interface ReplayOptions {
 /** One turn's outcome, recorded and replayed. */
 export interface TurnOutcome {
   input: string;
-  recorded: { status: string; reason?: string; text: string };
-  replayed: { status: string; reason?: string; text: string };
+  /** `message`: a failed turn's error. */
+  recorded: { status: string; reason?: string; message?: string; text: string };
+  replayed: { status: string; reason?: string; message?: string; text: string };
   same: boolean;
 }
 
@@ -128,8 +134,16 @@ function outcomeOf(events: readonly KeelEvent[], turnId: string | null): TurnOut
       end = e;
   }
   if (!end || !("verdict" in end)) return { status: "unfinished", text };
-  const v = end.verdict as { status: string; reason?: string };
-  return { status: v.status, ...(v.reason !== undefined ? { reason: v.reason } : {}), text };
+  return { ...verdictOf(end.verdict), text };
+}
+
+function verdictOf(verdict: unknown): { status: string; reason?: string; message?: string } {
+  const v = verdict as { status: string; reason?: string; message?: string };
+  return {
+    status: v.status,
+    ...(v.reason !== undefined ? { reason: v.reason } : {}),
+    ...(typeof v.message === "string" ? { message: v.message } : {}),
+  };
 }
 
 /** A provider that serves the recording's answers in order and keeps each request it was asked. */
@@ -203,21 +217,26 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
       return answer ?? false;
     },
     store,
+    sideModel: false,
   };
   const agent = await options.build(rig);
   const turns: TurnOutcome[] = [];
   let replayId = "";
   try {
-    const session = await agent.session();
+    // Under the recorded id (in the scratch store): what plugins derive from the session's or a
+    // turn's id (a stored output's handle, a cache key) comes out the same.
+    const created = events.find((e) => e.type === "session.created");
+    await store.createSession({ id: sessionId, agent: agent.name, createdAt: created?.ts ?? Date.now() });
+    if (created) await store.append({ ...created, seq: 1 });
+    const session = await agent.session(sessionId);
     replayId = session.id;
     for (const start of starts) {
       const mode = [...events].reverse().find((e) => e.type === "session.mode" && e.seq < start.seq);
       if (mode?.type === "session.mode" && mode.mode !== session.mode) await session.setMode(mode.mode);
       const input = start.content ? start.content : start.input;
       const result = await session.run(input, { metadata: { ...start.metadata } });
-      const v = result.verdict as { status: string; reason?: string };
       const recorded = outcomeOf(events, start.turnId);
-      const replayed = { status: v.status, ...(v.reason !== undefined ? { reason: v.reason } : {}), text: result.text };
+      const replayed = { ...verdictOf(result.verdict), text: result.text };
       turns.push({
         input: start.input,
         recorded,
@@ -225,7 +244,7 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
         same:
           recorded.status === replayed.status && recorded.reason === replayed.reason && recorded.text === replayed.text,
       });
-      if (v.status === "paused") break;
+      if (result.verdict.status === "paused") break;
     }
   } finally {
     await agent.close();

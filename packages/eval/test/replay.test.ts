@@ -93,6 +93,7 @@ function replay(events: KeelEvent[], plugins: KeelPlugin[], tools: "log" | "live
     build: (rig) =>
       createAgent({
         provider: rig.provider,
+        sideModel: rig.sideModel,
         store: rig.store,
         tools: [readTool(runs)],
         plugins: [...plugins, ...rig.plugins],
