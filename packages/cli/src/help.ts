@@ -212,7 +212,10 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
   replay: {
     summary:
       "re-run a recorded session with today's config and plugins (the model's answers from the recording) and show which request changed and why",
-    usage: ["keel replay SESSION [--tools log|live] [--strict] [--json] [--keep] [--config PATH] [--home DIR]"],
+    usage: [
+      "keel replay SESSION… [--tools log|live] [--strict] [--json] [--keep] [--config PATH] [--home DIR]",
+      "keel replay --last N [--strict] [--json]",
+    ],
     options: [
       CONFIG,
       HOME,
@@ -220,10 +223,11 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       ["--strict", "exit 1 when the replay diverged from the recording (a CI check)"],
       ["--json", "the whole report as JSON: every request's sections, context, tools, messages, edits and tokens"],
       ["--keep", "keep the replay's scratch home (the plugins' files) and print where"],
+      ["--last N", "replay the agent's N most recent sessions: a line each and a total"],
     ],
     examples: [
       "keel replay 3f2a9c1e-…                     # what today's plugins change in this session",
-      "keel replay 3f2a9c1e-… --strict --json     # in CI",
+      "keel replay --last 50 --strict             # last week's sessions against a plugin change, in CI",
     ],
     env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA"],
   },

@@ -96,6 +96,7 @@ const CLI_OPTIONS = {
   concurrency: { type: "string" },
   tools: { type: "string" },
   keep: { type: "boolean" },
+  last: { type: "string" },
 } as const;
 
 async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
@@ -145,8 +146,9 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     throw usage(`${values.turns !== undefined ? "--turns" : "--every"} is an option of keel goal.`);
   if ((values.once || values.concurrency !== undefined) && command !== "worker")
     throw usage(`${values.once ? "--once" : "--concurrency"} is an option of keel worker.`);
-  if ((values.tools !== undefined || values.keep) && command !== "replay")
-    throw usage(`${values.tools !== undefined ? "--tools" : "--keep"} is an option of keel replay.`);
+  const replayFlag =
+    values.tools !== undefined ? "--tools" : values.keep ? "--keep" : values.last ? "--last" : undefined;
+  if (replayFlag && command !== "replay") throw usage(`${replayFlag} is an option of keel replay.`);
   if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio")
     throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
   const flags: Flags = {
@@ -234,8 +236,13 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       );
     }
     case "replay": {
-      if (rest.length !== 1)
-        throw usage("keel replay takes one session id, e.g. keel replay 3f2a… (keel sessions lists them).");
+      const last = values.last === undefined ? undefined : Number(values.last);
+      if (last !== undefined && !(Number.isInteger(last) && last >= 1))
+        throw usage(`--last takes a whole number ≥ 1, not "${headOf(values.last!, 20)}".`);
+      if (last !== undefined ? rest.length > 0 : rest.length === 0)
+        throw usage(
+          "keel replay takes session ids (keel sessions lists them) or --last N (the most recent sessions), not both.",
+        );
       const tools = values.tools ?? "log";
       if (tools !== "log" && tools !== "live")
         throw usage(`--tools takes log (recorded results) or live (run the tools), not "${headOf(tools, 40)}".`);
@@ -244,7 +251,8 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       const { replayCommand } = await import("./replay.ts");
       return replayCommand(
         {
-          sessionId: rest[0]!,
+          sessionIds: rest,
+          ...(last ? { last } : {}),
           tools,
           json: !!values.json,
           strict: !!values.strict,

@@ -15,7 +15,9 @@ import type { LoadedConfig } from "./load-config.ts";
 
 /** What `keel replay` was given. */
 export interface ReplayCommand {
-  sessionId: string;
+  /** The sessions to replay; with `last`, the most recent sessions of the config's agent instead. */
+  sessionIds: string[];
+  last?: number;
   tools: "log" | "live";
   json: boolean;
   strict: boolean;
@@ -24,51 +26,89 @@ export interface ReplayCommand {
 }
 
 /**
- * Replay one session. Contract: reads the recorded store only; the replayed agent runs in a
- * scratch home with a scratch store; returns 0, or 1 when `strict` and the replay diverged.
+ * Replay sessions. Contract: reads the recorded store only; each replay runs in a scratch home
+ * with a scratch store; one session prints its whole report, several a line each and a total;
+ * returns 0, or 1 when `strict` and a replay diverged.
  */
 export async function replayCommand(
   cmd: ReplayCommand,
-  recorded: { store: SessionStore | undefined; where: string },
+  recorded: { store: SessionStore | undefined; where: string; agentName: string | undefined },
   loaded: LoadedConfig,
   io: { out(s: string): void; err(s: string): void; env: NodeJS.ProcessEnv },
 ): Promise<number> {
-  const events = await recordedEvents(cmd.sessionId, recorded);
-  const home = mkdtempSync(join(tmpdir(), "keel-replay-"));
-  let report: ReplayReport;
-  try {
-    report = await replaySession({
-      events,
-      tools: cmd.tools,
-      build: async (rig) =>
-        (await buildAgent(loaded, { env: io.env, home, store: rig.store, rig, note: () => {} })).agent,
-    });
-  } finally {
-    if (cmd.keep) io.err(`keel: the replay's home is kept at ${home}\n`);
-    else rmSync(home, { recursive: true, force: true });
+  const logs = await recordedLogs(cmd, recorded);
+  const reports: ReplayReport[] = [];
+  for (const events of logs) {
+    const home = mkdtempSync(join(tmpdir(), "keel-replay-"));
+    try {
+      reports.push(
+        await replaySession({
+          events,
+          tools: cmd.tools,
+          build: async (rig) =>
+            (await buildAgent(loaded, { env: io.env, home, store: rig.store, rig, note: () => {} })).agent,
+        }),
+      );
+    } finally {
+      if (cmd.keep) io.err(`keel: the replay's home is kept at ${home}\n`);
+      else rmSync(home, { recursive: true, force: true });
+    }
+    if (!cmd.json && (logs.length > 1 || cmd.last)) io.out(summaryLine(reports.at(-1)!));
   }
-  io.out(cmd.json ? `${JSON.stringify(report, null, 2)}\n` : formatReplay(report));
-  return cmd.strict && !report.identical ? 1 : 0;
+  if (cmd.json) io.out(`${JSON.stringify(logs.length === 1 && !cmd.last ? reports[0] : reports, null, 2)}\n`);
+  else if (logs.length === 1 && !cmd.last) io.out(formatReplay(reports[0]!));
+  else {
+    const same = reports.filter((r) => r.identical).length;
+    io.out(`${same} of ${reports.length} session(s) replayed identically.\n`);
+  }
+  return cmd.strict && reports.some((r) => !r.identical) ? 1 : 0;
 }
 
-async function recordedEvents(
-  id: string,
-  recorded: { store: SessionStore | undefined; where: string },
-): Promise<KeelEvent[]> {
+function summaryLine(r: ReplayReport): string {
+  if (r.identical) return `${r.sessionId}  identical (${r.requests.length} requests)\n`;
+  const first = r.firstDivergence !== undefined ? r.requests[r.firstDivergence] : undefined;
+  const why = first
+    ? [
+        ...first.sections.map((s) => `section ${s.sectionId} ${s.change} by ${s.plugins.join(", ")}`),
+        ...first.context.map((c) => `context ${c.id} ${c.change}`),
+        ...(first.tools.added.length || first.tools.removed.length ? ["tools"] : []),
+        ...(!first.messages.same ? ["messages"] : []),
+      ].join("; ")
+    : r.toolChanges.length
+      ? `${r.toolChanges.length} tool call(s) decided differently`
+      : "a turn ended differently";
+  return `${r.sessionId}  DIVERGED at request #${(r.firstDivergence ?? 0) + 1}: ${why || "the request"}\n`;
+}
+
+async function recordedLogs(
+  cmd: ReplayCommand,
+  recorded: { store: SessionStore | undefined; where: string; agentName: string | undefined },
+): Promise<KeelEvent[][]> {
   const { store, where } = recorded;
-  if (!store)
+  if (!store) {
+    if (cmd.last) return [];
     throw new KeelError(
       "KEEL_SESSION_NOT_FOUND",
-      `No session "${id}" to replay in ${where} (the file does not exist).`,
+      `No session "${cmd.sessionIds[0]}" to replay in ${where} (the file does not exist).`,
     );
+  }
   try {
-    const info = await store.getSession(id);
-    if (!info)
-      throw new KeelError(
-        "KEEL_SESSION_NOT_FOUND",
-        `No session "${id}" to replay in ${where}: it was deleted since it was recorded, or it is in another home or database (keel sessions lists what is there).`,
-      );
-    return await store.events(id);
+    const ids = cmd.last
+      ? (
+          await store.listSessions({ ...(recorded.agentName ? { agent: recorded.agentName } : {}), limit: cmd.last })
+        ).map((s) => s.id)
+      : cmd.sessionIds;
+    const out: KeelEvent[][] = [];
+    for (const id of ids) {
+      const info = await store.getSession(id);
+      if (!info)
+        throw new KeelError(
+          "KEEL_SESSION_NOT_FOUND",
+          `No session "${id}" to replay in ${where}: it was deleted since it was recorded, or it is in another home or database (keel sessions lists what is there).`,
+        );
+      out.push(await store.events(id));
+    }
+    return out;
   } finally {
     await store.close();
   }

@@ -87,10 +87,29 @@ describe("keel replay", () => {
     expect(loose.code).toBe(0);
   });
 
+  it("--last N replays the agent's most recent sessions: a line each, a total, exit 1 under --strict when one diverged", async () => {
+    const second = await keel(["run", "And in NOTES.md?"]);
+    expect(second.code, second.stderr).toBe(0);
+    const same = await keel(["replay", "--last", "5", "--strict"]);
+    expect(same.code, same.stderr).toBe(0);
+    expect(same.stdout).toContain(`${sessionId}  identical (2 requests)`);
+    expect(same.stdout).toContain("2 of 2 session(s) replayed identically.");
+    const changed = await keel(["replay", "--last", "5", "--strict", "--json"], { RULES: "Be thorough." });
+    expect(changed.code).toBe(1);
+    const reports = JSON.parse(changed.stdout) as Array<{ identical: boolean; firstDivergence: number }>;
+    expect(reports.map((r) => [r.identical, r.firstDivergence])).toEqual([
+      [false, 0],
+      [false, 0],
+    ]);
+    const lines = await keel(["replay", "--last", "1"], { RULES: "Be thorough." });
+    expect(lines.stdout).toMatch(/DIVERGED at request #1: section rules changed by rules/);
+    expect(lines.stdout).toContain("0 of 1 session(s) replayed identically.");
+    const both = await keel(["replay", sessionId, "--last", "2"]);
+    expect(both.code).toBe(2);
+  });
+
   it("a session deleted since it was recorded is a clear error, and bad flags are usage errors", async () => {
     const db = new DatabaseSync(join(home, "sessions.sqlite"));
-    const other = await keel(["run", "Another question"]);
-    expect(other.code, other.stderr).toBe(0);
     const list = JSON.parse((await keel(["sessions", "--json"])).stdout) as Array<{ id: string }>;
     const gone = list.find((s) => s.id !== sessionId)!.id;
     db.prepare("DELETE FROM events WHERE session_id = ?").run(gone);
