@@ -152,6 +152,10 @@ export function formatReplay(r: ReplayReport): string {
   if (r.toolChanges.length)
     out.push("Tool calls:", ...r.toolChanges.map((c) => `  ${c.callId} ${c.name}: ${c.recorded} → ${c.replayed}`));
   for (const n of r.notes) out.push(`Note: ${n}`);
+  for (const p of r.pluginProblems)
+    out.push(
+      `Plugin ${p.plugin} ${p.status} in ${p.phase}${p.error ? `: ${headOf(p.error, 160)}` : ""} (not in the recording)`,
+    );
   if (r.firstDivergence !== undefined) {
     out.push(`First divergence: request #${r.firstDivergence + 1}.`);
     if (r.asked) {

@@ -74,6 +74,8 @@ export interface ReplayReport {
   toolChanges: Array<{ callId: string; name: string; recorded: string; replayed: string }>;
   /** Problems the replay met (a request the recording has no answer for, a call asked only now). */
   notes: string[];
+  /** Plugin handlers that threw, timed out or returned invalid contributions in the replay and not in the recording. */
+  pluginProblems: Array<{ phase: string; plugin: string; status: string; error?: string }>;
 }
 
 interface Answer {
@@ -256,7 +258,16 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
   const first = requests.findIndex((r) => !r.same);
   const toolChanges = diffCalls(callStates(events), callStates(replayed));
   const identical = first < 0 && turns.every((t) => t.same) && toolChanges.length === 0 && !notes.length;
-  const report: ReplayReport = { sessionId, tools, identical, requests, turns, toolChanges, notes };
+  const report: ReplayReport = {
+    sessionId,
+    tools,
+    identical,
+    requests,
+    turns,
+    toolChanges,
+    notes,
+    pluginProblems: newProblems(events, replayed),
+  };
   if (first >= 0) {
     report.firstDivergence = first;
     const req = asked[first];
@@ -268,6 +279,26 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
       };
   }
   return report;
+}
+
+type Problem = ReplayReport["pluginProblems"][number];
+
+function problemsOf(log: readonly KeelEvent[]): Map<string, Problem> {
+  const out = new Map<string, Problem>();
+  for (const e of log) {
+    if (e.type !== "phase.completed") continue;
+    for (const h of e.handlers) {
+      if (h.status !== "threw" && h.status !== "timeout" && h.status !== "invalid") continue;
+      const p = { phase: e.phase, plugin: h.plugin, status: h.status, ...(h.error ? { error: h.error } : {}) };
+      out.set(JSON.stringify(p), p);
+    }
+  }
+  return out;
+}
+
+function newProblems(recorded: readonly KeelEvent[], replayed: readonly KeelEvent[]): Problem[] {
+  const before = problemsOf(recorded);
+  return [...problemsOf(replayed)].filter(([k]) => !before.has(k)).map(([, p]) => p);
 }
 
 function diffCalls(
