@@ -65,8 +65,22 @@ export function redactBlock(v: unknown): unknown {
   }
 }
 
-/** A message as the session log stores it. Contract: never throws, never mutates `v`; its blocks go through redactBlock. */
+const redactedMessages = new WeakMap<object, unknown>();
+
+/**
+ * A message as the session log stores it.
+ * Contract: never throws, never mutates `v`; its blocks go through redactBlock. A frozen message
+ * (the kernel freezes every message it keeps) is redacted once: the store's write and the
+ * kernel's request digest share the result, which is frozen.
+ */
 export function redactMessage(v: unknown): unknown {
+  const frozen = v !== null && typeof v === "object" && Object.isFrozen(v);
+  if (frozen) {
+    const hit = redactedMessages.get(v);
+    if (hit !== undefined) return hit;
+  }
   const m = guardedFields(v);
-  return m ? { ...m, content: redactEach(m.content, redactBlock) } : redactData(v);
+  const out = m ? { ...m, content: redactEach(m.content, redactBlock) } : redactData(v);
+  if (frozen) redactedMessages.set(v as object, Object.freeze(out));
+  return out;
 }
