@@ -170,7 +170,8 @@ function replayProvider(answers: Answer[], asked: ModelRequest[], id: string): M
   };
 }
 
-function fromLog(results: ReturnType<typeof recordedResults>, notes: string[]): KeelPlugin {
+/** Answers calls with their recorded results; `only`: other calls run as usual (live tools). */
+function fromLog(results: ReturnType<typeof recordedResults>, notes: string[], only = false): KeelPlugin {
   return definePlugin({
     name: "keel-replay",
     version: "1.0.0",
@@ -181,6 +182,7 @@ function fromLog(results: ReturnType<typeof recordedResults>, notes: string[]): 
           const r = results.get(e.call.id);
           if (r)
             return { kind: "tool_decision", decision: "allow", result: { content: r.content, isError: r.isError } };
+          if (only) return undefined;
           notes.push(`Call ${e.call.id} (${e.call.name}) has no recorded result: it was refused.`);
           return { kind: "tool_decision", decision: "deny", reason: "the recording holds no result for this call" };
         },
@@ -209,9 +211,23 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
   const approvals = new Map<string, boolean>();
   for (const e of events) if (e.type === "approval.resolved") approvals.set(e.callId, e.approved);
   const store = new MemorySessionStore();
+  const results = recordedResults(events);
+  // A call that started child sessions is answered from the log even with live tools: the
+  // children's model answers are in their own sessions, not in this recording.
+  const delegating = new Set(events.flatMap((e) => (e.type === "child.started" ? [e.callId] : [])));
+  if (tools === "live" && delegating.size)
+    notes.push(
+      `${delegating.size} call(s) that started child sessions were answered from the log: their children's answers are recorded in their own sessions.`,
+    );
+  const informational = notes.length;
   const rig: ReplayRig = {
     provider: replayProvider(recordedAnswers(events), asked, sessionId),
-    plugins: tools === "log" ? [fromLog(recordedResults(events), notes)] : [],
+    plugins:
+      tools === "log"
+        ? [fromLog(results, notes)]
+        : delegating.size
+          ? [fromLog(new Map([...results].filter(([id]) => delegating.has(id))), notes, true)]
+          : [],
     approve: (req) => {
       const answer = approvals.get(req.call.id);
       if (answer === undefined)
@@ -257,7 +273,7 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
   const requests = compareRequests(events, manifests(events), replayed, manifests(replayed));
   const first = requests.findIndex((r) => !r.same);
   const toolChanges = diffCalls(callStates(events), callStates(replayed));
-  const identical = first < 0 && turns.every((t) => t.same) && toolChanges.length === 0 && !notes.length;
+  const identical = first < 0 && turns.every((t) => t.same) && !toolChanges.length && notes.length === informational;
   const report: ReplayReport = {
     sessionId,
     tools,

@@ -185,3 +185,91 @@ describe("replaySession", () => {
     await expect(replay(events.slice(0, 1), [])).rejects.toMatchObject({ code: "KEEL_REPLAY_EMPTY" });
   });
 });
+
+describe("replaySession: approvals and child sessions", () => {
+  const asker = definePlugin({
+    name: "asker",
+    version: "1.0.0",
+    setup(ctx) {
+      ctx.on("tool.pre_call", () => ({ kind: "tool_decision", decision: "ask", reason: "files are private" }));
+    },
+  });
+
+  it("approvals are answered as recorded: an approved call and a refused one replay identically, nobody is asked", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-replay-"));
+    dirs.push(dir);
+    const store = new SqliteSessionStore({ path: join(dir, "sessions.sqlite") });
+    const asked: string[] = [];
+    const agent = await createAgent({
+      provider: scriptedProvider(script),
+      store,
+      home: dir,
+      tools: [readTool({ n: 0 })],
+      plugins: [asker],
+      approve: (r) => (asked.push(r.call.id), r.call.id === "c1"),
+    });
+    const session = await agent.session();
+    await session.run("What is left in TODO.md?");
+    const events = await store.events(session.id);
+    await agent.close();
+    expect(asked).toEqual(["c1", "c2"]);
+    const report = await replay(events, [asker]);
+    expect(report.notes).toEqual([]);
+    expect(report.toolChanges).toEqual([]);
+    expect(report.identical).toBe(true);
+  });
+
+  it("a call that started a child session is answered from the log, also with live tools; other calls run", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-replay-"));
+    dirs.push(dir);
+    const store = new SqliteSessionStore({ path: join(dir, "sessions.sqlite") });
+    const runs = { n: 0 };
+    const delegations = { n: 0 };
+    const delegate = defineTool({
+      name: "delegate",
+      description: "Asks a helper.",
+      execute: async (_args: unknown, ctx) => {
+        delegations.n++;
+        const run = await ctx.child({ name: "helper", input: "look it up" });
+        return `helper said: ${run.result.text}`;
+      },
+    });
+    const steps: ScriptStep[] = [
+      { toolCalls: [{ id: "d1", name: "delegate" }] },
+      { text: "the helper's answer" },
+      { toolCalls: [{ id: "r1", name: "read", args: { path: "TODO.md" } }] },
+      { text: "all done" },
+    ];
+    const agent = await createAgent({
+      provider: scriptedProvider(steps),
+      store,
+      home: dir,
+      tools: [delegate, readTool(runs)],
+    });
+    const session = await agent.session();
+    await session.run("Ask the helper, then read TODO.md");
+    const events = await store.events(session.id);
+    await agent.close();
+    expect(delegations.n).toBe(1);
+    const replayRuns = { n: 0 };
+    const report = await replaySession({
+      events,
+      tools: "live",
+      build: (rig) =>
+        createAgent({
+          provider: rig.provider,
+          sideModel: rig.sideModel,
+          store: rig.store,
+          tools: [delegate, readTool(replayRuns)],
+          plugins: rig.plugins,
+          approve: rig.approve,
+        }),
+    });
+    expect(delegations.n).toBe(1);
+    expect(replayRuns.n).toBe(1);
+    expect(report.notes).toEqual([
+      expect.stringContaining("1 call(s) that started child sessions were answered from the log"),
+    ]);
+    expect(report.identical).toBe(true);
+  });
+});
