@@ -18,5 +18,6 @@ export { memoryExperimentStore } from "./store/memory.ts";
 export { SQLITE_EXPERIMENT_MIGRATIONS, sqliteExperimentStore } from "./store/sqlite.ts";
 export type { SqliteExperimentStoreOptions } from "./store/sqlite.ts";
 export { POSTGRES_EXPERIMENT_MIGRATIONS, postgresExperimentStore } from "./store/postgres.ts";
+export type { PostgresExperimentStoreOptions } from "./store/postgres.ts";
 export { openExperimentStore } from "./store/open.ts";
 export type { OpenExperimentStoreOptions } from "./store/open.ts";

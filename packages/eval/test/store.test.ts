@@ -9,8 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isKeelError } from "@keel/kernel";
-import { endSharedPools } from "@keel/store-postgres";
-import { dropTestSchemas, requirePostgres, testTarget } from "../../store-postgres/test/support/pg.ts";
+import { endSharedPools, sharedPool } from "@keel/store-postgres";
+import { SqliteSessionStore } from "@keel/store-sqlite";
+import { dropTestSchemas, PG_URL, requirePostgres, testTarget } from "../../store-postgres/test/support/pg.ts";
 import type { ExperimentStore } from "../src/index.ts";
 import {
   memoryExperimentStore,
@@ -53,6 +54,12 @@ afterAll(async () => {
   await endSharedPools();
   rmSync(dir, { recursive: true, force: true });
 });
+
+/** Tables in `schema` (none: a viewer created nothing). */
+async function tableCount(schema: string): Promise<number> {
+  const r = await sharedPool(PG_URL).query("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = $1", [schema]);
+  return (r.rows[0] as { n: number }).n;
+}
 
 /** JSON that a lossy store would change: key order, escapes, unicode beyond the BMP, deep nesting, big and tiny numbers. */
 const AWKWARD = {
@@ -261,6 +268,29 @@ describe("openExperimentStore", () => {
     const pgDirect = postgresExperimentStore(target);
     expect((await pgDirect.get("pg-1"))?.name).toBe("nightly");
     await pgDirect.close();
+  });
+
+  it("a read-only view creates nothing (SQLite file or PostgreSQL schema), reads empty, refuses writes, and sees what is written later", async () => {
+    const home = join(dir, "view-home");
+    const target = testTarget();
+    const sessions = new SqliteSessionStore({ path: join(home, "sessions.sqlite") });
+    sessions.close();
+    for (const database of [{ kind: "sqlite" } as const, { kind: "postgres", ...target } as const]) {
+      const view = await openExperimentStore({ home, database }, { readOnly: true });
+      expect(await view.list()).toEqual([]);
+      expect(await view.get("exp-1")).toBeUndefined();
+      expect(await view.cases("exp-1")).toEqual([]);
+      const err = await rejection(view.create(experiment()));
+      expect(isKeelError(err) && err.code).toBe("KEEL_STORE_READ_ONLY");
+      if (database.kind === "postgres") expect(await tableCount(target.schema)).toBe(0);
+      const writer = await openExperimentStore({ home, database });
+      await writer.create(experiment());
+      await writer.putCase(caseResult());
+      expect((await view.list()).map((e) => e.id)).toEqual(["exp-1"]);
+      expect(await view.cases("exp-1")).toStrictEqual([caseResult()]);
+      await writer.close();
+      await view.close();
+    }
   });
 
   it("never echoes a password of the database URL", async () => {

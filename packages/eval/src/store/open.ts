@@ -9,8 +9,9 @@ import { sqliteExperimentStore } from "./sqlite.ts";
 /** Options of openExperimentStore. */
 export interface OpenExperimentStoreOptions {
   /**
-   * For viewing (`keel studio`): on SQLite the file is opened read-only, nothing is created
-   * or written, and a file without experiment tables reads as empty. Default false.
+   * For viewing (`keel studio`): nothing is created, migrated or written (a SQLite file is
+   * opened read-only), every write throws KEEL_STORE_READ_ONLY, and a database without the
+   * experiment tables reads as empty. Default false.
    */
   readOnly?: boolean;
 }
@@ -27,7 +28,7 @@ export async function openExperimentStore(
   options: OpenExperimentStoreOptions = {},
 ): Promise<ExperimentStore> {
   const pg = agentDatabase(storage);
-  if (pg) return postgresExperimentStore(pg);
+  if (pg) return postgresExperimentStore(pg, options.readOnly ? { readOnly: true } : {});
   return sqliteExperimentStore({
     path: defaultSessionDbPath(storage.home),
     ...(options.readOnly ? { readOnly: true } : {}),

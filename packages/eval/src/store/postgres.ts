@@ -3,7 +3,8 @@
  * component (`experiments`) of @keel/store-postgres's migration registry, on the process's
  * shared pool (the driver is loaded on first use), so `keel db migrate` brings it up too.
  */
-import { PgComponent, registerMigrations } from "@keel/store-postgres";
+import { KeelError } from "@keel/kernel";
+import { PgComponent, pgError, quoteIdent, registerMigrations, resolveTarget } from "@keel/store-postgres";
 import type { PostgresTarget } from "@keel/store-postgres";
 import type { CaseResult, ExperimentRecord, ExperimentStore, ExperimentSummary } from "../types.ts";
 import {
@@ -61,6 +62,12 @@ registerMigrations("experiments", POSTGRES_EXPERIMENT_MIGRATIONS);
 /** PostgreSQL's SQLSTATE for a foreign key violation. */
 const FOREIGN_KEY_VIOLATION = "23503";
 
+/** Options of postgresExperimentStore. */
+export interface PostgresExperimentStoreOptions {
+  /** For viewing: the tables are never created or migrated, every write throws KEEL_STORE_READ_ONLY, and a schema without them reads as empty. Default false. */
+  readOnly?: boolean;
+}
+
 /**
  * An ExperimentStore in a PostgreSQL database and schema.
  * Contract: the tables are migrated on first use (under the schema's advisory lock); errors
@@ -68,11 +75,32 @@ const FOREIGN_KEY_VIOLATION = "23503";
  * `finish` of an unknown experiment throws KEEL_STORE_FAILED; `close()` never ends a shared
  * pool; after it every call throws.
  */
-export function postgresExperimentStore(target: PostgresTarget): ExperimentStore {
+export function postgresExperimentStore(
+  target: PostgresTarget,
+  options: PostgresExperimentStoreOptions = {},
+): ExperimentStore {
   const pg = new PgComponent(target, "experiments", POSTGRES_EXPERIMENT_MIGRATIONS, "KEEL_STORE_FAILED");
+  const view = options.readOnly ? resolveTarget(target, "The experiments store") : undefined;
   let closed = false;
   const open = () => {
     if (closed) throw closedStore(pg.where);
+    if (view)
+      throw new KeelError("KEEL_STORE_READ_ONLY", `The experiments on ${pg.where} were opened for viewing.`, {
+        path: pg.where,
+      });
+  };
+  /** A read: on the component (migrated first), or when viewing as it is, nothing while the tables are not there. */
+  const read = async (action: string, sql: string, params: unknown[]): Promise<Array<Record<string, unknown>>> => {
+    if (closed) throw closedStore(pg.where);
+    if (!view) return pg.query(action, sql, params);
+    try {
+      const table = `${quoteIdent(view.schema)}.keel_experiment_cases`;
+      const found = await view.pool.query("SELECT to_regclass($1) AS t", [table]);
+      if ((found.rows[0] as { t: unknown } | undefined)?.t == null) return [];
+      return (await view.pool.query(pg.sql(sql), params)).rows as Array<Record<string, unknown>>;
+    } catch (err) {
+      throw pgError(err, pg.where, action);
+    }
   };
   const slots = (n: number) => Array.from({ length: n }, (_, i) => `$${i + 1}`).join(", ");
   return {
@@ -112,8 +140,7 @@ export function postgresExperimentStore(target: PostgresTarget): ExperimentStore
       }
     },
     async get(id: string) {
-      open();
-      const rows = await pg.query(
+      const rows = await read(
         "read an experiment in",
         `SELECT ${EXPERIMENT_COLUMNS} FROM {s}.keel_experiments WHERE id = $1`,
         [id],
@@ -121,8 +148,7 @@ export function postgresExperimentStore(target: PostgresTarget): ExperimentStore
       return rows[0] && toExperiment(rows[0]);
     },
     async list(o: { agent?: string; limit?: number } = {}) {
-      open();
-      const rows = await pg.query(
+      const rows = await read(
         "list experiments in",
         `SELECT ${EXPERIMENT_COLUMNS} FROM {s}.keel_experiments WHERE ($1::text IS NULL OR agent = $1)
          ORDER BY started_at DESC, seq DESC LIMIT $2`,
@@ -131,8 +157,7 @@ export function postgresExperimentStore(target: PostgresTarget): ExperimentStore
       return rows.map(toExperiment);
     },
     async cases(experimentId: string) {
-      open();
-      const rows = await pg.query(
+      const rows = await read(
         "read the cases in",
         `SELECT ${CASE_COLUMNS} FROM {s}.keel_experiment_cases WHERE experiment_id = $1 ORDER BY idx, case_id COLLATE "C"`,
         [experimentId],
