@@ -191,6 +191,9 @@ describe.each(backends)("ExperimentStore contract: $name", (backend) => {
     expect(await ids({ limit: 2 })).toEqual(["new", "other-agent"]);
     expect(await ids({ agent: "support", limit: 1 })).toEqual(["new"]);
     expect(await ids({ limit: 0 })).toEqual([]);
+    expect(await ids({ limit: -3 })).toEqual([]);
+    expect(await ids({ limit: 1.9 })).toEqual(["new"]);
+    expect(await ids({ limit: Number.POSITIVE_INFINITY })).toHaveLength(4);
     expect((await store.list())[0]).toStrictEqual(experiment({ id: "new", startedAt: 300 }));
     await store.close();
   });

@@ -1,7 +1,7 @@
 /** Experiments in this process's memory: for embedding, tests and runs that keep nothing. */
 import { KeelError } from "@keel/kernel";
 import type { CaseResult, ExperimentRecord, ExperimentStore, ExperimentSummary } from "../types.ts";
-import { closedStore, unknownExperiment } from "./rows.ts";
+import { closedStore, listLimit, unknownExperiment } from "./rows.ts";
 
 const WHERE = "memory";
 
@@ -54,7 +54,8 @@ export function memoryExperimentStore(): ExperimentStore {
         .filter(({ e }) => options.agent === undefined || e.agent === options.agent)
         .sort((a, b) => b.e.startedAt - a.e.startedAt || b.order - a.order)
         .map(({ e }) => structuredClone(e));
-      return options.limit === undefined ? all : all.slice(0, Math.max(0, options.limit));
+      const limit = listLimit(options.limit);
+      return limit === undefined ? all : all.slice(0, limit);
     },
     async cases(experimentId: string) {
       open();

@@ -6,7 +6,7 @@ import type { ExperimentStore } from "../types.ts";
 import { postgresExperimentStore } from "./postgres.ts";
 import { sqliteExperimentStore } from "./sqlite.ts";
 
-/** Options of openExperimentStore. */
+/** Options of openExperimentStore. Contract: all optional; the default opens for writing. */
 export interface OpenExperimentStoreOptions {
   /**
    * For viewing (`keel studio`): nothing is created, migrated or written (a SQLite file is

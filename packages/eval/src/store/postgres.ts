@@ -13,6 +13,7 @@ import {
   closedStore,
   EXPERIMENT_COLUMNS,
   experimentParams,
+  listLimit,
   toCase,
   toExperiment,
   unknownExperiment,
@@ -62,7 +63,7 @@ registerMigrations("experiments", POSTGRES_EXPERIMENT_MIGRATIONS);
 /** PostgreSQL's SQLSTATE for a foreign key violation. */
 const FOREIGN_KEY_VIOLATION = "23503";
 
-/** Options of postgresExperimentStore. */
+/** Options of postgresExperimentStore. Contract: all optional; the default opens for writing. */
 export interface PostgresExperimentStoreOptions {
   /** For viewing: the tables are never created or migrated, every write throws KEEL_STORE_READ_ONLY, and a schema without them reads as empty. Default false. */
   readOnly?: boolean;
@@ -152,7 +153,7 @@ export function postgresExperimentStore(
         "list experiments in",
         `SELECT ${EXPERIMENT_COLUMNS} FROM {s}.keel_experiments WHERE ($1::text IS NULL OR agent = $1)
          ORDER BY started_at DESC, seq DESC LIMIT $2`,
-        [o.agent ?? null, o.limit === undefined ? null : Math.max(0, o.limit)],
+        [o.agent ?? null, listLimit(o.limit) ?? null],
       );
       return rows.map(toExperiment);
     },

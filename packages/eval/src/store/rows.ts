@@ -91,6 +91,11 @@ export function toCase(r: Row): CaseResult {
   } as CaseResult;
 }
 
+/** `list`'s limit as a row count: undefined (all) when not a finite number, else a whole number ≥ 0. */
+export function listLimit(limit: number | undefined): number | undefined {
+  return limit === undefined || !Number.isFinite(limit) ? undefined : Math.max(0, Math.floor(limit));
+}
+
 /** The error for a write that found no experiment `id` (finish, or a case of an unknown experiment). */
 export function unknownExperiment(id: string, where: string): KeelError {
   return new KeelError(

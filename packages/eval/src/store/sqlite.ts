@@ -14,6 +14,7 @@ import {
   closedStore,
   EXPERIMENT_COLUMNS,
   experimentParams,
+  listLimit,
   toCase,
   toExperiment,
   unknownExperiment,
@@ -59,7 +60,7 @@ export const SQLITE_EXPERIMENT_MIGRATIONS: readonly string[] = [
    );`,
 ];
 
-/** Options of sqliteExperimentStore. */
+/** Options of sqliteExperimentStore. Contract: only `path` is required. */
 export interface SqliteExperimentStoreOptions {
   /** The database file: the agent's session database (`defaultSessionDbPath(home)`). */
   path: string;
@@ -144,7 +145,7 @@ export function sqliteExperimentStore(options: SqliteExperimentStoreOptions): Ex
     },
     async list(o: { agent?: string; limit?: number } = {}) {
       return read("list experiments", [], (s) =>
-        (s.list.all({ agent: o.agent ?? null, limit: o.limit ?? -1 }) as Array<Record<string, unknown>>).map(
+        (s.list.all({ agent: o.agent ?? null, limit: listLimit(o.limit) ?? -1 }) as Array<Record<string, unknown>>).map(
           toExperiment,
         ),
       );
