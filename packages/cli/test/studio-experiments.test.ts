@@ -11,9 +11,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sqliteExperimentStore } from "@keel/eval";
+import { postgresExperimentStore, sqliteExperimentStore } from "@keel/eval";
 import type { ExperimentStore } from "@keel/eval";
+import { endSharedPools } from "@keel/store-postgres";
 import { SqliteSessionStore } from "@keel/store-sqlite";
+import { dropTestSchemas, PG_URL, requirePostgres, testSchema } from "../../store-postgres/test/support/pg.ts";
 import { caseResult, experiment, SUMMARY } from "../../eval/test/store-fixtures.ts";
 import { startStudio, type Studio } from "../src/studio/server.ts";
 import { browserMissing, launchChromium } from "./support/browser.ts";
@@ -134,6 +136,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const close of closers) await close();
+  await dropTestSchemas();
+  await endSharedPools();
   rmSync(root, { recursive: true, force: true });
 });
 
@@ -249,6 +253,37 @@ describe("keel studio: experiment endpoints", () => {
     expect((await get(bare, "/api/experiments")).body).toEqual({ available: false, experiments: [] });
     expect((await get(bare, "/api/experiments/cand")).status).toBe(404);
   });
+});
+
+describe("keel studio on PostgreSQL: experiments", () => {
+  it("reads the experiments from the agent's database and schema, beside its sessions", async () => {
+    await requirePostgres();
+    const schema = testSchema();
+    const pgEnv = offlineEnv({
+      KEEL_HOME: join(root, "pg-home"),
+      KEEL_DATABASE_URL: PG_URL,
+      KEEL_DATABASE_SCHEMA: schema,
+    });
+    for (const input of ["can I get a refund?", "opening hours?"]) {
+      const r = await runKeel(["run", "--new", input], { cwd: root, env: pgEnv });
+      expect(r.code, r.stderr).toBe(0);
+    }
+    const writer = postgresExperimentStore({ url: PG_URL, schema });
+    await writeExperiments(writer, ["pg-s1", "pg-s2"]);
+    await writer.close();
+    const studio = await startStudioProcess([], { cwd: root, env: pgEnv });
+    closers.push(() => studio.stop());
+    const list = (await (await fetch(`${studio.origin}/api/experiments?token=${studio.token}`)).json()) as {
+      experiments: Array<{ id: string }>;
+    };
+    expect(list.experiments.map((e) => e.id)).toEqual(["cand", "base"]);
+    const view = (await (await fetch(`${studio.origin}/api/experiments/cand?token=${studio.token}`)).json()) as {
+      changes: Record<string, number>;
+      cases: Array<{ replay?: string }>;
+    };
+    expect(view.changes).toEqual({ regression: 1, fixed: 1, unchanged: 0, new: 1 });
+    expect(view.cases[0]!.replay).toBe("keel replay pg-s2");
+  }, 60_000);
 });
 
 const missing = browserMissing();

@@ -12,10 +12,10 @@ const LIST_LIMIT = 200;
 /** Code points of a case's output (and of each input turn) sent to the page; the rest is counted. */
 const TEXT_SHOWN = 4_000;
 
-/** How a case (or one scorer of it) changed from the baseline. */
+/** How a case (or one scorer of it) changed from the baseline. Contract: by its pass flag (a case passes when its status is `passed`); `new` when the baseline has no such case (or scorer). */
 export type Change = "regression" | "fixed" | "unchanged" | "new";
 
-/** One row of the list. */
+/** One row of the list. Contract: the record as stored, plus its totals. */
 export interface ExperimentRow extends ExperimentRecord {
   /** The summary stored when it ended, else counted from its cases so far. */
   totals: ExperimentSummary;
@@ -29,7 +29,7 @@ interface Shown {
   more: number;
 }
 
-/** One case as the page shows it. */
+/** One case as the page shows it. Contract: every text cut to 4,000 code points, with what was left off counted. */
 export interface CaseView extends Omit<CaseResult, "input" | "output"> {
   input: Shown[];
   output: Shown;
@@ -43,7 +43,7 @@ export interface CaseView extends Omit<CaseResult, "input" | "output"> {
   };
 }
 
-/** One experiment as the page shows it. */
+/** One experiment as the page shows it. Contract: cases in dataset order; `changes` and `missing` only with a baseline in the store. */
 export interface ExperimentView {
   experiment: ExperimentRow;
   baseline?: ExperimentRecord;
