@@ -818,6 +818,8 @@ async function db(rest: readonly string[], io: CliEnv, flags: Flags): Promise<nu
   const { config, loaded } = await readConfigOnly(io, flags);
   // Importing the plugins registers their tables; none is set up and nothing else is opened.
   if (loaded) await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
+  // The experiments of keel eval live beside the sessions: importing @keel/eval registers their tables.
+  await import("@keel/eval");
   const database = chooseDatabase(config, io.env, loaded?.filepath);
   if (database.kind !== "postgres")
     throw usage(
