@@ -34,16 +34,21 @@ const userVersion = (path: string) => {
 };
 const sha = (path: string) => createHash("sha256").update(readFileSync(path)).digest("hex");
 
-/** A child process that writes `count` cases of experiment `exp` and a session of its own to `path`. */
-function writer(path: string, name: string, count: number): Promise<void> {
+/**
+ * A child process that writes `count` cases of experiment `exp` (created first when `create`)
+ * and a session of its own to `path`.
+ */
+function writer(path: string, name: string, count: number, create = false): Promise<void> {
+  const exp = create ? `exp-${name}` : "exp";
   const script = `
     import { sqliteExperimentStore } from ${JSON.stringify(STORE_URL)};
     import { SqliteSessionStore } from ${JSON.stringify(SESSIONS_URL)};
     const store = sqliteExperimentStore({ path: ${JSON.stringify(path)} });
     const sessions = new SqliteSessionStore({ path: ${JSON.stringify(path)} });
     sessions.createSession({ id: ${JSON.stringify(name)}, agent: "support", createdAt: 1 });
+    if (${create}) await store.create({ id: ${JSON.stringify(exp)}, name: "n", dataset: "d", datasetHash: "h", agent: "support", status: "running", startedAt: 1 });
     for (let i = 0; i < ${count}; i++) {
-      await store.putCase({ experimentId: "exp", caseId: ${JSON.stringify(name)} + "-" + i, index: i, input: ["x"], status: "passed",
+      await store.putCase({ experimentId: ${JSON.stringify(exp)}, caseId: ${JSON.stringify(name)} + "-" + i, index: i, input: ["x"], status: "passed",
         output: "out " + i, scores: [], metrics: { rounds: 1, toolCalls: 0, inputTokens: 1, outputTokens: 1, costUsd: 0, durationMs: 1 },
         sessionId: ${JSON.stringify(name)}, startedAt: i, endedAt: i + 1 });
       sessions.append({ type: "diagnostic", level: "info", code: "C", message: "case " + i, sessionId: ${JSON.stringify(name)}, seq: i + 1, ts: i + 1, turnId: null });
@@ -76,6 +81,16 @@ describe("experiments in the SQLite session database", () => {
     await store.finish("exp", "completed", SUMMARY, 2);
     await store.close();
     sessions.close();
+  });
+
+  it("three processes opening a new file at once each create the tables once and write", async () => {
+    const path = fresh();
+    await Promise.all(["a", "b", "c"].map((name) => writer(path, name, 30, true)));
+    const store = sqliteExperimentStore({ path });
+    expect((await store.list()).map((e) => e.id).sort()).toEqual(["exp-a", "exp-b", "exp-c"]);
+    for (const id of ["exp-a", "exp-b", "exp-c"]) expect(await store.cases(id)).toHaveLength(30);
+    expect(userVersion(path)).toBe(SQLITE_SCHEMA_VERSION);
+    await store.close();
   });
 
   it("the session schema's version is the session store's alone, whichever opens the file first", async () => {

@@ -345,7 +345,7 @@ async function showExperiments() {
     })
     .join("");
   $("#detail").innerHTML =
-    `${head}<table data-table="experiments"><thead><tr><th>name</th><th>dataset</th><th>agent</th><th>status</th><th class="num">pass rate</th><th class="num">passed</th><th class="num">cost</th><th>when</th><th>baseline</th></tr></thead><tbody>${rows}</tbody></table>`;
+    `${head}<table data-table="experiments"><thead><tr><th>name</th><th>dataset</th><th>agent</th><th>status</th><th class="num">pass rate</th><th class="num">passed / cases</th><th class="num">cost</th><th>when</th><th>baseline</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 async function showExperiment(id, first) {
