@@ -287,6 +287,8 @@ describe("keel studio on PostgreSQL: experiments", () => {
 });
 
 const missing = browserMissing();
+/** The page's navigator, as far as the test reads it (the tests' types have no DOM). */
+type Clipboarded = { navigator: { clipboard: { readText(): Promise<string> } } };
 
 describe.skipIf(missing)("keel studio in a browser: experiments", () => {
   let browser: Browser;
@@ -300,8 +302,12 @@ describe.skipIf(missing)("keel studio in a browser: experiments", () => {
     await browser?.close();
   });
 
-  it("lists experiments, shows the regression against the baseline, copies nothing unsafe, and links to the case's session", async () => {
-    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  it("lists experiments, shows the regression against the baseline as text, copies the replay command, and links to the case's session", async () => {
+    const context = await browser.newContext({
+      viewport: { width: 1400, height: 1000 },
+      permissions: ["clipboard-read", "clipboard-write"],
+    });
+    const page = await context.newPage();
     await page.goto(cli.url);
     await page.locator("#experiments-link").click();
     const rows = page.locator('table[data-table="experiments"] tr[data-experiment]');
@@ -329,6 +335,11 @@ describe.skipIf(missing)("keel studio in a browser: experiments", () => {
     expect(await page.locator('details.case[data-case="c2"] summary [data-change]').textContent()).toBe("fixed");
     expect(await page.locator('details.case[data-case="c3"] summary [data-change]').textContent()).toBe("new");
     expect(await c1.locator("code.replay").textContent()).toBe(`keel replay ${sessions[1]}`);
+    await c1.locator("button[data-copy]").click();
+    await expect.poll(() => c1.locator("button[data-copy]").textContent()).toBe("Copied");
+    expect(await page.evaluate(() => (globalThis as unknown as Clipboarded).navigator.clipboard.readText())).toBe(
+      `keel replay ${sessions[1]}`,
+    );
     await page.screenshot({
       path: join(process.env.KEEL_STUDIO_SHOT_DIR ?? root, "studio-experiment.png"),
       fullPage: true,
@@ -341,7 +352,7 @@ describe.skipIf(missing)("keel studio in a browser: experiments", () => {
     // Back to the experiment through history.
     await page.goBack();
     await page.locator('details.case[data-case="c1"]').waitFor();
-    await page.close();
+    await context.close();
   });
 
   it("with no experiments the page says how to make one", async () => {
