@@ -355,6 +355,24 @@ describe.skipIf(missing)("keel studio in a browser: experiments", () => {
     await context.close();
   });
 
+  it("a running experiment's new cases appear without a reload", async () => {
+    const writer = sqliteExperimentStore({ path: db });
+    await writer.create(experiment({ id: "live", name: "live-run", agent: AGENT, startedAt: 5_000 }));
+    await writer.putCase(caseResult({ experimentId: "live", caseId: "first" }));
+    const page = await browser.newPage();
+    await page.goto(`${cli.url}#experiment=live`);
+    await page.locator('details.case[data-case="first"]').waitFor();
+    await page.evaluate(() => ((globalThis as { marker?: number }).marker = 7));
+    await writer.putCase(caseResult({ experimentId: "live", caseId: "second", index: 1, status: "failed" }));
+    await page.locator('details.case[data-case="second"]').waitFor({ timeout: 10_000 });
+    await expect.poll(() => page.locator("[data-totals]").textContent()).toMatch(/50\.0% passed \(1 of 2/);
+    await writer.finish("live", "completed", SUMMARY, 6_000);
+    await expect.poll(() => page.locator("#detail h2 .badge").textContent(), { timeout: 10_000 }).toBe("completed");
+    expect(await page.evaluate(() => (globalThis as { marker?: number }).marker)).toBe(7);
+    await writer.close();
+    await page.close();
+  });
+
   it("with no experiments the page says how to make one", async () => {
     const studio = await inProcess({ agent: "nobody-yet" });
     const page = await browser.newPage();
