@@ -189,7 +189,8 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     ],
   },
   studio: {
-    summary: "the sessions in the browser: turns as timelines, what each plugin contributed to every request, live",
+    summary:
+      "the sessions in the browser: turns as timelines, what each plugin contributed to every request, live; and the experiments of keel eval against their baseline",
     usage: ["keel studio [--port N] [--allow-approvals] [--config PATH] [--home DIR]"],
     options: [
       CONFIG,
@@ -207,6 +208,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", "KEEL_CONFIG_TIMEOUT_MS"],
     notes: [
       "Loopback only; every request needs the token in the printed URL (the page then keeps it in a same-site cookie). Read-only by default: nothing is written and no plugin starts. Turns run by any process appear as they happen. Ctrl-C stops it.",
+      "Experiments (keel eval) are kept beside the sessions; the page lists them (#experiments) and shows each case against the baseline's: what regressed or was fixed, each scorer's verdict, the output before and after, its session and the keel replay command for it.",
     ],
   },
   replay: {

@@ -10,7 +10,7 @@ import { KeelError, PHASES, isPhaseName, defaultKeelHome, errorMessage, guardPro
 import { MemorySessionStore } from "@keel/testkit";
 import { SqliteSessionStore, defaultSessionDbPath } from "@keel/store-sqlite";
 import { didYouMean, headOf } from "@keel/text";
-import type { Agent, KeelConfig, Session, SessionStore } from "@keel/kernel";
+import type { Agent, AgentStorage, KeelConfig, Session, SessionStore } from "@keel/kernel";
 import { chooseDatabase, postgresSessionStore } from "./database.ts";
 import { resolvePlugins } from "./plugins.ts";
 import { buildAgent, validateConfig } from "./build-agent.ts";
@@ -694,7 +694,7 @@ async function readConfigOnly(io: CliEnv, flags: Flags): Promise<{ config: KeelC
 async function viewStore(
   io: CliEnv,
   flags: Flags,
-): Promise<{ store: SessionStore | undefined; where: string; agentName: string | undefined }> {
+): Promise<{ store: SessionStore | undefined; where: string; agentName: string | undefined; storage: AgentStorage }> {
   const { config, loaded } = await readConfigOnly(io, flags);
   const agentName = loaded ? (config.name ?? "agent") : undefined;
   const configured = flags.home ?? config.home;
@@ -703,7 +703,11 @@ async function viewStore(
       ? resolve(configDir(loaded.filepath), configured)
       : (flags.home ?? defaultKeelHome(io.env));
   const database = chooseDatabase(config, io.env, loaded?.filepath);
-  if (database.kind === "postgres") return { store: postgresSessionStore(database), where: database.shown, agentName };
+  if (database.kind === "postgres") {
+    const { url, schema } = database;
+    const storage: AgentStorage = { home, database: { kind: "postgres", url, ...(schema ? { schema } : {}) } };
+    return { store: postgresSessionStore(database), where: database.shown, agentName, storage };
+  }
   checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
   const where = defaultSessionDbPath(home);
   // Read-only: viewing never writes, never waits for a writer's lease, and works on a read-only home.
@@ -711,6 +715,7 @@ async function viewStore(
     store: existsSync(where) ? new SqliteSessionStore({ path: where, readOnly: true }) : undefined,
     where,
     agentName,
+    storage: { home, database: { kind: "sqlite" } },
   };
 }
 
@@ -764,6 +769,23 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
     store: SessionStore,
     where: string,
     agentName: string | undefined,
+    storage: AgentStorage,
+    answer?: import("./studio/server.ts").ApprovalAnswerer,
+  ): Promise<number> => {
+    // Experiments live beside the sessions; the studio only reads them (a SQLite file is opened read-only).
+    const { openExperimentStore } = await import("@keel/eval");
+    const experiments = await openExperimentStore(storage, { readOnly: true });
+    try {
+      return await serveWith(store, where, agentName, experiments, answer);
+    } finally {
+      await experiments.close();
+    }
+  };
+  const serveWith = async (
+    store: SessionStore,
+    where: string,
+    agentName: string | undefined,
+    experiments: import("@keel/eval").ExperimentStore,
     answer?: import("./studio/server.ts").ApprovalAnswerer,
   ): Promise<number> => {
     const s = await startStudio({
@@ -772,6 +794,7 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
       ...(agentName ? { agent: agentName } : {}),
       port,
       ...(answer ? { answer } : {}),
+      experiments,
     });
     // Listening for Ctrl-C before the URL is printed: whoever reads the URL may stop us at once.
     // The first signal stops the server; another while it closes exits at once.
@@ -804,18 +827,19 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
         agent.store,
         "the agent's session store",
         agent.name,
+        agent.storage,
         sessionAnswerer(agent, (line) => io.err(`${line}\n`)),
       );
     });
   }
-  const { store, where, agentName } = await viewStore(io, flags);
+  const { store, where, agentName, storage } = await viewStore(io, flags);
   if (!store)
     throw new KeelError(
       "KEEL_SESSION_NOT_FOUND",
       `No sessions in ${where} yet (the file does not exist): run a turn first, e.g. keel run "hello".`,
     );
   try {
-    return await serve(store, where, agentName);
+    return await serve(store, where, agentName, storage);
   } finally {
     await store.close();
   }
@@ -828,6 +852,8 @@ async function db(rest: readonly string[], io: CliEnv, flags: Flags): Promise<nu
   const { config, loaded } = await readConfigOnly(io, flags);
   // Importing the plugins registers their tables; none is set up and nothing else is opened.
   if (loaded) await resolvePlugins(config.plugins ?? [], loaded.filepath, loaded.importModule);
+  // The experiments of keel eval live beside the sessions: importing @keel/eval registers their tables.
+  await import("@keel/eval");
   const database = chooseDatabase(config, io.env, loaded?.filepath);
   if (database.kind !== "postgres")
     throw usage(

@@ -48,6 +48,7 @@ describe("store selection", () => {
         c.applied,
       ]),
     ).toEqual([
+      ["experiments", 1],
       ["memory", 0],
       ["sessions", 0],
     ]);
@@ -88,7 +89,10 @@ describe("store selection", () => {
       env: offlineEnv({ KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema }),
     });
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/memory\s+version 1 \(1 step applied\)\nsessions\s+version 2 \(2 steps applied\)/);
+    expect(r.stdout).toMatch(
+      /experiments\s+version 1 \(1 step applied\)\nmemory\s+version 1 \(1 step applied\)\nsessions\s+version 2 \(2 steps applied\)/,
+    );
+    expect(await rawRows(schema, "keel_experiments")).toEqual([]);
     expect(await rawRows(schema, "keel_memories")).toEqual([]);
   }, 60_000);
 

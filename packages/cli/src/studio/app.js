@@ -8,6 +8,10 @@ const state = {
   openRequests: new Set(),
   approvals: false,
   polling: false,
+  // "session", or the experiment list / one experiment (then `experiment` is its id).
+  view: "session",
+  experiment: null,
+  openCases: new Set(),
 };
 // The token came in this file's own URL; it goes in a header, never in a cookie (every port of 127.0.0.1 would get one).
 const TOKEN = new URL(import.meta.url).searchParams.get("token") ?? "";
@@ -88,6 +92,7 @@ async function loadSessions() {
 }
 
 async function select(id) {
+  state.view = "session";
   if (state.selected !== id) {
     state.openTurns.clear();
     state.openRequests.clear();
@@ -103,10 +108,10 @@ async function loadDetail(first) {
   try {
     data = await api(`/api/sessions/${encodeURIComponent(id)}`);
   } catch (err) {
-    $("#detail").innerHTML = `<p class="finding">${badge("error")} ${esc(err.message)}</p>`;
+    if (id === state.selected) $("#detail").innerHTML = `<p class="finding">${badge("error")} ${esc(err.message)}</p>`;
     return;
   }
-  if (id !== state.selected) return;
+  if (id !== state.selected || state.view !== "session") return;
   state.detail = data;
   state.approvals = data.approvals;
   // The newest turn starts expanded; later refreshes keep what the person opened.
@@ -301,6 +306,125 @@ function findingsHtml(t) {
   return `<h3>Diagnostics and rejected contributions (${num(rows.length + (t.omitted?.findings ?? 0))})</h3>${omitted(t, "findings", "findings")}${rows.map((f) => `<div class="finding" data-finding="${esc(f.code)}">${badge(f.level)} <code>${esc(f.code)}</code>${f.plugin ? ` <span class="plugin">${esc(f.plugin)}</span>` : ""}${f.phase ? ` <span class="muted">in ${esc(f.phase)}</span>` : ""} ${esc(f.message)}</div>`).join("")}`;
 }
 
+// Experiments (keel eval): the list, and one experiment compared with its baseline.
+const pct = (v) => (typeof v === "number" && Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : "");
+const usd = (v) => (typeof v === "number" && Number.isFinite(v) ? `$${v.toFixed(4)}` : "");
+const change = (c) => (c ? `<span class="badge change-${esc(c)}" data-change="${esc(c)}">${esc(c)}</span>` : "");
+const expHref = (id) => `#experiment=${encodeURIComponent(id)}`;
+const shown = (t) =>
+  `${esc(t?.text)}${t?.more > 0 ? `<span class="muted"> … ${num(t.more)} more characters</span>` : ""}`;
+
+/** Leave the session view: the page shows experiments until a session is picked again. */
+function leaveSession(view) {
+  state.view = view;
+  state.selected = null;
+  state.detail = null;
+  for (const a of document.querySelectorAll("nav a")) a.classList.remove("selected");
+}
+
+async function showExperiments() {
+  leaveSession("experiments");
+  let data;
+  try {
+    data = await api("/api/experiments");
+  } catch (err) {
+    $("#detail").innerHTML = `<p class="finding">${badge("error")} ${esc(err.message)}</p>`;
+    return;
+  }
+  if (state.view !== "experiments") return;
+  const head = '<h2 style="margin:0 0 12px;font-size:16px">Experiments</h2>';
+  if (!data.experiments.length) {
+    $("#detail").innerHTML =
+      `${head}<p class="muted" data-empty="experiments">${data.available ? "No experiments yet." : "This studio was started without an experiment store."} Run <code>keel eval DATASET</code> (a JSONL file of cases, one per line) to score the agent on it; the experiment shows here while it runs, and <code>--baseline NAME</code> compares it with an earlier one.</p>`;
+    return;
+  }
+  const rows = data.experiments
+    .map((e) => {
+      const t = e.totals;
+      return `<tr data-experiment="${esc(e.id)}"><td><a href="${esc(expHref(e.id))}">${esc(e.name)}</a></td><td>${esc(e.dataset)}</td><td>${esc(e.agent)}</td><td>${badge(e.status)}</td><td class="num">${pct(t.passRate)}</td><td class="num">${num(t.passed)}/${num(t.cases)}</td><td class="num">${usd(t.costUsd)}</td><td>${esc(when(e.startedAt))}</td><td>${e.baseline ? (e.baselineName ? `<a href="${esc(expHref(e.baseline))}">${esc(e.baselineName)}</a>` : `<span class="muted">${esc(e.baseline)}</span>`) : ""}</td></tr>`;
+    })
+    .join("");
+  $("#detail").innerHTML =
+    `${head}<table data-table="experiments"><thead><tr><th>name</th><th>dataset</th><th>agent</th><th>status</th><th class="num">pass rate</th><th class="num">passed / cases</th><th class="num">cost</th><th>when</th><th>baseline</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+
+async function showExperiment(id, first) {
+  if (first && state.experiment !== id) state.openCases.clear();
+  leaveSession("experiment");
+  state.experiment = id;
+  let d;
+  try {
+    d = await api(`/api/experiments/${encodeURIComponent(id)}`);
+  } catch (err) {
+    if (state.experiment === id)
+      $("#detail").innerHTML = `<p class="finding">${badge("error")} ${esc(err.message)}</p>`;
+    return;
+  }
+  if (state.view !== "experiment" || state.experiment !== id) return;
+  state.experimentData = d;
+  const e = d.experiment;
+  const t = e.totals;
+  // Regressions start open; later refreshes keep what the person opened.
+  if (first) for (const c of d.cases) if (c.diff?.change === "regression") state.openCases.add(c.caseId);
+  const baseline = d.baseline
+    ? `<p data-baseline>Compared with baseline <a href="${esc(expHref(d.baseline.id))}">${esc(d.baseline.name)}</a> (${pct(d.baseline.summary?.passRate)}): ${["regression", "fixed", "unchanged", "new"].map((k) => `${change(k)} ${num(d.changes?.[k] ?? 0)}`).join(" · ")}${d.missing?.length ? ` · <span class="muted">${num(d.missing.length)} baseline case(s) not in this run: ${esc(d.missing.slice(0, 20).join(", "))}</span>` : ""}</p>`
+    : e.baseline
+      ? `<p class="muted">Baseline ${esc(e.baseline)} is not in this store.</p>`
+      : "";
+  const head = `<p class="muted" style="margin:0 0 4px"><a href="#experiments">← Experiments</a></p><h2 style="margin:0 0 4px;font-size:16px">Experiment ${esc(e.name)} ${badge(e.status)}</h2><p class="muted" style="margin:0 0 8px">${esc(e.dataset)} · ${esc(e.agent)} · started ${esc(when(e.startedAt))} · <code>${esc(e.id)}</code></p><p data-totals><strong>${pct(t.passRate)}</strong> passed (${num(t.passed)} of ${num(t.cases)}; ${num(t.failed)} failed, ${num(t.errored)} errors) · ${usd(t.costUsd)} · ${ms(t.durationMs)}</p>${baseline}`;
+  const scorers = d.scorers.length
+    ? `<h3>Scorers</h3><table data-table="scorers"><thead><tr><th>scorer</th><th class="num">passed</th><th class="num">pass rate</th><th class="num">mean score</th></tr></thead><tbody>${d.scorers.map((s) => `<tr data-scorer="${esc(s.scorer)}"><td><code>${esc(s.scorer)}</code></td><td class="num">${num(s.passed)}/${num(s.total)}</td><td class="num">${pct(s.total ? s.passed / s.total : 0)}</td><td class="num">${typeof s.mean === "number" ? esc(s.mean.toFixed(3)) : ""}</td></tr>`).join("")}</tbody></table>`
+    : "";
+  const cases = d.cases.length ? d.cases.map(caseHtml).join("") : '<p class="muted">No cases yet.</p>';
+  $("#detail").innerHTML = `${head}${scorers}<h3>Cases (${num(d.cases.length)})</h3>${cases}`;
+  for (const el of document.querySelectorAll("details.case"))
+    el.addEventListener("toggle", () =>
+      el.open ? state.openCases.add(el.dataset.case) : state.openCases.delete(el.dataset.case),
+    );
+}
+
+function caseHtml(c) {
+  const m = c.metrics ?? {};
+  const diff = c.diff;
+  const summary = `<summary><span class="muted">#${num(c.index)}</span> <code>${esc(c.caseId)}</code> ${badge(c.status)} ${change(diff?.change)}<span class="input">${esc(c.input[0]?.text ?? "")}</span></summary>`;
+  const input = `<h3>Input</h3>${c.input.map((t) => `<div class="answer">${shown(t)}</div>`).join("")}`;
+  const before = diff?.before;
+  const output =
+    before && (before.output.text !== c.output.text || before.status !== c.status)
+      ? `<h3>Output: baseline (${esc(before.status)}) → this run (${esc(c.status)})</h3><div class="diff"><div class="answer before" data-output="before">${shown(before.output)}</div><div class="answer after" data-output="after">${shown(c.output)}</div></div>`
+      : `<h3>Output</h3><div class="answer" data-output="after">${shown(c.output)}</div>`;
+  const was = new Map((diff?.scorers ?? []).map((s) => [s.scorer, s]));
+  const scores = c.scores.length
+    ? `<h3>Scores</h3><table data-table="scores"><thead><tr><th>scorer</th><th>pass</th><th class="num">score</th><th>why</th>${diff ? "<th>vs baseline</th>" : ""}</tr></thead><tbody>${c.scores
+        .map((s) => {
+          const d = was.get(s.scorer);
+          return `<tr data-score="${esc(s.scorer)}"><td><code>${esc(s.scorer)}</code></td><td>${badge(s.pass ? "passed" : "failed")}</td><td class="num">${typeof s.score === "number" ? esc(s.score.toFixed(3)) : ""}</td><td>${esc(s.reason ?? "")}${s.error ? ` <span class="finding">${badge("error")} ${esc(s.error)}</span>` : ""}</td>${diff ? `<td>${change(d?.change)}${d && d.before !== undefined ? ` <span class="muted">${d.before ? "pass" : "fail"} → ${d.after ? "pass" : "fail"}</span>` : ""}</td>` : ""}</tr>`;
+        })
+        .join("")}</tbody></table>`
+    : "";
+  const metrics = `<p class="muted" data-metrics>${num(m.rounds)} round(s) · ${num(m.toolCalls)} tool call(s) · ${num(m.inputTokens)} in / ${num(m.outputTokens)} out tokens · ${usd(m.costUsd)} · ${ms(m.durationMs)}</p>`;
+  const error = c.error ? `<p class="finding">${badge("error")} ${esc(c.error)}</p>` : "";
+  const session = c.sessionId
+    ? `<p class="case-session">Session <a href="#${esc(encodeURIComponent(c.sessionId))}" data-session-link="${esc(c.sessionId)}">${esc(c.sessionId)}</a> · replay it against today's plugins: <code class="replay">${esc(c.replay)}</code> <button data-copy="${esc(c.replay)}" title="copy the command">Copy</button></p>`
+    : '<p class="muted">No session (the case did not run).</p>';
+  const open = state.openCases.has(c.caseId) ? " open" : "";
+  return `<details class="case case-${esc(diff?.change ?? "none")}" data-case="${esc(c.caseId)}"${open}>${summary}<div class="turn-body">${error}${input}${output}${scores}${metrics}${session}</div></details>`;
+}
+
+async function copy(button) {
+  const text = button.dataset.copy;
+  try {
+    await navigator.clipboard.writeText(text);
+    button.textContent = "Copied";
+  } catch {
+    // No clipboard (an old browser, a denied permission): select the command to copy by hand.
+    const code = button.previousElementSibling;
+    getSelection()?.selectAllChildren(code);
+    button.textContent = "Selected";
+  }
+  setTimeout(() => (button.textContent = "Copy"), 1500);
+}
+
 const refreshList = () =>
   loadSessions().then(
     () => trouble(""),
@@ -310,12 +434,25 @@ $("#search").addEventListener("input", (e) => {
   state.q = e.target.value;
   refreshList();
 });
-window.addEventListener("hashchange", () => {
-  const id = decodeHash();
-  if (id && id !== state.selected) select(id);
+/** `#experiments`, `#experiment=ID`, or a session id. */
+function route(hash) {
+  if (hash === "experiments") return showExperiments();
+  if (hash.startsWith("experiment=")) return showExperiment(hash.slice("experiment=".length), true);
+  if (hash && (hash !== state.selected || state.view !== "session")) return select(hash);
+}
+window.addEventListener("hashchange", () => route(decodeHash()));
+$("#detail").addEventListener("click", (e) => {
+  const button = e.target.closest?.("button[data-copy]");
+  if (button) copy(button);
 });
 await refreshList();
-setInterval(() => document.visibilityState !== "hidden" && refreshList(), 3_000);
+setInterval(() => {
+  if (document.visibilityState === "hidden") return;
+  refreshList();
+  if (state.view === "experiments") showExperiments();
+  else if (state.view === "experiment" && state.experimentData?.experiment.status === "running")
+    showExperiment(state.experiment, false);
+}, 3_000);
 setInterval(poll, POLL_MS);
 const initial = decodeHash() || document.querySelector("nav a")?.dataset.session;
-if (initial) await select(initial);
+if (initial) await route(initial);

@@ -3,16 +3,19 @@
  * on every request (in the URL of the page and its two files, then an Authorization header from
  * the page; never a cookie, which every port of 127.0.0.1 would receive), read-only unless started
  * with approvals allowed. The page polls a cheap endpoint, so turns run by any process appear
- * and no request holds a connection (a browser allows six per host).
+ * and no request holds a connection (a browser allows six per host). Experiments (`keel eval`)
+ * are listed and compared with their baseline when the studio is given their store.
  */
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import type { ExperimentStore } from "@keel/eval";
 import type { KeelEvent, SessionInfo, SessionStore } from "@keel/kernel";
 import { errorMessage, isKeelError, maskCredentials } from "@keel/kernel";
 import { headOf } from "@keel/text";
+import { experimentReader } from "./experiments.ts";
 import { turnsOf } from "./turns.ts";
 
 /** Answers a pending approval (studio started with approvals allowed). Contract: throws a KeelError (HTTP 409) when the call is not waiting for an answer. */
@@ -35,6 +38,8 @@ export interface StudioOptions {
   answer?: ApprovalAnswerer;
   /** Fixed token (tests); default 32 random bytes. */
   token?: string;
+  /** The experiments beside the sessions (`openExperimentStore`); without it the page lists none. Only read, never closed. */
+  experiments?: ExperimentStore;
 }
 
 /** A running studio. Contract: `url` carries the token; `close` stops serving and drops every open connection. */
@@ -71,6 +76,7 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
   const cache = new Map<string, { lastSeq: number; title: string; status: string; events?: KeelEvent[] }>();
   /** Sessions whose events are kept, least recently viewed first. */
   const viewed = new Set<string>();
+  const experiments = options.experiments && experimentReader(options.experiments, options.agent);
   let port = 0;
 
   const authorized = (req: IncomingMessage, url: URL): boolean => {
@@ -165,6 +171,7 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
         approvals: !!options.answer,
         sessions: await summaries(url.searchParams.get("q") ?? ""),
       });
+    if (read && path.startsWith("/api/experiments")) return sendExperiment(res, path);
     const m = /^\/api\/sessions\/([^/]+)(\/since|\/approvals\/([^/]+))?$/.exec(path);
     if (!m) return send(res, 404, { error: `No such page: ${headOf(path, 80)}` });
     const id = decoded(m[1]!);
@@ -217,6 +224,22 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
       }
     }
     return send(res, 405, { error: `${req.method} is not allowed here.` });
+  };
+
+  /** The experiment list, or one experiment compared with its baseline. */
+  const sendExperiment = async (res: ServerResponse, path: string): Promise<void> => {
+    if (path === "/api/experiments")
+      return send(res, 200, { available: !!experiments, experiments: experiments ? await experiments.list() : [] });
+    const m = /^\/api\/experiments\/([^/]+)$/.exec(path);
+    if (!m) return send(res, 404, { error: `No such page: ${headOf(path, 80)}` });
+    const id = decoded(m[1]!);
+    if (id === undefined) return send(res, 400, { error: "The path is not valid percent-encoding." });
+    const view = experiments && (await experiments.view(id));
+    if (!view)
+      return send(res, 404, {
+        error: `No experiment "${headOf(id, 80)}"${options.agent ? ` of agent "${options.agent}"` : ""} in ${where}.`,
+      });
+    return send(res, 200, view);
   };
 
   const server: Server = createServer((req, res) => {
