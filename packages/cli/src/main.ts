@@ -694,7 +694,13 @@ async function readConfigOnly(io: CliEnv, flags: Flags): Promise<{ config: KeelC
 async function viewStore(
   io: CliEnv,
   flags: Flags,
-): Promise<{ store: SessionStore | undefined; where: string; agentName: string | undefined; storage: AgentStorage }> {
+): Promise<{
+  store: SessionStore | undefined;
+  where: string;
+  agentName: string | undefined;
+  storage: AgentStorage;
+  loaded: LoadedConfig | undefined;
+}> {
   const { config, loaded } = await readConfigOnly(io, flags);
   const agentName = loaded ? (config.name ?? "agent") : undefined;
   const configured = flags.home ?? config.home;
@@ -706,7 +712,7 @@ async function viewStore(
   if (database.kind === "postgres") {
     const { url, schema } = database;
     const storage: AgentStorage = { home, database: { kind: "postgres", url, ...(schema ? { schema } : {}) } };
-    return { store: postgresSessionStore(database), where: database.shown, agentName, storage };
+    return { store: postgresSessionStore(database), where: database.shown, agentName, storage, loaded };
   }
   checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
   const where = defaultSessionDbPath(home);
@@ -716,7 +722,20 @@ async function viewStore(
     where,
     agentName,
     storage: { home, database: { kind: "sqlite" } },
+    loaded,
   };
+}
+
+/** The studio's replay of a session with the config's agent (keel replay), when there is a config. */
+async function studioReplayer(
+  store: SessionStore,
+  io: CliEnv,
+  flags: Flags,
+): Promise<import("./studio/server.ts").Replayer | undefined> {
+  const { loaded } = await readConfigOnly(io, flags);
+  if (!loaded) return undefined;
+  const { replayLog } = await import("./replay.ts");
+  return async (sessionId) => replayLog(await store.events(sessionId), loaded, { tools: "log", env: io.env });
 }
 
 async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<number> {
@@ -776,7 +795,7 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
     const { openExperimentStore } = await import("@keel/eval");
     const experiments = await openExperimentStore(storage, { readOnly: true });
     try {
-      return await serveWith(store, where, agentName, experiments, answer);
+      return await serveWith(store, where, agentName, experiments, answer, await studioReplayer(store, io, flags));
     } finally {
       await experiments.close();
     }
@@ -787,6 +806,7 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
     agentName: string | undefined,
     experiments: import("@keel/eval").ExperimentStore,
     answer?: import("./studio/server.ts").ApprovalAnswerer,
+    replay?: import("./studio/server.ts").Replayer,
   ): Promise<number> => {
     const s = await startStudio({
       store,
@@ -794,6 +814,7 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
       ...(agentName ? { agent: agentName } : {}),
       port,
       ...(answer ? { answer } : {}),
+      ...(replay ? { replay } : {}),
       experiments,
     });
     // Listening for Ctrl-C before the URL is printed: whoever reads the URL may stop us at once.

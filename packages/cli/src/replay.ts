@@ -39,20 +39,13 @@ export async function replayCommand(
   const logs = await recordedLogs(cmd, recorded);
   const reports: ReplayReport[] = [];
   for (const events of logs) {
-    const home = mkdtempSync(join(tmpdir(), "keel-replay-"));
-    try {
-      reports.push(
-        await replaySession({
-          events,
-          tools: cmd.tools,
-          build: async (rig) =>
-            (await buildAgent(loaded, { env: io.env, home, store: rig.store, rig, note: () => {} })).agent,
-        }),
-      );
-    } finally {
-      if (cmd.keep) io.err(`keel: the replay's home is kept at ${home}\n`);
-      else rmSync(home, { recursive: true, force: true });
-    }
+    reports.push(
+      await replayLog(events, loaded, {
+        tools: cmd.tools,
+        env: io.env,
+        ...(cmd.keep ? { keep: (home: string) => io.err(`keel: the replay's home is kept at ${home}\n`) } : {}),
+      }),
+    );
     if (!cmd.json && (logs.length > 1 || cmd.last)) io.out(summaryLine(reports.at(-1)!));
   }
   if (cmd.json) io.out(`${JSON.stringify(logs.length === 1 && !cmd.last ? reports[0] : reports, null, 2)}\n`);
@@ -62,6 +55,29 @@ export async function replayCommand(
     io.out(`${same} of ${reports.length} session(s) replayed identically.\n`);
   }
   return cmd.strict && reports.some((r) => !r.identical) ? 1 : 0;
+}
+
+/**
+ * Replay one recorded log with the config's agent in a scratch home (removed after, unless
+ * `keep` is given: it is told where the home is). Contract: as replaySession; `keel studio` uses it too.
+ */
+export async function replayLog(
+  events: KeelEvent[],
+  loaded: LoadedConfig,
+  options: { tools: "log" | "live"; env: NodeJS.ProcessEnv; keep?: (home: string) => void },
+): Promise<ReplayReport> {
+  const home = mkdtempSync(join(tmpdir(), "keel-replay-"));
+  try {
+    return await replaySession({
+      events,
+      tools: options.tools,
+      build: async (rig) =>
+        (await buildAgent(loaded, { env: options.env, home, store: rig.store, rig, note: () => {} })).agent,
+    });
+  } finally {
+    if (options.keep) options.keep(home);
+    else rmSync(home, { recursive: true, force: true });
+  }
 }
 
 function summaryLine(r: ReplayReport): string {
