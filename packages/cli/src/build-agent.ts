@@ -17,6 +17,7 @@ import type {
   ModelName,
   ModelProvider,
   ModelSpec,
+  KeelPlugin,
   SessionStore,
 } from "@keel/kernel";
 import type { ProviderScriptInput } from "@keel/testkit";
@@ -56,6 +57,11 @@ export interface BuildOptions {
   shareHome?: boolean;
   /** Overrides the config's `recovery` (`keel worker` continues unfinished turns: "auto"). */
   recovery?: "auto" | "manual";
+  /**
+   * A harness (keel replay) supplies the model and approvals and adds plugins: the config's
+   * model and side model are not used (no key is needed), everything else is the config's.
+   */
+  rig?: { provider: ModelProvider; plugins: readonly KeelPlugin[]; approve: AgentOptions["approve"] };
 }
 
 /** A built agent and how its model was chosen. */
@@ -224,7 +230,10 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     (strings.length > 0 && missing.length === strings.length);
   let provider: ModelProvider;
   let sideModel: ModelProvider | false | undefined;
-  if (offline) {
+  if (options.rig) {
+    provider = options.rig.provider;
+    sideModel = false; // the recording holds no side-model answers: plugins use their deterministic fallbacks
+  } else if (offline) {
     provider = offlineProvider(config, dir, loaded.filepath);
     sideModel = false; // a script answers the conversation only; plugins use their deterministic fallbacks
     const why =
@@ -252,7 +261,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(sideModel !== undefined ? { sideModel } : {}),
     ...(config.name !== undefined ? { name: config.name } : {}),
     ...(config.instructions !== undefined ? { instructions: config.instructions } : {}),
-    plugins,
+    plugins: options.rig ? [...plugins, ...options.rig.plugins] : plugins,
     ...(config.tools ? { tools: config.tools } : {}),
     ...(config.limits ? { limits: config.limits } : {}),
     ...(config.toolTimeouts ? { toolTimeouts: config.toolTimeouts } : {}),
@@ -264,7 +273,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.lease ? { lease: config.lease } : {}),
     // Always said outright: what the config chose wins over KEEL_DATABASE_URL, which createAgent would read otherwise.
     store: options.store ?? (database.kind === "postgres" ? postgresSessionStore(database) : "sqlite"),
-    ...(config.approve ? { approve: config.approve } : {}),
+    ...(options.rig ? { approve: options.rig.approve } : config.approve ? { approve: config.approve } : {}),
     ...(config.observers ? { observers: config.observers } : {}),
     ...(config.mode ? { mode: config.mode } : {}),
     ...(options.recovery || config.recovery ? { recovery: options.recovery ?? config.recovery } : {}),

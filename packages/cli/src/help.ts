@@ -211,6 +211,28 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       "Experiments (keel eval) are kept beside the sessions; the page lists them (#experiments) and shows each case against the baseline's: what regressed or was fixed, each scorer's verdict, the output before and after, its session and the keel replay command for it.",
     ],
   },
+  replay: {
+    summary:
+      "re-run a recorded session with today's config and plugins (the model's answers from the recording) and show which request changed and why",
+    usage: [
+      "keel replay SESSION… [--tools log|live] [--strict] [--json] [--keep] [--config PATH] [--home DIR]",
+      "keel replay --last N [--strict] [--json]",
+    ],
+    options: [
+      CONFIG,
+      HOME,
+      ["--tools log|live", "log (default): tools answer with their recorded results; live: they run"],
+      ["--strict", "exit 1 when the replay diverged from the recording (a CI check)"],
+      ["--json", "the whole report as JSON: every request's sections, context, tools, messages, edits and tokens"],
+      ["--keep", "keep the replay's scratch home (the plugins' files) and print where"],
+      ["--last N", "replay the agent's N most recent sessions: a line each and a total"],
+    ],
+    examples: [
+      "keel replay 3f2a9c1e-…                     # what today's plugins change in this session",
+      "keel replay --last 50 --strict             # last week's sessions against a plugin change, in CI",
+    ],
+    env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA"],
+  },
   worker: {
     summary:
       "finish the turns stopped processes left, with no user action: claims them across instances through the session leases (@keel/worker)",

@@ -96,6 +96,9 @@ const CLI_OPTIONS = {
   mode: { type: "string" },
   once: { type: "boolean" },
   concurrency: { type: "string" },
+  tools: { type: "string" },
+  keep: { type: "boolean" },
+  last: { type: "string" },
   name: { type: "string" },
   baseline: { type: "string" },
   "fail-under": { type: "string" },
@@ -190,6 +193,9 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     throw usage("--concurrency is an option of keel worker and keel eval.");
   for (const flag of EVAL_ONLY)
     if (values[flag] !== undefined && command !== "eval") throw usage(`--${flag} is an option of keel eval.`);
+  const replayFlag =
+    values.tools !== undefined ? "--tools" : values.keep ? "--keep" : values.last ? "--last" : undefined;
+  if (replayFlag && command !== "replay") throw usage(`${replayFlag} is an option of keel replay.`);
   if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio")
     throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
   const flags: Flags = {
@@ -278,6 +284,34 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     }
     case "eval":
       return evalDispatch(rest, io, flags, values);
+    case "replay": {
+      const last = values.last === undefined ? undefined : Number(values.last);
+      if (last !== undefined && !(Number.isInteger(last) && last >= 1))
+        throw usage(`--last takes a whole number ≥ 1, not "${headOf(values.last!, 20)}".`);
+      if (last !== undefined ? rest.length > 0 : rest.length === 0)
+        throw usage(
+          "keel replay takes session ids (keel sessions lists them) or --last N (the most recent sessions), not both.",
+        );
+      const tools = values.tools ?? "log";
+      if (tools !== "log" && tools !== "live")
+        throw usage(`--tools takes log (recorded results) or live (run the tools), not "${headOf(tools, 40)}".`);
+      guardCli(undefined, io);
+      const loaded = await loadConfig({ cwd: io.cwd, ...(flags.config ? { configPath: flags.config } : {}) });
+      const { replayCommand } = await import("./replay.ts");
+      return replayCommand(
+        {
+          sessionIds: rest,
+          ...(last ? { last } : {}),
+          tools,
+          json: !!values.json,
+          strict: !!values.strict,
+          ...(values.keep ? { keep: true } : {}),
+        },
+        await viewStore(io, flags),
+        loaded,
+        io,
+      );
+    }
     case "db":
       return db(rest, io, flags);
     case "studio":
@@ -709,7 +743,13 @@ async function readConfigOnly(io: CliEnv, flags: Flags): Promise<{ config: KeelC
 async function viewStore(
   io: CliEnv,
   flags: Flags,
-): Promise<{ store: SessionStore | undefined; where: string; agentName: string | undefined; storage: AgentStorage }> {
+): Promise<{
+  store: SessionStore | undefined;
+  where: string;
+  agentName: string | undefined;
+  storage: AgentStorage;
+  loaded: LoadedConfig | undefined;
+}> {
   const { config, loaded } = await readConfigOnly(io, flags);
   const agentName = loaded ? (config.name ?? "agent") : undefined;
   const configured = flags.home ?? config.home;
@@ -721,7 +761,7 @@ async function viewStore(
   if (database.kind === "postgres") {
     const { url, schema } = database;
     const storage: AgentStorage = { home, database: { kind: "postgres", url, ...(schema ? { schema } : {}) } };
-    return { store: postgresSessionStore(database), where: database.shown, agentName, storage };
+    return { store: postgresSessionStore(database), where: database.shown, agentName, storage, loaded };
   }
   checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
   const where = defaultSessionDbPath(home);
@@ -731,7 +771,20 @@ async function viewStore(
     where,
     agentName,
     storage: { home, database: { kind: "sqlite" } },
+    loaded,
   };
+}
+
+/** The studio's replay of a session with the config's agent (keel replay), when there is a config. */
+async function studioReplayer(
+  store: SessionStore,
+  io: CliEnv,
+  flags: Flags,
+): Promise<import("./studio/server.ts").Replayer | undefined> {
+  const { loaded } = await readConfigOnly(io, flags);
+  if (!loaded) return undefined;
+  const { replayLog } = await import("./replay.ts");
+  return async (sessionId) => replayLog(await store.events(sessionId), loaded, { tools: "log", env: io.env });
 }
 
 /**
@@ -820,7 +873,7 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
     const { openExperimentStore } = await import("@keel/eval");
     const experiments = await openExperimentStore(storage, { readOnly: true });
     try {
-      return await serveWith(store, where, agentName, experiments, answer);
+      return await serveWith(store, where, agentName, experiments, answer, await studioReplayer(store, io, flags));
     } finally {
       await experiments.close();
     }
@@ -831,6 +884,7 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
     agentName: string | undefined,
     experiments: import("@keel/eval").ExperimentStore,
     answer?: import("./studio/server.ts").ApprovalAnswerer,
+    replay?: import("./studio/server.ts").Replayer,
   ): Promise<number> => {
     const s = await startStudio({
       store,
@@ -838,6 +892,7 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
       ...(agentName ? { agent: agentName } : {}),
       port,
       ...(answer ? { answer } : {}),
+      ...(replay ? { replay } : {}),
       experiments,
     });
     // Listening for Ctrl-C before the URL is printed: whoever reads the URL may stop us at once.

@@ -90,7 +90,13 @@ describe("config discovery", () => {
       await session.run("x");
       const compiled = (await session.events()).find((e) => e.type === "prompt.compiled");
       expect(compiled?.type === "prompt.compiled" && compiled.manifest.context).toEqual([
-        { id: "g", domain: "greet", chars: "Hello team".length, plugin: "greet" },
+        {
+          id: "g",
+          domain: "greet",
+          chars: "Hello team".length,
+          plugin: "greet",
+          hash: expect.stringMatching(/^[0-9a-f]{16}$/),
+        },
       ]);
     } finally {
       await built.agent.close();

@@ -253,6 +253,14 @@ describe("keel studio: experiment endpoints", () => {
     expect((await get(bare, "/api/experiments")).body).toEqual({ available: false, experiments: [] });
     expect((await get(bare, "/api/experiments/cand")).status).toBe(404);
   });
+
+  it("a replay needs a studio started with a config: 409 saying so; an unknown session is 404", async () => {
+    const studio = await inProcess({ agent: AGENT });
+    const r = await get(studio, `/api/sessions/${sessions[0]}/replay`);
+    expect(r.status).toBe(409);
+    expect(r.body.error).toContain("--config");
+    expect((await get(studio, "/api/sessions/nope/replay")).status).toBe(404);
+  });
 });
 
 describe("keel studio on PostgreSQL: experiments", () => {
@@ -354,6 +362,26 @@ describe.skipIf(missing)("keel studio in a browser: experiments", () => {
     await page.locator('details.case[data-case="c1"]').waitFor();
     await context.close();
   });
+
+  it("replays a case's session with today's config from the page: identical, request by request", async () => {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    await page.goto(`${cli.url}#experiment=cand`);
+    const c1 = page.locator('details.case[data-case="c1"]');
+    await c1.locator("a[data-replay-link]").click();
+    await page.locator('[data-replay="identical"]').waitFor({ timeout: 30_000 });
+    const rows = page.locator('table[data-table="replay"] tr[data-request]');
+    expect(await rows.count()).toBe(1);
+    expect(await rows.first().textContent()).toContain("same");
+    expect(await page.locator('tr[data-replay-turn="0"]').textContent()).toContain("opening hours?");
+    // From the session view too; an unknown session is an error shown on the page.
+    await page.goto(`${cli.url}#${sessions[0]}`);
+    await page.locator("a[data-replay-link]").click();
+    await page.locator('[data-replay="identical"]').waitFor({ timeout: 30_000 });
+    await page.goto(`${cli.url}#replay=no-such-session`);
+    await page.locator('[data-replay="error"]').waitFor();
+    expect(await page.locator('[data-replay="error"]').textContent()).toContain('No session "no-such-session"');
+    await page.close();
+  }, 60_000);
 
   it("a running experiment's new cases appear without a reload", async () => {
     const writer = sqliteExperimentStore({ path: db });

@@ -159,6 +159,13 @@ export const CONTRIBUTION_SCHEMAS = {
     reason: z.string().optional(),
     /** Rewritten tool arguments (JSON). */
     args: z.json().optional(),
+    /**
+     * Answer the call without running the tool (a cache, a dry run, a replay): used only when
+     * the call is allowed (or approved); the first plugin's answer wins. tool.post_result still runs.
+     */
+    result: z
+      .strictObject({ content: z.union([z.string(), z.array(ContentBlockSchema)]), isError: z.boolean().optional() })
+      .optional(),
   }),
   tool_result_rewrite: z.object({
     kind: z.literal("tool_result_rewrite"),

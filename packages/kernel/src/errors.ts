@@ -88,6 +88,10 @@ export const ERROR_CODES = {
     "An approved call's arguments held a secret, and secrets are never stored, so the call could not run as approved after the session was reloaded; the model was told so and can call again. Keep secrets out of tool arguments (pass a reference the tool resolves), or answer the approval in the process that asked.",
   KEEL_NOT_PAUSED:
     "resume() was called but no turn of this session is paused for approval. Start a new turn with run().",
+  KEEL_REPLAY_EMPTY:
+    "The session holds no turn to replay. Pick a session that ran at least one turn (keel sessions lists them).",
+  KEEL_REPLAY_NO_ANSWER:
+    "The replay asked the model more often than the recording did, so there is no recorded answer to serve: today's plugins changed the course of the turn. The report shows the first request that differs.",
   KEEL_NOT_UNFINISHED:
     "recover() was called but the session has no turn a stopped process left unfinished (it ended, or another instance finished it). Start a new turn with run().",
   KEEL_TURN_HANDED_BACK:

@@ -120,6 +120,10 @@ export type KeelEventData =
       durationMs: number;
       decision?: string;
       rewrittenBy?: string[];
+      /** A plugin answered the call (tool_decision `result`): the tool did not run. */
+      answeredBy?: string;
+      /** With `rewrittenBy`: the result before tool.post_result rewrote it (a replay feeds it to today's plugins). */
+      raw?: { content: ContentBlock[]; isError: boolean };
     }
   /** The preflight plan ran (AgentOptions.preflight) and revealed these hidden tools. */
   | {

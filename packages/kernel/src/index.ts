@@ -136,7 +136,8 @@ export type {
   TurnVerdict,
 } from "./verdict.ts";
 export type { TurnInput } from "./messages.ts";
-export type { PromptManifest } from "./manifest.ts";
+export type { PromptManifest, RequestDigest } from "./manifest.ts";
+export { digestOf, requestDigest } from "./digest.ts";
 export { isTerminalEvent } from "./events.ts";
 export type {
   AgentEvent,

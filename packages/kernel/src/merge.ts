@@ -6,7 +6,7 @@
 import type { ContributionOf, MessageEdit } from "./contributions.ts";
 import type { Contributed, PhaseDiagnostic } from "./dispatch.ts";
 import type { ContributionRecord } from "./events.ts";
-import type { Message, ToolResultMessage } from "./messages.ts";
+import type { ContentBlock, Message, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
 import type { PhaseName, PolicyView, PromptContextEntry } from "./phases.ts";
 import { freezeEvent } from "./snapshot.ts";
@@ -374,6 +374,8 @@ export interface ToolDecision {
   decision: "allow" | "ask" | "deny";
   reason?: string;
   plugin?: string;
+  /** A plugin answered the call: the tool does not run (unless the call is denied). */
+  answer?: { content: string | ContentBlock[]; isError: boolean; plugin: string };
 }
 
 const RANK = { allow: 0, ask: 1, deny: 2 } as const;
@@ -381,11 +383,14 @@ const RANK = { allow: 0, ask: 1, deny: 2 } as const;
 /** Merge tool decisions: the most restrictive wins. */
 export function mergeDecisions(items: readonly Contributed<ContributionOf<"tool_decision">>[]): ToolDecision {
   let best: ToolDecision = { decision: "allow" };
+  let answer: ToolDecision["answer"];
   for (const { plugin, value } of items) {
     if (RANK[value.decision] > RANK[best.decision])
       best = { decision: value.decision, plugin, ...(value.reason !== undefined ? { reason: value.reason } : {}) };
+    if (!answer && value.result)
+      answer = { content: value.result.content, isError: value.result.isError ?? false, plugin };
   }
-  return best;
+  return answer ? { ...best, answer } : best;
 }
 
 /**

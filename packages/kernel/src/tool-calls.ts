@@ -12,7 +12,7 @@ import type { ContributionOf } from "./contributions.ts";
 import { isKeelError, KeelError, errorMessage } from "./errors.ts";
 import type { ToolDecision } from "./merge.ts";
 import { mergeDecisions } from "./merge.ts";
-import type { ToolCallBlock, ToolResultMessage } from "./messages.ts";
+import type { ContentBlock, ToolCallBlock, ToolResultMessage } from "./messages.ts";
 import { freezeDeep, textContent } from "./messages.ts";
 import type { ToolCallView } from "./phases.ts";
 import type { ToolRun } from "./tool-exec.ts";
@@ -93,6 +93,18 @@ function groupsOf(t: Turn, calls: readonly ToolCallBlock[]): ToolCallBlock[][] {
 
 function execute(t: Turn, p: Prepared, hold: ChildHold): Promise<ToolRun> {
   const r = p.ready!;
+  const answer = r.decision.answer;
+  if (answer) {
+    const content = typeof answer.content === "string" ? textContent(answer.content) : answer.content;
+    const result = {
+      role: "tool" as const,
+      toolCallId: p.call.id,
+      toolName: p.call.name,
+      content,
+      isError: answer.isError,
+    };
+    return Promise.resolve({ status: answer.isError ? "error" : "ok", result, durationMs: 0 });
+  }
   const ctx = {
     callId: p.call.id,
     toolName: p.call.name,
@@ -219,7 +231,13 @@ export function completed(
   t: Turn,
   call: ToolCallBlock,
   status: "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled",
-  extra: { durationMs?: number; decision?: string; rewrittenBy?: string[] } = {},
+  extra: {
+    durationMs?: number;
+    decision?: string;
+    rewrittenBy?: string[];
+    answeredBy?: string;
+    raw?: { content: ContentBlock[]; isError: boolean };
+  } = {},
 ): void {
   void t.session.emit(
     {
@@ -231,6 +249,8 @@ export function completed(
       durationMs: extra.durationMs ?? 0,
       ...(extra.decision ? { decision: extra.decision } : {}),
       ...(extra.rewrittenBy ? { rewrittenBy: extra.rewrittenBy } : {}),
+      ...(extra.answeredBy ? { answeredBy: extra.answeredBy } : {}),
+      ...(extra.raw ? { raw: extra.raw } : {}),
     },
     t.turnId,
   );
@@ -541,6 +561,7 @@ async function finish(t: Turn, p: Prepared, run: ToolRun | undefined): Promise<T
   let result: ToolResultMessage = freezeDeep(
     boundResult(run.result, t.limits.maxToolResultChars, t.limits.maxToolResultImageBytes),
   );
+  const raw = result;
   if (run.status !== "cancelled" && t.runner.has("tool.post_result"))
     result = await afterResult(t, view, result, run.durationMs, approvedByUser);
   if (run.reveal?.length) reveal(t, call.name, run.reveal);
@@ -549,7 +570,11 @@ async function finish(t: Turn, p: Prepared, run: ToolRun | undefined): Promise<T
   completed(t, call, run.status, {
     durationMs: run.durationMs,
     ...(approvedByUser ? { decision: "ask→approved" } : decision.plugin ? { decision: decision.decision } : {}),
-    ...(result.rewrittenBy ? { rewrittenBy: result.rewrittenBy } : {}),
+    ...(decision.answer ? { answeredBy: decision.answer.plugin } : {}),
+    // What the tool returned before plugins rewrote it: a replay feeds it to today's plugins.
+    ...(result.rewrittenBy
+      ? { rewrittenBy: result.rewrittenBy, raw: { content: raw.content, isError: raw.isError } }
+      : {}),
   });
   return result;
 }

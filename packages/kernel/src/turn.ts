@@ -11,6 +11,7 @@
  * the session's log, lease and children (TurnHost) plug in at those steps; none branches here.
  */
 import type { Contributed, PhaseResult } from "./dispatch.ts";
+import { digestOf, requestDigest } from "./digest.ts";
 import { isKeelError, KeelError, plainThrown } from "./errors.ts";
 import type { ResolvedTool } from "./merge.ts";
 import {
@@ -28,6 +29,7 @@ import type { ModelAnswer } from "./model-call.ts";
 import type { PhaseName, TurnEventBase } from "./phases.ts";
 import { runPreflight } from "./preflight.ts";
 import { compileSystemPrompt, finalRoundInstruction } from "./prompt.ts";
+import type { RequestDigest } from "./manifest.ts";
 import type { ModelRequest, RequestOptions } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
@@ -330,8 +332,15 @@ async function promptCompile(t: Turn, context: ReturnType<typeof mergePromptCont
       ...(s.title !== undefined ? { title: s.title } : {}),
       chars: s.content.length,
       plugins: s.plugins,
+      hash: digestOf(s.content),
     })),
-    context: context.entries.map((e) => ({ id: e.id, domain: e.domain, chars: e.content.length, plugin: e.plugin })),
+    context: context.entries.map((e) => ({
+      id: e.id,
+      domain: e.domain,
+      chars: e.content.length,
+      plugin: e.plugin,
+      hash: digestOf(e.content),
+    })),
     tools: t.shown.manifest,
     ...(t.shown.hidden.length ? { hiddenTools: t.shown.hidden } : {}),
   };
@@ -570,7 +579,14 @@ async function preRequest(
     }
   }
   if (overCeiling(t, !!final, window, estimate)) return "again";
-  emitManifest(t, !!final, system, estimate, options);
+  emitManifest(
+    t,
+    !!final,
+    system,
+    estimate,
+    options,
+    requestDigest(system, tools, t.session.messages, options as Record<string, unknown>),
+  );
   return { system, messages: t.session.messages, tools, options };
 }
 
@@ -605,6 +621,7 @@ function emitManifest(
   system: string,
   estimate: RequestTokenCount,
   options: RequestOptions,
+  digest: RequestDigest,
 ): void {
   const shown = t.shown;
   const manifest = {
@@ -617,6 +634,7 @@ function emitManifest(
     tokenEstimate: estimate,
     options: options as Record<string, unknown>,
     finalRound: final,
+    digest,
   };
   void t.session.emit({ type: "prompt.compiled", manifest }, t.turnId);
 }

@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { createAgent } from "../src/agent.ts";
 import type { AgentOptions } from "../src/agent-options.ts";
 import { isTerminalEvent } from "../src/events.ts";
+import { digestOf } from "../src/digest.ts";
 import type { Message } from "../src/messages.ts";
 import { messageText } from "../src/messages.ts";
 import { definePlugin } from "../src/plugin.ts";
@@ -215,8 +216,15 @@ describe("session resume", () => {
     for (const [i, { manifest }] of compiled.entries()) {
       const request = provider.requests[i]!;
       expect(manifest.sections).toEqual([
-        { sectionId: "persona", title: "Persona", chars: expect.any(Number), plugins: ["persona", "style"] },
+        {
+          sectionId: "persona",
+          title: "Persona",
+          chars: expect.any(Number),
+          plugins: ["persona", "style"],
+          hash: digestOf("You are terse.\n\nAnswer in one line."),
+        },
       ]);
+      expect(manifest.digest?.system).toBe(digestOf(request.system));
       expect(manifest.sections[0]!.chars).toBe("You are terse.\n\nAnswer in one line.".length);
       expect(request.system).toContain("You are terse.");
       expect(request.system).toContain("Answer in one line.");

@@ -38,7 +38,10 @@ export const SkillsOptions = z.strictObject({
    * KEEL_DATABASE_URL names one, else `<home>/skills.sqlite`; ":memory:" keeps nothing.
    */
   db: z.string().min(1).optional(),
-  /** Seed of the router's draws (deterministic picks for a given history). */
+  /**
+   * Seed of the router's draws (deterministic picks for a given history). Without one, each
+   * turn's draw is seeded by its turn id: varied across sessions, the same in a replay.
+   */
   seed: z.union([z.number(), z.string()]).optional(),
   /** Router tuning; the defaults are the benchmarked ones. `discount` (e.g. 0.99) lets old evidence fade. */
   router: RouterTuningSchema.prefault({}),

@@ -180,7 +180,7 @@ class SkillsRuntime {
       written === undefined || this.catalog.get(written) ? written : normalizeSkillName(written) || written;
     const target = forced !== undefined ? this.catalog.get(forced) : undefined;
     const known = target !== undefined && visibleIn(target, namespace);
-    const routed = this.router.pick(input, known ? { force: forced } : {});
+    const routed = this.router.pick(input, known ? { force: forced } : { draw: turnId });
     const chosen = routed ? this.catalog.get(routed.skill) : undefined;
     const pick = routed && (!chosen || visibleIn(chosen, namespace)) ? routed : undefined;
     if (pick) {

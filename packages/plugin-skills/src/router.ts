@@ -82,6 +82,8 @@ export class ContextualRouter {
   private position = new Map<string, number>();
   private index = new Bm25([]);
   private readonly rng: Rng;
+  /** Built with a seed or an rng: every pick draws from that one sequence. */
+  private readonly seeded: boolean;
   readonly store: PosteriorStore;
   readonly tuning: Required<RouterTuning>;
 
@@ -96,6 +98,7 @@ export class ContextualRouter {
   ) {
     this.store = options.store ?? new MemoryPosteriorStore();
     this.rng = options.rng ?? createRng(options.seed);
+    this.seeded = options.rng !== undefined || options.seed !== undefined;
     this.tuning = { ...DEFAULTS, ...stripUndefined(options.tuning ?? {}) };
     if (options.skills) this.setSkills(options.skills);
   }
@@ -115,15 +118,20 @@ export class ContextualRouter {
       .sort((a, b) => b.probability - a.probability || a.skill.localeCompare(b.skill));
   }
 
-  /** Pick a skill for a request; `force` (a skill name in the catalog) skips the draw. */
-  pick(query: string, options: { force?: string } = {}): RoutePick | undefined {
+  /**
+   * Pick a skill for a request; `force` (a skill name in the catalog) skips the draw. `draw`
+   * (the turn id) seeds this pick's draw when the router has no seed of its own, so a replay of
+   * the turn draws the same.
+   */
+  pick(query: string, options: { force?: string; draw?: string } = {}): RoutePick | undefined {
     const terms = termsOf(query);
     if (options.force !== undefined && this.position.has(options.force)) {
       const z = this.score(terms, this.store, [options.force])[0]!.z;
       return { skill: options.force, terms, probability: sigmoid(z), forced: true, candidates: [] };
     }
     if (!this.skills.length) return undefined;
-    const scored = this.score(terms, this.store).map((s) => ({ ...s, tie: this.rng.next() }));
+    const rng = !this.seeded && options.draw !== undefined ? createRng(options.draw) : this.rng;
+    const scored = this.score(terms, this.store).map((s) => ({ ...s, tie: rng.next() }));
     scored.sort((a, b) => b.z - a.z || a.tie - b.tie);
     // No draw until some candidate has evidence in this context: a cold pick is the prior's own
     // top pick (a draw would flip near-ties); exploration starts with the first evidence.
@@ -131,7 +139,7 @@ export class ContextualRouter {
     const explore = top.some((s) => s.learned);
     const gate = top.map((s) => ({
       ...s,
-      draw: s.z + (explore ? this.tuning.temperature * Math.sqrt(s.variance) * sampleNormal(this.rng) : 0),
+      draw: s.z + (explore ? this.tuning.temperature * Math.sqrt(s.variance) * sampleNormal(rng) : 0),
     }));
     gate.sort((a, b) => b.draw - a.draw);
     const best = gate[0]!;

@@ -20,4 +20,13 @@ export {
   scanSecrets,
 } from "./scan.ts";
 export type { ScanOptions } from "./scan.ts";
+export {
+  guardedFields,
+  MEDIA_BLOCK_TYPES,
+  readField,
+  redactBlock,
+  redactEach,
+  redactMessage,
+  redactText,
+} from "./structured.ts";
 export type { Redaction, SecretFinding } from "./types.ts";

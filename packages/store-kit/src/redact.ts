@@ -6,7 +6,17 @@
  * pending and answered lists, session, turn and job ids, idempotency keys, tool and plugin names,
  * enum values) is not in the table, so no redaction can touch it.
  */
-import { redact, redactData } from "@keel/secrets";
+import {
+  guardedFields as fields,
+  MEDIA_BLOCK_TYPES as MEDIA,
+  readField as read,
+  redactBlock as block,
+  redact,
+  redactData,
+  redactEach as each,
+  redactMessage as message,
+  redactText as text,
+} from "@keel/secrets";
 import type { KeelEventData, KeelEventType } from "@keel/kernel";
 
 /**
@@ -49,7 +59,7 @@ const STORED: { readonly [T in KeelEventType]: Fields<Extract<KeelEventData, { t
   "model.failed": { message: "text" },
   "model.notice": { message: "text", data: "data" },
   "tool.started": { args: "data" },
-  "tool.completed": {},
+  "tool.completed": { raw: "message" },
   "preflight.completed": { plan: "text", error: "text" },
   "tools.revealed": { unknown: "data" },
   "guard.tripped": {},
@@ -67,68 +77,6 @@ const STORED: { readonly [T in KeelEventType]: Fields<Extract<KeelEventData, { t
   "turn.interrupted": { verdict: "verdict" },
   "turn.paused": { verdict: "verdict" },
 };
-
-/** Block types whose `data` is inline media a provider reads back (base64, not text). */
-const MEDIA = new Set(["image", "document", "file", "audio"]);
-
-/** `obj[key]`, or "[unreadable]" when reading it throws (a getter or Proxy from plugin or tool code). */
-function read(obj: object, key: string): unknown {
-  try {
-    return (obj as Record<string, unknown>)[key];
-  } catch {
-    return "[unreadable]";
-  }
-}
-
-/** A shallow copy of a plain object's own fields, each read inside a guard; undefined for a non-object. */
-function fields(v: unknown): Record<string, unknown> | undefined {
-  if (v === null || typeof v !== "object" || Array.isArray(v)) return undefined;
-  try {
-    const out: Record<string, unknown> = {};
-    for (const k of Object.keys(v)) out[k] = read(v, k);
-    return out;
-  } catch {
-    return undefined;
-  }
-}
-
-function text(v: unknown): unknown {
-  return typeof v === "string" ? redact(v) : redactData(v);
-}
-
-/** Each item of an array through `f`; anything else as caller data. */
-function each(v: unknown, f: (item: unknown) => unknown): unknown {
-  if (!Array.isArray(v)) return redactData(v);
-  try {
-    return v.map((item) => f(item));
-  } catch {
-    return "[unreadable]";
-  }
-}
-
-/** One content block: text scanned, inline media and thinking kept whole, a tool call's arguments as data. */
-function block(v: unknown): unknown {
-  const b = fields(v);
-  if (!b) return redactData(v);
-  switch (b.type) {
-    case "text":
-      return { ...b, text: text(b.text) };
-    case "thinking":
-      // A provider rejects an edited thinking block (its signature covers the text).
-      return v;
-    case "tool_call":
-      return { ...b, args: redactData(b.args, "args") };
-    default:
-      if (typeof b.type === "string" && MEDIA.has(b.type))
-        return { ...b, ...(b.name !== undefined ? { name: text(b.name) } : {}) };
-      return redactData(v);
-  }
-}
-
-function message(v: unknown): unknown {
-  const m = fields(v);
-  return m ? { ...m, content: each(m.content, block) } : redactData(v);
-}
 
 const RULES: Record<Rule, (v: unknown) => unknown> = {
   text,

@@ -139,7 +139,7 @@ async function poll() {
 function render() {
   const d = state.detail;
   const running = d.turns.some((t) => t.status === "running");
-  const head = `<h2 style="margin:0 0 4px;font-size:16px">${running ? '<span class="live-dot" title="a turn is running"></span>' : ""}Session <code>${esc(d.info.id)}</code></h2>${d.parent ? `<p class="muted" style="margin:0 0 4px">Subagent <strong>${esc(d.parent.name)}</strong> (depth ${num(d.parent.depth)}) of session <a href="#${encodeURIComponent(d.parent.sessionId)}" data-parent="${esc(d.parent.sessionId)}">${esc(d.parent.sessionId)}</a>, tool call ${esc(d.parent.callId)}</p>` : ""}<p class="muted" style="margin:0 0 12px">${esc(d.info.agent)} · started ${esc(when(d.info.createdAt))} · ${num(d.turns.length)} turn(s) · ${num(d.info.eventCount)} events</p>`;
+  const head = `<h2 style="margin:0 0 4px;font-size:16px">${running ? '<span class="live-dot" title="a turn is running"></span>' : ""}Session <code>${esc(d.info.id)}</code></h2>${d.parent ? `<p class="muted" style="margin:0 0 4px">Subagent <strong>${esc(d.parent.name)}</strong> (depth ${num(d.parent.depth)}) of session <a href="#${encodeURIComponent(d.parent.sessionId)}" data-parent="${esc(d.parent.sessionId)}">${esc(d.parent.sessionId)}</a>, tool call ${esc(d.parent.callId)}</p>` : ""}<p class="muted" style="margin:0 0 12px">${esc(d.info.agent)} · started ${esc(when(d.info.createdAt))} · ${num(d.turns.length)} turn(s) · ${num(d.info.eventCount)} events · <a href="#replay=${esc(encodeURIComponent(d.info.id))}" data-replay-link>replay with today's config</a></p>`;
   const earlier = d.earlierTurns
     ? `<p class="muted">${num(d.earlierTurns)} earlier turn(s) not shown (the page shows the last ${num(d.turns.length)}; keel sessions show ID --json has them all).</p>`
     : "";
@@ -405,7 +405,7 @@ function caseHtml(c) {
   const metrics = `<p class="muted" data-metrics>${num(m.rounds)} round(s) · ${num(m.toolCalls)} tool call(s) · ${num(m.inputTokens)} in / ${num(m.outputTokens)} out tokens · ${usd(m.costUsd)} · ${ms(m.durationMs)}</p>`;
   const error = c.error ? `<p class="finding">${badge("error")} ${esc(c.error)}</p>` : "";
   const session = c.sessionId
-    ? `<p class="case-session">Session <a href="#${esc(encodeURIComponent(c.sessionId))}" data-session-link="${esc(c.sessionId)}">${esc(c.sessionId)}</a> · replay it against today's plugins: <code class="replay">${esc(c.replay)}</code> <button data-copy="${esc(c.replay)}" title="copy the command">Copy</button></p>`
+    ? `<p class="case-session">Session <a href="#${esc(encodeURIComponent(c.sessionId))}" data-session-link="${esc(c.sessionId)}">${esc(c.sessionId)}</a> · <a href="#replay=${esc(encodeURIComponent(c.sessionId))}" data-replay-link>replay it against today's plugins</a>: <code class="replay">${esc(c.replay)}</code> <button data-copy="${esc(c.replay)}" title="copy the command">Copy</button></p>`
     : '<p class="muted">No session (the case did not run).</p>';
   const open = state.openCases.has(c.caseId) ? " open" : "";
   return `<details class="case case-${esc(diff?.change ?? "none")}" data-case="${esc(c.caseId)}"${open}>${summary}<div class="turn-body">${error}${input}${output}${scores}${metrics}${session}</div></details>`;
@@ -434,9 +434,72 @@ $("#search").addEventListener("input", (e) => {
   state.q = e.target.value;
   refreshList();
 });
-/** `#experiments`, `#experiment=ID`, or a session id. */
+/** `#replay=ID`: the session replayed with today's config, each request compared with the recording. */
+async function showReplay(id) {
+  leaveSession("replay");
+  state.replay = id;
+  const back = `<p class="muted" style="margin:0 0 4px"><a href="#${esc(encodeURIComponent(id))}">← Session</a></p>`;
+  $("#detail").innerHTML =
+    `${back}<h2 style="margin:0 0 8px;font-size:16px">Replay of <code>${esc(id)}</code></h2><p class="muted" data-replay="running">Replaying with today's config and plugins (model answers and tool results from the recording)…</p>`;
+  let r;
+  try {
+    r = await api(`/api/sessions/${encodeURIComponent(id)}/replay`);
+  } catch (err) {
+    if (state.view === "replay" && state.replay === id)
+      $("#detail").innerHTML =
+        `${back}<p class="finding" data-replay="error">${badge("error")} ${esc(err.message)}</p>`;
+    return;
+  }
+  if (state.view !== "replay" || state.replay !== id) return;
+  const result = r.identical
+    ? `<p data-replay="identical">${badge("identical")} Every request and every turn's outcome match the recording.</p>`
+    : `<p data-replay="diverged">${badge("diverged")} First difference: request #${num((r.firstDivergence ?? 0) + 1)}.</p>`;
+  const rows = r.requests.map(replayRowHtml).join("");
+  const turns = r.turns
+    .map(
+      (t, i) =>
+        `<tr data-replay-turn="${i}"><td>${num(i + 1)}</td><td>${esc(t.input)}</td><td>${badge(t.recorded.status)}</td><td>${badge(t.replayed.status)}${t.replayed.message ? ` <span class="muted">${esc(t.replayed.message)}</span>` : ""}</td><td>${t.same ? "same" : "<strong>differs</strong>"}</td></tr>`,
+    )
+    .join("");
+  const calls = r.toolChanges.length
+    ? `<h3>Tool calls decided differently</h3><ul>${r.toolChanges.map((c) => `<li><code>${esc(c.callId)}</code> ${esc(c.name)}: ${esc(c.recorded)} → ${esc(c.replayed)}</li>`).join("")}</ul>`
+    : "";
+  const notes = [
+    ...r.notes.map((n) => esc(n)),
+    ...r.pluginProblems.map(
+      (p) => `${esc(p.plugin)} ${esc(p.status)} in ${esc(p.phase)}${p.error ? `: ${esc(p.error)}` : ""}`,
+    ),
+  ];
+  const asked = r.asked
+    ? `<h3>What the model would have been asked at request #${num(r.firstDivergence + 1)}</h3><p class="muted">tools: ${esc(r.asked.tools.join(", ") || "(none)")}</p><div class="answer" data-asked="system">${esc(r.asked.system)}</div>${r.asked.lastMessages.map((m) => `<div class="answer"><span class="muted">${esc(m.role)}:</span> ${esc(m.text)}</div>`).join("")}`
+    : "";
+  $("#detail").innerHTML =
+    `${back}<h2 style="margin:0 0 8px;font-size:16px">Replay of <code>${esc(id)}</code> <span class="muted">(tools ${r.tools === "log" ? "from the log" : "run live"})</span></h2>${result}<h3>Requests</h3><table data-table="replay"><thead><tr><th>#</th><th>round</th><th>request</th><th>what changed</th><th class="num">tokens</th></tr></thead><tbody>${rows}</tbody></table><h3>Turns</h3><table data-table="replay-turns"><thead><tr><th>#</th><th>input</th><th>recorded</th><th>replayed</th><th></th></tr></thead><tbody>${turns}</tbody></table>${calls}${notes.length ? `<h3>Notes</h3><ul>${notes.map((n) => `<li>${n}</li>`).join("")}</ul>` : ""}${asked}`;
+}
+
+function replayRowHtml(q) {
+  const what = [
+    ...q.sections.map((x) => `section <code>${esc(x.sectionId)}</code> ${esc(x.change)} by ${plugins(x.plugins)}`),
+    ...q.context.map((x) => `context <code>${esc(x.id)}</code> ${esc(x.change)} by ${plugins([x.plugin])}`),
+    ...q.tools.added.map((n) => `tool <code>${esc(n)}</code> added`),
+    ...q.tools.removed.map((n) => `tool <code>${esc(n)}</code> removed`),
+    ...(q.messages.same ? [] : [`messages (${num(q.messages.recorded)} → ${num(q.messages.replayed)})`]),
+    ...(q.optionsSame ? [] : ["request options"]),
+    ...(q.systemSame || q.sections.length || q.context.length ? [] : ["system prompt"]),
+    ...(JSON.stringify(q.edits.recorded) === JSON.stringify(q.edits.replayed) ? [] : ["history edits"]),
+  ];
+  const status = q.only
+    ? `only ${q.only === "recorded" ? "in the recording" : "in the replay"}`
+    : q.same
+      ? "same"
+      : "changed";
+  return `<tr data-request="${num(q.index)}" class="replay-${q.same ? "same" : "changed"}"><td>${num(q.index + 1)}</td><td>${num(q.round)}</td><td>${badge(status)}</td><td>${what.join("; ")}</td><td class="num">${num(q.tokens.recorded)} → ${num(q.tokens.replayed)}</td></tr>`;
+}
+
+/** `#experiments`, `#experiment=ID`, `#replay=ID`, or a session id. */
 function route(hash) {
   if (hash === "experiments") return showExperiments();
+  if (hash.startsWith("replay=")) return showReplay(hash.slice("replay=".length));
   if (hash.startsWith("experiment=")) return showExperiment(hash.slice("experiment=".length), true);
   if (hash && (hash !== state.selected || state.view !== "session")) return select(hash);
 }

@@ -25,6 +25,12 @@ export type ApprovalAnswerer = (
   answer: { approved: boolean; reason?: string },
 ) => Promise<{ resumed: boolean }>;
 
+/**
+ * Replays a session with today's config (keel replay, tools from the log).
+ * Contract: never writes to the session store; rejects with a KeelError the page shows.
+ */
+export type Replayer = (sessionId: string) => Promise<import("@keel/eval").ReplayReport>;
+
 /** Options of startStudio. Contract: only `store` and `where` are required; without `answer` nothing is ever written. */
 export interface StudioOptions {
   store: SessionStore;
@@ -36,6 +42,8 @@ export interface StudioOptions {
   port?: number;
   /** Set: the page may answer pending approvals through it. */
   answer?: ApprovalAnswerer;
+  /** Set: the page can replay a session with today's config (one replay at a time). */
+  replay?: Replayer;
   /** Fixed token (tests); default 32 random bytes. */
   token?: string;
   /** The experiments beside the sessions (`openExperimentStore`); without it the page lists none. Only read, never closed. */
@@ -140,6 +148,7 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
     return info && (!options.agent || info.agent === options.agent) ? info : undefined;
   };
 
+  let replaying: Promise<void> = Promise.resolve();
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     // DNS rebinding: a page from another origin that resolves to 127.0.0.1 still sends its own Host.
     const host = req.headers.host ?? "";
@@ -172,7 +181,7 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
         sessions: await summaries(url.searchParams.get("q") ?? ""),
       });
     if (read && path.startsWith("/api/experiments")) return sendExperiment(res, path);
-    const m = /^\/api\/sessions\/([^/]+)(\/since|\/approvals\/([^/]+))?$/.exec(path);
+    const m = /^\/api\/sessions\/([^/]+)(\/since|\/replay|\/approvals\/([^/]+))?$/.exec(path);
     if (!m) return send(res, 404, { error: `No such page: ${headOf(path, 80)}` });
     const id = decoded(m[1]!);
     const callId = m[3] === undefined ? undefined : decoded(m[3]);
@@ -196,6 +205,23 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
         earlierTurns: Math.max(0, turns.length - TURNS_SENT),
         turns: turns.slice(-TURNS_SENT),
       });
+    }
+    if (read && m[2] === "/replay") {
+      if (!options.replay)
+        return send(res, 409, {
+          error: "This studio was started without a config, so it cannot replay: start keel studio with --config PATH.",
+        });
+      // One replay at a time: each builds the agent (its MCP servers too).
+      const run = replaying.then(() => options.replay!(id));
+      replaying = run.then(
+        () => {},
+        () => {},
+      );
+      try {
+        return send(res, 200, await run);
+      } catch (err) {
+        return send(res, isKeelError(err) ? 409 : 500, failure(err));
+      }
     }
     if (read && m[2] === "/since") {
       // The page's poll: one indexed read of what is new.

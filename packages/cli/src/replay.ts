@@ -1,0 +1,191 @@
+/**
+ * `keel replay SESSION`: re-run a recorded session with today's config and plugins, the model's
+ * answers served from the recording, and say which request changed and why.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { KeelEvent, SessionStore } from "@keel/kernel";
+import { KeelError } from "@keel/kernel";
+import { replaySession } from "@keel/eval";
+import type { ReplayReport, RequestChange } from "@keel/eval";
+import { headOf } from "@keel/text";
+import { buildAgent } from "./build-agent.ts";
+import type { LoadedConfig } from "./load-config.ts";
+
+/** What `keel replay` was given. */
+export interface ReplayCommand {
+  /** The sessions to replay; with `last`, the most recent sessions of the config's agent instead. */
+  sessionIds: string[];
+  last?: number;
+  tools: "log" | "live";
+  json: boolean;
+  strict: boolean;
+  /** Keep the replay's scratch home (its plugin files) and say where. */
+  keep?: boolean;
+}
+
+/**
+ * Replay sessions. Contract: reads the recorded store only; each replay runs in a scratch home
+ * with a scratch store; one session prints its whole report, several a line each and a total;
+ * returns 0, or 1 when `strict` and a replay diverged.
+ */
+export async function replayCommand(
+  cmd: ReplayCommand,
+  recorded: { store: SessionStore | undefined; where: string; agentName: string | undefined },
+  loaded: LoadedConfig,
+  io: { out(s: string): void; err(s: string): void; env: NodeJS.ProcessEnv },
+): Promise<number> {
+  const logs = await recordedLogs(cmd, recorded);
+  const reports: ReplayReport[] = [];
+  for (const events of logs) {
+    reports.push(
+      await replayLog(events, loaded, {
+        tools: cmd.tools,
+        env: io.env,
+        ...(cmd.keep ? { keep: (home: string) => io.err(`keel: the replay's home is kept at ${home}\n`) } : {}),
+      }),
+    );
+    if (!cmd.json && (logs.length > 1 || cmd.last)) io.out(summaryLine(reports.at(-1)!));
+  }
+  if (cmd.json) io.out(`${JSON.stringify(logs.length === 1 && !cmd.last ? reports[0] : reports, null, 2)}\n`);
+  else if (logs.length === 1 && !cmd.last) io.out(formatReplay(reports[0]!));
+  else {
+    const same = reports.filter((r) => r.identical).length;
+    io.out(`${same} of ${reports.length} session(s) replayed identically.\n`);
+  }
+  return cmd.strict && reports.some((r) => !r.identical) ? 1 : 0;
+}
+
+/**
+ * Replay one recorded log with the config's agent in a scratch home (removed after, unless
+ * `keep` is given: it is told where the home is). Contract: as replaySession; `keel studio` uses it too.
+ */
+export async function replayLog(
+  events: KeelEvent[],
+  loaded: LoadedConfig,
+  options: { tools: "log" | "live"; env: NodeJS.ProcessEnv; keep?: (home: string) => void },
+): Promise<ReplayReport> {
+  const home = mkdtempSync(join(tmpdir(), "keel-replay-"));
+  try {
+    return await replaySession({
+      events,
+      tools: options.tools,
+      build: async (rig) =>
+        (await buildAgent(loaded, { env: options.env, home, store: rig.store, rig, note: () => {} })).agent,
+    });
+  } finally {
+    if (options.keep) options.keep(home);
+    else rmSync(home, { recursive: true, force: true });
+  }
+}
+
+function summaryLine(r: ReplayReport): string {
+  if (r.identical) return `${r.sessionId}  identical (${r.requests.length} requests)\n`;
+  const first = r.firstDivergence !== undefined ? r.requests[r.firstDivergence] : undefined;
+  const why = first
+    ? [
+        ...first.sections.map((s) => `section ${s.sectionId} ${s.change} by ${s.plugins.join(", ")}`),
+        ...first.context.map((c) => `context ${c.id} ${c.change}`),
+        ...(first.tools.added.length || first.tools.removed.length ? ["tools"] : []),
+        ...(!first.messages.same ? ["messages"] : []),
+      ].join("; ")
+    : r.toolChanges.length
+      ? `${r.toolChanges.length} tool call(s) decided differently`
+      : "a turn ended differently";
+  return `${r.sessionId}  DIVERGED at request #${(r.firstDivergence ?? 0) + 1}: ${why || "the request"}\n`;
+}
+
+async function recordedLogs(
+  cmd: ReplayCommand,
+  recorded: { store: SessionStore | undefined; where: string; agentName: string | undefined },
+): Promise<KeelEvent[][]> {
+  const { store, where } = recorded;
+  if (!store) {
+    if (cmd.last) return [];
+    throw new KeelError(
+      "KEEL_SESSION_NOT_FOUND",
+      `No session "${cmd.sessionIds[0]}" to replay in ${where} (the file does not exist).`,
+    );
+  }
+  try {
+    const ids = cmd.last
+      ? (
+          await store.listSessions({ ...(recorded.agentName ? { agent: recorded.agentName } : {}), limit: cmd.last })
+        ).map((s) => s.id)
+      : cmd.sessionIds;
+    const out: KeelEvent[][] = [];
+    for (const id of ids) {
+      const info = await store.getSession(id);
+      if (!info)
+        throw new KeelError(
+          "KEEL_SESSION_NOT_FOUND",
+          `No session "${id}" to replay in ${where}: it was deleted since it was recorded, or it is in another home or database (keel sessions lists what is there).`,
+        );
+      out.push(await store.events(id));
+    }
+    return out;
+  } finally {
+    await store.close();
+  }
+}
+
+function requestLine(r: RequestChange): string[] {
+  const head = `  #${r.index + 1} round ${r.round}`;
+  if (r.only) return [`${head}  only in the ${r.only === "recorded" ? "recording" : "replay"}`];
+  if (r.same) return [`${head}  same${r.compared === "manifest" ? " (manifest: recorded before digests)" : ""}`];
+  const lines = [`${head}  CHANGED`];
+  for (const s of r.sections)
+    lines.push(
+      `     section ${s.sectionId} ${s.change} (by ${s.plugins.join(", ") || "?"}, ${s.chars[0]} → ${s.chars[1]} chars)`,
+    );
+  for (const c of r.context) lines.push(`     context ${c.id} ${c.change} (${c.domain}, by ${c.plugin})`);
+  if (r.tools.added.length) lines.push(`     tools added: ${r.tools.added.join(", ")}`);
+  if (r.tools.removed.length) lines.push(`     tools removed: ${r.tools.removed.join(", ")}`);
+  if (!r.systemSame && !r.sections.length && !r.context.length) lines.push("     system prompt changed");
+  if (!r.messages.same) lines.push(`     messages changed (${r.messages.recorded} → ${r.messages.replayed})`);
+  if (!r.optionsSame) lines.push("     request options changed");
+  const edits = (e: RequestChange["edits"]["recorded"]) =>
+    e.map((x) => `${x.plugin} "${headOf(x.reason, 60)}" ${x.before}→${x.after}`).join("; ") || "none";
+  if (JSON.stringify(r.edits.recorded) !== JSON.stringify(r.edits.replayed))
+    lines.push(`     history edits: recorded ${edits(r.edits.recorded)}; replayed ${edits(r.edits.replayed)}`);
+  lines.push(`     tokens ${r.tokens.recorded} → ${r.tokens.replayed}`);
+  return lines;
+}
+
+/** The report as text. Contract: names the first request that differs and what the model would have been asked. */
+export function formatReplay(r: ReplayReport): string {
+  const out = [
+    `keel replay ${r.sessionId} (tools ${r.tools === "log" ? "from the log" : "run live"}): ${r.requests.length} request(s), ${r.turns.length} turn(s)`,
+    "Requests:",
+    ...r.requests.flatMap(requestLine),
+    "Turns:",
+    ...r.turns.map(
+      (t, i) =>
+        `  ${i + 1} "${headOf(t.input, 50)}": ${t.recorded.status}${t.recorded.reason ? ` (${t.recorded.reason})` : ""} → ${t.replayed.status}${t.replayed.reason ? ` (${t.replayed.reason})` : ""}${t.same ? "" : `  DIFFERS${t.recorded.text !== t.replayed.text ? `: answer "${headOf(t.replayed.text, 80)}"` : ""}`}`,
+    ),
+  ];
+  if (r.toolChanges.length)
+    out.push("Tool calls:", ...r.toolChanges.map((c) => `  ${c.callId} ${c.name}: ${c.recorded} → ${c.replayed}`));
+  for (const n of r.notes) out.push(`Note: ${n}`);
+  for (const p of r.pluginProblems)
+    out.push(
+      `Plugin ${p.plugin} ${p.status} in ${p.phase}${p.error ? `: ${headOf(p.error, 160)}` : ""} (not in the recording)`,
+    );
+  if (r.firstDivergence !== undefined) {
+    out.push(`First divergence: request #${r.firstDivergence + 1}.`);
+    if (r.asked) {
+      out.push(
+        "The model would have been asked:",
+        `  system (${r.asked.system.length} chars): ${headOf(r.asked.system.replace(/\s+/g, " "), 300)}`,
+        `  tools: ${r.asked.tools.join(", ") || "(none)"}`,
+        ...r.asked.lastMessages.map((m) => `  ${m.role}: ${headOf(m.text.replace(/\s+/g, " "), 200)}`),
+      );
+    }
+    out.push(
+      "The requests after it were answered from the recording, so they show the plugins' effect, not a new model's.",
+    );
+  }
+  out.push(r.identical ? "Result: identical." : "Result: diverged (keel replay --strict exits 1 on this).");
+  return `${out.join("\n")}\n`;
+}

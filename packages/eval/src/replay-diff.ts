@@ -1,0 +1,161 @@
+/**
+ * Request by request: what a replay sent compared with what the recording sent, from the two
+ * logs' prompt manifests and compaction edits.
+ */
+import type { KeelEvent, PromptManifest } from "@keel/kernel";
+
+type Section = PromptManifest["sections"][number];
+type Context = PromptManifest["context"][number];
+
+/** A compaction (or other) edit of the history before a request. */
+export interface EditSummary {
+  plugin: string;
+  reason: string;
+  before: number;
+  after: number;
+}
+
+/**
+ * One request, recorded and replayed.
+ * Contract: `same` is true when both exist and their content digests match (`compared:
+ * "digest"`), or, for a log written before digests, their manifests match (`"manifest"`).
+ */
+export interface RequestChange {
+  index: number;
+  round: number;
+  same: boolean;
+  compared: "digest" | "manifest";
+  /** Set when only one side made this request. */
+  only?: "recorded" | "replayed";
+  sections: Array<{
+    sectionId: string;
+    change: "added" | "removed" | "changed";
+    plugins: string[];
+    chars: [number, number];
+  }>;
+  context: Array<{ id: string; domain: string; plugin: string; change: "added" | "removed" | "changed" }>;
+  tools: { added: string[]; removed: string[] };
+  messages: { recorded: number; replayed: number; same: boolean };
+  optionsSame: boolean;
+  systemSame: boolean;
+  tokens: { recorded: number; replayed: number };
+  edits: { recorded: EditSummary[]; replayed: EditSummary[] };
+}
+
+interface Entry {
+  seq: number;
+  manifest: PromptManifest;
+}
+
+function editsBefore(log: readonly KeelEvent[], from: number, to: number): EditSummary[] {
+  const out: EditSummary[] = [];
+  for (const e of log)
+    if (e.type === "context.edited" && e.seq > from && e.seq < to)
+      out.push({ plugin: e.plugin, reason: e.reason, before: e.before, after: e.after });
+  return out;
+}
+
+function byKey<T>(rows: readonly T[], key: (t: T) => string): Map<string, T> {
+  return new Map(rows.map((r) => [key(r), r]));
+}
+
+function sectionChanges(a: readonly Section[], b: readonly Section[]): RequestChange["sections"] {
+  const before = byKey(a, (s) => s.sectionId);
+  const after = byKey(b, (s) => s.sectionId);
+  const out: RequestChange["sections"] = [];
+  for (const [id, s] of before) {
+    const n = after.get(id);
+    if (!n) out.push({ sectionId: id, change: "removed", plugins: s.plugins, chars: [s.chars, 0] });
+    else if (s.chars !== n.chars || (s.hash ?? "") !== (n.hash ?? "") || s.plugins.join() !== n.plugins.join())
+      out.push({ sectionId: id, change: "changed", plugins: n.plugins, chars: [s.chars, n.chars] });
+  }
+  for (const [id, n] of after)
+    if (!before.has(id)) out.push({ sectionId: id, change: "added", plugins: n.plugins, chars: [0, n.chars] });
+  return out;
+}
+
+function contextChanges(a: readonly Context[], b: readonly Context[]): RequestChange["context"] {
+  const before = byKey(a, (c) => c.id);
+  const after = byKey(b, (c) => c.id);
+  const out: RequestChange["context"] = [];
+  const row = (c: Context, change: "added" | "removed" | "changed") => ({
+    id: c.id,
+    domain: c.domain,
+    plugin: c.plugin,
+    change,
+  });
+  for (const [id, c] of before) {
+    const n = after.get(id);
+    if (!n) out.push(row(c, "removed"));
+    else if (c.chars !== n.chars || (c.hash ?? "") !== (n.hash ?? "")) out.push(row(n, "changed"));
+  }
+  for (const [id, n] of after) if (!before.has(id)) out.push(row(n, "added"));
+  return out;
+}
+
+const EMPTY: PromptManifest = {
+  round: 0,
+  sections: [],
+  context: [],
+  tools: [],
+  messageCount: 0,
+  systemChars: 0,
+  tokenEstimate: { exact: false, system: 0, tools: 0, messages: 0, total: 0 },
+  options: {},
+  finalRound: false,
+};
+
+/** Compare the requests of a recording and of its replay, in order. Contract: one row per request either side made. */
+export function compareRequests(
+  recordedLog: readonly KeelEvent[],
+  recorded: readonly Entry[],
+  replayedLog: readonly KeelEvent[],
+  replayed: readonly Entry[],
+): RequestChange[] {
+  const out: RequestChange[] = [];
+  for (let i = 0; i < Math.max(recorded.length, replayed.length); i++) {
+    const r = recorded[i];
+    const p = replayed[i];
+    const a = r?.manifest ?? EMPTY;
+    const b = p?.manifest ?? EMPTY;
+    const digests = a.digest && b.digest;
+    const tA = new Set(a.tools.map((t) => t.name));
+    const tB = new Set(b.tools.map((t) => t.name));
+    const change: RequestChange = {
+      index: i,
+      round: (p ?? r)!.manifest.round,
+      same: false,
+      compared: digests ? "digest" : "manifest",
+      ...(!r ? { only: "replayed" as const } : !p ? { only: "recorded" as const } : {}),
+      sections: sectionChanges(a.sections, b.sections),
+      context: contextChanges(a.context, b.context),
+      tools: { added: [...tB].filter((n) => !tA.has(n)), removed: [...tA].filter((n) => !tB.has(n)) },
+      messages: {
+        recorded: a.messageCount,
+        replayed: b.messageCount,
+        same: digests ? a.digest!.messages === b.digest!.messages : a.messageCount === b.messageCount,
+      },
+      optionsSame: digests
+        ? a.digest!.options === b.digest!.options
+        : JSON.stringify(a.options) === JSON.stringify(b.options),
+      systemSame: digests ? a.digest!.system === b.digest!.system : a.systemChars === b.systemChars,
+      tokens: { recorded: a.tokenEstimate.total, replayed: b.tokenEstimate.total },
+      edits: {
+        recorded: r ? editsBefore(recordedLog, recorded[i - 1]?.seq ?? 0, r.seq) : [],
+        replayed: p ? editsBefore(replayedLog, replayed[i - 1]?.seq ?? 0, p.seq) : [],
+      },
+    };
+    const toolsSame = digests
+      ? a.digest!.tools === b.digest!.tools
+      : !change.tools.added.length && !change.tools.removed.length;
+    change.same =
+      !!r &&
+      !!p &&
+      (digests
+        ? a.digest!.request === b.digest!.request
+        : change.systemSame && toolsSame && change.messages.same && change.optionsSame && !change.sections.length) &&
+      JSON.stringify(change.edits.recorded) === JSON.stringify(change.edits.replayed);
+    out.push(change);
+  }
+  return out;
+}

@@ -1,0 +1,52 @@
+/**
+ * Content digests of a request, for the prompt manifest: a replay compares them to find the
+ * first request whose content changed. Each is of the content as the session log stores it
+ * (secrets redacted): a digest never derives from a secret, and a replay, which only has the
+ * stored form, compares like with like. Messages and tool lists are immutable, so each is
+ * digested once and a round costs only its new messages.
+ */
+import { createHash } from "node:crypto";
+import { redact, redactData, redactMessage } from "@keel/secrets";
+import type { RequestDigest } from "./manifest.ts";
+import type { Message } from "./messages.ts";
+
+const byObject = new WeakMap<object, string>();
+let lastText: { text: string; digest: string } | undefined;
+
+function hash(text: string): string {
+  return createHash("sha256").update(text).digest("hex").slice(0, 16);
+}
+
+/**
+ * 16 hex characters of SHA-256 of the text as stored (redacted).
+ * Contract: the same text gives the same digest in every process.
+ */
+export function digestOf(text: string): string {
+  if (lastText?.text === text) return lastText.digest;
+  const digest = hash(redact(text));
+  lastText = { text, digest };
+  return digest;
+}
+
+function digestOfValue(value: object, stored: (v: unknown) => unknown): string {
+  let d = byObject.get(value);
+  if (d === undefined) {
+    d = hash(JSON.stringify(stored(value)) ?? "");
+    byObject.set(value, d);
+  }
+  return d;
+}
+
+/** The digests of one request. Contract: pure; equal stored content gives equal digests. */
+export function requestDigest(
+  system: string,
+  tools: readonly object[],
+  messages: readonly Message[],
+  options: Record<string, unknown>,
+): RequestDigest {
+  const s = digestOf(system);
+  const t = digestOfValue(tools, (v) => redactData(v));
+  const m = hash(messages.map((x) => digestOfValue(x, redactMessage)).join(""));
+  const o = hash(JSON.stringify(redactData(options, "options")) ?? "");
+  return { system: s, tools: t, messages: m, options: o, request: hash(s + t + m + o) };
+}
