@@ -207,6 +207,8 @@ export async function evalCommand(
       dataset: { file: target.shown, hash: target.dataset.hash },
       ...((flags.name ?? target.name) ? { name: (flags.name ?? target.name)! } : {}),
       config: configFile,
+      // Which model answered: experiments of one dataset are compared across models too.
+      metadata: { model: agent.options.provider.id },
       ...(baseline ? { baseline: baseline.id } : {}),
       ...(resume ? { resume } : {}),
       signal: stop.signal,

@@ -292,6 +292,10 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
         "continue a stopped run (the same cases required): scored cases are kept, the rest run; default: this agent's last unfinished experiment of the dataset",
       ],
       ["--to FILE", "keel eval add: the JSONL dataset the sessions are appended to (default evals/cases.jsonl)"],
+      [
+        "--model SPEC",
+        "run the cases on this model instead of the config's (recorded on the experiment): compare models on one dataset",
+      ],
       ["--offline", "use the offline model even when an API key is set"],
     ],
     examples: [

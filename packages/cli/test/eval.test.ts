@@ -76,7 +76,12 @@ describe("keel eval", () => {
     );
     expect(r.code, r.stderr).toBe(0);
     const report = JSON.parse(r.stdout);
-    expect(report.experiment).toMatchObject({ name: "yaml run", dataset: "cases.yaml", status: "completed" });
+    expect(report.experiment).toMatchObject({
+      name: "yaml run",
+      dataset: "cases.yaml",
+      status: "completed",
+      metadata: { model: "scripted:script" },
+    });
     expect(
       report.cases.map((c: { caseId: string; status: string; output: string }) => [c.caseId, c.status, c.output]),
     ).toEqual([
