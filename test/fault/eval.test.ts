@@ -11,7 +11,9 @@ import { XMLParser, XMLValidator } from "fast-xml-parser";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
 import { isWellFormed } from "../../packages/text/src/index.ts";
-import { sqliteExperimentStore } from "../../packages/eval/src/index.ts";
+import { postgresExperimentStore, sqliteExperimentStore } from "../../packages/eval/src/index.ts";
+import { endSharedPools } from "../../packages/store-postgres/src/index.ts";
+import { dropTestSchemas, PG_URL, requirePostgres, testSchema } from "../../packages/store-postgres/test/support/pg.ts";
 import {
   faultConfig,
   project,
@@ -216,5 +218,50 @@ describe("fault class 17: evals", () => {
     const done = await experimentOf(p.home);
     expect(done.experiment).toMatchObject({ status: "completed", summary: { cases: n, passed: n } });
     expect(done.cases).toHaveLength(n);
+  });
+  it("on PostgreSQL: a SIGKILLed run resumes from the shared schema, and the next run gates against it", async () => {
+    await requirePostgres();
+    const schema = testSchema();
+    const n = 6;
+    const steps = Array.from({ length: 2 * n }, (_, k) => {
+      const i = k % n;
+      return { when: { lastUserIncludes: `q${i}.` }, text: `a${i}`, delayMs: 200 };
+    });
+    const p = offlineProject("postgres", steps);
+    const env = { ...p.env, KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema };
+    writeFileSync(
+      join(p.dir, "cases.jsonl"),
+      jsonl(Array.from({ length: n }, (_, i) => ({ id: `c${i}`, input: `q${i}.`, expect: { exact: `a${i}` } }))),
+    );
+    const first = startKeel(["eval", "cases.jsonl", "--concurrency", "2"], { cwd: p.dir, env });
+    await until(() => /\[2\/6\]/.test(first.stderr()), "two cases scored");
+    first.child.kill("SIGKILL");
+    await first.exit;
+    const resumed = await runKeel(["eval", "cases.jsonl", "--resume"], { cwd: p.dir, env });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const second = await runKeel(["eval", "cases.jsonl", "--baseline", "latest", "--max-regressions", "0"], {
+      cwd: p.dir,
+      env,
+    });
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toContain("0 regression(s) · 0 fixed · 6 unchanged");
+    const store = postgresExperimentStore({ url: PG_URL, schema });
+    try {
+      const list = await store.list();
+      expect(list.map((e) => [e.status, e.summary?.passed])).toEqual([
+        ["completed", n],
+        ["completed", n],
+      ]);
+      expect(list[0]!.baseline).toBe(list[1]!.id);
+      expect((await store.cases(list[1]!.id)).map((c) => c.caseId)).toEqual(
+        Array.from({ length: n }, (_, i) => `c${i}`),
+      );
+    } finally {
+      await store.close();
+      await endSharedPools();
+      await dropTestSchemas();
+    }
+    // Nothing went to SQLite in the home.
+    expect(existsSync(join(p.home, "sessions.sqlite"))).toBe(false);
   });
 });
