@@ -237,11 +237,15 @@ export async function evalCommand(
       return signalled === "SIGTERM" ? 143 : 130;
     }
     const comparison = baseline ? compareRuns(baseline.id, run.results, await store.cases(baseline.id)) : undefined;
-    const gate = applyGate(
-      run.summary,
-      comparison,
-      numbers.failUnder === undefined && numbers.maxRegressions === undefined ? { failUnder: 1 } : numbers,
-    );
+    const byDefault = numbers.failUnder === undefined && numbers.maxRegressions === undefined;
+    const gate = applyGate(run.summary, comparison, byDefault ? { failUnder: 1 } : numbers);
+    if (byDefault)
+      gate.reasons = gate.reasons.map((r) =>
+        r.replace(
+          "(--fail-under)",
+          "(the default gate: every case passes; --fail-under or --max-regressions set another)",
+        ),
+      );
     const extra = { comparison, gate };
     if (flags.junit) writeFileSync(resolve(io.cwd, flags.junit), junitXml(run.experiment, run.results, run.summary));
     const json = jsonReport(run.experiment, run.results, run.summary, extra);

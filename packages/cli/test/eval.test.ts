@@ -105,6 +105,22 @@ describe("keel eval", () => {
     expect(unknown.stderr).toContain("KEEL_EVAL_EXPERIMENT_NOT_FOUND");
   });
 
+  it("without --fail-under or --max-regressions every case must pass, and the reason says it is the default", async () => {
+    const p = project("default-gate", [
+      { when: { lastUserIncludes: "good" }, text: "yes" },
+      { when: { lastUserIncludes: "bad" }, text: "no" },
+    ]);
+    writeFileSync(
+      join(p.dir, "cases.jsonl"),
+      '{"id": "good", "input": "good", "expect": {"exact": "yes"}}\n{"id": "bad", "input": "bad", "expect": {"exact": "yes"}}\n',
+    );
+    const r = await runKeel(["eval", "cases.jsonl"], { cwd: p.dir, env: p.env });
+    expect(r.code, r.stderr).toBe(3);
+    expect(r.stdout).toContain("pass rate 50% is under 100% (the default gate: every case passes;");
+    expect(r.stderr).toContain("[2/2] FAIL bad (");
+    expect(r.stderr).toContain('exact: expected exactly "yes", got "no"');
+  });
+
   it("list and show on a home with no database say so and create nothing", async () => {
     const p = project("empty", []);
     const list = await runKeel(["eval", "list"], { cwd: p.dir, env: p.env });
