@@ -131,14 +131,19 @@ describe("examples/full-stack: keel eval", () => {
     expect(strict.stdout).toContain("pass rate 66.7% is under 90% (--fail-under)");
   }, 120_000);
 
-  it("keel eval add turns a session into a case (its answer as the reference); a missing session is named", async () => {
+  it("keel eval add turns a session into a case (its answer as the reference); a missing session is named and skipped", async () => {
     const session = baseline.cases.find((c) => c.caseId === "recall-release-day")!.sessionId;
     const to = join(home, "from-sessions.jsonl");
-    const missing = await keel(["eval", "add", session, "no-such-session", "--to", to]);
+    // A session that does not exist is named and skipped (exit 2); the one that exists is added.
+    const missing = await keel(["eval", "add", "no-such-session", session, "--to", to]);
     expect(missing.code).toBe(2);
-    expect(missing.stderr).toContain('No session "no-such-session"');
-    const added = await keel(["eval", "add", session, "--to", to]);
-    expect(added.code, added.stderr).toBe(0);
+    expect(missing.stderr).toContain(
+      'KEEL_SESSION_NOT_FOUND: No session "no-such-session" in this store; it was skipped',
+    );
+    expect(missing.stdout).toBe(`session-${session}\n`);
+    const again = await keel(["eval", "add", session, "--to", to]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain(`the dataset already holds session-${session}`);
     const line = JSON.parse(readFileSync(to, "utf8").trim());
     expect(line).toMatchObject({
       id: `session-${session}`,

@@ -6,7 +6,7 @@
  */
 import { writeFileSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
-import { KeelError, errorMessage, isKeelError } from "@keel/kernel";
+import { KeelError, errorMessage } from "@keel/kernel";
 import type { Agent, SessionStore } from "@keel/kernel";
 import {
   addSessionsToDataset,
@@ -299,17 +299,18 @@ export async function addCommand(
     throw usage(`--to takes a .jsonl file (cases are appended one a line), not "${to}".`);
   const { mkdirSync } = await import("node:fs");
   mkdirSync(dirname(file), { recursive: true });
-  try {
-    const r = await addSessionsToDataset(store, sessions, file);
-    for (const s of r.skipped) io.err(`keel eval add: skipped session ${s.session}: ${s.why}\n`);
+  const r = await addSessionsToDataset(store, sessions, file);
+  for (const s of r.skipped) io.err(`keel eval add: skipped session ${s.session}: ${s.why}\n`);
+  const shown = relative(io.cwd, file);
+  io.err(
+    `keel eval add: ${r.added.length} case${r.added.length === 1 ? "" : "s"} appended to ${shown.startsWith("..") ? file : shown || file}\n`,
+  );
+  for (const id of r.added) io.out(`${id}\n`);
+  if (!r.missing.length) return 0;
+  // The sessions that exist were added; the ones that do not are named, and the exit says so.
+  for (const id of r.missing)
     io.err(
-      `keel eval add: ${r.added.length} case${r.added.length === 1 ? "" : "s"} appended to ${relative(io.cwd, file).startsWith("..") ? file : relative(io.cwd, file) || file}\n`,
+      `${new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${headOf(id, 80)}" in this store; it was skipped (keel sessions list shows the ids).`).message}\n`,
     );
-    for (const id of r.added) io.out(`${id}\n`);
-    return 0;
-  } catch (err) {
-    if (isKeelError(err, "KEEL_SESSION_NOT_FOUND"))
-      throw new KeelError("KEEL_SESSION_NOT_FOUND", `${err.problem} (keel sessions list shows the ids)`);
-    throw err;
-  }
+  return 2;
 }

@@ -53,18 +53,23 @@ export async function caseFromSession(store: SessionStore, sessionId: string): P
 
 /**
  * Append the cases of `sessionIds` to the JSONL dataset `file` (created when missing).
- * Contract: every session is read before anything is written (a missing one throws and nothing is
- * appended); a case whose id the file already holds is skipped; an existing file must be a valid
- * dataset (KEEL_EVAL_DATASET_INVALID otherwise).
+ * Contract: every session is read before anything is written; a session that does not exist is
+ * skipped and listed in `missing` (the others are appended); a case whose id the file already
+ * holds is skipped; an existing file must be a valid dataset (KEEL_EVAL_DATASET_INVALID otherwise).
  */
 export async function addSessionsToDataset(
   store: SessionStore,
   sessionIds: readonly string[],
   file: string,
-): Promise<{ added: string[]; skipped: Array<{ session: string; why: string }> }> {
+): Promise<{ added: string[]; skipped: Array<{ session: string; why: string }>; missing: string[] }> {
   const lines: DatasetLine[] = [];
   const skipped: Array<{ session: string; why: string }> = [];
+  const missing: string[] = [];
   for (const id of sessionIds) {
+    if (!(await store.getSession(id))) {
+      missing.push(id);
+      continue;
+    }
     const c = await caseFromSession(store, id);
     if (c) lines.push(c);
     else skipped.push({ session: id, why: "it has no user turn" });
@@ -82,5 +87,5 @@ export async function addSessionsToDataset(
     const sep = before && !before.endsWith("\n") ? "\n" : "";
     appendFileSync(file, sep + fresh.map((l) => `${JSON.stringify(l)}\n`).join(""));
   }
-  return { added: fresh.map((l) => l.id), skipped };
+  return { added: fresh.map((l) => l.id), skipped, missing };
 }

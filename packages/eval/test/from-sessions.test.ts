@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -52,7 +52,7 @@ describe("datasets from sessions", () => {
     await agent.close();
   });
 
-  it("appends to a JSONL dataset that loads; skips ids it holds and sessions with no turn; a missing session writes nothing", async () => {
+  it("appends to a JSONL dataset that loads; skips ids it holds, sessions with no turn and sessions that do not exist (listed)", async () => {
     const { agent, store, ids } = await recorded();
     const file = join(dir, "cases.jsonl");
     writeFileSync(file, '{"id": "hand-written", "input": "hi"}'); // no final newline
@@ -63,14 +63,12 @@ describe("datasets from sessions", () => {
     const again = await addSessionsToDataset(store, [ids.multi], file);
     expect(again.added).toEqual([]);
     expect(again.skipped[0]!.why).toContain("already holds");
-    const before = readFileSync(file, "utf8");
-    await expect(addSessionsToDataset(store, [ids.secret, "no-such-session"], file)).rejects.toThrow(
-      /KEEL_SESSION_NOT_FOUND.*no-such-session/,
-    );
-    expect(readFileSync(file, "utf8")).toBe(before);
+    const withMissing = await addSessionsToDataset(store, ["no-such-session", ids.secret], join(dir, "other.jsonl"));
+    expect(withMissing).toMatchObject({ added: [`session-${ids.secret}`], missing: ["no-such-session"] });
     const fresh = join(dir, "fresh.jsonl");
-    await expect(addSessionsToDataset(store, ["nope"], fresh)).rejects.toThrow(/nope/);
+    expect((await addSessionsToDataset(store, ["nope"], fresh)).missing).toEqual(["nope"]);
     expect(existsSync(fresh)).toBe(false);
+    await expect(caseFromSession(store, "nope")).rejects.toThrow(/KEEL_SESSION_NOT_FOUND.*"nope"/);
     await agent.close();
   });
 });
