@@ -20,6 +20,7 @@ import {
   pct,
   progressBar,
   runEval,
+  summarize,
   summaryTable,
 } from "@keel/eval";
 import type { CaseResult, Dataset, EvalDefinition, ExperimentRecord, ExperimentStore, Scorer } from "@keel/eval";
@@ -278,7 +279,7 @@ export async function showExperiment(store: ExperimentStore, io: CliEnv, ref: st
   const e = await findExperiment(store, ref);
   const cases = await store.cases(e.id);
   if (json) return void io.out(`${JSON.stringify({ experiment: e, cases })}\n`);
-  const summary = e.summary ?? (await import("@keel/eval")).summarize(cases);
+  const summary = e.summary ?? summarize(cases);
   io.out(summaryTable(e, summary, cases));
   for (const c of cases) io.out(`${caseRow(c)}\n`);
 }
