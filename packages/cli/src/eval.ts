@@ -30,10 +30,10 @@ import { exitNow, onSignal } from "./exit.ts";
 import type { CliEnv } from "./stdio.ts";
 import { terminalColumns } from "./render.ts";
 
-/** Exit status when the eval ran but its gate failed (`--fail-under`, `--max-regressions`, or a case not passing). */
+/** Exit status when the eval ran but its gate failed (`--fail-under`, `--max-regressions`, or a case not passing). Contract: 3, stable. */
 export const EXIT_GATE_FAILED = 3;
 
-/** The flags of `keel eval DATASET`. */
+/** The flags of `keel eval DATASET`, as typed. Contract: checked by `gateFlags` before anything runs. */
 export interface EvalFlags {
   concurrency?: string | undefined;
   name?: string | undefined;
@@ -45,7 +45,7 @@ export interface EvalFlags {
   resume?: boolean | undefined;
 }
 
-/** What `keel eval DATASET` runs: the dataset, and the eval file's scorers when one was given. */
+/** What `keel eval DATASET` runs. Contract: the dataset is validated; `scorers` are the eval file's (none for a bare dataset). */
 export interface EvalTarget {
   dataset: Dataset;
   /** The path as typed (relative to the current folder), kept on the experiment. */
@@ -57,7 +57,7 @@ export interface EvalTarget {
 
 const usage = (problem: string) => new KeelError("KEEL_CLI_USAGE", problem);
 
-/** True when `path` names an eval file (`*.eval.ts`, `.mts`, `.js`, `.mjs`) rather than a dataset. */
+/** Contract: true when `path` names an eval file (`*.eval.ts`, `.mts`, `.cts`, `.js`, `.mjs`, `.cjs`) rather than a dataset. */
 export function isEvalFile(path: string): boolean {
   return /\.eval\.(m?ts|m?js|cts|cjs)$/.test(path);
 }
@@ -105,7 +105,7 @@ export async function loadEvalTarget(path: string, cwd: string): Promise<EvalTar
   };
 }
 
-/** Check the numeric flags before anything runs. */
+/** Check the numeric flags before anything runs. Contract: throws KEEL_CLI_USAGE naming the flag and what it takes. */
 export function gateFlags(flags: EvalFlags): { concurrency?: number; failUnder?: number; maxRegressions?: number } {
   const out: { concurrency?: number; failUnder?: number; maxRegressions?: number } = {};
   if (flags.concurrency !== undefined) {
@@ -263,7 +263,7 @@ export async function evalCommand(
   }
 }
 
-/** `keel eval list`: the experiments of this store, most recent first. */
+/** `keel eval list`: the experiments of this store. Contract: most recent first, at most 100, one line each (JSON with `json`). */
 export async function listExperiments(store: ExperimentStore, io: CliEnv, agent: string | undefined, json: boolean) {
   const list = await store.list({ ...(agent ? { agent } : {}), limit: 100 });
   if (json) return void io.out(`${JSON.stringify(list)}\n`);
@@ -274,7 +274,7 @@ export async function listExperiments(store: ExperimentStore, io: CliEnv, agent:
     );
 }
 
-/** `keel eval show EXP`: one experiment and its cases. */
+/** `keel eval show EXP`: one experiment (by id or name) and its cases. Contract: KEEL_EVAL_EXPERIMENT_NOT_FOUND for neither. */
 export async function showExperiment(store: ExperimentStore, io: CliEnv, ref: string, json: boolean) {
   const e = await findExperiment(store, ref);
   const cases = await store.cases(e.id);
@@ -288,7 +288,7 @@ function caseRow(c: CaseResult): string {
   return `  ${c.status.padEnd(6)} ${headOf(c.caseId, 40).padEnd(40)} session ${c.sessionId ?? "-"}`;
 }
 
-/** `keel eval add SESSION… [--to FILE]`: append the sessions as cases to a JSONL dataset. */
+/** `keel eval add SESSION… [--to FILE]`: append the sessions as cases to a JSONL dataset. Contract: exit 0, or 2 when a session did not exist (the others are added). */
 export async function addCommand(
   store: SessionStore,
   io: CliEnv,
