@@ -26,7 +26,8 @@ function model(r: RecordedRequest): WireReply {
     if (asked.includes("Phase table")) return { text: '{"pass": false, "score": 0, "reason": "lists a done item"}' };
     if (asked.includes("Hello team"))
       return { text: 'Verdict:\n```json\n{"score": 0.6, "reason": "friendly, but two sentences"}\n```' };
-    return { text: '{"pass": true, "score": 0.9, "reason": "only the open items"}' };
+    // As a real Anthropic model answers structured output: the forced tool's input.
+    return { toolCalls: [{ name: "verdict", args: { pass: true, score: 0.9, reason: "only the open items" } }] };
   }
   if (asked.includes("still open")) return { text: "Open: the provider adapters, the keel CLI, and the plugins." };
   return { text: "Hello team! Great to work with you." };
@@ -79,7 +80,9 @@ describe("examples/minimal: keel eval with the LLM judge on the wire server", ()
       "the keel CLI",
     ])
       expect(first).toContain(part);
-    // The judge is asked for a verdict, not offered tools.
-    expect(judged[0]!.body.tools ?? []).toEqual([]);
+    // The judge is offered no tool of the agent: only the verdict's schema, as Anthropic's structured output (a forced tool).
+    expect(judged[0]!.body.tools.map((t: { name: string }) => t.name)).toEqual(["verdict"]);
+    expect(judged[0]!.body.tool_choice).toEqual({ type: "tool", name: "verdict" });
+    expect(judged[0]!.body.tools[0].input_schema.required).toEqual(["pass", "score", "reason"]);
   }, 60_000);
 });

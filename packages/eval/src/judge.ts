@@ -27,6 +27,18 @@ export interface JudgeOptions {
 const JUDGE_SYSTEM = `You grade an AI assistant's answer against a rubric. Read the rubric, the user's input, the reference answer when one is given, and the assistant's answer. Reply with one JSON object and nothing else:
 {"pass": true or false, "score": a number from 0 to 1, "reason": "one sentence"}`;
 
+/** The verdict's JSON Schema, asked of providers that support structured output. */
+const VERDICT_SCHEMA = {
+  type: "object",
+  properties: {
+    pass: { type: "boolean" },
+    score: { type: "number", minimum: 0, maximum: 1 },
+    reason: { type: "string" },
+  },
+  required: ["pass", "score", "reason"],
+  additionalProperties: false,
+};
+
 const Verdict = z.object({
   pass: z.boolean().optional(),
   score: z.coerce.number().min(0).max(1).optional(),
@@ -95,7 +107,9 @@ export function llmJudge(options: JudgeOptions): Scorer {
         {
           system: JUDGE_SYSTEM,
           messages: [{ role: "user", content: [{ type: "text", text: judgePrompt(ctx, options.rubric) }] }],
-          options: { maxTokens: 400, temperature: 0 },
+          // The provider's native structured output (an OpenAI json_schema, an Anthropic forced tool);
+          // a server that ignores it still answers in text, which parseVerdict reads the same way.
+          options: { maxTokens: 400, temperature: 0, output: { name: "verdict", schema: VERDICT_SCHEMA } },
         },
         { signal: ctx.signal },
       );
