@@ -338,7 +338,8 @@ describe("adversarial recovery: approvals", () => {
       env: p.env,
       keepStdin: true,
     });
-    await until(() => proc.stderr().includes("? deploy"), "the approval question", 40_000, 20);
+    // The question itself (asked once the pause is on disk), not the live "? deploy needs approval" line before it.
+    await until(() => proc.stderr().includes("[y] allow once"), "the approval question", 40_000, 20);
     await killed(proc);
     const s = soleSession(p.home)!;
     expect(terminals(s.events)).toEqual([`turn.paused:${s.id}/1`]);

@@ -90,7 +90,8 @@ export function askInterface(stdin: NodeJS.ReadableStream, tty: boolean): Interf
 
 /**
  * Answer what the session waits for (a turn paused now or by an earlier process) and resume,
- * until the turn ends without pausing. Contract: every answer is durable before resume().
+ * until the turn ends without pausing. Contract: the pause is durable before a question is
+ * asked, and every answer is durable before resume().
  */
 export async function settle(
   session: Session,
@@ -101,6 +102,9 @@ export async function settle(
   for (;;) {
     const pending = session.pendingApprovals().filter((p) => !p.answer);
     if (!pending.length && !session.pendingApprovals().length) return result;
+    // The pause is on disk before the question is shown: whoever reads the question and stops
+    // keel (Ctrl-C, a kill) leaves a paused turn a later process or a worker can answer.
+    await session.flush?.();
     for (const p of pending) {
       const a = await answer(p);
       if (a.approved) await session.approve(p.callId, a.always ? { always: true } : {});
