@@ -213,6 +213,10 @@ export async function evalCommand(
       ...(baseline ? { baseline: baseline.id } : {}),
       ...(resume ? { resume } : {}),
       signal: stop.signal,
+      // Each case's session gets the exit grace to finish its background work (memory extraction) when it closes.
+      ...(Number.isFinite(Number(io.env.KEEL_EXIT_GRACE_MS)) && io.env.KEEL_EXIT_GRACE_MS !== undefined
+        ? { closeGraceMs: Math.max(0, Number(io.env.KEEL_EXIT_GRACE_MS)) }
+        : {}),
       onProgress: (e) => {
         if (e.type === "start") {
           io.err(
