@@ -1,11 +1,11 @@
 /**
  * Content digests of a request, for the prompt manifest: a replay compares them to find the
  * first request whose content changed. Each is of the content as the session log stores it
- * (secrets redacted): a digest never derives from a secret, and a replay, which only has the
- * stored form, compares like with like. Messages and tool lists are immutable, so each is
+ * (secrets redacted; tool schemas as defined): a digest never derives from a secret a person,
+ * a model or a tool wrote, and a replay, which only has the stored form, compares like with like. Messages and tool lists are immutable, so each is
  * digested once and a round costs only its new messages.
  */
-import { createHash } from "node:crypto";
+import { hash as oneShot } from "node:crypto";
 import { redact, redactData, redactMessage } from "@keel/secrets";
 import type { RequestDigest } from "./manifest.ts";
 import type { Message } from "./messages.ts";
@@ -14,7 +14,7 @@ const byObject = new WeakMap<object, string>();
 let lastText: { text: string; digest: string } | undefined;
 
 function hash(text: string): string {
-  return createHash("sha256").update(text).digest("hex").slice(0, 16);
+  return oneShot("sha256", text, "hex").slice(0, 16);
 }
 
 /**
@@ -45,7 +45,8 @@ export function requestDigest(
   options: Record<string, unknown>,
 ): RequestDigest {
   const s = digestOf(system);
-  const t = digestOfValue(tools, (v) => redactData(v));
+  // Tool schemas come from code, config and MCP servers, not from what a person or a model wrote.
+  const t = digestOfValue(tools, (v) => v);
   const m = hash(messages.map((x) => digestOfValue(x, redactMessage)).join(""));
   const o = hash(JSON.stringify(redactData(options, "options")) ?? "");
   return { system: s, tools: t, messages: m, options: o, request: hash(s + t + m + o) };
