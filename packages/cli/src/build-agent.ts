@@ -61,7 +61,7 @@ export interface BuildOptions {
    * A harness (keel replay) supplies the model and approvals and adds plugins: the config's
    * model and side model are not used (no key is needed), everything else is the config's.
    */
-  rig?: { provider: ModelProvider; plugins: readonly KeelPlugin[]; approve: AgentOptions["approve"] };
+  rig?: { provider: ModelProvider; plugins: readonly KeelPlugin[]; approve?: AgentOptions["approve"] };
 }
 
 /** A built agent and how its model was chosen. */
@@ -273,7 +273,14 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.lease ? { lease: config.lease } : {}),
     // Always said outright: what the config chose wins over KEEL_DATABASE_URL, which createAgent would read otherwise.
     store: options.store ?? (database.kind === "postgres" ? postgresSessionStore(database) : "sqlite"),
-    ...(options.rig ? { approve: options.rig.approve } : config.approve ? { approve: config.approve } : {}),
+    // A rig without approve() (its recording paused for approvals) pauses too: not the config's callback.
+    ...(options.rig
+      ? options.rig.approve
+        ? { approve: options.rig.approve }
+        : {}
+      : config.approve
+        ? { approve: config.approve }
+        : {}),
     ...(config.observers ? { observers: config.observers } : {}),
     ...(config.mode ? { mode: config.mode } : {}),
     ...(options.recovery || config.recovery ? { recovery: options.recovery ?? config.recovery } : {}),

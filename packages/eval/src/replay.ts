@@ -5,6 +5,7 @@
  */
 import type {
   Agent,
+  ApprovalAnswer,
   AssistantMessage,
   ApprovalRequest,
   ContentBlock,
@@ -14,9 +15,11 @@ import type {
   ModelProvider,
   ModelRequest,
   PromptManifest,
+  Session,
   SessionStore,
 } from "@keel/kernel";
 import { definePlugin, KeelError, messageText, ProviderError } from "@keel/kernel";
+import { redact } from "@keel/secrets";
 import { MemorySessionStore } from "@keel/testkit";
 import { compareRequests, type RequestChange } from "./replay-diff.ts";
 
@@ -26,8 +29,12 @@ export interface ReplayRig {
   provider: ModelProvider;
   /** Answers tool calls from the log (`tools: "log"`); add it to the agent's plugins (empty with `tools: "live"`). */
   plugins: KeelPlugin[];
-  /** Answers approvals as they were answered when recorded (a call asked only now is refused). */
-  approve: (request: ApprovalRequest) => boolean;
+  /**
+   * Answers approvals as they were answered when recorded, with the recorded reason and "always"
+   * (a call asked only now is refused). Absent when the recording's approvals were answered by the
+   * host on a paused turn: the replay pauses there too and answers them the same way.
+   */
+  approve?: (request: ApprovalRequest) => ApprovalAnswer;
   /** A scratch store: nothing of the replay reaches the recorded session's store. */
   store: SessionStore;
   /**
@@ -79,6 +86,7 @@ export interface ReplayReport {
 }
 
 interface Answer {
+  turnId: string | null;
   message?: AssistantMessage;
   stopReason?: Extract<KeelEvent, { type: "model.responded" }>["stopReason"];
   usage?: Extract<KeelEvent, { type: "model.responded" }>["usage"];
@@ -90,9 +98,10 @@ function recordedAnswers(events: readonly KeelEvent[]): Answer[] {
   const out: Answer[] = [];
   let waiting: Answer | undefined;
   for (const e of events) {
-    if (e.type === "model.responded") out.push((waiting = { stopReason: e.stopReason, usage: e.usage }));
+    if (e.type === "model.responded")
+      out.push((waiting = { turnId: e.turnId, stopReason: e.stopReason, usage: e.usage }));
     else if (e.type === "model.failed") {
-      out.push({ failed: e });
+      out.push({ turnId: e.turnId, failed: e });
       waiting = undefined;
     } else if (e.type === "message.appended" && e.message.role === "assistant" && waiting) {
       waiting.message = e.message as AssistantMessage;
@@ -102,22 +111,34 @@ function recordedAnswers(events: readonly KeelEvent[]): Answer[] {
   return out.filter((a) => a.failed || a.message);
 }
 
+/**
+ * A call's key: its turn and its id. Some providers number calls per response (`call_0`), so
+ * an id alone repeats across turns; turn ids are `<session>/<n>`, the same in a replay.
+ */
+const callKey = (turnId: string | null, callId: string) => `${turnId ?? ""}\u0000${callId}`;
+
 /** Each call's recorded result: the raw one when a plugin rewrote it, so today's plugins rewrite it again. */
 function recordedResults(events: readonly KeelEvent[]): Map<string, { content: ContentBlock[]; isError: boolean }> {
   const out = new Map<string, { content: ContentBlock[]; isError: boolean }>();
   for (const e of events) {
-    if (e.type === "message.appended" && e.message.role === "tool" && !out.has(e.message.toolCallId))
-      out.set(e.message.toolCallId, { content: e.message.content, isError: e.message.isError });
-    if (e.type === "tool.completed" && e.raw) out.set(e.callId, e.raw);
+    if (e.type === "message.appended" && e.message.role === "tool") {
+      const key = callKey(e.turnId, e.message.toolCallId);
+      if (!out.has(key)) out.set(key, { content: e.message.content, isError: e.message.isError });
+    }
+    if (e.type === "tool.completed" && e.raw) out.set(callKey(e.turnId, e.callId), e.raw);
   }
   return out;
 }
 
-function callStates(events: readonly KeelEvent[]): Map<string, { name: string; state: string }> {
-  const out = new Map<string, { name: string; state: string }>();
+function callStates(events: readonly KeelEvent[]): Map<string, { callId: string; name: string; state: string }> {
+  const out = new Map<string, { callId: string; name: string; state: string }>();
   for (const e of events)
     if (e.type === "tool.completed")
-      out.set(e.callId, { name: e.name, state: `${e.status}${e.decision ? ` (${e.decision})` : ""}` });
+      out.set(callKey(e.turnId, e.callId), {
+        callId: e.callId,
+        name: e.name,
+        state: `${e.status}${e.decision ? ` (${e.decision})` : ""}`,
+      });
   return out;
 }
 
@@ -148,20 +169,49 @@ function verdictOf(verdict: unknown): { status: string; reason?: string; message
   };
 }
 
-/** A provider that serves the recording's answers in order and keeps each request it was asked. */
-function replayProvider(answers: Answer[], asked: ModelRequest[], id: string): ModelProvider {
-  let next = 0;
+/**
+ * Which recorded turn the replay is in, and whether the recording stops inside it (the turn was
+ * interrupted, or a stopped process left it unfinished): there the replay cuts the turn too.
+ */
+interface Cursor {
+  turnId: string | null;
+  stops: boolean;
+  /** Set when the replay cut the turn where the recording stops. */
+  cut: boolean;
+  /** Calls of a cut turn the replay answered as the cut left them (their status is not compared). */
+  cutCalls: Set<string>;
+  cancel(): void;
+}
+
+/**
+ * A provider that serves the recording's answers turn by turn, in order, and keeps each request
+ * it was asked. A turn only gets its own answers: one that asks more does not take the next
+ * turn's (every later turn would be off by one).
+ */
+function replayProvider(answers: Answer[], asked: ModelRequest[], id: string, cursor: Cursor): ModelProvider {
+  const byTurn = new Map<string | null, Answer[]>();
+  for (const a of answers) byTurn.set(a.turnId, [...(byTurn.get(a.turnId) ?? []), a]);
+  const served = new Map<string | null, number>();
   return {
     id: `replay:${id}`,
     async *stream(request): AsyncIterable<ModelEvent> {
       asked.push(request);
-      const a = answers[next++];
+      const n = (served.get(cursor.turnId) ?? 0) + 1;
+      served.set(cursor.turnId, n);
+      const mine = byTurn.get(cursor.turnId) ?? [];
+      const a = mine[n - 1];
+      if (!a && cursor.stops) {
+        // The recording stops here (interrupted, or left unfinished): so does the replay.
+        cursor.cut = true;
+        cursor.cancel();
+        throw new ProviderError("aborted", "The recording of this turn stops here: the replay cut it too.");
+      }
       if (!a)
         throw new ProviderError(
           "invalid_request",
           new KeelError(
             "KEEL_REPLAY_NO_ANSWER",
-            `The replay asked for model request ${next}; the recording answered only ${answers.length}.`,
+            `The replay asked for model request ${asked.length} (request ${n} of turn ${cursor.turnId}); the recording answered only ${mine.length} in that turn.`,
           ).message,
         );
       if (a.failed) throw new ProviderError(a.failed.errorClass, a.failed.message, { status: a.failed.status });
@@ -170,7 +220,13 @@ function replayProvider(answers: Answer[], asked: ModelRequest[], id: string): M
   };
 }
 
-function fromLog(results: ReturnType<typeof recordedResults>, notes: string[]): KeelPlugin {
+function fromLog(
+  results: ReturnType<typeof recordedResults>,
+  cutAt: ReadonlySet<string>,
+  unanswered: ReadonlySet<string>,
+  cursor: Cursor,
+  notes: string[],
+): KeelPlugin {
   return definePlugin({
     name: "keel-replay",
     version: "1.0.0",
@@ -178,7 +234,21 @@ function fromLog(results: ReturnType<typeof recordedResults>, notes: string[]): 
       ctx.on(
         "tool.pre_call",
         (e) => {
-          const r = results.get(e.call.id);
+          const key = callKey(e.turnId, e.call.id);
+          const r = results.get(key);
+          if (cursor.stops && (cutAt.has(key) || !r)) {
+            // The recording was cut while this call ran (or before it had a result): cut the turn
+            // here, the call answered as the recording's cut left it.
+            cursor.cut = true;
+            cursor.cutCalls.add(key);
+            cursor.cancel();
+            if (r)
+              return { kind: "tool_decision", decision: "allow", result: { content: r.content, isError: r.isError } };
+            return { kind: "tool_decision", decision: "deny", reason: "the recording of this turn stops here" };
+          }
+          // The recording paused on this call for an approval never given: pause here too.
+          if (!r && unanswered.has(key))
+            return { kind: "tool_decision", decision: "ask", reason: "the recording paused here for approval" };
           if (r)
             return { kind: "tool_decision", decision: "allow", result: { content: r.content, isError: r.isError } };
           notes.push(`Call ${e.call.id} (${e.call.name}) has no recorded result: it was refused.`);
@@ -206,18 +276,49 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     throw new KeelError("KEEL_REPLAY_EMPTY", `Session ${sessionId} holds no turn to replay (no turn.started).`);
   const notes: string[] = [];
   const asked: ModelRequest[] = [];
-  const approvals = new Map<string, boolean>();
-  for (const e of events) if (e.type === "approval.resolved") approvals.set(e.callId, e.approved);
+  const approvals = new Map<string, ApprovalAnswer>();
+  for (const e of events)
+    if (e.type === "approval.resolved")
+      approvals.set(callKey(e.turnId, e.callId), {
+        approved: e.approved,
+        ...(e.always ? { always: true } : {}),
+        ...(e.reason !== undefined ? { reason: e.reason } : {}),
+      });
+  // Calls the recording cut while they ran: a replay of that turn stops at them.
+  const cutAt = new Set(
+    events.flatMap((e) =>
+      e.type === "tool.completed" && e.status === "cancelled" ? [callKey(e.turnId, e.callId)] : [],
+    ),
+  );
+  // A recording that paused for approvals had no approve() callback: the replay pauses the same
+  // way and answers as the host did (a denial reads as the host's, not a callback's).
+  const paused = events.some((e) => e.type === "turn.paused");
+  let session: Session | undefined;
+  const cursor: Cursor = {
+    turnId: null,
+    stops: false,
+    cut: false,
+    cutCalls: new Set(),
+    cancel: () => session?.cancel(),
+  };
+  const unanswered = new Set(
+    events.flatMap((e) => (e.type === "approval.requested" ? [callKey(e.turnId, e.callId)] : [])),
+  );
+  for (const key of approvals.keys()) unanswered.delete(key);
   const store = new MemorySessionStore();
   const rig: ReplayRig = {
-    provider: replayProvider(recordedAnswers(events), asked, sessionId),
-    plugins: tools === "log" ? [fromLog(recordedResults(events), notes)] : [],
-    approve: (req) => {
-      const answer = approvals.get(req.call.id);
-      if (answer === undefined)
-        notes.push(`Call ${req.call.id} (${req.call.name}) asked for approval only in the replay: refused.`);
-      return answer ?? false;
-    },
+    provider: replayProvider(recordedAnswers(events), asked, sessionId, cursor),
+    plugins: tools === "log" ? [fromLog(recordedResults(events), cutAt, unanswered, cursor, notes)] : [],
+    ...(paused
+      ? {}
+      : {
+          approve: (req: ApprovalRequest): ApprovalAnswer => {
+            const answer = approvals.get(callKey(req.turnId, req.call.id));
+            if (answer === undefined)
+              notes.push(`Call ${req.call.id} (${req.call.name}) asked for approval only in the replay: refused.`);
+            return answer ?? { approved: false };
+          },
+        }),
     store,
     sideModel: false,
   };
@@ -230,15 +331,39 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     const created = events.find((e) => e.type === "session.created");
     await store.createSession({ id: sessionId, agent: agent.name, createdAt: created?.ts ?? Date.now() });
     if (created) await store.append({ ...created, seq: 1 });
-    const session = await agent.session(sessionId);
+    session = await agent.session(sessionId);
     replayId = session.id;
     for (const start of starts) {
       const mode = [...events].reverse().find((e) => e.type === "session.mode" && e.seq < start.seq);
       if (mode?.type === "session.mode" && mode.mode !== session.mode) await session.setMode(mode.mode);
       const input = start.content ? start.content : start.input;
-      const result = await session.run(input, { metadata: { ...start.metadata } });
       const recorded = outcomeOf(events, start.turnId);
-      const replayed = { ...verdictOf(result.verdict), text: result.text };
+      Object.assign(cursor, {
+        turnId: start.turnId,
+        stops: recorded.status === "interrupted" || recorded.status === "unfinished",
+        cut: false,
+      });
+      let result = await session.run(input, { metadata: { ...start.metadata } });
+      // Paused as recorded: answer as the host did, and go on while the recording did.
+      while (result.verdict.status === "paused") {
+        const pending = session.pendingApprovals();
+        const answers = pending.map((p) => approvals.get(callKey(p.turnId, p.callId)));
+        if (!pending.length || answers.some((a) => !a)) break;
+        for (const [i, p] of pending.entries()) {
+          const a = answers[i]!;
+          if (a.approved)
+            await session.approve(p.callId, {
+              ...(a.always ? { always: true } : {}),
+              ...(a.reason ? { reason: a.reason } : {}),
+            });
+          else await session.deny(p.callId, a.reason ? { reason: a.reason } : {});
+        }
+        result = await session.resume();
+      }
+      const replayed =
+        cursor.cut && recorded.status === "unfinished"
+          ? { status: "unfinished", text: result.text }
+          : { ...verdictOf(result.verdict), text: result.text };
       turns.push({
         input: start.input,
         recorded,
@@ -256,7 +381,7 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     log.flatMap((e) => (e.type === "prompt.compiled" ? [{ seq: e.seq, manifest: e.manifest as PromptManifest }] : []));
   const requests = compareRequests(events, manifests(events), replayed, manifests(replayed));
   const first = requests.findIndex((r) => !r.same);
-  const toolChanges = diffCalls(callStates(events), callStates(replayed));
+  const toolChanges = diffCalls(callStates(events), callStates(replayed), cursor.cutCalls);
   const identical = first < 0 && turns.every((t) => t.same) && toolChanges.length === 0 && !notes.length;
   const report: ReplayReport = {
     sessionId,
@@ -272,10 +397,11 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     report.firstDivergence = first;
     const req = asked[first];
     if (req)
+      // As the log would store it: a secret in today's prompt or a live tool's output is not shown.
       report.asked = {
-        system: req.system,
+        system: redact(req.system),
         tools: req.tools.map((t) => t.name),
-        lastMessages: req.messages.slice(-2).map((m) => ({ role: m.role, text: messageText(m) })),
+        lastMessages: req.messages.slice(-2).map((m) => ({ role: m.role, text: redact(messageText(m)) })),
       };
   }
   return report;
@@ -304,14 +430,17 @@ function newProblems(recorded: readonly KeelEvent[], replayed: readonly KeelEven
 function diffCalls(
   recorded: ReturnType<typeof callStates>,
   replayed: ReturnType<typeof callStates>,
+  cut: ReadonlySet<string>,
 ): ReplayReport["toolChanges"] {
   const out: ReplayReport["toolChanges"] = [];
-  for (const [callId, r] of recorded) {
-    const p = replayed.get(callId);
+  for (const [key, r] of recorded) {
+    if (cut.has(key)) continue;
+    const p = replayed.get(key);
     const now = p ? p.state : "not called";
-    if (now !== r.state) out.push({ callId, name: r.name, recorded: r.state, replayed: now });
+    if (now !== r.state) out.push({ callId: r.callId, name: r.name, recorded: r.state, replayed: now });
   }
-  for (const [callId, p] of replayed)
-    if (!recorded.has(callId)) out.push({ callId, name: p.name, recorded: "not called", replayed: p.state });
+  for (const [key, p] of replayed)
+    if (!recorded.has(key) && !cut.has(key))
+      out.push({ callId: p.callId, name: p.name, recorded: "not called", replayed: p.state });
   return out;
 }

@@ -1,0 +1,370 @@
+/**
+ * Adversarial scenarios for replaySession: sessions recorded in a real SQLite file with
+ * approvals, steering, structured output, interrupts, guards, secrets and odd text, replayed
+ * with the same plugins (must be identical) or a changed one (must name the first change).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { createAgent, definePlugin, defineTool } from "@keel/kernel";
+import type { AgentOptions, KeelEvent, KeelPlugin, Session } from "@keel/kernel";
+import { SqliteSessionStore } from "@keel/store-sqlite";
+import { scriptedProvider } from "@keel/testkit";
+import type { ScriptStep } from "@keel/testkit";
+import { replaySession } from "../src/index.ts";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+type Extra = Partial<Omit<AgentOptions, "provider" | "store" | "home">>;
+
+function echo(runs: { n: number } = { n: 0 }) {
+  return defineTool({
+    name: "echo",
+    description: "Echoes its text.",
+    execute: (args: unknown) => {
+      runs.n++;
+      return `echo: ${(args as { text?: string }).text ?? ""}`;
+    },
+  });
+}
+
+/** Asks for approval of every echo call. */
+const asker: KeelPlugin = definePlugin({
+  name: "asker",
+  version: "1.0.0",
+  setup(ctx) {
+    ctx.on("tool.pre_call", (e) =>
+      e.call.name === "echo" ? { kind: "tool_decision", decision: "ask", reason: "echo needs a yes" } : undefined,
+    );
+  },
+});
+
+async function record(
+  script: ScriptStep[],
+  drive: (s: Session) => Promise<void>,
+  extra: Extra = {},
+): Promise<KeelEvent[]> {
+  const dir = mkdtempSync(join(tmpdir(), "keel-adv-replay-"));
+  dirs.push(dir);
+  const path = join(dir, "sessions.sqlite");
+  const store = new SqliteSessionStore({ path });
+  const agent = await createAgent({
+    provider: scriptedProvider(script),
+    store,
+    home: dir,
+    tools: [echo()],
+    ...extra,
+  });
+  const session = await agent.session();
+  await drive(session);
+  const id = session.id;
+  await agent.close();
+  const reopened = new SqliteSessionStore({ path });
+  const events = await reopened.events(id);
+  reopened.close();
+  return events;
+}
+
+function replay(events: KeelEvent[], extra: Extra = {}, tools: "log" | "live" = "log") {
+  return replaySession({
+    events,
+    tools,
+    build: (rig) =>
+      createAgent({
+        tools: [echo()],
+        ...extra,
+        provider: rig.provider,
+        sideModel: rig.sideModel,
+        store: rig.store,
+        plugins: [...(extra.plugins ?? []), ...rig.plugins],
+        approve: rig.approve,
+      }),
+  });
+}
+
+/** What must hold of a replay with unchanged plugins. */
+function expectIdentical(r: Awaited<ReturnType<typeof replay>>) {
+  expect(r.notes).toEqual([]);
+  expect(r.toolChanges).toEqual([]);
+  expect(r.requests.filter((q) => !q.same).map((q) => q.index)).toEqual([]);
+  expect(r.turns.filter((t) => !t.same)).toEqual([]);
+  expect(r.identical).toBe(true);
+}
+
+const call = (id: string, text: string): ScriptStep => ({ toolCalls: [{ id, name: "echo", args: { text } }] });
+
+const T = 60_000;
+
+describe("replay adversarial: the same plugins replay identically", () => {
+  it(
+    "a call the approve() callback denied with a reason: the model is told the same reason",
+    async () => {
+      // Broke: the rig answered `false`, dropping the recorded reason, so the tool message differed.
+      const ev = await record(
+        [call("c1", "x"), { text: "ok" }],
+        async (s) => {
+          await s.run("go");
+        },
+        { plugins: [asker], approve: () => ({ approved: false, reason: "too risky" }) },
+      );
+      expectIdentical(await replay(ev, { plugins: [asker] }));
+    },
+    T,
+  );
+
+  it(
+    "a turn paused for approval, denied by the host with a reason and resumed: replayed through the same pause",
+    async () => {
+      // Broke: the replay answered through an approve() callback, whose denial reads differently
+      // ("deny by asker" instead of "deny by the user"), so the next request differed.
+      const ev = await record(
+        [call("c1", "x"), { text: "ok" }],
+        async (s) => {
+          expect((await s.run("go")).verdict.status).toBe("paused");
+          await s.deny("c1", { reason: "not now" });
+          await s.resume();
+        },
+        { plugins: [asker] },
+      );
+      expectIdentical(await replay(ev, { plugins: [asker] }));
+    },
+    T,
+  );
+
+  it(
+    "approved 'always' on a paused turn: a later turn's call of that tool is not asked again",
+    async () => {
+      const ev = await record(
+        [call("c1", "x"), { text: "ok" }, call("c2", "y"), { text: "ok2" }],
+        async (s) => {
+          await s.run("go");
+          await s.approve("c1", { always: true });
+          await s.resume();
+          await s.run("again");
+        },
+        { plugins: [asker] },
+      );
+      expect(ev.some((e) => e.type === "approval.resolved" && e.by === "always")).toBe(true);
+      expectIdentical(await replay(ev, { plugins: [asker] }));
+    },
+    T,
+  );
+
+  it(
+    "a session left paused on an approval never answered: the replay pauses there too",
+    async () => {
+      // Broke: the replay denied the call (no recorded result) and asked the model for an answer
+      // the recording never had: failed with KEEL_REPLAY_NO_ANSWER.
+      const ev = await record(
+        [call("c1", "x"), { text: "ok" }],
+        async (s) => {
+          await s.run("go");
+        },
+        { plugins: [asker] },
+      );
+      const r = await replay(ev, { plugins: [asker] });
+      expect(r.turns[0]!.replayed.status).toBe("paused");
+      expectIdentical(r);
+    },
+    T,
+  );
+
+  it(
+    "the same call id in two turns (a provider that numbers calls per response): each turn gets its own result",
+    async () => {
+      // Broke: results were keyed by call id alone, so turn 2's `c1` got turn 1's result.
+      const ev = await record([call("c1", "x"), { text: "ok" }, call("c1", "y"), { text: "ok2" }], async (s) => {
+        await s.run("go");
+        await s.run("again");
+      });
+      expectIdentical(await replay(ev));
+    },
+    T,
+  );
+
+  it(
+    "a turn interrupted while a tool ran: the replay cuts it there, and the next turn gets its own answers",
+    async () => {
+      // Broke: the replay ran the interrupted turn on, took the next turn's recorded answer, and
+      // every later turn was off by one (the last failed with KEEL_REPLAY_NO_ANSWER).
+      const slow = defineTool({
+        name: "echo",
+        description: "Slow.",
+        execute: async () => {
+          await new Promise((r) => setTimeout(r, 300));
+          return "late";
+        },
+      });
+      const ev = await record(
+        [call("c1", "x"), { text: "ok" }, { text: "next" }],
+        async (s) => {
+          const p = s.run("go");
+          await new Promise((r) => setTimeout(r, 80));
+          s.cancel();
+          expect((await p).verdict.status).toBe("interrupted");
+          await s.run("again");
+        },
+        { tools: [slow] },
+      );
+      const r = await replay(ev, { tools: [slow] });
+      expect(r.turns.map((t) => t.replayed.status)).toEqual(["interrupted", "completed"]);
+      expectIdentical(r);
+    },
+    T,
+  );
+
+  it(
+    "a turn a killed process left unfinished (the log ends before the call's result): replayed up to there",
+    async () => {
+      const ev = await record([call("c1", "x"), { text: "ok" }], async (s) => {
+        await s.run("go");
+      });
+      const cut = ev.slice(
+        0,
+        ev.findIndex((e) => e.type === "tool.completed"),
+      );
+      const r = await replay(cut);
+      expect(r.turns[0]!.replayed.status).toBe("unfinished");
+      expectIdentical(r);
+    },
+    T,
+  );
+
+  it(
+    "a turn cut by maxRounds (the final round without tools), and a model failure: identical",
+    async () => {
+      const ev = await record(
+        [call("c1", "x"), call("c2", "y"), call("c3", "z"), { text: "final" }],
+        async (s) => {
+          expect((await s.run("go")).verdict.status).toBe("failed");
+        },
+        { limits: { maxRounds: 2 } },
+      );
+      expectIdentical(await replay(ev, { limits: { maxRounds: 2 } }));
+      const failed = await record([{ error: { class: "rate_limited" } } as ScriptStep, { text: "ok" }], async (s) => {
+        expect((await s.run("go")).verdict.status).toBe("failed");
+        await s.run("again");
+      });
+      expectIdentical(await replay(failed));
+    },
+    T,
+  );
+
+  it(
+    "lone surrogates, emoji and NUL in input, tool output and answer; an image input; a 400 KB tool output; a secret in tool args",
+    async () => {
+      const weird = defineTool({ name: "echo", description: "Weird.", execute: () => "a\ud800b \u{1F600} \u0000 end" });
+      const a = await record(
+        [call("c1", "x"), { text: "ok \udc00" }],
+        async (s) => {
+          await s.run("go \ud83d here");
+        },
+        { tools: [weird] },
+      );
+      expectIdentical(await replay(a, { tools: [weird] }));
+      const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+      const b = await record([{ text: "a pixel" }], async (s) => {
+        await s.run([
+          { type: "text", text: "what?" },
+          { type: "image", mediaType: "image/png", data: png },
+        ]);
+      });
+      expectIdentical(await replay(b));
+      const big = defineTool({ name: "echo", description: "Big.", execute: () => "x".repeat(400_000) });
+      const c = await record(
+        [call("c1", "x"), { text: "ok" }],
+        async (s) => {
+          await s.run("go");
+        },
+        { tools: [big] },
+      );
+      expectIdentical(await replay(c, { tools: [big] }));
+      const KEY = `sk-ant-api03-${"Z9y".repeat(30)}AA`;
+      const d = await record([call("c1", KEY), { text: "ok" }], async (s) => {
+        await s.run("go");
+      });
+      expect(JSON.stringify(d)).not.toContain(KEY);
+      expectIdentical(await replay(d));
+    },
+    T,
+  );
+});
+
+describe("replay adversarial: a change shows, and shows no secret", () => {
+  it(
+    "a secret in today's instructions is not shown in the report of the request that changed",
+    async () => {
+      // Broke: `asked.system` was the replayed request's system prompt as sent, secret and all,
+      // though the log (and the recorded manifest) only ever held it redacted.
+      const KEY = `sk-ant-api03-${"Q7x".repeat(30)}AA`;
+      const ev = await record(
+        [{ text: "ok" }],
+        async (s) => {
+          await s.run("go");
+        },
+        { instructions: `Use key ${KEY}.` },
+      );
+      expect(JSON.stringify(ev)).not.toContain(KEY);
+      const r = await replay(ev, { instructions: `Use key ${KEY}. Be brief.` });
+      expect(r.firstDivergence).toBe(0);
+      expect(r.asked!.system).toContain("Be brief.");
+      expect(JSON.stringify(r)).not.toContain(KEY);
+    },
+    T,
+  );
+});
+
+describe("replay adversarial: open (not fixed)", () => {
+  // Open: the recorded turn.started does not hold the `output` schema, and replaySession runs
+  // each turn without one, so the first request's options (the structured-output format) differ.
+  // z.fromJSONSchema(manifest.options.output.schema) does not round-trip to the same JSON Schema
+  // (it adds additionalProperties: {}), so a fix needs a kernel seam (run() taking the recorded
+  // format as is) or the schema recorded with the turn.
+  it.fails(
+    "a structured-output turn replays identically",
+    async () => {
+      const ev = await record([{ text: '{"n":1}' }], async (s) => {
+        await s.run("go", { output: z.object({ n: z.number() }) });
+      });
+      expectIdentical(await replay(ev));
+    },
+    T,
+  );
+
+  // Open: steering and follow-up messages (message.queued) are not queued again in the replay,
+  // so the request after the point the recording injected them differs (and a steered call that
+  // was skipped runs). A fix queues each at the point its message.dequeued shows, which needs a
+  // hook at "before the next model call" of the replayed turn.
+  it.fails(
+    "a steering message queued mid-turn replays identically",
+    async () => {
+      const ev = await record([{ ...call("c1", "x"), delayMs: 50 }, { text: "ok" }], async (s) => {
+        const p = s.run("go");
+        await new Promise((r) => setTimeout(r, 10));
+        await s.steer("also do y");
+        await p;
+      });
+      expectIdentical(await replay(ev));
+    },
+    T,
+  );
+
+  it.fails(
+    "a follow-up queued mid-turn replays identically",
+    async () => {
+      const ev = await record([{ ...call("c1", "x"), delayMs: 50 }, { text: "ok" }, { text: "fu" }], async (s) => {
+        const p = s.run("go");
+        await new Promise((r) => setTimeout(r, 10));
+        await s.followUp("and then z");
+        await p;
+      });
+      expectIdentical(await replay(ev));
+    },
+    T,
+  );
+});
