@@ -20,7 +20,9 @@ import type {
 } from "@keel/kernel";
 import { definePlugin, KeelError, messageText, ProviderError } from "@keel/kernel";
 import { redact } from "@keel/secrets";
+import { redactEvent } from "@keel/store-kit";
 import { MemorySessionStore } from "@keel/testkit";
+import type { AppendOptions } from "@keel/kernel";
 import { compareRequests, type RequestChange } from "./replay-diff.ts";
 
 /** What the replay gives the agent it builds: use them in place of the config's own. */
@@ -42,6 +44,18 @@ export interface ReplayRig {
    * plugins' side requests (each would take a recorded answer). Plugins use their fallbacks.
    */
   sideModel: false;
+}
+
+/**
+ * The replay's scratch store: in memory, and redacted as a real store writes (@keel/store-kit),
+ * so what the report reads of the replay (a plugin's error, a live tool's output) is in the
+ * stored form like the recording it is compared with, and shows no secret.
+ */
+class ScratchStore extends MemorySessionStore {
+  override append(event: KeelEvent, options?: AppendOptions): void {
+    const { sessionId, seq, ts, turnId, type, ...data } = event;
+    super.append({ ...(redactEvent(data, type) as object), sessionId, seq, ts, turnId, type } as KeelEvent, options);
+  }
 }
 
 /** Options of replaySession. Contract: `events` is one session's log, in order. */
@@ -117,15 +131,35 @@ function recordedAnswers(events: readonly KeelEvent[]): Answer[] {
  */
 const callKey = (turnId: string | null, callId: string) => `${turnId ?? ""}\u0000${callId}`;
 
-/** Each call's recorded result: the raw one when a plugin rewrote it, so today's plugins rewrite it again. */
-function recordedResults(events: readonly KeelEvent[]): Map<string, { content: ContentBlock[]; isError: boolean }> {
-  const out = new Map<string, { content: ContentBlock[]; isError: boolean }>();
+type Recorded = { content: ContentBlock[]; isError: boolean; reveal?: string[] };
+
+/**
+ * Each call's recorded result: the raw one when a plugin rewrote it, so today's plugins rewrite
+ * it again; with the hidden tools its output revealed (tools.revealed comes just before the
+ * call's tool.completed), so the replay shows them too.
+ */
+function recordedResults(events: readonly KeelEvent[]): Map<string, Recorded> {
+  const out = new Map<string, Recorded>();
+  const revealed = new Map<string | null, string[]>();
+  const reveals = new Map<string, string[]>();
   for (const e of events) {
     if (e.type === "message.appended" && e.message.role === "tool") {
       const key = callKey(e.turnId, e.message.toolCallId);
       if (!out.has(key)) out.set(key, { content: e.message.content, isError: e.message.isError });
     }
-    if (e.type === "tool.completed" && e.raw) out.set(callKey(e.turnId, e.callId), e.raw);
+    if (e.type === "tools.revealed" && e.names.length)
+      revealed.set(e.turnId, [...(revealed.get(e.turnId) ?? []), ...e.names]);
+    if (e.type === "tool.completed") {
+      const key = callKey(e.turnId, e.callId);
+      if (e.raw) out.set(key, e.raw);
+      const names = revealed.get(e.turnId);
+      if (names) reveals.set(key, names);
+      revealed.delete(e.turnId);
+    }
+  }
+  for (const [key, names] of reveals) {
+    const r = out.get(key);
+    if (r) out.set(key, { ...r, reveal: names });
   }
   return out;
 }
@@ -250,7 +284,11 @@ function fromLog(
           if (!r && unanswered.has(key))
             return { kind: "tool_decision", decision: "ask", reason: "the recording paused here for approval" };
           if (r)
-            return { kind: "tool_decision", decision: "allow", result: { content: r.content, isError: r.isError } };
+            return {
+              kind: "tool_decision",
+              decision: "allow",
+              result: { content: r.content, isError: r.isError, ...(r.reveal ? { reveal: r.reveal } : {}) },
+            };
           notes.push(`Call ${e.call.id} (${e.call.name}) has no recorded result: it was refused.`);
           return { kind: "tool_decision", decision: "deny", reason: "the recording holds no result for this call" };
         },
@@ -305,7 +343,7 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     events.flatMap((e) => (e.type === "approval.requested" ? [callKey(e.turnId, e.callId)] : [])),
   );
   for (const key of approvals.keys()) unanswered.delete(key);
-  const store = new MemorySessionStore();
+  const store = new ScratchStore();
   const rig: ReplayRig = {
     provider: replayProvider(recordedAnswers(events), asked, sessionId, cursor),
     plugins: tools === "log" ? [fromLog(recordedResults(events), cutAt, unanswered, cursor, notes)] : [],

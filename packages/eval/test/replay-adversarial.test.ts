@@ -13,6 +13,8 @@ import type { AgentOptions, KeelEvent, KeelPlugin, Session } from "@keel/kernel"
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import { scriptedProvider } from "@keel/testkit";
 import type { ScriptStep } from "@keel/testkit";
+import { compaction } from "../../plugin-compaction/src/index.ts";
+import { tasks } from "../../plugin-tasks/src/index.ts";
 import { replaySession } from "../src/index.ts";
 
 const dirs: string[] = [];
@@ -48,15 +50,16 @@ async function record(
   script: ScriptStep[],
   drive: (s: Session) => Promise<void>,
   extra: Extra = {},
+  contextWindow?: number,
 ): Promise<KeelEvent[]> {
   const dir = mkdtempSync(join(tmpdir(), "keel-adv-replay-"));
   dirs.push(dir);
   const path = join(dir, "sessions.sqlite");
-  const store = new SqliteSessionStore({ path });
   const agent = await createAgent({
-    provider: scriptedProvider(script),
-    store,
+    provider: scriptedProvider(script, contextWindow ? { contextWindow } : undefined),
+    store: new SqliteSessionStore({ path }),
     home: dir,
+    sideModel: false,
     tools: [echo()],
     ...extra,
   });
@@ -70,7 +73,10 @@ async function record(
   return events;
 }
 
-function replay(events: KeelEvent[], extra: Extra = {}, tools: "log" | "live" = "log") {
+/** Replay with `extra` as today's config, in a scratch home; `contextWindow` as the recorded provider's. */
+function replay(events: KeelEvent[], extra: Extra = {}, tools: "log" | "live" = "log", contextWindow?: number) {
+  const home = mkdtempSync(join(tmpdir(), "keel-adv-replay-home-"));
+  dirs.push(home);
   return replaySession({
     events,
     tools,
@@ -78,11 +84,14 @@ function replay(events: KeelEvent[], extra: Extra = {}, tools: "log" | "live" = 
       createAgent({
         tools: [echo()],
         ...extra,
-        provider: rig.provider,
+        home,
+        provider: contextWindow
+          ? { id: rig.provider.id, contextWindow, stream: (r, o) => rig.provider.stream(r, o) }
+          : rig.provider,
         sideModel: rig.sideModel,
         store: rig.store,
         plugins: [...(extra.plugins ?? []), ...rig.plugins],
-        approve: rig.approve,
+        ...(rig.approve ? { approve: rig.approve } : {}),
       }),
   });
 }
@@ -295,7 +304,192 @@ describe("replay adversarial: the same plugins replay identically", () => {
   );
 });
 
+describe("replay adversarial: more of a session's course", () => {
+  const search = defineTool({
+    name: "tool_search",
+    description: "Finds tools.",
+    execute: () => ({ content: "found secret_op", reveal: ["secret_op"] }),
+  });
+  const hidden = defineTool({ name: "secret_op", description: "A hidden op.", hidden: true, execute: () => "done" });
+
+  it(
+    "a hidden tool revealed by a tool's output mid-turn: shown again in the replay (tools from the log)",
+    async () => {
+      // Broke: a call answered from the log gave back its content only, not what its output
+      // revealed, so the later requests lacked the tool ("tools removed: secret_op").
+      // tool_decision.result now takes `reveal`, and the replay gives back the recorded tools.revealed.
+      const ev = await record(
+        [
+          call("c1", "x"),
+          { toolCalls: [{ id: "c2", name: "tool_search", args: {} }] },
+          { toolCalls: [{ id: "c3", name: "secret_op", args: {} }] },
+          { text: "ok" },
+        ],
+        async (s) => {
+          await s.run("go");
+        },
+        { tools: [echo(), search, hidden] },
+      );
+      expect(ev.filter((e) => e.type === "tools.revealed")).toHaveLength(1);
+      expectIdentical(await replay(ev, { tools: [echo(), search, hidden] }));
+      expectIdentical(await replay(ev, { tools: [echo(), search, hidden] }, "live"));
+    },
+    T,
+  );
+
+  it(
+    "a session recorded before digests (no digest, no section hashes): same plugins identical by manifest, a longer section named",
+    async () => {
+      // Broke: a section without a recorded hash compared "" with today's hash: every section of
+      // every pre-digest session was reported changed, with unchanged plugins.
+      const rules = (text: string): KeelPlugin =>
+        definePlugin({
+          name: "rules",
+          version: "1.0.0",
+          setup(ctx) {
+            ctx.on("turn.pre_prompt_compile", () => ({
+              kind: "prompt_section",
+              id: "r",
+              domain: "policy",
+              sectionId: "rules",
+              content: text,
+            }));
+          },
+        });
+      const ev = await record(
+        [call("c1", "x"), { text: "ok" }],
+        async (s) => {
+          await s.run("go");
+        },
+        { plugins: [rules("Be brief.")] },
+      );
+      const old = ev.map((e) => {
+        if (e.type !== "prompt.compiled") return e;
+        const { digest: _d, sections, context, ...m } = e.manifest;
+        return {
+          ...e,
+          manifest: {
+            ...m,
+            sections: sections.map(({ hash: _h, ...x }) => x),
+            context: context.map(({ hash: _h, ...x }) => x),
+          },
+        };
+      }) as KeelEvent[];
+      const same = await replay(old, { plugins: [rules("Be brief.")] });
+      expect(same.requests.map((q) => q.compared)).toEqual(["manifest", "manifest"]);
+      expectIdentical(same);
+      const changed = await replay(old, { plugins: [rules("Be brief, and cite files.")] });
+      expect(changed.firstDivergence).toBe(0);
+      expect(changed.requests[0]!.sections).toMatchObject([
+        { sectionId: "rules", change: "changed", plugins: ["rules"] },
+      ]);
+    },
+    T,
+  );
+
+  it(
+    "compaction edits at round.pre_request (a small window): identical; without the plugin the edits show as missing",
+    async () => {
+      const steps: ScriptStep[] = [];
+      for (let i = 0; i < 7; i++) steps.push(call(`c${i}`, `${i} ${"lorem ipsum dolor ".repeat(150)}`));
+      steps.push({ text: "done" });
+      const plugins = (messages: number) => [
+        compaction({ model: false, window: 6000, protectedTail: { messages, tokens: 200 } }),
+      ];
+      const ev = await record(
+        steps,
+        async (s) => {
+          await s.run("go");
+        },
+        { plugins: plugins(2) },
+        6000,
+      );
+      expect(ev.filter((e) => e.type === "context.edited").length).toBeGreaterThan(0);
+      expectIdentical(await replay(ev, { plugins: plugins(2) }, "log", 6000));
+      const other = await replay(ev, {}, "log", 6000);
+      expect(other.identical).toBe(false);
+      const edited = other.requests.find((q) => q.edits.recorded.length > 0)!;
+      expect(edited).toMatchObject({ same: false, edits: { replayed: [] } });
+      expect(edited.edits.recorded[0]!.plugin).toBe("@keel/plugin-compaction");
+    },
+    T,
+  );
+
+  it(
+    "chat mode switches between turns, and a delegated task (tools from the log): identical",
+    async () => {
+      const modes = await record([{ text: "a" }, { text: "b" }, call("c1", "x"), { text: "c" }], async (s) => {
+        await s.run("one");
+        await s.setMode("chat");
+        await s.run("two");
+        await s.setMode("agent");
+        await s.run("three");
+      });
+      expectIdentical(await replay(modes));
+      const profiles = () => [tasks({ profiles: { helper: { description: "Helps.", instructions: "Help." } } })];
+      const delegated = await record(
+        [
+          call("t1", "x"),
+          { toolCalls: [{ id: "t2", name: "task", args: { profile: "helper", prompt: "do x" } }] },
+          { text: "child answer" },
+          { text: "parent done" },
+        ],
+        async (s) => {
+          await s.run("go");
+        },
+        { plugins: profiles() },
+      );
+      expect(delegated.some((e) => e.type === "child.started")).toBe(true);
+      expectIdentical(await replay(delegated, { plugins: profiles() }));
+    },
+    T,
+  );
+});
+
 describe("replay adversarial: a change shows, and shows no secret", () => {
+  it(
+    "a plugin error holding a secret: not shown, and a failure the recording had is not reported as new",
+    async () => {
+      // Broke: the scratch store kept the replay's events unredacted (real stores redact), so a
+      // plugin's error showed the secret in pluginProblems, and the same failure (redacted in the
+      // recording) compared as a new one.
+      const KEY = `sk-ant-api03-${"W8v".repeat(30)}AA`;
+      const auth = (fail: boolean): KeelPlugin =>
+        definePlugin({
+          name: "auth",
+          version: "1.0.0",
+          setup(ctx) {
+            ctx.on("turn.pre_prompt_compile", () => {
+              if (fail) throw new Error(`auth failed for ${KEY}`);
+              return undefined;
+            });
+          },
+        });
+      const ev = await record(
+        [{ text: "ok" }],
+        async (s) => {
+          await s.run("go");
+        },
+        { plugins: [auth(true)] },
+      );
+      expect(JSON.stringify(ev)).not.toContain(KEY);
+      const same = await replay(ev, { plugins: [auth(true)] });
+      expect(same.pluginProblems).toEqual([]);
+      expectIdentical(same);
+      const fresh = await record(
+        [{ text: "ok" }],
+        async (s) => {
+          await s.run("go");
+        },
+        { plugins: [auth(false)] },
+      );
+      const broken = await replay(fresh, { plugins: [auth(true)] });
+      expect(broken.pluginProblems).toMatchObject([{ plugin: "auth", status: "threw" }]);
+      expect(JSON.stringify(broken)).not.toContain(KEY);
+    },
+    T,
+  );
+
   it(
     "a secret in today's instructions is not shown in the report of the request that changed",
     async () => {
@@ -350,6 +544,30 @@ describe("replay adversarial: open (not fixed)", () => {
         await p;
       });
       expectIdentical(await replay(ev));
+    },
+    T,
+  );
+
+  // Open: with --tools live, a delegated task's child session asks the replay's provider, which
+  // serves it the parent turn's next recorded answer (the child's answers are in the child
+  // session's log, which replaySession is not given, and a ModelRequest does not say which
+  // session asks); the parent then runs out of answers. Log mode (the default) is unaffected.
+  it.fails(
+    "a delegated task with --tools live replays identically",
+    async () => {
+      const profiles = () => [tasks({ profiles: { helper: { description: "Helps.", instructions: "Help." } } })];
+      const ev = await record(
+        [
+          { toolCalls: [{ id: "t1", name: "task", args: { profile: "helper", prompt: "do x" } }] },
+          { text: "child answer" },
+          { text: "parent done" },
+        ],
+        async (s) => {
+          await s.run("go");
+        },
+        { plugins: profiles() },
+      );
+      expectIdentical(await replay(ev, { plugins: profiles() }, "live"));
     },
     T,
   );
