@@ -93,13 +93,9 @@ async function recordedLogs(
     );
   }
   try {
-    const ids = cmd.last
-      ? (
-          await store.listSessions({ ...(recorded.agentName ? { agent: recorded.agentName } : {}), limit: cmd.last })
-        ).map((s) => s.id)
-      : cmd.sessionIds;
+    if (cmd.last) return await lastSessions(store, recorded.agentName, cmd.last);
     const out: KeelEvent[][] = [];
-    for (const id of ids) {
+    for (const id of cmd.sessionIds) {
       const info = await store.getSession(id);
       if (!info)
         throw new KeelError(
@@ -111,6 +107,29 @@ async function recordedLogs(
     return out;
   } finally {
     await store.close();
+  }
+}
+
+/**
+ * The logs of the agent's `last` most recent top-level sessions. A task's child session carries
+ * its parent agent's name but runs with the task profile's instructions and tools: it is
+ * replayed within its parent (its call answered from the log), never on its own with the
+ * parent's config, which would report it diverged. A session that ran no turn (a chat opened
+ * and closed) has nothing to replay: passed over, not a failed batch.
+ */
+async function lastSessions(store: SessionStore, agent: string | undefined, last: number): Promise<KeelEvent[][]> {
+  for (let limit = last; ; limit *= 4) {
+    const listed = await store.listSessions({ ...(agent ? { agent } : {}), limit });
+    const out: KeelEvent[][] = [];
+    for (const s of listed) {
+      const events = await store.events(s.id);
+      const created = events[0];
+      if (created?.type === "session.created" && created.parent) continue;
+      if (!events.some((e) => e.type === "turn.started")) continue;
+      out.push(events);
+      if (out.length === last) return out;
+    }
+    if (listed.length < limit) return out;
   }
 }
 
