@@ -6,6 +6,8 @@
 import type {
   Agent,
   ApprovalAnswer,
+  OutputFormat,
+  RunOptions,
   AssistantMessage,
   ApprovalRequest,
   ContentBlock,
@@ -22,6 +24,7 @@ import { definePlugin, KeelError, messageText, ProviderError } from "@keel/kerne
 import { redact } from "@keel/secrets";
 import { redactEvent } from "@keel/store-kit";
 import { MemorySessionStore } from "@keel/testkit";
+import { z } from "zod";
 import type { AppendOptions } from "@keel/kernel";
 import { compareRequests, type RequestChange } from "./replay-diff.ts";
 
@@ -299,6 +302,28 @@ function fromLog(
 }
 
 /**
+ * How a recorded turn ran besides its input: its metadata, and its structured-output format
+ * (from its requests' manifests: turn.started does not hold it), sent back as recorded and
+ * validated with a schema made from it.
+ */
+function runOptionsOf(events: readonly KeelEvent[], start: Extract<KeelEvent, { type: "turn.started" }>): RunOptions {
+  const options: RunOptions = { metadata: { ...start.metadata } };
+  for (const e of events) {
+    if (e.type !== "prompt.compiled" || e.turnId !== start.turnId) continue;
+    const format = (e.manifest as PromptManifest).options.output as OutputFormat | undefined;
+    if (!format || typeof format.name !== "string" || typeof format.schema !== "object") continue;
+    let output: z.ZodType;
+    try {
+      output = z.fromJSONSchema(format.schema as Parameters<typeof z.fromJSONSchema>[0]);
+    } catch {
+      output = z.looseObject({});
+    }
+    return { ...options, output, outputName: format.name, outputFormat: format };
+  }
+  return options;
+}
+
+/**
  * Replay one recorded session with today's plugins and compare every request with the recording.
  * Contract: never writes to the recorded session's store (the agent gets a scratch store);
  * throws KEEL_REPLAY_EMPTY when the log holds no turn to replay.
@@ -381,7 +406,8 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
         stops: recorded.status === "interrupted" || recorded.status === "unfinished",
         cut: false,
       });
-      let result = await session.run(input, { metadata: { ...start.metadata } });
+      const run = runOptionsOf(events, start);
+      let result = await session.run(input, run);
       // Paused as recorded: answer as the host did, and go on while the recording did.
       while (result.verdict.status === "paused") {
         const pending = session.pendingApprovals();
@@ -396,7 +422,7 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
             });
           else await session.deny(p.callId, a.reason ? { reason: a.reason } : {});
         }
-        result = await session.resume();
+        result = await session.resume(run);
       }
       const replayed =
         cursor.cut && recorded.status === "unfinished"

@@ -514,18 +514,34 @@ describe("replay adversarial: a change shows, and shows no secret", () => {
 });
 
 describe("replay adversarial: open (not fixed)", () => {
-  // Open: the recorded turn.started does not hold the `output` schema, and replaySession runs
-  // each turn without one, so the first request's options (the structured-output format) differ.
-  // z.fromJSONSchema(manifest.options.output.schema) does not round-trip to the same JSON Schema
-  // (it adds additionalProperties: {}), so a fix needs a kernel seam (run() taking the recorded
-  // format as is) or the schema recorded with the turn.
-  it.fails(
+  // Broke: turn.started does not hold the `output` schema and the replay ran each turn without
+  // one, so the first request's options (the structured-output format) differed. The replay
+  // takes the format from the turn's manifests and passes it back as recorded
+  // (RunOptions.outputFormat, @internal): z.fromJSONSchema does not round-trip it byte for byte.
+  it(
     "a structured-output turn replays identically",
     async () => {
       const ev = await record([{ text: '{"n":1}' }], async (s) => {
         await s.run("go", { output: z.object({ n: z.number() }) });
       });
       expectIdentical(await replay(ev));
+      // An invalid answer, its corrective round, then a valid one; a strict nested schema.
+      const schema = z
+        .object({ a: z.string().min(2), b: z.array(z.enum(["p", "q"])).optional(), c: z.object({ d: z.boolean() }) })
+        .strict();
+      const fixed = await record(
+        [{ text: '{"a":"x","c":{"d":true}}' }, { text: '{"a":"xy","c":{"d":true}}' }, { text: "plain" }],
+        async (s) => {
+          expect((await s.run("go", { output: schema, outputName: "answer" })).output).toEqual({
+            a: "xy",
+            c: { d: true },
+          });
+          await s.run("and without a schema");
+        },
+      );
+      const r = await replay(fixed);
+      expect(r.requests).toHaveLength(3);
+      expectIdentical(r);
     },
     T,
   );

@@ -738,7 +738,7 @@ export class Session implements TurnHost, HostSession {
     more: { limits?: Partial<Limits>; trigger?: "subagent" } = {},
   ): PreparedTurn<O> {
     const checked = checkInput(input);
-    const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
+    const output = options.output ? outputSpecOf(options.output, options.outputName, options.outputFormat) : undefined;
     this.ready();
     if (this.paused)
       throw new KeelError(
@@ -930,7 +930,7 @@ export class Session implements TurnHost, HostSession {
 
   /** The door checks of recover() (they throw now), then a function that continues the turn. Contract: as prepare(). */
   prepareRecover<O = unknown>(options: RunOptions<O> = {}, more: { limits?: Partial<Limits> } = {}): PreparedTurn<O> {
-    const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
+    const output = options.output ? outputSpecOf(options.output, options.outputName, options.outputFormat) : undefined;
     this.ready();
     if (!this.unfinished)
       throw new KeelError(
@@ -958,7 +958,7 @@ export class Session implements TurnHost, HostSession {
 
   /** The door checks of resume() (they throw now), then a function that resumes the turn. Contract: as prepare(). */
   prepareResume<O = unknown>(options: RunOptions<O> = {}, more: { limits?: Partial<Limits> } = {}): PreparedTurn<O> {
-    const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
+    const output = options.output ? outputSpecOf(options.output, options.outputName, options.outputFormat) : undefined;
     this.ready();
     const paused = this.paused;
     if (!paused) throw new KeelError("KEEL_NOT_PAUSED", `Session "${this.id}" has no paused turn.`);
