@@ -218,6 +218,68 @@ interface Cursor {
   /** Calls of a cut turn the replay answered as the cut left them (their status is not compared). */
   cutCalls: Set<string>;
   cancel(): void;
+  /** Queue a recorded steering or follow-up message in the replayed session. */
+  queue(m: QueuedMessage): Promise<void>;
+}
+
+/**
+ * A steering or follow-up message as the recording consumed it: in `turnId`, after `at` of the
+ * turn's model answers (0: at the turn's start); a steering message that let calls of that
+ * answer run is queued once the last of them finished (`afterCall`), one that skipped them
+ * before the answer is served, as the recording's timing had it.
+ */
+interface QueuedMessage {
+  queue: "steering" | "follow_up";
+  text: string;
+  turnId: string | null;
+  at: number;
+  afterCall?: string;
+}
+
+function recordedQueue(events: readonly KeelEvent[], answers: readonly Answer[]): QueuedMessage[] {
+  const texts = new Map<string, string>();
+  const status = new Map<string, string>();
+  for (const e of events) {
+    if (e.type === "message.queued") texts.set(e.queueId, e.text);
+    if (e.type === "tool.completed") status.set(callKey(e.turnId, e.callId), e.status);
+  }
+  const out: QueuedMessage[] = [];
+  for (const d of events) {
+    if (d.type !== "message.dequeued") continue;
+    const text = texts.get(d.queueId);
+    if (text === undefined) continue;
+    const at = events.filter(
+      (e) => (e.type === "model.responded" || e.type === "model.failed") && e.turnId === d.turnId && e.seq < d.seq,
+    ).length;
+    const m: QueuedMessage = { queue: d.queue, text, turnId: d.turnId, at };
+    const answer = at > 0 ? answers.filter((a) => a.turnId === d.turnId)[at - 1] : undefined;
+    const calls = (answer?.message?.content ?? []).flatMap((b) => (b.type === "tool_call" ? [b.id] : []));
+    if (d.queue === "steering" && calls.length) {
+      const ran = calls.filter((id) => status.get(callKey(d.turnId, id)) !== "skipped");
+      if (ran.length) m.afterCall = callKey(d.turnId, ran.at(-1)!);
+    }
+    out.push(m);
+  }
+  return out;
+}
+
+/** Queues a steering message once the call the recording let run before it finished (any mode). */
+function queuer(queued: readonly QueuedMessage[], cursor: Cursor): KeelPlugin {
+  return definePlugin({
+    name: "keel-replay-queue",
+    version: "1.0.0",
+    setup(ctx) {
+      ctx.on(
+        "tool.post_result",
+        async (e) => {
+          const key = callKey(e.turnId, e.call.id);
+          for (const m of queued) if (m.afterCall === key) await cursor.queue(m);
+          return undefined;
+        },
+        { stage: "post" },
+      );
+    },
+  });
 }
 
 /**
@@ -225,7 +287,13 @@ interface Cursor {
  * it was asked. A turn only gets its own answers: one that asks more does not take the next
  * turn's (every later turn would be off by one).
  */
-function replayProvider(answers: Answer[], asked: ModelRequest[], id: string, cursor: Cursor): ModelProvider {
+function replayProvider(
+  answers: Answer[],
+  asked: ModelRequest[],
+  id: string,
+  cursor: Cursor,
+  queued: readonly QueuedMessage[],
+): ModelProvider {
   const byTurn = new Map<string | null, Answer[]>();
   for (const a of answers) byTurn.set(a.turnId, [...(byTurn.get(a.turnId) ?? []), a]);
   const served = new Map<string | null, number>();
@@ -251,6 +319,8 @@ function replayProvider(answers: Answer[], asked: ModelRequest[], id: string, cu
             `The replay asked for model request ${asked.length} (request ${n} of turn ${cursor.turnId}); the recording answered only ${mine.length} in that turn.`,
           ).message,
         );
+      // Messages the recording's queue held by the time this answer came (they skip its calls).
+      for (const m of queued) if (m.turnId === cursor.turnId && m.at === n && !m.afterCall) await cursor.queue(m);
       if (a.failed) throw new ProviderError(a.failed.errorClass, a.failed.message, { status: a.failed.status });
       yield { type: "response", message: a.message!, stopReason: a.stopReason ?? "end_turn", usage: a.usage ?? {} };
     },
@@ -363,15 +433,24 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     cut: false,
     cutCalls: new Set(),
     cancel: () => session?.cancel(),
+    queue: async (m) => {
+      if (m.queue === "steering") await session?.steer(m.text);
+      else await session?.followUp(m.text);
+    },
   };
+  const answers = recordedAnswers(events);
+  const queued = recordedQueue(events, answers);
   const unanswered = new Set(
     events.flatMap((e) => (e.type === "approval.requested" ? [callKey(e.turnId, e.callId)] : [])),
   );
   for (const key of approvals.keys()) unanswered.delete(key);
   const store = new ScratchStore();
   const rig: ReplayRig = {
-    provider: replayProvider(recordedAnswers(events), asked, sessionId, cursor),
-    plugins: tools === "log" ? [fromLog(recordedResults(events), cutAt, unanswered, cursor, notes)] : [],
+    provider: replayProvider(answers, asked, sessionId, cursor, queued),
+    plugins: [
+      ...(tools === "log" ? [fromLog(recordedResults(events), cutAt, unanswered, cursor, notes)] : []),
+      ...(queued.some((m) => m.afterCall) ? [queuer(queued, cursor)] : []),
+    ],
     ...(paused
       ? {}
       : {
@@ -407,6 +486,7 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
         cut: false,
       });
       const run = runOptionsOf(events, start);
+      for (const m of queued) if (m.turnId === start.turnId && m.at === 0) await cursor.queue(m);
       let result = await session.run(input, run);
       // Paused as recorded: answer as the host did, and go on while the recording did.
       while (result.verdict.status === "paused") {

@@ -513,7 +513,7 @@ describe("replay adversarial: a change shows, and shows no secret", () => {
   );
 });
 
-describe("replay adversarial: open (not fixed)", () => {
+describe("replay adversarial: structured output, queued messages; delegation live (open)", () => {
   // Broke: turn.started does not hold the `output` schema and the replay ran each turn without
   // one, so the first request's options (the structured-output format) differed. The replay
   // takes the format from the turn's manifests and passes it back as recorded
@@ -546,11 +546,12 @@ describe("replay adversarial: open (not fixed)", () => {
     T,
   );
 
-  // Open: steering and follow-up messages (message.queued) are not queued again in the replay,
-  // so the request after the point the recording injected them differs (and a steered call that
-  // was skipped runs). A fix queues each at the point its message.dequeued shows, which needs a
-  // hook at "before the next model call" of the replayed turn.
-  it.fails(
+  // Broke: steering and follow-up messages (message.queued) were not queued again in the
+  // replay, so the request after the point the recording injected them differed (and a call
+  // the steering skipped ran). The replay queues each where its message.dequeued shows: after
+  // as many of the turn's answers, before the answer whose calls it skipped, or once the last
+  // call it let run finished.
+  it(
     "a steering message queued mid-turn replays identically",
     async () => {
       const ev = await record([{ ...call("c1", "x"), delayMs: 50 }, { text: "ok" }], async (s) => {
@@ -588,7 +589,7 @@ describe("replay adversarial: open (not fixed)", () => {
     T,
   );
 
-  it.fails(
+  it(
     "a follow-up queued mid-turn replays identically",
     async () => {
       const ev = await record([{ ...call("c1", "x"), delayMs: 50 }, { text: "ok" }, { text: "fu" }], async (s) => {
@@ -598,6 +599,48 @@ describe("replay adversarial: open (not fixed)", () => {
         await p;
       });
       expectIdentical(await replay(ev));
+    },
+    T,
+  );
+
+  it(
+    "steering queued while a tool runs (it finishes; a later call may be skipped), and one queued between turns",
+    async () => {
+      const slow = defineTool({
+        name: "echo",
+        description: "Slow.",
+        parallel: false,
+        execute: async (a: unknown) => {
+          await new Promise((r) => setTimeout(r, 150));
+          return `echo: ${(a as { text?: string }).text ?? ""}`;
+        },
+      });
+      const ev = await record(
+        [
+          {
+            toolCalls: [
+              { id: "c1", name: "echo", args: { text: "x" } },
+              { id: "c2", name: "echo", args: { text: "y" } },
+            ],
+          },
+          { text: "ok" },
+          { text: "second" },
+        ],
+        async (s) => {
+          const p = s.run("go");
+          // c1 is running: the steering lets it finish and is read before the second request.
+          await new Promise((r) => setTimeout(r, 60));
+          await s.steer("use y instead");
+          await p;
+          await s.steer("before the next turn");
+          await s.run("again");
+        },
+        { tools: [slow] },
+      );
+      expect(ev.filter((e) => e.type === "message.dequeued")).toHaveLength(2);
+      // c1 ran; c2, in the next group, was skipped by the steering.
+      expect(ev.flatMap((e) => (e.type === "tool.completed" ? [e.status] : []))).toEqual(["ok", "skipped"]);
+      expectIdentical(await replay(ev, { tools: [slow] }));
     },
     T,
   );
