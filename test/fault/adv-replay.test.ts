@@ -6,6 +6,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DatabaseSync } from "node:sqlite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SqliteSessionStore, defaultSessionDbPath } from "../../packages/store-sqlite/src/index.ts";
 import { offlineEnv, REPO, runKeel } from "../../packages/cli/test/support/run-keel.ts";
@@ -150,5 +151,45 @@ describe("keel replay (adversarial): concurrency and live sessions", () => {
     // Once finished, it replays identically as a whole.
     const after = await keel(["replay", id, "--strict"]);
     expect(after.code, after.stdout).toBe(0);
+  }, 60_000);
+
+  it("a turn cut by the context ceiling replays identically, also from a log whose manifests lack the window (the config's is used)", async () => {
+    // Broke: the replay's provider had no context window, so the ceiling never tripped: the
+    // request the recording sent as its final round (no tools) went with the tools.
+    const cfg = join(dir, "ceiling.config.mjs");
+    writeFileSync(
+      cfg,
+      `export default {
+  name: "ceiling",
+  limits: { contextCeiling: 0.5 },
+  offline: { script: { contextWindow: 6000, steps: [
+    { toolCalls: [{ id: "c1", name: "big", args: {} }] },
+    { toolCalls: [{ id: "c2", name: "big", args: {} }] },
+    { text: "enough" },
+  ] } },
+  tools: [{ name: "big", description: "Big output.", execute: () => "lorem ipsum ".repeat(1000) }],
+};
+`,
+    );
+    const h = join(dir, "ceiling-home");
+    const run = await runKeel(["run", "read it all", "--config", cfg, "--home", h], { env: offlineEnv() });
+    // A turn stopped by a guard exits 1.
+    expect(run.stderr).toContain("keel: stopped (context_ceiling)");
+    const db = new DatabaseSync(defaultSessionDbPath(h));
+    const id = (db.prepare("SELECT id FROM sessions").get() as { id: string }).id;
+    const finals = db
+      .prepare("SELECT count(*) AS n FROM events WHERE type = 'prompt.compiled' AND data LIKE '%\"finalRound\":true%'")
+      .get() as { n: number };
+    expect(finals.n).toBe(1);
+    db.close();
+    const replay = () => runKeel(["replay", id, "--strict", "--config", cfg, "--home", h], { env: offlineEnv() });
+    const now = await replay();
+    expect(now.code, now.stdout).toBe(0);
+    // As a log written before manifests held the window.
+    const w = new DatabaseSync(defaultSessionDbPath(h));
+    w.exec("UPDATE events SET data = json_remove(data, '$.manifest.contextWindow') WHERE type = 'prompt.compiled'");
+    w.close();
+    const old = await replay();
+    expect(old.code, old.stdout).toBe(0);
   }, 60_000);
 });

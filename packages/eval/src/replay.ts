@@ -68,6 +68,11 @@ export interface ReplayOptions {
   build: (rig: ReplayRig) => Promise<Agent>;
   /** `log` (default): tools answer with their recorded results; `live`: they run. */
   tools?: "log" | "live";
+  /**
+   * The recorded provider's context window, for a log whose manifests do not hold it (written
+   * before they did); the rig's provider has it (the context ceiling and compaction go by it).
+   */
+  contextWindow?: number;
 }
 
 /** One turn's outcome, recorded and replayed. */
@@ -293,12 +298,15 @@ function replayProvider(
   id: string,
   cursor: Cursor,
   queued: readonly QueuedMessage[],
+  contextWindow: number | undefined,
 ): ModelProvider {
   const byTurn = new Map<string | null, Answer[]>();
   for (const a of answers) byTurn.set(a.turnId, [...(byTurn.get(a.turnId) ?? []), a]);
   const served = new Map<string | null, number>();
   return {
     id: `replay:${id}`,
+    // The recorded provider's window: the context ceiling trips, and compaction works, as recorded.
+    ...(contextWindow ? { contextWindow } : {}),
     async *stream(request): AsyncIterable<ModelEvent> {
       asked.push(request);
       const n = (served.get(cursor.turnId) ?? 0) + 1;
@@ -369,6 +377,16 @@ function fromLog(
       );
     },
   });
+}
+
+/** The recorded provider's context window, from the first manifest that holds it. */
+function recordedWindow(events: readonly KeelEvent[]): number | undefined {
+  for (const e of events)
+    if (e.type === "prompt.compiled") {
+      const w = (e.manifest as PromptManifest).contextWindow;
+      if (typeof w === "number" && w > 0) return w;
+    }
+  return undefined;
 }
 
 /**
@@ -446,7 +464,14 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
   for (const key of approvals.keys()) unanswered.delete(key);
   const store = new ScratchStore();
   const rig: ReplayRig = {
-    provider: replayProvider(answers, asked, sessionId, cursor, queued),
+    provider: replayProvider(
+      answers,
+      asked,
+      sessionId,
+      cursor,
+      queued,
+      recordedWindow(events) ?? options.contextWindow,
+    ),
     plugins: [
       ...(tools === "log" ? [fromLog(recordedResults(events), cutAt, unanswered, cursor, notes)] : []),
       ...(queued.some((m) => m.afterCall) ? [queuer(queued, cursor)] : []),

@@ -265,6 +265,29 @@ describe("replay adversarial: the same plugins replay identically", () => {
   );
 
   it(
+    "a turn cut by the context ceiling (a small window: its last round without tools), the agent built on rig.provider as is",
+    async () => {
+      // Broke: the replay's provider had no contextWindow (the recorded provider's is in no
+      // event), so the ceiling never tripped in the replay: its request went with the tools and
+      // the turn ran on where the recording had its final round. The window is recorded in each
+      // manifest now, and the replay's provider takes it.
+      const big = defineTool({ name: "echo", description: "Big.", execute: () => "lorem ipsum ".repeat(1000) });
+      const ev = await record(
+        [call("c1", "x"), call("c2", "y"), { text: "enough" }],
+        async (s) => {
+          const rr = await s.run("go");
+          expect(rr.verdict).toMatchObject({ status: "stopped", reason: "context_ceiling" });
+        },
+        { tools: [big], limits: { contextCeiling: 0.5 } },
+        6000,
+      );
+      expect(ev.some((e) => e.type === "prompt.compiled" && e.manifest.finalRound)).toBe(true);
+      expectIdentical(await replay(ev, { tools: [big], limits: { contextCeiling: 0.5 } }));
+    },
+    T,
+  );
+
+  it(
     "lone surrogates, emoji and NUL in input, tool output and answer; an image input; a 400 KB tool output; a secret in tool args",
     async () => {
       const weird = defineTool({ name: "echo", description: "Weird.", execute: () => "a\ud800b \u{1F600} \u0000 end" });
