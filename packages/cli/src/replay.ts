@@ -36,15 +36,16 @@ export async function replayCommand(
   loaded: LoadedConfig,
   io: { out(s: string): void; err(s: string): void; env: NodeJS.ProcessEnv },
 ): Promise<number> {
-  const logs = await recordedLogs(cmd, recorded);
+  const { logs, children } = await recordedLogs(cmd, recorded);
   const reports: ReplayReport[] = [];
-  for (const events of logs) {
+  for (const [i, events] of logs.entries()) {
     const home = mkdtempSync(join(tmpdir(), "keel-replay-"));
     try {
       reports.push(
         await replaySession({
           events,
           tools: cmd.tools,
+          ...(children[i] ? { children: children[i] } : {}),
           build: async (rig) =>
             (await buildAgent(loaded, { env: io.env, home, store: rig.store, rig, note: () => {} })).agent,
         }),
@@ -80,7 +81,37 @@ function summaryLine(r: ReplayReport): string {
   return `${r.sessionId}  DIVERGED at request #${(r.firstDivergence ?? 0) + 1}: ${why || "the request"}\n`;
 }
 
+/**
+ * The recorded logs, and with `--tools live` the logs of the child sessions each one's calls
+ * started (and theirs), so a delegated task that runs again is served its own answers.
+ */
 async function recordedLogs(
+  cmd: ReplayCommand,
+  recorded: { store: SessionStore | undefined; where: string; agentName: string | undefined },
+): Promise<{ logs: KeelEvent[][]; children: Array<Record<string, KeelEvent[]> | undefined> }> {
+  const { store } = recorded;
+  if (!store || cmd.tools !== "live") return { logs: await sessionLogs(cmd, recorded), children: [] };
+  try {
+    const logs = await sessionLogs(cmd, recorded);
+    const children: Array<Record<string, KeelEvent[]>> = [];
+    for (const log of logs) {
+      const found: Record<string, KeelEvent[]> = {};
+      const next = [log];
+      while (next.length)
+        for (const e of next.shift()!)
+          if (e.type === "child.started" && !found[e.childSessionId]) {
+            found[e.childSessionId] = await store.events(e.childSessionId);
+            next.push(found[e.childSessionId]!);
+          }
+      children.push(found);
+    }
+    return { logs, children };
+  } finally {
+    await store.close();
+  }
+}
+
+async function sessionLogs(
   cmd: ReplayCommand,
   recorded: { store: SessionStore | undefined; where: string; agentName: string | undefined },
 ): Promise<KeelEvent[][]> {
@@ -106,7 +137,8 @@ async function recordedLogs(
     }
     return out;
   } finally {
-    await store.close();
+    // With --tools live, recordedLogs reads the child sessions next and closes the store.
+    if (cmd.tools !== "live") await store.close();
   }
 }
 

@@ -73,6 +73,12 @@ export interface ReplayOptions {
    * before they did); the rig's provider has it (the context ceiling and compaction go by it).
    */
   contextWindow?: number;
+  /**
+   * With `tools: "live"`: the logs of the child sessions the recording's calls started (a
+   * delegated task), by session id, so a child that runs again is served its own recorded
+   * answers (matched by its input) instead of asking the model.
+   */
+  children?: Readonly<Record<string, readonly KeelEvent[]>>;
 }
 
 /** One turn's outcome, recorded and replayed. */
@@ -287,6 +293,19 @@ function queuer(queued: readonly QueuedMessage[], cursor: Cursor): KeelPlugin {
   });
 }
 
+/** The recorded answers of child sessions, by the input of their first turn (what their requests start with). */
+type ChildAnswers = Map<string, Answer[]>;
+
+function childAnswers(children: Readonly<Record<string, readonly KeelEvent[]>> | undefined): ChildAnswers {
+  const out: ChildAnswers = new Map();
+  for (const log of Object.values(children ?? {})) {
+    const start = log.find((e) => e.type === "turn.started");
+    if (start?.type !== "turn.started") continue;
+    out.set(start.input, [...(out.get(start.input) ?? []), ...recordedAnswers(log)]);
+  }
+  return out;
+}
+
 /**
  * A provider that serves the recording's answers turn by turn, in order, and keeps each request
  * it was asked. A turn only gets its own answers: one that asks more does not take the next
@@ -299,6 +318,7 @@ function replayProvider(
   cursor: Cursor,
   queued: readonly QueuedMessage[],
   contextWindow: number | undefined,
+  children: ChildAnswers,
 ): ModelProvider {
   const byTurn = new Map<string | null, Answer[]>();
   for (const a of answers) byTurn.set(a.turnId, [...(byTurn.get(a.turnId) ?? []), a]);
@@ -308,6 +328,16 @@ function replayProvider(
     // The recorded provider's window: the context ceiling trips, and compaction works, as recorded.
     ...(contextWindow ? { contextWindow } : {}),
     async *stream(request): AsyncIterable<ModelEvent> {
+      // A child session run live (a delegated task): its own recorded answers, in order.
+      const child = children.get(request.messages[0] ? messageText(request.messages[0]) : "");
+      if (child) {
+        const c = child.shift();
+        if (!c)
+          throw new ProviderError("invalid_request", "The recording of this child session holds no more answers.");
+        if (c.failed) throw new ProviderError(c.failed.errorClass, c.failed.message, { status: c.failed.status });
+        yield { type: "response", message: c.message!, stopReason: c.stopReason ?? "end_turn", usage: c.usage ?? {} };
+        return;
+      }
       asked.push(request);
       const n = (served.get(cursor.turnId) ?? 0) + 1;
       served.set(cursor.turnId, n);
@@ -471,6 +501,7 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
       cursor,
       queued,
       recordedWindow(events) ?? options.contextWindow,
+      childAnswers(tools === "live" ? options.children : undefined),
     ),
     plugins: [
       ...(tools === "log" ? [fromLog(recordedResults(events), cutAt, unanswered, cursor, notes)] : []),

@@ -6,15 +6,17 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent, definePlugin, defineTool } from "@keel/kernel";
 import type { AgentOptions, KeelEvent, KeelPlugin, Session } from "@keel/kernel";
+import { PostgresSessionStore } from "@keel/store-postgres";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import { scriptedProvider } from "@keel/testkit";
 import type { ScriptStep } from "@keel/testkit";
 import { compaction } from "../../plugin-compaction/src/index.ts";
 import { tasks } from "../../plugin-tasks/src/index.ts";
+import { dropTestSchemas, PG_URL, requirePostgres, testSchema } from "../../store-postgres/test/support/pg.ts";
 import { replaySession } from "../src/index.ts";
 
 const dirs: string[] = [];
@@ -69,17 +71,30 @@ async function record(
   await agent.close();
   const reopened = new SqliteSessionStore({ path });
   const events = await reopened.events(id);
+  lastChildren = {};
+  for (const e of events)
+    if (e.type === "child.started") lastChildren[e.childSessionId] = await reopened.events(e.childSessionId);
   reopened.close();
   return events;
 }
 
+/** The logs of the child sessions the last recording's calls started. */
+let lastChildren: Record<string, KeelEvent[]> = {};
+
 /** Replay with `extra` as today's config, in a scratch home; `contextWindow` as the recorded provider's. */
-function replay(events: KeelEvent[], extra: Extra = {}, tools: "log" | "live" = "log", contextWindow?: number) {
+function replay(
+  events: KeelEvent[],
+  extra: Extra = {},
+  tools: "log" | "live" = "log",
+  contextWindow?: number,
+  children?: Record<string, KeelEvent[]>,
+) {
   const home = mkdtempSync(join(tmpdir(), "keel-adv-replay-home-"));
   dirs.push(home);
   return replaySession({
     events,
     tools,
+    ...(children ? { children } : {}),
     build: (rig) =>
       createAgent({
         tools: [echo()],
@@ -588,26 +603,49 @@ describe("replay adversarial: structured output, queued messages; delegation liv
     T,
   );
 
-  // Open: with --tools live, a delegated task's child session asks the replay's provider, which
-  // serves it the parent turn's next recorded answer (the child's answers are in the child
-  // session's log, which replaySession is not given, and a ModelRequest does not say which
-  // session asks); the parent then runs out of answers. Log mode (the default) is unaffected.
+  // Broke: with --tools live, a delegated task's child session asked the replay's provider,
+  // which served it the parent turn's next recorded answer; the parent then ran out of answers
+  // and failed. Given the child sessions' logs (keel replay loads them), a child is served its
+  // own answers, matched by its input.
+  const delegate = async () => {
+    const profiles = () => [tasks({ profiles: { helper: { description: "Helps.", instructions: "Help." } } })];
+    const ev = await record(
+      [
+        { toolCalls: [{ id: "t1", name: "task", args: { profile: "helper", prompt: "do x" } }] },
+        { text: "child answer" },
+        { text: "parent done" },
+      ],
+      async (s) => {
+        await s.run("go");
+      },
+      { plugins: profiles() },
+    );
+    expect(Object.keys(lastChildren)).toHaveLength(1);
+    return replay(ev, { plugins: profiles() }, "live", undefined, lastChildren);
+  };
+
+  it(
+    "a delegated task with --tools live: the child gets its own recorded answers, the parent's turn ends as recorded",
+    async () => {
+      const r = await delegate();
+      expect(r.notes).toEqual([]);
+      expect(r.requests).toHaveLength(2);
+      expect(r.requests[0]!.same).toBe(true);
+      expect(r.turns.map((t) => [t.recorded.text, t.replayed.text, t.same])).toEqual([
+        ["parent done", "parent done", true],
+      ]);
+      expect(r.asked!.lastMessages.at(-1)!.text).toContain("child answer");
+    },
+    T,
+  );
+
+  // Open: the task tool's result names the child session ("[task helper: session <id>, …]"),
+  // and a child run live gets a new random id, so the request after the call differs. A fix
+  // needs child session ids a replay can reproduce (derived from the parent's id and call).
   it.fails(
     "a delegated task with --tools live replays identically",
     async () => {
-      const profiles = () => [tasks({ profiles: { helper: { description: "Helps.", instructions: "Help." } } })];
-      const ev = await record(
-        [
-          { toolCalls: [{ id: "t1", name: "task", args: { profile: "helper", prompt: "do x" } }] },
-          { text: "child answer" },
-          { text: "parent done" },
-        ],
-        async (s) => {
-          await s.run("go");
-        },
-        { plugins: profiles() },
-      );
-      expectIdentical(await replay(ev, { plugins: profiles() }, "live"));
+      expectIdentical(await delegate());
     },
     T,
   );
@@ -664,6 +702,41 @@ describe("replay adversarial: structured output, queued messages; delegation liv
       // c1 ran; c2, in the next group, was skipped by the steering.
       expect(ev.flatMap((e) => (e.type === "tool.completed" ? [e.status] : []))).toEqual(["ok", "skipped"]);
       expectIdentical(await replay(ev, { tools: [slow] }));
+    },
+    T,
+  );
+});
+
+describe("replay adversarial: PostgreSQL", () => {
+  afterAll(() => dropTestSchemas());
+
+  it(
+    "NUL, lone surrogates and emoji in input, tool args, tool output and answer, stored in PostgreSQL: identical",
+    async () => {
+      await requirePostgres();
+      const schema = testSchema();
+      const weird = defineTool({ name: "echo", description: "Weird.", execute: () => "a\ud800b \u{1F600} \u0000 end" });
+      const home = mkdtempSync(join(tmpdir(), "keel-adv-replay-pg-"));
+      dirs.push(home);
+      const agent = await createAgent({
+        provider: scriptedProvider([
+          { toolCalls: [{ id: "c1", name: "echo", args: { t: "x\u0000y\udfff" } }] },
+          { text: "ok \udc00 \u0000" },
+        ]),
+        store: new PostgresSessionStore({ url: PG_URL, schema }),
+        tools: [weird],
+        home,
+      });
+      const s = await agent.session();
+      await s.run("go \ud83d here \u0000");
+      const id = s.id;
+      await agent.close();
+      const store = new PostgresSessionStore({ url: PG_URL, schema });
+      const events = await store.events(id);
+      const before = events.length;
+      expectIdentical(await replay(events, { tools: [weird] }));
+      expect((await store.events(id)).length).toBe(before);
+      await store.close();
     },
     T,
   );
