@@ -208,4 +208,61 @@ describe("keel replay (adversarial): concurrency and live sessions", () => {
     const old = await replay();
     expect(old.code, old.stdout).toBe(0);
   }, 60_000);
+
+  it("a turn a SIGKILLed process left, recovered by the next process (recovery auto), then another turn: identical", async () => {
+    const cfg = join(dir, "recover.config.mjs");
+    writeFileSync(
+      cfg,
+      `export default {
+  name: "recover",
+  recovery: "auto",
+  offline: { script: [
+    { toolCalls: [{ id: "c1", name: "read", args: { path: "TODO.md" } }] },
+    { text: "Two things are left." },
+  ] },
+  tools: [{ name: "read", description: "Reads a file.", execute: async (a) => {
+    await new Promise((r) => setTimeout(r, Number(process.env.READ_MS ?? 0)));
+    return "contents of " + a.path;
+  } }],
+};
+`,
+    );
+    const h = join(dir, "recover-home");
+    const { spawn } = await import("node:child_process");
+    const { KEEL_BIN } = await import("../../packages/cli/test/support/run-keel.ts");
+    const child = spawn(process.execPath, [KEEL_BIN, "run", "What is left?", "--config", cfg, "--home", h], {
+      env: offlineEnv({ READ_MS: "30000" }),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const gone = new Promise((r) => child.on("close", r));
+    let id = "";
+    const end = Date.now() + 30_000;
+    while (!id) {
+      if (Date.now() > end) throw new Error("timed out waiting for tool.started");
+      await new Promise((r) => setTimeout(r, 50));
+      try {
+        const store = new SqliteSessionStore({ path: defaultSessionDbPath(h), readOnly: true });
+        for (const s of store.listSessions()) if (store.events(s.id).some((e) => e.type === "tool.started")) id = s.id;
+        store.close();
+      } catch {}
+    }
+    child.kill("SIGKILL");
+    await gone;
+    const next = await runKeel(["run", "--session", id, "And now?", "--config", cfg, "--home", h], {
+      env: offlineEnv(),
+    });
+    // The recovered turn completed; the next one failed (the offline script ran out).
+    expect(next.code).toBe(1);
+    const store = new SqliteSessionStore({ path: defaultSessionDbPath(h), readOnly: true });
+    const events = store.events(id);
+    store.close();
+    expect(events.some((e) => e.type === "turn.resumed" && !!e.recovered)).toBe(true);
+    expect(events.some((e) => e.type === "tool.completed" && e.status === "cancelled")).toBe(true);
+    // Broke: the cut call, answered from the log with its "interrupted" result, counted as
+    // "cancelled → error", and the replay diverged with the same config (a call that timed out
+    // did the same: "timeout → error").
+    const r = await runKeel(["replay", id, "--strict", "--config", cfg, "--home", h], { env: offlineEnv() });
+    expect(r.code, r.stdout).toBe(0);
+    expect(r.stdout).toContain("Result: identical.");
+  }, 60_000);
 });

@@ -178,15 +178,29 @@ function recordedResults(events: readonly KeelEvent[]): Map<string, Recorded> {
   return out;
 }
 
-function callStates(events: readonly KeelEvent[]): Map<string, { callId: string; name: string; state: string }> {
-  const out = new Map<string, { callId: string; name: string; state: string }>();
+interface CallState {
+  callId: string;
+  name: string;
+  state: string;
+  /** The state as a result from the log reproduces it: a call that timed out or was cut has an error result. */
+  asLogged: string;
+  fromLog: boolean;
+}
+
+function callStates(events: readonly KeelEvent[]): Map<string, CallState> {
+  const out = new Map<string, CallState>();
   for (const e of events)
-    if (e.type === "tool.completed")
+    if (e.type === "tool.completed") {
+      const decision = e.decision ? ` (${e.decision})` : "";
+      const status = e.status === "timeout" || e.status === "cancelled" ? "error" : e.status;
       out.set(callKey(e.turnId, e.callId), {
         callId: e.callId,
         name: e.name,
-        state: `${e.status}${e.decision ? ` (${e.decision})` : ""}`,
+        state: `${e.status}${decision}`,
+        asLogged: `${status}${decision}`,
+        fromLog: e.answeredBy === "keel-replay",
       });
+    }
   return out;
 }
 
@@ -637,6 +651,9 @@ function diffCalls(
     if (cut.has(key)) continue;
     const p = replayed.get(key);
     const now = p ? p.state : "not called";
+    // Answered from the log, a call that timed out (or was cut, and its turn recovered) has
+    // the error result it had: the same call, not a changed one.
+    if (p?.fromLog && p.state === r.asLogged) continue;
     if (now !== r.state) out.push({ callId: r.callId, name: r.name, recorded: r.state, replayed: now });
   }
   for (const [key, p] of replayed)

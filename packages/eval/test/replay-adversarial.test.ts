@@ -303,6 +303,29 @@ describe("replay adversarial: the same plugins replay identically", () => {
   );
 
   it(
+    "a call that timed out, answered from the log: the same call, identical",
+    async () => {
+      // Broke: served its recorded error result, the call's status was "error", and the report
+      // counted "timeout → error" as a changed decision: diverged with the same config.
+      const slow = defineTool({
+        name: "echo",
+        description: "Too slow.",
+        execute: () => new Promise<string>((r) => setTimeout(() => r("late"), 2_000)),
+      });
+      const ev = await record(
+        [call("c1", "x"), { text: "it timed out" }],
+        async (s) => {
+          await s.run("go");
+        },
+        { tools: [slow], toolTimeouts: { info: 50 } },
+      );
+      expect(ev.some((e) => e.type === "tool.completed" && e.status === "timeout")).toBe(true);
+      expectIdentical(await replay(ev, { tools: [slow], toolTimeouts: { info: 50 } }));
+    },
+    T,
+  );
+
+  it(
     "lone surrogates, emoji and NUL in input, tool output and answer; an image input; a 400 KB tool output; a secret in tool args",
     async () => {
       const weird = defineTool({ name: "echo", description: "Weird.", execute: () => "a\ud800b \u{1F600} \u0000 end" });
