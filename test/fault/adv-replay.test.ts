@@ -265,4 +265,44 @@ describe("keel replay (adversarial): concurrency and live sessions", () => {
     expect(r.code, r.stdout).toBe(0);
     expect(r.stdout).toContain("Result: identical.");
   }, 60_000);
+
+  it("sessions of keel run whose calls asked for approval (--ask deny, --ask allow, answered on the paused turn): identical", async () => {
+    // Broke before approvals were replayed through the pause: the CLI answers on the paused
+    // turn (session.deny with its reason, then resume), and a callback's denial reads otherwise.
+    const cfg = join(dir, "ask.config.mjs");
+    writeFileSync(
+      cfg,
+      `export default {
+  name: "asker",
+  offline: { script: [
+    { toolCalls: [{ id: "c1", name: "read", args: { path: "TODO.md" } }] },
+    { text: "Done." },
+  ] },
+  tools: [{ name: "read", description: "Reads a file.", execute: (a) => "contents of " + a.path }],
+  plugins: [{ name: "gate", version: "1.0.0", setup(ctx) {
+    ctx.on("tool.pre_call", () => ({ kind: "tool_decision", decision: "ask", reason: "reads need a yes" }));
+  } }],
+};
+`,
+    );
+    const h = join(dir, "ask-home");
+    for (const ask of ["deny", "allow"]) {
+      const run = await runKeel(["run", `read it (${ask})`, "--ask", ask, "--config", cfg, "--home", h], {
+        env: offlineEnv(),
+      });
+      expect(run.code, run.stderr).toBe(0);
+    }
+    const store = new SqliteSessionStore({ path: defaultSessionDbPath(h), readOnly: true });
+    const ids = store.listSessions().map((s) => s.id);
+    const resolved = ids.flatMap((id) => store.events(id).filter((e) => e.type === "approval.resolved"));
+    store.close();
+    expect(resolved.map((e) => e.type === "approval.resolved" && [e.approved, e.by]).sort()).toEqual([
+      [false, "host"],
+      [true, "host"],
+    ]);
+    for (const id of ids) {
+      const r = await runKeel(["replay", id, "--strict", "--config", cfg, "--home", h], { env: offlineEnv() });
+      expect(r.code, r.stdout).toBe(0);
+    }
+  }, 60_000);
 });
