@@ -23,7 +23,7 @@ function writeConfig(file: string, name: string): string {
     `import { tasks } from ${JSON.stringify(join(REPO, "packages/plugin-tasks/src/index.ts"))};
 export default {
   name: ${JSON.stringify(name)},
-  instructions: "You help with the project.",
+  instructions: "You help with the project." + (process.env.EXTRA ?? ""),
   offline: {
     script: process.env.SCRIPT === "task"
       ? [
@@ -82,6 +82,39 @@ describe("keel replay --last (adversarial)", () => {
     expect(reports.map((x) => x.sessionId).sort()).toEqual([delegating, plain].sort());
     expect(reports.every((x) => x.identical)).toBe(true);
     expect(r.code, r.stdout).toBe(0);
+  }, 60_000);
+});
+
+describe("keel replay --json (adversarial)", () => {
+  it("the report's shape: one object for a session, an array with --last; the same keys, diverged or not", async () => {
+    const one = await keel(["replay", plain, "--json"]);
+    const changed = await keel(["replay", plain, "--json"], { EXTRA: " Be brief." });
+    const many = await keel(["replay", "--last", "1", "--json"]);
+    const keys = ["identical", "notes", "pluginProblems", "requests", "sessionId", "toolChanges", "tools", "turns"];
+    const a = JSON.parse(one.stdout) as Record<string, unknown>;
+    expect(Object.keys(a).sort()).toEqual(keys);
+    const b = JSON.parse(changed.stdout) as Record<string, unknown>;
+    expect(Object.keys(b).sort()).toEqual([...keys, "asked", "firstDivergence"].sort());
+    expect(Object.keys((b.asked as object) ?? {}).sort()).toEqual(["lastMessages", "system", "tools"]);
+    const rows = (a.requests as Array<Record<string, unknown>>).map((r) => Object.keys(r).sort());
+    for (const r of rows)
+      expect(r).toEqual([
+        "compared",
+        "context",
+        "edits",
+        "index",
+        "messages",
+        "optionsSame",
+        "round",
+        "same",
+        "sections",
+        "systemSame",
+        "tokens",
+        "tools",
+      ]);
+    const list = JSON.parse(many.stdout) as unknown[];
+    expect(Array.isArray(list) && list.length).toBe(1);
+    expect(Object.keys(list[0] as object).sort()).toEqual(keys);
   }, 60_000);
 });
 
