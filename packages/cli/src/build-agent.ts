@@ -61,7 +61,12 @@ export interface BuildOptions {
    * A harness (keel replay) supplies the model and approvals and adds plugins: the config's
    * model and side model are not used (no key is needed), everything else is the config's.
    */
-  rig?: { provider: ModelProvider; plugins: readonly KeelPlugin[]; approve?: AgentOptions["approve"] };
+  rig?: {
+    provider: ModelProvider;
+    plugins: readonly KeelPlugin[];
+    approve?: AgentOptions["approve"];
+    childSessionId?: AgentOptions["childSessionId"];
+  };
 }
 
 /** A built agent and how its model was chosen. */
@@ -287,6 +292,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
       : config.approve
         ? { approve: config.approve }
         : {}),
+    ...(options.rig?.childSessionId ? { childSessionId: options.rig.childSessionId } : {}),
     ...(config.observers ? { observers: config.observers } : {}),
     ...(config.mode ? { mode: config.mode } : {}),
     ...(options.recovery || config.recovery ? { recovery: options.recovery ?? config.recovery } : {}),

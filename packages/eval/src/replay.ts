@@ -5,6 +5,7 @@
  */
 import type {
   Agent,
+  AgentOptions,
   ApprovalAnswer,
   OutputFormat,
   RunOptions,
@@ -47,6 +48,11 @@ export interface ReplayRig {
    * plugins' side requests (each would take a recorded answer). Plugins use their fallbacks.
    */
   sideModel: false;
+  /**
+   * Gives a child session run again (a delegated task, with tools live) the id it had when
+   * recorded, so what names it reads the same: pass it to createAgent as `childSessionId`.
+   */
+  childSessionId?: AgentOptions["childSessionId"];
 }
 
 /**
@@ -307,6 +313,22 @@ function queuer(queued: readonly QueuedMessage[], cursor: Cursor): KeelPlugin {
   });
 }
 
+/** Each recorded child session's id, by its parent session, turn, call and name, in the order they started. */
+function recordedChildIds(
+  events: readonly KeelEvent[],
+  children: Readonly<Record<string, readonly KeelEvent[]>>,
+): NonNullable<AgentOptions["childSessionId"]> {
+  const ids = new Map<string, string[]>();
+  for (const log of [events, ...Object.values(children)])
+    for (const e of log)
+      if (e.type === "child.started") {
+        const key = [e.sessionId, e.turnId, e.callId, e.name].join("\u0000");
+        ids.set(key, [...(ids.get(key) ?? []), e.childSessionId]);
+      }
+  return (parent, ordinal) =>
+    ids.get([parent.sessionId, parent.turnId, parent.callId, parent.name].join("\u0000"))?.[ordinal];
+}
+
 /** The recorded answers of child sessions, by the input of their first turn (what their requests start with). */
 type ChildAnswers = Map<string, Answer[]>;
 
@@ -533,6 +555,7 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
         }),
     store,
     sideModel: false,
+    ...(tools === "live" && options.children ? { childSessionId: recordedChildIds(events, options.children) } : {}),
   };
   const agent = await options.build(rig);
   const turns: TurnOutcome[] = [];
