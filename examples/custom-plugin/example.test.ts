@@ -24,7 +24,13 @@ describe("examples/custom-plugin", () => {
       manifest: { sections: Array<{ sectionId: string; plugins: string[] }> };
     };
     expect(compiled.manifest.sections).toEqual([
-      { sectionId: "house_rules", title: "House rules", chars: expect.any(Number), plugins: ["house-rules"] },
+      {
+        sectionId: "house_rules",
+        title: "House rules",
+        chars: expect.any(Number),
+        plugins: ["house-rules"],
+        hash: expect.any(String),
+      },
     ]);
     const tools = events.filter((e) => e.type === "tool.completed").map((e) => [e.name, e.status, e.decision]);
     expect(tools).toEqual([

@@ -41,7 +41,13 @@ describe("examples/minimal", () => {
       expect(JSON.stringify(readResult)).toContain("Provider adapters");
       const compiled = events.find((e) => e.type === "prompt.compiled");
       expect(compiled?.type === "prompt.compiled" && compiled.manifest.context).toEqual([
-        { id: "workspace", domain: "workspace", chars: expect.any(Number), plugin: "workspace-context" },
+        {
+          id: "workspace",
+          domain: "workspace",
+          chars: expect.any(Number),
+          plugin: "workspace-context",
+          hash: expect.any(String),
+        },
       ]);
       expect(types.at(-1)).toBe("turn.completed");
     } finally {
