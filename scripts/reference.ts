@@ -142,7 +142,7 @@ export const CONTRIBUTION_DOCS: { [K in ContributionKind]: ContributionDoc<K> } 
       reason: "shown to the model on a denial, and logged",
       args: "rewritten arguments (JSON) the tool runs with instead",
       result:
-        "answer the call without running the tool (a cache, a dry run, a replay): { content, isError? }; used only when the call is allowed or approved, the first plugin's answer wins",
+        "answer the call without running the tool (a cache, a dry run, a replay): { content, isError?, reveal? } (reveal: hidden tools to show, as the tool's output would); used only when the call is allowed or approved, the first plugin's answer wins",
     },
     example: { kind: "tool_decision", decision: "deny", reason: "rm -rf is never allowed here" },
   },

@@ -29,7 +29,7 @@ describe("examples/custom-plugin", () => {
         title: "House rules",
         chars: expect.any(Number),
         plugins: ["house-rules"],
-        hash: expect.stringMatching(/^[0-9a-f]{16}$/),
+        hash: expect.any(String),
       },
     ]);
     const tools = events.filter((e) => e.type === "tool.completed").map((e) => [e.name, e.status, e.decision]);

@@ -61,7 +61,12 @@ export interface BuildOptions {
    * A harness (keel replay) supplies the model and approvals and adds plugins: the config's
    * model and side model are not used (no key is needed), everything else is the config's.
    */
-  rig?: { provider: ModelProvider; plugins: readonly KeelPlugin[]; approve: AgentOptions["approve"] };
+  rig?: {
+    provider: ModelProvider;
+    plugins: readonly KeelPlugin[];
+    approve?: AgentOptions["approve"];
+    childSessionId?: AgentOptions["childSessionId"];
+  };
 }
 
 /** A built agent and how its model was chosen. */
@@ -232,6 +237,12 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
   let sideModel: ModelProvider | false | undefined;
   if (options.rig) {
     provider = options.rig.provider;
+    // A log written before manifests held the window: the one the config's model has (the
+    // context ceiling and compaction go by it), so the replay trips and compacts as recorded.
+    if (provider.contextWindow === undefined) {
+      const window = await configuredWindow(specs, config, dir, loaded.filepath);
+      if (window) provider = { ...provider, contextWindow: window };
+    }
     sideModel = false; // the recording holds no side-model answers: plugins use their deterministic fallbacks
   } else if (offline) {
     provider = offlineProvider(config, dir, loaded.filepath);
@@ -273,7 +284,15 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(config.lease ? { lease: config.lease } : {}),
     // Always said outright: what the config chose wins over KEEL_DATABASE_URL, which createAgent would read otherwise.
     store: options.store ?? (database.kind === "postgres" ? postgresSessionStore(database) : "sqlite"),
-    ...(options.rig ? { approve: options.rig.approve } : config.approve ? { approve: config.approve } : {}),
+    // A rig without approve() (its recording paused for approvals) pauses too: not the config's callback.
+    ...(options.rig
+      ? options.rig.approve
+        ? { approve: options.rig.approve }
+        : {}
+      : config.approve
+        ? { approve: config.approve }
+        : {}),
+    ...(options.rig?.childSessionId ? { childSessionId: options.rig.childSessionId } : {}),
     ...(config.observers ? { observers: config.observers } : {}),
     ...(config.mode ? { mode: config.mode } : {}),
     ...(options.recovery || config.recovery ? { recovery: options.recovery ?? config.recovery } : {}),
@@ -335,6 +354,28 @@ function offlineProvider(config: KeelConfig, dir: string, filepath: string): Mod
 function specString(s: ModelSpec): string | undefined {
   if (typeof s === "string") return s;
   return typeof (s as ModelProvider).stream === "function" ? undefined : (s as ModelEntry).model;
+}
+
+/** The context window of the model the config names (no key needed), or of its offline script. */
+async function configuredWindow(
+  specs: readonly ModelSpec[],
+  config: KeelConfig,
+  dir: string,
+  filepath: string,
+): Promise<number | undefined> {
+  const named = specs.filter((s) => specString(s) === undefined || !specString(s)!.startsWith("scripted:"));
+  if (!named.length) return offlineProvider(config, dir, filepath).contextWindow;
+  const { knownContextWindow } = await import("@keel/providers");
+  const windows = named.map((s) => {
+    const spec = specString(s);
+    if (spec === undefined) return (s as ModelProvider).contextWindow;
+    const colon = spec.indexOf(":");
+    const kind = spec.slice(0, colon);
+    return kind === "anthropic" || kind === "openai" ? knownContextWindow(spec.slice(colon + 1)) : undefined;
+  });
+  const known = windows.filter((w): w is number => typeof w === "number" && w > 0);
+  // A chain is only as wide as its narrowest member (as fallback() reports it).
+  return known.length ? Math.min(...known) : undefined;
 }
 
 async function onlineProvider(

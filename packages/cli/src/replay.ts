@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { KeelEvent, SessionStore } from "@keel/kernel";
 import { KeelError } from "@keel/kernel";
 import { replaySession } from "@keel/eval";
-import type { ReplayReport, RequestChange } from "@keel/eval";
+import type { ReplayOptions, ReplayReport, RequestChange } from "@keel/eval";
 import { headOf } from "@keel/text";
 import { buildAgent } from "./build-agent.ts";
 import type { LoadedConfig } from "./load-config.ts";
@@ -36,13 +36,14 @@ export async function replayCommand(
   loaded: LoadedConfig,
   io: { out(s: string): void; err(s: string): void; env: NodeJS.ProcessEnv },
 ): Promise<number> {
-  const logs = await recordedLogs(cmd, recorded);
+  const { logs, children } = await recordedLogs(cmd, recorded);
   const reports: ReplayReport[] = [];
-  for (const events of logs) {
+  for (const [i, events] of logs.entries()) {
     reports.push(
       await replayLog(events, loaded, {
         tools: cmd.tools,
         env: io.env,
+        ...(children[i] ? { children: children[i] } : {}),
         ...(cmd.keep ? { keep: (home: string) => io.err(`keel: the replay's home is kept at ${home}\n`) } : {}),
       }),
     );
@@ -64,13 +65,20 @@ export async function replayCommand(
 export async function replayLog(
   events: KeelEvent[],
   loaded: LoadedConfig,
-  options: { tools: "log" | "live"; env: NodeJS.ProcessEnv; keep?: (home: string) => void },
+  options: {
+    tools: "log" | "live";
+    env: NodeJS.ProcessEnv;
+    keep?: (home: string) => void;
+    /** The logs of the child sessions the recording started (a delegated task replayed with live tools). */
+    children?: ReplayOptions["children"];
+  },
 ): Promise<ReplayReport> {
   const home = mkdtempSync(join(tmpdir(), "keel-replay-"));
   try {
     return await replaySession({
       events,
       tools: options.tools,
+      ...(options.children ? { children: options.children } : {}),
       build: async (rig) =>
         (await buildAgent(loaded, { env: options.env, home, store: rig.store, rig, note: () => {} })).agent,
     });
@@ -96,7 +104,37 @@ function summaryLine(r: ReplayReport): string {
   return `${r.sessionId}  DIVERGED at request #${(r.firstDivergence ?? 0) + 1}: ${why || "the request"}\n`;
 }
 
+/**
+ * The recorded logs, and with `--tools live` the logs of the child sessions each one's calls
+ * started (and theirs), so a delegated task that runs again is served its own answers.
+ */
 async function recordedLogs(
+  cmd: ReplayCommand,
+  recorded: { store: SessionStore | undefined; where: string; agentName: string | undefined },
+): Promise<{ logs: KeelEvent[][]; children: Array<Record<string, KeelEvent[]> | undefined> }> {
+  const { store } = recorded;
+  if (!store || cmd.tools !== "live") return { logs: await sessionLogs(cmd, recorded), children: [] };
+  try {
+    const logs = await sessionLogs(cmd, recorded);
+    const children: Array<Record<string, KeelEvent[]>> = [];
+    for (const log of logs) {
+      const found: Record<string, KeelEvent[]> = {};
+      const next = [log];
+      while (next.length)
+        for (const e of next.shift()!)
+          if (e.type === "child.started" && !found[e.childSessionId]) {
+            found[e.childSessionId] = await store.events(e.childSessionId);
+            next.push(found[e.childSessionId]!);
+          }
+      children.push(found);
+    }
+    return { logs, children };
+  } finally {
+    await store.close();
+  }
+}
+
+async function sessionLogs(
   cmd: ReplayCommand,
   recorded: { store: SessionStore | undefined; where: string; agentName: string | undefined },
 ): Promise<KeelEvent[][]> {
@@ -109,13 +147,9 @@ async function recordedLogs(
     );
   }
   try {
-    const ids = cmd.last
-      ? (
-          await store.listSessions({ ...(recorded.agentName ? { agent: recorded.agentName } : {}), limit: cmd.last })
-        ).map((s) => s.id)
-      : cmd.sessionIds;
+    if (cmd.last) return await lastSessions(store, recorded.agentName, cmd.last);
     const out: KeelEvent[][] = [];
-    for (const id of ids) {
+    for (const id of cmd.sessionIds) {
       const info = await store.getSession(id);
       if (!info)
         throw new KeelError(
@@ -126,7 +160,31 @@ async function recordedLogs(
     }
     return out;
   } finally {
-    await store.close();
+    // With --tools live, recordedLogs reads the child sessions next and closes the store.
+    if (cmd.tools !== "live") await store.close();
+  }
+}
+
+/**
+ * The logs of the agent's `last` most recent top-level sessions. A task's child session carries
+ * its parent agent's name but runs with the task profile's instructions and tools: it is
+ * replayed within its parent (its call answered from the log), never on its own with the
+ * parent's config, which would report it diverged. A session that ran no turn (a chat opened
+ * and closed) has nothing to replay: passed over, not a failed batch.
+ */
+async function lastSessions(store: SessionStore, agent: string | undefined, last: number): Promise<KeelEvent[][]> {
+  for (let limit = last; ; limit *= 4) {
+    const listed = await store.listSessions({ ...(agent ? { agent } : {}), limit });
+    const out: KeelEvent[][] = [];
+    for (const s of listed) {
+      const events = await store.events(s.id);
+      const created = events[0];
+      if (created?.type === "session.created" && created.parent) continue;
+      if (!events.some((e) => e.type === "turn.started")) continue;
+      out.push(events);
+      if (out.length === last) return out;
+    }
+    if (listed.length < limit) return out;
   }
 }
 

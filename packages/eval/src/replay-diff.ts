@@ -55,6 +55,11 @@ function editsBefore(log: readonly KeelEvent[], from: number, to: number): EditS
   return out;
 }
 
+/** Hashes differ: only when both sides have one (a log written before hashes has none). */
+function hashesDiffer(a: string | undefined, b: string | undefined): boolean {
+  return a !== undefined && b !== undefined && a !== b;
+}
+
 function byKey<T>(rows: readonly T[], key: (t: T) => string): Map<string, T> {
   return new Map(rows.map((r) => [key(r), r]));
 }
@@ -66,7 +71,7 @@ function sectionChanges(a: readonly Section[], b: readonly Section[]): RequestCh
   for (const [id, s] of before) {
     const n = after.get(id);
     if (!n) out.push({ sectionId: id, change: "removed", plugins: s.plugins, chars: [s.chars, 0] });
-    else if (s.chars !== n.chars || (s.hash ?? "") !== (n.hash ?? "") || s.plugins.join() !== n.plugins.join())
+    else if (s.chars !== n.chars || hashesDiffer(s.hash, n.hash) || s.plugins.join() !== n.plugins.join())
       out.push({ sectionId: id, change: "changed", plugins: n.plugins, chars: [s.chars, n.chars] });
   }
   for (const [id, n] of after)
@@ -87,7 +92,7 @@ function contextChanges(a: readonly Context[], b: readonly Context[]): RequestCh
   for (const [id, c] of before) {
     const n = after.get(id);
     if (!n) out.push(row(c, "removed"));
-    else if (c.chars !== n.chars || (c.hash ?? "") !== (n.hash ?? "")) out.push(row(n, "changed"));
+    else if (c.chars !== n.chars || hashesDiffer(c.hash, n.hash)) out.push(row(n, "changed"));
   }
   for (const [id, n] of after) if (!before.has(id)) out.push(row(n, "added"));
   return out;

@@ -5,6 +5,10 @@
  */
 import type {
   Agent,
+  AgentOptions,
+  ApprovalAnswer,
+  OutputFormat,
+  RunOptions,
   AssistantMessage,
   ApprovalRequest,
   ContentBlock,
@@ -14,10 +18,15 @@ import type {
   ModelProvider,
   ModelRequest,
   PromptManifest,
+  Session,
   SessionStore,
 } from "@keel/kernel";
 import { definePlugin, KeelError, messageText, ProviderError } from "@keel/kernel";
+import { redact } from "@keel/secrets";
+import { redactEvent } from "@keel/store-kit";
 import { MemorySessionStore } from "@keel/testkit";
+import { z } from "zod";
+import type { AppendOptions } from "@keel/kernel";
 import { compareRequests, type RequestChange } from "./replay-diff.ts";
 
 /** What the replay gives the agent it builds: use them in place of the config's own. */
@@ -26,8 +35,12 @@ export interface ReplayRig {
   provider: ModelProvider;
   /** Answers tool calls from the log (`tools: "log"`); add it to the agent's plugins (empty with `tools: "live"`). */
   plugins: KeelPlugin[];
-  /** Answers approvals as they were answered when recorded (a call asked only now is refused). */
-  approve: (request: ApprovalRequest) => boolean;
+  /**
+   * Answers approvals as they were answered when recorded, with the recorded reason and "always"
+   * (a call asked only now is refused). Absent when the recording's approvals were answered by the
+   * host on a paused turn: the replay pauses there too and answers them the same way.
+   */
+  approve?: (request: ApprovalRequest) => ApprovalAnswer;
   /** A scratch store: nothing of the replay reaches the recorded session's store. */
   store: SessionStore;
   /**
@@ -35,6 +48,23 @@ export interface ReplayRig {
    * plugins' side requests (each would take a recorded answer). Plugins use their fallbacks.
    */
   sideModel: false;
+  /**
+   * Gives a child session run again (a delegated task, with tools live) the id it had when
+   * recorded, so what names it reads the same: pass it to createAgent as `childSessionId`.
+   */
+  childSessionId?: AgentOptions["childSessionId"];
+}
+
+/**
+ * The replay's scratch store: in memory, and redacted as a real store writes (@keel/store-kit),
+ * so what the report reads of the replay (a plugin's error, a live tool's output) is in the
+ * stored form like the recording it is compared with, and shows no secret.
+ */
+class ScratchStore extends MemorySessionStore {
+  override append(event: KeelEvent, options?: AppendOptions): void {
+    const { sessionId, seq, ts, turnId, type, ...data } = event;
+    super.append({ ...(redactEvent(data, type) as object), sessionId, seq, ts, turnId, type } as KeelEvent, options);
+  }
 }
 
 /** Options of replaySession. Contract: `events` is one session's log, in order. */
@@ -44,6 +74,17 @@ export interface ReplayOptions {
   build: (rig: ReplayRig) => Promise<Agent>;
   /** `log` (default): tools answer with their recorded results; `live`: they run. */
   tools?: "log" | "live";
+  /**
+   * The recorded provider's context window, for a log whose manifests do not hold it (written
+   * before they did); the rig's provider has it (the context ceiling and compaction go by it).
+   */
+  contextWindow?: number;
+  /**
+   * With `tools: "live"`: the logs of the child sessions the recording's calls started (a
+   * delegated task), by session id, so a child that runs again is served its own recorded
+   * answers (matched by its input) instead of asking the model.
+   */
+  children?: Readonly<Record<string, readonly KeelEvent[]>>;
 }
 
 /** One turn's outcome, recorded and replayed. */
@@ -79,6 +120,7 @@ export interface ReplayReport {
 }
 
 interface Answer {
+  turnId: string | null;
   message?: AssistantMessage;
   stopReason?: Extract<KeelEvent, { type: "model.responded" }>["stopReason"];
   usage?: Extract<KeelEvent, { type: "model.responded" }>["usage"];
@@ -90,9 +132,10 @@ function recordedAnswers(events: readonly KeelEvent[]): Answer[] {
   const out: Answer[] = [];
   let waiting: Answer | undefined;
   for (const e of events) {
-    if (e.type === "model.responded") out.push((waiting = { stopReason: e.stopReason, usage: e.usage }));
+    if (e.type === "model.responded")
+      out.push((waiting = { turnId: e.turnId, stopReason: e.stopReason, usage: e.usage }));
     else if (e.type === "model.failed") {
-      out.push({ failed: e });
+      out.push({ turnId: e.turnId, failed: e });
       waiting = undefined;
     } else if (e.type === "message.appended" && e.message.role === "assistant" && waiting) {
       waiting.message = e.message as AssistantMessage;
@@ -102,22 +145,68 @@ function recordedAnswers(events: readonly KeelEvent[]): Answer[] {
   return out.filter((a) => a.failed || a.message);
 }
 
-/** Each call's recorded result: the raw one when a plugin rewrote it, so today's plugins rewrite it again. */
-function recordedResults(events: readonly KeelEvent[]): Map<string, { content: ContentBlock[]; isError: boolean }> {
-  const out = new Map<string, { content: ContentBlock[]; isError: boolean }>();
+/**
+ * A call's key: its turn and its id. Some providers number calls per response (`call_0`), so
+ * an id alone repeats across turns; turn ids are `<session>/<n>`, the same in a replay.
+ */
+const callKey = (turnId: string | null, callId: string) => `${turnId ?? ""}\u0000${callId}`;
+
+type Recorded = { content: ContentBlock[]; isError: boolean; reveal?: string[] };
+
+/**
+ * Each call's recorded result: the raw one when a plugin rewrote it, so today's plugins rewrite
+ * it again; with the hidden tools its output revealed (tools.revealed comes just before the
+ * call's tool.completed), so the replay shows them too.
+ */
+function recordedResults(events: readonly KeelEvent[]): Map<string, Recorded> {
+  const out = new Map<string, Recorded>();
+  const revealed = new Map<string | null, string[]>();
+  const reveals = new Map<string, string[]>();
   for (const e of events) {
-    if (e.type === "message.appended" && e.message.role === "tool" && !out.has(e.message.toolCallId))
-      out.set(e.message.toolCallId, { content: e.message.content, isError: e.message.isError });
-    if (e.type === "tool.completed" && e.raw) out.set(e.callId, e.raw);
+    if (e.type === "message.appended" && e.message.role === "tool") {
+      const key = callKey(e.turnId, e.message.toolCallId);
+      if (!out.has(key)) out.set(key, { content: e.message.content, isError: e.message.isError });
+    }
+    if (e.type === "tools.revealed" && e.names.length)
+      revealed.set(e.turnId, [...(revealed.get(e.turnId) ?? []), ...e.names]);
+    if (e.type === "tool.completed") {
+      const key = callKey(e.turnId, e.callId);
+      if (e.raw) out.set(key, e.raw);
+      const names = revealed.get(e.turnId);
+      if (names) reveals.set(key, names);
+      revealed.delete(e.turnId);
+    }
+  }
+  for (const [key, names] of reveals) {
+    const r = out.get(key);
+    if (r) out.set(key, { ...r, reveal: names });
   }
   return out;
 }
 
-function callStates(events: readonly KeelEvent[]): Map<string, { name: string; state: string }> {
-  const out = new Map<string, { name: string; state: string }>();
+interface CallState {
+  callId: string;
+  name: string;
+  state: string;
+  /** The state as a result from the log reproduces it: a call that timed out or was cut has an error result. */
+  asLogged: string;
+  fromLog: boolean;
+}
+
+function callStates(events: readonly KeelEvent[]): Map<string, CallState> {
+  const out = new Map<string, CallState>();
   for (const e of events)
-    if (e.type === "tool.completed")
-      out.set(e.callId, { name: e.name, state: `${e.status}${e.decision ? ` (${e.decision})` : ""}` });
+    if (e.type === "tool.completed") {
+      const decision = e.decision ? ` (${e.decision})` : "";
+      const status = e.status === "timeout" || e.status === "cancelled" ? "error" : e.status;
+      out.set(callKey(e.turnId, e.callId), {
+        callId: e.callId,
+        name: e.name,
+        state: `${e.status}${decision}`,
+        asLogged: `${status}${decision}`,
+        fromLog: e.answeredBy === "keel-replay",
+      });
+    }
   return out;
 }
 
@@ -148,30 +237,177 @@ function verdictOf(verdict: unknown): { status: string; reason?: string; message
   };
 }
 
-/** A provider that serves the recording's answers in order and keeps each request it was asked. */
-function replayProvider(answers: Answer[], asked: ModelRequest[], id: string): ModelProvider {
-  let next = 0;
+/**
+ * Which recorded turn the replay is in, and whether the recording stops inside it (the turn was
+ * interrupted, or a stopped process left it unfinished): there the replay cuts the turn too.
+ */
+interface Cursor {
+  turnId: string | null;
+  stops: boolean;
+  /** Set when the replay cut the turn where the recording stops. */
+  cut: boolean;
+  /** Calls of a cut turn the replay answered as the cut left them (their status is not compared). */
+  cutCalls: Set<string>;
+  cancel(): void;
+  /** Queue a recorded steering or follow-up message in the replayed session. */
+  queue(m: QueuedMessage): Promise<void>;
+}
+
+/**
+ * A steering or follow-up message as the recording consumed it: in `turnId`, after `at` of the
+ * turn's model answers (0: at the turn's start); a steering message that let calls of that
+ * answer run is queued once the last of them finished (`afterCall`), one that skipped them
+ * before the answer is served, as the recording's timing had it.
+ */
+interface QueuedMessage {
+  queue: "steering" | "follow_up";
+  text: string;
+  turnId: string | null;
+  at: number;
+  afterCall?: string;
+}
+
+function recordedQueue(events: readonly KeelEvent[], answers: readonly Answer[]): QueuedMessage[] {
+  const texts = new Map<string, string>();
+  const status = new Map<string, string>();
+  for (const e of events) {
+    if (e.type === "message.queued") texts.set(e.queueId, e.text);
+    if (e.type === "tool.completed") status.set(callKey(e.turnId, e.callId), e.status);
+  }
+  const out: QueuedMessage[] = [];
+  for (const d of events) {
+    if (d.type !== "message.dequeued") continue;
+    const text = texts.get(d.queueId);
+    if (text === undefined) continue;
+    const at = events.filter(
+      (e) => (e.type === "model.responded" || e.type === "model.failed") && e.turnId === d.turnId && e.seq < d.seq,
+    ).length;
+    const m: QueuedMessage = { queue: d.queue, text, turnId: d.turnId, at };
+    const answer = at > 0 ? answers.filter((a) => a.turnId === d.turnId)[at - 1] : undefined;
+    const calls = (answer?.message?.content ?? []).flatMap((b) => (b.type === "tool_call" ? [b.id] : []));
+    if (d.queue === "steering" && calls.length) {
+      const ran = calls.filter((id) => status.get(callKey(d.turnId, id)) !== "skipped");
+      if (ran.length) m.afterCall = callKey(d.turnId, ran.at(-1)!);
+    }
+    out.push(m);
+  }
+  return out;
+}
+
+/** Queues a steering message once the call the recording let run before it finished (any mode). */
+function queuer(queued: readonly QueuedMessage[], cursor: Cursor): KeelPlugin {
+  return definePlugin({
+    name: "keel-replay-queue",
+    version: "1.0.0",
+    setup(ctx) {
+      ctx.on(
+        "tool.post_result",
+        async (e) => {
+          const key = callKey(e.turnId, e.call.id);
+          for (const m of queued) if (m.afterCall === key) await cursor.queue(m);
+          return undefined;
+        },
+        { stage: "post" },
+      );
+    },
+  });
+}
+
+/** Each recorded child session's id, by its parent session, turn, call and name, in the order they started. */
+function recordedChildIds(
+  events: readonly KeelEvent[],
+  children: Readonly<Record<string, readonly KeelEvent[]>>,
+): NonNullable<AgentOptions["childSessionId"]> {
+  const ids = new Map<string, string[]>();
+  for (const log of [events, ...Object.values(children)])
+    for (const e of log)
+      if (e.type === "child.started") {
+        const key = [e.sessionId, e.turnId, e.callId, e.name].join("\u0000");
+        ids.set(key, [...(ids.get(key) ?? []), e.childSessionId]);
+      }
+  return (parent, ordinal) =>
+    ids.get([parent.sessionId, parent.turnId, parent.callId, parent.name].join("\u0000"))?.[ordinal];
+}
+
+/** The recorded answers of child sessions, by the input of their first turn (what their requests start with). */
+type ChildAnswers = Map<string, Answer[]>;
+
+function childAnswers(children: Readonly<Record<string, readonly KeelEvent[]>> | undefined): ChildAnswers {
+  const out: ChildAnswers = new Map();
+  for (const log of Object.values(children ?? {})) {
+    const start = log.find((e) => e.type === "turn.started");
+    if (start?.type !== "turn.started") continue;
+    out.set(start.input, [...(out.get(start.input) ?? []), ...recordedAnswers(log)]);
+  }
+  return out;
+}
+
+/**
+ * A provider that serves the recording's answers turn by turn, in order, and keeps each request
+ * it was asked. A turn only gets its own answers: one that asks more does not take the next
+ * turn's (every later turn would be off by one).
+ */
+function replayProvider(
+  answers: Answer[],
+  asked: ModelRequest[],
+  id: string,
+  cursor: Cursor,
+  queued: readonly QueuedMessage[],
+  contextWindow: number | undefined,
+  children: ChildAnswers,
+): ModelProvider {
+  const byTurn = new Map<string | null, Answer[]>();
+  for (const a of answers) byTurn.set(a.turnId, [...(byTurn.get(a.turnId) ?? []), a]);
+  const served = new Map<string | null, number>();
   return {
     id: `replay:${id}`,
+    // The recorded provider's window: the context ceiling trips, and compaction works, as recorded.
+    ...(contextWindow ? { contextWindow } : {}),
     async *stream(request): AsyncIterable<ModelEvent> {
+      // A child session run live (a delegated task): its own recorded answers, in order.
+      const child = children.get(request.messages[0] ? messageText(request.messages[0]) : "");
+      if (child) {
+        const c = child.shift();
+        if (!c)
+          throw new ProviderError("invalid_request", "The recording of this child session holds no more answers.");
+        if (c.failed) throw new ProviderError(c.failed.errorClass, c.failed.message, { status: c.failed.status });
+        yield { type: "response", message: c.message!, stopReason: c.stopReason ?? "end_turn", usage: c.usage ?? {} };
+        return;
+      }
       asked.push(request);
-      const a = answers[next++];
+      const n = (served.get(cursor.turnId) ?? 0) + 1;
+      served.set(cursor.turnId, n);
+      const mine = byTurn.get(cursor.turnId) ?? [];
+      const a = mine[n - 1];
+      if (!a && cursor.stops) {
+        // The recording stops here (interrupted, or left unfinished): so does the replay.
+        cursor.cut = true;
+        cursor.cancel();
+        throw new ProviderError("aborted", "The recording of this turn stops here: the replay cut it too.");
+      }
       if (!a)
         throw new ProviderError(
           "invalid_request",
           new KeelError(
             "KEEL_REPLAY_NO_ANSWER",
-            `The replay asked for model request ${next}; the recording answered only ${answers.length}.`,
+            `The replay asked for model request ${asked.length} (request ${n} of turn ${cursor.turnId}); the recording answered only ${mine.length} in that turn.`,
           ).message,
         );
+      // Messages the recording's queue held by the time this answer came (they skip its calls).
+      for (const m of queued) if (m.turnId === cursor.turnId && m.at === n && !m.afterCall) await cursor.queue(m);
       if (a.failed) throw new ProviderError(a.failed.errorClass, a.failed.message, { status: a.failed.status });
       yield { type: "response", message: a.message!, stopReason: a.stopReason ?? "end_turn", usage: a.usage ?? {} };
     },
   };
 }
 
-/** Answers calls with their recorded results; `only`: other calls run as usual (live tools). */
-function fromLog(results: ReturnType<typeof recordedResults>, notes: string[], only = false): KeelPlugin {
+function fromLog(
+  results: ReturnType<typeof recordedResults>,
+  cutAt: ReadonlySet<string>,
+  unanswered: ReadonlySet<string>,
+  cursor: Cursor,
+  notes: string[],
+): KeelPlugin {
   return definePlugin({
     name: "keel-replay",
     version: "1.0.0",
@@ -179,10 +415,27 @@ function fromLog(results: ReturnType<typeof recordedResults>, notes: string[], o
       ctx.on(
         "tool.pre_call",
         (e) => {
-          const r = results.get(e.call.id);
+          const key = callKey(e.turnId, e.call.id);
+          const r = results.get(key);
+          if (cursor.stops && (cutAt.has(key) || !r)) {
+            // The recording was cut while this call ran (or before it had a result): cut the turn
+            // here, the call answered as the recording's cut left it.
+            cursor.cut = true;
+            cursor.cutCalls.add(key);
+            cursor.cancel();
+            if (r)
+              return { kind: "tool_decision", decision: "allow", result: { content: r.content, isError: r.isError } };
+            return { kind: "tool_decision", decision: "deny", reason: "the recording of this turn stops here" };
+          }
+          // The recording paused on this call for an approval never given: pause here too.
+          if (!r && unanswered.has(key))
+            return { kind: "tool_decision", decision: "ask", reason: "the recording paused here for approval" };
           if (r)
-            return { kind: "tool_decision", decision: "allow", result: { content: r.content, isError: r.isError } };
-          if (only) return undefined;
+            return {
+              kind: "tool_decision",
+              decision: "allow",
+              result: { content: r.content, isError: r.isError, ...(r.reveal ? { reveal: r.reveal } : {}) },
+            };
           notes.push(`Call ${e.call.id} (${e.call.name}) has no recorded result: it was refused.`);
           return { kind: "tool_decision", decision: "deny", reason: "the recording holds no result for this call" };
         },
@@ -190,6 +443,38 @@ function fromLog(results: ReturnType<typeof recordedResults>, notes: string[], o
       );
     },
   });
+}
+
+/** The recorded provider's context window, from the first manifest that holds it. */
+function recordedWindow(events: readonly KeelEvent[]): number | undefined {
+  for (const e of events)
+    if (e.type === "prompt.compiled") {
+      const w = (e.manifest as PromptManifest).contextWindow;
+      if (typeof w === "number" && w > 0) return w;
+    }
+  return undefined;
+}
+
+/**
+ * How a recorded turn ran besides its input: its metadata, and its structured-output format
+ * (from its requests' manifests: turn.started does not hold it), sent back as recorded and
+ * validated with a schema made from it.
+ */
+function runOptionsOf(events: readonly KeelEvent[], start: Extract<KeelEvent, { type: "turn.started" }>): RunOptions {
+  const options: RunOptions = { metadata: { ...start.metadata } };
+  for (const e of events) {
+    if (e.type !== "prompt.compiled" || e.turnId !== start.turnId) continue;
+    const format = (e.manifest as PromptManifest).options.output as OutputFormat | undefined;
+    if (!format || typeof format.name !== "string" || typeof format.schema !== "object") continue;
+    let output: z.ZodType;
+    try {
+      output = z.fromJSONSchema(format.schema as Parameters<typeof z.fromJSONSchema>[0]);
+    } catch {
+      output = z.looseObject({});
+    }
+    return { ...options, output, outputName: format.name, outputFormat: format };
+  }
+  return options;
 }
 
 /**
@@ -208,34 +493,69 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     throw new KeelError("KEEL_REPLAY_EMPTY", `Session ${sessionId} holds no turn to replay (no turn.started).`);
   const notes: string[] = [];
   const asked: ModelRequest[] = [];
-  const approvals = new Map<string, boolean>();
-  for (const e of events) if (e.type === "approval.resolved") approvals.set(e.callId, e.approved);
-  const store = new MemorySessionStore();
-  const results = recordedResults(events);
-  // A call that started child sessions is answered from the log even with live tools: the
-  // children's model answers are in their own sessions, not in this recording.
-  const delegating = new Set(events.flatMap((e) => (e.type === "child.started" ? [e.callId] : [])));
-  if (tools === "live" && delegating.size)
-    notes.push(
-      `${delegating.size} call(s) that started child sessions were answered from the log: their children's answers are recorded in their own sessions.`,
-    );
-  const informational = notes.length;
-  const rig: ReplayRig = {
-    provider: replayProvider(recordedAnswers(events), asked, sessionId),
-    plugins:
-      tools === "log"
-        ? [fromLog(results, notes)]
-        : delegating.size
-          ? [fromLog(new Map([...results].filter(([id]) => delegating.has(id))), notes, true)]
-          : [],
-    approve: (req) => {
-      const answer = approvals.get(req.call.id);
-      if (answer === undefined)
-        notes.push(`Call ${req.call.id} (${req.call.name}) asked for approval only in the replay: refused.`);
-      return answer ?? false;
+  const approvals = new Map<string, ApprovalAnswer>();
+  for (const e of events)
+    if (e.type === "approval.resolved")
+      approvals.set(callKey(e.turnId, e.callId), {
+        approved: e.approved,
+        ...(e.always ? { always: true } : {}),
+        ...(e.reason !== undefined ? { reason: e.reason } : {}),
+      });
+  // Calls the recording cut while they ran: a replay of that turn stops at them.
+  const cutAt = new Set(
+    events.flatMap((e) =>
+      e.type === "tool.completed" && e.status === "cancelled" ? [callKey(e.turnId, e.callId)] : [],
+    ),
+  );
+  // A recording that paused for approvals had no approve() callback: the replay pauses the same
+  // way and answers as the host did (a denial reads as the host's, not a callback's).
+  const paused = events.some((e) => e.type === "turn.paused");
+  let session: Session | undefined;
+  const cursor: Cursor = {
+    turnId: null,
+    stops: false,
+    cut: false,
+    cutCalls: new Set(),
+    cancel: () => session?.cancel(),
+    queue: async (m) => {
+      if (m.queue === "steering") await session?.steer(m.text);
+      else await session?.followUp(m.text);
     },
+  };
+  const answers = recordedAnswers(events);
+  const queued = recordedQueue(events, answers);
+  const unanswered = new Set(
+    events.flatMap((e) => (e.type === "approval.requested" ? [callKey(e.turnId, e.callId)] : [])),
+  );
+  for (const key of approvals.keys()) unanswered.delete(key);
+  const store = new ScratchStore();
+  const rig: ReplayRig = {
+    provider: replayProvider(
+      answers,
+      asked,
+      sessionId,
+      cursor,
+      queued,
+      recordedWindow(events) ?? options.contextWindow,
+      childAnswers(tools === "live" ? options.children : undefined),
+    ),
+    plugins: [
+      ...(tools === "log" ? [fromLog(recordedResults(events), cutAt, unanswered, cursor, notes)] : []),
+      ...(queued.some((m) => m.afterCall) ? [queuer(queued, cursor)] : []),
+    ],
+    ...(paused
+      ? {}
+      : {
+          approve: (req: ApprovalRequest): ApprovalAnswer => {
+            const answer = approvals.get(callKey(req.turnId, req.call.id));
+            if (answer === undefined)
+              notes.push(`Call ${req.call.id} (${req.call.name}) asked for approval only in the replay: refused.`);
+            return answer ?? { approved: false };
+          },
+        }),
     store,
     sideModel: false,
+    ...(tools === "live" && options.children ? { childSessionId: recordedChildIds(events, options.children) } : {}),
   };
   const agent = await options.build(rig);
   const turns: TurnOutcome[] = [];
@@ -246,15 +566,41 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     const created = events.find((e) => e.type === "session.created");
     await store.createSession({ id: sessionId, agent: agent.name, createdAt: created?.ts ?? Date.now() });
     if (created) await store.append({ ...created, seq: 1 });
-    const session = await agent.session(sessionId);
+    session = await agent.session(sessionId);
     replayId = session.id;
     for (const start of starts) {
       const mode = [...events].reverse().find((e) => e.type === "session.mode" && e.seq < start.seq);
       if (mode?.type === "session.mode" && mode.mode !== session.mode) await session.setMode(mode.mode);
       const input = start.content ? start.content : start.input;
-      const result = await session.run(input, { metadata: { ...start.metadata } });
       const recorded = outcomeOf(events, start.turnId);
-      const replayed = { ...verdictOf(result.verdict), text: result.text };
+      Object.assign(cursor, {
+        turnId: start.turnId,
+        stops: recorded.status === "interrupted" || recorded.status === "unfinished",
+        cut: false,
+      });
+      const run = runOptionsOf(events, start);
+      for (const m of queued) if (m.turnId === start.turnId && m.at === 0) await cursor.queue(m);
+      let result = await session.run(input, run);
+      // Paused as recorded: answer as the host did, and go on while the recording did.
+      while (result.verdict.status === "paused") {
+        const pending = session.pendingApprovals();
+        const answers = pending.map((p) => approvals.get(callKey(p.turnId, p.callId)));
+        if (!pending.length || answers.some((a) => !a)) break;
+        for (const [i, p] of pending.entries()) {
+          const a = answers[i]!;
+          if (a.approved)
+            await session.approve(p.callId, {
+              ...(a.always ? { always: true } : {}),
+              ...(a.reason ? { reason: a.reason } : {}),
+            });
+          else await session.deny(p.callId, a.reason ? { reason: a.reason } : {});
+        }
+        result = await session.resume(run);
+      }
+      const replayed =
+        cursor.cut && recorded.status === "unfinished"
+          ? { status: "unfinished", text: result.text }
+          : { ...verdictOf(result.verdict), text: result.text };
       turns.push({
         input: start.input,
         recorded,
@@ -272,8 +618,8 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     log.flatMap((e) => (e.type === "prompt.compiled" ? [{ seq: e.seq, manifest: e.manifest as PromptManifest }] : []));
   const requests = compareRequests(events, manifests(events), replayed, manifests(replayed));
   const first = requests.findIndex((r) => !r.same);
-  const toolChanges = diffCalls(callStates(events), callStates(replayed));
-  const identical = first < 0 && turns.every((t) => t.same) && !toolChanges.length && notes.length === informational;
+  const toolChanges = diffCalls(callStates(events), callStates(replayed), cursor.cutCalls);
+  const identical = first < 0 && turns.every((t) => t.same) && toolChanges.length === 0 && !notes.length;
   const report: ReplayReport = {
     sessionId,
     tools,
@@ -288,10 +634,11 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     report.firstDivergence = first;
     const req = asked[first];
     if (req)
+      // As the log would store it: a secret in today's prompt or a live tool's output is not shown.
       report.asked = {
-        system: req.system,
+        system: redact(req.system),
         tools: req.tools.map((t) => t.name),
-        lastMessages: req.messages.slice(-2).map((m) => ({ role: m.role, text: messageText(m) })),
+        lastMessages: req.messages.slice(-2).map((m) => ({ role: m.role, text: redact(messageText(m)) })),
       };
   }
   return report;
@@ -320,14 +667,20 @@ function newProblems(recorded: readonly KeelEvent[], replayed: readonly KeelEven
 function diffCalls(
   recorded: ReturnType<typeof callStates>,
   replayed: ReturnType<typeof callStates>,
+  cut: ReadonlySet<string>,
 ): ReplayReport["toolChanges"] {
   const out: ReplayReport["toolChanges"] = [];
-  for (const [callId, r] of recorded) {
-    const p = replayed.get(callId);
+  for (const [key, r] of recorded) {
+    if (cut.has(key)) continue;
+    const p = replayed.get(key);
     const now = p ? p.state : "not called";
-    if (now !== r.state) out.push({ callId, name: r.name, recorded: r.state, replayed: now });
+    // Answered from the log, a call that timed out (or was cut, and its turn recovered) has
+    // the error result it had: the same call, not a changed one.
+    if (p?.fromLog && p.state === r.asLogged) continue;
+    if (now !== r.state) out.push({ callId: r.callId, name: r.name, recorded: r.state, replayed: now });
   }
-  for (const [callId, p] of replayed)
-    if (!recorded.has(callId)) out.push({ callId, name: p.name, recorded: "not called", replayed: p.state });
+  for (const [key, p] of replayed)
+    if (!recorded.has(key) && !cut.has(key))
+      out.push({ callId: p.callId, name: p.name, recorded: "not called", replayed: p.state });
   return out;
 }

@@ -102,4 +102,14 @@ export interface AgentOptions {
    * Contract: with `auto`, run() on such a session first finishes that turn, then runs the input.
    */
   recovery?: "auto" | "manual";
+  /**
+   * @internal The id of a new child session (ToolContext.child), from its link to the parent
+   * call and its ordinal among that call's children; undefined for a random one. A replay gives
+   * each child the id it had when recorded, so what names it (a task's result) reads the same.
+   * Child agents inherit it.
+   */
+  childSessionId?: (
+    parent: { sessionId: string; turnId: string; callId: string; name: string },
+    ordinal: number,
+  ) => string | undefined;
 }

@@ -176,6 +176,11 @@ const AgentOptionsSchema = z
     observers: z.array(z.unknown()).optional(),
     mode: z.enum(["agent", "chat"]).optional(),
     recovery: z.enum(["auto", "manual"]).optional(),
+    childSessionId: z
+      .custom<NonNullable<AgentOptions["childSessionId"]>>((v) => typeof v === "function", {
+        message: "expected a function",
+      })
+      .optional(),
   })
   .strict();
 
@@ -460,6 +465,23 @@ export class Agent implements HostAgent {
     return opening;
   }
 
+  /** Children started per parent call so far (AgentOptions.childSessionId's ordinal). */
+  private childOrdinals = new Map<string, number>();
+
+  /** A new child's id from AgentOptions.childSessionId, when it gives one that is not taken. */
+  private childIdFor(parent: NonNullable<SessionOpenOptions["parent"]>): string | undefined {
+    const pick = this.options.childSessionId;
+    if (!pick) return undefined;
+    const key = `${parent.sessionId}\u0000${parent.turnId}\u0000${parent.callId}`;
+    const ordinal = this.childOrdinals.get(key) ?? 0;
+    this.childOrdinals.set(key, ordinal + 1);
+    const id = pick(
+      { sessionId: parent.sessionId, turnId: parent.turnId, callId: parent.callId, name: parent.name },
+      ordinal,
+    );
+    return typeof id === "string" && id.length > 0 && !this.open.has(id) ? id : undefined;
+  }
+
   private async openSession(id: string | undefined, options: SessionOpenOptions): Promise<Session> {
     let session: Session;
     const leasing = {
@@ -474,7 +496,8 @@ export class Agent implements HostAgent {
     } else if (id) {
       throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}".`);
     } else {
-      session = new Session(this, randomUUID(), leasing);
+      const given = options.parent ? this.childIdFor(options.parent) : undefined;
+      session = new Session(this, given ?? randomUUID(), leasing);
       await this.store.createSession({ id: session.id, agent: this.name, createdAt: Date.now() });
       // A child's link to its parent call is on disk before the child runs (it is checked on resume); a top-level
       // session's first event joins the first turn's durable write (one fsync fewer per new session).
@@ -738,7 +761,7 @@ export class Session implements TurnHost, HostSession {
     more: { limits?: Partial<Limits>; trigger?: "subagent" } = {},
   ): PreparedTurn<O> {
     const checked = checkInput(input);
-    const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
+    const output = options.output ? outputSpecOf(options.output, options.outputName, options.outputFormat) : undefined;
     this.ready();
     if (this.paused)
       throw new KeelError(
@@ -930,7 +953,7 @@ export class Session implements TurnHost, HostSession {
 
   /** The door checks of recover() (they throw now), then a function that continues the turn. Contract: as prepare(). */
   prepareRecover<O = unknown>(options: RunOptions<O> = {}, more: { limits?: Partial<Limits> } = {}): PreparedTurn<O> {
-    const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
+    const output = options.output ? outputSpecOf(options.output, options.outputName, options.outputFormat) : undefined;
     this.ready();
     if (!this.unfinished)
       throw new KeelError(
@@ -958,7 +981,7 @@ export class Session implements TurnHost, HostSession {
 
   /** The door checks of resume() (they throw now), then a function that resumes the turn. Contract: as prepare(). */
   prepareResume<O = unknown>(options: RunOptions<O> = {}, more: { limits?: Partial<Limits> } = {}): PreparedTurn<O> {
-    const output = options.output ? outputSpecOf(options.output, options.outputName) : undefined;
+    const output = options.output ? outputSpecOf(options.output, options.outputName, options.outputFormat) : undefined;
     this.ready();
     const paused = this.paused;
     if (!paused) throw new KeelError("KEEL_NOT_PAUSED", `Session "${this.id}" has no paused turn.`);

@@ -285,6 +285,7 @@ function childAgent(host: Agent, name: string, options: ChildOptions["agent"]): 
         ...(given.approve === undefined && host.options.approve ? { approve: host.options.approve } : {}),
         ...(given.ask === undefined && host.options.ask ? { ask: host.options.ask } : {}),
         ...(given.recovery === undefined && host.options.recovery ? { recovery: host.options.recovery } : {}),
+        ...(host.options.childSessionId ? { childSessionId: host.options.childSessionId } : {}),
         // Its plugins keep their data where the parent agent does (its home and its store), never in KEEL_HOME.
         home: host.storage.home,
         store: host.store,

@@ -164,7 +164,12 @@ export const CONTRIBUTION_SCHEMAS = {
      * the call is allowed (or approved); the first plugin's answer wins. tool.post_result still runs.
      */
     result: z
-      .strictObject({ content: z.union([z.string(), z.array(ContentBlockSchema)]), isError: z.boolean().optional() })
+      .strictObject({
+        content: z.union([z.string(), z.array(ContentBlockSchema)]),
+        isError: z.boolean().optional(),
+        /** Hidden tools to show for the rest of the turn, as the tool's own output would (a replay gives back what the recorded call revealed). */
+        reveal: z.array(z.string().min(1)).max(256).optional(),
+      })
       .optional(),
   }),
   tool_result_rewrite: z.object({

@@ -17,6 +17,8 @@ export interface PromptManifest {
   tokenEstimate: { exact: boolean; system: number; tools: number; messages: number; total: number };
   options: Record<string, unknown>;
   finalRound: boolean;
+  /** The provider's context window (what the ceilings and plugins such as compaction went by); absent when it has none, and in older logs. */
+  contextWindow?: number;
   /** Digests of what was sent: absent in logs written before Keel recorded them. */
   digest?: RequestDigest;
 }

@@ -375,7 +375,7 @@ export interface ToolDecision {
   reason?: string;
   plugin?: string;
   /** A plugin answered the call: the tool does not run (unless the call is denied). */
-  answer?: { content: string | ContentBlock[]; isError: boolean; plugin: string };
+  answer?: { content: string | ContentBlock[]; isError: boolean; plugin: string; reveal?: readonly string[] };
 }
 
 const RANK = { allow: 0, ask: 1, deny: 2 } as const;
@@ -388,7 +388,12 @@ export function mergeDecisions(items: readonly Contributed<ContributionOf<"tool_
     if (RANK[value.decision] > RANK[best.decision])
       best = { decision: value.decision, plugin, ...(value.reason !== undefined ? { reason: value.reason } : {}) };
     if (!answer && value.result)
-      answer = { content: value.result.content, isError: value.result.isError ?? false, plugin };
+      answer = {
+        content: value.result.content,
+        isError: value.result.isError ?? false,
+        plugin,
+        ...(value.result.reveal?.length ? { reveal: value.result.reveal } : {}),
+      };
   }
   return answer ? { ...best, answer } : best;
 }

@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { errorMessage, KeelError } from "./errors.ts";
 import type { ContentBlock } from "./messages.ts";
+import type { OutputFormat } from "./provider.ts";
 import { snapshot } from "./snapshot.ts";
 import { toWellFormed, truncate } from "@keel/text";
 import type { OutputSpec, TurnInput } from "./turn-state.ts";
@@ -83,12 +84,18 @@ export function checkInput(input: unknown): TurnInput {
 
 /**
  * The structured-output request for a zod object schema.
- * Contract: throws KEEL_OUTPUT_SCHEMA_INVALID for a non-object schema or one with no JSON Schema form.
+ * Contract: throws KEEL_OUTPUT_SCHEMA_INVALID for a non-object schema or one with no JSON Schema
+ * form; with `format` (a recorded one, RunOptions.outputFormat), that format is sent as given.
  */
-export function outputSpecOf(schema: unknown, name = "final_answer"): OutputSpec {
+export function outputSpecOf(schema: unknown, name = "final_answer", format?: OutputFormat): OutputSpec {
   const s = schema as z.ZodType;
   if (typeof (s as { safeParse?: unknown } | null)?.safeParse !== "function")
     throw new KeelError("KEEL_OUTPUT_SCHEMA_INVALID", "`output` is not a zod schema.");
+  if (format !== undefined) {
+    if (typeof format?.name !== "string" || typeof format.schema !== "object" || format.schema === null)
+      throw new KeelError("KEEL_OUTPUT_SCHEMA_INVALID", "`outputFormat` needs a `name` and a JSON Schema `schema`.");
+    return { schema: s as OutputSpec["schema"], format: { name: format.name, schema: format.schema } };
+  }
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(name))
     throw new KeelError(
       "KEEL_OUTPUT_SCHEMA_INVALID",

@@ -103,7 +103,12 @@ function execute(t: Turn, p: Prepared, hold: ChildHold): Promise<ToolRun> {
       content,
       isError: answer.isError,
     };
-    return Promise.resolve({ status: answer.isError ? "error" : "ok", result, durationMs: 0 });
+    return Promise.resolve({
+      status: answer.isError ? "error" : "ok",
+      result,
+      durationMs: 0,
+      ...(answer.reveal ? { reveal: answer.reveal } : {}),
+    });
   }
   const ctx = {
     callId: p.call.id,

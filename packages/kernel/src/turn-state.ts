@@ -52,6 +52,11 @@ export interface RunOptions<O = unknown> {
   output?: ZodType<O>;
   /** The name the schema is given to the provider (default `final_answer`). */
   outputName?: string;
+  /**
+   * @internal With `output`: the format sent to the provider as given, instead of the schema's
+   * JSON Schema (a replay passes back the recorded one, byte for byte; `output` still validates).
+   */
+  outputFormat?: OutputFormat;
 }
 
 /** A paused turn, as the session keeps it between run() and resume(). */

@@ -634,6 +634,7 @@ function emitManifest(
     tokenEstimate: estimate,
     options: options as Record<string, unknown>,
     finalRound: final,
+    ...(t.agent.options.provider.contextWindow ? { contextWindow: t.agent.options.provider.contextWindow } : {}),
     digest,
   };
   void t.session.emit({ type: "prompt.compiled", manifest }, t.turnId);
