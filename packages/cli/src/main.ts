@@ -12,6 +12,7 @@ import { SqliteSessionStore, defaultSessionDbPath } from "@keel/store-sqlite";
 import { didYouMean, headOf } from "@keel/text";
 import type { Agent, AgentStorage, KeelConfig, Session, SessionStore } from "@keel/kernel";
 import { chooseDatabase, postgresSessionStore } from "./database.ts";
+import type { Database } from "./database.ts";
 import { resolvePlugins } from "./plugins.ts";
 import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
@@ -736,19 +737,19 @@ async function readConfigOnly(io: CliEnv, flags: Flags): Promise<{ config: KeelC
 }
 
 /**
- * The configured session store, opened for viewing (`keel sessions`, `keel studio`): only the
- * config's name, home and store are read, so no plugin starts and a read-only home can be viewed.
- * `store` is undefined when the SQLite file does not exist yet.
+ * Where the configured agent keeps its data, read from the config's name, home and store only
+ * (no plugin starts). `exists` is false when its SQLite file does not exist yet.
  */
-async function viewStore(
+async function viewWhere(
   io: CliEnv,
   flags: Flags,
 ): Promise<{
-  store: SessionStore | undefined;
-  where: string;
-  agentName: string | undefined;
   storage: AgentStorage;
+  where: string;
+  exists: boolean;
+  agentName: string | undefined;
   loaded: LoadedConfig | undefined;
+  database: Database;
 }> {
   const { config, loaded } = await readConfigOnly(io, flags);
   const agentName = loaded ? (config.name ?? "agent") : undefined;
@@ -761,18 +762,37 @@ async function viewStore(
   if (database.kind === "postgres") {
     const { url, schema } = database;
     const storage: AgentStorage = { home, database: { kind: "postgres", url, ...(schema ? { schema } : {}) } };
-    return { store: postgresSessionStore(database), where: database.shown, agentName, storage, loaded };
+    return { storage, where: database.shown, exists: true, agentName, loaded, database };
   }
   checkHome(home, flags.home ? "--home" : io.env.KEEL_HOME ? "KEEL_HOME" : "the default home");
   const where = defaultSessionDbPath(home);
+  const storage: AgentStorage = { home, database: { kind: "sqlite" } };
+  return { storage, where, exists: existsSync(where), agentName, loaded, database };
+}
+
+/**
+ * The configured session store, opened for viewing (`keel sessions`, `keel studio`, `keel
+ * replay`): a read-only home can be viewed. `store` is undefined when the SQLite file does not exist yet.
+ */
+async function viewStore(
+  io: CliEnv,
+  flags: Flags,
+): Promise<{
+  store: SessionStore | undefined;
+  where: string;
+  agentName: string | undefined;
+  storage: AgentStorage;
+  loaded: LoadedConfig | undefined;
+}> {
+  const { storage, where, exists, agentName, loaded, database } = await viewWhere(io, flags);
   // Read-only: viewing never writes, never waits for a writer's lease, and works on a read-only home.
-  return {
-    store: existsSync(where) ? new SqliteSessionStore({ path: where, readOnly: true }) : undefined,
-    where,
-    agentName,
-    storage: { home, database: { kind: "sqlite" } },
-    loaded,
-  };
+  const store =
+    database.kind === "postgres"
+      ? postgresSessionStore(database)
+      : exists
+        ? new SqliteSessionStore({ path: where, readOnly: true })
+        : undefined;
+  return { store, where, agentName, storage, loaded };
 }
 
 /** The studio's replay of a session with the config's agent (keel replay), when there is a config. */
@@ -787,33 +807,13 @@ async function studioReplayer(
   return async (sessionId) => replayLog(await store.events(sessionId), loaded, { tools: "log", env: io.env });
 }
 
-/**
- * Where the configured agent keeps its data, for viewing experiments (`keel eval list|show`)
- * without building the agent. `storage` is undefined when the SQLite file does not exist yet.
- */
+/** Where the configured agent keeps its data, for viewing experiments (`keel eval list|show`); `storage` is undefined when the SQLite file does not exist yet. */
 async function viewStorage(
   io: CliEnv,
   flags: Flags,
 ): Promise<{ storage: AgentStorage | undefined; where: string; agentName: string | undefined }> {
-  const { config, loaded } = await readConfigOnly(io, flags);
-  const agentName = loaded ? (config.name ?? "agent") : undefined;
-  const configured = flags.home ?? config.home;
-  const home =
-    loaded && configured !== undefined
-      ? resolve(configDir(loaded.filepath), configured)
-      : (flags.home ?? defaultKeelHome(io.env));
-  const database = chooseDatabase(config, io.env, loaded?.filepath);
-  if (database.kind === "postgres")
-    return {
-      storage: {
-        home,
-        database: { kind: "postgres", url: database.url, ...(database.schema ? { schema: database.schema } : {}) },
-      },
-      where: database.shown,
-      agentName,
-    };
-  const where = defaultSessionDbPath(home);
-  return { storage: existsSync(where) ? { home, database: { kind: "sqlite" } } : undefined, where, agentName };
+  const { storage, where, exists, agentName } = await viewWhere(io, flags);
+  return { storage: exists ? storage : undefined, where, agentName };
 }
 
 async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<number> {
