@@ -204,6 +204,8 @@ export class TurnRejoin implements AsyncIterable<TurnStreamEvent> {
             for (const m of await store.events(session.id, { afterSeq: pos }))
               if (m.seq < e.seq && !reader.ended) yield* stored(m, true);
           if (reader.ended) break;
+          // A turn publishes its terminal event before the store has it: the verdict goes out once it is on disk.
+          if (isTerminalEvent(e)) await session.flush().catch(() => undefined);
           const assistant = e.type === "message.appended" && e.message.role === "assistant";
           yield* stored(e, partial);
           if (assistant) partial = false;

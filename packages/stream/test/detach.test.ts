@@ -8,7 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createAgent } from "@keel/kernel";
-import type { ModelProvider } from "@keel/kernel";
+import type { AppendOptions, KeelEvent, ModelProvider } from "@keel/kernel";
+import { MemorySessionStore } from "../../testkit/src/index.ts";
 import { rejoinTurn, streamTurn, toSSEStream } from "../src/index.ts";
 import type { TurnStreamEvent } from "../src/index.ts";
 
@@ -66,6 +67,33 @@ describe("@keel/stream: detach and rejoin", () => {
     expect(rest.map((e) => (e.type === "text" ? e.delta : e.type)).join("")).toBe(`${WORDS.slice(7).join("")}verdict`);
     expect(rest.at(-1)).toMatchObject({ type: "verdict", result: { verdict: { status: "completed" } } });
     await it.return?.();
+    await agent.close();
+  });
+});
+
+describe("@keel/stream: a rejoined turn's verdict", () => {
+  it("reaches the client only once the store has the terminal event", async () => {
+    /** A store whose write of a terminal event takes 300 ms (a slow disk, a busy database). */
+    class SlowEnd extends MemorySessionStore {
+      override async appendMany(events: readonly KeelEvent[], options?: AppendOptions): Promise<void> {
+        if (events.some((e) => e.type === "turn.completed")) await new Promise((r) => setTimeout(r, 300));
+        return super.appendMany(events, options);
+      }
+    }
+    const store = new SlowEnd();
+    let go!: () => void;
+    const gate = new Promise<void>((r) => (go = r));
+    const agent = await createAgent({ provider: model({ at: 5, go: gate }), store });
+    const session = await agent.session();
+    const running = session.run("go");
+    await new Promise((r) => setTimeout(r, 50));
+    const rejoined = await rejoinTurn(session, { after: 0 });
+    go();
+    let stored: string[] | undefined;
+    for await (const e of rejoined)
+      if (e.type === "verdict") stored = (await store.events(session.id)).map((x) => x.type);
+    expect(stored).toContain("turn.completed");
+    await running;
     await agent.close();
   });
 });
