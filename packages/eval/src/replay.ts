@@ -491,8 +491,34 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
   );
   if (!starts.length)
     throw new KeelError("KEEL_REPLAY_EMPTY", `Session ${sessionId} holds no turn to replay (no turn.started).`);
-  const notes: string[] = [];
-  const asked: ModelRequest[] = [];
+  const r = rigFor(options, tools, sessionId);
+  const agent = await options.build(r.rig);
+  let turns: TurnOutcome[];
+  try {
+    turns = await replayTurns(agent, r, starts, events);
+  } finally {
+    await agent.close();
+  }
+  return reportOf(r, tools, turns, await r.store.events(sessionId));
+}
+
+/** Everything one replay shares: the rig the agent is built with and what its parts record. */
+interface Replay {
+  rig: ReplayRig;
+  store: ScratchStore;
+  events: readonly KeelEvent[];
+  sessionId: string;
+  cursor: Cursor;
+  queued: QueuedMessage[];
+  approvals: Map<string, ApprovalAnswer>;
+  notes: string[];
+  asked: ModelRequest[];
+  /** The replayed session, once open (the cursor cancels and queues through it). */
+  open: { session?: Session };
+}
+
+/** The approvals as the recording answered them, by turn and call. */
+function recordedApprovals(events: readonly KeelEvent[]): Map<string, ApprovalAnswer> {
   const approvals = new Map<string, ApprovalAnswer>();
   for (const e of events)
     if (e.type === "approval.resolved")
@@ -501,6 +527,15 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
         ...(e.always ? { always: true } : {}),
         ...(e.reason !== undefined ? { reason: e.reason } : {}),
       });
+  return approvals;
+}
+
+/** The provider, plugins, approvals and scratch store a replay builds today's agent with. */
+function rigFor(options: ReplayOptions, tools: "log" | "live", sessionId: string): Replay {
+  const events = options.events;
+  const notes: string[] = [];
+  const asked: ModelRequest[] = [];
+  const approvals = recordedApprovals(events);
   // Calls the recording cut while they ran: a replay of that turn stops at them.
   const cutAt = new Set(
     events.flatMap((e) =>
@@ -510,16 +545,16 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
   // A recording that paused for approvals had no approve() callback: the replay pauses the same
   // way and answers as the host did (a denial reads as the host's, not a callback's).
   const paused = events.some((e) => e.type === "turn.paused");
-  let session: Session | undefined;
+  const open: Replay["open"] = {};
   const cursor: Cursor = {
     turnId: null,
     stops: false,
     cut: false,
     cutCalls: new Set(),
-    cancel: () => session?.cancel(),
+    cancel: () => open.session?.cancel(),
     queue: async (m) => {
-      if (m.queue === "steering") await session?.steer(m.text);
-      else await session?.followUp(m.text);
+      if (m.queue === "steering") await open.session?.steer(m.text);
+      else await open.session?.followUp(m.text);
     },
   };
   const answers = recordedAnswers(events);
@@ -557,71 +592,88 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     sideModel: false,
     ...(tools === "live" && options.children ? { childSessionId: recordedChildIds(events, options.children) } : {}),
   };
-  const agent = await options.build(rig);
+  return { rig, store, events, sessionId, cursor, queued, approvals, notes, asked, open };
+}
+
+/**
+ * Run each recorded turn again under the recorded session id (in the scratch store): what
+ * plugins derive from the session's or a turn's id (a stored output's handle, a cache key)
+ * comes out the same. A turn paused as recorded is answered as the host did.
+ */
+async function replayTurns(
+  agent: Agent,
+  r: Replay,
+  starts: ReadonlyArray<Extract<KeelEvent, { type: "turn.started" }>>,
+  events: readonly KeelEvent[],
+): Promise<TurnOutcome[]> {
+  const { cursor, queued, approvals } = r;
+  const created = events.find((e) => e.type === "session.created");
+  await r.store.createSession({ id: r.sessionId, agent: agent.name, createdAt: created?.ts ?? Date.now() });
+  if (created) await r.store.append({ ...created, seq: 1 });
+  const session = await agent.session(r.sessionId);
+  r.open.session = session;
   const turns: TurnOutcome[] = [];
-  let replayId = "";
-  try {
-    // Under the recorded id (in the scratch store): what plugins derive from the session's or a
-    // turn's id (a stored output's handle, a cache key) comes out the same.
-    const created = events.find((e) => e.type === "session.created");
-    await store.createSession({ id: sessionId, agent: agent.name, createdAt: created?.ts ?? Date.now() });
-    if (created) await store.append({ ...created, seq: 1 });
-    session = await agent.session(sessionId);
-    replayId = session.id;
-    for (const start of starts) {
-      const mode = [...events].reverse().find((e) => e.type === "session.mode" && e.seq < start.seq);
-      if (mode?.type === "session.mode" && mode.mode !== session.mode) await session.setMode(mode.mode);
-      const input = start.content ? start.content : start.input;
-      const recorded = outcomeOf(events, start.turnId);
-      Object.assign(cursor, {
-        turnId: start.turnId,
-        stops: recorded.status === "interrupted" || recorded.status === "unfinished",
-        cut: false,
-      });
-      const run = runOptionsOf(events, start);
-      for (const m of queued) if (m.turnId === start.turnId && m.at === 0) await cursor.queue(m);
-      let result = await session.run(input, run);
-      // Paused as recorded: answer as the host did, and go on while the recording did.
-      while (result.verdict.status === "paused") {
-        const pending = session.pendingApprovals();
-        const answers = pending.map((p) => approvals.get(callKey(p.turnId, p.callId)));
-        if (!pending.length || answers.some((a) => !a)) break;
-        for (const [i, p] of pending.entries()) {
-          const a = answers[i]!;
-          if (a.approved)
-            await session.approve(p.callId, {
-              ...(a.always ? { always: true } : {}),
-              ...(a.reason ? { reason: a.reason } : {}),
-            });
-          else await session.deny(p.callId, a.reason ? { reason: a.reason } : {});
-        }
-        result = await session.resume(run);
+  for (const start of starts) {
+    const mode = [...events].reverse().find((e) => e.type === "session.mode" && e.seq < start.seq);
+    if (mode?.type === "session.mode" && mode.mode !== session.mode) await session.setMode(mode.mode);
+    const input = start.content ? start.content : start.input;
+    const recorded = outcomeOf(events, start.turnId);
+    Object.assign(cursor, {
+      turnId: start.turnId,
+      stops: recorded.status === "interrupted" || recorded.status === "unfinished",
+      cut: false,
+    });
+    const run = runOptionsOf(events, start);
+    for (const m of queued) if (m.turnId === start.turnId && m.at === 0) await cursor.queue(m);
+    let result = await session.run(input, run);
+    // Paused as recorded: answer as the host did, and go on while the recording did.
+    while (result.verdict.status === "paused") {
+      const pending = session.pendingApprovals();
+      const answers = pending.map((p) => approvals.get(callKey(p.turnId, p.callId)));
+      if (!pending.length || answers.some((a) => !a)) break;
+      for (const [i, p] of pending.entries()) {
+        const a = answers[i]!;
+        if (a.approved)
+          await session.approve(p.callId, {
+            ...(a.always ? { always: true } : {}),
+            ...(a.reason ? { reason: a.reason } : {}),
+          });
+        else await session.deny(p.callId, a.reason ? { reason: a.reason } : {});
       }
-      const replayed =
-        cursor.cut && recorded.status === "unfinished"
-          ? { status: "unfinished", text: result.text }
-          : { ...verdictOf(result.verdict), text: result.text };
-      turns.push({
-        input: start.input,
-        recorded,
-        replayed,
-        same:
-          recorded.status === replayed.status && recorded.reason === replayed.reason && recorded.text === replayed.text,
-      });
-      if (result.verdict.status === "paused") break;
+      result = await session.resume(run);
     }
-  } finally {
-    await agent.close();
+    const replayed =
+      cursor.cut && recorded.status === "unfinished"
+        ? { status: "unfinished", text: result.text }
+        : { ...verdictOf(result.verdict), text: result.text };
+    turns.push({
+      input: start.input,
+      recorded,
+      replayed,
+      same:
+        recorded.status === replayed.status && recorded.reason === replayed.reason && recorded.text === replayed.text,
+    });
+    if (result.verdict.status === "paused") break;
   }
-  const replayed = await store.events(replayId);
+  return turns;
+}
+
+/** The recording and the replay's log compared: requests, turns, tool calls, plugin problems. */
+function reportOf(
+  r: Replay,
+  tools: "log" | "live",
+  turns: TurnOutcome[],
+  replayed: readonly KeelEvent[],
+): ReplayReport {
+  const { events, notes } = r;
   const manifests = (log: readonly KeelEvent[]) =>
     log.flatMap((e) => (e.type === "prompt.compiled" ? [{ seq: e.seq, manifest: e.manifest as PromptManifest }] : []));
   const requests = compareRequests(events, manifests(events), replayed, manifests(replayed));
-  const first = requests.findIndex((r) => !r.same);
-  const toolChanges = diffCalls(callStates(events), callStates(replayed), cursor.cutCalls);
+  const first = requests.findIndex((q) => !q.same);
+  const toolChanges = diffCalls(callStates(events), callStates(replayed), r.cursor.cutCalls);
   const identical = first < 0 && turns.every((t) => t.same) && toolChanges.length === 0 && !notes.length;
   const report: ReplayReport = {
-    sessionId,
+    sessionId: r.sessionId,
     tools,
     identical,
     requests,
@@ -630,17 +682,15 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     notes,
     pluginProblems: newProblems(events, replayed),
   };
-  if (first >= 0) {
-    report.firstDivergence = first;
-    const req = asked[first];
-    if (req)
-      // As the log would store it: a secret in today's prompt or a live tool's output is not shown.
-      report.asked = {
-        system: redact(req.system),
-        tools: req.tools.map((t) => t.name),
-        lastMessages: req.messages.slice(-2).map((m) => ({ role: m.role, text: redact(messageText(m)) })),
-      };
-  }
+  const req = first >= 0 ? r.asked[first] : undefined;
+  if (first >= 0) report.firstDivergence = first;
+  if (req)
+    // As the log would store it: a secret in today's prompt or a live tool's output is not shown.
+    report.asked = {
+      system: redact(req.system),
+      tools: req.tools.map((t) => t.name),
+      lastMessages: req.messages.slice(-2).map((m) => ({ role: m.role, text: redact(messageText(m)) })),
+    };
   return report;
 }
 
