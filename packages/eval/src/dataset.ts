@@ -301,12 +301,21 @@ function yamlCases(text: string, file: string, issues: DatasetIssue[]): RawCase[
     });
     return [];
   }
-  const js = seq.toJS(doc) as unknown[];
-  return seq.items.map((item, i) => {
+  const out: RawCase[] = [];
+  seq.items.forEach((item) => {
     const node = item as YamlNode;
     const line = node?.range ? lineAt(node.range[0]) : 1;
-    return {
-      value: js[i] ?? null,
+    // Case by case: aliases are counted per case (yaml refuses more than 100 expansions in one
+    // conversion, its guard against alias bombs), and a refused case is an issue at its line.
+    let value: unknown;
+    try {
+      value = node && typeof node === "object" && "toJS" in node ? node.toJS(doc) : (node ?? null);
+    } catch (err) {
+      issues.push({ file, line, field: "(case)", message: `cannot be read: ${(err as Error).message}` });
+      return;
+    }
+    out.push({
+      value: value ?? null,
       line,
       lineOf: (path) => {
         for (let n = path.length; n > 0; n--) {
@@ -316,6 +325,7 @@ function yamlCases(text: string, file: string, issues: DatasetIssue[]): RawCase[
         }
         return line;
       },
-    };
+    });
   });
+  return out;
 }

@@ -1,0 +1,68 @@
+import { describe, expect, it } from "vitest";
+import { isKeelError } from "@keel/kernel";
+import { parseDataset } from "../src/dataset.ts";
+import type { DatasetIssue } from "../src/dataset.ts";
+import type { ScoreContext } from "../src/scorers.ts";
+import type { EvalCase } from "../src/types.ts";
+
+const metrics = { rounds: 1, toolCalls: 0, inputTokens: 1, outputTokens: 1, costUsd: 0, durationMs: 1 };
+function _ctx(c: Partial<EvalCase>, output: string): Omit<ScoreContext, "signal"> {
+  return { case: { id: "c", input: "q", ...c }, output, outputs: [output], events: [], metrics };
+}
+function issues(text: string, file: string): DatasetIssue[] {
+  try {
+    parseDataset(text, file);
+  } catch (err) {
+    if (!isKeelError(err, "KEEL_EVAL_DATASET_INVALID")) throw err;
+    return err.details as DatasetIssue[];
+  }
+  throw new Error("expected the dataset to be refused");
+}
+
+describe("eval adversarial", () => {
+  it("a YAML alias bomb is a located dataset error; an anchor used by many cases loads", () => {
+    const bomb = [
+      "- input: fine",
+      "- input: boom",
+      "  metadata:",
+      "    a: &a [x, x, x, x, x, x, x, x, x, x]",
+      "    b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]",
+      "    c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]",
+      "    d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]",
+      "    e: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]",
+    ].join("\n");
+    expect(issues(bomb, "bomb.yaml")).toEqual([
+      expect.objectContaining({
+        file: "bomb.yaml",
+        line: 2,
+        field: "(case)",
+        message: expect.stringContaining("alias"),
+      }),
+    ]);
+    // Before: the whole list was converted at once, and yaml's cap of 100 alias expansions per
+    // conversion threw a bare ReferenceError (no file, no line) for 101 cases sharing one anchor.
+    const list = ["- input: h", "  metadata: &m { k: [x, x, x] }"];
+    for (let i = 0; i < 150; i++) list.push(`- input: h${i}`, "  metadata: *m");
+    const d = parseDataset(list.join("\n"), "aliases.yaml");
+    expect(d.cases).toHaveLength(151);
+    expect(d.cases[150]!.metadata).toEqual({ k: ["x", "x", "x"] });
+  });
+
+  it("JSONL odds: BOM, CRLF, blank lines, no trailing newline, non-object lines", () => {
+    const d = parseDataset('\uFEFF{"id":"a","input":"x"}\r\n\r\n  \r\n{"id":"b","input":"y"}', "c.jsonl");
+    expect(d.cases.map((c) => [c.id, c.source?.line])).toEqual([
+      ["a", 1],
+      ["b", 4],
+    ]);
+    const found = issues('{"input":"x"}\n[1]\n"str"\nnull\n42\n', "c.jsonl");
+    expect(found.map((i) => i.line)).toEqual([2, 3, 4, 5]);
+  });
+
+  it("a jsonSchema with a remote $ref is refused at load, never fetched", () => {
+    const found = issues(
+      '{"input":"x","expect":{"jsonSchema":{"$ref":"http://127.0.0.1:9/schema.json"}}}\n',
+      "c.jsonl",
+    );
+    expect(found[0]).toMatchObject({ line: 1, field: "expect.jsonSchema" });
+  });
+});
