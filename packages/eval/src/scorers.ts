@@ -4,6 +4,7 @@
  * A scorer that throws, times out or returns something that is not a verdict fails its case
  * with its name in the reason; the other scorers and cases go on.
  */
+import { createContext, Script } from "node:vm";
 import type { KeelEvent, ModelProvider } from "@keel/kernel";
 import { errorMessage } from "@keel/kernel";
 import { headOf } from "@keel/text";
@@ -103,12 +104,42 @@ function containsScorer(name: string, wanted: string | string[], present: boolea
   };
 }
 
+/** How long one `regex` match may run: a match is synchronous, so a scorer timeout cannot stop it. */
+export const REGEX_TIMEOUT_MS = 2_000;
+let regexSandbox: { context: object; script: Script } | undefined;
+
+/**
+ * `re.test(text)` that gives up after `ms`. Contract: true or false, or "timeout" when the match
+ * ran longer (catastrophic backtracking): a V8 watchdog interrupts it, the process goes on.
+ */
+export function boundedTest(re: RegExp, text: string, ms = REGEX_TIMEOUT_MS): boolean | "timeout" {
+  regexSandbox ??= { context: createContext({}), script: new Script("re.test(text)") };
+  const ctx = regexSandbox.context as { re?: RegExp; text?: string };
+  ctx.re = re;
+  ctx.text = text;
+  try {
+    return Boolean(regexSandbox.script.runInContext(regexSandbox.context, { timeout: ms }));
+  } catch (err) {
+    if ((err as { code?: unknown })?.code === "ERR_SCRIPT_EXECUTION_TIMEOUT") return "timeout";
+    throw err;
+  } finally {
+    ctx.re = undefined;
+    ctx.text = undefined;
+  }
+}
+
 function regexScorer(regex: NonNullable<Expectations["regex"]>): Scorer {
   return {
     name: "regex",
     score: ({ output }) => {
       const re = expectRegex(regex);
-      return re.test(output) ? true : { pass: false, reason: `no match for /${re.source}/${re.flags}` };
+      const matched = boundedTest(re, output);
+      if (matched === "timeout")
+        return {
+          pass: false,
+          reason: `/${headOf(re.source, 80)}/${re.flags} did not finish within ${REGEX_TIMEOUT_MS} ms on a ${[...output].length}-character answer (catastrophic backtracking?)`,
+        };
+      return matched ? true : { pass: false, reason: `no match for /${re.source}/${re.flags}` };
     },
   };
 }

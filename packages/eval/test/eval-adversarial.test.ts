@@ -2,11 +2,12 @@ import { describe, expect, it } from "vitest";
 import { isKeelError } from "@keel/kernel";
 import { parseDataset } from "../src/dataset.ts";
 import type { DatasetIssue } from "../src/dataset.ts";
+import { expectScorers, runScorer } from "../src/scorers.ts";
 import type { ScoreContext } from "../src/scorers.ts";
 import type { EvalCase } from "../src/types.ts";
 
 const metrics = { rounds: 1, toolCalls: 0, inputTokens: 1, outputTokens: 1, costUsd: 0, durationMs: 1 };
-function _ctx(c: Partial<EvalCase>, output: string): Omit<ScoreContext, "signal"> {
+function ctx(c: Partial<EvalCase>, output: string): Omit<ScoreContext, "signal"> {
   return { case: { id: "c", input: "q", ...c }, output, outputs: [output], events: [], metrics };
 }
 function issues(text: string, file: string): DatasetIssue[] {
@@ -56,6 +57,16 @@ describe("eval adversarial", () => {
     ]);
     const found = issues('{"input":"x"}\n[1]\n"str"\nnull\n42\n', "c.jsonl");
     expect(found.map((i) => i.line)).toEqual([2, 3, 4, 5]);
+  });
+
+  it("a catastrophic regex against a long output fails its case in bounded time", { timeout: 60_000 }, async () => {
+    const c = { expect: { regex: "^(a+)+$" } };
+    const t0 = Date.now();
+    const [r] = await Promise.all(
+      expectScorers({ id: "c", input: "q", ...c }).map((s) => runScorer(s, ctx(c, `${"a".repeat(40)}!`))),
+    );
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(r).toMatchObject({ scorer: "regex", pass: false });
   });
 
   it("a jsonSchema with a remote $ref is refused at load, never fetched", () => {
