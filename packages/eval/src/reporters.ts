@@ -27,7 +27,7 @@ export function xmlAttr(s: string): string {
     .replaceAll("\t", "&#9;");
 }
 
-const seconds = (ms: number) => (Math.max(0, ms) / 1000).toFixed(3);
+const seconds = (ms: number) => (Number.isFinite(ms) ? Math.max(0, ms) / 1000 : 0).toFixed(3);
 
 /** Why a case did not pass. Contract: one line per failed scorer (`scorer: reason`), or the error of a case that could not run; none for a passed case. */
 export function failureLines(r: CaseResult): string[] {

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { isKeelError } from "@keel/kernel";
 import { parseDataset } from "../src/dataset.ts";
 import type { DatasetIssue } from "../src/dataset.ts";
+import { junitXml } from "../src/reporters.ts";
 import { expectScorers, runScorer } from "../src/scorers.ts";
 import type { ScoreContext } from "../src/scorers.ts";
 import type { EvalCase } from "../src/types.ts";
@@ -75,5 +76,32 @@ describe("eval adversarial", () => {
       "c.jsonl",
     );
     expect(found[0]).toMatchObject({ line: 1, field: "expect.jsonSchema" });
+  });
+
+  it("JUnit XML stays well-formed with hostile text", () => {
+    const hostile = `]]><x a="'&\u0000\u0001\uD800\uDFFF\uFFFE\u{1F600}${"é".repeat(5000)}`;
+    const xml = junitXml(
+      { id: "e1", name: hostile, dataset: hostile, agent: hostile, startedAt: Date.now() } as never,
+      [
+        {
+          caseId: hostile,
+          status: "error",
+          error: hostile,
+          output: hostile,
+          scores: [],
+          metrics: { ...metrics, durationMs: Number.NaN },
+        } as never,
+      ],
+      { cases: 1, passed: 0, failed: 0, errored: 1, durationMs: 1, scorers: {}, passRate: 0 } as never,
+    );
+    const bad = [...xml].filter((ch) => {
+      const c = ch.codePointAt(0)!;
+      return (
+        (c < 0x20 && c !== 9 && c !== 10 && c !== 13) || c === 0xfffe || c === 0xffff || (c >= 0xd800 && c <= 0xdfff)
+      );
+    });
+    expect(bad).toEqual([]);
+    expect(xml).not.toMatch(/<x a=/);
+    expect(xml).not.toContain("NaN");
   });
 });
