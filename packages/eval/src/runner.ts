@@ -99,6 +99,11 @@ export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
         "KEEL_EVAL_RESUME_MISMATCH",
         `Experiment "${found.id}" ran ${found.dataset} with hash ${found.datasetHash.slice(0, 12)}; ${options.dataset.file} now hashes to ${options.dataset.hash.slice(0, 12)}.`,
       );
+    if (found.agent !== agent.name)
+      throw new KeelError(
+        "KEEL_EVAL_RESUME_MISMATCH",
+        `Experiment "${found.id}" is agent "${found.agent}"'s; this config's agent is "${agent.name}" (resuming would mix two agents' answers in one experiment).`,
+      );
     if (found.status !== "running")
       throw new KeelError("KEEL_EVAL_RESUME_MISMATCH", `Experiment "${found.id}" already ${found.status}.`);
     experiment = found;

@@ -1,11 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { isKeelError } from "@keel/kernel";
+import { createAgent, isKeelError } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { parseDataset } from "../src/dataset.ts";
 import type { DatasetIssue } from "../src/dataset.ts";
 import { junitXml } from "../src/reporters.ts";
+import { runEval } from "../src/runner.ts";
 import { expectScorers, runScorer } from "../src/scorers.ts";
 import type { ScoreContext } from "../src/scorers.ts";
 import type { EvalCase } from "../src/types.ts";
+import { testExperimentStore } from "./support/memory-experiments.ts";
 
 const metrics = { rounds: 1, toolCalls: 0, inputTokens: 1, outputTokens: 1, costUsd: 0, durationMs: 1 };
 function ctx(c: Partial<EvalCase>, output: string): Omit<ScoreContext, "signal"> {
@@ -103,5 +106,38 @@ describe("eval adversarial", () => {
     expect(bad).toEqual([]);
     expect(xml).not.toMatch(/<x a=/);
     expect(xml).not.toContain("NaN");
+  });
+
+  it("--resume refuses an experiment of another agent (its cases would mix two agents' answers)", async () => {
+    const store = testExperimentStore();
+    await store.create({
+      id: "exp_other",
+      name: "theirs",
+      dataset: "x",
+      datasetHash: "h1",
+      agent: "someone-else",
+      status: "running",
+      startedAt: Date.now(),
+    });
+    const agent = await createAgent({
+      name: "mine",
+      provider: scriptedProvider([{ text: "a" }] as never),
+      store: new MemorySessionStore(),
+      sideModel: false,
+    });
+    try {
+      await expect(
+        runEval({
+          agent,
+          cases: [{ id: "1", input: "q" }],
+          store,
+          dataset: { file: "x", hash: "h1" },
+          resume: "exp_other",
+        }),
+      ).rejects.toThrow(/KEEL_EVAL_RESUME_MISMATCH/);
+      expect(store.puts).toBe(0);
+    } finally {
+      await agent.close();
+    }
   });
 });
