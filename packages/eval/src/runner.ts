@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import type { Agent, KeelEvent, ModelProvider, Session } from "@keel/kernel";
 import { errorMessage, KeelError } from "@keel/kernel";
+import { redact } from "@keel/secrets";
 import { headOf } from "@keel/text";
 import { expectScorers, runScorer } from "./scorers.ts";
 import type { Scorer } from "./scorers.ts";
@@ -202,17 +203,23 @@ async function runCase(
           options.signal,
         ),
       );
+  // Scorers read the answer as said; what is stored (and so reported in JUnit and JSON) is
+  // redacted, as the session store redacts the case's events: a reason may quote the answer.
   return {
     experimentId,
     caseId: c.id,
     index,
-    input: c.input,
+    input: typeof c.input === "string" ? redact(c.input) : c.input.map(redact),
     ...(session ? { sessionId: session.id } : {}),
     status: error !== undefined ? "error" : scores.every((s) => s.pass) ? "passed" : "failed",
-    output,
-    scores,
+    output: redact(output),
+    scores: scores.map((s) => ({
+      ...s,
+      ...(s.reason !== undefined ? { reason: redact(s.reason) } : {}),
+      ...(s.error !== undefined ? { error: redact(s.error) } : {}),
+    })),
     metrics,
-    ...(error !== undefined ? { error: headOf(error, 2_000) } : {}),
+    ...(error !== undefined ? { error: redact(headOf(error, 2_000)) } : {}),
     startedAt,
     endedAt: Date.now(),
   };

@@ -3,7 +3,7 @@ import { createAgent, isKeelError } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { parseDataset } from "../src/dataset.ts";
 import type { DatasetIssue } from "../src/dataset.ts";
-import { junitXml } from "../src/reporters.ts";
+import { jsonReport, junitXml } from "../src/reporters.ts";
 import { runEval } from "../src/runner.ts";
 import { expectScorers, runScorer } from "../src/scorers.ts";
 import type { ScoreContext } from "../src/scorers.ts";
@@ -136,6 +136,32 @@ describe("eval adversarial", () => {
         }),
       ).rejects.toThrow(/KEEL_EVAL_RESUME_MISMATCH/);
       expect(store.puts).toBe(0);
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it("a secret the model says never reaches the experiment store, JUnit or the JSON report", async () => {
+    const pat = `ghp_${"A1b2C3d4E5".repeat(3)}x7Y8z9`;
+    const store = testExperimentStore();
+    const agent = await createAgent({
+      name: "mine",
+      provider: scriptedProvider([{ text: `the token is ${pat}` }] as never),
+      store: new MemorySessionStore(),
+      sideModel: false,
+    });
+    try {
+      const run = await runEval({
+        agent,
+        cases: [{ id: "1", input: "q", expect: { exact: "no token" } }],
+        store,
+        dataset: { file: "x", hash: "h1" },
+      });
+      const stored = JSON.stringify([...store.results.get(run.experiment.id)!.values()]);
+      expect(stored).toContain("REDACTED");
+      expect(stored).not.toContain(pat);
+      expect(junitXml(run.experiment, run.results, run.summary)).not.toContain(pat);
+      expect(jsonReport(run.experiment, run.results, run.summary)).not.toContain(pat);
     } finally {
       await agent.close();
     }
