@@ -5,7 +5,7 @@ import { parseDataset } from "../src/dataset.ts";
 import type { DatasetIssue } from "../src/dataset.ts";
 import { jsonReport, junitXml } from "../src/reporters.ts";
 import { runEval } from "../src/runner.ts";
-import { expectScorers, runScorer } from "../src/scorers.ts";
+import { expectScorers, fencedBody, jsonOf, runScorer } from "../src/scorers.ts";
 import type { ScoreContext } from "../src/scorers.ts";
 import type { EvalCase } from "../src/types.ts";
 import { testExperimentStore } from "./support/memory-experiments.ts";
@@ -164,6 +164,25 @@ describe("eval adversarial", () => {
       expect(jsonReport(run.experiment, run.results, run.summary)).not.toContain(pat);
     } finally {
       await agent.close();
+    }
+  });
+
+  it("an unclosed code fence followed by many line breaks does not hang jsonSchema", { timeout: 60_000 }, () => {
+    const t0 = Date.now();
+    // Before: /```(?:json)?\s*\n([\s\S]*?)\n\s*```/ took ~5 s at 3,000 line breaks, ~150 s at 10,000.
+    expect(jsonOf(`\`\`\`${"\n".repeat(200_000)}x`).ok).toBe(false);
+    expect(jsonOf(`\`\`\`json ${"\n \t".repeat(100_000)}`).ok).toBe(false);
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    expect(jsonOf('Here:\n```json\n{"a": 1}\n```\nbye')).toEqual({ ok: true, value: { a: 1 } });
+    // Same blocks as the old regex (up to blanks), on many small mixes of its tokens.
+    const old = /```(?:json)?\s*\n([\s\S]*?)\n\s*```/;
+    const parts = ["```", "json", "\n", " ", "x", "{}", "`"];
+    let seed = 7;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed);
+    for (let n = 0; n < 5_000; n++) {
+      let t = "";
+      for (let k = rand() % 10; k >= 0; k--) t += parts[rand() % parts.length];
+      expect([t, fencedBody(t)?.trim()]).toEqual([t, old.exec(t)?.[1]?.trim()]);
     }
   });
 });
