@@ -4,7 +4,7 @@
  * with a baseline and gate CI on it. `keel eval list`, `keel eval show EXP` read experiments;
  * `keel eval add SESSION…` turns sessions into cases.
  */
-import { writeFileSync } from "node:fs";
+import { statSync, writeFileSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
 import { KeelError, errorMessage } from "@keel/kernel";
 import type { Agent, SessionStore } from "@keel/kernel";
@@ -72,6 +72,9 @@ export async function loadEvalTarget(path: string, cwd: string): Promise<EvalTar
   if (!isEvalFile(file)) return { dataset: loadDataset(file), shown: relative(cwd, file) || path, scorers: [] };
   let def: unknown;
   try {
+    // Before the import: jiti reads the file synchronously, and a FIFO or a device would block
+    // the process for good (a dataset is checked the same way by loadDataset).
+    if (!statSync(file).isFile()) throw new Error("not a regular file");
     const jiti = await configJiti();
     def = await jiti.import(file, { default: true });
   } catch (err) {
