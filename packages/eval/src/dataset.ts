@@ -11,7 +11,7 @@ import type { Ajv } from "ajv";
 import type { Node as YamlNode } from "yaml";
 import { z } from "zod";
 import { canonicalJson, KeelError } from "@keel/kernel";
-import { didYouMean, headOf } from "@keel/text";
+import { didYouMean, headOf, isWellFormed } from "@keel/text";
 import type { EvalCase } from "./types.ts";
 
 /** The keys `expect` may hold: one built-in scorer each. Contract: any other key is a located error. */
@@ -195,6 +195,18 @@ export function parseDataset(text: string, file: string): Dataset {
     for (const p of c.expect ? checkExpect(c.expect) : [])
       issues.push({ file, line: raw.lineOf(p.field.split(".")), ...p });
     const id = c.id === undefined ? String(raw.line) : String(c.id);
+    // Stores keep ids as text: SQLite and PostgreSQL turn a lone surrogate into U+FFFD, PostgreSQL
+    // a NUL too, so the stored id would no longer be the dataset's (a resume re-runs the case,
+    // a baseline compares it as new + missing).
+    if (!isWellFormed(id) || id.includes("\0")) {
+      issues.push({
+        file,
+        line: raw.lineOf(["id"]),
+        field: "id",
+        message: `holds ${id.includes("\0") ? "a NUL" : "a lone surrogate"}, which experiment stores cannot keep; use plain text`,
+      });
+      continue;
+    }
     const first = seen.get(id);
     if (first !== undefined) {
       issues.push({

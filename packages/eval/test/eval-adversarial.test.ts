@@ -185,4 +185,17 @@ describe("eval adversarial", () => {
       expect([t, fencedBody(t)?.trim()]).toEqual([t, old.exec(t)?.[1]?.trim()]);
     }
   });
+
+  it("a case id a store cannot keep (NUL, lone surrogate) is a located error", () => {
+    // Before: accepted; the stores read such an id back changed (U+FFFD), so --resume re-ran the
+    // case (scored twice) and --baseline compared it as new + missing, never as a regression.
+    const found = issues(
+      '{"id":"ok","input":"x"}\n{"id":"a\\u0000b","input":"x"}\n{"id":"\\ud800","input":"x"}\n',
+      "c.jsonl",
+    );
+    expect(found.map((i) => [i.line, i.field])).toEqual([
+      [2, "id"],
+      [3, "id"],
+    ]);
+  });
 });
