@@ -3,6 +3,7 @@
  * field as JSON text (not PostgreSQL's jsonb, which reorders keys), so it reads back exactly.
  */
 import { KeelError } from "@keel/kernel";
+import { toWellFormed } from "@keel/text";
 import type { CaseResult, ExperimentRecord } from "../types.ts";
 
 type Row = Record<string, unknown>;
@@ -18,8 +19,16 @@ export const CASE_COLUMNS =
 const json = (v: unknown): string | null => (v === undefined ? null : JSON.stringify(v));
 const parsed = (v: unknown): unknown => (v === null || v === undefined ? undefined : JSON.parse(String(v)));
 
+/**
+ * Text as both databases keep it: PostgreSQL TEXT refuses a NUL (its store writes U+FFFD) and
+ * both turn a lone surrogate into U+FFFD; SQLite kept the NUL, so the same experiment read back
+ * differently from the two. JSON columns are unchanged (JSON.stringify escapes both).
+ */
+const stored = (params: unknown[]): unknown[] =>
+  params.map((p) => (typeof p === "string" ? toWellFormed(p).replaceAll("\0", "\uFFFD") : p));
+
 export function experimentParams(e: ExperimentRecord): unknown[] {
-  return [
+  return stored([
     e.id,
     e.name,
     e.dataset,
@@ -32,11 +41,11 @@ export function experimentParams(e: ExperimentRecord): unknown[] {
     e.endedAt ?? null,
     json(e.summary),
     json(e.metadata),
-  ];
+  ]);
 }
 
 export function caseParams(c: CaseResult): unknown[] {
-  return [
+  return stored([
     c.experimentId,
     c.caseId,
     c.index,
@@ -49,7 +58,7 @@ export function caseParams(c: CaseResult): unknown[] {
     c.error ?? null,
     c.startedAt,
     c.endedAt,
-  ];
+  ]);
 }
 
 /** Optional fields absent (never `undefined`-valued) when their column is NULL. */
