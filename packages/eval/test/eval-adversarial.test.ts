@@ -198,4 +198,11 @@ describe("eval adversarial", () => {
       [3, "id"],
     ]);
   });
+
+  it("a scorer timeout past setTimeout's range (or Infinity) waits, it does not fail the case at once", async () => {
+    for (const timeoutMs of [3e9, Number.POSITIVE_INFINITY]) {
+      const slow = { name: "slow", timeoutMs, score: () => new Promise<boolean>((r) => setTimeout(() => r(true), 30)) };
+      expect(await runScorer(slow, ctx({}, "x"))).toMatchObject({ scorer: "slow", pass: true });
+    }
+  });
 });
