@@ -59,11 +59,18 @@ export function judgePrompt(ctx: Pick<ScoreContext, "case" | "output">, rubric: 
   ].join("\n\n");
 }
 
+/** How much of a judge's answer parseVerdict reads: ten times what its 400 tokens can hold. */
+export const VERDICT_SCAN_CHARS = 16_000;
+
 /**
  * Read a judge's answer. Contract: the first balanced `{…}` that parses as JSON and has `pass`
- * or `score` (a score as a numeric string is taken; one outside [0, 1] is not); else undefined.
+ * or `score` (a score as a numeric string is taken; one outside [0, 1] is not), within the first
+ * VERDICT_SCAN_CHARS; else undefined.
  */
 export function parseVerdict(text: string): { pass?: boolean; score?: number; reason?: string } | undefined {
+  // The scan is quadratic in the braces that never close ("{" × 40,000 took 1.8 s, 400,000 would
+  // take minutes, synchronously, so no scorer timeout fires); a judge answers in 400 tokens.
+  text = text.slice(0, VERDICT_SCAN_CHARS);
   for (let start = text.indexOf("{"); start >= 0; start = text.indexOf("{", start + 1)) {
     let depth = 0;
     let inString = false;

@@ -3,6 +3,7 @@ import { createAgent, isKeelError } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { parseDataset } from "../src/dataset.ts";
 import type { DatasetIssue } from "../src/dataset.ts";
+import { parseVerdict } from "../src/judge.ts";
 import { jsonReport, junitXml } from "../src/reporters.ts";
 import { runEval } from "../src/runner.ts";
 import { expectScorers, fencedBody, jsonOf, runScorer } from "../src/scorers.ts";
@@ -204,5 +205,12 @@ describe("eval adversarial", () => {
       const slow = { name: "slow", timeoutMs, score: () => new Promise<boolean>((r) => setTimeout(() => r(true), 30)) };
       expect(await runScorer(slow, ctx({}, "x"))).toMatchObject({ scorer: "slow", pass: true });
     }
+  });
+
+  it("a judge answer of unclosed braces is read in bounded time", { timeout: 60_000 }, () => {
+    const t0 = Date.now();
+    expect(parseVerdict("{".repeat(400_000))).toBeUndefined();
+    expect(Date.now() - t0).toBeLessThan(3_000);
+    expect(parseVerdict(`${"{".repeat(100)} {"pass": true}`)).toEqual({ pass: true });
   });
 });
