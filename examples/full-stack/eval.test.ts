@@ -44,7 +44,9 @@ describe("examples/full-stack: keel eval", () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/\[3\/3\] pass /);
     // A first CI run has no baseline yet: it says so and runs without comparison.
-    expect(r.stderr).toContain('agent "full-stack" has no completed experiment yet; nothing to compare with');
+    expect(r.stderr).toContain(
+      'agent "full-stack" has no completed experiment with these cases yet; nothing to compare with',
+    );
     expect(r.stdout).toContain("3/3 passed (100%)");
     expect(r.stdout).toContain("gate: passed");
     baseline = JSON.parse(readFileSync(join(home, "baseline.json"), "utf8")) as Report;

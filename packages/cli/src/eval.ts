@@ -135,12 +135,30 @@ export function gateFlags(flags: EvalFlags): { concurrency?: number; failUnder?:
 
 /**
  * The experiment `--baseline` names: an id, a name, or `latest` (the agent's most recent completed
- * one). Contract: `latest` with none yet is undefined (a first CI run has nothing to compare with);
- * an id or name that matches nothing throws KEEL_EVAL_EXPERIMENT_NOT_FOUND.
+ * run that shares a case with this dataset: a run of another dataset would count every case as
+ * new and hide a regression). Contract: `latest` with none yet is undefined (a first CI run has
+ * nothing to compare with); an id or name that matches nothing, or one that did not complete (its
+ * unscored cases would count as new), throws KEEL_EVAL_EXPERIMENT_NOT_FOUND.
  */
-async function findBaseline(store: ExperimentStore, ref: string, agent: string): Promise<ExperimentRecord | undefined> {
-  if (ref === "latest") return (await store.list({ agent, limit: 200 })).find((e) => e.status === "completed");
-  return findExperiment(store, ref, agent);
+async function findBaseline(
+  store: ExperimentStore,
+  ref: string,
+  agent: string,
+  caseIds: readonly string[],
+): Promise<ExperimentRecord | undefined> {
+  if (ref === "latest") {
+    const wanted = new Set(caseIds);
+    for (const e of await store.list({ agent, limit: 50 }))
+      if (e.status === "completed" && (await store.cases(e.id)).some((c) => wanted.has(c.caseId))) return e;
+    return undefined;
+  }
+  const found = await findExperiment(store, ref, agent);
+  if (found.status !== "completed")
+    throw new KeelError(
+      "KEEL_EVAL_EXPERIMENT_NOT_FOUND",
+      `Experiment "${headOf(ref, 80)}" is ${found.status}, not completed: it cannot be a baseline (finish it with keel eval --resume=${found.id}, or pick another).`,
+    );
+  return found;
 }
 
 async function findExperiment(store: ExperimentStore, ref: string, agent?: string): Promise<ExperimentRecord> {
@@ -175,10 +193,17 @@ export async function evalCommand(
     stop.abort();
   });
   try {
-    const baseline = flags.baseline ? await findBaseline(store, flags.baseline, agent.name) : undefined;
+    const baseline = flags.baseline
+      ? await findBaseline(
+          store,
+          flags.baseline,
+          agent.name,
+          target.dataset.cases.map((c) => c.id),
+        )
+      : undefined;
     if (flags.baseline && !baseline)
       io.err(
-        `keel eval: --baseline latest: agent "${agent.name}" has no completed experiment yet; nothing to compare with\n`,
+        `keel eval: --baseline latest: agent "${agent.name}" has no completed experiment with these cases yet; nothing to compare with\n`,
       );
     let resume: string | undefined;
     if (flags.resume) {

@@ -278,7 +278,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       ["--name NAME", "the experiment's name (default: the dataset and the time)"],
       [
         "--baseline EXP",
-        "compare case by case with that experiment (id or name; latest = this agent's most recent completed one, none yet: no comparison): regression, fixed, unchanged, new, missing",
+        "compare case by case with that experiment (id or name; latest = this agent's most recent completed one sharing a case with the dataset, none yet: no comparison; an unfinished one is refused): regression, fixed, unchanged, new, missing",
       ],
       [
         "--fail-under RATE",

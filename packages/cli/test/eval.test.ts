@@ -21,6 +21,33 @@ function project(name: string, steps: unknown[]) {
 }
 
 describe("keel eval", () => {
+  it("--baseline latest is the last completed run sharing a case with the dataset; a run of another dataset is not compared", async () => {
+    const p = project("baseline", [{ text: "hello there" }]);
+    writeFileSync(
+      join(p.dir, "a.jsonl"),
+      `${JSON.stringify({ id: "a", input: "hi", expect: { contains: "hello" } })}\n`,
+    );
+    writeFileSync(
+      join(p.dir, "b.jsonl"),
+      `${JSON.stringify({ id: "b", input: "yo", expect: { contains: "nope" } })}\n`,
+    );
+    const a = await runKeel(["eval", "a.jsonl", "--name", "run-a", "--json", "-"], { cwd: p.dir, env: p.env });
+    expect(a.code, a.stderr).toBe(0);
+    const runA = (JSON.parse(a.stdout) as { experiment: { id: string } }).experiment.id;
+    // Another dataset: run-a is not its baseline (every case would count as new and hide a regression).
+    const b = await runKeel(["eval", "b.jsonl", "--baseline", "latest", "--fail-under", "0"], {
+      cwd: p.dir,
+      env: p.env,
+    });
+    expect(b.code, b.stderr).toBe(0);
+    expect(b.stderr).toContain("has no completed experiment with these cases yet");
+    const again = await runKeel(["eval", "a.jsonl", "--baseline", "latest", "--json", "-"], { cwd: p.dir, env: p.env });
+    expect(again.code, again.stderr).toBe(0);
+    const report = JSON.parse(again.stdout) as { experiment: { baseline?: string }; comparison?: { counts: object } };
+    expect(report.experiment.baseline).toBe(runA);
+    expect(report.comparison?.counts).toMatchObject({ unchanged: 1, regression: 0 });
+  });
+
   it("bad flags are usage errors (exit 2) before the dataset is read or the agent built", async () => {
     const p = project("flags", []);
     const cases: Array<[string[], string]> = [
