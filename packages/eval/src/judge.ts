@@ -8,7 +8,7 @@ import { complete } from "@keel/kernel";
 import type { ModelProvider } from "@keel/kernel";
 import { headOf, truncate } from "@keel/text";
 import { z } from "zod";
-import type { Scorer, ScoreContext } from "./scorers.ts";
+import type { Scorer, ScoreContext } from "./types.ts";
 
 /** Options of `llmJudge`. Contract: only `rubric` is required. */
 export interface JudgeOptions {

@@ -5,46 +5,14 @@
  * with its name in the reason; the other scorers and cases go on.
  */
 import { createContext, Script } from "node:vm";
-import type { KeelEvent, ModelProvider } from "@keel/kernel";
 import { errorMessage } from "@keel/kernel";
 import { headOf } from "@keel/text";
 import { compileJsonSchema, expectRegex } from "./dataset.ts";
 import type { Expectations } from "./dataset.ts";
 import { judgeScorer } from "./judge.ts";
-import type { CaseMetrics, EvalCase, ScoreResult } from "./types.ts";
+import type { EvalCase, ScoreContext, Scorer, ScoreResult } from "./types.ts";
 
-/** What a scorer is given about one case's run. Contract: read-only; `events` are the case session's stored events. */
-export interface ScoreContext {
-  case: EvalCase;
-  /** The answer of the case's last turn. */
-  output: string;
-  /** Every turn's answer, in order (one per entry of a multi-turn input). */
-  outputs: readonly string[];
-  events: readonly KeelEvent[];
-  metrics: CaseMetrics;
-  /** The model a judge asks: the agent's side model, else its main model. */
-  model?: ModelProvider;
-  /** Aborted when the scorer's time is up or the run is stopped. */
-  signal: AbortSignal;
-}
-
-/**
- * What a scorer may return. Contract: a boolean (pass or fail), a number in [0, 1] (passes at or over
- * the scorer's `threshold`, default 0.5), or `{ pass?, score?, reason? }` (one of pass or score).
- */
-export type ScorerVerdict = boolean | number | { pass?: boolean; score?: number; reason?: string };
-
-/** A scorer. Contract: `name` is unique in a run; `score` may be async; `appliesTo` false skips the case. */
-export interface Scorer {
-  name: string;
-  score(ctx: ScoreContext): ScorerVerdict | Promise<ScorerVerdict>;
-  /** Which cases it scores (default: every case). */
-  appliesTo?(c: EvalCase): boolean;
-  /** A number verdict passes at or over this (default 0.5). */
-  threshold?: number;
-  /** How long `score` may take (default 60,000 ms); past it the case fails with the scorer's name. */
-  timeoutMs?: number;
-}
+export type { ScoreContext, Scorer, ScorerVerdict } from "./types.ts";
 
 /**
  * Declare a custom scorer, typed. Contract: returns its argument unchanged (an identity function
