@@ -6,7 +6,7 @@
  */
 import { complete } from "@keel/kernel";
 import type { ModelProvider } from "@keel/kernel";
-import { headOf, truncate } from "@keel/text";
+import { codePointSlice, headOf, truncate } from "@keel/text";
 import { z } from "zod";
 import type { Scorer, ScoreContext } from "./types.ts";
 
@@ -70,7 +70,7 @@ export const VERDICT_SCAN_CHARS = 16_000;
 export function parseVerdict(text: string): { pass?: boolean; score?: number; reason?: string } | undefined {
   // The scan is quadratic in the braces that never close ("{" × 40,000 took 1.8 s, 400,000 would
   // take minutes, synchronously, so no scorer timeout fires); a judge answers in 400 tokens.
-  text = text.slice(0, VERDICT_SCAN_CHARS);
+  text = codePointSlice(text, 0, VERDICT_SCAN_CHARS);
   for (let start = text.indexOf("{"); start >= 0; start = text.indexOf("{", start + 1)) {
     let depth = 0;
     let inString = false;
