@@ -202,6 +202,20 @@ export const CONTRIBUTION_DOCS: { [K in ContributionKind]: ContributionDoc<K> } 
     fields: { reason: "why, shown in the verdict and the log" },
     example: { kind: "stop", reason: "the budget for this user is used up" },
   },
+  answer: {
+    summary:
+      "Answer this round without asking the model: the assistant message holds `text` and `calls` (tool calls run as the model's would: decisions, approvals, results). The first answer of a round wins; recorded as `round.answered`. Calls are ignored (the model is asked) in a final round or chat mode.",
+    fields: {
+      reason: "why, recorded in `round.answered`",
+      text: "the answer's text (ends the turn when there are no calls)",
+      calls: "tool calls `{ name, args }`, at most 64; ids are derived from the turn, round and position",
+    },
+    example: {
+      kind: "answer",
+      reason: "workflow deploy-service, step 1 of 3",
+      calls: [{ name: "deploy", args: { service: "api" } }],
+    },
+  },
 };
 
 /** Fields every turn event carries. Contract: exactly TurnEventBase's fields. */

@@ -210,6 +210,24 @@ export const CONTRIBUTION_SCHEMAS = {
       path: ["run"],
     }),
   stop: z.object({ kind: z.literal("stop"), reason: z.string().min(1) }),
+  /**
+   * Answer this round without asking the model (a workflow, a scripted step): the text and the
+   * tool calls the assistant message holds. The first answer of a round wins; never in a final
+   * round with calls (tools are off there) or in chat mode with calls.
+   */
+  answer: z
+    .strictObject({
+      kind: z.literal("answer"),
+      reason: z.string().min(1).max(500),
+      text: z.string().optional(),
+      calls: z
+        .array(z.strictObject({ name: z.string().regex(TOOL_NAME_PATTERN), args: z.json() }))
+        .max(64)
+        .optional(),
+    })
+    .refine((v) => (v.text ?? "") !== "" || (v.calls?.length ?? 0) > 0, {
+      message: "an answer needs text or at least one call",
+    }),
 } as const;
 
 /** Every contribution kind. */

@@ -92,6 +92,8 @@ export const ERROR_CODES = {
     "The session holds no turn to replay. Pick a session that ran at least one turn (keel sessions lists them).",
   KEEL_REPLAY_NO_ANSWER:
     "The replay asked the model more often than the recording did, so there is no recorded answer to serve: today's plugins changed the course of the turn. The report shows the first request that differs.",
+  KEEL_ANSWER_IGNORED:
+    "A plugin answered a round with tool calls where no tools may be called (a final round after a guard, or chat mode), so the model was asked instead. Answer such rounds with text only, or leave them to the model.",
   KEEL_NOT_UNFINISHED:
     "recover() was called but the session has no turn a stopped process left unfinished (it ended, or another instance finished it). Start a new turn with run().",
   KEEL_TURN_HANDED_BACK:

@@ -101,6 +101,8 @@ export type KeelEventData =
       firstChunkMs?: number;
     }
   | { type: "model.failed"; round: number; errorClass: ProviderErrorClass; message: string; status?: number }
+  /** A plugin answered the round (an `answer` contribution): no request was sent; the assistant message follows. */
+  | { type: "round.answered"; round: number; plugin: string; reason: string; calls: number }
   /** A provider's notice: a retried stream, a fallback to another model (ModelEvent `notice`). */
   | {
       type: "model.notice";

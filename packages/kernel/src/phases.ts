@@ -90,7 +90,7 @@ export const PHASES = {
   "round.pre_request": {
     scope: "round",
     kind: "waterfall",
-    accepts: ["message_edit", "request_options", "diagnostic", "stop"],
+    accepts: ["message_edit", "request_options", "diagnostic", "stop", "answer"],
     failure: "best_effort",
     runs: "before every provider call",
   },

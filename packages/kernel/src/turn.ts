@@ -10,6 +10,7 @@
  * Approvals (approvals.ts), tool runs (tool-calls.ts), the provider stream (model-call.ts) and
  * the session's log, lease and children (TurnHost) plug in at those steps; none branches here.
  */
+import type { ContributionOf } from "./contributions.ts";
 import type { Contributed, PhaseResult } from "./dispatch.ts";
 import { digestOf, requestDigest } from "./digest.ts";
 import { isKeelError, KeelError, plainThrown } from "./errors.ts";
@@ -504,6 +505,7 @@ async function request(t: Turn): Promise<ModelAnswer | "stopped"> {
   for (let attempt = 1; ; attempt++) {
     const prepared = await preRequest(t, retry);
     if (prepared === "again") continue;
+    if ("answered" in prepared) return answered(t, prepared.answered);
     if ("stopped" in prepared) {
       t.verdict = { status: "stopped", reason: "plugin_stop", detail: prepared.stopped };
       return "stopped";
@@ -533,7 +535,7 @@ async function request(t: Turn): Promise<ModelAnswer | "stopped"> {
 async function preRequest(
   t: Turn,
   retry: { reason: "context_too_long" } | undefined,
-): Promise<ModelRequest | { stopped: string } | "again"> {
+): Promise<ModelRequest | { stopped: string } | { answered: Contributed<ContributionOf<"answer">> } | "again"> {
   if (t.revealedSince) {
     t.shown = showTools(t);
     t.revealedSince = false;
@@ -573,6 +575,8 @@ async function preRequest(
     options = ro.options;
     const stop = t.of(res, "stop")[0]?.value.reason;
     if (stop) return { stopped: stop };
+    const answer = usableAnswer(t, t.of(res, "answer"), !!final);
+    if (answer) return { answered: answer };
     if (t.session.messages !== counted) {
       repair(t);
       estimate = count();
@@ -588,6 +592,47 @@ async function preRequest(
     requestDigest(system, tools, t.session.messages, options as Record<string, unknown>),
   );
   return { system, messages: t.session.messages, tools, options };
+}
+
+/** The round's plugin answer, if one may be used: calls need tools (not a final round, not chat mode). */
+function usableAnswer(
+  t: Turn,
+  answers: Contributed<ContributionOf<"answer">>[],
+  final: boolean,
+): Contributed<ContributionOf<"answer">> | undefined {
+  const a = answers[0];
+  if (!a || !(a.value.calls?.length && (final || t.mode === "chat"))) return a;
+  void t.session.emit(
+    {
+      type: "diagnostic",
+      level: "warn",
+      code: "KEEL_ANSWER_IGNORED",
+      message: `${a.plugin}'s answer to round ${t.rounds} holds tool calls, but this round has no tools (${final ? "final round" : "chat mode"}); the model was asked instead.`,
+      plugin: a.plugin,
+      phase: "round.pre_request",
+    },
+    t.turnId,
+  );
+  return undefined;
+}
+
+/** 9c'. A plugin answered the round: its message, with call ids derived from the turn, round and position (the same in a replay). */
+function answered(t: Turn, a: Contributed<ContributionOf<"answer">>): ModelAnswer {
+  const { text, calls = [] } = a.value;
+  const content: AssistantMessage["content"] = [
+    ...(text ? [{ type: "text" as const, text }] : []),
+    ...calls.map((c, i) => ({
+      type: "tool_call" as const,
+      id: `call_${digestOf(`${t.turnId}\u0000${t.rounds}\u0000${i}`)}`,
+      name: c.name,
+      args: c.args,
+    })),
+  ];
+  void t.session.emit(
+    { type: "round.answered", round: t.rounds, plugin: a.plugin, reason: a.value.reason, calls: calls.length },
+    t.turnId,
+  );
+  return { message: { role: "assistant", content }, stopReason: calls.length ? "tool_use" : "end_turn", usage: {} };
 }
 
 /**

@@ -34,6 +34,7 @@ const MINIMAL: Record<ContributionKind, Record<string, unknown>> = {
   diagnostic: { kind: "diagnostic", code: "x.y", message: "hello" },
   background_job: { kind: "background_job", idempotencyKey: "k1", name: "index", run: () => undefined },
   stop: { kind: "stop", reason: "budget" },
+  answer: { kind: "answer", reason: "workflow step", text: "done" },
 };
 
 describe("validateContribution: accepts every kind", () => {

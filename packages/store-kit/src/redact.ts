@@ -57,6 +57,7 @@ const STORED: { readonly [T in KeelEventType]: Fields<Extract<KeelEventData, { t
   "prompt.compiled": { manifest: "manifest" },
   "model.responded": {},
   "model.failed": { message: "text" },
+  "round.answered": { reason: "text" },
   "model.notice": { message: "text", data: "data" },
   "tool.started": { args: "data" },
   "tool.completed": { raw: "message" },

@@ -137,6 +137,7 @@ const SAMPLES: { [T in KeelEventType]: Sample<T> } = {
     model: id(),
   }),
   "model.failed": (_id, text) => ({ type: "model.failed", round: 1, errorClass: "network", message: text() }),
+  "round.answered": (id, text) => ({ type: "round.answered", round: 1, plugin: id(), reason: text(), calls: 1 }),
   "model.notice": (id, text) => ({
     type: "model.notice",
     round: 1,
