@@ -1,0 +1,246 @@
+/**
+ * The workflow gate: turns that succeeded with the same tool calls become a workflow; an input
+ * that asks for one is offered to the person (turn.pre_policy, then the offer call through the
+ * durable approval flow); approved, its steps run as tool calls the plugin answers rounds with
+ * (round.pre_request), and the turn ends with the workflow's result. Declined, failed or cut
+ * short, the model takes the turn over with what happened in the conversation.
+ */
+import { join, resolve } from "node:path";
+import { z } from "zod";
+import type { ContributionFor, ModelProvider, ToolResultMessage } from "@keel/kernel";
+import { complete, definePlugin, defineTool, messageText, toolCallsOf } from "@keel/kernel";
+import type { Example, Json, Workflow } from "./learn.ts";
+import { sequenceKey, synthesise } from "./learn.ts";
+import { decide } from "./match.ts";
+import type { Plan } from "./steps.ts";
+import { nextRound, OFFER_TOOL } from "./steps.ts";
+import { WorkflowStore } from "./store.ts";
+
+export const PLUGIN_NAME = "workflows";
+export const PLUGIN_VERSION = "0.1.0";
+
+/** Options. Contract: strict; defaults as documented on each field. */
+export const WorkflowsOptions = z.strictObject({
+  /** Successful turns with the same tool calls needed before a workflow is learned (default 3). */
+  minExamples: z.number().int().min(2).max(8).default(3),
+  /** Share of a workflow's cue words an input must hold to be offered it (default 1: all). */
+  minCue: z.number().min(0).max(1).default(1),
+  /** Learn from successful turns (default true); false only offers what is stored. */
+  learn: z.boolean().default(true),
+  /** The namespace of a turn: `metadata[namespaceKey]`, else `namespace`. */
+  namespace: z.string().min(1).default("default"),
+  namespaceKey: z.string().min(1).default("namespace"),
+  /** The SQLite file (default `<home>/workflows.sqlite`). */
+  db: z.string().min(1).optional(),
+});
+
+/** Options as written. */
+export type WorkflowsOptionsInput = z.input<typeof WorkflowsOptions>;
+
+type Options = z.output<typeof WorkflowsOptions>;
+
+const offerTool = defineTool({
+  name: OFFER_TOOL,
+  description: "Run a learned workflow the person approved (the workflows plugin offers it; do not call it yourself).",
+  hidden: true,
+  category: "exec",
+  parallel: false,
+  execute: (args: { name?: unknown; steps?: unknown[] }) =>
+    `Approved: running the workflow "${String(args.name)}" (${args.steps?.length ?? 0} steps).`,
+});
+
+/** The workflows plugin. Contract: handlers return diagnostics for expected faults (a broken database, a model that cannot fill a parameter); they never throw for them. */
+export function workflows(input: WorkflowsOptionsInput = {}) {
+  return definePlugin({
+    name: PLUGIN_NAME,
+    version: PLUGIN_VERSION,
+    kernel: "^1.0.0",
+    description:
+      "Workflows learned from repeated successful turns, offered before the model loop and run without model rounds",
+    options: WorkflowsOptions,
+    input,
+    setup(ctx) {
+      const o = ctx.options as Options;
+      const path = o.db ?? join(resolve(ctx.storage.home), "workflows.sqlite");
+      let store: WorkflowStore | undefined;
+      const open = () => (store ??= new WorkflowStore(path));
+      /** Plans matched at turn.pre_policy, offered at the turn's first round. */
+      const offers = new Map<string, Plan>();
+      /** Turns whose workflow stopped (said once). */
+      const stopped = new Set<string>();
+      const ns = (metadata: Readonly<Record<string, unknown>>) => {
+        const v = metadata[o.namespaceKey];
+        return (typeof v === "string" && v) || o.namespace;
+      };
+
+      ctx.on("turn.pre_policy", async (e, hc) => {
+        if (e.trigger === "resume" || e.mode === "chat") return undefined;
+        const visible = open().visible(ns(e.metadata));
+        const d = decide(
+          e.input,
+          visible.map((w) => w.workflow),
+          { minCue: o.minCue },
+        );
+        if (d.kind === "ambiguous")
+          return diag(
+            "info",
+            "workflow.ambiguous",
+            `The input matches ${d.candidates.join(" and ")} equally; none is offered.`,
+          );
+        if (d.kind === "none") return undefined;
+        const params = await modelParams(d.match.workflow, e.input, d.match.params, hc.model, hc.signal);
+        if (!params)
+          return diag(
+            "warn",
+            "workflow.unfilled",
+            `The input matches ${d.match.workflow.id}, but a model could not fill ${d.match.workflow.modelParams.join(", ")}; it is not offered.`,
+          );
+        offers.set(e.turnId, planOf(d.match.workflow, params));
+        return diag("info", "workflow.matched", `Offering ${d.match.workflow.id} (${d.match.workflow.name}).`, {
+          workflow: d.match.workflow.id,
+          score: d.match.score,
+        });
+      });
+
+      ctx.on("turn.pre_tool_materialization", () => ({
+        kind: "tool_bundle",
+        bundleId: "workflows",
+        tools: [offerTool],
+      }));
+
+      ctx.on("tool.pre_call", (e) => {
+        if (e.call.name !== OFFER_TOOL) return undefined;
+        const a = (e.call.args ?? {}) as Partial<Plan>;
+        const steps = Array.isArray(a.steps) ? a.steps.map((s) => String(s?.tool)).join(" → ") : "?";
+        return {
+          kind: "tool_decision",
+          decision: "ask",
+          reason: `Run the learned workflow "${String(a.name)}" (${steps}) with ${JSON.stringify(a.params ?? {})} instead of asking the model?`,
+        };
+      });
+
+      ctx.on("round.pre_request", (e): ContributionFor<"round.pre_request"> | undefined => {
+        const plan = offers.get(e.turnId);
+        if (plan) {
+          offers.delete(e.turnId);
+          return {
+            kind: "answer",
+            reason: `offer workflow ${plan.workflow}`,
+            calls: [{ name: OFFER_TOOL, args: plan }],
+          };
+        }
+        const next = nextRound(e.messages);
+        if (!next) return undefined;
+        if (next.kind === "call")
+          return {
+            kind: "answer",
+            reason: `workflow step ${next.step + 1}`,
+            calls: [{ name: next.tool, args: next.args }],
+          };
+        if (next.kind === "done") return { kind: "answer", reason: "workflow done", text: next.text };
+        if (stopped.has(e.turnId)) return undefined;
+        stopped.add(e.turnId);
+        return diag(
+          "info",
+          `workflow.${next.why}`,
+          `The workflow stopped (${next.why}); the model takes the turn over.`,
+        );
+      });
+
+      ctx.on("turn.post_turn", (e) => {
+        offers.delete(e.turnId);
+        stopped.delete(e.turnId);
+        if (!o.learn || e.verdict.status !== "completed") return undefined;
+        const example = exampleOf(e.input, e.messages, e.finalText);
+        if (!example) return undefined;
+        const namespace = ns(e.metadata);
+        const key = sequenceKey(example.calls);
+        const s = open();
+        const examples = s.addExample(namespace, key, example);
+        if (examples.length < o.minExamples || s.isRevoked(namespace, key)) return undefined;
+        const w = synthesise(examples) ?? synthesise(examples.slice(-o.minExamples));
+        if (!w) return undefined;
+        s.save(namespace, key, w);
+        return diag("info", "workflow.learned", `Learned ${w.id} (${w.name}) from ${w.examples} turns.`, {
+          workflow: w.id,
+        });
+      });
+    },
+  });
+}
+
+/** A successful turn's example: its calls and results, none an error, none a workflow's. */
+export function exampleOf(
+  input: string,
+  messages: ReadonlyArray<import("@keel/kernel").Message>,
+  answer: string,
+): Example | undefined {
+  const calls = messages.flatMap((m) => (m.role === "assistant" ? toolCallsOf(m) : []));
+  if (!calls.length || calls.some((c) => c.name === OFFER_TOOL)) return undefined;
+  if (messages.slice(1).some((m) => m.role === "user")) return undefined;
+  const results = new Map(
+    messages.flatMap((m) => (m.role === "tool" ? [[m.toolCallId, m as ToolResultMessage] as const] : [])),
+  );
+  if (calls.some((c) => !results.get(c.id) || results.get(c.id)!.isError)) return undefined;
+  if (calls.some((c) => !c.args || typeof c.args !== "object" || Array.isArray(c.args))) return undefined;
+  return {
+    input,
+    calls: calls.map((c) => ({ name: c.name, args: c.args as Record<string, Json> })),
+    results: calls.map((c) => messageText(results.get(c.id)!)),
+    answer,
+  };
+}
+
+/** The plan an offer carries. */
+function planOf(w: Workflow, params: Record<string, Json>): Plan {
+  return {
+    workflow: w.id,
+    name: w.name,
+    params,
+    steps: w.steps,
+    ...(w.answer !== undefined ? { answer: w.answer } : {}),
+  };
+}
+
+/** Fill the parameters no input value gives, with one model call; undefined when it cannot. */
+async function modelParams(
+  w: Workflow,
+  input: string,
+  filled: Record<string, string>,
+  model: ModelProvider | undefined,
+  signal: AbortSignal,
+): Promise<Record<string, Json> | undefined> {
+  if (!w.modelParams.length) return filled;
+  if (!model) return undefined;
+  try {
+    const answer = await complete(
+      model,
+      {
+        system:
+          "You fill the parameters of a tool workflow from a request. Answer with one JSON object whose keys are the parameter names, nothing else.",
+        messages: [
+          {
+            role: "user",
+            content: [
+              {
+                type: "text",
+                text: `Request: ${input}\n\nWorkflow: ${w.name}\nParameters: ${w.modelParams.join(", ")}\nKnown: ${JSON.stringify(filled)}`,
+              },
+            ],
+          },
+        ],
+        options: { maxTokens: 400 },
+      },
+      { signal },
+    );
+    const got = JSON.parse(answer.text.replace(/^```(?:json)?\s*|\s*```$/g, "")) as Record<string, Json>;
+    if (w.modelParams.some((p) => got[p] === undefined)) return undefined;
+    return { ...filled, ...Object.fromEntries(w.modelParams.map((p) => [p, got[p]!])) };
+  } catch {
+    return undefined;
+  }
+}
+
+function diag(level: "info" | "warn", code: string, message: string, data?: Json) {
+  return { kind: "diagnostic" as const, level, code, message, ...(data !== undefined ? { data } : {}) };
+}

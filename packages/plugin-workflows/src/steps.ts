@@ -1,0 +1,114 @@
+/**
+ * Running an approved workflow, one round at a time, from the conversation alone: the offer
+ * call carries the plan, and the results after it say how far it got. Nothing is kept in
+ * memory, so a turn paused on the offer and resumed in another process goes on the same way.
+ */
+import { z } from "zod";
+import type { Message, ToolCallBlock } from "@keel/kernel";
+import { messageText, toolCallsOf } from "@keel/kernel";
+import { codePointSlice } from "@keel/text";
+import type { ArgSource, Json } from "./learn.ts";
+import { at, parseResult } from "./learn.ts";
+
+/** The name of the offer call: the tool the person approves a workflow through. */
+export const OFFER_TOOL = "workflow_run";
+
+const Source = z.union([
+  z.strictObject({ from: z.literal("const"), value: z.json() }),
+  z.strictObject({ from: z.literal("input"), slot: z.string() }),
+  z.strictObject({
+    from: z.literal("step"),
+    step: z.number().int().min(0),
+    path: z.array(z.union([z.string(), z.number()])),
+  }),
+  z.strictObject({ from: z.literal("model"), param: z.string() }),
+]);
+
+/** The plan an offer carries (what the person approves). Contract: checked when read back from the log. */
+export const PlanSchema = z.strictObject({
+  workflow: z.string().min(1),
+  name: z.string(),
+  params: z.record(z.string(), z.json()),
+  steps: z
+    .array(z.strictObject({ tool: z.string().min(1), args: z.record(z.string(), Source) }))
+    .min(1)
+    .max(64),
+  answer: z.string().optional(),
+});
+
+/** An offered workflow's plan. */
+export type Plan = z.output<typeof PlanSchema>;
+
+/** What the next round of a workflow is. */
+export type Next =
+  | { kind: "call"; step: number; tool: string; args: Record<string, Json> }
+  | { kind: "done"; text: string }
+  | { kind: "stop"; why: "declined" | "failed" | "unresolved" | "invalid" };
+
+/** Longest text of the last result a workflow's answer quotes, in code points. */
+const ANSWER_QUOTE = 2_000;
+
+/**
+ * The next round of the workflow this turn runs, or undefined when the turn runs none (no offer
+ * since the last user message) or the offer is not answered yet.
+ */
+export function nextRound(messages: readonly Message[]): Next | undefined {
+  const since = messages.slice(messages.findLastIndex((m) => m.role === "user") + 1);
+  const offerAt = since.findIndex((m) => m.role === "assistant" && toolCallsOf(m).some((c) => c.name === OFFER_TOOL));
+  if (offerAt < 0) return undefined;
+  const offer = toolCallsOf(since[offerAt]!).find((c) => c.name === OFFER_TOOL)!;
+  const results = new Map(since.flatMap((m) => (m.role === "tool" ? [[m.toolCallId, m] as const] : [])));
+  const answer = results.get(offer.id);
+  if (!answer) return undefined;
+  if (answer.isError) return { kind: "stop", why: "declined" };
+  const plan = PlanSchema.safeParse(offer.args);
+  if (!plan.success) return { kind: "stop", why: "invalid" };
+  const done: string[] = [];
+  for (const m of since.slice(offerAt + 1))
+    for (const c of m.role === "assistant" ? toolCallsOf(m) : ([] as ToolCallBlock[])) {
+      const r = results.get(c.id);
+      if (!r) return undefined;
+      if (r.isError) return { kind: "stop", why: "failed" };
+      done.push(messageText(r));
+    }
+  return step(plan.data, done);
+}
+
+/** The call of step `done.length`, or the answer once every step ran. */
+function step(plan: Plan, done: readonly string[]): Next {
+  if (done.length >= plan.steps.length) return { kind: "done", text: answerOf(plan, done) };
+  const s = plan.steps[done.length]!;
+  const args: Record<string, Json> = {};
+  for (const [name, src] of Object.entries(s.args)) {
+    const v = resolve(src as ArgSource, plan, done);
+    if (v === undefined) return { kind: "stop", why: "unresolved" };
+    args[name] = v;
+  }
+  return { kind: "call", step: done.length, tool: s.tool, args };
+}
+
+function resolve(src: ArgSource, plan: Plan, done: readonly string[]): Json | undefined {
+  switch (src.from) {
+    case "const":
+      return src.value;
+    case "input":
+      return plan.params[src.slot] as Json | undefined;
+    case "model":
+      return plan.params[src.param] as Json | undefined;
+    case "step":
+      return at(parseResult(done[src.step] ?? ""), src.path);
+  }
+}
+
+/** The workflow's result: its learned answer with the parameters in, else what it ran and the last result. */
+function answerOf(plan: Plan, done: readonly string[]): string {
+  if (plan.answer)
+    return plan.answer.replace(/\{\{(p\d+)\}\}/g, (hole, name: string) => {
+      const v = plan.params[name];
+      return typeof v === "string" ? v : hole;
+    });
+  const last = done.at(-1) ?? "";
+  const quote = codePointSlice(last, 0, ANSWER_QUOTE);
+  const cut = quote.length < last.length ? "\n[…]" : "";
+  return `Done with the workflow "${plan.name}" (${plan.steps.length} step${plan.steps.length === 1 ? "" : "s"}). Last result:\n${quote}${cut}`;
+}
