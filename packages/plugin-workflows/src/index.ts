@@ -1,9 +1,18 @@
 /** @keel/plugin-workflows: the workflow gate. */
-export { exampleOf, PLUGIN_NAME, PLUGIN_VERSION, workflows, WorkflowsOptions } from "./plugin.ts";
+export {
+  exampleOf,
+  learnFrom,
+  offerOutcome,
+  planOf,
+  PLUGIN_NAME,
+  PLUGIN_VERSION,
+  workflows,
+  WorkflowsOptions,
+} from "./plugin.ts";
 export type { WorkflowsOptionsInput } from "./plugin.ts";
 export { sequenceKey, shapeOf, synthesise, words } from "./learn.ts";
 export type { ArgSource, Example, Json, Slot, Workflow } from "./learn.ts";
-export { decide, fill } from "./match.ts";
+export { decide, fill, offerable } from "./match.ts";
 export type { GateDecision, Match, MatchOptions } from "./match.ts";
 export { nextRound, OFFER_TOOL, PlanSchema } from "./steps.ts";
 export type { Next, Plan } from "./steps.ts";

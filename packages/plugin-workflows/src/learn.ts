@@ -18,6 +18,8 @@ export interface Example {
   results: string[];
   /** The turn's final answer. */
   answer: string;
+  /** What the assistant said last before this input (what the input answers), if anything. */
+  lead?: string;
 }
 
 /** Where a step's argument comes from. */
@@ -48,6 +50,8 @@ export interface Workflow {
   /** Parameters a model must fill (no input value or earlier result gave them). */
   modelParams: string[];
   cue: string[];
+  /** Words every example's lead (the assistant's message before the input) held: the state of the conversation. */
+  leadCue?: string[];
   /** The final answer with `{{slot}}` holes, when every example's answer fits it; else undefined. */
   answer?: string;
   examples: number;
@@ -174,8 +178,8 @@ function fromInput(examples: readonly Example[], values: Json[], slots: Slot[]):
 
 /**
  * Synthesise a workflow from examples that made the same calls (same names, same argument keys).
- * Contract: undefined when the examples disagree in structure, or when nothing in the inputs
- * could tell when to offer it (no shared word and no slot).
+ * Contract: undefined when the examples disagree in structure, or when no word is common to
+ * every example's input (a value's shape alone does not say what is asked).
  */
 export function synthesise(examples: readonly Example[]): Workflow | undefined {
   const first = examples[0];
@@ -202,7 +206,9 @@ export function synthesise(examples: readonly Example[]): Workflow | undefined {
   );
   const sets = examples.map((e) => new Set(words(e.input)));
   const cue = [...sets[0]!].filter((w) => !slotValues.has(w) && sets.every((s) => s.has(w)));
-  if (!cue.length && !slots.length) return undefined;
+  if (!cue.length) return undefined;
+  const leads = examples.map((e) => new Set(words(e.lead ?? "")));
+  const leadCue = [...leads[0]!].filter((w) => leads.every((s) => s.has(w))).sort();
   const answer = answerTemplate(examples, slots);
   return {
     id: workflowId(key, steps),
@@ -211,6 +217,7 @@ export function synthesise(examples: readonly Example[]): Workflow | undefined {
     slots,
     modelParams,
     cue: cue.sort(),
+    ...(leadCue.length ? { leadCue } : {}),
     ...(answer !== undefined ? { answer } : {}),
     examples: examples.length,
   };

@@ -11,12 +11,19 @@ export interface MatchOptions {
   minCue: number;
 }
 
+interface Words {
+  input: ReadonlySet<string>;
+  lead: ReadonlySet<string>;
+}
+
 /** A workflow an input asks for, with its slots filled. */
 export interface Match {
   workflow: Workflow;
   params: Record<string, string>;
   /** Share of the cue words the input holds (1 with no cue words). */
   score: number;
+  /** Cue words found, in the input and the lead: the more, the more specific the match. */
+  matched: number;
 }
 
 /** What the gate decided for an input. */
@@ -24,6 +31,14 @@ export type GateDecision =
   | { kind: "match"; match: Match }
   | { kind: "none" }
   | { kind: "ambiguous"; candidates: string[] };
+
+/**
+ * Whether a workflow is still offered, given how its offers ended. Contract: one declined too
+ * many silences it: it is offered while it was declined at most once more than it was accepted.
+ */
+export function offerable(outcomes: { accepted: number; declined: number }): boolean {
+  return outcomes.declined - outcomes.accepted < 2;
+}
 
 /** Longest input the gate reads, in UTF-16 units: a pasted log is not a workflow request. */
 const MAX_INPUT = 4_000;
@@ -40,32 +55,44 @@ export function fill(w: Workflow, input: string): Record<string, string> | undef
   return params;
 }
 
-/** Score one workflow against an input's words; undefined below `minCue` or when a slot cannot be filled. */
-function scoreOf(w: Workflow, input: string, have: ReadonlySet<string>, o: MatchOptions): Match | undefined {
-  const hits = w.cue.filter((c) => have.has(c)).length;
-  const score = w.cue.length ? hits / w.cue.length : 1;
-  if (score < o.minCue || (w.cue.length && !hits)) return undefined;
+/** Share of `cue` in `have` (1 for no cue). */
+const coverage = (cue: readonly string[], have: ReadonlySet<string>) =>
+  cue.length ? cue.filter((c) => have.has(c)).length / cue.length : 1;
+
+/**
+ * Score one workflow against an input's words; undefined below `minCue` (for the input and for
+ * the lead, the assistant's message the input answers), when a cue word holding a digit (an id
+ * every example named) is missing, or when a slot cannot be filled.
+ */
+function scoreOf(w: Workflow, input: string, have: Words, o: MatchOptions): Match | undefined {
+  const score = coverage(w.cue, have.input);
+  if (score < o.minCue || !w.cue.some((c) => have.input.has(c))) return undefined;
+  if (w.cue.some((c) => /[0-9]/.test(c) && !have.input.has(c))) return undefined;
+  if (coverage(w.leadCue ?? [], have.lead) < o.minCue) return undefined;
   const params = fill(w, input);
-  return params ? { workflow: w, params, score } : undefined;
+  const matched =
+    w.cue.filter((c) => have.input.has(c)).length + (w.leadCue ?? []).filter((c) => have.lead.has(c)).length;
+  return params ? { workflow: w, params, score, matched } : undefined;
 }
 
 /**
- * Decide for an input. Contract: the best match wins (score, then steps, then evidence); two
- * best matches that would run different steps are ambiguous and nothing is offered.
+ * Decide for an input. Contract: the best match wins (score, then cue words found, then steps,
+ * then evidence); two best matches equal in score and cue words are ambiguous: nothing is offered.
  */
-export function decide(input: string, workflows: readonly Workflow[], o: MatchOptions): GateDecision {
+export function decide(input: string, workflows: readonly Workflow[], o: MatchOptions, lead = ""): GateDecision {
   if (!input.trim() || input.length > MAX_INPUT) return { kind: "none" };
-  const have = new Set(words(input));
+  const have = { input: new Set(words(input)), lead: new Set(words(lead.slice(0, MAX_INPUT))) };
   const found = workflows.flatMap((w) => scoreOf(w, input, have, o) ?? []);
   if (!found.length) return { kind: "none" };
   found.sort(
     (a, b) =>
       b.score - a.score ||
+      b.matched - a.matched ||
       b.workflow.steps.length - a.workflow.steps.length ||
       b.workflow.examples - a.workflow.examples,
   );
   const [best, next] = found;
-  if (next && next.score === best!.score && next.workflow.id !== best!.workflow.id)
+  if (next && next.score === best!.score && next.matched === best!.matched && next.workflow.id !== best!.workflow.id)
     return { kind: "ambiguous", candidates: [best!.workflow.id, next.workflow.id] };
   return { kind: "match", match: best! };
 }

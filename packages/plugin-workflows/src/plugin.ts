@@ -7,11 +7,12 @@
  */
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import type { ContributionFor, ModelProvider, ToolResultMessage } from "@keel/kernel";
+import type { ContributionFor, Message, ModelProvider, ToolResultMessage } from "@keel/kernel";
+import { codePointSlice } from "@keel/text";
 import { complete, definePlugin, defineTool, messageText, toolCallsOf } from "@keel/kernel";
 import type { Example, Json, Workflow } from "./learn.ts";
 import { sequenceKey, synthesise } from "./learn.ts";
-import { decide } from "./match.ts";
+import { decide, offerable } from "./match.ts";
 import type { Plan } from "./steps.ts";
 import { nextRound, OFFER_TOOL } from "./steps.ts";
 import { WorkflowStore } from "./store.ts";
@@ -75,11 +76,14 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
 
       ctx.on("turn.pre_policy", async (e, hc) => {
         if (e.trigger === "resume" || e.mode === "chat") return undefined;
-        const visible = open().visible(ns(e.metadata));
+        const visible = open()
+          .visible(ns(e.metadata))
+          .filter((w) => offerable(w));
         const d = decide(
           e.input,
           visible.map((w) => w.workflow),
           { minCue: o.minCue },
+          leadOf(e.history),
         );
         if (d.kind === "ambiguous")
           return diag(
@@ -150,17 +154,13 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
       ctx.on("turn.post_turn", (e) => {
         offers.delete(e.turnId);
         stopped.delete(e.turnId);
+        const offered = offerOutcome(e.messages);
+        if (offered) open().outcome(offered.workflow, offered.accepted);
         if (!o.learn || e.verdict.status !== "completed") return undefined;
-        const example = exampleOf(e.input, e.messages, e.finalText);
+        const example = exampleOf(e.input, e.messages, e.finalText, leadOf(e.history));
         if (!example) return undefined;
-        const namespace = ns(e.metadata);
-        const key = sequenceKey(example.calls);
-        const s = open();
-        const examples = s.addExample(namespace, key, example);
-        if (examples.length < o.minExamples || s.isRevoked(namespace, key)) return undefined;
-        const w = synthesise(examples) ?? synthesise(examples.slice(-o.minExamples));
+        const w = learnFrom(open(), ns(e.metadata), example, o.minExamples);
         if (!w) return undefined;
-        s.save(namespace, key, w);
         return diag("info", "workflow.learned", `Learned ${w.id} (${w.name}) from ${w.examples} turns.`, {
           workflow: w.id,
         });
@@ -169,12 +169,19 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
   });
 }
 
+/** How this turn's offer ended, if it made one: accepted when approved and every step succeeded. */
+export function offerOutcome(messages: readonly Message[]): { workflow: string; accepted: boolean } | undefined {
+  const offer = messages
+    .flatMap((m) => (m.role === "assistant" ? toolCallsOf(m) : []))
+    .find((c) => c.name === OFFER_TOOL);
+  const workflow = (offer?.args as { workflow?: unknown } | undefined)?.workflow;
+  if (!offer || typeof workflow !== "string") return undefined;
+  const failed = messages.some((m) => m.role === "tool" && m.isError);
+  return { workflow, accepted: !failed && nextRound(messages)?.kind === "done" };
+}
+
 /** A successful turn's example: its calls and results, none an error, none a workflow's. */
-export function exampleOf(
-  input: string,
-  messages: ReadonlyArray<import("@keel/kernel").Message>,
-  answer: string,
-): Example | undefined {
+export function exampleOf(input: string, messages: readonly Message[], answer: string, lead = ""): Example | undefined {
   const calls = messages.flatMap((m) => (m.role === "assistant" ? toolCallsOf(m) : []));
   if (!calls.length || calls.some((c) => c.name === OFFER_TOOL)) return undefined;
   if (messages.slice(1).some((m) => m.role === "user")) return undefined;
@@ -188,11 +195,36 @@ export function exampleOf(
     calls: calls.map((c) => ({ name: c.name, args: c.args as Record<string, Json> })),
     results: calls.map((c) => messageText(results.get(c.id)!)),
     answer,
+    ...(lead ? { lead } : {}),
   };
 }
 
+/** The assistant's last text before a turn (what its input answers), cut to 2,000 code points. */
+export function leadOf(history: readonly Message[]): string {
+  const last = history.findLast((m) => m.role === "assistant" && messageText(m).trim());
+  return last ? codePointSlice(messageText(last), 0, 2_000) : "";
+}
+
+/**
+ * Record a successful turn's example and (re)learn its tool sequence's workflow once there are
+ * `minExamples`. Contract: a revoked sequence is recorded but never learned; returns what was learned.
+ */
+export function learnFrom(
+  store: WorkflowStore,
+  namespace: string,
+  example: Example,
+  minExamples: number,
+): Workflow | undefined {
+  const key = sequenceKey(example.calls);
+  const examples = store.addExample(namespace, key, example);
+  if (examples.length < minExamples || store.isRevoked(namespace, key)) return undefined;
+  const w = synthesise(examples) ?? synthesise(examples.slice(-minExamples));
+  if (w) store.save(namespace, key, w);
+  return w;
+}
+
 /** The plan an offer carries. */
-function planOf(w: Workflow, params: Record<string, Json>): Plan {
+export function planOf(w: Workflow, params: Record<string, Json>): Plan {
   return {
     workflow: w.id,
     name: w.name,

@@ -4,7 +4,7 @@
  */
 import type { DatabaseSync } from "node:sqlite";
 import { openSqlite } from "@keel/store-sqlite";
-import { redact } from "@keel/secrets";
+import { redactData } from "@keel/secrets";
 import type { Example, Workflow } from "./learn.ts";
 
 /** A stored workflow. Contract: a draft until reviewed; a draft is offered only in the namespace that produced it. */
@@ -14,6 +14,9 @@ export interface StoredWorkflow {
   workflow: Workflow;
   reviewed: boolean;
   createdAt: string;
+  /** Offers run to the end, and offers declined or cut short by a failed step. */
+  accepted: number;
+  declined: number;
 }
 
 /** Examples kept per namespace and tool sequence (the newest). */
@@ -23,10 +26,11 @@ const SCHEMA = `
 CREATE TABLE IF NOT EXISTS wf_examples (namespace TEXT NOT NULL, key TEXT NOT NULL, ts INTEGER NOT NULL, data TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS wf_examples_key ON wf_examples (namespace, key, ts);
 CREATE TABLE IF NOT EXISTS wf_workflows (namespace TEXT NOT NULL, key TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL, reviewed INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL, PRIMARY KEY (namespace, key));
+CREATE TABLE IF NOT EXISTS wf_outcomes (id TEXT PRIMARY KEY, accepted INTEGER NOT NULL DEFAULT 0, declined INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS wf_revoked (namespace TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (namespace, key));
 `;
 
-/** The workflows store. Contract: every text it writes passes @keel/secrets' redaction. */
+/** The workflows store. Contract: every string it writes passes @keel/secrets' redaction (value by value, so the JSON stays JSON); an unreadable row is skipped. */
 export class WorkflowStore {
   readonly db: DatabaseSync;
 
@@ -37,7 +41,7 @@ export class WorkflowStore {
 
   /** Record a successful turn; returns the newest examples of its tool sequence (at most EXAMPLES_KEPT). */
   addExample(namespace: string, key: string, example: Example): Example[] {
-    const data = redact(JSON.stringify(example));
+    const data = JSON.stringify(redactData(example));
     this.db
       .prepare("INSERT INTO wf_examples (namespace, key, ts, data) VALUES (?, ?, ?, ?)")
       .run(namespace, key, Date.now(), data);
@@ -48,7 +52,7 @@ export class WorkflowStore {
     return rows
       .slice(0, EXAMPLES_KEPT)
       .reverse()
-      .map((r) => JSON.parse(r.data) as Example);
+      .flatMap((r) => parsed<Example>(r.data) ?? []);
   }
 
   /** True when a person revoked this tool sequence's workflow in `namespace` (it is never learned again there). */
@@ -67,24 +71,37 @@ export class WorkflowStore {
       .prepare(
         "INSERT OR REPLACE INTO wf_workflows (namespace, key, id, data, reviewed, created_at) VALUES (?, ?, ?, ?, ?, ?)",
       )
-      .run(namespace, key, workflow.id, redact(JSON.stringify(workflow)), reviewed, new Date().toISOString());
+      .run(namespace, key, workflow.id, JSON.stringify(redactData(workflow)), reviewed, new Date().toISOString());
   }
 
   /** The workflows an input in `namespace` may be offered: its own drafts and every reviewed one. */
   visible(namespace: string): StoredWorkflow[] {
     const rows = this.db
-      .prepare("SELECT * FROM wf_workflows WHERE namespace = ? OR reviewed = 1 ORDER BY created_at")
-      .all(namespace) as Array<Record<string, string | number>>;
-    return rows.map(rowOf);
+      .prepare(
+        "SELECT w.*, o.accepted, o.declined FROM wf_workflows w LEFT JOIN wf_outcomes o ON o.id = w.id WHERE w.namespace = ? OR w.reviewed = 1 ORDER BY w.created_at",
+      )
+      .all(namespace) as Array<Record<string, string | number | null>>;
+    return rows.flatMap(rowOf);
   }
 
   /** Every workflow, for listing. */
   all(): StoredWorkflow[] {
     return (
-      this.db.prepare("SELECT * FROM wf_workflows ORDER BY namespace, created_at").all() as Array<
-        Record<string, string | number>
-      >
-    ).map(rowOf);
+      this.db
+        .prepare(
+          "SELECT w.*, o.accepted, o.declined FROM wf_workflows w LEFT JOIN wf_outcomes o ON o.id = w.id ORDER BY w.namespace, w.created_at",
+        )
+        .all() as Array<Record<string, string | number | null>>
+    ).flatMap(rowOf);
+  }
+
+  /** Count how an offer of workflow `id` ended: run to the end, or declined (a failed step counts as declined). */
+  outcome(id: string, accepted: boolean): void {
+    this.db
+      .prepare(
+        `INSERT INTO wf_outcomes (id, accepted, declined) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET ${accepted ? "accepted = accepted + 1" : "declined = declined + 1"}`,
+      )
+      .run(id, accepted ? 1 : 0, accepted ? 0 : 1);
   }
 
   /** Mark a workflow reviewed (offered in every namespace from then on). False when no workflow has that id. */
@@ -110,12 +127,27 @@ export class WorkflowStore {
   }
 }
 
-function rowOf(r: Record<string, string | number>): StoredWorkflow {
-  return {
-    namespace: String(r.namespace),
-    key: String(r.key),
-    workflow: JSON.parse(String(r.data)) as Workflow,
-    reviewed: Number(r.reviewed) === 1,
-    createdAt: String(r.created_at),
-  };
+/** A stored row, or nothing when its JSON no longer reads (a hand-edited file): it is skipped, not fatal. */
+function rowOf(r: Record<string, string | number | null>): StoredWorkflow[] {
+  const workflow = parsed<Workflow>(String(r.data));
+  if (!workflow) return [];
+  return [
+    {
+      namespace: String(r.namespace),
+      key: String(r.key),
+      workflow,
+      reviewed: Number(r.reviewed) === 1,
+      createdAt: String(r.created_at),
+      accepted: Number(r.accepted ?? 0),
+      declined: Number(r.declined ?? 0),
+    },
+  ];
+}
+
+function parsed<T>(text: string): T | undefined {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return undefined;
+  }
 }
