@@ -226,7 +226,7 @@ function main(): void {
     const [, task, , trial] = t.name.split(" ").map(Number);
     halves[task! < 25 ? 0 : 1].push(...turnsOf(t, [trial!, task!]));
   }
-  swe.forEach((t, i) => halves[i % 2]!.push(...turnsOf(t, [0, -1])));
+  for (const [i, t] of swe.entries()) halves[i % 2]!.push(...turnsOf(t, [0, -1]));
   for (const h of halves) h.sort((a, b) => a.order[0] - b.order[0] || a.order[1] - b.order[1]);
   const [tune, report] = halves;
 
