@@ -188,6 +188,24 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       "A run ends achieved (exit 0), at its limit, stopped (Ctrl-C, exit 130; SIGTERM, exit 143), stuck (the same answer three times), paused (an approval is needed, or the supervisor failed three times in a row; a 429 only defers it), or failed. Runs are kept in <KEEL_HOME>/goals.sqlite.",
     ],
   },
+  workflows: {
+    summary:
+      "the workflows the agent learned from repeated successful turns (@keel/plugin-workflows): list, show, review, revoke",
+    usage: [
+      "keel workflows [list] [--json] [--config PATH] [--home DIR]",
+      "keel workflows show|review|revoke ID [--config PATH]",
+    ],
+    options: [CONFIG, HOME, ["--json", "list: the workflows as JSON"]],
+    examples: [
+      "keel workflows                      # id, draft or reviewed, namespace, steps, how its offers ended",
+      "keel workflows review wf-3f1c0a9b2e77   # offered in every namespace from now on",
+      "keel workflows revoke wf-3f1c0a9b2e77   # deleted; its tool sequence is never learned again there",
+    ],
+    env: ["KEEL_HOME"],
+    notes: [
+      "A draft is offered only in the namespace whose turns taught it; a reviewed workflow in every namespace. Either way the person approves each run (the durable approval flow). Workflows are kept in <KEEL_HOME>/workflows.sqlite.",
+    ],
+  },
   studio: {
     summary:
       "the sessions in the browser: turns as timelines, what each plugin contributed to every request, live; and the experiments of keel eval against their baseline",

@@ -315,6 +315,12 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     }
     case "db":
       return db(rest, io, flags);
+    case "workflows": {
+      const { workflowsCommand } = await import("./workflows.ts");
+      return withAgent(io, { ...flags, quiet: true, viewOnly: true }, (_agent, _f, built) =>
+        workflowsCommand(rest, io, built.home, !!values.json),
+      );
+    }
     case "studio":
       if (rest.length) throw usage(`keel studio takes no arguments (got "${rest.join(" ")}").`);
       return studio(io, flags);

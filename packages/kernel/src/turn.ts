@@ -632,6 +632,16 @@ function answered(t: Turn, a: Contributed<ContributionOf<"answer">>): ModelAnswe
     { type: "round.answered", round: t.rounds, plugin: a.plugin, reason: a.value.reason, calls: calls.length },
     t.turnId,
   );
+  // Listeners (the CLI, a turn stream) see the answer's text as they see a model's.
+  if (text)
+    t.session.live({
+      type: "model.delta",
+      sessionId: t.session.id,
+      turnId: t.turnId,
+      round: t.rounds,
+      channel: "text",
+      text,
+    });
   return { message: { role: "assistant", content }, stopReason: calls.length ? "tool_use" : "end_turn", usage: {} };
 }
 
