@@ -201,8 +201,9 @@ export function synthesise(examples: readonly Example[]): Workflow | undefined {
     }
     return { tool: call.name, args };
   });
+  // The values the slots took (not every token of their shapes: "deploy" is a word like "staging").
   const slotValues = new Set(
-    examples.flatMap((e) => slots.flatMap((s) => occurrences(s.shape, e.input)).map((v) => v.toLowerCase())),
+    examples.flatMap((e) => slots.flatMap((s) => words(occurrences(s.shape, e.input)[s.order] ?? ""))),
   );
   const sets = examples.map((e) => new Set(words(e.input)));
   const cue = [...sets[0]!].filter((w) => !slotValues.has(w) && sets.every((s) => s.has(w)));

@@ -258,3 +258,94 @@ describe("workflows: the gate", () => {
     return { asked, agent };
   }
 });
+
+describe("workflows: a parameter only a model can fill", () => {
+  /** Tools whose profile is prose: the reservation cannot be read from it by path. */
+  function proseTools(ran: string[]) {
+    return [
+      defineTool({
+        name: "get_user_details",
+        description: "A user's profile.",
+        parameters: { type: "object", properties: { user_id: { type: "string" } } },
+        execute: (a: { user_id: string }) => (
+          ran.push(`user:${a.user_id}`), `${a.user_id} holds ${USERS[a.user_id]?.reservations[0]}`
+        ),
+      }),
+      defineTool({
+        name: "get_reservation_details",
+        description: "A reservation.",
+        parameters: { type: "object", properties: { reservation_id: { type: "string" } } },
+        execute: (a: { reservation_id: string }) => (ran.push(`res:${a.reservation_id}`), "confirmed"),
+      }),
+    ];
+  }
+
+  it("one side-model call fills it before the offer; the rounds still need no model", async () => {
+    const db = join(home, "wf.sqlite");
+    const users = ["mia_li_3668", "omar_davis_3817", "ivan_muller_7015"];
+    const teach = await createAgent({
+      provider: scriptedProvider(users.flatMap(learnedTurn)),
+      store: new MemorySessionStore(),
+      tools: proseTools([]),
+      plugins: [workflows({ db })],
+    });
+    const s = await teach.session();
+    for (const input of inputs) await s.run(input);
+    await teach.close();
+    const ws = new WorkflowStore(db);
+    const [w] = ws.visible("default");
+    ws.close();
+    expect(w?.workflow.modelParams).toEqual(["step2.reservation_id"]);
+
+    const side = counted([{ text: '{"step2.reservation_id": "4OG6T3"}' }]);
+    const main = counted([]);
+    const ran: string[] = [];
+    const agent = await createAgent({
+      provider: main,
+      sideModel: side,
+      store: new MemorySessionStore(),
+      tools: proseTools(ran),
+      plugins: [workflows({ db })],
+      approve: () => true,
+    });
+    const r = await (await agent.session()).run("Could you check the reservation of user ID noah_muller_9847?");
+    await agent.close();
+    expect(side.asked).toBe(1);
+    expect(main.asked).toBe(0);
+    expect(ran).toEqual(["user:noah_muller_9847", "res:4OG6T3"]);
+    expect(r.verdict.status).toBe("completed");
+  });
+
+  it("without a usable answer from the model the workflow is not offered and the turn goes on as usual", async () => {
+    const db = join(home, "wf.sqlite");
+    const users = ["mia_li_3668", "omar_davis_3817", "ivan_muller_7015"];
+    const teach = await createAgent({
+      provider: scriptedProvider(users.flatMap(learnedTurn)),
+      store: new MemorySessionStore(),
+      tools: proseTools([]),
+      plugins: [workflows({ db })],
+    });
+    const s = await teach.session();
+    for (const input of inputs) await s.run(input);
+    await teach.close();
+    const side = counted([{ text: "I would rather not say." }]);
+    const main = counted([{ text: "the model answered" }]);
+    const asked: string[] = [];
+    const store = new MemorySessionStore();
+    const agent = await createAgent({
+      provider: main,
+      sideModel: side,
+      store,
+      tools: proseTools([]),
+      plugins: [workflows({ db })],
+      approve: (r: { call: { name: string } }) => (asked.push(r.call.name), true),
+    });
+    const session = await agent.session();
+    const r = await session.run("Could you check the reservation of user ID noah_muller_9847?");
+    await agent.close();
+    expect(asked).toEqual([]);
+    expect(r.text).toBe("the model answered");
+    const events = await store.events(session.id);
+    expect(JSON.stringify(events)).toContain("workflow.unfilled");
+  });
+});
