@@ -1,6 +1,7 @@
 import { createAgent, KeelError } from "@keel/kernel";
 import { scriptedProvider } from "@keel/testkit";
 import { describe, expect, it } from "vitest";
+import type { RuleInput } from "../src/index.ts";
 import { compileRules, permissions } from "../src/index.ts";
 
 const settings = { cwd: "/p", maxArgChars: 10_000 };
@@ -61,14 +62,14 @@ describe("the table is checked when the agent is created", () => {
   });
 
   it("a rule table whose getter throws is an options error, not a crash", async () => {
-    const rules = [
+    const rules: RuleInput[] = [
       "allow ok",
       Object.defineProperty({}, "decision", {
         enumerable: true,
         get() {
           throw new Error("boom");
         },
-      }),
+      }) as RuleInput,
     ];
     const err = await createAgent({
       provider: scriptedProvider([]),
