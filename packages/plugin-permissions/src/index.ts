@@ -110,6 +110,7 @@ function contributions(
   d: ReturnType<typeof decideWith>,
   facts: CallFacts,
   callId: string,
+  warned: Set<string>,
 ): ContributionFor<"tool.pre_call">[] {
   const out: ContributionFor<"tool.pre_call">[] = [{ kind: "tool_decision", decision: d.decision, reason: d.reason }];
   out.push({
@@ -128,7 +129,9 @@ function contributions(
       ...(d.uncertain ? { uncertain: d.uncertain } : {}),
     },
   });
-  for (const r of d.subjectMissing ?? [])
+  // Once per rule and tool while the agent lives: the table, not the call, needs fixing.
+  for (const r of (d.subjectMissing ?? []).filter((r) => !warned.has(`${r.index}:${facts.call.name}`))) {
+    if (warned.size < 10_000) warned.add(`${r.index}:${facts.call.name}`);
     out.push({
       kind: "diagnostic",
       level: "warn",
@@ -136,6 +139,7 @@ function contributions(
       message: `${nameOf(r)} names ${facts.call.name}, but its call has none of the arguments a bare specifier reads; name the argument, e.g. ${facts.call.name}(command=…)`,
       data: { rule: { ...r }, tool: facts.call.name },
     });
+  }
   return out;
 }
 
@@ -153,12 +157,13 @@ export function permissions(options: PermissionsOptions = {}) {
     input: options as z.input<typeof Options>,
     setup(ctx) {
       const o = ctx.options as Resolved;
+      const warned = new Set<string>();
       ctx.on(
         "tool.pre_call",
         (e) => {
           const facts: CallFacts = { call: e.call, namespace: namespaceOf(o, e.metadata) };
           const bypass = o.mode === "bypass" || e.metadata[o.modeKey] === "bypass";
-          return contributions(decideWith(o.compiled, facts, o.defaults, bypass), facts, e.call.id);
+          return contributions(decideWith(o.compiled, facts, o.defaults, bypass), facts, e.call.id, warned);
         },
         { stage: "post", priority: Number.MAX_SAFE_INTEGER, id: "rules" },
       );

@@ -8,7 +8,7 @@ import { isAbsolute, resolve } from "node:path";
 import { homedir } from "node:os";
 import { RE2JS } from "re2js";
 import { codePointLength } from "@keel/text";
-import { compileGlob, type GlobMode } from "./glob.ts";
+import { compileGlob, type GlobMode, MAX_PATTERN_CHARS } from "./glob.ts";
 
 /** Whether a matcher holds for a value. */
 export type Verdict = "yes" | "no" | "unknown";
@@ -58,6 +58,7 @@ export type ArgMatcherInput =
   | number
   | boolean
   | null
+  | RegExp
   | { glob: string }
   | { path: string }
   | { prefix: string }
@@ -157,6 +158,9 @@ function only(input: object): [string, unknown] {
 
 function needString(field: string, v: unknown): string {
   if (typeof v !== "string") throw new Error(`\`${field}\` must be a string, found ${typeof v}`);
+  if (!v) throw new Error(`\`${field}\` is empty`);
+  if (codePointLength(v) > MAX_PATTERN_CHARS)
+    throw new Error(`\`${field}\` is longer than ${MAX_PATTERN_CHARS} characters`);
   return v;
 }
 
@@ -173,7 +177,7 @@ export function compileMatcher(key: string, input: unknown, s: MatchSettings): A
     throw new Error(
       `expected a string pattern or a matcher object, found ${Array.isArray(input) ? "a list" : typeof input}`,
     );
-  if (input instanceof RegExp) return regexMatcher(key, input.source, input.flags, s);
+  if (input instanceof RegExp) return regexMatcher(key, needString("regex", input.source), input.flags, s);
   const [kind, value] = only(input);
   if (kind === "glob") return globMatcher(key, needString("glob", value), "text", s);
   if (kind === "path") return globMatcher(key, needString("path", value), "path", s);
@@ -182,7 +186,9 @@ export function compileMatcher(key: string, input: unknown, s: MatchSettings): A
     return { text: `${key} prefix ${JSON.stringify(p)}`, test: overText(s, (v) => v.startsWith(p)) };
   }
   if (kind === "equals") {
-    const want = JSON.parse(JSON.stringify(value ?? null)) as unknown;
+    const json = JSON.stringify(value ?? null);
+    if (json.length > 10_000) throw new Error("`equals` holds more than 10,000 characters of JSON");
+    const want = JSON.parse(json) as unknown;
     return { text: `${key} = ${JSON.stringify(want)}`, test: (v) => equal(v, want) };
   }
   const re = value instanceof RegExp ? value : needString("regex", value);
@@ -191,5 +197,5 @@ export function compileMatcher(key: string, input: unknown, s: MatchSettings): A
     throw new Error("`flags` must be a string of regex flags (i, m, s are honoured)");
   return typeof re === "string"
     ? regexMatcher(key, re, (flags as string | undefined) ?? "", s)
-    : regexMatcher(key, re.source, re.flags, s);
+    : regexMatcher(key, needString("regex", re.source), re.flags, s);
 }

@@ -160,4 +160,38 @@ describe("permission rules in a turn", () => {
     expect(text).toContain("rules[4]");
     await agent.close();
   });
+
+  it("a bare specifier on a tool without a subject argument is warned about once, and does not match", async () => {
+    const script = defineTool({
+      name: "run_script",
+      description: "Runs a script.",
+      category: "exec",
+      input: z.object({ script: z.string() }),
+      execute: ({ script }) => `ran ${script}`,
+    });
+    const store = new SqliteSessionStore({ path: join(dir, "unchecked.sqlite") });
+    const agent = await createAgent({
+      provider: scriptedProvider([
+        { toolCalls: [{ id: "u1", name: "run_script", args: { script: "rm -rf /" } }] },
+        { toolCalls: [{ id: "u2", name: "run_script", args: { script: "rm -rf ~" } }] },
+        { text: "done" },
+      ]),
+      sideModel: false,
+      store,
+      tools: [script],
+      plugins: [permissions({ rules: ["deny run_script(rm *)"], default: "allow" })],
+    });
+    const s = await agent.session();
+    await s.run("go");
+    const events = await store.events(s.id);
+    const warnings = events.filter((e) => e.type === "diagnostic" && e.code === "permissions.rule_unchecked");
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ level: "warn", plugin: "@keel/plugin-permissions" });
+    expect((warnings[0] as { message: string }).message).toContain("name the argument, e.g. run_script(command=…)");
+    expect(decisions(events).map((d) => [d.decision, d.rule])).toEqual([
+      ["allow", null],
+      ["allow", null],
+    ]);
+    await agent.close();
+  });
 });

@@ -144,6 +144,19 @@ describe("defaults, bypass and unknowns", () => {
     expect(decideWith(deny, call("rm", { path: ["tmp/a", "/etc/x"] }, "edit"), DEFAULTS, false).decision).toBe("deny");
   });
 
+  it("a RegExp object is taken as RE2 (its i flag honoured)", () => {
+    const r = rules([
+      { decision: "deny", tool: "exec", args: { command: /^RM\b/i } },
+      { decision: "ask", tool: "exec", args: { command: { regex: /^git\s+push/ } } },
+    ]);
+    expect(decideWith(r, call("exec", { command: "rm -r x" }), DEFAULTS, false)).toMatchObject({
+      decision: "deny",
+      rule: { index: 0, text: '{"decision":"deny","tool":"exec","args":{"command":"/^RM\\\\b/i"}}' },
+    });
+    expect(decideWith(r, call("exec", { command: "git  push" }), DEFAULTS, false).rule?.index).toBe(1);
+    expect(decideWith(r, call("exec", { command: "rmdir x" }), DEFAULTS, false).rule).toBeUndefined();
+  });
+
   it("hostile inputs: catastrophic patterns stay linear", () => {
     const g = compileGlob("*a*a*a*a*a*a*a*a*a*a*b", "text");
     expect(g.test("a".repeat(5_000))).toBe(false);

@@ -23,6 +23,8 @@ const BAD: Array<[unknown, string, RegExp]> = [
   [{ decision: "deny", tools: "x" }, "rules.0.tools", /unknown field/],
   [{ decision: "deny", tool: [] }, "rules.0.tool", /empty list/],
   [42, "rules.0", /found number/],
+  [{ decision: "deny", tool: "x", args: { q: { regex: "a".repeat(1_001) } } }, "rules.0.args.q", /longer than 1000/],
+  [{ decision: "deny", tool: "x", args: { q: { prefix: "" } } }, "rules.0.args.q", /`prefix` is empty/],
 ];
 
 describe("a malformed rule is a located issue", () => {
