@@ -10,6 +10,7 @@
 import { z } from "zod";
 import type { ContributionFor, ToolCategory } from "@keel/kernel";
 import { definePlugin } from "@keel/kernel";
+import { codePointLength } from "@keel/text";
 import { type CallFacts, decide, nameOf, type PermissionDecision, tierOf } from "./match.ts";
 import { type CompiledRule, compileRules, type Decision, type RuleInput } from "./rules.ts";
 
@@ -89,7 +90,7 @@ type Resolved = z.output<typeof Options>;
 /** The turn's namespace, read as plugin-memory and plugin-user-model read it. */
 function namespaceOf(o: Resolved, metadata: Readonly<Record<string, unknown>>): string {
   const v = metadata[o.namespaceKey];
-  if (typeof v === "string" && v && [...v].length <= 200) return v;
+  if (typeof v === "string" && v && v.length <= 400 && codePointLength(v) <= 200) return v;
   return typeof v === "number" && Number.isFinite(v) ? String(v) : o.namespace;
 }
 

@@ -11,13 +11,13 @@ import type { CompiledRule, Decision, Tier } from "./rules.ts";
 /** The plugin name plugin-mcp's tools carry in their source (the only tools counted as an MCP server's). */
 export const MCP_PLUGIN = "@keel/plugin-mcp";
 
-/** What a call is matched on: the call as the kernel shows it, and the turn's namespace. */
+/** What a call is matched on: the call as the kernel shows it, and the turn's namespace. Contract: read-only. */
 export interface CallFacts {
   call: Pick<ToolCallView, "name" | "args" | "category" | "source">;
   namespace: string;
 }
 
-/** The rule that decided, as the log keeps it. */
+/** The rule that decided, as the log keeps it. Contract: `index` is 0-based in `rules`; `text` is at most 200 code points. */
 export interface RuleRef {
   index: number;
   id?: string;

@@ -20,7 +20,7 @@ export interface ArgMatcher {
   test(value: unknown): Verdict;
 }
 
-/** What matching needs from the plugin's options. */
+/** What matching needs from the plugin's options. Contract: `cwd` is absolute; `maxArgChars` is positive. */
 export interface MatchSettings {
   /** Paths in arguments and path patterns are resolved against this folder. */
   cwd: string;

@@ -61,7 +61,7 @@ export interface CompiledRule {
   readonly subject?: { text: ArgMatcher; path: ArgMatcher; pattern: string };
 }
 
-/** A problem in the table: where (`["rules", 3, "args", "command"]`) and what. */
+/** A problem in the table. Contract: `path` starts `["rules", index]`; `message` starts `rules[index]`. */
 export interface RuleIssue {
   path: Array<string | number>;
   message: string;
