@@ -106,7 +106,13 @@ async function fromPackage(
 
 /** Keel's own plugins and the packages installed beside the config (node_modules up the tree), for "did you mean". */
 function installedNames(from: string): string[] {
-  const names = new Set(["@keel/plugin-memory", "@keel/plugin-skills", "@keel/plugin-mcp", "@keel/plugin-compaction"]);
+  const names = new Set([
+    "@keel/plugin-memory",
+    "@keel/plugin-skills",
+    "@keel/plugin-mcp",
+    "@keel/plugin-compaction",
+    "@keel/plugin-permissions",
+  ]);
   for (let dir = dirname(from); ; dir = dirname(dir)) {
     try {
       for (const entry of readdirSync(join(dir, "node_modules"))) {

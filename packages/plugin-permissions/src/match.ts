@@ -1,0 +1,138 @@
+/**
+ * Deciding one call against the table: deny beats ask beats allow whatever their order, and
+ * within the winning decision the first matching rule in table order is the one named. A call
+ * no rule matches takes the default of its category.
+ */
+import type { ToolCallView } from "@keel/kernel";
+import type { Glob } from "./glob.ts";
+import { SUBJECT_KEYS, PATH_KEYS, type Verdict } from "./matchers.ts";
+import type { CompiledRule, Decision, Tier } from "./rules.ts";
+
+/** The plugin name plugin-mcp's tools carry in their source (the only tools counted as an MCP server's). */
+export const MCP_PLUGIN = "@keel/plugin-mcp";
+
+/** What a call is matched on: the call as the kernel shows it, and the turn's namespace. Contract: read-only. */
+export interface CallFacts {
+  call: Pick<ToolCallView, "name" | "args" | "category" | "source">;
+  namespace: string;
+}
+
+/** The rule that decided, as the log keeps it. Contract: `index` is 0-based in `rules`; `text` is at most 200 code points. */
+export interface RuleRef {
+  index: number;
+  id?: string;
+  text: string;
+}
+
+/**
+ * One decision. Contract: `rule` is absent only when no rule matched (`reason` then names the
+ * default); `uncertain` lists the matchers that could not check their argument (counted as
+ * matching for deny and ask); `subjectMissing` says a bare specifier found no argument to match.
+ */
+export interface PermissionDecision {
+  decision: Decision;
+  rule?: RuleRef;
+  reason: string;
+  uncertain?: string[];
+  subjectMissing?: RuleRef[];
+}
+
+/** The trust tier of a call's tool. */
+export function tierOf(source: CallFacts["call"]["source"]): Tier {
+  if (source.kind === "builtin") return "builtin";
+  return source.plugin === MCP_PLUGIN && typeof source.meta?.mcpServer === "string" ? "mcp" : "plugin";
+}
+
+const anyGlob = (gs: readonly Glob[] | undefined, v: string | undefined): boolean =>
+  gs === undefined || (v !== undefined && gs.some((g) => g.test(v)));
+
+/** The definite conditions: name, category, tier, plugin, server, namespace. */
+function scopeHolds(r: CompiledRule, f: CallFacts): boolean {
+  const { call } = f;
+  const server = tierOf(call.source) === "mcp" ? (call.source.meta!.mcpServer as string) : undefined;
+  return (
+    anyGlob(r.tools, call.name) &&
+    (r.categories === undefined || r.categories.has(call.category)) &&
+    (r.sources === undefined || r.sources.has(tierOf(call.source))) &&
+    anyGlob(r.plugins, call.source.plugin) &&
+    anyGlob(r.mcpServers, server) &&
+    anyGlob(r.namespaces, f.namespace)
+  );
+}
+
+type ArgsRecord = Readonly<Record<string, unknown>>;
+
+/** The call's arguments against the rule's matchers: no if any says no, else unknown if any is unsure. */
+function argsHold(r: CompiledRule, args: ArgsRecord, unsure: string[]): Verdict | "no-subject" {
+  let out: Verdict = "yes";
+  const checks = r.args.map((a) => ({ key: a.key, m: a.matcher }));
+  if (r.subject) {
+    const key = SUBJECT_KEYS.find((k) => Object.hasOwn(args, k) && args[k] !== undefined);
+    if (key === undefined) return "no-subject";
+    checks.push({ key, m: PATH_KEYS.has(key) ? r.subject.path : r.subject.text });
+  }
+  for (const { key, m } of checks) {
+    // An argument the call does not have cannot match: the call does not touch what it names.
+    if (!Object.hasOwn(args, key) || args[key] === undefined) return "no";
+    const v = m.test(args[key]);
+    if (v === "no") return "no";
+    if (v === "unknown") {
+      out = "unknown";
+      unsure.push(`${m.text} (argument "${key}" could not be checked)`);
+    }
+  }
+  return out;
+}
+
+/** A rule reference for reasons and the log. */
+export function refOf(r: CompiledRule): RuleRef {
+  return { index: r.index, ...(r.id !== undefined ? { id: r.id } : {}), text: r.text };
+}
+
+/** How a rule reads in a reason: `rules[2] "deny exec(rm *)"`. */
+export function nameOf(r: RuleRef): string {
+  return `rules[${r.index}]${r.id !== undefined ? ` (${r.id})` : ""} ${JSON.stringify(r.text)}`;
+}
+
+/**
+ * Decide one call. Contract: pure and total (never throws on any arguments); the first
+ * matching rule of the strongest decision is named; unknown verdicts fire deny and ask rules only.
+ */
+export function decide(
+  rules: readonly CompiledRule[],
+  facts: CallFacts,
+  fallback: (category: string) => Decision,
+): PermissionDecision {
+  const first: Partial<Record<Decision, CompiledRule>> = {};
+  const unsure: Record<Decision, string[]> = { allow: [], ask: [], deny: [] };
+  const missing: RuleRef[] = [];
+  const a = facts.call.args;
+  const args: ArgsRecord = typeof a === "object" && a !== null && !Array.isArray(a) ? (a as ArgsRecord) : {};
+  for (const r of rules) {
+    if (first[r.decision] || !scopeHolds(r, facts)) continue;
+    const notes: string[] = [];
+    const v = argsHold(r, args, notes);
+    if (v === "no-subject") missing.push(refOf(r));
+    if (v === "yes" || (v === "unknown" && r.decision !== "allow")) {
+      first[r.decision] = r;
+      unsure[r.decision] = notes;
+    }
+  }
+  const pick = first.deny ?? first.ask ?? first.allow;
+  const extra = missing.length ? { subjectMissing: missing } : {};
+  if (!pick) {
+    const d = fallback(facts.call.category);
+    return { decision: d, reason: `no rule matched; the default for ${facts.call.category} tools is ${d}`, ...extra };
+  }
+  const ref = refOf(pick);
+  const notes = unsure[pick.decision];
+  return {
+    decision: pick.decision,
+    rule: ref,
+    reason: `${nameOf(ref)} ${VERB[pick.decision]} it${pick.reason ? `: ${pick.reason}` : ""}${notes.length ? ` (${notes.join("; ")}; an argument that cannot be checked never allows)` : ""}`,
+    ...(notes.length ? { uncertain: notes } : {}),
+    ...extra,
+  };
+}
+
+const VERB: Record<Decision, string> = { allow: "allows", ask: "asks about", deny: "denies" };

@@ -1,0 +1,201 @@
+/**
+ * Argument matchers: what one entry of a rule's `args` (or a compact rule's specifier) checks
+ * about one argument. Each answers yes, no or unknown; unknown (a value it cannot check: too
+ * long, not text) is never permissive: a deny or ask rule counts it as a match, an allow
+ * rule does not. Text matchers are linear (globs: glob.ts; regexes: RE2, no backtracking).
+ */
+import { isAbsolute, resolve } from "node:path";
+import { homedir } from "node:os";
+import { RE2JS } from "re2js";
+import { codePointLength } from "@keel/text";
+import { compileGlob, type GlobMode, MAX_PATTERN_CHARS } from "./glob.ts";
+
+/** Whether a matcher holds for a value. */
+export type Verdict = "yes" | "no" | "unknown";
+
+/** One compiled argument matcher. Contract: `test` never throws and is linear in the value's size. */
+export interface ArgMatcher {
+  /** How it reads in a decision's reason, e.g. `command glob "npm test*"`. */
+  readonly text: string;
+  test(value: unknown): Verdict;
+}
+
+/** What matching needs from the plugin's options. Contract: `cwd` is absolute; `maxArgChars` is positive. */
+export interface MatchSettings {
+  /** Paths in arguments and path patterns are resolved against this folder. */
+  cwd: string;
+  /** Text longer than this (code points) is not matched: the matcher answers unknown. */
+  maxArgChars: number;
+}
+
+/** Argument names whose values are paths: a string pattern for them is a path glob. */
+export const PATH_KEYS: ReadonlySet<string> = new Set([
+  "path",
+  "file",
+  "file_path",
+  "filePath",
+  "filename",
+  "dir",
+  "directory",
+  "cwd",
+]);
+
+/** The argument a compact rule's bare specifier (`exec(npm test*)`) is matched against: the first of these the call has. */
+export const SUBJECT_KEYS: readonly string[] = [
+  "command",
+  "cmd",
+  "path",
+  "file_path",
+  "filePath",
+  "file",
+  "url",
+  "uri",
+];
+
+/** The raw forms of a matcher, as written in a rule's `args`. */
+export type ArgMatcherInput =
+  | string
+  | number
+  | boolean
+  | null
+  | RegExp
+  | { glob: string }
+  | { path: string }
+  | { prefix: string }
+  | { regex: string | RegExp; flags?: string }
+  | { equals: unknown };
+
+/** A string matcher applied to one value: arrays of strings count element by element. */
+function overText(s: MatchSettings, check: (text: string) => boolean): (value: unknown) => Verdict {
+  const one = (v: unknown): Verdict => {
+    if (typeof v !== "string") return "unknown";
+    if (v.length > s.maxArgChars && codePointLength(v) > s.maxArgChars) return "unknown";
+    return check(v) ? "yes" : "no";
+  };
+  return (value) => {
+    if (!Array.isArray(value)) return one(value);
+    const all = value.slice(0, 1_000).map(one);
+    if (value.length > 1_000 || all.includes("unknown")) return "unknown";
+    if (all.every((v) => v === "yes")) return all.length ? "yes" : "no";
+    return all.includes("yes") ? "unknown" : "no";
+  };
+}
+
+function expandHome(p: string): string {
+  return p === "~" || p.startsWith("~/") ? homedir() + p.slice(1) : p;
+}
+
+/** A path pattern anchored at `cwd` (one starting with `**` stays unanchored). */
+function pathPattern(pattern: string, cwd: string): string {
+  const p = expandHome(pattern);
+  if (p.startsWith("**")) return p;
+  // Keep a trailing `/**` (resolve would keep it, but not a trailing `/`).
+  return isAbsolute(p) ? resolve(p) + (p.endsWith("/") ? "/" : "") : resolve(cwd, p) + (p.endsWith("/") ? "/" : "");
+}
+
+function globMatcher(key: string, pattern: string, mode: GlobMode, s: MatchSettings): ArgMatcher {
+  if (mode === "text") {
+    const g = compileGlob(pattern, "text");
+    return { text: `${key} glob ${JSON.stringify(pattern)}`, test: overText(s, (v) => g.test(v)) };
+  }
+  const g = compileGlob(pathPattern(pattern, s.cwd), "path");
+  return {
+    text: `${key} path ${JSON.stringify(pattern)}`,
+    // The argument as the tool will see it: `~`, `.` and `..` resolved, so `src/../.env` is not under `src/`.
+    test: overText(s, (v) => !v.includes("\0") && g.test(resolve(s.cwd, expandHome(v)))),
+  };
+}
+
+function regexMatcher(key: string, source: string, flags: string, s: MatchSettings): ArgMatcher {
+  let bits = 0;
+  if (flags.includes("i")) bits |= RE2JS.CASE_INSENSITIVE;
+  if (flags.includes("s")) bits |= RE2JS.DOTALL;
+  if (flags.includes("m")) bits |= RE2JS.MULTILINE;
+  let re: RE2JS;
+  try {
+    re = RE2JS.compile(source, bits);
+  } catch (err) {
+    throw new Error(
+      `the regex does not compile (RE2 syntax: no lookaround, no backreferences): ${(err as Error).message}`,
+    );
+  }
+  return {
+    text: `${key} regex /${source}/${flags}`,
+    test: overText(s, (v) => re.matcher(v).find()),
+  };
+}
+
+/** Deep JSON equality, bounded in depth (deeper values are unknown). */
+function equal(a: unknown, b: unknown, depth = 0): Verdict {
+  if (depth > 64) return "unknown";
+  if (a === b) return "yes";
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return "no";
+  if (Array.isArray(a) !== Array.isArray(b)) return "no";
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return "no";
+  let out: Verdict = "yes";
+  for (const k of ka) {
+    if (!Object.hasOwn(b, k)) return "no";
+    const v = equal((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k], depth + 1);
+    if (v === "no") return "no";
+    if (v === "unknown") out = "unknown";
+  }
+  return out;
+}
+
+/** Read a matcher's single field, or say what was expected. */
+function only(input: object): [string, unknown] {
+  const keys = Object.keys(input);
+  const known = ["glob", "path", "prefix", "regex", "equals"];
+  const main = keys.filter((k) => known.includes(k));
+  const extra = keys.filter((k) => !known.includes(k) && !(k === "flags" && main[0] === "regex"));
+  if (main.length !== 1 || extra.length)
+    throw new Error(
+      `expected a string pattern or one of { glob }, { path }, { prefix }, { regex, flags? }, { equals }, found keys ${JSON.stringify(keys)}`,
+    );
+  return [main[0]!, (input as Record<string, unknown>)[main[0]!]];
+}
+
+function needString(field: string, v: unknown): string {
+  if (typeof v !== "string") throw new Error(`\`${field}\` must be a string, found ${typeof v}`);
+  if (!v) throw new Error(`\`${field}\` is empty`);
+  if (codePointLength(v) > MAX_PATTERN_CHARS)
+    throw new Error(`\`${field}\` is longer than ${MAX_PATTERN_CHARS} characters`);
+  return v;
+}
+
+/**
+ * Compile one matcher for the argument `key` (`null`: the call's subject, SUBJECT_KEYS).
+ * A string is a glob: a path glob when the argument is a path (PATH_KEYS, or a subject that
+ * turns out to be one), else a text glob. Contract: throws an Error naming the problem.
+ */
+export function compileMatcher(key: string, input: unknown, s: MatchSettings): ArgMatcher {
+  if (typeof input === "string") return globMatcher(key, input, PATH_KEYS.has(key) ? "path" : "text", s);
+  if (input === null || typeof input === "number" || typeof input === "boolean")
+    return { text: `${key} = ${JSON.stringify(input)}`, test: (v) => equal(v, input) };
+  if (typeof input !== "object" || Array.isArray(input))
+    throw new Error(
+      `expected a string pattern or a matcher object, found ${Array.isArray(input) ? "a list" : typeof input}`,
+    );
+  if (input instanceof RegExp) return regexMatcher(key, needString("regex", input.source), input.flags, s);
+  const [kind, value] = only(input);
+  if (kind === "glob") return globMatcher(key, needString("glob", value), "text", s);
+  if (kind === "path") return globMatcher(key, needString("path", value), "path", s);
+  if (kind === "prefix") {
+    const p = needString("prefix", value);
+    return { text: `${key} prefix ${JSON.stringify(p)}`, test: overText(s, (v) => v.startsWith(p)) };
+  }
+  if (kind === "equals") {
+    const json = JSON.stringify(value ?? null);
+    if (json.length > 10_000) throw new Error("`equals` holds more than 10,000 characters of JSON");
+    const want = JSON.parse(json) as unknown;
+    return { text: `${key} = ${JSON.stringify(want)}`, test: (v) => equal(v, want) };
+  }
+  const re = value instanceof RegExp ? value : needString("regex", value);
+  const flags = (input as { flags?: unknown }).flags;
+  if (flags !== undefined && (typeof flags !== "string" || !/^[imsguyd]*$/.test(flags)))
+    throw new Error("`flags` must be a string of regex flags (i, m, s are honoured)");
+  return typeof re === "string"
+    ? regexMatcher(key, re, (flags as string | undefined) ?? "", s)
+    : regexMatcher(key, needString("regex", re.source), re.flags, s);
+}
