@@ -229,6 +229,11 @@ function main(): void {
   for (const [i, t] of swe.entries()) halves[i % 2]!.push(...turnsOf(t, [0, -1]));
   for (const h of halves) h.sort((a, b) => a.order[0] - b.order[0] || a.order[1] - b.order[1]);
   const [tune, report] = halves;
+  const all = [...tune, ...report];
+  const tauTurns = all.filter((x) => x.source === "tau-bench").length;
+  console.log(
+    `turns: tau-bench ${tauTurns} (${tau.length} runs), SWE ${all.length - tauTurns} (${swe.length} runs); tune half ${tune.length}, held-out half ${report.length}`,
+  );
 
   console.log("tune half (tau-bench tasks 0-24, even SWE files):");
   let best: { minExamples: number; minCue: number; t: Tally } | undefined;
