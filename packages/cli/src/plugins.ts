@@ -112,6 +112,7 @@ function installedNames(from: string): string[] {
     "@keel/plugin-mcp",
     "@keel/plugin-compaction",
     "@keel/plugin-permissions",
+    "@keel/plugin-workflows",
   ]);
   for (let dir = dirname(from); ; dir = dirname(dir)) {
     try {

@@ -18,3 +18,5 @@ export { nextRound, OFFER_TOOL, PlanSchema } from "./steps.ts";
 export type { Next, Plan } from "./steps.ts";
 export { EXAMPLES_KEPT, WorkflowStore } from "./store.ts";
 export type { StoredWorkflow } from "./store.ts";
+/** The plugin factory, also as the default export (`["@keel/plugin-workflows", options]` in a config). */
+export { workflows as default } from "./plugin.ts";
