@@ -247,6 +247,8 @@ export const PHASE_EVENT_FIELDS: { [P in PhaseName]: { [F in OwnFields<P>]-?: st
     contextWindow: "the provider's window in tokens, when known",
     options: "the request options merged so far",
     retry: '{ reason: "context_too_long" } when the provider refused the previous attempt',
+    routing:
+      "with a pool only: its members (name, id, tags, price, window), the default model, the request's shape (tokens, tools, images, mode) and the budget left; route with request_options.options.route",
   },
   "round.post_response": {
     round: "the round's number",

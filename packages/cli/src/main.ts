@@ -531,6 +531,9 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
       io.err(
         `keel: ${result.verdict.status} (${result.verdict.reason}) · ${result.rounds} rounds · ${result.toolCalls} tool calls · session ${session.id}\n`,
       );
+    // A budget stop says what was spent, the limit and what to do (the verdict's detail).
+    if (result.verdict.status === "stopped" && result.verdict.reason === "budget" && result.verdict.detail)
+      io.err(`keel: ${result.verdict.detail}\n`);
     if (!flags.json && built.freshHome && result.verdict.status === "completed")
       io.err(nextSteps({ home: built.home, flags: flags.typed ?? [], env: io.env }));
     if (terminated) return EXIT.terminated;

@@ -45,6 +45,7 @@ import { DEFAULT_LIMITS } from "./limits.ts";
 import type { ChildHold } from "./child-types.ts";
 import type { ChildOptions, ChildRun, TurnBudget } from "./tools.ts";
 import type { Usage } from "./usage.ts";
+import { emptyUsage } from "./usage.ts";
 import { errorResult } from "./tool-exec.ts";
 import { abandonChild, runChild } from "./child.ts";
 import { checkInput, outputSpecOf } from "./run-input.ts";
@@ -103,6 +104,24 @@ const AgentOptionsSchema = z
     provider: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
       message: "expected a ModelProvider with a stream() method",
     }),
+    pool: z
+      .record(
+        z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "expected a pool name of letters, digits, _ . - (at most 64)"),
+        z
+          .object({
+            provider: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
+              message: "expected a ModelProvider with a stream() method",
+            }),
+            tags: z.array(z.string().min(1)).optional(),
+            price: z
+              .object({ input: z.number().min(0), output: z.number().min(0) })
+              .strict()
+              .optional(),
+            contextWindow: z.number().int().positive().optional(),
+          })
+          .strict(),
+      )
+      .optional(),
     sideModel: z
       .union([
         z.literal(false),
@@ -667,6 +686,7 @@ export class Session implements TurnHost, HostSession {
   unfinished: PausedTurn | undefined;
   /** @internal tools the host approved "always" in this session */
   readonly alwaysAllowed = new Set<string>();
+  readonly spend: Usage = emptyUsage();
   /** @internal the mode this session switched to (from its log), if it ever did */
   switchedMode: SessionMode | undefined;
   /** @internal a child session's link to the parent turn and call that started it (from session.created) */
