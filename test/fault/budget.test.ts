@@ -195,4 +195,28 @@ describe("fault class 19: routing and budgets", () => {
     expect(notice.message).toMatch(/openai:gpt-4\.1-mini failed \(rate_limited\).*Trying anthropic:claude-sonnet-4-5/);
     expect(of(events, "model.responded")[0]!.provider).toBe("anthropic:claude-sonnet-4-5");
   });
+
+  it("a goal run that reaches its budget pauses with reason budget, in keel goal's output and keel goal status", async () => {
+    const p = project(root, "goal", config(""));
+    const n = server.requests.length;
+    // One turn costs $0.0615; the $0.0005 left after it is below any request's estimate.
+    const r = await runKeel(["goal", "keep working", "--turns", "5", "--every", "99", "--budget", "0.062"], {
+      cwd: p.dir,
+      env: env(p.home),
+      timeoutMs: 60_000,
+    });
+    expect(r.code, r.stderr).toBe(1);
+    expect(server.requests.length).toBe(n + 1);
+    expect(r.stderr).toContain("budget $0.062");
+    expect(r.stderr).toMatch(
+      /keel: goal paused \(budget: turn 2 stopped before a request that would pass a spending limit \(the run spent \$0\.0615 of its \$0\.0620 budget\): KEEL_BUDGET_EXCEEDED/,
+    );
+    const status = await runKeel(["goal", "status"], { cwd: p.dir, env: env(p.home) });
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toMatch(/paused\s+2\/5 turns/);
+    expect(status.stdout).toContain("budget: turn 2 stopped");
+    const bad = await runKeel(["goal", "x", "--budget", "free"], { cwd: p.dir, env: env(p.home) });
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('--budget takes the run\'s budget in dollars (a number > 0), not "free"');
+  });
 });

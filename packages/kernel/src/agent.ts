@@ -782,6 +782,7 @@ export class Session implements TurnHost, HostSession {
   ): PreparedTurn<O> {
     const checked = checkInput(input);
     const output = options.output ? outputSpecOf(options.output, options.outputName, options.outputFormat) : undefined;
+    const budget = turnBudget(options.maxCostUsd, more.limits?.maxCostUsd ?? this.agent.limits.maxCostUsd);
     this.ready();
     if (this.paused)
       throw new KeelError(
@@ -792,6 +793,7 @@ export class Session implements TurnHost, HostSession {
       this.start(checked, withSignal(options, signal), {
         ...(output ? { output } : {}),
         ...more,
+        ...(budget !== undefined ? { limits: { ...more.limits, maxCostUsd: budget } } : {}),
         ...(held ? { held } : {}),
       }) as Promise<TurnResult<O>>;
   }
@@ -1820,4 +1822,18 @@ export class Session implements TurnHost, HostSession {
       }
     }
   }
+}
+
+/** A turn's dollar limit: run()'s `maxCostUsd` when it is smaller than the one in force. Contract: throws KEEL_AGENT_OPTIONS_INVALID for a value that is not a positive number. */
+function turnBudget(asked: unknown, current: number | undefined): number | undefined {
+  if (asked === undefined) return undefined;
+  if (typeof asked !== "number" || !(asked > 0) || !Number.isFinite(asked))
+    throw new KeelError(
+      "KEEL_AGENT_OPTIONS_INVALID",
+      `run(): maxCostUsd must be a positive number of dollars (got ${String(asked)}).`,
+      {
+        path: "maxCostUsd",
+      },
+    );
+  return current !== undefined && current < asked ? current : asked;
 }

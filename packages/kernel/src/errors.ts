@@ -37,7 +37,8 @@ export const ERROR_CODES = {
   KEEL_TOOL_INVALID:
     "The tool definition is malformed. Give it a name matching ^[a-zA-Z0-9_-]{1,64}$, a description and an execute function.",
   KEEL_AGENT_CLOSED: "The agent or session is closed. Create a new agent (or open the session again) to go on.",
-  KEEL_AGENT_OPTIONS_INVALID: "createAgent() was given an invalid option. Fix the option at the path shown.",
+  KEEL_AGENT_OPTIONS_INVALID:
+    "createAgent() (or run(), for its per-turn options) was given an invalid option. Fix the option at the path shown.",
   KEEL_CHILD_INVALID:
     "A tool asked for a child session with invalid options (ToolContext.child). Fix the options named; the child agent's options are createAgent's.",
   KEEL_CHILD_BUDGET:

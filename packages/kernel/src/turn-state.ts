@@ -54,6 +54,11 @@ export interface RunOptions<O = unknown> {
   /** The name the schema is given to the provider (default `final_answer`). */
   outputName?: string;
   /**
+   * Dollars this turn may spend, when smaller than `limits.maxCostUsd` (a goal run passes its
+   * budget left): a request whose estimate would pass it is not sent and the turn stops (`budget`).
+   */
+  maxCostUsd?: number;
+  /**
    * @internal With `output`: the format sent to the provider as given, instead of the schema's
    * JSON Schema (a replay passes back the recorded one, byte for byte; `output` still validates).
    */

@@ -290,4 +290,20 @@ describe("budgets", () => {
     expect(route.model).toBe("cheap");
     expect(route.reason).toMatch(/^strongest that fits: cheap/);
   });
+
+  it("run({ maxCostUsd }) tightens the turn's dollar limit, never loosens it; a bad value is refused", async () => {
+    const main = priced("x:main", [text("fits")], { input: 3, output: 15 });
+    const { session } = await agentWith({
+      provider: main.provider,
+      limits: { maxCostUsd: 0.01 },
+      requestOptions: { maxTokens: 100 },
+    });
+    const tight = await session.run("hello", { maxCostUsd: 0.001 });
+    expect(tight.verdict).toMatchObject({ status: "stopped", reason: "budget" });
+    expect((tight.verdict as { detail: string }).detail).toContain("of limits.maxCostUsd $0.0010");
+    const loose = await session.run("hello", { maxCostUsd: 5 });
+    expect(loose.verdict.status).toBe("completed");
+    expect(main.requests).toHaveLength(1);
+    await expect(session.run("x", { maxCostUsd: 0 })).rejects.toThrow(/maxCostUsd must be a positive number/);
+  });
 });
