@@ -130,7 +130,7 @@ export const CONTRIBUTION_DOCS: { [K in ContributionKind]: ContributionDoc<K> } 
     fields: {
       priority: "lower wins a conflict",
       options:
-        "maxTokens, temperature (0-2), toolChoice (auto, none, required), cache (none, 5m, 1h), metadata (strings), extra (provider-specific)",
+        "maxTokens, temperature (0-2), toolChoice (auto, none, required), cache (none, 5m, 1h), metadata (strings), extra (provider-specific), route ({ model, reason }: this round goes to that pool member, round.pre_request only; the kernel records it on the manifest and the provider never sees it)",
     },
     example: { kind: "request_options", options: { cache: "1h", maxTokens: 2048 } },
   },
