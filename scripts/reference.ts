@@ -130,7 +130,7 @@ export const CONTRIBUTION_DOCS: { [K in ContributionKind]: ContributionDoc<K> } 
     fields: {
       priority: "lower wins a conflict",
       options:
-        "maxTokens, temperature (0-2), toolChoice (auto, none, required), cache (none, 5m, 1h), metadata (strings), extra (provider-specific)",
+        "maxTokens, temperature (0-2), toolChoice (auto, none, required), cache (none, 5m, 1h), metadata (strings), extra (provider-specific), route ({ model, reason }: this round goes to that pool member, round.pre_request only; the kernel records it on the manifest and the provider never sees it)",
     },
     example: { kind: "request_options", options: { cache: "1h", maxTokens: 2048 } },
   },
@@ -261,6 +261,8 @@ export const PHASE_EVENT_FIELDS: { [P in PhaseName]: { [F in OwnFields<P>]-?: st
     contextWindow: "the provider's window in tokens, when known",
     options: "the request options merged so far",
     retry: '{ reason: "context_too_long" } when the provider refused the previous attempt',
+    routing:
+      "with a pool only: its members (name, id, tags, price, window), the default model, the request's shape (tokens, tools, images, mode) and the budget left; route with request_options.options.route",
   },
   "round.post_response": {
     round: "the round's number",

@@ -30,6 +30,7 @@ import { snapshotConfig } from "./config-snapshot.ts";
 import { attempt, childPath, thrownText } from "./guard.ts";
 import { pluginEntryHint } from "./plugin-hints.ts";
 import { checkHome } from "./home.ts";
+import { onlinePool, rigPool } from "./pool.ts";
 import { chooseDatabase, postgresSessionStore } from "./database.ts";
 import type { Database } from "./database.ts";
 
@@ -235,6 +236,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     (strings.length > 0 && missing.length === strings.length);
   let provider: ModelProvider;
   let sideModel: ModelProvider | false | undefined;
+  let pool: AgentOptions["pool"];
   if (options.rig) {
     provider = options.rig.provider;
     // A log written before manifests held the window: the one the config's model has (the
@@ -244,6 +246,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
       if (window) provider = { ...provider, contextWindow: window };
     }
     sideModel = false; // the recording holds no side-model answers: plugins use their deterministic fallbacks
+    pool = await rigPool(config, provider);
   } else if (offline) {
     provider = offlineProvider(config, dir, loaded.filepath);
     sideModel = false; // a script answers the conversation only; plugins use their deterministic fallbacks
@@ -258,17 +261,20 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     );
   } else {
     // Models whose key is missing are left out of the chain; the rest serve in order.
-    provider = await onlineProvider(
+    const chain = await onlineProviders(
       specs.filter((s) => specString(s) === undefined || !missingCredential(specString(s)!, env, config.baseURL)),
       env,
       config.baseURL,
     );
+    provider = chain.length === 1 ? chain[0]! : (await import("@keel/providers")).fallback(chain);
+    pool = await onlinePool(config, chain, env, loaded.filepath);
     if (config.sideModel !== undefined) sideModel = await onlineProvider([config.sideModel], env, config.baseURL);
-    note(`keel: model ${provider.id}`);
+    note(`keel: model ${provider.id}${pool ? `; pool ${Object.keys(pool).join(", ")}` : ""}`);
   }
   if (database.kind === "postgres") note(`keel: stores on ${database.shown} (${database.source})`);
   const agentOptions: AgentOptions = {
     provider,
+    ...(pool ? { pool } : {}),
     ...(sideModel !== undefined ? { sideModel } : {}),
     ...(config.name !== undefined ? { name: config.name } : {}),
     ...(config.instructions !== undefined ? { instructions: config.instructions } : {}),
@@ -383,6 +389,16 @@ async function onlineProvider(
   env: NodeJS.ProcessEnv,
   baseURL: string | undefined,
 ): Promise<ModelProvider> {
+  const list = await onlineProviders(specs, env, baseURL);
+  if (list.length === 1) return list[0]!;
+  return (await import("@keel/providers")).fallback(list);
+}
+
+async function onlineProviders(
+  specs: readonly ModelSpec[],
+  env: NodeJS.ProcessEnv,
+  baseURL: string | undefined,
+): Promise<ModelProvider[]> {
   const providers = specs.some((s) => specString(s) !== undefined) ? await import("@keel/providers") : undefined;
   const list = specs.map((s) => {
     const spec = specString(s);
@@ -396,6 +412,5 @@ async function onlineProvider(
         : new KeelError("KEEL_MODEL_UNAVAILABLE", `"${spec}": ${errorMessage(err)}`, { path: "model" }, { cause: err });
     }
   });
-  if (list.length === 1) return list[0]!;
-  return (providers ?? (await import("@keel/providers"))).fallback(list);
+  return list;
 }

@@ -40,6 +40,30 @@ function isPlainEntry(v: unknown): boolean {
     typeof v === "object" && v !== null && typeof (v as { stream?: unknown }).stream !== "function" && "model" in v
   );
 }
+const poolEntry = z
+  .object({
+    model: z.union([modelSpec, z.array(modelSpec).min(1)], {
+      error: (iss) =>
+        Array.isArray(iss.input) || isPlainEntry(iss.input)
+          ? undefined
+          : 'expected a model ("anthropic:<model>", "openai:<model>", …, a ModelProvider) or a list of them (the member\'s own fallback chain)',
+    }),
+    tags: z.array(z.string().min(1).max(64)).max(32),
+    price: z.strictObject({ input: z.number().min(0), output: z.number().min(0) }),
+    contextWindow: z.number().int().positive(),
+  })
+  .partial()
+  .required({ model: true })
+  .strict();
+const poolSpec = z.union([modelString, poolEntry], {
+  // An object that fails deep inside (price.output missing) is named by its inner path here: the union alone says "Invalid input".
+  error: (iss) => {
+    if (typeof iss.input !== "object" || iss.input === null)
+      return 'expected a pool member: "<provider>:<model>" or { model, tags, price: { input, output }, contextWindow }';
+    const inner = poolEntry.safeParse(iss.input).error?.issues[0];
+    return inner ? `${inner.path.map(String).join(".")}: ${inner.message}` : undefined;
+  },
+});
 const pluginObject = z.looseObject({
   name: z.string().min(1),
   version: z.string(),
@@ -98,6 +122,12 @@ export const ConfigSchema = z
             ? undefined
             : 'expected a model ("anthropic:<model>", "openai:<model>", "openai-compatible:<model>", a ModelProvider) or a list of them (a fallback chain)',
       })
+      .optional(),
+    models: z
+      .record(
+        z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "expected a pool name of letters, digits, _ . - (at most 64)"),
+        poolSpec,
+      )
       .optional(),
     sideModel: modelSpec.optional(),
     baseURL: z

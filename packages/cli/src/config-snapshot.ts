@@ -21,7 +21,7 @@ const PROBES: Array<[RegExp, readonly string[]]> = [
   ],
   [/^observers\[\d+\]$/, ["name", "attach"]],
   [/^tools\[\d+\]$/, ["name", "description", "inputSchema", "category", "execute"]],
-  [/^(model(\[\d+\])?|sideModel)$/, ["id", "stream"]],
+  [/^(model(\[\d+\])?|sideModel|models\..+\.model(\[\d+\])?)$/, ["id", "stream"]],
 ];
 
 /**

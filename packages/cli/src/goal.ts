@@ -1,5 +1,5 @@
 /**
- * `keel goal "<goal>" [--turns N] [--every N]`: an autonomous run (@keel/plugin-goals) on the
+ * `keel goal "<goal>" [--turns N] [--every N] [--budget USD]`: an autonomous run (@keel/plugin-goals) on the
  * config's agent, supervised by its side model every N turns; `keel goal status` lists runs.
  * Ctrl-C stops the run after the current turn is cancelled (exit 130); SIGTERM the same (exit 143).
  */
@@ -18,7 +18,7 @@ export const goalCommand = {
     agent: Agent,
     session: Session,
     goal: string,
-    limits: { turns: number; every: number },
+    limits: { turns: number; every: number; budget?: number },
     io: CliEnv,
     home: string,
   ): Promise<number> {
@@ -43,12 +43,13 @@ export const goalCommand = {
       const side = agent.options.sideModel;
       const supervisor = side || agent.options.provider;
       io.err(
-        `keel: goal run on session ${session.id}: up to ${limits.turns} turns, supervisor every ${limits.every}\n`,
+        `keel: goal run on session ${session.id}: up to ${limits.turns} turns${limits.budget !== undefined ? `, budget $${limits.budget}` : ""}, supervisor every ${limits.every}\n`,
       );
       const r = await runGoal(session, {
         goal,
         store,
         maxTurns: limits.turns,
+        ...(limits.budget !== undefined ? { maxCostUsd: limits.budget } : {}),
         signal: ctrl.signal,
         supervisor: { ...(supervisor ? { model: supervisor } : {}), every: limits.every },
         onTurn: (n, t) => io.err(`keel: goal turn ${n}: ${t.verdict.status}\n`),

@@ -165,13 +165,17 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
   goal: {
     summary: "work toward a goal without user input, checked by a supervisor model (@keel/plugin-goals)",
     usage: [
-      'keel goal "GOAL" [--turns N] [--every N] [--session ID | -c] [--config PATH]',
+      'keel goal "GOAL" [--turns N] [--every N] [--budget USD] [--session ID | -c] [--config PATH]',
       "keel goal status [--json] [--config PATH]",
     ],
     options: [
       CONFIG,
       HOME,
       ["--turns N", "most turns (default 20)"],
+      [
+        "--budget USD",
+        "the run's spend limit in dollars: a request that would pass it is not sent and the run pauses (budget)",
+      ],
       [
         "--every N",
         "ask the supervisor (the side model, else the agent's model) every N turns (default 5), and whenever the agent says the goal is complete",

@@ -93,6 +93,7 @@ const CLI_OPTIONS = {
   port: { type: "string" },
   turns: { type: "string" },
   every: { type: "string" },
+  budget: { type: "string" },
   "allow-approvals": { type: "boolean" },
   mode: { type: "string" },
   once: { type: "boolean" },
@@ -187,8 +188,10 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     throw usage("--mode is an option of keel run and keel chat.");
   if (values.mode !== undefined && values.mode !== "agent" && values.mode !== "chat")
     throw usage(`--mode takes agent (tools) or chat (no tools), not "${headOf(values.mode, 40)}".`);
-  if ((values.turns !== undefined || values.every !== undefined) && command !== "goal")
-    throw usage(`${values.turns !== undefined ? "--turns" : "--every"} is an option of keel goal.`);
+  if ((values.turns !== undefined || values.every !== undefined || values.budget !== undefined) && command !== "goal")
+    throw usage(
+      `${values.turns !== undefined ? "--turns" : values.every !== undefined ? "--every" : "--budget"} is an option of keel goal.`,
+    );
   if (values.once && command !== "worker") throw usage("--once is an option of keel worker.");
   if (values.concurrency !== undefined && command !== "worker" && command !== "eval")
     throw usage("--concurrency is an option of keel worker and keel eval.");
@@ -252,7 +255,14 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
         if (!Number.isInteger(n) || n < 1) throw usage(`${flag} takes a whole number ≥ 1, not "${headOf(v, 20)}".`);
         return n;
       };
-      const limits = { turns: whole("--turns", values.turns, 20), every: whole("--every", values.every, 5) };
+      const budget = values.budget === undefined ? undefined : Number(values.budget);
+      if (budget !== undefined && !(budget > 0 && Number.isFinite(budget)))
+        throw usage(`--budget takes the run's budget in dollars (a number > 0), not "${headOf(values.budget!, 20)}".`);
+      const limits = {
+        turns: whole("--turns", values.turns, 20),
+        every: whole("--every", values.every, 5),
+        ...(budget !== undefined ? { budget } : {}),
+      };
       return withAgent(io, flags, async (agent, _f, built) => {
         const r = renderer(io, { json: !!flags.json, phaseInfo: phaseInfo(agent), columns: terminalColumns() });
         const off = agent.subscribe(r.listener);
@@ -537,6 +547,9 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
       io.err(
         `keel: ${result.verdict.status} (${result.verdict.reason}) · ${result.rounds} rounds · ${result.toolCalls} tool calls · session ${session.id}\n`,
       );
+    // A budget stop says what was spent, the limit and what to do (the verdict's detail).
+    if (result.verdict.status === "stopped" && result.verdict.reason === "budget" && result.verdict.detail)
+      io.err(`keel: ${result.verdict.detail}\n`);
     if (!flags.json && built.freshHome && result.verdict.status === "completed")
       io.err(nextSteps({ home: built.home, flags: flags.typed ?? [], env: io.env }));
     if (terminated) return EXIT.terminated;

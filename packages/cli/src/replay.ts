@@ -191,8 +191,10 @@ async function lastSessions(store: SessionStore, agent: string | undefined, last
 function requestLine(r: RequestChange): string[] {
   const head = `  #${r.index + 1} round ${r.round}`;
   if (r.only) return [`${head}  only in the ${r.only === "recorded" ? "recording" : "replay"}`];
-  if (r.same) return [`${head}  same${r.compared === "manifest" ? " (manifest: recorded before digests)" : ""}`];
-  const lines = [`${head}  CHANGED`];
+  const routed = r.route ? `  routed ${r.route.recorded ?? "(default)"} → ${r.route.replayed ?? "(default)"}` : "";
+  if (r.same)
+    return [`${head}  same${r.compared === "manifest" ? " (manifest: recorded before digests)" : ""}${routed}`];
+  const lines = [`${head}  CHANGED${routed}`];
   for (const s of r.sections)
     lines.push(
       `     section ${s.sectionId} ${s.change} (by ${s.plugins.join(", ") || "?"}, ${s.chars[0]} → ${s.chars[1]} chars)`,

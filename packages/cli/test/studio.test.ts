@@ -341,4 +341,42 @@ describe.skipIf(missing)("keel studio in a browser", () => {
     await expect.poll(() => tabs[7]!.locator("details.turn").count(), { timeout: 10_000 }).toBe(before + 1);
     await context.close();
   });
+
+  it("a routed request shows the pool member it went to, the plugin that routed it and why", async () => {
+    const store = new SqliteSessionStore({ path: join(home, "sessions.sqlite") });
+    const cheap = scriptedProvider([{ text: "Routed." }]);
+    const host = await createAgent({
+      name: "studio-test",
+      provider: scriptedProvider([]),
+      pool: {
+        fast: { provider: { id: "openai:gpt-4.1-mini", stream: (r, o) => cheap.stream(r, o) }, tags: ["cheap"] },
+      },
+      sideModel: false,
+      store,
+      plugins: [
+        {
+          name: "picker",
+          version: "1.0.0",
+          setup: (ctx) =>
+            ctx.on("round.pre_request", () => ({
+              kind: "request_options",
+              options: { route: { model: "fast", reason: "a short question" } },
+            })),
+        },
+      ],
+    });
+    const session = await host.session();
+    expect((await session.run("route me")).text).toBe("Routed.");
+    await host.close();
+    store.close();
+    const view = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    await view.goto(`${readOnly.url}#${session.id}`);
+    const turn = view.locator("details.turn").first();
+    await expect.poll(() => turn.locator(".input").textContent()).toBe("route me");
+    await turn.locator("details.request summary").first().click();
+    const route = turn.locator('details.request [data-route="fast"]');
+    await route.waitFor();
+    expect(await route.textContent()).toBe("routed to fast (openai:gpt-4.1-mini) by picker: a short question");
+    await view.close();
+  });
 });

@@ -40,6 +40,8 @@ export interface RequestChange {
   systemSame: boolean;
   tokens: { recorded: number; replayed: number };
   edits: { recorded: EditSummary[]; replayed: EditSummary[] };
+  /** The pool member each side routed to (manifest `route`); absent when neither side was routed. A different member is a change. */
+  route?: { recorded?: string; replayed?: string };
 }
 
 interface Entry {
@@ -150,6 +152,11 @@ export function compareRequests(
         replayed: p ? editsBefore(replayedLog, replayed[i - 1]?.seq ?? 0, p.seq) : [],
       },
     };
+    if (a.route || b.route)
+      change.route = {
+        ...(a.route ? { recorded: a.route.model } : {}),
+        ...(b.route ? { replayed: b.route.model } : {}),
+      };
     const toolsSame = digests
       ? a.digest!.tools === b.digest!.tools
       : !change.tools.added.length && !change.tools.removed.length;
@@ -159,7 +166,8 @@ export function compareRequests(
       (digests
         ? a.digest!.request === b.digest!.request
         : change.systemSame && toolsSame && change.messages.same && change.optionsSame && !change.sections.length) &&
-      JSON.stringify(change.edits.recorded) === JSON.stringify(change.edits.replayed);
+      JSON.stringify(change.edits.recorded) === JSON.stringify(change.edits.replayed) &&
+      a.route?.model === b.route?.model;
     out.push(change);
   }
   return out;

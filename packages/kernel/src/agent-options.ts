@@ -7,6 +7,7 @@ import type { AgentObserver } from "./observer.ts";
 import type { ToolCallView } from "./phases.ts";
 import type { PluginEntry } from "./plugin.ts";
 import type { PreflightOptions } from "./preflight.ts";
+import type { PoolMember } from "./route.ts";
 import type { ModelProvider, RequestOptions } from "./provider.ts";
 import type { SessionStore } from "./session-store.ts";
 import type { TokenCounter } from "./token-counter.ts";
@@ -33,6 +34,12 @@ export interface ApprovalRequest {
 export interface AgentOptions {
   name?: string;
   provider: ModelProvider;
+  /**
+   * Named models a plugin may route a round to (`request_options.options.route` at
+   * round.pre_request, e.g. @keel/plugin-router). Without a router, or without a pool, every
+   * round goes to `provider`.
+   */
+  pool?: Readonly<Record<string, PoolMember>>;
   /**
    * The model plugins use for side calls (HookContext.model); default: `provider`. `false`:
    * none, so plugins use their deterministic fallbacks (e.g. when `provider` replays a script).

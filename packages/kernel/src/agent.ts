@@ -45,6 +45,7 @@ import { DEFAULT_LIMITS } from "./limits.ts";
 import type { ChildHold } from "./child-types.ts";
 import type { ChildOptions, ChildRun, TurnBudget } from "./tools.ts";
 import type { Usage } from "./usage.ts";
+import { emptyUsage } from "./usage.ts";
 import { errorResult } from "./tool-exec.ts";
 import { abandonChild, runChild } from "./child.ts";
 import { checkInput, outputSpecOf } from "./run-input.ts";
@@ -103,6 +104,24 @@ const AgentOptionsSchema = z
     provider: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
       message: "expected a ModelProvider with a stream() method",
     }),
+    pool: z
+      .record(
+        z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "expected a pool name of letters, digits, _ . - (at most 64)"),
+        z
+          .object({
+            provider: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
+              message: "expected a ModelProvider with a stream() method",
+            }),
+            tags: z.array(z.string().min(1)).optional(),
+            price: z
+              .object({ input: z.number().min(0), output: z.number().min(0) })
+              .strict()
+              .optional(),
+            contextWindow: z.number().int().positive().optional(),
+          })
+          .strict(),
+      )
+      .optional(),
     sideModel: z
       .union([
         z.literal(false),
@@ -667,6 +686,7 @@ export class Session implements TurnHost, HostSession {
   unfinished: PausedTurn | undefined;
   /** @internal tools the host approved "always" in this session */
   readonly alwaysAllowed = new Set<string>();
+  readonly spend: Usage = emptyUsage();
   /** @internal the mode this session switched to (from its log), if it ever did */
   switchedMode: SessionMode | undefined;
   /** @internal a child session's link to the parent turn and call that started it (from session.created) */
@@ -762,6 +782,7 @@ export class Session implements TurnHost, HostSession {
   ): PreparedTurn<O> {
     const checked = checkInput(input);
     const output = options.output ? outputSpecOf(options.output, options.outputName, options.outputFormat) : undefined;
+    const budget = turnBudget(options.maxCostUsd, more.limits?.maxCostUsd ?? this.agent.limits.maxCostUsd);
     this.ready();
     if (this.paused)
       throw new KeelError(
@@ -772,6 +793,7 @@ export class Session implements TurnHost, HostSession {
       this.start(checked, withSignal(options, signal), {
         ...(output ? { output } : {}),
         ...more,
+        ...(budget !== undefined ? { limits: { ...more.limits, maxCostUsd: budget } } : {}),
         ...(held ? { held } : {}),
       }) as Promise<TurnResult<O>>;
   }
@@ -1800,4 +1822,18 @@ export class Session implements TurnHost, HostSession {
       }
     }
   }
+}
+
+/** A turn's dollar limit: run()'s `maxCostUsd` when it is smaller than the one in force. Contract: throws KEEL_AGENT_OPTIONS_INVALID for a value that is not a positive number. */
+function turnBudget(asked: unknown, current: number | undefined): number | undefined {
+  if (asked === undefined) return undefined;
+  if (typeof asked !== "number" || !(asked > 0) || !Number.isFinite(asked))
+    throw new KeelError(
+      "KEEL_AGENT_OPTIONS_INVALID",
+      `run(): maxCostUsd must be a positive number of dollars (got ${String(asked)}).`,
+      {
+        path: "maxCostUsd",
+      },
+    );
+  return current !== undefined && current < asked ? current : asked;
 }

@@ -57,6 +57,20 @@ export interface ModelEntry {
 }
 
 /**
+ * A member of the provider pool (config `models`): a model (or its own fallback chain) with the
+ * tags a router matches. Contract: `price` (USD per million tokens) and `contextWindow` default
+ * to the known tables of @keel/providers; a routed member that fails over falls back to its own
+ * chain, then to the config's `model`.
+ */
+export interface PoolModelEntry {
+  model: ModelSpec | readonly ModelSpec[];
+  /** e.g. `cheap`, `fast`, `strong`, and the capabilities `tools`, `images`, `reasoning`. */
+  tags?: readonly string[];
+  price?: { input: number; output: number };
+  contextWindow?: number;
+}
+
+/**
  * One entry of `plugins`. Contract: a plugin object (or a factory's result), a package name,
  * `[packageName, options]`, or a falsy value, which is ignored (`cond && plugin()`).
  */
@@ -70,6 +84,12 @@ export type PluginSpec = PluginEntry | string | readonly [string, unknown?];
 export interface KeelConfig {
   name?: string;
   model?: ModelSpec | readonly ModelSpec[];
+  /**
+   * The provider pool a router plugin (@keel/plugin-router) routes rounds across, by name: a
+   * model string or a PoolModelEntry with tags. `model` stays the default (what serves a round
+   * no plugin routed).
+   */
+  models?: Readonly<Record<string, ModelName | PoolModelEntry>>;
   /** The model plugins use for side calls (extraction, summaries); default: `model`. */
   sideModel?: ModelSpec;
   /** Base URL for an OpenAI-compatible server (Ollama, vLLM, llama.cpp). */

@@ -150,6 +150,7 @@ export const CONTRIBUTION_SCHEMAS = {
         cache: z.enum(["none", "5m", "1h"]).optional(),
         metadata: z.record(z.string(), z.string()).optional(),
         extra: z.record(z.string(), z.unknown()).optional(),
+        route: z.strictObject({ model: z.string().min(1).max(200), reason: z.string().min(1).max(500) }).optional(),
       })
       .strict(),
   }),

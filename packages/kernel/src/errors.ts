@@ -37,7 +37,8 @@ export const ERROR_CODES = {
   KEEL_TOOL_INVALID:
     "The tool definition is malformed. Give it a name matching ^[a-zA-Z0-9_-]{1,64}$, a description and an execute function.",
   KEEL_AGENT_CLOSED: "The agent or session is closed. Create a new agent (or open the session again) to go on.",
-  KEEL_AGENT_OPTIONS_INVALID: "createAgent() was given an invalid option. Fix the option at the path shown.",
+  KEEL_AGENT_OPTIONS_INVALID:
+    "createAgent() (or run(), for its per-turn options) was given an invalid option. Fix the option at the path shown.",
   KEEL_CHILD_INVALID:
     "A tool asked for a child session with invalid options (ToolContext.child). Fix the options named; the child agent's options are createAgent's.",
   KEEL_CHILD_BUDGET:
@@ -77,6 +78,10 @@ export const ERROR_CODES = {
     "A loop guard (rounds, tool calls, tokens, wall time, context ceiling) ran out; the model got one final round without tools (wall time instead cuts what runs and ends the turn). Raise the limit in `limits` if the task needs it.",
   KEEL_CONTEXT_OVERFLOW:
     "The request, after the guards and any compaction, counts more tokens than the model's context window, so it was not sent; the user's message is stored. Shorten the message or split the input, add the compaction plugin, use a model with a larger window, or start a new session.",
+  KEEL_BUDGET_EXCEEDED:
+    "A request would pass a spending limit (limits.maxCostUsd for the turn, maxSessionCostUsd or maxSessionTokens for the session), so it was not sent and the turn stopped with reason `budget`. Raise the limit, route to a cheaper model (@keel/plugin-router), or start a new session.",
+  KEEL_ROUTE_UNKNOWN:
+    "A plugin routed a round to a model that is not in the pool (config `models`, AgentOptions.pool); the default model served it. Use one of the pool's names, or add the model to the pool.",
   KEEL_TURN_ABORTED: "The turn was cancelled through its AbortSignal.",
   KEEL_INPUT_INVALID:
     "run() takes the user's message as a string or a non-empty array of content blocks (text, image, PDF file). Pass text or blocks; put other structured data in `metadata`.",

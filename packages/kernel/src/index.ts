@@ -10,6 +10,8 @@ export type { PreparedTurn, RunOptions } from "./turn-state.ts";
 export type { AgentOptions, ApprovalRequest } from "./agent-options.ts";
 export { DEFAULT_LIMITS, limitsSchema, toolTimeoutsSchema } from "./limits.ts";
 export type { Limits } from "./limits.ts";
+export { DEFAULT_OUTPUT_ESTIMATE, estimateCost, hasImages } from "./route.ts";
+export type { BudgetView, PoolMember, PoolMemberView, RouteChoice, RouteRecord, RoutingView } from "./route.ts";
 export { definePlugin } from "./plugin.ts";
 export { DETACH_DEADLINE_MS, defineObserver } from "./observer.ts";
 export type { AgentObserver } from "./observer.ts";
@@ -18,6 +20,7 @@ export type {
   KeelConfig,
   KnownModelName,
   ModelEntry,
+  PoolModelEntry,
   ModelName,
   ModelSpec,
   OfflineScript,
@@ -106,6 +109,7 @@ export type {
   Completion,
   ModelEvent,
   ModelProvider,
+  ModelPriceView,
   ModelRequest,
   OutputFormat,
   ProviderErrorClass,

@@ -33,6 +33,17 @@ export interface Limits {
    * replaced by a note saying what was dropped (a provider refuses an oversize image or body).
    */
   maxToolResultImageBytes: number;
+  /**
+   * Dollars one turn may spend (the providers' reported `costUsd`). A request whose estimate
+   * (tokens × input price + output ceiling × output price, see estimateCost) would pass it is not
+   * sent: the turn ends `stopped` with reason `budget`. Unset: no limit. A model without a price
+   * is held to the token limits only.
+   */
+  maxCostUsd?: number;
+  /** Dollars one session may spend over all its turns, as its log's `model.responded` events add up (durable across restarts). */
+  maxSessionCostUsd?: number;
+  /** Input + output tokens one session may use over all its turns (for models without prices), as its log adds up. */
+  maxSessionTokens?: number;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -57,6 +68,9 @@ export const limitsSchema = z
     contextCeiling: z.number().gt(0).max(1),
     maxToolResultChars: z.number().int().positive(),
     maxToolResultImageBytes: z.number().int().nonnegative(),
+    maxCostUsd: positive,
+    maxSessionCostUsd: positive,
+    maxSessionTokens: z.number().int().positive(),
   })
   .partial()
   .strict();

@@ -19,6 +19,8 @@ export interface PromptManifest {
   finalRound: boolean;
   /** The provider's context window (what the ceilings and plugins such as compaction went by); absent when it has none, and in older logs. */
   contextWindow?: number;
+  /** The pool member a plugin routed this request to, and why; absent when the default model served. */
+  route?: { model: string; provider: string; reason: string; plugin: string };
   /** Digests of what was sent: absent in logs written before Keel recorded them. */
   digest?: RequestDigest;
 }

@@ -31,7 +31,7 @@ function cutDuringCall(t: Turn): string {
 export async function callModel(t: Turn, request: ModelRequest, attempt: number): Promise<ModelAnswer> {
   const { session, signal } = t;
   const started = performance.now();
-  const provider = t.agent.options.provider;
+  const provider = t.route?.provider ?? t.agent.options.provider;
   let iterator: AsyncIterator<ModelEvent> | undefined;
   let onAbort: (() => void) | undefined;
   const aborted = new Promise<never>((_, reject) => {
@@ -138,7 +138,8 @@ function responded(
       });
   }
   addUsage(t.usage, e.usage);
-  const provider = t.agent.options.provider;
+  addUsage(t.session.spend, e.usage);
+  const provider = t.route?.provider ?? t.agent.options.provider;
   const answered = typeof e.provider === "string" ? e.provider : provider.id;
   const model = typeof e.model === "string" && e.model ? { model: codePointSlice(e.model, 0, 200) } : {};
   const firstChunk = firstChunkAt !== undefined ? { firstChunkMs: Math.round(firstChunkAt - started) } : {};

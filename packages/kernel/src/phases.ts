@@ -7,6 +7,7 @@ import type { ContributionKind, ContributionOf } from "./contributions.ts";
 import type { PromptManifest } from "./manifest.ts";
 import type { AssistantMessage, ContentBlock, Message, ToolResultMessage } from "./messages.ts";
 import type { RequestOptions, StopReason } from "./provider.ts";
+import type { RoutingView } from "./route.ts";
 import type { ToolCategory, ToolSource } from "./tools.ts";
 import type { Usage } from "./usage.ts";
 import type { TurnVerdict } from "./verdict.ts";
@@ -215,6 +216,8 @@ export interface PhaseEvents {
     options: Readonly<RequestOptions>;
     /** Set when the previous attempt of this round was rejected as too long. */
     retry?: { reason: "context_too_long" };
+    /** The pool, the request's shape and the budget left: set only when the agent has a pool (AgentOptions.pool). */
+    routing?: RoutingView;
   };
   "round.post_response": TurnEventBase & {
     round: number;

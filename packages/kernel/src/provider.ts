@@ -28,6 +28,18 @@ export interface RequestOptions {
    * only text, with stop reason `end_turn`; tool calls stay possible before it.
    */
   output?: OutputFormat;
+  /**
+   * Route this round to a pool member (AgentOptions.pool), as a router plugin asks at
+   * round.pre_request. Contract: the kernel takes it off before the provider sees the options
+   * (and before the request digest); an unknown member is a diagnostic and the default model serves.
+   */
+  route?: { model: string; reason: string };
+}
+
+/** A model's price in USD per million tokens (what a budget estimate multiplies by). */
+export interface ModelPriceView {
+  input: number;
+  output: number;
 }
 
 /** The JSON shape a structured answer must have. Contract: `name` matches ^[A-Za-z0-9_-]{1,64}$. */
@@ -90,6 +102,8 @@ export interface ModelProvider {
   readonly id: string;
   /** The model's context window in tokens, when known. */
   readonly contextWindow?: number;
+  /** The model's price, when known (USD per million tokens): budgets estimate a request's cost with it. */
+  readonly price?: ModelPriceView;
   stream(request: ModelRequest, options: { signal: AbortSignal }): AsyncIterable<ModelEvent>;
 }
 

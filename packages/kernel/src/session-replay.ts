@@ -11,6 +11,8 @@ import type { Message } from "./messages.ts";
 import { repairToolPairs } from "./repair.ts";
 import type { PausedTurn } from "./turn-state.ts";
 import type { PendingApproval } from "./verdict.ts";
+import type { Usage } from "./usage.ts";
+import { addUsage } from "./usage.ts";
 import type { SessionMode } from "./events.ts";
 
 /** A child session a tool call started (child.started). */
@@ -31,6 +33,8 @@ export interface ReplayTarget {
   readonly followUps: Array<{ queueId: string; text: string }>;
   readonly completedJobs: Set<string>;
   readonly alwaysAllowed: Set<string>;
+  /** What the session's provider calls cost, from its `model.responded` events (budgets read it). */
+  readonly spend: Usage;
 }
 
 /**
@@ -169,7 +173,10 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
     cursor.lastChild.set(e.callId, e);
     cursor.callChildren.set(e.callId, [...(cursor.callChildren.get(e.callId) ?? []), e]);
   },
-  "model.responded": (_t, cursor, e) => void (cursor.rounds = Math.max(cursor.rounds, e.round)),
+  "model.responded": (target, cursor, e) => {
+    cursor.rounds = Math.max(cursor.rounds, e.round);
+    addUsage(target.spend, e.usage);
+  },
   "turn.interrupted": (target, cursor, e) => {
     // A paused turn its parent gave up on (abandonPaused) ends here.
     if (target.paused?.turnId === e.turnId) target.paused = undefined;

@@ -22,6 +22,7 @@ import type { TokenCounter } from "./token-counter.ts";
 import type { ChildOptions, ChildRun, ToolCategory, TurnBudget } from "./tools.ts";
 import type { ToolSchema } from "./provider.ts";
 import type { Usage } from "./usage.ts";
+import type { ActiveRoute } from "./route.ts";
 
 export type { TurnInput } from "./messages.ts";
 
@@ -52,6 +53,11 @@ export interface RunOptions<O = unknown> {
   output?: ZodType<O>;
   /** The name the schema is given to the provider (default `final_answer`). */
   outputName?: string;
+  /**
+   * Dollars this turn may spend, when smaller than `limits.maxCostUsd` (a goal run passes its
+   * budget left): a request whose estimate would pass it is not sent and the turn stops (`budget`).
+   */
+  maxCostUsd?: number;
   /**
    * @internal With `output`: the format sent to the provider as given, instead of the schema's
    * JSON Schema (a replay passes back the recorded one, byte for byte; `output` still validates).
@@ -130,6 +136,8 @@ export interface TurnHost {
   readonly steering: Array<{ queueId: string; text: string }>;
   readonly followUps: Array<{ queueId: string; text: string }>;
   readonly alwaysAllowed: Set<string>;
+  /** What this session's own provider calls cost so far, as its log's `model.responded` events add up. */
+  readonly spend: Usage;
   appendMessage(message: Message): void;
   emit(data: KeelEventData, turnId: string | null, durable?: boolean): Promise<void> | void;
   live(event: LiveEvent): void;
@@ -205,6 +213,8 @@ export interface Turn {
     hidden: Array<{ name: string; source: string }>;
   };
   finalGuard: GuardName | undefined;
+  /** The pool member this round was routed to (round.pre_request); undefined: the agent's provider. */
+  route: ActiveRoute | undefined;
   /** Set when a group of calls waits for the host's approval: the turn pauses. */
   pauseFor: PendingApproval[] | undefined;
   /** The host's answers to the paused calls (resume only), taken once each. */

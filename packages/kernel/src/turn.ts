@@ -34,6 +34,8 @@ import type { RequestDigest } from "./manifest.ts";
 import type { ModelRequest, RequestOptions } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
+import { checkBudget, routingView, takeRoute } from "./round-route.ts";
+import type { ActiveRoute } from "./route.ts";
 import { runToolCalls, skip } from "./tool-calls.ts";
 import { applyVisibility, checkOutput, copyMetadata, toolSchema } from "./turn-parts.ts";
 import type { RequestTokenCount } from "./token-counter.ts";
@@ -200,6 +202,7 @@ function newTurn(session: TurnHost, given: TurnInput, turnSignal: AbortSignal, o
     prompt: undefined,
     shown: { schemas: [], manifest: [], hidden: [] },
     finalGuard: undefined,
+    route: undefined,
     pauseFor: undefined,
     answers: new Map(resume ? [...resume.requests].filter(([, r]) => r.answer) : []),
     childCalls: new Map(),
@@ -555,6 +558,7 @@ async function preRequest(
     ...t.agent.options.requestOptions,
     ...(t.outputSpec && !final ? { output: t.outputSpec.format } : {}),
   };
+  const routing = routingView(t, estimate.total, tools.length, counted, options);
   const res = await phase(
     t,
     "round.pre_request",
@@ -566,13 +570,16 @@ async function preRequest(
       contextWindow: window,
       options,
       ...(retry ? { retry } : {}),
+      ...(routing ? { routing } : {}),
     },
     (e, added) => editMessages(t, e, added),
   );
+  t.route = undefined;
   if (res) {
-    const ro = mergeRequestOptions(options, t.of(res, "request_options"), "round.pre_request");
+    const items = t.of(res, "request_options");
+    const ro = mergeRequestOptions(options, items, "round.pre_request");
     merged(t, res, ro);
-    options = ro.options;
+    options = ro.options.route ? takeRoute(t, ro.options, items) : ro.options;
     const stop = t.of(res, "stop")[0]?.value.reason;
     if (stop) return { stopped: stop };
     const answer = usableAnswer(t, t.of(res, "answer"), !!final);
@@ -582,7 +589,9 @@ async function preRequest(
       estimate = count();
     }
   }
-  if (overCeiling(t, !!final, window, estimate)) return "again";
+  const routed = t.route as ActiveRoute | undefined; // set by takeRoute
+  if (overCeiling(t, !!final, routed ? routed.contextWindow : window, estimate)) return "again";
+  checkBudget(t, estimate.total, options);
   emitManifest(
     t,
     !!final,
@@ -663,7 +672,7 @@ function overCeiling(t: Turn, final: boolean, window: number | undefined, estima
       code: "KEEL_CONTEXT_OVERFLOW",
       message: new KeelError(
         "KEEL_CONTEXT_OVERFLOW",
-        `The request counts ${estimate.total} tokens (messages ${estimate.messages}, system ${estimate.system}, tools ${estimate.tools}) and ${t.agent.options.provider.id}'s context window is ${window}; it was not sent.`,
+        `The request counts ${estimate.total} tokens (messages ${estimate.messages}, system ${estimate.system}, tools ${estimate.tools}) and ${(t.route?.provider ?? t.agent.options.provider).id}'s context window is ${window}; it was not sent.`,
       ).message,
     });
   return false;
@@ -679,6 +688,7 @@ function emitManifest(
   digest: RequestDigest,
 ): void {
   const shown = t.shown;
+  const window = t.route ? t.route.contextWindow : t.agent.options.provider.contextWindow;
   const manifest = {
     round: t.rounds,
     ...t.prompt!.manifest,
@@ -689,7 +699,8 @@ function emitManifest(
     tokenEstimate: estimate,
     options: options as Record<string, unknown>,
     finalRound: final,
-    ...(t.agent.options.provider.contextWindow ? { contextWindow: t.agent.options.provider.contextWindow } : {}),
+    ...(window ? { contextWindow: window } : {}),
+    ...(t.route ? { route: t.route.record } : {}),
     digest,
   };
   void t.session.emit({ type: "prompt.compiled", manifest }, t.turnId);

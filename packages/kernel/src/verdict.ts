@@ -2,7 +2,14 @@ import type { ProviderErrorClass } from "./provider.ts";
 import type { Usage } from "./usage.ts";
 
 /** Which guard stopped a turn. */
-export type GuardName = "max_rounds" | "max_tool_calls" | "token_budget" | "wall_time" | "context_ceiling";
+export type GuardName =
+  | "max_rounds"
+  | "max_tool_calls"
+  | "token_budget"
+  | "wall_time"
+  | "context_ceiling"
+  /** A request over limits.maxCostUsd, maxSessionCostUsd or maxSessionTokens: never sent; the turn stops at once. */
+  | "budget";
 
 /**
  * How a turn ended.

@@ -54,6 +54,18 @@ export function manifestAttributes(m: PromptManifest): Attributes {
     "keel.prompt.tokens.exact": m.tokenEstimate.exact,
     "keel.round.final": m.finalRound,
   };
+  if (m.route) {
+    // The routed member is the model asked for: the GenAI attributes name it, the keel ones say who routed and why.
+    const asked = splitProviderId(m.route.provider);
+    if (asked) {
+      out["gen_ai.provider.name"] = asked.provider;
+      out["gen_ai.request.model"] = asked.model;
+    }
+    out["keel.route.model"] = m.route.model;
+    out["keel.route.provider"] = m.route.provider;
+    out["keel.route.reason"] = short(m.route.reason);
+    out["keel.route.plugin"] = m.route.plugin;
+  }
   const o = m.options ?? {};
   if (typeof o.maxTokens === "number") out["gen_ai.request.max_tokens"] = o.maxTokens;
   if (typeof o.temperature === "number") out["gen_ai.request.temperature"] = o.temperature;

@@ -337,7 +337,8 @@ export class SpanBuilder {
     more: Attributes,
   ): Pending & { round: number } {
     this.endRound(t);
-    const requested = splitProviderId(this.o.providerId);
+    const routed = more["keel.route.provider"];
+    const requested = splitProviderId(typeof routed === "string" ? routed : this.o.providerId);
     const span = this.o.tracer.startSpan(
       `chat ${requested?.model ?? "model"}`,
       {

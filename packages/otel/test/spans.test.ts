@@ -427,4 +427,43 @@ describe("spans of a turn", () => {
     expect(diag?.message).toMatch(/Observer "broken" threw in attach\(\): boom/);
     expect(trace.getActiveSpan()).toBeUndefined();
   });
+
+  it("a routed request's chat span names the routed model and carries the route", async () => {
+    const cheap = scriptedProvider([{ text: "routed answer" }], { model: "gpt-4.1-mini" });
+    const routed = {
+      id: "openai:gpt-4.1-mini",
+      stream: (req: Parameters<typeof cheap.stream>[0], o: { signal: AbortSignal }) => cheap.stream(req, o),
+    };
+    const agent = await createAgent({
+      provider: scriptedProvider([], { model: "claude-sonnet-4-6" }),
+      pool: { fast: { provider: routed, tags: ["cheap"] } },
+      sideModel: false,
+      store: new MemorySessionStore(),
+      plugins: [
+        definePlugin({
+          name: "pick-fast",
+          version: "1.0.0",
+          setup: (ctx) =>
+            void ctx.on("round.pre_request", () => [
+              { kind: "request_options", options: { route: { model: "fast", reason: "cheap is enough" } } },
+            ]),
+        }),
+      ],
+      observers: [otel({ tracer: provider.getTracer("test") })],
+    });
+    agents.push(agent);
+    const r = await (await agent.session()).run("hi");
+    expect(r.text).toBe("routed answer");
+    await agent.close();
+    const chat = byName(exporter.getFinishedSpans(), "chat ")[0]!;
+    expect(chat.name).toBe("chat gpt-4.1-mini");
+    expect(chat.attributes).toMatchObject({
+      "gen_ai.provider.name": "openai",
+      "gen_ai.request.model": "gpt-4.1-mini",
+      "keel.route.model": "fast",
+      "keel.route.provider": "openai:gpt-4.1-mini",
+      "keel.route.reason": "cheap is enough",
+      "keel.route.plugin": "pick-fast",
+    });
+  });
 });

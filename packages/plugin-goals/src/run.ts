@@ -26,6 +26,13 @@ export interface GoalRunOptions {
   supervisor?: { model?: ModelProvider; every?: number; maxFails?: number; timeoutMs?: number };
   /** Identical final answers in a row that end the run as stuck (default 3). */
   stuckAfter?: number;
+  /**
+   * Dollars the whole run may spend (its turns' reported `costUsd`, children included). Each turn
+   * gets the budget left as its `maxCostUsd`, so a request that would pass it is never sent; a run
+   * that reaches it pauses with a reason starting `budget` (as a managed agent pauses on
+   * budget_reached). A resumed run counts what its earlier turns spent, from the session's log.
+   */
+  maxCostUsd?: number;
   /** Pause between turns, ms (default 0). */
   turnDelayMs?: number;
   signal?: AbortSignal;
@@ -83,6 +90,17 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
     throw new KeelError("KEEL_CONFIG_INVALID", "runGoal: phrases must be a list of strings of 2 or more characters.", {
       path: "phrases",
     });
+  if (
+    options.maxCostUsd !== undefined &&
+    !(typeof options.maxCostUsd === "number" && options.maxCostUsd > 0 && Number.isFinite(options.maxCostUsd))
+  )
+    throw new KeelError(
+      "KEEL_CONFIG_INVALID",
+      `runGoal: maxCostUsd must be a positive number of dollars (got ${String(options.maxCostUsd)}).`,
+      {
+        path: "maxCostUsd",
+      },
+    );
   if (options.onTurn !== undefined && typeof options.onTurn !== "function")
     throw new KeelError("KEEL_CONFIG_INVALID", "runGoal: onTurn must be a function.", { path: "onTurn" });
   const store = options.store;
@@ -106,12 +124,20 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
       });
     return { run, status, turns: run.turns, reason };
   };
+  const budget = options.maxCostUsd;
+  let spent = budget !== undefined && options.resume ? await spentBy(session, run.id) : 0;
+  const overBudget = (turn: number) =>
+    end(
+      "paused",
+      `budget: the run spent $${spent.toFixed(4)} of its $${budget!.toFixed(4)} budget (maxCostUsd) by turn ${turn}; raise the budget (keel goal --budget) and run the goal again`,
+    );
   const onAbort = () => session.cancel(options.signal?.reason);
   options.signal?.addEventListener("abort", onAbort, { once: true });
   try {
     for (let turn = first; ; turn++) {
       if (options.signal?.aborted) return end("stopped", "stopped by the host");
       if (turn > maxTurns) return end("limit", `the turn limit (${maxTurns}) was reached before the goal`);
+      if (budget !== undefined && spent >= budget) return overBudget(turn - 1);
       let r: TurnResult;
       try {
         // A run that goes on was given its goal already (that turn's input is in the log): it continues.
@@ -119,6 +145,7 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
         if (opening) store.setGoal({ sessionId: session.id, status: "active", goal: options.goal });
         r = await session.run(opening ? options.goal : (options.continuePrompt ?? CONTINUE), {
           metadata: { goalRun: { id: run.id, turn } },
+          ...(budget !== undefined ? { maxCostUsd: budget - spent } : {}),
         });
       } catch (err) {
         // Refused at once (a busy session, bad input): the session keeps the goal it had.
@@ -132,6 +159,7 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
         return end("failed", `turn ${turn} could not run: ${errorMessage(err)}`);
       }
       run = store.updateRun(run.id, { turns: turn });
+      spent += r.usage.costUsd ?? 0;
       try {
         options.onTurn?.(turn, r);
       } catch {
@@ -153,6 +181,11 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
           `turn ${turn} waits for approval of ${r.verdict.pending.join(", ")}; answer it, then run the goal again`,
         );
       if (r.verdict.status === "failed") return end("failed", `turn ${turn} failed: ${r.verdict.code}`);
+      if (r.verdict.status === "stopped" && r.verdict.reason === "budget")
+        return end(
+          "paused",
+          `budget: turn ${turn} stopped before a request that would pass a spending limit (the run spent $${spent.toFixed(4)}${budget !== undefined ? ` of its $${budget.toFixed(4)} budget` : ""}): ${r.verdict.detail ?? "no detail"}`,
+        );
       const claimed = completionPhrase(r.text, phrases);
       same = r.text && r.text === last ? same + 1 : 0;
       last = r.text;
@@ -185,6 +218,23 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
   } finally {
     options.signal?.removeEventListener("abort", onAbort);
   }
+}
+
+/** What the run's earlier turns spent, from the session's log (turns whose metadata names the run). */
+async function spentBy(session: Session, runId: string): Promise<number> {
+  const ours = new Set<string>();
+  let spent = 0;
+  for (const e of await session.events()) {
+    if (e.type === "turn.started" && (e.metadata as { goalRun?: { id?: unknown } })?.goalRun?.id === runId && e.turnId)
+      ours.add(e.turnId);
+    else if ("usage" in e && e.turnId && ours.has(e.turnId) && isTerminal(e.type))
+      spent += (e.usage as { costUsd?: number }).costUsd ?? 0;
+  }
+  return spent;
+}
+
+function isTerminal(type: string): boolean {
+  return type === "turn.completed" || type === "turn.failed" || type === "turn.interrupted" || type === "turn.paused";
 }
 
 /** Wait `ms`, or less if `signal` aborts. */

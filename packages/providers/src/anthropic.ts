@@ -208,6 +208,7 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
   return {
     id,
     ...(contextWindow !== undefined ? { contextWindow } : {}),
+    ...(price ? { price: { input: price.input, output: price.output } } : {}),
     stream: (request, { signal }) => withStreamRetries(id, () => session(request), signal, retry),
   };
 }

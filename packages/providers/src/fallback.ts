@@ -132,7 +132,19 @@ export function fallback(providers: readonly ModelProvider[], options: FallbackO
   return {
     id: `fallback:${providers.map((p) => p.id).join("|")}`,
     ...(windows.length ? { contextWindow: Math.min(...windows) } : {}),
+    ...chainPrice(providers),
     stream: (request, { signal }) => stream(request, signal),
     states: () => states.map((s) => ({ ...s })),
+  };
+}
+
+/** A chain's price for budget estimates: the dearest member's (any member may serve), when every member has one. */
+function chainPrice(providers: readonly ModelProvider[]): { price?: { input: number; output: number } } {
+  if (!providers.every((p) => p.price)) return {};
+  return {
+    price: {
+      input: Math.max(...providers.map((p) => p.price!.input)),
+      output: Math.max(...providers.map((p) => p.price!.output)),
+    },
   };
 }

@@ -331,6 +331,7 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
   return {
     id,
     ...(contextWindow !== undefined ? { contextWindow } : {}),
+    ...(price ? { price: { input: price.input, output: price.output } } : {}),
     stream: (request, { signal }) => withStreamRetries(id, () => session(request), signal, retry),
   };
 }

@@ -14,6 +14,8 @@ export interface ResolveModelOptions extends StreamRetryOptions {
   apiKey?: string;
   /** Overrides the known context window of the model. */
   contextWindow?: number;
+  /** Overrides the known price of the model (USD per million tokens), for `costUsd` and budgets. */
+  price?: { input: number; output: number };
   /** OpenAI API flavour (default: `responses` for openai, `chat` for openai-compatible). */
   api?: "chat" | "responses";
   /** SDK retries before the stream starts. Default 2. */
@@ -38,6 +40,7 @@ export function resolveModel(spec: string, opts: ResolveModelOptions = {}): Mode
   const common = {
     model,
     ...(opts.contextWindow !== undefined ? { contextWindow: opts.contextWindow } : {}),
+    ...(opts.price !== undefined ? { price: opts.price } : {}),
     ...(opts.maxRetries !== undefined ? { maxRetries: opts.maxRetries } : {}),
     ...(opts.streamRetries !== undefined ? { streamRetries: opts.streamRetries } : {}),
     ...(opts.streamBackoffMs !== undefined ? { streamBackoffMs: opts.streamBackoffMs } : {}),

@@ -266,6 +266,10 @@ function requestHtml(t, r, i) {
     parts.push(
       `<h3>Compaction before this request</h3><table data-table="compactions"><thead><tr><th>plugin</th><th class="num">messages before</th><th class="num">after</th><th class="num">edits</th><th>what it did</th></tr></thead><tbody>${r.compactions.map((c) => `<tr><td><span class="plugin">${esc(c.plugin)}</span></td><td class="num">${num(c.before)}</td><td class="num">${num(c.after)}</td><td class="num">${num(c.edits)}</td><td>${esc(c.reason)}${c.what.length ? `<ul class="edits">${c.what.map((w) => `<li>${esc(w)}</li>`).join("")}</ul>` : ""}</td></tr>`).join("")}</tbody></table>`,
     );
+  if (m?.route)
+    parts.push(
+      `<p class="route" data-route="${esc(m.route.model)}">${badge("routed")} to <code>${esc(m.route.model)}</code> (${esc(m.route.provider)}) by ${plugins([m.route.plugin])}: ${esc(m.route.reason)}</p>`,
+    );
   if (m) {
     parts.push(
       `<h3>System prompt sections</h3>${m.sections.length ? `<table data-table="sections"><thead><tr><th>section</th><th>title</th><th class="num">chars</th><th>contributed by</th></tr></thead><tbody>${m.sections.map((s) => `<tr data-section="${esc(s.sectionId)}"><td><code>${esc(s.sectionId)}</code></td><td>${esc(s.title ?? "")}</td><td class="num">${num(s.chars)}</td><td>${plugins(s.plugins)}</td></tr>`).join("")}</tbody></table>` : '<p class="muted">None: instructions only.</p>'}`,

@@ -1,0 +1,111 @@
+/**
+ * The routing seam of a round: what round.pre_request handlers see of the pool (only when the
+ * agent has one), the route a plugin chose (taken off the request options, checked against the
+ * pool), and the budget check before the request is sent. No pool and no budget: none of it runs.
+ */
+import type { ContributionOf } from "./contributions.ts";
+import type { Contributed } from "./dispatch.ts";
+import { KeelError } from "./errors.ts";
+import type { Message } from "./messages.ts";
+import type { ModelPriceView, RequestOptions } from "./provider.ts";
+import type { PoolMemberView, RoutingView } from "./route.ts";
+import { breach, breachMessage, budgetView, hasBudget, hasImages } from "./route.ts";
+import type { Turn } from "./turn-state.ts";
+import { TurnFailure } from "./turn-state.ts";
+
+/** What round.pre_request handlers decide on; undefined without a pool (nothing is computed then). */
+export function routingView(
+  t: Turn,
+  tokens: number,
+  tools: number,
+  messages: readonly Message[],
+  options: RequestOptions,
+): RoutingView | undefined {
+  const pool = t.agent.options.pool;
+  if (!pool) return undefined;
+  const members: PoolMemberView[] = Object.entries(pool).map(([name, m]) => ({
+    name,
+    id: m.provider.id,
+    tags: [...(m.tags ?? [])],
+    ...priceAndWindow(m.price ?? m.provider.price, m.contextWindow ?? m.provider.contextWindow),
+  }));
+  const own = t.agent.options.provider;
+  return {
+    members,
+    default: { id: own.id, ...priceAndWindow(own.price, own.contextWindow) },
+    shape: {
+      tokens,
+      tools,
+      images: hasImages(messages),
+      mode: t.mode,
+      ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
+    },
+    ...(hasBudget(t.limits) ? { budget: budgetView(t.limits, t.usage, t.session.spend) } : {}),
+  };
+}
+
+function priceAndWindow(
+  price: ModelPriceView | undefined,
+  contextWindow: number | undefined,
+): { price?: ModelPriceView; contextWindow?: number } {
+  return {
+    ...(price ? { price: { input: price.input, output: price.output } } : {}),
+    ...(contextWindow !== undefined ? { contextWindow } : {}),
+  };
+}
+
+/**
+ * The options without `route`, and the route taken (t.route). A route to a model the pool does
+ * not have (or with no pool) is a located diagnostic and the default model serves.
+ */
+export function takeRoute(
+  t: Turn,
+  options: RequestOptions,
+  items: readonly Contributed<ContributionOf<"request_options">>[],
+): RequestOptions {
+  t.route = undefined;
+  if (options.route === undefined) return options;
+  const { route, ...rest } = options;
+  const plugin = [...items].reverse().find((c) => c.value.options.route === route)?.plugin ?? "requestOptions";
+  const member =
+    t.agent.options.pool && Object.hasOwn(t.agent.options.pool, route.model)
+      ? t.agent.options.pool[route.model]
+      : undefined;
+  if (!member) {
+    const names = Object.keys(t.agent.options.pool ?? {});
+    const message = new KeelError(
+      "KEEL_ROUTE_UNKNOWN",
+      `${plugin} routed round ${t.rounds} to "${route.model}", which is not in the pool (${names.length ? names.join(", ") : "the agent has no pool"}); ${t.agent.options.provider.id} served it.`,
+      { plugin, phase: "round.pre_request" },
+    ).message;
+    void t.session.emit(
+      { type: "diagnostic", level: "warn", code: "KEEL_ROUTE_UNKNOWN", message, plugin, phase: "round.pre_request" },
+      t.turnId,
+    );
+    return rest;
+  }
+  t.route = {
+    provider: member.provider,
+    contextWindow: member.contextWindow ?? member.provider.contextWindow,
+    price: member.price ?? member.provider.price,
+    record: { model: route.model, provider: member.provider.id, reason: route.reason, plugin },
+  };
+  return rest;
+}
+
+/**
+ * Before the request is sent: when a budget is set and the request's estimate would pass it, the
+ * turn stops (`budget`, with a guard.tripped event) and nothing is sent.
+ */
+export function checkBudget(t: Turn, tokens: number, options: RequestOptions): void {
+  if (!hasBudget(t.limits)) return;
+  const provider = t.route?.provider ?? t.agent.options.provider;
+  const price = t.route ? t.route.price : provider.price;
+  const b = breach(t.limits, budgetView(t.limits, t.usage, t.session.spend), tokens, price, options.maxTokens);
+  if (!b) return;
+  void t.session.emit(
+    { type: "guard.tripped", guard: "budget", limit: b.limit, value: b.spent + b.estimate },
+    t.turnId,
+  );
+  throw new TurnFailure({ status: "stopped", reason: "budget", detail: breachMessage(b, provider.id) });
+}
