@@ -62,16 +62,40 @@ function scopeHolds(r: CompiledRule, f: CallFacts): boolean {
 
 type ArgsRecord = Readonly<Record<string, unknown>>;
 
+/**
+ * A bare specifier against every subject argument the call has (a decoy under an earlier key
+ * must not hide the one the tool reads): yes when all match, no when none does, else unknown
+ * (a deny or ask fires, an allow does not).
+ */
+function subjectHolds(r: CompiledRule, args: ArgsRecord, unsure: string[]): Verdict | "no-subject" {
+  const keys = SUBJECT_KEYS.filter((k) => Object.hasOwn(args, k) && args[k] !== undefined);
+  if (!keys.length) return "no-subject";
+  const seen = keys.map((key) => {
+    const m = PATH_KEYS.has(key) ? r.subject!.path : r.subject!.text;
+    return { key, m, v: m.test(args[key]) };
+  });
+  if (seen.every((s) => s.v === "yes")) return "yes";
+  if (seen.every((s) => s.v === "no")) return "no";
+  for (const s of seen.filter((s) => s.v === "unknown"))
+    unsure.push(`${s.m.text} (argument "${s.key}" could not be checked)`);
+  const yes = seen.filter((s) => s.v === "yes").map((s) => `"${s.key}"`);
+  const no = seen.filter((s) => s.v === "no").map((s) => `"${s.key}"`);
+  if (yes.length && no.length)
+    unsure.push(
+      `the specifier ${JSON.stringify(r.subject!.pattern)} matches argument ${yes.join(", ")} but not ${no.join(", ")}: every subject argument must match to allow`,
+    );
+  return "unknown";
+}
+
 /** The call's arguments against the rule's matchers: no if any says no, else unknown if any is unsure. */
 function argsHold(r: CompiledRule, args: ArgsRecord, unsure: string[]): Verdict | "no-subject" {
   let out: Verdict = "yes";
-  const checks = r.args.map((a) => ({ key: a.key, m: a.matcher }));
   if (r.subject) {
-    const key = SUBJECT_KEYS.find((k) => Object.hasOwn(args, k) && args[k] !== undefined);
-    if (key === undefined) return "no-subject";
-    checks.push({ key, m: PATH_KEYS.has(key) ? r.subject.path : r.subject.text });
+    const v = subjectHolds(r, args, unsure);
+    if (v === "no-subject" || v === "no") return v;
+    out = v;
   }
-  for (const { key, m } of checks) {
+  for (const { key, matcher: m } of r.args) {
     // An argument the call does not have cannot match: the call does not touch what it names.
     if (!Object.hasOwn(args, key) || args[key] === undefined) return "no";
     const v = m.test(args[key]);
