@@ -12,10 +12,11 @@ import type { ContributionFor, ToolCategory } from "@keel/kernel";
 import { definePlugin } from "@keel/kernel";
 import { codePointLength } from "@keel/text";
 import { type CallFacts, decide, nameOf, type PermissionDecision, tierOf } from "./match.ts";
+import { DEFAULT_PATH_CASE } from "./matchers.ts";
 import { type CompiledRule, compileRules, type Decision, type RuleInput } from "./rules.ts";
 
 export type { ArgMatcherInput } from "./matchers.ts";
-export { PATH_KEYS, SUBJECT_KEYS } from "./matchers.ts";
+export { DEFAULT_PATH_CASE, PATH_KEYS, SUBJECT_KEYS } from "./matchers.ts";
 export type { CallFacts, PermissionDecision, RuleRef } from "./match.ts";
 export { decide, tierOf } from "./match.ts";
 export type { CompiledRule, Decision, PermissionRule, RuleInput, RuleIssue, Tier } from "./rules.ts";
@@ -53,8 +54,14 @@ export interface PermissionsOptions {
   namespace?: string;
   /** Path arguments and path patterns are resolved against this folder. Default: the process's cwd. */
   cwd?: string;
-  /** Longest argument text matched, in code points; a longer one cannot be checked (never allows). Default 10,000. */
+  /** Longest argument text matched, in code points (a list's entries together); a longer one cannot be checked (never allows). Default 10,000. */
   maxArgChars?: number;
+  /**
+   * Whether the file system ignores case: `insensitive` makes a path that matches a path glob
+   * only with case and Unicode form folded fire deny and ask rules (never allow ones).
+   * Default: `insensitive` on macOS and Windows, else `sensitive`.
+   */
+  pathCase?: "sensitive" | "insensitive";
 }
 
 const decision = z.enum(["allow", "ask", "deny"]);
@@ -70,9 +77,10 @@ const Options = z
     namespace: z.string().min(1).max(200).default("default"),
     cwd: z.string().min(1).optional(),
     maxArgChars: z.number().int().min(1).max(10_000_000).default(10_000),
+    pathCase: z.enum(["sensitive", "insensitive"]).default(DEFAULT_PATH_CASE),
   })
   .transform((o, ctx) => {
-    const settings = { cwd: o.cwd ?? process.cwd(), maxArgChars: o.maxArgChars };
+    const settings = { cwd: o.cwd ?? process.cwd(), maxArgChars: o.maxArgChars, pathCase: o.pathCase };
     const compiled = compileRules(o.rules, settings);
     if (!compiled.ok) {
       for (const issue of compiled.issues) ctx.addIssue({ code: "custom", message: issue.message, path: issue.path });

@@ -24,9 +24,20 @@ export interface ArgMatcher {
 export interface MatchSettings {
   /** Paths in arguments and path patterns are resolved against this folder. */
   cwd: string;
-  /** Text longer than this (code points) is not matched: the matcher answers unknown. */
+  /** Text longer than this (code points; a list's entries counted together) is not matched: the matcher answers unknown. */
   maxArgChars: number;
+  /**
+   * Whether the file system ignores case (`insensitive`: `.ENV` is `.env`, and NFD is NFC).
+   * A path that matches a path glob only when case and Unicode form are ignored is then
+   * unknown: a deny or ask fires, an allow does not. Default: `insensitive` on macOS and
+   * Windows, else `sensitive`.
+   */
+  pathCase?: "sensitive" | "insensitive" | undefined;
 }
+
+/** The default of `pathCase`: the platform's usual file system. */
+export const DEFAULT_PATH_CASE: "sensitive" | "insensitive" =
+  process.platform === "darwin" || process.platform === "win32" ? "insensitive" : "sensitive";
 
 /** Argument names whose values are paths: a string pattern for them is a path glob. */
 export const PATH_KEYS: ReadonlySet<string> = new Set([
@@ -65,17 +76,33 @@ export type ArgMatcherInput =
   | { regex: string | RegExp; flags?: string }
   | { equals: unknown };
 
-/** A string matcher applied to one value: arrays of strings count element by element. */
-function overText(s: MatchSettings, check: (text: string) => boolean): (value: unknown) => Verdict {
-  const one = (v: unknown): Verdict => {
-    if (typeof v !== "string") return "unknown";
-    if (v.length > s.maxArgChars && codePointLength(v) > s.maxArgChars) return "unknown";
-    return check(v) ? "yes" : "no";
+/** Whether strings hold more than `max` code points together (UTF-16 length first: it is never less). */
+function tooLong(texts: readonly string[], max: number): boolean {
+  let units = 0;
+  for (const t of texts) units += t.length;
+  if (units <= max) return false;
+  let points = 0;
+  for (const t of texts) points += codePointLength(t);
+  return points > max;
+}
+
+/**
+ * A string matcher applied to one value: arrays of strings count element by element, and
+ * `maxArgChars` bounds the whole list (1,000 entries of 10,000 characters each are 10 M to match
+ * per rule, not 10,000).
+ */
+function overText(s: MatchSettings, check: (text: string) => boolean | Verdict): (value: unknown) => Verdict {
+  const one = (v: string): Verdict => {
+    const r = check(v);
+    return r === true ? "yes" : r === false ? "no" : r;
   };
   return (value) => {
-    if (!Array.isArray(value)) return one(value);
-    const all = value.slice(0, 1_000).map(one);
-    if (value.length > 1_000 || all.includes("unknown")) return "unknown";
+    const list = Array.isArray(value) ? value : [value];
+    if (list.length > 1_000 || !list.every((v) => typeof v === "string")) return "unknown";
+    if (tooLong(list as string[], s.maxArgChars)) return "unknown";
+    if (!Array.isArray(value)) return one(value as string);
+    const all = (list as string[]).map(one);
+    if (all.includes("unknown")) return "unknown";
     if (all.every((v) => v === "yes")) return all.length ? "yes" : "no";
     return all.includes("yes") ? "unknown" : "no";
   };
@@ -98,12 +125,34 @@ function globMatcher(key: string, pattern: string, mode: GlobMode, s: MatchSetti
     const g = compileGlob(pattern, "text");
     return { text: `${key} glob ${JSON.stringify(pattern)}`, test: overText(s, (v) => g.test(v)) };
   }
-  const g = compileGlob(pathPattern(pattern, s.cwd), "path");
+  const full = pathPattern(pattern, s.cwd);
+  const g = compileGlob(full, "path");
+  // On a case-insensitive file system: the same pattern with case and Unicode form folded.
+  const folded = (s.pathCase ?? DEFAULT_PATH_CASE) === "insensitive" ? compileGlob(fold(full), "path") : undefined;
   return {
     text: `${key} path ${JSON.stringify(pattern)}`,
     // The argument as the tool will see it: `~`, `.` and `..` resolved, so `src/../.env` is not under `src/`.
-    test: overText(s, (v) => !v.includes("\0") && g.test(resolve(s.cwd, expandHome(v)))),
+    // A NUL byte ends the path for C and many servers, and makes it invalid for Node: it cannot be checked.
+    test: overText(s, (v) => {
+      if (v.includes("\0")) return "unknown";
+      const p = resolved(s.cwd, v);
+      if (g.test(p)) return "yes";
+      return folded?.test(fold(p)) ? "unknown" : "no";
+    }),
   };
+}
+
+/** Case and Unicode form folded, as a case-insensitive file system compares names. */
+function fold(text: string): string {
+  return text.normalize("NFC").toLowerCase();
+}
+
+/** The last path resolved: every path rule of a call tests the same argument, so it is resolved once per call, not once per rule. */
+let lastResolved: { cwd: string; raw: string; path: string } | undefined;
+function resolved(cwd: string, raw: string): string {
+  if (lastResolved?.cwd !== cwd || lastResolved.raw !== raw)
+    lastResolved = { cwd, raw, path: resolve(cwd, expandHome(raw)) };
+  return lastResolved.path;
 }
 
 function regexMatcher(key: string, source: string, flags: string, s: MatchSettings): ArgMatcher {
@@ -177,7 +226,7 @@ export function compileMatcher(key: string, input: unknown, s: MatchSettings): A
     throw new Error(
       `expected a string pattern or a matcher object, found ${Array.isArray(input) ? "a list" : typeof input}`,
     );
-  if (input instanceof RegExp) return regexMatcher(key, needString("regex", input.source), input.flags, s);
+  if (input instanceof RegExp) return compileMatcher(key, { regex: input }, s);
   const [kind, value] = only(input);
   if (kind === "glob") return globMatcher(key, needString("glob", value), "text", s);
   if (kind === "path") return globMatcher(key, needString("path", value), "path", s);
@@ -195,6 +244,10 @@ export function compileMatcher(key: string, input: unknown, s: MatchSettings): A
   const flags = (input as { flags?: unknown }).flags;
   if (flags !== undefined && (typeof flags !== "string" || !/^[imsguyd]*$/.test(flags)))
     throw new Error("`flags` must be a string of regex flags (i, m, s are honoured)");
+  if ((typeof flags === "string" && flags.includes("y")) || (re instanceof RegExp && re.flags.includes("y")))
+    throw new Error(
+      "the sticky flag `y` cannot be honoured (RE2 finds a match anywhere): anchor the regex with `^` instead",
+    );
   return typeof re === "string"
     ? regexMatcher(key, re, (flags as string | undefined) ?? "", s)
     : regexMatcher(key, needString("regex", re.source), re.flags, s);

@@ -53,3 +53,61 @@ describe("a bare specifier reads every subject argument the call has, not only t
     expect(decided(r, call("exec", { cmd: "npm test" }))).toBe("allow");
   });
 });
+
+describe("path arguments that cannot be read as one path never allow", () => {
+  it("a NUL byte in a path fires the deny (before: it matched nothing, so the default allowed it)", () => {
+    const r = rules([{ decision: "deny", tool: "read_file", args: { path: "**/.env" } }]);
+    expect(decided(r, call("read_file", { path: ".env\0" }, "info"))).toBe("deny");
+    expect(decided(r, call("read_file", { path: ["a.txt", ".env\0.txt"] }, "info"))).toBe("deny");
+    const allow = rules([{ decision: "allow", tool: "write_file", args: { path: "./src/**" } }]);
+    expect(decided(allow, call("write_file", { path: "src/a\0/../../.env" }, "edit"))).toBe("ask");
+  });
+
+  it("on a case-insensitive file system a deny fires for the same path in other case, an allow does not widen", () => {
+    const table: RuleInput[] = [
+      { decision: "deny", tool: "*", args: { path: "**/.env" } },
+      { decision: "deny", tool: "*", args: { path: "./src/secret/**" } },
+      { decision: "allow", tool: "*", args: { path: "./src/**" } },
+    ];
+    const ci = rules(table, { pathCase: "insensitive" });
+    expect(decided(ci, call("read_file", { path: ".ENV" }, "info"))).toBe("deny");
+    expect(decided(ci, call("write_file", { path: "src/SECRET/key" }, "edit"))).toBe("deny");
+    expect(decided(ci, call("write_file", { path: "src/a.ts" }, "edit"))).toBe("allow");
+    // Unicode: NFD and NFC spell one name on macOS.
+    const nfc = rules([{ decision: "deny", tool: "*", args: { path: "./caf\u00e9/**" } }], { pathCase: "insensitive" });
+    expect(decided(nfc, call("read_file", { path: "cafe\u0301/x" }, "info"))).toBe("deny");
+    // A case-sensitive system: `.ENV` is another file.
+    const cs = rules(table, { pathCase: "sensitive" });
+    expect(decided(cs, call("read_file", { path: ".ENV" }, "info"))).toBe("allow");
+  });
+});
+
+describe("hostile sizes", () => {
+  it("a list argument is bounded in total, not per entry: 1,000 entries of 10,000 characters are not matched 20 times over", () => {
+    // Before: each of the 1,000 entries was under maxArgChars, so every path rule resolved and
+    // matched 10 M characters (20 s for 20 rules, on the event loop).
+    const table = rules(
+      Array.from({ length: 20 }, (_, i) => ({ decision: "deny" as const, tool: "x", args: { path: `**/s${i}/**` } })),
+    );
+    const big = Array.from({ length: 1_000 }, () => "a/".repeat(4_999));
+    const d = decideWith(table, call("x", { path: big }, "edit"), DEFAULTS, false);
+    expect(d).toMatchObject({ decision: "deny", rule: { index: 0 } });
+    expect(d.reason).toContain("could not be checked");
+  });
+});
+
+describe("regex flags", () => {
+  it("the sticky flag, which RE2 cannot honour, is refused rather than silently widened", () => {
+    const c = compileRules(
+      [{ decision: "allow", tool: "exec", args: { command: { regex: "npm test", flags: "y" } } }],
+      { cwd: CWD, maxArgChars: 10 },
+    );
+    expect(c.ok).toBe(false);
+    if (!c.ok) expect(c.issues[0]!.message).toMatch(/sticky/);
+    const o = compileRules([{ decision: "allow", tool: "exec", args: { command: /npm test/y } }], {
+      cwd: CWD,
+      maxArgChars: 10,
+    });
+    expect(o.ok).toBe(false);
+  });
+});
