@@ -95,11 +95,24 @@ const Options = z
 
 type Resolved = z.output<typeof Options>;
 
-/** The turn's namespace, read as plugin-memory and plugin-user-model read it. */
-function namespaceOf(o: Resolved, metadata: Readonly<Record<string, unknown>>): string {
+/**
+ * The turn's namespace, read as plugin-memory and plugin-user-model read it. A value the turn
+ * gives that cannot be read as one (too long, not text) is not taken as the default: it is
+ * `unreadable`, and rules on namespaces then fire if they deny or ask, never if they allow.
+ */
+function namespaceOf(
+  o: Resolved,
+  metadata: Readonly<Record<string, unknown>>,
+): Pick<CallFacts, "namespace" | "namespaceUnreadable"> {
   const v = metadata[o.namespaceKey];
-  if (typeof v === "string" && v && v.length <= 400 && codePointLength(v) <= 200) return v;
-  return typeof v === "number" && Number.isFinite(v) ? String(v) : o.namespace;
+  if (v === undefined || v === null || v === "") return { namespace: o.namespace };
+  if (typeof v === "string" && v.length <= 400 && codePointLength(v) <= 200) return { namespace: v };
+  if (typeof v === "number" && Number.isFinite(v)) return { namespace: String(v) };
+  const why =
+    typeof v === "string"
+      ? `the turn's ${o.namespaceKey} is longer than 200 characters`
+      : `the turn's ${o.namespaceKey} is ${Array.isArray(v) ? "a list" : `${typeof v === "object" ? "an" : "a"} ${typeof v}`}, not text`;
+  return { namespace: o.namespace, namespaceUnreadable: why };
 }
 
 /** Decide a call with the plugin's options (bypass applied). Contract: pure; deny is never bypassed. */
@@ -134,6 +147,7 @@ function contributions(
       rule: d.rule ? { ...d.rule } : null,
       tier: tierOf(facts.call.source),
       namespace: facts.namespace,
+      ...(facts.namespaceUnreadable ? { namespaceUnreadable: facts.namespaceUnreadable } : {}),
       ...(d.bypassed ? { bypassed: true } : {}),
       ...(d.uncertain ? { uncertain: d.uncertain } : {}),
     },
@@ -170,7 +184,7 @@ export function permissions(options: PermissionsOptions = {}) {
       ctx.on(
         "tool.pre_call",
         (e) => {
-          const facts: CallFacts = { call: e.call, namespace: namespaceOf(o, e.metadata) };
+          const facts: CallFacts = { call: e.call, ...namespaceOf(o, e.metadata) };
           const bypass = o.mode === "bypass" || e.metadata[o.modeKey] === "bypass";
           return contributions(decideWith(o.compiled, facts, o.defaults, bypass), facts, e.call.id, warned);
         },

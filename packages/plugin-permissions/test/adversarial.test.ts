@@ -4,8 +4,11 @@
  * before its fix (named in the test) and holds after it.
  */
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { createAgent, defineTool } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { CallFacts, Decision, RuleInput } from "../src/index.ts";
-import { compileRules, DEFAULTS, decideWith } from "../src/index.ts";
+import { compileRules, DECISION_CODE, DEFAULTS, decideWith, permissions } from "../src/index.ts";
 
 const CWD = "/work/project";
 
@@ -82,6 +85,18 @@ describe("path arguments that cannot be read as one path never allow", () => {
   });
 });
 
+describe("argument shapes", () => {
+  it("arguments that are not an object fire deny and ask rules that name an argument, and no allow", () => {
+    const r = rules(["deny exec(command=rm *)", "allow exec(command=npm test)"]);
+    const d = decideWith(r, call("exec", '{"command":"rm -rf /"}'), { ...DEFAULTS, exec: "allow" }, false);
+    expect(d.decision).toBe("deny");
+    expect(d.reason).toContain("not an object");
+    expect(decided(rules(["allow exec(command=npm test)"]), call("exec", ["npm test"]))).toBe("ask");
+    // A rule that names no argument is unaffected.
+    expect(decided(rules(["allow exec"]), call("exec", "npm test"))).toBe("allow");
+  });
+});
+
 describe("hostile sizes", () => {
   it("a list argument is bounded in total, not per entry: 1,000 entries of 10,000 characters are not matched 20 times over", () => {
     // Before: each of the 1,000 entries was under maxArgChars, so every path rule resolved and
@@ -93,6 +108,51 @@ describe("hostile sizes", () => {
     const d = decideWith(table, call("x", { path: big }, "edit"), DEFAULTS, false);
     expect(d).toMatchObject({ decision: "deny", rule: { index: 0 } });
     expect(d.reason).toContain("could not be checked");
+  });
+});
+
+describe("MCP tool names", () => {
+  const mcp = (server: string): Source => ({
+    kind: "plugin",
+    plugin: "@keel/plugin-mcp",
+    bundle: "mcp",
+    meta: { mcpServer: server },
+  });
+  const table = rules(["allow mcp__fs__*", { decision: "allow", tool: "mcp__*", category: "info" }]);
+
+  it("an allow by an mcp__<server>__ name glob holds only for that server's tools", () => {
+    expect(decided(table, call("mcp__fs__read", {}, "mcp", mcp("fs")))).toBe("allow");
+    // Server "fs__admin" names its tools mcp__fs__admin__…: not the fs server.
+    expect(decided(table, call("mcp__fs__admin__drop", {}, "mcp", mcp("fs__admin")))).toBe("ask");
+  });
+
+  it("a builtin or another plugin's tool named like an MCP tool does not ride an mcp__ allow", () => {
+    expect(decided(table, call("mcp__fs__wipe", {}, "exec", builtin))).toBe("ask");
+    const plugin: Source = { kind: "plugin", plugin: "other", bundle: "b", meta: { mcpServer: "fs" } };
+    expect(decided(table, call("mcp__fs__wipe", {}, "exec", plugin))).toBe("ask");
+    expect(decided(table, call("mcp__x__peek", {}, "info", plugin), { ...DEFAULTS, info: "ask" })).toBe("ask");
+    // Deny and ask name globs still match by name (they only ever narrow).
+    const deny = rules(["deny mcp__fs__*"]);
+    expect(decided(deny, call("mcp__fs__wipe", {}, "exec", builtin))).toBe("deny");
+  });
+});
+
+describe("the namespace", () => {
+  it("a namespace the turn names but that cannot be read fires deny and ask rules on namespaces, and no allow", () => {
+    // Before: an over-long or non-text userId silently became "default".
+    const r = rules([
+      { decision: "ask", namespace: "guest-*", tool: "exec" },
+      { decision: "allow", namespace: "default", tool: "*" },
+    ]);
+    const unreadable = "the turn's userId is longer than 200 characters";
+    const facts: CallFacts = { ...call("exec", { command: "ls" }), namespaceUnreadable: unreadable };
+    const d = decideWith(r, facts, { ...DEFAULTS, exec: "allow" }, false);
+    expect(d).toMatchObject({ decision: "ask", rule: { index: 0 } });
+    expect(d.reason).toContain(unreadable);
+    const info: CallFacts = { ...call("read", {}, "info"), namespaceUnreadable: unreadable };
+    expect(decideWith(r, info, { ...DEFAULTS, info: "ask" }, false).decision).toBe("ask");
+    // Readable, it decides as before.
+    expect(decided(r, call("read", {}, "info"), { ...DEFAULTS, info: "ask" })).toBe("allow");
   });
 });
 
@@ -109,5 +169,55 @@ describe("regex flags", () => {
       maxArgChars: 10,
     });
     expect(o.ok).toBe(false);
+  });
+});
+
+describe("in a turn", () => {
+  const ran: string[] = [];
+  const exec = defineTool({
+    name: "exec",
+    description: "Runs a shell command.",
+    category: "exec",
+    input: z.object({ command: z.string() }),
+    execute: ({ command }) => (ran.push(command), `ran ${command}`),
+  });
+
+  it("a userId the turn gives that is too long or not text is not taken for the default namespace", async () => {
+    const store = new MemorySessionStore();
+    const agent = await createAgent({
+      provider: scriptedProvider([
+        { toolCalls: [{ id: "n1", name: "exec", args: { command: "ls" } }] },
+        { text: "a" },
+        { toolCalls: [{ id: "n2", name: "exec", args: { command: "ls" } }] },
+        { text: "b" },
+        { toolCalls: [{ id: "n3", name: "exec", args: { command: "ls" } }] },
+        { text: "c" },
+      ]),
+      sideModel: false,
+      store,
+      tools: [exec],
+      ask: "deny",
+      plugins: [
+        permissions({
+          rules: [{ decision: "allow", namespace: "default", tool: "exec" }],
+          default: "ask",
+        }),
+      ],
+    });
+    const s = await agent.session();
+    await s.run("1", { metadata: { userId: `guest-${"x".repeat(300)}` } });
+    await s.run("2", { metadata: { userId: { id: "guest-1" } } });
+    await s.run("3");
+    const events = await store.events(s.id);
+    const data = events.flatMap((e) =>
+      e.type === "diagnostic" && e.code === DECISION_CODE
+        ? [e.data as { decision: string; namespaceUnreadable?: string }]
+        : [],
+    );
+    expect(data.map((d) => d.decision)).toEqual(["ask", "ask", "allow"]);
+    expect(data[0]!.namespaceUnreadable).toBe("the turn's userId is longer than 200 characters");
+    expect(data[1]!.namespaceUnreadable).toBe("the turn's userId is an object, not text");
+    expect(ran).toEqual(["ls"]);
+    await agent.close();
   });
 });
