@@ -4,7 +4,7 @@
  * long, not text) is never permissive: a deny or ask rule counts it as a match, an allow
  * rule does not. Text matchers are linear (globs: glob.ts; regexes: RE2, no backtracking).
  */
-import { isAbsolute, resolve } from "node:path";
+import { isAbsolute, posix, resolve } from "node:path";
 import { homedir } from "node:os";
 import { RE2JS } from "re2js";
 import { codePointLength } from "@keel/text";
@@ -120,10 +120,42 @@ function pathPattern(pattern: string, cwd: string): string {
   return isAbsolute(p) ? resolve(p) + (p.endsWith("/") ? "/" : "") : resolve(cwd, p) + (p.endsWith("/") ? "/" : "");
 }
 
+/**
+ * The other reading of a path argument, when it has one: backslashes as separators (a Windows
+ * host, a remote server) and `.`/`..` applied. Undefined when the text reads one way only.
+ */
+function otherReading(v: string): string | undefined {
+  const slashed = v.replaceAll("\\", "/");
+  if (slashed === v && !/(^|\/)\.\.(\/|$)/.test(v)) return undefined;
+  const other = posix.normalize(slashed);
+  return other === v ? undefined : other;
+}
+
+/**
+ * A text check (prefix, text glob, regex) on an argument: for a path argument (PATH_KEYS) it
+ * holds or fails only when the text as written and as the path it names agree (`src/../.env`
+ * is not under `src/`; `/tmp/../etc/x` is under `/etc/`), else it is unknown.
+ */
+function textCheck(key: string, check: (text: string) => boolean): (text: string) => Verdict {
+  const verdict = (b: boolean): Verdict => (b ? "yes" : "no");
+  if (!PATH_KEYS.has(key)) return (v) => verdict(check(v));
+  return (v) => {
+    const as = check(v);
+    const other = otherReading(v);
+    return other === undefined || check(other) === as ? verdict(as) : "unknown";
+  };
+}
+
 function globMatcher(key: string, pattern: string, mode: GlobMode, s: MatchSettings): ArgMatcher {
   if (mode === "text") {
     const g = compileGlob(pattern, "text");
-    return { text: `${key} glob ${JSON.stringify(pattern)}`, test: overText(s, (v) => g.test(v)) };
+    return {
+      text: `${key} glob ${JSON.stringify(pattern)}`,
+      test: overText(
+        s,
+        textCheck(key, (v) => g.test(v)),
+      ),
+    };
   }
   const full = pathPattern(pattern, s.cwd);
   const g = compileGlob(full, "path");
@@ -135,9 +167,14 @@ function globMatcher(key: string, pattern: string, mode: GlobMode, s: MatchSetti
     // A NUL byte ends the path for C and many servers, and makes it invalid for Node: it cannot be checked.
     test: overText(s, (v) => {
       if (v.includes("\0")) return "unknown";
-      const p = resolved(s.cwd, v);
-      if (g.test(p)) return "yes";
-      return folded?.test(fold(p)) ? "unknown" : "no";
+      const one = (text: string): Verdict => {
+        const p = resolved(s.cwd, text);
+        if (g.test(p)) return "yes";
+        return folded?.test(fold(p)) ? "unknown" : "no";
+      };
+      const as = one(v);
+      // Backslashes read as separators too: both readings must agree.
+      return !v.includes("\\") || as === "unknown" || one(v.replaceAll("\\", "/")) === as ? as : "unknown";
     }),
   };
 }
@@ -170,7 +207,10 @@ function regexMatcher(key: string, source: string, flags: string, s: MatchSettin
   }
   return {
     text: `${key} regex /${source}/${flags}`,
-    test: overText(s, (v) => re.matcher(v).find()),
+    test: overText(
+      s,
+      textCheck(key, (v) => re.matcher(v).find()),
+    ),
   };
 }
 
@@ -232,7 +272,13 @@ export function compileMatcher(key: string, input: unknown, s: MatchSettings): A
   if (kind === "path") return globMatcher(key, needString("path", value), "path", s);
   if (kind === "prefix") {
     const p = needString("prefix", value);
-    return { text: `${key} prefix ${JSON.stringify(p)}`, test: overText(s, (v) => v.startsWith(p)) };
+    return {
+      text: `${key} prefix ${JSON.stringify(p)}`,
+      test: overText(
+        s,
+        textCheck(key, (v) => v.startsWith(p)),
+      ),
+    };
   }
   if (kind === "equals") {
     const json = JSON.stringify(value ?? null);

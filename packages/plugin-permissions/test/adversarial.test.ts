@@ -97,6 +97,40 @@ describe("argument shapes", () => {
   });
 });
 
+describe("path arguments read through text matchers, and backslashes", () => {
+  // Before: `prefix`, `{ glob }` and regexes saw the raw text, so `src/../.env` was under `src/`
+  // for an allow and `/tmp/../etc/passwd` was not under `/etc/` for a deny.
+  it("a `..` segment is read both as written and as resolved: an allow needs both, a deny either", () => {
+    const allow = rules([
+      { decision: "allow", tool: "write_file", args: { path: { prefix: "src/" } } },
+      { decision: "allow", tool: "edit_file", args: { path: { glob: "src/*" } } },
+    ]);
+    expect(decided(allow, call("write_file", { path: "src/../.env" }, "edit"))).toBe("ask");
+    expect(decided(allow, call("edit_file", { path: "src/../../etc/passwd" }, "edit"))).toBe("ask");
+    expect(decided(allow, call("write_file", { path: "src/a/b.ts" }, "edit"))).toBe("allow");
+    expect(decided(allow, call("write_file", { path: "src/a/../b.ts" }, "edit"))).toBe("allow");
+    const deny = rules([
+      { decision: "deny", tool: "read_file", args: { path: { prefix: "/etc/" } } },
+      { decision: "deny", tool: "cat", args: { file: { regex: "^/etc/" } } },
+    ]);
+    const open = { ...DEFAULTS, info: "allow" as const };
+    expect(decided(deny, call("read_file", { path: "/tmp/../etc/passwd" }, "info"), open)).toBe("deny");
+    expect(decided(deny, call("cat", { file: "/tmp/../etc/shadow" }, "info"), open)).toBe("deny");
+    expect(decided(deny, call("read_file", { path: "/tmp/x" }, "info"), open)).toBe("allow");
+  });
+
+  it("backslashes are read both as characters and as separators (a Windows host, a remote MCP server)", () => {
+    const r = rules([
+      { decision: "deny", tool: "*", args: { path: "**/.env" } },
+      { decision: "allow", tool: "*", args: { path: "./**" } },
+    ]);
+    expect(decided(r, call("read_file", { path: "C:\\proj\\.env" }, "info"))).toBe("deny");
+    expect(decided(r, call("read_file", { path: "src\\..\\.env" }, "info"))).toBe("deny");
+    expect(decided(r, call("write_file", { path: "..\\..\\etc\\passwd" }, "edit"))).toBe("ask");
+    expect(decided(r, call("write_file", { path: "src/a.ts" }, "edit"))).toBe("allow");
+  });
+});
+
 describe("hostile sizes", () => {
   it("a list argument is bounded in total, not per entry: 1,000 entries of 10,000 characters are not matched 20 times over", () => {
     // Before: each of the 1,000 entries was under maxArgChars, so every path rule resolved and
