@@ -5,7 +5,7 @@
  */
 import type { ToolCallView } from "@keel/kernel";
 import type { Glob } from "./glob.ts";
-import { SUBJECT_KEYS, PATH_KEYS, type Verdict } from "./matchers.ts";
+import { memoized, PATH_KEYS, SUBJECT_KEYS, type Verdict } from "./matchers.ts";
 import type { CompiledRule, Decision, Tier } from "./rules.ts";
 
 /** The plugin name plugin-mcp's tools carry in their source (the only tools counted as an MCP server's). */
@@ -162,13 +162,23 @@ export function decide(
   facts: CallFacts,
   fallback: (category: string) => Decision,
 ): PermissionDecision {
+  return memoized(() => decideOnce(rules, facts, fallback));
+}
+
+function decideOnce(
+  rules: readonly CompiledRule[],
+  facts: CallFacts,
+  fallback: (category: string) => Decision,
+): PermissionDecision {
   const first: Partial<Record<Decision, CompiledRule>> = {};
   const unsure: Record<Decision, string[]> = { allow: [], ask: [], deny: [] };
   const missing: RuleRef[] = [];
   const a = facts.call.args;
   const args = typeof a === "object" && a !== null && !Array.isArray(a) ? (a as ArgsRecord) : undefined;
   for (const r of rules) {
-    if (first[r.decision]) continue;
+    // A deny decides (nothing after it can change that); after an ask, allow rules cannot win.
+    if (first.deny) break;
+    if (first[r.decision] || (first.ask && r.decision === "allow")) continue;
     const notes: string[] = [];
     const scope = scopeHolds(r, facts, notes);
     if (scope === "no") continue;

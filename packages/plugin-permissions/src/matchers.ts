@@ -76,14 +76,51 @@ export type ArgMatcherInput =
   | { regex: string | RegExp; flags?: string }
   | { equals: unknown };
 
-/** Whether strings hold more than `max` code points together (UTF-16 length first: it is never less). */
-function tooLong(texts: readonly string[], max: number): boolean {
+/**
+ * What matchers derive from one argument (its length, its readings as a path), kept for one
+ * decision: every rule of a call tests the same arguments, so a 10,000-rule table derives them
+ * once, not 10,000 times. Active only inside `memoized`.
+ */
+let memo: { texts: Map<string, Map<string, unknown>>; lists: WeakMap<object, number> } | undefined;
+
+/** Run `f` (one decision) with the per-call memo. Contract: nothing is kept after `f` returns. */
+export function memoized<T>(f: () => T): T {
+  const outer = memo;
+  memo = { texts: new Map(), lists: new WeakMap() };
+  try {
+    return f();
+  } finally {
+    memo = outer;
+  }
+}
+
+function derived<T>(kind: string, text: string, make: () => T): T {
+  if (!memo) return make();
+  let m = memo.texts.get(kind);
+  if (!m) memo.texts.set(kind, (m = new Map()));
+  if (m.has(text)) return m.get(text) as T;
+  const v = make();
+  if (m.size < 4_096) m.set(text, v);
+  return v;
+}
+
+/** Code points in strings together (UTF-16 length first: it is never less). */
+function points(texts: readonly string[], max: number): number {
   let units = 0;
   for (const t of texts) units += t.length;
-  if (units <= max) return false;
-  let points = 0;
-  for (const t of texts) points += codePointLength(t);
-  return points > max;
+  if (units <= max) return units;
+  let n = 0;
+  for (const t of texts) n += derived("points", t, () => codePointLength(t));
+  return n;
+}
+
+/** Whether a value (a string or a list of them) holds more than `max` code points. */
+function tooLong(value: string | readonly string[], max: number): boolean {
+  if (typeof value === "string") return points([value], max) > max;
+  const known = memo?.lists.get(value);
+  const n = known ?? points(value, max);
+  if (known === undefined) memo?.lists.set(value, n);
+  return n > max;
 }
 
 /**
@@ -99,7 +136,7 @@ function overText(s: MatchSettings, check: (text: string) => boolean | Verdict):
   return (value) => {
     const list = Array.isArray(value) ? value : [value];
     if (list.length > 1_000 || !list.every((v) => typeof v === "string")) return "unknown";
-    if (tooLong(list as string[], s.maxArgChars)) return "unknown";
+    if (tooLong(value as string | string[], s.maxArgChars)) return "unknown";
     if (!Array.isArray(value)) return one(value as string);
     const all = (list as string[]).map(one);
     if (all.includes("unknown")) return "unknown";
@@ -125,6 +162,10 @@ function pathPattern(pattern: string, cwd: string): string {
  * host, a remote server) and `.`/`..` applied. Undefined when the text reads one way only.
  */
 function otherReading(v: string): string | undefined {
+  return derived("other", v, () => readAgain(v));
+}
+
+function readAgain(v: string): string | undefined {
   const slashed = v.replaceAll("\\", "/");
   if (slashed === v && !/(^|\/)\.\.(\/|$)/.test(v)) return undefined;
   const other = posix.normalize(slashed);
@@ -170,7 +211,7 @@ function globMatcher(key: string, pattern: string, mode: GlobMode, s: MatchSetti
       const one = (text: string): Verdict => {
         const p = resolved(s.cwd, text);
         if (g.test(p)) return "yes";
-        return folded?.test(fold(p)) ? "unknown" : "no";
+        return folded?.test(derived("fold", p, () => fold(p))) ? "unknown" : "no";
       };
       const as = one(v);
       // Backslashes read as separators too: both readings must agree.
@@ -184,12 +225,9 @@ function fold(text: string): string {
   return text.normalize("NFC").toLowerCase();
 }
 
-/** The last path resolved: every path rule of a call tests the same argument, so it is resolved once per call, not once per rule. */
-let lastResolved: { cwd: string; raw: string; path: string } | undefined;
+/** A path argument resolved against `cwd` (once per call: `derived`). */
 function resolved(cwd: string, raw: string): string {
-  if (lastResolved?.cwd !== cwd || lastResolved.raw !== raw)
-    lastResolved = { cwd, raw, path: resolve(cwd, expandHome(raw)) };
-  return lastResolved.path;
+  return derived(`resolved\0${cwd}`, raw, () => resolve(cwd, expandHome(raw)));
 }
 
 function regexMatcher(key: string, source: string, flags: string, s: MatchSettings): ArgMatcher {
