@@ -207,7 +207,8 @@ function globMatcher(key: string, pattern: string, mode: GlobMode, s: MatchSetti
     // The argument as the tool will see it: `~`, `.` and `..` resolved, so `src/../.env` is not under `src/`.
     // A NUL byte ends the path for C and many servers, and makes it invalid for Node: it cannot be checked.
     test: overText(s, (v) => {
-      if (v.includes("\0")) return "unknown";
+      // `~name/…` is another user's home to a shell, a folder named `~name` to a file tool: not one path.
+      if (v.includes("\0") || /^~[^/]/.test(v)) return "unknown";
       const one = (text: string): Verdict => {
         const p = resolved(s.cwd, text);
         if (g.test(p)) return "yes";

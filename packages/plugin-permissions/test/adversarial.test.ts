@@ -66,6 +66,17 @@ describe("path arguments that cannot be read as one path never allow", () => {
     expect(decided(allow, call("write_file", { path: "src/a\0/../../.env" }, "edit"))).toBe("ask");
   });
 
+  it("`~name/…` (another user's home to a shell) fires a deny and never allows", () => {
+    const r = rules([
+      { decision: "deny", tool: "*", args: { path: "/root/**" } },
+      { decision: "allow", tool: "*", args: { path: "./**" } },
+    ]);
+    expect(decided(r, call("read_file", { path: "~root/.ssh/id_rsa" }, "info"))).toBe("deny");
+    const allow = rules([{ decision: "allow", tool: "*", args: { path: "./**" } }]);
+    expect(decided(allow, call("write_file", { path: "~alice/.bashrc" }, "edit"))).toBe("ask");
+    expect(decided(allow, call("write_file", { path: "src/~x" }, "edit"))).toBe("allow");
+  });
+
   it("on a case-insensitive file system a deny fires for the same path in other case, an allow does not widen", () => {
     const table: RuleInput[] = [
       { decision: "deny", tool: "*", args: { path: "**/.env" } },
