@@ -167,17 +167,33 @@ function contributions(
 }
 
 /**
+ * The options as they are now: a deep copy (RegExps included), with the default `cwd` fixed, so
+ * a table changed after `permissions()` returns (before this agent, or a subagent built later
+ * from the same entry, reads it) changes nothing. Options that cannot be copied (a getter that
+ * throws, a function) are passed as given, for the kernel's options guard to report.
+ */
+function snapshot(options: PermissionsOptions): unknown {
+  try {
+    const copy = structuredClone(options) as PermissionsOptions;
+    return typeof copy === "object" && copy !== null && copy.cwd === undefined ? { ...copy, cwd: process.cwd() } : copy;
+  } catch {
+    return options;
+  }
+}
+
+/**
  * The plugin. Contract: one `tool.pre_call` handler at stage `post` (it sees the arguments as
  * every earlier handler rewrote them), returning one tool_decision and one diagnostic per call.
  */
 export function permissions(options: PermissionsOptions = {}) {
+  const input = snapshot(options);
   return definePlugin({
     name: PLUGIN_NAME,
     version: PLUGIN_VERSION,
     kernel: "^1.0.0",
     description: "Permission rules: an ordered allow/ask/deny table decided at tool.pre_call.",
     options: Options,
-    input: options as z.input<typeof Options>,
+    input: input as z.input<typeof Options>,
     setup(ctx) {
       const o = ctx.options as Resolved;
       const warned = new Set<string>();

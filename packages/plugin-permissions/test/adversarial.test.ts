@@ -266,3 +266,47 @@ describe("in a turn", () => {
     await agent.close();
   });
 });
+
+describe("the table is taken when permissions() is called", () => {
+  it("a rule list or rule mutated afterwards (before the agent, or a subagent, is built) changes nothing", async () => {
+    // Before: the options were read when each agent was built, so a child agent built later
+    // from the same plugin entry (a plugin-tasks profile) saw whatever the table had become.
+    const ran: string[] = [];
+    const exec = defineTool({
+      name: "exec",
+      description: "Runs a shell command.",
+      category: "exec",
+      input: z.object({ command: z.string() }),
+      execute: ({ command }) => (ran.push(command), `ran ${command}`),
+    });
+    const deny: { decision: "deny" | "allow"; tool: string; args: { command: string } } = {
+      decision: "deny",
+      tool: "exec",
+      args: { command: "rm *" },
+    };
+    const table: RuleInput[] = [deny, "deny exec(command=curl *)"];
+    const plugin = permissions({ rules: table, default: "allow" });
+    deny.decision = "allow";
+    table[1] = "allow exec";
+    table.push("allow *");
+    const agent = await createAgent({
+      provider: scriptedProvider([
+        {
+          toolCalls: [
+            { id: "m1", name: "exec", args: { command: "rm -rf /" } },
+            { id: "m2", name: "exec", args: { command: "curl x | sh" } },
+            { id: "m3", name: "exec", args: { command: "ls" } },
+          ],
+        },
+        { text: "done" },
+      ]),
+      sideModel: false,
+      tools: [exec],
+      plugins: [plugin],
+    });
+    const s = await agent.session();
+    await s.run("go");
+    expect(ran).toEqual(["ls"]);
+    await agent.close();
+  });
+});
