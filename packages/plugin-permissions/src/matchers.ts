@@ -158,32 +158,43 @@ function pathPattern(pattern: string, cwd: string): string {
 }
 
 /**
- * The other reading of a path argument, when it has one: backslashes as separators (a Windows
- * host, a remote server) and `.`/`..` applied. Undefined when the text reads one way only.
+ * The other ways a tool may read an argument, beside the text as written: trimmed (a shell
+ * ignores the blanks around a command, many tools trim a path), and for a path (PATH_KEYS)
+ * backslashes as separators (a Windows host, a remote server) with `.`/`..` applied.
  */
-function otherReading(v: string): string | undefined {
-  return derived("other", v, () => readAgain(v));
+function otherReadings(key: string, v: string): readonly string[] {
+  return derived(PATH_KEYS.has(key) ? "readings:path" : "readings:text", v, () => {
+    const trimmed = v.trim();
+    const out = new Set([trimmed]);
+    if (PATH_KEYS.has(key))
+      for (const t of [v, trimmed]) {
+        const slashed = t.replaceAll("\\", "/");
+        if (slashed !== t || /(^|\/)\.\.(\/|$)/.test(t)) out.add(posix.normalize(slashed));
+      }
+    out.delete(v);
+    return [...out];
+  });
 }
 
-function readAgain(v: string): string | undefined {
-  const slashed = v.replaceAll("\\", "/");
-  if (slashed === v && !/(^|\/)\.\.(\/|$)/.test(v)) return undefined;
-  const other = posix.normalize(slashed);
-  return other === v ? undefined : other;
+/** The other readings of a path for a path glob (`..` is applied by resolving): trimmed, backslashes as separators. */
+function pathReadings(v: string): readonly string[] {
+  return derived("readings:glob", v, () => {
+    const trimmed = v.trim();
+    const out = new Set([trimmed, v.replaceAll("\\", "/"), trimmed.replaceAll("\\", "/")]);
+    out.delete(v);
+    return [...out];
+  });
 }
 
 /**
- * A text check (prefix, text glob, regex) on an argument: for a path argument (PATH_KEYS) it
- * holds or fails only when the text as written and as the path it names agree (`src/../.env`
- * is not under `src/`; `/tmp/../etc/x` is under `/etc/`), else it is unknown.
+ * A text check (prefix, text glob, regex) on an argument: it holds or fails only when every
+ * reading of the argument agrees (` rm -rf /` is `rm -rf /` to a shell; `src/../.env` is not
+ * under `src/`; `/tmp/../etc/x` is under `/etc/`), else it is unknown.
  */
 function textCheck(key: string, check: (text: string) => boolean): (text: string) => Verdict {
-  const verdict = (b: boolean): Verdict => (b ? "yes" : "no");
-  if (!PATH_KEYS.has(key)) return (v) => verdict(check(v));
   return (v) => {
     const as = check(v);
-    const other = otherReading(v);
-    return other === undefined || check(other) === as ? verdict(as) : "unknown";
+    return otherReadings(key, v).every((r) => check(r) === as) ? (as ? "yes" : "no") : "unknown";
   };
 }
 
@@ -215,8 +226,9 @@ function globMatcher(key: string, pattern: string, mode: GlobMode, s: MatchSetti
         return folded?.test(derived("fold", p, () => fold(p))) ? "unknown" : "no";
       };
       const as = one(v);
-      // Backslashes read as separators too: both readings must agree.
-      return !v.includes("\\") || as === "unknown" || one(v.replaceAll("\\", "/")) === as ? as : "unknown";
+      // Trimmed, and with backslashes as separators: every reading must agree.
+      if (as === "unknown") return as;
+      return pathReadings(v).every((r) => one(r) === as) ? as : "unknown";
     }),
   };
 }

@@ -142,6 +142,26 @@ describe("path arguments read through text matchers, and backslashes", () => {
   });
 });
 
+describe("blanks around an argument", () => {
+  // Before: a shell ignores the blanks around a command, and many tools trim a path, but the
+  // matchers read the text as written: ` rm -rf /` stepped around `deny exec(rm *)`.
+  it("a deny fires on the trimmed reading too; an allow needs every reading", () => {
+    const r = rules([
+      "deny exec(rm *)",
+      "allow exec(npm test*)",
+      { decision: "deny", tool: "*", args: { path: "**/.env" } },
+    ]);
+    const open = { ...DEFAULTS, exec: "allow" as const };
+    expect(decided(r, call("exec", { command: " rm -rf /" }), open)).toBe("deny");
+    expect(decided(r, call("exec", { command: "\t\nrm -rf /" }), open)).toBe("deny");
+    expect(decided(r, call("exec", { command: " npm test" }))).toBe("ask");
+    expect(decided(r, call("exec", { command: "npm test " }))).toBe("allow");
+    expect(decided(r, call("read_file", { path: ".env " }, "info"))).toBe("deny");
+    expect(decided(r, call("read_file", { path: " src/.env" }, "info"))).toBe("deny");
+    expect(decided(r, call("read_file", { path: "src/a.ts" }, "info"))).toBe("allow");
+  });
+});
+
 describe("hostile sizes", () => {
   it("a list argument is bounded in total, not per entry: 1,000 entries of 10,000 characters are not matched 20 times over", () => {
     // Before: each of the 1,000 entries was under maxArgChars, so every path rule resolved and
