@@ -94,11 +94,13 @@ export function memoized<T>(f: () => T): T {
   }
 }
 
+/** `make(text)` once per call and kind. Contract: `make` never returns undefined. */
 function derived<T>(kind: string, text: string, make: () => T): T {
   if (!memo) return make();
   let m = memo.texts.get(kind);
   if (!m) memo.texts.set(kind, (m = new Map()));
-  if (m.has(text)) return m.get(text) as T;
+  const hit = m.get(text);
+  if (hit !== undefined) return hit as T;
   const v = make();
   if (m.size < 4_096) m.set(text, v);
   return v;
