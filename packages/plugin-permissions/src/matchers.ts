@@ -337,7 +337,18 @@ export function compileMatcher(key: string, input: unknown, s: MatchSettings): A
     const json = JSON.stringify(value ?? null);
     if (json.length > 10_000) throw new Error("`equals` holds more than 10,000 characters of JSON");
     const want = JSON.parse(json) as unknown;
-    return { text: `${key} = ${JSON.stringify(want)}`, test: (v) => equal(v, want) };
+    // A string compared as text: every reading of the argument (trimmed, a path's `..`) must agree.
+    const asText =
+      typeof want === "string"
+        ? overText(
+            s,
+            textCheck(key, (v) => v === want),
+          )
+        : undefined;
+    return {
+      text: `${key} = ${JSON.stringify(want)}`,
+      test: (v) => (asText && typeof v === "string" ? asText(v) : equal(v, want)),
+    };
   }
   const re = value instanceof RegExp ? value : needString("regex", value);
   const flags = (input as { flags?: unknown }).flags;

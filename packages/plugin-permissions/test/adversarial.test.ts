@@ -160,6 +160,19 @@ describe("blanks around an argument", () => {
     expect(decided(r, call("read_file", { path: " src/.env" }, "info"))).toBe("deny");
     expect(decided(r, call("read_file", { path: "src/a.ts" }, "info"))).toBe("allow");
   });
+
+  it("`equals` on a string reads the argument the same ways", () => {
+    const r = rules([
+      { decision: "deny", tool: "exec", args: { command: { equals: "rm -rf /" } } },
+      { decision: "deny", tool: "read_file", args: { path: { equals: "/etc/shadow" } } },
+      { decision: "allow", tool: "exec", args: { command: { equals: "npm test" } } },
+    ]);
+    const open = { ...DEFAULTS, exec: "allow" as const, info: "allow" as const };
+    expect(decided(r, call("exec", { command: "rm -rf / " }), open)).toBe("deny");
+    expect(decided(r, call("read_file", { path: "/etc/../etc/shadow" }, "info"), open)).toBe("deny");
+    expect(decided(r, call("exec", { command: " npm test" }))).toBe("ask");
+    expect(decided(r, call("exec", { command: "npm test" }))).toBe("allow");
+  });
 });
 
 describe("hostile sizes", () => {
