@@ -16,7 +16,7 @@ import { DEFAULT_PATH_CASE } from "./matchers.ts";
 import { type CompiledRule, compileRules, type Decision, type RuleInput } from "./rules.ts";
 
 export type { ArgMatcherInput } from "./matchers.ts";
-export { DEFAULT_PATH_CASE, PATH_KEYS, SUBJECT_KEYS } from "./matchers.ts";
+export { DEFAULT_PATH_CASE, PATH_KEYS, SUBJECT_KEYS, URL_KEYS } from "./matchers.ts";
 export type { CallFacts, PermissionDecision, RuleRef } from "./match.ts";
 export { decide, tierOf } from "./match.ts";
 export type { CompiledRule, Decision, PermissionRule, RuleInput, RuleIssue, Tier } from "./rules.ts";

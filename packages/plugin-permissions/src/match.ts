@@ -5,7 +5,7 @@
  */
 import type { ToolCallView } from "@keel/kernel";
 import type { Glob } from "./glob.ts";
-import { memoized, PATH_KEYS, SUBJECT_KEYS, type Verdict } from "./matchers.ts";
+import { memoized, PATH_KEYS, SUBJECT_KEYS, URL_KEYS, type Verdict } from "./matchers.ts";
 import type { CompiledRule, Decision, Tier } from "./rules.ts";
 
 /** The plugin name plugin-mcp's tools carry in their source (the only tools counted as an MCP server's). */
@@ -98,7 +98,7 @@ function subjectHolds(r: CompiledRule, args: ArgsRecord, unsure: string[]): Verd
   const keys = SUBJECT_KEYS.filter((k) => Object.hasOwn(args, k) && args[k] !== undefined);
   if (!keys.length) return "no-subject";
   const seen = keys.map((key) => {
-    const m = PATH_KEYS.has(key) ? r.subject!.path : r.subject!.text;
+    const m = PATH_KEYS.has(key) ? r.subject!.path : URL_KEYS.has(key) ? r.subject!.url : r.subject!.text;
     return { key, m, v: m.test(args[key]) };
   });
   if (seen.every((s) => s.v === "yes")) return "yes";

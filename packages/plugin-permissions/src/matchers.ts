@@ -161,22 +161,28 @@ function pathPattern(pattern: string, cwd: string): string {
 
 /**
  * The other ways a tool may read an argument, beside the text as written: trimmed (a shell
- * ignores the blanks around a command, many tools trim a path), and for a path (PATH_KEYS)
- * backslashes as separators (a Windows host, a remote server) with `.`/`..` applied.
+ * ignores the blanks around a command, many tools trim a path); for a path (PATH_KEYS)
+ * backslashes as separators (a Windows host, a remote server) with `.`/`..` applied; for a URL
+ * (URL_KEYS) the URL a client fetches.
  */
 function otherReadings(key: string, v: string): readonly string[] {
-  return derived(PATH_KEYS.has(key) ? "readings:path" : "readings:text", v, () => {
+  const kind = PATH_KEYS.has(key) ? "path" : URL_KEYS.has(key) ? "url" : "text";
+  return derived(`readings:${kind}`, v, () => {
     const trimmed = v.trim();
     const out = new Set([trimmed]);
-    if (PATH_KEYS.has(key))
-      for (const t of [v, trimmed]) {
+    for (const t of [v, trimmed]) {
+      if (kind === "path") {
         const slashed = t.replaceAll("\\", "/");
         if (slashed !== t || /(^|\/)\.\.(\/|$)/.test(t)) out.add(posix.normalize(slashed));
-      }
+      } else if (kind === "url" && URL.canParse(t)) out.add(new URL(t).href);
+    }
     out.delete(v);
     return [...out];
   });
 }
+
+/** Argument names whose values are URLs: also read as the URL a client fetches (host case and `%2e` folded, `..` applied). */
+export const URL_KEYS: ReadonlySet<string> = new Set(["url", "uri"]);
 
 /** The other readings of a path for a path glob (`..` is applied by resolving): trimmed, backslashes as separators. */
 function pathReadings(v: string): readonly string[] {

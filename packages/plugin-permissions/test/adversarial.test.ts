@@ -161,6 +161,20 @@ describe("blanks around an argument", () => {
     expect(decided(r, call("read_file", { path: "src/a.ts" }, "info"))).toBe("allow");
   });
 
+  it("a URL is also read as the URL a client fetches (host case, percent-encoding, `..`)", () => {
+    const r = rules(["deny fetch(*://evil.com/*)", "allow fetch(url=https://docs.example.com/*)"]);
+    const open = { ...DEFAULTS, info: "allow" as const };
+    expect(decided(r, call("fetch", { url: "https://EVIL.com/x" }, "info"), open)).toBe("deny");
+    expect(decided(r, call("fetch", { url: "https://evil%2Ecom/x" }, "info"), open)).toBe("deny");
+    expect(decided(r, call("fetch", { url: "https://docs.example.com/a/b" }, "info"))).toBe("allow");
+    const allow = rules(["allow fetch(url=https://docs.example.com/public/*)"]);
+    const strict = { ...DEFAULTS, info: "ask" as const };
+    expect(decided(allow, call("fetch", { url: "https://docs.example.com/public/../admin/x" }, "info"), strict)).toBe(
+      "ask",
+    );
+    expect(decided(allow, call("fetch", { url: "https://docs.example.com/public/a" }, "info"), strict)).toBe("allow");
+  });
+
   it("`equals` on a string reads the argument the same ways", () => {
     const r = rules([
       { decision: "deny", tool: "exec", args: { command: { equals: "rm -rf /" } } },
