@@ -12,10 +12,11 @@ import type { ContributionFor, ToolCategory } from "@keel/kernel";
 import { definePlugin } from "@keel/kernel";
 import { codePointLength } from "@keel/text";
 import { type CallFacts, decide, nameOf, type PermissionDecision, tierOf } from "./match.ts";
+import { DEFAULT_PATH_CASE } from "./matchers.ts";
 import { type CompiledRule, compileRules, type Decision, type RuleInput } from "./rules.ts";
 
 export type { ArgMatcherInput } from "./matchers.ts";
-export { PATH_KEYS, SUBJECT_KEYS } from "./matchers.ts";
+export { DEFAULT_PATH_CASE, PATH_KEYS, SUBJECT_KEYS, URL_KEYS } from "./matchers.ts";
 export type { CallFacts, PermissionDecision, RuleRef } from "./match.ts";
 export { decide, tierOf } from "./match.ts";
 export type { CompiledRule, Decision, PermissionRule, RuleInput, RuleIssue, Tier } from "./rules.ts";
@@ -53,8 +54,14 @@ export interface PermissionsOptions {
   namespace?: string;
   /** Path arguments and path patterns are resolved against this folder. Default: the process's cwd. */
   cwd?: string;
-  /** Longest argument text matched, in code points; a longer one cannot be checked (never allows). Default 10,000. */
+  /** Longest argument text matched, in code points (a list's entries together); a longer one cannot be checked (never allows). Default 10,000. */
   maxArgChars?: number;
+  /**
+   * Whether the file system ignores case: `insensitive` makes a path that matches a path glob
+   * only with case and Unicode form folded fire deny and ask rules (never allow ones).
+   * Default: `insensitive` on macOS and Windows, else `sensitive`.
+   */
+  pathCase?: "sensitive" | "insensitive";
 }
 
 const decision = z.enum(["allow", "ask", "deny"]);
@@ -70,9 +77,10 @@ const Options = z
     namespace: z.string().min(1).max(200).default("default"),
     cwd: z.string().min(1).optional(),
     maxArgChars: z.number().int().min(1).max(10_000_000).default(10_000),
+    pathCase: z.enum(["sensitive", "insensitive"]).default(DEFAULT_PATH_CASE),
   })
   .transform((o, ctx) => {
-    const settings = { cwd: o.cwd ?? process.cwd(), maxArgChars: o.maxArgChars };
+    const settings = { cwd: o.cwd ?? process.cwd(), maxArgChars: o.maxArgChars, pathCase: o.pathCase };
     const compiled = compileRules(o.rules, settings);
     if (!compiled.ok) {
       for (const issue of compiled.issues) ctx.addIssue({ code: "custom", message: issue.message, path: issue.path });
@@ -87,11 +95,24 @@ const Options = z
 
 type Resolved = z.output<typeof Options>;
 
-/** The turn's namespace, read as plugin-memory and plugin-user-model read it. */
-function namespaceOf(o: Resolved, metadata: Readonly<Record<string, unknown>>): string {
+/**
+ * The turn's namespace, read as plugin-memory and plugin-user-model read it. A value the turn
+ * gives that cannot be read as one (too long, not text) is not taken as the default: it is
+ * `unreadable`, and rules on namespaces then fire if they deny or ask, never if they allow.
+ */
+function namespaceOf(
+  o: Resolved,
+  metadata: Readonly<Record<string, unknown>>,
+): Pick<CallFacts, "namespace" | "namespaceUnreadable"> {
   const v = metadata[o.namespaceKey];
-  if (typeof v === "string" && v && v.length <= 400 && codePointLength(v) <= 200) return v;
-  return typeof v === "number" && Number.isFinite(v) ? String(v) : o.namespace;
+  if (v === undefined || v === null || v === "") return { namespace: o.namespace };
+  if (typeof v === "string" && v.length <= 400 && codePointLength(v) <= 200) return { namespace: v };
+  if (typeof v === "number" && Number.isFinite(v)) return { namespace: String(v) };
+  const why =
+    typeof v === "string"
+      ? `the turn's ${o.namespaceKey} is longer than 200 characters`
+      : `the turn's ${o.namespaceKey} is ${Array.isArray(v) ? "a list" : `${typeof v === "object" ? "an" : "a"} ${typeof v}`}, not text`;
+  return { namespace: o.namespace, namespaceUnreadable: why };
 }
 
 /** Decide a call with the plugin's options (bypass applied). Contract: pure; deny is never bypassed. */
@@ -126,6 +147,7 @@ function contributions(
       rule: d.rule ? { ...d.rule } : null,
       tier: tierOf(facts.call.source),
       namespace: facts.namespace,
+      ...(facts.namespaceUnreadable ? { namespaceUnreadable: facts.namespaceUnreadable } : {}),
       ...(d.bypassed ? { bypassed: true } : {}),
       ...(d.uncertain ? { uncertain: d.uncertain } : {}),
     },
@@ -145,24 +167,40 @@ function contributions(
 }
 
 /**
+ * The options as they are now: a deep copy (RegExps included), with the default `cwd` fixed, so
+ * a table changed after `permissions()` returns (before this agent, or a subagent built later
+ * from the same entry, reads it) changes nothing. Options that cannot be copied (a getter that
+ * throws, a function) are passed as given, for the kernel's options guard to report.
+ */
+function snapshot(options: PermissionsOptions): unknown {
+  try {
+    const copy = structuredClone(options) as PermissionsOptions;
+    return typeof copy === "object" && copy !== null && copy.cwd === undefined ? { ...copy, cwd: process.cwd() } : copy;
+  } catch {
+    return options;
+  }
+}
+
+/**
  * The plugin. Contract: one `tool.pre_call` handler at stage `post` (it sees the arguments as
  * every earlier handler rewrote them), returning one tool_decision and one diagnostic per call.
  */
 export function permissions(options: PermissionsOptions = {}) {
+  const input = snapshot(options);
   return definePlugin({
     name: PLUGIN_NAME,
     version: PLUGIN_VERSION,
     kernel: "^1.0.0",
     description: "Permission rules: an ordered allow/ask/deny table decided at tool.pre_call.",
     options: Options,
-    input: options as z.input<typeof Options>,
+    input: input as z.input<typeof Options>,
     setup(ctx) {
       const o = ctx.options as Resolved;
       const warned = new Set<string>();
       ctx.on(
         "tool.pre_call",
         (e) => {
-          const facts: CallFacts = { call: e.call, namespace: namespaceOf(o, e.metadata) };
+          const facts: CallFacts = { call: e.call, ...namespaceOf(o, e.metadata) };
           const bypass = o.mode === "bypass" || e.metadata[o.modeKey] === "bypass";
           return contributions(decideWith(o.compiled, facts, o.defaults, bypass), facts, e.call.id, warned);
         },

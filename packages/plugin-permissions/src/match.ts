@@ -5,7 +5,7 @@
  */
 import type { ToolCallView } from "@keel/kernel";
 import type { Glob } from "./glob.ts";
-import { SUBJECT_KEYS, PATH_KEYS, type Verdict } from "./matchers.ts";
+import { memoized, PATH_KEYS, SUBJECT_KEYS, URL_KEYS, type Verdict } from "./matchers.ts";
 import type { CompiledRule, Decision, Tier } from "./rules.ts";
 
 /** The plugin name plugin-mcp's tools carry in their source (the only tools counted as an MCP server's). */
@@ -15,6 +15,8 @@ export const MCP_PLUGIN = "@keel/plugin-mcp";
 export interface CallFacts {
   call: Pick<ToolCallView, "name" | "args" | "category" | "source">;
   namespace: string;
+  /** Set when the turn names a namespace that cannot be read (why): rules on namespaces are then unknown. */
+  namespaceUnreadable?: string;
 }
 
 /** The rule that decided, as the log keeps it. Contract: `index` is 0-based in `rules`; `text` is at most 200 code points. */
@@ -46,32 +48,81 @@ export function tierOf(source: CallFacts["call"]["source"]): Tier {
 const anyGlob = (gs: readonly Glob[] | undefined, v: string | undefined): boolean =>
   gs === undefined || (v !== undefined && gs.some((g) => g.test(v)));
 
-/** The definite conditions: name, category, tier, plugin, server, namespace. */
-function scopeHolds(r: CompiledRule, f: CallFacts): boolean {
+/** plugin-mcp's sanitising of a server key in tool names (`mcp__<server>__<tool>`). */
+const sanitized = (server: string): string => server.replace(/[^a-zA-Z0-9_-]+/g, "_") || "_";
+
+/**
+ * Whether an allow rule's tool glob that reads as an MCP name (`mcp__…`) may allow this call:
+ * only a tool of plugin-mcp, and, when the glob spells out a server (`mcp__fs__*`), only that
+ * server's (server `fs__admin` names its tools `mcp__fs__admin__…`, which `mcp__fs__*` also matches).
+ */
+function mcpNameHolds(pattern: string, source: CallFacts["call"]["source"]): boolean {
+  if (!pattern.startsWith("mcp__")) return true;
+  if (tierOf(source) !== "mcp") return false;
+  const literal = /^[^*?\\]*/.exec(pattern)![0];
+  if (!literal.slice(5).includes("__")) return true;
+  return literal.startsWith(`mcp__${sanitized(source.meta!.mcpServer as string)}__`);
+}
+
+/** The tool name globs: an allow's MCP-looking globs hold only for MCP tools (mcpNameHolds). */
+function toolHolds(r: CompiledRule, call: CallFacts["call"]): boolean {
+  if (r.tools === undefined) return true;
+  return r.tools.some((g) => g.test(call.name) && (r.decision !== "allow" || mcpNameHolds(g.pattern, call.source)));
+}
+
+/** The conditions on the call's scope: name, category, tier, plugin, server, namespace (unknown when the namespace cannot be read). */
+function scopeHolds(r: CompiledRule, f: CallFacts, unsure: string[]): Verdict {
   const { call } = f;
   const server = tierOf(call.source) === "mcp" ? (call.source.meta!.mcpServer as string) : undefined;
-  return (
-    anyGlob(r.tools, call.name) &&
+  const definite =
+    toolHolds(r, call) &&
     (r.categories === undefined || r.categories.has(call.category)) &&
     (r.sources === undefined || r.sources.has(tierOf(call.source))) &&
     anyGlob(r.plugins, call.source.plugin) &&
-    anyGlob(r.mcpServers, server) &&
-    anyGlob(r.namespaces, f.namespace)
-  );
+    anyGlob(r.mcpServers, server);
+  if (!definite) return "no";
+  if (r.namespaces === undefined) return "yes";
+  if (f.namespaceUnreadable === undefined) return anyGlob(r.namespaces, f.namespace) ? "yes" : "no";
+  unsure.push(`the namespace could not be checked: ${f.namespaceUnreadable}`);
+  return "unknown";
 }
 
 type ArgsRecord = Readonly<Record<string, unknown>>;
 
+/**
+ * A bare specifier against every subject argument the call has (a decoy under an earlier key
+ * must not hide the one the tool reads): yes when all match, no when none does, else unknown
+ * (a deny or ask fires, an allow does not).
+ */
+function subjectHolds(r: CompiledRule, args: ArgsRecord, unsure: string[]): Verdict | "no-subject" {
+  const keys = SUBJECT_KEYS.filter((k) => Object.hasOwn(args, k) && args[k] !== undefined);
+  if (!keys.length) return "no-subject";
+  const seen = keys.map((key) => {
+    const m = PATH_KEYS.has(key) ? r.subject!.path : URL_KEYS.has(key) ? r.subject!.url : r.subject!.text;
+    return { key, m, v: m.test(args[key]) };
+  });
+  if (seen.every((s) => s.v === "yes")) return "yes";
+  if (seen.every((s) => s.v === "no")) return "no";
+  for (const s of seen.filter((s) => s.v === "unknown"))
+    unsure.push(`${s.m.text} (argument "${s.key}" could not be checked)`);
+  const yes = seen.filter((s) => s.v === "yes").map((s) => `"${s.key}"`);
+  const no = seen.filter((s) => s.v === "no").map((s) => `"${s.key}"`);
+  if (yes.length && no.length)
+    unsure.push(
+      `the specifier ${JSON.stringify(r.subject!.pattern)} matches argument ${yes.join(", ")} but not ${no.join(", ")}: every subject argument must match to allow`,
+    );
+  return "unknown";
+}
+
 /** The call's arguments against the rule's matchers: no if any says no, else unknown if any is unsure. */
 function argsHold(r: CompiledRule, args: ArgsRecord, unsure: string[]): Verdict | "no-subject" {
   let out: Verdict = "yes";
-  const checks = r.args.map((a) => ({ key: a.key, m: a.matcher }));
   if (r.subject) {
-    const key = SUBJECT_KEYS.find((k) => Object.hasOwn(args, k) && args[k] !== undefined);
-    if (key === undefined) return "no-subject";
-    checks.push({ key, m: PATH_KEYS.has(key) ? r.subject.path : r.subject.text });
+    const v = subjectHolds(r, args, unsure);
+    if (v === "no-subject" || v === "no") return v;
+    out = v;
   }
-  for (const { key, m } of checks) {
+  for (const { key, matcher: m } of r.args) {
     // An argument the call does not have cannot match: the call does not touch what it names.
     if (!Object.hasOwn(args, key) || args[key] === undefined) return "no";
     const v = m.test(args[key]);
@@ -82,6 +133,14 @@ function argsHold(r: CompiledRule, args: ArgsRecord, unsure: string[]): Verdict 
     }
   }
   return out;
+}
+
+/** Arguments that are not an object (a string of JSON, a list): a rule naming an argument cannot check them. */
+function notAnObject(r: CompiledRule, a: unknown, unsure: string[]): Verdict {
+  if (!r.subject && !r.args.length) return "yes";
+  const what = typeof a === "string" ? "a string" : Array.isArray(a) ? "a list" : a === null ? "null" : typeof a;
+  unsure.push(`the call's arguments are not an object (${what}), so the rule's arguments could not be checked`);
+  return "unknown";
 }
 
 /** A rule reference for reasons and the log. */
@@ -103,17 +162,30 @@ export function decide(
   facts: CallFacts,
   fallback: (category: string) => Decision,
 ): PermissionDecision {
+  return memoized(() => decideOnce(rules, facts, fallback));
+}
+
+function decideOnce(
+  rules: readonly CompiledRule[],
+  facts: CallFacts,
+  fallback: (category: string) => Decision,
+): PermissionDecision {
   const first: Partial<Record<Decision, CompiledRule>> = {};
   const unsure: Record<Decision, string[]> = { allow: [], ask: [], deny: [] };
   const missing: RuleRef[] = [];
   const a = facts.call.args;
-  const args: ArgsRecord = typeof a === "object" && a !== null && !Array.isArray(a) ? (a as ArgsRecord) : {};
+  const args = typeof a === "object" && a !== null && !Array.isArray(a) ? (a as ArgsRecord) : undefined;
   for (const r of rules) {
-    if (first[r.decision] || !scopeHolds(r, facts)) continue;
+    // A deny decides (nothing after it can change that); after an ask, allow rules cannot win.
+    if (first.deny) break;
+    if (first[r.decision] || (first.ask && r.decision === "allow")) continue;
     const notes: string[] = [];
-    const v = argsHold(r, args, notes);
+    const scope = scopeHolds(r, facts, notes);
+    if (scope === "no") continue;
+    const v = args === undefined ? notAnObject(r, a, notes) : argsHold(r, args, notes);
     if (v === "no-subject") missing.push(refOf(r));
-    if (v === "yes" || (v === "unknown" && r.decision !== "allow")) {
+    if (v === "no" || v === "no-subject") continue;
+    if ((v === "yes" && scope === "yes") || r.decision !== "allow") {
       first[r.decision] = r;
       unsure[r.decision] = notes;
     }
@@ -129,7 +201,7 @@ export function decide(
   return {
     decision: pick.decision,
     rule: ref,
-    reason: `${nameOf(ref)} ${VERB[pick.decision]} it${pick.reason ? `: ${pick.reason}` : ""}${notes.length ? ` (${notes.join("; ")}; an argument that cannot be checked never allows)` : ""}`,
+    reason: `${nameOf(ref)} ${VERB[pick.decision]} it${pick.reason ? `: ${pick.reason}` : ""}${notes.length ? ` (${notes.join("; ")}; what cannot be checked never allows)` : ""}`,
     ...(notes.length ? { uncertain: notes } : {}),
     ...extra,
   };

@@ -58,7 +58,7 @@ export interface CompiledRule {
   readonly namespaces?: readonly Glob[];
   readonly args: ReadonlyArray<{ key: string; matcher: ArgMatcher }>;
   /** A compact rule's bare specifier: matched against the call's first SUBJECT_KEYS argument. */
-  readonly subject?: { text: ArgMatcher; path: ArgMatcher; pattern: string };
+  readonly subject?: { text: ArgMatcher; path: ArgMatcher; url: ArgMatcher; pattern: string };
 }
 
 /** A problem in the table. Contract: `path` starts `["rules", index]`; `message` starts `rules[index]`. */
@@ -156,6 +156,7 @@ function compileCompact(text: string, index: number, s: MatchSettings): Compiled
   const subject = at(["specifier"], () => ({
     text: compileMatcher("command", spec, s),
     path: compileMatcher("path", spec, s),
+    url: compileMatcher("url", spec, s),
     pattern: spec,
   }));
   return { ...base, args: [], subject };
