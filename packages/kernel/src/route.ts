@@ -8,6 +8,7 @@ import type { Limits } from "./limits.ts";
 import type { Message } from "./messages.ts";
 import type { ModelPriceView, ModelProvider } from "./provider.ts";
 import type { Usage } from "./usage.ts";
+import { addUsage, emptyUsage } from "./usage.ts";
 
 /**
  * One member of a provider pool. Contract: `provider` serves the rounds routed to it (a chain,
@@ -99,6 +100,20 @@ export function estimateCost(
   if (!price) return undefined;
   const out = maxTokens ?? DEFAULT_OUTPUT_ESTIMATE;
   return (tokens * price.input + out * price.output) / 1_000_000;
+}
+
+/**
+ * A response's usage with its cost: the provider's own `costUsd` when it reported a valid one,
+ * else its tokens at `price` (cache tokens at the input price), so a priced model that reports no
+ * cost still spends against a budget. Contract: unchanged without a price.
+ */
+export function chargedUsage(usage: Partial<Usage> | undefined, price: ModelPriceView | undefined): Partial<Usage> {
+  const given = usage ?? {};
+  const c = given.costUsd;
+  if (!price || (typeof c === "number" && Number.isFinite(c) && c >= 0)) return given;
+  const u = addUsage(emptyUsage(), { ...given, costUsd: undefined });
+  const tokensIn = u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens;
+  return { ...given, costUsd: (tokensIn * price.input + u.outputTokens * price.output) / 1_000_000 };
 }
 
 /** True when any image block is in `messages` (a routing hint: not every pool member reads images). */

@@ -1,0 +1,95 @@
+/**
+ * Adversarial cases of the routing seam and budgets: spend that could escape a budget (a priced
+ * provider whose responses carry no costUsd), a route to a member too small for the request, and
+ * pool names that are prototype keys.
+ */
+import { describe, expect, it } from "vitest";
+import { createAgent, definePlugin } from "../src/index.ts";
+import type { AgentOptions, ModelProvider, ModelRequest } from "../src/index.ts";
+import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
+import type { ScriptStep } from "../../testkit/src/index.ts";
+import { ofType } from "./support/helpers.ts";
+
+/** A provider with a price whose responses report tokens but no costUsd (as a custom or local adapter may). */
+function unpricedUsage(
+  id: string,
+  steps: ScriptStep[],
+  price?: { input: number; output: number },
+  contextWindow = 200_000,
+) {
+  const inner = scriptedProvider(steps, { model: id, contextWindow });
+  const requests: ModelRequest[] = [];
+  const provider: ModelProvider = {
+    id,
+    contextWindow,
+    ...(price ? { price } : {}),
+    stream(request, options) {
+      requests.push(request);
+      return inner.stream(request, options);
+    },
+  };
+  return { provider, requests };
+}
+
+const routeTo = (model: string) =>
+  definePlugin({
+    name: "test-router",
+    version: "1.0.0",
+    setup(ctx) {
+      ctx.on("round.pre_request", () => [{ kind: "request_options", options: { route: { model, reason: "test" } } }]);
+    },
+  });
+
+const text = (t: string, usage = { inputTokens: 1000, outputTokens: 100 }): ScriptStep => ({ text: t, usage });
+
+async function agentWith(options: Partial<AgentOptions> & Pick<AgentOptions, "provider">) {
+  const agent = await createAgent({ store: new MemorySessionStore(), ...options });
+  return { agent, session: await agent.session() };
+}
+
+describe("spend that must not escape a budget", () => {
+  it("a priced provider whose response has no costUsd is charged at its price (and the log keeps it)", async () => {
+    const store = new MemorySessionStore();
+    const price = { input: 3, output: 15 };
+    // 20,000 × $3/M + 100 × $15/M = $0.0615
+    const main = unpricedUsage("x:main", [text("one", { inputTokens: 20_000, outputTokens: 100 })], price);
+    const a1 = await createAgent({
+      provider: main.provider,
+      store,
+      limits: { maxSessionCostUsd: 0.062 },
+      requestOptions: { maxTokens: 100 },
+    });
+    const s1 = await a1.session();
+    expect((await s1.run("hello")).verdict.status).toBe("completed");
+    const responded = ofType(await s1.events(), "model.responded")[0]!;
+    expect(responded.usage.costUsd).toBeCloseTo(0.0615, 6);
+    await a1.close();
+    const again = unpricedUsage("x:main", [text("never")], price);
+    const a2 = await createAgent({
+      provider: again.provider,
+      store,
+      limits: { maxSessionCostUsd: 0.062 },
+      requestOptions: { maxTokens: 100 },
+    });
+    const r = await (await a2.session(s1.id)).run("again");
+    expect(again.requests).toHaveLength(0);
+    expect(r.verdict).toMatchObject({ status: "stopped", reason: "budget" });
+    await a2.close();
+  });
+
+  it("a routed member's configured price charges its responses when the provider reports no cost", async () => {
+    const main = unpricedUsage("x:main", []);
+    const cheap = unpricedUsage("x:cheap", [text("one", { inputTokens: 10_000, outputTokens: 100 }), text("never")]);
+    const { session } = await agentWith({
+      provider: main.provider,
+      pool: { cheap: { provider: cheap.provider, price: { input: 5, output: 5 } } },
+      plugins: [routeTo("cheap")],
+      limits: { maxSessionCostUsd: 0.0506 },
+      requestOptions: { maxTokens: 100 },
+    });
+    expect((await session.run("hello")).verdict.status).toBe("completed");
+    const r = await session.run("again");
+    expect(cheap.requests).toHaveLength(1);
+    expect(r.verdict).toMatchObject({ status: "stopped", reason: "budget" });
+  });
+});
