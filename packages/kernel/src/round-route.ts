@@ -10,6 +10,7 @@ import type { Message } from "./messages.ts";
 import type { ModelPriceView, RequestOptions } from "./provider.ts";
 import type { PoolMemberView, RoutingView } from "./route.ts";
 import { breach, breachMessage, budgetView, hasBudget, hasImages } from "./route.ts";
+import type { RequestTokenCount } from "./token-counter.ts";
 import type { Turn } from "./turn-state.ts";
 import { TurnFailure } from "./turn-state.ts";
 
@@ -91,6 +92,31 @@ export function takeRoute(
     record: { model: route.model, provider: member.provider.id, reason: route.reason, plugin },
   };
   return rest;
+}
+
+/**
+ * A route the request does not fit (past the member's context ceiling, counted exactly when the
+ * estimate's bound is near it) is dropped with a located diagnostic and the default model serves:
+ * a plugin's route never turns a round final nor fails the turn. Returns the count to check on.
+ */
+export function fitRoute(t: Turn, estimate: RequestTokenCount, exact: () => RequestTokenCount): RequestTokenCount {
+  const window = t.route?.contextWindow;
+  if (!t.route || !window) return estimate;
+  const ceiling = window * t.limits.contextCeiling;
+  const count = !estimate.exact && (estimate.bound ?? estimate.total) > ceiling ? exact() : estimate;
+  if (count.total <= ceiling) return count;
+  const { plugin, model } = t.route.record;
+  const message = new KeelError(
+    "KEEL_ROUTE_UNFIT",
+    `${plugin} routed round ${t.rounds} to "${model}", whose context window of ${window} (ceiling ${Math.floor(ceiling)}) cannot take the request's ${count.total} tokens; ${t.agent.options.provider.id} served it.`,
+    { plugin, phase: "round.pre_request" },
+  ).message;
+  void t.session.emit(
+    { type: "diagnostic", level: "warn", code: "KEEL_ROUTE_UNFIT", message, plugin, phase: "round.pre_request" },
+    t.turnId,
+  );
+  t.route = undefined;
+  return count;
 }
 
 /**

@@ -34,7 +34,7 @@ import type { RequestDigest } from "./manifest.ts";
 import type { ModelRequest, RequestOptions } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
-import { checkBudget, routingView, takeRoute } from "./round-route.ts";
+import { checkBudget, fitRoute, routingView, takeRoute } from "./round-route.ts";
 import type { ActiveRoute } from "./route.ts";
 import { runToolCalls, skip } from "./tool-calls.ts";
 import { applyVisibility, checkOutput, copyMetadata, toolSchema } from "./turn-parts.ts";
@@ -589,7 +589,10 @@ async function preRequest(
       estimate = count();
     }
   }
-  const routed = t.route as ActiveRoute | undefined; // set by takeRoute
+  estimate = fitRoute(t, estimate, () =>
+    t.agent.tokens.countRequest({ system, messages: t.session.messages, tools }, { exactAbove: 0 }),
+  );
+  const routed = t.route as ActiveRoute | undefined; // set by takeRoute, kept by fitRoute
   if (overCeiling(t, !!final, routed ? routed.contextWindow : window, estimate)) return "again";
   checkBudget(t, estimate.total, options);
   emitManifest(

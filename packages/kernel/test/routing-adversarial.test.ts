@@ -8,7 +8,7 @@ import { createAgent, definePlugin } from "../src/index.ts";
 import type { AgentOptions, ModelProvider, ModelRequest } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";
-import { ofType } from "./support/helpers.ts";
+import { ofType, pingTool } from "./support/helpers.ts";
 
 /** A provider with a price whose responses report tokens but no costUsd (as a custom or local adapter may). */
 function unpricedUsage(
@@ -91,5 +91,28 @@ describe("spend that must not escape a budget", () => {
     const r = await session.run("again");
     expect(cheap.requests).toHaveLength(1);
     expect(r.verdict).toMatchObject({ status: "stopped", reason: "budget" });
+  });
+});
+
+describe("a route the request does not fit", () => {
+  it("a route to a member whose window is smaller than the request is dropped with a diagnostic: the default serves, the turn keeps its tools", async () => {
+    const main = unpricedUsage("x:main", [text("done")]);
+    const tiny = unpricedUsage("x:tiny", [text("never")], undefined, 40);
+    const { session } = await agentWith({
+      provider: main.provider,
+      pool: { tiny: { provider: tiny.provider } },
+      plugins: [routeTo("tiny")],
+      tools: [pingTool({ n: 0 })],
+    });
+    const r = await session.run("a request that is longer than forty tokens once the tool schema is counted in");
+    expect(r.verdict.status).toBe("completed");
+    expect(tiny.requests).toHaveLength(0);
+    expect(main.requests).toHaveLength(1);
+    expect(main.requests[0]!.tools.map((t) => t.name)).toEqual(["ping"]);
+    const events = await session.events();
+    expect(ofType(events, "guard.tripped")).toEqual([]);
+    const d = ofType(events, "diagnostic").find((e) => e.code === "KEEL_ROUTE_UNFIT");
+    expect(d?.message).toMatch(/test-router routed round 1 to "tiny".*window of 40.*x:main served it/);
+    expect(ofType(events, "prompt.compiled")[0]!.manifest.route).toBeUndefined();
   });
 });
