@@ -70,7 +70,8 @@ function rank(m: PoolMemberView, policy: RoutePolicy, need: Need): number[] {
   const cost = estimateCost(need.tokens, m.price, need.maxTokens) ?? Number.POSITIVE_INFINITY;
   if (policy === "cheapest") return [cost];
   const table = policy === "fastest" ? SPEED : STRENGTH;
-  const scores = m.tags.flatMap((t) => (table[t] !== undefined ? [table[t]!] : []));
+  // Own keys only: a tag such as `constructor` or `toString` is no score (a prototype's function would rank NaN).
+  const scores = m.tags.flatMap((t) => (Object.hasOwn(table, t) ? [table[t]!] : []));
   const score = scores.length ? Math.min(...scores) : 1;
   return policy === "fastest" ? [score, cost] : [score, -cost];
 }

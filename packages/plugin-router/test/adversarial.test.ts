@@ -1,0 +1,32 @@
+/**
+ * Adversarial cases of the router's decision: tags that are prototype keys of a plain object, a
+ * request past a member's context ceiling (the kernel would drop that route), and hostile names.
+ */
+import { describe, expect, it } from "vitest";
+import type { PoolMemberView, RoutingView } from "../../kernel/src/index.ts";
+import { decide } from "../src/index.ts";
+
+const view = (
+  members: PoolMemberView[],
+  shape: Partial<RoutingView["shape"]> = {},
+  extra: Partial<RoutingView> = {},
+): RoutingView => ({
+  members,
+  default: { id: "x:default" },
+  shape: { tokens: 1000, tools: 0, images: false, mode: "chat", ...shape },
+  ...extra,
+});
+
+describe("router decisions under hostile input", () => {
+  it("a tag that is a prototype key (constructor, toString) does not beat a member tagged fast or strong", () => {
+    for (const tag of ["constructor", "toString", "__proto__", "hasOwnProperty"]) {
+      const members: PoolMemberView[] = [
+        { name: "odd", id: "x:odd", tags: [tag], price: { input: 1, output: 1 } },
+        { name: "quick", id: "x:quick", tags: ["fast"], price: { input: 1, output: 1 } },
+        { name: "brains", id: "x:brains", tags: ["strong"], price: { input: 1, output: 1 } },
+      ];
+      expect(decide({ view: view(members), policy: "fastest", onBudget: "downgrade" })?.model, tag).toBe("quick");
+      expect(decide({ view: view(members), policy: "strongest", onBudget: "downgrade" })?.model, tag).toBe("brains");
+    }
+  });
+});
