@@ -54,7 +54,8 @@ export async function onlinePool(
 ): Promise<Record<string, PoolMember> | undefined> {
   if (!config.models) return undefined;
   const providers: Providers = await import("@keel/providers");
-  const pool: Record<string, PoolMember> = {};
+  // Entries, not assignment: a member named __proto__ is an own member, not the object's prototype.
+  const pool: Array<[string, PoolMember]> = [];
   for (const [name, value] of Object.entries(config.models)) {
     const { specs, entry } = entryOf(value);
     const own = specs.map((s) => {
@@ -81,16 +82,17 @@ export async function onlinePool(
     const ids = new Set(own.map((p) => p.id));
     const chain = [...own, ...defaults.filter((p) => !ids.has(p.id))];
     const provider = chain.length === 1 ? chain[0]! : named(providers.fallback(chain), own[0]!.id);
-    pool[name] = member(provider, entry, own[0]!);
+    pool.push([name, member(provider, entry, own[0]!)]);
   }
-  return pool;
+  return Object.fromEntries(pool);
 }
 
 /** The pool under a harness: every member is `rig` under the member's first model id, with its configured or known price and window. */
 export async function rigPool(config: KeelConfig, rig: ModelProvider): Promise<Record<string, PoolMember> | undefined> {
   if (!config.models) return undefined;
   const { knownContextWindow, knownPrice } = await import("@keel/providers");
-  const pool: Record<string, PoolMember> = {};
+  // Entries, not assignment: a member named __proto__ is an own member, not the object's prototype.
+  const pool: Array<[string, PoolMember]> = [];
   for (const [name, value] of Object.entries(config.models)) {
     const { specs, entry } = entryOf(value);
     const first = specs[0]!;
@@ -105,7 +107,7 @@ export async function rigPool(config: KeelConfig, rig: ModelProvider): Promise<R
             ...(knownContextWindow(model) !== undefined ? { contextWindow: knownContextWindow(model)! } : {}),
             stream: (request, options) => rig.stream(request, options),
           };
-    pool[name] = member(named(rig, known.id), entry, known);
+    pool.push([name, member(named(rig, known.id), entry, known)]);
   }
-  return pool;
+  return Object.fromEntries(pool);
 }

@@ -116,3 +116,34 @@ describe("a route the request does not fit", () => {
     expect(ofType(events, "prompt.compiled")[0]!.manifest.route).toBeUndefined();
   });
 });
+
+describe("pool names that are prototype keys", () => {
+  for (const name of ["__proto__", "constructor", "toString"])
+    it(`a member named ${name} is routed to like any other`, async () => {
+      const main = unpricedUsage("x:main", [text("never")]);
+      const odd = unpricedUsage("x:odd", [text("served")]);
+      const { session } = await agentWith({
+        provider: main.provider,
+        pool: Object.fromEntries([[name, { provider: odd.provider }]]),
+        plugins: [routeTo(name)],
+      });
+      const r = await session.run("hello");
+      expect(r.verdict.status).toBe("completed");
+      expect(odd.requests).toHaveLength(1);
+      expect(main.requests).toHaveLength(0);
+      expect(ofType(await session.events(), "prompt.compiled")[0]!.manifest.route).toMatchObject({ model: name });
+    });
+
+  it("a route to a prototype key the pool does not have is unknown, not the prototype's function", async () => {
+    const main = unpricedUsage("x:main", [text("served")]);
+    const other = unpricedUsage("x:other", []);
+    const { session } = await agentWith({
+      provider: main.provider,
+      pool: { other: { provider: other.provider } },
+      plugins: [routeTo("constructor")],
+    });
+    expect((await session.run("hello")).verdict.status).toBe("completed");
+    expect(main.requests).toHaveLength(1);
+    expect(ofType(await session.events(), "diagnostic").map((d) => d.code)).toContain("KEEL_ROUTE_UNKNOWN");
+  });
+});
