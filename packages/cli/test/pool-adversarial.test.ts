@@ -13,7 +13,7 @@ describe("pool members named __proto__ and constructor", () => {
     const pool = (await onlinePool(config, [], { OPENAI_API_KEY: "sk-test" }, "/p/agent.config.json"))!;
     expect(Object.keys(pool).sort()).toEqual(["__proto__", "constructor"]);
     expect(Object.hasOwn(pool, "__proto__")).toBe(true);
-    expect(pool.constructor!.tags).toEqual(["cheap"]);
+    expect(pool["constructor"]!.tags).toEqual(["cheap"]);
     expect(Object.getPrototypeOf(pool)).toBe(Object.prototype);
   });
 
