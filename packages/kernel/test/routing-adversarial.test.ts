@@ -4,7 +4,7 @@
  * pool names that are prototype keys.
  */
 import { describe, expect, it } from "vitest";
-import { createAgent, definePlugin } from "../src/index.ts";
+import { createAgent, definePlugin, defineTool } from "../src/index.ts";
 import type { AgentOptions, ModelProvider, ModelRequest } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";
@@ -145,5 +145,77 @@ describe("pool names that are prototype keys", () => {
     expect((await session.run("hello")).verdict.status).toBe("completed");
     expect(main.requests).toHaveLength(1);
     expect(ofType(await session.events(), "diagnostic").map((d) => d.code)).toContain("KEEL_ROUTE_UNKNOWN");
+  });
+});
+
+describe("a child session spends the parent's budget", () => {
+  it("a child started by a tool may spend only the dollars its parent turn has left", async () => {
+    const parent = unpricedUsage(
+      "x:parent",
+      [{ toolCalls: [{ id: "d1", name: "delegate" }], usage: { inputTokens: 8000, outputTokens: 0 } }, text("done")],
+      { input: 1, output: 1 },
+    );
+    // The child's one request is estimated at ≥ 100 × $100/M = $0.01; the parent has $0.002 left.
+    const child = unpricedUsage("x:child", [text("spent")], { input: 1, output: 100 });
+    let childVerdict: unknown;
+    const delegate = defineTool({
+      name: "delegate",
+      description: "asks a helper",
+      execute: async (_args: unknown, ctx) => {
+        const run = await ctx.child({
+          name: "helper",
+          input: "look it up",
+          agent: { provider: child.provider, requestOptions: { maxTokens: 100 } },
+        });
+        childVerdict = run.result.verdict;
+        return "helper done";
+      },
+    });
+    const { session } = await agentWith({
+      provider: parent.provider,
+      tools: [delegate],
+      limits: { maxCostUsd: 0.01 },
+      requestOptions: { maxTokens: 100 },
+    });
+    const r = await session.run("delegate it");
+    expect(child.requests).toHaveLength(0);
+    expect(childVerdict).toMatchObject({ status: "stopped", reason: "budget" });
+    expect(r.verdict.status).toBe("completed");
+  });
+
+  it("a child's spend counts against the parent session's limit (the parent's next turn is refused)", async () => {
+    const steps: ScriptStep[] = [
+      { toolCalls: [{ id: "d1", name: "delegate" }], usage: { inputTokens: 1000, outputTokens: 0 } },
+      text("done", { inputTokens: 1000, outputTokens: 0 }),
+      text("never"),
+    ];
+    const parent = unpricedUsage("x:parent", steps, { input: 1, output: 1 });
+    const child = unpricedUsage("x:child", [text("spent", { inputTokens: 45_000, outputTokens: 0 })], {
+      input: 1,
+      output: 1,
+    });
+    const delegate = defineTool({
+      name: "delegate",
+      description: "asks a helper",
+      execute: async (_args: unknown, ctx) => {
+        await ctx.child({
+          name: "helper",
+          input: "go",
+          agent: { provider: child.provider, requestOptions: { maxTokens: 100 } },
+        });
+        return "helper done";
+      },
+    });
+    const { session } = await agentWith({
+      provider: parent.provider,
+      tools: [delegate],
+      limits: { maxSessionCostUsd: 0.0465 },
+      requestOptions: { maxTokens: 100 },
+    });
+    expect((await session.run("delegate it")).verdict.status).toBe("completed");
+    expect(child.requests).toHaveLength(1);
+    const r = await session.run("again");
+    expect(parent.requests).toHaveLength(2);
+    expect(r.verdict).toMatchObject({ status: "stopped", reason: "budget" });
   });
 });
