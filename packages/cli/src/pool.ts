@@ -27,6 +27,7 @@ function named(provider: ModelProvider, id: string): ModelProvider {
     id,
     ...(provider.contextWindow !== undefined ? { contextWindow: provider.contextWindow } : {}),
     ...(provider.price ? { price: provider.price } : {}),
+    ...(provider.maxOutputTokens !== undefined ? { maxOutputTokens: provider.maxOutputTokens } : {}),
     stream: (request, options) => provider.stream(request, options),
   };
 }

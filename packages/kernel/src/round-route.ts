@@ -7,7 +7,7 @@ import type { ContributionOf } from "./contributions.ts";
 import type { Contributed } from "./dispatch.ts";
 import { KeelError } from "./errors.ts";
 import type { Message } from "./messages.ts";
-import type { ModelPriceView, RequestOptions } from "./provider.ts";
+import type { ModelPriceView, ModelProvider, RequestOptions } from "./provider.ts";
 import type { PoolMemberView, RoutingView } from "./route.ts";
 import { breach, breachMessage, budgetView, hasBudget, hasImages } from "./route.ts";
 import type { RequestTokenCount } from "./token-counter.ts";
@@ -29,11 +29,12 @@ export function routingView(
     id: m.provider.id,
     tags: [...(m.tags ?? [])],
     ...priceAndWindow(m.price ?? m.provider.price, m.contextWindow ?? m.provider.contextWindow),
+    ...ceilingOf(m.provider),
   }));
   const own = t.agent.options.provider;
   return {
     members,
-    default: { id: own.id, ...priceAndWindow(own.price, own.contextWindow) },
+    default: { id: own.id, ...priceAndWindow(own.price, own.contextWindow), ...ceilingOf(own) },
     shape: {
       tokens,
       tools,
@@ -43,6 +44,12 @@ export function routingView(
     },
     ...(hasBudget(t.limits) ? { budget: budgetView(t.limits, t.usage, t.session.spend) } : {}),
   };
+}
+
+/** A provider's declared output ceiling, when it is a positive integer. */
+function ceilingOf(p: ModelProvider): { maxOutputTokens?: number } {
+  const n = p.maxOutputTokens;
+  return typeof n === "number" && Number.isInteger(n) && n > 0 ? { maxOutputTokens: n } : {};
 }
 
 function priceAndWindow(
@@ -127,7 +134,8 @@ export function checkBudget(t: Turn, tokens: number, options: RequestOptions): v
   if (!hasBudget(t.limits)) return;
   const provider = t.route?.provider ?? t.agent.options.provider;
   const price = t.route ? t.route.price : provider.price;
-  const b = breach(t.limits, budgetView(t.limits, t.usage, t.session.spend), tokens, price, options.maxTokens);
+  const out = options.maxTokens ?? ceilingOf(provider).maxOutputTokens;
+  const b = breach(t.limits, budgetView(t.limits, t.usage, t.session.spend), tokens, price, out);
   if (!b) return;
   void t.session.emit(
     { type: "guard.tripped", guard: "budget", limit: b.limit, value: b.spent + b.estimate },

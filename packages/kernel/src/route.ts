@@ -31,6 +31,8 @@ export interface PoolMemberView {
   tags: readonly string[];
   price?: ModelPriceView;
   contextWindow?: number;
+  /** The output ceiling of a request without `maxTokens` (ModelProvider.maxOutputTokens), when the provider declares one. */
+  maxOutputTokens?: number;
 }
 
 /** What a router decides on. Contract: absent from round.pre_request when the agent has no pool. */
@@ -89,7 +91,7 @@ export const DEFAULT_OUTPUT_ESTIMATE = 4096;
 
 /**
  * The cost of a request before it is sent: `tokens` × input price plus the output ceiling
- * (`maxTokens`, else DEFAULT_OUTPUT_ESTIMATE) × output price. Contract: undefined without a price;
+ * (`maxTokens`: the request's, else the provider's maxOutputTokens, else DEFAULT_OUTPUT_ESTIMATE) × output price. Contract: undefined without a price;
  * never below what the request can cost when every input token is billed at the input price.
  */
 export function estimateCost(

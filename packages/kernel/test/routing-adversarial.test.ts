@@ -9,6 +9,7 @@ import type { AgentOptions, ModelProvider, ModelRequest } from "../src/index.ts"
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";
 import { ofType, pingTool } from "./support/helpers.ts";
+import { anthropicProvider } from "../../providers/src/index.ts";
 
 /** A provider with a price whose responses report tokens but no costUsd (as a custom or local adapter may). */
 function unpricedUsage(
@@ -216,6 +217,40 @@ describe("a child session spends the parent's budget", () => {
     expect(child.requests).toHaveLength(1);
     const r = await session.run("again");
     expect(parent.requests).toHaveLength(2);
+    expect(r.verdict).toMatchObject({ status: "stopped", reason: "budget" });
+  });
+});
+
+describe("the output ceiling of a request without maxTokens", () => {
+  it("Anthropic asks for max_tokens 8192 by default: the estimate uses it, so a request that can cost more than the limit is not sent", async () => {
+    // Nothing listens on port 9: a request that is sent fails the turn instead of stopping it.
+    const provider = anthropicProvider({
+      model: "claude-sonnet-4-5",
+      apiKey: "sk-test",
+      baseURL: "http://127.0.0.1:9",
+      maxRetries: 0,
+    });
+    expect(provider.maxOutputTokens).toBe(8192);
+    // 8192 × $15/M = $0.1229 can be spent; 4096 × $15/M = $0.0614 would fit under $0.10.
+    const { session } = await agentWith({ provider, limits: { maxCostUsd: 0.1 } });
+    const r = await session.run("hello");
+    expect(r.verdict).toMatchObject({ status: "stopped", reason: "budget" });
+    expect((r.verdict as { detail: string }).detail).toMatch(/estimated at \$0\.12/);
+  });
+
+  it("a provider's declared ceiling counts for a routed member too", async () => {
+    const main = unpricedUsage("x:main", [text("never")]);
+    const big = unpricedUsage("x:big", [text("never")], { input: 1, output: 10 });
+    const provider = { ...big.provider, maxOutputTokens: 20_000, stream: big.provider.stream };
+    const { session } = await agentWith({
+      provider: main.provider,
+      pool: { big: { provider } },
+      plugins: [routeTo("big")],
+      limits: { maxCostUsd: 0.1 },
+    });
+    // 20,000 × $10/M = $0.20 > $0.10 (4096 × $10/M = $0.04 would pass).
+    const r = await session.run("hello");
+    expect(big.requests).toHaveLength(0);
     expect(r.verdict).toMatchObject({ status: "stopped", reason: "budget" });
   });
 });

@@ -30,3 +30,16 @@ describe("router decisions under hostile input", () => {
     }
   });
 });
+
+describe("the member's output ceiling", () => {
+  it("a member whose provider asks for a larger output ceiling is over the budget left: the router downgrades", () => {
+    const members: PoolMemberView[] = [
+      { name: "roomy", id: "x:roomy", tags: [], price: { input: 1, output: 10 }, maxOutputTokens: 32_000 },
+      { name: "tight", id: "x:tight", tags: [], price: { input: 1, output: 20 } },
+    ];
+    // roomy: 32,000 × $10/M = $0.32; tight: 4096 × $20/M ≈ $0.082; $0.10 left.
+    const budget = { turnCostUsd: 0, sessionCostUsd: 0, sessionTokens: 0, leftTurnUsd: 0.1, leftUsd: 0.1 };
+    const d = decide({ view: view(members, {}, { budget }), policy: "cheapest", onBudget: "downgrade" });
+    expect(d?.model).toBe("tight");
+  });
+});

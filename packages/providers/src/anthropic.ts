@@ -209,6 +209,7 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
     id,
     ...(contextWindow !== undefined ? { contextWindow } : {}),
     ...(price ? { price: { input: price.input, output: price.output } } : {}),
+    maxOutputTokens: options.maxTokens ?? 8192,
     stream: (request, { signal }) => withStreamRetries(id, () => session(request), signal, retry),
   };
 }
