@@ -36,6 +36,7 @@ import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
 import { checkBudget, fitRoute, routingView, takeRoute } from "./round-route.ts";
 import type { ActiveRoute } from "./route.ts";
+import { chargedUsage } from "./route.ts";
 import { runToolCalls, skip } from "./tool-calls.ts";
 import { applyVisibility, checkOutput, copyMetadata, toolSchema } from "./turn-parts.ts";
 import type { RequestTokenCount } from "./token-counter.ts";
@@ -288,8 +289,12 @@ async function preflight(t: Turn): Promise<Awaited<ReturnType<typeof runPrefligh
   const pf = o.preflight === true ? {} : o.preflight || undefined;
   const hidden = pf ? [...t.tools.values()].filter((x) => !t.visible.has(x.def.name)).map((x) => x.def) : [];
   if (!pf || !hidden.length) return undefined;
-  const outcome = await runPreflight(pf.model ?? (o.sideModel || o.provider), t.input, hidden, pf, t.signal);
+  const model = pf.model ?? (o.sideModel || o.provider);
+  const ran = await runPreflight(model, t.input, hidden, pf, t.signal);
+  // Its spend is the turn's and the session's (budgets count it; the log's event carries its cost).
+  const outcome = { ...ran, usage: chargedUsage(ran.usage, model.price) };
   addUsage(t.usage, outcome.usage);
+  addUsage(t.session.spend, outcome.usage);
   for (const n of outcome.revealed) t.visible.add(n);
   void t.session.emit({ type: "preflight.completed", ...outcome }, t.turnId);
   return outcome;

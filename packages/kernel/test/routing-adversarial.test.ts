@@ -254,3 +254,45 @@ describe("the output ceiling of a request without maxTokens", () => {
     expect(r.verdict).toMatchObject({ status: "stopped", reason: "budget" });
   });
 });
+
+describe("the preflight request spends too", () => {
+  it("a priced preflight's spend counts in the session's spend, live and read back from the log", async () => {
+    const store = new MemorySessionStore();
+    const hidden = defineTool({ name: "alpha", description: "The alpha tool.", hidden: true, execute: () => "ran" });
+    const agentOf = async (side: ModelProvider, main: ModelProvider) =>
+      createAgent({
+        provider: main,
+        preflight: { model: side },
+        tools: [hidden],
+        store,
+        limits: { maxSessionCostUsd: 0.03 },
+        requestOptions: { maxTokens: 100 },
+      });
+    // The preflight answer costs 40,000 × $1/M = $0.04 (no costUsd reported: charged at its price).
+    const side = unpricedUsage(
+      "x:side",
+      [{ text: '{"plan": "p", "reveal": []}', usage: { inputTokens: 40_000, outputTokens: 0 } }],
+      { input: 1, output: 1 },
+    );
+    const main = unpricedUsage("x:main", [text("never")], { input: 1, output: 1 });
+    const a1 = await agentOf(side.provider, main.provider);
+    const s1 = await a1.session();
+    const r1 = await s1.run("hello");
+    expect(side.requests).toHaveLength(1);
+    expect(main.requests).toHaveLength(0);
+    expect(r1.verdict).toMatchObject({ status: "stopped", reason: "budget" });
+    expect(ofType(await s1.events(), "preflight.completed")[0]!.usage.costUsd).toBeCloseTo(0.04, 6);
+    await a1.close();
+    const side2 = unpricedUsage(
+      "x:side",
+      [{ text: '{"plan": "p", "reveal": []}', usage: { inputTokens: 10, outputTokens: 0 } }],
+      { input: 1, output: 1 },
+    );
+    const main2 = unpricedUsage("x:main", [text("never")], { input: 1, output: 1 });
+    const a2 = await agentOf(side2.provider, main2.provider);
+    const r2 = await (await a2.session(s1.id)).run("again");
+    expect(main2.requests).toHaveLength(0);
+    expect(r2.verdict).toMatchObject({ status: "stopped", reason: "budget" });
+    await a2.close();
+  });
+});
