@@ -593,7 +593,7 @@ async function preRequest(
       repair(t);
       estimate = count();
     }
-  }
+  } else if (options.route) options = takeRoute(t, options, []); // the agent's own requestOptions routed it
   estimate = fitRoute(t, estimate, () =>
     t.agent.tokens.countRequest({ system, messages: t.session.messages, tools }, { exactAbove: 0 }),
   );

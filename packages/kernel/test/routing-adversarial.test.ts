@@ -296,3 +296,22 @@ describe("the preflight request spends too", () => {
     await a2.close();
   });
 });
+
+describe("a route in the agent's own requestOptions", () => {
+  it("is taken by the kernel even when no plugin handles round.pre_request: the member serves, no provider sees `route`", async () => {
+    const main = unpricedUsage("x:main", [text("never")]);
+    const cheap = unpricedUsage("x:cheap", [text("served")]);
+    const { session } = await agentWith({
+      provider: main.provider,
+      pool: { cheap: { provider: cheap.provider } },
+      requestOptions: { route: { model: "cheap", reason: "always" } },
+    });
+    expect((await session.run("hello")).verdict.status).toBe("completed");
+    expect(main.requests).toHaveLength(0);
+    expect(cheap.requests).toHaveLength(1);
+    expect(cheap.requests[0]!.options).not.toHaveProperty("route");
+    const m = ofType(await session.events(), "prompt.compiled")[0]!.manifest;
+    expect(m.route).toMatchObject({ model: "cheap", reason: "always", plugin: "requestOptions" });
+    expect(m.options).not.toHaveProperty("route");
+  });
+});
