@@ -43,6 +43,7 @@ export function routingView(
       ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
     },
     ...(hasBudget(t.limits) ? { budget: budgetView(t.limits, t.usage, t.session.spend) } : {}),
+    contextCeiling: t.limits.contextCeiling,
   };
 }
 

@@ -45,6 +45,8 @@ export interface RoutingView {
   shape: { tokens: number; tools: number; images: boolean; mode: "agent" | "chat"; maxTokens?: number };
   /** What the turn and the session may still spend; absent when no budget is set. */
   budget?: BudgetView;
+  /** limits.contextCeiling: a member takes a request only while its tokens stay under this share of its window (else the kernel drops the route). */
+  contextCeiling?: number;
 }
 
 /** Spend so far and what is left. Contract: `left*` are absent when the matching limit is not set. */

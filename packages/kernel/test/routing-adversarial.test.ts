@@ -315,3 +315,24 @@ describe("a route in the agent's own requestOptions", () => {
     expect(m.options).not.toHaveProperty("route");
   });
 });
+
+describe("what a router sees of the context ceiling", () => {
+  it("the routing view carries limits.contextCeiling, the share of a member's window the kernel lets a routed request fill", async () => {
+    const main = unpricedUsage("x:main", [text("ok")]);
+    const other = unpricedUsage("x:other", []);
+    const seen: unknown[] = [];
+    const spy = definePlugin({
+      name: "spy",
+      version: "1.0.0",
+      setup: (ctx) => void ctx.on("round.pre_request", (e) => void seen.push(e.routing?.contextCeiling)),
+    });
+    const { session } = await agentWith({
+      provider: main.provider,
+      pool: { other: { provider: other.provider } },
+      plugins: [spy],
+      limits: { contextCeiling: 0.7 },
+    });
+    await session.run("hello");
+    expect(seen).toEqual([0.7]);
+  });
+});

@@ -35,6 +35,8 @@ function misfit(m: PoolMemberView, need: Need, pool: readonly PoolMemberView[]):
   const out = outOf(m, need);
   if (m.contextWindow !== undefined && need.tokens + out > m.contextWindow)
     return `the request (${need.tokens} tokens + ${out} output) no longer fits its window of ${m.contextWindow}`;
+  if (m.contextWindow !== undefined && need.tokens > m.contextWindow * need.ceiling)
+    return `the request (${need.tokens} tokens) is past its context ceiling of ${Math.floor(m.contextWindow * need.ceiling)}`;
   for (const cap of need.caps)
     if (pool.some((p) => p.tags.includes(cap)) && !m.tags.includes(cap))
       return cap === "images" ? "images are in the request and it is not tagged images" : `it is not tagged ${cap}`;
@@ -53,6 +55,8 @@ function outOf(m: PoolMemberView, need: Need): number {
 
 interface Need {
   tokens: number;
+  /** The share of a window a request may fill (RoutingView.contextCeiling, else 1). */
+  ceiling: number;
   maxTokens: number | undefined;
   caps: string[];
   leftUsd: number | undefined;
@@ -65,7 +69,8 @@ function needOf(input: DecideInput, withBudget: boolean): Need {
   if (s.images) caps.push("images");
   if (input.reasoning) caps.push("reasoning");
   const leftUsd = withBudget ? input.view.budget?.leftUsd : undefined;
-  return { tokens: s.tokens, maxTokens: s.maxTokens, caps, leftUsd };
+  const ceiling = input.view.contextCeiling ?? 1;
+  return { tokens: s.tokens, ceiling, maxTokens: s.maxTokens, caps, leftUsd };
 }
 
 const SPEED: Record<string, number> = { fast: 0, slow: 2 };

@@ -43,3 +43,23 @@ describe("the member's output ceiling", () => {
     expect(d?.model).toBe("tight");
   });
 });
+
+describe("the context ceiling", () => {
+  it("a member whose window takes the request but not under the ceiling is not chosen (the kernel would drop the route)", () => {
+    const members: PoolMemberView[] = [
+      { name: "small", id: "x:small", tags: [], price: { input: 0.1, output: 0.1 }, contextWindow: 10_000 },
+      { name: "large", id: "x:large", tags: [], price: { input: 1, output: 1 }, contextWindow: 200_000 },
+    ];
+    // 8,500 + 1,000 output fits 10,000, but 8,500 is past 0.8 × 10,000.
+    const v = view(members, { tokens: 8500, maxTokens: 1000 }, { contextCeiling: 0.8 });
+    expect(decide({ view: v, policy: "cheapest", onBudget: "downgrade" })).toEqual({
+      model: "large",
+      reason: "cheapest that fits: large (est. $0.0095)",
+    });
+    const kept = decide({ view: v, policy: "cheapest", onBudget: "downgrade", previous: "small" });
+    expect(kept?.model).toBe("large");
+    expect(kept?.reason).toContain(
+      "switched from small: the request (8500 tokens) is past its context ceiling of 8000",
+    );
+  });
+});
