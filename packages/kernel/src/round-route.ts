@@ -81,7 +81,9 @@ export function takeRoute(
       ? t.agent.options.pool[route.model]
       : undefined;
   if (!member) {
-    const names = Object.keys(t.agent.options.pool ?? {});
+    const all = Object.keys(t.agent.options.pool ?? {});
+    // A few names, not a huge pool's every one (this diagnostic can repeat each round).
+    const names = all.length > 10 ? [...all.slice(0, 10), `and ${all.length - 10} more`] : all;
     const message = new KeelError(
       "KEEL_ROUTE_UNKNOWN",
       `${plugin} routed round ${t.rounds} to "${route.model}", which is not in the pool (${names.length ? names.join(", ") : "the agent has no pool"}); ${t.agent.options.provider.id} served it.`,

@@ -336,3 +336,44 @@ describe("what a router sees of the context ceiling", () => {
     expect(seen).toEqual([0.7]);
   });
 });
+
+describe("two handles of one session", () => {
+  it("spend one handle's turn made counts when the other runs next (it reads the log first)", async () => {
+    const price = { input: 3, output: 15 };
+    // 20,000 × $3/M + 100 × $15/M = $0.0615 per answer.
+    const main = unpricedUsage(
+      "x:main",
+      [text("one", { inputTokens: 20_000, outputTokens: 100 }), text("never")],
+      price,
+    );
+    const agent = await createAgent({
+      provider: main.provider,
+      store: new MemorySessionStore(),
+      limits: { maxSessionCostUsd: 0.062 },
+      requestOptions: { maxTokens: 100 },
+    });
+    const h1 = await agent.session();
+    const h2 = await agent.session(h1.id);
+    expect((await h1.run("hello")).verdict.status).toBe("completed");
+    const r = await h2.run("again");
+    expect(main.requests).toHaveLength(1);
+    expect(r.verdict).toMatchObject({ status: "stopped", reason: "budget" });
+    await agent.close();
+  });
+});
+
+describe("a huge pool", () => {
+  it("an unknown route's diagnostic names a few members, not all of them (the log stays small)", async () => {
+    const main = unpricedUsage("x:main", [text("served")]);
+    const member = unpricedUsage("x:m", []);
+    const pool = Object.fromEntries(
+      Array.from({ length: 5000 }, (_, i) => [`member-${i}-${"x".repeat(40)}`, { provider: member.provider }]),
+    );
+    const { session } = await agentWith({ provider: main.provider, pool, plugins: [routeTo("nope")] });
+    expect((await session.run("hello")).verdict.status).toBe("completed");
+    const d = ofType(await session.events(), "diagnostic").find((e) => e.code === "KEEL_ROUTE_UNKNOWN")!;
+    expect(d.message).toContain("member-0-");
+    expect(d.message).toContain("and 4990 more");
+    expect([...d.message].length).toBeLessThan(2000);
+  });
+});
