@@ -91,7 +91,7 @@ export async function onlinePool(
 /** The pool under a harness: every member is `rig` under the member's first model id, with its configured or known price and window. */
 export async function rigPool(config: KeelConfig, rig: ModelProvider): Promise<Record<string, PoolMember> | undefined> {
   if (!config.models) return undefined;
-  const { knownContextWindow, knownPrice } = await import("@keel/providers");
+  const { knownContextWindow, knownMaxOutputTokens, knownPrice } = await import("@keel/providers");
   // Entries, not assignment: a member named __proto__ is an own member, not the object's prototype.
   const pool: Array<[string, PoolMember]> = [];
   for (const [name, value] of Object.entries(config.models)) {
@@ -99,6 +99,8 @@ export async function rigPool(config: KeelConfig, rig: ModelProvider): Promise<R
     const first = specs[0]!;
     const spec = specOf(first);
     const model = spec?.slice(spec.indexOf(":") + 1) ?? "";
+    // The ceiling the member's adapter would ask for, so a budget estimates as the run did.
+    const ceiling = spec !== undefined ? knownMaxOutputTokens(spec) : undefined;
     const known: ModelProvider =
       spec === undefined
         ? (first as ModelProvider)
@@ -106,9 +108,12 @@ export async function rigPool(config: KeelConfig, rig: ModelProvider): Promise<R
             id: spec,
             ...(knownPrice(model) ? { price: knownPrice(model)! } : {}),
             ...(knownContextWindow(model) !== undefined ? { contextWindow: knownContextWindow(model)! } : {}),
+            ...(ceiling !== undefined ? { maxOutputTokens: ceiling } : {}),
             stream: (request, options) => rig.stream(request, options),
           };
-    pool.push([name, member(named(rig, known.id), entry, known)]);
+    const served = named(rig, known.id);
+    const out = known.maxOutputTokens;
+    pool.push([name, member(out !== undefined ? { ...served, maxOutputTokens: out } : served, entry, known)]);
   }
   return Object.fromEntries(pool);
 }

@@ -23,3 +23,22 @@ describe("pool members named __proto__ and constructor", () => {
     expect(Object.getPrototypeOf(pool)).toBe(Object.prototype);
   });
 });
+
+describe("a replay's pool estimates as the run did", () => {
+  it("each rig member declares the output ceiling its online member's adapter asks for", async () => {
+    const cfg = {
+      model: "openai:gpt-4.1",
+      models: { claude: "anthropic:claude-sonnet-4-5", mini: "openai:gpt-4.1-mini" },
+    } as unknown as KeelConfig;
+    const online = (await onlinePool(
+      cfg,
+      [],
+      { OPENAI_API_KEY: "sk-test", ANTHROPIC_API_KEY: "sk-test" },
+      "/p/agent.config.json",
+    ))!;
+    const replayed = (await rigPool(cfg, rig))!;
+    expect(online.claude!.provider.maxOutputTokens).toBe(8192);
+    for (const name of ["claude", "mini"])
+      expect(replayed[name]!.provider.maxOutputTokens, name).toBe(online[name]!.provider.maxOutputTokens);
+  });
+});
