@@ -27,6 +27,7 @@ function named(provider: ModelProvider, id: string): ModelProvider {
     id,
     ...(provider.contextWindow !== undefined ? { contextWindow: provider.contextWindow } : {}),
     ...(provider.price ? { price: provider.price } : {}),
+    ...(provider.maxOutputTokens !== undefined ? { maxOutputTokens: provider.maxOutputTokens } : {}),
     stream: (request, options) => provider.stream(request, options),
   };
 }
@@ -54,7 +55,8 @@ export async function onlinePool(
 ): Promise<Record<string, PoolMember> | undefined> {
   if (!config.models) return undefined;
   const providers: Providers = await import("@keel/providers");
-  const pool: Record<string, PoolMember> = {};
+  // Entries, not assignment: a member named __proto__ is an own member, not the object's prototype.
+  const pool: Array<[string, PoolMember]> = [];
   for (const [name, value] of Object.entries(config.models)) {
     const { specs, entry } = entryOf(value);
     const own = specs.map((s) => {
@@ -81,21 +83,24 @@ export async function onlinePool(
     const ids = new Set(own.map((p) => p.id));
     const chain = [...own, ...defaults.filter((p) => !ids.has(p.id))];
     const provider = chain.length === 1 ? chain[0]! : named(providers.fallback(chain), own[0]!.id);
-    pool[name] = member(provider, entry, own[0]!);
+    pool.push([name, member(provider, entry, own[0]!)]);
   }
-  return pool;
+  return Object.fromEntries(pool);
 }
 
 /** The pool under a harness: every member is `rig` under the member's first model id, with its configured or known price and window. */
 export async function rigPool(config: KeelConfig, rig: ModelProvider): Promise<Record<string, PoolMember> | undefined> {
   if (!config.models) return undefined;
-  const { knownContextWindow, knownPrice } = await import("@keel/providers");
-  const pool: Record<string, PoolMember> = {};
+  const { knownContextWindow, knownMaxOutputTokens, knownPrice } = await import("@keel/providers");
+  // Entries, not assignment: a member named __proto__ is an own member, not the object's prototype.
+  const pool: Array<[string, PoolMember]> = [];
   for (const [name, value] of Object.entries(config.models)) {
     const { specs, entry } = entryOf(value);
     const first = specs[0]!;
     const spec = specOf(first);
     const model = spec?.slice(spec.indexOf(":") + 1) ?? "";
+    // The ceiling the member's adapter would ask for, so a budget estimates as the run did.
+    const ceiling = spec !== undefined ? knownMaxOutputTokens(spec) : undefined;
     const known: ModelProvider =
       spec === undefined
         ? (first as ModelProvider)
@@ -103,9 +108,12 @@ export async function rigPool(config: KeelConfig, rig: ModelProvider): Promise<R
             id: spec,
             ...(knownPrice(model) ? { price: knownPrice(model)! } : {}),
             ...(knownContextWindow(model) !== undefined ? { contextWindow: knownContextWindow(model)! } : {}),
+            ...(ceiling !== undefined ? { maxOutputTokens: ceiling } : {}),
             stream: (request, options) => rig.stream(request, options),
           };
-    pool[name] = member(named(rig, known.id), entry, known);
+    const served = named(rig, known.id);
+    const out = known.maxOutputTokens;
+    pool.push([name, member(out !== undefined ? { ...served, maxOutputTokens: out } : served, entry, known)]);
   }
-  return pool;
+  return Object.fromEntries(pool);
 }

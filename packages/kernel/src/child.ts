@@ -230,21 +230,19 @@ async function earlier(agent: Agent, parent: Session, name: string, id: unknown)
 }
 
 /** The child's limits: the smallest of the options', and what the parent has left. */
-function clamp(
-  given: ChildOptions["limits"],
-  budget: TurnBudget,
-): Pick<Limits, "maxRounds" | "maxToolCalls" | "tokenBudget" | "wallTimeMs"> {
+function clamp(given: ChildOptions["limits"], budget: TurnBudget): Clamped {
   const left = {
     maxRounds: budget.rounds,
     maxToolCalls: budget.toolCalls,
     tokenBudget: budget.tokens,
     wallTimeMs: budget.wallMs,
+    ...(budget.costUsd !== undefined ? { maxCostUsd: budget.costUsd } : {}),
   };
   for (const [k, v] of Object.entries(left))
     if (!(v > 0))
       throw new KeelError("KEEL_CHILD_BUDGET", `The parent turn has no ${k} left (${v}).`, { path: `limits.${k}` });
   const out = { ...left };
-  for (const k of Object.keys(left) as Array<keyof typeof left>) {
+  for (const k of ["maxRounds", "maxToolCalls", "tokenBudget", "wallTimeMs"] as const) {
     const v = given?.[k];
     if (v === undefined) continue;
     if (typeof v !== "number" || !(v > 0))
@@ -257,17 +255,19 @@ function clamp(
 }
 
 /** The child agent's own limits count too: the turn gets the minimum. */
-function cappedBy(
-  own: Limits,
-  limits: Pick<Limits, "maxRounds" | "maxToolCalls" | "tokenBudget" | "wallTimeMs">,
-): Partial<Limits> {
+function cappedBy(own: Limits, limits: Clamped): Partial<Limits> {
+  const dollars = limits.maxCostUsd !== undefined ? Math.min(own.maxCostUsd ?? Infinity, limits.maxCostUsd) : undefined;
   return {
     maxRounds: Math.min(own.maxRounds, limits.maxRounds),
     maxToolCalls: Math.min(own.maxToolCalls, limits.maxToolCalls),
     tokenBudget: Math.min(own.tokenBudget, limits.tokenBudget),
     wallTimeMs: Math.min(own.wallTimeMs, limits.wallTimeMs),
+    ...(dollars !== undefined ? { maxCostUsd: dollars } : {}),
   };
 }
+
+/** What a child's turn may use: the parent turn's left-overs (its dollars too, when it has a dollar limit). */
+type Clamped = Pick<Limits, "maxRounds" | "maxToolCalls" | "tokenBudget" | "wallTimeMs" | "maxCostUsd">;
 
 /** The child agent named `name`, built once from the first options given for it. */
 function childAgent(host: Agent, name: string, options: ChildOptions["agent"]): Promise<Agent> {

@@ -82,6 +82,8 @@ export const ERROR_CODES = {
     "A request would pass a spending limit (limits.maxCostUsd for the turn, maxSessionCostUsd or maxSessionTokens for the session), so it was not sent and the turn stopped with reason `budget`. Raise the limit, route to a cheaper model (@keel/plugin-router), or start a new session.",
   KEEL_ROUTE_UNKNOWN:
     "A plugin routed a round to a model that is not in the pool (config `models`, AgentOptions.pool); the default model served it. Use one of the pool's names, or add the model to the pool.",
+  KEEL_ROUTE_UNFIT:
+    "A plugin routed a round to a pool member whose context window cannot take the request (past its context ceiling), so the route was dropped and the default model served it. Route to a member with a larger window (@keel/plugin-router checks windows), or compact the context.",
   KEEL_TURN_ABORTED: "The turn was cancelled through its AbortSignal.",
   KEEL_INPUT_INVALID:
     "run() takes the user's message as a string or a non-empty array of content blocks (text, image, PDF file). Pass text or blocks; put other structured data in `metadata`.",

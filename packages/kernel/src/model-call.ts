@@ -12,6 +12,7 @@ import { codePointSlice, deltaJoiner, wellFormedDeep } from "@keel/text";
 import type { Turn } from "./turn-state.ts";
 import type { Usage } from "./usage.ts";
 import { addUsage } from "./usage.ts";
+import { chargedUsage } from "./route.ts";
 
 /** What a provider call returns. */
 export interface ModelAnswer {
@@ -137,9 +138,10 @@ function responded(
         text: rest,
       });
   }
-  addUsage(t.usage, e.usage);
-  addUsage(t.session.spend, e.usage);
   const provider = t.route?.provider ?? t.agent.options.provider;
+  const usage = chargedUsage(e.usage, t.route ? t.route.price : provider.price);
+  addUsage(t.usage, usage);
+  addUsage(t.session.spend, usage);
   const answered = typeof e.provider === "string" ? e.provider : provider.id;
   const model = typeof e.model === "string" && e.model ? { model: codePointSlice(e.model, 0, 200) } : {};
   const firstChunk = firstChunkAt !== undefined ? { firstChunkMs: Math.round(firstChunkAt - started) } : {};
@@ -148,7 +150,7 @@ function responded(
       type: "model.responded",
       round: t.rounds,
       stopReason: e.stopReason,
-      usage: e.usage,
+      usage,
       durationMs: Math.round(performance.now() - started),
       attempt,
       ...(typeof answered === "string" ? { provider: answered } : {}),
@@ -157,7 +159,7 @@ function responded(
     },
     t.turnId,
   );
-  return { message: e.message, stopReason: e.stopReason, usage: e.usage ?? {} };
+  return { message: e.message, stopReason: e.stopReason, usage };
 }
 
 /** A streamed delta to listeners, whole characters only; waits while a turn stream's reader is behind. */

@@ -104,6 +104,11 @@ export interface ModelProvider {
   readonly contextWindow?: number;
   /** The model's price, when known (USD per million tokens): budgets estimate a request's cost with it. */
   readonly price?: ModelPriceView;
+  /**
+   * The output ceiling the provider asks for when a request gives no `maxTokens` (e.g. Anthropic's
+   * `max_tokens` default): a budget's estimate uses it instead of DEFAULT_OUTPUT_ESTIMATE.
+   */
+  readonly maxOutputTokens?: number;
   stream(request: ModelRequest, options: { signal: AbortSignal }): AsyncIterable<ModelEvent>;
 }
 

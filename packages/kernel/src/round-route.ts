@@ -7,9 +7,10 @@ import type { ContributionOf } from "./contributions.ts";
 import type { Contributed } from "./dispatch.ts";
 import { KeelError } from "./errors.ts";
 import type { Message } from "./messages.ts";
-import type { ModelPriceView, RequestOptions } from "./provider.ts";
+import type { ModelPriceView, ModelProvider, RequestOptions } from "./provider.ts";
 import type { PoolMemberView, RoutingView } from "./route.ts";
 import { breach, breachMessage, budgetView, hasBudget, hasImages } from "./route.ts";
+import type { RequestTokenCount } from "./token-counter.ts";
 import type { Turn } from "./turn-state.ts";
 import { TurnFailure } from "./turn-state.ts";
 
@@ -28,11 +29,12 @@ export function routingView(
     id: m.provider.id,
     tags: [...(m.tags ?? [])],
     ...priceAndWindow(m.price ?? m.provider.price, m.contextWindow ?? m.provider.contextWindow),
+    ...ceilingOf(m.provider),
   }));
   const own = t.agent.options.provider;
   return {
     members,
-    default: { id: own.id, ...priceAndWindow(own.price, own.contextWindow) },
+    default: { id: own.id, ...priceAndWindow(own.price, own.contextWindow), ...ceilingOf(own) },
     shape: {
       tokens,
       tools,
@@ -41,7 +43,14 @@ export function routingView(
       ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
     },
     ...(hasBudget(t.limits) ? { budget: budgetView(t.limits, t.usage, t.session.spend) } : {}),
+    contextCeiling: t.limits.contextCeiling,
   };
+}
+
+/** A provider's declared output ceiling, when it is a positive integer. */
+function ceilingOf(p: ModelProvider): { maxOutputTokens?: number } {
+  const n = p.maxOutputTokens;
+  return typeof n === "number" && Number.isInteger(n) && n > 0 ? { maxOutputTokens: n } : {};
 }
 
 function priceAndWindow(
@@ -72,7 +81,9 @@ export function takeRoute(
       ? t.agent.options.pool[route.model]
       : undefined;
   if (!member) {
-    const names = Object.keys(t.agent.options.pool ?? {});
+    const all = Object.keys(t.agent.options.pool ?? {});
+    // A few names, not a huge pool's every one (this diagnostic can repeat each round).
+    const names = all.length > 10 ? [...all.slice(0, 10), `and ${all.length - 10} more`] : all;
     const message = new KeelError(
       "KEEL_ROUTE_UNKNOWN",
       `${plugin} routed round ${t.rounds} to "${route.model}", which is not in the pool (${names.length ? names.join(", ") : "the agent has no pool"}); ${t.agent.options.provider.id} served it.`,
@@ -94,6 +105,31 @@ export function takeRoute(
 }
 
 /**
+ * A route the request does not fit (past the member's context ceiling, counted exactly when the
+ * estimate's bound is near it) is dropped with a located diagnostic and the default model serves:
+ * a plugin's route never turns a round final nor fails the turn. Returns the count to check on.
+ */
+export function fitRoute(t: Turn, estimate: RequestTokenCount, exact: () => RequestTokenCount): RequestTokenCount {
+  const window = t.route?.contextWindow;
+  if (!t.route || !window) return estimate;
+  const ceiling = window * t.limits.contextCeiling;
+  const count = !estimate.exact && (estimate.bound ?? estimate.total) > ceiling ? exact() : estimate;
+  if (count.total <= ceiling) return count;
+  const { plugin, model } = t.route.record;
+  const message = new KeelError(
+    "KEEL_ROUTE_UNFIT",
+    `${plugin} routed round ${t.rounds} to "${model}", whose context window of ${window} (ceiling ${Math.floor(ceiling)}) cannot take the request's ${count.total} tokens; ${t.agent.options.provider.id} served it.`,
+    { plugin, phase: "round.pre_request" },
+  ).message;
+  void t.session.emit(
+    { type: "diagnostic", level: "warn", code: "KEEL_ROUTE_UNFIT", message, plugin, phase: "round.pre_request" },
+    t.turnId,
+  );
+  t.route = undefined;
+  return count;
+}
+
+/**
  * Before the request is sent: when a budget is set and the request's estimate would pass it, the
  * turn stops (`budget`, with a guard.tripped event) and nothing is sent.
  */
@@ -101,7 +137,8 @@ export function checkBudget(t: Turn, tokens: number, options: RequestOptions): v
   if (!hasBudget(t.limits)) return;
   const provider = t.route?.provider ?? t.agent.options.provider;
   const price = t.route ? t.route.price : provider.price;
-  const b = breach(t.limits, budgetView(t.limits, t.usage, t.session.spend), tokens, price, options.maxTokens);
+  const out = options.maxTokens ?? ceilingOf(provider).maxOutputTokens;
+  const b = breach(t.limits, budgetView(t.limits, t.usage, t.session.spend), tokens, price, out);
   if (!b) return;
   void t.session.emit(
     { type: "guard.tripped", guard: "budget", limit: b.limit, value: b.spent + b.estimate },

@@ -8,6 +8,7 @@ import type { Limits } from "./limits.ts";
 import type { Message } from "./messages.ts";
 import type { ModelPriceView, ModelProvider } from "./provider.ts";
 import type { Usage } from "./usage.ts";
+import { addUsage, emptyUsage } from "./usage.ts";
 
 /**
  * One member of a provider pool. Contract: `provider` serves the rounds routed to it (a chain,
@@ -30,6 +31,8 @@ export interface PoolMemberView {
   tags: readonly string[];
   price?: ModelPriceView;
   contextWindow?: number;
+  /** The output ceiling of a request without `maxTokens` (ModelProvider.maxOutputTokens), when the provider declares one. */
+  maxOutputTokens?: number;
 }
 
 /** What a router decides on. Contract: absent from round.pre_request when the agent has no pool. */
@@ -42,6 +45,8 @@ export interface RoutingView {
   shape: { tokens: number; tools: number; images: boolean; mode: "agent" | "chat"; maxTokens?: number };
   /** What the turn and the session may still spend; absent when no budget is set. */
   budget?: BudgetView;
+  /** limits.contextCeiling: a member takes a request only while its tokens stay under this share of its window (else the kernel drops the route). */
+  contextCeiling?: number;
 }
 
 /** Spend so far and what is left. Contract: `left*` are absent when the matching limit is not set. */
@@ -88,7 +93,7 @@ export const DEFAULT_OUTPUT_ESTIMATE = 4096;
 
 /**
  * The cost of a request before it is sent: `tokens` × input price plus the output ceiling
- * (`maxTokens`, else DEFAULT_OUTPUT_ESTIMATE) × output price. Contract: undefined without a price;
+ * (`maxTokens`: the request's, else the provider's maxOutputTokens, else DEFAULT_OUTPUT_ESTIMATE) × output price. Contract: undefined without a price;
  * never below what the request can cost when every input token is billed at the input price.
  */
 export function estimateCost(
@@ -99,6 +104,20 @@ export function estimateCost(
   if (!price) return undefined;
   const out = maxTokens ?? DEFAULT_OUTPUT_ESTIMATE;
   return (tokens * price.input + out * price.output) / 1_000_000;
+}
+
+/**
+ * A response's usage with its cost: the provider's own `costUsd` when it reported a valid one,
+ * else its tokens at `price` (cache tokens at the input price), so a priced model that reports no
+ * cost still spends against a budget. Contract: unchanged without a price.
+ */
+export function chargedUsage(usage: Partial<Usage> | undefined, price: ModelPriceView | undefined): Partial<Usage> {
+  const given = usage ?? {};
+  const c = given.costUsd;
+  if (!price || (typeof c === "number" && Number.isFinite(c) && c >= 0)) return given;
+  const u = addUsage(emptyUsage(), { ...given, costUsd: undefined });
+  const tokensIn = u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens;
+  return { ...given, costUsd: (tokensIn * price.input + u.outputTokens * price.output) / 1_000_000 };
 }
 
 /** True when any image block is in `messages` (a routing hint: not every pool member reads images). */

@@ -173,6 +173,7 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
     cursor.lastChild.set(e.callId, e);
     cursor.callChildren.set(e.callId, [...(cursor.callChildren.get(e.callId) ?? []), e]);
   },
+  "preflight.completed": (target, _c, e) => void addUsage(target.spend, e.usage),
   "model.responded": (target, cursor, e) => {
     cursor.rounds = Math.max(cursor.rounds, e.round);
     addUsage(target.spend, e.usage);

@@ -21,6 +21,7 @@ import type { ChildOptions, ToolDefinition, TurnBudget } from "./tools.ts";
 import type { Turn } from "./turn-state.ts";
 import { append, phaseFailed } from "./turn-state.ts";
 import { addUsage } from "./usage.ts";
+import { budgetView } from "./route.ts";
 import type { ApprovalAnswer, PendingApproval } from "./verdict.ts";
 
 /** One call after its decision: a result already (refused, denied), a pause, or ready to run. */
@@ -119,7 +120,19 @@ function execute(t: Turn, p: Prepared, hold: ChildHold): Promise<ToolRun> {
     depth: t.agent.depth,
     rerun: !!p.children,
     child: <O>(o: ChildOptions<O>, callSignal?: AbortSignal) =>
-      t.session.runChild(t.turnId, p.call.id, callSignal ?? t.signal, o, budget(t), (u) => addUsage(t.usage, u), hold),
+      t.session.runChild(
+        t.turnId,
+        p.call.id,
+        callSignal ?? t.signal,
+        o,
+        budget(t),
+        (u) => {
+          // A child's spend is the parent turn's and the parent session's (budgets count it).
+          addUsage(t.usage, u);
+          addUsage(t.session.spend, u);
+        },
+        hold,
+      ),
   };
   return executeTool(r.def, r.args, ctx, r.timeoutMs, t.signal, r.view.source.plugin, progressOf(t, p.call));
 }
@@ -207,11 +220,13 @@ async function settleGroup(
 /** What is left of the turn's limits now. */
 function budget(t: Turn): TurnBudget {
   const { limits, usage } = t;
+  const left = budgetView(limits, usage, t.session.spend).leftUsd;
   return {
     rounds: Math.max(0, limits.maxRounds - t.rounds),
     toolCalls: Math.max(0, limits.maxToolCalls - t.toolCalls),
     tokens: Math.max(0, limits.tokenBudget - (usage.inputTokens + usage.outputTokens)),
     wallMs: Math.max(0, limits.wallTimeMs - (Date.now() - t.t0)),
+    ...(left !== undefined ? { costUsd: Math.max(0, left) } : {}),
   };
 }
 

@@ -61,6 +61,8 @@ export interface TurnBudget {
   /** Input plus output tokens. */
   tokens: number;
   wallMs: number;
+  /** Dollars the parent turn (and its session) may still spend; absent when no dollar limit is set. */
+  costUsd?: number;
 }
 
 /** A child session to run (ToolContext.child). */

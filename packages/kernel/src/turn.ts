@@ -34,8 +34,9 @@ import type { RequestDigest } from "./manifest.ts";
 import type { ModelRequest, RequestOptions } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
-import { checkBudget, routingView, takeRoute } from "./round-route.ts";
+import { checkBudget, fitRoute, routingView, takeRoute } from "./round-route.ts";
 import type { ActiveRoute } from "./route.ts";
+import { chargedUsage } from "./route.ts";
 import { runToolCalls, skip } from "./tool-calls.ts";
 import { applyVisibility, checkOutput, copyMetadata, toolSchema } from "./turn-parts.ts";
 import type { RequestTokenCount } from "./token-counter.ts";
@@ -288,8 +289,12 @@ async function preflight(t: Turn): Promise<Awaited<ReturnType<typeof runPrefligh
   const pf = o.preflight === true ? {} : o.preflight || undefined;
   const hidden = pf ? [...t.tools.values()].filter((x) => !t.visible.has(x.def.name)).map((x) => x.def) : [];
   if (!pf || !hidden.length) return undefined;
-  const outcome = await runPreflight(pf.model ?? (o.sideModel || o.provider), t.input, hidden, pf, t.signal);
+  const model = pf.model ?? (o.sideModel || o.provider);
+  const ran = await runPreflight(model, t.input, hidden, pf, t.signal);
+  // Its spend is the turn's and the session's (budgets count it; the log's event carries its cost).
+  const outcome = { ...ran, usage: chargedUsage(ran.usage, model.price) };
   addUsage(t.usage, outcome.usage);
+  addUsage(t.session.spend, outcome.usage);
   for (const n of outcome.revealed) t.visible.add(n);
   void t.session.emit({ type: "preflight.completed", ...outcome }, t.turnId);
   return outcome;
@@ -588,8 +593,11 @@ async function preRequest(
       repair(t);
       estimate = count();
     }
-  }
-  const routed = t.route as ActiveRoute | undefined; // set by takeRoute
+  } else if (options.route) options = takeRoute(t, options, []); // the agent's own requestOptions routed it
+  estimate = fitRoute(t, estimate, () =>
+    t.agent.tokens.countRequest({ system, messages: t.session.messages, tools }, { exactAbove: 0 }),
+  );
+  const routed = t.route as ActiveRoute | undefined; // set by takeRoute, kept by fitRoute
   if (overCeiling(t, !!final, routed ? routed.contextWindow : window, estimate)) return "again";
   checkBudget(t, estimate.total, options);
   emitManifest(

@@ -220,17 +220,32 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
   }
 }
 
-/** What the run's earlier turns spent, from the session's log (turns whose metadata names the run). */
+/**
+ * What the run's earlier turns spent, from the session's log (turns whose metadata names the run):
+ * per turn, the larger of its terminal usage (children included) and what its own requests cost
+ * (model.responded, preflight.completed), since a turn that crashed ends with no usage at all.
+ */
 async function spentBy(session: Session, runId: string): Promise<number> {
-  const ours = new Set<string>();
-  let spent = 0;
+  const ended = new Map<string, number>();
+  const requested = new Map<string, number>();
+  const add = (m: Map<string, number>, id: string, usage: unknown) => m.set(id, (m.get(id) ?? 0) + costOf(usage));
   for (const e of await session.events()) {
-    if (e.type === "turn.started" && (e.metadata as { goalRun?: { id?: unknown } })?.goalRun?.id === runId && e.turnId)
-      ours.add(e.turnId);
-    else if ("usage" in e && e.turnId && ours.has(e.turnId) && isTerminal(e.type))
-      spent += (e.usage as { costUsd?: number }).costUsd ?? 0;
+    if (!e.turnId) continue;
+    if (e.type === "turn.started" && (e.metadata as { goalRun?: { id?: unknown } })?.goalRun?.id === runId)
+      ended.set(e.turnId, ended.get(e.turnId) ?? 0);
+    else if (!ended.has(e.turnId)) continue;
+    else if (e.type === "model.responded" || e.type === "preflight.completed") add(requested, e.turnId, e.usage);
+    else if ("usage" in e && isTerminal(e.type)) add(ended, e.turnId, e.usage);
   }
+  let spent = 0;
+  for (const [id, cost] of ended) spent += Math.max(cost, requested.get(id) ?? 0);
   return spent;
+}
+
+/** A usage's costUsd when it is a finite, non-negative number, else 0. */
+function costOf(usage: unknown): number {
+  const c = (usage as { costUsd?: unknown } | undefined)?.costUsd;
+  return typeof c === "number" && Number.isFinite(c) && c > 0 ? c : 0;
 }
 
 function isTerminal(type: string): boolean {

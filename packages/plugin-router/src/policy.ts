@@ -32,22 +32,31 @@ export interface Decision {
 
 /** Why `m` cannot take this request, or undefined when it fits. */
 function misfit(m: PoolMemberView, need: Need, pool: readonly PoolMemberView[]): string | undefined {
-  if (m.contextWindow !== undefined && need.tokens + need.out > m.contextWindow)
-    return `the request (${need.tokens} tokens + ${need.out} output) no longer fits its window of ${m.contextWindow}`;
+  const out = outOf(m, need);
+  if (m.contextWindow !== undefined && need.tokens + out > m.contextWindow)
+    return `the request (${need.tokens} tokens + ${out} output) no longer fits its window of ${m.contextWindow}`;
+  if (m.contextWindow !== undefined && need.tokens > m.contextWindow * need.ceiling)
+    return `the request (${need.tokens} tokens) is past its context ceiling of ${Math.floor(m.contextWindow * need.ceiling)}`;
   for (const cap of need.caps)
     if (pool.some((p) => p.tags.includes(cap)) && !m.tags.includes(cap))
       return cap === "images" ? "images are in the request and it is not tagged images" : `it is not tagged ${cap}`;
   if (need.leftUsd !== undefined) {
-    const cost = estimateCost(need.tokens, m.price, need.maxTokens);
+    const cost = estimateCost(need.tokens, m.price, outOf(m, need));
     if (cost !== undefined && cost > need.leftUsd)
       return `budget: its estimate $${cost.toFixed(4)} is over the $${Math.max(0, need.leftUsd).toFixed(4)} left`;
   }
   return undefined;
 }
 
+/** The output ceiling of the request on `m`: its maxTokens, else what the member's provider asks for, else the kernel's default. */
+function outOf(m: PoolMemberView, need: Need): number {
+  return need.maxTokens ?? m.maxOutputTokens ?? DEFAULT_OUTPUT_ESTIMATE;
+}
+
 interface Need {
   tokens: number;
-  out: number;
+  /** The share of a window a request may fill (RoutingView.contextCeiling, else 1). */
+  ceiling: number;
   maxTokens: number | undefined;
   caps: string[];
   leftUsd: number | undefined;
@@ -60,17 +69,19 @@ function needOf(input: DecideInput, withBudget: boolean): Need {
   if (s.images) caps.push("images");
   if (input.reasoning) caps.push("reasoning");
   const leftUsd = withBudget ? input.view.budget?.leftUsd : undefined;
-  return { tokens: s.tokens, out: s.maxTokens ?? DEFAULT_OUTPUT_ESTIMATE, maxTokens: s.maxTokens, caps, leftUsd };
+  const ceiling = input.view.contextCeiling ?? 1;
+  return { tokens: s.tokens, ceiling, maxTokens: s.maxTokens, caps, leftUsd };
 }
 
 const SPEED: Record<string, number> = { fast: 0, slow: 2 };
 const STRENGTH: Record<string, number> = { strong: 0, reasoning: 1, cheap: 3, fast: 2 };
 
 function rank(m: PoolMemberView, policy: RoutePolicy, need: Need): number[] {
-  const cost = estimateCost(need.tokens, m.price, need.maxTokens) ?? Number.POSITIVE_INFINITY;
+  const cost = estimateCost(need.tokens, m.price, outOf(m, need)) ?? Number.POSITIVE_INFINITY;
   if (policy === "cheapest") return [cost];
   const table = policy === "fastest" ? SPEED : STRENGTH;
-  const scores = m.tags.flatMap((t) => (table[t] !== undefined ? [table[t]!] : []));
+  // Own keys only: a tag such as `constructor` or `toString` is no score (a prototype's function would rank NaN).
+  const scores = m.tags.flatMap((t) => (Object.hasOwn(table, t) ? [table[t]!] : []));
   const score = scores.length ? Math.min(...scores) : 1;
   return policy === "fastest" ? [score, cost] : [score, -cost];
 }
@@ -104,7 +115,7 @@ export function decide(input: DecideInput): Decision | undefined {
 }
 
 function policyReason(m: PoolMemberView, policy: RoutePolicy, need: Need): string {
-  const cost = estimateCost(need.tokens, m.price, need.maxTokens);
+  const cost = estimateCost(need.tokens, m.price, outOf(m, need));
   const est = cost !== undefined ? ` (est. $${cost.toFixed(4)})` : "";
   const caps = need.caps.length ? `, needs ${need.caps.join("+")}` : "";
   const label =

@@ -5,7 +5,7 @@ import { KeelError, ProviderError } from "@keel/kernel";
 import { anthropicBody, type AnthropicThinkingData } from "./anthropic-request.ts";
 import { parseArgs } from "./args.ts";
 import { chooseCacheTier } from "./cache.ts";
-import { costOf, knownContextWindow, knownPrice, type ModelPrice } from "./models.ts";
+import { ANTHROPIC_DEFAULT_MAX_TOKENS, costOf, knownContextWindow, knownPrice, type ModelPrice } from "./models.ts";
 import {
   cappedRetryFetch,
   retrySettings,
@@ -104,7 +104,7 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
       ready: getClient,
       async open(signal) {
         const tier = options.promptCache === "off" ? "none" : chooseCacheTier(request, options.cacheReuseMs ?? 0);
-        const body = anthropicBody(request, options.model, options.maxTokens ?? 8192, tier);
+        const body = anthropicBody(request, options.model, options.maxTokens ?? ANTHROPIC_DEFAULT_MAX_TOKENS, tier);
         return (await (
           await getClient()
         ).messages.create({ ...(body as any), stream: true }, { signal })) as unknown as AsyncIterable<any>;
@@ -209,6 +209,7 @@ export function anthropicProvider(options: AnthropicProviderOptions): ModelProvi
     id,
     ...(contextWindow !== undefined ? { contextWindow } : {}),
     ...(price ? { price: { input: price.input, output: price.output } } : {}),
+    maxOutputTokens: options.maxTokens ?? ANTHROPIC_DEFAULT_MAX_TOKENS,
     stream: (request, { signal }) => withStreamRetries(id, () => session(request), signal, retry),
   };
 }

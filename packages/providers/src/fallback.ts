@@ -133,9 +133,16 @@ export function fallback(providers: readonly ModelProvider[], options: FallbackO
     id: `fallback:${providers.map((p) => p.id).join("|")}`,
     ...(windows.length ? { contextWindow: Math.min(...windows) } : {}),
     ...chainPrice(providers),
+    ...chainCeiling(providers),
     stream: (request, { signal }) => stream(request, signal),
     states: () => states.map((s) => ({ ...s })),
   };
+}
+
+/** A chain's output ceiling for budget estimates: the largest a member declares (any member may serve). */
+function chainCeiling(providers: readonly ModelProvider[]): { maxOutputTokens?: number } {
+  const ceilings = providers.flatMap((p) => (p.maxOutputTokens !== undefined ? [p.maxOutputTokens] : []));
+  return ceilings.length ? { maxOutputTokens: Math.max(...ceilings) } : {};
 }
 
 /** A chain's price for budget estimates: the dearest member's (any member may serve), when every member has one. */

@@ -16,7 +16,13 @@ export type { ResolveModelOptions } from "./resolve.ts";
 export { classifyError, classOf } from "./errors.ts";
 export type { FailureFacts } from "./errors.ts";
 export { chooseCacheTier, estimateRequestTokens, MIN_CACHE_TOKENS } from "./cache.ts";
-export { costOf, knownContextWindow, knownPrice } from "./models.ts";
+export {
+  ANTHROPIC_DEFAULT_MAX_TOKENS,
+  costOf,
+  knownContextWindow,
+  knownMaxOutputTokens,
+  knownPrice,
+} from "./models.ts";
 export type { ModelPrice } from "./models.ts";
 export type { StreamRetryOptions } from "./retry.ts";
 export { DEFAULT_FIRST_BYTE_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_RETRY_AFTER_MS } from "./retry.ts";

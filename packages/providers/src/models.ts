@@ -47,6 +47,17 @@ export function knownContextWindow(model: string): number | undefined {
 }
 
 /** The price of a model, when the table knows it. */
+/** `max_tokens` the Anthropic adapter sends when a request gives none. */
+export const ANTHROPIC_DEFAULT_MAX_TOKENS = 8192;
+
+/**
+ * The output ceiling an adapter asks for when a request gives no maxTokens (ModelProvider.maxOutputTokens):
+ * Anthropic's default or `maxTokens`, an OpenAI adapter's `maxTokens`; undefined when the server decides.
+ */
+export function knownMaxOutputTokens(spec: string, maxTokens?: number): number | undefined {
+  return spec.startsWith("anthropic:") ? (maxTokens ?? ANTHROPIC_DEFAULT_MAX_TOKENS) : maxTokens;
+}
+
 export function knownPrice(model: string): ModelPrice | undefined {
   return byPrefix(PRICES, model);
 }

@@ -332,6 +332,7 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
     id,
     ...(contextWindow !== undefined ? { contextWindow } : {}),
     ...(price ? { price: { input: price.input, output: price.output } } : {}),
+    ...(options.maxTokens !== undefined ? { maxOutputTokens: options.maxTokens } : {}),
     stream: (request, { signal }) => withStreamRetries(id, () => session(request), signal, retry),
   };
 }
