@@ -6,6 +6,7 @@
  * short, the model takes the turn over with what happened in the conversation.
  */
 import { join, resolve } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
 import type { ContributionFor, Message, ModelProvider, ToolResultMessage } from "@keel/kernel";
 import { codePointSlice } from "@keel/text";
@@ -14,7 +15,7 @@ import type { Example, Json, Workflow } from "./learn.ts";
 import { sequenceKey, synthesise } from "./learn.ts";
 import { decide, offerable } from "./match.ts";
 import type { Plan } from "./steps.ts";
-import { nextRound, OFFER_TOOL } from "./steps.ts";
+import { nextRound, OFFER_TOOL, PlanSchema } from "./steps.ts";
 import { WorkflowStore } from "./store.ts";
 
 export const PLUGIN_NAME = "workflows";
@@ -76,12 +77,11 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
 
       ctx.on("turn.pre_policy", async (e, hc) => {
         if (e.trigger === "resume" || e.mode === "chat") return undefined;
-        const visible = open()
-          .visible(ns(e.metadata))
-          .filter((w) => offerable(w));
+        const read = guarded(() => open().visible(ns(e.metadata)));
+        if ("fault" in read) return read.fault;
         const d = decide(
           e.input,
-          visible.map((w) => w.workflow),
+          read.value.filter((w) => offerable(w)).map((w) => w.workflow),
           { minCue: o.minCue },
           leadOf(e.history),
         );
@@ -114,12 +114,19 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
 
       ctx.on("tool.pre_call", (e) => {
         if (e.call.name !== OFFER_TOOL) return undefined;
-        const a = (e.call.args ?? {}) as Partial<Plan>;
-        const steps = Array.isArray(a.steps) ? a.steps.map((s) => String(s?.tool)).join(" → ") : "?";
+        const plan = PlanSchema.safeParse(e.call.args);
+        const known = plan.success ? guarded(() => trusted(open(), ns(e.metadata), plan.data)) : undefined;
+        if (!plan.success || !known || "fault" in known || !known.value)
+          return {
+            kind: "tool_decision",
+            decision: "deny",
+            reason: `${OFFER_TOOL} runs only a workflow this plugin offered; this call's plan is not a stored workflow (made up, or revoked since). Do the task with the other tools.`,
+          };
+        const p = plan.data;
         return {
           kind: "tool_decision",
           decision: "ask",
-          reason: `Run the learned workflow "${String(a.name)}" (${steps}) with ${JSON.stringify(a.params ?? {})} instead of asking the model?`,
+          reason: `Run the learned workflow "${p.name}" (${p.steps.map((s) => s.tool).join(" → ")}) with ${JSON.stringify(p.params)} instead of asking the model?`,
         };
       });
 
@@ -133,8 +140,13 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
             calls: [{ name: OFFER_TOOL, args: plan }],
           };
         }
-        const next = nextRound(e.messages);
+        let next = nextRound(e.messages);
         if (!next) return undefined;
+        if (next.kind !== "stop") {
+          const running = next.plan;
+          const known = guarded(() => trusted(open(), ns(e.metadata), running));
+          if ("fault" in known || !known.value) next = { kind: "stop", why: "revoked" };
+        }
         if (next.kind === "call")
           return {
             kind: "answer",
@@ -154,19 +166,62 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
       ctx.on("turn.post_turn", (e) => {
         offers.delete(e.turnId);
         stopped.delete(e.turnId);
-        const offered = offerOutcome(e.messages);
-        if (offered) open().outcome(offered.workflow, offered.accepted);
-        if (!o.learn || e.verdict.status !== "completed") return undefined;
-        const example = exampleOf(e.input, e.messages, e.finalText, leadOf(e.history));
-        if (!example) return undefined;
-        const w = learnFrom(open(), ns(e.metadata), example, o.minExamples);
+        const done = guarded(() => afterTurn(open(), o, ns(e.metadata), e));
+        if ("fault" in done) return done.fault;
+        const w = done.value;
         if (!w) return undefined;
         return diag("info", "workflow.learned", `Learned ${w.id} (${w.name}) from ${w.examples} turns.`, {
           workflow: w.id,
         });
       });
+
+      /** Run `fn` on the store; a broken or unreadable file is a diagnostic naming it, never a thrown handler. */
+      function guarded<T>(fn: () => T): { value: T } | { fault: ReturnType<typeof diag> } {
+        try {
+          return { value: fn() };
+        } catch (err) {
+          store = undefined;
+          const why = codePointSlice(err instanceof Error ? err.message : String(err), 0, 600);
+          return {
+            fault: diag(
+              "warn",
+              "workflow.store",
+              `The workflows database ${path} could not be used (${why}); no workflow is offered, run or learned until it is fixed or moved aside.`,
+            ),
+          };
+        }
+      }
     },
   });
+}
+
+/** After a turn: count how its offer ended, and learn from it when it succeeded; returns what was learned. */
+function afterTurn(
+  store: WorkflowStore,
+  o: Options,
+  namespace: string,
+  e: {
+    input: string;
+    history: readonly Message[];
+    messages: readonly Message[];
+    finalText: string;
+    verdict: { status: string };
+  },
+): Workflow | undefined {
+  const offered = offerOutcome(e.messages);
+  if (offered) store.outcome(offered.workflow, offered.accepted);
+  if (!o.learn || e.verdict.status !== "completed") return undefined;
+  const example = exampleOf(e.input, e.messages, e.finalText, leadOf(e.history));
+  return example ? learnFrom(store, namespace, example, o.minExamples) : undefined;
+}
+
+/**
+ * True when `plan` is what a workflow visible in `namespace` offers: never a plan a model made
+ * up (it may call the offer tool itself) nor one whose workflow was revoked or relearned since.
+ */
+export function trusted(store: WorkflowStore, namespace: string, plan: Plan | undefined): boolean {
+  const w = plan && store.visible(namespace).find((s) => s.workflow.id === plan.workflow);
+  return !!w && isDeepStrictEqual(planOf(w.workflow, plan.params), plan);
 }
 
 /** How this turn's offer ended, if it made one: accepted when approved and every step succeeded. */

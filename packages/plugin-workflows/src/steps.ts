@@ -41,9 +41,9 @@ export type Plan = z.output<typeof PlanSchema>;
 
 /** What the next round of a workflow is. */
 export type Next =
-  | { kind: "call"; step: number; tool: string; args: Record<string, Json> }
-  | { kind: "done"; text: string }
-  | { kind: "stop"; why: "declined" | "failed" | "unresolved" | "invalid" };
+  | { kind: "call"; plan: Plan; step: number; tool: string; args: Record<string, Json> }
+  | { kind: "done"; plan: Plan; text: string }
+  | { kind: "stop"; why: "declined" | "failed" | "unresolved" | "invalid" | "revoked" };
 
 /** Longest text of the last result a workflow's answer quotes, in code points. */
 const ANSWER_QUOTE = 2_000;
@@ -76,7 +76,7 @@ export function nextRound(messages: readonly Message[]): Next | undefined {
 
 /** The call of step `done.length`, or the answer once every step ran. */
 function step(plan: Plan, done: readonly string[]): Next {
-  if (done.length >= plan.steps.length) return { kind: "done", text: answerOf(plan, done) };
+  if (done.length >= plan.steps.length) return { kind: "done", plan, text: answerOf(plan, done) };
   const s = plan.steps[done.length]!;
   const args: Record<string, Json> = {};
   for (const [name, src] of Object.entries(s.args)) {
@@ -84,7 +84,7 @@ function step(plan: Plan, done: readonly string[]): Next {
     if (v === undefined) return { kind: "stop", why: "unresolved" };
     args[name] = v;
   }
-  return { kind: "call", step: done.length, tool: s.tool, args };
+  return { kind: "call", plan, step: done.length, tool: s.tool, args };
 }
 
 function resolve(src: ArgSource, plan: Plan, done: readonly string[]): Json | undefined {

@@ -1,0 +1,193 @@
+/**
+ * Adversarial cases for the workflow gate: a model that forges the offer call, a workflow
+ * revoked while its offer waits for approval, secrets and huge values in what is learned,
+ * a broken workflows file.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createAgent, defineTool } from "@keel/kernel";
+import type { KeelEvent, ModelProvider } from "@keel/kernel";
+import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
+import type { ScriptStep } from "@keel/testkit";
+import { OFFER_TOOL, WorkflowStore, workflows } from "../src/index.ts";
+
+let home: string;
+beforeEach(() => {
+  home = mkdtempSync(join(tmpdir(), "keel-wf-adv-"));
+});
+afterEach(() => rmSync(home, { recursive: true, force: true }));
+
+const USERS: Record<string, string> = {
+  mia_li_3668: "Z7GOZK",
+  omar_davis_3817: "JG7FMM",
+  ivan_muller_7015: "G72NSF",
+  noah_muller_9847: "4OG6T3",
+};
+
+function tools(ran: string[]) {
+  return [
+    defineTool({
+      name: "get_user_details",
+      description: "A user's profile.",
+      parameters: { type: "object", properties: { user_id: { type: "string" } }, required: ["user_id"] },
+      execute: (a: { user_id: string }) => {
+        ran.push(`user:${a.user_id}`);
+        return JSON.stringify({ reservations: [USERS[a.user_id] ?? "NONE00"] });
+      },
+    }),
+    defineTool({
+      name: "get_reservation_details",
+      description: "A reservation.",
+      parameters: { type: "object", properties: { reservation_id: { type: "string" } }, required: ["reservation_id"] },
+      execute: (a: { reservation_id: string }) => {
+        ran.push(`res:${a.reservation_id}`);
+        return JSON.stringify({ reservation_id: a.reservation_id, status: "confirmed" });
+      },
+    }),
+    defineTool({
+      name: "delete_account",
+      description: "Deletes a user's account.",
+      parameters: { type: "object", properties: { user_id: { type: "string" } }, required: ["user_id"] },
+      execute: (a: { user_id: string }) => {
+        ran.push(`delete:${a.user_id}`);
+        return "deleted";
+      },
+    }),
+  ];
+}
+
+function learnedTurn(user: string): ScriptStep[] {
+  return [
+    { toolCalls: [{ id: `u-${user}`, name: "get_user_details", args: { user_id: user } }] },
+    { toolCalls: [{ id: `r-${user}`, name: "get_reservation_details", args: { reservation_id: USERS[user] } }] },
+    { text: "Your reservation is confirmed." },
+  ];
+}
+
+const inputs = [
+  "Hi, my user ID is mia_li_3668. Is my reservation still on?",
+  "My user ID is omar_davis_3817 - is my reservation ok?",
+  "Hello! user ID ivan_muller_7015, can you check my reservation?",
+];
+
+function counted(steps: ScriptStep[]): ModelProvider & { asked: number } {
+  const inner = scriptedProvider(steps);
+  const p = {
+    id: inner.id,
+    asked: 0,
+    stream(req: Parameters<ModelProvider["stream"]>[0], o: { signal: AbortSignal }) {
+      p.asked++;
+      return inner.stream(req, o);
+    },
+  };
+  return p;
+}
+
+async function learn(db = join(home, "wf.sqlite")) {
+  const users = ["mia_li_3668", "omar_davis_3817", "ivan_muller_7015"];
+  const agent = await createAgent({
+    provider: scriptedProvider(users.flatMap(learnedTurn)),
+    store: new MemorySessionStore(),
+    tools: tools([]),
+    plugins: [workflows({ db })],
+  });
+  const session = await agent.session();
+  for (const input of inputs) expect((await session.run(input)).verdict.status).toBe("completed");
+  await agent.close();
+}
+
+const diagnostics = (events: readonly KeelEvent[]) =>
+  events.flatMap((e) => (e.type === "diagnostic" ? [`${e.code}: ${e.message}`] : []));
+
+describe("workflows, adversarial: the offer call is the plugin's alone", () => {
+  it("a model that calls workflow_run itself with a forged plan runs nothing of it, even approved", async () => {
+    const ran: string[] = [];
+    const forged = {
+      workflow: "wf-000000000000",
+      name: "get_user_details",
+      params: {},
+      steps: [{ tool: "delete_account", args: { user_id: { from: "const", value: "mia_li_3668" } } }],
+    };
+    const provider = counted([
+      { toolCalls: [{ id: "f1", name: OFFER_TOOL, args: forged }] },
+      { text: "the model answered" },
+      { text: "the model answered again" },
+    ]);
+    const store = new MemorySessionStore();
+    const agent = await createAgent({
+      provider,
+      store,
+      tools: tools(ran),
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+      approve: () => true,
+    });
+    const session = await agent.session();
+    const r = await session.run("hello there");
+    await agent.close();
+    expect(ran).toEqual([]);
+    expect(r.verdict.status).toBe("completed");
+    const result = session.messages.find((m) => m.role === "tool");
+    expect(result).toMatchObject({ toolName: OFFER_TOOL, isError: true });
+  });
+});
+
+describe("workflows, adversarial: the store", () => {
+  it("revoked while its offer waits for approval: approved later, nothing of it runs", async () => {
+    await learn();
+    const store = new MemorySessionStore();
+    const first = await createAgent({
+      provider: counted([]),
+      store,
+      tools: tools([]),
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+    });
+    const s1 = await first.session();
+    const paused = await s1.run("Could you check the reservation of user ID noah_muller_9847?");
+    expect(paused.verdict).toMatchObject({ status: "paused", reason: "approval" });
+    await first.close();
+    const ws = new WorkflowStore(join(home, "wf.sqlite"));
+    const [w] = ws.visible("default");
+    expect(ws.revoke(w!.workflow.id)).toBe(true);
+    ws.close();
+    const ran: string[] = [];
+    const provider = counted([{ text: "the model answered" }]);
+    const again = await createAgent({
+      provider,
+      store,
+      tools: tools(ran),
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+    });
+    const s2 = await again.session(s1.id);
+    const [p] = s2.pendingApprovals();
+    await s2.approve(p!.callId);
+    const done = await s2.resume();
+    await again.close();
+    expect(ran).toEqual([]);
+    expect(done.text).toBe("the model answered");
+  });
+
+  it("a corrupt workflows file: the turn completes, with a located diagnostic", async () => {
+    const db = join(home, "wf.sqlite");
+    writeFileSync(db, "this is not a database".repeat(100));
+    const store = new MemorySessionStore();
+    const agent = await createAgent({
+      provider: counted([{ text: "fine" }]),
+      store,
+      tools: tools([]),
+      plugins: [workflows({ db })],
+    });
+    const session = await agent.session();
+    const r = await session.run("Could you check the reservation of user ID noah_muller_9847?");
+    const events = await store.events(session.id);
+    await agent.close();
+    expect(r.verdict.status).toBe("completed");
+    const said = diagnostics(events);
+    expect(said.some((d) => d.startsWith("KEEL_HANDLER_THREW"))).toBe(false);
+    expect(said.filter((d) => d.startsWith("workflow.store"))).toEqual([
+      expect.stringContaining(`The workflows database ${db} could not be used`),
+      expect.stringContaining(`The workflows database ${db} could not be used`),
+    ]);
+  });
+});
