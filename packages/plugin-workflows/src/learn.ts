@@ -69,6 +69,11 @@ export function sequenceKey(calls: ReadonlyArray<{ name: string }>): string {
 
 const same = (a: Json | undefined, b: Json | undefined) => JSON.stringify(a) === JSON.stringify(b);
 
+/** True when `value` holds a stored secret's placeholder (`[REDACTED:<kind>]`): never an argument to send. */
+export function holdsPlaceholder(value: Json | undefined): boolean {
+  return /\[REDACTED:[a-z0-9_]+\]/.test(JSON.stringify(value) ?? "");
+}
+
 /** The character class of one character: a letter (by case), a digit, or itself. */
 function classOf(ch: string): string {
   if (/[a-z]/.test(ch)) return "a";
@@ -178,12 +183,14 @@ function fromInput(examples: readonly Example[], values: Json[], slots: Slot[]):
 
 /**
  * Synthesise a workflow from examples that made the same calls (same names, same argument keys).
- * Contract: undefined when the examples disagree in structure, or when no word is common to
- * every example's input (a value's shape alone does not say what is asked).
+ * Contract: undefined when the examples disagree in structure, when no word is common to
+ * every example's input (a value's shape alone does not say what is asked), or when an
+ * argument held a secret (stored examples hold its placeholder, which a workflow must never send).
  */
 export function synthesise(examples: readonly Example[]): Workflow | undefined {
   const first = examples[0];
   if (!first || examples.length < 2 || !first.calls.length) return undefined;
+  if (examples.some((e) => e.calls.some((c) => holdsPlaceholder(c.args)))) return undefined;
   const key = sequenceKey(first.calls);
   const keys = (e: Example, i: number) => JSON.stringify(Object.keys(e.calls[i]!.args).sort());
   if (examples.some((e) => sequenceKey(e.calls) !== key || e.calls.some((_, i) => keys(e, i) !== keys(first, i))))

@@ -8,7 +8,7 @@ import type { Message, ToolCallBlock } from "@keel/kernel";
 import { messageText, toolCallsOf } from "@keel/kernel";
 import { codePointSlice } from "@keel/text";
 import type { ArgSource, Json } from "./learn.ts";
-import { at, parseResult } from "./learn.ts";
+import { at, holdsPlaceholder, parseResult } from "./learn.ts";
 
 /** The name of the offer call: the tool the person approves a workflow through. */
 export const OFFER_TOOL = "workflow_run";
@@ -43,7 +43,7 @@ export type Plan = z.output<typeof PlanSchema>;
 export type Next =
   | { kind: "call"; plan: Plan; step: number; tool: string; args: Record<string, Json> }
   | { kind: "done"; plan: Plan; text: string }
-  | { kind: "stop"; why: "declined" | "failed" | "unresolved" | "invalid" | "revoked" };
+  | { kind: "stop"; why: "declined" | "failed" | "unresolved" | "invalid" | "revoked" | "redacted" };
 
 /** Longest text of the last result a workflow's answer quotes, in code points. */
 const ANSWER_QUOTE = 2_000;
@@ -82,6 +82,8 @@ function step(plan: Plan, done: readonly string[]): Next {
   for (const [name, src] of Object.entries(s.args)) {
     const v = resolve(src as ArgSource, plan, done);
     if (v === undefined) return { kind: "stop", why: "unresolved" };
+    // Read back from a store (a resumed turn), a value that held a secret holds its placeholder: never send it.
+    if (holdsPlaceholder(v)) return { kind: "stop", why: "redacted" };
     args[name] = v;
   }
   return { kind: "call", plan, step: done.length, tool: s.tool, args };

@@ -3,7 +3,7 @@
  * revoked while its offer waits for approval, secrets and huge values in what is learned,
  * a broken workflows file.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -189,5 +189,78 @@ describe("workflows, adversarial: the store", () => {
       expect.stringContaining(`The workflows database ${db} could not be used`),
       expect.stringContaining(`The workflows database ${db} could not be used`),
     ]);
+  });
+});
+
+describe("workflows, adversarial: secrets", () => {
+  const TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+  function lookup(got: unknown[]) {
+    return defineTool({
+      name: "lookup",
+      description: "Look a user up.",
+      parameters: { type: "object", properties: { user_id: { type: "string" }, token: { type: "string" } } },
+      execute: (a: unknown) => (got.push(a), "{}"),
+    });
+  }
+
+  it("turns whose calls held a secret teach no workflow (it would send the secret's placeholder), and the file never holds it", async () => {
+    const users = ["mia_li_3668", "omar_davis_3817", "ivan_muller_7015"];
+    const db = join(home, "wf.sqlite");
+    const agent = await createAgent({
+      provider: scriptedProvider(
+        users.flatMap((u) => [
+          { toolCalls: [{ id: `l-${u}`, name: "lookup", args: { user_id: u, token: TOKEN } }] },
+          { text: "Found." },
+        ]),
+      ),
+      store: new MemorySessionStore(),
+      tools: [lookup([])],
+      plugins: [workflows({ db })],
+    });
+    const s = await agent.session();
+    for (const input of inputs) expect((await s.run(input)).verdict.status).toBe("completed");
+    await agent.close();
+    const ws = new WorkflowStore(db);
+    expect(ws.all()).toEqual([]);
+    ws.close();
+    expect(readFileSync(db).includes(TOKEN)).toBe(false);
+  });
+
+  it("a stored plan whose argument holds a placeholder stops before sending it; the model takes over", async () => {
+    const db = join(home, "wf.sqlite");
+    const ws = new WorkflowStore(db);
+    ws.save("default", "lookup", {
+      id: "wf-placeholder",
+      name: "lookup",
+      steps: [
+        {
+          tool: "lookup",
+          args: { user_id: { from: "input", slot: "p1" }, token: { from: "const", value: "[REDACTED:github_token]" } },
+        },
+      ],
+      slots: [{ name: "p1", shape: "[a-z]{1,8}_[a-z]{1,10}_[0-9]{4}", order: 0 }],
+      modelParams: [],
+      cue: ["reservation", "user"],
+      examples: 3,
+    });
+    ws.close();
+    const got: unknown[] = [];
+    const store = new MemorySessionStore();
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "the model answered" }]),
+      store,
+      tools: [lookup(got)],
+      plugins: [workflows({ db })],
+      approve: () => true,
+    });
+    const session = await agent.session();
+    const r = await session.run("Could you check the reservation of user ID noah_muller_9847?");
+    const events = await store.events(session.id);
+    await agent.close();
+    expect(got).toEqual([]);
+    expect(r.text).toBe("the model answered");
+    expect(diagnostics(events)).toContain(
+      "workflow.redacted: The workflow stopped (redacted); the model takes the turn over.",
+    );
   });
 });
