@@ -166,9 +166,12 @@ function fromStep(examples: readonly Example[], step: number, values: Json[]): A
   return undefined;
 }
 
+/** Longest value an input slot takes, in UTF-16 units: an id or a name, not a paragraph (its shape is a regular expression run over every input). */
+export const MAX_SLOT = 100;
+
 /** An input slot for a varying argument: a string value each example's input holds, of one shape, in a stable order. */
 function fromInput(examples: readonly Example[], values: Json[], slots: Slot[]): ArgSource | undefined {
-  if (!values.every((v) => typeof v === "string" && v.length >= 2)) return undefined;
+  if (!values.every((v) => typeof v === "string" && v.length >= 2 && v.length <= MAX_SLOT)) return undefined;
   const strings = values as string[];
   const shape = shapeOf(strings);
   if (!shape) return undefined;

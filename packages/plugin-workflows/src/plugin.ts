@@ -13,7 +13,7 @@ import { codePointSlice } from "@keel/text";
 import { complete, definePlugin, defineTool, messageText, toolCallsOf } from "@keel/kernel";
 import type { Example, Json, Workflow } from "./learn.ts";
 import { sequenceKey, synthesise } from "./learn.ts";
-import { decide, offerable } from "./match.ts";
+import { decide, MAX_INPUT, offerable } from "./match.ts";
 import type { Plan } from "./steps.ts";
 import { nextRound, OFFER_TOOL, PlanSchema } from "./steps.ts";
 import { WorkflowStore } from "./store.ts";
@@ -235,8 +235,13 @@ export function offerOutcome(messages: readonly Message[]): { workflow: string; 
   return { workflow, accepted: !failed && nextRound(messages)?.kind === "done" };
 }
 
-/** A successful turn's example: its calls and results, none an error, none a workflow's. */
+/**
+ * A successful turn's example: its calls and results, none an error, none a workflow's.
+ * Contract: an input longer than the gate reads (MAX_INPUT) teaches nothing: a workflow is
+ * never learned from what it could not be offered for, and learning never scans a pasted log.
+ */
 export function exampleOf(input: string, messages: readonly Message[], answer: string, lead = ""): Example | undefined {
+  if (input.length > MAX_INPUT) return undefined;
   const calls = messages.flatMap((m) => (m.role === "assistant" ? toolCallsOf(m) : []));
   if (!calls.length || calls.some((c) => c.name === OFFER_TOOL)) return undefined;
   if (messages.slice(1).some((m) => m.role === "user")) return undefined;

@@ -11,7 +11,9 @@ import { createAgent, defineTool } from "@keel/kernel";
 import type { KeelEvent, ModelProvider } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { ScriptStep } from "@keel/testkit";
-import { OFFER_TOOL, WorkflowStore, workflows } from "../src/index.ts";
+import { SqliteSessionStore } from "@keel/store-sqlite";
+import { replaySession } from "../../eval/src/index.ts";
+import { OFFER_TOOL, synthesise, WorkflowStore, workflows } from "../src/index.ts";
 
 let home: string;
 beforeEach(() => {
@@ -262,5 +264,97 @@ describe("workflows, adversarial: secrets", () => {
     expect(diagnostics(events)).toContain(
       "workflow.redacted: The workflow stopped (redacted); the model takes the turn over.",
     );
+  });
+});
+
+describe("workflows, adversarial: replay", () => {
+  async function replayOf(events: KeelEvent[], replayHome: string) {
+    return replaySession({
+      events,
+      build: (rig) =>
+        createAgent({
+          tools: tools([]),
+          home: replayHome,
+          provider: rig.provider,
+          sideModel: rig.sideModel,
+          store: rig.store,
+          plugins: [workflows(), ...rig.plugins],
+          ...(rig.approve ? { approve: rig.approve } : {}),
+        }),
+    });
+  }
+
+  it("a session that learned a workflow and was then served by it replays identically (answered rounds take no recorded model answer)", async () => {
+    const recHome = mkdtempSync(join(tmpdir(), "keel-wf-rec-"));
+    const store = new SqliteSessionStore({ path: join(recHome, "sessions.sqlite") });
+    const users = ["mia_li_3668", "omar_davis_3817", "ivan_muller_7015"];
+    const agent = await createAgent({
+      provider: scriptedProvider(users.flatMap(learnedTurn)),
+      store,
+      home: recHome,
+      tools: tools([]),
+      plugins: [workflows()],
+      approve: () => true,
+    });
+    const session = await agent.session();
+    for (const input of inputs) await session.run(input);
+    const r = await session.run("Could you check the reservation of user ID noah_muller_9847?");
+    expect(r.text).toBe("Your reservation is confirmed.");
+    const events = await store.events(session.id);
+    await agent.close();
+    const lastTurn = events.filter((e) => e.turnId === r.turnId);
+    expect(lastTurn.filter((e) => e.type === "round.answered")).toHaveLength(4);
+    expect(lastTurn.some((e) => e.type === "model.responded")).toBe(false);
+    const replayHome = mkdtempSync(join(tmpdir(), "keel-wf-rep-"));
+    const rep = await replayOf(events, replayHome);
+    rmSync(recHome, { recursive: true, force: true });
+    rmSync(replayHome, { recursive: true, force: true });
+    expect(rep.notes).toEqual([]);
+    expect(rep.toolChanges).toEqual([]);
+    expect(rep.turns.map((t) => t.replayed.text)).toEqual(Array(4).fill("Your reservation is confirmed."));
+    expect(rep.identical).toBe(true);
+  });
+});
+
+describe("workflows, adversarial: huge inputs", () => {
+  it("inputs longer than the gate reads teach no workflow (learning never scans a pasted log)", async () => {
+    const pad = " lorem ipsum".repeat(400);
+    const users = ["mia_li_3668", "omar_davis_3817", "ivan_muller_7015"];
+    const db = join(home, "wf.sqlite");
+    const agent = await createAgent({
+      provider: scriptedProvider(users.flatMap(learnedTurn)),
+      store: new MemorySessionStore(),
+      tools: tools([]),
+      plugins: [workflows({ db })],
+    });
+    const s = await agent.session();
+    for (const input of inputs) expect((await s.run(`${input}${pad}`)).verdict.status).toBe("completed");
+    await agent.close();
+    const ws = new WorkflowStore(db);
+    const stored = ws.db.prepare("SELECT count(*) AS n FROM wf_examples").get() as { n: number };
+    expect(stored.n).toBe(0);
+    expect(ws.all()).toEqual([]);
+    ws.close();
+  });
+
+  it("a value longer than an id is not an input slot (its shape would be a regular expression run over every input)", () => {
+    const long = (d: string) => `${"a-".repeat(60)}${d}`;
+    const examples = ["1111", "2222", "3333"].map((d) => ({
+      input: `please look up ${long(d)} now`,
+      calls: [{ name: "get", args: { id: long(d) } }],
+      results: ["{}"],
+      answer: "ok",
+    }));
+    const w = synthesise(examples);
+    expect(w?.slots).toEqual([]);
+    expect(w?.steps[0]?.args.id).toEqual({ from: "model", param: "step1.id" });
+    const short = synthesise(
+      ["1111", "2222", "3333"].map((d) => ({
+        ...examples[0]!,
+        input: `please look up a-${d} now`,
+        calls: [{ name: "get", args: { id: `a-${d}` } }],
+      })),
+    );
+    expect(short?.slots).toHaveLength(1);
   });
 });
