@@ -19,3 +19,8 @@ export { nextRound, OFFER_TOOL, PlanSchema } from "./steps.ts";
 export type { Next, Plan } from "./steps.ts";
 export { EXAMPLES_KEPT, WorkflowStore } from "./store.ts";
 export type { StoredWorkflow } from "./store.ts";
+
+import { workflows } from "./plugin.ts";
+
+/** The plugin factory, so a config can name the package: `plugins: [["@keel/plugin-workflows", { … }]]`. */
+export default workflows;

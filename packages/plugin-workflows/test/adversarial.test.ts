@@ -3,9 +3,10 @@
  * revoked while its offer waits for approval, secrets and huge values in what is learned,
  * a broken workflows file.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createAgent, defineTool } from "@keel/kernel";
 import type { KeelEvent, ModelProvider } from "@keel/kernel";
@@ -13,6 +14,7 @@ import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { ScriptStep } from "@keel/testkit";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import { replaySession } from "../../eval/src/index.ts";
+import { runKeel } from "../../../test/fault/support/storage.ts";
 import { OFFER_TOOL, synthesise, WorkflowStore, workflows } from "../src/index.ts";
 
 let home: string;
@@ -356,5 +358,42 @@ describe("workflows, adversarial: huge inputs", () => {
       })),
     );
     expect(short?.slots).toHaveLength(1);
+  });
+});
+
+describe("workflows, adversarial: the keel binary", () => {
+  it('a config names the plugin by package ("@keel/plugin-workflows" with options): it loads and learns', async () => {
+    const dir = join(home, "project");
+    mkdirSync(join(dir, "node_modules", "@keel"), { recursive: true });
+    symlinkSync(fileURLToPath(new URL("..", import.meta.url)), join(dir, "node_modules", "@keel", "plugin-workflows"));
+    const turn = (u: string) => [
+      { toolCalls: [{ name: "get_user_details", args: { user_id: u } }] },
+      { text: "Your account is fine." },
+    ];
+    const script = { steps: ["mia_li_3668", "omar_davis_3817"].flatMap(turn) };
+    writeFileSync(
+      join(dir, "agent.config.mjs"),
+      `export default {
+  name: "wf",
+  offline: { script: ${JSON.stringify(script)} },
+  plugins: [["@keel/plugin-workflows", { minExamples: 2 }]],
+  tools: [{
+    name: "get_user_details",
+    description: "A user's profile.",
+    parameters: { type: "object", properties: { user_id: { type: "string" } }, required: ["user_id"] },
+    execute: (a) => JSON.stringify({ user: a.user_id }),
+  }],
+};
+`,
+    );
+    const env = { ...process.env, KEEL_HOME: join(dir, "home"), KEEL_OFFLINE: "1" };
+    for (const u of ["mia_li_3668", "omar_davis_3817"]) {
+      const r = await runKeel(["run", `Is the account of user ID ${u} ok?`], { cwd: dir, env });
+      expect(r.stderr).not.toContain("does not export a plugin");
+      expect(r.code).toBe(0);
+    }
+    const ws = new WorkflowStore(join(dir, "home", "workflows.sqlite"));
+    expect(ws.all().map((w) => w.workflow.name)).toEqual(["get_user_details"]);
+    ws.close();
   });
 });
