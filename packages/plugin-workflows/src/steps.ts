@@ -13,7 +13,8 @@ import { at, holdsPlaceholder, parseResult } from "./learn.ts";
 /** The name of the offer call: the tool the person approves a workflow through. */
 export const OFFER_TOOL = "workflow_run";
 
-const Source = z.union([
+/** Where a step argument comes from, as stored and offered. */
+export const SourceSchema = z.union([
   z.strictObject({ from: z.literal("const"), value: z.json() }),
   z.strictObject({ from: z.literal("input"), slot: z.string() }),
   z.strictObject({
@@ -30,7 +31,7 @@ export const PlanSchema = z.strictObject({
   name: z.string(),
   params: z.record(z.string(), z.json()),
   steps: z
-    .array(z.strictObject({ tool: z.string().min(1), args: z.record(z.string(), Source) }))
+    .array(z.strictObject({ tool: z.string().min(1), args: z.record(z.string(), SourceSchema) }))
     .min(1)
     .max(64),
   answer: z.string().optional(),

@@ -3,9 +3,43 @@
  * (`workflows.sqlite`), per namespace. Everything written is redacted first.
  */
 import type { DatabaseSync } from "node:sqlite";
+import { z } from "zod";
 import { openSqlite } from "@keel/store-sqlite";
 import { redactData } from "@keel/secrets";
 import type { Example, Workflow } from "./learn.ts";
+import { SourceSchema } from "./steps.ts";
+
+/** A slot's shape must compile: it is a regular expression the gate runs over inputs. */
+const Shape = z.string().refine((s) => {
+  try {
+    new RegExp(s);
+    return true;
+  } catch {
+    return false;
+  }
+});
+
+/** A stored example as read back: one that does not fit is skipped. */
+const ExampleSchema = z.object({
+  input: z.string(),
+  calls: z.array(z.object({ name: z.string(), args: z.record(z.string(), z.json()) })),
+  results: z.array(z.string()),
+  answer: z.string(),
+  lead: z.string().optional(),
+});
+
+/** A stored workflow as read back: a row that does not fit (a hand-edited or foreign file) is skipped. */
+const WorkflowSchema = z.object({
+  id: z.string().min(1),
+  name: z.string(),
+  steps: z.array(z.object({ tool: z.string().min(1), args: z.record(z.string(), SourceSchema) })).min(1),
+  slots: z.array(z.object({ name: z.string(), shape: Shape, order: z.number().int().min(0) })),
+  modelParams: z.array(z.string()),
+  cue: z.array(z.string()),
+  leadCue: z.array(z.string()).optional(),
+  answer: z.string().optional(),
+  examples: z.number(),
+});
 
 /** A stored workflow. Contract: a draft until reviewed; a draft is offered only in the namespace that produced it. */
 export interface StoredWorkflow {
@@ -52,7 +86,10 @@ export class WorkflowStore {
     return rows
       .slice(0, EXAMPLES_KEPT)
       .reverse()
-      .flatMap((r) => parsed<Example>(r.data) ?? []);
+      .flatMap((r) => {
+        const read = ExampleSchema.safeParse(parsed<unknown>(r.data));
+        return read.success ? [read.data as Example] : [];
+      });
   }
 
   /** True when a person revoked this tool sequence's workflow in `namespace` (it is never learned again there). */
@@ -127,10 +164,11 @@ export class WorkflowStore {
   }
 }
 
-/** A stored row, or nothing when its JSON no longer reads (a hand-edited file): it is skipped, not fatal. */
+/** A stored row, or nothing when it no longer reads as a workflow (a hand-edited file): it is skipped, not fatal. */
 function rowOf(r: Record<string, string | number | null>): StoredWorkflow[] {
-  const workflow = parsed<Workflow>(String(r.data));
-  if (!workflow) return [];
+  const read = WorkflowSchema.safeParse(parsed<unknown>(String(r.data)));
+  if (!read.success) return [];
+  const workflow = read.data as Workflow;
   return [
     {
       namespace: String(r.namespace),

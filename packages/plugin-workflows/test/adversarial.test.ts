@@ -15,7 +15,7 @@ import type { ScriptStep } from "@keel/testkit";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import { replaySession } from "../../eval/src/index.ts";
 import { runKeel } from "../../../test/fault/support/storage.ts";
-import { OFFER_TOOL, synthesise, WorkflowStore, workflows } from "../src/index.ts";
+import { learnFrom, OFFER_TOOL, synthesise, WorkflowStore, workflows } from "../src/index.ts";
 
 let home: string;
 beforeEach(() => {
@@ -193,6 +193,57 @@ describe("workflows, adversarial: the store", () => {
       expect.stringContaining(`The workflows database ${db} could not be used`),
       expect.stringContaining(`The workflows database ${db} could not be used`),
     ]);
+  });
+});
+
+describe("workflows, adversarial: stored rows", () => {
+  it("rows that do not read as a workflow or an example (no cue, a shape that is no regular expression, calls that are no list) are skipped; the good one is still offered", async () => {
+    await learn();
+    const db = join(home, "wf.sqlite");
+    const ws = new WorkflowStore(db);
+    const [good] = ws.visible("default");
+    const insert = ws.db.prepare(
+      "INSERT INTO wf_workflows (namespace, key, id, data, reviewed, created_at) VALUES ('default', ?, ?, ?, 0, '2000-01-01')",
+    );
+    insert.run("a", "wf-nocue", JSON.stringify({ id: "wf-nocue", name: "x", steps: [] }));
+    insert.run(
+      "b",
+      "wf-badshape",
+      JSON.stringify({ ...good!.workflow, id: "wf-badshape", slots: [{ name: "p1", shape: "(", order: 0 }] }),
+    );
+    insert.run("c", "wf-array", "[1, 2]");
+    expect(ws.visible("default").map((w) => w.workflow.id)).toEqual([good!.workflow.id]);
+    ws.db
+      .prepare("INSERT INTO wf_examples (namespace, key, ts, data) VALUES ('default', ?, 0, ?)")
+      .run(good!.key, JSON.stringify({ input: "x", calls: "not calls" }));
+    const example = {
+      input: "user ID noah_muller_9847: is my reservation ok?",
+      calls: [
+        { name: "get_user_details", args: { user_id: "noah_muller_9847" } },
+        { name: "get_reservation_details", args: { reservation_id: "4OG6T3" } },
+      ],
+      results: [JSON.stringify({ reservations: ["4OG6T3"] }), "{}"],
+      answer: "Your reservation is confirmed.",
+    };
+    expect(learnFrom(ws, "default", example, 3)?.id).toBe(good!.workflow.id);
+    ws.close();
+    const store = new MemorySessionStore();
+    const asked: string[] = [];
+    const agent = await createAgent({
+      provider: counted([{ text: "the model answered" }]),
+      store,
+      tools: tools([]),
+      plugins: [workflows({ db })],
+      approve: (r: { call: { name: string } }) => (asked.push(r.call.name), true),
+    });
+    const session = await agent.session();
+    const r = await session.run("Could you check the reservation of user ID noah_muller_9847?");
+    const events = await store.events(session.id);
+    await agent.close();
+    expect(diagnostics(events).filter((d) => d.startsWith("KEEL_HANDLER"))).toEqual([]);
+    expect(asked).toEqual([OFFER_TOOL]);
+    expect(r.text).toBe("Your reservation is confirmed.");
+    expect(diagnostics(events).filter((d) => d.startsWith("workflow.store"))).toEqual([]);
   });
 });
 
