@@ -16,6 +16,7 @@ import { SqliteSessionStore } from "@keel/store-sqlite";
 import { replaySession } from "../../eval/src/index.ts";
 import { runKeel } from "../../../test/fault/support/storage.ts";
 import { learnFrom, OFFER_TOOL, synthesise, WorkflowStore, workflows } from "../src/index.ts";
+import type { Example } from "../src/index.ts";
 
 let home: string;
 beforeEach(() => {
@@ -216,7 +217,7 @@ describe("workflows, adversarial: stored rows", () => {
     ws.db
       .prepare("INSERT INTO wf_examples (namespace, key, ts, data) VALUES ('default', ?, 0, ?)")
       .run(good!.key, JSON.stringify({ input: "x", calls: "not calls" }));
-    const example = {
+    const example: Example = {
       input: "user ID noah_muller_9847: is my reservation ok?",
       calls: [
         { name: "get_user_details", args: { user_id: "noah_muller_9847" } },
