@@ -3,6 +3,7 @@
  * call carries the plan, and the results after it say how far it got. Nothing is kept in
  * memory, so a turn paused on the offer and resumed in another process goes on the same way.
  */
+import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
 import type { Message, ToolCallBlock } from "@keel/kernel";
 import { messageText, toolCallsOf } from "@keel/kernel";
@@ -44,14 +45,16 @@ export type Plan = z.output<typeof PlanSchema>;
 export type Next =
   | { kind: "call"; plan: Plan; step: number; tool: string; args: Record<string, Json> }
   | { kind: "done"; plan: Plan; text: string }
-  | { kind: "stop"; why: "declined" | "failed" | "unresolved" | "invalid" | "revoked" | "redacted" };
+  | { kind: "stop"; why: "declined" | "failed" | "unresolved" | "invalid" | "revoked" | "redacted" | "taken_over" };
 
 /** Longest text of the last result a workflow's answer quotes, in code points. */
 const ANSWER_QUOTE = 2_000;
 
 /**
  * The next round of the workflow this turn runs, or undefined when the turn runs none (no offer
- * since the last user message) or the offer is not answered yet.
+ * since the last user message) or the offer is not answered yet. Contract: once stopped, a
+ * workflow stays stopped: a call after the offer that is not the plan's next step (the model's,
+ * once it took over) ends it, so the model's calls are never counted as steps.
  */
 export function nextRound(messages: readonly Message[]): Next | undefined {
   const since = messages.slice(messages.findLastIndex((m) => m.role === "user") + 1);
@@ -67,6 +70,10 @@ export function nextRound(messages: readonly Message[]): Next | undefined {
   const done: string[] = [];
   for (const m of since.slice(offerAt + 1))
     for (const c of m.role === "assistant" ? toolCallsOf(m) : ([] as ToolCallBlock[])) {
+      // Only the call the plan makes next is a step: any other call is the model's, after the workflow stopped.
+      const expected = step(plan.data, done);
+      if (expected.kind !== "call" || expected.tool !== c.name || !isDeepStrictEqual(expected.args, c.args))
+        return { kind: "stop", why: expected.kind === "stop" ? expected.why : "taken_over" };
       const r = results.get(c.id);
       if (!r) return undefined;
       if (r.isError) return { kind: "stop", why: "failed" };

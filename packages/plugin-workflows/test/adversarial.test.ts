@@ -449,3 +449,38 @@ describe("workflows, adversarial: the keel binary", () => {
     ws.close();
   });
 });
+
+describe("workflows, adversarial: a stopped workflow stays stopped", () => {
+  it("a step that cannot be resolved hands over to the model, whose own calls are never taken for the workflow's steps", async () => {
+    await learn();
+    const ran: string[] = [];
+    const base = tools(ran);
+    // This user's profile has no reservations list: step 2's argument cannot be resolved.
+    const odd = defineTool({
+      name: "get_user_details",
+      description: "A user's profile.",
+      parameters: { type: "object", properties: { user_id: { type: "string" } }, required: ["user_id"] },
+      execute: (a: { user_id: string }) => (ran.push(`user:${a.user_id}`), JSON.stringify({ bookings: ["4OG6T3"] })),
+    });
+    const provider = counted([
+      { toolCalls: [{ id: "m1", name: "get_reservation_details", args: { reservation_id: "4OG6T3" } }] },
+      { text: "The model found booking 4OG6T3 confirmed." },
+    ]);
+    const store = new MemorySessionStore();
+    const agent = await createAgent({
+      provider,
+      store,
+      tools: [odd, base[1]!],
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+      approve: () => true,
+    });
+    const session = await agent.session();
+    const r = await session.run("Could you check the reservation of user ID noah_muller_9847?");
+    const events = await store.events(session.id);
+    await agent.close();
+    expect(ran).toEqual(["user:noah_muller_9847", "res:4OG6T3"]);
+    expect(provider.asked).toBe(2);
+    expect(r.text).toBe("The model found booking 4OG6T3 confirmed.");
+    expect(diagnostics(events).filter((d) => d.startsWith("workflow.unresolved"))).toHaveLength(1);
+  });
+});
