@@ -209,7 +209,8 @@ function afterTurn(
   },
 ): Workflow | undefined {
   const offered = offerOutcome(e.messages);
-  if (offered) store.outcome(offered.workflow, offered.accepted);
+  // Only an offer of what the store holds counts: a plan a model made up never silences a workflow.
+  if (offered && trusted(store, namespace, offered.plan)) store.outcome(namespace, offered.workflow, offered.accepted);
   if (!o.learn || e.verdict.status !== "completed") return undefined;
   const example = exampleOf(e.input, e.messages, e.finalText, leadOf(e.history));
   return example ? learnFrom(store, namespace, example, o.minExamples) : undefined;
@@ -225,14 +226,21 @@ export function trusted(store: WorkflowStore, namespace: string, plan: Plan | un
 }
 
 /** How this turn's offer ended, if it made one: accepted when approved and every step succeeded. */
-export function offerOutcome(messages: readonly Message[]): { workflow: string; accepted: boolean } | undefined {
+export function offerOutcome(
+  messages: readonly Message[],
+): { workflow: string; accepted: boolean; plan: Plan | undefined } | undefined {
   const offer = messages
     .flatMap((m) => (m.role === "assistant" ? toolCallsOf(m) : []))
     .find((c) => c.name === OFFER_TOOL);
   const workflow = (offer?.args as { workflow?: unknown } | undefined)?.workflow;
   if (!offer || typeof workflow !== "string") return undefined;
   const failed = messages.some((m) => m.role === "tool" && m.isError);
-  return { workflow, accepted: !failed && nextRound(messages)?.kind === "done" };
+  const plan = PlanSchema.safeParse(offer.args);
+  return {
+    workflow,
+    accepted: !failed && nextRound(messages)?.kind === "done",
+    plan: plan.success ? plan.data : undefined,
+  };
 }
 
 /**

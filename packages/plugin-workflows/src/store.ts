@@ -60,7 +60,7 @@ const SCHEMA = `
 CREATE TABLE IF NOT EXISTS wf_examples (namespace TEXT NOT NULL, key TEXT NOT NULL, ts INTEGER NOT NULL, data TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS wf_examples_key ON wf_examples (namespace, key, ts);
 CREATE TABLE IF NOT EXISTS wf_workflows (namespace TEXT NOT NULL, key TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL, reviewed INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL, PRIMARY KEY (namespace, key));
-CREATE TABLE IF NOT EXISTS wf_outcomes (id TEXT PRIMARY KEY, accepted INTEGER NOT NULL DEFAULT 0, declined INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS wf_offer_outcomes (namespace TEXT NOT NULL, id TEXT NOT NULL, accepted INTEGER NOT NULL DEFAULT 0, declined INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (namespace, id));
 CREATE TABLE IF NOT EXISTS wf_revoked (namespace TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (namespace, key));
 `;
 
@@ -111,13 +111,13 @@ export class WorkflowStore {
       .run(namespace, key, workflow.id, JSON.stringify(redactData(workflow)), reviewed, new Date().toISOString());
   }
 
-  /** The workflows an input in `namespace` may be offered: its own drafts and every reviewed one. */
+  /** The workflows an input in `namespace` may be offered: its own drafts and every reviewed one, with how their offers ended in `namespace`. */
   visible(namespace: string): StoredWorkflow[] {
     const rows = this.db
       .prepare(
-        "SELECT w.*, o.accepted, o.declined FROM wf_workflows w LEFT JOIN wf_outcomes o ON o.id = w.id WHERE w.namespace = ? OR w.reviewed = 1 ORDER BY w.created_at",
+        "SELECT w.*, o.accepted, o.declined FROM wf_workflows w LEFT JOIN wf_offer_outcomes o ON o.id = w.id AND o.namespace = ? WHERE w.namespace = ? OR w.reviewed = 1 ORDER BY w.created_at",
       )
-      .all(namespace) as Array<Record<string, string | number | null>>;
+      .all(namespace, namespace) as Array<Record<string, string | number | null>>;
     return rows.flatMap(rowOf);
   }
 
@@ -126,19 +126,23 @@ export class WorkflowStore {
     return (
       this.db
         .prepare(
-          "SELECT w.*, o.accepted, o.declined FROM wf_workflows w LEFT JOIN wf_outcomes o ON o.id = w.id ORDER BY w.namespace, w.created_at",
+          "SELECT w.*, o.accepted, o.declined FROM wf_workflows w LEFT JOIN wf_offer_outcomes o ON o.id = w.id AND o.namespace = w.namespace ORDER BY w.namespace, w.created_at",
         )
         .all() as Array<Record<string, string | number | null>>
     ).flatMap(rowOf);
   }
 
-  /** Count how an offer of workflow `id` ended: run to the end, or declined (a failed step counts as declined). */
-  outcome(id: string, accepted: boolean): void {
+  /**
+   * Count how an offer of workflow `id` in `namespace` ended: run to the end, or declined (a
+   * failed step counts as declined). Contract: per namespace, so one namespace's declines never
+   * silence a workflow another is offered.
+   */
+  outcome(namespace: string, id: string, accepted: boolean): void {
     this.db
       .prepare(
-        `INSERT INTO wf_outcomes (id, accepted, declined) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET ${accepted ? "accepted = accepted + 1" : "declined = declined + 1"}`,
+        `INSERT INTO wf_offer_outcomes (namespace, id, accepted, declined) VALUES (?, ?, ?, ?) ON CONFLICT (namespace, id) DO UPDATE SET ${accepted ? "accepted = accepted + 1" : "declined = declined + 1"}`,
       )
-      .run(id, accepted ? 1 : 0, accepted ? 0 : 1);
+      .run(namespace, id, accepted ? 1 : 0, accepted ? 0 : 1);
   }
 
   /** Mark a workflow reviewed (offered in every namespace from then on). False when no workflow has that id. */

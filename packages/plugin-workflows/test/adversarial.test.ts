@@ -90,17 +90,37 @@ function counted(steps: ScriptStep[]): ModelProvider & { asked: number } {
   return p;
 }
 
-async function learn(db = join(home, "wf.sqlite")) {
+async function learn(db = join(home, "wf.sqlite"), namespace = "default") {
   const users = ["mia_li_3668", "omar_davis_3817", "ivan_muller_7015"];
   const agent = await createAgent({
     provider: scriptedProvider(users.flatMap(learnedTurn)),
     store: new MemorySessionStore(),
     tools: tools([]),
-    plugins: [workflows({ db })],
+    plugins: [workflows({ db, namespace })],
   });
   const session = await agent.session();
   for (const input of inputs) expect((await session.run(input)).verdict.status).toBe("completed");
   await agent.close();
+}
+
+/** One turn with the gate's test input in `namespace`: what was asked for approval. */
+async function offeredIn(
+  namespace: string,
+  answer: boolean,
+  steps: ScriptStep[] = [{ text: "the model answered" }],
+  input = "Could you check the reservation of user ID noah_muller_9847?",
+) {
+  const asked: string[] = [];
+  const agent = await createAgent({
+    provider: scriptedProvider(steps),
+    store: new MemorySessionStore(),
+    tools: tools([]),
+    plugins: [workflows({ db: join(home, "wf.sqlite"), namespace })],
+    approve: (r: { call: { name: string } }) => (asked.push(r.call.name), answer),
+  });
+  await (await agent.session()).run(input);
+  await agent.close();
+  return asked;
 }
 
 const diagnostics = (events: readonly KeelEvent[]) =>
@@ -482,5 +502,35 @@ describe("workflows, adversarial: a stopped workflow stays stopped", () => {
     expect(provider.asked).toBe(2);
     expect(r.text).toBe("The model found booking 4OG6T3 confirmed.");
     expect(diagnostics(events).filter((d) => d.startsWith("workflow.unresolved"))).toHaveLength(1);
+  });
+});
+
+describe("workflows, adversarial: what silences a workflow", () => {
+  it("one namespace declining twice does not silence the same workflow in another", async () => {
+    await learn(undefined, "a");
+    await learn(undefined, "b");
+    expect(await offeredIn("a", false)).toEqual([OFFER_TOOL]);
+    expect(await offeredIn("a", false)).toEqual([OFFER_TOOL]);
+    expect(await offeredIn("a", false)).toEqual([]);
+    expect(await offeredIn("b", true)).toEqual([OFFER_TOOL]);
+  });
+
+  it("a model calling workflow_run with a real workflow's id and other steps never counts as a decline of it", async () => {
+    await learn();
+    const ws = new WorkflowStore(join(home, "wf.sqlite"));
+    const [w] = ws.visible("default");
+    ws.close();
+    const forged = {
+      workflow: w!.workflow.id,
+      name: w!.workflow.name,
+      params: {},
+      steps: [{ tool: "delete_account", args: { user_id: { from: "const", value: "mia_li_3668" } } }],
+    };
+    const model: ScriptStep[] = [
+      { toolCalls: [{ id: "f", name: OFFER_TOOL, args: forged }] },
+      { text: "the model answered" },
+    ];
+    for (let i = 0; i < 3; i++) expect(await offeredIn("default", true, model, "hello there")).toEqual([]);
+    expect(await offeredIn("default", true)).toEqual([OFFER_TOOL]);
   });
 });
