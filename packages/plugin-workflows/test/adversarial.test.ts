@@ -534,3 +534,48 @@ describe("workflows, adversarial: what silences a workflow", () => {
     expect(await offeredIn("default", true)).toEqual([OFFER_TOOL]);
   });
 });
+
+describe("workflows, adversarial: steering", () => {
+  it("a steering message mid-workflow ends it: no further step runs, the model answers the steer", async () => {
+    await learn();
+    const ran: string[] = [];
+    const base = tools(ran);
+    let session: Awaited<ReturnType<Awaited<ReturnType<typeof createAgent>>["session"]>> | undefined;
+    const steered = defineTool({
+      name: "get_user_details",
+      description: "A user's profile.",
+      parameters: { type: "object", properties: { user_id: { type: "string" } }, required: ["user_id"] },
+      execute: (a: { user_id: string }) => {
+        ran.push(`user:${a.user_id}`);
+        session!.steer("Actually, stop: I only wanted my name.");
+        return JSON.stringify({ reservations: ["4OG6T3"] });
+      },
+    });
+    const provider = counted([{ text: "Your name is Noah." }]);
+    const store = new MemorySessionStore();
+    const agent = await createAgent({
+      provider,
+      store,
+      tools: [steered, base[1]!],
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+      approve: () => true,
+    });
+    session = await agent.session();
+    const r = await session.run("Could you check the reservation of user ID noah_muller_9847?");
+    const events = await store.events(session.id);
+    await agent.close();
+    expect(ran).toEqual(["user:noah_muller_9847"]);
+    expect(provider.asked).toBe(1);
+    expect(r.text).toBe("Your name is Noah.");
+    expect(session.messages.map((m) => m.role)).toEqual([
+      "user",
+      "assistant",
+      "tool",
+      "assistant",
+      "tool",
+      "user",
+      "assistant",
+    ]);
+    expect(diagnostics(events)).toEqual([expect.stringMatching(/^workflow\.matched/)]);
+  });
+});
