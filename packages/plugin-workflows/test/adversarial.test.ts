@@ -3,6 +3,7 @@
  * revoked while its offer waits for approval, secrets and huge values in what is learned,
  * a broken workflows file.
  */
+import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,7 +16,7 @@ import type { ScriptStep } from "@keel/testkit";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import { replaySession } from "../../eval/src/index.ts";
 import { runKeel } from "../../../test/fault/support/storage.ts";
-import { learnFrom, OFFER_TOOL, synthesise, WorkflowStore, workflows } from "../src/index.ts";
+import { EXAMPLES_KEPT, learnFrom, OFFER_TOOL, synthesise, WorkflowStore, workflows } from "../src/index.ts";
 import type { Example } from "../src/index.ts";
 
 let home: string;
@@ -577,5 +578,34 @@ describe("workflows, adversarial: steering", () => {
       "assistant",
     ]);
     expect(diagnostics(events)).toEqual([expect.stringMatching(/^workflow\.matched/)]);
+  });
+});
+
+describe("workflows, adversarial: one file, several processes", () => {
+  it("four processes learning and counting at once: no error, every outcome counted, the newest examples kept", async () => {
+    const db = join(home, "wf.sqlite");
+    const worker = fileURLToPath(new URL("./support/concurrent-worker.ts", import.meta.url));
+    const outs = await Promise.all(
+      ["a", "b", "c", "d"].map(
+        (who) =>
+          new Promise<{ code: number | null; out: string }>((done) => {
+            const child = spawn(process.execPath, [worker, db, who]);
+            let out = "";
+            child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+            child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+            child.on("close", (code) => done({ code, out }));
+          }),
+      ),
+    );
+    expect(outs.map((o) => [o.code, JSON.parse(o.out.trim().split("\n").at(-1)!).errors])).toEqual(
+      Array(4).fill([0, 0]),
+    );
+    const ws = new WorkflowStore(db);
+    expect(ws.db.prepare("SELECT count(*) AS n FROM wf_examples").get()).toEqual({ n: EXAMPLES_KEPT });
+    expect(ws.db.prepare("SELECT accepted, declined FROM wf_offer_outcomes").all()).toEqual([
+      { accepted: 120, declined: 120 },
+    ]);
+    expect(ws.all()).toHaveLength(1);
+    ws.close();
   });
 });
