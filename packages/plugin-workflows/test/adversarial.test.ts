@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool, messageText } from "@keel/kernel";
 import type { KeelEvent, ModelProvider } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { ScriptStep } from "@keel/testkit";
@@ -606,6 +606,31 @@ describe("workflows, adversarial: one file, several processes", () => {
       { accepted: 120, declined: 120 },
     ]);
     expect(ws.all()).toHaveLength(1);
+    ws.close();
+  });
+});
+
+describe("workflows, adversarial: a tool removed since", () => {
+  it("a step whose tool is gone fails as an unknown tool; the model takes over with the error, and the offer counts as declined", async () => {
+    await learn();
+    const ran: string[] = [];
+    const provider = counted([{ text: "the model answered" }]);
+    const agent = await createAgent({
+      provider,
+      store: new MemorySessionStore(),
+      tools: [tools(ran)[0]!],
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+      approve: () => true,
+    });
+    const session = await agent.session();
+    const r = await session.run("Could you check the reservation of user ID noah_muller_9847?");
+    await agent.close();
+    expect(ran).toEqual(["user:noah_muller_9847"]);
+    expect(provider.asked).toBe(1);
+    expect(r.text).toBe("the model answered");
+    expect(messageText(session.messages.filter((m) => m.role === "tool").at(-1)!)).toContain("KEEL_TOOL_UNKNOWN");
+    const ws = new WorkflowStore(join(home, "wf.sqlite"));
+    expect(ws.visible("default").map((w) => [w.accepted, w.declined])).toEqual([[0, 1]]);
     ws.close();
   });
 });
