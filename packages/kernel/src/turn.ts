@@ -619,20 +619,33 @@ function usableAnswer(
 /** 9c'. A plugin answered the round: its message, with call ids derived from the turn, round and position (the same in a replay). */
 function answered(t: Turn, a: Contributed<ContributionOf<"answer">>): ModelAnswer {
   const { text, calls = [] } = a.value;
+  const id = callIds(t);
   const content: AssistantMessage["content"] = [
     ...(text ? [{ type: "text" as const, text }] : []),
-    ...calls.map((c, i) => ({
-      type: "tool_call" as const,
-      id: `call_${digestOf(`${t.turnId}\u0000${t.rounds}\u0000${i}`)}`,
-      name: c.name,
-      args: c.args,
-    })),
+    ...calls.map((c, i) => ({ type: "tool_call" as const, id: id(i), name: c.name, args: c.args })),
   ];
   void t.session.emit(
     { type: "round.answered", round: t.rounds, plugin: a.plugin, reason: a.value.reason, calls: calls.length },
     t.turnId,
   );
   return { message: { role: "assistant", content }, stopReason: calls.length ? "tool_use" : "end_turn", usage: {} };
+}
+
+/**
+ * Ids for an answered round's calls: derived from the turn, round and position (the same in a
+ * replay), salted until none is in the history yet. Contract: unique within the session even
+ * where the round count starts over (a turn recovered after a crash counts its rounds anew).
+ */
+function callIds(t: Turn): (i: number) => string {
+  const used = new Set(
+    t.session.messages.flatMap((m) => (m.role === "assistant" ? toolCallsOf(m) : [])).map((c) => c.id),
+  );
+  return (i) => {
+    let id = `call_${digestOf(`${t.turnId}\u0000${t.rounds}\u0000${i}`)}`;
+    for (let n = 1; used.has(id); n++) id = `call_${digestOf(`${t.turnId}\u0000${t.rounds}\u0000${i}\u0000${n}`)}`;
+    used.add(id);
+    return id;
+  };
 }
 
 /**

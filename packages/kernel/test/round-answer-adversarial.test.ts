@@ -3,12 +3,16 @@
  * gone, two plugins answering one round, more calls than the guard allows, chat mode, a
  * process that lost the session's lease.
  */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent, definePlugin, defineTool, messageText } from "../src/index.ts";
 import type { KeelEvent, KeelPlugin, Message, ModelProvider } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";
+import { SqliteSessionStore } from "../../store-sqlite/src/index.ts";
 
 function counted(steps: ScriptStep[]): ModelProvider & { asked: number } {
   const inner = scriptedProvider(steps);
@@ -165,5 +169,82 @@ describe("round answers, adversarial: answered calls take the model's path", () 
     const { r } = await run([once("a", many)], { maxToolCalls: 3 });
     expect(ran).toHaveLength(3);
     expect(r.verdict).toMatchObject({ status: "stopped", reason: "max_tool_calls" });
+  });
+});
+
+describe("round answers, adversarial: recovery", () => {
+  it("a turn recovered after a crash (its rounds counted anew) never gives an answered call an id the session already holds", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "keel-answer-rec-"));
+    const db = path.join(dir, "sessions.sqlite");
+    const runs: string[] = [];
+    let started!: () => void;
+    const startedP = new Promise<void>((r) => (started = r));
+    let release!: (v: string) => void;
+    const releaseP = new Promise<string>((r) => (release = r));
+    const step = (name: string) =>
+      defineTool({
+        name,
+        description: name,
+        category: "info",
+        execute: () => {
+          runs.push(name);
+          if (name === "slow" && runs.filter((n) => n === "slow").length === 1) {
+            started();
+            return releaseP;
+          }
+          return `${name} done`;
+        },
+      });
+    const tools = [step("look"), step("slow"), step("look2")];
+    const plan = ["look", "slow", "look2"];
+    const planner = definePlugin({
+      name: "planner",
+      version: "1.0.0",
+      setup(ctx) {
+        ctx.on("round.pre_request", (e) => {
+          const turn = e.messages.slice(e.messages.findLastIndex((m: Message) => m.role === "user"));
+          const done = turn.filter((m: Message) => m.role === "tool").length;
+          if (done < plan.length)
+            return { kind: "answer", reason: `step ${done + 1}`, calls: [{ name: plan[done]!, args: {} }] };
+          return { kind: "answer", reason: "done", text: "all done" };
+        });
+      },
+    });
+    const store1 = new SqliteSessionStore({ path: db });
+    const a1 = await createAgent({
+      provider: counted([]),
+      store: store1,
+      tools,
+      plugins: [planner],
+      lease: { ttlMs: 200 },
+      recovery: "auto",
+    });
+    const s1 = await a1.session();
+    const running = s1.run("go").catch(() => undefined);
+    await startedP;
+    store1.close();
+    release("late");
+    await running;
+    const store2 = new SqliteSessionStore({ path: db });
+    const a2 = await createAgent({
+      provider: counted([{ text: "model" }]),
+      store: store2,
+      tools,
+      plugins: [planner],
+      lease: { ttlMs: 200 },
+      recovery: "auto",
+    });
+    const s2 = await a2.session(s1.id, { waitMs: 5_000 });
+    const r = await s2.recover().catch((e: unknown) => e);
+    const ids = s2.messages.flatMap((m) =>
+      m.role === "assistant" ? m.content.flatMap((b) => (b.type === "tool_call" ? [`${b.name}:${b.id}`] : [])) : [],
+    );
+    expect((r as { text?: string }).text).toBe("all done");
+    expect(runs).toEqual(["look", "slow", "slow", "look2"]);
+    expect(ids.map((i) => i.split(":")[0])).toEqual(["look", "slow", "look2"]);
+    expect(new Set(ids.map((i) => i.split(":")[1])).size).toBe(3);
+    await a2.close();
+    store2.close();
+    fs.rmSync(dir, { recursive: true, force: true });
   });
 });
