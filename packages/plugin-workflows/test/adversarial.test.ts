@@ -391,6 +391,49 @@ describe("workflows, adversarial: replay", () => {
   });
 });
 
+describe("workflows, adversarial: replay of a paused offer", () => {
+  it("an offer paused for the person, approved and resumed, replays identically", async () => {
+    const recHome = mkdtempSync(join(tmpdir(), "keel-wf-rec-"));
+    const store = new SqliteSessionStore({ path: join(recHome, "sessions.sqlite") });
+    const users = ["mia_li_3668", "omar_davis_3817", "ivan_muller_7015"];
+    const agent = await createAgent({
+      provider: scriptedProvider(users.flatMap(learnedTurn)),
+      store,
+      home: recHome,
+      tools: tools([]),
+      plugins: [workflows()],
+    });
+    const session = await agent.session();
+    for (const input of inputs) await session.run(input);
+    const paused = await session.run("Could you check the reservation of user ID noah_muller_9847?");
+    expect(paused.verdict).toMatchObject({ status: "paused", reason: "approval" });
+    await session.approve(session.pendingApprovals()[0]!.callId);
+    const done = await session.resume();
+    expect(done.text).toBe("Your reservation is confirmed.");
+    const events = await store.events(session.id);
+    await agent.close();
+    const replayHome = mkdtempSync(join(tmpdir(), "keel-wf-rep-"));
+    const rep = await replaySession({
+      events,
+      build: (rig) =>
+        createAgent({
+          tools: tools([]),
+          home: replayHome,
+          provider: rig.provider,
+          sideModel: rig.sideModel,
+          store: rig.store,
+          plugins: [workflows(), ...rig.plugins],
+          ...(rig.approve ? { approve: rig.approve } : {}),
+        }),
+    });
+    rmSync(recHome, { recursive: true, force: true });
+    rmSync(replayHome, { recursive: true, force: true });
+    expect(rep.notes).toEqual([]);
+    expect(rep.toolChanges).toEqual([]);
+    expect(rep.identical).toBe(true);
+  });
+});
+
 describe("workflows, adversarial: huge inputs", () => {
   it("inputs longer than the gate reads teach no workflow (learning never scans a pasted log)", async () => {
     const pad = " lorem ipsum".repeat(400);
