@@ -299,6 +299,7 @@ export function planOf(w: Workflow, params: Record<string, Json>): Plan {
     params,
     steps: w.steps,
     ...(w.answer !== undefined ? { answer: w.answer } : {}),
+    ...(w.answer !== undefined && w.expect ? { expect: w.expect } : {}),
   };
 }
 

@@ -9,7 +9,7 @@ import type { Message, ToolCallBlock } from "@keel/kernel";
 import { messageText, toolCallsOf } from "@keel/kernel";
 import { codePointSlice } from "@keel/text";
 import type { ArgSource, Json } from "./learn.ts";
-import { at, holdsPlaceholder, parseResult } from "./learn.ts";
+import { at, holdsPlaceholder, MAX_INVARIANTS, parseResult, resultDoc } from "./learn.ts";
 
 /** The name of the offer call: the tool the person approves a workflow through. */
 export const OFFER_TOOL = "workflow_run";
@@ -36,6 +36,16 @@ export const PlanSchema = z.strictObject({
     .min(1)
     .max(64),
   answer: z.string().optional(),
+  expect: z
+    .array(
+      z.strictObject({
+        step: z.number().int().min(0),
+        path: z.array(z.union([z.string(), z.number()])),
+        value: z.json(),
+      }),
+    )
+    .max(MAX_INVARIANTS)
+    .optional(),
 });
 
 /** An offered workflow's plan. */
@@ -110,9 +120,14 @@ function resolve(src: ArgSource, plan: Plan, done: readonly string[]): Json | un
   }
 }
 
-/** The workflow's result: its learned answer with the parameters in, else what it ran and the last result. */
+/**
+ * The workflow's result: its learned answer with the parameters in, while every result holds
+ * what every example's did (else that answer could be wrong: a cancelled booking told
+ * "confirmed"); otherwise what it ran and the last result.
+ */
 function answerOf(plan: Plan, done: readonly string[]): string {
-  if (plan.answer)
+  const holds = (plan.expect ?? []).every((x) => isDeepStrictEqual(at(resultDoc(done[x.step] ?? ""), x.path), x.value));
+  if (plan.answer && plan.expect && holds)
     return plan.answer.replace(/\{\{(p\d+)\}\}/g, (hole, name: string) => {
       const v = plan.params[name];
       return typeof v === "string" ? v : hole;

@@ -38,6 +38,9 @@ const WorkflowSchema = z.object({
   cue: z.array(z.string()),
   leadCue: z.array(z.string()).optional(),
   answer: z.string().optional(),
+  expect: z
+    .array(z.object({ step: z.number(), path: z.array(z.union([z.string(), z.number()])), value: z.json() }))
+    .optional(),
   examples: z.number(),
 });
 

@@ -677,3 +677,43 @@ describe("workflows, adversarial: a tool removed since", () => {
     ws.close();
   });
 });
+
+describe("workflows, adversarial: the learned answer", () => {
+  it("a result unlike every example's where they all agreed (a cancelled reservation) never gets the learned 'confirmed' answer", async () => {
+    await learn();
+    const ran: string[] = [];
+    const [users] = tools(ran);
+    const cancelled = defineTool({
+      name: "get_reservation_details",
+      description: "A reservation.",
+      parameters: { type: "object", properties: { reservation_id: { type: "string" } }, required: ["reservation_id"] },
+      execute: (a: { reservation_id: string }) =>
+        JSON.stringify({ reservation_id: a.reservation_id, status: "cancelled" }),
+    });
+    const agent = await createAgent({
+      provider: counted([{ text: "the model answered" }]),
+      store: new MemorySessionStore(),
+      tools: [users!, cancelled],
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+      approve: () => true,
+    });
+    const r = await (await agent.session()).run("Could you check the reservation of user ID noah_muller_9847?");
+    await agent.close();
+    expect(r.text).not.toContain("confirmed.");
+    expect(r.text).toContain('"status":"cancelled"');
+  });
+
+  it("results like the examples' keep the learned answer", async () => {
+    await learn();
+    const agent = await createAgent({
+      provider: counted([{ text: "the model answered" }]),
+      store: new MemorySessionStore(),
+      tools: tools([]),
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+      approve: () => true,
+    });
+    const r = await (await agent.session()).run("Could you check the reservation of user ID noah_muller_9847?");
+    await agent.close();
+    expect(r.text).toBe("Your reservation is confirmed.");
+  });
+});
