@@ -616,7 +616,7 @@ function usableAnswer(
   return undefined;
 }
 
-/** 9c'. A plugin answered the round: its message, with call ids derived from the turn, round and position (the same in a replay). */
+/** 9c'. A plugin answered the round: its message (its text streamed to listeners in one delta), with call ids derived from the turn, round and position (the same in a replay). */
 function answered(t: Turn, a: Contributed<ContributionOf<"answer">>): ModelAnswer {
   const { text, calls = [] } = a.value;
   const id = callIds(t);
@@ -624,6 +624,16 @@ function answered(t: Turn, a: Contributed<ContributionOf<"answer">>): ModelAnswe
     ...(text ? [{ type: "text" as const, text }] : []),
     ...calls.map((c, i) => ({ type: "tool_call" as const, id: id(i), name: c.name, args: c.args })),
   ];
+  // Shown like the model's streamed text (a CLI prints the answer from these deltas).
+  if (text && t.agent.hasListeners)
+    t.session.live({
+      type: "model.delta",
+      sessionId: t.session.id,
+      turnId: t.turnId,
+      round: t.rounds,
+      channel: "text",
+      text,
+    });
   void t.session.emit(
     { type: "round.answered", round: t.rounds, plugin: a.plugin, reason: a.value.reason, calls: calls.length },
     t.turnId,

@@ -248,3 +248,26 @@ describe("round answers, adversarial: recovery", () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 });
+
+describe("round answers, adversarial: what listeners see", () => {
+  it("an answer's text reaches listeners as the model's streamed text does (a CLI prints the answer from it)", async () => {
+    const store = new MemorySessionStore();
+    const texter = definePlugin({
+      name: "texter",
+      version: "1.0.0",
+      setup(ctx) {
+        ctx.on("round.pre_request", () => ({ kind: "answer", reason: "canned", text: "the canned answer" }));
+      },
+    });
+    const agent = await createAgent({ provider: counted([]), store, plugins: [texter] });
+    const deltas: string[] = [];
+    agent.subscribe((e) => {
+      if (e.type === "model.delta" && e.channel === "text") deltas.push(e.text);
+    });
+    const session = await agent.session();
+    const r = await session.run("go");
+    await agent.close();
+    expect(r.text).toBe("the canned answer");
+    expect(deltas.join("")).toBe("the canned answer");
+  });
+});

@@ -478,7 +478,7 @@ describe("workflows, adversarial: huge inputs", () => {
 });
 
 describe("workflows, adversarial: the keel binary", () => {
-  it('a config names the plugin by package ("@keel/plugin-workflows" with options): it loads and learns', async () => {
+  it('a config names the plugin by package ("@keel/plugin-workflows" with options): it loads, learns, and serves the next like input', async () => {
     const dir = join(home, "project");
     mkdirSync(join(dir, "node_modules", "@keel"), { recursive: true });
     symlinkSync(fileURLToPath(new URL("..", import.meta.url)), join(dir, "node_modules", "@keel", "plugin-workflows"));
@@ -486,12 +486,11 @@ describe("workflows, adversarial: the keel binary", () => {
       { toolCalls: [{ name: "get_user_details", args: { user_id: u } }] },
       { text: "Your account is fine." },
     ];
-    const script = { steps: ["mia_li_3668", "omar_davis_3817"].flatMap(turn) };
     writeFileSync(
       join(dir, "agent.config.mjs"),
       `export default {
   name: "wf",
-  offline: { script: ${JSON.stringify(script)} },
+  offline: { script: JSON.parse(process.env.WF_SCRIPT) },
   plugins: [["@keel/plugin-workflows", { minExamples: 2 }]],
   tools: [{
     name: "get_user_details",
@@ -502,12 +501,24 @@ describe("workflows, adversarial: the keel binary", () => {
 };
 `,
     );
-    const env = { ...process.env, KEEL_HOME: join(dir, "home"), KEEL_OFFLINE: "1" };
+    const env = (u: string) => ({
+      ...process.env,
+      KEEL_HOME: join(dir, "home"),
+      KEEL_OFFLINE: "1",
+      WF_SCRIPT: JSON.stringify({ steps: turn(u) }),
+    });
     for (const u of ["mia_li_3668", "omar_davis_3817"]) {
-      const r = await runKeel(["run", `Is the account of user ID ${u} ok?`], { cwd: dir, env });
+      const r = await runKeel(["run", `Is the account of user ID ${u} ok?`], { cwd: dir, env: env(u) });
       expect(r.stderr).not.toContain("does not export a plugin");
       expect(r.code).toBe(0);
     }
+    // Served by the workflow: the script has nothing for this turn, so any model round would fail it.
+    const served = await runKeel(["run", "--ask", "allow", "Is the account of user ID noah_muller_9847 ok?"], {
+      cwd: dir,
+      env: { ...env("x"), WF_SCRIPT: JSON.stringify({ steps: [] }) },
+    });
+    expect(served.code).toBe(0);
+    expect(served.stdout.trim()).toBe("Your account is fine.");
     const ws = new WorkflowStore(join(dir, "home", "workflows.sqlite"));
     expect(ws.all().map((w) => w.workflow.name)).toEqual(["get_user_details"]);
     ws.close();
