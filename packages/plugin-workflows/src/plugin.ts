@@ -225,20 +225,24 @@ export function trusted(store: WorkflowStore, namespace: string, plan: Plan | un
   return !!w && isDeepStrictEqual(planOf(w.workflow, plan.params), plan);
 }
 
-/** How this turn's offer ended, if it made one: accepted when approved and every step succeeded. */
+/**
+ * How this turn's offer ended, if it made one: accepted when approved and every step succeeded.
+ * Contract: judged on the turn up to the first user message after the offer (a steer, a
+ * structured-output correction): what the model did after the workflow is not the workflow's.
+ */
 export function offerOutcome(
   messages: readonly Message[],
 ): { workflow: string; accepted: boolean; plan: Plan | undefined } | undefined {
-  const offer = messages
-    .flatMap((m) => (m.role === "assistant" ? toolCallsOf(m) : []))
-    .find((c) => c.name === OFFER_TOOL);
-  const workflow = (offer?.args as { workflow?: unknown } | undefined)?.workflow;
-  if (!offer || typeof workflow !== "string") return undefined;
-  const failed = messages.some((m) => m.role === "tool" && m.isError);
+  const at = messages.findIndex((m) => m.role === "assistant" && toolCallsOf(m).some((c) => c.name === OFFER_TOOL));
+  if (at < 0) return undefined;
+  const offer = toolCallsOf(messages[at]!).find((c) => c.name === OFFER_TOOL)!;
+  const workflow = (offer.args as { workflow?: unknown } | undefined)?.workflow;
+  if (typeof workflow !== "string") return undefined;
+  const after = messages.findIndex((m, i) => i > at && m.role === "user");
   const plan = PlanSchema.safeParse(offer.args);
   return {
     workflow,
-    accepted: !failed && nextRound(messages)?.kind === "done",
+    accepted: nextRound(after < 0 ? messages : messages.slice(0, after))?.kind === "done",
     plan: plan.success ? plan.data : undefined,
   };
 }

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { createAgent, defineTool, messageText } from "@keel/kernel";
 import type { KeelEvent, ModelProvider } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
@@ -726,5 +727,30 @@ describe("workflows, adversarial: the learned answer", () => {
     const r = await (await agent.session()).run("Could you check the reservation of user ID noah_muller_9847?");
     await agent.close();
     expect(r.text).toBe("Your reservation is confirmed.");
+  });
+});
+
+describe("workflows, adversarial: structured output", () => {
+  it("a turn asking for structured output: the model corrects the workflow's answer once, and the workflow still counts as accepted", async () => {
+    await learn();
+    const provider = counted([{ text: '{"status":"confirmed"}' }]);
+    const agent = await createAgent({
+      provider,
+      store: new MemorySessionStore(),
+      tools: tools([]),
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+      approve: () => true,
+    });
+    const session = await agent.session();
+    const r = await session.run("Could you check the reservation of user ID noah_muller_9847?", {
+      output: z.object({ status: z.string() }),
+    });
+    await agent.close();
+    expect(r.verdict.status).toBe("completed");
+    expect((r as { output?: unknown }).output).toEqual({ status: "confirmed" });
+    expect(provider.asked).toBe(1);
+    const ws = new WorkflowStore(join(home, "wf.sqlite"));
+    expect(ws.visible("default").map((w) => [w.accepted, w.declined])).toEqual([[1, 0]]);
+    ws.close();
   });
 });
