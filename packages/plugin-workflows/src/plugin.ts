@@ -20,6 +20,8 @@ import { WorkflowStore } from "./store.ts";
 
 export const PLUGIN_NAME = "workflows";
 export const PLUGIN_VERSION = "0.1.0";
+/** The bundle the offer tool comes in (a call to a tool of the same name from elsewhere is not the plugin's). */
+const BUNDLE = "workflows";
 
 /** Options. Contract: strict; defaults as documented on each field. */
 export const WorkflowsOptions = z.strictObject({
@@ -70,6 +72,8 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
       const offers = new Map<string, Plan>();
       /** Turns whose workflow stopped (said once). */
       const stopped = new Set<string>();
+      /** Turns whose agent has its own tool named like the offer tool: the plugin stays out of them. */
+      const taken = new Set<string>();
       const ns = (metadata: Readonly<Record<string, unknown>>) => {
         const v = metadata[o.namespaceKey];
         return (typeof v === "string" && v) || o.namespace;
@@ -106,14 +110,25 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
         });
       });
 
-      ctx.on("turn.pre_tool_materialization", () => ({
-        kind: "tool_bundle",
-        bundleId: "workflows",
-        tools: [offerTool],
-      }));
+      ctx.on("turn.pre_tool_materialization", (e) => {
+        const bundle = { kind: "tool_bundle" as const, bundleId: BUNDLE, tools: [offerTool] };
+        if (!e.tools.includes(OFFER_TOOL)) return bundle;
+        // The agent has a tool of that name (its own workflow runner): the offer would call it. Nothing is offered or run.
+        taken.add(e.turnId);
+        const had = offers.delete(e.turnId);
+        return [
+          bundle,
+          diag(
+            "warn",
+            "workflow.tool_taken",
+            `The agent has its own tool named "${OFFER_TOOL}", so the workflows plugin cannot offer through it${had ? " (this turn's offer was dropped)" : ""}; rename that tool to use learned workflows.`,
+          ),
+        ];
+      });
 
       ctx.on("tool.pre_call", (e) => {
-        if (e.call.name !== OFFER_TOOL) return undefined;
+        if (e.call.name !== OFFER_TOOL || e.call.source.plugin !== PLUGIN_NAME || e.call.source.bundle !== BUNDLE)
+          return undefined;
         const plan = PlanSchema.safeParse(e.call.args);
         const known = plan.success ? guarded(() => trusted(open(), ns(e.metadata), plan.data)) : undefined;
         if (!plan.success || !known || "fault" in known || !known.value)
@@ -140,7 +155,7 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
             calls: [{ name: OFFER_TOOL, args: plan }],
           };
         }
-        let next = nextRound(e.messages);
+        let next = taken.has(e.turnId) ? undefined : nextRound(e.messages);
         if (!next) return undefined;
         if (next.kind !== "stop") {
           const running = next.plan;
@@ -166,6 +181,7 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
       ctx.on("turn.post_turn", (e) => {
         offers.delete(e.turnId);
         stopped.delete(e.turnId);
+        taken.delete(e.turnId);
         const done = guarded(() => afterTurn(open(), o, ns(e.metadata), e));
         if ("fault" in done) return done.fault;
         const w = done.value;

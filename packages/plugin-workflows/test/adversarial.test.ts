@@ -754,3 +754,43 @@ describe("workflows, adversarial: structured output", () => {
     ws.close();
   });
 });
+
+describe("workflows, adversarial: the agent's own workflow_run", () => {
+  it("an agent tool named workflow_run is the agent's: its calls run untouched, and no offer is ever sent to it", async () => {
+    await learn();
+    const got: unknown[] = [];
+    const ci = defineTool({
+      name: OFFER_TOOL,
+      description: "Runs one of the team's CI workflows.",
+      parameters: { type: "object", properties: { workflow: { type: "string" } } },
+      execute: (a: unknown) => (got.push(a), "ran CI"),
+    });
+    const asked: string[] = [];
+    const store = new MemorySessionStore();
+    const agent = await createAgent({
+      provider: counted([
+        { toolCalls: [{ id: "ci1", name: OFFER_TOOL, args: { workflow: "deploy" } }] },
+        { text: "Deployed." },
+        { text: "the model answered" },
+      ]),
+      store,
+      tools: [...tools([]), ci],
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+      approve: (r: { call: { name: string } }) => (asked.push(r.call.name), true),
+    });
+    const session = await agent.session();
+    const r1 = await session.run("Run the deploy workflow");
+    const r2 = await session.run("Could you check the reservation of user ID noah_muller_9847?");
+    const events = await store.events(session.id);
+    await agent.close();
+    expect(r1.text).toBe("Deployed.");
+    expect(got).toEqual([{ workflow: "deploy" }]);
+    expect(asked).toEqual([]);
+    expect(r2.text).toBe("the model answered");
+    expect(diagnostics(events).filter((d) => /^workflow\.(?!tool_taken|matched)/.test(d))).toEqual([]);
+    expect(diagnostics(events).filter((d) => d.startsWith("workflow.tool_taken"))).toEqual([
+      expect.stringContaining("rename that tool"),
+      expect.stringContaining("this turn's offer was dropped"),
+    ]);
+  });
+});
