@@ -127,9 +127,17 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
       });
 
       ctx.on("tool.pre_call", (e) => {
-        if (e.call.name !== OFFER_TOOL || e.call.source.plugin !== PLUGIN_NAME || e.call.source.bundle !== BUNDLE)
-          return undefined;
+        if (e.call.name !== OFFER_TOOL) return undefined;
         const plan = PlanSchema.safeParse(e.call.args);
+        if (e.call.source.plugin !== PLUGIN_NAME || e.call.source.bundle !== BUNDLE)
+          // Another plugin's tool of that name won the name: an offer that reached it is never run there.
+          return plan.success
+            ? {
+                kind: "tool_decision",
+                decision: "deny",
+                reason: `"${OFFER_TOOL}" here is not the workflows plugin's tool (another one has its name), so the workflow offer was not sent to it.`,
+              }
+            : undefined;
         const known = plan.success ? guarded(() => trusted(open(), ns(e.metadata), plan.data)) : undefined;
         if (!plan.success || !known || "fault" in known || !known.value)
           return {
