@@ -247,12 +247,14 @@ function afterTurn(
 }
 
 /**
- * True when `plan` is what a workflow visible in `namespace` offers: never a plan a model made
- * up (it may call the offer tool itself) nor one whose workflow was revoked or relearned since.
+ * True when `plan` runs what a workflow visible in `namespace` runs (its id and steps): never a
+ * plan a model made up (it may call the offer tool itself), nor one whose workflow was revoked
+ * since. Contract: a workflow relearned since with the same steps (a new example changed its
+ * learned answer or cue) still runs the plan the person approved.
  */
 export function trusted(store: WorkflowStore, namespace: string, plan: Plan | undefined): boolean {
   const w = plan && store.visible(namespace).find((s) => s.workflow.id === plan.workflow);
-  return !!w && isDeepStrictEqual(planOf(w.workflow, plan.params), plan);
+  return !!w && w.workflow.name === plan.name && isDeepStrictEqual(w.workflow.steps, plan.steps);
 }
 
 /**

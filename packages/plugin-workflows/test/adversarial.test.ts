@@ -829,3 +829,59 @@ describe("workflows, adversarial: another plugin's workflow_run", () => {
     expect(r.text).toBe("the model answered");
   });
 });
+
+describe("workflows, adversarial: relearned while an offer waits", () => {
+  it("a workflow relearned with the same steps (a new example changed its learned answer) still runs the offer the person approved later", async () => {
+    await learn();
+    const store = new MemorySessionStore();
+    const first = await createAgent({
+      provider: counted([]),
+      store,
+      tools: tools([]),
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+    });
+    const s1 = await first.session();
+    const paused = await s1.run("Could you check the reservation of user ID noah_muller_9847?");
+    expect(paused.verdict).toMatchObject({ status: "paused", reason: "approval" });
+    await first.close();
+    // Meanwhile, elsewhere: the model does the same calls itself and answers differently; the workflow is relearned.
+    const ws = new WorkflowStore(join(home, "wf.sqlite"));
+    const before = ws.visible("default")[0]!.workflow;
+    learnFrom(
+      ws,
+      "default",
+      {
+        input: "Please check my reservation, user ID omar_davis_3817",
+        calls: [
+          { name: "get_user_details", args: { user_id: "omar_davis_3817" } },
+          { name: "get_reservation_details", args: { reservation_id: "JG7FMM" } },
+        ],
+        results: [
+          JSON.stringify({ reservations: ["JG7FMM"] }),
+          JSON.stringify({ reservation_id: "JG7FMM", status: "confirmed" }),
+        ],
+        answer: "All good, your booking stands.",
+      },
+      3,
+    );
+    const after = ws.visible("default")[0]!.workflow;
+    ws.close();
+    expect(after.id).toBe(before.id);
+    expect(after.answer).not.toBe(before.answer);
+    const ran: string[] = [];
+    const provider = counted([{ text: "the model answered" }]);
+    const again = await createAgent({
+      provider,
+      store,
+      tools: tools(ran),
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+    });
+    const s2 = await again.session(s1.id);
+    await s2.approve(s2.pendingApprovals()[0]!.callId);
+    const done = await s2.resume();
+    await again.close();
+    expect(ran).toEqual(["user:noah_muller_9847", "res:4OG6T3"]);
+    expect(provider.asked).toBe(0);
+    expect(done.text).toBe("Your reservation is confirmed.");
+  });
+});
