@@ -261,6 +261,7 @@ export const PHASE_EVENT_FIELDS: { [P in PhaseName]: { [F in OwnFields<P>]-?: st
     contextWindow: "the provider's window in tokens, when known",
     options: "the request options merged so far",
     retry: '{ reason: "context_too_long" } when the provider refused the previous attempt',
+    final: "set in the final round a guard gave: no tools, so an answer may hold text only",
   },
   "round.post_response": {
     round: "the round's number",

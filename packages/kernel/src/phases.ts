@@ -215,6 +215,8 @@ export interface PhaseEvents {
     options: Readonly<RequestOptions>;
     /** Set when the previous attempt of this round was rejected as too long. */
     retry?: { reason: "context_too_long" };
+    /** Set in the final round a guard gave (no tools): an `answer` here may hold text only. */
+    final?: true;
   };
   "round.post_response": TurnEventBase & {
     round: number;

@@ -566,6 +566,7 @@ async function preRequest(
       contextWindow: window,
       options,
       ...(retry ? { retry } : {}),
+      ...(final ? { final: true as const } : {}),
     },
     (e, added) => editMessages(t, e, added),
   );

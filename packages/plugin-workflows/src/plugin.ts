@@ -194,12 +194,13 @@ function offerDecision(s: State, e: PhaseEvent<"tool.pre_call">): ContributionFo
 /** round.pre_request: the offer at the turn's first round, then the workflow's next step or answer while its plan is still stored. */
 function roundAnswer(s: State, e: PhaseEvent<"round.pre_request">): ContributionFor<"round.pre_request"> | undefined {
   const plan = s.offers.get(e.turnId);
-  if (plan) {
-    s.offers.delete(e.turnId);
+  s.offers.delete(e.turnId);
+  if (plan && !e.final)
     return { kind: "answer", reason: `offer workflow ${plan.workflow}`, calls: [{ name: OFFER_TOOL, args: plan }] };
-  }
   let next = s.taken.has(e.turnId) ? undefined : nextRound(e.messages);
   if (!next) return undefined;
+  // A guard ran out (a final round has no tools): the model gives the turn's last answer.
+  if (next.kind === "call" && e.final) next = { kind: "stop", why: "cut_short" };
   if (next.kind !== "stop") {
     const running = next.plan;
     const known = guarded(s, (store) => trusted(store, nsOf(s, e.metadata), running));

@@ -55,7 +55,10 @@ export type Plan = z.output<typeof PlanSchema>;
 export type Next =
   | { kind: "call"; plan: Plan; step: number; tool: string; args: Record<string, Json> }
   | { kind: "done"; plan: Plan; text: string }
-  | { kind: "stop"; why: "declined" | "failed" | "unresolved" | "invalid" | "revoked" | "redacted" | "taken_over" };
+  | {
+      kind: "stop";
+      why: "declined" | "failed" | "unresolved" | "invalid" | "revoked" | "redacted" | "taken_over" | "cut_short";
+    };
 
 /** Longest text of the last result a workflow's answer quotes, in code points. */
 const ANSWER_QUOTE = 2_000;

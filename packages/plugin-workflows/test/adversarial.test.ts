@@ -885,3 +885,30 @@ describe("workflows, adversarial: relearned while an offer waits", () => {
     expect(done.text).toBe("Your reservation is confirmed.");
   });
 });
+
+describe("workflows, adversarial: a guard mid-workflow", () => {
+  it("maxRounds running out mid-workflow: the workflow stops without an ignored answer, the model gives the last answer", async () => {
+    await learn();
+    const ran: string[] = [];
+    const provider = counted([{ text: "the model's last word" }]);
+    const store = new MemorySessionStore();
+    const agent = await createAgent({
+      provider,
+      store,
+      tools: tools(ran),
+      plugins: [workflows({ db: join(home, "wf.sqlite") })],
+      approve: () => true,
+      limits: { maxRounds: 2 },
+    });
+    const session = await agent.session();
+    const r = await session.run("Could you check the reservation of user ID noah_muller_9847?");
+    const events = await store.events(session.id);
+    await agent.close();
+    expect(ran).toEqual(["user:noah_muller_9847"]);
+    expect(provider.asked).toBe(1);
+    expect(r.text).toBe("the model's last word");
+    const said = diagnostics(events);
+    expect(said.filter((d) => d.startsWith("KEEL_ANSWER_IGNORED"))).toEqual([]);
+    expect(said).toContain("workflow.cut_short: The workflow stopped (cut_short); the model takes the turn over.");
+  });
+});
