@@ -263,6 +263,7 @@ export const PHASE_EVENT_FIELDS: { [P in PhaseName]: { [F in OwnFields<P>]-?: st
     retry: '{ reason: "context_too_long" } when the provider refused the previous attempt',
     routing:
       "with a pool only: its members (name, id, tags, price, window), the default model, the request's shape (tokens, tools, images, mode) and the budget left; route with request_options.options.route",
+    final: "set in the final round a guard gave: no tools, so an answer may hold text only",
   },
   "round.post_response": {
     round: "the round's number",

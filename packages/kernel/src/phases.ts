@@ -218,6 +218,8 @@ export interface PhaseEvents {
     retry?: { reason: "context_too_long" };
     /** The pool, the request's shape and the budget left: set only when the agent has a pool (AgentOptions.pool). */
     routing?: RoutingView;
+    /** Set in the final round a guard gave (no tools): an `answer` here may hold text only. */
+    final?: true;
   };
   "round.post_response": TurnEventBase & {
     round: number;

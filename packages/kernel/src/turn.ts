@@ -576,6 +576,7 @@ async function preRequest(
       options,
       ...(retry ? { retry } : {}),
       ...(routing ? { routing } : {}),
+      ...(final ? { final: true as const } : {}),
     },
     (e, added) => editMessages(t, e, added),
   );
@@ -633,24 +634,16 @@ function usableAnswer(
   return undefined;
 }
 
-/** 9c'. A plugin answered the round: its message, with call ids derived from the turn, round and position (the same in a replay). */
+/** 9c'. A plugin answered the round: its message (its text streamed to listeners in one delta), with call ids derived from the turn, round and position (the same in a replay). */
 function answered(t: Turn, a: Contributed<ContributionOf<"answer">>): ModelAnswer {
   const { text, calls = [] } = a.value;
+  const id = callIds(t);
   const content: AssistantMessage["content"] = [
     ...(text ? [{ type: "text" as const, text }] : []),
-    ...calls.map((c, i) => ({
-      type: "tool_call" as const,
-      id: `call_${digestOf(`${t.turnId}\u0000${t.rounds}\u0000${i}`)}`,
-      name: c.name,
-      args: c.args,
-    })),
+    ...calls.map((c, i) => ({ type: "tool_call" as const, id: id(i), name: c.name, args: c.args })),
   ];
-  void t.session.emit(
-    { type: "round.answered", round: t.rounds, plugin: a.plugin, reason: a.value.reason, calls: calls.length },
-    t.turnId,
-  );
-  // Listeners (the CLI, a turn stream) see the answer's text as they see a model's.
-  if (text)
+  // Shown like the model's streamed text (a CLI prints the answer from these deltas).
+  if (text && t.agent.hasListeners)
     t.session.live({
       type: "model.delta",
       sessionId: t.session.id,
@@ -659,7 +652,28 @@ function answered(t: Turn, a: Contributed<ContributionOf<"answer">>): ModelAnswe
       channel: "text",
       text,
     });
+  void t.session.emit(
+    { type: "round.answered", round: t.rounds, plugin: a.plugin, reason: a.value.reason, calls: calls.length },
+    t.turnId,
+  );
   return { message: { role: "assistant", content }, stopReason: calls.length ? "tool_use" : "end_turn", usage: {} };
+}
+
+/**
+ * Ids for an answered round's calls: derived from the turn, round and position (the same in a
+ * replay), salted until none is in the history yet. Contract: unique within the session even
+ * where the round count starts over (a turn recovered after a crash counts its rounds anew).
+ */
+function callIds(t: Turn): (i: number) => string {
+  const used = new Set(
+    t.session.messages.flatMap((m) => (m.role === "assistant" ? toolCallsOf(m) : [])).map((c) => c.id),
+  );
+  return (i) => {
+    let id = `call_${digestOf(`${t.turnId}\u0000${t.rounds}\u0000${i}`)}`;
+    for (let n = 1; used.has(id); n++) id = `call_${digestOf(`${t.turnId}\u0000${t.rounds}\u0000${i}\u0000${n}`)}`;
+    used.add(id);
+    return id;
+  };
 }
 
 /**

@@ -169,7 +169,7 @@ function play(turns: readonly SimTurn[], minExamples: number, minCue: number, or
       else {
         t.offers++;
         served = serves(w, { ...d.match.params, ...(oracle ? oracleParams(w, turn) : {}) }, turn);
-        store.outcome(w.id, served);
+        store.outcome("default", w.id, served);
         if (served) {
           t.served++;
           t.roundsSaved += turn.rounds;

@@ -4,6 +4,7 @@ export {
   learnFrom,
   offerOutcome,
   planOf,
+  trusted,
   PLUGIN_NAME,
   PLUGIN_VERSION,
   workflows,

@@ -22,6 +22,13 @@ export interface Example {
   lead?: string;
 }
 
+/** A value every example's result held at one place (`path` into its JSON, or [] for the whole text). */
+export interface Invariant {
+  step: number;
+  path: Array<string | number>;
+  value: Json;
+}
+
 /** Where a step's argument comes from. */
 export type ArgSource =
   | { from: "const"; value: Json }
@@ -54,6 +61,8 @@ export interface Workflow {
   leadCue?: string[];
   /** The final answer with `{{slot}}` holes, when every example's answer fits it; else undefined. */
   answer?: string;
+  /** With `answer`: the result values every example agreed on; the answer is given only while a run's results hold them too. */
+  expect?: Invariant[];
   examples: number;
 }
 
@@ -68,6 +77,11 @@ export function sequenceKey(calls: ReadonlyArray<{ name: string }>): string {
 }
 
 const same = (a: Json | undefined, b: Json | undefined) => JSON.stringify(a) === JSON.stringify(b);
+
+/** True when `value` holds a stored secret's placeholder (`[REDACTED:<kind>]`): never an argument to send. */
+export function holdsPlaceholder(value: Json | undefined): boolean {
+  return /\[REDACTED:[a-z0-9_]+\]/.test(JSON.stringify(value) ?? "");
+}
 
 /** The character class of one character: a letter (by case), a digit, or itself. */
 function classOf(ch: string): string {
@@ -161,9 +175,12 @@ function fromStep(examples: readonly Example[], step: number, values: Json[]): A
   return undefined;
 }
 
+/** Longest value an input slot takes, in UTF-16 units: an id or a name, not a paragraph (its shape is a regular expression run over every input). */
+export const MAX_SLOT = 100;
+
 /** An input slot for a varying argument: a string value each example's input holds, of one shape, in a stable order. */
 function fromInput(examples: readonly Example[], values: Json[], slots: Slot[]): ArgSource | undefined {
-  if (!values.every((v) => typeof v === "string" && v.length >= 2)) return undefined;
+  if (!values.every((v) => typeof v === "string" && v.length >= 2 && v.length <= MAX_SLOT)) return undefined;
   const strings = values as string[];
   const shape = shapeOf(strings);
   if (!shape) return undefined;
@@ -178,12 +195,14 @@ function fromInput(examples: readonly Example[], values: Json[], slots: Slot[]):
 
 /**
  * Synthesise a workflow from examples that made the same calls (same names, same argument keys).
- * Contract: undefined when the examples disagree in structure, or when no word is common to
- * every example's input (a value's shape alone does not say what is asked).
+ * Contract: undefined when the examples disagree in structure, when no word is common to
+ * every example's input (a value's shape alone does not say what is asked), or when an
+ * argument held a secret (stored examples hold its placeholder, which a workflow must never send).
  */
 export function synthesise(examples: readonly Example[]): Workflow | undefined {
   const first = examples[0];
   if (!first || examples.length < 2 || !first.calls.length) return undefined;
+  if (examples.some((e) => e.calls.some((c) => holdsPlaceholder(c.args)))) return undefined;
   const key = sequenceKey(first.calls);
   const keys = (e: Example, i: number) => JSON.stringify(Object.keys(e.calls[i]!.args).sort());
   if (examples.some((e) => sequenceKey(e.calls) !== key || e.calls.some((_, i) => keys(e, i) !== keys(first, i))))
@@ -210,7 +229,8 @@ export function synthesise(examples: readonly Example[]): Workflow | undefined {
   if (!cue.length) return undefined;
   const leads = examples.map((e) => new Set(words(e.lead ?? "")));
   const leadCue = [...leads[0]!].filter((w) => leads.every((s) => s.has(w))).sort();
-  const answer = answerTemplate(examples, slots);
+  const expect = invariantsOf(examples);
+  const answer = expect ? answerTemplate(examples, slots) : undefined;
   return {
     id: workflowId(key, steps),
     name: first.calls.map((c) => c.name).join(" → "),
@@ -219,7 +239,7 @@ export function synthesise(examples: readonly Example[]): Workflow | undefined {
     modelParams,
     cue: cue.sort(),
     ...(leadCue.length ? { leadCue } : {}),
-    ...(answer !== undefined ? { answer } : {}),
+    ...(answer !== undefined ? { answer, expect: expect! } : {}),
     examples: examples.length,
   };
 }
@@ -228,6 +248,35 @@ function modelParam(params: string[], step: number, name: string): string {
   const p = `step${step + 1}.${name}`;
   params.push(p);
   return p;
+}
+
+/** Most invariants a workflow keeps; with more, its learned answer is not kept (it could not be checked). */
+export const MAX_INVARIANTS = 64;
+
+/** A result as the invariants read it: its JSON, else its text. */
+export const resultDoc = (text: string): Json => parseResult(text) ?? text;
+
+/**
+ * The result values every example agreed on (leaves to depth 4, the whole text of a result that
+ * is not JSON). Undefined when they cannot vouch for a learned answer: a result that is not
+ * JSON varied (what in it the answer rests on is unknown), or there are too many to keep.
+ */
+function invariantsOf(examples: readonly Example[]): Invariant[] | undefined {
+  const out: Invariant[] = [];
+  for (let step = 0; step < examples[0]!.results.length; step++) {
+    const docs = examples.map((e) => resultDoc(e.results[step] ?? ""));
+    if (typeof docs[0] === "string" && docs.some((d) => !same(d, docs[0]))) return undefined;
+    leaves(docs[0]!, [], (path, value) => {
+      if (docs.every((d) => same(at(d, path), value))) out.push({ step, path, value });
+    });
+  }
+  return out.length <= MAX_INVARIANTS ? out : undefined;
+}
+
+/** Visit the leaves of `doc` (a subtree 4 levels down counts as one). */
+function leaves(doc: Json, path: Array<string | number>, visit: (path: Array<string | number>, v: Json) => void) {
+  if (path.length >= 4 || doc === null || typeof doc !== "object") return visit(path, doc);
+  for (const [k, d] of Array.isArray(doc) ? doc.entries() : Object.entries(doc)) leaves(d, [...path, k], visit);
 }
 
 /** The answer with each slot's value replaced by `{{slot}}`, when that makes every example's answer the same. */

@@ -40,8 +40,8 @@ export function offerable(outcomes: { accepted: number; declined: number }): boo
   return outcomes.declined - outcomes.accepted < 2;
 }
 
-/** Longest input the gate reads, in UTF-16 units: a pasted log is not a workflow request. */
-const MAX_INPUT = 4_000;
+/** Longest input the gate reads, in UTF-16 units: a pasted log is not a workflow request (nor is it learned from). */
+export const MAX_INPUT = 4_000;
 
 /** The slot values of `input` for `w`; undefined when a slot has no value or its shape occurs more often than slots take it. */
 export function fill(w: Workflow, input: string): Record<string, string> | undefined {

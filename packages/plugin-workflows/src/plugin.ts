@@ -6,19 +6,22 @@
  * short, the model takes the turn over with what happened in the conversation.
  */
 import { join, resolve } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
-import type { ContributionFor, Message, ModelProvider, ToolResultMessage } from "@keel/kernel";
+import type { ContributionFor, HookContext, Message, ModelProvider, PhaseEvent, ToolResultMessage } from "@keel/kernel";
 import { codePointSlice } from "@keel/text";
 import { complete, definePlugin, defineTool, messageText, toolCallsOf } from "@keel/kernel";
 import type { Example, Json, Workflow } from "./learn.ts";
 import { sequenceKey, synthesise } from "./learn.ts";
-import { decide, offerable } from "./match.ts";
+import { decide, MAX_INPUT, offerable } from "./match.ts";
 import type { Plan } from "./steps.ts";
-import { nextRound, OFFER_TOOL } from "./steps.ts";
+import { nextRound, OFFER_TOOL, PlanSchema } from "./steps.ts";
 import { WorkflowStore } from "./store.ts";
 
 export const PLUGIN_NAME = "workflows";
 export const PLUGIN_VERSION = "0.1.0";
+/** The bundle the offer tool comes in (a call to a tool of the same name from elsewhere is not the plugin's). */
+const BUNDLE = "workflows";
 
 /** Options. Contract: strict; defaults as documented on each field. */
 export const WorkflowsOptions = z.strictObject({
@@ -62,126 +65,228 @@ export function workflows(input: WorkflowsOptionsInput = {}) {
     input,
     setup(ctx) {
       const o = ctx.options as Options;
-      const path = o.db ?? join(resolve(ctx.storage.home), "workflows.sqlite");
-      let store: WorkflowStore | undefined;
-      const open = () => (store ??= new WorkflowStore(path));
-      /** Plans matched at turn.pre_policy, offered at the turn's first round. */
-      const offers = new Map<string, Plan>();
-      /** Turns whose workflow stopped (said once). */
-      const stopped = new Set<string>();
-      const ns = (metadata: Readonly<Record<string, unknown>>) => {
-        const v = metadata[o.namespaceKey];
-        return (typeof v === "string" && v) || o.namespace;
+      const s: State = {
+        o,
+        path: o.db ?? join(resolve(ctx.storage.home), "workflows.sqlite"),
+        store: undefined,
+        offers: new Map(),
+        stopped: new Set(),
+        taken: new Set(),
       };
-
-      ctx.on("turn.pre_policy", async (e, hc) => {
-        if (e.trigger === "resume" || e.mode === "chat") return undefined;
-        const visible = open()
-          .visible(ns(e.metadata))
-          .filter((w) => offerable(w));
-        const d = decide(
-          e.input,
-          visible.map((w) => w.workflow),
-          { minCue: o.minCue },
-          leadOf(e.history),
-        );
-        if (d.kind === "ambiguous")
-          return diag(
-            "info",
-            "workflow.ambiguous",
-            `The input matches ${d.candidates.join(" and ")} equally; none is offered.`,
-          );
-        if (d.kind === "none") return undefined;
-        const params = await modelParams(d.match.workflow, e.input, d.match.params, hc.model, hc.signal);
-        if (!params)
-          return diag(
-            "warn",
-            "workflow.unfilled",
-            `The input matches ${d.match.workflow.id}, but a model could not fill ${d.match.workflow.modelParams.join(", ")}; it is not offered.`,
-          );
-        offers.set(e.turnId, planOf(d.match.workflow, params));
-        return diag("info", "workflow.matched", `Offering ${d.match.workflow.id} (${d.match.workflow.name}).`, {
-          workflow: d.match.workflow.id,
-          score: d.match.score,
-        });
-      });
-
-      ctx.on("turn.pre_tool_materialization", () => ({
-        kind: "tool_bundle",
-        bundleId: "workflows",
-        tools: [offerTool],
-      }));
-
-      ctx.on("tool.pre_call", (e) => {
-        if (e.call.name !== OFFER_TOOL) return undefined;
-        const a = (e.call.args ?? {}) as Partial<Plan>;
-        const steps = Array.isArray(a.steps) ? a.steps.map((s) => String(s?.tool)).join(" → ") : "?";
-        return {
-          kind: "tool_decision",
-          decision: "ask",
-          reason: `Run the learned workflow "${String(a.name)}" (${steps}) with ${JSON.stringify(a.params ?? {})} instead of asking the model?`,
-        };
-      });
-
-      ctx.on("round.pre_request", (e): ContributionFor<"round.pre_request"> | undefined => {
-        const plan = offers.get(e.turnId);
-        if (plan) {
-          offers.delete(e.turnId);
-          return {
-            kind: "answer",
-            reason: `offer workflow ${plan.workflow}`,
-            calls: [{ name: OFFER_TOOL, args: plan }],
-          };
-        }
-        const next = nextRound(e.messages);
-        if (!next) return undefined;
-        if (next.kind === "call")
-          return {
-            kind: "answer",
-            reason: `workflow step ${next.step + 1}`,
-            calls: [{ name: next.tool, args: next.args }],
-          };
-        if (next.kind === "done") return { kind: "answer", reason: "workflow done", text: next.text };
-        if (stopped.has(e.turnId)) return undefined;
-        stopped.add(e.turnId);
-        return diag(
-          "info",
-          `workflow.${next.why}`,
-          `The workflow stopped (${next.why}); the model takes the turn over.`,
-        );
-      });
-
-      ctx.on("turn.post_turn", (e) => {
-        offers.delete(e.turnId);
-        stopped.delete(e.turnId);
-        const offered = offerOutcome(e.messages);
-        if (offered) open().outcome(offered.workflow, offered.accepted);
-        if (!o.learn || e.verdict.status !== "completed") return undefined;
-        const example = exampleOf(e.input, e.messages, e.finalText, leadOf(e.history));
-        if (!example) return undefined;
-        const w = learnFrom(open(), ns(e.metadata), example, o.minExamples);
-        if (!w) return undefined;
-        return diag("info", "workflow.learned", `Learned ${w.id} (${w.name}) from ${w.examples} turns.`, {
-          workflow: w.id,
-        });
-      });
+      ctx.on("turn.pre_policy", (e, hc) => atPolicy(s, e, hc));
+      ctx.on("turn.pre_tool_materialization", (e) => toolsOf(s, e));
+      ctx.on("tool.pre_call", (e) => offerDecision(s, e));
+      ctx.on("round.pre_request", (e) => roundAnswer(s, e));
+      ctx.on("turn.post_turn", (e) => atPostTurn(s, e));
     },
   });
 }
 
-/** How this turn's offer ended, if it made one: accepted when approved and every step succeeded. */
-export function offerOutcome(messages: readonly Message[]): { workflow: string; accepted: boolean } | undefined {
-  const offer = messages
-    .flatMap((m) => (m.role === "assistant" ? toolCallsOf(m) : []))
-    .find((c) => c.name === OFFER_TOOL);
-  const workflow = (offer?.args as { workflow?: unknown } | undefined)?.workflow;
-  if (!offer || typeof workflow !== "string") return undefined;
-  const failed = messages.some((m) => m.role === "tool" && m.isError);
-  return { workflow, accepted: !failed && nextRound(messages)?.kind === "done" };
+/** What the plugin keeps between phases, in this process. */
+interface State {
+  o: Options;
+  path: string;
+  store: WorkflowStore | undefined;
+  /** Plans matched at turn.pre_policy, offered at the turn's first round. */
+  offers: Map<string, Plan>;
+  /** Turns whose workflow stopped (said once). */
+  stopped: Set<string>;
+  /** Turns whose agent has its own tool named like the offer tool: the plugin stays out of them. */
+  taken: Set<string>;
 }
 
-/** A successful turn's example: its calls and results, none an error, none a workflow's. */
+type Diagnostic = ReturnType<typeof diag>;
+
+/** The namespace of a turn: `metadata[namespaceKey]`, else `namespace`. */
+function nsOf(s: State, metadata: Readonly<Record<string, unknown>>): string {
+  const v = metadata[s.o.namespaceKey];
+  return (typeof v === "string" && v) || s.o.namespace;
+}
+
+/** Run `fn` on the store; a broken or unreadable file is a diagnostic naming it, never a thrown handler. */
+function guarded<T>(s: State, fn: (store: WorkflowStore) => T): { value: T } | { fault: Diagnostic } {
+  try {
+    s.store ??= new WorkflowStore(s.path);
+    return { value: fn(s.store) };
+  } catch (err) {
+    s.store = undefined;
+    const why = codePointSlice(err instanceof Error ? err.message : String(err), 0, 600);
+    return {
+      fault: diag(
+        "warn",
+        "workflow.store",
+        `The workflows database ${s.path} could not be used (${why}); no workflow is offered, run or learned until it is fixed or moved aside.`,
+      ),
+    };
+  }
+}
+
+/** turn.pre_policy: the gate. A matching input's plan is kept for the turn's first round. */
+async function atPolicy(s: State, e: PhaseEvent<"turn.pre_policy">, hc: HookContext) {
+  if (e.trigger === "resume" || e.mode === "chat") return undefined;
+  const read = guarded(s, (store) => store.visible(nsOf(s, e.metadata)));
+  if ("fault" in read) return read.fault;
+  const d = decide(
+    e.input,
+    read.value.filter((w) => offerable(w)).map((w) => w.workflow),
+    { minCue: s.o.minCue },
+    leadOf(e.history),
+  );
+  if (d.kind === "ambiguous")
+    return diag(
+      "info",
+      "workflow.ambiguous",
+      `The input matches ${d.candidates.join(" and ")} equally; none is offered.`,
+    );
+  if (d.kind === "none") return undefined;
+  const w = d.match.workflow;
+  const params = await modelParams(w, e.input, d.match.params, hc.model, hc.signal);
+  if (!params)
+    return diag(
+      "warn",
+      "workflow.unfilled",
+      `The input matches ${w.id}, but a model could not fill ${w.modelParams.join(", ")}; it is not offered.`,
+    );
+  s.offers.set(e.turnId, planOf(w, params));
+  return diag("info", "workflow.matched", `Offering ${w.id} (${w.name}).`, { workflow: w.id, score: d.match.score });
+}
+
+/** turn.pre_tool_materialization: the offer tool, unless the agent has a tool of that name (then nothing is offered or run). */
+function toolsOf(s: State, e: PhaseEvent<"turn.pre_tool_materialization">) {
+  const bundle = { kind: "tool_bundle" as const, bundleId: BUNDLE, tools: [offerTool] };
+  if (!e.tools.includes(OFFER_TOOL)) return bundle;
+  s.taken.add(e.turnId);
+  const had = s.offers.delete(e.turnId);
+  return [
+    bundle,
+    diag(
+      "warn",
+      "workflow.tool_taken",
+      `The agent has its own tool named "${OFFER_TOOL}", so the workflows plugin cannot offer through it${had ? " (this turn's offer was dropped)" : ""}; rename that tool to use learned workflows.`,
+    ),
+  ];
+}
+
+/** tool.pre_call: ask the person about the plugin's own offer of a stored workflow; deny a made-up plan, or an offer that reached another tool of that name. */
+function offerDecision(s: State, e: PhaseEvent<"tool.pre_call">): ContributionFor<"tool.pre_call"> | undefined {
+  if (e.call.name !== OFFER_TOOL) return undefined;
+  const plan = PlanSchema.safeParse(e.call.args);
+  const deny = (reason: string) => ({ kind: "tool_decision" as const, decision: "deny" as const, reason });
+  if (e.call.source.plugin !== PLUGIN_NAME || e.call.source.bundle !== BUNDLE)
+    return plan.success
+      ? deny(
+          `"${OFFER_TOOL}" here is not the workflows plugin's tool (another one has its name), so the workflow offer was not sent to it.`,
+        )
+      : undefined;
+  const known = plan.success ? guarded(s, (store) => trusted(store, nsOf(s, e.metadata), plan.data)) : undefined;
+  if (!plan.success || !known || "fault" in known || !known.value)
+    return deny(
+      `${OFFER_TOOL} runs only a workflow this plugin offered; this call's plan is not a stored workflow (made up, or revoked since). Do the task with the other tools.`,
+    );
+  const p = plan.data;
+  return {
+    kind: "tool_decision",
+    decision: "ask",
+    reason: `Run the learned workflow "${p.name}" (${p.steps.map((x) => x.tool).join(" → ")}) with ${JSON.stringify(p.params)} instead of asking the model?`,
+  };
+}
+
+/** round.pre_request: the offer at the turn's first round, then the workflow's next step or answer while its plan is still stored. */
+function roundAnswer(s: State, e: PhaseEvent<"round.pre_request">): ContributionFor<"round.pre_request"> | undefined {
+  const plan = s.offers.get(e.turnId);
+  s.offers.delete(e.turnId);
+  if (plan && !e.final)
+    return { kind: "answer", reason: `offer workflow ${plan.workflow}`, calls: [{ name: OFFER_TOOL, args: plan }] };
+  let next = s.taken.has(e.turnId) ? undefined : nextRound(e.messages);
+  if (!next) return undefined;
+  // A guard ran out (a final round has no tools): the model gives the turn's last answer.
+  if (next.kind === "call" && e.final) next = { kind: "stop", why: "cut_short" };
+  if (next.kind !== "stop") {
+    const running = next.plan;
+    const known = guarded(s, (store) => trusted(store, nsOf(s, e.metadata), running));
+    if ("fault" in known || !known.value) next = { kind: "stop", why: "revoked" };
+  }
+  if (next.kind === "call")
+    return { kind: "answer", reason: `workflow step ${next.step + 1}`, calls: [{ name: next.tool, args: next.args }] };
+  if (next.kind === "done") return { kind: "answer", reason: "workflow done", text: next.text };
+  if (s.stopped.has(e.turnId)) return undefined;
+  s.stopped.add(e.turnId);
+  return diag("info", `workflow.${next.why}`, `The workflow stopped (${next.why}); the model takes the turn over.`);
+}
+
+/** turn.post_turn: forget the turn, count its offer, learn from it. */
+function atPostTurn(s: State, e: PhaseEvent<"turn.post_turn">) {
+  s.offers.delete(e.turnId);
+  s.stopped.delete(e.turnId);
+  s.taken.delete(e.turnId);
+  const done = guarded(s, (store) => afterTurn(store, s.o, nsOf(s, e.metadata), e));
+  if ("fault" in done) return done.fault;
+  const w = done.value;
+  if (!w) return undefined;
+  return diag("info", "workflow.learned", `Learned ${w.id} (${w.name}) from ${w.examples} turns.`, { workflow: w.id });
+}
+
+/** After a turn: count how its offer ended, and learn from it when it succeeded; returns what was learned. */
+function afterTurn(
+  store: WorkflowStore,
+  o: Options,
+  namespace: string,
+  e: {
+    input: string;
+    history: readonly Message[];
+    messages: readonly Message[];
+    finalText: string;
+    verdict: { status: string };
+  },
+): Workflow | undefined {
+  const offered = offerOutcome(e.messages);
+  // Only an offer of what the store holds counts: a plan a model made up never silences a workflow.
+  if (offered && trusted(store, namespace, offered.plan)) store.outcome(namespace, offered.workflow, offered.accepted);
+  if (!o.learn || e.verdict.status !== "completed") return undefined;
+  const example = exampleOf(e.input, e.messages, e.finalText, leadOf(e.history));
+  return example ? learnFrom(store, namespace, example, o.minExamples) : undefined;
+}
+
+/**
+ * True when `plan` runs what a workflow visible in `namespace` runs (its id and steps): never a
+ * plan a model made up (it may call the offer tool itself), nor one whose workflow was revoked
+ * since. Contract: a workflow relearned since with the same steps (a new example changed its
+ * learned answer or cue) still runs the plan the person approved.
+ */
+export function trusted(store: WorkflowStore, namespace: string, plan: Plan | undefined): boolean {
+  const w = plan && store.visible(namespace).find((s) => s.workflow.id === plan.workflow);
+  return !!w && w.workflow.name === plan.name && isDeepStrictEqual(w.workflow.steps, plan.steps);
+}
+
+/**
+ * How this turn's offer ended, if it made one: accepted when approved and every step succeeded.
+ * Contract: judged on the turn up to the first user message after the offer (a steer, a
+ * structured-output correction): what the model did after the workflow is not the workflow's.
+ */
+export function offerOutcome(
+  messages: readonly Message[],
+): { workflow: string; accepted: boolean; plan: Plan | undefined } | undefined {
+  const at = messages.findIndex((m) => m.role === "assistant" && toolCallsOf(m).some((c) => c.name === OFFER_TOOL));
+  if (at < 0) return undefined;
+  const offer = toolCallsOf(messages[at]!).find((c) => c.name === OFFER_TOOL)!;
+  const workflow = (offer.args as { workflow?: unknown } | undefined)?.workflow;
+  if (typeof workflow !== "string") return undefined;
+  const after = messages.findIndex((m, i) => i > at && m.role === "user");
+  const plan = PlanSchema.safeParse(offer.args);
+  return {
+    workflow,
+    accepted: nextRound(after < 0 ? messages : messages.slice(0, after))?.kind === "done",
+    plan: plan.success ? plan.data : undefined,
+  };
+}
+
+/**
+ * A successful turn's example: its calls and results, none an error, none a workflow's.
+ * Contract: an input longer than the gate reads (MAX_INPUT) teaches nothing: a workflow is
+ * never learned from what it could not be offered for, and learning never scans a pasted log.
+ */
 export function exampleOf(input: string, messages: readonly Message[], answer: string, lead = ""): Example | undefined {
+  if (input.length > MAX_INPUT) return undefined;
   const calls = messages.flatMap((m) => (m.role === "assistant" ? toolCallsOf(m) : []));
   if (!calls.length || calls.some((c) => c.name === OFFER_TOOL)) return undefined;
   if (messages.slice(1).some((m) => m.role === "user")) return undefined;
@@ -231,6 +336,7 @@ export function planOf(w: Workflow, params: Record<string, Json>): Plan {
     params,
     steps: w.steps,
     ...(w.answer !== undefined ? { answer: w.answer } : {}),
+    ...(w.answer !== undefined && w.expect ? { expect: w.expect } : {}),
   };
 }
 

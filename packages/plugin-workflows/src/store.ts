@@ -3,9 +3,46 @@
  * (`workflows.sqlite`), per namespace. Everything written is redacted first.
  */
 import type { DatabaseSync } from "node:sqlite";
+import { z } from "zod";
 import { openSqlite } from "@keel/store-sqlite";
 import { redactData } from "@keel/secrets";
 import type { Example, Workflow } from "./learn.ts";
+import { SourceSchema } from "./steps.ts";
+
+/** A slot's shape must compile: it is a regular expression the gate runs over inputs. */
+const Shape = z.string().refine((s) => {
+  try {
+    new RegExp(s);
+    return true;
+  } catch {
+    return false;
+  }
+});
+
+/** A stored example as read back: one that does not fit is skipped. */
+const ExampleSchema = z.object({
+  input: z.string(),
+  calls: z.array(z.object({ name: z.string(), args: z.record(z.string(), z.json()) })),
+  results: z.array(z.string()),
+  answer: z.string(),
+  lead: z.string().optional(),
+});
+
+/** A stored workflow as read back: a row that does not fit (a hand-edited or foreign file) is skipped. */
+const WorkflowSchema = z.object({
+  id: z.string().min(1),
+  name: z.string(),
+  steps: z.array(z.object({ tool: z.string().min(1), args: z.record(z.string(), SourceSchema) })).min(1),
+  slots: z.array(z.object({ name: z.string(), shape: Shape, order: z.number().int().min(0) })),
+  modelParams: z.array(z.string()),
+  cue: z.array(z.string()),
+  leadCue: z.array(z.string()).optional(),
+  answer: z.string().optional(),
+  expect: z
+    .array(z.object({ step: z.number(), path: z.array(z.union([z.string(), z.number()])), value: z.json() }))
+    .optional(),
+  examples: z.number(),
+});
 
 /** A stored workflow. Contract: a draft until reviewed; a draft is offered only in the namespace that produced it. */
 export interface StoredWorkflow {
@@ -26,7 +63,7 @@ const SCHEMA = `
 CREATE TABLE IF NOT EXISTS wf_examples (namespace TEXT NOT NULL, key TEXT NOT NULL, ts INTEGER NOT NULL, data TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS wf_examples_key ON wf_examples (namespace, key, ts);
 CREATE TABLE IF NOT EXISTS wf_workflows (namespace TEXT NOT NULL, key TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL, reviewed INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL, PRIMARY KEY (namespace, key));
-CREATE TABLE IF NOT EXISTS wf_outcomes (id TEXT PRIMARY KEY, accepted INTEGER NOT NULL DEFAULT 0, declined INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS wf_offer_outcomes (namespace TEXT NOT NULL, id TEXT NOT NULL, accepted INTEGER NOT NULL DEFAULT 0, declined INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (namespace, id));
 CREATE TABLE IF NOT EXISTS wf_revoked (namespace TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (namespace, key));
 `;
 
@@ -52,7 +89,10 @@ export class WorkflowStore {
     return rows
       .slice(0, EXAMPLES_KEPT)
       .reverse()
-      .flatMap((r) => parsed<Example>(r.data) ?? []);
+      .flatMap((r) => {
+        const read = ExampleSchema.safeParse(parsed<unknown>(r.data));
+        return read.success ? [read.data as Example] : [];
+      });
   }
 
   /** True when a person revoked this tool sequence's workflow in `namespace` (it is never learned again there). */
@@ -74,13 +114,13 @@ export class WorkflowStore {
       .run(namespace, key, workflow.id, JSON.stringify(redactData(workflow)), reviewed, new Date().toISOString());
   }
 
-  /** The workflows an input in `namespace` may be offered: its own drafts and every reviewed one. */
+  /** The workflows an input in `namespace` may be offered: its own drafts and every reviewed one, with how their offers ended in `namespace`. */
   visible(namespace: string): StoredWorkflow[] {
     const rows = this.db
       .prepare(
-        "SELECT w.*, o.accepted, o.declined FROM wf_workflows w LEFT JOIN wf_outcomes o ON o.id = w.id WHERE w.namespace = ? OR w.reviewed = 1 ORDER BY w.created_at",
+        "SELECT w.*, o.accepted, o.declined FROM wf_workflows w LEFT JOIN wf_offer_outcomes o ON o.id = w.id AND o.namespace = ? WHERE w.namespace = ? OR w.reviewed = 1 ORDER BY w.created_at",
       )
-      .all(namespace) as Array<Record<string, string | number | null>>;
+      .all(namespace, namespace) as Array<Record<string, string | number | null>>;
     return rows.flatMap(rowOf);
   }
 
@@ -89,19 +129,23 @@ export class WorkflowStore {
     return (
       this.db
         .prepare(
-          "SELECT w.*, o.accepted, o.declined FROM wf_workflows w LEFT JOIN wf_outcomes o ON o.id = w.id ORDER BY w.namespace, w.created_at",
+          "SELECT w.*, o.accepted, o.declined FROM wf_workflows w LEFT JOIN wf_offer_outcomes o ON o.id = w.id AND o.namespace = w.namespace ORDER BY w.namespace, w.created_at",
         )
         .all() as Array<Record<string, string | number | null>>
     ).flatMap(rowOf);
   }
 
-  /** Count how an offer of workflow `id` ended: run to the end, or declined (a failed step counts as declined). */
-  outcome(id: string, accepted: boolean): void {
+  /**
+   * Count how an offer of workflow `id` in `namespace` ended: run to the end, or declined (a
+   * failed step counts as declined). Contract: per namespace, so one namespace's declines never
+   * silence a workflow another is offered.
+   */
+  outcome(namespace: string, id: string, accepted: boolean): void {
     this.db
       .prepare(
-        `INSERT INTO wf_outcomes (id, accepted, declined) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET ${accepted ? "accepted = accepted + 1" : "declined = declined + 1"}`,
+        `INSERT INTO wf_offer_outcomes (namespace, id, accepted, declined) VALUES (?, ?, ?, ?) ON CONFLICT (namespace, id) DO UPDATE SET ${accepted ? "accepted = accepted + 1" : "declined = declined + 1"}`,
       )
-      .run(id, accepted ? 1 : 0, accepted ? 0 : 1);
+      .run(namespace, id, accepted ? 1 : 0, accepted ? 0 : 1);
   }
 
   /** Mark a workflow reviewed (offered in every namespace from then on). False when no workflow has that id. */
@@ -127,10 +171,11 @@ export class WorkflowStore {
   }
 }
 
-/** A stored row, or nothing when its JSON no longer reads (a hand-edited file): it is skipped, not fatal. */
+/** A stored row, or nothing when it no longer reads as a workflow (a hand-edited file): it is skipped, not fatal. */
 function rowOf(r: Record<string, string | number | null>): StoredWorkflow[] {
-  const workflow = parsed<Workflow>(String(r.data));
-  if (!workflow) return [];
+  const read = WorkflowSchema.safeParse(parsed<unknown>(String(r.data)));
+  if (!read.success) return [];
+  const workflow = read.data as Workflow;
   return [
     {
       namespace: String(r.namespace),
