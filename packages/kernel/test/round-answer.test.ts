@@ -6,23 +6,12 @@
  */
 import { describe, expect, it } from "vitest";
 import { createAgent, definePlugin, defineTool, digestOf, messageText } from "../src/index.ts";
-import type { KeelEvent, KeelPlugin, Message, ModelProvider } from "../src/index.ts";
+import type { KeelEvent, KeelPlugin, Message } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";
 
-/** A scripted provider that counts the requests it was sent. */
-function counted(steps: ScriptStep[]): ModelProvider & { asked: number } {
-  const inner = scriptedProvider(steps);
-  const p = {
-    id: inner.id,
-    asked: 0,
-    stream(req: Parameters<ModelProvider["stream"]>[0], o: { signal: AbortSignal }) {
-      p.asked++;
-      return inner.stream(req, o);
-    },
-  };
-  return p;
-}
+/** The scripted provider: `requests` holds every request it was sent. */
+const counted = (steps: ScriptStep[]) => scriptedProvider(steps);
 
 /** Answers round 1 with `ping`, then (once its result is in) with the result's text. */
 function stepper(opts: { ask?: boolean } = {}): KeelPlugin {
@@ -57,7 +46,7 @@ describe("round answers", () => {
     const session = await agent.session();
     const r = await session.run("go");
     await agent.close();
-    expect(provider.asked).toBe(0);
+    expect(provider.requests.length).toBe(0);
     expect(r.verdict.status).toBe("completed");
     expect(r.text).toBe("result: pong 7");
     const events = await store.events(session.id);
@@ -103,7 +92,7 @@ describe("round answers", () => {
     await second.close();
     expect(done.verdict.status).toBe("completed");
     expect(done.text).toBe("result: pong 7");
-    expect(provider.asked).toBe(0);
+    expect(provider.requests.length).toBe(0);
   });
 
   it("a failed step hands the turn to the model, which sees what happened", async () => {
@@ -120,7 +109,7 @@ describe("round answers", () => {
     const session = await agent.session();
     const r = await session.run("go");
     await agent.close();
-    expect(provider.asked).toBe(1);
+    expect(provider.requests.length).toBe(1);
     expect(r.text).toBe("The step failed: service down.");
     const msgs = session.messages;
     expect(msgs.map((m) => m.role)).toEqual(["user", "assistant", "tool", "assistant"]);
@@ -145,7 +134,7 @@ describe("round answers", () => {
     const session = await agent.session();
     const r = await session.run("go");
     await agent.close();
-    expect(provider.asked).toBe(1);
+    expect(provider.requests.length).toBe(1);
     expect(r.text).toBe("final words");
     const events = await store.events(session.id);
     expect(events.filter((e) => e.type === "tool.completed")).toHaveLength(2);

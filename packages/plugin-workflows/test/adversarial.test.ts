@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent, definePlugin, defineTool, messageText } from "@keel/kernel";
-import type { KeelEvent, ModelProvider } from "@keel/kernel";
+import type { KeelEvent } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { ScriptStep } from "@keel/testkit";
 import { SqliteSessionStore } from "@keel/store-sqlite";
@@ -79,18 +79,8 @@ const inputs = [
   "Hello! user ID ivan_muller_7015, can you check my reservation?",
 ];
 
-function counted(steps: ScriptStep[]): ModelProvider & { asked: number } {
-  const inner = scriptedProvider(steps);
-  const p = {
-    id: inner.id,
-    asked: 0,
-    stream(req: Parameters<ModelProvider["stream"]>[0], o: { signal: AbortSignal }) {
-      p.asked++;
-      return inner.stream(req, o);
-    },
-  };
-  return p;
-}
+/** The scripted provider: `requests` holds every request it was sent. */
+const counted = (steps: ScriptStep[]) => scriptedProvider(steps);
 
 async function learn(db = join(home, "wf.sqlite"), namespace = "default") {
   const users = ["mia_li_3668", "omar_davis_3817", "ivan_muller_7015"];
@@ -555,7 +545,7 @@ describe("workflows, adversarial: a stopped workflow stays stopped", () => {
     const events = await store.events(session.id);
     await agent.close();
     expect(ran).toEqual(["user:noah_muller_9847", "res:4OG6T3"]);
-    expect(provider.asked).toBe(2);
+    expect(provider.requests.length).toBe(2);
     expect(r.text).toBe("The model found booking 4OG6T3 confirmed.");
     expect(diagnostics(events).filter((d) => d.startsWith("workflow.unresolved"))).toHaveLength(1);
   });
@@ -621,7 +611,7 @@ describe("workflows, adversarial: steering", () => {
     const events = await store.events(session.id);
     await agent.close();
     expect(ran).toEqual(["user:noah_muller_9847"]);
-    expect(provider.asked).toBe(1);
+    expect(provider.requests.length).toBe(1);
     expect(r.text).toBe("Your name is Noah.");
     expect(session.messages.map((m) => m.role)).toEqual([
       "user",
@@ -681,7 +671,7 @@ describe("workflows, adversarial: a tool removed since", () => {
     const r = await session.run("Could you check the reservation of user ID noah_muller_9847?");
     await agent.close();
     expect(ran).toEqual(["user:noah_muller_9847"]);
-    expect(provider.asked).toBe(1);
+    expect(provider.requests.length).toBe(1);
     expect(r.text).toBe("the model answered");
     expect(messageText(session.messages.filter((m) => m.role === "tool").at(-1)!)).toContain("KEEL_TOOL_UNKNOWN");
     const ws = new WorkflowStore(join(home, "wf.sqlite"));
@@ -748,7 +738,7 @@ describe("workflows, adversarial: structured output", () => {
     await agent.close();
     expect(r.verdict.status).toBe("completed");
     expect((r as { output?: unknown }).output).toEqual({ status: "confirmed" });
-    expect(provider.asked).toBe(1);
+    expect(provider.requests.length).toBe(1);
     const ws = new WorkflowStore(join(home, "wf.sqlite"));
     expect(ws.visible("default").map((w) => [w.accepted, w.declined])).toEqual([[1, 0]]);
     ws.close();
@@ -881,7 +871,7 @@ describe("workflows, adversarial: relearned while an offer waits", () => {
     const done = await s2.resume();
     await again.close();
     expect(ran).toEqual(["user:noah_muller_9847", "res:4OG6T3"]);
-    expect(provider.asked).toBe(0);
+    expect(provider.requests.length).toBe(0);
     expect(done.text).toBe("Your reservation is confirmed.");
   });
 });
@@ -905,7 +895,7 @@ describe("workflows, adversarial: a guard mid-workflow", () => {
     const events = await store.events(session.id);
     await agent.close();
     expect(ran).toEqual(["user:noah_muller_9847"]);
-    expect(provider.asked).toBe(1);
+    expect(provider.requests.length).toBe(1);
     expect(r.text).toBe("the model's last word");
     const said = diagnostics(events);
     expect(said.filter((d) => d.startsWith("KEEL_ANSWER_IGNORED"))).toEqual([]);
