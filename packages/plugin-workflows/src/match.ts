@@ -3,6 +3,7 @@
  * from it? An input matches when it holds enough of the workflow's cue words and exactly the
  * values its slots need (a value of each slot's shape, no more of that shape than slots).
  */
+import { codePointSlice } from "@keel/text";
 import { occurrences, words } from "./learn.ts";
 import type { Workflow } from "./learn.ts";
 
@@ -81,7 +82,7 @@ function scoreOf(w: Workflow, input: string, have: Words, o: MatchOptions): Matc
  */
 export function decide(input: string, workflows: readonly Workflow[], o: MatchOptions, lead = ""): GateDecision {
   if (!input.trim() || input.length > MAX_INPUT) return { kind: "none" };
-  const have = { input: new Set(words(input)), lead: new Set(words(lead.slice(0, MAX_INPUT))) };
+  const have = { input: new Set(words(input)), lead: new Set(words(codePointSlice(lead, 0, MAX_INPUT))) };
   const found = workflows.flatMap((w) => scoreOf(w, input, have, o) ?? []);
   if (!found.length) return { kind: "none" };
   found.sort(
