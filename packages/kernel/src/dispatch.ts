@@ -301,6 +301,7 @@ export class PhaseRunner {
       run.waterfallStop = run.result.failed;
       return;
     }
+    if (out.sub.stage === "final") withoutRewrites(run, before, out.sub);
     const added = run.result.contributions.slice(before);
     if (!added.length || !run.options.step) return;
     try {
@@ -595,4 +596,36 @@ function idOf(c: Contribution): { id?: string } {
 
 function round(ms: number): number {
   return Math.round(ms * 1000) / 1000;
+}
+
+/**
+ * A final handler's contributions without what would rewrite the waterfall (tool arguments,
+ * message edits): its decision stands, the rewrite is dropped and said (KEEL_FINAL_REWRITE).
+ */
+function withoutRewrites(run: Run, from: number, sub: Subscription): void {
+  const list = run.result.contributions;
+  let dropped = 0;
+  for (let i = list.length - 1; i >= from; i--) {
+    const c = list[i]!;
+    if (c.value.kind === "message_edit") {
+      list.splice(i, 1);
+      dropped++;
+    } else if (c.value.kind === "tool_decision" && c.value.args !== undefined) {
+      const { args: _args, ...rest } = c.value;
+      list[i] = { ...c, value: rest };
+      dropped++;
+    }
+  }
+  if (!dropped) return;
+  run.result.diagnostics.push({
+    level: "warn",
+    code: "KEEL_FINAL_REWRITE",
+    message: new KeelError(
+      "KEEL_FINAL_REWRITE",
+      `${sub.id} runs at stage final, so its ${dropped} rewrite${dropped === 1 ? " was" : "s were"} not applied.`,
+      { plugin: sub.plugin, phase: sub.phase },
+    ).message,
+    plugin: sub.plugin,
+    phase: sub.phase,
+  });
 }

@@ -31,6 +31,10 @@ export const ERROR_CODES = {
   KEEL_SUBSCRIPTION_INVALID: "The subscription's options are invalid. Fix the option named.",
   KEEL_ORDER_UNKNOWN_PLUGIN:
     "`after`/`before` names a plugin that is not registered. Fix the name, or only add the edge when ctx.hasPlugin(name) is true.",
+  KEEL_ORDER_AFTER_FINAL:
+    "A subscription would run after a `final` one (through `after` or `before`). Final handlers decide on what every other handler passed on, so nothing outside the final stage may follow them: drop the edge, or subscribe at stage `post`.",
+  KEEL_FINAL_REWRITE:
+    "A handler at stage `final` changed what its phase passes on (tool arguments, messages); final handlers only decide, so the change was not applied. Rewrite at stage `post` instead.",
   KEEL_FALLBACK_EMPTY: "A subscription with failure policy `fallback` must declare at least one fallback contribution.",
   KEEL_REGISTRY_FROZEN: "Subscriptions can only be added during setup(ctx). Move the ctx.on(...) call into setup.",
   KEEL_TOOL_DUPLICATE: "Two tools share a name. Rename one; built-in tools always win over plugin tools.",

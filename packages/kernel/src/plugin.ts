@@ -41,8 +41,13 @@ export interface HookContext {
 /** A phase handler. */
 export type Handler<P extends PhaseName> = (event: PhaseEvent<P>, ctx: HookContext) => HandlerResult<P>;
 
-/** Named ordering stages: all `pre` handlers run before `normal`, then `post`. */
-export type Stage = "pre" | "normal" | "post";
+/**
+ * Named ordering stages: all `pre` handlers run before `normal`, then `post`, then `final`.
+ * Contract: a `final` handler sees what every other handler passed on and only decides: no
+ * handler outside `final` can be ordered after it, and what it would change in a waterfall
+ * (tool arguments, messages) is not applied (a permission check cannot be rewritten past).
+ */
+export type Stage = "pre" | "normal" | "post" | "final";
 
 /**
  * How a subscription runs.

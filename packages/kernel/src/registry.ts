@@ -48,7 +48,7 @@ export interface RegistryOptions extends RegistryHooks {
 /** Default timeouts (ms) by await policy. */
 export const DEFAULT_TIMEOUTS: Record<AwaitPolicy, number> = { blocking: 30_000, deadline: 1_000, background: 180_000 };
 
-const STAGE_RANK: Record<Stage, number> = { pre: 0, normal: 1, post: 2 };
+const STAGE_RANK: Record<Stage, number> = { pre: 0, normal: 1, post: 2, final: 3 };
 const AWAITS = new Set<AwaitPolicy>(["blocking", "deadline", "background"]);
 const FAILURES = new Set<FailurePolicy>(["best_effort", "required", "fallback", "fail_closed"]);
 
@@ -471,7 +471,7 @@ function subscription<P extends PhaseName>(
   if (!(Number.isFinite(timeoutMs) && timeoutMs > 0))
     throw bad(`timeoutMs must be a positive number, got ${String(o.timeoutMs)}.`);
   const stage = o.stage ?? "normal";
-  if (!(stage in STAGE_RANK)) throw bad(`stage "${stage}" is not one of pre, normal, post.`);
+  if (!(stage in STAGE_RANK)) throw bad(`stage "${stage}" is not one of pre, normal, post, final.`);
   const priority = o.priority ?? 0;
   if (!Number.isFinite(priority)) throw bad("priority must be a finite number.");
   const fallback: Contribution[] = [];
@@ -534,6 +534,13 @@ function resolveOrder(phase: PhaseName, drafts: Draft[], names: Set<string>): re
           );
         for (const j of byPlugin.get(name) ?? []) {
           if (j === i) continue;
+          const [first, then] = dir === "after" ? [sorted[j]!, d] : [d, sorted[j]!];
+          if (first.stage === "final" && then.stage !== "final")
+            throw new KeelError(
+              "KEEL_ORDER_AFTER_FINAL",
+              `${then.id} (stage ${then.stage}) would run after ${first.id}, a final subscription, through ${dir}: ["${name}"].`,
+              { plugin: d.plugin, phase, subscription: d.id },
+            );
           if (dir === "after") preds[i]!.add(j);
           else preds[j]!.add(i);
         }

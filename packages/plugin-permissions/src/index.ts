@@ -182,8 +182,9 @@ function snapshot(options: PermissionsOptions): unknown {
 }
 
 /**
- * The plugin. Contract: one `tool.pre_call` handler at stage `post` (it sees the arguments as
- * every earlier handler rewrote them), returning one tool_decision and one diagnostic per call.
+ * The plugin. Contract: one `tool.pre_call` handler at stage `final` (it sees the arguments as
+ * every other handler rewrote them, and the kernel lets no handler rewrite them after it),
+ * returning one tool_decision and one diagnostic per call.
  */
 export function permissions(options: PermissionsOptions = {}) {
   const input = snapshot(options);
@@ -204,7 +205,7 @@ export function permissions(options: PermissionsOptions = {}) {
           const bypass = o.mode === "bypass" || e.metadata[o.modeKey] === "bypass";
           return contributions(decideWith(o.compiled, facts, o.defaults, bypass), facts, e.call.id, warned);
         },
-        { stage: "post", priority: Number.MAX_SAFE_INTEGER, id: "rules" },
+        { stage: "final", id: "rules" },
       );
     },
   });
