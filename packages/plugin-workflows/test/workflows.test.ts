@@ -270,7 +270,8 @@ describe("workflows: a parameter only a model can fill", () => {
     ];
   }
 
-  it("one side-model call fills it before the offer; the rounds still need no model", async () => {
+  /** Three turns over prose results teach a workflow whose reservation only a model can fill; returns its file. */
+  async function teachProse(): Promise<string> {
     const db = join(home, "wf.sqlite");
     const users = ["mia_li_3668", "omar_davis_3817", "ivan_muller_7015"];
     const teach = await createAgent({
@@ -282,6 +283,11 @@ describe("workflows: a parameter only a model can fill", () => {
     const s = await teach.session();
     for (const input of inputs) await s.run(input);
     await teach.close();
+    return db;
+  }
+
+  it("one side-model call fills it before the offer; the rounds still need no model", async () => {
+    const db = await teachProse();
     const ws = new WorkflowStore(db);
     const [w] = ws.visible("default");
     ws.close();
@@ -307,17 +313,7 @@ describe("workflows: a parameter only a model can fill", () => {
   });
 
   it("without a usable answer from the model the workflow is not offered and the turn goes on as usual", async () => {
-    const db = join(home, "wf.sqlite");
-    const users = ["mia_li_3668", "omar_davis_3817", "ivan_muller_7015"];
-    const teach = await createAgent({
-      provider: scriptedProvider(users.flatMap(learnedTurn)),
-      store: new MemorySessionStore(),
-      tools: proseTools([]),
-      plugins: [workflows({ db })],
-    });
-    const s = await teach.session();
-    for (const input of inputs) await s.run(input);
-    await teach.close();
+    const db = await teachProse();
     const side = counted([{ text: "I would rather not say." }]);
     const main = counted([{ text: "the model answered" }]);
     const asked: string[] = [];
