@@ -161,6 +161,8 @@ export const ERROR_CODES = {
   KEEL_MODEL_UNAVAILABLE:
     "The model named in the config cannot be used. Use anthropic:<model>, openai:<model> or openai-compatible:<model>, and set its API key or base URL.",
   KEEL_CLI_USAGE: "The command line is not valid. Run `keel --help` for the commands and their options.",
+  KEEL_SERVE_TOKEN_REQUIRED:
+    "keel serve was asked to listen beyond this machine without a bearer token, or with a token too short to resist guessing. Pass --token (or set KEEL_SERVE_TOKEN) with at least 16 random characters, or bind 127.0.0.1.",
   KEEL_INIT_REFUSED:
     "keel init would overwrite files that exist, or was given a name npm would refuse. Choose an empty folder (or pass --force to overwrite the files listed), or a valid package name (lowercase, no spaces, optionally @scope/name).",
   KEEL_STRICT_FAILED:

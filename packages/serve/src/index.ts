@@ -1,0 +1,7 @@
+/**
+ * @keel/serve: a Keel agent served to other agents and clients, as an MCP server and an A2A
+ * endpoint. Loopback by default; any other bind needs a bearer token; each caller's sessions
+ * are its own.
+ */
+export { authorize, openOwned, resolveBind, SessionOwners } from "./auth.ts";
+export type { Bind, BindOptions, Caller } from "./auth.ts";
