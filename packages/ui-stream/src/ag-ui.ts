@@ -18,6 +18,8 @@ export interface AGUIStreamOptions {
   runId: string;
   /** A finished call's result text (e.g. from the session); default its status. */
   outputOf?: (callId: string) => unknown;
+  /** Tool calls the client already has (the interrupts a resumed run answers): not started again. */
+  knownCalls?: Iterable<string>;
   /** Called when the client stops reading; default: the iterator is closed (a TurnStream cancels its turn). */
   onCancel?: () => void;
 }
@@ -35,13 +37,14 @@ export class AGUIEventMapper {
   private started = false;
   private open: { kind: "text" | "reasoning"; id: string } | undefined;
   private parts = 0;
-  private readonly calls = new Set<string>();
+  private readonly calls: Set<string>;
   private readonly interrupts: Interrupt[] = [];
 
   private readonly options: AGUIStreamOptions;
 
   constructor(options: AGUIStreamOptions) {
     this.options = options;
+    this.calls = new Set(options.knownCalls ?? []);
   }
 
   /** The AG-UI events for one turn stream event. */

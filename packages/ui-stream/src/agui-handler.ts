@@ -33,13 +33,11 @@ function lastUserText(input: RunInput): string {
   return text;
 }
 
-/** Answer the paused turn's interrupts from the resume entries. */
+/** Answer the paused turn's interrupts from the resume entries. Contract: every entry is checked before any is written. */
 async function answerInterrupts(session: Session, entries: NonNullable<RunInput["resume"]>): Promise<void> {
-  for (const [i, entry] of entries.entries()) {
-    if (entry.status === "cancelled") {
-      await session.deny(entry.interruptId, { reason: "The person cancelled the request." });
-      continue;
-    }
+  const answers = entries.map((entry, i) => {
+    if (entry.status === "cancelled")
+      return { id: entry.interruptId, approved: false, reason: "The person cancelled the request." };
     const payload = ApprovalPayloadSchema.safeParse(entry.payload);
     if (!payload.success)
       throw new HttpError(
@@ -47,9 +45,12 @@ async function answerInterrupts(session: Session, entries: NonNullable<RunInput[
         "BAD_REQUEST",
         `resume[${i}].payload: expected {"approved": boolean, "reason"?: string}.`,
       );
-    const reason = payload.data.reason ? { reason: payload.data.reason } : {};
-    if (payload.data.approved) await session.approve(entry.interruptId, reason);
-    else await session.deny(entry.interruptId, reason);
+    return { id: entry.interruptId, ...payload.data };
+  });
+  for (const a of answers) {
+    const reason = a.reason ? { reason: a.reason } : {};
+    if (a.approved) await session.approve(a.id, reason);
+    else await session.deny(a.id, reason);
   }
   const open = session.pendingApprovals().filter((p) => !p.answer);
   if (open.length)
@@ -86,6 +87,7 @@ export function createAGUIHandler(options: ChatHandlerOptions): (request: Reques
         runId: input.runId,
         accept: request.headers.get("accept"),
         outputOf: resultText(session),
+        ...(resuming ? { knownCalls: input.resume!.map((r) => r.interruptId) } : {}),
         headers: { "x-keel-session": session.id },
         ...(options.onDisconnect === "continue" ? { onCancel: () => turn.detach() } : {}),
       });
