@@ -92,7 +92,7 @@ export function createAGUIHandler(options: ChatHandlerOptions): (request: Reques
         ...(options.onDisconnect === "continue" ? { onCancel: () => turn.detach() } : {}),
       });
     } catch (err) {
-      return failure(err);
+      return failure(err, options);
     }
   };
 }

@@ -71,7 +71,7 @@ export function createChatHandler(options: ChatHandlerOptions): (request: Reques
       if (last.role === "assistant") return await answer(options, chats, owner, body.id, last);
       throw new HttpError(400, "BAD_REQUEST", "The last message must be the user's or carry approval answers.");
     } catch (err) {
-      return failure(err);
+      return failure(err, options);
     }
   };
 }

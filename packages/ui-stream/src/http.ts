@@ -1,6 +1,6 @@
 /** @internal What the chat and AG-UI handlers share: reading bodies, error responses, sessions by caller. */
 import { z } from "zod";
-import { isKeelError, messageText } from "@keel/kernel";
+import { errorMessage, isKeelError, messageText } from "@keel/kernel";
 import type { Agent, Session } from "@keel/kernel";
 
 /**
@@ -37,6 +37,8 @@ export interface ChatHandlerOptions {
   principal?: (request: Request) => string | undefined | Promise<string | undefined>;
   /** Largest request body in bytes (default 8 MB). */
   maxBodyBytes?: number;
+  /** Told of an unexpected error (answered 500 without its details); default: its message on stderr. */
+  onError?: (err: unknown) => void;
   /** What a client that stops reading does to the turn: `cancel` (default) or `continue`. */
   onDisconnect?: "cancel" | "continue";
 }
@@ -63,8 +65,8 @@ const STATUS: Record<string, number> = {
   KEEL_NOT_PAUSED: 409,
 };
 
-/** @internal The JSON error response for what a handler threw. Contract: never a stack. */
-export function failure(err: unknown): Response {
+/** @internal The JSON error response for what a handler threw. Contract: never a stack; an unexpected error goes to `onError`. */
+export function failure(err: unknown, options: Pick<ChatHandlerOptions, "onError">): Response {
   const answer = (status: number, code: string, message: string, headers?: Record<string, string>) =>
     Response.json({ error: { code, message } }, { status, ...(headers ? { headers } : {}) });
   if (err instanceof HttpError) return answer(err.status, err.code, err.message);
@@ -76,6 +78,7 @@ export function failure(err: unknown): Response {
       err.message,
       err.code === "KEEL_SESSION_BUSY" ? { "retry-after": "1" } : undefined,
     );
+  (options.onError ?? ((e) => process.stderr.write(`@keel/ui-stream: ${errorMessage(e)}\n`)))(err);
   return answer(500, "INTERNAL", "The request failed inside the server; its log says why.");
 }
 

@@ -40,6 +40,8 @@ export class UIChunkMapper {
   private step: number | undefined;
   private open: { kind: "text" | "reasoning"; id: string } | undefined;
   private parts = 0;
+  /** Deltas of the current model attempt are on the client (a retry voids them). */
+  private attempt = false;
   private readonly known: Set<string>;
 
   private readonly options: UIStreamOptions;
@@ -85,9 +87,11 @@ export class UIChunkMapper {
         this.output(e, out);
         break;
       case "retry":
-        // The provider retried: what the failed attempt streamed in this step is void.
+        // The provider retried: what the failed attempt streamed in this step is void. A step
+        // with no deltas since its tool parts is the previous round's: nothing to take back.
         this.close(out);
-        out.push({ type: "reset-step" });
+        if (this.attempt) out.push({ type: "reset-step" });
+        this.attempt = false;
         break;
       case "error":
         this.close(out);
@@ -106,6 +110,7 @@ export class UIChunkMapper {
     this.close(out);
     if (this.step !== undefined) out.push({ type: "finish-step" });
     this.step = round;
+    this.attempt = false;
     out.push({ type: "start-step" });
   }
 
@@ -117,6 +122,7 @@ export class UIChunkMapper {
       out.push({ type: kind === "text" ? "text-start" : "reasoning-start", id: this.open.id });
     }
     out.push({ type: kind === "text" ? "text-delta" : "reasoning-delta", id: this.open.id, delta });
+    this.attempt = true;
   }
 
   private close(out: UIMessageChunk[]): void {
@@ -129,6 +135,7 @@ export class UIChunkMapper {
     if (this.known.has(callId)) return;
     this.enterStep(round ?? this.step ?? 1, out);
     this.close(out);
+    this.attempt = false;
     this.known.add(callId);
     out.push(
       { type: "tool-input-start", toolCallId: callId, toolName: name },

@@ -4,15 +4,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { createAgent, definePlugin, defineTool } from "@keel/kernel";
-import type { Agent } from "@keel/kernel";
+import type { Agent, ModelProvider } from "@keel/kernel";
 import type { ProviderScriptInput } from "../../testkit/src/index.ts";
 import { ScriptedProvider } from "../../testkit/src/index.ts";
 
 /** An agent whose model follows `script`; `deploy` waits for approval and returns "<version> is live". */
 export async function scriptedAgent(
-  script: ProviderScriptInput,
-): Promise<{ agent: Agent; provider: ScriptedProvider }> {
-  const provider = new ScriptedProvider(script);
+  script: ProviderScriptInput | ModelProvider,
+): Promise<{ agent: Agent; provider: ModelProvider }> {
+  const provider =
+    !Array.isArray(script) && "stream" in script
+      ? (script as ModelProvider)
+      : new ScriptedProvider(script as ProviderScriptInput);
   const deploy = defineTool({
     name: "deploy",
     description: "Deploy a version.",
