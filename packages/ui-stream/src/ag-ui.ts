@@ -10,7 +10,7 @@ import type { TurnResult } from "@keel/kernel";
 import type { TurnStreamEvent } from "@keel/stream";
 import { closeOnCancel } from "./readable.ts";
 
-/** Options of toAGUIEvents() and aguiResponse(). */
+/** Options of toAGUIEvents() and aguiResponse(). Contract: `threadId` and `runId` are echoed on the run's events. */
 export interface AGUIStreamOptions {
   /** The AG-UI thread (RunAgentInput.threadId). */
   threadId: string;
@@ -24,7 +24,7 @@ export interface AGUIStreamOptions {
   onCancel?: () => void;
 }
 
-/** The interrupt reason a call waiting for approval carries. */
+/** The interrupt reason a call waiting for approval carries. Contract: the interrupt's `id` and `toolCallId` are the Keel call id. */
 export const APPROVAL_INTERRUPT = "tool_approval";
 
 /**

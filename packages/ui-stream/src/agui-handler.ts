@@ -12,7 +12,7 @@ import { aguiResponse } from "./ag-ui.ts";
 import type { ChatHandlerOptions } from "./http.ts";
 import { callerOf, chatSession, failure, HttpError, memoryChatSessions, readBody, resultText } from "./http.ts";
 
-/** What a resume entry answering an approval interrupt carries. */
+/** What a resume entry answering an approval interrupt carries. Contract: `reason` reaches the model on a denial. */
 export const ApprovalPayloadSchema = z.strictObject({
   approved: z.boolean(),
   reason: z.string().max(2000).optional(),

@@ -6,24 +6,27 @@ import type { Agent, Session } from "@keel/kernel";
 /**
  * Which Keel session a chat (useChat's `id`, AG-UI's `threadId`) of one caller is.
  * Contract: keyed by (owner, chat id): the same chat id from another owner is another chat.
- * A durable map keeps chats across restarts (the sessions themselves are in the agent's store).
+ * `set` never replaces a mapping (the first one written wins). A durable map keeps chats across
+ * restarts (the sessions themselves are in the agent's store).
  */
 export interface ChatSessions {
   get(owner: string, chatId: string): Promise<string | undefined> | string | undefined;
   set(owner: string, chatId: string, sessionId: string): Promise<void> | void;
 }
 
-/** A ChatSessions in memory. Contract: forgets every chat when the process ends. */
+/** A ChatSessions in memory. Contract: the first mapping of a chat wins; forgets every chat when the process ends. */
 export function memoryChatSessions(): ChatSessions {
   const map = new Map<string, string>();
   const key = (owner: string, chatId: string) => JSON.stringify([owner, chatId]);
   return {
     get: (owner, chatId) => map.get(key(owner, chatId)),
-    set: (owner, chatId, sessionId) => void map.set(key(owner, chatId), sessionId),
+    set: (owner, chatId, sessionId) => {
+      if (!map.has(key(owner, chatId))) map.set(key(owner, chatId), sessionId);
+    },
   };
 }
 
-/** Options shared by createChatHandler() and createAGUIHandler(). */
+/** Options shared by createChatHandler() and createAGUIHandler(). Contract: only `agent` is required. */
 export interface ChatHandlerOptions {
   agent: Agent;
   /** How a session is opened (e.g. a host's cache of open handles); default `agent.session(id, { waitMs: 0 })`. */
@@ -121,7 +124,9 @@ export async function chatSession(
   if (!create) throw new HttpError(404, "NOT_FOUND", `No chat "${chatId}": start it with a user message.`);
   const session = await open();
   await chats.set(owner, chatId, session.id);
-  return session;
+  // Two first messages of one chat at once (two processes): the mapping written first wins.
+  const mapped = await chats.get(owner, chatId);
+  return mapped && mapped !== session.id ? open(mapped) : session;
 }
 
 /** @internal A finished call's result text, read from the session's history. */

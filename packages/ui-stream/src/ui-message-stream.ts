@@ -7,7 +7,7 @@ import type { TurnResult } from "@keel/kernel";
 import type { TurnStreamEvent } from "@keel/stream";
 import { closeOnCancel } from "./readable.ts";
 
-/** Options of toUIMessageStream() and uiMessageStreamResponse(). */
+/** Options of toUIMessageStream() and uiMessageStreamResponse(). Contract: all optional; none changes the turn. */
 export interface UIStreamOptions {
   /**
    * The id of the assistant message the stream writes (the `start` chunk's `messageId`). A resumed
@@ -189,7 +189,7 @@ export function toUIMessageStream(
   return closeOnCancel(stream, (e) => mapper.map(e), options.onCancel);
 }
 
-/** The headers of a UI message stream response (as `ai`'s UI_MESSAGE_STREAM_HEADERS). */
+/** The headers of a UI message stream response. Contract: the same as `ai`'s UI_MESSAGE_STREAM_HEADERS (v1). */
 export const UI_STREAM_HEADERS: Readonly<Record<string, string>> = {
   "content-type": "text/event-stream",
   "cache-control": "no-cache",
@@ -198,7 +198,7 @@ export const UI_STREAM_HEADERS: Readonly<Record<string, string>> = {
   "x-accel-buffering": "no",
 };
 
-/** The chunks as SSE bytes: `data: <JSON>` per chunk, then `data: [DONE]`. */
+/** The chunks as SSE bytes. Contract: `data: <JSON>` per chunk, then `data: [DONE]` once the chunks end. */
 export function uiChunksToSSE(chunks: ReadableStream<UIMessageChunk>): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   return chunks.pipeThrough(
