@@ -2,7 +2,7 @@
  * The chat page in Debian's Chromium (playwright-core): built with vite's build() into a temp
  * dir, served by the http example (offline model) with /api/chat. A request to deploy streams
  * text, shows the call waiting for approval with Approve / Deny, Approve resumes the turn, it
- * finishes, and the deploy is in deployments.log.
+ * finishes, and the deploy is in deployments.log; Deny shows the call denied and deploys nothing.
  */
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -80,5 +80,19 @@ describe.skipIf(missing)("examples/chat-ui: useChat in a browser", () => {
     const answer = seen.findLast((t) => t.startsWith("Done."))!;
     expect(seen.some((t) => t !== answer && answer.startsWith(t) && t.length > 0)).toBe(true);
     expect(failed).toEqual([]);
+  }, 60_000);
+
+  it("Deny: the call is shown denied, the turn finishes, nothing is deployed", async () => {
+    const page = await browser.newPage();
+    await page.goto(server.url);
+    await page.getByLabel("Message").fill("deploy v9.9.9");
+    await page.getByRole("button", { name: "Send" }).click();
+    const tool = page.locator('.tool[data-tool="deploy"]');
+    await tool.locator("button", { hasText: "Deny" }).click();
+    await page.locator('.tool[data-state="output-denied"]').waitFor();
+    await page.locator(".assistant .text", { hasText: "✗ deploy" }).waitFor();
+    await page.locator('#status[data-status="ready"]').waitFor();
+    expect(await tool.locator("button").count()).toBe(0);
+    expect(readFileSync(join(home, "deployments.log"), "utf8")).not.toContain("v9.9.9");
   }, 60_000);
 });
