@@ -12,6 +12,10 @@
  *   GET  /sessions/:id/stream           Last-Event-ID header (or ?after=) → text/event-stream of
  *                                         what the client missed, then the live turn to its
  *                                         verdict; 204 when it has seen the end already
+ *   POST /api/chat                      useChat's body → the AI SDK UI message stream (@keel/ui-stream):
+ *                                         a user message runs a turn, approval answers resume it
+ *   POST /api/agui                      an AG-UI RunAgentInput → AG-UI events (`resume` answers interrupts)
+ *   GET  /, /assets/*                   the chat page (examples/chat-ui's build), when `staticDir` is given
  *
  * A turn's stream survives its client: a client that disconnects leaves the turn running, and
  * rejoins it from any process with the last SSE id it received.
@@ -21,7 +25,10 @@
 import { z } from "zod";
 import { KeelError, messageText } from "@keel/kernel";
 import { rejoinTurn, sseResponse, streamResume, streamTurn } from "@keel/stream";
+import { createAGUIHandler, createChatHandler } from "@keel/ui-stream";
+import type { ChatSessions } from "@keel/ui-stream";
 import type { Agent, ContentBlock, Session } from "@keel/kernel";
+import { staticFile } from "./static-files.ts";
 
 /** A string or content blocks; the kernel checks the blocks (KEEL_INPUT_INVALID names the one at fault). */
 const InputSchema = z.union([z.string().min(1), z.array(z.unknown())]);
@@ -94,7 +101,7 @@ async function body<T>(request: Request, schema: z.ZodType<T>): Promise<T> {
  */
 export function createHandler(
   agent: Agent,
-  options: { idleMs?: number } = {},
+  options: { idleMs?: number; chats?: ChatSessions; staticDir?: string } = {},
 ): (request: Request) => Promise<Response> {
   const idle = new Map<string, NodeJS.Timeout>();
   const touch = (s: Session): Session => {
@@ -110,8 +117,20 @@ export function createHandler(
   const session = async (id?: string): Promise<Session> =>
     touch(await agent.session(id === undefined ? undefined : decodeURIComponent(id), { waitMs: 0 }));
 
+  // useChat and AG-UI clients: each chat is a session (one caller here: put authentication in front).
+  const ui = { agent, open: session, ...(options.chats ? { chats: options.chats } : {}) };
+  const chat = createChatHandler(ui);
+  const agui = createAGUIHandler(ui);
+
   return async (request) => {
-    const path = new URL(request.url).pathname.split("/").filter(Boolean);
+    const pathname = new URL(request.url).pathname;
+    if (request.method === "POST" && pathname === "/api/chat") return chat(request);
+    if (request.method === "POST" && pathname === "/api/agui") return agui(request);
+    if (request.method === "GET" && options.staticDir && !pathname.startsWith("/sessions")) {
+      const file = await staticFile(options.staticDir, pathname);
+      if (file) return file;
+    }
+    const path = pathname.split("/").filter(Boolean);
     const route = `${request.method} /${path.map((p, i) => (i % 2 === 1 ? ":id" : p)).join("/")}`;
     try {
       switch (route) {

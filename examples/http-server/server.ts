@@ -6,9 +6,13 @@
  * DEPLOY_STEP_MS (default 150) how long each of a deploy's three steps takes. Each server also
  * runs a worker (@keel/worker) that finishes turns a crashed server left, with no user action
  * (WORKER=0 turns it off; LEASE_TTL_MS, default 30 s, is how long a silent holder keeps a turn).
+ * `/api/chat` (useChat) and `/api/agui` (AG-UI) serve browser UIs; the chat page built by
+ * examples/chat-ui (`pnpm --filter @keel/example-chat-ui build`) is served at `/` when its
+ * `dist` folder exists (or CHAT_UI_DIR names another).
  */
 import { createServer } from "node:http";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -18,6 +22,7 @@ import { runWorker } from "@keel/worker";
 import type { ModelProvider } from "@keel/kernel";
 import { buildAgent } from "./agent.ts";
 import { createHandler } from "./app.ts";
+import { sqliteChatSessions } from "./chat-sessions.ts";
 import { offlineModel } from "./offline-model.ts";
 
 /** node:http → Request, Response → node:http. A client that goes away aborts `request.signal`. */
@@ -58,6 +63,8 @@ export async function startServer(options: {
   /** Run a worker beside the server (default true). */
   worker?: boolean;
   leaseTtlMs?: number;
+  /** Serve the chat page's build from this folder at `/`. */
+  staticDir?: string;
 }): Promise<{ url: string; server: Server; close: () => Promise<void> }> {
   const agent = await buildAgent({
     home: options.home,
@@ -72,7 +79,9 @@ export async function startServer(options: {
       : runWorker({ agent, signal: stopWorker.signal, graceMs: 5_000 }).catch((err: unknown) => {
           process.stderr.write(`worker stopped: ${err instanceof Error ? err.message : String(err)}\n`);
         });
-  const server = createServer(adapt(createHandler(agent)));
+  const chats = sqliteChatSessions(options.home);
+  const handler = createHandler(agent, { chats, ...(options.staticDir ? { staticDir: options.staticDir } : {}) });
+  const server = createServer(adapt(handler));
   await new Promise<void>((resolve) => server.listen(options.port ?? 8787, options.host ?? "127.0.0.1", resolve));
   const address = server.address() as { port: number };
   return {
@@ -85,6 +94,7 @@ export async function startServer(options: {
       stopWorker.abort();
       await worker;
       await agent.close();
+      chats.close();
     },
   };
 }
@@ -92,6 +102,7 @@ export async function startServer(options: {
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const here = dirname(fileURLToPath(import.meta.url));
   const model = process.env.KEEL_MODEL;
+  const page = process.env.CHAT_UI_DIR ?? join(here, "..", "chat-ui", "dist");
   const { url, close } = await startServer({
     home: process.env.KEEL_HOME ?? join(here, ".keel"),
     provider: model ? resolveModel(model) : offlineModel,
@@ -100,6 +111,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     ...(process.env.DEPLOY_STEP_MS ? { stepMs: Number(process.env.DEPLOY_STEP_MS) } : {}),
     ...(process.env.WORKER === "0" ? { worker: false } : {}),
     ...(process.env.LEASE_TTL_MS ? { leaseTtlMs: Number(process.env.LEASE_TTL_MS) } : {}),
+    ...(existsSync(page) ? { staticDir: page } : {}),
   });
   process.stdout.write(`release assistant listening on ${url} (${model ?? 'offline model: try "deploy v1.4.2"'})\n`);
   for (const signal of ["SIGINT", "SIGTERM"] as const)

@@ -1,0 +1,98 @@
+/**
+ * The chat page in Debian's Chromium (playwright-core): built with vite's build() into a temp
+ * dir, served by the http example (offline model) with /api/chat. A request to deploy streams
+ * text, shows the call waiting for approval with Approve / Deny, Approve resumes the turn, it
+ * finishes, and the deploy is in deployments.log; Deny shows the call denied and deploys nothing.
+ */
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Browser } from "playwright-core";
+import { build } from "vite";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { browserMissing, launchChromium } from "../../packages/cli/test/support/browser.ts";
+import { offlineModel } from "../http-server/offline-model.ts";
+import { startServer } from "../http-server/server.ts";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const missing = browserMissing();
+
+describe.skipIf(missing)("examples/chat-ui: useChat in a browser", () => {
+  let browser: Browser;
+  let server: Awaited<ReturnType<typeof startServer>>;
+  const home = mkdtempSync(join(tmpdir(), "keel-chat-ui-"));
+
+  beforeAll(async () => {
+    const outDir = mkdtempSync(join(tmpdir(), "keel-chat-ui-dist-"));
+    await build({
+      root: here,
+      configFile: join(here, "vite.config.ts"),
+      mode: "production",
+      logLevel: "warn",
+      // Under vitest NODE_ENV is "test": React's development build is bundled, larger than the warning's bound.
+      build: { outDir, emptyOutDir: true, chunkSizeWarningLimit: 4096 },
+    });
+    server = await startServer({ home, provider: offlineModel, port: 0, stepMs: 30, worker: false, staticDir: outDir });
+    browser = await launchChromium();
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  it("streams text, shows the approval, Approve resumes the turn to its end, the deploy is recorded", async () => {
+    const page = await browser.newPage();
+    const failed: string[] = [];
+    page.on("pageerror", (e) => failed.push(e.message));
+    await page.goto(server.url);
+    // Every text the assistant's paragraphs show, as they change: streamed text shows more than once.
+    await page.evaluate(() => {
+      const w = globalThis as unknown as { seen: string[]; MutationObserver: any; document: any };
+      w.seen = [];
+      new w.MutationObserver(() => {
+        for (const p of w.document.querySelectorAll(".assistant .text")) {
+          const t = p.textContent as string;
+          if (t && w.seen.at(-1) !== t) w.seen.push(t);
+        }
+      }).observe(w.document.body, { subtree: true, childList: true, characterData: true });
+    });
+
+    await page.getByLabel("Message").fill("please deploy v1.4.2");
+    await page.getByRole("button", { name: "Send" }).click();
+    await page.locator(".assistant .text", { hasText: "Deploying v1.4.2." }).waitFor();
+    const tool = page.locator('.tool[data-tool="deploy"]');
+    await tool.locator("button", { hasText: "Approve" }).waitFor();
+    expect(await tool.getAttribute("data-state")).toBe("approval-requested");
+    expect(await tool.textContent()).toContain('deploy({"version":"v1.4.2"})');
+    expect(await tool.locator("button", { hasText: "Deny" }).count()).toBe(1);
+    expect(existsSync(join(home, "deployments.log"))).toBe(false);
+
+    await tool.locator("button", { hasText: "Approve" }).click();
+    await page.locator('.tool[data-state="output-available"]').waitFor();
+    await page.locator(".assistant .text", { hasText: "Done." }).waitFor();
+    await page.locator('#status[data-status="ready"]').waitFor();
+    expect(await page.locator(".tool .output").textContent()).toContain("v1.4.2 is live");
+    expect(readFileSync(join(home, "deployments.log"), "utf8")).toMatch(/ v1\.4\.2 by /);
+
+    const seen = (await page.evaluate(() => (globalThis as unknown as { seen: string[] }).seen)) as string[];
+    // The answer arrived in pieces: a prefix of it was on screen before all of it.
+    const answer = seen.findLast((t) => t.startsWith("Done."))!;
+    expect(seen.some((t) => t !== answer && answer.startsWith(t) && t.length > 0)).toBe(true);
+    expect(failed).toEqual([]);
+  }, 60_000);
+
+  it("Deny: the call is shown denied, the turn finishes, nothing is deployed", async () => {
+    const page = await browser.newPage();
+    await page.goto(server.url);
+    await page.getByLabel("Message").fill("deploy v9.9.9");
+    await page.getByRole("button", { name: "Send" }).click();
+    const tool = page.locator('.tool[data-tool="deploy"]');
+    await tool.locator("button", { hasText: "Deny" }).click();
+    await page.locator('.tool[data-state="output-denied"]').waitFor();
+    await page.locator(".assistant .text", { hasText: "✗ deploy" }).waitFor();
+    await page.locator('#status[data-status="ready"]').waitFor();
+    expect(await tool.locator("button").count()).toBe(0);
+    expect(readFileSync(join(home, "deployments.log"), "utf8")).not.toContain("v9.9.9");
+  }, 60_000);
+});

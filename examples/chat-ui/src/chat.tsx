@@ -1,0 +1,117 @@
+/**
+ * A chat with the release assistant through the AI SDK's useChat, unchanged: DefaultChatTransport
+ * posts to /api/chat (the http example, @keel/ui-stream). Text streams in; a tool call shows its
+ * input, progress and output; a deploy waiting for a person shows Approve / Deny, answered with
+ * addToolApprovalResponse, and sendAutomaticallyWhen sends the answer so the turn resumes.
+ */
+import { useChat } from "@ai-sdk/react";
+import { DefaultChatTransport, isToolUIPart, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
+import type { UIMessage } from "ai";
+import { useState } from "react";
+import type { FormEvent } from "react";
+
+type ToolPart = Extract<UIMessage["parts"][number], { toolCallId: string }>;
+type Answer = (a: { id: string; approved: boolean; reason?: string }) => void | PromiseLike<void>;
+
+/** One tool call: name, input, state; Approve / Deny while it waits. */
+function ToolCall({ part, answer }: { part: ToolPart; answer: Answer }) {
+  const name = part.type === "dynamic-tool" ? part.toolName : part.type.slice("tool-".length);
+  return (
+    <div className="tool" data-state={part.state} data-tool={name}>
+      <code>
+        {name}({JSON.stringify(part.input ?? {})})
+      </code>{" "}
+      <span className="state">{part.state}</span>
+      {part.state === "approval-requested" && (
+        <span className="approval">
+          {part.approval.requestReason && <em> {part.approval.requestReason} </em>}
+          <button type="button" onClick={() => answer({ id: part.approval.id, approved: true })}>
+            Approve
+          </button>
+          <button
+            type="button"
+            onClick={() => answer({ id: part.approval.id, approved: false, reason: "Denied in the chat page." })}
+          >
+            Deny
+          </button>
+        </span>
+      )}
+      {part.state === "output-available" && <pre className="output">{String(part.output)}</pre>}
+      {part.state === "output-error" && <pre className="error">{part.errorText}</pre>}
+      {part.state === "output-denied" && <span className="denied"> denied</span>}
+    </div>
+  );
+}
+
+/** A message: its text, reasoning, tool calls and the latest progress line. */
+function Message({ message, answer }: { message: UIMessage; answer: Answer }) {
+  return (
+    <div className={`message ${message.role}`} data-role={message.role}>
+      {message.parts.map((part, i) => {
+        const key = `${message.id}-${i}`;
+        if (part.type === "text")
+          return (
+            <p key={key} className="text">
+              {part.text}
+            </p>
+          );
+        if (part.type === "reasoning")
+          return (
+            <p key={key} className="reasoning">
+              {part.text}
+            </p>
+          );
+        if (part.type === "data-tool-progress")
+          return (
+            <p key={key} className="progress">
+              {(part.data as { message: string }).message}
+            </p>
+          );
+        if (isToolUIPart(part)) return <ToolCall key={key} part={part} answer={answer} />;
+        return null;
+      })}
+    </div>
+  );
+}
+
+/** The chat page. */
+export function Chat() {
+  const [input, setInput] = useState("");
+  const { messages, sendMessage, status, error, addToolApprovalResponse } = useChat({
+    transport: new DefaultChatTransport({ api: "/api/chat" }),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+  });
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    if (!input.trim()) return;
+    void sendMessage({ text: input });
+    setInput("");
+  };
+  return (
+    <main>
+      <h1>Release assistant</h1>
+      <p className="hint">Try “deploy v1.4.2” or “status”.</p>
+      <div id="messages">
+        {messages.map((m) => (
+          <Message key={m.id} message={m} answer={addToolApprovalResponse} />
+        ))}
+      </div>
+      {error && <p className="error">{error.message}</p>}
+      <form onSubmit={submit}>
+        <input
+          aria-label="Message"
+          value={input}
+          onChange={(e) => setInput(e.target.value)}
+          placeholder="deploy v1.4.2"
+          disabled={status !== "ready"}
+        />
+        <button type="submit" disabled={status !== "ready"}>
+          Send
+        </button>
+      </form>
+      <p id="status" data-status={status}>
+        {status}
+      </p>
+    </main>
+  );
+}

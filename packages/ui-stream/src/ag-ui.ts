@@ -1,0 +1,225 @@
+/**
+ * A Keel turn stream as AG-UI events (@ag-ui/core), encoded by @ag-ui/encoder (SSE, or protobuf
+ * when the client's Accept asks for it). A paused turn ends its run with an `interrupt` outcome,
+ * one interrupt per call waiting for approval; the next run answers them with `resume` entries.
+ */
+import { EventType } from "@ag-ui/core";
+import type { BaseEvent, Interrupt } from "@ag-ui/core";
+import { EventEncoder } from "@ag-ui/encoder";
+import type { TurnResult } from "@keel/kernel";
+import type { TurnStreamEvent } from "@keel/stream";
+import { closeOnCancel } from "./readable.ts";
+
+/** Options of toAGUIEvents() and aguiResponse(). Contract: `threadId` and `runId` are echoed on the run's events. */
+export interface AGUIStreamOptions {
+  /** The AG-UI thread (RunAgentInput.threadId). */
+  threadId: string;
+  /** The AG-UI run (RunAgentInput.runId). */
+  runId: string;
+  /** A finished call's result text (e.g. from the session); default its status. */
+  outputOf?: (callId: string) => unknown;
+  /** Tool calls the client already has (the interrupts a resumed run answers): not started again. */
+  knownCalls?: Iterable<string>;
+  /** Called when the client stops reading; default: the iterator is closed (a TurnStream cancels its turn). */
+  onCancel?: () => void;
+}
+
+/** The interrupt reason a call waiting for approval carries. Contract: the interrupt's `id` and `toolCallId` are the Keel call id. */
+export const APPROVAL_INTERRUPT = "tool_approval";
+
+/**
+ * Maps turn stream events to AG-UI events, one event at a time.
+ * Contract: a pure state machine; RUN_STARTED first; text and reasoning messages are closed
+ * before a tool call or the run's end; ends with RUN_FINISHED (outcome `success`, `interrupt`
+ * for a paused turn, `cancelled` for an interrupted one) or RUN_ERROR.
+ */
+export class AGUIEventMapper {
+  private started = false;
+  private open: { kind: "text" | "reasoning"; id: string } | undefined;
+  private parts = 0;
+  private readonly calls: Set<string>;
+  private readonly interrupts: Interrupt[] = [];
+
+  private readonly options: AGUIStreamOptions;
+
+  constructor(options: AGUIStreamOptions) {
+    this.options = options;
+    this.calls = new Set(options.knownCalls ?? []);
+  }
+
+  /** The AG-UI events for one turn stream event. */
+  map(e: TurnStreamEvent): BaseEvent[] {
+    const out: BaseEvent[] = [];
+    const { threadId, runId } = this.options;
+    if (!this.started) {
+      this.started = true;
+      out.push({ type: EventType.RUN_STARTED, threadId, runId });
+    }
+    switch (e.type) {
+      case "text":
+      case "thinking":
+        this.delta(e.type === "text" ? "text" : "reasoning", e.delta, out);
+        break;
+      case "approval.requested":
+        this.call(e.callId, e.name, e.args, out);
+        this.interrupts.push({
+          id: e.callId,
+          reason: APPROVAL_INTERRUPT,
+          message: `Approve ${e.name}${e.reason ? ` (${e.reason})` : ""}?`,
+          toolCallId: e.callId,
+          responseSchema: {
+            type: "object",
+            properties: { approved: { type: "boolean" }, reason: { type: "string" } },
+            required: ["approved"],
+          },
+        });
+        break;
+      case "tool.started":
+        this.call(e.callId, e.name, e.args, out);
+        break;
+      case "tool.progress":
+        out.push({
+          type: EventType.CUSTOM,
+          name: "keel.tool_progress",
+          value: { toolCallId: e.callId, message: e.message, fraction: e.fraction },
+        });
+        break;
+      case "tool.finished": {
+        this.call(e.callId, e.name, {}, out);
+        const detail = this.options.outputOf?.(e.callId);
+        const content = typeof detail === "string" ? detail : JSON.stringify(detail ?? { status: e.status });
+        out.push({
+          type: EventType.TOOL_CALL_RESULT,
+          messageId: `result-${e.callId}`,
+          toolCallId: e.callId,
+          content,
+          role: "tool",
+        });
+        break;
+      }
+      case "retry":
+        this.close(out);
+        out.push({ type: EventType.CUSTOM, name: "keel.retry", value: { message: e.message } });
+        break;
+      case "error":
+        this.close(out);
+        out.push({ type: EventType.RUN_ERROR, message: e.message, code: e.code });
+        break;
+      case "verdict":
+        this.finish(e.result, out);
+        break;
+    }
+    return out;
+  }
+
+  private delta(kind: "text" | "reasoning", delta: string, out: BaseEvent[]): void {
+    if (this.open?.kind !== kind) {
+      this.close(out);
+      const messageId = `${this.options.runId}-${kind}-${++this.parts}`;
+      this.open = { kind, id: messageId };
+      if (kind === "text") out.push({ type: EventType.TEXT_MESSAGE_START, messageId, role: "assistant" });
+      else
+        out.push(
+          { type: EventType.REASONING_START, messageId },
+          { type: EventType.REASONING_MESSAGE_START, messageId, role: "reasoning" },
+        );
+    }
+    const type = kind === "text" ? EventType.TEXT_MESSAGE_CONTENT : EventType.REASONING_MESSAGE_CONTENT;
+    out.push({ type, messageId: this.open.id, delta });
+  }
+
+  private close(out: BaseEvent[]): void {
+    if (!this.open) return;
+    const messageId = this.open.id;
+    if (this.open.kind === "text") out.push({ type: EventType.TEXT_MESSAGE_END, messageId });
+    else out.push({ type: EventType.REASONING_MESSAGE_END, messageId }, { type: EventType.REASONING_END, messageId });
+    this.open = undefined;
+  }
+
+  private call(callId: string, name: string, args: unknown, out: BaseEvent[]): void {
+    if (this.calls.has(callId)) return;
+    this.close(out);
+    this.calls.add(callId);
+    out.push(
+      { type: EventType.TOOL_CALL_START, toolCallId: callId, toolCallName: name },
+      { type: EventType.TOOL_CALL_ARGS, toolCallId: callId, delta: JSON.stringify(args ?? {}) },
+      { type: EventType.TOOL_CALL_END, toolCallId: callId },
+    );
+  }
+
+  private finish(result: TurnResult, out: BaseEvent[]): void {
+    this.close(out);
+    const { threadId, runId } = this.options;
+    const v = result.verdict;
+    const usage = [{ inputTokens: result.usage.inputTokens, outputTokens: result.usage.outputTokens }];
+    if (v.status === "failed") out.push({ type: EventType.RUN_ERROR, message: v.message, code: v.code });
+    else if (v.status === "paused")
+      out.push({
+        type: EventType.RUN_FINISHED,
+        threadId,
+        runId,
+        outcome: { type: "interrupt", interrupts: this.pending(result) },
+        usage,
+      });
+    else if (v.status === "interrupted")
+      out.push({ type: EventType.RUN_FINISHED, threadId, runId, outcome: { type: "cancelled" }, usage });
+    else
+      out.push({
+        type: EventType.RUN_FINISHED,
+        threadId,
+        runId,
+        result: result.text,
+        outcome: { type: "success" },
+        usage,
+      });
+  }
+
+  /** The interrupts of a paused turn: every call it waits for, also those asked before this stream began. */
+  private pending(result: TurnResult): Interrupt[] {
+    const seen = new Map(this.interrupts.map((i) => [i.id, i]));
+    const ids = result.verdict.status === "paused" ? result.verdict.pending : [];
+    return ids.map(
+      (id) =>
+        seen.get(id) ?? {
+          id,
+          reason: APPROVAL_INTERRUPT,
+          toolCallId: id,
+          message: `Approve ${result.pending?.find((p) => p.callId === id)?.name ?? "the tool call"}?`,
+        },
+    );
+  }
+}
+
+/** The turn as a ReadableStream of AG-UI events. Contract: as AGUIEventMapper; pull-based. */
+export function toAGUIEvents(
+  stream: AsyncIterable<TurnStreamEvent>,
+  options: AGUIStreamOptions,
+): ReadableStream<BaseEvent> {
+  const mapper = new AGUIEventMapper(options);
+  return closeOnCancel(stream, (e) => mapper.map(e), options.onCancel);
+}
+
+/**
+ * A Response streaming the turn as AG-UI events, encoded by @ag-ui/encoder's EventEncoder for
+ * the request's `Accept` (SSE by default, protobuf when asked for). Contract: the encoder's content type.
+ */
+export function aguiResponse(
+  stream: AsyncIterable<TurnStreamEvent>,
+  options: AGUIStreamOptions & { accept?: string | null; headers?: Record<string, string> },
+): Response {
+  const encoder = new EventEncoder(options.accept ? { accept: options.accept } : {});
+  const headers = new Headers(options.headers);
+  headers.set("content-type", encoder.getContentType());
+  headers.set("cache-control", "no-cache");
+  headers.set("x-accel-buffering", "no");
+  const bytes = new TextEncoder();
+  const body = toAGUIEvents(stream, options).pipeThrough(
+    new TransformStream<BaseEvent, Uint8Array>({
+      transform: (event, controller) => {
+        const encoded = encoder.encodeBinary(event);
+        controller.enqueue(typeof encoded === "string" ? bytes.encode(encoded) : encoded);
+      },
+    }),
+  );
+  return new Response(body, { headers });
+}

@@ -1,0 +1,144 @@
+/**
+ * A fetch-style handler for `useChat` (the AI SDK's DefaultChatTransport): a new user message
+ * runs a turn; an assistant message carrying approval answers answers the session's paused
+ * approvals and streams the resumed turn. Both answer in the UI message stream protocol.
+ */
+import { z } from "zod";
+import { streamResume, streamTurn } from "@keel/stream";
+import type { TurnStream } from "@keel/stream";
+import type { ChatHandlerOptions } from "./http.ts";
+import { callerOf, chatSession, failure, HttpError, memoryChatSessions, readBody, resultText } from "./http.ts";
+import { uiMessageStreamResponse } from "./ui-message-stream.ts";
+
+const Part = z.looseObject({ type: z.string().min(1).max(200) });
+const UIMessage = z.looseObject({
+  id: z.string().max(500),
+  role: z.enum(["system", "user", "assistant"]),
+  parts: z.array(Part).max(10_000),
+});
+
+/** The body DefaultChatTransport posts. Contract: extra fields (the transport's `body`) are allowed. */
+export const ChatRequestSchema = z.looseObject({
+  id: z.string().min(1).max(500),
+  messages: z.array(UIMessage).min(1).max(100_000),
+  trigger: z.enum(["submit-message", "regenerate-message"]),
+  messageId: z.string().max(500).optional(),
+});
+
+/** An answered approval, as useChat's addToolApprovalResponse leaves it on a tool part. */
+const Responded = z.looseObject({
+  type: z.string().regex(/^(tool-.+|dynamic-tool)$/),
+  toolCallId: z.string().min(1).max(500),
+  state: z.literal("approval-responded"),
+  approval: z.looseObject({
+    id: z.string().min(1).max(500),
+    approved: z.boolean(),
+    reason: z.string().max(2000).optional(),
+  }),
+});
+
+const ToolPart = z.looseObject({ type: z.string().regex(/^(tool-.+|dynamic-tool)$/), toolCallId: z.string() });
+
+type ChatMessage = z.infer<typeof UIMessage>;
+
+/** The text of a user message's text parts. */
+function userText(message: ChatMessage): string {
+  return message.parts
+    .map((p) => (p.type === "text" && typeof p.text === "string" ? p.text : ""))
+    .filter(Boolean)
+    .join("\n");
+}
+
+/**
+ * The chat handler, `(Request) => Promise<Response>` for `POST` with useChat's body.
+ * Contract: malformed bodies are 400 JSON errors; the chat id is the caller's own (another
+ * caller's id is another chat); errors before the stream starts are JSON with a status (409 for
+ * a busy or paused session, 404 for an unknown chat or approval); once streaming, failures are
+ * the protocol's `error` chunk. `regenerate-message` is refused (400): a Keel session's history
+ * is append-only.
+ */
+export function createChatHandler(options: ChatHandlerOptions): (request: Request) => Promise<Response> {
+  const chats = options.chats ?? memoryChatSessions();
+  return async (request) => {
+    try {
+      if (request.method !== "POST") throw new HttpError(405, "METHOD_NOT_ALLOWED", "POST useChat's request body.");
+      const owner = await callerOf(request, options);
+      const body = await readBody(request, ChatRequestSchema, options.maxBodyBytes ?? 8 * 1024 * 1024);
+      if (body.trigger === "regenerate-message")
+        throw new HttpError(400, "BAD_REQUEST", "Regenerating a message is not supported: send a new message.");
+      const last = body.messages.at(-1)!;
+      if (last.role === "user") return await runTurn(options, chats, owner, body.id, last);
+      if (last.role === "assistant") return await answer(options, chats, owner, body.id, last);
+      throw new HttpError(400, "BAD_REQUEST", "The last message must be the user's or carry approval answers.");
+    } catch (err) {
+      return failure(err, options);
+    }
+  };
+}
+
+async function runTurn(
+  options: ChatHandlerOptions,
+  chats: NonNullable<ChatHandlerOptions["chats"]>,
+  owner: string,
+  chatId: string,
+  last: ChatMessage,
+): Promise<Response> {
+  const text = userText(last);
+  if (!text.trim()) throw new HttpError(400, "BAD_REQUEST", "The last user message has no text part.");
+  const session = await chatSession(options, chats, owner, chatId, true);
+  const turn = streamTurn(session, text);
+  await turn.started;
+  return respond(options, turn, session.id, { outputOf: resultText(session) });
+}
+
+async function answer(
+  options: ChatHandlerOptions,
+  chats: NonNullable<ChatHandlerOptions["chats"]>,
+  owner: string,
+  chatId: string,
+  last: ChatMessage,
+): Promise<Response> {
+  const answers = last.parts.flatMap((p) => {
+    const r = Responded.safeParse(p);
+    return r.success ? [r.data] : [];
+  });
+  if (!answers.length)
+    throw new HttpError(400, "BAD_REQUEST", "The last message is the assistant's but answers no approval.");
+  const session = await chatSession(options, chats, owner, chatId, false);
+  const waiting = new Map(session.pendingApprovals().map((p) => [p.callId, p]));
+  for (const a of answers) {
+    const pending = waiting.get(a.approval.id);
+    // An answer the session already has (a retried request) is not written twice.
+    if (pending?.answer) continue;
+    const reason = a.approval.reason ? { reason: a.approval.reason } : {};
+    if (a.approval.approved) await session.approve(a.approval.id, reason);
+    else await session.deny(a.approval.id, reason);
+  }
+  const open = session.pendingApprovals().filter((p) => !p.answer);
+  if (open.length)
+    throw new HttpError(
+      409,
+      "KEEL_APPROVAL_PENDING",
+      `Answer every waiting call first: ${open.map((p) => p.callId).join(", ")}.`,
+    );
+  const turn = streamResume(session);
+  await turn.started;
+  const knownCalls = last.parts.flatMap((p) => {
+    const r = ToolPart.safeParse(p);
+    return r.success ? [r.data.toolCallId] : [];
+  });
+  return respond(options, turn, session.id, { messageId: last.id, knownCalls, outputOf: resultText(session) });
+}
+
+function respond(
+  options: ChatHandlerOptions,
+  turn: TurnStream,
+  sessionId: string,
+  init: { messageId?: string; knownCalls?: string[]; outputOf: (callId: string) => unknown },
+): Response {
+  return uiMessageStreamResponse(turn, {
+    ...init,
+    headers: { "x-keel-session": sessionId },
+    ...(options.onDisconnect === "continue" ? { onCancel: () => turn.detach() } : {}),
+  });
+}
