@@ -227,6 +227,36 @@ describe("reasoning", () => {
     });
   });
 
+  it("@ai-sdk/openai responses: encrypted reasoning (store: false through extra.providerOptions) goes back", async () => {
+    server.enqueue(
+      {
+        thinking: { text: "Plan: look it up.", encrypted: "enc-abc" },
+        toolCalls: [{ name: "get_weather", args: { city: "Paris" } }],
+        api: "responses",
+      },
+      { text: "Sunny.", api: "responses" },
+    );
+    const agent = await createAgent({
+      provider: aiSdkModel(createOpenAI({ apiKey: "k", baseURL: server.openaiBaseURL })("gpt-5")),
+      store: new MemorySessionStore(),
+      tools: [weather([])],
+      requestOptions: {
+        extra: { providerOptions: { openai: { store: false, include: ["reasoning.encrypted_content"] } } },
+      },
+    });
+    const session = await agent.session();
+    const from = server.requests.length;
+    const result = await session.run("Weather in Paris?");
+    const events = await session.events();
+    await agent.close();
+    expect(result.text).toBe("Sunny.");
+    expect(answers(events)[0]!.content[0]).toMatchObject({ type: "thinking", text: "Plan: look it up." });
+    const [first, second] = server.requests.slice(from);
+    expect(first!.body).toMatchObject({ store: false, include: ["reasoning.encrypted_content"] });
+    expect(second!.outcome).toBe("completed");
+    expect(second!.body.input[1]).toMatchObject({ type: "reasoning", encrypted_content: "enc-abc" });
+  });
+
   it("@ai-sdk/openai-compatible: reasoning_content is surfaced as thinking", async () => {
     server.enqueue({ thinking: { text: "Short question." }, text: "Hello.", api: "chat" });
     const { result, events } = await turn(flavours[2]!.make(), "hi");
