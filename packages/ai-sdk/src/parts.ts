@@ -39,7 +39,7 @@ export interface CollectorOptions {
 export class PartCollector {
   private readonly slots: Slot[] = [];
   private readonly byId = new Map<string, Slot>();
-  private finish_: { reason: string; raw: string | undefined; usage: Usage } | undefined;
+  private finish_: { reason: string; raw: string | undefined; usage: Usage; write1h: number } | undefined;
   private served: string | undefined;
 
   private readonly o: CollectorOptions;
@@ -149,7 +149,9 @@ export class PartCollector {
       cacheReadTokens: read,
       cacheWriteTokens: write,
     };
-    this.finish_ = { reason, raw, usage };
+    // Anthropic's raw usage splits cache writes by tier: the 1 h ones are priced as such.
+    const creation = (u.raw as { cache_creation?: Record<string, unknown> } | undefined)?.cache_creation;
+    this.finish_ = { reason, raw, usage, write1h: Math.min(write, count(creation?.ephemeral_1h_input_tokens)) };
   }
 
   private inBand(error: unknown): ProviderError {
@@ -184,7 +186,7 @@ export class PartCollector {
       }
     }
     const usage = f.usage;
-    if (this.o.price) usage.costUsd = costOf(this.o.price, usage);
+    if (this.o.price) usage.costUsd = costOf(this.o.price, usage, f.write1h);
     return {
       type: "response",
       message: { role: "assistant", content },

@@ -1,6 +1,7 @@
 /** A Keel ModelRequest as the call options of an AI SDK language model (specification v3 or v4). */
 import type { LanguageModelV4CallOptions, LanguageModelV4Message, LanguageModelV4Prompt } from "@ai-sdk/provider";
-import type { AssistantMessage, ContentBlock, ModelRequest, ToolResultMessage } from "@keel/kernel";
+import type { AssistantMessage, CacheTier, ContentBlock, ModelRequest, ToolResultMessage } from "@keel/kernel";
+import { chooseCacheTier } from "@keel/providers";
 
 /** What a thinking block keeps of an AI SDK reasoning part, to send it back to the same provider. */
 export interface AiSdkReasoningData {
@@ -57,6 +58,7 @@ export function callOptions(
     }));
     if (o.toolChoice) call.toolChoice = { type: o.toolChoice };
   }
+  if (target.provider.startsWith("anthropic")) cacheBreakpoints(call, chooseCacheTier(request));
   if (o.output) call.responseFormat = { type: "json", name: o.output.name, schema: o.output.schema as never };
   const extra = o.extra ?? {};
   for (const key of PASSTHROUGH) if (extra[key] !== undefined) (call as Record<string, unknown>)[key] = extra[key];
@@ -65,6 +67,24 @@ export function callOptions(
   if (call.stopSequences === undefined && stop !== undefined)
     call.stopSequences = (Array.isArray(stop) ? stop : [stop]).filter((s): s is string => typeof s === "string");
   return call;
+}
+
+/**
+ * Anthropic prompt caching as the native adapter places it: breakpoints on the last tool, the
+ * system prompt and the last message's last part (`providerOptions.anthropic.cacheControl`).
+ */
+function cacheBreakpoints(call: LanguageModelV4CallOptions, tier: CacheTier): void {
+  if (tier === "none") return;
+  const mark = {
+    anthropic: { cacheControl: tier === "1h" ? { type: "ephemeral", ttl: "1h" } : { type: "ephemeral" } },
+  };
+  const tool = call.tools?.at(-1);
+  if (tool?.type === "function") tool.providerOptions = mark;
+  const system = call.prompt[0];
+  if (system?.role === "system") system.providerOptions = mark;
+  const last = call.prompt.at(-1);
+  const part = last && last.role !== "system" ? last.content.at(-1) : undefined;
+  if (part) part.providerOptions = mark;
 }
 
 function promptOf(request: ModelRequest, target: PromptTarget): LanguageModelV4Prompt {

@@ -106,6 +106,53 @@ describe("request mapping", () => {
   });
 });
 
+describe("Anthropic prompt caching, placed as the native adapter places it", () => {
+  const big = "Background. ".repeat(500); // ~1,500 estimated tokens
+  const bigRequest = (options = {}) => ask("question", { system: big, tools: [weatherTool], options });
+  const cacheControls = (body: any) => [
+    body.tools?.at(-1)?.cache_control,
+    Array.isArray(body.system) ? body.system[0].cache_control : undefined,
+    body.messages.at(-1).content.at(-1).cache_control,
+  ];
+
+  it("no breakpoint below 1,024 estimated tokens; 5 min by default above; 1 h or none when asked", async () => {
+    expect(cacheControls(await sent(claude(), ask("short", { tools: [weatherTool] }), "anthropic"))).toEqual([
+      undefined,
+      undefined,
+      undefined,
+    ]);
+    expect(cacheControls(await sent(claude(), bigRequest(), "anthropic"))).toEqual(
+      Array(3).fill({ type: "ephemeral" }),
+    );
+    expect(cacheControls(await sent(claude(), bigRequest({ cache: "1h" }), "anthropic"))).toEqual(
+      Array(3).fill({ type: "ephemeral", ttl: "1h" }),
+    );
+    expect(cacheControls(await sent(claude(), bigRequest({ cache: "none" }), "anthropic"))).toEqual([
+      undefined,
+      undefined,
+      undefined,
+    ]);
+    // Not an Anthropic model: nothing is added.
+    expect(JSON.stringify(await sent(chat(), bigRequest(), "chat"))).not.toContain("cache_control");
+  });
+
+  it("cache reads and writes land in usage; 1 h writes are priced as such", async () => {
+    server.enqueue({
+      text: "a",
+      usage: { input: 20, output: 10, cacheRead: 1000, cacheWrite: 200, cacheWrite1h: 300 },
+      api: "anthropic",
+    });
+    const r = await run(claude(), bigRequest());
+    expect(r.response!.usage).toMatchObject({
+      inputTokens: 20,
+      outputTokens: 10,
+      cacheReadTokens: 1000,
+      cacheWriteTokens: 500,
+    });
+    expect(r.response!.usage.costUsd).toBeCloseTo((20 * 3 + 10 * 15 + 1000 * 0.3 + 200 * 3.75 + 300 * 6) / 1e6, 12);
+  });
+});
+
 describe("the model guard", () => {
   const code = (f: () => unknown) => {
     try {
