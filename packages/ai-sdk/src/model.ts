@@ -95,6 +95,12 @@ export function aiSdkModel(model: AiSdkLanguageModel, options: AiSdkModelOptions
     throw new KeelError("KEEL_PROVIDER_OPTIONS_INVALID", `${id}: maxRetries must be a non-negative integer.`, {
       path: "maxRetries",
     });
+  if (options.price !== undefined && options.price !== false && !validPrice(options.price))
+    throw new KeelError(
+      "KEEL_PROVIDER_OPTIONS_INVALID",
+      `${id}: price must be { input, output } in USD per million tokens (non-negative numbers), got ${JSON.stringify(options.price)}.`,
+      { path: "price" },
+    );
   const table = known(m);
   const price = options.price === false ? undefined : (options.price ?? table.price);
   const contextWindow = options.contextWindow ?? table.contextWindow;
@@ -145,4 +151,15 @@ function failing(err: unknown): AsyncIterable<unknown> {
       return: async () => ({ done: true, value: undefined }),
     }),
   };
+}
+
+function validPrice(p: unknown): boolean {
+  if (typeof p !== "object" || p === null) return false;
+  const r = p as Record<string, unknown>;
+  const ok = (v: unknown) => typeof v === "number" && Number.isFinite(v) && v >= 0;
+  return (
+    ok(r.input) &&
+    ok(r.output) &&
+    ["cacheRead", "cacheWrite", "cacheWrite1h"].every((k) => r[k] === undefined || ok(r[k]))
+  );
 }

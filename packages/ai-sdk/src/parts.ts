@@ -49,6 +49,8 @@ export class PartCollector {
   }
 
   push(part: Part): ModelEvent | ModelEvent[] | undefined {
+    // Whatever a provider package emits is read field by field: a malformed part is skipped, never a crash.
+    if (typeof part !== "object" || part === null) return undefined;
     switch (part.type) {
       case "text-start":
       case "reasoning-start":

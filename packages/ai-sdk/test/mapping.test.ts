@@ -181,6 +181,9 @@ describe("the model guard", () => {
     const [c, message] = code(() => aiSdkModel(createOpenAI({ apiKey: "k" })("gpt-4o"), { idleTimeoutMs: -1 }));
     expect(c).toBe("KEEL_PROVIDER_OPTIONS_INVALID");
     expect(message).toContain("idleTimeoutMs");
+    const price = code(() => aiSdkModel(createOpenAI({ apiKey: "k" })("gpt-4o"), { price: { input: -1, output: 1 } }));
+    expect(price[0]).toBe("KEEL_PROVIDER_OPTIONS_INVALID");
+    expect(price[1]).toContain("price");
   });
 
   it("knows the price and context window of OpenAI and Anthropic models; an option overrides them", () => {
