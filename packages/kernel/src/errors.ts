@@ -149,6 +149,8 @@ export const ERROR_CODES = {
   KEEL_PROVIDER_BASE_URL_MISSING:
     "An OpenAI-compatible server needs its URL. Pass `baseURL` or set OPENAI_BASE_URL (e.g. http://localhost:11434/v1 for Ollama).",
   KEEL_PROVIDER_OPTIONS_INVALID: "A provider adapter was given an invalid option. Fix the option named.",
+  KEEL_PROVIDER_MODEL_UNSUPPORTED:
+    'The object given as an AI SDK model is not a language model Keel can call (aiSdkModel takes specification v3 or v4). Pass a language model of a current @ai-sdk/* provider, e.g. openai("gpt-4o"), upgrading an older provider package.',
   // Providers (@keel/providers). Add codes above this line.
   KEEL_CONFIG_NOT_FOUND:
     "No agent config was found. Create agent.config.ts (or .js/.mjs/.json, or a `keel` field in package.json) here or in a parent folder, or pass --config PATH.",

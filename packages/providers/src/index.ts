@@ -26,3 +26,8 @@ export {
 export type { ModelPrice } from "./models.ts";
 export type { StreamRetryOptions } from "./retry.ts";
 export { DEFAULT_FIRST_BYTE_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_RETRY_AFTER_MS } from "./retry.ts";
+// Building blocks for adapters outside this package (@keel/ai-sdk): the same retries, timeouts and error classes.
+export { fromFacts, retryAfterOf } from "./errors.ts";
+export { parseArgs } from "./args.ts";
+export { retrySettings, sleep, withStreamRetries } from "./retry.ts";
+export type { RetrySettings, StreamSession } from "./retry.ts";
