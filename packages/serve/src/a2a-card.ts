@@ -1,0 +1,60 @@
+/** The agent card a served Keel agent publishes at `/.well-known/agent-card.json`. */
+import { A2A_PROTOCOL_VERSION } from "@a2a-js/sdk";
+import type { AgentCard } from "@a2a-js/sdk";
+import type { Agent } from "@keel/kernel";
+import { headOf } from "@keel/text";
+import { ANSWER_HELP } from "./a2a-approvals.ts";
+
+/** What the card says beyond what the agent knows. */
+export interface CardOptions {
+  /** Default: the instructions' first line, else "A Keel agent". */
+  description?: string;
+  /** Default "0.1.0". */
+  version?: string;
+}
+
+/**
+ * The card of `agent` served at `url` (the JSON-RPC endpoint).
+ * Contract: streaming is declared; a bearer scheme is declared and required exactly when
+ * `bearer` is true; the one skill names the agent's tools and says how approvals are answered.
+ */
+export function agentCard(agent: Agent, url: string, bearer: boolean, options: CardOptions = {}): AgentCard {
+  const instructions = agent.options.instructions?.trim();
+  const description =
+    options.description ?? (instructions ? headOf(instructions.split("\n")[0]!, 300) : "A Keel agent");
+  const tools = (agent.options.tools ?? []).map((t) => t.name);
+  return {
+    name: agent.name,
+    description,
+    supportedInterfaces: [{ url, protocolBinding: "JSONRPC", tenant: "", protocolVersion: A2A_PROTOCOL_VERSION }],
+    provider: undefined,
+    version: options.version ?? "0.1.0",
+    capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    securitySchemes: bearer
+      ? {
+          bearer: {
+            scheme: {
+              $case: "httpAuthSecurityScheme",
+              value: { description: "The server's token", scheme: "Bearer", bearerFormat: "" },
+            },
+          },
+        }
+      : {},
+    securityRequirements: bearer ? [{ schemes: { bearer: { list: [] } } }] : [],
+    defaultInputModes: ["text/plain", "application/json"],
+    defaultOutputModes: ["text/plain", "application/json"],
+    skills: [
+      {
+        id: "turn",
+        name: `Ask ${agent.name}`,
+        description: `One task is one turn of ${agent.name}; messages in the same contextId continue the conversation.${tools.length ? ` Tools: ${tools.join(", ")}.` : ""} A tool call that needs approval pauses the task (input-required). ${ANSWER_HELP}`,
+        tags: ["keel", ...tools],
+        examples: [],
+        inputModes: ["text/plain", "application/json"],
+        outputModes: ["text/plain", "application/json"],
+        securityRequirements: [],
+      },
+    ],
+    signatures: [],
+  };
+}
