@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { GetTaskRequest, SendMessageRequest, TaskState } from "@a2a-js/sdk";
+import { CancelTaskRequest, GetTaskRequest, ListTasksRequest, SendMessageRequest, TaskState } from "@a2a-js/sdk";
 import type { Message, Part, StreamResponse, Task } from "@a2a-js/sdk";
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from "@a2a-js/sdk/client";
 import type { Client } from "@a2a-js/sdk/client";
@@ -202,6 +202,51 @@ describe("keel agent over A2A", () => {
     expect(JSON.stringify(rig.provider.requests[1]!.messages)).toContain("not before the review");
   });
 
+  it("message/stream pauses at input-required; the answer streams the rest of the turn to completed", async () => {
+    const rig = await serve([writeCall, { text: "Written it down." }]);
+    const c = await client(rig.server.url);
+    const states = async (req: SendMessageRequest) => {
+      const out: { state?: TaskState; id: string }[] = [];
+      for await (const e of c.sendMessageStream(req))
+        if (e.payload?.$case === "statusUpdate")
+          out.push({ state: e.payload.value.status?.state, id: e.payload.value.taskId });
+      return out;
+    };
+    const first = await states(send([{ text: "note it" }]));
+    expect(first.at(-1)!.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    const second = await states(send([{ text: "approve" }], { taskId: first[0]!.id }));
+    expect(second.at(-1)!.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(rig.notes).toEqual(["release is Thursday"]);
+  });
+
+  it("tasks/cancel aborts a running turn: the task ends cancelled", async () => {
+    const { server } = await serve([{ hang: true }]);
+    const c = await client(server.url);
+    const events = c.sendMessageStream(send([{ text: "take your time" }]));
+    let id = "";
+    let last: TaskState | undefined;
+    for await (const e of events) {
+      if (e.payload?.$case === "task") id = e.payload.value.id;
+      if (e.payload?.$case === "statusUpdate") {
+        last = e.payload.value.status?.state;
+        if (last === TaskState.TASK_STATE_WORKING) void c.cancelTask(CancelTaskRequest.fromJSON({ id }));
+      }
+    }
+    expect(last).toBe(TaskState.TASK_STATE_CANCELED);
+    expect((await c.getTask(GetTaskRequest.fromJSON({ id }))).status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+  });
+
+  it("cancelling a task that waits for approval frees the conversation for the next task", async () => {
+    const rig = await serve([writeCall, { text: "Fresh start." }]);
+    const c = await client(rig.server.url);
+    const paused = await task(c, send([{ text: "note it" }]));
+    const cancelled = await c.cancelTask(CancelTaskRequest.fromJSON({ id: paused.id }));
+    expect(cancelled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+    const next = await task(c, send([{ text: "something else" }], { contextId: paused.contextId }));
+    expect(text(next.status?.message)).toBe("Fresh start.");
+    expect(rig.notes).toEqual([]);
+  });
+
   it("a failing turn is a failed task with a message, never a stack", async () => {
     const { server } = await serve([{ error: { class: "auth", message: "bad key" } }]);
     const t = await task(await client(server.url), send([{ text: "hi" }]));
@@ -233,6 +278,8 @@ describe("who may call", () => {
     );
     await expect(b.sendMessage(send([{ text: "let me in" }], { taskId: t.id }))).rejects.toThrow(/not found/i);
     expect((await a.getTask(GetTaskRequest.fromJSON({ id: t.id }))).id).toBe(t.id);
+    expect((await a.listTasks(ListTasksRequest.fromJSON({}))).tasks.map((x) => x.id)).toEqual([t.id]);
+    expect((await b.listTasks(ListTasksRequest.fromJSON({}))).tasks).toEqual([]);
   });
 
   it("malformed JSON, a bad request, an unknown method and bad params are JSON-RPC errors; the server goes on", async () => {
