@@ -52,6 +52,7 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   async load(taskId: string, context: ServerCallContext): Promise<Task | undefined> {
+    if (!this.db.isOpen) return undefined;
     const row = this.db
       .prepare("SELECT task FROM a2a_tasks WHERE id = ? AND owner = ?")
       .get(taskId, principalOf(context)) as { task: string } | undefined;
@@ -80,6 +81,8 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   private write(task: Task, owner: string): void {
+    // After close (the server stopped with a turn still running) nothing is written: the next start fails that task.
+    if (!this.db.isOpen) return;
     this.db
       .prepare(
         `INSERT INTO a2a_tasks (id, owner, context_id, state, task, updated_at) VALUES (?, ?, ?, ?, ?, ?)

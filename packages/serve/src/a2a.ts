@@ -198,15 +198,13 @@ async function stream(res: ServerResponse, events: AsyncGenerator<unknown>, id: 
     return sendJson(res, 200, rpcError(id, JsonRpcTransportHandler.mapToJSONRPCError(err).code, message(err)));
   }
   res.writeHead(200, SSE_HEADERS);
-  res.on("close", () => void events.return(undefined).catch(() => {}));
   try {
-    for (let next = first; !next.done; next = await events.next()) {
-      if (res.writableEnded || res.destroyed) break;
-      res.write(formatSSEEvent(next.value));
-    }
+    // A caller that leaves does not stop the task: the stream is drained (the SDK stores the task as it is read).
+    for (let next = first; !next.done; next = await events.next())
+      if (!res.writableEnded && !res.destroyed) res.write(formatSSEEvent(next.value));
   } catch (err) {
     const mapped = JsonRpcTransportHandler.mapToJSONRPCError(err);
-    res.write(`event: error\ndata: ${JSON.stringify(rpcError(id, mapped.code, message(err)))}\n\n`);
+    if (!res.destroyed) res.write(`event: error\ndata: ${JSON.stringify(rpcError(id, mapped.code, message(err)))}\n\n`);
   } finally {
     res.end();
   }

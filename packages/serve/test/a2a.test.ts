@@ -240,11 +240,30 @@ describe("keel agent over A2A", () => {
     const rig = await serve([writeCall, { text: "Fresh start." }]);
     const c = await client(rig.server.url);
     const paused = await task(c, send([{ text: "note it" }]));
+    const blocked = await task(c, send([{ text: "meanwhile" }], { contextId: paused.contextId }));
+    expect(blocked.status?.state).toBe(TaskState.TASK_STATE_FAILED);
+    expect(text(blocked.status?.message)).toContain("waits for an approval in an earlier task");
     const cancelled = await c.cancelTask(CancelTaskRequest.fromJSON({ id: paused.id }));
     expect(cancelled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
     const next = await task(c, send([{ text: "something else" }], { contextId: paused.contextId }));
     expect(text(next.status?.message)).toBe("Fresh start.");
     expect(rig.notes).toEqual([]);
+  });
+
+  it("a caller that leaves a stream early does not stop the task: tasks/get later shows it completed", async () => {
+    const { server } = await serve([{ text: "Done without you.", delayMs: 300 }]);
+    const c = await client(server.url);
+    let id = "";
+    for await (const e of c.sendMessageStream(send([{ text: "start and leave" }]))) {
+      if (e.payload?.$case === "task") id = e.payload.value.id;
+      break;
+    }
+    let state: TaskState | undefined;
+    for (let i = 0; i < 200 && state !== TaskState.TASK_STATE_COMPLETED; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      state = (await c.getTask(GetTaskRequest.fromJSON({ id }))).status?.state;
+    }
+    expect(state).toBe(TaskState.TASK_STATE_COMPLETED);
   });
 
   it("a failing turn is a failed task with a message, never a stack", async () => {
