@@ -7,7 +7,7 @@
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -105,6 +105,48 @@ describe("keel serve --a2a", () => {
     expect(answer(next)).toBe("Still Thursday.");
     second.child.kill("SIGINT");
     expect(await second.exit).toBe(0);
+    expect(`${first.stderr()}${second.stderr()}`).not.toMatch(/\n\s+at |Error:/);
+  });
+
+  it("a paused approval outlives a restart: the next process resumes the turn when the task is answered", async () => {
+    const p = project();
+    const notes = join(p.dir, "notes.txt");
+    const config = (steps: unknown[]) =>
+      writeFileSync(
+        join(p.dir, "agent.config.mjs"),
+        `import { appendFileSync } from "node:fs";
+export default {
+  name: "helper",
+  tools: [{ name: "write_note", description: "Appends a note.", category: "edit", parameters: { type: "object", properties: { text: { type: "string" } } }, execute: ({ text }) => { appendFileSync(${JSON.stringify(notes)}, text + "\\n"); return "wrote " + text; } }],
+  plugins: [{ name: "guard", version: "1.0.0", setup(ctx) { ctx.on("tool.pre_call", (e) => e.call.name === "write_note" ? { kind: "tool_decision", decision: "ask", reason: "writes are reviewed" } : undefined); } }],
+  offline: { script: { steps: ${JSON.stringify(steps)} } },
+};\n`,
+      );
+    config([{ toolCalls: [{ id: "w1", name: "write_note", args: { text: "ship it" } }] }]);
+    const first = await start(p);
+    const paused = await ask(await client(first.url), "note that we ship");
+    expect(paused.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    first.child.kill("SIGTERM");
+    await first.exit;
+
+    config([{ text: "Noted." }]);
+    const second = await start(p);
+    try {
+      const c = await client(second.url);
+      expect((await c.getTask(GetTaskRequest.fromJSON({ id: paused.id }))).status?.state).toBe(
+        TaskState.TASK_STATE_INPUT_REQUIRED,
+      );
+      const done = await c.sendMessage(
+        SendMessageRequest.fromJSON({
+          message: { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text: "approve" }], taskId: paused.id },
+        }),
+      );
+      expect("status" in done && done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+      expect(readFileSync(notes, "utf8")).toBe("ship it\n");
+    } finally {
+      second.child.kill("SIGINT");
+      await second.exit;
+    }
   });
 
   it("with --token: the card is public, calls without the token are 401, with it they are served", async () => {
