@@ -40,7 +40,14 @@ export async function serveA2a(agent: Agent, io: CliEnv, bind: Bind, home: strin
   const db = join(home, "serve.sqlite");
   const owners = new SessionOwners(db);
   try {
-    const server = await startA2a({ agent, owners, bind, tasksPath: db });
+    const server = await startA2a({ agent, owners, bind, tasksPath: db }).catch((err: NodeJS.ErrnoException) => {
+      throw new KeelError(
+        "KEEL_CLI_USAGE",
+        err.code === "EADDRINUSE"
+          ? `Port ${bind.port} on ${bind.host} is in use: pick another --port (or leave it out for a free one).`
+          : `Cannot listen on ${bind.host}:${bind.port} (${err.code ?? err.message}): check --host and --port.`,
+      );
+    });
     let offSignals = () => {};
     const stopped = new Promise<"SIGINT" | "SIGTERM">((resolve) => {
       let stopping = false;

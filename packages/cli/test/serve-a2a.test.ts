@@ -7,8 +7,11 @@
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { createServer } from "node:net";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { GetTaskRequest, SendMessageRequest, TaskState } from "@a2a-js/sdk";
@@ -178,6 +181,23 @@ export default {
     expect(run.code).toBe(2);
     expect(run.stderr).toContain("--token");
     expect(run.stderr).not.toContain("A2A endpoint");
+  });
+
+  it("a port in use is a usage error naming --port", async () => {
+    const p = project();
+    const taken = createServer().listen(0, "127.0.0.1");
+    await once(taken, "listening");
+    try {
+      const port = String((taken.address() as AddressInfo).port);
+      const run = await runKeel(["serve", "--a2a", "--port", port], {
+        cwd: p.dir,
+        env: offlineEnv({ KEEL_HOME: p.home }),
+      });
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain(`Port ${port} on 127.0.0.1 is in use`);
+    } finally {
+      taken.close();
+    }
   });
 
   it("serve without --a2a, and --token on another command, are usage errors", async () => {

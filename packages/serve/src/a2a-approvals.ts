@@ -7,7 +7,7 @@ import { z } from "zod";
 import type { Message, Part } from "@a2a-js/sdk";
 import type { PendingApproval } from "@keel/kernel";
 
-/** How to answer, as the card's skill and every input-required message say it. */
+/** How to answer. Contract: the card's skill and every input-required message say it in these words. */
 export const ANSWER_HELP =
   'Answer a paused task (state input-required) with a message on the same taskId: the text "approve" or "deny" (then an optional reason) answers every waiting call, or one data part per call {"approve": true|false, "callId": "...", "reason": "..."} (callId may be left out when one call waits).';
 
@@ -59,7 +59,7 @@ function reason(text: string | undefined): { reason?: string } {
   return t ? { reason: headOf(t, 2_000) } : {};
 }
 
-/** The input-required message's parts: a sentence per waiting call, and the calls as data. */
+/** The input-required message's parts. Contract: a text part (a line per waiting call, then ANSWER_HELP) and a data part `{ waiting: [{ callId, name, args, reason? }] }`. */
 export function waitingParts(waiting: readonly PendingApproval[]): Part[] {
   const lines = waiting.map(
     (p) =>

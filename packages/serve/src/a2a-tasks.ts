@@ -8,12 +8,12 @@ import { Role, Task, TaskState } from "@a2a-js/sdk";
 import type { ListTasksRequest, ListTasksResponse, Message } from "@a2a-js/sdk";
 import type { ServerCallContext, TaskStore } from "@a2a-js/sdk/server";
 
-/** The principal a call runs as: the one the server put in its context ("local" without one). */
+/** The principal a call runs as. Contract: the context user's name, "local" without one. */
 export function principalOf(context: ServerCallContext | undefined): string {
   return context?.user?.userName || "local";
 }
 
-/** An agent message of one text part. */
+/** An agent message of one text part. Contract: a fresh messageId each call. */
 export function agentText(text: string, taskId: string, contextId: string): Message {
   return {
     messageId: randomUUID(),

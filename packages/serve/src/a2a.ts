@@ -21,7 +21,7 @@ import { principalOf, SqliteTaskStore } from "./a2a-tasks.ts";
 import { authorize, openOwned } from "./auth.ts";
 import type { Bind, SessionOwners } from "./auth.ts";
 
-/** Options of startA2a. */
+/** Options of startA2a. Contract: `owners` and `tasksPath` may share one SQLite file (separate tables). */
 export interface A2aOptions extends CardOptions {
   agent: Agent;
   owners: SessionOwners;
@@ -31,7 +31,7 @@ export interface A2aOptions extends CardOptions {
   tasksPath?: string;
 }
 
-/** A running A2A endpoint. */
+/** A running A2A endpoint. Contract: `close()` drops open connections and streams, then the task store. */
 export interface A2aServer {
   /** The JSON-RPC endpoint (the card is at `${url}.well-known/agent-card.json`). */
   url: string;
@@ -114,17 +114,66 @@ async function readBody(req: IncomingMessage): Promise<string | undefined> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
+/** What a request is served with. */
+interface Endpoint {
+  options: A2aOptions;
+  port: number;
+  url: string;
+  v1: JsonRpcTransportHandler;
+  v03: LegacyJsonRpcTransportHandler;
+}
+
+/** The body as one JSON-RPC request object, or the JSON-RPC error that answers it. */
+async function readRequest(req: IncomingMessage): Promise<Record<string, unknown> | [number, object]> {
+  const body = await readBody(req);
+  if (body === undefined) return [413, rpcError(null, -32600, "The request is over 4 MiB.")];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return [200, rpcError(null, -32700, "Parse error: the body is not JSON.")];
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
+    return [200, rpcError(null, -32600, "Invalid Request: send one JSON-RPC request object.")];
+  return parsed as Record<string, unknown>;
+}
+
+/** One HTTP request: the card, or a JSON-RPC call by an authorized caller. */
+async function route(e: Endpoint, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { agent, bind } = e.options;
+  const path = (req.url ?? "/").split("?")[0];
+  const caller = authorize(bind, e.port, { host: req.headers.host, authorization: req.headers.authorization });
+  if (!caller.ok && (caller.status === 421 || path !== CARD_PATH))
+    return sendJson(res, caller.status, rpcError(null, -32600, caller.message), {
+      ...(caller.status === 401 ? { "www-authenticate": "Bearer" } : {}),
+    });
+  if (path === CARD_PATH && req.method === "GET") {
+    const here = req.headers.host ? `http://${req.headers.host}/` : e.url;
+    return sendJson(res, 200, AgentCard.toJSON(agentCard(agent, here, bind.tokens.length > 0, e.options)));
+  }
+  if (path !== "/" || req.method !== "POST")
+    return sendJson(res, 404, rpcError(null, -32600, `POST JSON-RPC to / (the card is at ${CARD_PATH}).`));
+  const request = await readRequest(req);
+  if (Array.isArray(request)) return sendJson(res, request[0], request[1]);
+  const legacy = typeof request.method === "string" && request.method.includes("/");
+  const context = new ServerCallContext({
+    user: new Principal((caller.ok && caller.principal) || "local"),
+    requestedVersion: legacy ? "0.3" : "1.0",
+  });
+  const answer = await (legacy ? e.v03 : e.v1).handle(request, context);
+  if (!(Symbol.asyncIterator in answer)) return sendJson(res, 200, answer);
+  await stream(res, answer as AsyncGenerator<unknown>, request.id);
+}
+
 /**
  * Serve `agent` over A2A on `bind`.
  * Contract: the card needs no token (it says which scheme to use) but loopback Host rules apply;
  * every JSON-RPC call needs a token when the bind has any (401 otherwise); each principal sees
  * only its own contexts and tasks (others' are not found, -32001); bad input is a JSON-RPC
- * error (-32700, -32600, -32601, -32602), never a crash.
+ * error (-32700, -32600, -32601, -32602), never a crash; a port in use rejects (EADDRINUSE).
  */
 export async function startA2a(options: A2aOptions): Promise<A2aServer> {
   const { agent, owners, bind } = options;
-  const store = new SqliteTaskStore(options.tasksPath);
-  const bearer = bind.tokens.length > 0;
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -133,47 +182,18 @@ export async function startA2a(options: A2aOptions): Promise<A2aServer> {
   const port = (server.address() as AddressInfo).port;
   const host = bind.host.includes(":") && !bind.host.startsWith("[") ? `[${bind.host}]` : bind.host;
   const url = `http://${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${port}/`;
-  const handler = new OwnedHandler(agentCard(agent, url, bearer, options), store, new KeelExecutor(agent, owners), {
-    agent,
-    owners,
-  });
-  const v1 = new JsonRpcTransportHandler(handler);
-  const v03 = new LegacyJsonRpcTransportHandler(handler);
-  const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const path = (req.url ?? "/").split("?")[0];
-    const caller = authorize(bind, port, { host: req.headers.host, authorization: req.headers.authorization });
-    if (!caller.ok && (caller.status === 421 || path !== CARD_PATH))
-      return sendJson(res, caller.status, rpcError(null, -32600, caller.message), {
-        ...(caller.status === 401 ? { "www-authenticate": "Bearer" } : {}),
-      });
-    if (path === CARD_PATH && req.method === "GET") {
-      const here = req.headers.host ? `http://${req.headers.host}/` : url;
-      return sendJson(res, 200, AgentCard.toJSON(agentCard(agent, here, bearer, options)));
-    }
-    if (path !== "/" || req.method !== "POST")
-      return sendJson(res, 404, rpcError(null, -32600, `POST JSON-RPC to / (the card is at ${CARD_PATH}).`));
-    const body = await readBody(req);
-    if (body === undefined) return sendJson(res, 413, rpcError(null, -32600, "The request is over 4 MiB."));
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(body);
-    } catch {
-      return sendJson(res, 200, rpcError(null, -32700, "Parse error: the body is not JSON."));
-    }
-    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
-      return sendJson(res, 200, rpcError(null, -32600, "Invalid Request: send one JSON-RPC request object."));
-    const request = parsed as Record<string, unknown>;
-    const legacy = typeof request.method === "string" && request.method.includes("/");
-    const context = new ServerCallContext({
-      user: new Principal((caller.ok && caller.principal) || "local"),
-      requestedVersion: legacy ? "0.3" : "1.0",
-    });
-    const answer = await (legacy ? v03 : v1).handle(request, context);
-    if (!(Symbol.asyncIterator in answer)) return sendJson(res, 200, answer);
-    await stream(res, answer as AsyncGenerator<unknown>, request.id);
+  const store = new SqliteTaskStore(options.tasksPath);
+  const card = agentCard(agent, url, bind.tokens.length > 0, options);
+  const handler = new OwnedHandler(card, store, new KeelExecutor(agent, owners), { agent, owners });
+  const endpoint: Endpoint = {
+    options,
+    port,
+    url,
+    v1: new JsonRpcTransportHandler(handler),
+    v03: new LegacyJsonRpcTransportHandler(handler),
   };
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
-    route(req, res).catch(() => {
+    route(endpoint, req, res).catch(() => {
       if (!res.headersSent)
         sendJson(res, 500, rpcError(null, -32603, "Internal error: the request could not be served."));
       else res.end();
