@@ -70,9 +70,9 @@ export class KeelExecutor implements AgentExecutor {
     try {
       const session = await openOwned(this.agent, this.owners, principalOf(rc.context), contextId);
       this.running.set(taskId, { contextId, session });
-      const waiting = session.pendingApprovals().filter((p) => !p.answer);
+      const pending = session.pendingApprovals();
       let stream: TurnStream;
-      if (waiting.length) {
+      if (pending.length) {
         if (rc.task?.status?.state !== TaskState.TASK_STATE_INPUT_REQUIRED)
           return status(
             TaskState.TASK_STATE_FAILED,
@@ -82,7 +82,8 @@ export class KeelExecutor implements AgentExecutor {
               contextId,
             ),
           );
-        const replies = readReplies(rc.userMessage, waiting);
+        const waiting = pending.filter((p) => !p.answer);
+        const replies = waiting.length ? readReplies(rc.userMessage, waiting) : [];
         if (typeof replies === "string")
           return status(TaskState.TASK_STATE_INPUT_REQUIRED, [
             ...agentText(replies, taskId, contextId).parts,
@@ -110,8 +111,10 @@ export class KeelExecutor implements AgentExecutor {
     } catch (err) {
       status(TaskState.TASK_STATE_FAILED, agentText(`The turn failed: ${errorMessage(err)}`, taskId, contextId));
     } finally {
+      // Kept while the task waits for approval (cancel needs its session); forgotten once it ended.
       const entry = this.running.get(taskId);
       if (entry) delete entry.stream;
+      if (entry && !entry.session.pendingApprovals().length) this.running.delete(taskId);
     }
   };
 
