@@ -58,3 +58,42 @@ export function agentCard(agent: Agent, url: string, bearer: boolean, options: C
     signatures: [],
   };
 }
+
+/**
+ * The same card in A2A v0.3's shape, for callers that do not ask for v1.0 (no `A2A-Version`
+ * header, or 0.3), as the SDK's own card router does. Contract: `url` is the JSON-RPC endpoint
+ * (where the v0.3 method names are answered); the v1.0 interfaces ride along in
+ * `supportedInterfaces`.
+ */
+export function legacyCard(card: AgentCard): Record<string, unknown> {
+  const bearer = Object.keys(card.securitySchemes).length > 0;
+  return {
+    protocolVersion: "0.3.0",
+    name: card.name,
+    description: card.description,
+    url: card.supportedInterfaces[0]!.url,
+    preferredTransport: "JSONRPC",
+    version: card.version,
+    capabilities: { streaming: true, pushNotifications: false },
+    defaultInputModes: card.defaultInputModes,
+    defaultOutputModes: card.defaultOutputModes,
+    skills: card.skills.map((k) => ({
+      id: k.id,
+      name: k.name,
+      description: k.description,
+      tags: k.tags,
+      examples: [],
+    })),
+    ...(bearer
+      ? {
+          securitySchemes: { bearer: { type: "http", scheme: "bearer", description: "The server's token" } },
+          security: [{ bearer: [] }],
+        }
+      : {}),
+    supportedInterfaces: card.supportedInterfaces.map((i) => ({
+      url: i.url,
+      protocolBinding: i.protocolBinding,
+      protocolVersion: i.protocolVersion,
+    })),
+  };
+}

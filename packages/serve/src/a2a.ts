@@ -14,7 +14,7 @@ import { TaskNotFoundError } from "@a2a-js/sdk/errors";
 import { DefaultRequestHandler, JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import type { StreamResponse } from "@a2a-js/sdk";
 import type { Agent } from "@keel/kernel";
-import { agentCard } from "./a2a-card.ts";
+import { agentCard, legacyCard } from "./a2a-card.ts";
 import type { CardOptions } from "./a2a-card.ts";
 import { KeelExecutor } from "./a2a-executor.ts";
 import { principalOf, SqliteTaskStore } from "./a2a-tasks.ts";
@@ -149,7 +149,11 @@ async function route(e: Endpoint, req: IncomingMessage, res: ServerResponse): Pr
     });
   if (path === CARD_PATH && req.method === "GET") {
     const here = req.headers.host ? `http://${req.headers.host}/` : e.url;
-    return sendJson(res, 200, AgentCard.toJSON(agentCard(agent, here, bind.tokens.length > 0, e.options)));
+    const card = agentCard(agent, here, bind.tokens.length > 0, e.options);
+    const version = String(req.headers["a2a-version"] ?? "0.3");
+    return sendJson(res, 200, version.startsWith("0.") ? legacyCard(card) : AgentCard.toJSON(card), {
+      vary: "A2A-Version",
+    });
   }
   if (path !== "/" || req.method !== "POST")
     return sendJson(res, 404, rpcError(null, -32600, `POST JSON-RPC to / (the card is at ${CARD_PATH}).`));

@@ -279,7 +279,12 @@ describe("who may call", () => {
   it("with tokens: no token is 401; each token sees only its own tasks and conversations", async () => {
     const { server } = await serve([{ text: "for A" }], resolveBind({ token: [TOKEN_A, TOKEN_B] }, {}));
     const card = (await (await fetch(`${server.url}.well-known/agent-card.json`)).json()) as Record<string, any>;
-    expect(Object.keys(card.securitySchemes)).toEqual(["bearer"]);
+    expect(card).toMatchObject({ url: server.url, protocolVersion: "0.3.0", capabilities: { streaming: true } });
+    expect(card.securitySchemes).toEqual({
+      bearer: { type: "http", scheme: "bearer", description: "The server's token" },
+    });
+    const v1 = await fetch(`${server.url}.well-known/agent-card.json`, { headers: { "A2A-Version": "1.0" } });
+    expect(Object.keys(((await v1.json()) as Record<string, any>).securitySchemes)).toEqual(["bearer"]);
     const bare = await rpc(
       server.url,
       JSON.stringify({ jsonrpc: "2.0", id: 1, method: "GetTask", params: { id: "x" } }),
