@@ -25,6 +25,7 @@ export const ENVIRONMENT: Record<string, string> = {
   KEEL_DATABASE_URL:
     "sqlite (default) or a postgres:// URL: the session log and every plugin store on one shared PostgreSQL (the config's `store` wins)",
   KEEL_DATABASE_SCHEMA: "the PostgreSQL schema holding Keel's tables (default public)",
+  KEEL_SERVE_TOKEN: "keel serve: the bearer token(s) callers must send (comma-separated), as --token",
   KEEL_OFFLINE: "1 = use the offline model (offline.script, else echo) even when a key is set, as --offline",
   ANTHROPIC_API_KEY: "key for anthropic:<model>; a model whose key is missing is left out (offline when none is left)",
   ANTHROPIC_BASE_URL: "another endpoint for anthropic:<model> (a proxy); the config's baseURL wins",
@@ -208,6 +209,26 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     env: ["KEEL_HOME"],
     notes: [
       "A draft is offered only in the namespace whose turns taught it; a reviewed workflow in every namespace. Either way the person approves each run (the durable approval flow). Workflows are kept in <KEEL_HOME>/workflows.sqlite.",
+    ],
+  },
+  serve: {
+    summary: "serve the agent to other agents: an A2A endpoint (agent card, message/send, message/stream, tasks/get)",
+    usage: ["keel serve --a2a [--port N] [--host H] [--token T] [--config PATH] [--home DIR]"],
+    options: [
+      CONFIG,
+      HOME,
+      ["--a2a", "serve over A2A (JSON-RPC; the card at /.well-known/agent-card.json)"],
+      ["--port N", "listen on port N (default: a free port)"],
+      ["--host H", "listen on H (default 127.0.0.1); any other address needs a token"],
+      ["--token T", "callers must send Authorization: Bearer T (16+ characters; several: comma-separated)"],
+    ],
+    examples: [
+      "keel serve --a2a --port 4800                         # loopback, no token",
+      "KEEL_SERVE_TOKEN=$(openssl rand -base64 32) keel serve --a2a --host 0.0.0.0",
+    ],
+    env: ["KEEL_HOME", "KEEL_SERVE_TOKEN", "KEEL_DATABASE_URL"],
+    notes: [
+      "One A2A task is one turn; messages in the same contextId continue that Keel session. A tool call that needs approval leaves the task input-required: answer with a message on the same task, the text approve or deny (then a reason), or data parts {approve, callId?, reason?}. Each token (or, without tokens, the local caller) sees only its own conversations and tasks; they are kept in <home>/serve.sqlite. The URL and the card's URL are printed on stderr; Ctrl-C stops it.",
     ],
   },
   studio: {

@@ -109,6 +109,9 @@ const CLI_OPTIONS = {
   "json-file": { type: "string" },
   resume: { type: "boolean" },
   to: { type: "string" },
+  a2a: { type: "boolean" },
+  host: { type: "string" },
+  token: { type: "string" },
 } as const;
 
 const EVAL_ONLY = ["name", "baseline", "fail-under", "max-regressions", "junit", "resume", "to"] as const;
@@ -200,8 +203,12 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   const replayFlag =
     values.tools !== undefined ? "--tools" : values.keep ? "--keep" : values.last ? "--last" : undefined;
   if (replayFlag && command !== "replay") throw usage(`${replayFlag} is an option of keel replay.`);
-  if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio")
+  if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio" && command !== "serve")
     throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
+  if ((values.a2a || values.host !== undefined || values.token !== undefined) && command !== "serve")
+    throw usage(
+      `${values.a2a ? "--a2a" : values.host !== undefined ? "--host" : "--token"} is an option of keel serve.`,
+    );
   const flags: Flags = {
     ...values,
     mode: values.mode as Flags["mode"],
@@ -330,6 +337,11 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       return withAgent(io, { ...flags, quiet: true, viewOnly: true }, (_agent, _f, built) =>
         workflowsCommand(rest, io, built.home, !!values.json),
       );
+    }
+    case "serve": {
+      const { serveA2a, serveBind } = await import("./serve-a2a.ts");
+      const bind = serveBind(values, rest, io.env);
+      return withAgent(io, flags, (agent, _f, built) => serveA2a(agent, io, bind, built.home));
     }
     case "studio":
       if (rest.length) throw usage(`keel studio takes no arguments (got "${rest.join(" ")}").`);

@@ -5,3 +5,8 @@
  */
 export { authorize, openOwned, resolveBind, SessionOwners } from "./auth.ts";
 export type { Bind, BindOptions, Caller } from "./auth.ts";
+export { startA2a } from "./a2a.ts";
+export type { A2aOptions, A2aServer } from "./a2a.ts";
+export type { CardOptions } from "./a2a-card.ts";
+export { ANSWER_HELP } from "./a2a-approvals.ts";
+export { SqliteTaskStore } from "./a2a-tasks.ts";
