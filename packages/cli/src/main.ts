@@ -109,6 +109,11 @@ const CLI_OPTIONS = {
   "json-file": { type: "string" },
   resume: { type: "boolean" },
   to: { type: "string" },
+  mcp: { type: "boolean" },
+  a2a: { type: "boolean" },
+  http: { type: "boolean" },
+  host: { type: "string" },
+  token: { type: "string" },
 } as const;
 
 const EVAL_ONLY = ["name", "baseline", "fail-under", "max-regressions", "junit", "resume", "to"] as const;
@@ -200,8 +205,11 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   const replayFlag =
     values.tools !== undefined ? "--tools" : values.keep ? "--keep" : values.last ? "--last" : undefined;
   if (replayFlag && command !== "replay") throw usage(`${replayFlag} is an option of keel replay.`);
-  if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio")
-    throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
+  if (values.port !== undefined && command !== "studio" && command !== "serve")
+    throw usage("--port is an option of keel studio and keel serve.");
+  if (values["allow-approvals"] && command !== "studio") throw usage("--allow-approvals is an option of keel studio.");
+  for (const flag of ["mcp", "a2a", "http", "host", "token"] as const)
+    if (values[flag] !== undefined && command !== "serve") throw usage(`--${flag} is an option of keel serve.`);
   const flags: Flags = {
     ...values,
     mode: values.mode as Flags["mode"],
@@ -334,6 +342,10 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
     case "studio":
       if (rest.length) throw usage(`keel studio takes no arguments (got "${rest.join(" ")}").`);
       return studio(io, flags);
+    case "serve": {
+      const { serveCommand } = await import("./serve.ts");
+      return serveCommand(rest, values, io, (fn) => withAgent(io, flags, (agent, _f, built) => fn(agent, built.home)));
+    }
     case "init": {
       if (rest.length > 1) throw usage(`keel init takes at most one folder (got "${rest.join(" ")}").`);
       const { init, initSummary } = await import("./init.ts");

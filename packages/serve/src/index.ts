@@ -5,3 +5,5 @@
  */
 export { authorize, openOwned, resolveBind, SessionOwners } from "./auth.ts";
 export type { Bind, BindOptions, Caller } from "./auth.ts";
+export { ServedAgent, serveMcpStdio, startMcpHttp } from "./mcp.ts";
+export type { McpHttpOptions, McpServeOptions, McpStdioOptions, RunningServer } from "./mcp.ts";
