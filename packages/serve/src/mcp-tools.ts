@@ -4,7 +4,6 @@
  * (answer the calls a paused turn waits for, then the resumed turn's answer).
  */
 import type { Agent, ApprovalAnswer, PendingApproval, Session } from "@keel/kernel";
-import { KeelError } from "@keel/kernel";
 import { headOf } from "@keel/text";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
@@ -218,21 +217,27 @@ export class ServedAgent {
     id: string | undefined,
     fn: (session: Session) => Promise<CallToolResult>,
   ): Promise<CallToolResult> {
-    if (id !== undefined && this.busy.has(id))
-      return errorResult(`Session ${id} is running a turn; wait for its answer, then ask again.`);
+    const { agent, owners } = this.options;
+    // Reserved before any await, and only for the caller's own session (another's is "not found", never "busy").
+    let held: string | undefined;
+    if (id !== undefined && owners.owns(principal, id)) {
+      if (this.busy.has(id))
+        return errorResult(`Session ${id} is running a turn; wait for its answer, then ask again.`);
+      held = id;
+      this.busy.add(id);
+    }
     let session: Session | undefined;
     try {
-      session = await openOwned(this.options.agent, this.options.owners, principal, id);
-      if (this.busy.has(session.id)) throw new KeelError("KEEL_TURN_BUSY", `Session ${session.id} is running a turn.`);
-      this.busy.add(session.id);
+      session = await openOwned(agent, owners, principal, id);
+      if (held === undefined) this.busy.add((held = session.id));
       return await fn(session);
     } catch (err) {
       return thrownResult(err);
     } finally {
-      if (session && this.busy.delete(session.id))
-        await session
-          .close()
-          .catch((err: unknown) => this.options.note?.(`keel serve: closing ${session?.id}: ${String(err)}`));
+      await session
+        ?.close()
+        .catch((err: unknown) => this.options.note?.(`keel serve: closing ${session?.id}: ${String(err)}`));
+      if (held !== undefined) this.busy.delete(held);
     }
   }
 

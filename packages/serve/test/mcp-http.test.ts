@@ -95,6 +95,19 @@ describe("keel serve --mcp --http", () => {
     const listed = await b.callTool({ name: "sessions", arguments: {} });
     expect((listed.structuredContent as { sessions: unknown[] }).sessions).toEqual([]);
     expect(p.eventTypes(id).filter((t) => t === "turn.started")).toHaveLength(2);
+    // While the owner's turn runs, the other caller still gets "not found" (never "busy": no oracle).
+    const ctl = new AbortController();
+    let started: () => void = () => {};
+    const running = new Promise<void>((r) => (started = r));
+    const waiting = a.callTool({ name: "ask", arguments: { input: "wait", session_id: id } }, undefined, {
+      signal: ctl.signal,
+      onprogress: () => started(),
+    });
+    await running;
+    const whileBusy = await b.callTool({ name: "ask", arguments: { input: "x", session_id: id } });
+    expect(text(whileBusy)).toContain(`No session "${id}"`);
+    ctl.abort();
+    await expect(waiting).rejects.toThrow();
     // An MCP session id the server never gave is 404, as the spec says.
     const hijack = await fetch(url, {
       method: "POST",

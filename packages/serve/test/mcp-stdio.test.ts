@@ -157,14 +157,22 @@ describe("keel serve --mcp (stdio)", () => {
 
     const first = structured(await client.callTool({ name: "ask", arguments: { input: "start" } }));
     const ctl = new AbortController();
+    let started: () => void = () => {};
+    const running = new Promise<void>((r) => (started = r));
     const waiting = client.callTool(
       { name: "ask", arguments: { input: "wait for it", session_id: first.session_id } },
       undefined,
-      {
-        signal: ctl.signal,
-        onprogress: () => ctl.abort(),
-      },
+      { signal: ctl.signal, onprogress: () => started() },
     );
+    await running;
+    // One turn at a time per session: a second ask while it runs is told so, not queued or crossed.
+    const concurrent = await client.callTool({
+      name: "ask",
+      arguments: { input: "me too", session_id: first.session_id },
+    });
+    expect(concurrent.isError).toBe(true);
+    expect(text(concurrent)).toContain("is running a turn");
+    ctl.abort();
     await expect(waiting).rejects.toThrow();
     // The turn was aborted (not left running): the session takes the next turn.
     let next: unknown;
