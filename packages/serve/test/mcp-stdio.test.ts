@@ -211,6 +211,11 @@ describe("keel serve --mcp (stdio)", () => {
     await until(3);
     child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id: 2, method: "no/such/method" })}\n`);
     await until(4);
+    // The model logs with console.log: that goes to stderr, never between protocol lines.
+    child.stdin.write(
+      `${JSON.stringify({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "ask", arguments: { input: "hi" } } })}\n`,
+    );
+    await until(5);
     child.stdin.end();
     const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
     const msgs = lines().map((l) => JSON.parse(l) as { id: unknown; error?: { code: number }; result?: unknown });
@@ -218,6 +223,8 @@ describe("keel serve --mcp (stdio)", () => {
     expect(msgs[1]).toMatchObject({ id: 7, error: { code: -32600 } });
     expect(msgs[2]).toMatchObject({ id: 1, result: { serverInfo: { name: "helper" } } });
     expect(msgs[3]).toMatchObject({ id: 2, error: { code: -32601 } });
+    expect(msgs[4]).toMatchObject({ id: 3, result: { structuredContent: { answer: "heard 1: hi" } } });
+    expect(err).toContain("the model was called");
     expect(code, err).toBe(0);
     expect(err).toContain("serving helper over MCP on stdio");
     expect(`${out}${err}`).not.toMatch(/\n\s+at /);

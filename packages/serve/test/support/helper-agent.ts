@@ -32,6 +32,7 @@ export default {
   model: {
     id: "custom:memo",
     async *stream(request, { signal }) {
+      console.log("the model was called");
       const last = request.messages.at(-1);
       if (last.role === "tool") {
         const text = "Done: " + texts(last);
