@@ -48,6 +48,24 @@ const AnswerShape = {
   answer: z.string().describe("The agent's final text (empty while paused)."),
   pending: z.array(PendingSchema).optional().describe("The calls a paused turn waits for."),
 };
+const AskInput = {
+  input: z.string().min(1).describe("What to ask or tell the agent."),
+  session_id: z.string().min(1).optional().describe("Continue this session (from an earlier answer)."),
+};
+const SessionsInput = {
+  limit: z.number().int().min(1).max(200).optional().describe("At most this many (default 20)."),
+};
+const SessionsOutput = {
+  sessions: z.array(
+    z.object({ session_id: z.string(), updated_at: z.string(), events: z.number(), waiting: z.array(z.string()) }),
+  ),
+};
+const ApproveInput = {
+  session_id: z.string().min(1),
+  decision: z.enum(["allow", "always", "deny"]),
+  call_id: z.string().min(1).optional().describe("One waiting call; default: every waiting call."),
+  reason: z.string().optional().describe("Why (a denial's reason reaches the agent)."),
+};
 const Decision = z.object({ decision: z.enum(["allow", "always", "deny"]), reason: z.string().optional() });
 
 /**
@@ -64,58 +82,33 @@ export class ServedAgent {
   /** A new McpServer for one caller. */
   server(principal: string): McpServer {
     const { agent } = this.options;
+    const name = agent.name;
     const about = headOf(agent.options.instructions?.trim() ?? "", 400);
     const server = new McpServer(
-      { name: agent.name, version: this.options.version ?? "0.1.0" },
-      { instructions: `${agent.name} is a Keel agent${about ? `: ${about}` : "."} Use ask to talk to it.` },
+      { name, version: this.options.version ?? "0.1.0" },
+      { instructions: `${name} is a Keel agent${about ? `: ${about}` : "."} Use ask to talk to it.` },
     );
-    server.registerTool(
-      "ask",
-      {
-        title: `Ask ${agent.name}`,
-        description: `Ask ${agent.name}, a Keel agent${about ? ` (${headOf(about, 300)})` : ""}. Returns its final answer and a session_id; pass session_id again to continue that conversation (the agent sees the earlier turns). Without session_id a new conversation starts.`,
-        inputSchema: {
-          input: z.string().min(1).describe("What to ask or tell the agent."),
-          session_id: z.string().min(1).optional().describe("Continue this session (from an earlier answer)."),
-        },
-        outputSchema: AnswerShape,
-      },
-      (args, extra) => this.ask(server, principal, args, extra),
-    );
-    server.registerTool(
-      "sessions",
-      {
-        title: `Your sessions with ${agent.name}`,
-        description: `Your own conversations with ${agent.name}, newest first: their session_id (pass it to ask to continue), when they were last used, and the calls any of them waits to have approved.`,
-        inputSchema: { limit: z.number().int().min(1).max(200).optional().describe("At most this many (default 20).") },
-        outputSchema: {
-          sessions: z.array(
-            z.object({
-              session_id: z.string(),
-              updated_at: z.string(),
-              events: z.number(),
-              waiting: z.array(z.string()),
-            }),
-          ),
-        },
-      },
-      (args) => this.sessions(principal, args.limit ?? 20),
-    );
-    server.registerTool(
-      "approve",
-      {
-        title: "Answer a paused turn",
-        description: `When ${agent.name}'s turn is paused for approval (ask answered with status "paused"), allow or deny the waiting tool calls of your session; once none waits, the turn resumes and this returns its answer. decision "always" allows that tool for the rest of the session.`,
-        inputSchema: {
-          session_id: z.string().min(1),
-          decision: z.enum(["allow", "always", "deny"]),
-          call_id: z.string().min(1).optional().describe("One waiting call; default: every waiting call."),
-          reason: z.string().optional().describe("Why (a denial's reason reaches the agent)."),
-        },
-        outputSchema: AnswerShape,
-      },
-      (args, extra) => this.approve(server, principal, args, extra),
-    );
+    const ask = {
+      title: `Ask ${name}`,
+      description: `Ask ${name}, a Keel agent${about ? ` (${headOf(about, 300)})` : ""}. Returns its final answer and a session_id; pass session_id again to continue that conversation (the agent sees the earlier turns). Without session_id a new conversation starts.`,
+      inputSchema: AskInput,
+      outputSchema: AnswerShape,
+    };
+    server.registerTool("ask", ask, (args, extra) => this.ask(server, principal, args, extra));
+    const sessions = {
+      title: `Your sessions with ${name}`,
+      description: `Your own conversations with ${name}, newest first: their session_id (pass it to ask to continue), when they were last used, and the calls any of them waits to have approved.`,
+      inputSchema: SessionsInput,
+      outputSchema: SessionsOutput,
+    };
+    server.registerTool("sessions", sessions, (args) => this.sessions(principal, args.limit ?? 20));
+    const approve = {
+      title: "Answer a paused turn",
+      description: `When ${name}'s turn is paused for approval (ask answered with status "paused"), allow or deny the waiting tool calls of your session; once none waits, the turn resumes and this returns its answer. decision "always" allows that tool for the rest of the session.`,
+      inputSchema: ApproveInput,
+      outputSchema: AnswerShape,
+    };
+    server.registerTool("approve", approve, (args, extra) => this.approve(server, principal, args, extra));
     return server;
   }
 
