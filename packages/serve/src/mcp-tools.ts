@@ -124,10 +124,10 @@ export class ServedAgent {
           `Session ${session.id} has a turn paused for approval; answer it with the approve tool first:\n${waitingLines(session).join("\n")}`,
         );
       const ask = this.asker(server, extra);
-      const result = await this.following(session, extra, () => session.run(args.input, { signal: extra.signal }));
-      return turnResult(
-        session,
-        await this.following(session, extra, () => settle(session, result, ask, extra.signal)),
+      const { signal } = extra;
+      // One follower for the whole call: progress values only grow, across the resumes too.
+      return this.following(session, extra, async () =>
+        turnResult(session, await settle(session, await session.run(args.input, { signal }), ask, signal)),
       );
     });
   }
@@ -154,10 +154,9 @@ export class ServedAgent {
       for (const p of chosen) await answerCall(session, p.callId, decided(args));
       if (session.pendingApprovals().some((p) => !p.answer)) return pausedResult(session);
       const ask = this.asker(server, extra);
-      const result = await this.following(session, extra, () => session.resume({ signal: extra.signal }));
-      return turnResult(
-        session,
-        await this.following(session, extra, () => settle(session, result, ask, extra.signal)),
+      const { signal } = extra;
+      return this.following(session, extra, async () =>
+        turnResult(session, await settle(session, await session.resume({ signal }), ask, signal)),
       );
     });
   }

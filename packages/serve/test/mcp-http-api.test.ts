@@ -84,9 +84,16 @@ describe("startMcpHttp", () => {
       return { action: "accept", content: { decision: "allow" } };
     });
     const progress: string[] = [];
+    const values: number[] = [];
     const r = await c.callTool({ name: "ask", arguments: { input: "note hello" } }, undefined, {
-      onprogress: (p) => progress.push(p.message ?? ""),
+      onprogress: (p) => {
+        progress.push(p.message ?? "");
+        values.push(p.progress);
+      },
     });
+    // Across the pause and the resume, progress only grows (the spec's rule).
+    expect(values.every((v, i) => i === 0 || v > values[i - 1]!)).toBe(true);
+    expect(progress).toContain("write_note waits for approval");
     expect(text(r)).toContain("Noted.");
     expect(asked).toContain("api-helper wants to call write_note");
     expect(written).toEqual(["hello"]);
