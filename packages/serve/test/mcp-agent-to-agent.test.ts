@@ -5,18 +5,17 @@
  * the approve tool.
  */
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
-import { cleanEnv, helperProject, KEEL_BIN, REPO } from "./support/helper-agent.ts";
+import { cleanEnv, helperProject, KEEL_BIN, REPO, tempDir } from "./support/helper-agent.ts";
 
 type Step = { text?: string; toolCalls?: Array<{ id: string; name: string; args: unknown }> };
 
 /** The caller's project: plugin-mcp (resolved from its folder, as a user installs it) pointed at the helper. */
 function callerProject(helper: { dir: string; home: string }) {
-  const dir = mkdtempSync(join(tmpdir(), "keel-caller-"));
+  const dir = tempDir("keel-caller-");
   mkdirSync(join(dir, "node_modules", "@keel"), { recursive: true });
   symlinkSync(join(REPO, "packages", "plugin-mcp"), join(dir, "node_modules", "@keel", "plugin-mcp"), "dir");
   const home = join(dir, "home");

@@ -6,11 +6,12 @@
  */
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DatabaseSync } from "node:sqlite";
+import { afterAll } from "vitest";
 
 export const REPO = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
 export const KEEL_BIN = join(REPO, "packages", "cli", "bin", "keel.js");
@@ -68,8 +69,20 @@ export interface HelperProject {
   eventTypes(sessionId: string): string[];
 }
 
-export function helperProject(prefix = "keel-serve-"): HelperProject {
+const made: string[] = [];
+afterAll(() => {
+  for (const d of made.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** A temp folder removed after the test file. */
+export function tempDir(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
+  made.push(dir);
+  return dir;
+}
+
+export function helperProject(prefix = "keel-serve-"): HelperProject {
+  const dir = tempDir(prefix);
   const home = join(dir, "home");
   mkdirSync(home);
   const notes = join(dir, "notes.txt");
