@@ -25,7 +25,6 @@ export const ENVIRONMENT: Record<string, string> = {
   KEEL_DATABASE_URL:
     "sqlite (default) or a postgres:// URL: the session log and every plugin store on one shared PostgreSQL (the config's `store` wins)",
   KEEL_DATABASE_SCHEMA: "the PostgreSQL schema holding Keel's tables (default public)",
-  KEEL_SERVE_TOKEN: "keel serve: the bearer token(s) callers must send (comma-separated), as --token",
   KEEL_OFFLINE: "1 = use the offline model (offline.script, else echo) even when a key is set, as --offline",
   ANTHROPIC_API_KEY: "key for anthropic:<model>; a model whose key is missing is left out (offline when none is left)",
   ANTHROPIC_BASE_URL: "another endpoint for anthropic:<model> (a proxy); the config's baseURL wins",
@@ -38,6 +37,8 @@ export const ENVIRONMENT: Record<string, string> = {
     "1 = strict mode, as --strict: any warning or error a plugin causes (a rejected contribution, a handler that threw) fails the command",
   KEEL_ASK:
     "what a plugin's `ask` decision means, as --ask: ask (the person at the terminal; default on one), deny (default without one) or allow",
+  KEEL_SERVE_TOKEN:
+    "keel serve: the bearer token(s) callers must send (comma-separated), as --token; required on any host but 127.0.0.1",
   KEEL_STDIN_WAIT_MS: "with an input argument and piped stdin: how long to wait for stdin's first bytes (default 3000)",
 };
 
@@ -211,26 +212,6 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       "A draft is offered only in the namespace whose turns taught it; a reviewed workflow in every namespace. Either way the person approves each run (the durable approval flow). Workflows are kept in <KEEL_HOME>/workflows.sqlite.",
     ],
   },
-  serve: {
-    summary: "serve the agent to other agents: an A2A endpoint (agent card, message/send, message/stream, tasks/get)",
-    usage: ["keel serve --a2a [--port N] [--host H] [--token T] [--config PATH] [--home DIR]"],
-    options: [
-      CONFIG,
-      HOME,
-      ["--a2a", "serve over A2A (JSON-RPC; the card at /.well-known/agent-card.json)"],
-      ["--port N", "listen on port N (default: a free port)"],
-      ["--host H", "listen on H (default 127.0.0.1); any other address needs a token"],
-      ["--token T", "callers must send Authorization: Bearer T (16+ characters; several: comma-separated)"],
-    ],
-    examples: [
-      "keel serve --a2a --port 4800                         # loopback, no token",
-      "KEEL_SERVE_TOKEN=$(openssl rand -base64 32) keel serve --a2a --host 0.0.0.0",
-    ],
-    env: ["KEEL_HOME", "KEEL_SERVE_TOKEN", "KEEL_DATABASE_URL"],
-    notes: [
-      "One A2A task is one turn; messages in the same contextId continue that Keel session. A tool call that needs approval leaves the task input-required: answer with a message on the same task, the text approve or deny (then a reason), or data parts {approve, callId?, reason?}. Each token (or, without tokens, the local caller) sees only its own conversations and tasks; they are kept in <home>/serve.sqlite. The URL and the card's URL are printed on stderr; Ctrl-C stops it.",
-    ],
-  },
   studio: {
     summary:
       "the sessions in the browser: turns as timelines, what each plugin contributed to every request, live; and the experiments of keel eval against their baseline",
@@ -252,6 +233,36 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     notes: [
       "Loopback only; every request needs the token in the printed URL (the page then keeps it in a same-site cookie). Read-only by default: nothing is written and no plugin starts. Turns run by any process appear as they happen. Ctrl-C stops it.",
       "Experiments (keel eval) are kept beside the sessions; the page lists them (#experiments) and shows each case against the baseline's: what regressed or was fixed, each scorer's verdict, the output before and after, its session and the keel replay command for it.",
+    ],
+  },
+  serve: {
+    summary:
+      "serve the config's agent to other agents: an MCP server (stdio, or Streamable HTTP) whose tools ask it, list your sessions and answer its approvals; or an A2A endpoint (agent card, message/send, message/stream, tasks/get)",
+    usage: [
+      "keel serve --mcp [--config PATH] [--home DIR]",
+      "keel serve --mcp --http [--port N] [--host H] [--token T] [--config PATH] [--home DIR]",
+      "keel serve --a2a [--port N] [--host H] [--token T] [--config PATH] [--home DIR]",
+    ],
+    options: [
+      CONFIG,
+      HOME,
+      ["--mcp", "an MCP server; on stdio unless --http (stdout carries protocol only, notes go to stderr)"],
+      ["--http", "Streamable HTTP at http://HOST:PORT/mcp, printed on stderr"],
+      ["--a2a", "an A2A endpoint (JSON-RPC at /; the card at /.well-known/agent-card.json)"],
+      ["--port N", "listen on port N (default: a free port)"],
+      ["--host H", "listen on H (default 127.0.0.1); any other address needs a token"],
+      ["--token T", "callers must send Authorization: Bearer T (16+ characters; comma-separated for several callers)"],
+    ],
+    examples: [
+      "keel serve --mcp                           # for an MCP client that starts it (command: keel, args: [serve, --mcp])",
+      "KEEL_SERVE_TOKEN=$(openssl rand -base64 32) keel serve --mcp --http --host 0.0.0.0",
+      "keel serve --a2a --port 4800               # loopback, no token",
+    ],
+    env: ["KEEL_HOME", "KEEL_SERVE_TOKEN", "KEEL_DATABASE_URL", "KEEL_CONFIG_TIMEOUT_MS"],
+    notes: [
+      "Tools: ask (input, session_id? — the answer and the session_id to continue with), sessions (your own), approve (session_id, decision allow|always|deny, call_id?). A tool call the agent must have approved is asked of the client (MCP elicitation) when it can be; otherwise ask answers that the turn is paused and which calls wait, and approve answers them and returns the resumed turn's answer.",
+      "Each caller's sessions are its own: a bearer token's, else (HTTP without tokens) its MCP session's; over stdio, whoever can start the process. Owners are kept in <home>/serve.sqlite. Ctrl-C or SIGTERM stops it and closes the agent.",
+      "A2A: one task is one turn; messages in the same contextId continue that Keel session. A tool call that needs approval leaves the task input-required: answer with a message on the same task, the text approve or deny (then a reason), or data parts {approve, callId?, reason?}. Each token (or, without tokens, the local caller) sees only its own conversations and tasks, kept in <home>/serve.sqlite.",
     ],
   },
   replay: {

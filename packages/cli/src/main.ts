@@ -109,7 +109,9 @@ const CLI_OPTIONS = {
   "json-file": { type: "string" },
   resume: { type: "boolean" },
   to: { type: "string" },
+  mcp: { type: "boolean" },
   a2a: { type: "boolean" },
+  http: { type: "boolean" },
   host: { type: "string" },
   token: { type: "string" },
 } as const;
@@ -203,12 +205,11 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   const replayFlag =
     values.tools !== undefined ? "--tools" : values.keep ? "--keep" : values.last ? "--last" : undefined;
   if (replayFlag && command !== "replay") throw usage(`${replayFlag} is an option of keel replay.`);
-  if ((values.port !== undefined || values["allow-approvals"]) && command !== "studio" && command !== "serve")
-    throw usage(`${values.port !== undefined ? "--port" : "--allow-approvals"} is an option of keel studio.`);
-  if ((values.a2a || values.host !== undefined || values.token !== undefined) && command !== "serve")
-    throw usage(
-      `${values.a2a ? "--a2a" : values.host !== undefined ? "--host" : "--token"} is an option of keel serve.`,
-    );
+  if (values.port !== undefined && command !== "studio" && command !== "serve")
+    throw usage("--port is an option of keel studio and keel serve.");
+  if (values["allow-approvals"] && command !== "studio") throw usage("--allow-approvals is an option of keel studio.");
+  for (const flag of ["mcp", "a2a", "http", "host", "token"] as const)
+    if (values[flag] !== undefined && command !== "serve") throw usage(`--${flag} is an option of keel serve.`);
   const flags: Flags = {
     ...values,
     mode: values.mode as Flags["mode"],
@@ -338,14 +339,13 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
         workflowsCommand(rest, io, built.home, !!values.json),
       );
     }
-    case "serve": {
-      const { serveA2a, serveBind } = await import("./serve-a2a.ts");
-      const bind = serveBind(values, rest, io.env);
-      return withAgent(io, flags, (agent, _f, built) => serveA2a(agent, io, bind, built.home));
-    }
     case "studio":
       if (rest.length) throw usage(`keel studio takes no arguments (got "${rest.join(" ")}").`);
       return studio(io, flags);
+    case "serve": {
+      const { serveCommand } = await import("./serve.ts");
+      return serveCommand(rest, values, io, (fn) => withAgent(io, flags, (agent, _f, built) => fn(agent, built.home)));
+    }
     case "init": {
       if (rest.length > 1) throw usage(`keel init takes at most one folder (got "${rest.join(" ")}").`);
       const { init, initSummary } = await import("./init.ts");

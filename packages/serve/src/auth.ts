@@ -128,6 +128,14 @@ export class SessionOwners {
     return row?.principal === principal;
   }
 
+  /** The sessions `principal` created, newest first (at most `limit`). */
+  sessionsOf(principal: string, limit = 50): string[] {
+    const rows = this.db
+      .prepare("SELECT session_id FROM owners WHERE principal = ? ORDER BY created_at DESC, rowid DESC LIMIT ?")
+      .all(principal, limit) as Array<{ session_id: string }>;
+    return rows.map((r) => r.session_id);
+  }
+
   close(): void {
     if (this.db.isOpen) this.db.close();
   }

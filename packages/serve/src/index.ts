@@ -10,3 +10,5 @@ export type { A2aOptions, A2aServer } from "./a2a.ts";
 export type { CardOptions } from "./a2a-card.ts";
 export { ANSWER_HELP } from "./a2a-approvals.ts";
 export { SqliteTaskStore } from "./a2a-tasks.ts";
+export { ServedAgent, serveMcpStdio, startMcpHttp } from "./mcp.ts";
+export type { McpHttpOptions, McpServeOptions, McpStdioOptions, RunningServer } from "./mcp.ts";
