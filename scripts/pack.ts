@@ -10,7 +10,16 @@
  * Contract: exits 1, listing every problem, when any build, pack or check fails.
  */
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { checkTarballs } from "./pack-check.ts";
@@ -90,29 +99,29 @@ function standardBuild(p: Publishable): boolean {
  * then each package's output moves to its dist; any other build (and every build with `check`)
  * runs the package's own build script.
  */
-async function buildAll(packages: Publishable[], out: string, check: boolean): Promise<void> {
+async function buildAll(packages: Publishable[], check: boolean): Promise<void> {
   for (const p of packages) rmSync(join(p.dir, "dist"), { recursive: true, force: true });
   const together = check ? [] : packages.filter(standardBuild);
   if (together.length) {
-    const config = join(out, "tsconfig.json");
-    const rel = (p: Publishable) => relative(out, p.dir).replaceAll("\\", "/");
-    writeFileSync(
-      config,
-      JSON.stringify({
-        extends: relative(out, join(ROOT, "tsconfig.base.json")).replaceAll("\\", "/"),
-        compilerOptions: {
-          rootDir: relative(out, join(ROOT, "packages")),
-          outDir: ".build",
-          noEmit: false,
-          noCheck: true,
-        },
-        include: together.map((p) => `${rel(p)}/src`),
-      }),
-    );
-    await run(process.execPath, [join(ROOT, "node_modules", "typescript", "bin", "tsc"), "-p", config], ROOT);
-    for (const p of together) renameSync(join(out, ".build", basename(p.dir), "src"), join(p.dir, "dist"));
-    rmSync(join(out, ".build"), { recursive: true, force: true });
-    rmSync(config);
+    // Inside the repository (node_modules/.cache), so the base config's `types: ["node"]` is found.
+    mkdirSync(join(ROOT, "node_modules", ".cache"), { recursive: true });
+    const work = mkdtempSync(join(ROOT, "node_modules", ".cache", "keel-pack-"));
+    try {
+      const config = join(work, "tsconfig.json");
+      const rel = (to: string) => relative(work, to).replaceAll("\\", "/");
+      writeFileSync(
+        config,
+        JSON.stringify({
+          extends: rel(join(ROOT, "tsconfig.base.json")),
+          compilerOptions: { rootDir: rel(join(ROOT, "packages")), outDir: "out", noEmit: false, noCheck: true },
+          include: together.map((p) => `${rel(p.dir)}/src`),
+        }),
+      );
+      await run(process.execPath, [join(ROOT, "node_modules", "typescript", "bin", "tsc"), "-p", config], ROOT);
+      for (const p of together) renameSync(join(work, "out", basename(p.dir), "src"), join(p.dir, "dist"));
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
   }
   await twoAtATime(
     packages.filter((p) => p.build && !together.includes(p)),
@@ -137,7 +146,7 @@ export async function packAll(options: { out?: string; check?: boolean } = {}): 
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
   const t0 = Date.now();
-  await buildAll(packages, out, options.check === true);
+  await buildAll(packages, options.check === true);
   const t1 = Date.now();
   const tarballs: string[] = [];
   // One pnpm for every package (a pnpm start per package costs a second or more each).
