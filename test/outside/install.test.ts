@@ -65,6 +65,19 @@ describe("outside this repository", () => {
     );
   });
 
+  it('the README\'s "Outside this repository" section shows the commands this file runs', () => {
+    const readme = readFileSync(join(REPO, "README.md"), "utf8");
+    const section = readme.slice(readme.indexOf("## Outside this repository"));
+    for (const line of [
+      "pnpm pack:all",
+      "node $KEEL/packages/cli/bin/keel.js init",
+      "node $KEEL/packages/cli/bin/keel.js run hello",
+      "npm install --no-save $KEEL/packs/*.tgz",
+      "npx keel run hello",
+    ])
+      expect(section).toContain(line);
+  });
+
   it("keel init in an empty folder, then keel run hello at once: offline, before any install", async () => {
     const init = await project.checkoutKeel(["init"]);
     expect(init.code, init.stderr).toBe(0);
@@ -101,9 +114,9 @@ describe("outside this repository", () => {
     const bin = realpathSync(join(project.dir, "node_modules", ".bin", "keel"));
     expect(bin.startsWith(realpathSync(project.dir))).toBe(true);
     expect(bin.startsWith(REPO)).toBe(false);
-    const run = await project.npxKeel(["run", "hello again"]);
+    const run = await project.npxKeel(["run", "hello"]);
     expect(run.code, run.stderr).toBe(0);
-    expect(run.stdout).toContain("hello again");
+    expect(run.stdout).toContain("You said: hello");
     const inspect = await project.npxKeel(["inspect"]);
     expect(inspect.code, inspect.stderr).toBe(0);
     expect(inspect.stdout).toContain(join(project.dir, "agent.config.ts"));

@@ -89,8 +89,7 @@ export function outsideProject(dir: string): OutsideProject {
     dir,
     checkoutKeel: (args) => run(process.execPath, [CHECKOUT_KEEL, ...args], dir),
     npxKeel: (args) => run("npx", ["--no", "keel", ...args], dir),
-    installFrom: (tarballs) =>
-      run("npm", ["install", "--no-save", "--no-audit", "--no-fund", "--prefer-offline", ...tarballs], dir),
+    installFrom: (tarballs) => run("npm", ["install", "--no-save", ...tarballs], dir),
     startKeel: (args) => start("npx", ["--no", "keel", ...args], dir),
   };
 }
