@@ -11,47 +11,18 @@
  * `dist` folder exists (or CHAT_UI_DIR names another).
  */
 import { createServer } from "node:http";
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Server } from "node:http";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import { fileURLToPath } from "node:url";
 import { resolveModel } from "@keel/providers";
 import { runWorker } from "@keel/worker";
 import type { ModelProvider } from "@keel/kernel";
 import { buildAgent } from "./agent.ts";
+import { nodeHandler } from "./adapters/node.ts";
 import { createHandler } from "./app.ts";
 import { sqliteChatSessions } from "./chat-sessions.ts";
 import { offlineModel } from "./offline-model.ts";
-
-/** node:http → Request, Response → node:http. A client that goes away aborts `request.signal`. */
-function adapt(handler: (request: Request) => Promise<Response>) {
-  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const gone = new AbortController();
-    res.on("close", () => res.writableFinished || gone.abort());
-    const hasBody = req.method !== "GET" && req.method !== "HEAD";
-    const request = new Request(new URL(req.url ?? "/", `http://${req.headers.host ?? "localhost"}`), {
-      method: req.method!,
-      headers: Object.entries(req.headers).flatMap(([k, v]) =>
-        v === undefined ? [] : (Array.isArray(v) ? v : [v]).map((x): [string, string] => [k, x]),
-      ),
-      signal: gone.signal,
-      ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream, duplex: "half" } : {}),
-    } as RequestInit);
-    const response = await handler(request);
-    res.writeHead(response.status, [...response.headers].flat());
-    // A stream's status goes out now, not with its first event (a rejoin may wait for one).
-    res.flushHeaders();
-    // Streams the SSE body chunk by chunk; if the client disconnects, pipeline destroys the body,
-    // which detaches the turn stream (app.ts: the turn runs on, the client may rejoin it).
-    if (response.body)
-      await pipeline(Readable.fromWeb(response.body as import("node:stream/web").ReadableStream), res).catch(
-        () => undefined,
-      );
-    else res.end();
-  };
-}
 
 /** Start the server. Contract: resolves once listening; `close()` stops it and closes the agent (paused turns stay paused). */
 export async function startServer(options: {
@@ -81,7 +52,7 @@ export async function startServer(options: {
         });
   const chats = sqliteChatSessions(options.home);
   const handler = createHandler(agent, { chats, ...(options.staticDir ? { staticDir: options.staticDir } : {}) });
-  const server = createServer(adapt(handler));
+  const server = createServer(nodeHandler(handler));
   await new Promise<void>((resolve) => server.listen(options.port ?? 8787, options.host ?? "127.0.0.1", resolve));
   const address = server.address() as { port: number };
   return {

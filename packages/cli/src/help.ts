@@ -401,7 +401,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     ],
     env: [],
     notes: [
-      "The agent runs offline at once (an echo model) and keeps its sessions in ./.keel; the plugin's test runs with npm test.",
+      "The agent runs offline at once (an echo model), even before npm install (Keel's packages then come from this keel's installation), and keeps its sessions in ./.keel; the plugin's test runs with npm test.",
     ],
   },
   schema: {

@@ -85,8 +85,9 @@ export function initSummary(r: InitResult, cwd: string, plugin: boolean): string
         "npm run build               # dist/ is what npm users get",
       ]
     : [
-        `${cd}npm install`,
-        'npx keel run "hello"        # offline at once; set ANTHROPIC_API_KEY for a real model',
+        `${cd}keel run "hello"            # works now, offline, with this keel's own packages`,
+        "npm install                 # then the project's own copies:",
+        'npx keel run "hello"        # set ANTHROPIC_API_KEY for a real model',
         "npx keel chat               # a conversation; -c continues the last one",
       ];
   return `created in ${where}:\n${r.files.map((f) => `  ${f}\n`).join("")}next:\n${next.map((l) => `  ${l}\n`).join("")}`;

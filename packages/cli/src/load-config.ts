@@ -1,7 +1,8 @@
 /**
- * Find and load `agent.config.*`: cosmiconfig discovers it, jiti loads TypeScript and
+ * Find and load `agent.config.*`: cosmiconfig discovers it, Node (or jiti) loads TypeScript and
  * JavaScript with `@keel/kernel` pinned to the host's own copy, so the config and its plugins
- * see the same classes and registry as the command running them.
+ * see the same classes and registry as the command running them; other `@keel/*` packages the
+ * project has not installed come from the CLI's installation (host-packages.ts).
  */
 import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -13,6 +14,7 @@ import * as testkit from "@keel/testkit";
 import { KeelError, isKeelError } from "@keel/kernel";
 import { headOf } from "@keel/text";
 import { attempt, thrownText } from "./guard.ts";
+import { hostAliases, pinHostPackages } from "./host-packages.ts";
 
 /** Where discovery looks, in order, in each folder from the start folder up to the project root. */
 export const SEARCH_PLACES = [
@@ -38,28 +40,35 @@ let shared: Jiti | undefined;
 
 /**
  * The jiti instance: `@keel/kernel` resolves to this process's kernel module, never a second
- * copy. Loaded on first use: most configs import natively and never need it.
+ * copy, and (given the config file) each `@keel/*` package its project lacks to the CLI's copy.
+ * Loaded on first use: most configs import natively and never need it.
  */
-export async function configJiti(): Promise<Jiti> {
-  if (shared) return shared;
+export async function configJiti(configFile?: string): Promise<Jiti> {
+  const alias = configFile ? hostAliases(configFile) : {};
+  const plain = Object.keys(alias).length === 0;
+  if (plain && shared) return shared;
   const { createJiti } = await import("jiti");
-  shared ??= createJiti(import.meta.url, {
+  const made = createJiti(import.meta.url, {
     interopDefault: false,
     moduleCache: true,
     fsCache: false,
     virtualModules: { "@keel/kernel": kernel, "@keel/testkit": testkit, "@keel/kernel/testing": testkit },
+    ...(plain ? {} : { alias }),
   });
-  return shared;
+  if (plain) shared ??= made;
+  return made;
 }
 
 const hostKernel = fileURLToPath(import.meta.resolve("@keel/kernel"));
 
 /**
- * Native import is much faster than jiti's transform, and safe when `@keel/kernel`, resolved
- * from the config's folder, is this very file (one module instance).
+ * Native import is much faster than jiti's transform, and safe when `@keel/kernel` is this very
+ * file (one module instance): always once the resolve hook pins it (host-packages.ts), else when
+ * the config's folder resolves it here.
  */
 function nativeSafe(filepath: string): boolean {
   if (!/\.(m?ts|m?js)$/.test(filepath) || !process.features.typescript) return false;
+  if (pinHostPackages()) return true;
   try {
     return realpathSync(createRequire(filepath).resolve("@keel/kernel")) === realpathSync(hostKernel);
   } catch {
@@ -101,7 +110,7 @@ async function importConfig(filepath: string): Promise<unknown> {
       // Syntax the runtime cannot strip, a syntax error or a failed import: jiti reports it with its location.
     }
   }
-  return (await configJiti()).import<unknown>(filepath);
+  return (await configJiti(filepath)).import<unknown>(filepath);
 }
 
 /**

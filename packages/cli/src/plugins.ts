@@ -1,14 +1,9 @@
-/**
- * Turn the config's `plugins` list into plugin entries: objects pass through, falsy entries
- * stay (the kernel skips them, so `plugins[i]` paths keep pointing at the config's own list),
- * and package names are imported relative to the config file and called with their options.
- */
-import { createRequire } from "node:module";
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { KeelError, isKeelError } from "@keel/kernel";
 import { didYouMean } from "@keel/text";
 import { thrownText } from "./guard.ts";
+import { resolveFrom } from "./host-packages.ts";
 import type { PluginEntry, PluginSpec } from "@keel/kernel";
 
 /**
@@ -39,7 +34,7 @@ async function fromPackage(
 ): Promise<PluginEntry> {
   let mod: unknown;
   try {
-    const resolved = createRequire(from).resolve(name);
+    const resolved = resolveFrom(name, from);
     mod = await importModule(resolved);
   } catch (err) {
     if (isKeelError(err))
