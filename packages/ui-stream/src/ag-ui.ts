@@ -5,7 +5,7 @@
  */
 import { EventType } from "@ag-ui/core";
 import type { BaseEvent, Interrupt } from "@ag-ui/core";
-import { EventEncoder } from "@ag-ui/encoder";
+import { AGUI_MEDIA_TYPE, EventEncoder } from "@ag-ui/encoder";
 import type { TurnResult } from "@keel/kernel";
 import type { TurnStreamEvent } from "@keel/stream";
 import { closeOnCancel } from "./readable.ts";
@@ -201,13 +201,17 @@ export function toAGUIEvents(
 
 /**
  * A Response streaming the turn as AG-UI events, encoded by @ag-ui/encoder's EventEncoder for
- * the request's `Accept` (SSE by default, protobuf when asked for). Contract: the encoder's content type.
+ * the request's `Accept` (SSE by default, also for any-type Accept; protobuf only when Accept names its media type).
+ * Contract: the encoder's content type.
  */
 export function aguiResponse(
   stream: AsyncIterable<TurnStreamEvent>,
   options: AGUIStreamOptions & { accept?: string | null; headers?: Record<string, string> },
 ): Response {
-  const encoder = new EventEncoder(options.accept ? { accept: options.accept } : {});
+  // Only a client that names the protobuf type gets it: the encoder would pick it for `*/*`
+  // (curl's and fetch's default), and such a client expects readable SSE.
+  const named = options.accept?.toLowerCase().includes(AGUI_MEDIA_TYPE);
+  const encoder = new EventEncoder(named ? { accept: options.accept! } : {});
   const headers = new Headers(options.headers);
   headers.set("content-type", encoder.getContentType());
   headers.set("cache-control", "no-cache");

@@ -41,8 +41,15 @@ const ToolPart = z.looseObject({ type: z.string().regex(/^(tool-.+|dynamic-tool)
 
 type ChatMessage = z.infer<typeof UIMessage>;
 
-/** The text of a user message's text parts. */
+/** The text of a user message's text parts. Contract: a file part is a 400, never dropped unseen. */
 function userText(message: ChatMessage): string {
+  const file = message.parts.findIndex((p) => p.type === "file");
+  if (file >= 0)
+    throw new HttpError(
+      400,
+      "BAD_REQUEST",
+      `messages[-1].parts[${file}] is a file: this server takes text only (put the file's content in the message as text).`,
+    );
   return message.parts
     .map((p) => (p.type === "text" && typeof p.text === "string" ? p.text : ""))
     .filter(Boolean)
