@@ -105,9 +105,12 @@ async function answer(
   chatId: string,
   last: ChatMessage,
 ): Promise<Response> {
-  const answers = last.parts.flatMap((p) => {
+  // A part in state approval-responded that is not a well-formed answer is a 400 naming it, not skipped.
+  const answers = last.parts.flatMap((p, i) => {
+    if (p.state !== "approval-responded") return [];
     const r = Responded.safeParse(p);
-    return r.success ? [r.data] : [];
+    if (!r.success) throw new HttpError(400, "BAD_REQUEST", `messages[-1].parts[${i}]: ${z.prettifyError(r.error)}`);
+    return [r.data];
   });
   if (!answers.length)
     throw new HttpError(400, "BAD_REQUEST", "The last message is the assistant's but answers no approval.");
