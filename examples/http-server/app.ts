@@ -79,10 +79,18 @@ function failure(err: unknown): Response {
 }
 
 async function body<T>(request: Request, schema: z.ZodType<T>): Promise<T> {
-  if (Number(request.headers.get("content-length") ?? 0) > MAX_BODY)
-    throw new BadRequest("The request body is larger than 8 MB.");
-  const text = await request.text();
-  if (text.length > MAX_BODY) throw new BadRequest("The request body is larger than 8 MB.");
+  const tooLarge = new BadRequest("The request body is larger than 8 MB.");
+  if (Number(request.headers.get("content-length") ?? 0) > MAX_BODY) throw tooLarge;
+  // Read chunk by chunk and stop past the limit: a chunked body is never held whole.
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of (request.body ?? []) as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    // Leaving the loop cancels the body.
+    if (size > MAX_BODY) throw tooLarge;
+    chunks.push(chunk);
+  }
+  const text = new TextDecoder().decode(Buffer.concat(chunks));
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

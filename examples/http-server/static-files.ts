@@ -2,7 +2,7 @@
  * The built chat page (examples/chat-ui, `vite build`) served by the example: GET of a file
  * under `root`, `index.html` for `/`. Nothing outside `root` is served.
  */
-import { readFile } from "node:fs/promises";
+import { readFile, realpath } from "node:fs/promises";
 import { extname, join, normalize, sep } from "node:path";
 
 const TYPES: Record<string, string> = {
@@ -25,7 +25,10 @@ export async function staticFile(root: string, pathname: string): Promise<Respon
   const path = normalize(join(root, relative));
   if (!path.startsWith(normalize(root) + sep) || relative.includes("\0")) return undefined;
   try {
-    const body = await readFile(path);
+    // A symlink under root may point anywhere: what is read must resolve under root too.
+    const real = await realpath(path);
+    if (!real.startsWith((await realpath(root)) + sep)) return undefined;
+    const body = await readFile(real);
     return new Response(body, {
       headers: { "content-type": TYPES[extname(path)] ?? "application/octet-stream", "cache-control": "no-cache" },
     });

@@ -7,7 +7,7 @@
 import { useChat } from "@ai-sdk/react";
 import { DefaultChatTransport, isToolUIPart, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
 import type { UIMessage } from "ai";
-import { useState } from "react";
+import { useRef, useState } from "react";
 import type { FormEvent } from "react";
 
 type ToolPart = Extract<UIMessage["parts"][number], { toolCallId: string }>;
@@ -77,10 +77,23 @@ function Message({ message, answer }: { message: UIMessage; answer: Answer }) {
 /** The chat page. */
 export function Chat() {
   const [input, setInput] = useState("");
-  const { messages, sendMessage, status, error, addToolApprovalResponse } = useChat({
+  const chat = useRef<{ setMessages: (f: (m: UIMessage[]) => UIMessage[]) => void }>(null);
+  const { messages, sendMessage, status, error, addToolApprovalResponse, setMessages } = useChat({
     transport: new DefaultChatTransport({ api: "/api/chat" }),
     sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+    // A message the server refused before answering (409 while a deploy waits, a 400) goes back
+    // to the input box: it stays the user's, and a waiting approval stays the last message, so
+    // Approve / Deny still send their answer.
+    onError: () =>
+      chat.current?.setMessages((all) => {
+        const last = all.at(-1);
+        if (last?.role !== "user") return all;
+        setInput(last.parts.map((p) => (p.type === "text" ? p.text : "")).join(""));
+        return all.slice(0, -1);
+      }),
   });
+  chat.current = { setMessages };
+  const busy = status === "submitted" || status === "streaming";
   const submit = (e: FormEvent) => {
     e.preventDefault();
     if (!input.trim()) return;
@@ -103,9 +116,9 @@ export function Chat() {
           value={input}
           onChange={(e) => setInput(e.target.value)}
           placeholder="deploy v1.4.2"
-          disabled={status !== "ready"}
+          disabled={busy}
         />
-        <button type="submit" disabled={status !== "ready"}>
+        <button type="submit" disabled={busy}>
           Send
         </button>
       </form>

@@ -5,10 +5,12 @@
  */
 import { EventType } from "@ag-ui/core";
 import type { BaseEvent, Interrupt } from "@ag-ui/core";
-import { EventEncoder } from "@ag-ui/encoder";
+import { AGUI_MEDIA_TYPE, EventEncoder } from "@ag-ui/encoder";
 import type { TurnResult } from "@keel/kernel";
 import type { TurnStreamEvent } from "@keel/stream";
 import { closeOnCancel } from "./readable.ts";
+
+type ToolFinished = Extract<TurnStreamEvent, { type: "tool.finished" }>;
 
 /** Options of toAGUIEvents() and aguiResponse(). Contract: `threadId` and `runId` are echoed on the run's events. */
 export interface AGUIStreamOptions {
@@ -31,7 +33,8 @@ export const APPROVAL_INTERRUPT = "tool_approval";
  * Maps turn stream events to AG-UI events, one event at a time.
  * Contract: a pure state machine; RUN_STARTED first; text and reasoning messages are closed
  * before a tool call or the run's end; ends with RUN_FINISHED (outcome `success`, `interrupt`
- * for a paused turn, `cancelled` for an interrupted one) or RUN_ERROR.
+ * for a paused turn, `cancelled` for an interrupted one) or RUN_ERROR; a call's TOOL_CALL_RESULT
+ * is sent once `outputOf` can read it (at the latest before the run's end).
  */
 export class AGUIEventMapper {
   private started = false;
@@ -39,6 +42,8 @@ export class AGUIEventMapper {
   private parts = 0;
   private readonly calls: Set<string>;
   private readonly interrupts: Interrupt[] = [];
+  /** Calls announced finished before their result was stored. */
+  private unstored: ToolFinished[] = [];
 
   private readonly options: AGUIStreamOptions;
 
@@ -55,6 +60,7 @@ export class AGUIEventMapper {
       this.started = true;
       out.push({ type: EventType.RUN_STARTED, threadId, runId });
     }
+    this.flushStored(e.type === "verdict" || e.type === "error", out);
     switch (e.type) {
       case "text":
       case "thinking":
@@ -84,19 +90,12 @@ export class AGUIEventMapper {
           value: { toolCallId: e.callId, message: e.message, fraction: e.fraction },
         });
         break;
-      case "tool.finished": {
+      case "tool.finished":
         this.call(e.callId, e.name, {}, out);
-        const detail = this.options.outputOf?.(e.callId);
-        const content = typeof detail === "string" ? detail : JSON.stringify(detail ?? { status: e.status });
-        out.push({
-          type: EventType.TOOL_CALL_RESULT,
-          messageId: `result-${e.callId}`,
-          toolCallId: e.callId,
-          content,
-          role: "tool",
-        });
+        // The kernel announces a call's end before it stores the result: wait for it.
+        if (this.stored(e)) this.result(e, out);
+        else this.unstored.push(e);
         break;
-      }
       case "retry":
         this.close(out);
         out.push({ type: EventType.CUSTOM, name: "keel.retry", value: { message: e.message } });
@@ -110,6 +109,33 @@ export class AGUIEventMapper {
         break;
     }
     return out;
+  }
+
+  /** The results of earlier calls that are stored now; all of them at the turn's end (every result is stored by then). */
+  private flushStored(ending: boolean, out: BaseEvent[]): void {
+    const still: ToolFinished[] = [];
+    for (const w of this.unstored) {
+      if (ending || this.stored(w)) this.result(w, out);
+      else still.push(w);
+    }
+    this.unstored = still;
+  }
+
+  private stored(e: ToolFinished): boolean {
+    return !this.options.outputOf || this.options.outputOf(e.callId) !== undefined;
+  }
+
+  private result(e: ToolFinished, out: BaseEvent[]): void {
+    this.close(out);
+    const detail = this.options.outputOf?.(e.callId);
+    const content = typeof detail === "string" ? detail : JSON.stringify(detail ?? { status: e.status });
+    out.push({
+      type: EventType.TOOL_CALL_RESULT,
+      messageId: `result-${e.callId}`,
+      toolCallId: e.callId,
+      content,
+      role: "tool",
+    });
   }
 
   private delta(kind: "text" | "reasoning", delta: string, out: BaseEvent[]): void {
@@ -201,13 +227,17 @@ export function toAGUIEvents(
 
 /**
  * A Response streaming the turn as AG-UI events, encoded by @ag-ui/encoder's EventEncoder for
- * the request's `Accept` (SSE by default, protobuf when asked for). Contract: the encoder's content type.
+ * the request's `Accept` (SSE by default, also for any-type Accept; protobuf only when Accept names its media type).
+ * Contract: the encoder's content type.
  */
 export function aguiResponse(
   stream: AsyncIterable<TurnStreamEvent>,
   options: AGUIStreamOptions & { accept?: string | null; headers?: Record<string, string> },
 ): Response {
-  const encoder = new EventEncoder(options.accept ? { accept: options.accept } : {});
+  // Only a client that names the protobuf type gets it: the encoder would pick it for `*/*`
+  // (curl's and fetch's default), and such a client expects readable SSE.
+  const named = options.accept?.toLowerCase().includes(AGUI_MEDIA_TYPE);
+  const encoder = new EventEncoder(named ? { accept: options.accept! } : {});
   const headers = new Headers(options.headers);
   headers.set("content-type", encoder.getContentType());
   headers.set("cache-control", "no-cache");

@@ -25,6 +25,14 @@ function lastUserText(input: RunInput): string {
   const last = input.messages.at(-1);
   if (last?.role !== "user")
     throw new HttpError(400, "BAD_REQUEST", "The last message must be the user's (or send `resume` entries).");
+  // An image, audio, video or document part is refused, never dropped unseen.
+  const other = typeof last.content === "string" ? -1 : last.content.findIndex((p) => p.type !== "text");
+  if (other >= 0)
+    throw new HttpError(
+      400,
+      "BAD_REQUEST",
+      `The last message's content[${other}] is not text: this server takes text only (put its content in the message as text).`,
+    );
   const text =
     typeof last.content === "string"
       ? last.content

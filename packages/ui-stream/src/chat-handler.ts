@@ -41,8 +41,15 @@ const ToolPart = z.looseObject({ type: z.string().regex(/^(tool-.+|dynamic-tool)
 
 type ChatMessage = z.infer<typeof UIMessage>;
 
-/** The text of a user message's text parts. */
+/** The text of a user message's text parts. Contract: a file part is a 400, never dropped unseen. */
 function userText(message: ChatMessage): string {
+  const file = message.parts.findIndex((p) => p.type === "file");
+  if (file >= 0)
+    throw new HttpError(
+      400,
+      "BAD_REQUEST",
+      `messages[-1].parts[${file}] is a file: this server takes text only (put the file's content in the message as text).`,
+    );
   return message.parts
     .map((p) => (p.type === "text" && typeof p.text === "string" ? p.text : ""))
     .filter(Boolean)
@@ -98,9 +105,12 @@ async function answer(
   chatId: string,
   last: ChatMessage,
 ): Promise<Response> {
-  const answers = last.parts.flatMap((p) => {
+  // A part in state approval-responded that is not a well-formed answer is a 400 naming it, not skipped.
+  const answers = last.parts.flatMap((p, i) => {
+    if (p.state !== "approval-responded") return [];
     const r = Responded.safeParse(p);
-    return r.success ? [r.data] : [];
+    if (!r.success) throw new HttpError(400, "BAD_REQUEST", `messages[-1].parts[${i}]: ${z.prettifyError(r.error)}`);
+    return [r.data];
   });
   if (!answers.length)
     throw new HttpError(400, "BAD_REQUEST", "The last message is the assistant's but answers no approval.");

@@ -89,8 +89,7 @@ export function failure(err: unknown, options: Pick<ChatHandlerOptions, "onError
 export async function readBody<T>(request: Request, schema: z.ZodType<T>, maxBytes: number): Promise<T> {
   const tooLarge = new HttpError(413, "BODY_TOO_LARGE", `The request body is larger than ${maxBytes} bytes.`);
   if (Number(request.headers.get("content-length") ?? 0) > maxBytes) throw tooLarge;
-  const text = await request.text();
-  if (Buffer.byteLength(text) > maxBytes) throw tooLarge;
+  const text = await readCapped(request, maxBytes, tooLarge);
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -98,6 +97,28 @@ export async function readBody<T>(request: Request, schema: z.ZodType<T>, maxByt
     throw new HttpError(400, "BAD_REQUEST", "The request body is not JSON.");
   }
   return schema.parse(parsed);
+}
+
+/**
+ * The body as text, read chunk by chunk. Contract: stops reading (and cancels the body) as soon
+ * as it passes `maxBytes`, so a body without Content-Length (chunked) is never held whole.
+ */
+async function readCapped(request: Request, maxBytes: number, tooLarge: Error): Promise<string> {
+  if (!request.body) return "";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = request.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge;
+    }
+    chunks.push(value);
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks));
 }
 
 /** @internal The caller's principal, or a 401. */

@@ -33,7 +33,8 @@ const FINISH: Record<string, "stop" | "length" | "content-filter" | "other"> = {
  * Maps turn stream events to UI message chunks, one event at a time.
  * Contract: a pure state machine (no I/O); parts are opened and closed in the protocol's order
  * (a text or reasoning part is ended before a tool part or the next step); every stream it
- * sees to its `verdict` or `error` ends with `finish` (or `abort` for an interrupted turn).
+ * sees to its `verdict` or `error` ends with `finish` (or `abort` for an interrupted turn); a
+ * finished call's output is sent once `outputOf` can read it (at the latest before `finish`).
  */
 export class UIChunkMapper {
   private started = false;
@@ -43,6 +44,8 @@ export class UIChunkMapper {
   /** Deltas of the current model attempt are on the client (a retry voids them). */
   private attempt = false;
   private readonly known: Set<string>;
+  /** Calls announced finished before their result was stored (the kernel says so first). */
+  private unstored: ToolFinished[] = [];
 
   private readonly options: UIStreamOptions;
 
@@ -59,6 +62,7 @@ export class UIChunkMapper {
       const id = this.options.messageId ?? (e.type === "turn.started" ? `keel-${e.turnId}` : undefined);
       out.push(id ? { type: "start", messageId: id } : { type: "start" });
     }
+    this.flushStored(e.type === "verdict" || e.type === "error", out);
     switch (e.type) {
       case "text":
       case "thinking":
@@ -84,7 +88,8 @@ export class UIChunkMapper {
         });
         break;
       case "tool.finished":
-        this.output(e, out);
+        if (e.status === "denied" || this.stored(e)) this.output(e, out);
+        else this.unstored.push(e);
         break;
       case "retry":
         // The provider retried: what the failed attempt streamed in this step is void. A step
@@ -141,6 +146,21 @@ export class UIChunkMapper {
       { type: "tool-input-start", toolCallId: callId, toolName: name },
       { type: "tool-input-available", toolCallId: callId, toolName: name, input: args ?? {} },
     );
+  }
+
+  /** The outputs of earlier calls whose results are stored now; all of them at the turn's end (every result is stored by then). */
+  private flushStored(ending: boolean, out: UIMessageChunk[]): void {
+    const still: ToolFinished[] = [];
+    for (const w of this.unstored) {
+      if (ending || this.stored(w)) this.output(w, out);
+      else still.push(w);
+    }
+    this.unstored = still;
+  }
+
+  /** Whether the call's result can be read (or there is nothing to read it with). */
+  private stored(e: ToolFinished): boolean {
+    return !this.options.outputOf || this.options.outputOf(e.callId) !== undefined;
   }
 
   private output(e: ToolFinished, out: UIMessageChunk[]): void {
