@@ -27,6 +27,7 @@ import { SendMessageRequest, TaskState } from "@a2a-js/sdk";
 import { ClientFactory } from "@a2a-js/sdk/client";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import type { Page } from "playwright-core";
 import { build } from "vite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { browserMissing, launchChromium } from "../../packages/cli/test/support/browser.ts";
@@ -122,6 +123,38 @@ function copiesOf(modules: string, name: string): string[] {
   };
   walk(modules);
   return found;
+}
+
+/** The team's app: examples/chat-ui built with vite into `outDir` (its /api/chat goes to whoever serves it). */
+async function buildPage(outDir: string): Promise<void> {
+  const chatUi = join(REPO, "examples", "chat-ui");
+  await build({
+    root: chatUi,
+    configFile: join(chatUi, "vite.config.ts"),
+    mode: "production",
+    logLevel: "warn",
+    // Under vitest NODE_ENV is "test": React's development build is bundled, larger than the warning's bound.
+    build: { outDir, emptyOutDir: true, chunkSizeWarningLimit: 4096 },
+  });
+}
+
+/** Record every text the assistant's paragraphs show, as they change (as examples/chat-ui's test does). */
+async function watchAssistantText(page: Page): Promise<void> {
+  await page.evaluate(() => {
+    const w = globalThis as unknown as { seen: string[]; MutationObserver: any; document: any };
+    w.seen = [];
+    new w.MutationObserver(() => {
+      for (const p of w.document.querySelectorAll(".assistant .text")) {
+        const t = p.textContent as string;
+        if (t && w.seen.at(-1) !== t) w.seen.push(t);
+      }
+    }).observe(w.document.body, { subtree: true, childList: true, characterData: true });
+  });
+}
+
+/** What watchAssistantText recorded. */
+function seenAssistantText(page: Page): Promise<string[]> {
+  return page.evaluate(() => (globalThis as unknown as { seen: string[] }).seen);
 }
 
 describe("outside this repository", () => {
@@ -292,15 +325,7 @@ describe("outside this repository", () => {
     "the team's React app: useChat against the README's server.mjs streams text, Approve runs the tool, the turn ends",
     async () => {
       expect(withAiSdk?.code).toBe(0);
-      // The page is the team's app: built from examples/chat-ui into the project's dist/.
-      const chatUi = join(REPO, "examples", "chat-ui");
-      await build({
-        root: chatUi,
-        configFile: join(chatUi, "vite.config.ts"),
-        mode: "production",
-        logLevel: "warn",
-        build: { outDir: join(project.dir, "dist"), emptyOutDir: true, chunkSizeWarningLimit: 4096 },
-      });
+      await buildPage(join(project.dir, "dist"));
       const snippet = /```js\n(\/\/ server\.mjs[\s\S]*?)```/.exec(readmeSection())?.[1];
       expect(snippet, "the README's server.mjs").toBeDefined();
       writeFileSync(join(project.dir, "server.mjs"), snippet!);
@@ -322,16 +347,8 @@ describe("outside this repository", () => {
         const failed: string[] = [];
         page.on("pageerror", (e) => failed.push(e.message));
         await page.goto(url);
-        await page.evaluate(() => {
-          const w = globalThis as unknown as { seen: string[]; MutationObserver: any; document: any };
-          w.seen = [];
-          new w.MutationObserver(() => {
-            for (const p of w.document.querySelectorAll(".assistant .text")) {
-              const t = p.textContent as string;
-              if (t && w.seen.at(-1) !== t) w.seen.push(t);
-            }
-          }).observe(w.document.body, { subtree: true, childList: true, characterData: true });
-        });
+        await watchAssistantText(page);
+        const from = wire.requests.length;
         await page.getByLabel("Message").fill("please deploy v1.4.2");
         await page.getByRole("button", { name: "Send" }).click();
         const tool = page.locator('.tool[data-tool="deploy"]');
@@ -344,9 +361,13 @@ describe("outside this repository", () => {
         await page.locator('#status[data-status="ready"]').waitFor();
         expect(await page.locator(".tool .output").textContent()).toContain("v1.4.2 is live");
         expect(readFileSync(join(project.dir, "deployments.log"), "utf8")).toBe("v1.4.2\n");
-        const seen = (await page.evaluate(() => (globalThis as unknown as { seen: string[] }).seen)) as string[];
+        // The resumed turn sent the tool's result to the model.
+        expect(wire.requests.slice(from).map((r) => r.outcome)).toEqual(["completed", "completed"]);
+        expect(JSON.stringify(wire.requests[from + 1]!.body)).toContain("v1.4.2 is live");
         // Streamed: a prefix of the first answer was on screen before all of it.
+        const seen = await seenAssistantText(page);
         const first = "Deploying v1.4.2 now, step by step.";
+        expect(seen).toContain(first);
         expect(seen.some((t) => t !== first && first.startsWith(t))).toBe(true);
         expect(failed).toEqual([]);
       } finally {
