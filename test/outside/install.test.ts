@@ -2,9 +2,12 @@
  * Keel outside this repository, the way the README's "Outside this repository" section says:
  * pack every package, `keel init` in an empty folder under the system's temp folder, run at once
  * (offline, before any install), install from the tarballs with real npm, run again with the
- * installed packages. One packing and one install are shared: later scenarios (a model turn
- * through @keel/ai-sdk, `keel serve --mcp` or `--a2a` called by a client) go in this file as
- * further `it`s on `project` (project.startKeel starts a server), after the install test.
+ * installed packages. One packing and one install are shared; after it, issue 35's "done when"
+ * runs in the same project with the installed packages, following the README: `npm install
+ * @ai-sdk/openai` (which must keep every Keel package) and an AI SDK model running a turn with a
+ * tool, `keel serve --mcp` called by the MCP SDK's client, `keel serve --a2a` by @a2a-js/sdk's,
+ * and the README's server.mjs behind the chat-ui page (built with vite) in Chromium: text
+ * streams, Approve, the tool runs. The model is the wire server (the test's, not the user's code).
  */
 import {
   existsSync,
@@ -15,24 +18,95 @@ import {
   readFileSync,
   realpathSync,
   rmSync,
+  writeFileSync,
 } from "node:fs";
+import { randomUUID } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
+import { SendMessageRequest, TaskState } from "@a2a-js/sdk";
+import { ClientFactory } from "@a2a-js/sdk/client";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import type { Page } from "playwright-core";
+import { build } from "vite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { browserMissing, launchChromium } from "../../packages/cli/test/support/browser.ts";
+import { echoResponder, startWireServer, type WireServer } from "../../packages/wire-server/src/index.ts";
 import { publishable } from "../../scripts/pack.ts";
-import { type OutsideProject, outsideProject, packInto, REPO, type Ran } from "./support/outside.ts";
+import {
+  type OutsideProject,
+  outsideProject,
+  packInto,
+  printed,
+  REPO,
+  type Ran,
+  start,
+  stop,
+  stopAll,
+  userEnv,
+} from "./support/outside.ts";
 
 const root = mkdtempSync(join(tmpdir(), "keel-outside-"));
 let packed: { ran: Ran; tarballs: string[] };
 let project: OutsideProject;
 let installed: Ran | undefined;
+let withAiSdk: Ran | undefined;
+let wire: WireServer;
 
 beforeAll(async () => {
+  wire = await startWireServer({ onEmpty: echoResponder });
   packed = await packInto(join(root, "packs"));
   mkdirSync(join(root, "my-agent"));
   project = outsideProject(join(root, "my-agent"));
 }, 240_000);
-afterAll(() => rmSync(root, { recursive: true, force: true }));
+afterAll(async () => {
+  await stopAll();
+  await wire?.close();
+  rmSync(root, { recursive: true, force: true });
+});
+
+/** The README's "Outside this repository" section. */
+function readmeSection(): string {
+  const readme = readFileSync(join(REPO, "README.md"), "utf8");
+  const from = readme.indexOf("## Outside this repository");
+  return readme.slice(from, readme.indexOf("\n## ", from + 3));
+}
+
+/**
+ * The project's agent.config.ts once @ai-sdk/openai is installed: the README's AI SDK model, its
+ * provider pointed at the wire server; `get_weather` (info: runs) and `deploy` (exec: the
+ * permissions plugin asks a person), which appends to deployments.log in the project.
+ */
+function aiSdkConfig(baseURL: string): string {
+  return `import { appendFileSync } from "node:fs";
+import { aiSdkModel } from "@keel/ai-sdk";
+import { createOpenAI } from "@ai-sdk/openai";
+import permissions from "@keel/plugin-permissions";
+
+const openai = createOpenAI({ baseURL: ${JSON.stringify(baseURL)}, apiKey: "test" });
+
+export default {
+  name: "outside-agent",
+  model: aiSdkModel(openai("gpt-4o")),
+  plugins: [permissions()],
+  tools: [
+    {
+      name: "get_weather", description: "Weather for a city.", category: "info",
+      parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+      execute: ({ city }: { city: string }) => city + ": 21°C and sunny",
+    },
+    {
+      name: "deploy", description: "Deploy a version.", category: "exec",
+      parameters: { type: "object", properties: { version: { type: "string" } }, required: ["version"] },
+      execute: ({ version }: { version: string }) => {
+        appendFileSync("deployments.log", version + "\\n");
+        return version + " is live";
+      },
+    },
+  ],
+};
+`;
+}
 
 /** Every package.json under node_modules named `name` (nested copies included). */
 function copiesOf(modules: string, name: string): string[] {
@@ -51,6 +125,38 @@ function copiesOf(modules: string, name: string): string[] {
   return found;
 }
 
+/** The team's app: examples/chat-ui built with vite into `outDir` (its /api/chat goes to whoever serves it). */
+async function buildPage(outDir: string): Promise<void> {
+  const chatUi = join(REPO, "examples", "chat-ui");
+  await build({
+    root: chatUi,
+    configFile: join(chatUi, "vite.config.ts"),
+    mode: "production",
+    logLevel: "warn",
+    // Under vitest NODE_ENV is "test": React's development build is bundled, larger than the warning's bound.
+    build: { outDir, emptyOutDir: true, chunkSizeWarningLimit: 4096 },
+  });
+}
+
+/** Record every text the assistant's paragraphs show, as they change (as examples/chat-ui's test does). */
+async function watchAssistantText(page: Page): Promise<void> {
+  await page.evaluate(() => {
+    const w = globalThis as unknown as { seen: string[]; MutationObserver: any; document: any };
+    w.seen = [];
+    new w.MutationObserver(() => {
+      for (const p of w.document.querySelectorAll(".assistant .text")) {
+        const t = p.textContent as string;
+        if (t && w.seen.at(-1) !== t) w.seen.push(t);
+      }
+    }).observe(w.document.body, { subtree: true, childList: true, characterData: true });
+  });
+}
+
+/** What watchAssistantText recorded. */
+function seenAssistantText(page: Page): Promise<string[]> {
+  return page.evaluate(() => (globalThis as unknown as { seen: string[] }).seen);
+}
+
 describe("outside this repository", () => {
   it("pnpm pack:all makes one checked tarball per publishable package, none for private ones", () => {
     expect(packed.ran.code, packed.ran.stdout + packed.ran.stderr).toBe(0);
@@ -66,14 +172,21 @@ describe("outside this repository", () => {
   });
 
   it('the README\'s "Outside this repository" section shows the commands this file runs', () => {
-    const readme = readFileSync(join(REPO, "README.md"), "utf8");
-    const section = readme.slice(readme.indexOf("## Outside this repository"));
+    const section = readmeSection();
     for (const line of [
       "pnpm pack:all",
       "node $KEEL/packages/cli/bin/keel.js init",
       "node $KEEL/packages/cli/bin/keel.js run hello",
-      "npm install --no-save $KEEL/packs/*.tgz",
+      "npm install $KEEL/packs/*.tgz",
       "npx keel run hello",
+      "npm install @ai-sdk/openai",
+      "aiSdkModel(openai(",
+      "npx keel serve --mcp",
+      '["--no", "keel", "serve", "--mcp"]',
+      "npx keel serve --a2a",
+      "node server.mjs",
+      "createChatHandler({ agent })",
+      "buildAgent(await loadConfig({ cwd: process.cwd() }))",
     ])
       expect(section).toContain(line);
   });
@@ -89,14 +202,17 @@ describe("outside this repository", () => {
     expect(existsSync(join(project.dir, ".keel", "memory.sqlite"))).toBe(true);
   });
 
-  it("installs from the tarballs with npm, every @keel package from them, one kernel, package.json unchanged", async () => {
+  it("installs from the tarballs with npm, every @keel package from them and saved as file: specs, one kernel", async () => {
     expect(packed.tarballs.length).toBeGreaterThan(3);
-    const manifest = readFileSync(join(project.dir, "package.json"), "utf8");
+    const manifest = JSON.parse(readFileSync(join(project.dir, "package.json"), "utf8"));
+    // keel init writes registry ranges: the day the packages are published, `npm install` alone works.
+    expect(manifest.dependencies["@keel/cli"]).toMatch(/^\^\d/);
     installed = await project.installFrom(packed.tarballs);
     expect(installed.code, installed.stdout + installed.stderr).toBe(0);
-    // The generated package.json keeps registry ranges: the day the packages are published, `npm install` alone works.
-    expect(readFileSync(join(project.dir, "package.json"), "utf8")).toBe(manifest);
-    expect(JSON.parse(manifest).dependencies["@keel/cli"]).toMatch(/^\^\d/);
+    // Saved: every Keel package by its tarball, so later installs neither prune them nor ask the registry.
+    const saved = JSON.parse(readFileSync(join(project.dir, "package.json"), "utf8")).dependencies;
+    for (const p of publishable()) expect(saved[p.name], p.name).toMatch(/^file:.*\.tgz$/);
+    expect(saved.zod).toBe(manifest.dependencies.zod);
     const modules = join(project.dir, "node_modules");
     const lock = JSON.parse(readFileSync(join(modules, ".package-lock.json"), "utf8")) as {
       packages: Record<string, { resolved?: string }>;
@@ -123,4 +239,142 @@ describe("outside this repository", () => {
     expect(inspect.stdout).toMatch(/@keel\/plugin-memory@\d/);
     expect(inspect.stdout).toMatch(/@keel\/plugin-skills@\d/);
   });
+
+  it("npm install @ai-sdk/openai keeps every Keel package; an AI SDK model runs a turn with a tool", async () => {
+    expect(installed?.code).toBe(0);
+    withAiSdk = await project.npmInstall(["@ai-sdk/openai"]);
+    expect(withAiSdk.code, withAiSdk.stdout + withAiSdk.stderr).toBe(0);
+    expect(withAiSdk.stdout).not.toMatch(/removed/);
+    const modules = join(project.dir, "node_modules");
+    for (const p of publishable()) expect(existsSync(join(modules, p.name, "package.json")), p.name).toBe(true);
+    writeFileSync(join(project.dir, "agent.config.ts"), aiSdkConfig(wire.openaiBaseURL));
+    const from = wire.requests.length;
+    wire.enqueue(
+      { toolCalls: [{ name: "get_weather", args: { city: "Paris" } }], api: "responses" },
+      { text: "Paris: sunny, 21°C.", api: "responses" },
+    );
+    const run = await project.npxKeel(["run", "weather in Paris?"]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toContain("keel: model openai.responses:gpt-4o");
+    expect(run.stdout).toContain("Paris: sunny, 21°C.");
+    const seen = wire.requests.slice(from);
+    expect(seen.map((r) => [r.api, r.outcome])).toEqual([
+      ["responses", "completed"],
+      ["responses", "completed"],
+    ]);
+    // The tool ran in the project and its result went back to the model.
+    expect(JSON.stringify(seen[1]!.body)).toContain("Paris: 21°C and sunny");
+  }, 120_000);
+
+  it("npx keel serve --mcp, called from another MCP client over stdio: ask, then continue with session_id", async () => {
+    expect(withAiSdk?.code).toBe(0);
+    const transport = new StdioClientTransport({
+      command: "npx",
+      args: ["--no", "keel", "serve", "--mcp"],
+      cwd: project.dir,
+      env: userEnv() as Record<string, string>,
+      stderr: "pipe",
+    });
+    const client = new Client({ name: "another-client", version: "1.0.0" });
+    await client.connect(transport);
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain("ask");
+      const first = (await client.callTool({ name: "ask", arguments: { input: "hello from MCP" } }))
+        .structuredContent as {
+        session_id: string;
+        status: string;
+        answer: string;
+      };
+      expect(first).toMatchObject({ status: "completed", answer: "You said: hello from MCP" });
+      const from = wire.requests.length;
+      const next = (
+        await client.callTool({ name: "ask", arguments: { input: "and again", session_id: first.session_id } })
+      ).structuredContent as { session_id: string; answer: string };
+      expect(next).toMatchObject({ session_id: first.session_id, answer: "You said: and again" });
+      // The same conversation: the model saw the first turn.
+      expect(JSON.stringify(wire.requests[from]!.body)).toContain("hello from MCP");
+    } finally {
+      await client.close();
+    }
+  }, 60_000);
+
+  it("npx keel serve --a2a, called from an A2A client: the agent card, message/send completes with the answer", async () => {
+    expect(withAiSdk?.code).toBe(0);
+    const server = project.startKeel(["serve", "--a2a"]);
+    try {
+      const url = (await printed(server, /A2A endpoint (\S+)/))[1]!;
+      const client = await new ClientFactory().createFromUrl(url);
+      expect((await client.getAgentCard()).name).toBe("outside-agent");
+      const task = await client.sendMessage(
+        SendMessageRequest.fromJSON({
+          message: { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text: "hello from A2A" }] },
+        }),
+      );
+      if (!("status" in task)) throw new Error("expected a task");
+      expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+      const answer = (task.status?.message?.parts ?? [])
+        .map((p) => (p.content?.$case === "text" ? p.content.value : ""))
+        .join("");
+      expect(answer).toBe("You said: hello from A2A");
+    } finally {
+      await stop(server, "SIGINT");
+    }
+  }, 60_000);
+
+  it.skipIf(browserMissing())(
+    "the team's React app: useChat against the README's server.mjs streams text, Approve runs the tool, the turn ends",
+    async () => {
+      expect(withAiSdk?.code).toBe(0);
+      await buildPage(join(project.dir, "dist"));
+      const snippet = /```js\n(\/\/ server\.mjs[\s\S]*?)```/.exec(readmeSection())?.[1];
+      expect(snippet, "the README's server.mjs").toBeDefined();
+      writeFileSync(join(project.dir, "server.mjs"), snippet!);
+      const server = start(process.execPath, ["server.mjs"], project.dir, userEnv({ PORT: "0" }));
+      const browser = await launchChromium();
+      try {
+        const url = (await printed(server, /useChat at (\S+)/, "stdout"))[1]!;
+        wire.enqueue(
+          {
+            text: "Deploying v1.4.2 now, step by step.",
+            chunks: 6,
+            delayMs: 40,
+            toolCalls: [{ name: "deploy", args: { version: "v1.4.2" } }],
+            api: "responses",
+          },
+          { text: "Done: v1.4.2 is live in production.", chunks: 6, delayMs: 40, api: "responses" },
+        );
+        const page = await browser.newPage();
+        const failed: string[] = [];
+        page.on("pageerror", (e) => failed.push(e.message));
+        await page.goto(url);
+        await watchAssistantText(page);
+        const from = wire.requests.length;
+        await page.getByLabel("Message").fill("please deploy v1.4.2");
+        await page.getByRole("button", { name: "Send" }).click();
+        const tool = page.locator('.tool[data-tool="deploy"]');
+        await tool.locator("button", { hasText: "Approve" }).waitFor();
+        expect(await tool.getAttribute("data-state")).toBe("approval-requested");
+        expect(existsSync(join(project.dir, "deployments.log"))).toBe(false);
+        await tool.locator("button", { hasText: "Approve" }).click();
+        await page.locator('.tool[data-state="output-available"]').waitFor();
+        await page.locator(".assistant .text", { hasText: "Done: v1.4.2 is live in production." }).waitFor();
+        await page.locator('#status[data-status="ready"]').waitFor();
+        expect(await page.locator(".tool .output").textContent()).toContain("v1.4.2 is live");
+        expect(readFileSync(join(project.dir, "deployments.log"), "utf8")).toBe("v1.4.2\n");
+        // The resumed turn sent the tool's result to the model.
+        expect(wire.requests.slice(from).map((r) => r.outcome)).toEqual(["completed", "completed"]);
+        expect(JSON.stringify(wire.requests[from + 1]!.body)).toContain("v1.4.2 is live");
+        // Streamed: a prefix of the first answer was on screen before all of it.
+        const seen = await seenAssistantText(page);
+        const first = "Deploying v1.4.2 now, step by step.";
+        expect(seen).toContain(first);
+        expect(seen.some((t) => t !== first && first.startsWith(t))).toBe(true);
+        expect(failed).toEqual([]);
+      } finally {
+        await browser.close();
+        await stop(server);
+      }
+    },
+    180_000,
+  );
 });

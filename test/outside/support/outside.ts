@@ -1,7 +1,7 @@
 /**
  * A Keel project outside this repository, as a user gets one: the packages packed into
  * tarballs (`pnpm pack:all`), `keel init` from the checkout, then `npm install` from the
- * tarballs. Everything lives under one temp folder; the tests share one packing and one install.
+ * tarballs (saved: package.json names each by its tarball, so later installs keep them). Everything lives under one temp folder; the tests share one packing and one install.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
@@ -33,9 +33,56 @@ export function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...env, KEEL_EXIT_GRACE_MS: "1000", ...extra };
 }
 
-/** Start `cmd args` in `cwd`; the child, for servers a test talks to (`keel serve …`). */
+const live = new Set<ChildProcess>();
+
+/**
+ * Start `cmd args` in `cwd`; the child, for servers a test talks to (`keel serve …`). It leads
+ * its own process group, so stopping it stops what npx started under it too.
+ */
 export function start(cmd: string, args: string[], cwd: string, env = userEnv()): ChildProcess {
-  return spawn(cmd, args, { cwd, env, stdio: ["pipe", "pipe", "pipe"] });
+  const child = spawn(cmd, args, { cwd, env, stdio: ["pipe", "pipe", "pipe"], detached: true });
+  live.add(child);
+  child.on("close", () => live.delete(child));
+  return child;
+}
+
+/** Send `signal` to the process group `start` began with `child`; resolves when the child is gone. */
+export function stop(child: ChildProcess, signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
+  return new Promise<void>((done) => {
+    if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return done();
+    child.once("close", () => done());
+    try {
+      process.kill(-child.pid, signal);
+    } catch {
+      done();
+    }
+  });
+}
+
+/** SIGKILL every process group `start` began that is still running (afterAll). */
+export async function stopAll(): Promise<void> {
+  await Promise.all([...live].map((c) => stop(c, "SIGKILL")));
+}
+
+/** Resolves with the first match of `pattern` in what `child` writes to `stream`; rejects if it ends first. */
+export function printed(
+  child: ChildProcess,
+  pattern: RegExp,
+  stream: "stdout" | "stderr" = "stderr",
+): Promise<RegExpExecArray> {
+  return new Promise((done, fail) => {
+    let text = "";
+    const onData = (d: Buffer) => {
+      text += d;
+      const m = pattern.exec(text);
+      if (m) {
+        child[stream]?.off("data", onData);
+        done(m);
+      }
+    };
+    child[stream]?.on("data", onData);
+    child.once("close", (code) => fail(new Error(`exited ${code} before printing ${pattern}:\n${text}`)));
+  });
 }
 
 /** Run `cmd args` in `cwd` to the end (stdin closed). */
@@ -77,8 +124,10 @@ export interface OutsideProject {
   checkoutKeel(args: string[]): Promise<Ran>;
   /** `npx --no keel …`: the project's installed keel, never one fetched from the registry. */
   npxKeel(args: string[]): Promise<Ran>;
-  /** `npm install --no-save <tarballs>`: every Keel package from the tarballs, third-party ones from the registry (or npm's cache). */
+  /** `npm install <tarballs>`: every Keel package from the tarballs (saved as `file:` specs), third-party ones from the registry (or npm's cache). */
   installFrom(tarballs: string[]): Promise<Ran>;
+  /** `npm install <specs>`: what a user adds later (a model provider from the registry). */
+  npmInstall(specs: string[]): Promise<Ran>;
   /** A long-running `npx --no keel …` (a server), for tests that talk to it. */
   startKeel(args: string[]): ChildProcess;
 }
@@ -89,7 +138,8 @@ export function outsideProject(dir: string): OutsideProject {
     dir,
     checkoutKeel: (args) => run(process.execPath, [CHECKOUT_KEEL, ...args], dir),
     npxKeel: (args) => run("npx", ["--no", "keel", ...args], dir),
-    installFrom: (tarballs) => run("npm", ["install", "--no-save", ...tarballs], dir),
+    installFrom: (tarballs) => run("npm", ["install", ...tarballs], dir),
+    npmInstall: (specs) => run("npm", ["install", ...specs], dir),
     startKeel: (args) => start("npx", ["--no", "keel", ...args], dir),
   };
 }
