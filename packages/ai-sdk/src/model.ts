@@ -13,6 +13,7 @@ import {
 import { classifyAiSdkError, isRequestFailure, withCallRetries } from "./errors.ts";
 import { PartCollector } from "./parts.ts";
 import { callOptions, type PromptTarget } from "./prompt.ts";
+import { boundedParts, untilAborted } from "./stream.ts";
 
 /** A language model of any `@ai-sdk/*` provider (specification v3 or v4). */
 export type AiSdkLanguageModel = LanguageModelV3 | LanguageModelV4;
@@ -116,13 +117,17 @@ export function aiSdkModel(model: AiSdkLanguageModel, options: AiSdkModelOptions
       async open(signal) {
         const call = callOptions(request, target, signal);
         try {
-          const result = await withCallRetries(() => (m as LanguageModelV4).doStream(call), {
-            provider: id,
-            maxRetries,
-            maxRetryAfterMs: retry.maxRetryAfterMs,
+          // Bounded by the signal: a provider that ignores it still gets cut by a timeout or an abort.
+          const result = await untilAborted(
+            withCallRetries(() => (m as LanguageModelV4).doStream(call), {
+              provider: id,
+              maxRetries,
+              maxRetryAfterMs: retry.maxRetryAfterMs,
+              signal,
+            }),
             signal,
-          });
-          return result.stream as unknown as AsyncIterable<unknown>;
+          );
+          return boundedParts((result as { stream?: unknown } | undefined)?.stream, signal, id);
         } catch (err) {
           // A body that broke while the provider read its first chunk failed a started stream (as the
           // native SDKs see it): handed over as the stream's first step, so streamRetries apply.
