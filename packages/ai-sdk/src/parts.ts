@@ -125,12 +125,15 @@ export class PartCollector {
     const id = str(part.toolCallId);
     const input = typeof part.input === "string" ? part.input : JSON.stringify(part.input ?? {});
     const slot = this.byId.get(`call:${id}`);
+    const name = str(part.toolName);
     // The finished call is authoritative; a call that came whole (no input parts) streams as one delta.
-    if (slot?.kind === "call") {
-      Object.assign(slot, { name: str(part.toolName) || slot.name, args: input, done: true });
+    if (slot?.kind === "call" && !slot.done) {
+      Object.assign(slot, { name: name || slot.name, args: input, done: true });
       return undefined;
     }
-    const fresh: Slot = { kind: "call", id, name: str(part.toolName), args: input, done: true };
+    // The same call sent twice is one call; another call reusing a finished call's id is its own (not lost).
+    if (slot?.kind === "call" && slot.name === name && slot.args === input) return undefined;
+    const fresh: Slot = { kind: "call", id, name, args: input, done: true };
     this.byId.set(`call:${id}`, fresh);
     this.slots.push(fresh);
     return { type: "tool_call_delta", id, name: fresh.name, argsText: input };
