@@ -1,6 +1,6 @@
 /** AI SDK stream parts (specification v3/v4) → Keel ModelEvents and the final `response`. */
 import type { AssistantBlock, ModelEvent, StopReason, Usage } from "@keel/kernel";
-import { ProviderError } from "@keel/kernel";
+import { ProviderError, preview } from "@keel/kernel";
 import { costOf, fromFacts, type ModelPrice, parseArgs } from "@keel/providers";
 import { classifyAiSdkError, factsOf } from "./errors.ts";
 import type { AiSdkReasoningData } from "./prompt.ts";
@@ -72,6 +72,8 @@ export class PartCollector {
       }
       case "tool-call":
         return this.toolCall(part);
+      case "stream-start":
+        return this.warned(part.warnings);
       case "response-metadata":
         this.served ??= str(part.modelId) || undefined;
         return undefined;
@@ -157,6 +159,23 @@ export class PartCollector {
     // Anthropic's raw usage splits cache writes by tier: the 1 h ones are priced as such.
     const creation = (u.raw as { cache_creation?: Record<string, unknown> } | undefined)?.cache_creation;
     this.finish_ = { reason, raw, usage, write1h: Math.min(write, count(creation?.ephemeral_1h_input_tokens)) };
+  }
+
+  /** The provider's call warnings (a setting it dropped or changed) as one `info` notice, so none passes silently. */
+  private warned(warnings: unknown): ModelEvent | undefined {
+    if (!Array.isArray(warnings) || !warnings.length) return undefined;
+    const said = warnings.map((w: Record<string, unknown> | null) => {
+      const what = [str(w?.type), str(w?.feature) || str(w?.setting)].filter(Boolean).join(" ");
+      const why = str(w?.details) || str(w?.message);
+      return preview(why ? `${what || "warning"} (${why})` : what || "warning", 300);
+    });
+    return {
+      type: "notice",
+      kind: "info",
+      provider: this.o.id,
+      message: `${this.o.id}: the provider did not apply the request as asked: ${said.join("; ")}. Check the AI SDK provider's settings (e.g. createOpenAICompatible({ supportsStructuredOutputs: true }) for an output schema).`,
+      data: { reason: "provider_warnings", warnings: said },
+    };
   }
 
   private inBand(error: unknown): ProviderError {
