@@ -116,8 +116,9 @@ export function aiSdkModel(model: AiSdkLanguageModel, options: AiSdkModelOptions
     ...(options.maxTokens !== undefined ? { maxOutputTokens: options.maxTokens } : {}),
   };
 
+  const told = {};
   const session = (request: ModelRequest): StreamSession => {
-    const parts = new PartCollector({ id, model: m.provider, price });
+    const parts = new PartCollector({ id, model: m.provider, price, told });
     return {
       async open(signal) {
         const call = callOptions(request, target, signal);

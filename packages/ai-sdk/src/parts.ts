@@ -29,6 +29,8 @@ export interface CollectorOptions {
   /** The model's `provider` string, stamped on reasoning blocks so they go back only to it. */
   model: string;
   price: ModelPrice | undefined;
+  /** Shared by one provider's streams: what it has already been told once (unreported usage). */
+  told: { usage?: boolean };
 }
 
 /**
@@ -39,7 +41,9 @@ export interface CollectorOptions {
 export class PartCollector {
   private readonly slots: Slot[] = [];
   private readonly byId = new Map<string, Slot>();
-  private finish_: { reason: string; raw: string | undefined; usage: Usage; write1h: number } | undefined;
+  private finish_:
+    | { reason: string; raw: string | undefined; usage: Usage; counted: boolean; write1h: number }
+    | undefined;
   private served: string | undefined;
 
   private readonly o: CollectorOptions;
@@ -78,8 +82,7 @@ export class PartCollector {
         this.served ??= str(part.modelId) || undefined;
         return undefined;
       case "finish":
-        this.finished(part);
-        return undefined;
+        return this.finished(part);
       case "error":
         throw this.inBand(part.error);
     }
@@ -141,7 +144,8 @@ export class PartCollector {
     return { type: "tool_call_delta", id, name: fresh.name, argsText: input };
   }
 
-  private finished(part: Part): void {
+  /** Records the finish; a notice when the provider reported no token counts (its cost is then unknown, not $0). */
+  private finished(part: Part): ModelEvent | undefined {
     const fr = (part.finishReason ?? {}) as Record<string, unknown>;
     // Specification v2 gave the reason as a plain string.
     const reason = typeof part.finishReason === "string" ? part.finishReason : str(fr.unified) || "other";
@@ -158,7 +162,24 @@ export class PartCollector {
     };
     // Anthropic's raw usage splits cache writes by tier: the 1 h ones are priced as such.
     const creation = (u.raw as { cache_creation?: Record<string, unknown> } | undefined)?.cache_creation;
-    this.finish_ = { reason, raw, usage, write1h: Math.min(write, count(creation?.ephemeral_1h_input_tokens)) };
+    const counted = [u.inputTokens?.total, noCache, u.outputTokens?.total].some((v) => Number.isFinite(v));
+    this.finish_ = {
+      reason,
+      raw,
+      usage,
+      counted,
+      write1h: Math.min(write, count(creation?.ephemeral_1h_input_tokens)),
+    };
+    // A cut stream's finish (no reason, no usage) is reported as the truncation finish() raises.
+    if (counted || cutShort(reason, raw) || this.o.told.usage) return undefined;
+    this.o.told.usage = true;
+    return {
+      type: "notice",
+      kind: "info",
+      provider: this.o.id,
+      message: `${this.o.id}: the provider reports no token usage, so its calls' tokens and cost are unknown to budgets (said once). Ask the AI SDK provider for usage (e.g. createOpenAICompatible({ includeUsage: true })).`,
+      data: { reason: "usage_unreported" },
+    };
   }
 
   /** The provider's call warnings (a setting it dropped or changed) as one `info` notice, so none passes silently. */
@@ -187,8 +208,7 @@ export class PartCollector {
     const { id } = this.o;
     if (signal.aborted) throw new ProviderError("aborted", `${id}: the request was aborted.`);
     const f = this.finish_;
-    // `interrupted` (v4), or `other` with no raw reason: the stream ended without its finishing event.
-    if (!f || f.reason === "interrupted" || (f.reason === "other" && f.raw === undefined))
+    if (!f || cutShort(f.reason, f.raw))
       throw new ProviderError("network", `${id}: the stream ended before the model finished (truncated).`);
     if (f.reason === "error") throw new ProviderError("unknown", `${id}: the model stopped with an error.`);
     const content: AssistantBlock[] = [];
@@ -210,7 +230,7 @@ export class PartCollector {
       }
     }
     const usage = f.usage;
-    if (this.o.price) usage.costUsd = costOf(this.o.price, usage, f.write1h);
+    if (this.o.price && f.counted) usage.costUsd = costOf(this.o.price, usage, f.write1h);
     return {
       type: "response",
       message: { role: "assistant", content },
@@ -220,6 +240,11 @@ export class PartCollector {
       ...(this.served ? { model: this.served } : {}),
     };
   }
+}
+
+/** `interrupted` (v4), or `other` with no raw reason: the stream ended without its finishing event. */
+function cutShort(reason: string, raw: string | undefined): boolean {
+  return reason === "interrupted" || (reason === "other" && raw === undefined);
 }
 
 function stopOf(reason: string, raw: string | undefined, calls: number): StopReason {

@@ -25,7 +25,7 @@ describe("provider warnings", () => {
   it("a dropped output schema (openai-compatible defaults) is announced, saying what to set", async () => {
     const from = server.requests.length;
     server.enqueue({ text: '{"a":1}', api: "chat" });
-    const model = createOpenAICompatible({ name: "local", baseURL: server.openaiBaseURL })("m");
+    const model = createOpenAICompatible({ name: "local", baseURL: server.openaiBaseURL, includeUsage: true })("m");
     const r = await run(aiSdkModel(model), ask("hi", { options: { output } }));
     expect(r.error).toBeUndefined();
     // The schema did not reach the server…
@@ -42,6 +42,7 @@ describe("provider warnings", () => {
     const model = createOpenAICompatible({
       name: "local",
       baseURL: server.openaiBaseURL,
+      includeUsage: true,
       supportsStructuredOutputs: true,
     })("m");
     const r = await run(aiSdkModel(model), ask("hi", { options: { output } }));
