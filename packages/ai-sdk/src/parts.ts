@@ -1,6 +1,6 @@
 /** AI SDK stream parts (specification v3/v4) → Keel ModelEvents and the final `response`. */
 import type { AssistantBlock, ModelEvent, StopReason, Usage } from "@keel/kernel";
-import { ProviderError } from "@keel/kernel";
+import { ProviderError, preview } from "@keel/kernel";
 import { costOf, fromFacts, type ModelPrice, parseArgs } from "@keel/providers";
 import { classifyAiSdkError, factsOf } from "./errors.ts";
 import type { AiSdkReasoningData } from "./prompt.ts";
@@ -29,6 +29,8 @@ export interface CollectorOptions {
   /** The model's `provider` string, stamped on reasoning blocks so they go back only to it. */
   model: string;
   price: ModelPrice | undefined;
+  /** Shared by one provider's streams: what it has already been told once (unreported usage). */
+  told: { usage?: boolean };
 }
 
 /**
@@ -39,7 +41,9 @@ export interface CollectorOptions {
 export class PartCollector {
   private readonly slots: Slot[] = [];
   private readonly byId = new Map<string, Slot>();
-  private finish_: { reason: string; raw: string | undefined; usage: Usage; write1h: number } | undefined;
+  private finish_:
+    | { reason: string; raw: string | undefined; usage: Usage; counted: boolean; write1h: number }
+    | undefined;
   private served: string | undefined;
 
   private readonly o: CollectorOptions;
@@ -72,12 +76,13 @@ export class PartCollector {
       }
       case "tool-call":
         return this.toolCall(part);
+      case "stream-start":
+        return this.warned(part.warnings);
       case "response-metadata":
         this.served ??= str(part.modelId) || undefined;
         return undefined;
       case "finish":
-        this.finished(part);
-        return undefined;
+        return this.finished(part);
       case "error":
         throw this.inBand(part.error);
     }
@@ -125,18 +130,22 @@ export class PartCollector {
     const id = str(part.toolCallId);
     const input = typeof part.input === "string" ? part.input : JSON.stringify(part.input ?? {});
     const slot = this.byId.get(`call:${id}`);
+    const name = str(part.toolName);
     // The finished call is authoritative; a call that came whole (no input parts) streams as one delta.
-    if (slot?.kind === "call") {
-      Object.assign(slot, { name: str(part.toolName) || slot.name, args: input, done: true });
+    if (slot?.kind === "call" && !slot.done) {
+      Object.assign(slot, { name: name || slot.name, args: input, done: true });
       return undefined;
     }
-    const fresh: Slot = { kind: "call", id, name: str(part.toolName), args: input, done: true };
+    // The same call sent twice is one call; another call reusing a finished call's id is its own (not lost).
+    if (slot?.kind === "call" && slot.name === name && slot.args === input) return undefined;
+    const fresh: Slot = { kind: "call", id, name, args: input, done: true };
     this.byId.set(`call:${id}`, fresh);
     this.slots.push(fresh);
     return { type: "tool_call_delta", id, name: fresh.name, argsText: input };
   }
 
-  private finished(part: Part): void {
+  /** Records the finish; a notice when the provider reported no token counts (its cost is then unknown, not $0). */
+  private finished(part: Part): ModelEvent | undefined {
     const fr = (part.finishReason ?? {}) as Record<string, unknown>;
     // Specification v2 gave the reason as a plain string.
     const reason = typeof part.finishReason === "string" ? part.finishReason : str(fr.unified) || "other";
@@ -153,7 +162,41 @@ export class PartCollector {
     };
     // Anthropic's raw usage splits cache writes by tier: the 1 h ones are priced as such.
     const creation = (u.raw as { cache_creation?: Record<string, unknown> } | undefined)?.cache_creation;
-    this.finish_ = { reason, raw, usage, write1h: Math.min(write, count(creation?.ephemeral_1h_input_tokens)) };
+    const counted = [u.inputTokens?.total, noCache, u.outputTokens?.total].some((v) => Number.isFinite(v));
+    this.finish_ = {
+      reason,
+      raw,
+      usage,
+      counted,
+      write1h: Math.min(write, count(creation?.ephemeral_1h_input_tokens)),
+    };
+    // A cut stream's finish (no reason, no usage) is reported as the truncation finish() raises.
+    if (counted || cutShort(reason, raw) || this.o.told.usage) return undefined;
+    this.o.told.usage = true;
+    return {
+      type: "notice",
+      kind: "info",
+      provider: this.o.id,
+      message: `${this.o.id}: the provider reports no token usage, so its calls' tokens and cost are unknown to budgets (said once). Ask the AI SDK provider for usage (e.g. createOpenAICompatible({ includeUsage: true })).`,
+      data: { reason: "usage_unreported" },
+    };
+  }
+
+  /** The provider's call warnings (a setting it dropped or changed) as one `info` notice, so none passes silently. */
+  private warned(warnings: unknown): ModelEvent | undefined {
+    if (!Array.isArray(warnings) || !warnings.length) return undefined;
+    const said = warnings.map((w: Record<string, unknown> | null) => {
+      const what = [str(w?.type), str(w?.feature) || str(w?.setting)].filter(Boolean).join(" ");
+      const why = str(w?.details) || str(w?.message);
+      return preview(why ? `${what || "warning"} (${why})` : what || "warning", 300);
+    });
+    return {
+      type: "notice",
+      kind: "info",
+      provider: this.o.id,
+      message: `${this.o.id}: the provider did not apply the request as asked: ${said.join("; ")}. Check the AI SDK provider's settings (e.g. createOpenAICompatible({ supportsStructuredOutputs: true }) for an output schema).`,
+      data: { reason: "provider_warnings", warnings: said },
+    };
   }
 
   private inBand(error: unknown): ProviderError {
@@ -165,8 +208,7 @@ export class PartCollector {
     const { id } = this.o;
     if (signal.aborted) throw new ProviderError("aborted", `${id}: the request was aborted.`);
     const f = this.finish_;
-    // `interrupted` (v4), or `other` with no raw reason: the stream ended without its finishing event.
-    if (!f || f.reason === "interrupted" || (f.reason === "other" && f.raw === undefined))
+    if (!f || cutShort(f.reason, f.raw))
       throw new ProviderError("network", `${id}: the stream ended before the model finished (truncated).`);
     if (f.reason === "error") throw new ProviderError("unknown", `${id}: the model stopped with an error.`);
     const content: AssistantBlock[] = [];
@@ -188,7 +230,7 @@ export class PartCollector {
       }
     }
     const usage = f.usage;
-    if (this.o.price) usage.costUsd = costOf(this.o.price, usage, f.write1h);
+    if (this.o.price && f.counted) usage.costUsd = costOf(this.o.price, usage, f.write1h);
     return {
       type: "response",
       message: { role: "assistant", content },
@@ -198,6 +240,11 @@ export class PartCollector {
       ...(this.served ? { model: this.served } : {}),
     };
   }
+}
+
+/** `interrupted` (v4), or `other` with no raw reason: the stream ended without its finishing event. */
+function cutShort(reason: string, raw: string | undefined): boolean {
+  return reason === "interrupted" || (reason === "other" && raw === undefined);
 }
 
 function stopOf(reason: string, raw: string | undefined, calls: number): StopReason {

@@ -43,10 +43,15 @@ const flavours: Array<{ name: string; make: Make; overloadedStatus: number }> = 
     name: "@ai-sdk/openai-compatible",
     overloadedStatus: 503,
     make: (o = {}) =>
-      aiSdkModel(createOpenAICompatible({ name: "wire", apiKey: "k", baseURL: server.openaiBaseURL })("local-model"), {
-        ...FAST,
-        ...o,
-      }),
+      aiSdkModel(
+        createOpenAICompatible({ name: "wire", apiKey: "k", baseURL: server.openaiBaseURL, includeUsage: true })(
+          "local-model",
+        ),
+        {
+          ...FAST,
+          ...o,
+        },
+      ),
   },
 ];
 
