@@ -40,6 +40,8 @@ export interface A2aServer {
 
 const CARD_PATH = "/.well-known/agent-card.json";
 const MAX_BODY = 4 * 1024 * 1024;
+/** application/json, application/a2a+json and other `+json` types, with or without parameters. */
+const JSON_TYPE = /^\s*application\/([\w.-]+\+)?json\s*(;|$)/i;
 
 class Principal {
   private readonly name: string;
@@ -157,6 +159,9 @@ async function route(e: Endpoint, req: IncomingMessage, res: ServerResponse): Pr
   }
   if (path !== "/" || req.method !== "POST")
     return sendJson(res, 404, rpcError(null, -32600, `POST JSON-RPC to / (the card is at ${CARD_PATH}).`));
+  // A web page may POST text/plain to 127.0.0.1 without asking (no CORS preflight); a JSON type it may not.
+  if (!JSON_TYPE.test(req.headers["content-type"] ?? ""))
+    return sendJson(res, 415, rpcError(null, -32600, "Send the JSON-RPC request with Content-Type: application/json."));
   const request = await readRequest(req);
   if (Array.isArray(request)) return sendJson(res, request[0], request[1]);
   const legacy = typeof request.method === "string" && request.method.includes("/");
