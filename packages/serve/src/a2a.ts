@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net";
 import { AgentCard, formatSSEEvent, SSE_HEADERS } from "@a2a-js/sdk";
 import type { SendMessageRequest } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
-import { TaskNotFoundError } from "@a2a-js/sdk/errors";
+import { TaskNotFoundError, UnsupportedOperationError } from "@a2a-js/sdk/errors";
 import { DefaultRequestHandler, JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import type { StreamResponse } from "@a2a-js/sdk";
 import type { Agent } from "@keel/kernel";
@@ -56,30 +56,63 @@ class Principal {
   }
 }
 
-/** The SDK's handler, with A2A contexts bound to the caller's own Keel sessions. */
+/** What the handler serves from. */
+interface Keel {
+  agent: Agent;
+  owners: SessionOwners;
+  store: SqliteTaskStore;
+  executor: KeelExecutor;
+}
+
+/** The SDK's handler, with A2A contexts bound to the caller's own Keel sessions and one message at a time per task. */
 class OwnedHandler extends DefaultRequestHandler {
-  private readonly keel: { agent: Agent; owners: SessionOwners };
-  constructor(
-    card: AgentCard,
-    store: SqliteTaskStore,
-    executor: KeelExecutor,
-    keel: { agent: Agent; owners: SessionOwners },
-  ) {
-    super(card, store, executor);
+  private readonly keel: Keel;
+  constructor(card: AgentCard, keel: Keel) {
+    super(card, keel.store, keel.executor);
     this.keel = keel;
   }
 
   override async sendMessage(params: SendMessageRequest, context: ServerCallContext) {
-    await this.bindContext(params, context);
-    return super.sendMessage(params, context);
+    const claim = await this.claim(params, context);
+    try {
+      await this.bindContext(params, context);
+      return await super.sendMessage(params, context);
+    } finally {
+      if (claim) this.keel.executor.unclaim(claim.taskId, claim.claim);
+    }
   }
 
   override async *sendMessageStream(
     params: SendMessageRequest,
     context: ServerCallContext,
   ): AsyncGenerator<StreamResponse, void, undefined> {
-    await this.bindContext(params, context);
-    yield* super.sendMessageStream(params, context);
+    const claim = await this.claim(params, context);
+    try {
+      await this.bindContext(params, context);
+      yield* super.sendMessageStream(params, context);
+    } finally {
+      if (claim) this.keel.executor.unclaim(claim.taskId, claim.claim);
+    }
+  }
+
+  /**
+   * A message on an existing task is refused while that task is still handling another: the
+   * SDK would run it on the same event bus, and its KEEL_TURN_BUSY failure would end the task
+   * whose turn is still running (dropping that turn's answer).
+   */
+  private async claim(
+    params: SendMessageRequest,
+    context: ServerCallContext,
+  ): Promise<{ taskId: string; claim: symbol } | undefined> {
+    const taskId = params.message?.taskId;
+    if (!taskId) return undefined;
+    const claim = this.keel.executor.claim(taskId);
+    if (claim) return { taskId, claim };
+    // Another caller's busy task is "not found", like one that does not exist.
+    if (!(await this.keel.store.load(taskId, context))) throw new TaskNotFoundError(`Task not found: ${taskId}`);
+    throw new UnsupportedOperationError(
+      `Task ${taskId} is still working on an earlier message: wait for its status to be final or input-required (or cancel it), then send this again.`,
+    );
   }
 
   /** A new conversation opens a session for the caller; a named one must be the caller's (else not found). */
@@ -193,7 +226,7 @@ export async function startA2a(options: A2aOptions): Promise<A2aServer> {
   const url = `http://${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${port}/`;
   const store = new SqliteTaskStore(options.tasksPath);
   const card = agentCard(agent, url, bind.tokens.length > 0, options);
-  const handler = new OwnedHandler(card, store, new KeelExecutor(agent, owners), { agent, owners });
+  const handler = new OwnedHandler(card, { agent, owners, store, executor: new KeelExecutor(agent, owners) });
   const endpoint: Endpoint = {
     options,
     port,

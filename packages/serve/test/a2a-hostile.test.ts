@@ -26,6 +26,9 @@ const review: KeelPlugin = {
   },
 };
 
+const TOKEN_A = "token-a-0123456789abcdef";
+const TOKEN_B = "token-b-0123456789abcdef";
+
 type Rig = { agent: Agent; provider: ScriptedProvider; server: A2aServer; notes: string[]; dir: string };
 let rigs: Rig[] = [];
 afterEach(async () => {
@@ -40,6 +43,7 @@ afterEach(async () => {
 async function serve(
   script: ProviderScriptInput,
   dir = mkdtempSync(join(tmpdir(), "keel-a2a-hostile-")),
+  bind = resolveBind({}, {}),
 ): Promise<Rig> {
   const notes: string[] = [];
   const provider = new ScriptedProvider(script);
@@ -62,7 +66,7 @@ async function serve(
     ],
   });
   const db = join(dir, "serve.sqlite");
-  const server = await startA2a({ agent, owners: new SessionOwners(db), bind: resolveBind({}, {}), tasksPath: db });
+  const server = await startA2a({ agent, owners: new SessionOwners(db), bind, tasksPath: db });
   const rig = { agent, provider, server, notes, dir };
   rigs.push(rig);
   return rig;
@@ -101,5 +105,79 @@ describe("a web page cannot drive the loopback server", () => {
       "content-type": "application/a2a+json; charset=utf-8",
     });
     expect(ok.json.result.task.status.state).toBe("TASK_STATE_COMPLETED");
+  });
+});
+
+function stream(url: string, params: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: call("SendStreamingMessage", params),
+  });
+}
+
+describe("one message at a time per task", () => {
+  it("a second message on a task whose turn still runs is refused; the turn finishes and keeps its answer", async () => {
+    const { server, provider } = await serve([{ text: "The slow answer.", delayMs: 300 }, { text: "never asked" }]);
+    const res = await stream(server.url, message("take your time"));
+    const reader = res.body!.getReader();
+    let head = "";
+    while (!head.includes("TASK_STATE_WORKING")) head += new TextDecoder().decode((await reader.read()).value);
+    const taskId = /"id":"([^"]+)"/.exec(head)![1]!;
+    const second = await rpc(server.url, call("SendMessage", message("and also this", { taskId })));
+    expect(second.json.error).toMatchObject({ code: -32004 });
+    expect(second.json.error.message).toContain("still working on an earlier message");
+    reader.releaseLock();
+    await res.body!.cancel();
+    let state = "";
+    for (let i = 0; i < 200 && state !== "TASK_STATE_COMPLETED"; i++) {
+      await new Promise((r) => setTimeout(r, 25));
+      state = (await rpc(server.url, call("GetTask", { id: taskId }))).json.result.status.state;
+    }
+    const task = (await rpc(server.url, call("GetTask", { id: taskId }))).json.result;
+    expect(task.status.state).toBe("TASK_STATE_COMPLETED");
+    expect(task.status.message.parts[0].text).toBe("The slow answer.");
+    expect(provider.requests).toHaveLength(1);
+  });
+
+  it("two approvals of one paused task at once (a retried request): the tool runs once and the task completes", async () => {
+    const rig = await serve([
+      { toolCalls: [{ id: "w1", name: "write_note", args: { text: "release is Thursday" } }] },
+      { text: "Written.", delayMs: 100 },
+      { text: "never asked" },
+    ]);
+    const paused = (await rpc(rig.server.url, call("SendMessage", message("note it")))).json.result.task;
+    expect(paused.status.state).toBe("TASK_STATE_INPUT_REQUIRED");
+    const answers = await Promise.all(
+      [1, 2].map(() => rpc(rig.server.url, call("SendMessage", message("approve", { taskId: paused.id })))),
+    );
+    const done = answers.filter((a) => a.json.result);
+    expect(done).toHaveLength(1);
+    expect(done[0]!.json.result.task.status.state).toBe("TASK_STATE_COMPLETED");
+    expect(answers.find((a) => a.json.error)!.json.error.message).toContain("still working on an earlier message");
+    expect(rig.notes).toEqual(["release is Thursday"]);
+    const task = (await rpc(rig.server.url, call("GetTask", { id: paused.id }))).json.result;
+    expect(task.status.state).toBe("TASK_STATE_COMPLETED");
+    expect(task.status.message.parts[0].text).toBe("Written.");
+  });
+
+  it("another caller naming a busy task gets 'not found', not that it is busy", async () => {
+    const a = { authorization: `Bearer ${TOKEN_A}` };
+    const { server } = await serve(
+      [{ text: "mine", delayMs: 300 }],
+      undefined,
+      resolveBind({ token: [TOKEN_A, TOKEN_B] }, {}),
+    );
+    const res = await stream(server.url, message("slow"), a);
+    const reader = res.body!.getReader();
+    let head = "";
+    while (!head.includes("TASK_STATE_WORKING")) head += new TextDecoder().decode((await reader.read()).value);
+    const taskId = /"id":"([^"]+)"/.exec(head)![1]!;
+    const other = await rpc(server.url, call("SendMessage", message("mine now", { taskId })), {
+      authorization: `Bearer ${TOKEN_B}`,
+    });
+    expect(other.json.error).toMatchObject({ code: -32001 });
+    reader.releaseLock();
+    await res.body!.cancel();
   });
 });
