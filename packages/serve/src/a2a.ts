@@ -216,15 +216,19 @@ async function route(e: Endpoint, req: IncomingMessage, res: ServerResponse): Pr
  */
 export async function startA2a(options: A2aOptions): Promise<A2aServer> {
   const { agent, owners, bind } = options;
+  // The store opens first: one that cannot open leaves nothing listening.
+  const store = new SqliteTaskStore(options.tasksPath);
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(bind.port, bind.host, () => (server.off("error", reject), resolve()));
+  }).catch((err: unknown) => {
+    store.close();
+    throw err;
   });
   const port = (server.address() as AddressInfo).port;
   const host = bind.host.includes(":") && !bind.host.startsWith("[") ? `[${bind.host}]` : bind.host;
   const url = `http://${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${port}/`;
-  const store = new SqliteTaskStore(options.tasksPath);
   const card = agentCard(agent, url, bind.tokens.length > 0, options);
   const handler = new OwnedHandler(card, { agent, owners, store, executor: new KeelExecutor(agent, owners) });
   const endpoint: Endpoint = {

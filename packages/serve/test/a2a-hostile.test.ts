@@ -3,7 +3,10 @@
  * the loopback server, a second message on a task that is still working, a damaged task store.
  */
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import type { AddressInfo } from "node:net";
+import { DatabaseSync } from "node:sqlite";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -179,5 +182,52 @@ describe("one message at a time per task", () => {
     expect(other.json.error).toMatchObject({ code: -32001 });
     reader.releaseLock();
     await res.body!.cancel();
+  });
+});
+
+describe("a damaged task store", () => {
+  it("damaged rows do not stop the server starting: others' tasks read, the damaged one says so, new work goes on", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-a2a-hostile-"));
+    const first = await serve([{ text: "kept" }], dir);
+    const kept = (await rpc(first.server.url, call("SendMessage", message("keep this")))).json.result.task;
+    await first.server.close();
+    await first.agent.close();
+    rigs = [];
+    const db = new DatabaseSync(join(dir, "serve.sqlite"));
+    const insert = db.prepare("INSERT INTO a2a_tasks VALUES (?, 'local', ?, ?, ?, 0)");
+    insert.run("torn-working", kept.contextId, 2, '{"id":"torn-working","status":');
+    insert.run("torn-done", kept.contextId, 3, "null");
+    db.close();
+    const { server } = await serve([{ text: "still serving" }], dir);
+    expect((await rpc(server.url, call("GetTask", { id: kept.id }))).json.result.status.state).toBe(
+      "TASK_STATE_COMPLETED",
+    );
+    for (const id of ["torn-working", "torn-done"]) {
+      const torn = await rpc(server.url, call("GetTask", { id }));
+      expect(torn.json.error.message).toContain(`Task ${id} is damaged in the task store`);
+      expect(torn.json.error.message).not.toMatch(/\n\s+at /);
+    }
+    const listed = (await rpc(server.url, call("ListTasks", {}))).json.result.tasks;
+    expect(listed.map((t: { id: string }) => t.id)).toEqual([kept.id]);
+    const next = await rpc(server.url, call("SendMessage", message("go on", { contextId: kept.contextId })));
+    expect(next.json.result.task.status.message.parts[0].text).toBe("still serving");
+  });
+
+  it("a task store that cannot open rejects startA2a and leaves nothing listening on the port", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-a2a-hostile-"));
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, "127.0.0.1", () => {
+        const p = (probe.address() as AddressInfo).port;
+        probe.close(() => resolve(p));
+      });
+    });
+    const bad = join(dir, "tasks.sqlite");
+    writeFileSync(bad, "this is not a database, just text long enough to fill a header page ".repeat(100));
+    const { agent } = await serve([], dir);
+    const owners = new SessionOwners();
+    await expect(startA2a({ agent, owners, bind: resolveBind({ port }, {}), tasksPath: bad })).rejects.toThrow();
+    const again = await startA2a({ agent, owners, bind: resolveBind({ port }, {}) });
+    await again.close();
+    owners.close();
   });
 });
