@@ -40,6 +40,7 @@ export interface A2aServer {
 
 const CARD_PATH = "/.well-known/agent-card.json";
 const MAX_BODY = 4 * 1024 * 1024;
+const MAX_DEPTH = 100;
 /** application/json, application/a2a+json and other `+json` types, with or without parameters. */
 const JSON_TYPE = /^\s*application\/([\w.-]+\+)?json\s*(;|$)/i;
 
@@ -170,7 +171,30 @@ async function readRequest(req: IncomingMessage): Promise<Record<string, unknown
   }
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
     return [200, rpcError(null, -32600, "Invalid Request: send one JSON-RPC request object.")];
+  // The SDK converts and stores messages recursively: deeper JSON overflows its stack midway
+  // (after the turn already ran), so it is refused here, before anything runs.
+  if (tooDeep(parsed, MAX_DEPTH))
+    return [
+      200,
+      rpcError(
+        (parsed as { id?: unknown }).id,
+        -32600,
+        `Invalid Request: JSON nested deeper than ${MAX_DEPTH} levels.`,
+      ),
+    ];
   return parsed as Record<string, unknown>;
+}
+
+/** Whether `value` nests objects/arrays deeper than `max` (walked without recursion). */
+function tooDeep(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  for (let next = stack.pop(); next; next = stack.pop()) {
+    const [v, depth] = next;
+    if (v === null || typeof v !== "object") continue;
+    if (depth >= max) return true;
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return false;
 }
 
 /** One HTTP request: the card, or a JSON-RPC call by an authorized caller. */

@@ -231,3 +231,27 @@ describe("a damaged task store", () => {
     owners.close();
   });
 });
+
+describe("deeply nested JSON", () => {
+  it("is refused before a turn runs, not failed by a stack overflow after it ran", async () => {
+    const { server, provider } = await serve([{ text: "ran anyway" }, { text: "shallow is fine" }]);
+    let deep = "1";
+    for (let i = 0; i < 2000; i++) deep = `[${deep}]`;
+    for (const method of ["SendMessage", "SendStreamingMessage", "message/send"]) {
+      const body = `{"jsonrpc":"2.0","id":7,"method":"${method}","params":{"message":{"messageId":"m-${method}","role":"ROLE_USER","parts":[{"data":{"a":${deep}}}]}}}`;
+      const sent = await rpc(server.url, body);
+      expect(sent.json).toMatchObject({ id: 7, error: { code: -32600 } });
+      expect(sent.json.error.message).toContain("nested deeper than 100 levels");
+    }
+    expect(provider.requests).toHaveLength(0);
+    let ok = "1";
+    for (let i = 0; i < 50; i++) ok = `[${ok}]`;
+    const fine = await rpc(
+      server.url,
+      call("SendMessage", {
+        message: { messageId: "m-ok", role: "ROLE_USER", parts: [{ data: { a: JSON.parse(ok) } }] },
+      }),
+    );
+    expect(fine.json.result.task.status.state).toBe("TASK_STATE_COMPLETED");
+  });
+});
