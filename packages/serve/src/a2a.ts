@@ -8,7 +8,8 @@ import { createServer } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { AgentCard, formatSSEEvent, SSE_HEADERS } from "@a2a-js/sdk";
-import type { SendMessageRequest } from "@a2a-js/sdk";
+import { TaskState } from "@a2a-js/sdk";
+import type { CancelTaskRequest, SendMessageRequest } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { TaskNotFoundError, UnsupportedOperationError } from "@a2a-js/sdk/errors";
 import { DefaultRequestHandler, JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
@@ -94,6 +95,17 @@ class OwnedHandler extends DefaultRequestHandler {
     } finally {
       if (claim) this.keel.executor.unclaim(claim.taskId, claim.claim);
     }
+  }
+
+  /** Cancelling a paused task abandons its Keel turn even when no executor holds it (after a restart). */
+  override async cancelTask(params: CancelTaskRequest, context: ServerCallContext) {
+    const task = params.id ? await this.keel.store.load(params.id, context) : undefined;
+    if (task?.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED) {
+      const { agent, owners } = this.keel;
+      const session = await openOwned(agent, owners, principalOf(context), task.contextId).catch(() => undefined);
+      if (session?.pendingApprovals().length) await session.abandonPaused("aborted");
+    }
+    return super.cancelTask(params, context);
   }
 
   /**

@@ -255,3 +255,24 @@ describe("deeply nested JSON", () => {
     expect(fine.json.result.task.status.state).toBe("TASK_STATE_COMPLETED");
   });
 });
+
+describe("a paused task after a restart", () => {
+  it("cancelling it frees the conversation, as it does before a restart", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-a2a-hostile-"));
+    const first = await serve([{ toolCalls: [{ id: "w1", name: "write_note", args: { text: "x" } }] }], dir);
+    const paused = (await rpc(first.server.url, call("SendMessage", message("note it")))).json.result.task;
+    expect(paused.status.state).toBe("TASK_STATE_INPUT_REQUIRED");
+    await first.server.close();
+    await first.agent.close();
+    rigs = [];
+    const rig = await serve([{ text: "Fresh start." }], dir);
+    const cancelled = await rpc(rig.server.url, call("CancelTask", { id: paused.id }));
+    expect(cancelled.json.result.status.state).toBe("TASK_STATE_CANCELED");
+    const next = await rpc(
+      rig.server.url,
+      call("SendMessage", message("something else", { contextId: paused.contextId })),
+    );
+    expect(next.json.result.task.status.message.parts[0].text).toBe("Fresh start.");
+    expect(rig.notes).toEqual([]);
+  });
+});
