@@ -7,7 +7,7 @@ import { TaskState } from "@a2a-js/sdk";
 import type { Message, Part, TaskStatusUpdateEvent } from "@a2a-js/sdk";
 import { AgentEvent } from "@a2a-js/sdk/server";
 import type { AgentExecutor, ExecutionEventBus, RequestContext } from "@a2a-js/sdk/server";
-import { errorMessage } from "@keel/kernel";
+import { errorMessage, isKeelError } from "@keel/kernel";
 import type { Agent, Session, TurnResult } from "@keel/kernel";
 import { streamResume, streamTurn } from "@keel/stream";
 import type { TurnStream } from "@keel/stream";
@@ -131,7 +131,11 @@ export class KeelExecutor implements AgentExecutor {
       status(TaskState.TASK_STATE_WORKING);
       await this.pump(stream, rc, bus);
     } catch (err) {
-      status(TaskState.TASK_STATE_FAILED, agentText(`The turn failed: ${errorMessage(err)}`, taskId, contextId));
+      // The kernel's busy advice (steer(), followUp()) names calls an A2A caller cannot make.
+      const why = isKeelError(err, "KEEL_TURN_BUSY")
+        ? "Another task in this conversation (contextId) is still running: wait for its final status (or cancel it), then send this message again."
+        : `The turn failed: ${errorMessage(err)}`;
+      status(TaskState.TASK_STATE_FAILED, agentText(why, taskId, contextId));
     } finally {
       // Kept while the task waits for approval (cancel needs its session); forgotten once it ended.
       this.busy.delete(taskId);

@@ -7,8 +7,7 @@
 import { createServer } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { AgentCard, formatSSEEvent, SSE_HEADERS } from "@a2a-js/sdk";
-import { TaskState } from "@a2a-js/sdk";
+import { AgentCard, formatSSEEvent, SSE_HEADERS, TaskState } from "@a2a-js/sdk";
 import type { CancelTaskRequest, SendMessageRequest } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { TaskNotFoundError, UnsupportedOperationError } from "@a2a-js/sdk/errors";

@@ -276,3 +276,21 @@ describe("a paused task after a restart", () => {
     expect(rig.notes).toEqual([]);
   });
 });
+
+describe("two tasks at once in one conversation", () => {
+  it("the second fails saying what an A2A caller can do, and the first completes", async () => {
+    const { server } = await serve([{ text: "start" }, { text: "The slow one.", delayMs: 300 }, { text: "never" }]);
+    const first = (await rpc(server.url, call("SendMessage", message("start")))).json.result.task;
+    const [slow, quick] = await Promise.all([
+      rpc(server.url, call("SendMessage", message("slow", { contextId: first.contextId }))),
+      new Promise((r) => setTimeout(r, 100)).then(() =>
+        rpc(server.url, call("SendMessage", message("meanwhile", { contextId: first.contextId }))),
+      ),
+    ]);
+    expect(slow.json.result.task.status.message.parts[0].text).toBe("The slow one.");
+    const said = quick.json.result.task.status.message.parts[0].text as string;
+    expect(quick.json.result.task.status.state).toBe("TASK_STATE_FAILED");
+    expect(said).toContain("Another task in this conversation (contextId) is still running");
+    expect(said).not.toMatch(/steer|followUp/);
+  });
+});
