@@ -294,3 +294,15 @@ describe("two tasks at once in one conversation", () => {
     expect(said).not.toMatch(/steer|followUp/);
   });
 });
+
+describe("IPv6 loopback written as in a URL", () => {
+  it("--host [::1] listens on ::1 as loopback (no token needed) and answers there", async () => {
+    const bind = resolveBind({ host: "[::1]" }, {});
+    expect(bind).toMatchObject({ host: "::1", loopback: true });
+    const { server } = await serve([{ text: "over IPv6" }], undefined, bind);
+    expect(server.url).toMatch(/^http:\/\/\[::1\]:\d+\/$/);
+    const sent = await rpc(server.url, call("SendMessage", message("hi")));
+    expect(sent.json.result.task.status.message.parts[0].text).toBe("over IPv6");
+    expect(() => resolveBind({ host: "[::]" }, {})).toThrow(/KEEL_SERVE_TOKEN_REQUIRED/);
+  });
+});
