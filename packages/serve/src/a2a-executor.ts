@@ -7,7 +7,7 @@ import { TaskState } from "@a2a-js/sdk";
 import type { Message, Part, TaskStatusUpdateEvent } from "@a2a-js/sdk";
 import { AgentEvent } from "@a2a-js/sdk/server";
 import type { AgentExecutor, ExecutionEventBus, RequestContext } from "@a2a-js/sdk/server";
-import { errorMessage } from "@keel/kernel";
+import { errorMessage, isKeelError } from "@keel/kernel";
 import type { Agent, Session, TurnResult } from "@keel/kernel";
 import { streamResume, streamTurn } from "@keel/stream";
 import type { TurnStream } from "@keel/stream";
@@ -18,6 +18,8 @@ import type { SessionOwners } from "./auth.ts";
 
 /** The artifact a task's answer streams into. */
 export const ANSWER_ARTIFACT = "answer";
+
+const RUNNING = Symbol("running");
 
 type Running = { contextId: string; session: Session; stream?: TurnStream };
 
@@ -42,6 +44,8 @@ function inputOf(message: Message): string {
  */
 export class KeelExecutor implements AgentExecutor {
   private readonly running = new Map<string, Running>();
+  /** Tasks a message is handled on: a follow-up's claim until its execute starts, then RUNNING until it ends. */
+  private readonly busy = new Map<string, symbol>();
 
   private readonly agent: Agent;
   private readonly owners: SessionOwners;
@@ -51,8 +55,26 @@ export class KeelExecutor implements AgentExecutor {
     this.owners = owners;
   }
 
+  /**
+   * Reserve `taskId` for one follow-up message before the SDK touches the task.
+   * Contract: undefined while a turn runs on the task or another message is handled on it;
+   * else a claim that `execute` takes over, or `unclaim` drops if the message never got there.
+   */
+  claim(taskId: string): symbol | undefined {
+    if (this.busy.has(taskId)) return undefined;
+    const claim = Symbol(taskId);
+    this.busy.set(taskId, claim);
+    return claim;
+  }
+
+  /** Drop a claim `execute` did not take over. Contract: a running task's mark is kept. */
+  unclaim(taskId: string, claim: symbol): void {
+    if (this.busy.get(taskId) === claim) this.busy.delete(taskId);
+  }
+
   execute = async (rc: RequestContext, bus: ExecutionEventBus): Promise<void> => {
     const { taskId, contextId } = rc;
+    this.busy.set(taskId, RUNNING);
     const status = (state: TaskState, message?: Message | Part[], metadata?: Record<string, unknown>) =>
       bus.publish(AgentEvent.statusUpdate(update(taskId, contextId, state, message, metadata)));
     bus.publish(
@@ -109,9 +131,14 @@ export class KeelExecutor implements AgentExecutor {
       status(TaskState.TASK_STATE_WORKING);
       await this.pump(stream, rc, bus);
     } catch (err) {
-      status(TaskState.TASK_STATE_FAILED, agentText(`The turn failed: ${errorMessage(err)}`, taskId, contextId));
+      // The kernel's busy advice (steer(), followUp()) names calls an A2A caller cannot make.
+      const why = isKeelError(err, "KEEL_TURN_BUSY")
+        ? "Another task in this conversation (contextId) is still running: wait for its final status (or cancel it), then send this message again."
+        : `The turn failed: ${errorMessage(err)}`;
+      status(TaskState.TASK_STATE_FAILED, agentText(why, taskId, contextId));
     } finally {
       // Kept while the task waits for approval (cancel needs its session); forgotten once it ended.
+      this.busy.delete(taskId);
       const entry = this.running.get(taskId);
       if (entry) delete entry.stream;
       if (entry && !entry.session.pendingApprovals().length) this.running.delete(taskId);

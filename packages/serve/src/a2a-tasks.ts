@@ -7,6 +7,8 @@ import { DatabaseSync } from "node:sqlite";
 import { Role, Task, TaskState } from "@a2a-js/sdk";
 import type { ListTasksRequest, ListTasksResponse, Message } from "@a2a-js/sdk";
 import type { ServerCallContext, TaskStore } from "@a2a-js/sdk/server";
+import { KeelError } from "@keel/kernel";
+import { headOf } from "@keel/text";
 
 /** The principal a call runs as. Contract: the context user's name, "local" without one. */
 export function principalOf(context: ServerCallContext | undefined): string {
@@ -27,13 +29,23 @@ export function agentText(text: string, taskId: string, contextId: string): Mess
   };
 }
 
+/** A stored task, or undefined when its row does not read back (a damaged or hand-edited file). */
+function readTask(json: string): Task | undefined {
+  try {
+    return Task.fromJSON(JSON.parse(json));
+  } catch {
+    return undefined;
+  }
+}
+
 const UNFINISHED = [TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING];
 
 /**
  * A TaskStore on a SQLite file (or in memory).
  * Contract: `load` and `list` see only the calling principal's tasks; a save never overwrites
  * another principal's task; tasks left submitted or working by a previous process are failed
- * when the store opens (their turn is gone with it).
+ * when the store opens (their turn is gone with it); a damaged row never stops the store
+ * opening: `list` leaves it out and `load` throws KEEL_STORE_CORRUPT naming the task.
  */
 export class SqliteTaskStore implements TaskStore {
   private readonly db: DatabaseSync;
@@ -56,7 +68,14 @@ export class SqliteTaskStore implements TaskStore {
     const row = this.db
       .prepare("SELECT task FROM a2a_tasks WHERE id = ? AND owner = ?")
       .get(taskId, principalOf(context)) as { task: string } | undefined;
-    return row ? Task.fromJSON(JSON.parse(row.task)) : undefined;
+    if (!row) return undefined;
+    const task = readTask(row.task);
+    if (!task)
+      throw new KeelError(
+        "KEEL_STORE_CORRUPT",
+        `Task ${headOf(taskId, 80)} is damaged in the task store and cannot be read: send the message again as a new task (its contextId still continues the conversation).`,
+      );
+    return task;
   }
 
   async list(params: ListTasksRequest, context: ServerCallContext): Promise<ListTasksResponse> {
@@ -71,7 +90,8 @@ export class SqliteTaskStore implements TaskStore {
     const rows = this.db
       .prepare(`SELECT task ${sql} ORDER BY updated_at DESC, id LIMIT ? OFFSET ?`)
       .all(...args, size, offset) as { task: string }[];
-    const tasks = rows.map((r) => Task.fromJSON(JSON.parse(r.task)));
+    // A damaged row is left out rather than failing the whole list.
+    const tasks = rows.flatMap((r) => readTask(r.task) ?? []);
     const next = offset + tasks.length < total ? String(offset + tasks.length) : "";
     return { tasks, nextPageToken: next, pageSize: size, totalSize: total };
   }
@@ -94,10 +114,14 @@ export class SqliteTaskStore implements TaskStore {
 
   private failUnfinished(): void {
     const rows = this.db
-      .prepare(`SELECT owner, task FROM a2a_tasks WHERE state IN (${UNFINISHED.join(",")})`)
-      .all() as { owner: string; task: string }[];
+      .prepare(`SELECT id, owner, task FROM a2a_tasks WHERE state IN (${UNFINISHED.join(",")})`)
+      .all() as { id: string; owner: string; task: string }[];
     for (const row of rows) {
-      const task = Task.fromJSON(JSON.parse(row.task));
+      const task = readTask(row.task);
+      if (!task) {
+        this.db.prepare("UPDATE a2a_tasks SET state = ? WHERE id = ?").run(TaskState.TASK_STATE_FAILED, row.id);
+        continue;
+      }
       const text = "The server stopped while this task ran; send the message again.";
       task.status = {
         state: TaskState.TASK_STATE_FAILED,

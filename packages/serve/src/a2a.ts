@@ -7,10 +7,10 @@
 import { createServer } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { AgentCard, formatSSEEvent, SSE_HEADERS } from "@a2a-js/sdk";
-import type { SendMessageRequest } from "@a2a-js/sdk";
+import { AgentCard, formatSSEEvent, SSE_HEADERS, TaskState } from "@a2a-js/sdk";
+import type { CancelTaskRequest, SendMessageRequest } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
-import { TaskNotFoundError } from "@a2a-js/sdk/errors";
+import { TaskNotFoundError, UnsupportedOperationError } from "@a2a-js/sdk/errors";
 import { DefaultRequestHandler, JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import type { StreamResponse } from "@a2a-js/sdk";
 import type { Agent } from "@keel/kernel";
@@ -40,6 +40,9 @@ export interface A2aServer {
 
 const CARD_PATH = "/.well-known/agent-card.json";
 const MAX_BODY = 4 * 1024 * 1024;
+const MAX_DEPTH = 100;
+/** application/json, application/a2a+json and other `+json` types, with or without parameters. */
+const JSON_TYPE = /^\s*application\/([\w.-]+\+)?json\s*(;|$)/i;
 
 class Principal {
   private readonly name: string;
@@ -54,30 +57,74 @@ class Principal {
   }
 }
 
-/** The SDK's handler, with A2A contexts bound to the caller's own Keel sessions. */
+/** What the handler serves from. */
+interface Keel {
+  agent: Agent;
+  owners: SessionOwners;
+  store: SqliteTaskStore;
+  executor: KeelExecutor;
+}
+
+/** The SDK's handler, with A2A contexts bound to the caller's own Keel sessions and one message at a time per task. */
 class OwnedHandler extends DefaultRequestHandler {
-  private readonly keel: { agent: Agent; owners: SessionOwners };
-  constructor(
-    card: AgentCard,
-    store: SqliteTaskStore,
-    executor: KeelExecutor,
-    keel: { agent: Agent; owners: SessionOwners },
-  ) {
-    super(card, store, executor);
+  private readonly keel: Keel;
+  constructor(card: AgentCard, keel: Keel) {
+    super(card, keel.store, keel.executor);
     this.keel = keel;
   }
 
   override async sendMessage(params: SendMessageRequest, context: ServerCallContext) {
-    await this.bindContext(params, context);
-    return super.sendMessage(params, context);
+    const claim = await this.claim(params, context);
+    try {
+      await this.bindContext(params, context);
+      return await super.sendMessage(params, context);
+    } finally {
+      if (claim) this.keel.executor.unclaim(claim.taskId, claim.claim);
+    }
   }
 
   override async *sendMessageStream(
     params: SendMessageRequest,
     context: ServerCallContext,
   ): AsyncGenerator<StreamResponse, void, undefined> {
-    await this.bindContext(params, context);
-    yield* super.sendMessageStream(params, context);
+    const claim = await this.claim(params, context);
+    try {
+      await this.bindContext(params, context);
+      yield* super.sendMessageStream(params, context);
+    } finally {
+      if (claim) this.keel.executor.unclaim(claim.taskId, claim.claim);
+    }
+  }
+
+  /** Cancelling a paused task abandons its Keel turn even when no executor holds it (after a restart). */
+  override async cancelTask(params: CancelTaskRequest, context: ServerCallContext) {
+    const task = params.id ? await this.keel.store.load(params.id, context) : undefined;
+    if (task?.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED) {
+      const { agent, owners } = this.keel;
+      const session = await openOwned(agent, owners, principalOf(context), task.contextId).catch(() => undefined);
+      if (session?.pendingApprovals().length) await session.abandonPaused("aborted");
+    }
+    return super.cancelTask(params, context);
+  }
+
+  /**
+   * A message on an existing task is refused while that task is still handling another: the
+   * SDK would run it on the same event bus, and its KEEL_TURN_BUSY failure would end the task
+   * whose turn is still running (dropping that turn's answer).
+   */
+  private async claim(
+    params: SendMessageRequest,
+    context: ServerCallContext,
+  ): Promise<{ taskId: string; claim: symbol } | undefined> {
+    const taskId = params.message?.taskId;
+    if (!taskId) return undefined;
+    const claim = this.keel.executor.claim(taskId);
+    if (claim) return { taskId, claim };
+    // Another caller's busy task is "not found", like one that does not exist.
+    if (!(await this.keel.store.load(taskId, context))) throw new TaskNotFoundError(`Task not found: ${taskId}`);
+    throw new UnsupportedOperationError(
+      `Task ${taskId} is still working on an earlier message: wait for its status to be final or input-required (or cancel it), then send this again.`,
+    );
   }
 
   /** A new conversation opens a session for the caller; a named one must be the caller's (else not found). */
@@ -135,7 +182,30 @@ async function readRequest(req: IncomingMessage): Promise<Record<string, unknown
   }
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
     return [200, rpcError(null, -32600, "Invalid Request: send one JSON-RPC request object.")];
+  // The SDK converts and stores messages recursively: deeper JSON overflows its stack midway
+  // (after the turn already ran), so it is refused here, before anything runs.
+  if (tooDeep(parsed, MAX_DEPTH))
+    return [
+      200,
+      rpcError(
+        (parsed as { id?: unknown }).id,
+        -32600,
+        `Invalid Request: JSON nested deeper than ${MAX_DEPTH} levels.`,
+      ),
+    ];
   return parsed as Record<string, unknown>;
+}
+
+/** Whether `value` nests objects/arrays deeper than `max` (walked without recursion). */
+function tooDeep(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  for (let next = stack.pop(); next; next = stack.pop()) {
+    const [v, depth] = next;
+    if (v === null || typeof v !== "object") continue;
+    if (depth >= max) return true;
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return false;
 }
 
 /** One HTTP request: the card, or a JSON-RPC call by an authorized caller. */
@@ -157,6 +227,9 @@ async function route(e: Endpoint, req: IncomingMessage, res: ServerResponse): Pr
   }
   if (path !== "/" || req.method !== "POST")
     return sendJson(res, 404, rpcError(null, -32600, `POST JSON-RPC to / (the card is at ${CARD_PATH}).`));
+  // A web page may POST text/plain to 127.0.0.1 without asking (no CORS preflight); a JSON type it may not.
+  if (!JSON_TYPE.test(req.headers["content-type"] ?? ""))
+    return sendJson(res, 415, rpcError(null, -32600, "Send the JSON-RPC request with Content-Type: application/json."));
   const request = await readRequest(req);
   if (Array.isArray(request)) return sendJson(res, request[0], request[1]);
   const legacy = typeof request.method === "string" && request.method.includes("/");
@@ -178,17 +251,21 @@ async function route(e: Endpoint, req: IncomingMessage, res: ServerResponse): Pr
  */
 export async function startA2a(options: A2aOptions): Promise<A2aServer> {
   const { agent, owners, bind } = options;
+  // The store opens first: one that cannot open leaves nothing listening.
+  const store = new SqliteTaskStore(options.tasksPath);
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(bind.port, bind.host, () => (server.off("error", reject), resolve()));
+  }).catch((err: unknown) => {
+    store.close();
+    throw err;
   });
   const port = (server.address() as AddressInfo).port;
   const host = bind.host.includes(":") && !bind.host.startsWith("[") ? `[${bind.host}]` : bind.host;
   const url = `http://${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${port}/`;
-  const store = new SqliteTaskStore(options.tasksPath);
   const card = agentCard(agent, url, bind.tokens.length > 0, options);
-  const handler = new OwnedHandler(card, store, new KeelExecutor(agent, owners), { agent, owners });
+  const handler = new OwnedHandler(card, { agent, owners, store, executor: new KeelExecutor(agent, owners) });
   const endpoint: Endpoint = {
     options,
     port,

@@ -29,7 +29,7 @@ export interface Bind {
 /** A request's caller: its principal (whose sessions it may open), or why it is refused. */
 export type Caller = { ok: true; principal: string } | { ok: false; status: 401 | 421; message: string };
 
-const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
 const MIN_TOKEN = 16;
 
 /**
@@ -38,7 +38,8 @@ const MIN_TOKEN = 16;
  * KEEL_SERVE_TOKEN_REQUIRED before anything listens.
  */
 export function resolveBind(options: BindOptions, env: NodeJS.ProcessEnv = process.env): Bind {
-  const host = options.host ?? "127.0.0.1";
+  // "[::1]" is how an IPv6 host is written in a URL; listen() wants it bare.
+  const host = (options.host ?? "127.0.0.1").replace(/^\[(.*)\]$/, "$1");
   const given = options.token ?? env.KEEL_SERVE_TOKEN ?? "";
   const tokens = (Array.isArray(given) ? given : given.split(",")).map((t) => t.trim()).filter(Boolean);
   const loopback = LOOPBACK.has(host);
