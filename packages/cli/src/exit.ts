@@ -148,3 +148,21 @@ export function exitWhenDone(code: number, err: (text: string) => void, lingerMs
   }, lingerMs);
   timer.unref();
 }
+
+/**
+ * A long-running command's stop: resolves with the first SIGINT/SIGTERM; another while it stops
+ * exits at once. Contract: `off` unregisters it once the command has closed.
+ */
+export function stopSignal(): { stopped: Promise<CliSignal>; off: () => void } {
+  let off = () => {};
+  const stopped = new Promise<CliSignal>((resolve) => {
+    let stopping = false;
+    off = onSignal((signal) => {
+      if (stopping)
+        exitNow(signal, `keel: ${signal === "SIGTERM" ? "terminated" : "interrupted"} while stopping; exiting now\n`);
+      stopping = true;
+      resolve(signal);
+    });
+  });
+  return { stopped, off };
+}

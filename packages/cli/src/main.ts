@@ -18,7 +18,7 @@ import { buildAgent, validateConfig } from "./build-agent.ts";
 import { formatInspect, inspectJson } from "./inspect.ts";
 import { configDir, loadConfig } from "./load-config.ts";
 import type { LoadedConfig } from "./load-config.ts";
-import { closeWithin, EXIT_INTERRUPTED, EXIT_TERMINATED, exitNow, onSignal, ownSignals } from "./exit.ts";
+import { closeWithin, EXIT_INTERRUPTED, EXIT_TERMINATED, exitNow, onSignal, ownSignals, stopSignal } from "./exit.ts";
 import { renderer, terminalColumns, wrap } from "./render.ts";
 import { onReaderGone, statusAfterOutput } from "./stdio.ts";
 import type { CliEnv } from "./stdio.ts";
@@ -928,16 +928,7 @@ async function studio(io: CliEnv, flags: Flags): Promise<number> {
     });
     // Listening for Ctrl-C before the URL is printed: whoever reads the URL may stop us at once.
     // The first signal stops the server; another while it closes exits at once.
-    let offSignals = () => {};
-    const stopped = new Promise<NodeJS.Signals>((resolve) => {
-      let stopping = false;
-      offSignals = onSignal((signal) => {
-        if (stopping)
-          exitNow(signal, `keel: ${signal === "SIGTERM" ? "terminated" : "interrupted"} while stopping; exiting now\n`);
-        stopping = true;
-        resolve(signal);
-      });
-    });
+    const { stopped, off: offSignals } = stopSignal();
     io.out(`${s.url}\n`);
     io.err(
       `keel: studio on ${where} (${answer ? "approvals can be answered from the page" : "read-only"}); Ctrl-C stops it\n`,

@@ -11,8 +11,7 @@ import { KeelError } from "@keel/kernel";
 import { headOf } from "@keel/text";
 import type { Bind } from "@keel/serve";
 import { resolveBind, SessionOwners } from "@keel/serve";
-import { exitNow, onSignal } from "./exit.ts";
-import type { CliSignal } from "./exit.ts";
+import { stopSignal } from "./exit.ts";
 import type { CliEnv } from "./stdio.ts";
 import { cliVersion } from "./version.ts";
 
@@ -64,21 +63,6 @@ async function listening<T>(bind: Bind, start: () => Promise<T>): Promise<T> {
       throw usage(`Cannot listen on ${bind.host}:${bind.port} (${code}): check --host and --port.`);
     throw err;
   }
-}
-
-/** Resolves with the first SIGINT/SIGTERM; a second one exits at once. */
-function stopSignal(): { stopped: Promise<CliSignal>; off: () => void } {
-  let off = () => {};
-  const stopped = new Promise<CliSignal>((resolve) => {
-    let stopping = false;
-    off = onSignal((signal) => {
-      if (stopping)
-        exitNow(signal, `keel: ${signal === "SIGTERM" ? "terminated" : "interrupted"} while stopping; exiting now\n`);
-      stopping = true;
-      resolve(signal);
-    });
-  });
-  return { stopped, off };
 }
 
 /** `keel serve`. Contract: returns 0 after Ctrl-C or the stdio client leaving, 143 after SIGTERM. */
