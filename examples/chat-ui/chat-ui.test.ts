@@ -6,16 +6,14 @@
  */
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import type { Browser } from "playwright-core";
-import { build } from "vite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { browserMissing, launchChromium } from "../../packages/cli/test/support/browser.ts";
 import { offlineModel } from "../http-server/offline-model.ts";
 import { startServer } from "../http-server/server.ts";
+import { buildChatPage } from "./build-page.ts";
 
-const here = dirname(fileURLToPath(import.meta.url));
 const missing = browserMissing();
 
 describe.skipIf(missing)("examples/chat-ui: useChat in a browser", () => {
@@ -24,15 +22,7 @@ describe.skipIf(missing)("examples/chat-ui: useChat in a browser", () => {
   const home = mkdtempSync(join(tmpdir(), "keel-chat-ui-"));
 
   beforeAll(async () => {
-    const outDir = mkdtempSync(join(tmpdir(), "keel-chat-ui-dist-"));
-    await build({
-      root: here,
-      configFile: join(here, "vite.config.ts"),
-      mode: "production",
-      logLevel: "warn",
-      // Under vitest NODE_ENV is "test": React's development build is bundled, larger than the warning's bound.
-      build: { outDir, emptyOutDir: true, chunkSizeWarningLimit: 4096 },
-    });
+    const outDir = await buildChatPage();
     server = await startServer({ home, provider: offlineModel, port: 0, stepMs: 30, worker: false, staticDir: outDir });
     browser = await launchChromium();
   }, 60_000);

@@ -28,7 +28,7 @@ import { ClientFactory } from "@a2a-js/sdk/client";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import type { Page } from "playwright-core";
-import { build } from "vite";
+import { buildChatPage } from "../../examples/chat-ui/build-page.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { browserMissing, launchChromium } from "../../packages/cli/test/support/browser.ts";
 import { echoResponder, startWireServer, type WireServer } from "../../packages/wire-server/src/index.ts";
@@ -123,19 +123,6 @@ function copiesOf(modules: string, name: string): string[] {
   };
   walk(modules);
   return found;
-}
-
-/** The team's app: examples/chat-ui built with vite into `outDir` (its /api/chat goes to whoever serves it). */
-async function buildPage(outDir: string): Promise<void> {
-  const chatUi = join(REPO, "examples", "chat-ui");
-  await build({
-    root: chatUi,
-    configFile: join(chatUi, "vite.config.ts"),
-    mode: "production",
-    logLevel: "warn",
-    // Under vitest NODE_ENV is "test": React's development build is bundled, larger than the warning's bound.
-    build: { outDir, emptyOutDir: true, chunkSizeWarningLimit: 4096 },
-  });
 }
 
 /** Record every text the assistant's paragraphs show, as they change (as examples/chat-ui's test does). */
@@ -325,7 +312,7 @@ describe("outside this repository", () => {
     "the team's React app: useChat against the README's server.mjs streams text, Approve runs the tool, the turn ends",
     async () => {
       expect(withAiSdk?.code).toBe(0);
-      await buildPage(join(project.dir, "dist"));
+      await buildChatPage(join(project.dir, "dist"));
       const snippet = /```js\n(\/\/ server\.mjs[\s\S]*?)```/.exec(readmeSection())?.[1];
       expect(snippet, "the README's server.mjs").toBeDefined();
       writeFileSync(join(project.dir, "server.mjs"), snippet!);
