@@ -5,7 +5,7 @@
  * delete a note, is refused, and explains why.
  */
 import { z } from "zod";
-import { defineConfig, definePlugin, defineTool } from "@keel/kernel";
+import { defineConfig, definePlugin, defineTool } from "@keel/agent";
 
 const notes = new Map([
   ["standup", "Ship the CLI on Friday."],

@@ -3,7 +3,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { defineConfig, defineTool } from "@keel/kernel";
+import { defineConfig, defineTool } from "@keel/agent";
 import plan from "@keel/plugin-plan";
 import tasks from "@keel/plugin-tasks";
 import { z } from "zod";

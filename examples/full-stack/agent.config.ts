@@ -7,7 +7,7 @@
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { defineConfig } from "@keel/kernel";
+import { defineConfig } from "@keel/agent";
 import compaction from "@keel/plugin-compaction";
 import mcp from "@keel/plugin-mcp";
 import memory from "@keel/plugin-memory";

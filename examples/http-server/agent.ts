@@ -6,7 +6,7 @@
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
-import { createAgent, definePlugin, defineTool } from "@keel/kernel";
+import { createAgent, definePlugin, defineTool } from "@keel/agent";
 import type { ModelProvider } from "@keel/kernel";
 
 /** Resolves after `ms`, or rejects when the call is cancelled. */

@@ -27,7 +27,7 @@ import { KeelError, messageText } from "@keel/kernel";
 import { rejoinTurn, sseResponse, streamResume, streamTurn } from "@keel/stream";
 import { createAGUIHandler, createChatHandler } from "@keel/ui-stream";
 import type { ChatSessions } from "@keel/ui-stream";
-import type { Agent, ContentBlock, Session } from "@keel/kernel";
+import type { Agent, ContentBlock, Session } from "@keel/agent";
 import { staticFile } from "./static-files.ts";
 
 /** A string or content blocks; the kernel checks the blocks (KEEL_INPUT_INVALID names the one at fault). */

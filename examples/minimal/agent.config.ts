@@ -3,7 +3,7 @@
  * `keel run --config examples/minimal/agent.config.ts "…"`) loads it. Offline (no API key)
  * the model replays script.json; with ANTHROPIC_API_KEY set it is the real model.
  */
-import { defineConfig } from "@keel/kernel";
+import { defineConfig } from "@keel/agent";
 import { listFiles, readFileTool, workspace } from "./agent.ts";
 
 export default defineConfig({

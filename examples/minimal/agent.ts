@@ -6,9 +6,9 @@ import { readdir, readFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { createAgent, definePlugin, defineTool } from "@keel/kernel";
+import { createAgent, definePlugin, defineTool } from "@keel/agent";
 import { ScriptedProvider } from "@keel/testkit";
-import type { AgentOptions, ModelProvider } from "@keel/kernel";
+import type { AgentOptions, ModelProvider } from "@keel/agent";
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const projectDir = join(here, "project");

@@ -10,7 +10,7 @@ import { DatabaseSync } from "node:sqlite";
 import { afterAll, describe, expect, it } from "vitest";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { complete, createAgent, definePlugin } from "../../packages/kernel/src/index.ts";
+import { complete, createAgent, definePlugin } from "../../packages/agent/src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../packages/testkit/src/index.ts";
 import { SqliteSessionStore } from "../../packages/store-sqlite/src/index.ts";
 import { isWellFormed } from "../../packages/text/src/index.ts";

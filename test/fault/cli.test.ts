@@ -188,7 +188,7 @@ describe.concurrent("fault/cli: a default export that is not a config is named f
     ],
     [
       "defineConfig itself",
-      `import { defineConfig } from "@keel/kernel";\nexport default defineConfig;`,
+      `import { defineConfig } from "@keel/agent";\nexport default defineConfig;`,
       "exports defineConfig itself; call it",
     ],
   ];

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { KeelEvent, Message } from "../../packages/kernel/src/index.ts";
-import { createAgent, definePlugin, guardProcess, PHASE_NAMES } from "../../packages/kernel/src/index.ts";
+import { createAgent, definePlugin, guardProcess, PHASE_NAMES } from "../../packages/agent/src/node/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../packages/testkit/src/index.ts";
 import type { PhaseName } from "../../packages/kernel/src/index.ts";
 import { allEvents, keel, makeHome, sessionOf } from "./support/jobs.ts";

@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgent, defineTool } from "../../packages/kernel/src/index.ts";
+import { createAgent, defineTool } from "../../packages/agent/src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../packages/testkit/src/index.ts";
 import { SqliteSessionStore } from "../../packages/store-sqlite/src/index.ts";
 import { isWellFormed } from "../../packages/text/src/index.ts";

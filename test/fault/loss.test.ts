@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import type { JobContext, KeelEvent } from "../../packages/kernel/src/index.ts";
-import { createAgent, definePlugin } from "../../packages/kernel/src/index.ts";
+import { createAgent, definePlugin } from "../../packages/agent/src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../packages/testkit/src/index.ts";
 import { allEvents, jobTrail, keel, makeHome, memories, sessionOf, SLOW_MEMORY_CONFIG } from "./support/jobs.ts";
 

@@ -12,7 +12,7 @@ import { readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAgent } from "../../packages/kernel/src/index.ts";
+import { createAgent } from "../../packages/agent/src/index.ts";
 import type { ModelEvent, ModelProvider, ModelRequest } from "../../packages/kernel/src/index.ts";
 import { memory, PostgresMemoryStore } from "../../packages/plugin-memory/src/index.ts";
 import { PostgresSessionStore } from "../../packages/store-postgres/src/index.ts";

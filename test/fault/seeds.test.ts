@@ -14,7 +14,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgent, defineTool } from "../../packages/kernel/src/index.ts";
+import { createAgent, defineTool } from "../../packages/agent/src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../packages/testkit/src/index.ts";
 import { isWellFormed } from "../../packages/text/src/index.ts";
 import type { Message } from "../../packages/kernel/src/index.ts";

@@ -15,7 +15,7 @@ import { pathToFileURL } from "node:url";
 import { DatabaseSync } from "node:sqlite";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
-import { createAgent, defineTool, isKeelError } from "../../packages/kernel/src/index.ts";
+import { createAgent, defineTool, isKeelError } from "../../packages/agent/src/index.ts";
 import { scriptedProvider } from "../../packages/testkit/src/index.ts";
 import { openSqlite, SqliteSessionStore } from "../../packages/store-sqlite/src/index.ts";
 import {

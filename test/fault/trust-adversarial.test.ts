@@ -11,8 +11,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import type { Agent, KeelEvent } from "../../packages/kernel/src/index.ts";
-import { createAgent, definePlugin, defineTool } from "../../packages/kernel/src/index.ts";
+import type { Agent, KeelEvent } from "../../packages/agent/src/index.ts";
+import { createAgent, definePlugin, defineTool } from "../../packages/agent/src/index.ts";
 import { scriptedProvider } from "../../packages/testkit/src/index.ts";
 import memory from "../../packages/plugin-memory/src/index.ts";
 import {

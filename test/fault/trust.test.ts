@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { TurnStreamEvent } from "../../packages/stream/src/index.ts";
-import { createAgent, isKeelError } from "../../packages/kernel/src/index.ts";
+import { createAgent, isKeelError } from "../../packages/agent/src/index.ts";
 import { scriptedProvider } from "../../packages/testkit/src/index.ts";
 import compaction from "../../packages/plugin-compaction/src/index.ts";
 import { goals } from "../../packages/plugin-goals/src/index.ts";

@@ -16,7 +16,7 @@ import {
   mergePromptSections,
   preview,
   runPreflight,
-} from "../../packages/kernel/src/index.ts";
+} from "../../packages/agent/src/index.ts";
 import { scriptedProvider } from "../../packages/testkit/src/index.ts";
 import { SqliteSessionStore } from "../../packages/store-sqlite/src/index.ts";
 import { codePointSlice, headOf, isWellFormed, tailOf, truncate } from "../../packages/text/src/index.ts";

@@ -4,7 +4,7 @@
  * gate catching the regression: `keel eval evals/cases.jsonl --config evals/regressed.config.ts
  * --baseline latest --max-regressions 0` exits 3.
  */
-import { defineConfig } from "@keel/kernel";
+import { defineConfig } from "@keel/agent";
 import base from "../agent.config.ts";
 
 export default defineConfig({ ...base, offline: { script: "./regressed-script.json" } });

@@ -8,7 +8,7 @@
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
-import { createAgent, defineTool, type KeelEvent, type ModelProvider } from "@keel/kernel";
+import { createAgent, defineTool, type KeelEvent, type ModelProvider } from "@keel/agent";
 import { fallback, resolveModel } from "@keel/providers";
 import { MemorySessionStore } from "@keel/testkit";
 import { startWireServer, type WireApi, type WireServer } from "@keel/wire-server";

@@ -6,7 +6,7 @@
  */
 import { createInterface } from "node:readline";
 import type { Interface } from "node:readline";
-import type { ApprovalAnswer, PendingApproval, Session, TurnResult } from "@keel/kernel";
+import type { ApprovalAnswer, PendingApproval, Session, TurnResult } from "@keel/agent";
 import { KeelError } from "@keel/kernel";
 import { truncate } from "@keel/text";
 

@@ -4,7 +4,7 @@
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { createAgent, defaultKeelHome, KeelError, errorMessage, isKeelError, maskCredentials } from "@keel/kernel";
+import { createAgent, defaultKeelHome, KeelError, errorMessage, isKeelError, maskCredentials } from "@keel/agent/node";
 import { scriptedProvider } from "@keel/testkit";
 import { defaultSessionDbPath } from "@keel/store-sqlite";
 import { readRegularFile } from "@keel/safe-path";
@@ -19,7 +19,7 @@ import type {
   ModelSpec,
   KeelPlugin,
   SessionStore,
-} from "@keel/kernel";
+} from "@keel/agent";
 import type { ProviderScriptInput } from "@keel/testkit";
 import { ConfigSchema } from "./config-schema.ts";
 import { configDir } from "./load-config.ts";

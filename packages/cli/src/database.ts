@@ -5,7 +5,7 @@
  */
 import { PostgresSessionStore, selectDatabase } from "@keel/store-postgres";
 import { maskCredentials } from "@keel/kernel";
-import type { KeelConfig, SessionStore } from "@keel/kernel";
+import type { KeelConfig, SessionStore } from "@keel/agent";
 
 /** The chosen backend. Contract: `shown` never contains a credential of the URL (maskCredentials: its password, `?password=`, `?sslpassword=`…). */
 export type Database =

@@ -7,7 +7,7 @@
 import { statSync, writeFileSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
 import { KeelError, errorMessage } from "@keel/kernel";
-import type { Agent, SessionStore } from "@keel/kernel";
+import type { Agent, SessionStore } from "@keel/agent";
 import {
   addSessionsToDataset,
   applyGate,

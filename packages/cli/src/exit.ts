@@ -3,7 +3,7 @@
  * process even when a tool or handler that ignored its signal keeps the event loop busy.
  */
 import { abandonedWork } from "@keel/kernel";
-import type { Agent } from "@keel/kernel";
+import type { Agent } from "@keel/agent";
 
 /** Exit status after Ctrl-C (SIGINT). */
 export const EXIT_INTERRUPTED = 130;

@@ -4,7 +4,7 @@
  * Ctrl-C stops the run after the current turn is cancelled (exit 130); SIGTERM the same (exit 143).
  */
 import { join } from "node:path";
-import type { Agent, Session } from "@keel/kernel";
+import type { Agent, Session } from "@keel/agent";
 import { truncate } from "@keel/text";
 import type { CliEnv } from "./main.ts";
 import { exitNow, onSignal } from "./exit.ts";

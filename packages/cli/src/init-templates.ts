@@ -27,7 +27,7 @@ export function agentProject(name: string, v: Versions): Record<string, string> 
         zod: "^4.1.0",
       },
     }),
-    "agent.config.ts": `import { defineConfig } from "@keel/kernel";
+    "agent.config.ts": `import { defineConfig } from "@keel/agent";
 import memory from "@keel/plugin-memory";
 import skills from "@keel/plugin-skills";
 
@@ -149,7 +149,7 @@ export default function ${ident}(input?: z.input<typeof Options>) {
   });
 }
 `,
-    "test/plugin.test.ts": `import { createAgent } from "@keel/kernel";
+    "test/plugin.test.ts": `import { createAgent } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { describe, expect, it } from "vitest";
 import ${ident} from "../src/index.ts";
@@ -181,7 +181,7 @@ A Keel plugin: it adds a house rule to every system prompt.
 
 \`\`\`ts
 // agent.config.ts
-import { defineConfig } from "@keel/kernel";
+import { defineConfig } from "@keel/agent";
 import ${ident} from ${JSON.stringify(name)};
 
 export default defineConfig({ plugins: [${ident}({ rule: "Always answer in French." })] });

@@ -1,5 +1,5 @@
 /** `keel inspect`: the plugin-load tree and the phase map. */
-import type { Agent } from "@keel/kernel";
+import type { Agent } from "@keel/agent";
 
 /** The phase map as text: plugins, then every phase with its subscriptions in run order. */
 export function formatInspect(agent: Agent, filepath: string): string {

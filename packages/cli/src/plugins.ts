@@ -4,7 +4,7 @@ import { KeelError, isKeelError } from "@keel/kernel";
 import { didYouMean } from "@keel/text";
 import { thrownText } from "./guard.ts";
 import { resolveFrom } from "./host-packages.ts";
-import type { PluginEntry, PluginSpec } from "@keel/kernel";
+import type { PluginEntry, PluginSpec } from "@keel/agent";
 
 /**
  * Resolve every entry. Contract: throws KEEL_PLUGIN_NOT_FOUND (import failed) or

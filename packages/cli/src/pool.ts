@@ -5,7 +5,7 @@
  * provider under the member's name, so a replay routes (and records the route) as the run did.
  */
 import { KeelError, errorMessage, isKeelError } from "@keel/kernel";
-import type { KeelConfig, ModelEntry, ModelProvider, ModelSpec, PoolMember, PoolModelEntry } from "@keel/kernel";
+import type { KeelConfig, ModelEntry, ModelProvider, ModelSpec, PoolMember, PoolModelEntry } from "@keel/agent";
 
 type Providers = typeof import("@keel/providers");
 

@@ -6,7 +6,7 @@
  */
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import type { Agent } from "@keel/kernel";
+import type { Agent } from "@keel/agent";
 import { KeelError } from "@keel/kernel";
 import { headOf } from "@keel/text";
 import type { Bind } from "@keel/serve";

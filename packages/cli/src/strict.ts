@@ -1,5 +1,5 @@
 /** Strict mode for plugin CI: every warning or error a plugin caused during the command fails it. */
-import type { Agent, AgentEvent } from "@keel/kernel";
+import type { Agent, AgentEvent } from "@keel/agent";
 import { KeelError } from "@keel/kernel";
 
 /** Is strict mode on: `--strict`, or KEEL_STRICT set to 1/true/yes. Contract: anything else is off. */

@@ -5,7 +5,7 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import type { Agent } from "@keel/kernel";
+import type { Agent } from "@keel/agent";
 import { runWorker } from "@keel/worker";
 import type { WorkerEvent, WorkSource } from "@keel/worker";
 import { exitNow, onSignal } from "./exit.ts";

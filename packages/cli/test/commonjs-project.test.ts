@@ -38,14 +38,14 @@ if (!r.filepath.endsWith("agent.config.ts")) process.exit(3);`;
 describe("a CommonJS project", () => {
   it("loads agent.config.ts without Node's module-type warning", () => {
     const dir = project(
-      `import { defineConfig } from "@keel/kernel";\nexport default defineConfig({ name: "cjs" });\n`,
+      `import { defineConfig } from "@keel/agent";\nexport default defineConfig({ name: "cjs" });\n`,
     );
     expect(loadStderr(dir)).not.toMatch(/MODULE_TYPELESS_PACKAGE_JSON|Warning/);
   });
 
   it("other warnings from the config still reach stderr", () => {
     const dir = project(
-      `import { defineConfig } from "@keel/kernel";\nprocess.emitWarning("config says hello", { code: "ACME_NOTE" });\nexport default defineConfig({ name: "cjs" });\n`,
+      `import { defineConfig } from "@keel/agent";\nprocess.emitWarning("config says hello", { code: "ACME_NOTE" });\nexport default defineConfig({ name: "cjs" });\n`,
     );
     expect(loadStderr(dir)).toContain("config says hello");
   });

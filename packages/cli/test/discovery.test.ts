@@ -22,13 +22,13 @@ function project(files: Record<string, string>): string {
 
 const FORMS: Record<string, string> = {
   "agent.config.ts":
-    'import { defineConfig } from "@keel/kernel";\nconst name: string = "from-ts";\nexport default defineConfig({ name });\n',
+    'import { defineConfig } from "@keel/agent";\nconst name: string = "from-ts";\nexport default defineConfig({ name });\n',
   "agent.config.mts":
-    'import { defineConfig } from "@keel/kernel";\nexport default defineConfig({ name: "from-mts" as string });\n',
+    'import { defineConfig } from "@keel/agent";\nexport default defineConfig({ name: "from-mts" as string });\n',
   "agent.config.cts":
     'const { defineConfig } = require("@keel/kernel");\nmodule.exports = defineConfig({ name: "from-cts" as string });\n',
   "agent.config.js":
-    'import { defineConfig } from "@keel/kernel";\nexport default defineConfig({ name: "from-js" });\n',
+    'import { defineConfig } from "@keel/agent";\nexport default defineConfig({ name: "from-js" });\n',
   "agent.config.mjs": 'export default { name: "from-mjs" };\n',
   "agent.config.cjs": 'module.exports = { name: "from-cjs" };\n',
   "agent.config.json": '{ "name": "from-json" }\n',
@@ -106,7 +106,7 @@ describe("config discovery", () => {
   it("the real binary runs a TypeScript config found in its working folder", async () => {
     const dir = project({
       "agent.config.ts":
-        'import { defineConfig } from "@keel/kernel";\nexport default defineConfig({ name: "bin", offline: { script: { steps: [{ text: "ran from the binary" }] } } });\n',
+        'import { defineConfig } from "@keel/agent";\nexport default defineConfig({ name: "bin", offline: { script: { steps: [{ text: "ran from the binary" }] } } });\n',
     });
     const run = await runKeel(["run", "go"], {
       cwd: dir,

@@ -78,7 +78,7 @@ export default () => definePlugin({ name: "@keel/plugin-memory", version: "9.9.9
     const config = join(dir, "agent.config.ts");
     writeFileSync(
       config,
-      `import { defineConfig } from "@keel/kernel";
+      `import { defineConfig } from "@keel/agent";
 export default defineConfig({ home: ".keel", plugins: [["@keel/plugin-skills", { dirs: ["./skills"] }]] });
 `,
     );

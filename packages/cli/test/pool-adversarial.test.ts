@@ -1,6 +1,6 @@
 /** The config's pool (`models`) under hostile names: a member named like a prototype key is a member like any other. */
 import { describe, expect, it } from "vitest";
-import type { KeelConfig, ModelProvider } from "@keel/kernel";
+import type { KeelConfig, ModelProvider } from "@keel/agent";
 import { onlinePool, rigPool } from "../src/pool.ts";
 
 const config = JSON.parse(

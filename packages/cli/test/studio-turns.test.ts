@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import compaction from "../../plugin-compaction/src/index.ts";
 import { tasks } from "../../plugin-tasks/src/index.ts";

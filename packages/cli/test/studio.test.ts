@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Browser, Page } from "playwright-core";
-import { createAgent } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
 import { scriptedProvider } from "@keel/testkit";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import { browserMissing, launchChromium } from "./support/browser.ts";

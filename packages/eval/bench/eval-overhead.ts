@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import { scriptedProvider } from "@keel/testkit";
 import { openExperimentStore, runEval } from "../src/index.ts";
 import type { EvalCase } from "../src/index.ts";

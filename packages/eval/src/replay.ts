@@ -20,7 +20,7 @@ import type {
   PromptManifest,
   Session,
   SessionStore,
-} from "@keel/kernel";
+} from "@keel/agent";
 import { definePlugin, KeelError, messageText, ProviderError } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 import { redactEvent } from "@keel/store-kit";

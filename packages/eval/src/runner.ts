@@ -4,7 +4,7 @@
  * killed run loses only the cases in flight and `resume` continues it.
  */
 import { randomUUID } from "node:crypto";
-import type { Agent, KeelEvent, ModelProvider, Session } from "@keel/kernel";
+import type { Agent, KeelEvent, ModelProvider, Session } from "@keel/agent";
 import { errorMessage, KeelError } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 import { headOf } from "@keel/text";

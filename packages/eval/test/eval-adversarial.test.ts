@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createAgent, isKeelError } from "@keel/kernel";
+import { createAgent, isKeelError } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { parseDataset } from "../src/dataset.ts";
 import type { DatasetIssue } from "../src/dataset.ts";

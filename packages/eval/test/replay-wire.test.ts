@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import type { KeelEvent, ModelProvider } from "@keel/kernel";
 import { fallback, resolveModel } from "@keel/providers";
 import { SqliteSessionStore } from "@keel/store-sqlite";

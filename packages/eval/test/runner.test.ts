@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { parseDataset } from "../src/dataset.ts";
 import { defineScorer } from "../src/scorers.ts";

@@ -5,7 +5,7 @@
  * denied at once. The loop calls `decideAsk` and acts on its outcome; nothing else here touches it.
  */
 import type { ToolDecision } from "./merge.ts";
-import { codePointSlice } from "@keel/text";
+import { codePointSlice } from "./text.ts";
 import type { ToolCallBlock } from "./messages.ts";
 import type { ToolCallView } from "./phases.ts";
 import type { Turn } from "./turn-state.ts";

@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { errorMessage } from "./errors.ts";
-import { closestName } from "@keel/text";
+import { closestName } from "./suggest.ts";
 import type { UnreadableValueError } from "./snapshot.ts";
 import { snapshot } from "./snapshot.ts";
 import type { ToolDefinition } from "./tools.ts";

@@ -17,8 +17,8 @@ import type { HookContext } from "./plugin.ts";
 import type { ModelProvider } from "./provider.ts";
 import type { PluginRegistry, Subscription } from "./registry.ts";
 import { freezeEvent } from "./snapshot.ts";
-import type { FaultScope } from "./faults.ts";
-import { faultScopesActive, inFaultScope } from "./faults.ts";
+import type { FaultScope } from "./fault-scope.ts";
+import { faultScopesActive, inFaultScope } from "./fault-scope.ts";
 
 /** A diagnostic produced while running a phase. */
 export interface PhaseDiagnostic {

@@ -1,6 +1,4 @@
-import { types } from "node:util";
-import { maskCredentials } from "@keel/secrets";
-import { codePointLength, droppedMarker, headOf, toWellFormed } from "@keel/text";
+import { codePointLength, droppedMarker, headOf, toWellFormed } from "./text.ts";
 
 /**
  * The one table of Keel's error codes. Every error and diagnostic the kernel raises comes
@@ -334,6 +332,32 @@ export function isKeelError(err: unknown, code?: ErrorCode): err is KeelError {
 }
 
 /**
+ * A connection credential in text: a URL's password (`user:secret@`) or a secret query or
+ * keyword parameter (`password=…`). The kernel's own masker is this small rule; a host installs
+ * the full one (`@keel/secrets`' maskCredentials: createAgent does) with setCredentialMask.
+ */
+const BASIC_CREDENTIAL =
+  /(?<=:\/\/[^\s:/@]*:)[^\s@/]+(?=@)|(?<=\b(?:password|passwd|pwd|sslpassword|secret|token|api[_-]?key)\s*[=:]\s*)[^\s&;'"]+/gi;
+
+let mask = (text: string): string => text.replace(BASIC_CREDENTIAL, "***");
+
+/** Contract: error messages and diagnostics are masked by `fn` from now on, in this process. */
+export function setCredentialMask(fn: (text: string) => string): void {
+  mask = fn;
+}
+
+/** Contract: `text` with every connection credential the installed masker finds replaced by `***`. */
+export function maskCredentials(text: string): string {
+  return typeof text === "string" ? mask(text) : String(text);
+}
+
+const nodeTypes = (
+  (globalThis as { process?: { getBuiltinModule?(n: string): unknown } }).process?.getBuiltinModule?.("node:util") as
+    | { types: { isProxy(v: unknown): boolean } }
+    | undefined
+)?.types;
+
+/**
  * A value thrown by plugin, tool or provider code, safe to inspect: a Proxy, or an object whose
  * prototype chain cannot be walked (`instanceof` would throw), becomes a plain Error carrying
  * what could be read of its message. Contract: never throws; any other value is returned as is.
@@ -341,7 +365,7 @@ export function isKeelError(err: unknown, code?: ErrorCode): err is KeelError {
 export function plainThrown(err: unknown): unknown {
   if (err === null || (typeof err !== "object" && typeof err !== "function")) return err;
   try {
-    if (!types.isProxy(err)) {
+    if (!nodeTypes?.isProxy(err)) {
       void (err instanceof Error);
       return err;
     }

@@ -4,18 +4,12 @@
  * session's event log, errors, and the interfaces it calls (provider, session store, tools,
  * token counter).
  */
-export { createAgent, Agent, Session } from "./agent.ts";
-export type { PhaseMapRow, SessionOpenOptions } from "./agent.ts";
 export type { PreparedTurn, RunOptions } from "./turn-state.ts";
-export type { AgentOptions, ApprovalRequest } from "./agent-options.ts";
 export { DEFAULT_LIMITS, limitsSchema, toolTimeoutsSchema } from "./limits.ts";
 export type { Limits } from "./limits.ts";
-export { DEFAULT_OUTPUT_ESTIMATE, estimateCost, hasImages } from "./route.ts";
-export type { BudgetView, PoolMember, PoolMemberView, RouteChoice, RouteRecord, RoutingView } from "./route.ts";
 export { definePlugin } from "./plugin.ts";
 export { DETACH_DEADLINE_MS, defineObserver } from "./observer.ts";
 export type { AgentObserver } from "./observer.ts";
-export { defineConfig } from "./config.ts";
 export type {
   KeelConfig,
   KnownModelName,
@@ -25,7 +19,6 @@ export type {
   ModelSpec,
   OfflineScript,
   PluginSpec,
-} from "./config.ts";
 export type {
   ContributionFor,
   Handler,
@@ -77,17 +70,21 @@ export {
   mergeToolBundles,
 } from "./merge.ts";
 export type { MergeCaps, MergedSection, ResolvedTool, ToolDecision } from "./merge.ts";
-export { ERROR_CODES, KeelError, PREVIEW_CHARS, errorMessage, isKeelError, preview } from "./errors.ts";
-export { maskCredentials } from "@keel/secrets";
+export {
+  ERROR_CODES,
+  KeelError,
+  PREVIEW_CHARS,
+  errorMessage,
+  isKeelError,
+  maskCredentials,
+  preview,
+  setCredentialMask,
+} from "./errors.ts";
 export type { ErrorCode, ErrorLocation } from "./errors.ts";
 export { KERNEL_VERSION, DEFAULT_SETUP_TIMEOUT_MS, DEFAULT_TIMEOUTS, buildRegistry } from "./registry.ts";
 export type { RegistryOptions, PluginRegistry, RegisteredPlugin, RegistryHooks, Subscription } from "./registry.ts";
-export { DEFAULT_DURABLE_ATTEMPTS, MAX_JOB_PAYLOAD_CHARS, sessionsWithPendingJobs } from "./jobs.ts";
-export type { UnfinishedJob } from "./host-types.ts";
 export { PhaseRunner } from "./dispatch.ts";
 export { abandonedWork } from "./abandoned.ts";
-export { guardProcess } from "./faults.ts";
-export type { GuardOptions, ProcessFault, ProcessGuard } from "./faults.ts";
 export type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
 export { messageText, textContent, toolCallsOf } from "./messages.ts";
 export type {
@@ -141,7 +138,6 @@ export type {
 } from "./verdict.ts";
 export type { TurnInput } from "./messages.ts";
 export type { PromptManifest, RequestDigest } from "./manifest.ts";
-export { digestOf, requestDigest } from "./digest.ts";
 export { isTerminalEvent } from "./events.ts";
 export type {
   AgentEvent,
@@ -154,16 +150,52 @@ export type {
   SessionMode,
   TurnTimings,
 } from "./events.ts";
-export type { AppendOptions, SessionInfo, SessionStore, StoreDatabase, TurnToContinue } from "./session-store.ts";
 export { canonicalJson } from "./canonical.ts";
-export { DEFAULT_LEASE, PROCESS_INSTANCE, thisHost } from "./lease.ts";
 export type { HeldLease, LeaseHolder, LeaseKind, LeaseOptions, LeaseRequest } from "./lease.ts";
-export { defaultKeelHome, resolveStorage } from "./storage.ts";
-export type { AgentStorage, ResolvedStorage } from "./storage.ts";
 export type { RequestTokenCount, TokenCounter } from "./token-counter.ts";
 export { repairToolPairs } from "./repair.ts";
-export { runPreflight } from "./preflight.ts";
-export type { PreflightOptions, PreflightOutcome } from "./preflight.ts";
 export { compileSystemPrompt } from "./prompt.ts";
 export { wellFormedProvider } from "./provider.ts";
 export { boundResult } from "./tool-exec.ts";
+export { DEFAULT_OUTPUT_ESTIMATE, chargedUsage, estimateCost } from "./usage.ts";
+export type { BudgetView, ActiveRoute, PoolMember, PoolMemberView, RouteChoice, RouteRecord, RoutingView } from "./routing.ts";
+export type { ApprovalRequest, DigestSeam, LoopOptions, PreflightPlan, RoundSeam, TurnSeams } from "./turn-state.ts";
+export type {
+  AgentStorage,
+  AppendOptions,
+  SessionInfo,
+  SessionStore,
+  StoreDatabase,
+  TurnToContinue,
+} from "./session-store.ts";
+export { DEFAULT_LEASE } from "./lease.ts";
+export { hashText } from "./hash.ts";
+export { currentFaultScope, faultScopesActive, inFaultScope, installFaultScopes } from "./fault-scope.ts";
+export type { FaultScope, FaultScopeCarrier } from "./fault-scope.ts";
+
+// What a host builds on (@keel/agent): the turn's entry points and the state it runs on.
+export { runTurn, unansweredCalls } from "./turn.ts";
+export { TurnFailure } from "./turn-state.ts";
+export type { PausedTurn, Turn, TurnAgent, TurnHost, TurnOptions, UnfinishedTurn } from "./turn-state.ts";
+export type { ChildHold, ChildResumes } from "./child-types.ts";
+export { jobKey } from "./registry.ts";
+export { trackAbandoned } from "./abandoned.ts";
+export { HISTORY_FACTS_MIN, extendPairState } from "./repair.ts";
+export { freezeDeep } from "./messages.ts";
+export { errorResult } from "./tool-exec.ts";
+export { checkInput, outputSpecOf } from "./run-input.ts";
+export {
+  codePointLength,
+  codePointSlice,
+  deltaJoiner,
+  droppedMarker,
+  extendWellFormed,
+  headOf,
+  isWellFormed,
+  tailOf,
+  toWellFormed,
+  truncate,
+  wellFormedDeep,
+} from "./text.ts";
+export type { TruncateOptions } from "./text.ts";
+export { closestName, didYouMean } from "./suggest.ts";

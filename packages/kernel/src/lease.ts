@@ -3,8 +3,6 @@
  * short hand-off: an answer, a job's record); reading needs none. The protocol is the store's
  * (SessionStore.lease; @keel/store-kit implements it for Keel's stores).
  */
-import { randomUUID } from "node:crypto";
-import { hostname } from "node:os";
 
 /**
  * How sessions are leased. Contract: `ttlMs` (default 30 s) is how long a lease outlives its
@@ -49,18 +47,4 @@ export interface HeldLease {
   /** The holder before us, when we took the lease over from a crashed or stalled one. */
   takenOver?: { pid: number; host: string; reason: "expired" | "holder_dead" };
   stop(): Promise<void>;
-}
-
-/**
- * This process's id for the records it leaves (a durable job's attempts): a pid alone cannot
- * tell this process from a killed one that had the same pid (a container's PID 1 restarted).
- * Shared by every copy of the kernel module in the process.
- */
-export const PROCESS_INSTANCE: string = ((globalThis as Record<symbol, unknown>)[Symbol.for("keel.processInstance")] ??=
-  randomUUID()) as string;
-
-let host: string | undefined;
-/** This machine's name (os.hostname(), read once: the call is a system call). */
-export function thisHost(): string {
-  return (host ??= hostname());
 }

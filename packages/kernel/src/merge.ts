@@ -11,7 +11,7 @@ import { textContent } from "./messages.ts";
 import type { PhaseName, PolicyView, PromptContextEntry } from "./phases.ts";
 import { freezeEvent } from "./snapshot.ts";
 import type { RequestOptions } from "./provider.ts";
-import { codePointLength, toWellFormed, truncate } from "@keel/text";
+import { codePointLength, toWellFormed, truncate } from "./text.ts";
 import type { ToolDefinition, ToolSource } from "./tools.ts";
 
 /** Caps on prompt material. Contract: the defaults of the reference runtime; overridable per agent. */

@@ -8,11 +8,11 @@ import { errorMessage, isKeelError, plainThrown } from "./errors.ts";
 import type { AssistantMessage } from "./messages.ts";
 import type { ModelEvent, ModelRequest, StopReason } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
-import { codePointSlice, deltaJoiner, wellFormedDeep } from "@keel/text";
+import { codePointSlice, deltaJoiner, wellFormedDeep } from "./text.ts";
 import type { Turn } from "./turn-state.ts";
 import type { Usage } from "./usage.ts";
 import { addUsage } from "./usage.ts";
-import { chargedUsage } from "./route.ts";
+import { chargedUsage } from "./usage.ts";
 
 /** What a provider call returns. */
 export interface ModelAnswer {

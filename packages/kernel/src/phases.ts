@@ -7,7 +7,7 @@ import type { ContributionKind, ContributionOf } from "./contributions.ts";
 import type { PromptManifest } from "./manifest.ts";
 import type { AssistantMessage, ContentBlock, Message, ToolResultMessage } from "./messages.ts";
 import type { RequestOptions, StopReason } from "./provider.ts";
-import type { RoutingView } from "./route.ts";
+import type { RoutingView } from "./routing.ts";
 import type { ToolCategory, ToolSource } from "./tools.ts";
 import type { Usage } from "./usage.ts";
 import type { TurnVerdict } from "./verdict.ts";

@@ -3,7 +3,7 @@
  * its dependencies, an optional zod options schema, and one entry point, `setup(ctx)`,
  * where it subscribes handlers to phases.
  */
-import type { AgentStorage } from "./storage.ts";
+import type { AgentStorage } from "./session-store.ts";
 import type { z, ZodType } from "zod";
 import type { ContributionInputOf } from "./contributions.ts";
 import type { AcceptedKind, AwaitPolicy, FailurePolicy, PhaseEvent, PhaseName } from "./phases.ts";

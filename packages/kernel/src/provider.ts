@@ -1,6 +1,8 @@
 import type { AssistantMessage, Message } from "./messages.ts";
-import type { Usage } from "./usage.ts";
-import { wellFormedDeep } from "@keel/text";
+import type { ModelPriceView, Usage } from "./usage.ts";
+
+export type { ModelPriceView } from "./usage.ts";
+import { wellFormedDeep } from "./text.ts";
 
 /** The part of a tool the model sees. */
 export interface ToolSchema {
@@ -34,12 +36,6 @@ export interface RequestOptions {
    * (and before the request digest); an unknown member is a diagnostic and the default model serves.
    */
   route?: { model: string; reason: string };
-}
-
-/** A model's price in USD per million tokens (what a budget estimate multiplies by). */
-export interface ModelPriceView {
-  input: number;
-  output: number;
 }
 
 /** The JSON shape a structured answer must have. Contract: `name` matches ^[A-Za-z0-9_-]{1,64}$. */

@@ -2,7 +2,6 @@
  * The plugin registry: checks every plugin's metadata in one place before any plugin runs,
  * runs the setups, resolves the order of every phase's subscriptions, and freezes.
  */
-import { resolve } from "node:path";
 import type { Contribution } from "./contributions.ts";
 import { validateContribution } from "./contributions.ts";
 import { trackAbandoned } from "./abandoned.ts";
@@ -10,29 +9,14 @@ import { errorMessage, isKeelError, KeelError } from "./errors.ts";
 import type { AwaitPolicy, FailurePolicy, PhaseName } from "./phases.ts";
 import { isPhaseName, PHASE_NAMES, PHASES } from "./phases.ts";
 import type { Handler, JobRunner, KeelPlugin, PluginEntry, Stage, SubscribeOptions } from "./plugin.ts";
-// Two functions, not the package index: the index loads all of semver (47 modules) on the way to the first request.
-import semverSatisfies from "semver/functions/satisfies.js";
-import semverRange from "semver/ranges/valid.js";
-import { truncate } from "@keel/text";
-import { inFaultScope } from "./faults.ts";
-import { didYouMean } from "@keel/text";
-import type { AgentStorage } from "./storage.ts";
-import { defaultKeelHome } from "./storage.ts";
+import { satisfies, validRange } from "./semver.ts";
+import { truncate } from "./text.ts";
+import { inFaultScope } from "./fault-scope.ts";
+import { didYouMean } from "./suggest.ts";
+import type { AgentStorage } from "./session-store.ts";
 
 /** The kernel's version; plugins' `kernel` ranges are checked against it. */
 export const KERNEL_VERSION = "1.0.0";
-
-/** `range` as npm reads it (`semver`); a value that is not a string is no range. */
-function validRange(range: unknown): range is string {
-  return typeof range === "string" && semverRange(range) !== null;
-}
-
-/** True when `version` satisfies `range`; pre-release tags are compared like releases (a plugin built against 1.1.0-rc accepts it). */
-function satisfies(version: unknown, range: unknown): boolean {
-  return (
-    typeof version === "string" && validRange(range) && semverSatisfies(version, range, { includePrerelease: true })
-  );
-}
 
 /** Default deadline (ms) of one plugin's setup(ctx). */
 export const DEFAULT_SETUP_TIMEOUT_MS = 10_000;
@@ -41,7 +25,7 @@ export const DEFAULT_SETUP_TIMEOUT_MS = 10_000;
 export interface RegistryOptions extends RegistryHooks {
   /** Deadline of each setup(ctx), ms. Default DEFAULT_SETUP_TIMEOUT_MS. */
   setupTimeoutMs?: number;
-  /** Where the agent keeps its data (PluginSetupContext.storage). Default: KEEL_HOME (or ~/.keel) and SQLite. */
+  /** Where the agent keeps its data (PluginSetupContext.storage). Default: no home (the host sets it: createAgent does) and SQLite. */
   storage?: AgentStorage;
 }
 
@@ -122,7 +106,7 @@ export async function buildRegistry(
 ): Promise<PluginRegistry> {
   const setupMs = options.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS;
   const storage: AgentStorage = Object.freeze(
-    options.storage ?? { home: resolve(defaultKeelHome()), database: { kind: "sqlite" } },
+    options.storage ?? { home: "", database: { kind: "sqlite" } },
   );
   const hooks: RegistryHooks = options;
   const plugins = checkPlugins(entries, kernelVersion);

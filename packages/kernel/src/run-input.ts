@@ -4,7 +4,7 @@ import { errorMessage, KeelError } from "./errors.ts";
 import type { ContentBlock } from "./messages.ts";
 import type { OutputFormat } from "./provider.ts";
 import { snapshot } from "./snapshot.ts";
-import { toWellFormed, truncate } from "@keel/text";
+import { toWellFormed, truncate } from "./text.ts";
 import type { OutputSpec, TurnInput } from "./turn-state.ts";
 
 const MEDIA = /^image\/(png|jpeg|gif|webp)$/;

@@ -25,6 +25,17 @@ export interface SessionInfo {
  * `durable: true` the event survives a process kill; `events` returns events in `seq` order.
  */
 /**
+ * Where the agent a plugin is set up in keeps its data.
+ * Contract: a plugin's default files go under `home`; with `database.kind === "postgres"` its
+ * tables go in that database and schema; a plugin never reads KEEL_HOME or KEEL_DATABASE_URL.
+ */
+export interface AgentStorage {
+  /** The agent's home folder, absolute (empty where the runtime has no file system). */
+  readonly home: string;
+  readonly database: StoreDatabase;
+}
+
+/**
  * The database a store keeps sessions in, so an agent's plugins keep their own data beside it.
  * Contract: `sqlite`: files (plugins use SQLite files in the agent's home); `postgres`: a
  * PostgreSQL database given by `url` or an opaque `pool` (a `pg.Pool`), tables in `schema`.

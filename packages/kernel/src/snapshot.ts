@@ -4,7 +4,7 @@
  * once and dropped, `toJSON` and non-enumerable or symbol keys are left behind; a throw, a
  * cycle, a bigint or symbol, or an oversize value makes the whole value unreadable.
  */
-import { headOf } from "@keel/text";
+import { headOf } from "./text.ts";
 
 /** A value that could not be read; `path` says where. */
 export class UnreadableValueError extends Error {

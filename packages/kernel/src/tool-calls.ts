@@ -21,7 +21,6 @@ import type { ChildOptions, ToolDefinition, TurnBudget } from "./tools.ts";
 import type { Turn } from "./turn-state.ts";
 import { append, phaseFailed } from "./turn-state.ts";
 import { addUsage } from "./usage.ts";
-import { budgetView } from "./route.ts";
 import type { ApprovalAnswer, PendingApproval } from "./verdict.ts";
 
 /** One call after its decision: a result already (refused, denied), a pause, or ready to run. */
@@ -220,7 +219,7 @@ async function settleGroup(
 /** What is left of the turn's limits now. */
 function budget(t: Turn): TurnBudget {
   const { limits, usage } = t;
-  const left = budgetView(limits, usage, t.session.spend).leftUsd;
+  const left = t.agent.seams.round?.leftUsd(t);
   return {
     rounds: Math.max(0, limits.maxRounds - t.rounds),
     toolCalls: Math.max(0, limits.maxToolCalls - t.toolCalls),

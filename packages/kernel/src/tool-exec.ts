@@ -2,9 +2,9 @@ import { trackAbandoned } from "./abandoned.ts";
 import { errorMessage, isKeelError, KeelError } from "./errors.ts";
 import type { ContentBlock, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
-import { codePointLength, isWellFormed, toWellFormed, truncate } from "@keel/text";
+import { codePointLength, isWellFormed, toWellFormed, truncate } from "./text.ts";
 import { snapshot } from "./snapshot.ts";
-import { faultScopesActive, inFaultScope } from "./faults.ts";
+import { faultScopesActive, inFaultScope } from "./fault-scope.ts";
 import type { ToolContext, ToolDefinition, ToolOutput } from "./tools.ts";
 
 /** How a tool call ended. */

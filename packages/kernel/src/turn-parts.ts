@@ -9,7 +9,7 @@ import type { ContributionRecord } from "./events.ts";
 import type { ContributionOf } from "./contributions.ts";
 import type { ResolvedTool } from "./merge.ts";
 import { freezeDeep } from "./messages.ts";
-import { wellFormedDeep } from "@keel/text";
+import { wellFormedDeep } from "./text.ts";
 import type { ToolSchema } from "./provider.ts";
 import type { Turn, Visibility } from "./turn-state.ts";
 

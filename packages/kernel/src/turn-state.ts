@@ -13,16 +13,16 @@ import type { Limits } from "./limits.ts";
 import type { MergeCaps, PolicySet, ResolvedTool } from "./merge.ts";
 import type { Message } from "./messages.ts";
 import { freezeDeep } from "./messages.ts";
-import type { PhaseEvents, PhaseName, TurnEventBase } from "./phases.ts";
-import type { GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";
+import type { PhaseEvents, PhaseName, ToolCallView, TurnEventBase } from "./phases.ts";
+import type { ApprovalAnswer, GuardName, PendingApproval, TurnResult, TurnVerdict } from "./verdict.ts";
 import type { ContributionKind, ContributionOf } from "./contributions.ts";
-import type { AgentOptions } from "./agent-options.ts";
-import type { OutputFormat } from "./provider.ts";
-import type { TokenCounter } from "./token-counter.ts";
-import type { ChildOptions, ChildRun, ToolCategory, TurnBudget } from "./tools.ts";
+import type { ModelProvider, OutputFormat, RequestOptions } from "./provider.ts";
+import type { RequestTokenCount, TokenCounter } from "./token-counter.ts";
+import type { ChildOptions, ChildRun, ToolCategory, ToolDefinition, TurnBudget } from "./tools.ts";
 import type { ToolSchema } from "./provider.ts";
 import type { Usage } from "./usage.ts";
-import type { ActiveRoute } from "./route.ts";
+import type { ActiveRoute, RoutingView } from "./routing.ts";
+import type { RequestDigest } from "./manifest.ts";
 
 export type { TurnInput } from "./messages.ts";
 
@@ -105,10 +105,91 @@ export interface TurnOptions {
   trigger?: "user" | "subagent";
 }
 
+/**
+ * A tool call waiting for a decision, as AgentOptions.approve is asked.
+ * Contract: `signal` aborts when the turn is cancelled; `reason` and `plugin` say who asked and why.
+ */
+export interface ApprovalRequest {
+  sessionId: string;
+  turnId: string;
+  call: ToolCallView;
+  signal: AbortSignal;
+  /** Why a plugin asked (its `ask` decision's reason). */
+  reason?: string;
+  /** The plugin whose decision asked. */
+  plugin?: string;
+}
+
+/**
+ * What the loop reads of the agent's options (the host's AgentOptions is a superset).
+ * Contract: read, never written, by the loop.
+ */
+export interface LoopOptions {
+  /** The model every round is sent to unless a round is routed elsewhere (TurnSeams.round). */
+  readonly provider: ModelProvider;
+  readonly instructions?: string;
+  readonly tools?: readonly ToolDefinition[];
+  /** Request options every round starts from (a round.pre_request contribution merges over them). */
+  readonly requestOptions?: RequestOptions;
+  readonly approve?: (request: ApprovalRequest) => boolean | ApprovalAnswer | Promise<boolean | ApprovalAnswer>;
+  readonly ask?: "pause" | "deny";
+}
+
+/**
+ * Routing and budgets, around each request: the host's (the turn calls no routing or budget code by name).
+ * Contract: `take` sets `t.route` (or clears it) and returns the options without `route`; `check`
+ * throws a TurnFailure when the request would pass a budget; `leftUsd` is what a child may spend.
+ */
+export interface RoundSeam {
+  view(
+    t: Turn,
+    tokens: number,
+    tools: number,
+    messages: readonly Message[],
+    options: RequestOptions,
+  ): RoutingView | undefined;
+  take(
+    t: Turn,
+    options: RequestOptions,
+    items: readonly Contributed<ContributionOf<"request_options">>[],
+  ): RequestOptions;
+  fit(t: Turn, estimate: RequestTokenCount, exact: () => RequestTokenCount): RequestTokenCount;
+  check(t: Turn, tokens: number, options: RequestOptions): void;
+  leftUsd(t: Turn): number | undefined;
+}
+
+/** The preflight plan a host ran before the prompt is compiled (turn.post_preflight_prompt_context reads it). */
+export interface PreflightPlan {
+  status: "ok" | "timeout" | "failed" | "invalid";
+  revealed: readonly string[];
+  plan?: string;
+}
+
+/**
+ * Content digests for the prompt manifest, as the host's log stores content (secrets redacted).
+ * Contract: pure; the same stored content gives the same digest in every process.
+ */
+export interface DigestSeam {
+  text(text: string): string;
+  request(system: string, tools: readonly object[], messages: readonly Message[], options: Record<string, unknown>): RequestDigest;
+}
+
+/**
+ * What a host adds to the turn, each optional: routing and budgets per round, a preflight plan
+ * (it may reveal hidden tools: add their names to `t.visible`), and request digests.
+ * Contract: absent seams cost nothing; a seam reads the host's own options, never the kernel's internals beyond Turn.
+ */
+export interface TurnSeams {
+  readonly round?: RoundSeam;
+  readonly preflight?: (t: Turn) => Promise<PreflightPlan | undefined>;
+  readonly digest?: DigestSeam;
+}
+
 /** What the loop reads of the agent. */
 export interface TurnAgent {
   readonly runner: PhaseRunner;
-  readonly options: AgentOptions;
+  readonly options: LoopOptions;
+  readonly seams: TurnSeams;
   readonly limits: Limits;
   readonly caps: MergeCaps;
   readonly tokens: TokenCounter;

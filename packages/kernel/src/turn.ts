@@ -12,7 +12,7 @@
  */
 import type { ContributionOf } from "./contributions.ts";
 import type { Contributed, PhaseResult } from "./dispatch.ts";
-import { digestOf, requestDigest } from "./digest.ts";
+import { hashText } from "./hash.ts";
 import { isKeelError, KeelError, plainThrown } from "./errors.ts";
 import type { ResolvedTool } from "./merge.ts";
 import {
@@ -28,19 +28,16 @@ import { freezeDeep, messageText, textContent, toolCallsOf } from "./messages.ts
 import { callModel } from "./model-call.ts";
 import type { ModelAnswer } from "./model-call.ts";
 import type { PhaseName, TurnEventBase } from "./phases.ts";
-import { runPreflight } from "./preflight.ts";
 import { compileSystemPrompt, finalRoundInstruction } from "./prompt.ts";
 import type { RequestDigest } from "./manifest.ts";
 import type { ModelRequest, RequestOptions } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
-import { checkBudget, fitRoute, routingView, takeRoute } from "./round-route.ts";
-import type { ActiveRoute } from "./route.ts";
-import { chargedUsage } from "./route.ts";
+import type { ActiveRoute } from "./routing.ts";
 import { runToolCalls, skip } from "./tool-calls.ts";
 import { applyVisibility, checkOutput, copyMetadata, toolSchema } from "./turn-parts.ts";
 import type { RequestTokenCount } from "./token-counter.ts";
-import type { Turn, TurnHost, TurnInput, TurnOptions } from "./turn-state.ts";
+import type { PreflightPlan, Turn, TurnHost, TurnInput, TurnOptions } from "./turn-state.ts";
 import { append, phaseFailed, TurnFailure } from "./turn-state.ts";
 import { addUsage, emptyUsage } from "./usage.ts";
 import type { TurnResult, TurnVerdict } from "./verdict.ts";
@@ -283,28 +280,17 @@ async function toolMaterialization(t: Turn): Promise<void> {
     if (!x.def.hidden && !t.hiddenByPlugins.names.has(x.def.name)) t.visible.add(x.def.name);
 }
 
-/** 5. The optional preflight plan: one bounded tool-less request that may reveal hidden tools. */
-async function preflight(t: Turn): Promise<Awaited<ReturnType<typeof runPreflight>> | undefined> {
-  const o = t.agent.options;
-  const pf = o.preflight === true ? {} : o.preflight || undefined;
-  const hidden = pf ? [...t.tools.values()].filter((x) => !t.visible.has(x.def.name)).map((x) => x.def) : [];
-  if (!pf || !hidden.length) return undefined;
-  const model = pf.model ?? (o.sideModel || o.provider);
-  const ran = await runPreflight(model, t.input, hidden, pf, t.signal);
-  // Its spend is the turn's and the session's (budgets count it; the log's event carries its cost).
-  const outcome = { ...ran, usage: chargedUsage(ran.usage, model.price) };
-  addUsage(t.usage, outcome.usage);
-  addUsage(t.session.spend, outcome.usage);
-  for (const n of outcome.revealed) t.visible.add(n);
-  void t.session.emit({ type: "preflight.completed", ...outcome }, t.turnId);
-  return outcome;
+/** 5. The optional preflight plan (the host's seam): one bounded tool-less request that may reveal hidden tools. */
+async function preflight(t: Turn): Promise<PreflightPlan | undefined> {
+  const run = t.agent.seams.preflight;
+  return run ? await run(t) : undefined;
 }
 
 /** 6. turn.post_preflight_prompt_context: context that may use the plan; all entries merged once. */
 async function postPreflightContext(
   t: Turn,
   first: PhaseResult | undefined,
-  pf: Awaited<ReturnType<typeof preflight>>,
+  pf: PreflightPlan | undefined,
 ): Promise<ReturnType<typeof mergePromptContext>> {
   const firstContext = mergePromptContext(t.of(first, "prompt_context"), "turn.pre_prompt_context", t.agent.caps);
   const res = await phase(t, "turn.post_preflight_prompt_context", {
@@ -341,14 +327,14 @@ async function promptCompile(t: Turn, context: ReturnType<typeof mergePromptCont
       ...(s.title !== undefined ? { title: s.title } : {}),
       chars: s.content.length,
       plugins: s.plugins,
-      hash: digestOf(s.content),
+      hash: digestText(t, s.content),
     })),
     context: context.entries.map((e) => ({
       id: e.id,
       domain: e.domain,
       chars: e.content.length,
       plugin: e.plugin,
-      hash: digestOf(e.content),
+      hash: digestText(t, e.content),
     })),
     tools: t.shown.manifest,
     ...(t.shown.hidden.length ? { hiddenTools: t.shown.hidden } : {}),
@@ -563,7 +549,8 @@ async function preRequest(
     ...t.agent.options.requestOptions,
     ...(t.outputSpec && !final ? { output: t.outputSpec.format } : {}),
   };
-  const routing = routingView(t, estimate.total, tools.length, counted, options);
+  const round = t.agent.seams.round;
+  const routing = round?.view(t, estimate.total, tools.length, counted, options);
   const res = await phase(
     t,
     "round.pre_request",
@@ -595,19 +582,20 @@ async function preRequest(
       estimate = count();
     }
   } else if (options.route) options = takeRoute(t, options, []); // the agent's own requestOptions routed it
-  estimate = fitRoute(t, estimate, () =>
-    t.agent.tokens.countRequest({ system, messages: t.session.messages, tools }, { exactAbove: 0 }),
-  );
+  if (round)
+    estimate = round.fit(t, estimate, () =>
+      t.agent.tokens.countRequest({ system, messages: t.session.messages, tools }, { exactAbove: 0 }),
+    );
   const routed = t.route as ActiveRoute | undefined; // set by takeRoute, kept by fitRoute
   if (overCeiling(t, !!final, routed ? routed.contextWindow : window, estimate)) return "again";
-  checkBudget(t, estimate.total, options);
+  round?.check(t, estimate.total, options);
   emitManifest(
     t,
     !!final,
     system,
     estimate,
     options,
-    requestDigest(system, tools, t.session.messages, options as Record<string, unknown>),
+    t.agent.seams.digest?.request(system, tools, t.session.messages, options as Record<string, unknown>),
   );
   return { system, messages: t.session.messages, tools, options };
 }
@@ -669,8 +657,8 @@ function callIds(t: Turn): (i: number) => string {
     t.session.messages.flatMap((m) => (m.role === "assistant" ? toolCallsOf(m) : [])).map((c) => c.id),
   );
   return (i) => {
-    let id = `call_${digestOf(`${t.turnId}\u0000${t.rounds}\u0000${i}`)}`;
-    for (let n = 1; used.has(id); n++) id = `call_${digestOf(`${t.turnId}\u0000${t.rounds}\u0000${i}\u0000${n}`)}`;
+    let id = `call_${digestText(t, `${t.turnId}\u0000${t.rounds}\u0000${i}`)}`;
+    for (let n = 1; used.has(id); n++) id = `call_${digestText(t, `${t.turnId}\u0000${t.rounds}\u0000${i}\u0000${n}`)}`;
     used.add(id);
     return id;
   };
@@ -707,7 +695,7 @@ function emitManifest(
   system: string,
   estimate: RequestTokenCount,
   options: RequestOptions,
-  digest: RequestDigest,
+  digest: RequestDigest | undefined,
 ): void {
   const shown = t.shown;
   const window = t.route ? t.route.contextWindow : t.agent.options.provider.contextWindow;
@@ -723,7 +711,7 @@ function emitManifest(
     finalRound: final,
     ...(window ? { contextWindow: window } : {}),
     ...(t.route ? { route: t.route.record } : {}),
-    digest,
+    ...(digest ? { digest } : {}),
   };
   void t.session.emit({ type: "prompt.compiled", manifest }, t.turnId);
 }
@@ -978,4 +966,23 @@ async function handBack(t: Turn): Promise<TurnResult> {
     rounds: t.rounds,
     toolCalls: t.toolCalls,
   };
+}
+
+/** A content digest by the host's seam (as its log stores the content), else the kernel's own hash. */
+function digestText(t: Turn, text: string): string {
+  const d = t.agent.seams.digest;
+  return d ? d.text(text) : hashText(text);
+}
+
+/** options.route without a host to route it: the agent's provider serves, and the route is dropped. */
+function takeRoute(
+  t: Turn,
+  options: RequestOptions,
+  items: readonly Contributed<ContributionOf<"request_options">>[],
+): RequestOptions {
+  const round = t.agent.seams.round;
+  if (round) return round.take(t, options, items);
+  t.route = undefined;
+  const { route: _route, ...rest } = options;
+  return rest;
 }

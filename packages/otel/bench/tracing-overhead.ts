@@ -5,9 +5,9 @@
  * this one process, so the ratios are measured in one run. Run with `pnpm bench otel`.
  */
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
-import { createAgent, definePlugin } from "@keel/kernel";
+import { createAgent, definePlugin } from "@keel/agent";
 import { MemorySessionStore, ScriptedProvider } from "@keel/testkit";
-import type { Agent, Session, ToolDefinition } from "@keel/kernel";
+import type { Agent, Session, ToolDefinition } from "@keel/agent";
 import { traceAgent } from "../src/index.ts";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 1500);

@@ -7,7 +7,7 @@
 import { trace, type Tracer, type TracerProvider } from "@opentelemetry/api";
 import { defineObserver, errorMessage, KeelError } from "@keel/kernel";
 import { headOf } from "@keel/text";
-import type { Agent, AgentObserver } from "@keel/kernel";
+import type { Agent, AgentObserver } from "@keel/agent";
 import { SpanBuilder } from "./span-builder.ts";
 
 export { splitProviderId } from "./attributes.ts";

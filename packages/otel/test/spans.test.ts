@@ -16,9 +16,9 @@ import {
   SimpleSpanProcessor,
   TracerProvider,
 } from "@opentelemetry/sdk-trace";
-import { createAgent, definePlugin, defineTool } from "@keel/kernel";
+import { createAgent, definePlugin, defineTool } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
-import type { Agent } from "@keel/kernel";
+import type { Agent } from "@keel/agent";
 import { anthropicProvider } from "@keel/providers";
 import compaction from "@keel/plugin-compaction";
 import { startWireServer, type WireServer } from "@keel/wire-server";

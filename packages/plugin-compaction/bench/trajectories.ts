@@ -43,7 +43,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Message, ModelRequest, ToolDefinition } from "@keel/kernel";
 import type { ScriptStep } from "@keel/testkit";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import { defaultTokenCounter } from "@keel/tokens";
 import { headOf } from "@keel/text";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";

@@ -1,6 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createAgent, messageText } from "@keel/kernel";
+import { createAgent, messageText } from "@keel/agent";
 import { defaultSessionDbPath, SqliteSessionStore } from "@keel/store-sqlite";
 import { scriptedProvider } from "@keel/testkit";
 import { afterEach, describe, expect, it } from "vitest";

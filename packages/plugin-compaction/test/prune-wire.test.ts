@@ -5,7 +5,7 @@
  * thinking on, the assistant message of the latest tool calls still starts with its thinking.
  * From round 3 the older messages lose their reasoning; the latest keeps it, unmodified.
  */
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import type { ModelProvider } from "@keel/kernel";
 import { MemorySessionStore } from "@keel/testkit";
 import { afterAll, describe, expect, it } from "vitest";

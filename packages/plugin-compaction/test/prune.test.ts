@@ -5,7 +5,7 @@
  * durable across a restart; pruning from the third round with a diagnostic).
  */
 import type { AssistantMessage, Message, ToolResultMessage } from "@keel/kernel";
-import { applyMessageEdits, createAgent, defineTool } from "@keel/kernel";
+import { applyMessageEdits, createAgent, defineTool } from "@keel/agent";
 import { isWellFormed } from "@keel/text";
 import { z } from "zod";
 import { MemorySessionStore, scriptedProvider, seededRandom } from "@keel/testkit";

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { Message } from "@keel/kernel";
-import { createAgent, definePlugin } from "@keel/kernel";
+import { createAgent, definePlugin } from "@keel/agent";
 import { defaultSessionDbPath, SqliteSessionStore } from "@keel/store-sqlite";
 import { scriptedProvider } from "@keel/testkit";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { KeelEvent, KeelPlugin, Message, ToolDefinition, ToolResultMessage } from "@keel/kernel";
 import type { ProviderScriptInput } from "@keel/testkit";
-import { createAgent, defineTool, messageText } from "@keel/kernel";
+import { createAgent, defineTool, messageText } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { expect } from "vitest";
 import type { CompactionInput } from "../src/index.ts";

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import type { Message, ModelEvent, ModelProvider } from "@keel/kernel";
-import { createAgent, definePlugin, messageText } from "@keel/kernel";
+import { createAgent, definePlugin, messageText } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { afterEach, describe, expect, it } from "vitest";
 import { compaction, DIGEST_PREFIX } from "../src/index.ts";

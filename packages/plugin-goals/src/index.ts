@@ -7,8 +7,9 @@
  */
 import { join } from "node:path";
 import { z } from "zod";
-import type { Agent, ContributionInputOf } from "@keel/kernel";
-import { defaultKeelHome, definePlugin } from "@keel/kernel";
+import type { Agent, ContributionInputOf } from "@keel/agent";
+import { definePlugin } from "@keel/kernel";
+import { defaultKeelHome } from "@keel/safe-path";
 import { truncate } from "@keel/text";
 import { completionPhrase, DEFAULT_PHRASES } from "./phrases.ts";
 import { GoalStore } from "./store.ts";

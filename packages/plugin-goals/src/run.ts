@@ -6,7 +6,7 @@
  * next turn instead of sleeping. The run is recorded in the goals database with its process.
  */
 import { randomUUID } from "node:crypto";
-import type { ModelProvider, Session, TurnResult } from "@keel/kernel";
+import type { ModelProvider, Session, TurnResult } from "@keel/agent";
 import { errorMessage, KeelError } from "@keel/kernel";
 import { completionPhrase, DEFAULT_PHRASES } from "./phrases.ts";
 import type { GoalStore, RunRecord, RunStatus } from "./store.ts";

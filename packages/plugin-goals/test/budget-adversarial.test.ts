@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgent } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
 import type { KeelEvent, ModelEvent, ModelProvider, ModelRequest } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { ScriptStep } from "@keel/testkit";

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgent, messageText } from "@keel/kernel";
+import { createAgent, messageText } from "@keel/agent";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import { runWorker } from "@keel/worker";
 import type { WorkerEvent } from "@keel/worker";

@@ -24,7 +24,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { createAgent, type AgentEvent } from "@keel/kernel";
+import { createAgent, type AgentEvent } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { mcp, McpOptionsSchema, McpPool, type McpOptions } from "../src/index.ts";
 

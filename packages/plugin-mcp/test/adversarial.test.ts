@@ -2,7 +2,7 @@
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAgent } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import {
   AuditLog,

@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAgent, defineTool, type KeelEvent, type Message } from "@keel/kernel";
+import { createAgent, defineTool, type KeelEvent, type Message } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider, type ScriptStep } from "@keel/testkit";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import mcpDefault, { AuditLog, mcp, type McpOptions } from "../src/index.ts";

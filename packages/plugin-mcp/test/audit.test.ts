@@ -1,7 +1,7 @@
 /** The SQLite audit log: records, recent use by window, and a path that cannot be opened. */
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAgent } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { AuditLog, mcp } from "../src/index.ts";
 import { fixture, tempDirs } from "./support.ts";

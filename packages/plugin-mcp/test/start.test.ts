@@ -8,7 +8,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createAgent, type AgentEvent, type KeelEvent } from "@keel/kernel";
+import { createAgent, type AgentEvent, type KeelEvent } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider, type ScriptStep } from "@keel/testkit";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import { mcp, type McpOptions } from "../src/index.ts";

@@ -4,7 +4,8 @@
  */
 import { join } from "node:path";
 import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite";
-import { defaultKeelHome, errorMessage, KeelError } from "@keel/kernel";
+import { errorMessage, KeelError } from "@keel/kernel";
+import { defaultKeelHome } from "@keel/safe-path";
 import { openSqlite } from "@keel/store-sqlite";
 import { headOf } from "@keel/text";
 import { redact, redactValue } from "@keel/secrets";

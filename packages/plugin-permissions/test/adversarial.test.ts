@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { CallFacts, Decision, RuleInput } from "../src/index.ts";
 import { compileRules, DECISION_CODE, DEFAULTS, decideWith, permissions } from "../src/index.ts";

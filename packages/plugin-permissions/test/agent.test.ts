@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { KeelEvent, KeelPlugin } from "@keel/kernel";
-import { createAgent, definePlugin, defineTool } from "@keel/kernel";
+import { createAgent, definePlugin, defineTool } from "@keel/agent";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import { scriptedProvider } from "@keel/testkit";
 import type { RuleInput } from "../src/index.ts";

@@ -1,4 +1,4 @@
-import { createAgent, KeelError } from "@keel/kernel";
+import { createAgent, KeelError } from "@keel/agent";
 import { scriptedProvider } from "@keel/testkit";
 import { describe, expect, it } from "vitest";
 import type { RuleInput } from "../src/index.ts";

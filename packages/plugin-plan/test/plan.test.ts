@@ -8,10 +8,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { SqliteSessionStore } from "@keel/store-sqlite";
-import type { AgentOptions } from "@keel/kernel";
+import type { AgentOptions } from "@keel/agent";
 import type { ProviderScriptInput } from "@keel/testkit";
 import { plan, planState } from "../src/index.ts";
 

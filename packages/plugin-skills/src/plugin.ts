@@ -4,7 +4,8 @@
  * turn.pre_prompt_compile; credit, streaks and drafts at turn.post_turn.
  */
 import { join, resolve } from "node:path";
-import { defaultKeelHome, definePlugin, KeelError } from "@keel/kernel";
+import { definePlugin, KeelError } from "@keel/kernel";
+import { defaultKeelHome } from "@keel/safe-path";
 import { truncate } from "@keel/text";
 import { redact } from "@keel/secrets";
 import type { AgentStorage, ContributionFor, KeelPlugin, TurnVerdict } from "@keel/kernel";

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createAgent } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { KeelEvent, ModelProvider } from "@keel/kernel";
 import { afterEach, describe, expect, it } from "vitest";

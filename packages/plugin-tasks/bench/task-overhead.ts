@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import { MemorySessionStore, ScriptedProvider } from "@keel/testkit";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import type { ModelProvider, ModelRequest, SessionStore } from "@keel/kernel";

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createAgent, defineTool, definePlugin } from "@keel/kernel";
+import { createAgent, defineTool, definePlugin } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import type { KeelEvent, ModelProvider, SessionStore } from "@keel/kernel";

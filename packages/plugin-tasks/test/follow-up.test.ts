@@ -5,7 +5,7 @@
  * work, and continuing that session picks up where it stopped.
  */
 import { describe, expect, it } from "vitest";
-import { createAgent } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { KeelEvent, Message, ModelProvider, SessionStore } from "@keel/kernel";
 import { tasks } from "../src/index.ts";

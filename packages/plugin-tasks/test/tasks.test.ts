@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { KeelEvent, SessionStore } from "@keel/kernel";
 import { anthropicProvider } from "@keel/providers";

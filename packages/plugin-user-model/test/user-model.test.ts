@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgent } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { ScriptStep } from "@keel/testkit";
 import { detectStyle, UserModelStore, userModel } from "../src/index.ts";

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createAgent, definePlugin, defineTool, messageText } from "@keel/kernel";
+import { createAgent, definePlugin, defineTool, messageText } from "@keel/agent";
 import type { KeelEvent } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { ScriptStep } from "@keel/testkit";

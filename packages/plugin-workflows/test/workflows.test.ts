@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import type { KeelEvent } from "@keel/kernel";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import type { ScriptStep } from "@keel/testkit";

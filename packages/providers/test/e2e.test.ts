@@ -5,7 +5,7 @@
  * compaction retry from the kernel, never a loop in the adapter.
  */
 import { startWireServer, type WireServer } from "@keel/wire-server";
-import { createAgent, defineTool, definePlugin, type KeelEvent, type ModelProvider } from "@keel/kernel";
+import { createAgent, defineTool, definePlugin, type KeelEvent, type ModelProvider } from "@keel/agent";
 import { MemorySessionStore } from "@keel/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fallback, resolveModel } from "../src/index.ts";

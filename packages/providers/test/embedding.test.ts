@@ -4,7 +4,7 @@
  * back-pressure from a slow consumer, and rich (image, PDF) input reaching the provider's body.
  */
 import { startWireServer, type WireServer } from "@keel/wire-server";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import { streamTurn, type TurnStreamEvent } from "@keel/stream";
 import { MemorySessionStore } from "@keel/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -2,7 +2,7 @@
  * Live tests against the real APIs. They run only when ANTHROPIC_API_KEY / OPENAI_API_KEY are set
  * (models: KEEL_LIVE_ANTHROPIC_MODEL, default claude-haiku-4-5; KEEL_LIVE_OPENAI_MODEL, default gpt-4o-mini).
  */
-import { createAgent, defineTool, type ModelProvider } from "@keel/kernel";
+import { createAgent, defineTool, type ModelProvider } from "@keel/agent";
 import { MemorySessionStore } from "@keel/testkit";
 import { describe, expect, it } from "vitest";
 import { resolveModel } from "../src/index.ts";

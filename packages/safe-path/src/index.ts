@@ -16,7 +16,8 @@ import {
   statfsSync,
   statSync,
 } from "node:fs";
-import { dirname, isAbsolute, resolve, sep } from "node:path";
+import { homedir } from "node:os";
+import { dirname, isAbsolute, join, resolve, sep } from "node:path";
 
 /** Kernel file systems by where they are mounted: what is there is not storage, and opening or creating things there can block or spin. */
 const KERNEL_FS = ["/proc", "/sys", "/dev"];
@@ -162,4 +163,10 @@ export function readRegularFile(path: string, maxBytes = 64 * 1024 * 1024): Buff
   } finally {
     closeSync(fd);
   }
+}
+
+/** Keel's home directory. Contract: `KEEL_HOME` when set and non-empty, else `~/.keel`. */
+export function defaultKeelHome(env: Readonly<Record<string, string | undefined>> = process.env): string {
+  const home = env["KEEL_HOME"];
+  return home ? home : join(homedir(), ".keel");
 }

@@ -1,7 +1,7 @@
 /** The agent card a served Keel agent publishes at `/.well-known/agent-card.json`. */
 import { A2A_PROTOCOL_VERSION } from "@a2a-js/sdk";
 import type { AgentCard } from "@a2a-js/sdk";
-import type { Agent } from "@keel/kernel";
+import type { Agent } from "@keel/agent";
 import { headOf } from "@keel/text";
 import { ANSWER_HELP } from "./a2a-approvals.ts";
 

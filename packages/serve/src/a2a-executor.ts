@@ -8,7 +8,7 @@ import type { Message, Part, TaskStatusUpdateEvent } from "@a2a-js/sdk";
 import { AgentEvent } from "@a2a-js/sdk/server";
 import type { AgentExecutor, ExecutionEventBus, RequestContext } from "@a2a-js/sdk/server";
 import { errorMessage, isKeelError } from "@keel/kernel";
-import type { Agent, Session, TurnResult } from "@keel/kernel";
+import type { Agent, Session, TurnResult } from "@keel/agent";
 import { streamResume, streamTurn } from "@keel/stream";
 import type { TurnStream } from "@keel/stream";
 import { readReplies, waitingParts } from "./a2a-approvals.ts";

@@ -13,7 +13,7 @@ import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { TaskNotFoundError, UnsupportedOperationError } from "@a2a-js/sdk/errors";
 import { DefaultRequestHandler, JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import type { StreamResponse } from "@a2a-js/sdk";
-import type { Agent } from "@keel/kernel";
+import type { Agent } from "@keel/agent";
 import { agentCard, legacyCard } from "./a2a-card.ts";
 import type { CardOptions } from "./a2a-card.ts";
 import { KeelExecutor } from "./a2a-executor.ts";

@@ -6,7 +6,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { DatabaseSync } from "node:sqlite";
 import { KeelError } from "@keel/kernel";
-import type { Agent, Session } from "@keel/kernel";
+import type { Agent, Session } from "@keel/agent";
 
 /** Where and how to listen, as given (flags, options). */
 export interface BindOptions {

@@ -3,7 +3,7 @@
  * `ask` (a turn, new or in the caller's session), `sessions` (the caller's own) and `approve`
  * (answer the calls a paused turn waits for, then the resumed turn's answer).
  */
-import type { Agent, ApprovalAnswer, PendingApproval, Session } from "@keel/kernel";
+import type { Agent, ApprovalAnswer, PendingApproval, Session } from "@keel/agent";
 import { headOf } from "@keel/text";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";

@@ -4,7 +4,7 @@
  * into an MCP tool result: the answer and the session id, the calls a paused turn waits for,
  * or a clear error (never a stack).
  */
-import type { AgentEvent, ApprovalAnswer, PendingApproval, Session, TurnResult } from "@keel/kernel";
+import type { AgentEvent, ApprovalAnswer, PendingApproval, Session, TurnResult } from "@keel/agent";
 import { errorMessage, isKeelError } from "@keel/kernel";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { truncate } from "@keel/text";

@@ -12,8 +12,8 @@ import { CancelTaskRequest, GetTaskRequest, ListTasksRequest, SendMessageRequest
 import type { Message, Part, StreamResponse, Task } from "@a2a-js/sdk";
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from "@a2a-js/sdk/client";
 import type { Client } from "@a2a-js/sdk/client";
-import { createAgent } from "@keel/kernel";
-import type { Agent, KeelPlugin } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
+import type { Agent, KeelPlugin } from "@keel/agent";
 import { ScriptedProvider } from "@keel/testkit";
 import type { ProviderScriptInput } from "@keel/testkit";
 import { resolveBind, SessionOwners, startA2a } from "../src/index.ts";

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAgent } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
 import { ScriptedProvider } from "@keel/testkit";
 import { authorize, openOwned, resolveBind, SessionOwners } from "../src/index.ts";
 

@@ -9,3 +9,4 @@ export { redactEvent, redactForStorage } from "./redact.ts";
 export { toJson } from "./json.ts";
 export { turnStateChanges } from "./turn-state.ts";
 export type { TurnState, TurnStateChange } from "./turn-state.ts";
+export { PROCESS_ID, PROCESS_INSTANCE, processGone, thisHost } from "./runtime.ts";

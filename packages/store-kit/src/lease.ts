@@ -4,9 +4,8 @@
  * renew, release), keep it renewed, and take it over from a holder that died or stalled. A
  * store's `lease()` (SessionStore.lease) is `takeLease(this, id, request)`.
  */
-import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { KeelError, thisHost } from "@keel/kernel";
+import { KeelError } from "@keel/kernel";
+import { PROCESS_ID, processGone, thisHost } from "./runtime.ts";
 import type { HeldLease, LeaseRequest } from "@keel/kernel";
 
 /** Who holds a session and until when. Contract: `expiresAt` is epoch ms; `host` is os.hostname(). */
@@ -73,19 +72,8 @@ const LIVE_OWNERS: Set<string> = ((globalThis as Record<symbol, unknown>)[Symbol
  */
 export function holderIsDead(lease: SessionLease): boolean {
   if (lease.host !== thisHost()) return false;
-  if (lease.pid === process.pid) return !LIVE_OWNERS.has(lease.owner);
-  try {
-    process.kill(lease.pid, 0);
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "ESRCH";
-  }
-  // A killed child its parent has not reaped yet still answers signal 0; it is a zombie.
-  try {
-    const stat = readFileSync(`/proc/${lease.pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "Z";
-  } catch {
-    return false;
-  }
+  if (lease.pid === PROCESS_ID) return !LIVE_OWNERS.has(lease.owner);
+  return processGone(lease.pid);
 }
 
 function describe(lease: SessionLease): string {
@@ -116,7 +104,7 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
  * whose lease expired is replaced at once. `onWait` is told once when waiting starts.
  */
 export async function takeLease(store: LeasePrimitives, sessionId: string, options: LeaseRequest): Promise<HeldLease> {
-  const claim = { owner: `${options.kind}:${randomUUID()}`, pid: process.pid, host: thisHost(), ttlMs: options.ttlMs };
+  const claim = { owner: `${options.kind}:${globalThis.crypto.randomUUID()}`, pid: PROCESS_ID, host: thisHost(), ttlMs: options.ttlMs };
   const t0 = Date.now();
   const deadline = t0 + options.waitMs;
   let delay = 25;

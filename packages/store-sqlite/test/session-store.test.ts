@@ -10,7 +10,7 @@ import type { KeelEvent, KeelEventData } from "@keel/kernel";
 import { MemorySessionStore } from "@keel/testkit";
 import type { Message } from "@keel/kernel";
 import type { SessionStore } from "@keel/kernel";
-import { defaultKeelHome } from "@keel/kernel";
+import { defaultKeelHome } from "@keel/safe-path";
 import { defaultSessionDbPath, SQLITE_SCHEMA_VERSION, SqliteSessionStore } from "@keel/store-sqlite";
 import { keelErrorOf } from "../../kernel/test/support/helpers.ts";
 import { dropTestSchemas, openTestStore, requirePostgres } from "../../store-postgres/test/support/pg.ts";

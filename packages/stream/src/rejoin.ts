@@ -3,7 +3,7 @@
  * events the client missed, then the live ones, from whichever instance runs the turn.
  */
 import { isTerminalEvent, KeelError, messageText } from "@keel/kernel";
-import type { AgentEvent, KeelEvent, PendingApproval, Session } from "@keel/kernel";
+import type { AgentEvent, KeelEvent, PendingApproval, Session } from "@keel/agent";
 import { liveTail, toStreamEvent } from "./turn-stream.ts";
 import type { TurnStreamEvent } from "./turn-stream.ts";
 

@@ -11,7 +11,7 @@ import type {
   Session,
   TurnInput,
   TurnResult,
-} from "@keel/kernel";
+} from "@keel/agent";
 
 /** How a streamed tool call ended. */
 export type ToolRunStatusView = "ok" | "error" | "timeout" | "denied" | "skipped" | "cancelled";

@@ -7,7 +7,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createAgent } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
 import type { AppendOptions, KeelEvent, ModelProvider } from "@keel/kernel";
 import { MemorySessionStore } from "../../testkit/src/index.ts";
 import { rejoinTurn, streamTurn, toSSEStream } from "../src/index.ts";

@@ -11,5 +11,5 @@ export {
   ScriptStepSchema,
 } from "./scripted-provider.ts";
 export type { ProviderScript, ProviderScriptInput, ScriptStep, ScriptedProviderOptions } from "./scripted-provider.ts";
-export { MemorySessionStore } from "./memory-store.ts";
+export { MemorySessionStore } from "@keel/agent";
 export { seededRandom } from "./seeded-random.ts";

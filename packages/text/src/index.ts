@@ -2,7 +2,8 @@
  * @keel/text: text as Keel handles it. Cut by code points (never inside a surrogate pair),
  * made well-formed before it reaches a model or a store, joined across streamed deltas, and
  * "did you mean" for a mistyped name. BM25 and the tokenizer the retrieval plugins share are
- * the `@keel/text/retrieval` subpath (it loads the stemmer; this entry does not).
+ * the `@keel/text/retrieval` subpath (it loads the stemmer; this entry does not). The cutting and
+ * suggesting functions live in the kernel (which depends on nothing of Keel's); this entry re-exports them.
  */
 export {
   codePointLength,
@@ -16,6 +17,6 @@ export {
   toWellFormed,
   truncate,
   wellFormedDeep,
-} from "./cut.ts";
-export type { TruncateOptions } from "./cut.ts";
-export { closestName, didYouMean } from "./suggest.ts";
+} from "@keel/kernel";
+export type { TruncateOptions } from "@keel/kernel";
+export { closestName, didYouMean } from "@keel/kernel";

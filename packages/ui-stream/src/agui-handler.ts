@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { RunAgentInputSchema } from "@ag-ui/core/schemas";
 import { streamResume, streamTurn } from "@keel/stream";
-import type { Session } from "@keel/kernel";
+import type { Session } from "@keel/agent";
 import type { TurnStream } from "@keel/stream";
 import { aguiResponse } from "./ag-ui.ts";
 import type { ChatHandlerOptions } from "./http.ts";

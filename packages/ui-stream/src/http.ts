@@ -1,7 +1,7 @@
 /** @internal What the chat and AG-UI handlers share: reading bodies, error responses, sessions by caller. */
 import { z } from "zod";
 import { errorMessage, isKeelError, messageText } from "@keel/kernel";
-import type { Agent, Session } from "@keel/kernel";
+import type { Agent, Session } from "@keel/agent";
 
 /**
  * Which Keel session a chat (useChat's `id`, AG-UI's `threadId`) of one caller is.

@@ -3,8 +3,8 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
-import { createAgent, definePlugin, defineTool } from "@keel/kernel";
-import type { Agent, ModelProvider } from "@keel/kernel";
+import { createAgent, definePlugin, defineTool } from "@keel/agent";
+import type { Agent, ModelProvider } from "@keel/agent";
 import type { ProviderScriptInput } from "../../testkit/src/index.ts";
 import { ScriptedProvider } from "../../testkit/src/index.ts";
 

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { streamTurn } from "@keel/stream";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import { createAGUIHandler, toUIMessageStream } from "../src/index.ts";
 import { ScriptedProvider } from "../../testkit/src/index.ts";
 import { drain, scriptedAgent } from "./support.ts";

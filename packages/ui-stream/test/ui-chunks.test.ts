@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { streamResume, streamTurn } from "@keel/stream";
 import { messageText } from "@keel/kernel";
-import type { Session } from "@keel/kernel";
+import type { Session } from "@keel/agent";
 import { toUIMessageStream } from "../src/index.ts";
 import { DEPLOY_SCRIPT, drain, scriptedAgent } from "./support.ts";
 

@@ -6,7 +6,7 @@
  */
 import { writeSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import type { SessionStore } from "@keel/kernel";
 import { anthropicProvider } from "@keel/providers";
 import { PostgresSessionStore } from "@keel/store-postgres";

@@ -1,5 +1,5 @@
-import { errorMessage, isKeelError, isTerminalEvent, KeelError, sessionsWithPendingJobs } from "@keel/kernel";
-import type { Agent, Session, TurnResult, TurnToContinue } from "@keel/kernel";
+import { errorMessage, isKeelError, isTerminalEvent, KeelError, sessionsWithPendingJobs } from "@keel/agent";
+import type { Agent, Session, TurnResult, TurnToContinue } from "@keel/agent";
 
 /**
  * What a worker does, as it happens. `claimed`: it holds the session and continues its turn;

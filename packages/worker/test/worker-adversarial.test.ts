@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import type { KeelEvent } from "@keel/kernel";
 import { scriptedProvider } from "@keel/testkit";
 import type { ScriptStep } from "@keel/testkit";

@@ -6,7 +6,7 @@
  *   node adv-recovery-approve.ts <sessionId>
  */
 import { writeSync } from "node:fs";
-import { createAgent } from "../../../packages/kernel/src/index.ts";
+import { createAgent } from "../../../packages/agent/src/index.ts";
 import { scriptedProvider } from "../../../packages/testkit/src/index.ts";
 import { SqliteSessionStore } from "../../../packages/store-sqlite/src/index.ts";
 

@@ -10,7 +10,7 @@
  *   run <sid> <input>         print PENDING, run another turn; print RESULT
  */
 import { appendFileSync, writeSync } from "node:fs";
-import { createAgent, definePlugin } from "../../../packages/kernel/src/index.ts";
+import { createAgent, definePlugin } from "../../../packages/agent/src/index.ts";
 import { scriptedProvider } from "../../../packages/testkit/src/index.ts";
 import { SqliteSessionStore } from "../../../packages/store-sqlite/src/index.ts";
 import type { ToolDefinition } from "../../../packages/kernel/src/index.ts";

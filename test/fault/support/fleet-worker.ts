@@ -8,7 +8,7 @@
  */
 import { writeSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { createAgent } from "../../../packages/kernel/src/index.ts";
+import { createAgent } from "../../../packages/agent/src/index.ts";
 import type {
   AssistantMessage,
   Message,

@@ -3,7 +3,7 @@
  * opened with its lease, the answer is stored, and once every pending call is answered the
  * turn resumes here, in the background; the page follows it live like any other turn.
  */
-import type { Agent, Session } from "@keel/kernel";
+import type { Agent, Session } from "@keel/agent";
 import { errorMessage, KeelError } from "@keel/kernel";
 import type { ApprovalAnswerer } from "./server.ts";
 

@@ -6,7 +6,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAgent, defineTool } from "@keel/kernel";
+import { createAgent, defineTool } from "@keel/agent";
 import type { KeelEvent, KeelPlugin } from "@keel/kernel";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import { scriptedProvider } from "@keel/testkit";

@@ -2,9 +2,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAgent } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
-import type { Agent, KeelEvent } from "@keel/kernel";
+import type { Agent, KeelEvent } from "@keel/agent";
 import type { ScriptedProvider, ScriptStep } from "@keel/testkit";
 import { memory } from "../../src/index.ts";
 import type { MemoryOptions, MemoryPlugin } from "../../src/index.ts";

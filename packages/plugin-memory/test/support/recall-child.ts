@@ -1,5 +1,5 @@
 /** Run in a fresh process: open the memory file given, run one turn, print what the model saw. */
-import { createAgent } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
 import { MemorySessionStore, scriptedProvider } from "@keel/testkit";
 import { memory } from "../../src/index.ts";
 

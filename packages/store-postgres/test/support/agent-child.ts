@@ -6,7 +6,7 @@
  *                                      or BUSY <code> <message>; then PROVIDER_CALLS <n>
  */
 import { writeSync } from "node:fs";
-import { createAgent } from "@keel/kernel";
+import { createAgent } from "@keel/agent";
 import { scriptedProvider } from "@keel/testkit";
 import { PostgresSessionStore } from "../../src/index.ts";
 

@@ -2,12 +2,12 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { KeelError } from "../src/errors.ts";
-import type { Message } from "../src/messages.ts";
-import type { ModelEvent, ModelRequest } from "../src/provider.ts";
-import { ProviderError } from "../src/provider.ts";
+import { KeelError } from "../../kernel/src/errors.ts";
+import type { Message } from "../../kernel/src/messages.ts";
+import type { ModelEvent, ModelRequest } from "../../kernel/src/provider.ts";
+import { ProviderError } from "../../kernel/src/provider.ts";
 import { ScriptedProvider, parseProviderScript, scriptedProvider } from "../../testkit/src/index.ts";
-import type { ToolSchema } from "../src/provider.ts";
+import type { ToolSchema } from "../../kernel/src/provider.ts";
 
 const user = (text: string): Message => ({ role: "user", content: [{ type: "text", text }] });
 const tool = (name: string): ToolSchema => ({ name, description: name, parameters: { type: "object" } });

@@ -2,12 +2,11 @@
  * The agent: a frozen plugin registry, a provider, tools and a session store. Sessions run
  * turns (turn.ts); the agent owns the event stream and the phase runner.
  */
-import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import { limitsSchema, toolTimeoutsSchema } from "./limits.ts";
-import type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "./dispatch.ts";
-import { PhaseRunner } from "./dispatch.ts";
-import { errorMessage, isKeelError, KeelError, preview } from "./errors.ts";
+import { limitsSchema, toolTimeoutsSchema } from "@keel/kernel";
+import type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "@keel/kernel";
+import { PhaseRunner } from "@keel/kernel";
+import { errorMessage, isKeelError, KeelError, preview } from "@keel/kernel";
 import type {
   AgentEvent,
   ContributionRecord,
@@ -17,47 +16,49 @@ import type {
   LiveEvent,
   SessionMode,
   TurnTimings,
-} from "./events.ts";
-import { freezeDeep } from "./messages.ts";
-import type { MergeCaps } from "./merge.ts";
-import { DEFAULT_CAPS } from "./merge.ts";
-import type { Message } from "./messages.ts";
-import type { PhaseName } from "./phases.ts";
-import { PHASE_NAMES, PHASES } from "./phases.ts";
-import type { ModelProvider } from "./provider.ts";
-import type { PluginRegistry } from "./registry.ts";
-import { buildRegistry } from "./registry.ts";
-import { extendPairState, HISTORY_FACTS_MIN } from "./repair.ts";
-import { trackAbandoned } from "./abandoned.ts";
-import type { SessionInfo, SessionStore } from "./session-store.ts";
-import type { AgentStorage } from "./storage.ts";
-import { resolveStorage } from "./storage.ts";
-import { TokenCounter as O200kCounter } from "@keel/tokens";
-import type { TokenCounter } from "./token-counter.ts";
-import type { ToolCategory } from "./tools.ts";
-import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "./tools.ts";
-import type { ApprovalAnswer, PendingApproval, TurnResult } from "./verdict.ts";
-import type { PausedTurn, PreparedTurn, RunOptions, TurnHost, TurnInput, TurnOptions } from "./turn-state.ts";
-import { runTurn, unansweredCalls } from "./turn.ts";
+} from "@keel/kernel";
+import { freezeDeep } from "@keel/kernel";
+import type { MergeCaps } from "@keel/kernel";
+import { DEFAULT_CAPS } from "@keel/kernel";
+import type { Message } from "@keel/kernel";
+import type { PhaseName } from "@keel/kernel";
+import { PHASE_NAMES, PHASES } from "@keel/kernel";
+import type { ModelProvider } from "@keel/kernel";
+import type { PluginRegistry } from "@keel/kernel";
+import { buildRegistry } from "@keel/kernel";
+import { extendPairState, HISTORY_FACTS_MIN } from "@keel/kernel";
+import { trackAbandoned } from "@keel/kernel";
+import type { SessionInfo, SessionStore } from "@keel/kernel";
+import type { AgentStorage, TurnSeams } from "@keel/kernel";
+import type { HostRuntime } from "./storage.ts";
+import { hostRuntime, resolveStorage } from "./storage.ts";
+import { estimateCounter } from "./estimate-counter.ts";
+import { seamsOf } from "./seams.ts";
+import type { TokenCounter } from "@keel/kernel";
+import type { ToolCategory } from "@keel/kernel";
+import { DEFAULT_TOOL_TIMEOUTS, TOOL_NAME_PATTERN } from "@keel/kernel";
+import type { ApprovalAnswer, PendingApproval, TurnResult } from "@keel/kernel";
+import type { PausedTurn, PreparedTurn, RunOptions, TurnHost, TurnInput, TurnOptions } from "@keel/kernel";
+import { runTurn, unansweredCalls } from "@keel/kernel";
 import type { AgentOptions } from "./agent-options.ts";
-import type { Limits } from "./limits.ts";
-import { DEFAULT_LIMITS } from "./limits.ts";
-import type { ChildHold } from "./child-types.ts";
-import type { ChildOptions, ChildRun, TurnBudget } from "./tools.ts";
-import type { Usage } from "./usage.ts";
-import { emptyUsage } from "./usage.ts";
-import { errorResult } from "./tool-exec.ts";
+import type { Limits } from "@keel/kernel";
+import { DEFAULT_LIMITS } from "@keel/kernel";
+import type { ChildHold } from "@keel/kernel";
+import type { ChildOptions, ChildRun, TurnBudget } from "@keel/kernel";
+import type { Usage } from "@keel/kernel";
+import { emptyUsage } from "@keel/kernel";
+import { errorResult } from "@keel/kernel";
 import { abandonChild, runChild } from "./child.ts";
-import { checkInput, outputSpecOf } from "./run-input.ts";
-import { wellFormedProvider } from "./provider.ts";
+import { checkInput, outputSpecOf } from "@keel/kernel";
+import { wellFormedProvider } from "@keel/kernel";
 import { codePointSlice, extendWellFormed, headOf, toWellFormed, truncate } from "@keel/text";
-import type { AgentObserver } from "./observer.ts";
-import { DETACH_DEADLINE_MS } from "./observer.ts";
+import type { AgentObserver } from "@keel/kernel";
+import { DETACH_DEADLINE_MS } from "@keel/kernel";
 import type { AttemptOutcome, HostAgent, HostSession, UnfinishedJob } from "./host-types.ts";
 import { recoverJobs, startDurableJob } from "./jobs.ts";
-import { inFaultScope } from "./faults.ts";
-import type { HeldLease, LeaseKind } from "./lease.ts";
-import { DEFAULT_LEASE } from "./lease.ts";
+import { inFaultScope, setCredentialMask } from "@keel/kernel";
+import type { HeldLease, LeaseKind } from "@keel/kernel";
+import { DEFAULT_LEASE } from "@keel/kernel";
 import type { LogCursor } from "./session-replay.ts";
 import { newCursor, replay } from "./session-replay.ts";
 
@@ -218,7 +219,10 @@ export async function createAgent(options: AgentOptions): Promise<Agent> {
   const late: KeelError[] = [];
   let built: Agent | undefined;
   // The stores are resolved first: plugins are told where the agent keeps its data when they are set up.
-  const resolved = await resolveStorage(options);
+  const runtime = await hostRuntime();
+  // Error messages mask connection credentials with the runtime's full scanner from here on.
+  if (runtime?.maskCredentials) setCredentialMask(runtime.maskCredentials);
+  const resolved = await resolveStorage(options, undefined, runtime);
   let registry: PluginRegistry;
   try {
     registry = await buildRegistry(options.plugins ?? [], undefined, {
@@ -250,7 +254,7 @@ export async function createAgent(options: AgentOptions): Promise<Agent> {
       throw new KeelError("KEEL_TOOL_DUPLICATE", `"${t.name}" is given twice.`, { tool: t.name, path: `tools[${i}]` });
     seen.add(t.name);
   }
-  built = new Agent(options, registry, resolved.open(), resolved.owns, resolved.storage);
+  built = new Agent(options, registry, resolved.open(), resolved.owns, resolved.storage, runtime);
   for (const err of late) built.reportFault(err);
   for (const [i, o] of (options.observers ?? []).entries()) if (o) built.attachObserver(o, i);
   return built;
@@ -270,6 +274,8 @@ export class Agent implements HostAgent {
   readonly caps: MergeCaps;
   readonly toolTimeouts: Record<ToolCategory, number>;
   readonly tokens: TokenCounter;
+  /** What the host adds to the kernel's turn: routing and budgets, preflight, digests. */
+  readonly seams: TurnSeams;
   readonly trace: "notable" | "full";
   private readonly listeners = new Set<Listener>();
   private readonly threwOnce = new WeakSet<Listener>();
@@ -302,6 +308,7 @@ export class Agent implements HostAgent {
     store: SessionStore,
     ownsStore: boolean,
     storage: AgentStorage,
+    runtime?: HostRuntime,
   ) {
     this.options = options;
     this.storage = storage;
@@ -312,7 +319,8 @@ export class Agent implements HostAgent {
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.caps = { ...DEFAULT_CAPS, ...options.caps };
     this.toolTimeouts = { ...DEFAULT_TOOL_TIMEOUTS, ...options.toolTimeouts };
-    this.tokens = options.tokenCounter ?? new O200kCounter();
+    this.tokens = options.tokenCounter ?? runtime?.tokenCounter() ?? estimateCounter;
+    this.seams = seamsOf(options, runtime?.digest);
     this.trace = options.trace ?? "notable";
     const tracer: PhaseTracer = {
       phaseStarted: (phase, owner) => {
@@ -516,7 +524,7 @@ export class Agent implements HostAgent {
       throw new KeelError("KEEL_SESSION_NOT_FOUND", `No session "${id}".`);
     } else {
       const given = options.parent ? this.childIdFor(options.parent) : undefined;
-      session = new Session(this, given ?? randomUUID(), leasing);
+      session = new Session(this, given ?? globalThis.crypto.randomUUID(), leasing);
       await this.store.createSession({ id: session.id, agent: this.name, createdAt: Date.now() });
       // A child's link to its parent call is on disk before the child runs (it is checked on resume); a top-level
       // session's first event joins the first turn's durable write (one fsync fewer per new session).
@@ -578,7 +586,7 @@ export class Agent implements HostAgent {
     // Observers flush what they buffered (spans of the turns just closed) before the process may exit.
     await Promise.allSettled(
       this.detachers.map(async ({ name, detach }) => {
-        let timer: NodeJS.Timeout | undefined;
+        let timer: ReturnType<typeof setTimeout> | undefined;
         try {
           const deadline = new Promise<"late">((r) => (timer = setTimeout(r, DETACH_DEADLINE_MS, "late")));
           if ((await Promise.race([Promise.resolve().then(detach), deadline])) === "late")
@@ -1269,14 +1277,14 @@ export class Session implements TurnHost, HostSession {
 
   /** Queue a message for the running turn; it is injected before the next model call and skips tool calls not yet started. */
   async steer(text: string): Promise<void> {
-    const queueId = randomUUID();
+    const queueId = globalThis.crypto.randomUUID();
     await this.emit({ type: "message.queued", queue: "steering", queueId, text }, null, true);
     this.steering.push({ queueId, text });
   }
 
   /** Queue a message to be handled after the model would otherwise stop. */
   async followUp(text: string): Promise<void> {
-    const queueId = randomUUID();
+    const queueId = globalThis.crypto.randomUUID();
     await this.emit({ type: "message.queued", queue: "follow_up", queueId, text }, null, true);
     this.followUps.push({ queueId, text });
   }
@@ -1354,14 +1362,14 @@ export class Session implements TurnHost, HostSession {
     this.pending.push(event);
     this.agent.publish(event);
     if (durable) return this.write(true);
-    this.soon ??= setImmediate(this.writeSoon);
+    this.soon ??= setTimeout(this.writeSoon, 0);
   }
 
   /** The pending "write soon", cancelled when a write takes the batch first (a loop that never yields would pile them up, each holding the session). */
-  private soon: NodeJS.Immediate | undefined;
+  private soon: ReturnType<typeof setTimeout> | undefined;
 
   /** The pending write of what was emitted without a lease (cancelled when a hold takes the outbox first). */
-  private idleWrite: NodeJS.Timeout | undefined;
+  private idleWrite: ReturnType<typeof setTimeout> | undefined;
 
   /** How long the next try of an idle write waits after another instance refused it (doubles up to 5 s). */
   private idleBackoff = IDLE_WRITE_MS;
@@ -1412,7 +1420,7 @@ export class Session implements TurnHost, HostSession {
       throw err;
     }
     if (this.soon) {
-      clearImmediate(this.soon);
+      clearTimeout(this.soon);
       this.soon = undefined;
     }
     if (!this.pending.length) return this.writes ? this.writes.then(() => {}) : undefined;

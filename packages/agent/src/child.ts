@@ -5,18 +5,18 @@
  * What to delegate, to whom and how deep is a plugin's business (@keel/plugin-tasks).
  */
 import type { HostAgent as Agent, HostSession as Session } from "./host-types.ts";
-import type { Limits } from "./limits.ts";
-import { errorMessage, KeelError } from "./errors.ts";
+import type { Limits } from "@keel/kernel";
+import { errorMessage, KeelError } from "@keel/kernel";
 import { headOf } from "@keel/text";
 import type { AgentOptions } from "./agent-options.ts";
-import type { ChildOptions, ChildRun, TurnBudget } from "./tools.ts";
-import type { Usage } from "./usage.ts";
-import type { PendingApproval, TurnResult } from "./verdict.ts";
-import type { ChildHold, ChildResumes } from "./child-types.ts";
-import type { RunOptions } from "./turn-state.ts";
-import { isTerminalEvent } from "./events.ts";
-import { messageText } from "./messages.ts";
-export type { ChildHold, ChildResumes } from "./child-types.ts";
+import type { ChildOptions, ChildRun, TurnBudget } from "@keel/kernel";
+import type { Usage } from "@keel/kernel";
+import type { PendingApproval, TurnResult } from "@keel/kernel";
+import type { ChildHold, ChildResumes } from "@keel/kernel";
+import type { RunOptions } from "@keel/kernel";
+import { isTerminalEvent } from "@keel/kernel";
+import { messageText } from "@keel/kernel";
+export type { ChildHold, ChildResumes } from "@keel/kernel";
 
 const NAME = /^[a-z0-9_.-]{1,64}$/;
 

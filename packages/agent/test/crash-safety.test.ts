@@ -9,11 +9,11 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAgent } from "../src/agent.ts";
-import type { KeelEvent } from "../src/events.ts";
-import { isTerminalEvent } from "../src/events.ts";
-import type { Message } from "../src/messages.ts";
-import { messageText } from "../src/messages.ts";
-import { INTERRUPTED_RESULT, repairToolPairs } from "../src/repair.ts";
+import type { KeelEvent } from "../../kernel/src/events.ts";
+import { isTerminalEvent } from "../../kernel/src/events.ts";
+import type { Message } from "../../kernel/src/messages.ts";
+import { messageText } from "../../kernel/src/messages.ts";
+import { INTERRUPTED_RESULT, repairToolPairs } from "../../kernel/src/repair.ts";
 import { scriptedProvider } from "../../testkit/src/index.ts";
 import { expectContiguousSeqs, tempHomes, userMsg } from "./support/helpers.ts";
 

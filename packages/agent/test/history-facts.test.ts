@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { freezeDeep, type Message } from "../src/messages.ts";
-import { extendPairState, HISTORY_FACTS_MIN, repairToolPairs } from "../src/repair.ts";
+import { freezeDeep, type Message } from "../../kernel/src/messages.ts";
+import { extendPairState, HISTORY_FACTS_MIN, repairToolPairs } from "../../kernel/src/repair.ts";
 import { extendWellFormed, wellFormedDeep } from "../../text/src/index.ts";
 import { TokenCounter } from "../../tokens/src/index.ts";
 

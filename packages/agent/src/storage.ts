@@ -5,26 +5,55 @@
  * (PluginSetupContext.storage), so two agents in one process with their own homes or databases
  * never share a plugin's file.
  */
-import { homedir } from "node:os";
-import { join, resolve } from "node:path";
-import { KeelError } from "./errors.ts";
-import type { SessionStore, StoreDatabase } from "./session-store.ts";
+import type { AgentStorage, DigestSeam, SessionStore, TokenCounter } from "@keel/kernel";
+import { KeelError } from "@keel/kernel";
+import { MemorySessionStore } from "./memory-store.ts";
 
-/** Keel's home directory. Contract: `KEEL_HOME` when set and non-empty, else `~/.keel`. */
-export function defaultKeelHome(env: NodeJS.ProcessEnv = process.env): string {
-  const home = env["KEEL_HOME"];
-  return home ? home : join(homedir(), ".keel");
-}
+/** Environment variables, where the runtime has them (Node's process.env; none in a browser). */
+export type Env = Readonly<Record<string, string | undefined>>;
 
 /**
- * Where the agent a plugin is set up in keeps its data.
- * Contract: a plugin's default files go under `home`; with `database.kind === "postgres"` its
- * tables go in that database and schema; a plugin never reads KEEL_HOME or KEEL_DATABASE_URL.
+ * What only a runtime with a file system and a process has: the home folder, the SQLite store,
+ * the o200k counter. `@keel/agent/node` installs Node's (useHostRuntime); createAgent on Node
+ * loads it by itself.
+ * Contract: `resolveHome` returns an absolute path; `sqlite` opens nothing before it is called.
  */
-export interface AgentStorage {
-  /** The agent's home folder, absolute. */
-  readonly home: string;
-  readonly database: StoreDatabase;
+export interface HostRuntime {
+  readonly name: string;
+  defaultHome(env: Env): string;
+  resolveHome(home: string): string;
+  sqlite(home: string): SessionStore;
+  tokenCounter(): TokenCounter;
+  /** Request digests of content as the log stores it (secrets redacted). */
+  readonly digest?: DigestSeam;
+  /** The full connection-credential masker for error messages. */
+  readonly maskCredentials?: (text: string) => string;
+}
+
+let installed: HostRuntime | undefined;
+
+/** Contract: createAgent uses `runtime` from now on, in this process (the Node entry calls it when loaded). */
+export function useHostRuntime(runtime: HostRuntime): void {
+  installed = runtime;
+}
+
+const proc = (globalThis as { process?: { versions?: { node?: string }; env?: Env } }).process;
+/** The Node entry, loaded by name so a bundle for a browser or a Worker never includes it. */
+const NODE_ENTRY = "@keel/agent/node";
+
+/**
+ * The runtime createAgent uses: the one installed, else, on Node, the Node entry's (loaded now),
+ * else none (a Worker, a browser: the in-memory store, no home folder, estimated token counts).
+ */
+export async function hostRuntime(): Promise<HostRuntime | undefined> {
+  if (installed || !proc?.versions?.node) return installed;
+  await load(NODE_ENTRY, "createAgent on Node");
+  return installed;
+}
+
+/** This runtime's environment variables (none outside Node). */
+export function runtimeEnv(): Env {
+  return proc?.env ?? {};
 }
 
 /**
@@ -51,9 +80,10 @@ const POSTGRES = /^postgres(ql)?:\/\/\S+$/i;
  */
 export async function resolveStorage(
   options: { store?: SessionStore | string; home?: string },
-  env: NodeJS.ProcessEnv = process.env,
+  env: Env = runtimeEnv(),
+  runtime: HostRuntime | undefined = installed,
 ): Promise<ResolvedStorage> {
-  const home = resolve(options.home ?? defaultKeelHome(env));
+  const home = runtime ? runtime.resolveHome(options.home ?? runtime.defaultHome(env)) : (options.home ?? "");
   if (options.store !== undefined && typeof options.store !== "string") {
     const given = options.store;
     return { open: () => given, owns: false, storage: { home, database: given.database ?? { kind: "sqlite" } } };
@@ -61,12 +91,16 @@ export async function resolveStorage(
   const fromOptions = typeof options.store === "string";
   const value = (fromOptions ? (options.store as string) : env.KEEL_DATABASE_URL)?.trim();
   if (!value || value === "sqlite") {
-    const sqlite = (await load("@keel/store-sqlite", "the default SQLite store")) as {
-      SqliteSessionStore: new (o: { path: string }) => SessionStore;
-    };
+    if (!runtime && value === "sqlite")
+      throw new KeelError(
+        "KEEL_AGENT_OPTIONS_INVALID",
+        `The SQLite store needs Node (node:sqlite); this runtime has none. Pass createAgent a store (new MemorySessionStore() keeps a short-lived agent in memory).`,
+        { path: "store" },
+      );
     let store: SessionStore | undefined;
     return {
-      open: () => (store ??= new sqlite.SqliteSessionStore({ path: join(home, "sessions.sqlite") })),
+      // Without a runtime (a Worker, a browser tab) the log lives as long as the agent does.
+      open: () => (store ??= runtime ? runtime.sqlite(home) : new MemorySessionStore()),
       owns: true,
       storage: { home, database: { kind: "sqlite" } },
     };
@@ -91,14 +125,14 @@ export async function resolveStorage(
   };
 }
 
-/** A store package, loaded on first use (it imports the kernel: a static import would be a cycle). */
+/** A package loaded on first use, by a name a bundler does not follow (the Node entry, the PostgreSQL store). */
 async function load(name: string, what: string): Promise<unknown> {
   try {
     return await import(name);
   } catch (err) {
     throw new KeelError(
       "KEEL_STORE_FAILED",
-      `${what} needs ${name}, which could not be loaded (${(err as Error)?.message ?? String(err)}). Install it beside @keel/kernel, or pass createAgent a store.`,
+      `${what} needs ${name}, which could not be loaded (${(err as Error)?.message ?? String(err)}). Install it beside @keel/agent, or pass createAgent a store.`,
       { path: "store" },
       { cause: err },
     );

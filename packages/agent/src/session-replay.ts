@@ -4,16 +4,16 @@
  * stands. One reducer serves a first open (every event) and a handle catching up with what
  * other instances wrote since it last read (the events after its last seq).
  */
-import type { KeelEvent } from "./events.ts";
-import { isTerminalEvent } from "./events.ts";
-import { applyMessageEdits } from "./merge.ts";
-import type { Message } from "./messages.ts";
-import { repairToolPairs } from "./repair.ts";
-import type { PausedTurn } from "./turn-state.ts";
-import type { PendingApproval } from "./verdict.ts";
-import type { Usage } from "./usage.ts";
-import { addUsage } from "./usage.ts";
-import type { SessionMode } from "./events.ts";
+import type { KeelEvent } from "@keel/kernel";
+import { isTerminalEvent } from "@keel/kernel";
+import { applyMessageEdits } from "@keel/kernel";
+import type { Message } from "@keel/kernel";
+import { repairToolPairs } from "@keel/kernel";
+import type { PausedTurn } from "@keel/kernel";
+import type { PendingApproval } from "@keel/kernel";
+import type { Usage } from "@keel/kernel";
+import { addUsage } from "@keel/kernel";
+import type { SessionMode } from "@keel/kernel";
 
 /** A child session a tool call started (child.started). */
 export interface ChildStart {

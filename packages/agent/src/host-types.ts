@@ -4,15 +4,15 @@
  * Session implement these.
  */
 import type { AgentOptions } from "./agent-options.ts";
-import type { KeelEvent, KeelEventData } from "./events.ts";
-import type { Limits } from "./limits.ts";
-import type { ModelProvider } from "./provider.ts";
-import type { PluginRegistry } from "./registry.ts";
-import type { SessionStore } from "./session-store.ts";
-import type { AgentStorage } from "./storage.ts";
-import type { PendingApproval, TurnResult } from "./verdict.ts";
-import type { TurnInput } from "./messages.ts";
-import type { PausedTurn, RunOptions } from "./turn-state.ts";
+import type { KeelEvent, KeelEventData } from "@keel/kernel";
+import type { Limits } from "@keel/kernel";
+import type { ModelProvider } from "@keel/kernel";
+import type { PluginRegistry } from "@keel/kernel";
+import type { SessionStore } from "@keel/kernel";
+import type { AgentStorage } from "@keel/kernel";
+import type { PendingApproval, TurnResult } from "@keel/kernel";
+import type { TurnInput } from "@keel/kernel";
+import type { PausedTurn, RunOptions } from "@keel/kernel";
 
 /** A durable job this agent left pending (cut by close) or gave up on. */
 export interface UnfinishedJob {

@@ -5,20 +5,18 @@
  * a model or a tool wrote, and a replay, which only has the stored form, compares like with like. Messages and tool lists are immutable, so each is
  * digested once and a round costs only its new messages.
  */
-import { hash as oneShot } from "node:crypto";
 import { redact, redactData, redactMessage } from "@keel/secrets";
-import type { RequestDigest } from "./manifest.ts";
-import type { Message } from "./messages.ts";
+import type { DigestSeam, RequestDigest } from "@keel/kernel";
+import { hashText } from "@keel/kernel";
+import type { Message } from "@keel/kernel";
 
 const byObject = new WeakMap<object, string>();
 let lastText: { text: string; digest: string } | undefined;
 
-function hash(text: string): string {
-  return oneShot("sha256", text, "hex").slice(0, 16);
-}
+const hash = hashText;
 
 /**
- * 16 hex characters of SHA-256 of the text as stored (redacted).
+ * 16 hex characters of the kernel's content hash (hashText) of the text as stored (redacted).
  * Contract: the same text gives the same digest in every process.
  */
 export function digestOf(text: string): string {
@@ -51,3 +49,6 @@ export function requestDigest(
   const o = hash(JSON.stringify(redactData(options, "options")) ?? "");
   return { system: s, tools: t, messages: m, options: o, request: hash(s + t + m + o) };
 }
+
+/** The digests as the kernel's seam. */
+export const digestSeam: DigestSeam = { text: digestOf, request: requestDigest };

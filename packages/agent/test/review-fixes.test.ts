@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { freezeDeep, type Message } from "../src/messages.ts";
+import { freezeDeep, type Message } from "../../kernel/src/messages.ts";
 import { createAgent, defineTool } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import { takeLease } from "../../store-kit/src/index.ts";

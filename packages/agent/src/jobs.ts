@@ -7,15 +7,16 @@
  * session adopts a job once it was deferred, its process (same host) is gone, or its timeout passed.
  */
 import type { AttemptOutcome, HostAgent as Agent, HostSession as Session } from "./host-types.ts";
-import type { ContributionOf } from "./contributions.ts";
-import { errorMessage, KeelError, preview } from "./errors.ts";
-import type { KeelEvent, KeelEventData } from "./events.ts";
-import type { Message } from "./messages.ts";
-import { freezeDeep, messageText } from "./messages.ts";
-import type { JobContext, JobTurn } from "./plugin.ts";
-import { jobKey } from "./registry.ts";
-import type { HeldLease } from "./lease.ts";
-import { DEFAULT_LEASE, PROCESS_INSTANCE, thisHost } from "./lease.ts";
+import type { ContributionOf } from "@keel/kernel";
+import { errorMessage, KeelError, preview } from "@keel/kernel";
+import type { KeelEvent, KeelEventData } from "@keel/kernel";
+import type { Message } from "@keel/kernel";
+import { freezeDeep, messageText } from "@keel/kernel";
+import type { JobContext, JobTurn } from "@keel/kernel";
+import { jobKey } from "@keel/kernel";
+import type { HeldLease } from "@keel/kernel";
+import { DEFAULT_LEASE } from "@keel/kernel";
+import { PROCESS_ID, PROCESS_INSTANCE, processGone, thisHost } from "@keel/store-kit";
 
 /** The types of the events a durable job leaves in the log. */
 export const JOB_EVENT_TYPES = ["job.pending", "job.started", "job.deferred", "job.completed"] as const;
@@ -285,13 +286,8 @@ async function stateAfterClaim(
  */
 function runnerGone(runner: KeyState["runner"]): boolean {
   if (!runner || runner.host !== thisHost()) return false;
-  if (runner.pid === process.pid) return runner.instance !== undefined && runner.instance !== PROCESS_INSTANCE;
-  try {
-    process.kill(runner.pid, 0);
-    return false;
-  } catch (err) {
-    return (err as { code?: string }).code === "ESRCH";
-  }
+  if (runner.pid === PROCESS_ID) return runner.instance !== undefined && runner.instance !== PROCESS_INSTANCE;
+  return processGone(runner.pid);
 }
 
 /** True when `sessionId` belongs to the same agent (by name) as `session`: only its jobs are adopted. */
@@ -377,7 +373,7 @@ async function attemptJob(
   };
   while (tried.n < record.attempts) {
     const attempt = ++tried.n;
-    const where = { pid: process.pid, host: thisHost(), instance: PROCESS_INSTANCE };
+    const where = { pid: PROCESS_ID, host: thisHost(), instance: PROCESS_INSTANCE };
     await session.emit({ type: "job.started", plugin, name, idempotencyKey: key, attempt, ...where }, turnId, true);
     r = await session.runAttempt(plugin, name, record.timeoutMs, (signal) => {
       const ctx: JobContext = Object.freeze({

@@ -3,9 +3,9 @@
  * an agent. `defineConfig` only gives types; validation happens where the config is loaded.
  */
 import type { AgentOptions } from "./agent-options.ts";
-import type { PluginEntry } from "./plugin.ts";
-import type { ModelProvider } from "./provider.ts";
-import type { ToolDefinition } from "./tools.ts";
+import type { PluginEntry } from "@keel/kernel";
+import type { ModelProvider } from "@keel/kernel";
+import type { ToolDefinition } from "@keel/kernel";
 
 /** A provider script as a config holds it: `{ steps }` (with `model`, `contextWindow`) or a bare array of steps. */
 export type OfflineScript =

@@ -1,29 +1,18 @@
 /** How to build an agent (createAgent's options) and what its approval callback is asked. */
-import type { SessionMode } from "./events.ts";
-import type { Limits } from "./limits.ts";
-import type { LeaseOptions } from "./lease.ts";
-import type { MergeCaps } from "./merge.ts";
-import type { AgentObserver } from "./observer.ts";
-import type { ToolCallView } from "./phases.ts";
-import type { PluginEntry } from "./plugin.ts";
+import type { SessionMode } from "@keel/kernel";
+import type { Limits } from "@keel/kernel";
+import type { LeaseOptions } from "@keel/kernel";
+import type { MergeCaps } from "@keel/kernel";
+import type { AgentObserver } from "@keel/kernel";
+import type { ToolCallView } from "@keel/kernel";
+import type { PluginEntry } from "@keel/kernel";
 import type { PreflightOptions } from "./preflight.ts";
-import type { PoolMember } from "./route.ts";
-import type { ModelProvider, RequestOptions } from "./provider.ts";
-import type { SessionStore } from "./session-store.ts";
-import type { TokenCounter } from "./token-counter.ts";
-import type { ToolCategory, ToolDefinition } from "./tools.ts";
-import type { ApprovalAnswer } from "./verdict.ts";
-
-/** What the approval callback is asked. */
-export interface ApprovalRequest {
-  sessionId: string;
-  turnId: string;
-  call: ToolCallView;
-  /** Aborts when the turn is cancelled; the kernel stops waiting for the answer then. */
-  signal: AbortSignal;
-  reason?: string;
-  plugin?: string;
-}
+import type { ApprovalRequest, PoolMember } from "@keel/kernel";
+import type { ModelProvider, RequestOptions } from "@keel/kernel";
+import type { SessionStore } from "@keel/kernel";
+import type { TokenCounter } from "@keel/kernel";
+import type { ToolCategory, ToolDefinition } from "@keel/kernel";
+import type { ApprovalAnswer } from "@keel/kernel";
 
 /**
  * How to build an agent.
@@ -31,6 +20,8 @@ export interface ApprovalRequest {
  * defaults to KEEL_DATABASE_URL, else SQLite at `<home>/sessions.sqlite`; `home` to KEEL_HOME
  * or ~/.keel. Plugins keep their data where the agent does (PluginSetupContext.storage).
  */
+export type { ApprovalRequest };
+
 export interface AgentOptions {
   name?: string;
   provider: ModelProvider;

@@ -3,16 +3,17 @@
  * agent has one), the route a plugin chose (taken off the request options, checked against the
  * pool), and the budget check before the request is sent. No pool and no budget: none of it runs.
  */
-import type { ContributionOf } from "./contributions.ts";
-import type { Contributed } from "./dispatch.ts";
-import { KeelError } from "./errors.ts";
-import type { Message } from "./messages.ts";
-import type { ModelPriceView, ModelProvider, RequestOptions } from "./provider.ts";
-import type { PoolMemberView, RoutingView } from "./route.ts";
+import type { ContributionOf } from "@keel/kernel";
+import type { Contributed } from "@keel/kernel";
+import { KeelError } from "@keel/kernel";
+import type { Message } from "@keel/kernel";
+import type { ModelPriceView, ModelProvider, RequestOptions } from "@keel/kernel";
+import type { PoolMemberView, RoundSeam, RoutingView } from "@keel/kernel";
+import type { AgentOptions } from "./agent-options.ts";
 import { breach, breachMessage, budgetView, hasBudget, hasImages } from "./route.ts";
-import type { RequestTokenCount } from "./token-counter.ts";
-import type { Turn } from "./turn-state.ts";
-import { TurnFailure } from "./turn-state.ts";
+import type { RequestTokenCount } from "@keel/kernel";
+import type { Turn } from "@keel/kernel";
+import { TurnFailure } from "@keel/kernel";
 
 /** What round.pre_request handlers decide on; undefined without a pool (nothing is computed then). */
 export function routingView(
@@ -22,7 +23,7 @@ export function routingView(
   messages: readonly Message[],
   options: RequestOptions,
 ): RoutingView | undefined {
-  const pool = t.agent.options.pool;
+  const pool = poolOf(t);
   if (!pool) return undefined;
   const members: PoolMemberView[] = Object.entries(pool).map(([name, m]) => ({
     name,
@@ -76,12 +77,10 @@ export function takeRoute(
   if (options.route === undefined) return options;
   const { route, ...rest } = options;
   const plugin = [...items].reverse().find((c) => c.value.options.route === route)?.plugin ?? "requestOptions";
-  const member =
-    t.agent.options.pool && Object.hasOwn(t.agent.options.pool, route.model)
-      ? t.agent.options.pool[route.model]
-      : undefined;
+  const pool = poolOf(t);
+  const member = pool && Object.hasOwn(pool, route.model) ? pool[route.model] : undefined;
   if (!member) {
-    const all = Object.keys(t.agent.options.pool ?? {});
+    const all = Object.keys(poolOf(t) ?? {});
     // A few names, not a huge pool's every one (this diagnostic can repeat each round).
     const names = all.length > 10 ? [...all.slice(0, 10), `and ${all.length - 10} more`] : all;
     const message = new KeelError(
@@ -146,3 +145,17 @@ export function checkBudget(t: Turn, tokens: number, options: RequestOptions): v
   );
   throw new TurnFailure({ status: "stopped", reason: "budget", detail: breachMessage(b, provider.id) });
 }
+
+/** The pool of the agent a turn runs in: the host built that agent, so its options are AgentOptions. */
+function poolOf(t: Turn): AgentOptions["pool"] {
+  return (t.agent.options as AgentOptions).pool;
+}
+
+/** Routing and budgets as the kernel's round seam. Contract: installed only on an agent with a pool or a budget. */
+export const roundSeam: RoundSeam = {
+  view: routingView,
+  take: takeRoute,
+  fit: fitRoute,
+  check: checkBudget,
+  leftUsd: (t) => budgetView(t.limits, t.usage, t.session.spend).leftUsd,
+};

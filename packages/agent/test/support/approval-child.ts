@@ -13,13 +13,13 @@
 import * as fs from "node:fs";
 import { writeSync } from "node:fs";
 import { createAgent } from "../../src/agent.ts";
-import { definePlugin } from "../../src/plugin.ts";
+import { definePlugin } from "../../../kernel/src/plugin.ts";
 import { scriptedProvider } from "../../../testkit/src/index.ts";
 import type { ScriptStep } from "../../../testkit/src/index.ts";
-import { defaultKeelHome } from "../../src/storage.ts";
+import { defaultKeelHome } from "../../../safe-path/src/index.ts";
 import { defaultSessionDbPath, SqliteSessionStore } from "../../../store-sqlite/src/index.ts";
 import { estimateTokens, TokenCounter } from "../../../tokens/src/index.ts";
-import type { ToolDefinition } from "../../src/tools.ts";
+import type { ToolDefinition } from "../../../kernel/src/tools.ts";
 
 class QuickTokenCounter extends TokenCounter {
   override countText(text: string): number {

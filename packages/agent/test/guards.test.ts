@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent, definePlugin } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
-import { freezeEvent, snapshot, UnreadableValueError } from "../src/snapshot.ts";
+import { freezeEvent, snapshot, UnreadableValueError } from "../../kernel/src/snapshot.ts";
 
 describe("snapshot", () => {
   it("reads getters once into plain data and leaves toJSON, symbols and non-enumerables behind", () => {

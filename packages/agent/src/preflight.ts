@@ -3,13 +3,13 @@
  * compiled, whose strict JSON answer names the hidden tools this turn needs.
  */
 import { z } from "zod";
-import { errorMessage, preview } from "./errors.ts";
-import type { Message } from "./messages.ts";
-import { complete } from "./provider.ts";
-import type { ModelProvider } from "./provider.ts";
-import type { ToolDefinition } from "./tools.ts";
-import type { Usage } from "./usage.ts";
-import { wellFormedProvider } from "./provider.ts";
+import { errorMessage, preview } from "@keel/kernel";
+import type { Message } from "@keel/kernel";
+import { complete } from "@keel/kernel";
+import type { ModelProvider } from "@keel/kernel";
+import type { ToolDefinition } from "@keel/kernel";
+import type { Usage } from "@keel/kernel";
+import { wellFormedProvider } from "@keel/kernel";
 import { truncate } from "@keel/text";
 
 /**

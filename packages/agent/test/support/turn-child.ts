@@ -11,12 +11,12 @@
  */
 import { writeSync } from "node:fs";
 import { createAgent } from "../../src/agent.ts";
-import type { ModelEvent, ModelProvider } from "../../src/provider.ts";
+import type { ModelEvent, ModelProvider } from "../../../kernel/src/provider.ts";
 import { scriptedProvider } from "../../../testkit/src/index.ts";
-import { defaultKeelHome } from "../../src/storage.ts";
+import { defaultKeelHome } from "../../../safe-path/src/index.ts";
 import { defaultSessionDbPath, SqliteSessionStore } from "../../../store-sqlite/src/index.ts";
 import { estimateTokens, TokenCounter } from "../../../tokens/src/index.ts";
-import type { ToolDefinition } from "../../src/tools.ts";
+import type { ToolDefinition } from "../../../kernel/src/tools.ts";
 
 type Mode = "provider" | "tool" | "steer";
 

@@ -4,40 +4,19 @@
  * a fault scope (AsyncLocalStorage), so an uncaught exception or unhandled rejection can be
  * traced to the plugin (and phase or tool) whose code scheduled it.
  *
- * Opt-in: `guardProcess(agent)` installs process handlers; the kernel never installs them by
- * itself, because an embedding app owns its process (the CLI opts in).
+ * Opt-in: `guardProcess(agent)` installs process handlers (and the scope carrier the kernel
+ * marks scopes with); the host never installs them by itself, because an embedding app owns its process (the CLI opts in).
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { errorMessage, isKeelError, KeelError, preview } from "./errors.ts";
+import type { FaultScope } from "@keel/kernel";
+import { errorMessage, installFaultScopes, isKeelError, KeelError, preview } from "@keel/kernel";
 
 /** Faults a guard records in the log; later ones are only counted and passed to `onFault`. */
 export const MAX_RECORDED_FAULTS = 20;
 
-/** Whose code is running. Contract: set by the kernel around each handler, tool, job runner and setup call. */
-export interface FaultScope {
-  readonly plugin?: string;
-  readonly phase?: string;
-  readonly tool?: string;
-}
-
 /** Carries the running plugin/tool across its timers and promises. */
-export const faultScope = new AsyncLocalStorage<FaultScope>();
-
-/** Guards installed now: scopes are only entered while one listens (entering one costs ~1 µs a call). */
-let guards = 0;
-
-/**
- * Run `fn` in the fault scope `scope()` when a process guard is installed, else just run it.
- * Contract: same result and throw as `fn()`; `scope` is only called when a guard listens.
- */
-export function inFaultScope<T>(scope: () => FaultScope, fn: () => T): T {
-  return guards > 0 ? faultScope.run(scope(), fn) : fn();
-}
-
-/** Contract: true while some guardProcess() is installed (only then does a fault scope matter); lets a hot path skip building one. */
-export function faultScopesActive(): boolean {
-  return guards > 0;
-}
+const faultScope = new AsyncLocalStorage<FaultScope>();
+const carrier = { run: <T>(scope: FaultScope, fn: () => T): T => faultScope.run(scope, fn), current: () => faultScope.getStore() };
 
 /** A fault caught at the process level. Contract: `error.code` is KEEL_PROCESS_FAULT; `plugin` is set when the scope knew it. */
 export interface ProcessFault {
@@ -150,14 +129,14 @@ export function guardProcess(
   process.on("uncaughtException", onException);
   process.on("unhandledRejection", onRejection);
   process.on("exit", onExit);
-  guards++;
+  const release = installFaultScopes(carrier);
   let installed = true;
   return {
     faults,
     uninstall() {
       if (!installed) return;
       installed = false;
-      guards--;
+      release();
       process.off("uncaughtException", onException);
       process.off("unhandledRejection", onRejection);
       process.off("exit", onExit);

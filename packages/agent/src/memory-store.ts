@@ -1,4 +1,7 @@
-/** A SessionStore in process memory, for tests and benchmarks. Nothing survives the process. */
+/**
+ * A SessionStore in process memory: for short-lived agents (a Worker request, a browser tab),
+ * tests and benchmarks. Nothing survives the process.
+ */
 import { KeelError } from "@keel/kernel";
 import type {
   AppendOptions,
