@@ -9,7 +9,17 @@ import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import ts from "typescript";
 import { scanSecrets } from "../packages/secrets/src/index.ts";
-import type { Publishable } from "./pack.ts";
+
+/**
+ * Where a packed package came from in the workspace: the parts of pack.ts's `Publishable` the checks
+ * read. Declared here so that pack.ts depends on this file and not the other way round.
+ */
+export interface PackageSource {
+  /** The package's name, as in its package.json. */
+  name: string;
+  /** Its folder under packages/, whose node_modules holds its installed third-party dependencies. */
+  dir: string;
+}
 
 /** The parts of a packed package.json the checks read. */
 interface Manifest {
@@ -121,7 +131,7 @@ function readTarball(tgz: string): { files: string[]; pkg: Manifest } {
  * third-party dependencies linked to the workspace's installed copies.
  * Contract: returns the problems; an empty list means every tarball passed.
  */
-export async function checkTarballs(tarballs: string[], packages: Publishable[]): Promise<string[]> {
+export async function checkTarballs(tarballs: string[], packages: readonly PackageSource[]): Promise<string[]> {
   const tmp = mkdtempSync(join(tmpdir(), "keel-pack-check-"));
   const problems: string[] = [];
   try {

@@ -6,7 +6,7 @@
 import { join } from "node:path";
 import type { Agent, Session } from "@keel/agent";
 import { truncate } from "@keel/text";
-import type { CliEnv } from "./main.ts";
+import type { CliEnv } from "./stdio.ts";
 import { exitNow, onSignal } from "./exit.ts";
 
 async function plugin() {

@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { KeelError } from "@keel/kernel";
 import { headOf } from "@keel/text";
-import type { CliEnv } from "./main.ts";
+import type { CliEnv } from "./stdio.ts";
 
 const usage = (problem: string) => new KeelError("KEEL_CLI_USAGE", problem);
 
