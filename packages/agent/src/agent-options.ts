@@ -4,7 +4,6 @@ import type { Limits } from "@keel/kernel";
 import type { LeaseOptions } from "@keel/kernel";
 import type { MergeCaps } from "@keel/kernel";
 import type { AgentObserver } from "@keel/kernel";
-import type { ToolCallView } from "@keel/kernel";
 import type { PluginEntry } from "@keel/kernel";
 import type { PreflightOptions } from "./preflight.ts";
 import type { ApprovalRequest, PoolMember } from "@keel/kernel";

@@ -141,7 +141,7 @@ describe("tools that return odd things", () => {
 describe("oversized plugin messages", () => {
   it("a handler's 10,000-char error and diagnostic are kept as 512-char previews in the log", async () => {
     const { definePlugin, PREVIEW_CHARS } = await import("../src/index.ts");
-    const { scriptedProvider } = await import("@keel/testkit");
+    const { scriptedProvider } = await import("../../testkit/src/index.ts");
     const loud = definePlugin({
       name: "loud",
       version: "1.0.0",

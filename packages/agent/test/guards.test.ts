@@ -113,10 +113,11 @@ describe("plugin schemas are plugin code too", () => {
 
 describe("fault scope", () => {
   it("follows a handler's and a tool's timers while a guard listens, so a fault there can name the plugin, phase and tool", async () => {
-    const { faultScope, guardProcess } = await import("../src/faults.ts");
+    const { guardProcess } = await import("../src/node/faults.ts");
+    const { currentFaultScope } = await import("../../kernel/src/index.ts");
     const seen: unknown[] = [];
     const later = (tag: string) =>
-      new Promise<void>((r) => setTimeout(() => (seen.push([tag, faultScope.getStore()]), r()), 1));
+      new Promise<void>((r) => setTimeout(() => (seen.push([tag, currentFaultScope()]), r()), 1));
     const p = definePlugin({
       name: "scoped",
       version: "1.0.0",
@@ -148,7 +149,7 @@ describe("fault scope", () => {
       ["handler", { plugin: "scoped", phase: "turn.pre_policy" }],
       ["tool", { tool: "tick", plugin: "scoped" }],
     ]);
-    expect(faultScope.getStore()).toBeUndefined();
+    expect(currentFaultScope()).toBeUndefined();
     // Without a guard no scope is entered (it would only cost time).
     seen.length = 0;
     await run();

@@ -5,7 +5,7 @@
  * goes to the model instead.
  */
 import { describe, expect, it } from "vitest";
-import { createAgent, definePlugin, defineTool, digestOf, messageText } from "../src/index.ts";
+import { createAgent, definePlugin, defineTool, digestOf, messageText } from "../src/node/index.ts";
 import type { KeelEvent, KeelPlugin, Message } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";

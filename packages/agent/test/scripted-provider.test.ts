@@ -333,7 +333,7 @@ describe("ScriptedProvider.fromFile", () => {
 describe("scripted provider: steps for several conversations", () => {
   it("a step with `when` waits for a request whose last user message matches; others run in order", async () => {
     const { complete: done } = await import("../src/index.ts");
-    const { scriptedProvider: sp } = await import("@keel/testkit");
+    const { scriptedProvider: sp } = await import("../../testkit/src/index.ts");
     const p = sp({
       steps: [
         { when: { lastUserIncludes: "weather" }, text: "sunny" },

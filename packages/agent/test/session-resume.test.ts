@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { createAgent } from "../src/agent.ts";
 import type { AgentOptions } from "../src/agent-options.ts";
 import { isTerminalEvent } from "../../kernel/src/events.ts";
-import { digestOf } from "../src/digest.ts";
+import { digestOf } from "../src/node/digest.ts";
 import type { Message } from "../../kernel/src/messages.ts";
 import { messageText } from "../../kernel/src/messages.ts";
 import { definePlugin } from "../../kernel/src/plugin.ts";

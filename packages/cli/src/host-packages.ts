@@ -2,8 +2,8 @@
  * Keel's own packages, resolved from the CLI's installation when a project has none: `keel init`
  * in an empty folder runs at once, before any install, because `@keel/plugin-memory` and the
  * rest come from where this CLI is installed. A project's own installed copy of a plugin wins;
- * `@keel/kernel` is always this CLI's (one kernel per process: the config, its plugins and the
- * command share its classes and registries).
+ * `@keel/kernel` and `@keel/agent` are always this CLI's (one kernel and one host per process: the
+ * config, its plugins and the command share their classes and registries).
  */
 import * as nodeModule from "node:module";
 import { readFileSync } from "node:fs";
@@ -13,6 +13,8 @@ import { fileURLToPath } from "node:url";
 /** Specifiers always answered by the CLI's own copy, whatever the project installed. */
 const PINNED: Record<string, string> = {
   "@keel/kernel": "@keel/kernel",
+  "@keel/agent": "@keel/agent",
+  "@keel/agent/node": "@keel/agent/node",
   // An old name of the testkit, kept for configs and tests that still import it.
   "@keel/kernel/testing": "@keel/testkit",
 };
@@ -103,7 +105,7 @@ export function hostAliases(configFile: string): Record<string, string> {
     return out;
   }
   for (const name of names) {
-    if (name === "@keel/kernel" || name === "@keel/testkit") continue;
+    if (name === "@keel/kernel" || name === "@keel/agent" || name === "@keel/testkit") continue;
     try {
       createRequire(configFile).resolve(name);
     } catch {

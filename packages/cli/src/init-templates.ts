@@ -21,6 +21,7 @@ export function agentProject(name: string, v: Versions): Record<string, string> 
       scripts: { chat: "keel chat", ask: "keel run", inspect: "keel inspect" },
       dependencies: {
         "@keel/cli": `^${v.cli}`,
+        "@keel/agent": `^${v.kernel}`,
         "@keel/kernel": `^${v.kernel}`,
         "@keel/plugin-memory": `^${v.plugins}`,
         "@keel/plugin-skills": `^${v.plugins}`,

@@ -9,6 +9,8 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Jiti } from "jiti";
+import * as agent from "@keel/agent/node";
+import * as agentMain from "@keel/agent";
 import * as kernel from "@keel/kernel";
 import * as testkit from "@keel/testkit";
 import { KeelError, isKeelError } from "@keel/kernel";
@@ -52,7 +54,13 @@ export async function configJiti(configFile?: string): Promise<Jiti> {
     interopDefault: false,
     moduleCache: true,
     fsCache: false,
-    virtualModules: { "@keel/kernel": kernel, "@keel/testkit": testkit, "@keel/kernel/testing": testkit },
+    virtualModules: {
+      "@keel/kernel": kernel,
+      "@keel/agent": agentMain,
+      "@keel/agent/node": agent,
+      "@keel/testkit": testkit,
+      "@keel/kernel/testing": testkit,
+    },
     ...(plain ? {} : { alias }),
   });
   if (plain) shared ??= made;
@@ -185,7 +193,7 @@ function notAConfig(v: unknown): string | undefined {
   const fix = "export an object from defineConfig({ ... })";
   if (v === null || v === undefined) return `${v}; ${fix}`;
   if (typeof v === "function") {
-    if (v === kernel.defineConfig) return "defineConfig itself; call it: export default defineConfig({ ... })";
+    if (v === agent.defineConfig) return "defineConfig itself; call it: export default defineConfig({ ... })";
     const name = attempt(() => String((v as { name?: unknown }).name ?? ""), "");
     return `a function${name && name !== "default" ? ` (${name})` : ""}, not a config (the CLI does not call it): ${fix}`;
   }

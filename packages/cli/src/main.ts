@@ -6,7 +6,15 @@ import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { KeelError, PHASES, isPhaseName, defaultKeelHome, errorMessage, guardProcess, isKeelError } from "@keel/agent/node";
+import {
+  KeelError,
+  PHASES,
+  isPhaseName,
+  defaultKeelHome,
+  errorMessage,
+  guardProcess,
+  isKeelError,
+} from "@keel/agent/node";
 import { MemorySessionStore } from "@keel/testkit";
 import { SqliteSessionStore, defaultSessionDbPath } from "@keel/store-sqlite";
 import { didYouMean, headOf } from "@keel/text";

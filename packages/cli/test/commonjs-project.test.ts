@@ -37,9 +37,7 @@ if (!r.filepath.endsWith("agent.config.ts")) process.exit(3);`;
 
 describe("a CommonJS project", () => {
   it("loads agent.config.ts without Node's module-type warning", () => {
-    const dir = project(
-      `import { defineConfig } from "@keel/agent";\nexport default defineConfig({ name: "cjs" });\n`,
-    );
+    const dir = project(`import { defineConfig } from "@keel/agent";\nexport default defineConfig({ name: "cjs" });\n`);
     expect(loadStderr(dir)).not.toMatch(/MODULE_TYPELESS_PACKAGE_JSON|Warning/);
   });
 

@@ -27,8 +27,7 @@ const FORMS: Record<string, string> = {
     'import { defineConfig } from "@keel/agent";\nexport default defineConfig({ name: "from-mts" as string });\n',
   "agent.config.cts":
     'const { defineConfig } = require("@keel/kernel");\nmodule.exports = defineConfig({ name: "from-cts" as string });\n',
-  "agent.config.js":
-    'import { defineConfig } from "@keel/agent";\nexport default defineConfig({ name: "from-js" });\n',
+  "agent.config.js": 'import { defineConfig } from "@keel/agent";\nexport default defineConfig({ name: "from-js" });\n',
   "agent.config.mjs": 'export default { name: "from-mjs" };\n',
   "agent.config.cjs": 'module.exports = { name: "from-cjs" };\n',
   "agent.config.json": '{ "name": "from-json" }\n',

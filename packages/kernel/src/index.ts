@@ -11,15 +11,6 @@ export { definePlugin } from "./plugin.ts";
 export { DETACH_DEADLINE_MS, defineObserver } from "./observer.ts";
 export type { AgentObserver } from "./observer.ts";
 export type {
-  KeelConfig,
-  KnownModelName,
-  ModelEntry,
-  PoolModelEntry,
-  ModelName,
-  ModelSpec,
-  OfflineScript,
-  PluginSpec,
-export type {
   ContributionFor,
   Handler,
   HandlerResult,
@@ -158,7 +149,15 @@ export { compileSystemPrompt } from "./prompt.ts";
 export { wellFormedProvider } from "./provider.ts";
 export { boundResult } from "./tool-exec.ts";
 export { DEFAULT_OUTPUT_ESTIMATE, chargedUsage, estimateCost } from "./usage.ts";
-export type { BudgetView, ActiveRoute, PoolMember, PoolMemberView, RouteChoice, RouteRecord, RoutingView } from "./routing.ts";
+export type {
+  BudgetView,
+  ActiveRoute,
+  PoolMember,
+  PoolMemberView,
+  RouteChoice,
+  RouteRecord,
+  RoutingView,
+} from "./routing.ts";
 export type { ApprovalRequest, DigestSeam, LoopOptions, PreflightPlan, RoundSeam, TurnSeams } from "./turn-state.ts";
 export type {
   AgentStorage,

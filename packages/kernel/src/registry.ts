@@ -105,9 +105,7 @@ export async function buildRegistry(
   options: RegistryOptions = {},
 ): Promise<PluginRegistry> {
   const setupMs = options.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS;
-  const storage: AgentStorage = Object.freeze(
-    options.storage ?? { home: "", database: { kind: "sqlite" } },
-  );
+  const storage: AgentStorage = Object.freeze(options.storage ?? { home: "", database: { kind: "sqlite" } });
   const hooks: RegistryHooks = options;
   const plugins = checkPlugins(entries, kernelVersion);
   const names = new Set(plugins.map((p) => p.plugin.name));

@@ -7,7 +7,6 @@
 import type { ModelProvider } from "./provider.ts";
 import type { ModelPriceView } from "./usage.ts";
 
-
 /**
  * One member of a provider pool. Contract: `provider` serves the rounds routed to it (a chain,
  * when it is one, falls back as fallback() does); `price` (USD per million tokens) and
@@ -82,4 +81,3 @@ export interface ActiveRoute {
   price: ModelPriceView | undefined;
   record: RouteRecord;
 }
-

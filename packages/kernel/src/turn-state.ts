@@ -171,7 +171,12 @@ export interface PreflightPlan {
  */
 export interface DigestSeam {
   text(text: string): string;
-  request(system: string, tools: readonly object[], messages: readonly Message[], options: Record<string, unknown>): RequestDigest;
+  request(
+    system: string,
+    tools: readonly object[],
+    messages: readonly Message[],
+    options: Record<string, unknown>,
+  ): RequestDigest;
 }
 
 /**

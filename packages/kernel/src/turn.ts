@@ -39,7 +39,7 @@ import { applyVisibility, checkOutput, copyMetadata, toolSchema } from "./turn-p
 import type { RequestTokenCount } from "./token-counter.ts";
 import type { PreflightPlan, Turn, TurnHost, TurnInput, TurnOptions } from "./turn-state.ts";
 import { append, phaseFailed, TurnFailure } from "./turn-state.ts";
-import { addUsage, emptyUsage } from "./usage.ts";
+import { emptyUsage } from "./usage.ts";
 import type { TurnResult, TurnVerdict } from "./verdict.ts";
 
 /** Hidden tools named in a prompt manifest, at most (a catalog may hold thousands). */

@@ -73,4 +73,3 @@ export function chargedUsage(usage: Partial<Usage> | undefined, price: ModelPric
   const tokensIn = u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens;
   return { ...given, costUsd: (tokensIn * price.input + u.outputTokens * price.output) / 1_000_000 };
 }
-

@@ -46,7 +46,7 @@ describe("token accounting", () => {
   it("the system prompt counts toward the threshold", async () => {
     const run = async (instructions: string) => {
       const home = tempDir();
-      const { createAgent } = await import("@keel/kernel");
+      const { createAgent } = await import("@keel/agent");
       const { MemorySessionStore, scriptedProvider } = await import("@keel/testkit");
       const { compaction } = await import("../src/index.ts");
       const outputs = Array.from({ length: 5 }, (_, i) => bigOutput(`o${i}`, 40));
@@ -134,7 +134,7 @@ describe("reduction, identifiers and the store", () => {
 
 describe("options", () => {
   it("bad options are a located registration error naming the plugin", async () => {
-    const { createAgent } = await import("@keel/kernel");
+    const { createAgent } = await import("@keel/agent");
     const { MemorySessionStore, scriptedProvider } = await import("@keel/testkit");
     const { compaction } = await import("../src/index.ts");
     const make = (o: object) =>

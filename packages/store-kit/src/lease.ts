@@ -104,7 +104,12 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
  * whose lease expired is replaced at once. `onWait` is told once when waiting starts.
  */
 export async function takeLease(store: LeasePrimitives, sessionId: string, options: LeaseRequest): Promise<HeldLease> {
-  const claim = { owner: `${options.kind}:${globalThis.crypto.randomUUID()}`, pid: PROCESS_ID, host: thisHost(), ttlMs: options.ttlMs };
+  const claim = {
+    owner: `${options.kind}:${globalThis.crypto.randomUUID()}`,
+    pid: PROCESS_ID,
+    host: thisHost(),
+    ttlMs: options.ttlMs,
+  };
   const t0 = Date.now();
   const deadline = t0 + options.waitMs;
   let delay = 25;

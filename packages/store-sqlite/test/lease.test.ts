@@ -8,11 +8,11 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { KeelEvent, SessionStore } from "@keel/kernel";
-import { MemorySessionStore } from "@keel/testkit";
+import { MemorySessionStore } from "../../testkit/src/index.ts";
 import { openSqlite, SqliteSessionStore } from "@keel/store-sqlite";
 import { holderIsDead, takeLease } from "@keel/store-kit";
 import type { LeasePrimitives } from "@keel/store-kit";
-import { keelErrorOf } from "../../kernel/test/support/helpers.ts";
+import { keelErrorOf } from "../../agent/test/support/helpers.ts";
 import { dropTestSchemas, openTestStore, requirePostgres } from "../../store-postgres/test/support/pg.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-lease-"));

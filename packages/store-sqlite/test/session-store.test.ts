@@ -7,12 +7,12 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { isKeelError } from "@keel/kernel";
 import type { KeelEvent, KeelEventData } from "@keel/kernel";
-import { MemorySessionStore } from "@keel/testkit";
+import { MemorySessionStore } from "../../testkit/src/index.ts";
 import type { Message } from "@keel/kernel";
 import type { SessionStore } from "@keel/kernel";
 import { defaultKeelHome } from "@keel/safe-path";
 import { defaultSessionDbPath, SQLITE_SCHEMA_VERSION, SqliteSessionStore } from "@keel/store-sqlite";
-import { keelErrorOf } from "../../kernel/test/support/helpers.ts";
+import { keelErrorOf } from "../../agent/test/support/helpers.ts";
 import { dropTestSchemas, openTestStore, requirePostgres } from "../../store-postgres/test/support/pg.ts";
 
 const SQLITE_STORE_URL = pathToFileURL(

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { KeelEvent, KeelEventData, KeelEventType } from "@keel/kernel";
-import { seededRandom } from "@keel/testkit";
+import { seededRandom } from "../../testkit/src/index.ts";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import { redactEvent } from "@keel/store-kit";
 

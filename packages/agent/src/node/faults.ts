@@ -16,7 +16,10 @@ export const MAX_RECORDED_FAULTS = 20;
 
 /** Carries the running plugin/tool across its timers and promises. */
 const faultScope = new AsyncLocalStorage<FaultScope>();
-const carrier = { run: <T>(scope: FaultScope, fn: () => T): T => faultScope.run(scope, fn), current: () => faultScope.getStore() };
+const carrier = {
+  run: <T>(scope: FaultScope, fn: () => T): T => faultScope.run(scope, fn),
+  current: () => faultScope.getStore(),
+};
 
 /** A fault caught at the process level. Contract: `error.code` is KEEL_PROCESS_FAULT; `plugin` is set when the scope knew it. */
 export interface ProcessFault {

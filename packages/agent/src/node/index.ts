@@ -12,7 +12,7 @@ import { SqliteSessionStore } from "@keel/store-sqlite";
 import { maskCredentials } from "@keel/secrets";
 import { TokenCounter as O200kCounter } from "@keel/tokens";
 import { digestSeam } from "./digest.ts";
-import type { Env, HostRuntime } from "../storage.ts";
+import type { HostRuntime } from "../storage.ts";
 import { useHostRuntime } from "../storage.ts";
 
 /** Node's runtime for the host. Contract: opens nothing until `sqlite` is called. */
