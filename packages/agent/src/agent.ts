@@ -645,6 +645,12 @@ const IDLE_WRITE_MS = 50;
 /** A hold with nothing to do but write what is queued. */
 const noop = (): void => undefined;
 
+/** A timer that does not keep a Node process alive (a browser's or a Worker's timer is a number: kept as is). */
+function unref<T>(timer: T): T {
+  (timer as { unref?: () => void }).unref?.();
+  return timer;
+}
+
 /** Why a session's lifetime signal aborts on a plain close (nothing was running). */
 const SESSION_CLOSED = new KeelError("KEEL_TURN_ABORTED", "The session was closed.");
 
@@ -1354,7 +1360,7 @@ export class Session implements TurnHost, HostSession {
           throw err;
         });
       // A little later, so what an open emits joins the first turn's hold when one follows at once.
-      this.idleWrite ??= setTimeout(this.writeIdle, IDLE_WRITE_MS).unref();
+      this.idleWrite ??= unref(setTimeout(this.writeIdle, IDLE_WRITE_MS));
       return;
     }
     const event = { ...data, sessionId: this.id, seq: ++this.seq, ts: Date.now(), turnId } as KeelEvent;
@@ -1383,7 +1389,7 @@ export class Session implements TurnHost, HostSession {
         if (!isKeelError(err, "KEEL_SESSION_BUSY")) return void (this.writeError ??= err);
         // Another instance is running a turn: try again later, until written (or the session closes, which waits for it).
         this.idleBackoff = Math.min(this.idleBackoff * 2, 5_000);
-        if (this.outbox.length && !this.closed) this.idleWrite ??= setTimeout(this.writeIdle, this.idleBackoff).unref();
+        if (this.outbox.length && !this.closed) this.idleWrite ??= unref(setTimeout(this.writeIdle, this.idleBackoff));
       },
     );
   };

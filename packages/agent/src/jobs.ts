@@ -16,7 +16,7 @@ import type { JobContext, JobTurn } from "@keel/kernel";
 import { jobKey } from "@keel/kernel";
 import type { HeldLease } from "@keel/kernel";
 import { DEFAULT_LEASE } from "@keel/kernel";
-import { PROCESS_ID, PROCESS_INSTANCE, processGone, thisHost } from "@keel/store-kit";
+import { PROCESS_ID, processGone, processInstance, thisHost } from "@keel/store-kit/core";
 
 /** The types of the events a durable job leaves in the log. */
 export const JOB_EVENT_TYPES = ["job.pending", "job.started", "job.deferred", "job.completed"] as const;
@@ -286,7 +286,7 @@ async function stateAfterClaim(
  */
 function runnerGone(runner: KeyState["runner"]): boolean {
   if (!runner || runner.host !== thisHost()) return false;
-  if (runner.pid === PROCESS_ID) return runner.instance !== undefined && runner.instance !== PROCESS_INSTANCE;
+  if (runner.pid === PROCESS_ID) return runner.instance !== undefined && runner.instance !== processInstance();
   return processGone(runner.pid);
 }
 
@@ -373,7 +373,7 @@ async function attemptJob(
   };
   while (tried.n < record.attempts) {
     const attempt = ++tried.n;
-    const where = { pid: PROCESS_ID, host: thisHost(), instance: PROCESS_INSTANCE };
+    const where = { pid: PROCESS_ID, host: thisHost(), instance: processInstance() };
     await session.emit({ type: "job.started", plugin, name, idempotencyKey: key, attempt, ...where }, turnId, true);
     r = await session.runAttempt(plugin, name, record.timeoutMs, (signal) => {
       const ctx: JobContext = Object.freeze({

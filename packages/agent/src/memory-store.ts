@@ -12,8 +12,8 @@ import type {
   SessionStore,
   TurnToContinue,
 } from "@keel/kernel";
-import { takeLease, turnStateChanges } from "@keel/store-kit";
-import type { LeaseClaim, LeaseOutcome, SessionLease, TurnState } from "@keel/store-kit";
+import { takeLease, turnStateChanges } from "@keel/store-kit/core";
+import type { LeaseClaim, LeaseOutcome, SessionLease, TurnState } from "@keel/store-kit/core";
 
 interface MemorySession {
   info: SessionInfo;

@@ -1,11 +1,11 @@
 /**
- * Phase dispatch on tapable. Each phase of the table gets one tapable hook whose taps are
- * the phase's subscriptions in resolved order; one tracing interceptor is installed on all
+ * Phase dispatch. Each phase of the table gets one series of taps, the phase's subscriptions in
+ * resolved order (a small series runner: tapable compiles its hooks with `new Function`, which
+ * workerd forbids); one tracer is told at the start of every phase, for all
  * of them. A handler call runs under its await and failure policies and is reduced to an
  * Outcome; the kernel only ever sees validated contributions.
  */
 import { trackAbandoned } from "./abandoned.ts";
-import { AsyncSeriesHook } from "tapable";
 import type { Contribution } from "./contributions.ts";
 import { describeInvalid, validateContribution } from "./contributions.ts";
 import type { ErrorCode, ErrorLocation } from "./errors.ts";
@@ -112,7 +112,11 @@ class Run {
   }
 }
 
-const NEVER = new AbortController().signal;
+let never: AbortSignal | undefined;
+/** A signal that never aborts, made on first use (a Worker may not create one while its modules load). */
+function neverSignal(): AbortSignal {
+  return (never ??= new AbortController().signal);
+}
 const NONE: never[] = Object.freeze([]) as unknown as never[];
 
 class HookCtx implements HookContext {
@@ -175,13 +179,49 @@ function isThenable(v: unknown): v is PromiseLike<unknown> {
   );
 }
 
+/** One subscription's step in a phase's series: it finishes when it returns (`sync`) or calls back (`async`). */
+interface Tap {
+  sync?: (run: Run) => void;
+  async?: (run: Run, cb: () => void) => void;
+}
+
+/**
+ * Run the taps in order, each after the one before has finished; `done` once, with the first
+ * throw (the rest are skipped) or nothing. A tap that calls back at once continues in this
+ * same call stack, so a phase whose handlers all answer synchronously never waits on a promise.
+ */
+function callSeries(taps: readonly Tap[], run: Run, done: (err?: unknown) => void): void {
+  let i = 0;
+  const next = (): void => {
+    while (i < taps.length) {
+      const tap = taps[i++]!;
+      try {
+        if (tap.sync) {
+          tap.sync(run);
+          continue;
+        }
+        let inline = true;
+        let again = false;
+        tap.async!(run, () => (inline ? (again = true) : next()));
+        inline = false;
+        if (!again) return;
+      } catch (err) {
+        done(err);
+        return;
+      }
+    }
+    done();
+  };
+  next();
+}
+
 /**
  * Runs phases for one frozen registry.
  * Contract: `run` never throws or rejects for a plugin's fault (a throw, a hang, a thenable
  * that misbehaves, a contribution whose getters throw); it reports it in the PhaseResult.
  */
 export class PhaseRunner {
-  private readonly hooks = new Map<PhaseName, AsyncSeriesHook<[Run]>>();
+  private readonly hooks = new Map<PhaseName, readonly Tap[]>();
   readonly background = new Set<Promise<unknown>>();
   readonly registry: PluginRegistry;
   private readonly tracer: PhaseTracer;
@@ -192,18 +232,16 @@ export class PhaseRunner {
     this.model = model;
     this.registry = registry;
     this.tracer = tracer;
-    const interceptor = { call: (run: Run) => tracer.phaseStarted(run.phase, run.options.owner) };
     for (const [phase, subs] of registry.phases) {
-      const hook = new AsyncSeriesHook<[Run]>(["run"], phase);
-      hook.intercept(interceptor);
       const waterfall = PHASES[phase].kind === "waterfall";
-      for (const sub of subs) {
-        const tap = { name: sub.id, stage: sub.position };
-        if (sub.await === "background") hook.tap(tap, (run) => this.launchBackground(run, sub));
-        else if (waterfall) hook.tapAsync(tap, (run, cb) => this.step(run, sub, cb));
-        else hook.tap(tap, (run) => this.launch(run, sub));
-      }
-      this.hooks.set(phase, hook);
+      const taps: Tap[] = subs.map((sub) =>
+        sub.await === "background"
+          ? { sync: (run: Run) => this.launchBackground(run, sub) }
+          : waterfall
+            ? { async: (run: Run, cb: () => void) => this.step(run, sub, cb) }
+            : { sync: (run: Run) => this.launch(run, sub) },
+      );
+      if (taps.length) this.hooks.set(phase, taps);
     }
   }
 
@@ -240,7 +278,8 @@ export class PhaseRunner {
     run.mark = t0;
     let called = false;
     let resume: (() => void) | undefined;
-    hook.callAsync(run, (err) => {
+    this.tracer.phaseStarted(phase, options.owner);
+    callSeries(hook, run, (err) => {
       if (err) run.crashed = err;
       called = true;
       resume?.();
@@ -323,7 +362,7 @@ export class PhaseRunner {
   }
 
   private launchBackground(run: Run, sub: Subscription): void {
-    const out = this.invoke(run, sub, run.options.backgroundSignal ?? NEVER, true);
+    const out = this.invoke(run, sub, run.options.backgroundSignal ?? neverSignal(), true);
     run.result.handlers.push({
       plugin: sub.plugin,
       subscription: sub.id,

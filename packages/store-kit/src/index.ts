@@ -2,11 +2,7 @@
  * @keel/store-kit: what every Keel session store shares. The lease protocol's client side
  * (takeLease over a store's three primitives), the storage redaction (each event's free text
  * redacted, its identifiers kept byte for byte), and JSON that never throws on odd values.
+ * `@keel/store-kit/core` is the same without the redaction (and its secret scanner).
  */
-export { HANDOFF_WAIT_MS, holderIsDead, takeLease } from "./lease.ts";
-export type { LeaseClaim, LeaseOutcome, LeasePrimitives, SessionLease } from "./lease.ts";
+export * from "./core.ts";
 export { redactEvent, redactForStorage } from "./redact.ts";
-export { toJson } from "./json.ts";
-export { turnStateChanges } from "./turn-state.ts";
-export type { TurnState, TurnStateChange } from "./turn-state.ts";
-export { PROCESS_ID, PROCESS_INSTANCE, processGone, thisHost } from "./runtime.ts";

@@ -176,7 +176,7 @@ function arm(at: number): void {
   clearTimeout(ticker);
   tickAt = at;
   ticker = setTimeout(tick, Math.max(10, at - Date.now()));
-  ticker.unref();
+  (ticker as { unref?: () => void }).unref?.();
 }
 
 function tick(): void {

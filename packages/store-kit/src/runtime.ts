@@ -19,10 +19,13 @@ export const PROCESS_ID: number = typeof proc?.pid === "number" ? proc.pid : 0;
 /**
  * This process's id for the records it leaves (a durable job's attempts): a pid alone cannot
  * tell this process from a killed one that had the same pid (a container's PID 1 restarted).
- * Shared by every copy of the module in the process.
+ * Shared by every copy of the module in the process; made on first use (a Worker may not draw
+ * random values while its modules load).
  */
-export const PROCESS_INSTANCE: string = ((globalThis as Record<symbol, unknown>)[Symbol.for("keel.processInstance")] ??=
-  globalThis.crypto.randomUUID()) as string;
+export function processInstance(): string {
+  return ((globalThis as Record<symbol, unknown>)[Symbol.for("keel.processInstance")] ??=
+    globalThis.crypto.randomUUID()) as string;
+}
 
 let host: string | undefined;
 /** This machine's name (os.hostname(), read once: the call is a system call); "localhost" outside Node. */
