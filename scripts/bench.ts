@@ -1,5 +1,7 @@
 /**
- * `pnpm bench`: run every benchmark (`packages/<pkg>/bench/*.ts`), one process each, in turn.
+ * `pnpm bench`: run every benchmark (`packages/<pkg>/bench/*.ts`, and the repository's own in
+ * `bench/*.ts`, e.g. the bundle size), one process each, in turn. Only the files directly in a
+ * bench folder are benchmarks: what they load lives in subfolders (`bench/entries/`, `support/`).
  * `pnpm bench kernel` runs only the files whose path contains "kernel".
  */
 import { spawnSync } from "node:child_process";
@@ -9,8 +11,10 @@ import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const filter = process.argv[2] ?? "";
-const files = readdirSync(join(root, "packages"))
-  .map((pkg) => join(root, "packages", pkg, "bench"))
+const files = [
+  join(root, "bench"),
+  ...readdirSync(join(root, "packages")).map((pkg) => join(root, "packages", pkg, "bench")),
+]
   .filter((dir) => existsSync(dir))
   .flatMap((dir) =>
     readdirSync(dir)
