@@ -111,4 +111,15 @@ describe("published packages", () => {
     }
     expect(manifest("kernel").scripts?.prepack).toContain("copy-docs");
   });
+
+  it("packages that build on the host take @keel/agent as a peer (one host per project), and the kernel depends on zod alone", () => {
+    for (const p of packages) {
+      const m = manifest(p);
+      if (p === "agent" || p === "cli" || m.private) continue;
+      if (!m.dependencies?.["@keel/agent"] && !m.peerDependencies?.["@keel/agent"]) continue;
+      expect(m.dependencies?.["@keel/agent"], `${m.name} lists @keel/agent as a dependency`).toBeUndefined();
+      expect(m.peerDependencies?.["@keel/agent"], m.name).toBe("workspace:^");
+    }
+    expect(Object.keys(manifest("kernel").dependencies ?? {})).toEqual(["zod"]);
+  });
 });

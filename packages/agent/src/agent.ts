@@ -2,7 +2,7 @@
  * The agent: a frozen plugin registry, a provider, tools and a session store. Sessions run
  * turns (turn.ts); the agent owns the event stream and the phase runner.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { limitsSchema, toolTimeoutsSchema } from "@keel/kernel";
 import type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "@keel/kernel";
 import { PhaseRunner } from "@keel/kernel";

@@ -2,7 +2,7 @@
  * The optional preflight request: one bounded, tool-less model call, before the prompt is
  * compiled, whose strict JSON answer names the hidden tools this turn needs.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { errorMessage, preview } from "@keel/kernel";
 import type { Message } from "@keel/kernel";
 import { complete } from "@keel/kernel";

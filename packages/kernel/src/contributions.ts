@@ -2,7 +2,7 @@
  * Contributions: the only way a plugin changes a turn. Each is a zod-validated member of
  * one tagged union; the kernel validates, merges (merge.ts) and records every one.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { errorMessage } from "./errors.ts";
 import { closestName } from "./suggest.ts";
 import type { UnreadableValueError } from "./snapshot.ts";

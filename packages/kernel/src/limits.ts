@@ -1,5 +1,5 @@
 /** The loop's guards: how far one turn may go. */
-import { z } from "zod";
+import * as z from "zod";
 
 /**
  * Loop guards. Contract: when one runs out the model gets one final round without tools —

@@ -1,5 +1,5 @@
 /** What run() is given, checked at the door: the input (text or content blocks) and the output schema. */
-import { z } from "zod";
+import * as z from "zod";
 import { errorMessage, KeelError } from "./errors.ts";
 import type { ContentBlock } from "./messages.ts";
 import type { OutputFormat } from "./provider.ts";
