@@ -4,6 +4,7 @@
  */
 import type { AgentOptions } from "./agent-options.ts";
 import type { PluginEntry } from "@keel/kernel";
+import { defineConfig as identityConfig } from "@keel/kernel";
 import type { ModelProvider } from "@keel/kernel";
 import type { ToolDefinition } from "@keel/kernel";
 
@@ -159,6 +160,5 @@ type CheckModels<V> = V extends readonly unknown[] ? { [I in keyof V]: CheckMode
  * Identity function that types an `agent.config.ts`.
  * Contract: returns its argument unchanged; an unknown key (top level, `limits`, `lease`, …) is a type error.
  */
-export function defineConfig<const C extends KeelConfig>(config: C & NoExtraKeys<C, KeelConfig>): C {
-  return config;
-}
+export const defineConfig: <const C extends KeelConfig>(config: C & NoExtraKeys<C, KeelConfig>) => C =
+  identityConfig as never;

@@ -7,7 +7,7 @@
 export type { PreparedTurn, RunOptions } from "./turn-state.ts";
 export { DEFAULT_LIMITS, limitsSchema, toolTimeoutsSchema } from "./limits.ts";
 export type { Limits } from "./limits.ts";
-export { definePlugin } from "./plugin.ts";
+export { defineConfig, definePlugin } from "./plugin.ts";
 export { DETACH_DEADLINE_MS, defineObserver } from "./observer.ts";
 export type { AgentObserver } from "./observer.ts";
 export type {

@@ -154,3 +154,13 @@ export function definePlugin<S extends ZodType = ZodType<undefined>>(plugin: Kee
 
 /** An entry of an agent's plugin list; falsy entries are ignored so `cond && plugin()` works. */
 export type PluginEntry = KeelPlugin<any> | false | null | undefined | 0 | "";
+
+/**
+ * An `agent.config.ts`'s default export, returned as it is. `@keel/agent`'s defineConfig is this
+ * same function with the config's type (KeelConfig); this one stays in the kernel so a config
+ * that imports it from here keeps loading.
+ * Contract: returns its argument unchanged.
+ */
+export function defineConfig<C extends object>(config: C): C {
+  return config;
+}

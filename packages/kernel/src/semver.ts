@@ -17,7 +17,7 @@ const BUILD = /\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*/g;
 const VERSION = new RegExp(`^v?(0|[1-9]\\d*)\\.(0|[1-9]\\d*)\\.(0|[1-9]\\d*)${PRE}(?:${BUILD.source})?$`);
 const XID = "(0|[1-9]\\d*|[xX*])";
 /** `1`, `1.x`, `=v1.2.3-rc.1`; groups: prefix, major, minor, patch, pre-release (build metadata is stripped first). */
-const WRITTEN = `([v=]*)${XID}(?:\\.${XID}(?:\\.${XID}${PRE})?)?`;
+const WRITTEN = `([v= ]*)${XID}(?:\\.${XID}(?:\\.${XID}${PRE})?)?`;
 const HYPHEN = new RegExp(`^${WRITTEN} - ${WRITTEN}$`);
 const TOKEN = new RegExp(`^(\\^|~>?|[<>]=?|=)?${WRITTEN}$`);
 /** Thrown inside `parse` only: the range is not one. */

@@ -10,7 +10,7 @@ import { REPO, scenario } from "./hangs.ts";
 
 const KEEL_BIN = join(REPO, "packages", "cli", "bin", "keel.js");
 /** Import specifier of the kernel's sources for a config in a temp folder. */
-export const KERNEL = pathToFileURL(join(REPO, "packages/kernel/src/index.ts")).href;
+export const KERNEL = pathToFileURL(join(REPO, "packages/agent/src/node/index.ts")).href;
 
 /** A folder holding `agent.config.mjs` (`source`, an ES module) and its own home. */
 export const project = scenario;

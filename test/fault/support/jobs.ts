@@ -15,7 +15,7 @@ import type { KeelRun } from "../../../packages/cli/test/support/run-keel.ts";
 
 const REPO = resolve(fileURLToPath(new URL("../../..", import.meta.url)));
 /** Import specifiers a config in /tmp can use for this repository's packages. */
-export const KERNEL = pathToFileURL(join(REPO, "packages/kernel/src/index.ts")).href;
+export const KERNEL = pathToFileURL(join(REPO, "packages/agent/src/node/index.ts")).href;
 export const MEMORY = pathToFileURL(join(REPO, "packages/plugin-memory/src/index.ts")).href;
 
 /** A home with an `agent.config.mjs`: `body` is the module after the imports (it must export default). */
