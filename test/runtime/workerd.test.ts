@@ -19,25 +19,35 @@ describe("the smallest agent in workerd (Miniflare, no nodejs_compat)", () => {
     // One Worker module: its fetch runs one turn of the agent and answers the outcome as JSON.
     const glue = `import { runOnce } from ${JSON.stringify(AGENT_ENTRY)};
 import { turnWorker } from ${JSON.stringify(WORKER)};
-export default turnWorker(runOnce);
+export default turnWorker(() => runOnce());
 `;
     script = await bundle(glue, import.meta.dirname, "worker.ts");
-    mf = new Miniflare({ modules: true, script, compatibilityDate: "2026-07-01" });
-    // A Worker that throws while its modules load (workerd refuses timers, random values and I/O
-    // outside a handler) fails here: say which module of the bundle did it.
+    // The module is listed, not given as `script` with `modules: true`: that form scans the code and
+    // refuses any computed import(x) even if it never runs, which workerd itself only fails when it runs.
+    mf = new Miniflare({
+      modules: [{ type: "ESModule", path: "worker.js", contents: script }],
+      compatibilityDate: "2026-07-01",
+    });
+    // A Worker that throws while its modules load (outside a handler workerd refuses timers, random
+    // values, I/O, even new AbortController()) fails here: say which module of the bundle did it.
     await mf.ready.catch((err: Error) => {
-      throw new Error(`workerd did not start the Worker: ${err.message}${placesInBundle(script, err.message)}`);
+      throw new Error(
+        `workerd did not start the Worker: ${err.message}${placesInBundle(script, err.message, "worker.js")}`,
+      );
     });
   });
   afterAll(async () => {
-    await mf?.dispose();
+    // After a failed start dispose() throws that failure again; the test has reported it.
+    await mf?.dispose().catch(() => undefined);
   });
 
   it("runs a whole tool turn: the tool ran, the plugin's section was in the prompt, the answer has the result", async () => {
     const res = await mf!.dispatchFetch("http://localhost/");
     const body = (await res.json()) as Record<string, unknown>;
     if ("error" in body)
-      throw new Error(`The Worker answered ${res.status}: ${body.stack}${placesInBundle(script, String(body.stack))}`);
+      throw new Error(
+        `The Worker answered ${res.status}: ${body.stack}${placesInBundle(script, String(body.stack), "worker.js")}`,
+      );
     expect(res.status).toBe(200);
     expectFullToolTurn(body);
   });
