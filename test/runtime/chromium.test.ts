@@ -16,19 +16,20 @@ const missing = browserMissing();
 describe.skipIf(missing)("the smallest agent in a page in Chromium", () => {
   let site: PageSite | undefined;
   let browser: Browser | undefined;
-  let page: Page;
   let agentJs = "";
   const pageErrors: string[] = [];
+  // Opened once; a failure to bundle or load is thrown by the test (vitest would call it skipped).
+  let opened: Promise<Page>;
 
-  beforeAll(async () => {
+  async function open(): Promise<Page> {
     agentJs = await bundle(
       `export { runOnce } from ${JSON.stringify(AGENT_ENTRY)};\n`,
       import.meta.dirname,
-      "agent.ts",
+      "page-glue.ts",
     );
     site = await servePage(agentJs);
     browser = await launchChromium();
-    page = await browser.newPage();
+    const page = await browser.newPage();
     page.on("pageerror", (e) => pageErrors.push(e.stack ?? e.message));
     page.on("console", (m) => {
       if (m.type() === "error") pageErrors.push(m.text());
@@ -40,6 +41,12 @@ describe.skipIf(missing)("the smallest agent in a page in Chromium", () => {
       throw new Error(
         `The page could not load the agent's bundle: ${loadError}${placesInBundle(agentJs, loadError, "agent.js")}`,
       );
+    return page;
+  }
+
+  beforeAll(async () => {
+    opened = open();
+    await opened.catch(() => undefined);
   });
   afterAll(async () => {
     await browser?.close();
@@ -47,6 +54,7 @@ describe.skipIf(missing)("the smallest agent in a page in Chromium", () => {
   });
 
   it("runs a whole tool turn: the tool ran, the plugin's section was in the prompt, the answer has the result", async () => {
+    const page = await opened;
     const outcome = await page
       .evaluate(() => (globalThis as unknown as { runOnce: () => Promise<unknown> }).runOnce())
       .catch((err: Error) => {

@@ -169,6 +169,7 @@ export type {
 } from "./session-store.ts";
 export { DEFAULT_LEASE } from "./lease.ts";
 export { hashText } from "./hash.ts";
+export { fileTokens } from "./token-counter.ts";
 export { currentFaultScope, faultScopesActive, inFaultScope, installFaultScopes } from "./fault-scope.ts";
 export type { FaultScope, FaultScopeCarrier } from "./fault-scope.ts";
 

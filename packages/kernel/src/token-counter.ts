@@ -28,3 +28,8 @@ export interface TokenCounter {
   ): RequestTokenCount;
   extendCounts?(prev: readonly Message[], next: readonly Message[], message: Message): void;
 }
+
+/** Tokens a file block (base64 `data`) is estimated at: at least 1,500, else 40 per KiB decoded. Contract: pure. */
+export function fileTokens(base64: string): number {
+  return Math.max(1_500, Math.ceil(((base64.length * 3) / 4 / 1024) * 40));
+}

@@ -1,6 +1,6 @@
 /** Prompt-cache tier choice (MECHANICS: none below 1,024 input tokens; 1 h when reuse is expected after 300 s). */
-import { fileTokens } from "@keel/tokens";
 import type { CacheTier, ModelRequest } from "@keel/kernel";
+import { fileTokens } from "@keel/kernel";
 
 /** Smallest prompt that gets a cache breakpoint. */
 export const MIN_CACHE_TOKENS = 1024;

@@ -5,6 +5,7 @@
  * once created), so recounting a long history is cheap.
  */
 import { loadO200k, type BpeVocabulary } from "./bpe.ts";
+import { fileTokens } from "@keel/kernel";
 
 /**
  * A message as it is counted: any message of the kernel's conversation model is one (this
@@ -37,13 +38,7 @@ export const MESSAGE_OVERHEAD_TOKENS = 4;
 /** Flat token count of one image block. */
 export const IMAGE_TOKENS = 1_000;
 
-/**
- * Estimated tokens of an attached PDF: providers turn each page into text and an image (about
- * 1,500 to 3,000 tokens a page); by size, 40 tokens per KB decoded, at least 1,500.
- */
-export function fileTokens(base64: string): number {
-  return Math.max(1_500, Math.ceil(((base64.length * 3) / 4 / 1024) * 40));
-}
+export { fileTokens };
 
 let vocabulary: BpeVocabulary | undefined;
 const messageCounts = new WeakMap<Message, number>();

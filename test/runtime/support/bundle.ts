@@ -52,11 +52,11 @@ export async function bundle(contents: string, resolveDir: string, name = "entry
 }
 
 /**
- * For a message that points into an unminified bundle (workerd names the Worker's script
- * `script-0`: "at script-0:1234:19"): each place, up to five, with the module esbuild's
- * `// path` comment above it names and the bundle's line there. Empty when none points in.
+ * For a message that points into an unminified bundle served as `name` ("at worker.js:1234:19",
+ * "at http://127.0.0.1:4100/agent.js:1234:19"): each place, up to five, with the module that
+ * esbuild's `// path` comment above it names and the bundle's line there. Empty when none does.
  */
-export function placesInBundle(code: string, message: string, name = "script-0"): string {
+export function placesInBundle(code: string, message: string, name: string): string {
   const lines = code.split("\n");
   const out: string[] = [];
   const escaped = name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
