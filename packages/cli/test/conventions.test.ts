@@ -87,7 +87,7 @@ describe("--version, help, usage", () => {
   });
 
   it("the environment table names only variables the code reads, and every KEEL_* the CLI reads is in it", () => {
-    const sources = ["cli", "kernel", "providers"]
+    const sources = ["cli", "kernel", "agent", "safe-path", "providers"]
       .flatMap((p) =>
         readdirSync(join(REPO, "packages", p, "src"), { recursive: true }).map((f) =>
           join(REPO, "packages", p, "src", String(f)),

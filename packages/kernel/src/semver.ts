@@ -65,6 +65,7 @@ function raised(w: Written, i: number): Version | undefined {
 function hyphen(a: Written, b: Written): Comparator[] {
   const from: Comparator = { op: ">=", v: a.n.length === 3 ? exact(a, a.pre.length ? a.pre : ["0"]) : lowest(a) };
   if (b.n.length === 3 && b.pre.length) return [from, { op: "<=", v: version(b.n, b.pre) }];
+  if (b.n.length === 3) exact(b); // npm's validRange keeps it as written (`<=1.2.3`), so `=1.2.3` is no end
   const to = raised(b, b.n.length - 1);
   return to ? [from, { op: "<", v: to }] : [from];
 }

@@ -8,12 +8,16 @@ import npmSatisfies from "semver/functions/satisfies.js";
 import npmValidRange from "semver/ranges/valid.js";
 import { satisfies, validRange } from "../src/semver.ts";
 
-/** What the registry asked of npm's semver before the kernel dropped it (non-strings are no range, no version). */
+/**
+ * What the registry asked of npm's semver before the kernel dropped it: non-strings are no range and no version,
+ * and a range must be valid the default way (npm's satisfies alone, with `includePrerelease`, would also accept
+ * a hyphen range ending in `=1.2.3`, which validRange rejects).
+ */
 const reference = {
-  validRange: (range: unknown) => typeof range === "string" && npmValidRange(range) !== null,
+  validRange: (range: unknown): range is string => typeof range === "string" && npmValidRange(range) !== null,
   satisfies: (version: unknown, range: unknown) =>
     typeof version === "string" &&
-    typeof range === "string" &&
+    reference.validRange(range) &&
     npmSatisfies(version, range, { includePrerelease: true }),
 };
 
@@ -58,6 +62,7 @@ const RANGES: Record<string, unknown[]> = {
     ...["1.2.3 - 2.3.4", "1.2 - 2.3.4", "1.2.3 - 2.3", "1.2.3 - 2", "1 - 2", "0 - 1", "1.x - 2.x", "* - 2"],
     ...["1.2.3 - *", "x - x", "1.2.3-rc.1 - 2.0.0-rc.1", "1.2.3-rc.1 - 2.0.0", "v1.2.3 - v2.3.4", "=1.2 - =2"],
     ...["1.2.3+b - 2.3.4+c", "1.x.3 - 2.x.4", "1.2.3 - 2.3.4 - 3", ">1.2.3 - 2.3.4", "1.2.3 - <2", "=1.2.3 - 2"],
+    ...["1 - =3.2.10", "1 - =3.2", "1 - =3.2.10-rc", "1 - v3.2.10", "v 2 - 3", "1 - v 3", "v 1.2.3 - 3", "= 1 - = 2"],
     ...["1.2.3 -2.3.4", "1.2.3- 2.3.4", "1.2.3-2.3.4", "- 1.2.3", "1.2.3 -", "1.2.3 - 2.3.4 >=2"],
   ],
   or: [

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAgent } from "@keel/agent";
+import { createAgent } from "../../agent/src/index.ts";
 import { SqliteSessionStore } from "@keel/store-sqlite";
 import type { LeasePrimitives } from "@keel/store-kit";
 import type { KeelEvent, ModelProvider, SessionStore } from "@keel/kernel";

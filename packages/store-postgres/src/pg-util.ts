@@ -1,6 +1,7 @@
 /** Small helpers shared by the PostgreSQL stores: identifiers, URLs for messages, error mapping. */
 import type pg from "pg";
-import { errorMessage, KeelError, maskCredentials } from "@keel/kernel";
+import { errorMessage, KeelError } from "@keel/kernel";
+import { maskCredentials } from "@keel/secrets";
 import { toWellFormed } from "@keel/text";
 import type { ErrorCode } from "@keel/kernel";
 
@@ -27,7 +28,7 @@ export function quoteIdent(name: string): string {
 /**
  * A connection URL for messages, its credentials (the userinfo password, `?password=`,
  * `?sslpassword=`, any libpq secret) replaced by ***.
- * @deprecated Use `maskCredentials` from @keel/kernel (or @keel/secrets): the same function.
+ * @deprecated Use `maskCredentials` from @keel/secrets: the same function.
  */
 export const maskUrl: (url: string) => string = maskCredentials;
 

@@ -5,7 +5,7 @@
  */
 import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
-import { maskCredentials } from "@keel/kernel";
+import { maskCredentials } from "@keel/secrets";
 import { describeUrl, maskUrl, selectDatabase, sharedPool } from "../src/index.ts";
 
 const fromPg = createRequire(createRequire(import.meta.url).resolve("pg"));

@@ -6,8 +6,8 @@
  *                                      or BUSY <code> <message>; then PROVIDER_CALLS <n>
  */
 import { writeSync } from "node:fs";
-import { createAgent } from "@keel/agent";
-import { scriptedProvider } from "@keel/testkit";
+import { createAgent } from "../../../agent/src/index.ts";
+import { scriptedProvider } from "../../../testkit/src/index.ts";
 import { PostgresSessionStore } from "../../src/index.ts";
 
 const [mode, schema, sessionId, input] = process.argv.slice(2) as [string, string, string, string | undefined];
