@@ -97,6 +97,7 @@ export function pluginPackage(name: string, v: Versions): Record<string, string>
       scripts: { build: "tsc -p tsconfig.json", test: "vitest run", prepublishOnly: "npm run build && npm test" },
       peerDependencies: { "@keel/kernel": `^${v.kernel}`, zod: "^4.1.0" },
       devDependencies: {
+        "@keel/agent": `^${v.kernel}`,
         "@keel/kernel": `^${v.kernel}`,
         "@keel/testkit": `^${v.plugins}`,
         zod: "^4.1.0",

@@ -38,6 +38,7 @@ function linkDependencies(dir: string): void {
   for (const name of Object.keys({ ...manifest.dependencies, ...manifest.devDependencies })) {
     const local: Record<string, string> = {
       "@keel/cli": "cli",
+      "@keel/agent": "agent",
       "@keel/kernel": "kernel",
       "@keel/testkit": "testkit",
       "@keel/plugin-memory": "plugin-memory",
