@@ -18,7 +18,7 @@ const VERSION = new RegExp(`^v?(0|[1-9]\\d*)\\.(0|[1-9]\\d*)\\.(0|[1-9]\\d*)${PR
 const XID = "(0|[1-9]\\d*|[xX*])";
 /** `1`, `1.x`, `=v1.2.3-rc.1`; groups: prefix, major, minor, patch, pre-release (build metadata is stripped first). */
 const WRITTEN = `([v= ]*)${XID}(?:\\.${XID}(?:\\.${XID}${PRE})?)?`;
-const HYPHEN = new RegExp(`^${WRITTEN} - ${WRITTEN}$`);
+const HYPHEN = new RegExp(`^ ?${WRITTEN} - ${WRITTEN} ?$`);
 const TOKEN = new RegExp(`^(\\^|~>?|[<>]=?|=)?${WRITTEN}$`);
 /** Thrown inside `parse` only: the range is not one. */
 const INVALID = new Error("invalid range");
@@ -45,29 +45,23 @@ function exact(w: Written, pre = w.pre): Version {
   return version(w.n, pre, w.prefix);
 }
 
-/** The lowest version a partial version stands for: missing numbers 0, pre-release `0` (`1.2` → `1.2.0-0`). */
-const lowest = (w: Written) =>
-  version(
-    [0, 1, 2].map((i) => w.n[i] ?? 0),
-    ["0"],
-  );
-
-/** The lowest version past `w` with its number `i` raised (`1.2.3`, 1 → `1.3.0-0`); none when `i` is -1. */
-function raised(w: Written, i: number): Version | undefined {
-  if (i < 0) return undefined;
-  return version(
-    [0, 1, 2].map((j) => (j < i ? w.n[j]! : j === i ? w.n[j]! + 1 : 0)),
-    ["0"],
-  );
+/** `w` as a pre-release `0`: missing numbers 0 (`1.2` → `1.2.0-0`); with `i`, number `i` raised and the rest 0. */
+function bound(w: Written, i = 3): Version {
+  const n = [0, 1, 2].map((j) => (j < i ? (w.n[j] ?? 0) : j === i ? w.n[j]! + 1 : 0));
+  return version(n, ["0"]);
 }
+
+/** The lowest version above all those starting with `w`'s numbers up to `i` (`1.2.3`, 1 → `1.3.0-0`); none for -1. */
+const raised = (w: Written, i: number) => (i < 0 ? undefined : bound(w, i));
+const at = (op: Comparator["op"], v: Version): Comparator => ({ op, v });
+const between = (lo: Version, hi: Version | undefined) => (hi ? [at(">=", lo), at("<", hi)] : [at(">=", lo)]);
 
 /** `a` - `b`: from `a` (or its pre-releases) through `b`. */
 function hyphen(a: Written, b: Written): Comparator[] {
-  const from: Comparator = { op: ">=", v: a.n.length === 3 ? exact(a, a.pre.length ? a.pre : ["0"]) : lowest(a) };
-  if (b.n.length === 3 && b.pre.length) return [from, { op: "<=", v: version(b.n, b.pre) }];
+  const from = a.n.length === 3 ? exact(a, a.pre.length ? a.pre : ["0"]) : bound(a);
+  if (b.n.length === 3 && b.pre.length) return [at(">=", from), at("<=", version(b.n, b.pre))];
   if (b.n.length === 3) exact(b); // npm's validRange keeps it as written (`<=1.2.3`), so `=1.2.3` is no end
-  const to = raised(b, b.n.length - 1);
-  return to ? [from, { op: "<", v: to }] : [from];
+  return between(from, raised(b, b.n.length - 1));
 }
 
 /** One space-free comparator of a set: `^1.2`, `~>1`, `>=1.2.3-rc.1`, `1.x`, `<=2`, `*`. */
@@ -80,36 +74,29 @@ function comparators(token: string): Comparator[] {
   if (op === "^" || op.startsWith("~")) {
     const nonzero = w.n.findIndex((x) => x !== 0);
     const upTo = op === "^" ? (nonzero < 0 ? 2 : nonzero) : 1;
-    const hi = raised(w, Math.min(upTo, w.n.length - 1));
-    const lo: Comparator = { op: ">=", v: full ? version(w.n, w.pre) : lowest(w) };
-    return hi ? [lo, { op: "<", v: hi }] : [lo];
+    return between(full ? version(w.n, w.pre) : bound(w), raised(w, Math.min(upTo, w.n.length - 1)));
   }
-  if (full) return [{ op: op === "" ? "=" : (op as Comparator["op"]), v: exact(w) }];
-  const lo = lowest(w);
-  const hi = raised(w, w.n.length - 1);
-  if (op === ">=") return [{ op: ">=", v: lo }];
-  if (op === "<") return [{ op: "<", v: lo }];
-  if (op === ">") return [hi ? { op: ">=", v: hi } : { op: "<", v: lo }]; // `>*` is nothing: below 0.0.0-0
-  if (op === "<=") return hi ? [{ op: "<", v: hi }] : [];
-  return hi
-    ? [
-        { op: ">=", v: lo },
-        { op: "<", v: hi },
-      ]
-    : [{ op: ">=", v: lo }];
+  if (full) return [at(op === "" ? "=" : (op as Comparator["op"]), exact(w))];
+  const [lo, hi] = [bound(w), raised(w, w.n.length - 1)];
+  if (op === ">=" || op === "<") return [at(op, lo)];
+  if (op === ">") return [hi ? at(">=", hi) : at("<", lo)]; // `>*` is nothing: below 0.0.0-0
+  if (op === "<=") return hi ? [at("<", hi)] : [];
+  return between(lo, hi);
 }
 
 /** The range's comparator sets, or undefined when it is not a range. */
 function parse(range: unknown): Comparator[][] | undefined {
   if (typeof range !== "string") return undefined;
   try {
-    return range.split("||").map((part) => {
+    // npm's order: one space for each run of whitespace, `||`, build metadata out, operators joined to versions.
+    const parts = range.replace(/\s+/g, " ").split("||");
+    return parts.map((part) => {
       const text = part
-        .replace(BUILD, "")
-        .replace(/\s+/g, " ")
         .trim()
-        .replace(/(?<!\S)([<>]=?|=) (?=[v=]*[\dxX*])/g, "$1")
-        .replace(/(~>?|\^) /g, "$1");
+        .replace(BUILD, "")
+        .replace(/([<>]=?) (?=[v=]*[\dxX*])/g, "$1")
+        .replace(/(?<![v=]|[v=\s]\s)= (?=[v=]*[\dxX*])/g, "=")
+        .replace(/(~>?|\^) +/g, "$1");
       const h = HYPHEN.exec(text);
       if (h) return hyphen(written(h.slice(1, 6), false), written(h.slice(6), false));
       return text.split(" ").filter(Boolean).flatMap(comparators);
@@ -141,7 +128,8 @@ function holds({ op, v }: Comparator, version: Version): boolean {
 
 /**
  * `range` as npm reads it; a value that is not a string, or not a valid range, is no range.
- * Contract: pure, never throws; true exactly when npm's `semver` `validRange(range)` is not null (strict mode).
+ * Contract: pure, never throws; true exactly when npm's `semver` `validRange(range)` is not null (strict mode), but
+ * for a `*` glued to a version (`*1.2.3`, `>*1.2.3`): npm deletes that star and reads the rest; this rejects it.
  */
 export function validRange(range: unknown): range is string {
   return parse(range) !== undefined;
@@ -149,7 +137,8 @@ export function validRange(range: unknown): range is string {
 
 /**
  * True when `version` satisfies `range`, pre-release tags compared like releases (npm semver's `includePrerelease: true`).
- * Contract: pure, never throws; false when `version` is not a strict semver string or `range` is no range.
+ * Contract: pure, never throws; false when `version` is not a strict semver string or `range` is no range (by
+ * validRange: npm's satisfies alone would also take a hyphen range ending in `=1.2.3`).
  */
 export function satisfies(version: unknown, range: unknown): boolean {
   const sets = parse(range);
