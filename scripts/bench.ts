@@ -2,7 +2,7 @@
  * `pnpm bench`: run every benchmark (`packages/<pkg>/bench/*.ts`, and the repository's own in
  * `bench/*.ts`, e.g. the bundle size), one process each, in turn. Only the files directly in a
  * bench folder are benchmarks: what they load lives in subfolders (`bench/entries/`, `support/`).
- * `pnpm bench kernel` runs only the files whose path contains "kernel".
+ * `pnpm bench agent` runs only the files whose path contains "agent".
  */
 import { spawnSync } from "node:child_process";
 import { readdirSync, existsSync } from "node:fs";

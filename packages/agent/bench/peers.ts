@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 
 const dir = join(dirname(fileURLToPath(import.meta.url)), "peers");
 if (!existsSync(join(dir, "node_modules", "@earendil-works", "pi-agent-core"))) {
-  console.log("installing the pinned peers into packages/kernel/bench/peers (npm ci, once) …");
+  console.log("installing the pinned peers into packages/agent/bench/peers (npm ci, once) …");
   const npm = spawnSync("npm", ["ci", "--no-audit", "--no-fund", "--ignore-scripts"], { cwd: dir, stdio: "inherit" });
   if (npm.status !== 0) {
     console.log("could not install the peers (is the npm registry reachable?); nothing was measured.");
@@ -25,6 +25,7 @@ if (!existsSync(join(dir, "node_modules", "@earendil-works", "pi-agent-core"))) 
 
 const entries = [
   { id: "hand", file: "hand.mjs", args: [] },
+  { id: "floor", file: "floor.mjs", args: [] },
   { id: "pi", file: "pi.mjs", args: [] },
   { id: "ai-sdk", file: "ai-sdk.mjs", args: [] },
   { id: "bare", file: "keel.mjs", args: ["bare"] },
@@ -77,5 +78,6 @@ console.log(`
 Ratios from this run (issue 31 goal 6):
   keel with 5 no-op plugins / pi agentLoop: ${ratio("plugins", "pi")} (goal ≤ 1.5)
   keel without plugins / pi agentLoop:      ${ratio("bare", "pi")} (goal ≤ 1); in sessions of 50 turns: ${ratio("bare-50", "pi")}
-  keel durable SQLite / keel in memory:     ${ratio("sqlite", "bare")} a session per turn, ${ratio("sqlite-10", "bare")} with 10 turns a session (goal ≤ 4)
+  keel durable SQLite / keel in memory:     ${ratio("sqlite", "bare")} a session per turn, ${ratio("sqlite-10", "bare")} with 10 turns a session
+  what SQLite adds to keel / what it adds to the floor: ${((med("sqlite") - med("bare")) / (med("floor") - med("hand"))).toFixed(2)} (goal ≤ 1.5)
   (the in-memory store keeps every session's log by design; on SQLite the heap per turn is what the kernel keeps)`);
