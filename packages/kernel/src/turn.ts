@@ -12,7 +12,7 @@
  */
 import type { ContributionOf } from "./contributions.ts";
 import type { Contributed, PhaseResult } from "./dispatch.ts";
-import { digestOf, requestDigest } from "./digest.ts";
+import { digestOf, lazyRequestDigest } from "./digest.ts";
 import { isKeelError, KeelError, plainThrown } from "./errors.ts";
 import type { ResolvedTool } from "./merge.ts";
 import {
@@ -607,7 +607,7 @@ async function preRequest(
     system,
     estimate,
     options,
-    requestDigest(system, tools, t.session.messages, options as Record<string, unknown>),
+    lazyRequestDigest(system, tools, t.session.messages, options as Record<string, unknown>),
   );
   return { system, messages: t.session.messages, tools, options };
 }
@@ -707,7 +707,7 @@ function emitManifest(
   system: string,
   estimate: RequestTokenCount,
   options: RequestOptions,
-  digest: RequestDigest,
+  digest: () => RequestDigest,
 ): void {
   const shown = t.shown;
   const window = t.route ? t.route.contextWindow : t.agent.options.provider.contextWindow;
@@ -723,7 +723,10 @@ function emitManifest(
     finalRound: final,
     ...(window ? { contextWindow: window } : {}),
     ...(t.route ? { route: t.route.record } : {}),
-    digest,
+    // Computed when first read (by a store writing it, a replay, a listener): most logs in memory never do.
+    get digest() {
+      return digest();
+    },
   };
   void t.session.emit({ type: "prompt.compiled", manifest }, t.turnId);
 }
