@@ -7,5 +7,5 @@ export { HANDOFF_WAIT_MS, holderIsDead, takeLease } from "./lease.ts";
 export type { LeaseClaim, LeaseOutcome, LeasePrimitives, SessionLease } from "./lease.ts";
 export { redactEvent, redactForStorage } from "./redact.ts";
 export { toJson } from "./json.ts";
-export { turnStateChanges } from "./turn-state.ts";
+export { turnStateChange, turnStateChanges } from "./turn-state.ts";
 export type { TurnState, TurnStateChange } from "./turn-state.ts";
