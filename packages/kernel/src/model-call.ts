@@ -5,10 +5,10 @@
  */
 import { MessageSchema } from "./contributions.ts";
 import { errorMessage, isKeelError, plainThrown } from "./errors.ts";
-import type { AssistantMessage } from "./messages.ts";
+import type { AssistantMessage, Message } from "./messages.ts";
 import type { ModelEvent, ModelRequest, StopReason } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
-import { codePointSlice, deltaJoiner, wellFormedDeep } from "@keel/text";
+import { codePointSlice, deltaJoiner, wellFormedDeep, wellFormedOnce } from "@keel/text";
 import type { Turn } from "./turn-state.ts";
 import type { Usage } from "./usage.ts";
 import { addUsage } from "./usage.ts";
@@ -45,7 +45,7 @@ export async function callModel(t: Turn, request: ModelRequest, attempt: number)
   const joiners = new Map<string, ReturnType<typeof deltaJoiner>>();
   let firstChunkAt: number | undefined;
   try {
-    iterator = provider.stream(wellFormedDeep(request), { signal })[Symbol.asyncIterator]();
+    iterator = provider.stream(wellFormedRequest(t, request), { signal })[Symbol.asyncIterator]();
     for (;;) {
       const next = await Promise.race([iterator.next(), aborted]);
       if (next.done) break;
@@ -108,6 +108,38 @@ export async function callModel(t: Turn, request: ModelRequest, attempt: number)
       }
     }
   }
+}
+
+/** Per session: the messages of its last request that were well-formed as they were, in order from the first. */
+const checkedHistory = new WeakMap<object, { messages: readonly Message[] }>();
+const NO_MESSAGES: readonly Message[] = Object.freeze([]);
+
+/**
+ * wellFormedDeep(request), walking only the messages that were not in the session's last request:
+ * the history grows by appending frozen messages, so each is checked once, not once a round,
+ * and no cache entry is made per message.
+ * Contract: the same value as wellFormedDeep(request) (the request itself when nothing needed a repair).
+ */
+function wellFormedRequest(t: Turn, request: ModelRequest): ModelRequest {
+  const { messages } = request;
+  let known = checkedHistory.get(t.session);
+  if (!known) checkedHistory.set(t.session, (known = { messages: NO_MESSAGES }));
+  const prev = known.messages;
+  let i = 0;
+  for (const n = Math.min(prev.length, messages.length); i < n && messages[i] === prev[i]; ) i++;
+  let fixed: Message[] | undefined;
+  let clean = messages.length;
+  for (; i < messages.length; i++) {
+    const m = messages[i]!;
+    const w = Object.isFrozen(m) ? wellFormedOnce(m) : wellFormedDeep(m);
+    if (w !== m || !Object.isFrozen(m)) clean = Math.min(clean, i);
+    if (w !== m) (fixed ??= messages.slice())[i] = w;
+  }
+  known.messages = clean === messages.length ? messages : messages.slice(0, clean);
+  const shell = { ...request, messages: NO_MESSAGES };
+  const rest = wellFormedDeep(shell);
+  if (rest === shell && !fixed) return request;
+  return { ...rest, messages: fixed ?? messages };
 }
 
 /** The final response: checked, its usage counted, recorded. */

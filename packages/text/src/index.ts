@@ -16,6 +16,7 @@ export {
   toWellFormed,
   truncate,
   wellFormedDeep,
+  wellFormedOnce,
 } from "./cut.ts";
 export type { TruncateOptions } from "./cut.ts";
 export { closestName, didYouMean } from "./suggest.ts";
