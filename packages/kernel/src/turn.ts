@@ -221,15 +221,15 @@ export function inputText(input: TurnInput): string {
   return typeof input === "string" ? input : input.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("\n\n");
 }
 
-/** Run a turn or round phase and record it; its event is built only when someone subscribes. */
+/** Run a turn or round phase and record it; its event (and `extra`, when a function) is built only when someone subscribes. */
 async function phase(
   t: Turn,
   name: PhaseName,
-  extra: object = {},
+  extra?: object | (() => object),
   step?: (e: any, added: Contributed[]) => any,
 ): Promise<PhaseResult | undefined> {
   if (!t.runner.has(name)) return undefined;
-  const res = await t.runner.run(name, t.event(name, extra), {
+  const res = await t.runner.run(name, t.event(name, typeof extra === "function" ? extra() : extra), {
     signal: t.signal,
     owner: t.owner,
     backgroundSignal: t.session.lifetime,
@@ -270,7 +270,7 @@ function promptContext(t: Turn): Promise<PhaseResult | undefined> {
 async function toolMaterialization(t: Turn): Promise<void> {
   const builtin = t.mode === "chat" ? [] : (t.agent.options.tools ?? []);
   if (t.mode === "agent") {
-    const res = await phase(t, "turn.pre_tool_materialization", { tools: builtin.map((x) => x.name) });
+    const res = await phase(t, "turn.pre_tool_materialization", () => ({ tools: builtin.map((x) => x.name) }));
     merged(t, res, t.policies.merge(t.of(res, "policy"), "turn.pre_tool_materialization"));
     const bundles = mergeToolBundles(builtin, t.of(res, "tool_bundle"), "turn.pre_tool_materialization");
     merged(t, res, bundles);
@@ -307,12 +307,12 @@ async function postPreflightContext(
   pf: Awaited<ReturnType<typeof preflight>>,
 ): Promise<ReturnType<typeof mergePromptContext>> {
   const firstContext = mergePromptContext(t.of(first, "prompt_context"), "turn.pre_prompt_context", t.agent.caps);
-  const res = await phase(t, "turn.post_preflight_prompt_context", {
+  const res = await phase(t, "turn.post_preflight_prompt_context", () => ({
     context: firstContext.entries,
     ...(pf
       ? { preflight: { status: pf.status, revealed: pf.revealed, ...(pf.plan !== undefined ? { plan: pf.plan } : {}) } }
       : {}),
-  });
+  }));
   const context = res
     ? mergePromptContext(
         [...t.of(first, "prompt_context"), ...t.of(res, "prompt_context")],
@@ -326,11 +326,11 @@ async function postPreflightContext(
 
 /** 7. turn.pre_prompt_compile: sections, then the system prompt, its manifest, and turn.post_prompt_compile. */
 async function promptCompile(t: Turn, context: ReturnType<typeof mergePromptContext>): Promise<void> {
-  const res = await phase(t, "turn.pre_prompt_compile", {
+  const res = await phase(t, "turn.pre_prompt_compile", () => ({
     context: context.entries,
     tools: [...t.visible],
     hiddenTools: [...t.tools.keys()].filter((n) => !t.visible.has(n)),
-  });
+  }));
   const sections = mergePromptSections(t.of(res, "prompt_section"), "turn.pre_prompt_compile", t.agent.caps);
   merged(t, res, sections);
   const system = compileSystemPrompt(t.agent.options.instructions ?? "", sections.sections, context.entries);
@@ -354,7 +354,7 @@ async function promptCompile(t: Turn, context: ReturnType<typeof mergePromptCont
     ...(t.shown.hidden.length ? { hiddenTools: t.shown.hidden } : {}),
   };
   t.prompt = { system, manifest };
-  await phase(t, "turn.post_prompt_compile", {
+  await phase(t, "turn.post_prompt_compile", () => ({
     system,
     manifest: {
       round: 0,
@@ -365,7 +365,7 @@ async function promptCompile(t: Turn, context: ReturnType<typeof mergePromptCont
       options: {},
       finalRound: false,
     },
-  });
+  }));
 }
 
 /** What the model is shown of the visible tools: schemas and their manifest rows (rebuilt only after a reveal). */
@@ -450,12 +450,12 @@ async function round(t: Turn): Promise<void> {
   if (answer === "stopped") return;
   t.finalText = messageText(answer.message) || t.finalText;
   await append(t.session, t.turnId, answer.message);
-  const res = await phase(t, "round.post_response", {
+  const res = await phase(t, "round.post_response", () => ({
     round: t.rounds,
     response: answer.message,
     stopReason: answer.stopReason,
     usage: answer.usage,
-  });
+  }));
   const stop = t.of(res, "stop")[0];
   await toolCalls(t, answer.message, stop?.value.reason);
   if (!t.verdict) next(t, answer, stop?.value.reason);
@@ -567,7 +567,7 @@ async function preRequest(
   const res = await phase(
     t,
     "round.pre_request",
-    {
+    () => ({
       round: t.rounds,
       messages: counted,
       tokenEstimate: estimate.total,
@@ -577,7 +577,7 @@ async function preRequest(
       ...(retry ? { retry } : {}),
       ...(routing ? { routing } : {}),
       ...(final ? { final: true as const } : {}),
-    },
+    }),
     (e, added) => editMessages(t, e, added),
   );
   t.route = undefined;
