@@ -110,6 +110,26 @@ export async function callModel(t: Turn, request: ModelRequest, attempt: number)
   }
 }
 
+/**
+ * True for an assistant message of text and tool-call blocks only, each as MessageSchema
+ * wants it: MessageSchema would accept it (what this does not vouch for, zod checks).
+ */
+export function plainAssistant(m: unknown): boolean {
+  if (typeof m !== "object" || m === null || Array.isArray(m)) return false;
+  const { role, content } = m as { role?: unknown; content?: unknown };
+  if (role !== "assistant" || !Array.isArray(content)) return false;
+  for (let i = 0; i < content.length; i++) {
+    const b: unknown = content[i];
+    if (typeof b !== "object" || b === null || Array.isArray(b)) return false;
+    const x = b as { type?: unknown; text?: unknown; id?: unknown; name?: unknown };
+    if (x.type === "text") {
+      if (typeof x.text !== "string") return false;
+    } else if (x.type !== "tool_call" || typeof x.id !== "string" || !x.id || typeof x.name !== "string" || !x.name)
+      return false;
+  }
+  return true;
+}
+
 /** Per session: the messages of its last request that were well-formed as they were, in order from the first. */
 const checkedHistory = new WeakMap<object, { messages: readonly Message[] }>();
 const NO_MESSAGES: readonly Message[] = Object.freeze([]);
@@ -151,7 +171,7 @@ function responded(
   started: number,
   firstChunkAt: number | undefined,
 ): ModelAnswer {
-  const valid = MessageSchema.safeParse(e.message);
+  const valid = plainAssistant(e.message) ? { success: true as const } : MessageSchema.safeParse(e.message);
   if (!valid.success || e.message.role !== "assistant") {
     throw new ProviderError(
       "unknown",
