@@ -3,6 +3,7 @@
  * (a surrogate pair split across two deltas is joined), a turn stream's back-pressure is
  * honoured, and the call settles promptly on abort even when the provider ignores its signal.
  */
+import { whenAborted } from "./abort-watch.ts";
 import { MessageSchema } from "./contributions.ts";
 import { errorMessage, isKeelError, plainThrown } from "./errors.ts";
 import type { AssistantMessage, Message } from "./messages.ts";
@@ -34,11 +35,11 @@ export async function callModel(t: Turn, request: ModelRequest, attempt: number)
   const started = performance.now();
   const provider = t.route?.provider ?? t.agent.options.provider;
   let iterator: AsyncIterator<ModelEvent> | undefined;
-  let onAbort: (() => void) | undefined;
+  let unwatch: (() => void) | undefined;
   const aborted = new Promise<never>((_, reject) => {
-    onAbort = () => reject(new ProviderError("aborted", cutDuringCall(t)));
+    const onAbort = () => reject(new ProviderError("aborted", cutDuringCall(t)));
     if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
+    else unwatch = whenAborted(signal, onAbort);
   });
   aborted.catch(() => {});
   let finished = false;
@@ -98,7 +99,7 @@ export async function callModel(t: Turn, request: ModelRequest, attempt: number)
     if (signal.aborted) throw new ProviderError("aborted", cutDuringCall(t), { cause: err });
     throw pe ?? err;
   } finally {
-    signal.removeEventListener("abort", onAbort!);
+    unwatch?.();
     if (!finished && iterator?.return) {
       // Stop a stream we walked away from (abort or error); a provider that throws here is ignored.
       try {
