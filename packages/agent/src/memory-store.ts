@@ -12,13 +12,15 @@ import type {
   SessionStore,
   TurnToContinue,
 } from "@keel/kernel";
-import { takeLease, turnStateChanges } from "@keel/store-kit/core";
+import { takeLease, turnStateChange } from "@keel/store-kit/core";
 import type { LeaseClaim, LeaseOutcome, SessionLease, TurnState } from "@keel/store-kit/core";
 
 interface MemorySession {
   info: SessionInfo;
   events: KeelEvent[];
-  seqs: Set<number>;
+  /** Every seq stored: built at the first append whose seq is not above all others (until then `maxSeq` tells a repeat). */
+  seqs: Set<number> | undefined;
+  maxSeq: number;
   /** False once an append arrived with a lower seq than the last one. */
   sorted: boolean;
   turnState?: TurnState;
@@ -44,7 +46,8 @@ export class MemorySessionStore implements SessionStore {
     this.#sessions.set(info.id, {
       info: { id: info.id, agent: info.agent, createdAt: info.createdAt, updatedAt: info.createdAt, eventCount: 0 },
       events: [],
-      seqs: new Set(),
+      seqs: undefined,
+      maxSeq: Number.NEGATIVE_INFINITY,
       sorted: true,
     });
   }
@@ -89,7 +92,7 @@ export class MemorySessionStore implements SessionStore {
         `Cannot append event ${event.seq} (${event.type}): no session "${event.sessionId}" in the in-memory store.`,
       );
     }
-    if (session.seqs.has(event.seq)) {
+    if (!(event.seq > session.maxSeq) && (session.seqs ??= new Set(session.events.map((e) => e.seq))).has(event.seq)) {
       throw new KeelError(
         "KEEL_SESSION_BUSY",
         `Session "${event.sessionId}" already has an event with seq ${event.seq} in the in-memory store; two writers are appending to the same session (one of them without its lease).`,
@@ -97,11 +100,12 @@ export class MemorySessionStore implements SessionStore {
     }
     const last = session.events[session.events.length - 1];
     if (last !== undefined && event.seq < last.seq) session.sorted = false;
-    session.seqs.add(event.seq);
+    session.seqs?.add(event.seq);
+    if (event.seq > session.maxSeq) session.maxSeq = event.seq;
     session.events.push(Object.freeze({ ...event }));
     session.info.eventCount++;
     if (event.ts > session.info.updatedAt) session.info.updatedAt = event.ts;
-    const change = turnStateChanges([event]).get(event.sessionId);
+    const change = turnStateChange(event);
     if (change && "set" in change) session.turnState = change.set;
     else if (change && session.turnState === "paused") session.turnState = "answered";
   }

@@ -2,7 +2,7 @@
  * What the host adds to the kernel's turn (TurnSeams): routing and budgets each round, the
  * optional preflight plan, and request digests as the log stores content.
  */
-import type { DigestSeam, PreflightPlan, Turn, TurnSeams } from "@keel/kernel";
+import type { DigestSeam, PreflightPlan, RequestDigest, Turn, TurnSeams } from "@keel/kernel";
 import { addUsage, chargedUsage, hashText } from "@keel/kernel";
 import type { AgentOptions } from "./agent-options.ts";
 import { runPreflight } from "./preflight.ts";
@@ -15,11 +15,17 @@ import { roundSeam } from "./round-route.ts";
 const plainDigest: DigestSeam = {
   text: hashText,
   request: (system, tools, messages, options) => {
-    const s = hashText(system);
-    const t = hashText(JSON.stringify(tools) ?? "");
-    const m = hashText(JSON.stringify(messages) ?? "");
+    // Options may change after the request is sent: read now; the rest is immutable.
     const o = hashText(JSON.stringify(options) ?? "");
-    return { system: s, tools: t, messages: m, options: o, request: hashText(s + t + m + o) };
+    let digest: RequestDigest | undefined;
+    return () => {
+      if (digest) return digest;
+      const s = hashText(system);
+      const t = hashText(JSON.stringify(tools) ?? "");
+      const m = hashText(JSON.stringify(messages) ?? "");
+      digest = { system: s, tools: t, messages: m, options: o, request: hashText(s + t + m + o) };
+      return digest;
+    };
   },
 };
 

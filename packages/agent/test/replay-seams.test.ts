@@ -3,8 +3,8 @@
  * answers a call without running it, and the raw result kept when a plugin rewrote it.
  */
 import { describe, expect, it } from "vitest";
-import { createAgent, definePlugin, defineTool, messageText } from "../src/index.ts";
-import type { KeelPlugin, PromptManifest } from "../src/index.ts";
+import { createAgent, definePlugin, defineTool, messageText, requestDigest } from "../src/node/index.ts";
+import type { KeelPlugin, ModelProvider, ModelRequest, PromptManifest } from "../src/index.ts";
 import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts";
 import { redactEvent } from "../../store-kit/src/index.ts";
 import type { ScriptStep } from "../../testkit/src/index.ts";
@@ -61,6 +61,38 @@ describe("prompt manifest digests", () => {
     const b = await manifests([], runs);
     expect(b[0]!.digest).toEqual(a[0]!.digest);
     expect(b[1]!.digest!.messages).not.toBe(a[1]!.digest!.messages);
+  });
+
+  it("a digest read after the turn (it is computed when first read) is of the request as sent: options a provider changed later do not count", async () => {
+    const store = new MemorySessionStore();
+    const sent: ModelRequest[] = [];
+    const inner = scriptedProvider(steps);
+    const provider: ModelProvider = {
+      id: inner.id,
+      stream(request, options) {
+        sent.push({ ...request, messages: [...request.messages], tools: [...request.tools] });
+        const out = inner.stream(request, options);
+        (request.options as Record<string, unknown>).temperature = 2;
+        return out;
+      },
+    };
+    const ping = defineTool({ name: "ping", description: "Answers pong.", execute: () => "pong" });
+    const agent = await createAgent({ provider, store, tools: [ping], requestOptions: { temperature: 0.5 } });
+    const session = await agent.session();
+    await session.run("hello");
+    const compiled = (await store.events(session.id)).flatMap((e) => (e.type === "prompt.compiled" ? [e] : []));
+    await agent.close();
+    expect(compiled).toHaveLength(2);
+    compiled.forEach((e, i) => {
+      const r = sent[i]!;
+      const want = requestDigest(r.system, r.tools, r.messages, { temperature: 0.5 });
+      expect(e.manifest.options.temperature).toBe(2); // the provider's change reached what the manifest holds
+      expect(e.manifest.digest).toEqual(want);
+      expect(e.manifest.digest).toBe(e.manifest.digest);
+      // As the store writes it: the digest is there, plain.
+      expect((redactEvent(e) as { manifest: PromptManifest }).manifest.digest).toEqual(want);
+      expect(JSON.parse(JSON.stringify(e)).manifest.digest).toEqual(want);
+    });
   });
 });
 

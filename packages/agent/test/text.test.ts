@@ -16,7 +16,7 @@ import {
   truncate,
   wellFormedDeep,
 } from "../../text/src/index.ts";
-import type { Message, ModelRequest, ToolResultMessage } from "../src/index.ts";
+import type { AssistantMessage, Message, ModelProvider, ModelRequest, ToolResultMessage } from "../src/index.ts";
 
 const SMILE = "😀"; // U+1F600: two UTF-16 units
 const HIGH = "\ud83d";
@@ -195,6 +195,55 @@ describe("the kernel never sends a lone surrogate", () => {
     expect(codePointLength(text)).toBeLessThanOrEqual(300);
     expect(text).toContain("characters cut from this tool result");
     expect(surrogateIn(provider.requests)).toBe(false);
+    await agent.close();
+  });
+
+  it("every request is wellFormedDeep of its history: clean messages go as they are, a repaired one is the same copy in every later request", async () => {
+    const answers: AssistantMessage[] = [
+      {
+        role: "assistant",
+        content: [
+          { type: "text", text: `one ${HIGH}` },
+          { type: "tool_call", id: `c${LOW}`, name: "echo", args: { q: `x${HIGH}` } },
+        ],
+      },
+      { role: "assistant", content: [{ type: "tool_call", id: "c2", name: "echo", args: { q: "fine" } }] },
+      { role: "assistant", content: [{ type: "text", text: "done" }] },
+      { role: "assistant", content: [{ type: "text", text: `again ${LOW}` }] },
+    ];
+    const requests: ModelRequest[] = [];
+    const provider: ModelProvider = {
+      id: "p",
+      async *stream(request) {
+        requests.push(request);
+        const message = answers[requests.length - 1]!;
+        yield {
+          type: "response",
+          message,
+          stopReason: message.content.length > 1 ? "tool_use" : "end_turn",
+          usage: {},
+        };
+      },
+    };
+    const echo = defineTool({ name: "echo", description: "echo", execute: () => `ok ${HIGH}` });
+    const agent = await createAgent({ provider, store: new MemorySessionStore(), tools: [echo] });
+    const session = await agent.session();
+    await session.run(`go ${HIGH}`);
+    await session.run("and again");
+    expect(requests).toHaveLength(4);
+    const history = session.messages;
+    requests.forEach((r, k) => {
+      const sent = history.slice(0, r.messages.length);
+      expect(r.messages).toEqual(wellFormedDeep(sent));
+      expect(surrogateIn(r)).toBe(false);
+      r.messages.forEach((m, j) => {
+        if (!surrogateIn(sent[j])) expect(m).toBe(sent[j]);
+        else if (k > 0 && j < requests[k - 1]!.messages.length) expect(m).toBe(requests[k - 1]!.messages[j]);
+      });
+    });
+    // The user's message and the first answer were repaired: the same copies in all four requests.
+    expect(requests[3]!.messages[0]).toBe(requests[0]!.messages[0]);
+    expect(requests[3]!.messages[1]).toBe(requests[1]!.messages[1]);
     await agent.close();
   });
 

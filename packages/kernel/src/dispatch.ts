@@ -96,6 +96,8 @@ export interface RunPhaseOptions {
 class Run {
   /** The last clock reading: a handler run back-to-back after another starts when it ended. */
   mark = 0;
+  /** True while `mark` is still now: read as the phase started, or as a synchronous handler that returned nothing ended. */
+  markIsNow = false;
   readonly slots: Array<Outcome | Promise<Outcome> | undefined> = [];
   async = false;
   crashed: unknown;
@@ -276,6 +278,7 @@ export class PhaseRunner {
     // Every event a handler sees is deep-frozen, here and only here (one place for all phases).
     const run = new Run(phase, freezeEvent(event), options, result);
     run.mark = t0;
+    run.markIsNow = true;
     let called = false;
     let resume: (() => void) | undefined;
     this.tracer.phaseStarted(phase, options.owner);
@@ -322,7 +325,8 @@ export class PhaseRunner {
 
   private step(run: Run, sub: Subscription, cb: () => void): void {
     if (run.waterfallStop) return cb();
-    const out = this.invoke(run, sub, run.options.signal, true);
+    // Starts when the handler before it ended, as in a collect phase, unless time may have passed since (an async handler, contributions checked and applied).
+    const out = this.invoke(run, sub, run.options.signal, !run.markIsNow);
     if (!isThenable(out)) {
       this.settleStep(run, out);
       return cb();
@@ -414,6 +418,7 @@ export class PhaseRunner {
   ): Outcome | Promise<Outcome> {
     // Handlers launched back-to-back share clock readings (one per handler, not two).
     const t0 = freshClock ? performance.now() : run.mark;
+    run.markIsNow = false;
     const ctx = new HookCtx(sub.plugin, sub.phase, sub.id, signal, this.model);
     let raw: unknown;
     let thenable: boolean;
@@ -433,6 +438,7 @@ export class PhaseRunner {
       ctx.dispose();
       const out = this.validate(sub, raw, t0);
       run.mark = t0 + out.durationMs;
+      run.markIsNow = raw === undefined || raw === null;
       return out;
     }
     run.mark = performance.now();
@@ -512,6 +518,17 @@ export class PhaseRunner {
   private settle(run: Run, o: Outcome): void {
     const { sub } = o;
     const r = run.result;
+    if (o.status === "ok" && !o.valid.length && !o.invalid.length) {
+      // Most handlers: nothing returned, nothing to record but the summary.
+      r.handlers.push({
+        plugin: sub.plugin,
+        subscription: sub.id,
+        status: o.status,
+        durationMs: round(o.durationMs),
+        contributions: 0,
+      });
+      return;
+    }
     const loc =
       o.invalid.length || o.status !== "ok"
         ? { plugin: sub.plugin, phase: sub.phase, subscription: sub.id }
@@ -531,19 +548,7 @@ export class PhaseRunner {
     if (o.error !== undefined) summary.error = preview(errorMessage(o.error));
     r.handlers.push(summary);
     let accepted = o.valid;
-    if (failed && o.status !== "invalid") {
-      const code: ErrorCode = o.status === "timeout" ? "KEEL_HANDLER_TIMEOUT" : "KEEL_HANDLER_THREW";
-      const message = isKeelError(o.error)
-        ? o.error.message
-        : new KeelError(code, preview(errorMessage(o.error)), loc).message;
-      r.diagnostics.push({
-        level: sub.failure === "best_effort" || sub.failure === "fallback" ? "warn" : "error",
-        code,
-        message,
-        plugin: sub.plugin,
-        phase: sub.phase,
-      });
-    }
+    if (failed && o.status !== "invalid") recordFailure(r, o, loc);
     if (failed) {
       if (sub.failure === "fallback") {
         accepted = [...sub.fallback];
@@ -581,6 +586,22 @@ export class PhaseRunner {
         });
     }
   }
+}
+
+/** The diagnostic of a handler that threw or timed out (a warning where its policy goes on). */
+function recordFailure(r: PhaseResult, o: Outcome, loc: ErrorLocation | undefined): void {
+  const { sub } = o;
+  const code: ErrorCode = o.status === "timeout" ? "KEEL_HANDLER_TIMEOUT" : "KEEL_HANDLER_THREW";
+  const message = isKeelError(o.error)
+    ? o.error.message
+    : new KeelError(code, preview(errorMessage(o.error)), loc).message;
+  r.diagnostics.push({
+    level: sub.failure === "best_effort" || sub.failure === "fallback" ? "warn" : "error",
+    code,
+    message,
+    plugin: sub.plugin,
+    phase: sub.phase,
+  });
 }
 
 /** Record each rejected contribution of one handler, with its diagnostic. */

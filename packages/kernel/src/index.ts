@@ -196,6 +196,7 @@ export {
   toWellFormed,
   truncate,
   wellFormedDeep,
+  wellFormedOnce,
 } from "./text.ts";
 export type { TruncateOptions } from "./text.ts";
 export { closestName, didYouMean } from "./suggest.ts";

@@ -3,12 +3,13 @@
  * (a surrogate pair split across two deltas is joined), a turn stream's back-pressure is
  * honoured, and the call settles promptly on abort even when the provider ignores its signal.
  */
+import { whenAborted } from "./abort-watch.ts";
 import { MessageSchema } from "./contributions.ts";
 import { errorMessage, isKeelError, plainThrown } from "./errors.ts";
-import type { AssistantMessage } from "./messages.ts";
+import type { AssistantMessage, Message } from "./messages.ts";
 import type { ModelEvent, ModelRequest, StopReason } from "./provider.ts";
 import { ProviderError } from "./provider.ts";
-import { codePointSlice, deltaJoiner, wellFormedDeep } from "./text.ts";
+import { codePointSlice, deltaJoiner, wellFormedDeep, wellFormedOnce } from "./text.ts";
 import type { Turn } from "./turn-state.ts";
 import type { Usage } from "./usage.ts";
 import { addUsage } from "./usage.ts";
@@ -34,18 +35,18 @@ export async function callModel(t: Turn, request: ModelRequest, attempt: number)
   const started = performance.now();
   const provider = t.route?.provider ?? t.agent.options.provider;
   let iterator: AsyncIterator<ModelEvent> | undefined;
-  let onAbort: (() => void) | undefined;
+  let unwatch: (() => void) | undefined;
   const aborted = new Promise<never>((_, reject) => {
-    onAbort = () => reject(new ProviderError("aborted", cutDuringCall(t)));
+    const onAbort = () => reject(new ProviderError("aborted", cutDuringCall(t)));
     if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
+    else unwatch = whenAborted(signal, onAbort);
   });
   aborted.catch(() => {});
   let finished = false;
   const joiners = new Map<string, ReturnType<typeof deltaJoiner>>();
   let firstChunkAt: number | undefined;
   try {
-    iterator = provider.stream(wellFormedDeep(request), { signal })[Symbol.asyncIterator]();
+    iterator = provider.stream(wellFormedRequest(t, request), { signal })[Symbol.asyncIterator]();
     for (;;) {
       const next = await Promise.race([iterator.next(), aborted]);
       if (next.done) break;
@@ -98,7 +99,7 @@ export async function callModel(t: Turn, request: ModelRequest, attempt: number)
     if (signal.aborted) throw new ProviderError("aborted", cutDuringCall(t), { cause: err });
     throw pe ?? err;
   } finally {
-    signal.removeEventListener("abort", onAbort!);
+    unwatch?.();
     if (!finished && iterator?.return) {
       // Stop a stream we walked away from (abort or error); a provider that throws here is ignored.
       try {
@@ -110,6 +111,58 @@ export async function callModel(t: Turn, request: ModelRequest, attempt: number)
   }
 }
 
+/**
+ * True for an assistant message of text and tool-call blocks only, each as MessageSchema
+ * wants it: MessageSchema would accept it (what this does not vouch for, zod checks).
+ */
+export function plainAssistant(m: unknown): boolean {
+  if (typeof m !== "object" || m === null || Array.isArray(m)) return false;
+  const { role, content } = m as { role?: unknown; content?: unknown };
+  if (role !== "assistant" || !Array.isArray(content)) return false;
+  for (let i = 0; i < content.length; i++) {
+    const b: unknown = content[i];
+    if (typeof b !== "object" || b === null || Array.isArray(b)) return false;
+    const x = b as { type?: unknown; text?: unknown; id?: unknown; name?: unknown };
+    if (x.type === "text") {
+      if (typeof x.text !== "string") return false;
+    } else if (x.type !== "tool_call" || typeof x.id !== "string" || !x.id || typeof x.name !== "string" || !x.name)
+      return false;
+  }
+  return true;
+}
+
+/** Per session: the messages of its last request that were well-formed as they were, in order from the first. */
+const checkedHistory = new WeakMap<object, { messages: readonly Message[] }>();
+const NO_MESSAGES: readonly Message[] = Object.freeze([]);
+
+/**
+ * wellFormedDeep(request), walking only the messages that were not in the session's last request:
+ * the history grows by appending frozen messages, so each is checked once, not once a round,
+ * and no cache entry is made per message.
+ * Contract: the same value as wellFormedDeep(request) (the request itself when nothing needed a repair).
+ */
+function wellFormedRequest(t: Turn, request: ModelRequest): ModelRequest {
+  const { messages } = request;
+  let known = checkedHistory.get(t.session);
+  if (!known) checkedHistory.set(t.session, (known = { messages: NO_MESSAGES }));
+  const prev = known.messages;
+  let i = 0;
+  for (const n = Math.min(prev.length, messages.length); i < n && messages[i] === prev[i]; ) i++;
+  let fixed: Message[] | undefined;
+  let clean = messages.length;
+  for (; i < messages.length; i++) {
+    const m = messages[i]!;
+    const w = Object.isFrozen(m) ? wellFormedOnce(m) : wellFormedDeep(m);
+    if (w !== m || !Object.isFrozen(m)) clean = Math.min(clean, i);
+    if (w !== m) (fixed ??= messages.slice())[i] = w;
+  }
+  known.messages = clean === messages.length ? messages : messages.slice(0, clean);
+  const shell = { ...request, messages: NO_MESSAGES };
+  const rest = wellFormedDeep(shell);
+  if (rest === shell && !fixed) return request;
+  return { ...rest, messages: fixed ?? messages };
+}
+
 /** The final response: checked, its usage counted, recorded. */
 function responded(
   t: Turn,
@@ -119,7 +172,7 @@ function responded(
   started: number,
   firstChunkAt: number | undefined,
 ): ModelAnswer {
-  const valid = MessageSchema.safeParse(e.message);
+  const valid = plainAssistant(e.message) ? { success: true as const } : MessageSchema.safeParse(e.message);
   if (!valid.success || e.message.role !== "assistant") {
     throw new ProviderError(
       "unknown",

@@ -181,6 +181,24 @@ export function wellFormedDeep<T>(value: T): T {
   return repair(value, undefined, 0) as T;
 }
 
+/** False while wellFormedOnce walks: only what needed a repair is remembered. */
+let rememberAll = true;
+
+/**
+ * wellFormedDeep for a value the caller checks once and keeps its own facts about (the kernel
+ * walks each message of a session's history once): nothing is remembered for it but what
+ * needed a repair (so a repaired object keeps one copy). Cached results are still used.
+ * Contract: the same value as wellFormedDeep(value).
+ */
+export function wellFormedOnce<T>(value: T): T {
+  rememberAll = false;
+  try {
+    return repair(value, undefined, 0) as T;
+  } finally {
+    rememberAll = true;
+  }
+}
+
 /**
  * Contract: `next` is `prev` plus `added` (all frozen); when `prev` is known to be
  * well-formed and `added` is, `next` is remembered as well-formed without walking it.
@@ -236,7 +254,7 @@ function repair(v: unknown, seen: Set<object> | undefined, depth: number): unkno
     }
   }
   path?.delete(v);
-  if (frozen) repaired.set(v, out);
+  if (frozen && (rememberAll || out !== v)) repaired.set(v, out);
   return out;
 }
 

@@ -1,4 +1,5 @@
 import { trackAbandoned } from "./abandoned.ts";
+import { whenAborted } from "./abort-watch.ts";
 import { errorMessage, isKeelError, KeelError } from "./errors.ts";
 import type { ContentBlock, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
@@ -89,11 +90,12 @@ export function executeTool(
   return new Promise<ToolRun>((resolve) => {
     let done = false;
     let running: Promise<unknown> | undefined;
+    let unwatch: (() => void) | undefined;
     const finish = (status: ToolRunStatus, result: ToolResultMessage, reveal?: readonly string[], unhide?: boolean) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
-      turnSignal.removeEventListener("abort", onAbort);
+      unwatch?.();
       resolve({ status, result, durationMs: ms(), ...(reveal ? { reveal } : {}), ...(unhide ? { unhide } : {}) });
     };
     const onAbort = () => {
@@ -111,7 +113,7 @@ export function executeTool(
       finish("timeout", errorResult(ctx.callId, tool.name, `Error: ${err.message}`));
     }, timeoutMs);
     if (turnSignal.aborted) return onAbort();
-    turnSignal.addEventListener("abort", onAbort, { once: true });
+    unwatch = whenAborted(turnSignal, onAbort);
     try {
       const unreadable = (err: unknown) => {
         const e = new KeelError(

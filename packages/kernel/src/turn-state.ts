@@ -171,12 +171,13 @@ export interface PreflightPlan {
  */
 export interface DigestSeam {
   text(text: string): string;
+  /** The request's digests, computed when the returned function is first called (most in-memory logs never read them). */
   request(
     system: string,
     tools: readonly object[],
     messages: readonly Message[],
     options: Record<string, unknown>,
-  ): RequestDigest;
+  ): () => RequestDigest;
 }
 
 /**

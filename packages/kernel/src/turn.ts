@@ -218,15 +218,15 @@ export function inputText(input: TurnInput): string {
   return typeof input === "string" ? input : input.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("\n\n");
 }
 
-/** Run a turn or round phase and record it; its event is built only when someone subscribes. */
+/** Run a turn or round phase and record it; its event (and `extra`, when a function) is built only when someone subscribes. */
 async function phase(
   t: Turn,
   name: PhaseName,
-  extra: object = {},
+  extra?: object | (() => object),
   step?: (e: any, added: Contributed[]) => any,
 ): Promise<PhaseResult | undefined> {
   if (!t.runner.has(name)) return undefined;
-  const res = await t.runner.run(name, t.event(name, extra), {
+  const res = await t.runner.run(name, t.event(name, typeof extra === "function" ? extra() : extra), {
     signal: t.signal,
     owner: t.owner,
     backgroundSignal: t.session.lifetime,
@@ -267,7 +267,7 @@ function promptContext(t: Turn): Promise<PhaseResult | undefined> {
 async function toolMaterialization(t: Turn): Promise<void> {
   const builtin = t.mode === "chat" ? [] : (t.agent.options.tools ?? []);
   if (t.mode === "agent") {
-    const res = await phase(t, "turn.pre_tool_materialization", { tools: builtin.map((x) => x.name) });
+    const res = await phase(t, "turn.pre_tool_materialization", () => ({ tools: builtin.map((x) => x.name) }));
     merged(t, res, t.policies.merge(t.of(res, "policy"), "turn.pre_tool_materialization"));
     const bundles = mergeToolBundles(builtin, t.of(res, "tool_bundle"), "turn.pre_tool_materialization");
     merged(t, res, bundles);
@@ -293,12 +293,12 @@ async function postPreflightContext(
   pf: PreflightPlan | undefined,
 ): Promise<ReturnType<typeof mergePromptContext>> {
   const firstContext = mergePromptContext(t.of(first, "prompt_context"), "turn.pre_prompt_context", t.agent.caps);
-  const res = await phase(t, "turn.post_preflight_prompt_context", {
+  const res = await phase(t, "turn.post_preflight_prompt_context", () => ({
     context: firstContext.entries,
     ...(pf
       ? { preflight: { status: pf.status, revealed: pf.revealed, ...(pf.plan !== undefined ? { plan: pf.plan } : {}) } }
       : {}),
-  });
+  }));
   const context = res
     ? mergePromptContext(
         [...t.of(first, "prompt_context"), ...t.of(res, "prompt_context")],
@@ -312,11 +312,11 @@ async function postPreflightContext(
 
 /** 7. turn.pre_prompt_compile: sections, then the system prompt, its manifest, and turn.post_prompt_compile. */
 async function promptCompile(t: Turn, context: ReturnType<typeof mergePromptContext>): Promise<void> {
-  const res = await phase(t, "turn.pre_prompt_compile", {
+  const res = await phase(t, "turn.pre_prompt_compile", () => ({
     context: context.entries,
     tools: [...t.visible],
     hiddenTools: [...t.tools.keys()].filter((n) => !t.visible.has(n)),
-  });
+  }));
   const sections = mergePromptSections(t.of(res, "prompt_section"), "turn.pre_prompt_compile", t.agent.caps);
   merged(t, res, sections);
   const system = compileSystemPrompt(t.agent.options.instructions ?? "", sections.sections, context.entries);
@@ -340,7 +340,7 @@ async function promptCompile(t: Turn, context: ReturnType<typeof mergePromptCont
     ...(t.shown.hidden.length ? { hiddenTools: t.shown.hidden } : {}),
   };
   t.prompt = { system, manifest };
-  await phase(t, "turn.post_prompt_compile", {
+  await phase(t, "turn.post_prompt_compile", () => ({
     system,
     manifest: {
       round: 0,
@@ -351,7 +351,7 @@ async function promptCompile(t: Turn, context: ReturnType<typeof mergePromptCont
       options: {},
       finalRound: false,
     },
-  });
+  }));
 }
 
 /** What the model is shown of the visible tools: schemas and their manifest rows (rebuilt only after a reveal). */
@@ -436,12 +436,12 @@ async function round(t: Turn): Promise<void> {
   if (answer === "stopped") return;
   t.finalText = messageText(answer.message) || t.finalText;
   await append(t.session, t.turnId, answer.message);
-  const res = await phase(t, "round.post_response", {
+  const res = await phase(t, "round.post_response", () => ({
     round: t.rounds,
     response: answer.message,
     stopReason: answer.stopReason,
     usage: answer.usage,
-  });
+  }));
   const stop = t.of(res, "stop")[0];
   await toolCalls(t, answer.message, stop?.value.reason);
   if (!t.verdict) next(t, answer, stop?.value.reason);
@@ -554,7 +554,7 @@ async function preRequest(
   const res = await phase(
     t,
     "round.pre_request",
-    {
+    () => ({
       round: t.rounds,
       messages: counted,
       tokenEstimate: estimate.total,
@@ -564,7 +564,7 @@ async function preRequest(
       ...(retry ? { retry } : {}),
       ...(routing ? { routing } : {}),
       ...(final ? { final: true as const } : {}),
-    },
+    }),
     (e, added) => editMessages(t, e, added),
   );
   t.route = undefined;
@@ -695,7 +695,7 @@ function emitManifest(
   system: string,
   estimate: RequestTokenCount,
   options: RequestOptions,
-  digest: RequestDigest | undefined,
+  digest: (() => RequestDigest) | undefined,
 ): void {
   const shown = t.shown;
   const window = t.route ? t.route.contextWindow : t.agent.options.provider.contextWindow;
@@ -711,7 +711,14 @@ function emitManifest(
     finalRound: final,
     ...(window ? { contextWindow: window } : {}),
     ...(t.route ? { route: t.route.record } : {}),
-    ...(digest ? { digest } : {}),
+    // Computed when first read (by a store writing it, a replay, a listener): most logs in memory never do.
+    ...(digest
+      ? {
+          get digest() {
+            return digest();
+          },
+        }
+      : {}),
   };
   void t.session.emit({ type: "prompt.compiled", manifest }, t.turnId);
 }

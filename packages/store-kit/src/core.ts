@@ -6,6 +6,6 @@
 export { HANDOFF_WAIT_MS, holderIsDead, takeLease } from "./lease.ts";
 export type { LeaseClaim, LeaseOutcome, LeasePrimitives, SessionLease } from "./lease.ts";
 export { toJson } from "./json.ts";
-export { turnStateChanges } from "./turn-state.ts";
+export { turnStateChange, turnStateChanges } from "./turn-state.ts";
 export type { TurnState, TurnStateChange } from "./turn-state.ts";
 export { PROCESS_ID, processGone, processInstance, thisHost } from "./runtime.ts";

@@ -30,6 +30,17 @@ function stateAfter(e: KeelEvent): TurnState | undefined {
 }
 
 /**
+ * The change one event makes to its session's turn state, or undefined.
+ * Contract: `turnStateChanges([e]).get(e.sessionId)`, without the map.
+ */
+export function turnStateChange(e: KeelEvent): TurnStateChange | undefined {
+  const next = stateAfter(e);
+  if (next !== undefined) return { set: next };
+  if (e.type === "approval.resolved" && e.by === "host") return { answeredIfPaused: true };
+  return undefined;
+}
+
+/**
  * The change each session of a batch (in order) makes to its turn state, or none.
  * Contract: the last turn-level event wins; a host's approval answer after a pause in the
  * batch sets `answered`, and one with no pause in the batch marks a stored `paused` answered.

@@ -17,6 +17,7 @@ export {
   toWellFormed,
   truncate,
   wellFormedDeep,
+  wellFormedOnce,
 } from "@keel/kernel";
 export type { TruncateOptions } from "@keel/kernel";
 export { closestName, didYouMean } from "@keel/kernel";

@@ -10,6 +10,7 @@ import {
   toWellFormed,
   truncate,
   wellFormedDeep,
+  wellFormedOnce,
 } from "../src/index.ts";
 
 const EMOJI = "😀";
@@ -35,6 +36,20 @@ describe("@keel/text", () => {
     expect(wellFormedDeep(v)).toEqual({ m: ["ok", "x\uFFFD"] });
     const j = deltaJoiner();
     expect(j.push("a\uD83D") + j.push("\uDE00b") + j.flush()).toBe(`a${EMOJI}b`);
+  });
+
+  it("wellFormedOnce gives what wellFormedDeep gives; a repaired frozen value keeps one copy", () => {
+    const clean = Object.freeze({
+      role: "user",
+      content: Object.freeze([Object.freeze({ type: "text", text: "hi" })]),
+    });
+    expect(wellFormedOnce(clean)).toBe(clean);
+    const broken = Object.freeze({ a: Object.freeze(["ok", "x\uD800"]), b: { c: "\uDC00y" }, n: 1 });
+    const once = wellFormedOnce(broken);
+    expect(once).toEqual(wellFormedDeep({ ...broken }));
+    expect(once).toEqual({ a: ["ok", "x\uFFFD"], b: { c: "\uFFFDy" }, n: 1 });
+    expect(wellFormedOnce(broken)).toBe(once);
+    expect(wellFormedDeep(broken)).toBe(once);
   });
 
   it("suggests the closest known name", () => {

@@ -33,6 +33,9 @@ export interface ToolSchema {
 /** Histories shorter than this are summed again each time; longer ones keep their sums per array. */
 const HISTORY_FACTS_MIN = 32;
 
+/** A message's estimate is kept (per object) from this many UTF-8 bytes on; a tool schema's always. */
+const ESTIMATE_KEEP_BYTES = 512;
+
 /** Tokens added per message for role and framing. */
 export const MESSAGE_OVERHEAD_TOKENS = 4;
 /** Flat token count of one image block. */
@@ -301,7 +304,7 @@ export class TokenCounter {
     return this.#systemBound.bytes;
   }
 
-  /** chars/4 estimate and a hard token upper bound of a message or tool; cached per object. */
+  /** chars/4 estimate and a hard token upper bound of a message or tool; cached per object (a message from ESTIMATE_KEEP_BYTES on). */
   #estimate(o: Message | ToolSchema): { tokens: number; bound: number } {
     let v = this.#estimates.get(o);
     if (v === undefined) {
@@ -327,7 +330,8 @@ export class TokenCounter {
       } else add(JSON.stringify({ name: o.name, description: o.description, parameters: o.parameters }));
       const extra = "role" in o ? MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS + files : 0;
       v = { tokens: Math.ceil(chars / 4) + extra, bound: bytes + extra };
-      this.#estimates.set(o, v);
+      // A small message is estimated again sooner than a cache entry pays for itself (a long history keeps its sums per array).
+      if (!("role" in o) || bytes >= ESTIMATE_KEEP_BYTES) this.#estimates.set(o, v);
     }
     return v;
   }

@@ -42,13 +42,50 @@ export function requestDigest(
   messages: readonly Message[],
   options: Record<string, unknown>,
 ): RequestDigest {
-  const s = digestOf(system);
+  return lazyRequestDigest(system, tools, messages, options)();
+}
+
+let lastTools: { tools: readonly object[]; digest: string } | undefined;
+
+/** The digest of a list of frozen tool schemas: the same list as the last request's (by identity) is not serialized again. */
+function frozenToolsDigest(tools: readonly object[]): string {
+  const last = lastTools;
+  if (last?.tools.length === tools.length && last.tools.every((x, i) => x === tools[i])) return last.digest;
+  const digest = hash(JSON.stringify(tools));
+  lastTools = { tools: tools.slice(), digest };
+  return digest;
+}
+
+let lastOptions: { json: string; digest: string } | undefined;
+
+/**
+ * requestDigest, computed when first read (a store that writes the manifest reads it; a log
+ * kept in memory may never). What may still change once the request is sent (its options, a
+ * tool schema that is not frozen) is digested at once; the rest (the system prompt, the
+ * frozen history and schemas) is immutable. Contract: the same digests requestDigest gives.
+ */
+export function lazyRequestDigest(
+  system: string,
+  tools: readonly object[],
+  messages: readonly Message[],
+  options: Record<string, unknown>,
+): () => RequestDigest {
+  const json = JSON.stringify(redactData(options, "options")) ?? "";
+  if (lastOptions?.json !== json) lastOptions = { json, digest: hash(json) };
+  const o = lastOptions.digest;
   // Tool schemas come from code, config and MCP servers, not from what a person or a model wrote.
-  const t = digestOfValue(tools, (v) => v);
-  const m = hash(messages.map((x) => digestOfValue(x, redactMessage)).join(""));
-  const o = hash(JSON.stringify(redactData(options, "options")) ?? "");
-  return { system: s, tools: t, messages: m, options: o, request: hash(s + t + m + o) };
+  const t = tools.every((x) => Object.isFrozen(x)) ? frozenToolsDigest(tools) : digestOfValue(tools, (v) => v);
+  let sent: readonly Message[] | undefined = messages;
+  let digest: RequestDigest | undefined;
+  return () => {
+    if (digest) return digest;
+    const s = digestOf(system);
+    const m = hash(sent!.map((x) => digestOfValue(x, redactMessage)).join(""));
+    sent = undefined;
+    digest = { system: s, tools: t, messages: m, options: o, request: hash(s + t + m + o) };
+    return digest;
+  };
 }
 
 /** The digests as the kernel's seam. */
-export const digestSeam: DigestSeam = { text: digestOf, request: requestDigest };
+export const digestSeam: DigestSeam = { text: digestOf, request: lazyRequestDigest };
