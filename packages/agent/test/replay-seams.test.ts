@@ -55,6 +55,14 @@ describe("prompt manifest digests", () => {
     expect(a[1]!.digest!.messages).not.toBe(a[0]!.digest!.messages);
   });
 
+  it("an in-memory log never computes a digest nobody reads: the manifest carries it as a getter, evaluated on first read", async () => {
+    const [first] = await manifests([section("Be brief.")]);
+    const own = Object.getOwnPropertyDescriptor(first!, "digest");
+    expect(typeof own?.get).toBe("function");
+    expect(own?.enumerable).toBe(true);
+    expect(first!.digest!.request).toMatch(/^[0-9a-f]{16}$/);
+  });
+
   it("a different tool result changes the next request's message digest", async () => {
     const runs = { n: 10 };
     const a = await manifests([]);

@@ -711,15 +711,10 @@ function emitManifest(
     finalRound: final,
     ...(window ? { contextWindow: window } : {}),
     ...(t.route ? { route: t.route.record } : {}),
-    // Computed when first read (by a store writing it, a replay, a listener): most logs in memory never do.
-    ...(digest
-      ? {
-          get digest() {
-            return digest();
-          },
-        }
-      : {}),
   };
+  // Computed when first read (by a store writing it, a replay, a listener): most logs in memory never do.
+  // A getter defined here, not spread in above: a spread would read it at once.
+  if (digest) Object.defineProperty(manifest, "digest", { get: digest, enumerable: true });
   void t.session.emit({ type: "prompt.compiled", manifest }, t.turnId);
 }
 
