@@ -645,6 +645,13 @@ const IDLE_WRITE_MS = 50;
 /** A hold with nothing to do but write what is queued. */
 const noop = (): void => undefined;
 
+type Later = (fn: () => void) => unknown;
+const immediate = globalThis as { setImmediate?: Later; clearImmediate?: (h: unknown) => void };
+/** Run `fn` once the current I/O settles: setImmediate where the runtime has it (Node), else a zero timeout. */
+const soon: Later = immediate.setImmediate ?? ((fn) => setTimeout(fn, 0));
+const cancelSoon = (h: unknown): void =>
+  immediate.clearImmediate ? immediate.clearImmediate(h) : clearTimeout(h as ReturnType<typeof setTimeout>);
+
 /** A timer that does not keep a Node process alive (a browser's or a Worker's timer is a number: kept as is). */
 function unref<T>(timer: T): T {
   (timer as { unref?: () => void }).unref?.();
@@ -1368,11 +1375,11 @@ export class Session implements TurnHost, HostSession {
     this.pending.push(event);
     this.agent.publish(event);
     if (durable) return this.write(true);
-    this.soon ??= setTimeout(this.writeSoon, 0);
+    this.soon ??= soon(this.writeSoon);
   }
 
   /** The pending "write soon", cancelled when a write takes the batch first (a loop that never yields would pile them up, each holding the session). */
-  private soon: ReturnType<typeof setTimeout> | undefined;
+  private soon: unknown;
 
   /** The pending write of what was emitted without a lease (cancelled when a hold takes the outbox first). */
   private idleWrite: ReturnType<typeof setTimeout> | undefined;
@@ -1426,7 +1433,7 @@ export class Session implements TurnHost, HostSession {
       throw err;
     }
     if (this.soon) {
-      clearTimeout(this.soon);
+      cancelSoon(this.soon);
       this.soon = undefined;
     }
     if (!this.pending.length) return this.writes ? this.writes.then(() => {}) : undefined;
