@@ -152,8 +152,9 @@ const AgentOptionsSchema = z
     tools: z.array(z.unknown()).optional(),
     plugins: z.array(z.unknown()).optional(),
     home: z.string().min(1).optional(),
-    limits: limitsSchema.optional(),
-    toolTimeouts: toolTimeoutsSchema.optional(),
+    // The kernel's schemas are zod/mini ones (no methods): wrapped with the function.
+    limits: z.optional(limitsSchema),
+    toolTimeouts: z.optional(toolTimeoutsSchema),
     caps: z
       .object({
         contextEntries: z.number().int().positive(),

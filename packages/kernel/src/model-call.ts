@@ -3,6 +3,7 @@
  * (a surrogate pair split across two deltas is joined), a turn stream's back-pressure is
  * honoured, and the call settles promptly on abort even when the provider ignores its signal.
  */
+import * as z from "zod/mini";
 import { MessageSchema } from "./contributions.ts";
 import { errorMessage, isKeelError, plainThrown } from "./errors.ts";
 import type { AssistantMessage } from "./messages.ts";
@@ -119,7 +120,7 @@ function responded(
   started: number,
   firstChunkAt: number | undefined,
 ): ModelAnswer {
-  const valid = MessageSchema.safeParse(e.message);
+  const valid = z.safeParse(MessageSchema, e.message);
   if (!valid.success || e.message.role !== "assistant") {
     throw new ProviderError(
       "unknown",
