@@ -290,8 +290,5 @@ export const PHASE_EVENT_FIELDS: { [P in PhaseName]: { [F in OwnFields<P>]-?: st
 
 /** A contribution kind's input as JSON Schema, for docs and editors. Contract: functions and custom checks show as `{}`. */
 export function contributionJsonSchema(kind: ContributionKind): Record<string, unknown> {
-  return z.toJSONSchema(CONTRIBUTION_SCHEMAS[kind] as z.ZodType, { unrepresentable: "any", io: "input" }) as Record<
-    string,
-    unknown
-  >;
+  return z.toJSONSchema(CONTRIBUTION_SCHEMAS[kind], { unrepresentable: "any", io: "input" }) as Record<string, unknown>;
 }

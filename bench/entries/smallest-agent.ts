@@ -8,9 +8,10 @@
 import { createAgent, MemorySessionStore } from "@keel/agent";
 import { definePlugin, defineTool } from "@keel/kernel";
 import type { ModelEvent, ModelProvider, ModelRequest } from "@keel/kernel";
-// A namespace import: `import { z } from "zod"` is zod's whole namespace object, all 64 locales
-// included (~450 kB minified instead of ~85 kB), as esbuild cannot drop what an object holds.
-import * as z from "zod";
+// zod/mini, as the kernel's own schemas: classic "zod" works as well, but its methods bring every
+// schema type's whole API into the bundle. A namespace import: `import { z } from "zod/mini"` is
+// zod's whole namespace object, all its locales included, as esbuild cannot drop what an object holds.
+import * as z from "zod/mini";
 
 const weather = defineTool({
   name: "get_weather",

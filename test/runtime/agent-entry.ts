@@ -8,7 +8,8 @@
 import { createAgent, MemorySessionStore } from "@keel/agent";
 import { definePlugin, defineTool } from "@keel/kernel";
 import type { ModelEvent, ModelProvider, ModelRequest } from "@keel/kernel";
-import { z } from "zod";
+// zod/mini, as a user who wants the smallest bundle writes it (classic "zod" works as well).
+import * as z from "zod/mini";
 
 /** The plugin's section: the model below looks for this text in the system prompt. */
 export const HOUSE_RULE = "Answer with the product and nothing else (runtime proof 7f3a).";
@@ -44,7 +45,7 @@ export async function runOnce(): Promise<RunOutcome> {
   const multiply = defineTool({
     name: "multiply",
     description: "Multiply two integers.",
-    input: z.object({ a: z.number().int(), b: z.number().int() }),
+    input: z.object({ a: z.int(), b: z.int() }),
     category: "info",
     execute: ({ a, b }) => {
       toolRan = true;

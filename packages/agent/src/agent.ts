@@ -2,7 +2,7 @@
  * The agent: a frozen plugin registry, a provider, tools and a session store. Sessions run
  * turns (turn.ts); the agent owns the event stream and the phase runner.
  */
-import * as z from "zod";
+import * as z from "zod/mini";
 import { limitsSchema, toolTimeoutsSchema } from "@keel/kernel";
 import type { Contributed, PhaseDiagnostic, PhaseResult, PhaseTracer } from "@keel/kernel";
 import { PhaseRunner } from "@keel/kernel";
@@ -98,118 +98,101 @@ export interface PhaseMapRow {
 
 type Listener = (event: AgentEvent) => void;
 
-const positive = z.number().positive();
-const AgentOptionsSchema = z
-  .object({
-    name: z.string().min(1).optional(),
-    provider: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
-      message: "expected a ModelProvider with a stream() method",
+// zod/mini, as the kernel's schemas (its limits schema, imported here, sets zod's English messages).
+const positive = z.number().check(z.positive());
+const positiveInt = () => z.number().check(z.int(), z.positive());
+const provider = (message: string) =>
+  z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", { message });
+const AgentOptionsSchema = z.strictObject({
+  name: z.optional(z.string().check(z.minLength(1))),
+  provider: provider("expected a ModelProvider with a stream() method"),
+  pool: z.optional(
+    z.record(
+      z
+        .string()
+        .check(z.regex(/^[A-Za-z0-9_.-]{1,64}$/, "expected a pool name of letters, digits, _ . - (at most 64)")),
+      z.strictObject({
+        provider: provider("expected a ModelProvider with a stream() method"),
+        tags: z.optional(z.array(z.string().check(z.minLength(1)))),
+        price: z.optional(z.strictObject({ input: z.number().check(z.gte(0)), output: z.number().check(z.gte(0)) })),
+        contextWindow: z.optional(positiveInt()),
+      }),
+    ),
+  ),
+  sideModel: z.optional(
+    z.union([z.literal(false), provider("expected a ModelProvider with a stream() method, or false")]),
+  ),
+  preflight: z.optional(
+    z.union([
+      z.boolean(),
+      z.strictObject({
+        model: z.optional(provider("expected a ModelProvider with a stream() method")),
+        timeoutMs: z.optional(positive),
+        maxTokens: z.optional(positiveInt()),
+        maxReveal: z.optional(positiveInt()),
+      }),
+    ]),
+  ),
+  instructions: z.optional(z.string()),
+  tools: z.optional(z.array(z.unknown())),
+  plugins: z.optional(z.array(z.unknown())),
+  home: z.optional(z.string().check(z.minLength(1))),
+  limits: z.optional(limitsSchema),
+  toolTimeouts: z.optional(toolTimeoutsSchema),
+  caps: z.optional(
+    z.strictObject({
+      contextEntries: z.optional(positiveInt()),
+      contextChars: z.optional(positive),
+      sections: z.optional(positiveInt()),
+      sectionChars: z.optional(positive),
+      sectionsTotalChars: z.optional(positive),
     }),
-    pool: z
-      .record(
-        z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "expected a pool name of letters, digits, _ . - (at most 64)"),
-        z
-          .object({
-            provider: z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
-              message: "expected a ModelProvider with a stream() method",
-            }),
-            tags: z.array(z.string().min(1)).optional(),
-            price: z
-              .object({ input: z.number().min(0), output: z.number().min(0) })
-              .strict()
-              .optional(),
-            contextWindow: z.number().int().positive().optional(),
-          })
-          .strict(),
-      )
-      .optional(),
-    sideModel: z
-      .union([
-        z.literal(false),
-        z.custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
-          message: "expected a ModelProvider with a stream() method, or false",
+  ),
+  approve: z.optional(
+    z.custom<NonNullable<AgentOptions["approve"]>>((f) => typeof f === "function", { message: "expected a function" }),
+  ),
+  ask: z.optional(z.enum(["pause", "deny"])),
+  trace: z.optional(z.enum(["notable", "full"])),
+  setupTimeoutMs: z.optional(positive),
+  lease: z.optional(
+    z.strictObject({
+      ttlMs: z.optional(z.number().check(z.int(), z.gte(100))),
+      waitMs: z.optional(z.number().check(z.gte(0))),
+    }),
+  ),
+  store: z.optional(
+    z.union(
+      [
+        z.string().check(z.minLength(1)),
+        z.custom<SessionStore>((v) => typeof (v as SessionStore | undefined)?.append === "function", {
+          message: "expected a SessionStore",
         }),
-      ])
-      .optional(),
-    preflight: z
-      .union([
-        z.boolean(),
-        z
-          .object({
-            model: z
-              .custom<ModelProvider>((p) => typeof (p as ModelProvider | undefined)?.stream === "function", {
-                message: "expected a ModelProvider with a stream() method",
-              })
-              .optional(),
-            timeoutMs: positive.optional(),
-            maxTokens: z.number().int().positive().optional(),
-            maxReveal: z.number().int().positive().optional(),
-          })
-          .strict(),
-      ])
-      .optional(),
-    instructions: z.string().optional(),
-    tools: z.array(z.unknown()).optional(),
-    plugins: z.array(z.unknown()).optional(),
-    home: z.string().min(1).optional(),
-    limits: limitsSchema.optional(),
-    toolTimeouts: toolTimeoutsSchema.optional(),
-    caps: z
-      .object({
-        contextEntries: z.number().int().positive(),
-        contextChars: positive,
-        sections: z.number().int().positive(),
-        sectionChars: positive,
-        sectionsTotalChars: positive,
-      })
-      .partial()
-      .strict()
-      .optional(),
-    approve: z
-      .custom<NonNullable<AgentOptions["approve"]>>((f) => typeof f === "function", { message: "expected a function" })
-      .optional(),
-    ask: z.enum(["pause", "deny"]).optional(),
-    trace: z.enum(["notable", "full"]).optional(),
-    setupTimeoutMs: positive.optional(),
-    lease: z
-      .object({ ttlMs: z.number().int().min(100), waitMs: z.number().min(0) })
-      .partial()
-      .strict()
-      .optional(),
-    store: z
-      .union(
-        [
-          z.string().min(1),
-          z.custom<SessionStore>((v) => typeof (v as SessionStore | undefined)?.append === "function", {
-            message: "expected a SessionStore",
-          }),
-        ],
-        { message: 'expected a SessionStore, "sqlite" or a postgres:// URL' },
-      )
-      .optional(),
-    tokenCounter: z
-      .custom<TokenCounter>((v) => typeof (v as TokenCounter | undefined)?.countRequest === "function", {
-        message: "expected a token counter (an object with countRequest(), such as @keel/tokens' TokenCounter)",
-      })
-      .optional(),
-    requestOptions: z.record(z.string(), z.unknown()).optional(),
-    observers: z.array(z.unknown()).optional(),
-    mode: z.enum(["agent", "chat"]).optional(),
-    recovery: z.enum(["auto", "manual"]).optional(),
-    childSessionId: z
-      .custom<NonNullable<AgentOptions["childSessionId"]>>((v) => typeof v === "function", {
-        message: "expected a function",
-      })
-      .optional(),
-  })
-  .strict();
+      ],
+      { message: 'expected a SessionStore, "sqlite" or a postgres:// URL' },
+    ),
+  ),
+  tokenCounter: z.optional(
+    z.custom<TokenCounter>((v) => typeof (v as TokenCounter | undefined)?.countRequest === "function", {
+      message: "expected a token counter (an object with countRequest(), such as @keel/tokens' TokenCounter)",
+    }),
+  ),
+  requestOptions: z.optional(z.record(z.string(), z.unknown())),
+  observers: z.optional(z.array(z.unknown())),
+  mode: z.optional(z.enum(["agent", "chat"])),
+  recovery: z.optional(z.enum(["auto", "manual"])),
+  childSessionId: z.optional(
+    z.custom<NonNullable<AgentOptions["childSessionId"]>>((v) => typeof v === "function", {
+      message: "expected a function",
+    }),
+  ),
+});
 
 /** A handler slower than this always gets its phase recorded, even in `notable` tracing. */
 const SLOW_HANDLER_MS = 1;
 
 /** Build an agent: validate and set up plugins, freeze the registry, open the store. */
 export async function createAgent(options: AgentOptions): Promise<Agent> {
-  const checked = AgentOptionsSchema.safeParse(options);
+  const checked = z.safeParse(AgentOptionsSchema, options);
   if (!checked.success) {
     const issue = checked.error.issues[0]!;
     const path = issue.path.map(String).join(".") || "(options)";

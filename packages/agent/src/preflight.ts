@@ -2,7 +2,7 @@
  * The optional preflight request: one bounded, tool-less model call, before the prompt is
  * compiled, whose strict JSON answer names the hidden tools this turn needs.
  */
-import * as z from "zod";
+import * as z from "zod/mini";
 import { errorMessage, preview } from "@keel/kernel";
 import type { Message } from "@keel/kernel";
 import { complete } from "@keel/kernel";
@@ -39,7 +39,10 @@ export interface PreflightOutcome {
   error?: string;
 }
 
-const AnswerSchema = z.object({ plan: z.string().max(2000).optional(), reveal: z.array(z.string()).max(64) });
+const AnswerSchema = z.object({
+  plan: z.optional(z.string().check(z.maxLength(2000))),
+  reveal: z.array(z.string()).check(z.maxLength(64)),
+});
 
 const SYSTEM = [
   "You plan which optional tools a task needs before an assistant starts working on it.",
@@ -90,7 +93,7 @@ export async function runPreflight(
         ctrl.signal.addEventListener("abort", () => reject(ctrl.signal.reason), { once: true }),
       ),
     ]);
-    const parsed = AnswerSchema.safeParse(firstJsonObject(answer.text));
+    const parsed = z.safeParse(AnswerSchema, firstJsonObject(answer.text));
     if (!parsed.success)
       return done({
         status: "invalid",

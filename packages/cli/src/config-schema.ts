@@ -136,8 +136,9 @@ export const ConfigSchema = z
     instructions: z.string().optional(),
     plugins: z.array(pluginSpec).optional(),
     tools: z.array(tool).optional(),
-    limits: limitsSchema.optional(),
-    toolTimeouts: toolTimeoutsSchema.optional(),
+    // The kernel's schemas are zod/mini ones (no methods): wrapped with the function.
+    limits: z.optional(limitsSchema),
+    toolTimeouts: z.optional(toolTimeoutsSchema),
     requestOptions: z
       .object({
         maxTokens: z.number().int().positive(),

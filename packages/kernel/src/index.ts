@@ -116,6 +116,7 @@ export type {
   ToolOutput,
   ToolSource,
   TurnBudget,
+  ZodSchema,
 } from "./tools.ts";
 export { addUsage, emptyUsage } from "./usage.ts";
 export type { Usage } from "./usage.ts";

@@ -1,5 +1,8 @@
 /** The loop's guards: how far one turn may go. */
-import * as z from "zod";
+import * as z from "zod/mini";
+import { englishMessages } from "./zod.ts";
+
+englishMessages();
 
 /**
  * Loop guards. Contract: when one runs out the model gets one final round without tools —
@@ -56,27 +59,22 @@ export const DEFAULT_LIMITS: Limits = {
   maxToolResultImageBytes: 5_000_000,
 };
 
-const positive = z.number().positive();
+const positive = z.optional(z.number().check(z.positive()));
+const positiveInt = () => z.optional(z.number().check(z.int(), z.positive()));
 
 /** The schema of a partial `limits` option (createAgent and agent.config.ts). Contract: strict; every field optional. */
-export const limitsSchema = z
-  .object({
-    maxRounds: z.number().int().positive(),
-    maxToolCalls: z.number().int().positive(),
-    tokenBudget: positive,
-    wallTimeMs: positive,
-    contextCeiling: z.number().gt(0).max(1),
-    maxToolResultChars: z.number().int().positive(),
-    maxToolResultImageBytes: z.number().int().nonnegative(),
-    maxCostUsd: positive,
-    maxSessionCostUsd: positive,
-    maxSessionTokens: z.number().int().positive(),
-  })
-  .partial()
-  .strict();
+export const limitsSchema = z.strictObject({
+  maxRounds: positiveInt(),
+  maxToolCalls: positiveInt(),
+  tokenBudget: positive,
+  wallTimeMs: positive,
+  contextCeiling: z.optional(z.number().check(z.gt(0), z.lte(1))),
+  maxToolResultChars: positiveInt(),
+  maxToolResultImageBytes: z.optional(z.number().check(z.int(), z.nonnegative())),
+  maxCostUsd: positive,
+  maxSessionCostUsd: positive,
+  maxSessionTokens: positiveInt(),
+});
 
 /** The schema of a partial `toolTimeouts` option, ms per tool category. Contract: strict; every field optional. */
-export const toolTimeoutsSchema = z
-  .object({ exec: positive, mcp: positive, info: positive, edit: positive })
-  .partial()
-  .strict();
+export const toolTimeoutsSchema = z.strictObject({ exec: positive, mcp: positive, info: positive, edit: positive });

@@ -3,6 +3,7 @@
  * (a surrogate pair split across two deltas is joined), a turn stream's back-pressure is
  * honoured, and the call settles promptly on abort even when the provider ignores its signal.
  */
+import * as z from "zod/mini";
 import { whenAborted } from "./abort-watch.ts";
 import { MessageSchema } from "./contributions.ts";
 import { errorMessage, isKeelError, plainThrown } from "./errors.ts";
@@ -172,7 +173,7 @@ function responded(
   started: number,
   firstChunkAt: number | undefined,
 ): ModelAnswer {
-  const valid = plainAssistant(e.message) ? { success: true as const } : MessageSchema.safeParse(e.message);
+  const valid = plainAssistant(e.message) ? { success: true as const } : z.safeParse(MessageSchema, e.message);
   if (!valid.success || e.message.role !== "assistant") {
     throw new ProviderError(
       "unknown",

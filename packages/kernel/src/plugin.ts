@@ -4,11 +4,12 @@
  * where it subscribes handlers to phases.
  */
 import type { AgentStorage } from "./session-store.ts";
-import type { z, ZodType } from "zod";
+import type * as z from "zod/mini";
 import type { ContributionInputOf } from "./contributions.ts";
 import type { AcceptedKind, AwaitPolicy, FailurePolicy, PhaseEvent, PhaseName } from "./phases.ts";
 import type { Message } from "./messages.ts";
 import type { ModelProvider } from "./provider.ts";
+import type { ZodSchema } from "./tools.ts";
 
 /** A value or a promise of it. */
 export type MaybePromise<T> = T | Promise<T>;
@@ -135,7 +136,7 @@ export type JobRunner = (payload: unknown, ctx: JobContext) => unknown;
  * kernel version must satisfy; `dependencies` (name → range, or names) must all be present;
  * `input` is validated against `options` before `setup` runs.
  */
-export interface KeelPlugin<S extends ZodType = ZodType> {
+export interface KeelPlugin<S extends ZodSchema = ZodSchema> {
   name: string;
   version: string;
   kernel?: string;
@@ -148,7 +149,7 @@ export interface KeelPlugin<S extends ZodType = ZodType> {
 }
 
 /** Identity function that types a plugin. Contract: returns its argument unchanged. */
-export function definePlugin<S extends ZodType = ZodType<undefined>>(plugin: KeelPlugin<S>): KeelPlugin<S> {
+export function definePlugin<S extends ZodSchema = ZodSchema<undefined>>(plugin: KeelPlugin<S>): KeelPlugin<S> {
   return plugin;
 }
 

@@ -1,10 +1,11 @@
 /** What run() is given, checked at the door: the input (text or content blocks) and the output schema. */
-import * as z from "zod";
+import * as z from "zod/mini";
 import { errorMessage, KeelError } from "./errors.ts";
 import type { ContentBlock } from "./messages.ts";
 import type { OutputFormat } from "./provider.ts";
 import { snapshot } from "./snapshot.ts";
 import { toWellFormed, truncate } from "./text.ts";
+import type { ZodSchema } from "./tools.ts";
 import type { OutputSpec, TurnInput } from "./turn-state.ts";
 
 const MEDIA = /^image\/(png|jpeg|gif|webp)$/;
@@ -88,7 +89,7 @@ export function checkInput(input: unknown): TurnInput {
  * form; with `format` (a recorded one, RunOptions.outputFormat), that format is sent as given.
  */
 export function outputSpecOf(schema: unknown, name = "final_answer", format?: OutputFormat): OutputSpec {
-  const s = schema as z.ZodType;
+  const s = schema as ZodSchema;
   if (typeof (s as { safeParse?: unknown } | null)?.safeParse !== "function")
     throw new KeelError("KEEL_OUTPUT_SCHEMA_INVALID", "`output` is not a zod schema.");
   if (format !== undefined) {

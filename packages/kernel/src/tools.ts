@@ -1,8 +1,16 @@
-import type { ZodType } from "zod";
+import type * as z from "zod/mini";
 import type { Limits } from "./limits.ts";
 import type { ContentBlock } from "./messages.ts";
 import type { TurnInput } from "./messages.ts";
 import type { TurnResult } from "./verdict.ts";
+
+/**
+ * A zod schema, classic (`zod`) or mini (`zod/mini`, for the smallest bundle): the kernel checks a
+ * value with its `safeParse` and describes it to the model with `z.toJSONSchema`, which both share.
+ */
+export interface ZodSchema<O = unknown, I = unknown> extends z.core.$ZodType<O, I> {
+  safeParse(data: unknown): z.util.SafeParseResult<NoInfer<O>>;
+}
 
 /** A JSON Schema object, as sent to providers. */
 export type JsonSchema = Record<string, unknown>;
@@ -85,7 +93,7 @@ export interface ChildOptions<O = unknown> {
   /** Lower than the budget, if you like: the child gets the minimum of these, the child agent's and the budget. */
   limits?: Partial<Pick<Limits, "maxRounds" | "maxToolCalls" | "tokenBudget" | "wallTimeMs">>;
   /** Structured output of the child's final answer (as RunOptions.output). */
-  output?: ZodType<O>;
+  output?: ZodSchema<O>;
   metadata?: Record<string, unknown>;
 }
 
@@ -126,7 +134,7 @@ export interface ToolSource {
 export interface ToolDefinition<A = any> {
   name: string;
   description: string;
-  input?: ZodType<A>;
+  input?: ZodSchema<A>;
   parameters?: JsonSchema;
   category?: ToolCategory;
   timeoutMs?: number;

@@ -2,7 +2,7 @@
  * Small pure parts of a turn the loop's steps use: which tools plugins hide, the host's metadata
  * as handlers see it, a tool's schema as the provider gets it, and a structured answer checked.
  */
-import * as z from "zod";
+import * as z from "zod/mini";
 import type { Contributed } from "./dispatch.ts";
 import { errorMessage } from "./errors.ts";
 import type { ContributionRecord } from "./events.ts";

@@ -4,7 +4,6 @@
  * seam between the loop and everything durable. The loop never imports the host; the host
  * (agent.ts) implements this interface.
  */
-import type { ZodType } from "zod";
 import type { ChildHold } from "./child-types.ts";
 import type { Contributed, PhaseResult, PhaseRunner } from "./dispatch.ts";
 import type { KeelError } from "./errors.ts";
@@ -18,7 +17,7 @@ import type { ApprovalAnswer, GuardName, PendingApproval, TurnResult, TurnVerdic
 import type { ContributionKind, ContributionOf } from "./contributions.ts";
 import type { ModelProvider, OutputFormat, RequestOptions } from "./provider.ts";
 import type { RequestTokenCount, TokenCounter } from "./token-counter.ts";
-import type { ChildOptions, ChildRun, ToolCategory, ToolDefinition, TurnBudget } from "./tools.ts";
+import type { ChildOptions, ChildRun, ToolCategory, ToolDefinition, TurnBudget, ZodSchema } from "./tools.ts";
 import type { ToolSchema } from "./provider.ts";
 import type { Usage } from "./usage.ts";
 import type { ActiveRoute, RoutingView } from "./routing.ts";
@@ -50,7 +49,7 @@ export interface RunOptions<O = unknown> {
    * mechanism is used; an invalid answer gets one corrective round, then the turn fails with
    * KEEL_OUTPUT_INVALID. The parsed value is `result.output`.
    */
-  output?: ZodType<O>;
+  output?: ZodSchema<O>;
   /** The name the schema is given to the provider (default `final_answer`). */
   outputName?: string;
   /**
