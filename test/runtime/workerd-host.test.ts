@@ -1,5 +1,7 @@
 /**
- * The host off Node (host-entry.ts) in workerd. Each scenario is one request:
+ * The host off Node (host-entry.ts) in workerd, without and with `nodejs_compat`: with the flag a
+ * Worker has a `process` whose `versions.node` is set, yet no file system and no
+ * @keel/agent/node in its bundle, so it is no Node to the host. Each scenario is one request:
  * createAgent with no store, a child session, an approval, a durable job, steering, what plugins
  * are told of storage, `store: "sqlite"` refused with a KeelError.
  */
@@ -9,7 +11,10 @@ import { startTurnWorker, TURN_WORKER, type TurnWorker } from "./support/workerd
 
 const HOST_ENTRY = fileURLToPath(new URL("./host-entry.ts", import.meta.url));
 
-describe.each([{ flags: [] as string[], label: "no nodejs_compat" }])("the host in workerd ($label)", () => {
+describe.each([
+  { flags: [] as string[], label: "no nodejs_compat" },
+  { flags: ["nodejs_compat"], label: "nodejs_compat" },
+])("the host in workerd ($label)", ({ flags }) => {
   // Started once; a failure to bundle or start is thrown by each test (vitest would call them skipped).
   let worker: Promise<TurnWorker>;
   beforeAll(async () => {
@@ -19,6 +24,7 @@ import { turnWorker } from ${JSON.stringify(TURN_WORKER)};
 export default turnWorker((query) => runScenario(query.get("s") ?? ""));
 `,
       {},
+      flags,
     );
     await worker.catch(() => undefined);
   });

@@ -42,11 +42,23 @@ const proc = (globalThis as { process?: { versions?: { node?: string }; env?: En
 const NODE_ENTRY = "@keel/agent/node";
 
 /**
+ * Whether this is Node itself. Other runtimes set `process.versions.node` too (workerd with
+ * `nodejs_compat`, Deno, Bun) without what the Node entry needs (a file system, node:sqlite);
+ * each names itself in `navigator.userAgent` ("Cloudflare-Workers", "Deno/…", "Bun/…"), Node
+ * as "Node.js/…".
+ */
+function onNode(): boolean {
+  if (!proc?.versions?.node) return false;
+  const agent = (globalThis as { navigator?: { userAgent?: unknown } }).navigator?.userAgent;
+  return typeof agent !== "string" || agent.startsWith("Node.js/");
+}
+
+/**
  * The runtime createAgent uses: the one installed, else, on Node, the Node entry's (loaded now),
  * else none (a Worker, a browser: the in-memory store, no home folder, estimated token counts).
  */
 export async function hostRuntime(): Promise<HostRuntime | undefined> {
-  if (installed || !proc?.versions?.node) return installed;
+  if (installed || !onNode()) return installed;
   await load(NODE_ENTRY, "createAgent on Node");
   return installed;
 }
