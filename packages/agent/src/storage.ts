@@ -53,13 +53,26 @@ function onNode(): boolean {
   return typeof agent !== "string" || agent.startsWith("Node.js/");
 }
 
+/** What an application bundled with @keel/agent inside it does so the bundle carries the Node entry. */
+const IMPORT_NODE_ENTRY = `Import it once in the application's entry (import "${NODE_ENTRY}") so a bundler includes it.`;
+
 /**
  * The runtime createAgent uses: the one installed, else, on Node, the Node entry's (loaded now),
  * else none (a Worker, a browser: the in-memory store, no home folder, estimated token counts).
+ * Contract: on Node, a runtime or KEEL_STORE_FAILED, never none: an application bundled with
+ * @keel/agent inside it finds the entry missing, or loads another copy of the host from
+ * node_modules, which installs its runtime into that copy (and whose errors this copy's kernel
+ * does not know); either is said, with the import that fixes it.
  */
 export async function hostRuntime(): Promise<HostRuntime | undefined> {
   if (installed || !onNode()) return installed;
-  await load(NODE_ENTRY, "createAgent on Node");
+  await load(NODE_ENTRY, "createAgent on Node", IMPORT_NODE_ENTRY);
+  if (!installed)
+    throw new KeelError(
+      "KEEL_STORE_FAILED",
+      `createAgent on Node loaded ${NODE_ENTRY}, from another copy of @keel/agent than this one (as when this one is bundled into the application and that one is installed in node_modules), so its runtime is not this copy's: one process takes one copy of the host and the kernel. ${IMPORT_NODE_ENTRY}`,
+      { path: "store" },
+    );
   return installed;
 }
 
@@ -125,7 +138,11 @@ export async function resolveStorage(
       { path: "store" },
     );
   const schema = env.KEEL_DATABASE_SCHEMA?.trim() || undefined;
-  const pg = (await load("@keel/store-postgres", source)) as {
+  const pg = (await load(
+    "@keel/store-postgres",
+    source,
+    "Install it beside @keel/agent, or pass createAgent a store.",
+  )) as {
     PostgresSessionStore: new (o: { url: string; schema?: string }) => SessionStore;
   };
   // Connects on first use: nothing is opened before the plugins are set up.
@@ -138,13 +155,13 @@ export async function resolveStorage(
 }
 
 /** A package loaded on first use, by a name a bundler does not follow (the Node entry, the PostgreSQL store). */
-async function load(name: string, what: string): Promise<unknown> {
+async function load(name: string, what: string, remedy: string): Promise<unknown> {
   try {
     return await import(name);
   } catch (err) {
     throw new KeelError(
       "KEEL_STORE_FAILED",
-      `${what} needs ${name}, which could not be loaded (${(err as Error)?.message ?? String(err)}). Install it beside @keel/agent, or pass createAgent a store.`,
+      `${what} needs ${name}, which could not be loaded (${(err as Error)?.message ?? String(err)}). ${remedy}`,
       { path: "store" },
       { cause: err },
     );

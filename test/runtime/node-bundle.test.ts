@@ -1,0 +1,90 @@
+/**
+ * An application bundled for Node (esbuild, platform node: how many apps ship to a server or a
+ * function host). createAgent on Node loads @keel/agent/node by a name the bundler does not
+ * follow, so at run time it is either missing or found in node_modules: another copy of the host
+ * than the one in the bundle, which installs its runtime into that copy. Neither may leave the
+ * agent keeping its log in memory on Node: createAgent says which import fixes it, and with that
+ * import the bundled agent keeps its log in SQLite in KEEL_HOME.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { build } from "esbuild";
+import { afterAll, describe, expect, it } from "vitest";
+import { ROOT } from "./support/bundle.ts";
+
+/** An app that builds an agent with no store and says where its log went. */
+const APP = `import { createAgent } from "@keel/agent";
+const provider = {
+  id: "inline", contextWindow: 8000,
+  async *stream() {
+    const message = { role: "assistant", content: [{ type: "text", text: "hi" }] };
+    yield { type: "response", message, stopReason: "end_turn", usage: { inputTokens: 1, outputTokens: 1 } };
+  },
+};
+const agent = await createAgent({ provider });
+const session = await agent.session();
+await session.run("hello");
+console.log(JSON.stringify({ home: agent.storage.home, store: agent.store.constructor.name }));
+await agent.close();
+`;
+
+// Inside the repository, so node_modules resolves @keel/agent as an installed app's would.
+const inside = mkdtempSync(join(ROOT, "test/runtime/.node-bundle-"));
+const outside = mkdtempSync(join(tmpdir(), "keel-node-bundle-"));
+afterAll(() => {
+  rmSync(inside, { recursive: true, force: true });
+  rmSync(outside, { recursive: true, force: true });
+});
+
+/** Bundle APP (after `head`) for Node into `dir`/app.mjs and run it with a fresh KEEL_HOME. */
+async function bundleAndRun(
+  dir: string,
+  head = "",
+): Promise<{ code: number | null; stdout: string; stderr: string; home: string }> {
+  writeFileSync(join(inside, "app.ts"), head + APP);
+  await build({
+    entryPoints: [join(inside, "app.ts")],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    outfile: join(dir, "app.mjs"),
+    logLevel: "silent",
+  });
+  const home = join(dir, "home");
+  mkdirSync(home, { recursive: true });
+  const r = spawnSync(process.execPath, [join(dir, "app.mjs")], {
+    env: { ...process.env, KEEL_HOME: home, KEEL_DATABASE_URL: "" },
+    encoding: "utf8",
+    timeout: 50_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr, home };
+}
+
+describe("an app bundled for Node", () => {
+  it("that imports @keel/agent/node in its entry: createAgent with no store writes SQLite in KEEL_HOME", async () => {
+    const r = await bundleAndRun(inside, `import "@keel/agent/node";\n`);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ home: r.home, store: "SqliteSessionStore" });
+    expect(existsSync(join(r.home, "sessions.sqlite"))).toBe(true);
+  });
+
+  it("with @keel/agent installed beside it but not imported: KEEL_STORE_FAILED naming the other copy and the import, no turn kept in memory", async () => {
+    const r = await bundleAndRun(inside);
+    expect(r.code).not.toBe(0);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toContain("KEEL_STORE_FAILED");
+    expect(r.stderr).toContain("another copy of @keel/agent");
+    expect(r.stderr).toContain('import "@keel/agent/node"');
+  });
+
+  it("with no @keel/agent to load: KEEL_STORE_FAILED saying to import @keel/agent/node, not to pass a store", async () => {
+    const r = await bundleAndRun(outside);
+    expect(r.code).not.toBe(0);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toContain("KEEL_STORE_FAILED");
+    expect(r.stderr).toContain('import "@keel/agent/node"');
+    expect(r.stderr).not.toContain("pass createAgent a store");
+  });
+});
