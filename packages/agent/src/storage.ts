@@ -42,15 +42,15 @@ const proc = (globalThis as { process?: { versions?: { node?: string }; env?: En
 const NODE_ENTRY = "@keel/agent/node";
 
 /**
- * Whether this is Node itself. Other runtimes set `process.versions.node` too (workerd with
- * `nodejs_compat`, Deno, Bun) without what the Node entry needs (a file system, node:sqlite);
- * each names itself in `navigator.userAgent` ("Cloudflare-Workers", "Deno/…", "Bun/…"), Node
- * as "Node.js/…".
+ * Whether this runtime may load the Node entry. workerd with `nodejs_compat` sets
+ * `process.versions.node` too but has no file system nor node:sqlite, and its bundle never
+ * holds the entry; it names itself in `navigator.userAgent` ("Cloudflare-Workers"). Anything
+ * else with a Node version (Node, a DOM emulation such as jsdom running on it, Deno and Bun,
+ * which run Node packages) loads it.
  */
 function onNode(): boolean {
   if (!proc?.versions?.node) return false;
-  const agent = (globalThis as { navigator?: { userAgent?: unknown } }).navigator?.userAgent;
-  return typeof agent !== "string" || agent.startsWith("Node.js/");
+  return (globalThis as { navigator?: { userAgent?: unknown } }).navigator?.userAgent !== "Cloudflare-Workers";
 }
 
 /** What an application bundled with @keel/agent inside it does so the bundle carries the Node entry. */
