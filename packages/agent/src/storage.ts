@@ -61,8 +61,8 @@ const IMPORT_NODE_ENTRY = `Import it once in the application's entry (import "${
  * else none (a Worker, a browser: the in-memory store, no home folder, estimated token counts).
  * Contract: on Node, a runtime or KEEL_STORE_FAILED, never none: an application bundled with
  * @keel/agent inside it finds the entry missing, or loads another copy of the host from
- * node_modules, which installs its runtime into that copy (and whose errors this copy's kernel
- * does not know); either is said, with the import that fixes it.
+ * node_modules, which installs its runtime into that copy; either is said, with the import
+ * that fixes it.
  */
 export async function hostRuntime(): Promise<HostRuntime | undefined> {
   if (installed || !onNode()) return installed;
