@@ -333,6 +333,21 @@ describe.concurrent("fault/cli: a config that cannot load is a coded, located er
     });
   });
 
+  it("a config that throws with connection strings in its message shows none of their passwords (the full masker, before any agent is built)", async () => {
+    // Passwords the kernel's basic rule misses: a "/" or an "@" in the userinfo, a quoted libpq value.
+    const p = config(
+      `throw new Error("cannot reach postgres://keel:sl/ash-8c1f@db.internal/prod nor postgres://keel:at@sign-8c1f@db.internal/prod nor host=db password='two words-8c1f'");\nexport default {};\n`,
+    );
+    for (const args of [
+      ["run", "hi"],
+      ["sessions", "list"],
+    ]) {
+      const r = await keel(args, { cwd: p.dir });
+      expectLocated(r, { code: "KEEL_CONFIG_LOAD_FAILED", file: p.file, says: ["db.internal/prod", "host=db"] });
+      expect(r.stdout + r.stderr, args.join(" ")).not.toMatch(/sl\/ash|at@sign|sign-8c1f|two words|8c1f/);
+    }
+  });
+
   it("a config that throws a non-Error (throw undefined) is still located", async () => {
     const p = config(`throw undefined;\nexport default {};\n`);
     expectLocated(await keel(["run", "hi"], { cwd: p.dir }), {

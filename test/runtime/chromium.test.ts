@@ -1,5 +1,7 @@
 /**
- * The smallest whole agent (agent-entry.ts) runs a full tool turn in a page in Chromium: the
+ * The smallest whole agent (agent-entry.ts) runs a full tool turn in a page in Chromium, and the
+ * host's scenarios off Node (host-entry.ts: a child session, an approval, a durable job,
+ * steering, storage, `store: "sqlite"` refused) run there too: the
  * esbuild bundle (browser platform, no Node module, no polyfill) served with a tiny page from
  * 127.0.0.1, runOnce called in the page with page.evaluate. Debian's chromium through
  * playwright-core, as the other browser tests (scripts/ensure-browser.ts installs it).
@@ -8,6 +10,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { browserMissing, launchChromium } from "../../packages/cli/test/support/browser.ts";
 import { bundle, placesInBundle } from "./support/bundle.ts";
+import { HOST_ENTRY, HOST_SCENARIOS } from "./support/host-scenarios.ts";
 import { AGENT_ENTRY, expectFullToolTurn } from "./support/outcome.ts";
 import { type PageSite, servePage } from "./support/page.ts";
 
@@ -22,8 +25,12 @@ describe.skipIf(missing)("the smallest agent in a page in Chromium", () => {
   let opened: Promise<Page>;
 
   async function open(): Promise<Page> {
+    // runOnce() is the smallest agent's turn; runOnce(name) the host's scenario of that name.
     agentJs = await bundle(
-      `export { runOnce } from ${JSON.stringify(AGENT_ENTRY)};\n`,
+      `import { runOnce as once } from ${JSON.stringify(AGENT_ENTRY)};
+import { runScenario } from ${JSON.stringify(HOST_ENTRY)};
+export const runOnce = (name) => (name ? runScenario(name) : once());
+`,
       import.meta.dirname,
       "page-glue.ts",
     );
@@ -67,4 +74,16 @@ describe.skipIf(missing)("the smallest agent in a page in Chromium", () => {
     expect(await page.evaluate(() => typeof (globalThis as { process?: unknown }).process)).toBe("undefined");
     expect(pageErrors).toEqual([]);
   });
+
+  for (const scenario of HOST_SCENARIOS)
+    it(`the host: ${scenario.title}`, async () => {
+      const page = await opened;
+      scenario.check(
+        await page.evaluate(
+          (name) => (globalThis as unknown as { runOnce: (name: string) => Promise<unknown> }).runOnce(name),
+          scenario.name,
+        ),
+      );
+      expect(pageErrors).toEqual([]);
+    });
 });

@@ -287,7 +287,8 @@ function childAgent(host: Agent, name: string, options: ChildOptions["agent"]): 
         ...(given.recovery === undefined && host.options.recovery ? { recovery: host.options.recovery } : {}),
         ...(host.options.childSessionId ? { childSessionId: host.options.childSessionId } : {}),
         // Its plugins keep their data where the parent agent does (its home and its store), never in KEEL_HOME.
-        home: host.storage.home,
+        // A runtime with no file system has no home (""), which is no option to give: the child has none either.
+        ...(host.storage.home ? { home: host.storage.home } : {}),
         store: host.store,
       })
       .then(

@@ -42,12 +42,37 @@ const proc = (globalThis as { process?: { versions?: { node?: string }; env?: En
 const NODE_ENTRY = "@keel/agent/node";
 
 /**
+ * Whether this runtime may load the Node entry. workerd with `nodejs_compat` sets
+ * `process.versions.node` too but has no file system nor node:sqlite, and its bundle never
+ * holds the entry; it names itself in `navigator.userAgent` ("Cloudflare-Workers"). Anything
+ * else with a Node version (Node, a DOM emulation such as jsdom running on it, Deno and Bun,
+ * which run Node packages) loads it.
+ */
+function onNode(): boolean {
+  if (!proc?.versions?.node) return false;
+  return (globalThis as { navigator?: { userAgent?: unknown } }).navigator?.userAgent !== "Cloudflare-Workers";
+}
+
+/** What an application bundled with @keel/agent inside it does so the bundle carries the Node entry. */
+const IMPORT_NODE_ENTRY = `Import it once in the application's entry (import "${NODE_ENTRY}") so a bundler includes it.`;
+
+/**
  * The runtime createAgent uses: the one installed, else, on Node, the Node entry's (loaded now),
  * else none (a Worker, a browser: the in-memory store, no home folder, estimated token counts).
+ * Contract: on Node, a runtime or KEEL_STORE_FAILED, never none: an application bundled with
+ * @keel/agent inside it finds the entry missing, or loads another copy of the host from
+ * node_modules, which installs its runtime into that copy; either is said, with the import
+ * that fixes it.
  */
 export async function hostRuntime(): Promise<HostRuntime | undefined> {
-  if (installed || !proc?.versions?.node) return installed;
-  await load(NODE_ENTRY, "createAgent on Node");
+  if (installed || !onNode()) return installed;
+  await load(NODE_ENTRY, "createAgent on Node", IMPORT_NODE_ENTRY);
+  if (!installed)
+    throw new KeelError(
+      "KEEL_STORE_FAILED",
+      `createAgent on Node loaded ${NODE_ENTRY}, from another copy of @keel/agent than this one (as when this one is bundled into the application and that one is installed in node_modules), so its runtime is not this copy's: one process takes one copy of the host and the kernel. ${IMPORT_NODE_ENTRY}`,
+      { path: "store" },
+    );
   return installed;
 }
 
@@ -113,7 +138,11 @@ export async function resolveStorage(
       { path: "store" },
     );
   const schema = env.KEEL_DATABASE_SCHEMA?.trim() || undefined;
-  const pg = (await load("@keel/store-postgres", source)) as {
+  const pg = (await load(
+    "@keel/store-postgres",
+    source,
+    "Install it beside @keel/agent, or pass createAgent a store.",
+  )) as {
     PostgresSessionStore: new (o: { url: string; schema?: string }) => SessionStore;
   };
   // Connects on first use: nothing is opened before the plugins are set up.
@@ -126,13 +155,13 @@ export async function resolveStorage(
 }
 
 /** A package loaded on first use, by a name a bundler does not follow (the Node entry, the PostgreSQL store). */
-async function load(name: string, what: string): Promise<unknown> {
+async function load(name: string, what: string, remedy: string): Promise<unknown> {
   try {
     return await import(name);
   } catch (err) {
     throw new KeelError(
       "KEEL_STORE_FAILED",
-      `${what} needs ${name}, which could not be loaded (${(err as Error)?.message ?? String(err)}). Install it beside @keel/agent, or pass createAgent a store.`,
+      `${what} needs ${name}, which could not be loaded (${(err as Error)?.message ?? String(err)}). ${remedy}`,
       { path: "store" },
       { cause: err },
     );

@@ -258,11 +258,20 @@ export interface ErrorLocation {
 }
 
 /**
+ * What every copy of the kernel marks its KeelError with (a registered symbol, the same in every
+ * copy): an application bundled with the kernel inside it loads stores from node_modules, whose
+ * errors come from another copy, and must still tell a KEEL_SESSION_BUSY from a crash.
+ */
+const KEEL_ERROR: unique symbol = Symbol.for("keel.KeelError") as never;
+
+/**
  * An error raised by Keel.
  * Contract: `code` is a key of ERROR_CODES; `message` is the specific problem followed by
  * the code's instruction; `plugin` and `phase` name the culprit when one is known. No
  * connection credential is kept: the problem, the path and a cause's message pass through
  * `maskCredentials` (a driver error or a URL quoted in a message shows `password=***`).
+ * `instanceof KeelError` (and isKeelError) holds for a KeelError of any copy of the kernel in
+ * the process.
  */
 export class KeelError extends Error {
   readonly code: ErrorCode;
@@ -294,6 +303,21 @@ export class KeelError extends Error {
     this.problem = problem;
   }
 }
+
+Object.defineProperty(KeelError.prototype, KEEL_ERROR, { value: true });
+// Defined outside the class body: a static member naming the class makes bundlers rename it (`_KeelError`).
+Object.defineProperty(KeelError, Symbol.hasInstance, {
+  value(this: unknown, value: unknown): boolean {
+    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
+    if (this !== KeelError || typeof value !== "object" || value === null) return false;
+    // Another copy's: marked by the same registered symbol. A Proxy whose `has` trap throws is no KeelError.
+    try {
+      return KEEL_ERROR in value;
+    } catch {
+      return false;
+    }
+  },
+});
 
 /** `cause` as it may be kept: an Error whose message holds a credential becomes a copy with it masked (name and code kept). */
 function maskedCause(cause: unknown): unknown {

@@ -114,46 +114,56 @@ export async function takeLease(store: LeasePrimitives, sessionId: string, optio
   const deadline = t0 + options.waitMs;
   let delay = 25;
   let told = false;
-  for (;;) {
-    options.signal?.throwIfAborted();
-    let issued = Date.now();
-    let out = await store.acquireLease(sessionId, claim);
-    if (!out.acquired && holderIsDead(out.holder)) {
-      issued = Date.now();
-      out = await store.acquireLease(sessionId, { ...claim, replaces: out.holder.owner });
+  // The owner is this process's from its first claim: the store may hold it before its answer is back here,
+  // and another claim of this process that read it then must see a live holder, not a dead predecessor.
+  LIVE_OWNERS.add(claim.owner);
+  let kept = false;
+  try {
+    for (;;) {
+      options.signal?.throwIfAborted();
+      let issued = Date.now();
+      let out = await store.acquireLease(sessionId, claim);
+      if (!out.acquired && holderIsDead(out.holder)) {
+        issued = Date.now();
+        out = await store.acquireLease(sessionId, { ...claim, replaces: out.holder.owner });
+      }
+      if (out.acquired) {
+        const prev = out.previous;
+        kept = true;
+        return keep(
+          store,
+          sessionId,
+          claim.owner,
+          options.ttlMs,
+          prev
+            ? {
+                pid: prev.pid,
+                host: prev.host,
+                reason: prev.expiresAt <= out.lease.acquiredAt ? "expired" : "holder_dead",
+              }
+            : undefined,
+          issued,
+        );
+      }
+      const holder = out.holder;
+      const now = Date.now();
+      const until = holder.owner.startsWith("handoff:") ? Math.max(deadline, t0 + HANDOFF_WAIT_MS) : deadline;
+      if (now >= until) {
+        throw new KeelError(
+          "KEEL_SESSION_BUSY",
+          `Session "${sessionId}" is in use by ${describe(holder)}; nothing was written${now > t0 ? ` after waiting ${now - t0} ms` : ""}.`,
+        );
+      }
+      if (!told) {
+        told = true;
+        options.onWait?.(holder);
+      }
+      await sleep(Math.max(1, Math.min(delay, until - now, holder.expiresAt - now + 5)), options.signal);
+      delay = Math.min(delay * 2, 500);
     }
-    if (out.acquired) {
-      const prev = out.previous;
-      return keep(
-        store,
-        sessionId,
-        claim.owner,
-        options.ttlMs,
-        prev
-          ? {
-              pid: prev.pid,
-              host: prev.host,
-              reason: prev.expiresAt <= out.lease.acquiredAt ? "expired" : "holder_dead",
-            }
-          : undefined,
-        issued,
-      );
-    }
-    const holder = out.holder;
-    const now = Date.now();
-    const until = holder.owner.startsWith("handoff:") ? Math.max(deadline, t0 + HANDOFF_WAIT_MS) : deadline;
-    if (now >= until) {
-      throw new KeelError(
-        "KEEL_SESSION_BUSY",
-        `Session "${sessionId}" is in use by ${describe(holder)}; nothing was written${now > t0 ? ` after waiting ${now - t0} ms` : ""}.`,
-      );
-    }
-    if (!told) {
-      told = true;
-      options.onWait?.(holder);
-    }
-    await sleep(Math.max(1, Math.min(delay, until - now, holder.expiresAt - now + 5)), options.signal);
-    delay = Math.min(delay * 2, 500);
+  } finally {
+    // Not taken (busy, aborted, the store failed): a lease left with this owner is no living holder's.
+    if (!kept) LIVE_OWNERS.delete(claim.owner);
   }
 }
 

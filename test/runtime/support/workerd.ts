@@ -1,5 +1,5 @@
 /**
- * A Worker module in workerd (Miniflare, no `nodejs_compat`): `glue` (bundled by bundle.ts)
+ * A Worker module in workerd (Miniflare, no `nodejs_compat` unless asked): `glue` (bundled by bundle.ts)
  * default-exports turnWorker(...) from ./worker.ts; each run() is one request to it.
  */
 import { fileURLToPath } from "node:url";
@@ -15,7 +15,12 @@ export interface TurnWorker {
   dispose(): Promise<void>;
 }
 
-export async function startTurnWorker(glue: string, bindings: Record<string, string> = {}): Promise<TurnWorker> {
+export async function startTurnWorker(
+  glue: string,
+  bindings: Record<string, string> = {},
+  /** workerd's compatibility flags (`["nodejs_compat"]`: a `process` with `versions.node`, as many Workers have). */
+  compatibilityFlags: string[] = [],
+): Promise<TurnWorker> {
   const script = await bundle(glue, import.meta.dirname, "worker-glue.ts");
   const located = (text: string) => `${text}${placesInBundle(script, text, "worker.js")}`;
   // The module is listed, not given as `script` with `modules: true`: that form scans the code and
@@ -23,6 +28,7 @@ export async function startTurnWorker(glue: string, bindings: Record<string, str
   const mf = new Miniflare({
     modules: [{ type: "ESModule", path: "worker.js", contents: script }],
     compatibilityDate: "2026-07-01",
+    compatibilityFlags,
     bindings,
   });
   try {

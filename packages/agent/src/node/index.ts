@@ -9,6 +9,7 @@
 import { join, resolve } from "node:path";
 import { defaultKeelHome } from "@keel/safe-path";
 import { SqliteSessionStore } from "@keel/store-sqlite";
+import { setCredentialMask } from "@keel/kernel";
 import { maskCredentials } from "@keel/secrets";
 import { TokenCounter as O200kCounter } from "@keel/tokens";
 import { digestSeam } from "./digest.ts";
@@ -27,6 +28,10 @@ export const nodeRuntime: HostRuntime = {
 };
 
 useHostRuntime(nodeRuntime);
+// Error messages mask connection credentials with the full scanner from the moment Node's entry
+// is loaded, not from the first createAgent: what fails before one (a config that throws, a
+// command that builds no agent) shows no password either.
+setCredentialMask(maskCredentials);
 
 export { defaultKeelHome };
 export { guardProcess, MAX_RECORDED_FAULTS } from "./faults.ts";
