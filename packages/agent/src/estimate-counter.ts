@@ -1,8 +1,10 @@
 /**
- * The token counter of a runtime without the o200k tokenizer (a Worker, a browser tab): every
- * part estimated at a quarter of its characters, with its UTF-8 length as the proven upper
- * bound (no byte-level BPE token is shorter than one byte). On Node, createAgent uses the o200k
- * counter (`@keel/agent/node`) instead.
+ * The token counter of a runtime without the o200k tokenizer (a Worker, a browser tab): each
+ * part estimated by what its characters cost in a byte-level BPE (prose letters a quarter of a
+ * token, digits a third, punctuation and long unbroken runs such as base64 or hex more, a
+ * non-Latin character one, an emoji two), erring high so a ceiling or a budget is not passed
+ * unseen; its UTF-8 length is the proven upper bound (no such token is shorter than one byte).
+ * On Node, createAgent uses the o200k counter (`@keel/agent/node`) instead.
  */
 import type { Message, RequestTokenCount, TokenCounter, ToolSchema } from "@keel/kernel";
 
@@ -20,8 +22,49 @@ function utf8Length(text: string): number {
   return n;
 }
 
+/** A run of word characters this long without a break is an identifier, a hash or base64, not prose. */
+const LONG_RUN = 12;
+
+/** Estimated o200k tokens of `text`. Contract: pure; never below a quarter of its code points. */
+export function estimateTokens(text: string): number {
+  let tokens = 0;
+  let run = 0;
+  const endRun = (): void => {
+    // Prose words cost about a quarter of a token a letter; long unbroken runs (hex, base64) about 0.7.
+    if (run > LONG_RUN) tokens += run * 0.45;
+    run = 0;
+  };
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if ((c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a)) {
+      tokens += 0.25;
+      run++;
+    } else if (c >= 0x30 && c <= 0x39) {
+      tokens += 0.34;
+      run++;
+    } else if (c === 0x20 || c === 0x0a || c === 0x09) {
+      endRun();
+      tokens += 0.1;
+    } else if (c < 0x80) {
+      // Punctuation: JSON's quotes, braces and colons are often tokens of their own.
+      if (c !== 0x2b && c !== 0x2f && c !== 0x3d && c !== 0x5f && c !== 0x2d) endRun();
+      else run++;
+      tokens += 0.6;
+    } else if (c >= 0xd800 && c <= 0xdbff) {
+      endRun();
+      tokens += 2;
+      i++;
+    } else {
+      endRun();
+      tokens += 1;
+    }
+  }
+  endRun();
+  return Math.ceil(tokens);
+}
+
 function ofText(text: string): { tokens: number; bound: number } {
-  return { tokens: Math.ceil(text.length / 4), bound: utf8Length(text) };
+  return { tokens: estimateTokens(text), bound: utf8Length(text) };
 }
 
 function ofMessage(m: Message): { tokens: number; bound: number } {

@@ -18,7 +18,8 @@ export interface RequestTokenCount {
  * A token counter (createAgent's default is @keel/tokens' o200k counter).
  * Contract: `countRequest` is synchronous and `total` is the sum of the parts; below
  * `exactAbove` it may estimate (`exact: false`, with a proven `bound`), above it it counts
- * exactly; `extendCounts`, when present, carries what it knows of `prev` to `next` (`prev`
+ * exactly when it has a tokenizer (a runtime without one, a Worker or a browser, estimates
+ * erring high and says `exact: false`); `extendCounts`, when present, carries what it knows of `prev` to `next` (`prev`
  * plus `message`, both frozen), so a long history is not walked again each round.
  */
 export interface TokenCounter {
