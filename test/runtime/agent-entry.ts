@@ -6,7 +6,7 @@
  * it was sent held the plugin's section. Nothing here may import a `node:` module.
  */
 import { createAgent, MemorySessionStore } from "@keel/agent";
-import { definePlugin, defineTool } from "@keel/kernel";
+import { codePointSlice, definePlugin, defineTool } from "@keel/kernel";
 import type { ModelEvent, ModelProvider, ModelRequest } from "@keel/kernel";
 // zod/mini, as a user who wants the smallest bundle writes it (classic "zod" works as well).
 import * as z from "zod/mini";
@@ -73,7 +73,8 @@ export async function runOnce(): Promise<RunOutcome> {
       systemHadSection = request.system.includes(HOUSE_RULE);
       const product = last.content.map((b) => (b.type === "text" ? b.text : "")).join("");
       const text = `6 × 7 = ${product}. The house rules were ${systemHadSection ? "" : "not "}in my prompt.`;
-      for (const piece of [text.slice(0, 10), text.slice(10)]) yield { type: "text_delta", text: piece };
+      for (const piece of [codePointSlice(text, 0, 10), codePointSlice(text, 10)])
+        yield { type: "text_delta", text: piece };
       yield {
         type: "response",
         message: { role: "assistant", content: [{ type: "text", text }] },

@@ -6,7 +6,7 @@
  * never share a plugin's file.
  */
 import type { AgentStorage, DigestSeam, SessionStore, TokenCounter } from "@keel/kernel";
-import { KeelError } from "@keel/kernel";
+import { codePointSlice, KeelError } from "@keel/kernel";
 import { MemorySessionStore } from "./memory-store.ts";
 
 /** Environment variables, where the runtime has them (Node's process.env; none in a browser). */
@@ -134,7 +134,7 @@ export async function resolveStorage(
   if (!POSTGRES.test(value))
     throw new KeelError(
       "KEEL_AGENT_OPTIONS_INVALID",
-      `${source} must be a SessionStore, "sqlite" or a postgres:// URL; it starts with ${JSON.stringify(/^[a-z][a-z0-9+.-]*:/i.exec(value)?.[0] ?? value.slice(0, 1))}.`,
+      `${source} must be a SessionStore, "sqlite" or a postgres:// URL; it starts with ${JSON.stringify(/^[a-z][a-z0-9+.-]*:/i.exec(value)?.[0] ?? codePointSlice(value, 0, 1))}.`,
       { path: "store" },
     );
   const schema = env.KEEL_DATABASE_SCHEMA?.trim() || undefined;

@@ -71,7 +71,11 @@ export function placesInBundle(code: string, message: string, name: string): str
         break;
       }
     }
-    out.push(`  ${m[0]} is in ${module}: ${(lines[at] ?? "").trim().slice(0, 160)}`);
+    out.push(
+      `  ${m[0]} is in ${module}: ${Array.from((lines[at] ?? "").trim())
+        .slice(0, 160)
+        .join("")}`,
+    );
   }
   return out.length ? `\nWhere in the bundle:\n${out.join("\n")}` : "";
 }
