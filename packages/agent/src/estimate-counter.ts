@@ -12,6 +12,8 @@ import type { Message, RequestTokenCount, TokenCounter, ToolSchema } from "@keel
 const MEDIA_TOKENS = 1_600;
 
 const perMessage = new WeakMap<object, { tokens: number; bound: number }>();
+const perTools = new WeakMap<readonly ToolSchema[], { tokens: number; bound: number }>();
+let lastSystem: { text: string; part: { tokens: number; bound: number } } = { text: "", part: { tokens: 0, bound: 0 } };
 
 function utf8Length(text: string): number {
   let n = 0;
@@ -89,8 +91,12 @@ export const estimateCounter: TokenCounter = {
     messages: readonly Message[];
     tools: readonly ToolSchema[];
   }): RequestTokenCount {
-    const system = ofText(request.system);
-    const tools = ofText(request.tools.length ? JSON.stringify(request.tools) : "");
+    const system = request.system === lastSystem.text ? lastSystem.part : ofText(request.system);
+    lastSystem = { text: request.system, part: system };
+    // A turn sends the same system prompt and tool list every round: each is estimated once.
+    let tools = perTools.get(request.tools);
+    if (!tools)
+      perTools.set(request.tools, (tools = ofText(request.tools.length ? JSON.stringify(request.tools) : "")));
     let messages = 0;
     let bound = system.bound + tools.bound;
     for (const m of request.messages) {
