@@ -102,6 +102,8 @@ const POSTGRES = /^postgres(ql)?:\/\/\S+$/i;
  * none is given, KEEL_DATABASE_URL) must be "sqlite" or a postgres:// URL, else
  * KEEL_AGENT_OPTIONS_INVALID at `store` naming where it came from and quoting only its scheme;
  * PostgreSQL needs @keel/store-postgres installed (KEEL_STORE_FAILED saying so otherwise).
+ * `runtime` omitted (or undefined) is the installed one (useHostRuntime); without any, "sqlite"
+ * is refused and no store given means an in-memory log.
  */
 export async function resolveStorage(
   options: { store?: SessionStore | string; home?: string },
