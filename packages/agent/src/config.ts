@@ -126,7 +126,7 @@ export interface KeelConfig {
   /**
    * The offline model: a provider script (inline, or a JSON file path relative to the config).
    * Its steps are checked where the config is loaded (@keel/testkit's `parseProviderScript`,
-   * with the path of a bad field), so the kernel does not depend on the test kit for its shape.
+   * with the path of a bad field), so the host does not depend on the test kit for its shape.
    */
   offline?: { script?: OfflineScript | string };
 }

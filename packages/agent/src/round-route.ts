@@ -151,7 +151,7 @@ function poolOf(t: Turn): AgentOptions["pool"] {
   return (t.agent.options as AgentOptions).pool;
 }
 
-/** Routing and budgets as the kernel's round seam. Contract: installed only on an agent with a pool or a budget. */
+/** Routing and budgets as the kernel's round seam. Contract: installed on every agent; without a pool it gives no routing view, without a limit it checks nothing. */
 export const roundSeam: RoundSeam = {
   view: routingView,
   take: takeRoute,

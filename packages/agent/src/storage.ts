@@ -83,9 +83,9 @@ export function runtimeEnv(): Env {
 
 /**
  * The store an agent writes to, whether it opens it (and closes it), and what its plugins are told.
- * The stores are packages of their own (@keel/store-sqlite, @keel/store-postgres) that build on
- * the kernel: this is the one place the kernel reaches one, by name, on first use, only when
- * createAgent was not given a store (its composition root).
+ * The stores are packages of their own (@keel/store-sqlite through the Node runtime,
+ * @keel/store-postgres loaded by name on first use): this is the one place the host reaches one,
+ * only when createAgent was not given a store (its composition root).
  * Contract: `open()` creates nothing on disk before it is called (an agent whose plugin setup
  * fails leaves no file behind); it returns the same store every time.
  */
