@@ -107,7 +107,9 @@ describe("examples/http-server: useChat and AG-UI", () => {
       const answer = await send(url, "budget-chat", messages);
       const texts = answer.parts.flatMap((p) => (p.type === "text" ? [p.text] : []));
       expect(texts).toEqual([
-        expect.stringMatching(/^Stopped: This turn spent \$0\.0000 of limits\.maxCostUsd \$0\.0100; .* \(KEEL_BUDGET_EXCEEDED\)$/s),
+        expect.stringMatching(
+          /^Stopped: This turn spent \$0\.0000 of limits\.maxCostUsd \$0\.0100; .* \(KEEL_BUDGET_EXCEEDED\)$/s,
+        ),
       ]);
       expect(answer.parts.find((p) => p.type === "data-keel-end")).toMatchObject({
         data: { status: "stopped", reason: "budget", code: "KEEL_BUDGET_EXCEEDED" },

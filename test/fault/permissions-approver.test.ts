@@ -29,7 +29,7 @@ const RULE = {
   decision: "ask",
   tool: "deploy",
   reason: "deploys reach production; page https://ops:hunter2@pager.example.com first",
-};
+} as const;
 /** How the plugin words the rule's ask (the rule's text between the id and the verb is the plugin's). */
 const WHY = /rules\[0\] \(prod-deploys\) .* asks about it: deploys reach production; page https:\/\/ops:/;
 

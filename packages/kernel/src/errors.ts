@@ -90,7 +90,7 @@ export const ERROR_CODES = {
   KEEL_TURN_STOPPED:
     "A plugin stopped the turn (a `stop` contribution, with the reason shown); the model was not asked again. Nothing to fix unless the plugin named should not stop turns: then change its options or remove it.",
   KEEL_TURN_INTERRUPTED:
-    "The process running the turn stopped before the turn finished, and nothing continued it (recovery is off, or its parent turn ended), so it ended interrupted. Send the message again; with `recovery: \"auto\"` and a worker such turns are continued.",
+    'The process running the turn stopped before the turn finished, and nothing continued it (recovery is off, or its parent turn ended), so it ended interrupted. Send the message again; with `recovery: "auto"` and a worker such turns are continued.',
   KEEL_INPUT_INVALID:
     "run() takes the user's message as a string or a non-empty array of content blocks (text, image, PDF file). Pass text or blocks; put other structured data in `metadata`.",
   KEEL_APPROVAL_PENDING:

@@ -395,7 +395,11 @@ export function mergeDecisions(items: readonly Contributed<ContributionOf<"tool_
   let answer: ToolDecision["answer"];
   for (const { plugin, value } of items) {
     if (RANK[value.decision] > RANK[best.decision])
-      best = { decision: value.decision, plugin, ...(value.reason !== undefined ? { reason: decisionReason(value.reason) } : {}) };
+      best = {
+        decision: value.decision,
+        plugin,
+        ...(value.reason !== undefined ? { reason: decisionReason(value.reason) } : {}),
+      };
     if (!answer && value.result)
       answer = {
         content: value.result.content,

@@ -213,7 +213,12 @@ export class AGUIEventMapper {
         // A new kind of end must be mapped here (and in turnEnd) before this compiles.
         const unmapped: never = v;
         void unmapped;
-        out.push({ type: EventType.RUN_ERROR, message: end.message, ...(end.code ? { code: end.code } : {}), metadata });
+        out.push({
+          type: EventType.RUN_ERROR,
+          message: end.message,
+          ...(end.code ? { code: end.code } : {}),
+          metadata,
+        });
       }
     }
   }

@@ -157,7 +157,10 @@ export function turnEnd(v: TurnVerdict): TurnEnd {
         return end(v.status, v.reason, INTERRUPTED[v.reason] ?? INTERRUPTED.process_exit);
       default: {
         const unknown: never = v;
-        return streamError("KEEL_PROCESS_FAULT", `The turn ended in a way this page does not know: ${String((unknown as { status?: unknown }).status)}.`);
+        return streamError(
+          "KEEL_PROCESS_FAULT",
+          `The turn ended in a way this page does not know: ${String((unknown as { status?: unknown }).status)}.`,
+        );
       }
     }
   } catch {
@@ -167,7 +170,12 @@ export function turnEnd(v: TurnVerdict): TurnEnd {
 
 /** The end of a stream that failed before its turn gave a verdict (the stream's `error` event). Contract: never throws. */
 export function streamError(code: string, message: string): TurnEnd {
-  return end("error", "error", { code: String(code), message: "The turn failed.", note: true }, {
-    message: withoutCode(String(message), String(code)),
-  });
+  return end(
+    "error",
+    "error",
+    { code: String(code), message: "The turn failed.", note: true },
+    {
+      message: withoutCode(String(message), String(code)),
+    },
+  );
 }

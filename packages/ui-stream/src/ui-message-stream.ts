@@ -25,7 +25,10 @@ export interface UIStreamOptions {
 type ToolFinished = Extract<TurnStreamEvent, { type: "tool.finished" }>;
 
 /** The `finish` chunk's reason for a completed verdict. */
-const FINISH: Record<Extract<TurnResult["verdict"], { status: "completed" }>["reason"], "stop" | "length" | "content-filter" | "other"> = {
+const FINISH: Record<
+  Extract<TurnResult["verdict"], { status: "completed" }>["reason"],
+  "stop" | "length" | "content-filter" | "other"
+> = {
   end_turn: "stop",
   max_tokens: "length",
   refusal: "content-filter",

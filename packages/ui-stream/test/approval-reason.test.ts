@@ -55,7 +55,9 @@ async function read(stream: ReadableStream<any>): Promise<UIMessage | undefined>
 }
 
 function expectWhy(reason: string | undefined): void {
-  expect(reason).toMatch(/^rules\[0\] \(prod-deploys\) .* asks about it: deploys reach production; page https:\/\/ops:/);
+  expect(reason).toMatch(
+    /^rules\[0\] \(prod-deploys\) .* asks about it: deploys reach production; page https:\/\/ops:/,
+  );
   expect(reason).not.toContain("hunter2");
 }
 
