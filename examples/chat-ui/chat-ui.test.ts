@@ -21,8 +21,10 @@ describe.skipIf(missing)("examples/chat-ui: useChat in a browser", () => {
   let server: Awaited<ReturnType<typeof startServer>>;
   const home = mkdtempSync(join(tmpdir(), "keel-chat-ui-"));
 
+  let outDir: string;
+
   beforeAll(async () => {
-    const outDir = await buildChatPage();
+    outDir = await buildChatPage();
     server = await startServer({ home, provider: offlineModel, port: 0, stepMs: 30, worker: false, staticDir: outDir });
     browser = await launchChromium();
   }, 60_000);
@@ -84,5 +86,31 @@ describe.skipIf(missing)("examples/chat-ui: useChat in a browser", () => {
     await page.locator('#status[data-status="ready"]').waitFor();
     expect(await tool.locator("button").count()).toBe(0);
     expect(readFileSync(join(home, "deployments.log"), "utf8")).not.toContain("v9.9.9");
+  }, 60_000);
+
+  it("a turn stopped by limits.maxCostUsd shows the stop and its code in the message, and the page stays usable", async () => {
+    const limited = await startServer({
+      home: mkdtempSync(join(tmpdir(), "keel-chat-ui-budget-")),
+      provider: offlineModel,
+      port: 0,
+      worker: false,
+      staticDir: outDir,
+      limits: { maxCostUsd: 0.01 },
+    });
+    try {
+      const page = await browser.newPage();
+      await page.goto(limited.url);
+      for (const text of ["deploy v1.4.2", "status"]) {
+        await page.getByLabel("Message").fill(text);
+        await page.getByRole("button", { name: "Send" }).click();
+        await page.locator('#status[data-status="ready"]').waitFor();
+      }
+      const said = await page.locator(".assistant .text").allTextContents();
+      expect(said).toHaveLength(2);
+      for (const t of said) expect(t).toMatch(/^Stopped: This turn spent .* \(KEEL_BUDGET_EXCEEDED\)$/s);
+      expect(await page.locator(".error").count()).toBe(0);
+    } finally {
+      await limited.close();
+    }
   }, 60_000);
 });

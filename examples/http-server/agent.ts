@@ -7,7 +7,7 @@ import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { createAgent, definePlugin, defineTool } from "@keel/agent";
-import type { ModelProvider } from "@keel/kernel";
+import type { Limits, ModelProvider } from "@keel/kernel";
 
 /** Resolves after `ms`, or rejects when the call is cancelled. */
 function pause(ms: number, signal: AbortSignal): Promise<void> {
@@ -24,6 +24,8 @@ export async function buildAgent(options: {
   provider: ModelProvider;
   stepMs?: number;
   leaseTtlMs?: number;
+  /** The agent's limits (e.g. `maxCostUsd`: a turn past it stops, and the page says so). */
+  limits?: Partial<Limits>;
 }) {
   const log = join(options.home, "deployments.log");
   const stepMs = options.stepMs ?? 150;
@@ -82,5 +84,6 @@ export async function buildAgent(options: {
     // (info), a cut deploy never does (exec): the model reads that it was interrupted.
     recovery: "auto",
     ...(options.leaseTtlMs ? { lease: { ttlMs: options.leaseTtlMs } } : {}),
+    ...(options.limits ? { limits: options.limits } : {}),
   });
 }

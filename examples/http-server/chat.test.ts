@@ -18,9 +18,9 @@ import type { UIMessage } from "ai";
 const here = dirname(fileURLToPath(import.meta.url));
 const children: ChildProcess[] = [];
 
-async function start(home: string): Promise<{ url: string; child: ChildProcess }> {
+async function start(home: string, env: Record<string, string> = {}): Promise<{ url: string; child: ChildProcess }> {
   const child = spawn(process.execPath, [join(here, "server.ts")], {
-    env: { ...process.env, KEEL_HOME: home, PORT: "0", KEEL_MODEL: "", DEPLOY_STEP_MS: "20", WORKER: "0" },
+    env: { ...process.env, KEEL_HOME: home, PORT: "0", KEEL_MODEL: "", DEPLOY_STEP_MS: "20", WORKER: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   children.push(child);
@@ -96,6 +96,44 @@ describe("examples/http-server: useChat and AG-UI", () => {
     expect(((await bad.json()) as { error: { code: string } }).error.code).toBe("BAD_REQUEST");
     // The example's own API is still there.
     expect((await fetch(`${server.url}/sessions`, { method: "POST" })).status).toBe(201);
+  });
+
+  it("a turn over MAX_COST_USD: the chat message says the stop and KEEL_BUDGET_EXCEEDED (no empty bubble), the next one too, and AG-UI says it", async () => {
+    const home = mkdtempSync(join(tmpdir(), "keel-chat-budget-"));
+    const { url } = await start(home, { MAX_COST_USD: "0.01" });
+    const messages: UIMessage[] = [];
+    for (const [i, text] of ["please deploy v1.4.2", "status?"].entries()) {
+      messages.push({ id: `u${i}`, role: "user", parts: [{ type: "text", text }] });
+      const answer = await send(url, "budget-chat", messages);
+      const texts = answer.parts.flatMap((p) => (p.type === "text" ? [p.text] : []));
+      expect(texts).toEqual([
+        expect.stringMatching(
+          /^Stopped: This turn spent \$0\.0000 of limits\.maxCostUsd \$0\.0100; .* \(KEEL_BUDGET_EXCEEDED\)$/s,
+        ),
+      ]);
+      expect(answer.parts.find((p) => p.type === "data-keel-end")).toMatchObject({
+        data: { status: "stopped", reason: "budget", code: "KEEL_BUDGET_EXCEEDED" },
+      });
+      messages.push(answer);
+    }
+    const res = await fetch(`${url}/api/agui`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "text/event-stream" },
+      body: JSON.stringify({
+        threadId: "t-budget",
+        runId: "r1",
+        messages: [{ id: "u1", role: "user", content: "status?" }],
+        tools: [],
+        context: [],
+      }),
+    });
+    const events = (await res.text())
+      .split("\n\n")
+      .filter((f) => f.startsWith("data: "))
+      .map((f) => JSON.parse(f.slice(6)) as Record<string, any>);
+    expect(events.find((e) => e.type === "TEXT_MESSAGE_CONTENT")!.delta).toMatch(/\(KEEL_BUDGET_EXCEEDED\)$/);
+    expect(events.at(-1)).toMatchObject({ type: "RUN_FINISHED", metadata: { keel: { code: "KEEL_BUDGET_EXCEEDED" } } });
+    expect(existsSync(join(home, "deployments.log"))).toBe(false);
   });
 
   it("AG-UI: the run ends with an approval interrupt, the next run's resume denies it", async () => {

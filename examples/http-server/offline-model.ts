@@ -51,6 +51,8 @@ function decide(messages: readonly Message[]): AssistantMessage {
 export const offlineModel: ModelProvider = {
   id: "offline:release-rules",
   contextWindow: 32_000,
+  // A mid-size model's price (USD per million tokens), so budgets (MAX_COST_USD) can be tried offline.
+  price: { input: 3, output: 15 },
   async *stream(request: ModelRequest, { signal }: { signal: AbortSignal }): AsyncIterable<ModelEvent> {
     const message = decide(request.messages);
     for (const block of message.content) {

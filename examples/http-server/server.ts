@@ -6,6 +6,7 @@
  * DEPLOY_STEP_MS (default 150) how long each of a deploy's three steps takes. Each server also
  * runs a worker (@keel/worker) that finishes turns a crashed server left, with no user action
  * (WORKER=0 turns it off; LEASE_TTL_MS, default 30 s, is how long a silent holder keeps a turn).
+ * MAX_COST_USD sets limits.maxCostUsd: a turn that would pass it stops, and the chat says so.
  * `/api/chat` (useChat) and `/api/agui` (AG-UI) serve browser UIs; the chat page built by
  * examples/chat-ui (`pnpm --filter @keel/example-chat-ui build`) is served at `/` when its
  * `dist` folder exists (or CHAT_UI_DIR names another).
@@ -17,7 +18,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { resolveModel } from "@keel/providers";
 import { runWorker } from "@keel/worker";
-import type { ModelProvider } from "@keel/kernel";
+import type { Limits, ModelProvider } from "@keel/kernel";
 import { buildAgent } from "./agent.ts";
 import { nodeHandler } from "./adapters/node.ts";
 import { createHandler } from "./app.ts";
@@ -34,6 +35,8 @@ export async function startServer(options: {
   /** Run a worker beside the server (default true). */
   worker?: boolean;
   leaseTtlMs?: number;
+  /** The agent's limits (MAX_COST_USD sets `maxCostUsd`). */
+  limits?: Partial<Limits>;
   /** Serve the chat page's build from this folder at `/`. */
   staticDir?: string;
 }): Promise<{ url: string; server: Server; close: () => Promise<void> }> {
@@ -42,6 +45,7 @@ export async function startServer(options: {
     provider: options.provider,
     ...(options.stepMs !== undefined ? { stepMs: options.stepMs } : {}),
     ...(options.leaseTtlMs !== undefined ? { leaseTtlMs: options.leaseTtlMs } : {}),
+    ...(options.limits ? { limits: options.limits } : {}),
   });
   const stopWorker = new AbortController();
   const worker =
@@ -82,6 +86,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     ...(process.env.DEPLOY_STEP_MS ? { stepMs: Number(process.env.DEPLOY_STEP_MS) } : {}),
     ...(process.env.WORKER === "0" ? { worker: false } : {}),
     ...(process.env.LEASE_TTL_MS ? { leaseTtlMs: Number(process.env.LEASE_TTL_MS) } : {}),
+    ...(process.env.MAX_COST_USD ? { limits: { maxCostUsd: Number(process.env.MAX_COST_USD) } } : {}),
     ...(existsSync(page) ? { staticDir: page } : {}),
   });
   process.stdout.write(`release assistant listening on ${url} (${model ?? 'offline model: try "deploy v1.4.2"'})\n`);

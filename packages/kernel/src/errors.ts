@@ -87,6 +87,10 @@ export const ERROR_CODES = {
   KEEL_ROUTE_UNFIT:
     "A plugin routed a round to a pool member whose context window cannot take the request (past its context ceiling), so the route was dropped and the default model served it. Route to a member with a larger window (@keel/plugin-router checks windows), or compact the context.",
   KEEL_TURN_ABORTED: "The turn was cancelled through its AbortSignal.",
+  KEEL_TURN_STOPPED:
+    "A plugin stopped the turn (a `stop` contribution, with the reason shown); the model was not asked again. Nothing to fix unless the plugin named should not stop turns: then change its options or remove it.",
+  KEEL_TURN_INTERRUPTED:
+    'The process running the turn stopped before the turn finished, and nothing continued it (recovery is off, or its parent turn ended), so it ended interrupted. Send the message again; with `recovery: "auto"` and a worker such turns are continued.',
   KEEL_INPUT_INVALID:
     "run() takes the user's message as a string or a non-empty array of content blocks (text, image, PDF file). Pass text or blocks; put other structured data in `metadata`.",
   KEEL_APPROVAL_PENDING:

@@ -9,6 +9,7 @@ import type { ContributionRecord } from "./events.ts";
 import type { ContentBlock, Message, ToolResultMessage } from "./messages.ts";
 import { textContent } from "./messages.ts";
 import type { PhaseName, PolicyView, PromptContextEntry } from "./phases.ts";
+import { maskCredentials, preview } from "./errors.ts";
 import { freezeEvent } from "./snapshot.ts";
 import type { RequestOptions } from "./provider.ts";
 import { codePointLength, toWellFormed, truncate } from "./text.ts";
@@ -380,13 +381,25 @@ export interface ToolDecision {
 
 const RANK = { allow: 0, ask: 1, deny: 2 } as const;
 
+/** Longest reason a tool decision keeps (code points): it is shown to approvers, stored in the log and read by the model. */
+export const DECISION_REASON_CHARS = 1_000;
+
+/** A plugin's decision reason as it is shown and stored: credentials masked, cut by code points. */
+function decisionReason(text: string): string {
+  return preview(maskCredentials(text), DECISION_REASON_CHARS);
+}
+
 /** Merge tool decisions: the most restrictive wins. */
 export function mergeDecisions(items: readonly Contributed<ContributionOf<"tool_decision">>[]): ToolDecision {
   let best: ToolDecision = { decision: "allow" };
   let answer: ToolDecision["answer"];
   for (const { plugin, value } of items) {
     if (RANK[value.decision] > RANK[best.decision])
-      best = { decision: value.decision, plugin, ...(value.reason !== undefined ? { reason: value.reason } : {}) };
+      best = {
+        decision: value.decision,
+        plugin,
+        ...(value.reason !== undefined ? { reason: decisionReason(value.reason) } : {}),
+      };
     if (!answer && value.result)
       answer = {
         content: value.result.content,

@@ -59,11 +59,14 @@ function reason(text: string | undefined): { reason?: string } {
   return t ? { reason: headOf(t, 2_000) } : {};
 }
 
-/** The input-required message's parts. Contract: a text part (a line per waiting call, then ANSWER_HELP) and a data part `{ waiting: [{ callId, name, args, reason? }] }`. */
+/**
+ * The input-required message's parts. Contract: a text part (a line per waiting call with why it
+ * asks and the plugin that asked, then ANSWER_HELP) and a data part `{ waiting: [{ callId, name, args, reason?, plugin? }] }`.
+ */
 export function waitingParts(waiting: readonly PendingApproval[]): Part[] {
   const lines = waiting.map(
     (p) =>
-      `- ${p.name} ${headOf(JSON.stringify(p.args ?? {}), 500)} (callId ${p.callId})${p.reason ? `: ${p.reason}` : ""}`,
+      `- ${p.name} ${headOf(JSON.stringify(p.args ?? {}), 500)} (callId ${p.callId})${p.reason ? `: ${p.reason}` : ""}${p.plugin ? ` — asked by ${p.plugin}` : ""}`,
   );
   const text = `${waiting.length === 1 ? "A tool call waits" : `${waiting.length} tool calls wait`} for approval:\n${lines.join("\n")}\n${ANSWER_HELP}`;
   const calls = waiting.map((p) => ({
@@ -71,6 +74,7 @@ export function waitingParts(waiting: readonly PendingApproval[]): Part[] {
     name: p.name,
     args: p.args ?? null,
     ...(p.reason ? { reason: p.reason } : {}),
+    ...(p.plugin ? { plugin: p.plugin } : {}),
   }));
   return [
     { content: { $case: "text", value: text }, metadata: undefined, filename: "", mediaType: "text/plain" },

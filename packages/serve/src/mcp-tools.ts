@@ -22,6 +22,7 @@ import {
   thrownResult,
   turnResult,
   waitingLines,
+  why,
 } from "./mcp-turn.ts";
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -41,6 +42,7 @@ const PendingSchema = z.object({
   tool: z.string(),
   args: z.unknown().optional(),
   reason: z.string().optional(),
+  plugin: z.string().optional(),
 });
 const AnswerShape = {
   session_id: z.string().describe("The session: pass it to ask to continue, or to approve."),
@@ -297,7 +299,7 @@ function question(agent: string, p: PendingApproval): string {
   try {
     args = headOf(JSON.stringify(p.args) ?? "", 300);
   } catch {}
-  return `${agent} wants to call ${p.name} ${args}${p.reason ? ` (${p.reason})` : ""}. Allow it?`;
+  return `${agent} wants to call ${p.name} ${args}${why(p)}. Allow it?`;
 }
 
 function decided(d: { decision: "allow" | "always" | "deny"; reason?: string | undefined }): ApprovalAnswer {

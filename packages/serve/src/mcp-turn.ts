@@ -18,7 +18,7 @@ export interface TurnAnswer {
   session_id: string;
   status: "completed" | "paused" | "stopped" | "failed" | "interrupted";
   answer: string;
-  pending?: Array<{ call_id: string; tool: string; args?: unknown; reason?: string }>;
+  pending?: Array<{ call_id: string; tool: string; args?: unknown; reason?: string; plugin?: string }>;
 }
 
 /**
@@ -57,12 +57,18 @@ function argsText(args: unknown): string {
   }
 }
 
+/** Why a call asks and who asked, as ` (reason — asked by plugin)`; "" when the decision said neither. */
+export function why(p: Pick<PendingApproval, "reason" | "plugin">): string {
+  const said = [p.reason, p.plugin ? `asked by ${p.plugin}` : undefined].filter(Boolean).join(" — ");
+  return said ? ` (${said})` : "";
+}
+
 /** The calls a paused session waits for, one line each. */
 export function waitingLines(session: Session): string[] {
   return session
     .pendingApprovals()
     .filter((p) => !p.answer)
-    .map((p) => `- ${p.callId}: ${p.name} ${argsText(p.args)}${p.reason ? ` (${p.reason})` : ""}`);
+    .map((p) => `- ${p.callId}: ${p.name} ${argsText(p.args)}${why(p)}`);
 }
 
 /** The MCP result of a finished, paused or failed turn. Contract: failures are isError with the reason. */
@@ -90,7 +96,13 @@ export function pausedResult(session: Session, said = ""): CallToolResult {
   const pending = session
     .pendingApprovals()
     .filter((p) => !p.answer)
-    .map((p) => ({ call_id: p.callId, tool: p.name, args: p.args, ...(p.reason ? { reason: p.reason } : {}) }));
+    .map((p) => ({
+      call_id: p.callId,
+      tool: p.name,
+      args: p.args,
+      ...(p.reason ? { reason: p.reason } : {}),
+      ...(p.plugin ? { plugin: p.plugin } : {}),
+    }));
   const says = `The turn is paused: ${pending.length} tool call(s) wait for approval:\n${waitingLines(session).join("\n")}\nAnswer with the approve tool (session_id "${id}", decision allow, always or deny; call_id for one call, else all).`;
   const answer: TurnAnswer = { session_id: id, status: "paused", answer: said, pending };
   return { content: [text(says), text(`session_id: ${id}`)], structuredContent: answer };

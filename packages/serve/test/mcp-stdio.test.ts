@@ -98,7 +98,8 @@ describe("keel serve --mcp (stdio)", () => {
     expect(structured(r)).toMatchObject({ status: "completed", answer: "Done: wrote ship on Thursday" });
     expect(asked).toHaveLength(1);
     expect(asked[0]).toContain("write_note");
-    expect(asked[0]).toContain("notes are reviewed");
+    // Why it asks, and which plugin asked.
+    expect(asked[0]).toContain("(notes are reviewed — asked by guard)");
     expect(p.notes()).toBe("ship on Thursday\n");
 
     const declined = await connect(p, () => ({ action: "decline" }));
@@ -115,7 +116,12 @@ describe("keel serve --mcp (stdio)", () => {
     const s = structured(r);
     expect(s.status).toBe("paused");
     expect(s.pending).toEqual([
-      expect.objectContaining({ tool: "write_note", args: { text: "ship on Friday" }, reason: "notes are reviewed" }),
+      expect.objectContaining({
+        tool: "write_note",
+        args: { text: "ship on Friday" },
+        reason: "notes are reviewed",
+        plugin: "guard",
+      }),
     ]);
     expect(text(r)).toContain("approve tool");
     expect(p.notes()).toBe("");

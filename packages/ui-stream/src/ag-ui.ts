@@ -9,6 +9,8 @@ import { AGUI_MEDIA_TYPE, EventEncoder } from "@ag-ui/encoder";
 import type { TurnResult } from "@keel/kernel";
 import type { TurnStreamEvent } from "@keel/stream";
 import { closeOnCancel } from "./readable.ts";
+import { streamError, turnEnd } from "./turn-end.ts";
+import type { TurnEnd } from "./turn-end.ts";
 
 type ToolFinished = Extract<TurnStreamEvent, { type: "tool.finished" }>;
 
@@ -32,9 +34,11 @@ export const APPROVAL_INTERRUPT = "tool_approval";
 /**
  * Maps turn stream events to AG-UI events, one event at a time.
  * Contract: a pure state machine; RUN_STARTED first; text and reasoning messages are closed
- * before a tool call or the run's end; ends with RUN_FINISHED (outcome `success`, `interrupt`
- * for a paused turn, `cancelled` for an interrupted one) or RUN_ERROR; a call's TOOL_CALL_RESULT
- * is sent once `outputOf` can read it (at the latest before the run's end).
+ * before a tool call or the run's end; ends with RUN_FINISHED (outcome `success` — also for a
+ * guard's stop —, `interrupt` for a paused turn, `cancelled` for an interrupted one) or RUN_ERROR,
+ * each with `metadata.keel` (a TurnEnd: status, reason, code, message); every end but a normal
+ * one or a pause is first said in an assistant text message (TurnEnd.note); a call's
+ * TOOL_CALL_RESULT is sent once `outputOf` can read it (at the latest before the run's end).
  */
 export class AGUIEventMapper {
   private started = false;
@@ -68,17 +72,7 @@ export class AGUIEventMapper {
         break;
       case "approval.requested":
         this.call(e.callId, e.name, e.args, out);
-        this.interrupts.push({
-          id: e.callId,
-          reason: APPROVAL_INTERRUPT,
-          message: `Approve ${e.name}${e.reason ? ` (${e.reason})` : ""}?`,
-          toolCallId: e.callId,
-          responseSchema: {
-            type: "object",
-            properties: { approved: { type: "boolean" }, reason: { type: "string" } },
-            required: ["approved"],
-          },
-        });
+        this.interrupts.push(approvalInterrupt(e.callId, e.name, e.reason, e.plugin));
         break;
       case "tool.started":
         this.call(e.callId, e.name, e.args, out);
@@ -100,10 +94,13 @@ export class AGUIEventMapper {
         this.close(out);
         out.push({ type: EventType.CUSTOM, name: "keel.retry", value: { message: e.message } });
         break;
-      case "error":
+      case "error": {
         this.close(out);
-        out.push({ type: EventType.RUN_ERROR, message: e.message, code: e.code });
+        const end = streamError(e.code, e.message);
+        this.say(end, out);
+        out.push({ type: EventType.RUN_ERROR, message: e.message, code: e.code, metadata: { keel: data(end) } });
         break;
+      }
       case "verdict":
         this.finish(e.result, out);
         break;
@@ -178,42 +175,101 @@ export class AGUIEventMapper {
     const { threadId, runId } = this.options;
     const v = result.verdict;
     const usage = [{ inputTokens: result.usage.inputTokens, outputTokens: result.usage.outputTokens }];
-    if (v.status === "failed") out.push({ type: EventType.RUN_ERROR, message: v.message, code: v.code });
-    else if (v.status === "paused")
-      out.push({
-        type: EventType.RUN_FINISHED,
-        threadId,
-        runId,
-        outcome: { type: "interrupt", interrupts: this.pending(result) },
-        usage,
-      });
-    else if (v.status === "interrupted")
-      out.push({ type: EventType.RUN_FINISHED, threadId, runId, outcome: { type: "cancelled" }, usage });
-    else
-      out.push({
-        type: EventType.RUN_FINISHED,
-        threadId,
-        runId,
-        result: result.text,
-        outcome: { type: "success" },
-        usage,
-      });
+    const end = turnEnd(v);
+    this.say(end, out);
+    const metadata = { keel: data(end) };
+    switch (v.status) {
+      case "failed":
+        out.push({ type: EventType.RUN_ERROR, message: v.message, code: v.code, usage, metadata });
+        break;
+      case "paused":
+        out.push({
+          type: EventType.RUN_FINISHED,
+          threadId,
+          runId,
+          outcome: { type: "interrupt", interrupts: this.pending(result) },
+          usage,
+          metadata,
+        });
+        break;
+      case "interrupted":
+        out.push({ type: EventType.RUN_FINISHED, threadId, runId, outcome: { type: "cancelled" }, usage, metadata });
+        break;
+      case "stopped":
+      case "completed":
+        // A guard's stop is a finished run (its final round may have answered), as A2A's `completed`:
+        // `metadata.keel` says which guard, with its code; the note above says it to people.
+        out.push({
+          type: EventType.RUN_FINISHED,
+          threadId,
+          runId,
+          result: result.text,
+          outcome: { type: "success" },
+          usage,
+          metadata,
+        });
+        break;
+      default: {
+        // A new kind of end must be mapped here (and in turnEnd) before this compiles.
+        const unmapped: never = v;
+        void unmapped;
+        out.push({
+          type: EventType.RUN_ERROR,
+          message: end.message,
+          ...(end.code ? { code: end.code } : {}),
+          metadata,
+        });
+      }
+    }
+  }
+
+  /** How the turn ended, as an assistant text message any AG-UI client shows (nothing for a normal end or a pause). */
+  private say(end: TurnEnd, out: BaseEvent[]): void {
+    if (!end.note) return;
+    const messageId = `${this.options.runId}-keel-end`;
+    out.push(
+      { type: EventType.TEXT_MESSAGE_START, messageId, role: "assistant" },
+      { type: EventType.TEXT_MESSAGE_CONTENT, messageId, delta: end.note },
+      { type: EventType.TEXT_MESSAGE_END, messageId },
+    );
   }
 
   /** The interrupts of a paused turn: every call it waits for, also those asked before this stream began. */
   private pending(result: TurnResult): Interrupt[] {
     const seen = new Map(this.interrupts.map((i) => [i.id, i]));
     const ids = result.verdict.status === "paused" ? result.verdict.pending : [];
-    return ids.map(
-      (id) =>
-        seen.get(id) ?? {
-          id,
-          reason: APPROVAL_INTERRUPT,
-          toolCallId: id,
-          message: `Approve ${result.pending?.find((p) => p.callId === id)?.name ?? "the tool call"}?`,
-        },
-    );
+    return ids.map((id) => {
+      const asked = seen.get(id);
+      if (asked) return asked;
+      const p = result.pending?.find((x) => x.callId === id);
+      return approvalInterrupt(id, p?.name ?? "the tool call", p?.reason, p?.plugin);
+    });
   }
+}
+
+/** A TurnEnd as `metadata.keel` (without the page's note). */
+function data(end: TurnEnd): Omit<TurnEnd, "note"> {
+  const { note: _note, ...rest } = end;
+  return rest;
+}
+
+/**
+ * The interrupt of a call waiting for approval. Contract: `message` says the tool and why it
+ * asks; `metadata` carries `reason` and `plugin` (who asked) when the decision gave them.
+ */
+function approvalInterrupt(callId: string, name: string, reason?: string, plugin?: string): Interrupt {
+  return {
+    id: callId,
+    reason: APPROVAL_INTERRUPT,
+    message: `Approve ${name}${reason ? ` (${reason})` : ""}?`,
+    toolCallId: callId,
+    responseSchema: {
+      type: "object",
+      properties: { approved: { type: "boolean" }, reason: { type: "string" } },
+      required: ["approved"],
+    },
+    ...(reason || plugin ? { metadata: { ...(reason ? { reason } : {}), ...(plugin ? { plugin } : {}) } } : {}),
+  };
 }
 
 /** The turn as a ReadableStream of AG-UI events. Contract: as AGUIEventMapper; pull-based. */

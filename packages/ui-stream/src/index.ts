@@ -18,3 +18,5 @@ export {
   uiMessageStreamResponse,
 } from "./ui-message-stream.ts";
 export type { UIStreamOptions } from "./ui-message-stream.ts";
+export { streamError, TURN_END_CHARS, turnEnd } from "./turn-end.ts";
+export type { TurnEnd } from "./turn-end.ts";

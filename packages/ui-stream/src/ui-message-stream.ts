@@ -6,6 +6,8 @@ import type { UIMessageChunk } from "ai";
 import type { TurnResult } from "@keel/kernel";
 import type { TurnStreamEvent } from "@keel/stream";
 import { closeOnCancel } from "./readable.ts";
+import { streamError, turnEnd } from "./turn-end.ts";
+import type { TurnEnd } from "./turn-end.ts";
 
 /** Options of toUIMessageStream() and uiMessageStreamResponse(). Contract: all optional; none changes the turn. */
 export interface UIStreamOptions {
@@ -23,18 +25,26 @@ export interface UIStreamOptions {
 type ToolFinished = Extract<TurnStreamEvent, { type: "tool.finished" }>;
 
 /** The `finish` chunk's reason for a completed verdict. */
-const FINISH: Record<string, "stop" | "length" | "content-filter" | "other"> = {
+const FINISH: Record<
+  Extract<TurnResult["verdict"], { status: "completed" }>["reason"],
+  "stop" | "length" | "content-filter" | "other"
+> = {
   end_turn: "stop",
   max_tokens: "length",
   refusal: "content-filter",
+  other: "other",
 };
 
 /**
  * Maps turn stream events to UI message chunks, one event at a time.
  * Contract: a pure state machine (no I/O); parts are opened and closed in the protocol's order
  * (a text or reasoning part is ended before a tool part or the next step); every stream it
- * sees to its `verdict` or `error` ends with `finish` (or `abort` for an interrupted turn); a
- * finished call's output is sent once `outputOf` can read it (at the latest before `finish`).
+ * sees to its `verdict` or `error` ends with `finish` (or `abort` for an interrupted turn); every
+ * end but a normal one or a pause is first said in a text part (TurnEnd.note) and a
+ * `data-keel-end` part (the TurnEnd: status, reason, code, message), before any `error` chunk; a
+ * call waiting for approval carries its `reason` (→ `approval.requestReason`) and the asking
+ * plugin (`approvalDescriptor.plugin`); a finished call's output is sent once `outputOf` can
+ * read it (at the latest before `finish`).
  */
 export class UIChunkMapper {
   private started = false;
@@ -71,7 +81,14 @@ export class UIChunkMapper {
         break;
       case "approval.requested":
         this.input(e.callId, e.name, e.args, undefined, out);
-        out.push({ type: "tool-approval-request", approvalId: e.callId, toolCallId: e.callId });
+        // The AI SDK's own fields: `reason` is the part's `approval.requestReason`, the descriptor its `approval.descriptor`.
+        out.push({
+          type: "tool-approval-request",
+          approvalId: e.callId,
+          toolCallId: e.callId,
+          ...(e.reason ? { reason: e.reason } : {}),
+          ...(e.plugin ? { approvalDescriptor: { plugin: e.plugin } } : {}),
+        });
         break;
       case "tool.started":
         if (!this.known.has(e.callId)) this.input(e.callId, e.name, e.args, e.round, out);
@@ -101,6 +118,7 @@ export class UIChunkMapper {
       case "error":
         this.close(out);
         if (!this.started) (this.started = true), out.push({ type: "start" });
+        this.say(streamError(e.code, e.message), "error", out);
         out.push({ type: "error", errorText: `${e.message} (${e.code})` }, { type: "finish", finishReason: "error" });
         break;
       case "verdict":
@@ -187,12 +205,47 @@ export class UIChunkMapper {
     this.close(out);
     if (this.step !== undefined) out.push({ type: "finish-step" });
     const v = result.verdict;
-    if (v.status === "interrupted") out.push({ type: "abort", reason: v.reason });
-    else if (v.status === "failed")
-      out.push({ type: "error", errorText: `${v.message} (${v.code})` }, { type: "finish", finishReason: "error" });
-    else if (v.status === "paused") out.push({ type: "finish", finishReason: "tool-calls" });
-    else if (v.status === "stopped") out.push({ type: "finish", finishReason: "other" });
-    else out.push({ type: "finish", finishReason: FINISH[v.reason] ?? "other" });
+    this.say(turnEnd(v), result.turnId, out);
+    switch (v.status) {
+      case "interrupted":
+        out.push({ type: "abort", reason: v.reason });
+        break;
+      case "failed":
+        out.push({ type: "error", errorText: `${v.message} (${v.code})` }, { type: "finish", finishReason: "error" });
+        break;
+      case "paused":
+        out.push({ type: "finish", finishReason: "tool-calls" });
+        break;
+      case "stopped":
+        out.push({ type: "finish", finishReason: "other" });
+        break;
+      case "completed":
+        out.push({ type: "finish", finishReason: FINISH[v.reason] ?? "other" });
+        break;
+      default: {
+        // A new kind of end must be mapped here (and in turnEnd) before this compiles.
+        const unmapped: never = v;
+        void unmapped;
+        out.push({ type: "finish", finishReason: "other" });
+      }
+    }
+  }
+
+  /**
+   * How the turn ended, on the page: a text part with the note (what any useChat page renders)
+   * and a `data-keel-end` part with the end's fields (for a page that renders its own), both
+   * before the `error` chunk that makes useChat throw. Nothing for an answer that ended on its own or a pause.
+   */
+  private say(end: TurnEnd, turnId: string, out: UIMessageChunk[]): void {
+    if (!end.note) return;
+    const id = `keel-end-${turnId}`;
+    const { note, ...data } = end;
+    out.push(
+      { type: "text-start", id },
+      { type: "text-delta", id, delta: note },
+      { type: "text-end", id },
+      { type: "data-keel-end", id, data },
+    );
   }
 }
 

@@ -4,13 +4,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { createAgent, definePlugin, defineTool } from "@keel/agent";
-import type { Agent, ModelProvider } from "@keel/agent";
+import type { Agent, AgentOptions, ModelProvider } from "@keel/agent";
 import type { ProviderScriptInput } from "../../testkit/src/index.ts";
 import { ScriptedProvider } from "../../testkit/src/index.ts";
 
 /** An agent whose model follows `script`; `deploy` waits for approval and returns "<version> is live". */
 export async function scriptedAgent(
   script: ProviderScriptInput | ModelProvider,
+  options: Partial<AgentOptions> = {},
 ): Promise<{ agent: Agent; provider: ModelProvider }> {
   const provider =
     !Array.isArray(script) && "stream" in script
@@ -42,6 +43,7 @@ export async function scriptedAgent(
     tools: [deploy],
     plugins: [review],
     home: mkdtempSync(join(tmpdir(), "keel-ui-stream-")),
+    ...options,
   });
   return { agent, provider };
 }

@@ -33,7 +33,14 @@ describe("@keel/ui-stream: UI message chunks", () => {
       { type: "text-end", id: "text" },
       { type: "tool-input-start", toolCallId: "call_1", toolName: "deploy" },
       { type: "tool-input-available", toolCallId: "call_1", toolName: "deploy", input: { version: "v2" } },
-      { type: "tool-approval-request", approvalId: "call_1", toolCallId: "call_1" },
+      {
+        type: "tool-approval-request",
+        approvalId: "call_1",
+        toolCallId: "call_1",
+        // Why it asks, and who: the AI SDK's `approval.requestReason` and `approval.descriptor`.
+        reason: "deploys reach production",
+        approvalDescriptor: { plugin: "review" },
+      },
       { type: "finish-step" },
       { type: "finish", finishReason: "tool-calls" },
     ]);
@@ -103,7 +110,22 @@ describe("@keel/ui-stream: UI message chunks", () => {
     expect(error.errorText).toContain("The API key was refused.");
     expect(error.errorText).not.toMatch(/\n\s+at /);
     expect(chunks.at(-1)).toEqual({ type: "finish", finishReason: "error" });
-    expect(chunks.map((c) => c.type)).toEqual(["start", "error", "finish"]);
+    // Said on the page first (a text part any useChat page renders, and the end as data), then the
+    // error chunk, which makes useChat throw: nothing after it is read.
+    expect(chunks.map((c) => c.type)).toEqual([
+      "start",
+      "text-start",
+      "text-delta",
+      "text-end",
+      "data-keel-end",
+      "error",
+      "finish",
+    ]);
+    const note = chunks.find((c) => c.type === "text-delta") as { delta: string };
+    expect(note.delta).toMatch(/^Failed: .*The API key was refused\..* \(KEEL_PROVIDER_ERROR\)$/s);
+    expect(chunks.find((c) => c.type === "data-keel-end")).toMatchObject({
+      data: { status: "failed", reason: "provider_error", code: "KEEL_PROVIDER_ERROR" },
+    });
     await agent.close();
   });
 });
