@@ -293,7 +293,9 @@ describe("fault class 17: evals", () => {
     expect(existsSync(join(p.home, "sessions.sqlite"))).toBe(false);
   });
 
-  it("tools answer from fixtures: a side-effecting tool never runs unasked (default), --tools live runs it", async () => {
+  it("tools answer from fixtures: a side-effecting tool never runs unasked (default), --tools live runs it", {
+    timeout: 180_000,
+  }, async () => {
     const p = refundProject("fixtures");
     writeFileSync(
       join(p.dir, "cases.jsonl"),
@@ -307,7 +309,11 @@ describe("fault class 17: evals", () => {
         { id: "no-fixture", input: "refund again tools:1 tool:refund", expect: { contains: "Done" } },
       ]),
     );
-    const r = await runKeel(["eval", "cases.jsonl", "--json", "out.json"], { cwd: p.dir, env: p.env });
+    const r = await runKeel(["eval", "cases.jsonl", "--json", "out.json"], {
+      cwd: p.dir,
+      env: p.env,
+      timeoutMs: 60_000,
+    });
     expect(r.code, r.stderr).toBe(0);
     expect(effectLines(p.effects)).toEqual([]);
     const report = JSON.parse(readFileSync(join(p.dir, "out.json"), "utf8"));
@@ -321,12 +327,16 @@ describe("fault class 17: evals", () => {
     expect(answer(fixture!.sessionId).join("")).toContain("refunded (fixture)");
     expect(answer(refused!.sessionId).join("")).toContain("KEEL_EVAL_TOOL_NOT_RUN");
     // Asked for: the fixture still answers its case, the other call runs for real.
-    const live = await runKeel(["eval", "cases.jsonl", "--tools", "live"], { cwd: p.dir, env: p.env });
+    const live = await runKeel(["eval", "cases.jsonl", "--tools", "live"], {
+      cwd: p.dir,
+      env: p.env,
+      timeoutMs: 60_000,
+    });
     expect(live.code, live.stderr).toBe(0);
     expect(effectLines(p.effects)).toHaveLength(1);
   });
 
-  it("a case killed after its tool ran does not run it again on --resume", async () => {
+  it("a case killed after its tool ran does not run it again on --resume", { timeout: 180_000 }, async () => {
     const p = refundProject("resume-effect");
     writeFileSync(
       join(p.dir, "cases.jsonl"),
@@ -339,7 +349,11 @@ describe("fault class 17: evals", () => {
     await until(() => effectLines(p.effects).length === 1, "the refund ran");
     first.child.kill("SIGKILL");
     await first.exit;
-    const resumed = await runKeel(["eval", "cases.jsonl", "--resume", "--tools", "live"], { cwd: p.dir, env: p.env });
+    const resumed = await runKeel(["eval", "cases.jsonl", "--resume", "--tools", "live"], {
+      cwd: p.dir,
+      env: p.env,
+      timeoutMs: 60_000,
+    });
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(effectLines(p.effects)).toHaveLength(1);
     const done = await experimentOf(p.home);
@@ -349,14 +363,26 @@ describe("fault class 17: evals", () => {
     expect(completed).toMatchObject({ name: "refund", status: "denied", decision: "deny by keel-eval" });
   });
 
-  it("a scorer calling process.exit(0) fails its case by name; an exit that slips past still exits non-zero", async () => {
+  it("a scorer calling process.exit(0) fails its case by name; an exit that slips past still exits non-zero", {
+    timeout: 180_000,
+  }, async () => {
     const p = offlineProject("exits", [{ when: { lastUserIncludes: "q" }, text: "answer" }]);
-    writeFileSync(join(p.dir, "cases.jsonl"), jsonl([{ id: "c1", input: "q1" }, { id: "c2", input: "q2" }]));
+    writeFileSync(
+      join(p.dir, "cases.jsonl"),
+      jsonl([
+        { id: "c1", input: "q1" },
+        { id: "c2", input: "q2" },
+      ]),
+    );
     writeFileSync(
       join(p.dir, "quits.eval.mjs"),
       `export default { dataset: "./cases.jsonl", scorers: [{ name: "quits", score() { process.exit(0); } }] };\n`,
     );
-    const r = await runKeel(["eval", "quits.eval.mjs", "--junit", "out.xml"], { cwd: p.dir, env: p.env });
+    const r = await runKeel(["eval", "quits.eval.mjs", "--junit", "out.xml"], {
+      cwd: p.dir,
+      env: p.env,
+      timeoutMs: 60_000,
+    });
     expect(r.code, r.stderr).toBe(3);
     expect(r.stdout + r.stderr).toContain('scorer "quits"');
     expect(existsSync(join(p.dir, "out.xml"))).toBe(true);
@@ -367,7 +393,7 @@ describe("fault class 17: evals", () => {
       `const exit = process.exit;
 export default { dataset: "./cases.jsonl", scorers: [{ name: "sly", score() { exit.call(process, 0); } }] };\n`,
     );
-    const sly = await runKeel(["eval", "sly.eval.mjs"], { cwd: p.dir, env: p.env });
+    const sly = await runKeel(["eval", "sly.eval.mjs"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
     expect(sly.code, sly.stderr).not.toBe(0);
     expect(sly.code).not.toBeNull();
     expect(sly.stderr).toContain("KEEL_EVAL_UNFINISHED");
@@ -390,7 +416,9 @@ export default { dataset: "./cases.jsonl", scorers: [{ name: "sly", score() { ex
     }
   });
 
-  it("an eval file imports @keel/eval in a folder with no node_modules (from the CLI)", async () => {
+  it("an eval file imports @keel/eval in a folder with no node_modules (from the CLI)", {
+    timeout: 180_000,
+  }, async () => {
     const p = offlineProject("uninstalled", [{ when: { lastUserIncludes: "q" }, text: "answer" }]);
     writeFileSync(join(p.dir, "cases.jsonl"), jsonl([{ id: "c1", input: "q1", expect: { contains: "answer" } }]));
     writeFileSync(
@@ -401,18 +429,18 @@ export default defineEval({ dataset: "./cases.jsonl", scorers: [short] });
 `,
     );
     expect(existsSync(join(p.dir, "node_modules"))).toBe(false);
-    const r = await runKeel(["eval", "check.eval.ts"], { cwd: p.dir, env: p.env });
+    const r = await runKeel(["eval", "check.eval.ts"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/1\/1/);
   });
 
-  it("eval sessions stay out of keel replay --last", async () => {
+  it("eval sessions stay out of keel replay --last", { timeout: 180_000 }, async () => {
     const p = refundProject("replay-last");
-    const run = await runKeel(["run", "hello there"], { cwd: p.dir, env: p.env });
+    const run = await runKeel(["run", "hello there"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
     expect(run.code, run.stderr).toBe(0);
     const mine = sessionIdOf(run.stderr);
     writeFileSync(join(p.dir, "cases.jsonl"), jsonl([{ id: "c1", input: "an eval case" }]));
-    const ev = await runKeel(["eval", "cases.jsonl"], { cwd: p.dir, env: p.env });
+    const ev = await runKeel(["eval", "cases.jsonl"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
     expect(ev.code, ev.stderr).toBe(0);
     expect(storedSessions(p.home)).toHaveLength(2);
     const replay = await runKeel(["replay", "--last", "1", "--json"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });

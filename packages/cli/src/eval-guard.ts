@@ -6,6 +6,7 @@
  * with nothing to wait on) ends the process non-zero, saying how to continue.
  */
 import { KeelError } from "@keel/kernel";
+import { heldExit } from "./exit.ts";
 import type { CliEnv } from "./stdio.ts";
 
 /** The guard of one eval run. Contract: `finished()` once the report is out; `release()` always, in a finally. */
@@ -30,6 +31,7 @@ export function guardEvalRun(io: CliEnv, hint: () => string): EvalRunGuard {
     );
   } as typeof process.exit;
   process.exit = refused;
+  heldExit.original = original;
   const onExit = (code: number) => {
     if (done) return;
     try {
@@ -50,6 +52,7 @@ export function guardEvalRun(io: CliEnv, hint: () => string): EvalRunGuard {
       if (released) return;
       released = true;
       if (process.exit === refused) process.exit = original;
+      heldExit.original = undefined;
       process.off("exit", onExit);
     },
   };

@@ -260,6 +260,16 @@ export async function evalCommand(
         resume = running.id;
       }
     }
+    // A tool the default refused is said once: a case failing for it is then no mystery.
+    const refused = new Set<string>();
+    if (tools)
+      tools.onRefused = (r) => {
+        if (refused.has(r.tool)) return;
+        refused.add(r.tool);
+        io.err(
+          `keel eval: ${r.tool} was not run (case ${headOf(r.case, 60)}): it has no fixture and is not declared read-only; give the case tools: { ${r.tool}: { result: … } }, or run with --tools live\n`,
+        );
+      };
     const tty = (process.stderr as { isTTY?: boolean }).isTTY === true && io.env.CI === undefined;
     const counts = { failed: 0, errored: 0 };
     let barShown = false;
@@ -277,7 +287,8 @@ export async function evalCommand(
       ...((flags.name ?? target.name) ? { name: (flags.name ?? target.name)! } : {}),
       config: configFile,
       // Which model answered: experiments of one dataset are compared across models too.
-      metadata: { model: agent.options.provider.id },
+      // And how its tools were answered: a run with tools refused is not one with them run.
+      metadata: { model: agent.options.provider.id, tools: numbers.tools ?? target.tools ?? "fixtures" },
       ...(baseline ? { baseline: baseline.id } : {}),
       ...(resume ? { resume } : {}),
       signal: stop.signal,

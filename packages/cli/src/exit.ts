@@ -71,13 +71,13 @@ export function onSignal(action: (signal: CliSignal) => void): () => void {
   };
 }
 
-/** The process's own exit, taken before any config or eval code loads (keel eval refuses process.exit while its cases run). */
-export const realExit: (code?: number) => never = process.exit.bind(process);
+/** While keel eval refuses process.exit (eval-guard.ts), the exit it replaced: Keel's own exits (a second Ctrl-C) take it. */
+export const heldExit: { original?: typeof process.exit | undefined } = {};
 
 /** Say `text` on stderr and exit at once: 130 after SIGINT, 143 after SIGTERM. */
 export function exitNow(signal: CliSignal, text: string): never {
   signals.err(text);
-  realExit(signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED);
+  return (heldExit.original ?? process.exit).call(process, signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED);
 }
 
 /**

@@ -59,6 +59,8 @@ export interface EvalTools {
   bind(experiment: string, caseId: string, state: CaseTools): () => void;
   /** @internal the agent's configured tools, to tell a read-only one (set by the runner). */
   known?: ReadonlyMap<string, ToolDefinition>;
+  /** Told of each call the eval refused to run, with the reason (`keel eval` notes each tool once). */
+  onRefused?: (call: { tool: string; case: string; reason: string }) => void;
 }
 
 const NOT_RUN = (what: string) => new KeelError("KEEL_EVAL_TOOL_NOT_RUN", what).message;
@@ -142,7 +144,9 @@ export function evalTools(): EvalTools {
               };
             }
             // 2. The case's fixture.
-            const fixture = (state.fixtures[e.call.name] ?? []).find((f) => !f.args || subsetMatch(f.args, e.call.args));
+            const fixture = (state.fixtures[e.call.name] ?? []).find(
+              (f) => !f.args || subsetMatch(f.args, e.call.args),
+            );
             if (fixture)
               return {
                 kind: "tool_decision",
@@ -167,13 +171,15 @@ export function evalTools(): EvalTools {
             }
             // 4. Fixtures mode: a read-only tool runs, anything else is refused.
             if (readOnly(e.call.name, e.call.category, handle.known)) return undefined;
-            return {
-              kind: "tool_decision",
-              decision: "deny",
-              reason: NOT_RUN(
-                `${shown} has no fixture in this case and ${e.call.name} is not declared read-only, so the eval did not run it (tools: "fixtures"); add tools: { ${e.call.name}: { result: … } } to the case, or run with --tools live.`,
-              ),
-            };
+            const reason = NOT_RUN(
+              `${shown} has no fixture in this case and ${e.call.name} is not declared read-only, so the eval did not run it (tools: "fixtures"); add tools: { ${e.call.name}: { result: … } } to the case, or run with --tools live.`,
+            );
+            try {
+              handle.onRefused?.({ tool: e.call.name, case: String(e.metadata.case), reason });
+            } catch {
+              // A host's note must not change the answer.
+            }
+            return { kind: "tool_decision", decision: "deny", reason };
           },
           { stage: "post" },
         );
