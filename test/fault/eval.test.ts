@@ -434,7 +434,7 @@ export default defineEval({ dataset: "./cases.jsonl", scorers: [short] });
     expect(r.stdout).toMatch(/1\/1/);
   });
 
-  it("eval sessions stay out of keel replay --last", { timeout: 180_000 }, async () => {
+  it("eval sessions stay out of keel replay --last and keel run -c", { timeout: 180_000 }, async () => {
     const p = refundProject("replay-last");
     const run = await runKeel(["run", "hello there"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
     expect(run.code, run.stderr).toBe(0);
@@ -447,5 +447,9 @@ export default defineEval({ dataset: "./cases.jsonl", scorers: [short] });
     expect(replay.code, replay.stderr).toBe(0);
     const reports = JSON.parse(replay.stdout) as Array<{ sessionId: string }>;
     expect(reports.map((x) => x.sessionId)).toEqual([mine]);
+    // Nor does -c continue one.
+    const again = await runKeel(["run", "-c", "and again"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
+    expect(again.code, again.stderr).toBe(0);
+    expect(sessionIdOf(again.stderr)).toBe(mine);
   });
 });

@@ -511,10 +511,24 @@ async function openSession(agent: Agent, flags: Flags, io: CliEnv, built: Built)
   return session;
 }
 
+/**
+ * The agent's most recent session a person had (`-c`): a session keel eval ran (its first turn's
+ * metadata holds the experiment and case) is passed over. Contract: undefined when there is none.
+ */
+async function lastOwnSession(agent: Agent): Promise<string | undefined> {
+  for (const s of await agent.sessions(50)) {
+    const first = (await agent.store.events(s.id)).find((e) => e.type === "turn.started");
+    const m = first?.type === "turn.started" ? (first.metadata as Record<string, unknown> | undefined) : undefined;
+    if (typeof m?.experiment === "string" && typeof m.case === "string") continue;
+    return s.id;
+  }
+  return undefined;
+}
+
 async function openNamedSession(agent: Agent, flags: Flags, io: CliEnv, built: Built): Promise<Session> {
   if (flags.continue) {
-    const [last] = await agent.sessions(1);
-    if (last) return agent.session(last.id);
+    const last = await lastOwnSession(agent);
+    if (last) return agent.session(last);
     io.err(`keel: no earlier session of agent "${agent.name}" in ${built.home}; starting a new one (--continue)\n`);
     return agent.session();
   }
