@@ -86,6 +86,8 @@ describe("examples/full-stack: keel eval", () => {
     const r = await keel([
       "eval",
       "evals/cases.jsonl",
+      "--tools",
+      "live", // as the eval file runs them: its MCP and memory tools
       "--config",
       "evals/regressed.config.ts",
       "--baseline",
@@ -115,6 +117,8 @@ describe("examples/full-stack: keel eval", () => {
     const loose = await keel([
       "eval",
       "evals/cases.jsonl",
+      "--tools",
+      "live", // as the eval file runs them: its MCP and memory tools
       "--config",
       "evals/regressed.config.ts",
       "--fail-under",
@@ -124,6 +128,8 @@ describe("examples/full-stack: keel eval", () => {
     const strict = await keel([
       "eval",
       "evals/cases.jsonl",
+      "--tools",
+      "live", // as the eval file runs them: its MCP and memory tools
       "--config",
       "evals/regressed.config.ts",
       "--fail-under",

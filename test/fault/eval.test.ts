@@ -18,7 +18,9 @@ import {
   faultConfig,
   project,
   runKeel,
+  sessionIdOf,
   startKeel,
+  storedEvents,
   storedSessions,
   until,
   useSharedWire,
@@ -55,6 +57,32 @@ async function experimentOf(home: string) {
     await store.close();
   }
 }
+
+/**
+ * A project whose agent has a `refund` tool (no category: its effect is not read-only) that
+ * appends a line to EFFECT_LOG, then, with REFUND_HOLD set, waits until it is killed.
+ */
+function refundProject(name: string): { dir: string; home: string; env: NodeJS.ProcessEnv; effects: string } {
+  const p = project(
+    root,
+    name,
+    faultConfig(`tools: [{
+    name: "refund",
+    description: "Refunds the order.",
+    parameters: { type: "object", properties: { ms: { type: "number" } } },
+    execute: async (args, ctx) => {
+      const { appendFileSync } = await import("node:fs");
+      appendFileSync(process.env.EFFECT_LOG, "refund " + ctx.callId + "\\n");
+      if (process.env.REFUND_HOLD) await new Promise((r) => setTimeout(r, 600_000));
+      return "refunded";
+    },
+  }],`),
+  );
+  const effects = join(p.dir, "effects.log");
+  return { ...p, effects, env: wireEnv(p.home, server.anthropicBaseURL, { EFFECT_LOG: effects }) };
+}
+
+const effectLines = (file: string) => (existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean) : []);
 
 describe("fault class 17: evals", () => {
   it("a malformed case is a located error before any model call: no request, no session, exit 2", async () => {
@@ -263,5 +291,165 @@ describe("fault class 17: evals", () => {
     }
     // Nothing went to SQLite in the home.
     expect(existsSync(join(p.home, "sessions.sqlite"))).toBe(false);
+  });
+
+  it("tools answer from fixtures: a side-effecting tool never runs unasked (default), --tools live runs it", {
+    timeout: 180_000,
+  }, async () => {
+    const p = refundProject("fixtures");
+    writeFileSync(
+      join(p.dir, "cases.jsonl"),
+      jsonl([
+        {
+          id: "fixture",
+          input: "refund it tools:1 tool:refund",
+          tools: { refund: { result: "refunded (fixture)" } },
+          expect: { toolCalled: "refund" },
+        },
+        { id: "no-fixture", input: "refund again tools:1 tool:refund", expect: { contains: "Done" } },
+      ]),
+    );
+    const r = await runKeel(["eval", "cases.jsonl", "--json", "out.json"], {
+      cwd: p.dir,
+      env: p.env,
+      timeoutMs: 60_000,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    expect(effectLines(p.effects)).toEqual([]);
+    const report = JSON.parse(readFileSync(join(p.dir, "out.json"), "utf8"));
+    const [fixture, refused] = report.cases as Array<{ sessionId: string }>;
+    const answer = (sid: string) =>
+      storedEvents(p.home, sid).flatMap((e) =>
+        e.type === "message.appended" && e.message.role === "tool"
+          ? e.message.content.map((b) => (b.type === "text" ? b.text : ""))
+          : [],
+      );
+    expect(answer(fixture!.sessionId).join("")).toContain("refunded (fixture)");
+    expect(answer(refused!.sessionId).join("")).toContain("KEEL_EVAL_TOOL_NOT_RUN");
+    // Asked for: the fixture still answers its case, the other call runs for real.
+    const live = await runKeel(["eval", "cases.jsonl", "--tools", "live"], {
+      cwd: p.dir,
+      env: p.env,
+      timeoutMs: 60_000,
+    });
+    expect(live.code, live.stderr).toBe(0);
+    expect(effectLines(p.effects)).toHaveLength(1);
+  });
+
+  it("a case killed after its tool ran does not run it again on --resume", { timeout: 180_000 }, async () => {
+    const p = refundProject("resume-effect");
+    writeFileSync(
+      join(p.dir, "cases.jsonl"),
+      jsonl([{ id: "refund", input: "refund it tools:1 tool:refund", expect: { contains: "Done" } }]),
+    );
+    const first = startKeel(["eval", "cases.jsonl", "--tools", "live"], {
+      cwd: p.dir,
+      env: { ...p.env, REFUND_HOLD: "1" },
+    });
+    await until(() => effectLines(p.effects).length === 1, "the refund ran");
+    first.child.kill("SIGKILL");
+    await first.exit;
+    const resumed = await runKeel(["eval", "cases.jsonl", "--resume", "--tools", "live"], {
+      cwd: p.dir,
+      env: p.env,
+      timeoutMs: 60_000,
+    });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(effectLines(p.effects)).toHaveLength(1);
+    const done = await experimentOf(p.home);
+    expect(done.experiment.status).toBe("completed");
+    const events = storedEvents(p.home, done.cases[0]!.sessionId!);
+    const completed = events.find((e) => e.type === "tool.completed");
+    expect(completed).toMatchObject({ name: "refund", status: "denied", decision: "deny by keel-eval" });
+  });
+
+  it("a scorer calling process.exit(0) fails its case by name; an exit that slips past still exits non-zero", {
+    timeout: 180_000,
+  }, async () => {
+    const p = offlineProject("exits", [{ when: { lastUserIncludes: "q" }, text: "answer" }]);
+    writeFileSync(
+      join(p.dir, "cases.jsonl"),
+      jsonl([
+        { id: "c1", input: "q1" },
+        { id: "c2", input: "q2" },
+      ]),
+    );
+    writeFileSync(
+      join(p.dir, "quits.eval.mjs"),
+      `export default { dataset: "./cases.jsonl", scorers: [{ name: "quits", score() { process.exit(0); } }] };\n`,
+    );
+    const r = await runKeel(["eval", "quits.eval.mjs", "--junit", "out.xml"], {
+      cwd: p.dir,
+      env: p.env,
+      timeoutMs: 60_000,
+    });
+    expect(r.code, r.stderr).toBe(3);
+    expect(r.stdout + r.stderr).toContain('scorer "quits"');
+    expect(existsSync(join(p.dir, "out.xml"))).toBe(true);
+    // An exit the guard cannot turn into a throw (process.exit taken before the run): still
+    // non-zero, the experiment left resumable, and the way to continue said.
+    writeFileSync(
+      join(p.dir, "sly.eval.mjs"),
+      `const exit = process.exit;
+export default { dataset: "./cases.jsonl", scorers: [{ name: "sly", score() { exit.call(process, 0); } }] };\n`,
+    );
+    const sly = await runKeel(["eval", "sly.eval.mjs"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
+    expect(sly.code, sly.stderr).not.toBe(0);
+    expect(sly.code).not.toBeNull();
+    expect(sly.stderr).toContain("KEEL_EVAL_UNFINISHED");
+    expect(sly.stderr).toMatch(/--resume exp_\w+/);
+    // A scorer that never settles, with no timer left: the event loop empties mid-run.
+    writeFileSync(
+      join(p.dir, "drains.eval.mjs"),
+      `export default { dataset: "./cases.jsonl", scorers: [{ name: "drains", timeoutMs: Infinity, score: () => new Promise(() => {}) }] };\n`,
+    );
+    const drained = await runKeel(["eval", "drains.eval.mjs"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
+    expect(drained.code, drained.stderr).not.toBe(0);
+    expect(drained.code).not.toBeNull();
+    expect(drained.stderr).toContain("KEEL_EVAL_UNFINISHED");
+    const store = sqliteExperimentStore({ path: join(p.home, "sessions.sqlite"), readOnly: true });
+    try {
+      const list = await store.list();
+      expect(list.map((e) => e.status)).toEqual(["running", "running", "completed"]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("an eval file imports @keel/eval in a folder with no node_modules (from the CLI)", {
+    timeout: 180_000,
+  }, async () => {
+    const p = offlineProject("uninstalled", [{ when: { lastUserIncludes: "q" }, text: "answer" }]);
+    writeFileSync(join(p.dir, "cases.jsonl"), jsonl([{ id: "c1", input: "q1", expect: { contains: "answer" } }]));
+    writeFileSync(
+      join(p.dir, "check.eval.ts"),
+      `import { defineEval, defineScorer } from "@keel/eval";
+const short = defineScorer({ name: "short", score: ({ output }: { output: string }) => output.length < 100 });
+export default defineEval({ dataset: "./cases.jsonl", scorers: [short] });
+`,
+    );
+    expect(existsSync(join(p.dir, "node_modules"))).toBe(false);
+    const r = await runKeel(["eval", "check.eval.ts"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/1\/1/);
+  });
+
+  it("eval sessions stay out of keel replay --last and keel run -c", { timeout: 180_000 }, async () => {
+    const p = refundProject("replay-last");
+    const run = await runKeel(["run", "hello there"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
+    expect(run.code, run.stderr).toBe(0);
+    const mine = sessionIdOf(run.stderr);
+    writeFileSync(join(p.dir, "cases.jsonl"), jsonl([{ id: "c1", input: "an eval case" }]));
+    const ev = await runKeel(["eval", "cases.jsonl"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
+    expect(ev.code, ev.stderr).toBe(0);
+    expect(storedSessions(p.home)).toHaveLength(2);
+    const replay = await runKeel(["replay", "--last", "1", "--json"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
+    expect(replay.code, replay.stderr).toBe(0);
+    const reports = JSON.parse(replay.stdout) as Array<{ sessionId: string }>;
+    expect(reports.map((x) => x.sessionId)).toEqual([mine]);
+    // Nor does -c continue one.
+    const again = await runKeel(["run", "-c", "and again"], { cwd: p.dir, env: p.env, timeoutMs: 60_000 });
+    expect(again.code, again.stderr).toBe(0);
+    expect(sessionIdOf(again.stderr)).toBe(mine);
   });
 });

@@ -18,4 +18,11 @@ const focused = defineScorer({
   threshold: 0.5,
 });
 
-export default defineEval({ dataset: "./cases.jsonl", scorers: [brief, focused], concurrency: 2 });
+export default defineEval({
+  dataset: "./cases.jsonl",
+  scorers: [brief, focused],
+  concurrency: 2,
+  // Its tools read the project's files (MCP) and keep memories in the eval's own home: they run.
+  // By default an eval runs only tools declared read-only and refuses the rest (see @keel/eval).
+  tools: "live",
+});

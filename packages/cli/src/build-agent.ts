@@ -62,6 +62,8 @@ export interface BuildOptions {
    * A harness (keel replay) supplies the model and approvals and adds plugins: the config's
    * model and side model are not used (no key is needed), everything else is the config's.
    */
+  /** Plugins a command adds after the config's (keel eval's tool seam). */
+  plugins?: readonly KeelPlugin[];
   rig?: {
     provider: ModelProvider;
     plugins: readonly KeelPlugin[];
@@ -278,7 +280,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(sideModel !== undefined ? { sideModel } : {}),
     ...(config.name !== undefined ? { name: config.name } : {}),
     ...(config.instructions !== undefined ? { instructions: config.instructions } : {}),
-    plugins: options.rig ? [...plugins, ...options.rig.plugins] : plugins,
+    plugins: [...plugins, ...(options.plugins ?? []), ...(options.rig?.plugins ?? [])],
     ...(config.tools ? { tools: config.tools } : {}),
     ...(config.limits ? { limits: config.limits } : {}),
     ...(config.toolTimeouts ? { toolTimeouts: config.toolTimeouts } : {}),

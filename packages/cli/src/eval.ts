@@ -9,6 +9,7 @@ import { dirname, relative, resolve } from "node:path";
 import { KeelError, errorMessage } from "@keel/kernel";
 import type { Agent, SessionStore } from "@keel/agent";
 import {
+  EVAL_TOOLS_MODES,
   addSessionsToDataset,
   applyGate,
   caseLine,
@@ -23,10 +24,20 @@ import {
   summarize,
   summaryTable,
 } from "@keel/eval";
-import type { CaseResult, Dataset, EvalDefinition, ExperimentRecord, ExperimentStore, Scorer } from "@keel/eval";
+import type {
+  CaseResult,
+  Dataset,
+  EvalDefinition,
+  EvalTools,
+  EvalToolsMode,
+  ExperimentRecord,
+  ExperimentStore,
+  Scorer,
+} from "@keel/eval";
 import { headOf } from "@keel/text";
-import { configJiti } from "./load-config.ts";
+import { importEvalFile } from "./load-config.ts";
 import { exitNow, onSignal } from "./exit.ts";
+import { guardEvalRun } from "./eval-guard.ts";
 import type { CliEnv } from "./stdio.ts";
 import { terminalColumns } from "./render.ts";
 
@@ -43,6 +54,8 @@ export interface EvalFlags {
   junit?: string | undefined;
   jsonFile?: string | undefined;
   resume?: boolean | undefined;
+  /** `--tools live|fixtures|recorded`: what answers a call no fixture answers. */
+  tools?: string | undefined;
 }
 
 /** What `keel eval DATASET` runs. Contract: the dataset is validated; `scorers` are the eval file's (none for a bare dataset). */
@@ -53,6 +66,8 @@ export interface EvalTarget {
   scorers: Scorer[];
   concurrency?: number;
   name?: string;
+  /** The eval file's `tools` mode (`--tools` wins). */
+  tools?: EvalToolsMode;
 }
 
 const usage = (problem: string) => new KeelError("KEEL_CLI_USAGE", problem);
@@ -75,8 +90,9 @@ export async function loadEvalTarget(path: string, cwd: string): Promise<EvalTar
     // Before the import: jiti reads the file synchronously, and a FIFO or a device would block
     // the process for good (a dataset is checked the same way by loadDataset).
     if (!statSync(file).isFile()) throw new Error("not a regular file");
-    const jiti = await configJiti();
-    def = await jiti.import(file, { default: true });
+    // The config's resolution: an uninstalled `@keel/*` package (this very @keel/eval) comes
+    // from the CLI's own installation.
+    def = await importEvalFile(file);
   } catch (err) {
     throw new KeelError("KEEL_EVAL_CONFIG_INVALID", `${file} could not be loaded: ${errorMessage(err)}`, {
       path: file,
@@ -98,6 +114,8 @@ export async function loadEvalTarget(path: string, cwd: string): Promise<EvalTar
   if (d.concurrency !== undefined && !(Number.isInteger(d.concurrency) && d.concurrency >= 1))
     throw bad("concurrency", "must be a whole number ≥ 1");
   if (d.name !== undefined && typeof d.name !== "string") throw bad("name", "must be a string");
+  if (d.tools !== undefined && !EVAL_TOOLS_MODES.includes(d.tools))
+    throw bad("tools", `must be one of ${EVAL_TOOLS_MODES.join(", ")}`);
   const datasetFile = resolve(dirname(file), d.dataset);
   return {
     dataset: loadDataset(datasetFile),
@@ -105,12 +123,25 @@ export async function loadEvalTarget(path: string, cwd: string): Promise<EvalTar
     scorers: d.scorers ?? [],
     ...(d.concurrency !== undefined ? { concurrency: d.concurrency } : {}),
     ...(d.name !== undefined ? { name: d.name } : {}),
+    ...(d.tools !== undefined ? { tools: d.tools } : {}),
   };
 }
 
-/** Check the numeric flags before anything runs. Contract: throws KEEL_CLI_USAGE naming the flag and what it takes. */
-export function gateFlags(flags: EvalFlags): { concurrency?: number; failUnder?: number; maxRegressions?: number } {
-  const out: { concurrency?: number; failUnder?: number; maxRegressions?: number } = {};
+/** Check the numeric flags and `--tools` before anything runs. Contract: throws KEEL_CLI_USAGE naming the flag and what it takes. */
+export function gateFlags(flags: EvalFlags): {
+  concurrency?: number;
+  failUnder?: number;
+  maxRegressions?: number;
+  tools?: EvalToolsMode;
+} {
+  const out: { concurrency?: number; failUnder?: number; maxRegressions?: number; tools?: EvalToolsMode } = {};
+  if (flags.tools !== undefined) {
+    if (!EVAL_TOOLS_MODES.includes(flags.tools as EvalToolsMode))
+      throw usage(
+        `--tools takes live (run every tool), fixtures (the case's fixtures; only read-only tools run) or recorded (the case's recording), not "${headOf(flags.tools, 20)}".`,
+      );
+    out.tools = flags.tools as EvalToolsMode;
+  }
   if (flags.concurrency !== undefined) {
     const n = Number(flags.concurrency);
     if (!Number.isInteger(n) || n < 1)
@@ -181,9 +212,18 @@ export async function evalCommand(
   flags: EvalFlags,
   resumeRef: string | undefined,
   configFile: string,
+  tools?: EvalTools,
 ): Promise<number> {
   const numbers = gateFlags(flags);
   const store = await openExperimentStore(agent.storage);
+  let experimentId: string | undefined;
+  // Until the report is out, the process does not end quietly: process.exit() throws, and an
+  // exit that still happens is non-zero and says how to continue.
+  const guard = guardEvalRun(io, () =>
+    experimentId
+      ? `continue with: keel eval ${target.shown} --resume ${experimentId}`
+      : "no experiment was started yet; run keel eval again",
+  );
   const stop = new AbortController();
   let signalled: "SIGINT" | "SIGTERM" | undefined;
   const offSignals = onSignal((signal) => {
@@ -220,6 +260,16 @@ export async function evalCommand(
         resume = running.id;
       }
     }
+    // A tool the default refused is said once: a case failing for it is then no mystery.
+    const refused = new Set<string>();
+    if (tools)
+      tools.onRefused = (r) => {
+        if (refused.has(r.tool)) return;
+        refused.add(r.tool);
+        io.err(
+          `keel eval: ${r.tool} was not run (case ${headOf(r.case, 60)}): it has no fixture and is not declared read-only; give the case tools: { ${r.tool}: { result: … } }, or run with --tools live\n`,
+        );
+      };
     const tty = (process.stderr as { isTTY?: boolean }).isTTY === true && io.env.CI === undefined;
     const counts = { failed: 0, errored: 0 };
     let barShown = false;
@@ -237,16 +287,20 @@ export async function evalCommand(
       ...((flags.name ?? target.name) ? { name: (flags.name ?? target.name)! } : {}),
       config: configFile,
       // Which model answered: experiments of one dataset are compared across models too.
-      metadata: { model: agent.options.provider.id },
+      // And how its tools were answered: a run with tools refused is not one with them run.
+      metadata: { model: agent.options.provider.id, tools: numbers.tools ?? target.tools ?? "fixtures" },
       ...(baseline ? { baseline: baseline.id } : {}),
       ...(resume ? { resume } : {}),
       signal: stop.signal,
+      ...(tools ? { tools } : {}),
+      toolsMode: numbers.tools ?? target.tools ?? "fixtures",
       // Each case's session gets the exit grace to finish its background work (memory extraction) when it closes.
       ...(Number.isFinite(Number(io.env.KEEL_EXIT_GRACE_MS)) && io.env.KEEL_EXIT_GRACE_MS !== undefined
         ? { closeGraceMs: Math.max(0, Number(io.env.KEEL_EXIT_GRACE_MS)) }
         : {}),
       onProgress: (e) => {
         if (e.type === "start") {
+          experimentId = e.experiment.id;
           io.err(
             `keel eval: experiment ${e.experiment.id} · ${e.total} case${e.total === 1 ? "" : "s"}${e.skipped ? ` (${e.skipped} already scored, resumed)` : ""} · agent "${agent.name}"\n`,
           );
@@ -267,6 +321,7 @@ export async function evalCommand(
       io.err(
         `keel eval: stopped with ${run.results.length} of ${target.dataset.cases.length} cases scored; continue with: keel eval ${target.shown} --resume ${run.experiment.id}\n`,
       );
+      guard.finished();
       return signalled === "SIGTERM" ? 143 : 130;
     }
     const comparison = baseline ? compareRuns(baseline.id, run.results, await store.cases(baseline.id)) : undefined;
@@ -288,8 +343,10 @@ export async function evalCommand(
       io.out(json);
       io.err(table);
     } else io.out(table);
+    guard.finished();
     return gate.pass ? 0 : EXIT_GATE_FAILED;
   } finally {
+    guard.release();
     offSignals();
     await store.close().catch(() => undefined);
   }

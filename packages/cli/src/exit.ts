@@ -71,10 +71,13 @@ export function onSignal(action: (signal: CliSignal) => void): () => void {
   };
 }
 
+/** While keel eval refuses process.exit (eval-guard.ts), the exit it replaced: Keel's own exits (a second Ctrl-C) take it. */
+export const heldExit: { original?: typeof process.exit | undefined } = {};
+
 /** Say `text` on stderr and exit at once: 130 after SIGINT, 143 after SIGTERM. */
 export function exitNow(signal: CliSignal, text: string): never {
   signals.err(text);
-  process.exit(signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED);
+  return (heldExit.original ?? process.exit).call(process, signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED);
 }
 
 /**

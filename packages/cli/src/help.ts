@@ -270,7 +270,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       "re-run a recorded session with today's config and plugins (the model's answers from the recording) and show which request changed and why",
     usage: [
       "keel replay SESSION… [--tools log|live] [--strict] [--json] [--keep] [--config PATH] [--home DIR]",
-      "keel replay --last N [--strict] [--json]",
+      "keel replay --last N [--include-evals] [--strict] [--json]",
     ],
     options: [
       CONFIG,
@@ -279,7 +279,10 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       ["--strict", "exit 1 when the replay diverged from the recording (a CI check)"],
       ["--json", "the whole report as JSON: every request's sections, context, tools, messages, edits and tokens"],
       ["--keep", "keep the replay's scratch home (the plugins' files) and print where"],
-      ["--last N", "replay the agent's N most recent sessions: a line each and a total"],
+      [
+        "--last N",
+        "replay the agent's N most recent sessions: a line each and a total (sessions keel eval ran are left out; --include-evals counts them)",
+      ],
     ],
     examples: [
       "keel replay 3f2a9c1e-…                     # what today's plugins change in this session",
@@ -321,7 +324,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     summary:
       "score the agent on a dataset (JSONL, YAML or an *.eval.ts file): each case in its own session, stored as an experiment; a baseline and thresholds gate CI",
     usage: [
-      "keel eval DATASET [--concurrency N] [--name NAME] [--baseline EXP|latest] [--fail-under RATE] [--max-regressions N] [--junit FILE] [--json FILE] [--resume [EXP]] [--config PATH] [--home DIR]",
+      "keel eval DATASET [--concurrency N] [--name NAME] [--baseline EXP|latest] [--fail-under RATE] [--max-regressions N] [--junit FILE] [--json FILE] [--resume [EXP]] [--tools fixtures|recorded|live] [--config PATH] [--home DIR]",
       "keel eval list [--json] · keel eval show EXP [--json]",
       "keel eval add SESSION… [--to FILE]",
     ],
@@ -343,7 +346,11 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       ["--json FILE", "write the report as JSON (experiment, summary, gate, comparison, cases); - for stdout"],
       [
         "--resume [EXP]",
-        "continue a stopped run (the same cases required): scored cases are kept, the rest run; default: this agent's last unfinished experiment of the dataset",
+        "continue a stopped run (the same cases required): scored cases are kept, the rest run; default: this agent's last unfinished experiment of the dataset. A call that already ran in a cut case is not run again (its recorded result answers it, or it is refused)",
+      ],
+      [
+        "--tools MODE",
+        "what answers a tool call the case's fixtures (tools: { NAME: { result } }) do not: fixtures (default) runs only read-only tools (category info or repeatable) and refuses the rest; recorded answers from the session the case was made of; live runs every tool",
       ],
       ["--to FILE", "keel eval add: the JSONL dataset the sessions are appended to (default evals/cases.jsonl)"],
       [

@@ -110,6 +110,17 @@ async function quietTypeless<T>(filepath: string, load: () => Promise<T>): Promi
   }
 }
 
+/**
+ * Import an eval file (`*.eval.ts`, `.mjs`, …) the way the config file is imported: an
+ * uninstalled `@keel/*` package (`@keel/eval` itself) comes from the CLI's installation, and
+ * `@keel/kernel` and `@keel/agent` are always the CLI's. Contract: its default export; throws
+ * what the import threw.
+ */
+export async function importEvalFile(filepath: string): Promise<unknown> {
+  const mod = (await importConfig(filepath)) as Record<string, unknown> | undefined;
+  return mod && typeof mod === "object" && "default" in mod ? mod.default : mod;
+}
+
 async function importConfig(filepath: string): Promise<unknown> {
   if (nativeSafe(filepath)) {
     try {

@@ -18,7 +18,7 @@ import {
 import { MemorySessionStore } from "@keel/testkit";
 import { SqliteSessionStore, defaultSessionDbPath } from "@keel/store-sqlite";
 import { didYouMean, headOf } from "@keel/text";
-import type { Agent, AgentStorage, KeelConfig, Session, SessionStore } from "@keel/agent";
+import type { Agent, AgentStorage, KeelConfig, KeelPlugin, Session, SessionStore } from "@keel/agent";
 import { chooseDatabase, postgresSessionStore } from "./database.ts";
 import type { Database } from "./database.ts";
 import { resolvePlugins } from "./plugins.ts";
@@ -109,6 +109,7 @@ const CLI_OPTIONS = {
   tools: { type: "string" },
   keep: { type: "boolean" },
   last: { type: "string" },
+  "include-evals": { type: "boolean" },
   name: { type: "string" },
   baseline: { type: "string" },
   "fail-under": { type: "string" },
@@ -211,8 +212,17 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   for (const flag of EVAL_ONLY)
     if (values[flag] !== undefined && command !== "eval") throw usage(`--${flag} is an option of keel eval.`);
   const replayFlag =
-    values.tools !== undefined ? "--tools" : values.keep ? "--keep" : values.last ? "--last" : undefined;
-  if (replayFlag && command !== "replay") throw usage(`${replayFlag} is an option of keel replay.`);
+    values.tools !== undefined && command !== "eval"
+      ? "--tools"
+      : values.keep
+        ? "--keep"
+        : values.last
+          ? "--last"
+          : values["include-evals"]
+            ? "--include-evals"
+            : undefined;
+  if (replayFlag && command !== "replay")
+    throw usage(`${replayFlag} is an option of keel replay${replayFlag === "--tools" ? " and keel eval" : ""}.`);
   if (values.port !== undefined && command !== "studio" && command !== "serve")
     throw usage("--port is an option of keel studio and keel serve.");
   if (values["allow-approvals"] && command !== "studio") throw usage("--allow-approvals is an option of keel studio.");
@@ -329,6 +339,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
         {
           sessionIds: rest,
           ...(last ? { last } : {}),
+          ...(values["include-evals"] ? { includeEvals: true } : {}),
           tools,
           json: !!values.json,
           strict: !!values.strict,
@@ -408,6 +419,7 @@ async function withAgent(
   io: CliEnv,
   flags: Flags,
   fn: (agent: Agent, filepath: string, built: Built) => Promise<number>,
+  plugins?: readonly KeelPlugin[],
 ): Promise<number> {
   // Guarded from the start: a plugin's setup may leave a timer that throws before the agent exists.
   const faultsBefore = guardCli(undefined, io);
@@ -423,6 +435,7 @@ async function withAgent(
     note: (l) => !flags.quiet && io.err(`${l}\n`),
     ...(flags.viewOnly ? { store: new MemorySessionStore() } : {}),
     ...(flags.recovery ? { recovery: flags.recovery } : {}),
+    ...(plugins ? { plugins } : {}),
   });
   guardCli(built.agent, io);
   const strict = strictFromEnv(flags.strict, io.env) && !flags.viewOnly ? strictCollector(built.agent) : undefined;
@@ -498,10 +511,24 @@ async function openSession(agent: Agent, flags: Flags, io: CliEnv, built: Built)
   return session;
 }
 
+/**
+ * The agent's most recent session a person had (`-c`): a session keel eval ran (its first turn's
+ * metadata holds the experiment and case) is passed over. Contract: undefined when there is none.
+ */
+async function lastOwnSession(agent: Agent): Promise<string | undefined> {
+  for (const s of await agent.sessions(50)) {
+    const first = (await agent.store.events(s.id)).find((e) => e.type === "turn.started");
+    const m = first?.type === "turn.started" ? (first.metadata as Record<string, unknown> | undefined) : undefined;
+    if (typeof m?.experiment === "string" && typeof m.case === "string") continue;
+    return s.id;
+  }
+  return undefined;
+}
+
 async function openNamedSession(agent: Agent, flags: Flags, io: CliEnv, built: Built): Promise<Session> {
   if (flags.continue) {
-    const [last] = await agent.sessions(1);
-    if (last) return agent.session(last.id);
+    const last = await lastOwnSession(agent);
+    if (last) return agent.session(last);
     io.err(`keel: no earlier session of agent "${agent.name}" in ${built.home}; starting a new one (--continue)\n`);
     return agent.session();
   }
@@ -979,7 +1006,7 @@ async function evalDispatch(
   rest: string[],
   io: CliEnv,
   flags: Flags,
-  values: { [K in (typeof EVAL_ONLY)[number] | "json-file" | "concurrency"]?: string | boolean | undefined },
+  values: { [K in (typeof EVAL_ONLY)[number] | "json-file" | "concurrency" | "tools"]?: string | boolean | undefined },
 ): Promise<number> {
   const ev = await import("./eval.ts");
   const [sub, ...args] = rest;
@@ -1035,11 +1062,19 @@ async function evalDispatch(
     junit: values.junit as string | undefined,
     jsonFile: values["json-file"] as string | undefined,
     resume: values.resume as boolean | undefined,
+    tools: values.tools as string | undefined,
   };
   ev.gateFlags(evalFlags);
   // Every case is checked before the agent is built: a malformed one never reaches a model.
   const target = await ev.loadEvalTarget(sub, io.cwd);
-  return withAgent(io, flags, (agent, filepath) => ev.evalCommand(agent, io, target, evalFlags, resumeRef, filepath));
+  // The eval's tool seam: fixtures, recordings, and no call run twice on --resume.
+  const tools = (await import("@keel/eval")).evalTools();
+  return withAgent(
+    io,
+    flags,
+    (agent, filepath) => ev.evalCommand(agent, io, target, evalFlags, resumeRef, filepath, tools),
+    [tools.plugin],
+  );
 }
 
 /** `keel db migrate`: bring every configured store's tables on PostgreSQL up to date. */

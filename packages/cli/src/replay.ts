@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { KeelEvent, SessionStore } from "@keel/kernel";
 import { KeelError } from "@keel/kernel";
-import { replaySession } from "@keel/eval";
+import { evalMark, replaySession } from "@keel/eval";
 import type { ReplayOptions, ReplayReport, RequestChange } from "@keel/eval";
 import { headOf } from "@keel/text";
 import { buildAgent } from "./build-agent.ts";
@@ -18,6 +18,8 @@ export interface ReplayCommand {
   /** The sessions to replay; with `last`, the most recent sessions of the config's agent instead. */
   sessionIds: string[];
   last?: number;
+  /** With `last`: count the sessions keel eval ran too (left out by default). */
+  includeEvals?: boolean;
   tools: "log" | "live";
   json: boolean;
   strict: boolean;
@@ -147,7 +149,7 @@ async function sessionLogs(
     );
   }
   try {
-    if (cmd.last) return await lastSessions(store, recorded.agentName, cmd.last);
+    if (cmd.last) return await lastSessions(store, recorded.agentName, cmd.last, cmd.includeEvals === true);
     const out: KeelEvent[][] = [];
     for (const id of cmd.sessionIds) {
       const info = await store.getSession(id);
@@ -170,9 +172,15 @@ async function sessionLogs(
  * its parent agent's name but runs with the task profile's instructions and tools: it is
  * replayed within its parent (its call answered from the log), never on its own with the
  * parent's config, which would report it diverged. A session that ran no turn (a chat opened
- * and closed) has nothing to replay: passed over, not a failed batch.
+ * and closed) has nothing to replay: passed over, not a failed batch. A session keel eval ran
+ * (its turns carry the experiment and case) is not the agent's traffic: passed over unless asked for.
  */
-async function lastSessions(store: SessionStore, agent: string | undefined, last: number): Promise<KeelEvent[][]> {
+async function lastSessions(
+  store: SessionStore,
+  agent: string | undefined,
+  last: number,
+  includeEvals: boolean,
+): Promise<KeelEvent[][]> {
   for (let limit = last; ; limit *= 4) {
     const listed = await store.listSessions({ ...(agent ? { agent } : {}), limit });
     const out: KeelEvent[][] = [];
@@ -181,6 +189,7 @@ async function lastSessions(store: SessionStore, agent: string | undefined, last
       const created = events[0];
       if (created?.type === "session.created" && created.parent) continue;
       if (!events.some((e) => e.type === "turn.started")) continue;
+      if (!includeEvals && evalMark(events)) continue;
       out.push(events);
       if (out.length === last) return out;
     }

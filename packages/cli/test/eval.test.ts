@@ -75,6 +75,20 @@ describe("keel eval", () => {
     expect(existsSync(p.home)).toBe(false);
   });
 
+  it("--tools takes fixtures, recorded or live, and so does an eval file's tools, before the agent is built", async () => {
+    const p = project("tools-flag", []);
+    const bad = await runKeel(["eval", "x.jsonl", "--tools", "log"], { cwd: p.dir, env: p.env });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--tools takes live (run every tool), fixtures");
+    writeFileSync(join(p.dir, "x.jsonl"), '{"input": "hi"}\n');
+    writeFileSync(join(p.dir, "t.eval.mjs"), 'export default { dataset: "./x.jsonl", tools: "sometimes" };\n');
+    const file = await runKeel(["eval", "t.eval.mjs"], { cwd: p.dir, env: p.env });
+    expect(file.code).toBe(2);
+    expect(file.stderr).toContain("KEEL_EVAL_CONFIG_INVALID");
+    expect(file.stderr).toContain("tools must be one of live, fixtures, recorded");
+    expect(existsSync(p.home)).toBe(false);
+  });
+
   it("runs a YAML dataset with a multi-turn case; --json - puts the report on stdout; flags before the command work", async () => {
     const p = project("yaml", [
       { when: { lastUserIncludes: "first" }, text: "one" },

@@ -411,3 +411,28 @@ describe.skipIf(missing)("keel studio in a browser: experiments", () => {
     await page.close();
   });
 });
+
+describe("keel studio: the session list", () => {
+  it("leaves out the sessions keel eval ran unless asked for (?evals=1)", async () => {
+    const { createAgent } = await import("@keel/agent");
+    const { MemorySessionStore, scriptedProvider } = await import("@keel/testkit");
+    const store = new MemorySessionStore();
+    const agent = await createAgent({
+      name: "listed",
+      provider: scriptedProvider([{ text: "a" }, { text: "b" }]),
+      store,
+      sideModel: false,
+    });
+    const mine = await agent.session();
+    await mine.run("a person asked");
+    const scored = await agent.session();
+    await scored.run("a case", { metadata: { experiment: "exp_0123456789abcdef", case: "c1" } });
+    await agent.close();
+    const studio = await startStudio({ store, where: "memory" });
+    closers.push(() => studio.close());
+    const ids = async (path: string) =>
+      ((await get(studio, path)).body.sessions as Array<{ id: string }>).map((s) => s.id).sort();
+    expect(await ids("/api/sessions")).toEqual([mine.id]);
+    expect(await ids("/api/sessions?evals=1")).toEqual([mine.id, scored.id].sort());
+  });
+});

@@ -63,6 +63,18 @@ export const ExpectSchema = z.strictObject({
 /** What `expect` holds once validated. */
 export type Expectations = z.infer<typeof ExpectSchema>;
 
+const fixture = z.strictObject({
+  args: z.record(z.string(), z.unknown()).optional(),
+  result: z.json(),
+  isError: z.boolean().optional(),
+});
+
+/** Zod schema of a case's `tools`: per tool name, a fixture or a list of them (see tools.ts). Contract: strict. */
+export const ToolFixturesSchema = z.record(
+  z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, "a tool name"),
+  z.union([fixture, z.array(fixture).min(1)]),
+);
+
 /** Zod schema of one case as written in a dataset. Contract: strict; `id` may be a number (kept as its string). */
 export const CaseSchema = z.strictObject({
   id: z.union([z.string().min(1), z.number()]).optional(),
@@ -70,9 +82,10 @@ export const CaseSchema = z.strictObject({
   metadata: z.record(z.string(), z.unknown()).optional(),
   expect: ExpectSchema.optional(),
   reference: z.string().optional(),
+  tools: ToolFixturesSchema.optional(),
 });
 
-/** A loaded dataset. Contract: `hash` changes exactly when a case's id, input, metadata, expect or reference does. */
+/** A loaded dataset. Contract: `hash` changes exactly when a case's id, input, metadata, expect, reference or tools does. */
 export interface Dataset {
   file: string;
   cases: EvalCase[];
@@ -224,6 +237,7 @@ export function parseDataset(text: string, file: string): Dataset {
       ...(c.metadata ? { metadata: c.metadata } : {}),
       ...(c.expect ? { expect: c.expect as Record<string, unknown> } : {}),
       ...(c.reference !== undefined ? { reference: c.reference } : {}),
+      ...(c.tools ? { tools: c.tools as EvalCase["tools"] & object } : {}),
       source: { file, line: raw.line },
     });
   }

@@ -13,10 +13,12 @@ export type {
   ExperimentSummary,
   ScoreResult,
   ScorerSummary,
+  ToolFixtureSpec,
 } from "./types.ts";
 export {
   CaseSchema,
   EXPECT_KEYS,
+  ToolFixturesSchema,
   ExpectSchema,
   compileJsonSchema,
   datasetHash,
@@ -30,6 +32,8 @@ export { judgePrompt, llmJudge, parseVerdict } from "./judge.ts";
 export type { JudgeOptions } from "./judge.ts";
 export { defineEval, metricsOf, runEval, summarize } from "./runner.ts";
 export type { EvalDefinition, EvalProgress, EvalRun, RunEvalOptions } from "./runner.ts";
+export { EVAL_TOOLS_MODES, evalMark, evalTools } from "./tools.ts";
+export type { EvalTools, EvalToolsMode, ToolFixture } from "./tools.ts";
 export { applyGate, compareRuns, pct } from "./gate.ts";
 export type { CaseChange, CaseComparison, Comparison, GateOptions, GateResult } from "./gate.ts";
 export {

@@ -4,12 +4,14 @@
  * killed run loses only the cases in flight and `resume` continues it.
  */
 import { randomUUID } from "node:crypto";
-import type { Agent, KeelEvent, ModelProvider, Session } from "@keel/agent";
+import type { Agent, KeelEvent, ModelProvider, Session, ToolDefinition } from "@keel/agent";
 import { errorMessage, KeelError } from "@keel/kernel";
 import { redact } from "@keel/secrets";
 import { headOf } from "@keel/text";
 import { expectScorers, runScorer } from "./scorers.ts";
 import type { Scorer } from "./scorers.ts";
+import { earlierCalls, fixturesOf, recordedCalls } from "./tools.ts";
+import type { EvalTools, EvalToolsMode } from "./tools.ts";
 import type {
   CaseMetrics,
   CaseResult,
@@ -30,6 +32,8 @@ export interface EvalDefinition {
   concurrency?: number;
   /** The experiment's name (default: the dataset's file name and the time; `--name` wins). */
   name?: string;
+  /** What answers a tool call no fixture answers (default `fixtures`; `--tools` wins). See EvalToolsMode. */
+  tools?: EvalToolsMode;
 }
 
 /** Declare an eval file's content, typed. Contract: returns its argument unchanged. */
@@ -67,6 +71,14 @@ export interface RunEvalOptions {
   signal?: AbortSignal;
   /** Milliseconds a case's session gets to close (its background jobs); default 5,000. */
   closeGraceMs?: number;
+  /**
+   * The tool seam (`evalTools()`, its `plugin` in the agent's plugins): answers calls from the
+   * case's fixtures or recording by `toolsMode`, and on resume never runs again a call that ran
+   * in an interrupted attempt of the case. Without it every tool runs, on resume too.
+   */
+  tools?: EvalTools;
+  /** What answers a call no fixture answers (default `fixtures`: only read-only tools run). */
+  toolsMode?: EvalToolsMode;
 }
 
 /** What runEval returns. Contract: `summary` covers `results`; `experiment` is as stored. */
@@ -126,6 +138,19 @@ export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
     await store.create(experiment);
   }
   const todo = cases.map((c, index) => ({ c, index })).filter(({ c }) => !done.has(c.id));
+  if (options.tools) {
+    const known = new Map<string, ToolDefinition>();
+    try {
+      for (const t of agent.options.tools ?? []) known.set(t.name, t);
+    } catch {
+      // Unreadable tools: each is judged by its resolved category.
+    }
+    options.tools.known = known;
+  }
+  // What earlier, interrupted attempts of the remaining cases ran: never run again.
+  const earlier = options.resume
+    ? await earlierCalls(agent.store, agent.name, experiment, new Set(todo.map(({ c }) => c.id)))
+    : new Map();
   options.onProgress?.({ type: "start", experiment, total: cases.length, skipped: cases.length - todo.length });
   const judgeModel = options.judgeModel ?? (agent.options.sideModel || agent.options.provider);
   let next = 0;
@@ -134,7 +159,7 @@ export async function runEval(options: RunEvalOptions): Promise<EvalRun> {
   const worker = async () => {
     while (next < todo.length && !stopped()) {
       const { c, index } = todo[next++]!;
-      const result = await runCase(options, experiment.id, c, index, judgeModel);
+      const result = await runCase(options, experiment.id, c, index, judgeModel, earlier.get(c.id) ?? []);
       if (!result) continue; // stopped mid-case: not stored, re-run on resume
       await store.putCase(result);
       done.set(c.id, result);
@@ -160,8 +185,16 @@ async function runCase(
   c: EvalCase,
   index: number,
   judgeModel: ModelProvider | undefined,
+  earlier: Parameters<EvalTools["bind"]>[2]["earlier"],
 ): Promise<CaseResult | undefined> {
   const startedAt = Date.now();
+  const mode = options.toolsMode ?? "fixtures";
+  const unbind = options.tools?.bind(experimentId, c.id, {
+    mode,
+    fixtures: fixturesOf(c),
+    recorded: mode === "recorded" ? await recordedCalls(options.agent.store, c) : [],
+    earlier,
+  });
   const inputs = typeof c.input === "string" ? [c.input] : c.input;
   const outputs: string[] = [];
   let session: Session | undefined;
@@ -188,6 +221,7 @@ async function runCase(
   } finally {
     options.signal?.removeEventListener("abort", onStop);
     await session?.close({ graceMs: options.closeGraceMs ?? 5_000 }).catch(() => undefined);
+    unbind?.();
   }
   if (options.signal?.aborted && error !== undefined) return undefined;
   const metrics = metricsOf(events, Date.now() - startedAt);

@@ -14,8 +14,20 @@ export interface EvalCase {
   expect?: Record<string, unknown>;
   /** A reference answer (from `keel eval add`: the answer the session gave). */
   reference?: string;
+  /**
+   * Answers for the case's tool calls, by tool name: `{ result, args?, isError? }` or a list of
+   * them (the first whose `args` match answers). The tool does not run (see `RunEvalOptions.tools`).
+   */
+  tools?: Record<string, ToolFixtureSpec | ToolFixtureSpec[]>;
   /** Where the case came from: file and 1-based line, for located errors. */
   source?: { file: string; line: number };
+}
+
+/** One fixture of a case's tool. Contract: `args` is matched as a subset of the call's arguments; absent matches any call. */
+export interface ToolFixtureSpec {
+  args?: Record<string, unknown>;
+  result: unknown;
+  isError?: boolean;
 }
 
 /** One scorer's verdict on one case. Contract: `score` is in [0, 1]; `error` set means the scorer threw (the case fails, the run goes on). */

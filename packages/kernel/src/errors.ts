@@ -239,11 +239,15 @@ export const ERROR_CODES = {
   KEEL_EVAL_DATASET_INVALID:
     "An eval dataset (JSONL or YAML) or a case in it is malformed; nothing was run. Fix the field at the file and line shown: each case needs an `input` (a string or a list of turns), a unique `id`, and `expect` may only hold known scorers (exact, contains, notContains, regex, jsonSchema, toolCalled, limits, judge) with valid values.",
   KEEL_EVAL_CONFIG_INVALID:
-    "An eval file (*.eval.ts) must export default defineEval({ dataset, scorers?, concurrency?, name? }); it did not load or does not match. Fix the field named.",
+    "An eval file (*.eval.ts) must export default defineEval({ dataset, scorers?, concurrency?, name?, tools? }); it did not load or does not match. Fix the field named.",
   KEEL_EVAL_EXPERIMENT_NOT_FOUND:
     "No experiment has that id or name in this store. `keel eval list` shows them; `--baseline latest` picks the most recent finished one of this agent.",
   KEEL_EVAL_RESUME_MISMATCH:
     "The experiment cannot be resumed with this dataset: its cases changed since the run started (the dataset hash differs), or it already finished. Resume with the dataset it ran, or start a new experiment.",
+  KEEL_EVAL_TOOL_NOT_RUN:
+    'An eval did not run this tool call: the tool is not declared read-only and the case has no fixture for it (the default, tools: "fixtures"), the case\'s recording holds no result for it (tools: "recorded"), or it already started in an interrupted attempt of the case (a resumed run never repeats a side effect). Add tools: { NAME: { result: … } } to the case, declare a read-only tool `category: "info"` or `repeatable: true`, or run with --tools live.',
+  KEEL_EVAL_UNFINISHED:
+    "Code run by keel eval (a scorer, the eval file, a plugin or a tool) called process.exit while the cases ran, or the process was ending before every case was scored (nothing left to wait on). Inside the run the call is refused: it throws this error, so a scorer that makes it fails its case under its name. An exit that still happens ends keel eval with exit code 1 and no report, the experiment left running: fix the code named, then continue with the --resume command shown.",
   // Evals (@keel/eval). Add codes above this line.
 } as const;
 

@@ -214,6 +214,12 @@ export class SpanBuilder {
     if (e.type === "turn.started") {
       attrs["keel.turn.trigger"] = e.trigger;
       attrs["keel.session.mode"] = e.mode === "chat" ? "chat" : "agent";
+      // A turn keel eval ran (turn metadata { experiment, case }): its trace says which run and case.
+      const m = e.metadata as Record<string, unknown> | undefined;
+      if (typeof m?.experiment === "string" && typeof m.case === "string") {
+        attrs["keel.eval.experiment.id"] = label(m.experiment);
+        attrs["keel.eval.case.id"] = label(m.case);
+      }
       if (this.o.captureContent)
         attrs["gen_ai.input.messages"] = content(
           [{ role: "user", parts: [{ type: "text", content: e.input }] }],

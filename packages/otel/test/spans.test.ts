@@ -428,6 +428,26 @@ describe("spans of a turn", () => {
     expect(trace.getActiveSpan()).toBeUndefined();
   });
 
+  it("a turn keel eval ran carries its experiment and case ids; another turn carries none", async () => {
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "scored" }, { text: "plain" }]),
+      sideModel: false,
+      store: new MemorySessionStore(),
+    });
+    agents.push(agent);
+    traceAgent(agent, { tracerProvider: provider });
+    const session = await agent.session();
+    await session.run("case input", { metadata: { experiment: "exp_0123456789abcdef", case: "refund-1" } });
+    await session.run("not an eval");
+    const turns = exporter.getFinishedSpans().filter((s) => s.name.startsWith("invoke_agent"));
+    expect(turns).toHaveLength(2);
+    expect(turns[0]!.attributes).toMatchObject({
+      "keel.eval.experiment.id": "exp_0123456789abcdef",
+      "keel.eval.case.id": "refund-1",
+    });
+    expect(turns[1]!.attributes["keel.eval.case.id"]).toBeUndefined();
+  });
+
   it("a routed request's chat span names the routed model and carries the route", async () => {
     const cheap = scriptedProvider([{ text: "routed answer" }], { model: "gpt-4.1-mini" });
     const routed = {

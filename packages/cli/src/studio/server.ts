@@ -81,7 +81,10 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
   /** An error as the page is told it: a store's or driver's message, credentials masked. */
   const failure = (err: unknown) => ({ error: maskCredentials(errorMessage(err)) });
   /** Per session: what the list shows of it, where reading stopped, and its events while it is one of the few being viewed. */
-  const cache = new Map<string, { lastSeq: number; title: string; status: string; events?: KeelEvent[] }>();
+  const cache = new Map<
+    string,
+    { lastSeq: number; title: string; status: string; events?: KeelEvent[]; eval?: boolean }
+  >();
   /** Sessions whose events are kept, least recently viewed first. */
   const viewed = new Set<string>();
   const experiments = options.experiments && experimentReader(options.experiments, options.agent);
@@ -105,7 +108,11 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
       c.events?.push(e);
       if (e.seq <= c.lastSeq) continue;
       if (e.type === "turn.started") {
-        if (c.title === "(no turns)") c.title = headOf(e.input, 120);
+        if (c.title === "(no turns)") {
+          c.title = headOf(e.input, 120);
+          // A session keel eval ran (its turns carry the experiment and case): listed only when asked for.
+          c.eval = typeof e.metadata?.experiment === "string" && typeof e.metadata.case === "string";
+        }
         c.status = "running";
       } else if (e.type === "turn.resumed") c.status = "running";
       else if (
@@ -130,13 +137,17 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
   };
 
   /** Session summaries with their first input and last verdict. */
-  const summaries = async (q: string): Promise<Array<SessionInfo & { title: string; status: string }>> => {
+  const summaries = async (
+    q: string,
+    evals: boolean,
+  ): Promise<Array<SessionInfo & { title: string; status: string }>> => {
     const list = await store.listSessions({ ...(options.agent ? { agent: options.agent } : {}), limit: LIST_LIMIT });
     const needle = q.toLowerCase();
     const out = [];
     for (const s of list) {
       const c = cache.get(s.id)?.lastSeq === s.eventCount ? cache.get(s.id)! : await logOf(s.id, false);
       if (needle && !`${s.id} ${s.agent} ${c.title}`.toLowerCase().includes(needle)) continue;
+      if (c.eval && !evals) continue;
       out.push({ ...s, title: c.title, status: c.status });
     }
     return out;
@@ -178,7 +189,7 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
       return send(res, 200, {
         where,
         approvals: !!options.answer,
-        sessions: await summaries(url.searchParams.get("q") ?? ""),
+        sessions: await summaries(url.searchParams.get("q") ?? "", url.searchParams.get("evals") === "1"),
       });
     if (read && path.startsWith("/api/experiments")) return sendExperiment(res, path);
     const m = /^\/api\/sessions\/([^/]+)(\/since|\/replay|\/approvals\/([^/]+))?$/.exec(path);
