@@ -56,7 +56,7 @@ export async function runChild<O>(
   const limits = clamp(options.limits, budget, parent, shares(hold));
   const held = reserve(parent, limits.maxCostUsd ?? 0, limits.tokenBudget);
   let added = false;
-  let opened: { session: Session; spend: Usage; counted: Usage } | undefined;
+  let opened: { session: Session; spend: Usage; counted: Usage | undefined } | undefined;
   try {
     const host = parent.agent;
     const agent = await childAgent(host, name, options.agent);
