@@ -14,13 +14,43 @@ import { startWireServer } from "../../packages/wire-server/src/index.ts";
 import type { RecordedRequest, WireReply, WireServer } from "../../packages/wire-server/src/index.ts";
 import type { KeelEvent } from "../../packages/kernel/src/index.ts";
 import { killAll, project, REPO, runKeel, sessionIdOf, storedEvents, tempRoot, wireEnv } from "./support/storage.ts";
+import { inProcessAgent } from "./support/storage.ts";
+import { definePlugin, messageText } from "../../packages/kernel/src/index.ts";
 
 const ROUTER = join(REPO, "packages", "plugin-router", "src", "index.ts");
+const TASKS = join(REPO, "packages", "plugin-tasks", "src", "index.ts");
 
-/** Every request gets a short text answer reporting 20,000 input and 100 output tokens; `tools:1` first calls `pause`. */
+/** What the wire server served since request `from`, in dollars at claude-sonnet-4-5's $3/$15 per million. */
+function served(from: number): number {
+  return server.requests.slice(from).reduce((sum, r) => {
+    const u = reply(r).usage!;
+    return sum + (u.input! * 3 + u.output! * 15) / 1_000_000;
+  }, 0);
+}
+
+/**
+ * Every request gets a short text answer reporting 20,000 input and 100 output tokens; `tools:1`
+ * first calls `pause`. `tasks:4` makes the parent call `task` four times at once (1,000 input
+ * tokens a request); a child's request reports its real size (its instructions are N words).
+ */
 function reply(request: RecordedRequest): WireReply {
   const body = JSON.stringify(request.body ?? {});
   const results = (body.match(/tool_result|function_call_output/g) ?? []).length;
+  const words = (body.match(/ word/g) ?? []).length;
+  // No cache figures of the server's own prompt-cache model: what is served is what is scripted.
+  const nocache = { cacheRead: 0, cacheWrite: 0 };
+  if (words > 1000) return { text: "part done", usage: { input: words, output: 100, ...nocache } };
+  if (/tasks:4/.test(body))
+    return results === 0
+      ? {
+          toolCalls: [1, 2, 3, 4].map((k) => ({
+            id: `toolu_task_${k}`,
+            name: "task",
+            args: { profile: "worker", prompt: `do part ${k}` },
+          })),
+          usage: { input: 1_000, output: 100, ...nocache },
+        }
+      : { text: "all parts handled", usage: { input: 1_000, output: 100, ...nocache } };
   if (/tools:1/.test(body) && results === 0)
     return { toolCalls: [{ name: "pause", args: { ms: 0 } }], usage: { input: 20_000, output: 100 } };
   return { text: `ok from ${request.api}`, usage: { input: 20_000, output: 100 } };
@@ -218,5 +248,89 @@ describe("fault class 19: routing and budgets", () => {
     const bad = await runKeel(["goal", "x", "--budget", "free"], { cwd: p.dir, env: env(p.home) });
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toContain('--budget takes the run\'s budget in dollars (a number > 0), not "free"');
+  });
+
+  describe("parallel subagents share the parent's dollar limit (issue 43, item 4)", () => {
+    // Each child's request is 50,000 words of instructions: $0.1515 served (and estimated) a request.
+    // Unreserved, four children each got the parent's whole remainder: $0.6105 was served with the parent.
+    const WORDS = "word ".repeat(50_000);
+    const cap = `{ name: "cap", version: "1.0.0", setup(ctx) { ctx.on("round.pre_request", () => [{ kind: "request_options", options: { maxTokens: 100 } }]); } }`;
+    const tasksConfig = (limits: string) =>
+      config(
+        `limits: { maxCostUsd: 0.5 },
+  plugins: [tasks({ profiles: { worker: { description: "Does one part.", instructions: ${JSON.stringify(WORDS)}, plugins: [${cap}]${limits} } } })],`,
+        `import { tasks } from ${JSON.stringify(TASKS)};`,
+      );
+
+    async function runTasks(name: string, limits: string) {
+      const p = project(root, name, tasksConfig(limits));
+      const n = server.requests.length;
+      const r = await runKeel(["run", "tasks:4 split the work"], { cwd: p.dir, env: env(p.home), timeoutMs: 120_000 });
+      expect(r.code, r.stderr).toBe(0);
+      const id = sessionIdOf(r.stderr);
+      const results = of(storedEvents(p.home, id), "message.appended")
+        .filter((e) => e.message.role === "tool")
+        .map((e) => messageText(e.message));
+      return { n, results, childRequests: server.requests.slice(n).filter((q) => reply(q).text === "part done") };
+    }
+
+    it("tasks that ask for $0.17 each: three are served, the fourth is refused (budget) and never starts; the sum stays within $0.50", async () => {
+      const { n, results, childRequests } = await runTasks("tasks-ask", ", limits: { maxCostUsd: 0.17 }");
+      expect(results).toHaveLength(4);
+      const refused = results.filter((t) => t.includes("refused (budget)"));
+      expect(refused, results.join("\n")).toHaveLength(1);
+      expect(refused[0]).toContain(
+        "KEEL_CHILD_BUDGET (at limits.maxCostUsd): The parent turn has no maxCostUsd left for another child session ($0.0000; its 3 running child session(s) hold $0.4955 until they end).",
+      );
+      expect(results.filter((t) => t.includes("part done"))).toHaveLength(3);
+      expect(childRequests).toHaveLength(3);
+      // Two parent requests at $0.0045 and three children at about $0.1515: $0.4635 (unreserved, before the ledger, $0.6105).
+      expect(served(n)).toBeCloseTo(0.4635, 4);
+    });
+
+    it("tasks that ask nothing get an even share of what is left: none can afford its request, so nothing of theirs is served and each says budget", async () => {
+      const { n, results, childRequests } = await runTasks("tasks-share", "");
+      expect(results).toHaveLength(4);
+      for (const t of results)
+        expect(t).toMatch(
+          /stopped by budget \(KEEL_BUDGET_EXCEEDED: This turn spent \$0\.0000 of limits\.maxCostUsd \$0\.1239/,
+        );
+      expect(childRequests).toHaveLength(0);
+      expect(served(n)).toBeLessThanOrEqual(0.5);
+    });
+  });
+
+  it("a turn's usage after an approval counts the rounds before the pause too (real SQLite file, a restart between pause and approve)", async () => {
+    const p = project(root, "approve-usage", config(""));
+    const ask = definePlugin({
+      name: "asker",
+      version: "1.0.0",
+      setup: (ctx) => ctx.on("tool.pre_call", () => ({ kind: "tool_decision", decision: "ask", reason: "review" })),
+    });
+    const first = await inProcessAgent(p.home, server.anthropicBaseURL, [ask]);
+    let id: string;
+    try {
+      const s = await first.session();
+      id = s.id;
+      const paused = await s.run("tools:1 go");
+      expect(paused.verdict.status).toBe("paused");
+      expect(paused.usage).toMatchObject({ inputTokens: 20_000, outputTokens: 100 });
+    } finally {
+      await first.close();
+    }
+    const second = await inProcessAgent(p.home, server.anthropicBaseURL, [ask]);
+    try {
+      const s = await second.session(id);
+      await s.approve(s.pendingApprovals()[0]!.callId);
+      const r = await s.resume();
+      expect(r.verdict.status).toBe("completed");
+      // Two requests of 20,000 + 100 tokens at $3/$15 per million: the whole turn, not the resumed part.
+      expect(r.usage).toMatchObject({ inputTokens: 40_000, outputTokens: 200 });
+      expect(r.usage.costUsd).toBeCloseTo(0.123, 6);
+      const ended = of(storedEvents(p.home, id), "turn.completed").at(-1)!;
+      expect(ended.usage).toMatchObject({ inputTokens: 40_000, outputTokens: 200 });
+    } finally {
+      await second.close();
+    }
   });
 });

@@ -1,14 +1,16 @@
 /**
  * Child sessions (ToolContext.child): the one primitive delegation needs. A tool runs a turn
  * of a new durable session of a child agent that shares the parent's store, linked both ways
- * in the logs, within what the parent turn has left; its usage counts as the parent turn's.
+ * in the logs, within what the parent turn has left; its usage counts as the parent turn's. What a
+ * child may spend is held out of the parent turn's budget while it runs (route.ts's ledger).
  * What to delegate, to whom and how deep is a plugin's business (@keel/plugin-tasks).
  */
 import type { HostAgent as Agent, HostSession as Session } from "./host-types.ts";
 import type { Limits } from "@keel/kernel";
-import { errorMessage, KeelError } from "@keel/kernel";
+import { emptyUsage, errorMessage, KeelError } from "@keel/kernel";
 import { headOf } from "@keel/text";
 import type { AgentOptions } from "./agent-options.ts";
+import { budgetView, heldBy, reserve } from "./route.ts";
 import type { ChildOptions, ChildRun, TurnBudget } from "@keel/kernel";
 import type { Usage } from "@keel/kernel";
 import type { PendingApproval, TurnResult } from "@keel/kernel";
@@ -49,10 +51,71 @@ export async function runChild<O>(
       `name ${JSON.stringify(typeof name === "string" ? headOf(name, 70) : typeof name)} must match ${NAME.source}.`,
       { path: "name" },
     );
-  const limits = clamp(options.limits, budget);
+  // What this child may spend is held out of the parent turn's budget at once (before any await),
+  // so siblings started in the same round, and the parent's next request, cannot spend it too.
+  const limits = clamp(options.limits, budget, parent, shares(hold));
+  const held = reserve(parent, limits.maxCostUsd ?? 0, limits.tokenBudget);
+  let added = false;
+  let opened: { session: Session; spend: Usage; counted: Usage | undefined } | undefined;
+  try {
+    const host = parent.agent;
+    const agent = await childAgent(host, name, options.agent);
+    signal.throwIfAborted();
+    const capped = cappedBy(agent.limits, limits);
+    held.shrink(capped.maxCostUsd ?? 0, capped.tokenBudget!);
+    const out = await childTurn(parent, turnId, callId, signal, options, hold, ordinal, agent, capped, (o) => {
+      opened = o;
+    });
+    // What the child spent replaces what it held (a resumed child's turn counted its part before the pause already).
+    addToParent(minus(out.result.usage, opened?.counted));
+    added = true;
+    return out;
+  } finally {
+    // A child that threw still spent what its session's log says it spent.
+    if (!added && opened) addToParent(minus(opened.session.spend, opened.spend));
+    held.release();
+  }
+}
+
+/** `a` less `b` (what a resumed turn spent since it paused). */
+function minus(a: Usage, b: Usage | undefined): Usage {
+  if (!b) return a;
+  const cost = a.costUsd !== undefined ? a.costUsd - (b.costUsd ?? 0) : undefined;
+  return {
+    inputTokens: Math.max(0, a.inputTokens - b.inputTokens),
+    outputTokens: Math.max(0, a.outputTokens - b.outputTokens),
+    cacheReadTokens: Math.max(0, a.cacheReadTokens - b.cacheReadTokens),
+    cacheWriteTokens: Math.max(0, a.cacheWriteTokens - b.cacheWriteTokens),
+    ...(cost !== undefined ? { costUsd: Math.max(0, cost) } : {}),
+  };
+}
+
+/** A resumed turn's limits count what it spent before its pause, so it gets `limits` on top of that. */
+function onTop(limits: Partial<Limits>, counted: Usage | undefined): Partial<Limits> {
+  if (!counted) return limits;
+  return {
+    ...limits,
+    ...(limits.tokenBudget !== undefined
+      ? { tokenBudget: limits.tokenBudget + counted.inputTokens + counted.outputTokens }
+      : {}),
+    ...(limits.maxCostUsd !== undefined ? { maxCostUsd: limits.maxCostUsd + (counted.costUsd ?? 0) } : {}),
+  };
+}
+
+async function childTurn<O>(
+  parent: Session,
+  turnId: string,
+  callId: string,
+  signal: AbortSignal,
+  options: ChildOptions<O>,
+  hold: ChildHold,
+  ordinal: number,
+  agent: Agent,
+  capped: Partial<Limits>,
+  opened: (o: { session: Session; spend: Usage; counted: Usage | undefined }) => void,
+): Promise<ChildRun<O>> {
+  const name = options.name;
   const host = parent.agent;
-  const agent = await childAgent(host, name, options.agent);
-  signal.throwIfAborted();
   const run = {
     signal,
     ...(options.output ? { output: options.output } : {}),
@@ -75,18 +138,20 @@ export async function runChild<O>(
     session = await agent.session(undefined, {
       parent: { sessionId: parent.id, turnId, callId, name, depth: host.depth + 1 },
     });
+  // A paused child's turn resumes with what it spent before the pause (already the parent's).
+  const counted = waiting && !waiting.recover ? session.paused?.usage : undefined;
+  opened({ session, spend: { ...session.spend }, counted });
   try {
     let result: TurnResult<O>;
     if (waiting?.recover) {
-      result = await goOn(session, options.input, run, cappedBy(agent.limits, limits));
+      result = await goOn(session, options.input, run, capped);
     } else if (waiting) {
-      result = await answerAndResume(session, waiting, run, cappedBy(agent.limits, limits));
+      result = await answerAndResume(session, waiting, run, onTop(capped, counted));
     } else {
       // The link is in the parent's log before the child does anything, so a crash leaves it findable.
       await parent.emit({ type: "child.started", callId, name, childSessionId: session.id }, turnId, true);
-      result = await session.runAsChild(options.input, run, cappedBy(agent.limits, limits));
+      result = await session.runAsChild(options.input, run, capped);
     }
-    addToParent(result.usage);
     if (result.verdict.status === "paused" && result.pending) {
       // Nobody will answer a child whose parent call is over (cancelled, timed out): its turn ends instead.
       if (hold.closed || signal.aborted) await session.abandonPaused("aborted");
@@ -229,29 +294,57 @@ async function earlier(agent: Agent, parent: Session, name: string, id: unknown)
   return session;
 }
 
-/** The child's limits: the smallest of the options', and what the parent has left. */
-function clamp(given: ChildOptions["limits"], budget: TurnBudget): Clamped {
+/**
+ * The child's limits: the smallest of the options', and what the parent turn has left once what
+ * its running children hold is counted (its dollars come net of that already). Nothing left: a
+ * KEEL_CHILD_BUDGET refusal, and no child starts.
+ */
+function clamp(given: ChildOptions["limits"], budget: TurnBudget, parent: Session, share: number): Clamped {
+  const held = heldBy(parent);
+  const session = budgetView(parent.agent.limits, emptyUsage(), parent.spend, held).leftSessionTokens;
   const left = {
     maxRounds: budget.rounds,
     maxToolCalls: budget.toolCalls,
-    tokenBudget: budget.tokens,
+    tokenBudget: Math.min(budget.tokens - held.tokens, session ?? Infinity),
     wallTimeMs: budget.wallMs,
     ...(budget.costUsd !== undefined ? { maxCostUsd: budget.costUsd } : {}),
   };
   for (const [k, v] of Object.entries(left))
-    if (!(v > 0))
-      throw new KeelError("KEEL_CHILD_BUDGET", `The parent turn has no ${k} left (${v}).`, { path: `limits.${k}` });
-  const out = { ...left };
-  for (const k of ["maxRounds", "maxToolCalls", "tokenBudget", "wallTimeMs"] as const) {
+    if (!(v > 0)) {
+      const shown = k === "maxCostUsd" ? `$${Math.max(0, v).toFixed(4)}` : String(Math.max(0, Math.floor(v)));
+      const by = held.children
+        ? `; its ${held.children} running child session(s) hold ${k === "maxCostUsd" ? `$${held.usd.toFixed(4)}` : k === "tokenBudget" ? `${held.tokens} tokens` : "their share"} until they end`
+        : "";
+      throw new KeelError(
+        "KEEL_CHILD_BUDGET",
+        `The parent turn has no ${k} left for another child session (${shown}${by}).`,
+        { path: `limits.${k}` },
+      );
+    }
+  // Not asked for: the tokens and dollars left are shared evenly with the calls of the round still to start a child.
+  const out = {
+    ...left,
+    tokenBudget:
+      given?.tokenBudget === undefined ? Math.max(1, Math.floor(left.tokenBudget / share)) : left.tokenBudget,
+    ...(left.maxCostUsd !== undefined && given?.maxCostUsd === undefined
+      ? { maxCostUsd: left.maxCostUsd / share }
+      : {}),
+  };
+  for (const k of ["maxRounds", "maxToolCalls", "tokenBudget", "wallTimeMs", "maxCostUsd"] as const) {
     const v = given?.[k];
     if (v === undefined) continue;
     if (typeof v !== "number" || !(v > 0))
       throw new KeelError("KEEL_CHILD_INVALID", `limits.${k} must be a positive number (got ${String(v)}).`, {
         path: `limits.${k}`,
       });
-    out[k] = Math.min(out[k], v);
+    out[k] = Math.min(out[k] ?? Infinity, v);
   }
   return out;
+}
+
+/** How many ways the budget left is split: this child and the calls running with its call that have started none yet. */
+function shares(hold: ChildHold): number {
+  return 1 + (hold.group ?? []).filter((h) => h !== hold && !h.count && !h.done && !h.closed).length;
 }
 
 /** The child agent's own limits count too: the turn gets the minimum. */

@@ -3,6 +3,7 @@
  * they call, declared here so none of them imports agent.ts (which imports them). Agent and
  * Session implement these.
  */
+import type { Usage } from "@keel/kernel";
 import type { AgentOptions } from "./agent-options.ts";
 import type { KeelEvent, KeelEventData } from "@keel/kernel";
 import type { Limits } from "@keel/kernel";
@@ -56,6 +57,8 @@ export interface HostSession {
   readonly id: string;
   readonly agent: HostAgent;
   readonly paused: PausedTurn | undefined;
+  /** What this session's provider calls (and its children's) cost so far, from its log. */
+  readonly spend: Usage;
   readonly completedJobs: Set<string>;
   readonly lastTurnStart: { turnId: string; seq: number } | undefined;
   emit(data: KeelEventData, turnId: string | null, durable?: boolean): Promise<void> | void;

@@ -10,7 +10,7 @@ import type { Message } from "@keel/kernel";
 import type { ModelPriceView, ModelProvider, RequestOptions } from "@keel/kernel";
 import type { PoolMemberView, RoundSeam, RoutingView } from "@keel/kernel";
 import type { AgentOptions } from "./agent-options.ts";
-import { breach, breachMessage, budgetView, hasBudget, hasImages } from "./route.ts";
+import { breach, breachMessage, budgetView, hasBudget, hasImages, heldBy } from "./route.ts";
 import type { RequestTokenCount } from "@keel/kernel";
 import type { Turn } from "@keel/kernel";
 import { TurnFailure } from "@keel/kernel";
@@ -43,7 +43,7 @@ export function routingView(
       mode: t.mode,
       ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
     },
-    ...(hasBudget(t.limits) ? { budget: budgetView(t.limits, t.usage, t.session.spend) } : {}),
+    ...(hasBudget(t.limits) ? { budget: budgetView(t.limits, t.usage, t.session.spend, heldBy(t.session)) } : {}),
     contextCeiling: t.limits.contextCeiling,
   };
 }
@@ -129,15 +129,17 @@ export function fitRoute(t: Turn, estimate: RequestTokenCount, exact: () => Requ
 }
 
 /**
- * Before the request is sent: when a budget is set and the request's estimate would pass it, the
- * turn stops (`budget`, with a guard.tripped event) and nothing is sent.
+ * Before the request is sent: when a budget is set and the request's estimate, on top of what the
+ * turn spent and its running children hold, would pass it, the turn stops (`budget`, with a guard.tripped event) and nothing is sent.
  */
 export function checkBudget(t: Turn, tokens: number, options: RequestOptions): void {
   if (!hasBudget(t.limits)) return;
   const provider = t.route?.provider ?? t.agent.options.provider;
   const price = t.route ? t.route.price : provider.price;
   const out = options.maxTokens ?? ceilingOf(provider).maxOutputTokens;
-  const b = breach(t.limits, budgetView(t.limits, t.usage, t.session.spend), tokens, price, out);
+  // Spent plus what this turn's running children hold: a request never spends a child's share.
+  const held = heldBy(t.session);
+  const b = breach(t.limits, budgetView(t.limits, t.usage, t.session.spend, held), held, tokens, price, out);
   if (!b) return;
   void t.session.emit(
     { type: "guard.tripped", guard: "budget", limit: b.limit, value: b.spent + b.estimate },
@@ -157,5 +159,5 @@ export const roundSeam: RoundSeam = {
   take: takeRoute,
   fit: fitRoute,
   check: checkBudget,
-  leftUsd: (t) => budgetView(t.limits, t.usage, t.session.spend).leftUsd,
+  leftUsd: (t) => budgetView(t.limits, t.usage, t.session.spend, heldBy(t.session)).leftUsd,
 };

@@ -154,6 +154,7 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
         metadata: cursor.started.metadata,
         rounds: e.rounds,
         toolCalls: e.toolCalls,
+        usage: { ...e.usage },
         requests,
         ...(childCalls.size ? { childCalls } : {}),
       };

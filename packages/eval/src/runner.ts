@@ -267,17 +267,22 @@ function appliesTo(s: Scorer, c: EvalCase): boolean {
   }
 }
 
-/** A case's metrics from its session's events. Contract: sums over every turn's terminal event. */
+/**
+ * A case's metrics from its session's events. Contract: sums over every turn's last terminal
+ * event (a turn that paused and resumed counts once: its last event holds the whole turn).
+ */
 export function metricsOf(events: readonly KeelEvent[], durationMs: number): CaseMetrics {
   const m: CaseMetrics = { rounds: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, durationMs };
-  for (const e of events) {
+  const last = new Map<string | null, Extract<KeelEvent, { type: "turn.completed" }>>();
+  for (const e of events)
     if (
-      e.type !== "turn.completed" &&
-      e.type !== "turn.failed" &&
-      e.type !== "turn.interrupted" &&
-      e.type !== "turn.paused"
+      e.type === "turn.completed" ||
+      e.type === "turn.failed" ||
+      e.type === "turn.interrupted" ||
+      e.type === "turn.paused"
     )
-      continue;
+      last.set(e.turnId ?? null, e as Extract<KeelEvent, { type: "turn.completed" }>);
+  for (const e of last.values()) {
     m.rounds += e.rounds;
     m.toolCalls += e.toolCalls;
     m.inputTokens += e.usage.inputTokens + e.usage.cacheReadTokens + e.usage.cacheWriteTokens;

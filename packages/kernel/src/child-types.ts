@@ -21,4 +21,8 @@ export interface ChildHold {
   count?: number;
   /** The parent is done with this call: a child that pauses now is ended instead (nobody would answer). */
   closed?: boolean;
+  /** The holds of the calls that run at once with this one (this one included): a child's default share of the budget is split among them. */
+  group?: readonly ChildHold[];
+  /** The call returned: it starts no more children. */
+  done?: boolean;
 }

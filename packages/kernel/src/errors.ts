@@ -44,7 +44,7 @@ export const ERROR_CODES = {
   KEEL_CHILD_INVALID:
     "A tool asked for a child session with invalid options (ToolContext.child). Fix the options named; the child agent's options are createAgent's.",
   KEEL_CHILD_BUDGET:
-    "The parent turn has no budget left for a child session (rounds, tool calls, tokens or wall time). Raise the parent's limits, or give the child less work.",
+    "The parent turn has no budget left for a child session (rounds, tool calls, tokens, wall time or dollars; what its running children hold counts as spent until they end). Raise the parent's limits, give each child a smaller limits.maxCostUsd or tokenBudget, or run the child after its siblings end.",
   KEEL_MODE_INVALID:
     'A session mode must be "agent" (tools) or "chat" (no tools), and can change only between turns, not while a turn runs or waits for approval. Switch after the turn ends (answer and resume a paused one first).',
   KEEL_OBSERVER_FAILED:

@@ -70,7 +70,13 @@ export async function runToolCalls(
     // store before they run, so a process killed mid-tool resumes with the call (and repairs it).
     await t.session.flush();
     const holds: ChildHold[] = prepared.map((p) => (p.children ? { resume: p.children } : {}));
-    const runs = await Promise.all(prepared.map((p, i) => (p.ready ? execute(t, p, holds[i]!) : undefined)));
+    const running = holds.filter((_, i) => prepared[i]!.ready);
+    for (const h of running) h.group = running;
+    const runs = await Promise.all(
+      prepared.map((p, i) =>
+        p.ready ? execute(t, p, holds[i]!).finally(() => void (holds[i]!.done = true)) : undefined,
+      ),
+    );
     if (await settleGroup(t, prepared, holds, runs)) return;
   }
 }

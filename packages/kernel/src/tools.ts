@@ -90,8 +90,13 @@ export interface ChildOptions<O = unknown> {
    * and not waiting for approval (KEEL_CHILD_INVALID otherwise).
    */
   session?: string;
-  /** Lower than the budget, if you like: the child gets the minimum of these, the child agent's and the budget. */
-  limits?: Partial<Pick<Limits, "maxRounds" | "maxToolCalls" | "tokenBudget" | "wallTimeMs">>;
+  /**
+   * Lower than the budget, if you like: the child gets the minimum of these, the child agent's and
+   * the budget. What it gets of the parent's tokens and dollars is held for it while it runs (its
+   * siblings and the parent's next request cannot spend it); give `maxCostUsd` to let parallel
+   * children share a dollar limit, else the first takes all that is left.
+   */
+  limits?: Partial<Pick<Limits, "maxRounds" | "maxToolCalls" | "tokenBudget" | "wallTimeMs" | "maxCostUsd">>;
   /** Structured output of the child's final answer (as RunOptions.output). */
   output?: ZodSchema<O>;
   metadata?: Record<string, unknown>;

@@ -71,6 +71,8 @@ export interface PausedTurn {
   metadata: Record<string, unknown>;
   rounds: number;
   toolCalls: number;
+  /** What the turn used before it paused: a resumed turn's usage (and its budget checks) go on from it. */
+  usage?: Usage;
   requests: Map<string, PendingApproval>;
   /** Calls that wait in a child session (PendingApproval.via), with the arguments they run with again. */
   childCalls?: Map<string, unknown>;

@@ -185,7 +185,8 @@ function newTurn(session: TurnHost, given: TurnInput, turnSignal: AbortSignal, o
       );
     },
     stopClock: () => (clearTimeout(timer), turnSignal.removeEventListener("abort", onTurnAbort)),
-    usage: emptyUsage(),
+    // A resumed turn goes on from what it used before its pause (its result and its budget count the whole turn).
+    usage: resume?.usage ? { ...resume.usage } : emptyUsage(),
     rounds: resume?.rounds ?? 0,
     toolCalls: resume?.toolCalls ?? 0,
     finalText: "",
@@ -927,6 +928,7 @@ async function closeTurn(t: Turn): Promise<TurnResult> {
       metadata: t.metadata,
       rounds: t.rounds,
       toolCalls: t.toolCalls,
+      usage: { ...t.usage },
       requests: new Map(paused.map((p) => [p.callId, p])),
       ...(t.childCalls.size ? { childCalls: t.childCalls } : {}),
     };

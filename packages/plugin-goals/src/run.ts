@@ -222,7 +222,7 @@ export async function runGoal(session: Session, options: GoalRunOptions): Promis
 
 /**
  * What the run's earlier turns spent, from the session's log (turns whose metadata names the run):
- * per turn, the larger of its terminal usage (children included) and what its own requests cost
+ * per turn, the larger of its last terminal usage (children included) and what its own requests cost
  * (model.responded, preflight.completed), since a turn that crashed ends with no usage at all.
  */
 async function spentBy(session: Session, runId: string): Promise<number> {
@@ -235,7 +235,8 @@ async function spentBy(session: Session, runId: string): Promise<number> {
       ended.set(e.turnId, ended.get(e.turnId) ?? 0);
     else if (!ended.has(e.turnId)) continue;
     else if (e.type === "model.responded" || e.type === "preflight.completed") add(requested, e.turnId, e.usage);
-    else if ("usage" in e && isTerminal(e.type)) add(ended, e.turnId, e.usage);
+    // The last terminal event holds the whole turn (a resumed turn's counts what it spent before its pause).
+    else if ("usage" in e && isTerminal(e.type)) ended.set(e.turnId, costOf(e.usage));
   }
   let spent = 0;
   for (const [id, cost] of ended) spent += Math.max(cost, requested.get(id) ?? 0);

@@ -24,8 +24,18 @@ export interface TaskProfile {
   tools?: readonly ToolDefinition[];
   /** The child agent's plugins (add `tasks(...)` here to let it delegate further, up to `maxDepth`). */
   plugins?: readonly PluginEntry[];
-  /** Each task's limits; the parent's remaining budget caps them anyway. */
-  limits?: { maxRounds?: number; maxToolCalls?: number; tokenBudget?: number; wallTimeMs?: number };
+  /**
+   * Each task's limits; the parent's remaining budget caps them anyway. What a task gets of the
+   * parent's tokens and dollars is held for it while it runs: without `tokenBudget`/`maxCostUsd`
+   * a task gets an even share with the round's other calls.
+   */
+  limits?: {
+    maxRounds?: number;
+    maxToolCalls?: number;
+    tokenBudget?: number;
+    wallTimeMs?: number;
+    maxCostUsd?: number;
+  };
   /** A schema every answer of this profile must match (the model's `expected_output` is used when absent). */
   output?: z.ZodType;
 }
@@ -66,6 +76,7 @@ const Options = z.strictObject({
             maxToolCalls: z.number().int().positive(),
             tokenBudget: z.number().positive(),
             wallTimeMs: z.number().positive(),
+            maxCostUsd: z.number().positive(),
           })
           .partial()
           .optional(),
@@ -169,6 +180,8 @@ function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: M
             ...(profile.limits ? { limits: profile.limits } : {}),
           },
           input: args.prompt,
+          // Asked of the parent's budget too: a profile's tokens and dollars are held for the task as given.
+          ...(profile.limits ? { limits: profile.limits } : {}),
           ...(args.session !== undefined ? { session: args.session } : {}),
           ...(output ? { output } : {}),
         });
@@ -191,6 +204,8 @@ function taskTool(o: Resolved, profiles: Record<string, TaskProfile>, started: M
           `${head} the subagent did not finish: ${why}.${r.text ? `\nWhat it had so far:\n${cut(r.text)}` : ""}`,
         );
       } catch (err) {
+        if (err instanceof KeelError && err.code === "KEEL_CHILD_BUDGET")
+          return failure(`the task was refused (budget), nothing ran: ${err.message}`);
         return failure(`the task could not run: ${err instanceof KeelError ? err.message : errorMessage(err)}`);
       }
     },

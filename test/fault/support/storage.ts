@@ -14,7 +14,7 @@ import { afterAll, afterEach, beforeAll } from "vitest";
 import { startWireServer } from "../../../packages/wire-server/src/index.ts";
 import type { RecordedRequest, WireReply, WireServer } from "../../../packages/wire-server/src/index.ts";
 import { lastUserText } from "../../../packages/wire-server/src/index.ts";
-import type { Agent, KeelEvent, ToolDefinition } from "../../../packages/agent/src/index.ts";
+import type { Agent, AgentOptions, KeelEvent, ToolDefinition } from "../../../packages/agent/src/index.ts";
 import { createAgent } from "../../../packages/agent/src/index.ts";
 import { scriptedProvider } from "../../../packages/testkit/src/index.ts";
 import { SqliteSessionStore, defaultSessionDbPath } from "../../../packages/store-sqlite/src/index.ts";
@@ -365,11 +365,15 @@ export const pauseTool: ToolDefinition<{ ms?: number }> = {
  * The fault agent in this process, on the home's session database: the real kernel, the
  * official Anthropic SDK against the wire server and the same tool as the config.
  */
-export async function inProcessAgent(home: string, anthropicBaseURL: string): Promise<Agent> {
+export async function inProcessAgent(
+  home: string,
+  anthropicBaseURL: string,
+  plugins: AgentOptions["plugins"] = [],
+): Promise<Agent> {
   const provider = resolveModel("anthropic:claude-sonnet-4-6", {
     env: { ANTHROPIC_API_KEY: "sk-test", ANTHROPIC_BASE_URL: anthropicBaseURL },
   });
-  return createAgent({ name: "fault", provider, tools: [pauseTool], home });
+  return createAgent({ name: "fault", provider, tools: [pauseTool], home, plugins });
 }
 
 /** A session with one completed turn per text, written in this process (offline model). */
