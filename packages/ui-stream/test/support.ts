@@ -4,13 +4,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { createAgent, definePlugin, defineTool } from "@keel/agent";
-import type { Agent, ModelProvider } from "@keel/agent";
+import type { Agent, ModelProvider, SessionStore } from "@keel/agent";
 import type { ProviderScriptInput } from "../../testkit/src/index.ts";
 import { ScriptedProvider } from "../../testkit/src/index.ts";
 
 /** An agent whose model follows `script`; `deploy` waits for approval and returns "<version> is live". */
 export async function scriptedAgent(
   script: ProviderScriptInput | ModelProvider,
+  where: { home?: string; store?: SessionStore } = {},
 ): Promise<{ agent: Agent; provider: ModelProvider }> {
   const provider =
     !Array.isArray(script) && "stream" in script
@@ -41,7 +42,8 @@ export async function scriptedAgent(
     provider,
     tools: [deploy],
     plugins: [review],
-    home: mkdtempSync(join(tmpdir(), "keel-ui-stream-")),
+    home: where.home ?? mkdtempSync(join(tmpdir(), "keel-ui-stream-")),
+    ...(where.store ? { store: where.store } : {}),
   });
   return { agent, provider };
 }
