@@ -155,12 +155,27 @@ export async function rejoinResponse(
   const ended = latest && log.some((e) => e.seq > latest.seq && e.turnId === latest.turnId && isTerminalEvent(e));
   if (!latest || (ended && !session.busy)) return new Response(null, { status: 204 });
   const start = log.find((e) => e.type === "turn.started" && e.turnId === latest.turnId) ?? latest;
+  // Calls answered before the turn resumed show as running, not as asking again (no chunk says "answered").
+  const answered = new Map<string, number>();
+  for (const e of log)
+    if (e.type === "approval.requested" && e.turnId === latest.turnId) answered.set(e.callId, e.round);
+  for (const callId of answered.keys())
+    if (!log.some((e) => e.type === "approval.resolved" && e.callId === callId)) answered.delete(callId);
   const rejoined = await rejoinTurn(session, { after: start.seq - 1, signal });
-  // A pause the turn has since resumed from is history, not this stream's end.
   const live = (async function* () {
     for await (const e of rejoined) {
+      // A pause the turn has since resumed from is history, not this stream's end.
       if (e.type === "verdict" && Number(e.id) < latest.seq) continue;
-      yield e;
+      if (e.type === "approval.requested" && answered.has(e.callId))
+        yield {
+          type: "tool.started",
+          callId: e.callId,
+          name: e.name,
+          args: e.args,
+          round: answered.get(e.callId)!,
+          ...(e.id ? { id: e.id } : {}),
+        } as TurnStreamEvent;
+      else yield e;
     }
   })();
   return uiMessageStreamResponse(live, {

@@ -34,23 +34,33 @@ afterAll(() => dropTestSchemas());
 
 /** useChat without React: the SDK's AbstractChat over a plain state. */
 class TestChat extends AbstractChat<UIMessage> {
+  /** Every state a tool part was shown in, as the page would render it. */
+  readonly toolStates = new Set<string>();
+
   constructor(init: ChatInit<UIMessage>) {
+    const shown = new Set<string>();
+    const show = (m: UIMessage) => {
+      for (const p of m.parts) if (isToolUIPart(p)) shown.add(p.state);
+    };
     const state: ChatState<UIMessage> = {
       status: "ready",
       error: undefined,
       messages: init.messages ?? [],
       pushMessage(m) {
+        show(m);
         this.messages = [...this.messages, m];
       },
       popMessage() {
         this.messages = this.messages.slice(0, -1);
       },
       replaceMessage(i, m) {
+        show(m);
         this.messages = this.messages.map((x, j) => (j === i ? m : x));
       },
       snapshot: (t) => structuredClone(t),
     };
     super({ ...init, state });
+    this.toolStates = shown;
   }
 
   /** What the page's setMessages does. */
@@ -268,6 +278,50 @@ describe("@keel/ui-stream: a chat through a reload", () => {
     const res = await handler(new Request("http://chat.test/api/chat/chat-2/stream"));
     expect(res.status).toBe(204);
     await running.close();
+  }, 60_000);
+
+  it("a reload after Approve, while the resumed turn runs: the rejoined message shows the call answered, never asking again", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const inner = new ScriptedProvider(DEPLOY_SCRIPT);
+    let calls = 0;
+    const provider: ModelProvider = {
+      id: inner.id,
+      async *stream(request, options) {
+        // The round after the approved deploy waits: the resumed turn is running when the page reloads.
+        if (++calls === 2) await gate;
+        yield* inner.stream(request, options);
+      },
+    };
+    const { agent } = await scriptedAgent(provider);
+    const handler = createChatHandler({ agent, onDisconnect: "continue" });
+    const first = page(handler, "chat-4");
+    await askToDeploy(first.chat);
+    void first.chat.addToolApprovalResponse({ id: "call_1", approved: true });
+    await until(() => toolParts(first.chat.lastMessage)[0]?.state === "output-available", "the deploy");
+    await first.chat.stop();
+
+    const { messages } = (await (await handler(new Request("http://chat.test/api/chat/chat-4/messages"))).json()) as {
+      messages: UIMessage[];
+    };
+    expect(toolParts(messages[1])[0]).toMatchObject({ state: "output-available", output: "v2 is live" });
+    const reloaded = page(handler, "chat-4", messages);
+    const resumed = reloaded.chat.resumeStream();
+    await until(() => reloaded.chat.status === "streaming", "the rejoin");
+    await until(() => toolParts(reloaded.chat.lastMessage)[0]?.state === "output-available", "the replayed deploy");
+    release();
+    await resumed;
+    await until(() => reloaded.chat.status === "ready", "the end of the rejoined turn");
+    expect(reloaded.errors).toEqual([]);
+    expect([...reloaded.chat.toolStates]).not.toContain("approval-requested");
+    const last = reloaded.chat.lastMessage!;
+    expect(reloaded.chat.messages).toHaveLength(2);
+    expect(textOf(last)).toBe("Deploying v2.Done: v2 is live.");
+    expect(toolParts(last)).toEqual([expect.objectContaining({ state: "output-available", output: "v2 is live" })]);
+    const [session] = await agent.store.listSessions();
+    const events = await agent.store.events(session!.id);
+    expect(events.filter((e) => e.type === "tool.completed" && e.status === "ok")).toHaveLength(1);
+    await agent.close();
   }, 60_000);
 
   it("a message sent while an approval waits is a 409 saying to answer it first; with the README's onError, Approve still sends", async () => {
