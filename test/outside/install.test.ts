@@ -187,7 +187,7 @@ describe("outside this repository", () => {
       '["--no", "keel", "serve", "--mcp"]',
       "npx keel serve --a2a",
       "node server.mjs",
-      "createChatHandler({ agent })",
+      'createChatHandler({ agent, onDisconnect: "continue" })',
       "buildAgent(await loadConfig({ cwd: process.cwd() }))",
     ])
       expect(section).toContain(line);
@@ -341,7 +341,8 @@ describe("outside this repository", () => {
         wire.enqueue({
           text: "Deploying v1.4.2 now, step by step.",
           chunks: 6,
-          delayMs: 40,
+          // Apart enough that a loaded machine still paints a part of the text before the rest.
+          delayMs: 150,
           toolCalls: [{ name: "deploy", args: { version: "v1.4.2" } }],
           api: "responses",
         });
@@ -362,7 +363,10 @@ describe("outside this repository", () => {
         const seen = await seenAssistantText(page);
         const first = "Deploying v1.4.2 now, step by step.";
         expect(seen).toContain(first);
-        expect(seen.some((t) => t !== first && first.startsWith(t))).toBe(true);
+        expect(
+          seen.some((t) => t !== first && first.startsWith(t)),
+          JSON.stringify(seen),
+        ).toBe(true);
 
         // The server dies with the approval waiting, and starts again; the page reloads.
         await stop(server, "SIGKILL");

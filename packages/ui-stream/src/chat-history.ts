@@ -49,7 +49,8 @@ function verdictOf(e: KeelEvent): TurnStreamEvent | undefined {
  * as the log goes (a rejoin replaces it whole).
  */
 export async function chatMessages(session: Session): Promise<UIMessage[]> {
-  if (session.busy) await session.flush().catch(() => undefined);
+  // What this handle wrote last (a turn running here, a cut turn its opening marked interrupted) is read too.
+  await session.flush().catch(() => undefined);
   const log = await session.agent.store.events(session.id);
   const results = new Map<string, string>();
   const out: Array<UIMessage | TurnLog> = [];
@@ -149,7 +150,8 @@ export async function rejoinResponse(
   signal: AbortSignal,
   headers: Record<string, string>,
 ): Promise<Response> {
-  if (session.busy) await session.flush().catch(() => undefined);
+  // What this handle wrote last (a turn running here, a cut turn its opening marked interrupted) is read too.
+  await session.flush().catch(() => undefined);
   const log = await session.agent.store.events(session.id);
   const latest = log.findLast((e) => e.type === "turn.started" || e.type === "turn.resumed");
   const ended = latest && log.some((e) => e.seq > latest.seq && e.turnId === latest.turnId && isTerminalEvent(e));
