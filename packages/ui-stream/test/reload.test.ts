@@ -25,6 +25,7 @@ import { createAgent, defineTool } from "@keel/agent";
 import type { Agent, ModelProvider } from "@keel/agent";
 import { PostgresSessionStore } from "@keel/store-postgres";
 import { ScriptedProvider } from "../../testkit/src/index.ts";
+import type { ProviderScriptInput } from "../../testkit/src/index.ts";
 import { dropTestSchemas, PG_URL, rawRows, requirePostgres, testSchema } from "../../store-postgres/test/support/pg.ts";
 import { createChatHandler } from "../src/index.ts";
 import type { ChatHandlerOptions } from "../src/index.ts";
@@ -73,7 +74,7 @@ class TestChat extends AbstractChat<UIMessage> {
 function transportTo(handler: (r: Request) => Promise<Response>): DefaultChatTransport<UIMessage> {
   return new DefaultChatTransport({
     api: "http://chat.test/api/chat",
-    fetch: ((input: RequestInfo | URL, init?: RequestInit) => handler(new Request(input, init))) as typeof fetch,
+    fetch: ((input: string | URL | Request, init?: RequestInit) => handler(new Request(input, init))) as typeof fetch,
   });
 }
 
@@ -87,6 +88,11 @@ async function until(ok: () => boolean, what: string, ms = 20_000): Promise<void
 }
 
 type ToolPart = { type: string; state: string; toolCallId: string; output?: unknown; approval?: { id: string } };
+/** The deploy script's first response (the call that pauses), and its second (the answer after approval). */
+const [ASK, ANSWER] = DEPLOY_SCRIPT as Array<Record<string, unknown>>;
+const firstRound = [ASK] as ProviderScriptInput;
+const secondRound = [ANSWER] as ProviderScriptInput;
+
 const toolParts = (m: UIMessage | undefined): ToolPart[] =>
   (m?.parts ?? []).filter((p) => isToolUIPart(p)) as unknown as ToolPart[];
 const textOf = (m: UIMessage | undefined) => (m?.parts ?? []).map((p) => (p.type === "text" ? p.text : "")).join("");
@@ -134,13 +140,13 @@ describe("@keel/ui-stream: a chat through a restart", () => {
       const schema = db === "postgres" ? testSchema() : undefined;
       const home = mkdtempSync(join(tmpdir(), "keel-ui-restart-"));
       const storeOf = () => (schema ? { store: new PostgresSessionStore({ url: PG_URL, schema }) } : {});
-      const first = await scriptedAgent(DEPLOY_SCRIPT.slice(0, 1), { home, ...storeOf() });
+      const first = await scriptedAgent(firstRound, { home, ...storeOf() });
       const { chat } = page(createChatHandler({ agent: first.agent }), "chat-1");
       await askToDeploy(chat);
       await first.agent.close();
 
       // The restarted process: a new agent on the same store, a new handler with its defaults.
-      const second = await scriptedAgent(DEPLOY_SCRIPT.slice(1), { home, ...storeOf() });
+      const second = await scriptedAgent(secondRound, { home, ...storeOf() });
       const handler = createChatHandler({ agent: second.agent });
       const answered: Response[] = [];
       const recorded = async (r: Request) => {
@@ -167,11 +173,11 @@ describe("@keel/ui-stream: a chat through a restart", () => {
 
   it('in memory only when asked: chats: "memory" forgets the chat with the process (404 after a restart)', async () => {
     const home = mkdtempSync(join(tmpdir(), "keel-ui-restart-"));
-    const first = await scriptedAgent(DEPLOY_SCRIPT.slice(0, 1), { home });
+    const first = await scriptedAgent(firstRound, { home });
     const { chat } = page(createChatHandler({ agent: first.agent, chats: "memory" }), "chat-1");
     await askToDeploy(chat);
     await first.agent.close();
-    const second = await scriptedAgent(DEPLOY_SCRIPT.slice(1), { home });
+    const second = await scriptedAgent(secondRound, { home });
     const after = page(createChatHandler({ agent: second.agent, chats: "memory" }), "chat-1", chat.messages);
     await after.chat.addToolApprovalResponse({ id: "call_1", approved: true });
     await until(() => after.errors.length > 0, "the refusal");
