@@ -3,6 +3,8 @@
  * dir, served by the http example (offline model) with /api/chat. A request to deploy streams
  * text, shows the call waiting for approval with Approve / Deny, Approve resumes the turn, it
  * finishes, and the deploy is in deployments.log; Deny shows the call denied and deploys nothing.
+ * A reload keeps the chat (its id is in the URL's hash): the waiting deploy shows Approve again,
+ * and a reload while the approved deploy runs rejoins it to its end; it is deployed once.
  */
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -19,9 +21,8 @@ const missing = browserMissing();
 describe.skipIf(missing)("examples/chat-ui: useChat in a browser", () => {
   let browser: Browser;
   let server: Awaited<ReturnType<typeof startServer>>;
-  const home = mkdtempSync(join(tmpdir(), "keel-chat-ui-"));
-
   let outDir: string;
+  const home = mkdtempSync(join(tmpdir(), "keel-chat-ui-"));
 
   beforeAll(async () => {
     outDir = await buildChatPage();
@@ -113,4 +114,53 @@ describe.skipIf(missing)("examples/chat-ui: useChat in a browser", () => {
       await limited.close();
     }
   }, 60_000);
+
+  it("a reload keeps the chat: the waiting deploy shows Approve again; a reload mid-deploy rejoins it to its end; deployed once", async () => {
+    // Deploy steps of 1.5 s: the page reloads while the approved deploy runs.
+    const slowHome = mkdtempSync(join(tmpdir(), "keel-chat-ui-reload-"));
+    const slow = await startServer({
+      home: slowHome,
+      provider: offlineModel,
+      port: 0,
+      stepMs: 1500,
+      worker: false,
+      staticDir: outDir,
+    });
+    try {
+      const page = await browser.newPage();
+      const failed: string[] = [];
+      page.on("pageerror", (e) => failed.push(e.message));
+      await page.goto(slow.url);
+      await page.getByLabel("Message").fill("please deploy v2.0.0");
+      await page.getByRole("button", { name: "Send" }).click();
+      const tool = page.locator('.tool[data-tool="deploy"]');
+      await tool.locator("button", { hasText: "Approve" }).waitFor();
+      await page.locator('#status[data-status="ready"]').waitFor();
+      const chatUrl = page.url();
+      expect(new URL(chatUrl).hash.length).toBeGreaterThan(1);
+
+      await page.reload();
+      expect(page.url()).toBe(chatUrl);
+      await tool.locator("button", { hasText: "Approve" }).waitFor();
+      expect(await page.locator(".user", { hasText: "please deploy v2.0.0" }).count()).toBe(1);
+      expect(await page.locator(".assistant .text", { hasText: "Deploying v2.0.0." }).count()).toBe(1);
+      await tool.locator("button", { hasText: "Approve" }).click();
+      await page.locator(".progress", { hasText: "v2.0.0" }).waitFor();
+
+      // Mid-deploy: the page goes away and comes back; the turn ran on and is rejoined.
+      await page.reload();
+      await page.locator('.tool[data-state="output-available"]').waitFor({ timeout: 30_000 });
+      await page.locator(".assistant .text", { hasText: "Done." }).waitFor();
+      await page.locator('#status[data-status="ready"]').waitFor();
+      expect(await page.locator(".tool .output").textContent()).toContain("v2.0.0 is live");
+      expect(await page.locator(".user").count()).toBe(1);
+      expect(await page.locator("button", { hasText: "Approve" }).count()).toBe(0);
+      const deployed = readFileSync(join(slowHome, "deployments.log"), "utf8").trim().split("\n");
+      expect(deployed).toHaveLength(1);
+      expect(deployed[0]).toMatch(/ v2\.0\.0 by /);
+      expect(failed).toEqual([]);
+    } finally {
+      await slow.close();
+    }
+  }, 90_000);
 });

@@ -41,7 +41,10 @@ describe.skipIf(browserMissing())("examples/chat-ui: a refused message", () => {
 
     await box.fill("and what is live now?");
     await page.getByRole("button", { name: "Send" }).click();
-    await page.locator("p.error", { hasText: "KEEL_APPROVAL_PENDING" }).waitFor();
+    // The person is told what to do, in words (not a code).
+    await page
+      .locator("p.error", { hasText: '"deploy" is waiting for your approval: approve or deny it first' })
+      .waitFor();
     expect(await box.isEnabled()).toBe(true);
     expect(await box.inputValue()).toBe("and what is live now?");
     expect(await page.locator(".user", { hasText: "and what is live now?" }).count()).toBe(0);

@@ -14,6 +14,9 @@
  *                                         verdict; 204 when it has seen the end already
  *   POST /api/chat                      useChat's body → the AI SDK UI message stream (@keel/ui-stream):
  *                                         a user message runs a turn, approval answers resume it
+ *   GET  /api/chat/:id/messages         → {"messages": [UIMessage]} the chat read back for a reloaded page
+ *   GET  /api/chat/:id/stream           the running turn's UI message stream from its start (useChat's
+ *                                         `resume: true`); 204 when none runs
  *   POST /api/agui                      an AG-UI RunAgentInput → AG-UI events (`resume` answers interrupts)
  *   GET  /, /assets/*                   the chat page (examples/chat-ui's build), when `staticDir` is given
  *
@@ -126,13 +129,20 @@ export function createHandler(
     touch(await agent.session(id === undefined ? undefined : decodeURIComponent(id), { waitMs: 0 }));
 
   // useChat and AG-UI clients: each chat is a session (one caller here: put authentication in front).
-  const ui = { agent, open: session, ...(options.chats ? { chats: options.chats } : {}) };
+  // A chat disconnected mid-turn (a reload) leaves the turn running for the reloaded page to rejoin.
+  const ui = {
+    agent,
+    open: session,
+    onDisconnect: "continue" as const,
+    ...(options.chats ? { chats: options.chats } : {}),
+  };
   const chat = createChatHandler(ui);
   const agui = createAGUIHandler(ui);
 
   return async (request) => {
     const pathname = new URL(request.url).pathname;
     if (request.method === "POST" && pathname === "/api/chat") return chat(request);
+    if (request.method === "GET" && /^\/api\/chat\/[^/]+\/(messages|stream)$/.test(pathname)) return chat(request);
     if (request.method === "POST" && pathname === "/api/agui") return agui(request);
     if (request.method === "GET" && options.staticDir && !pathname.startsWith("/sessions")) {
       const file = await staticFile(options.staticDir, pathname);

@@ -22,7 +22,6 @@ import type { Limits, ModelProvider } from "@keel/kernel";
 import { buildAgent } from "./agent.ts";
 import { nodeHandler } from "./adapters/node.ts";
 import { createHandler } from "./app.ts";
-import { sqliteChatSessions } from "./chat-sessions.ts";
 import { offlineModel } from "./offline-model.ts";
 
 /** Start the server. Contract: resolves once listening; `close()` stops it and closes the agent (paused turns stay paused). */
@@ -54,8 +53,8 @@ export async function startServer(options: {
       : runWorker({ agent, signal: stopWorker.signal, graceMs: 5_000 }).catch((err: unknown) => {
           process.stderr.write(`worker stopped: ${err instanceof Error ? err.message : String(err)}\n`);
         });
-  const chats = sqliteChatSessions(options.home);
-  const handler = createHandler(agent, { chats, ...(options.staticDir ? { staticDir: options.staticDir } : {}) });
+  // Chats are kept beside the sessions (`<home>/chats.sqlite`): @keel/ui-stream's default.
+  const handler = createHandler(agent, options.staticDir ? { staticDir: options.staticDir } : {});
   const server = createServer(nodeHandler(handler));
   await new Promise<void>((resolve) => server.listen(options.port ?? 8787, options.host ?? "127.0.0.1", resolve));
   const address = server.address() as { port: number };
@@ -69,7 +68,6 @@ export async function startServer(options: {
       stopWorker.abort();
       await worker;
       await agent.close();
-      chats.close();
     },
   };
 }

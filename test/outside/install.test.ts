@@ -7,7 +7,8 @@
  * @ai-sdk/openai` (which must keep every Keel package) and an AI SDK model running a turn with a
  * tool, `keel serve --mcp` called by the MCP SDK's client, `keel serve --a2a` by @a2a-js/sdk's,
  * and the README's server.mjs behind the chat-ui page (built with vite) in Chromium: text
- * streams, Approve, the tool runs. The model is the wire server (the test's, not the user's code).
+ * streams, the approval waits through a SIGKILL restart of server.mjs and a reload of the page,
+ * Approve runs the tool once. The model is the wire server (the test's, not the user's code).
  */
 import {
   existsSync,
@@ -21,6 +22,8 @@ import {
   writeFileSync,
 } from "node:fs";
 import { randomUUID } from "node:crypto";
+import { createServer as createNetServer } from "node:net";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { SendMessageRequest, TaskState } from "@a2a-js/sdk";
@@ -125,6 +128,18 @@ function copiesOf(modules: string, name: string): string[] {
   return found;
 }
 
+/** A port nothing listens on now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createNetServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
 /** Record every text the assistant's paragraphs show, as they change (as examples/chat-ui's test does). */
 async function watchAssistantText(page: Page): Promise<void> {
   await page.evaluate(() => {
@@ -172,7 +187,7 @@ describe("outside this repository", () => {
       '["--no", "keel", "serve", "--mcp"]',
       "npx keel serve --a2a",
       "node server.mjs",
-      "createChatHandler({ agent })",
+      'createChatHandler({ agent, onDisconnect: "continue" })',
       "buildAgent(await loadConfig({ cwd: process.cwd() }))",
     ])
       expect(section).toContain(line);
@@ -309,27 +324,28 @@ describe("outside this repository", () => {
   }, 60_000);
 
   it.skipIf(browserMissing())(
-    "the team's React app: useChat against the README's server.mjs streams text, Approve runs the tool, the turn ends",
+    "the team's React app: useChat against the README's server.mjs streams text; the approval waits through a SIGKILL restart and a reload; Approve runs the tool once",
     async () => {
       expect(withAiSdk?.code).toBe(0);
       await buildChatPage(join(project.dir, "dist"));
       const snippet = /```js\n(\/\/ server\.mjs[\s\S]*?)```/.exec(readmeSection())?.[1];
       expect(snippet, "the README's server.mjs").toBeDefined();
       writeFileSync(join(project.dir, "server.mjs"), snippet!);
-      const server = start(process.execPath, ["server.mjs"], project.dir, userEnv({ PORT: "0" }));
+      // One port for both processes: the page's address stays the same through the restart.
+      const port = await freePort();
+      const serve = () => start(process.execPath, ["server.mjs"], project.dir, userEnv({ PORT: String(port) }));
+      let server = serve();
       const browser = await launchChromium();
       try {
         const url = (await printed(server, /useChat at (\S+)/, "stdout"))[1]!;
-        wire.enqueue(
-          {
-            text: "Deploying v1.4.2 now, step by step.",
-            chunks: 6,
-            delayMs: 40,
-            toolCalls: [{ name: "deploy", args: { version: "v1.4.2" } }],
-            api: "responses",
-          },
-          { text: "Done: v1.4.2 is live in production.", chunks: 6, delayMs: 40, api: "responses" },
-        );
+        wire.enqueue({
+          text: "Deploying v1.4.2 now, step by step.",
+          chunks: 6,
+          // Apart enough that a loaded machine still paints a part of the text before the rest.
+          delayMs: 150,
+          toolCalls: [{ name: "deploy", args: { version: "v1.4.2" } }],
+          api: "responses",
+        });
         const page = await browser.newPage();
         const failed: string[] = [];
         page.on("pageerror", (e) => failed.push(e.message));
@@ -341,21 +357,37 @@ describe("outside this repository", () => {
         const tool = page.locator('.tool[data-tool="deploy"]');
         await tool.locator("button", { hasText: "Approve" }).waitFor();
         expect(await tool.getAttribute("data-state")).toBe("approval-requested");
+        await page.locator('#status[data-status="ready"]').waitFor();
         expect(existsSync(join(project.dir, "deployments.log"))).toBe(false);
+        // Streamed: a prefix of the first answer was on screen before all of it.
+        const seen = await seenAssistantText(page);
+        const first = "Deploying v1.4.2 now, step by step.";
+        expect(seen).toContain(first);
+        expect(
+          seen.some((t) => t !== first && first.startsWith(t)),
+          JSON.stringify(seen),
+        ).toBe(true);
+
+        // The server dies with the approval waiting, and starts again; the page reloads.
+        await stop(server, "SIGKILL");
+        server = serve();
+        expect((await printed(server, /useChat at (\S+)/, "stdout"))[1]).toBe(url);
+        wire.enqueue({ text: "Done: v1.4.2 is live in production.", chunks: 6, delayMs: 40, api: "responses" });
+        await page.reload();
+        await tool.locator("button", { hasText: "Approve" }).waitFor();
+        expect(await tool.getAttribute("data-state")).toBe("approval-requested");
+        expect(await page.locator(".user", { hasText: "please deploy v1.4.2" }).count()).toBe(1);
         await tool.locator("button", { hasText: "Approve" }).click();
         await page.locator('.tool[data-state="output-available"]').waitFor();
         await page.locator(".assistant .text", { hasText: "Done: v1.4.2 is live in production." }).waitFor();
         await page.locator('#status[data-status="ready"]').waitFor();
         expect(await page.locator(".tool .output").textContent()).toContain("v1.4.2 is live");
+        expect(await page.locator("p.error").count()).toBe(0);
+        // The tool ran once, in the restarted process.
         expect(readFileSync(join(project.dir, "deployments.log"), "utf8")).toBe("v1.4.2\n");
         // The resumed turn sent the tool's result to the model.
         expect(wire.requests.slice(from).map((r) => r.outcome)).toEqual(["completed", "completed"]);
         expect(JSON.stringify(wire.requests[from + 1]!.body)).toContain("v1.4.2 is live");
-        // Streamed: a prefix of the first answer was on screen before all of it.
-        const seen = await seenAssistantText(page);
-        const first = "Deploying v1.4.2 now, step by step.";
-        expect(seen).toContain(first);
-        expect(seen.some((t) => t !== first && first.startsWith(t))).toBe(true);
         expect(failed).toEqual([]);
       } finally {
         await browser.close();

@@ -3,11 +3,13 @@
  * posts to /api/chat (the http example, @keel/ui-stream). Text streams in; a tool call shows its
  * input, progress and output; a deploy waiting for a person shows Approve / Deny, answered with
  * addToolApprovalResponse, and sendAutomaticallyWhen sends the answer so the turn resumes.
+ * The chat id is in the URL's hash: a reload reads the chat back (GET /api/chat/:id/messages,
+ * a waiting approval included) and rejoins a running turn (`resume: true`).
  */
 import { useChat } from "@ai-sdk/react";
 import { DefaultChatTransport, isToolUIPart, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
 import type { UIMessage } from "ai";
-import { useRef, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import type { FormEvent } from "react";
 
 type ToolPart = Extract<UIMessage["parts"][number], { toolCallId: string }>;
@@ -74,11 +76,52 @@ function Message({ message, answer }: { message: UIMessage; answer: Answer }) {
   );
 }
 
-/** The chat page. */
+/** This chat's id, kept in the URL's hash so a reload (or the link) opens the same chat. */
+function chatId(): string {
+  const kept = decodeURIComponent(location.hash.slice(1));
+  if (kept) return kept;
+  const id = globalThis.crypto?.randomUUID?.() ?? `c${Date.now().toString(36)}${Math.random().toString(36).slice(2)}`;
+  history.replaceState(null, "", `#${encodeURIComponent(id)}`);
+  return id;
+}
+
+/** The server's words for a refused request: its JSON error's message (else what the SDK says). */
+function errorText(error: Error): string {
+  try {
+    return (JSON.parse(error.message) as { error: { message: string } }).error.message || error.message;
+  } catch {
+    return error.message;
+  }
+}
+
+/** The chat page: reads the chat back from the server (after a reload), then shows it. */
 export function Chat() {
+  const [id] = useState(chatId);
+  const [messages, setMessages] = useState<UIMessage[]>();
+  useEffect(() => {
+    fetch(`/api/chat/${encodeURIComponent(id)}/messages`)
+      .then((r) => (r.ok ? (r.json() as Promise<{ messages: UIMessage[] }>) : { messages: [] }))
+      .then((body) => setMessages(body.messages))
+      .catch(() => setMessages([]));
+  }, [id]);
+  return messages ? (
+    <ChatView id={id} initial={messages} />
+  ) : (
+    <p id="status" data-status="loading">
+      loading
+    </p>
+  );
+}
+
+/** The chat with its messages so far. */
+function ChatView({ id, initial }: { id: string; initial: UIMessage[] }) {
   const [input, setInput] = useState("");
   const chat = useRef<{ setMessages: (f: (m: UIMessage[]) => UIMessage[]) => void }>(null);
   const { messages, sendMessage, status, error, addToolApprovalResponse, setMessages } = useChat({
+    id,
+    messages: initial,
+    // A turn still running when the page reloaded streams on into its message.
+    resume: true,
     transport: new DefaultChatTransport({ api: "/api/chat" }),
     sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
     // A message the server refused before answering (409 while a deploy waits, a 400) goes back
@@ -109,7 +152,7 @@ export function Chat() {
           <Message key={m.id} message={m} answer={addToolApprovalResponse} />
         ))}
       </div>
-      {error && <p className="error">{error.message}</p>}
+      {error && <p className="error">{errorText(error)}</p>}
       <form onSubmit={submit}>
         <input
           aria-label="Message"

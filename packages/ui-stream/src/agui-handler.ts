@@ -10,7 +10,8 @@ import type { Session } from "@keel/agent";
 import type { TurnStream } from "@keel/stream";
 import { aguiResponse } from "./ag-ui.ts";
 import type { ChatHandlerOptions } from "./http.ts";
-import { callerOf, chatSession, failure, HttpError, memoryChatSessions, readBody, resultText } from "./http.ts";
+import { chatsOf } from "./chat-store.ts";
+import { callerOf, chatSession, failure, HttpError, readBody, resultText } from "./http.ts";
 
 /** What a resume entry answering an approval interrupt carries. Contract: `reason` reaches the model on a denial. */
 export const ApprovalPayloadSchema = z.strictObject({
@@ -76,7 +77,7 @@ async function answerInterrupts(session: Session, entries: NonNullable<RunInput[
  * a paused turn ends with RUN_FINISHED's `interrupt` outcome, answered by the next run's `resume`.
  */
 export function createAGUIHandler(options: ChatHandlerOptions): (request: Request) => Promise<Response> {
-  const chats = options.chats ?? memoryChatSessions();
+  const chats = chatsOf(options);
   return async (request) => {
     try {
       if (request.method !== "POST") throw new HttpError(405, "METHOD_NOT_ALLOWED", "POST a RunAgentInput.");

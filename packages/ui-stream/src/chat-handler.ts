@@ -1,13 +1,19 @@
 /**
  * A fetch-style handler for `useChat` (the AI SDK's DefaultChatTransport): a new user message
  * runs a turn; an assistant message carrying approval answers answers the session's paused
- * approvals and streams the resumed turn. Both answer in the UI message stream protocol.
+ * approvals and streams the resumed turn. Both answer in the UI message stream protocol. A page
+ * that reloads reads the chat back (`GET {api}/{id}/messages`) and rejoins a running turn
+ * (`GET {api}/{id}/stream`, useChat's `resume: true`).
  */
 import { z } from "zod";
+import { isKeelError } from "@keel/kernel";
+import type { Session } from "@keel/agent";
 import { streamResume, streamTurn } from "@keel/stream";
 import type { TurnStream } from "@keel/stream";
-import type { ChatHandlerOptions } from "./http.ts";
-import { callerOf, chatSession, failure, HttpError, memoryChatSessions, readBody, resultText } from "./http.ts";
+import { chatMessages, rejoinResponse } from "./chat-history.ts";
+import { chatsOf } from "./chat-store.ts";
+import type { ChatHandlerOptions, ChatSessions } from "./http.ts";
+import { callerOf, chatSession, failure, HttpError, readBody, resultText } from "./http.ts";
 import { uiMessageStreamResponse } from "./ui-message-stream.ts";
 
 const Part = z.looseObject({ type: z.string().min(1).max(200) });
@@ -56,19 +62,43 @@ function userText(message: ChatMessage): string {
     .join("\n");
 }
 
+/** `GET …/<chat id>/messages` or `GET …/<chat id>/stream`: the chat id and what is asked. */
+function readRoute(request: Request): { chatId: string; what: "messages" | "stream" } | undefined {
+  const path = new URL(request.url).pathname.split("/");
+  const what = path.at(-1);
+  if ((what !== "messages" && what !== "stream") || path.length < 3) return undefined;
+  try {
+    const chatId = decodeURIComponent(path.at(-2)!);
+    return chatId && chatId.length <= 500 ? { chatId, what } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
- * The chat handler, `(Request) => Promise<Response>` for `POST` with useChat's body.
+ * The chat handler, `(Request) => Promise<Response>`: `POST` with useChat's body; `GET
+ * {api}/{chat id}/messages` → `{ messages }` (UIMessages for `useChat({ messages })`, a waiting
+ * approval in `approval-requested`); `GET {api}/{chat id}/stream` → the running turn's stream
+ * replayed from its start, or 204 when none runs (useChat's `resume: true`).
  * Contract: malformed bodies are 400 JSON errors; the chat id is the caller's own (another
- * caller's id is another chat); errors before the stream starts are JSON with a status (409 for
- * a busy or paused session, 404 for an unknown chat or approval); once streaming, failures are
- * the protocol's `error` chunk. `regenerate-message` is refused (400): a Keel session's history
- * is append-only.
+ * caller's id is another chat: no messages, nothing to rejoin); errors before the stream starts
+ * are JSON with a status (409 for a busy session or a message sent while an approval waits, its
+ * text telling the person what to do; 404 for an unknown chat or approval); once streaming,
+ * failures are the protocol's `error` chunk. `regenerate-message` is refused (400): a Keel
+ * session's history is append-only. Chats are kept in the agent's store unless `chats` says otherwise.
  */
 export function createChatHandler(options: ChatHandlerOptions): (request: Request) => Promise<Response> {
-  const chats = options.chats ?? memoryChatSessions();
+  const chats = chatsOf(options);
   return async (request) => {
     try {
-      if (request.method !== "POST") throw new HttpError(405, "METHOD_NOT_ALLOWED", "POST useChat's request body.");
+      const read = request.method === "GET" ? readRoute(request) : undefined;
+      if (read) return await readChat(options, chats, await callerOf(request, options), read, request.signal);
+      if (request.method !== "POST")
+        throw new HttpError(
+          405,
+          "METHOD_NOT_ALLOWED",
+          "POST useChat's request body; GET <api>/<chat id>/messages or <api>/<chat id>/stream.",
+        );
       const owner = await callerOf(request, options);
       const body = await readBody(request, ChatRequestSchema, options.maxBodyBytes ?? 8 * 1024 * 1024);
       if (body.trigger === "regenerate-message")
@@ -85,7 +115,7 @@ export function createChatHandler(options: ChatHandlerOptions): (request: Reques
 
 async function runTurn(
   options: ChatHandlerOptions,
-  chats: NonNullable<ChatHandlerOptions["chats"]>,
+  chats: ChatSessions,
   owner: string,
   chatId: string,
   last: ChatMessage,
@@ -93,14 +123,21 @@ async function runTurn(
   const text = userText(last);
   if (!text.trim()) throw new HttpError(400, "BAD_REQUEST", "The last user message has no text part.");
   const session = await chatSession(options, chats, owner, chatId, true);
+  refuseWhileWaiting(session);
   const turn = streamTurn(session, text);
-  await turn.started;
+  try {
+    await turn.started;
+  } catch (err) {
+    // Paused by another process since this handle last read the log.
+    if (isKeelError(err, "KEEL_APPROVAL_PENDING")) refuseWhileWaiting(session, true);
+    throw err;
+  }
   return respond(options, turn, session.id, { outputOf: resultText(session) });
 }
 
 async function answer(
   options: ChatHandlerOptions,
-  chats: NonNullable<ChatHandlerOptions["chats"]>,
+  chats: ChatSessions,
   owner: string,
   chatId: string,
   last: ChatMessage,
@@ -129,7 +166,7 @@ async function answer(
     throw new HttpError(
       409,
       "KEEL_APPROVAL_PENDING",
-      `Answer every waiting call first: ${open.map((p) => p.callId).join(", ")}.`,
+      `Answer every waiting call before the turn goes on: ${open.map((p) => `"${p.name}" (${p.callId})`).join(", ")} still ${open.length > 1 ? "wait" : "waits"} for approval.`,
     );
   const turn = streamResume(session);
   await turn.started;
@@ -138,6 +175,39 @@ async function answer(
     return r.success ? [r.data.toolCallId] : [];
   });
   return respond(options, turn, session.id, { messageId: last.id, knownCalls, outputOf: resultText(session) });
+}
+
+/**
+ * A new message while a call waits for approval is a 409 telling the person what to do: answer
+ * the waiting call first (the page keeps the message to send again). Contract: KEEL_APPROVAL_PENDING.
+ */
+function refuseWhileWaiting(session: Session, always = false): void {
+  const waiting = session.pendingApprovals().filter((p) => !p.answer);
+  if (!waiting.length && !always) return;
+  const names = [...new Set(waiting.map((p) => p.name))];
+  const what = names.length ? names.map((n) => `"${n}"`).join(", ") : "A tool call";
+  throw new HttpError(
+    409,
+    "KEEL_APPROVAL_PENDING",
+    `${what} ${waiting.length > 1 ? "are" : "is"} waiting for your approval: approve or deny ${waiting.length > 1 ? "them" : "it"} first, then send your message again.`,
+  );
+}
+
+/** The chat read back for a page that reloads: its messages, or its running turn's stream. */
+async function readChat(
+  options: ChatHandlerOptions,
+  chats: ChatSessions,
+  owner: string,
+  route: { chatId: string; what: "messages" | "stream" },
+  signal: AbortSignal,
+): Promise<Response> {
+  const known = await chats.get(owner, route.chatId);
+  // A chat not started (or another caller's) has nothing to show and nothing to rejoin.
+  if (!known) return route.what === "messages" ? Response.json({ messages: [] }) : new Response(null, { status: 204 });
+  const session = await chatSession(options, chats, owner, route.chatId, false);
+  if (route.what === "messages")
+    return Response.json({ messages: await chatMessages(session) }, { headers: { "x-keel-session": session.id } });
+  return rejoinResponse(session, signal, { "x-keel-session": session.id });
 }
 
 function respond(

@@ -31,8 +31,12 @@ export interface ChatHandlerOptions {
   agent: Agent;
   /** How a session is opened (e.g. a host's cache of open handles); default `agent.session(id, { waitMs: 0 })`. */
   open?: (id?: string) => Promise<Session>;
-  /** Where chats map to sessions; default in memory. */
-  chats?: ChatSessions;
+  /**
+   * Where chats map to sessions. Default: the agent's own store (`<home>/chats.sqlite` beside
+   * the SQLite log, or a table in its PostgreSQL database), so a chat and its waiting approvals
+   * survive a restart; in memory only where the agent's sessions are. `"memory"`: this process only.
+   */
+  chats?: ChatSessions | "memory";
   /**
    * Who is calling (e.g. a hash of the bearer token); undefined refuses the request (401).
    * Default: everyone is one caller, "anonymous" (put authentication in front).
@@ -133,7 +137,7 @@ export async function callerOf(request: Request, options: ChatHandlerOptions): P
  * Contract: a chat the caller has not started is 404 unless `create`.
  */
 export async function chatSession(
-  options: ChatHandlerOptions,
+  options: Pick<ChatHandlerOptions, "agent" | "open">,
   chats: ChatSessions,
   owner: string,
   chatId: string,

@@ -8,6 +8,9 @@ export { AGUIEventMapper, aguiResponse, APPROVAL_INTERRUPT, toAGUIEvents } from 
 export type { AGUIStreamOptions } from "./ag-ui.ts";
 export { ApprovalPayloadSchema, createAGUIHandler } from "./agui-handler.ts";
 export { ChatRequestSchema, createChatHandler } from "./chat-handler.ts";
+export { chatMessages, rejoinResponse, turnMessageId } from "./chat-history.ts";
+export { agentChatSessions, CHAT_MIGRATIONS } from "./chat-store.ts";
+export type { ChatStoreKind } from "./chat-store.ts";
 export { memoryChatSessions } from "./http.ts";
 export type { ChatHandlerOptions, ChatSessions } from "./http.ts";
 export {
