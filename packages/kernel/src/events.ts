@@ -161,6 +161,8 @@ export type KeelEventData =
       always?: boolean;
       reason?: string;
       by: "host" | "callback" | "always";
+      /** Who answered, when the host or callback said (ApprovalAnswer.answerer); absent in older logs. */
+      answerer?: string;
     }
   /** A paused turn continues (session.resume()): its turn id is open again. */
   /**
