@@ -231,7 +231,8 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     ],
     env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", "KEEL_CONFIG_TIMEOUT_MS"],
     notes: [
-      "Loopback only; every request needs the token in the printed URL (the page then keeps it in a same-site cookie). Read-only by default: nothing is written and no plugin starts. Turns run by any process appear as they happen. Ctrl-C stops it.",
+      "Loopback only; every request needs the token in the printed URL (the page then sends it in an Authorization header, never a cookie, which every port of 127.0.0.1 would receive). Read-only by default: nothing is written and no plugin starts. Turns run by any process appear as they happen. Ctrl-C stops it.",
+      "Each turn shows its tool calls with their arguments and results (as the log holds them: redacted, cut), every approval with why it was asked, who answered, when and why, and what its model requests cost ($, for priced models); the session shows its total.",
       "Experiments (keel eval) are kept beside the sessions; the page lists them (#experiments) and shows each case against the baseline's: what regressed or was fixed, each scorer's verdict, the output before and after, its session and the keel replay command for it.",
     ],
   },
