@@ -272,6 +272,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     usage: [
       "keel replay SESSION… [--tools log|live] [--strict] [--json] [--keep] [--config PATH] [--home DIR]",
       "keel replay --last N [--strict] [--json]",
+      "keel replay --since WHEN [--until WHEN] [--last N] [--strict] [--json]",
     ],
     options: [
       CONFIG,
@@ -281,10 +282,15 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       ["--json", "the whole report as JSON: every request's sections, context, tools, messages, edits and tokens"],
       ["--keep", "keep the replay's scratch home (the plugins' files) and print where"],
       ["--last N", "replay the agent's N most recent sessions: a line each and a total"],
+      [
+        "--since/--until WHEN",
+        "only sessions with a turn started in the window: an ISO date or time (2026-11-28T09:00Z) or a duration back from now (2h, 7d); with --last N, the most recent N",
+      ],
     ],
     examples: [
       "keel replay 3f2a9c1e-…                     # what today's plugins change in this session",
       "keel replay --last 50 --strict             # last week's sessions against a plugin change, in CI",
+      "keel replay --since 7d --last 50 --strict  # the same, only sessions of the last 7 days",
     ],
     env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA"],
   },

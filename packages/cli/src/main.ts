@@ -109,6 +109,8 @@ const CLI_OPTIONS = {
   tools: { type: "string" },
   keep: { type: "boolean" },
   last: { type: "string" },
+  since: { type: "string" },
+  until: { type: "string" },
   name: { type: "string" },
   baseline: { type: "string" },
   "fail-under": { type: "string" },
@@ -211,7 +213,17 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
   for (const flag of EVAL_ONLY)
     if (values[flag] !== undefined && command !== "eval") throw usage(`--${flag} is an option of keel eval.`);
   const replayFlag =
-    values.tools !== undefined ? "--tools" : values.keep ? "--keep" : values.last ? "--last" : undefined;
+    values.tools !== undefined
+      ? "--tools"
+      : values.keep
+        ? "--keep"
+        : values.last
+          ? "--last"
+          : values.since !== undefined
+            ? "--since"
+            : values.until !== undefined
+              ? "--until"
+              : undefined;
   if (replayFlag && command !== "replay") throw usage(`${replayFlag} is an option of keel replay.`);
   if (values.port !== undefined && command !== "studio" && command !== "serve")
     throw usage("--port is an option of keel studio and keel serve.");
@@ -315,9 +327,12 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       const last = values.last === undefined ? undefined : Number(values.last);
       if (last !== undefined && !(Number.isInteger(last) && last >= 1))
         throw usage(`--last takes a whole number ≥ 1, not "${headOf(values.last!, 20)}".`);
-      if (last !== undefined ? rest.length > 0 : rest.length === 0)
+      const { timeWindow } = await import("./replay.ts");
+      const window = timeWindow(values.since, values.until, Date.now());
+      const batch = last !== undefined || window !== undefined;
+      if (batch ? rest.length > 0 : rest.length === 0)
         throw usage(
-          "keel replay takes session ids (keel sessions lists them) or --last N (the most recent sessions), not both.",
+          "keel replay takes session ids (keel sessions lists them) or --last N / --since / --until (the most recent sessions, in a time window), not both.",
         );
       const tools = values.tools ?? "log";
       if (tools !== "log" && tools !== "live")
@@ -329,6 +344,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
         {
           sessionIds: rest,
           ...(last ? { last } : {}),
+          ...(window ? { window } : {}),
           tools,
           json: !!values.json,
           strict: !!values.strict,

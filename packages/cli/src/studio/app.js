@@ -532,7 +532,7 @@ async function showReplay(id) {
     ),
   ];
   const asked = r.asked
-    ? `<h3>What the model would have been asked at request #${num(r.firstDivergence + 1)}</h3><p class="muted">tools: ${esc(r.asked.tools.join(", ") || "(none)")}</p><div class="answer" data-asked="system">${esc(r.asked.system)}</div>${r.asked.lastMessages.map((m) => `<div class="answer"><span class="muted">${esc(m.role)}:</span> ${esc(m.text)}</div>`).join("")}`
+    ? `<h3>What the model would have been asked at request #${num(r.firstDivergence + 1)}</h3><p class="muted">tools: ${esc(r.asked.tools.join(", ") || "(none)")}</p>${r.systemDiff ? `<p class="muted">The system prompt changed (${num(r.systemDiff.recordedChars)} → ${num(r.systemDiff.replayedChars)} characters): − recorded, + today</p><pre class="call-text" data-asked="system-diff">${esc(r.systemDiff.lines.join("\n"))}</pre>` : `<div class="answer" data-asked="system">${esc(r.asked.system)}</div>`}${r.asked.lastMessages.map((m) => `<div class="answer"><span class="muted">${esc(m.role)}:</span> ${esc(m.text)}</div>`).join("")}`
     : "";
   $("#detail").innerHTML =
     `${back}<h2 style="margin:0 0 8px;font-size:16px">Replay of <code>${esc(id)}</code> <span class="muted">(tools ${r.tools === "log" ? "from the log" : "run live"})</span></h2>${result}<h3>Requests</h3><table data-table="replay"><thead><tr><th>#</th><th>round</th><th>request</th><th>what changed</th><th class="num">tokens</th></tr></thead><tbody>${rows}</tbody></table><h3>Turns</h3><table data-table="replay-turns"><thead><tr><th>#</th><th>input</th><th>recorded</th><th>replayed</th><th></th></tr></thead><tbody>${turns}</tbody></table>${calls}${notes.length ? `<h3>Notes</h3><ul>${notes.map((n) => `<li>${n}</li>`).join("")}</ul>` : ""}${asked}`;
