@@ -845,28 +845,39 @@ export class Session implements TurnHost, HostSession {
 
   /**
    * Approve a pending call; with `always`, later asks for this tool in this session are approved
-   * without asking. Contract: durable when it resolves; the last answer before resume() counts.
+   * without asking; `answerer`: who approved it (recorded on approval.resolved, see ApprovalAnswer).
+   * Contract: durable when it resolves; the last answer before resume() counts.
    */
-  async approve(callId: string, options: { always?: boolean; reason?: string } = {}): Promise<void> {
+  async approve(callId: string, options: { always?: boolean; reason?: string; answerer?: string } = {}): Promise<void> {
     await this.answer(callId, {
       approved: true,
       ...(options.always ? { always: true } : {}),
       ...(options.reason ? { reason: options.reason } : {}),
+      ...(options.answerer ? { answerer: options.answerer } : {}),
     });
   }
 
-  /** Deny a pending call; the model gets an error result with `reason`. Contract: durable when it resolves. */
-  async deny(callId: string, options: { reason?: string } = {}): Promise<void> {
-    await this.answer(callId, { approved: false, ...(options.reason ? { reason: options.reason } : {}) });
+  /**
+   * Deny a pending call; the model gets an error result with `reason`. `answerer`: who denied it
+   * (recorded, see ApprovalAnswer). Contract: durable when it resolves.
+   */
+  async deny(callId: string, options: { reason?: string; answerer?: string } = {}): Promise<void> {
+    await this.answer(callId, {
+      approved: false,
+      ...(options.reason ? { reason: options.reason } : {}),
+      ...(options.answerer ? { answerer: options.answerer } : {}),
+    });
   }
 
   private async answer(callId: string, given: ApprovalAnswer): Promise<void> {
     this.ready();
     // A reason is the person's words for the model: well-formed, and bounded like any tool result text.
-    const answer: ApprovalAnswer =
-      typeof given.reason === "string"
-        ? { ...given, reason: truncate(toWellFormed(given.reason), MAX_REASON_CHARS) }
-        : given;
+    const answer: ApprovalAnswer = {
+      ...given,
+      ...(typeof given.reason === "string" ? { reason: truncate(toWellFormed(given.reason), MAX_REASON_CHARS) } : {}),
+      // Who answered: a name for the audit trail, bounded like one.
+      ...(typeof given.answerer === "string" ? { answerer: truncate(toWellFormed(given.answerer), 200) } : {}),
+    };
     // Under the lease, on the log as it is now: any instance may answer, one at a time.
     await this.hold("handoff", async () => {
       const req = this.paused?.requests.get(callId);

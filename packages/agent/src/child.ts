@@ -195,10 +195,12 @@ async function answerAndResume<O>(
       await session.approve(r.callId, {
         ...(a.always ? { always: true } : {}),
         ...(a.reason ? { reason: a.reason } : {}),
+        ...(a.answerer ? { answerer: a.answerer } : {}),
       });
     else
       await session.deny(r.callId, {
         reason: a ? (a.reason ?? "not approved") : "no answer came through the parent session",
+        ...(a?.answerer ? { answerer: a.answerer } : {}),
       });
   }
   return session.resumeAsChild(run, limits);

@@ -73,8 +73,8 @@ export interface HostSession {
     fn: (signal: AbortSignal) => unknown,
   ): Promise<AttemptOutcome>;
   pendingApprovals(): PendingApproval[];
-  approve(callId: string, options?: { always?: boolean; reason?: string }): Promise<void>;
-  deny(callId: string, options?: { reason?: string }): Promise<void>;
+  approve(callId: string, options?: { always?: boolean; reason?: string; answerer?: string }): Promise<void>;
+  deny(callId: string, options?: { reason?: string; answerer?: string }): Promise<void>;
   abandonPaused(reason: "aborted" | "process_exit"): Promise<void>;
   /** End the turn a stopped process left unfinished here (no parent call goes on with it). */
   abandonUnfinished(): Promise<void>;

@@ -136,6 +136,7 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
         approved: e.approved,
         ...(e.always ? { always: true } : {}),
         ...(e.reason !== undefined ? { reason: e.reason } : {}),
+        ...(e.answerer !== undefined ? { answerer: e.answerer } : {}),
       };
     // A child's call approved "always" is always allowed in the child session, not here.
     if (e.approved && e.always && !req?.via) target.alwaysAllowed.add(e.name);

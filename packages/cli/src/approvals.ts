@@ -4,6 +4,7 @@
  * The answers go through the durable API (approve/deny, then resume), so a CLI killed while
  * it asks loses nothing: running the session again asks again.
  */
+import { userInfo } from "node:os";
 import { createInterface } from "node:readline";
 import type { Interface } from "node:readline";
 import type { ApprovalAnswer, PendingApproval, Session, TurnResult } from "@keel/agent";
@@ -30,12 +31,22 @@ export function askMode(flag: string | undefined, env: NodeJS.ProcessEnv, tty: b
 /** Answers one pending call. */
 export type Answerer = (pending: PendingApproval) => Promise<ApprovalAnswer>;
 
-/** `deny` / `allow` without asking, saying why in the denial. */
+/** Who answers at this terminal, as approval.resolved records it: `cli:<OS user>`. */
+export function cliUser(): string {
+  try {
+    return `cli:${userInfo().username}`;
+  } catch {
+    return "cli";
+  }
+}
+
+/** `deny` / `allow` without asking, saying why in the denial; recorded as answered by the policy. */
 export function policyAnswerer(mode: "deny" | "allow", source: string): Answerer {
+  const answerer = `${cliUser()} (${source} ${mode})`;
   return async () =>
     mode === "allow"
-      ? { approved: true }
-      : { approved: false, reason: `nobody was asked: no terminal, and ${source} says deny` };
+      ? { approved: true, answerer }
+      : { approved: false, reason: `nobody was asked: no terminal, and ${source} says deny`, answerer };
 }
 
 /** The question for one call, on the lines before the prompt. */
@@ -76,10 +87,10 @@ export function terminalAnswerer(read: () => Promise<string | undefined>, err: (
       if (line === undefined)
         throw new KeelError("KEEL_APPROVAL_PENDING", `No answer was given for ${p.name} (${p.callId}).`);
       const a = parseAnswer(line);
-      if (a) return a;
+      if (a) return { ...a, answerer: cliUser() };
       err("    answer y, a, or n followed by a reason\n");
     }
-    return { approved: false, reason: "no understandable answer after three tries" };
+    return { approved: false, reason: "no understandable answer after three tries", answerer: cliUser() };
   };
 }
 
@@ -107,8 +118,9 @@ export async function settle(
     await session.flush?.();
     for (const p of pending) {
       const a = await answer(p);
-      if (a.approved) await session.approve(p.callId, a.always ? { always: true } : {});
-      else await session.deny(p.callId, a.reason ? { reason: a.reason } : {});
+      const who = a.answerer ? { answerer: a.answerer } : {};
+      if (a.approved) await session.approve(p.callId, { ...(a.always ? { always: true } : {}), ...who });
+      else await session.deny(p.callId, { ...(a.reason ? { reason: a.reason } : {}), ...who });
       note(
         `  ${a.approved ? "✓" : "✗"} ${p.name} ${a.approved ? (a.always ? "allowed always in this session" : "allowed once") : `denied${a.reason ? `: ${a.reason}` : ""}`}\n`,
       );

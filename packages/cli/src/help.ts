@@ -231,7 +231,8 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     ],
     env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA", "KEEL_CONFIG_TIMEOUT_MS"],
     notes: [
-      "Loopback only; every request needs the token in the printed URL (the page then keeps it in a same-site cookie). Read-only by default: nothing is written and no plugin starts. Turns run by any process appear as they happen. Ctrl-C stops it.",
+      "Loopback only; every request needs the token in the printed URL (the page then sends it in an Authorization header, never a cookie, which every port of 127.0.0.1 would receive). Read-only by default: nothing is written and no plugin starts. Turns run by any process appear as they happen. Ctrl-C stops it.",
+      "Each turn shows its tool calls with their arguments and results (as the log holds them: redacted, cut), every approval with why it was asked, who answered, when and why, and what its model requests cost ($, for priced models); the session shows its total.",
       "Experiments (keel eval) are kept beside the sessions; the page lists them (#experiments) and shows each case against the baseline's: what regressed or was fixed, each scorer's verdict, the output before and after, its session and the keel replay command for it.",
     ],
   },
@@ -271,6 +272,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     usage: [
       "keel replay SESSION… [--tools log|live] [--strict] [--json] [--keep] [--config PATH] [--home DIR]",
       "keel replay --last N [--include-evals] [--strict] [--json]",
+      "keel replay --since WHEN [--until WHEN] [--last N] [--include-evals] [--strict] [--json]",
     ],
     options: [
       CONFIG,
@@ -283,10 +285,15 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
         "--last N",
         "replay the agent's N most recent sessions: a line each and a total (sessions keel eval ran are left out; --include-evals counts them)",
       ],
+      [
+        "--since/--until WHEN",
+        "only sessions with a turn started in the window: an ISO date or time (2026-11-28T09:00Z) or a duration back from now (2h, 7d); with --last N, the most recent N",
+      ],
     ],
     examples: [
       "keel replay 3f2a9c1e-…                     # what today's plugins change in this session",
       "keel replay --last 50 --strict             # last week's sessions against a plugin change, in CI",
+      "keel replay --since 7d --last 50 --strict  # the same, only sessions of the last 7 days",
     ],
     env: ["KEEL_HOME", "KEEL_DATABASE_URL", "KEEL_DATABASE_SCHEMA"],
   },

@@ -110,6 +110,8 @@ const CLI_OPTIONS = {
   keep: { type: "boolean" },
   last: { type: "string" },
   "include-evals": { type: "boolean" },
+  since: { type: "string" },
+  until: { type: "string" },
   name: { type: "string" },
   baseline: { type: "string" },
   "fail-under": { type: "string" },
@@ -220,7 +222,11 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
           ? "--last"
           : values["include-evals"]
             ? "--include-evals"
-            : undefined;
+            : values.since !== undefined
+              ? "--since"
+              : values.until !== undefined
+                ? "--until"
+                : undefined;
   if (replayFlag && command !== "replay")
     throw usage(`${replayFlag} is an option of keel replay${replayFlag === "--tools" ? " and keel eval" : ""}.`);
   if (values.port !== undefined && command !== "studio" && command !== "serve")
@@ -325,9 +331,12 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
       const last = values.last === undefined ? undefined : Number(values.last);
       if (last !== undefined && !(Number.isInteger(last) && last >= 1))
         throw usage(`--last takes a whole number ≥ 1, not "${headOf(values.last!, 20)}".`);
-      if (last !== undefined ? rest.length > 0 : rest.length === 0)
+      const { timeWindow } = await import("./replay.ts");
+      const window = timeWindow(values.since, values.until, Date.now());
+      const batch = last !== undefined || window !== undefined;
+      if (batch ? rest.length > 0 : rest.length === 0)
         throw usage(
-          "keel replay takes session ids (keel sessions lists them) or --last N (the most recent sessions), not both.",
+          "keel replay takes session ids (keel sessions lists them) or --last N / --since / --until (the most recent sessions, in a time window), not both.",
         );
       const tools = values.tools ?? "log";
       if (tools !== "log" && tools !== "live")
@@ -340,6 +349,7 @@ async function dispatch(argv: readonly string[], io: CliEnv): Promise<number> {
           sessionIds: rest,
           ...(last ? { last } : {}),
           ...(values["include-evals"] ? { includeEvals: true } : {}),
+          ...(window ? { window } : {}),
           tools,
           json: !!values.json,
           strict: !!values.strict,

@@ -9,7 +9,7 @@ import type { KeelEvent, SessionStore } from "@keel/kernel";
 import { KeelError } from "@keel/kernel";
 import { evalMark, replaySession } from "@keel/eval";
 import type { ReplayOptions, ReplayReport, RequestChange } from "@keel/eval";
-import { headOf } from "@keel/text";
+import { codePointLength, headOf } from "@keel/text";
 import { buildAgent } from "./build-agent.ts";
 import type { LoadedConfig } from "./load-config.ts";
 
@@ -20,11 +20,69 @@ export interface ReplayCommand {
   last?: number;
   /** With `last`: count the sessions keel eval ran too (left out by default). */
   includeEvals?: boolean;
+  /** Only sessions with a turn started in this window (ms since the epoch, both ends included); with `last`, the most recent of them. */
+  window?: TimeWindow;
   tools: "log" | "live";
   json: boolean;
   strict: boolean;
   /** Keep the replay's scratch home (its plugin files) and say where. */
   keep?: boolean;
+}
+
+/** A time window: from `since` to `until` (ms since the epoch); an absent end is open. */
+export interface TimeWindow {
+  since?: number;
+  until?: number;
+}
+
+/** Sessions a window replays at most without --last (the most recent first). */
+const WINDOW_MAX = 1_000;
+
+/**
+ * `--since` / `--until` as a window: each an ISO date or time (`2026-11-28`, `2026-11-28T09:00Z`)
+ * or a duration back from `now` (`90s`, `30m`, `2h`, `7d`, `2w`). Contract: undefined when
+ * neither is given; throws KEEL_CLI_USAGE for another value, or a window that ends before it starts.
+ */
+export function timeWindow(since: string | undefined, until: string | undefined, now: number): TimeWindow | undefined {
+  if (since === undefined && until === undefined) return undefined;
+  const at = (flag: string, v: string): number => {
+    const d = /^(\d+(?:\.\d+)?)(s|m|h|d|w)$/.exec(v.trim());
+    if (d) return now - Number(d[1]) * { s: 1e3, m: 6e4, h: 36e5, d: 864e5, w: 6048e5 }[d[2] as "s"];
+    const t = /^\d{4}-\d{2}-\d{2}/.test(v.trim()) ? Date.parse(v.trim()) : Number.NaN;
+    if (Number.isNaN(t))
+      throw new KeelError(
+        "KEEL_CLI_USAGE",
+        `${flag} takes an ISO date or time (2026-11-28, 2026-11-28T09:00Z) or a duration back from now (30m, 2h, 7d), not "${headOf(v, 40)}".`,
+      );
+    return t;
+  };
+  const w: TimeWindow = {
+    ...(since !== undefined ? { since: at("--since", since) } : {}),
+    ...(until !== undefined ? { until: at("--until", until) } : {}),
+  };
+  if (w.since !== undefined && w.until !== undefined && w.since > w.until)
+    throw new KeelError(
+      "KEEL_CLI_USAGE",
+      `--since (${new Date(w.since).toISOString()}) is after --until (${new Date(w.until).toISOString()}).`,
+    );
+  return w;
+}
+
+/** The window in words, for a note. */
+function windowText(w: TimeWindow): string {
+  const iso = (t: number) => new Date(t).toISOString();
+  if (w.since !== undefined && w.until !== undefined) return `between ${iso(w.since)} and ${iso(w.until)}`;
+  return w.since !== undefined ? `since ${iso(w.since)}` : `until ${iso(w.until!)}`;
+}
+
+/** Whether a log has a turn that started in the window. */
+function startedIn(events: readonly KeelEvent[], w: TimeWindow): boolean {
+  return events.some(
+    (e) =>
+      e.type === "turn.started" &&
+      (w.since === undefined || e.ts >= w.since) &&
+      (w.until === undefined || e.ts <= w.until),
+  );
 }
 
 /**
@@ -49,10 +107,15 @@ export async function replayCommand(
         ...(cmd.keep ? { keep: (home: string) => io.err(`keel: the replay's home is kept at ${home}\n`) } : {}),
       }),
     );
-    if (!cmd.json && (logs.length > 1 || cmd.last)) io.out(summaryLine(reports.at(-1)!));
+    if (!cmd.json && (logs.length > 1 || cmd.last !== undefined || cmd.window)) io.out(summaryLine(reports.at(-1)!));
   }
-  if (cmd.json) io.out(`${JSON.stringify(logs.length === 1 && !cmd.last ? reports[0] : reports, null, 2)}\n`);
-  else if (logs.length === 1 && !cmd.last) io.out(formatReplay(reports[0]!));
+  const batch = cmd.last !== undefined || cmd.window !== undefined;
+  if (batch && cmd.window && !logs.length)
+    io.err(
+      `keel: no session${recorded.agentName ? ` of agent "${recorded.agentName}"` : ""} had a turn started ${windowText(cmd.window)}.\n`,
+    );
+  if (cmd.json) io.out(`${JSON.stringify(logs.length === 1 && !batch ? reports[0] : reports, null, 2)}\n`);
+  else if (logs.length === 1 && !batch) io.out(formatReplay(reports[0]!));
   else {
     const same = reports.filter((r) => r.identical).length;
     io.out(`${same} of ${reports.length} session(s) replayed identically.\n`);
@@ -142,14 +205,21 @@ async function sessionLogs(
 ): Promise<KeelEvent[][]> {
   const { store, where } = recorded;
   if (!store) {
-    if (cmd.last) return [];
+    if (cmd.last || cmd.window) return [];
     throw new KeelError(
       "KEEL_SESSION_NOT_FOUND",
       `No session "${cmd.sessionIds[0]}" to replay in ${where} (the file does not exist).`,
     );
   }
   try {
-    if (cmd.last) return await lastSessions(store, recorded.agentName, cmd.last, cmd.includeEvals === true);
+    if (cmd.last || cmd.window)
+      return await lastSessions(
+        store,
+        recorded.agentName,
+        cmd.last ?? WINDOW_MAX,
+        cmd.includeEvals === true,
+        cmd.window,
+      );
     const out: KeelEvent[][] = [];
     for (const id of cmd.sessionIds) {
       const info = await store.getSession(id);
@@ -180,12 +250,16 @@ async function lastSessions(
   agent: string | undefined,
   last: number,
   includeEvals: boolean,
+  window?: TimeWindow,
 ): Promise<KeelEvent[][]> {
   for (let limit = last; ; limit *= 4) {
     const listed = await store.listSessions({ ...(agent ? { agent } : {}), limit });
     const out: KeelEvent[][] = [];
     for (const s of listed) {
+      // Most recently updated first: one last updated before the window started no turn in it, nor do the rest.
+      if (window?.since !== undefined && s.updatedAt < window.since) return out;
       const events = await store.events(s.id);
+      if (window && !startedIn(events, window)) continue;
       const created = events[0];
       if (created?.type === "session.created" && created.parent) continue;
       if (!events.some((e) => e.type === "turn.started")) continue;
@@ -244,9 +318,15 @@ export function formatReplay(r: ReplayReport): string {
   if (r.firstDivergence !== undefined) {
     out.push(`First divergence: request #${r.firstDivergence + 1}.`);
     if (r.asked) {
+      const system = r.systemDiff
+        ? [
+            `  system prompt changed (${r.systemDiff.recordedChars} → ${r.systemDiff.replayedChars} chars; - recorded, + today):`,
+            ...r.systemDiff.lines.map((l) => `    ${l}`),
+          ]
+        : [`  system (${codePointLength(r.asked.system)} chars): ${headOf(r.asked.system.replace(/\s+/g, " "), 300)}`];
       out.push(
         "The model would have been asked:",
-        `  system (${r.asked.system.length} chars): ${headOf(r.asked.system.replace(/\s+/g, " "), 300)}`,
+        ...system,
         `  tools: ${r.asked.tools.join(", ") || "(none)"}`,
         ...r.asked.lastMessages.map((m) => `  ${m.role}: ${headOf(m.text.replace(/\s+/g, " "), 200)}`),
       );

@@ -5,7 +5,7 @@
  */
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { SqliteSessionStore } from "@keel/store-sqlite";
@@ -77,6 +77,12 @@ describe("keel run asks", () => {
       expect(run.code, run.stderr).toBe(0);
       expect(p.notes()).toBe("release is Thursday\n");
       expect(run.stderr).toContain("✓ write_note allowed once");
+      // The log says who answered: this user, through the policy (the studio shows it).
+      const resolved = events(p.home).find((e) => e.type === "approval.resolved");
+      expect(resolved).toMatchObject({
+        approved: true,
+        answerer: `cli:${userInfo().username} (${how.args.length ? "--ask" : "KEEL_ASK"} allow)`,
+      });
     }
   });
 
@@ -102,6 +108,11 @@ describe("keel run asks", () => {
       e.type === "message.appended" && e.message.role === "tool" ? [e.message] : [],
     )[0]!;
     expect(JSON.stringify(result.content)).toContain("denied by the user: not before the review");
+    // Answered at the terminal: recorded as this user's answer.
+    expect(events(p.home).find((e) => e.type === "approval.resolved")).toMatchObject({
+      approved: false,
+      answerer: `cli:${userInfo().username}`,
+    });
   });
 
   it("killed while it asks: nothing is lost, and the next keel on the session answers first, then runs the new input", async () => {

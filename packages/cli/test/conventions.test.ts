@@ -72,6 +72,25 @@ describe("--version, help, usage", () => {
     expect(a.stdout).not.toContain("keel chat — ");
   });
 
+  it("keel help studio says what the studio does with its token, as the README and the page do: a header, never a cookie", async () => {
+    const help = (await runKeel(["help", "studio"])).stdout.replace(/\s+/g, " ");
+    const readme = readFileSync(join(REPO, "packages", "cli", "README.md"), "utf8")
+      .replace(/`/g, "")
+      .replace(/\s+/g, " ");
+    for (const [where, text] of [
+      ["keel help studio", help],
+      ["the README", readme],
+    ] as const) {
+      expect(text, where).toContain("never a cookie, which every port of 127.0.0.1 would receive");
+      expect(text, where).toContain("Authorization header");
+      expect(text, where).not.toMatch(/(keeps|kept|stores?) (it|the token) in a[^.]*cookie/);
+    }
+    // What the page does: the token goes in a header; it never touches a cookie.
+    const page = readFileSync(join(REPO, "packages", "cli", "src", "studio", "app.js"), "utf8");
+    expect(page).toContain("authorization: `Bearer ${TOKEN}`");
+    expect(page).not.toMatch(/document\.cookie/);
+  });
+
   it("every command in the help table has its help (2-3 examples), and --help lists every command", async () => {
     const overview = await runKeel(["--help"]);
     expect(overview.code).toBe(0);

@@ -108,6 +108,76 @@ describe("keel replay", () => {
     expect(both.code).toBe(2);
   });
 
+  it("--since / --until replay the sessions with a turn started in the window (an ISO time or a duration back from now); bad values are usage errors", async () => {
+    const db = new DatabaseSync(join(home, "sessions.sqlite"), { readOnly: true });
+    const starts = db
+      .prepare(
+        "SELECT session_id AS id, MIN(ts) AS ts FROM events WHERE type = 'turn.started' GROUP BY session_id ORDER BY ts",
+      )
+      .all() as Array<{ id: string; ts: number }>;
+    db.close();
+    expect(starts).toHaveLength(2);
+    const [older, newer] = starts as [{ id: string; ts: number }, { id: string; ts: number }];
+    expect(older.id).toBe(sessionId);
+    const between = new Date(Math.floor((older.ts + newer.ts) / 2)).toISOString();
+    const ids = async (args: string[]) => {
+      const r = await keel(["replay", ...args, "--json"]);
+      expect(r.code, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as Array<{ sessionId: string }>).map((x) => x.sessionId);
+    };
+    expect(await ids(["--since", between])).toEqual([newer.id]);
+    expect(await ids(["--until", between])).toEqual([older.id]);
+    expect((await ids(["--since", "1h"])).sort()).toEqual([older.id, newer.id].sort());
+    // --last N chooses within the window: the most recent.
+    expect(await ids(["--since", "2d", "--last", "1"])).toEqual([newer.id]);
+    // A window with no turn in it: nothing replayed, and it says so.
+    const none = await keel(["replay", "--until", "2001-01-01"]);
+    expect(none.code, none.stderr).toBe(0);
+    expect(none.stderr).toContain(
+      'keel: no session of agent "replayer" had a turn started until 2001-01-01T00:00:00.000Z.',
+    );
+    expect(none.stdout).toContain("0 of 0 session(s) replayed identically.");
+    const bad = await keel(["replay", "--since", "yesterday"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain(
+      '--since takes an ISO date or time (2026-11-28, 2026-11-28T09:00Z) or a duration back from now (30m, 2h, 7d), not "yesterday"',
+    );
+    const backwards = await keel(["replay", "--since", "1h", "--until", "2h"]);
+    expect(backwards.code).toBe(2);
+    expect(backwards.stderr).toMatch(/--since \(.*\) is after --until/);
+    expect((await keel(["replay", sessionId, "--since", "1h"])).code).toBe(2);
+    expect((await keel(["run", "--since", "1h", "hi"])).stderr).toContain("--since is an option of keel replay");
+  });
+
+  it("a changed prompt is shown as a compact line diff of the recorded prompt and today's, not the whole text", async () => {
+    const rules = (changed: boolean) =>
+      Array.from({ length: 40 }, (_, i) =>
+        i === 19 && changed ? "Rule 20: cite every file 📎." : `Rule ${i + 1}: keep item ${i + 1} short.`,
+      ).join("\n");
+    const home2 = join(dir, "home-diff");
+    const run = (args: string[], extra: Record<string, string>) =>
+      runKeel([...args, "--config", config, "--home", home2], { env: offlineEnv({ STAMP: "t1", ...extra }) });
+    const recorded = await run(["run", "What is left in TODO.md?"], { RULES: rules(false) });
+    expect(recorded.code, recorded.stderr).toBe(0);
+    const r = await run(["replay", "--last", "1", "--json"], { RULES: rules(true) });
+    expect(r.code, r.stderr).toBe(0);
+    const [report] = JSON.parse(r.stdout) as Array<{ sessionId: string; systemDiff: { lines: string[] } }>;
+    // The instructions and rules 1–18 are skipped, counted; one line of context on each side of the change.
+    expect(report!.systemDiff.lines).toEqual([
+      expect.stringMatching(/^ {2}… \d+ unchanged lines$/),
+      "  Rule 19: keep item 19 short.",
+      "- Rule 20: keep item 20 short.",
+      "+ Rule 20: cite every file 📎.",
+      "  Rule 21: keep item 21 short.",
+      expect.stringMatching(/^ {2}… \d+ unchanged lines$/),
+    ]);
+    const text = await run(["replay", report!.sessionId], { RULES: rules(true) });
+    expect(text.stdout).toMatch(/system prompt changed \(\d+ → \d+ chars; - recorded, \+ today\):/);
+    expect(text.stdout).toContain("    + Rule 20: cite every file 📎.");
+    // The unchanged rules are not printed again.
+    expect(text.stdout).not.toContain("Rule 5: keep item 5 short.");
+  });
+
   it("a session deleted since it was recorded is a clear error, and bad flags are usage errors", async () => {
     const db = new DatabaseSync(join(home, "sessions.sqlite"));
     const list = JSON.parse((await keel(["sessions", "--json"])).stdout) as Array<{ id: string }>;

@@ -163,4 +163,43 @@ describe("turnsOf", () => {
     expect(turn!.guards).toEqual([{ guard: "max_tool_calls", limit: 2, value: 2 }]);
     expect(turn!.timeline.filter((i) => i.kind === "guard").map((i) => i.label)).toEqual(["max_tool_calls: 2 of 2"]);
   });
+
+  it("an approval answered in a log that names no answerer (older logs) stays in the history, saying how it came; an unpriced model is counted, not priced", async () => {
+    const agent = await createAgent({
+      provider: scriptedProvider([
+        { toolCalls: [{ id: "d1", name: "deploy", args: { env: "prod" } }] },
+        { toolCalls: [{ id: "d2", name: "deploy", args: { env: "staging" } }] },
+        { text: "done" },
+      ]),
+      sideModel: false,
+      store: new MemorySessionStore(),
+      tools: [defineTool({ name: "deploy", description: "Deploys.", category: "exec", execute: () => "ok" })],
+      plugins: [
+        {
+          name: "rules",
+          version: "1.0.0",
+          setup: (ctx) =>
+            ctx.on("tool.pre_call", () => ({ kind: "tool_decision", decision: "ask", reason: "deploys" })),
+        },
+      ],
+    });
+    const session = await agent.session();
+    await session.run("deploy");
+    await session.approve("d1", { always: true });
+    const done = await session.resume();
+    expect(done.text).toBe("done");
+    const [turn] = turnsOf(await session.events());
+    await agent.close();
+    expect(turn!.approvals.map((a) => [a.callId, a.answer?.by, a.answer?.approved, a.answer?.answerer])).toEqual([
+      ["d1", "host", true, undefined],
+      // The second call was allowed by the earlier "always": no one was asked again.
+      ["d2", "always", true, undefined],
+    ]);
+    expect(turn!.approvals[0]).toMatchObject({ reason: "deploys", plugin: "rules", args: '{\n  "env": "prod"\n}' });
+    expect(turn!.calls.map((c) => [c.callId, c.status, c.result])).toEqual([
+      ["d1", "ok", "ok"],
+      ["d2", "ok", "ok"],
+    ]);
+    expect(turn!.cost).toEqual({ usd: 0, priced: 0, unpriced: 3 });
+  });
 });

@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { connect } from "node:net";
-import { tmpdir } from "node:os";
+import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Browser, Page } from "playwright-core";
@@ -325,6 +325,19 @@ describe.skipIf(missing)("keel studio in a browser", () => {
     expect(await turn.locator(".answer").textContent()).toBe("Written.");
     expect(existsSync(notes) && readFileSync(notes, "utf8")).toBe("release is Thursday\n");
     expect(await p2.locator("[data-pending]").count()).toBe(0);
+    // Answered approvals stay in the turn's history: why it was asked, who answered (the studio's user), when, and why.
+    const who = `studio:${userInfo().username}`;
+    const approved = turn.locator('[data-table="approvals"] tr[data-approval="w1"]');
+    expect(await approved.locator("[data-answerer]").textContent()).toBe(who);
+    expect(await approved.locator("[data-ask-reason]").textContent()).toBe("writes are reviewed");
+    expect(await approved.locator(".badge").first().textContent()).toBe("approved");
+    const denied = turn.locator('[data-table="approvals"] tr[data-approval="w2"]');
+    expect(await denied.locator("[data-answerer]").textContent()).toBe(who);
+    expect(await denied.locator(".badge").first().textContent()).toBe("denied");
+    expect(await denied.locator("[data-answer-reason]").textContent()).toBe("not today");
+    // And each call with what it was given and what it returned.
+    expect(await turn.locator('tr[data-call="w1"] [data-result]').textContent()).toBe("wrote release is Thursday");
+    expect(await turn.locator('tr[data-call="w2"] [data-args]').textContent()).toBe('{\n  "text": "ship it"\n}');
     expect((await post(id, "w2", true)).status).toBe(409);
     await p2.close();
   });

@@ -50,7 +50,7 @@ export { addSessionsToDataset, caseFromSession } from "./from-sessions.ts";
 export type { DatasetLine } from "./from-sessions.ts";
 export { replaySession } from "./replay.ts";
 export type { ReplayOptions, ReplayReport, ReplayRig, TurnOutcome } from "./replay.ts";
-export { compareRequests } from "./replay-diff.ts";
+export { compareRequests, lineDiff } from "./replay-diff.ts";
 export type { EditSummary, RequestChange } from "./replay-diff.ts";
 export { memoryExperimentStore } from "./store/memory.ts";
 export { SQLITE_EXPERIMENT_MIGRATIONS, sqliteExperimentStore } from "./store/sqlite.ts";

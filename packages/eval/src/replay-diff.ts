@@ -3,6 +3,7 @@
  * logs' prompt manifests and compaction edits.
  */
 import type { KeelEvent, PromptManifest } from "@keel/kernel";
+import { truncate } from "@keel/text";
 
 type Section = PromptManifest["sections"][number];
 type Context = PromptManifest["context"][number];
@@ -170,5 +171,75 @@ export function compareRequests(
       a.route?.model === b.route?.model;
     out.push(change);
   }
+  return out;
+}
+
+/** Lines of a diff shown at most, and code points of each line. */
+const DIFF_LINES = 60;
+const DIFF_LINE_CHARS = 200;
+/** Above this many line pairs the middle is shown as removed then added, without matching it line by line. */
+const DIFF_CELLS = 1_000_000;
+
+/**
+ * A compact line diff of `a` (the recording) to `b` (today): `- ` removed, `+ ` added, `  ` one
+ * line of context around each change, `  … N unchanged lines` between. Contract: at most 60 lines
+ * (the last says how many changed lines were left out), each cut to 200 code points; empty when equal.
+ */
+export function lineDiff(a: string, b: string): string[] {
+  if (a === b) return [];
+  const x = a.split("\n");
+  const y = b.split("\n");
+  let head = 0;
+  while (head < x.length && head < y.length && x[head] === y[head]) head++;
+  let tail = 0;
+  while (tail < x.length - head && tail < y.length - head && x[x.length - 1 - tail] === y[y.length - 1 - tail]) tail++;
+  const mx = x.slice(head, x.length - tail);
+  const my = y.slice(head, y.length - tail);
+  // The middle: matched line by line (LCS) when small enough, else all of it removed then added.
+  const ops: Array<[" " | "-" | "+", string]> = [];
+  if (mx.length * my.length <= DIFF_CELLS) {
+    const n = mx.length;
+    const m = my.length;
+    const lcs = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+    for (let i = n - 1; i >= 0; i--)
+      for (let j = m - 1; j >= 0; j--)
+        lcs[i]![j] = mx[i] === my[j] ? lcs[i + 1]![j + 1]! + 1 : Math.max(lcs[i + 1]![j]!, lcs[i]![j + 1]!);
+    let i = 0;
+    let j = 0;
+    while (i < n || j < m) {
+      if (i < n && j < m && mx[i] === my[j]) {
+        ops.push([" ", mx[i++]!]);
+        j++;
+      } else if (i < n && (j === m || lcs[i + 1]![j]! >= lcs[i]![j + 1]!)) ops.push(["-", mx[i++]!]);
+      else ops.push(["+", my[j++]!]);
+    }
+  } else ops.push(...mx.map((l) => ["-", l] as ["-", string]), ...my.map((l) => ["+", l] as ["+", string]));
+  const all: Array<[" " | "-" | "+", string]> = [
+    ...x.slice(0, head).map((l) => [" ", l] as [" ", string]),
+    ...ops,
+    ...x.slice(x.length - tail).map((l) => [" ", l] as [" ", string]),
+  ];
+  // Keep the changes and one line of context around each; count what is skipped.
+  const changed = (i: number) => i >= 0 && i < all.length && all[i]![0] !== " ";
+  const keep = all.map((_, i) => changed(i) || changed(i - 1) || changed(i + 1));
+  const out: string[] = [];
+  let skipped = 0;
+  let changesLeft = all.filter(([op]) => op !== " ").length;
+  for (let i = 0; i < all.length; i++) {
+    const [op, line] = all[i]!;
+    if (!keep[i]) {
+      skipped++;
+      continue;
+    }
+    if (skipped) out.push(`  … ${skipped} unchanged line${skipped === 1 ? "" : "s"}`);
+    skipped = 0;
+    if (out.length >= DIFF_LINES - 1) {
+      out.push(`  … ${changesLeft} more changed line${changesLeft === 1 ? "" : "s"}`);
+      return out;
+    }
+    out.push(truncate(`${op} ${line}`, DIFF_LINE_CHARS));
+    if (op !== " ") changesLeft--;
+  }
+  if (skipped) out.push(`  … ${skipped} unchanged line${skipped === 1 ? "" : "s"}`);
   return out;
 }

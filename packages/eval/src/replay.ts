@@ -23,11 +23,12 @@ import type {
 } from "@keel/agent";
 import { definePlugin, KeelError, messageText, ProviderError } from "@keel/kernel";
 import { redact } from "@keel/secrets";
+import { codePointLength, droppedMarker, truncate } from "@keel/text";
 import { redactEvent } from "@keel/store-kit";
 import { MemorySessionStore } from "@keel/testkit";
 import { z } from "zod";
 import type { AppendOptions } from "@keel/kernel";
-import { compareRequests, type RequestChange } from "./replay-diff.ts";
+import { compareRequests, lineDiff, type RequestChange } from "./replay-diff.ts";
 
 /** What the replay gives the agent it builds: use them in place of the config's own. */
 export interface ReplayRig {
@@ -111,6 +112,12 @@ export interface ReplayReport {
   firstDivergence?: number;
   /** What the model would have been asked at the first divergence (the replayed request). */
   asked?: { system: string; tools: string[]; lastMessages: Array<{ role: string; text: string }> };
+  /**
+   * At the first divergence, when the system prompt changed: a compact line diff of the recorded
+   * prompt to today's (`- ` recorded, `+ ` today; bounded, see lineDiff). Absent when the
+   * recording holds no prompt text (logs before Keel recorded it): `asked.system` is all there is.
+   */
+  systemDiff?: { recordedChars: number; replayedChars: number; lines: string[] };
   /** Tool calls whose decision or status changed: `callId: recorded → replayed`. */
   toolChanges: Array<{ callId: string; name: string; recorded: string; replayed: string }>;
   /** Problems the replay met (a request the recording has no answer for, a call asked only now). */
@@ -684,14 +691,42 @@ function reportOf(
   };
   const req = first >= 0 ? r.asked[first] : undefined;
   if (first >= 0) report.firstDivergence = first;
-  if (req)
+  if (req) {
     // As the log would store it: a secret in today's prompt or a live tool's output is not shown.
     report.asked = {
       system: redact(req.system),
       tools: req.tools.map((t) => t.name),
       lastMessages: req.messages.slice(-2).map((m) => ({ role: m.role, text: redact(messageText(m)) })),
     };
+    const before = requests[first]!.systemSame ? undefined : systemTexts(events)[first];
+    if (before !== undefined)
+      report.systemDiff = {
+        recordedChars: codePointLength(before),
+        replayedChars: codePointLength(report.asked.system),
+        // Today's cut as the log cuts it (16,000 code points), so a long prompt's end is not a change.
+        lines: lineDiff(before, redact(truncate(req.system, 16_000, { marker: droppedMarker }))),
+      };
+  }
   return report;
+}
+
+/**
+ * The system prompt of each recorded request, as the log holds it (redacted): recorded on a
+ * turn's first request and when it changed, so carried forward within the turn; undefined where
+ * the log has none (older logs).
+ */
+function systemTexts(log: readonly KeelEvent[]): Array<string | undefined> {
+  const out: Array<string | undefined> = [];
+  let turn: string | null | undefined;
+  let text: string | undefined;
+  for (const e of log) {
+    if (e.type !== "prompt.compiled") continue;
+    if (e.turnId !== turn) text = undefined;
+    turn = e.turnId;
+    if (typeof e.system === "string") text = e.system;
+    out.push(text);
+  }
+  return out;
 }
 
 type Problem = ReplayReport["pluginProblems"][number];

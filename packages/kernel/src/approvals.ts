@@ -5,7 +5,7 @@
  * denied at once. The loop calls `decideAsk` and acts on its outcome; nothing else here touches it.
  */
 import type { ToolDecision } from "./merge.ts";
-import { codePointSlice } from "./text.ts";
+import { codePointSlice, toWellFormed } from "./text.ts";
 import type { ToolCallBlock } from "./messages.ts";
 import type { ToolCallView } from "./phases.ts";
 import type { Turn } from "./turn-state.ts";
@@ -96,7 +96,13 @@ function readAnswer(v: unknown): ApprovalAnswer {
   const o = v as Record<string, unknown>;
   const approved = o.approved === true;
   const reason = typeof o.reason === "string" ? codePointSlice(o.reason, 0, 2_000) : undefined;
-  return { approved, ...(approved && o.always === true ? { always: true } : {}), ...(reason ? { reason } : {}) };
+  const answerer = typeof o.answerer === "string" ? codePointSlice(toWellFormed(o.answerer), 0, 200) : undefined;
+  return {
+    approved,
+    ...(approved && o.always === true ? { always: true } : {}),
+    ...(reason ? { reason } : {}),
+    ...(answerer ? { answerer } : {}),
+  };
 }
 
 /** `p`, or a rejection as soon as `signal` aborts. */

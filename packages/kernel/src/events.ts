@@ -87,7 +87,12 @@ export type KeelEventData =
   | { type: "phase.background"; phase: string; handler: HandlerSummary; contributions: ContributionRecord[] }
   /** What the merge of a phase's contributions applied, truncated, omitted or rejected (caps, conflicts). */
   | { type: "contributions.merged"; phase: string; contributions: ContributionRecord[] }
-  | { type: "prompt.compiled"; manifest: PromptManifest }
+  /**
+   * `system`: the system prompt's text, on a turn's first request and whenever it changed since
+   * the turn's previous one (cut to 16,000 code points), so a replay can show what changed; absent
+   * in older logs and while it is unchanged.
+   */
+  | { type: "prompt.compiled"; manifest: PromptManifest; system?: string }
   /** `provider`: the `<provider>:<model>` that answered; `model`: the model name the server reported; `firstChunkMs`: request to first streamed delta. */
   | {
       type: "model.responded";
@@ -161,6 +166,8 @@ export type KeelEventData =
       always?: boolean;
       reason?: string;
       by: "host" | "callback" | "always";
+      /** Who answered, when the host or callback said (ApprovalAnswer.answerer); absent in older logs. */
+      answerer?: string;
     }
   /** A paused turn continues (session.resume()): its turn id is open again. */
   /**

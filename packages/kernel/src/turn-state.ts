@@ -295,6 +295,8 @@ export interface Turn {
         >;
       }
     | undefined;
+  /** The system prompt this turn last recorded on prompt.compiled (it is recorded again only when it changes). */
+  lastSystem?: string;
   shown: {
     schemas: ToolSchema[];
     manifest: Array<{ name: string; source: string }>;

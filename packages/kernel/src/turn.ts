@@ -35,6 +35,7 @@ import { ProviderError } from "./provider.ts";
 import { repairToolPairs } from "./repair.ts";
 import type { ActiveRoute } from "./routing.ts";
 import { runToolCalls, skip } from "./tool-calls.ts";
+import { droppedMarker, truncate } from "./text.ts";
 import { applyVisibility, checkOutput, copyMetadata, toolSchema } from "./turn-parts.ts";
 import type { RequestTokenCount } from "./token-counter.ts";
 import type { PreflightPlan, Turn, TurnHost, TurnInput, TurnOptions } from "./turn-state.ts";
@@ -689,6 +690,9 @@ function overCeiling(t: Turn, final: boolean, window: number | undefined, estima
   return false;
 }
 
+/** Longest system prompt text recorded on prompt.compiled, in code points. */
+const MAX_SYSTEM_RECORDED = 16_000;
+
 /** The prompt manifest of this request: what a host or a replay sees was sent. */
 function emitManifest(
   t: Turn,
@@ -716,7 +720,17 @@ function emitManifest(
   // Computed when first read (by a store writing it, a replay, a listener): most logs in memory never do.
   // A getter defined here, not spread in above: a spread would read it at once.
   if (digest) Object.defineProperty(manifest, "digest", { get: digest, enumerable: true });
-  void t.session.emit({ type: "prompt.compiled", manifest }, t.turnId);
+  // The text itself only when it changed within the turn: a replay diffs it, a log does not repeat it.
+  const changed = system !== t.lastSystem;
+  t.lastSystem = system;
+  void t.session.emit(
+    {
+      type: "prompt.compiled",
+      manifest,
+      ...(changed ? { system: truncate(system, MAX_SYSTEM_RECORDED, { marker: droppedMarker }) } : {}),
+    },
+    t.turnId,
+  );
 }
 
 /** A plugin's message edits (compaction), applied in waterfall order; an edit that would break the history is rejected. */

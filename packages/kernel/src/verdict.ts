@@ -65,6 +65,11 @@ export interface ApprovalAnswer {
   always?: boolean;
   /** Why; a denial's reason reaches the model in the call's error result. */
   reason?: string;
+  /**
+   * Who answered, as the host names them (`cli:<user>`, `chat:<caller>`, `studio:<user>`): recorded
+   * on approval.resolved for the audit trail. Contract: cut to 200 code points where it is stored.
+   */
+  answerer?: string;
 }
 
 /**

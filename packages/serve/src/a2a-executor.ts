@@ -111,10 +111,12 @@ export class KeelExecutor implements AgentExecutor {
             ...agentText(replies, taskId, contextId).parts,
             ...waitingParts(waiting),
           ]);
+        // Recorded with the caller who answered.
+        const answerer = `a2a:${principalOf(rc.context)}`;
         for (const r of replies)
           await (r.approve
-            ? session.approve(r.callId, r.reason ? { reason: r.reason } : {})
-            : session.deny(r.callId, r.reason ? { reason: r.reason } : {}));
+            ? session.approve(r.callId, { ...(r.reason ? { reason: r.reason } : {}), answerer })
+            : session.deny(r.callId, { ...(r.reason ? { reason: r.reason } : {}), answerer }));
         const still = session.pendingApprovals().filter((p) => !p.answer);
         if (still.length) return status(TaskState.TASK_STATE_INPUT_REQUIRED, waitingParts(still));
         stream = streamResume(session);

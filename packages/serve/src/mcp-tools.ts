@@ -125,7 +125,7 @@ export class ServedAgent {
         return errorResult(
           `Session ${session.id} has a turn paused for approval; answer it with the approve tool first:\n${waitingLines(session).join("\n")}`,
         );
-      const ask = this.asker(server, extra);
+      const ask = this.asker(server, principal, extra);
       const { signal } = extra;
       // One follower for the whole call: progress values only grow, across the resumes too.
       return this.following(session, extra, async () =>
@@ -153,9 +153,9 @@ export class ServedAgent {
         return errorResult(
           `Session ${session.id} waits for no call "${args.call_id}"; it waits for:\n${waitingLines(session).join("\n")}`,
         );
-      for (const p of chosen) await answerCall(session, p.callId, decided(args));
+      for (const p of chosen) await answerCall(session, p.callId, { ...decided(args), answerer: `mcp:${principal}` });
       if (session.pendingApprovals().some((p) => !p.answer)) return pausedResult(session);
-      const ask = this.asker(server, extra);
+      const ask = this.asker(server, principal, extra);
       const { signal } = extra;
       return this.following(session, extra, async () =>
         turnResult(session, await settle(session, await session.resume({ signal }), ask, signal)),
@@ -258,7 +258,8 @@ export class ServedAgent {
   }
 
   /** Elicitation when the client declared it; else undefined (the turn stays paused for approve). */
-  private asker(server: McpServer, extra: Extra): Asker | undefined {
+  /** Asks the caller through elicitation; its answers are recorded as the caller's (`mcp:<principal>`). */
+  private asker(server: McpServer, principal: string, extra: Extra): Asker | undefined {
     if (!server.server.getClientCapabilities()?.elicitation) return undefined;
     return async (p: PendingApproval, signal: AbortSignal): Promise<ApprovalAnswer | undefined> => {
       try {
@@ -267,9 +268,10 @@ export class ServedAgent {
           ElicitResultSchema,
           { signal },
         );
-        if (r.action === "decline") return { approved: false, reason: "declined by the caller" };
+        const answerer = `mcp:${principal}`;
+        if (r.action === "decline") return { approved: false, reason: "declined by the caller", answerer };
         const d = r.action === "accept" ? Decision.safeParse(r.content) : undefined;
-        return d?.success ? decided(d.data) : undefined;
+        return d?.success ? { ...decided(d.data), answerer } : undefined;
       } catch (err) {
         this.options.note?.(
           `keel serve: asking the client about ${p.name} failed: ${String(err)}; the turn stays paused`,

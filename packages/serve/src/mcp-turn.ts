@@ -45,8 +45,9 @@ export async function settle(
 
 /** Store one answer (durable before any resume). */
 export async function answerCall(session: Session, callId: string, a: ApprovalAnswer): Promise<void> {
-  if (a.approved) await session.approve(callId, { ...(a.always ? { always: true } : {}) });
-  else await session.deny(callId, a.reason ? { reason: a.reason } : {});
+  const who = a.answerer ? { answerer: a.answerer } : {};
+  if (a.approved) await session.approve(callId, { ...(a.always ? { always: true } : {}), ...who });
+  else await session.deny(callId, { ...(a.reason ? { reason: a.reason } : {}), ...who });
 }
 
 function argsText(args: unknown): string {

@@ -54,7 +54,7 @@ const STORED: { readonly [T in KeelEventType]: Fields<Extract<KeelEventData, { t
   "phase.completed": { handlers: "handlers", contributions: "records" },
   "phase.background": { handler: "handler", contributions: "records" },
   "contributions.merged": { contributions: "records" },
-  "prompt.compiled": { manifest: "manifest" },
+  "prompt.compiled": { manifest: "manifest", system: "text" },
   "model.responded": {},
   "model.failed": { message: "text" },
   "round.answered": { reason: "text" },

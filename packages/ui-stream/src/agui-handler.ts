@@ -43,7 +43,11 @@ function lastUserText(input: RunInput): string {
 }
 
 /** Answer the paused turn's interrupts from the resume entries. Contract: every entry is checked before any is written. */
-async function answerInterrupts(session: Session, entries: NonNullable<RunInput["resume"]>): Promise<void> {
+async function answerInterrupts(
+  session: Session,
+  entries: NonNullable<RunInput["resume"]>,
+  owner: string,
+): Promise<void> {
   const answers = entries.map((entry, i) => {
     if (entry.status === "cancelled")
       return { id: entry.interruptId, approved: false, reason: "The person cancelled the request." };
@@ -57,9 +61,10 @@ async function answerInterrupts(session: Session, entries: NonNullable<RunInput[
     return { id: entry.interruptId, ...payload.data };
   });
   for (const a of answers) {
-    const reason = a.reason ? { reason: a.reason } : {};
-    if (a.approved) await session.approve(a.id, reason);
-    else await session.deny(a.id, reason);
+    // Recorded with the caller who answered (the handler's principal).
+    const given = { ...(a.reason ? { reason: a.reason } : {}), answerer: `ag-ui:${owner}` };
+    if (a.approved) await session.approve(a.id, given);
+    else await session.deny(a.id, given);
   }
   const open = session.pendingApprovals().filter((p) => !p.answer);
   if (open.length)
@@ -87,7 +92,7 @@ export function createAGUIHandler(options: ChatHandlerOptions): (request: Reques
       const session = await chatSession(options, chats, owner, input.threadId, !resuming);
       let turn: TurnStream;
       if (resuming) {
-        await answerInterrupts(session, input.resume!);
+        await answerInterrupts(session, input.resume!, owner);
         turn = streamResume(session);
       } else turn = streamTurn(session, lastUserText(input));
       await turn.started;

@@ -157,9 +157,10 @@ async function answer(
     const pending = waiting.get(a.approval.id);
     // An answer the session already has (a retried request) is not written twice.
     if (pending?.answer) continue;
-    const reason = a.approval.reason ? { reason: a.approval.reason } : {};
-    if (a.approval.approved) await session.approve(a.approval.id, reason);
-    else await session.deny(a.approval.id, reason);
+    // Recorded with the caller who answered (the handler's principal).
+    const given = { ...(a.approval.reason ? { reason: a.approval.reason } : {}), answerer: `chat:${owner}` };
+    if (a.approval.approved) await session.approve(a.approval.id, given);
+    else await session.deny(a.approval.id, given);
   }
   const open = session.pendingApprovals().filter((p) => !p.answer);
   if (open.length)

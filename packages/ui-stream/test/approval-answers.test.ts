@@ -53,12 +53,15 @@ describe("@keel/ui-stream: approval answers with reasons", () => {
     expect(await denied.text()).toContain('"type":"tool-output-denied"');
     const result = session.messages.find((m) => m.role === "tool" && m.toolCallId === "call_1");
     expect(JSON.stringify(result)).toContain("🛑🛑🛑");
+    // The log says who answered: the caller (the handler's principal), for the studio's audit trail.
+    const resolved = (await session.events()).find((e) => e.type === "approval.resolved");
+    expect(resolved).toMatchObject({ approved: false, answerer: "chat:anonymous" });
     await agent.close();
   });
 
-  it("AG-UI: 1500 emoji are a reason on a resume", async () => {
+  it("AG-UI: 1500 emoji are a reason on a resume; the answer is recorded as the caller's", async () => {
     const { agent } = await scriptedAgent(SCRIPT);
-    const agui = createAGUIHandler({ agent });
+    const agui = createAGUIHandler({ agent, principal: () => "alice@example.com" });
     const run = (runId: string, extra: object = {}) => ({
       threadId: "t1",
       runId,
@@ -76,6 +79,8 @@ describe("@keel/ui-stream: approval answers with reasons", () => {
     const session = await agent.session(paused.headers.get("x-keel-session")!);
     const result = session.messages.find((m) => m.role === "tool" && m.toolCallId === "call_1");
     expect(JSON.stringify(result)).toContain("🛑🛑🛑");
+    const resolved = (await session.events()).find((e) => e.type === "approval.resolved");
+    expect(resolved).toMatchObject({ approved: false, answerer: "ag-ui:alice@example.com" });
     await agent.close();
   });
 });

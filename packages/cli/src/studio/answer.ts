@@ -5,11 +5,13 @@
  */
 import type { Agent, Session } from "@keel/agent";
 import { errorMessage, KeelError } from "@keel/kernel";
+import { cliUser } from "../approvals.ts";
 import type { ApprovalAnswerer } from "./server.ts";
 
 /** Contract: one resume at a time per session; a session busy elsewhere is KEEL_SESSION_BUSY (HTTP 409). */
 export function sessionAnswerer(agent: Agent, note: (line: string) => void): ApprovalAnswerer {
   const resuming = new Map<string, Promise<unknown>>();
+  const studioUser = cliUser().replace(/^cli/, "studio");
   return async (sessionId, callId, answer) => {
     if (resuming.has(sessionId))
       throw new KeelError("KEEL_TURN_BUSY", `Session "${sessionId}" is resuming its turn; wait for it to finish.`);
@@ -23,8 +25,10 @@ export function sessionAnswerer(agent: Agent, note: (line: string) => void): App
         `Session "${sessionId}" has no unanswered approval "${callId}" (${pending ? "it was answered already" : "the turn moved on, or it was never asked"}).`,
       );
     }
-    if (answer.approved) await session.approve(callId, answer.reason ? { reason: answer.reason } : {});
-    else await session.deny(callId, answer.reason ? { reason: answer.reason } : {});
+    // Recorded as answered from the studio, by the person who started it.
+    const given = { ...(answer.reason ? { reason: answer.reason } : {}), answerer: studioUser };
+    if (answer.approved) await session.approve(callId, given);
+    else await session.deny(callId, given);
     if (session.pendingApprovals().some((p) => !p.answer)) {
       // The answers are in the log: release the lease so the session is free until the last one.
       await session.close();

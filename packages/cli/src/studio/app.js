@@ -41,6 +41,20 @@ const plugins = (list) =>
     ? list.map((p) => `<span class="plugin">${esc(p)}</span>`).join(", ")
     : '<span class="muted">kernel</span>';
 
+// Dollars: small amounts keep their digits (a cent is many requests of a small model).
+const money = (v) =>
+  typeof v !== "number" || !Number.isFinite(v) ? "" : `$${v >= 0.01 || v === 0 ? v.toFixed(4) : v.toPrecision(2)}`;
+/** A turn's or the session's cost: the priced requests' sum, and how many had no price. */
+const costText = (c) =>
+  !c || typeof c.priced !== "number"
+    ? ""
+    : c.priced === 0
+      ? c.unpriced
+        ? "cost unknown (no price for the model)"
+        : ""
+      : `${money(c.usd)}${c.unpriced ? ` + ${num(c.unpriced)} unpriced request(s)` : ""}`;
+const timeOf = (t) => (typeof t === "number" && Number.isFinite(t) ? new Date(t).toLocaleTimeString() : "");
+
 async function api(path, init = {}) {
   const res = await fetch(path, {
     ...init,
@@ -139,12 +153,19 @@ async function poll() {
 function render() {
   const d = state.detail;
   const running = d.turns.some((t) => t.status === "running");
-  const head = `<h2 style="margin:0 0 4px;font-size:16px">${running ? '<span class="live-dot" title="a turn is running"></span>' : ""}Session <code>${esc(d.info.id)}</code></h2>${d.parent ? `<p class="muted" style="margin:0 0 4px">Subagent <strong>${esc(d.parent.name)}</strong> (depth ${num(d.parent.depth)}) of session <a href="#${encodeURIComponent(d.parent.sessionId)}" data-parent="${esc(d.parent.sessionId)}">${esc(d.parent.sessionId)}</a>, tool call ${esc(d.parent.callId)}</p>` : ""}<p class="muted" style="margin:0 0 12px">${esc(d.info.agent)} · started ${esc(when(d.info.createdAt))} · ${num(d.turns.length)} turn(s) · ${num(d.info.eventCount)} events · <a href="#replay=${esc(encodeURIComponent(d.info.id))}" data-replay-link>replay with today's config</a></p>`;
+  const head = `<h2 style="margin:0 0 4px;font-size:16px">${running ? '<span class="live-dot" title="a turn is running"></span>' : ""}Session <code>${esc(d.info.id)}</code></h2>${d.parent ? `<p class="muted" style="margin:0 0 4px">Subagent <strong>${esc(d.parent.name)}</strong> (depth ${num(d.parent.depth)}) of session <a href="#${encodeURIComponent(d.parent.sessionId)}" data-parent="${esc(d.parent.sessionId)}">${esc(d.parent.sessionId)}</a>, tool call ${esc(d.parent.callId)}</p>` : ""}<p class="muted" style="margin:0 0 12px">${esc(d.info.agent)} · started ${esc(when(d.info.createdAt))} · ${num(d.turns.length)} turn(s) · ${num(d.info.eventCount)} events${costText(d.cost) ? ` · <span data-cost="session" title="what the session's model requests cost, every turn">${esc(costText(d.cost))}${d.cost.priced ? " in all" : ""}</span>` : ""} · <a href="#replay=${esc(encodeURIComponent(d.info.id))}" data-replay-link>replay with today's config</a></p>`;
   const earlier = d.earlierTurns
     ? `<p class="muted">${num(d.earlierTurns)} earlier turn(s) not shown (the page shows the last ${num(d.turns.length)}; keel sessions show ID --json has them all).</p>`
     : "";
+  // A reason being typed survives the refresh a poll brings (the log grew: another answer, a running turn).
+  const typed = new Map([...document.querySelectorAll("input[data-reason]")].map((i) => [i.dataset.reason, i.value]));
+  const focused = document.activeElement?.dataset?.reason;
   $("#detail").innerHTML =
     head + earlier + (d.turns.length ? d.turns.map(turnHtml).join("") : '<p class="muted">No turns yet.</p>');
+  for (const i of document.querySelectorAll("input[data-reason]")) {
+    if (typed.get(i.dataset.reason)) i.value = typed.get(i.dataset.reason);
+    if (i.dataset.reason === focused) i.focus();
+  }
   for (const el of document.querySelectorAll("details.turn"))
     el.addEventListener("toggle", () =>
       el.open ? state.openTurns.add(el.dataset.turn) : state.openTurns.delete(el.dataset.turn),
@@ -159,9 +180,9 @@ function render() {
 function turnHtml(t) {
   const duration = t.endedAt ? t.endedAt - t.startedAt : undefined;
   const u = t.usage;
-  const summary = `<summary><span class="muted">#${num(t.index)}</span><span class="input">${esc(t.input || "(resumed)")}</span>${badge(t.status)}${t.mode === "chat" ? ' <span class="badge" title="no tools were sent">chat mode</span>' : ""}${t.recovered ? ` <span class="badge" title="a stopped process left this turn unfinished; it went on from its log${t.recovered.cut.length ? ` (cut calls: ${esc(t.recovered.cut.join(", "))})` : ""}">recovered</span>` : ""}<span class="muted">${num(t.rounds)} round(s) · ${num(t.toolCalls)} tool call(s)${u ? ` · ${num(u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens)} in / ${num(u.outputTokens)} out tokens` : ""}${duration !== undefined ? ` · ${ms(duration)}` : ""}</span></summary>`;
+  const summary = `<summary><span class="muted">#${num(t.index)}</span><span class="input">${esc(t.input || "(resumed)")}</span>${badge(t.status)}${t.mode === "chat" ? ' <span class="badge" title="no tools were sent">chat mode</span>' : ""}${t.recovered ? ` <span class="badge" title="a stopped process left this turn unfinished; it went on from its log${t.recovered.cut.length ? ` (cut calls: ${esc(t.recovered.cut.join(", "))})` : ""}">recovered</span>` : ""}<span class="muted">${num(t.rounds)} round(s) · ${num(t.toolCalls)} tool call(s)${u ? ` · ${num(u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens)} in / ${num(u.outputTokens)} out tokens` : ""}${duration !== undefined ? ` · ${ms(duration)}` : ""}${costText(t.cost) ? ` · <span data-cost="turn">${esc(costText(t.cost))}</span>` : ""}</span></summary>`;
   const open = state.openTurns.has(t.id) ? " open" : "";
-  return `<details class="turn" data-turn="${esc(t.id)}"${open}>${summary}<div class="turn-body">${[verdictHtml(t), answerHtml(t), pendingHtml(t), timelineHtml(t), pluginTimesHtml(t), requestsHtml(t), findingsHtml(t)].join("")}</div></details>`;
+  return `<details class="turn" data-turn="${esc(t.id)}"${open}>${summary}<div class="turn-body">${[verdictHtml(t), answerHtml(t), pendingHtml(t), approvalsHtml(t), callsHtml(t), timelineHtml(t), pluginTimesHtml(t), requestsHtml(t), findingsHtml(t)].join("")}</div></details>`;
 }
 
 function verdictHtml(t) {
@@ -191,6 +212,42 @@ function pendingHtml(t) {
     })
     .join("");
   return `<h3>Waiting for approval</h3>${rows}`;
+}
+
+/** Who answered an approval, as the log records it (older logs name only how the answer came). */
+function answererHtml(a) {
+  if (a.answerer) return `<strong data-answerer>${esc(a.answerer)}</strong>`;
+  const how = {
+    host: "the host (who was not recorded)",
+    callback: "the approve() callback",
+    always: 'an earlier "always"',
+  };
+  return `<span class="muted">${esc(how[a.by] ?? a.by)}</span>`;
+}
+
+/** Answered approvals stay in the turn's history: what was asked and why, who answered, when. */
+function approvalsHtml(t) {
+  const answered = (t.approvals ?? []).filter((a) => a.answer);
+  if (!answered.length) return "";
+  const rows = answered
+    .map((a) => {
+      const x = a.answer;
+      return `<tr data-approval="${esc(a.callId)}"><td><strong>${esc(a.name)}</strong>${a.via ? ` <span class="muted">in subagent ${esc(a.via.child)}</span>` : ""}${a.args ? `<pre class="call-text">${esc(a.args)}</pre>` : ""}</td><td data-asked>${a.plugin ? `<span class="plugin">${esc(a.plugin)}</span>` : ""}${a.reason ? ` <span data-ask-reason>${esc(a.reason)}</span>` : ""}${a.askedAt ? ` <span class="muted">at ${esc(timeOf(a.askedAt))}</span>` : ""}</td><td>${badge(x.approved ? "approved" : "denied")}${x.always ? ' <span class="muted">always, in this session</span>' : ""}${x.reason ? ` <span data-answer-reason>${esc(x.reason)}</span>` : ""}</td><td>${answererHtml(x)}</td><td data-answered-at title="${esc(when(x.at))}">${esc(timeOf(x.at))}</td></tr>`;
+    })
+    .join("");
+  return `<h3>Approvals</h3><table data-table="approvals"><thead><tr><th>call</th><th>asked by, why, when</th><th>answer</th><th>answered by</th><th>when</th></tr></thead><tbody>${rows}</tbody></table>${omitted(t, "approvals", "approvals")}`;
+}
+
+/** Each call with its arguments and its result, as text. */
+function callsHtml(t) {
+  if (!t.calls?.length) return "";
+  const rows = t.calls
+    .map(
+      (c) =>
+        `<tr data-call="${esc(c.callId)}"><td><strong>${esc(c.name)}</strong> <span class="muted">round ${num(c.round)}</span>${c.status ? ` ${badge(c.status)}` : ""}${c.durationMs !== undefined ? ` <span class="muted">${ms(c.durationMs)}</span>` : ""}${c.answeredBy ? ` <span class="muted">answered by <span class="plugin">${esc(c.answeredBy)}</span></span>` : ""}</td><td><pre class="call-text" data-args>${esc(c.args)}</pre></td><td>${c.result === undefined ? '<span class="muted">no result yet</span>' : `<pre class="call-text${c.isError ? " call-error" : ""}" data-result>${esc(c.result)}</pre>`}</td></tr>`,
+    )
+    .join("");
+  return `<h3>Tool calls</h3><table data-table="calls"><thead><tr><th>call</th><th>arguments</th><th>result</th></tr></thead><tbody>${rows}</tbody></table>${omitted(t, "calls", "tool calls")}`;
 }
 
 async function answer(button) {
@@ -254,7 +311,7 @@ function requestsHtml(t) {
 function requestHtml(t, r, i) {
   const key = `${t.id}:${i}`;
   const u = r.usage;
-  const head = `Round ${num(r.round)}${r.model ? ` · ${esc(r.model)}` : r.provider ? ` · ${esc(r.provider)}` : ""}${u ? ` · ${num((u.inputTokens ?? 0) + (u.cacheReadTokens ?? 0) + (u.cacheWriteTokens ?? 0))} in / ${num(u.outputTokens ?? 0)} out` : ""}${r.durationMs !== undefined ? ` · ${ms(r.durationMs)}` : ""}${r.firstChunkMs !== undefined ? ` (first chunk ${ms(r.firstChunkMs)})` : ""}${r.stopReason ? ` · ${esc(r.stopReason)}` : ""}${r.error ? ` ${badge("failed")}` : ""}${r.compactions.length ? ` ${badge("compacted")}` : ""}`;
+  const head = `Round ${num(r.round)}${r.model ? ` · ${esc(r.model)}` : r.provider ? ` · ${esc(r.provider)}` : ""}${u ? ` · ${num((u.inputTokens ?? 0) + (u.cacheReadTokens ?? 0) + (u.cacheWriteTokens ?? 0))} in / ${num(u.outputTokens ?? 0)} out` : ""}${u && typeof u.costUsd === "number" ? ` · ${money(u.costUsd)}` : ""}${r.durationMs !== undefined ? ` · ${ms(r.durationMs)}` : ""}${r.firstChunkMs !== undefined ? ` (first chunk ${ms(r.firstChunkMs)})` : ""}${r.stopReason ? ` · ${esc(r.stopReason)}` : ""}${r.error ? ` ${badge("failed")}` : ""}${r.compactions.length ? ` ${badge("compacted")}` : ""}`;
   const m = r.manifest;
   const parts = [];
   if (r.error)
@@ -475,7 +532,7 @@ async function showReplay(id) {
     ),
   ];
   const asked = r.asked
-    ? `<h3>What the model would have been asked at request #${num(r.firstDivergence + 1)}</h3><p class="muted">tools: ${esc(r.asked.tools.join(", ") || "(none)")}</p><div class="answer" data-asked="system">${esc(r.asked.system)}</div>${r.asked.lastMessages.map((m) => `<div class="answer"><span class="muted">${esc(m.role)}:</span> ${esc(m.text)}</div>`).join("")}`
+    ? `<h3>What the model would have been asked at request #${num(r.firstDivergence + 1)}</h3><p class="muted">tools: ${esc(r.asked.tools.join(", ") || "(none)")}</p>${r.systemDiff ? `<p class="muted">The system prompt changed (${num(r.systemDiff.recordedChars)} → ${num(r.systemDiff.replayedChars)} characters): − recorded, + today</p><pre class="call-text" data-asked="system-diff">${esc(r.systemDiff.lines.join("\n"))}</pre>` : `<div class="answer" data-asked="system">${esc(r.asked.system)}</div>`}${r.asked.lastMessages.map((m) => `<div class="answer"><span class="muted">${esc(m.role)}:</span> ${esc(m.text)}</div>`).join("")}`
     : "";
   $("#detail").innerHTML =
     `${back}<h2 style="margin:0 0 8px;font-size:16px">Replay of <code>${esc(id)}</code> <span class="muted">(tools ${r.tools === "log" ? "from the log" : "run live"})</span></h2>${result}<h3>Requests</h3><table data-table="replay"><thead><tr><th>#</th><th>round</th><th>request</th><th>what changed</th><th class="num">tokens</th></tr></thead><tbody>${rows}</tbody></table><h3>Turns</h3><table data-table="replay-turns"><thead><tr><th>#</th><th>input</th><th>recorded</th><th>replayed</th><th></th></tr></thead><tbody>${turns}</tbody></table>${calls}${notes.length ? `<h3>Notes</h3><ul>${notes.map((n) => `<li>${n}</li>`).join("")}</ul>` : ""}${asked}`;

@@ -16,7 +16,7 @@ import type { KeelEvent, SessionInfo, SessionStore } from "@keel/kernel";
 import { errorMessage, isKeelError, maskCredentials } from "@keel/kernel";
 import { headOf } from "@keel/text";
 import { experimentReader } from "./experiments.ts";
-import { turnsOf } from "./turns.ts";
+import { totalCost, turnsOf } from "./turns.ts";
 
 /** Answers a pending approval (studio started with approvals allowed). Contract: throws a KeelError (HTTP 409) when the call is not waiting for an answer. */
 export type ApprovalAnswerer = (
@@ -214,6 +214,8 @@ export async function startStudio(options: StudioOptions): Promise<Studio> {
         lastSeq: log.lastSeq,
         approvals: !!options.answer,
         earlierTurns: Math.max(0, turns.length - TURNS_SENT),
+        // Every turn's, the ones not sent included.
+        cost: totalCost(turns),
         turns: turns.slice(-TURNS_SENT),
       });
     }

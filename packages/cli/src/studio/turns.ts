@@ -13,7 +13,7 @@ import type {
   TurnVerdict,
   Usage,
 } from "@keel/kernel";
-import { headOf, truncate } from "@keel/text";
+import { droppedMarker, headOf, truncate } from "@keel/text";
 
 /** One bar of a turn's timeline. Contract: `start`/`end` are ms from the turn's start, `end >= start`. */
 export interface TimelineItem {
@@ -55,6 +55,56 @@ export interface Finding {
   seq: number;
 }
 
+/**
+ * One tool call: what it was called with and what it returned, as text (cut by code points,
+ * saying how much was dropped; the log holds them redacted). Contract: never markup: the page escapes it.
+ */
+export interface CallView {
+  callId: string;
+  name: string;
+  round: number;
+  /** The arguments as JSON (indented), cut. */
+  args: string;
+  /** The result's text (non-text blocks as `[image]` …), cut; absent until the result is in the log. */
+  result?: string;
+  isError?: boolean;
+  status?: string;
+  durationMs?: number;
+  decision?: string;
+  /** A plugin answered the call (the tool did not run). */
+  answeredBy?: string;
+}
+
+/** One approval asked in the turn, and its answer once given: who, when, why. */
+export interface ApprovalView {
+  callId: string;
+  name: string;
+  args: string;
+  /** Why it was asked (the rule or plugin's reason), when the request carries one. */
+  reason?: string;
+  plugin?: string;
+  via?: { child: string; sessionId: string };
+  /** When it was asked (ms since the epoch); absent for an "always" answer, which asks no one. */
+  askedAt?: number;
+  answer?: {
+    approved: boolean;
+    always?: boolean;
+    reason?: string;
+    /** How the answer came: the host (approve/deny), the approve() callback, or an earlier "always". */
+    by: string;
+    /** Who answered, when the log records it (logs before it was recorded have none). */
+    answerer?: string;
+    at: number;
+  };
+}
+
+/** What a turn's own model requests cost. Contract: `usd` sums the requests that carry a cost; `unpriced` counts those that do not. */
+export interface CostView {
+  usd: number;
+  priced: number;
+  unpriced: number;
+}
+
 /** One turn, as the studio shows it. */
 export interface TurnView {
   id: string;
@@ -75,6 +125,12 @@ export interface TurnView {
   requests: RequestView[];
   findings: Finding[];
   guards: Array<{ guard: string; limit: number; value: number }>;
+  /** Every tool call of the turn with its arguments and result. */
+  calls: CallView[];
+  /** Every approval asked in the turn, answered ones included (oldest first). */
+  approvals: ApprovalView[];
+  /** What the turn's model requests (and its preflight plan) cost, from the usage the log records. */
+  cost: CostView;
   /** Tool calls a paused turn waits for. */
   pending: Array<{
     callId: string;
@@ -91,11 +147,14 @@ export interface TurnView {
    */
   recovered?: { cut: string[]; at: number; takenOver?: { pid: number; host: string; reason: string } };
   /** Items left out of a huge turn (the middle of each list is dropped; its first and last halves are kept). */
-  omitted?: { timeline?: number; requests?: number; findings?: number };
+  omitted?: { timeline?: number; requests?: number; findings?: number; calls?: number; approvals?: number };
 }
 
 /** Most items of each list sent for one turn. */
-const CAPS = { timeline: 1_500, requests: 300, findings: 500 } as const;
+const CAPS = { timeline: 1_500, requests: 300, findings: 500, calls: 500, approvals: 300 } as const;
+/** Longest arguments and result text of one call sent to the page, in code points. */
+const MAX_ARGS = 2_000;
+const MAX_RESULT = 4_000;
 
 /** Edits of one compaction listed one by one; the rest are counted. */
 const MAX_EDITS_SHOWN = 20;
@@ -107,12 +166,63 @@ function text(value: unknown, max = MAX_TEXT): string {
   return truncate(s, max);
 }
 
+/** Arguments as indented JSON, cut; a value that does not serialize says so. */
+function argsText(value: unknown): string {
+  let s: string;
+  try {
+    s = JSON.stringify(value, null, 2) ?? "";
+  } catch {
+    s = "(arguments that are not JSON)";
+  }
+  return truncate(s, MAX_ARGS, { marker: droppedMarker });
+}
+
+/** A cost from a usage record, when it carries a valid one. */
+function costOf(usage: Partial<Usage> | undefined): number | undefined {
+  const c = usage?.costUsd;
+  return typeof c === "number" && Number.isFinite(c) && c >= 0 ? c : undefined;
+}
+
+function addCost(t: TurnView, usage: Partial<Usage> | undefined): void {
+  const c = costOf(usage);
+  if (c === undefined) t.cost.unpriced++;
+  else {
+    t.cost.usd += c;
+    t.cost.priced++;
+  }
+}
+
+/** What the turns cost together. Contract: pure. */
+export function totalCost(turns: readonly TurnView[]): CostView {
+  const total: CostView = { usd: 0, priced: 0, unpriced: 0 };
+  for (const t of turns) {
+    total.usd += t.cost.usd;
+    total.priced += t.cost.priced;
+    total.unpriced += t.cost.unpriced;
+  }
+  return total;
+}
+
 /** Group a session's events into turns, oldest first. Contract: pure; events in seq order. */
 export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
   const turns = new Map<string, TurnView>();
   const openTools = new Map<string, { start: number; name: string; round: number }>();
   const openJobs = new Map<string, { start: number; plugin: string; name: string; attempt: number }>();
   const children = new Map<string, string>();
+  /** Per turn: its calls and approvals by call id (the latest with that id: ids can repeat across rounds). */
+  const callsById = new Map<string, Map<string, CallView>>();
+  const approvalsById = new Map<string, Map<string, ApprovalView>>();
+  const callOf = (t: TurnView, callId: string, name: string, round: number, args?: string): CallView => {
+    let byId = callsById.get(t.id);
+    if (!byId) callsById.set(t.id, (byId = new Map()));
+    let c = byId.get(callId);
+    if (!c) {
+      c = { callId, name, round, args: args ?? approvalsById.get(t.id)?.get(callId)?.args ?? "" };
+      byId.set(callId, c);
+      t.calls.push(c);
+    }
+    return c;
+  };
   let pendingCompactions: RequestView["compactions"] = [];
   const rel = (t: TurnView, ts: number) => Math.max(0, ts - t.startedAt);
   for (const e of events) {
@@ -131,6 +241,9 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         requests: [],
         findings: [],
         guards: [],
+        calls: [],
+        approvals: [],
+        cost: { usd: 0, priced: 0, unpriced: 0 },
         pending: [],
       });
       pendingCompactions = [];
@@ -211,6 +324,7 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         request(t, e.round, rel(t, e.ts)).notices.push({ kind: e.kind, message: text(e.message, 500) });
         break;
       case "model.responded": {
+        addCost(t, e.usage);
         const r = request(t, e.round, rel(t, e.ts) - e.durationMs);
         Object.assign(r, {
           durationMs: e.durationMs,
@@ -248,12 +362,19 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         });
         break;
       }
+      case "preflight.completed":
+        if (costOf(e.usage) !== undefined) addCost(t, e.usage);
+        break;
       case "child.started":
         children.set(e.callId, e.childSessionId);
         break;
-      case "tool.started":
+      case "tool.started": {
         openTools.set(e.callId, { start: rel(t, e.ts), name: e.name, round: e.round });
+        // A call that starts again (recovery) is the same call: its arguments are the latest.
+        callsById.get(t.id)?.delete(e.callId);
+        callOf(t, e.callId, e.name, e.round, argsText(e.args));
         break;
+      }
       case "tool.completed": {
         const o = openTools.get(e.callId);
         openTools.delete(e.callId);
@@ -272,6 +393,12 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
             ...(children.has(e.callId) ? { childSession: children.get(e.callId) } : {}),
           },
         });
+        Object.assign(callOf(t, e.callId, e.name, e.round), {
+          status: e.status,
+          durationMs: e.durationMs,
+          ...(e.decision ? { decision: text(e.decision, 500) } : {}),
+          ...(e.answeredBy ? { answeredBy: text(e.answeredBy, 200) } : {}),
+        });
         break;
       }
       case "message.appended": {
@@ -280,6 +407,12 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
           const item = [...t.timeline].reverse().find((i) => i.kind === "tool" && i.detail?.callId === m.toolCallId);
           const chars = m.content.reduce((n, b) => n + (b.type === "text" ? [...b.text].length : 0), 0);
           if (item) item.detail = { ...item.detail, resultChars: chars, ...(m.isError ? { isError: true } : {}) };
+          const call = callsById.get(t.id)?.get(m.toolCallId);
+          if (call) {
+            const body = m.content.map((b) => (b.type === "text" ? b.text : `[${b.type}]`)).join("\n");
+            call.result = truncate(body, MAX_RESULT, { marker: droppedMarker });
+            if (m.isError) call.isError = true;
+          }
         } else if (m.role === "assistant") {
           const answer = m.content
             .filter((b) => b.type === "text")
@@ -338,7 +471,20 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         });
         break;
       }
-      case "approval.requested":
+      case "approval.requested": {
+        const asked: ApprovalView = {
+          callId: e.callId,
+          name: e.name,
+          args: argsText(e.args),
+          askedAt: e.ts,
+          ...(typeof e.reason === "string" && e.reason ? { reason: text(e.reason, 500) } : {}),
+          ...(e.plugin ? { plugin: text(e.plugin, 200) } : {}),
+          ...(e.via ? { via: { child: e.via.child, sessionId: e.via.sessionId } } : {}),
+        };
+        let byId = approvalsById.get(t.id);
+        if (!byId) approvalsById.set(t.id, (byId = new Map()));
+        byId.set(e.callId, asked);
+        t.approvals.push(asked);
         t.pending.push({
           callId: e.callId,
           name: e.name,
@@ -348,9 +494,30 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
           ...(e.via ? { via: { child: e.via.child, sessionId: e.via.sessionId } } : {}),
         });
         break;
-      case "approval.resolved":
+      }
+      case "approval.resolved": {
         t.pending = t.pending.filter((p) => p.callId !== e.callId);
+        let asked = approvalsById.get(t.id)?.get(e.callId);
+        // An earlier "always" answers without a request: the answer stands alone in the history.
+        // A second answer before the resume (the last counts) is listed too, under the same request.
+        if (!asked || asked.answer) {
+          const { answer: _, ...request } = asked ?? { callId: e.callId, name: e.name, args: "" };
+          asked = request;
+          approvalsById.get(t.id)?.set(e.callId, asked);
+          t.approvals.push(asked);
+        }
+        // Read defensively: fields of a log written by another version may be missing or odd.
+        const answerer = (e as { answerer?: unknown }).answerer;
+        asked.answer = {
+          approved: e.approved === true,
+          ...(e.always === true ? { always: true } : {}),
+          ...(typeof e.reason === "string" && e.reason ? { reason: text(e.reason, 1_000) } : {}),
+          by: typeof e.by === "string" ? e.by : "host",
+          ...(typeof answerer === "string" && answerer ? { answerer: text(answerer, 200) } : {}),
+          at: e.ts,
+        };
         break;
+      }
       case "turn.completed":
       case "turn.failed":
       case "turn.interrupted":
@@ -368,7 +535,8 @@ export function turnsOf(events: readonly KeelEvent[]): TurnView[] {
         break;
     }
   }
-  for (const t of turns.values()) for (const key of ["timeline", "requests", "findings"] as const) capList(t, key);
+  for (const t of turns.values())
+    for (const key of ["timeline", "requests", "findings", "calls", "approvals"] as const) capList(t, key);
   return [...turns.values()];
 }
 
