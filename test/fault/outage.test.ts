@@ -117,7 +117,10 @@ describe("outage: keel worker through a PostgreSQL outage", () => {
     expect(events.filter((e) => e.type === "turn.interrupted")).toEqual([]);
     // A dead holder on this host: taken when the store is back, not after the 30 s lease.
     expect(finishedIn).toBeLessThan(30_000);
-    await until(() => lines(w).some((l) => l.type === "store_recovered"), "the worker to report the store back");
+    await until(
+      () => lines(w).some((l) => l.type === "store_recovered") && lines(w).some((l) => l.type === "finished"),
+      "the worker to report the store back and the turn finished",
+    );
     const seen = lines(w);
     expect(seen.filter((l) => l.type === "store_unavailable")).toHaveLength(1);
     expect(seen.filter((l) => l.type === "store_recovered")).toHaveLength(1);
@@ -151,6 +154,7 @@ describe("outage: keel worker through a PostgreSQL outage", () => {
     expect(terminals(events)).toEqual([`turn.completed:${id}/1`]);
     const results = events.filter((e) => e.type === "message.appended" && e.message.role === "tool");
     expect(results).toHaveLength(1);
+    await until(() => lines(w).some((l) => l.type === "finished"), "the worker to report the turn finished");
     const seen = lines(w);
     expect(seen.filter((l) => l.type === "failed")).toEqual([]);
     expect(seen.filter((l) => l.type === "finished")).toMatchObject([{ verdict: { status: "completed" } }]);

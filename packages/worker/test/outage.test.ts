@@ -130,14 +130,12 @@ describe("the in-process worker through a PostgreSQL outage", () => {
     await proxy.up();
     const direct = new PostgresSessionStore({ url: PG_URL, schema });
     closers.push(() => direct.close());
-    await until(async () => terminals(await direct.events(id)).length > 0, "the turn to end").catch(async (err) => {
-      console.log(JSON.stringify(events), JSON.stringify(await direct.events(id)), JSON.stringify(await direct.unfinished()));
-      throw err;
-    });
+    await until(async () => terminals(await direct.events(id)).length > 0, "the turn to end");
     expect(terminals(await direct.events(id))).toEqual([`turn.completed:${id}/1`]);
     expect(events.filter((e) => e.type === "store_unavailable")).toHaveLength(1);
     await until(() => events.some((e) => e.type === "store_recovered"), "the recovery notice");
     expect(events.filter((e) => e.type === "store_recovered")).toHaveLength(1);
+    await until(() => events.some((e) => e.type === "finished"), "the worker to report the turn finished");
     expect(events.filter((e) => e.type === "failed")).toEqual([]);
     expect(w.health()).toMatchObject({ state: "ok", consecutiveFailures: 0, backoffMs: 0 });
     expect(w.health().lastPollAt).toBeGreaterThan(h.failingSince!);
@@ -179,6 +177,7 @@ describe("the in-process worker through a PostgreSQL outage", () => {
     expect(log.filter((e) => e.type === "turn.interrupted")).toEqual([]);
     const results = log.filter((e) => e.type === "message.appended" && e.message.role === "tool");
     expect(results).toHaveLength(1);
+    await until(() => events.some((e) => e.type === "finished"), "the worker to report the turn finished");
     expect(events.filter((e) => e.type === "failed")).toEqual([]);
     expect(events.filter((e) => e.type === "finished")).toMatchObject([{ verdict: { status: "completed" } }]);
     stop.abort();
