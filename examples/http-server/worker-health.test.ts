@@ -34,7 +34,11 @@ it("the worker waits out a PostgreSQL outage and says so at /worker/health; it n
   const saved = { url: process.env.KEEL_DATABASE_URL, schema: process.env.KEEL_DATABASE_SCHEMA };
   process.env.KEEL_DATABASE_URL = proxy.url;
   process.env.KEEL_DATABASE_SCHEMA = testSchema();
-  const s = await startServer({ home: mkdtempSync(join(tmpdir(), "keel-worker-health-")), provider: offlineModel, port: 0 });
+  const s = await startServer({
+    home: mkdtempSync(join(tmpdir(), "keel-worker-health-")),
+    provider: offlineModel,
+    port: 0,
+  });
   try {
     await until(async () => (await health(s.url)).body.lastPollAt !== null, "the first poll");
     expect(await health(s.url)).toMatchObject({ status: 200, body: { state: "ok", consecutiveFailures: 0 } });

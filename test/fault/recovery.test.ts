@@ -386,10 +386,14 @@ describe("recovery on the same machine: a dead holder's lease is taken at once",
 
   it("SQLite: keel worker --once finishes a keel run SIGKILLed a moment ago, well under the 30 s lease TTL", async () => {
     const home = join(root, "same-host-sqlite", "home");
-    await killedThenWorker("same-host-sqlite", {}, {
-      sessions: async () => storedSessions(home),
-      events: async (id) => storedEvents(home, id),
-    });
+    await killedThenWorker(
+      "same-host-sqlite",
+      {},
+      {
+        sessions: async () => storedSessions(home),
+        events: async (id) => storedEvents(home, id),
+      },
+    );
   }, 90_000);
 
   it("PostgreSQL: the same on a shared store", async () => {

@@ -118,8 +118,7 @@ export class MemorySessionStore implements SessionStore {
       if (
         (s.turnState === "running" || s.turnState === "answered") &&
         (!options.agent || s.info.agent === options.agent)
-      )
-      {
+      ) {
         const l = this.#leases.get(s.info.id);
         out.push({
           sessionId: s.info.id,

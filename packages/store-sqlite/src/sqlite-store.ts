@@ -597,5 +597,10 @@ function sqliteErrcode(err: unknown): number | undefined {
 
 /** A lease row's holder, as TurnToContinue.holder. */
 function holderOf(r: Record<string, unknown>): NonNullable<TurnToContinue["holder"]> {
-  return { owner: r["owner"] as string, pid: Number(r["pid"]), host: r["host"] as string, expiresAt: Number(r["expires_at"]) };
+  return {
+    owner: r["owner"] as string,
+    pid: Number(r["pid"]),
+    host: r["host"] as string,
+    expiresAt: Number(r["expires_at"]),
+  };
 }

@@ -247,7 +247,11 @@ class Worker {
   private storeAnswered(): void {
     this.lastPollAt = Date.now();
     if (this.state === "retrying")
-      this.emit({ type: "store_recovered", downMs: Date.now() - (this.failingSince ?? Date.now()), failures: this.failures });
+      this.emit({
+        type: "store_recovered",
+        downMs: Date.now() - (this.failingSince ?? Date.now()),
+        failures: this.failures,
+      });
     this.state = "ok";
     this.failures = 0;
     this.backoffMs = 0;

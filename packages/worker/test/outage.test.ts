@@ -93,7 +93,10 @@ async function workerAgent(schema: string, url: string, execute: () => Promise<s
     recovery: "auto",
     lease: { ttlMs: 30_000 },
   });
-  closers.push(() => store.close(), () => agent.close());
+  closers.push(
+    () => store.close(),
+    () => agent.close(),
+  );
   return agent;
 }
 
@@ -160,7 +163,13 @@ describe("the in-process worker through a PostgreSQL outage", () => {
     });
     const events: WorkerEvent[] = [];
     const stop = new AbortController();
-    const w = startWorker({ agent, signal: stop.signal, intervalMs: 50, maxBackoffMs: 400, onEvent: (e) => events.push(e) });
+    const w = startWorker({
+      agent,
+      signal: stop.signal,
+      intervalMs: 50,
+      maxBackoffMs: 400,
+      onEvent: (e) => events.push(e),
+    });
     closers.push(async () => (stop.abort(), await w.done.catch(() => undefined)));
     await running.opened;
     // Every backend is gone and new connections are refused while the recovered call returns and its result is written.
@@ -207,7 +216,10 @@ describe("isTransientStoreError against real failures", () => {
     expect(e3).toBeInstanceOf(KeelError);
     expect(isTransientStoreError(e3)).toBe(false);
 
-    const nohost = new PostgresSessionStore({ url: "postgres://postgres@keel-no-such-host.invalid/test", schema: testSchema() });
+    const nohost = new PostgresSessionStore({
+      url: "postgres://postgres@keel-no-such-host.invalid/test",
+      schema: testSchema(),
+    });
     const e4 = await Promise.resolve(nohost.listSessions()).catch((e: unknown) => e);
     await nohost.close();
     expect(isTransientStoreError(e4)).toBe(false);
@@ -247,6 +259,17 @@ describe("isTransientStoreError against real failures", () => {
     }
     expect(corrupt).toBeInstanceOf(KeelError);
     expect(isTransientStoreError(corrupt)).toBe(false);
-    expect(isTransientStoreError(new Proxy({}, { get: () => { throw new Error("hostile"); } }))).toBe(false);
+    expect(
+      isTransientStoreError(
+        new Proxy(
+          {},
+          {
+            get: () => {
+              throw new Error("hostile");
+            },
+          },
+        ),
+      ),
+    ).toBe(false);
   });
 });
