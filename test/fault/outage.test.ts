@@ -162,4 +162,33 @@ describe("outage: keel worker through a PostgreSQL outage", () => {
     w.child.kill("SIGTERM");
     expect((await w.exit).code, w.stderr()).toBe(0);
   }, 90_000);
+
+  it("every backend killed again and again while the worker recovers a turn (no refusal): the turn completes, the worker goes on", async () => {
+    const p = await setup("backends-killed");
+    const run = startKeel(["run", "outage-c tools:2 pause:60000"], { cwd: p.dir, env: p.env });
+    const id = await firstCallStarted(p.store);
+    run.child.kill("SIGKILL");
+    await run.exit;
+    const w = await worker(p);
+    await untilAsync(
+      async () => (await p.store.events(id)).filter((e) => e.type === "tool.started").length === 2,
+      "the call to run again",
+    );
+    // Released while every connection is dropped each 30 ms for 3 s: writes, renewals and polls are cut mid-query and mid-transaction.
+    writeFileSync(p.release, "");
+    const end = Date.now() + 3_000;
+    while (Date.now() < end) {
+      proxy!.reset();
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    await untilAsync(async () => terminals(await p.store.events(id)).length > 0, "the turn to end");
+    const events = await p.store.events(id);
+    expect(terminals(events)).toEqual([`turn.completed:${id}/1`]);
+    expect(events.filter((e) => e.type === "message.appended" && e.message.role === "tool")).toHaveLength(2);
+    await until(() => lines(w).some((l) => l.type === "finished"), "the worker to report the turn finished");
+    expect(lines(w).filter((l) => l.type === "failed")).toEqual([]);
+    expect(w.child.exitCode, w.stderr()).toBeNull();
+    w.child.kill("SIGTERM");
+    expect((await w.exit).code, w.stderr()).toBe(0);
+  }, 90_000);
 });
