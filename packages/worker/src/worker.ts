@@ -267,6 +267,8 @@ class Worker {
     const now = Date.now();
     const list = await store.unfinished({ agent: this.agent.name, limit: PAGE });
     this.storeAnswered();
+    // A cut turn another worker finished since is no longer this worker's to hurry.
+    if (this.cut.size) for (const id of [...this.cut]) if (!list.some((c) => c.sessionId === id)) this.cut.delete(id);
     for (const c of list) {
       if (this.options.signal?.aborted) return;
       // A turn whose holder died on this host is taken at once; others once quiet for minIdleMs (a live holder renews within it).

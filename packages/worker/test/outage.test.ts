@@ -194,6 +194,25 @@ describe("the in-process worker through a PostgreSQL outage", () => {
   });
 });
 
+describe("one pass (a cron job) while the store is down", () => {
+  it("retries within maxBackoffMs, then rejects with the store's error (exit 1), not hanging and not reporting a session failed", async () => {
+    proxy = await startPgProxy();
+    await proxy.down();
+    const agent = await workerAgent(testSchema(), proxy.url, async () => "looked");
+    const events: WorkerEvent[] = [];
+    const w = startWorker({ agent, once: true, intervalMs: 20, maxBackoffMs: 300, onEvent: (e) => events.push(e) });
+    const err = await w.done.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(KeelError);
+    expect(isTransientStoreError(err)).toBe(true);
+    expect(w.health().consecutiveFailures).toBeGreaterThan(1);
+    expect(w.health().state).toBe("stopped");
+    expect(events.map((e) => e.type)).toEqual(["store_unavailable"]);
+  });
+});
+
 describe("isTransientStoreError against real failures", () => {
   it("PostgreSQL: refused and terminated connections are transient; a missing database, an unknown host and bad SQL are not", async () => {
     proxy = await startPgProxy();
