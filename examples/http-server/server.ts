@@ -5,7 +5,8 @@
  * HOST (default 127.0.0.1), KEEL_HOME (default ./.keel) say where it listens and stores;
  * DEPLOY_STEP_MS (default 150) how long each of a deploy's three steps takes. Each server also
  * runs a worker (@keel/worker) that finishes turns a crashed server left, with no user action
- * (WORKER=0 turns it off; LEASE_TTL_MS, default 30 s, is how long a silent holder keeps a turn).
+ * (WORKER=0 turns it off; LEASE_TTL_MS, default 30 s, is how long a silent holder keeps a turn);
+ * `GET /worker/health` says whether its store answers (a short outage is waited out).
  * MAX_COST_USD sets limits.maxCostUsd: a turn that would pass it stops, and the chat says so.
  * `/api/chat` (useChat) and `/api/agui` (AG-UI) serve browser UIs; the chat page built by
  * examples/chat-ui (`pnpm --filter @keel/example-chat-ui build`) is served at `/` when its
@@ -17,7 +18,8 @@ import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { resolveModel } from "@keel/providers";
-import { runWorker } from "@keel/worker";
+import { startWorker } from "@keel/worker";
+import type { WorkerHealth } from "@keel/worker";
 import type { Limits, ModelProvider } from "@keel/kernel";
 import { buildAgent } from "./agent.ts";
 import { nodeHandler } from "./adapters/node.ts";
@@ -38,7 +40,7 @@ export async function startServer(options: {
   limits?: Partial<Limits>;
   /** Serve the chat page's build from this folder at `/`. */
   staticDir?: string;
-}): Promise<{ url: string; server: Server; close: () => Promise<void> }> {
+}): Promise<{ url: string; server: Server; workerHealth: () => WorkerHealth | undefined; close: () => Promise<void> }> {
   const agent = await buildAgent({
     home: options.home,
     provider: options.provider,
@@ -47,20 +49,36 @@ export async function startServer(options: {
     ...(options.limits ? { limits: options.limits } : {}),
   });
   const stopWorker = new AbortController();
-  const worker =
+  // A store that fails for a moment is waited out (said once each way); only another failure (bad credentials) stops it.
+  const running =
     options.worker === false
       ? undefined
-      : runWorker({ agent, signal: stopWorker.signal, graceMs: 5_000 }).catch((err: unknown) => {
-          process.stderr.write(`worker stopped: ${err instanceof Error ? err.message : String(err)}\n`);
+      : startWorker({
+          agent,
+          signal: stopWorker.signal,
+          graceMs: 5_000,
+          onEvent: (e) => {
+            if (e.type === "store_unavailable")
+              process.stderr.write(`worker: store unavailable (${e.code}); retrying with backoff\n`);
+            if (e.type === "store_recovered") process.stderr.write(`worker: store back after ${e.downMs} ms\n`);
+          },
         });
+  const worker = running?.done.catch((err: unknown) => {
+    process.stderr.write(`worker stopped: ${err instanceof Error ? err.message : String(err)}\n`);
+  });
   // Chats are kept beside the sessions (`<home>/chats.sqlite`): @keel/ui-stream's default.
-  const handler = createHandler(agent, options.staticDir ? { staticDir: options.staticDir } : {});
+  const app = createHandler(agent, options.staticDir ? { staticDir: options.staticDir } : {});
+  const handler = (request: Request): Promise<Response> =>
+    request.method === "GET" && new URL(request.url).pathname === "/worker/health"
+      ? Promise.resolve(workerHealth(running?.health()))
+      : app(request);
   const server = createServer(nodeHandler(handler));
   await new Promise<void>((resolve) => server.listen(options.port ?? 8787, options.host ?? "127.0.0.1", resolve));
   const address = server.address() as { port: number };
   return {
     url: `http://${options.host ?? "127.0.0.1"}:${address.port}`,
     server,
+    workerHealth: () => running?.health(),
     close: async () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
@@ -70,6 +88,22 @@ export async function startServer(options: {
       await agent.close();
     },
   };
+}
+
+/** The worker's health for `GET /worker/health`: 200 while the store answers, 503 while it is retrying or stopped; error codes, never messages. */
+function workerHealth(h: WorkerHealth | undefined): Response {
+  if (!h) return Response.json({ state: "off" });
+  const body = {
+    state: h.state,
+    lastPollAt: h.lastPollAt ?? null,
+    consecutiveFailures: h.consecutiveFailures,
+    backoffMs: h.backoffMs,
+    ...(h.failingSince !== undefined ? { failingSince: h.failingSince } : {}),
+    ...(h.lastError ? { lastError: h.lastError.code } : {}),
+    finished: h.report.finished,
+    failed: h.report.failed,
+  };
+  return Response.json(body, { status: h.state === "ok" || h.state === "starting" ? 200 : 503 });
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

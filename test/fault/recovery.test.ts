@@ -352,3 +352,63 @@ describe("recovery on PostgreSQL", () => {
     }
   });
 });
+
+describe("recovery on the same machine: a dead holder's lease is taken at once", () => {
+  /** A `keel run` SIGKILLed mid-tool, then `keel worker --once` with the default minimum idle time (the lease TTL, 30 s here). */
+  async function killedThenWorker(name: string, extra: Record<string, string>, read: LogReader) {
+    const p = project(root, name, faultConfig(`recovery: "auto",\n  lease: { ttlMs: 30000 },`));
+    const release = join(p.dir, "release");
+    const env = wireEnv(p.home, server.anthropicBaseURL, { FAULT_PAUSE_RELEASE: release, ...extra });
+    const proc = startKeel(["run", `${name} tools:2 pause:60000`], { cwd: p.dir, env });
+    let id = "";
+    await untilAsync(
+      async () => {
+        id = (await read.sessions())[0] ?? "";
+        return !!id && (await read.events(id)).some((e) => e.type === "tool.started");
+      },
+      "the first call to start",
+      40_000,
+    );
+    await killed(proc);
+    const t0 = Date.now();
+    writeFileSync(release, "");
+    const r = await runKeel(["worker", "--once", "--json"], { cwd: p.dir, env, timeoutMs: 50_000 });
+    const took = Date.now() - t0;
+    expect(r.code, r.stderr).toBe(0);
+    const events = await read.events(id);
+    expect(terminals(events)).toEqual([`turn.completed:${id}/1`]);
+    expect([...resultsPerCall(events).values()]).toEqual([1, 1]);
+    // Nothing waited for the 30 s lease (nor the quiet time): the holder's process is gone, and the worker knows it.
+    expect(took).toBeLessThan(30_000);
+    const resumed = events.find((e) => e.type === "turn.resumed");
+    expect(resumed?.type === "turn.resumed" && resumed.recovered?.leaseTakenOver?.reason).toBe("holder_dead");
+  }
+
+  it("SQLite: keel worker --once finishes a keel run SIGKILLed a moment ago, well under the 30 s lease TTL", async () => {
+    const home = join(root, "same-host-sqlite", "home");
+    await killedThenWorker(
+      "same-host-sqlite",
+      {},
+      {
+        sessions: async () => storedSessions(home),
+        events: async (id) => storedEvents(home, id),
+      },
+    );
+  }, 90_000);
+
+  it("PostgreSQL: the same on a shared store", async () => {
+    await requirePostgres();
+    const schema = testSchema();
+    const store = new PostgresSessionStore({ url: PG_URL, schema });
+    try {
+      await killedThenWorker(
+        "same-host-pg",
+        { KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema },
+        { sessions: async () => (await store.listSessions()).map((s) => s.id), events: (id) => store.events(id) },
+      );
+    } finally {
+      await store.close();
+      await dropTestSchemas();
+    }
+  }, 90_000);
+});

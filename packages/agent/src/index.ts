@@ -29,5 +29,7 @@ export type {
   PluginSpec,
 } from "./config.ts";
 export { MemorySessionStore } from "./memory-store.ts";
+/** Store failures that pass by themselves (a worker retries them), and whether a lease's holder is a dead process on this host. */
+export { holderIsDead, isTransientStoreError } from "@keel/store-kit/core";
 export { resolveStorage } from "./storage.ts";
 export type { HostRuntime, ResolvedStorage } from "./storage.ts";

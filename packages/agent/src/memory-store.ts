@@ -118,8 +118,16 @@ export class MemorySessionStore implements SessionStore {
       if (
         (s.turnState === "running" || s.turnState === "answered") &&
         (!options.agent || s.info.agent === options.agent)
-      )
-        out.push({ sessionId: s.info.id, agent: s.info.agent, state: s.turnState, updatedAt: s.info.updatedAt });
+      ) {
+        const l = this.#leases.get(s.info.id);
+        out.push({
+          sessionId: s.info.id,
+          agent: s.info.agent,
+          state: s.turnState,
+          updatedAt: s.info.updatedAt,
+          ...(l ? { holder: { owner: l.owner, pid: l.pid, host: l.host, expiresAt: l.expiresAt } } : {}),
+        });
+      }
     out.sort((a, b) => a.updatedAt - b.updatedAt);
     return options.limit === undefined || options.limit < 0 ? out : out.slice(0, options.limit);
   }

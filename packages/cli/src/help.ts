@@ -33,6 +33,11 @@ export const ENVIRONMENT: Record<string, string> = {
   KEEL_CONFIG_TIMEOUT_MS: "deadline for loading the config and the plugin packages it names (default 10000)",
   KEEL_EXIT_GRACE_MS:
     "how long background work (memory extraction, jobs) gets after the turn before keel exits (default 5000)",
+  KEEL_WORKER_MIN_IDLE_MS:
+    "keel worker: how long a session must have been quiet before it is taken (default the lease TTL; a turn whose holder died on this machine is taken at once)",
+  KEEL_WORKER_INTERVAL_MS: "keel worker: how often the store is asked for work (default 1000)",
+  KEEL_WORKER_MAX_BACKOFF_MS:
+    "keel worker: the longest wait between attempts while the store fails with a transient error (default 30000)",
   KEEL_STRICT:
     "1 = strict mode, as --strict: any warning or error a plugin causes (a rejected contribution, a handler that threw) fails the command",
   KEEL_ASK:
@@ -309,7 +314,10 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
         "one pass over the work there is, then exit (a cron job); exit 1 when a session could not be continued",
       ],
       ["--concurrency N", "turns continued at once (default 4)"],
-      ["--json", "one JSON line per step (claimed, finished, skipped, failed, handed_back) and the report"],
+      [
+        "--json",
+        "one JSON line per step (claimed, finished, skipped, failed, handed_back, store_unavailable, store_recovered) and the report",
+      ],
     ],
     examples: [
       "keel worker                                # until SIGTERM or Ctrl-C",
@@ -322,9 +330,11 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       "KEEL_EXIT_GRACE_MS",
       "KEEL_WORKER_MIN_IDLE_MS",
       "KEEL_WORKER_INTERVAL_MS",
+      "KEEL_WORKER_MAX_BACKOFF_MS",
     ],
     notes: [
-      'The agent runs with recovery "auto": a turn a stopped process left goes on from its log (a cut call runs again only when its tool is repeatable; otherwise the model reads that it was interrupted), and a paused turn whose approvals were all answered is resumed. A session is taken once it has been quiet for the lease TTL (KEEL_WORKER_MIN_IDLE_MS). On SIGTERM or Ctrl-C running turns get KEEL_EXIT_GRACE_MS to end, then are handed back unfinished for the next worker; a second signal exits at once.',
+      'The agent runs with recovery "auto": a turn a stopped process left goes on from its log (a cut call runs again only when its tool is repeatable; otherwise the model reads that it was interrupted), and a paused turn whose approvals were all answered is resumed. A session is taken once it has been quiet for the lease TTL (KEEL_WORKER_MIN_IDLE_MS), or at once when the process that held it died on this machine. On SIGTERM or Ctrl-C running turns get KEEL_EXIT_GRACE_MS to end, then are handed back unfinished for the next worker; a second signal exits at once.',
+      "A store that fails for a moment (PostgreSQL refusing or dropping connections, a terminated backend, SQLITE_BUSY, a timeout) never stops the worker: it says so once, with the last successful poll, waits (doubling from KEEL_WORKER_INTERVAL_MS with jitter, up to KEEL_WORKER_MAX_BACKOFF_MS), tries again, says once when the store is back, and takes up the turns the outage cut. Any other store failure (refused credentials, a database that does not exist) ends it with exit 1. With --once, a store still failing after KEEL_WORKER_MAX_BACKOFF_MS is exit 1.",
     ],
   },
   eval: {

@@ -40,6 +40,7 @@ export async function workerCommand(
   };
   const minIdleMs = ms("KEEL_WORKER_MIN_IDLE_MS");
   const intervalMs = ms("KEEL_WORKER_INTERVAL_MS");
+  const maxBackoffMs = ms("KEEL_WORKER_MAX_BACKOFF_MS");
   const graceMs = ms("KEEL_EXIT_GRACE_MS");
   if (!flags.once) io.err(`keel worker: continuing the unfinished turns of agent "${agent.name}" (Ctrl-C stops)\n`);
   try {
@@ -51,6 +52,7 @@ export async function workerCommand(
       ...(flags.concurrency ? { concurrency: flags.concurrency } : {}),
       ...(minIdleMs !== undefined ? { minIdleMs } : {}),
       ...(intervalMs !== undefined ? { intervalMs } : {}),
+      ...(maxBackoffMs !== undefined ? { maxBackoffMs } : {}),
       ...(graceMs !== undefined ? { graceMs } : {}),
       onEvent: (e) => {
         const line = flags.json ? JSON.stringify(e) : describe(e);
@@ -84,6 +86,10 @@ function describe(e: WorkerEvent): string | undefined {
       return `jobs     ${e.sessionId}: pending durable jobs run in ${e.ms} ms`;
     case "work":
       return `${e.source} ${e.id}: ${e.outcome}`;
+    case "store_unavailable":
+      return `store unavailable: ${e.code}: ${e.message} (last successful poll ${e.lastPollAt ? new Date(e.lastPollAt).toISOString() : "never"}); retrying with backoff (next in ${e.backoffMs} ms), turns wait`;
+    case "store_recovered":
+      return `store back after ${e.downMs} ms (${e.failures} failed attempt${e.failures === 1 ? "" : "s"}); going on`;
     default:
       return undefined;
   }

@@ -7,6 +7,12 @@ export interface TurnToContinue {
   agent: string;
   state: "running" | "answered";
   updatedAt: number;
+  /**
+   * Who holds the session's lease, when one is recorded (a store that keeps leases says): a
+   * worker takes a turn whose holder is a dead process on its own host at once, instead of
+   * waiting for the session to go quiet. `expiresAt` is epoch ms.
+   */
+  holder?: { owner: string; pid: number; host: string; expiresAt: number };
 }
 
 /** A session as the store lists it. */

@@ -9,3 +9,4 @@ export { toJson } from "./json.ts";
 export { turnStateChange, turnStateChanges } from "./turn-state.ts";
 export type { TurnState, TurnStateChange } from "./turn-state.ts";
 export { PROCESS_ID, processGone, processInstance, thisHost } from "./runtime.ts";
+export { isTransientStoreError } from "./transient.ts";

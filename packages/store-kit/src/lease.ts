@@ -70,7 +70,7 @@ const LIVE_OWNERS: Set<string> = ((globalThis as Record<symbol, unknown>)[Symbol
  * this very pid but an owner this process does not hold (an earlier process with our pid,
  * e.g. a container's PID 1 that was killed and restarted).
  */
-export function holderIsDead(lease: SessionLease): boolean {
+export function holderIsDead(lease: Pick<SessionLease, "host" | "pid" | "owner">): boolean {
   if (lease.host !== thisHost()) return false;
   if (lease.pid === PROCESS_ID) return !LIVE_OWNERS.has(lease.owner);
   return processGone(lease.pid);

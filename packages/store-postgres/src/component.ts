@@ -7,7 +7,7 @@ import type { PgPool } from "./pool.ts";
 import { KeelError } from "@keel/kernel";
 import type { ErrorCode } from "@keel/kernel";
 import { migrate } from "./migrate.ts";
-import { pgError, pgParams, quoteIdent } from "./pg-util.ts";
+import { checkedOut, pgError, pgParams, quoteIdent } from "./pg-util.ts";
 import { resolveTarget } from "./pool.ts";
 import type { PostgresTarget } from "./pool.ts";
 
@@ -88,6 +88,7 @@ export class PgComponent {
     } catch (err) {
       throw pgError(err, this.where, action, this.code);
     }
+    const held = checkedOut(client);
     let broken = false;
     try {
       await client.query("BEGIN");
@@ -99,7 +100,7 @@ export class PgComponent {
       await client.query("ROLLBACK").catch(() => (broken = true));
       throw pgError(err, this.where, action, this.code);
     } finally {
-      client.release(broken);
+      held.release(broken);
     }
   }
 

@@ -1,7 +1,7 @@
 /** Versioned migrations, applied once per schema and component under an advisory lock. */
 import type { PgPool } from "./pool.ts";
 import { KeelError } from "@keel/kernel";
-import { quoteIdent } from "./pg-util.ts";
+import { checkedOut, quoteIdent } from "./pg-util.ts";
 
 /**
  * Bring `component`'s tables in `schema` to `migrations.length`.
@@ -17,6 +17,7 @@ export async function migrate(
 ): Promise<number> {
   const s = quoteIdent(schema);
   const client = await pool.connect();
+  const held = checkedOut(client);
   let broken = false;
   try {
     await client.query("BEGIN");
@@ -50,6 +51,6 @@ export async function migrate(
     }
     throw err;
   } finally {
-    client.release(broken);
+    held.release(broken);
   }
 }

@@ -63,6 +63,27 @@ export function pgError(
 }
 
 /**
+ * A client checked out of a pool, with a listener for its `error` event while it is out: the
+ * pool listens only to idle clients, so a connection dropped between two queries of a
+ * transaction (a terminated backend, a failover) would otherwise be an uncaught exception
+ * that takes the process down. Contract: `release()` gives the client back, destroyed when it
+ * failed or `broken`; the failure itself reaches the caller through its next query.
+ */
+export function checkedOut(client: pg.PoolClient): { release(broken?: boolean): void } {
+  let failed = false;
+  const onError = () => {
+    failed = true;
+  };
+  client.on("error", onError);
+  return {
+    release(broken = false) {
+      client.off("error", onError);
+      client.release(broken || failed);
+    },
+  };
+}
+
+/**
  * Parameters as PostgreSQL text can hold them: a NUL (which TEXT refuses) becomes U+FFFD and a
  * lone surrogate is made well-formed, so a stray byte in a memory or a tool output is stored
  * instead of failing the write. Contract: other values pass unchanged.

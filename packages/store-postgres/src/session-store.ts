@@ -18,7 +18,7 @@ import type {
   TurnToContinue,
 } from "@keel/kernel";
 import type { LeaseClaim, LeaseOutcome, SessionLease } from "@keel/store-kit";
-import { pgError, quoteIdent } from "./pg-util.ts";
+import { checkedOut, pgError, quoteIdent } from "./pg-util.ts";
 import { resolveTarget } from "./pool.ts";
 import { registerMigrations } from "./registry.ts";
 import type { PostgresTarget } from "./pool.ts";
@@ -238,8 +238,9 @@ export class PostgresSessionStore implements SessionStore {
   async unfinished(options: { agent?: string; limit?: number } = {}): Promise<TurnToContinue[]> {
     await this.#open();
     const rows = await this.#query(
-      `SELECT id, agent, turn_state, updated_at FROM ${this.#s}.keel_sessions WHERE turn_state IN ('running', 'answered')
-       AND ($1::text IS NULL OR agent = $1) ORDER BY updated_at, n LIMIT $2`,
+      `SELECT s.id, s.agent, s.turn_state, s.updated_at, l.owner, l.pid, l.host, l.expires_at
+       FROM ${this.#s}.keel_sessions s LEFT JOIN ${this.#s}.keel_leases l ON l.session_id = s.id
+       WHERE s.turn_state IN ('running', 'answered') AND ($1::text IS NULL OR s.agent = $1) ORDER BY s.updated_at, s.n LIMIT $2`,
       [options.agent ?? null, options.limit === undefined || options.limit < 0 ? null : options.limit],
       "list the sessions whose turn should go on in",
     );
@@ -248,6 +249,16 @@ export class PostgresSessionStore implements SessionStore {
       agent: r["agent"] as string,
       state: r["turn_state"] as "running" | "answered",
       updatedAt: Number(r["updated_at"]),
+      ...(typeof r["owner"] === "string"
+        ? {
+            holder: {
+              owner: r["owner"] as string,
+              pid: Number(r["pid"]),
+              host: r["host"] as string,
+              expiresAt: Number(r["expires_at"]),
+            },
+          }
+        : {}),
     }));
   }
 
@@ -364,6 +375,7 @@ export class PostgresSessionStore implements SessionStore {
     } catch (err) {
       throw pgError(err, this.path, action);
     }
+    const lent = checkedOut(client);
     let broken = false;
     try {
       await client.query("BEGIN");
@@ -378,7 +390,7 @@ export class PostgresSessionStore implements SessionStore {
       }
       throw err instanceof KeelError ? err : pgError(err, this.path, action);
     } finally {
-      client.release(broken);
+      lent.release(broken);
     }
   }
 

@@ -355,8 +355,9 @@ export class SqliteSessionStore implements SessionStore {
       set: this.#db.prepare("UPDATE sessions SET turn_state = ? WHERE id = ?"),
       answered: this.#db.prepare("UPDATE sessions SET turn_state = 'answered' WHERE id = ? AND turn_state = 'paused'"),
       list: this.#db.prepare(
-        `SELECT id, agent, turn_state, updated_at FROM sessions WHERE turn_state IN ('running', 'answered')
-         AND (:agent IS NULL OR agent = :agent) ORDER BY updated_at, rowid LIMIT :limit`,
+        `SELECT s.id, s.agent, s.turn_state, s.updated_at, l.owner, l.pid, l.host, l.expires_at
+         FROM sessions s LEFT JOIN leases l ON l.session_id = s.id WHERE s.turn_state IN ('running', 'answered')
+         AND (:agent IS NULL OR s.agent = :agent) ORDER BY s.updated_at, s.rowid LIMIT :limit`,
       ),
     };
     return this.#turnState;
@@ -372,6 +373,7 @@ export class SqliteSessionStore implements SessionStore {
         agent: r["agent"] as string,
         state: r["turn_state"] as "running" | "answered",
         updatedAt: Number(r["updated_at"]),
+        ...(typeof r["owner"] === "string" ? { holder: holderOf(r) } : {}),
       }));
     } catch (err) {
       throw this.#failed("list the sessions whose turn should go on", err);
@@ -591,4 +593,14 @@ function toSessionInfo(row: Record<string, unknown>): SessionInfo {
 function sqliteErrcode(err: unknown): number | undefined {
   const code = (err as { errcode?: unknown } | null)?.errcode;
   return typeof code === "number" ? code : undefined;
+}
+
+/** A lease row's holder, as TurnToContinue.holder. */
+function holderOf(r: Record<string, unknown>): NonNullable<TurnToContinue["holder"]> {
+  return {
+    owner: r["owner"] as string,
+    pid: Number(r["pid"]),
+    host: r["host"] as string,
+    expiresAt: Number(r["expires_at"]),
+  };
 }

@@ -3,5 +3,12 @@
  * the session leases, every turn that should go on (a turn a dead process left unfinished, a
  * paused turn whose approvals were all answered and never resumed) and continues it.
  */
-export { runWorker } from "./worker.ts";
-export type { WorkerEvent, WorkerOptions, WorkerReport, WorkSource } from "./worker.ts";
+export { runWorker, startWorker } from "./worker.ts";
+export type {
+  WorkerEvent,
+  WorkerHandle,
+  WorkerHealth,
+  WorkerOptions,
+  WorkerReport,
+  WorkSource,
+} from "./worker.ts";

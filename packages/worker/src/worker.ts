@@ -1,4 +1,12 @@
-import { errorMessage, isKeelError, isTerminalEvent, KeelError, sessionsWithPendingJobs } from "@keel/agent";
+import {
+  errorMessage,
+  holderIsDead,
+  isKeelError,
+  isTerminalEvent,
+  isTransientStoreError,
+  KeelError,
+  sessionsWithPendingJobs,
+} from "@keel/agent";
 import type { Agent, Session, TurnResult, TurnToContinue } from "@keel/agent";
 
 /**
@@ -18,7 +26,42 @@ export type WorkerEvent =
   /** Durable jobs (memory extraction and the like) left pending in the session were run. */
   | { type: "jobs"; sessionId: string; ms: number }
   /** An item of a work source (e.g. an orphaned goal run) ran; `outcome` says how it ended. */
-  | { type: "work"; source: string; id: string; outcome: string; ms: number };
+  | { type: "work"; source: string; id: string; outcome: string; ms: number }
+  /**
+   * The store failed with an error that passes by itself (connection refused or reset, a
+   * terminated backend, SQLITE_BUSY, a timeout): told once when failing starts; the worker
+   * waits `backoffMs` (growing, with jitter, up to `maxBackoffMs`) and tries again.
+   */
+  | { type: "store_unavailable"; code: string; message: string; lastPollAt?: number; backoffMs: number }
+  /** The store answers again after `failures` failed attempts over `downMs`: told once. */
+  | { type: "store_recovered"; downMs: number; failures: number };
+
+/**
+ * A worker's health, as `health()` reads it. Contract: `state` is `ok` while the store
+ * answers, `retrying` from its first transient failure until a poll succeeds again, `stopped`
+ * once the worker returned; `lastPollAt` is the last successful poll (epoch ms);
+ * `backoffMs` is the wait before the next attempt (0 when healthy).
+ */
+export interface WorkerHealth {
+  state: "starting" | "ok" | "retrying" | "stopped";
+  lastPollAt?: number;
+  consecutiveFailures: number;
+  backoffMs: number;
+  /** Since when the store has been failing (epoch ms), while retrying. */
+  failingSince?: number;
+  /** The last transient failure, while retrying. */
+  lastError?: { code: string; message: string };
+  /** What the worker did so far. */
+  report: WorkerReport;
+}
+
+/** A running worker (startWorker). Contract: `done` never rejects on a transient store error. */
+export interface WorkerHandle {
+  /** Resolves with the report once the worker stopped (signal, or one pass with `once`). */
+  readonly done: Promise<WorkerReport>;
+  /** The worker's health now (a copy). */
+  health(): WorkerHealth;
+}
 
 /**
  * More work a worker takes besides turns: a plugin's own durable work (e.g. @keel/plugin-goals'
@@ -58,6 +101,8 @@ export interface WorkerOptions {
   sources?: readonly WorkSource[];
   /** How often pending durable jobs are looked for (default 10 s; they are scanned across sessions). */
   jobsEveryMs?: number;
+  /** The longest wait between attempts while the store fails with transient errors (default 30 s). */
+  maxBackoffMs?: number;
   /** Each step, for logs and traces. Contract: a listener that throws is ignored. */
   onEvent?: (event: WorkerEvent) => void;
 }
@@ -73,16 +118,30 @@ export interface WorkerReport {
 /** The default poll interval. */
 const INTERVAL_MS = 1_000;
 
+/** The default cap of the wait between attempts while the store fails. */
+const MAX_BACKOFF_MS = 30_000;
+
 /** Sessions asked for per pass, at most. */
 const PAGE = 200;
 
 /**
  * Run a worker until `signal` aborts (or one pass with `once`).
  * Contract: never runs a turn another live instance holds (the session lease decides); a
- * session that fails is reported and skipped, never stops the worker; resolves with the report
- * once every turn it started has ended or been handed back.
+ * session that fails is reported and skipped, never stops the worker; a transient store error
+ * (isTransientStoreError) is retried with backoff, never ends it (a turn it cut is taken again
+ * once the store answers); any other failure to poll the store rejects; resolves with the
+ * report once every turn it started has ended or been handed back.
  */
 export async function runWorker(options: WorkerOptions): Promise<WorkerReport> {
+  return startWorker(options).done;
+}
+
+/**
+ * Start a worker (as runWorker) and keep a handle on it: `health()` says whether the store
+ * answers, when it last did, and how long the worker waits before its next attempt.
+ * Contract: throws KEEL_AGENT_OPTIONS_INVALID at once for an agent whose recovery is not "auto".
+ */
+export function startWorker(options: WorkerOptions): WorkerHandle {
   const { agent } = options;
   if (agent.options.recovery !== "auto")
     throw new KeelError(
@@ -91,7 +150,8 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerReport> {
       { path: "recovery" },
     );
   const w = new Worker(options);
-  return w.run();
+  const done = w.run();
+  return { done, health: () => w.health() };
 }
 
 class Worker {
@@ -99,12 +159,22 @@ class Worker {
   private readonly running = new Map<string, { session?: Session; done: Promise<void> }>();
   /** Sessions skipped as not this worker's (a child, an unanswered pause), with the update they were skipped at. */
   private readonly passed = new Map<string, number>();
+  /** Sessions whose continuation a transient store error cut: taken again at the next pass, not after minIdleMs. */
+  private readonly cut = new Set<string>();
   private readonly options: WorkerOptions;
   private readonly agent: Agent;
   private readonly concurrency: number;
   private readonly minIdleMs: number;
   private readonly stopping = new AbortController();
   private jobsAt = 0;
+  private state: WorkerHealth["state"] = "starting";
+  private lastPollAt: number | undefined;
+  private failures = 0;
+  private failingSince: number | undefined;
+  private lastError: { code: string; message: string } | undefined;
+  private backoffMs = 0;
+  private lastThrown: unknown;
+  private onceFailingSince: number | undefined;
 
   constructor(options: WorkerOptions) {
     this.options = options;
@@ -115,25 +185,96 @@ class Worker {
 
   async run(): Promise<WorkerReport> {
     const { signal } = this.options;
-    while (!signal?.aborted) {
-      await this.pass();
-      if (this.options.once) break;
-      await sleep(this.options.intervalMs ?? INTERVAL_MS, signal);
+    try {
+      while (!signal?.aborted) {
+        try {
+          await this.pass();
+        } catch (err) {
+          // A store that is down for a moment is waited for; anything else (refused credentials, no such database) ends the worker.
+          if (!isTransientStoreError(err)) throw err;
+          this.storeFailed(err);
+        }
+        if (this.options.once && !this.failures) break;
+        // One pass (a cron job): a store that stays down past the longest backoff is reported, not waited for forever.
+        if (this.options.once && Date.now() - (this.onceFailingSince ??= Date.now()) > this.maxBackoff())
+          throw this.lastThrown;
+        await sleep(this.failures ? this.backoffMs : (this.options.intervalMs ?? INTERVAL_MS), signal);
+      }
+      await this.settle();
+      return this.report;
+    } finally {
+      this.state = "stopped";
     }
-    await this.settle();
-    return this.report;
+  }
+
+  health(): WorkerHealth {
+    return {
+      state: this.state,
+      ...(this.lastPollAt !== undefined ? { lastPollAt: this.lastPollAt } : {}),
+      consecutiveFailures: this.failures,
+      backoffMs: this.failures ? this.backoffMs : 0,
+      ...(this.failingSince !== undefined ? { failingSince: this.failingSince } : {}),
+      ...(this.lastError ? { lastError: { ...this.lastError } } : {}),
+      report: { ...this.report },
+    };
+  }
+
+  /** A transient store failure: told once when failing starts; the next attempt waits longer (jittered, capped). */
+  private storeFailed(err: unknown): void {
+    this.failures++;
+    this.lastThrown = err;
+    const base = Math.max(1, this.options.intervalMs ?? INTERVAL_MS);
+    const full = Math.min(this.maxBackoff(), base * 2 ** Math.min(this.failures - 1, 30));
+    // Equal jitter: workers that lost the store together do not all come back at one moment.
+    this.backoffMs = Math.round(full / 2 + (Math.random() * full) / 2);
+    this.lastError = { code: isKeelError(err) ? err.code : "KEEL_STORE_FAILED", message: errorMessage(err) };
+    if (this.state === "retrying") return;
+    this.state = "retrying";
+    this.failingSince = Date.now();
+    this.emit({
+      type: "store_unavailable",
+      ...this.lastError,
+      ...(this.lastPollAt !== undefined ? { lastPollAt: this.lastPollAt } : {}),
+      backoffMs: this.backoffMs,
+    });
+  }
+
+  private maxBackoff(): number {
+    return Math.max(1, this.options.intervalMs ?? INTERVAL_MS, this.options.maxBackoffMs ?? MAX_BACKOFF_MS);
+  }
+
+  /** The store answered: told once after failures. */
+  private storeAnswered(): void {
+    this.lastPollAt = Date.now();
+    if (this.state === "retrying")
+      this.emit({
+        type: "store_recovered",
+        downMs: Date.now() - (this.failingSince ?? Date.now()),
+        failures: this.failures,
+      });
+    this.state = "ok";
+    this.failures = 0;
+    this.backoffMs = 0;
+    this.failingSince = undefined;
+    this.lastError = undefined;
   }
 
   /** One look at the store: every candidate not taken yet is started, up to the concurrency. */
   private async pass(): Promise<void> {
     this.report.passes++;
     const store = this.agent.store;
-    if (!store.unfinished) return;
+    if (!store.unfinished) return this.storeAnswered();
     const now = Date.now();
     const list = await store.unfinished({ agent: this.agent.name, limit: PAGE });
+    this.storeAnswered();
+    // A cut turn another worker finished since is no longer this worker's to hurry.
+    if (this.cut.size) for (const id of [...this.cut]) if (!list.some((c) => c.sessionId === id)) this.cut.delete(id);
     for (const c of list) {
       if (this.options.signal?.aborted) return;
-      if (now - c.updatedAt < this.minIdleMs) continue;
+      // A turn whose holder died on this host is taken at once; others once quiet for minIdleMs (a live holder renews within it).
+      // So is one this worker let go when the store failed under it (its own lease was dropped or is a dead owner's).
+      const dead = c.state === "running" && c.holder !== undefined && holderIsDead(c.holder);
+      if (!dead && !this.cut.has(c.sessionId) && now - c.updatedAt < this.minIdleMs) continue;
       if (this.passed.get(c.sessionId) === c.updatedAt) continue;
       await this.slot(c.sessionId, (slot) => this.take(c, slot));
     }
@@ -239,7 +380,10 @@ class Worker {
       }
       this.report.finished++;
       this.emit({ type: "finished", sessionId: c.sessionId, turnId, verdict: result.verdict, ms: Date.now() - t0 });
+      this.cut.delete(c.sessionId);
     } catch (err) {
+      if (isTransientStoreError(err)) this.cut.add(c.sessionId);
+      else this.cut.delete(c.sessionId);
       this.failed(c.sessionId, err);
     } finally {
       await session?.close().catch(() => undefined);
@@ -270,6 +414,8 @@ class Worker {
   }
 
   private failed(sessionId: string, err: unknown): void {
+    // The store, not the session: nothing is reported against it; it is taken again once the store answers.
+    if (isTransientStoreError(err)) return this.storeFailed(err);
     if (isKeelError(err, "KEEL_SESSION_BUSY")) return this.emit({ type: "skipped", sessionId, reason: "busy" });
     if (isKeelError(err, "KEEL_NOT_UNFINISHED") || isKeelError(err, "KEEL_NOT_PAUSED"))
       return this.emit({ type: "skipped", sessionId, reason: "gone" });
