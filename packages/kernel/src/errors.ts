@@ -343,7 +343,17 @@ function formatMessage(code: ErrorCode, problem: string, loc: ErrorLocation): st
   if (loc.tool) where.push(`tool "${loc.tool}"`);
   if (loc.path) where.push(`at ${loc.path}`);
   const prefix = where.length ? ` (${where.join(", ")})` : "";
-  return `${code}${prefix}: ${problem} ${ERROR_CODES[code]}`;
+  return `${code}${prefix}: ${oneStop(problem)} ${ERROR_CODES[code]}`;
+}
+
+/**
+ * `text` with every full stop doubled at a word's end made one: a reason or an error message
+ * that ends with its own period, interpolated before the problem's (`denied: ${reason}.`), reads
+ * "Not now." rather than "Not now..". An ellipsis (`...`) and `..` in a path (`../x`, `cd ..`)
+ * are left as they are. Contract: never throws.
+ */
+export function oneStop(text: string): string {
+  return text.replace(/(?<=[^.\s/\\])\.\.(?=[\s)"'\]]|$)/g, ".");
 }
 
 /** True when `err` is a KeelError, optionally with the given code. Contract: never throws (a thrown Proxy is not one). */
