@@ -11,7 +11,7 @@ import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts
 import type { ScriptStep } from "../../testkit/src/index.ts";
 
 describe("arguments are read by the tool's schema before tool.pre_call", () => {
-  async function setup(steps: ScriptStep[], rewrite?: (args: Record<string, unknown>) => unknown) {
+  async function setup(steps: ScriptStep[], rewrite?: (args: Record<string, unknown>) => Record<string, string | number>) {
     const seen: unknown[] = [];
     const ran: unknown[] = [];
     const deploy = defineTool({
@@ -104,7 +104,7 @@ describe("arguments are read by the tool's schema before tool.pre_call", () => {
         { toolCalls: [{ id: "d1", name: "deploy", args: { service: "api", env: "staging", replicas: 1 } }] },
         { text: "ok" },
       ],
-      (a) => ({ service: a.service, replicas: "2" }),
+      (a) => ({ service: String(a.service), replicas: "2" }),
     );
     expect((await dropEnv.session.run("go")).verdict.status).toBe("paused");
     expect(dropEnv.seen).toEqual([{ service: "api", env: "production", replicas: 2 }]);
