@@ -11,7 +11,10 @@ import { MemorySessionStore, scriptedProvider } from "../../testkit/src/index.ts
 import type { ScriptStep } from "../../testkit/src/index.ts";
 
 describe("arguments are read by the tool's schema before tool.pre_call", () => {
-  async function setup(steps: ScriptStep[], rewrite?: (args: Record<string, unknown>) => Record<string, string | number>) {
+  async function setup(
+    steps: ScriptStep[],
+    rewrite?: (args: Record<string, unknown>) => Record<string, string | number>,
+  ) {
     const seen: unknown[] = [];
     const ran: unknown[] = [];
     const deploy = defineTool({
