@@ -140,7 +140,7 @@ export const CONTRIBUTION_DOCS: { [K in ContributionKind]: ContributionDoc<K> } 
     fields: {
       decision: "allow, ask or deny",
       reason: "shown to the model on a denial, and logged",
-      args: "rewritten arguments (JSON) the tool runs with instead",
+      args: "rewritten arguments (JSON) the tool runs with instead; checked against the tool's schema at once (defaults filled), a rewrite that does not fit is refused (`KEEL_TOOL_ARGS_INVALID`, naming the plugin)",
       result:
         "answer the call without running the tool (a cache, a dry run, a replay): { content, isError?, reveal? } (reveal: hidden tools to show, as the tool's output would); used only when the call is allowed or approved, the first plugin's answer wins",
     },
@@ -271,7 +271,10 @@ export const PHASE_EVENT_FIELDS: { [P in PhaseName]: { [F in OwnFields<P>]-?: st
     stopReason: "why the model stopped",
     usage: "tokens of this response",
   },
-  "tool.pre_call": { round: "the round's number", call: "the call: id, name, args, category, source" },
+  "tool.pre_call": {
+    round: "the round's number",
+    call: "the call: id, name, args (as the tool's schema reads them: defaults filled, coercions done; a rewrite is read the same way at once), category, source",
+  },
   "tool.post_result": {
     round: "the round's number",
     call: "the call",

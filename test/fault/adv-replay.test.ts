@@ -132,7 +132,7 @@ describe("keel replay (adversarial): concurrency and live sessions", () => {
     expect(empty).toHaveLength(1);
     const r = await keel(["replay", "--last", "5", "--strict"]);
     expect(r.code, r.stderr + r.stdout).toBe(0);
-    expect(r.stdout).toContain("2 of 2 session(s) replayed identically.");
+    expect(r.stdout).toContain("2 of 2 sessions replayed identically.");
     // Asked for by id, it is still the clear, coded error.
     const one = await keel(["replay", empty[0]!.id]);
     expect(one.code).not.toBe(0);

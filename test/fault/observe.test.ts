@@ -67,6 +67,24 @@ describe.concurrent("fault/observe: an observer cannot change a turn", { timeout
     expect(events.at(-1)!.type).toBe("turn.completed");
   });
 
+  it("an observer failing with errors JSON cannot see (a list of errors, an AggregateError, a non-enumerable message) is named by their messages, never `[{}]`", async () => {
+    const dir = project({
+      "agent.config.mjs": `export default { name: "listy", observers: [
+        { name: "list-detach", attach: () => () => Promise.reject([new Error("exporter down"), new TypeError("queue full")]) },
+        { name: "aggregate-attach", attach() { throw new AggregateError([new Error("no endpoint"), new Error("no key")]); } },
+        { name: "odd-listener", attach(agent) { agent.subscribe(() => { throw Object.defineProperty({}, "message", { value: "span buffer overflow" }); }); } },
+      ], ${SCRIPT} };`,
+    });
+    const r = await keel(["run", "hello"], { cwd: dir });
+    expect(r.code, r.stderr).toBe(0);
+    const said = r.stderr.replace(/\s+/g, " ");
+    expect(said).toContain('Observer "list-detach" threw in its detach: exporter down; queue full');
+    expect(said).toContain('Observer "aggregate-attach" threw in attach(): no endpoint; no key');
+    expect(said).toContain("span buffer overflow");
+    expect(said).not.toContain("{}");
+    expectNoStack(r.stderr);
+  });
+
   it("an observers entry that is not an observer is a located config error, exit 2", async () => {
     const dir = project({
       "agent.config.mjs": `export default { name: "bad", observers: [{ name: "otel" }], ${SCRIPT} };`,

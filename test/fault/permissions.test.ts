@@ -30,6 +30,17 @@ const CALLS: Record<string, Array<{ name: string; args: unknown }>> = {
     { name: "exec", args: { command: "clean: rm -rf dist" } },
   ],
   hostile: [{ name: "exec", args: { command: `${"a".repeat(300_000)}!` } }],
+  // The model leaves out `env`: the schema (zod) or the JSON Schema `default` makes it production.
+  defaults: [
+    { name: "deploy", args: { service: "api" } },
+    { name: "deploy_json", args: { service: "web" } },
+    { name: "deploy", args: { service: "db", env: "staging" } },
+  ],
+  // A rewriter drops `env` from a staging deploy (the default makes it production again) and breaks another.
+  defaultsRewrite: [
+    { name: "deploy", args: { service: "api", env: "staging" } },
+    { name: "deploy", args: { service: "broken", env: "staging" } },
+  ],
 };
 
 function reply(request: RecordedRequest): WireReply {
@@ -72,6 +83,34 @@ export default {
     parameters: { type: "object", properties: { command: { type: "string" } }, required: ["command"] },
     category: "exec",
     execute: (args) => { appendFileSync(new URL("./ran.log", import.meta.url), args.command.slice(0, 100) + "\\n"); return "ran " + args.command.slice(0, 100); },
+  }],
+  plugins: [${plugins}],
+};
+`;
+}
+
+const ZOD = pathToFileURL(join(REPO, "node_modules", "zod", "index.js")).href;
+
+/** A config with a `deploy` tool whose `env` defaults to production in its zod schema, and `deploy_json`, the same as plain JSON Schema (an MCP tool's kind). */
+function deployConfig(plugins: string, preamble = ""): string {
+  return `import { appendFileSync } from "node:fs";
+import { z } from ${JSON.stringify(ZOD)};
+import permissions from ${JSON.stringify(PLUGIN)};
+${preamble}
+const log = (line) => appendFileSync(new URL("./ran.log", import.meta.url), line + "\\n");
+export default {
+  name: "perms",
+  model: "anthropic:claude-sonnet-4-6",
+  tools: [{
+    name: "deploy",
+    description: "Deploys a service.",
+    input: z.object({ service: z.string(), env: z.enum(["staging", "production"]).default("production") }),
+    execute: (args) => { log("deploy " + args.service + " " + args.env); return "deployed " + args.service + " to " + args.env; },
+  }, {
+    name: "deploy_json",
+    description: "Deploys a service.",
+    parameters: { type: "object", properties: { service: { type: "string" }, env: { type: "string", default: "production" } }, required: ["service"] },
+    execute: (args) => { log("deploy_json " + args.service + " " + args.env); return "deployed " + args.service + " to " + args.env; },
   }],
   plugins: [${plugins}],
 };
@@ -182,5 +221,60 @@ describe("class 18: permission rules", () => {
     expect(ran(bounded.dir)).toBe("");
     expect(decided(bounded.home, sessionIdOf(b.stderr)).map((x) => [x.decision, x.rule?.index])).toEqual([["deny", 1]]);
     expect(b.stdout).toContain("could not be checked");
+  });
+
+  it("rules decide on the arguments the tool will run with: a schema default (zod or JSON Schema) is seen, so `ask deploy(env=production)` asks", async () => {
+    const rules = `["ask deploy*(env=production)", "allow deploy*"]`;
+    const p = project(root, "defaults", deployConfig(`permissions({ rules: ${rules} })`));
+    const r = await runKeel(["run", "--ask", "deny", "scenario:defaults"], {
+      cwd: p.dir,
+      env: wireEnv(p.home, server.anthropicBaseURL),
+    });
+    expect(r.code, r.stderr).toBe(0);
+    // Only the explicit staging deploy runs; both production ones (env left out) were asked and denied.
+    expect(ran(p.dir)).toBe("deploy db staging\n");
+    const id = sessionIdOf(r.stderr);
+    expect(decided(p.home, id).map((d) => [d.callId, d.decision, d.rule?.index])).toEqual([
+      ["toolu_defaults_0", "ask", 0],
+      ["toolu_defaults_1", "ask", 0],
+      ["toolu_defaults_2", "allow", 1],
+    ]);
+    // The approval shows the arguments the tool would have run with.
+    const asked = storedEvents(p.home, id).flatMap((e) => (e.type === "approval.requested" ? [e.args] : []));
+    expect(asked).toEqual([
+      { service: "api", env: "production" },
+      { service: "web", env: "production" },
+    ]);
+
+    // Approved, they run with exactly what was decided on.
+    const a = project(root, "defaults-allow", deployConfig(`permissions({ rules: ${rules} })`));
+    const ra = await runKeel(["run", "--ask", "allow", "scenario:defaults"], {
+      cwd: a.dir,
+      env: wireEnv(a.home, server.anthropicBaseURL),
+    });
+    expect(ra.code, ra.stderr).toBe(0);
+    // (Information tools run in parallel: the order of the lines is not fixed.)
+    expect(ran(a.dir).split("\n").filter(Boolean).sort()).toEqual([
+      "deploy api production",
+      "deploy db staging",
+      "deploy_json web production",
+    ]);
+  });
+
+  it("a rewritten call is checked against the schema again: defaults fill what it left out before the rules see it, and a rewrite that breaks the schema is refused naming the rewriter", async () => {
+    const rewriter = `const rewriter = { name: "rewriter", version: "1.0.0", setup(ctx) { ctx.on("tool.pre_call", (e) => e.call.args.service === "api" ? { kind: "tool_decision", decision: "allow", args: { service: "api" } } : e.call.args.service === "broken" ? { kind: "tool_decision", decision: "allow", args: { service: "broken", env: 42 } } : undefined, { stage: "post" }); } };`;
+    const rules = `["ask deploy(env=production)", "allow deploy"]`;
+    const p = project(root, "defaults-rewrite", deployConfig(`rewriter, permissions({ rules: ${rules} })`, rewriter));
+    const r = await runKeel(["run", "--ask", "deny", "scenario:defaultsRewrite"], {
+      cwd: p.dir,
+      env: wireEnv(p.home, server.anthropicBaseURL),
+    });
+    expect(r.code, r.stderr).toBe(0);
+    expect(ran(p.dir)).toBe("");
+    const id = sessionIdOf(r.stderr);
+    // The rules saw the rewritten staging deploy as the production deploy it would have been.
+    expect(decided(p.home, id).map((d) => [d.callId, d.decision])).toContainEqual(["toolu_defaultsRewrite_0", "ask"]);
+    expect(r.stdout).toContain("KEEL_TOOL_ARGS_INVALID");
+    expect(r.stdout).toContain("rewritten by rewriter");
   });
 });

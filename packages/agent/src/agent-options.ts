@@ -23,6 +23,12 @@ export type { ApprovalRequest };
 
 export interface AgentOptions {
   name?: string;
+  /**
+   * What the agent does, in a line, for anyone who may ask: what `@keel/serve` publishes (the
+   * A2A agent card, the MCP server's instructions and its `ask` tool). Contract: public; never
+   * derived from `instructions`, which stay private (without it a generic text is published).
+   */
+  description?: string;
   provider: ModelProvider;
   /**
    * Named models a plugin may route a round to (`request_options.options.route` at

@@ -134,6 +134,7 @@ const AgentOptionsSchema = z.strictObject({
     ]),
   ),
   instructions: z.optional(z.string()),
+  description: z.optional(z.string()),
   tools: z.optional(z.array(z.unknown())),
   plugins: z.optional(z.array(z.unknown())),
   home: z.optional(z.string().check(z.minLength(1))),

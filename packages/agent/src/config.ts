@@ -84,6 +84,8 @@ export type PluginSpec = PluginEntry | string | readonly [string, unknown?];
  */
 export interface KeelConfig {
   name?: string;
+  /** What the agent does, in a line: what `keel serve` publishes (A2A card, MCP server); never taken from `instructions`. */
+  description?: string;
   model?: ModelSpec | readonly ModelSpec[];
   /**
    * The provider pool a router plugin (@keel/plugin-router) routes rounds across, by name: a

@@ -279,6 +279,7 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
     ...(pool ? { pool } : {}),
     ...(sideModel !== undefined ? { sideModel } : {}),
     ...(config.name !== undefined ? { name: config.name } : {}),
+    ...(config.description !== undefined ? { description: config.description } : {}),
     ...(config.instructions !== undefined ? { instructions: config.instructions } : {}),
     plugins: [...plugins, ...(options.plugins ?? []), ...(options.rig?.plugins ?? [])],
     ...(config.tools ? { tools: config.tools } : {}),

@@ -115,6 +115,7 @@ export const ConfigSchema = z
   .object({
     $schema: z.string().optional(),
     name: z.string().min(1).optional(),
+    description: z.string().trim().min(1, "expected a non-empty description").optional(),
     model: z
       .union([modelSpec, z.array(modelSpec).min(1)], {
         error: (iss) =>

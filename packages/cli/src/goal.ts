@@ -5,7 +5,7 @@
  */
 import { join } from "node:path";
 import type { Agent, Session } from "@keel/agent";
-import { truncate } from "@keel/text";
+import { countOf, truncate } from "@keel/text";
 import type { CliEnv } from "./stdio.ts";
 import { exitNow, onSignal } from "./exit.ts";
 
@@ -43,7 +43,7 @@ export const goalCommand = {
       const side = agent.options.sideModel;
       const supervisor = side || agent.options.provider;
       io.err(
-        `keel: goal run on session ${session.id}: up to ${limits.turns} turns${limits.budget !== undefined ? `, budget $${limits.budget}` : ""}, supervisor every ${limits.every}\n`,
+        `keel: goal run on session ${session.id}: up to ${countOf(limits.turns, "turn")}${limits.budget !== undefined ? `, budget $${limits.budget}` : ""}, supervisor every ${limits.every}\n`,
       );
       const r = await runGoal(session, {
         goal,
@@ -55,7 +55,9 @@ export const goalCommand = {
         onTurn: (n, t) => io.err(`keel: goal turn ${n}: ${t.verdict.status}\n`),
       });
       io.out(`\n`);
-      io.err(`keel: goal ${r.status} (${r.reason}) · ${r.turns} turns · run ${r.run.id} · session ${session.id}\n`);
+      io.err(
+        `keel: goal ${r.status} (${r.reason}) · ${countOf(r.turns, "turn")} · run ${r.run.id} · session ${session.id}\n`,
+      );
       return r.status === "achieved" ? 0 : ctrl.signal.aborted ? (terminated ? 143 : 130) : 1;
     } finally {
       offSignals();
@@ -74,7 +76,7 @@ export const goalCommand = {
       else
         for (const r of runs)
           io.out(
-            `${r.status.padEnd(9)} ${String(r.turns).padStart(3)}/${r.maxTurns} turns  ${new Date(r.startedAt).toISOString().slice(0, 16).replace("T", " ")}  ${truncate(r.goal, 60)}  (run ${r.id.slice(0, 8)}, session ${r.sessionId.slice(0, 8)})${r.reason ? `\n          ${truncate(r.reason, 160)}` : ""}\n`,
+            `${r.status.padEnd(9)} ${String(r.turns).padStart(3)}/${countOf(r.maxTurns, "turn")}  ${new Date(r.startedAt).toISOString().slice(0, 16).replace("T", " ")}  ${truncate(r.goal, 60)}  (run ${r.id.slice(0, 8)}, session ${r.sessionId.slice(0, 8)})${r.reason ? `\n          ${truncate(r.reason, 160)}` : ""}\n`,
           );
       return 0;
     } finally {

@@ -1,5 +1,5 @@
 /** Reading values that came from a config or plugin code, which may throw on any access. */
-import { maskCredentials } from "@keel/kernel";
+import { errorMessage, maskCredentials } from "@keel/kernel";
 
 /** `fn()`, or `fallback` when it throws. Contract: never throws. */
 export function attempt<T, F>(fn: () => T, fallback: F): T | F {
@@ -18,14 +18,11 @@ export function attempt<T, F>(fn: () => T, fallback: F): T | F {
 export function thrownText(err: unknown): string {
   return maskCredentials(
     attempt(() => {
-      if (err instanceof Error) {
-        const name = attempt(() => String(err.name), "Error");
-        const message = attempt(() => String(err.message), "");
-        return name && name !== "Error" ? `${name}: ${message}` : message || name;
-      }
-      if (typeof err === "string") return err;
-      if (err === undefined || typeof err === "function" || typeof err === "symbol") return String(err);
-      return JSON.stringify(err) ?? String(err);
+      // The kernel's one reading of a thrown value (an AggregateError's errors, a list, an object's message), with the error's name.
+      const message = errorMessage(err);
+      if (!(err instanceof Error)) return message;
+      const name = attempt(() => String(err.name), "Error");
+      return name && name !== "Error" && message !== name ? `${name}: ${message}` : message;
     }, "(an unprintable value)"),
   );
 }

@@ -5,9 +5,33 @@ export interface Versions {
   cli: string;
   kernel: string;
   plugins: string;
+  /** The `packs/` folder of the Keel checkout this CLI runs from, if it runs from one. */
+  packs?: string;
 }
 
 const json = (v: unknown) => `${JSON.stringify(v, null, 2)}\n`;
+
+/**
+ * Where Keel's packages are installed from today: the `@keel` packages are not on npm yet (a
+ * plain `npm install` of a scaffold answers 404), so from the tarballs `pnpm pack:all` makes in
+ * a Keel checkout (`packs`, when this CLI runs from one; else a placeholder), every one of them,
+ * so their own `@keel` dependencies come from the tarballs too (the root README's "Outside this
+ * repository"). Contract: one shell line, without a comment.
+ */
+export function installCommand(packs: string | undefined, dev = false): string {
+  return `npm install${dev ? " -D" : ""} ${packs ? `${shellPath(packs)}/*.tgz` : "<keel checkout>/packs/*.tgz"}`;
+}
+
+/** What a scaffold's README says about installing. */
+function installNote(packs: string | undefined): string {
+  return `Keel's \`@keel\` packages are not on npm yet: install them from the tarballs \`pnpm pack:all\`
+makes in a Keel checkout (${packs ? `here, \`${packs}\`` : "its `packs/` folder"}); once they are published, a plain \`npm install\` does.`;
+}
+
+/** `p` as one shell word (a glob after it still expands). */
+function shellPath(p: string): string {
+  return /^[\w@%+=:,./-]+$/u.test(p) ? p : `'${p.replaceAll("'", `'\\''`)}'`;
+}
 
 /** An agent project that runs offline at once (echo model) and online once a key is set. */
 export function agentProject(name: string, v: Versions): Record<string, string> {
@@ -60,8 +84,10 @@ owns each open item. Quote numbers exactly; never invent an owner or a date.
 A Keel agent. Offline (no API key) it answers with an echo model, so everything can be tried
 at once; set \`ANTHROPIC_API_KEY\` (or change \`model\` in \`agent.config.ts\`) to talk to a real model.
 
+${installNote(v.packs)}
+
 \`\`\`sh
-npm install
+${installCommand(v.packs)}
 npx keel run "hello"           # one turn
 npx keel chat                  # a conversation; -c continues the last session
 npx keel inspect               # which plugin runs where
@@ -189,8 +215,10 @@ import ${ident} from ${JSON.stringify(name)};
 export default defineConfig({ plugins: [${ident}({ rule: "Always answer in French." })] });
 \`\`\`
 
+${installNote(v.packs)}
+
 \`\`\`sh
-npm install
+${installCommand(v.packs, true)}
 npm test        # drives the plugin through Keel's scripted provider
 npm run build   # dist/ is what npm users get
 \`\`\`

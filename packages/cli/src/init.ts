@@ -3,7 +3,8 @@ import { existsSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { KeelError, KERNEL_VERSION } from "@keel/kernel";
 import { kernelFsOf, makeDirs } from "@keel/safe-path";
-import { agentProject, pluginPackage } from "./init-templates.ts";
+import { fileURLToPath } from "node:url";
+import { agentProject, installCommand, pluginPackage } from "./init-templates.ts";
 import { cliVersion } from "./version.ts";
 
 /** npm's rules for a new package name: lowercase, URL-safe, at most 214 chars, optional @scope/. */
@@ -23,7 +24,8 @@ export interface InitResult {
 export function init(options: { cwd: string; dir?: string; plugin?: string; force?: boolean }): InitResult {
   const dir = resolve(options.cwd, options.dir ?? (options.plugin ? options.plugin.replace(/^@[^/]+\//, "") : "."));
   const version = cliVersion();
-  const versions = { cli: version, kernel: KERNEL_VERSION, plugins: version };
+  const packs = checkoutPacks();
+  const versions = { cli: version, kernel: KERNEL_VERSION, plugins: version, ...(packs ? { packs } : {}) };
   let files: Record<string, string>;
   if (options.plugin !== undefined) {
     const name = options.plugin;
@@ -74,19 +76,39 @@ export function init(options: { cwd: string; dir?: string; plugin?: string; forc
   return { dir, files: Object.keys(files) };
 }
 
-/** What to print after init: the files and the next commands. */
-export function initSummary(r: InitResult, cwd: string, plugin: boolean): string {
+/**
+ * The `packs/` folder of the Keel checkout this CLI runs from (where `pnpm pack:all` puts the
+ * tarballs), or undefined when it runs from an installed package. Contract: never throws.
+ */
+export function checkoutPacks(): string | undefined {
+  try {
+    const root = fileURLToPath(new URL("../../../", import.meta.url));
+    return existsSync(join(root, "pnpm-workspace.yaml")) && existsSync(join(root, "packages", "cli"))
+      ? join(root, "packs")
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What to print after init: the files and the next commands — ones that work today: the
+ * `@keel` packages are not on npm yet, so the install names the tarballs (`installCommand`).
+ */
+export function initSummary(r: InitResult, cwd: string, plugin: boolean, packs = checkoutPacks()): string {
   const where = relative(cwd, r.dir) || ".";
   const cd = where === "." ? "" : `cd ${where} && `;
+  const made = packs && !existsSync(packs) ? ` (first \`pnpm pack:all\` in ${dirname(packs)})` : "";
+  const install = `${installCommand(packs, plugin)}   # ${plugin ? "" : "the project's own copies, "}from Keel's tarballs${made}: the @keel packages are not on npm yet`;
   const next = plugin
     ? [
-        `${cd}npm install`,
+        `${cd}${install}`,
         "npm test                    # drives the plugin through the scripted provider",
         "npm run build               # dist/ is what npm users get",
       ]
     : [
         `${cd}keel run "hello"            # works now, offline, with this keel's own packages`,
-        "npm install                 # then the project's own copies:",
+        install,
         'npx keel run "hello"        # set ANTHROPIC_API_KEY for a real model',
         "npx keel chat               # a conversation; -c continues the last one",
       ];

@@ -17,7 +17,7 @@ import {
 } from "@keel/agent/node";
 import { MemorySessionStore } from "@keel/testkit";
 import { SqliteSessionStore, defaultSessionDbPath } from "@keel/store-sqlite";
-import { didYouMean, headOf } from "@keel/text";
+import { countOf, didYouMean, headOf } from "@keel/text";
 import type { Agent, AgentStorage, KeelConfig, KeelPlugin, Session, SessionStore } from "@keel/agent";
 import { chooseDatabase, postgresSessionStore } from "./database.ts";
 import type { Database } from "./database.ts";
@@ -501,11 +501,11 @@ function reportUnfinishedJobs(agent: Agent, io: CliEnv): void {
   for (const j of agent.unfinishedJobs) {
     if (j.status === "pending")
       io.err(
-        `keel: KEEL_JOB_PENDING: background job ${j.name} (${j.plugin}, ${j.idempotencyKey}) was cut short after ${j.attempts} attempt(s) and is recorded as pending; it re-runs at the next keel start with this home, or now with: keel run --session ${j.sessionId} "<input>"\n`,
+        `keel: KEEL_JOB_PENDING: background job ${j.name} (${j.plugin}, ${j.idempotencyKey}) was cut short after ${countOf(j.attempts, "attempt")} and is recorded as pending; it re-runs at the next keel start with this home, or now with: keel run --session ${j.sessionId} "<input>"\n`,
       );
     else
       io.err(
-        `keel: KEEL_JOB_FAILED: background job ${j.name} (${j.plugin}, ${j.idempotencyKey}) failed after ${j.attempts} attempt(s) and will not run again: ${j.error ?? "unknown error"}\n`,
+        `keel: KEEL_JOB_FAILED: background job ${j.name} (${j.plugin}, ${j.idempotencyKey}) failed after ${countOf(j.attempts, "attempt")} and will not run again: ${j.error ?? "unknown error"}\n`,
       );
   }
 }
@@ -602,7 +602,7 @@ async function runOnce(agent: Agent, input: string, io: CliEnv, flags: Flags, bu
     await session.flush?.();
     if (!flags.json)
       io.err(
-        `keel: ${result.verdict.status} (${result.verdict.reason}) · ${result.rounds} rounds · ${result.toolCalls} tool calls · session ${session.id}\n`,
+        `keel: ${result.verdict.status} (${result.verdict.reason}) · ${countOf(result.rounds, "round")} · ${countOf(result.toolCalls, "tool call")} · session ${session.id}\n`,
       );
     // A budget stop says what was spent, the limit and what to do (the verdict's detail).
     if (result.verdict.status === "stopped" && result.verdict.reason === "budget" && result.verdict.detail)
@@ -911,7 +911,7 @@ async function sessions(rest: string[], io: CliEnv, flags: Flags): Promise<numbe
       else if (!list.length) io.err(`keel: no sessions in ${where}\n`);
       else
         for (const s of list)
-          io.out(`${s.id}  ${s.agent}  ${new Date(s.updatedAt).toISOString()}  ${s.eventCount} events\n`);
+          io.out(`${s.id}  ${s.agent}  ${new Date(s.updatedAt).toISOString()}  ${countOf(s.eventCount, "event")}\n`);
       return EXIT.ok;
     }
     const info = await store.getSession(id!);

@@ -9,7 +9,7 @@ import type { KeelEvent, SessionStore } from "@keel/kernel";
 import { KeelError } from "@keel/kernel";
 import { evalMark, replaySession } from "@keel/eval";
 import type { ReplayOptions, ReplayReport, RequestChange } from "@keel/eval";
-import { codePointLength, headOf } from "@keel/text";
+import { codePointLength, countOf, headOf } from "@keel/text";
 import { buildAgent } from "./build-agent.ts";
 import type { LoadedConfig } from "./load-config.ts";
 
@@ -118,7 +118,7 @@ export async function replayCommand(
   else if (logs.length === 1 && !batch) io.out(formatReplay(reports[0]!));
   else {
     const same = reports.filter((r) => r.identical).length;
-    io.out(`${same} of ${reports.length} session(s) replayed identically.\n`);
+    io.out(`${same} of ${countOf(reports.length, "session")} replayed identically.\n`);
   }
   return cmd.strict && reports.some((r) => !r.identical) ? 1 : 0;
 }
@@ -164,7 +164,7 @@ function summaryLine(r: ReplayReport): string {
         ...(!first.messages.same ? ["messages"] : []),
       ].join("; ")
     : r.toolChanges.length
-      ? `${r.toolChanges.length} tool call(s) decided differently`
+      ? `${countOf(r.toolChanges.length, "tool call")} decided differently`
       : "a turn ended differently";
   return `${r.sessionId}  DIVERGED at request #${(r.firstDivergence ?? 0) + 1}: ${why || "the request"}\n`;
 }
@@ -299,7 +299,7 @@ function requestLine(r: RequestChange): string[] {
 /** The report as text. Contract: names the first request that differs and what the model would have been asked. */
 export function formatReplay(r: ReplayReport): string {
   const out = [
-    `keel replay ${r.sessionId} (tools ${r.tools === "log" ? "from the log" : "run live"}): ${r.requests.length} request(s), ${r.turns.length} turn(s)`,
+    `keel replay ${r.sessionId} (tools ${r.tools === "log" ? "from the log" : "run live"}): ${countOf(r.requests.length, "request")}, ${countOf(r.turns.length, "turn")}`,
     "Requests:",
     ...r.requests.flatMap(requestLine),
     "Turns:",

@@ -1,6 +1,7 @@
 /** Strict mode for plugin CI: every warning or error a plugin caused during the command fails it. */
 import type { Agent, AgentEvent } from "@keel/agent";
 import { KeelError } from "@keel/kernel";
+import { countOf } from "@keel/text";
 
 /** Is strict mode on: `--strict`, or KEEL_STRICT set to 1/true/yes. Contract: anything else is off. */
 export function strictFromEnv(flag: boolean | undefined, env: NodeJS.ProcessEnv): boolean {
@@ -28,7 +29,7 @@ export function strictCollector(agent: Agent): { failure(): KeelError | undefine
       problems.length
         ? new KeelError(
             "KEEL_STRICT_FAILED",
-            `${problems.length} plugin problem(s) during the command:\n${problems.map((p, i) => `${i + 1}. ${p}`).join("\n")}`,
+            `${countOf(problems.length, "plugin problem")} during the command:\n${problems.map((p, i) => `${i + 1}. ${p}`).join("\n")}`,
           )
         : undefined,
     dispose: off,

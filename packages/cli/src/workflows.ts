@@ -2,7 +2,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { KeelError } from "@keel/kernel";
-import { headOf } from "@keel/text";
+import { countOf, headOf } from "@keel/text";
 import type { CliEnv } from "./stdio.ts";
 
 const usage = (problem: string) => new KeelError("KEEL_CLI_USAGE", problem);
@@ -39,7 +39,7 @@ export async function workflowsCommand(
       else
         for (const w of all)
           io.out(
-            `${w.workflow.id}  ${w.reviewed ? "reviewed" : "draft   "}  ${w.namespace}  ${w.workflow.name}  (${w.workflow.examples} turns; offers accepted ${w.accepted}, declined ${w.declined})\n`,
+            `${w.workflow.id}  ${w.reviewed ? "reviewed" : "draft   "}  ${w.namespace}  ${w.workflow.name}  (${countOf(w.workflow.examples, "turn")}; offers accepted ${w.accepted}, declined ${w.declined})\n`,
           );
       return 0;
     }

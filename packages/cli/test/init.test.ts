@@ -68,6 +68,14 @@ describe("keel init", () => {
     for (const f of ["package.json", "agent.config.ts", "skills/write-a-summary/SKILL.md", ".gitignore", "README.md"])
       expect(existsSync(join(dir, f)), f).toBe(true);
     expect(init.stdout).toContain("npx keel run");
+    // The next steps work today: the @keel packages are not on npm (a bare `npm install` is a
+    // 404), so the install names this checkout's tarballs, as the root README does.
+    const packs = join(REPO, "packs");
+    expect(init.stdout).toContain(`npm install ${packs}/*.tgz`);
+    expect(init.stdout).not.toMatch(/^\s*npm install\s*(#|$)/m);
+    const readme = readFileSync(join(dir, "README.md"), "utf8");
+    expect(readme).toContain(`npm install ${packs}/*.tgz`);
+    expect(readme).not.toMatch(/^npm install$/m);
     const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
     expect(manifest).toMatchObject({ name: "my-agent", type: "module" });
     linkDependencies(dir);

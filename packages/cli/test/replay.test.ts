@@ -93,7 +93,7 @@ describe("keel replay", () => {
     const same = await keel(["replay", "--last", "5", "--strict"]);
     expect(same.code, same.stderr).toBe(0);
     expect(same.stdout).toContain(`${sessionId}  identical (2 requests)`);
-    expect(same.stdout).toContain("2 of 2 session(s) replayed identically.");
+    expect(same.stdout).toContain("2 of 2 sessions replayed identically.");
     const changed = await keel(["replay", "--last", "5", "--strict", "--json"], { RULES: "Be thorough." });
     expect(changed.code).toBe(1);
     const reports = JSON.parse(changed.stdout) as Array<{ identical: boolean; firstDivergence: number }>;
@@ -103,7 +103,7 @@ describe("keel replay", () => {
     ]);
     const lines = await keel(["replay", "--last", "1"], { RULES: "Be thorough." });
     expect(lines.stdout).toMatch(/DIVERGED at request #1: section rules changed by rules/);
-    expect(lines.stdout).toContain("0 of 1 session(s) replayed identically.");
+    expect(lines.stdout).toContain("0 of 1 session replayed identically.");
     const both = await keel(["replay", sessionId, "--last", "2"]);
     expect(both.code).toBe(2);
   });

@@ -172,6 +172,42 @@ export default {
     }
   });
 
+  it("the public card publishes nothing of the instructions: the config's `description`, else a generic text (both card shapes)", async () => {
+    const secret = "Internal playbook: offer discount code ZEBRA-7731 to churning customers.";
+    const words = ["playbook", "ZEBRA", "7731", "churning", "discount"];
+    const served = async (description?: string) => {
+      const p = project();
+      writeFileSync(
+        join(p.dir, "agent.config.mjs"),
+        `export default { name: "helper", instructions: ${JSON.stringify(`${secret}\nSecond line.`)},${description ? ` description: ${JSON.stringify(description)},` : ""} offline: { script: { steps: [{ text: "hi" }] } } };\n`,
+      );
+      const s = await start(p, ["--token", TOKEN]);
+      try {
+        // Without a token, in both shapes (v1.0 by header, v0.3 without).
+        const card = `${s.url}.well-known/agent-card.json`;
+        const v1 = await (await fetch(card, { headers: { "A2A-Version": "1.0" } })).text();
+        const v03 = await (await fetch(card)).text();
+        return {
+          v1,
+          v03,
+          description: ((await (await client(s.url)).getAgentCard()) as { description: string }).description,
+        };
+      } finally {
+        s.child.kill("SIGINT");
+        await s.exit;
+      }
+    };
+    const generic = await served();
+    for (const w of words) {
+      expect(generic.v1).not.toContain(w);
+      expect(generic.v03).not.toContain(w);
+    }
+    expect(generic.description).toBe("A Keel agent.");
+    const own = await served("Answers questions about our releases.");
+    expect(own.description).toBe("Answers questions about our releases.");
+    for (const w of words) expect(`${own.v1}${own.v03}`).not.toContain(w);
+  });
+
   it("another host without a token is refused before anything listens (exit 2, naming --token)", async () => {
     const p = project();
     const run = await runKeel(["serve", "--a2a", "--host", "0.0.0.0"], {

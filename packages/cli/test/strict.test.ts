@@ -35,6 +35,8 @@ describe("strict mode", () => {
   it("without it: exit 0, the warning shown whole (every issue, wrapped, not cut at 160 characters)", async () => {
     const r = await runKeel(["run", "bonjour"], { cwd: root, env: env() });
     expect(r.code, r.stderr).toBe(0);
+    // One helper makes every count agree with its noun ("1 rounds" was printed).
+    expect(r.stderr).toContain("keel: completed (end_turn) · 1 round · 0 tool calls ·");
     const at = r.stderr.indexOf("KEEL_CONTRIBUTION_INVALID");
     expect(at).toBeGreaterThan(-1);
     const warning = r.stderr.slice(at, r.stderr.indexOf("\nkeel: completed", at));
@@ -49,6 +51,7 @@ describe("strict mode", () => {
     const r = await runKeel(["run", "--strict", "bonjour"], { cwd: root, env: env() });
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain("KEEL_STRICT_FAILED");
+    expect(r.stderr).toContain("1 plugin problem during the command");
     const failure = r.stderr.slice(r.stderr.indexOf("KEEL_STRICT_FAILED")).replace(/\n\s+/g, " ");
     expect(failure).toContain(
       '1. KEEL_CONTRIBUTION_INVALID (plugin "acme-house-rules-for-the-support-desk-agent", phase "turn.pre_prompt_compile")',

@@ -351,7 +351,17 @@ function formatMessage(code: ErrorCode, problem: string, loc: ErrorLocation): st
   if (loc.tool) where.push(`tool "${loc.tool}"`);
   if (loc.path) where.push(`at ${loc.path}`);
   const prefix = where.length ? ` (${where.join(", ")})` : "";
-  return `${code}${prefix}: ${problem} ${ERROR_CODES[code]}`;
+  return `${code}${prefix}: ${oneStop(problem)} ${ERROR_CODES[code]}`;
+}
+
+/**
+ * `text` with every full stop doubled at a word's end made one: a reason or an error message
+ * that ends with its own period, interpolated before the problem's (`denied: ${reason}.`), reads
+ * "Not now." rather than "Not now..". An ellipsis (`...`) and `..` in a path (`../x`, `cd ..`)
+ * are left as they are. Contract: never throws.
+ */
+export function oneStop(text: string): string {
+  return text.replace(/(?<=[^.\s/\\])\.\.(?=[\s)"'\]]|$)/g, ".");
 }
 
 /** True when `err` is a KeelError, optionally with the given code. Contract: never throws (a thrown Proxy is not one). */
@@ -408,14 +418,16 @@ export function plainThrown(err: unknown): unknown {
 }
 
 /**
- * The message of any thrown value, for diagnostics. Contract: never throws; a connection
- * credential in it (a driver echoing its URL, `password=…`) is masked (maskCredentials).
+ * The message of any thrown value, for diagnostics: an error's message (its name when it has
+ * none, its `cause` then), an AggregateError's and a list's errors each by their message, an
+ * object's `message` (enumerable or not), else its JSON with the errors inside it read the same
+ * way — never `{}` or `[{}]` for an error JSON cannot see. Contract: never throws; a
+ * connection credential in it (a driver echoing its URL, `password=…`) is masked (maskCredentials).
  */
 export function errorMessage(err: unknown): string {
   // Thrown values often come from plugin or tool code: a getter, toJSON or Proxy may throw too.
   try {
-    if (err instanceof Error) return maskCredentials(String(err.message));
-    return maskCredentials(typeof err === "string" ? err : (JSON.stringify(err) ?? String(err)));
+    return maskCredentials(describeThrown(err, 0));
   } catch {
     try {
       return Object.prototype.toString.call(err);
@@ -423,6 +435,38 @@ export function errorMessage(err: unknown): string {
       return "(an unreadable value)";
     }
   }
+}
+
+/** Errors of a list or an AggregateError that are read; the rest are counted. */
+const LISTED_ERRORS = 5;
+
+/** An Error of this realm or another (a worker's, a vm's), or a DOMException. */
+function isErrorLike(v: unknown): v is Error {
+  return v instanceof Error || Object.prototype.toString.call(v) === "[object Error]";
+}
+
+function describeThrown(v: unknown, depth: number): string {
+  if (typeof v === "string") return v;
+  if (typeof v === "function") return `a function${v.name ? ` (${v.name})` : ""}`;
+  if (v === null || typeof v !== "object") return String(v);
+  if (depth > 3) return "(nested too deep)";
+  const list = (items: readonly unknown[]) =>
+    items
+      .slice(0, LISTED_ERRORS)
+      .map((x) => describeThrown(x, depth + 1))
+      .join("; ") + (items.length > LISTED_ERRORS ? `; and ${items.length - LISTED_ERRORS} more` : "");
+  if (Array.isArray(v)) return v.length ? list(v) : "[]";
+  const o = v as { message?: unknown; name?: unknown; errors?: unknown; cause?: unknown };
+  const message = typeof o.message === "string" ? o.message : "";
+  if (isErrorLike(v)) {
+    const inner = Array.isArray(o.errors) && o.errors.length ? list(o.errors) : "";
+    const own = message || (inner ? "" : typeof o.name === "string" && o.name ? o.name : "Error");
+    const cause = !message && !inner && o.cause !== undefined ? describeThrown(o.cause, depth + 1) : "";
+    return [own, inner, cause].filter(Boolean).join(": ");
+  }
+  if (message) return message;
+  const json = JSON.stringify(v, (_k, x: unknown) => (x !== v && isErrorLike(x) ? describeThrown(x, depth + 1) : x));
+  return json !== undefined && json !== "{}" ? json : Object.prototype.toString.call(v);
 }
 
 /** Longest text a log record keeps of a plugin's error or diagnostic message. */

@@ -177,6 +177,7 @@ export interface TurnEventBase {
 export interface ToolCallView {
   id: string;
   name: string;
+  /** As the tool's schema reads them (defaults filled, coercions done): what the tool will run with. Raw only when they do not fit (the call is then refused). */
   args: unknown;
   category: ToolCategory;
   source: ToolSource;

@@ -350,17 +350,19 @@ async function prepare(t: Turn, call: ToolCallBlock): Promise<Prepared> {
     return { call, result: errorResult(call.id, call.name, text) };
   }
   const def = resolved.def;
+  // Checked against the tool's schema before any plugin decides: every handler sees the
+  // arguments the tool will run with (defaults filled, coercions done).
+  let checked = parseArgs(def, answered ? answered.args : call.args);
   let view: ToolCallView = freezeDeep({
     id: call.id,
     name: call.name,
-    args: call.args,
+    args: checked.ok ? frozenCopy(checked.args) : answered ? answered.args : call.args,
     category: def.category ?? "info",
     source: { ...resolved.source },
   });
   let decision: ToolDecision = { decision: "allow" };
   let approvedByUser = false;
   if (answered) {
-    view = freezeDeep({ ...view, args: answered.args });
     // Read back from a store, arguments that held a secret hold its placeholder: never run a call with it.
     if (answered.answer!.approved && holdsPlaceholder(answered.args)) {
       completed(t, call, "error");
@@ -375,7 +377,9 @@ async function prepare(t: Turn, call: ToolCallBlock): Promise<Prepared> {
     }
     if (answered.answer!.approved) approvedByUser = true;
     else decision = { decision: "deny", reason: answered.answer!.reason ?? "no reason given", plugin: "the user" };
-  } else ({ view, decision } = await preCall(t, view));
+  } else ({ view, decision, checked } = await preCall(t, def, view, checked));
+  // Arguments that do not fit are refused before anyone is asked (a deny still names its plugin).
+  if (!checked.ok && decision.decision !== "deny") return rejected(t, call, view, checked);
   if (decision.decision === "ask") {
     const asked: AskOutcome = await decideAsk(t, call, view, decision);
     if (asked.kind === "cancelled") {
@@ -400,13 +404,23 @@ async function prepare(t: Turn, call: ToolCallBlock): Promise<Prepared> {
       ),
     };
   }
-  return checkArgs(t, call, def, view, approvedByUser, decision);
+  return ready(t, call, def, view, (checked as { args: unknown }).args, approvedByUser, decision);
 }
 
-/** tool.pre_call: the plugins' decisions (deny beats ask beats allow), with any argument rewrite applied in order. */
-async function preCall(t: Turn, given: ToolCallView): Promise<{ view: ToolCallView; decision: ToolDecision }> {
-  if (!t.runner.has("tool.pre_call")) return { view: given, decision: { decision: "allow" } };
+/**
+ * tool.pre_call: the plugins' decisions (deny beats ask beats allow), with any argument rewrite
+ * applied in order. A rewrite is checked against the tool's schema at once, so the handlers
+ * after it (and the tool) see it with its defaults filled; one that does not fit is refused.
+ */
+async function preCall(
+  t: Turn,
+  def: ToolDefinition,
+  given: ToolCallView,
+  first: Checked,
+): Promise<{ view: ToolCallView; decision: ToolDecision; checked: Checked }> {
+  if (!t.runner.has("tool.pre_call")) return { view: given, decision: { decision: "allow" }, checked: first };
   let view = given;
+  let checked = first;
   const res = await t.runner.run("tool.pre_call", t.event("tool.pre_call", { round: t.rounds, call: view }), {
     signal: t.signal,
     owner: t.owner,
@@ -414,19 +428,20 @@ async function preCall(t: Turn, given: ToolCallView): Promise<{ view: ToolCallVi
     step: (e, added) => {
       const withArgs = added.filter((c) => c.value.kind === "tool_decision" && c.value.args !== undefined);
       if (!withArgs.length) return e;
-      view = freezeDeep({
-        ...view,
-        args: (withArgs[withArgs.length - 1]!.value as ContributionOf<"tool_decision">).args,
-      });
+      const last = withArgs[withArgs.length - 1]!;
+      const args = (last.value as ContributionOf<"tool_decision">).args;
+      checked = { ...parseArgs(def, args), by: last.plugin };
+      view = freezeDeep({ ...view, args: checked.ok ? frozenCopy(checked.args) : args });
       return Object.freeze({ ...e, call: view });
     },
   });
   t.session.record(res, t.turnId);
-  if (!res.failed) return { view, decision: mergeDecisions(t.of(res, "tool_decision")) };
+  if (!res.failed) return { view, decision: mergeDecisions(t.of(res, "tool_decision")), checked };
   const failure = (res.failed.details as { failure?: string } | undefined)?.failure;
   if (failure === "required") throw phaseFailed(res.failed);
   return {
     view,
+    checked,
     decision: {
       decision: "deny",
       reason: `a fail-closed check failed: ${res.failed.message}`,
@@ -435,47 +450,100 @@ async function preCall(t: Turn, given: ToolCallView): Promise<{ view: ToolCallVi
   };
 }
 
-/** The arguments against the tool's input schema; recorded as started when they fit. */
-function checkArgs(
+/** A call's arguments as its tool reads them, or why they do not fit; `by`: the plugin whose rewrite they are. */
+type Checked = ({ ok: true; args: unknown } | { ok: false; issues: string }) & { by?: string };
+
+/**
+ * `args` against the tool's schema: zod's output (defaults filled, coercions done), or, for a
+ * tool given as plain JSON Schema (`parameters`, as MCP tools are), the top-level properties'
+ * `default`s filled where an argument is left out. Contract: never throws (the schema is plugin code).
+ */
+function parseArgs(def: ToolDefinition, args: unknown): Checked {
+  if (!def.input) return { ok: true, args: withDefaults(def.parameters, args) };
+  let parsed:
+    | ReturnType<NonNullable<ToolDefinition["input"]>["safeParse"]>
+    | { success: false; error: { issues: Array<{ path: PropertyKey[]; message: string }> } };
+  try {
+    parsed = def.input.safeParse(args);
+    if (parsed.success) return { ok: true, args: parsed.data };
+  } catch (err) {
+    parsed = {
+      success: false,
+      error: { issues: [{ path: [], message: `validating the arguments threw: ${errorMessage(err)}` }] },
+    };
+  }
+  try {
+    const issues = parsed.error.issues
+      .slice(0, 5)
+      .map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`)
+      .join("; ");
+    return { ok: false, issues };
+  } catch (err) {
+    return { ok: false, issues: `(root): the schema's issues could not be read: ${errorMessage(err)}` };
+  }
+}
+
+/** `args` with the JSON Schema's top-level `default`s filled where an argument is absent; `args` itself when none applies. */
+function withDefaults(schema: unknown, args: unknown): unknown {
+  if (!isPlain(args)) return args;
+  try {
+    const props = (schema as { properties?: unknown } | undefined)?.properties;
+    if (!isPlain(props)) return args;
+    let out: Record<string, unknown> | undefined;
+    for (const [k, s] of Object.entries(props)) {
+      if (!isPlain(s) || !Object.hasOwn(s, "default") || (Object.hasOwn(args, k) && args[k] !== undefined)) continue;
+      const value = JSON.stringify(s.default);
+      if (value === undefined) continue;
+      out ??= { ...args };
+      out[k] = JSON.parse(value);
+    }
+    return out ?? args;
+  } catch {
+    return args;
+  }
+}
+
+function isPlain(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+/** A frozen copy of the plain objects and arrays in `v` (other objects shared as they are): plugins see what the tool gets, and cannot touch it. */
+function frozenCopy(v: unknown, depth = 0): unknown {
+  if (depth >= 64 || typeof v !== "object" || v === null) return v;
+  if (Array.isArray(v)) return Object.freeze(v.map((x) => frozenCopy(x, depth + 1)));
+  if (!isPlain(v)) return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) out[k] = frozenCopy(x, depth + 1);
+  return Object.freeze(out);
+}
+
+/** A call whose arguments do not fit its tool: refused (tool.post_result still sees the failure: a retry controller counts it). */
+function rejected(t: Turn, call: ToolCallBlock, view: ToolCallView, checked: Checked & { ok: false }): Prepared {
+  completed(t, call, "error");
+  const by = checked.by ? ` (rewritten by ${checked.by} at tool.pre_call)` : "";
+  return {
+    call,
+    result: errorResult(
+      call.id,
+      call.name,
+      `Error: ${new KeelError("KEEL_TOOL_ARGS_INVALID", `Invalid arguments${by} — ${checked.issues}.`, { tool: call.name, ...(checked.by ? { plugin: checked.by, phase: "tool.pre_call" } : {}) }).message}`,
+    ),
+    rejected: view,
+  };
+}
+
+/** A call ready to run with `args`, exactly what was decided on: recorded as started. */
+function ready(
   t: Turn,
   call: ToolCallBlock,
   def: ToolDefinition,
   view: ToolCallView,
+  args: unknown,
   approvedByUser: boolean,
   decision: ToolDecision,
 ): Prepared {
-  let args = view.args;
-  if (def.input) {
-    let parsed:
-      | ReturnType<NonNullable<ToolDefinition["input"]>["safeParse"]>
-      | { success: false; error: { issues: Array<{ path: PropertyKey[]; message: string }> } };
-    try {
-      parsed = def.input.safeParse(args);
-    } catch (err) {
-      parsed = {
-        success: false,
-        error: { issues: [{ path: [], message: `validating the arguments threw: ${errorMessage(err)}` }] },
-      };
-    }
-    if (!parsed.success) {
-      completed(t, call, "error");
-      const issues = parsed.error.issues
-        .slice(0, 5)
-        .map((i) => `${i.path.map(String).join(".") || "(root)"}: ${i.message}`)
-        .join("; ");
-      // The tool never ran, but tool.post_result still sees the failure (a retry controller counts it).
-      return {
-        call,
-        result: errorResult(
-          call.id,
-          call.name,
-          `Error: ${new KeelError("KEEL_TOOL_ARGS_INVALID", `Invalid arguments — ${issues}.`, { tool: call.name }).message}`,
-        ),
-        rejected: view,
-      };
-    }
-    args = parsed.data;
-  }
   void t.session.emit({ type: "tool.started", round: t.rounds, callId: call.id, name: call.name, args }, t.turnId);
   return {
     call,

@@ -132,9 +132,11 @@ export interface ToolSource {
 
 /**
  * A tool the model can call.
- * Contract: `name` matches ^[a-zA-Z0-9_-]{1,64}$; arguments are validated against `input`
- * (zod) when given, else passed as parsed JSON; `parameters` (JSON Schema) is what the model
- * sees and is derived from `input` when absent.
+ * Contract: `name` matches ^[a-zA-Z0-9_-]{1,64}$; arguments are read by `input` (zod) when
+ * given, else passed as parsed JSON with the top-level `default`s of `parameters` filled —
+ * before `tool.pre_call`, so plugins decide on what `execute` gets (its schema's output must
+ * read as its input again: a rewrite and an approved pause are read once more);
+ * `parameters` (JSON Schema) is what the model sees and is derived from `input` when absent.
  */
 export interface ToolDefinition<A = any> {
   name: string;

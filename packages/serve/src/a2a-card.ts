@@ -2,12 +2,12 @@
 import { A2A_PROTOCOL_VERSION } from "@a2a-js/sdk";
 import type { AgentCard } from "@a2a-js/sdk";
 import type { Agent } from "@keel/agent";
-import { headOf } from "@keel/text";
 import { ANSWER_HELP } from "./a2a-approvals.ts";
+import { GENERIC_DESCRIPTION, publicDescription } from "./public.ts";
 
 /** What the card says beyond what the agent knows. */
 export interface CardOptions {
-  /** Default: the instructions' first line, else "A Keel agent". */
+  /** Default: the agent's own `description` option, else "A Keel agent." (never its instructions). */
   description?: string;
   /** Default "0.1.0". */
   version?: string;
@@ -19,9 +19,7 @@ export interface CardOptions {
  * `bearer` is true; the one skill names the agent's tools and says how approvals are answered.
  */
 export function agentCard(agent: Agent, url: string, bearer: boolean, options: CardOptions = {}): AgentCard {
-  const instructions = agent.options.instructions?.trim();
-  const description =
-    options.description ?? (instructions ? headOf(instructions.split("\n")[0]!, 300) : "A Keel agent");
+  const description = publicDescription(agent, options.description) ?? GENERIC_DESCRIPTION;
   const tools = (agent.options.tools ?? []).map((t) => t.name);
   return {
     name: agent.name,

@@ -13,6 +13,7 @@ import { z } from "zod";
 import { openOwned } from "./auth.ts";
 import type { SessionOwners } from "./auth.ts";
 import type { Asker } from "./mcp-turn.ts";
+import { publicDescription } from "./public.ts";
 import {
   answerCall,
   errorResult,
@@ -33,6 +34,8 @@ export interface McpServeOptions {
   owners: SessionOwners;
   /** The server version announced (default 0.1.0). */
   version?: string;
+  /** What the server's instructions and its `ask` tool say the agent does. Default: the agent's `description` option (never its instructions). */
+  description?: string;
   /** Where notes go (never stdout on stdio); default nowhere. */
   note?: (line: string) => void;
 }
@@ -85,14 +88,15 @@ export class ServedAgent {
   server(principal: string): McpServer {
     const { agent } = this.options;
     const name = agent.name;
-    const about = headOf(agent.options.instructions?.trim() ?? "", 400);
+    // What anyone connecting may read: the agent's public description, never its instructions.
+    const about = publicDescription(agent, this.options.description);
     const server = new McpServer(
       { name, version: this.options.version ?? "0.1.0" },
       { instructions: `${name} is a Keel agent${about ? `: ${about}` : "."} Use ask to talk to it.` },
     );
     const ask = {
       title: `Ask ${name}`,
-      description: `Ask ${name}, a Keel agent${about ? ` (${headOf(about, 300)})` : ""}. Returns its final answer and a session_id; pass session_id again to continue that conversation (the agent sees the earlier turns). Without session_id a new conversation starts.`,
+      description: `Ask ${name}, a Keel agent${about ? ` (${about})` : ""}. Returns its final answer and a session_id; pass session_id again to continue that conversation (the agent sees the earlier turns). Without session_id a new conversation starts.`,
       inputSchema: AskInput,
       outputSchema: AnswerShape,
     };

@@ -51,7 +51,8 @@ async function serve(script: ProviderScriptInput, bind = resolveBind({}, {})): P
   const provider = new ScriptedProvider(script);
   const agent = await createAgent({
     name: "note-taker",
-    instructions: "Takes notes for the team.\nBe brief.",
+    instructions: "Private: the team's notes are kept in vault 12.\nBe brief.",
+    description: "Takes notes for the team.",
     provider,
     home: dir,
     plugins: [guard],
@@ -115,7 +116,9 @@ describe("keel agent over A2A", () => {
     const { server } = await serve([]);
     const card = await (await client(server.url)).getAgentCard();
     expect(card.name).toBe("note-taker");
+    // The agent's own description, never its instructions (the card is public).
     expect(card.description).toBe("Takes notes for the team.");
+    expect(JSON.stringify(card)).not.toContain("vault");
     expect(card.capabilities?.streaming).toBe(true);
     expect(card.supportedInterfaces[0]).toMatchObject({ url: server.url, protocolBinding: "JSONRPC" });
     expect(card.skills[0]!.tags).toContain("write_note");

@@ -54,6 +54,9 @@ describe("keel serve --mcp (stdio)", () => {
     const ask = tools.find((t) => t.name === "ask")!;
     expect(ask.description).toContain("helper");
     expect(ask.description).toContain("release calendar");
+    // What any client reads is the agent's description, never its instructions.
+    expect(client.getInstructions()).toContain("release calendar");
+    expect(`${client.getInstructions()}${JSON.stringify(tools)}`).not.toContain("vault");
     expect(ask.outputSchema).toBeDefined();
 
     const first = await client.callTool({ name: "ask", arguments: { input: "the release is Thursday" } });

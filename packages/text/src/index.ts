@@ -4,6 +4,7 @@
  * "did you mean" for a mistyped name. BM25 and the tokenizer the retrieval plugins share are
  * the `@keel/text/retrieval` subpath (it loads the stemmer; this entry does not). The cutting and
  * suggesting functions live in the kernel (which depends on nothing of Keel's); this entry re-exports them.
+ * `countOf` prints a count with its noun in the right number, for every count a person reads.
  */
 export {
   codePointLength,
@@ -21,3 +22,4 @@ export {
 } from "@keel/kernel";
 export type { TruncateOptions } from "@keel/kernel";
 export { closestName, didYouMean } from "@keel/kernel";
+export { countOf } from "./count.ts";

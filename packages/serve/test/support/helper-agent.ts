@@ -29,7 +29,8 @@ const texts = (m) => m.content.filter((b) => b.type === "text").map((b) => b.tex
 const reply = (content, stopReason) => ({ type: "response", message: { role: "assistant", content }, stopReason, usage: { inputTokens: 1, outputTokens: 1 } });
 export default {
   name: "helper",
-  instructions: "Knows the release calendar of the team.",
+  instructions: "Private: the calendar lives in the vault.",
+  description: "Knows the release calendar of the team.",
   model: {
     id: "custom:memo",
     async *stream(request, { signal }) {
