@@ -72,19 +72,37 @@ const STATUS: Record<string, number> = {
   KEEL_NOT_PAUSED: 409,
 };
 
+/**
+ * What a person did to get a refusal, said to them (a page shows `message`): a second tab, a stale
+ * tab, a chat busy in another window. The developer's text (ids, API names) stays in `detail`.
+ */
+const FOR_THE_PERSON: Record<string, string> = {
+  KEEL_TURN_BUSY:
+    "The assistant is still answering in this chat (perhaps in another tab): wait for the answer, then send again.",
+  KEEL_SESSION_BUSY:
+    "The assistant is still answering in this chat (perhaps in another tab or window): wait for the answer, then send again.",
+  KEEL_APPROVAL_UNKNOWN:
+    "This approval was already answered (perhaps in another tab) or is no longer waiting: reload the chat to see where it stands.",
+  KEEL_NOT_PAUSED:
+    "Nothing in this chat is waiting for an approval any more (perhaps answered in another tab): reload the chat to see where it stands.",
+};
+
 /** @internal The JSON error response for what a handler threw. Contract: never a stack; an unexpected error goes to `onError`. */
 export function failure(err: unknown, options: Pick<ChatHandlerOptions, "onError">): Response {
   const answer = (status: number, code: string, message: string, headers?: Record<string, string>) =>
     Response.json({ error: { code, message } }, { status, ...(headers ? { headers } : {}) });
   if (err instanceof HttpError) return answer(err.status, err.code, err.message);
   if (err instanceof z.ZodError) return answer(400, "BAD_REQUEST", z.prettifyError(err));
-  if (isKeelError(err))
-    return answer(
-      STATUS[err.code] ?? 500,
-      err.code,
-      err.message,
-      err.code === "KEEL_SESSION_BUSY" ? { "retry-after": "1" } : undefined,
+  if (isKeelError(err)) {
+    const status = STATUS[err.code] ?? 500;
+    const headers = err.code === "KEEL_SESSION_BUSY" ? { "retry-after": "1" } : undefined;
+    const said = FOR_THE_PERSON[err.code];
+    if (!said) return answer(status, err.code, err.message, headers);
+    return Response.json(
+      { error: { code: err.code, message: said, detail: err.message } },
+      { status, ...(headers ? { headers } : {}) },
     );
+  }
   (options.onError ?? ((e) => process.stderr.write(`@keel/ui-stream: ${errorMessage(e)}\n`)))(err);
   return answer(500, "INTERNAL", "The request failed inside the server; its log says why.");
 }
