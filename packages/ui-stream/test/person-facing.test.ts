@@ -4,17 +4,24 @@
  *   tab answering an approval already answered) are JSON whose `message` is for the person, as
  *   the 409 for a message sent while an approval waits is, not the developer's API text
  *   (`steer()`, `pendingApprovals()`, session ids); the developer's text stays in `detail`;
+ * - a database outage is a 503 the person can act on ("try again in a moment", `retry-after`),
+ *   never the operator's text (the database's address, environment names), which goes to
+ *   `onError`; once the database is back the same chat goes on;
  * - a chat read back after its process died mid-tool shows the cut call as failed with a
  *   reason, never still running (`input-available`) or still waiting to resume
  *   (`approval-responded`) in a turn that has ended.
  */
 import { mkdtempSync } from "node:fs";
+import { connect, createServer } from "node:net";
+import type { AddressInfo, Server, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent, definePlugin, defineTool } from "@keel/agent";
+import { PostgresSessionStore } from "@keel/store-postgres";
 import { SqliteSessionStore } from "@keel/store-sqlite";
+import { dropTestSchemas, PG_URL, requirePostgres, testSchema } from "../../store-postgres/test/support/pg.ts";
 import { ScriptedProvider } from "../../testkit/src/index.ts";
 import { chatMessages, createChatHandler } from "../src/index.ts";
 import { DEPLOY_SCRIPT, scriptedAgent } from "./support.ts";
@@ -38,7 +45,80 @@ const DEVELOPER_TEXT = /steer\(|followUp\(|pendingApprovals|session\.|Session "|
 
 type Refusal = { error: { code: string; message: string; detail?: string } };
 
+afterAll(() => dropTestSchemas());
+
+/** A TCP proxy to PostgreSQL the test can cut (the shared server is never stopped). */
+async function pgProxy(): Promise<{ url: string; down(): Promise<void>; up(): Promise<void> }> {
+  const target = new URL(PG_URL);
+  const socks = new Set<Socket>();
+  let server: Server | undefined;
+  let port = 0;
+  const up = () =>
+    new Promise<void>((done) => {
+      server = createServer((c) => {
+        const s = connect(Number(target.port || 5432), target.hostname);
+        const end = () => {
+          c.destroy();
+          s.destroy();
+        };
+        for (const x of [c, s]) {
+          socks.add(x);
+          x.on("error", end).on("close", end);
+        }
+        c.pipe(s).pipe(c);
+      });
+      server.listen(port, "127.0.0.1", () => {
+        port = (server!.address() as AddressInfo).port;
+        done();
+      });
+    });
+  const down = () =>
+    new Promise<void>((done) => {
+      for (const x of socks) x.destroy();
+      socks.clear();
+      server!.close(() => done());
+    });
+  await up();
+  const url = new URL(PG_URL);
+  url.host = `127.0.0.1:${port}`;
+  url.password = "s3cret-pw";
+  return { url: url.toString(), down, up };
+}
+
 describe("@keel/ui-stream: what the person sees", () => {
+  it("a database outage is a 503 worded for the person (the operator's text to onError); once it is back the chat goes on", async () => {
+    await requirePostgres();
+    const proxy = await pgProxy();
+    const store = new PostgresSessionStore({ url: proxy.url, schema: testSchema() });
+    const { agent } = await scriptedAgent(DEPLOY_SCRIPT, { store });
+    const logged: unknown[] = [];
+    const chat = createChatHandler({ agent, onError: (e) => logged.push(e) });
+    await (await chat(post({ id: "c1", messages: [userMessage("deploy v2")], trigger: "submit-message" }))).text();
+    await proxy.down();
+    for (const req of [
+      post({ id: "c1", messages: [approval("call_1")], trigger: "submit-message" }),
+      post({ id: "c2", messages: [userMessage("hello")], trigger: "submit-message" }),
+      new Request("http://localhost/api/chat/c1/messages"),
+    ]) {
+      const res = await chat(req);
+      expect(res.status).toBe(503);
+      expect(res.headers.get("retry-after")).toBeTruthy();
+      const body = (await res.json()) as Refusal;
+      expect(body.error.code).toBe("KEEL_STORE_FAILED");
+      expect(body.error.message).toMatch(/try again in a moment/);
+      expect(JSON.stringify(body)).not.toMatch(/postgres|127\.0\.0\.1|KEEL_DATABASE_URL|KEEL_HOME|ECONNREFUSED/);
+    }
+    // The operator is told, with the details.
+    expect(logged.length).toBeGreaterThan(0);
+    expect(String((logged[0] as Error).message)).toMatch(/not reachable|ECONNREFUSED|Connection terminated/);
+    await proxy.up();
+    const answered = await chat(post({ id: "c1", messages: [approval("call_1")], trigger: "submit-message" }));
+    expect(answered.status).toBe(200);
+    expect(await answered.text()).toContain("Done: v2 is live.");
+    await agent.close();
+    await proxy.down();
+  }, 30_000);
+
   it("a second tab's Approve while the turn runs, and a stale tab's Approve after it, are refusals worded for the person", async () => {
     const script = [DEPLOY_SCRIPT[0]!, { text: "Done: v2 is live.", delayMs: 400 }];
     const { agent } = await scriptedAgent(script);
