@@ -120,7 +120,13 @@ describe("@keel/ui-stream: what the person sees", () => {
   }, 30_000);
 
   it("a second tab's Approve while the turn runs, and a stale tab's Approve after it, are refusals worded for the person", async () => {
-    const script = [DEPLOY_SCRIPT[0]!, { text: "Done: v2 is live.", delayMs: 400 }];
+    const script = [
+      {
+        text: "Deploying v2.",
+        toolCalls: [{ id: "call_1", name: "deploy", args: { version: "v2" } }],
+      },
+      { text: "Done: v2 is live.", delayMs: 400 },
+    ];
     const { agent } = await scriptedAgent(script);
     const chat = createChatHandler({ agent });
     await (await chat(post({ id: "c1", messages: [userMessage("deploy v2")], trigger: "submit-message" }))).text();
