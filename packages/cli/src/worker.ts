@@ -55,7 +55,7 @@ export async function workerCommand(
       ...(maxBackoffMs !== undefined ? { maxBackoffMs } : {}),
       ...(graceMs !== undefined ? { graceMs } : {}),
       onEvent: (e) => {
-        const line = flags.json ? JSON.stringify(e) : describe(e);
+        const line = flags.json ? JSON.stringify(e) : workerLine(e);
         if (line) io.out(`${line}\n`);
       },
     });
@@ -70,7 +70,8 @@ export async function workerCommand(
 }
 
 /** One step as a line (skips are only in --json: a busy session is seen every pass). */
-function describe(e: WorkerEvent): string | undefined {
+/** One human line for a worker event (undefined: nothing to say). Contract: the outage line names its Keel code once. */
+export function workerLine(e: WorkerEvent): string | undefined {
   switch (e.type) {
     case "claimed":
       return `claimed  ${e.turnId} (${e.state === "running" ? "left unfinished" : "approvals answered"})`;
@@ -87,7 +88,7 @@ function describe(e: WorkerEvent): string | undefined {
     case "work":
       return `${e.source} ${e.id}: ${e.outcome}`;
     case "store_unavailable":
-      return `store unavailable: ${e.code}: ${e.message} (last successful poll ${e.lastPollAt ? new Date(e.lastPollAt).toISOString() : "never"}); retrying with backoff (next in ${e.backoffMs} ms), turns wait`;
+      return `store unavailable: ${e.message.startsWith(e.code) ? e.message : `${e.code}: ${e.message}`} (last successful poll ${e.lastPollAt ? new Date(e.lastPollAt).toISOString() : "never"}); retrying with backoff (next in ${e.backoffMs} ms), turns wait`;
     case "store_recovered":
       return `store back after ${e.downMs} ms (${e.failures} failed attempt${e.failures === 1 ? "" : "s"}); going on`;
     default:

@@ -133,8 +133,25 @@ async function assistantMessage(turn: TurnLog, outputOf: (callId: string) => unk
     const answer = part.state === "approval-requested" && part.approval && turn.answers.get(part.approval.id);
     if (answer) Object.assign(part, { state: "approval-responded", approval: { id: part.approval!.id, ...answer } });
   }
+  // A turn that ended (not a pause) with a call still open: its process stopped mid-call. Failed, with why.
+  const status = turn.verdict?.type === "verdict" ? turn.verdict.result.verdict.status : undefined;
+  if (status && status !== "paused")
+    for (const part of message.parts as Array<{ type: string; state?: string; approval?: { approved?: boolean } }>) {
+      if (!OPEN.has(part.state ?? "") || !(part.type.startsWith("tool-") || part.type === "dynamic-tool")) continue;
+      const ran = part.state !== "approval-requested" && part.approval?.approved !== false;
+      const errorText = !ran
+        ? `The turn ended (${status}) before this call was answered: it did not run.`
+        : status === "interrupted"
+          ? "The process running the turn stopped before this call finished: it may have run, but no result was recorded."
+          : `The turn ended (${status}) before this call finished: it may have run, but no result was recorded.`;
+      if (!ran) delete part.approval;
+      Object.assign(part, { state: "output-error", errorText });
+    }
   return message.parts.length ? message : undefined;
 }
+
+/** Tool part states of a call with no result yet. */
+const OPEN = new Set(["input-streaming", "input-available", "approval-requested", "approval-responded"]);
 
 /**
  * The response to useChat's reconnect (`GET {api}/{chat id}/stream`): 204 when no turn of the

@@ -1,6 +1,7 @@
 /** @internal What the chat and AG-UI handlers share: reading bodies, error responses, sessions by caller. */
 import { z } from "zod";
 import { errorMessage, isKeelError, messageText } from "@keel/kernel";
+import { isTransientStoreError } from "@keel/agent";
 import type { Agent, Session } from "@keel/agent";
 
 /**
@@ -72,20 +73,52 @@ const STATUS: Record<string, number> = {
   KEEL_NOT_PAUSED: 409,
 };
 
+/**
+ * What a person did to get a refusal, said to them (a page shows `message`): a second tab, a stale
+ * tab, a chat busy in another window. The developer's text (ids, API names) stays in `detail`.
+ */
+const FOR_THE_PERSON: Record<string, string> = {
+  KEEL_TURN_BUSY:
+    "The assistant is still answering in this chat (perhaps in another tab): wait for the answer, then send again.",
+  KEEL_SESSION_BUSY:
+    "The assistant is still answering in this chat (perhaps in another tab or window): wait for the answer, then send again.",
+  KEEL_APPROVAL_UNKNOWN:
+    "This approval was already answered (perhaps in another tab) or is no longer waiting: reload the chat to see where it stands.",
+  KEEL_NOT_PAUSED:
+    "Nothing in this chat is waiting for an approval any more (perhaps answered in another tab): reload the chat to see where it stands.",
+};
+
+/** What the page says while the agent's store is unreachable for a moment (a database outage). */
+const STORE_AWAY = "The chat cannot be reached for a moment (its storage is unavailable): try again in a moment.";
+
 /** @internal The JSON error response for what a handler threw. Contract: never a stack; an unexpected error goes to `onError`. */
 export function failure(err: unknown, options: Pick<ChatHandlerOptions, "onError">): Response {
   const answer = (status: number, code: string, message: string, headers?: Record<string, string>) =>
     Response.json({ error: { code, message } }, { status, ...(headers ? { headers } : {}) });
   if (err instanceof HttpError) return answer(err.status, err.code, err.message);
   if (err instanceof z.ZodError) return answer(400, "BAD_REQUEST", z.prettifyError(err));
-  if (isKeelError(err))
-    return answer(
-      STATUS[err.code] ?? 500,
-      err.code,
-      err.message,
-      err.code === "KEEL_SESSION_BUSY" ? { "retry-after": "1" } : undefined,
+  const report = options.onError ?? ((e) => process.stderr.write(`@keel/ui-stream: ${errorMessage(e)}\n`));
+  // The server's own failure: its text (addresses, settings) is the operator's, in the log.
+  if (isTransientStoreError(err)) {
+    report(err);
+    const code = isKeelError(err) ? err.code : "KEEL_STORE_FAILED";
+    return Response.json({ error: { code, message: STORE_AWAY } }, { status: 503, headers: { "retry-after": "5" } });
+  }
+  if (isKeelError(err) && STATUS[err.code] === undefined) {
+    report(err);
+    return answer(500, err.code, "The request failed inside the server; its log says why.");
+  }
+  if (isKeelError(err)) {
+    const status = STATUS[err.code]!;
+    const headers = err.code === "KEEL_SESSION_BUSY" ? { "retry-after": "1" } : undefined;
+    const said = FOR_THE_PERSON[err.code];
+    if (!said) return answer(status, err.code, err.message, headers);
+    return Response.json(
+      { error: { code: err.code, message: said, detail: err.message } },
+      { status, ...(headers ? { headers } : {}) },
     );
-  (options.onError ?? ((e) => process.stderr.write(`@keel/ui-stream: ${errorMessage(e)}\n`)))(err);
+  }
+  report(err);
   return answer(500, "INTERNAL", "The request failed inside the server; its log says why.");
 }
 
