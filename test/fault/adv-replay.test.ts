@@ -94,7 +94,7 @@ describe("keel replay --json (adversarial)", () => {
     const a = JSON.parse(one.stdout) as Record<string, unknown>;
     expect(Object.keys(a).sort()).toEqual(keys);
     const b = JSON.parse(changed.stdout) as Record<string, unknown>;
-    expect(Object.keys(b).sort()).toEqual([...keys, "asked", "firstDivergence"].sort());
+    expect(Object.keys(b).sort()).toEqual([...keys, "asked", "firstDivergence", "systemDiff"].sort());
     expect(Object.keys((b.asked as object) ?? {}).sort()).toEqual(["lastMessages", "system", "tools"]);
     const rows = (a.requests as Array<Record<string, unknown>>).map((r) => Object.keys(r).sort());
     for (const r of rows)

@@ -93,7 +93,7 @@ export default defineConfig({ name: "flaky", plugins: [flaky], offline: { script
     const r = await keel(dir, home, ["run", "go"]);
     const session = sessionOf(r);
     expect(r.stderr).toMatch(
-      /KEEL_JOB_FAILED: background job sync \(flaky-jobs, sync:[^)]+\) failed after 3 attempt\(s\).*upstream refused/,
+      /KEEL_JOB_FAILED: background job sync \(flaky-jobs, sync:[^)]+\) failed after 3 attempts.*upstream refused/,
     );
     const events = allEvents(home);
     expect(jobTrail(events, `sync:${session}/1`)).toEqual([

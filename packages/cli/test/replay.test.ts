@@ -136,7 +136,7 @@ describe("keel replay", () => {
     expect(none.stderr).toContain(
       'keel: no session of agent "replayer" had a turn started until 2001-01-01T00:00:00.000Z.',
     );
-    expect(none.stdout).toContain("0 of 0 session(s) replayed identically.");
+    expect(none.stdout).toContain("0 of 0 sessions replayed identically.");
     const bad = await keel(["replay", "--since", "yesterday"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain(
