@@ -163,6 +163,46 @@ describe("outage: keel worker through a PostgreSQL outage", () => {
     expect((await w.exit).code, w.stderr()).toBe(0);
   }, 90_000);
 
+  it("the database goes down while a keel run's tool runs: no further model call is paid for; keel run exits with KEEL_STORE_FAILED and the worker finishes the turn with one request per round", async () => {
+    const p = await setup("down-mid-turn");
+    const input = "outage-d tools:1 pause:60000";
+    const round2 = () =>
+      server.requests.filter((r) => {
+        const sent = JSON.stringify(r.body?.messages ?? []);
+        return sent.includes(input) && sent.includes('"tool_result"');
+      });
+    const run = startKeel(["run", input], { cwd: p.dir, env: p.env });
+    const id = await firstCallStarted(p.store);
+    // The database goes away while the tool runs; the tool then finishes, with nothing able to store its result.
+    await proxy!.down();
+    writeFileSync(p.release, "");
+    const exit = await run.exit;
+    expect(exit.code, run.stderr()).not.toBe(0);
+    expect(exit.signal).toBeNull();
+    // The round-2 request was never sent while the store could not record it (nor its answer printed).
+    expect(round2()).toHaveLength(0);
+    expect(run.stdout()).not.toContain("Done after");
+    expect(run.stderr()).toContain("KEEL_STORE_FAILED");
+    expect(run.stderr()).toMatch(/no model call was made/);
+    expect(run.stderr()).toMatch(/keel worker/);
+    await proxy!.up();
+    // What was stored is kept: the user's message and the call; a worker finishes the turn.
+    const before = await p.store.events(id);
+    expect(before.some((e) => e.type === "message.appended" && e.message.role === "user")).toBe(true);
+    expect(terminals(before)).toEqual([]);
+    const w = startKeel(["worker", "--once", "--json"], {
+      cwd: p.dir,
+      env: { ...p.env, KEEL_WORKER_MIN_IDLE_MS: "0" },
+    });
+    expect((await w.exit).code, w.stderr()).toBe(0);
+    const events = await p.store.events(id);
+    expect(terminals(events)).toEqual([`turn.completed:${id}/1`]);
+    expect(round2()).toHaveLength(1);
+    // Every request of the turn is on the log: one model.responded per request served.
+    const served = server.requests.filter((r) => JSON.stringify(r.body?.messages ?? []).includes(input));
+    expect(events.filter((e) => e.type === "model.responded")).toHaveLength(served.length);
+  }, 90_000);
+
   it("every backend killed again and again while the worker recovers a turn (no refusal): the turn completes, the worker goes on", async () => {
     const p = await setup("backends-killed");
     const run = startKeel(["run", "outage-c tools:2 pause:60000"], { cwd: p.dir, env: p.env });

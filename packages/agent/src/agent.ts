@@ -1159,11 +1159,16 @@ export class Session implements TurnHost, HostSession {
     options: { waitMs?: number; signal?: AbortSignal } = {},
   ): Promise<T> {
     await this.acquire(kind, options);
+    let result: T;
     try {
-      return await fn();
-    } finally {
-      await this.unhold();
+      result = await fn();
+    } catch (err) {
+      // The first failure is the one to tell (a store that stopped a turn fails its last write too).
+      await this.unhold().catch(() => undefined);
+      throw err;
     }
+    await this.unhold();
+    return result;
   }
 
   private async acquire(kind: LeaseKind, options: { waitMs?: number; signal?: AbortSignal }): Promise<void> {
@@ -1480,10 +1485,27 @@ export class Session implements TurnHost, HostSession {
   /**
    * @internal Before a provider call: renew the lease, and throw KEEL_SESSION_BUSY when this
    * process lost it (it stalled past its TTL and another holder took over), so no paid call
-   * is made for a session someone else now writes.
+   * is made for a session someone else now writes. Then what the turn recorded since its last
+   * write (the round's tool results) must be stored: a call whose answer cannot be recorded is
+   * paid for and made again, so a failing store stops the turn here (KEEL_STORE_FAILED), before
+   * any spend, and it goes on from its log later. No store round-trip when nothing is pending.
    */
   async confirmLease(): Promise<void> {
     await this.lease?.confirm();
+    if (!this.pending.length && !this.writes && !this.writeError) return;
+    const waiting = this.pending.length;
+    try {
+      await this.write(false);
+      while (this.writes) await this.writes;
+    } catch (err) {
+      const cause = isKeelError(err) ? err.problem : errorMessage(err);
+      throw new KeelError(
+        "KEEL_STORE_FAILED",
+        `Session "${this.id}": ${waiting ? `${waiting} event(s) of the turn` : "the turn's last events"} could not be stored before its next model call, so no model call was made (its answer could not have been recorded, and the call would be paid for again): ${cause} What was stored is kept (the user's message included): once the store is back, with the agent's recovery "auto" the turn goes on from its log (\`keel worker\` finishes it), else it is marked interrupted when the session is next used.`,
+        isKeelError(err) ? err.location : {},
+        { cause: err },
+      );
+    }
   }
 
   /** @internal publish a live-only event */

@@ -747,19 +747,20 @@ describe("orphaned tool calls", () => {
     });
     const store1 = new SqliteSessionStore({ path: db });
     // A short lease: the "dead" holder stops renewing it, so it expires soon after.
-    const agent1 = await createAgent({
-      provider: scriptedProvider([{ toolCalls: [{ id: "orphan", name: "work" }] }, { text: "never" }]),
-      store: store1,
-      tools: [work],
-      lease: { ttlMs: 200 },
-    });
+    const provider1 = scriptedProvider([{ toolCalls: [{ id: "orphan", name: "work" }] }, { text: "never" }]);
+    const agent1 = await createAgent({ provider: provider1, store: store1, tools: [work], lease: { ttlMs: 200 } });
     const s1 = await agent1.session();
     const running = s1.run("do the work");
     await started.promise;
     // The "process" dies: nothing more reaches the database.
     store1.close();
     release.resolve("done");
-    await expect(running).rejects.toMatchObject({ code: "KEEL_STORE_FAILED" });
+    await expect(running).rejects.toMatchObject({
+      code: "KEEL_STORE_FAILED",
+      message: expect.stringContaining("no model call was made"),
+    });
+    // The store failed before round 2: its call (whose answer could not be recorded) was never paid for.
+    expect(provider1.requests).toHaveLength(1);
 
     const store2 = new SqliteSessionStore({ path: db });
     const provider2 = scriptedProvider([{ text: "picking up where we left off" }]);

@@ -209,7 +209,8 @@ export interface TurnAgent {
  * The session a turn runs in, as the loop sees it.
  * Contract: `emit` numbers and batches events (durable ones are on disk when it resolves);
  * `messages` is a frozen array replaced on every change; `confirmLease` throws
- * KEEL_SESSION_BUSY when another writer took the session over; `runChild`/`abandonChild` are the
+ * KEEL_SESSION_BUSY when another writer took the session over, and KEEL_STORE_FAILED when what
+ * the turn emitted cannot be stored (no model call is made then); `runChild`/`abandonChild` are the
  * children point (ToolContext.child).
  */
 export interface TurnHost {
