@@ -47,28 +47,36 @@ function decide(messages: readonly Message[]): AssistantMessage {
   };
 }
 
-/** The offline provider. Contract: deterministic in the conversation; honours abort. */
-export const offlineModel: ModelProvider = {
-  id: "offline:release-rules",
-  contextWindow: 32_000,
-  // A mid-size model's price (USD per million tokens), so budgets (MAX_COST_USD) can be tried offline.
-  price: { input: 3, output: 15 },
-  async *stream(request: ModelRequest, { signal }: { signal: AbortSignal }): AsyncIterable<ModelEvent> {
-    const message = decide(request.messages);
-    for (const block of message.content) {
-      if (block.type !== "text") continue;
-      for (const word of block.text.split(/(?<= )/)) {
-        if (signal.aborted) throw new ProviderError("aborted", "The request was aborted.");
-        yield { type: "text_delta", text: word };
-        await new Promise((r) => setTimeout(r, 5));
+/**
+ * The offline provider, streaming its text a word at a time with `wordMs` between words.
+ * Contract: deterministic in the conversation; honours abort.
+ */
+export function offlineModelWith({ wordMs = 5 }: { wordMs?: number } = {}): ModelProvider {
+  return {
+    id: "offline:release-rules",
+    contextWindow: 32_000,
+    // A mid-size model's price (USD per million tokens), so budgets (MAX_COST_USD) can be tried offline.
+    price: { input: 3, output: 15 },
+    async *stream(request: ModelRequest, { signal }: { signal: AbortSignal }): AsyncIterable<ModelEvent> {
+      const message = decide(request.messages);
+      for (const block of message.content) {
+        if (block.type !== "text") continue;
+        for (const word of block.text.split(/(?<= )/)) {
+          if (signal.aborted) throw new ProviderError("aborted", "The request was aborted.");
+          yield { type: "text_delta", text: word };
+          await new Promise((r) => setTimeout(r, wordMs));
+        }
       }
-    }
-    const calls = message.content.some((b) => b.type === "tool_call");
-    yield {
-      type: "response",
-      message,
-      stopReason: calls ? "tool_use" : "end_turn",
-      usage: { inputTokens: 0, outputTokens: 0 },
-    };
-  },
-};
+      const calls = message.content.some((b) => b.type === "tool_call");
+      yield {
+        type: "response",
+        message,
+        stopReason: calls ? "tool_use" : "end_turn",
+        usage: { inputTokens: 0, outputTokens: 0 },
+      };
+    },
+  };
+}
+
+/** The offline provider (5 ms between words). Contract: deterministic in the conversation; honours abort. */
+export const offlineModel: ModelProvider = offlineModelWith();

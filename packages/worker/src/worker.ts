@@ -7,7 +7,7 @@ import {
   KeelError,
   sessionsWithPendingJobs,
 } from "@keel/agent";
-import type { Agent, Session, TurnResult, TurnToContinue } from "@keel/agent";
+import type { Agent, KeelEvent, Session, TurnResult, TurnToContinue } from "@keel/agent";
 
 /**
  * What a worker does, as it happens. `claimed`: it holds the session and continues its turn;
@@ -159,8 +159,12 @@ class Worker {
   private readonly running = new Map<string, { session?: Session; done: Promise<void> }>();
   /** Sessions skipped as not this worker's (a child, an unanswered pause), with the update they were skipped at. */
   private readonly passed = new Map<string, number>();
-  /** Sessions whose continuation a transient store error cut: taken again at the next pass, not after minIdleMs. */
-  private readonly cut = new Set<string>();
+  /**
+   * Sessions whose continuation a transient store error cut, with the turn and when it was taken: taken
+   * again at the next pass, not after minIdleMs; one gone from the list ended (perhaps by this worker's
+   * own write whose answer the outage lost) and is reported from its terminal event.
+   */
+  private readonly cut = new Map<string, { turnId?: string; t0: number }>();
   private readonly options: WorkerOptions;
   private readonly agent: Agent;
   private readonly concurrency: number;
@@ -267,8 +271,9 @@ class Worker {
     const now = Date.now();
     const list = await store.unfinished({ agent: this.agent.name, limit: PAGE });
     this.storeAnswered();
-    // A cut turn another worker finished since is no longer this worker's to hurry.
-    if (this.cut.size) for (const id of [...this.cut]) if (!list.some((c) => c.sessionId === id)) this.cut.delete(id);
+    // A cut turn no longer listed has ended: said from its terminal event, then no longer this worker's to hurry.
+    if (this.cut.size)
+      for (const [id, cut] of [...this.cut]) if (!list.some((c) => c.sessionId === id)) await this.ended(id, cut);
     for (const c of list) {
       if (this.options.signal?.aborted) return;
       // A turn whose holder died on this host is taken at once; others once quiet for minIdleMs (a live holder renews within it).
@@ -348,6 +353,8 @@ class Worker {
   private async take(c: TurnToContinue, slot: { session?: Session }): Promise<void> {
     let session: Session | undefined;
     let skipped = false;
+    let turnId: string | undefined;
+    const t0 = Date.now();
     try {
       session = await this.agent.session(c.sessionId, { waitMs: 0 });
       slot.session = session;
@@ -370,9 +377,8 @@ class Worker {
         skipped = why !== "busy";
         return this.emit({ type: "skipped", sessionId: c.sessionId, reason: why });
       }
-      const turnId = (c.state === "running" ? session.unfinished : session.pendingApprovals()[0])!.turnId;
+      turnId = (c.state === "running" ? session.unfinished : session.pendingApprovals()[0])!.turnId;
       this.emit({ type: "claimed", sessionId: c.sessionId, state: c.state, turnId });
-      const t0 = Date.now();
       const result = c.state === "running" ? await session.recover() : await session.resume();
       if (result.verdict.status === "interrupted" && result.verdict.reason === "handed_back") {
         this.report.handedBack++;
@@ -382,7 +388,7 @@ class Worker {
       this.emit({ type: "finished", sessionId: c.sessionId, turnId, verdict: result.verdict, ms: Date.now() - t0 });
       this.cut.delete(c.sessionId);
     } catch (err) {
-      if (isTransientStoreError(err)) this.cut.add(c.sessionId);
+      if (isTransientStoreError(err)) this.cut.set(c.sessionId, { turnId, t0: this.cut.get(c.sessionId)?.t0 ?? t0 });
       else this.cut.delete(c.sessionId);
       this.failed(c.sessionId, err);
     } finally {
@@ -393,6 +399,27 @@ class Worker {
         this.passed.set(c.sessionId, after?.updatedAt ?? c.updatedAt);
       }
     }
+  }
+
+  /**
+   * A cut turn that left the list: its terminal event, when there is one, is reported as `finished`
+   * (the store may have kept the turn's end though the outage lost its answer to this worker).
+   * Contract: never rejects; a store that still fails keeps the session cut for the next pass.
+   */
+  private async ended(sessionId: string, cut: { turnId?: string; t0: number }): Promise<void> {
+    if (cut.turnId === undefined) return void this.cut.delete(sessionId);
+    let events: readonly KeelEvent[];
+    try {
+      events = await this.agent.store.events(sessionId);
+    } catch (err) {
+      if (isTransientStoreError(err)) return;
+      events = [];
+    }
+    this.cut.delete(sessionId);
+    const end = events.findLast((e) => e.turnId === cut.turnId && isTerminalEvent(e));
+    if (!end || !("verdict" in end) || end.type === "turn.paused") return;
+    this.report.finished++;
+    this.emit({ type: "finished", sessionId, turnId: cut.turnId, verdict: end.verdict, ms: Date.now() - cut.t0 });
   }
 
   /** True when the parent turn that started this child session has ended (completed, failed or interrupted). */

@@ -194,6 +194,71 @@ describe("the in-process worker through a PostgreSQL outage", () => {
   });
 });
 
+describe("the turn's end is stored but the outage loses the answer", () => {
+  it("the worker reports the turn finished from the log, once, and takes it no more", async () => {
+    const schema = testSchema();
+    const id = await leftMidTool(schema);
+    const real = new PostgresSessionStore({ url: PG_URL, schema });
+    let lost = 0;
+    // The terminal event reaches the database; the connection then drops before its answer comes back.
+    const loseAnswer =
+      <A extends unknown[]>(write: (...a: A) => unknown) =>
+      async (...a: A) => {
+        await write.apply(real, a);
+        const batch = (Array.isArray(a[0]) ? a[0] : [a[0]]) as KeelEvent[];
+        if (!lost && batch.some((e) => e.type === "turn.completed")) {
+          lost++;
+          throw Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
+        }
+      };
+    const store = new Proxy(real, {
+      get(target, key, receiver) {
+        if (key === "append") return loseAnswer(target.append);
+        if (key === "appendMany") return loseAnswer(target.appendMany!);
+        const v = Reflect.get(target, key, receiver);
+        return typeof v === "function" ? v.bind(target) : v;
+      },
+    });
+    const look = defineTool({
+      name: "look",
+      description: "look",
+      category: "info",
+      repeatable: true,
+      execute: async () => "looked",
+    });
+    const agent = await createAgent({
+      provider: scriptedProvider([{ text: "done" }, { text: "done" }]),
+      store,
+      tools: [look],
+      recovery: "auto",
+      lease: { ttlMs: 30_000 },
+    });
+    closers.push(
+      () => real.close(),
+      () => agent.close(),
+    );
+    const events: WorkerEvent[] = [];
+    const stop = new AbortController();
+    const w = startWorker({
+      agent,
+      signal: stop.signal,
+      intervalMs: 50,
+      maxBackoffMs: 200,
+      onEvent: (e) => events.push(e),
+    });
+    closers.push(async () => (stop.abort(), await w.done.catch(() => undefined)));
+    await until(() => events.some((e) => e.type === "finished"), "the worker to report the turn finished");
+    expect(lost).toBe(1);
+    expect(terminals(await real.events(id))).toEqual([`turn.completed:${id}/1`]);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(events.filter((e) => e.type === "finished")).toMatchObject([
+      { sessionId: id, turnId: `${id}/1`, verdict: { status: "completed" } },
+    ]);
+    expect(events.filter((e) => e.type === "failed")).toEqual([]);
+    expect(events.filter((e) => e.type === "claimed")).toHaveLength(1);
+  });
+});
+
 describe("one pass (a cron job) while the store is down", () => {
   it("retries within maxBackoffMs, then rejects with the store's error (exit 1), not hanging and not reporting a session failed", async () => {
     proxy = await startPgProxy();
