@@ -1491,17 +1491,21 @@ export class Session implements TurnHost, HostSession {
    * any spend, and it goes on from its log later. No store round-trip when nothing is pending.
    */
   async confirmLease(): Promise<void> {
-    await this.lease?.confirm();
-    if (!this.pending.length && !this.writes && !this.writeError) return;
     const waiting = this.pending.length;
+    let what = "its lease could not be confirmed";
     try {
+      await this.lease?.confirm();
+      if (!this.pending.length && !this.writes && !this.writeError) return;
+      what = `${waiting ? `${waiting} event(s) of the turn` : "the turn's last events"} could not be stored`;
       await this.write(false);
       while (this.writes) await this.writes;
     } catch (err) {
+      // Lost to another holder: that is the busy session, said as such; any other failure is the store's.
+      if (isKeelError(err, "KEEL_SESSION_BUSY")) throw err;
       const cause = isKeelError(err) ? err.problem : errorMessage(err);
       throw new KeelError(
         "KEEL_STORE_FAILED",
-        `Session "${this.id}": ${waiting ? `${waiting} event(s) of the turn` : "the turn's last events"} could not be stored before its next model call, so no model call was made (its answer could not have been recorded, and the call would be paid for again): ${cause} What was stored is kept (the user's message included): once the store is back, with the agent's recovery "auto" the turn goes on from its log (\`keel worker\` finishes it), else it is marked interrupted when the session is next used.`,
+        `Session "${this.id}": ${what} before its next model call, so no model call was made (its answer could not have been recorded, and the call would be paid for again): ${cause} What was stored is kept (the user's message included): once the store is back, with the agent's recovery "auto" the turn goes on from its log (\`keel worker\` finishes it), else it is marked interrupted when the session is next used.`,
         isKeelError(err) ? err.location : {},
         { cause: err },
       );

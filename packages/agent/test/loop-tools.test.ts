@@ -735,6 +735,34 @@ describe("orphaned tool calls", () => {
     store2.close();
   });
 
+  it("a store that fails when the lease is due for renewal before the next model call: KEEL_STORE_FAILED saying no model call was made", async () => {
+    const started = deferred();
+    const release = deferred<string>();
+    const work = defineTool({
+      name: "work",
+      description: "waits",
+      category: "exec",
+      execute: () => (started.resolve(), release.promise),
+    });
+    const store = new SqliteSessionStore({ path: tmpDb() });
+    const provider = scriptedProvider([{ toolCalls: [{ id: "c1", name: "work" }] }, { text: "never" }]);
+    const agent = await createAgent({ provider, store, tools: [work], lease: { ttlMs: 200 } });
+    const s = await agent.session();
+    const running = s.run("do the work");
+    await started.promise;
+    store.close();
+    // Past a third of the TTL: the lease is renewed (on the closed store) before round 2's request.
+    await new Promise((r) => setTimeout(r, 120));
+    release.resolve("done");
+    await expect(running).rejects.toMatchObject({
+      code: "KEEL_STORE_FAILED",
+      message: expect.stringMatching(
+        /its lease could not be confirmed before its next model call, so no model call was made/,
+      ),
+    });
+    expect(provider.requests).toHaveLength(1);
+  });
+
   it("history that ends in a tool call without a result (the process died mid-tool) is repaired before the next request", async () => {
     const db = tmpDb();
     const started = deferred();
