@@ -56,7 +56,8 @@ describe("intra-turn pruning on the wire", () => {
       const server = await startWireServer();
       const home = tempDir();
       try {
-        const think = (n: number) => ({ text: `Thought ${n}: ${"weighing options ".repeat(20)}` });
+        // Over minCandidateTokens whether tokens are estimated (tokenizer not loaded yet) or counted exactly.
+        const think = (n: number) => ({ text: `Thought ${n}: ${"weighing options ".repeat(40)}` });
         server.enqueue(
           { thinking: think(1), toolCalls: [{ id: "call_1", name: "read", args: { path: "missing.txt" } }] },
           { thinking: think(2), toolCalls: [{ id: "call_2", name: "read", args: { path: "notes.txt" } }] },
