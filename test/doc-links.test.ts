@@ -48,6 +48,17 @@ describe("links in README.md and docs/", () => {
     expect(pages.flatMap((p) => brokenLinks(p, read(p)))).toEqual([]);
   });
 
+  it("so do those of the examples' READMEs and the fault suite's, which the guides send readers to", () => {
+    const pages = [
+      "test/fault/README.md",
+      ...readdirSync(join(REPO, "examples"))
+        .map((e) => `examples/${e}/README.md`)
+        .filter((p) => existsSync(join(REPO, p))),
+    ];
+    expect(pages.length).toBeGreaterThan(5);
+    expect(pages.flatMap((p) => brokenLinks(p, read(p)))).toEqual([]);
+  });
+
   it("a link to a missing file, a missing heading or outside the repository is reported", () => {
     const text = [
       "# A page",
