@@ -1,4 +1,4 @@
-// Regenerates docs/studio.png, the README's picture of `keel studio`: a real turn of the
+// Regenerates docs/studio.png, the picture of `keel studio` in docs/config.md: a real turn of the
 // full-stack example (offline), one request expanded. Needs chromium (apt-get install chromium).
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";

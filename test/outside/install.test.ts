@@ -1,12 +1,12 @@
 /**
- * Keel outside this repository, the way the README's "Outside this repository" section says:
+ * Keel outside this repository, the way the guide docs/outside.md says:
  * pack every package, `keel init` in an empty folder under the system's temp folder, run at once
  * (offline, before any install), install from the tarballs with real npm, run again with the
  * installed packages. One packing and one install are shared; after it, issue 35's "done when"
- * runs in the same project with the installed packages, following the README: `npm install
+ * runs in the same project with the installed packages, following the guide: `npm install
  * @ai-sdk/openai` (which must keep every Keel package) and an AI SDK model running a turn with a
  * tool, `keel serve --mcp` called by the MCP SDK's client, `keel serve --a2a` by @a2a-js/sdk's,
- * and the README's server.mjs behind the chat-ui page (built with vite) in Chromium: text
+ * and the guide's server.mjs behind the chat-ui page (built with vite) in Chromium: text
  * streams, the approval waits through a SIGKILL restart of server.mjs and a reload of the page,
  * Approve runs the tool once. The model is the wire server (the test's, not the user's code).
  */
@@ -68,15 +68,15 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-/** The README's "Outside this repository" section. */
-function readmeSection(): string {
-  const readme = readFileSync(join(REPO, "README.md"), "utf8");
-  const from = readme.indexOf("## Outside this repository");
-  return readme.slice(from, readme.indexOf("\n## ", from + 3));
+/** The guide "Outside this repository" (docs/outside.md), which the README links. */
+function outsideGuide(): string {
+  const guide = readFileSync(join(REPO, "docs/outside.md"), "utf8");
+  expect(guide).toMatch(/^# Outside this repository\n/);
+  return guide;
 }
 
 /**
- * The project's agent.config.ts once @ai-sdk/openai is installed: the README's AI SDK model, its
+ * The project's agent.config.ts once @ai-sdk/openai is installed: the guide's AI SDK model, its
  * provider pointed at the wire server; `get_weather` (info: runs) and `deploy` (exec: the
  * permissions plugin asks a person), which appends to deployments.log in the project.
  */
@@ -173,8 +173,9 @@ describe("outside this repository", () => {
     );
   });
 
-  it('the README\'s "Outside this repository" section shows the commands this file runs', () => {
-    const section = readmeSection();
+  it("the guide docs/outside.md, which the README links, shows the commands this file runs", () => {
+    expect(readFileSync(join(REPO, "README.md"), "utf8")).toContain("](docs/outside.md)");
+    const section = outsideGuide();
     for (const line of [
       "pnpm pack:all",
       "node $KEEL/packages/cli/bin/keel.js init",
@@ -324,12 +325,12 @@ describe("outside this repository", () => {
   }, 60_000);
 
   it.skipIf(browserMissing())(
-    "the team's React app: useChat against the README's server.mjs streams text; the approval waits through a SIGKILL restart and a reload; Approve runs the tool once",
+    "the team's React app: useChat against the guide's server.mjs streams text; the approval waits through a SIGKILL restart and a reload; Approve runs the tool once",
     async () => {
       expect(withAiSdk?.code).toBe(0);
       await buildChatPage(join(project.dir, "dist"));
-      const snippet = /```js\n(\/\/ server\.mjs[\s\S]*?)```/.exec(readmeSection())?.[1];
-      expect(snippet, "the README's server.mjs").toBeDefined();
+      const snippet = /```js\n(\/\/ server\.mjs[\s\S]*?)```/.exec(outsideGuide())?.[1];
+      expect(snippet, "the guide's server.mjs").toBeDefined();
       writeFileSync(join(project.dir, "server.mjs"), snippet!);
       // One port for both processes: the page's address stays the same through the restart.
       const port = await freePort();

@@ -15,7 +15,7 @@ const json = (v: unknown) => `${JSON.stringify(v, null, 2)}\n`;
  * Where Keel's packages are installed from today: the `@keel` packages are not on npm yet (a
  * plain `npm install` of a scaffold answers 404), so from the tarballs `pnpm pack:all` makes in
  * a Keel checkout (`packs`, when this CLI runs from one; else a placeholder), every one of them,
- * so their own `@keel` dependencies come from the tarballs too (the root README's "Outside this
+ * so their own `@keel` dependencies come from the tarballs too (docs/outside.md, "Outside this
  * repository"). Contract: one shell line, without a comment.
  */
 export function installCommand(packs: string | undefined, dev = false): string {

@@ -69,7 +69,7 @@ describe("keel init", () => {
       expect(existsSync(join(dir, f)), f).toBe(true);
     expect(init.stdout).toContain("npx keel run");
     // The next steps work today: the @keel packages are not on npm (a bare `npm install` is a
-    // 404), so the install names this checkout's tarballs, as the root README does.
+    // 404), so the install names this checkout's tarballs, as docs/outside.md does.
     const packs = join(REPO, "packs");
     expect(init.stdout).toContain(`npm install ${packs}/*.tgz`);
     expect(init.stdout).not.toMatch(/^\s*npm install\s*(#|$)/m);

@@ -7,7 +7,7 @@
  *   useChat answers; `GET {api}/{id}/stream` (resume) is 204 when idle, else the running turn
  *   replayed from its start and followed to its end;
  * - a message sent while an approval waits is a 409 telling the person what to do, and with the
- *   README's onError the message goes back and Approve still sends.
+ *   onError of docs/applications.md the message goes back and Approve still sends.
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -97,7 +97,7 @@ const toolParts = (m: UIMessage | undefined): ToolPart[] =>
   (m?.parts ?? []).filter((p) => isToolUIPart(p)) as unknown as ToolPart[];
 const textOf = (m: UIMessage | undefined) => (m?.parts ?? []).map((p) => (p.type === "text" ? p.text : "")).join("");
 
-/** A chat page: useChat's options the README gives (sendAutomaticallyWhen; onError puts a refused message back). */
+/** A chat page: useChat's options docs/applications.md gives (sendAutomaticallyWhen; onError puts a refused message back). */
 function page(
   handler: (r: Request) => Promise<Response>,
   id: string,
@@ -330,7 +330,7 @@ describe("@keel/ui-stream: a chat through a reload", () => {
     await agent.close();
   }, 60_000);
 
-  it("a message sent while an approval waits is a 409 saying to answer it first; with the README's onError, Approve still sends", async () => {
+  it("a message sent while an approval waits is a 409 saying to answer it first; with the onError of docs/applications.md, Approve still sends", async () => {
     const { agent } = await scriptedAgent(DEPLOY_SCRIPT);
     const handler = createChatHandler({ agent });
     const { chat, errors } = page(handler, "chat-3");
