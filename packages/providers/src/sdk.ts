@@ -28,24 +28,32 @@ function ownFile(): string | undefined {
 }
 
 /**
- * Whether the SDK package `sdk` is installed where the adapters import it (resolved from this
- * package's folder, as Node's `import()` resolves it). Contract: never throws; only "no such
- * package" is false. Bundled, or off Node (workerd, a browser), it answers true: the import
- * itself then says what is missing.
+ * Whether the SDK package `sdk` is installed where the adapters import it: a
+ * `node_modules/<sdk>/package.json` in this package's folder or one above it, the folders Node's
+ * `import()` looks in (it reads no NODE_PATH, unlike `require.resolve`, so neither does this).
+ * Contract: never throws; false only when no such folder has it. Bundled, off Node (workerd, a
+ * browser) or under Yarn Plug'n'Play it answers true: the import itself then says what is missing.
  */
 export function sdkInstalled(sdk: string): boolean {
   if (found.has(sdk)) return true;
   const from = ownFile();
-  // process.getBuiltinModule (Node >= 22.3), not an import of node:module: bundles for
+  // process.getBuiltinModule (Node >= 22.3), not imports of node: modules: bundles for
   // workerd and browsers take this file too.
-  const nodeModule = (
-    globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }
-  ).process?.getBuiltinModule?.("node:module") as typeof import("node:module") | undefined;
-  if (from === undefined || typeof nodeModule?.createRequire !== "function") return true;
+  const node = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown; versions?: { pnp?: string } } })
+    .process;
+  const fs = node?.getBuiltinModule?.("node:fs") as typeof import("node:fs") | undefined;
+  const path = node?.getBuiltinModule?.("node:path") as typeof import("node:path") | undefined;
+  const url = node?.getBuiltinModule?.("node:url") as typeof import("node:url") | undefined;
+  if (from === undefined || !fs || !path || !url || node?.versions?.pnp) return true;
   try {
-    nodeModule.createRequire(from).resolve(sdk);
-  } catch (err) {
-    if ((err as { code?: unknown } | null)?.code === "MODULE_NOT_FOUND") return false;
+    for (let dir = path.dirname(url.fileURLToPath(from)); ; ) {
+      if (fs.existsSync(path.join(dir, "node_modules", sdk, "package.json"))) break;
+      const up = path.dirname(dir);
+      if (up === dir) return false;
+      dir = up;
+    }
+  } catch {
+    return true;
   }
   found.add(sdk);
   return true;

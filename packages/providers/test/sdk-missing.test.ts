@@ -2,7 +2,8 @@
  * The SDKs are optional peers: a project that has not installed one gets KEEL_PROVIDER_SDK_MISSING
  * naming the package to add, when the model is resolved, before any request. The scenario is
  * real: a copy of this package's source in a project folder outside the repository, whose
- * node_modules holds @keel/kernel and nothing else, run by plain Node; then the same project
+ * node_modules holds @keel/kernel and nothing else, run by plain Node (with a NODE_PATH that
+ * holds both SDKs, which Node's import() ignores); then the same project
  * with @anthropic-ai/sdk linked in, which resolves and answers (the wire server) while `openai`
  * is still refused.
  */
@@ -62,7 +63,14 @@ async function resolveInProject(): Promise<
   const { stdout } = await promisify(execFile)(process.execPath, ["resolve.ts"], {
     cwd: app,
     encoding: "utf8",
-    env: { PATH: process.env.PATH ?? "", WIRE_URL: wire.openaiBaseURL, NODE_OPTIONS: "" },
+    // NODE_PATH names a folder holding both SDKs (pnpm sets one like it for its scripts):
+    // `import()` does not read it, so neither may the check.
+    env: {
+      PATH: process.env.PATH ?? "",
+      WIRE_URL: wire.openaiBaseURL,
+      NODE_OPTIONS: "",
+      NODE_PATH: join(dirname(dirname(dirname(realpathSync(join(PACKAGE, "node_modules", "openai"))))), "node_modules"),
+    },
   });
   return JSON.parse(stdout);
 }
