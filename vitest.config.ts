@@ -1,16 +1,36 @@
+import { globSync, readFileSync } from "node:fs";
 import { defineConfig } from "vitest/config";
+
+const ALL = ["packages/*/test/**/*.test.ts", "examples/**/*.test.ts", "test/**/*.test.ts"];
+
+/**
+ * Files that change what the process shares (its environment, working folder, handlers, globals,
+ * module mocks, timers) or that start processes run each in a fresh worker; every other package
+ * test shares its worker's loaded modules with the files before it (about half the import time
+ * and CPU of the suite's many small files). Decided by reading each file, so a new file that
+ * starts touching the process is isolated without anyone listing it.
+ */
+const TOUCHES_PROCESS =
+  /process\.env(\.\w+|\[[^\]]+\])\s*=[^=]|delete process\.env|process\.chdir|process\.umask|process\.on\(|process\.once\(|process\.exitCode|vi\.(mock|doMock|stubEnv|stubGlobal|useFakeTimers|spyOn)|globalThis\.\w+\s*=[^=]|defineProperty\(globalThis|child_process|runKeel|startKeel|KEEL_BIN/;
+const isolated = globSync("packages/*/test/**/*.test.ts").filter((f) => TOUCHES_PROCESS.test(readFileSync(f, "utf8")));
 
 export default defineConfig({
   test: {
-    include: ["packages/*/test/**/*.test.ts", "examples/**/*.test.ts", "test/**/*.test.ts"],
     pool: "forks",
-    // Vitest's default on a 2-core machine is one worker; most files wait on child
-    // processes and sockets, so two workers halve the wall time (458 s → 285 s measured).
-    maxWorkers: 2,
+    // Two cores: most scenarios wait on child processes, sockets and databases, so four workers
+    // keep both cores busy (442 s → 330 s measured); more only add contention.
+    maxWorkers: 4,
     // A test's timeout is a hang detector, not a speed check (speed is `pnpm bench`): scenarios
     // that spawn CLIs, MCP servers and databases take 5-20 s on a busy 2-core machine, so the
     // bound is a minute. Bounds a scenario promises (an exit "at once") are asserted inside it.
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    projects: [
+      {
+        extends: true,
+        test: { name: "shared", include: ["packages/*/test/**/*.test.ts"], exclude: isolated, isolate: false },
+      },
+      { extends: true, test: { name: "isolated", include: [...isolated, ...ALL.slice(1)] } },
+    ],
   },
 });

@@ -1,7 +1,8 @@
 /**
  * What npm users get: every relative link in a published README points at a file the package
- * ships (its `files`, the kernel's copied docs included), and every package that builds on the
- * kernel takes it as a peer, so a project never installs two kernels.
+ * ships (its `files`, the kernel's copied docs included), every package that builds on the
+ * kernel takes it as a peer, so a project never installs two kernels, and no package makes a
+ * project install a provider SDK it does not use.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -20,6 +21,8 @@ const manifest = (p: string) =>
     files?: string[];
     dependencies?: Record<string, string>;
     peerDependencies?: Record<string, string>;
+    peerDependenciesMeta?: Record<string, { optional?: boolean }>;
+    optionalDependencies?: Record<string, string>;
     devDependencies?: Record<string, string>;
     scripts?: Record<string, string>;
   };
@@ -121,5 +124,24 @@ describe("published packages", () => {
       expect(m.peerDependencies?.["@keel/agent"], m.name).toBe("workspace:^");
     }
     expect(Object.keys(manifest("kernel").dependencies ?? {})).toEqual(["zod"]);
+  });
+
+  it("no package forces a provider SDK on a project: @anthropic-ai/sdk and openai are optional peers of @keel/providers, a dependency of none", () => {
+    const sdks = ["@anthropic-ai/sdk", "openai"];
+    for (const p of packages) {
+      const m = manifest(p);
+      if (m.private) continue;
+      for (const sdk of sdks) {
+        expect(m.dependencies?.[sdk], `${m.name} depends on ${sdk}`).toBeUndefined();
+        expect(m.optionalDependencies?.[sdk], `${m.name} optionally depends on ${sdk}`).toBeUndefined();
+        if (m.peerDependencies?.[sdk]) expect(m.peerDependenciesMeta?.[sdk]?.optional, `${m.name}: ${sdk}`).toBe(true);
+      }
+    }
+    const providers = manifest("providers");
+    for (const sdk of sdks) {
+      expect(providers.peerDependencies?.[sdk], sdk).toMatch(/^\^\d/);
+      // The repository's own tests use the real SDKs.
+      expect(providers.devDependencies?.[sdk], sdk).toBe(providers.peerDependencies?.[sdk]);
+    }
   });
 });

@@ -2,10 +2,13 @@
  * Keel outside this repository, the way the guide docs/outside.md says:
  * pack every package, `keel init` in an empty folder under the system's temp folder, run at once
  * (offline, before any install), install from the tarballs with real npm, run again with the
- * installed packages. One packing and one install are shared; after it, issue 35's "done when"
+ * installed packages. One packing and one install are shared; no provider or protocol SDK comes
+ * with Keel (issue 44): with a key but no @anthropic-ai/sdk, keel names the package at config
+ * load, before any request. After it, issue 35's "done when"
  * runs in the same project with the installed packages, following the guide: `npm install
  * @ai-sdk/openai` (which must keep every Keel package) and an AI SDK model running a turn with a
- * tool, `keel serve --mcp` called by the MCP SDK's client, `keel serve --a2a` by @a2a-js/sdk's,
+ * tool, `keel serve` naming the protocol SDK it lacks, then (installed) `keel serve --mcp`
+ * called by the MCP SDK's client, `keel serve --a2a` by @a2a-js/sdk's,
  * and the guide's server.mjs behind the chat-ui page (built with vite) in Chromium: text
  * streams, the approval waits through a SIGKILL restart of server.mjs and a reload of the page,
  * Approve runs the tool once. The model is the wire server (the test's, not the user's code).
@@ -43,6 +46,7 @@ import {
   printed,
   REPO,
   type Ran,
+  run as runIn,
   start,
   stop,
   stopAll,
@@ -54,6 +58,7 @@ let packed: { ran: Ran; tarballs: string[] };
 let project: OutsideProject;
 let installed: Ran | undefined;
 let withAiSdk: Ran | undefined;
+let withServeSdks: Ran | undefined;
 let wire: WireServer;
 
 beforeAll(async () => {
@@ -183,6 +188,7 @@ describe("outside this repository", () => {
       "npm install $KEEL/packs/*.tgz",
       "npx keel run hello",
       "npm install @ai-sdk/openai",
+      "npm install @modelcontextprotocol/sdk @a2a-js/sdk",
       "aiSdkModel(openai(",
       "npx keel serve --mcp",
       '["--no", "keel", "serve", "--mcp"]',
@@ -236,11 +242,33 @@ describe("outside this repository", () => {
     const run = await project.npxKeel(["run", "hello"]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain("You said: hello");
+    // No provider SDK came with Keel: the offline note says what a real model needs.
+    expect(run.stderr).toContain("Install its SDK (npm install @anthropic-ai/sdk) and set the API key");
     const inspect = await project.npxKeel(["inspect"]);
     expect(inspect.code, inspect.stderr).toBe(0);
     expect(inspect.stdout).toContain(join(project.dir, "agent.config.ts"));
     expect(inspect.stdout).toMatch(/@keel\/plugin-memory@\d/);
     expect(inspect.stdout).toMatch(/@keel\/plugin-skills@\d/);
+  });
+
+  it("with a key but without its SDK, keel refuses the config's model at load, naming the package to install, before any request", async () => {
+    expect(installed?.code).toBe(0);
+    const modules = join(project.dir, "node_modules");
+    expect(copiesOf(modules, "@anthropic-ai/sdk")).toEqual([]);
+    expect(copiesOf(modules, "openai")).toEqual([]);
+    const from = wire.requests.length;
+    const online = await runIn(
+      "npx",
+      ["--no", "keel", "run", "hello"],
+      project.dir,
+      userEnv({ ANTHROPIC_API_KEY: "test", ANTHROPIC_BASE_URL: wire.anthropicBaseURL }),
+    );
+    expect(online.code).toBe(2);
+    expect(online.stderr).toContain("KEEL_PROVIDER_SDK_MISSING (at model)");
+    expect(online.stderr).toContain(`${join(project.dir, "agent.config.ts")}: anthropic:claude-sonnet-4-6`);
+    expect(online.stderr).toContain("run `npm install @anthropic-ai/sdk`");
+    expect(online.stdout).toBe("");
+    expect(wire.requests.length).toBe(from);
   });
 
   it("npm install @ai-sdk/openai keeps every Keel package; an AI SDK model runs a turn with a tool", async () => {
@@ -250,6 +278,9 @@ describe("outside this repository", () => {
     expect(withAiSdk.stdout).not.toMatch(/removed/);
     const modules = join(project.dir, "node_modules");
     for (const p of publishable()) expect(existsSync(join(modules, p.name, "package.json")), p.name).toBe(true);
+    // An AI SDK model needs neither provider SDK: none was installed.
+    expect(copiesOf(modules, "@anthropic-ai/sdk")).toEqual([]);
+    expect(copiesOf(modules, "openai")).toEqual([]);
     writeFileSync(join(project.dir, "agent.config.ts"), aiSdkConfig(wire.openaiBaseURL));
     const from = wire.requests.length;
     wire.enqueue(
@@ -269,8 +300,27 @@ describe("outside this repository", () => {
     expect(JSON.stringify(seen[1]!.body)).toContain("Paris: 21°C and sunny");
   }, 120_000);
 
-  it("npx keel serve --mcp, called from another MCP client over stdio: ask, then continue with session_id", async () => {
+  it("npx keel serve without its protocol's SDK names the package to install, before the agent is built; npm install adds them", async () => {
     expect(withAiSdk?.code).toBe(0);
+    const modules = join(project.dir, "node_modules");
+    for (const [flag, sdk] of [
+      ["--mcp", "@modelcontextprotocol/sdk"],
+      ["--a2a", "@a2a-js/sdk"],
+    ] as const) {
+      expect(copiesOf(modules, sdk), sdk).toEqual([]);
+      const refused = await project.npxKeel(["serve", flag]);
+      expect(refused.code, refused.stderr).toBe(2);
+      expect(refused.stderr).toContain(`KEEL_PACKAGE_MISSING (at ${flag})`);
+      expect(refused.stderr).toContain(`run \`npm install ${sdk}\``);
+      expect(refused.stderr).not.toContain("keel: model");
+    }
+    withServeSdks = await project.npmInstall(["@modelcontextprotocol/sdk", "@a2a-js/sdk"]);
+    expect(withServeSdks.code, withServeSdks.stdout + withServeSdks.stderr).toBe(0);
+    expect(withServeSdks.stdout).not.toMatch(/removed/);
+  }, 120_000);
+
+  it("npx keel serve --mcp, called from another MCP client over stdio: ask, then continue with session_id", async () => {
+    expect(withServeSdks?.code).toBe(0);
     const transport = new StdioClientTransport({
       command: "npx",
       args: ["--no", "keel", "serve", "--mcp"],
@@ -302,7 +352,7 @@ describe("outside this repository", () => {
   }, 60_000);
 
   it("npx keel serve --a2a, called from an A2A client: the agent card, message/send completes with the answer", async () => {
-    expect(withAiSdk?.code).toBe(0);
+    expect(withServeSdks?.code).toBe(0);
     const server = project.startKeel(["serve", "--a2a"]);
     try {
       const url = (await printed(server, /A2A endpoint (\S+)/))[1]!;

@@ -211,6 +211,14 @@ export function missingCredential(
   return undefined;
 }
 
+/** The SDK package serving `spec` when it is not installed where @keel/providers imports it; else undefined. */
+async function missingSdk(spec: string): Promise<string | undefined> {
+  const { PROVIDER_SDKS, sdkInstalled } = await import("@keel/providers");
+  const kind = spec.slice(0, spec.indexOf(":"));
+  const sdk = Object.hasOwn(PROVIDER_SDKS, kind) ? PROVIDER_SDKS[kind as keyof typeof PROVIDER_SDKS] : undefined;
+  return sdk && !sdkInstalled(sdk) ? sdk : undefined;
+}
+
 /** Build the agent a config describes. */
 export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {}): Promise<BuiltAgent> {
   const env = options.env ?? process.env;
@@ -258,8 +266,10 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
         : missing.length
           ? `${[...new Set(missing)].join(" / ")} is not set`
           : "the config names no model";
+    // The SDK is the project's to install: say so with the key, so the first online run is not a refusal.
+    const sdk = strings[0] !== undefined ? await missingSdk(strings[0]) : undefined;
     note(
-      `keel: offline — ${why}; the model is ${provider.id}${typeof config.offline?.script === "string" ? ` replaying ${config.offline.script}` : ""}. Set the API key to use ${strings[0] ?? "a real model"}.`,
+      `keel: offline — ${why}; the model is ${provider.id}${typeof config.offline?.script === "string" ? ` replaying ${config.offline.script}` : ""}. ${sdk ? `Install its SDK (npm install ${sdk}) and set the API key` : "Set the API key"} to use ${strings[0] ?? "a real model"}.`,
     );
   } else {
     // Models whose key is missing are left out of the chain; the rest serve in order.
@@ -267,10 +277,15 @@ export async function buildAgent(loaded: LoadedConfig, options: BuildOptions = {
       specs.filter((s) => specString(s) === undefined || !missingCredential(specString(s)!, env, config.baseURL)),
       env,
       config.baseURL,
+      { filepath: loaded.filepath, path: "model" },
     );
     provider = chain.length === 1 ? chain[0]! : (await import("@keel/providers")).fallback(chain);
     pool = await onlinePool(config, chain, env, loaded.filepath);
-    if (config.sideModel !== undefined) sideModel = await onlineProvider([config.sideModel], env, config.baseURL);
+    if (config.sideModel !== undefined)
+      sideModel = await onlineProvider([config.sideModel], env, config.baseURL, {
+        filepath: loaded.filepath,
+        path: "sideModel",
+      });
     note(`keel: model ${provider.id}${pool ? `; pool ${Object.keys(pool).join(", ")}` : ""}`);
   }
   if (database.kind === "postgres") note(`keel: stores on ${database.shown} (${database.source})`);
@@ -391,16 +406,24 @@ async function onlineProvider(
   specs: readonly ModelSpec[],
   env: NodeJS.ProcessEnv,
   baseURL: string | undefined,
+  at: ConfigPlace,
 ): Promise<ModelProvider> {
-  const list = await onlineProviders(specs, env, baseURL);
+  const list = await onlineProviders(specs, env, baseURL, at);
   if (list.length === 1) return list[0]!;
   return (await import("@keel/providers")).fallback(list);
+}
+
+/** Where in which config file a model is named, for the errors resolving it. */
+interface ConfigPlace {
+  filepath: string;
+  path: string;
 }
 
 async function onlineProviders(
   specs: readonly ModelSpec[],
   env: NodeJS.ProcessEnv,
   baseURL: string | undefined,
+  at: ConfigPlace,
 ): Promise<ModelProvider[]> {
   const providers = specs.some((s) => specString(s) !== undefined) ? await import("@keel/providers") : undefined;
   const list = specs.map((s) => {
@@ -410,9 +433,15 @@ async function onlineProviders(
     try {
       return providers!.resolveModel(spec, { env, ...(baseURL ? { baseURL } : {}), ...settings });
     } catch (err) {
+      // Located at the config: a missing SDK or key is fixed in (or beside) the file that names the model.
       throw isKeelError(err)
-        ? err
-        : new KeelError("KEEL_MODEL_UNAVAILABLE", `"${spec}": ${errorMessage(err)}`, { path: "model" }, { cause: err });
+        ? new KeelError(err.code, `${at.filepath}: ${err.problem}`, { path: at.path }, { cause: err })
+        : new KeelError(
+            "KEEL_MODEL_UNAVAILABLE",
+            `${at.filepath}: "${spec}": ${errorMessage(err)}`,
+            { path: at.path },
+            { cause: err },
+          );
     }
   });
   return list;

@@ -58,7 +58,8 @@ import skills from "@keel/plugin-skills";
 
 export default defineConfig({
   name: ${JSON.stringify(name)},
-  // Without ANTHROPIC_API_KEY the agent runs offline on an echo model and says so.
+  // Without ANTHROPIC_API_KEY the agent runs offline on an echo model and says so;
+  // with it, \`npm install @anthropic-ai/sdk\` first (Keel installs no provider SDK itself).
   model: "anthropic:claude-sonnet-4-6",
   instructions: "You are a helpful assistant for this project. Be brief and concrete.",
   // Sessions, memories and skill statistics live here (gitignored), not in ~/.keel.
@@ -82,7 +83,10 @@ owns each open item. Quote numbers exactly; never invent an owner or a date.
     "README.md": `# ${name}
 
 A Keel agent. Offline (no API key) it answers with an echo model, so everything can be tried
-at once; set \`ANTHROPIC_API_KEY\` (or change \`model\` in \`agent.config.ts\`) to talk to a real model.
+at once. To talk to a real model, install its SDK and set its key: \`npm install @anthropic-ai/sdk\`
+and \`ANTHROPIC_API_KEY\` for the \`anthropic:\` model in \`agent.config.ts\` (\`npm install openai\` and
+\`OPENAI_API_KEY\` for an \`openai:\` one, or an AI SDK model through \`@keel/ai-sdk\`). Keel installs
+no provider SDK itself: the project has the one it uses.
 
 ${installNote(v.packs)}
 

@@ -1,5 +1,5 @@
 /** `keel init`: scaffold an agent project, or (`--plugin NAME`) a plugin package. */
-import { existsSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { KeelError, KERNEL_VERSION } from "@keel/kernel";
 import { kernelFsOf, makeDirs } from "@keel/safe-path";
@@ -92,25 +92,59 @@ export function checkoutPacks(): string | undefined {
 }
 
 /**
- * What to print after init: the files and the next commands — ones that work today: the
- * `@keel` packages are not on npm yet, so the install names the tarballs (`installCommand`).
+ * What to print after init: the files and the next commands — ones that work today, in order,
+ * pasted into the shell `keel init` ran in: from a checkout, keel is that checkout's bin (no
+ * `keel` is on PATH yet); the `@keel` packages are not on npm yet, so the install names the
+ * tarballs (`installCommand`), after the command that makes them when they are not there; the
+ * provider SDKs are the project's own choice, so a real model's SDK is a step of its own.
+ * Contract: never names an SDK the scaffold installs (it installs none).
  */
 export function initSummary(r: InitResult, cwd: string, plugin: boolean, packs = checkoutPacks()): string {
   const where = relative(cwd, r.dir) || ".";
-  const cd = where === "." ? "" : `cd ${where} && `;
-  const made = packs && !existsSync(packs) ? ` (first \`pnpm pack:all\` in ${dirname(packs)})` : "";
-  const install = `${installCommand(packs, plugin)}   # ${plugin ? "" : "the project's own copies, "}from Keel's tarballs${made}: the @keel packages are not on npm yet`;
-  const next = plugin
-    ? [
-        `${cd}${install}`,
-        "npm test                    # drives the plugin through the scripted provider",
-        "npm run build               # dist/ is what npm users get",
-      ]
-    : [
-        `${cd}keel run "hello"            # works now, offline, with this keel's own packages`,
-        install,
-        'npx keel run "hello"        # set ANTHROPIC_API_KEY for a real model',
-        "npx keel chat               # a conversation; -c continues the last one",
-      ];
-  return `created in ${where}:\n${r.files.map((f) => `  ${f}\n`).join("")}next:\n${next.map((l) => `  ${l}\n`).join("")}`;
+  const checkout = packs ? dirname(packs) : undefined;
+  const comment = (cmd: string, note: string) => `${cmd.padEnd(32)} # ${note}`;
+  const steps: string[] = [];
+  if (where !== ".") steps.push(`cd ${shellWord(where)}`);
+  const keel = checkout ? `node ${shellWord(join(checkout, "packages", "cli", "bin", "keel.js"))}` : "keel";
+  if (!plugin) steps.push(comment(`${keel} run "hello"`, "works now, offline, with this keel's own packages"));
+  if (packs && checkout && !existsSync(packs))
+    steps.push(
+      comment(`(cd ${shellWord(checkout)} && npx -y ${pnpmOf(checkout)} pack:all)`, "once: makes Keel's tarballs"),
+    );
+  steps.push(
+    comment(
+      installCommand(packs, plugin),
+      `${plugin ? "" : "the project's own copies, "}from Keel's tarballs: the @keel packages are not on npm yet`,
+    ),
+  );
+  if (plugin)
+    steps.push(
+      comment("npm test", "drives the plugin through the scripted provider"),
+      comment("npm run build", "dist/ is what npm users get"),
+    );
+  else
+    steps.push(
+      comment('npx keel run "hello"', "the project's keel, still offline"),
+      comment(
+        "npm install @anthropic-ai/sdk",
+        "for a real model: then set ANTHROPIC_API_KEY (openai: models: npm install openai)",
+      ),
+      comment("npx keel chat", "a conversation; -c continues the last one"),
+    );
+  return `created in ${where}:\n${r.files.map((f) => `  ${f}\n`).join("")}next:\n${steps.map((l) => `  ${l}\n`).join("")}`;
+}
+
+/** `pnpm@<version>` as the checkout's package.json pins it (`packageManager`), else `pnpm`. */
+function pnpmOf(checkout: string): string {
+  try {
+    const pinned = JSON.parse(readFileSync(join(checkout, "package.json"), "utf8")).packageManager;
+    return typeof pinned === "string" && /^pnpm@[\w.+-]+$/.test(pinned) ? pinned : "pnpm";
+  } catch {
+    return "pnpm";
+  }
+}
+
+/** `word` as one shell word. */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/u.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }

@@ -7,7 +7,7 @@
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import type { Agent } from "@keel/agent";
-import { KeelError } from "@keel/kernel";
+import { isKeelError, KeelError } from "@keel/kernel";
 import { headOf } from "@keel/text";
 import type { Bind } from "@keel/serve";
 import { resolveBind, SessionOwners } from "@keel/serve";
@@ -73,6 +73,15 @@ export async function serveCommand(
   withAgent: WithAgent,
 ): Promise<number> {
   const bind = checkFlags(rest, flags, io.env);
+  // The protocol's SDK is the project's to install: a missing one is said before the agent is built.
+  const { loadA2a, loadMcp } = await import("@keel/serve");
+  try {
+    await (flags.a2a ? loadA2a() : loadMcp());
+  } catch (err) {
+    if (isKeelError(err, "KEEL_PACKAGE_MISSING"))
+      throw new KeelError(err.code, err.problem, { path: flags.a2a ? "--a2a" : "--mcp" }, { cause: err });
+    throw err;
+  }
   return withAgent(async (agent, home) => {
     const owners = new SessionOwners(join(home, "serve.sqlite"));
     const { stopped, off } = stopSignal();

@@ -73,11 +73,20 @@ describe("keel init", () => {
     const packs = join(REPO, "packs");
     expect(init.stdout).toContain(`npm install ${packs}/*.tgz`);
     expect(init.stdout).not.toMatch(/^\s*npm install\s*(#|$)/m);
+    // Before any install no `keel` is on PATH: the first run names this checkout's bin; the
+    // tarballs are made first when packs/ is not there yet.
+    expect(init.stdout).toContain(`node ${join(REPO, "packages/cli/bin/keel.js")} run "hello"`);
+    if (!existsSync(packs)) expect(init.stdout).toMatch(/\(cd \S+ && npx -y pnpm@[\d.]+ pack:all\)/);
+    // No provider SDK comes with the scaffold: a real model's is a step of its own.
+    expect(init.stdout).toMatch(/^\s*npm install @anthropic-ai\/sdk\s+# for a real model/m);
     const readme = readFileSync(join(dir, "README.md"), "utf8");
     expect(readme).toContain(`npm install ${packs}/*.tgz`);
     expect(readme).not.toMatch(/^npm install$/m);
+    expect(readme).toContain("npm install @anthropic-ai/sdk");
     const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
     expect(manifest).toMatchObject({ name: "my-agent", type: "module" });
+    expect(Object.keys(manifest.dependencies)).not.toContain("@anthropic-ai/sdk");
+    expect(Object.keys(manifest.dependencies)).not.toContain("openai");
     linkDependencies(dir);
 
     const home = join(root, "user-home");

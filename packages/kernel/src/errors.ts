@@ -153,6 +153,8 @@ export const ERROR_CODES = {
   KEEL_PROVIDER_OPTIONS_INVALID: "A provider adapter was given an invalid option. Fix the option named.",
   KEEL_PROVIDER_MODEL_UNSUPPORTED:
     'The object given as an AI SDK model is not a language model Keel can call (aiSdkModel takes specification v3 or v4). Pass a language model of a current @ai-sdk/* provider, e.g. openai("gpt-4o"), upgrading an older provider package.',
+  KEEL_PROVIDER_SDK_MISSING:
+    "The model's SDK is not installed: @keel/providers leaves it to the project (an optional peer dependency), so a project installs only the SDK it uses. Install the package named where the project's package.json is (`npm install @anthropic-ai/sdk` for anthropic:<model>, `npm install openai` for openai: and openai-compatible:), or use an AI SDK model (@keel/ai-sdk).",
   // Providers (@keel/providers). Add codes above this line.
   KEEL_CONFIG_NOT_FOUND:
     "No agent config was found. Create agent.config.ts (or .js/.mjs/.json, or a `keel` field in package.json) here or in a parent folder, or pass --config PATH.",
@@ -167,6 +169,8 @@ export const ERROR_CODES = {
   KEEL_CLI_USAGE: "The command line is not valid. Run `keel --help` for the commands and their options.",
   KEEL_SERVE_TOKEN_REQUIRED:
     "keel serve was asked to listen beyond this machine without a bearer token, or with a token too short to resist guessing. Pass --token (or set KEEL_SERVE_TOKEN) with at least 16 random characters, or bind 127.0.0.1.",
+  KEEL_PACKAGE_MISSING:
+    "A feature in use needs a package Keel leaves to the project (an optional peer dependency: @modelcontextprotocol/sdk for MCP servers and clients, @a2a-js/sdk for an A2A endpoint), and it is not installed. Run the install command in the message where the project's package.json is.",
   KEEL_INIT_REFUSED:
     "keel init would overwrite files that exist, or was given a name npm would refuse. Choose an empty folder (or pass --force to overwrite the files listed), or a valid package name (lowercase, no spaces, optionally @scope/name).",
   KEEL_STRICT_FAILED:

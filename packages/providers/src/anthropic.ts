@@ -13,6 +13,7 @@ import {
   type StreamSession,
   withStreamRetries,
 } from "./retry.ts";
+import { assertSdk } from "./sdk.ts";
 
 /** Options of anthropicProvider. Contract: `model` is required; everything else has a default. */
 export interface AnthropicProviderOptions extends StreamRetryOptions {
@@ -64,6 +65,7 @@ const STOP: Record<string, StopReason> = {
 export function anthropicProvider(options: AnthropicProviderOptions): ModelProvider {
   const id = `anthropic:${options.model}`;
   const retry = retrySettings(options, id);
+  if (!options.client) assertSdk(id, "@anthropic-ai/sdk");
   if (!options.client && !options.apiKey && !process.env.ANTHROPIC_API_KEY)
     throw new KeelError(
       "KEEL_PROVIDER_KEY_MISSING",

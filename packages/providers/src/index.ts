@@ -1,7 +1,8 @@
 /**
  * @keel/providers — Anthropic and OpenAI (and OpenAI-compatible) model providers for Keel, on the
  * official SDKs: streaming, tool calls, thinking/reasoning round-trips, prompt caching, usage and
- * cost, classified errors, bounded retries of broken streams, and a fallback chain.
+ * cost, classified errors, bounded retries of broken streams, and a fallback chain. The SDKs are
+ * optional peer dependencies: a project installs the one it uses (`PROVIDER_SDKS`).
  */
 export { anthropicProvider } from "./anthropic.ts";
 export type { AnthropicProviderOptions } from "./anthropic.ts";
@@ -12,6 +13,8 @@ export type { OpenAIReasoningData } from "./openai-request.ts";
 export { fallback } from "./fallback.ts";
 export type { FallbackOptions, FallbackProvider, FreezeState } from "./fallback.ts";
 export { resolveModel } from "./resolve.ts";
+export { PROVIDER_SDKS, sdkInstalled } from "./sdk.ts";
+export type { ProviderSdk } from "./sdk.ts";
 export type { ResolveModelOptions } from "./resolve.ts";
 export { classifyError, classOf } from "./errors.ts";
 export type { FailureFacts } from "./errors.ts";

@@ -14,6 +14,7 @@ import {
   type StreamSession,
   withStreamRetries,
 } from "./retry.ts";
+import { assertSdk } from "./sdk.ts";
 
 /** Options of openaiProvider. Contract: `model` is required; everything else has a default. */
 export interface OpenAIProviderOptions extends StreamRetryOptions {
@@ -59,6 +60,7 @@ export function openaiProvider(options: OpenAIProviderOptions): ModelProvider {
     id,
     reasoningModel ? { idleMs: REASONING_TIMEOUT_MS, firstByteMs: REASONING_TIMEOUT_MS } : {},
   );
+  if (!options.client) assertSdk(id, "openai");
   const key = options.apiKey !== undefined ? options.apiKey : process.env.OPENAI_API_KEY;
   if (!options.client && !key && !compatible)
     throw new KeelError("KEEL_PROVIDER_KEY_MISSING", `${id} needs an API key: set OPENAI_API_KEY (or pass apiKey).`, {

@@ -3,6 +3,7 @@ import { KeelError, type ModelProvider } from "@keel/kernel";
 import { anthropicProvider } from "./anthropic.ts";
 import { openaiProvider } from "./openai.ts";
 import type { StreamRetryOptions } from "./retry.ts";
+import { assertSdk, PROVIDER_SDKS } from "./sdk.ts";
 
 /** Options of resolveModel. Contract: explicit options win over the environment. */
 export interface ResolveModelOptions extends StreamRetryOptions {
@@ -24,8 +25,10 @@ export interface ResolveModelOptions extends StreamRetryOptions {
 
 /**
  * A provider for a model spec. Contract: throws KEEL_PROVIDER_SPEC_INVALID for an unknown
- * prefix or an empty model, KEEL_PROVIDER_KEY_MISSING naming the env var to set, and
- * KEEL_PROVIDER_BASE_URL_MISSING for an openai-compatible spec without a URL.
+ * prefix or an empty model, then KEEL_PROVIDER_SDK_MISSING naming the package to install when
+ * the spec's SDK (`@anthropic-ai/sdk`, `openai`) is not installed, KEEL_PROVIDER_KEY_MISSING
+ * naming the env var to set, and KEEL_PROVIDER_BASE_URL_MISSING for an openai-compatible spec
+ * without a URL. Nothing is sent: the SDK is imported on the first request.
  */
 export function resolveModel(spec: string, opts: ResolveModelOptions = {}): ModelProvider {
   const env = opts.env ?? process.env;
@@ -37,6 +40,8 @@ export function resolveModel(spec: string, opts: ResolveModelOptions = {}): Mode
       path: "model",
     });
   }
+  // What to install comes before what to set: both are needed, the package first.
+  assertSdk(spec, PROVIDER_SDKS[kind]);
   const common = {
     model,
     ...(opts.contextWindow !== undefined ? { contextWindow: opts.contextWindow } : {}),
