@@ -23,7 +23,7 @@ const SEARCH_DESCRIPTION_CHARS = 600;
  * Longest wait of a resumed session's first turn for its kept servers (ms): about what a
  * prompt-cache miss on a long conversation costs, so waiting longer costs more than it saves.
  */
-export const KEPT_WAIT_MAX_MS = 10_000;
+const KEPT_WAIT_MAX_MS = 10_000;
 
 /**
  * Knobs of `mcp()` that are not options: for tests that must not wait out a product bound.
