@@ -70,7 +70,13 @@ describe.runIf(process.platform === "linux").concurrent("child processes end wit
     }
   }
 
-  const stuck = { ready: true, stuckConnectTimeoutMs: 60_000 };
+  /**
+   * Ending the stubborn servers takes 2 × stopGraceMs (stdin, SIGTERM, SIGKILL): 200 ms here,
+   * so a close is not two idle seconds; the close-grace scenario keeps the default (1 s), as
+   * it needs that ending to outlast keel's 1 s close grace.
+   */
+  const STOP_GRACE_MS = 200;
+  const stuck = { ready: true, stuckConnectTimeoutMs: 60_000, stopGraceMs: STOP_GRACE_MS };
   /** With --json, stdout shows the request being built once the turn runs (its model then hangs). */
   const turnRunning = (l: Live, pids: string) =>
     serversUp(pids).then(() => until(() => l.stdout().includes('"prompt.compiled"'), 60_000));
@@ -144,7 +150,12 @@ describe.runIf(process.platform === "linux").concurrent("child processes end wit
     it(`${sig} while session.start waits for the servers, which keel does not handle yet: the servers end, then the signal ends keel as it would have`, () =>
       exitPath(
         `${sig.toLowerCase()}-at-start`,
-        { ready: false, stuckConnectTimeoutMs: 60_000, script: [{ text: "never reached" }] },
+        {
+          ready: false,
+          stuckConnectTimeoutMs: 60_000,
+          stopGraceMs: STOP_GRACE_MS,
+          script: [{ text: "never reached" }],
+        },
         [
           {
             args: ["run", "hello"],
@@ -202,7 +213,7 @@ describe.runIf(process.platform === "linux").concurrent("child processes end wit
     ));
 
   it("the close grace runs out (KEEL_EXIT_GRACE_MS=0: 1 s, shorter than ending the stubborn servers takes)", () =>
-    exitPath("close-grace", { ...stuck, script: [{ text: "done" }] }, [
+    exitPath("close-grace", { ...stuck, stopGraceMs: undefined, script: [{ text: "done" }] }, [
       {
         args: ["run", "hello"],
         env: { KEEL_EXIT_GRACE_MS: "0" },
@@ -215,7 +226,12 @@ describe.runIf(process.platform === "linux").concurrent("child processes end wit
   it("servers that never answer initialize fail their connect timeout mid-turn, and the run ends 1 s later (exit 0)", () =>
     exitPath(
       "connect-timeout",
-      { ready: true, stuckConnectTimeoutMs: 400, script: [{ delayMs: 1_500, text: "done" }] },
+      {
+        ready: true,
+        stuckConnectTimeoutMs: 400,
+        stopGraceMs: STOP_GRACE_MS,
+        script: [{ delayMs: 1_500, text: "done" }],
+      },
       [
         {
           args: ["run", "hello"],

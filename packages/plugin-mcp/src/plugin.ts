@@ -24,6 +24,17 @@ const SEARCH_DESCRIPTION_CHARS = 600;
  * prompt-cache miss on a long conversation costs, so waiting longer costs more than it saves.
  */
 const KEPT_WAIT_MAX_MS = 10_000;
+
+/**
+ * Knobs of `mcp()` that are not options: for tests that must not wait out a product bound.
+ * Contract: nothing validates or documents them for users; every field left out takes the
+ * product's value.
+ * @internal
+ */
+export interface McpInternals {
+  /** Longest wait of a resumed session's first turn for its kept servers (ms); default `KEPT_WAIT_MAX_MS` (10 s). */
+  keptWaitMaxMs?: number;
+}
 export const PLUGIN_VERSION = "0.1.0";
 
 /** Per-conversation curation state. */
@@ -92,7 +103,7 @@ const CODES: Record<
  * curated ones visible and the rest `hidden` (revealed by `tool_search`); every call is
  * audited; servers close at `session.end` of the last open session.
  */
-export function mcp(input: McpOptions = {}) {
+export function mcp(input: McpOptions = {}, internals: McpInternals = {}) {
   return definePlugin({
     name: PLUGIN_NAME,
     version: PLUGIN_VERSION,
@@ -102,7 +113,7 @@ export function mcp(input: McpOptions = {}) {
     input,
     setup(ctx) {
       const o = ctx.options;
-      const rt = new Runtime(o, ctx.storage);
+      const rt = new Runtime(o, ctx.storage, internals.keptWaitMaxMs ?? KEPT_WAIT_MAX_MS);
       const connectMax = Math.max(o.connectTimeoutMs, ...Object.values(o.servers).map((s) => s.connectTimeoutMs ?? 0));
       ctx.on("session.start", (event) => rt.open(event.sessionId), { timeoutMs: connectMax + 5_000 });
       // Late start failures (and the start times) as diagnostics when the last server settles, without holding the session.
@@ -143,10 +154,13 @@ class Runtime {
   #auditReported = false;
   /** Resolved (and replaced) whenever a session is released: background waits stop then. */
   #released = deferred();
+  /** Longest wait for kept servers (ms): `KEPT_WAIT_MAX_MS` but in tests. */
+  readonly #keptWaitMaxMs: number;
 
-  constructor(o: ResolvedMcpOptions, storage: AgentStorage) {
+  constructor(o: ResolvedMcpOptions, storage: AgentStorage, keptWaitMaxMs: number) {
     this.o = o;
     this.storage = storage;
+    this.#keptWaitMaxMs = keptWaitMaxMs;
   }
 
   #pool(): McpPool {
@@ -468,7 +482,7 @@ class Runtime {
     const connectMs = Math.max(
       ...servers.map((k) => pool.servers.get(k)!.config.connectTimeoutMs ?? this.o.connectTimeoutMs),
     );
-    const ms = Math.max(0, Math.min(connectMs + 1_000, budgetMs, KEPT_WAIT_MAX_MS));
+    const ms = Math.max(0, Math.min(connectMs + 1_000, budgetMs, this.#keptWaitMaxMs));
     await raceSignal(
       Promise.all(servers.map((k) => pool.settled(k))),
       signal ?? new AbortController().signal,
@@ -490,7 +504,7 @@ class Runtime {
           ? ", so that list is sent unchanged (the prompt cache stays valid)."
           : `${ready.length ? `; ${list(ready)} ready` : ""}${failed.length ? `; ${list(failed)} failed to start: its tools are left out` : ""}${starting.length ? `; ${list(starting)} still starting after the wait's limit of ${Math.round(ms)} ms: its tools join a later turn` : ""}; this request's tool list is shorter than the stored one.`
       }`,
-      data: { servers, ready, failed, starting, waitedMs },
+      data: { servers, ready, failed, starting, waitedMs, limitMs: Math.round(ms) },
     };
   }
 

@@ -76,10 +76,19 @@ export interface World {
   dir: string;
   server: WireServer;
   script: Script;
-  /** `env`: more variables for the `keel` process (e.g. FAULT_MCP_DELAY). */
+  /**
+   * `env`: more variables for the `keel` process (e.g. FAULT_MCP_DELAY, FAULT_MCP_RELEASE);
+   * `onStdout`: each chunk of its stdout as it arrives (with `json`, its events live).
+   */
   run(
     input: string,
-    opts?: { ns?: string; session?: string; json?: boolean; env?: Record<string, string> },
+    opts?: {
+      ns?: string;
+      session?: string;
+      json?: boolean;
+      env?: Record<string, string>;
+      onStdout?: (chunk: string) => void;
+    },
   ): Promise<KeelRun>;
   mainRequests(): RecordedRequest[];
   /** Files under the home whose raw bytes contain any needle (each needle also in lower case). */
@@ -93,7 +102,10 @@ export interface WorldConfig {
   mcp?: boolean;
   /** The MCP plugin's topK (default 10: the fixture's 6 tools are all shown). */
   mcpTopK?: number;
-  /** A second MCP server `slow` (delayed-server.mjs: `slow_lookup`, `slow_echo`) that starts after $FAULT_MCP_DELAY ms (default 0). */
+  /**
+   * A second MCP server `slow` (delayed-server.mjs: `slow_lookup`, `slow_echo`) that starts after
+   * $FAULT_MCP_DELAY ms (default 0), or, when $FAULT_MCP_RELEASE is set, once that file exists.
+   */
   mcpSlow?: boolean;
   bigTool?: string;
   /** Load the compaction plugin (default: only with `bigTool`); a string is its options object (source text). */
@@ -133,7 +145,7 @@ export async function world(cfg: WorldConfig = {}): Promise<World> {
         : []),
     ...(cfg.mcp
       ? [
-          `mcp({ servers: { fx: { command: process.execPath, args: [${JSON.stringify(FIXTURE_MCP)}] }${cfg.mcpSlow ? `, slow: { command: process.execPath, args: [${JSON.stringify(DELAYED_MCP)}], env: { DELAY_MS: process.env.FAULT_MCP_DELAY ?? "0", TOOL_PREFIX: "slow" } }` : ""} }, topK: ${cfg.mcpTopK ?? 10} })`,
+          `mcp({ servers: { fx: { command: process.execPath, args: [${JSON.stringify(FIXTURE_MCP)}] }${cfg.mcpSlow ? `, slow: { command: process.execPath, args: [${JSON.stringify(DELAYED_MCP)}], env: { DELAY_MS: process.env.FAULT_MCP_DELAY ?? "0", TOOL_PREFIX: "slow", ...(process.env.FAULT_MCP_RELEASE ? { RELEASE_FILE: process.env.FAULT_MCP_RELEASE } : {}) } }` : ""} }, topK: ${cfg.mcpTopK ?? 10} })`,
         ]
       : []),
     // Both keep text from the user's words (the goal, recurring words): every scenario's file scan covers them too.
@@ -193,6 +205,7 @@ export default defineConfig({
             ...(opts.ns ? { FAULT_NS: opts.ns } : {}),
             ...opts.env,
           }),
+          ...(opts.onStdout ? { onStdout: (chunk: string) => opts.onStdout!(chunk) } : {}),
         });
         if (process.env.FAULT_TIMING) console.log(`[run ${Date.now() - t0} ms] ${input.slice(0, 30)}`);
         return r;

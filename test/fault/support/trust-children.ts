@@ -24,6 +24,8 @@ export interface ChildrenConfig {
   ready: boolean;
   /** Connect timeout of the servers that never answer (ms). */
   stuckConnectTimeoutMs: number;
+  /** The MCP plugin's `stopGraceMs` (ms); default: the plugin's (1 s). */
+  stopGraceMs?: number;
   /** Offline script steps. */
   script: unknown[];
   /** More module code before the export (plugins, tools), and what goes into `plugins` and `tools`. */
@@ -42,7 +44,7 @@ import { mcp } from ${JSON.stringify(PLUGIN_MCP)};
 ${c.code ?? ""}
 export default defineConfig({
   name: "children",
-  plugins: [mcp({ auditPath: false, startGraceMs: 0, servers: { ${c.ready ? `ready: ${server("ready")}, ` : ""}mute: ${server("mute", stuck)}, stubborn: ${server("stubborn", stuck)}, wrapped: ${server("wrapper", stuck)} } }), ${c.plugins ?? ""}],
+  plugins: [mcp({ auditPath: false, startGraceMs: 0,${c.stopGraceMs === undefined ? "" : ` stopGraceMs: ${c.stopGraceMs},`} servers: { ${c.ready ? `ready: ${server("ready")}, ` : ""}mute: ${server("mute", stuck)}, stubborn: ${server("stubborn", stuck)}, wrapped: ${server("wrapper", stuck)} } }), ${c.plugins ?? ""}],
   tools: [${c.tools ?? ""}],
   offline: { script: ${JSON.stringify(c.script)} },
 });
