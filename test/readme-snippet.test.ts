@@ -137,6 +137,8 @@ function snippetFiles(): Map<string, SnippetFile> {
   return files;
 }
 
+const declarations = new Map<string, ts.SourceFile>();
+
 /** Every problem of every snippet, as `page:line: TScode message`; one program per project. */
 function typeCheck(files: Map<string, SnippetFile>): string[] {
   const projects = new Set([...files.values()].map((f) => f.project));
@@ -169,9 +171,15 @@ function checkProject(project: string, files: Map<string, SnippetFile>): string[
   host.readFile = (f) => files.get(f)?.text ?? readFile.call(host, f);
   host.getSourceFile = (f, language, ...rest) => {
     const snippet = files.get(f);
-    return snippet
-      ? ts.createSourceFile(f, snippet.text, language, true)
-      : getSourceFile.call(host, f, language, ...rest);
+    if (snippet) return ts.createSourceFile(f, snippet.text, language, true);
+    // The libraries' and packages' declarations, parsed once for every program of the file.
+    const key = `${f}\0${typeof language === "object" ? `${language.languageVersion}:${language.impliedNodeFormat}` : language}`;
+    let parsed = declarations.get(key);
+    if (!parsed) {
+      parsed = getSourceFile.call(host, f, language, ...rest);
+      if (parsed) declarations.set(key, parsed);
+    }
+    return parsed;
   };
   const installs = [
     join(root, project),
