@@ -2,7 +2,7 @@
  * What npm users get: every relative link in a published README points at a file the package
  * ships (its `files`, the kernel's copied docs included), every package that builds on the
  * kernel takes it as a peer, so a project never installs two kernels, and no package makes a
- * project install a provider SDK it does not use.
+ * project install a provider SDK or a UI protocol library it does not use.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -142,6 +142,25 @@ describe("published packages", () => {
       expect(providers.peerDependencies?.[sdk], sdk).toMatch(/^\^\d/);
       // The repository's own tests use the real SDKs.
       expect(providers.devDependencies?.[sdk], sdk).toBe(providers.peerDependencies?.[sdk]);
+    }
+  });
+
+  it("no package forces the UI protocols' libraries on a project: ai, @ag-ui/core and @ag-ui/encoder are optional peers of @keel/ui-stream, a dependency of none", () => {
+    const libs = ["ai", "@ag-ui/core", "@ag-ui/encoder"];
+    for (const p of packages) {
+      const m = manifest(p);
+      if (m.private) continue;
+      for (const lib of libs) {
+        expect(m.dependencies?.[lib], `${m.name} depends on ${lib}`).toBeUndefined();
+        expect(m.optionalDependencies?.[lib], `${m.name} optionally depends on ${lib}`).toBeUndefined();
+        if (m.peerDependencies?.[lib]) expect(m.peerDependenciesMeta?.[lib]?.optional, `${m.name}: ${lib}`).toBe(true);
+      }
+    }
+    const ui = manifest("ui-stream");
+    for (const lib of libs) {
+      expect(ui.peerDependencies?.[lib], lib).toMatch(/^\^\d/);
+      // The repository's own tests use the real packages.
+      expect(ui.devDependencies?.[lib], lib).toBeDefined();
     }
   });
 });

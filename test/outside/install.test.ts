@@ -59,6 +59,7 @@ let project: OutsideProject;
 let installed: Ran | undefined;
 let withAiSdk: Ran | undefined;
 let withServeSdks: Ran | undefined;
+let withAi: Ran | undefined;
 let wire: WireServer;
 
 beforeAll(async () => {
@@ -193,6 +194,7 @@ describe("outside this repository", () => {
       "npx keel serve --mcp",
       '["--no", "keel", "serve", "--mcp"]',
       "npx keel serve --a2a",
+      "npm install ai",
       "node server.mjs",
       'createChatHandler({ agent, onDisconnect: "continue" })',
       "buildAgent(await loadConfig({ cwd: process.cwd() }))",
@@ -374,10 +376,28 @@ describe("outside this repository", () => {
     }
   }, 60_000);
 
+  it("the guide's server.mjs without ai stops at createChatHandler naming it, before it listens; npm install ai adds it", async () => {
+    expect(withAiSdk?.code).toBe(0);
+    const modules = join(project.dir, "node_modules");
+    // No Keel package made the project install the UI protocols' libraries.
+    for (const name of ["ai", "@ag-ui/core", "@ag-ui/encoder"]) expect(copiesOf(modules, name), name).toEqual([]);
+    const snippet = /```js\n(\/\/ server\.mjs[\s\S]*?)```/.exec(outsideGuide())?.[1];
+    expect(snippet, "the guide's server.mjs").toBeDefined();
+    writeFileSync(join(project.dir, "server.mjs"), snippet!);
+    const refused = await runIn(process.execPath, ["server.mjs"], project.dir, userEnv({ PORT: "0" }));
+    expect(refused.code, refused.stderr).not.toBe(0);
+    expect(refused.stderr).toContain("KEEL_PACKAGE_MISSING (at ai)");
+    expect(refused.stderr).toContain("run `npm install ai`");
+    expect(refused.stdout).not.toContain("useChat at");
+    withAi = await project.npmInstall(["ai"]);
+    expect(withAi.code, withAi.stdout + withAi.stderr).toBe(0);
+    expect(withAi.stdout).not.toMatch(/removed/);
+  }, 120_000);
+
   it.skipIf(browserMissing())(
     "the team's React app: useChat against the guide's server.mjs streams text; the approval waits through a SIGKILL restart and a reload; Approve runs the tool once",
     async () => {
-      expect(withAiSdk?.code).toBe(0);
+      expect(withAi?.code).toBe(0);
       await buildChatPage(join(project.dir, "dist"));
       const snippet = /```js\n(\/\/ server\.mjs[\s\S]*?)```/.exec(outsideGuide())?.[1];
       expect(snippet, "the guide's server.mjs").toBeDefined();

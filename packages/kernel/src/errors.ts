@@ -170,7 +170,7 @@ export const ERROR_CODES = {
   KEEL_SERVE_TOKEN_REQUIRED:
     "keel serve was asked to listen beyond this machine without a bearer token, or with a token too short to resist guessing. Pass --token (or set KEEL_SERVE_TOKEN) with at least 16 random characters, or bind 127.0.0.1.",
   KEEL_PACKAGE_MISSING:
-    "A feature in use needs a package Keel leaves to the project (an optional peer dependency: @modelcontextprotocol/sdk for MCP servers and clients, @a2a-js/sdk for an A2A endpoint), and it is not installed. Run the install command in the message where the project's package.json is.",
+    "A feature in use needs a package Keel leaves to the project (an optional peer dependency: @modelcontextprotocol/sdk for MCP servers and clients, @a2a-js/sdk for an A2A endpoint, ai for @keel/ui-stream's useChat handler, @ag-ui/core and @ag-ui/encoder for its AG-UI handler), and it is not installed. Run the install command in the message where the project's package.json is.",
   KEEL_INIT_REFUSED:
     "keel init would overwrite files that exist, or was given a name npm would refuse. Choose an empty folder (or pass --force to overwrite the files listed), or a valid package name (lowercase, no spaces, optionally @scope/name).",
   KEEL_STRICT_FAILED:

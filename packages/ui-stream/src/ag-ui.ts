@@ -2,15 +2,62 @@
  * A Keel turn stream as AG-UI events (@ag-ui/core), encoded by @ag-ui/encoder (SSE, or protobuf
  * when the client's Accept asks for it). A paused turn ends its run with an `interrupt` outcome,
  * one interrupt per call waiting for approval; the next run answers them with `resume` entries.
+ * Both packages are optional peers: this module loads neither until a response is encoded.
  */
-import { EventType } from "@ag-ui/core";
-import type { BaseEvent, Interrupt } from "@ag-ui/core";
-import { AGUI_MEDIA_TYPE, EventEncoder } from "@ag-ui/encoder";
+import type { EventType as CoreEventType, BaseEvent, Interrupt } from "@ag-ui/core";
+import type { EventEncoder } from "@ag-ui/encoder";
 import type { TurnResult } from "@keel/kernel";
 import type { TurnStreamEvent } from "@keel/stream";
+import { assertPeers, loadPeers } from "./peers.ts";
 import { closeOnCancel } from "./readable.ts";
 import { streamError, turnEnd } from "./turn-end.ts";
 import type { TurnEnd } from "./turn-end.ts";
+
+/**
+ * The AG-UI event types the mapper sends, as @ag-ui/core's EventType says them (a test checks
+ * each against the package): the mapper runs without loading it.
+ */
+export const AGUI_EVENT_TYPES = {
+  RUN_STARTED: "RUN_STARTED",
+  RUN_FINISHED: "RUN_FINISHED",
+  RUN_ERROR: "RUN_ERROR",
+  TEXT_MESSAGE_START: "TEXT_MESSAGE_START",
+  TEXT_MESSAGE_CONTENT: "TEXT_MESSAGE_CONTENT",
+  TEXT_MESSAGE_END: "TEXT_MESSAGE_END",
+  REASONING_START: "REASONING_START",
+  REASONING_MESSAGE_START: "REASONING_MESSAGE_START",
+  REASONING_MESSAGE_CONTENT: "REASONING_MESSAGE_CONTENT",
+  REASONING_MESSAGE_END: "REASONING_MESSAGE_END",
+  REASONING_END: "REASONING_END",
+  TOOL_CALL_START: "TOOL_CALL_START",
+  TOOL_CALL_ARGS: "TOOL_CALL_ARGS",
+  TOOL_CALL_END: "TOOL_CALL_END",
+  TOOL_CALL_RESULT: "TOOL_CALL_RESULT",
+  CUSTOM: "CUSTOM",
+} as const;
+const EventType = AGUI_EVENT_TYPES as unknown as typeof CoreEventType;
+
+/** @ag-ui/encoder's protobuf media type (AGUI_MEDIA_TYPE; a test checks it against the package). */
+export const AGUI_PROTO_MEDIA_TYPE = "application/vnd.ag-ui.event+proto";
+
+/** What AG-UI events need: both packages, optional peers. */
+const AGUI_PEERS = ["@ag-ui/core", "@ag-ui/encoder"] as const;
+
+let encoderLoading: Promise<typeof EventEncoder> | undefined;
+
+/**
+ * @ag-ui/encoder's EventEncoder, loaded on first use. Contract: rejects with KEEL_PACKAGE_MISSING
+ * naming the package when it is not installed (tried again next time).
+ */
+export function loadEncoder(): Promise<typeof EventEncoder> {
+  encoderLoading ??= loadPeers(AGUI_PEERS, "AG-UI events (aguiResponse, createAGUIHandler)", async () => {
+    return (await import("@ag-ui/encoder")).EventEncoder;
+  }).catch((err: unknown) => {
+    encoderLoading = undefined;
+    throw err;
+  });
+  return encoderLoading;
+}
 
 type ToolFinished = Extract<TurnStreamEvent, { type: "tool.finished" }>;
 
@@ -284,7 +331,8 @@ export function toAGUIEvents(
 /**
  * A Response streaming the turn as AG-UI events, encoded by @ag-ui/encoder's EventEncoder for
  * the request's `Accept` (SSE by default, also for any-type Accept; protobuf only when Accept names its media type).
- * Contract: the encoder's content type.
+ * Contract: the encoder's content type; throws KEEL_PACKAGE_MISSING naming @ag-ui/core or
+ * @ag-ui/encoder (optional peers) when one is not installed, before reading the stream.
  */
 export function aguiResponse(
   stream: AsyncIterable<TurnStreamEvent>,
@@ -292,15 +340,22 @@ export function aguiResponse(
 ): Response {
   // Only a client that names the protobuf type gets it: the encoder would pick it for `*/*`
   // (curl's and fetch's default), and such a client expects readable SSE.
-  const named = options.accept?.toLowerCase().includes(AGUI_MEDIA_TYPE);
-  const encoder = new EventEncoder(named ? { accept: options.accept! } : {});
+  assertPeers(AGUI_PEERS, "AG-UI events (aguiResponse, createAGUIHandler)");
+  const named = options.accept?.toLowerCase().includes(AGUI_PROTO_MEDIA_TYPE);
   const headers = new Headers(options.headers);
-  headers.set("content-type", encoder.getContentType());
+  // What the encoder's getContentType() says for these options (a test checks it).
+  headers.set("content-type", named ? AGUI_PROTO_MEDIA_TYPE : "text/event-stream");
   headers.set("cache-control", "no-cache");
   headers.set("x-accel-buffering", "no");
   const bytes = new TextEncoder();
+  let encoder: EventEncoder;
   const body = toAGUIEvents(stream, options).pipeThrough(
     new TransformStream<BaseEvent, Uint8Array>({
+      // Loaded once per process; the first event waits for it.
+      start: async () => {
+        const Encoder = await loadEncoder();
+        encoder = new Encoder(named ? { accept: options.accept! } : {});
+      },
       transform: (event, controller) => {
         const encoded = encoder.encodeBinary(event);
         controller.enqueue(typeof encoded === "string" ? bytes.encode(encoded) : encoded);

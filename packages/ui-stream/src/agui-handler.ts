@@ -2,13 +2,16 @@
  * A fetch-style AG-UI endpoint: a RunAgentInput (validated by @ag-ui/core's schema) runs a turn
  * for its last user message, or, with `resume` entries, answers the interrupts of the paused
  * turn (approvals) and streams the resumed turn. The thread id is the caller's own chat.
+ * @ag-ui/core and @ag-ui/encoder are optional peers: checked when the handler is created, loaded
+ * on its first request.
  */
 import { z } from "zod";
-import { RunAgentInputSchema } from "@ag-ui/core/schemas";
+import type { RunAgentInputSchema } from "@ag-ui/core/schemas";
 import { streamResume, streamTurn } from "@keel/stream";
 import type { Session } from "@keel/agent";
 import type { TurnStream } from "@keel/stream";
-import { aguiResponse } from "./ag-ui.ts";
+import { aguiResponse, loadEncoder } from "./ag-ui.ts";
+import { assertPeers, loadPeers } from "./peers.ts";
 import type { ChatHandlerOptions } from "./http.ts";
 import { chatsOf } from "./chat-store.ts";
 import { callerOf, chatSession, failure, HttpError, readBody, resultText } from "./http.ts";
@@ -80,14 +83,30 @@ async function answerInterrupts(
  * Contract: malformed input is a 400 JSON error; errors before the stream are JSON with a status
  * (as createChatHandler); the response is encoded for the request's Accept (SSE or protobuf);
  * a paused turn ends with RUN_FINISHED's `interrupt` outcome, answered by the next run's `resume`.
+ * Throws KEEL_PACKAGE_MISSING naming @ag-ui/core or @ag-ui/encoder (optional peers), when the
+ * handler is created, if one is not installed.
  */
 export function createAGUIHandler(options: ChatHandlerOptions): (request: Request) => Promise<Response> {
+  const feature = "An AG-UI endpoint (createAGUIHandler)";
+  assertPeers(["@ag-ui/core", "@ag-ui/encoder"], feature);
   const chats = chatsOf(options);
+  let schema: Promise<typeof RunAgentInputSchema> | undefined;
+  // Loaded by the first request (and again after a failed load); the encoder with it.
+  const inputSchema = (): Promise<typeof RunAgentInputSchema> => {
+    schema ??= loadPeers(["@ag-ui/core"], feature, async () => {
+      const [m] = await Promise.all([import("@ag-ui/core/schemas"), loadEncoder()]);
+      return m.RunAgentInputSchema;
+    }).catch((err: unknown) => {
+      schema = undefined;
+      throw err;
+    });
+    return schema;
+  };
   return async (request) => {
     try {
       if (request.method !== "POST") throw new HttpError(405, "METHOD_NOT_ALLOWED", "POST a RunAgentInput.");
       const owner = await callerOf(request, options);
-      const input = await readBody(request, RunAgentInputSchema, options.maxBodyBytes ?? 8 * 1024 * 1024);
+      const input = await readBody(request, await inputSchema(), options.maxBodyBytes ?? 8 * 1024 * 1024);
       const resuming = (input.resume?.length ?? 0) > 0;
       const session = await chatSession(options, chats, owner, input.threadId, !resuming);
       let turn: TurnStream;

@@ -14,6 +14,7 @@ import { chatMessages, rejoinResponse } from "./chat-history.ts";
 import { chatsOf } from "./chat-store.ts";
 import type { ChatHandlerOptions, ChatSessions } from "./http.ts";
 import { callerOf, chatSession, failure, HttpError, readBody, resultText } from "./http.ts";
+import { assertPeers } from "./peers.ts";
 import { uiMessageStreamResponse } from "./ui-message-stream.ts";
 
 const Part = z.looseObject({ type: z.string().min(1).max(200) });
@@ -86,8 +87,11 @@ function readRoute(request: Request): { chatId: string; what: "messages" | "stre
  * text telling the person what to do; 404 for an unknown chat or approval); once streaming,
  * failures are the protocol's `error` chunk. `regenerate-message` is refused (400): a Keel
  * session's history is append-only. Chats are kept in the agent's store unless `chats` says otherwise.
+ * Needs the package `ai` (an optional peer: its reader builds a reloaded chat's messages): throws
+ * KEEL_PACKAGE_MISSING naming it, when the handler is created, if it is not installed.
  */
 export function createChatHandler(options: ChatHandlerOptions): (request: Request) => Promise<Response> {
+  assertPeers(["ai"], "A useChat endpoint (createChatHandler)");
   const chats = chatsOf(options);
   return async (request) => {
     try {

@@ -3,7 +3,6 @@
  * UIMessages (what `useChat({ messages })` takes, a waiting approval in `approval-requested`),
  * and the turn still running as a UI message stream a reload rejoins (useChat's `resume: true`).
  */
-import { readUIMessageStream } from "ai";
 import type { UIMessage, UIMessageChunk } from "ai";
 import { isTerminalEvent, messageText } from "@keel/kernel";
 import type { KeelEvent, TurnResult } from "@keel/kernel";
@@ -11,7 +10,24 @@ import type { Session } from "@keel/agent";
 import { rejoinTurn } from "@keel/stream";
 import type { TurnStreamEvent } from "@keel/stream";
 import { resultText } from "./http.ts";
+import { loadPeers } from "./peers.ts";
 import { UIChunkMapper, uiMessageStreamResponse } from "./ui-message-stream.ts";
+
+/** What reads a reloaded chat back: the AI SDK's `ai` (an optional peer), loaded on first use. */
+let reader: Promise<typeof import("ai")["readUIMessageStream"]> | undefined;
+
+/** The AI SDK's readUIMessageStream. Contract: rejects with KEEL_PACKAGE_MISSING naming `ai` when it is not installed (tried again next time). */
+function uiMessageReader(): Promise<typeof import("ai")["readUIMessageStream"]> {
+  reader ??= loadPeers(
+    ["ai"],
+    "Reading a chat back (chatMessages, createChatHandler's GET messages)",
+    async () => (await import("ai")).readUIMessageStream,
+  ).catch((err: unknown) => {
+    reader = undefined;
+    throw err;
+  });
+  return reader;
+}
 
 /** The assistant message a turn streams into (the `start` chunk's id when the handler is not given one). */
 export const turnMessageId = (turnId: string): string => `keel-${turnId}`;
@@ -46,9 +62,11 @@ function verdictOf(e: KeelEvent): TurnStreamEvent | undefined {
  * the chunks the turn streamed (text whole, reasoning, tool parts with their outputs).
  * Contract: a call waiting for a person is `approval-requested` (`approval.id` = Keel call id),
  * one answered but not yet resumed `approval-responded`; a turn still running is there as far
- * as the log goes (a rejoin replaces it whole).
+ * as the log goes (a rejoin replaces it whole). Needs the package `ai` (an optional peer):
+ * rejects with KEEL_PACKAGE_MISSING naming it, before reading the log, when it is not installed.
  */
 export async function chatMessages(session: Session): Promise<UIMessage[]> {
+  const readUIMessageStream = await uiMessageReader();
   // What this handle wrote last (a turn running here, a cut turn its opening marked interrupted) is read too.
   await session.flush().catch(() => undefined);
   const log = await session.agent.store.events(session.id);
@@ -107,7 +125,7 @@ export async function chatMessages(session: Session): Promise<UIMessage[]> {
   for (const item of out) {
     if (!("turnId" in item)) messages.push(item);
     else {
-      const m = await assistantMessage(item, (id) => results.get(id));
+      const m = await assistantMessage(item, (id) => results.get(id), readUIMessageStream);
       if (m) messages.push(m);
     }
   }
@@ -115,7 +133,11 @@ export async function chatMessages(session: Session): Promise<UIMessage[]> {
 }
 
 /** A turn's assistant message, assembled by the AI SDK from the chunks its events map to. */
-async function assistantMessage(turn: TurnLog, outputOf: (callId: string) => unknown): Promise<UIMessage | undefined> {
+async function assistantMessage(
+  turn: TurnLog,
+  outputOf: (callId: string) => unknown,
+  readUIMessageStream: typeof import("ai")["readUIMessageStream"],
+): Promise<UIMessage | undefined> {
   const mapper = new UIChunkMapper({ messageId: turnMessageId(turn.turnId), outputOf });
   const chunks = [...turn.events, ...(turn.verdict ? [turn.verdict] : [])].flatMap((e) => mapper.map(e));
   const stream = new ReadableStream<UIMessageChunk>({

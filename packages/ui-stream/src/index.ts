@@ -2,7 +2,9 @@
  * @keel/ui-stream: a Keel turn stream (@keel/stream) in the protocols browser UIs speak: the AI
  * SDK's UI message stream (what `useChat` reads, tool approvals included) and AG-UI events
  * (@ag-ui/core, encoded by @ag-ui/encoder); and fetch-style handlers that run and resume turns
- * for them, each chat mapped to a Keel session of its caller.
+ * for them, each chat mapped to a Keel session of its caller. `ai`, `@ag-ui/core` and
+ * `@ag-ui/encoder` are optional peers: importing this package loads none of them; a handler
+ * names the one it lacks when it is created (KEEL_PACKAGE_MISSING).
  */
 export { AGUIEventMapper, aguiResponse, APPROVAL_INTERRUPT, toAGUIEvents } from "./ag-ui.ts";
 export type { AGUIStreamOptions } from "./ag-ui.ts";
