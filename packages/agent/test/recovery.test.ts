@@ -61,7 +61,8 @@ async function dieMidTool(
     provider: scriptedProvider(steps),
     store,
     tools,
-    lease: { ttlMs: 200 },
+    // A lease no run outlives: the next agent takes it because its holder is dead (at once), never because it expired.
+    lease: { ttlMs: 60_000 },
     recovery: "auto",
   });
   const s = await agent.session();
