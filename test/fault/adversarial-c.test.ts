@@ -141,7 +141,8 @@ describe("adversarial C, silent loss: a live adopter keeps its job", () => {
     // Before the claim, the job's last runner was read in session-id order, not time order: when
     // the adopter's session sorted first, the killed process looked like the last runner and a
     // third start adopted the job again while the adopter was still running it.
-    for (let round = 0; round < 3; round++) {
+    // The rounds are independent (each its own home): they run at once, so their close graces overlap.
+    const round = async (round: number) => {
       const { dir, home, session } = await killedDuringExtraction(`I grow tomatoes, round ${round}.`);
       let third: Promise<Awaited<ReturnType<typeof keel>>> | undefined;
       const adopter = await keel(dir, home, ["run", "Adopting."], {
@@ -168,7 +169,8 @@ describe("adversarial C, silent loss: a live adopter keeps its job", () => {
         [[], ["job.pending", "job.started", "job.completed:ok"]],
         `round ${round}: ${trail.join(", ")}`,
       ).toContainEqual(trail.slice(5));
-    }
+    };
+    await Promise.all([0, 1, 2].map(round));
   }, 60_000);
 });
 
@@ -272,7 +274,11 @@ describe("adversarial C, storage: what sits where a database should be", () => {
 describe("adversarial C, storage: a full disk", () => {
   it("the session log hits the file-size limit after the user's message: exit 1 KEEL_STORE_FAILED, the message is stored, and the next run resumes with one terminal event per turn and intact pairing", async () => {
     const p = project(root, "disk-full", faultConfig());
-    const first = await runKeel(["run", "tools:1 pause:1 first turn"], { cwd: p.dir, env: env(p.home) });
+    const first = await runKeel(["run", "tools:1 pause:1 first turn"], {
+      cwd: p.dir,
+      env: env(p.home),
+      timeoutMs: 60_000,
+    });
     expect(first.code, first.stderr).toBe(0);
     const id = sessionIdOf(first.stderr);
     const size = Math.ceil(rows(join(p.home, "sessions.sqlite"), "PRAGMA page_count")[0]!["page_count"] as number) * 4;
@@ -290,7 +296,11 @@ describe("adversarial C, storage: a full disk", () => {
     expect(storedUserTexts(after)).toContain("tools:2 pause:1 written on a full disk");
 
     const from = server.requests.length;
-    const next = await runKeel(["run", "--session", id, "after the disk was freed"], { cwd: p.dir, env: env(p.home) });
+    const next = await runKeel(["run", "--session", id, "after the disk was freed"], {
+      cwd: p.dir,
+      env: env(p.home),
+      timeoutMs: 60_000,
+    });
     expect(next.code, next.stderr).toBe(0);
     const events = storedEvents(p.home, id);
     expect(storedUserTexts(events)).toEqual([
@@ -307,7 +317,9 @@ describe("adversarial C, storage: a full disk", () => {
 
   it("a full disk before the session database can even be opened: exit 1 with a coded error and no provider call", async () => {
     const p = project(root, "disk-full-open", faultConfig());
-    const first = await runKeel(["run", "first"], { cwd: p.dir, env: env(p.home) });
+    // Setup runs get a minute (the 15 s default kill is short for a loaded machine); the bound under test is below.
+    const first = await runKeel(["run", "first"], { cwd: p.dir, env: env(p.home), timeoutMs: 60_000 });
+    expect(first.code, first.stderr).toBe(0);
     const id = sessionIdOf(first.stderr);
     const from = server.requests.length;
     const full = await runKeelFileLimited(4, ["run", "--session", id, "never sent"], { cwd: p.dir, env: env(p.home) });

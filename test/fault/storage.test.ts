@@ -138,10 +138,14 @@ describe("storage: one writer per session", () => {
     const id = firstJsonSession(a.stdout())!;
     a.child.kill("SIGKILL");
     expect((await a.exit).signal).toBe("SIGKILL");
-    const b = await runKeel(["run", "--session", id, "after the kill"], { cwd: p.dir, env: env(p.home) });
+    const b = await runKeel(["run", "--session", id, "after the kill"], {
+      cwd: p.dir,
+      env: env(p.home),
+      timeoutMs: 60_000,
+    });
     expect(b.code, b.stderr).toBe(0);
-    // Far less than the 60 s TTL: the dead holder's lease was replaced, not waited out.
-    expect(b.ms).toBeLessThan(10_000);
+    // Far less than the 60 s TTL (half of it: headroom for a loaded machine): the dead holder's lease was replaced, not waited out.
+    expect(b.ms).toBeLessThan(30_000);
     const events = storedEvents(p.home, id);
     const resumed = events.find((e) => e.type === "session.resumed");
     expect(resumed).toMatchObject({

@@ -1212,9 +1212,12 @@ export class Session implements TurnHost, HostSession {
         if (queued.some((q) => q.durable)) await this.write(true);
         // A turn left open by a holder that is gone (this lease was free or taken over) ends here, interrupted,
         // or (recovery "auto") is kept to go on from its log.
-        if (this.cursor.open && (this.recovering || this.agent.options.recovery === "auto"))
+        if (this.cursor.open && (this.recovering || this.agent.options.recovery === "auto")) {
           this.noteUnfinished(lease?.takenOver);
-        else if (this.cursor.open) await this.interruptOpenTurn(lease?.takenOver);
+          // The takeover is said in the log under this lease: a hold that does not go on with the turn (an
+          // idle write, a close) frees the lease after it, and whoever goes on then must still say so.
+          if (lease?.takenOver) this.recordTakeover(this.cursor.open, lease.takenOver);
+        } else if (this.cursor.open) await this.interruptOpenTurn(lease?.takenOver);
       } catch (err) {
         await this.unhold().catch(() => undefined);
         throw err;
@@ -1764,19 +1767,37 @@ export class Session implements TurnHost, HostSession {
       await this.hold("handoff", noop, { waitMs: 0, ...(signal ? { signal } : {}) }).catch((err: unknown) => {
         if (!isKeelError(err, "KEEL_SESSION_BUSY")) throw err;
       });
-      if (this.unfinished)
-        void this.emit(
-          { type: "session.resumed", agent: this.agent.name, unfinishedTurn: this.unfinished.turnId },
-          null,
-        );
-      else if (this.cursor.open) void this.emit({ type: "session.resumed", agent: this.agent.name }, null);
+      if (this.unfinished) {
+        // Recorded already (with the takeover) when this open's hold took the lease over.
+        if (this.takeoverRecorded !== this.unfinished.turnId)
+          void this.emit(
+            { type: "session.resumed", agent: this.agent.name, unfinishedTurn: this.unfinished.turnId },
+            null,
+          );
+      } else if (this.cursor.open) void this.emit({ type: "session.resumed", agent: this.agent.name }, null);
     } else void this.emit({ type: "session.resumed", agent: this.agent.name }, null);
   }
 
-  /** Under the lease: the turn the log leaves open (its holder is gone) is kept to go on from its log (recovery "auto"). */
-  private noteUnfinished(takenOver: HeldLease["takenOver"]): void {
+  /** Under the lease: the open turn's lease was taken over from its holder; said in the log, and kept on the cursor for this handle's next note. */
+  private recordTakeover(turnId: string, takenOver: NonNullable<HeldLease["takenOver"]>): void {
+    this.cursor.takenOver = { turnId, ...takenOver };
+    this.takeoverRecorded = turnId;
+    void this.emit(
+      { type: "session.resumed", agent: this.agent.name, unfinishedTurn: turnId, leaseTakenOver: { ...takenOver } },
+      null,
+    );
+  }
+
+  /**
+   * Under the lease: the turn the log leaves open (its holder is gone) is kept to go on from its log
+   * (recovery "auto"), with the takeover this hold made, or else the one the log records since the turn last went on.
+   */
+  private noteUnfinished(heldTakenOver: HeldLease["takenOver"]): void {
     const c = this.cursor;
     if (this.unfinished?.turnId === c.open) return;
+    const recorded = c.takenOver?.turnId === c.open ? c.takenOver : undefined;
+    const takenOver =
+      heldTakenOver ?? (recorded ? { pid: recorded.pid, host: recorded.host, reason: recorded.reason } : undefined);
     this.unfinished = {
       turnId: c.open!,
       input: c.started?.input ?? "",
@@ -1793,11 +1814,16 @@ export class Session implements TurnHost, HostSession {
     };
   }
 
+  /** The turn whose lease takeover this handle's last hold recorded (session.resumed). */
+  private takeoverRecorded: string | undefined;
+
   /** The unfinished turn, now this handle's to run (the log's open turn is no longer someone else's). */
   private takeUnfinished(): PausedTurn {
     const u = this.unfinished!;
     this.unfinished = undefined;
     this.cursor.open = null;
+    // Its turn.resumed says the takeover now; a later note of this turn (handed back again) has its own.
+    this.cursor.takenOver = undefined;
     return u;
   }
 

@@ -59,6 +59,12 @@ export interface LogCursor {
   toolCalls: number;
   /** The calls (round and id) counted in `toolCalls`: a call started again (after a crash, or a child's approval) counts once. */
   counted: Set<string>;
+  /**
+   * The lease a hold took over from the open turn's stalled or dead holder, as its `session.resumed`
+   * record says, until the turn goes on (`turn.resumed`): whoever goes on with it later, under a
+   * lease free by then, still says the turn was taken over.
+   */
+  takenOver?: { turnId: string; pid: number; host: string; reason: "expired" | "holder_dead" };
 }
 
 /** A cursor before the first event. */
@@ -168,6 +174,11 @@ const APPLY: { readonly [T in KeelEvent["type"]]?: Apply<T> } = {
     target.paused = undefined;
     cursor.open = e.turnId;
     cursor.asked = new Map();
+    cursor.takenOver = undefined;
+  },
+  "session.resumed": (_t, cursor, e) => {
+    if (e.unfinishedTurn && e.unfinishedTurn === cursor.open && e.leaseTakenOver)
+      cursor.takenOver = { turnId: e.unfinishedTurn, ...e.leaseTakenOver };
   },
   "session.mode": (target, _c, e) => void (target.switchedMode = e.mode),
   "child.started": (_t, cursor, e) => {

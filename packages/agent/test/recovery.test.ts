@@ -61,7 +61,8 @@ async function dieMidTool(
     provider: scriptedProvider(steps),
     store,
     tools,
-    lease: { ttlMs: 200 },
+    // A lease no run outlives: the next agent takes it because its holder is dead (at once), never because it expired.
+    lease: { ttlMs: 60_000 },
     recovery: "auto",
   });
   const s = await agent.session();
@@ -245,6 +246,42 @@ describe("recovery: a turn a stopped process left unfinished goes on", () => {
     expect(ofType(events, "turn.completed")).toHaveLength(1);
     expect(late.provider.requests).toHaveLength(0);
     await late.close();
+  });
+
+  it("a stalled holder's lease taken over by a handle that does not go on with the turn (it found the session busy, then closed): whoever goes on says the lease was taken over", async () => {
+    const db = tmpDb();
+    const look = counted("look", { category: "info" });
+    const id = await dieMidTool(
+      db,
+      [{ toolCalls: [{ id: "c1", name: "look" }] }, { text: "never" }],
+      [look.tool],
+      look.started.promise,
+      look.release.resolve,
+    );
+    // The turn's holder is now a live process of this host that stalled (a SIGSTOPped worker): its lease only expires.
+    const raw = new SqliteSessionStore({ path: db });
+    const stall = { owner: "turn:stalled", pid: process.ppid, host: os.hostname() };
+    expect(
+      raw.acquireLease(id, { ...stall, ttlMs: 60_000, replaces: raw.unfinished()[0]!.holder!.owner }).acquired,
+    ).toBe(true);
+    const b = await second(db, [{ text: "found it" }], [look.tool]);
+    // A worker's look while the lease holds: busy, nothing to go on with; its close (or idle write) comes after the expiry.
+    const early = await b.agent.session(id, { waitMs: 0 });
+    expect(early.unfinished).toBeUndefined();
+    raw.acquireLease(id, { ...stall, ttlMs: 0 }); // the stalled holder's lease runs out now
+    raw.close();
+    await early.close();
+    const s = await b.agent.session(id, { waitMs: 0 });
+    expect(s.unfinished?.turnId).toBe(`${id}/1`);
+    expect((await s.recover()).verdict.status).toBe("completed");
+    const events = await s.events();
+    expect(ofType(events, "turn.resumed").at(-1)!.recovered?.leaseTakenOver).toEqual({
+      pid: process.ppid,
+      host: os.hostname(),
+      reason: "expired",
+    });
+    expect(ofType(events, "turn.completed").map((e) => e.turnId)).toEqual([`${id}/1`]);
+    await b.close();
   });
 
   it("recover() with nothing unfinished is KEEL_NOT_UNFINISHED", async () => {

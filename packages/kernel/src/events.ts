@@ -60,6 +60,11 @@ export type KeelEventData =
       interruptedTurn?: string;
       /** With agent `recovery: "auto"`: a turn a dead process left unfinished, to be continued. */
       unfinishedTurn?: string;
+      /**
+       * The turn's holder whose lease was taken over (it died, or stalled past its lease): with
+       * `interruptedTurn`, the turn ended here; with `unfinishedTurn`, the turn left to go on (whoever
+       * goes on says it again in its `turn.resumed`, even when the lease was free again by then).
+       */
       leaseTakenOver?: { pid: number; host: string; reason: "expired" | "holder_dead" };
     }
   /** `content`: the input's blocks when run() was given content blocks (`input` is their text). */
