@@ -18,12 +18,17 @@ import { anthropicProvider } from "../../packages/providers/src/anthropic.ts";
 import { startWireServer } from "../../packages/wire-server/src/index.ts";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
 import { redact } from "../../packages/secrets/src/index.ts";
-import { filesContaining, keel, MCP_SERVER, project } from "./support/adversarial-b.ts";
+import { filesContaining, keel as keelRun, MCP_SERVER, project } from "./support/adversarial-b.ts";
+import { gate } from "../../packages/cli/test/support/gate.ts";
 import type { Project } from "./support/adversarial-b.ts";
 import { secrets } from "./support/secrets.ts";
 import { wellFormedDeep } from "./support/unicode.ts";
 
 const S = secrets();
+// Every scenario has its own project and wire server, so the blocks run concurrently; their
+// `keel` processes take turns, two at a time (a run's `ms` counts from its own start).
+const slot = gate(2);
+const keel = (...args: Parameters<typeof keelRun>) => slot(() => keelRun(...args));
 const projects: Project[] = [];
 const servers: WireServer[] = [];
 async function world(): Promise<{ p: Project; server: WireServer }> {
@@ -63,7 +68,7 @@ const MODELS = {
   responses: "openai:gpt-4.1",
 } as const;
 
-describe("adversarial: broken Unicode", () => {
+describe.concurrent("adversarial: broken Unicode", () => {
   it("a stream that cuts every surrogate pair between two SSE events (Anthropic, Chat Completions, Responses): keel prints and stores each emoji whole, never as two U+FFFD", async () => {
     const { p, server } = await world();
     const text = "Party 😀🎉 at the 𝔘niversity, family 👨‍👩‍👧 too!";
@@ -169,7 +174,7 @@ describe("adversarial: broken Unicode", () => {
   });
 });
 
-describe("adversarial: secrets and isolation", () => {
+describe.concurrent("adversarial: secrets and isolation", () => {
   it("a GitHub token in a tool call's `data` argument (and under an `id` key inside it) is in no file under KEEL_HOME", async () => {
     const { p, server } = await world();
     const gh = `ghp_${rnd(36)}`;
@@ -339,7 +344,7 @@ describe("adversarial: secrets and isolation", () => {
   });
 });
 
-describe("adversarial: unbounded input", () => {
+describe.concurrent("adversarial: unbounded input", () => {
   it("a tool result of 40 images of 1 MB: the request carries at most limits.maxToolResultImageBytes (5,000,000) of images, each dropped one leaves a note, and the next turn stays small", async () => {
     const { p, server } = await world();
     server.enqueue(
@@ -415,7 +420,7 @@ describe("adversarial: unbounded input", () => {
   });
 });
 
-describe("adversarial: a real MCP server over stdio", () => {
+describe.concurrent("adversarial: a real MCP server over stdio", () => {
   it("an MCP result holding lone surrogates (each escaped alone in its JSON-RPC line) reaches the provider repaired and is stored well-formed", async () => {
     const { p, server } = await world();
     server.enqueue(
@@ -478,7 +483,7 @@ describe("adversarial: a real MCP server over stdio", () => {
   });
 });
 
-it("support: the wire server's splitPairs really cuts pairs (each half escaped alone), so the Unicode scenario above tests what it says", async () => {
+it.concurrent("support: the wire server's splitPairs really cuts pairs (each half escaped alone), so the Unicode scenario above tests what it says", async () => {
   const server = await startWireServer();
   servers.push(server);
   server.enqueue({ text: "a😀b", splitPairs: true });
