@@ -93,7 +93,7 @@ describe.concurrent("hangs: provider streams", { timeout: 120_000 }, () => {
     const s = scenario(
       root,
       "first-byte",
-      `export default { name: "first-byte", model: { model: "openai:gpt-4.1", firstByteTimeoutMs: 700 } };\n`,
+      `export default { name: "first-byte", model: { model: "openai:gpt-4.1", firstByteTimeoutMs: 1500 } };\n`,
     );
     const from = server.requests.length;
     server.enqueue({ hang: "before_headers", api: "responses" });
@@ -101,7 +101,7 @@ describe.concurrent("hangs: provider streams", { timeout: 120_000 }, () => {
     expect(run.killed).toBe(false);
     expect(run.code, run.stderr).toBe(1);
     expect(run.ms).toBeLessThan(10_000);
-    expect(run.stderr).toMatch(/no response within 700 ms \(first-byte timeout\)/);
+    expect(run.stderr).toMatch(/no response within 1500 ms \(first-byte timeout\)/);
     expect(server.requests.slice(from)).toHaveLength(1);
     const end = terminal(await onlySession(s.home));
     expect((end[0] as any).verdict).toMatchObject({ status: "failed", errorClass: "timeout" });
@@ -112,7 +112,7 @@ describe.concurrent("hangs: provider streams", { timeout: 120_000 }, () => {
     const s = scenario(
       root,
       "first-byte-chain",
-      `export default { name: "chain", model: [{ model: "anthropic:claude-sonnet-4-6", firstByteTimeoutMs: 700 }, "openai:gpt-4.1"] };\n`,
+      `export default { name: "chain", model: [{ model: "anthropic:claude-sonnet-4-6", firstByteTimeoutMs: 1500 }, "openai:gpt-4.1"] };\n`,
     );
     const from = server.requests.length;
     server.enqueue(
@@ -523,8 +523,9 @@ describe.concurrent("hangs: SIGINT", { timeout: 120_000 }, () => {
 });
 
 // Concurrent with the blocks around it (its three runs stay in order inside its one scenario), so
-// it does not split the file into rounds that wait for each other's slowest scenario.
-describe.concurrent("hangs: the tokenizer's cache file", { timeout: 60_000 }, () => {
+// it does not split the file into rounds that wait for each other's slowest scenario; its runs
+// queue for the CLI slots like theirs, so its timeout is the same hang bound (each run's own is 15 s).
+describe.concurrent("hangs: the tokenizer's cache file", { timeout: 120_000 }, () => {
   it.runIf(process.platform !== "win32")(
     "a FIFO, then /dev/zero, in the place of the o200k cache file: the run decodes the ranks again, counts exactly and exits at once",
     async () => {
