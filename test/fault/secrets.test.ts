@@ -31,7 +31,7 @@ const toolResults = (body: { messages?: Array<{ content?: unknown }> }) =>
     ),
   );
 
-describe.concurrent("nothing secret is persisted or recalled", () => {
+describe("nothing secret is persisted or recalled", () => {
   scenario(
     "memory_remember of an AWS key 'with secret wJalr…' stores it redacted; no file holds it; a later session's prompt never sees it",
     {},
@@ -265,7 +265,7 @@ describe.concurrent("nothing secret is persisted or recalled", () => {
   );
 });
 
-describe.concurrent("retrieval stays in its session and namespace", () => {
+describe("retrieval stays in its session and namespace", () => {
   scenario(
     "context_retrieve with another session's id (leaked) answers 'not found' and sends none of its output; the owner session reads it",
     { bigTool: bigOutput() },

@@ -33,6 +33,8 @@ const sessionOf = (stderr: string) => /session ([0-9a-f-]{36})/.exec(stderr)?.[1
 // turns two at a time. Runs with no options (help, usage, --version) read nothing of a project or a
 // home, so one process answers each such command line for the whole file.
 const slot = gate(2);
+/** A scenario may wait its turn for the gate: its timeout is a hang bound, not a speed bound. */
+const QUEUED = { timeout: 120_000 };
 const printed = new Map<string, ReturnType<typeof spawnKeel>>();
 function runKeel(args: string[], options?: Parameters<typeof spawnKeel>[1]): ReturnType<typeof spawnKeel> {
   if (options) return slot(() => spawnKeel(args, options));
@@ -53,7 +55,7 @@ function project(name = "conv"): { dir: string; env: NodeJS.ProcessEnv; home: st
   return { dir, home, env: offlineEnv({ KEEL_HOME: home }) };
 }
 
-describe.concurrent("--version, help, usage", () => {
+describe.concurrent("--version, help, usage", QUEUED, () => {
   it("--version and -v print the CLI's package.json version on stdout, exit 0", async () => {
     for (const r of await Promise.all(["--version", "-v"].map((flag) => runKeel([flag])))) {
       expect(r.code, r.stderr).toBe(0);
@@ -166,7 +168,7 @@ describe.concurrent("--version, help, usage", () => {
   });
 });
 
-describe.concurrent("keel run: input from stdin", () => {
+describe.concurrent("keel run: input from stdin", QUEUED, () => {
   it("`echo … | keel run` and `keel run -` take stdin as the input", async () => {
     const p = project();
     const piped = await runKeel(["run", "--json"], {
@@ -219,7 +221,7 @@ describe.concurrent("keel run: input from stdin", () => {
   });
 });
 
-describe.concurrent("keel run --model", () => {
+describe.concurrent("keel run --model", QUEUED, () => {
   let server: WireServer;
   beforeAll(async () => {
     server = await startWireServer();
@@ -278,7 +280,7 @@ describe.concurrent("keel run --model", () => {
   });
 });
 
-describe.concurrent("-c / --continue", () => {
+describe.concurrent("-c / --continue", QUEUED, () => {
   it("continues the most recent session of this agent in this home; with none it starts one and says so", async () => {
     const p = project("continuing");
     const first = await runKeel(["run", "-c", "first"], { cwd: p.dir, env: p.env });
@@ -307,7 +309,7 @@ describe.concurrent("-c / --continue", () => {
   });
 });
 
-describe.concurrent("first run in a home", () => {
+describe.concurrent("first run in a home", QUEUED, () => {
   it("after the first completed turn, stderr says where the session went and what to try; the next run does not", async () => {
     const p = project();
     const first = await runKeel(["run", "hi"], { cwd: p.dir, env: p.env });
@@ -341,10 +343,10 @@ describe.concurrent("first run in a home", () => {
     expect(existsSync(elsewhere)).toBe(false);
     expect(r.stderr).toContain("keel run -c --config");
     expect(r.stderr).toContain("--home here");
-  }, 60_000);
+  }, 120_000);
 });
 
-describe.concurrent("the slow-phase line", () => {
+describe.concurrent("the slow-phase line", QUEUED, () => {
   it("names the phase, when it runs and the plugins in it, then how long it took and who took it", async () => {
     const out: string[] = [];
     const r = renderer(
@@ -375,7 +377,7 @@ describe.concurrent("the slow-phase line", () => {
   });
 });
 
-describe.concurrent("an unsupported Node", () => {
+describe.concurrent("an unsupported Node", QUEUED, () => {
   const old = ["/usr/bin/node", "/usr/local/bin/node", "/bin/node"].find((n) => {
     try {
       const [major, minor] = execFileSync(n, ["-p", "process.versions.node"], { encoding: "utf8" })
