@@ -2,8 +2,8 @@
  * Adversarial `keel eval` at the command line (the real binary, offline): inputs that must be
  * refused before any agent exists, in bounded time.
  */
-import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -43,22 +43,38 @@ describe("keel eval, adversarial", () => {
   // SIGINT handling) hangs. A fix runs custom scorers off the main thread (a worker per run) or
   // documents the limit. The built-in regex/jsonSchema/judge scorers are bounded (see
   // packages/eval/test/eval-adversarial.test.ts).
-  it.fails("a custom scorer stuck in a synchronous loop fails its case by its timeoutMs", { timeout: 60_000 }, () => {
+  it.fails("a custom scorer stuck in a synchronous loop fails its case by its timeoutMs", {
+    timeout: 60_000,
+  }, async () => {
     const p = project("spin");
+    const spinning = join(p.dir, "spinning");
     writeFileSync(join(p.dir, "cases.jsonl"), '{"id":"a","input":"hi"}\n');
     writeFileSync(
       join(p.dir, "agent.eval.ts"),
-      'export default { dataset: "./cases.jsonl", scorers: [{ name: "spin", timeoutMs: 200, score() { for (;;) {} } }] };\n',
+      `import { writeFileSync } from "node:fs";\nexport default { dataset: "./cases.jsonl", scorers: [{ name: "spin", timeoutMs: 200, score() { writeFileSync(${JSON.stringify(spinning)}, "1"); for (;;) {} } }] };\n`,
     );
-    const r = spawnSync(process.execPath, [KEEL_BIN, "eval", "agent.eval.ts"], {
+    // The bound starts when the scorer does (it says so in a file before it spins), not at the
+    // spawn: its 200 ms, then closing, with headroom for a loaded machine; then it is killed.
+    const child = spawn(process.execPath, [KEEL_BIN, "eval", "agent.eval.ts"], {
       cwd: p.dir,
       env: p.env,
-      encoding: "utf8",
-      timeout: 8_000,
-      killSignal: "SIGKILL",
+      stdio: ["ignore", "pipe", "pipe"],
     });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    const exited = new Promise<{ status: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.on("close", (status, signal) => resolve({ status, signal })),
+    );
+    let done = false;
+    void exited.then(() => (done = true));
+    while (!done && !existsSync(spinning)) await new Promise((r) => setTimeout(r, 20));
+    const cut = setTimeout(() => child.kill("SIGKILL"), 4_000);
+    const r = await exited;
+    clearTimeout(cut);
+    expect(existsSync(spinning), out).toBe(true);
     expect(r.signal, "keel eval hung in the scorer").toBeNull();
     expect(r.status).toBe(3);
-    expect(`${r.stdout}${r.stderr}`).toContain("spin");
+    expect(out).toContain("spin");
   });
 });

@@ -10,6 +10,7 @@ import { DatabaseSync } from "node:sqlite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SqliteSessionStore, defaultSessionDbPath } from "../../packages/store-sqlite/src/index.ts";
 import { offlineEnv, REPO, runKeel } from "../../packages/cli/test/support/run-keel.ts";
+import { gate } from "../../packages/cli/test/support/gate.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-adv-replay-cli-"));
 const home = join(dir, "home");
@@ -20,7 +21,8 @@ function writeConfig(file: string, name: string): string {
   const path = join(dir, file);
   writeFileSync(
     path,
-    `import { tasks } from ${JSON.stringify(join(REPO, "packages/plugin-tasks/src/index.ts"))};
+    `import { existsSync } from "node:fs";
+import { tasks } from ${JSON.stringify(join(REPO, "packages/plugin-tasks/src/index.ts"))};
 export default {
   name: ${JSON.stringify(name)},
   instructions: "You help with the project." + (process.env.EXTRA ?? ""),
@@ -37,7 +39,8 @@ export default {
         ],
   },
   tools: [{ name: "read", description: "Reads a file.", execute: async (a) => {
-    await new Promise((r) => setTimeout(r, Number(process.env.READ_MS ?? 0)));
+    // READ_GATE: the read waits until that file exists (a test holds the turn open as long as it needs).
+    while (process.env.READ_GATE && !existsSync(process.env.READ_GATE)) await new Promise((r) => setTimeout(r, 20));
     return "contents of " + a.path;
   } }],
   plugins: [tasks({ profiles: { helper: { description: "Counts things.", instructions: "Count carefully." } } })],
@@ -55,11 +58,14 @@ const keel = (args: string[], extra: Record<string, string> = {}, cfg = config) 
 let delegating = "";
 let plain = "";
 beforeAll(async () => {
-  const a = await keel(["run", "What is left in TODO.md?"]);
+  // Three sessions of their own in one home: the runs write it at once, as processes sharing a store do.
+  const [a, b, c] = await Promise.all([
+    keel(["run", "What is left in TODO.md?"]),
+    keel(["run", "Count the files with the helper"], { SCRIPT: "task" }),
+    keel(["run", "What is left, says the other agent?"], {}, other),
+  ]);
   expect(a.code, a.stderr).toBe(0);
-  const b = await keel(["run", "Count the files with the helper"], { SCRIPT: "task" });
   expect(b.code, b.stderr).toBe(0);
-  const c = await keel(["run", "What is left, says the other agent?"], {}, other);
   expect(c.code, c.stderr).toBe(0);
   const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
   const adv = store.listSessions({ agent: "adv" });
@@ -75,133 +81,148 @@ beforeAll(async () => {
   store.close();
 }, 60_000);
 
-describe("keel replay --last (adversarial)", () => {
-  it("--last 5 --strict replays the agent's own top-level sessions: not the other agent's, not a task's child session", async () => {
-    const r = await keel(["replay", "--last", "5", "--strict", "--json"]);
-    const reports = JSON.parse(r.stdout) as Array<{ sessionId: string; identical: boolean }>;
-    expect(reports.map((x) => x.sessionId).sort()).toEqual([delegating, plain].sort());
-    expect(reports.every((x) => x.identical)).toBe(true);
-    expect(r.code, r.stdout).toBe(0);
-  }, 60_000);
-});
+// The scenarios on the shared home run in order (each adds or reads the sessions the next ones
+// count); the ones with homes of their own run beside them.
+describe.concurrent("keel replay on the shared home", () => {
+  describe.sequential("keel replay --last (adversarial)", () => {
+    it("--last 5 --strict replays the agent's own top-level sessions: not the other agent's, not a task's child session", async () => {
+      const r = await keel(["replay", "--last", "5", "--strict", "--json"]);
+      const reports = JSON.parse(r.stdout) as Array<{ sessionId: string; identical: boolean }>;
+      expect(reports.map((x) => x.sessionId).sort()).toEqual([delegating, plain].sort());
+      expect(reports.every((x) => x.identical)).toBe(true);
+      expect(r.code, r.stdout).toBe(0);
+    }, 60_000);
+  });
 
-describe("keel replay --json (adversarial)", () => {
-  it("the report's shape: one object for a session, an array with --last; the same keys, diverged or not", async () => {
-    const one = await keel(["replay", plain, "--json"]);
-    const changed = await keel(["replay", plain, "--json"], { EXTRA: " Be brief." });
-    const many = await keel(["replay", "--last", "1", "--json"]);
-    const keys = ["identical", "notes", "pluginProblems", "requests", "sessionId", "toolChanges", "tools", "turns"];
-    const a = JSON.parse(one.stdout) as Record<string, unknown>;
-    expect(Object.keys(a).sort()).toEqual(keys);
-    const b = JSON.parse(changed.stdout) as Record<string, unknown>;
-    expect(Object.keys(b).sort()).toEqual([...keys, "asked", "firstDivergence", "systemDiff"].sort());
-    expect(Object.keys((b.asked as object) ?? {}).sort()).toEqual(["lastMessages", "system", "tools"]);
-    const rows = (a.requests as Array<Record<string, unknown>>).map((r) => Object.keys(r).sort());
-    for (const r of rows)
-      expect(r).toEqual([
-        "compared",
-        "context",
-        "edits",
-        "index",
-        "messages",
-        "optionsSame",
-        "round",
-        "same",
-        "sections",
-        "systemSame",
-        "tokens",
-        "tools",
+  describe.sequential("keel replay --json (adversarial)", () => {
+    it("the report's shape: one object for a session, an array with --last; the same keys, diverged or not", async () => {
+      const [one, changed, many] = await Promise.all([
+        keel(["replay", plain, "--json"]),
+        keel(["replay", plain, "--json"], { EXTRA: " Be brief." }),
+        keel(["replay", "--last", "1", "--json"]),
       ]);
-    const list = JSON.parse(many.stdout) as unknown[];
-    expect(Array.isArray(list) && list.length).toBe(1);
-    expect(Object.keys(list[0] as object).sort()).toEqual(keys);
-  }, 60_000);
+      const keys = ["identical", "notes", "pluginProblems", "requests", "sessionId", "toolChanges", "tools", "turns"];
+      const a = JSON.parse(one.stdout) as Record<string, unknown>;
+      expect(Object.keys(a).sort()).toEqual(keys);
+      const b = JSON.parse(changed.stdout) as Record<string, unknown>;
+      expect(Object.keys(b).sort()).toEqual([...keys, "asked", "firstDivergence", "systemDiff"].sort());
+      expect(Object.keys((b.asked as object) ?? {}).sort()).toEqual(["lastMessages", "system", "tools"]);
+      const rows = (a.requests as Array<Record<string, unknown>>).map((r) => Object.keys(r).sort());
+      for (const r of rows)
+        expect(r).toEqual([
+          "compared",
+          "context",
+          "edits",
+          "index",
+          "messages",
+          "optionsSame",
+          "round",
+          "same",
+          "sections",
+          "systemSame",
+          "tokens",
+          "tools",
+        ]);
+      const list = JSON.parse(many.stdout) as unknown[];
+      expect(Array.isArray(list) && list.length).toBe(1);
+      expect(Object.keys(list[0] as object).sort()).toEqual(keys);
+    }, 60_000);
+  });
+
+  describe.sequential("keel replay (adversarial): concurrency and live sessions", () => {
+    it("a session with no turn (a chat opened and closed) does not fail a --last batch", async () => {
+      // Broke: replaySession threw KEEL_REPLAY_EMPTY for it and `keel replay --last 5 --strict`
+      // exited 2: an opened-and-closed `keel chat` broke the CI gate.
+      const chat = await runKeel(["chat", "--config", config, "--home", home], { env: offlineEnv(), stdin: [] });
+      expect(chat.code, chat.stderr).toBe(0);
+      const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
+      const empty = store
+        .listSessions({ agent: "adv" })
+        .filter((s) => !store.events(s.id).some((e) => e.type === "turn.started"));
+      store.close();
+      expect(empty).toHaveLength(1);
+      const r = await keel(["replay", "--last", "5", "--strict"]);
+      expect(r.code, r.stderr + r.stdout).toBe(0);
+      expect(r.stdout).toContain("2 of 2 sessions replayed identically.");
+      // Asked for by id, it is still the clear, coded error.
+      const one = await keel(["replay", empty[0]!.id]);
+      expect(one.code).not.toBe(0);
+      expect(one.stderr).toContain("KEEL_REPLAY_EMPTY");
+    }, 60_000);
+
+    it("--tools live of a session that delegated a task: the child runs again under its recorded id on its own recorded answers: identical", async () => {
+      // Broke: the child asked the replay's provider and was served the parent's next answer; the
+      // parent then ran out of answers and its turn failed. Then: the task's result names the
+      // child session, whose id was new in the replay, so the request after the call differed.
+      const r = await keel(["replay", delegating, "--tools", "live", "--strict", "--json"]);
+      expect(r.code, r.stdout).toBe(0);
+      const report = JSON.parse(r.stdout) as {
+        identical: boolean;
+        notes: string[];
+        turns: Array<{ replayed: { text: string } }>;
+      };
+      expect(report.notes).toEqual([]);
+      expect(report.turns.map((t) => t.replayed.text)).toEqual(["The helper counted 3 files."]);
+      expect(report.identical).toBe(true);
+    }, 60_000);
+
+    it("two replays of one session at once: both identical, the recorded database byte for byte as it was", async () => {
+      const db = defaultSessionDbPath(home);
+      const { createHash } = await import("node:crypto");
+      const { readFileSync } = await import("node:fs");
+      const sum = () => createHash("sha256").update(readFileSync(db)).digest("hex");
+      const before = sum();
+      const [a, b] = await Promise.all([
+        keel(["replay", delegating, "--strict", "--json"]),
+        keel(["replay", delegating, "--strict", "--json"]),
+      ]);
+      for (const r of [a, b]) {
+        expect(r.code, r.stderr).toBe(0);
+        expect((JSON.parse(r.stdout) as { identical: boolean }).identical).toBe(true);
+      }
+      expect(sum()).toBe(before);
+    }, 60_000);
+
+    it("a session whose turn is still running in another process: replayed up to where its log stands", async () => {
+      // Broke before the per-turn answers: the replay ran the open turn on, with no answer left.
+      // Its read waits on a file the test writes once the replay is done: the turn is open for as long as that takes.
+      const gate = join(dir, "running-turn-may-end");
+      const running = runKeel(["run", "What is left in TODO.md?", "--config", config, "--home", home], {
+        env: offlineEnv({ READ_GATE: gate }),
+      });
+      let id = "";
+      const end = Date.now() + 30_000;
+      while (!id) {
+        if (Date.now() > end) throw new Error("timed out waiting for the running turn's tool.started");
+        await new Promise((r) => setTimeout(r, 50));
+        const store = new SqliteSessionStore({ path: defaultSessionDbPath(home), readOnly: true });
+        for (const s of store.listSessions({ agent: "adv", limit: 3 })) {
+          const events = store.events(s.id);
+          if (events.some((e) => e.type === "tool.started") && !events.some((e) => e.type === "turn.completed"))
+            id = s.id;
+        }
+        store.close();
+      }
+      const r = await keel(["replay", id, "--strict", "--json"]);
+      writeFileSync(gate, "");
+      const report = JSON.parse(r.stdout) as { identical: boolean; turns: Array<{ recorded: { status: string } }> };
+      expect(report.turns[0]!.recorded.status).toBe("unfinished");
+      expect(report.identical, r.stdout).toBe(true);
+      expect(r.code).toBe(0);
+      const done = await running;
+      expect(done.code, done.stderr).toBe(0);
+      // Once finished, it replays identically as a whole.
+      const after = await keel(["replay", id, "--strict"]);
+      expect(after.code, after.stdout).toBe(0);
+    }, 60_000);
+  });
 });
 
-describe("keel replay (adversarial): concurrency and live sessions", () => {
-  it("a session with no turn (a chat opened and closed) does not fail a --last batch", async () => {
-    // Broke: replaySession threw KEEL_REPLAY_EMPTY for it and `keel replay --last 5 --strict`
-    // exited 2: an opened-and-closed `keel chat` broke the CI gate.
-    const chat = await runKeel(["chat", "--config", config, "--home", home], { env: offlineEnv(), stdin: [] });
-    expect(chat.code, chat.stderr).toBe(0);
-    const store = new SqliteSessionStore({ path: defaultSessionDbPath(home) });
-    const empty = store
-      .listSessions({ agent: "adv" })
-      .filter((s) => !store.events(s.id).some((e) => e.type === "turn.started"));
-    store.close();
-    expect(empty).toHaveLength(1);
-    const r = await keel(["replay", "--last", "5", "--strict"]);
-    expect(r.code, r.stderr + r.stdout).toBe(0);
-    expect(r.stdout).toContain("2 of 2 sessions replayed identically.");
-    // Asked for by id, it is still the clear, coded error.
-    const one = await keel(["replay", empty[0]!.id]);
-    expect(one.code).not.toBe(0);
-    expect(one.stderr).toContain("KEEL_REPLAY_EMPTY");
-  }, 60_000);
+// Their processes take turns two at a time, beside the one of the shared-home scenario running then.
+const ownSlot = gate(2);
+const runOwn = (...args: Parameters<typeof runKeel>) => ownSlot(() => runKeel(...args));
 
-  it("--tools live of a session that delegated a task: the child runs again under its recorded id on its own recorded answers: identical", async () => {
-    // Broke: the child asked the replay's provider and was served the parent's next answer; the
-    // parent then ran out of answers and its turn failed. Then: the task's result names the
-    // child session, whose id was new in the replay, so the request after the call differed.
-    const r = await keel(["replay", delegating, "--tools", "live", "--strict", "--json"]);
-    expect(r.code, r.stdout).toBe(0);
-    const report = JSON.parse(r.stdout) as {
-      identical: boolean;
-      notes: string[];
-      turns: Array<{ replayed: { text: string } }>;
-    };
-    expect(report.notes).toEqual([]);
-    expect(report.turns.map((t) => t.replayed.text)).toEqual(["The helper counted 3 files."]);
-    expect(report.identical).toBe(true);
-  }, 60_000);
-
-  it("two replays of one session at once: both identical, the recorded database byte for byte as it was", async () => {
-    const db = defaultSessionDbPath(home);
-    const { createHash } = await import("node:crypto");
-    const { readFileSync } = await import("node:fs");
-    const sum = () => createHash("sha256").update(readFileSync(db)).digest("hex");
-    const before = sum();
-    const [a, b] = await Promise.all([
-      keel(["replay", delegating, "--strict", "--json"]),
-      keel(["replay", delegating, "--strict", "--json"]),
-    ]);
-    for (const r of [a, b]) {
-      expect(r.code, r.stderr).toBe(0);
-      expect((JSON.parse(r.stdout) as { identical: boolean }).identical).toBe(true);
-    }
-    expect(sum()).toBe(before);
-  }, 60_000);
-
-  it("a session whose turn is still running in another process: replayed up to where its log stands", async () => {
-    // Broke before the per-turn answers: the replay ran the open turn on, with no answer left.
-    const running = runKeel(["run", "What is left in TODO.md?", "--config", config, "--home", home], {
-      env: offlineEnv({ READ_MS: "2500" }),
-    });
-    let id = "";
-    const end = Date.now() + 30_000;
-    while (!id) {
-      if (Date.now() > end) throw new Error("timed out waiting for the running turn's tool.started");
-      await new Promise((r) => setTimeout(r, 50));
-      const store = new SqliteSessionStore({ path: defaultSessionDbPath(home), readOnly: true });
-      for (const s of store.listSessions({ agent: "adv", limit: 3 })) {
-        const events = store.events(s.id);
-        if (events.some((e) => e.type === "tool.started") && !events.some((e) => e.type === "turn.completed"))
-          id = s.id;
-      }
-      store.close();
-    }
-    const r = await keel(["replay", id, "--strict", "--json"]);
-    const report = JSON.parse(r.stdout) as { identical: boolean; turns: Array<{ recorded: { status: string } }> };
-    expect(report.turns[0]!.recorded.status).toBe("unfinished");
-    expect(report.identical, r.stdout).toBe(true);
-    expect(r.code).toBe(0);
-    const done = await running;
-    expect(done.code, done.stderr).toBe(0);
-    // Once finished, it replays identically as a whole.
-    const after = await keel(["replay", id, "--strict"]);
-    expect(after.code, after.stdout).toBe(0);
-  }, 60_000);
-
+describe.concurrent("keel replay (adversarial): sessions in homes of their own", () => {
   it("a turn cut by the context ceiling replays identically, also from a log whose manifests lack the window (the config's is used)", async () => {
     // Broke: the replay's provider had no context window, so the ceiling never tripped: the
     // request the recording sent as its final round (no tools) went with the tools.
@@ -221,7 +242,7 @@ describe("keel replay (adversarial): concurrency and live sessions", () => {
 `,
     );
     const h = join(dir, "ceiling-home");
-    const run = await runKeel(["run", "read it all", "--config", cfg, "--home", h], { env: offlineEnv() });
+    const run = await runOwn(["run", "read it all", "--config", cfg, "--home", h], { env: offlineEnv() });
     // A turn stopped by a guard exits 1.
     expect(run.stderr).toContain("keel: stopped (context_ceiling)");
     const db = new DatabaseSync(defaultSessionDbPath(h));
@@ -231,7 +252,7 @@ describe("keel replay (adversarial): concurrency and live sessions", () => {
       .get() as { n: number };
     expect(finals.n).toBe(1);
     db.close();
-    const replay = () => runKeel(["replay", id, "--strict", "--config", cfg, "--home", h], { env: offlineEnv() });
+    const replay = () => runOwn(["replay", id, "--strict", "--config", cfg, "--home", h], { env: offlineEnv() });
     const now = await replay();
     expect(now.code, now.stdout).toBe(0);
     // As a log written before manifests held the window.
@@ -281,7 +302,7 @@ describe("keel replay (adversarial): concurrency and live sessions", () => {
     }
     child.kill("SIGKILL");
     await gone;
-    const next = await runKeel(["run", "--session", id, "And now?", "--config", cfg, "--home", h], {
+    const next = await runOwn(["run", "--session", id, "And now?", "--config", cfg, "--home", h], {
       env: offlineEnv(),
     });
     // The recovered turn completed; the next one failed (the offline script ran out).
@@ -294,7 +315,7 @@ describe("keel replay (adversarial): concurrency and live sessions", () => {
     // Broke: the cut call, answered from the log with its "interrupted" result, counted as
     // "cancelled → error", and the replay diverged with the same config (a call that timed out
     // did the same: "timeout → error").
-    const r = await runKeel(["replay", id, "--strict", "--config", cfg, "--home", h], { env: offlineEnv() });
+    const r = await runOwn(["replay", id, "--strict", "--config", cfg, "--home", h], { env: offlineEnv() });
     expect(r.code, r.stdout).toBe(0);
     expect(r.stdout).toContain("Result: identical.");
   }, 60_000);
@@ -319,12 +340,12 @@ describe("keel replay (adversarial): concurrency and live sessions", () => {
 `,
     );
     const h = join(dir, "ask-home");
-    for (const ask of ["deny", "allow"]) {
-      const run = await runKeel(["run", `read it (${ask})`, "--ask", ask, "--config", cfg, "--home", h], {
-        env: offlineEnv(),
-      });
-      expect(run.code, run.stderr).toBe(0);
-    }
+    const runs = await Promise.all(
+      ["deny", "allow"].map((ask) =>
+        runOwn(["run", `read it (${ask})`, "--ask", ask, "--config", cfg, "--home", h], { env: offlineEnv() }),
+      ),
+    );
+    for (const run of runs) expect(run.code, run.stderr).toBe(0);
     const store = new SqliteSessionStore({ path: defaultSessionDbPath(h), readOnly: true });
     const ids = store.listSessions().map((s) => s.id);
     const resolved = ids.flatMap((id) => store.events(id).filter((e) => e.type === "approval.resolved"));
@@ -333,9 +354,9 @@ describe("keel replay (adversarial): concurrency and live sessions", () => {
       [false, "host"],
       [true, "host"],
     ]);
-    for (const id of ids) {
-      const r = await runKeel(["replay", id, "--strict", "--config", cfg, "--home", h], { env: offlineEnv() });
-      expect(r.code, r.stdout).toBe(0);
-    }
+    const replays = await Promise.all(
+      ids.map((id) => runOwn(["replay", id, "--strict", "--config", cfg, "--home", h], { env: offlineEnv() })),
+    );
+    for (const r of replays) expect(r.code, r.stdout).toBe(0);
   }, 60_000);
 });

@@ -264,14 +264,15 @@ export default defineConfig({ name: "chat-ask", plugins: [review], tools: [${dep
         config(`export default defineConfig({
   name: "session-start",
   plugins: [definePlugin({ name: "slow-start", version: "1.0.0", setup(ctx) {
-    ctx.on("session.start", async () => { process.stderr.write("ADV session.start\\n"); await new Promise((r) => setTimeout(r, 3000)); });
+    ctx.on("session.start", async () => { process.stderr.write("ADV session.start\\n"); if (process.env.ADV_SLOW_START) await new Promise((r) => setTimeout(r, 3000)); });
   } })],
   offline: { script: [{ text: "first" }, { text: "second" }] },
 });`),
       );
+      // Only the first run's session.start is slow (the one the signal lands in); the next run's is not waited for.
       const r = await keel(["run", "hello"], {
         cwd: p.dir,
-        env: env(p.home),
+        env: env(p.home, { ADV_SLOW_START: "1" }),
         capMs: 30_000,
         during: (l) => until(() => l.stderr().includes("ADV session.start"), 40_000).then(() => l.child.kill("SIGINT")),
       });
@@ -285,7 +286,7 @@ export default defineConfig({ name: "chat-ask", plugins: [review], tools: [${dep
   }
 });
 
-describe("adversarial signals: MCP servers", { timeout: 120_000 }, () => {
+describe.concurrent("adversarial signals: MCP servers", { timeout: 120_000 }, () => {
   for (let i = 0; i < REPEAT; i++) {
     for (const where of ["setup", "session.start"] as const) {
       it(`a plugin removing every SIGINT listener in ${where}, stdio MCP servers running, Ctrl-C during the turn: nothing is left running #${i}`, async () => {

@@ -18,12 +18,22 @@ import { anthropicProvider } from "../../packages/providers/src/anthropic.ts";
 import { startWireServer } from "../../packages/wire-server/src/index.ts";
 import type { WireServer } from "../../packages/wire-server/src/index.ts";
 import { redact } from "../../packages/secrets/src/index.ts";
-import { filesContaining, keel, MCP_SERVER, project } from "./support/adversarial-b.ts";
+import { filesContaining, keel as keelRun, MCP_SERVER, project } from "./support/adversarial-b.ts";
+import { gate } from "../../packages/cli/test/support/gate.ts";
 import type { Project } from "./support/adversarial-b.ts";
 import { secrets } from "./support/secrets.ts";
 import { wellFormedDeep } from "./support/unicode.ts";
 
 const S = secrets();
+// Every scenario has its own project and wire server, so the blocks run concurrently; their
+// `keel` processes take turns, two at a time (a run's `ms` counts from its own start), and the
+// runs moving megabytes one at a time (two of them side by side would share the cores their
+// bounds assume). A scenario may wait its turn, so the blocks' timeouts are hang bounds (120 s).
+const slot = gate(2);
+const heavy = gate(1);
+const keel = (...args: Parameters<typeof keelRun>) => slot(() => keelRun(...args));
+const keelHeavy = (...args: Parameters<typeof keelRun>) => heavy(() => keel(...args));
+const QUEUED = { timeout: 120_000 };
 const projects: Project[] = [];
 const servers: WireServer[] = [];
 async function world(): Promise<{ p: Project; server: WireServer }> {
@@ -63,7 +73,7 @@ const MODELS = {
   responses: "openai:gpt-4.1",
 } as const;
 
-describe("adversarial: broken Unicode", () => {
+describe.concurrent("adversarial: broken Unicode", QUEUED, () => {
   it("a stream that cuts every surrogate pair between two SSE events (Anthropic, Chat Completions, Responses): keel prints and stores each emoji whole, never as two U+FFFD", async () => {
     const { p, server } = await world();
     const text = "Party 😀🎉 at the 𝔘niversity, family 👨‍👩‍👧 too!";
@@ -169,7 +179,7 @@ describe("adversarial: broken Unicode", () => {
   });
 });
 
-describe("adversarial: secrets and isolation", () => {
+describe.concurrent("adversarial: secrets and isolation", QUEUED, () => {
   it("a GitHub token in a tool call's `data` argument (and under an `id` key inside it) is in no file under KEEL_HOME", async () => {
     const { p, server } = await world();
     const gh = `ghp_${rnd(36)}`;
@@ -339,7 +349,7 @@ describe("adversarial: secrets and isolation", () => {
   });
 });
 
-describe("adversarial: unbounded input", () => {
+describe.concurrent("adversarial: unbounded input", QUEUED, () => {
   it("a tool result of 40 images of 1 MB: the request carries at most limits.maxToolResultImageBytes (5,000,000) of images, each dropped one leaves a note, and the next turn stays small", async () => {
     const { p, server } = await world();
     server.enqueue(
@@ -347,7 +357,7 @@ describe("adversarial: unbounded input", () => {
       { text: "Seen.", api: "anthropic" },
       { text: "Still here.", api: "anthropic" },
     );
-    const first = await keel(p, server, ["show the screenshots"], { FAULT_IMAGES: "40", FAULT_IMAGE_MB: "1" });
+    const first = await keelHeavy(p, server, ["show the screenshots"], { FAULT_IMAGES: "40", FAULT_IMAGE_MB: "1" });
     expect(first.code, first.stderr).toBe(0);
     const size = (i: number) => JSON.stringify(server.requests[i]!.body).length;
     expect(server.requests.map((r) => r.outcome)).toEqual(["completed", "completed"]);
@@ -360,7 +370,7 @@ describe("adversarial: unbounded input", () => {
       ),
     ).toHaveLength(36);
     const session = /session (\S+)/.exec(first.stderr)![1]!;
-    const second = await keel(p, server, ["--session", session, "and now?"]);
+    const second = await keelHeavy(p, server, ["--session", session, "and now?"]);
     expect(second.code, second.stderr).toBe(0);
     expect(size(2)).toBeLessThan(5_300_000);
   });
@@ -371,7 +381,7 @@ describe("adversarial: unbounded input", () => {
       { toolCalls: [{ name: "image", args: {} }], api: "anthropic" },
       { text: "No image.", api: "anthropic" },
     );
-    const run = await keel(p, server, ["show it"], { FAULT_IMAGE_MB: "12", FAULT_MAX_IMAGE: "3000000" });
+    const run = await keelHeavy(p, server, ["show it"], { FAULT_IMAGE_MB: "12", FAULT_MAX_IMAGE: "3000000" });
     expect(run.code, run.stderr).toBe(0);
     const body = JSON.stringify(server.requests[1]!.body);
     expect(body.length).toBeLessThan(100_000);
@@ -387,7 +397,7 @@ describe("adversarial: unbounded input", () => {
       { toolCalls: [{ name: "blocks", args: {} }], api: "anthropic" },
       { text: "Many blocks.", api: "anthropic" },
     );
-    const run = await keel(p, server, ["list them"], { FAULT_BLOCKS: "50000", FAULT_BLOCK_CHARS: "400" });
+    const run = await keelHeavy(p, server, ["list them"], { FAULT_BLOCKS: "50000", FAULT_BLOCK_CHARS: "400" });
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(20_000);
     const body = JSON.stringify(server.requests[1]!.body.messages);
@@ -406,7 +416,7 @@ describe("adversarial: unbounded input", () => {
       },
       { text: "never sent", api: "anthropic" },
     );
-    const run = await keel(p, server, ["post a lot"]);
+    const run = await keelHeavy(p, server, ["post a lot"]);
     expect(run.code).toBe(1);
     expect(run.ms).toBeLessThan(20_000);
     expect(run.stderr).toContain("KEEL_CONTEXT_OVERFLOW");
@@ -415,7 +425,7 @@ describe("adversarial: unbounded input", () => {
   });
 });
 
-describe("adversarial: a real MCP server over stdio", () => {
+describe.concurrent("adversarial: a real MCP server over stdio", QUEUED, () => {
   it("an MCP result holding lone surrogates (each escaped alone in its JSON-RPC line) reaches the provider repaired and is stored well-formed", async () => {
     const { p, server } = await world();
     server.enqueue(
@@ -438,7 +448,7 @@ describe("adversarial: a real MCP server over stdio", () => {
       { toolCalls: [{ name: "mcp__adv__huge", args: {} }], api: "anthropic" },
       { text: "Big.", api: "anthropic" },
     );
-    const run = await keel(p, server, ["call huge"], { FAULT_MCP: MCP_SERVER, FAULT_HUGE_MB: "8" });
+    const run = await keelHeavy(p, server, ["call huge"], { FAULT_MCP: MCP_SERVER, FAULT_HUGE_MB: "8" });
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(20_000);
     const body = JSON.stringify(server.requests[1]!.body.messages);
@@ -457,7 +467,7 @@ describe("adversarial: a real MCP server over stdio", () => {
       { toolCalls: [{ name: "mcp__adv__huge", args: {} }], api: "anthropic" },
       { text: "Too big.", api: "anthropic" },
     );
-    const run = await keel(p, server, ["call huge"], { FAULT_MCP: MCP_SERVER, FAULT_HUGE_MB: "12" });
+    const run = await keelHeavy(p, server, ["call huge"], { FAULT_MCP: MCP_SERVER, FAULT_HUGE_MB: "12" });
     expect(run.code, run.stderr).toBe(0);
     expect(run.ms).toBeLessThan(20_000);
     const body = JSON.stringify(server.requests[1]!.body.messages);
@@ -478,19 +488,23 @@ describe("adversarial: a real MCP server over stdio", () => {
   });
 });
 
-it("support: the wire server's splitPairs really cuts pairs (each half escaped alone), so the Unicode scenario above tests what it says", async () => {
-  const server = await startWireServer();
-  servers.push(server);
-  server.enqueue({ text: "a😀b", splitPairs: true });
-  const res = await fetch(`${server.anthropicBaseURL}/v1/messages`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-api-key": "x", "anthropic-version": "2023-06-01" },
-    body: JSON.stringify({ model: "m", max_tokens: 10, stream: true, messages: [{ role: "user", content: "hi" }] }),
-  });
-  const raw = await res.text();
-  const deltas = [...raw.matchAll(/"text_delta","text":"((?:[^"\\]|\\.)*)"/g)].map(
-    (m) => JSON.parse(`"${m[1]}"`) as string,
-  );
-  expect(deltas.join("")).toBe("a😀b");
-  expect(deltas.some((d) => !isWellFormed(d))).toBe(true);
-});
+it.concurrent(
+  "support: the wire server's splitPairs really cuts pairs (each half escaped alone), so the Unicode scenario above tests what it says",
+  QUEUED,
+  async () => {
+    const server = await startWireServer();
+    servers.push(server);
+    server.enqueue({ text: "a😀b", splitPairs: true });
+    const res = await fetch(`${server.anthropicBaseURL}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": "x", "anthropic-version": "2023-06-01" },
+      body: JSON.stringify({ model: "m", max_tokens: 10, stream: true, messages: [{ role: "user", content: "hi" }] }),
+    });
+    const raw = await res.text();
+    const deltas = [...raw.matchAll(/"text_delta","text":"((?:[^"\\]|\\.)*)"/g)].map(
+      (m) => JSON.parse(`"${m[1]}"`) as string,
+    );
+    expect(deltas.join("")).toBe("a😀b");
+    expect(deltas.some((d) => !isWellFormed(d))).toBe(true);
+  },
+);

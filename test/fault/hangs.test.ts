@@ -522,7 +522,10 @@ describe.concurrent("hangs: SIGINT", { timeout: 120_000 }, () => {
   });
 });
 
-describe("hangs: the tokenizer's cache file", { timeout: 60_000 }, () => {
+// Concurrent with the blocks around it (its three runs stay in order inside its one scenario), so
+// it does not split the file into rounds that wait for each other's slowest scenario; its runs
+// queue for the CLI slots like theirs, so its timeout is the same hang bound (each run's own is 15 s).
+describe.concurrent("hangs: the tokenizer's cache file", { timeout: 120_000 }, () => {
   it.runIf(process.platform !== "win32")(
     "a FIFO, then /dev/zero, in the place of the o200k cache file: the run decodes the ranks again, counts exactly and exits at once",
     async () => {

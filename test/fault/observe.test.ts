@@ -6,7 +6,7 @@
  */
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAgent, defineTool } from "../../packages/agent/src/index.ts";
 import { SqliteSessionStore, defaultSessionDbPath } from "../../packages/store-sqlite/src/index.ts";
 import { scriptedProvider } from "../../packages/testkit/src/index.ts";
@@ -99,167 +99,182 @@ describe.concurrent("fault/observe: an observer cannot change a turn", { timeout
 
 const missing = browserMissing();
 
-describe.skipIf(missing)("fault/observe: keel studio shows hostile text as text", { timeout: 60_000 }, () => {
-  const stops: Array<() => void> = [];
-  afterAll(() => {
-    for (const stop of stops) stop();
-  });
+describe.skipIf(missing)(
+  "fault/observe: keel studio shows hostile text as text",
+  // Concurrent: each scenario uses its own test's expect (expect.poll needs it).
+  { timeout: 60_000, concurrent: true },
+  () => {
+    const stops: Array<() => void> = [];
+    // One browser for both scenarios (each has a context of its own), started once the first asks for it.
+    let launched: ReturnType<typeof launchChromium> | undefined;
+    const chromium = () => (launched ??= launchChromium());
+    // It starts while the scenarios' keel runs do (a failed launch fails the scenario that awaits it).
+    beforeAll(() => void chromium().catch(() => {}));
+    afterAll(async () => {
+      for (const stop of stops) stop();
+      await (await launched)?.close();
+    });
 
-  it("markup and scripts in the input, the answer, a plugin's name and its diagnostic never run; a 100 KB input with lone surrogates is cut", async () => {
-    const xss = `<img src=x onerror="globalThis.pwned=1"><script>globalThis.pwned=2</script>`;
-    const dir = project({
-      "agent.config.mjs": `export default { name: "hostile",
+    it("markup and scripts in the input, the answer, a plugin's name and its diagnostic never run; a 100 KB input with lone surrogates is cut", async ({
+      expect,
+    }) => {
+      const xss = `<img src=x onerror="globalThis.pwned=1"><script>globalThis.pwned=2</script>`;
+      const dir = project({
+        "agent.config.mjs": `export default { name: "hostile",
         plugins: [{ name: ${JSON.stringify(`evil${xss}`)}, version: "1.0.0", setup(ctx) { ctx.on("turn.pre_prompt_context", () => ({ kind: "diagnostic", level: "warn", code: "evil.code", message: ${JSON.stringify(xss)} })); } }],
         offline: { script: { steps: [{ text: ${JSON.stringify(`answer ${xss}`)} }, { text: "big one" }] } } };`,
-    });
-    const first = await keel(["run", `question ${xss}`], { cwd: dir });
-    expect(first.code, first.stderr).toBe(0);
-    // As large as one argument may be (the kernel limits a single argv string to 128 KiB).
-    const big = `${"\ud800x".repeat(10)}${"y".repeat(100_000)}`;
-    const second = await keel(["run", "-c", big], { cwd: dir, killAfterMs: 60_000 });
-    expect(second.code, second.stderr).toBe(0);
+      });
+      const first = await keel(["run", `question ${xss}`], { cwd: dir });
+      expect(first.code, first.stderr).toBe(0);
+      // As large as one argument may be (the kernel limits a single argv string to 128 KiB).
+      const big = `${"\ud800x".repeat(10)}${"y".repeat(100_000)}`;
+      const second = await keel(["run", "-c", big], { cwd: dir, killAfterMs: 60_000 });
+      expect(second.code, second.stderr).toBe(0);
 
-    const studio = await startStudioProcess([], { cwd: dir, env: scenarioEnv(dir) });
-    stops.push(studio.stop);
-    const url = studio.url;
-    const browser = await launchChromium();
-    try {
-      const page = await browser.newPage();
-      const errors: string[] = [];
-      page.on("pageerror", (e) => errors.push(e.message));
-      await page.goto(url);
-      const turns = page.locator("details.turn");
-      await expect.poll(() => turns.count()).toBe(2);
-      await turns.first().locator(":scope > summary").click();
-      const firstTurn = turns.first();
-      await expect.poll(() => firstTurn.locator(".input").textContent()).toBe(`question ${xss}`);
-      expect(await firstTurn.locator(".answer").textContent()).toBe(`answer ${xss}`);
-      expect(await firstTurn.locator('[data-finding="evil.code"]').textContent()).toContain(xss);
-      expect(await page.locator("img, script:not([src])").count()).toBe(0);
-      expect(await page.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
-      // The 100 KB input: shown cut (4,000 code points and an ellipsis), each lone surrogate as U+FFFD.
-      const shown = (await turns.nth(1).locator(".input").textContent())!;
-      expect(shown.length).toBeLessThan(5_000);
-      expect(shown.startsWith("\ufffdx\ufffdx")).toBe(true);
-      expect(shown.endsWith("…")).toBe(true);
-      expect(errors).toEqual([]);
-    } finally {
-      await browser.close();
-    }
-  });
-  it("who approved what, and what did it cost: each call's arguments and result, each answered approval with who, when and why, each turn's $ and the session's, all as text", async () => {
-    const xss = `<img src=x onerror="globalThis.pwned=3"><script>globalThis.pwned=4</script>`;
-    const dir = project({ "agent.config.mjs": `export default { name: "audit" };` });
-    const store = new SqliteSessionStore({ path: defaultSessionDbPath(join(dir, ".keel-home")) });
-    // A priced model ($3 / $15 per million tokens): two requests of 1,000 in and 100 out tokens cost $0.009.
-    const scripted = scriptedProvider([
-      {
-        toolCalls: [{ id: "d1", name: "deploy", args: { env: `prod ${xss}`, notes: "😀".repeat(3_000) } }],
-        usage: { inputTokens: 1_000, outputTokens: 100 },
-      },
-      { text: "Deployed.", usage: { inputTokens: 1_000, outputTokens: 100 } },
-    ]);
-    const host = await createAgent({
-      name: "audit",
-      provider: { id: "test:priced", price: { input: 3, output: 15 }, stream: (r, o) => scripted.stream(r, o) },
-      sideModel: false,
-      store,
-      tools: [
-        defineTool({
-          name: "deploy",
-          description: "Deploys.",
-          category: "exec",
-          execute: () => `deployed ${xss}`,
-        }),
-      ],
-      plugins: [
+      const studio = await startStudioProcess([], { cwd: dir, env: scenarioEnv(dir) });
+      stops.push(studio.stop);
+      const url = studio.url;
+      const browser = await (await chromium()).newContext();
+      try {
+        const page = await browser.newPage();
+        const errors: string[] = [];
+        page.on("pageerror", (e) => errors.push(e.message));
+        await page.goto(url);
+        const turns = page.locator("details.turn");
+        await expect.poll(() => turns.count()).toBe(2);
+        await turns.first().locator(":scope > summary").click();
+        const firstTurn = turns.first();
+        await expect.poll(() => firstTurn.locator(".input").textContent()).toBe(`question ${xss}`);
+        expect(await firstTurn.locator(".answer").textContent()).toBe(`answer ${xss}`);
+        expect(await firstTurn.locator('[data-finding="evil.code"]').textContent()).toContain(xss);
+        expect(await page.locator("img, script:not([src])").count()).toBe(0);
+        expect(await page.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
+        // The 100 KB input: shown cut (4,000 code points and an ellipsis), each lone surrogate as U+FFFD.
+        const shown = (await turns.nth(1).locator(".input").textContent())!;
+        expect(shown.length).toBeLessThan(5_000);
+        expect(shown.startsWith("\ufffdx\ufffdx")).toBe(true);
+        expect(shown.endsWith("…")).toBe(true);
+        expect(errors).toEqual([]);
+      } finally {
+        await browser.close();
+      }
+    });
+    it("who approved what, and what did it cost: each call's arguments and result, each answered approval with who, when and why, each turn's $ and the session's, all as text", async ({
+      expect,
+    }) => {
+      const xss = `<img src=x onerror="globalThis.pwned=3"><script>globalThis.pwned=4</script>`;
+      const dir = project({ "agent.config.mjs": `export default { name: "audit" };` });
+      const store = new SqliteSessionStore({ path: defaultSessionDbPath(join(dir, ".keel-home")) });
+      // A priced model ($3 / $15 per million tokens): two requests of 1,000 in and 100 out tokens cost $0.009.
+      const scripted = scriptedProvider([
         {
-          name: "rules",
-          version: "1.0.0",
-          setup: (ctx) =>
-            ctx.on("tool.pre_call", () => ({
-              kind: "tool_decision",
-              decision: "ask",
-              reason: `deploys are reviewed ${xss}`,
-            })),
+          toolCalls: [{ id: "d1", name: "deploy", args: { env: `prod ${xss}`, notes: "😀".repeat(3_000) } }],
+          usage: { inputTokens: 1_000, outputTokens: 100 },
         },
-      ],
-    });
-    const session = await host.session();
-    expect((await session.run("deploy it")).verdict.status).toBe("paused");
-    await session.approve("d1", { answerer: `ops ${xss}`, reason: "change window is open" });
-    expect((await session.resume()).text).toBe("Deployed.");
-    await host.close();
-    store.close();
+        { text: "Deployed.", usage: { inputTokens: 1_000, outputTokens: 100 } },
+      ]);
+      const host = await createAgent({
+        name: "audit",
+        provider: { id: "test:priced", price: { input: 3, output: 15 }, stream: (r, o) => scripted.stream(r, o) },
+        sideModel: false,
+        store,
+        tools: [
+          defineTool({
+            name: "deploy",
+            description: "Deploys.",
+            category: "exec",
+            execute: () => `deployed ${xss}`,
+          }),
+        ],
+        plugins: [
+          {
+            name: "rules",
+            version: "1.0.0",
+            setup: (ctx) =>
+              ctx.on("tool.pre_call", () => ({
+                kind: "tool_decision",
+                decision: "ask",
+                reason: `deploys are reviewed ${xss}`,
+              })),
+          },
+        ],
+      });
+      const session = await host.session();
+      expect((await session.run("deploy it")).verdict.status).toBe("paused");
+      await session.approve("d1", { answerer: `ops ${xss}`, reason: "change window is open" });
+      expect((await session.resume()).text).toBe("Deployed.");
+      await host.close();
+      store.close();
 
-    const studio = await startStudioProcess([], { cwd: dir, env: scenarioEnv(dir) });
-    stops.push(studio.stop);
-    // The JSON API: the call, the approval with its answerer, the cost.
-    const res = await fetch(`${studio.origin}/api/sessions/${session.id}`, {
-      headers: { authorization: `Bearer ${studio.token}` },
-    });
-    const detail = (await res.json()) as {
-      cost: { usd: number; priced: number; unpriced: number };
-      turns: Array<{
+      const studio = await startStudioProcess([], { cwd: dir, env: scenarioEnv(dir) });
+      stops.push(studio.stop);
+      // The JSON API: the call, the approval with its answerer, the cost.
+      const res = await fetch(`${studio.origin}/api/sessions/${session.id}`, {
+        headers: { authorization: `Bearer ${studio.token}` },
+      });
+      const detail = (await res.json()) as {
         cost: { usd: number; priced: number; unpriced: number };
-        calls: Array<{ name: string; args: string; result?: string; status?: string }>;
-        approvals: Array<{
-          name: string;
-          reason?: string;
-          askedAt?: number;
-          answer?: { approved: boolean; answerer?: string; reason?: string; at: number; by: string };
+        turns: Array<{
+          cost: { usd: number; priced: number; unpriced: number };
+          calls: Array<{ name: string; args: string; result?: string; status?: string }>;
+          approvals: Array<{
+            name: string;
+            reason?: string;
+            askedAt?: number;
+            answer?: { approved: boolean; answerer?: string; reason?: string; at: number; by: string };
+          }>;
         }>;
-      }>;
-    };
-    const [turn] = detail.turns;
-    expect(turn!.calls).toHaveLength(1);
-    expect(turn!.calls[0]).toMatchObject({ name: "deploy", status: "ok", result: `deployed ${xss}` });
-    expect(turn!.calls[0]!.args).toContain(`"env": "prod <img src=x onerror=\\"globalThis.pwned=3\\">`);
-    // The 3,000 emoji are cut by code points (2,000 at most, never half a pair), saying how much was dropped.
-    expect([...turn!.calls[0]!.args].length).toBeLessThanOrEqual(2_000);
-    expect(turn!.calls[0]!.args).toMatch(/… \[\d+ more chars\]$/);
-    expect(isWellFormed(turn!.calls[0]!.args)).toBe(true);
-    expect(turn!.approvals).toHaveLength(1);
-    const approval = turn!.approvals[0]!;
-    expect(approval).toMatchObject({ name: "deploy", reason: `deploys are reviewed ${xss}` });
-    expect(approval.answer).toMatchObject({
-      approved: true,
-      by: "host",
-      answerer: `ops ${xss}`,
-      reason: "change window is open",
-    });
-    expect(approval.answer!.at).toBeGreaterThanOrEqual(approval.askedAt!);
-    expect(turn!.cost.usd).toBeCloseTo(0.009, 9);
-    expect(turn!.cost).toMatchObject({ priced: 2, unpriced: 0 });
-    expect(detail.cost.usd).toBeCloseTo(0.009, 9);
+      };
+      const [turn] = detail.turns;
+      expect(turn!.calls).toHaveLength(1);
+      expect(turn!.calls[0]).toMatchObject({ name: "deploy", status: "ok", result: `deployed ${xss}` });
+      expect(turn!.calls[0]!.args).toContain(`"env": "prod <img src=x onerror=\\"globalThis.pwned=3\\">`);
+      // The 3,000 emoji are cut by code points (2,000 at most, never half a pair), saying how much was dropped.
+      expect([...turn!.calls[0]!.args].length).toBeLessThanOrEqual(2_000);
+      expect(turn!.calls[0]!.args).toMatch(/… \[\d+ more chars\]$/);
+      expect(isWellFormed(turn!.calls[0]!.args)).toBe(true);
+      expect(turn!.approvals).toHaveLength(1);
+      const approval = turn!.approvals[0]!;
+      expect(approval).toMatchObject({ name: "deploy", reason: `deploys are reviewed ${xss}` });
+      expect(approval.answer).toMatchObject({
+        approved: true,
+        by: "host",
+        answerer: `ops ${xss}`,
+        reason: "change window is open",
+      });
+      expect(approval.answer!.at).toBeGreaterThanOrEqual(approval.askedAt!);
+      expect(turn!.cost.usd).toBeCloseTo(0.009, 9);
+      expect(turn!.cost).toMatchObject({ priced: 2, unpriced: 0 });
+      expect(detail.cost.usd).toBeCloseTo(0.009, 9);
 
-    // The page shows the same, as text.
-    const browser = await launchChromium();
-    try {
-      const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-      const errors: string[] = [];
-      page.on("pageerror", (e) => errors.push(e.message));
-      await page.goto(`${studio.url}#${session.id}`);
-      const shown = page.locator("details.turn").first();
-      await expect.poll(() => shown.getAttribute("open")).not.toBeNull();
-      const call = shown.locator('[data-table="calls"] tr[data-call="d1"]');
-      await call.waitFor();
-      // The arguments as the log holds them (JSON), character for character.
-      expect(await call.locator("[data-args]").textContent()).toBe(turn!.calls[0]!.args);
-      expect(await call.locator("[data-result]").textContent()).toBe(`deployed ${xss}`);
-      const row = shown.locator('[data-table="approvals"] tr[data-approval="d1"]');
-      expect(await row.locator("[data-answerer]").textContent()).toBe(`ops ${xss}`);
-      expect(await row.locator("[data-ask-reason]").textContent()).toBe(`deploys are reviewed ${xss}`);
-      expect(await row.locator("[data-answer-reason]").textContent()).toBe("change window is open");
-      expect(await row.locator(".badge").first().textContent()).toBe("approved");
-      expect(await row.locator("[data-answered-at]").textContent()).not.toBe("");
-      expect(await shown.locator('[data-cost="turn"]').textContent()).toBe("$0.0090");
-      expect(await page.locator('[data-cost="session"]').textContent()).toBe("$0.0090 in all");
-      expect(await page.locator("img, script:not([src])").count()).toBe(0);
-      expect(await page.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
-      expect(errors).toEqual([]);
-    } finally {
-      await browser.close();
-    }
-  });
-});
+      // The page shows the same, as text.
+      const browser = await (await chromium()).newContext({ viewport: { width: 1400, height: 1000 } });
+      try {
+        const page = await browser.newPage();
+        const errors: string[] = [];
+        page.on("pageerror", (e) => errors.push(e.message));
+        await page.goto(`${studio.url}#${session.id}`);
+        const shown = page.locator("details.turn").first();
+        await expect.poll(() => shown.getAttribute("open")).not.toBeNull();
+        const call = shown.locator('[data-table="calls"] tr[data-call="d1"]');
+        await call.waitFor();
+        // The arguments as the log holds them (JSON), character for character.
+        expect(await call.locator("[data-args]").textContent()).toBe(turn!.calls[0]!.args);
+        expect(await call.locator("[data-result]").textContent()).toBe(`deployed ${xss}`);
+        const row = shown.locator('[data-table="approvals"] tr[data-approval="d1"]');
+        expect(await row.locator("[data-answerer]").textContent()).toBe(`ops ${xss}`);
+        expect(await row.locator("[data-ask-reason]").textContent()).toBe(`deploys are reviewed ${xss}`);
+        expect(await row.locator("[data-answer-reason]").textContent()).toBe("change window is open");
+        expect(await row.locator(".badge").first().textContent()).toBe("approved");
+        expect(await row.locator("[data-answered-at]").textContent()).not.toBe("");
+        expect(await shown.locator('[data-cost="turn"]').textContent()).toBe("$0.0090");
+        expect(await page.locator('[data-cost="session"]').textContent()).toBe("$0.0090 in all");
+        expect(await page.locator("img, script:not([src])").count()).toBe(0);
+        expect(await page.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
+        expect(errors).toEqual([]);
+      } finally {
+        await browser.close();
+      }
+    });
+  },
+);

@@ -13,6 +13,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { TurnStreamEvent } from "../../packages/stream/src/index.ts";
 import { createAgent, isKeelError } from "../../packages/agent/src/index.ts";
 import { scriptedProvider } from "../../packages/testkit/src/index.ts";
+import { pool } from "../../packages/cli/test/support/run-keel.ts";
 import compaction from "../../packages/plugin-compaction/src/index.ts";
 import { goals } from "../../packages/plugin-goals/src/index.ts";
 import mcp from "../../packages/plugin-mcp/src/index.ts";
@@ -105,28 +106,30 @@ describe("class 14: a paused approval is never lost on reload", () => {
   it("twelve sessions paused on calls with provider-shaped ids (toolu_01… of 32 characters) all come back after a SIGKILL: listed, approved and run exactly once", async () => {
     const h = home();
     const log = join(h, "deployments.log");
-    let a = await instance(h);
-    const sessions: Array<{ id: string; version: string; callId: string }> = [];
-    for (let i = 0; i < 12; i++) {
+    // How long a deploy's steps take is not what this checks: 1 ms steps, and the sessions are
+    // paused and approved three at a time (each is its own session; the server serves them at once).
+    const fast = { DEPLOY_STEP_MS: "1" };
+    let a = await instance(h, fast);
+    const sessions = await pool([...Array(12).keys()], 3, async (i) => {
       const { id } = (await (await post(`${a.url}/sessions`, {})).json()) as { id: string };
       const version = `v7.${i}.${(i * 7) % 10}`;
       const asked = await stream(await post(`${a.url}/sessions/${id}/turns`, { input: `deploy ${version}` }));
       expect(verdict(asked).verdict.status).toBe("paused");
       const callId = (asked.find((e) => e.type === "approval.requested") as { callId: string }).callId;
       expect(callId).toMatch(/^toolu_01[0-9A-Za-z]{24}$/);
-      sessions.push({ id, version, callId });
-    }
+      return { id, version, callId };
+    });
     a.child.kill("SIGKILL");
     await new Promise((r) => a.child.once("exit", r));
-    a = await instance(h);
-    for (const s of sessions) {
+    a = await instance(h, fast);
+    await pool(sessions, 3, async (s) => {
       const listed = await pending(a.url, s.id);
       expect(listed.map((p) => p.callId)).toEqual([s.callId]);
       const rest = await stream(
         await post(`${a.url}/sessions/${s.id}/approvals`, { answers: [{ callId: s.callId, approve: true }] }),
       );
       expect(verdict(rest).verdict.status).toBe("completed");
-    }
+    });
     const deployed = readFileSync(log, "utf8")
       .trim()
       .split("\n")
@@ -139,8 +142,7 @@ describe("class 14: a paused session belongs to the fleet", () => {
   it("while instance A keeps the paused session open, instance B lists its approvals, approves and resumes it; A then serves the next turn on the whole history", async () => {
     const h = home();
     const log = join(h, "deployments.log");
-    const a = await instance(h);
-    const b = await instance(h);
+    const [a, b] = await Promise.all([instance(h, { DEPLOY_STEP_MS: "1" }), instance(h, { DEPLOY_STEP_MS: "1" })]);
     const { id } = (await (await post(`${a.url}/sessions`, {})).json()) as { id: string };
     const asked = await stream(await post(`${a.url}/sessions/${id}/turns`, { input: "deploy v8.1.0" }));
     expect(verdict(asked).verdict.status).toBe("paused");
@@ -178,9 +180,9 @@ describe("class 14: a paused session belongs to the fleet", () => {
     "a turn running in A is a 409 KEEL_SESSION_BUSY in B naming the holder, answered before any byte is streamed; once it ends B runs the session",
     async () => {
       const h = home();
-      // A's deploy takes three steps of 2 s: B's request lands while it runs (it is sent once the first step is streamed).
-      const a = await instance(h, { DEPLOY_STEP_MS: "2000" });
-      const b = await instance(h);
+      // A's deploy takes three steps of 1 s: B's request lands while it runs (it is sent once the first
+      // step is streamed, so it has the 2-3 s the other steps take; B answers a 409 in milliseconds).
+      const [a, b] = await Promise.all([instance(h, { DEPLOY_STEP_MS: "1000" }), instance(h)]);
       const { id } = (await (await post(`${a.url}/sessions`, {})).json()) as { id: string };
       const asked = await stream(await post(`${a.url}/sessions/${id}/turns`, { input: "deploy v9.0.0" }));
       const callId = (asked.find((e) => e.type === "approval.requested") as { callId: string }).callId;
@@ -202,7 +204,7 @@ describe("class 14: a paused session belongs to the fleet", () => {
       const after = await stream(await post(`${b.url}/sessions/${id}/turns`, { input: "status" }));
       expect(verdict(after).text).toContain("live: v9.0.0");
     },
-    20_000 + 6_000,
+    20_000 + 3_000,
   );
 });
 
@@ -212,8 +214,7 @@ describe("class 14: one store rule, and every plugin's data follows its agent", 
     const schema = testSchema();
     const env = { KEEL_DATABASE_URL: PG_URL, KEEL_DATABASE_SCHEMA: schema };
     const [ha, hb] = [home(), home()];
-    const a = await instance(ha, env);
-    const b = await instance(hb, env);
+    const [a, b] = await Promise.all([instance(ha, env), instance(hb, env)]);
     const { id } = (await (await post(`${a.url}/sessions`, {})).json()) as { id: string };
     const asked = await stream(await post(`${a.url}/sessions/${id}/turns`, { input: "deploy v10.2.0" }));
     expect(verdict(asked).verdict.status).toBe("paused");

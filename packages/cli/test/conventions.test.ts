@@ -13,7 +13,8 @@ import { startWireServer } from "@keel/wire-server";
 import type { WireServer } from "@keel/wire-server";
 import { COMMAND_HELP, ENVIRONMENT } from "../src/help.ts";
 import { renderer } from "../src/render.ts";
-import { KEEL_BIN, REPO, offlineEnv, runKeel } from "./support/run-keel.ts";
+import { KEEL_BIN, REPO, offlineEnv, runKeel as spawnKeel } from "./support/run-keel.ts";
+import { gate } from "./support/gate.ts";
 
 const root = mkdtempSync(join(tmpdir(), "keel-conventions-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -28,6 +29,24 @@ const inputOf = (stdout: string) =>
   (events(stdout).find((e) => e.type === "turn.started") as { input?: string } | undefined)?.input;
 const sessionOf = (stderr: string) => /session ([0-9a-f-]{36})/.exec(stderr)?.[1];
 
+// The blocks run concurrently (each scenario has its own project and home); their processes take
+// turns two at a time. Runs with no options (help, usage, --version) read nothing of a project or a
+// home, so one process answers each such command line for the whole file.
+const slot = gate(2);
+/** A scenario may wait its turn for the gate: its timeout is a hang bound, not a speed bound. */
+const QUEUED = { timeout: 120_000 };
+const printed = new Map<string, ReturnType<typeof spawnKeel>>();
+function runKeel(args: string[], options?: Parameters<typeof spawnKeel>[1]): ReturnType<typeof spawnKeel> {
+  if (options) return slot(() => spawnKeel(args, options));
+  const key = JSON.stringify(args);
+  if (!printed.has(key))
+    printed.set(
+      key,
+      slot(() => spawnKeel(args)),
+    );
+  return printed.get(key)!;
+}
+
 /** A project with no model (the echo model answers) and its own home. */
 function project(name = "conv"): { dir: string; env: NodeJS.ProcessEnv; home: string } {
   const dir = mkdtempSync(join(root, "p-"));
@@ -36,10 +55,9 @@ function project(name = "conv"): { dir: string; env: NodeJS.ProcessEnv; home: st
   return { dir, home, env: offlineEnv({ KEEL_HOME: home }) };
 }
 
-describe("--version, help, usage", () => {
+describe.concurrent("--version, help, usage", QUEUED, () => {
   it("--version and -v print the CLI's package.json version on stdout, exit 0", async () => {
-    for (const flag of ["--version", "-v"]) {
-      const r = await runKeel([flag]);
+    for (const r of await Promise.all(["--version", "-v"].map((flag) => runKeel([flag])))) {
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout).toBe(`${CLI_PKG.version}\n`);
       expect(r.stderr).toBe("");
@@ -47,7 +65,7 @@ describe("--version, help, usage", () => {
   });
 
   it("keel run --help and keel help run print the same: usage, examples and the environment run reads", async () => {
-    const [a, b] = [await runKeel(["run", "--help"]), await runKeel(["help", "run"])];
+    const [a, b] = await Promise.all([runKeel(["run", "--help"]), runKeel(["help", "run"])]);
     expect(a.code).toBe(0);
     expect(b.code).toBe(0);
     expect(a.stdout).toBe(b.stdout);
@@ -92,13 +110,17 @@ describe("--version, help, usage", () => {
   });
 
   it("every command in the help table has its help (2-3 examples), and --help lists every command", async () => {
-    const overview = await runKeel(["--help"]);
-    expect(overview.code).toBe(0);
-    for (const [command, h] of Object.entries(COMMAND_HELP)) {
-      expect(overview.stdout).toContain(`  ${command} `);
+    const commands = Object.entries(COMMAND_HELP);
+    const [overview, ...helps] = await Promise.all([
+      runKeel(["--help"]),
+      ...commands.map(([command]) => runKeel([command, "--help"])),
+    ]);
+    expect(overview!.code).toBe(0);
+    for (const [i, [command, h]] of commands.entries()) {
+      expect(overview!.stdout).toContain(`  ${command} `);
       expect(h.examples.length).toBeGreaterThanOrEqual(1);
       expect(h.examples.length).toBeLessThanOrEqual(3);
-      const r = await runKeel([command, "--help"]);
+      const r = helps[i]!;
       expect(r.code, `${command}: ${r.stderr}`).toBe(0);
       expect(r.stdout).toMatch(new RegExp(`^keel ${command} — `));
       for (const e of h.env) expect(r.stdout).toContain(`  ${e} `);
@@ -123,12 +145,13 @@ describe("--version, help, usage", () => {
   });
 
   it("keel alone prints the overview on stderr (stdout empty), exit 2; usage errors go to stderr too", async () => {
-    const bare = await runKeel([]);
-    expect(bare.code).toBe(2);
-    expect(bare.stdout).toBe("");
-    expect(bare.stderr).toContain("commands:");
-    for (const args of [["help", "frobnicate"], ["frobnicate"], ["run", "--bogus", "x"]]) {
-      const r = await runKeel(args);
+    const usage = [["help", "frobnicate"], ["frobnicate"], ["run", "--bogus", "x"]];
+    const [bare, ...runs] = await Promise.all([runKeel([]), ...usage.map((args) => runKeel(args))]);
+    expect(bare!.code).toBe(2);
+    expect(bare!.stdout).toBe("");
+    expect(bare!.stderr).toContain("commands:");
+    for (const [i, args] of usage.entries()) {
+      const r = runs[i]!;
       expect(r.code, args.join(" ")).toBe(2);
       expect(r.stdout).toBe("");
       expect(r.stderr).toContain("KEEL_CLI_USAGE");
@@ -145,7 +168,7 @@ describe("--version, help, usage", () => {
   });
 });
 
-describe("keel run: input from stdin", () => {
+describe.concurrent("keel run: input from stdin", QUEUED, () => {
   it("`echo … | keel run` and `keel run -` take stdin as the input", async () => {
     const p = project();
     const piped = await runKeel(["run", "--json"], {
@@ -181,11 +204,15 @@ describe("keel run: input from stdin", () => {
 
   it("an argument with a stdin nobody writes to: keel goes on without it after KEEL_STDIN_WAIT_MS and says so", async () => {
     const p = project();
-    const t0 = performance.now();
-    const r = await runKeel(["run", "--json", "just this"], {
-      cwd: p.dir,
-      env: { ...p.env, KEEL_STDIN_WAIT_MS: "150" },
-      keepStdin: true,
+    let t0 = 0;
+    // Timed from its own start, not from its turn in the queue.
+    const r = await slot(() => {
+      t0 = performance.now();
+      return spawnKeel(["run", "--json", "just this"], {
+        cwd: p.dir,
+        env: { ...p.env, KEEL_STDIN_WAIT_MS: "150" },
+        keepStdin: true,
+      });
     });
     expect(r.code, r.stderr).toBe(0);
     expect(inputOf(r.stdout)).toBe("just this");
@@ -194,7 +221,7 @@ describe("keel run: input from stdin", () => {
   });
 });
 
-describe("keel run --model", () => {
+describe.concurrent("keel run --model", QUEUED, () => {
   let server: WireServer;
   beforeAll(async () => {
     server = await startWireServer();
@@ -219,11 +246,13 @@ describe("keel run --model", () => {
 
   it("a chain, repeated or comma-separated: the models without a key are left out, offline names the first", async () => {
     const p = project();
-    for (const args of [
+    const chains = [
       ["--model", "anthropic:claude-sonnet-4-6,openai:gpt-4.1"],
       ["--model", "anthropic:claude-sonnet-4-6", "--model", "openai:gpt-4.1"],
-    ]) {
-      const r = await runKeel(["run", ...args, "hi"], { cwd: p.dir, env: p.env });
+    ];
+    for (const r of await Promise.all(
+      chains.map((args) => runKeel(["run", ...args, "hi"], { cwd: p.dir, env: p.env })),
+    )) {
       expect(r.code, r.stderr).toBe(0);
       expect(r.stderr).toContain("ANTHROPIC_API_KEY / OPENAI_API_KEY is not set");
       expect(r.stderr).toContain("Set the API key to use anthropic:claude-sonnet-4-6");
@@ -232,11 +261,15 @@ describe("keel run --model", () => {
 
   it("a malformed spec is the config's model error, located at --model, exit 2 before anything starts", async () => {
     const p = project();
-    for (const [value, found] of [
+    const specs = [
       ["gpt-4.1", '"gpt-4.1"'],
       ["openai:gpt-4.1,claude", '"claude"'],
-    ]) {
-      const r = await runKeel(["run", "--model", value!, "hi"], { cwd: p.dir, env: p.env });
+    ] as const;
+    const runs = await Promise.all(
+      specs.map(([value]) => runKeel(["run", "--model", value, "hi"], { cwd: p.dir, env: p.env })),
+    );
+    for (const [i, [, found]] of specs.entries()) {
+      const r = runs[i]!;
       expect(r.code).toBe(2);
       expect(r.stderr).toContain(
         "KEEL_CLI_USAGE (at --model): --model: expected <provider>:<model>, with provider anthropic, openai, openai-compatible or scripted",
@@ -247,7 +280,7 @@ describe("keel run --model", () => {
   });
 });
 
-describe("-c / --continue", () => {
+describe.concurrent("-c / --continue", QUEUED, () => {
   it("continues the most recent session of this agent in this home; with none it starts one and says so", async () => {
     const p = project("continuing");
     const first = await runKeel(["run", "-c", "first"], { cwd: p.dir, env: p.env });
@@ -264,17 +297,19 @@ describe("-c / --continue", () => {
 
   it("-c before a config path is a usage error pointing at --config; --continue excludes --session", async () => {
     const p = project();
-    const old = await runKeel(["run", "-c", "agent.config.mjs", "hi"], { cwd: p.dir, env: p.env });
+    const [old, both] = await Promise.all([
+      runKeel(["run", "-c", "agent.config.mjs", "hi"], { cwd: p.dir, env: p.env }),
+      runKeel(["run", "-c", "--session", "x", "hi"], { cwd: p.dir, env: p.env }),
+    ]);
     expect(old.code).toBe(2);
     expect(old.stderr).toContain("-c is --continue");
     expect(old.stderr).toContain("--config agent.config.mjs");
-    const both = await runKeel(["run", "-c", "--session", "x", "hi"], { cwd: p.dir, env: p.env });
     expect(both.code).toBe(2);
     expect(both.stderr).toContain("--continue picks the most recent session; it excludes --session");
   });
 });
 
-describe("first run in a home", () => {
+describe.concurrent("first run in a home", QUEUED, () => {
   it("after the first completed turn, stderr says where the session went and what to try; the next run does not", async () => {
     const p = project();
     const first = await runKeel(["run", "hi"], { cwd: p.dir, env: p.env });
@@ -308,10 +343,10 @@ describe("first run in a home", () => {
     expect(existsSync(elsewhere)).toBe(false);
     expect(r.stderr).toContain("keel run -c --config");
     expect(r.stderr).toContain("--home here");
-  }, 60_000);
+  }, 120_000);
 });
 
-describe("the slow-phase line", () => {
+describe.concurrent("the slow-phase line", QUEUED, () => {
   it("names the phase, when it runs and the plugins in it, then how long it took and who took it", async () => {
     const out: string[] = [];
     const r = renderer(
@@ -342,7 +377,7 @@ describe("the slow-phase line", () => {
   });
 });
 
-describe("an unsupported Node", () => {
+describe.concurrent("an unsupported Node", QUEUED, () => {
   const old = ["/usr/bin/node", "/usr/local/bin/node", "/bin/node"].find((n) => {
     try {
       const [major, minor] = execFileSync(n, ["-p", "process.versions.node"], { encoding: "utf8" })

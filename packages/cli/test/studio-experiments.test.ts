@@ -302,8 +302,8 @@ describe.skipIf(missing)("keel studio in a browser: experiments", () => {
   let browser: Browser;
   let cli: StudioProcess;
   beforeAll(async () => {
-    browser = await launchChromium();
-    cli = await startStudioProcess([], { cwd: root, env });
+    // The browser and the studio process start side by side.
+    [browser, cli] = await Promise.all([launchChromium(), startStudioProcess([], { cwd: root, env })]);
     closers.push(() => cli.stop());
   }, 60_000);
   afterAll(async () => {

@@ -24,6 +24,8 @@ const root = mkdtempSync(join(tmpdir(), "keel-studio-"));
 const notes = join(root, "notes.txt");
 const home = join(root, ".keel");
 const env = offlineEnv({ KEEL_HOME: home });
+/** The "slowly" turn holds in a tool until this file exists: it runs for as long as the test needs to see it running. */
+const release = join(root, "release-slow-answer");
 
 /** One agent for every test: a plugin that adds a section, misplaces a contribution and asks before writes. */
 const HOUSE = `{ name: "house", version: "1.0.0", setup(ctx) {
@@ -34,10 +36,11 @@ const HOUSE = `{ name: "house", version: "1.0.0", setup(ctx) {
 const TOOLS = `[
     { name: "lookup", description: "Looks a value up.", category: "info", parameters: { type: "object", properties: {} }, execute: () => "the answer is 42" },
     { name: "write_note", description: "Appends a note.", category: "edit", parameters: { type: "object", properties: { text: { type: "string" } } }, execute: ({ text }) => { appendFileSync(${JSON.stringify(notes)}, text + "\\n"); return "wrote " + text; } },
+    { name: "hold", description: "Waits to be released.", category: "info", parameters: { type: "object", properties: {} }, execute: async () => { const end = Date.now() + 60_000; while (!existsSync(${JSON.stringify(release)}) && Date.now() < end) await new Promise((r) => setTimeout(r, 20)); return "released"; } },
   ]`;
 writeFileSync(
   join(root, "agent.config.mjs"),
-  `import { appendFileSync } from "node:fs";
+  `import { appendFileSync, existsSync } from "node:fs";
 export default {
   name: "studio-test",
   tools: ${TOOLS},
@@ -45,7 +48,8 @@ export default {
   offline: { script: { steps: [
     { when: { lastUserIncludes: "look it up" }, toolCalls: [{ id: "l1", name: "lookup", args: {} }] },
     { when: { lastUserIncludes: "look it up" }, text: "It is 42." },
-    { when: { lastUserIncludes: "slowly" }, text: "A slow answer.", delayMs: 2500 },
+    { when: { lastUserIncludes: "slowly" }, toolCalls: [{ id: "h1", name: "hold", args: {} }] },
+    { when: { lastUserIncludes: "slowly" }, text: "A slow answer." },
     { when: { lastUserIncludes: "note" }, text: "Written." },
   ] } },
 };
@@ -83,10 +87,14 @@ let browser: Browser;
 let readOnly: StudioProcess;
 
 beforeAll(async () => {
-  const first = await runKeel(["run", "please look it up"], { cwd: root, env });
+  // The browser starts while the first turn is recorded and the studio comes up.
+  const [first, launched] = await Promise.all([
+    runKeel(["run", "please look it up"], { cwd: root, env }),
+    missing ? undefined : launchChromium(),
+  ]);
+  if (launched) browser = launched;
   expect(first.code, first.stderr).toBe(0);
   readOnly = await studio();
-  if (!missing) browser = await launchChromium();
 }, 60_000);
 
 afterAll(async () => {
@@ -230,6 +238,7 @@ describe.skipIf(missing)("keel studio in a browser", () => {
     await expect.poll(() => second.locator(".input").textContent(), { timeout: 10_000 }).toBe("answer slowly");
     await expect.poll(() => second.locator(".badge").first().textContent(), { timeout: 10_000 }).toBe("running");
     expect(await page.locator(".live-dot").count()).toBe(1);
+    writeFileSync(release, "");
     expect((await run).code).toBe(0);
     await expect.poll(() => second.locator(".badge").first().textContent(), { timeout: 10_000 }).toBe("completed");
     expect(await second.locator(".answer").textContent()).toBe("A slow answer.");
