@@ -1,5 +1,6 @@
 import { globSync, readFileSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
+import { join } from "node:path";
 import { defineConfig } from "vitest/config";
 
 const ALL = ["packages/*/test/**/*.test.ts", "examples/**/*.test.ts", "test/**/*.test.ts"];
@@ -22,6 +23,11 @@ const isolated = globSync("packages/*/test/**/*.test.ts").filter((f) => TOUCHES_
  * scenarios that promise a bound (an exit within a grace) get less of the CPU they need: one
  * worker per core then. KEEL_TEST_WORKERS overrides.
  */
+// Every process the tests start (vitest's workers, keel, the example servers, fixtures, MCP servers)
+// keeps its compiled code in one cache for the checkout: a file is compiled once per run, not once
+// per process. keel's own cache (KEEL_CACHE_DIR) then stands aside; its tests unset this.
+process.env.NODE_COMPILE_CACHE ??= join(import.meta.dirname, "node_modules", ".cache", "node-compile-cache");
+
 const cores = availableParallelism();
 const WORKERS = Number(process.env.KEEL_TEST_WORKERS) || (loadavg()[0]! < cores ? 2 * cores : cores);
 

@@ -6,6 +6,11 @@ import { REPO, offlineEnv, runKeel } from "./support/run-keel.ts";
 
 const root = mkdtempSync(join(tmpdir(), "keel-compile-cache-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
+/** A user's environment: the test run's own NODE_COMPILE_CACHE (vitest.config.ts) would stand in for keel's. */
+const ownCache = (extra: Record<string, string>) => {
+  const { NODE_COMPILE_CACHE: _, ...env } = offlineEnv(extra);
+  return env;
+};
 const minimal = ["run", "--config", join(REPO, "examples", "minimal", "agent.config.ts"), "hello"];
 
 describe("Node's compile cache", () => {
@@ -14,7 +19,7 @@ describe("Node's compile cache", () => {
     async () => {
       const cache = join(root, "cache");
       const run = await runKeel(minimal, {
-        env: offlineEnv({ KEEL_HOME: join(root, "home-a"), KEEL_CACHE_DIR: cache }),
+        env: ownCache({ KEEL_HOME: join(root, "home-a"), KEEL_CACHE_DIR: cache }),
       });
       expect(run.code, run.stderr).toBe(0);
       const dir = join(cache, "node-compile-cache");
@@ -27,7 +32,7 @@ describe("Node's compile cache", () => {
   it("KEEL_NO_COMPILE_CACHE=1 turns it off: no compile cache folder is made", async () => {
     const cache = join(root, "cache-off");
     const run = await runKeel(minimal, {
-      env: offlineEnv({ KEEL_HOME: join(root, "home-b"), KEEL_CACHE_DIR: cache, KEEL_NO_COMPILE_CACHE: "1" }),
+      env: ownCache({ KEEL_HOME: join(root, "home-b"), KEEL_CACHE_DIR: cache, KEEL_NO_COMPILE_CACHE: "1" }),
     });
     expect(run.code, run.stderr).toBe(0);
     expect(existsSync(join(cache, "node-compile-cache"))).toBe(false);
