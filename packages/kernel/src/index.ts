@@ -72,6 +72,7 @@ export {
   setCredentialMask,
 } from "./errors.ts";
 export type { ErrorCode, ErrorLocation } from "./errors.ts";
+export { missingPackageOf, packageInstalled, packageMissing } from "./packages.ts";
 export { KERNEL_VERSION, DEFAULT_SETUP_TIMEOUT_MS, DEFAULT_TIMEOUTS, buildRegistry } from "./registry.ts";
 export type { RegistryOptions, PluginRegistry, RegisteredPlugin, RegistryHooks, Subscription } from "./registry.ts";
 export { PhaseRunner } from "./dispatch.ts";

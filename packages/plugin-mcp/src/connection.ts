@@ -40,15 +40,10 @@ function sdk(): Promise<Sdk> {
 
 /** KEEL_PACKAGE_MISSING naming the MCP SDK when `err` is Node's "no such package" for it; else undefined. */
 function sdkMissing(err: unknown): KeelError | undefined {
-  const e = err as { code?: unknown; message?: unknown } | null;
-  if (e?.code !== "ERR_MODULE_NOT_FOUND" && e?.code !== "MODULE_NOT_FOUND") return undefined;
-  if (typeof e.message !== "string" || !e.message.includes("'@modelcontextprotocol/sdk")) return undefined;
-  return new KeelError(
-    "KEEL_PACKAGE_MISSING",
-    "MCP servers (the mcp plugin's `servers`) need the package @modelcontextprotocol/sdk, which is not installed in this project: run `npm install @modelcontextprotocol/sdk` where package.json is.",
-    { plugin: "@keel/plugin-mcp", path: "@modelcontextprotocol/sdk" },
-    { cause: err },
-  );
+  const pkg = missingPackageOf(err, ["@modelcontextprotocol/sdk"]);
+  return pkg === undefined
+    ? undefined
+    : packageMissing(pkg, "The mcp plugin's MCP servers (`servers`)", { plugin: "@keel/plugin-mcp" }, err);
 }
 type RpcCode = "RequestTimeout" | "ConnectionClosed" | "InvalidParams" | "MethodNotFound" | "InvalidRequest";
 const isMcpError = (err: unknown, ...codes: RpcCode[]): boolean =>
@@ -61,7 +56,7 @@ const isAnyMcpError = (err: unknown): boolean => !!loaded && err instanceof load
  */
 const NETWORK =
   /\bfetch failed|\bENOTFOUND\b|\bEAI_AGAIN\b|\bECONNREFUSED\b|\bECONNRESET\b|\bETIMEDOUT\b|\bEHOSTUNREACH\b|\bENETUNREACH\b|getaddrinfo|socket hang up|UND_ERR_CONNECT|certificate has expired|self[- ]signed certificate|unable to verify the first certificate|Name or service not known|Temporary failure in name resolution|Connection refused|Max retries exceeded(?![\s\S]*Caused by ResponseError)|\bConnectError|\bConnectTimeout|network is unreachable/i;
-import { KeelError } from "@keel/kernel";
+import { type KeelError, missingPackageOf, packageMissing } from "@keel/kernel";
 import { z } from "zod";
 import type { McpCallResult } from "./results.ts";
 import type { McpServerConfig } from "./options.ts";

@@ -4,7 +4,7 @@
  * are its own. The protocols' SDKs (@modelcontextprotocol/sdk, @a2a-js/sdk) are optional peer
  * dependencies, loaded when a server starts: a project installs the one it serves with.
  */
-import { KeelError } from "@keel/kernel";
+import { missingPackageOf, packageMissing } from "@keel/kernel";
 import type { A2aOptions, A2aServer } from "./a2a.ts";
 import type { McpHttpOptions, McpStdioOptions, RunningServer } from "./mcp.ts";
 
@@ -22,19 +22,7 @@ async function withSdk<T>(sdk: string, feature: string, load: () => Promise<T>):
   try {
     return await load();
   } catch (err) {
-    const e = err as { code?: unknown; message?: unknown } | null;
-    if (
-      (e?.code === "ERR_MODULE_NOT_FOUND" || e?.code === "MODULE_NOT_FOUND") &&
-      typeof e.message === "string" &&
-      e.message.includes(`'${sdk}`)
-    )
-      throw new KeelError(
-        "KEEL_PACKAGE_MISSING",
-        `${feature} needs the package ${sdk}, which is not installed in this project: run \`npm install ${sdk}\` where package.json is.`,
-        { path: sdk },
-        { cause: err },
-      );
-    throw err;
+    throw missingPackageOf(err, [sdk]) ? packageMissing(sdk, feature, {}, err) : err;
   }
 }
 
