@@ -244,20 +244,25 @@ export class ServedAgent {
     const token = extra._meta?.progressToken;
     if (token === undefined) return fn();
     let progress = 0;
+    // Sent before the call's result: a client reading the result has seen every progress line of the call.
+    const sent: Promise<void>[] = [];
     const off = this.options.agent.subscribe((e) => {
       const message = e.sessionId === session.id ? progressLine(e) : undefined;
       if (message)
-        void extra
-          .sendNotification({
-            method: "notifications/progress",
-            params: { progressToken: token, progress: ++progress, message },
-          })
-          .catch(() => {});
+        sent.push(
+          extra
+            .sendNotification({
+              method: "notifications/progress",
+              params: { progressToken: token, progress: ++progress, message },
+            })
+            .catch(() => {}),
+        );
     });
     try {
       return await fn();
     } finally {
       off();
+      await Promise.all(sent);
     }
   }
 
